@@ -1,0 +1,33 @@
+"""autoconvert: call NumPy and SciPy code from PyTorch, and torch code from NumPy, with decorators.
+
+``@accepts_numpy`` hands a function NumPy arrays where the caller passed tensors;
+``@returns_tensor`` turns its results back into tensors on the caller's device. The
+reverse pair, ``@accepts_tensor`` and ``@returns_numpy``, serves torch code called
+from NumPy code. Copies follow NumPy 2's ``copy=`` keyword: shared where possible,
+copied once where not, and never silently aliased.
+"""
+
+from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
+from ._errors import ConversionError, CopyError, DeviceMismatchError, GradientError, GradientWarning, ReadOnlyError
+from ._options import config
+from ._tree import register_container
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConversionError",
+    "CopyError",
+    "DeviceMismatchError",
+    "GradientError",
+    "GradientWarning",
+    "ReadOnlyError",
+    "__version__",
+    "accepts_numpy",
+    "accepts_tensor",
+    "config",
+    "register_container",
+    "returns_numpy",
+    "returns_tensor",
+    "to_numpy",
+    "to_tensor",
+]

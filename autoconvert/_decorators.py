@@ -1,0 +1,319 @@
+"""The four decorators and the two plain functions, on wrapt.
+
+Every decorator works bare (``@accepts_numpy``) and called (``@accepts_numpy(copy=True)``),
+on anything callable wrapt can wrap. An input decorator stacked directly on an output
+decorator (either order) fuses into one wrapper with one plan: one call layer, and the
+output side sees the caller's original tensors even though the function saw arrays.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypeVar, overload
+
+import torch
+import wrapt
+
+from ._options import active, validate
+from ._plan import DEFAULTS, Call, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options
+
+T = TypeVar("T")
+Grad = Literal["warn", "detach", "error"]
+Names = str | Iterable[str] | None
+_INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
+
+
+def _compiling() -> bool:
+    return False
+
+
+# Under torch.compile, dynamo would trace through the wrapper into the NumPy body and
+# can crash there ("Expected np.nditer base"). While tracing, is_compiling() is True,
+# and the call is routed through a torch.compiler.disable'd function: a clean graph
+# break, and the NumPy body runs eagerly. Eagerly, the check is one cheap call.
+_compiling = getattr(torch.compiler, "is_compiling", _compiling)
+_opaque_run: Callable[..., Any] | None = None
+
+
+def _run(plan: Plan, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return plan.runner(active())(wrapped, instance, args, kwargs)
+
+
+def _opaque(*call: Any) -> Any:
+    global _opaque_run
+    if _opaque_run is None:
+        _opaque_run = torch.compiler.disable(_run, recursive=True)
+    return _opaque_run(*call)
+
+
+class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc]
+    """A decorated method bound to an instance or class; pickles like a bound method."""
+
+    _torchdynamo_disable = True  # see _Wrapper
+
+    def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
+        owner = self._self_instance if self._self_instance is not None else self._self_owner
+        return getattr, (owner, self.__name__)
+
+
+class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
+    """wrapt's FunctionWrapper with the plan attached: for fusion, pickling and the fast call."""
+
+    __bound_function_wrapper__ = _BoundWrapper
+    # wrapt's proxy forwards __class__, so dynamo takes the wrapper for the plain function
+    # it wraps and inlines the NumPy body through it. A class attribute is found by
+    # inspect.getattr_static before any forwarding: dynamo then skips the call (one graph
+    # break), and the wrapper's own frame routes itself through _opaque (below).
+    _torchdynamo_disable = True
+
+    def __init__(self, wrapped: Any, plan: Plan) -> None:
+        def wrapper(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if _compiling():
+                return _opaque(plan, wrapped, instance, args, kwargs)
+            config = active()
+            return (plan.default if config is None else plan.runner(config))(wrapped, instance, args, kwargs)
+
+        super().__init__(wrapped, wrapper)
+        self._self_plan = plan
+
+    def __reduce_ex__(self, protocol: object) -> Any:
+        # By reference when the module attribute is this very wrapper (module-level
+        # functions: multiprocessing spawn, DataLoader workers); otherwise rebuilt from the
+        # wrapped callable and the options.
+        target: Any = sys.modules.get(self.__module__)
+        for part in str(getattr(self, "__qualname__", "")).split("."):
+            target = getattr(target, part, None)
+        if target is self:
+            return self.__qualname__
+        return _rebuild, (self.__wrapped__, self._self_plan.sides)
+
+
+def _rebuild(wrapped: Any, sides: dict[str, dict[str, Any]]) -> _Wrapper:
+    return _Wrapper(wrapped, Plan(wrapped, sides))
+
+
+def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
+    """Apply one decorator; fuse with an autoconvert wrapper of the other direction."""
+    options = check_options(side, options)
+
+    def apply(func: Any) -> Any:
+        if isinstance(func, _Wrapper):
+            sides = func._self_plan.sides
+            has_input = any(s in sides for s in _INPUT_SIDES)
+            if side not in sides and (side in _INPUT_SIDES) != has_input:
+                return _Wrapper(func.__wrapped__, Plan(func.__wrapped__, {**sides, side: options}))
+        return _Wrapper(func, Plan(func, {side: options}))
+
+    return apply if func is None else apply(func)
+
+
+# --------------------------------------------------------------------------- decorators
+
+
+@overload
+def accepts_numpy(func: T, /) -> T: ...
+@overload
+def accepts_numpy(
+    *,
+    copy: bool | None = None,
+    writeback: bool = False,
+    grad: Grad = "warn",
+    only: Names = None,
+    exclude: Names = None,
+    nested: bool = True,
+) -> Callable[[T], T]: ...
+def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
+    """Hand the function NumPy arrays wherever the caller passed tensors.
+
+    Every ``torch.Tensor`` among the arguments (inside lists, tuples, dicts, namedtuples
+    and dataclasses too) reaches the function as a ``numpy.ndarray``; everything else
+    reaches it untouched, as the same object.
+
+    Args:
+        copy: ``None`` shares memory and copies only when unavoidable (a GPU tensor, a
+            dtype NumPy lacks such as bfloat16, a conjugate bit); ``True`` gives private
+            writable copies; ``False`` never copies and raises :class:`CopyError`.
+        writeback: make the arrays writable and copy what the function writes into them
+            back into the caller's tensors, whatever their device, even if it raises.
+        grad: for arguments that require grad while grad mode is on: ``"warn"`` once per
+            function (:class:`GradientWarning`), ``"detach"`` silently, ``"error"``
+            (:class:`GradientError`).
+        only: the parameter names to convert (checked against the signature now).
+        exclude: the parameter names to leave alone.
+        nested: look inside containers; ``False`` converts top-level arguments only.
+
+    Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
+    a write raises :class:`ReadOnlyError` (a ``ValueError``) naming both fixes.
+
+    Raises:
+        ConversionError: a tensor NumPy cannot hold (sparse, quantized, nested, meta).
+        TypeError: an unknown option, or ``only``/``exclude`` naming no parameter.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.accepts_numpy
+        ... def total(a):
+        ...     return float(np.sum(a))
+        >>> total(torch.arange(4.0))
+        6.0
+    """
+    return _decorate("accepts_numpy", func, options)
+
+
+@overload
+def returns_tensor(func: T, /) -> T: ...
+@overload
+def returns_tensor(
+    *,
+    device: torch.device | str | int | None = None,
+    dtype: torch.dtype | Literal["input"] | None = None,
+    copy: bool | None = None,
+    nested: bool = True,
+) -> Callable[[T], T]: ...
+def returns_tensor(func: Any = None, /, **options: Any) -> Any:
+    """Turn the function's array and NumPy scalar results into tensors on the caller's device.
+
+    Args:
+        device: where results go; ``None`` is the device the call's tensor arguments
+            share (``cuda:1`` stays ``cuda:1``; 0-d CPU tensors don't vote), or torch's
+            default device when there are none.
+        dtype: ``None`` keeps NumPy's dtype, except that results in float32/complex64
+            return to bfloat16/float8/complex32 when every floating tensor argument had
+            that dtype; ``"input"`` casts floating results to the tensor arguments'
+            floating dtype; a ``torch.dtype`` casts floating results to it. Integer and
+            bool results are never cast.
+        copy: ``None`` shares memory where torch can (a writable, positively strided,
+            native-byte-order array on the CPU) and otherwise copies once; ``True``
+            always gives memory nothing else holds; ``False`` raises :class:`CopyError`
+            when a copy is needed.
+        nested: look inside tuples, lists, dicts, namedtuples and dataclasses.
+
+    Raises:
+        DeviceMismatchError: tensor arguments on different devices and no ``device=``.
+        ConversionError: a result torch cannot hold (object, string, datetime,
+            structured or longdouble arrays; masked arrays, whose mask would be lost).
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.returns_tensor
+        ... @ac.accepts_numpy
+        ... def flip(a):
+        ...     return a[::-1]
+        >>> flip(torch.arange(3))
+        tensor([2, 1, 0])
+    """
+    return _decorate("returns_tensor", func, options)
+
+
+@overload
+def accepts_tensor(func: T, /) -> T: ...
+@overload
+def accepts_tensor(
+    *,
+    device: torch.device | str | int | None = None,
+    dtype: torch.dtype | Literal["input"] | None = None,
+    copy: bool | None = None,
+    only: Names = None,
+    exclude: Names = None,
+    nested: bool = True,
+) -> Callable[[T], T]: ...
+def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
+    """Hand the function tensors wherever the caller passed NumPy arrays or scalars.
+
+    For torch code called from NumPy code: a torch objective inside
+    ``scipy.optimize.minimize``, a torch model in a NumPy pipeline.
+
+    Args:
+        device: where the tensors go; ``None`` is torch's default device.
+        dtype: a ``torch.dtype`` casts floating arrays to it; ``"input"`` casts them to
+            the call's floating tensor arguments' dtype; integer arrays are never cast.
+        copy: ``None`` shares memory with the arrays where torch can (on the CPU: the
+            function's in-place writes reach them, as with ``torch.from_numpy``);
+            ``True`` gives private copies; ``False`` raises :class:`CopyError` instead.
+        only: the parameter names to convert.
+        exclude: the parameter names to leave alone.
+        nested: look inside containers.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.accepts_tensor
+        ... def norm(x):
+        ...     return torch.linalg.vector_norm(x).item()
+        >>> norm(np.array([3.0, 4.0]))
+        5.0
+    """
+    return _decorate("accepts_tensor", func, options)
+
+
+@overload
+def returns_numpy(func: T, /) -> T: ...
+@overload
+def returns_numpy(*, copy: bool | None = None, nested: bool = True) -> Callable[[T], T]: ...
+def returns_numpy(func: Any = None, /, **options: Any) -> Any:
+    """Turn the function's tensor results into NumPy arrays: detached, on the host, widened.
+
+    Args:
+        copy: ``None`` shares a CPU tensor's memory (as ``Tensor.numpy()`` does) and
+            copies only when needed; ``True`` always copies; ``False`` raises
+            :class:`CopyError` when a copy is needed.
+        nested: look inside containers.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.returns_numpy
+        ... def halve(x):
+        ...     return torch.as_tensor(x, dtype=torch.bfloat16) / 2
+        >>> halve(np.array([1.0, 3.0]))
+        array([0.5, 1.5], dtype=float32)
+    """
+    return _decorate("returns_numpy", func, options)
+
+
+# --------------------------------------------------------------------------- plain functions
+
+
+def to_numpy(obj: Any, **options: Any) -> Any:
+    """``obj`` with every tensor in it as a NumPy array, for code that can't take a decorator.
+
+    The conversion of :func:`returns_numpy`: detached silently (the call itself says
+    the value leaves autograd), moved to the host, dtypes NumPy lacks widened.
+
+    Args:
+        obj: a tensor, or a container of them; other values pass through untouched.
+        **options: ``copy`` and ``nested``, as for :func:`returns_numpy`.
+
+    Example:
+        >>> import torch, autoconvert as ac
+        >>> ac.to_numpy({"x": torch.ones(2, dtype=torch.bfloat16)})
+        {'x': array([1., 1.], dtype=float32)}
+    """
+    options = {**_configured("returns_numpy"), **validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")}
+    return NumpyOutputs("autoconvert.to_numpy()", {**DEFAULTS["returns_numpy"], **options}).convert(obj, Call((), {}, None))
+
+
+def to_tensor(obj: Any, **options: Any) -> Any:
+    """``obj`` with every NumPy array and scalar in it as a tensor.
+
+    Args:
+        obj: an array, a NumPy scalar, or a container of them.
+        **options: ``device`` (default: torch's default device), ``dtype`` (a
+            ``torch.dtype`` casts floating arrays), ``copy`` and ``nested``, as for
+            :func:`returns_tensor`.
+
+    Example:
+        >>> import numpy as np, autoconvert as ac
+        >>> ac.to_tensor([np.arange(2), np.float32(0.5)])
+        [tensor([0, 1]), tensor(0.5000)]
+    """
+    options = {**_configured("returns_tensor"), **validate(options, DEFAULTS["returns_tensor"], "autoconvert.to_tensor()")}
+    outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, {**DEFAULTS["returns_tensor"], **options})
+    return outputs.convert(obj, Call((), {}, None))
+
+
+def _configured(side: str) -> dict[str, Any]:
+    config = active()
+    return {k: v for k, v in config.options.items() if k in DEFAULTS[side]} if config is not None else {}
+
+
+_NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name

@@ -1,0 +1,72 @@
+"""The caller's device: which device a call's tensors live on, and where results go back.
+
+The vote follows torch's own rule for mixing devices: 0-d CPU tensors (scalars such
+as ``torch.tensor(0.5)``) don't vote, every other tensor must agree, index included
+(``cuda:1`` is not ``cuda:0``). With no tensor at all, torch's default device wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from ._errors import DeviceMismatchError, message
+
+CPU = torch.device("cpu")
+
+# torch.get_default_device() costs ~4 us because it walks the torch-function mode
+# stack in Python. set_default_device() and `with torch.device(...)` both push a mode
+# onto that stack, so an empty stack means the default is the CPU: one C call instead.
+_mode_stack_depth = getattr(torch._C, "_len_torch_function_stack", None)
+
+
+def default_device() -> torch.device:
+    """torch's default device for new tensors, cheaply when no device context is active."""
+    if _mode_stack_depth is not None and _mode_stack_depth() == 0:
+        return CPU
+    return torch.get_default_device()
+
+
+def vote(tensors: Iterable[torch.Tensor]) -> torch.device | None:
+    """The one device ``tensors`` share, ignoring 0-d CPU tensors; ``None`` if they differ.
+
+    Returns CPU when only 0-d CPU tensors are present, and the default device for none.
+    """
+    found: torch.device | None = None
+    scalars_only = False
+    for t in tensors:
+        if t.is_cpu and t.ndim == 0:
+            scalars_only = True
+            continue
+        device = t.device
+        if found is None:
+            found = device
+        elif device != found:
+            return None
+    if found is not None:
+        return found
+    return CPU if scalars_only else default_device()
+
+
+def parse(device: object) -> torch.device:
+    """An option value as a ``torch.device``; raises ``TypeError``/``RuntimeError`` if it is none."""
+    if isinstance(device, torch.device):
+        return device
+    if isinstance(device, (str, int)) and not isinstance(device, bool):
+        return torch.device(device)
+    raise TypeError(f"expected a torch.device, a device string such as 'cuda:1', or an index; got {device!r}")
+
+
+def mismatch(function: str, placed: list[tuple[str, torch.device]]) -> DeviceMismatchError:
+    """The error for tensor arguments on different devices, naming each one's path and device."""
+    listing = ", ".join(f"{path} on {device}" for path, device in placed)
+    return DeviceMismatchError(
+        message(
+            function,
+            "the tensor arguments",
+            "are on different devices, so there is no caller's device to return results to",
+            listing,
+            "move them to one device first, or pass device= to choose where results go",
+        )
+    )

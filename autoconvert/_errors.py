@@ -1,0 +1,70 @@
+"""Exception and warning classes, and the one place their messages are written.
+
+Inner code raises a terse :class:`LeafError` (what is wrong with one tensor or array);
+the public boundary, which knows the function and the argument path, turns it into
+the public exception once (einops' habit), so every message has the same four parts:
+the function, the path, what was found, and the fix.
+"""
+
+from __future__ import annotations
+
+
+class ConversionError(TypeError):
+    """Base of everything autoconvert raises: a value could not cross between torch and NumPy."""
+
+
+class CopyError(ConversionError, ValueError):
+    """``copy=False`` was asked for, but the conversion cannot avoid a copy.
+
+    A ``ValueError`` too, like NumPy 2's ``np.asarray(x, copy=False)``.
+    """
+
+
+class DeviceMismatchError(ConversionError, RuntimeError):
+    """The call's tensor arguments live on different devices, so there is no caller's device."""
+
+
+class GradientError(ConversionError, RuntimeError):
+    """An argument requires grad and the decorator was told ``grad="error"``."""
+
+
+class ReadOnlyError(ConversionError, ValueError):
+    """The wrapped function wrote into a read-only array that autoconvert handed it.
+
+    A ``ValueError`` too, like the NumPy error it replaces.
+    """
+
+
+class GradientWarning(UserWarning):
+    """A tensor that requires grad was detached on its way to NumPy: no gradient flows back."""
+
+
+class LeafError(Exception):
+    """A fact about one leaf, raised deep inside; re-raised once as ``kind`` at the boundary.
+
+    ``keys`` collects path segments innermost first, appended by the containers the
+    error passes through on its way out, so the happy path never builds a path.
+    """
+
+    def __init__(self, kind: type[ConversionError], problem: str, found: str, fix: str) -> None:
+        super().__init__(problem)
+        self.kind = kind
+        self.problem = problem
+        self.found = found
+        self.fix = fix
+        self.keys: list[str] = []
+
+    def public(self, function: str, role: str, root: str) -> ConversionError:
+        """The public exception, naming ``function`` and the path below ``root``."""
+        path = root + "".join(reversed(self.keys))
+        where = f"{role} {path}" if role else path
+        return self.kind(message(function, where, self.problem, self.found, self.fix, path))
+
+
+def message(function: str, where: str, problem: str, found: str, fix: str, path: str = "") -> str:
+    """The one message format: ``f(): argument x[0] <problem>. Found <what>. Fix: <how>.``
+
+    ``where`` names the value (``argument batch['mask']``, ``result[1]``); ``fix`` may
+    say ``{path}`` where the value's own path reads best (``{path}.to_dense()``).
+    """
+    return f"{function}: {where} {problem}. Found {found}. Fix: {fix.format(path=path)}."

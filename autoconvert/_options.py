@@ -1,0 +1,153 @@
+"""Option values: validation, defaults, and ``config()`` through contextvars.
+
+Options are checked once, when a decorator is applied or a ``config`` block is entered,
+never per call. A ``config`` block changes defaults for the decorated calls inside it,
+isolated per thread and per asyncio task; options given to a decorator explicitly win.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from . import _devices
+from ._dtypes import is_inexact
+
+#: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
+CONFIGURABLE = frozenset({"copy", "writeback", "grad", "nested", "device", "dtype"})
+GRAD_MODES = ("warn", "detach", "error")
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}= takes True or False, got {value!r}")
+    return value
+
+
+def _copy(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"copy= takes None (copy only when needed), True (always) or False (never), got {value!r}")
+    return value
+
+
+def _grad(value: object) -> str:
+    if value not in GRAD_MODES:
+        raise ValueError(f"grad= takes 'warn', 'detach' or 'error', got {value!r}")
+    return str(value)
+
+
+def _device(value: object) -> torch.device | None:
+    if value is None:
+        return None
+    try:
+        device = _devices.parse(value)
+    except (TypeError, RuntimeError) as e:
+        raise TypeError(f"device= takes None (the caller's device) or a torch device: {e}") from None
+    return _devices.CPU if device.type == "cpu" else device
+
+
+def _dtype(value: object) -> torch.dtype | str | None:
+    if value is None or value == "input":
+        return value  # type: ignore[return-value]
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"dtype= takes None, 'input' or a floating or complex torch.dtype, got {value!r}")
+    if not is_inexact(value):
+        # Integer and bool results are never cast to or from floating types.
+        raise TypeError(f"dtype= casts floating results only, so it takes a floating or complex dtype, got {value}")
+    return value
+
+
+def _names(name: str, value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{name}= takes a parameter name or a list of them, got {value!r}")
+    return frozenset(names)
+
+
+_VALIDATORS = {
+    "copy": _copy,
+    "writeback": lambda v: _flag("writeback", v),
+    "grad": _grad,
+    "nested": lambda v: _flag("nested", v),
+    "device": _device,
+    "dtype": _dtype,
+    "only": lambda v: _names("only", v),
+    "exclude": lambda v: _names("exclude", v),
+}
+
+
+def validate(options: Mapping[str, Any], allowed: Iterable[str], where: str) -> dict[str, Any]:
+    """Checked and normalised ``options``; unknown names and bad values raise ``TypeError``/``ValueError``."""
+    allowed = set(allowed)
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise TypeError(f"{where} got unknown option(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
+    checked = {}
+    for name, value in options.items():
+        try:
+            checked[name] = _VALIDATORS[name](value)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}: {e}") from None
+    return checked
+
+
+class Config:
+    """The options of the innermost active ``config`` block, merged with its outer ones."""
+
+    __slots__ = ("options", "key")
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self.key = tuple(sorted(options.items(), key=lambda kv: kv[0]))
+
+
+_ACTIVE: contextvars.ContextVar[Config | None] = contextvars.ContextVar("autoconvert_config", default=None)
+
+
+def active() -> Config | None:
+    """The current ``config`` block's options, or ``None`` outside any: one ContextVar read."""
+    return _ACTIVE.get()
+
+
+class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
+    """Set option defaults for the decorated calls inside a ``with`` block.
+
+    Keywords are the decorators' option names (``copy``, ``writeback``, ``grad``,
+    ``nested``, ``device``, ``dtype``); each applies to every decorator that has that
+    option, and to ``to_numpy``/``to_tensor``. Options passed to a decorator explicitly
+    win. Blocks nest, and each thread and asyncio task sees only its own.
+
+    Raises:
+        TypeError, ValueError: an unknown option or an invalid value, when created.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.accepts_numpy
+        ... def zero_first(a):
+        ...     a[0] = 0
+        ...     return a
+        >>> with ac.config(copy=True):
+        ...     zero_first(torch.ones(2))
+        array([0., 1.], dtype=float32)
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = validate(options, CONFIGURABLE, "autoconvert.config()")
+        self._tokens: list[contextvars.Token[Config | None]] = []
+
+    def __enter__(self) -> config:
+        outer = _ACTIVE.get()
+        merged = {**outer.options, **self._options} if outer is not None else dict(self._options)
+        self._tokens.append(_ACTIVE.set(Config(merged)))
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        _ACTIVE.reset(self._tokens.pop())

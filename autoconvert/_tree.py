@@ -1,0 +1,247 @@
+"""Containers: the registry of exact types, key paths, and mapping a function over leaves.
+
+Like ``torch.utils._pytree``: a container is a registered exact type with a flatten and
+an unflatten; everything else is a leaf, passed through untouched. Built-in containers
+are registered through the same public :func:`register_container` users call.
+Namedtuples, dataclasses and types registered with torch's pytree (model-output classes
+are) are recognised by type, once, and cached. This module imports neither torch nor
+NumPy: it looks for torch's pytree registry only if torch was already imported.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import sys
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ._errors import LeafError
+
+Leaf = Callable[[Any, Any], Any]  # (value, per-call context) -> converted value
+Flatten = Callable[[Any], "tuple[Sequence[Any], Any]"]
+Unflatten = Callable[[list[Any], Any], Any]
+KeyOf = Callable[[Any, int], str]
+
+
+def _index_key(context: Any, i: int) -> str:
+    return f"[{i}]"
+
+
+class Node:
+    """How to take one container type apart and put it back together.
+
+    ``flatten(obj) -> (children, context)``, ``unflatten(children, context) -> obj``, and
+    ``key(context, i)``: the path segment of child ``i`` (``[0]``, ``['k']``, ``.name``).
+    """
+
+    __slots__ = ("flatten", "unflatten", "key")
+
+    def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf = _index_key) -> None:
+        self.flatten = flatten
+        self.unflatten = unflatten
+        self.key = key
+
+    def map(self, obj: Any, mapper: Mapper, ctx: Any) -> Any:
+        """``obj`` with ``mapper`` applied to each child; ``obj`` itself if nothing changed."""
+        children, context = self.flatten(obj)
+        out = []
+        changed = False
+        for i, child in enumerate(children):
+            try:
+                new = mapper(child, ctx)
+            except LeafError as e:
+                e.keys.append(self.key(context, i))
+                raise
+            changed = changed or new is not child
+            out.append(new)
+        return self.unflatten(out, context) if changed else obj
+
+    def items(self, obj: Any) -> Iterator[tuple[str, Any]]:
+        """``(path segment, child)`` pairs, for messages."""
+        children, context = self.flatten(obj)
+        for i, child in enumerate(children):
+            yield self.key(context, i), child
+
+
+_REGISTRY: dict[type, Node] = {}
+_MAPPERS: weakref.WeakSet[Mapper] = weakref.WeakSet()
+
+
+def register_container(
+    cls: type,
+    flatten: Flatten,
+    unflatten: Unflatten,
+    *,
+    key: KeyOf | None = None,
+) -> None:
+    """Make autoconvert look inside instances of exactly ``cls``.
+
+    Args:
+        cls: the container type; subclasses are not covered (register them too).
+        flatten: ``obj -> (children, context)``; children are converted, context is kept.
+        unflatten: ``(children, context) -> obj``, rebuilding an equivalent container.
+        key: ``(context, i) -> str``, the path segment error messages show for child
+            ``i``, such as ``".mask"``; ``"[i]"`` when omitted.
+
+    Example:
+        >>> import autoconvert as ac
+        >>> class Pair:
+        ...     def __init__(self, a, b): self.a, self.b = a, b
+        >>> ac.register_container(Pair, lambda p: ((p.a, p.b), None), lambda c, _: Pair(*c))
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_container() needs a type, got {cls!r}")
+    _REGISTRY[cls] = Node(flatten, unflatten, key or _index_key)
+    for mapper in list(_MAPPERS):  # a type seen before as a leaf must be looked at again
+        mapper.forget()
+
+
+# --------------------------------------------------------------------------- built-ins
+
+
+def _mapping_key(keys: Any, i: int) -> str:
+    return f"[{keys[i]!r}]"
+
+
+def _attr_key(names: Any, i: int) -> str:
+    return f".{names[i]}"
+
+
+register_container(list, lambda x: (x, None), lambda c, _: c)
+register_container(tuple, lambda x: (x, None), lambda c, _: tuple(c))
+register_container(dict, lambda d: (list(d.values()), list(d)), lambda c, k: dict(zip(k, c)), key=_mapping_key)
+register_container(
+    collections.OrderedDict,
+    lambda d: (list(d.values()), list(d)),
+    lambda c, k: collections.OrderedDict(zip(k, c)),
+    key=_mapping_key,
+)
+register_container(
+    collections.defaultdict,
+    lambda d: (list(d.values()), (d.default_factory, list(d))),
+    lambda c, fk: collections.defaultdict(fk[0], zip(fk[1], c)),
+    key=lambda fk, i: f"[{fk[1][i]!r}]",
+)
+
+
+def _namedtuple_node(cls: type) -> Node:
+    fields = cls._fields  # type: ignore[attr-defined]
+    return Node(lambda x: (x, fields), lambda c, _: cls._make(c), _attr_key)  # type: ignore[attr-defined]
+
+
+def _structseq_node(cls: type) -> Node:
+    # torch.return_types.max and friends: C struct sequences, rebuilt from a sequence.
+    return Node(lambda x: (x, None), lambda c, _: cls(c), _index_key)
+
+
+def _dataclass_node(cls: type) -> Node:
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    def unflatten(children: list[Any], obj: Any) -> Any:
+        # A shallow copy with the changed fields set: no __init__/__post_init__ re-run
+        # (they may validate NumPy types), and it works for frozen, slots and init=False.
+        new = copy.copy(obj)
+        for name, value in zip(names, children):
+            object.__setattr__(new, name, value)
+        return new
+
+    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: f".{names[i]}")
+
+
+def _pytree_node(cls: type) -> Node | None:
+    pytree = sys.modules.get("torch.utils._pytree")
+    spec = getattr(pytree, "SUPPORTED_NODES", {}).get(cls) if pytree else None
+    if spec is None:
+        return None
+    with_keys = getattr(spec, "flatten_with_keys_fn", None)
+    if with_keys is None:
+        return Node(spec.flatten_fn, spec.unflatten_fn)
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        pairs, context = with_keys(obj)
+        return [child for _, child in pairs], (context, [key for key, _ in pairs])
+
+    # pytree's key entries print as path segments: ['logits'], .name, [0].
+    return Node(flatten, lambda c, ck: spec.unflatten_fn(c, ck[0]), lambda ck, i: str(ck[1][i]))
+
+
+def node_for(cls: type) -> Node | None:
+    """The container node for exact type ``cls``, or ``None`` for a leaf."""
+    node = _REGISTRY.get(cls)
+    if node is not None:
+        return node
+    if issubclass(cls, tuple):
+        if hasattr(cls, "_fields"):
+            return _namedtuple_node(cls)
+        if hasattr(cls, "n_sequence_fields"):
+            return _structseq_node(cls)
+    if dataclasses.is_dataclass(cls):
+        return _dataclass_node(cls)
+    return _pytree_node(cls)
+
+
+# --------------------------------------------------------------------------- mapping
+
+
+def _keep(value: Any, ctx: Any) -> Any:
+    return value
+
+
+class Mapper:
+    """Applies leaf functions to the leaves of chosen types anywhere in a tree.
+
+    ``leaves`` maps a type to its leaf function; instances of subclasses use their
+    nearest registered base. Dispatch is one dict lookup on the exact type, with the
+    decision for each new type made once and cached (einops' habit).
+    """
+
+    def __init__(self, leaves: dict[type, Leaf], *, nested: bool = True) -> None:
+        self._leaves = leaves
+        self._nested = nested
+        self._dispatch: dict[type, Callable[[Any, Any], Any]] = {}
+        self.forget()
+        _MAPPERS.add(self)
+
+    def forget(self) -> None:
+        """Drop cached decisions (after a registration)."""
+        self._dispatch.clear()
+        self._dispatch.update(self._leaves)
+        for plain in (int, float, bool, str, bytes, complex, type(None)):
+            self._dispatch.setdefault(plain, _keep)
+
+    def __call__(self, obj: Any, ctx: Any) -> Any:
+        handler = self._dispatch.get(type(obj))
+        if handler is None:
+            handler = self._resolve(type(obj))
+        return handler(obj, ctx)
+
+    def _resolve(self, cls: type) -> Callable[[Any, Any], Any]:
+        handler: Callable[[Any, Any], Any] = _keep
+        for base in cls.__mro__[1:]:
+            if base in self._leaves:
+                handler = self._leaves[base]
+                break
+        else:
+            node = node_for(cls) if self._nested else None
+            if node is not None:
+                handler = lambda obj, ctx, node=node: node.map(obj, self, ctx)  # noqa: E731
+        self._dispatch[cls] = handler
+        return handler
+
+    def is_leaf_type(self, cls: type) -> bool:
+        """Whether instances of ``cls`` are converted by a leaf function."""
+        return cls in self._leaves or any(base in self._leaves for base in cls.__mro__[1:])
+
+    def leaves_with_paths(self, obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+        """``(path, leaf)`` for every convertible leaf: the slow walk error messages use."""
+        cls = type(obj)
+        if self.is_leaf_type(cls):
+            yield path, obj
+            return
+        node = node_for(cls) if self._nested else None
+        if node is not None:
+            for key, child in node.items(obj):
+                yield from self.leaves_with_paths(child, path + key)
