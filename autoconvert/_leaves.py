@@ -272,12 +272,14 @@ def _slow_array_to_tensor(
         return torch.from_numpy(fix), True
     if copy is False:
         raise _needs_copy_array(a, fix)
-    if not plain.dtype.isnative or any(s < 0 for s in plain.strides):
-        # torch.tensor() refuses these too: NumPy makes the one copy, then torch shares it.
+    if not plain.dtype.isnative or not plain.flags.aligned or any(s < 0 for s in plain.strides):
+        # torch.tensor() refuses byte-swapped and negatively strided arrays, and crashes on
+        # unaligned complex ones (pytorch#190043): NumPy makes the one (aligned, native,
+        # positively strided) copy, and torch shares it.
         fresh = np.array(plain, dtype=plain.dtype.newbyteorder("="), order="K", copy=True)
         return torch.from_numpy(fresh), False
-    # Read-only, broadcast or unaligned: torch.tensor() copies straight to the target
-    # device and dtype, with no host copy first and no "not writable" warning.
+    # Read-only or broadcast: torch.tensor() copies straight to the target device and
+    # dtype, with no host copy first and no "not writable" warning.
     dtype = NUMPY_TO_TORCH[plain.dtype]
     dtype = casts.get(dtype, dtype)
     return _cast(torch.tensor, plain, device=device, dtype=dtype), False

@@ -1,0 +1,69 @@
+"""Shared fixtures: the accelerator under test, and memory-sharing probes."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("deep", max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _accelerators() -> list[torch.device]:
+    """Devices to run GPU tests on: AUTOCONVERT_TEST_DEVICE if set (and it must work), else any found."""
+    named = os.environ.get("AUTOCONVERT_TEST_DEVICE")
+    if named:
+        device = torch.device(named)
+        try:
+            torch.ones(1, device=device).cpu()
+        except Exception as e:  # a named device that can't be used is a failure, never a skip
+            raise pytest.UsageError(f"AUTOCONVERT_TEST_DEVICE={named!r} cannot be used: {e}") from e
+        return [device]
+    found = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
+    if not found and getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        found = [torch.device("mps")]
+    return found
+
+
+ACCELERATORS = _accelerators()
+
+# torch warns once per process when the first complex32 tensor is made. The strategies
+# make them, so spend that warning here; tests/test_warnings.py checks in a fresh
+# process that autoconvert's own complex32 results never let it out.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UserWarning)
+    torch.zeros(1, dtype=torch.complex32)
+
+
+@pytest.fixture(params=ACCELERATORS or [None], ids=lambda d: str(d))
+def accelerator(request: pytest.FixtureRequest) -> torch.device:
+    """A non-CPU torch device; the test skips where there is none."""
+    if request.param is None:
+        pytest.skip("no GPU or other accelerator here (set AUTOCONVERT_TEST_DEVICE to require one)")
+    return request.param
+
+
+def byte_range(x: np.ndarray | torch.Tensor) -> tuple[int, int]:
+    """[start, end) of the memory an array or a tensor's storage spans."""
+    if isinstance(x, torch.Tensor):
+        start = x.untyped_storage().data_ptr()
+        return start, start + x.untyped_storage().nbytes()
+    low, high = np.lib.array_utils.byte_bounds(x) if hasattr(np.lib, "array_utils") else np.byte_bounds(x)
+    return low, high
+
+
+def shares(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> bool:
+    """Whether the memory behind ``a`` and ``b`` overlaps (empty ones share nothing)."""
+    if (a.size if isinstance(a, np.ndarray) else a.numel()) == 0:
+        return False
+    if (b.size if isinstance(b, np.ndarray) else b.numel()) == 0:
+        return False
+    (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
+    return a0 < b1 and b0 < a1

@@ -1,0 +1,131 @@
+"""Property-based: every tensor and array converts faithfully, sharing memory exactly as the copy mode says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import autoconvert as ac
+from autoconvert._dtypes import NUMPY_TO_TORCH, WIDENED
+
+from .conftest import shares
+from .strategies import COPY_MODES, NUMPY_HELD, Case, arrays, tensors, torch_can_share
+
+
+def _expected_array(t: torch.Tensor) -> np.ndarray:
+    """The oracle, through Python lists rather than Tensor.numpy(): values, dtype and shape."""
+    wide = WIDENED.get(t.dtype, t.dtype)
+    values = t.detach().to(wide).tolist() if t.dim() else t.detach().to(wide).item()
+    return np.array(values, dtype=torch.empty(0, dtype=wide).numpy().dtype).reshape(tuple(t.shape))
+
+
+def _capture(**options: Any) -> Any:
+    @ac.accepts_numpy(**options)
+    def capture(a: np.ndarray) -> np.ndarray:
+        return a
+
+    return capture
+
+
+@given(case=tensors(), copy=st.sampled_from(COPY_MODES))
+def test_tensor_to_array_is_faithful_and_shares_exactly_when_allowed(case: Case, copy: bool | None) -> None:
+    """accepts_numpy: exact values, widened dtype, shape; shared iff copy allows and nothing forces a copy."""
+    t = case.tensor
+    needs_copy = t.dtype in WIDENED or t.is_conj() or t.is_neg()
+    if copy is False and needs_copy:
+        with pytest.raises(ac.CopyError):
+            _capture(copy=copy)(t)
+        return
+    a = _capture(copy=copy)(t)
+    expected = _expected_array(t)
+    assert type(a) is np.ndarray
+    assert a.dtype == expected.dtype and a.shape == expected.shape
+    np.testing.assert_array_equal(a, expected, strict=True)
+    assert shares(a, case.base) == (copy is not True and not needs_copy and a.size > 0)
+    # read-only unless the caller asked for a private copy (on every device)
+    assert a.flags.writeable == (copy is True)
+
+
+@given(case=tensors(dtypes=NUMPY_HELD, layouts=["contiguous", "transposed", "sliced", "offset"]))
+def test_private_copies_do_not_reach_the_tensor(case: Case) -> None:
+    """copy=True: the mutate-one-side probe finds no link back to the caller's tensor."""
+    before = case.base.clone()
+    a = _capture(copy=True)(case.tensor)
+    if a.size:
+        a[...] = a.flat[0]
+        a.flat[0] = not a.flat[0] if a.dtype == bool else a.flat[0] + 1
+    assert torch.equal(case.base, before) or before.isnan().any()
+
+
+@given(case=tensors(layouts=["contiguous", "transposed", "sliced", "offset", "conj", "neg"]))
+def test_writeback_makes_the_function_act_on_the_tensor(case: Case) -> None:
+    """writeback=True: what the function writes is what the caller's tensor then holds, any dtype."""
+    t = case.tensor
+
+    @ac.accepts_numpy(writeback=True)
+    def fill(a: np.ndarray) -> None:
+        assert a.flags.writeable
+        a[...] = 1
+
+    fill(t)
+    wide = WIDENED.get(t.dtype, t.dtype)  # torch.equal has no complex32 kernel
+    assert torch.equal(t.to(wide), torch.ones(t.shape, dtype=wide))
+
+
+def _give(arr: Any, **options: Any) -> Any:
+    @ac.returns_tensor(**options)
+    def give() -> Any:
+        return arr
+
+    return give()
+
+
+@given(a=arrays(), copy=st.sampled_from(COPY_MODES))
+def test_array_to_tensor_is_faithful_and_shares_exactly_when_allowed(a: np.ndarray, copy: bool | None) -> None:
+    """returns_tensor: exact values, dtype, shape; zero-copy iff torch can share it and copy allows."""
+    plain = np.asarray(a)
+    shareable = torch_can_share(plain)
+    if copy is False and not shareable:
+        with pytest.raises(ac.CopyError):
+            _give(a, copy=copy)
+        return
+    t = _give(a, copy=copy)
+    assert type(t) is torch.Tensor
+    assert t.dtype == NUMPY_TO_TORCH[plain.dtype.newbyteorder("=")]
+    assert tuple(t.shape) == plain.shape
+    np.testing.assert_array_equal(t.numpy(), plain, strict=False)
+    assert t.numpy().dtype.isnative
+    assert shares(t, plain) == (shareable and copy is not True and plain.size > 0)
+    if shares(t, plain):  # the mutate-one-side probe agrees with the byte ranges
+        first = (0,) * t.ndim
+        new = (not plain[first]) if t.dtype == torch.bool else (7 if plain[first] != 7 else 8)
+        t[first] = new
+        assert plain[first] == new
+
+
+@given(a=arrays(layouts=["C", "F", "negative", "broadcast", "readonly"]))
+def test_copy_true_results_share_with_nothing(a: np.ndarray) -> None:
+    """returns_tensor(copy=True): the tensor's memory is its own."""
+    t = _give(a, copy=True)
+    assert not shares(t, np.asarray(a))
+
+
+@given(
+    value=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True).map(np.float64),
+        st.floats(width=32).map(np.float32),
+        st.integers(-(2**31), 2**31 - 1).map(np.int32),
+        st.booleans().map(np.bool_),
+        st.complex_numbers(allow_nan=False, width=128).map(np.complex128),
+    )
+)
+def test_numpy_scalars_become_0d_tensors(value: np.generic) -> None:
+    """A NumPy scalar result is a 0-d tensor of its dtype, with its exact value, NaN included."""
+    t = _give(value)
+    assert t.shape == () and t.dtype == NUMPY_TO_TORCH[value.dtype]
+    np.testing.assert_array_equal(t.numpy(), np.asarray(value))
