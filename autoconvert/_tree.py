@@ -220,6 +220,9 @@ class Mapper:
 
     def _resolve(self, cls: type) -> Callable[[Any, Any], Any]:
         handler: Callable[[Any, Any], Any] = _keep
+        if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
+            self._dispatch[cls] = handler
+            return handler
         for base in cls.__mro__[1:]:
             if base in self._leaves:
                 handler = self._leaves[base]

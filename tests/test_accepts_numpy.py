@@ -1,0 +1,458 @@
+"""accepts_numpy: which arguments become arrays, how, and what the function may do with them."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+
+from .conftest import shares
+
+
+def kinds(*args: Any, **kwargs: Any) -> Any:
+    """What the function saw: the type name of each argument, recursively for containers."""
+
+    def kind(x: Any) -> Any:
+        if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+            return type(x)(kind(v) for v in x)
+        if isinstance(x, dict):
+            return {k: kind(v) for k, v in x.items()}
+        return type(x).__name__
+
+    return kind(args), kind(kwargs)
+
+
+class Point(NamedTuple):
+    x: Any
+    y: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    image: Any
+    label: Any
+    note: str = "n"
+
+
+def test_every_tensor_argument_arrives_as_an_array_everything_else_untouched() -> None:
+    """Positional, keyword, *args and **kwargs tensors become arrays; other objects are the same objects."""
+    marker = object()
+    seen: dict[str, Any] = {}
+
+    @ac.accepts_numpy
+    def f(a: Any, b: Any, *rest: Any, c: Any = None, **more: Any) -> None:
+        seen.update(a=a, b=b, rest=rest, c=c, more=more)
+
+    t = torch.arange(3)
+    f(t, marker, t, 5, c=t, d=t, e="s")
+    assert type(seen["a"]) is np.ndarray and seen["b"] is marker
+    assert [type(r) for r in seen["rest"]] == [np.ndarray, int]
+    assert type(seen["c"]) is np.ndarray
+    assert type(seen["more"]["d"]) is np.ndarray and seen["more"]["e"] == "s"
+
+
+def test_containers_are_rebuilt_with_their_types() -> None:
+    """list, tuple, namedtuple, dict, OrderedDict, defaultdict and dataclasses keep their types."""
+    t = torch.ones(2)
+    factory = list
+    got: list[Any] = []
+
+    @ac.accepts_numpy
+    def f(*xs: Any) -> None:
+        got.extend(xs)
+
+    dd = collections.defaultdict(factory, {"a": t})
+    f([t, 1], (t,), Point(t, 2), {"k": [t]}, collections.OrderedDict(z=t), dd, Batch(t, 3))
+    lst, tup, pt, dct, od, ddo, batch = got
+    assert type(lst) is list and type(lst[0]) is np.ndarray and lst[1] == 1
+    assert type(tup) is tuple and type(tup[0]) is np.ndarray
+    assert type(pt) is Point and type(pt.x) is np.ndarray and pt.y == 2
+    assert type(dct["k"][0]) is np.ndarray
+    assert type(od) is collections.OrderedDict and type(od["z"]) is np.ndarray
+    assert type(ddo) is collections.defaultdict and ddo.default_factory is factory
+    assert type(batch) is Batch and type(batch.image) is np.ndarray and batch.label == 3 and batch.note == "n"
+
+
+def test_a_container_without_tensors_is_passed_as_the_same_object() -> None:
+    """Nothing is rebuilt when there is nothing to convert."""
+    payload = {"a": [1, 2, (3, "x")], "b": Point(1, 2)}
+
+    @ac.accepts_numpy
+    def f(x: Any) -> Any:
+        return x
+
+    assert f(payload) is payload
+
+
+def test_nested_false_converts_top_level_arguments_only() -> None:
+    """nested=False leaves containers, tensors inside included, untouched."""
+    t = torch.ones(1)
+    box = [t]
+
+    @ac.accepts_numpy(nested=False)
+    def f(a: Any, b: Any) -> Any:
+        return a, b
+
+    a, b = f(t, box)
+    assert type(a) is np.ndarray and b is box and b[0] is t
+
+
+def test_unregistered_types_are_leaves_even_when_they_hold_tensors() -> None:
+    """Sets, ranges, custom mappings and other objects pass through untouched."""
+    t = torch.ones(1)
+
+    class Holder:
+        def __init__(self) -> None:
+            self.t = t
+
+    h = Holder()
+
+    @ac.accepts_numpy
+    def f(*xs: Any) -> Any:
+        return xs
+
+    out = f(h, range(3), frozenset({1}))
+    assert out[0] is h and out[0].t is t and out[1] == range(3)
+
+
+def test_copy_none_shares_cpu_memory_read_only() -> None:
+    """The default hands over the tensor's own memory, read-only, so the function can't change it."""
+    t = torch.arange(6.0).reshape(2, 3)
+
+    @ac.accepts_numpy
+    def f(a: np.ndarray) -> np.ndarray:
+        return a
+
+    a = f(t)
+    assert shares(a, t) and not a.flags.writeable
+    t[0, 0] = 42  # the mutate-one-side probe: the array sees the tensor's change
+    assert a[0, 0] == 42
+
+
+def test_writing_into_a_read_only_array_raises_with_both_fixes() -> None:
+    """A NumPy function writing in place gets ReadOnlyError (a ValueError) naming copy=True and writeback=True."""
+
+    @ac.accepts_numpy
+    def clip_in_place(a: np.ndarray) -> None:
+        np.clip(a, 0, 1, out=a)
+
+    t = torch.tensor([-1.0, 2.0])
+    with pytest.raises(ValueError) as info:
+        clip_in_place(t)
+    assert type(info.value) is ac.ReadOnlyError
+    assert str(info.value) == (
+        "test_writing_into_a_read_only_array_raises_with_both_fixes.<locals>.clip_in_place(): the function "
+        "wrote into an array made from a tensor argument; those arrays are read-only so that NumPy code never "
+        "changes the caller's tensors behind its back. Found ValueError('output array is read-only'). "
+        "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
+        "changes reach the caller's tensors."
+    )
+    assert torch.equal(t, torch.tensor([-1.0, 2.0]))
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_unrelated_value_errors_pass_through_unchanged() -> None:
+    """Only read-only failures are rewritten; the function's own errors keep their identity."""
+    boom = ValueError("bad input")
+
+    @ac.accepts_numpy
+    def f(a: np.ndarray) -> None:
+        raise boom
+
+    with pytest.raises(ValueError) as info:
+        f(torch.ones(1))
+    assert info.value is boom
+
+
+def test_copy_true_gives_private_writable_copies() -> None:
+    """copy=True: the seed's .cpu().detach().numpy().copy(), in one step."""
+    t = torch.zeros(3)
+
+    @ac.accepts_numpy(copy=True)
+    def f(a: np.ndarray) -> np.ndarray:
+        a += 1
+        return a
+
+    a = f(t)
+    assert a.flags.writeable and not shares(a, t)
+    assert torch.equal(t, torch.zeros(3)) and np.array_equal(a, np.ones(3, dtype=np.float32))
+
+
+def test_copy_false_refuses_to_copy_naming_the_argument_and_why() -> None:
+    """copy=False raises CopyError (also a ValueError) with path, found and fix."""
+
+    @ac.accepts_numpy(copy=False)
+    def f(batch: Any) -> None:
+        pass
+
+    x = torch.ones(2, 2, dtype=torch.bfloat16)
+    with pytest.raises(ValueError) as info:
+        f({"masks": [torch.ones(1), x]})
+    assert type(info.value) is ac.CopyError
+    assert str(info.value) == (
+        "test_copy_false_refuses_to_copy_naming_the_argument_and_why.<locals>.f(): argument batch['masks'][1] "
+        "cannot be shared with NumPy without a copy: NumPy lacks torch.bfloat16, so it must widen to "
+        "torch.float32. Found torch.Tensor(shape=(2, 2), dtype=torch.bfloat16, layout=torch.strided, "
+        "device=cpu). Fix: use copy=None to copy only when needed, or copy=True for a private copy."
+    )
+
+
+def test_copy_false_shares_read_only() -> None:
+    """copy=False hands the tensor's memory over read-only too."""
+
+    @ac.accepts_numpy(copy=False)
+    def f(a: np.ndarray) -> np.ndarray:
+        return a
+
+    t = torch.ones(3)
+    a = f(t)
+    assert shares(a, t) and not a.flags.writeable
+
+
+def test_writeback_shares_cpu_memory_and_copies_back_otherwise() -> None:
+    """writeback=True: writes reach float32 tensors directly and bfloat16/conj tensors after the call."""
+
+    @ac.accepts_numpy(writeback=True)
+    def double(*arrays: np.ndarray) -> None:
+        for a in arrays:
+            a *= 2
+
+    plain = torch.ones(2)
+    narrow = torch.ones(2, dtype=torch.bfloat16)
+    conj = torch.tensor([1 + 1j, 2 - 1j]).conj()
+    double(plain, narrow, conj)
+    assert torch.equal(plain, torch.full((2,), 2.0))
+    assert narrow.dtype == torch.bfloat16 and torch.equal(narrow, torch.full((2,), 2.0, dtype=torch.bfloat16))
+    assert torch.equal(conj.resolve_conj(), torch.tensor([2 - 2j, 4 + 2j]))
+
+
+def test_writeback_reaches_the_caller_even_when_the_function_raises() -> None:
+    """The caller sees what was written before the exception, as if the function ran on the tensor."""
+
+    @ac.accepts_numpy(writeback=True)
+    def half_done(a: np.ndarray) -> None:
+        a[0] = 7
+        raise RuntimeError("midway")
+
+    t = torch.zeros(2, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="midway"):
+        half_done(t)
+    assert t.tolist() == [7.0, 0.0]
+
+
+def test_writeback_into_a_leaf_that_requires_grad() -> None:
+    """Writing back into a parameter does not trip autograd's in-place check."""
+
+    @ac.accepts_numpy(writeback=True, grad="detach")
+    def zero(a: np.ndarray) -> None:
+        a[...] = 0
+
+    p = torch.nn.Parameter(torch.ones(3, dtype=torch.bfloat16))
+    zero(p)
+    assert torch.equal(p.detach(), torch.zeros(3, dtype=torch.bfloat16)) and p.requires_grad
+
+
+def test_dtypes_numpy_lacks_are_widened_losslessly() -> None:
+    """bfloat16 and float8 arrive as float32, complex32 as complex64, every value exact."""
+    got: list[np.ndarray] = []
+
+    @ac.accepts_numpy
+    def f(*a: np.ndarray) -> None:
+        got.extend(a)
+
+    bf = torch.tensor([1.0078125, -3.5, float("inf")], dtype=torch.bfloat16)
+    f8 = torch.tensor([448.0, -0.001953125], dtype=torch.float8_e4m3fn)
+    c32 = torch.tensor([1 + 2j], dtype=torch.complex64).to(torch.complex32)
+    f(bf, f8, c32)
+    assert got[0].dtype == np.float32 and got[0].tolist() == [1.0078125, -3.5, float("inf")]
+    assert got[1].dtype == np.float32 and got[1].tolist() == [448.0, -0.001953125]
+    assert got[2].dtype == np.complex64 and got[2].tolist() == [1 + 2j]
+
+
+def test_conjugate_and_negative_bits_are_resolved() -> None:
+    """A lazy .conj() arrives conjugated; NumPy never sees the unconjugated memory."""
+    z = torch.tensor([1 + 2j, 3 - 4j])
+
+    @ac.accepts_numpy
+    def f(a: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
+        return a.tolist(), b.tolist()
+
+    assert f(z.conj(), z.conj().imag) == ([1 - 2j, 3 + 4j], [-2.0, 4.0])
+
+
+def test_nan_inf_and_rng_state_are_untouched() -> None:
+    """NaN and inf pass through unchanged, and NumPy's global RNG is never consumed."""
+    state = np.random.get_state()[1].copy()
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def ident(a: np.ndarray) -> np.ndarray:
+        return a
+
+    out = ident(torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0]))
+    assert torch.equal(out.isnan(), torch.tensor([True, False, False, False]))
+    assert out[1:].tolist() == [float("inf"), -float("inf"), -0.0] and str(out[3].item()) == "-0.0"
+    assert np.array_equal(np.random.get_state()[1], state)
+
+
+class TestGrad:
+    """grad=: what happens to tensors that require grad."""
+
+    @staticmethod
+    def make(**options: Any) -> Any:
+        @ac.accepts_numpy(**options)
+        def total(a: np.ndarray) -> float:
+            return float(a.sum())
+
+        return total
+
+    def test_warn_once_per_function_at_the_callers_line(self) -> None:
+        """The default warns once per decorated function, pointing at the caller."""
+        f = self.make()
+        x = torch.ones(2, requires_grad=True)
+        with pytest.warns(ac.GradientWarning) as record:
+            assert f(x) == 2.0
+            f(x)
+        assert len(record) == 1 and record[0].filename == __file__
+        assert str(record[0].message).startswith(
+            "TestGrad.make.<locals>.total(): an argument requires grad, and NumPy code cannot pass gradients back"
+        )
+
+    def test_no_word_under_no_grad_or_inference(self) -> None:
+        """Under torch.no_grad() nothing is said, not even with grad='error'."""
+        for mode in ("warn", "error"):
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("error")
+                assert self.make(grad=mode)(torch.ones(2, requires_grad=True)) == 2.0
+
+    def test_detach_is_silent(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert self.make(grad="detach")(torch.ones(2, requires_grad=True)) == 2.0
+
+    def test_error_raises_gradient_error(self) -> None:
+        """grad='error' raises GradientError (a RuntimeError and a TypeError) naming the argument."""
+        p = torch.nn.Parameter(torch.ones(2))
+        with pytest.raises(ac.GradientError) as info:
+            self.make(grad="error")(p)
+        assert isinstance(info.value, RuntimeError) and isinstance(info.value, TypeError)
+        assert str(info.value) == (
+            "TestGrad.make.<locals>.total(): argument a requires grad, and NumPy code cannot pass gradients "
+            "back. Found torch.nn.parameter.Parameter(shape=(2,), dtype=torch.float32, layout=torch.strided, "
+            "device=cpu). Fix: pass a.detach(), call under torch.no_grad(), or use grad='detach' or grad='warn'."
+        )
+
+
+class TestSelection:
+    """only= / exclude=: checked against the signature when decorating."""
+
+    def test_only_converts_the_named_parameters(self) -> None:
+        @ac.accepts_numpy(only=["x", "rest"])
+        def f(x: Any, y: Any, *rest: Any, z: Any = None) -> Any:
+            return kinds(x, y, *rest, z=z)
+
+        t = torch.ones(1)
+        assert f(t, t, t, z=t) == (("ndarray", "Tensor", "ndarray"), {"z": "Tensor"})
+
+    def test_exclude_leaves_the_named_parameters_alone(self) -> None:
+        @ac.accepts_numpy(exclude="y")
+        def f(x: Any, y: Any, **kw: Any) -> Any:
+            return kinds(x, y, **kw)
+
+        t = torch.ones(1)
+        assert f(t, y=t, w=t) == (("ndarray", "Tensor"), {"w": "ndarray"})
+
+    def test_unknown_names_are_a_type_error_when_decorating(self) -> None:
+        def f(x: Any, y: Any) -> None: ...
+
+        with pytest.raises(TypeError) as info:
+            ac.accepts_numpy(only=["x", "z"])(f)
+        assert str(info.value) == (
+            "accepts_numpy() on TestSelection.test_unknown_names_are_a_type_error_when_decorating.<locals>.f(): "
+            "no parameter named z; it has x, y"
+        )
+
+    def test_self_is_never_selectable(self) -> None:
+        with pytest.raises(TypeError, match="no parameter named self"):
+
+            class C:
+                @ac.accepts_numpy(only="self")
+                def m(self, x: Any) -> None: ...
+
+    def test_only_and_exclude_together_are_refused(self) -> None:
+        with pytest.raises(TypeError, match="pass only= or exclude=, not both"):
+            ac.accepts_numpy(only="x", exclude="y")(lambda x, y: None)
+
+    def test_no_signature_works_without_only(self) -> None:
+        """ufuncs and builtins have no Python signature to read, and need none."""
+        neg = ac.returns_tensor(ac.accepts_numpy(np.negative))
+        assert torch.equal(neg(torch.ones(2)), -torch.ones(2))
+        with pytest.raises(TypeError, match="need a signature"):
+            ac.accepts_numpy(only="x")(max)  # a builtin with no text signature
+
+
+@pytest.mark.parametrize(
+    ("make", "found", "problem", "fix"),
+    [
+        (
+            lambda: torch.eye(2).to_sparse(),
+            "torch.Tensor(shape=(2, 2), dtype=torch.float32, layout=torch.sparse_coo, device=cpu)",
+            "is a sparse tensor (torch.sparse_coo), which this version does not convert",
+            "pass points[1].to_dense()",
+        ),
+        (
+            lambda: torch.ones(2, device="meta"),
+            "torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=meta)",
+            "is a meta tensor, which holds no data",
+            "run the call on tensors with real data",
+        ),
+        (
+            lambda: torch.ones(2, dtype=torch.uint8).view(torch.bits8),
+            "torch.Tensor(shape=(2,), dtype=torch.bits8, layout=torch.strided, device=cpu)",
+            "has dtype torch.bits8, which NumPy lacks and which no NumPy dtype holds exactly",
+            "convert it first, for example points[1].to(torch.float32)",
+        ),
+    ],
+)
+def test_tensors_numpy_cannot_hold_raise_conversion_error(make: Any, found: str, problem: str, fix: str) -> None:
+    """The message names the function, the argument path, what was found and the fix."""
+
+    @ac.accepts_numpy
+    def centroid(points: Any) -> None:
+        pass
+
+    with pytest.raises(ac.ConversionError) as info:
+        centroid([torch.ones(1), make()])
+    assert type(info.value) is ac.ConversionError and isinstance(info.value, TypeError)
+    assert str(info.value) == f"test_tensors_numpy_cannot_hold_raise_conversion_error.<locals>.centroid(): argument points[1] {problem}. Found {found}. Fix: {fix}."
+
+
+def test_quantized_nested_and_masked_tensors_are_refused() -> None:
+    """Prototype tensor kinds raise too, and their creation warnings are the caller's, not ours."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own prototype warnings, emitted by the makers below
+        quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+        masked = torch.masked.masked_tensor(torch.ones(2), torch.tensor([True, False]))
+
+    @ac.accepts_numpy
+    def f(x: Any) -> None:
+        pass
+
+    messages = []
+    for bad in (quantized, nested, masked):
+        with pytest.raises(ac.ConversionError) as info:
+            f(x=bad)
+        messages.append(str(info.value))
+    assert "argument x is a quantized tensor" in messages[0] and "Fix: pass x.dequantize()." in messages[0]
+    assert "argument x is a nested (ragged) tensor" in messages[1] and "x.unbind()" in messages[1]
+    assert "argument x is a MaskedTensor; NumPy would silently lose its mask" in messages[2]
+    assert re.search(r"Found torch\.masked\..*MaskedTensor\(shape=\(2,\)", messages[2])

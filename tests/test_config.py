@@ -1,0 +1,123 @@
+"""config(): defaults for the decorated calls in a block, per thread and per asyncio task."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+
+from .conftest import shares
+
+
+@ac.accepts_numpy
+def writable(a: np.ndarray) -> bool:
+    return bool(a.flags.writeable)
+
+
+def test_config_sets_defaults_for_every_decorator_with_that_option() -> None:
+    """config(copy=True) makes inputs private copies and results private too."""
+    kept = np.zeros(2)
+
+    @ac.returns_tensor
+    def give() -> np.ndarray:
+        return kept
+
+    assert not writable(torch.ones(1)) and shares(give(), kept)
+    with ac.config(copy=True):
+        assert writable(torch.ones(1)) and not shares(give(), kept)
+    assert not writable(torch.ones(1))
+
+
+def test_explicit_decorator_options_win() -> None:
+    @ac.accepts_numpy(copy=None)
+    def f(a: np.ndarray) -> bool:
+        return bool(a.flags.writeable)
+
+    with ac.config(copy=True):
+        assert not f(torch.ones(1))
+
+
+def test_blocks_nest_and_restore() -> None:
+    with ac.config(copy=True):
+        with ac.config(writeback=True):
+            assert writable(torch.ones(1))
+        with ac.config(copy=None):
+            assert not writable(torch.ones(1))
+        assert writable(torch.ones(1))
+
+
+def test_each_thread_sees_only_its_own_block() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    seen: list[bool] = []
+
+    def other() -> None:
+        inside.wait()
+        seen.append(writable(torch.ones(1)))
+        release.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with ac.config(copy=True):
+        inside.set()
+        release.wait(10)
+    thread.join()
+    assert seen == [False]
+
+
+def test_each_asyncio_task_sees_only_its_own_block() -> None:
+    async def in_block() -> bool:
+        with ac.config(copy=True):
+            await asyncio.sleep(0.01)
+            return writable(torch.ones(1))
+
+    async def outside() -> bool:
+        await asyncio.sleep(0.005)
+        return writable(torch.ones(1))
+
+    async def main() -> Any:
+        return await asyncio.gather(in_block(), outside())
+
+    assert asyncio.run(main()) == [True, False]
+
+
+def test_device_and_dtype_apply_to_results() -> None:
+    @ac.returns_tensor
+    def give() -> np.ndarray:
+        return np.ones(1)
+
+    with ac.config(device="meta", dtype=torch.float16):
+        out = give()
+    assert out.device.type == "meta" and out.dtype == torch.float16
+
+
+@pytest.mark.parametrize(
+    ("options", "kind", "text"),
+    [
+        ({"colour": 1}, TypeError, "autoconvert.config() got unknown option(s) colour; it takes copy, device, dtype, grad, nested, writeback"),
+        ({"only": "x"}, TypeError, "autoconvert.config() got unknown option(s) only; it takes copy, device, dtype, grad, nested, writeback"),
+        ({"copy": "yes"}, TypeError, "autoconvert.config(): copy= takes None (copy only when needed), True (always) or False (never), got 'yes'"),
+        ({"grad": "loud"}, ValueError, "autoconvert.config(): grad= takes 'warn', 'detach' or 'error', got 'loud'"),
+        ({"device": 1.5}, TypeError, "autoconvert.config(): device= takes None (the caller's device) or a torch device: expected a torch.device, a device string such as 'cuda:1', or an index; got 1.5"),
+    ],
+)
+def test_unknown_names_and_bad_values_are_rejected_on_creation(options: dict[str, Any], kind: type, text: str) -> None:
+    with pytest.raises(kind) as info:
+        ac.config(**options)
+    assert str(info.value) == text
+
+
+def test_decorators_validate_their_options_when_applied() -> None:
+    with pytest.raises(TypeError) as info:
+        ac.accepts_numpy(device="cpu")
+    assert str(info.value) == (
+        "autoconvert.accepts_numpy() got unknown option(s) device; it takes copy, exclude, grad, nested, only, writeback"
+    )
+    with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
+        ac.accepts_numpy(grad="never")

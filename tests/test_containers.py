@@ -1,0 +1,94 @@
+"""Containers: the registry, torch pytree types, and what is rebuilt how."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+import autoconvert as ac
+
+
+@ac.accepts_numpy
+def identity(x: Any) -> Any:
+    return x
+
+
+def test_register_container_makes_a_type_a_container() -> None:
+    class Pair:
+        def __init__(self, a: Any, b: Any) -> None:
+            self.a, self.b = a, b
+
+    t = torch.ones(1)
+    assert identity(Pair(t, 1)).a is t  # a leaf until registered
+    ac.register_container(Pair, lambda p: ((p.a, p.b), None), lambda c, _: Pair(*c), key=lambda _, i: ".ab"[i : i + 2])
+    out = identity(Pair(t, 1))
+    assert type(out) is Pair and type(out.a) is np.ndarray and out.b == 1
+
+    @ac.accepts_numpy(copy=False)
+    def strict(x: Any) -> Any:
+        return x
+
+    with pytest.raises(ac.CopyError, match=r"argument x\.a cannot be shared"):
+        strict(Pair(torch.ones(1, dtype=torch.bfloat16), 0))
+
+
+def test_register_container_needs_a_type() -> None:
+    with pytest.raises(TypeError, match="register_container\\(\\) needs a type"):
+        ac.register_container("list", lambda x: (x, None), lambda c, _: c)  # type: ignore[arg-type]
+
+
+def test_types_registered_with_torch_pytree_need_no_second_registration() -> None:
+    """Model-output classes register themselves with torch's pytree; autoconvert honours that."""
+
+    class Output(collections.OrderedDict):  # type: ignore[type-arg]
+        pass
+
+    pytree.register_pytree_node(
+        Output,
+        lambda o: (list(o.values()), list(o.keys())),
+        lambda values, keys: Output(zip(keys, values)),
+        flatten_with_keys_fn=lambda o: ([(pytree.MappingKey(k), v) for k, v in o.items()], list(o.keys())),
+    )
+    out = identity(Output(logits=torch.ones(2), loss=None))
+    assert type(out) is Output and type(out["logits"]) is np.ndarray and out["loss"] is None
+
+    @ac.accepts_numpy(copy=False)
+    def strict(x: Any) -> Any:
+        return x
+
+    with pytest.raises(ac.CopyError, match=r"argument x\['logits'\] cannot be shared"):
+        strict(Output(logits=torch.ones(1, dtype=torch.bfloat16)))
+
+
+def test_dataclasses_are_copied_not_re_initialised() -> None:
+    """Frozen, slotted and init=False fields survive; __post_init__ is not run again."""
+    calls = []
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Sample:
+        x: Any
+        derived: int = dataclasses.field(init=False, default=0)
+
+        def __post_init__(self) -> None:
+            calls.append(1)
+
+    s = Sample(torch.ones(1))
+    out = identity(s)
+    assert type(out) is Sample and type(out.x) is np.ndarray and out.derived == 0 and calls == [1]
+
+
+def test_torch_return_types_are_rebuilt() -> None:
+    """torch.max(x, dim) returns a struct sequence; returns_numpy converts its fields in place."""
+
+    @ac.returns_numpy
+    def top(x: torch.Tensor) -> Any:
+        return torch.max(x, dim=0)
+
+    out = top(torch.tensor([[1.0, 5.0], [3.0, 2.0]]))
+    assert type(out).__name__ == "max" and out.values.tolist() == [3.0, 5.0] and type(out.indices) is np.ndarray

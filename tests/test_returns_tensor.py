@@ -1,0 +1,356 @@
+"""returns_tensor: results come back as tensors on the caller's device, with a documented dtype and copy policy."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+
+from .conftest import shares
+
+
+class Pair(NamedTuple):
+    left: Any
+    right: Any
+
+
+@dataclasses.dataclass
+class Result:
+    boxes: Any
+    score: float
+
+
+def test_arrays_and_scalars_come_back_inside_their_containers() -> None:
+    """ndarray and np.generic results become tensors in tuples, lists, namedtuples, dicts and dataclasses."""
+
+    @ac.returns_tensor
+    def f() -> Any:
+        return (np.arange(2), [np.float32(1.5)], Pair(np.ones(1), "x"), {"k": np.zeros(1)}, Result(np.ones(2), 0.5))
+
+    tup, lst, pair, dct, res = f()
+    assert torch.equal(tup, torch.arange(2)) and lst[0].shape == () and lst[0].dtype == torch.float32
+    assert type(pair) is Pair and torch.equal(pair.left, torch.ones(1, dtype=torch.float64)) and pair.right == "x"
+    assert type(dct["k"]) is torch.Tensor and type(res) is Result and type(res.boxes) is torch.Tensor
+    assert res.score == 0.5
+
+
+def test_other_results_are_returned_untouched() -> None:
+    """Plain Python values and strings, NumPy's included, are the same objects."""
+    marker = object()
+
+    @ac.returns_tensor
+    def f() -> Any:
+        return marker, 3, "s", np.str_("label")
+
+    out = f()
+    assert out[0] is marker and out[1:3] == (3, "s") and type(out[3]) is np.str_
+
+
+def test_results_go_to_the_callers_device() -> None:
+    """The device the tensor arguments share, found on meta tensors here (any device works the same way)."""
+
+    @ac.returns_tensor
+    def make(like: torch.Tensor) -> np.ndarray:
+        return np.ones(3)
+
+    assert make(torch.empty(2, device="meta")).device == torch.device("meta")
+    assert make(torch.empty(2)).device == torch.device("cpu")
+
+
+def test_0d_cpu_tensors_and_numpy_arguments_do_not_vote() -> None:
+    """As in torch: a 0-d CPU scalar may ride along with tensors elsewhere; arrays never vote."""
+
+    @ac.returns_tensor
+    def interp(x: Any, xp: Any, fp: Any) -> np.ndarray:
+        return np.zeros(2)
+
+    out = interp(np.ones(2), torch.empty(3, device="meta"), torch.tensor(0.5))
+    assert out.device == torch.device("meta")
+
+
+def test_mixed_devices_raise_naming_each_tensor() -> None:
+    """DeviceMismatchError (a RuntimeError) lists every voting tensor with its path and device."""
+
+    @ac.returns_tensor
+    def pair(batch: Any, scale: Any) -> np.ndarray:
+        return np.zeros(1)
+
+    with pytest.raises(ac.DeviceMismatchError) as info:
+        pair({"x": torch.empty(1), "y": torch.empty(1, device="meta")}, scale=torch.tensor(2.0))
+    assert isinstance(info.value, RuntimeError)
+    assert str(info.value) == (
+        "test_mixed_devices_raise_naming_each_tensor.<locals>.pair(): the tensor arguments are on different "
+        "devices, so there is no caller's device to return results to. Found batch['x'] on cpu, batch['y'] "
+        "on meta. Fix: move them to one device first, or pass device= to choose where results go."
+    )
+
+
+def test_an_explicit_device_wins_over_the_vote() -> None:
+    @ac.returns_tensor(device="meta")
+    def f(a: Any, b: Any) -> np.ndarray:
+        return np.zeros(1)
+
+    assert f(torch.empty(1), torch.empty(1, device="meta")).device.type == "meta"
+
+
+def test_no_tensor_arguments_use_torchs_default_device() -> None:
+    @ac.returns_tensor
+    def f() -> np.ndarray:
+        return np.zeros(1)
+
+    assert f().device == torch.device("cpu")
+    with torch.device("meta"):
+        assert f().device == torch.device("meta")
+
+
+def test_stacked_in_either_order_the_function_sees_arrays_and_results_follow_the_caller() -> None:
+    """@returns_tensor above or below @accepts_numpy: one wrapper, arrays inside, caller's device outside."""
+
+    def body(a: Any) -> Any:
+        assert isinstance(a, np.ndarray)
+        return a * 2
+
+    outer = ac.returns_tensor(ac.accepts_numpy(body))
+    inner = ac.accepts_numpy(ac.returns_tensor(body))
+    for f in (outer, inner):
+        assert f.__wrapped__ is body  # fused: one wrapper around the function
+        assert torch.equal(f(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_a_decorated_function_called_with_arrays_does_not_inherit_the_device() -> None:
+    """The caller's device belongs to one call: a nested decorated call made with arrays gets the default."""
+    nested_devices = []
+
+    @ac.returns_tensor
+    def helper(a: np.ndarray) -> np.ndarray:
+        return a + 1
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def outer(x: np.ndarray) -> np.ndarray:
+        nested_devices.append(helper(x).device)
+        return x
+
+    with torch.device("meta"):  # the default device differs from the caller's (CPU)
+        out = outer(torch.ones(1, device="cpu"))
+    assert nested_devices == [torch.device("meta")] and out.device == torch.device("cpu")
+
+
+class TestDtype:
+    """dtype=: None, "input", or a torch.dtype; integers and bools never cast."""
+
+    @staticmethod
+    def through(**options: Any) -> Any:
+        @ac.returns_tensor(**options)
+        @ac.accepts_numpy
+        def f(*xs: np.ndarray) -> Any:
+            return xs[0].astype(np.float32), np.sqrt(xs[0].astype(np.float64)), np.ones(2, np.int32), xs[0] > 0
+
+        return f
+
+    def test_none_keeps_numpys_dtype(self) -> None:
+        f32, f64, i32, b = self.through()(torch.ones(2, dtype=torch.float16))
+        assert (f32.dtype, f64.dtype, i32.dtype, b.dtype) == (torch.float32, torch.float64, torch.int32, torch.bool)
+
+    def test_none_restores_a_dtype_numpy_lacks_when_every_input_had_it(self) -> None:
+        f32, f64, i32, b = self.through()(torch.ones(2, dtype=torch.bfloat16))
+        assert (f32.dtype, f64.dtype, i32.dtype, b.dtype) == (torch.bfloat16, torch.float64, torch.int32, torch.bool)
+        mixed = self.through()(torch.ones(2, dtype=torch.bfloat16), torch.ones(2))
+        assert mixed[0].dtype == torch.float32
+
+    def test_complex32_round_trips(self) -> None:
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def conj(a: np.ndarray) -> np.ndarray:
+            return np.conj(a)
+
+        z = torch.tensor([1 + 2j], dtype=torch.complex64).to(torch.complex32)
+        out = conj(z)
+        assert out.dtype == torch.complex32 and out.to(torch.complex64).tolist() == [1 - 2j]
+
+    def test_input_casts_floating_results_to_the_inputs_dtype(self) -> None:
+        f32, f64, i32, b = self.through(dtype="input")(torch.ones(2, dtype=torch.float16))
+        assert (f32.dtype, f64.dtype, i32.dtype, b.dtype) == (torch.float16, torch.float16, torch.int32, torch.bool)
+        promoted = self.through(dtype="input")(torch.ones(2, dtype=torch.float16), torch.ones(2, dtype=torch.bfloat16))
+        assert promoted[1].dtype == torch.float32  # torch.promote_types(float16, bfloat16)
+
+    def test_input_maps_complex_results_to_the_matching_complex_dtype(self) -> None:
+        @ac.returns_tensor(dtype="input")
+        @ac.accepts_numpy
+        def fft(a: np.ndarray) -> np.ndarray:
+            return np.fft.fft(a)  # NumPy computes in complex128
+
+        assert fft(torch.ones(4)).dtype == torch.complex64
+        assert fft(torch.ones(4, dtype=torch.complex64)).dtype == torch.complex64
+
+    def test_input_without_floating_tensors_casts_nothing(self) -> None:
+        @ac.returns_tensor(dtype="input")
+        @ac.accepts_numpy
+        def edt(mask: np.ndarray) -> np.ndarray:
+            return np.sqrt(mask.astype(np.float64))
+
+        assert edt(torch.ones(3, dtype=torch.int32)).dtype == torch.float64
+
+    def test_a_torch_dtype_casts_floating_results_only(self) -> None:
+        f32, f64, i32, b = self.through(dtype=torch.float64)(torch.ones(2))
+        assert (f32.dtype, f64.dtype, i32.dtype, b.dtype) == (torch.float64, torch.float64, torch.int32, torch.bool)
+
+    def test_integer_dtypes_are_refused_when_decorating(self) -> None:
+        with pytest.raises(TypeError) as info:
+            ac.returns_tensor(dtype=torch.int64)
+        assert str(info.value) == (
+            "autoconvert.returns_tensor(): dtype= casts floating results only, so it takes a floating or "
+            "complex dtype, got torch.int64"
+        )
+
+
+class TestCopy:
+    def test_none_shares_a_fresh_result_and_copies_what_torch_cannot_share(self) -> None:
+        store = np.arange(4.0)
+
+        @ac.returns_tensor
+        def f(kind: str) -> np.ndarray:
+            return {"fresh": store, "flipped": store[::-1], "broadcast": np.broadcast_to(store, (2, 4))}[kind]
+
+        assert shares(f("fresh"), store)
+        flipped = f("flipped")
+        assert flipped.tolist() == [3.0, 2.0, 1.0, 0.0] and not shares(flipped, store)
+        assert not shares(f("broadcast"), store) and f("broadcast").stride() == (4, 1)
+
+    def test_a_view_of_a_read_only_input_is_copied(self) -> None:
+        """By default a result never aliases the caller's input, even when it is a view of it."""
+
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def transpose(a: np.ndarray) -> np.ndarray:
+            return a.T
+
+        t = torch.arange(6.0).reshape(2, 3)
+        out = transpose(t)
+        assert torch.equal(out, t.T) and not shares(out, t)
+
+    def test_writeback_results_may_alias_the_input(self) -> None:
+        """With writeback=True a returned view of an input is the caller's memory: that is what writeback means."""
+
+        @ac.returns_tensor
+        @ac.accepts_numpy(writeback=True)
+        def first_row(a: np.ndarray) -> np.ndarray:
+            return a[0]
+
+        t = torch.zeros(2, 2)
+        assert shares(first_row(t), t)
+
+    def test_true_shares_with_nothing_the_function_can_reach(self) -> None:
+        cache = np.zeros(3)
+
+        @ac.returns_tensor(copy=True)
+        def cached() -> np.ndarray:
+            return cache
+
+        out = cached()
+        out += 1
+        assert cache.tolist() == [0.0, 0.0, 0.0]
+
+    def test_false_refuses_a_copy_with_the_reason(self) -> None:
+        @ac.returns_tensor(copy=False)
+        def f() -> Any:
+            return {"z": np.arange(3)[::-1]}
+
+        with pytest.raises(ac.CopyError) as info:
+            f()
+        assert str(info.value) == (
+            "TestCopy.test_false_refuses_a_copy_with_the_reason.<locals>.f(): result['z'] cannot be shared with torch "
+            "without a copy: it has negative strides, which torch tensors cannot have. Found "
+            "numpy.ndarray(shape=(3,), dtype=<i8). Fix: use copy=None to copy only when needed, or copy=True "
+            "for a private copy."
+        )
+
+    def test_size1_negative_stride_is_shared_not_copied(self) -> None:
+        """numpy#23349: np.ascontiguousarray keeps a negative stride on a size-1 axis; we re-stride, no copy."""
+        base = np.arange(3.0).reshape(1, 3)
+
+        @ac.returns_tensor(copy=False)
+        def f() -> np.ndarray:
+            return base[::-1]
+
+        out = f()
+        assert shares(out, base) and out.tolist() == [[0.0, 1.0, 2.0]]
+
+    def test_matrix_becomes_a_plain_tensor(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            m = np.asmatrix(np.eye(2))
+
+        @ac.returns_tensor
+        def f() -> Any:
+            return m
+
+        out = f()
+        assert type(out) is torch.Tensor and out.shape == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem", "found", "fix"),
+    [
+        (np.array([object()]), "is an object array, which torch cannot hold", "dtype=|O", "convert it to a numeric dtype, or return a list"),
+        (np.array(["a"]), "holds strings, which torch cannot hold", "dtype=<U1", "return a list of str, or integer codes"),
+        (np.array([b"a"]), "holds bytes strings, which torch cannot hold", "dtype=|S1", "return a list of bytes, or integer codes"),
+        (np.zeros(1, dtype=[("a", "i4")]), "is a structured (void) array, which torch cannot hold", "dtype=|V4", "return its fields as separate arrays"),
+        (np.array(["2020-01-01"], dtype="M8[D]"), "holds datetime64 values, which torch cannot hold", "dtype=<M8[D]", "convert with result[1]['z'].astype('int64') and keep the unit"),
+        (np.array([1], dtype="m8[s]"), "holds timedelta64 values, which torch cannot hold", "dtype=<m8[s]", "convert with result[1]['z'].astype('int64') and keep the unit"),
+        (np.ones(1, dtype=np.longdouble), "has dtype float128, which torch lacks", "dtype=<f16", "cast it first, for example result[1]['z'].astype(np.float64), if the lost precision is acceptable"),
+    ],
+)
+def test_results_torch_cannot_hold_raise_with_the_path(value: Any, problem: str, found: str, fix: str) -> None:
+    @ac.returns_tensor
+    def f() -> Any:
+        return np.zeros(1), {"z": value}
+
+    with pytest.raises(ac.ConversionError) as info:
+        f()
+    shape = value.shape
+    assert str(info.value) == (
+        f"test_results_torch_cannot_hold_raise_with_the_path.<locals>.f(): result[1]['z'] {problem}. "
+        f"Found numpy.ndarray(shape={shape}, {found}). Fix: {fix}."
+    )
+
+
+def test_masked_arrays_are_refused_never_unmasked() -> None:
+    """torch.from_numpy would silently drop the mask; we raise instead."""
+
+    @ac.returns_tensor
+    def f() -> Any:
+        return np.ma.masked_array([1.0, 2.0], mask=[False, True])
+
+    with pytest.raises(ac.ConversionError) as info:
+        f()
+    assert str(info.value) == (
+        "test_masked_arrays_are_refused_never_unmasked.<locals>.f(): result is a masked array; torch has no "
+        "mask, and dropping it would silently unmask values. Found numpy.ma.MaskedArray(shape=(2,), "
+        "dtype=<f8). Fix: return np.ma.filled(result, fill_value), or the data and the mask as two arrays."
+    )
+
+
+def test_tensor_results_go_to_the_target_device_as_they_are() -> None:
+    """SciPy's array-API mode returns tensors: they are moved and cast like arrays, not converted."""
+    made = torch.ones(2, dtype=torch.float64)
+
+    @ac.returns_tensor(dtype="input")
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return made
+
+    out = f(torch.empty(1, device="meta", dtype=torch.float32))
+    assert out.device.type == "meta" and out.dtype == torch.float32
+
+    @ac.returns_tensor
+    def same() -> torch.Tensor:
+        return made
+
+    assert same() is made

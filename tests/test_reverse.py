@@ -1,0 +1,143 @@
+"""accepts_tensor / returns_numpy / to_numpy / to_tensor: torch code called from NumPy code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.optimize
+import torch
+
+import autoconvert as ac
+
+from .conftest import shares
+
+
+def test_a_torch_objective_inside_scipy_optimize() -> None:
+    """minimize() passes float64 arrays; the objective computes value and gradient with autograd."""
+
+    @ac.returns_numpy
+    @ac.accepts_tensor
+    def rosenbrock(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = x.detach().requires_grad_()
+        value = (100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2).sum()
+        value.backward()
+        return value, x.grad  # type: ignore[return-value]
+
+    result = scipy.optimize.minimize(rosenbrock, np.zeros(4), jac=True, method="L-BFGS-B")
+    assert result.success and np.allclose(result.x, 1.0, atol=1e-4)
+    value, grad = rosenbrock(np.zeros(4))
+    assert type(value) is np.ndarray and value.shape == () and grad.dtype == np.float64
+
+
+def test_accepts_tensor_shares_memory_on_the_cpu_like_from_numpy() -> None:
+    """copy=None: torch code writing in place changes the caller's array, as torch.from_numpy would."""
+
+    @ac.accepts_tensor
+    def scale_(x: torch.Tensor) -> None:
+        x.mul_(2)
+
+    a = np.ones(3)
+    scale_(a)
+    assert a.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_accepts_tensor_copy_true_protects_the_caller() -> None:
+    @ac.accepts_tensor(copy=True)
+    def scale_(x: torch.Tensor) -> torch.Tensor:
+        return x.mul_(2)
+
+    a = np.ones(3)
+    out = scale_(a)
+    assert a.tolist() == [1.0, 1.0, 1.0] and not shares(out, a)
+
+
+def test_accepts_tensor_never_shares_a_read_only_array() -> None:
+    """torch tensors are always writable, so a read-only array is copied, never exposed."""
+    a = np.ones(3)
+    a.setflags(write=False)
+
+    @ac.accepts_tensor
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    assert not shares(f(a), a)
+    with pytest.raises(ac.CopyError, match="it is read-only, and torch tensors are always writable"):
+        ac.accepts_tensor(copy=False)(f.__wrapped__)(a)
+
+
+def test_accepts_tensor_dtype_casts_floating_arrays_only() -> None:
+    @ac.accepts_tensor(dtype=torch.float32)
+    def dtypes(*xs: torch.Tensor) -> list[torch.dtype]:
+        return [x.dtype for x in xs]
+
+    assert dtypes(np.ones(1), np.ones(1, np.int64), np.ones(1, np.complex128)) == [
+        torch.float32, torch.int64, torch.complex64,
+    ]
+
+
+def test_accepts_tensor_dtype_input_follows_the_calls_tensors() -> None:
+    """A mixed call: arrays take the floating dtype of the tensor arguments, whatever their order."""
+
+    @ac.accepts_tensor(dtype="input")
+    def dtypes(a: Any, b: Any) -> tuple[torch.dtype, torch.dtype]:
+        return a.dtype, b.dtype
+
+    assert dtypes(np.ones(1), torch.ones(1, dtype=torch.float16)) == (torch.float16, torch.float16)
+    assert dtypes(np.ones(1), np.ones(1)) == (torch.float64, torch.float64)
+
+
+def test_accepts_tensor_goes_to_the_default_device() -> None:
+    @ac.accepts_tensor
+    def where(x: torch.Tensor) -> torch.device:
+        return x.device
+
+    assert where(np.ones(1)) == torch.device("cpu")
+    with torch.device("meta"):
+        assert where(np.ones(1)) == torch.device("meta")
+    assert ac.accepts_tensor(device="meta")(where.__wrapped__)(np.ones(1)) == torch.device("meta")
+
+
+def test_returns_numpy_detaches_silently_and_widens() -> None:
+    """A torch model's output reaches NumPy code as a plain array, gradients dropped without a word."""
+    layer = torch.nn.Linear(3, 2).to(torch.bfloat16)
+
+    @ac.returns_numpy
+    @ac.accepts_tensor(dtype=torch.bfloat16)
+    def predict(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"y": layer(x)}
+
+    out = predict(np.ones((4, 3)))
+    assert out["y"].dtype == np.float32 and out["y"].shape == (4, 2)
+
+
+def test_returns_numpy_shares_cpu_memory_writable_unless_copied() -> None:
+    kept = torch.zeros(2)
+
+    @ac.returns_numpy
+    def f() -> torch.Tensor:
+        return kept
+
+    a = f()
+    assert shares(a, kept) and a.flags.writeable
+    assert not shares(ac.returns_numpy(copy=True)(f.__wrapped__)(), kept)
+
+
+def test_to_numpy_and_to_tensor_convert_nested_values() -> None:
+    t = torch.arange(3, dtype=torch.bfloat16)
+    out = ac.to_numpy({"a": [t, 1], "b": "x"})
+    assert out["a"][0].dtype == np.float32 and out["a"][1] == 1 and out["b"] == "x"
+    back = ac.to_tensor(out, dtype=torch.bfloat16)
+    assert torch.equal(back["a"][0], t)
+    with pytest.raises(ac.CopyError) as info:
+        ac.to_numpy([t], copy=False)
+    assert str(info.value).startswith(
+        "autoconvert.to_numpy(): result[0] cannot be shared with NumPy without a copy: NumPy lacks torch.bfloat16"
+    )
+
+
+def test_to_numpy_and_to_tensor_reject_unknown_options() -> None:
+    with pytest.raises(TypeError) as info:
+        ac.to_numpy(1, grad="warn")
+    assert str(info.value) == "autoconvert.to_numpy() got unknown option(s) grad; it takes copy, nested"
