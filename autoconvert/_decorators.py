@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 import torch
 import wrapt
@@ -18,7 +18,12 @@ import wrapt
 from ._options import active, validate
 from ._plan import DEFAULTS, Call, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options
 
-T = TypeVar("T")
+# Typing: an input decorator changes what the parameters accept (a tensor where an array
+# is annotated), so it keeps the return type and accepts any arguments; an output
+# decorator changes the result (a tensor where an array was returned), so it keeps the
+# parameters and returns Any.
+P = ParamSpec("P")
+R = TypeVar("R")
 Grad = Literal["warn", "detach", "error"]
 Names = str | Iterable[str] | None
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
@@ -36,28 +41,30 @@ _compiling = getattr(torch.compiler, "is_compiling", _compiling)
 _opaque_run: Callable[..., Any] | None = None
 
 
-def _run(plan: Plan, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _run(
+    plan: Plan, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     return plan.runner(active())(wrapped, instance, args, kwargs)
 
 
 def _opaque(*call: Any) -> Any:
     global _opaque_run
     if _opaque_run is None:
-        _opaque_run = torch.compiler.disable(_run, recursive=True)
+        _opaque_run = torch.compiler.disable(_run, recursive=True)  # type: ignore[no-untyped-call]
     return _opaque_run(*call)
 
 
-class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc]
+class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg]
     """A decorated method bound to an instance or class; pickles like a bound method."""
 
     _torchdynamo_disable = True  # see _Wrapper
 
     def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
         owner = self._self_instance if self._self_instance is not None else self._self_owner
-        return getattr, (owner, self.__name__)
+        return getattr, (owner, self.__wrapped__.__name__)
 
 
-class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
+class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """wrapt's FunctionWrapper with the plan attached: for fusion, pickling and the fast call."""
 
     __bound_function_wrapper__ = _BoundWrapper
@@ -68,7 +75,9 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc]
     _torchdynamo_disable = True
 
     def __init__(self, wrapped: Any, plan: Plan) -> None:
-        def wrapper(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def wrapper(
+            wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Any:
             if _compiling():
                 return _opaque(plan, wrapped, instance, args, kwargs)
             config = active()
@@ -112,7 +121,7 @@ def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
 
 
 @overload
-def accepts_numpy(func: T, /) -> T: ...
+def accepts_numpy(func: Callable[P, R], /) -> Callable[..., R]: ...
 @overload
 def accepts_numpy(
     *,
@@ -122,7 +131,7 @@ def accepts_numpy(
     only: Names = None,
     exclude: Names = None,
     nested: bool = True,
-) -> Callable[[T], T]: ...
+) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
 
@@ -162,7 +171,7 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
 
 
 @overload
-def returns_tensor(func: T, /) -> T: ...
+def returns_tensor(func: Callable[P, R], /) -> Callable[P, Any]: ...
 @overload
 def returns_tensor(
     *,
@@ -170,7 +179,7 @@ def returns_tensor(
     dtype: torch.dtype | Literal["input"] | None = None,
     copy: bool | None = None,
     nested: bool = True,
-) -> Callable[[T], T]: ...
+) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
 def returns_tensor(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's array and NumPy scalar results into tensors on the caller's device.
 
@@ -207,7 +216,7 @@ def returns_tensor(func: Any = None, /, **options: Any) -> Any:
 
 
 @overload
-def accepts_tensor(func: T, /) -> T: ...
+def accepts_tensor(func: Callable[P, R], /) -> Callable[..., R]: ...
 @overload
 def accepts_tensor(
     *,
@@ -217,7 +226,7 @@ def accepts_tensor(
     only: Names = None,
     exclude: Names = None,
     nested: bool = True,
-) -> Callable[[T], T]: ...
+) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
     """Hand the function tensors wherever the caller passed NumPy arrays or scalars.
 
@@ -247,9 +256,9 @@ def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
 
 
 @overload
-def returns_numpy(func: T, /) -> T: ...
+def returns_numpy(func: Callable[P, R], /) -> Callable[P, Any]: ...
 @overload
-def returns_numpy(*, copy: bool | None = None, nested: bool = True) -> Callable[[T], T]: ...
+def returns_numpy(*, copy: bool | None = None, nested: bool = True) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
 def returns_numpy(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's tensor results into NumPy arrays: detached, on the host, widened.
 
@@ -289,7 +298,9 @@ def to_numpy(obj: Any, **options: Any) -> Any:
         {'x': array([1., 1.], dtype=float32)}
     """
     options = {**_configured("returns_numpy"), **validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")}
-    return NumpyOutputs("autoconvert.to_numpy()", {**DEFAULTS["returns_numpy"], **options}).convert(obj, Call((), {}, None))
+    return NumpyOutputs("autoconvert.to_numpy()", {**DEFAULTS["returns_numpy"], **options}).convert(
+        obj, Call((), {}, None)
+    )
 
 
 def to_tensor(obj: Any, **options: Any) -> Any:
@@ -306,7 +317,10 @@ def to_tensor(obj: Any, **options: Any) -> Any:
         >>> ac.to_tensor([np.arange(2), np.float32(0.5)])
         [tensor([0, 1]), tensor(0.5000)]
     """
-    options = {**_configured("returns_tensor"), **validate(options, DEFAULTS["returns_tensor"], "autoconvert.to_tensor()")}
+    options = {
+        **_configured("returns_tensor"),
+        **validate(options, DEFAULTS["returns_tensor"], "autoconvert.to_tensor()"),
+    }
     outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, {**DEFAULTS["returns_tensor"], **options})
     return outputs.convert(obj, Call((), {}, None))
 

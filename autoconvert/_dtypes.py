@@ -43,7 +43,7 @@ _FLOAT8 = tuple(
 WIDENED: dict[torch.dtype, torch.dtype] = {
     torch.bfloat16: torch.float32,
     torch.complex32: torch.complex64,
-    **{f8: torch.float32 for f8 in _FLOAT8},
+    **dict.fromkeys(_FLOAT8, torch.float32),
 }
 
 _COMPLEX_OF: dict[torch.dtype, torch.dtype] = {

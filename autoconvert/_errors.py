@@ -58,10 +58,10 @@ class LeafError(Exception):
         """The public exception, naming ``function`` and the path below ``root``."""
         path = root + "".join(reversed(self.keys))
         where = f"{role} {path}" if role else path
-        return self.kind(message(function, where, self.problem, self.found, self.fix, path))
+        return self.kind(message(function, where, self.problem, self.found, self.fix, path=path))
 
 
-def message(function: str, where: str, problem: str, found: str, fix: str, path: str = "") -> str:
+def message(function: str, where: str, problem: str, found: str, fix: str, *, path: str = "") -> str:
     """The one message format: ``f(): argument x[0] <problem>. Found <what>. Fix: <how>.``
 
     ``where`` names the value (``argument batch['mask']``, ``result[1]``); ``fix`` may

@@ -11,6 +11,8 @@ import os
 import sys
 import threading
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -82,7 +84,7 @@ def _needs_copy(t: torch.Tensor, why: str) -> LeafError:
 class GradPolicy:
     """What to do with a tensor that requires grad (``grad=``), and whether it was said yet."""
 
-    __slots__ = ("mode", "function", "warned")
+    __slots__ = ("function", "mode", "warned")
 
     def __init__(self, mode: str, function: str) -> None:
         self.mode = mode
@@ -203,7 +205,7 @@ def _stride_fix(a: np.ndarray) -> np.ndarray | str | None:
     if not a.flags.aligned:
         return "its data is not aligned for its dtype"
     strides = a.strides
-    used = () if a.size == 0 else [s for s, n in zip(strides, a.shape) if n > 1]
+    used = () if a.size == 0 else [s for s, n in zip(strides, a.shape, strict=True) if n > 1]
     if 0 in used:
         return "it is a broadcast view (a zero stride), so one element would alias many"
     if any(s < 0 for s in used):
@@ -226,10 +228,14 @@ def array_to_tensor(
     host-side fix-up is that copy before any transfer). NumPy scalars are immutable and
     own no shared buffer, so they never count as a copy.
     """
-    if type(a) is np.ndarray and a.flags.writeable and a.flags.aligned and 0 not in a.strides:
+    flags = a.flags
+    # torch.from_numpy raising costs ~5 us (a C++ exception with a long message), so only
+    # arrays it almost surely accepts try it: writable, aligned and contiguous (which
+    # rules out zero and negative strides but for numpy#23349's size-1 axes).
+    if type(a) is np.ndarray and flags.writeable and flags.aligned and (flags.c_contiguous or flags.f_contiguous):
         try:
             t, shared = torch.from_numpy(a), True
-        except (TypeError, ValueError):  # dtype, byte order or strides: look closer below
+        except (TypeError, ValueError):  # dtype, byte order, a size-1 axis's stride
             t, shared = _slow_array_to_tensor(a, device, casts, copy)
     else:
         t, shared = _slow_array_to_tensor(a, device, casts, copy)
@@ -316,7 +322,7 @@ _complex32_lock = threading.Lock()
 _complex32_made = False
 
 
-def _cast(op, *args, **kwargs):  # type: ignore[no-untyped-def]
+def _cast(op: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> torch.Tensor:
     """Run ``op``, which makes a tensor of ``kwargs["dtype"]``, keeping torch's complex32 notice inside.
 
     torch warns once per process when the first complex32 tensor is made ("ComplexHalf

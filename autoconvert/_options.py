@@ -8,7 +8,7 @@ isolated per thread and per asyncio task; options given to a decorator explicitl
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -52,7 +52,7 @@ def _device(value: object) -> torch.device | None:
 
 def _dtype(value: object) -> torch.dtype | str | None:
     if value is None or value == "input":
-        return value  # type: ignore[return-value]
+        return value
     if not isinstance(value, torch.dtype):
         raise TypeError(f"dtype= takes None, 'input' or a floating or complex torch.dtype, got {value!r}")
     if not is_inexact(value):
@@ -70,7 +70,7 @@ def _names(name: str, value: object) -> frozenset[str] | None:
     return frozenset(names)
 
 
-_VALIDATORS = {
+_VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "copy": _copy,
     "writeback": lambda v: _flag("writeback", v),
     "grad": _grad,
@@ -100,7 +100,7 @@ def validate(options: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
 class Config:
     """The options of the innermost active ``config`` block, merged with its outer ones."""
 
-    __slots__ = ("options", "key")
+    __slots__ = ("key", "options")
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
@@ -147,7 +147,5 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
         self._tokens.append(_ACTIVE.set(Config(merged)))
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         _ACTIVE.reset(self._tokens.pop())

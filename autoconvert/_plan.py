@@ -25,10 +25,10 @@ from ._tree import Mapper
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "accepts_numpy": dict(copy=None, writeback=False, grad="warn", only=None, exclude=None, nested=True),
-    "returns_tensor": dict(device=None, dtype=None, copy=None, nested=True),
-    "accepts_tensor": dict(device=None, dtype=None, copy=None, only=None, exclude=None, nested=True),
-    "returns_numpy": dict(copy=None, nested=True),
+    "accepts_numpy": {"copy": None, "writeback": False, "grad": "warn", "only": None, "exclude": None, "nested": True},
+    "returns_tensor": {"device": None, "dtype": None, "copy": None, "nested": True},
+    "accepts_tensor": {"device": None, "dtype": None, "copy": None, "only": None, "exclude": None, "nested": True},
+    "returns_numpy": {"copy": None, "nested": True},
 }
 _ARRAY_TYPES = (np.ndarray, np.generic)
 
@@ -126,7 +126,7 @@ class Selection:
 class Call:
     """What one call learns on its way in that the way out needs."""
 
-    __slots__ = ("args", "kwargs", "instance", "tensors", "pairs", "target")
+    __slots__ = ("args", "instance", "kwargs", "pairs", "target", "tensors")
 
     def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> None:
         self.args = args
@@ -145,14 +145,17 @@ def _record(t: torch.Tensor, call: Call) -> torch.Tensor:
 class Inputs:
     """The input side: converts the selected arguments, and records every tensor argument."""
 
-    def __init__(self, params: Parameters, function: str, nested: bool, only: Any, exclude: Any, where: str):
+    def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str) -> None:
+        only, exclude, nested = options["only"], options["exclude"], options["nested"]
         self.params = params
         self.function = function
         self.selection = Selection(params, only, exclude, where) if (only or exclude) is not None else None
         self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
         self.mapper: Mapper  # set by the subclass: the converting walk
 
-    def convert(self, args: tuple[Any, ...], kwargs: dict[str, Any], call: Call) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def convert(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], call: Call
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments with every selected leaf converted; the rest recorded, untouched."""
         selection = self.selection
         offset = self.params.offset(call.instance) if selection is not None else 0
@@ -160,7 +163,9 @@ class Inputs:
         key = None
         try:
             for a in args:
-                convert = self.mapper if selection is None or selection.wants(len(new_args), None, offset) else self.recorder
+                convert = (
+                    self.mapper if selection is None or selection.wants(len(new_args), None, offset) else self.recorder
+                )
                 new_args.append(convert(a, call))
             if not kwargs:
                 return tuple(new_args), kwargs
@@ -182,7 +187,7 @@ class NumpyInputs(Inputs):
     """``accepts_numpy``: tensor arguments reach the function as arrays."""
 
     def __init__(self, params: Parameters, function: str, grad: GradPolicy, options: dict[str, Any], where: str):
-        super().__init__(params, function, options["nested"], options["only"], options["exclude"], where)
+        super().__init__(params, function, options, where)
         self.copy: bool | None = options["copy"]
         self.writeback: bool = options["writeback"]
         # Read-only unless the function is meant to write: into private copies (copy=True)
@@ -205,14 +210,16 @@ class TensorInputs(Inputs):
     """``accepts_tensor``: array and NumPy scalar arguments reach the function as tensors."""
 
     def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str):
-        super().__init__(params, function, options["nested"], options["only"], options["exclude"], where)
+        super().__init__(params, function, options, where)
         self.copy: bool | None = options["copy"]
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
         leaf = self._leaf
         self.mapper = Mapper({np.ndarray: leaf, np.generic: leaf, torch.Tensor: _record}, nested=options["nested"])
 
-    def convert(self, args: tuple[Any, ...], kwargs: dict[str, Any], call: Call) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def convert(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], call: Call
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
             for value in (*args, *kwargs.values()):
                 self.recorder(value, call)
@@ -300,7 +307,6 @@ def _mismatch(function: str, params: Parameters, call: Call) -> Exception:
     return _devices.mismatch(function, voters)
 
 
-
 class NumpyOutputs(Outputs):
     """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
 
@@ -325,17 +331,16 @@ class Runner:
         self.records = inputs is None and isinstance(outputs, TensorOutputs)
         self.recorder = Mapper({torch.Tensor: _record}, nested=True)
 
-    def __call__(self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def __call__(
+        self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         call = Call(args, kwargs, instance)
         if self.inputs is not None:
             args, kwargs = self.inputs.convert(args, kwargs, call)
         elif self.records:
             for value in (*args, *kwargs.values()):
                 self.recorder(value, call)
-        if self.guarded:
-            result = self._guarded(wrapped, args, kwargs, call)
-        else:
-            result = wrapped(*args, **kwargs)
+        result = self._guarded(wrapped, args, kwargs, call) if self.guarded else wrapped(*args, **kwargs)
         if self.outputs is not None:
             result = self.outputs.convert(result, call)
         return result

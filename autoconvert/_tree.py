@@ -37,7 +37,7 @@ class Node:
     ``key(context, i)``: the path segment of child ``i`` (``[0]``, ``['k']``, ``.name``).
     """
 
-    __slots__ = ("flatten", "unflatten", "key")
+    __slots__ = ("flatten", "key", "unflatten")
 
     def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf = _index_key) -> None:
         self.flatten = flatten
@@ -112,17 +112,19 @@ def _attr_key(names: Any, i: int) -> str:
 
 register_container(list, lambda x: (x, None), lambda c, _: c)
 register_container(tuple, lambda x: (x, None), lambda c, _: tuple(c))
-register_container(dict, lambda d: (list(d.values()), list(d)), lambda c, k: dict(zip(k, c)), key=_mapping_key)
+register_container(
+    dict, lambda d: (list(d.values()), list(d)), lambda c, k: dict(zip(k, c, strict=True)), key=_mapping_key
+)
 register_container(
     collections.OrderedDict,
     lambda d: (list(d.values()), list(d)),
-    lambda c, k: collections.OrderedDict(zip(k, c)),
+    lambda c, k: collections.OrderedDict(zip(k, c, strict=True)),
     key=_mapping_key,
 )
 register_container(
     collections.defaultdict,
     lambda d: (list(d.values()), (d.default_factory, list(d))),
-    lambda c, fk: collections.defaultdict(fk[0], zip(fk[1], c)),
+    lambda c, fk: collections.defaultdict(fk[0], zip(fk[1], c, strict=True)),
     key=lambda fk, i: f"[{fk[1][i]!r}]",
 )
 
@@ -144,7 +146,7 @@ def _dataclass_node(cls: type) -> Node:
         # A shallow copy with the changed fields set: no __init__/__post_init__ re-run
         # (they may validate NumPy types), and it works for frozen, slots and init=False.
         new = copy.copy(obj)
-        for name, value in zip(names, children):
+        for name, value in zip(names, children, strict=True):
             object.__setattr__(new, name, value)
         return new
 
@@ -230,8 +232,14 @@ class Mapper:
         else:
             node = node_for(cls) if self._nested else None
             if node is not None:
-                handler = lambda obj, ctx, node=node: node.map(obj, self, ctx)  # noqa: E731
+                handler = self._container(node)
         self._dispatch[cls] = handler
+        return handler
+
+    def _container(self, node: Node) -> Callable[[Any, Any], Any]:
+        def handler(obj: Any, ctx: Any) -> Any:
+            return node.map(obj, self, ctx)
+
         return handler
 
     def is_leaf_type(self, cls: type) -> bool:

@@ -85,8 +85,17 @@ def tensors(draw: Any, dtypes: list[torch.dtype] = TORCH_DTYPES, layouts: list[s
 
 
 ARRAY_LAYOUTS = [
-    "C", "F", "transposed", "sliced", "negative", "size1_negative", "broadcast",
-    "byteswapped", "readonly", "unaligned", "matrix",
+    "C",
+    "F",
+    "transposed",
+    "sliced",
+    "negative",
+    "size1_negative",
+    "broadcast",
+    "byteswapped",
+    "readonly",
+    "unaligned",
+    "matrix",
 ]
 ARRAY_DTYPES = [np.dtype(d) for d in TORCH_TO_NUMPY.values()]
 
@@ -136,10 +145,5 @@ def arrays(draw: Any, dtypes: list[np.dtype[Any]] = ARRAY_DTYPES, layouts: list[
 
 def torch_can_share(a: np.ndarray) -> bool:
     """Whether torch.from_numpy could share ``a`` without any fix-up: restated from the spec."""
-    used = [(s, n) for s, n in zip(a.strides, a.shape) if n > 1] if a.size else []
-    return (
-        a.dtype.isnative
-        and a.flags.writeable
-        and a.flags.aligned
-        and not any(s <= 0 for s, _ in used)
-    )
+    used = [(s, n) for s, n in zip(a.strides, a.shape, strict=True) if n > 1] if a.size else []
+    return a.dtype.isnative and a.flags.writeable and a.flags.aligned and not any(s <= 0 for s, _ in used)

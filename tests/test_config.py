@@ -100,11 +100,27 @@ def test_device_and_dtype_apply_to_results() -> None:
 @pytest.mark.parametrize(
     ("options", "kind", "text"),
     [
-        ({"colour": 1}, TypeError, "autoconvert.config() got unknown option(s) colour; it takes copy, device, dtype, grad, nested, writeback"),
-        ({"only": "x"}, TypeError, "autoconvert.config() got unknown option(s) only; it takes copy, device, dtype, grad, nested, writeback"),
-        ({"copy": "yes"}, TypeError, "autoconvert.config(): copy= takes None (copy only when needed), True (always) or False (never), got 'yes'"),
+        (
+            {"colour": 1},
+            TypeError,
+            "autoconvert.config() got unknown option(s) colour; it takes copy, device, dtype, grad, nested, writeback",
+        ),
+        (
+            {"only": "x"},
+            TypeError,
+            "autoconvert.config() got unknown option(s) only; it takes copy, device, dtype, grad, nested, writeback",
+        ),
+        (
+            {"copy": "yes"},
+            TypeError,
+            "autoconvert.config(): copy= takes None (copy only when needed), True (always) or False (never), got 'yes'",
+        ),
         ({"grad": "loud"}, ValueError, "autoconvert.config(): grad= takes 'warn', 'detach' or 'error', got 'loud'"),
-        ({"device": 1.5}, TypeError, "autoconvert.config(): device= takes None (the caller's device) or a torch device: expected a torch.device, a device string such as 'cuda:1', or an index; got 1.5"),
+        (
+            {"device": 1.5},
+            TypeError,
+            "autoconvert.config(): device= takes None (the caller's device) or a torch device: expected a torch.device, a device string such as 'cuda:1', or an index; got 1.5",
+        ),
     ],
 )
 def test_unknown_names_and_bad_values_are_rejected_on_creation(options: dict[str, Any], kind: type, text: str) -> None:

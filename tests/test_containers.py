@@ -52,7 +52,7 @@ def test_types_registered_with_torch_pytree_need_no_second_registration() -> Non
     pytree.register_pytree_node(
         Output,
         lambda o: (list(o.values()), list(o.keys())),
-        lambda values, keys: Output(zip(keys, values)),
+        lambda values, keys: Output(zip(keys, values, strict=True)),
         flatten_with_keys_fn=lambda o: ([(pytree.MappingKey(k), v) for k, v in o.items()], list(o.keys())),
     )
     out = identity(Output(logits=torch.ones(2), loss=None))

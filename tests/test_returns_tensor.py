@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import warnings
 from typing import Any, NamedTuple
@@ -299,13 +298,48 @@ class TestCopy:
 @pytest.mark.parametrize(
     ("value", "problem", "found", "fix"),
     [
-        (np.array([object()]), "is an object array, which torch cannot hold", "dtype=|O", "convert it to a numeric dtype, or return a list"),
-        (np.array(["a"]), "holds strings, which torch cannot hold", "dtype=<U1", "return a list of str, or integer codes"),
-        (np.array([b"a"]), "holds bytes strings, which torch cannot hold", "dtype=|S1", "return a list of bytes, or integer codes"),
-        (np.zeros(1, dtype=[("a", "i4")]), "is a structured (void) array, which torch cannot hold", "dtype=|V4", "return its fields as separate arrays"),
-        (np.array(["2020-01-01"], dtype="M8[D]"), "holds datetime64 values, which torch cannot hold", "dtype=<M8[D]", "convert with result[1]['z'].astype('int64') and keep the unit"),
-        (np.array([1], dtype="m8[s]"), "holds timedelta64 values, which torch cannot hold", "dtype=<m8[s]", "convert with result[1]['z'].astype('int64') and keep the unit"),
-        (np.ones(1, dtype=np.longdouble), "has dtype float128, which torch lacks", "dtype=<f16", "cast it first, for example result[1]['z'].astype(np.float64), if the lost precision is acceptable"),
+        (
+            np.array([object()]),
+            "is an object array, which torch cannot hold",
+            "dtype=|O",
+            "convert it to a numeric dtype, or return a list",
+        ),
+        (
+            np.array(["a"]),
+            "holds strings, which torch cannot hold",
+            "dtype=<U1",
+            "return a list of str, or integer codes",
+        ),
+        (
+            np.array([b"a"]),
+            "holds bytes strings, which torch cannot hold",
+            "dtype=|S1",
+            "return a list of bytes, or integer codes",
+        ),
+        (
+            np.zeros(1, dtype=[("a", "i4")]),
+            "is a structured (void) array, which torch cannot hold",
+            "dtype=|V4",
+            "return its fields as separate arrays",
+        ),
+        (
+            np.array(["2020-01-01"], dtype="M8[D]"),
+            "holds datetime64 values, which torch cannot hold",
+            "dtype=<M8[D]",
+            "convert with result[1]['z'].astype('int64') and keep the unit",
+        ),
+        (
+            np.array([1], dtype="m8[s]"),
+            "holds timedelta64 values, which torch cannot hold",
+            "dtype=<m8[s]",
+            "convert with result[1]['z'].astype('int64') and keep the unit",
+        ),
+        (
+            np.ones(1, dtype=np.longdouble),
+            "has dtype float128, which torch lacks",
+            "dtype=<f16",
+            "cast it first, for example result[1]['z'].astype(np.float64), if the lost precision is acceptable",
+        ),
     ],
 )
 def test_results_torch_cannot_hold_raise_with_the_path(value: Any, problem: str, found: str, fix: str) -> None:

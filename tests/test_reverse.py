@@ -73,7 +73,9 @@ def test_accepts_tensor_dtype_casts_floating_arrays_only() -> None:
         return [x.dtype for x in xs]
 
     assert dtypes(np.ones(1), np.ones(1, np.int64), np.ones(1, np.complex128)) == [
-        torch.float32, torch.int64, torch.complex64,
+        torch.float32,
+        torch.int64,
+        torch.complex64,
     ]
 
 

@@ -1,0 +1,108 @@
+"""Decorated callables at every binding site, each beside an undecorated twin (wrapt's test habit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import autoconvert as ac
+
+
+def kinds(*xs: Any) -> tuple[str, ...]:
+    return tuple(type(x).__name__ for x in xs)
+
+
+def plain(x: Any, y: Any = None) -> tuple[str, ...]:
+    """A module-level function."""
+    return kinds(x, y)
+
+
+decorated = ac.returns_tensor(ac.accepts_numpy(plain))
+
+
+@ac.returns_tensor
+@ac.accepts_numpy
+def scaled(x: np.ndarray, factor: float = 2.0) -> np.ndarray:
+    """Module level, decorated with @: what multiprocessing workers receive by reference."""
+    return x * factor
+
+
+class Twin:
+    """Undecorated twins of Sites' methods, same names, same docs."""
+
+    def method(self, x: Any, y: Any = None) -> tuple[str, ...]:
+        """An instance method."""
+        return kinds(x, y)
+
+    @classmethod
+    def cmethod_inside(cls, x: Any, y: Any = None) -> tuple[str, ...]:
+        """A classmethod."""
+        return kinds(x, y)
+
+    @classmethod
+    def cmethod_outside(cls, x: Any, y: Any = None) -> tuple[str, ...]:
+        """A classmethod."""
+        return kinds(x, y)
+
+    @staticmethod
+    def smethod_inside(x: Any, y: Any = None) -> tuple[str, ...]:
+        """A staticmethod."""
+        return kinds(x, y)
+
+    @staticmethod
+    def smethod_outside(x: Any, y: Any = None) -> tuple[str, ...]:
+        """A staticmethod."""
+        return kinds(x, y)
+
+
+class Sites:
+    @ac.accepts_numpy(only="x")
+    def method(self, x: Any, y: Any = None) -> tuple[str, ...]:
+        """An instance method."""
+        assert isinstance(self, Sites)
+        return kinds(x, y)
+
+    @classmethod
+    @ac.accepts_numpy(only="x")
+    def cmethod_inside(cls, x: Any, y: Any = None) -> tuple[str, ...]:
+        """A classmethod."""
+        assert cls is Sites
+        return kinds(x, y)
+
+    @ac.accepts_numpy(only="x")
+    @classmethod
+    def cmethod_outside(cls, x: Any, y: Any = None) -> tuple[str, ...]:
+        """A classmethod."""
+        assert cls is Sites
+        return kinds(x, y)
+
+    @staticmethod
+    @ac.accepts_numpy(only="x")
+    def smethod_inside(x: Any, y: Any = None) -> tuple[str, ...]:
+        """A staticmethod."""
+        return kinds(x, y)
+
+    @ac.accepts_numpy(only="x")
+    @staticmethod
+    def smethod_outside(x: Any, y: Any = None) -> tuple[str, ...]:
+        """A staticmethod."""
+        return kinds(x, y)
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def scale(self, x: np.ndarray) -> np.ndarray:
+        return x * 3
+
+
+def make_nested() -> tuple[Any, Any]:
+    def nested(x: Any, y: Any = None) -> tuple[str, ...]:
+        """A nested function."""
+        return kinds(x, y)
+
+    return nested, ac.accepts_numpy(only="x")(nested)
+
+
+def worker_total(batch: Any) -> float:
+    """Runs in a spawned process: calls a decorated function received by reference."""
+    return float(scaled(batch).sum())

@@ -1,0 +1,109 @@
+"""Every binding site: decorated callables look and bind like their undecorated twins."""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+
+from . import sites
+
+nested_twin, nested_decorated = sites.make_nested()
+
+# (decorated object as accessed, undecorated twin as accessed)
+PAIRS = {
+    "function": (sites.decorated, sites.plain),
+    "nested function": (nested_decorated, nested_twin),
+    "method via instance": (sites.Sites().method, sites.Twin().method),
+    "method via class": (sites.Sites.method, sites.Twin.method),
+    "classmethod inside": (sites.Sites.cmethod_inside, sites.Twin.cmethod_inside),
+    "classmethod outside": (sites.Sites.cmethod_outside, sites.Twin.cmethod_outside),
+    "staticmethod inside": (sites.Sites.smethod_inside, sites.Twin.smethod_inside),
+    "staticmethod outside": (sites.Sites.smethod_outside, sites.Twin.smethod_outside),
+    "classmethod via instance": (sites.Sites().cmethod_outside, sites.Twin().cmethod_outside),
+    "staticmethod via instance": (sites.Sites().smethod_inside, sites.Twin().smethod_inside),
+}
+
+
+@pytest.mark.parametrize("site", list(PAIRS))
+def test_looks_like_its_undecorated_twin(site: str) -> None:
+    """name, qualname (up to the class's and function's own names), doc, module and signature match."""
+    decorated, twin = PAIRS[site]
+    assert decorated.__name__ == twin.__name__
+    assert decorated.__qualname__.replace("Sites.", "Twin.") == twin.__qualname__
+    assert decorated.__doc__ == twin.__doc__
+    assert decorated.__module__ == twin.__module__
+    assert inspect.signature(decorated) == inspect.signature(twin)
+
+
+@pytest.mark.parametrize("site", [s for s in PAIRS if s not in ("function", "method via class")])
+def test_binds_like_its_twin_and_converts_only_x(site: str) -> None:
+    """self/cls arrive as the instance, never as an argument: only= still means x."""
+    decorated, _ = PAIRS[site]
+    t = torch.ones(1)
+    assert decorated(t, t) == ("ndarray", "Tensor")
+    assert decorated(t, y=t) == ("ndarray", "Tensor")
+
+
+def test_method_called_through_the_class_with_an_explicit_instance() -> None:
+    assert sites.Sites.method(sites.Sites(), torch.ones(1), torch.ones(1)) == ("ndarray", "Tensor")
+
+
+def test_function_converts_all_arguments() -> None:
+    assert sites.decorated(torch.ones(1), torch.ones(1)) == ("ndarray", "ndarray")
+
+
+def test_wrapping_is_transparent_to_isinstance_and_introspection() -> None:
+    assert callable(sites.scaled) and inspect.isfunction(sites.scaled)
+    assert sites.scaled.__wrapped__.__name__ == "scaled"
+
+
+class TestPickling:
+    """Module-level decorated functions and bound methods pickle by reference."""
+
+    def test_module_function_pickles_by_reference(self) -> None:
+        data = pickle.dumps(sites.scaled)
+        assert b"autoconvert" not in data  # a reference to tests.sites.scaled, not a rebuilt wrapper
+        assert pickle.loads(data) is sites.scaled
+
+    def test_bound_method_pickles_with_its_instance(self) -> None:
+        restored = pickle.loads(pickle.dumps(sites.Sites().scale))
+        assert torch.equal(restored(torch.ones(2)), torch.full((2,), 3.0))
+
+    def test_wrapped_ufunc_is_rebuilt_from_its_options(self) -> None:
+        neg = ac.returns_tensor(ac.accepts_numpy(copy=True)(np.negative))
+        restored = pickle.loads(pickle.dumps(neg))
+        assert torch.equal(restored(torch.ones(2)), -torch.ones(2))
+        assert restored._self_plan.sides == neg._self_plan.sides
+
+    @pytest.mark.slow
+    def test_multiprocessing_spawn_workers_call_decorated_functions(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(2) as pool:
+            totals = pool.map(sites.worker_total, [torch.ones(3), torch.arange(4.0)])
+        assert totals == [6.0, 12.0]
+
+    @pytest.mark.slow
+    def test_dataloader_workers_run_decorated_transforms(self) -> None:
+        """A DataLoader with spawned workers pickles a dataset whose transform is decorated."""
+        dataset = _Dataset()
+        loader = torch.utils.data.DataLoader(dataset, batch_size=2, num_workers=2, multiprocessing_context="spawn")
+        batches = list(loader)
+        assert torch.equal(torch.cat(batches), torch.arange(4.0) * 2)
+
+
+class _Dataset(torch.utils.data.Dataset[Any]):
+    transform = staticmethod(sites.scaled)
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.transform(torch.tensor(float(i)))

@@ -1,0 +1,81 @@
+"""Inside torch.compile: a decorated call is a clean graph break and gives the eager result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import scipy.signal
+import torch
+import torch._dynamo
+
+import autoconvert as ac
+
+
+@ac.returns_tensor
+@ac.accepts_numpy
+def smooth(a: np.ndarray) -> np.ndarray:
+    return scipy.ndimage.gaussian_filter(a, 1.0)
+
+
+@ac.returns_tensor
+@ac.accepts_numpy
+def doubled_by_nditer(a: np.ndarray) -> np.ndarray:
+    """NumPy that dynamo cannot trace ("Expected np.nditer base") when it tries."""
+    out = np.empty(a.size, dtype=a.dtype)
+    for i, v in enumerate(np.nditer(a)):
+        out[i] = v * 2
+    return out.reshape(a.shape)
+
+
+@ac.returns_tensor
+@ac.accepts_numpy
+def discounted(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    return scipy.signal.lfilter([1.0], [1.0, -gamma], rewards[::-1])[::-1]
+
+
+def model(x: torch.Tensor) -> torch.Tensor:
+    y = smooth(x * 2)
+    z = doubled_by_nditer(y)
+    return z + 1 + discounted(z[0], 0.9).sum()
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Any:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_compiled_model_matches_eager() -> None:
+    x = torch.rand(5, 5)
+    compiled = torch.compile(model, backend="eager")
+    assert torch.allclose(compiled(x), model(x))
+    assert torch.allclose(compiled(x + 1), model(x + 1))
+
+
+def test_each_decorated_call_is_one_graph_break_and_dynamo_never_enters_the_body() -> None:
+    """The break is at the call site, with dynamo's reason for a disabled function."""
+    explanation = torch._dynamo.explain(lambda x: smooth(x * 2) + 1)(torch.rand(4, 4))
+    assert explanation.graph_break_count == 1
+    reason = str(explanation.break_reasons[0].reason)
+    assert "torch.compiler.disable" in reason
+    frames = [f.filename for b in explanation.break_reasons for f in b.user_stack]
+    assert not any("scipy" in f or "autoconvert" in f for f in frames)
+
+
+def test_methods_compile_too() -> None:
+    class Net(torch.nn.Module):
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def prep(self, a: np.ndarray) -> np.ndarray:
+            return np.sort(a, axis=-1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.prep(x) * 3
+
+    net = Net()
+    x = torch.rand(3, 4)
+    assert torch.allclose(torch.compile(net, backend="eager")(x), net(x))

@@ -1,0 +1,51 @@
+"""The README's examples and the public docstrings' examples run, and the self-check passes."""
+
+from __future__ import annotations
+
+import doctest
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import autoconvert
+from autoconvert import _decorators, _options, _tree
+
+README = pathlib.Path(__file__).parent.parent / "README.md"
+
+
+def test_readme_examples_run() -> None:
+    """Every python block in the README, in order, in one namespace, as a reader would paste them."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 10
+    namespace: dict[str, object] = {"__name__": "readme"}
+    for number, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"README.md block {number}", "exec"), namespace)
+        except Exception as e:  # pragma: no cover - the message says which block
+            pytest.fail(f"README.md block {number} failed: {type(e).__name__}: {e}\n{block}")
+
+
+def test_readme_quick_start_is_the_two_commands() -> None:
+    quick_start = README.read_text().split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert quick_start.strip().splitlines() == ['pip install -e ".[test]" && python -m autoconvert', "pytest"]
+
+
+@pytest.mark.parametrize("module", [_decorators, _options, _tree], ids=lambda m: m.__name__)
+def test_docstring_examples_run(module: object) -> None:
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)  # type: ignore[arg-type]
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    for name in autoconvert.__all__:
+        if name != "__version__":
+            assert getattr(autoconvert, name).__doc__, name
+
+
+def test_self_check_runs_and_passes() -> None:
+    done = subprocess.run([sys.executable, "-m", "autoconvert"], capture_output=True, text=True, check=True)
+    assert done.stdout.rstrip().endswith("ok")
+    assert "cpu      torch.bfloat16" in done.stdout and "fails: TypeError" in done.stdout

@@ -1,0 +1,98 @@
+"""On an accelerator: device index kept, one crossing, same semantics as on the CPU.
+
+Skips where no accelerator exists; fails when AUTOCONVERT_TEST_DEVICE names one that can't be used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+
+pytestmark = pytest.mark.gpu
+
+
+@ac.returns_tensor
+@ac.accepts_numpy
+def flip(a: np.ndarray) -> np.ndarray:
+    return a[::-1]
+
+
+def test_results_return_to_the_same_device_index(accelerator: torch.device) -> None:
+    t = torch.arange(5.0, device=accelerator)
+    out = flip(t)
+    assert out.device == t.device and torch.equal(out.cpu(), torch.arange(5.0).flip(0))
+
+
+def test_arrays_from_a_gpu_tensor_are_read_only_like_on_the_cpu(accelerator: torch.device) -> None:
+    @ac.accepts_numpy
+    def write(a: np.ndarray) -> None:
+        a[0] = 1
+
+    with pytest.raises(ac.ReadOnlyError):
+        write(torch.zeros(2, device=accelerator))
+
+
+def test_copy_true_is_one_writable_host_copy(accelerator: torch.device) -> None:
+    """The device-to-host transfer is the private copy: no memcpy after it (the array owns no data
+    of its own; it views the host tensor the transfer made)."""
+
+    @ac.accepts_numpy(copy=True)
+    def f(a: np.ndarray) -> np.ndarray:
+        return a
+
+    a = f(torch.ones(3, device=accelerator))
+    assert a.flags.writeable and not a.flags.owndata and a.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_copy_false_refuses_a_gpu_tensor(accelerator: torch.device) -> None:
+    @ac.accepts_numpy(copy=False)
+    def f(a: np.ndarray) -> None:
+        pass
+
+    with pytest.raises(ac.CopyError, match=f"it lives on {accelerator}"):
+        f(torch.ones(1, device=accelerator))
+
+
+def test_writeback_reaches_a_gpu_tensor_of_any_dtype(accelerator: torch.device) -> None:
+    @ac.accepts_numpy(writeback=True)
+    def fill(a: np.ndarray) -> None:
+        a[...] = 3
+
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        t = torch.zeros(4, device=accelerator, dtype=dtype)
+        fill(t)
+        assert t.device == accelerator and t.dtype == dtype and torch.equal(t.cpu(), torch.full((4,), 3, dtype=dtype))
+
+
+def test_bfloat16_round_trips_on_the_device(accelerator: torch.device) -> None:
+    t = torch.tensor([1.5, -2.0], dtype=torch.bfloat16, device=accelerator)
+    out = flip(t)
+    assert out.dtype == torch.bfloat16 and out.device == t.device and out.cpu().tolist() == [-2.0, 1.5]
+
+
+def test_cpu_and_gpu_arguments_mismatch_unless_a_device_is_given(accelerator: torch.device) -> None:
+    @ac.returns_tensor
+    def f(a: Any, b: Any) -> np.ndarray:
+        return np.zeros(1)
+
+    with pytest.raises(ac.DeviceMismatchError, match=f"a on cpu, b on {accelerator}"):
+        f(torch.ones(1), torch.ones(1, device=accelerator))
+    assert f(torch.tensor(1.0), torch.ones(1, device=accelerator)).device == accelerator  # 0-d CPU: no vote
+    assert ac.returns_tensor(device="cpu")(f.__wrapped__)(torch.ones(1), torch.ones(1, device=accelerator)).is_cpu
+
+
+def test_accepts_tensor_and_to_tensor_place_arrays_on_the_device(accelerator: torch.device) -> None:
+    @ac.accepts_tensor(device=accelerator)
+    def where(x: torch.Tensor) -> torch.device:
+        return x.device
+
+    assert where(np.ones(2)) == accelerator
+    ro = np.ones(2)
+    ro.setflags(write=False)
+    assert ac.to_tensor(ro, device=accelerator).device == accelerator
+    assert ac.to_tensor(np.ones(4)[::-1], device=accelerator).cpu().tolist() == [1.0] * 4

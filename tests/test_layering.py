@@ -1,0 +1,65 @@
+"""The package's shape: imports point down the module list, and importing it imports nothing optional."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
+# Bottom first: a module may import only modules listed before it (README, "Design").
+ORDER = [
+    "_errors",
+    "_dtypes",
+    "_devices",
+    "_leaves",
+    "_tree",
+    "_options",
+    "_plan",
+    "_decorators",
+    "__init__",
+    "__main__",
+]
+
+
+def _imports(module: str) -> tuple[set[str], set[str]]:
+    """(package modules imported relatively, top-level packages imported absolutely) at any depth."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    relative, absolute = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            if node.module:
+                relative.add(node.module)
+            else:
+                relative.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            absolute.add((node.module or "").split(".")[0])
+        elif isinstance(node, ast.Import):
+            absolute.update(alias.name.split(".")[0] for alias in node.names)
+    return relative, absolute
+
+
+def test_every_module_is_in_the_layer_list() -> None:
+    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(ORDER)
+
+
+def test_imports_point_down_the_list_only() -> None:
+    for position, module in enumerate(ORDER):
+        relative, _ = _imports(module)
+        for target in relative:
+            assert ORDER.index(target) < position, f"{module} imports {target}, which sits above it"
+
+
+def test_the_tree_module_imports_neither_torch_nor_numpy() -> None:
+    assert not _imports("_tree")[1] & {"torch", "numpy"}
+
+
+def test_the_package_never_imports_scipy() -> None:
+    for module in ORDER:
+        assert "scipy" not in _imports(module)[1] or module == "__main__", module
+
+
+def test_importing_autoconvert_imports_nothing_optional() -> None:
+    code = "import sys, autoconvert; bad = {'scipy', 'torch._dynamo'} & set(sys.modules); assert not bad, bad"
+    subprocess.run([sys.executable, "-c", code], check=True)
