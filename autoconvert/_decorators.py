@@ -29,15 +29,11 @@ Names = str | Iterable[str] | None
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
 
 
-def _compiling() -> bool:
-    return False
-
-
 # Under torch.compile, dynamo would trace through the wrapper into the NumPy body and
 # can crash there ("Expected np.nditer base"). While tracing, is_compiling() is True,
 # and the call is routed through a torch.compiler.disable'd function: a clean graph
 # break, and the NumPy body runs eagerly. Eagerly, the check is one cheap call.
-_compiling = getattr(torch.compiler, "is_compiling", _compiling)
+_compiling = torch.compiler.is_compiling
 _opaque_run: Callable[..., Any] | None = None
 
 
@@ -47,7 +43,7 @@ def _run(
     return plan.runner(active())(wrapped, instance, args, kwargs)
 
 
-def _opaque(*call: Any) -> Any:
+def _opaque(*call: Any) -> Any:  # pragma: no cover - runs under dynamo's frame evaluation, unseen by coverage
     global _opaque_run
     if _opaque_run is None:
         _opaque_run = torch.compiler.disable(_run, recursive=True)  # type: ignore[no-untyped-call]

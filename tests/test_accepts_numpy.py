@@ -459,3 +459,57 @@ def test_quantized_nested_and_masked_tensors_are_refused() -> None:
     assert "argument x is a nested (ragged) tensor" in messages[1] and "x.unbind()" in messages[1]
     assert "argument x is a MaskedTensor; NumPy would silently lose its mask" in messages[2]
     assert re.search(r"Found torch\.masked\..*MaskedTensor\(shape=\(2,\)", messages[2])
+
+
+class TestEdges:
+    """Paths that only some inputs take."""
+
+    def test_copy_false_refuses_conjugate_and_negative_bits(self) -> None:
+        @ac.accepts_numpy(copy=False)
+        def f(z: Any) -> None:
+            pass
+
+        z = torch.tensor([1 + 2j])
+        with pytest.raises(ac.CopyError, match=r"it has its conjugate bit set \(a lazy \.conj\(\)\)"):
+            f(z.conj())
+        with pytest.raises(ac.CopyError, match="it has its negative bit set"):
+            f(z.conj().imag)
+
+    def test_copy_true_with_grad_is_still_one_private_copy(self) -> None:
+        @ac.accepts_numpy(copy=True, grad="detach")
+        def f(a: np.ndarray) -> np.ndarray:
+            return a
+
+        p = torch.nn.Parameter(torch.ones(3))
+        a = f(p)
+        assert a.flags.writeable and not shares(a, p)
+
+    def test_paths_name_varargs_keywords_namedtuple_fields_and_positions(self) -> None:
+        """Error paths use the parameter names: *args entries, **kwargs keys, namedtuple fields."""
+        bad = torch.eye(2).to_sparse()
+
+        @ac.accepts_numpy
+        def f(first: Any, *rest: Any, **extra: Any) -> None:
+            pass
+
+        cases = {
+            "argument rest[1]": lambda: f(1, 2, bad),
+            "argument extra['weights']": lambda: f(1, weights=bad),
+            "argument first.y": lambda: f(Point(1, bad)),
+        }
+        for where, call in cases.items():
+            with pytest.raises(ac.ConversionError) as info:
+                call()
+            assert str(info.value).startswith(
+                f"TestEdges.test_paths_name_varargs_keywords_namedtuple_fields_and_positions.<locals>.f(): {where} is a sparse tensor"
+            )
+
+        with pytest.raises(ac.ConversionError) as info:
+            ac.accepts_numpy(max)(torch.ones(1), bad)
+        assert str(info.value).startswith("max(): argument args[1] is a sparse tensor")
+
+    def test_the_same_decorator_twice_stacks_without_fusing(self) -> None:
+        """accepts_numpy on accepts_numpy: the outer converts, the inner sees arrays already."""
+        inner = ac.accepts_numpy(lambda a: type(a).__name__)
+        outer = ac.accepts_numpy(copy=True)(inner)
+        assert outer.__wrapped__ is inner and outer(torch.ones(1)) == "ndarray"

@@ -66,6 +66,13 @@ def test_each_decorated_call_is_one_graph_break_and_dynamo_never_enters_the_body
     assert not any("scipy" in f or "autoconvert" in f for f in frames)
 
 
+def test_compiling_the_decorated_function_itself() -> None:
+    """torch.compile(decorated) and fullgraph=False callers both fall back to the eager body."""
+    x = torch.rand(3)
+    assert torch.allclose(torch.compile(doubled_by_nditer, backend="eager")(x), x * 2)
+    assert torch.allclose(torch.compile(lambda v: doubled_by_nditer(v) + 1, backend="eager")(x), x * 2 + 1)
+
+
 def test_methods_compile_too() -> None:
     class Net(torch.nn.Module):
         @ac.returns_tensor

@@ -105,6 +105,12 @@ def test_device_and_dtype_apply_to_results() -> None:
             TypeError,
             "autoconvert.config() got unknown option(s) colour; it takes copy, device, dtype, grad, nested, writeback",
         ),
+        ({"writeback": "yes"}, TypeError, "autoconvert.config(): writeback= takes True or False, got 'yes'"),
+        (
+            {"dtype": "float"},
+            TypeError,
+            "autoconvert.config(): dtype= takes None, 'input' or a floating or complex torch.dtype, got 'float'",
+        ),
         (
             {"only": "x"},
             TypeError,
@@ -137,3 +143,6 @@ def test_decorators_validate_their_options_when_applied() -> None:
     )
     with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
         ac.accepts_numpy(grad="never")
+    with pytest.raises(TypeError, match=r"only= takes a parameter name or a list of them, got \[1\]"):
+        ac.accepts_numpy(only=[1])
+    assert ac.returns_tensor(device=None)(lambda: np.ones(1))().device.type == "cpu"

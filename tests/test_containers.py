@@ -92,3 +92,19 @@ def test_torch_return_types_are_rebuilt() -> None:
 
     out = top(torch.tensor([[1.0, 5.0], [3.0, 2.0]]))
     assert type(out).__name__ == "max" and out.values.tolist() == [3.0, 5.0] and type(out.indices) is np.ndarray
+
+
+def test_pytree_types_without_key_functions_use_index_paths() -> None:
+    class Box:
+        def __init__(self, items: list[Any]) -> None:
+            self.items = items
+
+    pytree.register_pytree_node(Box, lambda b: (b.items, None), lambda items, _: Box(list(items)))
+
+    @ac.accepts_numpy(copy=False)
+    def strict(x: Any) -> Any:
+        return x
+
+    assert type(strict(Box([torch.ones(1)])).items[0]) is np.ndarray
+    with pytest.raises(ac.CopyError, match=r"argument x\[1\] cannot be shared"):
+        strict(Box([torch.ones(1), torch.ones(1, dtype=torch.bfloat16)]))

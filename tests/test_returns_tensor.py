@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from typing import Any, NamedTuple
 
@@ -388,3 +389,62 @@ def test_tensor_results_go_to_the_target_device_as_they_are() -> None:
         return made
 
     assert same() is made
+
+
+class TestEdges:
+    def test_devices_may_be_given_as_torch_devices(self) -> None:
+        @ac.returns_tensor(device=torch.device("meta"))
+        def f() -> np.ndarray:
+            return np.zeros(1)
+
+        assert f().device.type == "meta"
+
+    def test_input_dtype_promotes_float8_to_float32(self) -> None:
+        """torch refuses to promote float8 types; float32 holds every float8 value exactly."""
+
+        @ac.returns_tensor(dtype="input")
+        @ac.accepts_numpy
+        def f(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return a.astype(np.float64)
+
+        a = torch.ones(2, dtype=torch.float8_e4m3fn)
+        assert f(a, torch.ones(2, dtype=torch.float8_e5m2)).dtype == torch.float32
+        assert f(a, torch.ones(2, dtype=torch.float16)).dtype == torch.float32
+
+    def test_copy_false_refuses_a_cast_or_a_move(self) -> None:
+        @ac.returns_tensor(copy=False, dtype=torch.float16)
+        def f() -> np.ndarray:
+            return np.ones(2)
+
+        with pytest.raises(ac.CopyError, match=re.escape("it must be cast to torch.float16")):
+            f()
+
+    def test_writable_zero_stride_arrays_are_copied(self) -> None:
+        """A writable broadcast made with as_strided still aliases one element many times."""
+        base = np.arange(3.0)
+        view = np.lib.stride_tricks.as_strided(base, shape=(2, 3), strides=(0, 8), writeable=True)
+
+        @ac.returns_tensor
+        def f() -> np.ndarray:
+            return view
+
+        out = f()
+        assert out.stride() == (3, 1) and not shares(out, base)
+        with pytest.raises(ac.CopyError, match="it is a broadcast view"):
+            ac.returns_tensor(copy=False)(f.__wrapped__)()
+
+    def test_tensor_results_follow_copy(self) -> None:
+        kept = torch.ones(2)
+
+        @ac.returns_tensor(copy=True)
+        def private() -> torch.Tensor:
+            return kept
+
+        assert not shares(private(), kept)
+
+        @ac.returns_tensor(copy=False, dtype=torch.float64)
+        def strict() -> torch.Tensor:
+            return kept
+
+        with pytest.raises(ac.CopyError, match=re.escape("cannot reach cpu as torch.float64 without a copy")):
+            strict()
