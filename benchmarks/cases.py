@@ -1,0 +1,328 @@
+"""The benchmark cases: each compares contenders against the hand-written idiom, in one process."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import tracemalloc
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+import autoconvert as ac
+
+from .harness import Row, compare
+
+Settings = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def minimal_decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The smallest correct-looking functools.wraps decorator people write by hand."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a for a in args)
+        out = fn(*args, **kwargs)
+        return torch.from_numpy(out) if isinstance(out, np.ndarray) else out
+
+    return wrapper
+
+
+def _tree_map_peer(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from torch.utils import _pytree
+
+    def wrapper(*args: Any) -> Any:
+        arrays = _pytree.tree_map(lambda x: x.numpy() if isinstance(x, torch.Tensor) else x, args)
+        return _pytree.tree_map(lambda x: torch.from_numpy(x) if isinstance(x, np.ndarray) else x, fn(*arrays))
+
+    return wrapper
+
+
+def _lightning_peer(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    if importlib.util.find_spec("lightning_utilities") is None:
+        return None
+    from lightning_utilities.core.apply_func import apply_to_collection
+
+    def wrapper(*args: Any) -> Any:
+        arrays = apply_to_collection(args, torch.Tensor, lambda t: t.numpy())
+        return apply_to_collection(fn(*arrays), np.ndarray, torch.from_numpy)
+
+    return wrapper
+
+
+def _numpy_fn_peer(fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    if importlib.util.find_spec("numpy_fn") is None:
+        return None
+    from numpy_fn import numpy_fn
+
+    wrapped = numpy_fn(fn)
+
+    def call(*args: Any) -> Any:
+        with warnings.catch_warnings():  # it warns on every call
+            warnings.simplefilter("ignore")
+            return wrapped(*args)
+
+    return call
+
+
+_custom_ops: dict[str, Any] = {}
+
+
+def _custom_op_peer() -> Callable[[torch.Tensor], torch.Tensor]:
+    if "neg" not in _custom_ops:
+
+        @torch.library.custom_op("autoconvert_bench::np_negative", mutates_args=())
+        def np_negative(x: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(np.negative(x.numpy()))
+
+        _custom_ops["neg"] = np_negative
+    return _custom_ops["neg"]  # type: ignore[no-any-return]
+
+
+def peers(fn: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """Every installed peer applied to ``fn`` (missing ones skipped)."""
+    found: dict[str, Callable[..., Any] | None] = {
+        "functools.wraps decorator": minimal_decorator(fn),
+        "torch.compiler.wrap_numpy": torch.compiler.wrap_numpy(fn),
+        "torch.utils._pytree.tree_map": _tree_map_peer(fn),
+        "lightning apply_to_collection": _lightning_peer(fn),
+        "numpy-fn": _numpy_fn_peer(fn),
+    }
+    return {name: f for name, f in found.items() if f is not None}
+
+
+# --------------------------------------------------------------------------- case 1: per-call overhead
+
+
+def per_call(settings: Settings) -> list[Row]:
+    """Decorator cost on small CPU arrays, against hand-written conversion."""
+    repeats, target = settings["repeats"], settings["target_s"]
+    rows: list[Row] = []
+    t = torch.rand(16)
+
+    neg = ac.returns_tensor(ac.accepts_numpy(np.negative))
+    contenders = {
+        "hand-written": lambda: torch.from_numpy(np.negative(t.numpy())),
+        "autoconvert": lambda: neg(t),
+        **{name: functools.partial(f, t) for name, f in peers(np.negative).items()},
+        "torch.library.custom_op": functools.partial(_custom_op_peer(), t),
+    }
+    rows += compare("1 tensor arg (np.negative, 16 float32)", "hand-written", contenders, repeats, target)
+
+    def affine(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+        return np.add(np.multiply(a, alpha), np.multiply(b, beta)) + c
+
+    a, b, c = torch.rand(16), torch.rand(16), torch.rand(16)
+    fused = ac.returns_tensor(ac.accepts_numpy(affine))
+    rows += compare(
+        "3 tensor + 2 plain args",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)),
+            "autoconvert": lambda: fused(a, b, c, 0.5, 2.0),
+            "functools.wraps decorator": functools.partial(minimal_decorator(affine), a, b, c, 0.5, 2.0),
+        },
+        repeats,
+        target,
+    )
+
+    def negate_all(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {k: np.negative(v) for k, v in batch.items()}
+
+    batch = {f"k{i}": torch.rand(16) for i in range(8)}
+    on_dict = ac.returns_tensor(ac.accepts_numpy(negate_all))
+    dict_peers = {k: v for k, v in peers(negate_all).items() if k not in ("functools.wraps decorator", "numpy-fn")}
+    rows += compare(
+        "dict of 8 tensors in and out",
+        "hand-written",
+        {
+            "hand-written": lambda: {
+                k: torch.from_numpy(v) for k, v in negate_all({k: t.numpy() for k, t in batch.items()}).items()
+            },
+            "autoconvert": lambda: on_dict(batch),
+            **{name: functools.partial(f, batch) for name, f in dict_peers.items()},
+        },
+        repeats,
+        target,
+    )
+
+    x = np.random.default_rng(0).random(16)
+    reverse = ac.returns_numpy(ac.accepts_tensor(torch.neg))
+    rows += compare(
+        "reverse pair (torch.neg on 16 float64)",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.neg(torch.from_numpy(x)).numpy(),
+            "autoconvert": lambda: reverse(x),
+        },
+        repeats,
+        target,
+    )
+
+    class Model:
+        def hand(self, v: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(np.negative(v.numpy()))
+
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def ours(self, v: np.ndarray) -> np.ndarray:
+            return np.negative(v)
+
+    model = Model()
+    rows += compare(
+        "a method",
+        "hand-written",
+        {"hand-written": lambda: model.hand(t), "autoconvert": lambda: model.ours(t)},
+        repeats,
+        target,
+    )
+    return rows
+
+
+# --------------------------------------------------------------------------- case 2: zero-copy is O(1)
+
+
+def _traced_bytes(fn: Callable[[], Any], calls: int = 50) -> int:
+    """Peak bytes NumPy/Python allocate across ``calls`` calls (tracemalloc sees NumPy's data)."""
+    fn()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(calls):
+            fn()
+        return max(0, tracemalloc.get_traced_memory()[1] - base)
+    finally:
+        tracemalloc.stop()
+
+
+def zero_copy(settings: Settings) -> list[Row]:
+    """The default path on 1 KiB vs 64 MiB: same time, no bytes allocated per call."""
+    repeats, target = settings["repeats"], settings["target_s"]
+    small, large = torch.rand(256), torch.rand(16 * 1024 * 1024)
+    small_a, large_a = small.numpy().copy(), large.numpy().copy()
+
+    take = ac.accepts_numpy(lambda a: a.ndim)
+    give = ac.returns_tensor(lambda a: a)  # returns the array it was given: shareable, writable
+    rows = compare(
+        "zero-copy in: accepts_numpy, 64 MiB vs 1 KiB",
+        "1 KiB",
+        {"1 KiB": lambda: take(small), "64 MiB": lambda: take(large)},
+        repeats,
+        target,
+    )
+    rows += compare(
+        "zero-copy out: returns_tensor, 64 MiB vs 1 KiB",
+        "1 KiB",
+        {"1 KiB": lambda: give(small_a), "64 MiB": lambda: give(large_a)},
+        repeats,
+        target,
+    )
+    for row in rows:
+        if row.contender == "64 MiB":
+            fn = (lambda: take(large)) if "in:" in row.case else (lambda: give(large_a))
+            row.extra["peak_bytes_50_calls"] = _traced_bytes(fn)
+            row.note = f"peak {row.extra['peak_bytes_50_calls']:,} B traced over 50 calls"
+    return rows
+
+
+# --------------------------------------------------------------------------- case 3: copies at memory speed
+
+
+def copies(settings: Settings) -> list[Row]:
+    """copy=True on 128 MiB runs at memcpy speed and holds one extra copy at most."""
+    repeats, target = settings["copy_repeats"], settings["target_s"]
+    n = settings["copy_mib"] * 1024 * 1024 // 4
+    t = torch.rand(n)
+    a = t.numpy().copy()
+    private_in = ac.accepts_numpy(copy=True)(lambda x: x)
+    private_out = ac.returns_tensor(copy=True)(lambda x: x)
+    label = f"{settings['copy_mib']} MiB"
+    rows = compare(
+        f"copy=True in, {label}",
+        "t.numpy().copy()",
+        {"t.numpy().copy()": lambda: t.numpy().copy(), "autoconvert": lambda: private_in(t)},
+        repeats,
+        target,
+    )
+    peak = _traced_bytes(lambda: private_in(t), calls=1)
+    rows[-1].extra["peak_bytes"] = peak
+    rows[-1].note = f"peak {peak / 2**20:,.0f} MiB traced (one copy = {settings['copy_mib']} MiB)"
+    rows += compare(
+        f"copy=True out, {label}",
+        "from_numpy(a).clone()",
+        {"from_numpy(a).clone()": lambda: torch.from_numpy(a).clone(), "autoconvert": lambda: private_out(a)},
+        repeats,
+        target,
+    )
+    return rows
+
+
+# --------------------------------------------------------------------------- case 5: GPU
+
+
+def gpu(settings: Settings) -> list[Row]:
+    """Host <-> device transfers against the pinned-memory bandwidth measured in the same run."""
+    if not torch.cuda.is_available():
+        return []
+    device = torch.device("cuda", torch.cuda.current_device())
+    repeats = settings["copy_repeats"]
+    rows: list[Row] = []
+    take = ac.accepts_numpy(lambda a: a.ndim)
+    for mib in settings["gpu_mib"]:
+        n = mib * 1024 * 1024 // 4
+        t = torch.rand(n, device=device)
+        a = t.cpu().numpy()
+        pinned = torch.empty(n, pin_memory=True)
+        give = ac.returns_tensor(device=device)(lambda x: x)
+
+        def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+            def run() -> Any:
+                out = fn()
+                torch.cuda.synchronize(device)
+                return out
+
+            return run
+
+        down = compare(
+            f"GPU -> host, {mib} MiB",
+            "pinned copy_",
+            {
+                "pinned copy_": synced(lambda: pinned.copy_(t)),
+                ".cpu().numpy()": synced(lambda: t.cpu().numpy()),
+                "autoconvert": synced(lambda: take(t)),
+            },
+            repeats,
+            settings["target_s"],
+        )
+        up = compare(
+            f"host -> GPU, {mib} MiB",
+            "pinned to(device)",
+            {
+                "pinned to(device)": synced(lambda: pinned.to(device, non_blocking=True)),
+                "from_numpy(a).to(device)": synced(lambda: torch.from_numpy(a).to(device)),
+                "autoconvert": synced(lambda: give(a)),
+            },
+            repeats,
+            settings["target_s"],
+        )
+        for row in down + up:
+            gbps = mib / 1024 / (row.median_us / 1e6)
+            row.extra["GiB_per_s"] = gbps
+            row.note = f"{gbps:,.1f} GiB/s"
+        rows += down + up
+    return rows
+
+
+CASES: dict[str, Callable[[Settings], list[Row]]] = {
+    "per_call": per_call,
+    "zero_copy": zero_copy,
+    "copies": copies,
+    "gpu": gpu,
+}
