@@ -15,8 +15,8 @@ from typing import Any, Literal, ParamSpec, TypeVar, overload
 import torch
 import wrapt
 
-from ._options import active, validate
-from ._plan import DEFAULTS, Call, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options
+from ._options import _ACTIVE, active, validate
+from ._plan import DEFAULTS, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), so it keeps the return type and accepts any arguments; an output
@@ -29,25 +29,7 @@ Names = str | Iterable[str] | None
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
 
 
-# Under torch.compile, dynamo would trace through the wrapper into the NumPy body and
-# can crash there ("Expected np.nditer base"). While tracing, is_compiling() is True,
-# and the call is routed through a torch.compiler.disable'd function: a clean graph
-# break, and the NumPy body runs eagerly. Eagerly, the check is one cheap call.
-_compiling = torch.compiler.is_compiling
-_opaque_run: Callable[..., Any] | None = None
-
-
-def _run(
-    plan: Plan, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    return plan.runner(active())(wrapped, instance, args, kwargs)
-
-
-def _opaque(*call: Any) -> Any:  # pragma: no cover - runs under dynamo's frame evaluation, unseen by coverage
-    global _opaque_run
-    if _opaque_run is None:
-        _opaque_run = torch.compiler.disable(_run, recursive=True)  # type: ignore[no-untyped-call]
-    return _opaque_run(*call)
+_active = _ACTIVE.get  # the bound C method: one call fewer than active()
 
 
 class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg]
@@ -60,6 +42,16 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg]
         return getattr, (owner, self.__wrapped__.__name__)
 
 
+def _wrapper(plan: Plan) -> Callable[..., Any]:
+    """The wrapt-style wrapper ``(wrapped, instance, args, kwargs)``, used for bound calls."""
+
+    def wrapper(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        config = _active()
+        return (plan.default if config is None else plan.runner(config))(wrapped, instance, args, kwargs)
+
+    return wrapper
+
+
 class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """wrapt's FunctionWrapper with the plan attached: for fusion, pickling and the fast call."""
 
@@ -67,20 +59,25 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     # wrapt's proxy forwards __class__, so dynamo takes the wrapper for the plain function
     # it wraps and inlines the NumPy body through it. A class attribute is found by
     # inspect.getattr_static before any forwarding: dynamo then skips the call (one graph
-    # break), and the wrapper's own frame routes itself through _opaque (below).
+    # break); Runner.__call__ keeps the frames it then runs out of dynamo's reach.
     _torchdynamo_disable = True
 
     def __init__(self, wrapped: Any, plan: Plan) -> None:
-        def wrapper(
-            wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> Any:
-            if _compiling():
-                return _opaque(plan, wrapped, instance, args, kwargs)
-            config = active()
-            return (plan.default if config is None else plan.runner(config))(wrapped, instance, args, kwargs)
-
-        super().__init__(wrapped, wrapper)
+        super().__init__(wrapped, _wrapper(plan))
         self._self_plan = plan
+        # What wrapt's C __call__ would pass as `instance` on an unbound call, decided once:
+        # a bound method wrapped directly carries its instance in __self__.
+        binds = self._self_binding in ("function", "instancemethod", "classmethod", "callable")
+        self._self_instance_of_call = getattr(wrapped, "__self__", None) if binds else None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The fast path for unbound calls (functions, ufuncs, builtins): wrapt's C __call__
+        # re-derives the instance and checks `enabled` per call, then calls the Python
+        # wrapper; this goes straight to the runner. Bound calls use _BoundWrapper.
+        plan = self._self_plan
+        config = _active()
+        runner = plan.default if config is None else plan.runner(config)
+        return runner(self.__wrapped__, self._self_instance_of_call, args, kwargs)
 
     def __reduce_ex__(self, protocol: object) -> Any:
         # By reference when the module attribute is this very wrapper (module-level
@@ -294,9 +291,8 @@ def to_numpy(obj: Any, **options: Any) -> Any:
         {'x': array([1., 1.], dtype=float32)}
     """
     options = {**_configured("returns_numpy"), **validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")}
-    return NumpyOutputs("autoconvert.to_numpy()", {**DEFAULTS["returns_numpy"], **options}).convert(
-        obj, Call((), {}, None)
-    )
+    outputs = NumpyOutputs("autoconvert.to_numpy()", {**DEFAULTS["returns_numpy"], **options})
+    return outputs.convert(obj, [], ((), {}, None))
 
 
 def to_tensor(obj: Any, **options: Any) -> Any:
@@ -318,7 +314,7 @@ def to_tensor(obj: Any, **options: Any) -> Any:
         **validate(options, DEFAULTS["returns_tensor"], "autoconvert.to_tensor()"),
     }
     outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, {**DEFAULTS["returns_tensor"], **options})
-    return outputs.convert(obj, Call((), {}, None))
+    return outputs.convert(obj, [], ((), {}, None))
 
 
 def _configured(side: str) -> dict[str, Any]:

@@ -7,8 +7,6 @@ as ``torch.tensor(0.5)``) don't vote, every other tensor must agree, index inclu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import torch
 
 from ._errors import DeviceMismatchError, message
@@ -25,14 +23,23 @@ def default_device() -> torch.device:
     """torch's default device for new tensors, cheaply when no device context is active."""
     if _mode_stack_depth is not None and _mode_stack_depth() == 0:
         return CPU
-    return torch.get_default_device()
+    return normal(torch.get_default_device())
 
 
-def vote(tensors: Iterable[torch.Tensor]) -> torch.device | None:
+def normal(device: torch.device) -> torch.device:
+    """``device``, with every CPU device as the one ``CPU`` object: "stays on the CPU" is then
+    an identity check on the per-call path."""
+    return CPU if device.type == "cpu" else device
+
+
+def vote(tensors: list[torch.Tensor]) -> torch.device | None:
     """The one device ``tensors`` share, ignoring 0-d CPU tensors; ``None`` if they differ.
 
     Returns CPU when only 0-d CPU tensors are present, and the default device for none.
     """
+    if len(tensors) == 1:  # the common case: one tensor argument decides alone
+        t = tensors[0]
+        return CPU if t.is_cpu else t.device
     found: torch.device | None = None
     scalars_only = False
     for t in tensors:
@@ -45,7 +52,7 @@ def vote(tensors: Iterable[torch.Tensor]) -> torch.device | None:
         elif device != found:
             return None
     if found is not None:
-        return found
+        return normal(found)
     return CPU if scalars_only else default_device()
 
 

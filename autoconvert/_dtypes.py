@@ -78,11 +78,14 @@ def casts_to(target: torch.dtype) -> Casts:
     return {d: (cplx if d.is_complex else real) for d in inexact if d != (cplx if d.is_complex else real)}
 
 
-@functools.cache
+#: narrow dtype NumPy lacks -> casts that return its widened results to it (a dict lookup
+#: on the per-call path, so a plain dict rather than a cached function).
+RESTORING: dict[torch.dtype, Casts] = {narrow: {wide: narrow} for narrow, wide in WIDENED.items()}
+
+
 def restoring_casts(narrow: torch.dtype) -> Casts:
     """For inputs all of dtype ``narrow`` that NumPy lacks: cast results in its wide dtype back."""
-    wide = WIDENED.get(narrow)
-    return {wide: narrow} if wide is not None else NO_CASTS
+    return RESTORING.get(narrow, NO_CASTS)
 
 
 def promote(dtypes: set[torch.dtype]) -> torch.dtype:

@@ -47,7 +47,7 @@ def _device(value: object) -> torch.device | None:
         device = _devices.parse(value)
     except (TypeError, RuntimeError) as e:
         raise TypeError(f"device= takes None (the caller's device) or a torch device: {e}") from None
-    return _devices.CPU if device.type == "cpu" else device
+    return _devices.normal(device)
 
 
 def _dtype(value: object) -> torch.dtype | str | None:

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from . import _devices
-from ._dtypes import NO_CASTS, Casts, casts_to, is_inexact, promote, restoring_casts
+from ._devices import vote
+from ._dtypes import NO_CASTS, RESTORING, Casts, casts_to, is_inexact, promote, restoring_casts
 from ._errors import LeafError, ReadOnlyError, message
 from ._leaves import DETACH, GradPolicy, array_to_tensor, tensor_to_array, tensor_to_device, write_back
 from ._options import Config, validate
@@ -123,27 +124,39 @@ class Selection:
         return self.params.selects(self.names, positional_index, key, offset) == self.keep
 
 
-class Call:
-    """What one call learns on its way in that the way out needs."""
-
-    __slots__ = ("args", "instance", "kwargs", "pairs", "target", "tensors")
-
-    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> None:
-        self.args = args
-        self.kwargs = kwargs
-        self.instance = instance
-        self.tensors: list[torch.Tensor] = []  # every tensor argument: they vote on device and dtype
-        self.pairs: list[tuple[torch.Tensor, np.ndarray]] = []  # writeback: private arrays to copy back
-        self.target: tuple[torch.device, Casts] | None = None
+# Under torch.compile, dynamo would trace the call into the NumPy body and can crash there
+# ("Expected np.nditer base"). Whichever frame of ours dynamo starts tracing, the trace
+# reaches Runner.__call__, where is_compiling() is True: the call is routed through a
+# torch.compiler.disable'd function, a clean graph break, and the body runs eagerly.
+# Eagerly the check is one cheap call.
+_compiling = torch.compiler.is_compiling
+_opaque_call: Callable[..., Any] | None = None
 
 
-def _record(t: torch.Tensor, call: Call) -> torch.Tensor:
-    call.tensors.append(t)
+def _opaque(runner: Runner, *call: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
+    global _opaque_call
+    if _opaque_call is None:
+        # Inside the disabled call is_compiling() is False, so Runner.__call__ runs its body.
+        _opaque_call = torch.compiler.disable(Runner.__call__, recursive=True)  # type: ignore[no-untyped-call]
+    return _opaque_call(runner, *call)
+
+
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # results never converted
+
+
+def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
+    seen.append(t)
     return t
 
 
 class Inputs:
-    """The input side: converts the selected arguments, and records every tensor argument."""
+    """The input side: converts the selected arguments, and records every tensor argument.
+
+    Leaf functions receive a per-call context (``ctx``) the subclass builds: the list of
+    the call's tensors, plus what its leaves need. No per-call object is allocated.
+    """
+
+    mapper: Mapper  # the converting walk, set by the subclass
 
     def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str) -> None:
         only, exclude, nested = options["only"], options["exclude"], options["nested"]
@@ -151,36 +164,46 @@ class Inputs:
         self.function = function
         self.selection = Selection(params, only, exclude, where) if (only or exclude) is not None else None
         self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
-        self.mapper: Mapper  # set by the subclass: the converting walk
+        self.context_is_seen = True  # the leaves need only the list of tensors: skip context()
+
+    def context(
+        self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """What this side's leaf functions receive for one call."""
+        return seen
 
     def convert(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], call: Call
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        instance: object,
+        seen: list[torch.Tensor],
+        pairs: list[Any] | None,
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The arguments with every selected leaf converted; the rest recorded, untouched."""
-        selection = self.selection
-        offset = self.params.offset(call.instance) if selection is not None else 0
-        new_args: list[Any] = []
+        """The arguments with every selected leaf converted; tensors elsewhere recorded in ``seen``."""
+        ctx = seen if self.context_is_seen else self.context(seen, pairs, args, kwargs)
+        out: list[Any] = []
+        new_kwargs: dict[str, Any] = {}
         key = None
         try:
-            for a in args:
-                convert = (
-                    self.mapper if selection is None or selection.wants(len(new_args), None, offset) else self.recorder
-                )
-                new_args.append(convert(a, call))
-            if not kwargs:
-                return tuple(new_args), kwargs
-            new_kwargs = {}
-            for key, v in kwargs.items():
-                convert = self.mapper if selection is None or selection.wants(None, key, offset) else self.recorder
-                new_kwargs[key] = convert(v, call)
-            return tuple(new_args), new_kwargs
+            if self.selection is None:
+                dispatch, resolve = self.mapper.dispatch, self.mapper.resolve
+                for a in args:  # the hot loop: one dict lookup per argument
+                    out.append((dispatch.get(type(a)) or resolve(type(a)))(a, ctx))
+                for key, v in kwargs.items():
+                    new_kwargs[key] = (dispatch.get(type(v)) or resolve(type(v)))(v, ctx)
+            else:
+                offset = self.params.offset(instance)
+                wants = self.selection.wants
+                for a in args:
+                    out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, seen))
+                for key, v in kwargs.items():
+                    new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, seen)
         except LeafError as e:
-            root = (
-                self.params.keyword_name(key)
-                if key is not None
-                else self.params.positional_name(len(new_args), self.params.offset(call.instance))
-            )
+            offset = self.params.offset(instance)
+            root = self.params.keyword_name(key) if key is not None else self.params.positional_name(len(out), offset)
             raise e.public(self.function, "argument", root) from None
+        return tuple(out), new_kwargs
 
 
 class NumpyInputs(Inputs):
@@ -194,15 +217,42 @@ class NumpyInputs(Inputs):
         # or through to the caller's tensors (writeback=True). Same on every device.
         self.readonly = not self.writeback and self.copy is not True
         self.grad = grad
-        self.mapper = Mapper({torch.Tensor: self._leaf}, nested=options["nested"])
+        self.context_is_seen = not self.writeback
+        leaf = self._writeback_leaf if self.writeback else self._make_leaf()
+        self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
 
-    def _leaf(self, t: torch.Tensor, call: Call) -> np.ndarray:
-        call.tensors.append(t)
-        a, shared = tensor_to_array(t, copy=self.copy, grad=self.grad)
-        if self.readonly:
+    def context(
+        self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        return (seen, pairs)
+
+    def _make_leaf(self) -> Callable[[torch.Tensor, list[torch.Tensor]], np.ndarray]:
+        """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
+        copy, grad = self.copy, self.grad
+        if not self.readonly:
+
+            def private(t: torch.Tensor, seen: list[torch.Tensor]) -> np.ndarray:
+                seen.append(t)
+                return tensor_to_array(t, copy, grad)[0]
+
+            return private
+
+        def shared(t: torch.Tensor, seen: list[torch.Tensor]) -> np.ndarray:
+            seen.append(t)
+            try:  # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want
+                a = t.numpy()
+            except (TypeError, RuntimeError):
+                a = tensor_to_array(t, copy, grad)[0]
             a.setflags(write=False)
-        elif self.writeback and not shared:
-            call.pairs.append((t, a))
+            return a
+
+        return shared
+
+    def _writeback_leaf(self, t: torch.Tensor, ctx: tuple[list[torch.Tensor], list[Any]]) -> np.ndarray:
+        ctx[0].append(t)
+        a, shared = tensor_to_array(t, self.copy, self.grad)
+        if not shared:  # private memory: what the function writes is copied back afterwards
+            ctx[1].append((t, a))
         return a
 
 
@@ -214,28 +264,32 @@ class TensorInputs(Inputs):
         self.copy: bool | None = options["copy"]
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
+        self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
+        self.context_is_seen = False
         leaf = self._leaf
-        self.mapper = Mapper({np.ndarray: leaf, np.generic: leaf, torch.Tensor: _record}, nested=options["nested"])
+        self.mapper = Mapper({np.ndarray: leaf, np.generic: leaf, torch.Tensor: self._tensor}, nested=options["nested"])
 
-    def convert(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], call: Call
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def context(
+        self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        casts = self.fixed_casts
         if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
+            found: list[torch.Tensor] = []
             for value in (*args, *kwargs.values()):
-                self.recorder(value, call)
-            call.target = (self.device or _devices.default_device(), _input_casts(call.tensors))
-            call.tensors.clear()
-        else:
-            casts = casts_to(self.dtype) if self.dtype is not None else NO_CASTS
-            call.target = (self.device or _devices.default_device(), casts)
-        return super().convert(args, kwargs, call)
+                self.recorder(value, found)
+            casts = input_casts(found)
+        return (self.device or _devices.default_device(), casts, seen)
 
-    def _leaf(self, a: np.ndarray | np.generic, call: Call) -> torch.Tensor:
-        device, casts = call.target  # type: ignore[misc]
-        return array_to_tensor(a, device=device, casts=casts, copy=self.copy)
+    def _leaf(self, a: np.ndarray | np.generic, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
+        return array_to_tensor(a, ctx[0], ctx[1], self.copy)
+
+    def _tensor(self, t: torch.Tensor, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
+        ctx[2].append(t)
+        return t
 
 
-def _input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
+def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
+    """``dtype="input"``: casts to the promoted floating dtype of ``tensors`` (none without one)."""
     inexact = {t.dtype for t in tensors if is_inexact(t.dtype)}
     return casts_to(promote(inexact)) if inexact else NO_CASTS
 
@@ -248,9 +302,15 @@ class Outputs:
     def __init__(self, function: str) -> None:
         self.function = function
 
-    def convert(self, result: Any, call: Call) -> Any:
+    def context(self, seen: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
+        """What this side's leaf functions receive for one call."""
+        return None
+
+    def convert(self, result: Any, seen: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
+        """``result`` converted; ``call`` is ``(args, kwargs, instance)`` as the caller passed them."""
+        mapper = self.mapper
         try:
-            return self.mapper(result, call)
+            return (mapper.dispatch.get(type(result)) or mapper.resolve(type(result)))(result, self.context(seen, call))
         except LeafError as e:
             raise e.public(self.function, "", "result") from None
 
@@ -265,43 +325,53 @@ class TensorOutputs(Outputs):
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
-        to_tensor = self._array
+        to_tensor = self._make_array_leaf()
         self.mapper = Mapper(
             {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: self._tensor}, nested=options["nested"]
         )
 
-    def _target(self, call: Call) -> tuple[torch.device, Casts]:
-        """The device and casts for this call's results, decided on the first result leaf."""
-        if call.target is None:
-            device = self.device or _devices.vote(call.tensors)
+    def context(self, seen: list[torch.Tensor], call: tuple[Any, ...]) -> tuple[torch.device | None, Casts, Any]:
+        """``(device, casts, call)``: the device is None when the tensors disagree, which only
+        matters (and raises) if some result has to be placed."""
+        device = self.device or vote(seen)
+        if self.fixed_casts is not None:
+            casts = self.fixed_casts
+        elif self.dtype == "input":
+            casts = input_casts(seen)
+        elif len(seen) == 1:  # None, one tensor: its dtype comes back if NumPy lacks it
+            casts = RESTORING.get(seen[0].dtype, NO_CASTS)
+        else:  # None: a dtype NumPy lacks comes back when every floating input had it
+            inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
+            casts = restoring_casts(inexact.pop()) if len(inexact) == 1 else NO_CASTS
+        return device, casts, call
+
+    def _make_array_leaf(self) -> Callable[[Any, tuple[torch.device | None, Casts, Any]], torch.Tensor]:
+        copy, function, params = self.copy, self.function, self.params
+
+        def leaf(a: np.ndarray | np.generic, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
+            device = ctx[0]
             if device is None:
-                raise _mismatch(self.function, self.params, call)
-            if self.fixed_casts is not None:
-                casts = self.fixed_casts
-            elif self.dtype == "input":
-                casts = _input_casts(call.tensors)
-            else:  # None: a dtype NumPy lacks comes back when every input had it
-                inexact = {t.dtype for t in call.tensors if is_inexact(t.dtype)}
-                casts = restoring_casts(inexact.pop()) if len(inexact) == 1 else NO_CASTS
-            call.target = (device, casts)
-        return call.target
+                raise _mismatch(function, params, *ctx[2])
+            return array_to_tensor(a, device, ctx[1], copy)
 
-    def _array(self, a: np.ndarray | np.generic, call: Call) -> torch.Tensor:
-        device, casts = self._target(call)
-        return array_to_tensor(a, device=device, casts=casts, copy=self.copy)
+        return leaf
 
-    def _tensor(self, t: torch.Tensor, call: Call) -> torch.Tensor:
-        device, casts = self._target(call)
-        return tensor_to_device(t, device=device, casts=casts, copy=self.copy)
+    def _tensor(self, t: torch.Tensor, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
+        device = ctx[0]
+        if device is None:
+            raise _mismatch(self.function, self.params, *ctx[2])
+        return tensor_to_device(t, device, ctx[1], self.copy)
 
 
-def _mismatch(function: str, params: Parameters, call: Call) -> Exception:
+def _mismatch(
+    function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
+) -> Exception:
     walker = Mapper({torch.Tensor: _record}, nested=True)
-    offset = params.offset(call.instance)
+    offset = params.offset(instance)
     placed = []
-    for i, a in enumerate(call.args):
+    for i, a in enumerate(args):
         placed += [(params.positional_name(i, offset) + p, t) for p, t in walker.leaves_with_paths(a)]
-    for k, v in call.kwargs.items():
+    for k, v in kwargs.items():
         placed += [(params.keyword_name(k) + p, t) for p, t in walker.leaves_with_paths(v)]
     voters = [(path, t.device) for path, t in placed if not (t.is_cpu and t.ndim == 0)]
     return _devices.mismatch(function, voters)
@@ -315,57 +385,64 @@ class NumpyOutputs(Outputs):
         self.copy: bool | None = options["copy"]
         self.mapper = Mapper({torch.Tensor: self._leaf}, nested=options["nested"])
 
-    def _leaf(self, t: torch.Tensor, call: Call) -> np.ndarray:
-        return tensor_to_array(t, copy=self.copy, grad=DETACH)[0]
+    def _leaf(self, t: torch.Tensor, ctx: None) -> np.ndarray:
+        return tensor_to_array(t, self.copy, DETACH)[0]
 
 
 class Runner:
-    """One decorated call, for one set of resolved options: convert in, call, convert out."""
+    """One decorated call, for one set of resolved options: convert in, call, convert out.
+
+    This is the per-call path: a list for the call's tensors, one dict lookup per
+    argument and result, and the conversions themselves.
+    """
 
     def __init__(self, inputs: Inputs | None, outputs: Outputs | None, function: str) -> None:
         self.inputs = inputs
         self.outputs = outputs
         self.function = function
-        self.guarded = isinstance(inputs, NumpyInputs) and (inputs.readonly or inputs.writeback)
+        self.readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
+        self.writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
         # A lone returns_tensor still needs the call's tensors, to find the caller's device.
-        self.records = inputs is None and isinstance(outputs, TensorOutputs)
-        self.recorder = Mapper({torch.Tensor: _record}, nested=True)
+        self.recorder = Mapper({torch.Tensor: _record}, nested=True) if inputs is None else None
 
     def __call__(
         self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        call = Call(args, kwargs, instance)
+        if _compiling():
+            return _opaque(self, wrapped, instance, args, kwargs)
+        seen: list[torch.Tensor] = []
+        pairs: list[tuple[torch.Tensor, np.ndarray]] | None = [] if self.writeback else None
+        call = (args, kwargs, instance)
         if self.inputs is not None:
-            args, kwargs = self.inputs.convert(args, kwargs, call)
-        elif self.records:
+            args, kwargs = self.inputs.convert(args, kwargs, instance, seen, pairs)
+        elif self.recorder is not None and self.outputs is not None:
             for value in (*args, *kwargs.values()):
-                self.recorder(value, call)
-        result = self._guarded(wrapped, args, kwargs, call) if self.guarded else wrapped(*args, **kwargs)
-        if self.outputs is not None:
-            result = self.outputs.convert(result, call)
-        return result
-
-    def _guarded(self, wrapped: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], call: Call) -> Any:
-        """The call, with read-only failures explained and writes copied back even on error."""
-        try:
-            return wrapped(*args, **kwargs)
+                self.recorder(value, seen)
+        try:  # free in CPython 3.11+ when nothing is raised
+            result = wrapped(*args, **kwargs)
         except ValueError as e:
-            if call.tensors and "read-only" in str(e) and isinstance(self.inputs, NumpyInputs) and self.inputs.readonly:
-                raise ReadOnlyError(
-                    message(
-                        self.function,
-                        "the function",
-                        "wrote into an array made from a tensor argument; those arrays are read-only "
-                        "so that NumPy code never changes the caller's tensors behind its back",
-                        f"ValueError({str(e)!r})",
-                        "pass copy=True to give the function private writable copies, or "
-                        "writeback=True to let its changes reach the caller's tensors",
-                    )
-                ) from e
+            if seen and self.readonly and "read-only" in str(e):
+                raise self._read_only_error(e) from e
             raise
         finally:
-            if call.pairs:
-                write_back(call.pairs)
+            if pairs:  # writeback: what the function wrote reaches the caller, even on error
+                write_back(pairs)
+        if self.outputs is None or type(result) in _PLAIN:
+            return result
+        return self.outputs.convert(result, seen, call)
+
+    def _read_only_error(self, error: ValueError) -> ReadOnlyError:
+        return ReadOnlyError(
+            message(
+                self.function,
+                "the function",
+                "wrote into an array made from a tensor argument; those arrays are read-only "
+                "so that NumPy code never changes the caller's tensors behind its back",
+                f"ValueError({str(error)!r})",
+                "pass copy=True to give the function private writable copies, or "
+                "writeback=True to let its changes reach the caller's tensors",
+            )
+        )
 
 
 class Plan:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import operator
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -115,6 +116,8 @@ register_container(tuple, lambda x: (x, None), lambda c, _: tuple(c))
 register_container(
     dict, lambda d: (list(d.values()), list(d)), lambda c, k: dict(zip(k, c, strict=True)), key=_mapping_key
 )
+# The nodes Mapper replaces by inlined loops (Mapper._sequence, _dict) while they stay registered.
+_BUILTIN_NODES: dict[type, Node] = {cls: _REGISTRY[cls] for cls in (list, tuple, dict)}
 register_container(
     collections.OrderedDict,
     lambda d: (list(d.values()), list(d)),
@@ -203,27 +206,29 @@ class Mapper:
     def __init__(self, leaves: dict[type, Leaf], *, nested: bool = True) -> None:
         self._leaves = leaves
         self._nested = nested
-        self._dispatch: dict[type, Callable[[Any, Any], Any]] = {}
+        #: exact type -> handler; callers on the hot path may look up here directly and
+        #: fall back to resolve() on a miss, skipping one call layer.
+        self.dispatch: dict[type, Callable[[Any, Any], Any]] = {}
         self.forget()
         _MAPPERS.add(self)
 
     def forget(self) -> None:
         """Drop cached decisions (after a registration)."""
-        self._dispatch.clear()
-        self._dispatch.update(self._leaves)
+        self.dispatch.clear()
+        self.dispatch.update(self._leaves)
         for plain in (int, float, bool, str, bytes, complex, type(None)):
-            self._dispatch.setdefault(plain, _keep)
+            self.dispatch.setdefault(plain, _keep)
 
     def __call__(self, obj: Any, ctx: Any) -> Any:
-        handler = self._dispatch.get(type(obj))
+        handler = self.dispatch.get(type(obj))
         if handler is None:
-            handler = self._resolve(type(obj))
+            handler = self.resolve(type(obj))
         return handler(obj, ctx)
 
-    def _resolve(self, cls: type) -> Callable[[Any, Any], Any]:
+    def resolve(self, cls: type) -> Callable[[Any, Any], Any]:
         handler: Callable[[Any, Any], Any] = _keep
         if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
-            self._dispatch[cls] = handler
+            self.dispatch[cls] = handler
             return handler
         for base in cls.__mro__[1:]:
             if base in self._leaves:
@@ -232,9 +237,39 @@ class Mapper:
         else:
             node = node_for(cls) if self._nested else None
             if node is not None:
-                handler = self._container(node)
-        self._dispatch[cls] = handler
+                inlined = _BUILTIN_NODES.get(cls) is node
+                handler = (self._dict if cls is dict else self._sequence) if inlined else self._container(node)
+        self.dispatch[cls] = handler
         return handler
+
+    # Inlined maps for exact list, tuple and dict, the containers batches come in: the same
+    # result as Node.map (same type; the same object when nothing changed), with the child
+    # dispatch inlined and no flatten/unflatten lists.
+
+    def _sequence(self, obj: list[Any] | tuple[Any, ...], ctx: Any) -> Any:
+        get, resolve = self.dispatch.get, self.resolve
+        out: list[Any] = []
+        try:
+            for child in obj:
+                out.append((get(type(child)) or resolve(type(child)))(child, ctx))
+        except LeafError as e:
+            e.keys.append(f"[{len(out)}]")
+            raise
+        if not any(map(operator.is_not, out, obj)):
+            return obj
+        return out if type(obj) is list else tuple(out)
+
+    def _dict(self, obj: dict[Any, Any], ctx: Any) -> Any:
+        get, resolve = self.dispatch.get, self.resolve
+        out: dict[Any, Any] = {}
+        key = None
+        try:
+            for key, child in obj.items():
+                out[key] = (get(type(child)) or resolve(type(child)))(child, ctx)
+        except LeafError as e:
+            e.keys.append(f"[{key!r}]")
+            raise
+        return out if any(map(operator.is_not, out.values(), obj.values())) else obj
 
     def _container(self, node: Node) -> Callable[[Any, Any], Any]:
         def handler(obj: Any, ctx: Any) -> Any:

@@ -272,52 +272,55 @@ def gpu(settings: Settings) -> list[Row]:
     if not torch.cuda.is_available():
         return []
     device = torch.device("cuda", torch.cuda.current_device())
-    repeats = settings["copy_repeats"]
     rows: list[Row] = []
-    take = ac.accepts_numpy(lambda a: a.ndim)
     for mib in settings["gpu_mib"]:
-        n = mib * 1024 * 1024 // 4
-        t = torch.rand(n, device=device)
-        a = t.cpu().numpy()
-        pinned = torch.empty(n, pin_memory=True)
-        give = ac.returns_tensor(device=device)(lambda x: x)
-
-        def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
-            def run() -> Any:
-                out = fn()
-                torch.cuda.synchronize(device)
-                return out
-
-            return run
-
-        down = compare(
-            f"GPU -> host, {mib} MiB",
-            "pinned copy_",
-            {
-                "pinned copy_": synced(lambda: pinned.copy_(t)),
-                ".cpu().numpy()": synced(lambda: t.cpu().numpy()),
-                "autoconvert": synced(lambda: take(t)),
-            },
-            repeats,
-            settings["target_s"],
-        )
-        up = compare(
-            f"host -> GPU, {mib} MiB",
-            "pinned to(device)",
-            {
-                "pinned to(device)": synced(lambda: pinned.to(device, non_blocking=True)),
-                "from_numpy(a).to(device)": synced(lambda: torch.from_numpy(a).to(device)),
-                "autoconvert": synced(lambda: give(a)),
-            },
-            repeats,
-            settings["target_s"],
-        )
-        for row in down + up:
-            gbps = mib / 1024 / (row.median_us / 1e6)
-            row.extra["GiB_per_s"] = gbps
-            row.note = f"{gbps:,.1f} GiB/s"
-        rows += down + up
+        rows += _gpu_size(device, mib, settings)
     return rows
+
+
+def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
+    n = mib * 1024 * 1024 // 4
+    t = torch.rand(n, device=device)
+    a = t.cpu().numpy()
+    pinned = torch.empty(n, pin_memory=True)
+    take = ac.accepts_numpy(lambda x: x.ndim)
+    give = ac.returns_tensor(device=device)(lambda x: x)
+
+    def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            out = fn()
+            torch.cuda.synchronize(device)
+            return out
+
+        return run
+
+    repeats, target = settings["copy_repeats"], settings["target_s"]
+    down = compare(
+        f"GPU -> host, {mib} MiB",
+        "pinned copy_",
+        {
+            "pinned copy_": synced(lambda: pinned.copy_(t)),
+            ".cpu().numpy()": synced(lambda: t.cpu().numpy()),
+            "autoconvert": synced(lambda: take(t)),
+        },
+        repeats,
+        target,
+    )
+    up = compare(
+        f"host -> GPU, {mib} MiB",
+        "pinned to(device)",
+        {
+            "pinned to(device)": synced(lambda: pinned.to(device, non_blocking=True)),
+            "from_numpy(a).to(device)": synced(lambda: torch.from_numpy(a).to(device)),
+            "autoconvert": synced(lambda: give(a)),
+        },
+        repeats,
+        target,
+    )
+    for row in down + up:
+        row.extra["GiB_per_s"] = mib / 1024 / (row.median_us / 1e6)
+        row.note = f"{row.extra['GiB_per_s']:,.1f} GiB/s"
+    return down + up
 
 
 CASES: dict[str, Callable[[Settings], list[Row]]] = {

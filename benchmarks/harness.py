@@ -57,7 +57,9 @@ def interleaved(contenders: dict[str, Callable[[], Any]], repeats: int, target_s
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def compare(case: str, baseline: str, contenders: dict[str, Callable[[], Any]], repeats: int, target_s: float) -> list[Row]:
+def compare(
+    case: str, baseline: str, contenders: dict[str, Callable[[], Any]], repeats: int, target_s: float
+) -> list[Row]:
     """Rows for one case: every contender's median and its ratio to ``baseline``."""
     medians = interleaved(contenders, repeats, target_s)
     base = medians[baseline]
