@@ -47,7 +47,7 @@ def _wrapper(plan: Plan) -> Callable[..., Any]:
 
     def wrapper(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         config = _active()
-        return (plan.default if config is None else plan.runner(config))(wrapped, instance, args, kwargs)
+        return (plan.default if config is None else plan.runner(config)).call(wrapped, instance, args, kwargs)
 
     return wrapper
 
@@ -74,10 +74,9 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
         # The fast path for unbound calls (functions, ufuncs, builtins): wrapt's C __call__
         # re-derives the instance and checks `enabled` per call, then calls the Python
         # wrapper; this goes straight to the runner. Bound calls use _BoundWrapper.
-        plan = self._self_plan
         config = _active()
-        runner = plan.default if config is None else plan.runner(config)
-        return runner(self.__wrapped__, self._self_instance_of_call, args, kwargs)
+        runner = self._self_plan.default if config is None else self._self_plan.runner(config)
+        return runner.call(self.__wrapped__, self._self_instance_of_call, args, kwargs)
 
     def __reduce_ex__(self, protocol: object) -> Any:
         # By reference when the module attribute is this very wrapper (module-level

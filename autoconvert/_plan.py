@@ -133,12 +133,15 @@ _compiling = torch.compiler.is_compiling
 _opaque_call: Callable[..., Any] | None = None
 
 
-def _opaque(runner: Runner, *call: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
+def _through(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
+    return call(*args)  # inside the disabled call is_compiling() is False: the body runs
+
+
+def _opaque(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
     global _opaque_call
     if _opaque_call is None:
-        # Inside the disabled call is_compiling() is False, so Runner.__call__ runs its body.
-        _opaque_call = torch.compiler.disable(Runner.__call__, recursive=True)  # type: ignore[no-untyped-call]
-    return _opaque_call(runner, *call)
+        _opaque_call = torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call]
+    return _opaque_call(call, *args)
 
 
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # results never converted
@@ -389,47 +392,58 @@ class NumpyOutputs(Outputs):
         return tensor_to_array(t, self.copy, DETACH)[0]
 
 
+Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+
+
 class Runner:
     """One decorated call, for one set of resolved options: convert in, call, convert out.
 
-    This is the per-call path: a list for the call's tensors, one dict lookup per
-    argument and result, and the conversions themselves.
+    ``runner.call(wrapped, instance, args, kwargs)`` is the per-call path: a list for the
+    call's tensors, one dict lookup per argument and result, and the conversions. It is a
+    closure, so everything decided here is a constant to it rather than an attribute.
     """
 
     def __init__(self, inputs: Inputs | None, outputs: Outputs | None, function: str) -> None:
         self.inputs = inputs
         self.outputs = outputs
         self.function = function
-        self.readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
-        self.writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
-        # A lone returns_tensor still needs the call's tensors, to find the caller's device.
-        self.recorder = Mapper({torch.Tensor: _record}, nested=True) if inputs is None else None
+        self.call = self._make_call()
 
-    def __call__(
-        self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        if _compiling():
-            return _opaque(self, wrapped, instance, args, kwargs)
-        seen: list[torch.Tensor] = []
-        pairs: list[tuple[torch.Tensor, np.ndarray]] | None = [] if self.writeback else None
-        call = (args, kwargs, instance)
-        if self.inputs is not None:
-            args, kwargs = self.inputs.convert(args, kwargs, instance, seen, pairs)
-        elif self.recorder is not None and self.outputs is not None:
-            for value in (*args, *kwargs.values()):
-                self.recorder(value, seen)
-        try:  # free in CPython 3.11+ when nothing is raised
-            result = wrapped(*args, **kwargs)
-        except ValueError as e:
-            if seen and self.readonly and "read-only" in str(e):
-                raise self._read_only_error(e) from e
-            raise
-        finally:
-            if pairs:  # writeback: what the function wrote reaches the caller, even on error
-                write_back(pairs)
-        if self.outputs is None or type(result) in _PLAIN:
-            return result
-        return self.outputs.convert(result, seen, call)
+    def _make_call(self) -> Call:
+        inputs, outputs = self.inputs, self.outputs
+        readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
+        writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
+        convert_in = inputs.convert if inputs is not None else None
+        convert_out = outputs.convert if outputs is not None else None
+        # A lone returns_tensor still needs the call's tensors, to find the caller's device.
+        record = Mapper({torch.Tensor: _record}, nested=True) if inputs is None and outputs is not None else None
+        read_only_error = self._read_only_error
+
+        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if _compiling():
+                return _opaque(call, wrapped, instance, args, kwargs)
+            seen: list[torch.Tensor] = []
+            pairs: list[tuple[torch.Tensor, np.ndarray]] | None = [] if writeback else None
+            given = (args, kwargs, instance)
+            if convert_in is not None:
+                args, kwargs = convert_in(args, kwargs, instance, seen, pairs)
+            elif record is not None:
+                for value in (*args, *kwargs.values()):
+                    record(value, seen)
+            try:  # free in CPython 3.11+ when nothing is raised
+                result = wrapped(*args, **kwargs)
+            except ValueError as e:
+                if seen and readonly and "read-only" in str(e):
+                    raise read_only_error(e) from e
+                raise
+            finally:
+                if pairs:  # writeback: what the function wrote reaches the caller, even on error
+                    write_back(pairs)
+            if convert_out is None or type(result) in _PLAIN:
+                return result
+            return convert_out(result, seen, given)
+
+        return call
 
     def _read_only_error(self, error: ValueError) -> ReadOnlyError:
         return ReadOnlyError(
