@@ -52,6 +52,20 @@ def _wrapper(plan: Plan) -> Callable[..., Any]:
     return wrapper
 
 
+def _invoker(plan: Plan, wrapped: Any, instance: object) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
+    """An unbound call of ``wrapped``, its instance decided once (wrapt passes a bound
+    method's __self__), the plan's default runner a closure constant."""
+    default = plan.default.call
+
+    def invoke(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        config = _active()
+        if config is None:
+            return default(wrapped, instance, args, kwargs)
+        return plan.runner(config).call(wrapped, instance, args, kwargs)
+
+    return invoke
+
+
 class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     """wrapt's FunctionWrapper with the plan attached: for fusion, pickling and the fast call."""
 
@@ -68,15 +82,13 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
         # What wrapt's C __call__ would pass as `instance` on an unbound call, decided once:
         # a bound method wrapped directly carries its instance in __self__.
         binds = self._self_binding in ("function", "instancemethod", "classmethod", "callable")
-        self._self_instance_of_call = getattr(wrapped, "__self__", None) if binds else None
+        self._self_invoke = _invoker(plan, wrapped, getattr(wrapped, "__self__", None) if binds else None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The fast path for unbound calls (functions, ufuncs, builtins): wrapt's C __call__
         # re-derives the instance and checks `enabled` per call, then calls the Python
         # wrapper; this goes straight to the runner. Bound calls use _BoundWrapper.
-        config = _active()
-        runner = self._self_plan.default if config is None else self._self_plan.runner(config)
-        return runner.call(self.__wrapped__, self._self_instance_of_call, args, kwargs)
+        return self._self_invoke(args, kwargs)
 
     def __reduce_ex__(self, protocol: object) -> Any:
         # By reference when the module attribute is this very wrapper (module-level

@@ -37,9 +37,6 @@ def vote(tensors: list[torch.Tensor]) -> torch.device | None:
 
     Returns CPU when only 0-d CPU tensors are present, and the default device for none.
     """
-    if len(tensors) == 1:  # the common case: one tensor argument decides alone
-        t = tensors[0]
-        return CPU if t.is_cpu else t.device
     found: torch.device | None = None
     scalars_only = False
     for t in tensors:

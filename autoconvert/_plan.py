@@ -17,12 +17,12 @@ import numpy as np
 import torch
 
 from . import _devices
-from ._devices import vote
+from ._devices import CPU, vote
 from ._dtypes import NO_CASTS, RESTORING, Casts, casts_to, is_inexact, promote, restoring_casts
 from ._errors import LeafError, ReadOnlyError, message
 from ._leaves import DETACH, GradPolicy, array_to_tensor, tensor_to_array, tensor_to_device, write_back
 from ._options import Config, validate
-from ._tree import Mapper
+from ._tree import Mapper, keep
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -175,38 +175,33 @@ class Inputs:
         """What this side's leaf functions receive for one call."""
         return seen
 
-    def convert(
-        self,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        instance: object,
-        seen: list[torch.Tensor],
-        pairs: list[Any] | None,
+    def convert_selected(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, seen: list[torch.Tensor]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The arguments with every selected leaf converted; tensors elsewhere recorded in ``seen``."""
-        ctx = seen if self.context_is_seen else self.context(seen, pairs, args, kwargs)
+        """With only=/exclude=: the selected arguments converted, the rest recorded in ``seen``.
+
+        (Without a selection the Runner converts every argument in its own loop.)
+        """
+        assert self.selection is not None
+        offset = self.params.offset(instance)
+        wants = self.selection.wants
         out: list[Any] = []
         new_kwargs: dict[str, Any] = {}
         key = None
         try:
-            if self.selection is None:
-                dispatch, resolve = self.mapper.dispatch, self.mapper.resolve
-                for a in args:  # the hot loop: one dict lookup per argument
-                    out.append((dispatch.get(type(a)) or resolve(type(a)))(a, ctx))
-                for key, v in kwargs.items():
-                    new_kwargs[key] = (dispatch.get(type(v)) or resolve(type(v)))(v, ctx)
-            else:
-                offset = self.params.offset(instance)
-                wants = self.selection.wants
-                for a in args:
-                    out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, seen))
-                for key, v in kwargs.items():
-                    new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, seen)
+            for a in args:
+                out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, seen))
+            for key, v in kwargs.items():
+                new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, seen)
         except LeafError as e:
-            offset = self.params.offset(instance)
-            root = self.params.keyword_name(key) if key is not None else self.params.positional_name(len(out), offset)
-            raise e.public(self.function, "argument", root) from None
+            raise self.public(e, instance, key, len(out)) from None
         return tuple(out), new_kwargs
+
+    def public(self, error: LeafError, instance: object, key: str | None, position: int) -> Exception:
+        """The public exception for a leaf that failed in keyword ``key`` or at ``position``."""
+        offset = self.params.offset(instance)
+        root = self.params.keyword_name(key) if key is not None else self.params.positional_name(position, offset)
+        return error.public(self.function, "argument", root)
 
 
 class NumpyInputs(Inputs):
@@ -297,6 +292,10 @@ def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
     return casts_to(promote(inexact)) if inexact else NO_CASTS
 
 
+def _no_context(seen: list[torch.Tensor], call: tuple[Any, ...]) -> None:
+    return None
+
+
 class Outputs:
     """The output side: converts results, with paths below ``result`` in messages."""
 
@@ -304,10 +303,8 @@ class Outputs:
 
     def __init__(self, function: str) -> None:
         self.function = function
-
-    def context(self, seen: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
-        """What this side's leaf functions receive for one call."""
-        return None
+        #: ``context(seen, call)``: what this side's leaf functions receive for one call.
+        self.context: Callable[[list[torch.Tensor], tuple[Any, ...]], Any] = _no_context
 
     def convert(self, result: Any, seen: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
         """``result`` converted; ``call`` is ``(args, kwargs, instance)`` as the caller passed them."""
@@ -328,25 +325,32 @@ class TensorOutputs(Outputs):
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
+        self.context = self._make_context()
         to_tensor = self._make_array_leaf()
         self.mapper = Mapper(
             {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: self._tensor}, nested=options["nested"]
         )
 
-    def context(self, seen: list[torch.Tensor], call: tuple[Any, ...]) -> tuple[torch.device | None, Casts, Any]:
-        """``(device, casts, call)``: the device is None when the tensors disagree, which only
-        matters (and raises) if some result has to be placed."""
-        device = self.device or vote(seen)
-        if self.fixed_casts is not None:
-            casts = self.fixed_casts
-        elif self.dtype == "input":
-            casts = input_casts(seen)
-        elif len(seen) == 1:  # None, one tensor: its dtype comes back if NumPy lacks it
-            casts = RESTORING.get(seen[0].dtype, NO_CASTS)
-        else:  # None: a dtype NumPy lacks comes back when every floating input had it
-            inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
-            casts = restoring_casts(inexact.pop()) if len(inexact) == 1 else NO_CASTS
-        return device, casts, call
+    def _make_context(self) -> Callable[[list[torch.Tensor], tuple[Any, ...]], tuple[torch.device | None, Casts, Any]]:
+        """``context(seen, call) -> (device, casts, call)``; the device is None when the tensors
+        disagree, which only matters (and raises) if some result has to be placed."""
+        fixed_device, fixed_casts, dtype = self.device, self.fixed_casts, self.dtype
+
+        def context(seen: list[torch.Tensor], call: tuple[Any, ...]) -> tuple[torch.device | None, Casts, Any]:
+            if len(seen) == 1 and fixed_casts is None and dtype is None:  # the common case, decided alone
+                t = seen[0]
+                return fixed_device or (CPU if t.is_cpu else t.device), RESTORING.get(t.dtype, NO_CASTS), call
+            device = fixed_device or vote(seen)
+            if fixed_casts is not None:
+                casts = fixed_casts
+            elif dtype == "input":
+                casts = input_casts(seen)
+            else:  # None: a dtype NumPy lacks comes back when every floating input had it
+                inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
+                casts = restoring_casts(inexact.pop()) if len(inexact) == 1 else NO_CASTS
+            return device, casts, call
+
+        return context
 
     def _make_array_leaf(self) -> Callable[[Any, tuple[torch.device | None, Casts, Any]], torch.Tensor]:
         copy, function, params = self.copy, self.function, self.params
@@ -413,11 +417,16 @@ class Runner:
         inputs, outputs = self.inputs, self.outputs
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
         writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
-        convert_in = inputs.convert if inputs is not None else None
+        selected = inputs is not None and inputs.selection is not None
+        context_is_seen = inputs is None or inputs.context_is_seen
+        context = inputs.context if inputs is not None else None
+        get = inputs.mapper.dispatch.get if inputs is not None else None
+        resolve = inputs.mapper.resolve if inputs is not None else None
         convert_out = outputs.convert if outputs is not None else None
         # A lone returns_tensor still needs the call's tensors, to find the caller's device.
         record = Mapper({torch.Tensor: _record}, nested=True) if inputs is None and outputs is not None else None
         read_only_error = self._read_only_error
+        # Plain arguments (floats, strings) skip their identity handler, `keep`, in the hot loop.
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if _compiling():
@@ -425,8 +434,25 @@ class Runner:
             seen: list[torch.Tensor] = []
             pairs: list[tuple[torch.Tensor, np.ndarray]] | None = [] if writeback else None
             given = (args, kwargs, instance)
-            if convert_in is not None:
-                args, kwargs = convert_in(args, kwargs, instance, seen, pairs)
+            if inputs is not None:
+                ctx = seen if context_is_seen else context(seen, pairs, args, kwargs)  # type: ignore[misc]
+                if selected:
+                    args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, seen)
+                else:  # the hot loop: one dict lookup per argument, then its leaf function
+                    out: list[Any] = []
+                    key = None
+                    try:
+                        for a in args:
+                            handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]
+                            out.append(a if handler is keep else handler(a, ctx))
+                        if kwargs:
+                            converted = {}
+                            for key, v in kwargs.items():
+                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
+                            kwargs = converted
+                    except LeafError as e:
+                        raise inputs.public(e, instance, key, len(out)) from None
+                    args = tuple(out)
             elif record is not None:
                 for value in (*args, *kwargs.values()):
                     record(value, seen)

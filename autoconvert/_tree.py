@@ -191,7 +191,8 @@ def node_for(cls: type) -> Node | None:
 # --------------------------------------------------------------------------- mapping
 
 
-def _keep(value: Any, ctx: Any) -> Any:
+def keep(value: Any, ctx: Any) -> Any:
+    """The handler of plain values: returned untouched."""
     return value
 
 
@@ -217,7 +218,7 @@ class Mapper:
         self.dispatch.clear()
         self.dispatch.update(self._leaves)
         for plain in (int, float, bool, str, bytes, complex, type(None)):
-            self.dispatch.setdefault(plain, _keep)
+            self.dispatch.setdefault(plain, keep)
 
     def __call__(self, obj: Any, ctx: Any) -> Any:
         handler = self.dispatch.get(type(obj))
@@ -226,7 +227,7 @@ class Mapper:
         return handler(obj, ctx)
 
     def resolve(self, cls: type) -> Callable[[Any, Any], Any]:
-        handler: Callable[[Any, Any], Any] = _keep
+        handler: Callable[[Any, Any], Any] = keep
         if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
             self.dispatch[cls] = handler
             return handler
