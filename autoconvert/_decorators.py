@@ -73,7 +73,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
     # wrapt's proxy forwards __class__, so dynamo takes the wrapper for the plain function
     # it wraps and inlines the NumPy body through it. A class attribute is found by
     # inspect.getattr_static before any forwarding: dynamo then skips the call (one graph
-    # break); Runner.__call__ keeps the frames it then runs out of dynamo's reach.
+    # break); the Runner's call closure keeps the frames it then runs out of dynamo's reach.
     _torchdynamo_disable = True
 
     def __init__(self, wrapped: Any, plan: Plan) -> None:

@@ -316,12 +316,19 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
     return moved
 
 
-def write_back(pairs: list[tuple[torch.Tensor, np.ndarray]]) -> None:
-    """Copy what a function wrote into private arrays back into the caller's tensors."""
+def write_back(pairs: list[tuple[torch.Tensor, np.ndarray | None]]) -> None:
+    """Make what a function wrote the caller's: copy private arrays back into their tensors,
+    and tell autograd about writes into shared memory (``None``), as an in-place op would."""
     with torch.no_grad():
         for t, a in pairs:
+            if a is None:
+                # NumPy wrote straight into t's memory, unseen by autograd's version counter:
+                # a tensor saved for backward would give silently wrong gradients.
+                torch.autograd.graph.increment_version(t)
+                continue
             source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
-            # copy_ narrows the dtype, crosses devices, and honours conj/neg bits of t.
+            # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
+            # detached view sharing t's version counter, tells autograd too.
             t.detach().copy_(source)
 
 

@@ -31,7 +31,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "accepts_tensor": {"device": None, "dtype": None, "copy": None, "only": None, "exclude": None, "nested": True},
     "returns_numpy": {"copy": None, "nested": True},
 }
-_ARRAY_TYPES = (np.ndarray, np.generic)
 
 
 def function_name(func: Any) -> str:
@@ -82,7 +81,8 @@ class Parameters:
         return self.binds_first and bool(self.positional) and self.positional[0] in ("self", "cls")
 
     def positional_name(self, i: int, offset: int) -> str:
-        """The path root of positional argument ``i``: its name, ``args[2]``, or ``args[2]``."""
+        """The path root of positional argument ``i``: its name, ``rest[0]`` inside ``*rest``,
+        or ``args[2]`` when there is no signature."""
         names = self.positional[offset:]
         if i < len(names):
             return names[i]
@@ -126,8 +126,8 @@ class Selection:
 
 # Under torch.compile, dynamo would trace the call into the NumPy body and can crash there
 # ("Expected np.nditer base"). Whichever frame of ours dynamo starts tracing, the trace
-# reaches Runner.__call__, where is_compiling() is True: the call is routed through a
-# torch.compiler.disable'd function, a clean graph break, and the body runs eagerly.
+# reaches a Runner's call closure, where is_compiling() is True: the call is routed through
+# a torch.compiler.disable'd function, a clean graph break, and the body runs eagerly.
 # Eagerly the check is one cheap call.
 _compiling = torch.compiler.is_compiling
 _opaque_call: Callable[..., Any] | None = None
@@ -165,7 +165,8 @@ class Inputs:
         only, exclude, nested = options["only"], options["exclude"], options["nested"]
         self.params = params
         self.function = function
-        self.selection = Selection(params, only, exclude, where) if (only or exclude) is not None else None
+        selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
+        self.selection = Selection(params, only, exclude, where) if selects else None
         self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
         self.context_is_seen = True  # the leaves need only the list of tensors: skip context()
 
@@ -251,8 +252,8 @@ class NumpyInputs(Inputs):
     def _writeback_leaf(self, t: torch.Tensor, ctx: tuple[list[torch.Tensor], list[Any]]) -> np.ndarray:
         ctx[0].append(t)
         a, shared = tensor_to_array(t, self.copy, self.grad)
-        if not shared:  # private memory: what the function writes is copied back afterwards
-            ctx[1].append((t, a))
+        # Private memory is copied back after the call; shared memory only needs autograd told.
+        ctx[1].append((t, None if shared else a))
         return a
 
 
@@ -434,7 +435,7 @@ class Runner:
             if _compiling():
                 return _opaque(call, wrapped, instance, args, kwargs)
             seen: list[torch.Tensor] = []
-            pairs: list[tuple[torch.Tensor, np.ndarray]] | None = [] if writeback else None
+            pairs: list[tuple[torch.Tensor, np.ndarray | None]] | None = [] if writeback else None
             given = (args, kwargs, instance)
             if inputs is not None:
                 ctx = seen if context_is_seen else context(seen, pairs, args, kwargs)  # type: ignore[misc]

@@ -248,6 +248,21 @@ def test_writeback_reaches_the_caller_even_when_the_function_raises() -> None:
     assert t.tolist() == [7.0, 0.0]
 
 
+def test_writeback_tells_autograd_like_an_in_place_op() -> None:
+    """A write into a tensor saved for backward is caught, shared memory or copied back alike."""
+
+    @ac.accepts_numpy(writeback=True, grad="detach")
+    def bump(a: np.ndarray) -> None:
+        a[0] = 5
+
+    for dtype in (torch.float32, torch.bfloat16):  # shared memory, then a copy written back
+        w = torch.ones(3, dtype=dtype, requires_grad=True)
+        loss = (w * w).sum()
+        bump(w)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+
+
 def test_writeback_into_a_leaf_that_requires_grad() -> None:
     """Writing back into a parameter does not trip autograd's in-place check."""
 
@@ -386,6 +401,15 @@ class TestSelection:
             class C:
                 @ac.accepts_numpy(only="self")
                 def m(self, x: Any) -> None: ...
+
+    def test_an_empty_only_converts_nothing(self) -> None:
+        """only=[] is a selection of no parameters, not the absence of a selection."""
+
+        @ac.accepts_numpy(only=[])
+        def f(x: Any) -> str:
+            return type(x).__name__
+
+        assert f(torch.ones(1)) == "Tensor"
 
     def test_only_and_exclude_together_are_refused(self) -> None:
         with pytest.raises(TypeError, match="pass only= or exclude=, not both"):
