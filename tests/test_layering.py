@@ -18,6 +18,7 @@ ORDER = [
     "_options",
     "_plan",
     "_decorators",
+    "_batched",
     "__init__",
     "__main__",
 ]

@@ -1,0 +1,115 @@
+"""batched(): once per sample, results gathered, threads when asked."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import scipy.optimize
+import torch
+
+import autoconvert as ac
+
+
+def test_batched_tensors_run_per_sample_and_stack() -> None:
+    """Distance transforms per mask: one result per sample, stacked, dim 0 sliced not squeezed."""
+    masks = torch.zeros(3, 1, 5, dtype=torch.bool)  # a size-1 axis that .squeeze() would eat
+    masks[:, 0, 2] = True
+    edt = ac.batched(scipy.ndimage.distance_transform_edt)
+    out = edt(~masks)
+    assert out.shape == (3, 1, 5) and out.dtype == torch.float64
+    assert out[0, 0].tolist() == [2.0, 1.0, 0.0, 1.0, 2.0]
+
+
+def test_ragged_lists_and_tuple_results() -> None:
+    """Hungarian matching per image, cost matrices of different sizes: tuple of lists."""
+    costs = [torch.tensor([[4.0, 1.0], [2.0, 8.0]]), torch.tensor([[1.0, 9.0, 9.0]])]
+    rows, cols = ac.batched(scipy.optimize.linear_sum_assignment)(costs)
+    assert [r.tolist() for r in rows] == [[0, 1], [0]]
+    assert [c.tolist() for c in cols] == [[1, 0], [0]]
+
+
+def test_same_shaped_tuple_results_stack_per_position() -> None:
+    rows, cols = ac.batched(scipy.optimize.linear_sum_assignment)(1 - torch.eye(3).expand(4, 3, 3))
+    assert rows.shape == (4, 3) and cols.tolist() == [[0, 1, 2]] * 4
+
+
+def test_other_arguments_reach_every_sample_unchanged() -> None:
+    seen: list[float] = []
+
+    def scale(x: np.ndarray, factor: float) -> np.ndarray:
+        seen.append(factor)
+        return x * factor
+
+    out = ac.batched(scale)(torch.ones(3, 2), factor=2.5)
+    assert torch.equal(out, torch.full((3, 2), 2.5)) and seen == [2.5, 2.5, 2.5]
+
+
+def test_results_of_different_shapes_come_back_as_a_list() -> None:
+    out = ac.batched(np.flatnonzero)(torch.tensor([[0, 1, 1], [1, 0, 0]]))
+    assert isinstance(out, list) and [o.tolist() for o in out] == [[1, 2], [0]]
+
+
+def test_a_wrapped_function_keeps_its_options() -> None:
+    @ac.accepts_numpy(writeback=True)
+    def zero_first(a: np.ndarray) -> None:
+        a[0] = 0
+
+    batch = torch.ones(2, 3)
+    ac.batched(zero_first)(batch)
+    assert batch[:, 0].tolist() == [0.0, 0.0] and batch[:, 1:].eq(1).all()
+
+
+def test_mismatched_batch_sizes_are_refused() -> None:
+    with pytest.raises(ValueError) as info:
+        ac.batched(np.add)(torch.ones(2, 3), torch.ones(3, 3))
+    assert str(info.value) == (
+        "autoconvert.batched(add): batched arguments must share one leading size. Found args[0]: 2, "
+        "args[1]: 3. Fix: pass tensors batched along dim 0 with the same length, or lists of equal length"
+    )
+    with pytest.raises(ValueError, match="no batched argument"):
+        ac.batched(np.add)(1, 2)
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_a_failing_sample_keeps_its_type_and_is_named(workers: int | None) -> None:
+    def picky(x: np.ndarray) -> np.ndarray:
+        if x[0] == 3:
+            raise KeyError("three")
+        return x
+
+    with pytest.raises(KeyError) as info:
+        ac.batched(picky, workers=workers)(torch.arange(5.0).reshape(5, 1))
+    assert info.value.__notes__ == [
+        "autoconvert.batched(test_a_failing_sample_keeps_its_type_and_is_named.<locals>.picky): raised by sample 3 of 5"
+    ]
+
+
+def test_threads_keep_order_and_run_concurrently() -> None:
+    """Samples run on two threads at once (a barrier both must reach), results in order."""
+    barrier = threading.Barrier(2, timeout=10)
+
+    def slow_identity(x: np.ndarray) -> np.ndarray:
+        if x[0] < 2:
+            barrier.wait()  # only passes if two samples are in flight together
+        return x.copy()
+
+    out = ac.batched(slow_identity, workers=2)(torch.arange(6.0).reshape(6, 1))
+    assert out.flatten().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_threads_see_the_callers_config_and_grad_mode() -> None:
+    def writable(x: np.ndarray) -> Any:
+        return np.asarray(x.flags.writeable)
+
+    with ac.config(copy=True):
+        assert ac.batched(writable, workers=2)(torch.ones(4, 1)).all()
+    assert not ac.batched(writable, workers=2)(torch.ones(4, 1)).any()
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a GradientWarning from a worker thread would fail here
+        ac.batched(np.negative, workers=2)(torch.ones(4, 2, requires_grad=True))
