@@ -11,15 +11,19 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, overload
 
 import torch
 
 from ._decorators import _Wrapper, accepts_numpy, returns_tensor
 
 
-def batched(fn: Callable[..., Any], *, workers: int | None = None) -> Callable[..., Any]:
-    """Call ``fn`` once per sample and gather the results.
+@overload
+def batched(fn: Callable[..., Any], /, *, workers: int | None = None) -> Callable[..., Any]: ...
+@overload
+def batched(*, workers: int | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+def batched(fn: Callable[..., Any] | None = None, /, *, workers: int | None = None) -> Any:
+    """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
 
     Tensor arguments are batches: along dim 0 (all with the same leading size), or as a
     list or tuple of tensors (ragged batches, e.g. from ``split``). Every other argument
@@ -44,6 +48,10 @@ def batched(fn: Callable[..., Any], *, workers: int | None = None) -> Callable[.
         >>> per_row_max(torch.tensor([[1, 5], [7, 2]]))
         tensor([5, 7])
     """
+    if fn is None:
+        return lambda f: batched(f, workers=workers)
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise ValueError(f"batched(): workers= takes None or a positive number of threads, got {workers!r}")
     call = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     pools: list[ThreadPoolExecutor] = []  # its threads end when this function is collected
@@ -60,7 +68,7 @@ def batched(fn: Callable[..., Any], *, workers: int | None = None) -> Callable[.
                     e.add_note(f"autoconvert.batched({name}): raised by sample {i} of {size}")
                     raise
 
-        if workers is None or workers <= 1 or size <= 1:
+        if workers is None or workers == 1 or size <= 1:
             results = [sample(i) for i in range(size)]
         else:
             if not pools:  # one pool for this batched function, started on first use

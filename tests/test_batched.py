@@ -64,6 +64,16 @@ def test_a_wrapped_function_keeps_its_options() -> None:
     assert batch[:, 0].tolist() == [0.0, 0.0] and batch[:, 1:].eq(1).all()
 
 
+def test_the_called_form_decorates() -> None:
+    @ac.batched(workers=2)
+    def total(x: np.ndarray) -> np.float64:
+        return x.sum()
+
+    assert total(torch.ones(3, 4)).tolist() == [4.0, 4.0, 4.0]
+    with pytest.raises(ValueError, match="workers= takes None or a positive number of threads, got 0"):
+        ac.batched(np.sum, workers=0)
+
+
 def test_mismatched_batch_sizes_are_refused() -> None:
     with pytest.raises(ValueError) as info:
         ac.batched(np.add)(torch.ones(2, 3), torch.ones(3, 3))
