@@ -54,8 +54,8 @@ def _tensor_refusal(t: torch.Tensor) -> LeafError | None:
     """Why ``t`` can never become an array (or ``None``): what NumPy has no way to hold."""
     if t.is_nested:
         problem, fix = "is a nested (ragged) tensor", "pass {path}.unbind() as a list, or {path}.to_padded_tensor(0.0)"
-    elif t.layout != torch.strided:
-        problem = f"is a sparse tensor ({t.layout}), which this version does not convert"
+    elif t.layout != torch.strided:  # sparse layouts are converted before this is asked
+        problem = f"has layout {t.layout}, which NumPy and SciPy cannot hold"
         fix = "pass {path}.to_dense()"
     elif t.is_quantized:
         problem, fix = "is a quantized tensor", "pass {path}.dequantize()"
@@ -116,11 +116,14 @@ class GradPolicy:
 DETACH = GradPolicy("detach", "")
 
 
-def tensor_to_array(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH) -> tuple[np.ndarray, bool]:
+def tensor_to_array(
+    t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH, sparse: str = "array"
+) -> tuple[Any, bool]:
     """One tensor as an array on the host; returns ``(array, shares_memory_with_t)``.
 
     ``copy`` has NumPy 2's meaning. A GPU tensor crosses to the host once and that
-    host copy is the private copy: there is never a transfer plus a memcpy.
+    host copy is the private copy: there is never a transfer plus a memcpy. A sparse
+    tensor becomes a scipy.sparse object of kind ``sparse`` (see tensor_to_sparse).
     """
     try:
         a = t.numpy()  # zero-copy; raises for grad, conj/neg bits, devices, dtypes, layouts
@@ -129,6 +132,8 @@ def tensor_to_array(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETAC
     else:
         return (a.copy(order="K"), False) if copy else (a, True)
 
+    if t.layout in SPARSE_LAYOUTS:
+        return tensor_to_sparse(t, copy, grad, sparse), False
     refusal = _tensor_refusal(t)
     if refusal is not None:
         raise refusal
@@ -316,6 +321,105 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
     return moved
 
 
+# --------------------------------------------------------------------------- sparse
+
+#: scipy.sparse format <-> torch layout; formats not listed (dia, lil, dok) become COO.
+_FORMAT_LAYOUT = {"coo": torch.sparse_coo, "csr": torch.sparse_csr, "csc": torch.sparse_csc, "bsr": torch.sparse_bsr}
+_LAYOUT_FORMAT = {layout: fmt for fmt, layout in _FORMAT_LAYOUT.items()}
+SPARSE_LAYOUTS = (*_FORMAT_LAYOUT.values(), torch.sparse_bsc)
+_COMPRESSED_BUILDERS = {
+    torch.sparse_csr: torch.sparse_csr_tensor,
+    torch.sparse_csc: torch.sparse_csc_tensor,
+    torch.sparse_bsr: torch.sparse_bsr_tensor,
+}
+
+
+def is_scipy_sparse(cls: type) -> bool:
+    """Whether ``cls`` is a scipy.sparse array or matrix type (False if SciPy isn't imported:
+    then no such object can exist, and SciPy stays unimported)."""
+    sp = sys.modules.get("scipy.sparse")
+    return sp is not None and issubclass(cls, (sp.sparray, sp.spmatrix))
+
+
+def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH, kind: str = "array") -> Any:
+    """A 2-d sparse tensor as a scipy.sparse ``csr/csc/coo/bsr`` array (``kind="matrix"``: spmatrix).
+
+    Always a private object: SciPy rebuilds index arrays in its own integer type, so no
+    memory could be shared reliably; ``copy=False`` therefore refuses. Uncoalesced COO
+    tensors are coalesced (duplicates summed); BSC, which SciPy lacks, becomes COO.
+    """
+    if copy is False:
+        raise _needs_copy(t, "scipy.sparse keeps index arrays in its own integer type, so it always copies")
+    if t.dim() != 2 or t.dense_dim() != 0:
+        raise LeafError(
+            ConversionError,
+            f"is a {t.dim()}-d sparse tensor with {t.dense_dim()} dense dimension(s); scipy.sparse holds 2-d matrices",
+            describe_tensor(t),
+            "pass a 2-d sparse tensor, or {path}.to_dense()",
+        )
+    import scipy.sparse  # only ever reached with a sparse tensor in hand
+
+    if t.requires_grad:
+        t = grad.detach(t)
+    if t.layout == torch.sparse_bsc:  # SciPy has no BSC, and torch converts it only to COO
+        t = t.to_sparse()
+    if t.layout == torch.sparse_coo:
+        t = t.coalesce()
+    values = t.values().resolve_conj().resolve_neg()
+    wide = WIDENED.get(values.dtype)
+    data = values.to(device=CPU, dtype=wide or values.dtype).numpy()
+    fmt = _LAYOUT_FORMAT[t.layout]
+    make = getattr(scipy.sparse, f"{fmt}_{kind}")
+    if fmt == "coo":
+        row, col = t.indices().to(CPU).numpy()
+        return make((data, (row, col)), shape=tuple(t.shape), copy=True)
+    compressed, plain = (
+        (t.crow_indices(), t.col_indices()) if fmt in ("csr", "bsr") else (t.ccol_indices(), t.row_indices())
+    )
+    return make((data, plain.to(CPU).numpy(), compressed.to(CPU).numpy()), shape=tuple(t.shape), copy=True)
+
+
+def _index_tensor(a: np.ndarray, copy: bool | None) -> torch.Tensor:
+    """int64 indices, as torch's sparse tensors want them (SciPy often keeps int32)."""
+    if a.dtype == np.int64 and not copy and a.flags.writeable:
+        return torch.from_numpy(a)
+    return torch.from_numpy(np.array(a, dtype=np.int64))
+
+
+def sparse_to_tensor(
+    m: Any, device: torch.device, casts: Casts, copy: bool | None, layout: torch.layout | None = None
+) -> torch.Tensor:
+    """A scipy.sparse array or matrix as a sparse tensor on ``device``: CSR, CSC, BSR or COO
+    like its format (others become COO), or ``layout``; int64 indices, canonical structure.
+
+    Values follow the dense rules (shared with ``m.data`` on the CPU when possible with
+    ``copy=None``); indices become int64, a copy where SciPy holds int32.
+    """
+    layout = layout or _FORMAT_LAYOUT.get(m.format, torch.sparse_coo)
+    converted = m.asformat(_LAYOUT_FORMAT[layout])
+    fresh = converted is not m
+    if not converted.has_canonical_format:  # duplicates or unsorted indices: torch wants neither
+        if copy is False:
+            raise _needs_copy_array(m, "it has duplicate or unsorted entries, which must be merged")
+        converted = converted if fresh else converted.copy()
+        converted.sum_duplicates()
+        fresh = True
+    if copy is False and (fresh or converted.format == "coo"):
+        raise _needs_copy_array(m, f"torch needs it as {layout}, with int64 indices, which SciPy does not hold")
+    values = array_to_tensor(converted.data, CPU, casts, None if fresh else copy)
+    size = tuple(converted.shape)
+    if layout == torch.sparse_coo:
+        indices = torch.from_numpy(np.vstack([converted.row, converted.col]).astype(np.int64))
+        t = torch.sparse_coo_tensor(indices, values, size, is_coalesced=True, check_invariants=False)
+    else:
+        if copy is False and (converted.indices.dtype != np.int64 or converted.indptr.dtype != np.int64):
+            raise _needs_copy_array(m, "its index arrays are int32, and torch's sparse tensors need int64")
+        build = _COMPRESSED_BUILDERS[layout]
+        compressed, plain = _index_tensor(converted.indptr, copy), _index_tensor(converted.indices, copy)
+        t = _quiet_first("compressed", build, compressed, plain, values, size, check_invariants=False)
+    return t if device is CPU else t.to(device)
+
+
 def write_back(pairs: list[tuple[torch.Tensor, np.ndarray | None]]) -> None:
     """Make what a function wrote the caller's: copy private arrays back into their tensors,
     and tell autograd about writes into shared memory (``None``), as an in-place op would."""
@@ -334,26 +438,33 @@ def write_back(pairs: list[tuple[torch.Tensor, np.ndarray | None]]) -> None:
 
 # --------------------------------------------------------------------------- warnings
 
-_complex32_lock = threading.Lock()
-_complex32_made = False
+_quiet_lock = threading.Lock()
+_quiet_done: set[str] = set()
+
+
+def _quiet_first(kind: str, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``op``; the first time for ``kind``, with warnings caught.
+
+    torch warns once per process when it first makes a complex32 tensor ("ComplexHalf
+    support is experimental") or a CSR/CSC/BSR tensor ("Sparse CSR tensor support is in
+    beta state"): remarks on torch's kernels, not on the user's code, so they must not
+    leak from a conversion. Only the first op of each kind runs with warnings caught,
+    under a lock because catch_warnings is process-global before Python 3.14.
+    """
+    if kind in _quiet_done:
+        return op(*args, **kwargs)
+    with _quiet_lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = op(*args, **kwargs)
+        _quiet_done.add(kind)
+        return result
 
 
 def _cast(op: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> torch.Tensor:
-    """Run ``op``, which makes a tensor of ``kwargs["dtype"]``, keeping torch's complex32 notice inside.
-
-    torch warns once per process when the first complex32 tensor is made ("ComplexHalf
-    support is experimental"): a remark on torch's kernels, not on the user's code, so
-    it must not leak from a conversion. Only that first op runs with warnings caught,
-    under a lock because catch_warnings is process-global before Python 3.14.
-    """
-    global _complex32_made
-    if kwargs["dtype"] is not torch.complex32 or _complex32_made:
-        return op(*args, **kwargs)
-    with _complex32_lock, warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        result = op(*args, **kwargs)
-        _complex32_made = True
-        return result
+    """Run ``op``, which makes a tensor of ``kwargs["dtype"]`` (see _quiet_first)."""
+    if kwargs["dtype"] is torch.complex32:
+        return _quiet_first("complex32", op, *args, **kwargs)  # type: ignore[no-any-return]
+    return op(*args, **kwargs)
 
 
 def warn_at_caller(text: str, category: type[Warning]) -> None:

@@ -18,7 +18,9 @@ from . import _devices
 from ._dtypes import is_inexact
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
-CONFIGURABLE = frozenset({"copy", "writeback", "grad", "nested", "device", "dtype"})
+CONFIGURABLE = frozenset({"copy", "writeback", "grad", "nested", "device", "dtype", "sparse", "sparse_layout"})
+SPARSE_KINDS = ("array", "matrix")
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr)
 GRAD_MODES = ("warn", "detach", "error")
 
 
@@ -70,7 +72,24 @@ def _names(name: str, value: object) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def _sparse(value: object) -> str:
+    if value not in SPARSE_KINDS:
+        raise ValueError(f"sparse= takes 'array' (scipy.sparse arrays) or 'matrix' (spmatrix), got {value!r}")
+    return str(value)
+
+
+def _sparse_layout(value: object) -> torch.layout | None:
+    if value is not None and value not in SPARSE_LAYOUTS:
+        raise ValueError(
+            "sparse_layout= takes None (as the SciPy format) or torch.sparse_coo, torch.sparse_csr, "
+            f"torch.sparse_csc or torch.sparse_bsr, got {value!r}"
+        )
+    return value
+
+
 _VALIDATORS: dict[str, Callable[[Any], Any]] = {
+    "sparse": _sparse,
+    "sparse_layout": _sparse_layout,
     "copy": _copy,
     "writeback": lambda v: _flag("writeback", v),
     "grad": _grad,
@@ -119,7 +138,7 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
     """Set option defaults for the decorated calls inside a ``with`` block.
 
     Keywords are the decorators' option names (``copy``, ``writeback``, ``grad``,
-    ``nested``, ``device``, ``dtype``); each applies to every decorator that has that
+    ``nested``, ``device``, ``dtype``, ``sparse``, ``sparse_layout``); each applies to every decorator that has that
     option, and to ``to_numpy``/``to_tensor``. Options passed to a decorator explicitly
     win. Blocks nest, and each thread and asyncio task sees only its own.
 

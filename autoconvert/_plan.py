@@ -19,17 +19,43 @@ import torch
 from . import _devices
 from ._devices import CPU, vote
 from ._dtypes import NO_CASTS, RESTORING, Casts, casts_to, is_inexact, promote, restoring_casts
-from ._errors import LeafError, ReadOnlyError, message
-from ._leaves import DETACH, GradPolicy, array_to_tensor, tensor_to_array, tensor_to_device, write_back
+from ._errors import ConversionError, LeafError, ReadOnlyError, message
+from ._leaves import (
+    DETACH,
+    GradPolicy,
+    array_to_tensor,
+    describe_tensor,
+    is_scipy_sparse,
+    sparse_to_tensor,
+    tensor_to_array,
+    tensor_to_device,
+    write_back,
+)
 from ._options import Config, validate
 from ._tree import Mapper, keep
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "accepts_numpy": {"copy": None, "writeback": False, "grad": "warn", "only": None, "exclude": None, "nested": True},
-    "returns_tensor": {"device": None, "dtype": None, "copy": None, "nested": True},
-    "accepts_tensor": {"device": None, "dtype": None, "copy": None, "only": None, "exclude": None, "nested": True},
-    "returns_numpy": {"copy": None, "nested": True},
+    "accepts_numpy": {
+        "copy": None,
+        "writeback": False,
+        "grad": "warn",
+        "only": None,
+        "exclude": None,
+        "nested": True,
+        "sparse": "array",
+    },
+    "returns_tensor": {"device": None, "dtype": None, "copy": None, "nested": True, "sparse_layout": None},
+    "accepts_tensor": {
+        "device": None,
+        "dtype": None,
+        "copy": None,
+        "only": None,
+        "exclude": None,
+        "nested": True,
+        "sparse_layout": None,
+    },
+    "returns_numpy": {"copy": None, "nested": True, "sparse": "array"},
 }
 
 
@@ -216,6 +242,7 @@ class NumpyInputs(Inputs):
         # or through to the caller's tensors (writeback=True). Same on every device.
         self.readonly = not self.writeback and self.copy is not True
         self.grad = grad
+        self.sparse: str = options["sparse"]
         self.context_is_seen = not self.writeback
         leaf = self._writeback_leaf if self.writeback else self._make_leaf()
         self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
@@ -227,21 +254,23 @@ class NumpyInputs(Inputs):
 
     def _make_leaf(self) -> Callable[[torch.Tensor, list[torch.Tensor]], np.ndarray]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
-        copy, grad = self.copy, self.grad
+        copy, grad, sparse = self.copy, self.grad, self.sparse
         if not self.readonly:
 
-            def private(t: torch.Tensor, seen: list[torch.Tensor]) -> np.ndarray:
+            def private(t: torch.Tensor, seen: list[torch.Tensor]) -> Any:
                 seen.append(t)
-                return tensor_to_array(t, copy, grad)[0]
+                return tensor_to_array(t, copy, grad, sparse)[0]
 
             return private
 
-        def shared(t: torch.Tensor, seen: list[torch.Tensor]) -> np.ndarray:
+        def shared(t: torch.Tensor, seen: list[torch.Tensor]) -> Any:
             seen.append(t)
             try:  # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want
                 a = t.numpy()
             except (TypeError, RuntimeError):
-                a = tensor_to_array(t, copy, grad)[0]
+                a = tensor_to_array(t, copy, grad, sparse)[0]
+                if type(a) is not np.ndarray:  # a scipy.sparse object: always private, see tensor_to_sparse
+                    return a
             # write=False, passed positionally: the C method takes it so, and its keyword parsing
             # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
             a.setflags(False)  # type: ignore[call-arg]
@@ -249,8 +278,15 @@ class NumpyInputs(Inputs):
 
         return shared
 
-    def _writeback_leaf(self, t: torch.Tensor, ctx: tuple[list[torch.Tensor], list[Any]]) -> np.ndarray:
+    def _writeback_leaf(self, t: torch.Tensor, ctx: tuple[list[torch.Tensor], list[Any]]) -> Any:
         ctx[0].append(t)
+        if t.layout != torch.strided and not t.is_nested:
+            raise LeafError(
+                ConversionError,
+                "is a sparse tensor; writeback=True cannot write a SciPy matrix's changes back into it",
+                describe_tensor(t),
+                "return the changed matrix instead, with writeback=False",
+            )
         a, shared = tensor_to_array(t, self.copy, self.grad)
         # Private memory is copied back after the call; shared memory only needs autograd told.
         ctx[1].append((t, None if shared else a))
@@ -266,9 +302,14 @@ class TensorInputs(Inputs):
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
+        self.sparse_layout: torch.layout | None = options["sparse_layout"]
         self.context_is_seen = False
         leaf = self._leaf
-        self.mapper = Mapper({np.ndarray: leaf, np.generic: leaf, torch.Tensor: self._tensor}, nested=options["nested"])
+        self.mapper = Mapper(
+            {np.ndarray: leaf, np.generic: leaf, torch.Tensor: self._tensor},
+            nested=options["nested"],
+            fallback=lambda cls: self._sparse_leaf if is_scipy_sparse(cls) else None,
+        )
 
     def context(
         self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -283,6 +324,9 @@ class TensorInputs(Inputs):
 
     def _leaf(self, a: np.ndarray | np.generic, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
         return array_to_tensor(a, ctx[0], ctx[1], self.copy)
+
+    def _sparse_leaf(self, m: Any, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
+        return sparse_to_tensor(m, ctx[0], ctx[1], self.copy, self.sparse_layout)
 
     def _tensor(self, t: torch.Tensor, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
         ctx[2].append(t)
@@ -328,10 +372,13 @@ class TensorOutputs(Outputs):
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
+        self.sparse_layout: torch.layout | None = options["sparse_layout"]
         self.context = self._make_context()
         to_tensor = self._make_array_leaf()
         self.mapper = Mapper(
-            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: self._tensor}, nested=options["nested"]
+            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: self._tensor},
+            nested=options["nested"],
+            fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else None,
         )
 
     def _make_context(self) -> Callable[[list[torch.Tensor], tuple[Any, ...]], tuple[torch.device | None, Casts, Any]]:
@@ -367,10 +414,16 @@ class TensorOutputs(Outputs):
         return leaf
 
     def _tensor(self, t: torch.Tensor, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
-        device = ctx[0]
-        if device is None:
+        return tensor_to_device(t, self._placed(ctx), ctx[1], self.copy)
+
+    def _sparse(self, m: Any, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
+        return sparse_to_tensor(m, self._placed(ctx), ctx[1], self.copy, self.sparse_layout)
+
+    def _placed(self, ctx: tuple[torch.device | None, Casts, Any]) -> torch.device:
+        """The call's target device, or the mismatch error if its tensors disagreed."""
+        if ctx[0] is None:
             raise _mismatch(self.function, self.params, *ctx[2])
-        return tensor_to_device(t, device, ctx[1], self.copy)
+        return ctx[0]
 
 
 def _mismatch(
@@ -393,10 +446,11 @@ class NumpyOutputs(Outputs):
     def __init__(self, function: str, options: dict[str, Any]) -> None:
         super().__init__(function)
         self.copy: bool | None = options["copy"]
+        self.sparse: str = options["sparse"]
         self.mapper = Mapper({torch.Tensor: self._leaf}, nested=options["nested"])
 
-    def _leaf(self, t: torch.Tensor, ctx: None) -> np.ndarray:
-        return tensor_to_array(t, self.copy, DETACH)[0]
+    def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
+        return tensor_to_array(t, self.copy, DETACH, self.sparse)[0]
 
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]

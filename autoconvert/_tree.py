@@ -204,9 +204,12 @@ class Mapper:
     decision for each new type made once and cached (einops' habit).
     """
 
-    def __init__(self, leaves: dict[type, Leaf], *, nested: bool = True) -> None:
+    def __init__(
+        self, leaves: dict[type, Leaf], *, nested: bool = True, fallback: Callable[[type], Leaf | None] | None = None
+    ) -> None:
         self._leaves = leaves
         self._nested = nested
+        self._fallback = fallback  # leaf types known only by a test, such as SciPy's sparse classes
         #: exact type -> handler; callers on the hot path may look up here directly and
         #: fall back to resolve() on a miss, skipping one call layer.
         self.dispatch: dict[type, Callable[[Any, Any], Any]] = {}
@@ -236,6 +239,10 @@ class Mapper:
                 handler = self._leaves[base]
                 break
         else:
+            found = self._fallback(cls) if self._fallback is not None else None
+            if found is not None:
+                self.dispatch[cls] = found
+                return found
             node = node_for(cls) if self._nested else None
             if node is not None:
                 inlined = _BUILTIN_NODES.get(cls) is node

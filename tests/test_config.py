@@ -103,9 +103,20 @@ def test_device_and_dtype_apply_to_results() -> None:
         (
             {"colour": 1},
             TypeError,
-            "autoconvert.config() got unknown option(s) colour; it takes copy, device, dtype, grad, nested, writeback",
+            "autoconvert.config() got unknown option(s) colour; it takes copy, device, dtype, grad, nested, sparse, sparse_layout, writeback",
         ),
         ({"writeback": "yes"}, TypeError, "autoconvert.config(): writeback= takes True or False, got 'yes'"),
+        (
+            {"sparse": "csr"},
+            ValueError,
+            "autoconvert.config(): sparse= takes 'array' (scipy.sparse arrays) or 'matrix' (spmatrix), got 'csr'",
+        ),
+        (
+            {"sparse_layout": torch.strided},
+            ValueError,
+            "autoconvert.config(): sparse_layout= takes None (as the SciPy format) or torch.sparse_coo, "
+            "torch.sparse_csr, torch.sparse_csc or torch.sparse_bsr, got torch.strided",
+        ),
         (
             {"dtype": "float"},
             TypeError,
@@ -114,7 +125,7 @@ def test_device_and_dtype_apply_to_results() -> None:
         (
             {"only": "x"},
             TypeError,
-            "autoconvert.config() got unknown option(s) only; it takes copy, device, dtype, grad, nested, writeback",
+            "autoconvert.config() got unknown option(s) only; it takes copy, device, dtype, grad, nested, sparse, sparse_layout, writeback",
         ),
         (
             {"copy": "yes"},
@@ -139,7 +150,7 @@ def test_decorators_validate_their_options_when_applied() -> None:
     with pytest.raises(TypeError) as info:
         ac.accepts_numpy(device="cpu")
     assert str(info.value) == (
-        "autoconvert.accepts_numpy() got unknown option(s) device; it takes copy, exclude, grad, nested, only, writeback"
+        "autoconvert.accepts_numpy() got unknown option(s) device; it takes copy, exclude, grad, nested, only, sparse, writeback"
     )
     with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
         ac.accepts_numpy(grad="never")

@@ -142,4 +142,4 @@ def test_to_numpy_and_to_tensor_convert_nested_values() -> None:
 def test_to_numpy_and_to_tensor_reject_unknown_options() -> None:
     with pytest.raises(TypeError) as info:
         ac.to_numpy(1, grad="warn")
-    assert str(info.value) == "autoconvert.to_numpy() got unknown option(s) grad; it takes copy, nested"
+    assert str(info.value) == "autoconvert.to_numpy() got unknown option(s) grad; it takes copy, nested, sparse"

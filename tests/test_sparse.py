@@ -1,0 +1,171 @@
+"""scipy.sparse <-> torch sparse, both directions: exact values, shapes, dtypes and layouts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import autoconvert as ac
+
+with warnings.catch_warnings():  # the tests' own CSR tensors: torch's once-per-process beta notice
+    warnings.simplefilter("ignore", UserWarning)
+    torch.eye(1).to_sparse_csr()
+
+FORMATS = ["coo", "csr", "csc", "bsr", "dia", "lil", "dok"]
+LAYOUT_OF = {"coo": torch.sparse_coo, "csr": torch.sparse_csr, "csc": torch.sparse_csc, "bsr": torch.sparse_bsr}
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.complex64, np.bool_]
+
+
+@st.composite
+def matrices(draw: Any) -> Any:
+    """SciPy sparse arrays and matrices over format x dtype x shape, duplicates included."""
+    rows, cols = draw(st.integers(0, 6)), draw(st.integers(0, 6))
+    fmt = draw(st.sampled_from(FORMATS))
+    dtype = draw(st.sampled_from(DTYPES))
+    kind = draw(st.sampled_from(["array", "matrix"]))
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((rows, cols)) * 10 * (rng.random((rows, cols)) < 0.4)).astype(dtype)
+    coo = sp.coo_array(dense)
+    if coo.nnz and draw(st.booleans()):  # split an entry in two: a duplicate to be summed
+        coo = sp.coo_array(
+            (
+                np.concatenate([coo.data, coo.data[:1]]),
+                (np.concatenate([coo.row, coo.row[:1]]), np.concatenate([coo.col, coo.col[:1]])),
+            ),
+            shape=coo.shape,
+        )
+    made = coo.asformat(fmt)
+    return made if kind == "array" else sp.csr_matrix(made).asformat(fmt)
+
+
+@given(m=matrices())
+def test_scipy_results_become_exact_sparse_tensors(m: Any) -> None:
+    """Layout follows the format (others: COO), indices int64, values and duplicates summed exactly."""
+    t = ac.to_tensor(m)
+    assert t.layout == LAYOUT_OF.get(m.format, torch.sparse_coo)
+    assert tuple(t.shape) == m.shape
+    expected = m.toarray()
+    assert t.dtype == ac.to_tensor(expected).dtype
+    np.testing.assert_array_equal(t.to_dense().numpy(), expected)
+    indices = (
+        [t.indices()]
+        if t.layout == torch.sparse_coo
+        else (
+            [t.crow_indices(), t.col_indices()]
+            if t.layout in (torch.sparse_csr, torch.sparse_bsr)
+            else [t.ccol_indices(), t.row_indices()]
+        )
+    )
+    assert all(i.dtype == torch.int64 for i in indices)
+    if t.layout == torch.sparse_coo:
+        assert t.is_coalesced()
+
+
+@given(m=matrices(), layout=st.sampled_from(list(LAYOUT_OF.values())), kind=st.sampled_from(["array", "matrix"]))
+def test_round_trips_keep_values_in_any_forced_layout(m: Any, layout: torch.layout, kind: str) -> None:
+    """sparse_layout= forces a layout; back through sparse= the values are the same."""
+    t = ac.to_tensor(m, sparse_layout=layout)
+    assert t.layout == layout
+    back = ac.to_numpy(t, sparse=kind)
+    assert isinstance(back, sp.sparray if kind == "array" else sp.spmatrix)
+    np.testing.assert_array_equal(back.toarray(), m.toarray())
+
+
+def test_sparse_tensor_arguments_become_the_matching_scipy_type() -> None:
+    seen: list[str] = []
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def double(m: Any) -> Any:
+        seen.append(type(m).__name__)
+        return m * 2
+
+    dense = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    for layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        t = (
+            dense.to_sparse(layout=layout, blocksize=(1, 1))
+            if layout in (torch.sparse_bsr, torch.sparse_bsc)
+            else dense.to_sparse(layout=layout)
+        )
+        assert torch.equal(double(t).to_dense(), dense * 2)
+    assert seen == ["coo_array", "csr_array", "csc_array", "bsr_array", "coo_array"]  # BSC: SciPy has none
+
+    @ac.accepts_numpy(sparse="matrix")
+    def kind(m: Any) -> str:
+        return type(m).__name__
+
+    assert kind(dense.to_sparse_csr()) == "csr_matrix"
+
+
+def test_uncoalesced_tensors_are_coalesced_and_narrow_dtypes_widened() -> None:
+    dup = torch.sparse_coo_tensor(
+        torch.tensor([[0, 0], [1, 1]]), torch.tensor([1.0, 2.0]), (2, 2), check_invariants=True
+    )
+    assert ac.to_numpy(dup).toarray().tolist() == [[0.0, 3.0], [0.0, 0.0]]
+    narrow = ac.to_numpy(torch.eye(2, dtype=torch.bfloat16).to_sparse())
+    assert narrow.dtype == np.float32
+    assert ac.to_tensor(sp.csr_array(np.eye(2)), dtype=torch.bfloat16).dtype == torch.bfloat16
+
+
+def test_gradients_and_devices() -> None:
+    """A sparse tensor that requires grad is detached per grad=; results go to the caller's device."""
+
+    @ac.returns_tensor
+    @ac.accepts_numpy(grad="error")
+    def f(m: Any) -> Any:
+        return m
+
+    w = torch.eye(2).to_sparse().requires_grad_()
+    with pytest.raises(ac.GradientError, match="argument m requires grad"):
+        f(w)
+    assert ac.to_tensor(sp.csr_array(np.eye(2)), device="meta").device.type == "meta"
+
+
+def test_copies_are_documented_and_refused_when_asked() -> None:
+    with pytest.raises(ac.CopyError, match=r"scipy\.sparse keeps index arrays in its own integer type"):
+        ac.to_numpy(torch.eye(2).to_sparse(), copy=False)
+    with pytest.raises(ac.CopyError, match="its index arrays are int32"):
+        ac.to_tensor(sp.csr_array(np.eye(2)), copy=False)
+    m = sp.csr_array(np.eye(3))
+    t = ac.to_tensor(m)
+    m.data[0] = 5  # copy=None: the values share SciPy's data array on the CPU
+    assert t.to_dense()[0, 0] == 5
+    private = ac.to_tensor(m, copy=True)
+    m.data[0] = 7
+    assert private.to_dense()[0, 0] == 5
+
+
+def test_writeback_and_batched_sparse_dims_are_refused() -> None:
+    @ac.accepts_numpy(writeback=True)
+    def f(m: Any) -> None:
+        pass
+
+    with pytest.raises(ac.ConversionError, match="writeback=True cannot write a SciPy matrix's changes back"):
+        f(torch.eye(2).to_sparse())
+    with pytest.raises(ac.ConversionError, match="is a 3-d sparse tensor"):
+        ac.to_numpy(torch.ones(2, 2, 2).to_sparse())
+
+
+def test_no_torch_sparse_warning_leaks_in_a_fresh_process() -> None:
+    code = textwrap.dedent(
+        """
+        import warnings
+        warnings.simplefilter("error")
+        import numpy as np, scipy.sparse as sp, torch, autoconvert as ac
+        for fmt in ("csr", "csc", "bsr", "coo"):
+            t = ac.to_tensor(sp.random(4, 4, density=0.5, format=fmt, random_state=0))
+            ac.to_numpy(t)
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
