@@ -11,6 +11,7 @@ from ._batched import batched
 from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
 from ._errors import ConversionError, CopyError, DeviceMismatchError, GradientError, GradientWarning, ReadOnlyError
 from ._options import config
+from ._torchify import torchify
 from ._tree import register_container
 
 __version__ = "0.1.0"
@@ -32,4 +33,5 @@ __all__ = [
     "returns_tensor",
     "to_numpy",
     "to_tensor",
+    "torchify",
 ]

@@ -12,7 +12,7 @@ EXAMPLES = sorted((pathlib.Path(__file__).parent.parent / "examples").glob("*.py
 
 
 def test_the_gallery_is_there() -> None:
-    assert len(EXAMPLES) >= 5
+    assert len(EXAMPLES) >= 7
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)

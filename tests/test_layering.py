@@ -19,6 +19,7 @@ ORDER = [
     "_plan",
     "_decorators",
     "_batched",
+    "_torchify",
     "__init__",
     "__main__",
 ]

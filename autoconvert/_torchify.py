@@ -1,0 +1,223 @@
+"""``torchify``: a tensor-in, tensor-out view of a NumPy/SciPy module, class or object.
+
+Real legacy code comes as modules and estimator objects, not one function at a time:
+``ndi = ac.torchify(scipy.ndimage)`` makes every public callable of the module take and
+return tensors, wrapped on first access and cached; ``ac.torchify(SomeEstimator)(...)``
+builds an object whose methods take tensors and whose fitted arrays read back as tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import types
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._decorators import accepts_numpy, returns_tensor, to_numpy, to_tensor
+from ._devices import default_device, vote
+from ._options import validate
+from ._plan import DEFAULTS
+from ._tree import Mapper
+
+_INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
+_OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
+#: Types that stay themselves: raised and caught, or NumPy's own value types.
+_PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
+
+
+def torchify(target: Any, **options: Any) -> Any:
+    """A tensor-in, tensor-out view of a module, a class, or an object.
+
+    Args:
+        target: a module (``scipy.ndimage``, ``numpy``), a class (an estimator written
+            for NumPy), or an instance of one.
+        **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
+            ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
+            ``sparse_layout``) for every call made through the view.
+
+    Returns:
+        For a module, a module whose public callables take tensors and return tensors on
+        the caller's device (submodules and classes torchified on access, everything else
+        passed through). For a class, a callable building torchified instances. For an
+        instance, a proxy: methods take and return tensors (a method returning the object
+        itself returns the proxy, so ``fit(...).predict(...)`` chains), array attributes
+        read back as tensors on the device of the tensors most recently passed to it (torch's
+        default device before any), and ``proxy.__wrapped__`` is the original object.
+
+    Example:
+        >>> import scipy.ndimage, torch, autoconvert as ac
+        >>> ndi = ac.torchify(scipy.ndimage)
+        >>> ndi.uniform_filter(torch.arange(5.0), size=3)
+        tensor([0.3333, 1.0000, 2.0000, 3.0000, 3.6667], dtype=torch.float64)
+    """
+    checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.torchify()")
+    if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
+        return target
+    if isinstance(target, types.ModuleType):
+        return TorchifiedModule(target, checked)
+    if isinstance(target, type):
+        return TorchifiedClass(target, checked)
+    return TorchifiedObject(target, checked, None)
+
+
+def _wrap_callable(fn: Any, options: dict[str, Any]) -> Any:
+    inputs = {k: v for k, v in options.items() if k in _INPUT_OPTIONS}
+    outputs = {k: v for k, v in options.items() if k in _OUTPUT_OPTIONS}
+    return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
+
+
+def _view(value: Any, options: dict[str, Any]) -> Any:
+    """What a torchified module shows for one of its attributes."""
+    if isinstance(value, types.ModuleType):
+        return TorchifiedModule(value, options)
+    if isinstance(value, type):
+        return value if issubclass(value, _PLAIN_TYPES) else TorchifiedClass(value, options)
+    if callable(value):
+        return _wrap_callable(value, options)
+    return value
+
+
+class TorchifiedModule(types.ModuleType):
+    """A module whose public callables take and return tensors, wrapped on first access."""
+
+    def __init__(self, module: types.ModuleType, options: dict[str, Any]) -> None:
+        super().__init__(module.__name__, module.__doc__)
+        # Stored in the instance __dict__ under names no module attribute can have.
+        self.__dict__["__wrapped__"] = module
+        self.__dict__["_autoconvert_options"] = options
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__dict__["__wrapped__"], name)
+        if name.startswith("_"):  # private and dunder names are the module's own business
+            return value
+        view = _view(value, self.__dict__["_autoconvert_options"])
+        self.__dict__[name] = view  # cached: the next access is a plain attribute read
+        return view
+
+    def __dir__(self) -> list[str]:
+        return dir(self.__dict__["__wrapped__"])
+
+    def __repr__(self) -> str:
+        return f"<torchified module {self.__name__!r}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _module_by_name, (self.__name__, self.__dict__["_autoconvert_options"])
+
+
+def _module_by_name(name: str, options: dict[str, Any]) -> TorchifiedModule:
+    return TorchifiedModule(importlib.import_module(name), options)
+
+
+class TorchifiedClass:
+    """A class whose constructor takes tensors and builds torchified instances."""
+
+    def __init__(self, cls: type, options: dict[str, Any]) -> None:
+        self.__wrapped__ = cls
+        self._options = options
+        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in _INPUT_OPTIONS})(cls)
+        self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
+        functools.update_wrapper(self, cls, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> TorchifiedObject:
+        return TorchifiedObject(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__wrapped__, name)
+        if name.startswith("_") or not callable(value) or isinstance(value, type):
+            return value
+        wrapped = _wrap_callable(value, self._options)  # classmethods and staticmethods
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = wrapped(*args, **kwargs)
+            return (
+                TorchifiedObject(result, self._options, _device_of(args, kwargs), self)
+                if type(result) is self.__wrapped__
+                else result
+            )
+
+        return call
+
+    def method(self, name: str) -> Any:
+        """The class's function ``name`` wrapped for tensors, or None if it has none."""
+        if name not in self._methods:
+            raw = inspect.getattr_static(self.__wrapped__, name, None)
+            self._methods[name] = _wrap_callable(raw, self._options) if inspect.isfunction(raw) else None
+        return self._methods[name]
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return isinstance(instance, self.__wrapped__)
+
+    def __repr__(self) -> str:
+        return f"<torchified class {self.__wrapped__.__module__}.{self.__wrapped__.__qualname__}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TorchifiedClass, (self.__wrapped__, self._options)
+
+
+_recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
+
+
+def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
+    """The device the call's tensors share (None without tensors, or when they disagree)."""
+    seen: list[torch.Tensor] = []
+    for value in (*args, *kwargs.values()):
+        _recorder(value, seen)
+    return vote(seen) if seen else None
+
+
+class TorchifiedObject:
+    """An object whose methods take and return tensors, and whose arrays read back as tensors."""
+
+    __slots__ = ("__wrapped__", "_ac_class", "_ac_device", "_ac_options")
+
+    def __init__(
+        self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
+    ) -> None:
+        object.__setattr__(self, "__wrapped__", target)
+        object.__setattr__(self, "_ac_options", options)
+        object.__setattr__(self, "_ac_device", device)
+        object.__setattr__(self, "_ac_class", cls or TorchifiedClass(type(target), options))
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
+        return type(self.__wrapped__)
+
+    def __getattr__(self, name: str) -> Any:
+        target = self.__wrapped__
+        if name.startswith("__"):
+            return getattr(target, name)
+        wrapped = self._ac_class.method(name)
+        if wrapped is None:
+            value = getattr(target, name)
+            if callable(value) and not isinstance(value, type):
+                return self._method(_wrap_callable(value, self._ac_options), bound=True)
+            device = self._ac_device or default_device()
+            dtype = self._ac_options.get("dtype")
+            return to_tensor(value, device=device, **({"dtype": dtype} if isinstance(dtype, torch.dtype) else {}))
+        return self._method(wrapped, bound=False)
+
+    def _method(self, wrapped: Any, *, bound: bool) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            device = _device_of(args, kwargs)
+            if device is not None:  # attribute reads follow the tensors this object last saw
+                object.__setattr__(self, "_ac_device", device)
+            result = wrapped(*args, **kwargs) if bound else wrapped(self.__wrapped__, *args, **kwargs)
+            return self if result is self.__wrapped__ else result
+
+        return call
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__wrapped__, name, to_numpy(value))
+
+    def __dir__(self) -> list[str]:
+        return dir(self.__wrapped__)
+
+    def __repr__(self) -> str:
+        return f"torchified({self.__wrapped__!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TorchifiedObject, (self.__wrapped__, self._ac_options, self._ac_device)

@@ -1,0 +1,225 @@
+"""torchify(): modules, classes and objects that take and return tensors."""
+
+from __future__ import annotations
+
+import pickle
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import torch
+
+import autoconvert as ac
+
+from .estimators import Whitener
+
+ndi = ac.torchify(scipy.ndimage)
+
+
+def _same(got: Any, expected: Any) -> None:
+    """A torchified result equals the NumPy one: tensors for arrays, containers alike."""
+    if isinstance(expected, dict):
+        assert type(got) is dict and list(got) == list(expected)
+        for key in expected:
+            _same(got[key], expected[key])
+    elif isinstance(expected, (tuple, list)):
+        assert type(got) is type(expected) and len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            _same(g, e)
+    elif isinstance(expected, (np.ndarray, np.generic)):
+        assert isinstance(got, torch.Tensor)
+        np.testing.assert_array_equal(got.numpy(), np.asarray(expected))
+    else:
+        assert got == expected
+
+
+IMAGE = np.random.default_rng(0).random((9, 9))
+MASK = IMAGE > 0.5
+LABELS = scipy.ndimage.label(MASK)[0]
+# Positional extras for the callables that need more than the image (others take it alone).
+EXTRA: dict[str, tuple[Any, ...]] = {
+    "affine_transform": (np.eye(2),),
+    "convolve": (np.ones((3, 3)),),
+    "correlate": (np.ones((3, 3)),),
+    "convolve1d": (np.ones(3),),
+    "correlate1d": (np.ones(3),),
+    "gaussian_filter": (1.0,),
+    "gaussian_filter1d": (1.0,),
+    "gaussian_gradient_magnitude": (1.0,),
+    "gaussian_laplace": (1.0,),
+    "generic_filter": (np.mean, 3),
+    "generic_filter1d": (lambda i, o: o.__setitem__(slice(None), i[1:-1]), 3),
+    "generic_gradient_magnitude": (scipy.ndimage.sobel,),
+    "generic_laplace": (scipy.ndimage.sobel,),
+    "map_coordinates": (np.array([[1.5, 2.0], [3.0, 4.5]]),),
+    "maximum_filter": (3,),
+    "maximum_filter1d": (3,),
+    "median_filter": (3,),
+    "minimum_filter": (3,),
+    "minimum_filter1d": (3,),
+    "percentile_filter": (50, 3),
+    "rank_filter": (2, 3),
+    "uniform_filter1d": (3,),
+    "rotate": (30,),
+    "shift": (1.5,),
+    "zoom": (1.5,),
+    "fourier_ellipsoid": (2.0,),
+    "fourier_gaussian": (2.0,),
+    "fourier_shift": (1.5,),
+    "fourier_uniform": (2.0,),
+    "geometric_transform": (lambda c: (c[0] * 0.5, c[1] * 0.5),),
+    "spline_filter1d": (),
+    "value_indices": (),
+}
+BINARY = {n for n in dir(scipy.ndimage) if n.startswith("binary_")} | {
+    "distance_transform_bf",
+    "distance_transform_cdt",
+    "distance_transform_edt",
+    "label",
+}
+LABELED = {"find_objects", "value_indices"}
+MEASUREMENTS = {
+    "center_of_mass",
+    "extrema",
+    "histogram",
+    "labeled_comprehension",
+    "maximum",
+    "maximum_position",
+    "mean",
+    "median",
+    "minimum",
+    "minimum_position",
+    "standard_deviation",
+    "sum",
+    "sum_labels",
+    "variance",
+    "watershed_ift",
+}
+NOT_ARRAY_IN = {
+    "generate_binary_structure",
+    "iterate_structure",
+    "morphological_laplace",
+    "morphological_gradient",
+    "grey_closing",
+    "grey_dilation",
+    "grey_erosion",
+    "grey_opening",
+    "black_tophat",
+    "white_tophat",
+}
+
+
+def _call_for(name: str) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """Arguments a tensor-taking call of scipy.ndimage.<name> can use, or None to skip."""
+    if name in MEASUREMENTS:
+        extra: tuple[Any, ...] = (np.array(LABELS, dtype=np.int32),) if name != "histogram" else (0.0, 1.0, 4)
+        if name == "labeled_comprehension":
+            return (IMAGE, LABELS, [1, 2], np.mean, float, 0.0), {}
+        if name == "watershed_ift":
+            return (np.asarray(IMAGE * 100, dtype=np.uint8), np.asarray(LABELS, dtype=np.int32)), {}
+        return (IMAGE, *extra), {}
+    if name in ("generate_binary_structure", "iterate_structure"):
+        return None
+    if name in NOT_ARRAY_IN:
+        return (IMAGE,), {"size": 3}
+    if name == "vectorized_filter":
+        return (IMAGE, np.mean), {"size": 3}
+    if name in BINARY:
+        return (MASK,), {}
+    if name in LABELED:
+        return (LABELS,), {}
+    return (IMAGE, *EXTRA.get(name, ())), {}
+
+
+PUBLIC = sorted(
+    n
+    for n in scipy.ndimage.__all__
+    if callable(getattr(scipy.ndimage, n)) and not isinstance(getattr(scipy.ndimage, n), type)
+)
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_public_ndimage_callable_takes_tensors(name: str) -> None:
+    """Each public callable of scipy.ndimage, called with tensors, equals the NumPy call."""
+    call = _call_for(name)
+    if call is None:
+        pytest.skip(f"{name} takes no array input")
+    args, kwargs = call
+    expected = getattr(scipy.ndimage, name)(*args, **kwargs)
+    tensors = [torch.from_numpy(np.array(a)) if isinstance(a, np.ndarray) else a for a in args]
+    got = getattr(ndi, name)(*tensors, **kwargs)
+    _same(got, expected)
+
+
+def test_module_view_is_lazy_cached_and_mirrors_the_module() -> None:
+    view = ac.torchify(scipy.ndimage, copy=True)
+    assert isinstance(view, types.ModuleType) and view.__name__ == "scipy.ndimage"
+    assert "gaussian_filter" not in vars(view)
+    first = view.gaussian_filter
+    assert view.gaussian_filter is first and "gaussian_filter" in vars(view)
+    assert dir(view) == dir(scipy.ndimage)
+    assert repr(view) == "<torchified module 'scipy.ndimage'>"
+
+
+def test_numpy_itself_ufuncs_dispatchers_and_plain_types() -> None:
+    tnp = ac.torchify(np)
+    x = torch.tensor([1.0, -2.0], dtype=torch.bfloat16)
+    assert torch.equal(tnp.abs(x), torch.tensor([1.0, 2.0], dtype=torch.bfloat16))
+    assert tnp.concatenate([x, x]).shape == (4,)
+    assert tnp.linalg.norm(torch.tensor([3.0, 4.0])).item() == 5.0  # a submodule, torchified on access
+    assert tnp.float32 is np.float32 and tnp.pi == np.pi and tnp.linalg.LinAlgError is np.linalg.LinAlgError
+    assert tnp._NoValue is np._NoValue  # private names pass through
+
+
+def test_an_estimator_class_fits_on_tensors_and_chains() -> None:
+    TWhitener = ac.torchify(Whitener)  # noqa: N806 - a class, named as one
+    x = torch.randn(200, 3, dtype=torch.float64) * torch.tensor([1.0, 5.0, 0.2], dtype=torch.float64)
+    model = TWhitener(eps=1e-9)
+    assert isinstance(model, Whitener) and isinstance(model, TWhitener)
+    out = model.fit(x).transform(x)  # fit returns self: the proxy, so the chain keeps taking tensors
+    assert isinstance(out, torch.Tensor) and out.shape == (200, 3)
+    assert torch.allclose(torch.cov(out.T), torch.eye(3, dtype=torch.float64), atol=1e-6)
+    assert isinstance(model.mean_, torch.Tensor) and model.eps == 1e-9
+    assert model.__wrapped__.mean_.shape == (3,) and isinstance(model.__wrapped__, Whitener)
+
+
+def test_attribute_reads_follow_the_device_of_the_last_tensors() -> None:
+    model = ac.torchify(Whitener).identity(2)  # a classmethod building an instance: a proxy too
+    assert isinstance(model.mean_, torch.Tensor) and model.mean_.device.type == "cpu"
+    with pytest.raises(ac.ConversionError):  # meta tensors hold no data, but the device is recorded
+        model.transform(torch.empty(1, 2, device="meta"))
+    assert model.mean_.device.type == "meta"
+
+
+def test_setting_attributes_stores_arrays_and_proxies_pickle() -> None:
+    model = ac.torchify(Whitener)()
+    model.mean_ = torch.zeros(2)
+    model.components_ = torch.eye(2)
+    assert isinstance(model.__wrapped__.mean_, np.ndarray)
+    restored = pickle.loads(pickle.dumps(model))
+    assert torch.equal(restored.transform(torch.ones(1, 2)), torch.ones(1, 2))
+    assert pickle.loads(pickle.dumps(ndi)).gaussian_filter(torch.zeros(3), 1.0).shape == (3,)
+
+
+def test_options_are_checked() -> None:
+    with pytest.raises(TypeError, match=r"autoconvert\.torchify\(\) got unknown option\(s\) only"):
+        ac.torchify(np, only="x")
+
+
+def test_instances_classes_and_views_read_naturally() -> None:
+    """An existing object can be torchified; views are idempotent; statics, constants, repr, dir."""
+    from .estimators import Clipper
+
+    raw = Clipper()
+    proxy = ac.torchify(raw)
+    assert ac.torchify(proxy) is proxy and ac.torchify(ndi) is ndi
+    assert torch.equal(proxy.apply(torch.tensor([-3.0, 0.5])), torch.tensor([-1.0, 0.5]))
+    assert torch.equal(proxy.clip(torch.tensor([5.0]), 2.0), torch.tensor([2.0]))  # a staticmethod via the object
+    TClipper = ac.torchify(Clipper)  # noqa: N806 - a class, named as one
+    assert TClipper.limit == 1.0 and TClipper.__name__ == "Clipper"
+    assert torch.equal(TClipper.clip(torch.tensor([-5.0]), 1.0), torch.tensor([-1.0]))
+    assert repr(TClipper) == "<torchified class tests.estimators.Clipper>"
+    assert repr(proxy).startswith("torchified(<tests.estimators.Clipper object")
+    assert "apply" in dir(proxy) and proxy.__wrapped__ is raw
