@@ -10,6 +10,7 @@ copied once where not, and never silently aliased.
 from ._batched import batched
 from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
 from ._errors import ConversionError, CopyError, DeviceMismatchError, GradientError, GradientWarning, ReadOnlyError
+from ._ops import numpy_op
 from ._options import config
 from ._torchify import torchify
 from ._tree import register_container
@@ -28,6 +29,7 @@ __all__ = [
     "accepts_tensor",
     "batched",
     "config",
+    "numpy_op",
     "register_container",
     "returns_numpy",
     "returns_tensor",

@@ -66,6 +66,17 @@ def test_each_decorated_call_is_one_graph_break_and_dynamo_never_enters_the_body
     assert not any("scipy" in f or "autoconvert" in f for f in frames)
 
 
+# torch 2.13's dynamo warns at any graph break over a non-leaf tensor that requires grad,
+# reproduced with a bare torch._dynamo.graph_break() and no autoconvert: not ours to silence.
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning")
+def test_inputs_that_require_grad_compile_too() -> None:
+    """Detached on the way in (grad='detach'), correct values out, in a compiled training step."""
+    negate = ac.returns_tensor(ac.accepts_numpy(grad="detach")(np.negative))
+    w = torch.rand(4, requires_grad=True)
+    out = torch.compile(lambda v: negate(v * 2) + v, backend="eager")(w)
+    assert torch.allclose(out, -w.detach())  # -2w from NumPy (no gradient), + w
+
+
 def test_compiling_the_decorated_function_itself() -> None:
     """torch.compile(decorated) and fullgraph=False callers both fall back to the eager body."""
     x = torch.rand(3)

@@ -20,6 +20,7 @@ ORDER = [
     "_decorators",
     "_batched",
     "_torchify",
+    "_ops",
     "__init__",
     "__main__",
 ]
