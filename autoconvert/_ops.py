@@ -16,10 +16,11 @@ import numpy as np
 import torch
 from torch._C import _functions  # DelayedError: what once_differentiable uses
 
-from ._decorators import accepts_numpy, returns_tensor, to_numpy, to_tensor
+from ._decorators import to_numpy, to_tensor
 from ._errors import ConversionError, message
 from ._options import validate
 from ._plan import DEFAULTS, function_name
+from ._torchify import wrap_pair
 
 _INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude", "writeback", "grad"}
 _OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
@@ -56,9 +57,8 @@ def numpy_op(
     checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if fn is None:
         return lambda f: numpy_op(f, backward=backward, **checked)
-    inputs = {k: v for k, v in checked.items() if k in _INPUT_OPTIONS}
-    outputs = {k: v for k, v in checked.items() if k in _OUTPUT_OPTIONS}
-    forward = returns_tensor(**outputs)(accepts_numpy(grad="detach", **inputs)(fn))
+    # The gradient flows through the Function, so the forward detaches without a word.
+    forward = wrap_pair(fn, {**checked, "grad": "detach"})
     if backward is None:
         return forward
     spec = _Spec(forward, backward, function_name(fn))

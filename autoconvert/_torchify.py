@@ -64,7 +64,8 @@ def torchify(target: Any, **options: Any) -> Any:
     return TorchifiedObject(target, checked, None)
 
 
-def _wrap_callable(fn: Any, options: dict[str, Any]) -> Any:
+def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
+    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
     inputs = {k: v for k, v in options.items() if k in _INPUT_OPTIONS}
     outputs = {k: v for k, v in options.items() if k in _OUTPUT_OPTIONS}
     return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
@@ -77,7 +78,7 @@ def _view(value: Any, options: dict[str, Any]) -> Any:
     if isinstance(value, type):
         return value if issubclass(value, _PLAIN_TYPES) else TorchifiedClass(value, options)
     if callable(value):
-        return _wrap_callable(value, options)
+        return wrap_pair(value, options)
     return value
 
 
@@ -129,7 +130,7 @@ class TorchifiedClass:
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        wrapped = _wrap_callable(value, self._options)  # classmethods and staticmethods
+        wrapped = wrap_pair(value, self._options)  # classmethods and staticmethods
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)
@@ -145,7 +146,7 @@ class TorchifiedClass:
         """The class's function ``name`` wrapped for tensors, or None if it has none."""
         if name not in self._methods:
             raw = inspect.getattr_static(self.__wrapped__, name, None)
-            self._methods[name] = _wrap_callable(raw, self._options) if inspect.isfunction(raw) else None
+            self._methods[name] = wrap_pair(raw, self._options) if inspect.isfunction(raw) else None
         return self._methods[name]
 
     def __instancecheck__(self, instance: Any) -> bool:
@@ -194,7 +195,7 @@ class TorchifiedObject:
         if wrapped is None:
             value = getattr(target, name)
             if callable(value) and not isinstance(value, type):
-                return self._method(_wrap_callable(value, self._ac_options), bound=True)
+                return self._method(wrap_pair(value, self._ac_options), bound=True)
             device = self._ac_device or default_device()
             dtype = self._ac_options.get("dtype")
             return to_tensor(value, device=device, **({"dtype": dtype} if isinstance(dtype, torch.dtype) else {}))
