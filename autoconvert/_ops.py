@@ -57,10 +57,10 @@ def numpy_op(
     checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if fn is None:
         return lambda f: numpy_op(f, backward=backward, **checked)
+    if backward is None:
+        return wrap_pair(fn, checked)  # the plain pair, grad="warn" and all
     # The gradient flows through the Function, so the forward detaches without a word.
     forward = wrap_pair(fn, {**checked, "grad": "detach"})
-    if backward is None:
-        return forward
     spec = _Spec(forward, backward, function_name(fn))
 
     @functools.wraps(fn)

@@ -90,8 +90,11 @@ def test_a_backward_returning_the_wrong_count_is_named() -> None:
 
 
 def test_without_backward_it_is_the_plain_pair() -> None:
+    """No backward: returns_tensor(accepts_numpy(fn)), the gradient warning included."""
     plain = ac.numpy_op(np.negative)
     assert torch.equal(plain(torch.ones(2)), -torch.ones(2))
+    with pytest.warns(ac.GradientWarning):
+        plain(torch.ones(2, requires_grad=True))
 
 
 # torch 2.13's dynamo warns at any graph break over a non-leaf tensor that requires grad,
