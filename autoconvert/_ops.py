@@ -1,35 +1,44 @@
 """``numpy_op``: a NumPy function that lives in a torch graph, with a NumPy backward.
 
 Wrapping NumPy code cuts the autograd graph. Given the vector-Jacobian product as a NumPy
-function, ``numpy_op`` makes the wrapped function differentiable: a ``torch.autograd.Function``
-whose forward is ``returns_tensor(accepts_numpy(fn))`` and whose backward calls the NumPy
-backward with arrays and returns gradients on each input's own device and dtype.
+function, ``numpy_op`` makes the wrapped function differentiable: eagerly a
+``torch.autograd.Function`` (the cheapest way in), and given ``fake=`` also a
+``torch.library`` op that ``torch.compile`` traces as one node. Both run the same
+:class:`~autoconvert._opspec.Spec`, so they give the same answer.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 from torch._C import _functions  # DelayedError: what once_differentiable uses
 
-from ._decorators import to_numpy, to_tensor
-from ._errors import ConversionError, message
+from ._errors import GradientError, message
+from ._library import Registration
+from ._opspec import Spec, save, saved
 from ._options import validate
 from ._plan import DEFAULTS, function_name
+from ._schema import Schema, SchemaError, schema_of
 from ._torchify import wrap_pair
 
-_INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude", "writeback", "grad"}
+_INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
 _OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
+Fake = Callable[..., Any] | str | tuple[str, ...]
 
 
 def numpy_op(
-    fn: Callable[..., Any] | None = None, /, *, backward: Callable[..., Any] | None = None, **options: Any
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    backward: Callable[..., Any] | None = None,
+    fake: Fake | None = None,
+    **options: Any,
 ) -> Any:
-    """Make a NumPy function a differentiable torch operation.
+    """Make a NumPy function a torch operation: differentiable, and traceable by torch.compile.
 
     Args:
         fn: the NumPy function (bare use), or omitted (``@numpy_op(backward=...)``).
@@ -37,39 +46,150 @@ def numpy_op(
             ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
             and ``kwargs`` the call's arguments, ``output`` the forward result. It returns
             one gradient per positional tensor argument: a single array when there is one,
-            a tuple otherwise, ``None`` where no gradient flows. Without it, the result is
-            ``returns_tensor(accepts_numpy(fn))``.
-        **options: the options of ``accepts_numpy`` (``copy``, ``nested``, ``sparse``) and
-            ``returns_tensor`` (``device``, ``dtype``, ``sparse_layout``).
+            a tuple otherwise, ``None`` where no gradient flows.
+        fake: what the results look like, for tracing without running NumPy: a parameter's
+            name (``fake="x"``: shaped like argument ``x``, with its dtype and device), a
+            tuple of names for a tuple result, or a function of the call's arguments that
+            returns empty tensors, as for ``torch.library.register_fake``. With it the op is
+            registered under ``torch.ops.autoconvert`` (``op.op`` is the overload) and
+            ``torch.compile(fullgraph=True)`` traces it as one node; parameter types come
+            from annotations (``np.ndarray`` is a tensor), or from defaults.
+        **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
+            ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
+            ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
 
-    The forward's results must be a tensor or a tuple of tensors; integer and bool results
-    carry no gradient. Gradients reach the inputs on their own device and dtype. Double
-    backward raises. Inside ``torch.compile`` the call is a graph break.
+    Without ``backward`` or ``fake`` the result is ``returns_tensor(accepts_numpy(fn))``.
+    With ``backward``, the results must be a tensor or a tuple of tensors; integer and bool
+    results carry no gradient; gradients reach the inputs on their own device and dtype;
+    double backward raises. Without ``fake``, a call inside ``torch.compile`` is a graph break.
+
+    Raises:
+        TypeError: ``fake`` was given for a function whose signature has no schema.
 
     Example:
         >>> import numpy as np, torch, autoconvert as ac
-        >>> sin = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x))
+        >>> sin = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), fake="x")
         >>> x = torch.tensor([0.0, 1.0], requires_grad=True)
-        >>> sin(x).sum().backward()
+        >>> torch.compile(sin, fullgraph=True, backend="eager")(x).sum().backward()
         >>> x.grad
         tensor([1.0000, 0.5403])
     """
     checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if fn is None:
-        return lambda f: numpy_op(f, backward=backward, **checked)
-    if backward is None:
+        return lambda f: numpy_op(f, backward=backward, fake=fake, **checked)
+    if backward is None and fake is None:
         return wrap_pair(fn, checked)  # the plain pair, grad="warn" and all
-    # The gradient flows through the Function, so the forward detaches without a word.
-    forward = wrap_pair(fn, {**checked, "grad": "detach"})
-    spec = _Spec(forward, backward, function_name(fn))
+    name = function_name(fn)
+    if backward is not None and checked.get("writeback"):
+        raise TypeError(
+            f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
+            "(autograd has no formula for that); drop writeback=True or backward="
+        )
+    # With a backward the gradient flows through autograd, so the forward detaches silently.
+    forward = wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"})
+    registered: Registration | None = None  # the op's registrations live as long as it does
+    if fake is None:
+        spec = Spec(forward, backward, name, None)
+    else:
+        schema = _schema(fn, name, fake, backward is not None)
+        spec = Spec(forward, backward, name, schema.results)
+    bind = _binder(fn)
 
     @functools.wraps(fn)
     def op(*args: Any, **kwargs: Any) -> Any:
-        if _compiling():  # dynamo must not trace the Function's NumPy forward: a graph break
-            return _opaque_apply(spec, kwargs, *args)
+        if _compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
+            if registered is None:  # dynamo must not trace the NumPy body: a graph break
+                return _opaque_apply(spec, kwargs, *args)
+            if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
+                args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
+            return registered.forward(*args, **kwargs)
+        if spec.backward is None:
+            return spec.run(args, kwargs)
+        if kwargs:
+            args, kwargs = bind(args, kwargs)
         return _NumpyFunction.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call]
 
+    if fake is not None:
+        names = (fake,) if isinstance(fake, str) else fake
+        registered = Registration(
+            spec,
+            schema,
+            names,
+            mutated=bool(checked.get("writeback")),
+            device=checked.get("device"),
+            dtype=checked.get("dtype"),
+        )
+        op.op = registered.forward  # type: ignore[attr-defined]
     return op
+
+
+def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:
+    """``fn``'s schema, or a TypeError that says what to change."""
+    names = (fake,) if isinstance(fake, str) else fake
+    try:
+        if not callable(names) and not (isinstance(names, tuple) and names and all(isinstance(n, str) for n in names)):
+            raise SchemaError(
+                "fake=",
+                "must be a function, a parameter's name or a tuple of names",
+                repr(fake),
+                'pass e.g. fake="x" for results shaped like argument x',
+            )
+        schema = schema_of(fn, None if callable(names) else len(names))
+        for n in () if callable(names) else names:
+            schema.place(n)
+        for p in schema.parameters:
+            if differentiable and p.keyword_only and "Tensor" in p.type:
+                raise SchemaError(
+                    f"parameter {p.name!r}",
+                    "is a keyword-only array, which torch.library ops give no gradient",
+                    "keyword-only",
+                    "make it positional",
+                )
+    except SchemaError as e:
+        where, problem, found, fix = e.parts
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {name}",
+                where,
+                f"{problem}, so no torch op can be registered",
+                found,
+                f"{fix}; or drop fake= (then each call is a graph break in torch.compile)",
+            )
+        ) from None
+    return schema
+
+
+def _binder(
+    fn: Callable[..., Any],
+) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Arguments given by keyword moved to their positions: gradients go to positional tensors."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if signature is not None:
+            bound = signature.bind(*args, **kwargs)
+            args, kwargs = bound.args, bound.kwargs
+        for key, value in kwargs.items():
+            if isinstance(value, torch.Tensor) and value.requires_grad:
+                raise GradientError(
+                    message(
+                        function_name(fn),
+                        f"argument {key}",
+                        "requires grad, but gradients flow to positional tensor arguments only",
+                        "a keyword-only tensor that requires grad",
+                        f"make {key} a positional parameter, or pass {key}.detach()",
+                    )
+                )
+        return args, kwargs
+
+    return bind
+
+
+def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under dynamo
+    return tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in values)
 
 
 _compiling = torch.compiler.is_compiling
@@ -87,47 +207,26 @@ def _apply(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen b
     return _NumpyFunction.apply(*args)  # type: ignore[no-untyped-call]
 
 
-class _Spec:
-    """What one numpy_op knows: its forward, its NumPy backward, its name for messages."""
-
-    __slots__ = ("backward", "forward", "name")
-
-    def __init__(self, forward: Callable[..., Any], backward: Callable[..., Any], name: str) -> None:
-        self.forward = forward
-        self.backward = backward
-        self.name = name
-
-
 class _NumpyFunction(torch.autograd.Function):
+    """The eager form: one autograd node around the forward pair and the NumPy backward."""
+
     @staticmethod
-    def forward(ctx: Any, spec: _Spec, kwargs: dict[str, Any], *args: Any) -> Any:
-        result = spec.forward(*args, **kwargs)
+    def forward(ctx: Any, spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+        result = spec.run(args, kwargs)
         results = result if isinstance(result, tuple) else (result,)
-        if not all(isinstance(r, torch.Tensor) for r in results):
-            found = ", ".join(type(r).__name__ for r in results)
-            raise ConversionError(
-                message(
-                    spec.name,
-                    "the result",
-                    "must be a tensor or a tuple of tensors for autograd to track it",
-                    found,
-                    "return arrays (or a tuple of them) from the NumPy function",
-                )
-            )
         ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
-        # Tensors go through save_for_backward (version checks, no reference cycles); the
-        # other arguments stay in a template with the tensors' places marked.
-        ctx.spec, ctx.kwargs, ctx.tuple_result = spec, kwargs, isinstance(result, tuple)
-        ctx.template = [_TENSOR if isinstance(a, torch.Tensor) else a for a in args]
-        ctx.save_for_backward(*(a for a in args if isinstance(a, torch.Tensor)), *results)
+        ctx.spec, ctx.tuple_result = spec, isinstance(result, tuple)
+        save(ctx, args, kwargs, results)
         return result
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         with torch.no_grad():
-            gradients = _NumpyFunction._gradients(ctx, grads)
+            args, outputs = saved(ctx)
+            found = iter(ctx.spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result))
+            gradients = [None, None] + [next(found) if isinstance(a, torch.Tensor) else None for a in args]
         if not torch.is_grad_enabled():
-            return gradients
+            return tuple(gradients)
         # create_graph=True: a second backward through NumPy code is impossible. Like
         # once_differentiable, but also when the incoming gradients don't require grad,
         # the gradients get a node that raises a clear error if it is ever reached.
@@ -138,46 +237,3 @@ class _NumpyFunction(torch.autograd.Function):
         made = delayed(*[g.detach().requires_grad_() for g in tensors])
         raising = iter((made,) if isinstance(made, torch.Tensor) else made)  # one input: a bare tensor
         return tuple(None if g is None else next(raising) for g in gradients)
-
-    @staticmethod
-    def _gradients(ctx: Any, grads: tuple[Any, ...]) -> tuple[Any, ...]:
-        spec: _Spec = ctx.spec
-        saved = iter(ctx.saved_tensors)
-        call_args = [next(saved) if a is _TENSOR else a for a in ctx.template]
-        tensor_args = [a for a in call_args if isinstance(a, torch.Tensor)]
-        outputs = tuple(saved)
-        args = [to_numpy(a) for a in call_args]
-        output = to_numpy(outputs if ctx.tuple_result else outputs[0])
-        grad = to_numpy(tuple(grads) if ctx.tuple_result else grads[0])
-        found = spec.backward(grad, *args, output=output, **to_numpy(ctx.kwargs))
-        if len(tensor_args) == 1 and not isinstance(found, (tuple, list)):
-            found = (found,)
-        if not isinstance(found, (tuple, list)) or len(found) != len(tensor_args):
-            raise ConversionError(
-                message(
-                    spec.name,
-                    "the backward",
-                    f"must return {len(tensor_args)} gradient(s), one per positional tensor argument",
-                    f"{type(found).__name__} of {len(found) if isinstance(found, (tuple, list)) else 1}",
-                    "return a single array for one tensor argument, else a tuple with a gradient (or None) for each",
-                )
-            )
-        gradients = iter(found)
-        out: list[Any] = [None, None]  # spec and kwargs take no gradient
-        for a in call_args:
-            g = next(gradients) if isinstance(a, torch.Tensor) else None
-            # On the input's own device and dtype (a bfloat16 input gets a bfloat16 gradient).
-            out.append(
-                None
-                if g is None
-                else to_tensor(np.asarray(g), device=a.device, dtype=_inexact(a.dtype)).reshape(a.shape)
-            )
-        return tuple(out)
-
-
-_TENSOR = object()  # a tensor argument's place in the saved template
-
-
-def _inexact(dtype: torch.dtype) -> torch.dtype | None:
-    """The cast for a gradient: to the input's dtype when that is floating or complex."""
-    return dtype if dtype.is_floating_point or dtype.is_complex else None

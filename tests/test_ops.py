@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import warnings
 from typing import Any
@@ -114,3 +115,362 @@ def test_compiled_calls_break_the_graph_and_stay_correct() -> None:
 
 def test_module_level_ops_pickle_by_reference() -> None:
     assert pickle.loads(pickle.dumps(sqrtm)) is sqrtm
+
+
+# ---- fake=: registered as torch.library ops, traced by torch.compile as one node ----
+
+sin_op = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), fake="x")
+
+
+@ac.numpy_op(backward=lambda g, a, output: scipy.linalg.solve_sylvester(output.T, output.T, g), fake="a")
+def sqrtm_op(a: np.ndarray) -> np.ndarray:
+    """sqrtm, registered: FID's matrix square root inside a compiled model."""
+    return scipy.linalg.sqrtm(a).real
+
+
+@ac.numpy_op(backward=_product_and_sum_backward, fake=("x", "x"))
+def product_and_sum_op(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return x * y, x + y
+
+
+def _spd(n: int, seed: int = 0) -> torch.Tensor:
+    base = np.random.default_rng(seed).random((n, n))
+    return torch.tensor(base @ base.T + n * np.eye(n), requires_grad=True)
+
+
+class _Whitened(torch.nn.Module):
+    """A model whose forward takes a matrix square root in NumPy, as FID-style losses do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.5, dtype=torch.float64))
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return sqrtm_op(a * self.scale).trace() + sin_op(a).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_model_compiles_with_fullgraph_and_trains(backend: str) -> None:
+    """No graph break: forward and backward both run the NumPy ops through their registrations."""
+    torch._dynamo.reset()
+    eager, compiled = _Whitened(), torch.compile(_Whitened(), fullgraph=True, backend=backend)
+    a = _spd(4)
+    eager(a).backward()
+    expected = (eager.scale.grad.clone(), a.grad.clone())
+    a.grad = None
+    compiled(a).backward()
+    assert torch.allclose(compiled.scale.grad, expected[0]) and torch.allclose(a.grad, expected[1])
+    torch._dynamo.reset()
+
+
+def test_fullgraph_compile_counts_no_graph_break() -> None:
+    torch._dynamo.reset()
+    x = torch.rand(3, dtype=torch.float64)
+    explained = torch._dynamo.explain(lambda v: product_and_sum_op(sin_op(v), v)[0] * 2)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    torch._dynamo.reset()
+
+
+# torch 2.13's inductor imports torch.utils.mkldnn, which calls the deprecated torch.jit.script_method.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_inductor_compiles_forward_and_backward() -> None:
+    """The slow one: inductor generates code around the opaque NumPy ops, training included."""
+    torch._dynamo.reset()
+    x = torch.rand(5, dtype=torch.float64, requires_grad=True)
+    y = torch.rand(5, dtype=torch.float64)
+    loss = torch.compile(lambda u, v: (product_and_sum_op(sin_op(u), v)[1] ** 2).sum(), fullgraph=True)
+    loss(x, y).backward()
+    assert torch.allclose(x.grad, 2 * (torch.sin(x.detach()) + y) * torch.cos(x.detach()))
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize(
+    ("op", "args"),
+    [
+        (sin_op, lambda: (torch.rand(3, 2, dtype=torch.float64, requires_grad=True),)),
+        (sin_op, lambda: (torch.rand(4, dtype=torch.float32),)),
+        (sqrtm_op, lambda: (_spd(3),)),
+        (
+            product_and_sum_op,
+            lambda: (torch.rand(3, dtype=torch.float64, requires_grad=True), torch.rand(3, dtype=torch.float64)),
+        ),
+    ],
+    ids=["sin-float64-grad", "sin-float32", "sqrtm", "two-inputs-tuple-result"],
+)
+def test_opcheck_passes(op: Any, args: Any) -> None:
+    """torch.library.opcheck: schema, fake against real, autograd registration, AOT dispatch."""
+    results = torch.library.opcheck(op.op, args())
+    assert set(results.values()) == {"SUCCESS"}, results
+
+
+def test_gradcheck_through_the_registered_op() -> None:
+    """The path torch.compile takes: the forward op, its autograd formula, the backward op."""
+    assert torch.autograd.gradcheck(sqrtm_op.op, (_spd(4),))
+    x = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    y = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(product_and_sum_op.op, (x, y))
+
+
+def test_non_tensor_arguments_integer_outputs_and_keywords_in_the_schema() -> None:
+    def scaled_and_order(x: np.ndarray, k: float = 2.0, *, label: str = "a b") -> tuple[np.ndarray, np.ndarray]:
+        assert label == "kept"
+        return x * k, np.argsort(x)
+
+    def fake(x: torch.Tensor, k: float = 2.0, *, label: str = "a b") -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.empty_like(x), torch.empty_like(x, dtype=torch.int64)
+
+    op = ac.numpy_op(scaled_and_order, backward=lambda g, x, k, output, label: g[0] * k, fake=fake)
+    assert str(op.op._schema).endswith('(Tensor x, float k=2., *, str label="a b") -> (Tensor, Tensor)')
+    x = torch.tensor([3.0, 1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    assert set(torch.library.opcheck(op.op, (x, 3.0), {"label": "kept"}).values()) == {"SUCCESS"}
+    torch._dynamo.reset()
+    scaled, order = torch.compile(op, fullgraph=True, backend="aot_eager")(x, 3.0, label="kept")
+    assert order.tolist() == [1, 2, 0] and not order.requires_grad
+    scaled.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0, 3.0]
+    torch._dynamo.reset()
+
+
+def test_writeback_is_declared_as_a_mutated_argument() -> None:
+    def fill(x: np.ndarray, value: float) -> np.ndarray:
+        x[...] = value
+        return x.sum(keepdims=True)
+
+    op = ac.numpy_op(fill, fake=lambda x, value: x.new_empty(1), writeback=True)
+    assert str(op.op._schema).endswith("(Tensor(a0!) x, float value) -> Tensor")
+    assert set(torch.library.opcheck(op.op, (torch.zeros(3), 4.0)).values()) == {"SUCCESS"}
+    torch._dynamo.reset()
+    t = torch.zeros(3)
+    assert torch.compile(op, fullgraph=True, backend="aot_eager")(t, 3.0).item() == 9.0
+    assert t.tolist() == [3.0, 3.0, 3.0]  # the write reached the caller's tensor under compile too
+    torch._dynamo.reset()
+
+
+def test_a_registered_op_never_returns_its_input_memory_eager_or_compiled() -> None:
+    """torch.library forbids outputs aliasing inputs; eager follows the same rule, so the two agree."""
+    identity = ac.numpy_op(lambda x: x, fake="x")
+    x = torch.zeros(3)
+    torch._dynamo.reset()
+    for call in (identity, torch.compile(identity, fullgraph=True, backend="aot_eager")):
+        y = call(x)
+        y += 1
+        assert x.tolist() == [0.0, 0.0, 0.0]
+    torch._dynamo.reset()
+
+
+def test_without_backward_a_registered_op_passes_no_gradient() -> None:
+    """Eagerly grad="warn" says so; compiled, the inputs are detached before the op."""
+    negative = ac.numpy_op(np.negative, fake="x")
+    x = torch.ones(2, requires_grad=True)
+    with pytest.warns(ac.GradientWarning):
+        assert not negative(x).requires_grad
+    torch._dynamo.reset()
+    compiled = torch.compile(negative, fullgraph=True, backend="aot_eager")(x)
+    assert compiled.tolist() == [-1.0, -1.0] and not compiled.requires_grad
+    torch._dynamo.reset()
+
+
+def test_fake_like_follows_the_dtype_and_device_options() -> None:
+    op = ac.numpy_op(np.sqrt, fake="x", dtype=torch.float64, device="meta")
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        out = op.op(torch.empty(2, 3))
+    assert (out.shape, out.dtype, out.device.type) == ((2, 3), torch.float64, "meta")
+
+
+def test_registered_double_backward_raises_clearly() -> None:
+    x = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(sin_op.op(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"sin\(\): double backward is not supported: its backward is NumPy code"):
+        g.sum().backward()
+
+
+def test_tensors_given_by_keyword_still_get_their_gradient() -> None:
+    x = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    y = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    product_and_sum_op(x, y=y)[0].sum().backward()
+    assert torch.equal(x.grad, y.detach()) and torch.equal(y.grad, x.detach())
+
+
+def test_a_keyword_only_tensor_that_requires_grad_is_refused() -> None:
+    def weighted(x: np.ndarray, *, w: np.ndarray) -> np.ndarray:
+        return x * w
+
+    op = ac.numpy_op(weighted, backward=lambda g, x, output, w: g * w)
+    x, w = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    with pytest.raises(ac.GradientError) as e:
+        op(x, w=w)
+    assert str(e.value) == (
+        "test_a_keyword_only_tensor_that_requires_grad_is_refused.<locals>.weighted(): argument w requires grad, "
+        "but gradients flow to positional tensor arguments only. Found a keyword-only tensor that requires grad. "
+        "Fix: make w a positional parameter, or pass w.detach()."
+    )
+    assert torch.equal(op(x, w=w.detach()), torch.ones(2))
+
+
+def _dict_input(x: dict[str, np.ndarray]) -> np.ndarray:
+    return x["a"]
+
+
+def _varargs(*xs: np.ndarray) -> np.ndarray:
+    return xs[0]
+
+
+def _keyword_array(x: np.ndarray, *, w: np.ndarray) -> np.ndarray:
+    return x * w
+
+
+def _array_default(x: np.ndarray, w: np.ndarray = np.ones(2)) -> np.ndarray:  # noqa: B008 - the case under test
+    return x * w
+
+
+def _list_result(x: np.ndarray) -> list[np.ndarray]:
+    return [x]
+
+
+FIX_TYPES = (
+    "annotate arrays as np.ndarray, numbers as float or int, flags as bool, choices as str "
+    "(X | None and list[X] work too)"
+)
+
+
+@pytest.mark.parametrize(
+    ("fn", "kwargs", "found", "fix"),
+    [
+        (
+            _dict_input,
+            {"fake": "x"},
+            "parameter 'x' has a type no schema holds, so no torch op can be registered. "
+            "Found dict[str, numpy.ndarray]",
+            FIX_TYPES,
+        ),
+        (
+            _varargs,
+            {"fake": "xs"},
+            "parameter 'xs' has no fixed type, so no torch op can be registered. Found *xs: numpy.ndarray",
+            "wrap the function in a def with named parameters",
+        ),
+        (
+            np.sin,
+            {"fake": "y"},
+            "fake= names no parameter, so no torch op can be registered. Found 'y'",
+            "name one of: x",
+        ),
+        (
+            np.sin,
+            {"fake": 3},
+            "fake= must be a function, a parameter's name or a tuple of names, so no torch op can "
+            "be registered. Found 3",
+            'pass e.g. fake="x" for results shaped like argument x',
+        ),
+        (
+            _keyword_array,
+            {"fake": "x", "backward": lambda g, x, output, w: g},
+            "parameter 'w' is a keyword-only array, which torch.library ops give no gradient, so no torch op can be "
+            "registered. Found keyword-only",
+            "make it positional",
+        ),
+        (
+            _array_default,
+            {"fake": "x"},
+            "parameter 'w' defaults to an array, which no schema holds, so no torch op "
+            "can be registered. Found array([1., 1.])",
+            "default to None",
+        ),
+        (
+            _list_result,
+            {"fake": "x"},
+            "the return annotation is not an array or a tuple of arrays, so no torch op "
+            "can be registered. Found list[numpy.ndarray]",
+            "annotate -> np.ndarray, or -> tuple[np.ndarray, np.ndarray] for two results",
+        ),
+    ],
+    ids=["dict", "varargs", "unknown-name", "not-a-declaration", "keyword-only-array", "array-default", "list-result"],
+)
+def test_functions_without_a_schema_are_refused_at_decoration(fn: Any, kwargs: Any, found: str, fix: str) -> None:
+    with pytest.raises(TypeError) as e:
+        ac.numpy_op(fn, **kwargs)
+    name = getattr(fn, "__qualname__", "sin")
+    assert str(e.value) == (
+        f"autoconvert.numpy_op() on {name}(): {found}. "
+        f"Fix: {fix}; or drop fake= (then each call is a graph break in torch.compile)."
+    )
+
+
+def test_a_backward_and_writeback_are_refused_together() -> None:
+    with pytest.raises(TypeError, match=r"sin\(\) has a backward, so it cannot write into its arguments"):
+        ac.numpy_op(np.sin, backward=lambda g, x, output: g, writeback=True)
+
+
+def test_a_result_count_that_contradicts_the_registration_is_named() -> None:
+    pair = ac.numpy_op(lambda x: (x, x), fake="x")
+    with pytest.raises(ac.ConversionError) as e:
+        pair(torch.ones(2))
+    assert str(e.value) == (
+        "test_a_result_count_that_contradicts_the_registration_is_named.<locals>.<lambda>(): "
+        "the result must be one tensor, as the op was registered with. Found Tensor, Tensor. "
+        "Fix: annotate the function's return, e.g. -> tuple[np.ndarray, np.ndarray], or fix fake=."
+    )
+    twice = ac.numpy_op(lambda x: x, fake=lambda x: (x, x))
+    with torch._subclasses.fake_tensor.FakeTensorMode(), pytest.raises(ac.ConversionError, match="must give 1 result"):
+        twice.op(torch.empty(2))
+
+
+@pytest.mark.parametrize(
+    ("signature", "schema"),
+    [
+        ("(x: np.ndarray, y: npt.NDArray[np.float32]) -> np.ndarray", "(Tensor x, Tensor y) -> Tensor"),
+        (
+            "(x, sigma=1.0, order=0, mode='reflect', exact=True)",
+            '(Tensor x, float sigma=1., int order=0, str mode="reflect", bool exact=True) -> Tensor',
+        ),
+        (
+            "(x: torch.Tensor | None = None, xs: list[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]",
+            "(Tensor? x=None, Tensor[]? xs=None) -> (Tensor, Tensor)",
+        ),
+        (
+            "(x, ks: Sequence[int], /, *, weights: Optional[np.ndarray] = None)",
+            "(Tensor x, int[] ks, *, Tensor? weights=None) -> Tensor",
+        ),
+    ],
+)
+def test_schemas_are_read_from_annotations_and_defaults(signature: str, schema: str) -> None:
+    namespace: dict[str, Any] = {}
+    exec(
+        f"import numpy as np, numpy.typing as npt, torch\nfrom typing import Optional, Sequence\n"
+        f"def f{signature}:\n    return x",
+        namespace,
+    )
+    op = ac.numpy_op(namespace["f"], fake=lambda *a, **k: torch.empty(0))
+    assert str(op.op._schema).removeprefix(op.op._schema.name) == schema
+
+
+def test_ufuncs_take_nin_tensors_and_give_nout() -> None:
+    assert str(ac.numpy_op(np.divmod, fake=("x1", "x1")).op._schema).endswith(
+        "(Tensor x1, Tensor x2) -> (Tensor, Tensor)"
+    )
+
+
+def test_op_names_are_unique_and_registrations_go_with_their_function() -> None:
+    import gc
+
+    first, second = (ac.numpy_op(lambda x: x + 1, fake="x") for _ in range(2))
+    assert first.op.name() != second.op.name()
+    name = first.op.name().split("::")[1]
+    assert hasattr(torch.ops.autoconvert, name)
+    del first
+    gc.collect()
+    assert not hasattr(torch.ops.autoconvert, name)  # no registration outlives its op
+
+
+def test_registered_module_level_ops_pickle_by_reference() -> None:
+    assert pickle.loads(pickle.dumps(sqrtm_op)) is sqrtm_op
+
+
+def test_callables_without_a_signature() -> None:
+    """A C builtin has no signature: no schema for fake=, and keyword tensors stay keywords."""
+    with pytest.raises(TypeError, match=r"on hypot\(\): the signature cannot be read, so no torch op"):
+        ac.numpy_op(math.hypot, fake="x")
+    hypot = ac.numpy_op(math.hypot, backward=lambda g, x, y, output: (g * x / output, g * y / output))
+    x, y = torch.tensor(3.0, requires_grad=True), torch.tensor(4.0, requires_grad=True)
+    with pytest.raises(ac.GradientError, match="argument y requires grad"):
+        hypot(x, y=y)

@@ -1,0 +1,125 @@
+"""What one ``numpy_op`` knows and does, shared by its eager and its registered form.
+
+Both forms run the same forward (the decorator pair, with a check that the results are
+tensors autograd can track) and the same backward (the NumPy VJP, its gradients put back on
+each input's device and dtype), so eager and compiled calls cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._decorators import to_numpy, to_tensor
+from ._errors import ConversionError, message
+
+
+class Spec:
+    """One op's forward pair, NumPy backward (or ``None``) and name for messages.
+
+    ``results`` is the count a registered op declared (``None`` when unregistered); a
+    registered op also never returns its input's memory, ``torch.library``'s rule, and
+    applies that rule eagerly too so both forms give the same answer.
+    """
+
+    __slots__ = ("backward", "forward", "name", "results")
+
+    def __init__(
+        self, forward: Callable[..., Any], backward: Callable[..., Any] | None, name: str, results: int | None
+    ) -> None:
+        self.forward = forward
+        self.backward = backward
+        self.name = name
+        self.results = results
+
+    def run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """The forward's result: a tensor or a tuple of tensors, checked."""
+        result = self.forward(*args, **kwargs)
+        results = result if isinstance(result, tuple) else (result,)
+        count = len(results) if isinstance(result, tuple) else 1
+        if not all(isinstance(r, torch.Tensor) for r in results) or self.results not in (None, count):
+            found = ", ".join(type(r).__name__ for r in results)
+            raise ConversionError(
+                message(
+                    self.name,
+                    "the result",
+                    "must be a tensor or a tuple of tensors for autograd to track it"
+                    if self.results is None
+                    else f"must be {_count(self.results)}, as the op was registered with",
+                    found,
+                    "return arrays (or a tuple of them) from the NumPy function"
+                    if self.results is None
+                    else "annotate the function's return, e.g. -> tuple[np.ndarray, np.ndarray], or fix fake=",
+                )
+            )
+        if self.results is None:
+            return result
+        inputs = {_storage(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)}
+        fresh = tuple(r.clone() if _storage(r) in inputs else r for r in results)
+        return fresh if self.results > 1 else fresh[0]
+
+    def gradients(
+        self,
+        grads: Sequence[Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        outputs: Sequence[Any],
+        tuple_result: bool,
+    ) -> list[torch.Tensor | None]:
+        """The NumPy backward's gradient for each positional tensor argument, or ``None``."""
+        assert self.backward is not None  # only differentiable ops are asked
+        output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
+        grad = to_numpy(tuple(grads) if tuple_result else grads[0])
+        found = self.backward(grad, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if len(tensors) == 1 and not isinstance(found, (tuple, list)):
+            found = (found,)
+        if not isinstance(found, (tuple, list)) or len(found) != len(tensors):
+            raise ConversionError(
+                message(
+                    self.name,
+                    "the backward",
+                    f"must return {len(tensors)} gradient(s), one per positional tensor argument",
+                    f"{type(found).__name__} of {len(found) if isinstance(found, (tuple, list)) else 1}",
+                    "return a single array for one tensor argument, else a tuple with a gradient (or None) for each",
+                )
+            )
+        # On the input's own device and dtype (a bfloat16 input gets a bfloat16 gradient).
+        return [
+            None if g is None else to_tensor(np.asarray(g), device=a.device, dtype=inexact(a.dtype)).reshape(a.shape)
+            for a, g in zip(tensors, found, strict=True)
+        ]
+
+
+def inexact(dtype: torch.dtype) -> torch.dtype | None:
+    """The dtype a gradient takes: the input's when that is floating or complex."""
+    return dtype if dtype.is_floating_point or dtype.is_complex else None
+
+
+def save(ctx: Any, args: Sequence[Any], kwargs: dict[str, Any], outputs: Sequence[torch.Tensor]) -> None:
+    """Keep a call for its backward: tensors through ``save_for_backward`` (version checks,
+    no reference cycles), the other arguments in a template with the tensors' places marked."""
+    ctx.template = [_TENSOR if isinstance(a, torch.Tensor) else a for a in args]
+    ctx.kwargs = kwargs
+    ctx.save_for_backward(*(a for a in args if isinstance(a, torch.Tensor)), *outputs)
+
+
+def saved(ctx: Any) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
+    """The call's arguments and outputs kept by :func:`save`."""
+    tensors = iter(ctx.saved_tensors)
+    args = [next(tensors) if a is _TENSOR else a for a in ctx.template]
+    return args, tuple(tensors)
+
+
+_TENSOR = object()  # a tensor argument's place in the saved template
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr() if t.numel() else -id(t)
+
+
+def _count(results: int) -> str:
+    return "one tensor" if results == 1 else f"a tuple of {results} tensors"
