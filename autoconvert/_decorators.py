@@ -84,6 +84,15 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]
         binds = self._self_binding in ("function", "instancemethod", "classmethod", "callable")
         self._self_invoke = _invoker(plan, wrapped, getattr(wrapped, "__self__", None) if binds else None)
 
+    # Identity, not the wrapped function's hash and equality (wrapt's default): dynamo looks
+    # callables up in a dict of torch functions, so a wrapper equal to torch.sort would be
+    # put in the graph as torch.sort itself, arrays and all.
+    def __hash__(self) -> int:
+        return object.__hash__(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The fast path for unbound calls (functions, ufuncs, builtins): wrapt's C __call__
         # re-derives the instance and checks `enabled` per call, then calls the Python

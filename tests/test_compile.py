@@ -97,3 +97,28 @@ def test_methods_compile_too() -> None:
     net = Net()
     x = torch.rand(3, 4)
     assert torch.allclose(torch.compile(net, backend="eager")(x), net(x))
+
+
+_torchified = ac.torchify(scipy.ndimage)
+_negate_in = ac.accepts_numpy(np.negative)  # gives back an array
+_tensor_out = ac.returns_tensor(lambda a: np.asarray(a) * 2)  # takes what it is given
+_reverse = ac.returns_numpy(ac.accepts_tensor(torch.sort))  # tensor code for NumPy callers
+_per_sample = ac.batched(ac.returns_tensor(ac.accepts_numpy(np.cumsum)))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: torch.as_tensor(_negate_in(x)) + 1,
+        lambda x: _tensor_out(x.numpy()) + 1,
+        lambda x: torch.as_tensor(_reverse(x.numpy()).values) + 1,
+        lambda x: ac.to_tensor(np.flip(ac.to_numpy(x), 0)) + 1,
+        lambda x: _torchified.gaussian_filter(x, 1.0) + 1,
+        lambda x: _per_sample(x) + 1,
+        lambda x: ac.numpy_op(np.negative)(x) + 1,
+    ],
+    ids=["accepts_numpy", "returns_tensor", "reverse-pair", "to_numpy-to_tensor", "torchify", "batched", "numpy_op"],
+)
+def test_every_public_callable_gives_the_eager_result_when_compiled(call: Any) -> None:
+    x = torch.rand(3, 4)
+    assert torch.allclose(torch.compile(call, backend="eager")(x), call(x))
