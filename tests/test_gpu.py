@@ -96,3 +96,24 @@ def test_accepts_tensor_and_to_tensor_place_arrays_on_the_device(accelerator: to
     ro.setflags(write=False)
     assert ac.to_tensor(ro, device=accelerator).device == accelerator
     assert ac.to_tensor(np.ones(4)[::-1], device=accelerator).cpu().tolist() == [1.0] * 4
+
+
+_sin = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), fake="x")
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_registered_numpy_op_compiles_and_trains_on_the_device(accelerator: torch.device, backend: str) -> None:
+    """Forward and backward ops run their NumPy code on the host and give results and gradients
+    back on the tensor's own device, eagerly and with fullgraph=True."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    x = torch.linspace(0, 1, 6, device=accelerator, dtype=torch.float32, requires_grad=True)
+    for call in (_sin, torch.compile(lambda v: _sin(v * 2) / 2, fullgraph=True, backend=backend)):
+        x.grad = None
+        call(x).sum().backward()
+        assert x.grad is not None and x.grad.device == x.device and x.grad.dtype == torch.float32
+    assert torch.allclose(x.grad, torch.cos(2 * x.detach()))
+    assert set(torch.library.opcheck(_sin.op, (x,)).values()) == {"SUCCESS"}
+    torch._dynamo.reset()
