@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 
 import autoconvert as ac
 
@@ -106,3 +107,16 @@ def make_nested() -> tuple[Any, Any]:
 def worker_total(batch: Any) -> float:
     """Runs in a spawned process: calls a decorated function received by reference."""
     return float(scaled(batch).sum())
+
+
+@ac.numpy_op(backward=lambda g, x, output: 2 * g * x, fake="x")
+def registered_square(x: np.ndarray) -> np.ndarray:
+    """A registered numpy_op at module level: workers get it by reference, registered on import."""
+    return x**2
+
+
+def worker_square_and_gradient(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Runs in a spawned process: the op's forward and backward, and its overload, work there."""
+    x = x.clone().requires_grad_()
+    registered_square(x).sum().backward()
+    return registered_square.op(x.detach()), x.grad

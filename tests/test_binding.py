@@ -91,6 +91,14 @@ class TestPickling:
         assert totals == [6.0, 12.0]
 
     @pytest.mark.slow
+    def test_spawned_workers_use_a_registered_numpy_op(self) -> None:
+        """Pickled by reference, registered again by the import in the child."""
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(1) as pool:
+            [(value, grad)] = pool.map(sites.worker_square_and_gradient, [torch.arange(3.0)])
+        assert value.tolist() == [0.0, 1.0, 4.0] and grad.tolist() == [0.0, 2.0, 4.0]
+
+    @pytest.mark.slow
     def test_dataloader_workers_run_decorated_transforms(self) -> None:
         """A DataLoader with spawned workers pickles a dataset whose transform is decorated."""
         dataset = _Dataset()
