@@ -57,8 +57,8 @@ class Spec:
             )
         if self.results is None:
             return result
-        inputs = {_storage(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)}
-        fresh = tuple(r.clone() if _storage(r) in inputs else r for r in results)
+        inputs = [_span(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+        fresh = tuple(r.clone() if _overlaps(_span(r), inputs) else r for r in results)
         return fresh if self.results > 1 else fresh[0]
 
     def gradients(
@@ -117,8 +117,16 @@ def saved(ctx: Any) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
 _TENSOR = object()  # a tensor argument's place in the saved template
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr() if t.numel() else -id(t)
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The memory behind ``t``'s storage: a view NumPy made of an input (``x[1:]``) has a
+    storage of its own, so only addresses tell that it shares the input's memory."""
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def _overlaps(span: tuple[int, int], others: list[tuple[int, int]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in others)
 
 
 def _count(results: int) -> str:

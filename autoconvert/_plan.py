@@ -387,9 +387,16 @@ class TensorOutputs(Outputs):
         fixed_device, fixed_casts, dtype = self.device, self.fixed_casts, self.dtype
 
         def context(seen: list[torch.Tensor], call: tuple[Any, ...]) -> tuple[torch.device | None, Casts, Any]:
-            if len(seen) == 1 and fixed_casts is None and dtype is None:  # the common case, decided alone
+            if seen and fixed_casts is None and dtype is None:  # the common cases, decided alone
                 t = seen[0]
-                return fixed_device or (CPU if t.is_cpu else t.device), RESTORING.get(t.dtype, NO_CASTS), call
+                if len(seen) == 1:
+                    return fixed_device or (CPU if t.is_cpu else t.device), RESTORING.get(t.dtype, NO_CASTS), call
+                first = t.dtype  # all on the CPU with one dtype: what vote() and the dtype pass would find
+                for t in seen:
+                    if not t.is_cpu or t.dtype is not first:
+                        break
+                else:
+                    return fixed_device or CPU, RESTORING.get(first, NO_CASTS), call
             device = fixed_device or vote(seen)
             if fixed_casts is not None:
                 casts = fixed_casts

@@ -111,6 +111,7 @@ def per_call(settings: Settings) -> list[Row]:
     contenders = {
         "hand-written": lambda: torch.from_numpy(np.negative(t.numpy())),
         "autoconvert": lambda: neg(t),
+        "autoconvert numpy_op(fake=)": functools.partial(ac.numpy_op(np.negative, fake="x"), t),
         **{name: functools.partial(f, t) for name, f in peers(np.negative).items()},
         "torch.library.custom_op": functools.partial(_custom_op_peer(), t),
     }

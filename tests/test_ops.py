@@ -246,15 +246,20 @@ def test_writeback_is_declared_as_a_mutated_argument() -> None:
     torch._dynamo.reset()
 
 
-def test_a_registered_op_never_returns_its_input_memory_eager_or_compiled() -> None:
-    """torch.library forbids outputs aliasing inputs; eager follows the same rule, so the two agree."""
-    identity = ac.numpy_op(lambda x: x, fake="x")
+@pytest.mark.parametrize("writeback", [False, True], ids=["read-only-arrays", "writeback-shares-memory"])
+def test_a_registered_op_never_returns_its_input_memory_eager_or_compiled(writeback: bool) -> None:
+    """torch.library forbids outputs aliasing inputs; eager follows the same rule, so the two agree.
+    With writeback=True the function sees the tensors' own memory, so a view of it comes back."""
+    identity = ac.numpy_op(lambda x: x, fake="x", writeback=writeback)
+    tail = ac.numpy_op(lambda x: x[1:], fake=lambda x: x.new_empty(x.shape[0] - 1), writeback=writeback)
     x = torch.zeros(3)
     torch._dynamo.reset()
-    for call in (identity, torch.compile(identity, fullgraph=True, backend="aot_eager")):
-        y = call(x)
-        y += 1
-        assert x.tolist() == [0.0, 0.0, 0.0]
+    for op in (identity, tail):
+        for call in (op, torch.compile(op, fullgraph=True, backend="aot_eager")):
+            y = call(x)
+            y += 1
+            assert x.tolist() == [0.0, 0.0, 0.0]
+        assert set(torch.library.opcheck(op.op, (torch.zeros(3),)).values()) == {"SUCCESS"}
     torch._dynamo.reset()
 
 
