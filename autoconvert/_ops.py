@@ -92,7 +92,7 @@ def numpy_op(
         spec = Spec(forward, backward, name, None)
     else:
         schema = _schema(fn, name, fake, backward is not None)
-        spec = Spec(forward, backward, name, schema.results)
+        spec = Spec(forward, backward, name, schema.results, shares=bool(checked.get("writeback")))
     bind = _binder(fn)
 
     @functools.wraps(fn)

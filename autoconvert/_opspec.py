@@ -22,18 +22,27 @@ class Spec:
 
     ``results`` is the count a registered op declared (``None`` when unregistered); a
     registered op also never returns its input's memory, ``torch.library``'s rule, and
-    applies that rule eagerly too so both forms give the same answer.
+    applies that rule eagerly too so both forms give the same answer. Only ``writeback``
+    hands NumPy the tensors' own writable memory: read-only arrays and private copies
+    always come back as new tensors, so only then are results checked (``shares``).
     """
 
-    __slots__ = ("backward", "forward", "name", "results")
+    __slots__ = ("backward", "forward", "name", "results", "shares")
 
     def __init__(
-        self, forward: Callable[..., Any], backward: Callable[..., Any] | None, name: str, results: int | None
+        self,
+        forward: Callable[..., Any],
+        backward: Callable[..., Any] | None,
+        name: str,
+        results: int | None,
+        *,
+        shares: bool = False,
     ) -> None:
         self.forward = forward
         self.backward = backward
         self.name = name
         self.results = results
+        self.shares = shares
 
     def run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """The forward's result: a tensor or a tuple of tensors, checked."""
@@ -57,6 +66,8 @@ class Spec:
             )
         if self.results is None:
             return result
+        if not self.shares:
+            return results if self.results > 1 else results[0]
         inputs = [_span(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
         fresh = tuple(r.clone() if _overlaps(_span(r), inputs) else r for r in results)
         return fresh if self.results > 1 else fresh[0]
