@@ -18,7 +18,7 @@ import torch
 
 from . import _devices
 from ._devices import CPU, vote
-from ._dtypes import NO_CASTS, RESTORING, Casts, casts_to, is_inexact, promote, restoring_casts
+from ._dtypes import NO_CASTS, Casts, casts_to, is_inexact, promote, restoring_casts
 from ._errors import ConversionError, LeafError, ReadOnlyError, message
 from ._leaves import (
     DETACH,
@@ -26,12 +26,13 @@ from ._leaves import (
     array_to_tensor,
     describe_tensor,
     is_scipy_sparse,
+    refused_tensor_to_array,
     sparse_to_tensor,
     tensor_to_array,
     tensor_to_device,
     write_back,
 )
-from ._options import Config, validate
+from ._options import _ACTIVE, Config, validate
 from ._tree import Mapper, keep
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
@@ -155,7 +156,9 @@ class Selection:
 # reaches a Runner's call closure, where is_compiling() is True: the call is routed through
 # a torch.compiler.disable'd function, a clean graph break, and the body runs eagerly.
 # Eagerly the check is one cheap call.
-_compiling = torch.compiler.is_compiling
+# is_dynamo_compiling, not is_compiling: dynamo folds either to True while tracing, and
+# eagerly this one is a bare `return False` (17 ns against 48 ns).
+_compiling = torch.compiler.is_dynamo_compiling
 _opaque_call: Callable[..., Any] | None = None
 
 
@@ -172,6 +175,10 @@ def _opaque(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dyn
 
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # results never converted
 
+#: A NumPy input leaf's per-call context: the ``plain`` and ``odd`` lists (see Inputs), and
+#: with writeback a third, of (tensor, private array or None) pairs to write back.
+Lists = tuple[list[Any], ...]
+
 
 def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
     seen.append(t)
@@ -181,8 +188,11 @@ def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
 class Inputs:
     """The input side: converts the selected arguments, and records every tensor argument.
 
-    Leaf functions receive a per-call context (``ctx``) the subclass builds: the list of
-    the call's tensors, plus what its leaves need. No per-call object is allocated.
+    A call's tensor arguments are recorded in two lists, for the output side to find the
+    caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
+    NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
+    ``odd``, all the others, which need a look. Leaf functions receive a per-call context
+    (``ctx``) holding the lists and what else they need; no per-call object is allocated.
     """
 
     mapper: Mapper  # the converting walk, set by the subclass
@@ -194,18 +204,18 @@ class Inputs:
         selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
         self.selection = Selection(params, only, exclude, where) if selects else None
         self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
-        self.context_is_seen = True  # the leaves need only the list of tensors: skip context()
 
     def context(
-        self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        """What this side's leaf functions receive for one call."""
-        return seen
+        """What this side's leaf functions receive for one call: by default the ``odd`` list,
+        which records every tensor argument."""
+        return odd
 
     def convert_selected(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, seen: list[torch.Tensor]
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """With only=/exclude=: the selected arguments converted, the rest recorded in ``seen``.
+        """With only=/exclude=: the selected arguments converted, the rest recorded in ``odd``.
 
         (Without a selection the Runner converts every argument in its own loop.)
         """
@@ -217,9 +227,9 @@ class Inputs:
         key = None
         try:
             for a in args:
-                out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, seen))
+                out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, odd))
             for key, v in kwargs.items():
-                new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, seen)
+                new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, odd)
         except LeafError as e:
             raise self.public(e, instance, key, len(out)) from None
         return tuple(out), new_kwargs
@@ -229,6 +239,15 @@ class Inputs:
         offset = self.params.offset(instance)
         root = self.params.keyword_name(key) if key is not None else self.params.positional_name(position, offset)
         return error.public(self.function, "argument", root)
+
+
+class RecordingInputs(Inputs):
+    """``returns_tensor`` alone converts no argument, but records the tensors among them,
+    for the output side to find the caller's device."""
+
+    def __init__(self, params: Parameters, function: str) -> None:
+        super().__init__(params, function, {"only": None, "exclude": None, "nested": True}, "")
+        self.mapper = self.recorder
 
 
 class NumpyInputs(Inputs):
@@ -243,43 +262,50 @@ class NumpyInputs(Inputs):
         self.readonly = not self.writeback and self.copy is not True
         self.grad = grad
         self.sparse: str = options["sparse"]
-        self.context_is_seen = not self.writeback
         leaf = self._writeback_leaf if self.writeback else self._make_leaf()
         self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
 
     def context(
-        self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        return (seen, pairs)
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Lists:
+        """With writeback, a third list: (tensor, private array or None) pairs to write back.
+        (Without, the Runner builds ``(plain, odd)`` itself.)"""
+        return (plain, odd, [])
 
-    def _make_leaf(self) -> Callable[[torch.Tensor, list[torch.Tensor]], np.ndarray]:
+    def _make_leaf(self) -> Callable[[torch.Tensor, Lists], np.ndarray]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
         copy, grad, sparse = self.copy, self.grad, self.sparse
         if not self.readonly:
 
-            def private(t: torch.Tensor, seen: list[torch.Tensor]) -> Any:
-                seen.append(t)
+            def private(t: torch.Tensor, ctx: Lists) -> Any:
+                ctx[1].append(t)
                 return tensor_to_array(t, copy, grad, sparse)[0]
 
             return private
 
-        def shared(t: torch.Tensor, seen: list[torch.Tensor]) -> Any:
-            seen.append(t)
-            try:  # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want
-                a = t.numpy()
-            except (TypeError, RuntimeError):
-                a = tensor_to_array(t, copy, grad, sparse)[0]
-                if type(a) is not np.ndarray:  # a scipy.sparse object: always private, see tensor_to_sparse
+        def shared(t: torch.Tensor, ctx: Lists) -> Any:
+            # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want
+            if not t.requires_grad:
+                try:
+                    a = t.numpy()
+                except (TypeError, RuntimeError):
+                    pass
+                else:
+                    ctx[0].append(t)
+                    # write=False, passed positionally: the C method takes it so, and its keyword parsing
+                    # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
+                    a.setflags(False)  # type: ignore[call-arg]
                     return a
-            # write=False, passed positionally: the C method takes it so, and its keyword parsing
-            # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
-            a.setflags(False)  # type: ignore[call-arg]
+            ctx[1].append(t)
+            a = refused_tensor_to_array(t, copy, grad, sparse)[0]
+            if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
+                a.setflags(False)  # type: ignore[call-arg]
             return a
 
         return shared
 
-    def _writeback_leaf(self, t: torch.Tensor, ctx: tuple[list[torch.Tensor], list[Any]]) -> Any:
-        ctx[0].append(t)
+    def _writeback_leaf(self, t: torch.Tensor, ctx: Lists) -> Any:
+        ctx[1].append(t)
         if t.layout != torch.strided and not t.is_nested:
             raise LeafError(
                 ConversionError,
@@ -289,7 +315,7 @@ class NumpyInputs(Inputs):
             )
         a, shared = tensor_to_array(t, self.copy, self.grad)
         # Private memory is copied back after the call; shared memory only needs autograd told.
-        ctx[1].append((t, None if shared else a))
+        ctx[2].append((t, None if shared else a))
         return a
 
 
@@ -303,7 +329,6 @@ class TensorInputs(Inputs):
         self.dtype = options["dtype"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
         self.sparse_layout: torch.layout | None = options["sparse_layout"]
-        self.context_is_seen = False
         leaf = self._leaf
         self.mapper = Mapper(
             {np.ndarray: leaf, np.generic: leaf, torch.Tensor: self._tensor},
@@ -312,7 +337,7 @@ class TensorInputs(Inputs):
         )
 
     def context(
-        self, seen: list[torch.Tensor], pairs: list[Any] | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         casts = self.fixed_casts
         if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
@@ -320,7 +345,7 @@ class TensorInputs(Inputs):
             for value in (*args, *kwargs.values()):
                 self.recorder(value, found)
             casts = input_casts(found)
-        return (self.device or _devices.default_device(), casts, seen)
+        return (self.device or _devices.default_device(), casts, odd)
 
     def _leaf(self, a: np.ndarray | np.generic, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
         return array_to_tensor(a, ctx[0], ctx[1], self.copy)
@@ -339,64 +364,78 @@ def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
     return casts_to(promote(inexact)) if inexact else NO_CASTS
 
 
-def _no_context(seen: list[torch.Tensor], call: tuple[Any, ...]) -> None:
+Context = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
+Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
+
+
+def _no_context(plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> None:
     return None
 
 
 class Outputs:
     """The output side: converts results, with paths below ``result`` in messages."""
 
-    mapper: Mapper
-
-    def __init__(self, function: str) -> None:
+    def __init__(self, function: str, mapper: Mapper, context: Context = _no_context, all_plain: Any = None) -> None:
         self.function = function
-        #: ``context(seen, call)``: what this side's leaf functions receive for one call.
-        self.context: Callable[[list[torch.Tensor], tuple[Any, ...]], Any] = _no_context
+        self.mapper = mapper
+        #: ``context(plain, odd, call)``: what this side's leaf functions receive for one call,
+        #: unless ``all_plain`` is that already: the context when every tensor was plain.
+        self.context = context
+        self.all_plain = all_plain
+        self.convert = self._make_convert()
 
-    def convert(self, result: Any, seen: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
-        """``result`` converted; ``call`` is ``(args, kwargs, instance)`` as the caller passed them."""
-        mapper = self.mapper
-        try:
-            return (mapper.dispatch.get(type(result)) or mapper.resolve(type(result)))(result, self.context(seen, call))
-        except LeafError as e:
-            raise e.public(self.function, "", "result") from None
+    def _make_convert(self) -> Convert:
+        """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
+        the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
+        get, resolve, context, all_plain, function = (
+            self.mapper.dispatch.get,
+            self.mapper.resolve,
+            self.context,
+            self.all_plain,
+            self.function,
+        )
+
+        def convert(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
+            ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd, call)
+            try:
+                return (get(type(result)) or resolve(type(result)))(result, ctx)
+            except LeafError as e:
+                raise e.public(function, "", "result") from None
+
+        return convert
 
 
 class TensorOutputs(Outputs):
     """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
 
     def __init__(self, function: str, params: Parameters, options: dict[str, Any]) -> None:
-        super().__init__(function)
         self.params = params
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
         self.sparse_layout: torch.layout | None = options["sparse_layout"]
-        self.context = self._make_context()
-        to_tensor = self._make_array_leaf()
-        self.mapper = Mapper(
+        to_tensor = self._make_array_leaf(function)
+        mapper = Mapper(
             {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: self._tensor},
             nested=options["nested"],
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else None,
         )
+        # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
+        # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
+        casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
+        all_plain = None if self.dtype == "input" else (self.device or CPU, casts, None)
+        super().__init__(function, mapper, self._make_context(), all_plain)
 
-    def _make_context(self) -> Callable[[list[torch.Tensor], tuple[Any, ...]], tuple[torch.device | None, Casts, Any]]:
-        """``context(seen, call) -> (device, casts, call)``; the device is None when the tensors
-        disagree, which only matters (and raises) if some result has to be placed."""
+    def _make_context(self) -> Context:
+        """``context(plain, odd, call) -> (device, casts, call)``; the device is None when the
+        tensors disagree, which only matters (and raises) if some result has to be placed."""
         fixed_device, fixed_casts, dtype = self.device, self.fixed_casts, self.dtype
 
-        def context(seen: list[torch.Tensor], call: tuple[Any, ...]) -> tuple[torch.device | None, Casts, Any]:
-            if seen and fixed_casts is None and dtype is None:  # the common cases, decided alone
-                t = seen[0]
-                if len(seen) == 1:
-                    return fixed_device or (CPU if t.is_cpu else t.device), RESTORING.get(t.dtype, NO_CASTS), call
-                first = t.dtype  # all on the CPU with one dtype: what vote() and the dtype pass would find
-                for t in seen:
-                    if not t.is_cpu or t.dtype is not first:
-                        break
-                else:
-                    return fixed_device or CPU, RESTORING.get(first, NO_CASTS), call
+        def context(
+            plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]
+        ) -> tuple[torch.device | None, Casts, Any]:
+            seen = plain + odd
             device = fixed_device or vote(seen)
             if fixed_casts is not None:
                 casts = fixed_casts
@@ -409,8 +448,8 @@ class TensorOutputs(Outputs):
 
         return context
 
-    def _make_array_leaf(self) -> Callable[[Any, tuple[torch.device | None, Casts, Any]], torch.Tensor]:
-        copy, function, params = self.copy, self.function, self.params
+    def _make_array_leaf(self, function: str) -> Callable[[Any, tuple[torch.device | None, Casts, Any]], torch.Tensor]:
+        copy, params = self.copy, self.params
 
         def leaf(a: np.ndarray | np.generic, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
             device = ctx[0]
@@ -451,10 +490,9 @@ class NumpyOutputs(Outputs):
     """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
 
     def __init__(self, function: str, options: dict[str, Any]) -> None:
-        super().__init__(function)
         self.copy: bool | None = options["copy"]
         self.sparse: str = options["sparse"]
-        self.mapper = Mapper({torch.Tensor: self._leaf}, nested=options["nested"])
+        super().__init__(function, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]))
 
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
         return tensor_to_array(t, self.copy, DETACH, self.sparse)[0]
@@ -463,51 +501,64 @@ class NumpyOutputs(Outputs):
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
 
+_active = _ACTIVE.get  # the bound C method: one call fewer than active()
+
+
 class Runner:
     """One decorated call, for one set of resolved options: convert in, call, convert out.
 
-    ``runner.call(wrapped, instance, args, kwargs)`` is the per-call path: a list for the
-    call's tensors, one dict lookup per argument and result, and the conversions. It is a
-    closure, so everything decided here is a constant to it rather than an attribute.
+    ``runner.call(wrapped, instance, args, kwargs)`` is the per-call path: a check for an
+    active ``config`` block, two lists for the call's tensors, one dict lookup per argument
+    and result, and the conversions. It is a closure, so everything decided here is a
+    constant to it rather than an attribute. A plan's default Runner hands calls made
+    inside a ``config`` block to ``variants(config)``; the variants themselves don't look.
     """
 
-    def __init__(self, inputs: Inputs | None, outputs: Outputs | None, function: str) -> None:
+    def __init__(
+        self,
+        inputs: Inputs | None,
+        outputs: Outputs | None,
+        function: str,
+        variants: Callable[[Config], Runner] | None = None,
+    ) -> None:
         self.inputs = inputs
         self.outputs = outputs
         self.function = function
-        self.call = self._make_call()
+        self.call = self._make_call(variants)
 
-    def _make_call(self) -> Call:
+    def _make_call(self, variants: Callable[[Config], Runner] | None) -> Call:
         inputs, outputs = self.inputs, self.outputs
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
         writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
         selected = inputs is not None and inputs.selection is not None
-        context_is_seen = inputs is None or inputs.context_is_seen
+        lists_only = isinstance(inputs, NumpyInputs) and not writeback  # ctx is (plain, odd): no context() call
         context = inputs.context if inputs is not None else None
         get = inputs.mapper.dispatch.get if inputs is not None else None
         resolve = inputs.mapper.resolve if inputs is not None else None
         convert_out = outputs.convert if outputs is not None else None
-        # A lone returns_tensor still needs the call's tensors, to find the caller's device.
-        record = Mapper({torch.Tensor: _record}, nested=True) if inputs is None and outputs is not None else None
         read_only_error = self._read_only_error
-        # Plain arguments (floats, strings) skip their identity handler, `keep`, in the hot loop.
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if variants is not None:
+                config = _active()
+                if config is not None:
+                    return variants(config).call(wrapped, instance, args, kwargs)
             if _compiling():
                 return _opaque(call, wrapped, instance, args, kwargs)
-            seen: list[torch.Tensor] = []
-            pairs: list[tuple[torch.Tensor, np.ndarray | None]] | None = [] if writeback else None
+            plain: list[torch.Tensor] = []
+            odd: list[torch.Tensor] = []
             given = (args, kwargs, instance)
             if inputs is not None:
-                ctx = seen if context_is_seen else context(seen, pairs, args, kwargs)  # type: ignore[misc]
+                ctx: Any = (plain, odd) if lists_only else context(plain, odd, args, kwargs)  # type: ignore[misc]
                 if selected:
-                    args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, seen)
+                    args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, odd)
                 else:  # the hot loop: one dict lookup per argument, then its leaf function
                     out: list[Any] = []
                     key = None
                     try:
                         for a in args:
                             handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]
+                            # Plain arguments (floats, strings) skip their identity handler, `keep`.
                             out.append(a if handler is keep else handler(a, ctx))
                         if kwargs:
                             converted = {}
@@ -517,21 +568,18 @@ class Runner:
                     except LeafError as e:
                         raise inputs.public(e, instance, key, len(out)) from None
                     args = tuple(out)
-            elif record is not None:
-                for value in (*args, *kwargs.values()):
-                    record(value, seen)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except ValueError as e:
-                if seen and readonly and "read-only" in str(e):
+                if readonly and (plain or odd) and "read-only" in str(e):
                     raise read_only_error(e) from e
                 raise
             finally:
-                if pairs:  # writeback: what the function wrote reaches the caller, even on error
-                    write_back(pairs)
+                if writeback:  # what the function wrote reaches the caller, even on error
+                    write_back(ctx[2])
             if convert_out is None or type(result) in _PLAIN:
                 return result
-            return convert_out(result, seen, given)
+            return convert_out(result, plain, odd, given)
 
         return call
 
@@ -557,13 +605,11 @@ class Plan:
         self.params = Parameters(func)
         self.sides = sides  # decorator name -> its explicit options, already validated
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
-        self.default = self._build({})
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
+        self.default = self._build({}, self.variant)
 
-    def runner(self, config: Config | None) -> Runner:
-        """The Runner for the active ``config`` block: built once per distinct option set."""
-        if config is None:
-            return self.default
+    def variant(self, config: Config) -> Runner:
+        """The Runner for an active ``config`` block: built once per distinct option set."""
         runner = self._variants.get(config.key)
         if runner is None:
             runner = self._variants[config.key] = self._build(config.options)
@@ -573,7 +619,7 @@ class Plan:
         defaults = DEFAULTS[side]
         return {**defaults, **{k: v for k, v in configured.items() if k in defaults}, **self.sides[side]}
 
-    def _build(self, configured: dict[str, Any]) -> Runner:
+    def _build(self, configured: dict[str, Any], variants: Callable[[Config], Runner] | None = None) -> Runner:
         inputs: Inputs | None = None
         outputs: Outputs | None = None
         for side in self.sides:
@@ -588,7 +634,9 @@ class Plan:
                 outputs = TensorOutputs(self.function, self.params, options)
             else:
                 outputs = NumpyOutputs(self.function, options)
-        return Runner(inputs, outputs, self.function)
+        if inputs is None and isinstance(outputs, TensorOutputs):
+            inputs = RecordingInputs(self.params, self.function)
+        return Runner(inputs, outputs, self.function, variants)
 
 
 def check_options(side: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -129,3 +129,36 @@ def test_numpy_scalars_become_0d_tensors(value: np.generic) -> None:
     t = _give(value)
     assert t.shape == () and t.dtype == NUMPY_TO_TORCH[value.dtype]
     np.testing.assert_array_equal(t.numpy(), np.asarray(value))
+
+
+def _restored_dtype(tensors: list[torch.Tensor]) -> torch.dtype:
+    """The documented rule for a float32 result: back to a dtype NumPy lacks only when
+    every floating or complex tensor argument had that very dtype."""
+    inexact = {t.dtype for t in tensors if t.dtype.is_floating_point or t.dtype.is_complex}
+    if len(inexact) == 1:
+        (only,) = inexact
+        if WIDENED.get(only) == torch.float32:
+            return only
+    return torch.float32
+
+
+@given(cases=st.lists(tensors(), max_size=4), grad=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_result_dtype_and_device_follow_every_tensor_argument(cases: list[Case], grad: list[bool]) -> None:
+    """However the arguments mix plain tensors (shared with NumPy as they are) and ones that
+    needed a look (grad, conj/neg bits, dtypes NumPy lacks), the result's dtype and device
+    follow the rule over all of them, fused or with returns_tensor alone."""
+    args = [c.tensor for c in cases]
+    args = [
+        t.requires_grad_(g) if g and t.is_floating_point() else t for t, g in zip(args, grad[: len(args)], strict=True)
+    ]
+
+    def zeros(*arrays: Any) -> np.ndarray:
+        return np.zeros(2, dtype=np.float32)
+
+    fused = ac.returns_tensor(ac.accepts_numpy(grad="detach")(zeros))
+    alone = ac.returns_tensor(zeros)
+    for decorated in (fused, alone):
+        result = decorated(*args)
+        assert result.dtype == _restored_dtype(args)
+        assert result.device.type == "cpu"
+        assert torch.equal(result.float(), torch.zeros(2))
