@@ -303,7 +303,7 @@ def to_numpy(obj: Any, **options: Any) -> Any:
         {'x': array([1., 1.], dtype=float32)}
     """
     options = {**_configured("returns_numpy"), **validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")}
-    outputs = NumpyOutputs("autoconvert.to_numpy()", {**DEFAULTS["returns_numpy"], **options})
+    outputs = NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, {**DEFAULTS["returns_numpy"], **options})
     return outputs.convert(obj, [], [], ((), {}, None))
 
 

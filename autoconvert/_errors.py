@@ -35,6 +35,12 @@ class ReadOnlyError(ConversionError, ValueError):
     """
 
 
+class NoDeviceError(Exception):
+    """Internal: a leaf was asked to place a value on the call's device, and the call's
+    tensors disagree on one. The output side, which knows the call, raises
+    :class:`DeviceMismatchError` naming them all."""
+
+
 class GradientWarning(UserWarning):
     """A tensor that requires grad was detached on its way to NumPy: no gradient flows back."""
 

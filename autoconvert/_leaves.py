@@ -19,7 +19,7 @@ import torch
 
 from ._devices import CPU
 from ._dtypes import NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, Casts
-from ._errors import ConversionError, CopyError, GradientError, GradientWarning, LeafError
+from ._errors import ConversionError, CopyError, GradientError, GradientWarning, LeafError, NoDeviceError
 
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 _WRAPT_DIR = f"{os.sep}wrapt{os.sep}"
@@ -225,25 +225,47 @@ def _stride_fix(a: np.ndarray) -> np.ndarray | str | None:
     return None
 
 
-def array_to_tensor(a: np.ndarray | np.generic, device: torch.device, casts: Casts, copy: bool | None) -> torch.Tensor:
-    """One array or NumPy scalar as a tensor on ``device``, cast per ``casts``.
+# Bound once: reading torch.from_numpy and np.ndarray off their modules cost ~35 ns each
+# per call (measured, CPython 3.11), a tenth of from_numpy itself.
+_from_numpy = torch.from_numpy
+_ndarray = np.ndarray
+
+#: Where an array goes: ``(device, casts, copy, ...)``, a leaf function's per-call context
+#: (callers may carry more after the three). ``device`` None: the call's tensors disagreed.
+Target = tuple[Any, ...]
+
+
+def array_to_tensor(a: np.ndarray | np.generic, target: Target) -> torch.Tensor:
+    """One array or NumPy scalar as a tensor on ``target``'s device, cast per its casts.
 
     Zero-copy ``torch.from_numpy`` when the array can be shared and stays on the CPU;
     otherwise exactly one copy (for non-native byte order or negative strides, the
     host-side fix-up is that copy before any transfer). NumPy scalars are immutable and
     own no shared buffer, so they never count as a copy.
+
+    It takes the leaf context whole, so a Mapper dispatches straight here: a wrapper
+    frame unpacking it cost ~0.1 us an array (dict of 8 results: 1.46x -> 1.39x).
+
+    Raises:
+        NoDeviceError: ``target``'s device is None.
     """
     flags = a.flags
+    t = None
     # torch.from_numpy raising costs ~5 us (a C++ exception with a long message), so only
     # arrays it almost surely accepts try it: "behaved" (aligned and writable) and C- or
     # Fortran-contiguous ("forc": no zero or negative strides but numpy#23349's size-1 axes).
-    if type(a) is np.ndarray and flags.behaved and flags.forc:
+    if type(a) is _ndarray and flags.behaved and flags.forc:
         try:
-            t, shared = torch.from_numpy(a), True
+            t = _from_numpy(a)
         except (TypeError, ValueError):  # dtype, byte order, a size-1 axis's stride
-            t, shared = _slow_array_to_tensor(a, device, casts, copy)
-    else:
-        t, shared = _slow_array_to_tensor(a, device, casts, copy)
+            pass
+        else:
+            if target[0] is CPU and not target[1] and not target[2]:  # shared, uncast: done
+                return t
+    device, casts, copy = target[:3]
+    if device is None:
+        raise NoDeviceError
+    t, shared = (t, True) if t is not None else _slow_array_to_tensor(a, device, casts, copy)
     if device is not CPU or (casts and t.dtype in casts):  # t is on the CPU here (CPU: see _devices.normal)
         dtype = casts.get(t.dtype, t.dtype)
         if copy is False and shared:
@@ -413,7 +435,7 @@ def sparse_to_tensor(
         fresh = True
     if copy is False and (fresh or converted.format == "coo"):
         raise _needs_copy_array(m, f"torch needs it as {layout}, with int64 indices, which SciPy does not hold")
-    values = array_to_tensor(converted.data, CPU, casts, None if fresh else copy)
+    values = array_to_tensor(converted.data, (CPU, casts, None if fresh else copy))
     size = tuple(converted.shape)
     if layout == torch.sparse_coo:
         indices = torch.from_numpy(np.vstack([converted.row, converted.col]).astype(np.int64))

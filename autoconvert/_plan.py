@@ -19,10 +19,11 @@ import torch
 from . import _devices
 from ._devices import CPU, vote
 from ._dtypes import NO_CASTS, Casts, casts_to, is_inexact, promote, restoring_casts
-from ._errors import ConversionError, LeafError, ReadOnlyError, message
+from ._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
 from ._leaves import (
     DETACH,
     GradPolicy,
+    Target,
     array_to_tensor,
     describe_tensor,
     is_scipy_sparse,
@@ -329,9 +330,8 @@ class TensorInputs(Inputs):
         self.dtype = options["dtype"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
         self.sparse_layout: torch.layout | None = options["sparse_layout"]
-        leaf = self._leaf
         self.mapper = Mapper(
-            {np.ndarray: leaf, np.generic: leaf, torch.Tensor: self._tensor},
+            {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
             nested=options["nested"],
             fallback=lambda cls: self._sparse_leaf if is_scipy_sparse(cls) else None,
         )
@@ -345,16 +345,13 @@ class TensorInputs(Inputs):
             for value in (*args, *kwargs.values()):
                 self.recorder(value, found)
             casts = input_casts(found)
-        return (self.device or _devices.default_device(), casts, odd)
+        return (self.device or _devices.default_device(), casts, self.copy, odd)  # a Target, then odd
 
-    def _leaf(self, a: np.ndarray | np.generic, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
-        return array_to_tensor(a, ctx[0], ctx[1], self.copy)
+    def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
+        return sparse_to_tensor(m, ctx[0], ctx[1], ctx[2], self.sparse_layout)
 
-    def _sparse_leaf(self, m: Any, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
-        return sparse_to_tensor(m, ctx[0], ctx[1], self.copy, self.sparse_layout)
-
-    def _tensor(self, t: torch.Tensor, ctx: tuple[torch.device, Casts, list[torch.Tensor]]) -> torch.Tensor:
-        ctx[2].append(t)
+    def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        ctx[3].append(t)
         return t
 
 
@@ -364,21 +361,24 @@ def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
     return casts_to(promote(inexact)) if inexact else NO_CASTS
 
 
-Context = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
+Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
 
 
-def _no_context(plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> None:
+def _no_context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
     return None
 
 
 class Outputs:
     """The output side: converts results, with paths below ``result`` in messages."""
 
-    def __init__(self, function: str, mapper: Mapper, context: Context = _no_context, all_plain: Any = None) -> None:
+    def __init__(
+        self, function: str, params: Parameters, mapper: Mapper, context: Context = _no_context, all_plain: Any = None
+    ) -> None:
         self.function = function
+        self.params = params
         self.mapper = mapper
-        #: ``context(plain, odd, call)``: what this side's leaf functions receive for one call,
+        #: ``context(plain, odd)``: what this side's leaf functions receive for one call,
         #: unless ``all_plain`` is that already: the context when every tensor was plain.
         self.context = context
         self.all_plain = all_plain
@@ -387,20 +387,17 @@ class Outputs:
     def _make_convert(self) -> Convert:
         """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
         the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
-        get, resolve, context, all_plain, function = (
-            self.mapper.dispatch.get,
-            self.mapper.resolve,
-            self.context,
-            self.all_plain,
-            self.function,
-        )
+        get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
+        function, params = self.function, self.params
 
         def convert(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
-            ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd, call)
+            ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except LeafError as e:
                 raise e.public(function, "", "result") from None
+            except NoDeviceError:
+                raise _mismatch(function, params, *call) from None
 
         return convert
 
@@ -409,32 +406,28 @@ class TensorOutputs(Outputs):
     """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
 
     def __init__(self, function: str, params: Parameters, options: dict[str, Any]) -> None:
-        self.params = params
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
         self.sparse_layout: torch.layout | None = options["sparse_layout"]
-        to_tensor = self._make_array_leaf(function)
         mapper = Mapper(
-            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: self._tensor},
+            {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
             nested=options["nested"],
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else None,
         )
         # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
-        all_plain = None if self.dtype == "input" else (self.device or CPU, casts, None)
-        super().__init__(function, mapper, self._make_context(), all_plain)
+        all_plain = None if self.dtype == "input" else (self.device or CPU, casts, self.copy)
+        super().__init__(function, params, mapper, self._make_context(), all_plain)
 
     def _make_context(self) -> Context:
-        """``context(plain, odd, call) -> (device, casts, call)``; the device is None when the
-        tensors disagree, which only matters (and raises) if some result has to be placed."""
-        fixed_device, fixed_casts, dtype = self.device, self.fixed_casts, self.dtype
+        """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
+        the tensors disagree, which only matters (and raises) if some result has to be placed."""
+        fixed_device, fixed_casts, dtype, copy = self.device, self.fixed_casts, self.dtype, self.copy
 
-        def context(
-            plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]
-        ) -> tuple[torch.device | None, Casts, Any]:
+        def context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> Target:
             seen = plain + odd
             device = fixed_device or vote(seen)
             if fixed_casts is not None:
@@ -444,32 +437,23 @@ class TensorOutputs(Outputs):
             else:  # None: a dtype NumPy lacks comes back when every floating input had it
                 inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
                 casts = restoring_casts(inexact.pop()) if len(inexact) == 1 else NO_CASTS
-            return device, casts, call
+            return device, casts, copy
 
         return context
 
-    def _make_array_leaf(self, function: str) -> Callable[[Any, tuple[torch.device | None, Casts, Any]], torch.Tensor]:
-        copy, params = self.copy, self.params
+    def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        return tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
 
-        def leaf(a: np.ndarray | np.generic, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
-            device = ctx[0]
-            if device is None:
-                raise _mismatch(function, params, *ctx[2])
-            return array_to_tensor(a, device, ctx[1], copy)
+    def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
+        return sparse_to_tensor(m, _placed(ctx), ctx[1], ctx[2], self.sparse_layout)
 
-        return leaf
 
-    def _tensor(self, t: torch.Tensor, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
-        return tensor_to_device(t, self._placed(ctx), ctx[1], self.copy)
-
-    def _sparse(self, m: Any, ctx: tuple[torch.device | None, Casts, Any]) -> torch.Tensor:
-        return sparse_to_tensor(m, self._placed(ctx), ctx[1], self.copy, self.sparse_layout)
-
-    def _placed(self, ctx: tuple[torch.device | None, Casts, Any]) -> torch.device:
-        """The call's target device, or the mismatch error if its tensors disagreed."""
-        if ctx[0] is None:
-            raise _mismatch(self.function, self.params, *ctx[2])
-        return ctx[0]
+def _placed(ctx: Target) -> torch.device:
+    """The call's device; NoDeviceError if its tensors disagreed."""
+    if ctx[0] is None:
+        raise NoDeviceError
+    device: torch.device = ctx[0]
+    return device
 
 
 def _mismatch(
@@ -489,10 +473,10 @@ def _mismatch(
 class NumpyOutputs(Outputs):
     """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
 
-    def __init__(self, function: str, options: dict[str, Any]) -> None:
+    def __init__(self, function: str, params: Parameters, options: dict[str, Any]) -> None:
         self.copy: bool | None = options["copy"]
         self.sparse: str = options["sparse"]
-        super().__init__(function, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]))
+        super().__init__(function, params, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]))
 
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
         return tensor_to_array(t, self.copy, DETACH, self.sparse)[0]
@@ -633,7 +617,7 @@ class Plan:
             elif side == "returns_tensor":
                 outputs = TensorOutputs(self.function, self.params, options)
             else:
-                outputs = NumpyOutputs(self.function, options)
+                outputs = NumpyOutputs(self.function, self.params, options)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
         return Runner(inputs, outputs, self.function, variants)
