@@ -174,8 +174,6 @@ def _opaque(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dyn
     return _opaque_call(call, *args)
 
 
-_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})  # results never converted
-
 #: A NumPy input leaf's per-call context: the ``plain`` and ``odd`` lists (see Inputs), and
 #: with writeback a third, of (tensor, private array or None) pairs to write back.
 Lists = tuple[list[Any], ...]
@@ -561,7 +559,7 @@ class Runner:
             finally:
                 if writeback:  # what the function wrote reaches the caller, even on error
                     write_back(ctx[2])
-            if convert_out is None or type(result) in _PLAIN:
+            if convert_out is None:
                 return result
             return convert_out(result, plain, odd, given)
 
