@@ -184,6 +184,20 @@ def per_call(settings: Settings) -> list[Row]:
         repeats,
         target,
     )
+
+    # Training code passes tensors that require grad (a matcher fed the model's predictions).
+    g = torch.rand(16, requires_grad=True)
+    detaching = ac.returns_tensor(ac.accepts_numpy(grad="detach")(np.negative))
+    rows += compare(
+        "1 tensor arg that requires grad (grad='detach')",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(np.negative(g.detach().numpy())),
+            "autoconvert": lambda: detaching(g),
+        },
+        repeats,
+        target,
+    )
     return rows
 
 

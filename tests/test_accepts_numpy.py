@@ -385,6 +385,22 @@ class TestSelection:
         t = torch.ones(1)
         assert f(t, y=t, w=t) == (("ndarray", "Tensor"), {"w": "ndarray"})
 
+    def test_a_selected_argument_that_cannot_convert_is_named(self) -> None:
+        """The error names the selected parameter and the path inside it; unselected ones never fail."""
+
+        @ac.accepts_numpy(only="batch")
+        def f(model: Any, batch: Any) -> None: ...
+
+        meta = torch.empty(2, device="meta")
+        f(meta, {"x": torch.ones(1)})  # unselected: passed through untouched
+        with pytest.raises(ac.ConversionError) as info:
+            f(None, batch={"x": torch.ones(1), "y": meta})
+        assert str(info.value) == (
+            "TestSelection.test_a_selected_argument_that_cannot_convert_is_named.<locals>.f(): argument "
+            "batch['y'] is a meta tensor, which holds no data. Found torch.Tensor(shape=(2,), dtype=torch.float32, "
+            "layout=torch.strided, device=meta). Fix: run the call on tensors with real data."
+        )
+
     def test_unknown_names_are_a_type_error_when_decorating(self) -> None:
         def f(x: Any, y: Any) -> None: ...
 

@@ -92,6 +92,20 @@ def test_mixed_devices_raise_naming_each_tensor() -> None:
     )
 
 
+def test_mixed_devices_raise_only_when_a_result_needs_placing() -> None:
+    """Tensor results need the caller's device as much as arrays do; plain results need none."""
+
+    @ac.returns_tensor
+    def first(a: Any, b: Any, kind: str) -> Any:
+        return {"tensor": a, "array": [np.zeros(1)], "plain": (1, "x", None)}[kind]
+
+    cpu, meta = torch.ones(1), torch.empty(1, device="meta")
+    assert first(cpu, meta, "plain") == (1, "x", None)
+    for kind in ("tensor", "array"):
+        with pytest.raises(ac.DeviceMismatchError, match=r"Found a on cpu, b on meta\."):
+            first(cpu, meta, kind)
+
+
 def test_an_explicit_device_wins_over_the_vote() -> None:
     @ac.returns_tensor(device="meta")
     def f(a: Any, b: Any) -> np.ndarray:

@@ -108,6 +108,21 @@ def test_sparse_tensor_arguments_become_the_matching_scipy_type() -> None:
     assert kind(dense.to_sparse_csr()) == "csr_matrix"
 
 
+def test_accepts_tensor_hands_torch_code_sparse_tensors() -> None:
+    """A scipy.sparse argument reaches torch code as the matching sparse tensor, values exact."""
+    seen: list[torch.layout] = []
+
+    @ac.accepts_tensor(dtype=torch.float32)
+    def total(m: torch.Tensor) -> float:
+        seen.append(m.layout)
+        return float(m.to_dense().sum())
+
+    m = sp.csr_array(np.array([[0.0, 1.5], [2.0, 0.0]]))
+    assert total(m) == 3.5
+    assert total(m.tocoo()) == 3.5
+    assert seen == [torch.sparse_csr, torch.sparse_coo]
+
+
 def test_uncoalesced_tensors_are_coalesced_and_narrow_dtypes_widened() -> None:
     dup = torch.sparse_coo_tensor(
         torch.tensor([[0, 0], [1, 1]]), torch.tensor([1.0, 2.0]), (2, 2), check_invariants=True
