@@ -53,6 +53,16 @@ def vote(tensors: list[torch.Tensor]) -> torch.device | None:
     return CPU if scalars_only else default_device()
 
 
+def settle(tensors: list[torch.Tensor]) -> None:
+    """Wait for the copies queued from ``tensors`` to the host (see _leaves.tensor_to_array):
+    once per CUDA device among them, on its current stream, where torch queued them."""
+    waited: set[torch.device] = set()
+    for t in tensors:
+        if t.is_cuda and t.device not in waited:
+            waited.add(t.device)
+            torch.cuda.current_stream(t.device).synchronize()
+
+
 def parse(device: object) -> torch.device:
     """An option value as a ``torch.device``; raises ``TypeError``/``RuntimeError`` if it is none."""
     if isinstance(device, torch.device):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _devices
 from ._devices import CPU
 from ._dtypes import NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, Casts
 from ._errors import ConversionError, CopyError, GradientError, GradientWarning, LeafError, NoDeviceError
@@ -117,13 +118,17 @@ DETACH = GradPolicy("detach", "")
 
 
 def tensor_to_array(
-    t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH, sparse: str = "array"
+    t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH, sparse: str = "array", *, settle: bool = True
 ) -> tuple[Any, bool]:
     """One tensor as an array on the host; returns ``(array, shares_memory_with_t)``.
 
     ``copy`` has NumPy 2's meaning. A GPU tensor crosses to the host once and that
     host copy is the private copy: there is never a transfer plus a memcpy. A sparse
     tensor becomes a scipy.sparse object of kind ``sparse`` (see tensor_to_sparse).
+
+    A CUDA tensor crosses asynchronously into pinned memory. With ``settle=False`` the
+    caller must call :func:`_devices.settle` on ``t`` before the array is read: a call's
+    arguments then all cross before one wait.
     """
     # Zero-copy numpy() refuses grad, conj/neg bits, devices, dtypes and layouts with a C++
     # exception that costs ~7 us; requires_grad, common in training code, is checked first.
@@ -134,10 +139,12 @@ def tensor_to_array(
             pass
         else:
             return (a.copy(order="K"), False) if copy else (a, True)
-    return refused_tensor_to_array(t, copy, grad, sparse)
+    return refused_tensor_to_array(t, copy, grad, sparse, settle=settle)
 
 
-def refused_tensor_to_array(t: torch.Tensor, copy: bool | None, grad: GradPolicy, sparse: str) -> tuple[Any, bool]:
+def refused_tensor_to_array(
+    t: torch.Tensor, copy: bool | None, grad: GradPolicy, sparse: str, *, settle: bool = True
+) -> tuple[Any, bool]:
     """:func:`tensor_to_array` for a tensor that ``numpy()`` refused, without trying it again."""
     if t.layout in SPARSE_LAYOUTS:
         return tensor_to_sparse(t, copy, grad, sparse), False
@@ -161,8 +168,14 @@ def refused_tensor_to_array(t: torch.Tensor, copy: bool | None, grad: GradPolicy
         if copy is False:
             why = f"it lives on {t.device}" if not t.is_cpu else f"NumPy lacks {t.dtype}, so it must widen to {wide}"
             raise _needs_copy(t, why)
-        # One call, so torch moves and widens in a single pass where it can.
-        t, fresh = t.to(device=CPU, dtype=wide or t.dtype), True
+        # One call, so torch moves and widens in a single pass where it can. From a CUDA
+        # device non_blocking: torch then makes the host tensor in pinned memory, which the
+        # copy fills at the link's full speed (.cpu()'s pageable copy is staged by the
+        # driver), and the copy is only queued: the data is there after settle().
+        source, queued = t, t.is_cuda
+        t, fresh = t.to(device=CPU, dtype=wide or t.dtype, non_blocking=queued), True
+        if queued and settle:
+            _devices.settle([source])
     a = t.numpy()
     if copy and not fresh:
         return a.copy(order="K"), False

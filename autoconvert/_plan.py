@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from . import _devices
-from ._devices import CPU, vote
+from ._devices import CPU, settle, vote
 from ._dtypes import NO_CASTS, Casts, casts_to, is_inexact, promote, restoring_casts
 from ._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
 from ._leaves import (
@@ -278,7 +278,7 @@ class NumpyInputs(Inputs):
 
             def private(t: torch.Tensor, ctx: Lists) -> Any:
                 ctx[1].append(t)
-                return tensor_to_array(t, copy, grad, sparse)[0]
+                return tensor_to_array(t, copy, grad, sparse, settle=False)[0]
 
             return private
 
@@ -296,7 +296,7 @@ class NumpyInputs(Inputs):
                     a.setflags(False)  # type: ignore[call-arg]
                     return a
             ctx[1].append(t)
-            a = refused_tensor_to_array(t, copy, grad, sparse)[0]
+            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
             if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
                 a.setflags(False)  # type: ignore[call-arg]
             return a
@@ -312,7 +312,7 @@ class NumpyInputs(Inputs):
                 describe_tensor(t),
                 "return the changed matrix instead, with writeback=False",
             )
-        a, shared = tensor_to_array(t, self.copy, self.grad)
+        a, shared = tensor_to_array(t, self.copy, self.grad, settle=False)
         # Private memory is copied back after the call; shared memory only needs autograd told.
         ctx[2].append((t, None if shared else a))
         return a
@@ -511,6 +511,8 @@ class Runner:
     def _make_call(self, variants: Callable[[Config], Runner] | None) -> Call:
         inputs, outputs = self.inputs, self.outputs
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
+        # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
+        settles = isinstance(inputs, NumpyInputs)
         writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
         selected = inputs is not None and inputs.selection is not None
         lists_only = isinstance(inputs, NumpyInputs) and not writeback  # ctx is (plain, odd): no context() call
@@ -550,6 +552,8 @@ class Runner:
                     except LeafError as e:
                         raise inputs.public(e, instance, key, len(out)) from None
                     args = tuple(out)
+                if settles and odd:  # one wait for all the arguments' transfers
+                    settle(odd)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except ValueError as e:

@@ -291,7 +291,16 @@ def gpu(settings: Settings) -> list[Row]:
     rows: list[Row] = []
     for mib in settings["gpu_mib"]:
         rows += _gpu_size(device, mib, settings)
-    return rows
+    return rows + _gpu_several(device, settings)
+
+
+def _synced(device: torch.device, fn: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        out = fn()
+        torch.cuda.synchronize(device)
+        return out
+
+    return run
 
 
 def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
@@ -303,12 +312,7 @@ def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
     give = ac.returns_tensor(device=device)(lambda x: x)
 
     def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            out = fn()
-            torch.cuda.synchronize(device)
-            return out
-
-        return run
+        return _synced(device, fn)
 
     repeats, target = settings["copy_repeats"], settings["target_s"]
     down = compare(
@@ -337,6 +341,27 @@ def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
         row.extra["GiB_per_s"] = mib / 1024 / (row.median_us / 1e6)
         row.note = f"{row.extra['GiB_per_s']:,.1f} GiB/s"
     return down + up
+
+
+def _gpu_several(device: torch.device, settings: Settings) -> list[Row]:
+    """Four arguments: their transfers queued together and one wait, against one .cpu() each."""
+    mib = 16
+    tensors = [torch.rand(mib * 2**20 // 4, device=device) for _ in range(4)]
+    take = ac.accepts_numpy(lambda *arrays: len(arrays))
+    rows = compare(
+        f"4 GPU tensor arguments -> NumPy, {mib} MiB each",
+        ".cpu().numpy() each",
+        {
+            ".cpu().numpy() each": _synced(device, lambda: [t.cpu().numpy() for t in tensors]),
+            "autoconvert": _synced(device, lambda: take(*tensors)),
+        },
+        settings["copy_repeats"],
+        settings["target_s"],
+    )
+    for row in rows:
+        row.extra["GiB_per_s"] = 4 * mib / 1024 / (row.median_us / 1e6)
+        row.note = f"{row.extra['GiB_per_s']:,.1f} GiB/s"
+    return rows
 
 
 # --------------------------------------------------------------------------- batched

@@ -49,6 +49,22 @@ def test_copy_true_is_one_writable_host_copy(accelerator: torch.device) -> None:
     assert a.flags.writeable and not a.flags.owndata and a.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_several_arguments_cross_together_and_arrive_whole(accelerator: torch.device) -> None:
+    """Every argument's transfer is queued before one wait: the function still sees each tensor's
+    final values, written by kernels still running when the call began, in every mode."""
+    seen: list[bool] = []
+
+    def check(*arrays: np.ndarray) -> list[float]:
+        seen.extend(torch.from_numpy(a).is_pinned() for a in arrays if accelerator.type == "cuda")
+        return [float(a[-1]) for a in arrays]
+
+    n = 1 << 22
+    for options in ({}, {"copy": True}, {"writeback": True}):
+        tensors = [torch.full((n,), float(i), device=accelerator).cumsum(0) for i in (1, 2, 3)]
+        assert ac.accepts_numpy(**options)(check)(*tensors) == [float(n), 2.0 * n, 3.0 * n]
+    assert all(seen)  # on CUDA the host side is pinned memory: the link's full speed
+
+
 def test_copy_false_refuses_a_gpu_tensor(accelerator: torch.device) -> None:
     @ac.accepts_numpy(copy=False)
     def f(a: np.ndarray) -> None:
