@@ -154,17 +154,16 @@ class Selection:
 
 # Under torch.compile, dynamo would trace the call into the NumPy body and can crash there
 # ("Expected np.nditer base"). Whichever frame of ours dynamo starts tracing, the trace
-# reaches a Runner's call closure, where is_compiling() is True: the call is routed through
-# a torch.compiler.disable'd function, a clean graph break, and the body runs eagerly.
-# Eagerly the check is one cheap call.
-# is_dynamo_compiling, not is_compiling: dynamo folds either to True while tracing, and
-# eagerly this one is a bare `return False` (17 ns against 48 ns).
+# reaches a Runner's call closure, where is_dynamo_compiling() is True: the call is routed
+# through a torch.compiler.disable'd function, a clean graph break, and the body runs
+# eagerly. Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
+# one is a bare `return False` (17 ns against 48 ns).
 _compiling = torch.compiler.is_dynamo_compiling
 _opaque_call: Callable[..., Any] | None = None
 
 
 def _through(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
-    return call(*args)  # inside the disabled call is_compiling() is False: the body runs
+    return call(*args)  # inside the disabled call is_dynamo_compiling() is False: the body runs
 
 
 def _opaque(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
@@ -283,7 +282,8 @@ class NumpyInputs(Inputs):
             return private
 
         def shared(t: torch.Tensor, ctx: Lists) -> Any:
-            # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want
+            # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want.
+            # Calling a shared helper instead measured +0.04x on 3 tensor + 2 plain arguments.
             if not t.requires_grad:
                 try:
                     a = t.numpy()
