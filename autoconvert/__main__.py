@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 import autoconvert as ac
 
 
-def _numpy_discount(rewards: np.ndarray, gamma: float) -> np.ndarray:
+def _numpy_discount(rewards: NDArray[Any], gamma: float) -> NDArray[Any]:
     out = np.empty_like(rewards)
     running = np.zeros_like(rewards[..., 0])
     for i in range(rewards.shape[-1] - 1, -1, -1):
@@ -29,15 +30,15 @@ def _numpy_discount(rewards: np.ndarray, gamma: float) -> np.ndarray:
     return out
 
 
-def _filter() -> tuple[str, Callable[[np.ndarray, float], np.ndarray]]:
+def _filter() -> tuple[str, Callable[[NDArray[Any], float], NDArray[Any]]]:
     """Discounted returns: the reversed-lfilter idiom whose negative strides break from_numpy."""
     try:
         import scipy.signal
     except ImportError:
         return "numpy loop (SciPy not installed)", _numpy_discount
 
-    def discount(rewards: np.ndarray, gamma: float) -> np.ndarray:
-        out: np.ndarray = scipy.signal.lfilter([1.0], [1.0, -gamma], rewards[..., ::-1])[..., ::-1]
+    def discount(rewards: NDArray[Any], gamma: float) -> NDArray[Any]:
+        out: NDArray[Any] = scipy.signal.lfilter([1.0], [1.0, -gamma], rewards[..., ::-1])[..., ::-1]
         return out
 
     return "scipy.signal.lfilter(x[::-1])[::-1]", discount
@@ -63,17 +64,17 @@ def _time(call: Callable[[], Any], repeat: int = 200) -> float:
     return best * 1e6
 
 
-def _address(a: np.ndarray) -> int:
+def _address(a: NDArray[Any]) -> int:
     return int(a.__array_interface__["data"][0])
 
 
 def main() -> int:
     name, discount = _filter()
-    seen: dict[str, np.ndarray] = {}
+    seen: dict[str, NDArray[Any]] = {}
 
     @ac.returns_tensor
     @ac.accepts_numpy
-    def returns(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    def returns(rewards: NDArray[Any], gamma: float) -> NDArray[Any]:
         seen["in"] = rewards
         seen["out"] = discount(rewards, gamma)
         return seen["out"]

@@ -18,11 +18,27 @@ CPU = torch.device("cpu")
 # onto that stack, so an empty stack means the default is the CPU: one C call instead.
 _mode_stack_depth = getattr(torch._C, "_len_torch_function_stack", None)
 
+try:  # what torch.get_default_device() itself reads from torch 2.10 on (private, hence guarded)
+    from torch.overrides import _get_current_function_mode_stack as _function_modes
+    from torch.utils._device import DeviceContext
+except ImportError:  # pragma: no cover - a torch without them: its own get_default_device() is all we have
+    _function_modes, DeviceContext = list, type(None)  # type: ignore[assignment,misc]
+
 
 def default_device() -> torch.device:
-    """torch's default device for new tensors, cheaply when no device context is active."""
+    """torch's default device for new tensors, cheaply when no device context is active.
+
+    The innermost ``with torch.device(...)`` block wins, then ``set_default_device``. Read
+    off the mode stack ourselves: torch.get_default_device() ignores the block before
+    torch 2.10 (it only read set_default_device's global), where torch's factories obey it.
+    """
     if _mode_stack_depth is not None and _mode_stack_depth() == 0:
         return CPU
+    for mode in reversed(_function_modes()):  # type: ignore[no-untyped-call, unused-ignore]
+        if isinstance(mode, DeviceContext):
+            device = torch.device(mode.device)
+            # "cuda" without an index means the current one, as torch's factories take it.
+            return normal(device if device.index is not None else torch.empty(0, device=device).device)
     return normal(torch.get_default_device())
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from . import _devices
 from ._devices import CPU
@@ -43,7 +44,7 @@ def describe_tensor(t: torch.Tensor) -> str:
     return f"{_qualified(type(t))}(shape={shape}, dtype={t.dtype}, layout={t.layout}, device={t.device})"
 
 
-def describe_array(a: np.ndarray | np.generic) -> str:
+def describe_array(a: NDArray[Any] | np.generic) -> str:
     """``numpy.ndarray(shape=(2,), dtype=<U3)``."""
     return f"{_qualified(type(a))}(shape={a.shape}, dtype={a.dtype.str})"
 
@@ -195,7 +196,7 @@ _UNHOLDABLE = {
 }
 
 
-def _array_refusal(a: np.ndarray | np.generic) -> LeafError | None:
+def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     """Why ``a`` can never become a tensor (or ``None``)."""
     if isinstance(a, np.ma.MaskedArray):
         problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
@@ -210,7 +211,7 @@ def _array_refusal(a: np.ndarray | np.generic) -> LeafError | None:
     return LeafError(ConversionError, problem, describe_array(a), fix)
 
 
-def _stride_fix(a: np.ndarray) -> np.ndarray | str | None:
+def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
     """How ``a`` must change before torch can share it.
 
     Returns ``None`` when ``torch.from_numpy(a)`` may share it as it is, a zero-copy
@@ -248,7 +249,7 @@ _ndarray = np.ndarray
 Target = tuple[Any, ...]
 
 
-def array_to_tensor(a: np.ndarray | np.generic, target: Target) -> torch.Tensor:
+def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tensor:
     """One array or NumPy scalar as a tensor on ``target``'s device, cast per its casts.
 
     Zero-copy ``torch.from_numpy`` when the array can be shared and stays on the CPU;
@@ -306,7 +307,7 @@ def _host_copy(t: torch.Tensor) -> torch.Tensor:
     return t.clone()  # keeps autograd history, conj and neg bits
 
 
-def _needs_copy_array(a: np.ndarray | np.generic, why: str) -> LeafError:
+def _needs_copy_array(a: NDArray[Any] | np.generic, why: str) -> LeafError:
     return LeafError(
         CopyError,
         f"cannot be shared with torch without a copy: {why}",
@@ -316,7 +317,7 @@ def _needs_copy_array(a: np.ndarray | np.generic, why: str) -> LeafError:
 
 
 def _slow_array_to_tensor(
-    a: np.ndarray | np.generic, device: torch.device, casts: Casts, copy: bool | None
+    a: NDArray[Any] | np.generic, device: torch.device, casts: Casts, copy: bool | None
 ) -> tuple[torch.Tensor, bool]:
     """The careful route: refusals, subclasses, scalars and the layouts torch can't share."""
     refusal = _array_refusal(a)
@@ -421,7 +422,7 @@ def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETA
     return make((data, plain.to(CPU).numpy(), compressed.to(CPU).numpy()), shape=tuple(t.shape), copy=True)
 
 
-def _index_tensor(a: np.ndarray, copy: bool | None) -> torch.Tensor:
+def _index_tensor(a: NDArray[Any], copy: bool | None) -> torch.Tensor:
     """int64 indices, as torch's sparse tensors want them (SciPy often keeps int32)."""
     if a.dtype == np.int64 and not copy and a.flags.writeable:
         return torch.from_numpy(a)
@@ -462,7 +463,7 @@ def sparse_to_tensor(
     return t if device is CPU else t.to(device)
 
 
-def write_back(pairs: list[tuple[torch.Tensor, np.ndarray | None]]) -> None:
+def write_back(pairs: list[tuple[torch.Tensor, NDArray[Any] | None]]) -> None:
     """Make what a function wrote the caller's: copy private arrays back into their tensors,
     and tell autograd about writes into shared memory (``None``), as an in-place op would."""
     with torch.no_grad():
@@ -470,7 +471,7 @@ def write_back(pairs: list[tuple[torch.Tensor, np.ndarray | None]]) -> None:
             if a is None:
                 # NumPy wrote straight into t's memory, unseen by autograd's version counter:
                 # a tensor saved for backward would give silently wrong gradients.
-                torch.autograd.graph.increment_version(t)
+                torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
                 continue
             source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
             # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,13 +48,17 @@ class Registration:
         # Held by this object alone: when the op's function goes, the Library's own
         # finalizer takes its registrations with it.
         self.library = library = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
+        # Torch's own finalizer for a collected Library leaves torch.ops' cached packet behind
+        # before torch 2.5, and calling that stale packet segfaults: tear it down as
+        # torch.library._scoped_library does, on every version.
+        weakref.finalize(self, library._destroy)
         library.define(  # type: ignore[no-untyped-call]
             f"{name}({schema.arguments(mutated)}) -> {schema.returns()}", tags=(torch.Tag.pt2_compliant_tag,)
         )
         library.impl(name, lambda *args, **kwargs: spec.run(args, kwargs), "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
         faked = fake if callable(fake) else _like(schema, fake, device, dtype)
         torch.library.register_fake(f"{NAMESPACE}::{name}", _counted(spec, schema.results, faked), lib=library)
-        self.forward: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default
+        self.forward: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # not exported in torch 2.4's stubs
         if spec.backward is not None:
             backward = _backward_op(library, f"{name}_backward", spec, schema)
             torch.library.register_autograd(
@@ -83,7 +88,7 @@ def _backward_op(library: torch.library.Library, name: str, spec: Spec, schema: 
     library.impl(name, backward, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=library)
     torch.library.register_autograd(f"{NAMESPACE}::{name}", once, lib=library)
-    op: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default
+    op: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # as above
     return op
 
 

@@ -107,7 +107,7 @@ def numpy_op(
             return spec.run(args, kwargs)
         if kwargs:
             args, kwargs = bind(args, kwargs)
-        return _NumpyFunction.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call]
+        return _NumpyFunction.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
 
     if fake is not None:
         names = (fake,) if isinstance(fake, str) else fake
@@ -204,7 +204,7 @@ def _opaque_apply(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, u
 
 
 def _apply(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
-    return _NumpyFunction.apply(*args)  # type: ignore[no-untyped-call]
+    return _NumpyFunction.apply(*args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
 
 
 class _NumpyFunction(torch.autograd.Function):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from . import _devices
 from ._devices import CPU, settle, vote
@@ -158,19 +159,22 @@ class Selection:
 # through a torch.compiler.disable'd function, a clean graph break, and the body runs
 # eagerly. Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
 # one is a bare `return False` (17 ns against 48 ns).
-_compiling = torch.compiler.is_dynamo_compiling
+compiling = torch.compiler.is_dynamo_compiling
 _opaque_call: Callable[..., Any] | None = None
 
 
-def _through(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
-    return call(*args)  # inside the disabled call is_dynamo_compiling() is False: the body runs
+def _through(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+    return call(*args, **kwargs)  # inside the disabled call is_dynamo_compiling() is False: the body runs
 
 
-def _opaque(call: Call, *args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
+def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+    """``call(*args, **kwargs)`` out of dynamo's sight: one graph break, the body run eagerly. Also for
+    building wrappers and to_numpy/to_tensor inside a compiled function (dynamo cannot trace
+    wrapt 1.x's constructor, nor, in torch 2.4, a bound dict.get)."""
     global _opaque_call
     if _opaque_call is None:
         _opaque_call = torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call]
-    return _opaque_call(call, *args)
+    return _opaque_call(call, *args, **kwargs)
 
 
 #: A NumPy input leaf's per-call context: the ``plain`` and ``odd`` lists (see Inputs), and
@@ -270,7 +274,7 @@ class NumpyInputs(Inputs):
         (Without, the Runner builds ``(plain, odd)`` itself.)"""
         return (plain, odd, [])
 
-    def _make_leaf(self) -> Callable[[torch.Tensor, Lists], np.ndarray]:
+    def _make_leaf(self) -> Callable[[torch.Tensor, Lists], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
         copy, grad, sparse = self.copy, self.grad, self.sparse
         if not self.readonly:
@@ -293,12 +297,12 @@ class NumpyInputs(Inputs):
                     ctx[0].append(t)
                     # write=False, passed positionally: the C method takes it so, and its keyword parsing
                     # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
-                    a.setflags(False)  # type: ignore[call-arg]
+                    a.setflags(False)  # type: ignore[call-arg, unused-ignore]
                     return a
             ctx[1].append(t)
             a = refused_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
             if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
-                a.setflags(False)  # type: ignore[call-arg]
+                a.setflags(False)  # type: ignore[call-arg, unused-ignore]
             return a
 
         return shared
@@ -523,12 +527,14 @@ class Runner:
         read_only_error = self._read_only_error
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            # The compile guard comes first: dynamo must not trace the ContextVar read (torch
+            # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call).
+            if compiling():
+                return opaque(call, wrapped, instance, args, kwargs)
             if variants is not None:
                 config = _active()
                 if config is not None:
                     return variants(config).call(wrapped, instance, args, kwargs)
-            if _compiling():
-                return _opaque(call, wrapped, instance, args, kwargs)
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
             given = (args, kwargs, instance)

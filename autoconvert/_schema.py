@@ -75,8 +75,7 @@ class Schema(NamedTuple):
 def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
     """The schema of ``fn``; ``declared_results`` counts results when its return is unannotated."""
     if isinstance(fn, np.ufunc):
-        names = list(inspect.signature(fn).parameters)[: fn.nin]
-        return Schema(tuple(Parameter(n, "Tensor", False, _EMPTY) for n in names), fn.nout)
+        return Schema(tuple(Parameter(n, "Tensor", False, _EMPTY) for n in ufunc_inputs(fn)), fn.nout)
     try:
         signature = inspect.signature(fn, eval_str=True)
     except (TypeError, ValueError, NameError) as e:
@@ -103,6 +102,15 @@ def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
             "annotate -> np.ndarray, or -> tuple[np.ndarray, np.ndarray] for two results",
         )
     return Schema(tuple(parameters), results or declared_results or 1)
+
+
+def ufunc_inputs(fn: np.ufunc) -> list[str]:
+    """A ufunc's input names: from its signature (NumPy 2), else NumPy's own naming, which
+    its docs use (``x``, or ``x1, x2``): NumPy 1.26's ufuncs have no signature."""
+    try:
+        return list(inspect.signature(fn).parameters)[: fn.nin]
+    except ValueError:
+        return ["x"] if fn.nin == 1 else [f"x{i}" for i in range(1, fn.nin + 1)]
 
 
 def _parameter_type(annotation: Any, default: Any) -> str | None:

@@ -34,7 +34,7 @@ def _values(dtype: torch.dtype, shape: tuple[int, ...], seed: int, specials: boo
         flat[0], flat[1], flat[2] = float("nan"), float("inf"), -0.0
     if dtype.is_complex:
         return torch.complex(base, base.flip(-1) if base.ndim else base).to(dtype)
-    if dtype == torch.float8_e8m0fnu:  # powers of two only; NaN is its one special
+    if str(dtype) == "torch.float8_e8m0fnu":  # powers of two only; NaN is its one special (torch >= 2.7)
         return (2.0 ** base.nan_to_num(0, 0, 0).clamp(-20, 20).round()).to(dtype)
     return base.to(dtype)
 

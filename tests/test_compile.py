@@ -61,7 +61,8 @@ def test_each_decorated_call_is_one_graph_break_and_dynamo_never_enters_the_body
     explanation = torch._dynamo.explain(lambda x: smooth(x * 2) + 1)(torch.rand(4, 4))
     assert explanation.graph_break_count == 1
     reason = str(explanation.break_reasons[0].reason)
-    assert "torch.compiler.disable" in reason
+    # dynamo's wording: "torch._dynamo.disable()" (torch 2.4), "torch.compiler.disable" later
+    assert "disable" in reason
     frames = [f.filename for b in explanation.break_reasons for f in b.user_stack]
     assert not any("scipy" in f or "autoconvert" in f for f in frames)
 
