@@ -9,6 +9,8 @@ copied, and the time per call next to the hand-written conversion. Public API on
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import platform
 import sys
 import time
 from collections.abc import Callable
@@ -64,6 +66,18 @@ def _time(call: Callable[[], Any], repeat: int = 200) -> float:
     return best * 1e6
 
 
+def _versions() -> str:
+    """What this check ran with, the line to paste into a bug report."""
+    found = {"autoconvert": ac.__version__, "python": platform.python_version(), "torch": torch.__version__}
+    found["numpy"] = np.__version__
+    for name in ("scipy", "wrapt"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return ", ".join(f"{name} {version}" for name, version in found.items())
+
+
 def _address(a: NDArray[Any]) -> int:
     return int(a.__array_interface__["data"][0])
 
@@ -83,7 +97,7 @@ def main() -> int:
         out = discount(x.detach().cpu().numpy(), 0.9)
         return torch.from_numpy(np.ascontiguousarray(out)).to(x.device)
 
-    print(f"autoconvert {ac.__version__}, torch {torch.__version__}, numpy {np.__version__}")
+    print(_versions())
     print(f"wrapped: {name}, on 4 x 256 rewards\n")
     header = f"{'device':8} {'dtype in':16} {'dtype out':16} {'copies':>6} {'bytes copied':>12} {'us/call':>8} {'hand-written':>14}"
     print(header)

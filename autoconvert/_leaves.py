@@ -460,7 +460,7 @@ def sparse_to_tensor(
         build = _COMPRESSED_BUILDERS[layout]
         compressed, plain = _index_tensor(converted.indptr, copy), _index_tensor(converted.indices, copy)
         t = _quiet_first("compressed", build, compressed, plain, values, size, check_invariants=False)
-    return t if device is CPU else t.to(device)
+    return t if device is CPU else _cast(t.to, device=device, dtype=t.dtype)
 
 
 def write_back(pairs: list[tuple[torch.Tensor, NDArray[Any] | None]]) -> None:
@@ -504,10 +504,32 @@ def _quiet_first(kind: str, op: Callable[..., Any], *args: Any, **kwargs: Any) -
 
 
 def _cast(op: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> torch.Tensor:
-    """Run ``op``, which makes a tensor of ``kwargs["dtype"]`` (see _quiet_first)."""
-    if kwargs["dtype"] is torch.complex32:
-        return _quiet_first("complex32", op, *args, **kwargs)  # type: ignore[no-any-return]
-    return op(*args, **kwargs)
+    """Run ``op``, which makes a tensor of ``kwargs["dtype"]`` on ``kwargs["device"]`` (see
+    _quiet_first); a device this torch cannot use raises a LeafError saying so."""
+    try:
+        if kwargs["dtype"] is torch.complex32:
+            return _quiet_first("complex32", op, *args, **kwargs)  # type: ignore[no-any-return]
+        return op(*args, **kwargs)
+    except (AssertionError, RuntimeError) as e:
+        # A CPU-only torch asserts "Torch not compiled with CUDA enabled"; a missing index is a
+        # RuntimeError. Other failures (out of memory) are the caller's to see as they are.
+        device = kwargs["device"]
+        if _usable(device):
+            raise
+        raise LeafError(
+            ConversionError,
+            f"cannot be placed on {device}: this torch cannot use that device ({e})",
+            f"device='{device}', with torch {torch.__version__} and {torch.cuda.device_count()} CUDA device(s)",
+            "pass device= naming a device this machine has (or None: the caller's device)",
+        ) from None
+
+
+def _usable(device: torch.device) -> bool:
+    try:
+        torch.empty(0, device=device)
+    except (AssertionError, RuntimeError):
+        return False
+    return True
 
 
 def warn_at_caller(text: str, category: type[Warning]) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import doctest
+import importlib.metadata
 import pathlib
+import platform
 import re
 import subprocess
 import sys
@@ -48,4 +50,11 @@ def test_every_public_name_has_a_docstring() -> None:
 def test_self_check_runs_and_passes() -> None:
     done = subprocess.run([sys.executable, "-m", "autoconvert"], capture_output=True, text=True, check=True)
     assert done.stdout.rstrip().endswith("ok")
+    import numpy
+    import torch
+
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"autoconvert {autoconvert.__version__}, python {platform.python_version()}, ")
+    assert f"torch {torch.__version__}, numpy {numpy.__version__}, scipy " in first
+    assert first.endswith(f"wrapt {importlib.metadata.version('wrapt')}")
     assert "cpu      torch.bfloat16" in done.stdout and "fails: TypeError" in done.stdout

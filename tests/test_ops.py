@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 import pickle
 import warnings
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
 import scipy.linalg
 import torch
 import torch._dynamo
+import typing_extensions
 
 import autoconvert as ac
 
@@ -447,6 +448,27 @@ def test_schemas_are_read_from_annotations_and_defaults(signature: str, schema: 
     )
     op = ac.numpy_op(namespace["f"], fake=lambda *a, **k: torch.empty(0))
     assert str(op.op._schema).removeprefix(op.op._schema.name) == schema
+
+
+# NumPy 2.5's npt.NDArray is a ``type`` alias (TypeAliasType); typing_extensions' class is
+# typing.TypeAliasType itself from Python 3.12, so these are the same kind of object.
+_scalar = TypeVar("_scalar", bound=np.generic)
+_ndarray_alias = typing_extensions.TypeAliasType(
+    "_ndarray_alias", np.ndarray[Any, np.dtype[_scalar]], type_params=(_scalar,)
+)
+_bare_alias = typing_extensions.TypeAliasType("_bare_alias", np.ndarray)
+
+
+def test_type_alias_annotations_are_read_through() -> None:
+    """Bare or subscripted, a ``type`` alias of ndarray still means an array: the schema has a
+    Tensor where older NumPy's plain alias gave one."""
+
+    def scaled(x: _ndarray_alias[np.float32], y: _bare_alias, k: float = 1.0) -> _ndarray_alias[np.float32]:  # type: ignore[valid-type]
+        return x * k
+
+    op = ac.numpy_op(scaled, fake="x")
+    assert str(op.op._schema).removeprefix(op.op._schema.name) == "(Tensor x, Tensor y, float k=1.) -> Tensor"
+    assert torch.equal(op(torch.ones(2), torch.ones(2), k=2.0), torch.full((2,), 2.0))
 
 
 def test_ufuncs_take_nin_tensors_and_give_nout() -> None:

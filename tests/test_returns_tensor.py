@@ -464,3 +464,30 @@ class TestEdges:
 
         with pytest.raises(ac.CopyError, match=re.escape("cannot reach cpu as torch.float64 without a copy")):
             strict()
+
+
+def test_a_device_this_torch_cannot_use_raises_our_error() -> None:
+    """A CPU-only torch asserts "Torch not compiled with CUDA enabled", a CUDA build without a
+    driver raises RuntimeError: either way the caller gets a ConversionError naming the result."""
+    missing = torch.device("cuda", torch.cuda.device_count())  # one index past the last GPU
+    try:
+        torch.empty(0, device=missing)
+    except (AssertionError, RuntimeError) as e:
+        reason = str(e)
+    else:  # pragma: no cover - torch accepted a device index it does not have
+        pytest.fail(f"{missing} was usable")
+
+    @ac.returns_tensor(device=missing)
+    def f() -> Any:
+        return {"a": np.ones(2)}
+
+    with pytest.raises(ac.ConversionError) as info:
+        f()
+    assert str(info.value) == (
+        f"test_a_device_this_torch_cannot_use_raises_our_error.<locals>.f(): result['a'] cannot be placed on "
+        f"{missing}: this torch cannot use that device ({reason}). Found device='{missing}', with torch "
+        f"{torch.__version__} and {torch.cuda.device_count()} CUDA device(s). Fix: pass device= naming a device "
+        "this machine has (or None: the caller's device)."
+    )
+    with pytest.raises(ac.ConversionError):
+        ac.to_tensor(np.ones(2), device=missing)
