@@ -52,7 +52,7 @@ def batched(fn: Callable[..., Any] | None = None, /, *, workers: int | None = No
         return lambda f: batched(f, workers=workers)
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ValueError(f"batched(): workers= takes None or a positive number of threads, got {workers!r}")
-    call = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
+    call: Callable[..., Any] = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     pools: list[ThreadPoolExecutor] = []  # its threads end when this function is collected
 

@@ -10,22 +10,28 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
+import numpy as np
 import torch
 import wrapt
+from numpy.typing import NDArray
 
 from ._options import active, validate
 from ._plan import DEFAULTS, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options, compiling, opaque
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), so it keeps the return type and accepts any arguments; an output
-# decorator changes the result (a tensor where an array was returned), so it keeps the
-# parameters and returns Any.
+# decorator changes the result, so it keeps the parameters and returns Any. Not Tensor for
+# a function returning an ndarray: stacked on an input decorator's Callable[..., R], that
+# overload would match ambiguously, and mypy --strict then calls the result untyped.
 P = ParamSpec("P")
 R = TypeVar("R")
 Grad = Literal["warn", "detach", "error"]
 Names = str | Iterable[str] | None
+Sparse = Literal["array", "matrix"]
+
+
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
 
 
@@ -139,6 +145,7 @@ def accepts_numpy(
     only: Names = None,
     exclude: Names = None,
     nested: bool = True,
+    sparse: Sparse = "array",
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
@@ -187,6 +194,7 @@ def returns_tensor(
     dtype: torch.dtype | Literal["input"] | None = None,
     copy: bool | None = None,
     nested: bool = True,
+    sparse_layout: torch.layout | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
 def returns_tensor(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's array and NumPy scalar results into tensors on the caller's device.
@@ -234,6 +242,7 @@ def accepts_tensor(
     only: Names = None,
     exclude: Names = None,
     nested: bool = True,
+    sparse_layout: torch.layout | None = None,
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
     """Hand the function tensors wherever the caller passed NumPy arrays or scalars.
@@ -266,7 +275,9 @@ def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
 @overload
 def returns_numpy(func: Callable[P, R], /) -> Callable[P, Any]: ...
 @overload
-def returns_numpy(*, copy: bool | None = None, nested: bool = True) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
+def returns_numpy(
+    *, copy: bool | None = None, nested: bool = True, sparse: Sparse = "array"
+) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
 def returns_numpy(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's tensor results into NumPy arrays: detached, on the host, widened.
 
@@ -290,7 +301,7 @@ def returns_numpy(func: Any = None, /, **options: Any) -> Any:
 # --------------------------------------------------------------------------- plain functions
 
 
-def to_numpy(obj: Any, **options: Any) -> Any:
+def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """``obj`` with every tensor in it as a NumPy array, for code that can't take a decorator.
 
     The conversion of :func:`returns_numpy`: detached silently (the call itself says
@@ -307,11 +318,16 @@ def to_numpy(obj: Any, **options: Any) -> Any:
     """
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(to_numpy, obj, **options)
-    options = {**_configured("returns_numpy"), **validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")}
+    given = validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")
+    options = {**_configured("returns_numpy"), **given}  # type: ignore[typeddict-item]
     outputs = NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, {**DEFAULTS["returns_numpy"], **options})
     return outputs.convert(obj, [], [], ((), {}, None))
 
 
+@overload
+def to_tensor(obj: NDArray[Any] | np.generic, **options: Unpack[TensorOptions]) -> torch.Tensor: ...
+@overload
+def to_tensor(obj: Any, **options: Unpack[TensorOptions]) -> Any: ...
 def to_tensor(obj: Any, **options: Any) -> Any:
     """``obj`` with every NumPy array and scalar in it as a tensor.
 
@@ -334,6 +350,24 @@ def to_tensor(obj: Any, **options: Any) -> Any:
     }
     outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, {**DEFAULTS["returns_tensor"], **options})
     return outputs.convert(obj, [], [], ((), {}, None))
+
+
+class TensorOptions(TypedDict, total=False):
+    """The options of ``to_tensor`` (those of ``returns_tensor``), for type checkers."""
+
+    device: torch.device | str | int | None
+    dtype: torch.dtype | Literal["input"] | None
+    copy: bool | None
+    nested: bool
+    sparse_layout: torch.layout | None
+
+
+class NumpyOptions(TypedDict, total=False):
+    """The options of ``to_numpy`` (those of ``returns_numpy``), for type checkers."""
+
+    copy: bool | None
+    nested: bool
+    sparse: Sparse
 
 
 def _configured(side: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, Unpack, overload
 
 import torch
 from torch._C import _functions  # DelayedError: what once_differentiable uses
@@ -20,7 +20,7 @@ from torch._C import _functions  # DelayedError: what once_differentiable uses
 from ._errors import GradientError, message
 from ._library import Registration
 from ._opspec import Spec, save, saved
-from ._options import validate
+from ._options import PairOptions, validate
 from ._plan import DEFAULTS, function_name
 from ._schema import Schema, SchemaError, schema_of
 from ._torchify import wrap_pair
@@ -28,13 +28,38 @@ from ._torchify import wrap_pair
 _INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
 _OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
 Fake = Callable[..., Any] | str | tuple[str, ...]
+Backward = Callable[..., Any] | None
 
 
+class NumpyOp(Protocol):
+    """A ``numpy_op`` made with ``fake=``: called like the function, its torch op as ``.op``."""
+
+    op: Any  # a torch._ops.OpOverload, a class torch keeps private
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@overload
+def numpy_op(
+    fn: Callable[..., Any], /, *, backward: Backward = None, fake: Fake, **options: Unpack[PairOptions]
+) -> NumpyOp: ...
+@overload
+def numpy_op(
+    fn: Callable[..., Any], /, *, backward: Backward = None, fake: None = None, **options: Unpack[PairOptions]
+) -> Callable[..., Any]: ...
+@overload
+def numpy_op(
+    fn: None = None, /, *, backward: Backward = None, fake: Fake, **options: Unpack[PairOptions]
+) -> Callable[[Callable[..., Any]], NumpyOp]: ...
+@overload
+def numpy_op(
+    fn: None = None, /, *, backward: Backward = None, fake: None = None, **options: Unpack[PairOptions]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 def numpy_op(
     fn: Callable[..., Any] | None = None,
     /,
     *,
-    backward: Callable[..., Any] | None = None,
+    backward: Backward = None,
     fake: Fake | None = None,
     **options: Any,
 ) -> Any:

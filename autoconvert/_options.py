@@ -10,12 +10,27 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import torch
 
 from . import _devices
 from ._dtypes import is_inexact
+
+
+class PairOptions(TypedDict, total=False):
+    """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` and
+    ``numpy_op`` take them: for type checkers (``**options: Unpack[PairOptions]``)."""
+
+    copy: bool | None
+    writeback: bool
+    grad: Literal["warn", "detach", "error"]
+    nested: bool
+    sparse: Literal["array", "matrix"]
+    device: torch.device | str | int | None
+    dtype: torch.dtype | Literal["input"] | None
+    sparse_layout: torch.layout | None
+
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
 CONFIGURABLE = frozenset({"copy", "writeback", "grad", "nested", "device", "dtype", "sparse", "sparse_layout"})

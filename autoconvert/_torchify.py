@@ -12,14 +12,14 @@ import functools
 import importlib
 import inspect
 import types
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import torch
 
-from ._decorators import accepts_numpy, returns_tensor, to_numpy, to_tensor
+from ._decorators import TensorOptions, accepts_numpy, returns_tensor, to_numpy, to_tensor
 from ._devices import default_device, vote
-from ._options import validate
+from ._options import PairOptions, validate
 from ._plan import DEFAULTS
 from ._tree import Mapper
 
@@ -29,7 +29,7 @@ _OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
 _PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
 
 
-def torchify(target: Any, **options: Any) -> Any:
+def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
     """A tensor-in, tensor-out view of a module, a class, or an object.
 
     Args:
@@ -40,7 +40,7 @@ def torchify(target: Any, **options: Any) -> Any:
             ``sparse_layout``) for every call made through the view.
 
     Returns:
-        For a module, a module whose public callables take tensors and return tensors on
+        (Typed ``Any``: what a view holds is only known when an attribute is read.) For a module, a module whose public callables take tensors and return tensors on
         the caller's device (submodules and classes torchified on access, everything else
         passed through). For a class, a callable building torchified instances. For an
         instance, a proxy: methods take and return tensors (a method returning the object
@@ -196,9 +196,11 @@ class TorchifiedObject:
             value = getattr(target, name)
             if callable(value) and not isinstance(value, type):
                 return self._method(wrap_pair(value, self._ac_options), bound=True)
-            device = self._ac_device or default_device()
+            placed: TensorOptions = {"device": self._ac_device or default_device()}
             dtype = self._ac_options.get("dtype")
-            return to_tensor(value, device=device, **({"dtype": dtype} if isinstance(dtype, torch.dtype) else {}))
+            if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply
+                placed["dtype"] = dtype
+            return to_tensor(value, **placed)
         return self._method(wrapped, bound=False)
 
     def _method(self, wrapped: Any, *, bound: bool) -> Any:

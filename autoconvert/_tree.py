@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ._errors import LeafError
+from ._errors import ConversionError, LeafError
 
 Leaf = Callable[[Any, Any], Any]  # (value, per-call context) -> converted value
 Flatten = Callable[[Any], "tuple[Sequence[Any], Any]"]
@@ -132,9 +132,100 @@ register_container(
 )
 
 
-def _namedtuple_node(cls: type) -> Node:
+def _fields_tuple_node(cls: type) -> Node:
+    """Tuples with ``_fields``: namedtuples, and SciPy's result "tuple bunches" (PearsonRResult,
+    TtestResult, LinregressResult...), which have no ``_make`` and carry extra attributes.
+
+    Rebuilt with ``tuple.__new__`` (a bunch's own ``__new__`` wants every extra as a keyword)
+    and the instance ``__dict__`` copied: public attributes (``df``, ``intercept_stderr``) are
+    children, converted like the fields; private ones (``_x``, ``_alternative``) are the
+    state methods such as ``confidence_interval()`` compute from, kept as they are.
+    """
     fields = cls._fields  # type: ignore[attr-defined]
-    return Node(lambda x: (x, fields), lambda c, _: cls._make(c), _attr_key)  # type: ignore[attr-defined]
+    count = len(fields)
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        state = getattr(obj, "__dict__", None)
+        extras = [k for k in state if not k.startswith("_")] if state else []
+        return [*obj, *(state[k] for k in extras)], (extras, state)  # type: ignore[index]
+
+    def unflatten(children: list[Any], context: Any) -> Any:
+        extras, state = context
+        new: Any = tuple.__new__(cls, children[:count])
+        if state:
+            new.__dict__.update(state)
+            new.__dict__.update(zip(extras, children[count:], strict=True))
+        return new
+
+    def key(context: Any, i: int) -> str:
+        return f".{fields[i]}" if i < count else f".{context[0][i - count]}"
+
+    has_dict = getattr(cls, "__dictoffset__", 0) != 0
+    methods = [n for n in _public_methods(cls) if n not in fields] if has_dict else []
+    return _MethodsNode(flatten, unflatten, key, methods) if methods else Node(flatten, unflatten, key)
+
+
+def _public_methods(cls: type) -> list[str]:
+    """Public methods ``cls`` adds to tuple or dict (``confidence_interval``, not ``count``)."""
+    base = tuple if issubclass(cls, tuple) else dict
+    return [n for n in dir(cls) if not n.startswith("_") and n not in dir(base) and callable(getattr(cls, n))]
+
+
+class _MethodsNode(Node):
+    """A result type with methods that compute from its fields with NumPy: once the fields are
+    converted, each method runs on the original result and its value converts the same way
+    (``r.confidence_interval().low`` is a tensor too)."""
+
+    __slots__ = ("methods",)
+
+    def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf, methods: list[str]) -> None:
+        super().__init__(flatten, unflatten, key)
+        self.methods = methods
+
+    def map(self, obj: Any, mapper: Mapper, ctx: Any) -> Any:
+        new = super().map(obj, mapper, ctx)
+        if new is not obj:
+            for name in self.methods:
+                new.__dict__[name] = _ConvertedMethod(getattr(obj, name), mapper, ctx)
+        return new
+
+
+class _ConvertedMethod:
+    """A method of the original result whose return value is converted like the result was."""
+
+    __slots__ = ("ctx", "mapper", "method")
+
+    def __init__(self, method: Any, mapper: Mapper, ctx: Any) -> None:  # a bound method
+        self.method, self.mapper, self.ctx = method, mapper, ctx
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.mapper(self.method(*args, **kwargs), self.ctx)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return getattr, (self.method.__self__, self.method.__name__)  # pickled: the original method
+
+
+def _dict_subclass_node(cls: type) -> Node:
+    """Dict subclasses no one registered: SciPy's OptimizeResult (attribute access to its
+    keys) and its kin. A shallow copy, of the same type and instance attributes, with the
+    converted values set through dict's own ``__setitem__`` (a subclass's may validate)."""
+
+    def unflatten(children: list[Any], context: Any) -> Any:
+        keys, obj = context
+        try:
+            new = copy.copy(obj)
+        except Exception as e:
+            raise LeafError(
+                ConversionError,
+                f"is a {cls.__qualname__} (a dict subclass) that copy.copy() cannot rebuild: {e}",
+                f"{cls.__module__}.{cls.__qualname__}",
+                "register it with autoconvert.register_container(cls, flatten, unflatten)",
+            ) from None
+        for k, v in zip(keys, children, strict=True):
+            dict.__setitem__(new, k, v)
+        return new
+
+    return Node(lambda d: (list(d.values()), (list(d), d)), unflatten, lambda c, i: f"[{c[0][i]!r}]")
 
 
 def _structseq_node(cls: type) -> Node:
@@ -180,12 +271,15 @@ def node_for(cls: type) -> Node | None:
         return node
     if issubclass(cls, tuple):
         if hasattr(cls, "_fields"):
-            return _namedtuple_node(cls)
+            return _fields_tuple_node(cls)
         if hasattr(cls, "n_sequence_fields"):
             return _structseq_node(cls)
     if dataclasses.is_dataclass(cls):
         return _dataclass_node(cls)
-    return _pytree_node(cls)
+    node = _pytree_node(cls)
+    if node is None and issubclass(cls, dict):
+        node = _dict_subclass_node(cls)
+    return node
 
 
 # --------------------------------------------------------------------------- mapping
