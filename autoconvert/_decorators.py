@@ -17,6 +17,7 @@ import torch
 import wrapt
 from numpy.typing import NDArray
 
+from ._leaves import GradPolicy
 from ._options import active, validate
 from ._plan import DEFAULTS, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options, compiling, opaque
 
@@ -309,7 +310,10 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
 
     Args:
         obj: a tensor, or a container of them; other values pass through untouched.
-        **options: ``copy`` and ``nested``, as for :func:`returns_numpy`.
+        **options: ``copy``, ``nested`` and ``sparse``, as for :func:`returns_numpy`; ``grad``
+            as for :func:`accepts_numpy` (``"detach"``, the default, silently; ``"warn"``
+            once per process; ``"error"`` refuses a tensor that requires grad while grad
+            mode is on).
 
     Example:
         >>> import torch, autoconvert as ac
@@ -318,9 +322,10 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(to_numpy, obj, **options)
-    given = validate(options, DEFAULTS["returns_numpy"], "autoconvert.to_numpy()")
-    options = {**_configured("returns_numpy"), **given}  # type: ignore[typeddict-item]
-    outputs = NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, {**DEFAULTS["returns_numpy"], **options})
+    given = validate(options, DEFAULTS["to_numpy"], "autoconvert.to_numpy()")
+    resolved = {**DEFAULTS["to_numpy"], **_configured("to_numpy"), **given}
+    grad = _TO_NUMPY_GRAD[resolved["grad"]]
+    outputs = NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, resolved, grad, argument="obj")
     return outputs.convert(obj, [], [], ((), {}, None))
 
 
@@ -348,7 +353,8 @@ def to_tensor(obj: Any, **options: Any) -> Any:
         **_configured("returns_tensor"),
         **validate(options, DEFAULTS["returns_tensor"], "autoconvert.to_tensor()"),
     }
-    outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, {**DEFAULTS["returns_tensor"], **options})
+    resolved = {**DEFAULTS["returns_tensor"], **options}
+    outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, resolved, argument="obj")
     return outputs.convert(obj, [], [], ((), {}, None))
 
 
@@ -363,11 +369,16 @@ class TensorOptions(TypedDict, total=False):
 
 
 class NumpyOptions(TypedDict, total=False):
-    """The options of ``to_numpy`` (those of ``returns_numpy``), for type checkers."""
+    """The options of ``to_numpy`` (``returns_numpy``'s and ``grad``), for type checkers."""
 
     copy: bool | None
     nested: bool
     sparse: Sparse
+    grad: Grad
+
+
+#: to_numpy()'s grad policies: "warn" says so once per process, as a decorator does once.
+_TO_NUMPY_GRAD = {mode: GradPolicy(mode, "autoconvert.to_numpy()") for mode in ("warn", "detach", "error")}
 
 
 def _configured(side: str) -> dict[str, Any]:

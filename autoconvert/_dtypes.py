@@ -67,10 +67,23 @@ def real_of(dtype: torch.dtype) -> torch.dtype:
     return _REAL_OF.get(dtype, dtype)
 
 
+#: The integer dtypes (bool is not one: it is never cast).
+INTEGERS = tuple(d for d in TORCH_TO_NUMPY if not is_inexact(d) and d != torch.bool)
+
+
+def narrows(source: torch.dtype, target: torch.dtype) -> bool:
+    """Whether some ``source`` integer falls outside ``target``'s range (a cast would wrap it)."""
+    wide, narrow = torch.iinfo(source), torch.iinfo(target)
+    return wide.min < narrow.min or wide.max > narrow.max
+
+
 @functools.cache
 def casts_to(target: torch.dtype) -> Casts:
-    """Result dtype -> cast for ``dtype=target``: real floats to ``real_of(target)``,
-    complex to its complex counterpart; integers and bools are never touched."""
+    """Result dtype -> cast for ``dtype=target``, within its kind only: an integer target
+    casts integer results; a floating one casts real floats to ``real_of(target)`` and
+    complex to its complex counterpart. Bools, and the other kinds, are never touched."""
+    if not is_inexact(target):
+        return {d: target for d in INTEGERS if d != target}
     real = real_of(target)
     # bfloat16 and float8 have no complex twin in torch; complex64 is their lossless home.
     cplx = _COMPLEX_OF.get(real, torch.complex64)

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from . import _devices
 from ._devices import CPU
-from ._dtypes import NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, Casts
+from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, Casts, narrows
 from ._errors import ConversionError, CopyError, GradientError, GradientWarning, LeafError, NoDeviceError
 
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
@@ -279,6 +279,8 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
     device, casts, copy = target[:3]
     if device is None:
         raise NoDeviceError
+    if casts and a.dtype.kind in "iu":
+        _check_range(a, NUMPY_TO_TORCH[a.dtype.newbyteorder("=")], casts, describe_array)
     t, shared = (t, True) if t is not None else _slow_array_to_tensor(a, device, casts, copy)
     if device is not CPU or (casts and t.dtype in casts):  # t is on the CPU here (CPU: see _devices.normal)
         dtype = casts.get(t.dtype, t.dtype)
@@ -305,6 +307,24 @@ def _host_copy(t: torch.Tensor) -> torch.Tensor:
     if large and t.dtype in TORCH_TO_NUMPY and not (t.requires_grad or t.is_conj() or t.is_neg()):
         return torch.from_numpy(t.numpy().copy(order="K"))
     return t.clone()  # keeps autograd history, conj and neg bits
+
+
+def _check_range(values: Any, source: torch.dtype, casts: Casts, describe: Callable[[Any], str]) -> None:
+    """An integer cast that ``dtype=`` asks for must not wrap values around: refuse instead.
+    Only narrowing casts (int64 -> int32, uint64 -> int64) look at the values."""
+    target = casts.get(source)
+    if target is None or not narrows(source, target):
+        return
+    if (values.numel() if isinstance(values, torch.Tensor) else values.size) == 0:
+        return
+    low, high, limits = int(values.min()), int(values.max()), torch.iinfo(target)
+    if low < limits.min or high > limits.max:
+        raise LeafError(
+            ConversionError,
+            f"holds values from {low} to {high}, outside {target}'s range, so casting it as dtype= asks would wrap them",
+            describe(values),
+            "pass a dtype= wide enough for the values, or leave integer results uncast",
+        )
 
 
 def _needs_copy_array(a: NDArray[Any] | np.generic, why: str) -> LeafError:
@@ -350,6 +370,8 @@ def _slow_array_to_tensor(
 
 def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: bool | None) -> torch.Tensor:
     """A tensor result (SciPy's array-API mode returns them) moved and cast like an array's."""
+    if casts and t.dtype in INTEGERS:
+        _check_range(t, t.dtype, casts, describe_tensor)
     dtype = casts.get(t.dtype, t.dtype)
     moved = _cast(t.to, device=device, dtype=dtype) if (t.device != device or dtype != t.dtype) else t
     if moved is t and copy:

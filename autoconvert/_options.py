@@ -15,7 +15,7 @@ from typing import Any, Literal, TypedDict
 import torch
 
 from . import _devices
-from ._dtypes import is_inexact
+from ._dtypes import INTEGERS, is_inexact
 
 
 class PairOptions(TypedDict, total=False):
@@ -71,10 +71,11 @@ def _dtype(value: object) -> torch.dtype | str | None:
     if value is None or value == "input":
         return value
     if not isinstance(value, torch.dtype):
-        raise TypeError(f"dtype= takes None, 'input' or a floating or complex torch.dtype, got {value!r}")
-    if not is_inexact(value):
-        # Integer and bool results are never cast to or from floating types.
-        raise TypeError(f"dtype= casts floating results only, so it takes a floating or complex dtype, got {value}")
+        raise TypeError(f"dtype= takes None, 'input' or a torch.dtype, got {value!r}")
+    if value == torch.bool:
+        raise TypeError("dtype= casts results within their kind, and bool results are never cast; got torch.bool")
+    if not is_inexact(value) and value not in INTEGERS:
+        raise TypeError(f"dtype= takes a floating, complex or integer dtype NumPy also has, got {value}")
     return value
 
 

@@ -59,6 +59,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "sparse_layout": None,
     },
     "returns_numpy": {"copy": None, "nested": True, "sparse": "array"},
+    # to_numpy(): returns_numpy's conversion, with a grad policy (the call itself says the
+    # value leaves autograd, so by default it detaches silently).
+    "to_numpy": {"copy": None, "nested": True, "sparse": "array", "grad": "detach"},
 }
 
 
@@ -375,9 +378,18 @@ class Outputs:
     """The output side: converts results, with paths below ``result`` in messages."""
 
     def __init__(
-        self, function: str, params: Parameters, mapper: Mapper, context: Context = _no_context, all_plain: Any = None
+        self,
+        function: str,
+        params: Parameters,
+        mapper: Mapper,
+        context: Context = _no_context,
+        all_plain: Any = None,
+        *,
+        argument: str | None = None,
     ) -> None:
         self.function = function
+        #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
+        self.role, self.root = ("argument", argument) if argument else ("", "result")
         self.params = params
         self.mapper = mapper
         #: ``context(plain, odd)``: what this side's leaf functions receive for one call,
@@ -390,14 +402,14 @@ class Outputs:
         """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
         the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
         get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
-        function, params = self.function, self.params
+        function, params, role, root = self.function, self.params, self.role, self.root
 
         def convert(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
             ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except LeafError as e:
-                raise e.public(function, "", "result") from None
+                raise e.public(function, role, root) from None
             except NoDeviceError:
                 raise _mismatch(function, params, *call) from None
 
@@ -407,7 +419,7 @@ class Outputs:
 class TensorOutputs(Outputs):
     """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
 
-    def __init__(self, function: str, params: Parameters, options: dict[str, Any]) -> None:
+    def __init__(self, function: str, params: Parameters, options: dict[str, Any], argument: str | None = None) -> None:
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
@@ -422,7 +434,7 @@ class TensorOutputs(Outputs):
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
         all_plain = None if self.dtype == "input" else (self.device or CPU, casts, self.copy)
-        super().__init__(function, params, mapper, self._make_context(), all_plain)
+        super().__init__(function, params, mapper, self._make_context(), all_plain, argument=argument)
 
     def _make_context(self) -> Context:
         """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
@@ -475,13 +487,24 @@ def _mismatch(
 class NumpyOutputs(Outputs):
     """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
 
-    def __init__(self, function: str, params: Parameters, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        options: dict[str, Any],
+        grad: GradPolicy = DETACH,
+        *,
+        argument: str | None = None,
+    ) -> None:
         self.copy: bool | None = options["copy"]
         self.sparse: str = options["sparse"]
-        super().__init__(function, params, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]))
+        self.grad = grad
+        super().__init__(
+            function, params, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]), argument=argument
+        )
 
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
-        return tensor_to_array(t, self.copy, DETACH, self.sparse)[0]
+        return tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
 
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]

@@ -61,7 +61,7 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
         return TorchifiedModule(target, checked)
     if isinstance(target, type):
         return TorchifiedClass(target, checked)
-    return TorchifiedObject(target, checked, None)
+    return proxy(target, checked, None)
 
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
@@ -123,8 +123,8 @@ class TorchifiedClass:
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         functools.update_wrapper(self, cls, updated=())
 
-    def __call__(self, *args: Any, **kwargs: Any) -> TorchifiedObject:
-        return TorchifiedObject(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return proxy(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.__wrapped__, name)
@@ -135,7 +135,7 @@ class TorchifiedClass:
         def call(*args: Any, **kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)
             return (
-                TorchifiedObject(result, self._options, _device_of(args, kwargs), self)
+                proxy(result, self._options, _device_of(args, kwargs), self)
                 if type(result) is self.__wrapped__
                 else result
             )
@@ -223,4 +223,25 @@ class TorchifiedObject:
         return f"torchified({self.__wrapped__!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return TorchifiedObject, (self.__wrapped__, self._ac_options, self._ac_device)
+        return proxy, (self.__wrapped__, self._ac_options, self._ac_device)
+
+
+class CallableTorchifiedObject(TorchifiedObject):
+    """A torchified object that is itself callable (``gaussian_kde``, a transform object):
+    calling the proxy calls the object's ``__call__`` through the same conversion."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        wrapped = self._ac_class.method("__call__")
+        if wrapped is None:  # __call__ is not a plain function of its class (a builtin, a C type)
+            return self._method(wrap_pair(self.__wrapped__, self._ac_options), bound=True)(*args, **kwargs)
+        return self._method(wrapped, bound=False)(*args, **kwargs)
+
+
+def proxy(
+    target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
+) -> TorchifiedObject:
+    """The proxy for ``target``: callable exactly when ``target`` is, so ``callable()`` tells the truth."""
+    kind = CallableTorchifiedObject if callable(target) else TorchifiedObject
+    return kind(target, options, device, cls)

@@ -120,7 +120,7 @@ def test_device_and_dtype_apply_to_results() -> None:
         (
             {"dtype": "float"},
             TypeError,
-            "autoconvert.config(): dtype= takes None, 'input' or a floating or complex torch.dtype, got 'float'",
+            "autoconvert.config(): dtype= takes None, 'input' or a torch.dtype, got 'float'",
         ),
         (
             {"only": "x"},

@@ -216,12 +216,62 @@ class TestDtype:
         f32, f64, i32, b = self.through(dtype=torch.float64)(torch.ones(2))
         assert (f32.dtype, f64.dtype, i32.dtype, b.dtype) == (torch.float64, torch.float64, torch.int32, torch.bool)
 
-    def test_integer_dtypes_are_refused_when_decorating(self) -> None:
-        with pytest.raises(TypeError) as info:
-            ac.returns_tensor(dtype=torch.int64)
+    def test_an_integer_dtype_casts_integer_results_only(self) -> None:
+        """PyG's Delaunay faces (``torch_geometric.transforms.Delaunay``): SciPy gives int32
+        simplices, edge_index wants int64; floats and bools are left alone."""
+        import scipy.spatial
+
+        @ac.returns_tensor(dtype=torch.long)
+        @ac.accepts_numpy
+        def delaunay(pos: np.ndarray) -> Any:
+            tri = scipy.spatial.Delaunay(pos)
+            return tri.simplices, tri.points, tri.coplanar.size == 0
+
+        faces, points, flat = delaunay(torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+        assert faces.dtype == torch.int64 and faces.shape == (2, 3)
+        assert points.dtype == torch.float64 and flat is True
+        f32, f64, i32, b = self.through(dtype=torch.int64)(torch.ones(2))
+        assert (f32.dtype, f64.dtype, i32.dtype, b.dtype) == (torch.float32, torch.float64, torch.int64, torch.bool)
+
+    def test_nms_keep_indices_come_back_as_long(self) -> None:
+        """Every NumPy NMS port returns intp/int32 ``keep`` indices; torch indexing wants int64."""
+
+        @ac.returns_tensor(dtype=torch.int64)
+        @ac.accepts_numpy
+        def keep(scores: np.ndarray) -> np.ndarray:
+            return np.argsort(scores)[::-1][:2].astype(np.int32)
+
+        scores = torch.tensor([0.1, 0.9, 0.5])
+        kept = keep(scores)
+        assert kept.dtype == torch.int64 and kept.tolist() == [1, 2]
+        assert torch.equal(scores[kept], torch.tensor([0.9, 0.5]))
+
+    def test_a_narrowing_integer_cast_refuses_values_it_would_wrap(self) -> None:
+        @ac.returns_tensor(dtype=torch.int32)
+        def ids() -> Any:
+            return {"small": np.array([1, 2]), "large": np.array([0, 2**40])}
+
+        with pytest.raises(ac.ConversionError) as info:
+            ids()
         assert str(info.value) == (
-            "autoconvert.returns_tensor(): dtype= casts floating results only, so it takes a floating or "
-            "complex dtype, got torch.int64"
+            "TestDtype.test_a_narrowing_integer_cast_refuses_values_it_would_wrap.<locals>.ids(): "
+            "result['large'] holds values from 0 to 1099511627776, outside torch.int32's range, so casting it "
+            "as dtype= asks would wrap them. Found numpy.ndarray(shape=(2,), dtype=<i8). Fix: pass a dtype= wide "
+            "enough for the values, or leave integer results uncast."
+        )
+        assert ac.to_tensor(np.array([7], dtype=np.uint64), dtype=torch.int8).tolist() == [7]
+
+    def test_bool_and_dtypes_numpy_lacks_are_refused_when_decorating(self) -> None:
+        with pytest.raises(TypeError) as info:
+            ac.returns_tensor(dtype=torch.bool)
+        assert str(info.value) == (
+            "autoconvert.returns_tensor(): dtype= casts results within their kind, and bool results are "
+            "never cast; got torch.bool"
+        )
+        with pytest.raises(TypeError) as info:
+            ac.to_tensor(np.ones(1), dtype=torch.qint8)
+        assert str(info.value) == (
+            "autoconvert.to_tensor(): dtype= takes a floating, complex or integer dtype NumPy also has, got torch.qint8"
         )
 
 

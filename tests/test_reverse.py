@@ -135,11 +135,31 @@ def test_to_numpy_and_to_tensor_convert_nested_values() -> None:
     with pytest.raises(ac.CopyError) as info:
         ac.to_numpy([t], copy=False)
     assert str(info.value).startswith(
-        "autoconvert.to_numpy(): result[0] cannot be shared with NumPy without a copy: NumPy lacks torch.bfloat16"
+        "autoconvert.to_numpy(): argument obj[0] cannot be shared with NumPy without a copy: NumPy lacks torch.bfloat16"
     )
 
 
 def test_to_numpy_and_to_tensor_reject_unknown_options() -> None:
     with pytest.raises(TypeError) as info:
-        ac.to_numpy(1, grad="warn")
-    assert str(info.value) == "autoconvert.to_numpy() got unknown option(s) grad; it takes copy, nested, sparse"
+        ac.to_numpy(1, device="cpu")
+    assert str(info.value) == "autoconvert.to_numpy() got unknown option(s) device; it takes copy, grad, nested, sparse"
+
+
+def test_to_numpy_takes_a_grad_policy() -> None:
+    """Evaluation code calls ``to_numpy(model(x))`` on outputs that require grad: detached
+    silently by default, or with ``grad=`` as for accepts_numpy, named by their path in ``obj``."""
+    w = torch.ones(2, requires_grad=True)
+    out = {"logits": w * 2}
+    assert ac.to_numpy(out)["logits"].tolist() == [2.0, 2.0]
+    assert ac.to_numpy(out, grad="detach")["logits"].tolist() == [2.0, 2.0]
+    with pytest.raises(ac.GradientError) as info:
+        ac.to_numpy(out, grad="error")
+    assert str(info.value) == (
+        "autoconvert.to_numpy(): argument obj['logits'] requires grad, and NumPy code cannot pass gradients "
+        "back. Found torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass "
+        "obj['logits'].detach(), call under torch.no_grad(), or use grad='detach' or grad='warn'."
+    )
+    with torch.no_grad():  # grad mode off: nothing to say, as for the decorators
+        assert ac.to_numpy(out, grad="error")["logits"].shape == (2,)
+    with ac.config(grad="error"), pytest.raises(ac.GradientError):
+        ac.to_numpy(out)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.ndimage
+import scipy.stats
 import torch
 
 import autoconvert as ac
@@ -223,3 +224,35 @@ def test_instances_classes_and_views_read_naturally() -> None:
     assert repr(TClipper) == "<torchified class tests.estimators.Clipper>"
     assert repr(proxy).startswith("torchified(<tests.estimators.Clipper object")
     assert "apply" in dir(proxy) and proxy.__wrapped__ is raw
+
+
+def test_a_torchified_callable_object_is_called_through_the_conversion() -> None:
+    """A KDE density for a loss, as the authors of density-based sampling code write it:
+    ``torchify(gaussian_kde(samples))(points)`` takes and returns tensors."""
+    samples = torch.randn(200, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    kde = ac.torchify(scipy.stats.gaussian_kde(samples))
+    density = kde(torch.zeros(3, dtype=torch.float64))
+    expected = scipy.stats.gaussian_kde(samples.numpy())(np.zeros(3))
+    assert isinstance(density, torch.Tensor) and np.allclose(density.numpy(), expected)
+    built = ac.torchify(scipy.stats.gaussian_kde)(samples)  # the class torchified, then called
+    assert torch.equal(built(torch.zeros(3, dtype=torch.float64)), density)
+    again = pickle.loads(pickle.dumps(kde))
+    assert callable(again) and torch.equal(again(torch.zeros(3, dtype=torch.float64)), density)
+
+
+def test_a_transform_object_is_callable_and_other_proxies_are_not() -> None:
+    """Speech and imaging pipelines keep NumPy transform objects (``Resample()(signal)``)."""
+
+    class Resample:
+        def __init__(self, factor: int) -> None:
+            self.factor = factor
+
+        def __call__(self, signal: np.ndarray) -> np.ndarray:
+            return signal[:: self.factor].copy()
+
+    resample = ac.torchify(Resample(2))
+    assert torch.equal(resample(torch.arange(6.0)), torch.tensor([0.0, 2.0, 4.0]))
+    frozen = ac.torchify(scipy.stats.norm(0, 1))  # a frozen distribution has no __call__
+    assert not callable(frozen)
+    with pytest.raises(TypeError, match="not callable"):
+        frozen(torch.zeros(1))
