@@ -147,6 +147,7 @@ def accepts_numpy(
     exclude: Names = None,
     nested: bool = True,
     sparse: Sparse = "array",
+    widen_float16: bool = False,
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
@@ -167,6 +168,10 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
         only: the parameter names to convert (checked against the signature now).
         exclude: the parameter names to leave alone.
         nested: look inside containers; ``False`` converts top-level arguments only.
+        sparse: ``"array"`` (scipy.sparse arrays) or ``"matrix"`` (spmatrix) for sparse tensors.
+        widen_float16: hand float16 tensors over as float32 (lossless), for code that rejects
+            float16, such as most of scipy.ndimage and scipy.signal; with ``returns_tensor``,
+            float32 results come back as float16 when every floating argument was float16.
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
     a write raises :class:`ReadOnlyError` (a ``ValueError``) naming both fixes.

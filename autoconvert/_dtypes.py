@@ -95,10 +95,16 @@ def casts_to(target: torch.dtype) -> Casts:
 #: on the per-call path, so a plain dict rather than a cached function).
 RESTORING: dict[torch.dtype, Casts] = {narrow: {wide: narrow} for narrow, wide in WIDENED.items()}
 
+#: ``widen_float16=True``: float16 widens to float32 too, losslessly (float32 holds every
+#: float16 value exactly: 11 of its 24 significand bits, 5 of its 8 exponent bits), for
+#: SciPy code that rejects float16 ("array type not supported"); results come back in it.
+WIDENED_HALF: dict[torch.dtype, torch.dtype] = {**WIDENED, torch.float16: torch.float32}
+RESTORING_HALF: dict[torch.dtype, Casts] = {**RESTORING, torch.float16: {torch.float32: torch.float16}}
 
-def restoring_casts(narrow: torch.dtype) -> Casts:
-    """For inputs all of dtype ``narrow`` that NumPy lacks: cast results in its wide dtype back."""
-    return RESTORING.get(narrow, NO_CASTS)
+
+def restoring_casts(narrow: torch.dtype, restoring: dict[torch.dtype, Casts] = RESTORING) -> Casts:
+    """For inputs all of dtype ``narrow`` that were widened: cast results in its wide dtype back."""
+    return restoring.get(narrow, NO_CASTS)
 
 
 def promote(dtypes: set[torch.dtype]) -> torch.dtype:

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from . import _devices
 from ._devices import CPU
-from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, Casts, narrows
+from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, WIDENED_HALF, Casts, narrows
 from ._errors import ConversionError, CopyError, GradientError, GradientWarning, LeafError, NoDeviceError
 
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
@@ -119,7 +119,13 @@ DETACH = GradPolicy("detach", "")
 
 
 def tensor_to_array(
-    t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH, sparse: str = "array", *, settle: bool = True
+    t: torch.Tensor,
+    copy: bool | None,
+    grad: GradPolicy = DETACH,
+    sparse: str = "array",
+    *,
+    settle: bool = True,
+    widened: dict[torch.dtype, torch.dtype] = WIDENED,
 ) -> tuple[Any, bool]:
     """One tensor as an array on the host; returns ``(array, shares_memory_with_t)``.
 
@@ -129,22 +135,29 @@ def tensor_to_array(
 
     A CUDA tensor crosses asynchronously into pinned memory. With ``settle=False`` the
     caller must call :func:`_devices.settle` on ``t`` before the array is read: a call's
-    arguments then all cross before one wait.
+    arguments then all cross before one wait. ``widened`` names the dtypes that widen
+    (WIDENED_HALF: float16 too, for code that rejects it).
     """
     # Zero-copy numpy() refuses grad, conj/neg bits, devices, dtypes and layouts with a C++
     # exception that costs ~7 us; requires_grad, common in training code, is checked first.
-    if not t.requires_grad:
+    if not t.requires_grad and (widened is WIDENED or t.dtype not in widened):
         try:
             a = t.numpy()
         except (TypeError, RuntimeError):
             pass
         else:
             return (a.copy(order="K"), False) if copy else (a, True)
-    return refused_tensor_to_array(t, copy, grad, sparse, settle=settle)
+    return refused_tensor_to_array(t, copy, grad, sparse, settle=settle, widened=widened)
 
 
 def refused_tensor_to_array(
-    t: torch.Tensor, copy: bool | None, grad: GradPolicy, sparse: str, *, settle: bool = True
+    t: torch.Tensor,
+    copy: bool | None,
+    grad: GradPolicy,
+    sparse: str,
+    *,
+    settle: bool = True,
+    widened: dict[torch.dtype, torch.dtype] = WIDENED,
 ) -> tuple[Any, bool]:
     """:func:`tensor_to_array` for a tensor that ``numpy()`` refused, without trying it again."""
     if t.layout in SPARSE_LAYOUTS:
@@ -164,7 +177,7 @@ def refused_tensor_to_array(
         if copy is False:
             raise _needs_copy(t, "it has its negative bit set (a lazy view such as .conj().imag)")
         t, fresh = t.resolve_neg(), True
-    wide = WIDENED.get(t.dtype)
+    wide = widened.get(t.dtype)
     if not t.is_cpu or wide is not None:
         if copy is False:
             why = f"it lives on {t.device}" if not t.is_cpu else f"NumPy lacks {t.dtype}, so it must widen to {wide}"
@@ -431,7 +444,7 @@ def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETA
     if t.layout == torch.sparse_coo:
         t = t.coalesce()
     values = t.values().resolve_conj().resolve_neg()
-    wide = WIDENED.get(values.dtype)
+    wide = WIDENED_HALF.get(values.dtype)  # scipy.sparse has no float16 either
     data = values.to(device=CPU, dtype=wide or values.dtype).numpy()
     fmt = _LAYOUT_FORMAT[t.layout]
     make = getattr(scipy.sparse, f"{fmt}_{kind}")

@@ -27,13 +27,16 @@ class PairOptions(TypedDict, total=False):
     grad: Literal["warn", "detach", "error"]
     nested: bool
     sparse: Literal["array", "matrix"]
+    widen_float16: bool
     device: torch.device | str | int | None
     dtype: torch.dtype | Literal["input"] | None
     sparse_layout: torch.layout | None
 
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
-CONFIGURABLE = frozenset({"copy", "writeback", "grad", "nested", "device", "dtype", "sparse", "sparse_layout"})
+CONFIGURABLE = frozenset(
+    {"copy", "writeback", "grad", "nested", "device", "dtype", "sparse", "sparse_layout", "widen_float16"}
+)
 SPARSE_KINDS = ("array", "matrix")
 SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr)
 GRAD_MODES = ("warn", "detach", "error")
@@ -110,6 +113,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "writeback": lambda v: _flag("writeback", v),
     "grad": _grad,
     "nested": lambda v: _flag("nested", v),
+    "widen_float16": lambda v: _flag("widen_float16", v),
     "device": _device,
     "dtype": _dtype,
     "only": lambda v: _names("only", v),

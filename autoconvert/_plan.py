@@ -19,7 +19,18 @@ from numpy.typing import NDArray
 
 from . import _devices
 from ._devices import CPU, settle, vote
-from ._dtypes import NO_CASTS, Casts, casts_to, is_inexact, promote, restoring_casts
+from ._dtypes import (
+    NO_CASTS,
+    RESTORING,
+    RESTORING_HALF,
+    WIDENED,
+    WIDENED_HALF,
+    Casts,
+    casts_to,
+    is_inexact,
+    promote,
+    restoring_casts,
+)
 from ._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
 from ._leaves import (
     DETACH,
@@ -47,6 +58,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "exclude": None,
         "nested": True,
         "sparse": "array",
+        "widen_float16": False,
     },
     "returns_tensor": {"device": None, "dtype": None, "copy": None, "nested": True, "sparse_layout": None},
     "accepts_tensor": {
@@ -267,7 +279,10 @@ class NumpyInputs(Inputs):
         self.readonly = not self.writeback and self.copy is not True
         self.grad = grad
         self.sparse: str = options["sparse"]
+        self.widened = WIDENED_HALF if options["widen_float16"] else WIDENED
         leaf = self._writeback_leaf if self.writeback else self._make_leaf()
+        if self.widened is WIDENED_HALF and not self.writeback:
+            leaf = self._widening(leaf)
         self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
 
     def context(
@@ -310,6 +325,22 @@ class NumpyInputs(Inputs):
 
         return shared
 
+    def _widening(self, leaf: Callable[[torch.Tensor, Lists], Any]) -> Callable[[torch.Tensor, Lists], Any]:
+        """``widen_float16=True``: float16 tensors take the widening route (recorded as odd, so
+        the output side sees them and narrows results back); the rest, ``leaf``."""
+        copy, grad, sparse, readonly = self.copy, self.grad, self.sparse, self.readonly
+
+        def widening(t: torch.Tensor, ctx: Lists) -> Any:
+            if t.dtype is not torch.float16:
+                return leaf(t, ctx)
+            ctx[1].append(t)
+            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
+            if readonly and type(a) is np.ndarray:
+                a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+
+        return widening
+
     def _writeback_leaf(self, t: torch.Tensor, ctx: Lists) -> Any:
         ctx[1].append(t)
         if t.layout != torch.strided and not t.is_nested:
@@ -319,7 +350,7 @@ class NumpyInputs(Inputs):
                 describe_tensor(t),
                 "return the changed matrix instead, with writeback=False",
             )
-        a, shared = tensor_to_array(t, self.copy, self.grad, settle=False)
+        a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
         # Private memory is copied back after the call; shared memory only needs autograd told.
         ctx[2].append((t, None if shared else a))
         return a
@@ -419,7 +450,16 @@ class Outputs:
 class TensorOutputs(Outputs):
     """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
 
-    def __init__(self, function: str, params: Parameters, options: dict[str, Any], argument: str | None = None) -> None:
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        options: dict[str, Any],
+        *,
+        argument: str | None = None,
+        restoring: dict[torch.dtype, Casts] = RESTORING,
+    ) -> None:
+        self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
         self.copy: bool | None = options["copy"]
@@ -440,6 +480,7 @@ class TensorOutputs(Outputs):
         """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
         the tensors disagree, which only matters (and raises) if some result has to be placed."""
         fixed_device, fixed_casts, dtype, copy = self.device, self.fixed_casts, self.dtype, self.copy
+        restoring = self.restoring
 
         def context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> Target:
             seen = plain + odd
@@ -450,7 +491,7 @@ class TensorOutputs(Outputs):
                 casts = input_casts(seen)
             else:  # None: a dtype NumPy lacks comes back when every floating input had it
                 inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
-                casts = restoring_casts(inexact.pop()) if len(inexact) == 1 else NO_CASTS
+                casts = restoring_casts(inexact.pop(), restoring) if len(inexact) == 1 else NO_CASTS
             return device, casts, copy
 
         return context
@@ -637,6 +678,8 @@ class Plan:
     def _build(self, configured: dict[str, Any], variants: Callable[[Config], Runner] | None = None) -> Runner:
         inputs: Inputs | None = None
         outputs: Outputs | None = None
+        # Results narrow back to float16 when the input side widened it (fused pairs only).
+        half = "accepts_numpy" in self.sides and self.resolved("accepts_numpy", configured)["widen_float16"]
         for side in self.sides:
             options = self.resolved(side, configured)
             where = f"{side}() on {self.function}"
@@ -646,7 +689,8 @@ class Plan:
             elif side == "accepts_tensor":
                 inputs = TensorInputs(self.params, self.function, options, where)
             elif side == "returns_tensor":
-                outputs = TensorOutputs(self.function, self.params, options)
+                restoring = RESTORING_HALF if half else RESTORING
+                outputs = TensorOutputs(self.function, self.params, options, restoring=restoring)
             else:
                 outputs = NumpyOutputs(self.function, self.params, options)
         if inputs is None and isinstance(outputs, TensorOutputs):

@@ -36,8 +36,10 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
         target: a module (``scipy.ndimage``, ``numpy``), a class (an estimator written
             for NumPy), or an instance of one.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
-            ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
-            ``sparse_layout``) for every call made through the view.
+            ``nested``, ``sparse``, ``widen_float16``) and ``returns_tensor`` (``device``,
+            ``dtype``, ``sparse_layout``) for every call made through the view. For SciPy's
+            modules, classes and objects ``widen_float16`` defaults to True: float16
+            tensors reach SciPy as float32 and results come back as float16.
 
     Returns:
         (Typed ``Any``: what a view holds is only known when an attribute is read.) For a module, a module whose public callables take tensors and return tensors on
@@ -57,11 +59,22 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
     checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.torchify()")
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
+    if _home(target) == "scipy":  # most of SciPy rejects float16 ("array type not supported")
+        checked = {"widen_float16": True, **checked}
     if isinstance(target, types.ModuleType):
         return TorchifiedModule(target, checked)
     if isinstance(target, type):
         return TorchifiedClass(target, checked)
     return proxy(target, checked, None)
+
+
+def _home(target: Any) -> str:
+    """The top-level package ``target`` (a module, a class, or an instance) comes from."""
+    if isinstance(target, types.ModuleType):
+        name = target.__name__
+    else:
+        name = getattr(target if isinstance(target, type) else type(target), "__module__", None) or ""
+    return name.partition(".")[0]
 
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:

@@ -184,3 +184,12 @@ def test_no_torch_sparse_warning_leaks_in_a_fresh_process() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_float16_sparse_tensors_reach_scipy_as_float32() -> None:
+    """scipy.sparse has no float16: COO raised SciPy's ValueError and CSR gave a matrix whose
+    ``.toarray()`` raised. Values widen losslessly, as for dense bfloat16."""
+    dense = torch.tensor([[0.0, 1.5], [2.25, 0.0]], dtype=torch.float16)
+    for sparse in (dense.to_sparse(), dense.to_sparse_csr()):
+        matrix = ac.to_numpy(sparse)
+        assert matrix.dtype == np.float32 and np.array_equal(matrix.toarray(), dense.float().numpy())

@@ -256,3 +256,47 @@ def test_a_transform_object_is_callable_and_other_proxies_are_not() -> None:
     assert not callable(frozen)
     with pytest.raises(TypeError, match="not callable"):
         frozen(torch.zeros(1))
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("median_filter", lambda m, x: m.ndimage.median_filter(x, 3)),
+        ("gaussian_filter", lambda m, x: m.ndimage.gaussian_filter(x, 1.0)),
+        ("zoom", lambda m, x: m.ndimage.zoom(x, 2)),
+        ("convolve", lambda m, x: m.ndimage.convolve(x, np.ones((3, 3), np.float32))),
+        ("medfilt", lambda m, x: m.signal.medfilt(x[0], 3)),
+    ],
+)
+def test_scipy_modules_widen_float16_and_narrow_the_results_back(name: str, call: Any) -> None:
+    """whisper's alignment code medfilts float16 attention weights after a hand-written
+    ``.float()``: torchified SciPy takes float16 as float32 (lossless) and returns float16,
+    exactly SciPy's float32 answer rounded to float16."""
+    import scipy.signal
+
+    x = torch.rand(12, 12, generator=torch.Generator().manual_seed(1)).half()
+    torchified = types.SimpleNamespace(ndimage=ac.torchify(scipy.ndimage), signal=ac.torchify(scipy.signal))
+    plain = types.SimpleNamespace(ndimage=scipy.ndimage, signal=scipy.signal)
+    out = call(torchified, x)
+    expected = torch.from_numpy(np.asarray(call(plain, x.float().numpy()))).half()
+    assert out.dtype == torch.float16 and torch.equal(out, expected), name
+    with pytest.raises((RuntimeError, ValueError), match="not supported"):  # what a user hit before
+        call(plain, x.numpy())
+
+
+def test_widen_float16_is_an_option_of_accepts_numpy_and_config() -> None:
+    @ac.returns_tensor
+    @ac.accepts_numpy(widen_float16=True)
+    def smooth(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, str]:
+        return scipy.ndimage.uniform_filter(a, 3), a.dtype.name
+
+    smoothed, seen = smooth(torch.ones(5, dtype=torch.float16), torch.ones(1, dtype=torch.float16))
+    assert seen == "float32" and smoothed.dtype == torch.float16
+    mixed, _ = smooth(torch.ones(5, dtype=torch.float16), torch.ones(1))  # a float32 argument: no narrowing
+    assert mixed.dtype == torch.float32
+    plain = ac.accepts_numpy(lambda a: a.dtype.name)
+    with ac.config(widen_float16=True):
+        assert plain(torch.ones(1, dtype=torch.float16)) == "float32"
+    assert plain(torch.ones(1, dtype=torch.float16)) == "float16"
+    numpy_view = ac.torchify(np)  # NumPy handles float16 itself: not widened
+    assert numpy_view.sin(torch.zeros(1, dtype=torch.float16)).dtype == torch.float16
