@@ -148,6 +148,7 @@ def accepts_numpy(
     nested: bool = True,
     sparse: Sparse = "array",
     widen_float16: bool = False,
+    check_writes: bool = False,
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
@@ -172,6 +173,11 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
         widen_float16: hand float16 tensors over as float32 (lossless), for code that rejects
             float16, such as most of scipy.ndimage and scipy.signal; with ``returns_tensor``,
             float32 results come back as float16 when every floating argument was float16.
+        check_writes: for tests and debugging: keep a private copy of every CPU tensor
+            argument, and after the call put back any the function changed through a route
+            the read-only arrays cannot stop (``torch.from_numpy(a)`` then an in-place op,
+            ``a.base``) and raise :class:`ReadOnlyError` naming it. One copy and one
+            comparison per argument.
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
     a write raises :class:`ReadOnlyError` (a ``ValueError``) naming both fixes.

@@ -514,6 +514,28 @@ def write_back(pairs: list[tuple[torch.Tensor, NDArray[Any] | None]]) -> None:
             t.detach().copy_(source)
 
 
+def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+    """check_writes: the tensors whose bits differ from their snapshot, each put back to it.
+
+    Bits, not values: NaN equals itself and -0.0 differs from 0.0, so any write is seen.
+    """
+    changed = []
+    with torch.no_grad():
+        for t, snapshot in pairs:
+            now, before = t.resolve_conj().resolve_neg(), snapshot.resolve_conj().resolve_neg()
+            if now.is_complex():
+                now, before = torch.view_as_real(now), torch.view_as_real(before)
+            bits = _BITS[now.element_size()]
+            if not torch.equal(now.view(bits), before.view(bits)):
+                t.detach().copy_(snapshot)
+                changed.append(t)
+    return changed
+
+
+#: element size -> an integer dtype of that size: a view that compares bits.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 # --------------------------------------------------------------------------- warnings
 
 _quiet_lock = threading.Lock()

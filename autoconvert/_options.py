@@ -28,6 +28,7 @@ class PairOptions(TypedDict, total=False):
     nested: bool
     sparse: Literal["array", "matrix"]
     widen_float16: bool
+    check_writes: bool
     device: torch.device | str | int | None
     dtype: torch.dtype | Literal["input"] | None
     sparse_layout: torch.layout | None
@@ -35,7 +36,18 @@ class PairOptions(TypedDict, total=False):
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
 CONFIGURABLE = frozenset(
-    {"copy", "writeback", "grad", "nested", "device", "dtype", "sparse", "sparse_layout", "widen_float16"}
+    {
+        "copy",
+        "writeback",
+        "grad",
+        "nested",
+        "device",
+        "dtype",
+        "sparse",
+        "sparse_layout",
+        "widen_float16",
+        "check_writes",
+    }
 )
 SPARSE_KINDS = ("array", "matrix")
 SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr)
@@ -114,6 +126,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "grad": _grad,
     "nested": lambda v: _flag("nested", v),
     "widen_float16": lambda v: _flag("widen_float16", v),
+    "check_writes": lambda v: _flag("check_writes", v),
     "device": _device,
     "dtype": _dtype,
     "only": lambda v: _names("only", v),
@@ -158,7 +171,8 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
     """Set option defaults for the decorated calls inside a ``with`` block.
 
     Keywords are the decorators' option names (``copy``, ``writeback``, ``grad``,
-    ``nested``, ``device``, ``dtype``, ``sparse``, ``sparse_layout``); each applies to every decorator that has that
+    ``nested``, ``device``, ``dtype``, ``sparse``, ``sparse_layout``, ``widen_float16``,
+    ``check_writes``); each applies to every decorator that has that
     option, and to ``to_numpy``/``to_tensor``. Options passed to a decorator explicitly
     win. Blocks nest, and each thread and asyncio task sees only its own.
 

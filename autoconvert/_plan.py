@@ -40,6 +40,7 @@ from ._leaves import (
     describe_tensor,
     is_scipy_sparse,
     refused_tensor_to_array,
+    restore_writes,
     sparse_to_tensor,
     tensor_to_array,
     tensor_to_device,
@@ -59,6 +60,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "nested": True,
         "sparse": "array",
         "widen_float16": False,
+        "check_writes": False,
     },
     "returns_tensor": {"device": None, "dtype": None, "copy": None, "nested": True, "sparse_layout": None},
     "accepts_tensor": {
@@ -277,19 +279,24 @@ class NumpyInputs(Inputs):
         # Read-only unless the function is meant to write: into private copies (copy=True)
         # or through to the caller's tensors (writeback=True). Same on every device.
         self.readonly = not self.writeback and self.copy is not True
+        # check_writes: only read-only arrays can be written through behind the guard's back.
+        self.check_writes: bool = options["check_writes"] and self.readonly
         self.grad = grad
         self.sparse: str = options["sparse"]
         self.widened = WIDENED_HALF if options["widen_float16"] else WIDENED
         leaf = self._writeback_leaf if self.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not self.writeback:
             leaf = self._widening(leaf)
+        if self.check_writes:
+            leaf = self._snapshotting(leaf)
         self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
 
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lists:
-        """With writeback, a third list: (tensor, private array or None) pairs to write back.
-        (Without, the Runner builds ``(plain, odd)`` itself.)"""
+        """With writeback, a third list: (tensor, private array or None) pairs to write back;
+        with check_writes, (tensor, snapshot) pairs. (Otherwise the Runner builds
+        ``(plain, odd)`` itself.)"""
         return (plain, odd, [])
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Lists], NDArray[Any]]:
@@ -340,6 +347,19 @@ class NumpyInputs(Inputs):
             return a
 
         return widening
+
+    @staticmethod
+    def _snapshotting(leaf: Callable[[torch.Tensor, Lists], Any]) -> Callable[[torch.Tensor, Lists], Any]:
+        """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
+        call, for :func:`_leaves.restore_writes` to compare with afterwards."""
+
+        def snapshotting(t: torch.Tensor, ctx: Lists) -> Any:
+            a = leaf(t, ctx)
+            if t.is_cpu and t.layout == torch.strided:  # a device's tensor crossed as a copy
+                ctx[2].append((t, t.detach().clone()))
+            return a
+
+        return snapshotting
 
     def _writeback_leaf(self, t: torch.Tensor, ctx: Lists) -> Any:
         ctx[1].append(t)
@@ -511,9 +531,10 @@ def _placed(ctx: Target) -> torch.device:
     return device
 
 
-def _mismatch(
-    function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
-) -> Exception:
+def _tensor_paths(
+    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
+) -> list[tuple[str, torch.Tensor]]:
+    """``(path, tensor)`` for every tensor among a call's arguments: the slow walk messages use."""
     walker = Mapper({torch.Tensor: _record}, nested=True)
     offset = params.offset(instance)
     placed = []
@@ -521,6 +542,13 @@ def _mismatch(
         placed += [(params.positional_name(i, offset) + p, t) for p, t in walker.leaves_with_paths(a)]
     for k, v in kwargs.items():
         placed += [(params.keyword_name(k) + p, t) for p, t in walker.leaves_with_paths(v)]
+    return placed
+
+
+def _mismatch(
+    function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
+) -> Exception:
+    placed = _tensor_paths(params, args, kwargs, instance)
     voters = [(path, t.device) for path, t in placed if not (t.is_cpu and t.ndim == 0)]
     return _devices.mismatch(function, voters)
 
@@ -581,14 +609,14 @@ class Runner:
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         settles = isinstance(inputs, NumpyInputs)
-        writeback = isinstance(inputs, NumpyInputs) and inputs.writeback
+        after = self._after_step()
         selected = inputs is not None and inputs.selection is not None
-        lists_only = isinstance(inputs, NumpyInputs) and not writeback  # ctx is (plain, odd): no context() call
+        lists_only = isinstance(inputs, NumpyInputs) and not after  # ctx is (plain, odd): no context() call
         context = inputs.context if inputs is not None else None
         get = inputs.mapper.dispatch.get if inputs is not None else None
         resolve = inputs.mapper.resolve if inputs is not None else None
         convert_out = outputs.convert if outputs is not None else None
-        read_only_error = self._read_only_error
+        read_only_error, after_failure = self._read_only_error, self._after_failure
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -626,18 +654,66 @@ class Runner:
                     settle(odd)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
-            except ValueError as e:
-                if readonly and (plain or odd) and "read-only" in str(e):
+            except BaseException as e:
+                if after is not None:  # still done; a failure of its own is a note on e
+                    after_failure(after, ctx[2], given, e)
+                if isinstance(e, ValueError) and readonly and (plain or odd) and "read-only" in str(e):
                     raise read_only_error(e) from e
                 raise
-            finally:
-                if writeback:  # what the function wrote reaches the caller, even on error
-                    write_back(ctx[2])
+            if after is not None:
+                after(ctx[2], given)
             if convert_out is None:
                 return result
             return convert_out(result, plain, odd, given)
 
         return call
+
+    def _after_step(self) -> Callable[[list[Any], tuple[Any, ...]], None] | None:
+        """What runs after the function, even when it raised: the write-back, or the check for
+        writes behind the read-only guard; None for neither."""
+        inputs = self.inputs
+        if isinstance(inputs, NumpyInputs) and inputs.writeback:
+            return self._write_back
+        if isinstance(inputs, NumpyInputs) and inputs.check_writes:
+            return self._restore_writes
+        return None
+
+    @staticmethod
+    def _write_back(pairs: list[Any], given: tuple[Any, ...]) -> None:
+        write_back(pairs)  # what the function wrote reaches the caller, even when it raised
+
+    def _restore_writes(self, pairs: list[Any], given: tuple[Any, ...]) -> None:
+        """check_writes: put back what the function changed in the caller's tensors, and say so."""
+        changed = restore_writes(pairs)
+        if not changed:
+            return
+        assert self.inputs is not None
+        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in changed)]
+        raise ReadOnlyError(
+            message(
+                self.function,
+                "argument " + ", ".join(paths or ["(a tensor argument)"]),
+                "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
+                "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
+                describe_tensor(changed[0]),
+                "pass copy=True to give the function private writable copies, or "
+                "writeback=True to let its changes reach the caller's tensors",
+            )
+        )
+
+    def _after_failure(
+        self,
+        after: Callable[[list[Any], tuple[Any, ...]], None],
+        pairs: list[Any],
+        given: tuple[Any, ...],
+        error: BaseException,
+    ) -> None:
+        """Run ``after`` for a call that raised ``error``: the user's exception wins, and what
+        ``after`` had to say (a write-back that failed, a write put back) becomes a note on it."""
+        try:
+            after(pairs, given)
+        except Exception as failure:
+            error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
 
     def _read_only_error(self, error: ValueError) -> ReadOnlyError:
         return ReadOnlyError(

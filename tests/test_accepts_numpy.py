@@ -553,3 +553,118 @@ class TestEdges:
         inner = ac.accepts_numpy(lambda a: type(a).__name__)
         outer = ac.accepts_numpy(copy=True)(inner)
         assert outer.__wrapped__ is inner and outer(torch.ones(1)) == "ndarray"
+
+
+# The function's own torch.from_numpy() of a read-only array warns, once per process, from
+# the function (torch 2.x, "The given NumPy array is not writable"): the function's warning.
+_FROM_NUMPY_NOT_WRITABLE = "ignore:The given NumPy array is not writable:UserWarning"
+
+
+@pytest.mark.filterwarnings(_FROM_NUMPY_NOT_WRITABLE)
+class TestCheckWrites:
+    """YOLOv5's preprocessing, ``img = torch.from_numpy(img); img /= 255``, inside a function
+    handed read-only arrays: torch wraps the memory anyway and writes the caller's tensor."""
+
+    @staticmethod
+    def preprocess(img: np.ndarray) -> Any:
+        t = torch.from_numpy(img)
+        t /= 255
+        return t
+
+    def test_the_read_only_guard_cannot_see_torch_from_numpy(self) -> None:
+        """The documented limit, shown: without check_writes the caller's tensor changes."""
+        img = torch.full((2,), 255.0)
+        ac.accepts_numpy(self.preprocess)(img)
+        assert img.tolist() == [1.0, 1.0]
+
+    def test_check_writes_puts_the_values_back_and_names_the_argument(self) -> None:
+        batch = {"img": torch.full((2,), 255.0), "ids": torch.arange(2)}
+
+        @ac.accepts_numpy(check_writes=True)
+        def step(batch: dict[str, np.ndarray]) -> Any:
+            return TestCheckWrites.preprocess(batch["img"])
+
+        with pytest.raises(ac.ReadOnlyError) as info:
+            step(batch)
+        assert batch["img"].tolist() == [255.0, 255.0] and batch["ids"].tolist() == [0, 1]
+        assert str(info.value) == (
+            "TestCheckWrites.test_check_writes_puts_the_values_back_and_names_the_argument.<locals>.step(): "
+            "argument batch['img'] was changed by the function, through a route the read-only guard cannot "
+            "see (torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer); the values were "
+            "put back. Found torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). "
+            "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
+            "changes reach the caller's tensors."
+        )
+
+    def test_every_route_and_every_bit_is_seen(self) -> None:
+        """``a.base``, a write of -0.0 over 0.0, complex values; NaN equal to itself is no write."""
+
+        @ac.accepts_numpy(check_writes=True)
+        def through_base(a: np.ndarray) -> None:
+            base = a.base
+            while isinstance(base, np.ndarray) and base.base is not None:
+                base = base.base
+            if isinstance(base, torch.Tensor):
+                base.add_(1)
+            else:  # NumPy's own chain: make the same write through torch
+                torch.from_numpy(np.asarray(base)).add_(1)
+
+        @ac.accepts_numpy(check_writes=True)
+        def negative_zero(a: np.ndarray) -> None:
+            torch.from_numpy(a).neg_()
+
+        @ac.accepts_numpy(check_writes=True)
+        def reads_only(a: np.ndarray) -> float:
+            return float(np.nansum(np.abs(a)))
+
+        ones = torch.ones(3)
+        with pytest.raises(ac.ReadOnlyError):
+            through_base(ones)
+        assert ones.tolist() == [1.0, 1.0, 1.0]
+        zeros = torch.zeros(2)
+        with pytest.raises(ac.ReadOnlyError):
+            negative_zero(zeros)
+        assert not torch.signbit(zeros).any()
+        with pytest.raises(ac.ReadOnlyError):
+            negative_zero(torch.ones(2, dtype=torch.complex64))
+        assert reads_only(torch.tensor([float("nan"), 1.0])) == 1.0  # NaN is NaN: nothing changed
+
+    def test_the_users_exception_wins_and_the_restore_is_a_note(self) -> None:
+        img = torch.full((2,), 255.0)
+
+        @ac.accepts_numpy(check_writes=True)
+        def fails_after_writing(a: np.ndarray) -> None:
+            TestCheckWrites.preprocess(a)
+            raise KeyError("the user's own error")
+
+        with pytest.raises(KeyError) as info:
+            fails_after_writing(img)
+        assert img.tolist() == [255.0, 255.0]
+        assert info.value.__notes__[0].startswith(
+            "autoconvert: after TestCheckWrites.test_the_users_exception_wins_and_the_restore_is_a_note"
+            ".<locals>.fails_after_writing() raised: ReadOnlyError: "
+        )
+
+    def test_config_turns_it_on_and_copies_need_no_check(self) -> None:
+        img = torch.full((2,), 255.0)
+        with ac.config(check_writes=True), pytest.raises(ac.ReadOnlyError):
+            ac.accepts_numpy(self.preprocess)(img)
+        assert img.tolist() == [255.0, 255.0]
+        private = ac.accepts_numpy(copy=True, check_writes=True)(self.preprocess)
+        assert private(img).tolist() == [1.0, 1.0] and img.tolist() == [255.0, 255.0]
+
+
+def test_a_failing_write_back_never_replaces_the_users_exception() -> None:
+    """The user's exception wins; the write-back's failure is a note on it."""
+
+    @ac.accepts_numpy(writeback=True)
+    def shrinks_then_fails(a: np.ndarray) -> None:
+        a.shape = (3, 1)  # a private float32 copy of a bfloat16 tensor, reshaped in place
+        raise LookupError("the user's own error")
+
+    with pytest.raises(LookupError) as info:
+        shrinks_then_fails(torch.ones(3, dtype=torch.bfloat16))
+    assert info.value.__notes__[0].startswith(
+        "autoconvert: after test_a_failing_write_back_never_replaces_the_users_exception.<locals>."
+        "shrinks_then_fails() raised: RuntimeError: "
+    )
