@@ -198,6 +198,21 @@ def per_call(settings: Settings) -> list[Row]:
         repeats,
         target,
     )
+
+    # check_writes=True (tests and debugging): one snapshot and one bitwise compare per argument.
+    for label, arg in (("16 float32", t), ("1 MiB float32", torch.rand(2**18))):
+        checked = ac.returns_tensor(ac.accepts_numpy(check_writes=True)(np.negative))
+        rows += compare(
+            f"check_writes=True, 1 tensor arg ({label})",
+            "hand-written",
+            {
+                "hand-written": functools.partial(lambda v: torch.from_numpy(np.negative(v.numpy())), arg),
+                "autoconvert": functools.partial(neg, arg),
+                "autoconvert check_writes": functools.partial(checked, arg),
+            },
+            repeats,
+            target,
+        )
     return rows
 
 
