@@ -1,10 +1,11 @@
 """A ``numpy_op`` registered as ``torch.library`` ops, so ``torch.compile`` sees one node.
 
-``torch.library.custom_op`` keeps every op it makes for the life of the process, one leak
-per op defined in a loop or a lambda. The lower-level ``Library`` API lets the decorated
-function own its registrations instead: they are destroyed when it is collected. The
-backward is an op of its own, opaque to tracing like the forward, whose fake gives each
-tensor argument a gradient of its shape (torch.library's advice for NumPy backwards).
+Torch keeps every Python kernel registered with it for the life of the process, also after
+its ``Library`` is destroyed. So the kernels it gets are trampolines that reach the decorated
+function's :class:`Registration` weakly: the function, and everything it captures, goes when
+the function goes, and a call of its op after that raises a clear error. What stays is the
+op's schema. The backward is an op of its own, opaque to tracing like the forward, whose fake
+gives each tensor argument a gradient of its shape (torch.library's advice for NumPy backwards).
 """
 
 from __future__ import annotations
@@ -27,8 +28,16 @@ _NOT_IN_NAMES = re.compile(r"\W")
 _GRADS, _OUTPUTS = "autoconvert_grads", "autoconvert_outputs"
 
 
+#: Every op's Library, kept for the life of the process. Torch keeps the Python kernels a
+#: Library registers even after it is destroyed (torch 2.4 to 2.15), so destroying one frees
+#: nothing, and it leaves a cached op behind whose call segfaults. Kept, an op costs its
+#: schema and a few trampolines; the function and what it captures go with the function.
+_LIBRARIES: list[torch.library.Library] = []
+
+
 class Registration:
-    """The forward op (and backward op) of one ``numpy_op``, registered while this object lives.
+    """The forward op (and backward op) of one ``numpy_op``, whose kernels work while this
+    object lives: torch holds them only as trampolines that reach it weakly (see _trampoline).
 
     ``fake`` is the caller's fake function, or parameter names whose arguments the results
     are shaped like; ``device``/``dtype`` are the ``returns_tensor`` options those follow.
@@ -45,33 +54,34 @@ class Registration:
         dtype: Any,
     ) -> None:
         name = _NOT_IN_NAMES.sub("_", spec.name.removesuffix("()")) + f"_{next(_numbers)}"
-        # Held by this object alone: when the op's function goes, the Library's own
-        # finalizer takes its registrations with it.
-        self.library = library = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
-        # Torch's own finalizer for a collected Library leaves torch.ops' cached packet behind
-        # before torch 2.5, and calling that stale packet segfaults: tear it down as
-        # torch.library._scoped_library does, on every version.
-        weakref.finalize(self, library._destroy)
+        self.spec, self.schema = spec, schema
+        self.faked = fake if callable(fake) else _like(schema, fake, device, dtype)
+        library = torch.library.Library(NAMESPACE, "FRAGMENT")  # type: ignore[no-untyped-call]
+        _LIBRARIES.append(library)
         library.define(  # type: ignore[no-untyped-call]
             f"{name}({schema.arguments(mutated)}) -> {schema.returns()}", tags=(torch.Tag.pt2_compliant_tag,)
         )
-        library.impl(name, lambda *args, **kwargs: spec.run(args, kwargs), "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
-        faked = fake if callable(fake) else _like(schema, fake, device, dtype)
-        torch.library.register_fake(f"{NAMESPACE}::{name}", _counted(spec, schema.results, faked), lib=library)
+        me = weakref.ref(self)
+        library.impl(name, _trampoline(me, name, Registration.run), "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
+        fake_kernel = _counted(spec.name, schema.results, _trampoline(me, name, Registration.fake))
+        torch.library.register_fake(f"{NAMESPACE}::{name}", fake_kernel, lib=library)
         self.forward: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # not exported in torch 2.4's stubs
         if spec.backward is not None:
-            backward = _backward_op(library, f"{name}_backward", spec, schema)
+            kernel = _trampoline(me, name, Registration.backward)
+            backward = _backward_op(library, f"{name}_backward", kernel, schema, spec.name)
             torch.library.register_autograd(
                 f"{NAMESPACE}::{name}", _autograd(backward), setup_context=_setup_context, lib=library
             )
 
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return self.spec.run(args, kwargs)
 
-def _backward_op(library: torch.library.Library, name: str, spec: Spec, schema: Schema) -> Callable[..., Any]:
-    """The NumPy backward as an op: gradients for the tensor arguments, in order."""
-    library.define(f"{name}(Tensor[] {_GRADS}, Tensor[] {_OUTPUTS}, {schema.arguments()}) -> Tensor[]")  # type: ignore[no-untyped-call]
+    def fake(self, *args: Any, **kwargs: Any) -> Any:
+        return self.faked(*args, **kwargs)
 
-    def backward(grads: list[torch.Tensor], outputs: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
-        found = spec.gradients(grads, args, kwargs, outputs, tuple_result=schema.results > 1)
+    def backward(self, grads: list[torch.Tensor], outputs: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
+        """The NumPy backward's gradients, one tensor per tensor argument, in order."""
+        found = self.spec.gradients(grads, args, kwargs, outputs, tuple_result=self.schema.results > 1)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         # An op returns tensors only: no gradient (or an integer input's) is zeros, never read.
         return [
@@ -79,13 +89,36 @@ def _backward_op(library: torch.library.Library, name: str, spec: Spec, schema: 
             for a, g in zip(tensors, found, strict=True)
         ]
 
+
+def _trampoline(owner: weakref.ref[Registration], name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """A kernel that reaches its Registration weakly: torch keeps the kernel, and the kernel
+    keeps nothing alive. Once the numpy_op is collected, a call raises instead of crashing."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        registration = owner()
+        if registration is None:
+            raise RuntimeError(
+                f"{NAMESPACE}::{name}: the numpy_op that registered this op was garbage-collected, and its "
+                "kernels went with it; keep the decorated function alive for as long as you use its .op"
+            )
+        return method(registration, *args, **kwargs)
+
+    return kernel
+
+
+def _backward_op(
+    library: torch.library.Library, name: str, kernel: Callable[..., Any], schema: Schema, function: str
+) -> Callable[..., Any]:
+    """The NumPy backward as an op: gradients for the tensor arguments, in order."""
+    library.define(f"{name}(Tensor[] {_GRADS}, Tensor[] {_OUTPUTS}, {schema.arguments()}) -> Tensor[]")  # type: ignore[no-untyped-call]
+
     def fake(grads: list[torch.Tensor], outputs: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         return [torch.empty_like(a) for a in args if isinstance(a, torch.Tensor)]
 
     def once(ctx: Any, *grads: Any) -> Any:
-        raise RuntimeError(f"{spec.name}: double backward is not supported: its backward is NumPy code")
+        raise RuntimeError(f"{function}: double backward is not supported: its backward is NumPy code")
 
-    library.impl(name, backward, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
+    library.impl(name, kernel, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=library)
     torch.library.register_autograd(f"{NAMESPACE}::{name}", once, lib=library)
     op: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # as above
@@ -129,7 +162,7 @@ def _like(schema: Schema, names: tuple[str, ...], device: torch.device | None, d
     return fake
 
 
-def _counted(spec: Spec, results: int, fake: Callable[..., Any]) -> Callable[..., Any]:
+def _counted(function: str, results: int, fake: Callable[..., Any]) -> Callable[..., Any]:
     """The caller's fake, with its result count checked against the schema's."""
 
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -138,7 +171,7 @@ def _counted(spec: Spec, results: int, fake: Callable[..., Any]) -> Callable[...
         if count != results:
             raise ConversionError(
                 message(
-                    spec.name,
+                    function,
                     "fake=",
                     f"must give {results} result(s), as the op was registered with",
                     f"{count}",

@@ -150,13 +150,21 @@ def validate(options: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
 
 
 class Config:
-    """The options of the innermost active ``config`` block, merged with its outer ones."""
+    """The options of the innermost active ``config`` block, merged with its outer ones.
 
-    __slots__ = ("key", "options")
+    ``outer`` is what was active before the block and ``block`` the ``config`` object that
+    entered it: leaving restores ``outer`` in the current context, so one ``config`` object
+    can be entered in many threads and tasks at once (and re-entered), with no tokens kept
+    on the object.
+    """
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    __slots__ = ("block", "key", "options", "outer")
+
+    def __init__(self, options: dict[str, Any], outer: Config | None, block: object) -> None:
         self.options = options
         self.key = tuple(sorted(options.items(), key=lambda kv: kv[0]))
+        self.outer = outer
+        self.block = block
 
 
 _ACTIVE: contextvars.ContextVar[Config | None] = contextvars.ContextVar("autoconvert_config", default=None)
@@ -192,13 +200,18 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
 
     def __init__(self, **options: Any) -> None:
         self._options = validate(options, CONFIGURABLE, "autoconvert.config()")
-        self._tokens: list[contextvars.Token[Config | None]] = []
 
     def __enter__(self) -> config:
         outer = _ACTIVE.get()
         merged = {**outer.options, **self._options} if outer is not None else dict(self._options)
-        self._tokens.append(_ACTIVE.set(Config(merged)))
+        _ACTIVE.set(Config(merged, outer, self))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        _ACTIVE.reset(self._tokens.pop())
+        current = _ACTIVE.get()
+        if current is None or current.block is not self:
+            raise RuntimeError(
+                "autoconvert.config(): a block was left in another thread or task than the one it was "
+                "entered in, or out of order; use each `with` in the thread or task that runs its body"
+            )
+        _ACTIVE.set(current.outer)

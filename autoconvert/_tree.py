@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import operator
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -69,6 +70,9 @@ class Node:
 
 _REGISTRY: dict[type, Node] = {}
 _MAPPERS: weakref.WeakSet[Mapper] = weakref.WeakSet()
+# Mappers are made while other threads register containers: the WeakSet is only ever
+# touched under this lock (iterating it while another thread adds raises RuntimeError).
+_MAPPERS_LOCK = threading.Lock()
 
 
 def register_container(
@@ -96,7 +100,9 @@ def register_container(
     if not isinstance(cls, type):
         raise TypeError(f"register_container() needs a type, got {cls!r}")
     _REGISTRY[cls] = Node(flatten, unflatten, key or _index_key)
-    for mapper in list(_MAPPERS):  # a type seen before as a leaf must be looked at again
+    with _MAPPERS_LOCK:
+        mappers = list(_MAPPERS)
+    for mapper in mappers:  # a type seen before as a leaf must be looked at again
         mapper.forget()
 
 
@@ -308,10 +314,12 @@ class Mapper:
         #: fall back to resolve() on a miss, skipping one call layer.
         self.dispatch: dict[type, Callable[[Any, Any], Any]] = {}
         self.forget()
-        _MAPPERS.add(self)
+        with _MAPPERS_LOCK:
+            _MAPPERS.add(self)
 
     def forget(self) -> None:
-        """Drop cached decisions (after a registration)."""
+        """Drop cached decisions (after a registration). Other threads may look up meanwhile:
+        a miss goes to resolve(), which decides leaf types from ``_leaves`` itself."""
         self.dispatch.clear()
         self.dispatch.update(self._leaves)
         for plain in (int, float, bool, str, bytes, complex, type(None)):
@@ -328,7 +336,7 @@ class Mapper:
         if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
             self.dispatch[cls] = handler
             return handler
-        for base in cls.__mro__[1:]:
+        for base in cls.__mro__:  # cls itself too: dispatch may be mid-forget() in another thread
             if base in self._leaves:
                 handler = self._leaves[base]
                 break

@@ -157,3 +157,47 @@ def test_decorators_validate_their_options_when_applied() -> None:
     with pytest.raises(TypeError, match=r"only= takes a parameter name or a list of them, got \[1\]"):
         ac.accepts_numpy(only=[1])
     assert ac.returns_tensor(device=None)(lambda: np.ones(1))().device.type == "cpu"
+
+
+def test_one_config_object_shared_by_threads_and_tasks_never_leaks() -> None:
+    """The sweep's case: one ``ac.config(copy=True)`` object entered concurrently by 8 threads
+    and by asyncio tasks. Each block sees copy=True, every call after it sees the default, and
+    no raw ``ValueError: Token ... created in a different Context`` escapes."""
+    import asyncio
+    import threading
+
+    shared = ac.config(copy=True)
+    writable = ac.accepts_numpy(lambda a: a.flags.writeable)
+    results: list[tuple[bool, bool]] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(200):
+                with shared:
+                    inside = writable(torch.ones(1))
+                results.append((inside, writable(torch.ones(1))))
+        except BaseException as e:  # pragma: no cover - the failure being tested for
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    async def task() -> tuple[bool, bool]:
+        with shared:
+            await asyncio.sleep(0)
+            inside = writable(torch.ones(1))
+        return inside, writable(torch.ones(1))
+
+    async def many() -> list[tuple[bool, bool]]:
+        return list(await asyncio.gather(*(task() for _ in range(50))))
+
+    results += asyncio.run(many())
+    assert errors == []
+    assert len(results) == 8 * 200 + 50 and set(results) == {(True, False)}
+    with shared, shared:  # re-entrant in one thread too
+        assert writable(torch.ones(1))
+    assert not writable(torch.ones(1))

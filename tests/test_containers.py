@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import sys
 from typing import Any
 
 import numpy as np
@@ -108,3 +109,45 @@ def test_pytree_types_without_key_functions_use_index_paths() -> None:
     assert type(strict(Box([torch.ones(1)])).items[0]) is np.ndarray
     with pytest.raises(ac.CopyError, match=r"argument x\[1\] cannot be shared"):
         strict(Box([torch.ones(1), torch.ones(1, dtype=torch.bfloat16)]))
+
+
+def test_register_container_racing_with_calls_and_decorations() -> None:
+    """The sweep's case: registrations in one thread while 4 threads call a decorated function
+    and 2 decorate new ones. Every call gets an array; no thread sees a raw error."""
+    import threading
+
+    seen = ac.accepts_numpy(lambda a: type(a))
+    errors: list[BaseException] = []
+    kinds: list[type] = []
+    stop = threading.Event()
+
+    def call() -> None:
+        try:
+            while not stop.is_set():
+                kinds.append(seen(torch.ones(1)))
+        except BaseException as e:  # pragma: no cover - the failure being tested for
+            errors.append(e)
+
+    def decorate() -> None:
+        try:
+            while not stop.is_set():
+                ac.accepts_numpy(lambda a: a)
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(4)] + [threading.Thread(target=decorate) for _ in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: the race shows
+    for t in threads:
+        t.start()
+    try:
+        for i in range(2000):
+            kind = type(f"Box{i}", (), {})
+            ac.register_container(kind, lambda b: ((), None), lambda c, _, kind=kind: kind())
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert kinds and set(kinds) == {np.ndarray}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import pickle
+import subprocess
+import sys
+import textwrap
 import warnings
 from typing import Any, TypeVar
 
@@ -477,16 +480,53 @@ def test_ufuncs_take_nin_tensors_and_give_nout() -> None:
     )
 
 
-def test_op_names_are_unique_and_registrations_go_with_their_function() -> None:
+def test_op_names_are_unique_and_the_function_goes_when_collected() -> None:
+    """An op made in a loop must not keep its function, or what it captures, alive: torch keeps
+    registered kernels forever, so it gets trampolines that reach the function weakly."""
     import gc
+    import weakref
 
-    first, second = (ac.numpy_op(lambda x: x + 1, fake="x") for _ in range(2))
+    def made(captured: np.ndarray) -> Any:
+        def shifted(x: np.ndarray) -> np.ndarray:
+            return x + captured[0]
+
+        return ac.numpy_op(shifted, fake="x")
+
+    captured = np.ones(4)
+    first, second = made(captured), made(captured)
     assert first.op.name() != second.op.name()
-    name = first.op.name().split("::")[1]
-    assert hasattr(torch.ops.autoconvert, name)
-    del first
+    gone = weakref.ref(captured)
+    op = first.op
+    assert torch.equal(op(torch.zeros(2)), torch.ones(2))
+    del first, second, captured
     gc.collect()
-    assert not hasattr(torch.ops.autoconvert, name)  # no registration outlives its op
+    assert gone() is None  # the function and its defaults were collected
+    with pytest.raises(RuntimeError) as info:
+        op(torch.zeros(2))
+    assert str(info.value).endswith(
+        "the numpy_op that registered this op was garbage-collected, and its kernels went with it; "
+        "keep the decorated function alive for as long as you use its .op"
+    )
+
+
+def test_calling_the_op_of_a_collected_numpy_op_never_crashes_the_process() -> None:
+    """The sweep's segfault, in a process of its own: ``.op`` kept, the function collected."""
+    code = textwrap.dedent(
+        """
+        import gc, numpy as np, torch, autoconvert as ac
+        def neg(a: np.ndarray) -> np.ndarray:
+            return -a
+        op = ac.numpy_op(neg, fake="a").op
+        gc.collect()
+        try:
+            op(torch.ones(2))
+        except RuntimeError as e:
+            print("raised:", e)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("raised: autoconvert::neg_")
 
 
 def test_registered_module_level_ops_pickle_by_reference() -> None:
