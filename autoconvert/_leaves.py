@@ -218,7 +218,8 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
         problem, fix = _UNHOLDABLE[a.dtype.kind]
     elif a.dtype.newbyteorder("=") not in NUMPY_TO_TORCH:
         problem = f"has dtype {a.dtype}, which torch lacks"
-        fix = "cast it first, for example {path}.astype(np.float64), if the lost precision is acceptable"
+        nearest = "np.complex128" if a.dtype.kind == "c" else "np.float64"  # never drop an imaginary part
+        fix = f"cast it first, for example {{path}}.astype({nearest}), if the lost precision is acceptable"
     else:
         return None
     return LeafError(ConversionError, problem, describe_array(a), fix)

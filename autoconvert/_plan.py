@@ -582,6 +582,29 @@ Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], A
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
 
 
+#: NumPy's words for a write into a read-only array (setitem and in-place ops; ufuncs' out=).
+_NUMPY_READ_ONLY = frozenset({"assignment destination is read-only", "output array is read-only"})
+_array_walker = Mapper({np.ndarray: _record}, nested=True)
+
+
+def _wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over.
+
+    NumPy does not say which array was the destination, so: its own words, and every
+    read-only array in the frame that raised shares memory with a handed array. The user's
+    own errors, and writes into read-only arrays the function made (``np.broadcast_to``),
+    keep their own error.
+    """
+    if str(error) not in _NUMPY_READ_ONLY or error.__traceback__ is None:
+        return False
+    handed = [a for value in (*args, *kwargs.values()) for _, a in _array_walker.leaves_with_paths(value)]
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    local = [v for v in tb.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
+    return bool(local) and all(any(np.may_share_memory(v, h) for h in handed) for v in local)
+
+
 class Runner:
     """One decorated call, for one set of resolved options: convert in, call, convert out.
 
@@ -657,7 +680,7 @@ class Runner:
             except BaseException as e:
                 if after is not None:  # still done; a failure of its own is a note on e
                     after_failure(after, ctx[2], given, e)
-                if isinstance(e, ValueError) and readonly and (plain or odd) and "read-only" in str(e):
+                if isinstance(e, ValueError) and readonly and (plain or odd) and _wrote_into_handed(e, args, kwargs):
                     raise read_only_error(e) from e
                 raise
             if after is not None:

@@ -134,6 +134,7 @@ class TorchifiedClass:
         self._options = options
         self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in _INPUT_OPTIONS})(cls)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
+        self._statics: dict[str, tuple[Any, Any]] = {}  # static/class methods: (raw, wrapped call)
         functools.update_wrapper(self, cls, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -143,6 +144,12 @@ class TorchifiedClass:
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
+        # Cached by the class's own attribute (a classmethod binds anew on every access), and
+        # rebuilt only if the class attribute was replaced.
+        raw = inspect.getattr_static(self.__wrapped__, name)
+        cached = self._statics.get(name)
+        if cached is not None and cached[0] is raw:
+            return cached[1]
         wrapped = wrap_pair(value, self._options)  # classmethods and staticmethods
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -153,14 +160,21 @@ class TorchifiedClass:
                 else result
             )
 
+        self._statics[name] = (raw, call)
         return call
 
     def method(self, name: str) -> Any:
-        """The class's function ``name`` wrapped for tensors, or None if it has none."""
-        if name not in self._methods:
-            raw = inspect.getattr_static(self.__wrapped__, name, None)
-            self._methods[name] = wrap_pair(raw, self._options) if inspect.isfunction(raw) else None
-        return self._methods[name]
+        """The class's function ``name`` wrapped for tensors, or None if it has none.
+
+        Only names the class has are cached: instance attributes and misses are looked up
+        again, so reading many distinct names cannot grow the cache."""
+        if name in self._methods:
+            return self._methods[name]
+        raw = inspect.getattr_static(self.__wrapped__, name, _MISSING)
+        if raw is _MISSING:
+            return None
+        wrapped = self._methods[name] = wrap_pair(raw, self._options) if inspect.isfunction(raw) else None
+        return wrapped
 
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
@@ -172,6 +186,7 @@ class TorchifiedClass:
         return TorchifiedClass, (self.__wrapped__, self._options)
 
 
+_MISSING = object()
 _recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
 
 
@@ -186,7 +201,7 @@ def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | 
 class TorchifiedObject:
     """An object whose methods take and return tensors, and whose arrays read back as tensors."""
 
-    __slots__ = ("__wrapped__", "_ac_class", "_ac_device", "_ac_options")
+    __slots__ = ("__wrapped__", "_ac_bound", "_ac_class", "_ac_device", "_ac_options")
 
     def __init__(
         self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
@@ -195,6 +210,7 @@ class TorchifiedObject:
         object.__setattr__(self, "_ac_options", options)
         object.__setattr__(self, "_ac_device", device)
         object.__setattr__(self, "_ac_class", cls or TorchifiedClass(type(target), options))
+        object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, wrapped)
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
@@ -208,7 +224,10 @@ class TorchifiedObject:
         if wrapped is None:
             value = getattr(target, name)
             if callable(value) and not isinstance(value, type):
-                return self._method(wrap_pair(value, self._ac_options), bound=True)
+                cached = self._ac_bound.get(name)
+                if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
+                    cached = self._ac_bound[name] = (value, wrap_pair(value, self._ac_options))
+                return self._method(cached[1], bound=True)
             placed: TensorOptions = {"device": self._ac_device or default_device()}
             dtype = self._ac_options.get("dtype")
             if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply

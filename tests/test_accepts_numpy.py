@@ -668,3 +668,35 @@ def test_a_failing_write_back_never_replaces_the_users_exception() -> None:
         "autoconvert: after test_a_failing_write_back_never_replaces_the_users_exception.<locals>."
         "shrinks_then_fails() raised: RuntimeError: "
     )
+
+
+class TestReadOnlyRelabelling:
+    """Only NumPy refusing a write into an array autoconvert handed over becomes ReadOnlyError."""
+
+    def test_a_write_into_a_handed_array_is_relabelled(self) -> None:
+        @ac.accepts_numpy
+        def scale_(a: np.ndarray) -> None:
+            np.multiply(a, 2, out=a)
+
+        with pytest.raises(ac.ReadOnlyError):
+            scale_(torch.ones(2))
+
+    def test_the_users_own_read_only_error_is_left_alone(self) -> None:
+        @ac.accepts_numpy
+        def configure(a: np.ndarray) -> None:
+            raise ValueError("the config is read-only")
+
+        with pytest.raises(ValueError) as info:
+            configure(torch.ones(2))
+        assert type(info.value) is ValueError and str(info.value) == "the config is read-only"
+
+    def test_a_write_into_an_array_the_function_made_is_left_alone(self) -> None:
+        @ac.accepts_numpy
+        def tile(a: np.ndarray) -> np.ndarray:
+            grid = np.broadcast_to(np.zeros(3), (2, 3))  # read-only by NumPy's own rule
+            grid[0, 0] = a.sum()
+            return grid
+
+        with pytest.raises(ValueError) as info:
+            tile(torch.ones(2))
+        assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"

@@ -405,6 +405,12 @@ class TestCopy:
             "dtype=<f16",
             "cast it first, for example result[1]['z'].astype(np.float64), if the lost precision is acceptable",
         ),
+        (  # the sweep's case: never a fix that drops the imaginary part
+            np.ones(1, dtype=np.clongdouble),
+            "has dtype complex256, which torch lacks",
+            "dtype=<c32",
+            "cast it first, for example result[1]['z'].astype(np.complex128), if the lost precision is acceptable",
+        ),
     ],
 )
 def test_results_torch_cannot_hold_raise_with_the_path(value: Any, problem: str, found: str, fix: str) -> None:

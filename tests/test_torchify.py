@@ -300,3 +300,32 @@ def test_widen_float16_is_an_option_of_accepts_numpy_and_config() -> None:
     assert plain(torch.ones(1, dtype=torch.float16)) == "float16"
     numpy_view = ac.torchify(np)  # NumPy handles float16 itself: not widened
     assert numpy_view.sin(torch.zeros(1, dtype=torch.float16)).dtype == torch.float16
+
+
+def test_torchify_caches_are_bounded_and_wrap_each_callable_once() -> None:
+    """The sweep's cases: 20,000 lookups of missing names grew the class cache by 20,000
+    entries; a callable stored on the object, and a staticmethod read off the class, were
+    wrapped again (a new plan, ~0.3-0.5 ms) on every access."""
+
+    class Legacy:
+        def __init__(self) -> None:
+            self.transform = np.negative  # a callable stored as an instance attribute
+
+        @staticmethod
+        def scale(x: np.ndarray) -> np.ndarray:
+            return x * 2
+
+    torchified = ac.torchify(Legacy)
+    obj = torchified()
+    for i in range(2000):
+        with pytest.raises(AttributeError):
+            getattr(obj, f"missing_{i}")
+    assert len(obj._ac_class._methods) <= len(dir(Legacy))  # only names the class has
+    assert torchified.scale is torchified.scale  # one wrapper per static attribute
+    assert torch.equal(torchified.scale(torch.ones(2)), torch.full((2,), 2.0))
+    assert torch.equal(obj.transform(torch.ones(2)), -torch.ones(2))
+    first = obj._ac_bound["transform"]
+    obj.transform(torch.ones(2))
+    assert obj._ac_bound["transform"] is first  # not wrapped again
+    obj.transform = np.positive  # replaced: wrapped anew
+    assert torch.equal(obj.transform(torch.ones(2)), torch.ones(2))
