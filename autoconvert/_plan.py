@@ -752,10 +752,29 @@ class Runner:
         )
 
 
+def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:
+    """Generators and coroutines run their body after the call returns: arguments would be
+    converted, written back and results converted around an object that has not run yet."""
+    inner = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
+    for test, kind in (
+        (inspect.isasyncgenfunction, "an async generator function"),
+        (inspect.iscoroutinefunction, "a coroutine function (async def)"),
+        (inspect.isgeneratorfunction, "a generator function"),
+    ):
+        if test(inner):
+            sides_named = " and ".join(f"{side}()" for side in sides)
+            raise TypeError(
+                f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "
+                "after the call returns, so arguments and results cannot be converted around it; "
+                "decorate the plain function holding the NumPy code and call that from it"
+            )
+
+
 class Plan:
     """Everything decided when a decorator is applied (or two, fused into one wrapper)."""
 
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
+        _refuse_deferred(func, sides)
         self.function = function_name(func)
         self.params = Parameters(func)
         self.sides = sides  # decorator name -> its explicit options, already validated

@@ -90,9 +90,15 @@ def _view(value: Any, options: dict[str, Any]) -> Any:
         return TorchifiedModule(value, options)
     if isinstance(value, type):
         return value if issubclass(value, _PLAIN_TYPES) else TorchifiedClass(value, options)
-    if callable(value):
+    if callable(value) and not _deferred(value):
         return wrap_pair(value, options)
     return value
+
+
+def _deferred(value: Any) -> bool:
+    """Generator and coroutine functions, which no decorator can convert around (see
+    _plan._refuse_deferred): a torchified module passes them through as they are."""
+    return inspect.isgeneratorfunction(value) or inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value)
 
 
 class TorchifiedModule(types.ModuleType):

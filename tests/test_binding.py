@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import multiprocessing
 import pickle
+import types
 from typing import Any
 
 import numpy as np
@@ -115,3 +116,28 @@ class _Dataset(torch.utils.data.Dataset[Any]):
 
     def __getitem__(self, i: int) -> torch.Tensor:
         return self.transform(torch.tensor(float(i)))
+
+
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        ("async def f(a):\n    return a", "a coroutine function (async def)"),
+        ("def f(a):\n    yield a", "a generator function"),
+        ("async def f(a):\n    yield a", "an async generator function"),
+    ],
+)
+def test_generators_and_coroutines_are_refused_when_decorating(source: str, kind: str) -> None:
+    """Their body runs after the call returns: a write-back would run first and returns_tensor
+    would see a coroutine (the sweep found an ndarray returned from an async def)."""
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)
+    with pytest.raises(TypeError) as info:
+        ac.returns_tensor(ac.accepts_numpy(writeback=True)(namespace["f"]))
+    assert str(info.value) == (
+        f"autoconvert.accepts_numpy() on f(): it is {kind}, whose body runs after the call returns, so "
+        "arguments and results cannot be converted around it; decorate the plain function holding the "
+        "NumPy code and call that from it"
+    )
+    module = types.ModuleType("legacy")
+    module.f = namespace["f"]  # type: ignore[attr-defined]
+    assert ac.torchify(module).f is namespace["f"]  # a torchified module passes it through
