@@ -54,15 +54,26 @@ def describe_array(a: NDArray[Any] | np.generic) -> str:
 
 def _tensor_refusal(t: torch.Tensor) -> LeafError | None:
     """Why ``t`` can never become an array (or ``None``): what NumPy has no way to hold."""
-    if t.is_nested:
+    if _functorch_wrapped(t):
+        problem = (
+            "is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which NumPy code cannot see"
+        )
+        fix = (
+            "for gradients, make the function a autoconvert.numpy_op(backward=...); for a batch, "
+            "loop over it (autoconvert.batched) instead of torch.vmap"
+        )
+    elif type(t).__name__ == "FakeTensor":
+        problem = "is a FakeTensor (torch.compile's tracing, or FakeTensorMode), which holds no data"
+        fix = "run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy"
+    elif t.is_meta:
+        problem, fix = "is a meta tensor, which holds no data", "run the call on tensors with real data"
+    elif t.is_nested:
         problem, fix = "is a nested (ragged) tensor", "pass {path}.unbind() as a list, or {path}.to_padded_tensor(0.0)"
     elif t.layout != torch.strided:  # sparse layouts are converted before this is asked
         problem = f"has layout {t.layout}, which NumPy and SciPy cannot hold"
         fix = "pass {path}.to_dense()"
     elif t.is_quantized:
         problem, fix = "is a quantized tensor", "pass {path}.dequantize()"
-    elif t.is_meta:
-        problem, fix = "is a meta tensor, which holds no data", "run the call on tensors with real data"
     elif type(t).__name__ == "MaskedTensor":
         problem = "is a MaskedTensor; NumPy would silently lose its mask"
         fix = "pass {path}.get_data() and {path}.get_mask() separately"
@@ -72,6 +83,12 @@ def _tensor_refusal(t: torch.Tensor) -> LeafError | None:
     else:
         return None
     return LeafError(ConversionError, problem, describe_tensor(t), fix)
+
+
+# torch.vmap and torch.func wrap tensors in ones with no storage ("Cannot access data pointer").
+_functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
+    getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda t: False
+)
 
 
 def _needs_copy(t: torch.Tensor, why: str) -> LeafError:
@@ -160,7 +177,7 @@ def refused_tensor_to_array(
     widened: dict[torch.dtype, torch.dtype] = WIDENED,
 ) -> tuple[Any, bool]:
     """:func:`tensor_to_array` for a tensor that ``numpy()`` refused, without trying it again."""
-    if t.layout in SPARSE_LAYOUTS:
+    if t.layout in SPARSE_LAYOUTS and not t.is_meta:
         return tensor_to_sparse(t, copy, grad, sparse), False
     refusal = _tensor_refusal(t)
     if refusal is not None:
@@ -474,6 +491,8 @@ def sparse_to_tensor(
     Values follow the dense rules (shared with ``m.data`` on the CPU when possible with
     ``copy=None``); indices become int64, a copy where SciPy holds int32.
     """
+    if m.ndim != 2:  # SciPy 1.13's n-d COO arrays; torch's COO tensors take any sparse_dim
+        return _nd_coo_to_tensor(m, device, casts, copy, layout)
     layout = layout or _FORMAT_LAYOUT.get(m.format, torch.sparse_coo)
     converted = m.asformat(_LAYOUT_FORMAT[layout])
     fresh = converted is not m
@@ -496,6 +515,27 @@ def sparse_to_tensor(
         build = _COMPRESSED_BUILDERS[layout]
         compressed, plain = _index_tensor(converted.indptr, copy), _index_tensor(converted.indices, copy)
         t = _quiet_first("compressed", build, compressed, plain, values, size, check_invariants=False)
+    return t if device is CPU else _cast(t.to, device=device, dtype=t.dtype)
+
+
+def _nd_coo_to_tensor(
+    m: Any, device: torch.device, casts: Casts, copy: bool | None, layout: torch.layout | None
+) -> torch.Tensor:
+    """A 1-d or 3-d (n-d) scipy.sparse COO array as a COO tensor: CSR and the other compressed
+    layouts are 2-d only, in SciPy and in torch."""
+    if m.format != "coo" or layout not in (None, torch.sparse_coo):
+        raise LeafError(
+            ConversionError,
+            f"is a {m.ndim}-d scipy.sparse array, which only the COO layout holds",
+            f"{type(m).__module__}.{type(m).__qualname__}(shape={m.shape}, format={m.format!r})",
+            "pass {path}.toarray(), or leave sparse_layout= unset for a COO tensor",
+        )
+    if copy is False:
+        raise _needs_copy_array(m, "torch needs its coordinates as one int64 array, which SciPy does not hold")
+    values = array_to_tensor(m.data, (CPU, casts, None))
+    indices = torch.from_numpy(np.stack(m.coords).astype(np.int64))
+    t = torch.sparse_coo_tensor(indices, values, tuple(m.shape), check_invariants=False)
+    t = t.coalesce()  # duplicates summed, as for 2-d arrays
     return t if device is CPU else _cast(t.to, device=device, dtype=t.dtype)
 
 

@@ -47,7 +47,7 @@ from ._leaves import (
     write_back,
 )
 from ._options import _ACTIVE, Config, validate
-from ._tree import Mapper, keep
+from ._tree import Mapper, cycle_error, keep
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -251,6 +251,8 @@ class Inputs:
                 new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, odd)
         except LeafError as e:
             raise self.public(e, instance, key, len(out)) from None
+        except RecursionError:
+            raise self.public(cycle_error(), instance, key, len(out)) from None
         return tuple(out), new_kwargs
 
     def public(self, error: LeafError, instance: object, key: str | None, position: int) -> Exception:
@@ -461,6 +463,8 @@ class Outputs:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except LeafError as e:
                 raise e.public(function, role, root) from None
+            except RecursionError:
+                raise cycle_error().public(function, role, root) from None
             except NoDeviceError:
                 raise _mismatch(function, params, *call) from None
 
@@ -670,8 +674,9 @@ class Runner:
                             for key, v in kwargs.items():
                                 converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
                             kwargs = converted
-                    except LeafError as e:
-                        raise inputs.public(e, instance, key, len(out)) from None
+                    except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
+                        fact = e if isinstance(e, LeafError) else cycle_error()
+                        raise inputs.public(fact, instance, key, len(out)) from None
                     args = tuple(out)
                 if settles and odd:  # one wait for all the arguments' transfers
                     settle(odd)
@@ -685,9 +690,7 @@ class Runner:
                 raise
             if after is not None:
                 after(ctx[2], given)
-            if convert_out is None:
-                return result
-            return convert_out(result, plain, odd, given)
+            return result if convert_out is None else convert_out(result, plain, odd, given)
 
         return call
 

@@ -291,6 +291,17 @@ def node_for(cls: type) -> Node | None:
 # --------------------------------------------------------------------------- mapping
 
 
+def cycle_error() -> LeafError:
+    """What a RecursionError from walking a value means, for the boundary to report: a
+    container that contains itself (or an absurdly deep one)."""
+    return LeafError(
+        ConversionError,
+        "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked",
+        "a container that reaches itself through its items",
+        "break the cycle, or pass nested=False to convert top-level arguments only",
+    )
+
+
 def keep(value: Any, ctx: Any) -> Any:
     """The handler of plain values: returned untouched."""
     return value

@@ -700,3 +700,59 @@ class TestReadOnlyRelabelling:
         with pytest.raises(ValueError) as info:
             tile(torch.ones(2))
         assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
+
+
+class TestNoRawErrors:
+    """The sweep's raw errors, each now a ConversionError naming the argument and the fix."""
+
+    def test_fake_tensors(self) -> None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode():
+            fake = torch.ones(2)
+        with pytest.raises(ac.ConversionError) as info:
+            ac.accepts_numpy(lambda a: a)(fake)
+        assert "argument a is a FakeTensor (torch.compile's tracing, or FakeTensorMode), which holds no data" in str(
+            info.value
+        )
+        assert str(info.value).endswith(
+            "Fix: run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy."
+        )
+
+    @pytest.mark.parametrize(
+        "transform",
+        [
+            lambda f: torch.vmap(f)(torch.ones(3, 2)),
+            lambda f: torch.func.grad(lambda x: torch.tensor(f(x)))(torch.ones(2)),
+        ],
+        ids=["vmap", "grad"],
+    )
+    def test_vmap_and_func_grad(self, transform: Any) -> None:
+        f = ac.accepts_numpy(grad="detach")(lambda a: float(a.sum()))
+        with pytest.raises(ac.ConversionError) as info:
+            transform(f)
+        assert "is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor)" in str(info.value)
+        assert "autoconvert.numpy_op(backward=...)" in str(info.value)
+
+    def test_sparse_meta_tensors(self) -> None:
+        meta = torch.sparse_coo_tensor(
+            torch.zeros(2, 1, dtype=torch.long), torch.ones(1), (2, 2), device="meta", check_invariants=False
+        )
+        with pytest.raises(ac.ConversionError, match="argument a is a meta tensor, which holds no data"):
+            ac.accepts_numpy(lambda a: a)(meta)
+
+    def test_containers_that_contain_themselves(self) -> None:
+        loop: list[Any] = [torch.ones(1)]
+        loop.append(loop)
+        with pytest.raises(ac.ConversionError) as info:
+            ac.accepts_numpy(lambda batch: 1)(loop)
+        assert str(info.value) == (
+            "TestNoRawErrors.test_containers_that_contain_themselves.<locals>.<lambda>(): argument batch contains "
+            "itself, or nests deeper than Python's recursion limit, so it cannot be walked. Found a container that "
+            "reaches itself through its items. Fix: break the cycle, or pass nested=False to convert top-level "
+            "arguments only."
+        )
+        looped: dict[str, Any] = {}
+        looped["self"] = looped
+        with pytest.raises(ac.ConversionError, match="argument obj contains itself"):
+            ac.to_numpy(looped)

@@ -193,3 +193,19 @@ def test_float16_sparse_tensors_reach_scipy_as_float32() -> None:
     for sparse in (dense.to_sparse(), dense.to_sparse_csr()):
         matrix = ac.to_numpy(sparse)
         assert matrix.dtype == np.float32 and np.array_equal(matrix.toarray(), dense.float().numpy())
+
+
+def test_n_dimensional_scipy_coo_arrays_become_coo_tensors() -> None:
+    """SciPy 1.13 made COO arrays n-d; torch's sparse_coo_tensor failed on them with
+    "'len(size) == sparse_dim + dense_dim' is not satisfied"."""
+    if not hasattr(sp.coo_array(np.ones((1, 1))), "coords"):
+        pytest.skip("this SciPy's COO arrays are 2-d only (n-d COO arrived in SciPy 1.13)")
+    for dense in (
+        np.array([0.0, 2.0, 0.0, 3.0]),
+        np.arange(8.0).reshape(2, 2, 2) * (np.arange(8).reshape(2, 2, 2) % 3 == 0),
+    ):
+        t = ac.to_tensor(sp.coo_array(dense))
+        assert t.layout == torch.sparse_coo and t.is_coalesced()
+        assert torch.equal(t.to_dense(), torch.from_numpy(dense))
+    with pytest.raises(ac.ConversionError, match=r"is a 1-d scipy\.sparse array, which only the COO layout holds"):
+        ac.to_tensor(sp.coo_array(np.ones(3)), sparse_layout=torch.sparse_csr)
