@@ -91,6 +91,11 @@ _functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
 )
 
 
+def expanded(t: torch.Tensor) -> bool:
+    """Whether ``t`` repeats elements through a zero stride (``expand()``, ``broadcast_to``)."""
+    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride(), strict=True))
+
+
 def _needs_copy(t: torch.Tensor, why: str) -> LeafError:
     return LeafError(
         CopyError,
@@ -184,6 +189,12 @@ def refused_tensor_to_array(
         raise refusal
     if t.requires_grad:
         t = grad.detach(t)
+    if copy is None and expanded(t):
+        # An expanded tensor (zero strides): convert its compact base, broadcast the array back.
+        # Widening or resolving it whole would copy every repeat (bf16 zeros(1).expand(2e8): 766 MiB).
+        compact = t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride(), strict=True)], t.stride())
+        a, shares = refused_tensor_to_array(compact, None, grad, sparse, settle=settle, widened=widened)
+        return np.broadcast_to(a, tuple(t.shape)), shares
     fresh = False
     # NumPy has no lazy conjugate or negative view: resolving the bit materialises a copy.
     if t.is_conj():
@@ -394,9 +405,22 @@ def _slow_array_to_tensor(
     # dtype, with no host copy first and no "not writable" warning.
     dtype = NUMPY_TO_TORCH[plain.dtype]
     dtype = casts.get(dtype, dtype)
-    if device is CPU and dtype == NUMPY_TO_TORCH[plain.dtype] and plain.nbytes >= _NUMPY_COPY_BYTES:
-        return torch.from_numpy(np.array(plain, order="K", copy=True)), False  # see _host_copy
-    return _cast(torch.tensor, plain, device=device, dtype=dtype), False
+    try:
+        if device is CPU and dtype == NUMPY_TO_TORCH[plain.dtype] and plain.nbytes >= _NUMPY_COPY_BYTES:
+            return torch.from_numpy(np.array(plain, order="K", copy=True)), False  # see _host_copy
+        return _cast(torch.tensor, plain, device=device, dtype=dtype), False
+    except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError
+        if "alloc" not in str(e).lower() and not isinstance(e, MemoryError):
+            raise
+        needed = plain.size * torch.empty(0, dtype=dtype).element_size()
+        raise LeafError(
+            ConversionError,
+            f"needs a copy of {plain.size:,} elements ({needed / 2**30:,.1f} GiB) to become a tensor, which "
+            "could not be allocated",
+            describe_array(a),
+            "for a broadcast view, return the compact array and expand it with torch's .expand(), "
+            "or reduce it before returning",
+        ) from None
 
 
 def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: bool | None) -> torch.Tensor:

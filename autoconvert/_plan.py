@@ -38,6 +38,7 @@ from ._leaves import (
     Target,
     array_to_tensor,
     describe_tensor,
+    expanded,
     is_scipy_sparse,
     refused_tensor_to_array,
     restore_writes,
@@ -371,6 +372,13 @@ class NumpyInputs(Inputs):
                 "is a sparse tensor; writeback=True cannot write a SciPy matrix's changes back into it",
                 describe_tensor(t),
                 "return the changed matrix instead, with writeback=False",
+            )
+        if expanded(t):  # torch refuses to write into overlapping memory, so nothing could come back
+            raise LeafError(
+                ConversionError,
+                "is an expanded tensor (zero strides: its elements share memory), which no write can reach back into",
+                describe_tensor(t),
+                "pass {path}.contiguous(), or return the changed array instead, with writeback=False",
             )
         a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
         # Private memory is copied back after the call; shared memory only needs autograd told.

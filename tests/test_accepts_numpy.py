@@ -756,3 +756,29 @@ class TestNoRawErrors:
         looped["self"] = looped
         with pytest.raises(ac.ConversionError, match="argument obj contains itself"):
             ac.to_numpy(looped)
+
+
+class TestExpandedTensors:
+    """Expanded (stride-0) tensors are converted through their compact base, never materialised."""
+
+    def test_widening_an_expanded_tensor_costs_its_base_not_its_size(self) -> None:
+        """The sweep's case: a bfloat16 ``zeros(1).expand(2e8)`` cost 766 MiB, ``expand(1e10)``
+        raised torch's allocator error."""
+        seen = ac.accepts_numpy(lambda a: (a.shape, a.dtype, a.strides, a.flags.writeable, float(a.flat[-1])))
+        assert seen(torch.zeros(1, dtype=torch.bfloat16).expand(10**10)) == ((10**10,), np.float32, (0,), False, 0.0)
+        shape, dtype, strides, writable, last = seen(torch.full((2, 1), 2.0, dtype=torch.bfloat16).expand(2, 5))
+        assert (shape, dtype, strides, writable, last) == ((2, 5), np.float32, (4, 0), False, 2.0)
+        conj = ac.accepts_numpy(lambda a: complex(a[-1]))(torch.tensor([1 + 2j]).conj().expand(10**10))
+        assert conj == 1 - 2j
+
+    def test_writeback_into_an_expanded_tensor_is_refused(self) -> None:
+        with pytest.raises(ac.ConversionError, match=r"argument a is an expanded tensor \(zero strides"):
+            ac.accepts_numpy(writeback=True)(lambda a: None)(torch.zeros(1).expand(3))
+
+    def test_a_broadcast_result_too_large_to_copy_names_the_bytes(self) -> None:
+        with pytest.raises(ac.ConversionError) as info:
+            ac.to_tensor(np.broadcast_to(np.zeros(1), (10**10,)))
+        assert str(info.value).startswith(
+            "autoconvert.to_tensor(): argument obj needs a copy of 10,000,000,000 elements (74.5 GiB) to become "
+            "a tensor, which could not be allocated."
+        )

@@ -141,7 +141,7 @@ def test_register_container_racing_with_calls_and_decorations() -> None:
     for t in threads:
         t.start()
     try:
-        for i in range(2000):
+        for i in range(300):
             kind = type(f"Box{i}", (), {})
             ac.register_container(kind, lambda b: ((), None), lambda c, _, kind=kind: kind())
     finally:
