@@ -93,7 +93,9 @@ _functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
 
 def expanded(t: torch.Tensor) -> bool:
     """Whether ``t`` repeats elements through a zero stride (``expand()``, ``broadcast_to``)."""
-    return any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride(), strict=True))
+    strides = t.stride()
+    # `0 in strides` first: the common no-zero case costs one tuple scan in C, not a loop here.
+    return 0 in strides and any(st == 0 and n > 1 for n, st in zip(t.shape, strides, strict=True))
 
 
 def _needs_copy(t: torch.Tensor, why: str) -> LeafError:
