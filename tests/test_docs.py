@@ -9,6 +9,7 @@ import platform
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -22,7 +23,10 @@ def test_readme_examples_run() -> None:
     """Every python block in the README, in order, in one namespace, as a reader would paste them."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 10
-    namespace: dict[str, object] = {"__name__": "readme"}
+    # A real module: torch.compile (torch 2.4) imports the module a traced function comes from.
+    module = types.ModuleType("readme")
+    sys.modules["readme"] = module
+    namespace: dict[str, object] = module.__dict__
     for number, block in enumerate(blocks, 1):
         try:
             exec(compile(block, f"README.md block {number}", "exec"), namespace)

@@ -115,13 +115,15 @@ def test_copy_true_results_share_with_nothing(a: np.ndarray) -> None:
     assert not shares(t, np.asarray(a))
 
 
+# No subnormals: torch 2.4's CUDA wheels leave the process flushing them to zero, and
+# hypothesis then refuses to make any (FloatingPointError). Their bits cross like any other's.
 @given(
     value=st.one_of(
-        st.floats(allow_nan=True, allow_infinity=True).map(np.float64),
-        st.floats(width=32).map(np.float32),
+        st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=False).map(np.float64),
+        st.floats(width=32, allow_subnormal=False).map(np.float32),
         st.integers(-(2**31), 2**31 - 1).map(np.int32),
         st.booleans().map(np.bool_),
-        st.complex_numbers(allow_nan=False, width=128).map(np.complex128),
+        st.complex_numbers(allow_nan=False, width=128, allow_subnormal=False).map(np.complex128),
     )
 )
 def test_numpy_scalars_become_0d_tensors(value: np.generic) -> None:
