@@ -656,14 +656,15 @@ class TestCheckWrites:
 
 def test_a_failing_write_back_never_replaces_the_users_exception() -> None:
     """The user's exception wins; the write-back's failure is a note on it."""
+    caller = torch.ones(3, dtype=torch.bfloat16)  # a private float32 copy crosses, to be copied back
 
     @ac.accepts_numpy(writeback=True)
     def shrinks_then_fails(a: np.ndarray) -> None:
-        a.shape = (3, 1)  # a private float32 copy of a bfloat16 tensor, reshaped in place
+        caller.resize_(0)  # the write-back's copy into the caller's tensor now fails
         raise LookupError("the user's own error")
 
     with pytest.raises(LookupError) as info:
-        shrinks_then_fails(torch.ones(3, dtype=torch.bfloat16))
+        shrinks_then_fails(caller)
     assert info.value.__notes__[0].startswith(
         "autoconvert: after test_a_failing_write_back_never_replaces_the_users_exception.<locals>."
         "shrinks_then_fails() raised: RuntimeError: "
