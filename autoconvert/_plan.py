@@ -763,9 +763,9 @@ class Runner:
         )
 
 
-def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:
-    """Generators and coroutines run their body after the call returns: arguments would be
-    converted, written back and results converted around an object that has not run yet."""
+def deferred_kind(func: Any) -> str | None:
+    """Which kind of function ``func`` is if its body runs after the call returns (generators
+    and coroutines), or None: no decorator can convert around such a body."""
     inner = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
     for test, kind in (
         (inspect.isasyncgenfunction, "an async generator function"),
@@ -773,12 +773,21 @@ def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:
         (inspect.isgeneratorfunction, "a generator function"),
     ):
         if test(inner):
-            sides_named = " and ".join(f"{side}()" for side in sides)
-            raise TypeError(
-                f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "
-                "after the call returns, so arguments and results cannot be converted around it; "
-                "decorate the plain function holding the NumPy code and call that from it"
-            )
+            return kind
+    return None
+
+
+def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:
+    """Arguments would be converted, written back and results converted around an object
+    that has not run yet: refuse when decorating."""
+    kind = deferred_kind(func)
+    if kind is not None:
+        sides_named = " and ".join(f"{side}()" for side in sides)
+        raise TypeError(
+            f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "
+            "after the call returns, so arguments and results cannot be converted around it; "
+            "decorate the plain function holding the NumPy code and call that from it"
+        )
 
 
 class Plan:

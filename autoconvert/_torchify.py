@@ -20,7 +20,7 @@ import torch
 from ._decorators import TensorOptions, accepts_numpy, returns_tensor, to_numpy, to_tensor
 from ._devices import default_device, vote
 from ._options import PairOptions, validate
-from ._plan import DEFAULTS
+from ._plan import DEFAULTS, deferred_kind
 from ._tree import Mapper
 
 _INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
@@ -90,15 +90,9 @@ def _view(value: Any, options: dict[str, Any]) -> Any:
         return TorchifiedModule(value, options)
     if isinstance(value, type):
         return value if issubclass(value, _PLAIN_TYPES) else TorchifiedClass(value, options)
-    if callable(value) and not _deferred(value):
+    if callable(value) and deferred_kind(value) is None:  # generators and coroutines pass through
         return wrap_pair(value, options)
     return value
-
-
-def _deferred(value: Any) -> bool:
-    """Generator and coroutine functions, which no decorator can convert around (see
-    _plan._refuse_deferred): a torchified module passes them through as they are."""
-    return inspect.isgeneratorfunction(value) or inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value)
 
 
 class TorchifiedModule(types.ModuleType):
