@@ -565,22 +565,6 @@ def _nd_coo_to_tensor(
     return t if device is CPU else _cast(t.to, device=device, dtype=t.dtype)
 
 
-def write_back(pairs: list[tuple[torch.Tensor, NDArray[Any] | None]]) -> None:
-    """Make what a function wrote the caller's: copy private arrays back into their tensors,
-    and tell autograd about writes into shared memory (``None``), as an in-place op would."""
-    with torch.no_grad():
-        for t, a in pairs:
-            if a is None:
-                # NumPy wrote straight into t's memory, unseen by autograd's version counter:
-                # a tensor saved for backward would give silently wrong gradients.
-                torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
-                continue
-            source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
-            # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
-            # detached view sharing t's version counter, tells autograd too.
-            t.detach().copy_(source)
-
-
 def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
     """check_writes: the tensors whose bits differ from their snapshot, each put back to it.
 

@@ -45,10 +45,10 @@ from ._leaves import (
     sparse_to_tensor,
     tensor_to_array,
     tensor_to_device,
-    write_back,
 )
 from ._options import _ACTIVE, Config, validate
 from ._tree import Mapper, cycle_error, keep
+from ._writeback import aliased_spans, write_back
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -196,8 +196,9 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
 
 
 #: A NumPy input leaf's per-call context: the ``plain`` and ``odd`` lists (see Inputs), and
-#: with writeback a third, of (tensor, private array or None) pairs to write back.
-Lists = tuple[list[Any], ...]
+#: with writeback a third, of (tensor, private array or None) pairs to write back, and a
+#: fourth, the spans of memory that arguments share (see _writeback.aliased_spans).
+Lists = tuple[Any, ...]
 
 
 def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
@@ -300,7 +301,15 @@ class NumpyInputs(Inputs):
         """With writeback, a third list: (tensor, private array or None) pairs to write back;
         with check_writes, (tensor, snapshot) pairs. (Otherwise the Runner builds
         ``(plain, odd)`` itself.)"""
-        return (plain, odd, [])
+        if not self.writeback:
+            return (plain, odd, [])
+        # writeback: a fourth, the spans of memory that arguments share (see _writeback).
+        seen: list[torch.Tensor] = []
+        for a in args:
+            self.recorder(a, seen)
+        for v in kwargs.values():
+            self.recorder(v, seen)
+        return (plain, odd, [], aliased_spans(seen))
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Lists], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
@@ -380,6 +389,9 @@ class NumpyInputs(Inputs):
                 describe_tensor(t),
                 "pass {path}.contiguous(), or return the changed array instead, with writeback=False",
             )
+        span = ctx[3].get(id(t)) if ctx[3] else None
+        if span is not None:  # it shares memory with another argument
+            return span.view(t, ctx[2], self.copy, self.grad, self.widened)
         a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
         # Private memory is copied back after the call; shared memory only needs autograd told.
         ctx[2].append((t, None if shared else a))

@@ -234,6 +234,81 @@ def test_writeback_shares_cpu_memory_and_copies_back_otherwise() -> None:
     assert torch.equal(conj.resolve_conj(), torch.tensor([2 - 2j, 4 + 2j]))
 
 
+#: How two arguments may share memory: (name, first, second), each a function of the tensor.
+ALIASINGS = [
+    ("same tensor twice", lambda t: t, lambda t: t),
+    ("whole, then its first row", lambda t: t, lambda t: t[0]),
+    ("first row, then the whole", lambda t: t[0], lambda t: t),
+    ("a column and a row", lambda t: t[:, 1], lambda t: t[1]),
+    ("disjoint rows", lambda t: t[0], lambda t: t[2]),
+]
+
+
+#: What makes writeback use a private copy: (name, tensor maker, options). float32 shares.
+PRIVATE_ROUTES = [
+    ("float32 shared", lambda: torch.zeros(3, 4), {}),
+    ("bfloat16 widened", lambda: torch.zeros(3, 4, dtype=torch.bfloat16), {}),
+    ("float8 widened", lambda: torch.zeros(3, 4, dtype=torch.float8_e5m2), {}),
+    ("float16 widened", lambda: torch.zeros(3, 4, dtype=torch.float16), {"widen_float16": True}),
+    ("conj bit resolved", lambda: torch.zeros(3, 4, dtype=torch.complex64).conj(), {}),
+    ("copy=True", lambda: torch.zeros(3, 4), {"copy": True}),
+]
+
+
+@pytest.mark.parametrize("aliasing", ALIASINGS, ids=[a[0] for a in ALIASINGS])
+@pytest.mark.parametrize("route", PRIVATE_ROUTES, ids=[r[0] for r in PRIVATE_ROUTES])
+def test_writeback_keeps_aliased_arguments_aliased(aliasing: Any, route: Any) -> None:
+    """Arguments sharing memory see each other's writes, and all writes come back, on every
+    route: the result is what NumPy gives on arrays that alias the same way, whatever the dtype."""
+    _, first, second = aliasing
+    _, make, options = route
+
+    def scribble(a: np.ndarray, b: np.ndarray) -> float:
+        a[...] = 1
+        b += 2  # reads a's write where they overlap
+        return float(a.real.sum())
+
+    expected_memory = np.zeros((3, 4))
+    expected_result = scribble(first(expected_memory), second(expected_memory))
+    t = make()
+    result = ac.accepts_numpy(writeback=True, **options)(scribble)(first(t), second(t))
+    assert result == expected_result
+    assert np.array_equal(t.resolve_conj().real.double().numpy(), expected_memory)
+
+
+def test_writeback_refuses_aliased_arguments_that_cannot_view_one_copy() -> None:
+    """A tensor and its conj view share memory but cannot be one array: refused, not half lost."""
+    t = torch.zeros(2, dtype=torch.complex64)
+
+    @ac.accepts_numpy(writeback=True)
+    def fill(a: np.ndarray, b: np.ndarray) -> None:
+        a[...] = 1j
+
+    with pytest.raises(ac.ConversionError) as caught:
+        fill(t, t.conj())
+    assert str(caught.value) == (
+        "test_writeback_refuses_aliased_arguments_that_cannot_view_one_copy.<locals>.fill(): "
+        "argument b shares memory with another argument of another dtype or conj/neg bit, and needs a "
+        "private copy; writes through one array could not be seen through the other, and one copy back would "
+        "undo the other's. Found torch.Tensor(shape=(2,), dtype=torch.complex64, layout=torch.strided, "
+        "device=cpu). Fix: pass b.clone() (the function's writes to it are then dropped), or one view of the memory."
+    )
+    assert torch.equal(t, torch.zeros(2, dtype=torch.complex64))
+
+
+def test_writeback_shares_memory_when_aliased_views_differ_in_dtype() -> None:
+    """Views of one float32 buffer under two dtypes both share the caller's memory: allowed."""
+    t = torch.zeros(2)
+
+    @ac.accepts_numpy(writeback=True)
+    def fill(a: np.ndarray, bits: np.ndarray) -> None:
+        a[0] = 1.0
+        bits[1] = np.float32(2.0).view(np.int32)
+
+    fill(t, t.view(torch.int32))
+    assert t.tolist() == [1.0, 2.0]
+
+
 def test_writeback_reaches_the_caller_even_when_the_function_raises() -> None:
     """The caller sees what was written before the exception, as if the function ran on the tensor."""
 

@@ -85,6 +85,20 @@ def test_writeback_reaches_a_gpu_tensor_of_any_dtype(accelerator: torch.device) 
         assert t.device == accelerator and t.dtype == dtype and torch.equal(t.cpu(), torch.full((4,), 3, dtype=dtype))
 
 
+def test_writeback_keeps_aliased_gpu_arguments_aliased(accelerator: torch.device) -> None:
+    """f(t, t[0]) on a device: one host copy of the memory they share, one copy back."""
+
+    @ac.accepts_numpy(writeback=True)
+    def scribble(a: np.ndarray, row: np.ndarray) -> float:
+        a[...] = 1
+        row += 2
+        return float(a.sum())
+
+    t = torch.zeros(2, 3, device=accelerator)
+    assert scribble(t, t[0]) == 12.0
+    assert torch.equal(t.cpu(), torch.tensor([[3.0, 3.0, 3.0], [1.0, 1.0, 1.0]]))
+
+
 def test_bfloat16_round_trips_on_the_device(accelerator: torch.device) -> None:
     t = torch.tensor([1.5, -2.0], dtype=torch.bfloat16, device=accelerator)
     out = flip(t)

@@ -14,6 +14,7 @@ ORDER = [
     "_dtypes",
     "_devices",
     "_leaves",
+    "_writeback",
     "_tree",
     "_options",
     "_plan",
