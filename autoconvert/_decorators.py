@@ -8,7 +8,6 @@ output side sees the caller's original tensors even though the function saw arra
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
@@ -19,6 +18,7 @@ from numpy.typing import NDArray
 
 from ._leaves import GradPolicy
 from ._options import active, validate
+from ._pickling import by_reference, locate, unwrap
 from ._plan import DEFAULTS, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options, compiling, opaque
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
@@ -73,15 +73,13 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
         return self is other
 
     def __reduce_ex__(self, protocol: object) -> Any:
-        # By reference when the module attribute is this very wrapper (module-level
+        # By reference where the wrapped function's module holds this very wrapper (module-level
         # functions: multiprocessing spawn, DataLoader workers); otherwise rebuilt from the
         # wrapped callable and the options.
-        target: Any = sys.modules.get(self.__module__)
-        for part in str(getattr(self, "__qualname__", "")).split("."):
-            target = getattr(target, part, None)
-        if target is self:
-            return self.__qualname__
-        return _rebuild, (self.__wrapped__, self._self_plan.sides)
+        reference = by_reference(self, (self.__module__,))
+        if reference is not None:
+            return reference
+        return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides)
 
 
 def _wrap(wrapped: Any, plan: Plan) -> _Wrapper:
@@ -111,7 +109,8 @@ def _wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     return wrapper
 
 
-def _rebuild(wrapped: Any, sides: dict[str, dict[str, Any]]) -> _Wrapper:
+def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]]) -> _Wrapper:
+    wrapped = unwrap(holder, hops)
     return _wrap(wrapped, Plan(wrapped, sides))
 
 

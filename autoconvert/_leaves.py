@@ -92,10 +92,39 @@ _functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
 
 
 def expanded(t: torch.Tensor) -> bool:
-    """Whether ``t`` repeats elements through a zero stride (``expand()``, ``broadcast_to``)."""
+    """Whether ``t`` repeats elements through a zero stride (``expand()``, ``broadcast_to``);
+    an empty tensor repeats nothing."""
     strides = t.stride()
     # `0 in strides` first: the common no-zero case costs one tuple scan in C, not a loop here.
-    return 0 in strides and any(st == 0 and n > 1 for n, st in zip(t.shape, strides, strict=True))
+    return 0 in strides and t.numel() > 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, strides, strict=True))
+
+
+def compact(t: torch.Tensor) -> torch.Tensor:
+    """An expanded tensor's memory: ``t`` with every zero-stride dimension cut to size 1."""
+    return t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride(), strict=True)], t.stride())
+
+
+def extent(t: torch.Tensor) -> int:
+    """Elements from a strided tensor's first to one past its last (torch has no negative strides)."""
+    return sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1 if t.numel() else 0
+
+
+def overlaps_any(t: torch.Tensor, others: list[torch.Tensor]) -> bool:
+    """Whether ``t``'s memory overlaps the memory of any of ``others`` (same device, byte ranges)."""
+    if t.layout != torch.strided or not t.numel():
+        return False
+    start = t.data_ptr()
+    stop = start + extent(t) * t.element_size()
+    for other in others:
+        if other.device != t.device or other.layout != torch.strided or not other.numel():
+            continue
+        try:
+            begin = other.data_ptr()
+        except RuntimeError:  # a functorch or fake tensor passed through: no memory of its own
+            continue
+        if begin < stop and start < begin + extent(other) * other.element_size():
+            return True
+    return False
 
 
 def _needs_copy(t: torch.Tensor, why: str) -> LeafError:
@@ -170,7 +199,12 @@ def tensor_to_array(
         except (TypeError, RuntimeError):
             pass
         else:
-            return (a.copy(order="K"), False) if copy else (a, True)
+            if not copy:
+                return a, True
+            try:
+                return a.copy(order="K"), False
+            except MemoryError:
+                raise _unallocatable(t, t.dtype) from None
     return refused_tensor_to_array(t, copy, grad, sparse, settle=settle, widened=widened)
 
 
@@ -194,9 +228,31 @@ def refused_tensor_to_array(
     if copy is None and expanded(t):
         # An expanded tensor (zero strides): convert its compact base, broadcast the array back.
         # Widening or resolving it whole would copy every repeat (bf16 zeros(1).expand(2e8): 766 MiB).
-        compact = t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride(), strict=True)], t.stride())
-        a, shares = refused_tensor_to_array(compact, None, grad, sparse, settle=settle, widened=widened)
+        a, shares = refused_tensor_to_array(compact(t), None, grad, sparse, settle=settle, widened=widened)
         return np.broadcast_to(a, tuple(t.shape)), shares
+    try:
+        return _to_host(t, copy, settle, widened)
+    except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError
+        if not isinstance(e, MemoryError) and "alloc" not in str(e).lower():
+            raise
+        raise _unallocatable(t, widened.get(t.dtype, t.dtype)) from None
+
+
+def _unallocatable(t: torch.Tensor, dtype: torch.dtype) -> LeafError:
+    needed = t.numel() * torch.empty(0, dtype=dtype).element_size()
+    return LeafError(
+        ConversionError,
+        f"needs a copy of {t.numel():,} elements ({needed / 2**30:,.1f} GiB) to reach NumPy, which could not be allocated",
+        describe_tensor(t),
+        "for an expanded tensor pass copy=None (the function gets a read-only broadcast view of its memory), "
+        "or pass a smaller tensor",
+    )
+
+
+def _to_host(
+    t: torch.Tensor, copy: bool | None, settle: bool, widened: dict[torch.dtype, torch.dtype]
+) -> tuple[Any, bool]:
+    """The rest of :func:`refused_tensor_to_array`: resolve bits, cross, widen, copy."""
     fresh = False
     # NumPy has no lazy conjugate or negative view: resolving the bit materialises a copy.
     if t.is_conj():
@@ -573,13 +629,14 @@ def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch
     changed = []
     with torch.no_grad():
         for t, snapshot in pairs:
-            now, before = t.detach().resolve_conj().resolve_neg(), snapshot.resolve_conj().resolve_neg()
+            memory = compact(t.detach()) if expanded(t) else t.detach()  # snapshots of expanded tensors are compact
+            now, before = memory.resolve_conj().resolve_neg(), snapshot.resolve_conj().resolve_neg()
             if now.is_complex():
                 now, before = torch.view_as_real(now), torch.view_as_real(before)
             bits = _BITS[now.element_size()]  # a same-size view: any strides, bits compared
             # NumPy compares at twice torch.equal's speed here (1 MiB: 46 us against 110 us).
             if not np.array_equal(now.view(bits).numpy(), before.view(bits).numpy()):
-                t.detach().copy_(snapshot)
+                memory.copy_(snapshot)
                 changed.append(t)
     return changed
 

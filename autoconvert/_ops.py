@@ -21,6 +21,7 @@ from ._errors import GradientError, message
 from ._library import Registration
 from ._opspec import Spec, save, saved
 from ._options import PairOptions, validate
+from ._pickling import by_reference, calling_module, locate, unwrap
 from ._plan import DEFAULTS, function_name
 from ._schema import Schema, SchemaError, schema_of
 from ._torchify import wrap_pair
@@ -104,6 +105,13 @@ def numpy_op(
         return lambda f: numpy_op(f, backward=backward, fake=fake, **checked)
     if backward is None and fake is None:
         return wrap_pair(fn, checked)  # the plain pair, grad="warn" and all
+    return _make_op(fn, backward, fake, checked, calling_module())
+
+
+def _make_op(
+    fn: Callable[..., Any], backward: Backward, fake: Fake | None, checked: dict[str, Any], home: str | None
+) -> Any:
+    """numpy_op with ``backward`` or ``fake``: an :class:`_Op` around the eager and registered forms."""
     name = function_name(fn)
     if backward is not None and checked.get("writeback"):
         raise TypeError(
@@ -120,8 +128,7 @@ def numpy_op(
         spec = Spec(forward, backward, name, schema.results, shares=bool(checked.get("writeback")))
     bind = _binder(fn)
 
-    @functools.wraps(fn)
-    def op(*args: Any, **kwargs: Any) -> Any:
+    def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if _compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             if registered is None:  # dynamo must not trace the NumPy body: a graph break
                 return _opaque_apply(spec, kwargs, *args)
@@ -134,6 +141,7 @@ def numpy_op(
             args, kwargs = bind(args, kwargs)
         return _NumpyFunction.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
 
+    op = _Op.made(call, fn, (fn, backward, fake, checked), home)
     if fake is not None:
         names = (fake,) if isinstance(fake, str) else fake
         registered = Registration(
@@ -144,8 +152,47 @@ def numpy_op(
             device=checked.get("device"),
             dtype=checked.get("dtype"),
         )
-        op.op = registered.forward  # type: ignore[attr-defined]
+        op.op = registered.forward
     return op
+
+
+class _Op:
+    """What ``numpy_op`` returns with ``backward=`` or ``fake=``: called like the function it
+    wraps (whose name, docstring and signature it shows); ``.op`` is its torch op, if any.
+
+    Pickles by reference where a module holds it (the child's import registers the op
+    again), else by its recipe: the function, backward, fake and options, which must pickle.
+    """
+
+    op: Any
+    __call__: Callable[..., Any]  # each op's own class sets it: see made()
+    __wrapped__: Callable[..., Any]
+    _recipe: tuple[Any, Backward, Fake | None, dict[str, Any]]
+    _home: str | None
+
+    @classmethod
+    def made(cls, call: Callable[..., Any], fn: Callable[..., Any], recipe: Any, home: str | None) -> _Op:
+        # A class per op with the call as its __call__ (a constant to it, no attribute read per
+        # call): a plain function's speed, and an instance can have a __reduce__.
+        kind = type("numpy_op", (cls,), {"__call__": call, "__module__": cls.__module__})
+        op: _Op = kind()
+        functools.update_wrapper(op, fn)
+        op._recipe, op._home = recipe, home
+        return op
+
+    def __reduce__(self) -> Any:
+        reference = by_reference(self, (getattr(self, "__module__", None), self._home))
+        if reference is not None:
+            return reference
+        fn, backward, fake, options = self._recipe
+        return _remake, (*locate(fn), backward, fake, options)
+
+    def __repr__(self) -> str:
+        return f"<numpy_op {function_name(self.__wrapped__)}>"
+
+
+def _remake(holder: Any, hops: int, backward: Backward, fake: Fake | None, options: dict[str, Any]) -> Any:
+    return _make_op(unwrap(holder, hops), backward, fake, options, None)
 
 
 def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:

@@ -37,9 +37,11 @@ from ._leaves import (
     GradPolicy,
     Target,
     array_to_tensor,
+    compact,
     describe_tensor,
     expanded,
     is_scipy_sparse,
+    overlaps_any,
     refused_tensor_to_array,
     restore_writes,
     sparse_to_tensor,
@@ -273,6 +275,13 @@ class RecordingInputs(Inputs):
         self.mapper = self.recorder
 
 
+def hands_read_only(options: dict[str, Any]) -> bool:
+    """Whether accepts_numpy with these options hands read-only arrays: unless the function is
+    meant to write, into private copies (copy=True) or through to the caller's tensors
+    (writeback=True). Same on every device."""
+    return not options["writeback"] and options["copy"] is not True
+
+
 class NumpyInputs(Inputs):
     """``accepts_numpy``: tensor arguments reach the function as arrays."""
 
@@ -280,9 +289,7 @@ class NumpyInputs(Inputs):
         super().__init__(params, function, options, where)
         self.copy: bool | None = options["copy"]
         self.writeback: bool = options["writeback"]
-        # Read-only unless the function is meant to write: into private copies (copy=True)
-        # or through to the caller's tensors (writeback=True). Same on every device.
-        self.readonly = not self.writeback and self.copy is not True
+        self.readonly = hands_read_only(options)
         # check_writes: only read-only arrays can be written through behind the guard's back.
         self.check_writes: bool = options["check_writes"] and self.readonly
         self.grad = grad
@@ -367,8 +374,9 @@ class NumpyInputs(Inputs):
 
         def snapshotting(t: torch.Tensor, ctx: Lists) -> Any:
             a = leaf(t, ctx)
-            if t.is_cpu and t.layout == torch.strided:  # a device's tensor crossed as a copy
-                ctx[2].append((t, t.detach().clone()))
+            if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
+                memory = t.detach()
+                ctx[2].append((t, (compact(memory) if expanded(memory) else memory).clone()))
             return a
 
         return snapshotting
@@ -382,7 +390,9 @@ class NumpyInputs(Inputs):
                 describe_tensor(t),
                 "return the changed matrix instead, with writeback=False",
             )
-        if expanded(t):  # torch refuses to write into overlapping memory, so nothing could come back
+        if not t.is_nested and expanded(
+            t
+        ):  # torch refuses to write into overlapping memory, so nothing could come back
             raise LeafError(
                 ConversionError,
                 "is an expanded tensor (zero strides: its elements share memory), which no write can reach back into",
@@ -459,6 +469,7 @@ class Outputs:
         all_plain: Any = None,
         *,
         argument: str | None = None,
+        with_inputs: bool = False,
     ) -> None:
         self.function = function
         #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
@@ -469,16 +480,20 @@ class Outputs:
         #: unless ``all_plain`` is that already: the context when every tensor was plain.
         self.context = context
         self.all_plain = all_plain
+        #: Whether leaf functions also need the call's tensor arguments, as ``ctx[3]``.
+        self.with_inputs = with_inputs
         self.convert = self._make_convert()
 
     def _make_convert(self) -> Convert:
         """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
         the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
         get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
-        function, params, role, root = self.function, self.params, self.role, self.root
+        function, params, role, root, with_inputs = self.function, self.params, self.role, self.root, self.with_inputs
 
         def convert(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
             ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
+            if with_inputs:
+                ctx = (*ctx[:3], plain + odd)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except LeafError as e:
@@ -502,7 +517,10 @@ class TensorOutputs(Outputs):
         *,
         argument: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
+        handed: bool = False,
     ) -> None:
+        """``handed``: the function was handed read-only views of the caller's tensors, so a
+        tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased."""
         self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
@@ -510,7 +528,11 @@ class TensorOutputs(Outputs):
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
         self.sparse_layout: torch.layout | None = options["sparse_layout"]
         mapper = Mapper(
-            {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
+            {
+                np.ndarray: array_to_tensor,
+                np.generic: array_to_tensor,
+                torch.Tensor: self._unaliased if handed else self._tensor,
+            },
             nested=options["nested"],
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else None,
         )
@@ -518,7 +540,9 @@ class TensorOutputs(Outputs):
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
         all_plain = None if self.dtype == "input" else (self.device or CPU, casts, self.copy)
-        super().__init__(function, params, mapper, self._make_context(), all_plain, argument=argument)
+        super().__init__(
+            function, params, mapper, self._make_context(), all_plain, argument=argument, with_inputs=handed
+        )
 
     def _make_context(self) -> Context:
         """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
@@ -542,6 +566,11 @@ class TensorOutputs(Outputs):
 
     def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
         return tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
+
+    def _unaliased(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        """A tensor result, copied if it is the memory of a tensor argument (ctx[3])."""
+        out = tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
+        return out.clone() if out is t and overlaps_any(t, ctx[3]) else out
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx[1], ctx[2], self.sparse_layout)
@@ -828,8 +857,10 @@ class Plan:
     def _build(self, configured: dict[str, Any], variants: Callable[[Config], Runner] | None = None) -> Runner:
         inputs: Inputs | None = None
         outputs: Outputs | None = None
+        numpy_in = self.resolved("accepts_numpy", configured) if "accepts_numpy" in self.sides else None
         # Results narrow back to float16 when the input side widened it (fused pairs only).
-        half = "accepts_numpy" in self.sides and self.resolved("accepts_numpy", configured)["widen_float16"]
+        half = numpy_in is not None and numpy_in["widen_float16"]
+        handed = numpy_in is not None and hands_read_only(numpy_in)
         for side in self.sides:
             options = self.resolved(side, configured)
             where = f"{side}() on {self.function}"
@@ -840,7 +871,7 @@ class Plan:
                 inputs = TensorInputs(self.params, self.function, options, where)
             elif side == "returns_tensor":
                 restoring = RESTORING_HALF if half else RESTORING
-                outputs = TensorOutputs(self.function, self.params, options, restoring=restoring)
+                outputs = TensorOutputs(self.function, self.params, options, restoring=restoring, handed=handed)
             else:
                 outputs = NumpyOutputs(self.function, self.params, options)
         if inputs is None and isinstance(outputs, TensorOutputs):

@@ -15,7 +15,7 @@ import torch
 from numpy.typing import NDArray
 
 from ._errors import ConversionError, LeafError
-from ._leaves import GradPolicy, describe_tensor, tensor_to_array
+from ._leaves import GradPolicy, describe_tensor, extent, tensor_to_array
 
 #: (tensor, private array) to copy back, or (tensor, None): the function wrote into its memory.
 Pairs = list[tuple[torch.Tensor, NDArray[Any] | None]]
@@ -101,9 +101,7 @@ def _span(members: list[torch.Tensor]) -> Span:
     if any((t.dtype, t.is_conj(), t.is_neg()) != family for t in members):
         return Span(None, 0)
     start = min(int(t.storage_offset()) for t in members)
-    stop = max(
-        t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1 for t in members
-    )
+    stop = max(t.storage_offset() + extent(t) for t in members)
     # The largest storage: members may be tensors made apart over one memory (from_numpy twice).
     base = max(members, key=lambda t: t.untyped_storage().nbytes()).detach()
     return Span(base.as_strided((stop - start,), (1,), start), start)

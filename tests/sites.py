@@ -120,3 +120,29 @@ def worker_square_and_gradient(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     x = x.clone().requires_grad_()
     registered_square(x).sum().backward()
     return registered_square.op(x.detach()), x.grad
+
+
+@ac.accepts_numpy
+def halved(x: np.ndarray) -> np.ndarray:
+    """Decorated in place at module level; wrapped again below under another name."""
+    return x / 2
+
+
+#: returns_tensor of a module-level wrapper, under another name: pickles by that name.
+halved_tensor = ac.returns_tensor(halved)
+
+
+def cos_backward(g: np.ndarray, x: np.ndarray, output: np.ndarray) -> np.ndarray:
+    return g * np.cos(x)
+
+
+#: numpy_op of a ufunc, the docstring's form: numpy.sin is not this op, sites.sine is.
+sine = ac.numpy_op(np.sin, backward=cos_backward, fake="x")
+
+
+def call_with_gradient(op: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Runs in a spawned process: ``op`` arrives pickled; its forward and backward run there."""
+    x = x.clone().requires_grad_()
+    value = op(x)
+    value.sum().backward()
+    return value.detach(), x.grad

@@ -84,6 +84,51 @@ class TestPickling:
         assert torch.equal(restored(torch.ones(2)), -torch.ones(2))
         assert restored._self_plan.sides == neg._self_plan.sides
 
+    def test_a_rewrapped_module_function_pickles_by_its_own_name(self) -> None:
+        """returns_tensor(f) kept under another name: a reference to that name, not f's."""
+        data = pickle.dumps(sites.halved_tensor)
+        assert b"halved_tensor" in data and b"autoconvert" not in data
+        assert pickle.loads(data) is sites.halved_tensor
+
+    def test_a_rewrapped_module_function_no_module_holds_is_rebuilt(self) -> None:
+        """returns_tensor(f) made on the fly: rebuilt around the function under sites.halved."""
+        rewrapped = ac.returns_tensor(device="cpu")(sites.halved)
+        restored = pickle.loads(pickle.dumps(rewrapped))
+        assert restored is not rewrapped and restored._self_plan.sides == rewrapped._self_plan.sides
+        assert restored.__wrapped__ is sites.halved.__wrapped__
+        assert torch.equal(restored(torch.full((2,), 4.0)), torch.full((2,), 2.0))
+
+    def test_a_numpy_op_of_a_ufunc_pickles_by_the_name_that_holds_it(self) -> None:
+        """sine = numpy_op(np.sin, ...): numpy.sin is the ufunc, so the reference is sites.sine."""
+        data = pickle.dumps(sites.sine)
+        assert b"sine" in data
+        assert pickle.loads(data) is sites.sine
+
+    def test_a_numpy_op_no_module_holds_is_rebuilt_from_its_recipe(self) -> None:
+        """Made in a function: rebuilt from the ufunc, the backward and the options, op and all."""
+        sine = ac.numpy_op(np.sin, backward=sites.cos_backward, fake="x", dtype=torch.float64)
+        restored = pickle.loads(pickle.dumps(sine))
+        assert restored is not sine and restored.op is not sine.op
+        value, grad = sites.call_with_gradient(restored, torch.tensor([0.0, 1.0]))
+        assert value.dtype == torch.float64 and torch.allclose(grad, torch.cos(torch.tensor([0.0, 1.0])))
+
+    def test_a_numpy_op_with_a_lambda_backward_fails_to_pickle_as_pickle_says(self) -> None:
+        """No module holds it and its recipe holds a lambda: pickle's own error names the lambda."""
+        op = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x))
+        with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
+            pickle.dumps(op)
+
+    @pytest.mark.slow
+    def test_spawned_workers_receive_numpy_ops_and_rewrapped_functions(self) -> None:
+        """Sent as arguments, not imported by name: the child rebuilds or finds each."""
+        context = multiprocessing.get_context("spawn")
+        local = ac.numpy_op(np.sin, backward=sites.cos_backward, fake="x")
+        with context.Pool(1) as pool:
+            results = pool.starmap(sites.call_with_gradient, [(sites.sine, torch.zeros(2)), (local, torch.zeros(2))])
+            halves = pool.map(sites.halved_tensor, [torch.full((2,), 4.0)])
+        assert all(torch.equal(grad, torch.ones(2)) for _, grad in results)
+        assert torch.equal(halves[0], torch.full((2,), 2.0))
+
     @pytest.mark.slow
     def test_multiprocessing_spawn_workers_call_decorated_functions(self) -> None:
         context = multiprocessing.get_context("spawn")

@@ -11,6 +11,7 @@ PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 # Bottom first: a module may import only modules listed before it (README, "Design").
 ORDER = [
     "_errors",
+    "_pickling",
     "_dtypes",
     "_devices",
     "_leaves",

@@ -14,7 +14,7 @@ import autoconvert as ac
 from autoconvert._dtypes import NUMPY_TO_TORCH, WIDENED
 
 from .conftest import shares
-from .strategies import COPY_MODES, NUMPY_HELD, Case, arrays, tensors, torch_can_share
+from .strategies import COPY_MODES, NUMPY_HELD, TORCH_DTYPES, Case, arrays, tensors, torch_can_share
 
 
 def _expected_array(t: torch.Tensor) -> np.ndarray:
@@ -75,6 +75,55 @@ def test_writeback_makes_the_function_act_on_the_tensor(case: Case) -> None:
     fill(t)
     wide = WIDENED.get(t.dtype, t.dtype)  # torch.equal has no complex32 kernel
     assert torch.equal(t.to(wide), torch.ones(t.shape, dtype=wide))
+
+
+#: Views of a (4, 5) tensor or array: the same indexing means the same memory on both sides.
+_VIEWS = [
+    lambda x: x,
+    lambda x: x[1],
+    lambda x: x[:, 2],
+    lambda x: x[1:3, ::2],
+    lambda x: x.T,
+    lambda x: x[::-1] if isinstance(x, np.ndarray) else x.flip(0),  # a copy in torch: no alias
+    lambda x: x[3, 4, ...],  # 0-d views
+]
+
+
+#: Dtypes that hold 0, 1 and 3 exactly (float8_e8m0fnu holds powers of two only, bool no 3).
+_HOLDS_0_1_3 = [
+    d for d in TORCH_DTYPES if torch.tensor([0.0, 1.0, 3.0]).to(d).to(torch.complex128).tolist() == [0, 1, 3]
+]
+
+
+@given(
+    dtype=st.sampled_from(_HOLDS_0_1_3),
+    first=st.integers(0, len(_VIEWS) - 1),
+    second=st.integers(0, len(_VIEWS) - 1),
+    copy=st.sampled_from([None, True]),
+    conj=st.booleans(),
+)
+def test_writeback_through_aliased_arguments_is_what_numpy_does(
+    dtype: torch.dtype, first: int, second: int, copy: bool | None, conj: bool
+) -> None:
+    """writeback=True with two arguments viewing one tensor, any dtype and copy mode: the
+    function's reads and the caller's final tensor are NumPy's on arrays aliased the same way."""
+
+    def scribble(a: np.ndarray, b: np.ndarray) -> float:
+        a[...] = 1
+        b[...] += 2  # sees a's write where they overlap
+        return float(np.real(a).sum() + np.real(b).sum())
+
+    view_a, view_b = _VIEWS[first], _VIEWS[second]
+    memory = np.zeros((4, 5))
+    expected = scribble(view_a(memory), view_b(memory)) if second != 5 else None
+    t = torch.zeros(4, 5, dtype=dtype)
+    base = t.conj() if conj and dtype.is_complex else t
+    got = ac.accepts_numpy(writeback=True, copy=copy)(scribble)(view_a(base), view_b(base))
+    if second == 5 or first == 5:  # torch's flip is a copy, so NumPy's aliasing does not apply
+        return
+    assert got == expected
+    wide = WIDENED.get(dtype, dtype)
+    np.testing.assert_array_equal(np.real(t.to(wide).numpy()), memory)
 
 
 def _give(arr: Any, **options: Any) -> Any:

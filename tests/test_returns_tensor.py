@@ -275,6 +275,13 @@ class TestDtype:
         )
 
 
+def _from_dlpack(a: np.ndarray) -> torch.Tensor:
+    try:
+        return torch.from_dlpack(a)
+    except BufferError:  # NumPy < 2 cannot export a read-only array (DLPack 0.x has no read-only flag)
+        pytest.skip("this NumPy cannot export read-only arrays through DLPack")
+
+
 class TestCopy:
     def test_none_shares_a_fresh_result_and_copies_what_torch_cannot_share(self) -> None:
         store = np.arange(4.0)
@@ -299,6 +306,54 @@ class TestCopy:
         t = torch.arange(6.0).reshape(2, 3)
         out = transpose(t)
         assert torch.equal(out, t.T) and not shares(out, t)
+
+    @pytest.mark.parametrize(
+        "wrap",
+        [
+            pytest.param(lambda a: torch.from_numpy(a), id="from_numpy"),
+            pytest.param(lambda a: torch.as_tensor(a[1:]), id="as_tensor of a view"),
+            pytest.param(lambda a: _from_dlpack(a), id="from_dlpack"),
+        ],
+    )
+    def test_a_tensor_made_from_a_read_only_input_is_copied(self, wrap: Any) -> None:
+        """The function wraps a handed array in a tensor and returns it: the result is still
+        the caller's memory, so it is copied, as a returned view of the array would be."""
+
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def rewrap(a: np.ndarray) -> torch.Tensor:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch: "The given NumPy array is not writable"
+                return wrap(a)  # type: ignore[no-any-return]
+
+        t = torch.arange(3.0)
+        out = rewrap(t)
+        out.add_(10)
+        assert t.tolist() == [0.0, 1.0, 2.0] and not shares(out, t)
+
+    def test_a_tensor_made_from_a_private_copy_is_not_copied_again(self) -> None:
+        """copy=True handed private arrays: a tensor wrapping one aliases nothing of the caller's."""
+        wrapped: list[torch.Tensor] = []
+
+        @ac.returns_tensor
+        @ac.accepts_numpy(copy=True)
+        def rewrap(a: np.ndarray) -> torch.Tensor:
+            wrapped.append(torch.from_numpy(a))
+            return wrapped[-1]
+
+        t = torch.arange(3.0)
+        out = rewrap(t)
+        assert out is wrapped[0] and not shares(out, t)
+
+    def test_a_tensor_result_of_a_returns_tensor_alone_passes_through(self) -> None:
+        """No arrays were handed over, so returning an argument itself is the function's own business."""
+
+        @ac.returns_tensor
+        def same(x: torch.Tensor) -> torch.Tensor:
+            return x
+
+        t = torch.ones(2)
+        assert same(t) is t
 
     def test_writeback_results_may_alias_the_input(self) -> None:
         """With writeback=True a returned view of an input is the caller's memory: that is what writeback means."""

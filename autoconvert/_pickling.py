@@ -1,0 +1,90 @@
+"""Pickling decorated callables: by reference where a module holds them, else by recipe.
+
+multiprocessing spawn, DataLoader workers and Dask send functions by pickling them. A
+wrapper pickles as a reference to the module attribute that holds it (the child's import
+rebuilds it, registered ops included); one no module holds is rebuilt from its recipe,
+the wrapped function and the options, the wrapped function itself found through whatever
+module attribute wraps it (``g = returns_tensor(f)`` with ``f`` decorated in place).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+#: How many ``__wrapped__`` links a module attribute may sit above the function it wraps.
+_MAX_HOPS = 8
+
+
+def _attribute(module: Any, qualname: str) -> Any:
+    target = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target
+
+
+def home(obj: Any, modules: tuple[str | None, ...]) -> tuple[str, str] | None:
+    """``(module, name)`` of an attribute of one of the (imported) ``modules`` that is ``obj``:
+    at its ``__qualname__`` first, else under any name; None where none holds it."""
+    qualname = getattr(obj, "__qualname__", None)
+    for name in dict.fromkeys(modules):
+        module = sys.modules.get(name) if name else None
+        if module is None:
+            continue
+        if isinstance(qualname, str) and _attribute(module, qualname) is obj:
+            return name, qualname  # type: ignore[return-value]  # name is a str: sys.modules had it
+        for key, value in list(vars(module).items()):
+            if value is obj:
+                return name, key  # type: ignore[return-value]
+    return None
+
+
+def by_reference(obj: Any, modules: tuple[str | None, ...]) -> Any:
+    """What ``__reduce_ex__`` returns to pickle ``obj`` by reference, or None if no module holds it."""
+    found = home(obj, modules)
+    if found is None:
+        return None
+    module, name = found
+    if module == getattr(obj, "__module__", None):
+        return name  # pickle's own global reference: the module and the name, nothing of ours
+    return resolve, (module, name)
+
+
+def resolve(module: str, qualname: str) -> Any:
+    """The object a reference names (unpickling runs this in the child)."""
+    return _attribute(importlib.import_module(module), qualname)
+
+
+def locate(fn: Any) -> tuple[Any, int]:
+    """``(holder, hops)``: something pickle finds by reference, and how many ``__wrapped__``
+    links lead from it down to ``fn``. ``(fn, 0)`` where ``fn`` is its own module attribute,
+    or where nothing better is known (pickle then says what fails)."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    qualname = getattr(fn, "__qualname__", None)
+    holder = _attribute(module, qualname) if module is not None and isinstance(qualname, str) else None
+    target, hops = holder, 0
+    while target is not None and hops <= _MAX_HOPS:
+        if target is fn:
+            return (holder, hops) if hops else (fn, 0)
+        target, hops = getattr(target, "__wrapped__", None), hops + 1
+    return fn, 0
+
+
+def unwrap(holder: Any, hops: int) -> Any:
+    """The function :func:`locate` found, from its holder."""
+    for _ in range(hops):
+        holder = holder.__wrapped__
+    return holder
+
+
+def calling_module() -> str | None:
+    """The module of the nearest caller outside autoconvert: where ``name = numpy_op(np.sin, ...)``
+    is most likely assigned, so pickling can look there for it."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if not (isinstance(name, str) and (name == "autoconvert" or name.startswith("autoconvert."))):
+            return name if isinstance(name, str) else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
