@@ -453,6 +453,11 @@ Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
 
 
+class NeedsInputs(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
+    """An output leaf needs the call's tensor arguments (as ``ctx[3]``), which the per-call
+    context leaves out because almost no call needs them."""
+
+
 def _no_context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
     return None
 
@@ -469,7 +474,6 @@ class Outputs:
         all_plain: Any = None,
         *,
         argument: str | None = None,
-        with_inputs: bool = False,
     ) -> None:
         self.function = function
         #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
@@ -480,22 +484,28 @@ class Outputs:
         #: unless ``all_plain`` is that already: the context when every tensor was plain.
         self.context = context
         self.all_plain = all_plain
-        #: Whether leaf functions also need the call's tensor arguments, as ``ctx[3]``.
-        self.with_inputs = with_inputs
         self.convert = self._make_convert()
 
     def _make_convert(self) -> Convert:
         """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
         the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
         get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
-        function, params, role, root, with_inputs = self.function, self.params, self.role, self.root, self.with_inputs
+        function, params, role, root = self.function, self.params, self.role, self.root
 
-        def convert(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: tuple[Any, ...]) -> Any:
+        def convert(
+            result: Any,
+            plain: list[torch.Tensor],
+            odd: list[torch.Tensor],
+            call: tuple[Any, ...],
+            inputs: list[torch.Tensor] | None = None,
+        ) -> Any:
             ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
-            if with_inputs:
-                ctx = (*ctx[:3], plain + odd)
+            if inputs is not None:
+                ctx = (*ctx[:3], inputs)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
+            except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
+                return convert(result, plain, odd, call, plain + odd)
             except LeafError as e:
                 raise e.public(function, role, root) from None
             except RecursionError:
@@ -540,9 +550,7 @@ class TensorOutputs(Outputs):
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
         all_plain = None if self.dtype == "input" else (self.device or CPU, casts, self.copy)
-        super().__init__(
-            function, params, mapper, self._make_context(), all_plain, argument=argument, with_inputs=handed
-        )
+        super().__init__(function, params, mapper, self._make_context(), all_plain, argument=argument)
 
     def _make_context(self) -> Context:
         """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
@@ -568,9 +576,14 @@ class TensorOutputs(Outputs):
         return tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
 
     def _unaliased(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
-        """A tensor result, copied if it is the memory of a tensor argument (ctx[3])."""
+        """A tensor result, copied if it is the memory of a tensor argument. The call's tensors
+        are asked for (NeedsInputs) only when one passes through as it is: no cost otherwise."""
         out = tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
-        return out.clone() if out is t and overlaps_any(t, ctx[3]) else out
+        if out is not t:  # moved, cast or copied: memory of its own
+            return out
+        if len(ctx) < 4:
+            raise NeedsInputs
+        return t.clone() if overlaps_any(t, ctx[3]) else t
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx[1], ctx[2], self.sparse_layout)
