@@ -7,6 +7,7 @@ from NumPy code. Copies follow NumPy 2's ``copy=`` keyword: shared where possibl
 copied once where not, and never silently aliased.
 """
 
+from ._adapt import adapt
 from ._batched import batched
 from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
 from ._errors import ConversionError, CopyError, DeviceMismatchError, GradientError, GradientWarning, ReadOnlyError
@@ -27,6 +28,7 @@ __all__ = [
     "__version__",
     "accepts_numpy",
     "accepts_tensor",
+    "adapt",
     "batched",
     "config",
     "numpy_op",

@@ -51,7 +51,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
 
     The wrapt wrapper is the plan's runner, ``call(wrapped, instance, args, kwargs)``;
     wrapt calls it for bound methods. Unbound calls take the faster ``__call__`` that
-    :func:`_wrap` gives each wrapper.
+    :func:`wrap` gives each wrapper.
     """
 
     __bound_function_wrapper__ = _BoundWrapper
@@ -61,7 +61,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     # break); the Runner's call closure keeps the frames it then runs out of dynamo's reach.
     _torchdynamo_disable = True
 
-    _self_plan: Plan  # set by _wrap
+    _self_plan: Plan  # set by wrap
 
     # Identity, not the wrapped function's hash and equality (wrapt's default): dynamo looks
     # callables up in a dict of torch functions, so a wrapper equal to torch.sort would be
@@ -79,10 +79,10 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
         reference = by_reference(self, (self.__module__,))
         if reference is not None:
             return reference
-        return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides)
+        return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides, type(self._self_plan))
 
 
-def _wrap(wrapped: Any, plan: Plan) -> _Wrapper:
+def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     """A wrapper for ``wrapped``, of a class made for it alone.
 
     The class's ``__call__`` is the fast path for unbound calls (functions, ufuncs,
@@ -109,9 +109,14 @@ def _wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     return wrapper
 
 
-def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]]) -> _Wrapper:
+def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: type[Plan] = Plan) -> _Wrapper:
     wrapped = unwrap(holder, hops)
-    return _wrap(wrapped, Plan(wrapped, sides))
+    return wrap(wrapped, kind(wrapped, sides))
+
+
+def is_wrapper(obj: object) -> bool:
+    """Whether ``obj`` is a function decorated by autoconvert."""
+    return isinstance(obj, _Wrapper)
 
 
 def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
@@ -121,12 +126,12 @@ def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             return opaque(apply, func)
-        if isinstance(func, _Wrapper):
+        if isinstance(func, _Wrapper) and "adapt" not in func._self_plan.sides:  # adapt stacks, never fuses
             sides = func._self_plan.sides
             has_input = any(s in sides for s in _INPUT_SIDES)
             if side not in sides and (side in _INPUT_SIDES) != has_input:
-                return _wrap(func.__wrapped__, Plan(func.__wrapped__, {**sides, side: options}))
-        return _wrap(func, Plan(func, {side: options}))
+                return wrap(func.__wrapped__, Plan(func.__wrapped__, {**sides, side: options}))
+        return wrap(func, Plan(func, {side: options}))
 
     return apply if func is None else apply(func)
 

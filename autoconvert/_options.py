@@ -34,6 +34,19 @@ class PairOptions(TypedDict, total=False):
     sparse_layout: torch.layout | None
 
 
+class AdaptOptions(TypedDict, total=False):
+    """The options of ``adapt``, for type checkers."""
+
+    copy: bool | None
+    writeback: bool
+    grad: Literal["warn", "detach", "error"]
+    nested: bool
+    sparse: Literal["array", "matrix"]
+    widen_float16: bool
+    check_writes: bool
+    device: torch.device | str | int | None
+
+
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
 CONFIGURABLE = frozenset(
     {

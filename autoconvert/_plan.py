@@ -76,6 +76,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "sparse_layout": None,
     },
     "returns_numpy": {"copy": None, "nested": True, "sparse": "array"},
+    # adapt(): accepts_numpy's options for array parameters, and where arrays go for tensor ones.
+    "adapt": {
+        "copy": None,
+        "writeback": False,
+        "grad": "warn",
+        "nested": True,
+        "sparse": "array",
+        "widen_float16": False,
+        "check_writes": False,
+        "device": None,
+    },
     # to_numpy(): returns_numpy's conversion, with a grad policy (the call itself says the
     # value leaves autograd, so by default it detaches silently).
     "to_numpy": {"copy": None, "nested": True, "sparse": "array", "grad": "detach"},
@@ -445,8 +456,15 @@ class TensorInputs(Inputs):
 
 def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
     """``dtype="input"``: casts to the promoted floating dtype of ``tensors`` (none without one)."""
-    inexact = {t.dtype for t in tensors if is_inexact(t.dtype)}
-    return casts_to(promote(inexact)) if inexact else NO_CASTS
+    dtypes = frozenset(t.dtype for t in tensors)
+    casts = _INPUT_CASTS.get(dtypes)
+    if casts is None:  # a few distinct sets per program: decided once each
+        inexact = {d for d in dtypes if is_inexact(d)}
+        casts = _INPUT_CASTS[dtypes] = casts_to(promote(inexact)) if inexact else NO_CASTS
+    return casts
+
+
+_INPUT_CASTS: dict[frozenset[torch.dtype], Casts] = {}
 
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
@@ -653,7 +671,7 @@ _NUMPY_READ_ONLY = frozenset({"assignment destination is read-only", "output arr
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
-def _wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over.
 
     NumPy does not say which array was the destination, so: its own words, and every
@@ -747,7 +765,7 @@ class Runner:
             except BaseException as e:
                 if after is not None:  # still done; a failure of its own is a note on e
                     after_failure(after, ctx[2], given, e)
-                if isinstance(e, ValueError) and readonly and (plain or odd) and _wrote_into_handed(e, args, kwargs):
+                if isinstance(e, ValueError) and readonly and (plain or odd) and wrote_into_handed(e, args, kwargs):
                     raise read_only_error(e) from e
                 raise
             if after is not None:

@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from ._wants import unaliased
+
 _EMPTY = inspect.Parameter.empty
 _SCALARS = {float: "float", int: "int", bool: "bool", str: "str"}
 _ARRAYS = (np.ndarray, torch.Tensor)
@@ -122,19 +124,8 @@ def _parameter_type(annotation: Any, default: Any) -> str | None:
     return type_ + "?" if type_ and default is None and not type_.endswith("?") else type_
 
 
-def _unaliased(annotation: Any) -> Any:
-    """What a ``type X = ...`` alias stands for (NumPy 2.5 makes ``npt.NDArray`` one), also
-    when subscripted (``NDArray[np.float32]``): the alias's value, or its value's origin."""
-    origin = typing.get_origin(annotation)
-    if hasattr(origin, "__value__"):  # a subscripted alias
-        annotation = origin.__value__
-    while hasattr(annotation, "__value__") and hasattr(annotation, "__type_params__"):
-        annotation = annotation.__value__
-    return annotation
-
-
 def _type(annotation: Any) -> str | None:
-    annotation = _unaliased(annotation)
+    annotation = unaliased(annotation)
     if annotation in _SCALARS:
         return _SCALARS[annotation]
     origin = typing.get_origin(annotation)

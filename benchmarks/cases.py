@@ -199,6 +199,34 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    # adapt: the annotations decide; results come back in the caller's kind and floating dtype.
+    def affine_annotated(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+        return affine(a, b, c, alpha, beta)
+
+    adapted, pair_input = ac.adapt(affine_annotated), ac.returns_tensor(dtype="input")(ac.accepts_numpy(affine))
+    rows += compare(
+        "adapt, 3 tensor + 2 plain args",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)).to(a.dtype),
+            "autoconvert pair, dtype='input'": lambda: pair_input(a, b, c, 0.5, 2.0),
+            "autoconvert adapt": lambda: adapted(a, b, c, 0.5, 2.0),
+        },
+        repeats,
+        target,
+    )
+    xa, xb, xc = a.numpy(), b.numpy(), c.numpy()
+    rows += compare(
+        "adapt called with arrays (nothing to convert)",
+        "direct call",
+        {
+            "direct call": lambda: affine(xa, xb, xc, 0.5, 2.0),
+            "autoconvert adapt": lambda: adapted(xa, xb, xc, 0.5, 2.0),
+        },
+        repeats,
+        target,
+    )
+
     # check_writes=True (tests and debugging): one snapshot and one bitwise compare per argument.
     for label, arg in (("16 float32", t), ("1 MiB float32", torch.rand(2**18))):
         checked = ac.returns_tensor(ac.accepts_numpy(check_writes=True)(np.negative))

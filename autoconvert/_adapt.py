@@ -1,0 +1,371 @@
+"""``adapt``: a function's annotations say what it needs; callers get back their own kind.
+
+At decoration the annotations are read once (:mod:`_wants`): each parameter asks for an
+array, a tensor, or nothing, and the return annotation says which results are arrays or
+tensors. Per call, each argument goes through one handler made for its parameter, on the
+same leaf functions as ``accepts_numpy`` and ``accepts_tensor``; results go through
+``returns_tensor(dtype="input")``'s output side when the caller passed tensors, or
+``returns_numpy``'s when it passed arrays and no tensors (tensors win a mixed call: the
+results go where the caller's tensors live).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar, Unpack, overload
+
+import numpy as np
+import torch
+
+from . import _devices
+from ._decorators import is_wrapper, wrap
+from ._dtypes import NO_CASTS
+from ._errors import LeafError
+from ._leaves import GradPolicy, array_to_tensor
+from ._options import _ACTIVE, AdaptOptions, Config
+from ._plan import (
+    NumpyInputs,
+    NumpyOutputs,
+    Parameters,
+    Plan,
+    Runner,
+    TensorOutputs,
+    check_options,
+    compiling,
+    function_name,
+    opaque,
+    wrote_into_handed,
+)
+from ._tree import Mapper, cycle_error
+from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
+
+#: A parameter's per-call step: exact type -> function of (value, ctx); the fallback under ``...``.
+Step = dict[Any, Callable[[Any, tuple[Any, ...]], Any]]
+
+
+class Signature:
+    """The Wants of a function's parameters and result, read from its annotations once."""
+
+    def __init__(self, func: Any) -> None:
+        self.function = function_name(func)
+        inner = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
+        hints = _hints(inner, self.function)
+        try:
+            parameters = inspect.signature(inner).parameters.values()
+        except (TypeError, ValueError):  # a builtin: no annotations to read
+            parameters = ()  # type: ignore[assignment]
+        self.parameters: dict[str, Want] = {}
+        self.star: Want | None = None  # *args: each element
+        self.star_star: Want | None = None  # **kwargs: each value
+        for p in parameters:
+            want = want_of(hints[p.name]) if p.name in hints else None
+            if want is not None and want.kind == KEEP:
+                want = None
+            if want is not None and len(want.leaf_kinds()) > 1:
+                raise TypeError(
+                    f"autoconvert.adapt() on {self.function}: parameter {p.name!r} is annotated "
+                    f"{hints[p.name]!r}, which asks for arrays and tensors at once; split it into two "
+                    "parameters, or annotate the whole of it as one kind"
+                )
+            if p.kind == p.VAR_POSITIONAL:
+                self.star = want
+            elif p.kind == p.VAR_KEYWORD:
+                self.star_star = want
+            elif want is not None:
+                self.parameters[p.name] = want
+        self.result = want_of(hints["return"], UNKNOWN) if "return" in hints else UNKNOWN
+
+
+def _hints(func: Any, function: str) -> dict[str, Any]:
+    """``func``'s annotations resolved (strings and ``from __future__ import annotations``
+    too), or a TypeError naming the one that cannot be."""
+    try:
+        return typing.get_type_hints(func)
+    except Exception:
+        pass
+    namespace = getattr(func, "__globals__", {})
+    for name, annotation in getattr(func, "__annotations__", {}).items():
+        if not isinstance(annotation, str):
+            continue
+        try:
+            eval(annotation, namespace)
+        except Exception as e:
+            where = "the return annotation" if name == "return" else f"parameter {name!r}"
+            raise TypeError(
+                f"autoconvert.adapt() on {function}: {where} is annotated {annotation!r}, which cannot be "
+                f"resolved ({type(e).__name__}: {e}); import what it names at module level, where "
+                "annotations are resolved, or annotate with the object itself"
+            ) from None
+    return typing.get_type_hints(func)  # fails for another reason: its own error says which
+
+
+class AdaptPlan(Plan):
+    """A Plan whose Runner converts each parameter as its annotation says (see module docstring)."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
+        self.signature = Signature(func)
+        super().__init__(func, sides)
+
+    def _build(self, configured: dict[str, Any], variants: Callable[[Config], Runner] | None = None) -> Runner:
+        options = self.resolved("adapt", configured)
+        grad = self.grad_policies.setdefault(options["grad"], GradPolicy(options["grad"], self.function))
+        arrays = NumpyInputs(
+            self.params,
+            self.function,
+            grad,
+            {**options, "only": None, "exclude": None},
+            f"adapt() on {self.function}",
+        )
+        return AdaptRunner(self.params, self.signature, arrays, options, variants)
+
+
+class AdaptRunner(Runner):
+    """The per-call path of ``adapt``: one handler per parameter, then the caller's kind back."""
+
+    def __init__(
+        self,
+        params: Parameters,
+        signature: Signature,
+        arrays: NumpyInputs,
+        options: dict[str, Any],
+        variants: Callable[[Config], Runner] | None,
+    ) -> None:
+        self.signature = signature
+        self.arrays = arrays
+        self.device: torch.device | None = options["device"]
+        self.copy: bool | None = options["copy"]
+        returning = {"device": None, "dtype": "input", "copy": None, "nested": True, "sparse_layout": None}
+        self.to_tensors = TensorOutputs(signature.function, params, returning)
+        self.to_arrays = NumpyOutputs(signature.function, params, {"copy": None, "nested": True, "sparse": "array"})
+        self.array_mapper = Mapper(
+            {torch.Tensor: arrays.mapper.dispatch[torch.Tensor], np.ndarray: _seen_array},
+            nested=options["nested"],
+        )
+        self.tensor_mapper = Mapper(
+            {np.ndarray: _array_to_tensor, np.generic: _array_to_tensor, torch.Tensor: _seen_tensor},
+            nested=options["nested"],
+        )
+        self.params = params
+        super().__init__(arrays, self.to_tensors, signature.function, variants)
+
+    def _step(self, want: Want | None) -> Step | None:
+        """The per-argument step for a parameter that asks for ``want`` (None: untouched): a
+        dispatch dict by exact type, its fallback under ``...``."""
+        if want is None:
+            return None
+        if want.kind == TENSOR:
+            return {torch.Tensor: _seen_tensor, ...: self._to_tensor(want)}
+        generic = self._to_array(want)
+        if want.dtype is not None:  # every value may need the cast
+            return {...: generic}
+        return {torch.Tensor: self.array_mapper.dispatch[torch.Tensor], np.ndarray: _seen_array, ...: generic}
+
+    def _to_array(self, want: Want) -> Callable[[Any, tuple[Any, ...]], Any]:
+        mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
+        cast = dtype is not None and not self.arrays.writeback  # a cast copy could not be written back
+
+        def to_array(value: Any, ctx: tuple[Any, ...]) -> Any:
+            kind = type(value)
+            if kind is torch.Tensor:
+                a = leaf(value, ctx)
+            elif kind is np.ndarray:
+                a = _seen_array(value, ctx)
+            elif bare and isinstance(value, (list, tuple, int, float, complex, np.generic)) and kind is not bool:
+                a = np.asarray(value)
+            else:
+                return mapper(value, ctx)  # containers, None and the rest: tensors inside become arrays
+            return _cast(a, dtype) if dtype is not None and cast else a
+
+        return to_array
+
+    def _to_tensor(self, want: Want) -> Callable[[Any, tuple[Any, ...]], Any]:
+        mapper, bare = self.tensor_mapper, want.bare
+
+        def to_tensor(value: Any, ctx: tuple[Any, ...]) -> Any:
+            if bare and isinstance(value, (list, tuple, int, float, complex)) and type(value) is not bool:
+                return torch.as_tensor(value, device=ctx[5][0])
+            return mapper(value, ctx)  # arrays, containers, None and the rest
+
+        return to_tensor
+
+    def _make_call(self, variants: Callable[[Config], Runner] | None) -> Any:  # noqa: PLR0915 - one flat per-call path
+        signature, params, arrays = self.signature, self.params, self.arrays
+        steps = [self._step(signature.parameters.get(name)) for name in params.positional]
+        shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
+        star, star_star = self._step(signature.star), self._step(signature.star_star)
+        by_keyword = {name: self._step(w) for name, w in signature.parameters.items()}
+        to_tensors, to_arrays = self.to_tensors.convert, self.to_arrays.convert
+        whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
+        tensor_result = _result_walker(signature.result, {ARRAY, ANY})
+        array_result = _result_walker(signature.result, {TENSOR, ANY})
+        after, after_failure, read_only_error = self._after_step(), self._after_failure, self._read_only_error
+        writeback, readonly = arrays.writeback, arrays.readonly
+        fixed_device, copy = self.device, self.copy
+        # Arrays become tensors only for tensor parameters: where is asked only if there are some.
+        wants = (*signature.parameters.values(), signature.star, signature.star_star)
+        places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
+
+        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if compiling():
+                return opaque(call, wrapped, instance, args, kwargs)
+            if variants is not None:
+                config = _ACTIVE.get()
+                if config is not None:
+                    return variants(config).call(wrapped, instance, args, kwargs)
+            plain: list[torch.Tensor] = []
+            odd: list[torch.Tensor] = []
+            seen: list[Any] = []
+            given = (args, kwargs, instance)
+            spans = arrays.context(plain, odd, args, kwargs)[3] if writeback else None
+            target = (fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
+            ctx: tuple[Any, ...] = (plain, odd, [], spans, seen, target)
+            positions = shifted if shifts and instance is not None else steps
+            out: list[Any] = []
+            key = None
+            try:
+                for a in args:
+                    step = positions[len(out)] if len(out) < len(positions) else star
+                    out.append(a if step is None else (step.get(type(a)) or step[...])(a, ctx))
+                if kwargs:
+                    converted = {}
+                    for key, v in kwargs.items():
+                        step = by_keyword.get(key, star_star)
+                        converted[key] = v if step is None else (step.get(type(v)) or step[...])(v, ctx)
+                    kwargs = converted
+            except (LeafError, RecursionError) as e:
+                fact = e if isinstance(e, LeafError) else cycle_error()
+                raise arrays.public(fact, instance, key, len(out)) from None
+            if odd:
+                _devices.settle(odd)
+            args = tuple(out)
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as e:
+                if after is not None:
+                    after_failure(after, ctx[2], given, e)
+                if isinstance(e, ValueError) and readonly and (plain or odd) and wrote_into_handed(e, args, kwargs):
+                    raise read_only_error(e) from e
+                raise
+            if after is not None:
+                after(ctx[2], given)
+            if plain or odd:
+                if whole_tensors:
+                    return to_tensors(result, plain, odd, given)
+                return tensor_result(result, to_tensors, plain, odd, given)
+            if seen:
+                if whole_arrays:
+                    return to_arrays(result, plain, odd, given)
+                return array_result(result, to_arrays, plain, odd, given)
+            return result
+
+        return call
+
+
+def _seen_array(a: np.ndarray, ctx: tuple[Any, ...]) -> np.ndarray:
+    ctx[4].append(a)
+    return a
+
+
+def _seen_tensor(t: torch.Tensor, ctx: tuple[Any, ...]) -> torch.Tensor:
+    ctx[1].append(t)
+    return t
+
+
+def _array_to_tensor(a: Any, ctx: tuple[Any, ...]) -> torch.Tensor:
+    ctx[4].append(a)
+    return array_to_tensor(a, ctx[5])
+
+
+def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
+    """An array cast to an annotated dtype within its kind: floats to floats, complex to
+    complex, integers to integers that hold them; never integers to floats (as elsewhere)."""
+    if type(a) is not np.ndarray or a.dtype == dtype:
+        return a
+    kinds = a.dtype.kind + dtype.kind
+    if kinds in ("ff", "cc") or (kinds in ("ii", "iu", "ui", "uu") and np.can_cast(a.dtype, dtype)):
+        return a.astype(dtype)
+    return a
+
+
+def _result_walker(want: Want, converted: set[str]) -> Callable[..., Any]:
+    """``walk(result, convert, plain, odd, given)``: an output side's ``convert`` applied
+    where ``want`` asks for a kind in ``converted``, the rest of the result untouched."""
+
+    def walk(result: Any, convert: Callable[..., Any], *call: Any, want: Want = want) -> Any:
+        if want.kind in converted:
+            return convert(result, *call)
+        if want.kind == EACH and want.each is not None:
+            if type(result) in (list, tuple):
+                return type(result)(walk(r, convert, *call, want=want.each) for r in result)
+            if isinstance(result, dict):
+                return type(result)({k: walk(v, convert, *call, want=want.each) for k, v in result.items()})
+        if want.kind == ITEMS and isinstance(result, tuple) and len(result) == len(want.items):
+            values = [walk(r, convert, *call, want=w) for r, w in zip(result, want.items, strict=True)]
+            return result._make(values) if hasattr(result, "_fields") else tuple(values)  # type: ignore[attr-defined]
+        return result
+
+    return walk
+
+
+T = TypeVar("T")
+
+
+@overload
+def adapt(func: type[T], /) -> type[T]: ...
+@overload
+def adapt(func: Callable[..., Any], /) -> Callable[..., Any]: ...
+@overload
+def adapt(func: None = None, /, **options: Unpack[AdaptOptions]) -> Callable[[Any], Any]: ...
+def adapt(func: Any = None, /, **options: Any) -> Any:
+    """Convert arguments to what the function's annotations ask for, and results back to the caller's kind.
+
+    A parameter annotated ``np.ndarray`` or ``npt.NDArray[...]`` receives an ndarray whatever
+    the caller passed (a tensor on any device, an ndarray, a list, a scalar); one annotated
+    ``torch.Tensor`` receives a tensor. ``X | None``, ``list[X]``, ``Sequence[X]``,
+    ``tuple[...]`` and ``dict[str, X]`` of those are converted element-wise; unannotated
+    parameters are untouched. ``NDArray[np.float32]`` also casts floats to float32.
+
+    Results come back in the caller's kind: tensors (on the caller's device, in its floating
+    dtype) when the caller passed any tensor, arrays when it passed arrays and no tensor;
+    the return annotation says which parts of the result are arrays or tensors.
+
+    Args:
+        func: the function, method or class (its public methods and ``__call__`` adapted);
+            omitted for options.
+        **options: ``copy``, ``writeback``, ``grad``, ``nested``, ``sparse``, ``widen_float16``
+            and ``check_writes`` as for ``accepts_numpy``; ``device``: where arrays go for
+            tensor parameters (default: torch's default device).
+
+    Raises:
+        TypeError: an annotation cannot be resolved, or asks for arrays and tensors at once.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.adapt
+        ... def centred(img: np.ndarray) -> np.ndarray:
+        ...     return img - img.mean()
+        >>> centred(torch.tensor([1.0, 3.0]))
+        tensor([-1.,  1.])
+        >>> centred(np.array([1.0, 3.0]))
+        array([-1.,  1.])
+    """
+    checked = check_options("adapt", options)
+
+    def apply(target: Any) -> Any:
+        if isinstance(target, type):
+            for name, member in list(vars(target).items()):
+                if not name.startswith("_") and (
+                    inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))
+                ):
+                    setattr(target, name, apply(member))
+            return target
+        if is_wrapper(target):
+            raise TypeError(
+                f"autoconvert.adapt() on {function_name(target)}: it is already decorated by autoconvert; "
+                "adapt converts both ways itself, so apply it to the undecorated function"
+            )
+        return wrap(target, AdaptPlan(target, {"adapt": checked}))
+
+    return apply if func is None else apply(func)
