@@ -356,9 +356,8 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
     def apply(target: Any) -> Any:
         if isinstance(target, type):
             for name, member in list(vars(target).items()):
-                if not name.startswith("_") and (
-                    inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))
-                ):
+                public = not name.startswith("_") or name == "__call__"  # transforms are called
+                if public and (inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))):
                     setattr(target, name, apply(member))
             return target
         if is_wrapper(target):

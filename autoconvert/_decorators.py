@@ -9,7 +9,7 @@ output side sees the caller's original tensors even though the function saw arra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
 
 import numpy as np
 import torch
@@ -61,7 +61,9 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     # break); the Runner's call closure keeps the frames it then runs out of dynamo's reach.
     _torchdynamo_disable = True
 
-    _self_plan: Plan  # set by wrap
+    # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
+    # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).
+    _self_plan = cast("Plan", None)
 
     # Identity, not the wrapped function's hash and equality (wrapt's default): dynamo looks
     # callables up in a dict of torch functions, so a wrapper equal to torch.sort would be

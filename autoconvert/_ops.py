@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Protocol, Unpack, overload
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 import torch
 from torch._C import _functions  # DelayedError: what once_differentiable uses
@@ -164,11 +164,12 @@ class _Op:
     again), else by its recipe: the function, backward, fake and options, which must pickle.
     """
 
-    op: Any
-    __call__: Callable[..., Any]  # each op's own class sets it: see made()
-    __wrapped__: Callable[..., Any]
-    _recipe: tuple[Any, Backward, Fake | None, dict[str, Any]]
-    _home: str | None
+    if TYPE_CHECKING:  # no class annotations at run time: ``__annotations__`` is the function's
+        op: Any
+        __call__: Callable[..., Any]  # each op's own class sets it: see made()
+        __wrapped__: Callable[..., Any]
+        _recipe: tuple[Any, Backward, Fake | None, dict[str, Any]]
+        _home: str | None
 
     @classmethod
     def made(cls, call: Callable[..., Any], fn: Callable[..., Any], recipe: Any, home: str | None) -> _Op:

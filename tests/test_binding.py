@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import multiprocessing
 import pickle
+import typing
 import types
 from typing import Any
 
@@ -64,6 +65,13 @@ def test_function_converts_all_arguments() -> None:
 def test_wrapping_is_transparent_to_isinstance_and_introspection() -> None:
     assert callable(sites.scaled) and inspect.isfunction(sites.scaled)
     assert sites.scaled.__wrapped__.__name__ == "scaled"
+
+
+def test_annotations_and_type_hints_are_the_wrapped_functions() -> None:
+    """No annotation of the wrapper class shows through (pydantic, FastAPI and hydra read them)."""
+    assert sites.scaled.__annotations__ == sites.scaled.__wrapped__.__annotations__
+    assert typing.get_type_hints(sites.scaled) == typing.get_type_hints(sites.scaled.__wrapped__)
+    assert sites.registered_square.__annotations__ == sites.registered_square.__wrapped__.__annotations__
 
 
 class TestPickling:

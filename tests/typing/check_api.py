@@ -56,6 +56,24 @@ def sine(x: Array) -> Array:
     return np.sin(x)
 
 
+@ac.adapt
+def centred(img: Array) -> Array:
+    out: Array = img - img.mean()
+    return out
+
+
+@ac.adapt(copy=True, device="cpu")
+def scaled(img: Array, k: float) -> Array:
+    out: Array = img * k
+    return out
+
+
+@ac.adapt
+class Transform:
+    def __call__(self, img: Array) -> Array:
+        return img
+
+
 assert_type(bare(torch.zeros(1), k=2), float)  # tensors accepted, return type kept
 assert_type(called(torch.zeros(1)), Any)  # the pair: arrays annotated, tensors passed
 assert_type(made(), Any)  # see _decorators: Tensor would make stacked pairs untyped
@@ -63,6 +81,9 @@ assert_type(pair(), Any)  # containers are converted element by element
 assert_type(Model().predict(np.zeros(1)), Any)
 assert_type(Model.build(torch.zeros(1)), Model)
 assert_type(sine(torch.zeros(1)), Any)
+assert_type(centred(torch.zeros(1)), Any)  # adapt: the caller's kind comes back, tensors or arrays
+assert_type(scaled(np.zeros(1), 2.0), Any)
+assert_type(Transform(), Transform)  # a class keeps its type
 assert_type(sine.op, Any)
 assert_type(ac.numpy_op(np.negative)(torch.ones(1)), Any)
 assert_type(ac.to_tensor(np.zeros(2), device="cpu", sparse_layout=None), torch.Tensor)

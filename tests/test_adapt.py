@@ -1,0 +1,320 @@
+"""adapt: annotations say what each parameter needs; callers get back their own kind."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import torch
+
+import autoconvert as ac
+
+from .conftest import shares
+
+
+@ac.adapt
+def centred(img: np.ndarray) -> np.ndarray:
+    """Module level: pickles by reference."""
+    assert type(img) is np.ndarray
+    return img - img.mean()
+
+
+@ac.adapt
+def row_means(x: torch.Tensor) -> torch.Tensor:
+    """torch code: arrays in, arrays out; tensors in, tensors out."""
+    assert type(x) is torch.Tensor
+    return x.mean(dim=-1)
+
+
+class Summary(NamedTuple):
+    mean: np.ndarray
+    count: int
+
+
+class TestCallerKind:
+    """The result's kind follows the caller's: tensors for tensors, arrays for arrays."""
+
+    def test_tensors_in_tensors_out_in_the_callers_dtype(self) -> None:
+        for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+            out = centred(torch.tensor([1.0, 3.0], dtype=dtype))
+            assert type(out) is torch.Tensor and out.dtype == dtype and out.tolist() == [-1.0, 1.0]
+
+    def test_arrays_lists_and_scalars_in_arrays_out(self) -> None:
+        for given in (np.array([1.0, 3.0]), [1.0, 3.0], (1.0, 3.0)):
+            out = centred(given)
+            assert type(out) is np.ndarray and out.tolist() == [-1.0, 1.0]
+        assert centred(2.0).tolist() == 0.0
+
+    def test_a_torch_function_takes_arrays_and_gives_arrays(self) -> None:
+        out = row_means(np.ones((2, 3), dtype=np.float32))
+        assert type(out) is np.ndarray and out.dtype == np.float32 and out.tolist() == [1.0, 1.0]
+        got = row_means(torch.ones(2, 3))
+        assert type(got) is torch.Tensor and got.tolist() == [1.0, 1.0]
+
+    def test_a_mixed_call_gives_tensors(self) -> None:
+        """Tensors win: the results go where the caller's tensors live."""
+
+        @ac.adapt
+        def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            assert type(a) is np.ndarray and type(b) is np.ndarray
+            return a + b
+
+        out = add(torch.ones(2), np.ones(2))
+        assert type(out) is torch.Tensor and out.tolist() == [2.0, 2.0]
+
+    def test_a_call_with_neither_returns_what_the_function_returns(self) -> None:
+        @ac.adapt
+        def count(x: np.ndarray, n: int) -> int:
+            return int(x.size) * n
+
+        assert count([1, 2], 3) == 6
+
+    def test_unannotated_parameters_are_untouched(self) -> None:
+        seen: list[type] = []
+
+        @ac.adapt
+        def f(a: np.ndarray, b):  # type: ignore[no-untyped-def]
+            seen.append(type(b))
+            return a
+
+        f(torch.ones(1), torch.ones(1))
+        assert seen == [torch.Tensor]
+
+
+class TestAnnotations:
+    """What each annotation asks for, element-wise in containers."""
+
+    def test_ndarray_with_a_dtype_casts_floats_only(self) -> None:
+        got: list[np.dtype[Any]] = []
+
+        @ac.adapt
+        def f(x: npt.NDArray[np.float32]) -> np.ndarray:
+            got.append(x.dtype)
+            return x * 2
+
+        out = f(torch.ones(2, dtype=torch.float64))
+        assert got == [np.float32] and out.dtype == torch.float64  # back in the caller's dtype
+        f(np.arange(3))  # integers are never cast to floats
+        assert got[-1] == np.arange(3).dtype
+
+    def test_optional_lists_tuples_sequences_and_dicts(self) -> None:
+        kinds: list[Any] = []
+
+        @ac.adapt
+        def f(
+            a: Optional[np.ndarray],  # noqa: UP045 - the typing spelling is the case under test
+            b: list[np.ndarray],
+            c: tuple[np.ndarray, ...],
+            d: dict[str, np.ndarray],
+            e: Sequence[np.ndarray] | None = None,
+        ) -> None:
+            kinds.append((type(a), [type(x) for x in b], [type(x) for x in c], {k: type(v) for k, v in d.items()}))
+            kinds.append(None if e is None else [type(x) for x in e])
+
+        t = torch.ones(1)
+        f(t, [t, t], (t,), {"k": t}, [t])
+        assert kinds[0] == (np.ndarray, [np.ndarray] * 2, [np.ndarray], {"k": np.ndarray})
+        assert kinds[1] == [np.ndarray]
+        f(None, [], (), {})
+        assert kinds[2][0] is type(None) and kinds[3] is None
+
+    def test_varargs_and_keyword_arguments(self) -> None:
+        @ac.adapt
+        def total(*arrays: np.ndarray, **weights: np.ndarray) -> np.ndarray:
+            assert all(type(a) is np.ndarray for a in (*arrays, *weights.values()))
+            return sum(arrays) + sum(weights.values())  # type: ignore[return-value]
+
+        assert total(torch.ones(1), torch.ones(1), w=torch.ones(1)).tolist() == [3.0]
+
+    def test_the_return_annotation_says_which_results_convert(self) -> None:
+        @ac.adapt
+        def summary(x: np.ndarray) -> tuple[np.ndarray, float]:
+            return x * 2, np.float64(x.sum())
+
+        doubled, total = summary(torch.ones(2))
+        assert type(doubled) is torch.Tensor and type(total) is np.float64
+
+        @ac.adapt
+        def named(x: np.ndarray) -> Summary:
+            return Summary(x.mean(keepdims=True), x.size)
+
+        got = named(torch.ones(3))
+        assert type(got) is Summary and type(got.mean) is torch.Tensor and got.count == 3
+
+        @ac.adapt
+        def listed(x: np.ndarray) -> list[np.ndarray]:
+            return [x, x + 1]
+
+        assert [type(v) for v in listed(torch.ones(1))] == [torch.Tensor, torch.Tensor]
+
+    def test_string_annotations_resolve_once(self) -> None:
+        """This module uses ``from __future__ import annotations``: every annotation is a string."""
+        assert centred.__wrapped__.__annotations__["img"] == "np.ndarray"
+        assert type(centred(torch.ones(2))) is torch.Tensor
+
+    def test_an_annotation_that_cannot_be_resolved_is_named(self) -> None:
+        def f(x: NotImported) -> None:  # type: ignore[name-defined]  # noqa: F821
+            pass
+
+        with pytest.raises(TypeError) as info:
+            ac.adapt(f)
+        assert str(info.value) == (
+            "autoconvert.adapt() on TestAnnotations.test_an_annotation_that_cannot_be_resolved_is_named.<locals>.f(): "
+            "parameter 'x' is annotated 'NotImported', which cannot be resolved (NameError: name 'NotImported' is "
+            "not defined); import what it names at module level, where annotations are resolved, or annotate "
+            "with the object itself"
+        )
+
+    def test_a_parameter_asking_for_both_kinds_is_refused(self) -> None:
+        def f(pair: tuple[np.ndarray, torch.Tensor]) -> None:
+            pass
+
+        with pytest.raises(TypeError, match="asks for arrays and tensors at once; split it into two parameters"):
+            ac.adapt(f)
+
+
+class TestGuarantees:
+    """The same copy, read-only, writeback, grad and error rules as accepts_numpy."""
+
+    def test_arrays_share_memory_and_are_read_only(self) -> None:
+        handed: list[np.ndarray] = []
+
+        @ac.adapt
+        def keep(a: np.ndarray) -> None:
+            handed.append(a)
+
+        t = torch.ones(3)
+        keep(t)
+        assert shares(handed[0], t) and not handed[0].flags.writeable
+
+    def test_a_write_into_a_handed_array_is_refused(self) -> None:
+        @ac.adapt
+        def scale(a: np.ndarray) -> None:
+            a *= 2
+
+        with pytest.raises(ac.ReadOnlyError, match="pass copy=True"):
+            scale(torch.ones(2))
+
+    def test_copy_and_writeback(self) -> None:
+        @ac.adapt(copy=True)
+        def private(a: np.ndarray) -> np.ndarray:
+            a *= 2
+            return a
+
+        t = torch.ones(2)
+        assert private(t).tolist() == [2.0, 2.0] and t.tolist() == [1.0, 1.0]
+
+        @ac.adapt(writeback=True)
+        def clip_(a: np.ndarray) -> None:
+            np.clip(a, 0, 1, out=a)
+
+        narrow = torch.tensor([-1.0, 2.0], dtype=torch.bfloat16)
+        clip_(narrow)
+        assert narrow.tolist() == [0.0, 1.0]
+
+    def test_gradients_are_never_dropped_silently(self) -> None:
+        w = torch.ones(2, requires_grad=True)
+        with pytest.warns(ac.GradientWarning, match="no gradient flows through this call"):
+            centred(w)
+        with pytest.raises(ac.GradientError, match="argument img requires grad"):
+            ac.adapt(grad="error")(_first)(w)
+
+    def test_errors_name_the_function_and_the_path(self) -> None:
+        @ac.adapt
+        def f(batch: dict[str, list[np.ndarray]]) -> None:
+            pass
+
+        with pytest.raises(ac.ConversionError) as info:
+            f({"masks": [torch.ones(1), torch.ones(1), torch.ones(1, device="meta")]})
+        assert str(info.value).startswith(
+            "TestGuarantees.test_errors_name_the_function_and_the_path.<locals>.f(): "
+            "argument batch['masks'][2] is a meta tensor, which holds no data"
+        )
+
+    def test_config_blocks_apply(self) -> None:
+        handed: list[np.ndarray] = []
+
+        @ac.adapt
+        def keep(a: np.ndarray) -> None:
+            handed.append(a)
+
+        t = torch.ones(2)
+        with ac.config(copy=True):
+            keep(t)
+        assert not shares(handed[0], t) and handed[0].flags.writeable
+
+    def test_arrays_for_tensor_parameters_go_to_the_device_asked(self) -> None:
+        @ac.adapt(device="meta")
+        def where(x: torch.Tensor) -> str:
+            return str(x.device)
+
+        assert where(np.ones(1)) == "meta"
+
+
+def _first(img: np.ndarray) -> np.ndarray:
+    return img
+
+
+class Transform:
+    """A MONAI-style transform: NumPy inside, called with tensors or arrays."""
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+    def __call__(self, img: np.ndarray) -> np.ndarray:
+        assert type(img) is np.ndarray
+        return img * self.k
+
+    def inverse(self, img: np.ndarray) -> np.ndarray:
+        assert type(img) is np.ndarray
+        return img / self.k
+
+    @staticmethod
+    def shifted(img: np.ndarray) -> np.ndarray:
+        assert type(img) is np.ndarray
+        return img + 1
+
+    @classmethod
+    def made(cls, img: np.ndarray) -> np.ndarray:
+        assert type(img) is np.ndarray and cls is Transform
+        return img - 1
+
+    def _private(self, img: Any) -> Any:
+        return type(img)
+
+
+ac.adapt(Transform)
+
+
+class TestPlaces:
+    """Functions, methods, classmethods, staticmethods, and whole classes."""
+
+    def test_a_class_has_its_public_methods_and_call_adapted(self) -> None:
+        t, transform = torch.ones(2), Transform(3.0)
+        assert transform(t).tolist() == [3.0, 3.0] and type(transform(np.ones(2))) is np.ndarray
+        assert transform.inverse(t).tolist() == pytest.approx([1 / 3, 1 / 3])
+        assert Transform.shifted(t).tolist() == [2.0, 2.0] and transform.shifted(t).tolist() == [2.0, 2.0]
+        assert Transform.made(t).tolist() == [0.0, 0.0]
+        assert transform._private(t) is torch.Tensor  # private: untouched
+
+    def test_names_docs_and_signatures_stay(self) -> None:
+        assert centred.__name__ == "centred" and centred.__doc__ == "Module level: pickles by reference."
+        assert str(__import__("inspect").signature(centred)) == "(img: 'np.ndarray') -> 'np.ndarray'"
+
+    def test_pickles_by_reference_and_by_recipe(self) -> None:
+        assert pickle.loads(pickle.dumps(centred)) is centred
+        rebuilt = pickle.loads(pickle.dumps(ac.adapt(copy=True)(_first)))
+        assert type(rebuilt(torch.ones(1))) is torch.Tensor and rebuilt._self_plan.sides == {"adapt": {"copy": True}}
+
+    def test_adapting_a_decorated_function_is_refused(self) -> None:
+        with pytest.raises(TypeError, match="already decorated by autoconvert"):
+            ac.adapt(ac.accepts_numpy(_first))
+
+    def test_other_decorators_stack_on_top(self) -> None:
+        """accepts_numpy over adapt: the arrays it hands are what adapt then sees."""
+        stacked = ac.returns_tensor(ac.accepts_numpy(ac.adapt(_first)))
+        assert type(stacked(torch.ones(1))) is torch.Tensor
