@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 import multiprocessing
 import pickle
-import typing
 import types
+import typing
 from typing import Any
 
 import numpy as np
