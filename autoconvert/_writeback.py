@@ -112,12 +112,16 @@ def write_back(pairs: Pairs) -> None:
     and tell autograd about writes into shared memory (``None``), as an in-place op would."""
     with torch.no_grad():
         for t, a in pairs:
+            # An inference tensor has no version counter, and takes writes only in inference mode.
+            inference = t.is_inference()
             if a is None:
                 # NumPy wrote straight into t's memory, unseen by autograd's version counter:
                 # a tensor saved for backward would give silently wrong gradients.
-                torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
+                if not inference:
+                    torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
                 continue
             source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
             # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
             # detached view sharing t's version counter, tells autograd too.
-            t.detach().copy_(source)
+            with torch.inference_mode(inference):
+                t.detach().copy_(source)

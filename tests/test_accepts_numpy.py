@@ -338,6 +338,21 @@ def test_writeback_tells_autograd_like_an_in_place_op() -> None:
             loss.backward()
 
 
+def test_writeback_into_inference_tensors() -> None:
+    """Tensors made under torch.inference_mode have no version counter and take writes only
+    in inference mode: both the shared and the copied route still reach them."""
+
+    @ac.accepts_numpy(writeback=True)
+    def fill(a: np.ndarray) -> None:
+        a[...] = 2
+
+    for dtype in (torch.float32, torch.bfloat16):
+        with torch.inference_mode():
+            t = torch.zeros(2, dtype=dtype)
+        fill(t)
+        assert t.tolist() == [2.0, 2.0]
+
+
 def test_writeback_into_a_leaf_that_requires_grad() -> None:
     """Writing back into a parameter does not trip autograd's in-place check."""
 

@@ -42,10 +42,10 @@ def _odd_tensors() -> dict[str, torch.Tensor]:
         "overlapping strides": lambda: torch.arange(4.0).as_strided((3, 2), (1, 1)),
         "channels_last": lambda: torch.ones(1, 3, 2, 2).to(memory_format=torch.channels_last),
         "empty with zero strides": lambda: torch.empty_strided((0, 3), (0, 0)),
-        "uint16": lambda: torch.ones(2, dtype=torch.uint16),
+        "uint16": lambda: torch.ones(2).to(torch.uint16),
         "uint64 above int64": lambda: torch.tensor([2**63 + 5], dtype=torch.uint64),
         "complex32": lambda: torch.ones(2, dtype=torch.complex32),
-        "float8_e4m3fn": lambda: torch.ones(2, dtype=torch.float8_e4m3fn),
+        "float8_e4m3fn": lambda: torch.ones(2).to(torch.float8_e4m3fn),
         "bfloat16 expanded past memory": lambda: torch.zeros(1, dtype=torch.bfloat16).expand(HUGE),
         "float32 expanded past memory": lambda: torch.zeros(1).expand(HUGE),
         "negative bit": lambda: torch.tensor([1 + 1j]).conj().imag,
@@ -53,8 +53,9 @@ def _odd_tensors() -> dict[str, torch.Tensor]:
         "float64 NaN -0.0 inf": lambda: torch.tensor([float("nan"), -0.0, float("inf")], dtype=torch.float64),
     }
     with torch.inference_mode():
-        inference = torch.ones(2)
+        inference, inference_bf16 = torch.ones(2), torch.ones(2, dtype=torch.bfloat16)
     made["inference mode"] = lambda: inference
+    made["inference mode bfloat16"] = lambda: inference_bf16
     if hasattr(torch, "uint4"):
         made["uint4"] = lambda: torch.zeros(2, dtype=torch.uint8).view(torch.uint4)
     if torch.backends.mkldnn.is_available():
@@ -63,7 +64,10 @@ def _odd_tensors() -> dict[str, torch.Tensor]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch >= 2.14 deprecates quantized tensors; the sweep still sends them
         for name, make in made.items():
-            out[name] = make()
+            try:
+                out[name] = make()
+            except (RuntimeError, TypeError):  # this torch cannot make it (torch 2.4: no uint64 literals)
+                continue
     return out
 
 
