@@ -18,6 +18,7 @@ from typing import Any, TypeVar, Unpack, overload
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from . import _devices
 from ._decorators import is_wrapper, wrap
@@ -263,7 +264,7 @@ class AdaptRunner(Runner):
         return call
 
 
-def _seen_array(a: np.ndarray, ctx: tuple[Any, ...]) -> np.ndarray:
+def _seen_array(a: NDArray[Any], ctx: tuple[Any, ...]) -> NDArray[Any]:
     ctx[4].append(a)
     return a
 
