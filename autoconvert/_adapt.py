@@ -37,7 +37,6 @@ from ._plan import (
     compiling,
     function_name,
     opaque,
-    wrote_into_handed,
 )
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
@@ -201,7 +200,7 @@ class AdaptRunner(Runner):
         whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
-        after, after_failure, read_only_error = self._after_step(), self._after_failure, self._read_only_error
+        after, failed = self._after_step(), self.failed
         writeback, readonly = arrays.writeback, arrays.readonly
         fixed_device, copy = self.device, self.copy
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
@@ -244,10 +243,7 @@ class AdaptRunner(Runner):
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                if after is not None:
-                    after_failure(after, ctx[2], given, e)
-                if isinstance(e, ValueError) and readonly and (plain or odd) and wrote_into_handed(e, args, kwargs):
-                    raise read_only_error(e) from e
+                failed(e, after, ctx[2], given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
                 after(ctx[2], given)

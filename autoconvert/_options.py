@@ -18,9 +18,8 @@ from . import _devices
 from ._dtypes import INTEGERS, is_inexact
 
 
-class PairOptions(TypedDict, total=False):
-    """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` and
-    ``numpy_op`` take them: for type checkers (``**options: Unpack[PairOptions]``)."""
+class AdaptOptions(TypedDict, total=False):
+    """The options of ``adapt``, for type checkers (``**options: Unpack[AdaptOptions]``)."""
 
     copy: bool | None
     writeback: bool
@@ -30,21 +29,14 @@ class PairOptions(TypedDict, total=False):
     widen_float16: bool
     check_writes: bool
     device: torch.device | str | int | None
+
+
+class PairOptions(AdaptOptions, total=False):
+    """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` and
+    ``numpy_op`` take them: ``adapt``'s and the result's dtype and sparse layout."""
+
     dtype: torch.dtype | Literal["input"] | None
     sparse_layout: torch.layout | None
-
-
-class AdaptOptions(TypedDict, total=False):
-    """The options of ``adapt``, for type checkers."""
-
-    copy: bool | None
-    writeback: bool
-    grad: Literal["warn", "detach", "error"]
-    nested: bool
-    sparse: Literal["array", "matrix"]
-    widen_float16: bool
-    check_writes: bool
-    device: torch.device | str | int | None
 
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.

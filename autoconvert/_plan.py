@@ -723,7 +723,7 @@ class Runner:
         get = inputs.mapper.dispatch.get if inputs is not None else None
         resolve = inputs.mapper.resolve if inputs is not None else None
         convert_out = outputs.convert if outputs is not None else None
-        read_only_error, after_failure = self._read_only_error, self._after_failure
+        failed = self.failed
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -763,10 +763,8 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                if after is not None:  # still done; a failure of its own is a note on e
-                    after_failure(after, ctx[2], given, e)
-                if isinstance(e, ValueError) and readonly and (plain or odd) and wrote_into_handed(e, args, kwargs):
-                    raise read_only_error(e) from e
+                pairs = ctx[2] if after is not None else None
+                failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
                 after(ctx[2], given)
@@ -806,6 +804,24 @@ class Runner:
                 "writeback=True to let its changes reach the caller's tensors",
             )
         )
+
+    def failed(
+        self,
+        error: BaseException,
+        after: Callable[[list[Any], tuple[Any, ...]], None] | None,
+        pairs: list[Any] | None,
+        given: tuple[Any, ...],
+        *,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
+        read_only: Any,
+    ) -> None:
+        """The function raised ``error``: the after step still runs (a failure of its own is a
+        note on ``error``), and NumPy's refusal to write into a read-only array handed to it
+        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands."""
+        if after is not None:
+            self._after_failure(after, pairs or [], given, error)
+        if isinstance(error, ValueError) and read_only and wrote_into_handed(error, *handed):
+            raise self._read_only_error(error) from error
 
     def _after_failure(
         self,
