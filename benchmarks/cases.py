@@ -199,6 +199,16 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    # A function returning a view of its read-only input: the result must be a copy.
+    head = ac.returns_tensor(ac.accepts_numpy(lambda v: v[:8]))
+    rows += compare(
+        "a view of the input returned (v[:8])",
+        "hand-written",
+        {"hand-written": lambda: torch.from_numpy(t.numpy()[:8].copy()), "autoconvert": lambda: head(t)},
+        repeats,
+        target,
+    )
+
     # adapt: the annotations decide; results come back in the caller's kind and floating dtype.
     def affine_annotated(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
         return affine(a, b, c, alpha, beta)
