@@ -474,8 +474,9 @@ def _slow_array_to_tensor(
             and not _SMALL_COPY_BYTES <= nbytes < _NUMPY_COPY_BYTES
         ):
             # A broadcast view comes out C-contiguous ("K" would order its zero-stride axes first).
-            order = "C" if 0 in plain.strides else "K"
-            return torch.from_numpy(np.array(plain, order=order, copy=True)), False  # see _host_copy
+            broadcast = 0 in plain.strides
+            fresh = np.array(plain, order="C", copy=True) if broadcast else np.array(plain, order="K", copy=True)
+            return torch.from_numpy(fresh), False  # see _host_copy
         return _cast(torch.tensor, plain, device=device, dtype=dtype), False
     except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError
         if "alloc" not in str(e).lower() and not isinstance(e, MemoryError):

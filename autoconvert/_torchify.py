@@ -141,15 +141,15 @@ class TorchifiedClass:
         return proxy(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
 
     def __getattr__(self, name: str) -> Any:
+        # Cached by the class's own attribute (a classmethod binds anew on every access), and
+        # rebuilt only if the class attribute was replaced: a dict probe per access, no more.
+        cached = self._statics.get(name)
+        if cached is not None and cached[0] is _class_attribute(self.__wrapped__, name):
+            return cached[1]
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        # Cached by the class's own attribute (a classmethod binds anew on every access), and
-        # rebuilt only if the class attribute was replaced.
         raw = inspect.getattr_static(self.__wrapped__, name)
-        cached = self._statics.get(name)
-        if cached is not None and cached[0] is raw:
-            return cached[1]
         wrapped = wrap_pair(value, self._options)  # classmethods and staticmethods
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -187,15 +187,35 @@ class TorchifiedClass:
 
 
 _MISSING = object()
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    """What ``inspect.getattr_static(cls, name)`` finds for a name some class in the MRO
+    defines (at a tenth of its cost); ``_MISSING`` otherwise."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
 _recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
 
 
 def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
     """The device the call's tensors share (None without tensors, or when they disagree)."""
     seen: list[torch.Tensor] = []
-    for value in (*args, *kwargs.values()):
-        _recorder(value, seen)
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(value)
+        if kind is torch.Tensor:
+            seen.append(value)
+        elif kind not in _PLAIN_VALUES:  # a container, perhaps of tensors: the full walk
+            _recorder(value, seen)
     return vote(seen) if seen else None
+
+
+#: Argument types that hold no tensor: the common case needs no walk.
+_PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex, type(None), np.ndarray})
 
 
 class TorchifiedObject:
