@@ -135,8 +135,8 @@ def _make_op(
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
             return registered.forward(*args, **kwargs)
-        if spec.backward is None:
-            return spec.run(args, kwargs)
+        if spec.backward is None or not (torch.is_grad_enabled() and _wants_grad(args, kwargs)):
+            return spec.run(args, kwargs)  # no graph to join: the plain pair, no autograd.Function
         if kwargs:
             args, kwargs = bind(args, kwargs)
         return _NumpyFunction.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
@@ -259,6 +259,14 @@ def _binder(
         return args, kwargs
 
     return bind
+
+
+def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor argument requires grad (keyword ones too: bind() says why they can't)."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            return True
+    return False
 
 
 def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under dynamo

@@ -199,6 +199,35 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    # numpy_op with a backward: eagerly, a call that needs no graph skips the autograd.Function.
+    class HandSine(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, v: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(v)
+            return torch.from_numpy(np.sin(v.detach().numpy()))
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            (v,) = ctx.saved_tensors
+            return torch.from_numpy(g.numpy() * np.cos(v.detach().numpy()))
+
+    sine = ac.numpy_op(np.sin, backward=lambda g, v, output: g * np.cos(v))
+    needs = torch.rand(16, requires_grad=True)
+    rows += compare(
+        "numpy_op(backward=), input needs no grad",
+        "hand-written",
+        {"hand-written": lambda: torch.from_numpy(np.sin(t.numpy())), "autoconvert": lambda: sine(t)},
+        repeats,
+        target,
+    )
+    rows += compare(
+        "numpy_op(backward=), input requires grad",
+        "hand-written autograd.Function",
+        {"hand-written autograd.Function": lambda: HandSine.apply(needs), "autoconvert": lambda: sine(needs)},
+        repeats,
+        target,
+    )
+
     # A function returning a view of its read-only input: the result must be a copy.
     head = ac.returns_tensor(ac.accepts_numpy(lambda v: v[:8]))
     rows += compare(
