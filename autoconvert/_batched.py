@@ -10,19 +10,30 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, overload
 
 import torch
 
-from ._decorators import _Wrapper, accepts_numpy, returns_tensor
+from ._decorators import _Wrapper, accepts_numpy, returns_tensor, to_numpy
 
 
 @overload
-def batched(fn: Callable[..., Any], /, *, workers: int | None = None) -> Callable[..., Any]: ...
+def batched(
+    fn: Callable[..., Any], /, *, workers: int | None = None, executor: Executor | None = None, progress: bool = False
+) -> Callable[..., Any]: ...
 @overload
-def batched(*, workers: int | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
-def batched(fn: Callable[..., Any] | None = None, /, *, workers: int | None = None) -> Any:
+def batched(
+    *, workers: int | None = None, executor: Executor | None = None, progress: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+def batched(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    workers: int | None = None,
+    executor: Executor | None = None,
+    progress: bool = False,
+) -> Any:
     """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
 
     Tensor arguments are batches: along dim 0 (all with the same leading size), or as a
@@ -37,6 +48,13 @@ def batched(fn: Callable[..., Any] | None = None, /, *, workers: int | None = No
         workers: run samples on a pool of this many threads (order is kept); ``None``
             runs them one after another. Worthwhile when ``fn`` releases the GIL, as
             many SciPy routines do. Each sample sees the caller's ``config`` and grad mode.
+        executor: any ``concurrent.futures.Executor`` to run the samples on instead: a
+            ``ProcessPoolExecutor`` for NumPy code that holds the GIL, or Dask's
+            ``distributed.Client(...).get_executor()``. Samples are sent as arrays and ``fn``
+            (unwrapped) runs on them there, so workers need NumPy, not torch; results come
+            back in order, converted on the caller's side to its device. ``fn`` and its
+            arguments must pickle (a module-level function).
+        progress: show a tqdm progress bar over the samples (tqdm must be installed).
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument.
@@ -49,12 +67,18 @@ def batched(fn: Callable[..., Any] | None = None, /, *, workers: int | None = No
         tensor([5, 7])
     """
     if fn is None:
-        return lambda f: batched(f, workers=workers)
+        return lambda f: batched(f, workers=workers, executor=executor, progress=progress)
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ValueError(f"batched(): workers= takes None or a positive number of threads, got {workers!r}")
+    if executor is not None and (workers is not None or not isinstance(executor, Executor)):
+        raise ValueError(
+            f"batched(): executor= takes a concurrent.futures.Executor, without workers=; got {executor!r}"
+        )
     call: Callable[..., Any] = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     pools: list[ThreadPoolExecutor] = []  # its threads end when this function is collected
+    if executor is not None:
+        return _named(_on_executor(fn, call, name, executor, progress), fn, name)
 
     def run(*args: Any, **kwargs: Any) -> Any:
         size = _batch_size(name, args, kwargs)
@@ -69,19 +93,68 @@ def batched(fn: Callable[..., Any] | None = None, /, *, workers: int | None = No
                     raise
 
         if workers is None or workers == 1 or size <= 1:
-            results = [sample(i) for i in range(size)]
+            results = [sample(i) for i in _shown(range(size), progress, name)]
         else:
             if not pools:  # one pool for this batched function, started on first use
                 pools.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"batched({name})"))
             # Each sample runs in a copy of the caller's context: config() blocks apply.
             futures = [pools[0].submit(contextvars.copy_context().run, sample, i) for i in range(size)]
-            results = [f.result() for f in futures]
+            results = [f.result() for f in _shown(futures, progress, name)]
         return _gather(results)
 
+    return _named(run, fn, name)
+
+
+def _named(run: Callable[..., Any], fn: Any, name: str) -> Callable[..., Any]:
     run.__name__ = f"batched_{getattr(fn, '__name__', 'fn')}"
     run.__qualname__ = f"batched({name})"
     run.__doc__ = getattr(fn, "__doc__", None)
     return run
+
+
+def _on_executor(fn: Any, call: Any, name: str, executor: Executor, progress: bool) -> Callable[..., Any]:
+    """batched on ``executor``: arguments cross as arrays, ``fn`` runs there unwrapped, and each
+    result comes back through ``call``'s output side, which places it as the call would."""
+    raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
+    # The output side alone: given the sample's result and arguments, it votes the device and
+    # restores dtypes exactly as the in-process call does.
+    place = returns_tensor(**_output_options(call))(_first)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        size = _batch_size(name, args, kwargs)
+        samples = [([_take(a, i) for a in args], {k: _take(v, i) for k, v in kwargs.items()}) for i in range(size)]
+        futures = [executor.submit(raw, *to_numpy(a), **to_numpy(k)) for a, k in samples]
+        results = []
+        for i, future in enumerate(_shown(futures, progress, name)):
+            try:
+                result = future.result()
+            except Exception as e:  # the worker's traceback stays as __cause__ (processes) or in e (Dask)
+                e.add_note(f"autoconvert.batched({name}): raised by sample {i} of {size}")
+                raise
+            a, k = samples[i]
+            results.append(place(result, *a, *k.values()))
+        return _gather(results)
+
+    return run
+
+
+def _first(result: Any, *inputs: Any) -> Any:
+    return result
+
+
+def _output_options(call: Any) -> dict[str, Any]:
+    """The explicit returns_tensor options of an autoconvert wrapper (none for a plain pair)."""
+    plan = getattr(call, "_self_plan", None)
+    return dict(plan.sides.get("returns_tensor", {})) if plan is not None else {}
+
+
+def _shown(items: Any, progress: bool, name: str) -> Any:
+    """``items``, under a tqdm progress bar when asked (tqdm imported only then)."""
+    if not progress:
+        return items
+    from tqdm.auto import tqdm  # an optional dependency, imported when asked for
+
+    return tqdm(items, desc=f"batched({name})", total=len(items))
 
 
 def _is_batch(value: Any) -> bool:

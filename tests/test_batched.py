@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import warnings
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -123,3 +125,60 @@ def test_threads_see_the_callers_config_and_grad_mode() -> None:
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("error")  # a GradientWarning from a worker thread would fail here
         ac.batched(np.negative, workers=2)(torch.ones(4, 2, requires_grad=True))
+
+
+class TestExecutors:
+    """batched(executor=...): samples cross as arrays to any Executor, results come back in order."""
+
+    MASKS = torch.rand(5, 6, 6, generator=torch.Generator().manual_seed(0)) > 0.5
+
+    def _expected(self) -> torch.Tensor:
+        return ac.batched(scipy.ndimage.distance_transform_edt)(self.MASKS)  # type: ignore[no-any-return]
+
+    @pytest.mark.slow
+    def test_a_process_pool(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(2, mp_context=context) as pool:
+            edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool)
+            out = edt(self.MASKS)
+            assert out.dtype == torch.float64 and torch.equal(out, self._expected())
+            # A sample that fails: the note names it; the worker's traceback is the cause.
+            spd = torch.stack([torch.eye(2), -torch.eye(2), torch.eye(2)])
+            with pytest.raises(np.linalg.LinAlgError) as info:
+                ac.batched(np.linalg.cholesky, executor=pool)(spd)
+        assert "autoconvert.batched(cholesky): raised by sample 1 of 3" in info.value.__notes__
+        assert "Traceback" in str(info.value.__cause__)
+
+    @pytest.mark.slow
+    def test_a_dask_cluster_on_loopback(self) -> None:
+        distributed = pytest.importorskip("distributed")
+        with (
+            warnings.catch_warnings(),
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
+            edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=client.get_executor())
+            out = edt(self.MASKS)
+            assert torch.equal(out, self._expected())
+            spd = torch.stack([torch.eye(2), torch.eye(2), -torch.eye(2)])
+            with pytest.raises(np.linalg.LinAlgError) as info:
+                ac.batched(np.linalg.cholesky, executor=client.get_executor())(spd)
+        assert "autoconvert.batched(cholesky): raised by sample 2 of 3" in info.value.__notes__
+
+    def test_a_thread_pool_executor_and_the_callers_dtype(self) -> None:
+        """Any Executor: here threads; bfloat16 samples widen to float32 and come back bfloat16."""
+        with ThreadPoolExecutor(2) as pool:
+            halves = ac.batched(np.negative, executor=pool)(torch.ones(3, 2, dtype=torch.bfloat16))
+        assert halves.dtype == torch.bfloat16 and halves.tolist() == [[-1.0, -1.0]] * 3
+
+    def test_executor_and_workers_are_refused_together(self) -> None:
+        with ThreadPoolExecutor(1) as pool, pytest.raises(ValueError, match="executor= takes"):
+            ac.batched(np.negative, workers=2, executor=pool)
+
+    def test_progress_bar(self, capsys: pytest.CaptureFixture[str]) -> None:
+        pytest.importorskip("tqdm")
+        out = ac.batched(np.negative, progress=True)(torch.ones(3, 2))
+        assert out.shape == (3, 2) and "batched(negative)" in capsys.readouterr().err
