@@ -376,6 +376,19 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         else:
             if target[0] is CPU and not target[1] and not target[2]:  # shared, uncast: done
                 return t
+    elif (
+        type(a) is _ndarray
+        and flags.forc
+        and not flags.writeable
+        and flags.aligned
+        and target[0] is CPU
+        and not target[1]
+    ):
+        # A read-only array (a view of a handed input, most often): one NumPy copy, which
+        # torch then shares; the careful route below costs 3x that for small arrays.
+        dtype = a.dtype
+        if dtype.isnative and dtype in NUMPY_TO_TORCH and target[2] is not False and a.nbytes < _SMALL_COPY_BYTES:
+            return _from_numpy(a.copy(order="K"))
     device, casts, copy = target[:3]
     if device is None:
         raise NoDeviceError
