@@ -10,7 +10,17 @@ copied once where not, and never silently aliased.
 from ._adapt import adapt
 from ._batched import batched
 from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
-from ._errors import ConversionError, CopyError, DeviceMismatchError, GradientError, GradientWarning, ReadOnlyError
+from ._errors import (
+    ConversionError,
+    CopyError,
+    DeviceMismatchError,
+    GradientError,
+    GradientWarning,
+    ReadOnlyError,
+    TransferError,
+    TransferWarning,
+)
+from ._observe import FunctionStats, stats
 from ._ops import numpy_op
 from ._options import config
 from ._torchify import torchify
@@ -22,9 +32,12 @@ __all__ = [
     "ConversionError",
     "CopyError",
     "DeviceMismatchError",
+    "FunctionStats",
     "GradientError",
     "GradientWarning",
     "ReadOnlyError",
+    "TransferError",
+    "TransferWarning",
     "__version__",
     "accepts_numpy",
     "accepts_tensor",
@@ -35,6 +48,7 @@ __all__ = [
     "register_container",
     "returns_numpy",
     "returns_tensor",
+    "stats",
     "to_numpy",
     "to_tensor",
     "torchify",

@@ -21,10 +21,12 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
+from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import LeafError
 from ._leaves import GradPolicy, array_to_tensor
+from ._observe import PROFILER, PathOf
 from ._options import _ACTIVE, AdaptOptions, Config
 from ._plan import (
     NumpyInputs,
@@ -37,6 +39,7 @@ from ._plan import (
     compiling,
     function_name,
     opaque,
+    path_finder,
 )
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
@@ -108,7 +111,14 @@ class AdaptPlan(Plan):
         self.signature = Signature(func)
         super().__init__(func, sides)
 
-    def _build(self, configured: dict[str, Any], variants: Callable[[Config], Runner] | None = None) -> Runner:
+    def _build(
+        self,
+        configured: dict[str, Any],
+        variants: Callable[[Config | None], Runner] | None = None,
+        *,
+        routes: bool = False,
+        watched: bool = False,
+    ) -> Runner:
         options = self.resolved("adapt", configured)
         grad = self.grad_policies.setdefault(options["grad"], GradPolicy(options["grad"], self.function))
         arrays = NumpyInputs(
@@ -118,7 +128,10 @@ class AdaptPlan(Plan):
             {**options, "only": None, "exclude": None},
             f"adapt() on {self.function}",
         )
-        return AdaptRunner(self.params, self.signature, arrays, options, variants)
+        if not watched:
+            return AdaptRunner(self.params, self.signature, arrays, options, variants, routes=routes)
+        watch = (path_finder(self.params), self.policies(configured))
+        return AdaptRunner(self.params, self.signature, arrays, options, None, watch=watch)
 
 
 class AdaptRunner(Runner):
@@ -130,7 +143,10 @@ class AdaptRunner(Runner):
         signature: Signature,
         arrays: NumpyInputs,
         options: dict[str, Any],
-        variants: Callable[[Config], Runner] | None,
+        variants: Callable[[Config | None], Runner] | None,
+        *,
+        routes: bool = False,
+        watch: tuple[PathOf, tuple[str, str]] | None = None,
     ) -> None:
         self.signature = signature
         self.arrays = arrays
@@ -139,16 +155,22 @@ class AdaptRunner(Runner):
         returning = {"device": None, "dtype": "input", "copy": None, "nested": True, "sparse_layout": None}
         self.to_tensors = TensorOutputs(signature.function, params, returning)
         self.to_arrays = NumpyOutputs(signature.function, params, {"copy": None, "nested": True, "sparse": "array"})
+        if watch is not None:  # count conversions: each leaf, once
+            for mapper in (arrays.mapper, self.to_tensors.mapper, self.to_arrays.mapper):
+                mapper.wrap_leaves(counted)
         self.array_mapper = Mapper(
             {torch.Tensor: arrays.mapper.dispatch[torch.Tensor], np.ndarray: _seen_array},
             nested=options["nested"],
         )
+        to_tensor = counted(_array_to_tensor) if watch is not None else _array_to_tensor
         self.tensor_mapper = Mapper(
-            {np.ndarray: _array_to_tensor, np.generic: _array_to_tensor, torch.Tensor: _seen_tensor},
-            nested=options["nested"],
+            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=options["nested"]
         )
         self.params = params
-        super().__init__(arrays, self.to_tensors, signature.function, variants)
+        super().__init__(arrays, self.to_tensors, signature.function, variants, routes=routes, watch=watch)
+
+    def directions(self) -> tuple[str | None, str | None]:
+        return "arguments", "results"
 
     def _step(self, want: Want | None) -> Step | None:
         """The per-argument step for a parameter that asks for ``want`` (None: untouched): a
@@ -190,7 +212,7 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _make_call(self, variants: Callable[[Config], Runner] | None) -> Any:  # noqa: PLR0915 - one flat per-call path
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Any:  # noqa: PLR0915 - one flat per-call path
         signature, params, arrays = self.signature, self.params, self.arrays
         steps = [self._step(signature.parameters.get(name)) for name in params.positional]
         shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
@@ -202,7 +224,7 @@ class AdaptRunner(Runner):
         array_result = _result_walker(signature.result, {TENSOR, ANY})
         after, failed = self._after_step(), self.failed
         writeback, readonly = arrays.writeback, arrays.readonly
-        fixed_device, copy = self.device, self.copy
+        fixed_device, copy, routes, profiler = self.device, self.copy, self.routes, PROFILER
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
         wants = (*signature.parameters.values(), signature.star, signature.star_star)
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
@@ -212,7 +234,7 @@ class AdaptRunner(Runner):
                 return opaque(call, wrapped, instance, args, kwargs)
             if variants is not None:
                 config = _ACTIVE.get()
-                if config is not None:
+                if config is not None or routes or profiler._is_profiler_enabled:
                     return variants(config).call(wrapped, instance, args, kwargs)
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []

@@ -48,6 +48,18 @@ def normal(device: torch.device) -> torch.device:
     return CPU if device.type == "cpu" else device
 
 
+def crosses(source: torch.device, target: torch.device) -> bool:
+    """Whether ``.to(target)`` copies a tensor on ``source`` to another device: ``"cuda"``
+    names the current GPU, so a tensor already there stays put."""
+    if source == target:
+        return False
+    if target.index is None and source.type == target.type:
+        module = getattr(torch, target.type, None)
+        current = getattr(module, "current_device", None)
+        return current is None or source.index != current()
+    return True
+
+
 def vote(tensors: list[torch.Tensor]) -> torch.device | None:
     """The one device ``tensors`` share, ignoring 0-d CPU tensors; ``None`` if they differ.
 

@@ -35,6 +35,13 @@ class ReadOnlyError(ConversionError, ValueError):
     """
 
 
+class TransferError(ConversionError, RuntimeError):
+    """A conversion would copy between devices, and ``transfers="error"`` forbids it.
+
+    Raised before any copy is made, naming the value, both devices and the bytes.
+    """
+
+
 class NoDeviceError(Exception):
     """Internal: a leaf was asked to place a value on the call's device, and the call's
     tensors disagree on one. The output side, which knows the call, raises
@@ -43,6 +50,10 @@ class NoDeviceError(Exception):
 
 class GradientWarning(UserWarning):
     """A tensor that requires grad was detached on its way to NumPy: no gradient flows back."""
+
+
+class TransferWarning(UserWarning):
+    """A conversion copied between devices, and ``transfers="warn"`` asked to be told."""
 
 
 class LeafError(Exception):

@@ -19,6 +19,7 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
+from ._copies import copied, crossing
 from ._devices import CPU
 from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, WIDENED, WIDENED_HALF, Casts, narrows
 from ._errors import ConversionError, CopyError, GradientError, GradientWarning, LeafError, NoDeviceError
@@ -202,9 +203,11 @@ def tensor_to_array(
             if not copy:
                 return a, True
             try:
-                return a.copy(order="K"), False
+                private = a.copy(order="K")
             except MemoryError:
                 raise _unallocatable(t, t.dtype) from None
+            copied("copy=True", t, private.nbytes)
+            return private, False
     return refused_tensor_to_array(t, copy, grad, sparse, settle=settle, widened=widened)
 
 
@@ -259,15 +262,21 @@ def _to_host(
         if copy is False:
             raise _needs_copy(t, "it has its conjugate bit set (a lazy .conj())")
         t, fresh = t.resolve_conj(), True
+        copied("layout", t, _nbytes(t))
     if t.is_neg():
         if copy is False:
             raise _needs_copy(t, "it has its negative bit set (a lazy view such as .conj().imag)")
         t, fresh = t.resolve_neg(), True
+        copied("layout", t, _nbytes(t))
     wide = widened.get(t.dtype)
     if not t.is_cpu or wide is not None:
         if copy is False:
             why = f"it lives on {t.device}" if not t.is_cpu else f"NumPy lacks {t.dtype}, so it must widen to {wide}"
             raise _needs_copy(t, why)
+        if t.is_cpu:
+            copied("widening", t, t.numel() * wide.itemsize)  # type: ignore[union-attr]  # wide is set on the CPU
+        else:
+            crossing(t, _nbytes(t), t.device, CPU, lambda: describe_tensor(t))
         # One call, so torch moves and widens in a single pass where it can. From a CUDA
         # device non_blocking: torch then makes the host tensor in pinned memory, which the
         # copy fills at the link's full speed (.cpu()'s pageable copy is staged by the
@@ -278,8 +287,13 @@ def _to_host(
             _devices.settle([source])
     a = t.numpy()
     if copy and not fresh:
+        copied("copy=True", t, a.nbytes)
         return a.copy(order="K"), False
     return a, not fresh
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 
 # --------------------------------------------------------------------------- array -> tensor
@@ -388,6 +402,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         # torch then shares; the careful route below costs 3x that for small arrays.
         dtype = a.dtype
         if dtype.isnative and dtype in NUMPY_TO_TORCH and target[2] is not False and a.nbytes < _SMALL_COPY_BYTES:
+            copied("layout", a, a.nbytes)
             return _from_numpy(a.copy(order="K"))
     device, casts, copy = target[:3]
     if device is None:
@@ -400,10 +415,15 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         if copy is False and shared:
             why = f"it must move to {device}" if t.device != device else f"it must be cast to {dtype}"
             raise _needs_copy_array(a, why)
+        if t.is_cpu and device is not CPU:
+            crossing(a, a.nbytes, CPU, device, lambda: describe_array(a))
+        elif dtype != t.dtype:
+            copied("cast", a, t.numel() * dtype.itemsize)
         moved = _cast(t.to, device=device, dtype=dtype)
         if moved is not t:  # .to() is a no-op for "cuda" when t already is on the current GPU
             return moved
     if copy and shared:
+        copied("copy=True", a, a.nbytes)
         return _host_copy(t)
     return t
 
@@ -469,6 +489,10 @@ def _slow_array_to_tensor(
         return torch.from_numpy(fix), True
     if copy is False:
         raise _needs_copy_array(a, fix)
+    if device is CPU:
+        copied("layout", a, plain.nbytes)
+    else:  # torch.tensor() or .to() copies it to the device in one step
+        crossing(a, plain.nbytes, CPU, device, lambda: describe_array(a))
     if not plain.dtype.isnative or not plain.flags.aligned or any(s < 0 for s in plain.strides):
         # torch.tensor() refuses byte-swapped and negatively strided arrays, and crashes on
         # unaligned complex ones (pytorch#190043): NumPy makes the one (aligned, native,
@@ -510,8 +534,15 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
     if casts and t.dtype in INTEGERS:
         _check_range(t, t.dtype, casts, describe_tensor)
     dtype = casts.get(t.dtype, t.dtype)
-    moved = _cast(t.to, device=device, dtype=dtype) if (t.device != device or dtype != t.dtype) else t
+    moved = t
+    if _devices.crosses(t.device, device):
+        crossing(t, _nbytes(t), t.device, device, lambda: describe_tensor(t))
+        moved = _cast(t.to, device=device, dtype=dtype)
+    elif dtype != t.dtype:
+        copied("cast", t, t.numel() * dtype.itemsize)
+        moved = _cast(t.to, device=device, dtype=dtype)
     if moved is t and copy:
+        copied("copy=True", t, _nbytes(t))
         return _host_copy(t) if t.is_cpu else t.clone()
     if moved is not t and copy is False:
         raise LeafError(
@@ -569,6 +600,10 @@ def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETA
         t = t.coalesce()
     values = t.values().resolve_conj().resolve_neg()
     wide = WIDENED_HALF.get(values.dtype)  # scipy.sparse has no float16 either
+    if t.is_cpu:
+        copied("layout", t, _nbytes(values))
+    else:
+        crossing(t, _nbytes(values), t.device, CPU, lambda: describe_tensor(t))
     data = values.to(device=CPU, dtype=wide or values.dtype).numpy()
     fmt = _LAYOUT_FORMAT[t.layout]
     make = getattr(scipy.sparse, f"{fmt}_{kind}")
@@ -610,6 +645,13 @@ def sparse_to_tensor(
         fresh = True
     if copy is False and (fresh or converted.format == "coo"):
         raise _needs_copy_array(m, f"torch needs it as {layout}, with int64 indices, which SciPy does not hold")
+    relaid = (
+        fresh
+        or layout == torch.sparse_coo
+        or converted.indices.dtype != np.int64  # int32 indices become int64
+        or converted.indptr.dtype != np.int64
+    )
+    _sparse_copies(m, converted.data.nbytes, device, relaid)
     values = array_to_tensor(converted.data, (CPU, casts, None if fresh else copy))
     size = tuple(converted.shape)
     if layout == torch.sparse_coo:
@@ -638,11 +680,20 @@ def _nd_coo_to_tensor(
         )
     if copy is False:
         raise _needs_copy_array(m, "torch needs its coordinates as one int64 array, which SciPy does not hold")
+    _sparse_copies(m, m.data.nbytes, device, True)
     values = array_to_tensor(m.data, (CPU, casts, None))
     indices = torch.from_numpy(np.stack(m.coords).astype(np.int64))
     t = torch.sparse_coo_tensor(indices, values, tuple(m.shape), check_invariants=False)
     t = t.coalesce()  # duplicates summed, as for 2-d arrays
     return t if device is CPU else _cast(t.to, device=device, dtype=t.dtype)
+
+
+def _sparse_copies(m: Any, nbytes: int, device: torch.device, relaid: bool) -> None:
+    """Report a scipy.sparse object's copies before they are made: its new layout, its move."""
+    if relaid:
+        copied("layout", m, nbytes)
+    if device is not CPU:
+        crossing(m, nbytes, CPU, device, lambda: f"{type(m).__module__}.{type(m).__qualname__}(shape={m.shape})")
 
 
 def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:

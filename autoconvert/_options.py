@@ -29,6 +29,7 @@ class AdaptOptions(TypedDict, total=False):
     widen_float16: bool
     check_writes: bool
     device: torch.device | str | int | None
+    transfers: Literal["allow", "log", "warn", "error"]
 
 
 class PairOptions(AdaptOptions, total=False):
@@ -52,11 +53,13 @@ CONFIGURABLE = frozenset(
         "sparse_layout",
         "widen_float16",
         "check_writes",
+        "transfers",
     }
 )
 SPARSE_KINDS = ("array", "matrix")
 SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr)
 GRAD_MODES = ("warn", "detach", "error")
+TRANSFER_POLICIES = ("allow", "log", "warn", "error")
 
 
 def _flag(name: str, value: object) -> bool:
@@ -74,6 +77,12 @@ def _copy(value: object) -> bool | None:
 def _grad(value: object) -> str:
     if value not in GRAD_MODES:
         raise ValueError(f"grad= takes 'warn', 'detach' or 'error', got {value!r}")
+    return str(value)
+
+
+def _transfers(value: object) -> str:
+    if value not in TRANSFER_POLICIES:
+        raise ValueError(f"transfers= takes 'allow', 'log', 'warn' or 'error', got {value!r}")
     return str(value)
 
 
@@ -134,6 +143,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "check_writes": lambda v: _flag("check_writes", v),
     "device": _device,
     "dtype": _dtype,
+    "transfers": _transfers,
     "only": lambda v: _names("only", v),
     "exclude": lambda v: _names("exclude", v),
 }
@@ -157,19 +167,20 @@ def validate(options: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
 class Config:
     """The options of the innermost active ``config`` block, merged with its outer ones.
 
-    ``outer`` is what was active before the block and ``block`` the ``config`` object that
-    entered it: leaving restores ``outer`` in the current context, so one ``config`` object
-    can be entered in many threads and tasks at once (and re-entered), with no tokens kept
-    on the object.
+    ``outer`` is what was active before the block and ``block`` the ``config`` or ``stats``
+    object that entered it: leaving restores ``outer`` in the current context, so one
+    object can be entered in many threads and tasks at once (and re-entered), with no
+    tokens kept on the object. ``counters`` are the ``stats`` blocks collecting, innermost last.
     """
 
-    __slots__ = ("block", "key", "options", "outer")
+    __slots__ = ("block", "counters", "key", "options", "outer")
 
-    def __init__(self, options: dict[str, Any], outer: Config | None, block: object) -> None:
+    def __init__(self, options: dict[str, Any], outer: Config | None, block: object, counters: tuple[Any, ...] = ()):
         self.options = options
         self.key = tuple(sorted(options.items(), key=lambda kv: kv[0]))
         self.outer = outer
         self.block = block
+        self.counters = counters
 
 
 _ACTIVE: contextvars.ContextVar[Config | None] = contextvars.ContextVar("autoconvert_config", default=None)
@@ -185,7 +196,7 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
 
     Keywords are the decorators' option names (``copy``, ``writeback``, ``grad``,
     ``nested``, ``device``, ``dtype``, ``sparse``, ``sparse_layout``, ``widen_float16``,
-    ``check_writes``); each applies to every decorator that has that
+    ``check_writes``, ``transfers``); each applies to every decorator that has that
     option, and to ``to_numpy``/``to_tensor``. Options passed to a decorator explicitly
     win. Blocks nest, and each thread and asyncio task sees only its own.
 
@@ -208,15 +219,22 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
 
     def __enter__(self) -> config:
         outer = _ACTIVE.get()
-        merged = {**outer.options, **self._options} if outer is not None else dict(self._options)
-        _ACTIVE.set(Config(merged, outer, self))
+        if outer is None:
+            _ACTIVE.set(Config(dict(self._options), None, self))
+        else:
+            _ACTIVE.set(Config({**outer.options, **self._options}, outer, self, outer.counters))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        current = _ACTIVE.get()
-        if current is None or current.block is not self:
-            raise RuntimeError(
-                "autoconvert.config(): a block was left in another thread or task than the one it was "
-                "entered in, or out of order; use each `with` in the thread or task that runs its body"
-            )
-        _ACTIVE.set(current.outer)
+        leave(self, "autoconvert.config()")
+
+
+def leave(block: object, name: str) -> None:
+    """Leave the block ``block`` entered: what was active before it is active again."""
+    current = _ACTIVE.get()
+    if current is None or current.block is not block:
+        raise RuntimeError(
+            f"{name}: a block was left in another thread or task than the one it was "
+            "entered in, or out of order; use each `with` in the thread or task that runs its body"
+        )
+    _ACTIVE.set(current.outer)

@@ -18,6 +18,7 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
+from ._copies import copied, counted
 from ._devices import CPU, settle, vote
 from ._dtypes import (
     NO_CASTS,
@@ -48,6 +49,7 @@ from ._leaves import (
     tensor_to_array,
     tensor_to_device,
 )
+from ._observe import PROFILER, PathOf, Watched
 from ._options import _ACTIVE, Config, validate
 from ._tree import Mapper, cycle_error, keep
 from ._writeback import aliased_spans, write_back
@@ -64,8 +66,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "sparse": "array",
         "widen_float16": False,
         "check_writes": False,
+        "transfers": "allow",
     },
-    "returns_tensor": {"device": None, "dtype": None, "copy": None, "nested": True, "sparse_layout": None},
+    "returns_tensor": {
+        "device": None,
+        "dtype": None,
+        "copy": None,
+        "nested": True,
+        "sparse_layout": None,
+        "transfers": "allow",
+    },
     "accepts_tensor": {
         "device": None,
         "dtype": None,
@@ -74,8 +84,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "exclude": None,
         "nested": True,
         "sparse_layout": None,
+        "transfers": "allow",
     },
-    "returns_numpy": {"copy": None, "nested": True, "sparse": "array"},
+    "returns_numpy": {"copy": None, "nested": True, "sparse": "array", "transfers": "allow"},
     # adapt(): accepts_numpy's options for array parameters, and where arrays go for tensor ones.
     "adapt": {
         "copy": None,
@@ -86,6 +97,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "widen_float16": False,
         "check_writes": False,
         "device": None,
+        "transfers": "allow",
     },
     # to_numpy(): returns_numpy's conversion, with a grad policy (the call itself says the
     # value leaves autograd, so by default it detaches silently).
@@ -387,7 +399,9 @@ class NumpyInputs(Inputs):
             a = leaf(t, ctx)
             if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
                 memory = t.detach()
-                ctx[2].append((t, (compact(memory) if expanded(memory) else memory).clone()))
+                memory = compact(memory) if expanded(memory) else memory
+                copied("check_writes", t, memory.numel() * memory.element_size())
+                ctx[2].append((t, memory.clone()))
             return a
 
         return snapshotting
@@ -629,6 +643,32 @@ def _tensor_paths(
     return placed
 
 
+_VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
+
+
+def path_finder(params: Parameters) -> PathOf:
+    """``path_of(value, given, result)``: where ``value`` was among a call's arguments
+    (``given``, as ``(args, kwargs, instance)``) or results, by identity; None if not found."""
+
+    def path_of(value: Any, given: tuple[Any, ...], result: list[Any]) -> str | None:
+        if given:
+            args, kwargs, instance = given
+            offset = params.offset(instance)
+            roots = [(params.positional_name(i, offset), a) for i, a in enumerate(args)]
+            roots += [(params.keyword_name(k), v) for k, v in kwargs.items()]
+            for root, arg in roots:
+                for path, leaf in _VALUES.leaves_with_paths(arg):
+                    if leaf is value:
+                        return f"argument {root}{path}"
+        for returned in result:
+            for path, leaf in _VALUES.leaves_with_paths(returned):
+                if leaf is value:
+                    return f"result{path}"
+        return None
+
+    return path_of
+
+
 def _mismatch(
     function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
 ) -> Exception:
@@ -704,14 +744,33 @@ class Runner:
         inputs: Inputs | None,
         outputs: Outputs | None,
         function: str,
-        variants: Callable[[Config], Runner] | None = None,
+        variants: Callable[[Config | None], Runner] | None = None,
+        *,
+        routes: bool = False,
+        watch: tuple[PathOf, tuple[str, str]] | None = None,
     ) -> None:
+        """``routes``: hand every call to ``variants`` (a decorator asked for a transfer policy,
+        which only a watched Runner carries out); ``watch``: this is such a Runner, with where
+        values were and each side's transfer policy (see _observe)."""
         self.inputs = inputs
         self.outputs = outputs
         self.function = function
-        self.call = self._make_call(variants)
+        self.routes = routes
+        call = self._make_call(variants)
+        if watch is not None:
+            call = Watched(call, function, *watch, self.directions())
+        self.call = call
 
-    def _make_call(self, variants: Callable[[Config], Runner] | None) -> Call:
+    def directions(self) -> tuple[str | None, str | None]:
+        """The profiler range names of the two sides' conversions (None: a side converts nothing)."""
+        inputs = self.inputs
+        into = None if inputs is None or isinstance(inputs, RecordingInputs) else "to_numpy"
+        if isinstance(inputs, TensorInputs):
+            into = "to_tensor"
+        out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
+        return into, out
+
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
         inputs, outputs = self.inputs, self.outputs
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
@@ -723,7 +782,7 @@ class Runner:
         get = inputs.mapper.dispatch.get if inputs is not None else None
         resolve = inputs.mapper.resolve if inputs is not None else None
         convert_out = outputs.convert if outputs is not None else None
-        failed = self.failed
+        failed, routes, profiler = self.failed, self.routes, PROFILER
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -732,7 +791,7 @@ class Runner:
                 return opaque(call, wrapped, instance, args, kwargs)
             if variants is not None:
                 config = _active()
-                if config is not None:
+                if config is not None or routes or profiler._is_profiler_enabled:
                     return variants(config).call(wrapped, instance, args, kwargs)
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
@@ -888,20 +947,37 @@ class Plan:
         self.sides = sides  # decorator name -> its explicit options, already validated
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
-        self.default = self._build({}, self.variant)
+        routes = any(options.get("transfers", "allow") != "allow" for options in sides.values())
+        self.default = self._build({}, self.variant, routes=routes)
 
-    def variant(self, config: Config) -> Runner:
-        """The Runner for an active ``config`` block: built once per distinct option set."""
-        runner = self._variants.get(config.key)
+    def variant(self, config: Config | None) -> Runner:
+        """The watched Runner for an active ``config`` or ``stats`` block, or for the profiler
+        or a transfer policy: built once per distinct option set."""
+        key = config.key if config is not None else ()
+        runner = self._variants.get(key)
         if runner is None:
-            runner = self._variants[config.key] = self._build(config.options)
+            runner = self._variants[key] = self._build(config.options if config is not None else {}, watched=True)
         return runner
+
+    def policies(self, configured: dict[str, Any]) -> tuple[str, str]:
+        """The transfer policies of the input side and the output side (one side: both its own)."""
+        found = {side: self.resolved(side, configured)["transfers"] for side in self.sides}
+        into = next((p for side, p in found.items() if not side.startswith("returns")), None)
+        out = next((p for side, p in found.items() if not side.startswith("accepts")), None)
+        return into or out or "allow", out or into or "allow"
 
     def resolved(self, side: str, configured: dict[str, Any]) -> dict[str, Any]:
         defaults = DEFAULTS[side]
         return {**defaults, **{k: v for k, v in configured.items() if k in defaults}, **self.sides[side]}
 
-    def _build(self, configured: dict[str, Any], variants: Callable[[Config], Runner] | None = None) -> Runner:
+    def _build(
+        self,
+        configured: dict[str, Any],
+        variants: Callable[[Config | None], Runner] | None = None,
+        *,
+        routes: bool = False,
+        watched: bool = False,
+    ) -> Runner:
         inputs: Inputs | None = None
         outputs: Outputs | None = None
         numpy_in = self.resolved("accepts_numpy", configured) if "accepts_numpy" in self.sides else None
@@ -923,7 +999,13 @@ class Plan:
                 outputs = NumpyOutputs(self.function, self.params, options)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
-        return Runner(inputs, outputs, self.function, variants)
+        if not watched:
+            return Runner(inputs, outputs, self.function, variants, routes=routes)
+        for converting in (inputs, outputs):
+            if converting is not None:
+                converting.mapper.wrap_leaves(counted)
+        watch = (path_finder(self.params), self.policies(configured))
+        return Runner(inputs, outputs, self.function, watch=watch)
 
 
 def check_options(side: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -328,6 +328,19 @@ class Mapper:
         with _MAPPERS_LOCK:
             _MAPPERS.add(self)
 
+    def wrap_leaves(self, wrap: Callable[[Leaf], Leaf]) -> None:
+        """Route every leaf function, found now or later by ``fallback``, through ``wrap``."""
+        self._leaves = {cls: wrap(leaf) for cls, leaf in self._leaves.items()}
+        fallback = self._fallback
+        if fallback is not None:
+
+            def wrapped_fallback(cls: type) -> Leaf | None:
+                found = fallback(cls)
+                return None if found is None else wrap(found)
+
+            self._fallback = wrapped_fallback
+        self.forget()
+
     def forget(self) -> None:
         """Drop cached decisions (after a registration). Other threads may look up meanwhile:
         a miss goes to resolve(), which decides leaf types from ``_leaves`` itself."""

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from ._copies import copied
 from ._errors import ConversionError, LeafError
 from ._leaves import GradPolicy, describe_tensor, extent, tensor_to_array
 
@@ -120,6 +121,7 @@ def write_back(pairs: Pairs) -> None:
                 if not inference:
                     torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
                 continue
+            copied("writeback", t, a.nbytes)
             source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
             # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
             # detached view sharing t's version counter, tells autograd too.
