@@ -31,6 +31,7 @@ R = TypeVar("R")
 Grad = Literal["warn", "detach", "error"]
 Names = str | Iterable[str] | None
 Sparse = Literal["array", "matrix"]
+Transfers = Literal["allow", "log", "warn", "error"]
 
 
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
@@ -155,6 +156,7 @@ def accepts_numpy(
     sparse: Sparse = "array",
     widen_float16: bool = False,
     check_writes: bool = False,
+    transfers: Transfers = "allow",
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
@@ -184,6 +186,9 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
             the read-only arrays cannot stop (``torch.from_numpy(a)`` then an in-place op,
             ``a.base``) and raise :class:`ReadOnlyError` naming it. One copy and one
             comparison per argument.
+        transfers: the transfer guard for this function's copies between devices:
+            ``"allow"``, ``"log"`` (the ``autoconvert`` logger), ``"warn"``
+            (:class:`TransferWarning`) or ``"error"`` (:class:`TransferError`, before the copy).
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
     a write raises :class:`ReadOnlyError` (a ``ValueError``) naming both fixes.
@@ -213,6 +218,7 @@ def returns_tensor(
     copy: bool | None = None,
     nested: bool = True,
     sparse_layout: torch.layout | None = None,
+    transfers: Transfers = "allow",
 ) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
 def returns_tensor(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's array and NumPy scalar results into tensors on the caller's device.
@@ -231,6 +237,7 @@ def returns_tensor(func: Any = None, /, **options: Any) -> Any:
             always gives memory nothing else holds; ``False`` raises :class:`CopyError`
             when a copy is needed.
         nested: look inside tuples, lists, dicts, namedtuples and dataclasses.
+        transfers: the transfer guard, as for :func:`accepts_numpy`.
 
     Raises:
         DeviceMismatchError: tensor arguments on different devices and no ``device=``.
@@ -261,6 +268,7 @@ def accepts_tensor(
     exclude: Names = None,
     nested: bool = True,
     sparse_layout: torch.layout | None = None,
+    transfers: Transfers = "allow",
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
     """Hand the function tensors wherever the caller passed NumPy arrays or scalars.
@@ -294,7 +302,7 @@ def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
 def returns_numpy(func: Callable[P, R], /) -> Callable[P, Any]: ...
 @overload
 def returns_numpy(
-    *, copy: bool | None = None, nested: bool = True, sparse: Sparse = "array"
+    *, copy: bool | None = None, nested: bool = True, sparse: Sparse = "array", transfers: Transfers = "allow"
 ) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
 def returns_numpy(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's tensor results into NumPy arrays: detached, on the host, widened.

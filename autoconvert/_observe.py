@@ -166,8 +166,8 @@ class FunctionStats:
         self.calls = 0
         self.converted = 0  #: values that changed library
         self.shared = 0  #: of those, the ones that crossed with no copy
-        self.copies = dict.fromkeys(CAUSES, 0)
-        self.bytes = dict.fromkeys(CAUSES, 0)
+        self.copies: dict[str, int] = dict.fromkeys(CAUSES, 0)
+        self.bytes: dict[str, int] = dict.fromkeys(CAUSES, 0)
         self.conversion_seconds = 0.0  #: in the decorator: converting, checking, copying
         self.function_seconds = 0.0  #: in the function itself
 

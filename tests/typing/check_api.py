@@ -91,3 +91,16 @@ assert_type(ac.to_numpy({"x": 1}, copy=True, sparse="matrix"), Any)
 assert_type(ac.torchify(np, dtype=torch.float32, sparse="array"), Any)
 with ac.config(copy=True, dtype=torch.float16):
     pass
+
+
+@ac.returns_tensor(device="cpu", transfers="error")
+@ac.accepts_numpy(transfers="warn")
+def guarded(a: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    return a
+
+
+with ac.config(transfers="log"), ac.stats() as counted:
+    guarded(torch.zeros(1))
+assert_type(counted["guarded"], ac.FunctionStats)
+assert_type(counted["guarded"].copies, dict[str, int])
+assert_type(counted.calls, int)
