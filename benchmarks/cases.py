@@ -479,10 +479,89 @@ def per_sample(settings: Settings) -> list[Row]:
     return rows
 
 
+def gil_bound(sample: Any) -> Any:
+    """A per-sample loop in Python over the sample's values: it holds the GIL throughout, as
+    much legacy per-sample code does (module level, so process pools can pickle it)."""
+    total = 0.0
+    for value in sample.ravel().tolist():
+        total += value * value
+    return np.array([total])
+
+
+def executors(settings: Settings) -> list[Row]:
+    """batched() on threads, processes and a Dask cluster on loopback (2 workers each), on a
+    GIL-releasing SciPy routine and on GIL-holding Python, against the sequential map."""
+    if importlib.util.find_spec("scipy") is None or settings["edt_side"] < 256:  # not in the smoke run
+        return []
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import scipy.ndimage
+
+    edt = scipy.ndimage.distance_transform_edt
+    masks = torch.rand(8, settings["edt_side"], settings["edt_side"]) > 0.5
+    values = torch.rand(8, 300_000, dtype=torch.float64)
+    rows: list[Row] = []
+    processes = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+    dask = _dask_executor()
+    try:
+        for label, fn, batch in (
+            ("distance_transform_edt (releases the GIL)", edt, masks),
+            ("Python loop (holds the GIL)", gil_bound, values),
+        ):
+            pools = {
+                "threads, workers=2": ac.batched(fn, workers=2),
+                "ProcessPoolExecutor(2)": ac.batched(fn, executor=processes),
+            }
+            if dask is not None:
+                pools["Dask LocalCluster, 2 workers"] = ac.batched(fn, executor=dask[1])
+            for run in pools.values():
+                run(batch)  # workers started and warm before timing
+            sequential = ac.batched(fn)
+            contenders = {"batched, sequential": lambda s=sequential, b=batch: s(b)}
+            contenders.update({name: (lambda r=run, b=batch: r(b)) for name, run in pools.items()})
+            # The ceiling for processes on this machine: the raw pool over ready-made arrays.
+            arrays = [sample.numpy() for sample in batch]
+            contenders["raw ProcessPoolExecutor(2)"] = lambda f=fn, a=arrays: list(processes.map(f, a))
+            case = f"{label}, 8 samples, executors"
+            found = compare(
+                case, "batched, sequential", contenders, max(5, settings["copy_repeats"] // 2), settings["target_s"]
+            )
+            for row in found:
+                if row.ratio is not None:
+                    row.note = f"{1 / row.ratio:.2f}x the sequential speed"
+            rows += found
+    finally:
+        processes.shutdown()
+        if dask is not None:
+            dask[0].close()
+    return rows
+
+
+def _dask_executor() -> tuple[Any, Any] | None:
+    """A 2-worker Dask cluster on loopback and its executor, or None without distributed."""
+    if importlib.util.find_spec("distributed") is None:
+        return None
+    import distributed
+
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    client = distributed.Client(cluster)
+
+    class Both:
+        def close(self) -> None:
+            client.close()
+            cluster.close()
+
+    return Both(), client.get_executor()
+
+
 CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "per_call": per_call,
     "zero_copy": zero_copy,
     "copies": copies,
     "per_sample": per_sample,
+    "executors": executors,
     "gpu": gpu,
 }
