@@ -50,6 +50,11 @@ def describe_array(a: NDArray[Any] | np.generic) -> str:
     return f"{_qualified(type(a))}(shape={a.shape}, dtype={a.dtype.str})"
 
 
+def describe_sparse(m: Any) -> str:
+    """``scipy.sparse._csr.csr_array(shape=(3, 3), format='csr')``."""
+    return f"{_qualified(type(m))}(shape={m.shape}, format={m.format!r})"
+
+
 # --------------------------------------------------------------------------- tensor -> array
 
 
@@ -273,10 +278,10 @@ def _to_host(
         if copy is False:
             why = f"it lives on {t.device}" if not t.is_cpu else f"NumPy lacks {t.dtype}, so it must widen to {wide}"
             raise _needs_copy(t, why)
-        if t.is_cpu:
-            copied("widening", t, t.numel() * wide.itemsize)  # type: ignore[union-attr]  # wide is set on the CPU
-        else:
+        if not t.is_cpu:
             crossing(t, _nbytes(t), t.device, CPU, lambda: describe_tensor(t))
+        elif wide is not None:
+            copied("widening", t, t.numel() * wide.itemsize)
         # One call, so torch moves and widens in a single pass where it can. From a CUDA
         # device non_blocking: torch then makes the host tensor in pinned memory, which the
         # copy fills at the link's full speed (.cpu()'s pageable copy is staged by the
@@ -534,13 +539,12 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
     if casts and t.dtype in INTEGERS:
         _check_range(t, t.dtype, casts, describe_tensor)
     dtype = casts.get(t.dtype, t.dtype)
-    moved = t
-    if _devices.crosses(t.device, device):
+    crosses = _devices.crosses(t.device, device)
+    if crosses:
         crossing(t, _nbytes(t), t.device, device, lambda: describe_tensor(t))
-        moved = _cast(t.to, device=device, dtype=dtype)
     elif dtype != t.dtype:
         copied("cast", t, t.numel() * dtype.itemsize)
-        moved = _cast(t.to, device=device, dtype=dtype)
+    moved = _cast(t.to, device=device, dtype=dtype) if crosses or dtype != t.dtype else t
     if moved is t and copy:
         copied("copy=True", t, _nbytes(t))
         return _host_copy(t) if t.is_cpu else t.clone()
@@ -675,7 +679,7 @@ def _nd_coo_to_tensor(
         raise LeafError(
             ConversionError,
             f"is a {m.ndim}-d scipy.sparse array, which only the COO layout holds",
-            f"{type(m).__module__}.{type(m).__qualname__}(shape={m.shape}, format={m.format!r})",
+            describe_sparse(m),
             "pass {path}.toarray(), or leave sparse_layout= unset for a COO tensor",
         )
     if copy is False:
@@ -693,7 +697,7 @@ def _sparse_copies(m: Any, nbytes: int, device: torch.device, relaid: bool) -> N
     if relaid:
         copied("layout", m, nbytes)
     if device is not CPU:
-        crossing(m, nbytes, CPU, device, lambda: f"{type(m).__module__}.{type(m).__qualname__}(shape={m.shape})")
+        crossing(m, nbytes, CPU, device, lambda: describe_sparse(m))
 
 
 def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:

@@ -21,7 +21,7 @@ from torch.autograd import profiler as _autograd_profiler
 from ._copies import _WATCH, CAUSES, Copy, Watch, size
 from ._errors import TransferWarning
 from ._leaves import warn_at_caller
-from ._options import _ACTIVE, Config, leave
+from ._options import _ACTIVE, enter, leave
 
 #: Where transfers="log" writes: transfers at INFO, the other copies at DEBUG.
 logger = logging.getLogger("autoconvert")
@@ -213,9 +213,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
         self._lock = threading.Lock()
 
     def __enter__(self) -> stats:
-        outer = _ACTIVE.get()
-        options, counters = (outer.options, outer.counters) if outer is not None else ({}, ())
-        _ACTIVE.set(Config(options, outer, self, (*counters, self)))
+        enter(self, {}, self)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:

@@ -218,15 +218,19 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
         self._options = validate(options, CONFIGURABLE, "autoconvert.config()")
 
     def __enter__(self) -> config:
-        outer = _ACTIVE.get()
-        if outer is None:
-            _ACTIVE.set(Config(dict(self._options), None, self))
-        else:
-            _ACTIVE.set(Config({**outer.options, **self._options}, outer, self, outer.counters))
+        enter(self, self._options)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         leave(self, "autoconvert.config()")
+
+
+def enter(block: object, options: dict[str, Any], counter: object = None) -> None:
+    """Enter ``block``: ``options`` over the active ones, and ``counter`` (a ``stats``) added
+    to those collecting."""
+    outer = _ACTIVE.get()
+    merged, counters = ({**outer.options, **options}, outer.counters) if outer is not None else (dict(options), ())
+    _ACTIVE.set(Config(merged, outer, block, counters if counter is None else (*counters, counter)))
 
 
 def leave(block: object, name: str) -> None:

@@ -629,11 +629,15 @@ def _placed(ctx: Target) -> torch.device:
     return device
 
 
+_TENSORS = Mapper({torch.Tensor: _record}, nested=True)
+_VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
+
+
 def _tensor_paths(
-    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
-) -> list[tuple[str, torch.Tensor]]:
-    """``(path, tensor)`` for every tensor among a call's arguments: the slow walk messages use."""
-    walker = Mapper({torch.Tensor: _record}, nested=True)
+    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, walker: Mapper = _TENSORS
+) -> list[tuple[str, Any]]:
+    """``(path, leaf)`` for every tensor (or other leaf of ``walker``) among a call's
+    arguments: the slow walk messages use."""
     offset = params.offset(instance)
     placed = []
     for i, a in enumerate(args):
@@ -643,9 +647,6 @@ def _tensor_paths(
     return placed
 
 
-_VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
-
-
 def path_finder(params: Parameters) -> PathOf:
     """``path_of(value, given, result)``: where ``value`` was among a call's arguments
     (``given``, as ``(args, kwargs, instance)``) or results, by identity; None if not found."""
@@ -653,13 +654,9 @@ def path_finder(params: Parameters) -> PathOf:
     def path_of(value: Any, given: tuple[Any, ...], result: list[Any]) -> str | None:
         if given:
             args, kwargs, instance = given
-            offset = params.offset(instance)
-            roots = [(params.positional_name(i, offset), a) for i, a in enumerate(args)]
-            roots += [(params.keyword_name(k), v) for k, v in kwargs.items()]
-            for root, arg in roots:
-                for path, leaf in _VALUES.leaves_with_paths(arg):
-                    if leaf is value:
-                        return f"argument {root}{path}"
+            for path, leaf in _tensor_paths(params, args, kwargs, instance, _VALUES):
+                if leaf is value:
+                    return f"argument {path}"
         for returned in result:
             for path, leaf in _VALUES.leaves_with_paths(returned):
                 if leaf is value:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import tracemalloc
@@ -502,9 +503,9 @@ def executors(settings: Settings) -> list[Row]:
     masks = torch.rand(8, settings["edt_side"], settings["edt_side"]) > 0.5
     values = torch.rand(8, 300_000, dtype=torch.float64)
     rows: list[Row] = []
-    processes = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
-    dask = _dask_executor()
-    try:
+    with contextlib.ExitStack() as stack:
+        processes = stack.enter_context(ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")))
+        dask = _dask_executor(stack)
         for label, fn, batch in (
             ("distance_transform_edt (releases the GIL)", edt, masks),
             ("Python loop (holds the GIL)", gil_bound, values),
@@ -514,7 +515,7 @@ def executors(settings: Settings) -> list[Row]:
                 "ProcessPoolExecutor(2)": ac.batched(fn, executor=processes),
             }
             if dask is not None:
-                pools["Dask LocalCluster, 2 workers"] = ac.batched(fn, executor=dask[1])
+                pools["Dask LocalCluster, 2 workers"] = ac.batched(fn, executor=dask)
             for run in pools.values():
                 run(batch)  # workers started and warm before timing
             sequential = ac.batched(fn)
@@ -531,30 +532,22 @@ def executors(settings: Settings) -> list[Row]:
                 if row.ratio is not None:
                     row.note = f"{1 / row.ratio:.2f}x the sequential speed"
             rows += found
-    finally:
-        processes.shutdown()
-        if dask is not None:
-            dask[0].close()
     return rows
 
 
-def _dask_executor() -> tuple[Any, Any] | None:
-    """A 2-worker Dask cluster on loopback and its executor, or None without distributed."""
+def _dask_executor(stack: contextlib.ExitStack) -> Any:
+    """The executor of a 2-worker Dask cluster on loopback, closed with ``stack``; None
+    without distributed."""
     if importlib.util.find_spec("distributed") is None:
         return None
     import distributed
 
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    cluster = stack.enter_context(
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        )
     )
-    client = distributed.Client(cluster)
-
-    class Both:
-        def close(self) -> None:
-            client.close()
-            cluster.close()
-
-    return Both(), client.get_executor()
+    return stack.enter_context(distributed.Client(cluster)).get_executor()
 
 
 CASES: dict[str, Callable[[Settings], list[Row]]] = {
