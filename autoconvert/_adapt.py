@@ -21,26 +21,19 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
+from ._call import Runner
 from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import LeafError
+from ._escape import compiling, opaque
+from ._inputs import NumpyInputs
 from ._leaves import GradPolicy, array_to_tensor
 from ._observe import PROFILER, PathOf
 from ._options import _ACTIVE, AdaptOptions, Config
-from ._plan import (
-    NumpyInputs,
-    NumpyOutputs,
-    Parameters,
-    Plan,
-    Runner,
-    TensorOutputs,
-    check_options,
-    compiling,
-    function_name,
-    opaque,
-    path_finder,
-)
+from ._outputs import NumpyOutputs, TensorOutputs
+from ._plan import Plan, check_options
+from ._signature import Parameters, function_name, path_finder
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
 

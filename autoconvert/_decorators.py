@@ -16,10 +16,13 @@ import torch
 import wrapt
 from numpy.typing import NDArray
 
+from ._escape import compiling, opaque
 from ._leaves import GradPolicy
 from ._options import active, validate
+from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, unwrap
-from ._plan import DEFAULTS, NumpyOutputs, Parameters, Plan, TensorOutputs, check_options, compiling, opaque
+from ._plan import DEFAULTS, Plan, check_options
+from ._signature import Parameters
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), so it keeps the return type and accepts any arguments; an output
@@ -96,10 +99,15 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     """
     call = plan.default.call
     instance = None
+    constants: dict[str, Any] = {}
+    if plan.default.flat is not None:  # the flat call's own __call__ form: one frame fewer
+        direct, constants = plan.default.flat.bind(wrapped)
+        Wrapper = type("Wrapper", (_Wrapper,), {"__call__": direct, "__module__": __name__})  # noqa: N806 - a class
+    else:
 
-    class Wrapper(_Wrapper):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return call(wrapped, instance, args, kwargs)
+        class Wrapper(_Wrapper):  # type: ignore[no-redef]
+            def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                return call(wrapped, instance, args, kwargs)
 
     # wrapt's own constructor, and the plan set after: a Python __init__ of ours would be a
     # frame dynamo inspects (after a graph break) while wrapt 1.x's proxy still refuses isinstance.
@@ -108,7 +116,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     # What wrapt's C __call__ would pass as `instance`, decided once: a bound method
     # wrapped directly carries its instance in __self__.
     if wrapper._self_binding in ("function", "instancemethod", "classmethod", "callable"):
-        instance = getattr(wrapped, "__self__", None)
+        instance = constants["instance"] = getattr(wrapped, "__self__", None)
     return wrapper
 
 

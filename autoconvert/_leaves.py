@@ -26,6 +26,8 @@ from ._errors import ConversionError, CopyError, GradientError, GradientWarning,
 
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 _WRAPT_DIR = f"{os.sep}wrapt{os.sep}"
+#: How the filenames of autoconvert's generated code begin (see _specialise).
+GENERATED = "<autoconvert "
 
 
 # --------------------------------------------------------------------------- describing
@@ -563,7 +565,10 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
 #: scipy.sparse format <-> torch layout; formats not listed (dia, lil, dok) become COO.
 _FORMAT_LAYOUT = {"coo": torch.sparse_coo, "csr": torch.sparse_csr, "csc": torch.sparse_csc, "bsr": torch.sparse_bsr}
 _LAYOUT_FORMAT = {layout: fmt for fmt, layout in _FORMAT_LAYOUT.items()}
-SPARSE_LAYOUTS = (*_FORMAT_LAYOUT.values(), torch.sparse_bsc)
+#: The layouts a result can be built in: those with a SciPy format (SciPy has no BSC).
+SCIPY_LAYOUTS = tuple(_FORMAT_LAYOUT.values())
+#: Every sparse layout a tensor argument may have.
+SPARSE_LAYOUTS = (*SCIPY_LAYOUTS, torch.sparse_bsc)
 _COMPRESSED_BUILDERS = {
     torch.sparse_csr: torch.sparse_csr_tensor,
     torch.sparse_csc: torch.sparse_csc_tensor,
@@ -778,11 +783,11 @@ def _usable(device: torch.device) -> bool:
 
 
 def warn_at_caller(text: str, category: type[Warning]) -> None:
-    """Warn with the location of the first frame outside autoconvert and wrapt."""
+    """Warn with the location of the first frame outside autoconvert (generated code too) and wrapt."""
     level = 2  # stacklevel=2 names sys._getframe(1), our caller
     frame = sys._getframe(1)
     while frame is not None and (
-        frame.f_code.co_filename.startswith(_PACKAGE_DIR) or _WRAPT_DIR in frame.f_code.co_filename
+        frame.f_code.co_filename.startswith((_PACKAGE_DIR, GENERATED)) or _WRAPT_DIR in frame.f_code.co_filename
     ):
         frame = frame.f_back  # type: ignore[assignment]
         level += 1

@@ -2,7 +2,7 @@
 
 A call is watched only when something asks: a ``transfers`` policy other than "allow",
 an active ``stats`` block, or torch's profiler recording. The plain per-call path (see
-_plan.Runner) asks with the ContextVar read it makes anyway and one module flag, and
+_call.Runner) asks with the ContextVar read it makes anyway and one module flag, and
 hands such calls to a watched Runner, whose call is a :class:`Watched`.
 """
 

@@ -18,16 +18,16 @@ import torch
 from torch._C import _functions  # DelayedError: what once_differentiable uses
 
 from ._errors import GradientError, message
+from ._escape import opaque, tracing
 from ._library import Registration
 from ._opspec import Spec, save, saved
 from ._options import PairOptions, validate
 from ._pickling import by_reference, calling_module, locate, unwrap
-from ._plan import DEFAULTS, function_name
+from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
 from ._schema import Schema, SchemaError, schema_of
+from ._signature import function_name
 from ._torchify import wrap_pair
 
-_INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
-_OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
 Fake = Callable[..., Any] | str | tuple[str, ...]
 Backward = Callable[..., Any] | None
 
@@ -100,7 +100,7 @@ def numpy_op(
         >>> x.grad
         tensor([1.0000, 0.5403])
     """
-    checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.numpy_op()")
+    checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if fn is None:
         return lambda f: numpy_op(f, backward=backward, fake=fake, **checked)
     if backward is None and fake is None:
@@ -129,9 +129,9 @@ def _make_op(
     bind = _binder(fn)
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
-        if _compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
+        if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
             if registered is None:  # dynamo must not trace the NumPy body: a graph break
-                return _opaque_apply(spec, kwargs, *args)
+                return opaque(_apply, spec, kwargs, *args)
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
             return registered.forward(*args, **kwargs)
@@ -271,17 +271,6 @@ def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under dynamo
     return tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in values)
-
-
-_compiling = torch.compiler.is_compiling
-_disabled_apply: Callable[..., Any] | None = None
-
-
-def _opaque_apply(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
-    global _disabled_apply
-    if _disabled_apply is None:
-        _disabled_apply = torch.compiler.disable(_apply, recursive=True)  # type: ignore[no-untyped-call]
-    return _disabled_apply(*args)
 
 
 def _apply(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage

@@ -16,6 +16,7 @@ import torch
 
 from . import _devices
 from ._dtypes import INTEGERS, is_inexact
+from ._leaves import SCIPY_LAYOUTS
 
 
 class AdaptOptions(TypedDict, total=False):
@@ -57,7 +58,6 @@ CONFIGURABLE = frozenset(
     }
 )
 SPARSE_KINDS = ("array", "matrix")
-SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr)
 GRAD_MODES = ("warn", "detach", "error")
 TRANSFER_POLICIES = ("allow", "log", "warn", "error")
 
@@ -124,7 +124,7 @@ def _sparse(value: object) -> str:
 
 
 def _sparse_layout(value: object) -> torch.layout | None:
-    if value is not None and value not in SPARSE_LAYOUTS:
+    if value is not None and value not in SCIPY_LAYOUTS:
         raise ValueError(
             "sparse_layout= takes None (as the SciPy format) or torch.sparse_coo, torch.sparse_csr, "
             f"torch.sparse_csc or torch.sparse_bsr, got {value!r}"

@@ -20,11 +20,10 @@ import torch
 from ._decorators import TensorOptions, accepts_numpy, returns_tensor, to_numpy, to_tensor
 from ._devices import default_device, vote
 from ._options import PairOptions, validate
-from ._plan import DEFAULTS, deferred_kind
+from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
+from ._signature import deferred_kind
 from ._tree import Mapper
 
-_INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
-_OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 _PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
 
@@ -56,7 +55,7 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
         >>> ndi.uniform_filter(torch.arange(5.0), size=3)
         tensor([0.3333, 1.0000, 2.0000, 3.0000, 3.6667], dtype=torch.float64)
     """
-    checked = validate(options, _INPUT_OPTIONS | _OUTPUT_OPTIONS, "autoconvert.torchify()")
+    checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.torchify()")
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
     if _home(target) == "scipy":  # most of SciPy rejects float16 ("array type not supported")
@@ -79,8 +78,8 @@ def _home(target: Any) -> str:
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
-    inputs = {k: v for k, v in options.items() if k in _INPUT_OPTIONS}
-    outputs = {k: v for k, v in options.items() if k in _OUTPUT_OPTIONS}
+    inputs = {k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS}
+    outputs = {k: v for k, v in options.items() if k in PAIR_OUTPUT_OPTIONS}
     return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
 
 
@@ -132,7 +131,7 @@ class TorchifiedClass:
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
         self.__wrapped__ = cls
         self._options = options
-        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in _INPUT_OPTIONS})(cls)
+        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS})(cls)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._statics: dict[str, tuple[Any, Any]] = {}  # static/class methods: (raw, wrapped call)
         functools.update_wrapper(self, cls, updated=())

@@ -34,6 +34,22 @@ def _accelerators() -> list[torch.device]:
 
 ACCELERATORS = _accelerators()
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--generic-calls",
+        action="store_true",
+        help="decorated functions use the generic call only, never their flat call (CI runs the suite both ways)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--generic-calls"):
+        import autoconvert._specialise
+
+        autoconvert._specialise.enabled = False
+
+
 # torch warns once per process when the first complex32 tensor is made. The strategies
 # make them, so spend that warning here; tests/test_warnings.py checks in a fresh
 # process that autoconvert's own complex32 results never let it out.

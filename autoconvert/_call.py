@@ -1,0 +1,235 @@
+"""The per-function call: guards, conversions in, the call, conversions out; and its failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._devices import settle
+from ._errors import LeafError, ReadOnlyError, message
+from ._escape import compiling, opaque
+from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
+from ._leaves import describe_tensor, restore_writes
+from ._observe import PROFILER, PathOf, Watched
+from ._options import _ACTIVE, Config
+from ._outputs import NumpyOutputs, Outputs
+from ._signature import _record, _tensor_paths
+from ._specialise import Flat, specialised
+from ._tree import Mapper, cycle_error, keep
+from ._writeback import write_back
+
+Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+
+
+_active = _ACTIVE.get  # the bound C method: one call fewer than active()
+
+
+#: NumPy's words for a write into a read-only array (setitem and in-place ops; ufuncs' out=).
+_NUMPY_READ_ONLY = frozenset({"assignment destination is read-only", "output array is read-only"})
+_array_walker = Mapper({np.ndarray: _record}, nested=True)
+
+
+def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over.
+
+    NumPy does not say which array was the destination, so: its own words, and every
+    read-only array in the frame that raised shares memory with a handed array. The user's
+    own errors, and writes into read-only arrays the function made (``np.broadcast_to``),
+    keep their own error.
+    """
+    if str(error) not in _NUMPY_READ_ONLY or error.__traceback__ is None:
+        return False
+    handed = [a for value in (*args, *kwargs.values()) for _, a in _array_walker.leaves_with_paths(value)]
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    local = [v for v in tb.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
+    return bool(local) and all(any(np.may_share_memory(v, h) for h in handed) for v in local)
+
+
+class Runner:
+    """One decorated call, for one set of resolved options: convert in, call, convert out.
+
+    ``runner.call(wrapped, instance, args, kwargs)`` is the per-call path: a check for an
+    active ``config`` block, two lists for the call's tensors, one dict lookup per argument
+    and result, and the conversions. It is a closure, so everything decided here is a
+    constant to it rather than an attribute. A plan's default Runner hands calls made
+    inside a ``config`` block to ``variants(config)``; the variants themselves don't look.
+    """
+
+    def __init__(
+        self,
+        inputs: Inputs | None,
+        outputs: Outputs | None,
+        function: str,
+        variants: Callable[[Config | None], Runner] | None = None,
+        *,
+        routes: bool = False,
+        watch: tuple[PathOf, tuple[str, str]] | None = None,
+    ) -> None:
+        """``routes``: hand every call to ``variants`` (a decorator asked for a transfer policy,
+        which only a watched Runner carries out); ``watch``: this is such a Runner, with where
+        values were and each side's transfer policy (see _observe)."""
+        self.inputs = inputs
+        self.outputs = outputs
+        self.function = function
+        self.routes = routes
+        self.flat: Flat | None = None
+        call = self._make_call(variants)
+        if variants is not None and not routes:  # the plan's default Runner: its flat call, where it has one
+            self.flat = specialised(inputs, outputs, function, call, self.failed)
+            call = self.flat.call if self.flat is not None else call
+        if watch is not None:
+            call = Watched(call, function, *watch, self.directions())
+        self.call = call
+
+    def directions(self) -> tuple[str | None, str | None]:
+        """The profiler range names of the two sides' conversions (None: a side converts nothing)."""
+        inputs = self.inputs
+        into = None if inputs is None or isinstance(inputs, RecordingInputs) else "to_numpy"
+        if isinstance(inputs, TensorInputs):
+            into = "to_tensor"
+        out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
+        return into, out
+
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
+        inputs, outputs = self.inputs, self.outputs
+        readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
+        # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
+        settles = isinstance(inputs, NumpyInputs)
+        after = self._after_step()
+        selected = inputs is not None and inputs.selection is not None
+        lists_only = isinstance(inputs, NumpyInputs) and not after  # ctx is (plain, odd): no context() call
+        context = inputs.context if inputs is not None else None
+        get = inputs.mapper.dispatch.get if inputs is not None else None
+        resolve = inputs.mapper.resolve if inputs is not None else None
+        convert_out = outputs.convert if outputs is not None else None
+        failed, routes, profiler = self.failed, self.routes, PROFILER
+
+        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            # The compile guard comes first: dynamo must not trace the ContextVar read (torch
+            # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call).
+            if compiling():
+                return opaque(call, wrapped, instance, args, kwargs)
+            if variants is not None:
+                config = _active()
+                if config is not None or routes or profiler._is_profiler_enabled:
+                    return variants(config).call(wrapped, instance, args, kwargs)
+            plain: list[torch.Tensor] = []
+            odd: list[torch.Tensor] = []
+            given = (args, kwargs, instance)
+            if inputs is not None:
+                ctx: Any = (plain, odd) if lists_only else context(plain, odd, args, kwargs)  # type: ignore[misc]
+                if selected:
+                    args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, odd)
+                else:  # the hot loop: one dict lookup per argument, then its leaf function
+                    out: list[Any] = []
+                    key = None
+                    try:
+                        for a in args:
+                            handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]
+                            # Plain arguments (floats, strings) skip their identity handler, `keep`.
+                            out.append(a if handler is keep else handler(a, ctx))
+                        if kwargs:
+                            converted = {}
+                            for key, v in kwargs.items():
+                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
+                            kwargs = converted
+                    except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
+                        fact = e if isinstance(e, LeafError) else cycle_error()
+                        raise inputs.public(fact, instance, key, len(out)) from None
+                    args = tuple(out)
+                if settles and odd:  # one wait for all the arguments' transfers
+                    settle(odd)
+            try:  # free in CPython 3.11+ when nothing is raised
+                result = wrapped(*args, **kwargs)
+            except BaseException as e:
+                pairs = ctx[2] if after is not None else None
+                failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                raise
+            if after is not None:
+                after(ctx[2], given)
+            return result if convert_out is None else convert_out(result, plain, odd, given)
+
+        return call
+
+    def _after_step(self) -> Callable[[list[Any], tuple[Any, ...]], None] | None:
+        """What runs after the function, even when it raised: the write-back, or the check for
+        writes behind the read-only guard; None for neither."""
+        inputs = self.inputs
+        if isinstance(inputs, NumpyInputs) and inputs.writeback:
+            return self._write_back
+        if isinstance(inputs, NumpyInputs) and inputs.check_writes:
+            return self._restore_writes
+        return None
+
+    @staticmethod
+    def _write_back(pairs: list[Any], given: tuple[Any, ...]) -> None:
+        write_back(pairs)  # what the function wrote reaches the caller, even when it raised
+
+    def _restore_writes(self, pairs: list[Any], given: tuple[Any, ...]) -> None:
+        """check_writes: put back what the function changed in the caller's tensors, and say so."""
+        changed = restore_writes(pairs)
+        if not changed:
+            return
+        assert self.inputs is not None
+        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in changed)]
+        raise ReadOnlyError(
+            message(
+                self.function,
+                "argument " + ", ".join(paths or ["(a tensor argument)"]),
+                "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
+                "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
+                describe_tensor(changed[0]),
+                "pass copy=True to give the function private writable copies, or "
+                "writeback=True to let its changes reach the caller's tensors",
+            )
+        )
+
+    def failed(
+        self,
+        error: BaseException,
+        after: Callable[[list[Any], tuple[Any, ...]], None] | None,
+        pairs: list[Any] | None,
+        given: tuple[Any, ...],
+        *,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
+        read_only: Any,
+    ) -> None:
+        """The function raised ``error``: the after step still runs (a failure of its own is a
+        note on ``error``), and NumPy's refusal to write into a read-only array handed to it
+        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands."""
+        if after is not None:
+            self._after_failure(after, pairs or [], given, error)
+        if isinstance(error, ValueError) and read_only and wrote_into_handed(error, *handed):
+            raise self._read_only_error(error) from error
+
+    def _after_failure(
+        self,
+        after: Callable[[list[Any], tuple[Any, ...]], None],
+        pairs: list[Any],
+        given: tuple[Any, ...],
+        error: BaseException,
+    ) -> None:
+        """Run ``after`` for a call that raised ``error``: the user's exception wins, and what
+        ``after`` had to say (a write-back that failed, a write put back) becomes a note on it."""
+        try:
+            after(pairs, given)
+        except Exception as failure:
+            error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
+
+    def _read_only_error(self, error: ValueError) -> ReadOnlyError:
+        return ReadOnlyError(
+            message(
+                self.function,
+                "the function",
+                "wrote into an array made from a tensor argument; those arrays are read-only "
+                "so that NumPy code never changes the caller's tensors behind its back",
+                f"ValueError({str(error)!r})",
+                "pass copy=True to give the function private writable copies, or "
+                "writeback=True to let its changes reach the caller's tensors",
+            )
+        )

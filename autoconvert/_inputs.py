@@ -1,0 +1,290 @@
+"""The input sides: what each selected argument becomes before the function runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from . import _devices
+from ._copies import copied
+from ._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
+from ._errors import ConversionError, LeafError
+from ._leaves import (
+    GradPolicy,
+    Target,
+    array_to_tensor,
+    compact,
+    describe_tensor,
+    expanded,
+    is_scipy_sparse,
+    refused_tensor_to_array,
+    sparse_to_tensor,
+    tensor_to_array,
+)
+from ._signature import Parameters, Selection
+from ._tree import Mapper, cycle_error
+from ._writeback import aliased_spans
+
+#: A NumPy input leaf's per-call context: the ``plain`` and ``odd`` lists (see Inputs), and
+#: with writeback a third, of (tensor, private array or None) pairs to write back, and a
+#: fourth, the spans of memory that arguments share (see _writeback.aliased_spans).
+Lists = tuple[Any, ...]
+
+
+def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
+    seen.append(t)
+    return t
+
+
+class Inputs:
+    """The input side: converts the selected arguments, and records every tensor argument.
+
+    A call's tensor arguments are recorded in two lists, for the output side to find the
+    caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
+    NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
+    ``odd``, all the others, which need a look. Leaf functions receive a per-call context
+    (``ctx``) holding the lists and what else they need; no per-call object is allocated.
+    """
+
+    mapper: Mapper  # the converting walk, set by the subclass
+
+    def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str) -> None:
+        only, exclude, nested = options["only"], options["exclude"], options["nested"]
+        self.params = params
+        self.function = function
+        selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
+        self.selection = Selection(params, only, exclude, where) if selects else None
+        self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
+
+    def context(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """What this side's leaf functions receive for one call: by default the ``odd`` list,
+        which records every tensor argument."""
+        return odd
+
+    def convert_selected(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """With only=/exclude=: the selected arguments converted, the rest recorded in ``odd``.
+
+        (Without a selection the Runner converts every argument in its own loop.)
+        """
+        assert self.selection is not None
+        offset = self.params.offset(instance)
+        wants = self.selection.wants
+        out: list[Any] = []
+        new_kwargs: dict[str, Any] = {}
+        key = None
+        try:
+            for a in args:
+                out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, odd))
+            for key, v in kwargs.items():
+                new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, odd)
+        except LeafError as e:
+            raise self.public(e, instance, key, len(out)) from None
+        except RecursionError:
+            raise self.public(cycle_error(), instance, key, len(out)) from None
+        return tuple(out), new_kwargs
+
+    def public(self, error: LeafError, instance: object, key: str | None, position: int) -> Exception:
+        """The public exception for a leaf that failed in keyword ``key`` or at ``position``."""
+        offset = self.params.offset(instance)
+        root = self.params.keyword_name(key) if key is not None else self.params.positional_name(position, offset)
+        return error.public(self.function, "argument", root)
+
+
+class RecordingInputs(Inputs):
+    """``returns_tensor`` alone converts no argument, but records the tensors among them,
+    for the output side to find the caller's device."""
+
+    def __init__(self, params: Parameters, function: str) -> None:
+        super().__init__(params, function, {"only": None, "exclude": None, "nested": True}, "")
+        self.mapper = self.recorder
+
+
+def hands_read_only(options: dict[str, Any]) -> bool:
+    """Whether accepts_numpy with these options hands read-only arrays: unless the function is
+    meant to write, into private copies (copy=True) or through to the caller's tensors
+    (writeback=True). Same on every device."""
+    return not options["writeback"] and options["copy"] is not True
+
+
+class NumpyInputs(Inputs):
+    """``accepts_numpy``: tensor arguments reach the function as arrays."""
+
+    def __init__(self, params: Parameters, function: str, grad: GradPolicy, options: dict[str, Any], where: str):
+        super().__init__(params, function, options, where)
+        self.copy: bool | None = options["copy"]
+        self.writeback: bool = options["writeback"]
+        self.readonly = hands_read_only(options)
+        # check_writes: only read-only arrays can be written through behind the guard's back.
+        self.check_writes: bool = options["check_writes"] and self.readonly
+        self.grad = grad
+        self.sparse: str = options["sparse"]
+        self.widened = WIDENED_HALF if options["widen_float16"] else WIDENED
+        leaf = self._writeback_leaf if self.writeback else self._make_leaf()
+        if self.widened is WIDENED_HALF and not self.writeback:
+            leaf = self._widening(leaf)
+        if self.check_writes:
+            leaf = self._snapshotting(leaf)
+        self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
+
+    def context(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Lists:
+        """With writeback, a third list: (tensor, private array or None) pairs to write back;
+        with check_writes, (tensor, snapshot) pairs. (Otherwise the Runner builds
+        ``(plain, odd)`` itself.)"""
+        if not self.writeback:
+            return (plain, odd, [])
+        # writeback: a fourth, the spans of memory that arguments share (see _writeback).
+        seen: list[torch.Tensor] = []
+        for a in args:
+            self.recorder(a, seen)
+        for v in kwargs.values():
+            self.recorder(v, seen)
+        return (plain, odd, [], aliased_spans(seen))
+
+    def _make_leaf(self) -> Callable[[torch.Tensor, Lists], NDArray[Any]]:
+        """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
+        copy, grad, sparse = self.copy, self.grad, self.sparse
+        if not self.readonly:
+
+            def private(t: torch.Tensor, ctx: Lists) -> Any:
+                ctx[1].append(t)
+                return tensor_to_array(t, copy, grad, sparse, settle=False)[0]
+
+            return private
+
+        def shared(t: torch.Tensor, ctx: Lists) -> Any:
+            # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want.
+            # Calling a shared helper instead measured +0.04x on 3 tensor + 2 plain arguments.
+            if not t.requires_grad:
+                try:
+                    a = t.numpy()
+                except (TypeError, RuntimeError):
+                    pass
+                else:
+                    ctx[0].append(t)
+                    # write=False, passed positionally: the C method takes it so, and its keyword parsing
+                    # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
+                    a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+                    return a
+            ctx[1].append(t)
+            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
+            if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
+                a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+
+        return shared
+
+    def _widening(self, leaf: Callable[[torch.Tensor, Lists], Any]) -> Callable[[torch.Tensor, Lists], Any]:
+        """``widen_float16=True``: float16 tensors take the widening route (recorded as odd, so
+        the output side sees them and narrows results back); the rest, ``leaf``."""
+        copy, grad, sparse, readonly = self.copy, self.grad, self.sparse, self.readonly
+
+        def widening(t: torch.Tensor, ctx: Lists) -> Any:
+            if t.dtype is not torch.float16:
+                return leaf(t, ctx)
+            ctx[1].append(t)
+            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
+            if readonly and type(a) is np.ndarray:
+                a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+
+        return widening
+
+    @staticmethod
+    def _snapshotting(leaf: Callable[[torch.Tensor, Lists], Any]) -> Callable[[torch.Tensor, Lists], Any]:
+        """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
+        call, for :func:`_leaves.restore_writes` to compare with afterwards."""
+
+        def snapshotting(t: torch.Tensor, ctx: Lists) -> Any:
+            a = leaf(t, ctx)
+            if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
+                memory = t.detach()
+                memory = compact(memory) if expanded(memory) else memory
+                copied("check_writes", t, memory.numel() * memory.element_size())
+                ctx[2].append((t, memory.clone()))
+            return a
+
+        return snapshotting
+
+    def _writeback_leaf(self, t: torch.Tensor, ctx: Lists) -> Any:
+        ctx[1].append(t)
+        if t.layout != torch.strided and not t.is_nested:
+            raise LeafError(
+                ConversionError,
+                "is a sparse tensor; writeback=True cannot write a SciPy matrix's changes back into it",
+                describe_tensor(t),
+                "return the changed matrix instead, with writeback=False",
+            )
+        if not t.is_nested and expanded(
+            t
+        ):  # torch refuses to write into overlapping memory, so nothing could come back
+            raise LeafError(
+                ConversionError,
+                "is an expanded tensor (zero strides: its elements share memory), which no write can reach back into",
+                describe_tensor(t),
+                "pass {path}.contiguous(), or return the changed array instead, with writeback=False",
+            )
+        span = ctx[3].get(id(t)) if ctx[3] else None
+        if span is not None:  # it shares memory with another argument
+            return span.view(t, ctx[2], self.copy, self.grad, self.widened)
+        a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
+        # Private memory is copied back after the call; shared memory only needs autograd told.
+        ctx[2].append((t, None if shared else a))
+        return a
+
+
+class TensorInputs(Inputs):
+    """``accepts_tensor``: array and NumPy scalar arguments reach the function as tensors."""
+
+    def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str):
+        super().__init__(params, function, options, where)
+        self.copy: bool | None = options["copy"]
+        self.device: torch.device | None = options["device"]
+        self.dtype = options["dtype"]
+        self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
+        self.sparse_layout: torch.layout | None = options["sparse_layout"]
+        self.mapper = Mapper(
+            {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
+            nested=options["nested"],
+            fallback=lambda cls: self._sparse_leaf if is_scipy_sparse(cls) else None,
+        )
+
+    def context(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        casts = self.fixed_casts
+        if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
+            found: list[torch.Tensor] = []
+            for value in (*args, *kwargs.values()):
+                self.recorder(value, found)
+            casts = input_casts(found)
+        return (self.device or _devices.default_device(), casts, self.copy, odd)  # a Target, then odd
+
+    def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
+        return sparse_to_tensor(m, ctx[0], ctx[1], ctx[2], self.sparse_layout)
+
+    def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        ctx[3].append(t)
+        return t
+
+
+def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
+    """``dtype="input"``: casts to the promoted floating dtype of ``tensors`` (none without one)."""
+    dtypes = frozenset(t.dtype for t in tensors)
+    casts = _INPUT_CASTS.get(dtypes)
+    if casts is None:  # a few distinct sets per program: decided once each
+        inexact = {d for d in dtypes if is_inexact(d)}
+        casts = _INPUT_CASTS[dtypes] = casts_to(promote(inexact)) if inexact else NO_CASTS
+    return casts
+
+
+_INPUT_CASTS: dict[frozenset[torch.dtype], Casts] = {}

@@ -1,0 +1,197 @@
+"""The output sides: what each result becomes after the function returns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._devices import CPU, vote
+from ._dtypes import NO_CASTS, RESTORING, Casts, casts_to, restoring_casts
+from ._errors import LeafError, NoDeviceError
+from ._inputs import input_casts
+from ._leaves import (
+    DETACH,
+    GradPolicy,
+    Target,
+    array_to_tensor,
+    is_scipy_sparse,
+    overlaps_any,
+    sparse_to_tensor,
+    tensor_to_array,
+    tensor_to_device,
+)
+from ._signature import Parameters, _mismatch
+from ._tree import Mapper, cycle_error
+
+Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
+Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
+
+
+class NeedsInputs(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
+    """An output leaf needs the call's tensor arguments (as ``ctx[3]``), which the per-call
+    context leaves out because almost no call needs them."""
+
+
+def _no_context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+    return None
+
+
+class Outputs:
+    """The output side: converts results, with paths below ``result`` in messages."""
+
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        mapper: Mapper,
+        context: Context = _no_context,
+        all_plain: Any = None,
+        *,
+        argument: str | None = None,
+    ) -> None:
+        self.function = function
+        #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
+        self.role, self.root = ("argument", argument) if argument else ("", "result")
+        self.params = params
+        self.mapper = mapper
+        #: ``context(plain, odd)``: what this side's leaf functions receive for one call,
+        #: unless ``all_plain`` is that already: the context when every tensor was plain.
+        self.context = context
+        self.all_plain = all_plain
+        self.convert = self._make_convert()
+
+    def _make_convert(self) -> Convert:
+        """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
+        the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
+        get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
+        function, params, role, root = self.function, self.params, self.role, self.root
+
+        def convert(
+            result: Any,
+            plain: list[torch.Tensor],
+            odd: list[torch.Tensor],
+            call: tuple[Any, ...],
+            inputs: list[torch.Tensor] | None = None,
+        ) -> Any:
+            ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
+            if inputs is not None:
+                ctx = (*ctx[:3], inputs)
+            try:
+                return (get(type(result)) or resolve(type(result)))(result, ctx)
+            except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
+                return convert(result, plain, odd, call, plain + odd)
+            except LeafError as e:
+                raise e.public(function, role, root) from None
+            except RecursionError:
+                raise cycle_error().public(function, role, root) from None
+            except NoDeviceError:
+                raise _mismatch(function, params, *call) from None
+
+        return convert
+
+
+class TensorOutputs(Outputs):
+    """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
+
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        options: dict[str, Any],
+        *,
+        argument: str | None = None,
+        restoring: dict[torch.dtype, Casts] = RESTORING,
+        handed: bool = False,
+    ) -> None:
+        """``handed``: the function was handed read-only views of the caller's tensors, so a
+        tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased."""
+        self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
+        self.device: torch.device | None = options["device"]
+        self.dtype = options["dtype"]
+        self.copy: bool | None = options["copy"]
+        self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
+        self.sparse_layout: torch.layout | None = options["sparse_layout"]
+        mapper = Mapper(
+            {
+                np.ndarray: array_to_tensor,
+                np.generic: array_to_tensor,
+                torch.Tensor: self._unaliased if handed else self._tensor,
+            },
+            nested=options["nested"],
+            fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else None,
+        )
+        # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
+        # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
+        casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
+        all_plain = None if self.dtype == "input" else (self.device or CPU, casts, self.copy)
+        super().__init__(function, params, mapper, self._make_context(), all_plain, argument=argument)
+
+    def _make_context(self) -> Context:
+        """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
+        the tensors disagree, which only matters (and raises) if some result has to be placed."""
+        fixed_device, fixed_casts, dtype, copy = self.device, self.fixed_casts, self.dtype, self.copy
+        restoring = self.restoring
+
+        def context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> Target:
+            seen = plain + odd
+            device = fixed_device or vote(seen)
+            if fixed_casts is not None:
+                casts = fixed_casts
+            elif dtype == "input":
+                casts = input_casts(seen)
+            else:  # None: a dtype NumPy lacks comes back when every floating input had it
+                inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
+                casts = restoring_casts(inexact.pop(), restoring) if len(inexact) == 1 else NO_CASTS
+            return device, casts, copy
+
+        return context
+
+    def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        return tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
+
+    def _unaliased(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        """A tensor result, copied if it is the memory of a tensor argument. The call's tensors
+        are asked for (NeedsInputs) only when one passes through as it is: no cost otherwise."""
+        out = tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
+        if out is not t:  # moved, cast or copied: memory of its own
+            return out
+        if len(ctx) < 4:
+            raise NeedsInputs
+        return t.clone() if overlaps_any(t, ctx[3]) else t
+
+    def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
+        return sparse_to_tensor(m, _placed(ctx), ctx[1], ctx[2], self.sparse_layout)
+
+
+def _placed(ctx: Target) -> torch.device:
+    """The call's device; NoDeviceError if its tensors disagreed."""
+    if ctx[0] is None:
+        raise NoDeviceError
+    device: torch.device = ctx[0]
+    return device
+
+
+class NumpyOutputs(Outputs):
+    """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
+
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        options: dict[str, Any],
+        grad: GradPolicy = DETACH,
+        *,
+        argument: str | None = None,
+    ) -> None:
+        self.copy: bool | None = options["copy"]
+        self.sparse: str = options["sparse"]
+        self.grad = grad
+        super().__init__(
+            function, params, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]), argument=argument
+        )
+
+    def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
+        return tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
