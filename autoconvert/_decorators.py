@@ -111,7 +111,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
 
     # wrapt's own constructor, and the plan set after: a Python __init__ of ours would be a
     # frame dynamo inspects (after a graph break) while wrapt 1.x's proxy still refuses isinstance.
-    wrapper = Wrapper(wrapped, call)
+    wrapper: _Wrapper = Wrapper(wrapped, call)
     wrapper._self_plan = plan
     # What wrapt's C __call__ would pass as `instance`, decided once: a bound method
     # wrapped directly carries its instance in __self__.

@@ -102,6 +102,17 @@ def peers(fn: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
 # --------------------------------------------------------------------------- case 1: per-call overhead
 
 
+class _Scaler:
+    """A NumPy-only class, for torchify's per-attribute cost."""
+
+    @staticmethod
+    def negate(v: np.ndarray) -> np.ndarray:
+        return np.negative(v)
+
+    def scale(self, v: np.ndarray) -> np.ndarray:
+        return np.negative(v)
+
+
 def per_call(settings: Settings) -> list[Row]:
     """Decorator cost on small CPU arrays, against hand-written conversion."""
     repeats, target = settings["repeats"], settings["target_s"]
@@ -130,6 +141,33 @@ def per_call(settings: Settings) -> list[Row]:
             "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)),
             "autoconvert": lambda: fused(a, b, c, 0.5, 2.0),
             "functools.wraps decorator": functools.partial(minimal_decorator(affine), a, b, c, 0.5, 2.0),
+        },
+        repeats,
+        target,
+    )
+
+    rows += compare(
+        "3 tensor + 2 plain args, plain ones by keyword",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), alpha=0.5, beta=2.0)),
+            "autoconvert": lambda: fused(a, b, c, alpha=0.5, beta=2.0),
+        },
+        repeats,
+        target,
+    )
+
+    # Per leaf: 8 tensors in, 8 out; the ratio is what each tensor costs against numpy() + from_numpy.
+    def negate8(*vs: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(np.negative(v) for v in vs)
+
+    eight, on_eight = [torch.rand(16) for _ in range(8)], ac.returns_tensor(ac.accepts_numpy(negate8))
+    rows += compare(
+        "8 tensor args, 8 results (per-leaf cost)",
+        "hand-written",
+        {
+            "hand-written": lambda: tuple(torch.from_numpy(r) for r in negate8(*(v.numpy() for v in eight))),
+            "autoconvert": lambda: on_eight(*eight),
         },
         repeats,
         target,
@@ -182,6 +220,20 @@ def per_call(settings: Settings) -> list[Row]:
         "a method",
         "hand-written",
         {"hand-written": lambda: model.hand(t), "autoconvert": lambda: model.ours(t)},
+        repeats,
+        target,
+    )
+
+    # torchify of a class and of an instance: the wrapped callables are cached per attribute.
+    torchified_class, torchified_object = ac.torchify(_Scaler), ac.torchify(_Scaler())
+    rows += compare(
+        "torchified staticmethod and instance method",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(_Scaler.negate(t.numpy())),
+            "autoconvert staticmethod": lambda: torchified_class.negate(t),
+            "autoconvert instance method": lambda: torchified_object.scale(t),
+        },
         repeats,
         target,
     )

@@ -1,0 +1,217 @@
+"""The flat call generated per plan (autoconvert._specialise) against the generic call.
+
+The whole suite also runs with ``--generic-calls`` (CI does both); here the two paths are
+built side by side and compared on the same calls, value for value and error for error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import autoconvert as ac
+import autoconvert._specialise as specialise
+from autoconvert._decorators import is_wrapper
+
+
+@contextlib.contextmanager
+def generic_only() -> Iterator[None]:
+    """Decorators applied inside build their plans without a flat call."""
+    before = specialise.enabled
+    specialise.enabled = False
+    try:
+        yield
+    finally:
+        specialise.enabled = before
+
+
+def both(decorate: Callable[[Any], Any], func: Any) -> tuple[Any, Any]:
+    """``func`` decorated twice: with its flat call (where its plan has one), and generic only."""
+    flat = decorate(func)
+    with generic_only():
+        generic = decorate(func)
+    return flat, generic
+
+
+def outcome(f: Any, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    try:
+        return "value", f(*args, **kwargs)
+    except Exception as e:
+        return "error", (type(e), str(e))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal values of the same types, containers walked, tensors and arrays compared whole."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor) and a.layout != torch.strided:
+        return a.layout == b.layout and same(a.to_dense(), b.to_dense())
+    if hasattr(a, "toarray"):  # scipy.sparse
+        return a.format == b.format and same(a.toarray(), b.toarray())
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.device == b.device and a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.flags.writeable == b.flags.writeable and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def _pair(**options: Any) -> Callable[[Any], Any]:
+    return lambda f: ac.returns_tensor(ac.accepts_numpy(**options)(f))
+
+
+def passthrough(*args: Any, **kwargs: Any) -> Any:
+    """Returns what it got, arrays and all: results then convert like arguments did."""
+    return (args, kwargs)
+
+
+def first(a: Any, *rest: Any, **kwargs: Any) -> Any:
+    return a
+
+
+def head(a: np.ndarray, *rest: Any, **kwargs: Any) -> np.ndarray:
+    return a[:1]
+
+
+def test_a_plain_pair_has_a_flat_call_and_the_switch_turns_it_off() -> None:
+    """The wrapper's __call__ is the generated one; with the switch off, the plan has none."""
+    flat, generic = both(_pair(), np.negative)
+    assert is_wrapper(flat) and flat._self_plan.default.flat is not None
+    assert type(flat).__call__.__code__.co_filename.startswith("<autoconvert flat call")
+    assert generic._self_plan.default.flat is None
+
+
+@pytest.mark.parametrize(
+    "decorate",
+    [
+        lambda f: ac.accepts_numpy(only="a")(f),
+        lambda f: ac.accepts_numpy(writeback=True)(f),
+        lambda f: ac.accepts_numpy(check_writes=True)(f),
+        lambda f: ac.accepts_numpy(widen_float16=True)(f),
+        lambda f: ac.accepts_numpy(copy=True)(f),
+        lambda f: ac.returns_tensor(dtype="input")(ac.accepts_numpy(f)),
+        lambda f: ac.returns_tensor(f),
+        lambda f: ac.accepts_numpy(transfers="error")(f),
+    ],
+    ids=["only", "writeback", "check_writes", "widen_float16", "copy", "dtype-input", "returns_tensor", "transfers"],
+)
+def test_plans_it_does_not_cover_keep_the_generic_call(decorate: Callable[[Any], Any]) -> None:
+    """Options whose work the flat code does not do leave the plan on its generic call."""
+    assert decorate(first)._self_plan.default.flat is None
+
+
+def test_tracebacks_show_the_generated_lines() -> None:
+    """The generated source is in linecache, so a traceback through it reads like code."""
+    flat = _pair()(np.negative)
+    try:
+        flat(torch.ones(1), bogus=1)
+    except TypeError as e:
+        frames = traceback.extract_tb(e.__traceback__)
+    generated = [f for f in frames if f.filename.startswith("<autoconvert flat call")]
+    assert generated and generated[0].line and "wrapped(" in generated[0].line
+    assert linecache.getline(generated[0].filename, 1).startswith("def __call__(self, *args, **kwargs):")
+
+
+def test_the_bound_form_serves_methods() -> None:
+    """A decorated method goes through wrapt's bound wrapper to the flat ``call`` form."""
+
+    class Model:
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def negate(self, v: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
+            return -v * scale
+
+    m = Model()
+    assert Model.__dict__["negate"]._self_plan.default.call.__code__.co_filename.startswith("<autoconvert flat call")
+    assert torch.equal(m.negate(torch.ones(2), scale=2.0), torch.full((2,), -2.0))
+
+
+tensors = st.sampled_from(
+    [
+        lambda: torch.arange(6.0).reshape(2, 3),
+        lambda: torch.arange(6.0).reshape(2, 3).t(),  # not contiguous
+        lambda: torch.arange(6, dtype=torch.int32),
+        lambda: torch.ones(3, dtype=torch.bfloat16),  # NumPy has no bfloat16: the generic call
+        lambda: torch.ones(3, dtype=torch.float16),
+        lambda: torch.ones(3, requires_grad=True),  # grad="warn": the generic call's warning
+        lambda: torch.ones(2, dtype=torch.complex64).conj(),  # a conj bit
+        lambda: torch.tensor(3.0),
+        lambda: torch.ones(2).expand(3, 2),
+        lambda: torch.eye(3).to_sparse(),
+    ]
+)
+plain_values = st.sampled_from([1, 2.5, "s", None, True, np.float32(2.0), np.arange(3), b"x", (1, 2)])
+values = st.one_of(
+    tensors.map(lambda make: make()),
+    plain_values,
+    st.lists(tensors.map(lambda make: make()), max_size=2),
+    st.dictionaries(st.sampled_from("ab"), tensors.map(lambda make: make()), max_size=2),
+)
+
+
+@given(
+    args=st.lists(values, max_size=10),
+    kwargs=st.dictionaries(st.sampled_from(["k", "m"]), values, max_size=2),
+    body=st.sampled_from([passthrough, first, head]),
+    side=st.sampled_from(["pair", "reverse", "in", "numpy-out"]),
+)
+def test_flat_and_generic_calls_agree(
+    args: list[Any], kwargs: dict[str, Any], body: Callable[..., Any], side: str
+) -> None:
+    """Every call gives the same value, or the same error and message, on both paths."""
+    decorate = {
+        "pair": _pair(grad="detach"),
+        "reverse": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
+        "in": lambda f: ac.accepts_numpy(grad="detach")(f),
+        "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
+    }[side]
+    if side == "reverse":
+        args = [
+            a.detach().numpy()
+            if isinstance(a, torch.Tensor)
+            and a.layout == torch.strided
+            and a.dtype != torch.bfloat16
+            and not a.is_conj()
+            else a
+            for a in args
+        ]
+    flat, generic = both(decorate, body)
+    if not args and body is not passthrough:
+        args = [torch.ones(2)]
+    got, expected = outcome(flat, *args, **kwargs), outcome(generic, *args, **kwargs)
+    assert got[0] == expected[0], (got, expected)
+    assert same(got[1], expected[1]) if got[0] == "value" else got[1] == expected[1]
+
+
+def test_a_view_result_is_a_private_copy_on_both_paths() -> None:
+    """``v[:1]`` of a handed read-only array comes back as a tensor of its own memory."""
+    flat, generic = both(_pair(), head)
+    t = torch.arange(4.0)
+    for f in (flat, generic):
+        out = f(t)
+        out += 10
+        assert torch.equal(t, torch.arange(4.0)) and out.tolist() == [10.0]
+
+
+def test_writing_into_a_handed_array_is_a_read_only_error_on_both_paths() -> None:
+    """The flat call turns NumPy's refusal into the same ReadOnlyError as the generic one."""
+
+    def scribble(a: np.ndarray) -> np.ndarray:
+        a[0] = 1
+        return a
+
+    flat, generic = both(_pair(), scribble)
+    got, expected = outcome(flat, torch.zeros(2)), outcome(generic, torch.zeros(2))
+    assert got == expected and got[1][0] is ac.ReadOnlyError
