@@ -24,10 +24,11 @@ from autoconvert._decorators import is_wrapper
 
 
 @contextlib.contextmanager
-def generic_only() -> Iterator[None]:
-    """Decorators applied inside build their plans without a flat call."""
+def flat_calls(on: bool) -> Iterator[None]:
+    """Decorators applied inside build their plans with flat calls (``on``) or without,
+    whatever the run's ``--generic-calls`` says."""
     before = specialise.enabled
-    specialise.enabled = False
+    specialise.enabled = on
     try:
         yield
     finally:
@@ -36,8 +37,9 @@ def generic_only() -> Iterator[None]:
 
 def both(decorate: Callable[[Any], Any], func: Any) -> tuple[Any, Any]:
     """``func`` decorated twice: with its flat call (where its plan has one), and generic only."""
-    flat = decorate(func)
-    with generic_only():
+    with flat_calls(on=True):
+        flat = decorate(func)
+    with flat_calls(on=False):
         generic = decorate(func)
     return flat, generic
 
@@ -109,12 +111,14 @@ def test_a_plain_pair_has_a_flat_call_and_the_switch_turns_it_off() -> None:
 )
 def test_plans_it_does_not_cover_keep_the_generic_call(decorate: Callable[[Any], Any]) -> None:
     """Options whose work the flat code does not do leave the plan on its generic call."""
-    assert decorate(first)._self_plan.default.flat is None
+    with flat_calls(on=True):
+        assert decorate(first)._self_plan.default.flat is None
 
 
 def test_tracebacks_show_the_generated_lines() -> None:
     """The generated source is in linecache, so a traceback through it reads like code."""
-    flat = _pair()(np.negative)
+    with flat_calls(on=True):
+        flat = _pair()(np.negative)
     try:
         flat(torch.ones(1), bogus=1)
     except TypeError as e:
@@ -127,11 +131,13 @@ def test_tracebacks_show_the_generated_lines() -> None:
 def test_the_bound_form_serves_methods() -> None:
     """A decorated method goes through wrapt's bound wrapper to the flat ``call`` form."""
 
-    class Model:
-        @ac.returns_tensor
-        @ac.accepts_numpy
-        def negate(self, v: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
-            return -v * scale
+    with flat_calls(on=True):
+
+        class Model:
+            @ac.returns_tensor
+            @ac.accepts_numpy
+            def negate(self, v: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
+                return -v * scale
 
     m = Model()
     assert Model.__dict__["negate"]._self_plan.default.call.__code__.co_filename.startswith("<autoconvert flat call")
