@@ -8,6 +8,7 @@ output side sees the caller's original tensors even though the function saw arra
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
 
@@ -91,18 +92,25 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
 def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     """A wrapper for ``wrapped``, of a class made for it alone.
 
-    The class's ``__call__`` is the fast path for unbound calls (functions, ufuncs,
-    builtins). wrapt's C ``__call__`` re-derives the instance and checks ``enabled`` per
-    call before calling the runner, and any attribute read on a wrapt proxy costs ~50 ns;
-    this closure holds the runner and the instance as constants: 95 ns against 180 ns
-    for a shared ``__call__`` reading them off ``self``. Bound calls use _BoundWrapper.
+    The class's ``__call__`` serves unbound calls (functions, ufuncs, builtins) without
+    wrapt's C ``__call__``, which re-derives the instance and checks ``enabled`` per call:
+    the plan's flat call in its ``__call__`` form where it has one, otherwise a closure
+    holding the Runner's call and the instance as constants. A plain function with a flat
+    call also gets a ``__get__``: through an instance it is a bound method of the flat
+    call's method form, which costs a third of wrapt's bound wrapper; the other bindings
+    (class access, classmethods, staticmethods) stay wrapt's, whose bound calls use the
+    Runner's call (see _BoundWrapper).
     """
     call = plan.default.call
     instance = None
     constants: dict[str, Any] = {}
-    if plan.default.flat is not None:  # the flat call's own __call__ form: one frame fewer
-        direct, constants = plan.default.flat.bind(wrapped)
-        Wrapper = type("Wrapper", (_Wrapper,), {"__call__": direct, "__module__": __name__})  # noqa: N806 - a class
+    flat = plan.default.flat
+    if flat is not None:  # the flat call's own __call__ form: one frame fewer
+        direct, constants = flat.bind(wrapped)
+        members: dict[str, Any] = {"__call__": direct, "__module__": __name__}
+        if type(wrapped) is types.FunctionType:
+            members["__get__"] = _binding(flat.method(wrapped))
+        Wrapper = type("Wrapper", (_Wrapper,), members)  # noqa: N806 - a class
     else:
 
         class Wrapper(_Wrapper):  # type: ignore[no-redef]
@@ -118,6 +126,18 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     if wrapper._self_binding in ("function", "instancemethod", "classmethod", "callable"):
         instance = constants["instance"] = getattr(wrapped, "__self__", None)
     return wrapper
+
+
+def _binding(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A wrapper's ``__get__``: ``method`` bound to an instance; wrapt's binding for the class."""
+    bind = wrapt.FunctionWrapper.__get__
+
+    def __get__(self: _Wrapper, instance: Any, owner: Any = None) -> Any:  # noqa: N807 - the descriptor hook
+        if instance is None:
+            return bind(self, instance, owner)
+        return types.MethodType(method, instance)
+
+    return __get__
 
 
 def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: type[Plan] = Plan) -> _Wrapper:

@@ -65,6 +65,11 @@ def vote(tensors: list[torch.Tensor]) -> torch.device | None:
 
     Returns CPU when only 0-d CPU tensors are present, and the default device for none.
     """
+    for t in tensors:  # the common case, asked at a third of the cost of the walk below
+        if not t.is_cpu:
+            break
+    else:
+        return CPU if tensors else default_device()
     found: torch.device | None = None
     scalars_only = False
     for t in tensors:

@@ -408,7 +408,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         # A read-only array (a view of a handed input, most often): one NumPy copy, which
         # torch then shares; the careful route below costs 3x that for small arrays.
         dtype = a.dtype
-        if dtype.isnative and dtype in NUMPY_TO_TORCH and target[2] is not False and a.nbytes < _SMALL_COPY_BYTES:
+        if dtype.isnative and dtype in NUMPY_TO_TORCH and target[2] is not False and a.nbytes < SMALL_COPY_BYTES:
             copied("layout", a, a.nbytes)
             return _from_numpy(a.copy(order="K"))
     device, casts, copy = target[:3]
@@ -441,7 +441,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
 _NUMPY_COPY_BYTES = 16 * 2**20
 # Below this size too: torch.tensor() has a fixed cost of ~5 us that NumPy's copy lacks (a
 # 16-element view of a read-only input: 6.0 us against 1.75 us; they meet near 512 KiB).
-_SMALL_COPY_BYTES = 2**19
+SMALL_COPY_BYTES = 2**19
 
 
 def _host_copy(t: torch.Tensor) -> torch.Tensor:
@@ -515,7 +515,7 @@ def _slow_array_to_tensor(
         if (
             device is CPU
             and dtype == NUMPY_TO_TORCH[plain.dtype]
-            and not _SMALL_COPY_BYTES <= nbytes < _NUMPY_COPY_BYTES
+            and not SMALL_COPY_BYTES <= nbytes < _NUMPY_COPY_BYTES
         ):
             # A broadcast view comes out C-contiguous ("K" would order its zero-stride axes first).
             broadcast = 0 in plain.strides

@@ -1,16 +1,19 @@
 """The specialised call: one flat function per decorated function, generated from its plan.
 
-Like attrs' generated ``__init__``: the source is written once, when the decorator is
-applied, for exactly the sides and options of one plan, and compiled with a readable
-filename in ``linecache``. Per positional count it unpacks the arguments, converts each
-bare tensor (or array) inline, and converts an array result straight to a tensor (or a
-tensor result to an array); it has no loop over a plan and no branch on options.
+Like attrs' generated ``__init__``: the source is written once per kind of plan, for
+exactly its sides and options, and compiled with a readable filename in ``linecache``.
+Per positional count it unpacks the arguments, converts each bare tensor (or array), and
+each value of an exact dict of them, inline, and converts an array result, or an exact
+tuple, list or dict of them, straight to tensors (or a tensor result to an array); it has
+no loop over a plan and no branch on options. It comes in three forms: the wrapper's
+``__call__``, wrapt's bound ``call``, and a method form for a plain function called
+through an instance (see _decorators.wrap).
 
-Anything it does not cover (a container argument that needs a look, a tensor NumPy
-cannot share, a tuple result, an error to report) goes to the generic :class:`Runner`
-call, which gives the same result and the message with the argument's path. The guards
-come first, as in the generic call: the compile escape, then the hand-over to a watched
-Runner for ``config``/``stats`` blocks and the profiler.
+Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
+item torch cannot share, an error to report) goes to the generic :class:`Runner` call,
+which gives the same result and the message with the argument's path. The guards come
+first, as in the generic call: the compile escape, then the hand-over to a watched Runner
+for ``config``/``stats`` blocks and the profiler.
 
 ``enabled`` is the test switch: False makes every plan built afterwards use the generic
 call alone (``pytest --generic-calls``), so the suite proves both paths give one result.
@@ -18,8 +21,10 @@ call alone (``pytest --generic-calls``), so the suite proves both paths give one
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
+import types
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
@@ -32,7 +37,7 @@ from ._dtypes import WIDENED
 from ._errors import LeafError
 from ._escape import compiling, opaque
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import GENERATED, array_to_tensor
+from ._leaves import GENERATED, SMALL_COPY_BYTES, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
@@ -47,15 +52,29 @@ MOST_POSITIONAL = 8
 _counter = itertools.count()
 
 # Per value ``{v}``: the name it is converted in place under; a value the flat code does not cover takes
-# the whole call to the generic path, which converts it (or reports it) with its path.
+# the whole call to the generic path, which converts it (or reports it) with its path. A bare tensor
+# NumPy shares becomes a read-only array; so do the values of an exact dict of them.
+_NUMPY_LEAF = """\
+{i}plain.append({v})
+{i}try:
+{i}    {v} = {v}.numpy()
+{i}except (TypeError, RuntimeError):
+{i}    return generic(wrapped, instance, args, kwargs)
+{i}{v}.setflags(False)
+"""
 _NUMPY_VALUE = """\
 {i}if type({v}) is Tensor and not {v}.requires_grad:
-{i}    plain.append({v})
-{i}    try:
-{i}        {v} = {v}.numpy()
-{i}    except (TypeError, RuntimeError):
-{i}        return generic(wrapped, instance, args, kwargs)
-{i}    {v}.setflags(False)
+{leaf}{i}elif type({v}) is dict and get(dict) is walk_dict:
+{i}    changed = False
+{i}    items = {{}}
+{i}    for item_key, item in {v}.items():
+{i}        if type(item) is Tensor and not item.requires_grad:
+{item_leaf}{i}            changed = True
+{i}        elif get(type(item)) is not keep:
+{i}            return generic(wrapped, instance, args, kwargs)
+{i}        items[item_key] = item
+{i}    if changed:
+{i}        {v} = items
 {i}elif get(type({v})) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
@@ -73,22 +92,66 @@ _TENSOR_VALUE = """\
 # Results: an array comes back through the one array -> tensor function, with the target a
 # call whose tensors NumPy all shared has (decided when the plan was built).
 _TO_TENSOR_RESULT = """\
-    if plain and type(result) is ndarray:
-{shares}        try:
-            return to_tensor(result, shared_target)
-        except LeafError as e:
-            raise e.public(function, "", "result") from None
-    return convert_out(result, plain, [], (args, kwargs, instance))
+    if plain:
+        kind = type(result)
+        if kind is ndarray:
+{array}            try:
+                return to_tensor(result, shared_target)
+            except LeafError as e:
+                raise e.public(function, "", "result") from None
+{containers}    return convert_out(result, plain, [], (args, kwargs, instance))
 """
-# Where the result stays on the CPU uncast, array_to_tensor's own first step, inlined: its
-# frame cost 0.1x on a 1-tensor call (one copy of these three lines, on purpose).
+# Where the result stays on the CPU uncast, array_to_tensor's first two steps, inlined: their
+# frame cost 0.1x on a 1-tensor call and 0.5x on a returned view (a copy on purpose, with the
+# ``copy=None`` check the template is chosen by).
 _SHARES = """\
-        flags = result.flags
-        if flags.behaved and flags.forc:
-            try:
-                return from_numpy(result)
-            except (TypeError, ValueError):
-                pass
+            flags = result.flags
+            if flags.forc:
+                if flags.behaved:
+                    try:
+                        return from_numpy(result)
+                    except (TypeError, ValueError):
+                        pass
+"""
+# ``copy=None`` only: a read-only array (a view of an input, most often) copied once by NumPy.
+_COPIES_READ_ONLY = """\
+                elif flags.aligned and result.nbytes < small_copy:
+                    try:
+                        return from_numpy(result.copy("K"))
+                    except (TypeError, ValueError):  # a dtype torch lacks, byte order
+                        pass
+"""
+# An exact tuple, list or dict of arrays NumPy lets torch share (what a batch comes back as):
+# walked here, the same result as the Mapper's walk; any other item sends the whole result to
+# the generic output side.
+_SHARED_ITEM = """\
+{i}if type(item) is ndarray:
+{i}    flags = item.flags
+{i}    if not (flags.behaved and flags.forc):
+{i}        break
+{i}    try:
+{i}        item = from_numpy(item)
+{i}    except (TypeError, ValueError):
+{i}        break
+{i}    changed = True
+{i}elif get_out(type(item)) is not keep:
+{i}    break
+"""
+_SHARED_CONTAINERS = """\
+        elif (kind is tuple or kind is list) and get_out(kind) is walk_sequence:
+            changed = False
+            out = []
+            for item in result:
+{sequence_item}                out.append(item)
+            else:
+                return result if not changed else out if kind is list else tuple(out)
+        elif kind is dict and get_out(dict) is walk_dict_out:
+            changed = False
+            out = {{}}
+            for item_key, item in result.items():
+{dict_item}                out[item_key] = item
+            else:
+                return out if changed else result
 """
 _TO_ARRAY_RESULT = """\
     if type(result) is Tensor and not result.requires_grad:
@@ -102,13 +165,14 @@ _ANY_RESULT = "    return convert_out(result, plain, [], (args, kwargs, instance
 
 
 class Flat:
-    """A plan's flat call, in its two forms: ``call(wrapped, instance, args, kwargs)`` for
-    wrapt's bound calls, and :meth:`bind`'s ``__call__(self, *args, **kwargs)`` for the
-    wrapper's unbound calls, which holds ``wrapped`` and ``instance`` as constants."""
+    """A plan's flat call, in its three forms: ``call(wrapped, instance, args, kwargs)`` for
+    wrapt's bound calls; :meth:`bind`'s ``__call__(self, *args, **kwargs)`` for the wrapper's
+    unbound calls, which holds ``wrapped`` and ``instance`` as constants; and :meth:`method`'s
+    ``method(instance, *args, **kwargs)``, a plain function's calls through an instance."""
 
     __slots__ = ("call", "codes", "namespace")
 
-    def __init__(self, codes: tuple[CodeType, CodeType], namespace: dict[str, Any]) -> None:
+    def __init__(self, codes: tuple[CodeType, ...], namespace: dict[str, Any]) -> None:
         self.codes, self.namespace = codes, namespace
         exec(codes[0], namespace)  # our own source, compiled in _compiled
         self.call: Call = namespace["call"]
@@ -118,6 +182,20 @@ class Flat:
         namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
         exec(self.codes[1], namespace)
         return namespace["__call__"], namespace
+
+    def method(self, function: types.FunctionType) -> Callable[..., Any]:
+        """``function``'s flat call through an instance, for a wrapper's ``__get__`` to bind
+        (a bound method, as the function itself would give): ``function(instance, ...)``, the
+        instance never converted; the generic call gets the bound method, as from wrapt."""
+        generic = self.namespace["generic"]
+
+        def bound_generic(function: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return generic(types.MethodType(function, instance), instance, args, kwargs)
+
+        namespace = {**self.namespace, "wrapped": function, "generic": bound_generic}
+        exec(self.codes[2], namespace)
+        method: Callable[..., Any] = functools.update_wrapper(namespace["method"], function)
+        return method
 
 
 def specialised(
@@ -142,50 +220,78 @@ def specialised(
         "default_device": default_device,
         "to_tensor": array_to_tensor,
         "from_numpy": torch.from_numpy,
+        "small_copy": SMALL_COPY_BYTES,
         "generic": generic,
         "function": function,
         "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
+        "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
     }
     if isinstance(inputs, TensorInputs):
         namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
     if isinstance(outputs, TensorOutputs):
-        namespace["shared_target"] = outputs.all_plain
+        mapper = outputs.mapper
+        namespace.update(
+            shared_target=outputs.all_plain,
+            get_out=mapper.dispatch.get,
+            walk_sequence=mapper.walk_sequence,
+            walk_dict_out=mapper.walk_dict,
+        )
     kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs))
     codes = _CODES.get(kind) or _CODES.setdefault(kind, _compiled(*kind))
     return Flat(codes, namespace)
 
 
+#: Per value: its conversion's source, given the indent and the name the value is held in.
+Template = Callable[[str, str], str]
 #: Both forms' code per kind of plan (a few per program): what differs between plans of a
 #: kind (the function, its sides' options) is in their namespaces.
-_CODES: dict[tuple[str, str, bool, bool], tuple[CodeType, CodeType]] = {}
+_CODES: dict[tuple[Template, str, bool, bool], tuple[CodeType, ...]] = {}
+_HEADS = (
+    "call(wrapped, instance, args, kwargs)",
+    "__call__(self, *args, **kwargs)",
+    "method(instance, *args, **kwargs)",
+)
 
 
-def _compiled(value: str, result: str, places: bool, hands_arrays: bool) -> tuple[CodeType, CodeType]:
+def _compiled(value: Template, result: str, places: bool, hands_arrays: bool) -> tuple[CodeType, ...]:
     codes = []
-    for head in ("call(wrapped, instance, args, kwargs)", "__call__(self, *args, **kwargs)"):
+    for head in _HEADS:
         source = _source(head, value, result, places, hands_arrays)
         filename = f"{GENERATED}flat call {next(_counter)}>"
         # Tracebacks through the generated code show its lines, as attrs does for its methods.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         codes.append(compile(source, filename, "exec"))
-    return codes[0], codes[1]
+    return tuple(codes)
 
 
-def _value_code(inputs: Inputs | None) -> str | None:
+def _numpy_value(i: str, v: str) -> str:
+    leaf, item_leaf = _NUMPY_LEAF.format(i=i + "    ", v=v), _NUMPY_LEAF.format(i=i + " " * 12, v="item")
+    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf)
+
+
+def _tensor_value(i: str, v: str) -> str:
+    return _TENSOR_VALUE.format(i=i, v=v)
+
+
+def _unconverted(i: str, v: str) -> str:
+    return ""
+
+
+def _value_code(inputs: Inputs | None) -> Template | None:
     """The per-value template for this input side, or None when it needs the generic call."""
     if inputs is None:
-        return ""
+        return _unconverted
     if inputs.selection is not None:
         return None
     if isinstance(inputs, RecordingInputs):  # its tensors decide the device: the generic call votes
         return None
     if isinstance(inputs, NumpyInputs):
         plain_shared = inputs.readonly and not inputs.check_writes and inputs.widened is WIDENED
-        return _NUMPY_VALUE if plain_shared else None
+        return _numpy_value if plain_shared else None
     if isinstance(inputs, TensorInputs) and inputs.dtype != "input":
-        return _TENSOR_VALUE
+        return _tensor_value
     return None
 
 
@@ -197,15 +303,23 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
         if outputs.all_plain is None or isinstance(inputs, TensorInputs):
             return None
         device, casts, copy = outputs.all_plain
-        return _TO_TENSOR_RESULT.format(shares=_SHARES if device is CPU and not casts and not copy else "")
+        if device is not CPU or casts:
+            return _TO_TENSOR_RESULT.format(array="", containers="")
+        array = _SHARES + (_COPIES_READ_ONLY if copy is None else "")
+        containers = _SHARED_CONTAINERS.format(
+            sequence_item=_SHARED_ITEM.format(i=" " * 16), dict_item=_SHARED_ITEM.format(i=" " * 16)
+        )
+        return _TO_TENSOR_RESULT.format(array=array, containers=containers if not copy else "")
     if isinstance(outputs, NumpyOutputs):
         return _TO_ARRAY_RESULT if outputs.copy is not True else _ANY_RESULT
     return None  # pragma: no cover - every output side is one of the above
 
 
-def _source(head: str, value: str, result: str, places: bool, hands_arrays: bool) -> str:
+def _source(head: str, value: Template, result: str, places: bool, hands_arrays: bool) -> str:
     """The flat call's source: the guards, one branch per positional count (its conversions,
-    the keywords', the call), then the result's conversion."""
+    the keywords', the call), then the result's conversion. The method form calls
+    ``wrapped`` (the function) with the instance first."""
+    first = "instance, " if head.startswith("method(") else ""
     lines = [
         f"def {head}:",
         "    if compiling():",
@@ -217,24 +331,24 @@ def _source(head: str, value: str, result: str, places: bool, hands_arrays: bool
     if places:
         lines.append("    target = None")
     lines.append("    n = len(args)")
-    keyword = value.format(i="                ", v="value") if value else ""
+    keyword = value(" " * 16, "value").rstrip("\n")
     for count in range(MOST_POSITIONAL + 1):
         names = [f"a{k}" for k in range(count)]
         lines.append(f"    {'if' if count == 0 else 'elif'} n == {count}:")
         if count:
             lines.append(f"        {', '.join(names)}, = args")
-        lines += [value.format(i="        ", v=name).rstrip("\n") for name in names if value]
+        lines += [code for name in names if (code := value(" " * 8, name).rstrip("\n"))]
         given = "".join(f"{name}, " for name in names)
         lines += [
             "        if kwargs:",
             "            new_kwargs = {}",
             "            for key, value in kwargs.items():",
-            *([keyword.rstrip("\n")] if keyword else []),
+            *([keyword] if keyword else []),
             "                new_kwargs[key] = value",
         ]
-        lines += _called(f"{given}**new_kwargs", f"({given}), new_kwargs", hands_arrays, "            ")
+        lines += _called(f"{first}{given}**new_kwargs", f"({given}), new_kwargs", hands_arrays, "            ")
         lines.append("        else:")
-        lines += _called(given.rstrip(", "), f"({given}), kwargs", hands_arrays, "            ")
+        lines += _called(f"{first}{given}".rstrip(", "), f"({given}), kwargs", hands_arrays, "            ")
     lines += ["    else:", "        return generic(wrapped, instance, args, kwargs)"]
     return "\n".join(lines) + "\n" + result
 

@@ -12,6 +12,7 @@ import functools
 import importlib
 import inspect
 import types
+from collections.abc import Callable
 from typing import Any, Unpack
 
 import numpy as np
@@ -133,33 +134,25 @@ class TorchifiedClass:
         self._options = options
         self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS})(cls)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
-        self._statics: dict[str, tuple[Any, Any]] = {}  # static/class methods: (raw, wrapped call)
+        self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
         functools.update_wrapper(self, cls, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return proxy(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
 
     def __getattr__(self, name: str) -> Any:
-        # Cached by the class's own attribute (a classmethod binds anew on every access), and
-        # rebuilt only if the class attribute was replaced: a dict probe per access, no more.
-        cached = self._statics.get(name)
-        if cached is not None and cached[0] is _class_attribute(self.__wrapped__, name):
-            return cached[1]
+        """Static and class methods, wrapped on first access and cached in the instance
+        ``__dict__``, so the next access is a plain attribute read (as for modules)."""
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        raw = inspect.getattr_static(self.__wrapped__, name)
-        wrapped = wrap_pair(value, self._options)  # classmethods and staticmethods
+        wrapped, cls, options = wrap_pair(value, self._options), self.__wrapped__, self._options
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            result = wrapped(*args, **kwargs)
-            return (
-                proxy(result, self._options, _device_of(args, kwargs), self)
-                if type(result) is self.__wrapped__
-                else result
-            )
+            result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
+            return proxy(result, options, _device_of(args, kwargs), self) if type(result) is cls else result
 
-        self._statics[name] = (raw, call)
+        self.__dict__[name] = call
         return call
 
     def method(self, name: str) -> Any:
@@ -175,6 +168,14 @@ class TorchifiedClass:
         wrapped = self._methods[name] = wrap_pair(raw, self._options) if inspect.isfunction(raw) else None
         return wrapped
 
+    def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
+        """This class's own subclass of the proxy type, which its methods are added to."""
+        made = self._proxy_types.get(is_callable)
+        if made is None:
+            base = CallableTorchifiedObject if is_callable else TorchifiedObject
+            made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": ()})
+        return made
+
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
 
@@ -186,16 +187,6 @@ class TorchifiedClass:
 
 
 _MISSING = object()
-
-
-def _class_attribute(cls: type, name: str) -> Any:
-    """What ``inspect.getattr_static(cls, name)`` finds for a name some class in the MRO
-    defines (at a tenth of its cost); ``_MISSING`` otherwise."""
-    for klass in cls.__mro__:
-        found = klass.__dict__.get(name, _MISSING)
-        if found is not _MISSING:
-            return found
-    return _MISSING
 
 
 _recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
@@ -218,18 +209,21 @@ _PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex, type(None), np
 
 
 class TorchifiedObject:
-    """An object whose methods take and return tensors, and whose arrays read back as tensors."""
+    """An object whose methods take and return tensors, and whose arrays read back as tensors.
+
+    Each proxy's type is its TorchifiedClass's own subclass (see :func:`proxy`): a method of
+    the object's class, wrapped on first access, becomes a method of that type, so the next
+    ``proxy.method`` is a plain attribute read and no proxy holds a reference to itself.
+    """
 
     __slots__ = ("__wrapped__", "_ac_bound", "_ac_class", "_ac_device", "_ac_options")
 
-    def __init__(
-        self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
-    ) -> None:
+    def __init__(self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> None:
         object.__setattr__(self, "__wrapped__", target)
         object.__setattr__(self, "_ac_options", options)
         object.__setattr__(self, "_ac_device", device)
-        object.__setattr__(self, "_ac_class", cls or TorchifiedClass(type(target), options))
-        object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, wrapped)
+        object.__setattr__(self, "_ac_class", cls)
+        object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, call)
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
@@ -240,29 +234,21 @@ class TorchifiedObject:
         if name.startswith("__"):
             return getattr(target, name)
         wrapped = self._ac_class.method(name)
-        if wrapped is None:
-            value = getattr(target, name)
-            if callable(value) and not isinstance(value, type):
-                cached = self._ac_bound.get(name)
-                if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
-                    cached = self._ac_bound[name] = (value, wrap_pair(value, self._ac_options))
-                return self._method(cached[1], bound=True)
-            placed: TensorOptions = {"device": self._ac_device or default_device()}
-            dtype = self._ac_options.get("dtype")
-            if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply
-                placed["dtype"] = dtype
-            return to_tensor(value, **placed)
-        return self._method(wrapped, bound=False)
-
-    def _method(self, wrapped: Any, *, bound: bool) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            device = _device_of(args, kwargs)
-            if device is not None:  # attribute reads follow the tensors this object last saw
-                object.__setattr__(self, "_ac_device", device)
-            result = wrapped(*args, **kwargs) if bound else wrapped(self.__wrapped__, *args, **kwargs)
-            return self if result is self.__wrapped__ else result
-
-        return call
+        if wrapped is not None:
+            method = _calling(wrapped, bound=False)
+            setattr(type(self), name, method)  # this class's proxies find it without __getattr__
+            return types.MethodType(method, self)
+        value = getattr(target, name)
+        if callable(value) and not isinstance(value, type):
+            cached = self._ac_bound.get(name)
+            if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
+                cached = self._ac_bound[name] = (value, _calling(wrap_pair(value, self._ac_options), bound=True))
+            return types.MethodType(cached[1], self)
+        placed: TensorOptions = {"device": self._ac_device or default_device()}
+        dtype = self._ac_options.get("dtype")
+        if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply
+            placed["dtype"] = dtype
+        return to_tensor(value, **placed)
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self.__wrapped__, name, to_numpy(value))
@@ -286,13 +272,30 @@ class CallableTorchifiedObject(TorchifiedObject):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         wrapped = self._ac_class.method("__call__")
         if wrapped is None:  # __call__ is not a plain function of its class (a builtin, a C type)
-            return self._method(wrap_pair(self.__wrapped__, self._ac_options), bound=True)(*args, **kwargs)
-        return self._method(wrapped, bound=False)(*args, **kwargs)
+            return _calling(wrap_pair(self.__wrapped__, self._ac_options), bound=True)(self, *args, **kwargs)
+        return _calling(wrapped, bound=False)(self, *args, **kwargs)
+
+
+def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
+    """``wrapped`` as a method of proxies: the call's tensors' device recorded (attribute
+    reads follow it), the object itself returned as its proxy. ``bound``: ``wrapped`` is
+    bound already (a callable stored on the object) rather than the class's function."""
+
+    def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
+        target = self.__wrapped__
+        device = _device_of(args, kwargs)
+        if device is not None:
+            object.__setattr__(self, "_ac_device", device)
+        result = wrapped(*args, **kwargs) if bound else wrapped(target, *args, **kwargs)
+        return self if result is target else result
+
+    return method
 
 
 def proxy(
     target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
 ) -> TorchifiedObject:
-    """The proxy for ``target``: callable exactly when ``target`` is, so ``callable()`` tells the truth."""
-    kind = CallableTorchifiedObject if callable(target) else TorchifiedObject
-    return kind(target, options, device, cls)
+    """The proxy for ``target``, of ``cls``'s own proxy type: callable exactly when ``target``
+    is, so ``callable()`` tells the truth."""
+    cls = cls or TorchifiedClass(type(target), options)
+    return cls.proxy_type(callable(target))(target, options, device, cls)

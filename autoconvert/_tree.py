@@ -324,6 +324,9 @@ class Mapper:
         #: exact type -> handler; callers on the hot path may look up here directly and
         #: fall back to resolve() on a miss, skipping one call layer.
         self.dispatch: dict[type, Callable[[Any, Any], Any]] = {}
+        #: The inlined walks of exact list/tuple and dict, bound once, so the flat call can
+        #: tell by identity that this Mapper walks them as built in (see _specialise).
+        self.walk_sequence, self.walk_dict = self._sequence, self._dict
         self.forget()
         with _MAPPERS_LOCK:
             _MAPPERS.add(self)
@@ -372,7 +375,7 @@ class Mapper:
             node = node_for(cls) if self._nested else None
             if node is not None:
                 inlined = _BUILTIN_NODES.get(cls) is node
-                handler = (self._dict if cls is dict else self._sequence) if inlined else self._container(node)
+                handler = (self.walk_dict if cls is dict else self.walk_sequence) if inlined else self._container(node)
         self.dispatch[cls] = handler
         return handler
 

@@ -87,6 +87,23 @@ def head(a: np.ndarray, *rest: Any, **kwargs: Any) -> np.ndarray:
     return a[:1]
 
 
+def _fresh(value: Any) -> Any:
+    return np.negative(value) if isinstance(value, np.ndarray) and value.dtype.kind in "iufc" else value
+
+
+def fresh_tuple(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """New writable arrays among plain values: the flat call's own walk of a tuple result."""
+    return tuple(_fresh(a) for a in args)
+
+
+def fresh_list(*args: Any, **kwargs: Any) -> list[Any]:
+    return [_fresh(a) for a in args]
+
+
+def fresh_dict(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {f"r{i}": _fresh(a) for i, a in enumerate(args)} | {k: _fresh(v) for k, v in kwargs.items()}
+
+
 def test_a_plain_pair_has_a_flat_call_and_the_switch_turns_it_off() -> None:
     """The wrapper's __call__ is the generated one; with the switch off, the plan has none."""
     flat, generic = both(_pair(), np.negative)
@@ -170,7 +187,7 @@ values = st.one_of(
 @given(
     args=st.lists(values, max_size=10),
     kwargs=st.dictionaries(st.sampled_from(["k", "m"]), values, max_size=2),
-    body=st.sampled_from([passthrough, first, head]),
+    body=st.sampled_from([passthrough, first, head, fresh_tuple, fresh_list, fresh_dict]),
     side=st.sampled_from(["pair", "reverse", "in", "numpy-out"]),
 )
 def test_flat_and_generic_calls_agree(
@@ -199,6 +216,8 @@ def test_flat_and_generic_calls_agree(
     got, expected = outcome(flat, *args, **kwargs), outcome(generic, *args, **kwargs)
     assert got[0] == expected[0], (got, expected)
     assert same(got[1], expected[1]) if got[0] == "value" else got[1] == expected[1]
+    if body is first:  # a container with nothing to convert is handed over, and back, as itself
+        assert (got[1] is args[0]) == (expected[1] is args[0])
 
 
 def test_a_view_result_is_a_private_copy_on_both_paths() -> None:
@@ -221,3 +240,76 @@ def test_writing_into_a_handed_array_is_a_read_only_error_on_both_paths() -> Non
     flat, generic = both(_pair(), scribble)
     got, expected = outcome(flat, torch.zeros(2)), outcome(generic, torch.zeros(2))
     assert got == expected and got[1][0] is ac.ReadOnlyError
+
+
+def test_containers_nothing_converts_in_are_the_callers_own_objects() -> None:
+    """A dict or list of plain values reaches the function, and comes back, as the same object."""
+    flat, generic = both(_pair(), first)
+    settings, labels = {"k": 3, "m": "x"}, [1, 2.5, None]
+    for f in (flat, generic):
+        assert f(settings, torch.ones(1)) is settings and f(labels, torch.ones(1)) is labels
+
+
+def test_dicts_of_tensors_convert_on_both_paths_and_nested_false_leaves_them() -> None:
+    """The flat walk of a dict argument and of a dict result, and nested=False's plain pass."""
+    batch = {"a": torch.arange(3.0), "b": 2}
+    flat, generic = both(_pair(), fresh_dict)
+    for f in (flat, generic):
+        out = f(batch)
+        assert out["r0"] is not batch and type(out["r0"]) is dict  # the dict as the function saw it
+    seen = both(_pair(), lambda d: {k: type(v).__name__ for k, v in d.items()})
+    assert seen[0](batch) == seen[1](batch) == {"a": "ndarray", "b": "int"}
+    kept = both(lambda f: ac.returns_tensor(ac.accepts_numpy(nested=False)(f)), lambda d: type(d["a"]).__name__)
+    assert kept[0](batch) == kept[1](batch) == "Tensor"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda a: a.T,  # a read-only Fortran-ordered view: copied, its order kept
+        lambda a: a.astype(a.dtype.newbyteorder(">")),  # writable, big-endian: torch cannot share it
+        lambda a: np.asarray(a.astype(a.dtype.newbyteorder(">"))).view()[:],  # a view of one
+        lambda a: np.asarray(a, dtype=object)[:1],  # a dtype torch lacks: the generic error
+    ],
+    ids=["fortran-view", "big-endian", "big-endian-view", "object"],
+)
+def test_results_the_inlined_steps_pass_on_agree_with_the_generic_call(body: Callable[..., Any]) -> None:
+    """Arrays the flat result steps do not take (or take and copy) come out as on the generic path."""
+    flat, generic = both(_pair(), body)
+    t = torch.arange(6.0).reshape(2, 3)
+    got, expected = outcome(flat, t), outcome(generic, t)
+    assert got[0] == expected[0]
+    if got[0] == "value":
+        assert same(got[1], expected[1]) and got[1].stride() == expected[1].stride()
+    else:
+        assert got[1] == expected[1]
+
+
+def test_a_method_is_bound_to_the_flat_method_form_and_its_instance_is_never_converted() -> None:
+    """Through an instance, a decorated function is a bound method of generated code; the
+    instance (a dataclass holding a tensor, which a walk would convert) reaches it whole."""
+    import dataclasses
+    import inspect
+    import types
+
+    with flat_calls(on=True):
+
+        @dataclasses.dataclass
+        class Matcher:
+            weight: torch.Tensor
+
+            @ac.returns_tensor
+            @ac.accepts_numpy(grad="error")
+            def match(self, cost: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
+                assert type(self.weight) is torch.Tensor and type(cost) is np.ndarray
+                return cost * scale + self.weight.numpy()
+
+    m = Matcher(torch.ones(2))
+    bound = m.match
+    assert type(bound) is types.MethodType and bound.__func__.__code__.co_filename.startswith("<autoconvert flat")
+    assert list(inspect.signature(bound).parameters) == ["cost", "scale"]
+    assert bound.__name__ == "match" and bound.__self__ is m
+    assert torch.equal(m.match(torch.ones(2), scale=2.0), torch.full((2,), 3.0))
+    assert torch.equal(Matcher.match(m, torch.ones(2)), torch.full((2,), 2.0))  # class access: wrapt's binding
+    with pytest.raises(ac.GradientError, match=r"Matcher\.match\(\): argument cost requires grad"):
+        m.match(torch.ones(2, requires_grad=True))

@@ -329,3 +329,36 @@ def test_torchify_caches_are_bounded_and_wrap_each_callable_once() -> None:
     assert obj._ac_bound["transform"] is first  # not wrapped again
     obj.transform = np.positive  # replaced: wrapped anew
     assert torch.equal(obj.transform(torch.ones(2)), torch.ones(2))
+
+
+def test_methods_become_the_proxy_types_own_and_no_proxy_holds_itself() -> None:
+    """After the first access a method is a plain attribute of the class's own proxy type; the
+    object is freed when its last proxy goes, with no cycle for the collector to find."""
+    import gc
+    import weakref
+
+    torchified = ac.torchify(Whitener)
+    model = torchified().fit(torch.randn(20, 3))
+    assert "transform" not in type(model).__dict__
+    model.transform(torch.randn(2, 3))
+    assert "transform" in type(model).__dict__ and isinstance(model.transform, types.MethodType)
+    assert type(torchified()) is type(model)  # one proxy type per torchified class
+    assert type(ac.torchify(Whitener)()) is not type(model)  # another view, its own type
+
+    gc.disable()
+    try:
+        target = Whitener()
+        alive = weakref.ref(target)
+        proxy = ac.torchify(target)
+        proxy.fit(torch.randn(20, 3)).transform(torch.randn(2, 3))
+        del target, proxy
+        assert alive() is None
+    finally:
+        gc.enable()
+
+
+def test_a_static_method_is_cached_on_the_view_and_a_factory_returns_a_proxy() -> None:
+    """The second access of a static or class method is a plain attribute read of the view."""
+    torchified = ac.torchify(Whitener)
+    built = torchified.identity(2)
+    assert "identity" in vars(torchified) and isinstance(built, Whitener) and type(built) is not Whitener
