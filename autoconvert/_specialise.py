@@ -41,7 +41,7 @@ from ._leaves import GENERATED, SMALL_COPY_BYTES, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._tree import keep
+from ._tree import Mapper, keep
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -228,6 +228,13 @@ def specialised(
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
     }
+    # The containers the flat code walks, decided now (as the Mappers would on first sight),
+    # so the first call walks them too; a registration later makes the generic call decide again.
+    walked: list[tuple[Mapper, tuple[type, ...]]] = [(inputs.mapper, (dict,))] if inputs is not None else []
+    walked += [(outputs.mapper, (tuple, list, dict))] if outputs is not None else []
+    for mapper, kinds in walked:
+        for cls in kinds:
+            mapper.resolve(cls)
     if isinstance(inputs, TensorInputs):
         namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
     if isinstance(outputs, TensorOutputs):

@@ -248,6 +248,11 @@ def test_containers_nothing_converts_in_are_the_callers_own_objects() -> None:
     settings, labels = {"k": 3, "m": "x"}, [1, 2.5, None]
     for f in (flat, generic):
         assert f(settings, torch.ones(1)) is settings and f(labels, torch.ones(1)) is labels
+    for f in both(_pair(), lambda t: labels) + both(_pair(), lambda t: (1, labels)):
+        out = f(torch.ones(1))
+        assert out is labels or out[1] is labels
+    held = (1, "x")
+    assert all(f(torch.ones(1)) is held for f in both(_pair(), lambda t: held))
 
 
 def test_dicts_of_tensors_convert_on_both_paths_and_nested_false_leaves_them() -> None:
