@@ -60,7 +60,7 @@ def test_private_copies_do_not_reach_the_tensor(case: Case) -> None:
         a[...] = a.flat[0]
         # a changed first element: integers flip a bit (255 + 1 would overflow a uint8)
         first = a.flat[0]
-        a.flat[0] = not first if a.dtype == bool else first ^ 1 if a.dtype.kind in "iu" else first + 1
+        a.flat[0] = not first if a.dtype == bool else first ^ a.dtype.type(1) if a.dtype.kind in "iu" else first + 1
     assert torch.equal(case.base, before) or before.isnan().any()
 
 
