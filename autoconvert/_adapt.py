@@ -104,6 +104,8 @@ class AdaptPlan(Plan):
         self.signature = Signature(func)
         super().__init__(func, sides)
 
+    # Plan._build's signature on purpose (duplicates pairs the two): Plan calls it for the
+    # default Runner and each variant; only how the sides are built differs.
     def _build(
         self,
         configured: dict[str, Any],

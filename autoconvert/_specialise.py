@@ -41,7 +41,7 @@ from ._leaves import GENERATED, SMALL_COPY_BYTES, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._tree import Mapper, keep
+from ._tree import keep
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -142,14 +142,14 @@ _SHARED_CONTAINERS = """\
             changed = False
             out = []
             for item in result:
-{sequence_item}                out.append(item)
+{item}                out.append(item)
             else:
                 return result if not changed else out if kind is list else tuple(out)
         elif kind is dict and get_out(dict) is walk_dict_out:
             changed = False
             out = {{}}
             for item_key, item in result.items():
-{dict_item}                out[item_key] = item
+{item}                out[item_key] = item
             else:
                 return out if changed else result
 """
@@ -228,17 +228,16 @@ def specialised(
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
     }
-    # The containers the flat code walks, decided now (as the Mappers would on first sight),
+    # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.
-    walked: list[tuple[Mapper, tuple[type, ...]]] = [(inputs.mapper, (dict,))] if inputs is not None else []
-    walked += [(outputs.mapper, (tuple, list, dict))] if outputs is not None else []
-    for mapper, kinds in walked:
-        for cls in kinds:
-            mapper.resolve(cls)
+    if isinstance(inputs, NumpyInputs):
+        inputs.mapper.resolve(dict)
     if isinstance(inputs, TensorInputs):
         namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
     if isinstance(outputs, TensorOutputs):
         mapper = outputs.mapper
+        for cls in (tuple, list, dict):
+            mapper.resolve(cls)
         namespace.update(
             shared_target=outputs.all_plain,
             get_out=mapper.dispatch.get,
@@ -252,7 +251,7 @@ def specialised(
 
 #: Per value: its conversion's source, given the indent and the name the value is held in.
 Template = Callable[[str, str], str]
-#: Both forms' code per kind of plan (a few per program): what differs between plans of a
+#: The three forms' code per kind of plan (a few per program): what differs between plans of a
 #: kind (the function, its sides' options) is in their namespaces.
 _CODES: dict[tuple[Template, str, bool, bool], tuple[CodeType, ...]] = {}
 _HEADS = (
@@ -313,9 +312,7 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
         if device is not CPU or casts:
             return _TO_TENSOR_RESULT.format(array="", containers="")
         array = _SHARES + (_COPIES_READ_ONLY if copy is None else "")
-        containers = _SHARED_CONTAINERS.format(
-            sequence_item=_SHARED_ITEM.format(i=" " * 16), dict_item=_SHARED_ITEM.format(i=" " * 16)
-        )
+        containers = _SHARED_CONTAINERS.format(item=_SHARED_ITEM.format(i=" " * 16))
         return _TO_TENSOR_RESULT.format(array=array, containers=containers if not copy else "")
     if isinstance(outputs, NumpyOutputs):
         return _TO_ARRAY_RESULT if outputs.copy is not True else _ANY_RESULT
