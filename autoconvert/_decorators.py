@@ -69,6 +69,8 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
     # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).
     _self_plan = cast("Plan", None)
+    #: The flat call's method form, where wrap gave the class a ``__get__`` (see :func:`as_method`).
+    _self_method = cast("Callable[..., Any] | None", None)
 
     # Identity, not the wrapped function's hash and equality (wrapt's default): dynamo looks
     # callables up in a dict of torch functions, so a wrapper equal to torch.sort would be
@@ -109,7 +111,9 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
         direct, constants = flat.bind(wrapped)
         members: dict[str, Any] = {"__call__": direct, "__module__": __name__}
         if type(wrapped) is types.FunctionType:
-            members["__get__"] = _binding(flat.method(wrapped))
+            method = flat.method(wrapped)
+            members["_self_method"] = staticmethod(method)
+            members["__get__"] = _binding(method)
         Wrapper = type("Wrapper", (_Wrapper,), members)  # noqa: N806 - a class
     else:
 
@@ -138,6 +142,19 @@ def _binding(method: Callable[..., Any]) -> Callable[..., Any]:
         return types.MethodType(method, instance)
 
     return __get__
+
+
+def as_method(wrapper: _Wrapper) -> Callable[..., Any]:
+    """``call(instance, *args, **kwargs)``: ``wrapper`` called as a method of ``instance``, as
+    ``instance.name(...)`` would call it, the instance never converted."""
+    if wrapper._self_method is not None:
+        return wrapper._self_method
+    bind = type(wrapper).__get__
+
+    def call(instance: Any, *args: Any, **kwargs: Any) -> Any:
+        return bind(wrapper, instance, type(instance))(*args, **kwargs)
+
+    return call
 
 
 def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: type[Plan] = Plan) -> _Wrapper:

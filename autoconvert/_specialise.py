@@ -7,7 +7,9 @@ each value of an exact dict of them, inline, and converts an array result, or an
 tuple, list or dict of them, straight to tensors (or a tensor result to an array); it has
 no loop over a plan and no branch on options. It comes in three forms: the wrapper's
 ``__call__``, wrapt's bound ``call``, and a method form for a plain function called
-through an instance (see _decorators.wrap).
+through an instance (see _decorators.wrap). For a plain function the first and the last
+take its own signature (the exact forms, one source per signature shape), so CPython
+binds positions and keywords as for the function itself, at no cost of ours.
 
 Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
 item torch cannot share, an error to report) goes to the generic :class:`Runner` call,
@@ -22,12 +24,13 @@ call alone (``pytest --generic-calls``), so the suite proves both paths give one
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import linecache
 import types
 from collections.abc import Callable
 from types import CodeType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -166,20 +169,25 @@ _ANY_RESULT = "    return convert_out(result, plain, [], (args, kwargs, instance
 
 class Flat:
     """A plan's flat call, in its three forms: ``call(wrapped, instance, args, kwargs)`` for
-    wrapt's bound calls; :meth:`bind`'s ``__call__(self, *args, **kwargs)`` for the wrapper's
-    unbound calls, which holds ``wrapped`` and ``instance`` as constants; and :meth:`method`'s
-    ``method(instance, *args, **kwargs)``, a plain function's calls through an instance."""
+    wrapt's bound calls; :meth:`bind`'s ``__call__`` for the wrapper's unbound calls, which
+    holds ``wrapped`` and ``instance`` as constants; and :meth:`method`'s form for a plain
+    function called through an instance. The last two take the function's own signature
+    where :func:`_exact_shape` can spell it (see :meth:`_exact`), else ``*args, **kwargs``."""
 
-    __slots__ = ("call", "codes", "namespace")
+    __slots__ = ("call", "codes", "kind", "namespace")
 
-    def __init__(self, codes: tuple[CodeType, ...], namespace: dict[str, Any]) -> None:
-        self.codes, self.namespace = codes, namespace
+    def __init__(self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any]) -> None:
+        self.kind, self.codes, self.namespace = kind, codes, namespace
         exec(codes[0], namespace)  # our own source, compiled in _compiled
         self.call: Call = namespace["call"]
 
     def bind(self, wrapped: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
-        """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there)."""
+        """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there):
+        a staticmethod with the function's own signature, or ``__call__(self, *args, **kwargs)``."""
         namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
+        exact = self._exact(wrapped, namespace, method=False)
+        if exact is not None:
+            return staticmethod(exact), namespace
         exec(self.codes[1], namespace)
         return namespace["__call__"], namespace
 
@@ -193,9 +201,38 @@ class Flat:
             return generic(types.MethodType(function, instance), instance, args, kwargs)
 
         namespace = {**self.namespace, "wrapped": function, "generic": bound_generic}
+        exact = self._exact(function, namespace, method=True)
+        if exact is not None:
+            return exact
         exec(self.codes[2], namespace)
-        method: Callable[..., Any] = functools.update_wrapper(namespace["method"], function)
-        return method
+        return functools.update_wrapper(namespace["method"], function)
+
+    def _exact(self, function: Any, namespace: dict[str, Any], *, method: bool) -> Callable[..., Any] | None:
+        """The flat call with ``function``'s own signature, so that CPython binds the arguments
+        (keywords included) and its messages for a bad call name the function; None where the
+        signature has ``*args``/``**kwargs`` or ``function`` is no plain function. Compiled once
+        per signature shape with parameters ``p0``, ``p1``...; the code is then given the
+        function's names (locals are read by index, so renaming them changes nothing else)."""
+        shape = _exact_shape(function) if type(function) is types.FunctionType else None
+        if shape is None or (method and not shape.positional):  # no parameter takes the instance
+            return None
+        key = (*self.kind, method, shape)
+        code = _EXACT.get(key) or _EXACT.setdefault(
+            key, _compile(_exact_source(*self.kind, method=method, shape=shape))
+        )
+        names = function.__code__.co_varnames[: shape.positional + len(shape.keyword_only)]
+        positional = function.__defaults__ or ()
+        first, keyword = shape.positional - len(positional), function.__kwdefaults__ or {}
+        defaults = {k: positional[k - first] if k < shape.positional else keyword[names[k]] for k in shape.defaulted}
+        namespace.update(
+            {f"d{k}": value for k, value in defaults.items()}, split=_splitter(shape, names, defaults, method)
+        )
+        exec(code, namespace)
+        exact: types.FunctionType = namespace["__call__"]
+        exact.__code__ = _renamed(exact.__code__, names)
+        if exact.__kwdefaults__:
+            exact.__kwdefaults__ = {names[int(k[1:])]: value for k, value in exact.__kwdefaults__.items()}
+        return functools.update_wrapper(exact, function)  # its name in messages for a bad call
 
 
 def specialised(
@@ -245,31 +282,33 @@ def specialised(
             walk_dict_out=mapper.walk_dict,
         )
     kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs))
-    codes = _CODES.get(kind) or _CODES.setdefault(kind, _compiled(*kind))
-    return Flat(codes, namespace)
+    codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(_compile(_source(head, *kind)) for head in _HEADS))
+    return Flat(kind, codes, namespace)
 
 
 #: Per value: its conversion's source, given the indent and the name the value is held in.
 Template = Callable[[str, str], str]
+#: What the flat call's code depends on: the value template, the result code, and whether the
+#: function gets tensors placed on a device / NumPy's arrays.
+Kind = tuple[Template, str, bool, bool]
 #: The three forms' code per kind of plan (a few per program): what differs between plans of a
 #: kind (the function, its sides' options) is in their namespaces.
-_CODES: dict[tuple[Template, str, bool, bool], tuple[CodeType, ...]] = {}
+_CODES: dict[Kind, tuple[CodeType, ...]] = {}
 _HEADS = (
     "call(wrapped, instance, args, kwargs)",
     "__call__(self, *args, **kwargs)",
     "method(instance, *args, **kwargs)",
 )
+#: How the templates spell the call's arguments (for the generic call, and the output side's
+#: messages); the exact forms, which have no ``args``, spell them ``*split(p0, ...)``.
+_ARGUMENTS = "args, kwargs"
 
 
-def _compiled(value: Template, result: str, places: bool, hands_arrays: bool) -> tuple[CodeType, ...]:
-    codes = []
-    for head in _HEADS:
-        source = _source(head, value, result, places, hands_arrays)
-        filename = f"{GENERATED}flat call {next(_counter)}>"
-        # Tracebacks through the generated code show its lines, as attrs does for its methods.
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        codes.append(compile(source, filename, "exec"))
-    return tuple(codes)
+def _compile(source: str) -> CodeType:
+    filename = f"{GENERATED}flat call {next(_counter)}>"
+    # Tracebacks through the generated code show its lines, as attrs does for its methods.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec")
 
 
 def _numpy_value(i: str, v: str) -> str:
@@ -369,3 +408,115 @@ def _called(arguments: str, handed: str, hands_arrays: bool, indent: str) -> lis
         f"{indent}    failed(e, None, None, (args, kwargs, instance), handed=({handed}), read_only=plain)",
         f"{indent}    raise",
     ]
+
+
+class Shape(NamedTuple):
+    """What an exact form's source depends on besides its kind: the parameters' kinds (the
+    first ``positional`` take positions, the first ``positional_only`` of them only
+    positions; the keyword-only ones are named, since the call passes them by name), and
+    which have defaults."""
+
+    positional_only: int
+    positional: int
+    keyword_only: tuple[str, ...]
+    defaulted: tuple[int, ...]
+
+
+def _exact_shape(function: types.FunctionType) -> Shape | None:
+    code = function.__code__
+    defaults = function.__defaults__ or ()
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or len(defaults) > code.co_argcount:
+        return None
+    positional = code.co_argcount
+    names = code.co_varnames[: positional + code.co_kwonlyargcount]
+    given = function.__kwdefaults__ or {}
+    keyword = (k for k in range(positional, len(names)) if names[k] in given)
+    return Shape(
+        code.co_posonlyargcount,
+        positional,
+        names[positional:],
+        (*range(positional - len(defaults), positional), *keyword),
+    )
+
+
+#: The exact forms' code, per kind, form and shape.
+_EXACT: dict[tuple[Any, ...], CodeType] = {}
+
+
+def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool, *, method: bool, shape: Shape) -> str:
+    """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
+    into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
+    sees defaults), then the call and the result's conversion. The method form's ``p0`` is
+    the instance, never converted."""
+    count = shape.positional + len(shape.keyword_only)
+    params = []
+    for k in range(count):
+        if k == shape.positional:
+            params.append("*")
+        params.append(f"p{k}=d{k}" if k in shape.defaulted else f"p{k}")
+        if k + 1 == shape.positional_only:
+            params.append("/")
+    lines = [f"def __call__({', '.join(params)}):"]
+    if method:
+        lines.append("    instance = p0")
+    lines += [
+        "    if compiling():",
+        f"        return opaque(generic, wrapped, instance, {_ARGUMENTS})",
+        "    if active() is not None or profiler._is_profiler_enabled:",
+        f"        return generic(wrapped, instance, {_ARGUMENTS})",
+        "    plain = []",
+    ]
+    if places:
+        lines.append("    target = None")
+    handed = ["p0"] if method else []
+    for k in range(len(handed), count):
+        defaulted = k in shape.defaulted
+        code = value(" " * (8 if defaulted else 4), f"c{k}").rstrip("\n")
+        if code:
+            lines.append(f"    c{k} = p{k}")
+            lines += [f"    if p{k} is not d{k}:", code] if defaulted else [code]
+        handed.append(f"c{k}" if code else f"p{k}")
+    arguments = [
+        name if k < shape.positional else f"{shape.keyword_only[k - shape.positional]}={name}"
+        for k, name in enumerate(handed)
+    ]
+    lines += _called(", ".join(arguments), f"({''.join(f'{name}, ' for name in handed)}), {{}}", hands_arrays, "    ")
+    given = ", ".join(f"p{k}" for k in range(1 if method else 0, count))
+    return ("\n".join(lines) + "\n" + result).replace(_ARGUMENTS, f"*split({given})")
+
+
+def _renamed(code: CodeType, names: tuple[str, ...]) -> CodeType:
+    """``code`` with its parameters called ``names``; a local of ours that one of them would
+    shadow gets a name of its own."""
+    taken = set(names)
+    ours = []
+    for name in code.co_varnames[len(names) :]:
+        unique = name
+        while unique in taken:
+            unique += "_"
+        taken.add(unique)
+        ours.append(unique)
+    return code.replace(co_varnames=(*names, *ours))
+
+
+def _splitter(
+    shape: Shape, names: tuple[str, ...], defaults: dict[int, Any], method: bool
+) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
+    """``split(*values)``: an exact form's parameter values (the method form's after the
+    instance) as the ``(args, kwargs)`` a caller could have passed, a value that is its
+    default left out as if omitted, for the generic call and the messages' paths."""
+
+    def split(*values: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        by_name = False
+        for k, value in enumerate(values, 1 if method else 0):
+            if k >= shape.positional_only and k in defaults and value is defaults[k]:
+                by_name = True  # omitted: later positional parameters go by name
+            elif k < shape.positional and not by_name:
+                args.append(value)
+            else:
+                kwargs[names[k]] = value
+        return tuple(args), kwargs
+
+    return split

@@ -18,8 +18,8 @@ from typing import Any, Unpack
 import numpy as np
 import torch
 
-from ._decorators import TensorOptions, accepts_numpy, returns_tensor, to_numpy, to_tensor
-from ._devices import default_device, vote
+from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor, to_numpy, to_tensor
+from ._devices import CPU, default_device, vote
 from ._options import PairOptions, validate
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
 from ._signature import deferred_kind
@@ -194,6 +194,16 @@ _recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
 
 def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
     """The device the call's tensors share (None without tensors, or when they disagree)."""
+    found = None
+    if not kwargs:  # the common case, CPU tensors among plain values, without the walk and the vote
+        for value in args:
+            kind = type(value)
+            if kind is torch.Tensor and value.is_cpu:
+                found = CPU
+            elif kind not in _PLAIN_VALUES:
+                break
+        else:
+            return found
     seen: list[torch.Tensor] = []
     for value in (*args, *kwargs.values()) if kwargs else args:
         kind = type(value)
@@ -279,14 +289,16 @@ class CallableTorchifiedObject(TorchifiedObject):
 def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
     """``wrapped`` as a method of proxies: the call's tensors' device recorded (attribute
     reads follow it), the object itself returned as its proxy. ``bound``: ``wrapped`` is
-    bound already (a callable stored on the object) rather than the class's function."""
+    bound already (a callable stored on the object) rather than the class's function, which
+    is called as a method of the object (so the object itself is never converted)."""
+    call = wrapped if bound else as_method(wrapped)
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
         target = self.__wrapped__
         device = _device_of(args, kwargs)
-        if device is not None:
+        if device is not None and device is not self._ac_device:
             object.__setattr__(self, "_ac_device", device)
-        result = wrapped(*args, **kwargs) if bound else wrapped(target, *args, **kwargs)
+        result = call(*args, **kwargs) if bound else call(target, *args, **kwargs)
         return self if result is target else result
 
     return method

@@ -7,6 +7,7 @@ built side by side and compared on the same calls, value for value and error for
 from __future__ import annotations
 
 import contextlib
+import inspect
 import linecache
 import traceback
 from collections.abc import Callable, Iterator
@@ -318,3 +319,108 @@ def test_a_method_is_bound_to_the_flat_method_form_and_its_instance_is_never_con
     assert torch.equal(Matcher.match(m, torch.ones(2)), torch.full((2,), 2.0))  # class access: wrapt's binding
     with pytest.raises(ac.GradientError, match=r"Matcher\.match\(\): argument cost requires grad"):
         m.match(torch.ones(2, requires_grad=True))
+
+
+_DEFAULT = torch.ones(2)  # a tensor default: the function gets it as it is, on both paths
+
+
+def shaped(a: Any, b: Any = None, /, c: Any = 2.5, *, d: Any, e: Any = _DEFAULT) -> Any:
+    """Every kind of parameter CPython binds by itself; returns what it got, defaults marked."""
+    return (a, b, c, d, "default" if e is _DEFAULT else e)
+
+
+def clashing(
+    plain: Any,
+    result: Any,
+    Tensor: Any,  # noqa: N803 - the generated code's own names
+    generic: Any = 1,
+    *,
+    split: Any = 2,
+    c0: Any = 3,
+    p1: Any = 4,
+) -> Any:
+    """Parameters named as the generated code's locals, globals and canonical names."""
+    if split is object:
+        raise TypeError("asked to")
+    return (plain, result, Tensor, generic, split, c0, p1)
+
+
+def bound_as(function: Any) -> list[tuple[str, Any, Any]]:
+    """How CPython binds calls of ``function`` itself (not what ``__wrapped__`` says)."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function, follow_wrapped=False).parameters.values()]
+
+
+@given(
+    args=st.lists(values, max_size=4),
+    kwargs=st.dictionaries(st.sampled_from(["b", "c", "d", "e", "zz"]), values, max_size=3),
+    side=st.sampled_from(["pair", "reverse", "in", "numpy-out"]),
+)
+def test_the_exact_form_binds_as_the_function_and_agrees_with_the_generic_call(
+    args: list[Any], kwargs: dict[str, Any], side: str
+) -> None:
+    """A plain function's flat call takes its own signature: every call binds, or fails with
+    the function's own message, and gives what the generic call gives."""
+    decorate = {
+        "pair": _pair(grad="detach"),
+        "reverse": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
+        "in": lambda f: ac.accepts_numpy(grad="detach")(f),
+        "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
+    }[side]
+    flat, generic = both(decorate, shaped)
+    assert bound_as(type(flat).__call__) == bound_as(shaped)
+    got, expected = outcome(flat, *args, **kwargs), outcome(generic, *args, **kwargs)
+    assert got[0] == expected[0], (got, expected)
+    assert same(got[1], expected[1]) if got[0] == "value" else got[1] == expected[1]
+    if got[0] == "error" and got[1][0] is TypeError and "argument" in got[1][1]:
+        assert got == outcome(shaped, *args, **kwargs)  # a bad call: the function's own message
+
+
+def test_parameters_named_as_the_generated_code_s_own_names_are_the_callers() -> None:
+    flat, generic = both(_pair(), clashing)
+    call = (torch.ones(1), torch.zeros(1), [torch.ones(2)], torch.full((1,), 3.0))
+    for f in (flat, generic):
+        out = f(*call, split=torch.ones(3), p1=5)
+        assert [type(v).__name__ for v in out] == ["Tensor", "Tensor", "list", "Tensor", "Tensor", "int", "int"]
+        assert [v.tolist() if isinstance(v, torch.Tensor) else v for v in out[:2]] == [[1.0], [0.0]]
+    assert same(flat(*call[:2], 1), generic(*call[:2], 1))  # a plain value: the flat path's own call
+    # A debugger in the generated frame sees the arguments under their own names.
+    with pytest.raises(TypeError) as raised:
+        flat("given", 1, 2, split=object)
+    frame = next(
+        tb.tb_frame for tb in _frames(raised.value.__traceback__) if tb.tb_frame.f_code is type(flat).__call__.__code__
+    )
+    assert frame.f_locals["plain"] == "given" and frame.f_locals["split"] is object
+
+
+def _frames(tb: Any) -> Iterator[Any]:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_defaults_reach_the_function_as_they_are_on_every_path() -> None:
+    """A default is never converted (the generic call never sees it); an argument the flat call
+    hands to the generic call (a list) does not turn the defaults into arguments."""
+    for f in both(_pair(), shaped):
+        assert f(torch.ones(1), d=1)[1:] == (None, 2.5, 1, "default")
+        assert f([torch.ones(1)], d=1)[1:] == (None, 2.5, 1, "default")
+        assert type(f(torch.ones(1), d=1, e=_DEFAULT + 1)[4]) is torch.Tensor
+
+
+def test_the_method_form_binds_keywords_and_positions_as_the_method() -> None:
+    with flat_calls(on=True):
+
+        class Scaler:
+            factor = 2.0
+
+            @ac.returns_tensor
+            @ac.accepts_numpy
+            def scale(self, v: np.ndarray, /, shift: float = 0.0, *, flip: bool = False) -> np.ndarray:
+                return (-v if flip else v) * self.factor + shift
+
+    s = Scaler()
+    assert bound_as(s.scale.__func__) == bound_as(Scaler.scale.__wrapped__)
+    assert s.scale(torch.ones(2), 1.0).tolist() == [3.0, 3.0]
+    assert s.scale(torch.ones(2), shift=1.0, flip=True).tolist() == [-1.0, -1.0]
+    with pytest.raises(TypeError, match=r"Scaler\.scale\(\) got some positional-only arguments passed as keyword"):
+        s.scale(v=torch.ones(2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import types
 from typing import Any
@@ -362,3 +363,25 @@ def test_a_static_method_is_cached_on_the_view_and_a_factory_returns_a_proxy() -
     torchified = ac.torchify(Whitener)
     built = torchified.identity(2)
     assert "identity" in vars(torchified) and isinstance(built, Whitener) and type(built) is not Whitener
+
+
+def test_a_method_is_called_on_the_object_itself_never_on_a_converted_copy() -> None:
+    """The object is the method's instance, as ``obj.fit(...)`` makes it: never walked as an
+    argument (a dataclass holding a tensor would be rebuilt with an array, and fit the copy)."""
+
+    @dataclasses.dataclass
+    class Shift:
+        offset: Any
+        fitted: bool = False
+
+        def fit(self, x: np.ndarray) -> Shift:
+            self.fitted = True
+            return self
+
+        def apply(self, x: np.ndarray, *, scale: float = 1.0) -> np.ndarray:
+            return (x + np.asarray(self.offset)) * scale
+
+    obj = Shift(torch.ones(2))
+    view = ac.torchify(obj)
+    assert view.fit(torch.zeros(2)) is view and obj.fitted and type(obj.offset) is torch.Tensor
+    assert view.apply(torch.zeros(2), scale=2.0).tolist() == [2.0, 2.0]
