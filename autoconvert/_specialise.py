@@ -56,22 +56,24 @@ _counter = itertools.count()
 
 # Per value ``{v}``: the name it is converted in place under; a value the flat code does not cover takes
 # the whole call to the generic path, which converts it (or reports it) with its path. A bare tensor
-# NumPy shares becomes a read-only array; so do the values of an exact dict of them.
+# NumPy shares becomes a read-only array; so do the values of an exact dict of them. With
+# grad="detach", a tensor that requires grad too, detached (what the generic call does: its
+# memory is the caller's, on the CPU, in a dtype NumPy has, so results go back as for the rest).
 _NUMPY_LEAF = """\
 {i}plain.append({v})
 {i}try:
-{i}    {v} = {v}.numpy()
+{i}    {v} = {tensor}.numpy()
 {i}except (TypeError, RuntimeError):
 {i}    return generic(wrapped, instance, args, kwargs)
 {i}{v}.setflags(False)
 """
 _NUMPY_VALUE = """\
-{i}if type({v}) is Tensor and not {v}.requires_grad:
+{i}if type({v}) is Tensor{shares}:
 {leaf}{i}elif type({v}) is dict and get(dict) is walk_dict:
 {i}    changed = False
 {i}    items = {{}}
 {i}    for item_key, item in {v}.items():
-{i}        if type(item) is Tensor and not item.requires_grad:
+{i}        if type(item) is Tensor{item_shares}:
 {item_leaf}{i}            changed = True
 {i}        elif get(type(item)) is not keep:
 {i}            return generic(wrapped, instance, args, kwargs)
@@ -86,11 +88,21 @@ _TENSOR_VALUE = """\
 {i}    if target is None:
 {i}        target = (device or default_device(), casts, copy)
 {i}    try:
-{i}        {v} = to_tensor({v}, target)
-{i}    except LeafError:
+{convert}{i}    except {errors}:
 {i}        return generic(wrapped, instance, args, kwargs)
 {i}elif type({v}) is not Tensor and get(type({v})) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
+"""
+_TO_TENSOR = "{i}        {v} = to_tensor({v}, target)\n"
+# Uncast and not copied: array_to_tensor's sharing step inlined, as for results (its frame
+# cost 0.1x of a reverse pair on 16 floats). What from_numpy refuses (a dtype torch lacks,
+# byte order) goes to the generic call, which converts or reports it.
+_SHARES_ARRAY = """\
+{i}        flags = {v}.flags
+{i}        if target[0] is CPU and flags.behaved and flags.forc:
+{i}            {v} = from_numpy({v})
+{i}        else:
+{i}            {v} = to_tensor({v}, target)
 """
 # Results: an array comes back through the one array -> tensor function, with the target a
 # call whose tensors NumPy all shared has (decided when the plan was built).
@@ -255,6 +267,7 @@ def specialised(
         "active": _ACTIVE.get,
         "profiler": PROFILER,
         "default_device": default_device,
+        "CPU": CPU,
         "to_tensor": array_to_tensor,
         "from_numpy": torch.from_numpy,
         "small_copy": SMALL_COPY_BYTES,
@@ -312,12 +325,27 @@ def _compile(source: str) -> CodeType:
 
 
 def _numpy_value(i: str, v: str) -> str:
-    leaf, item_leaf = _NUMPY_LEAF.format(i=i + "    ", v=v), _NUMPY_LEAF.format(i=i + " " * 12, v="item")
-    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf)
+    leaf, item_leaf = (
+        _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=v),
+        _NUMPY_LEAF.format(i=i + " " * 12, v="item", tensor="item"),
+    )
+    shares, item_shares = f" and not {v}.requires_grad", " and not item.requires_grad"
+    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf, shares=shares, item_shares=item_shares)
+
+
+def _detaching_numpy_value(i: str, v: str) -> str:
+    leaf = _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=f"({v}.detach() if {v}.requires_grad else {v})")
+    item_leaf = _NUMPY_LEAF.format(i=i + " " * 12, v="item", tensor="(item.detach() if item.requires_grad else item)")
+    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf, shares="", item_shares="")
 
 
 def _tensor_value(i: str, v: str) -> str:
-    return _TENSOR_VALUE.format(i=i, v=v)
+    return _TENSOR_VALUE.format(i=i, v=v, convert=_TO_TENSOR.format(i=i, v=v), errors="LeafError")
+
+
+def _shared_tensor_value(i: str, v: str) -> str:
+    convert = _SHARES_ARRAY.format(i=i, v=v)
+    return _TENSOR_VALUE.format(i=i, v=v, convert=convert, errors="(LeafError, TypeError, ValueError)")
 
 
 def _unconverted(i: str, v: str) -> str:
@@ -334,9 +362,11 @@ def _value_code(inputs: Inputs | None) -> Template | None:
         return None
     if isinstance(inputs, NumpyInputs):
         plain_shared = inputs.readonly and not inputs.check_writes and inputs.widened is WIDENED
-        return _numpy_value if plain_shared else None
+        if not plain_shared:
+            return None
+        return _detaching_numpy_value if inputs.grad.mode == "detach" else _numpy_value
     if isinstance(inputs, TensorInputs) and inputs.dtype != "input":
-        return _tensor_value
+        return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
     return None
 
 

@@ -424,3 +424,20 @@ def test_the_method_form_binds_keywords_and_positions_as_the_method() -> None:
     assert s.scale(torch.ones(2), shift=1.0, flip=True).tolist() == [-1.0, -1.0]
     with pytest.raises(TypeError, match=r"Scaler\.scale\(\) got some positional-only arguments passed as keyword"):
         s.scale(v=torch.ones(2))
+
+
+def test_grad_detach_plans_detach_in_the_flat_call_and_the_others_leave_it_to_the_generic_one() -> None:
+    """A tensor that requires grad is detached inline under grad="detach"; "warn" and "error"
+    have something to say, which the generic call says."""
+    with flat_calls(on=True):
+        detaching, warning = _pair(grad="detach")(np.negative), _pair()(np.negative)
+
+    def source(f: Any) -> str:
+        return "".join(linecache.getlines(type(f).__call__.__code__.co_filename))
+
+    assert ".detach()" in source(detaching) and ".detach()" not in source(warning)
+    g = torch.ones(2, requires_grad=True)
+    out = detaching(g)
+    assert out.tolist() == [-1.0, -1.0] and not out.requires_grad and g.grad is None
+    with pytest.warns(ac.GradientWarning):
+        warning(g)
