@@ -27,8 +27,8 @@ from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import LeafError
 from ._escape import compiling, opaque
-from ._inputs import NumpyInputs
-from ._leaves import GradPolicy, array_to_tensor
+from ._inputs import Collected, NumpyInputs
+from ._leaves import GradPolicy, Target, array_to_tensor, bare
 from ._observe import PROFILER, PathOf
 from ._options import _ACTIVE, AdaptOptions, Config
 from ._outputs import NumpyOutputs, TensorOutputs
@@ -38,7 +38,7 @@ from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
 
 #: A parameter's per-call step: exact type -> function of (value, ctx); the fallback under ``...``.
-Step = dict[Any, Callable[[Any, tuple[Any, ...]], Any]]
+Step = dict[Any, Callable[[Any, Collected], Any]]
 
 
 class Signature:
@@ -179,11 +179,11 @@ class AdaptRunner(Runner):
             return {...: generic}
         return {torch.Tensor: self.array_mapper.dispatch[torch.Tensor], np.ndarray: _seen_array, ...: generic}
 
-    def _to_array(self, want: Want) -> Callable[[Any, tuple[Any, ...]], Any]:
+    def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
         cast = dtype is not None and not self.arrays.writeback  # a cast copy could not be written back
 
-        def to_array(value: Any, ctx: tuple[Any, ...]) -> Any:
+        def to_array(value: Any, ctx: Collected) -> Any:
             kind = type(value)
             if kind is torch.Tensor:
                 a = leaf(value, ctx)
@@ -197,12 +197,12 @@ class AdaptRunner(Runner):
 
         return to_array
 
-    def _to_tensor(self, want: Want) -> Callable[[Any, tuple[Any, ...]], Any]:
+    def _to_tensor(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, bare = self.tensor_mapper, want.bare
 
-        def to_tensor(value: Any, ctx: tuple[Any, ...]) -> Any:
+        def to_tensor(value: Any, ctx: Collected) -> Any:
             if bare and isinstance(value, (list, tuple, int, float, complex)) and type(value) is not bool:
-                return torch.as_tensor(value, device=ctx[5][0])
+                return torch.as_tensor(value, device=ctx.target.device)  # type: ignore[union-attr]  # set: see places
             return mapper(value, ctx)  # arrays, containers, None and the rest
 
         return to_tensor
@@ -235,9 +235,10 @@ class AdaptRunner(Runner):
             odd: list[torch.Tensor] = []
             seen: list[Any] = []
             given = (args, kwargs, instance)
-            spans = arrays.context(plain, odd, args, kwargs)[3] if writeback else None
-            target = (fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            ctx: tuple[Any, ...] = (plain, odd, [], spans, seen, target)
+            spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
+            target = bare(Target, (fixed_device or _devices.default_device(), NO_CASTS, copy, None)) if places else None
+            pairs: list[Any] = []
+            ctx = bare(Collected, (plain, odd, pairs, spans, seen, target))
             positions = shifted if shifts and instance is not None else steps
             out: list[Any] = []
             key = None
@@ -260,10 +261,10 @@ class AdaptRunner(Runner):
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(e, after, ctx[2], given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
-                after(ctx[2], given)
+                after(pairs, given)
             if plain or odd:
                 if whole_tensors:
                     return to_tensors(result, plain, odd, given)
@@ -277,19 +278,19 @@ class AdaptRunner(Runner):
         return call
 
 
-def _seen_array(a: NDArray[Any], ctx: tuple[Any, ...]) -> NDArray[Any]:
-    ctx[4].append(a)
+def _seen_array(a: NDArray[Any], ctx: Collected) -> NDArray[Any]:
+    ctx.seen.append(a)  # type: ignore[union-attr]  # adapt's context has them
     return a
 
 
-def _seen_tensor(t: torch.Tensor, ctx: tuple[Any, ...]) -> torch.Tensor:
-    ctx[1].append(t)
+def _seen_tensor(t: torch.Tensor, ctx: Collected) -> torch.Tensor:
+    ctx.odd.append(t)
     return t
 
 
-def _array_to_tensor(a: Any, ctx: tuple[Any, ...]) -> torch.Tensor:
-    ctx[4].append(a)
-    return array_to_tensor(a, ctx[5])
+def _array_to_tensor(a: Any, ctx: Collected) -> torch.Tensor:
+    ctx.seen.append(a)  # type: ignore[union-attr]
+    return array_to_tensor(a, ctx.target)  # type: ignore[arg-type]  # set wherever arrays become tensors
 
 
 def _cast(a: Any, dtype: np.dtype[Any]) -> Any:

@@ -11,8 +11,8 @@ import torch
 from ._devices import settle
 from ._errors import LeafError, ReadOnlyError, message
 from ._escape import compiling, opaque
-from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import describe_tensor, restore_writes
+from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInputs
+from ._leaves import bare, describe_tensor, restore_writes
 from ._observe import PROFILER, PathOf, Watched
 from ._options import _ACTIVE, Config
 from ._outputs import NumpyOutputs, Outputs
@@ -102,7 +102,7 @@ class Runner:
         settles = isinstance(inputs, NumpyInputs)
         after = self._after_step()
         selected = inputs is not None and inputs.selection is not None
-        lists_only = isinstance(inputs, NumpyInputs) and not after  # ctx is (plain, odd): no context() call
+        lists_only = isinstance(inputs, NumpyInputs) and not after  # ctx is Collected(plain, odd): no context() call
         context = inputs.context if inputs is not None else None
         get = inputs.mapper.dispatch.get if inputs is not None else None
         resolve = inputs.mapper.resolve if inputs is not None else None
@@ -122,7 +122,10 @@ class Runner:
             odd: list[torch.Tensor] = []
             given = (args, kwargs, instance)
             if inputs is not None:
-                ctx: Any = (plain, odd) if lists_only else context(plain, odd, args, kwargs)  # type: ignore[misc]
+                if lists_only:
+                    ctx: Any = bare(Collected, (plain, odd, None, None, None, None))
+                else:
+                    ctx = context(plain, odd, args, kwargs)  # type: ignore[misc]
                 if selected:
                     args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, odd)
                 else:  # the hot loop: one dict lookup per argument, then its leaf function
@@ -147,11 +150,11 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                pairs = ctx[2] if after is not None else None
+                pairs = ctx.pairs if after is not None else None
                 failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
-                after(ctx[2], given)
+                after(ctx.pairs, given)
             return result if convert_out is None else convert_out(result, plain, odd, given)
 
         return call

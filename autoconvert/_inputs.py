@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -17,6 +17,7 @@ from ._leaves import (
     GradPolicy,
     Target,
     array_to_tensor,
+    bare,
     compact,
     describe_tensor,
     expanded,
@@ -29,10 +30,20 @@ from ._signature import Parameters, Selection
 from ._tree import Mapper, cycle_error
 from ._writeback import aliased_spans
 
-#: A NumPy input leaf's per-call context: the ``plain`` and ``odd`` lists (see Inputs), and
-#: with writeback a third, of (tensor, private array or None) pairs to write back, and a
-#: fourth, the spans of memory that arguments share (see _writeback.aliased_spans).
-Lists = tuple[Any, ...]
+
+class Collected(NamedTuple):
+    """A NumPy input leaf's per-call context: what the call's leaves record, for the output
+    side and the after step (see Inputs for ``plain`` and ``odd``)."""
+
+    plain: list[torch.Tensor]
+    odd: list[torch.Tensor]
+    #: writeback: (tensor, private array or None) to write back; check_writes: (tensor, snapshot).
+    pairs: list[Any] | None = None
+    #: writeback: the spans of memory that arguments share (see _writeback.aliased_spans).
+    spans: dict[int, Any] | None = None
+    #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
+    seen: list[Any] | None = None
+    target: Target | None = None
 
 
 def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
@@ -136,32 +147,31 @@ class NumpyInputs(Inputs):
 
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Lists:
-        """With writeback, a third list: (tensor, private array or None) pairs to write back;
-        with check_writes, (tensor, snapshot) pairs. (Otherwise the Runner builds
-        ``(plain, odd)`` itself.)"""
+    ) -> Collected:
+        """With writeback or check_writes, the ``pairs`` list; with writeback, the ``spans``
+        too. (Otherwise the Runner builds ``Collected(plain, odd)`` itself.)"""
         if not self.writeback:
-            return (plain, odd, [])
+            return Collected(plain, odd, [])
         # writeback: a fourth, the spans of memory that arguments share (see _writeback).
         seen: list[torch.Tensor] = []
         for a in args:
             self.recorder(a, seen)
         for v in kwargs.values():
             self.recorder(v, seen)
-        return (plain, odd, [], aliased_spans(seen))
+        return Collected(plain, odd, [], aliased_spans(seen))
 
-    def _make_leaf(self) -> Callable[[torch.Tensor, Lists], NDArray[Any]]:
+    def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
         copy, grad, sparse = self.copy, self.grad, self.sparse
         if not self.readonly:
 
-            def private(t: torch.Tensor, ctx: Lists) -> Any:
-                ctx[1].append(t)
+            def private(t: torch.Tensor, ctx: Collected) -> Any:
+                ctx.odd.append(t)
                 return tensor_to_array(t, copy, grad, sparse, settle=False)[0]
 
             return private
 
-        def shared(t: torch.Tensor, ctx: Lists) -> Any:
+        def shared(t: torch.Tensor, ctx: Collected) -> Any:
             # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want.
             # Calling a shared helper instead measured +0.04x on 3 tensor + 2 plain arguments.
             if not t.requires_grad:
@@ -170,12 +180,12 @@ class NumpyInputs(Inputs):
                 except (TypeError, RuntimeError):
                     pass
                 else:
-                    ctx[0].append(t)
+                    ctx.plain.append(t)
                     # write=False, passed positionally: the C method takes it so, and its keyword parsing
                     # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
                     a.setflags(False)  # type: ignore[call-arg, unused-ignore]
                     return a
-            ctx[1].append(t)
+            ctx.odd.append(t)
             a = refused_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
             if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
                 a.setflags(False)  # type: ignore[call-arg, unused-ignore]
@@ -183,15 +193,15 @@ class NumpyInputs(Inputs):
 
         return shared
 
-    def _widening(self, leaf: Callable[[torch.Tensor, Lists], Any]) -> Callable[[torch.Tensor, Lists], Any]:
+    def _widening(self, leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
         """``widen_float16=True``: float16 tensors take the widening route (recorded as odd, so
         the output side sees them and narrows results back); the rest, ``leaf``."""
         copy, grad, sparse, readonly = self.copy, self.grad, self.sparse, self.readonly
 
-        def widening(t: torch.Tensor, ctx: Lists) -> Any:
+        def widening(t: torch.Tensor, ctx: Collected) -> Any:
             if t.dtype is not torch.float16:
                 return leaf(t, ctx)
-            ctx[1].append(t)
+            ctx.odd.append(t)
             a = refused_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
             if readonly and type(a) is np.ndarray:
                 a.setflags(False)  # type: ignore[call-arg, unused-ignore]
@@ -200,23 +210,23 @@ class NumpyInputs(Inputs):
         return widening
 
     @staticmethod
-    def _snapshotting(leaf: Callable[[torch.Tensor, Lists], Any]) -> Callable[[torch.Tensor, Lists], Any]:
+    def _snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
         """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
         call, for :func:`_leaves.restore_writes` to compare with afterwards."""
 
-        def snapshotting(t: torch.Tensor, ctx: Lists) -> Any:
+        def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
             a = leaf(t, ctx)
             if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
                 memory = t.detach()
                 memory = compact(memory) if expanded(memory) else memory
                 copied("check_writes", t, memory.numel() * memory.element_size())
-                ctx[2].append((t, memory.clone()))
+                ctx.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has pairs
             return a
 
         return snapshotting
 
-    def _writeback_leaf(self, t: torch.Tensor, ctx: Lists) -> Any:
-        ctx[1].append(t)
+    def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
+        ctx.odd.append(t)
         if t.layout != torch.strided and not t.is_nested:
             raise LeafError(
                 ConversionError,
@@ -233,12 +243,12 @@ class NumpyInputs(Inputs):
                 describe_tensor(t),
                 "pass {path}.contiguous(), or return the changed array instead, with writeback=False",
             )
-        span = ctx[3].get(id(t)) if ctx[3] else None
+        span = ctx.spans.get(id(t)) if ctx.spans else None
         if span is not None:  # it shares memory with another argument
-            return span.view(t, ctx[2], self.copy, self.grad, self.widened)
+            return span.view(t, ctx.pairs, self.copy, self.grad, self.widened)
         a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
         # Private memory is copied back after the call; shared memory only needs autograd told.
-        ctx[2].append((t, None if shared else a))
+        ctx.pairs.append((t, None if shared else a))  # type: ignore[union-attr]  # writeback has pairs
         return a
 
 
@@ -267,13 +277,15 @@ class TensorInputs(Inputs):
             for value in (*args, *kwargs.values()):
                 self.recorder(value, found)
             casts = input_casts(found)
-        return (self.device or _devices.default_device(), casts, self.copy, odd)  # a Target, then odd
+        return bare(Target, (self.device or _devices.default_device(), casts, self.copy, odd))
 
     def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
-        return sparse_to_tensor(m, ctx[0], ctx[1], ctx[2], self.sparse_layout)
+        device = ctx.device
+        assert device is not None  # this side's context always has one
+        return sparse_to_tensor(m, device, ctx.casts, ctx.copy, self.sparse_layout)
 
     def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
-        ctx[3].append(t)
+        ctx.tensors.append(t)  # type: ignore[union-attr]  # this side's context has them
         return t
 
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -365,9 +365,22 @@ def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
 _from_numpy = torch.from_numpy
 _ndarray = np.ndarray
 
-#: Where an array goes: ``(device, casts, copy, ...)``, a leaf function's per-call context
-#: (callers may carry more after the three). ``device`` None: the call's tensors disagreed.
-Target = tuple[Any, ...]
+
+#: A per-call NamedTuple built from a tuple of all its fields, without the Python frame of
+#: its ``__new__``: 145 ns against 225 ns, on every call of the generic path.
+bare = tuple.__new__
+
+
+class Target(NamedTuple):
+    """Where one call's arrays go: a tensor leaf's per-call context."""
+
+    #: None: the call's tensors disagreed (an error only where a result must be placed).
+    device: torch.device | None
+    casts: Casts
+    copy: bool | None
+    #: The call's tensors, where a leaf needs them: those a tensor input side passes through
+    #: as they are; the arguments an output tensor must not alias (see _outputs.NeedsInputs).
+    tensors: list[torch.Tensor] | None = None
 
 
 def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tensor:
@@ -395,23 +408,23 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         except (TypeError, ValueError):  # dtype, byte order, a size-1 axis's stride
             pass
         else:
-            if target[0] is CPU and not target[1] and not target[2]:  # shared, uncast: done
+            if target.device is CPU and not target.casts and not target.copy:  # shared, uncast: done
                 return t
     elif (
         type(a) is _ndarray
         and flags.forc
         and not flags.writeable
         and flags.aligned
-        and target[0] is CPU
-        and not target[1]
+        and target.device is CPU
+        and not target.casts
     ):
         # A read-only array (a view of a handed input, most often): one NumPy copy, which
         # torch then shares; the careful route below costs 3x that for small arrays.
-        dtype = a.dtype
-        if dtype.isnative and dtype in NUMPY_TO_TORCH and target[2] is not False and a.nbytes < SMALL_COPY_BYTES:
+        held = a.dtype
+        if held.isnative and held in NUMPY_TO_TORCH and target.copy is not False and a.nbytes < SMALL_COPY_BYTES:
             copied("layout", a, a.nbytes)
             return _from_numpy(a.copy(order="K"))
-    device, casts, copy = target[:3]
+    device, casts, copy = target.device, target.casts, target.copy
     if device is None:
         raise NoDeviceError
     if casts and a.dtype.kind in "iu":
@@ -661,7 +674,7 @@ def sparse_to_tensor(
         or converted.indptr.dtype != np.int64
     )
     _sparse_copies(m, converted.data.nbytes, device, relaid)
-    values = array_to_tensor(converted.data, (CPU, casts, None if fresh else copy))
+    values = array_to_tensor(converted.data, Target(CPU, casts, None if fresh else copy))
     size = tuple(converted.shape)
     if layout == torch.sparse_coo:
         indices = torch.from_numpy(np.vstack([converted.row, converted.col]).astype(np.int64))
@@ -690,7 +703,7 @@ def _nd_coo_to_tensor(
     if copy is False:
         raise _needs_copy_array(m, "torch needs its coordinates as one int64 array, which SciPy does not hold")
     _sparse_copies(m, m.data.nbytes, device, True)
-    values = array_to_tensor(m.data, (CPU, casts, None))
+    values = array_to_tensor(m.data, Target(CPU, casts, None))
     indices = torch.from_numpy(np.stack(m.coords).astype(np.int64))
     t = torch.sparse_coo_tensor(indices, values, tuple(m.shape), check_invariants=False)
     t = t.coalesce()  # duplicates summed, as for 2-d arrays

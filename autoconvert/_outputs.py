@@ -17,6 +17,7 @@ from ._leaves import (
     GradPolicy,
     Target,
     array_to_tensor,
+    bare,
     is_scipy_sparse,
     overlaps_any,
     sparse_to_tensor,
@@ -31,7 +32,7 @@ Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]
 
 
 class NeedsInputs(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
-    """An output leaf needs the call's tensor arguments (as ``ctx[3]``), which the per-call
+    """An output leaf needs the call's tensor arguments (as ``ctx.tensors``), which the per-call
     context leaves out because almost no call needs them."""
 
 
@@ -78,7 +79,7 @@ class Outputs:
         ) -> Any:
             ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
             if inputs is not None:
-                ctx = (*ctx[:3], inputs)
+                ctx = ctx._replace(tensors=inputs)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
@@ -126,11 +127,11 @@ class TensorOutputs(Outputs):
         # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
-        all_plain = None if self.dtype == "input" else (self.device or CPU, casts, self.copy)
+        all_plain = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
         super().__init__(function, params, mapper, self._make_context(), all_plain, argument=argument)
 
     def _make_context(self) -> Context:
-        """``context(plain, odd) -> (device, casts, copy)``, a Target; the device is None when
+        """``context(plain, odd) -> Target``; the device is None when
         the tensors disagree, which only matters (and raises) if some result has to be placed."""
         fixed_device, fixed_casts, dtype, copy = self.device, self.fixed_casts, self.dtype, self.copy
         restoring = self.restoring
@@ -145,33 +146,32 @@ class TensorOutputs(Outputs):
             else:  # None: a dtype NumPy lacks comes back when every floating input had it
                 inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
                 casts = restoring_casts(inexact.pop(), restoring) if len(inexact) == 1 else NO_CASTS
-            return device, casts, copy
+            return bare(Target, (device, casts, copy, None))
 
         return context
 
     def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
-        return tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
+        return tensor_to_device(t, _placed(ctx), ctx.casts, ctx.copy)
 
     def _unaliased(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
         """A tensor result, copied if it is the memory of a tensor argument. The call's tensors
         are asked for (NeedsInputs) only when one passes through as it is: no cost otherwise."""
-        out = tensor_to_device(t, _placed(ctx), ctx[1], ctx[2])
+        out = tensor_to_device(t, _placed(ctx), ctx.casts, ctx.copy)
         if out is not t:  # moved, cast or copied: memory of its own
             return out
-        if len(ctx) < 4:
+        if ctx.tensors is None:
             raise NeedsInputs
-        return t.clone() if overlaps_any(t, ctx[3]) else t
+        return t.clone() if overlaps_any(t, ctx.tensors) else t
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
-        return sparse_to_tensor(m, _placed(ctx), ctx[1], ctx[2], self.sparse_layout)
+        return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
 
 
 def _placed(ctx: Target) -> torch.device:
     """The call's device; NoDeviceError if its tensors disagreed."""
-    if ctx[0] is None:
+    if ctx.device is None:
         raise NoDeviceError
-    device: torch.device = ctx[0]
-    return device
+    return ctx.device
 
 
 class NumpyOutputs(Outputs):

@@ -40,7 +40,7 @@ from ._dtypes import WIDENED
 from ._errors import LeafError
 from ._escape import compiling, opaque
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import GENERATED, SMALL_COPY_BYTES, array_to_tensor
+from ._leaves import GENERATED, SMALL_COPY_BYTES, Target, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
@@ -85,24 +85,24 @@ _NUMPY_VALUE = """\
 """
 _TENSOR_VALUE = """\
 {i}if type({v}) is ndarray:
-{i}    if target is None:
-{i}        target = (device or default_device(), casts, copy)
+{i}    if placed is None:
+{i}        placed = device or default_device()
 {i}    try:
 {convert}{i}    except {errors}:
 {i}        return generic(wrapped, instance, args, kwargs)
 {i}elif type({v}) is not Tensor and get(type({v})) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
-_TO_TENSOR = "{i}        {v} = to_tensor({v}, target)\n"
+_TO_TENSOR = "{i}        {v} = to_tensor({v}, Target(placed, casts, copy))\n"
 # Uncast and not copied: array_to_tensor's sharing step inlined, as for results (its frame
 # cost 0.1x of a reverse pair on 16 floats). What from_numpy refuses (a dtype torch lacks,
 # byte order) goes to the generic call, which converts or reports it.
 _SHARES_ARRAY = """\
 {i}        flags = {v}.flags
-{i}        if target[0] is CPU and flags.behaved and flags.forc:
+{i}        if placed is CPU and flags.behaved and flags.forc:
 {i}            {v} = from_numpy({v})
 {i}        else:
-{i}            {v} = to_tensor({v}, target)
+{i}            {v} = to_tensor({v}, Target(placed, casts, copy))
 """
 # Results: an array comes back through the one array -> tensor function, with the target a
 # call whose tensors NumPy all shared has (decided when the plan was built).
@@ -267,6 +267,7 @@ def specialised(
         "active": _ACTIVE.get,
         "profiler": PROFILER,
         "default_device": default_device,
+        "Target": Target,
         "CPU": CPU,
         "to_tensor": array_to_tensor,
         "from_numpy": torch.from_numpy,
@@ -377,12 +378,11 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
         # The shared target holds only when every tensor argument was NumPy's to share.
         if outputs.all_plain is None or isinstance(inputs, TensorInputs):
             return None
-        device, casts, copy = outputs.all_plain
-        if device is not CPU or casts:
+        if outputs.all_plain.device is not CPU or outputs.all_plain.casts:
             return _TO_TENSOR_RESULT.format(array="", containers="")
-        array = _SHARES + (_COPIES_READ_ONLY if copy is None else "")
+        array = _SHARES + (_COPIES_READ_ONLY if outputs.all_plain.copy is None else "")
         containers = _SHARED_CONTAINERS.format(item=_SHARED_ITEM.format(i=" " * 16))
-        return _TO_TENSOR_RESULT.format(array=array, containers=containers if not copy else "")
+        return _TO_TENSOR_RESULT.format(array=array, containers=containers if not outputs.all_plain.copy else "")
     if isinstance(outputs, NumpyOutputs):
         return _TO_ARRAY_RESULT if outputs.copy is not True else _ANY_RESULT
     return None  # pragma: no cover - every output side is one of the above
@@ -402,7 +402,7 @@ def _source(head: str, value: Template, result: str, places: bool, hands_arrays:
         "    plain = []",
     ]
     if places:
-        lines.append("    target = None")
+        lines.append("    placed = None")
     lines.append("    n = len(args)")
     keyword = value(" " * 16, "value").rstrip("\n")
     for count in range(MOST_POSITIONAL + 1):
@@ -497,7 +497,7 @@ def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool
         "    plain = []",
     ]
     if places:
-        lines.append("    target = None")
+        lines.append("    placed = None")
     handed = ["p0"] if method else []
     for k in range(len(handed), count):
         defaulted = k in shape.defaulted
