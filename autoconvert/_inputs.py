@@ -58,7 +58,8 @@ class Inputs:
     caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
     NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
     ``odd``, all the others, which need a look. Leaf functions receive a per-call context
-    (``ctx``) holding the lists and what else they need; no per-call object is allocated.
+    (``ctx``: a :class:`Collected` on the NumPy side, a Target on the tensor side) holding the
+    lists and what else they need.
     """
 
     mapper: Mapper  # the converting walk, set by the subclass
