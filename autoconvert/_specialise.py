@@ -68,29 +68,32 @@ _NUMPY_LEAF = """\
 {i}{v}.setflags(False)
 """
 _NUMPY_VALUE = """\
-{i}if type({v}) is Tensor{shares}:
-{leaf}{i}elif type({v}) is dict and get(dict) is walk_dict:
+{i}kind = type({v})
+{i}if kind is Tensor{shares}:
+{leaf}{i}elif kind is dict and get(dict) is walk_dict:
 {i}    changed = False
 {i}    items = {{}}
 {i}    for item_key, item in {v}.items():
-{i}        if type(item) is Tensor{item_shares}:
+{i}        kind = type(item)
+{i}        if kind is Tensor{item_shares}:
 {item_leaf}{i}            changed = True
-{i}        elif get(type(item)) is not keep:
+{i}        elif get(kind) is not keep:
 {i}            return generic(wrapped, instance, args, kwargs)
 {i}        items[item_key] = item
 {i}    if changed:
 {i}        {v} = items
-{i}elif get(type({v})) is not keep:
+{i}elif get(kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 _TENSOR_VALUE = """\
-{i}if type({v}) is ndarray:
+{i}kind = type({v})
+{i}if kind is ndarray:
 {i}    if placed is None:
 {i}        placed = device or default_device()
 {i}    try:
 {convert}{i}    except {errors}:
 {i}        return generic(wrapped, instance, args, kwargs)
-{i}elif type({v}) is not Tensor and get(type({v})) is not keep:
+{i}elif kind is not Tensor and get(kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 _TO_TENSOR = "{i}        {v} = to_tensor({v}, Target(placed, casts, copy))\n"

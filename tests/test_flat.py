@@ -75,6 +75,15 @@ def _pair(**options: Any) -> Callable[[Any], Any]:
     return lambda f: ac.returns_tensor(ac.accepts_numpy(**options)(f))
 
 
+#: The decorator stacks both paths are compared through.
+SIDES: dict[str, Callable[[Any], Any]] = {
+    "pair": _pair(grad="detach"),
+    "reverse": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
+    "in": lambda f: ac.accepts_numpy(grad="detach")(f),
+    "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
+}
+
+
 def passthrough(*args: Any, **kwargs: Any) -> Any:
     """Returns what it got, arrays and all: results then convert like arguments did."""
     return (args, kwargs)
@@ -189,18 +198,13 @@ values = st.one_of(
     args=st.lists(values, max_size=10),
     kwargs=st.dictionaries(st.sampled_from(["k", "m"]), values, max_size=2),
     body=st.sampled_from([passthrough, first, head, fresh_tuple, fresh_list, fresh_dict]),
-    side=st.sampled_from(["pair", "reverse", "in", "numpy-out"]),
+    side=st.sampled_from(list(SIDES)),
 )
 def test_flat_and_generic_calls_agree(
     args: list[Any], kwargs: dict[str, Any], body: Callable[..., Any], side: str
 ) -> None:
     """Every call gives the same value, or the same error and message, on both paths."""
-    decorate = {
-        "pair": _pair(grad="detach"),
-        "reverse": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
-        "in": lambda f: ac.accepts_numpy(grad="detach")(f),
-        "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
-    }[side]
+    decorate = SIDES[side]
     if side == "reverse":
         args = [
             a.detach().numpy()
@@ -353,19 +357,14 @@ def bound_as(function: Any) -> list[tuple[str, Any, Any]]:
 @given(
     args=st.lists(values, max_size=4),
     kwargs=st.dictionaries(st.sampled_from(["b", "c", "d", "e", "zz"]), values, max_size=3),
-    side=st.sampled_from(["pair", "reverse", "in", "numpy-out"]),
+    side=st.sampled_from(list(SIDES)),
 )
 def test_the_exact_form_binds_as_the_function_and_agrees_with_the_generic_call(
     args: list[Any], kwargs: dict[str, Any], side: str
 ) -> None:
     """A plain function's flat call takes its own signature: every call binds, or fails with
     the function's own message, and gives what the generic call gives."""
-    decorate = {
-        "pair": _pair(grad="detach"),
-        "reverse": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
-        "in": lambda f: ac.accepts_numpy(grad="detach")(f),
-        "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
-    }[side]
+    decorate = SIDES[side]
     flat, generic = both(decorate, shaped)
     assert bound_as(type(flat).__call__) == bound_as(shaped)
     got, expected = outcome(flat, *args, **kwargs), outcome(generic, *args, **kwargs)
