@@ -24,13 +24,10 @@ call alone (``pytest --generic-calls``), so the suite proves both paths give one
 from __future__ import annotations
 
 import functools
-import inspect
-import itertools
-import linecache
 import types
 from collections.abc import Callable
 from types import CodeType
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,8 +36,9 @@ from ._devices import CPU, default_device
 from ._dtypes import WIDENED
 from ._errors import LeafError
 from ._escape import compiling, opaque
+from ._exact import Shape, compiled, shape_of, splitter, with_signature
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import GENERATED, SMALL_COPY_BYTES, Target, array_to_tensor
+from ._leaves import SMALL_COPY_BYTES, Target, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
@@ -52,7 +50,6 @@ Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], A
 enabled = True
 #: Positional counts with a branch of their own; calls with more go to the generic call.
 MOST_POSITIONAL = 8
-_counter = itertools.count()
 
 # Per value ``{v}``: the name it is converted in place under; a value the flat code does not cover takes
 # the whole call to the generic path, which converts it (or reports it) with its path. A bare tensor
@@ -187,13 +184,13 @@ class Flat:
     wrapt's bound calls; :meth:`bind`'s ``__call__`` for the wrapper's unbound calls, which
     holds ``wrapped`` and ``instance`` as constants; and :meth:`method`'s form for a plain
     function called through an instance. The last two take the function's own signature
-    where :func:`_exact_shape` can spell it (see :meth:`_exact`), else ``*args, **kwargs``."""
+    where :func:`_exact.shape_of` can spell it (see :meth:`_exact`), else ``*args, **kwargs``."""
 
     __slots__ = ("call", "codes", "kind", "namespace")
 
     def __init__(self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any]) -> None:
         self.kind, self.codes, self.namespace = kind, codes, namespace
-        exec(codes[0], namespace)  # our own source, compiled in _compiled
+        exec(codes[0], namespace)  # our own source, compiled in specialised()
         self.call: Call = namespace["call"]
 
     def bind(self, wrapped: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -223,31 +220,15 @@ class Flat:
         return functools.update_wrapper(namespace["method"], function)
 
     def _exact(self, function: Any, namespace: dict[str, Any], *, method: bool) -> Callable[..., Any] | None:
-        """The flat call with ``function``'s own signature, so that CPython binds the arguments
-        (keywords included) and its messages for a bad call name the function; None where the
-        signature has ``*args``/``**kwargs`` or ``function`` is no plain function. Compiled once
-        per signature shape with parameters ``p0``, ``p1``...; the code is then given the
-        function's names (locals are read by index, so renaming them changes nothing else)."""
-        shape = _exact_shape(function) if type(function) is types.FunctionType else None
-        if shape is None or (method and not shape.positional):  # no parameter takes the instance
+        """The flat call with ``function``'s own signature (see _exact), so that CPython binds
+        the arguments, keywords included, and its messages for a bad call name the function;
+        None where ``function`` has no such signature, or no parameter to take the instance."""
+        shape = shape_of(function)
+        if shape is None or (method and not shape.positional):
             return None
-        key = (*self.kind, method, shape)
-        code = _EXACT.get(key) or _EXACT.setdefault(
-            key, _compile(_exact_source(*self.kind, method=method, shape=shape))
-        )
-        names = function.__code__.co_varnames[: shape.positional + len(shape.keyword_only)]
-        positional = function.__defaults__ or ()
-        first, keyword = shape.positional - len(positional), function.__kwdefaults__ or {}
-        defaults = {k: positional[k - first] if k < shape.positional else keyword[names[k]] for k in shape.defaulted}
-        namespace.update(
-            {f"d{k}": value for k, value in defaults.items()}, split=_splitter(shape, names, defaults, method)
-        )
-        exec(code, namespace)
-        exact: types.FunctionType = namespace["__call__"]
-        exact.__code__ = _renamed(exact.__code__, names)
-        if exact.__kwdefaults__:
-            exact.__kwdefaults__ = {names[int(k[1:])]: value for k, value in exact.__kwdefaults__.items()}
-        return functools.update_wrapper(exact, function)  # its name in messages for a bad call
+        namespace["split"] = splitter(function, shape, first=1 if method else 0)
+        source = functools.partial(_exact_source, *self.kind, method, shape=shape)
+        return with_signature(function, shape, ("flat call", *self.kind, method), source, namespace)
 
 
 def specialised(
@@ -299,7 +280,7 @@ def specialised(
             walk_dict_out=mapper.walk_dict,
         )
     kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs))
-    codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(_compile(_source(head, *kind)) for head in _HEADS))
+    codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(compiled(_source(h, *kind), "flat call") for h in _HEADS))
     return Flat(kind, codes, namespace)
 
 
@@ -319,13 +300,6 @@ _HEADS = (
 #: How the templates spell the call's arguments (for the generic call, and the output side's
 #: messages); the exact forms, which have no ``args``, spell them ``*split(p0, ...)``.
 _ARGUMENTS = "args, kwargs"
-
-
-def _compile(source: str) -> CodeType:
-    filename = f"{GENERATED}flat call {next(_counter)}>"
-    # Tracebacks through the generated code show its lines, as attrs does for its methods.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    return compile(source, filename, "exec")
 
 
 def _numpy_value(i: str, v: str) -> str:
@@ -443,53 +417,13 @@ def _called(arguments: str, handed: str, hands_arrays: bool, indent: str) -> lis
     ]
 
 
-class Shape(NamedTuple):
-    """What an exact form's source depends on besides its kind: the parameters' kinds (the
-    first ``positional`` take positions, the first ``positional_only`` of them only
-    positions; the keyword-only ones are named, since the call passes them by name), and
-    which have defaults."""
-
-    positional_only: int
-    positional: int
-    keyword_only: tuple[str, ...]
-    defaulted: tuple[int, ...]
-
-
-def _exact_shape(function: types.FunctionType) -> Shape | None:
-    code = function.__code__
-    defaults = function.__defaults__ or ()
-    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or len(defaults) > code.co_argcount:
-        return None
-    positional = code.co_argcount
-    names = code.co_varnames[: positional + code.co_kwonlyargcount]
-    given = function.__kwdefaults__ or {}
-    keyword = (k for k in range(positional, len(names)) if names[k] in given)
-    return Shape(
-        code.co_posonlyargcount,
-        positional,
-        names[positional:],
-        (*range(positional - len(defaults), positional), *keyword),
-    )
-
-
-#: The exact forms' code, per kind, form and shape.
-_EXACT: dict[tuple[Any, ...], CodeType] = {}
-
-
-def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool, *, method: bool, shape: Shape) -> str:
+def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool, method: bool, *, shape: Shape) -> str:
     """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
     into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
     sees defaults), then the call and the result's conversion. The method form's ``p0`` is
     the instance, never converted."""
-    count = shape.positional + len(shape.keyword_only)
-    params = []
-    for k in range(count):
-        if k == shape.positional:
-            params.append("*")
-        params.append(f"p{k}=d{k}" if k in shape.defaulted else f"p{k}")
-        if k + 1 == shape.positional_only:
-            params.append("/")
-    lines = [f"def __call__({', '.join(params)}):"]
+    count = shape.arity
+    lines = [f"def __call__({shape.parameters()}):"]
     if method:
         lines.append("    instance = p0")
     lines += [
@@ -509,47 +443,6 @@ def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool
             lines.append(f"    c{k} = p{k}")
             lines += [f"    if p{k} is not d{k}:", code] if defaulted else [code]
         handed.append(f"c{k}" if code else f"p{k}")
-    arguments = [
-        name if k < shape.positional else f"{shape.keyword_only[k - shape.positional]}={name}"
-        for k, name in enumerate(handed)
-    ]
-    lines += _called(", ".join(arguments), f"({''.join(f'{name}, ' for name in handed)}), {{}}", hands_arrays, "    ")
+    lines += _called(shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", hands_arrays, "    ")
     given = ", ".join(f"p{k}" for k in range(1 if method else 0, count))
     return ("\n".join(lines) + "\n" + result).replace(_ARGUMENTS, f"*split({given})")
-
-
-def _renamed(code: CodeType, names: tuple[str, ...]) -> CodeType:
-    """``code`` with its parameters called ``names``; a local of ours that one of them would
-    shadow gets a name of its own."""
-    taken = set(names)
-    ours = []
-    for name in code.co_varnames[len(names) :]:
-        unique = name
-        while unique in taken:
-            unique += "_"
-        taken.add(unique)
-        ours.append(unique)
-    return code.replace(co_varnames=(*names, *ours))
-
-
-def _splitter(
-    shape: Shape, names: tuple[str, ...], defaults: dict[int, Any], method: bool
-) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
-    """``split(*values)``: an exact form's parameter values (the method form's after the
-    instance) as the ``(args, kwargs)`` a caller could have passed, a value that is its
-    default left out as if omitted, for the generic call and the messages' paths."""
-
-    def split(*values: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        by_name = False
-        for k, value in enumerate(values, 1 if method else 0):
-            if k >= shape.positional_only and k in defaults and value is defaults[k]:
-                by_name = True  # omitted: later positional parameters go by name
-            elif k < shape.positional and not by_name:
-                args.append(value)
-            else:
-                kwargs[names[k]] = value
-        return tuple(args), kwargs
-
-    return split

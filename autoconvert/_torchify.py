@@ -20,6 +20,7 @@ import torch
 
 from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor, to_numpy, to_tensor
 from ._devices import CPU, default_device, vote
+from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
 from ._signature import deferred_kind
@@ -156,7 +157,8 @@ class TorchifiedClass:
         return call
 
     def method(self, name: str) -> Any:
-        """The class's function ``name`` wrapped for tensors, or None if it has none.
+        """The class's function ``name`` as a method of proxies (see :func:`_proxy_method`), or
+        None if it has none.
 
         Only names the class has are cached: instance attributes and misses are looked up
         again, so reading many distinct names cannot grow the cache."""
@@ -165,8 +167,9 @@ class TorchifiedClass:
         raw = inspect.getattr_static(self.__wrapped__, name, _MISSING)
         if raw is _MISSING:
             return None
-        wrapped = self._methods[name] = wrap_pair(raw, self._options) if inspect.isfunction(raw) else None
-        return wrapped
+        method = _proxy_method(wrap_pair(raw, self._options)) if inspect.isfunction(raw) else None
+        self._methods[name] = method
+        return method
 
     def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
         """This class's own subclass of the proxy type, which its methods are added to."""
@@ -243,9 +246,8 @@ class TorchifiedObject:
         target = self.__wrapped__
         if name.startswith("__"):
             return getattr(target, name)
-        wrapped = self._ac_class.method(name)
-        if wrapped is not None:
-            method = _calling(wrapped, bound=False)
+        method = self._ac_class.method(name)
+        if method is not None:
             setattr(type(self), name, method)  # this class's proxies find it without __getattr__
             return types.MethodType(method, self)
         value = getattr(target, name)
@@ -280,10 +282,10 @@ class CallableTorchifiedObject(TorchifiedObject):
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        wrapped = self._ac_class.method("__call__")
-        if wrapped is None:  # __call__ is not a plain function of its class (a builtin, a C type)
+        method = self._ac_class.method("__call__")
+        if method is None:  # __call__ is not a plain function of its class (a builtin, a C type)
             return _calling(wrap_pair(self.__wrapped__, self._ac_options), bound=True)(self, *args, **kwargs)
-        return _calling(wrapped, bound=False)(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
 
 
 def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
@@ -302,6 +304,58 @@ def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
         return self if result is target else result
 
     return method
+
+
+def _proxy_method(wrapped: Any) -> Callable[..., Any]:
+    """The class's function that ``wrapped`` wraps, as a method of proxies: what
+    :func:`_calling` does, generated with the function's own signature where it has one
+    (see _exact), so CPython binds the arguments and each one's device is asked inline."""
+    function = wrapped.__wrapped__
+    shape = shape_of(function)
+    if shape is None or not shape.positional:
+        return _calling(wrapped, bound=False)
+    namespace = {
+        "call": as_method(wrapped),
+        "Tensor": torch.Tensor,
+        "CPU": CPU,
+        "plain": _PLAIN_VALUES,
+        "device_of": _device_of,
+        "split": splitter(function, shape, first=1),
+        "record": object.__setattr__,
+    }
+    return with_signature(function, shape, ("torchified method",), functools.partial(_proxy_source, shape), namespace)
+
+
+def _proxy_source(shape: Shape) -> str:
+    """A proxy method's source: ``p0`` is the proxy; each other parameter given (not left at its
+    default) that is a CPU tensor votes for the CPU, and anything else but a plain value
+    takes the full walk of :func:`_device_of`."""
+    lines = [
+        f"def __call__({shape.parameters()}):",
+        "    target = p0.__wrapped__",
+        "    device = None",
+        "    walks = False",
+    ]
+    for k in range(1, shape.arity):
+        i = "    " * (2 if k in shape.defaulted else 1)
+        if k in shape.defaulted:
+            lines.append(f"    if p{k} is not d{k}:")
+        lines += [
+            f"{i}if type(p{k}) is Tensor and p{k}.is_cpu:",
+            f"{i}    device = CPU",
+            f"{i}elif type(p{k}) not in plain:",
+            f"{i}    walks = True",
+        ]
+    given = ", ".join(f"p{k}" for k in range(1, shape.arity))
+    lines += [
+        "    if walks:",
+        f"        device = device_of(*split({given}))",
+        "    if device is not None and device is not p0._ac_device:",
+        "        record(p0, '_ac_device', device)",
+        f"    result = call({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
+        "    return p0 if result is target else result",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def proxy(

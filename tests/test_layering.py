@@ -23,6 +23,7 @@ ORDER = [
     "_observe",
     "_escape",
     "_signature",
+    "_exact",
     "_inputs",
     "_outputs",
     "_specialise",

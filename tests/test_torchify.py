@@ -385,3 +385,11 @@ def test_a_method_is_called_on_the_object_itself_never_on_a_converted_copy() -> 
     view = ac.torchify(obj)
     assert view.fit(torch.zeros(2)) is view and obj.fitted and type(obj.offset) is torch.Tensor
     assert view.apply(torch.zeros(2), scale=2.0).tolist() == [2.0, 2.0]
+    # The method binds as the function does, and records the device of each call's tensors.
+    with pytest.raises(TypeError, match=r"Shift\.apply\(\) missing 1 required positional argument: 'x'"):
+        view.apply(scale=2.0)
+    with pytest.raises(ac.ConversionError):
+        view.apply(torch.zeros(2, device="meta"))
+    assert view.offset.device.type == "meta"
+    view.apply(x=torch.zeros(2))
+    assert view.offset.device.type == "cpu"
