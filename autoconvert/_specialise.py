@@ -303,18 +303,26 @@ _ARGUMENTS = "args, kwargs"
 
 
 def _numpy_value(i: str, v: str) -> str:
-    leaf, item_leaf = (
-        _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=v),
-        _NUMPY_LEAF.format(i=i + " " * 12, v="item", tensor="item"),
-    )
-    shares, item_shares = f" and not {v}.requires_grad", " and not item.requires_grad"
-    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf, shares=shares, item_shares=item_shares)
+    return _numpy_template(i, v, detach=False)
 
 
 def _detaching_numpy_value(i: str, v: str) -> str:
-    leaf = _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=f"({v}.detach() if {v}.requires_grad else {v})")
-    item_leaf = _NUMPY_LEAF.format(i=i + " " * 12, v="item", tensor="(item.detach() if item.requires_grad else item)")
-    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf, shares="", item_shares="")
+    return _numpy_template(i, v, detach=True)
+
+
+def _numpy_template(i: str, v: str, *, detach: bool) -> str:
+    """``_NUMPY_VALUE`` for ``v`` and its dict items: with ``detach``, a tensor that requires
+    grad is detached; without, it leaves the flat code (the generic call has a word to say)."""
+
+    def tensor(name: str) -> str:
+        return f"({name}.detach() if {name}.requires_grad else {name})" if detach else name
+
+    def shares(name: str) -> str:
+        return "" if detach else f" and not {name}.requires_grad"
+
+    leaf = _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=tensor(v))
+    item_leaf = _NUMPY_LEAF.format(i=i + " " * 12, v="item", tensor=tensor("item"))
+    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf, shares=shares(v), item_shares=shares("item"))
 
 
 def _tensor_value(i: str, v: str) -> str:
@@ -355,11 +363,12 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
         # The shared target holds only when every tensor argument was NumPy's to share.
         if outputs.all_plain is None or isinstance(inputs, TensorInputs):
             return None
-        if outputs.all_plain.device is not CPU or outputs.all_plain.casts:
+        shared = outputs.all_plain
+        if shared.device is not CPU or shared.casts:
             return _TO_TENSOR_RESULT.format(array="", containers="")
-        array = _SHARES + (_COPIES_READ_ONLY if outputs.all_plain.copy is None else "")
+        array = _SHARES + (_COPIES_READ_ONLY if shared.copy is None else "")
         containers = _SHARED_CONTAINERS.format(item=_SHARED_ITEM.format(i=" " * 16))
-        return _TO_TENSOR_RESULT.format(array=array, containers=containers if not outputs.all_plain.copy else "")
+        return _TO_TENSOR_RESULT.format(array=array, containers=containers if not shared.copy else "")
     if isinstance(outputs, NumpyOutputs):
         return _TO_ARRAY_RESULT if outputs.copy is not True else _ANY_RESULT
     return None  # pragma: no cover - every output side is one of the above
@@ -370,17 +379,7 @@ def _source(head: str, value: Template, result: str, places: bool, hands_arrays:
     the keywords', the call), then the result's conversion. The method form calls
     ``wrapped`` (the function) with the instance first."""
     first = "instance, " if head.startswith("method(") else ""
-    lines = [
-        f"def {head}:",
-        "    if compiling():",
-        "        return opaque(generic, wrapped, instance, args, kwargs)",
-        "    if active() is not None or profiler._is_profiler_enabled:",
-        "        return generic(wrapped, instance, args, kwargs)",
-        "    plain = []",
-    ]
-    if places:
-        lines.append("    placed = None")
-    lines.append("    n = len(args)")
+    lines = [f"def {head}:", *_opening(places), "    n = len(args)"]
     keyword = value(" " * 16, "value").rstrip("\n")
     for count in range(MOST_POSITIONAL + 1):
         names = [f"a{k}" for k in range(count)]
@@ -403,6 +402,19 @@ def _source(head: str, value: Template, result: str, places: bool, hands_arrays:
     return "\n".join(lines) + "\n" + result
 
 
+def _opening(places: bool) -> list[str]:
+    """Every form's first lines: the guards, in the generic call's order (the compile escape,
+    then the hand-over to a watched Runner), and the per-call state."""
+    lines = [
+        "    if compiling():",
+        f"        return opaque(generic, wrapped, instance, {_ARGUMENTS})",
+        "    if active() is not None or profiler._is_profiler_enabled:",
+        f"        return generic(wrapped, instance, {_ARGUMENTS})",
+        "    plain = []",
+    ]
+    return [*lines, "    placed = None"] if places else lines
+
+
 def _called(arguments: str, handed: str, hands_arrays: bool, indent: str) -> list[str]:
     """The call itself; where the function got arrays, NumPy refusing a write into one of
     them becomes a ReadOnlyError (see Runner.failed)."""
@@ -423,18 +435,7 @@ def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool
     sees defaults), then the call and the result's conversion. The method form's ``p0`` is
     the instance, never converted."""
     count = shape.arity
-    lines = [f"def __call__({shape.parameters()}):"]
-    if method:
-        lines.append("    instance = p0")
-    lines += [
-        "    if compiling():",
-        f"        return opaque(generic, wrapped, instance, {_ARGUMENTS})",
-        "    if active() is not None or profiler._is_profiler_enabled:",
-        f"        return generic(wrapped, instance, {_ARGUMENTS})",
-        "    plain = []",
-    ]
-    if places:
-        lines.append("    placed = None")
+    lines = [f"def __call__({shape.parameters()}):", *(["    instance = p0"] if method else []), *_opening(places)]
     handed = ["p0"] if method else []
     for k in range(len(handed), count):
         defaulted = k in shape.defaulted
