@@ -3,9 +3,10 @@
 Like attrs' generated ``__init__``: the source is written once per kind of plan, for
 exactly its sides and options, and compiled with a readable filename in ``linecache``.
 Per positional count it unpacks the arguments, converts each bare tensor (or array), and
-each value of an exact dict of them, inline, and converts an array result, or an exact
-tuple, list or dict of them, straight to tensors (or a tensor result to an array); it has
-no loop over a plan and no branch on options. It comes in three forms: the wrapper's
+each item of an exact dict, list or tuple of them, inline (returns_tensor alone records the
+CPU tensors instead), and converts an array result, or an exact tuple, list or dict of
+them, straight to tensors (or a tensor result to an array); it has no loop over a plan
+and no branch on options. It comes in three forms: the wrapper's
 ``__call__``, wrapt's bound ``call``, and a method form for a plain function called
 through an instance (see _decorators.wrap). For a plain function the first and the last
 take its own signature (the exact forms, one source per signature shape), so CPython
@@ -71,14 +72,37 @@ _NUMPY_VALUE = """\
 {i}    changed = False
 {i}    items = {{}}
 {i}    for item_key, item in {v}.items():
-{i}        kind = type(item)
-{i}        if kind is Tensor{item_shares}:
-{item_leaf}{i}            changed = True
-{i}        elif get(kind) is not keep:
-{i}            return generic(wrapped, instance, args, kwargs)
-{i}        items[item_key] = item
+{item}{i}        items[item_key] = item
 {i}    if changed:
 {i}        {v} = items
+{i}elif (kind is list or kind is tuple) and get(kind) is walk_sequence:
+{i}    changed = False
+{i}    items = []
+{i}    for item in {v}:
+{item}{i}        items.append(item)
+{i}    if changed:
+{i}        {v} = items if kind is list else tuple(items)
+{i}elif get(kind) is not keep:
+{i}    return generic(wrapped, instance, args, kwargs)
+"""
+# An item of an exact dict, list or tuple: converted as a bare value is, or left as it is;
+# any other item (a nested container, a tensor NumPy cannot share) sends the call on.
+_NUMPY_ITEM = """\
+{i}item_kind = type(item)
+{i}if item_kind is Tensor{shares}:
+{leaf}{i}    changed = True
+{i}elif get(item_kind) is not keep:
+{i}    return generic(wrapped, instance, args, kwargs)
+"""
+# returns_tensor alone converts no argument: a CPU tensor whose results come back uncast is
+# recorded in ``plain`` (the output side's vote then gives the CPU); any other tensor, and a
+# container, sends the call to the generic call, whose recording walk finds them.
+_RECORDED_VALUE = """\
+{i}kind = type({v})
+{i}if kind is Tensor:
+{i}    if not {v}.is_cpu or {v}.dtype in restored:
+{i}        return generic(wrapped, instance, args, kwargs)
+{i}    plain.append({v})
 {i}elif get(kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
@@ -105,9 +129,10 @@ _SHARES_ARRAY = """\
 {i}            {v} = to_tensor({v}, Target(placed, casts, copy))
 """
 # Results: an array comes back through the one array -> tensor function, with the target a
-# call whose tensors NumPy all shared has (decided when the plan was built).
+# call whose tensors NumPy all shared has (decided when the plan was built), which is also a
+# call's without tensors while torch's default device is the CPU.
 _TO_TENSOR_RESULT = """\
-    if plain:
+    if plain or default_device() is CPU:
         kind = type(result)
         if kind is ndarray:
 {array}            try:
@@ -153,7 +178,7 @@ _SHARED_ITEM = """\
 {i}    break
 """
 _SHARED_CONTAINERS = """\
-        elif (kind is tuple or kind is list) and get_out(kind) is walk_sequence:
+        elif (kind is tuple or kind is list) and get_out(kind) is walk_sequence_out:
             changed = False
             out = []
             for item in result:
@@ -260,13 +285,15 @@ def specialised(
         "function": function,
         "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
+        "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.
     if isinstance(inputs, NumpyInputs):
-        inputs.mapper.resolve(dict)
+        for cls in (tuple, list, dict):
+            inputs.mapper.resolve(cls)
     if isinstance(inputs, TensorInputs):
         namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
     if isinstance(outputs, TensorOutputs):
@@ -275,8 +302,9 @@ def specialised(
             mapper.resolve(cls)
         namespace.update(
             shared_target=outputs.all_plain,
+            restored=outputs.restoring,
             get_out=mapper.dispatch.get,
-            walk_sequence=mapper.walk_sequence,
+            walk_sequence_out=mapper.walk_sequence,
             walk_dict_out=mapper.walk_dict,
         )
     kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs))
@@ -311,8 +339,8 @@ def _detaching_numpy_value(i: str, v: str) -> str:
 
 
 def _numpy_template(i: str, v: str, *, detach: bool) -> str:
-    """``_NUMPY_VALUE`` for ``v`` and its dict items: with ``detach``, a tensor that requires
-    grad is detached; without, it leaves the flat code (the generic call has a word to say)."""
+    """``_NUMPY_VALUE`` for ``v`` and its containers' items: with ``detach``, a tensor that
+    requires grad is detached; without, it leaves the flat code (the generic call has a word to say)."""
 
     def tensor(name: str) -> str:
         return f"({name}.detach() if {name}.requires_grad else {name})" if detach else name
@@ -321,8 +349,14 @@ def _numpy_template(i: str, v: str, *, detach: bool) -> str:
         return "" if detach else f" and not {name}.requires_grad"
 
     leaf = _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=tensor(v))
-    item_leaf = _NUMPY_LEAF.format(i=i + " " * 12, v="item", tensor=tensor("item"))
-    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item_leaf=item_leaf, shares=shares(v), item_shares=shares("item"))
+    item_indent = i + " " * 8
+    item_leaf = _NUMPY_LEAF.format(i=item_indent + "    ", v="item", tensor=tensor("item"))
+    item = _NUMPY_ITEM.format(i=item_indent, leaf=item_leaf, shares=shares("item"))
+    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item=item, shares=shares(v))
+
+
+def _recorded_value(i: str, v: str) -> str:
+    return _RECORDED_VALUE.format(i=i, v=v)
 
 
 def _tensor_value(i: str, v: str) -> str:
@@ -344,8 +378,8 @@ def _value_code(inputs: Inputs | None) -> Template | None:
         return _unconverted
     if inputs.selection is not None:
         return None
-    if isinstance(inputs, RecordingInputs):  # its tensors decide the device: the generic call votes
-        return None
+    if isinstance(inputs, RecordingInputs):
+        return _recorded_value
     if isinstance(inputs, NumpyInputs):
         plain_shared = inputs.readonly and not inputs.check_writes and inputs.widened is WIDENED
         if not plain_shared:
@@ -364,11 +398,11 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
         if outputs.all_plain is None or isinstance(inputs, TensorInputs):
             return None
         shared = outputs.all_plain
-        if shared.device is not CPU or shared.casts:
+        if shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied by to_tensor
             return _TO_TENSOR_RESULT.format(array="", containers="")
         array = _SHARES + (_COPIES_READ_ONLY if shared.copy is None else "")
         containers = _SHARED_CONTAINERS.format(item=_SHARED_ITEM.format(i=" " * 16))
-        return _TO_TENSOR_RESULT.format(array=array, containers=containers if not shared.copy else "")
+        return _TO_TENSOR_RESULT.format(array=array, containers=containers)
     if isinstance(outputs, NumpyOutputs):
         return _TO_ARRAY_RESULT if outputs.copy is not True else _ANY_RESULT
     return None  # pragma: no cover - every output side is one of the above

@@ -81,6 +81,8 @@ SIDES: dict[str, Callable[[Any], Any]] = {
     "reverse": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
     "in": lambda f: ac.accepts_numpy(grad="detach")(f),
     "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
+    "recorded": lambda f: ac.returns_tensor(f),
+    "copied": lambda f: ac.returns_tensor(copy=True)(ac.accepts_numpy(grad="detach")(f)),
 }
 
 
@@ -131,10 +133,9 @@ def test_a_plain_pair_has_a_flat_call_and_the_switch_turns_it_off() -> None:
         lambda f: ac.accepts_numpy(widen_float16=True)(f),
         lambda f: ac.accepts_numpy(copy=True)(f),
         lambda f: ac.returns_tensor(dtype="input")(ac.accepts_numpy(f)),
-        lambda f: ac.returns_tensor(f),
         lambda f: ac.accepts_numpy(transfers="error")(f),
     ],
-    ids=["only", "writeback", "check_writes", "widen_float16", "copy", "dtype-input", "returns_tensor", "transfers"],
+    ids=["only", "writeback", "check_writes", "widen_float16", "copy", "dtype-input", "transfers"],
 )
 def test_plans_it_does_not_cover_keep_the_generic_call(decorate: Callable[[Any], Any]) -> None:
     """Options whose work the flat code does not do leave the plan on its generic call."""
@@ -190,6 +191,7 @@ values = st.one_of(
     tensors.map(lambda make: make()),
     plain_values,
     st.lists(tensors.map(lambda make: make()), max_size=2),
+    st.lists(st.one_of(tensors.map(lambda make: make()), plain_values), max_size=2).map(tuple),
     st.dictionaries(st.sampled_from("ab"), tensors.map(lambda make: make()), max_size=2),
 )
 
@@ -223,6 +225,44 @@ def test_flat_and_generic_calls_agree(
     assert same(got[1], expected[1]) if got[0] == "value" else got[1] == expected[1]
     if body is first:  # a container with nothing to convert is handed over, and back, as itself
         assert (got[1] is args[0]) == (expected[1] is args[0])
+
+
+@pytest.mark.parametrize("side", ["pair", "recorded"])
+@pytest.mark.parametrize("wrap", [lambda a: a, lambda a: (a, 1), lambda a: [a], lambda a: {"a": a}])
+def test_copy_true_results_are_private_on_both_paths(side: str, wrap: Callable[[Any], Any]) -> None:
+    """returns_tensor(copy=True): an array the function keeps (a cache) comes back as a tensor
+    of its own memory, never sharing the cache; with or without tensor arguments."""
+    cache = np.zeros(3)
+    decorate = {"pair": ac.accepts_numpy, "recorded": lambda f: f}[side]
+    flat, generic = both(lambda f: ac.returns_tensor(copy=True)(decorate(f)), lambda *args: wrap(cache))
+    for f in (flat, generic):
+        for call in [(torch.ones(2),), ()]:
+            out = f(*call)
+            tensor = out if isinstance(out, torch.Tensor) else next(iter(out.values() if type(out) is dict else out))
+            tensor += 1
+            assert cache.tolist() == [0.0, 0.0, 0.0], (f, call)
+
+
+def test_returns_tensor_alone_places_results_as_the_generic_call_does() -> None:
+    """returns_tensor alone has a flat call; it records CPU tensors of NumPy's dtypes, and
+    sends the others (bfloat16 narrows the result back) and a device block to the generic vote."""
+
+    def doubled(v: Any = None) -> np.ndarray:
+        return np.ones(2) if v is None else torch.as_tensor(v[0] if type(v) is list else v).float().numpy() * 2
+
+    flat, generic = both(ac.returns_tensor, doubled)
+    assert flat._self_plan.default.flat is not None
+    for call in [
+        (torch.ones(2),),
+        (torch.ones(2, dtype=torch.bfloat16),),
+        (torch.tensor(1.0),),
+        (),
+        ([torch.ones(1)],),
+    ]:
+        assert same(flat(*call), generic(*call))
+    assert flat(torch.ones(2, dtype=torch.bfloat16)).dtype == torch.bfloat16
+    with torch.device("meta"):
+        assert flat().device.type == generic().device.type == "meta"
 
 
 def test_a_view_result_is_a_private_copy_on_both_paths() -> None:
