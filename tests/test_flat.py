@@ -23,6 +23,8 @@ import autoconvert as ac
 import autoconvert._specialise as specialise
 from autoconvert._decorators import is_wrapper
 
+from .conftest import shares
+
 
 @contextlib.contextmanager
 def flat_calls(on: bool) -> Iterator[None]:
@@ -263,6 +265,90 @@ def test_returns_tensor_alone_places_results_as_the_generic_call_does() -> None:
     assert flat(torch.ones(2, dtype=torch.bfloat16)).dtype == torch.bfloat16
     with torch.device("meta"):
         assert flat().device.type == generic().device.type == "meta"
+
+
+HELD = np.arange(4.0)  # an array a function keeps between calls (a cache)
+
+
+def held(*args: Any, **kwargs: Any) -> Any:
+    return HELD
+
+
+def held_in_containers(*args: Any, **kwargs: Any) -> Any:
+    return (HELD, HELD[1:]) if args else {"h": HELD, "args": args}
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+
+
+def memory_of(result: Any, call: list[Any]) -> list[tuple[bool, ...]]:
+    """For each strided tensor or array in ``result``: which of ``call``'s leaves and HELD it shares memory with."""
+    given = [*_leaves(call), HELD]
+    strided = [v for v in _leaves(result) if isinstance(v, np.ndarray) or v.layout == torch.strided]
+    return [
+        tuple(shares(v, g) for g in given if isinstance(g, np.ndarray) or g.layout == torch.strided) for v in strided
+    ]
+
+
+copies = st.sampled_from([None, False, True])
+stacks = st.one_of(
+    st.builds(
+        lambda into, out: lambda f: ac.returns_tensor(**out)(ac.accepts_numpy(**into)(f)),
+        st.fixed_dictionaries({"copy": copies, "grad": st.sampled_from(["detach", "warn"]), "nested": st.booleans()}),
+        st.fixed_dictionaries(
+            {"copy": copies, "dtype": st.sampled_from([None, torch.float64]), "device": st.sampled_from([None, "cpu"])}
+        ),
+    ),
+    st.builds(lambda out: lambda f: ac.returns_tensor(**out)(f), st.fixed_dictionaries({"copy": copies})),
+    st.builds(
+        lambda into, out: lambda f: ac.returns_numpy(**out)(ac.accepts_tensor(**into)(f)),
+        st.fixed_dictionaries({"copy": copies, "dtype": st.sampled_from([None, torch.float64])}),
+        st.fixed_dictionaries({"copy": copies}),
+    ),
+    st.builds(
+        lambda out: lambda f: ac.returns_numpy(**out)(ac.accepts_numpy(grad="detach")(f)),
+        st.fixed_dictionaries({"copy": copies}),
+    ),
+)
+
+
+@given(
+    args=st.lists(values, max_size=4),
+    decorate=stacks,
+    body=st.sampled_from([passthrough, first, head, fresh_tuple, held, held_in_containers]),
+    arrays=st.booleans(),
+)
+def test_every_option_set_gives_one_value_and_one_sharing_on_both_paths(
+    args: list[Any], decorate: Callable[[Any], Any], body: Callable[..., Any], arrays: bool
+) -> None:
+    """Across the sides' copy, grad, dtype and device options: the same value or error on both
+    paths, and each result shares memory with the same arguments (and kept arrays), or with none."""
+    if arrays:  # the tensor side's arguments: arrays, where NumPy can hold them
+        args = [
+            a.detach().numpy()
+            if isinstance(a, torch.Tensor)
+            and a.layout == torch.strided
+            and a.dtype != torch.bfloat16
+            and not a.is_conj()
+            else a
+            for a in args
+        ]
+    flat, generic = both(decorate, body)
+    got, expected = outcome(flat, *args), outcome(generic, *args)
+    assert got[0] == expected[0], (got, expected)
+    if got[0] == "error":
+        assert got[1] == expected[1]
+        return
+    assert same(got[1], expected[1])
+    assert memory_of(got[1], args) == memory_of(expected[1], args)
 
 
 def test_a_view_result_is_a_private_copy_on_both_paths() -> None:
