@@ -193,6 +193,32 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    # A list of tensors (what np.stack and np.concatenate take), and returns_tensor alone on a
+    # function that takes no tensor (a window, a grid): both on the flat call.
+    stack = ac.returns_tensor(ac.accepts_numpy(np.stack))
+    rows += compare(
+        "a list of 8 tensors (np.stack)",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(np.stack([v.numpy() for v in eight])),
+            "autoconvert": lambda: stack(eight),
+        },
+        repeats,
+        target,
+    )
+
+    def grid(n: int) -> np.ndarray:
+        return np.linspace(0.0, 1.0, n)
+
+    made = ac.returns_tensor(grid)
+    rows += compare(
+        "returns_tensor alone, no tensor argument (np.linspace)",
+        "hand-written",
+        {"hand-written": lambda: torch.from_numpy(grid(16)), "autoconvert": lambda: made(16)},
+        repeats,
+        target,
+    )
+
     x = np.random.default_rng(0).random(16)
     reverse = ac.returns_numpy(ac.accepts_tensor(torch.neg))
     rows += compare(
