@@ -198,6 +198,15 @@ values = st.one_of(
 )
 
 
+def as_arrays(args: list[Any]) -> list[Any]:
+    """The tensor side's arguments: each tensor as an array, where NumPy can hold it."""
+    strided = [isinstance(a, torch.Tensor) and a.layout == torch.strided for a in args]
+    return [
+        a.detach().numpy() if shared and a.dtype != torch.bfloat16 and not a.is_conj() else a
+        for a, shared in zip(args, strided, strict=True)
+    ]
+
+
 @given(
     args=st.lists(values, max_size=10),
     kwargs=st.dictionaries(st.sampled_from(["k", "m"]), values, max_size=2),
@@ -210,15 +219,7 @@ def test_flat_and_generic_calls_agree(
     """Every call gives the same value, or the same error and message, on both paths."""
     decorate = SIDES[side]
     if side == "reverse":
-        args = [
-            a.detach().numpy()
-            if isinstance(a, torch.Tensor)
-            and a.layout == torch.strided
-            and a.dtype != torch.bfloat16
-            and not a.is_conj()
-            else a
-            for a in args
-        ]
+        args = as_arrays(args)
     flat, generic = both(decorate, body)
     if not args and body is not passthrough:
         args = [torch.ones(2)]
@@ -331,16 +332,8 @@ def test_every_option_set_gives_one_value_and_one_sharing_on_both_paths(
 ) -> None:
     """Across the sides' copy, grad, dtype and device options: the same value or error on both
     paths, and each result shares memory with the same arguments (and kept arrays), or with none."""
-    if arrays:  # the tensor side's arguments: arrays, where NumPy can hold them
-        args = [
-            a.detach().numpy()
-            if isinstance(a, torch.Tensor)
-            and a.layout == torch.strided
-            and a.dtype != torch.bfloat16
-            and not a.is_conj()
-            else a
-            for a in args
-        ]
+    if arrays:
+        args = as_arrays(args)
     flat, generic = both(decorate, body)
     got, expected = outcome(flat, *args), outcome(generic, *args)
     assert got[0] == expected[0], (got, expected)
