@@ -43,6 +43,7 @@ from ._leaves import SMALL_COPY_BYTES, Target, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
+from ._signature import Selection
 from ._tree import keep
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
@@ -94,9 +95,10 @@ _NUMPY_ITEM = """\
 {i}elif get(item_kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
-# returns_tensor alone converts no argument: a CPU tensor whose results come back uncast is
-# recorded in ``plain`` (the output side's vote then gives the CPU); any other tensor, and a
-# container, sends the call to the generic call, whose recording walk finds them.
+# A value left as it is (returns_tensor alone, a parameter only=/exclude= passes on): a CPU
+# tensor whose results come back uncast is recorded in ``plain`` (the output side's vote then
+# gives the CPU); any other tensor, and a container, sends the call to the generic call,
+# whose recording walk finds them.
 _RECORDED_VALUE = """\
 {i}kind = type({v})
 {i}if kind is Tensor:
@@ -211,10 +213,12 @@ class Flat:
     function called through an instance. The last two take the function's own signature
     where :func:`_exact.shape_of` can spell it (see :meth:`_exact`), else ``*args, **kwargs``."""
 
-    __slots__ = ("call", "codes", "kind", "namespace")
+    __slots__ = ("call", "codes", "kind", "namespace", "selection")
 
-    def __init__(self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any]) -> None:
-        self.kind, self.codes, self.namespace = kind, codes, namespace
+    def __init__(
+        self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any], selection: Selection | None = None
+    ) -> None:
+        self.kind, self.codes, self.namespace, self.selection = kind, codes, namespace, selection
         exec(codes[0], namespace)  # our own source, compiled in specialised()
         self.call: Call = namespace["call"]
 
@@ -251,17 +255,27 @@ class Flat:
         shape = shape_of(function)
         if shape is None or (method and not shape.positional):
             return None
-        namespace["split"] = splitter(function, shape, first=1 if method else 0)
-        source = functools.partial(_exact_source, *self.kind, method, shape=shape)
-        return with_signature(function, shape, ("flat call", *self.kind, method), source, namespace)
+        first = 1 if method else 0
+        namespace["split"] = splitter(function, shape, first=first)
+        passed = self._passed(function.__code__.co_varnames[first : shape.arity])
+        source = functools.partial(_exact_source, *self.kind, method, shape=shape, passed=passed)
+        return with_signature(function, shape, ("flat call", *self.kind, method, passed), source, namespace)
+
+    def _passed(self, names: tuple[str, ...]) -> frozenset[int]:
+        """The parameters (by position, the instance's not counted) that ``only=``/``exclude=``
+        pass on unconverted."""
+        selection = self.selection
+        if selection is None:
+            return frozenset()
+        return frozenset(k for k, name in enumerate(names) if (name in selection.names) != selection.keep)
 
 
 def specialised(
     inputs: Inputs | None, outputs: Outputs | None, function: str, generic: Call, failed: Callable[..., None]
 ) -> Flat | None:
     """The flat call for a plan with these sides, or None where it has none (the generic
-    call is then the only one): a selection, writeback, check_writes, widened float16,
-    private copies, and ``dtype="input"`` keep the generic call."""
+    call is then the only one): writeback, check_writes, widened float16, private copies,
+    ``dtype="input"`` and accepts_tensor's selection keep the generic call."""
     value = _value_code(inputs)
     result = _result_code(inputs, outputs)
     if not enabled or value is None or result is None:
@@ -288,6 +302,7 @@ def specialised(
         "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
+        "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.
@@ -302,12 +317,14 @@ def specialised(
             mapper.resolve(cls)
         namespace.update(
             shared_target=outputs.all_plain,
-            restored=outputs.restoring,
             get_out=mapper.dispatch.get,
             walk_sequence_out=mapper.walk_sequence,
             walk_dict_out=mapper.walk_dict,
         )
     kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs))
+    selection = inputs.selection if inputs is not None else None
+    if selection is not None:  # which values it converts is known by name: the exact forms only
+        return Flat(kind, _DELEGATING, namespace, selection)
     codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(compiled(_source(h, *kind), "flat call") for h in _HEADS))
     return Flat(kind, codes, namespace)
 
@@ -328,6 +345,11 @@ _HEADS = (
 #: How the templates spell the call's arguments (for the generic call, and the output side's
 #: messages); the exact forms, which have no ``args``, spell them ``*split(p0, ...)``.
 _ARGUMENTS = "args, kwargs"
+#: The three forms for a plan with a selection (only=/exclude=), which the exact forms serve:
+#: without a signature to name the parameters by, each call goes to the generic call.
+_DELEGATING = tuple(
+    compiled(f"def {h}:\n    return generic(wrapped, instance, {_ARGUMENTS})\n", "flat call") for h in _HEADS
+)
 
 
 def _numpy_value(i: str, v: str) -> str:
@@ -376,8 +398,6 @@ def _value_code(inputs: Inputs | None) -> Template | None:
     """The per-value template for this input side, or None when it needs the generic call."""
     if inputs is None:
         return _unconverted
-    if inputs.selection is not None:
-        return None
     if isinstance(inputs, RecordingInputs):
         return _recorded_value
     if isinstance(inputs, NumpyInputs):
@@ -385,7 +405,7 @@ def _value_code(inputs: Inputs | None) -> Template | None:
         if not plain_shared:
             return None
         return _detaching_numpy_value if inputs.grad.mode == "detach" else _numpy_value
-    if isinstance(inputs, TensorInputs) and inputs.dtype != "input":
+    if isinstance(inputs, TensorInputs) and inputs.dtype != "input" and inputs.selection is None:
         return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
     return None
 
@@ -463,17 +483,28 @@ def _called(arguments: str, handed: str, hands_arrays: bool, indent: str) -> lis
     ]
 
 
-def _exact_source(value: Template, result: str, places: bool, hands_arrays: bool, method: bool, *, shape: Shape) -> str:
+def _exact_source(
+    value: Template,
+    result: str,
+    places: bool,
+    hands_arrays: bool,
+    method: bool,
+    *,
+    shape: Shape,
+    passed: frozenset[int],
+) -> str:
     """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
     into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
     sees defaults), then the call and the result's conversion. The method form's ``p0`` is
-    the instance, never converted."""
+    the instance, never converted. A ``passed`` parameter (a selection's) is only recorded."""
     count = shape.arity
     lines = [f"def __call__({shape.parameters()}):", *(["    instance = p0"] if method else []), *_opening(places)]
     handed = ["p0"] if method else []
-    for k in range(len(handed), count):
+    first = len(handed)
+    for k in range(first, count):
         defaulted = k in shape.defaulted
-        code = value(" " * (8 if defaulted else 4), f"c{k}").rstrip("\n")
+        template = _recorded_value if k - first in passed else value
+        code = template(" " * (8 if defaulted else 4), f"c{k}").rstrip("\n")
         if code:
             lines.append(f"    c{k} = p{k}")
             lines += [f"    if p{k} is not d{k}:", code] if defaulted else [code]
