@@ -61,11 +61,14 @@ MOST_POSITIONAL = 8
 _NUMPY_LEAF = """\
 {i}plain.append({v})
 {i}try:
-{i}    {v} = {tensor}.numpy()
-{i}except (TypeError, RuntimeError):
+{i}    {v} = {tensor}.numpy(){private}
+{i}except (TypeError, RuntimeError{memory}):
 {i}    return generic(wrapped, instance, args, kwargs)
-{i}{v}.setflags(False)
 """
+_READ_ONLY = "{i}{v}.setflags(False)\n"
+# copy=True: a private copy in the tensor's layout, as tensor_to_array makes it (where one
+# cannot be allocated, the generic call says so with the tensor's path).
+_PRIVATE = '.copy("K")'
 _NUMPY_VALUE = """\
 {i}kind = type({v})
 {i}if kind is Tensor{shares}:
@@ -274,8 +277,8 @@ def specialised(
     inputs: Inputs | None, outputs: Outputs | None, function: str, generic: Call, failed: Callable[..., None]
 ) -> Flat | None:
     """The flat call for a plan with these sides, or None where it has none (the generic
-    call is then the only one): writeback, check_writes, widened float16, private copies,
-    ``dtype="input"`` and accepts_tensor's selection keep the generic call."""
+    call is then the only one): writeback, check_writes, widened float16, ``dtype="input"``
+    and accepts_tensor's selection keep the generic call."""
     value = _value_code(inputs)
     result = _result_code(inputs, outputs)
     if not enabled or value is None or result is None:
@@ -321,7 +324,7 @@ def specialised(
             walk_sequence_out=mapper.walk_sequence,
             walk_dict_out=mapper.walk_dict,
         )
-    kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs))
+    kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs) and inputs.readonly)
     selection = inputs.selection if inputs is not None else None
     if selection is not None:  # which values it converts is known by name: the exact forms only
         return Flat(kind, _DELEGATING, namespace, selection)
@@ -332,7 +335,7 @@ def specialised(
 #: Per value: its conversion's source, given the indent and the name the value is held in.
 Template = Callable[[str, str], str]
 #: What the flat call's code depends on: the value template, the result code, and whether the
-#: function gets tensors placed on a device / NumPy's arrays.
+#: function gets tensors placed on a device / read-only arrays.
 Kind = tuple[Template, str, bool, bool]
 #: The three forms' code per kind of plan (a few per program): what differs between plans of a
 #: kind (the function, its sides' options) is in their namespaces.
@@ -352,17 +355,10 @@ _DELEGATING = tuple(
 )
 
 
-def _numpy_value(i: str, v: str) -> str:
-    return _numpy_template(i, v, detach=False)
-
-
-def _detaching_numpy_value(i: str, v: str) -> str:
-    return _numpy_template(i, v, detach=True)
-
-
-def _numpy_template(i: str, v: str, *, detach: bool) -> str:
+def _numpy_template(i: str, v: str, *, detach: bool, private: bool) -> str:
     """``_NUMPY_VALUE`` for ``v`` and its containers' items: with ``detach``, a tensor that
-    requires grad is detached; without, it leaves the flat code (the generic call has a word to say)."""
+    requires grad is detached; without, it leaves the flat code (the generic call has a word
+    to say). Arrays are read-only views of the tensors' memory, or ``private`` copies."""
 
     def tensor(name: str) -> str:
         return f"({name}.detach() if {name}.requires_grad else {name})" if detach else name
@@ -370,11 +366,22 @@ def _numpy_template(i: str, v: str, *, detach: bool) -> str:
     def shares(name: str) -> str:
         return "" if detach else f" and not {name}.requires_grad"
 
-    leaf = _NUMPY_LEAF.format(i=i + "    ", v=v, tensor=tensor(v))
+    def leaf(indent: str, name: str) -> str:
+        copy = {"private": _PRIVATE, "memory": ", MemoryError"} if private else {"private": "", "memory": ""}
+        code = _NUMPY_LEAF.format(i=indent, v=name, tensor=tensor(name), **copy)
+        return code if private else code + _READ_ONLY.format(i=indent, v=name)
+
     item_indent = i + " " * 8
-    item_leaf = _NUMPY_LEAF.format(i=item_indent + "    ", v="item", tensor=tensor("item"))
-    item = _NUMPY_ITEM.format(i=item_indent, leaf=item_leaf, shares=shares("item"))
-    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf, item=item, shares=shares(v))
+    item = _NUMPY_ITEM.format(i=item_indent, leaf=leaf(item_indent + "    ", "item"), shares=shares("item"))
+    return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf(i + "    ", v), item=item, shares=shares(v))
+
+
+#: The NumPy side's templates by (detach, private), made once so that plans' kinds compare equal.
+_NUMPY_VALUES: dict[tuple[bool, bool], Template] = {
+    (detach, private): functools.partial(_numpy_template, detach=detach, private=private)
+    for detach in (False, True)
+    for private in (False, True)
+}
 
 
 def _recorded_value(i: str, v: str) -> str:
@@ -401,10 +408,9 @@ def _value_code(inputs: Inputs | None) -> Template | None:
     if isinstance(inputs, RecordingInputs):
         return _recorded_value
     if isinstance(inputs, NumpyInputs):
-        plain_shared = inputs.readonly and not inputs.check_writes and inputs.widened is WIDENED
-        if not plain_shared:
+        if inputs.writeback or inputs.check_writes or inputs.widened is not WIDENED:
             return None
-        return _detaching_numpy_value if inputs.grad.mode == "detach" else _numpy_value
+        return _NUMPY_VALUES[inputs.grad.mode == "detach", not inputs.readonly]
     if isinstance(inputs, TensorInputs) and inputs.dtype != "input" and inputs.selection is None:
         return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
     return None
@@ -428,7 +434,7 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
     return None  # pragma: no cover - every output side is one of the above
 
 
-def _source(head: str, value: Template, result: str, places: bool, hands_arrays: bool) -> str:
+def _source(head: str, value: Template, result: str, places: bool, hands_read_only: bool) -> str:
     """The flat call's source: the guards, one branch per positional count (its conversions,
     the keywords', the call), then the result's conversion. The method form calls
     ``wrapped`` (the function) with the instance first."""
@@ -449,9 +455,9 @@ def _source(head: str, value: Template, result: str, places: bool, hands_arrays:
             *([keyword] if keyword else []),
             "                new_kwargs[key] = value",
         ]
-        lines += _called(f"{first}{given}**new_kwargs", f"({given}), new_kwargs", hands_arrays, "            ")
+        lines += _called(f"{first}{given}**new_kwargs", f"({given}), new_kwargs", hands_read_only, "            ")
         lines.append("        else:")
-        lines += _called(f"{first}{given}".rstrip(", "), f"({given}), kwargs", hands_arrays, "            ")
+        lines += _called(f"{first}{given}".rstrip(", "), f"({given}), kwargs", hands_read_only, "            ")
     lines += ["    else:", "        return generic(wrapped, instance, args, kwargs)"]
     return "\n".join(lines) + "\n" + result
 
@@ -469,10 +475,10 @@ def _opening(places: bool) -> list[str]:
     return [*lines, "    placed = None"] if places else lines
 
 
-def _called(arguments: str, handed: str, hands_arrays: bool, indent: str) -> list[str]:
-    """The call itself; where the function got arrays, NumPy refusing a write into one of
-    them becomes a ReadOnlyError (see Runner.failed)."""
-    if not hands_arrays:
+def _called(arguments: str, handed: str, hands_read_only: bool, indent: str) -> list[str]:
+    """The call itself; where the function got read-only arrays, NumPy refusing a write into
+    one of them becomes a ReadOnlyError (see Runner.failed)."""
+    if not hands_read_only:
         return [f"{indent}result = wrapped({arguments})"]
     return [
         f"{indent}try:",
@@ -487,7 +493,7 @@ def _exact_source(
     value: Template,
     result: str,
     places: bool,
-    hands_arrays: bool,
+    hands_read_only: bool,
     method: bool,
     *,
     shape: Shape,
@@ -509,6 +515,8 @@ def _exact_source(
             lines.append(f"    c{k} = p{k}")
             lines += [f"    if p{k} is not d{k}:", code] if defaulted else [code]
         handed.append(f"c{k}" if code else f"p{k}")
-    lines += _called(shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", hands_arrays, "    ")
+    lines += _called(
+        shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", hands_read_only, "    "
+    )
     given = ", ".join(f"p{k}" for k in range(1 if method else 0, count))
     return ("\n".join(lines) + "\n" + result).replace(_ARGUMENTS, f"*split({given})")

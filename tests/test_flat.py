@@ -85,6 +85,7 @@ SIDES: dict[str, Callable[[Any], Any]] = {
     "numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach")(f)),
     "recorded": lambda f: ac.returns_tensor(f),
     "copied": lambda f: ac.returns_tensor(copy=True)(ac.accepts_numpy(grad="detach")(f)),
+    "private": _pair(copy=True, grad="detach"),
 }
 
 
@@ -132,11 +133,10 @@ def test_a_plain_pair_has_a_flat_call_and_the_switch_turns_it_off() -> None:
         lambda f: ac.accepts_numpy(writeback=True)(f),
         lambda f: ac.accepts_numpy(check_writes=True)(f),
         lambda f: ac.accepts_numpy(widen_float16=True)(f),
-        lambda f: ac.accepts_numpy(copy=True)(f),
         lambda f: ac.returns_tensor(dtype="input")(ac.accepts_numpy(f)),
         lambda f: ac.accepts_numpy(transfers="error")(f),
     ],
-    ids=["writeback", "check_writes", "widen_float16", "copy", "dtype-input", "transfers"],
+    ids=["writeback", "check_writes", "widen_float16", "dtype-input", "transfers"],
 )
 def test_plans_it_does_not_cover_keep_the_generic_call(decorate: Callable[[Any], Any]) -> None:
     """Options whose work the flat code does not do leave the plan on its generic call."""
@@ -363,6 +363,34 @@ def test_writing_into_a_handed_array_is_a_read_only_error_on_both_paths() -> Non
     flat, generic = both(_pair(), scribble)
     got, expected = outcome(flat, torch.zeros(2)), outcome(generic, torch.zeros(2))
     assert got == expected and got[1][0] is ac.ReadOnlyError
+
+
+def test_copy_true_hands_private_writable_copies_on_both_paths() -> None:
+    """accepts_numpy(copy=True): the function writes into copies of its own, bare or in a list
+    or dict, in the tensor's layout; the caller's tensors never change, and a write into a
+    read-only array the function made keeps NumPy's own error."""
+
+    def centre(a: np.ndarray, parts: list[np.ndarray], named: dict[str, np.ndarray]) -> Any:
+        for array in (a, *parts, *named.values()):
+            np.subtract(array, 1, out=array)
+        return a, a.flags.f_contiguous, parts[0], named["n"]
+
+    def scribble_broadcast(a: np.ndarray) -> np.ndarray:
+        view = np.broadcast_to(a, (2, *a.shape))
+        view[0] = 1
+        return a
+
+    flat, generic = both(_pair(copy=True), centre)
+    for f in (flat, generic):
+        t, items = torch.zeros(2, 3).t(), [torch.zeros(2), torch.ones(1)]
+        named = {"n": torch.zeros(1)}
+        out = f(t, items, named)
+        assert out[1] and out[0].stride() == t.stride() and out[0].sum() == -6
+        assert t.sum() == 0 and items[0].sum() == 0 and named["n"].sum() == 0 and out[3].tolist() == [-1.0]
+    assert flat._self_plan.default.flat is not None
+    flat, generic = both(_pair(copy=True), scribble_broadcast)
+    got, expected = outcome(flat, torch.zeros(2)), outcome(generic, torch.zeros(2))
+    assert got == expected and got[1][0] is ValueError
 
 
 def test_containers_nothing_converts_in_are_the_callers_own_objects() -> None:
