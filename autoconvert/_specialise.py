@@ -277,14 +277,15 @@ def specialised(
     inputs: Inputs | None, outputs: Outputs | None, function: str, generic: Call, failed: Callable[..., None]
 ) -> Flat | None:
     """The flat call for a plan with these sides, or None where it has none (the generic
-    call is then the only one): writeback, check_writes, widened float16, ``dtype="input"``
-    and accepts_tensor's selection keep the generic call."""
+    call is then the only one): writeback, check_writes, ``dtype="input"`` and
+    accepts_tensor's selection keep the generic call."""
     value = _value_code(inputs)
     result = _result_code(inputs, outputs)
     if not enabled or value is None or result is None:
         return None
     namespace: dict[str, Any] = {
         "Tensor": torch.Tensor,
+        "float16": torch.float16,
         "ndarray": np.ndarray,
         "keep": keep,
         "LeafError": LeafError,
@@ -355,16 +356,20 @@ _DELEGATING = tuple(
 )
 
 
-def _numpy_template(i: str, v: str, *, detach: bool, private: bool) -> str:
+def _numpy_template(i: str, v: str, *, detach: bool, private: bool, widens: bool) -> str:
     """``_NUMPY_VALUE`` for ``v`` and its containers' items: with ``detach``, a tensor that
     requires grad is detached; without, it leaves the flat code (the generic call has a word
-    to say). Arrays are read-only views of the tensors' memory, or ``private`` copies."""
+    to say). Arrays are read-only views of the tensors' memory, or ``private`` copies. Where
+    float16 ``widens``, a float16 tensor leaves the flat code too (the generic call widens it,
+    and narrows the results back)."""
 
     def tensor(name: str) -> str:
         return f"({name}.detach() if {name}.requires_grad else {name})" if detach else name
 
     def shares(name: str) -> str:
-        return "" if detach else f" and not {name}.requires_grad"
+        grad = "" if detach else f" and not {name}.requires_grad"
+        half = f" and {name}.dtype is not float16" if widens else ""
+        return grad + half
 
     def leaf(indent: str, name: str) -> str:
         copy = {"private": _PRIVATE, "memory": ", MemoryError"} if private else {"private": "", "memory": ""}
@@ -376,11 +381,12 @@ def _numpy_template(i: str, v: str, *, detach: bool, private: bool) -> str:
     return _NUMPY_VALUE.format(i=i, v=v, leaf=leaf(i + "    ", v), item=item, shares=shares(v))
 
 
-#: The NumPy side's templates by (detach, private), made once so that plans' kinds compare equal.
-_NUMPY_VALUES: dict[tuple[bool, bool], Template] = {
-    (detach, private): functools.partial(_numpy_template, detach=detach, private=private)
+#: The NumPy side's templates by (detach, private, widens), made once so that plans' kinds compare equal.
+_NUMPY_VALUES: dict[tuple[bool, bool, bool], Template] = {
+    (detach, private, widens): functools.partial(_numpy_template, detach=detach, private=private, widens=widens)
     for detach in (False, True)
     for private in (False, True)
+    for widens in (False, True)
 }
 
 
@@ -408,9 +414,9 @@ def _value_code(inputs: Inputs | None) -> Template | None:
     if isinstance(inputs, RecordingInputs):
         return _recorded_value
     if isinstance(inputs, NumpyInputs):
-        if inputs.writeback or inputs.check_writes or inputs.widened is not WIDENED:
+        if inputs.writeback or inputs.check_writes:
             return None
-        return _NUMPY_VALUES[inputs.grad.mode == "detach", not inputs.readonly]
+        return _NUMPY_VALUES[inputs.grad.mode == "detach", not inputs.readonly, inputs.widened is not WIDENED]
     if isinstance(inputs, TensorInputs) and inputs.dtype != "input" and inputs.selection is None:
         return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
     return None

@@ -113,6 +113,53 @@ class _Scaler:
         return np.negative(v)
 
 
+def _other_plans(t: torch.Tensor, eight: list[torch.Tensor], repeats: int, target: float) -> list[Row]:
+    """Plans beyond the plain pair's defaults, each on the flat call too."""
+    rows: list[Row] = []
+    # A list of tensors (what np.stack and np.concatenate take), and returns_tensor alone on a
+    # function that takes no tensor (a window, a grid): both on the flat call.
+    stack = ac.returns_tensor(ac.accepts_numpy(np.stack))
+    rows += compare(
+        "a list of 8 tensors (np.stack)",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(np.stack([v.numpy() for v in eight])),
+            "autoconvert": lambda: stack(eight),
+        },
+        repeats,
+        target,
+    )
+
+    def grid(n: int) -> np.ndarray:
+        return np.linspace(0.0, 1.0, n)
+
+    made = ac.returns_tensor(grid)
+    rows += compare(
+        "returns_tensor alone, no tensor argument (np.linspace)",
+        "hand-written",
+        {"hand-written": lambda: torch.from_numpy(grid(16)), "autoconvert": lambda: made(16)},
+        repeats,
+        target,
+    )
+
+    # torchify of a SciPy module: its functions widen float16 (SciPy rejects it), a check per tensor.
+    if importlib.util.find_spec("scipy") is not None:
+        import scipy.special
+
+        special = ac.torchify(scipy.special)
+        rows += compare(
+            "torchify(scipy.special).expit, 16 float32",
+            "hand-written",
+            {
+                "hand-written": lambda: torch.from_numpy(scipy.special.expit(t.numpy())),
+                "autoconvert": lambda: special.expit(t),
+            },
+            repeats,
+            target,
+        )
+    return rows
+
+
 def per_call(settings: Settings) -> list[Row]:
     """Decorator cost on small CPU arrays, against hand-written conversion."""
     repeats, target = settings["repeats"], settings["target_s"]
@@ -193,31 +240,7 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
-    # A list of tensors (what np.stack and np.concatenate take), and returns_tensor alone on a
-    # function that takes no tensor (a window, a grid): both on the flat call.
-    stack = ac.returns_tensor(ac.accepts_numpy(np.stack))
-    rows += compare(
-        "a list of 8 tensors (np.stack)",
-        "hand-written",
-        {
-            "hand-written": lambda: torch.from_numpy(np.stack([v.numpy() for v in eight])),
-            "autoconvert": lambda: stack(eight),
-        },
-        repeats,
-        target,
-    )
-
-    def grid(n: int) -> np.ndarray:
-        return np.linspace(0.0, 1.0, n)
-
-    made = ac.returns_tensor(grid)
-    rows += compare(
-        "returns_tensor alone, no tensor argument (np.linspace)",
-        "hand-written",
-        {"hand-written": lambda: torch.from_numpy(grid(16)), "autoconvert": lambda: made(16)},
-        repeats,
-        target,
-    )
+    rows += _other_plans(t, eight, repeats, target)
 
     x = np.random.default_rng(0).random(16)
     reverse = ac.returns_numpy(ac.accepts_tensor(torch.neg))

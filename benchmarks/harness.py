@@ -25,7 +25,10 @@ class Row:
 
 
 def calibrate(fn: Callable[[], Any], target_s: float) -> int:
-    """Calls per batch so one batch takes about ``target_s``."""
+    """Calls per batch so one batch takes about ``target_s``. The first call is not timed: it
+    may build what later calls reuse (a torchified attribute's wrapper, a plan's flat call),
+    and timed it would make every batch a single call."""
+    fn()
     number = 1
     while True:
         start = time.perf_counter()

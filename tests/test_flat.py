@@ -86,6 +86,7 @@ SIDES: dict[str, Callable[[Any], Any]] = {
     "recorded": lambda f: ac.returns_tensor(f),
     "copied": lambda f: ac.returns_tensor(copy=True)(ac.accepts_numpy(grad="detach")(f)),
     "private": _pair(copy=True, grad="detach"),
+    "widening": _pair(grad="detach", widen_float16=True),  # torchify's default for SciPy
 }
 
 
@@ -132,11 +133,10 @@ def test_a_plain_pair_has_a_flat_call_and_the_switch_turns_it_off() -> None:
     [
         lambda f: ac.accepts_numpy(writeback=True)(f),
         lambda f: ac.accepts_numpy(check_writes=True)(f),
-        lambda f: ac.accepts_numpy(widen_float16=True)(f),
         lambda f: ac.returns_tensor(dtype="input")(ac.accepts_numpy(f)),
         lambda f: ac.accepts_numpy(transfers="error")(f),
     ],
-    ids=["writeback", "check_writes", "widen_float16", "dtype-input", "transfers"],
+    ids=["writeback", "check_writes", "dtype-input", "transfers"],
 )
 def test_plans_it_does_not_cover_keep_the_generic_call(decorate: Callable[[Any], Any]) -> None:
     """Options whose work the flat code does not do leave the plan on its generic call."""
@@ -341,6 +341,22 @@ def test_every_option_set_gives_one_value_and_one_sharing_on_both_paths(
         return
     assert same(got[1], expected[1])
     assert memory_of(got[1], args) == memory_of(expected[1], args)
+
+
+def test_widen_float16_widens_on_both_paths() -> None:
+    """widen_float16=True (torchify's SciPy default): the function sees float32 for float16
+    tensors, bare or in a list, and float16 results come back; other dtypes go through as they are."""
+
+    def dtypes(a: Any, parts: list[Any]) -> Any:
+        return str(a.dtype), [str(p.dtype) for p in parts], a * 2
+
+    flat, generic = both(_pair(widen_float16=True), dtypes)
+    assert flat._self_plan.default.flat is not None
+    for f in (flat, generic):
+        seen, parts, doubled = f(torch.ones(2, dtype=torch.float16), [torch.ones(1, dtype=torch.float16)])
+        assert (seen, parts, doubled.dtype) == ("float32", ["float32"], torch.float16)
+        seen, parts, doubled = f(torch.ones(2), [torch.ones(1, dtype=torch.float64)])
+        assert (seen, parts, doubled.dtype) == ("float32", ["float64"], torch.float32)
 
 
 def test_a_view_result_is_a_private_copy_on_both_paths() -> None:
