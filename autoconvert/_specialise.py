@@ -98,7 +98,8 @@ _NUMPY_ITEM = """\
 {i}elif get(item_kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
-# A value left as it is (returns_tensor alone, a parameter only=/exclude= passes on): a CPU
+# A value left as it is (returns_tensor alone, a parameter accepts_numpy's only=/exclude= passes
+# on): a CPU
 # tensor whose results come back uncast is recorded in ``plain`` (the output side's vote then
 # gives the CPU); any other tensor, and a container, sends the call to the generic call,
 # whose recording walk finds them.
@@ -109,6 +110,14 @@ _RECORDED_VALUE = """\
 {i}        return generic(wrapped, instance, args, kwargs)
 {i}    plain.append({v})
 {i}elif get(kind) is not keep:
+{i}    return generic(wrapped, instance, args, kwargs)
+"""
+# A value accepts_tensor's only=/exclude= passes on: tensors and arrays go through as they are
+# (no output side of a flat call asks where its tensors were); a container, or another value
+# this side would convert, sends the call to the generic call, whose recording walk it is.
+_KEPT_VALUE = """\
+{i}kind = type({v})
+{i}if kind is not Tensor and kind is not ndarray and get(kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 _TENSOR_VALUE = """\
@@ -277,8 +286,8 @@ def specialised(
     inputs: Inputs | None, outputs: Outputs | None, function: str, generic: Call, failed: Callable[..., None]
 ) -> Flat | None:
     """The flat call for a plan with these sides, or None where it has none (the generic
-    call is then the only one): writeback, check_writes, ``dtype="input"`` and
-    accepts_tensor's selection keep the generic call."""
+    call is then the only one): writeback, check_writes and ``dtype="input"`` keep the
+    generic call."""
     value = _value_code(inputs)
     result = _result_code(inputs, outputs)
     if not enabled or value is None or result is None:
@@ -394,6 +403,10 @@ def _recorded_value(i: str, v: str) -> str:
     return _RECORDED_VALUE.format(i=i, v=v)
 
 
+def _kept_value(i: str, v: str) -> str:
+    return _KEPT_VALUE.format(i=i, v=v)
+
+
 def _tensor_value(i: str, v: str) -> str:
     return _TENSOR_VALUE.format(i=i, v=v, convert=_TO_TENSOR.format(i=i, v=v), errors="LeafError")
 
@@ -417,7 +430,7 @@ def _value_code(inputs: Inputs | None) -> Template | None:
         if inputs.writeback or inputs.check_writes:
             return None
         return _NUMPY_VALUES[inputs.grad.mode == "detach", not inputs.readonly, inputs.widened is not WIDENED]
-    if isinstance(inputs, TensorInputs) and inputs.dtype != "input" and inputs.selection is None:
+    if isinstance(inputs, TensorInputs) and inputs.dtype != "input":
         return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
     return None
 
@@ -508,14 +521,15 @@ def _exact_source(
     """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
     into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
     sees defaults), then the call and the result's conversion. The method form's ``p0`` is
-    the instance, never converted. A ``passed`` parameter (a selection's) is only recorded."""
+    the instance, never converted. A ``passed`` parameter (a selection's) is only recorded
+    (NumPy side) or let through (tensor side)."""
     count = shape.arity
     lines = [f"def __call__({shape.parameters()}):", *(["    instance = p0"] if method else []), *_opening(places)]
     handed = ["p0"] if method else []
     first = len(handed)
     for k in range(first, count):
         defaulted = k in shape.defaulted
-        template = _recorded_value if k - first in passed else value
+        template = value if k - first not in passed else _kept_value if places else _recorded_value
         code = template(" " * (8 if defaulted else 4), f"c{k}").rstrip("\n")
         if code:
             lines.append(f"    c{k} = p{k}")

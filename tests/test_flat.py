@@ -517,6 +517,8 @@ SELECTING: dict[str, Callable[[Any], Any]] = {
     "exclude": _pair(grad="detach", exclude=["c"]),
     "only none": _pair(grad="detach", only=[]),
     "only, numpy-out": lambda f: ac.returns_numpy(ac.accepts_numpy(grad="detach", only=["b", "e"])(f)),
+    "reverse only": lambda f: ac.returns_numpy(ac.accepts_tensor(only=["a", "c"])(f)),
+    "reverse exclude": lambda f: ac.returns_numpy(ac.accepts_tensor(exclude=["b", "d"])(f)),
 }
 
 
@@ -550,6 +552,10 @@ def test_a_selection_converts_the_selected_parameters_on_the_exact_forms_only() 
     assert torch.equal(Matcher.match(m, torch.ones(2), boxes=torch.zeros(2)), torch.ones(2))
     assert m.match.__func__.__code__.co_filename.startswith("<autoconvert flat call")
     assert torch.equal(added(torch.ones(2), torch.full((2,), 2.0)), torch.full((2,), 2.0))
+    with flat_calls(on=True):
+        placed = ac.accepts_tensor(only=["x"])(lambda x, y: (type(x).__name__, type(y).__name__))
+    assert placed(np.ones(1), np.ones(1)) == ("Tensor", "ndarray")
+    assert type(placed).__call__.__code__.co_filename.startswith("<autoconvert flat call")
     delegating = type(added).__call__.__code__.co_filename
     assert linecache.getline(delegating, 2).strip() == "return generic(wrapped, instance, args, kwargs)"
 
