@@ -153,7 +153,7 @@ class NumpyInputs(Inputs):
         too. (Otherwise the Runner builds ``Collected(plain, odd)`` itself.)"""
         if not self.writeback:
             return Collected(plain, odd, [])
-        # writeback: a fourth, the spans of memory that arguments share (see _writeback).
+        # writeback: the spans of memory that arguments share (see _writeback).
         seen: list[torch.Tensor] = []
         for a in args:
             self.recorder(a, seen)

@@ -341,9 +341,10 @@ def _proxy_source(shape: Shape) -> str:
         if k in shape.defaulted:
             lines.append(f"    if p{k} is not d{k}:")
         lines += [
-            f"{i}if type(p{k}) is Tensor and p{k}.is_cpu:",
+            f"{i}kind = type(p{k})",
+            f"{i}if kind is Tensor and p{k}.is_cpu:",
             f"{i}    device = CPU",
-            f"{i}elif type(p{k}) not in plain:",
+            f"{i}elif kind not in plain:",
             f"{i}    walks = True",
         ]
     given = ", ".join(f"p{k}" for k in range(1, shape.arity))
