@@ -38,12 +38,15 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
     NumPy does not say which array was the destination, so: its own words, and every
     read-only array in the frame that raised shares memory with a handed array. The user's
     own errors, and writes into read-only arrays the function made (``np.broadcast_to``),
-    keep their own error.
+    keep their own error. Where the function is compiled code (a ufunc's ``out=``), the frame
+    that raised is the caller's, whose traceback this is: the destination was an argument.
     """
     if str(error) not in _NUMPY_READ_ONLY or error.__traceback__ is None:
         return False
     handed = [a for value in (*args, *kwargs.values()) for _, a in _array_walker.leaves_with_paths(value)]
     tb = error.__traceback__
+    if tb.tb_next is None:
+        return any(not a.flags.writeable for a in handed)
     while tb.tb_next is not None:
         tb = tb.tb_next
     local = [v for v in tb.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ._leaves import GENERATED
 
 _counter = itertools.count()
@@ -72,6 +74,21 @@ def shape_of(function: Any) -> Shape | None:
     keyword = (k for k in range(positional, len(names)) if names[k] in given)
     defaulted = (*range(positional - len(defaults), positional), *keyword)
     return Shape(code.co_posonlyargcount, positional, names[positional:], defaulted)
+
+
+def leading_of(function: Any) -> int:
+    """How many positional parameters without defaults ``function``'s signature starts with
+    (a ufunc's inputs), for a callable ``shape_of`` cannot spell; 0 where none is known. A
+    call that passes fewer positionally (or more) takes the ``*args`` form, so a signature
+    that says too little or too much only costs speed."""
+    if isinstance(function, np.ufunc):  # NumPy 1.x ufuncs have no signature
+        return int(function.nin)
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # builtins without a text signature
+        return 0
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for _ in itertools.takewhile(lambda p: p.kind in positional and p.default is p.empty, parameters))
 
 
 def defaults_of(function: types.FunctionType, shape: Shape) -> dict[int, Any]:

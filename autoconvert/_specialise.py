@@ -10,7 +10,9 @@ and no branch on options. It comes in three forms: the wrapper's
 ``__call__``, wrapt's bound ``call``, and a method form for a plain function called
 through an instance (see _decorators.wrap). For a plain function the first and the last
 take its own signature (the exact forms, one source per signature shape), so CPython
-binds positions and keywords as for the function itself, at no cost of ours.
+binds positions and keywords as for the function itself, at no cost of ours. A callable
+whose first parameters are known to be positional (a ufunc's inputs) gets a ``__call__``
+taking those, which hands any other call to the ``call`` form (the leading form).
 
 Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
 item torch cannot share, an error to report) goes to the generic :class:`Runner` call,
@@ -37,19 +39,21 @@ from ._devices import CPU, default_device
 from ._dtypes import WIDENED
 from ._errors import LeafError
 from ._escape import compiling, opaque
-from ._exact import Shape, compiled, shape_of, splitter, with_signature
+from ._exact import Shape, compiled, leading_of, shape_of, splitter, with_signature
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._leaves import SMALL_COPY_BYTES, Target, array_to_tensor
 from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Selection
-from ._tree import keep
+from ._tree import Mapper, keep
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
 #: False: plans use the generic call only (the test switch, see the module docstring).
 enabled = True
+#: A leading form's default for its parameters: nobody else's object, so never an argument.
+_MISSING = object()
 #: Positional counts with a branch of their own; calls with more go to the generic call.
 MOST_POSITIONAL = 8
 
@@ -59,7 +63,7 @@ MOST_POSITIONAL = 8
 # grad="detach", a tensor that requires grad too, detached (what the generic call does: its
 # memory is the caller's, on the CPU, in a dtype NumPy has, so results go back as for the rest).
 _NUMPY_LEAF = """\
-{i}plain.append({v})
+{i}plain = True
 {i}try:
 {i}    {v} = {tensor}.numpy(){private}
 {i}except (TypeError, RuntimeError{memory}):
@@ -72,21 +76,23 @@ _PRIVATE = '.copy("K")'
 _NUMPY_VALUE = """\
 {i}kind = type({v})
 {i}if kind is Tensor{shares}:
-{leaf}{i}elif kind is dict and get(dict) is walk_dict:
+{leaf}{i}elif (handler := get(kind)) is keep:  # a float, a string: as it is
+{i}    pass
+{i}elif kind is dict and handler is walk_dict:
 {i}    changed = False
 {i}    items = {{}}
 {i}    for item_key, item in {v}.items():
 {item}{i}        items[item_key] = item
 {i}    if changed:
 {i}        {v} = items
-{i}elif (kind is list or kind is tuple) and get(kind) is walk_sequence:
+{i}elif (kind is list or kind is tuple) and handler is walk_sequence:
 {i}    changed = False
 {i}    items = []
 {i}    for item in {v}:
 {item}{i}        items.append(item)
 {i}    if changed:
 {i}        {v} = items if kind is list else tuple(items)
-{i}elif get(kind) is not keep:
+{i}else:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 # An item of an exact dict, list or tuple: converted as a bare value is, or left as it is;
@@ -99,16 +105,15 @@ _NUMPY_ITEM = """\
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 # A value left as it is (returns_tensor alone, a parameter accepts_numpy's only=/exclude= passes
-# on): a CPU
-# tensor whose results come back uncast is recorded in ``plain`` (the output side's vote then
-# gives the CPU); any other tensor, and a container, sends the call to the generic call,
-# whose recording walk finds them.
+# on): a CPU tensor whose results come back uncast is recorded in ``plain`` (the output side's
+# vote then gives the CPU); any other tensor, and a container, sends the call to the generic
+# call, whose recording walk finds them.
 _RECORDED_VALUE = """\
 {i}kind = type({v})
 {i}if kind is Tensor:
 {i}    if not {v}.is_cpu or {v}.dtype in restored:
 {i}        return generic(wrapped, instance, args, kwargs)
-{i}    plain.append({v})
+{i}    plain = True
 {i}elif get(kind) is not keep:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
@@ -153,7 +158,7 @@ _TO_TENSOR_RESULT = """\
                 return to_tensor(result, shared_target)
             except LeafError as e:
                 raise e.public(function, "", "result") from None
-{containers}    return convert_out(result, plain, [], (args, kwargs, instance))
+{containers}    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))
 """
 # Where the result stays on the CPU uncast, array_to_tensor's first two steps, inlined: their
 # frame cost 0.1x on a 1-tensor call and 0.5x on a returned view (a copy on purpose, with the
@@ -213,9 +218,11 @@ _TO_ARRAY_RESULT = """\
             return result.numpy()
         except (TypeError, RuntimeError):
             pass
-    return convert_out(result, plain, [], (args, kwargs, instance))
+    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))
 """
-_ANY_RESULT = "    return convert_out(result, plain, [], (args, kwargs, instance))\n"
+_ANY_RESULT = (
+    "    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))\n"
+)
 
 
 class Flat:
@@ -236,13 +243,23 @@ class Flat:
 
     def bind(self, wrapped: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
         """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there):
-        a staticmethod with the function's own signature, or ``__call__(self, *args, **kwargs)``."""
+        a staticmethod with the function's own signature; else, where its first parameters are
+        known to be positional (a ufunc's inputs), a staticmethod taking those and
+        ``*args, **kwargs``, which hands any other call to the ``call`` form; else
+        ``__call__(self, *args, **kwargs)``."""
         namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
         exact = self._exact(wrapped, namespace, method=False)
         if exact is not None:
             return staticmethod(exact), namespace
-        exec(self.codes[1], namespace)
-        return namespace["__call__"], namespace
+        count = leading_of(wrapped) if self.selection is None else 0
+        if not 0 < count <= MOST_POSITIONAL:
+            exec(self.codes[1], namespace)
+            return namespace["__call__"], namespace
+        code = _LEADING.get((self.kind, count))
+        if code is None:
+            code = _LEADING.setdefault((self.kind, count), compiled(_leading_source(*self.kind, count), "flat call"))
+        exec(code, namespace)
+        return staticmethod(namespace["__call__"]), namespace
 
     def method(self, function: types.FunctionType) -> Callable[..., Any]:
         """``function``'s flat call through an instance, for a wrapper's ``__get__`` to bind
@@ -313,8 +330,10 @@ def specialised(
         "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
         "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
+        "tensors_in": _tensors_in(inputs.mapper) if inputs is not None else None,
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
+        "missing": _MISSING,
         "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
@@ -340,6 +359,29 @@ def specialised(
         return Flat(kind, _DELEGATING, namespace, selection)
     codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(compiled(_source(h, *kind), "flat call") for h in _HEADS))
     return Flat(kind, codes, namespace)
+
+
+def _tensors_in(mapper: Mapper) -> Callable[[tuple[Any, ...], dict[str, Any]], list[torch.Tensor]]:
+    """``tensors_in(args, kwargs)``: the tensors a flat call converted or recorded, which it
+    keeps as a flag (``plain``), for the output side that gets a result the flat code leaves
+    it (it votes on them, or unaliases a tensor result): each tensor among the arguments and
+    the items of the dicts, lists and tuples the flat code walks; a deeper one, or any other
+    tensor, sent the call to the generic call before."""
+    get = mapper.dispatch.get
+    walked: dict[type, Any] = {dict: mapper.walk_dict, list: mapper.walk_sequence, tuple: mapper.walk_sequence}
+
+    def tensors_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+        found = []
+        for value in (*args, *kwargs.values()):
+            kind = type(value)
+            items = value.values() if kind is dict else value
+            if kind in walked and get(kind) is walked[kind]:
+                found += [item for item in items if type(item) is torch.Tensor]
+            elif kind is torch.Tensor:
+                found.append(value)
+        return found
+
+    return tensors_in
 
 
 #: Per value: its conversion's source, given the indent and the name the value is held in.
@@ -489,7 +531,7 @@ def _opening(places: bool) -> list[str]:
         f"        return opaque(generic, wrapped, instance, {_ARGUMENTS})",
         "    if active() is not None or profiler._is_profiler_enabled:",
         f"        return generic(wrapped, instance, {_ARGUMENTS})",
-        "    plain = []",
+        "    plain = False",
     ]
     return [*lines, "    placed = None"] if places else lines
 
@@ -517,12 +559,14 @@ def _exact_source(
     *,
     shape: Shape,
     passed: frozenset[int],
+    arguments: str = "",
 ) -> str:
     """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
     into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
     sees defaults), then the call and the result's conversion. The method form's ``p0`` is
     the instance, never converted. A ``passed`` parameter (a selection's) is only recorded
-    (NumPy side) or let through (tensor side)."""
+    (NumPy side) or let through (tensor side). ``arguments`` spells the call's arguments
+    for the generic call, ``*split(p0, ...)`` unless given."""
     count = shape.arity
     lines = [f"def __call__({shape.parameters()}):", *(["    instance = p0"] if method else []), *_opening(places)]
     handed = ["p0"] if method else []
@@ -539,4 +583,33 @@ def _exact_source(
         shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", hands_read_only, "    "
     )
     given = ", ".join(f"p{k}" for k in range(1 if method else 0, count))
-    return ("\n".join(lines) + "\n" + result).replace(_ARGUMENTS, f"*split({given})")
+    return ("\n".join(lines) + "\n" + result).replace(_ARGUMENTS, arguments or f"*split({given})")
+
+
+#: The leading forms' code per (kind of plan, count of leading positional parameters).
+_LEADING: dict[tuple[Kind, int], CodeType] = {}
+
+
+def _leading_source(value: Template, result: str, places: bool, hands_read_only: bool, count: int) -> str:
+    """The form for a callable whose first ``count`` parameters are positional (see
+    _exact.leading_of): a call passing exactly those, positionally, is the exact form's for
+    that shape; CPython binds them with no ``len(args)`` to branch on. Any other call, which
+    leaves a parameter at ``missing`` or fills ``args``/``kwargs``, goes to the ``call`` form."""
+    names = [f"p{k}" for k in range(count)]
+    given = "".join(f"{name}, " for name in names)
+    exact = _exact_source(
+        value,
+        result,
+        places,
+        hands_read_only,
+        False,
+        shape=Shape(count, count, (), ()),
+        passed=frozenset(),
+        arguments=f"({given}), {{}}",
+    )
+    head = (
+        f"def __call__({''.join(f'{name}=missing, ' for name in names)}/, *args, **kwargs):\n"
+        f"    if args or kwargs or {names[-1]} is missing:\n"
+        f"        return call(wrapped, instance, tuple(p for p in ({given}) if p is not missing) + args, kwargs)\n"
+    )
+    return head + exact.partition("\n")[2]

@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import linecache
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -103,6 +104,11 @@ def head(a: np.ndarray, *rest: Any, **kwargs: Any) -> np.ndarray:
     return a[:1]
 
 
+def first_two(a: Any, b: Any, /, *rest: Any, **kwargs: Any) -> Any:
+    """Two leading positional parameters: its wrappers take the leading form."""
+    return [a, b]
+
+
 def _fresh(value: Any) -> Any:
     return np.negative(value) if isinstance(value, np.ndarray) and value.dtype.kind in "iufc" else value
 
@@ -153,8 +159,53 @@ def test_tracebacks_show_the_generated_lines() -> None:
     except TypeError as e:
         frames = traceback.extract_tb(e.__traceback__)
     generated = [f for f in frames if f.filename.startswith("<autoconvert flat call")]
-    assert generated and generated[0].line and "wrapped(" in generated[0].line
-    assert linecache.getline(generated[0].filename, 1).startswith("def __call__(self, *args, **kwargs):")
+    # The ufunc's leading form hands a call with keywords to the call form, which calls it.
+    assert [linecache.getline(f.filename, 1) for f in generated] == [
+        "def __call__(p0=missing, /, *args, **kwargs):\n",
+        "def call(wrapped, instance, args, kwargs):\n",
+    ]
+    assert all(f.line for f in generated) and "wrapped(" in generated[-1].line
+
+
+class _Leading:
+    def __call__(self, a: Any, b: Any = 2, *rest: Any) -> Any:
+        return np.multiply(a, b)
+
+
+@pytest.mark.parametrize(
+    ("function", "head"),
+    [
+        (np.negative, "p0=missing, /"),  # a ufunc: its nin, with or without a signature
+        (np.add, "p0=missing, p1=missing, /"),
+        (first_two, "p0=missing, p1=missing, /"),
+        (_Leading(), "p0=missing, /"),  # a callable object: its signature's required ones
+        (torch.neg, "self"),  # a builtin without a signature: the *args form
+        (passthrough, "self"),
+    ],
+)
+def test_callables_with_leading_positional_parameters_take_the_leading_form(function: Any, head: str) -> None:
+    """Where the first parameters are known to be positional, CPython binds them; every other
+    call goes to the ``*args`` form: both agree with the generic call on every call pattern."""
+    flat, generic = both(_pair(), function)
+    first_line = linecache.getline(type(flat).__call__.__code__.co_filename, 1)
+    assert first_line.startswith(f"def __call__({head}, *args, **kwargs):"), first_line
+    t, out = torch.arange(3.0), np.empty(3)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((), {}),
+        ((t,), {}),
+        ((t, t), {}),
+        ((t, 2.0), {}),
+        ((t, t, out), {}),
+        ((t,), {"where": True}),
+        ((), {"a": t}),
+        (({"k": t},), {}),
+        ((t, [t, 1]), {}),
+        ((t, torch.ones(3, requires_grad=True)), {}),
+    ]
+    for args, kwargs in calls:
+        got, expected = outcome(flat, *args, **kwargs), outcome(generic, *args, **kwargs)
+        assert got[0] == expected[0], (args, kwargs, got, expected)
+        assert same(got[1], expected[1]) if got[0] == "value" else got[1] == expected[1], (args, kwargs)
 
 
 def test_the_bound_form_serves_methods() -> None:
@@ -209,7 +260,7 @@ def as_arrays(args: list[Any]) -> list[Any]:
 @given(
     args=st.lists(values, max_size=10),
     kwargs=st.dictionaries(st.sampled_from(["k", "m"]), values, max_size=2),
-    body=st.sampled_from([passthrough, first, head, fresh_tuple, fresh_list, fresh_dict]),
+    body=st.sampled_from([passthrough, first, head, first_two, fresh_tuple, fresh_list, fresh_dict]),
     side=st.sampled_from(list(SIDES)),
 )
 def test_flat_and_generic_calls_agree(
@@ -227,6 +278,32 @@ def test_flat_and_generic_calls_agree(
     assert same(got[1], expected[1]) if got[0] == "value" else got[1] == expected[1]
     if body is first:  # a container with nothing to convert is handed over, and back, as itself
         assert (got[1] is args[0]) == (expected[1] is args[0])
+
+
+def rewrapped(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """The first argument's tensor, or a tensor of its array: the caller's memory, as a result."""
+    value = args[0] if args else kwargs["v"]
+    value = value["a"] if isinstance(value, dict) else value[0] if isinstance(value, (list, tuple)) else value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: "The given NumPy array is not writable"
+        return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+
+@pytest.mark.parametrize(("side", "copied"), [("pair", True), ("recorded", False)])
+@pytest.mark.parametrize(
+    "call",
+    [lambda f, t: f(t), lambda f, t: f(v=t), lambda f, t: f({"a": t}), lambda f, t: f([t]), lambda f, t: f((t, 1))],
+)
+def test_a_tensor_result_of_the_callers_memory_is_copied_on_both_paths(
+    side: str, copied: bool, call: Callable[[Any, torch.Tensor], Any]
+) -> None:
+    """A tensor made from a handed array is the caller's memory: it comes back as a copy, the
+    output side finding the call's tensors bare, by keyword or in a container, on both paths.
+    returns_tensor alone hands nothing over: a tensor argument returned is passed through."""
+    for f in both(SIDES[side], rewrapped):
+        t = torch.arange(3.0)
+        out = call(f, t)
+        assert torch.equal(out, t) and shares(out, t) is not copied
 
 
 @pytest.mark.parametrize("side", ["pair", "recorded"])
@@ -381,6 +458,22 @@ def test_writing_into_a_handed_array_is_a_read_only_error_on_both_paths() -> Non
     assert got == expected and got[1][0] is ac.ReadOnlyError
 
 
+@pytest.mark.parametrize("kind", ["positional", "keyword"])
+def test_a_ufunc_writing_into_a_handed_out_array_is_a_read_only_error_on_both_paths(kind: str) -> None:
+    """A ufunc raises from compiled code, so no frame of its own holds the destination: it is
+    one of the arrays handed to it, and the caller's tensor is left as it was."""
+    flat, generic = both(_pair(), np.negative)
+    t = torch.arange(3.0)
+    for f in (flat, generic):
+        with pytest.raises(ac.ReadOnlyError, match="negative"):
+            f(t, t) if kind == "positional" else f(t, out=t)
+    assert torch.equal(t, torch.arange(3.0))
+    # The ufunc's refusal of a read-only array the caller made keeps NumPy's own error.
+    with pytest.raises(ValueError, match="read-only") as caught:
+        generic(np.arange(3.0), out=np.broadcast_to(np.zeros(1), (3,)))
+    assert type(caught.value) is ValueError
+
+
 def test_copy_true_hands_private_writable_copies_on_both_paths() -> None:
     """accepts_numpy(copy=True): the function writes into copies of its own, bare or in a list
     or dict, in the tensor's layout; the caller's tensors never change, and a write into a
@@ -504,11 +597,12 @@ def clashing(
     split: Any = 2,
     c0: Any = 3,
     p1: Any = 4,
+    handler: Any = 5,
 ) -> Any:
     """Parameters named as the generated code's locals, globals and canonical names."""
     if split is object:
         raise TypeError("asked to")
-    return (plain, result, Tensor, generic, split, c0, p1)
+    return (plain, result, Tensor, generic, split, c0, p1, handler)
 
 
 #: Selections of shaped()'s parameters: the exact forms convert the selected ones only.
@@ -589,8 +683,9 @@ def test_parameters_named_as_the_generated_code_s_own_names_are_the_callers() ->
     flat, generic = both(_pair(), clashing)
     call = (torch.ones(1), torch.zeros(1), [torch.ones(2)], torch.full((1,), 3.0))
     for f in (flat, generic):
-        out = f(*call, split=torch.ones(3), p1=5)
-        assert [type(v).__name__ for v in out] == ["Tensor", "Tensor", "list", "Tensor", "Tensor", "int", "int"]
+        out = f(*call, split=torch.ones(3), p1=5, handler=torch.ones(2))
+        kinds = ["Tensor", "Tensor", "list", "Tensor", "Tensor", "int", "int", "Tensor"]
+        assert [type(v).__name__ for v in out] == kinds
         assert [v.tolist() if isinstance(v, torch.Tensor) else v for v in out[:2]] == [[1.0], [0.0]]
     assert same(flat(*call[:2], 1), generic(*call[:2], 1))  # a plain value: the flat path's own call
     # A debugger in the generated frame sees the arguments under their own names.
