@@ -105,8 +105,8 @@ _NUMPY_ITEM = """\
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 # A value left as it is (returns_tensor alone, a parameter accepts_numpy's only=/exclude= passes
-# on): a CPU tensor whose results come back uncast is recorded in ``plain`` (the output side's
-# vote then gives the CPU); any other tensor, and a container, sends the call to the generic
+# on): a CPU tensor whose results come back uncast sets ``plain`` (the output side's vote
+# then gives the CPU); any other tensor, and a container, sends the call to the generic
 # call, whose recording walk finds them.
 _RECORDED_VALUE = """\
 {i}kind = type({v})
@@ -147,9 +147,15 @@ _SHARES_ARRAY = """\
 {i}        else:
 {i}            {v} = to_tensor({v}, Target(placed, casts, copy))
 """
+# A result the flat code leaves to the output side's generic conversion, with the call's
+# tensors where it converted or recorded one (``plain``), found again only now.
+_ANY_RESULT = (
+    "    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))\n"
+)
 # Results: an array comes back through the one array -> tensor function, with the target a
 # call whose tensors NumPy all shared has (decided when the plan was built), which is also a
-# call's without tensors while torch's default device is the CPU.
+# call's without tensors while torch's default device is the CPU; any other result, to
+# _ANY_RESULT, which follows.
 _TO_TENSOR_RESULT = """\
     if plain or default_device() is CPU:
         kind = type(result)
@@ -158,8 +164,7 @@ _TO_TENSOR_RESULT = """\
                 return to_tensor(result, shared_target)
             except LeafError as e:
                 raise e.public(function, "", "result") from None
-{containers}    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))
-"""
+{containers}"""
 # Where the result stays on the CPU uncast, array_to_tensor's first two steps, inlined: their
 # frame cost 0.1x on a 1-tensor call and 0.5x on a returned view (a copy on purpose, with the
 # ``copy=None`` check the template is chosen by).
@@ -218,11 +223,7 @@ _TO_ARRAY_RESULT = """\
             return result.numpy()
         except (TypeError, RuntimeError):
             pass
-    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))
 """
-_ANY_RESULT = (
-    "    return convert_out(result, tensors_in(args, kwargs) if plain else [], [], (args, kwargs, instance))\n"
-)
 
 
 class Flat:
@@ -486,12 +487,12 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
             return None
         shared = outputs.all_plain
         if shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied by to_tensor
-            return _TO_TENSOR_RESULT.format(array="", containers="")
+            return _TO_TENSOR_RESULT.format(array="", containers="") + _ANY_RESULT
         array = _SHARES + (_COPIES_READ_ONLY if shared.copy is None else "")
         containers = _SHARED_CONTAINERS.format(item=_SHARED_ITEM.format(i=" " * 16))
-        return _TO_TENSOR_RESULT.format(array=array, containers=containers)
+        return _TO_TENSOR_RESULT.format(array=array, containers=containers) + _ANY_RESULT
     if isinstance(outputs, NumpyOutputs):
-        return _TO_ARRAY_RESULT if outputs.copy is not True else _ANY_RESULT
+        return (_TO_ARRAY_RESULT if outputs.copy is not True else "") + _ANY_RESULT
     return None  # pragma: no cover - every output side is one of the above
 
 
