@@ -8,6 +8,7 @@ output side sees the caller's original tensors even though the function saw arra
 
 from __future__ import annotations
 
+import copy
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
@@ -50,6 +51,16 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
         owner = self._self_instance if self._self_instance is not None else self._self_owner
         return getattr, (owner, self.__wrapped__.__name__)
 
+    # copy copies a bound method as its instance (or class) and the name: deepcopy binds to
+    # the instance's copy. wrapt's proxy refuses both, so a deepcopy of an object holding one
+    # (an nn.Module for an EMA, a dataset's transforms) would fail.
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        owner, name = self.__reduce_ex__(None)[1]
+        return getattr(copy.deepcopy(owner, memo), name)
+
 
 class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
     """wrapt's FunctionWrapper with the plan attached, for fusion and pickling.
@@ -89,6 +100,21 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
         if reference is not None:
             return reference
         return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides, type(self._self_plan))
+
+    # copy treats functions as atomic, and so a wrapper of one: a deepcopy of an object holding
+    # decorated functions (an nn.Module for an EMA, a dataset's transforms) keeps them. A
+    # wrapped callable that copies into another object (an instance with state) gets a
+    # wrapper of its own around the copy. wrapt's proxy refuses both.
+    def __copy__(self) -> Any:
+        return self._around(copy.copy(self.__wrapped__))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self._around(copy.deepcopy(self.__wrapped__, memo))
+
+    def _around(self, wrapped: Any) -> Any:
+        if wrapped is self.__wrapped__:
+            return self
+        return wrap(wrapped, type(self._self_plan)(wrapped, self._self_plan.sides))
 
 
 def wrap(wrapped: Any, plan: Plan) -> _Wrapper:

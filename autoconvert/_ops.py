@@ -188,6 +188,14 @@ class _Op:
         fn, backward, fake, options = self._recipe
         return _remake, (*locate(fn), backward, fake, options)
 
+    # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
+    # recipe it would be made again, its torch op with it).
+    def __copy__(self) -> _Op:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Op:
+        return self
+
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import multiprocessing
 import pickle
@@ -72,6 +73,70 @@ def test_annotations_and_type_hints_are_the_wrapped_functions() -> None:
     assert sites.scaled.__annotations__ == sites.scaled.__wrapped__.__annotations__
     assert typing.get_type_hints(sites.scaled) == typing.get_type_hints(sites.scaled.__wrapped__)
     assert sites.registered_square.__annotations__ == sites.registered_square.__wrapped__.__annotations__
+
+
+class _Shift(torch.nn.Module):
+    """A module holding decorated callables as attributes, as models and datasets do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(2, 2)
+        self.function, self.ufunc = sites.scaled, ac.returns_tensor(ac.accepts_numpy(np.negative))
+        self.adapted, self.op = ac.adapt(sites.scaled.__wrapped__), ac.numpy_op(np.sin, backward=sites.cos_backward)
+        self.offset = 1.0
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def shift(self, x: np.ndarray) -> np.ndarray:
+        return x + self.offset
+
+
+class _Counter:
+    """A callable object with state: a copy of it is another counter."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return x
+
+
+class TestCopying:
+    """copy and deepcopy treat decorated functions as they treat functions: as themselves."""
+
+    @pytest.mark.parametrize("site", list(PAIRS))
+    def test_copies_of_decorated_callables_call_as_they_do(self, site: str) -> None:
+        decorated, _ = PAIRS[site]
+        t = torch.ones(1)
+        args = (sites.Sites(), t, t) if site == "method via class" else (t, t)
+        for copy_of in (copy.copy, copy.deepcopy):
+            assert copy_of(decorated)(*args) == decorated(*args)
+            if site.endswith("function"):  # as copy gives a function: itself
+                assert copy_of(decorated) is decorated
+
+    def test_a_deepcopied_module_keeps_its_decorated_attributes_and_binds_its_methods_to_the_copy(self) -> None:
+        """An EMA of a model, a dataset split: deepcopy must not stop at a decorated attribute."""
+        module = _Shift()
+        twin = copy.deepcopy(module)
+        twin.offset = 10.0
+        assert twin.function is module.function and twin.ufunc is module.ufunc and twin.op is module.op
+        assert twin.adapted is module.adapted
+        assert torch.equal(twin.shift(torch.zeros(1)), torch.full((1,), 10.0))
+        assert torch.equal(module.shift(torch.zeros(1)), torch.ones(1))
+        bound = copy.deepcopy(module.shift)
+        assert bound.__self__ is not module and torch.equal(bound(torch.zeros(1)), torch.ones(1))
+
+    def test_a_wrapped_callable_object_is_copied_and_wrapped_again(self) -> None:
+        counting = ac.returns_tensor(ac.accepts_numpy(_Counter()))
+        deep, shallow = copy.deepcopy(counting), copy.copy(counting)
+        assert deep.__wrapped__ is not counting.__wrapped__ and shallow.__wrapped__ is not counting.__wrapped__
+        deep(torch.ones(1))
+        assert (deep.__wrapped__.calls, counting.__wrapped__.calls) == (1, 0)
+        assert torch.equal(shallow(torch.ones(2)), torch.ones(2))
+        assert deep._self_plan.sides == counting._self_plan.sides
+        first, second = copy.deepcopy([counting, counting])  # one object, one copy
+        assert first is second
 
 
 class TestPickling:
