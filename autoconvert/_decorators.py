@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from ._escape import compiling, opaque
 from ._leaves import GradPolicy
-from ._options import active, validate
+from ._options import active, check_callable, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, unwrap
 from ._plan import DEFAULTS, Plan, check_options
@@ -200,6 +200,7 @@ def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             return opaque(apply, func)
+        check_callable(func, f"autoconvert.{side}()")
         if isinstance(func, _Wrapper) and "adapt" not in func._self_plan.sides:  # adapt stacks, never fuses
             sides = func._self_plan.sides
             has_input = any(s in sides for s in _INPUT_SIDES)

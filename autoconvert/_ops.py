@@ -21,7 +21,7 @@ from ._errors import GradientError, message
 from ._escape import opaque, tracing
 from ._library import Registration
 from ._opspec import Spec, save, saved
-from ._options import PairOptions, validate
+from ._options import PairOptions, check_callable, validate
 from ._pickling import by_reference, calling_module, locate, unwrap
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
 from ._schema import Schema, SchemaError, schema_of
@@ -103,6 +103,7 @@ def numpy_op(
     checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if fn is None:
         return lambda f: numpy_op(f, backward=backward, fake=fake, **checked)
+    check_callable(fn, "autoconvert.numpy_op()")
     if backward is None and fake is None:
         return wrap_pair(fn, checked)  # the plain pair, grad="warn" and all
     return _make_op(fn, backward, fake, checked, calling_module())

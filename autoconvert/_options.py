@@ -8,6 +8,7 @@ isolated per thread and per asyncio task; options given to a decorator explicitl
 from __future__ import annotations
 
 import contextvars
+import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Literal, TypedDict
@@ -162,6 +163,18 @@ def validate(options: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
         except (TypeError, ValueError) as e:
             raise type(e)(f"{where}: {e}") from None
     return checked
+
+
+def check_callable(func: object, where: str) -> None:
+    """A decorator's positional argument is the function (or a descriptor of one, such as a
+    classmethod): anything else (``@accepts_numpy("x")`` meaning ``only="x"``) would be wrapped
+    as if callable and fail at the first call."""
+    if not callable(func) and not hasattr(type(func), "__get__"):
+        raise TypeError(
+            f"{where} decorates a function or other callable; got {reprlib.repr(func)} "
+            f"({type(func).__name__}). Fix: decorate the function itself, and pass options by keyword: "
+            f"@{where.removeprefix('autoconvert.')[:-2]}(option=value)."
+        )
 
 
 class Config:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,29 @@ def test_unknown_names_and_bad_values_are_rejected_on_creation(options: dict[str
     with pytest.raises(kind) as info:
         ac.config(**options)
     assert str(info.value) == text
+
+
+@pytest.mark.parametrize(
+    ("decorator", "name"),
+    [
+        (ac.accepts_numpy, "accepts_numpy"),
+        (ac.returns_tensor, "returns_tensor"),
+        (ac.accepts_tensor, "accepts_tensor"),
+        (ac.returns_numpy, "returns_numpy"),
+        (ac.numpy_op, "numpy_op"),
+        (ac.batched, "batched"),
+    ],
+)
+@pytest.mark.parametrize("value", ["x", 3, np.ones(2)])
+def test_a_decorator_given_something_not_callable_says_so_when_applied(
+    decorator: Callable[..., Any], name: str, value: object
+) -> None:
+    """@accepts_numpy("x") for only="x": a TypeError now, not a wrapper of "x" that fails when called."""
+    with pytest.raises(TypeError) as info:
+        decorator(value)
+    text = str(info.value)
+    assert text.startswith(f"autoconvert.{name}() decorates a function or other callable; got ")
+    assert f"({type(value).__name__})" in text and f"@{name}(option=value)" in text
 
 
 def test_decorators_validate_their_options_when_applied() -> None:
