@@ -77,10 +77,11 @@ def shape_of(function: Any) -> Shape | None:
 
 
 def leading_of(function: Any) -> int:
-    """How many positional parameters without defaults ``function``'s signature starts with
-    (a ufunc's inputs), for a callable ``shape_of`` cannot spell; 0 where none is known. A
-    call that passes fewer positionally (or more) takes the ``*args`` form, so a signature
-    that says too little or too much only costs speed."""
+    """How many arguments a call of ``function`` passes positionally as a rule, for a callable
+    ``shape_of`` cannot spell: a ufunc's inputs (``out=`` goes by keyword), or all of its
+    parameters where each is positional and has no default (builtins, callable objects);
+    0 otherwise. A call that passes another count takes the ``*args`` form after one more
+    call, so the count decides speed, never a result."""
     if isinstance(function, np.ufunc):  # NumPy 1.x ufuncs have no signature
         return int(function.nin)
     try:
@@ -88,7 +89,9 @@ def leading_of(function: Any) -> int:
     except (TypeError, ValueError):  # builtins without a text signature
         return 0
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for _ in itertools.takewhile(lambda p: p.kind in positional and p.default is p.empty, parameters))
+    if all(p.kind in positional and p.default is p.empty for p in parameters):
+        return len(parameters)
+    return 0
 
 
 def defaults_of(function: types.FunctionType, shape: Shape) -> dict[int, Any]:

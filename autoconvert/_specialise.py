@@ -11,8 +11,8 @@ and no branch on options. It comes in three forms: the wrapper's
 through an instance (see _decorators.wrap). For a plain function the first and the last
 take its own signature (the exact forms, one source per signature shape), so CPython
 binds positions and keywords as for the function itself, at no cost of ours. A callable
-whose first parameters are known to be positional (a ufunc's inputs) gets a ``__call__``
-taking those, which hands any other call to the ``call`` form (the leading form).
+that calls pass a known count of arguments positionally (a ufunc's inputs) gets a
+``__call__`` taking those, which hands any other call to the ``call`` form (the leading form).
 
 Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
 item torch cannot share, an error to report) goes to the generic :class:`Runner` call,
@@ -244,9 +244,9 @@ class Flat:
 
     def bind(self, wrapped: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
         """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there):
-        a staticmethod with the function's own signature; else, where its first parameters are
-        known to be positional (a ufunc's inputs), a staticmethod taking those and
-        ``*args, **kwargs``, which hands any other call to the ``call`` form; else
+        a staticmethod with the function's own signature; else, where calls pass a known count
+        of arguments positionally (a ufunc's inputs, see _exact.leading_of), a staticmethod
+        taking those and ``*args, **kwargs``, which hands any other call to the ``call`` form; else
         ``__call__(self, *args, **kwargs)``."""
         namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
         exact = self._exact(wrapped, namespace, method=False)
@@ -592,7 +592,7 @@ _LEADING: dict[tuple[Kind, int], CodeType] = {}
 
 
 def _leading_source(value: Template, result: str, places: bool, hands_read_only: bool, count: int) -> str:
-    """The form for a callable whose first ``count`` parameters are positional (see
+    """The form for a callable that calls pass ``count`` arguments positionally (see
     _exact.leading_of): a call passing exactly those, positionally, is the exact form's for
     that shape; CPython binds them with no ``len(args)`` to branch on. Any other call, which
     leaves a parameter at ``missing`` or fills ``args``/``kwargs``, goes to the ``call`` form."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import linecache
+import operator
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -104,9 +105,14 @@ def head(a: np.ndarray, *rest: Any, **kwargs: Any) -> np.ndarray:
     return a[:1]
 
 
-def first_two(a: Any, b: Any, /, *rest: Any, **kwargs: Any) -> Any:
-    """Two leading positional parameters: its wrappers take the leading form."""
-    return [a, b]
+class FirstTwo:
+    """A callable object of two positional parameters: its wrappers take the leading form."""
+
+    def __call__(self, a: Any, b: Any) -> Any:
+        return [a, b]
+
+
+first_two = FirstTwo()
 
 
 def _fresh(value: Any) -> Any:
@@ -167,8 +173,8 @@ def test_tracebacks_show_the_generated_lines() -> None:
     assert all(f.line for f in generated) and "wrapped(" in generated[-1].line
 
 
-class _Leading:
-    def __call__(self, a: Any, b: Any = 2, *rest: Any) -> Any:
+class _Defaulted:
+    def __call__(self, a: Any, b: Any = 2) -> Any:
         return np.multiply(a, b)
 
 
@@ -177,8 +183,10 @@ class _Leading:
     [
         (np.negative, "p0=missing, /"),  # a ufunc: its nin, with or without a signature
         (np.add, "p0=missing, p1=missing, /"),
-        (first_two, "p0=missing, p1=missing, /"),
-        (_Leading(), "p0=missing, /"),  # a callable object: its signature's required ones
+        (first_two, "p0=missing, p1=missing, /"),  # a callable object of positional parameters
+        (operator.mul, "p0=missing, p1=missing, /"),  # a builtin with a text signature
+        (_Defaulted(), "self"),  # a defaulted parameter: calls pass one count or another
+        (np.linspace, "self"),
         (torch.neg, "self"),  # a builtin without a signature: the *args form
         (passthrough, "self"),
     ],
