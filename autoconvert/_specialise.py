@@ -12,7 +12,8 @@ through an instance (see _decorators.wrap). For a plain function the first and t
 take its own signature (the exact forms, one source per signature shape), so CPython
 binds positions and keywords as for the function itself, at no cost of ours. A callable
 that calls pass a known count of arguments positionally (a ufunc's inputs) gets a
-``__call__`` taking those, which hands any other call to the ``call`` form (the leading form).
+``__call__`` taking those, which takes any other call as the ``*args`` form does, in the
+same frame (the leading form).
 
 Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
 item torch cannot share, an error to report) goes to the generic :class:`Runner` call,
@@ -27,6 +28,7 @@ call alone (``pytest --generic-calls``), so the suite proves both paths give one
 from __future__ import annotations
 
 import functools
+import textwrap
 import types
 from collections.abc import Callable
 from types import CodeType
@@ -246,7 +248,7 @@ class Flat:
         """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there):
         a staticmethod with the function's own signature; else, where calls pass a known count
         of arguments positionally (a ufunc's inputs, see _exact.leading_of), a staticmethod
-        taking those and ``*args, **kwargs``, which hands any other call to the ``call`` form; else
+        taking those and ``*args, **kwargs``, which takes any other call as the ``*args`` form; else
         ``__call__(self, *args, **kwargs)``."""
         namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
         exact = self._exact(wrapped, namespace, method=False)
@@ -595,9 +597,9 @@ def _leading_source(value: Template, result: str, places: bool, hands_read_only:
     """The form for a callable that calls pass ``count`` arguments positionally (see
     _exact.leading_of): a call passing exactly those, positionally, is the exact form's for
     that shape; CPython binds them with no ``len(args)`` to branch on. Any other call, which
-    leaves a parameter at ``missing`` or fills ``args``/``kwargs``, goes to the ``call`` form."""
+    leaves a parameter at ``missing`` or fills ``args``/``kwargs``, puts the positional ones
+    back in ``args`` and goes on as the ``*args`` form, in the same frame."""
     names = [f"p{k}" for k in range(count)]
-    given = "".join(f"{name}, " for name in names)
     exact = _exact_source(
         value,
         result,
@@ -606,11 +608,16 @@ def _leading_source(value: Template, result: str, places: bool, hands_read_only:
         False,
         shape=Shape(count, count, (), ()),
         passed=frozenset(),
-        arguments=f"({given}), {{}}",
+        arguments=f"({''.join(f'{name}, ' for name in names)}), {{}}",
     )
-    head = (
-        f"def __call__({''.join(f'{name}=missing, ' for name in names)}/, *args, **kwargs):\n"
-        f"    if args or kwargs or {names[-1]} is missing:\n"
-        f"        return call(wrapped, instance, tuple(p for p in ({given}) if p is not missing) + args, kwargs)\n"
-    )
-    return head + exact.partition("\n")[2]
+    # Positional-only parameters fill from the left: the first one at ``missing`` ends them.
+    lines = [f"def __call__({''.join(f'{name}=missing, ' for name in names)}/, *args, **kwargs):"]
+    lines.append(f"    if args or kwargs or {names[-1]} is missing:")
+    for k in range(count, 0, -1):
+        given = "".join(f"{name}, " for name in names[:k])
+        lines += [
+            f"        {'if' if k == count else 'elif'} {names[k - 1]} is not missing:",
+            f"            args = ({given}) + args",
+        ]
+    star = _source("__call__(*args, **kwargs)", value, result, places, hands_read_only).partition("\n")[2]
+    return "\n".join(lines) + "\n" + textwrap.indent(star, "    ") + exact.partition("\n")[2]
