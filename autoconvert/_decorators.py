@@ -22,7 +22,7 @@ from ._escape import compiling, opaque
 from ._leaves import GradPolicy
 from ._options import active, check_callable, validate
 from ._outputs import NumpyOutputs, TensorOutputs
-from ._pickling import by_reference, locate, unwrap
+from ._pickling import by_reference, locate, resolve, unwrap
 from ._plan import DEFAULTS, Plan, check_options
 from ._signature import Parameters
 
@@ -48,18 +48,30 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
     _torchdynamo_disable = True  # see _Wrapper
 
     def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
-        owner = self._self_instance if self._self_instance is not None else self._self_owner
-        return getattr, (owner, self.__wrapped__.__name__)
+        return getattr, (self._owner(), self.__wrapped__.__name__)
 
-    # copy copies a bound method as its instance (or class) and the name: deepcopy binds to
-    # the instance's copy. wrapt's proxy refuses both, so a deepcopy of an object holding one
-    # (an nn.Module for an EMA, a dataset's transforms) would fail.
+    def _owner(self) -> Any:
+        """The instance it is bound to, else the class it was read from: wrapt 2 keeps that;
+        wrapt 1.x does not, so a classmethod's own ``__self__``, or the class its qualname names."""
+        if self._self_instance is not None:
+            return self._self_instance
+        owner = getattr(self, "_self_owner", None) or getattr(self.__wrapped__, "__self__", None)
+        if owner is None:
+            function = self.__wrapped__
+            owner = resolve(function.__module__, function.__qualname__.rpartition(".")[0])
+        return owner
+
+    # copy copies a bound method as its instance and the name: deepcopy binds to the
+    # instance's copy; through the class, it is itself (classes copy as themselves). wrapt's
+    # proxy refuses both, so a deepcopy of an object holding one (an nn.Module for an EMA, a
+    # dataset's transforms) would fail.
     def __copy__(self) -> Any:
         return self
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        owner, name = self.__reduce_ex__(None)[1]
-        return getattr(copy.deepcopy(owner, memo), name)
+        if self._self_instance is None:
+            return self
+        return getattr(copy.deepcopy(self._self_instance, memo), self.__wrapped__.__name__)
 
 
 class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
