@@ -56,6 +56,14 @@ def test_results_of_different_shapes_come_back_as_a_list() -> None:
     assert isinstance(out, list) and [o.tolist() for o in out] == [[1, 2], [0]]
 
 
+@pytest.mark.parametrize("workers", [None, 2])
+def test_an_empty_batch_runs_nothing_and_gives_an_empty_list(workers: int | None) -> None:
+    """No sample ran, so nothing says what a stacked result would look like."""
+    calls: list[object] = []
+    per_sample = ac.batched(lambda a: calls.append(a) or a, workers=workers)
+    assert per_sample(torch.ones(0, 3)) == [] and calls == []
+
+
 def test_a_wrapped_function_keeps_its_options() -> None:
     @ac.accepts_numpy(writeback=True)
     def zero_first(a: np.ndarray) -> None:
