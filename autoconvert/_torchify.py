@@ -172,11 +172,14 @@ class TorchifiedClass:
         return method
 
     def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
-        """This class's own subclass of the proxy type, which its methods are added to."""
+        """This class's own subclass of the proxy type, which its methods are added to, with
+        the protocols the class has (``with``, iteration, ``len``, indexing, ``in``): Python
+        looks those up on the proxy's type, never through ``__getattr__``."""
         made = self._proxy_types.get(is_callable)
         if made is None:
             base = CallableTorchifiedObject if is_callable else TorchifiedObject
-            made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": ()})
+            protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
+            made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
     def __instancecheck__(self, instance: Any) -> bool:
@@ -256,6 +259,11 @@ class TorchifiedObject:
             if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
                 cached = self._ac_bound[name] = (value, _calling(wrap_pair(value, self._ac_options), bound=True))
             return types.MethodType(cached[1], self)
+        return self._ac_read(value)
+
+    def _ac_read(self, value: Any) -> Any:
+        """A value read off the object (an attribute, an item) as tensors, on the device of
+        the tensors last passed to it."""
         placed: TensorOptions = {"device": self._ac_device or default_device()}
         dtype = self._ac_options.get("dtype")
         if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply
@@ -273,6 +281,53 @@ class TorchifiedObject:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return proxy, (self.__wrapped__, self._ac_options, self._ac_device)
+
+
+def _enter(self: TorchifiedObject) -> Any:
+    entered = self.__wrapped__.__enter__()
+    return self if entered is self.__wrapped__ else self._ac_read(entered)
+
+
+def _exit(self: TorchifiedObject, *exc_info: Any) -> Any:
+    return self.__wrapped__.__exit__(*exc_info)
+
+
+def _iter(self: TorchifiedObject) -> Any:
+    return (self._ac_read(item) for item in self.__wrapped__)
+
+
+def _next(self: TorchifiedObject) -> Any:
+    return self._ac_read(next(self.__wrapped__))
+
+
+def _len(self: TorchifiedObject) -> int:
+    return len(self.__wrapped__)
+
+
+def _getitem(self: TorchifiedObject, key: Any) -> Any:
+    return self._ac_read(self.__wrapped__[to_numpy(key)])
+
+
+def _contains(self: TorchifiedObject, item: Any) -> bool:
+    return to_numpy(item) in self.__wrapped__
+
+
+def _bool(self: TorchifiedObject) -> bool:
+    return bool(self.__wrapped__)
+
+
+#: The protocols a proxy type forwards where its object's class has them: values read come
+#: back as tensors, keys and items go in as arrays, the object entered comes back as the proxy.
+_PROTOCOLS: dict[str, Callable[..., Any]] = {
+    "__enter__": _enter,
+    "__exit__": _exit,
+    "__iter__": _iter,
+    "__next__": _next,
+    "__len__": _len,
+    "__getitem__": _getitem,
+    "__contains__": _contains,
+    "__bool__": _bool,
+}
 
 
 class CallableTorchifiedObject(TorchifiedObject):

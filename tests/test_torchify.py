@@ -393,3 +393,54 @@ def test_a_method_is_called_on_the_object_itself_never_on_a_converted_copy() -> 
     assert view.offset.device.type == "meta"
     view.apply(x=torch.zeros(2))
     assert view.offset.device.type == "cpu"
+
+
+class _Bag:
+    """A container-like class: its protocols live on its type, where Python looks them up."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        self.entered = 0
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.values[key]
+
+    def __contains__(self, value: Any) -> bool:
+        return bool(np.any(self.values == value))
+
+    def __enter__(self) -> _Bag:
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.entered -= 1
+
+
+def test_a_proxy_forwards_the_protocols_its_class_has_converting_as_its_methods_do() -> None:
+    bag = ac.torchify(_Bag)(torch.arange(4.0))
+    assert len(bag) == 4 and 2.0 in bag and torch.tensor(2.0) in bag and 7.0 not in bag
+    assert torch.equal(bag[1], torch.tensor(1.0, dtype=torch.float32))
+    assert torch.equal(bag[torch.tensor([0, 2])], torch.tensor([0.0, 2.0]))  # a tensor key, an array's index
+    assert [v.item() for v in bag] == [0.0, 1.0, 2.0, 3.0]  # the sequence protocol, items as tensors
+    with bag as entered:
+        assert entered is bag and bag.__wrapped__.entered == 1
+    assert bag.__wrapped__.entered == 0 and bool(bag)
+
+
+def test_a_proxy_has_no_protocol_its_class_lacks() -> None:
+    """No __len__ of ours on a class without one: ``bool(proxy)`` stays True, as for the object."""
+    whitener = ac.torchify(Whitener)()
+    assert not any(hasattr(type(whitener), name) for name in ("__len__", "__iter__", "__enter__", "__bool__"))
+    assert bool(whitener)
+
+
+def test_numpy_s_context_managers_and_iterators_work_through_torchify() -> None:
+    tnp = ac.torchify(np)
+    with tnp.errstate(divide="ignore"):  # no RuntimeWarning: the block silences it
+        assert torch.isinf(tnp.divide(torch.ones(1), torch.zeros(1))).all()
+    assert [v.item() for v in tnp.nditer(torch.arange(3.0))] == [0.0, 1.0, 2.0]
+    poly = tnp.poly1d(torch.tensor([1.0, 2.0]))
+    assert len(poly) == 1 and torch.equal(poly[0], torch.tensor(2.0, dtype=torch.float64))
