@@ -70,7 +70,7 @@ def batched(
     """
     if fn is None:
         return lambda f: batched(f, workers=workers, executor=executor, progress=progress)
-    check_callable(fn, "autoconvert.batched()")
+    check_callable(fn, "batched")
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ValueError(f"batched(): workers= takes None or a positive number of threads, got {workers!r}")
     if executor is not None and (workers is not None or not isinstance(executor, Executor)):

@@ -55,7 +55,9 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
         wrapt 1.x does not, so a classmethod's own ``__self__``, or the class its qualname names."""
         if self._self_instance is not None:
             return self._self_instance
-        owner = getattr(self, "_self_owner", None) or getattr(self.__wrapped__, "__self__", None)
+        owner = getattr(self, "_self_owner", None)
+        if owner is None:
+            owner = getattr(self.__wrapped__, "__self__", None)
         if owner is None:
             function = self.__wrapped__
             owner = resolve(function.__module__, function.__qualname__.rpartition(".")[0])
@@ -212,7 +214,7 @@ def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             return opaque(apply, func)
-        check_callable(func, f"autoconvert.{side}()")
+        check_callable(func, side)
         if isinstance(func, _Wrapper) and "adapt" not in func._self_plan.sides:  # adapt stacks, never fuses
             sides = func._self_plan.sides
             has_input = any(s in sides for s in _INPUT_SIDES)

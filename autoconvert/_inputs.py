@@ -72,6 +72,13 @@ class Inputs:
         self.selection = Selection(params, only, exclude, where) if selects else None
         self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
 
+    def tensors_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+        """Every tensor among the call's arguments, walked as this side walks them."""
+        found: list[torch.Tensor] = []
+        for value in (*args, *kwargs.values()):
+            self.recorder(value, found)
+        return found
+
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -154,12 +161,7 @@ class NumpyInputs(Inputs):
         if not self.writeback:
             return Collected(plain, odd, [])
         # writeback: the spans of memory that arguments share (see _writeback).
-        seen: list[torch.Tensor] = []
-        for a in args:
-            self.recorder(a, seen)
-        for v in kwargs.values():
-            self.recorder(v, seen)
-        return Collected(plain, odd, [], aliased_spans(seen))
+        return Collected(plain, odd, [], aliased_spans(self.tensors_in(args, kwargs)))
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
@@ -274,10 +276,7 @@ class TensorInputs(Inputs):
     ) -> Any:
         casts = self.fixed_casts
         if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
-            found: list[torch.Tensor] = []
-            for value in (*args, *kwargs.values()):
-                self.recorder(value, found)
-            casts = input_casts(found)
+            casts = input_casts(self.tensors_in(args, kwargs))
         return bare(Target, (self.device or _devices.default_device(), casts, self.copy, odd))
 
     def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:

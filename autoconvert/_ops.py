@@ -103,7 +103,7 @@ def numpy_op(
     checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if fn is None:
         return lambda f: numpy_op(f, backward=backward, fake=fake, **checked)
-    check_callable(fn, "autoconvert.numpy_op()")
+    check_callable(fn, "numpy_op")
     if backward is None and fake is None:
         return wrap_pair(fn, checked)  # the plain pair, grad="warn" and all
     return _make_op(fn, backward, fake, checked, calling_module())

@@ -165,15 +165,15 @@ def validate(options: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
     return checked
 
 
-def check_callable(func: object, where: str) -> None:
+def check_callable(func: object, decorator: str) -> None:
     """A decorator's positional argument is the function (or a descriptor of one, such as a
     classmethod): anything else (``@accepts_numpy("x")`` meaning ``only="x"``) would be wrapped
     as if callable and fail at the first call."""
     if not callable(func) and not hasattr(type(func), "__get__"):
         raise TypeError(
-            f"{where} decorates a function or other callable; got {reprlib.repr(func)} "
+            f"autoconvert.{decorator}() decorates a function or other callable; got {reprlib.repr(func)} "
             f"({type(func).__name__}). Fix: decorate the function itself, and pass options by keyword: "
-            f"@{where.removeprefix('autoconvert.')[:-2]}(option=value)."
+            f"@{decorator}(option=value)."
         )
 
 

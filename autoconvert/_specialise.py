@@ -48,7 +48,7 @@ from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Selection
-from ._tree import Mapper, keep
+from ._tree import keep
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -258,9 +258,8 @@ class Flat:
         if not 0 < count <= MOST_POSITIONAL:
             exec(self.codes[1], namespace)
             return namespace["__call__"], namespace
-        code = _LEADING.get((self.kind, count))
-        if code is None:
-            code = _LEADING.setdefault((self.kind, count), compiled(_leading_source(*self.kind, count), "flat call"))
+        key = (self.kind, count)
+        code = _LEADING.get(key) or _LEADING.setdefault(key, compiled(_leading_source(*self.kind, count), "flat call"))
         exec(code, namespace)
         return staticmethod(namespace["__call__"]), namespace
 
@@ -333,7 +332,10 @@ def specialised(
         "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
         "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
-        "tensors_in": _tensors_in(inputs.mapper) if inputs is not None else None,
+        # The call's tensors, for a result the flat code leaves to the output side (it votes on
+        # them, or unaliases a tensor result): the flat code keeps only a flag, ``plain``. Any
+        # call that gets there has no tensor deeper than the flat code walks.
+        "tensors_in": inputs.tensors_in if inputs is not None else None,
         "convert_out": outputs.convert if outputs is not None else None,
         "failed": failed,
         "missing": _MISSING,
@@ -362,29 +364,6 @@ def specialised(
         return Flat(kind, _DELEGATING, namespace, selection)
     codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(compiled(_source(h, *kind), "flat call") for h in _HEADS))
     return Flat(kind, codes, namespace)
-
-
-def _tensors_in(mapper: Mapper) -> Callable[[tuple[Any, ...], dict[str, Any]], list[torch.Tensor]]:
-    """``tensors_in(args, kwargs)``: the tensors a flat call converted or recorded, which it
-    keeps as a flag (``plain``), for the output side that gets a result the flat code leaves
-    it (it votes on them, or unaliases a tensor result): each tensor among the arguments and
-    the items of the dicts, lists and tuples the flat code walks; a deeper one, or any other
-    tensor, sent the call to the generic call before."""
-    get = mapper.dispatch.get
-    walked: dict[type, Any] = {dict: mapper.walk_dict, list: mapper.walk_sequence, tuple: mapper.walk_sequence}
-
-    def tensors_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
-        found = []
-        for value in (*args, *kwargs.values()):
-            kind = type(value)
-            items = value.values() if kind is dict else value
-            if kind in walked and get(kind) is walked[kind]:
-                found += [item for item in items if type(item) is torch.Tensor]
-            elif kind is torch.Tensor:
-                found.append(value)
-        return found
-
-    return tensors_in
 
 
 #: Per value: its conversion's source, given the indent and the name the value is held in.
