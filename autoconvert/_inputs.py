@@ -27,7 +27,7 @@ from ._leaves import (
     tensor_to_array,
 )
 from ._signature import Parameters, Selection
-from ._tree import Mapper, cycle_error
+from ._tree import Mapper, StandIn, cycle_error, stood_for
 from ._writeback import aliased_spans
 
 
@@ -151,7 +151,7 @@ class NumpyInputs(Inputs):
             leaf = self._widening(leaf)
         if self.check_writes:
             leaf = self._snapshotting(leaf)
-        self.mapper = Mapper({torch.Tensor: leaf}, nested=options["nested"])
+        self.mapper = Mapper({torch.Tensor: leaf, StandIn: stood_for}, nested=options["nested"])
 
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -25,7 +25,7 @@ from ._leaves import (
     tensor_to_device,
 )
 from ._signature import Parameters, _mismatch
-from ._tree import Mapper, cycle_error
+from ._tree import Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
@@ -190,7 +190,10 @@ class NumpyOutputs(Outputs):
         self.sparse: str = options["sparse"]
         self.grad = grad
         super().__init__(
-            function, params, Mapper({torch.Tensor: self._leaf}, nested=options["nested"]), argument=argument
+            function,
+            params,
+            Mapper({torch.Tensor: self._leaf, StandIn: stood_for}, nested=options["nested"]),
+            argument=argument,
         )
 
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:

@@ -24,7 +24,7 @@ from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
 from ._signature import deferred_kind
-from ._tree import Mapper
+from ._tree import Mapper, StandIn
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 _PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
@@ -96,7 +96,7 @@ def _view(value: Any, options: dict[str, Any]) -> Any:
     return value
 
 
-class TorchifiedModule(types.ModuleType):
+class TorchifiedModule(types.ModuleType, StandIn):
     """A module whose public callables take and return tensors, wrapped on first access."""
 
     def __init__(self, module: types.ModuleType, options: dict[str, Any]) -> None:
@@ -127,7 +127,7 @@ def _module_by_name(name: str, options: dict[str, Any]) -> TorchifiedModule:
     return TorchifiedModule(importlib.import_module(name), options)
 
 
-class TorchifiedClass:
+class TorchifiedClass(StandIn):
     """A class whose constructor takes tensors and builds torchified instances."""
 
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
@@ -224,7 +224,7 @@ def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | 
 _PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex, type(None), np.ndarray})
 
 
-class TorchifiedObject:
+class TorchifiedObject(StandIn):
     """An object whose methods take and return tensors, and whose arrays read back as tensors.
 
     Each proxy's type is its TorchifiedClass's own subclass (see :func:`proxy`): a method of

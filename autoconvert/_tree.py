@@ -307,6 +307,20 @@ def keep(value: Any, ctx: Any) -> Any:
     return value
 
 
+class StandIn:
+    """Base of the values that stand for an object of NumPy's world, ``__wrapped__`` (the
+    torchified views of a module, a class, an object): where a value crosses to NumPy's
+    side, the object itself does, since NumPy code (``csgraph``'s ``tocsr().astype()``)
+    cannot work through the view's tensors."""
+
+    __slots__ = ()
+
+
+def stood_for(value: StandIn, ctx: Any) -> Any:
+    """The NumPy sides' handler of a :class:`StandIn`: the object it stands for."""
+    return value.__wrapped__  # type: ignore[attr-defined]
+
+
 class Mapper:
     """Applies leaf functions to the leaves of chosen types anywhere in a tree.
 

@@ -444,3 +444,47 @@ def test_numpy_s_context_managers_and_iterators_work_through_torchify() -> None:
     assert [v.item() for v in tnp.nditer(torch.arange(3.0))] == [0.0, 1.0, 2.0]
     poly = tnp.poly1d(torch.tensor([1.0, 2.0]))
     assert len(poly) == 1 and torch.equal(poly[0], torch.tensor(2.0, dtype=torch.float64))
+
+
+def test_a_torchified_object_handed_back_to_scipy_arrives_as_the_object_itself() -> None:
+    """SciPy's functions and methods take their own objects: a tree's ``query_ball_tree(other)``
+    type-checks ``other``, and csgraph reads ``graph.tocsr().astype()``, which a view's
+    tensors lack. Both used to fail on the proxy; they now get what it stands for."""
+    import scipy.sparse
+    import scipy.spatial
+
+    tsp = ac.torchify(scipy)
+    rng = np.random.default_rng(1)
+    left, right = rng.random((12, 2)), rng.random((9, 2))
+    tree = tsp.spatial.cKDTree(torch.from_numpy(left))
+    other = tsp.spatial.cKDTree(torch.from_numpy(right))
+    expected = scipy.spatial.cKDTree(left).query_ball_tree(scipy.spatial.cKDTree(right), 0.3)
+    assert tree.query_ball_tree(other, 0.3) == expected
+
+    adjacency = np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]], dtype=np.float64)
+    graph = tsp.sparse.csr_matrix(torch.from_numpy(adjacency))
+    count, labels = tsp.sparse.csgraph.connected_components(graph)
+    expected_count, expected_labels = scipy.sparse.csgraph.connected_components(scipy.sparse.csr_matrix(adjacency))
+    assert count == expected_count == 2
+    _same(labels, expected_labels)
+
+
+def test_every_torchified_view_crosses_to_numpy_as_what_it_stands_for() -> None:
+    """A module (an ``xp`` argument), a class and an object, bare or inside a container, reach a
+    NumPy-side function as the originals; to_numpy and returns_numpy give the originals too.
+    The tensor side leaves them as they are."""
+    import scipy.spatial
+
+    tnp, tsp = ac.torchify(np), ac.torchify(scipy)
+    tree = tsp.spatial.cKDTree(torch.rand(5, 2))
+    seen: list[Any] = []
+
+    @ac.accepts_numpy
+    def take(xp: Any, cls: Any, things: dict[str, Any]) -> None:
+        seen.extend([xp, cls, things["tree"]])
+
+    take(tnp, tsp.spatial.cKDTree, {"tree": tree})
+    assert seen == [np, scipy.spatial.cKDTree, tree.__wrapped__]
+    assert ac.to_numpy([tree])[0] is tree.__wrapped__
+    assert ac.returns_numpy(lambda: tree)() is tree.__wrapped__
+    assert ac.accepts_tensor(lambda view: view)(tree) is tree
