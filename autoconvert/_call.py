@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dis
 from collections.abc import Callable
 from typing import Any
 
@@ -27,29 +28,41 @@ Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], A
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
 
 
-#: NumPy's words for a write into a read-only array (setitem and in-place ops; ufuncs' out=).
-_NUMPY_READ_ONLY = frozenset({"assignment destination is read-only", "output array is read-only"})
+#: The instructions of a ``raise`` statement: an error raised there is Python code's own.
+_RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
+#: The first instruction of every code object: where Cython's stand-in frames for its
+#: functions stop (an error in Python code is raised further in).
+_RESUME = dis.opmap["RESUME"]
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
 def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over.
 
-    NumPy does not say which array was the destination, so: its own words, and every
-    read-only array in the frame that raised shares memory with a handed array. The user's
-    own errors, and writes into read-only arrays the function made (``np.broadcast_to``),
-    keep their own error. Where the function is compiled code (a ufunc's ``out=``), the frame
-    that raised is the caller's, whose traceback this is: the destination was an argument.
+    NumPy words each refusal "<what> is read-only", the what naming the write ("assignment
+    destination", "output array", "sort array", "underlying array" for ``np.fill_diagonal``,
+    "array" for ``Generator.shuffle``; SciPy's ndimage adds a full stop), and does not say
+    which array it was. So: those words, raised by compiled code (not by a ``raise`` in the
+    frame that raised), where every read-only array in that frame shares memory with a handed
+    array. The user's own errors, and writes into read-only arrays the function made
+    (``np.broadcast_to``), keep their own error. Where the function is compiled code (a
+    ufunc's ``out=``, a Cython method), the frame that raised is the caller's, whose
+    traceback this is: the destination was an argument.
     """
-    if str(error) not in _NUMPY_READ_ONLY or error.__traceback__ is None:
+    tb = error.__traceback__
+    if tb is None or not str(error).removesuffix(".").endswith(" is read-only"):
         return False
     handed = [a for value in (*args, *kwargs.values()) for _, a in _array_walker.leaves_with_paths(value)]
-    tb = error.__traceback__
-    if tb.tb_next is None:
-        return any(not a.flags.writeable for a in handed)
+    raised = tb
     while tb.tb_next is not None:
         tb = tb.tb_next
-    local = [v for v in tb.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
+        if tb.tb_frame.f_code.co_code[tb.tb_lasti] != _RESUME:  # Cython's functions: stub frames, at RESUME
+            raised = tb
+    if raised is error.__traceback__:  # the caller's frame: compiled code was the function
+        return any(not a.flags.writeable for a in handed)
+    if raised.tb_frame.f_code.co_code[raised.tb_lasti] in _RAISES:
+        return False
+    local = [v for v in raised.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
     return bool(local) and all(any(np.may_share_memory(v, h) for h in handed) for v in local)
 
 

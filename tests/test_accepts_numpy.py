@@ -159,6 +159,50 @@ def test_writing_into_a_read_only_array_raises_with_both_fixes() -> None:
     assert isinstance(info.value.__cause__, ValueError)
 
 
+def _fill_diagonal(a: np.ndarray) -> None:
+    np.fill_diagonal(a, 0.0)
+
+
+def _laplace_into(a: np.ndarray) -> None:
+    import scipy.ndimage
+
+    scipy.ndimage.laplace(a, output=a)
+
+
+@pytest.mark.parametrize(
+    ("write", "numpy_says"),
+    [
+        (lambda a: a.sort(), "sort array is read-only"),
+        (lambda a: a.partition(1), "partition array is read-only"),
+        (_fill_diagonal, "underlying array is read-only"),
+        (lambda a: np.random.default_rng(0).shuffle(a), "array is read-only"),
+        (lambda a: np.put(a, [0], 1.0), "put: output array is read-only"),
+        (lambda a: np.copyto(a, 1.0), "assignment destination is read-only"),
+        (_laplace_into, "output array is read-only."),
+        (np.random.default_rng(0).shuffle, "array is read-only"),
+    ],
+    ids=[
+        "ndarray.sort",
+        "ndarray.partition",
+        "np.fill_diagonal",
+        "Generator.shuffle",
+        "np.put",
+        "np.copyto",
+        "ndimage",
+        "a Cython method as the function",
+    ],
+)
+def test_every_way_numpy_refuses_a_write_is_a_read_only_error(write: Any, numpy_says: str) -> None:
+    """NumPy words each refusal by what was written ("sort array is read-only"); every one of them,
+    on a handed array, is a ReadOnlyError (these passed as bare ValueErrors), and copy=True runs."""
+    t = torch.tensor([[3.0, 1.0, 2.0], [6.0, 5.0, 4.0], [9.0, 8.0, 7.0]])
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.accepts_numpy(write)(t)
+    assert f"Found ValueError({numpy_says!r})" in str(info.value)
+    assert torch.equal(t, torch.tensor([[3.0, 1.0, 2.0], [6.0, 5.0, 4.0], [9.0, 8.0, 7.0]]))
+    ac.accepts_numpy(copy=True)(write)(t)
+
+
 def test_unrelated_value_errors_pass_through_unchanged() -> None:
     """Only read-only failures are rewritten; the function's own errors keep their identity."""
     boom = ValueError("bad input")
