@@ -33,6 +33,9 @@ _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
 #: The first instruction of every code object: where Cython's stand-in frames for its
 #: functions stop (an error in Python code is raised further in).
 _RESUME = dis.opmap["RESUME"]
+#: Cython's refusal of a read-only buffer for a typed memoryview (``scipy.signal.sosfilt``,
+#: ``Rotation.apply`` in SciPy 1.17): raised on entry, before the function reads or writes.
+_CYTHON_READ_ONLY = "buffer source array is read-only"
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
@@ -241,14 +244,19 @@ class Runner:
             error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
 
     def _read_only_error(self, error: ValueError) -> ReadOnlyError:
-        return ReadOnlyError(
-            message(
-                self.function,
-                "the function",
-                "wrote into an array made from a tensor argument; those arrays are read-only "
-                "so that NumPy code never changes the caller's tensors behind its back",
-                f"ValueError({str(error)!r})",
-                "pass copy=True to give the function private writable copies, or "
-                "writeback=True to let its changes reach the caller's tensors",
+        if str(error) == _CYTHON_READ_ONLY:  # refused on entry, whether or not it writes
+            what = (
+                "needs writable arrays: compiled code (a Cython memoryview) refused an array made from a "
+                "tensor argument, which is read-only so that NumPy code never changes the caller's tensors"
             )
-        )
+            fix = "pass copy=True to give the function private writable copies"
+        else:
+            what = (
+                "wrote into an array made from a tensor argument; those arrays are read-only "
+                "so that NumPy code never changes the caller's tensors behind its back"
+            )
+            fix = (
+                "pass copy=True to give the function private writable copies, or "
+                "writeback=True to let its changes reach the caller's tensors"
+            )
+        return ReadOnlyError(message(self.function, "the function", what, f"ValueError({str(error)!r})", fix))

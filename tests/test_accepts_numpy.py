@@ -203,6 +203,34 @@ def test_every_way_numpy_refuses_a_write_is_a_read_only_error(write: Any, numpy_
     ac.accepts_numpy(copy=True)(write)(t)
 
 
+def test_compiled_code_refusing_read_only_arrays_it_only_reads_says_so() -> None:
+    """Cython's typed memoryviews refuse read-only buffers on entry, even where the function only
+    reads (``scipy.signal.sosfilt``): the ReadOnlyError says the function needs writable arrays,
+    and copy=True (its fix) runs it."""
+    import scipy.signal
+
+    sos, signal = scipy.signal.butter(2, 0.3, output="sos"), np.linspace(0.0, 1.0, 16)
+    read_only = sos.copy()
+    read_only.setflags(write=False)
+    try:
+        scipy.signal.sosfilt(read_only, signal)
+    except ValueError as e:
+        refusal = str(e)
+    else:
+        pytest.skip("this SciPy's sosfilt takes read-only arrays")
+    assert refusal == "buffer source array is read-only"
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.accepts_numpy(scipy.signal.sosfilt)(torch.from_numpy(sos), signal)
+    assert str(info.value) == (
+        "sosfilt(): the function needs writable arrays: compiled code (a Cython memoryview) refused an array "
+        "made from a tensor argument, which is read-only so that NumPy code never changes the caller's tensors. "
+        "Found ValueError('buffer source array is read-only'). Fix: pass copy=True to give the function private "
+        "writable copies."
+    )
+    filtered = ac.accepts_numpy(copy=True)(scipy.signal.sosfilt)(torch.from_numpy(sos), signal)
+    np.testing.assert_array_equal(filtered, scipy.signal.sosfilt(sos, signal))
+
+
 def test_unrelated_value_errors_pass_through_unchanged() -> None:
     """Only read-only failures are rewritten; the function's own errors keep their identity."""
     boom = ValueError("bad input")
