@@ -24,7 +24,7 @@ from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
 from ._signature import deferred_kind
-from ._tree import Mapper, StandIn
+from ._tree import Mapper, StandIn, node_for
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 _PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
@@ -92,6 +92,9 @@ def _view(value: Any, options: dict[str, Any]) -> Any:
     if isinstance(value, type):
         return value if issubclass(value, _PLAIN_TYPES) else TorchifiedClass(value, options)
     if callable(value) and deferred_kind(value) is None:  # generators and coroutines pass through
+        if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
+            # An object of a Python class (scipy.stats.norm): its methods are its interface.
+            return proxy(value, options, None)
         return wrap_pair(value, options)
     return value
 
@@ -136,6 +139,7 @@ class TorchifiedClass(StandIn):
         self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS})(cls)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
+        self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
         functools.update_wrapper(self, cls, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -151,7 +155,9 @@ class TorchifiedClass(StandIn):
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
-            return proxy(result, options, _device_of(args, kwargs), self) if type(result) is cls else result
+            if type(result) is cls:
+                return proxy(result, options, _device_of(args, kwargs), self)
+            return result if type(result) is torch.Tensor else self.viewed(result, _device_of(args, kwargs))
 
         self.__dict__[name] = call
         return call
@@ -181,6 +187,26 @@ class TorchifiedClass(StandIn):
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
             made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
+
+    def viewed(self, result: Any, device: torch.device | None) -> Any:
+        """A method's ``result`` as the caller gets it: an object of the class's own package
+        (``norm(0, 1)``'s frozen distribution, a ``Rotation``'s ``inv()``) as its proxy, so
+        chains stay in tensors; anything else (a value, a container the output side
+        converted, another package's object) as it is."""
+        kind = type(result)
+        if kind not in self._results:
+            self._results[kind] = self._view_of(kind)
+        viewing = self._results[kind]
+        return result if viewing is None else proxy(result, self._options, device, viewing)
+
+    def _view_of(self, kind: type) -> TorchifiedClass | None:
+        """Whether results of type ``kind`` come back as proxies, and the view of their class."""
+        if kind is self.__wrapped__:
+            return self
+        plain = kind in _PLAIN_VALUES or issubclass(kind, (*_PLAIN_TYPES, torch.Tensor, type, types.ModuleType))
+        if plain or node_for(kind) is not None or _home(kind) != _home(self.__wrapped__):
+            return None
+        return TorchifiedClass(kind, self._options)
 
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
@@ -356,7 +382,9 @@ def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
         if device is not None and device is not self._ac_device:
             object.__setattr__(self, "_ac_device", device)
         result = call(*args, **kwargs) if bound else call(target, *args, **kwargs)
-        return self if result is target else result
+        if result is target:
+            return self
+        return result if type(result) is torch.Tensor else self._ac_class.viewed(result, self._ac_device)
 
     return method
 
@@ -409,7 +437,9 @@ def _proxy_source(shape: Shape) -> str:
         "    if device is not None and device is not p0._ac_device:",
         "        record(p0, '_ac_device', device)",
         f"    result = call({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
-        "    return p0 if result is target else result",
+        "    if result is target:",
+        "        return p0",
+        "    return result if type(result) is Tensor else p0._ac_class.viewed(result, p0._ac_device)",
     ]
     return "\n".join(lines) + "\n"
 

@@ -488,3 +488,41 @@ def test_every_torchified_view_crosses_to_numpy_as_what_it_stands_for() -> None:
     assert ac.to_numpy([tree])[0] is tree.__wrapped__
     assert ac.returns_numpy(lambda: tree)() is tree.__wrapped__
     assert ac.accepts_tensor(lambda view: view)(tree) is tree
+
+
+def test_scipy_stats_distributions_take_and_return_tensors_frozen_or_not() -> None:
+    """``scipy.stats.norm`` is an object, not a function: its methods (``pdf``, ``ppf``, ``rvs``)
+    returned arrays through the view, and ``norm(0, 2)``'s frozen distribution too. A
+    distribution is now a proxy, and an object of SciPy's that a proxy's method returns
+    (a frozen distribution, a ``Rotation``'s ``inv()``) comes back as a proxy."""
+    import scipy.spatial.transform
+
+    stats = ac.torchify(scipy.stats)
+    x = np.linspace(-2.0, 2.0, 7)
+    t = torch.from_numpy(x)
+    assert isinstance(stats.norm, scipy.stats.rv_continuous)
+    for name, method, extra in [
+        ("norm", "pdf", ()),
+        ("norm", "logcdf", ()),
+        ("norm", "ppf", ()),
+        ("t", "sf", (3,)),
+        ("chi2", "cdf", (2,)),
+        ("poisson", "pmf", (2.0,)),
+    ]:
+        value = np.abs(x) / 4 if method == "ppf" else np.round(np.abs(x)) if name == "poisson" else x
+        got = getattr(getattr(stats, name), method)(torch.from_numpy(value), *extra)
+        _same(got, getattr(getattr(scipy.stats, name), method)(value, *extra))
+    _same(stats.norm.rvs(size=3, random_state=0), scipy.stats.norm.rvs(size=3, random_state=0))
+
+    frozen = stats.norm(0.5, 2.0)
+    assert isinstance(frozen, type(scipy.stats.norm(0.5, 2.0)))
+    _same(frozen.cdf(t), scipy.stats.norm(0.5, 2.0).cdf(x))
+    mean = np.array([0.5, -1.0])
+    _same(
+        stats.multivariate_normal(mean=torch.from_numpy(mean)).logpdf(torch.zeros(3, 2, dtype=torch.float64)),
+        scipy.stats.multivariate_normal(mean=mean).logpdf(np.zeros((3, 2))),
+    )
+    # copy=True: SciPy 1.17's Rotation.apply refuses read-only arrays (a Cython memoryview).
+    turn = ac.torchify(scipy.spatial.transform, copy=True).Rotation.from_euler("z", torch.tensor([90.0]), degrees=True)
+    back = turn.inv().apply(torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64))
+    assert isinstance(back, torch.Tensor) and torch.allclose(back, torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64))
