@@ -306,11 +306,11 @@ def _nbytes(t: torch.Tensor) -> int:
 # --------------------------------------------------------------------------- array -> tensor
 
 _UNHOLDABLE = {
-    "O": ("is an object array, which torch cannot hold", "convert it to a numeric dtype, or return a list"),
-    "U": ("holds strings, which torch cannot hold", "return a list of str, or integer codes"),
-    "S": ("holds bytes strings, which torch cannot hold", "return a list of bytes, or integer codes"),
-    "T": ("holds strings, which torch cannot hold", "return a list of str, or integer codes"),
-    "V": ("is a structured (void) array, which torch cannot hold", "return its fields as separate arrays"),
+    "O": ("is an object array, which torch cannot hold", "convert it to a numeric dtype, or use a list"),
+    "U": ("holds strings, which torch cannot hold", "use a list of str, or integer codes"),
+    "S": ("holds bytes strings, which torch cannot hold", "use a list of bytes, or integer codes"),
+    "T": ("holds strings, which torch cannot hold", "use a list of str, or integer codes"),
+    "V": ("is a structured (void) array, which torch cannot hold", "use its fields as separate arrays"),
     "M": ("holds datetime64 values, which torch cannot hold", "convert with {path}.astype('int64') and keep the unit"),
     "m": ("holds timedelta64 values, which torch cannot hold", "convert with {path}.astype('int64') and keep the unit"),
 }
@@ -320,7 +320,7 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     """Why ``a`` can never become a tensor (or ``None``)."""
     if isinstance(a, np.ma.MaskedArray):
         problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
-        fix = "return np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
+        fix = "use np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
     elif a.dtype.kind in _UNHOLDABLE:
         problem, fix = _UNHOLDABLE[a.dtype.kind]
     elif a.dtype.newbyteorder("=") not in NUMPY_TO_TORCH:

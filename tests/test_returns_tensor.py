@@ -422,25 +422,25 @@ class TestCopy:
             np.array([object()]),
             "is an object array, which torch cannot hold",
             "dtype=|O",
-            "convert it to a numeric dtype, or return a list",
+            "convert it to a numeric dtype, or use a list",
         ),
         (
             np.array(["a"]),
             "holds strings, which torch cannot hold",
             "dtype=<U1",
-            "return a list of str, or integer codes",
+            "use a list of str, or integer codes",
         ),
         (
             np.array([b"a"]),
             "holds bytes strings, which torch cannot hold",
             "dtype=|S1",
-            "return a list of bytes, or integer codes",
+            "use a list of bytes, or integer codes",
         ),
         (
             np.zeros(1, dtype=[("a", "i4")]),
             "is a structured (void) array, which torch cannot hold",
             "dtype=|V4",
-            "return its fields as separate arrays",
+            "use its fields as separate arrays",
         ),
         (
             np.array(["2020-01-01"], dtype="M8[D]"),
@@ -495,7 +495,7 @@ def test_masked_arrays_are_refused_never_unmasked() -> None:
     assert str(info.value) == (
         "test_masked_arrays_are_refused_never_unmasked.<locals>.f(): result is a masked array; torch has no "
         f"mask, and dropping it would silently unmask values. Found {module}.MaskedArray(shape=(2,), "
-        "dtype=<f8). Fix: return np.ma.filled(result, fill_value), or the data and the mask as two arrays."
+        "dtype=<f8). Fix: use np.ma.filled(result, fill_value), or the data and the mask as two arrays."
     )
 
 
