@@ -48,7 +48,6 @@ from ._observe import PROFILER
 from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Selection
-from ._tree import keep
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -78,16 +77,16 @@ _PRIVATE = '.copy("K")'
 _NUMPY_VALUE = """\
 {i}kind = type({v})
 {i}if kind is Tensor{shares}:
-{leaf}{i}elif (handler := get(kind)) is keep:  # a float, a string: as it is
+{leaf}{i}elif kind in kept:  # a float, a string: as it is
 {i}    pass
-{i}elif kind is dict and handler is walk_dict:
+{i}elif kind is dict and get(kind) is walk_dict:
 {i}    changed = False
 {i}    items = {{}}
 {i}    for item_key, item in {v}.items():
 {item}{i}        items[item_key] = item
 {i}    if changed:
 {i}        {v} = items
-{i}elif (kind is list or kind is tuple) and handler is walk_sequence:
+{i}elif (kind is list or kind is tuple) and get(kind) is walk_sequence:
 {i}    changed = False
 {i}    items = []
 {i}    for item in {v}:
@@ -103,7 +102,7 @@ _NUMPY_ITEM = """\
 {i}item_kind = type(item)
 {i}if item_kind is Tensor{shares}:
 {leaf}{i}    changed = True
-{i}elif get(item_kind) is not keep:
+{i}elif item_kind not in kept:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 # A value left as it is (returns_tensor alone, a parameter accepts_numpy's only=/exclude= passes
@@ -116,7 +115,7 @@ _RECORDED_VALUE = """\
 {i}    if not {v}.is_cpu or {v}.dtype in restored:
 {i}        return generic(wrapped, instance, args, kwargs)
 {i}    plain = True
-{i}elif get(kind) is not keep:
+{i}elif kind not in kept:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 # A value accepts_tensor's only=/exclude= passes on: tensors and arrays go through as they are
@@ -124,7 +123,7 @@ _RECORDED_VALUE = """\
 # this side would convert, sends the call to the generic call, whose recording walk it is.
 _KEPT_VALUE = """\
 {i}kind = type({v})
-{i}if kind is not Tensor and kind is not ndarray and get(kind) is not keep:
+{i}if kind is not Tensor and kind is not ndarray and kind not in kept:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 _TENSOR_VALUE = """\
@@ -135,7 +134,7 @@ _TENSOR_VALUE = """\
 {i}    try:
 {convert}{i}    except {errors}:
 {i}        return generic(wrapped, instance, args, kwargs)
-{i}elif kind is not Tensor and get(kind) is not keep:
+{i}elif kind is not Tensor and kind not in kept:
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 _TO_TENSOR = "{i}        {v} = to_tensor({v}, Target(placed, casts, copy))\n"
@@ -200,7 +199,7 @@ _SHARED_ITEM = """\
 {i}    except (TypeError, ValueError):
 {i}        break
 {i}    changed = True
-{i}elif get_out(type(item)) is not keep:
+{i}elif type(item) not in kept_out:
 {i}    break
 """
 _SHARED_CONTAINERS = """\
@@ -315,7 +314,6 @@ def specialised(
         "Tensor": torch.Tensor,
         "float16": torch.float16,
         "ndarray": np.ndarray,
-        "keep": keep,
         "LeafError": LeafError,
         "compiling": compiling,
         "opaque": opaque,
@@ -330,6 +328,7 @@ def specialised(
         "generic": generic,
         "function": function,
         "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
+        "kept": inputs.mapper.kept if inputs is not None else frozenset(),
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
         "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
         # The call's tensors, for a result the flat code leaves to the output side (it votes on
@@ -355,6 +354,7 @@ def specialised(
         namespace.update(
             shared_target=outputs.all_plain,
             get_out=mapper.dispatch.get,
+            kept_out=mapper.kept,
             walk_sequence_out=mapper.walk_sequence,
             walk_dict_out=mapper.walk_dict,
         )

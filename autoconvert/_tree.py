@@ -338,6 +338,9 @@ class Mapper:
         #: exact type -> handler; callers on the hot path may look up here directly and
         #: fall back to resolve() on a miss, skipping one call layer.
         self.dispatch: dict[type, Callable[[Any, Any], Any]] = {}
+        #: The exact types whose handler is ``keep`` (plain values): a membership test, where
+        #: ``dispatch.get(cls) is keep`` is a call. A type not in it yet is in neither.
+        self.kept: set[type] = set()
         #: The inlined walks of exact list/tuple and dict, bound once, so the flat call can
         #: tell by identity that this Mapper walks them as built in (see _specialise).
         self.walk_sequence, self.walk_dict = self._sequence, self._dict
@@ -361,10 +364,12 @@ class Mapper:
     def forget(self) -> None:
         """Drop cached decisions (after a registration). Other threads may look up meanwhile:
         a miss goes to resolve(), which decides leaf types from ``_leaves`` itself."""
+        self.kept.clear()
         self.dispatch.clear()
         self.dispatch.update(self._leaves)
         for plain in (int, float, bool, str, bytes, complex, type(None)):
-            self.dispatch.setdefault(plain, keep)
+            if self.dispatch.setdefault(plain, keep) is keep:
+                self.kept.add(plain)
 
     def __call__(self, obj: Any, ctx: Any) -> Any:
         handler = self.dispatch.get(type(obj))
@@ -376,6 +381,7 @@ class Mapper:
         handler: Callable[[Any, Any], Any] = keep
         if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
             self.dispatch[cls] = handler
+            self.kept.add(cls)
             return handler
         for base in cls.__mro__:  # cls itself too: dispatch may be mid-forget() in another thread
             if base in self._leaves:
@@ -391,6 +397,8 @@ class Mapper:
                 inlined = _BUILTIN_NODES.get(cls) is node
                 handler = (self.walk_dict if cls is dict else self.walk_sequence) if inlined else self._container(node)
         self.dispatch[cls] = handler
+        if handler is keep:
+            self.kept.add(cls)
         return handler
 
     # Inlined maps for exact list, tuple and dict, the containers batches come in: the same

@@ -751,3 +751,24 @@ def test_grad_detach_plans_detach_in_the_flat_call_and_the_others_leave_it_to_th
     assert out.tolist() == [-1.0, -1.0] and not out.requires_grad and g.grad is None
     with pytest.warns(ac.GradientWarning):
         warning(g)
+
+
+def test_a_type_seen_as_a_plain_value_then_registered_as_a_container_is_walked() -> None:
+    """The flat call tells plain values by a set of the types its side keeps as they are; a
+    registration empties it with the dispatch table, so the next call walks the new container."""
+
+    class Box:
+        def __init__(self, item: Any) -> None:
+            self.item = item
+
+    seen: list[Any] = []
+
+    @ac.accepts_numpy
+    def open_box(box: Box) -> None:
+        seen.append(box.item)
+
+    open_box(Box(torch.ones(2)))
+    assert isinstance(seen[-1], torch.Tensor)  # a leaf: passed as it is
+    ac.register_container(Box, lambda b: ((b.item,), None), lambda c, _: Box(c[0]))
+    open_box(Box(torch.ones(2)))
+    assert isinstance(seen[-1], np.ndarray) and not seen[-1].flags.writeable
