@@ -16,6 +16,7 @@ import torch
 
 import autoconvert as ac
 
+from . import floor
 from .harness import Row, compare
 
 Settings = dict[str, Any]
@@ -181,12 +182,14 @@ def per_call(settings: Settings) -> list[Row]:
 
     a, b, c = torch.rand(16), torch.rand(16), torch.rand(16)
     fused = ac.returns_tensor(ac.accepts_numpy(affine))
+    floored = floor.three_and_two(affine, fused)
     rows += compare(
         "3 tensor + 2 plain args",
         "hand-written",
         {
             "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)),
             "autoconvert": lambda: fused(a, b, c, 0.5, 2.0),
+            "pure-Python floor (same guards)": lambda: floored(a, b, c, 0.5, 2.0),
             "functools.wraps decorator": functools.partial(minimal_decorator(affine), a, b, c, 0.5, 2.0),
         },
         repeats,
@@ -199,6 +202,7 @@ def per_call(settings: Settings) -> list[Row]:
         {
             "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), alpha=0.5, beta=2.0)),
             "autoconvert": lambda: fused(a, b, c, alpha=0.5, beta=2.0),
+            "pure-Python floor (same guards)": lambda: floored(a, b, c, alpha=0.5, beta=2.0),
         },
         repeats,
         target,
@@ -331,11 +335,19 @@ def per_call(settings: Settings) -> list[Row]:
     )
 
     # A function returning a view of its read-only input: the result must be a copy.
-    head = ac.returns_tensor(ac.accepts_numpy(lambda v: v[:8]))
+    def first8(v: np.ndarray) -> np.ndarray:
+        return v[:8]
+
+    head = ac.returns_tensor(ac.accepts_numpy(first8))
+    head_floor = floor.one_view(first8, head)
     rows += compare(
         "a view of the input returned (v[:8])",
         "hand-written",
-        {"hand-written": lambda: torch.from_numpy(t.numpy()[:8].copy()), "autoconvert": lambda: head(t)},
+        {
+            "hand-written": lambda: torch.from_numpy(t.numpy()[:8].copy()),
+            "autoconvert": lambda: head(t),
+            "pure-Python floor (same guards)": lambda: head_floor(t),
+        },
         repeats,
         target,
     )
