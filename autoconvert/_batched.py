@@ -40,8 +40,8 @@ def batched(
     Tensor arguments are batches: along dim 0 (all with the same leading size), or as a
     list or tuple of tensors (ragged batches, e.g. from ``split``). Every other argument
     reaches each call unchanged. Results stack into one tensor when every sample's result
-    is a tensor of the same shape and dtype, else come back as a list; tuple results
-    come back as a tuple of those. An empty batch gives an empty list: no sample ran, so
+    is a tensor of the same shape and dtype, else come back as a list; tuple, namedtuple
+    and dict results come back as one of those, field by field. An empty batch gives an empty list: no sample ran, so
     no result says what shape or dtype a stacked tensor would have.
 
     Args:
@@ -191,9 +191,32 @@ def _take(value: Any, i: int) -> Any:
 
 
 def _gather(results: list[Any]) -> Any:
-    if results and all(type(r) is tuple for r in results) and len({len(r) for r in results}) == 1:
-        return tuple(_stack(list(column)) for column in zip(*results, strict=True))
+    """The samples' results as one: stacked, or field by field where every sample returned a
+    tuple, a namedtuple or a struct sequence (``torch.return_types``) of one length, or a
+    dict with the same keys. A type with more than its fields (SciPy's result bunches keep
+    the sample's data for their methods) stays a list: one sample's state would speak for all."""
+    if not results:
+        return results
+    first, kind = results[0], type(results[0])
+    if kind is dict and all(type(r) is dict and list(r) == list(first) for r in results):
+        return {key: _stack([r[key] for r in results]) for key in first}
+    rebuild = _REBUILD.get(kind) or (_rebuilder(kind) if issubclass(kind, tuple) else None)
+    if rebuild is not None and all(type(r) is kind and len(r) == len(first) for r in results):
+        return rebuild([_stack(list(column)) for column in zip(*results, strict=True)])
     return _stack(results)
+
+
+_REBUILD: dict[type, Callable[[list[Any]], Any]] = {tuple: tuple}
+
+
+def _rebuilder(kind: type) -> Callable[[list[Any]], Any] | None:
+    """How to rebuild a tuple type from its fields: a namedtuple's ``_make``, a struct
+    sequence's constructor; None for a tuple with more state than its fields."""
+    if hasattr(kind, "n_sequence_fields"):
+        return kind
+    if hasattr(kind, "_make") and hasattr(kind, "_fields") and getattr(kind, "__dictoffset__", 0) == 0:
+        return kind._make  # type: ignore[no-any-return]
+    return None
 
 
 def _stack(values: list[Any]) -> Any:

@@ -6,7 +6,7 @@ import multiprocessing
 import threading
 import warnings
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -38,6 +38,37 @@ def test_ragged_lists_and_tuple_results() -> None:
 def test_same_shaped_tuple_results_stack_per_position() -> None:
     rows, cols = ac.batched(scipy.optimize.linear_sum_assignment)(1 - torch.eye(3).expand(4, 3, 3))
     assert rows.shape == (4, 3) and cols.tolist() == [[0, 1, 2]] * 4
+
+
+class _Moments(NamedTuple):
+    mean: Any
+    spread: Any
+
+
+def test_namedtuple_struct_sequence_and_dict_results_gather_field_by_field() -> None:
+    """A per-sample metric returned as a dict, a namedtuple (NumPy's ``EighResult``) or torch's
+    struct sequences comes back as one of those, each field stacked, as tuples do; these came
+    back as lists of per-sample results."""
+    batch = torch.rand(3, 4, dtype=torch.float64)
+    moments = ac.batched(lambda x: _Moments(x.mean(), x.std()))(batch)
+    assert type(moments) is _Moments and torch.allclose(moments.mean, batch.mean(1))
+    scores = ac.batched(lambda x: {"mean": x.mean(), "max": x.max()})(batch)
+    assert list(scores) == ["mean", "max"] and torch.equal(scores["max"], batch.max(1).values)
+    eigen = ac.batched(np.linalg.eigh)(torch.eye(2, dtype=torch.float64).expand(3, 2, 2).contiguous())
+    assert type(eigen) is type(np.linalg.eigh(np.eye(2))) and eigen[0].shape == (3, 2)
+    peak = ac.batched(lambda x: torch.max(torch.from_numpy(x.copy()), 0))(batch)
+    assert type(peak) is torch.return_types.max and torch.equal(peak.values, batch.max(1).values)
+
+
+def test_results_that_are_more_than_their_fields_or_differ_in_keys_stay_a_list() -> None:
+    """SciPy's result bunches keep each sample's data for their methods (``confidence_interval``):
+    one rebuilt result would answer for the first sample only. Dicts with other keys cannot merge."""
+    import scipy.stats
+
+    tests = ac.batched(lambda x, y: scipy.stats.pearsonr(x, y))(torch.rand(3, 6), torch.rand(3, 6))
+    assert type(tests) is list and len(tests) == 3 and tests[2].confidence_interval().low.shape == ()
+    keyed = ac.batched(lambda x: {"first": x[0]} if x[0] > 0.5 else {"other": x[0]})(torch.tensor([[0.9], [0.1]]))
+    assert keyed == [{"first": torch.tensor(0.9)}, {"other": torch.tensor(0.1)}]
 
 
 def test_other_arguments_reach_every_sample_unchanged() -> None:
