@@ -25,7 +25,7 @@ from ._leaves import (
     tensor_to_device,
 )
 from ._signature import Parameters, _mismatch
-from ._tree import Mapper, StandIn, cycle_error, stood_for
+from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
@@ -106,9 +106,12 @@ class TensorOutputs(Outputs):
         argument: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
         handed: bool = False,
+        objects: Callable[[type], Leaf | None] | None = None,
     ) -> None:
         """``handed``: the function was handed read-only views of the caller's tensors, so a
-        tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased."""
+        tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased.
+        ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
+        for its package's objects), or None to keep them as they are."""
         self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
         self.device: torch.device | None = options["device"]
         self.dtype = options["dtype"]
@@ -122,7 +125,7 @@ class TensorOutputs(Outputs):
                 torch.Tensor: self._unaliased if handed else self._tensor,
             },
             nested=options["nested"],
-            fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else None,
+            fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
         )
         # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).

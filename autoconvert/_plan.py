@@ -20,6 +20,7 @@ from ._leaves import GradPolicy
 from ._options import Config, validate
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Parameters, _refuse_deferred, function_name, path_finder
+from ._tree import Leaf
 
 #: Each decorator's options and their defaults; config() fills in what a decorator was not told.
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -89,6 +90,11 @@ class Plan:
         routes = any(options.get("transfers", "allow") != "allow" for options in sides.values())
         self.default = self._build({}, self.variant, routes=routes)
 
+    def objects(self, cls: type) -> Leaf | None:
+        """The output side's leaf for results of type ``cls`` that no handler takes: none, so
+        they come back as they are (torchify's plans give their package's objects as proxies)."""
+        return None
+
     def variant(self, config: Config | None) -> Runner:
         """The watched Runner for an active ``config`` or ``stats`` block, or for the profiler
         or a transfer policy: built once per distinct option set."""
@@ -133,7 +139,9 @@ class Plan:
                 inputs = TensorInputs(self.params, self.function, options, where)
             elif side == "returns_tensor":
                 restoring = RESTORING_HALF if half else RESTORING
-                outputs = TensorOutputs(self.function, self.params, options, restoring=restoring, handed=handed)
+                outputs = TensorOutputs(
+                    self.function, self.params, options, restoring=restoring, handed=handed, objects=self.objects
+                )
             else:
                 outputs = NumpyOutputs(self.function, self.params, options)
         if inputs is None and isinstance(outputs, TensorOutputs):

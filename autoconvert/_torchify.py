@@ -18,13 +18,14 @@ from typing import Any, Unpack
 import numpy as np
 import torch
 
-from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor, to_numpy, to_tensor
+from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor, to_numpy, to_tensor, wrap
 from ._devices import CPU, default_device, vote
+from ._escape import compiling, opaque
 from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
-from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
+from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan
 from ._signature import deferred_kind
-from ._tree import Mapper, StandIn, node_for
+from ._tree import Leaf, Mapper, StandIn, node_for
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 _PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
@@ -85,6 +86,43 @@ def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
 
 
+class FunctionPlan(Plan):
+    """The plan of a torchified module's function: a result that is an object of the
+    function's package (``tnp.random.default_rng(0)``, ``make_interp_spline``'s spline)
+    comes back as a torchified object, so calls on it stay in tensors."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
+        self.package = (getattr(func, "__module__", None) or _home(func)).partition(".")[0]
+        self.options = {k: v for options in sides.values() for k, v in options.items()}
+        super().__init__(func, sides)
+
+    def objects(self, cls: type) -> Leaf | None:
+        if not becomes_proxy(cls, self.package):
+            return None
+        options, view = self.options, TorchifiedClass(cls, self.options)
+        return lambda value, ctx: proxy(value, options, ctx.device, view)
+
+
+def becomes_proxy(kind: type, package: str) -> bool:
+    """Whether a result of type ``kind`` from a torchified call comes back as a proxy: an
+    object of the view's own package that is no plain value, array, container, type, module
+    or routine (a ufunc, a function: those are called, not used as objects)."""
+    plain = kind in _PLAIN_VALUES or issubclass(kind, (*_PLAIN_TYPES, *_NOT_OBJECTS))
+    return not plain and node_for(kind) is None and _home(kind) == package
+
+
+#: Result types that are never proxied, besides plain values and NumPy's value types.
+_NOT_OBJECTS = (torch.Tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ufunc)
+
+
+def _module_function(fn: Any, options: dict[str, Any]) -> Any:
+    """``wrap_pair(fn, options)`` with a :class:`FunctionPlan`: its objects come back as proxies."""
+    if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
+        return opaque(_module_function, fn, options)
+    pair = wrap_pair(fn, options)
+    return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides))
+
+
 def _view(value: Any, options: dict[str, Any]) -> Any:
     """What a torchified module shows for one of its attributes."""
     if isinstance(value, types.ModuleType):
@@ -95,7 +133,7 @@ def _view(value: Any, options: dict[str, Any]) -> Any:
         if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
-        return wrap_pair(value, options)
+        return _module_function(value, options)
     return value
 
 
@@ -203,10 +241,7 @@ class TorchifiedClass(StandIn):
         """Whether results of type ``kind`` come back as proxies, and the view of their class."""
         if kind is self.__wrapped__:
             return self
-        plain = kind in _PLAIN_VALUES or issubclass(kind, (*_PLAIN_TYPES, torch.Tensor, type, types.ModuleType))
-        if plain or node_for(kind) is not None or _home(kind) != _home(self.__wrapped__):
-            return None
-        return TorchifiedClass(kind, self._options)
+        return TorchifiedClass(kind, self._options) if becomes_proxy(kind, _home(self.__wrapped__)) else None
 
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)

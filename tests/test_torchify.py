@@ -526,3 +526,28 @@ def test_scipy_stats_distributions_take_and_return_tensors_frozen_or_not() -> No
     turn = ac.torchify(scipy.spatial.transform, copy=True).Rotation.from_euler("z", torch.tensor([90.0]), degrees=True)
     back = turn.inv().apply(torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64))
     assert isinstance(back, torch.Tensor) and torch.allclose(back, torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64))
+
+
+def test_objects_a_module_function_returns_come_back_as_proxies() -> None:
+    """``tnp.random.default_rng(0)`` gave NumPy's Generator itself, so ``rng.normal()`` was an
+    array in the middle of tensor code; an object of the function's package now comes back as
+    a torchified object, also inside a container (``minimize``'s ``hess_inv``). Functions,
+    ufuncs and values pass as before."""
+    import scipy.interpolate
+    import scipy.optimize
+
+    tnp, tsp = ac.torchify(np), ac.torchify(scipy)
+    rng = tnp.random.default_rng(0)
+    assert isinstance(rng, np.random.Generator)
+    _same(rng.normal(size=3), np.random.default_rng(0).normal(size=3))
+    x, y = np.arange(5.0), np.arange(5.0) ** 2
+    spline = tsp.interpolate.make_interp_spline(torch.from_numpy(x), torch.from_numpy(y))
+    _same(spline(torch.tensor([1.5], dtype=torch.float64)), scipy.interpolate.make_interp_spline(x, y)([1.5]))
+    fit = tsp.optimize.minimize(
+        lambda v: ((v - 1.0) ** 2).sum(), torch.zeros(2, dtype=torch.float64), method="L-BFGS-B"
+    )
+    assert isinstance(fit.hess_inv, scipy.optimize.LbfgsInvHessProduct)
+    assert isinstance(fit.hess_inv.todense(), torch.Tensor)
+    assert isinstance(tnp.frompyfunc(abs, 1, 1), np.ufunc)  # a ufunc is called, not proxied
+    default_rng = pickle.loads(pickle.dumps(tnp.random.default_rng))  # the plan's kind travels
+    assert isinstance(default_rng(1).integers(0, 10, size=2), torch.Tensor)
