@@ -41,8 +41,9 @@ def batched(
     list or tuple of tensors (ragged batches, e.g. from ``split``). Every other argument
     reaches each call unchanged. Results stack into one tensor when every sample's result
     is a tensor of the same shape and dtype, else come back as a list; tuple, namedtuple
-    and dict results come back as one of those, field by field. An empty batch gives an empty list: no sample ran, so
-    no result says what shape or dtype a stacked tensor would have.
+    and dict results come back as one of those, field by field. An empty batch gives an
+    empty list: no sample ran, so no result says what shape or dtype a stacked tensor
+    would have.
 
     Args:
         fn: a NumPy function, wrapped here as ``returns_tensor(accepts_numpy(fn))``, or a

@@ -30,9 +30,8 @@ _active = _ACTIVE.get  # the bound C method: one call fewer than active()
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
-#: The first instruction of every code object: where Cython's stand-in frames for its
-#: functions stop (an error in Python code is raised further in).
-_RESUME = dis.opmap["RESUME"]
+#: The code of the frames Cython reports for its functions (``PyCode_NewEmpty``'s, never run).
+_CYTHON_FRAME = bytes([dis.opmap["RESUME"], 0, dis.opmap["LOAD_ASSERTION_ERROR"], 0, dis.opmap["RAISE_VARARGS"], 1])
 #: Cython's refusal of a read-only buffer for a typed memoryview (``scipy.signal.sosfilt``,
 #: ``Rotation.apply`` in SciPy 1.17): raised on entry, before the function reads or writes.
 _CYTHON_READ_ONLY = "buffer source array is read-only"
@@ -59,7 +58,7 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
     raised = tb
     while tb.tb_next is not None:
         tb = tb.tb_next
-        if tb.tb_frame.f_code.co_code[tb.tb_lasti] != _RESUME:  # Cython's functions: stub frames, at RESUME
+        if tb.tb_frame.f_code.co_code != _CYTHON_FRAME:
             raised = tb
     if raised is error.__traceback__:  # the caller's frame: compiled code was the function
         return any(not a.flags.writeable for a in handed)
