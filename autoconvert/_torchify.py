@@ -208,6 +208,8 @@ class TorchifiedClass(StandIn):
         again, so reading many distinct names cannot grow the cache."""
         if name in self._methods:
             return self._methods[name]
+        if compiling():  # pragma: no cover - runs under dynamo, which would trace inspect's caches
+            return opaque(self.method, name)
         raw = inspect.getattr_static(self.__wrapped__, name, _MISSING)
         if raw is _MISSING:
             return None
@@ -293,7 +295,8 @@ class TorchifiedObject(StandIn):
     ``proxy.method`` is a plain attribute read and no proxy holds a reference to itself.
     """
 
-    __slots__ = ("__wrapped__", "_ac_bound", "_ac_class", "_ac_device", "_ac_options")
+    # torch.compile guards a proxy it meets through a weak reference and its (empty) __dict__.
+    __slots__ = ("__dict__", "__weakref__", "__wrapped__", "_ac_bound", "_ac_class", "_ac_device", "_ac_options")
 
     def __init__(self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> None:
         object.__setattr__(self, "__wrapped__", target)
@@ -307,6 +310,10 @@ class TorchifiedObject(StandIn):
         return type(self.__wrapped__)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
+            raise AttributeError(name)
+        if compiling():  # pragma: no cover - runs under dynamo: the lookup runs eagerly, out of its sight
+            return opaque(TorchifiedObject.__getattr__, self, name)
         target = self.__wrapped__
         if name.startswith("__"):
             return getattr(target, name)

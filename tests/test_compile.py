@@ -10,6 +10,7 @@ import pytest
 import scipy
 import scipy.ndimage
 import scipy.signal
+import scipy.stats
 import torch
 import torch._dynamo
 
@@ -126,3 +127,36 @@ _per_sample = ac.batched(ac.returns_tensor(ac.accepts_numpy(np.cumsum)))
 def test_every_public_callable_gives_the_eager_result_when_compiled(call: Any) -> None:
     x = torch.rand(3, 4)
     assert torch.allclose(torch.compile(call, backend="eager")(x), call(x))
+
+
+class _Scaler:
+    def fit(self, x: np.ndarray) -> _Scaler:
+        self.scale_ = x.std(axis=0)
+        return self
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        return x / self.scale_
+
+
+_stats = ac.torchify(scipy.stats)
+
+
+def test_torchified_objects_work_inside_compiled_code() -> None:
+    """A torchified object met in compiled code (an estimator's method or array attribute, a
+    callable ``gaussian_kde``, ``scipy.stats.norm``, a frozen distribution made there) gave
+    dynamo's internal errors ("cannot create weak reference", "no attribute '__dict__'", a
+    RecursionError while a proxy was being built); each now gives the eager result."""
+    data = torch.rand(10, 2, dtype=torch.float64)
+    scaler = ac.torchify(_Scaler)().fit(data)
+    kde = _stats.gaussian_kde(data[:, 0])
+    x = torch.linspace(-1.0, 1.0, 4, dtype=torch.float64)
+    calls = [
+        lambda: scaler.transform(data[:3]) + 1,
+        lambda: data[:3] * scaler.scale_,
+        lambda: kde(x) + 1,
+        lambda: _stats.norm.cdf(x) * 2,
+        lambda: _stats.norm(0.0, 2.0).pdf(x) + 1,
+    ]
+    for call in calls:
+        torch._dynamo.reset()
+        assert torch.allclose(torch.compile(call, backend="eager")(), call())
