@@ -189,12 +189,10 @@ class TorchifiedClass(StandIn):
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        wrapped, cls, options = wrap_pair(value, self._options), self.__wrapped__, self._options
+        wrapped = wrap_pair(value, self._options)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
-            if type(result) is cls:
-                return proxy(result, options, _device_of(args, kwargs), self)
             return result if type(result) is torch.Tensor else self.viewed(result, _device_of(args, kwargs))
 
         self.__dict__[name] = call
