@@ -154,12 +154,13 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             method = flat.method(wrapped)
             members["_self_method"] = staticmethod(method)
             members["__get__"] = _binding(method)
-        Wrapper = type("Wrapper", (_Wrapper,), members)  # noqa: N806 - a class
     else:
 
-        class Wrapper(_Wrapper):  # type: ignore[no-redef]
-            def __call__(self, *args: Any, **kwargs: Any) -> Any:
-                return call(wrapped, instance, args, kwargs)
+        def __call__(self: _Wrapper, *args: Any, **kwargs: Any) -> Any:  # noqa: N807 - the call hook
+            return call(wrapped, instance, args, kwargs)
+
+        members = {"__call__": __call__, "__module__": __name__}
+    Wrapper = type("Wrapper", (_Wrapper,), {**members, **plan.members(wrapped)})  # noqa: N806 - a class
 
     # wrapt's own constructor, and the plan set after: a Python __init__ of ours would be a
     # frame dynamo inspects (after a graph break) while wrapt 1.x's proxy still refuses isinstance.

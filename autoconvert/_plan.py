@@ -90,6 +90,11 @@ class Plan:
         routes = any(options.get("transfers", "allow") != "allow" for options in sides.values())
         self.default = self._build({}, self.variant, routes=routes)
 
+    def members(self, wrapped: Any) -> dict[str, Any]:
+        """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);
+        they take precedence over the wrapped object's, which the wrapper forwards."""
+        return {}
+
     def objects(self, cls: type) -> Leaf | None:
         """The output side's leaf for results of type ``cls`` that no handler takes: none, so
         they come back as they are (torchify's plans give their package's objects as proxies)."""

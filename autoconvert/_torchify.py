@@ -89,12 +89,21 @@ def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
 class FunctionPlan(Plan):
     """The plan of a torchified module's function: a result that is an object of the
     function's package (``tnp.random.default_rng(0)``, ``make_interp_spline``'s spline)
-    comes back as a torchified object, so calls on it stay in tensors."""
+    comes back as a torchified object, so calls on it stay in tensors; a ufunc's methods
+    convert as the ufunc does."""
 
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
         self.package = (getattr(func, "__module__", None) or _home(func)).partition(".")[0]
         self.options = {k: v for options in sides.values() for k, v in options.items()}
         super().__init__(func, sides)
+
+    def members(self, wrapped: Any) -> dict[str, Any]:
+        if not isinstance(wrapped, np.ufunc):
+            return {}
+        return {
+            name: _UfuncMethod(wrapped, name, self.options)
+            for name in ("accumulate", "at", "outer", "reduce", "reduceat")
+        }
 
     def objects(self, cls: type) -> Leaf | None:
         if not becomes_proxy(cls, self.package):
@@ -116,11 +125,43 @@ _NOT_OBJECTS = (torch.Tensor, type, types.ModuleType, types.FunctionType, types.
 
 
 def _module_function(fn: Any, options: dict[str, Any]) -> Any:
-    """``wrap_pair(fn, options)`` with a :class:`FunctionPlan`: its objects come back as proxies."""
+    """``wrap_pair(fn, options)`` with a :class:`FunctionPlan`: its objects come back as proxies.
+    A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(_module_function, fn, options)
     pair = wrap_pair(fn, options)
     return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides))
+
+
+class _UfuncMethod:
+    """A method of a torchified ufunc (``tnp.add.at``, ``tnp.subtract.outer``), converted as
+    the ufunc is, wrapped on first access."""
+
+    def __init__(self, ufunc: np.ufunc, name: str, options: dict[str, Any]) -> None:
+        self.method = _CheckedAt(ufunc) if name == "at" else getattr(ufunc, name)
+        self.options: dict[str, Any] = options
+        self.pair: Any = None
+
+    def __get__(self, function: Any, owner: Any = None) -> Any:
+        if function is None:
+            return self
+        if self.pair is None:
+            self.pair = wrap_pair(self.method, self.options)
+        return self.pair
+
+
+class _CheckedAt:
+    """``ufunc.at``, refusing a read-only first operand as NumPy 2.5 does: before 2.5, ``at``
+    wrote into read-only arrays, so into the caller's tensor behind its back."""
+
+    def __init__(self, ufunc: np.ufunc) -> None:
+        self.ufunc = ufunc
+        self.__name__, self.__qualname__ = "at", f"{ufunc.__name__}.at"
+
+    def __call__(self, a: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            a[...] = a  # NumPy's own refusal ("assignment destination is read-only"): a ReadOnlyError
+        return self.ufunc.at(a, *args, **kwargs)
 
 
 def _view(value: Any, options: dict[str, Any]) -> Any:

@@ -551,3 +551,29 @@ def test_objects_a_module_function_returns_come_back_as_proxies() -> None:
     assert isinstance(tnp.frompyfunc(abs, 1, 1), np.ufunc)  # a ufunc is called, not proxied
     default_rng = pickle.loads(pickle.dumps(tnp.random.default_rng))  # the plan's kind travels
     assert isinstance(default_rng(1).integers(0, 10, size=2), torch.Tensor)
+
+
+def test_a_torchified_ufunc_s_methods_convert_as_the_ufunc_does() -> None:
+    """``tnp.subtract.outer`` (pairwise differences) returned an array and ``tnp.add.reduce`` handed
+    NumPy the tensor itself (a DeprecationWarning about torch's ``__array_wrap__``): a ufunc's
+    methods were the ufunc's own. They now convert as the ufunc does, and survive pickling."""
+    tnp = ac.torchify(np)
+    a, b = np.arange(3.0), np.array([0.5, 2.0])
+    _same(tnp.subtract.outer(torch.from_numpy(a), torch.from_numpy(b)), np.subtract.outer(a, b))
+    _same(tnp.maximum.reduce(torch.from_numpy(a)), np.maximum.reduce(a))
+    _same(tnp.add.accumulate(torch.from_numpy(a)), np.add.accumulate(a))
+    _same(tnp.add.reduceat(torch.from_numpy(a), [0, 2]), np.add.reduceat(a, [0, 2]))
+    _same(pickle.loads(pickle.dumps(tnp.add)).reduce(torch.from_numpy(a)), np.add.reduce(a))
+    assert tnp.add.nin == 2 and tnp.add(torch.ones(1), 1.0).item() == 2.0
+
+
+def test_ufunc_at_on_a_tensor_is_refused_by_default_and_written_back_when_asked() -> None:
+    """``ufunc.at`` ignores the read-only flag before NumPy 2.5, so ``tnp.add.at(t, idx, 1)``
+    changed the caller's tensor behind the read-only guarantee. It is a ReadOnlyError, as on
+    NumPy 2.5; with ``writeback=True`` the scatter reaches the tensor."""
+    t = torch.zeros(3)
+    with pytest.raises(ac.ReadOnlyError, match=r"^add\.at\(\): the function wrote into an array"):
+        ac.torchify(np).add.at(t, [0, 0], 1.0)
+    assert torch.equal(t, torch.zeros(3))
+    ac.torchify(np, writeback=True).add.at(t, torch.tensor([0, 0, 2]), 1.0)
+    assert torch.equal(t, torch.tensor([2.0, 0.0, 1.0]))
