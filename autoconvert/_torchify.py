@@ -351,8 +351,6 @@ class TorchifiedObject(StandIn):
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
             raise AttributeError(name)
-        if compiling():  # pragma: no cover - runs under dynamo: the lookup runs eagerly, out of its sight
-            return opaque(TorchifiedObject.__getattr__, self, name)
         target = self.__wrapped__
         if name.startswith("__"):
             return getattr(target, name)
@@ -367,6 +365,10 @@ class TorchifiedObject(StandIn):
                 cached = self._ac_bound[name] = (value, _calling(wrap_pair(value, self._ac_options), bound=True))
             return types.MethodType(cached[1], self)
         return self._ac_read(value)
+
+    # torch.compile never traces the lookup (it would build methods, and state, symbolically):
+    # the marker torch.compiler.disable sets makes dynamo leave the attribute read to Python.
+    __getattr__._torchdynamo_disable = True  # type: ignore[attr-defined]
 
     def _ac_read(self, value: Any) -> Any:
         """A value read off the object (an attribute, an item) as tensors, on the device of
@@ -458,6 +460,8 @@ def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
     call = wrapped if bound else as_method(wrapped)
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
+        if compiling():  # pragma: no cover - under dynamo: the whole call runs eagerly, out of its sight
+            return opaque(method, self, *args, **kwargs)
         target = self.__wrapped__
         device = _device_of(args, kwargs)
         if device is not None and device is not self._ac_device:
@@ -479,23 +483,30 @@ def _proxy_method(wrapped: Any) -> Callable[..., Any]:
     if shape is None or not shape.positional:
         return _calling(wrapped, bound=False)
     namespace = {
-        "call": as_method(wrapped),
+        "method_of": as_method(wrapped),
         "Tensor": torch.Tensor,
         "CPU": CPU,
         "plain": _PLAIN_VALUES,
         "device_of": _device_of,
         "split": splitter(function, shape, first=1),
         "record": object.__setattr__,
+        "compiling": compiling,
+        "opaque": opaque,
     }
-    return with_signature(function, shape, ("torchified method",), functools.partial(_proxy_source, shape), namespace)
+    made = with_signature(function, shape, ("torchified method",), functools.partial(_proxy_source, shape), namespace)
+    namespace["itself"] = made  # for its compile escape
+    return made
 
 
 def _proxy_source(shape: Shape) -> str:
     """A proxy method's source: ``p0`` is the proxy; each other parameter given (not left at its
     default) that is a CPU tensor votes for the CPU, and anything else but a plain value
     takes the full walk of :func:`_device_of`."""
+    everything = shape.passed([f"p{k}" for k in range(shape.arity)])
     lines = [
         f"def __call__({shape.parameters()}):",
+        "    if compiling():  # under dynamo: the whole call runs eagerly, out of its sight",
+        f"        return opaque(itself, {everything})",
         "    target = p0.__wrapped__",
         "    device = None",
         "    walks = False",
@@ -517,7 +528,7 @@ def _proxy_source(shape: Shape) -> str:
         f"        device = device_of(*split({given}))",
         "    if device is not None and device is not p0._ac_device:",
         "        record(p0, '_ac_device', device)",
-        f"    result = call({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
+        f"    result = method_of({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
         "    if result is target:",
         "        return p0",
         "    return result if type(result) is Tensor else p0._ac_class.viewed(result, p0._ac_device)",
