@@ -201,18 +201,20 @@ def _gather(results: list[Any]) -> Any:
     first, kind = results[0], type(results[0])
     if kind is dict and all(type(r) is dict and list(r) == list(first) for r in results):
         return {key: _stack([r[key] for r in results]) for key in first}
-    rebuild = _REBUILD.get(kind) or (_rebuilder(kind) if issubclass(kind, tuple) else None)
+    rebuild = _rebuilder(kind)
     if rebuild is not None and all(type(r) is kind and len(r) == len(first) for r in results):
         return rebuild([_stack(list(column)) for column in zip(*results, strict=True)])
     return _stack(results)
 
 
-_REBUILD: dict[type, Callable[[list[Any]], Any]] = {tuple: tuple}
-
-
 def _rebuilder(kind: type) -> Callable[[list[Any]], Any] | None:
-    """How to rebuild a tuple type from its fields: a namedtuple's ``_make``, a struct
-    sequence's constructor; None for a tuple with more state than its fields."""
+    """How to rebuild a tuple type from its fields: ``tuple`` itself, a namedtuple's ``_make``,
+    a struct sequence's constructor; None for anything else, such as a tuple with more state
+    than its fields."""
+    if kind is tuple:
+        return tuple
+    if not issubclass(kind, tuple):
+        return None
     if hasattr(kind, "n_sequence_fields"):
         return kind
     if hasattr(kind, "_make") and hasattr(kind, "_fields") and getattr(kind, "__dictoffset__", 0) == 0:

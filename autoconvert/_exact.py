@@ -80,8 +80,8 @@ def leading_of(function: Any) -> int:
     """How many arguments a call of ``function`` passes positionally as a rule, for a callable
     ``shape_of`` cannot spell: a ufunc's inputs (``out=`` goes by keyword), or all of its
     parameters where each is positional and has no default (builtins, callable objects);
-    0 otherwise. A call that passes another count takes the ``*args`` form after one more
-    call, so the count decides speed, never a result."""
+    0 otherwise. A call that passes another count goes on as the ``*args`` form in the same
+    frame, so the count decides speed, never a result."""
     if isinstance(function, np.ufunc):  # NumPy 1.x ufuncs have no signature
         return int(function.nin)
     try:

@@ -380,9 +380,7 @@ class Mapper:
     def resolve(self, cls: type) -> Callable[[Any, Any], Any]:
         handler: Callable[[Any, Any], Any] = keep
         if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
-            self.dispatch[cls] = handler
-            self.kept.add(cls)
-            return handler
+            return self._decided(cls, handler)
         for base in cls.__mro__:  # cls itself too: dispatch may be mid-forget() in another thread
             if base in self._leaves:
                 handler = self._leaves[base]
@@ -390,12 +388,15 @@ class Mapper:
         else:
             found = self._fallback(cls) if self._fallback is not None else None
             if found is not None:
-                self.dispatch[cls] = found
-                return found
+                return self._decided(cls, found)
             node = node_for(cls) if self._nested else None
             if node is not None:
                 inlined = _BUILTIN_NODES.get(cls) is node
                 handler = (self.walk_dict if cls is dict else self.walk_sequence) if inlined else self._container(node)
+        return self._decided(cls, handler)
+
+    def _decided(self, cls: type, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """``handler`` cached for exact type ``cls`` (and ``cls`` among the kept types if it keeps)."""
         self.dispatch[cls] = handler
         if handler is keep:
             self.kept.add(cls)
