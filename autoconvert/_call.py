@@ -35,6 +35,9 @@ _CYTHON_FRAME = bytes([dis.opmap["RESUME"], 0, dis.opmap["LOAD_ASSERTION_ERROR"]
 #: Cython's refusal of a read-only buffer for a typed memoryview (``scipy.signal.sosfilt``,
 #: ``Rotation.apply`` in SciPy 1.17): raised on entry, before the function reads or writes.
 _CYTHON_READ_ONLY = "buffer source array is read-only"
+#: How compiled code words a refused write: NumPy's "<what> is read-only", and pybind11's
+#: "array is not writeable" (``scipy.fft.fft(x, overwrite_x=True)``).
+_REFUSALS = (" is read-only", " is not writeable")
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
@@ -43,7 +46,8 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
 
     NumPy words each refusal "<what> is read-only", the what naming the write ("assignment
     destination", "output array", "sort array", "underlying array" for ``np.fill_diagonal``,
-    "array" for ``Generator.shuffle``; SciPy's ndimage adds a full stop), and does not say
+    "array" for ``Generator.shuffle``; SciPy's ndimage adds a full stop; scipy.fft's pybind11
+    code says "array is not writeable"), and does not say
     which array it was. So: those words, raised by compiled code (not by a ``raise`` in the
     frame that raised), where every read-only array in that frame shares memory with a handed
     array. The user's own errors, and writes into read-only arrays the function made
@@ -52,7 +56,7 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
     traceback this is: the destination was an argument.
     """
     tb = error.__traceback__
-    if tb is None or not str(error).removesuffix(".").endswith(" is read-only"):
+    if tb is None or not str(error).removesuffix(".").endswith(_REFUSALS):
         return False
     handed = [a for value in (*args, *kwargs.values()) for _, a in _array_walker.leaves_with_paths(value)]
     raised = tb

@@ -23,6 +23,7 @@ from ._devices import CPU, default_device, vote
 from ._escape import compiling, opaque
 from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
+from ._overwrites import guarded
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan
 from ._signature import deferred_kind
 from ._tree import Leaf, Mapper, StandIn, node_for
@@ -129,7 +130,7 @@ def _module_function(fn: Any, options: dict[str, Any]) -> Any:
     A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(_module_function, fn, options)
-    pair = wrap_pair(fn, options)
+    pair = wrap_pair(guarded(fn), options)
     return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides))
 
 
@@ -230,7 +231,7 @@ class TorchifiedClass(StandIn):
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        wrapped = wrap_pair(value, self._options)
+        wrapped = wrap_pair(guarded(value), self._options)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy

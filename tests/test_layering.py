@@ -31,6 +31,7 @@ ORDER = [
     "_plan",
     "_decorators",
     "_batched",
+    "_overwrites",
     "_torchify",
     "_schema",
     "_adapt",

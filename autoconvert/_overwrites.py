@@ -1,0 +1,128 @@
+"""Arguments compiled SciPy code may write into, handed to it as private copies.
+
+f2py and BLAS/LAPACK ignore NumPy's read-only flag: ``scipy.linalg.solve(a, b,
+overwrite_b=True)`` writes its solution into ``b``, and ``scipy.linalg.blas.daxpy(x, y)``
+writes into ``y`` with no flag at all, even where ``b`` and ``y`` are read-only views of
+the caller's tensors. A torchified function that may do so is an :class:`Overwrites`:
+it copies exactly the arguments the call lets SciPy overwrite, which costs what the call
+costs without the flag (SciPy copies them itself then).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import numpy as np
+
+#: f2py's docstring: ``lu,piv,info = dgetrf(a,[overwrite_a])`` on its first line, and each
+#: result that is an argument's memory as ``lu : rank-2 array('d') ... and a storage``, or
+#: under the argument's own name (``x = dscal(a,x,...)``, ``c = dgemm(...,[beta,c,...])``).
+_F2PY_SIGNATURE = re.compile(r"^(?P<results>[^=(]*)=\s*\w+\((?P<names>[^)]*)\)")
+_F2PY_STORAGE = re.compile(r" and (\w+) storage$", re.MULTILINE)
+
+
+class Overwritten:
+    """One argument that may be overwritten: by name and position, and the flag (name,
+    position, default) that lets SciPy do it, or no flag where it always may."""
+
+    __slots__ = ("default", "flag", "flag_position", "name", "position")
+
+    def __init__(
+        self, name: str, position: int | None, flag: str | None, flag_position: int | None, default: Any
+    ) -> None:
+        self.name, self.position = name, position
+        self.flag, self.flag_position, self.default = flag, flag_position, default
+
+    def asked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether this call lets SciPy write into the argument."""
+        if self.flag is None:
+            return True
+        if self.flag in kwargs:
+            return bool(kwargs[self.flag])
+        position = self.flag_position
+        return bool(args[position] if position is not None and position < len(args) else self.default)
+
+
+def overwritten(fn: Any) -> list[Overwritten]:
+    """The arguments ``fn`` may write into: ``X`` for each ``overwrite_X`` parameter of a
+    Python function, and for an f2py routine each argument a result is stored in."""
+    if type(fn).__name__ == "fortran" and isinstance(fn.__doc__, str):
+        return _f2py_arguments(fn.__doc__)
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    positions = {p.name: i for i, p in enumerate(parameters) if p.kind in _POSITIONAL}
+    names = {p.name: p for p in parameters}
+    found = []
+    for p in parameters:
+        target = p.name.removeprefix("overwrite_")
+        if target != p.name and target in names:
+            default = p.default if p.default is not inspect.Parameter.empty else False
+            found.append(Overwritten(target, positions.get(target), p.name, positions.get(p.name), default))
+    return found
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _f2py_arguments(doc: str) -> list[Overwritten]:
+    signature = _F2PY_SIGNATURE.match(doc)
+    if signature is None:
+        return []
+    names = [n.strip(" []") for n in signature["names"].split(",") if n.strip(" []")]
+    results = [n.strip() for n in signature["results"].split(",")]
+    found = []
+    for target in dict.fromkeys([*_F2PY_STORAGE.findall(doc), *results]):
+        if target not in names:
+            continue
+        flag = f"overwrite_{target}"
+        if flag in names:
+            default = re.search(rf"^{flag} : .*\n\s+Default: (\d+)", doc, re.MULTILINE)
+            found.append(Overwritten(target, names.index(target), flag, names.index(flag), default and int(default[1])))
+        else:  # in/out with no flag: always written (BLAS's daxpy into y)
+            found.append(Overwritten(target, names.index(target), None, None, True))
+    return found
+
+
+class Overwrites:
+    """``fn``, handing the arguments a call lets it overwrite as private copies where they
+    are read-only (a tensor's memory, or any array the caller cannot mean to be written)."""
+
+    def __init__(self, fn: Any, arguments: list[Overwritten]) -> None:
+        self.__wrapped__ = fn
+        self.arguments = arguments
+        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+            value = getattr(fn, name, None)
+            if value is not None:
+                setattr(self, name, value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for argument in self.arguments:
+            if not argument.asked(args, kwargs):
+                continue
+            name, position = argument.name, argument.position
+            if name in kwargs:
+                kwargs[name] = _private(kwargs[name])
+            elif position is not None and position < len(args):
+                args = (*args[:position], _private(args[position]), *args[position + 1 :])
+        return self.__wrapped__(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return guarded, (self.__wrapped__,)
+
+
+def _private(value: Any) -> Any:
+    """A writable copy of a read-only array, in its own memory order (so an in-place
+    LAPACK call on a Fortran-ordered array stays in place); anything else as it is."""
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        return value.copy(order="K")
+    return value
+
+
+def guarded(fn: Any) -> Any:
+    """``fn`` as an :class:`Overwrites` where it may write into its arguments, else ``fn``."""
+    arguments = overwritten(fn)
+    return Overwrites(fn, arguments) if arguments else fn
