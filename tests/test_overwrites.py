@@ -60,8 +60,8 @@ CALLS: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[[], tupl
         lambda: (torch.triu(_spd()).T.contiguous().T, _vector()),
     ),
     "lu_factor overwrite_a": (
-        lambda m: tsl.lu_factor(m, overwrite_a=True),
-        lambda m: scipy.linalg.lu_factor(m, overwrite_a=True),
+        lambda m: tsl.lu_factor(m, overwrite_a=True)[0],
+        lambda m: scipy.linalg.lu_factor(m, overwrite_a=True)[0],
         lambda: (_spd(),),
     ),
     "cho_factor overwrite_a": (
