@@ -69,6 +69,9 @@ class Node:
 
 
 _REGISTRY: dict[type, Node] = {}
+#: Bumped by each registration, after the registry changed and before Mappers forget: a
+#: decision made while it changed is made again (see Mapper.resolve).
+_generation = [0]
 _MAPPERS: weakref.WeakSet[Mapper] = weakref.WeakSet()
 # Mappers are made while other threads register containers: the WeakSet is only ever
 # touched under this lock (iterating it while another thread adds raises RuntimeError).
@@ -100,6 +103,7 @@ def register_container(
     if not isinstance(cls, type):
         raise TypeError(f"register_container() needs a type, got {cls!r}")
     _REGISTRY[cls] = Node(flatten, unflatten, key or _index_key)
+    _generation[0] += 1
     with _MAPPERS_LOCK:
         mappers = list(_MAPPERS)
     for mapper in mappers:  # a type seen before as a leaf must be looked at again
@@ -378,6 +382,19 @@ class Mapper:
         return handler(obj, ctx)
 
     def resolve(self, cls: type) -> Callable[[Any, Any], Any]:
+        """The handler of exact type ``cls``, decided and cached.
+
+        Another thread may register ``cls`` while this one decides: a decision stored after
+        that registration's ``forget()`` would stay, stale, until the next registration. So
+        the decision is stored, then made again if the registry changed meanwhile (a
+        registration that comes later still clears what was stored)."""
+        while True:
+            generation = _generation[0]
+            handler = self._decide(cls)
+            if _generation[0] == generation:
+                return handler
+
+    def _decide(self, cls: type) -> Callable[[Any, Any], Any]:
         handler: Callable[[Any, Any], Any] = keep
         if issubclass(cls, (str, bytes)):  # np.str_ is a str first: a label, never data
             return self._decided(cls, handler)
@@ -400,6 +417,8 @@ class Mapper:
         self.dispatch[cls] = handler
         if handler is keep:
             self.kept.add(cls)
+        else:  # decided again after a registration (see resolve)
+            self.kept.discard(cls)
         return handler
 
     # Inlined maps for exact list, tuple and dict, the containers batches come in: the same

@@ -151,3 +151,37 @@ def test_register_container_racing_with_calls_and_decorations() -> None:
         sys.setswitchinterval(interval)
     assert errors == []
     assert kinds and set(kinds) == {np.ndarray}
+
+
+def test_a_type_registered_while_another_thread_decides_it_is_a_leaf_is_walked() -> None:
+    """The race: one thread resolves an unregistered type as a leaf, and before it stores
+    that decision another thread registers the type (and clears the caches). The stale
+    "leaf" must not stay: the next call walks the container and hands NumPy arrays."""
+    import threading
+
+    deciding, registered = threading.Event(), threading.Event()
+
+    class SlowLookup(type):
+        """A metaclass whose missing-attribute lookups (the dataclass probe among them) pause
+        the deciding thread until the other thread has registered the type."""
+
+        def __getattr__(cls, name: str) -> Any:
+            if name == "__dataclass_fields__" and not registered.is_set():
+                deciding.set()
+                registered.wait(10)
+            raise AttributeError(name)
+
+    class Holder(metaclass=SlowLookup):
+        def __init__(self, item: Any) -> None:
+            self.item = item
+
+    kinds = ac.accepts_numpy(lambda h: type(h.item) if isinstance(h, Holder) else type(h))
+    results: list[type] = []
+    first = threading.Thread(target=lambda: results.append(kinds(Holder(torch.ones(1)))))
+    first.start()
+    assert deciding.wait(10)
+    ac.register_container(Holder, lambda h: ((h.item,), None), lambda c, _: Holder(c[0]))
+    registered.set()
+    first.join()
+    assert results == [np.ndarray]  # the decision made under the older registry was made again
+    assert kinds(Holder(torch.ones(1))) is np.ndarray
