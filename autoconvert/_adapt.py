@@ -25,7 +25,7 @@ from ._call import Runner
 from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
-from ._errors import LeafError
+from ._errors import ConversionError, LeafError
 from ._escape import compiling, opaque
 from ._inputs import Collected, NumpyInputs
 from ._leaves import GradPolicy, Target, array_to_tensor, bare
@@ -190,7 +190,7 @@ class AdaptRunner(Runner):
             elif kind is np.ndarray:
                 a = _seen_array(value, ctx)
             elif bare and isinstance(value, (list, tuple, int, float, complex, np.generic)) and kind is not bool:
-                a = np.asarray(value)
+                a = _one_array(mapper(value, ctx) if isinstance(value, (list, tuple)) else value)
             else:
                 return mapper(value, ctx)  # containers, None and the rest: tensors inside become arrays
             return _cast(a, dtype) if dtype is not None and cast else a
@@ -276,6 +276,22 @@ class AdaptRunner(Runner):
             return result
 
         return call
+
+
+def _one_array(value: Any) -> Any:
+    """A list or tuple (its tensors already arrays, converted as arguments are), or a number,
+    as the one array an array parameter asks for; NumPy's refusal (ragged or self-containing
+    lists) as a fact about the argument."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise LeafError(
+            ConversionError,
+            f"cannot become the one array its annotation asks for (NumPy: {str(e).rstrip('.')})",
+            f"a {type(value).__name__} of {len(value)} items",
+            "pass nested lists of equal lengths, or annotate the parameter as a list of arrays "
+            "(list[np.ndarray]) to get each item converted on its own",
+        ) from None
 
 
 def _seen_array(a: NDArray[Any], ctx: Collected) -> NDArray[Any]:

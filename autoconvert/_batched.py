@@ -1,8 +1,7 @@
 """``batched``: run a NumPy function once per sample of a batch, optionally on threads.
 
-7 of 16 pipelines we studied call SciPy once per sample in a Python loop (Hungarian
-matching per image, distance transforms per volume). ``batched`` is that loop, written
-once: samples sliced along dim 0 (never ``.squeeze()``d), results stacked when they
+Pipelines often call SciPy once per sample in a Python loop (Hungarian matching per
+image, distance transforms per volume). ``batched`` is that loop, written once: samples sliced along dim 0 (never ``.squeeze()``d), results stacked when they
 agree, threads for the many SciPy routines that release the GIL.
 """
 
@@ -17,6 +16,7 @@ import torch
 
 from ._decorators import _Wrapper, accepts_numpy, returns_tensor, to_numpy
 from ._options import check_callable
+from ._pickling import by_reference
 
 
 @overload
@@ -82,7 +82,7 @@ def batched(
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     pools: list[ThreadPoolExecutor] = []  # its threads end when this function is collected
     if executor is not None:
-        return _named(_on_executor(fn, call, name, executor, progress), fn, name)
+        return Batched(_on_executor(fn, call, name, executor, progress), fn, name, None)
 
     def run(*args: Any, **kwargs: Any) -> Any:
         size = _batch_size(name, args, kwargs)
@@ -106,14 +106,45 @@ def batched(
             results = [f.result() for f in _shown(futures, progress, name)]
         return _gather(results)
 
-    return _named(run, fn, name)
+    return Batched(run, fn, name, (workers, progress))
 
 
-def _named(run: Callable[..., Any], fn: Any, name: str) -> Callable[..., Any]:
-    run.__name__ = f"batched_{getattr(fn, '__name__', 'fn')}"
-    run.__qualname__ = f"batched({name})"
-    run.__doc__ = getattr(fn, "__doc__", None)
-    return run
+class Batched:
+    """What ``batched`` returns: ``fn`` over batches. It pickles (spawn pools, DataLoader
+    workers): as the module attribute that holds it (``per_sample_b = batched(per_sample)``),
+    else rebuilt from ``fn`` and its options; one on an executor only by reference, since a
+    live pool does not pickle."""
+
+    def __init__(self, run: Callable[..., Any], fn: Any, name: str, options: tuple[int | None, bool] | None) -> None:
+        self._run = run
+        self._options = options
+        self.__wrapped__ = fn
+        self.__name__ = f"batched_{getattr(fn, '__name__', 'fn')}"
+        self.__qualname__ = f"batched({name})"
+        self.__module__ = getattr(fn, "__module__", None) or __name__
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<autoconvert.batched {self.__wrapped__!r}>"
+
+    def __reduce__(self) -> Any:
+        reference = by_reference(self, (self.__module__,))
+        if reference is not None:
+            return reference
+        if self._options is None:
+            raise TypeError(
+                f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
+                "assign it to a module-level name to pickle it by reference"
+            )
+        workers, progress = self._options
+        return _rebuilt, (self.__wrapped__, workers, progress)
+
+
+def _rebuilt(fn: Any, workers: int | None, progress: bool) -> Batched:
+    return batched(fn, workers=workers, progress=progress)  # type: ignore[no-any-return]
 
 
 def _on_executor(fn: Any, call: Any, name: str, executor: Executor, progress: bool) -> Callable[..., Any]:

@@ -161,7 +161,11 @@ class NumpyInputs(Inputs):
         if not self.writeback:
             return Collected(plain, odd, [])
         # writeback: the spans of memory that arguments share (see _writeback).
-        return Collected(plain, odd, [], aliased_spans(self.tensors_in(args, kwargs)))
+        try:
+            tensors = self.tensors_in(args, kwargs)
+        except RecursionError:  # a container that holds itself: the conversion names it
+            return Collected(plain, odd, [])
+        return Collected(plain, odd, [], aliased_spans(tensors))
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""

@@ -556,6 +556,8 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
     dtype = casts.get(t.dtype, t.dtype)
     crosses = _devices.crosses(t.device, device)
     if crosses:
+        if t.is_meta:  # no data to move: the refusal an argument gets
+            raise _tensor_refusal(t)  # type: ignore[misc]  # a meta tensor always has one
         crossing(t, _nbytes(t), t.device, device, lambda: describe_tensor(t))
     elif dtype != t.dtype:
         copied("cast", t, t.numel() * dtype.itemsize)

@@ -146,3 +146,13 @@ def call_with_gradient(op: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     value = op(x)
     value.sum().backward()
     return value.detach(), x.grad
+
+
+def row_total(x: np.ndarray) -> Any:
+    return np.sum(x)
+
+
+#: batched at module level: pickles by this name, so a spawned pool can use it.
+row_totals = ac.batched(row_total)
+#: A ufunc wrapped at module level.
+negated = ac.accepts_numpy(np.negative)

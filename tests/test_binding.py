@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.special
 import torch
 
 import autoconvert as ac
@@ -217,6 +218,23 @@ class TestPickling:
         with context.Pool(2) as pool:
             totals = pool.map(sites.worker_total, [torch.ones(3), torch.arange(4.0)])
         assert totals == [6.0, 12.0]
+
+    @pytest.mark.slow
+    def test_spawned_workers_receive_batched_functions_and_wrapped_ufuncs(self) -> None:
+        """A module-level batched function pickles by its name (its qualname is batched(...),
+        which no module holds); one made in a function by its recipe; wrapped ufuncs, which
+        have no __module__, by the ufunc; all run in a spawned pool."""
+        context = multiprocessing.get_context("spawn")
+        local = ac.batched(sites.row_total, workers=2)
+        special = ac.torchify(scipy.special).expit
+        assert pickle.loads(pickle.dumps(sites.row_totals)) is sites.row_totals
+        with context.Pool(1) as pool:
+            totals = pool.map(sites.row_totals, [torch.ones(3, 2)])
+            again = pool.map(local, [torch.ones(2, 2)])
+            negated = pool.map(sites.negated, [torch.ones(2)])
+            halves = pool.map(special, [torch.zeros(2)])
+        assert totals[0].tolist() == [2.0, 2.0, 2.0] and again[0].tolist() == [2.0, 2.0]
+        assert negated[0].tolist() == [-1.0, -1.0] and halves[0].tolist() == [0.5, 0.5]
 
     @pytest.mark.slow
     def test_spawned_workers_use_a_registered_numpy_op(self) -> None:
