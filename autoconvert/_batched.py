@@ -38,10 +38,10 @@ def batched(
     """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
 
     Tensor arguments are batches: along dim 0 (all with the same leading size), or as a
-    list or tuple of tensors (ragged batches, e.g. from ``split``). Every other argument
-    reaches each call unchanged. Results stack into one tensor when every sample's result
-    is a tensor of the same shape and dtype, else come back as a list; tuple, namedtuple
-    and dict results come back as one of those, field by field. An empty batch gives an
+    list or tuple of tensors or a nested tensor (ragged batches, e.g. from ``split``).
+    Every other argument reaches each call unchanged. Results stack into one tensor when
+    every sample's result is a tensor of the same shape and dtype, else come back as a
+    list; tuple, namedtuple and dict results come back as one of those, field by field. An empty batch gives an
     empty list: no sample ran, so no result says what shape or dtype a stacked tensor
     would have.
 
@@ -200,7 +200,8 @@ def _is_batch(value: Any) -> bool:
 
 def _batch_size(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
     sizes = {
-        label: (len(v) if not isinstance(v, torch.Tensor) else (v.shape[0] if v.dim() else -1))
+        # size(0), not shape[0]: a nested (ragged) tensor has no shape, but a leading size.
+        label: (len(v) if not isinstance(v, torch.Tensor) else (v.size(0) if v.dim() else -1))
         for label, v in [*((f"args[{i}]", a) for i, a in enumerate(args)), *kwargs.items()]
         if _is_batch(v)
     }

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ._devices import settle
-from ._errors import LeafError, ReadOnlyError, message
+from ._errors import ConversionError, LeafError, ReadOnlyError, message
 from ._escape import compiling, opaque
 from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._leaves import bare, describe_tensor, restore_writes
@@ -20,7 +20,7 @@ from ._outputs import NumpyOutputs, Outputs
 from ._signature import _record, _tensor_paths
 from ._specialise import Flat, specialised
 from ._tree import Mapper, cycle_error, keep
-from ._writeback import write_back
+from ._writeback import WriteBackFailed, write_back
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -51,7 +51,7 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
     which array it was. So: those words, raised by compiled code (not by a ``raise`` in the
     frame that raised), where every read-only array in that frame shares memory with a handed
     array. The user's own errors, and writes into read-only arrays the function made
-    (``np.broadcast_to``), keep their own error. Where the function is compiled code (a
+    (``np.broadcast_to``, of its own arrays or of handed ones), keep their own error. Where the function is compiled code (a
     ufunc's ``out=``, a Cython method), the frame that raised is the caller's, whose
     traceback this is: the destination was an argument.
     """
@@ -69,7 +69,14 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
     if raised.tb_frame.f_code.co_code[raised.tb_lasti] in _RAISES:
         return False
     local = [v for v in raised.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
+    if any(_broadcast(v) and all(v is not h for h in handed) for v in local):
+        return False  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
     return bool(local) and all(any(np.may_share_memory(v, h) for h in handed) for v in local)
+
+
+def _broadcast(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
+    return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
 
 
 class Runner:
@@ -191,21 +198,39 @@ class Runner:
             return self._restore_writes
         return None
 
-    @staticmethod
-    def _write_back(pairs: list[Any], given: tuple[Any, ...]) -> None:
-        write_back(pairs)  # what the function wrote reaches the caller, even when it raised
+    def _write_back(self, pairs: list[Any], given: tuple[Any, ...]) -> None:
+        """What the function wrote reaches the caller, even when it raised; a tensor that cannot
+        take its array back is named."""
+        try:
+            write_back(pairs)
+        except WriteBackFailed as failed:
+            raise ConversionError(
+                message(
+                    self.function,
+                    "argument " + self._paths_of([failed.tensor], given),
+                    "could not take back what the function wrote (writeback=True): "
+                    f"{type(failed.error).__name__}: {failed.error}",
+                    describe_tensor(failed.tensor),
+                    "keep the array's shape and dtype in the function (write into it with a[...] = ...), "
+                    "or return the new array instead, with writeback=False",
+                )
+            ) from failed.error
+
+    def _paths_of(self, tensors: list[Any], given: tuple[Any, ...]) -> str:
+        """Where ``tensors`` were among the call's arguments, for messages."""
+        assert self.inputs is not None
+        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
+        return ", ".join(paths or ["(a tensor argument)"])
 
     def _restore_writes(self, pairs: list[Any], given: tuple[Any, ...]) -> None:
         """check_writes: put back what the function changed in the caller's tensors, and say so."""
         changed = restore_writes(pairs)
         if not changed:
             return
-        assert self.inputs is not None
-        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in changed)]
         raise ReadOnlyError(
             message(
                 self.function,
-                "argument " + ", ".join(paths or ["(a tensor argument)"]),
+                "argument " + self._paths_of(changed, given),
                 "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
                 "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
                 describe_tensor(changed[0]),

@@ -108,9 +108,22 @@ def _span(members: list[torch.Tensor]) -> Span:
     return Span(base.as_strided((stop - start,), (1,), start), start)
 
 
+class WriteBackFailed(Exception):  # noqa: N818 - a signal to the Runner, which raises the public error
+    """Copying a private array back into ``tensor`` failed with ``error`` (the function
+    reshaped the array, say); the Runner names the argument."""
+
+    def __init__(self, tensor: torch.Tensor, error: Exception) -> None:
+        super().__init__(str(error))
+        self.tensor = tensor
+        self.error = error
+
+
 def write_back(pairs: Pairs) -> None:
     """Make what a function wrote the caller's: copy private arrays back into their tensors,
-    and tell autograd about writes into shared memory (``None``), as an in-place op would."""
+    and tell autograd about writes into shared memory (``None``), as an in-place op would.
+    Raises :class:`WriteBackFailed` for the first tensor that cannot take its array back;
+    the others are still written."""
+    failed: WriteBackFailed | None = None
     with torch.no_grad():
         for t, a in pairs:
             # An inference tensor has no version counter, and takes writes only in inference mode.
@@ -122,8 +135,13 @@ def write_back(pairs: Pairs) -> None:
                     torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
                 continue
             copied("writeback", t, a.nbytes)
-            source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
-            # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
-            # detached view sharing t's version counter, tells autograd too.
-            with torch.inference_mode(inference):
-                t.detach().copy_(source)
+            try:
+                source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
+                # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
+                # detached view sharing t's version counter, tells autograd too.
+                with torch.inference_mode(inference):
+                    t.detach().copy_(source)
+            except (RuntimeError, TypeError, ValueError) as e:
+                failed = failed or WriteBackFailed(t, e)
+    if failed is not None:
+        raise failed

@@ -829,7 +829,9 @@ def test_a_failing_write_back_never_replaces_the_users_exception() -> None:
         shrinks_then_fails(caller)
     assert info.value.__notes__[0].startswith(
         "autoconvert: after test_a_failing_write_back_never_replaces_the_users_exception.<locals>."
-        "shrinks_then_fails() raised: RuntimeError: "
+        "shrinks_then_fails() raised: ConversionError: test_a_failing_write_back_never_replaces_the_users_exception."
+        "<locals>.shrinks_then_fails(): argument a could not take back what the function wrote (writeback=True): "
+        "RuntimeError: "
     )
 
 
@@ -863,6 +865,22 @@ class TestReadOnlyRelabelling:
         with pytest.raises(ValueError) as info:
             tile(torch.ones(2))
         assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
+
+
+    def test_a_write_into_a_broadcast_view_of_a_handed_array_keeps_numpy_s_error(self) -> None:
+        """np.broadcast_to's views are read-only whatever they view: copy=True or writeback=True
+        would not make the write possible, so NumPy's own error stands."""
+
+        @ac.accepts_numpy
+        def spread(a: np.ndarray) -> np.ndarray:
+            grid = np.broadcast_to(a, (2, 3))
+            grid[0, 0] = 1
+            return grid
+
+        for options in ({}, {"copy": True}):
+            with pytest.raises(ValueError) as info:
+                ac.accepts_numpy(**options)(spread.__wrapped__)(torch.ones(3))
+            assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
 
 class TestNoRawErrors:
@@ -919,6 +937,48 @@ class TestNoRawErrors:
         looped["self"] = looped
         with pytest.raises(ac.ConversionError, match="argument obj contains itself"):
             ac.to_numpy(looped)
+
+
+    def test_a_self_containing_list_with_writeback(self) -> None:
+        """writeback walks the arguments for shared memory first: the cycle is still named."""
+        loop: list[Any] = [torch.ones(1)]
+        loop.append(loop)
+        with pytest.raises(ac.ConversionError, match=r"<lambda>\(\): argument batch contains itself"):
+            ac.accepts_numpy(writeback=True)(lambda batch: 1)(loop)
+
+    def test_meta_tensor_results_and_to_tensor(self) -> None:
+        """A meta tensor has no data to place on the caller's device: refused as an argument is."""
+        meta = torch.empty(2, device="meta")
+        with pytest.raises(ac.ConversionError) as info:
+            ac.to_tensor(meta)
+        assert str(info.value) == (
+            "autoconvert.to_tensor(): argument obj is a meta tensor, which holds no data. Found "
+            "torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=meta). "
+            "Fix: run the call on tensors with real data."
+        )
+        with pytest.raises(ac.ConversionError, match=r"<lambda>\(\): result\[1\] is a meta tensor"):
+            ac.returns_tensor(lambda: (torch.ones(1), meta))()
+        assert ac.to_tensor(meta, device="meta") is meta  # nothing to move
+
+    def test_a_writeback_that_fails_names_the_argument(self) -> None:
+        """The function reshaped the private array it was handed: the copy back cannot fit,
+        and the error says so for that argument, torch's error chained."""
+
+        @ac.accepts_numpy(writeback=True)
+        def reshape(x: Any, a: np.ndarray) -> None:
+            a.shape = (3, 1)
+
+        t = torch.ones(3, dtype=torch.bfloat16)
+        with pytest.raises(ac.ConversionError) as info:
+            reshape(1, a=t)
+        assert str(info.value) == (
+            "TestNoRawErrors.test_a_writeback_that_fails_names_the_argument.<locals>.reshape(): argument a could "
+            "not take back what the function wrote (writeback=True): RuntimeError: output with shape [3] doesn't "
+            "match the broadcast shape [3, 3]. Found torch.Tensor(shape=(3,), dtype=torch.bfloat16, "
+            "layout=torch.strided, device=cpu). Fix: keep the array's shape and dtype in the function (write into "
+            "it with a[...] = ...), or return the new array instead, with writeback=False."
+        )
+        assert isinstance(info.value.__cause__, RuntimeError)
 
 
 class TestExpandedTensors:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
@@ -190,6 +191,40 @@ class TestGuarantees:
         t = torch.ones(3)
         keep(t)
         assert shares(handed[0], t) and not handed[0].flags.writeable
+
+    def test_lists_for_an_array_parameter_convert_their_tensors_as_arguments(self) -> None:
+        """A list of tensors for an array parameter: each tensor converts with the argument
+        rules (refusals name the item), then NumPy stacks them; what NumPy cannot stack
+        (ragged, self-containing, deeper than NumPy's dimensions) is a ConversionError."""
+
+        @ac.adapt
+        def total(a: np.ndarray) -> Any:
+            return a.sum(axis=0)
+
+        assert total([torch.ones(2), torch.ones(2)]).tolist() == [2.0, 2.0]  # tensors in: a tensor out
+        with warnings.catch_warnings():  # torch 2.13+ deprecates quantized tensors: its warning, not ours
+            warnings.simplefilter("ignore", UserWarning)
+            quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.quint8)
+        with pytest.raises(ac.ConversionError, match=r"total\(\): argument a\[1\] is a quantized tensor"):
+            total([torch.ones(2), quantized])
+        loop: list[Any] = [torch.ones(1)]
+        loop.append(loop)
+        with pytest.raises(ac.ConversionError, match=r"argument a contains itself"):
+            total(loop)
+        with pytest.raises(ac.ConversionError) as info:
+            total([torch.ones(1), torch.ones(2)])
+        assert str(info.value) == (
+            "TestGuarantees.test_lists_for_an_array_parameter_convert_their_tensors_as_arguments.<locals>.total(): "
+            "argument a cannot become the one array its annotation asks for (NumPy: setting an array element with "
+            "a sequence. The requested array has an inhomogeneous shape after 1 dimensions. The detected shape was "
+            "(2,) + inhomogeneous part). Found a list of 2 items. Fix: pass nested lists of equal lengths, or "
+            "annotate the parameter as a list of arrays (list[np.ndarray]) to get each item converted on its own."
+        )
+        deep: list[Any] = [1.0]
+        for _ in range(80):
+            deep = [deep]
+        with pytest.raises(ac.ConversionError, match=r"argument a cannot become the one array"):
+            total(deep)
 
     def test_a_write_into_a_handed_array_is_refused(self) -> None:
         @ac.adapt

@@ -35,6 +35,15 @@ def test_ragged_lists_and_tuple_results() -> None:
     assert [c.tolist() for c in cols] == [[1, 0], [0]]
 
 
+def test_a_nested_tensor_is_a_ragged_batch() -> None:
+    """A nested tensor has no shape, only a leading size: its components are the samples."""
+    with warnings.catch_warnings():  # torch: "The PyTorch API of nested tensors is in prototype stage"
+        warnings.simplefilter("ignore", UserWarning)
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.arange(3.0)])
+    assert ac.batched(np.sum)(nested).tolist() == [2.0, 3.0]
+    assert ac.batched(np.cumsum)(nested)[1].tolist() == [0.0, 1.0, 3.0]
+
+
 def test_same_shaped_tuple_results_stack_per_position() -> None:
     rows, cols = ac.batched(scipy.optimize.linear_sum_assignment)(1 - torch.eye(3).expand(4, 3, 3))
     assert rows.shape == (4, 3) and cols.tolist() == [[0, 1, 2]] * 4
