@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ._devices import CPU, vote
-from ._dtypes import NO_CASTS, RESTORING, Casts, casts_to, restoring_casts
+from ._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from ._errors import LeafError, NoDeviceError
 from ._inputs import input_casts
 from ._leaves import (
@@ -148,7 +148,7 @@ class TensorOutputs(Outputs):
                 casts = input_casts(seen)
             else:  # None: a dtype NumPy lacks comes back when every floating input had it
                 inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
-                casts = restoring_casts(inexact.pop(), restoring) if len(inexact) == 1 else NO_CASTS
+                casts = restoring_casts(inexact.pop(), _restoring(restoring, seen)) if len(inexact) == 1 else NO_CASTS
             return bare(Target, (device, casts, copy, None))
 
         return context
@@ -168,6 +168,14 @@ class TensorOutputs(Outputs):
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
+
+
+def _restoring(restoring: dict[torch.dtype, Casts], seen: list[torch.Tensor]) -> dict[torch.dtype, Casts]:
+    """The dtypes results come back in: ``restoring``, and float16 where a sparse float16
+    tensor was among the inputs (scipy.sparse has no float16, so it always widened)."""
+    if restoring is RESTORING_HALF or all(t.layout == torch.strided for t in seen):
+        return restoring
+    return RESTORING_HALF
 
 
 def _placed(ctx: Target) -> torch.device:

@@ -195,6 +195,21 @@ def test_float16_sparse_tensors_reach_scipy_as_float32() -> None:
         assert matrix.dtype == np.float32 and np.array_equal(matrix.toarray(), dense.float().numpy())
 
 
+def test_float16_sparse_arguments_get_float16_results_as_bfloat16_ones_do() -> None:
+    """Widened for SciPy because it must be, a float16 sparse tensor's results narrow back,
+    through the pair, numpy_op and torchify alike, sparse or dense, as bfloat16's do."""
+    dense = torch.tensor([[0.0, 1.5], [2.25, 0.0]], dtype=torch.float16)
+    twice = ac.returns_tensor(ac.accepts_numpy(lambda m: m * 2))
+    as_dense = ac.returns_tensor(ac.accepts_numpy(lambda m: m.toarray()))
+    op = ac.numpy_op(lambda m: m.toarray() * 2)
+    for sparse in (dense.to_sparse(), dense.to_sparse_csr()):
+        for result in (twice(sparse), as_dense(sparse), op(sparse), ac.torchify(sp).triu(sparse)):
+            assert result.dtype == torch.float16
+        assert torch.equal(twice(sparse).to_dense(), dense * 2)
+    mixed = ac.returns_tensor(ac.accepts_numpy(lambda m, d: m.toarray() + d))
+    assert mixed(dense.to_sparse(), torch.ones(2, 2)).dtype == torch.float32  # float32 among the inputs
+
+
 def test_n_dimensional_scipy_coo_arrays_become_coo_tensors() -> None:
     """SciPy 1.13 made COO arrays n-d; torch's sparse_coo_tensor failed on them with
     "'len(size) == sparse_dim + dense_dim' is not satisfied"."""
