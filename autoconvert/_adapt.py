@@ -21,7 +21,7 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
-from ._call import Runner
+from ._call import Runner, refuse_deferred
 from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
@@ -264,6 +264,7 @@ class AdaptRunner(Runner):
                 failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
+                refuse_deferred(result, self.function)
                 after(pairs, given)
             if plain or odd:
                 if whole_tensors:

@@ -17,7 +17,7 @@ from ._leaves import bare, describe_tensor, restore_writes
 from ._observe import PROFILER, PathOf, Watched
 from ._options import _ACTIVE, Config
 from ._outputs import NumpyOutputs, Outputs
-from ._signature import _record, _tensor_paths
+from ._signature import DEFERRED_RESULTS, _record, _tensor_paths, deferred_result
 from ._specialise import Flat, specialised
 from ._tree import Mapper, cycle_error, keep
 from ._writeback import WriteBackFailed, write_back
@@ -77,6 +77,16 @@ def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str
 def _broadcast(a: np.ndarray[Any, Any]) -> bool:
     """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
     return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
+
+
+def refuse_deferred(result: Any, function: str) -> None:
+    """Before an after step (writeback, check_writes): a result whose body has not run yet
+    (a generator, a coroutine) is refused, since the step would run before its writes."""
+    if type(result) in DEFERRED_RESULTS:
+        try:
+            deferred_result(result)
+        except LeafError as e:
+            raise e.public(function, "", "result") from None
 
 
 class Runner:
@@ -183,6 +193,7 @@ class Runner:
                 failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
+                refuse_deferred(result, self.function)
                 after(ctx.pairs, given)
             return result if convert_out is None else convert_out(result, plain, odd, given)
 

@@ -24,7 +24,7 @@ from ._leaves import (
     tensor_to_array,
     tensor_to_device,
 )
-from ._signature import Parameters, _mismatch
+from ._signature import DEFERRED_RESULTS, Parameters, _mismatch, deferred_result
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
@@ -123,6 +123,7 @@ class TensorOutputs(Outputs):
                 np.ndarray: array_to_tensor,
                 np.generic: array_to_tensor,
                 torch.Tensor: self._unaliased if handed else self._tensor,
+                **dict.fromkeys(DEFERRED_RESULTS, deferred_result),
             },
             nested=options["nested"],
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
@@ -203,7 +204,10 @@ class NumpyOutputs(Outputs):
         super().__init__(
             function,
             params,
-            Mapper({torch.Tensor: self._leaf, StandIn: stood_for}, nested=options["nested"]),
+            Mapper(
+                {torch.Tensor: self._leaf, StandIn: stood_for, **dict.fromkeys(DEFERRED_RESULTS, deferred_result)},
+                nested=options["nested"],
+            ),
             argument=argument,
         )
 

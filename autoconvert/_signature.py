@@ -6,13 +6,17 @@ never runs on a call that succeeds.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import types
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from . import _devices
+from ._errors import ConversionError, LeafError
 from ._observe import PathOf
 from ._tree import Mapper
 
@@ -170,6 +174,51 @@ def deferred_kind(func: Any) -> str | None:
         if test(inner):
             return kind
     return None
+
+
+@contextlib.contextmanager
+def _generator_based() -> Iterator[None]:
+    yield  # pragma: no cover - never entered: only its context manager's type is wanted
+
+
+@contextlib.asynccontextmanager
+async def _async_generator_based() -> AsyncIterator[None]:
+    yield  # pragma: no cover - never entered
+
+
+def _deferred_types() -> dict[type, str]:
+    """The result types whose body runs after the call that made them returns, each with the
+    words messages use; contextlib's two types taken from objects, not its private names."""
+    return {
+        types.GeneratorType: "a generator",
+        types.CoroutineType: "a coroutine",
+        types.AsyncGeneratorType: "an async generator",
+        type(_generator_based()): "a context manager made by @contextlib.contextmanager",
+        type(_async_generator_based()): "an async context manager made by @contextlib.asynccontextmanager",
+    }
+
+
+#: Results whose body has not run when the call returns: see :func:`deferred_result`.
+DEFERRED_RESULTS = _deferred_types()
+
+
+def deferred_result(value: Any, ctx: Any = None) -> Any:
+    """The output sides' leaf for :data:`DEFERRED_RESULTS`, and the after step's check: such a
+    result still holds the arrays it was handed, writes after writeback or check_writes ran,
+    and returns or yields values no decorator sees. Refused, as decorating a generator or
+    coroutine function is."""
+    kind = DEFERRED_RESULTS[type(value)]
+    if isinstance(value, (types.GeneratorType, types.CoroutineType)):
+        value.close()  # it never runs: no "coroutine was never awaited" warning when it is dropped
+    raise LeafError(
+        ConversionError,
+        f"is {kind}, whose body runs after the call returns, so autoconvert cannot convert around it (the "
+        "arrays handed to it would stay in use, writeback and check_writes would run before it, and what it "
+        "yields or returns would not be converted)",
+        f"{type(value).__module__}.{type(value).__qualname__}",
+        "decorate the plain function that holds the NumPy code, and call that from inside the generator, "
+        "coroutine or context manager",
+    )
 
 
 def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import inspect
 import multiprocessing
 import pickle
@@ -286,3 +288,101 @@ def test_generators_and_coroutines_are_refused_when_decorating(source: str, kind
     module = types.ModuleType("legacy")
     module.f = namespace["f"]  # type: ignore[attr-defined]
     assert ac.torchify(module).f is namespace["f"]  # a torchified module passes it through
+
+
+def _holding(kind: str) -> Any:
+    """A plain function (no decorator can tell at decoration time) whose result is ``kind``,
+    a body that runs after the call returns and writes into the array it was handed."""
+
+    def generator(a: np.ndarray) -> Any:
+        def body() -> Any:
+            a[...] *= 2
+            yield a
+
+        return body()
+
+    def coroutine(a: np.ndarray) -> Any:
+        async def body() -> Any:
+            return torch.from_numpy(a)  # awaited later, it would alias the caller's tensor
+
+        return body()
+
+    def async_generator(a: np.ndarray) -> Any:
+        async def body() -> Any:
+            yield a
+
+        return body()
+
+    @contextlib.contextmanager
+    def context(a: np.ndarray) -> Any:
+        a[...] *= 2
+        yield a
+
+    @contextlib.asynccontextmanager
+    async def async_context(a: np.ndarray) -> Any:
+        yield a
+
+    return locals()[kind]
+
+
+DEFERRED = {
+    "generator": ("a generator", "builtins.generator"),
+    "coroutine": ("a coroutine", "builtins.coroutine"),
+    "async_generator": ("an async generator", "builtins.async_generator"),
+    "context": ("a context manager made by @contextlib.contextmanager", "contextlib._GeneratorContextManager"),
+    "async_context": (
+        "an async context manager made by @contextlib.asynccontextmanager",
+        "contextlib._AsyncGeneratorContextManager",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", DEFERRED)
+@pytest.mark.parametrize(
+    "decorate",
+    [
+        lambda f: ac.accepts_numpy(writeback=True)(f),
+        lambda f: ac.accepts_numpy(check_writes=True)(f),
+        lambda f: ac.returns_tensor(ac.accepts_numpy(f)),
+        lambda f: ac.adapt(writeback=True)(f),
+        lambda f: ac.returns_numpy(f),
+    ],
+    ids=["writeback", "check_writes", "pair", "adapt writeback", "returns_numpy"],
+)
+def test_results_whose_body_runs_after_the_call_are_refused_at_call_time(kind: str, decorate: Any) -> None:
+    """A generator, coroutine or contextmanager made by a plain function: writeback and
+    check_writes would run before its writes, and its values would escape conversion. The
+    call raises, naming the function and the fix, and drops the body unrun (no warning of
+    a coroutine never awaited leaks: warnings are errors here)."""
+    words, found = DEFERRED[kind]
+    wrapped = decorate(_holding(kind))
+    t = torch.ones(2)
+    with pytest.raises(ac.ConversionError) as info:
+        wrapped(t)
+    assert str(info.value) == (
+        f"_holding.<locals>.{kind}(): result is {words}, whose body runs after the call returns, so autoconvert "
+        "cannot convert around it (the arrays handed to it would stay in use, writeback and check_writes would "
+        "run before it, and what it yields or returns would not be converted). "
+        f"Found {found}. Fix: decorate the plain function that holds the NumPy code, and call that from inside "
+        "the generator, coroutine or context manager."
+    )
+    assert t.tolist() == [1.0, 1.0]
+    gc.collect()  # an unclosed coroutine would warn now
+
+
+def test_a_deferred_result_inside_a_container_is_named_by_its_path() -> None:
+    """The output side walks results: the generator is found where it sits."""
+    pair = ac.returns_tensor(ac.accepts_numpy(lambda a: (a.sum(), (x for x in a))))
+    with pytest.raises(ac.ConversionError, match=r"<lambda>\(\): result\[1\] is a generator, whose body"):
+        pair(torch.ones(2))
+
+
+def test_accepts_numpy_alone_hands_a_deferred_result_through() -> None:
+    """With nothing to do after the call and no result to convert, a generator comes back as
+    it is; the arrays it holds stay read-only, so a write in its body is still refused."""
+    wrapped = ac.accepts_numpy(_holding("generator"))
+    t = torch.ones(2)
+    body = wrapped(t)
+    with pytest.raises(ValueError, match="read-only"):
+        next(body)
+    assert t.tolist() == [1.0, 1.0]
