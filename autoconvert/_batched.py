@@ -143,8 +143,8 @@ class Batched:
         return _rebuilt, (self.__wrapped__, workers, progress)
 
 
-def _rebuilt(fn: Any, workers: int | None, progress: bool) -> Batched:
-    return batched(fn, workers=workers, progress=progress)  # type: ignore[no-any-return]
+def _rebuilt(fn: Any, workers: int | None, progress: bool) -> Callable[..., Any]:
+    return batched(fn, workers=workers, progress=progress)
 
 
 def _on_executor(fn: Any, call: Any, name: str, executor: Executor, progress: bool) -> Callable[..., Any]:

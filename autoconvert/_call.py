@@ -134,7 +134,7 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one flat per-call path
         inputs, outputs = self.inputs, self.outputs
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.

@@ -55,11 +55,12 @@ def overwritten(fn: Any) -> list[Overwritten]:
     except (TypeError, ValueError):
         return []
     positions = {p.name: i for i, p in enumerate(parameters) if p.kind in _POSITIONAL}
-    names = {p.name: p for p in parameters}
+    # overwrite_a names A in ldl, null_space, qz and ordqz: matched whatever the case.
+    names = {p.name.lower(): p.name for p in parameters}
     found = []
     for p in parameters:
-        target = p.name.removeprefix("overwrite_")
-        if target != p.name and target in names:
+        target = names.get(p.name.removeprefix("overwrite_").lower()) if p.name.startswith("overwrite_") else None
+        if target is not None:
             default = p.default if p.default is not inspect.Parameter.empty else False
             found.append(Overwritten(target, positions.get(target), p.name, positions.get(p.name), default))
     return found

@@ -866,7 +866,6 @@ class TestReadOnlyRelabelling:
             tile(torch.ones(2))
         assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
-
     def test_a_write_into_a_broadcast_view_of_a_handed_array_keeps_numpy_s_error(self) -> None:
         """np.broadcast_to's views are read-only whatever they view: copy=True or writeback=True
         would not make the write possible, so NumPy's own error stands."""
@@ -937,7 +936,6 @@ class TestNoRawErrors:
         looped["self"] = looped
         with pytest.raises(ac.ConversionError, match="argument obj contains itself"):
             ac.to_numpy(looped)
-
 
     def test_a_self_containing_list_with_writeback(self) -> None:
         """writeback walks the arguments for shared memory first: the cycle is still named."""

@@ -6,7 +6,9 @@ Through ``torchify`` the caller's tensors never change; inside a user's own func
 
 from __future__ import annotations
 
+import inspect
 import pickle
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -197,7 +199,10 @@ BYPASSES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[torch.Tensor, .
         lambda a, b: scipy.linalg.solve(a, b, overwrite_b=True, check_finite=False),
         lambda: (_spd(), _vector()),
     ),
-    "cholesky overwrite_a": (lambda m: scipy.linalg.cholesky(m, overwrite_a=True, check_finite=False), lambda: (_spd(),)),
+    "cholesky overwrite_a": (
+        lambda m: scipy.linalg.cholesky(m, overwrite_a=True, check_finite=False),
+        lambda: (_spd(),),
+    ),
     "dgetrf overwrite_a": (lambda m: lapack.dgetrf(m, overwrite_a=1), lambda: (_spd(),)),
     "daxpy": (lambda x, y: blas.daxpy(x, y), lambda: (_vector(), _vector())),
     "dscal": (lambda x: blas.dscal(2.0, x), lambda: (_vector(),)),
@@ -249,3 +254,69 @@ def test_pybind11_s_refusal_is_a_read_only_error_naming_the_fixes() -> None:
         ac.accepts_numpy(copy=True)(spectrum.__wrapped__)(torch.ones(4, dtype=torch.complex128)),
         [4, 0, 0, 0],
     )
+
+
+def _overwriting_linalg() -> dict[str, list[str]]:
+    """Every public function of scipy.linalg with ``overwrite_*`` parameters, and those names."""
+    found = {}
+    for name in dir(scipy.linalg):
+        fn = getattr(scipy.linalg, name)
+        if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+            continue
+        try:
+            flags = [p for p in inspect.signature(fn).parameters if p.startswith("overwrite_")]
+        except (TypeError, ValueError):
+            continue
+        if flags:
+            found[name] = flags
+    return found
+
+
+OVERWRITING = _overwriting_linalg()
+
+
+@pytest.mark.parametrize("name", OVERWRITING)
+def test_no_scipy_linalg_function_writes_into_the_callers_tensors_with_every_flag_set(name: str) -> None:
+    """The sweep: each function given one, two and three SPD matrices with every overwrite
+    flag set. Many of those calls are SciPy's own errors (wrong arguments for the function);
+    none, failing or not, may change the caller's tensors. Before the private copies, ldl,
+    null_space, qz and ordqz wrote through (their parameter is A, the flag overwrite_a)."""
+    fn = getattr(tsl, name)
+    for count in (1, 2, 3):
+        args = [_spd(4) for _ in range(count)]
+        before = [t.clone() for t in args]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SciPy's own warnings for unsuited arguments
+                fn(*args, **dict.fromkeys(OVERWRITING[name], True))
+        except ac.ConversionError:
+            raise
+        except Exception:  # SciPy refusing arguments that do not suit this function
+            pass
+        for t, was in zip(args, before, strict=True):
+            assert torch.equal(t, was), f"{name} with {count} arguments changed the caller's tensor"
+    assert len(OVERWRITING) >= 30  # the sweep covers scipy.linalg, not a handful
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in dir(blas) if n.startswith("d") and type(getattr(blas, n)).__name__ == "fortran"]
+)
+def test_no_blas_routine_writes_into_the_callers_tensors(name: str) -> None:
+    """Every double-precision BLAS routine, given one to three vectors or matrices: whatever
+    it computes or refuses, the caller's tensors stay as they were."""
+    for count in (1, 2, 3):
+        for shape in ((4,), (4, 4)):
+            args = [
+                torch.arange(1.0, 17.0, dtype=torch.float64)[: int(np.prod(shape))].reshape(shape) for _ in range(count)
+            ]
+            before = [t.clone() for t in args]
+            try:
+                getattr(tblas, name)(*args)
+            except ac.ConversionError:
+                raise
+            except Exception:  # f2py refusing arguments that do not suit this routine
+                pass
+            for t, was in zip(args, before, strict=True):
+                assert torch.equal(t, was), (
+                    f"{name} with {count} arguments of shape {shape} changed the caller's tensor"
+                )
