@@ -1,9 +1,9 @@
 """Arguments compiled SciPy code may write into, handed to it as private copies.
 
 f2py and BLAS/LAPACK ignore NumPy's read-only flag: ``scipy.linalg.solve(a, b,
-overwrite_b=True)`` writes its solution into ``b``, and ``scipy.linalg.blas.daxpy(x, y)``
-writes into ``y`` with no flag at all, even where ``b`` and ``y`` are read-only views of
-the caller's tensors. A torchified function that may do so is an :class:`Overwrites`:
+overwrite_b=True)`` writes its solution into ``b``, ``scipy.linalg.blas.daxpy(x, y)``
+writes into ``y`` with no flag at all, and ``lapack.dppsv`` into ``ap``, which its
+signature calls an input, even where those are read-only views of the caller's tensors. A torchified function that may do so is an :class:`Overwrites`:
 it copies exactly the arguments the call lets SciPy overwrite, which costs what the call
 costs without the flag (SciPy copies them itself then).
 """
@@ -16,11 +16,9 @@ from typing import Any
 
 import numpy as np
 
-#: f2py's docstring: ``lu,piv,info = dgetrf(a,[overwrite_a])`` on its first line, and each
-#: result that is an argument's memory as ``lu : rank-2 array('d') ... and a storage``, or
-#: under the argument's own name (``x = dscal(a,x,...)``, ``c = dgemm(...,[beta,c,...])``).
-_F2PY_SIGNATURE = re.compile(r"^(?P<results>[^=(]*)=\s*\w+\((?P<names>[^)]*)\)")
-_F2PY_STORAGE = re.compile(r" and (\w+) storage$", re.MULTILINE)
+#: f2py's docstring starts with its signature: ``lu,piv,info = dgetrf(a,[overwrite_a])``
+#: (a routine with no results has no ``=``).
+_F2PY_SIGNATURE = re.compile(r"^(?:[^=(]*=\s*)?\w+\((?P<names>[^)]*)\)")
 
 
 class Overwritten:
@@ -70,21 +68,25 @@ _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_O
 
 
 def _f2py_arguments(doc: str) -> list[Overwritten]:
+    """An f2py routine may write into any array it is handed: an argument with an
+    ``overwrite_X`` flag when the flag is set (else f2py copies it), and every other one
+    always, since f2py passes arrays of the right type and order through uncopied and the
+    signatures do not always say which the routine writes (``dppsv`` writes into ``ap``,
+    declared an input)."""
     signature = _F2PY_SIGNATURE.match(doc)
     if signature is None:
         return []
     names = [n.strip(" []") for n in signature["names"].split(",") if n.strip(" []")]
-    results = [n.strip() for n in signature["results"].split(",")]
     found = []
-    for target in dict.fromkeys([*_F2PY_STORAGE.findall(doc), *results]):
-        if target not in names:
+    for position, name in enumerate(names):
+        flag = f"overwrite_{name}"
+        if name.startswith("overwrite_"):
             continue
-        flag = f"overwrite_{target}"
         if flag in names:
             default = re.search(rf"^{flag} : .*\n\s+Default: (\d+)", doc, re.MULTILINE)
-            found.append(Overwritten(target, names.index(target), flag, names.index(flag), default and int(default[1])))
-        else:  # in/out with no flag: always written (BLAS's daxpy into y)
-            found.append(Overwritten(target, names.index(target), None, None, True))
+            found.append(Overwritten(name, position, flag, names.index(flag), default and int(default[1])))
+        else:
+            found.append(Overwritten(name, position, None, None, True))
     return found
 
 
@@ -101,15 +103,20 @@ class Overwrites:
                 setattr(self, name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        copied: list[Any] | None = None  # the positional arguments, once one is replaced
         for argument in self.arguments:
-            if not argument.asked(args, kwargs):
+            if argument.flag is not None and not argument.asked(args, kwargs):
                 continue
             name, position = argument.name, argument.position
             if name in kwargs:
                 kwargs[name] = _private(kwargs[name])
             elif position is not None and position < len(args):
-                args = (*args[:position], _private(args[position]), *args[position + 1 :])
-        return self.__wrapped__(*args, **kwargs)
+                value = args[position]
+                private = _private(value)
+                if private is not value:
+                    copied = copied or list(args)
+                    copied[position] = private
+        return self.__wrapped__(*(args if copied is None else copied), **kwargs)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return guarded, (self.__wrapped__,)

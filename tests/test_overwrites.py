@@ -160,27 +160,24 @@ def test_a_call_without_the_flag_makes_no_private_copy() -> None:
 
 
 def test_the_arguments_each_kind_of_routine_may_write_into() -> None:
-    """``overwrite_X`` parameters of Python functions name X; f2py routines' docstrings
-    name the arguments their results are stored in, with or without a flag."""
-    described = {
-        name: [(o.name, o.position, o.flag, o.flag_position, o.default) for o in overwritten(fn)]
-        for name, fn in {
-            "solve_triangular": scipy.linalg.solve_triangular,
-            "dgetrf": lapack.dgetrf,
-            "daxpy": blas.daxpy,
-            "dscal": blas.dscal,
-            "dgemm": blas.dgemm,
-            "norm": scipy.linalg.norm,
-        }.items()
-    }
-    assert described == {
-        "solve_triangular": [("b", 1, "overwrite_b", 5, False)],
-        "dgetrf": [("a", 0, "overwrite_a", 1, 0)],
-        "daxpy": [("y", 1, None, None, True)],
-        "dscal": [("x", 1, None, None, True)],
-        "dgemm": [("c", 4, "overwrite_c", 7, 0)],
-        "norm": [],
-    }
+    """``overwrite_X`` parameters of Python functions name X (whatever its case); an f2py
+    routine may write into every argument, those with a flag only when it is set."""
+
+    def described(fn: Any) -> list[tuple[Any, ...]]:
+        return [(o.name, o.position, o.flag, o.flag_position, o.default) for o in overwritten(fn)]
+
+    assert described(scipy.linalg.solve_triangular) == [("b", 1, "overwrite_b", 5, False)]
+    assert described(scipy.linalg.ldl) == [("A", 0, "overwrite_a", 3, False)]
+    assert described(scipy.linalg.norm) == []
+    assert described(lapack.dgetrf) == [("a", 0, "overwrite_a", 1, 0)]
+    assert described(lapack.dsbev)[0] == ("ab", 0, "overwrite_ab", 4, 1)  # on unless asked off
+    assert described(lapack.dppsv)[:3] == [
+        ("n", 0, None, None, True),
+        ("ap", 1, None, None, True),  # declared an input, written all the same
+        ("b", 2, "overwrite_b", 4, 0),
+    ]
+    assert [d[0] for d in described(blas.daxpy)][:2] == ["x", "y"]
+    assert described(blas.dgemm)[4] == ("c", 4, "overwrite_c", 7, 0)
 
 
 def test_a_guarded_function_pickles_and_keeps_its_guard() -> None:
@@ -320,3 +317,26 @@ def test_no_blas_routine_writes_into_the_callers_tensors(name: str) -> None:
                 assert torch.equal(t, was), (
                     f"{name} with {count} arguments of shape {shape} changed the caller's tensor"
                 )
+
+
+def _lapack_routines() -> list[str]:
+    return [n for n in dir(lapack) if n.startswith("d") and type(getattr(lapack, n)).__name__ == "fortran"]
+
+
+@pytest.mark.parametrize("name", _lapack_routines())
+def test_no_lapack_routine_writes_into_the_callers_tensors_with_every_flag_set(name: str) -> None:
+    """Every double-precision LAPACK routine, given one to three SPD matrices with every
+    overwrite flag set. Before every argument was guarded, dppsv wrote into ap (declared an
+    input) and dsbev/dsbevd into ab (overwrite_ab is on by default, and ab is no result)."""
+    flags = {o.flag: 1 for o in overwritten(getattr(lapack, name)) if o.flag is not None}
+    for count in (1, 2, 3):
+        args = [_spd(4) for _ in range(count)]
+        before = [t.clone() for t in args]
+        try:
+            getattr(tlapack, name)(*args, **flags)
+        except ac.ConversionError:
+            raise
+        except Exception:  # f2py or LAPACK refusing arguments that do not suit this routine
+            pass
+        for t, was in zip(args, before, strict=True):
+            assert torch.equal(t, was), f"{name} with {count} arguments changed the caller's tensor"
