@@ -281,11 +281,11 @@ class AdaptRunner(Runner):
 
 def _one_array(value: Any) -> Any:
     """A list or tuple (its tensors already arrays, converted as arguments are), or a number,
-    as the one array an array parameter asks for; NumPy's refusal (ragged or self-containing
-    lists) as a fact about the argument."""
+    as the one array an array parameter asks for; NumPy's refusal (ragged, self-containing or
+    too deep lists, items too large to stack) as a fact about the argument."""
     try:
         return np.asarray(value)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, MemoryError) as e:  # MemoryError: an item broadcast past memory
         raise LeafError(
             ConversionError,
             f"cannot become the one array its annotation asks for (NumPy: {str(e).rstrip('.')})",

@@ -4,6 +4,7 @@ torch/NumPy error, a crash or a leaked warning."""
 
 from __future__ import annotations
 
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -112,6 +113,14 @@ def _identity(a: Any) -> Any:
     return a
 
 
+def _identity_array(a: np.ndarray) -> Any:
+    return a
+
+
+_ADAPTED = ac.adapt(grad="detach")(_identity_array)
+_LEGACY = types.ModuleType("legacy")
+_LEGACY.identity = _identity  # type: ignore[attr-defined]
+
 TENSOR_ROUTES: dict[str, Callable[[Any], Any]] = {
     "accepts_numpy": ac.accepts_numpy(grad="detach")(_identity),
     "accepts_numpy(copy=True)": ac.accepts_numpy(copy=True, grad="detach")(_identity),
@@ -123,6 +132,12 @@ TENSOR_ROUTES: dict[str, Callable[[Any], Any]] = {
     "the pair": ac.returns_tensor(ac.accepts_numpy(grad="detach")(_identity)),
     "returns_numpy": ac.returns_numpy(_identity),
     "to_numpy": ac.to_numpy,
+    # Tensors where results or arrays are expected: placed on the caller's device, or refused.
+    "returns_tensor": ac.returns_tensor(_identity),
+    "to_tensor": ac.to_tensor,
+    "adapt": _ADAPTED,
+    "adapt, in a list": lambda t: _ADAPTED([t]),
+    "torchify": ac.torchify(_LEGACY, grad="detach").identity,
 }
 ARRAY_ROUTES: dict[str, Callable[[Any], Any]] = {
     "returns_tensor": ac.returns_tensor(_identity),
@@ -143,7 +158,7 @@ def _outcome(route: Callable[[Any], Any], value: Any) -> Any:
         return route(value)
     except (ac.ConversionError, ac.CopyError, ac.ReadOnlyError, ac.GradientError) as e:
         text = str(e)
-        assert text.startswith(("_identity()", "autoconvert.to_numpy()", "autoconvert.to_tensor()")), text
+        assert text.startswith(("_identity", "autoconvert.to_numpy()", "autoconvert.to_tensor()")), text
         assert "Found " in text and "Fix: " in text, text
         return e
 
@@ -165,6 +180,9 @@ def test_odd_tensors_convert_exactly_or_raise_clearly(name: str, route: str) -> 
     if isinstance(result, np.ndarray) and plain and t.numel() < 2**20:
         np.testing.assert_array_equal(result, _dense_oracle(t))
     elif isinstance(result, torch.Tensor) and plain and t.numel() < 2**20:  # the pair: back as it came
+        result = result[0] if route == "adapt, in a list" else result
+        if result is t:  # handed back as it is (returns_tensor, to_tensor): nothing converted
+            return
         assert result.dtype == t.dtype and result.shape == t.shape
         np.testing.assert_array_equal(_dense_oracle(result), _dense_oracle(t))
 
@@ -178,3 +196,52 @@ def test_odd_arrays_convert_exactly_or_raise_clearly(name: str, route: str) -> N
     numeric = isinstance(a, np.ndarray) and a.dtype.kind in "biufc" and a.size < 2**20 and a.dtype.itemsize <= 8
     if isinstance(result, torch.Tensor) and numeric and route in ("returns_tensor", "to_tensor", "accepts_tensor"):
         np.testing.assert_array_equal(result.numpy(), np.asarray(a))
+
+
+def _odd_containers() -> dict[str, Callable[[], Any]]:
+    def looped_list() -> Any:
+        loop: list[Any] = [torch.ones(1)]
+        loop.append(loop)
+        return loop
+
+    def looped_dict() -> Any:
+        loop: dict[str, Any] = {"x": torch.ones(1)}
+        loop["self"] = loop
+        return loop
+
+    def deep() -> Any:
+        nested: Any = [torch.ones(1)]
+        for _ in range(5000):  # deeper than Python's recursion limit
+            nested = [nested]
+        return nested
+
+    return {
+        "self-containing list": looped_list,
+        "self-containing dict": looped_dict,
+        "deeper than the recursion limit": deep,
+        "ragged list": lambda: [torch.ones(1), torch.ones(2)],
+        "list with a meta tensor": lambda: [torch.ones(1), torch.empty(1, device="meta")],
+    }
+
+
+CONTAINER_ROUTES: dict[str, Callable[[Any], Any]] = {
+    name: TENSOR_ROUTES[name]
+    for name in (
+        "accepts_numpy",
+        "accepts_numpy(writeback=True)",
+        "accepts_numpy(check_writes=True)",
+        "the pair",
+        "to_numpy",
+        "to_tensor",
+        "adapt",
+    )
+}
+
+
+@pytest.mark.parametrize("route", CONTAINER_ROUTES, ids=str)
+@pytest.mark.parametrize("name", _odd_containers(), ids=str)
+def test_odd_containers_convert_or_raise_clearly(name: str, route: str) -> None:
+    """Containers NumPy or the walk cannot take: converted, or a clear error naming the
+    argument, never a RecursionError or NumPy's own ValueError."""
+    value = _odd_containers()[name]()
+    _outcome(CONTAINER_ROUTES[route], value)
