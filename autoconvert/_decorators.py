@@ -109,8 +109,9 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     def __reduce_ex__(self, protocol: object) -> Any:
         # By reference where the wrapped function's module holds this very wrapper (module-level
         # functions: multiprocessing spawn, DataLoader workers); otherwise rebuilt from the
-        # wrapped callable and the options.
-        reference = by_reference(self, (self.__module__,))
+        # wrapped callable and the options. A ufunc has no __module__ (NumPy 2.5), so the
+        # wrapper, which forwards it, has none either: then only the recipe can serve.
+        reference = by_reference(self, (getattr(self.__wrapped__, "__module__", None),))
         if reference is not None:
             return reference
         return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides, type(self._self_plan))
