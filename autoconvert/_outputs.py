@@ -149,7 +149,12 @@ class TensorOutputs(Outputs):
                 casts = input_casts(seen)
             else:  # None: a dtype NumPy lacks comes back when every floating input had it
                 inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
-                casts = restoring_casts(inexact.pop(), _restoring(restoring, seen)) if len(inexact) == 1 else NO_CASTS
+                casts = NO_CASTS
+                if len(inexact) == 1:
+                    narrow = inexact.pop()
+                    # scipy.sparse has no float16: a sparse float16 argument widened whatever was asked.
+                    half = narrow is torch.float16 and restoring is not RESTORING_HALF and _sparse_among(seen)
+                    casts = restoring_casts(narrow, RESTORING_HALF if half else restoring)
             return bare(Target, (device, casts, copy, None))
 
         return context
@@ -171,12 +176,8 @@ class TensorOutputs(Outputs):
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
 
 
-def _restoring(restoring: dict[torch.dtype, Casts], seen: list[torch.Tensor]) -> dict[torch.dtype, Casts]:
-    """The dtypes results come back in: ``restoring``, and float16 where a sparse float16
-    tensor was among the inputs (scipy.sparse has no float16, so it always widened)."""
-    if restoring is RESTORING_HALF or all(t.layout == torch.strided for t in seen):
-        return restoring
-    return RESTORING_HALF
+def _sparse_among(tensors: list[torch.Tensor]) -> bool:
+    return any(t.layout != torch.strided for t in tensors)
 
 
 def _placed(ctx: Target) -> torch.device:
