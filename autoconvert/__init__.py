@@ -53,3 +53,27 @@ __all__ = [
     "to_tensor",
     "torchify",
 ]
+
+
+# Public classes read as autoconvert's own in tracebacks, reprs and pickles
+# (``autoconvert.ConversionError``, not ``autoconvert._errors.ConversionError``).
+for _public in (
+    ConversionError,
+    CopyError,
+    DeviceMismatchError,
+    FunctionStats,
+    GradientError,
+    GradientWarning,
+    ReadOnlyError,
+    TransferError,
+    TransferWarning,
+    config,
+    stats,
+):
+    _public.__module__ = __name__
+del _public
+
+
+def __dir__() -> list[str]:
+    """The public names: ``dir(autoconvert)`` and completion show the API, not the submodules."""
+    return sorted(__all__)

@@ -32,7 +32,7 @@ from ._leaves import GradPolicy, Target, array_to_tensor, bare
 from ._observe import PROFILER, PathOf
 from ._options import _ACTIVE, AdaptOptions, Config
 from ._outputs import NumpyOutputs, TensorOutputs
-from ._plan import Plan, check_options
+from ._plan import FUNC, Plan, check_options, shows_options
 from ._signature import Parameters, function_name, path_finder
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
@@ -400,3 +400,6 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
         return wrap(target, AdaptPlan(target, {"adapt": checked}))
 
     return apply if func is None else apply(func)
+
+
+shows_options(adapt, [FUNC], "adapt")

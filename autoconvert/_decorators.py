@@ -9,6 +9,7 @@ output side sees the caller's original tensors even though the function saw arra
 from __future__ import annotations
 
 import copy
+import inspect
 import types
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
@@ -23,7 +24,7 @@ from ._leaves import GradPolicy
 from ._options import active, check_callable, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, resolve, unwrap
-from ._plan import DEFAULTS, Plan, check_options
+from ._plan import DEFAULTS, FUNC, Plan, check_options, shows_options
 from ._signature import Parameters
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
@@ -105,6 +106,13 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+    def __repr__(self) -> str:
+        sides = ", ".join(
+            f"{side}({', '.join(f'{k}={str(v)!r}' if isinstance(v, torch.device) else f'{k}={v!r}' for k, v in options.items())})"
+            for side, options in self._self_plan.sides.items()
+        )
+        return f"<autoconvert {sides} of {self.__wrapped__!r}>"
 
     def __reduce_ex__(self, protocol: object) -> Any:
         # By reference where the wrapped function's module holds this very wrapper (module-level
@@ -500,3 +508,10 @@ def _configured(side: str) -> dict[str, Any]:
 
 
 _NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
+
+
+for _decorator in (accepts_numpy, returns_tensor, accepts_tensor, returns_numpy):
+    shows_options(_decorator, [FUNC], _decorator.__name__)
+_OBJ = [inspect.Parameter("obj", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+shows_options(to_numpy, _OBJ, "to_numpy")
+shows_options(to_tensor, _OBJ, "returns_tensor", skip=("transfers",))

@@ -23,7 +23,7 @@ from ._library import Registration
 from ._opspec import Spec, save, saved
 from ._options import PairOptions, check_callable, validate
 from ._pickling import by_reference, calling_module, locate, unwrap
-from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS
+from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, shows_options
 from ._schema import Schema, SchemaError, schema_of
 from ._signature import function_name
 from ._torchify import wrap_pair
@@ -318,3 +318,16 @@ class _NumpyFunction(torch.autograd.Function):
         made = delayed(*[g.detach().requires_grad_() for g in tensors])
         raising = iter((made,) if isinstance(made, torch.Tensor) else made)  # one input: a bare tensor
         return tuple(None if g is None else next(raising) for g in gradients)
+
+
+shows_options(
+    numpy_op,
+    [
+        inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None),
+        inspect.Parameter("backward", inspect.Parameter.KEYWORD_ONLY, default=None),
+        inspect.Parameter("fake", inspect.Parameter.KEYWORD_ONLY, default=None),
+    ],
+    "accepts_numpy",
+    "returns_tensor",
+    skip=("only", "exclude"),
+)

@@ -9,6 +9,7 @@ values, so the per-call path never validates or merges options.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -163,3 +164,21 @@ class Plan:
 def check_options(side: str, options: dict[str, Any]) -> dict[str, Any]:
     """A decorator's explicit options, validated when it is applied."""
     return validate(options, DEFAULTS[side], f"autoconvert.{side}()")
+
+
+def shows_options(function: Any, leading: list[inspect.Parameter], *sides: str, skip: tuple[str, ...] = ()) -> None:
+    """Give ``function`` (a decorator, or a function taking options as ``**options``) the
+    signature ``help()``, ``inspect.signature`` and editors show: ``leading``, then each
+    option of ``sides`` keyword-only, with its default, from the table above."""
+    parameters = list(leading)
+    named = {p.name for p in leading} | set(skip)
+    for side in sides:
+        for name, default in DEFAULTS[side].items():
+            if name not in named:
+                named.add(name)
+                parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    function.__signature__ = inspect.Signature(parameters, return_annotation=inspect.Signature.empty)
+
+
+#: The leading parameter of a decorator used bare or called: ``func`` (positional-only, optional).
+FUNC = inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None)

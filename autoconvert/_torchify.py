@@ -24,7 +24,7 @@ from ._escape import compiling, opaque
 from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
 from ._overwrites import guarded
-from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan
+from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan, shows_options
 from ._signature import deferred_kind
 from ._tree import Leaf, Mapper, StandIn, node_for
 
@@ -544,3 +544,12 @@ def proxy(
     is, so ``callable()`` tells the truth."""
     cls = cls or TorchifiedClass(type(target), options)
     return cls.proxy_type(callable(target))(target, options, device, cls)
+
+
+shows_options(
+    torchify,
+    [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD)],
+    "accepts_numpy",
+    "returns_tensor",
+    skip=("only", "exclude"),
+)
