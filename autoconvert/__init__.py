@@ -55,20 +55,18 @@ __all__ = [
 ]
 
 
-# Public classes read as autoconvert's own in tracebacks, reprs and pickles
-# (``autoconvert.ConversionError``, not ``autoconvert._errors.ConversionError``).
+# The exceptions and warnings read as autoconvert's own in tracebacks, reprs and pickles
+# (``autoconvert.ConversionError``, not ``autoconvert._errors.ConversionError``). Classes
+# with doctests keep their module: doctest collects examples by it.
 for _public in (
     ConversionError,
     CopyError,
     DeviceMismatchError,
-    FunctionStats,
     GradientError,
     GradientWarning,
     ReadOnlyError,
     TransferError,
     TransferWarning,
-    config,
-    stats,
 ):
     _public.__module__ = __name__
 del _public

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ._devices import settle
+from ._dtypes import WIDENED_HALF
 from ._errors import ConversionError, LeafError, ReadOnlyError, message
 from ._escape import compiling, opaque
 from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInputs
@@ -41,42 +42,70 @@ _REFUSALS = (" is read-only", " is not writeable")
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
-def wrote_into_handed(error: ValueError, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over.
+def wrote_into_handed(error: ValueError, handed: list[tuple[str, Any]], kwargs: dict[str, Any]) -> list[str] | None:
+    """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over, and
+    if so the paths of the handed arrays (``handed``: ``(path, array)`` pairs) it may have hit
+    (empty where none can be told); None where it is not that refusal.
 
     NumPy words each refusal "<what> is read-only", the what naming the write ("assignment
     destination", "output array", "sort array", "underlying array" for ``np.fill_diagonal``,
     "array" for ``Generator.shuffle``; SciPy's ndimage adds a full stop; scipy.fft's pybind11
-    code says "array is not writeable"), and does not say
-    which array it was. So: those words, raised by compiled code (not by a ``raise`` in the
-    frame that raised), where every read-only array in that frame shares memory with a handed
-    array. The user's own errors, and writes into read-only arrays the function made
-    (``np.broadcast_to``, of its own arrays or of handed ones), keep their own error. Where the function is compiled code (a
-    ufunc's ``out=``, a Cython method), the frame that raised is the caller's, whose
-    traceback this is: the destination was an argument.
+    code says "array is not writeable"), and does not say which array it was. So: those
+    words, raised by compiled code (not by a ``raise`` in the frame that raised), where every
+    read-only array in that frame shares memory with a handed array; those are the ones hit.
+    The user's own errors, and writes into read-only arrays the function made
+    (``np.broadcast_to``, of its own arrays or of handed ones), keep their own error. Where
+    the function is compiled code (a ufunc's ``out=``, a Cython method), the frame that
+    raised is the caller's, whose traceback this is: the destination was an argument, ``out``
+    where that was handed read-only.
     """
     tb = error.__traceback__
     if tb is None or not str(error).removesuffix(".").endswith(_REFUSALS):
-        return False
-    handed = [a for value in (*args, *kwargs.values()) for _, a in _array_walker.leaves_with_paths(value)]
+        return None
     raised = tb
     while tb.tb_next is not None:
         tb = tb.tb_next
         if tb.tb_frame.f_code.co_code != _CYTHON_FRAME:
             raised = tb
+    read_only = [(path, a) for path, a in handed if not a.flags.writeable]
     if raised is error.__traceback__:  # the caller's frame: compiled code was the function
-        return any(not a.flags.writeable for a in handed)
+        out = [
+            path for path, a in read_only if any(a is o for _, o in _array_walker.leaves_with_paths(kwargs.get("out")))
+        ]
+        return (out or [path for path, _ in read_only]) if read_only else None
     if raised.tb_frame.f_code.co_code[raised.tb_lasti] in _RAISES:
-        return False
+        return None
     local = [v for v in raised.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
-    if any(_broadcast(v) and all(v is not h for h in handed) for v in local):
-        return False  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
-    return bool(local) and all(any(np.may_share_memory(v, h) for h in handed) for v in local)
+    if any(_broadcast(v) and all(v is not h for _, h in handed) for v in local):
+        return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
+    if not local or not all(any(np.may_share_memory(v, h) for _, h in handed) for v in local):
+        return None
+    return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
 
 
 def _broadcast(a: np.ndarray[Any, Any]) -> bool:
     """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
     return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
+
+
+def _hints(error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]]) -> list[str]:
+    """What the function's ``error`` may owe to how its tensor arguments (``(path, tensor)``)
+    were handed: a sparse tensor crosses as a SciPy matrix, which dense-only code cannot read;
+    float16 crosses as float16, which much of SciPy rejects ("array type not supported")."""
+    hints = []
+    sparse = [path for path, t in tensors if t.layout != torch.strided]
+    if sparse:
+        hints.append(
+            f"argument {sparse[0]} is a sparse tensor, handed over as a scipy.sparse matrix; if the function "
+            f"needs a dense array, pass {sparse[0]}.to_dense()"
+        )
+    half = [path for path, t in tensors if t.dtype is torch.float16]
+    if half and inputs.widened is not WIDENED_HALF and "supported" in str(error):
+        hints.append(
+            f"argument {half[0]} is a float16 tensor, handed over as float16, which much of SciPy rejects; "
+            "pass widen_float16=True to hand it over as float32 (results come back as float16)"
+        )
+    return hints
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -265,8 +294,17 @@ class Runner:
         (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands."""
         if after is not None:
             self._after_failure(after, pairs or [], given, error)
-        if isinstance(error, ValueError) and read_only and wrote_into_handed(error, *handed):
-            raise self._read_only_error(error) from error
+        inputs = self.inputs
+        if not isinstance(inputs, NumpyInputs):
+            return
+        if isinstance(error, ValueError) and read_only:
+            arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
+            paths = wrote_into_handed(error, arrays, handed[1])
+            if paths is not None:
+                raise self._read_only_error(error, paths) from error
+        if isinstance(error, Exception):
+            for note in _hints(error, inputs, _tensor_paths(inputs.params, *given)):
+                error.add_note(f"autoconvert: {self.function}: {note}")
 
     def _after_failure(
         self,
@@ -282,20 +320,28 @@ class Runner:
         except Exception as failure:
             error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
 
-    def _read_only_error(self, error: ValueError) -> ReadOnlyError:
+    def _read_only_error(self, error: ValueError, paths: list[str]) -> ReadOnlyError:
+        named = f"argument {' or '.join(paths)}" if paths else ""  # several: the frame held them all
         if str(error) == _CYTHON_READ_ONLY:  # refused on entry, whether or not it writes
             what = (
-                "needs writable arrays: compiled code (a Cython memoryview) refused an array made from a "
+                "was refused by compiled code that needs writable arrays (a Cython memoryview); arrays made from "
+                "tensor arguments are read-only so that NumPy code never changes the caller's tensors"
+                if named
+                else "needs writable arrays: compiled code (a Cython memoryview) refused an array made from a "
                 "tensor argument, which is read-only so that NumPy code never changes the caller's tensors"
             )
             fix = "pass copy=True to give the function private writable copies"
         else:
             what = (
-                "wrote into an array made from a tensor argument; those arrays are read-only "
+                "was written into by the function; arrays made from tensor arguments are read-only so that "
+                "NumPy code never changes the caller's tensors behind its back"
+                if named
+                else "wrote into an array made from a tensor argument; those arrays are read-only "
                 "so that NumPy code never changes the caller's tensors behind its back"
             )
             fix = (
                 "pass copy=True to give the function private writable copies, or "
                 "writeback=True to let its changes reach the caller's tensors"
             )
-        return ReadOnlyError(message(self.function, "the function", what, f"ValueError({str(error)!r})", fix))
+        where = named or "the function"
+        return ReadOnlyError(message(self.function, where, what, f"ValueError({str(error)!r})", fix))

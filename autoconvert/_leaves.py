@@ -305,8 +305,11 @@ def _nbytes(t: torch.Tensor) -> int:
 
 # --------------------------------------------------------------------------- array -> tensor
 
+#: What an object array is told: also how a SciPy function that read a sparse matrix as one
+#: object answers (see _outputs).
+OBJECT_ARRAY = "is an object array, which torch cannot hold"
 _UNHOLDABLE = {
-    "O": ("is an object array, which torch cannot hold", "convert it to a numeric dtype, or use a list"),
+    "O": (OBJECT_ARRAY, "convert it to a numeric dtype, or use a list"),
     "U": ("holds strings, which torch cannot hold", "use a list of str, or integer codes"),
     "S": ("holds bytes strings, which torch cannot hold", "use a list of bytes, or integer codes"),
     "T": ("holds strings, which torch cannot hold", "use a list of str, or integer codes"),

@@ -10,21 +10,23 @@ import torch
 
 from ._devices import CPU, vote
 from ._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
-from ._errors import LeafError, NoDeviceError
+from ._errors import ConversionError, LeafError, NoDeviceError, message
 from ._inputs import input_casts
 from ._leaves import (
     DETACH,
+    OBJECT_ARRAY,
     GradPolicy,
     Target,
     array_to_tensor,
     bare,
+    describe_tensor,
     is_scipy_sparse,
     overlaps_any,
     sparse_to_tensor,
     tensor_to_array,
     tensor_to_device,
 )
-from ._signature import DEFERRED_RESULTS, Parameters, _mismatch, deferred_result
+from ._signature import DEFERRED_RESULTS, Parameters, _mismatch, _tensor_paths, deferred_result
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
@@ -85,6 +87,8 @@ class Outputs:
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
                 return convert(result, plain, odd, call, plain + odd)
             except LeafError as e:
+                if e.problem == OBJECT_ARRAY and any(t.layout != torch.strided for t in odd):
+                    raise _sparse_read_as_object(function, params, call) from None
                 raise e.public(function, role, root) from None
             except RecursionError:
                 raise cycle_error().public(function, role, root) from None
@@ -92,6 +96,24 @@ class Outputs:
                 raise _mismatch(function, params, *call) from None
 
         return convert
+
+
+def _sparse_read_as_object(function: str, params: Parameters, call: tuple[Any, ...]) -> Exception:
+    """A function that needs dense arrays, handed a sparse tensor as a SciPy matrix, read it as
+    one object (``np.asarray(matrix)``) and returned an object array: the error is about the
+    sparse argument, which is what to change."""
+    path, found = next((p, t) for p, t in _tensor_paths(params, *call) if t.layout != torch.strided)
+    return ConversionError(
+        message(
+            function,
+            f"argument {path}",
+            "is a sparse tensor, handed over as a scipy.sparse matrix, and the function returned an object "
+            "array: it needs a dense array, and NumPy read the matrix as one object",
+            describe_tensor(found),
+            "pass {path}.to_dense()",
+            path=path,
+        )
+    )
 
 
 class TensorOutputs(Outputs):

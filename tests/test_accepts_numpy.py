@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+import scipy.ndimage
 import torch
 
 import autoconvert as ac
@@ -149,8 +150,8 @@ def test_writing_into_a_read_only_array_raises_with_both_fixes() -> None:
         clip_in_place(t)
     assert type(info.value) is ac.ReadOnlyError
     assert str(info.value) == (
-        "test_writing_into_a_read_only_array_raises_with_both_fixes.<locals>.clip_in_place(): the function "
-        "wrote into an array made from a tensor argument; those arrays are read-only so that NumPy code never "
+        "test_writing_into_a_read_only_array_raises_with_both_fixes.<locals>.clip_in_place(): argument a was "
+        "written into by the function; arrays made from tensor arguments are read-only so that NumPy code never "
         "changes the caller's tensors behind its back. Found ValueError('output array is read-only'). "
         "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
         "changes reach the caller's tensors."
@@ -222,8 +223,8 @@ def test_compiled_code_refusing_read_only_arrays_it_only_reads_says_so() -> None
     with pytest.raises(ac.ReadOnlyError) as info:
         ac.accepts_numpy(scipy.signal.sosfilt)(torch.from_numpy(sos), signal)
     assert str(info.value) == (
-        "sosfilt(): the function needs writable arrays: compiled code (a Cython memoryview) refused an array "
-        "made from a tensor argument, which is read-only so that NumPy code never changes the caller's tensors. "
+        "sosfilt(): argument sos was refused by compiled code that needs writable arrays (a Cython memoryview); "
+        "arrays made from tensor arguments are read-only so that NumPy code never changes the caller's tensors. "
         "Found ValueError('buffer source array is read-only'). Fix: pass copy=True to give the function private "
         "writable copies."
     )
@@ -881,6 +882,23 @@ class TestReadOnlyRelabelling:
                 ac.accepts_numpy(**options)(spread.__wrapped__)(torch.ones(3))
             assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
+    def test_the_relabelled_error_names_the_argument_written_into(self) -> None:
+        """Of several handed arrays, the one the write hit is named, by its path; where the
+        frame holds several read-only arrays, each is a candidate."""
+
+        @ac.accepts_numpy
+        def scale(factor: Any, batch: dict[str, list[np.ndarray]]) -> None:
+            target = batch["x"][1][:1]  # a view of the handed array
+            target *= factor
+
+        prefix = "TestReadOnlyRelabelling.test_the_relabelled_error_names_the_argument_written_into.<locals>.scale(): "
+        with pytest.raises(ac.ReadOnlyError) as info:
+            scale(2.0, {"x": [torch.ones(2), torch.ones(2)]})
+        assert str(info.value).startswith(prefix + "argument batch['x'][1] was written into by the function; ")
+        with pytest.raises(ac.ReadOnlyError) as info:
+            scale(torch.ones(1), {"x": [torch.ones(2), torch.ones(2)]})
+        assert str(info.value).startswith(prefix + "argument factor or batch['x'][1] was written into by the function")
+
 
 class TestNoRawErrors:
     """The sweep's raw errors, each now a ConversionError naming the argument and the fix."""
@@ -982,6 +1000,22 @@ class TestNoRawErrors:
             "array instead, with writeback=False."
         )
         assert isinstance(info.value.__cause__, RuntimeError)
+
+    def test_scipy_refusing_float16_gets_a_note_naming_widen_float16(self) -> None:
+        """ndimage's "array type dtype('float16') not supported" keeps its type; a note names the
+        float16 argument and widen_float16=True, which makes the same call work."""
+        half = torch.ones(4, dtype=torch.float16)
+        with pytest.raises(RuntimeError) as info:
+            ac.accepts_numpy(scipy.ndimage.uniform_filter)(half, 2)
+        assert info.value.__notes__ == [
+            "autoconvert: uniform_filter(): argument input is a float16 tensor, handed over as float16, which much "
+            "of SciPy rejects; pass widen_float16=True to hand it over as float32 (results come back as float16)"
+        ]
+        widened = ac.returns_tensor(ac.accepts_numpy(widen_float16=True)(scipy.ndimage.uniform_filter))(half, 2)
+        assert widened.dtype == torch.float16 and widened.tolist() == [1.0] * 4
+        with pytest.raises(ValueError, match="not on float16") as other:  # another error: no note
+            ac.accepts_numpy(lambda a: (_ for _ in ()).throw(ValueError("not on float16")))(half)
+        assert not hasattr(other.value, "__notes__")
 
 
 class TestExpandedTensors:

@@ -239,9 +239,9 @@ def test_pybind11_s_refusal_is_a_read_only_error_naming_the_fixes() -> None:
     with pytest.raises(ac.ReadOnlyError) as caught:
         spectrum(torch.ones(4, dtype=torch.complex128))
     assert str(caught.value) == (
-        "test_pybind11_s_refusal_is_a_read_only_error_naming_the_fixes.<locals>.spectrum(): the function wrote "
-        "into an array made from a tensor argument; those arrays are read-only so that NumPy code never changes "
-        "the caller's tensors behind its back. Found ValueError('array is not writeable'). Fix: pass copy=True to "
+        "test_pybind11_s_refusal_is_a_read_only_error_naming_the_fixes.<locals>.spectrum(): argument x was "
+        "written into by the function; arrays made from tensor arguments are read-only so that NumPy code never "
+        "changes the caller's tensors behind its back. Found ValueError('array is not writeable'). Fix: pass copy=True to "
         "give the function private writable copies, or writeback=True to let its changes reach the caller's "
         "tensors."
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.ndimage
 import scipy.sparse as sp
 import torch
 from hypothesis import given
@@ -224,3 +225,28 @@ def test_n_dimensional_scipy_coo_arrays_become_coo_tensors() -> None:
         assert torch.equal(t.to_dense(), torch.from_numpy(dense))
     with pytest.raises(ac.ConversionError, match=r"is a 1-d scipy\.sparse array, which only the COO layout holds"):
         ac.to_tensor(sp.coo_array(np.ones(3)), sparse_layout=torch.sparse_csr)
+
+
+def test_a_sparse_tensor_given_to_a_dense_only_function_is_named() -> None:
+    """ndimage reads a SciPy matrix as one object and returns an object array: the error is
+    about the sparse argument and says to densify it, not "result is an object array"."""
+    with pytest.raises(ac.ConversionError) as info:
+        ac.torchify(scipy.ndimage).gaussian_filter(torch.eye(3).to_sparse(), 1.0)
+    assert str(info.value) == (
+        "gaussian_filter(): argument input is a sparse tensor, handed over as a scipy.sparse matrix, and the "
+        "function returned an object array: it needs a dense array, and NumPy read the matrix as one object. "
+        "Found torch.Tensor(shape=(3, 3), dtype=torch.float32, layout=torch.sparse_coo, device=cpu). "
+        "Fix: pass input.to_dense()."
+    )
+
+    @ac.accepts_numpy
+    def dense_only(weights: Any, m: Any) -> Any:
+        return np.linalg.inv(m)
+
+    with pytest.raises(Exception) as raised:
+        dense_only(1.0, m=torch.eye(2).to_sparse_csr())
+    assert raised.value.__notes__[-1] == (
+        "autoconvert: test_a_sparse_tensor_given_to_a_dense_only_function_is_named.<locals>.dense_only(): "
+        "argument m is a sparse tensor, handed over as a scipy.sparse matrix; if the function needs a dense "
+        "array, pass m.to_dense()"
+    )
