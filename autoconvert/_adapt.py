@@ -257,6 +257,8 @@ class AdaptRunner(Runner):
                 raise arrays.public(fact, instance, key, len(out)) from None
             if odd:
                 _devices.settle(odd)
+                if arrays.grad.unsaid is not None:
+                    self.say_gradient(given)
             args = tuple(out)
             try:
                 result = wrapped(*args, **kwargs)

@@ -168,6 +168,7 @@ class Runner:
         readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         settles = isinstance(inputs, NumpyInputs)
+        grad = inputs.grad if isinstance(inputs, NumpyInputs) else None
         after = self._after_step()
         selected = inputs is not None and inputs.selection is not None
         lists_only = isinstance(inputs, NumpyInputs) and not after  # ctx is Collected(plain, odd): no context() call
@@ -215,6 +216,8 @@ class Runner:
                     args = tuple(out)
                 if settles and odd:  # one wait for all the arguments' transfers
                     settle(odd)
+                    if grad.unsaid is not None:  # type: ignore[union-attr]  # settles: NumpyInputs have one
+                        self.say_gradient(given)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
@@ -255,6 +258,13 @@ class Runner:
                     "or return the new array instead, with writeback=False",
                 )
             ) from failed.error
+
+    def say_gradient(self, given: tuple[Any, ...]) -> None:
+        """The once-per-function GradientWarning, naming where its tensor was in ``given``."""
+        assert isinstance(self.inputs, NumpyInputs)
+        grad = self.inputs.grad
+        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid]
+        grad.say(paths)
 
     def _paths_of(self, tensors: list[Any], given: tuple[Any, ...]) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""

@@ -26,6 +26,7 @@ from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, resolve, unwrap
 from ._plan import DEFAULTS, FUNC, Plan, check_options, shows_options
 from ._signature import Parameters
+from ._tree import Mapper
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), so it keeps the return type and accepts any arguments; an output
@@ -447,7 +448,10 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     resolved = {**DEFAULTS["to_numpy"], **_configured("to_numpy"), **given}
     grad = _TO_NUMPY_GRAD[resolved["grad"]]
     outputs = NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, resolved, grad, argument="obj")
-    return outputs.convert(obj, [], [], ((), {}, None))
+    converted = outputs.convert(obj, [], [], ((), {}, None))
+    if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
+        grad.say([f"obj{path}" for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
+    return converted
 
 
 @overload
@@ -508,6 +512,7 @@ def _configured(side: str) -> dict[str, Any]:
 
 
 _NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
+_TENSORS = Mapper({torch.Tensor: lambda t, ctx: t})  # to_numpy's walk for a warning's path
 
 
 for _decorator in (accepts_numpy, returns_tensor, accepts_tensor, returns_numpy):

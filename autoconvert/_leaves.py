@@ -147,12 +147,15 @@ def _needs_copy(t: torch.Tensor, why: str) -> LeafError:
 class GradPolicy:
     """What to do with a tensor that requires grad (``grad=``), and whether it was said yet."""
 
-    __slots__ = ("function", "mode", "warned")
+    __slots__ = ("function", "mode", "unsaid", "warned")
 
     def __init__(self, mode: str, function: str) -> None:
         self.mode = mode
         self.function = function
         self.warned = False
+        #: "warn": the tensor the warning is about, until the boundary, which knows where it
+        #: was among the call's arguments, says it (:meth:`say`).
+        self.unsaid: torch.Tensor | None = None
 
     def detach(self, t: torch.Tensor) -> torch.Tensor:
         """Apply the policy (only while grad mode is on) and return ``t`` detached."""
@@ -166,13 +169,20 @@ class GradPolicy:
                 )
             if not self.warned:  # "warn": once per decorated function; a race only warns twice
                 self.warned = True
-                warn_at_caller(
-                    f"{self.function}: an argument requires grad, and NumPy code cannot pass gradients "
-                    "back: it was detached, so no gradient flows through this call. Pass "
-                    "grad='detach' to silence this, grad='error' to forbid it, or call under torch.no_grad()",
-                    GradientWarning,
-                )
+                self.unsaid = t
         return t.detach()
+
+    def say(self, paths: list[str]) -> None:
+        """Issue the "warn" policy's warning about the tensor :meth:`detach` kept, found at
+        ``paths`` among the call's arguments (empty: not found, as for another thread's)."""
+        self.unsaid = None
+        where = f"argument {' or '.join(paths)}" if paths else "an argument"
+        warn_at_caller(
+            f"{self.function}: {where} requires grad, and NumPy code cannot pass gradients back: it was "
+            "detached, so no gradient flows through this call. Pass grad='detach' to silence this, "
+            "grad='error' to forbid it, or call under torch.no_grad()",
+            GradientWarning,
+        )
 
 
 #: Detaches without a word: results of torch code, and to_numpy().

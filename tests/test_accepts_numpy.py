@@ -501,7 +501,35 @@ class TestGrad:
             f(x)
         assert len(record) == 1 and record[0].filename == __file__
         assert str(record[0].message).startswith(
-            "TestGrad.make.<locals>.total(): an argument requires grad, and NumPy code cannot pass gradients back"
+            "TestGrad.make.<locals>.total(): argument a requires grad, and NumPy code cannot pass gradients back"
+        )
+
+    def test_the_warning_names_the_argument_s_path_on_every_route(self) -> None:
+        """The warning is said where the call's arguments are known: a decorator, adapt, to_numpy."""
+
+        def paths(call: Any) -> str:
+            with pytest.warns(ac.GradientWarning) as record:
+                call()
+            assert len(record) == 1
+            return str(record[0].message).split(" requires grad")[0]
+
+        def scale(factor: float, batch: dict[str, Any]) -> None:
+            pass
+
+        def typed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return a
+
+        graph = torch.ones(2, requires_grad=True)
+        assert paths(lambda: ac.accepts_numpy(scale)(2.0, {"w": [torch.ones(1), graph]})).endswith(
+            ".scale(): argument batch['w'][1]"
+        )
+        assert paths(lambda: ac.accepts_numpy(writeback=True)(scale)(2.0, batch={"w": graph})).endswith(
+            ".scale(): argument batch['w']"
+        )
+        assert paths(lambda: ac.adapt(typed)(torch.ones(1), b=graph)).endswith(".typed(): argument b")
+        # to_numpy's "warn" is once per process: the suite's only to_numpy(grad="warn") call.
+        assert paths(lambda: ac.to_numpy([1, {"k": graph}], grad="warn")) == (
+            "autoconvert.to_numpy(): argument obj[1]['k']"
         )
 
     def test_no_word_under_no_grad_or_inference(self) -> None:
