@@ -58,18 +58,11 @@ __all__ = [
 # The exceptions and warnings read as autoconvert's own in tracebacks, reprs and pickles
 # (``autoconvert.ConversionError``, not ``autoconvert._errors.ConversionError``). Classes
 # with doctests keep their module: doctest collects examples by it.
-for _public in (
-    ConversionError,
-    CopyError,
-    DeviceMismatchError,
-    GradientError,
-    GradientWarning,
-    ReadOnlyError,
-    TransferError,
-    TransferWarning,
-):
-    _public.__module__ = __name__
-del _public
+for _name in __all__:
+    _public = globals()[_name]
+    if isinstance(_public, type) and issubclass(_public, (Exception, Warning)):
+        _public.__module__ = __name__
+del _name, _public
 
 
 def __dir__() -> list[str]:
