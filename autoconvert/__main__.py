@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             "can see, checks each result against a reference, and prints what crossed (devices, "
             "dtypes, copies, bytes) and the time per call next to the hand-written conversion."
         ),
-        epilog="Exits 0 when every result matches, 1 otherwise. Documentation: README.md.",
+        epilog="Exits 0 when every result matches, 1 otherwise. Documentation: README.md and docs/.",
     )
     parser.add_argument("--version", action="version", version=f"autoconvert {ac.__version__}")
     parser.parse_args(argv)

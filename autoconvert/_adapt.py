@@ -1,6 +1,6 @@
 """``adapt``: a function's annotations say what it needs; callers get back their own kind.
 
-At decoration the annotations are read once (:mod:`_wants`): each parameter asks for an
+At decoration the annotations are read once (``_wants``): each parameter asks for an
 array, a tensor, or nothing, and the return annotation says which results are arrays or
 tensors. Per call, each argument goes through one handler made for its parameter, on the
 same leaf functions as ``accepts_numpy`` and ``accepts_tensor``; results go through

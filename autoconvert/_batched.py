@@ -61,7 +61,7 @@ def batched(
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument.
-        Whatever ``fn`` raises, with a note naming the sample (PEP 678).
+        Exception: whatever ``fn`` raises, with a note naming the sample (PEP 678).
 
     Example:
         >>> import numpy as np, torch, autoconvert as ac

@@ -1,8 +1,8 @@
 """Every copy a conversion makes, told to whoever watches: the transfer guard and the counters.
 
-Leaf functions call :func:`copied`, or :func:`crossing` before a copy between devices, on
+Leaf functions call ``copied``, or ``crossing`` before a copy between devices, on
 their copy paths only. Zero-copy paths say nothing, so an unwatched call pays nothing and
-a copy pays one ContextVar read. A :class:`Watch` is set only while a watched call
+a copy pays one ContextVar read. A ``Watch`` is set only while a watched call
 converts its arguments or its results (see _observe).
 """
 

@@ -83,7 +83,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
 
     The wrapt wrapper is the plan's runner, ``call(wrapped, instance, args, kwargs)``;
     wrapt calls it for bound methods. Unbound calls take the faster ``__call__`` that
-    :func:`wrap` gives each wrapper.
+    ``wrap`` gives each wrapper.
     """
 
     __bound_function_wrapper__ = _BoundWrapper
@@ -96,7 +96,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
     # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).
     _self_plan = cast("Plan", None)
-    #: The flat call's method form, where wrap gave the class a ``__get__`` (see :func:`as_method`).
+    #: The flat call's method form, where wrap gave the class a ``__get__`` (see ``as_method``).
     _self_method = cast("Callable[..., Any] | None", None)
 
     # Identity, not the wrapped function's hash and equality (wrapt's default): dynamo looks
@@ -265,12 +265,12 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     Args:
         copy: ``None`` shares memory and copies only when unavoidable (a GPU tensor, a
             dtype NumPy lacks such as bfloat16, a conjugate bit); ``True`` gives private
-            writable copies; ``False`` never copies and raises :class:`CopyError`.
+            writable copies; ``False`` never copies and raises [`CopyError`][autoconvert.CopyError].
         writeback: make the arrays writable and copy what the function writes into them
             back into the caller's tensors, whatever their device, even if it raises.
         grad: for arguments that require grad while grad mode is on: ``"warn"`` once per
-            function (:class:`GradientWarning`), ``"detach"`` silently, ``"error"``
-            (:class:`GradientError`).
+            function ([`GradientWarning`][autoconvert.GradientWarning]), ``"detach"`` silently, ``"error"``
+            ([`GradientError`][autoconvert.GradientError]).
         only: the parameter names to convert (checked against the signature now).
         exclude: the parameter names to leave alone.
         nested: look inside containers; ``False`` converts top-level arguments only.
@@ -281,14 +281,14 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
         check_writes: for tests and debugging: keep a private copy of every CPU tensor
             argument, and after the call put back any the function changed through a route
             the read-only arrays cannot stop (``torch.from_numpy(a)`` then an in-place op,
-            ``a.base``) and raise :class:`ReadOnlyError` naming it. One copy and one
+            ``a.base``) and raise [`ReadOnlyError`][autoconvert.ReadOnlyError] naming it. One copy and one
             comparison per argument.
         transfers: the transfer guard for this function's copies between devices:
             ``"allow"``, ``"log"`` (the ``autoconvert`` logger), ``"warn"``
-            (:class:`TransferWarning`) or ``"error"`` (:class:`TransferError`, before the copy).
+            ([`TransferWarning`][autoconvert.TransferWarning]) or ``"error"`` ([`TransferError`][autoconvert.TransferError], before the copy).
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
-    a write raises :class:`ReadOnlyError` (a ``ValueError``) naming both fixes.
+    a write raises [`ReadOnlyError`][autoconvert.ReadOnlyError] (a ``ValueError``) naming both fixes.
 
     Raises:
         ConversionError: a tensor NumPy cannot hold (sparse, quantized, nested, meta).
@@ -331,10 +331,10 @@ def returns_tensor(func: Any = None, /, **options: Any) -> Any:
             bool results are never cast.
         copy: ``None`` shares memory where torch can (a writable, positively strided,
             native-byte-order array on the CPU) and otherwise copies once; ``True``
-            always gives memory nothing else holds; ``False`` raises :class:`CopyError`
+            always gives memory nothing else holds; ``False`` raises [`CopyError`][autoconvert.CopyError]
             when a copy is needed.
         nested: look inside tuples, lists, dicts, namedtuples and dataclasses.
-        transfers: the transfer guard, as for :func:`accepts_numpy`.
+        transfers: the transfer guard, as for [`accepts_numpy`][autoconvert.accepts_numpy].
 
     Raises:
         DeviceMismatchError: tensor arguments on different devices and no ``device=``.
@@ -379,7 +379,7 @@ def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
             the call's floating tensor arguments' dtype; integer arrays are never cast.
         copy: ``None`` shares memory with the arrays where torch can (on the CPU: the
             function's in-place writes reach them, as with ``torch.from_numpy``);
-            ``True`` gives private copies; ``False`` raises :class:`CopyError` instead.
+            ``True`` gives private copies; ``False`` raises [`CopyError`][autoconvert.CopyError] instead.
         only: the parameter names to convert.
         exclude: the parameter names to leave alone.
         nested: look inside containers.
@@ -407,7 +407,7 @@ def returns_numpy(func: Any = None, /, **options: Any) -> Any:
     Args:
         copy: ``None`` shares a CPU tensor's memory (as ``Tensor.numpy()`` does) and
             copies only when needed; ``True`` always copies; ``False`` raises
-            :class:`CopyError` when a copy is needed.
+            [`CopyError`][autoconvert.CopyError] when a copy is needed.
         nested: look inside containers.
 
     Example:
@@ -427,13 +427,13 @@ def returns_numpy(func: Any = None, /, **options: Any) -> Any:
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """``obj`` with every tensor in it as a NumPy array, for code that can't take a decorator.
 
-    The conversion of :func:`returns_numpy`: detached silently (the call itself says
+    The conversion of [`returns_numpy`][autoconvert.returns_numpy]: detached silently (the call itself says
     the value leaves autograd), moved to the host, dtypes NumPy lacks widened.
 
     Args:
         obj: a tensor, or a container of them; other values pass through untouched.
-        **options: ``copy``, ``nested`` and ``sparse``, as for :func:`returns_numpy`; ``grad``
-            as for :func:`accepts_numpy` (``"detach"``, the default, silently; ``"warn"``
+        **options: ``copy``, ``nested`` and ``sparse``, as for [`returns_numpy`][autoconvert.returns_numpy]; ``grad``
+            as for [`accepts_numpy`][autoconvert.accepts_numpy] (``"detach"``, the default, silently; ``"warn"``
             once per process; ``"error"`` refuses a tensor that requires grad while grad
             mode is on).
 
@@ -465,7 +465,7 @@ def to_tensor(obj: Any, **options: Any) -> Any:
         obj: an array, a NumPy scalar, or a container of them.
         **options: ``device`` (default: torch's default device), ``dtype`` (a
             ``torch.dtype`` casts floating arrays), ``copy`` and ``nested``, as for
-            :func:`returns_tensor`.
+            [`returns_tensor`][autoconvert.returns_tensor].
 
     Example:
         >>> import numpy as np, autoconvert as ac

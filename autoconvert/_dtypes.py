@@ -2,7 +2,7 @@
 
 NumPy lacks bfloat16, the float8 types and complex32; each widens losslessly to a
 dtype NumPy has (every value of the narrow type is exactly representable in the wide
-one). Results can be narrowed back; see :func:`restoring_casts` and :func:`casts_to`.
+one). Results can be narrowed back; see ``restoring_casts`` and ``casts_to``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exception and warning classes, and the one place their messages are written.
 
-Inner code raises a terse :class:`LeafError` (what is wrong with one tensor or array);
+Inner code raises a terse ``LeafError`` (what is wrong with one tensor or array);
 the public boundary, which knows the function and the argument path, turns it into
 the public exception once (einops' habit), so every message has the same four parts:
 the function, the path, what was found, and the fix.
@@ -45,7 +45,7 @@ class TransferError(ConversionError, RuntimeError):
 class NoDeviceError(Exception):
     """Internal: a leaf was asked to place a value on the call's device, and the call's
     tensors disagree on one. The output side, which knows the call, raises
-    :class:`DeviceMismatchError` naming them all."""
+    [`DeviceMismatchError`][autoconvert.DeviceMismatchError] naming them all."""
 
 
 class GradientWarning(UserWarning):

@@ -3,7 +3,7 @@
 A generated wrapper whose parameters are the wrapped function's lets CPython bind each
 call's arguments, positions and keywords alike, and report a bad call in the function's own
 words, at no cost of ours. The source is written once per signature *shape* (see
-:class:`Shape`) with parameters ``p0``, ``p1``... and defaults ``d0``, ``d1``...; each
+``Shape``) with parameters ``p0``, ``p1``... and defaults ``d0``, ``d1``...; each
 function's copy of the code is then given the function's own parameter names (locals are
 read by index, so renaming them changes nothing else), defaults and name.
 """

@@ -58,7 +58,7 @@ class Inputs:
     caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
     NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
     ``odd``, all the others, which need a look. Leaf functions receive a per-call context
-    (``ctx``: a :class:`Collected` on the NumPy side, a Target on the tensor side) holding the
+    (``ctx``: a ``Collected`` on the NumPy side, a Target on the tensor side) holding the
     lists and what else they need.
     """
 
@@ -219,7 +219,7 @@ class NumpyInputs(Inputs):
     @staticmethod
     def _snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
         """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
-        call, for :func:`_leaves.restore_writes` to compare with afterwards."""
+        call, for ``_leaves.restore_writes`` to compare with afterwards."""
 
         def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
             a = leaf(t, ctx)

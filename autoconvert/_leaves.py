@@ -2,7 +2,7 @@
 
 Each direction has one function. Both try the zero-copy route first (``t.numpy()``,
 ``torch.from_numpy``), which torch refuses with an exception in every case that needs
-more care; only then do they look closer, copy, or refuse with a :class:`LeafError`.
+more care; only then do they look closer, copy, or refuse with a ``LeafError``.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class GradPolicy:
         self.function = function
         self.warned = False
         #: "warn": the tensor the warning is about, until the boundary, which knows where it
-        #: was among the call's arguments, says it (:meth:`say`).
+        #: was among the call's arguments, says it (``say``).
         self.unsaid: torch.Tensor | None = None
 
     def detach(self, t: torch.Tensor) -> torch.Tensor:
@@ -173,7 +173,7 @@ class GradPolicy:
         return t.detach()
 
     def say(self, paths: list[str]) -> None:
-        """Issue the "warn" policy's warning about the tensor :meth:`detach` kept, found at
+        """Issue the "warn" policy's warning about the tensor ``detach`` kept, found at
         ``paths`` among the call's arguments (empty: not found, as for another thread's)."""
         self.unsaid = None
         where = f"argument {' or '.join(paths)}" if paths else "an argument"
@@ -205,7 +205,7 @@ def tensor_to_array(
     tensor becomes a scipy.sparse object of kind ``sparse`` (see tensor_to_sparse).
 
     A CUDA tensor crosses asynchronously into pinned memory. With ``settle=False`` the
-    caller must call :func:`_devices.settle` on ``t`` before the array is read: a call's
+    caller must call ``_devices.settle`` on ``t`` before the array is read: a call's
     arguments then all cross before one wait. ``widened`` names the dtypes that widen
     (WIDENED_HALF: float16 too, for code that rejects it).
     """
@@ -237,7 +237,7 @@ def refused_tensor_to_array(
     settle: bool = True,
     widened: dict[torch.dtype, torch.dtype] = WIDENED,
 ) -> tuple[Any, bool]:
-    """:func:`tensor_to_array` for a tensor that ``numpy()`` refused, without trying it again."""
+    """``tensor_to_array`` for a tensor that ``numpy()`` refused, without trying it again."""
     if t.layout in SPARSE_LAYOUTS and not t.is_meta:
         return tensor_to_sparse(t, copy, grad, sparse), False
     refusal = _tensor_refusal(t)
@@ -272,7 +272,7 @@ def _unallocatable(t: torch.Tensor, dtype: torch.dtype) -> LeafError:
 def _to_host(
     t: torch.Tensor, copy: bool | None, settle: bool, widened: dict[torch.dtype, torch.dtype]
 ) -> tuple[Any, bool]:
-    """The rest of :func:`refused_tensor_to_array`: resolve bits, cross, widen, copy."""
+    """The rest of ``refused_tensor_to_array``: resolve bits, cross, widen, copy."""
     fresh = False
     # NumPy has no lazy conjugate or negative view: resolving the bit materialises a copy.
     if t.is_conj():

@@ -2,10 +2,10 @@
 
 Torch keeps every Python kernel registered with it for the life of the process, also after
 its ``Library`` is destroyed. So the kernels it gets are trampolines that reach the decorated
-function's :class:`Registration` weakly: the function, and everything it captures, goes when
+function's ``Registration`` weakly: the function, and everything it captures, goes when
 the function goes, and a call of its op after that raises a clear error. What stays is what
 torch built for the op (its schema, and the autograd classes ``register_autograd`` generates:
-about 8 KiB per op, 50 KiB with a backward; see the README). The backward is an op of its own, opaque to tracing like the forward, whose fake
+about 8 KiB per op, 50 KiB with a backward; see the numpy_op guide). The backward is an op of its own, opaque to tracing like the forward, whose fake
 gives each tensor argument a gradient of its shape (torch.library's advice for NumPy backwards).
 """
 

@@ -3,7 +3,7 @@
 A call is watched only when something asks: a ``transfers`` policy other than "allow",
 an active ``stats`` block, or torch's profiler recording. The plain per-call path (see
 _call.Runner) asks with the ContextVar read it makes anyway and one module flag, and
-hands such calls to a watched Runner, whose call is a :class:`Watched`.
+hands such calls to a watched Runner, whose call is a ``Watched``.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     Per decorated function (by qualname): calls, values converted, how many were shared
     with no copy, copies and bytes by cause, and seconds in conversion and in the function.
-    ``print(s)`` shows a table; ``s["f"]`` is one function's :class:`FunctionStats`, and
+    ``print(s)`` shows a table; ``s["f"]`` is one function's [`FunctionStats`][autoconvert.FunctionStats], and
     ``s.calls``, ``s.shared``, ``s.copies``, ``s.bytes`` the totals. Blocks nest (an outer
     block counts what inner ones do) and each thread and asyncio task sees only its own,
     like ``config``; ``batched`` threads count into the block their map was called in.

@@ -4,7 +4,7 @@ Wrapping NumPy code cuts the autograd graph. Given the vector-Jacobian product a
 function, ``numpy_op`` makes the wrapped function differentiable: eagerly a
 ``torch.autograd.Function`` (the cheapest way in), and given ``fake=`` also a
 ``torch.library`` op that ``torch.compile`` traces as one node. Both run the same
-:class:`~autoconvert._opspec.Spec`, so they give the same answer.
+``autoconvert._opspec.Spec``, so they give the same answer.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def numpy_op(
 def _make_op(
     fn: Callable[..., Any], backward: Backward, fake: Fake | None, checked: dict[str, Any], home: str | None
 ) -> Any:
-    """numpy_op with ``backward`` or ``fake``: an :class:`_Op` around the eager and registered forms."""
+    """numpy_op with ``backward`` or ``fake``: an ``_Op`` around the eager and registered forms."""
     name = function_name(fn)
     if backward is not None and checked.get("writeback"):
         raise TypeError(

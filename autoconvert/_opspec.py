@@ -119,7 +119,7 @@ def save(ctx: Any, args: Sequence[Any], kwargs: dict[str, Any], outputs: Sequenc
 
 
 def saved(ctx: Any) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
-    """The call's arguments and outputs kept by :func:`save`."""
+    """The call's arguments and outputs kept by ``save``."""
     tensors = iter(ctx.saved_tensors)
     args = [next(tensors) if a is _TENSOR else a for a in ctx.template]
     return args, tuple(tensors)

@@ -3,7 +3,7 @@
 f2py and BLAS/LAPACK ignore NumPy's read-only flag: ``scipy.linalg.solve(a, b,
 overwrite_b=True)`` writes its solution into ``b``, ``scipy.linalg.blas.daxpy(x, y)``
 writes into ``y`` with no flag at all, and ``lapack.dppsv`` into ``ap``, which its
-signature calls an input, even where those are read-only views of the caller's tensors. A torchified function that may do so is an :class:`Overwrites`:
+signature calls an input, even where those are read-only views of the caller's tensors. A torchified function that may do so is an ``Overwrites``:
 it copies exactly the arguments the call lets SciPy overwrite, which costs what the call
 costs without the flag (SciPy copies them itself then).
 """
@@ -131,6 +131,6 @@ def _private(value: Any) -> Any:
 
 
 def guarded(fn: Any) -> Any:
-    """``fn`` as an :class:`Overwrites` where it may write into its arguments, else ``fn``."""
+    """``fn`` as an ``Overwrites`` where it may write into its arguments, else ``fn``."""
     arguments = overwritten(fn)
     return Overwrites(fn, arguments) if arguments else fn

@@ -72,7 +72,7 @@ def locate(fn: Any) -> tuple[Any, int]:
 
 
 def unwrap(holder: Any, hops: int) -> Any:
-    """The function :func:`locate` found, from its holder."""
+    """The function ``locate`` found, from its holder."""
     for _ in range(hops):
         holder = holder.__wrapped__
     return holder

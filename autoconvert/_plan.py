@@ -1,7 +1,7 @@
 """What a decorator decides once: each side's options, and the Runner that carries them out.
 
-A :class:`Plan` is built when a decorator is applied. It reads the signature once
-(_signature), checks ``only``/``exclude`` against it, and builds a :class:`Runner` (_call)
+A ``Plan`` is built when a decorator is applied. It reads the signature once
+(_signature), checks ``only``/``exclude`` against it, and builds a ``Runner`` (_call)
 from the input side (_inputs) and the output side (_outputs) for the decorator's options.
 A ``config`` block yields another Runner, built on first use and cached by its option
 values, so the per-call path never validates or merges options.

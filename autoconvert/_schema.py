@@ -28,7 +28,7 @@ _LISTABLE = {"Tensor", "float", "int", "bool"}
 
 
 class SchemaError(Exception):
-    """Why a signature has no schema, in :func:`~autoconvert._errors.message`'s four parts."""
+    """Why a signature has no schema, in ``autoconvert._errors.message``'s four parts."""
 
     def __init__(self, where: str, problem: str, found: str, fix: str) -> None:
         super().__init__(problem)

@@ -198,12 +198,12 @@ def _deferred_types() -> dict[type, str]:
     }
 
 
-#: Results whose body has not run when the call returns: see :func:`deferred_result`.
+#: Results whose body has not run when the call returns: see ``deferred_result``.
 DEFERRED_RESULTS = _deferred_types()
 
 
 def deferred_result(value: Any, ctx: Any = None) -> Any:
-    """The output sides' leaf for :data:`DEFERRED_RESULTS`, and the after step's check: such a
+    """The output sides' leaf for ``DEFERRED_RESULTS``, and the after step's check: such a
     result still holds the arrays it was handed, writes after writeback or check_writes ran,
     and returns or yields values no decorator sees. Refused, as decorating a generator or
     coroutine function is."""

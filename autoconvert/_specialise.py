@@ -16,7 +16,7 @@ that calls pass a known count of arguments positionally (a ufunc's inputs) gets 
 same frame (the leading form).
 
 Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
-item torch cannot share, an error to report) goes to the generic :class:`Runner` call,
+item torch cannot share, an error to report) goes to the generic ``Runner`` call,
 which gives the same result and the message with the argument's path. The guards come
 first, as in the generic call: the compile escape, then the hand-over to a watched Runner
 for ``config``/``stats`` blocks and the profiler.
@@ -229,10 +229,10 @@ _TO_ARRAY_RESULT = """\
 
 class Flat:
     """A plan's flat call, in its three forms: ``call(wrapped, instance, args, kwargs)`` for
-    wrapt's bound calls; :meth:`bind`'s ``__call__`` for the wrapper's unbound calls, which
-    holds ``wrapped`` and ``instance`` as constants; and :meth:`method`'s form for a plain
+    wrapt's bound calls; ``bind``'s ``__call__`` for the wrapper's unbound calls, which
+    holds ``wrapped`` and ``instance`` as constants; and ``method``'s form for a plain
     function called through an instance. The last two take the function's own signature
-    where :func:`_exact.shape_of` can spell it (see :meth:`_exact`), else ``*args, **kwargs``."""
+    where ``_exact.shape_of`` can spell it (see ``_exact``), else ``*args, **kwargs``."""
 
     __slots__ = ("call", "codes", "kind", "namespace", "selection")
 

@@ -126,7 +126,7 @@ _NOT_OBJECTS = (torch.Tensor, type, types.ModuleType, types.FunctionType, types.
 
 
 def _module_function(fn: Any, options: dict[str, Any]) -> Any:
-    """``wrap_pair(fn, options)`` with a :class:`FunctionPlan`: its objects come back as proxies.
+    """``wrap_pair(fn, options)`` with a ``FunctionPlan``: its objects come back as proxies.
     A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(_module_function, fn, options)
@@ -241,7 +241,7 @@ class TorchifiedClass(StandIn):
         return call
 
     def method(self, name: str) -> Any:
-        """The class's function ``name`` as a method of proxies (see :func:`_proxy_method`), or
+        """The class's function ``name`` as a method of proxies (see ``_proxy_method``), or
         None if it has none.
 
         Only names the class has are cached: instance attributes and misses are looked up
@@ -330,7 +330,7 @@ _PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex, type(None), np
 class TorchifiedObject(StandIn):
     """An object whose methods take and return tensors, and whose arrays read back as tensors.
 
-    Each proxy's type is its TorchifiedClass's own subclass (see :func:`proxy`): a method of
+    Each proxy's type is its TorchifiedClass's own subclass (see ``proxy``): a method of
     the object's class, wrapped on first access, becomes a method of that type, so the next
     ``proxy.method`` is a plain attribute read and no proxy holds a reference to itself.
     """
@@ -477,7 +477,7 @@ def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
 
 def _proxy_method(wrapped: Any) -> Callable[..., Any]:
     """The class's function that ``wrapped`` wraps, as a method of proxies: what
-    :func:`_calling` does, generated with the function's own signature where it has one
+    ``_calling`` does, generated with the function's own signature where it has one
     (see _exact), so CPython binds the arguments and each one's device is asked inline."""
     function = wrapped.__wrapped__
     shape = shape_of(function)
@@ -502,7 +502,7 @@ def _proxy_method(wrapped: Any) -> Callable[..., Any]:
 def _proxy_source(shape: Shape) -> str:
     """A proxy method's source: ``p0`` is the proxy; each other parameter given (not left at its
     default) that is a CPU tensor votes for the CPU, and anything else but a plain value
-    takes the full walk of :func:`_device_of`."""
+    takes the full walk of ``_device_of``."""
     everything = shape.passed([f"p{k}" for k in range(shape.arity)])
     lines = [
         f"def __call__({shape.parameters()}):",

@@ -2,7 +2,7 @@
 
 Like ``torch.utils._pytree``: a container is a registered exact type with a flatten and
 an unflatten; everything else is a leaf, passed through untouched. Built-in containers
-are registered through the same public :func:`register_container` users call.
+are registered through the same public [`register_container`][autoconvert.register_container] users call.
 Namedtuples, dataclasses and types registered with torch's pytree (model-output classes
 are) are recognised by type, once, and cached. This module imports neither torch nor
 NumPy: it looks for torch's pytree registry only if torch was already imported.
@@ -321,7 +321,7 @@ class StandIn:
 
 
 def stood_for(value: StandIn, ctx: Any) -> Any:
-    """The NumPy sides' handler of a :class:`StandIn`: the object it stands for."""
+    """The NumPy sides' handler of a ``StandIn``: the object it stands for."""
     return value.__wrapped__  # type: ignore[attr-defined]
 
 

@@ -121,7 +121,7 @@ class WriteBackFailed(Exception):  # noqa: N818 - a signal to the Runner, which 
 def write_back(pairs: Pairs) -> None:
     """Make what a function wrote the caller's: copy private arrays back into their tensors,
     and tell autograd about writes into shared memory (``None``), as an in-place op would.
-    Raises :class:`WriteBackFailed` for the first tensor that cannot take its array back;
+    Raises ``WriteBackFailed`` for the first tensor that cannot take its array back;
     the others are still written."""
     failed: WriteBackFailed | None = None
     with torch.no_grad():
