@@ -16,22 +16,39 @@ import pytest
 import autoconvert
 from autoconvert import _decorators, _options, _tree
 
-README = pathlib.Path(__file__).parent.parent / "README.md"
+ROOT = pathlib.Path(__file__).parent.parent
+README = ROOT / "README.md"
+#: Every Markdown page a user reads: the README and the documentation site's sources.
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def test_readme_examples_run() -> None:
-    """Every python block in the README, in order, in one namespace, as a reader would paste them."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) >= 10
+def _blocks() -> list[tuple[str, str]]:
+    """``(id, source)`` of every python block on every page."""
+    found = []
+    for page in PAGES:
+        blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.S | re.M)
+        found += [(f"{page.relative_to(ROOT)} block {n}", block) for n, block in enumerate(blocks, 1)]
+    return found
+
+
+BLOCKS = _blocks()
+
+
+@pytest.mark.parametrize(("where", "block"), BLOCKS, ids=[where for where, _ in BLOCKS])
+def test_every_example_runs_on_its_own(where: str, block: str) -> None:
+    """Each python block on a page runs alone, as a reader pastes it: its imports are in it,
+    and it needs nothing from another block. Warnings are errors, as everywhere in the suite."""
     # A real module: torch.compile (torch 2.4) imports the module a traced function comes from.
-    module = types.ModuleType("readme")
-    sys.modules["readme"] = module
-    namespace: dict[str, object] = module.__dict__
-    for number, block in enumerate(blocks, 1):
-        try:
-            exec(compile(block, f"README.md block {number}", "exec"), namespace)
-        except Exception as e:  # pragma: no cover - the message says which block
-            pytest.fail(f"README.md block {number} failed: {type(e).__name__}: {e}\n{block}")
+    module = types.ModuleType("example")
+    sys.modules["example"] = module
+    try:
+        exec(compile(block, where, "exec"), module.__dict__)
+    finally:
+        del sys.modules["example"]
+
+
+def test_the_pages_have_examples() -> None:
+    assert len(BLOCKS) >= 25
 
 
 def test_readme_quick_start_is_the_two_commands() -> None:

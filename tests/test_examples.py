@@ -22,7 +22,7 @@ def test_example_runs(script: pathlib.Path) -> None:
     assert done.stdout.strip()
 
 
-def test_the_readme_lists_every_example() -> None:
-    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+def test_the_examples_page_lists_every_example() -> None:
+    page = (pathlib.Path(__file__).parent.parent / "docs" / "examples.md").read_text()
     for script in EXAMPLES:
-        assert f"- `examples/{script.name}`: " in readme, script.name
+        assert f"- `examples/{script.name}`: " in page, script.name

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
-# Bottom first: a module may import only modules listed before it (README, "Design").
+# Bottom first: a module may import only modules listed before it (docs/design.md).
 ORDER = [
     "_errors",
     "_pickling",
