@@ -301,20 +301,24 @@ class Runner:
     ) -> None:
         """The function raised ``error``: the after step still runs (a failure of its own is a
         note on ``error``), and NumPy's refusal to write into a read-only array handed to it
-        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands."""
+        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
+        with notes where how an argument was handed is the likely cause (see ``_hints``)."""
         if after is not None:
             self._after_failure(after, pairs or [], given, error)
         inputs = self.inputs
         if not isinstance(inputs, NumpyInputs):
             return
-        if isinstance(error, ValueError) and read_only:
-            arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
-            paths = wrote_into_handed(error, arrays, handed[1])
-            if paths is not None:
-                raise self._read_only_error(error, paths) from error
-        if isinstance(error, Exception):
-            for note in _hints(error, inputs, _tensor_paths(inputs.params, *given)):
-                error.add_note(f"autoconvert: {self.function}: {note}")
+        try:  # the walks below meet what the call met: a container holding itself (nested=False)
+            if isinstance(error, ValueError) and read_only:
+                arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
+                paths = wrote_into_handed(error, arrays, handed[1])
+                if paths is not None:
+                    raise self._read_only_error(error, paths) from error
+            notes = _hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
+        except RecursionError:
+            return
+        for note in notes:
+            error.add_note(f"autoconvert: {self.function}: {note}")
 
     def _after_failure(
         self,

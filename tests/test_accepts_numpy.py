@@ -990,6 +990,19 @@ class TestNoRawErrors:
         with pytest.raises(ac.ConversionError, match=r"<lambda>\(\): argument batch contains itself"):
             ac.accepts_numpy(writeback=True)(lambda batch: 1)(loop)
 
+    def test_the_function_s_own_error_stands_beside_a_self_containing_argument(self) -> None:
+        """With nested=False a self-containing list reaches the function; when the function
+        raises, the look for notes must not turn its error into a RecursionError."""
+        loop: list[Any] = [torch.ones(1)]
+        loop.append(loop)
+
+        @ac.accepts_numpy(nested=False)
+        def fails(x: np.ndarray, items: list[Any]) -> None:
+            raise KeyError("the function's own")
+
+        with pytest.raises(KeyError, match="the function's own"):
+            fails(torch.ones(1), loop)
+
     def test_meta_tensor_results_and_to_tensor(self) -> None:
         """A meta tensor has no data to place on the caller's device: refused as an argument is."""
         meta = torch.empty(2, device="meta")
