@@ -45,7 +45,7 @@ class Overwritten:
 
 def overwritten(fn: Any) -> list[Overwritten]:
     """The arguments ``fn`` may write into: ``X`` for each ``overwrite_X`` parameter of a
-    Python function, and for an f2py routine each argument a result is stored in."""
+    Python function; every argument of an f2py routine (see ``_f2py_arguments``)."""
     if type(fn).__name__ == "fortran" and isinstance(fn.__doc__, str):
         return _f2py_arguments(fn.__doc__)
     try:
@@ -79,12 +79,13 @@ def _f2py_arguments(doc: str) -> list[Overwritten]:
     names = [n.strip(" []") for n in signature["names"].split(",") if n.strip(" []")]
     found = []
     for position, name in enumerate(names):
-        flag = f"overwrite_{name}"
         if name.startswith("overwrite_"):
             continue
+        flag = f"overwrite_{name}"
         if flag in names:
             default = re.search(rf"^{flag} : .*\n\s+Default: (\d+)", doc, re.MULTILINE)
-            found.append(Overwritten(name, position, flag, names.index(flag), default and int(default[1])))
+            on = int(default[1]) if default else 1  # a default not found: assume it overwrites
+            found.append(Overwritten(name, position, flag, names.index(flag), on))
         else:
             found.append(Overwritten(name, position, None, None, True))
     return found
@@ -105,7 +106,7 @@ class Overwrites:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         copied: list[Any] | None = None  # the positional arguments, once one is replaced
         for argument in self.arguments:
-            if argument.flag is not None and not argument.asked(args, kwargs):
+            if not argument.asked(args, kwargs):
                 continue
             name, position = argument.name, argument.position
             if name in kwargs:
