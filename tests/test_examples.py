@@ -22,6 +22,8 @@ RECIPES = {
     "sklearn_metrics.py": "sklearn",
     "tracking_lap_kalman.py": "lap",
     "coco_rle.py": "pycocotools",
+    "numba_kernel.py": "numba",
+    "librosa_features.py": "librosa",
 }
 #: CI sets it where it installs the recipes extra: a missing library is then a failure.
 REQUIRED = bool(os.environ.get("AUTOCONVERT_TEST_RECIPES"))
