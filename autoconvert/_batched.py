@@ -1,8 +1,9 @@
 """``batched``: run a NumPy function once per sample of a batch, optionally on threads.
 
 Pipelines often call SciPy once per sample in a Python loop (Hungarian matching per
-image, distance transforms per volume). ``batched`` is that loop, written once: samples sliced along dim 0 (never ``.squeeze()``d), results stacked when they
-agree, threads for the many SciPy routines that release the GIL.
+image, distance transforms per volume). ``batched`` is that loop, written once: samples
+sliced along dim 0 (never ``.squeeze()``d), results stacked when they agree, threads for
+the many SciPy routines that release the GIL.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ def batched(
     list or tuple of tensors or a nested tensor (ragged batches, e.g. from ``split``).
     Every other argument reaches each call unchanged. Results stack into one tensor when
     every sample's result is a tensor of the same shape and dtype, else come back as a
-    list; tuple, namedtuple and dict results come back as one of those, field by field. An empty batch gives an
-    empty list: no sample ran, so no result says what shape or dtype a stacked tensor
-    would have.
+    list; tuple, namedtuple and dict results come back as one of those, field by field.
+    An empty batch gives an empty list: no sample ran, so no result says what shape or
+    dtype a stacked tensor would have.
 
     Args:
         fn: a NumPy function, wrapped here as ``returns_tensor(accepts_numpy(fn))``, or a
