@@ -25,8 +25,7 @@ from ._options import active, check_callable, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, resolve, unwrap
 from ._plan import DEFAULTS, FUNC, Plan, check_options, shows_options
-from ._signature import Parameters
-from ._tree import Mapper
+from ._signature import _TENSORS, Parameters
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), so it keeps the return type and accepts any arguments; an output
@@ -110,7 +109,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
 
     def __repr__(self) -> str:
         sides = ", ".join(
-            f"{side}({', '.join(f'{k}={str(v)!r}' if isinstance(v, torch.device) else f'{k}={v!r}' for k, v in options.items())})"
+            f"{side}({', '.join(f'{k}={_shown(v)}' for k, v in options.items())})"
             for side, options in self._self_plan.sides.items()
         )
         return f"<autoconvert {sides} of {self.__wrapped__!r}>"
@@ -139,6 +138,11 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
         if wrapped is self.__wrapped__:
             return self
         return wrap(wrapped, type(self._self_plan)(wrapped, self._self_plan.sides))
+
+
+def _shown(option: Any) -> str:
+    """An option's value as a repr shows it: a device as the string it was given as."""
+    return repr(str(option)) if isinstance(option, torch.device) else repr(option)
 
 
 def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
@@ -512,7 +516,6 @@ def _configured(side: str) -> dict[str, Any]:
 
 
 _NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
-_TENSORS = Mapper({torch.Tensor: lambda t, ctx: t})  # to_numpy's walk for a warning's path
 
 
 for _decorator in (accepts_numpy, returns_tensor, accepts_tensor, returns_numpy):

@@ -87,7 +87,7 @@ class Outputs:
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
                 return convert(result, plain, odd, call, plain + odd)
             except LeafError as e:
-                if e.problem == OBJECT_ARRAY and any(t.layout != torch.strided for t in odd):
+                if e.problem == OBJECT_ARRAY and _sparse_among(odd):
                     raise _sparse_read_as_object(function, params, call) from None
                 raise e.public(function, role, root) from None
             except RecursionError:
