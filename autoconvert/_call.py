@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dis
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,17 @@ _CYTHON_READ_ONLY = "buffer source array is read-only"
 #: How compiled code words a refused write: NumPy's "<what> is read-only", and pybind11's
 #: "array is not writeable" (``scipy.fft.fft(x, overwrite_x=True)``).
 _REFUSALS = (" is read-only", " is not writeable")
+#: How numba and OpenCV refuse a read-only array, by the module of the error's class (so
+#: recognising them imports neither) and words of its message: ``(module, words, writes)``,
+#: ``writes`` telling a refused write from a refusal on entry (a kernel's explicit signature).
+_COMPILED_REFUSALS = (
+    ("numba", "Cannot modify readonly array", True),
+    ("numba", "setitem(readonly array(", True),
+    ("numba", "readonly array(", False),
+    ("builtins", "No matching definition for argument type(s) readonly array(", False),
+    ("cv2", "provided NumPy array marked as readonly", True),
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
@@ -81,6 +93,30 @@ def wrote_into_handed(error: ValueError, handed: list[tuple[str, Any]], kwargs: 
     if not local or not all(any(np.may_share_memory(v, h) for _, h in handed) for v in local):
         return None
     return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
+
+
+def compiled_refusal(error: BaseException) -> bool | None:
+    """Whether ``error`` is numba or OpenCV refusing a read-only array: True for a refused
+    write (a kernel storing into it, ``cv2.fillPoly`` drawing on it), False for a refusal on
+    entry (a kernel whose signature asks for writable arrays); None where it is neither."""
+    module = type(error).__module__.partition(".")[0]
+    text = str(error)
+    for owner, words, writes in _COMPILED_REFUSALS:
+        if module == owner and words in text:
+            return writes
+    return None
+
+
+def _quoted(error: BaseException) -> str:
+    """``error`` as the message's "Found": its first line that names the refusal (numba's run
+    to pages, coloured), the whole error being chained."""
+    lines = [_ANSI.sub("", line).strip(" >|-") for line in str(error).splitlines()]
+    line = next(
+        (x for x in lines if "readonly" in x or "read-only" in x or "writeable" in x), lines[0] if lines else ""
+    )
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}({line!r})"
 
 
 def _broadcast(a: np.ndarray[Any, Any]) -> bool:
@@ -309,11 +345,16 @@ class Runner:
         if not isinstance(inputs, NumpyInputs):
             return
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
-            if isinstance(error, ValueError) and read_only:
+            writes = compiled_refusal(error) if read_only and not isinstance(error, ValueError) else None
+            if (isinstance(error, ValueError) or writes is not None) and read_only:
                 arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
-                paths = wrote_into_handed(error, arrays, handed[1])
+                if writes is None:
+                    paths = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # a ValueError
+                    writes = str(error) != _CYTHON_READ_ONLY
+                else:  # numba and OpenCV do not say which array: every read-only one handed over
+                    paths = [path for path, a in arrays if not a.flags.writeable]
                 if paths is not None:
-                    raise self._read_only_error(error, paths) from error
+                    raise self._read_only_error(error, paths, writes=writes) from error
             notes = _hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
         except RecursionError:
             return
@@ -334,15 +375,19 @@ class Runner:
         except Exception as failure:
             error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
 
-    def _read_only_error(self, error: ValueError, paths: list[str]) -> ReadOnlyError:
+    def _read_only_error(self, error: BaseException, paths: list[str], *, writes: bool) -> ReadOnlyError:
+        """Compiled code refused a read-only array handed over (at ``paths``): ``writes``, by
+        writing into it (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython
+        memoryview, a numba kernel's signature), whether or not it would have written."""
         named = f"argument {' or '.join(paths)}" if paths else ""  # several: the frame held them all
-        if str(error) == _CYTHON_READ_ONLY:  # refused on entry, whether or not it writes
+        if not writes:
+            refuser = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
             what = (
-                "was refused by compiled code that needs writable arrays (a Cython memoryview); arrays made from "
-                "tensor arguments are read-only so that NumPy code never changes the caller's tensors"
+                f"was refused by compiled code that needs writable arrays ({refuser}); arrays made from tensor "
+                "arguments are read-only so that NumPy code never changes the caller's tensors"
                 if named
-                else "needs writable arrays: compiled code (a Cython memoryview) refused an array made from a "
-                "tensor argument, which is read-only so that NumPy code never changes the caller's tensors"
+                else f"needs writable arrays: compiled code ({refuser}) refused an array made from a tensor "
+                "argument, which is read-only so that NumPy code never changes the caller's tensors"
             )
             fix = "pass copy=True to give the function private writable copies"
         else:
@@ -358,4 +403,4 @@ class Runner:
                 "writeback=True to let its changes reach the caller's tensors"
             )
         where = named or "the function"
-        return ReadOnlyError(message(self.function, where, what, f"ValueError({str(error)!r})", fix))
+        return ReadOnlyError(message(self.function, where, what, _quoted(error), fix))

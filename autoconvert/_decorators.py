@@ -122,7 +122,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
         reference = by_reference(self, (getattr(self.__wrapped__, "__module__", None),))
         if reference is not None:
             return reference
-        return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides, type(self._self_plan))
+        return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides, self._self_plan.remade())
 
     # copy treats functions as atomic, and so a wrapper of one: a deepcopy of an object holding
     # decorated functions (an nn.Module for an EMA, a dataset's transforms) keeps them. A
@@ -174,6 +174,13 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             return call(wrapped, instance, args, kwargs)
 
         members = {"__call__": __call__, "__module__": __name__}
+        if type(wrapped) is types.FunctionType:
+            # Made now, not by as_method on first use: torch 2.4's dynamo, tracing a torchified
+            # proxy's first method lookup, loses a closure made there (it came back None).
+            def method(instance: Any, *args: Any, **kwargs: Any) -> Any:
+                return call(types.MethodType(wrapped, instance), instance, args, kwargs)
+
+            members["_self_method"] = staticmethod(method)
     Wrapper = type("Wrapper", (_Wrapper,), {**members, **plan.members(wrapped)})  # noqa: N806 - a class
 
     # wrapt's own constructor, and the plan set after: a Python __init__ of ours would be a
@@ -212,7 +219,7 @@ def as_method(wrapper: _Wrapper) -> Callable[..., Any]:
     return call
 
 
-def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: type[Plan] = Plan) -> _Wrapper:
+def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan] = Plan) -> _Wrapper:
     wrapped = unwrap(holder, hops)
     return wrap(wrapped, kind(wrapped, sides))
 
@@ -258,6 +265,7 @@ def accepts_numpy(
     widen_float16: bool = False,
     check_writes: bool = False,
     transfers: Transfers = "allow",
+    callbacks: bool = False,
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
@@ -290,6 +298,10 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
         transfers: the transfer guard for this function's copies between devices:
             ``"allow"``, ``"log"`` (the ``autoconvert`` logger), ``"warn"``
             ([`TransferWarning`][autoconvert.TransferWarning]) or ``"error"`` ([`TransferError`][autoconvert.TransferError], before the copy).
+        callbacks: callables among the arguments are written in torch: NumPy code calling
+            them hands them tensors (on the device of the call's tensors) and gets their
+            tensor results back as arrays (``scipy.optimize.minimize(f, x0)`` with ``f`` using
+            autograd). NumPy's and SciPy's own functions are handed over as they are.
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
     a write raises [`ReadOnlyError`][autoconvert.ReadOnlyError] (a ``ValueError``) naming both fixes.

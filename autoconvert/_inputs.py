@@ -10,6 +10,7 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
+from ._callbacks import takes_callbacks
 from ._copies import copied
 from ._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from ._errors import ConversionError, LeafError
@@ -20,6 +21,7 @@ from ._leaves import (
     bare,
     compact,
     describe_tensor,
+    dtype_to_numpy,
     expanded,
     is_scipy_sparse,
     refused_tensor_to_array,
@@ -151,7 +153,11 @@ class NumpyInputs(Inputs):
             leaf = self._widening(leaf)
         if self.check_writes:
             leaf = self._snapshotting(leaf)
-        self.mapper = Mapper({torch.Tensor: leaf, StandIn: stood_for}, nested=options["nested"])
+        self.mapper = Mapper(
+            {torch.Tensor: leaf, StandIn: stood_for, torch.dtype: dtype_to_numpy},
+            nested=options["nested"],
+            fallback=takes_callbacks if options.get("callbacks") else None,  # adapt has no callbacks=
+        )
 
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -254,6 +260,11 @@ class NumpyInputs(Inputs):
         if span is not None:  # it shares memory with another argument
             return span.view(t, ctx.pairs, self.copy, self.grad, self.widened)
         a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
+        if shared and self.copy is None and not a.flags.c_contiguous:
+            # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
+            # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
+            copied("layout", t, a.nbytes)
+            a, shared = np.ascontiguousarray(a), False
         # Private memory is copied back after the call; shared memory only needs autograd told.
         ctx.pairs.append((t, None if shared else a))  # type: ignore[union-attr]  # writeback has pairs
         return a

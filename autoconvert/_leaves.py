@@ -313,6 +313,21 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def dtype_to_numpy(d: torch.dtype, ctx: object = None) -> np.dtype[Any]:
+    """A torch dtype argument as NumPy's (``np.zeros(n, torch.float64)``), by the rule tensors
+    cross with: a dtype NumPy lacks as its lossless wider one (bfloat16 and float8 as float32,
+    complex32 as complex64)."""
+    found = TORCH_TO_NUMPY.get(WIDENED.get(d, d))
+    if found is None:
+        raise LeafError(
+            ConversionError,
+            "is a torch dtype that NumPy has no dtype for, nor a wider one holding its values exactly",
+            f"torch dtype {d}",
+            "pass a NumPy dtype, or do this step in torch",
+        )
+    return found
+
+
 # --------------------------------------------------------------------------- array -> tensor
 
 #: What an object array is told: also how a SciPy function that read a sparse matrix as one

@@ -40,6 +40,7 @@ class PairOptions(AdaptOptions, total=False):
 
     dtype: torch.dtype | Literal["input"] | None
     sparse_layout: torch.layout | None
+    callbacks: bool
 
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
@@ -56,6 +57,7 @@ CONFIGURABLE = frozenset(
         "widen_float16",
         "check_writes",
         "transfers",
+        "callbacks",
     }
 )
 SPARSE_KINDS = ("array", "matrix")
@@ -142,6 +144,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "nested": lambda v: _flag("nested", v),
     "widen_float16": lambda v: _flag("widen_float16", v),
     "check_writes": lambda v: _flag("check_writes", v),
+    "callbacks": lambda v: _flag("callbacks", v),
     "device": _device,
     "dtype": _dtype,
     "transfers": _transfers,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,39 @@ from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
+
+
+class YieldsLater(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
+    """The result is a generator: its items are converted as it yields them (see ``lazily``)."""
+
+
+def _yields_later(value: Any, ctx: Any) -> Any:
+    raise YieldsLater
+
+
+#: What the output sides refuse: results whose body runs after the call, but for a generator
+#: returned as the result itself, which is converted as it yields.
+_LATER = {**dict.fromkeys(DEFERRED_RESULTS, deferred_result), types.GeneratorType: _yields_later}
+_DEFERRED = Mapper(dict.fromkeys(DEFERRED_RESULTS, deferred_result), nested=True)
+
+
+def lazily(generator: Generator[Any, Any, Any], convert: Callable[[Any], Any]) -> Generator[Any, Any, Any]:
+    """``generator``, each value it yields and the value it returns passed through ``convert``
+    when it comes (``KFold.split``'s folds); ``send``, ``throw`` and ``close`` reach it."""
+    try:
+        item = next(generator)
+        while True:
+            try:
+                sent = yield convert(item)
+            except GeneratorExit:
+                generator.close()
+                raise
+            except BaseException as e:  # thrown in by the caller: the generator's to handle
+                item = generator.throw(e)
+            else:
+                item = generator.send(sent)
+    except StopIteration as stop:
+        return convert(stop.value)
 
 
 class NeedsInputs(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
@@ -86,6 +120,13 @@ class Outputs:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
                 return convert(result, plain, odd, call, plain + odd)
+            except YieldsLater:
+                if type(result) is not types.GeneratorType:  # one inside a container: refused where it is
+                    try:
+                        _DEFERRED(result, None)
+                    except LeafError as e:
+                        raise e.public(function, role, root) from None
+                return lazily(result, lambda item: convert(item, plain, odd, call, inputs))
             except LeafError as e:
                 if e.problem == OBJECT_ARRAY and _sparse_among(odd):
                     raise _sparse_read_as_object(function, params, call) from None
@@ -145,7 +186,7 @@ class TensorOutputs(Outputs):
                 np.ndarray: array_to_tensor,
                 np.generic: array_to_tensor,
                 torch.Tensor: self._unaliased if handed else self._tensor,
-                **dict.fromkeys(DEFERRED_RESULTS, deferred_result),
+                **_LATER,
             },
             nested=options["nested"],
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
@@ -228,7 +269,7 @@ class NumpyOutputs(Outputs):
             function,
             params,
             Mapper(
-                {torch.Tensor: self._leaf, StandIn: stood_for, **dict.fromkeys(DEFERRED_RESULTS, deferred_result)},
+                {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
                 nested=options["nested"],
             ),
             argument=argument,

@@ -36,6 +36,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "widen_float16": False,
         "check_writes": False,
         "transfers": "allow",
+        "callbacks": False,
     },
     "returns_tensor": {
         "device": None,
@@ -90,6 +91,10 @@ class Plan:
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
         routes = any(options.get("transfers", "allow") != "allow" for options in sides.values())
         self.default = self._build({}, self.variant, routes=routes)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        """What makes this plan again from the function and its sides (for pickling)."""
+        return type(self)
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);

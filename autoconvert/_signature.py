@@ -162,6 +162,9 @@ def _mismatch(
     return _devices.mismatch(function, voters)
 
 
+GENERATOR_FUNCTION = "a generator function"
+
+
 def deferred_kind(func: Any) -> str | None:
     """Which kind of function ``func`` is if its body runs after the call returns (generators
     and coroutines), or None: no decorator can convert around such a body."""
@@ -169,7 +172,7 @@ def deferred_kind(func: Any) -> str | None:
     for test, kind in (
         (inspect.isasyncgenfunction, "an async generator function"),
         (inspect.iscoroutinefunction, "a coroutine function (async def)"),
-        (inspect.isgeneratorfunction, "a generator function"),
+        (inspect.isgeneratorfunction, GENERATOR_FUNCTION),
     ):
         if test(inner):
             return kind
@@ -223,9 +226,11 @@ def deferred_result(value: Any, ctx: Any = None) -> Any:
 
 def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:
     """Arguments would be converted, written back and results converted around an object
-    that has not run yet: refuse when decorating."""
+    that has not run yet: refuse when decorating. A generator function's values are converted
+    as it yields them: refused only where a write-back or check_writes would run first."""
     kind = deferred_kind(func)
-    if kind is not None:
+    after = any(options.get("writeback") or options.get("check_writes") for options in sides.values())
+    if kind is not None and (after or kind != GENERATOR_FUNCTION):
         sides_named = " and ".join(f"{side}()" for side in sides)
         raise TypeError(
             f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "

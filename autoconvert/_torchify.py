@@ -8,6 +8,7 @@ builds an object whose methods take tensors and whose fitted arrays read back as
 
 from __future__ import annotations
 
+import builtins
 import functools
 import importlib
 import inspect
@@ -25,7 +26,7 @@ from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
 from ._overwrites import guarded
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan, shows_options
-from ._signature import deferred_kind
+from ._signature import GENERATOR_FUNCTION, deferred_kind
 from ._tree import Leaf, Mapper, StandIn, node_for
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
@@ -39,7 +40,8 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
         target: a module (``scipy.ndimage``, ``numpy``), a class (an estimator written
             for NumPy), or an instance of one.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
-            ``nested``, ``sparse``, ``widen_float16``) and ``returns_tensor`` (``device``,
+            ``nested``, ``sparse``, ``widen_float16``, ``callbacks``: callables given to
+            the view's functions take tensors) and ``returns_tensor`` (``device``,
             ``dtype``, ``sparse_layout``) for every call made through the view. For SciPy's
             modules, classes and objects ``widen_float16`` defaults to True: float16
             tensors reach SciPy as float32 and results come back as float16.
@@ -93,10 +95,15 @@ class FunctionPlan(Plan):
     comes back as a torchified object, so calls on it stay in tensors; a ufunc's methods
     convert as the ufunc does."""
 
-    def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
-        self.package = (getattr(func, "__module__", None) or _home(func)).partition(".")[0]
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], package: str) -> None:
+        """``package``: the torchified module's, for functions that do not name their own
+        (an extension module's builtins, ``cv2.createCLAHE``, have no ``__module__``)."""
+        self.package = (getattr(func, "__module__", None) or package).partition(".")[0]
         self.options = {k: v for options in sides.values() for k, v in options.items()}
         super().__init__(func, sides)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        return functools.partial(FunctionPlan, package=self.package)
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         if not isinstance(wrapped, np.ufunc):
@@ -118,20 +125,26 @@ def becomes_proxy(kind: type, package: str) -> bool:
     object of the view's own package that is no plain value, array, container, type, module
     or routine (a ufunc, a function: those are called, not used as objects)."""
     plain = kind in _PLAIN_VALUES or issubclass(kind, (*_PLAIN_TYPES, *_NOT_OBJECTS))
-    return not plain and node_for(kind) is None and _home(kind) == package
+    return not plain and node_for(kind) is None and _home(kind) in (package, _unnamed(kind))
+
+
+def _unnamed(kind: type) -> str | None:
+    """``"builtins"`` for an extension type that names no module (its C name has no dot), so
+    that it counts as the package's that made it; None for Python's own builtin types."""
+    return "builtins" if getattr(builtins, kind.__name__, None) is not kind else None
 
 
 #: Result types that are never proxied, besides plain values and NumPy's value types.
 _NOT_OBJECTS = (torch.Tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ufunc)
 
 
-def _module_function(fn: Any, options: dict[str, Any]) -> Any:
-    """``wrap_pair(fn, options)`` with a ``FunctionPlan``: its objects come back as proxies.
-    A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
+def _module_function(fn: Any, options: dict[str, Any], package: str) -> Any:
+    """``wrap_pair(fn, options)`` with a ``FunctionPlan``: objects of ``package`` come back as
+    proxies. A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
-        return opaque(_module_function, fn, options)
+        return opaque(_module_function, fn, options, package)
     pair = wrap_pair(guarded(fn), options)
-    return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides))
+    return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides, package))
 
 
 class _UfuncMethod:
@@ -165,17 +178,17 @@ class _CheckedAt:
         return self.ufunc.at(a, *args, **kwargs)
 
 
-def _view(value: Any, options: dict[str, Any]) -> Any:
-    """What a torchified module shows for one of its attributes."""
+def _view(value: Any, options: dict[str, Any], package: str) -> Any:
+    """What a torchified module of ``package`` shows for one of its attributes."""
     if isinstance(value, types.ModuleType):
         return TorchifiedModule(value, options)
     if isinstance(value, type):
         return value if issubclass(value, _PLAIN_TYPES) else TorchifiedClass(value, options)
-    if callable(value) and deferred_kind(value) is None:  # generators and coroutines pass through
+    if callable(value) and deferred_kind(value) in (None, GENERATOR_FUNCTION):  # coroutines pass through
         if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
-        return _module_function(value, options)
+        return _module_function(value, options, package)
     return value
 
 
@@ -192,7 +205,7 @@ class TorchifiedModule(types.ModuleType, StandIn):
         value = getattr(self.__dict__["__wrapped__"], name)
         if name.startswith("_"):  # private and dunder names are the module's own business
             return value
-        view = _view(value, self.__dict__["_autoconvert_options"])
+        view = _view(value, self.__dict__["_autoconvert_options"], self.__name__)
         self.__dict__[name] = view  # cached: the next access is a plain attribute read
         return view
 

@@ -3,8 +3,10 @@
 ``adapt`` reads a function's annotations when it decorates: ``np.ndarray`` and
 ``npt.NDArray[...]`` ask for arrays (with a dtype where one is named), ``torch.Tensor`` for
 tensors; ``X | None``, ``list[X]``, ``Sequence[X]``, ``tuple[X, ...]``, ``tuple[X, Y]``,
-``dict[str, X]`` and NamedTuples ask for the same element-wise. Anything else asks for
-nothing: the value passes untouched.
+``dict[str, X]`` and NamedTuples ask for the same element-wise; a union of arrays
+(``NDArray[np.float32] | NDArray[np.float64]``) asks for an array, one of tensors for a
+tensor. Anything else asks for nothing: the value passes untouched (``np.ndarray |
+torch.Tensor`` takes either, as it is).
 """
 
 from __future__ import annotations
@@ -107,7 +109,12 @@ def want_of(annotation: Any, default: Want = KEPT) -> Want:
             if only.bare and len(wants) > 1:  # X | float: a float stays a float
                 only.bare = False
             return only
-        return default if asking else KEPT  # ndarray | Tensor: either will do
+        kinds = {w.kind for w in asking}
+        if len(kinds) == 1 and kinds <= {ARRAY, TENSOR} and all(w.bare for w in asking):
+            # NDArray[np.float32] | NDArray[np.float64]: an array, cast only where all name one dtype
+            dtypes = {w.dtype for w in asking}
+            return Want(kinds.pop(), dtype=dtypes.pop() if len(dtypes) == 1 else None, bare=len(asking) == len(wants))
+        return default if asking else KEPT  # ndarray | Tensor: either will do, as it is
     if origin in _SEQUENCES or (origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis):
         return Want(EACH, each=want_of(arguments[0], default)) if arguments else default
     if origin is tuple:

@@ -2,8 +2,10 @@
 
 numba compiles for the array types it is given; autoconvert hands it read-only views of the
 caller's tensors, so the kernel compiles for read-only arrays and returns new ones. A kernel
-that writes into its argument would need ``copy=True`` (private writable copies) or
-``writeback=True`` (its writes reach the caller's tensor).
+that writes into its argument needs ``copy=True`` (private writable copies) or
+``writeback=True`` (its writes reach the caller's tensor); so does a kernel compiled for an
+explicit signature, whose arrays are writable ones. Without, numba's refusal comes back as
+``ac.ReadOnlyError`` naming the argument and those fixes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ def _clip_below_zero(x: np.ndarray) -> None:
 clip_in_place = ac.accepts_numpy(writeback=True)(_clip_below_zero)
 
 
+@numba.njit(numba.float64(numba.float64[::1]))
+def _energy(x: np.ndarray) -> float:
+    return float((x * x).sum())
+
+
+energy = ac.accepts_numpy(copy=True)(_energy)  # the signature asks for a writable array
+
+
 def main() -> None:
     rewards = torch.tensor([1.0, 3.0, 2.0, 5.0, 4.0], dtype=torch.float64)
     peaks = running_max(rewards)
@@ -45,6 +55,11 @@ def main() -> None:
     clip_in_place(signal)
     assert signal.tolist() == [0.0, 2.0, 0.0]
     print(f"running max {peaks.tolist()}; clipped in place {signal.tolist()}")
+    try:
+        ac.accepts_numpy(_energy)(rewards)
+    except ac.ReadOnlyError as e:
+        print("without copy=True:", str(e).split(";")[0])
+    print(f"energy {energy(rewards)}")
 
 
 if __name__ == "__main__":

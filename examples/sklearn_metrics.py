@@ -2,7 +2,8 @@
 
 The scores come out of the model with ``requires_grad`` and, on a GPU, on the device;
 scikit-learn needs NumPy. ``grad="detach"`` says the metric is evaluation only, so no
-warning is owed; a GPU tensor would cross to the host once.
+warning is owed; a GPU tensor would cross to the host once. Cross-validation through
+``torchify`` yields its folds as tensors, one at a time, as ``KFold.split`` yields arrays.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.metrics import average_precision_score, roc_auc_score
+from sklearn.model_selection import KFold
 
 import autoconvert as ac
 
@@ -29,6 +31,11 @@ def main() -> None:
     metrics = ranking_metrics(torch.sigmoid(logits), labels)
     assert metrics == {"roc_auc": 1.0, "average_precision": 1.0}
     print(", ".join(f"{name} {value:.3f}" for name, value in metrics.items()))
+
+    folds = list(ac.torchify(KFold(n_splits=5)).split(labels))
+    assert all(type(index) is torch.Tensor for fold in folds for index in fold)
+    train, test = folds[-1]
+    print(f"{len(folds)} folds; the last: train {train.tolist()}, test {test.tolist()}")
 
 
 if __name__ == "__main__":

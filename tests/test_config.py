@@ -104,7 +104,7 @@ def test_device_and_dtype_apply_to_results() -> None:
         (
             {"colour": 1},
             TypeError,
-            "autoconvert.config() got unknown option(s) colour; it takes check_writes, copy, device, dtype, grad, nested, sparse, sparse_layout, transfers, widen_float16, writeback",
+            "autoconvert.config() got unknown option(s) colour; it takes callbacks, check_writes, copy, device, dtype, grad, nested, sparse, sparse_layout, transfers, widen_float16, writeback",
         ),
         ({"writeback": "yes"}, TypeError, "autoconvert.config(): writeback= takes True or False, got 'yes'"),
         (
@@ -126,7 +126,7 @@ def test_device_and_dtype_apply_to_results() -> None:
         (
             {"only": "x"},
             TypeError,
-            "autoconvert.config() got unknown option(s) only; it takes check_writes, copy, device, dtype, grad, nested, sparse, sparse_layout, transfers, widen_float16, writeback",
+            "autoconvert.config() got unknown option(s) only; it takes callbacks, check_writes, copy, device, dtype, grad, nested, sparse, sparse_layout, transfers, widen_float16, writeback",
         ),
         (
             {"copy": "yes"},
@@ -174,7 +174,7 @@ def test_decorators_validate_their_options_when_applied() -> None:
     with pytest.raises(TypeError) as info:
         ac.accepts_numpy(device="cpu")
     assert str(info.value) == (
-        "autoconvert.accepts_numpy() got unknown option(s) device; it takes check_writes, copy, exclude, grad, nested, only, sparse, transfers, widen_float16, writeback"
+        "autoconvert.accepts_numpy() got unknown option(s) device; it takes callbacks, check_writes, copy, exclude, grad, nested, only, sparse, transfers, widen_float16, writeback"
     )
     with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
         ac.accepts_numpy(grad="never")

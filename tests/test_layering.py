@@ -24,6 +24,7 @@ ORDER = [
     "_escape",
     "_signature",
     "_exact",
+    "_callbacks",
     "_inputs",
     "_outputs",
     "_specialise",

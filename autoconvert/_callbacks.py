@@ -1,0 +1,78 @@
+"""``callbacks=True``: callables handed to NumPy code receive tensors and give back arrays.
+
+``scipy.optimize.minimize(f, x0)`` calls ``f`` with arrays; an objective written in torch
+(``jac=True`` returning ``(loss, grad)`` from autograd) wants tensors on the caller's device.
+Under the option, each callable argument is handed over as a ``TensorCallback``: arrays in
+its arguments become tensors on the device of the call's tensors, tensors in what it returns
+become arrays. NumPy's and SciPy's own functions (``np.mean``, ufuncs) keep getting arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._devices import default_device, vote
+from ._dtypes import NO_CASTS
+from ._errors import LeafError
+from ._leaves import Target, array_to_tensor, tensor_to_array
+from ._signature import function_name
+from ._tree import Mapper
+
+#: Packages whose callables are NumPy code themselves: handed over as they are.
+_NUMPY_CODE = frozenset({"numpy", "scipy"})
+
+_to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
+_to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
+
+
+class TensorCallback:
+    """A callable argument written in torch, as NumPy code calls it. ``plain``, ``odd``: the
+    call's tensor arguments (still filling while the call's arguments convert), whose device
+    its tensors go to."""
+
+    __slots__ = ("__wrapped__", "odd", "plain")
+
+    def __init__(self, function: Any, plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+        self.__wrapped__ = function
+        self.plain = plain
+        self.odd = odd
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self.__wrapped__
+        target = Target(vote(self.plain + self.odd) or default_device(), NO_CASTS, None)
+        try:
+            args = _to_tensors(args, target)  # paths [0], [1], ... then ['name']
+            kwargs = _to_tensors(kwargs, target) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(function_name(function), "argument", "") from None
+        result = function(*args, **kwargs)
+        try:  # a loss that requires grad leaves autograd here, as .item() would
+            return _to_arrays(result, None)
+        except LeafError as e:
+            raise e.public(function_name(function), "", "result") from None
+
+    def __repr__(self) -> str:
+        return f"<autoconvert callback taking tensors: {self.__wrapped__!r}>"
+
+
+def callback_leaf(function: Any, ctx: Any) -> Any:
+    """The input side's leaf for callable arguments under ``callbacks=True``."""
+    if _home(function) in _NUMPY_CODE:
+        return function
+    return TensorCallback(function, ctx.plain, ctx.odd)
+
+
+def takes_callbacks(cls: type) -> Any:
+    """The leaf for arguments of type ``cls`` when its instances are callables (functions,
+    methods, ``functools.partial``, ``nn.Module``), or None. Classes themselves are values."""
+    if issubclass(cls, type) or not any("__call__" in vars(base) for base in cls.__mro__[:-1]):
+        return None
+    return callback_leaf
+
+
+def _home(function: Any) -> str:
+    module = getattr(function, "__module__", None) or type(function).__module__
+    return str(module).partition(".")[0]

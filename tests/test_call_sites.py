@@ -1,0 +1,338 @@
+"""Call sites of public torch projects, written with autoconvert, each beside the project's own
+hand-written conversion: compiled consumers (numba kernels, OpenCV drawing), torchified OpenCV
+objects and scikit-learn generators, union annotations, torch dtypes and torch-written
+callbacks handed to SciPy."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import types
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+import scipy.ndimage
+import scipy.optimize
+import torch
+
+import autoconvert as ac
+
+#: CI installs the recipes extra (numba, OpenCV, scikit-learn): a missing library fails there.
+REQUIRED = bool(os.environ.get("AUTOCONVERT_TEST_RECIPES"))
+
+
+def _needs(module: str) -> Any:
+    if importlib.util.find_spec(module.partition(".")[0]) is None:
+        message = f"needs {module}: pip install -e '.[recipes]'"
+        if REQUIRED:
+            pytest.fail(message)
+        pytest.skip(message)
+    return importlib.import_module(module)
+
+
+def _refusal(function: Any, *args: Any) -> ac.ReadOnlyError:
+    """The ReadOnlyError of ``accepts_numpy(function)(*args)``, whose cause is the library's own error."""
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.accepts_numpy(function)(*args)
+    assert info.value.__cause__ is not None
+    return info.value
+
+
+# --------------------------------------------------------------------------- numba
+
+
+def test_a_numba_kernel_with_a_signature_refuses_read_only_arrays_as_a_read_only_error() -> None:
+    """Bert-VITS2 / hippynn style: an explicit signature asks for a writable C array, which
+    a read-only array does not match. The ReadOnlyError says so; copy=True runs it."""
+    numba = _needs("numba")
+
+    @numba.njit(numba.float64(numba.float32[::1]))
+    def total(a: Any) -> float:
+        s = 0.0
+        for v in a:
+            s += v
+        return s
+
+    t = torch.arange(4.0)
+    error = _refusal(total, t)
+    assert str(error) == (
+        f"{total.__qualname__}(): argument a was refused by compiled code that needs writable arrays (a numba kernel's "
+        "signature); arrays made from tensor arguments are read-only so that NumPy code never changes the "
+        "caller's tensors. Found TypeError('No matching definition for argument type(s) readonly array(float32, "
+        "1d, C)'). Fix: pass copy=True to give the function private writable copies."
+    )
+    assert type(error.__cause__) is TypeError
+    assert ac.accepts_numpy(copy=True)(total)(t) == total(t.numpy().copy()) == 6.0
+
+
+def test_a_numba_kernel_storing_into_an_argument_is_named_with_both_fixes() -> None:
+    """CenterPoint / mmdetection3d style: a kernel fills a buffer it was handed. The numba
+    TypingError becomes a ReadOnlyError naming the argument; writeback=True fills the caller's
+    tensor, copy=True leaves it as it was."""
+    numba = _needs("numba")
+
+    @numba.njit
+    def suppress(keep: Any, scores: Any, threshold: float) -> None:
+        for i in range(scores.shape[0]):
+            if scores[i] < threshold:
+                keep[i] = 0
+
+    def nms(keep: Any, scores: Any) -> Any:
+        suppress(keep, scores, 0.5)
+        return keep
+
+    scores = torch.tensor([0.9, 0.2, 0.7, 0.1])
+    keep = torch.ones(4, dtype=torch.uint8)
+    message = str(_refusal(nms, keep, scores))
+    assert message.startswith(f"{nms.__qualname__}(): argument keep or scores was written into by the function;"), (
+        message
+    )
+    assert "Found numba.core.errors.TypingError(" in message and "readonly array(uint8, 1d, C)" in message
+    assert message.endswith(
+        "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
+        "changes reach the caller's tensors."
+    )
+    assert keep.tolist() == [1, 1, 1, 1]
+
+    hand = keep.numpy().copy()  # the project's own: a copy, filled, then copied back
+    suppress(hand, scores.numpy(), 0.5)
+    ac.accepts_numpy(writeback=True)(nms)(keep, scores)
+    assert keep.tolist() == hand.tolist() == [1, 0, 1, 0]
+    fresh = torch.ones(4, dtype=torch.uint8)
+    assert ac.accepts_numpy(copy=True)(nms)(fresh, scores).tolist() == [1, 0, 1, 0]
+    assert fresh.tolist() == [1, 1, 1, 1]
+
+
+# --------------------------------------------------------------------------- OpenCV
+
+
+def test_opencv_drawing_into_a_handed_array_is_a_read_only_error() -> None:
+    """DB / PSENet style: ``cv2.fillPoly(mask, polys, 1)`` on a mask made from a tensor."""
+    cv2 = _needs("cv2")
+    polygon = [np.array([[1, 1], [6, 1], [6, 6]], dtype=np.int32)]
+
+    def draw(mask: Any) -> Any:
+        cv2.fillPoly(mask, polygon, 1)
+        return mask
+
+    mask = torch.zeros(8, 8, dtype=torch.uint8)
+    error = _refusal(draw, mask)
+    assert str(error) == (
+        f"{draw.__qualname__}(): argument mask was written into by the function; arrays made from tensor arguments are "
+        "read-only so that NumPy code never changes the caller's tensors behind its back. Found "
+        "cv2.error('img marked as output argument, but provided NumPy array marked as readonly'). Fix: pass "
+        "copy=True to give the function private writable copies, or writeback=True to let its changes reach "
+        "the caller's tensors."
+    )
+    assert type(error.__cause__).__module__ == "cv2"
+    hand = draw(np.zeros((8, 8), np.uint8))
+    drawn = ac.returns_tensor(ac.accepts_numpy(copy=True)(draw))(mask)
+    assert np.array_equal(drawn.numpy(), hand) and not mask.any()
+    ac.accepts_numpy(writeback=True)(draw)(mask)
+    assert np.array_equal(mask.numpy(), hand)
+
+
+def test_writeback_draws_into_a_permuted_tensor_through_a_contiguous_copy() -> None:
+    """YOLOv5's Annotator draws boxes on ``img.permute(1, 2, 0)`` of a CHW uint8 tensor; OpenCV
+    refuses strided output memory, so writeback hands a C-ordered private array and copies it
+    back: the boxes land in the CHW tensor, as the project's copy-and-copy-back does."""
+    cv2 = _needs("cv2")
+
+    def box(im: Any) -> None:
+        cv2.rectangle(im, (2, 2), (9, 7), (255, 0, 128), 1)
+
+    chw = torch.zeros(3, 12, 12, dtype=torch.uint8)
+    hand = np.ascontiguousarray(chw.permute(1, 2, 0).numpy())
+    box(hand)
+    with ac.stats() as seen:
+        ac.accepts_numpy(writeback=True)(box)(chw.permute(1, 2, 0))
+    assert np.array_equal(chw.permute(1, 2, 0).numpy(), hand) and chw.sum() > 0
+    assert {cause: n for cause, n in seen.copies.items() if n} == {"layout": 1, "writeback": 1}
+    contiguous = torch.zeros(12, 12, 3, dtype=torch.uint8)  # C order: shared, no copy
+    with ac.stats() as seen:
+        ac.accepts_numpy(writeback=True)(box)(contiguous)
+    assert np.array_equal(contiguous.numpy(), hand) and not any(seen.copies.values())
+
+
+def test_torchified_opencv_factories_give_objects_that_take_tensors() -> None:
+    """EasyOCR / BasicSR style: ``cv2.createCLAHE(...).apply(img)``, ``SIFT_create()``,
+    ``createBackgroundSubtractorMOG2()``: OpenCV's builtins name no module, and their objects
+    come back as proxies whose methods take and return tensors."""
+    cv2 = _needs("cv2")
+    tcv = ac.torchify(cv2)
+    image = torch.randint(0, 256, (64, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+
+    clahe = tcv.createCLAHE(clipLimit=2.0, tileGridSize=(8, 8))
+    assert isinstance(clahe, cv2.CLAHE) and repr(clahe).startswith("torchified(")
+    equalised = clahe.apply(image)
+    hand = torch.from_numpy(cv2.createCLAHE(clipLimit=2.0, tileGridSize=(8, 8)).apply(image.numpy()))
+    assert type(equalised) is torch.Tensor and torch.equal(equalised, hand)
+
+    keypoints, descriptors = tcv.SIFT_create().detectAndCompute(image, None)
+    hand_points, hand_descriptors = cv2.SIFT_create().detectAndCompute(image.numpy(), None)
+    assert len(keypoints) == len(hand_points)
+    assert type(descriptors) is torch.Tensor and np.array_equal(descriptors.numpy(), hand_descriptors)
+
+    foreground = tcv.createBackgroundSubtractorMOG2().apply(image)
+    assert type(foreground) is torch.Tensor and foreground.shape == (64, 64)
+    assert isinstance(tcv.ORB_create(), cv2.ORB)
+
+
+# --------------------------------------------------------------------------- adapt's unions
+
+
+def test_adapt_reads_a_union_of_array_annotations_as_an_array() -> None:
+    """pytorch-grad-cam's ``img: NDArray[float16] | NDArray[float32] | NDArray[float64]``."""
+
+    @ac.adapt
+    def scale(img: npt.NDArray[np.float16] | npt.NDArray[np.float32] | npt.NDArray[np.float64]) -> np.ndarray:
+        assert isinstance(img, np.ndarray)
+        return (img - img.min()) / (img.max() - img.min())
+
+    t = torch.tensor([1.0, 3.0, 5.0])
+    assert torch.equal(scale(t), torch.tensor([0.0, 0.5, 1.0]))
+    assert scale(np.array([2.0, 4.0])).tolist() == [0.0, 1.0]
+
+
+def test_adapt_takes_either_kind_as_it_is_for_an_array_or_tensor_union() -> None:
+    """MONAI's ``NdarrayOrTensor``: either will do, so neither is converted."""
+
+    @ac.adapt
+    def kind(x: np.ndarray | torch.Tensor) -> str:
+        return type(x).__name__
+
+    assert kind(torch.ones(1)) == "Tensor" and kind(np.ones(1)) == "ndarray"
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def test_torchified_cross_validation_yields_tensor_folds() -> None:
+    """PyG wraps every ``KFold.split`` fold in ``torch.from_numpy``; a torchified splitter yields
+    tensors, lazily, one fold at a time."""
+    sklearn = _needs("sklearn.model_selection")
+    data = torch.zeros(6, 2)
+    folds = ac.torchify(sklearn.KFold(3)).split(data)
+    assert isinstance(folds, types.GeneratorType)
+    hand = [tuple(torch.from_numpy(i) for i in fold) for fold in sklearn.KFold(3).split(data.numpy())]
+    got = list(folds)
+    assert len(got) == len(hand) == 3
+    for (train, test), (hand_train, hand_test) in zip(got, hand, strict=True):
+        assert type(train) is torch.Tensor and torch.equal(train, hand_train) and torch.equal(test, hand_test)
+
+
+def test_a_generator_result_converts_what_it_yields_sends_and_returns() -> None:
+    """``send`` reaches the generator, each yield and the return value are converted as they come."""
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def running(a: np.ndarray) -> Any:
+        total = np.zeros_like(a)
+        while True:
+            step = yield total
+            if step is None:
+                return total.sum()
+            total = total + a * step
+
+    g = running(torch.ones(2))
+    assert torch.equal(next(g), torch.zeros(2))
+    assert torch.equal(g.send(3.0), torch.full((2,), 3.0))
+    with pytest.raises(StopIteration) as stop:
+        g.send(None)
+    assert torch.equal(stop.value.value, torch.tensor(6.0))
+    closed = running(torch.ones(2))
+    next(closed)
+    closed.close()
+    thrown = running(torch.ones(2))
+    next(thrown)
+    with pytest.raises(KeyError, match="stop"):  # thrown into the generator, which does not catch it
+        thrown.throw(KeyError("stop"))
+
+
+# --------------------------------------------------------------------------- torch dtypes
+
+
+def test_a_torch_dtype_argument_reaches_numpy_as_its_dtype() -> None:
+    """``np.zeros(n, dtype)`` called with the torch dtype the caller works in."""
+
+    @ac.accepts_numpy
+    def zeros_like_scores(scores: np.ndarray, dtype: Any) -> np.ndarray:
+        return np.zeros(scores.shape, dtype)
+
+    assert zeros_like_scores(torch.ones(3), torch.float64).dtype == np.float64
+    assert zeros_like_scores(torch.ones(3), torch.bfloat16).dtype == np.float32  # widened, as tensors are
+    tnp = ac.torchify(np)
+    made = tnp.zeros(2, dtype=torch.int32)
+    assert type(made) is torch.Tensor and made.dtype == torch.int32
+    with pytest.raises(ac.ConversionError) as info:
+        tnp.zeros(2, dtype=torch.qint8)
+    assert str(info.value) == (
+        "zeros(): argument dtype is a torch dtype that NumPy has no dtype for, nor a wider one holding its "
+        "values exactly. Found torch dtype torch.qint8. Fix: pass a NumPy dtype, or do this step in torch."
+    )
+
+
+# --------------------------------------------------------------------------- callbacks
+
+
+def test_callbacks_written_in_torch_minimise_with_autograd_gradients() -> None:
+    """pytorch-minimize style: ``minimize(f, x0, jac=True)`` with ``f`` returning ``(loss, grad)``
+    from autograd, beside the hand-written loop converting at every call."""
+    target = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+
+    def objective(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        assert type(x) is torch.Tensor and x.dtype == torch.float64
+        x = x.detach().requires_grad_()
+        loss = ((x - target) ** 4).sum()
+        (grad,) = torch.autograd.grad(loss, x)
+        return loss, grad
+
+    def hand_objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        loss, grad = objective(torch.from_numpy(x))
+        return loss.item(), grad.numpy()
+
+    x0 = torch.zeros(3, dtype=torch.float64)
+    seen: list[type] = []
+    optimize = ac.torchify(scipy.optimize, callbacks=True)
+    result = optimize.minimize(objective, x0, jac=True, method="BFGS", callback=lambda xk: seen.append(type(xk)))
+    hand = scipy.optimize.minimize(hand_objective, x0.numpy(), jac=True, method="BFGS")
+    assert type(result.x) is torch.Tensor and np.allclose(result.x.numpy(), hand.x)
+    assert result.nit == hand.nit and set(seen) == {torch.Tensor}
+
+
+def test_callbacks_stay_arrays_unless_asked_and_numpy_functions_stay_numpy() -> None:
+    """The default hands callbacks arrays (NumPy-written ones keep working); under
+    ``callbacks=True`` NumPy's own functions are still handed over as they are."""
+    kinds: list[type] = []
+    ndi = ac.torchify(scipy.ndimage)
+    ndi.generic_filter(torch.arange(5.0), lambda v: kinds.append(type(v)) or 0.0, size=3)
+    assert set(kinds) == {np.ndarray}
+    kinds.clear()
+    tndi = ac.torchify(scipy.ndimage, callbacks=True)
+    peaks = tndi.generic_filter(torch.arange(5.0), lambda v: kinds.append(type(v)) or torch.max(v), size=3)
+    assert set(kinds) == {torch.Tensor} and peaks.tolist() == [1.0, 2.0, 3.0, 4.0, 4.0]
+    assert tndi.generic_filter(torch.arange(5.0), np.max, size=3).tolist() == [1.0, 2.0, 3.0, 4.0, 4.0]
+    with pytest.raises(TypeError, match="callbacks= takes True or False, got 1"):
+        ac.accepts_numpy(callbacks=1)  # type: ignore[call-overload]
+
+
+def test_a_callback_whose_values_cannot_cross_is_named() -> None:
+    """An array torch cannot hold reaching a torch callback, or a result NumPy cannot hold
+    coming back from one, raises a ConversionError naming the callback and the value."""
+
+    def objective(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty(2, device="meta")  # a tensor with no data
+
+    @ac.accepts_numpy(callbacks=True)
+    def call_with(f: Any, value: Any) -> Any:
+        assert repr(f) == f"<autoconvert callback taking tensors: {objective!r}>"
+        return f(value)
+
+    with pytest.raises(ac.ConversionError) as info:
+        call_with(objective, np.array([object()]))
+    assert str(info.value).startswith(f"{objective.__qualname__}(): argument [0] ")
+    with pytest.raises(ac.ConversionError) as info:
+        call_with(objective, np.zeros(2))
+    assert str(info.value).startswith(f"{objective.__qualname__}(): result ")
