@@ -4,7 +4,8 @@ Wrapping NumPy code cuts the autograd graph. Given the vector-Jacobian product a
 function, ``numpy_op`` makes the wrapped function differentiable: eagerly a
 ``torch.autograd.Function`` (the cheapest way in), and given ``fake=`` also a
 ``torch.library`` op that ``torch.compile`` traces as one node. Both run the same
-``autoconvert._opspec.Spec``, so they give the same answer.
+``autoconvert._opspec.Spec``, so they give the same answer. The eager form and its
+torch.func rules live in ``_autograd``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack, overload
 
 import torch
-from torch._C import _functions  # DelayedError: what once_differentiable uses
 
+from ._autograd import apply_traced, run_op, transforming, wants_grad
 from ._errors import GradientError, message
-from ._escape import opaque, tracing
+from ._escape import compiling, opaque, tracing
 from ._library import Registration
-from ._opspec import Spec, save, saved
+from ._opspec import Spec
 from ._options import PairOptions, check_callable, validate
 from ._pickling import by_reference, calling_module, locate, unwrap
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, shows_options
@@ -30,6 +31,8 @@ from ._torchify import wrap_pair
 
 Fake = Callable[..., Any] | str | tuple[str, ...]
 Backward = Callable[..., Any] | None
+Vmap = Literal["sequential", "vectorized"]
+VMAP_MODES = ("sequential", "vectorized")
 
 
 class NumpyOp(Protocol):
@@ -42,19 +45,47 @@ class NumpyOp(Protocol):
 
 @overload
 def numpy_op(
-    fn: Callable[..., Any], /, *, backward: Backward = None, fake: Fake, **options: Unpack[PairOptions]
+    fn: Callable[..., Any],
+    /,
+    *,
+    backward: Backward = None,
+    fake: Fake,
+    vmap: Vmap = "sequential",
+    jvp: Backward = None,
+    **options: Unpack[PairOptions],
 ) -> NumpyOp: ...
 @overload
 def numpy_op(
-    fn: Callable[..., Any], /, *, backward: Backward = None, fake: None = None, **options: Unpack[PairOptions]
+    fn: Callable[..., Any],
+    /,
+    *,
+    backward: Backward = None,
+    fake: None = None,
+    vmap: Vmap = "sequential",
+    jvp: Backward = None,
+    **options: Unpack[PairOptions],
 ) -> Callable[..., Any]: ...
 @overload
 def numpy_op(
-    fn: None = None, /, *, backward: Backward = None, fake: Fake, **options: Unpack[PairOptions]
+    fn: None = None,
+    /,
+    *,
+    backward: Backward = None,
+    fake: Fake,
+    vmap: Vmap = "sequential",
+    jvp: Backward = None,
+    **options: Unpack[PairOptions],
 ) -> Callable[[Callable[..., Any]], NumpyOp]: ...
 @overload
 def numpy_op(
-    fn: None = None, /, *, backward: Backward = None, fake: None = None, **options: Unpack[PairOptions]
+    fn: None = None,
+    /,
+    *,
+    backward: Backward = None,
+    fake: None = None,
+    vmap: Vmap = "sequential",
+    jvp: Backward = None,
+    **options: Unpack[PairOptions],
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 def numpy_op(
     fn: Callable[..., Any] | None = None,
@@ -62,6 +93,8 @@ def numpy_op(
     *,
     backward: Backward = None,
     fake: Fake | None = None,
+    vmap: Vmap = "sequential",
+    jvp: Backward = None,
     **options: Any,
 ) -> Any:
     """Make a NumPy function a torch operation: differentiable, and traceable by torch.compile.
@@ -82,11 +115,26 @@ def numpy_op(
             from annotations (``np.ndarray`` is a tensor), or from defaults. Torch keeps
             what it builds for a registered op for the life of the process (about 8 KiB,
             50 KiB with ``backward``): make such ops once, not per call.
+        vmap: how the op runs under ``torch.vmap`` (and ``torch.func`` transforms batching
+            it, as per-sample gradients do): ``"sequential"``, the NumPy function (and its
+            backward) once per sample, the results stacked, which is what a loop gives; or
+            ``"vectorized"``, once for the whole batch, every tensor argument with a leading
+            batch axis: batched ones with theirs moved to the front, unbatched ones broadcast
+            along one (a view, no copy), so nested transforms stay consistent. For functions
+            that work along a leading axis, such as ufuncs; the backward (and ``jvp``) are
+            called the same way and give each gradient per sample.
+        jvp: the forward-mode rule, ``jvp(tangent, *args, output=output, **kwargs)``, all as
+            arrays: ``tangent`` is the tangent of the positional tensor argument (a tuple of
+            one per such argument when there are several); it returns the result's tangent
+            (a tuple for a tuple result). ``torch.func.jvp`` and ``jacfwd`` need it.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
             ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
             ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
 
-    Without ``backward`` or ``fake`` the result is ``returns_tensor(accepts_numpy(fn))``.
+    Without ``backward`` or ``fake`` a call converts as ``returns_tensor(accepts_numpy(fn))``
+    does (``grad="warn"`` and all), and under ``torch.vmap`` runs per ``vmap=``; a gradient
+    asked for through ``torch.func`` raises [`GradientError`][autoconvert.GradientError]
+    naming ``backward=``, never a silent zero.
     With ``backward``, the results must be a tensor or a tuple of tensors; integer and bool
     results carry no gradient; gradients reach the inputs on their own device and dtype;
     double backward raises. Without ``fake``, a call inside ``torch.compile`` is a graph break.
@@ -103,16 +151,26 @@ def numpy_op(
         tensor([1.0000, 0.5403])
     """
     checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
+    if vmap not in VMAP_MODES:
+        raise ValueError(f"autoconvert.numpy_op(): vmap= takes 'sequential' or 'vectorized', got {vmap!r}")
     if fn is None:
-        return lambda f: numpy_op(f, backward=backward, fake=fake, **checked)
+        # Passed on as given: mypy gives up trying each overload for every union member.
+        return lambda f: numpy_op(f, backward=backward, fake=fake, vmap=vmap, jvp=jvp, **checked)  # type: ignore[arg-type, misc]
     check_callable(fn, "numpy_op")
-    if backward is None and fake is None:
-        return wrap_pair(fn, checked)  # the plain pair, grad="warn" and all
-    return _make_op(fn, backward, fake, checked, calling_module())
+    if compiling():  # pragma: no cover - made inside a compiled function: dynamo cannot trace the frame walk
+        return opaque(_make_op, fn, backward, fake, checked, None, vmap=vmap, jvp=jvp)
+    return _make_op(fn, backward, fake, checked, calling_module(), vmap=vmap, jvp=jvp)
 
 
 def _make_op(
-    fn: Callable[..., Any], backward: Backward, fake: Fake | None, checked: dict[str, Any], home: str | None
+    fn: Callable[..., Any],
+    backward: Backward,
+    fake: Fake | None,
+    checked: dict[str, Any],
+    home: str | None,
+    *,
+    vmap: Vmap = "sequential",
+    jvp: Backward = None,
 ) -> Any:
     """numpy_op with ``backward`` or ``fake``: an ``_Op`` around the eager and registered forms."""
     name = function_name(fn)
@@ -124,27 +182,37 @@ def _make_op(
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     forward = wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"})
     registered: Registration | None = None  # the op's registrations live as long as it does
+    vectorized = vmap == "vectorized"
     if fake is None:
-        spec = Spec(forward, backward, name, None)
+        spec = Spec(forward, backward, name, None, vectorized=vectorized, jvp=jvp)
     else:
         schema = _schema(fn, name, fake, backward is not None)
-        spec = Spec(forward, backward, name, schema.results, shares=bool(checked.get("writeback")))
+        spec = Spec(
+            forward,
+            backward,
+            name,
+            schema.results,
+            shares=bool(checked.get("writeback")),
+            vectorized=vectorized,
+            jvp=jvp,
+        )
     bind = _binder(fn)
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
             if registered is None:  # dynamo must not trace the NumPy body: a graph break
-                return opaque(_apply, spec, kwargs, *args)
+                return opaque(apply_traced, spec, kwargs, *args)
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
             return registered.forward(*args, **kwargs)
-        if spec.backward is None or not (torch.is_grad_enabled() and _wants_grad(args, kwargs)):
-            return spec.run(args, kwargs)  # no graph to join: the plain pair, no autograd.Function
+        plain = transforming() is None
+        if plain and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
+            return spec.run(args, kwargs)  # no graph to join, no transform: the plain pair (run_op's first step)
         if kwargs:
             args, kwargs = bind(args, kwargs)
-        return _NumpyFunction.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
+        return run_op(spec, kwargs, *args)
 
-    op = _Op.made(call, fn, (fn, backward, fake, checked), home)
+    op = _Op.made(call, fn, (fn, backward, fake, checked, vmap, jvp), home)
     if fake is not None:
         names = (fake,) if isinstance(fake, str) else fake
         registered = Registration(
@@ -171,7 +239,7 @@ class _Op:
         op: Any
         __call__: Callable[..., Any]  # each op's own class sets it: see made()
         __wrapped__: Callable[..., Any]
-        _recipe: tuple[Any, Backward, Fake | None, dict[str, Any]]
+        _recipe: tuple[Any, Backward, Fake | None, dict[str, Any], Vmap, Backward]
         _home: str | None
 
     @classmethod
@@ -188,8 +256,8 @@ class _Op:
         reference = by_reference(self, (getattr(self, "__module__", None), self._home))
         if reference is not None:
             return reference
-        fn, backward, fake, options = self._recipe
-        return _remake, (*locate(fn), backward, fake, options)
+        fn, *made = self._recipe
+        return _remake, (*locate(fn), tuple(made))
 
     # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
     # recipe it would be made again, its torch op with it).
@@ -203,8 +271,9 @@ class _Op:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
 
 
-def _remake(holder: Any, hops: int, backward: Backward, fake: Fake | None, options: dict[str, Any]) -> Any:
-    return _make_op(unwrap(holder, hops), backward, fake, options, None)
+def _remake(holder: Any, hops: int, made: tuple[Backward, Fake | None, dict[str, Any], Vmap, Backward]) -> Any:
+    backward, fake, options, vmap, jvp = made
+    return _make_op(unwrap(holder, hops), backward, fake, options, None, vmap=vmap, jvp=jvp)
 
 
 def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:
@@ -272,52 +341,8 @@ def _binder(
     return bind
 
 
-def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a tensor argument requires grad (keyword ones too: bind() says why they can't)."""
-    for value in (*args, *kwargs.values()) if kwargs else args:
-        if isinstance(value, torch.Tensor) and value.requires_grad:
-            return True
-    return False
-
-
 def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under dynamo
     return tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in values)
-
-
-def _apply(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
-    return _NumpyFunction.apply(*args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
-
-
-class _NumpyFunction(torch.autograd.Function):
-    """The eager form: one autograd node around the forward pair and the NumPy backward."""
-
-    @staticmethod
-    def forward(ctx: Any, spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
-        result = spec.run(args, kwargs)
-        results = result if isinstance(result, tuple) else (result,)
-        ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
-        ctx.spec, ctx.tuple_result = spec, isinstance(result, tuple)
-        save(ctx, args, kwargs, results)
-        return result
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:
-        with torch.no_grad():
-            args, outputs = saved(ctx)
-            found = iter(ctx.spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result))
-            gradients = [None, None] + [next(found) if isinstance(a, torch.Tensor) else None for a in args]
-        if not torch.is_grad_enabled():
-            return tuple(gradients)
-        # create_graph=True: a second backward through NumPy code is impossible. Like
-        # once_differentiable, but also when the incoming gradients don't require grad,
-        # the gradients get a node that raises a clear error if it is ever reached.
-        tensors = [g for g in gradients if g is not None]
-        delayed = _functions.DelayedError(
-            f"{ctx.spec.name}: double backward is not supported: its backward is NumPy code".encode(), len(tensors)
-        )
-        made = delayed(*[g.detach().requires_grad_() for g in tensors])
-        raising = iter((made,) if isinstance(made, torch.Tensor) else made)  # one input: a bare tensor
-        return tuple(None if g is None else next(raising) for g in gradients)
 
 
 shows_options(
@@ -326,6 +351,8 @@ shows_options(
         inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None),
         inspect.Parameter("backward", inspect.Parameter.KEYWORD_ONLY, default=None),
         inspect.Parameter("fake", inspect.Parameter.KEYWORD_ONLY, default=None),
+        inspect.Parameter("vmap", inspect.Parameter.KEYWORD_ONLY, default="sequential"),
+        inspect.Parameter("jvp", inspect.Parameter.KEYWORD_ONLY, default=None),
     ],
     "accepts_numpy",
     "returns_tensor",

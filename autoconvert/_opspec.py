@@ -27,7 +27,7 @@ class Spec:
     always come back as new tensors, so only then are results checked (``shares``).
     """
 
-    __slots__ = ("backward", "forward", "name", "results", "shares")
+    __slots__ = ("backward", "forward", "jvp", "name", "results", "shares", "vectorized")
 
     def __init__(
         self,
@@ -37,7 +37,14 @@ class Spec:
         results: int | None,
         *,
         shares: bool = False,
+        vectorized: bool = False,
+        jvp: Callable[..., Any] | None = None,
     ) -> None:
+        """``vectorized``: under ``torch.vmap`` the NumPy functions take the whole batch along
+        a leading axis (``numpy_op(vmap="vectorized")``), rather than one sample per call.
+        ``jvp``: the NumPy forward-mode rule, or None."""
+        self.vectorized = vectorized
+        self.jvp = jvp
         self.forward = forward
         self.backward = backward
         self.name = name
@@ -79,8 +86,12 @@ class Spec:
         kwargs: dict[str, Any],
         outputs: Sequence[Any],
         tuple_result: bool,
+        *,
+        shaped: bool = True,
     ) -> list[torch.Tensor | None]:
-        """The NumPy backward's gradient for each positional tensor argument, or ``None``."""
+        """The NumPy backward's gradient for each positional tensor argument, or ``None``;
+        ``shaped``: each in its argument's shape (reshaped, or summed over broadcast axes),
+        else as the backward gave it (a vectorized backward's per-sample gradients)."""
         assert self.backward is not None  # only differentiable ops are asked
         output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
         grad = to_numpy(tuple(grads) if tuple_result else grads[0])
@@ -99,10 +110,51 @@ class Spec:
                 )
             )
         # On the input's own device and dtype (a bfloat16 input gets a bfloat16 gradient).
-        return [
-            None if g is None else to_tensor(np.asarray(g), device=a.device, dtype=inexact(a.dtype)).reshape(a.shape)
+        made = [
+            None if g is None else to_tensor(np.asarray(g), device=a.device, dtype=inexact(a.dtype))
             for a, g in zip(tensors, found, strict=True)
         ]
+        if not shaped:
+            return made
+        return [None if g is None else _shaped(g, a.shape) for a, g in zip(tensors, made, strict=True)]
+
+    def tangents(
+        self,
+        tangents: Sequence[Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        outputs: Sequence[Any],
+        *,
+        shaped: bool = True,
+    ) -> tuple[torch.Tensor, ...]:
+        """The NumPy jvp rule's tangent of each output, given one tangent per positional tensor
+        argument, on each output's device and dtype (and ``shaped`` as it, see ``gradients``)."""
+        assert self.jvp is not None  # only ops with a rule are asked
+        tangent = to_numpy(tuple(tangents) if len(tangents) != 1 else tangents[0])
+        output = to_numpy(tuple(outputs) if len(outputs) != 1 else outputs[0])
+        found = self.jvp(tangent, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+        found = tuple(found) if isinstance(found, (tuple, list)) else (found,)
+        if len(found) != len(outputs):
+            raise ConversionError(
+                message(
+                    self.name,
+                    "the jvp",
+                    f"must return {len(outputs)} tangent(s), one per result",
+                    f"{type(found).__name__} of {len(found)}",
+                    "return a single array for one result, else a tuple with one tangent per result",
+                )
+            )
+        made = [
+            to_tensor(np.asarray(t), device=o.device, dtype=inexact(o.dtype))
+            for o, t in zip(outputs, found, strict=True)
+        ]
+        return tuple(_shaped(t, o.shape) if shaped else t for o, t in zip(outputs, made, strict=True))
+
+
+def _shaped(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """A gradient in its argument's shape: reshaped where the sizes agree, else summed over
+    the axes the forward broadcast the argument along (a batch the argument was not in)."""
+    return g.reshape(shape) if g.numel() == shape.numel() else g.sum_to_size(shape)
 
 
 def inexact(dtype: torch.dtype) -> torch.dtype | None:
@@ -110,22 +162,28 @@ def inexact(dtype: torch.dtype) -> torch.dtype | None:
     return dtype if dtype.is_floating_point or dtype.is_complex else None
 
 
-def save(ctx: Any, args: Sequence[Any], kwargs: dict[str, Any], outputs: Sequence[torch.Tensor]) -> None:
-    """Keep a call for its backward: tensors through ``save_for_backward`` (version checks,
-    no reference cycles), the other arguments in a template with the tensors' places marked."""
-    ctx.template = [_TENSOR if isinstance(a, torch.Tensor) else a for a in args]
+def save(
+    ctx: Any, args: Sequence[Any], kwargs: dict[str, Any], outputs: Sequence[torch.Tensor], *, forward: bool = False
+) -> None:
+    """Keep a call for its backward (and, with ``forward``, its jvp): tensors through
+    ``save_for_backward`` (version checks, no reference cycles), the other arguments in a
+    template with the tensors' places marked."""
+    ctx.template = [TENSOR if isinstance(a, torch.Tensor) else a for a in args]
     ctx.kwargs = kwargs
-    ctx.save_for_backward(*(a for a in args if isinstance(a, torch.Tensor)), *outputs)
+    tensors = (*(a for a in args if isinstance(a, torch.Tensor)), *outputs)
+    ctx.save_for_backward(*tensors)
+    if forward:
+        ctx.save_for_forward(*tensors)
 
 
 def saved(ctx: Any) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
     """The call's arguments and outputs kept by ``save``."""
     tensors = iter(ctx.saved_tensors)
-    args = [next(tensors) if a is _TENSOR else a for a in ctx.template]
+    args = [next(tensors) if a is TENSOR else a for a in ctx.template]
     return args, tuple(tensors)
 
 
-_TENSOR = object()  # a tensor argument's place in the saved template
+TENSOR = object()  # a tensor argument's place in the saved template
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

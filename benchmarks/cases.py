@@ -17,6 +17,7 @@ import torch
 import autoconvert as ac
 
 from . import floor
+from .func import func_transforms
 from .harness import Row, compare
 
 Settings = dict[str, Any]
@@ -670,4 +671,5 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "per_sample": per_sample,
     "executors": executors,
     "gpu": gpu,
+    "func": func_transforms,
 }

@@ -85,4 +85,4 @@ def test_signatures_show_every_option_with_its_default() -> None:
     pair = {**DEFAULTS["accepts_numpy"], **DEFAULTS["returns_tensor"]}
     pair = {k: v for k, v in pair.items() if k not in ("only", "exclude")}
     assert set(options(ac.torchify)) == set(pair)
-    assert set(options(ac.numpy_op)) == {"backward", "fake", *pair}
+    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", *pair}

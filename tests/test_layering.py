@@ -37,6 +37,7 @@ ORDER = [
     "_schema",
     "_adapt",
     "_opspec",
+    "_autograd",
     "_library",
     "_ops",
     "__init__",
