@@ -5,10 +5,13 @@
 Under the option, each callable argument is handed over as a ``TensorCallback``: arrays in
 its arguments become tensors on the device of the call's tensors, tensors in what it returns
 become arrays. NumPy's and SciPy's own functions (``np.mean``, ufuncs) keep getting arrays.
+Without it, torch's own functions (``statistic=torch.mean``), which cannot take arrays at
+all, are handed over so; and ``xp=torch`` names NumPy, the arrays' namespace.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,7 @@ from ._dtypes import NO_CASTS
 from ._errors import LeafError
 from ._leaves import Target, array_to_tensor, tensor_to_array
 from ._signature import function_name
-from ._tree import Mapper
+from ._tree import Mapper, StandIn, stood_for
 
 #: Packages whose callables are NumPy code themselves: handed over as they are.
 _NUMPY_CODE = frozenset({"numpy", "scipy"})
@@ -65,12 +68,34 @@ def callback_leaf(function: Any, ctx: Any) -> Any:
     return TensorCallback(function, ctx.plain, ctx.odd)
 
 
-def takes_callbacks(cls: type) -> Any:
-    """The leaf for arguments of type ``cls`` when its instances are callables (functions,
-    methods, ``functools.partial``, ``nn.Module``), or None. Classes themselves are values."""
-    if issubclass(cls, type) or not any("__call__" in vars(base) for base in cls.__mro__[:-1]):
-        return None
-    return callback_leaf
+def torch_callback_leaf(function: Any, ctx: Any) -> Any:
+    """The leaf for callable arguments by default: torch's own functions (``torch.mean``,
+    ``torch.linalg.norm``, ``nn.functional.relu``), which cannot take arrays, take tensors;
+    any other callable is handed over as it is."""
+    return TensorCallback(function, ctx.plain, ctx.odd) if _home(function) == "torch" else function
+
+
+def takes_callbacks(every: bool) -> Callable[[type], Any]:
+    """The fallback finding the leaf for arguments of a type whose instances are callables
+    (functions, methods, ``functools.partial``, ``nn.Module``): ``every`` callable
+    (``callbacks=True``), or torch's own. Classes themselves are values."""
+    leaf = callback_leaf if every else torch_callback_leaf
+
+    def fallback(cls: type) -> Any:
+        if issubclass(cls, type) or not any("__call__" in vars(base) for base in cls.__mro__[:-1]):
+            return None
+        return leaf
+
+    return fallback
+
+
+def namespace_leaf(module: Any, ctx: Any) -> Any:
+    """A module among the arguments: ``xp=torch`` (array-API SciPy's namespace argument)
+    becomes NumPy, the namespace of the arrays the function is handed; a torchified module
+    is the module it stands for; any other module is handed over as it is."""
+    if module is torch:
+        return np
+    return stood_for(module, ctx) if isinstance(module, StandIn) else module
 
 
 def _home(function: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
 
 import numpy as np
@@ -20,7 +20,7 @@ import wrapt
 from numpy.typing import NDArray
 
 from ._escape import compiling, opaque
-from ._leaves import GradPolicy
+from ._leaves import DETACH, GradPolicy
 from ._options import active, check_callable, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, resolve, unwrap
@@ -460,10 +460,7 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(to_numpy, obj, **options)
-    given = validate(options, DEFAULTS["to_numpy"], "autoconvert.to_numpy()")
-    resolved = {**DEFAULTS["to_numpy"], **_configured("to_numpy"), **given}
-    grad = _TO_NUMPY_GRAD[resolved["grad"]]
-    outputs = NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, resolved, grad, argument="obj")
+    outputs, grad = _converter("to_numpy", options)
     converted = outputs.convert(obj, [], [], ((), {}, None))
     if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
         grad.say([f"obj{path}" for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
@@ -490,12 +487,7 @@ def to_tensor(obj: Any, **options: Any) -> Any:
     """
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(to_tensor, obj, **options)
-    options = {
-        **_configured("returns_tensor"),
-        **validate(options, DEFAULTS["returns_tensor"], "autoconvert.to_tensor()"),
-    }
-    resolved = {**DEFAULTS["returns_tensor"], **options}
-    outputs = TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, resolved, argument="obj")
+    outputs, _ = _converter("to_tensor", options)
     return outputs.convert(obj, [], [], ((), {}, None))
 
 
@@ -520,6 +512,39 @@ class NumpyOptions(TypedDict, total=False):
 
 #: to_numpy()'s grad policies: "warn" says so once per process, as a decorator does once.
 _TO_NUMPY_GRAD = {mode: GradPolicy(mode, "autoconvert.to_numpy()") for mode in ("warn", "detach", "error")}
+
+
+def _converter(kind: str, options: Mapping[str, Any]) -> tuple[Any, GradPolicy]:
+    """``to_numpy``'s or ``to_tensor``'s output side (and grad policy) for these options in the
+    active ``config``: built once per distinct set, so a call in a loop pays only the lookup.
+    Options are validated when their set is first seen; a set that fails is not kept."""
+    config = active()
+    key: tuple[Any, ...] | None = (kind, tuple(options.items()), config.key if config is not None else ())
+    try:
+        return _CONVERTERS[key]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable option value: validation names it
+        key = None
+    side = "to_numpy" if kind == "to_numpy" else "returns_tensor"
+    resolved = {**DEFAULTS[side], **_configured(side), **validate(options, DEFAULTS[side], f"autoconvert.{kind}()")}
+    if kind == "to_numpy":
+        grad = _TO_NUMPY_GRAD[resolved["grad"]]
+        made: tuple[Any, GradPolicy] = (
+            NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, resolved, grad, argument="obj"),
+            grad,
+        )
+    else:
+        made = (TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, resolved, argument="obj"), DETACH)
+    if key is not None:
+        if len(_CONVERTERS) >= _MOST_CONVERTERS:  # a program uses a handful; never grow without bound
+            _CONVERTERS.clear()
+        _CONVERTERS[key] = made
+    return made
+
+
+_CONVERTERS: dict[Any, tuple[Any, GradPolicy]] = {}
+_MOST_CONVERTERS = 256
 
 
 def _configured(side: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -10,7 +11,7 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
-from ._callbacks import takes_callbacks
+from ._callbacks import namespace_leaf, takes_callbacks
 from ._copies import copied
 from ._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from ._errors import ConversionError, LeafError
@@ -154,9 +155,9 @@ class NumpyInputs(Inputs):
         if self.check_writes:
             leaf = self._snapshotting(leaf)
         self.mapper = Mapper(
-            {torch.Tensor: leaf, StandIn: stood_for, torch.dtype: dtype_to_numpy},
+            {torch.Tensor: leaf, StandIn: stood_for, torch.dtype: dtype_to_numpy, types.ModuleType: namespace_leaf},
             nested=options["nested"],
-            fallback=takes_callbacks if options.get("callbacks") else None,  # adapt has no callbacks=
+            fallback=takes_callbacks(bool(options.get("callbacks"))),  # adapt has no callbacks=
         )
 
     def context(

@@ -664,8 +664,29 @@ def _dask_executor(stack: contextlib.ExitStack) -> Any:
     return stack.enter_context(distributed.Client(cluster)).get_executor()
 
 
+def plain_functions(settings: Settings) -> list[Row]:
+    """``to_numpy``/``to_tensor`` in a loop (16 elements) against the idioms they replace."""
+    t, a = torch.ones(16), np.ones(16, dtype=np.float32)
+    repeats, target = settings["repeats"], settings["target_s"]
+    rows = compare(
+        "to_numpy, 16 float32",
+        "t.detach().cpu().numpy()",
+        {"t.detach().cpu().numpy()": lambda: t.detach().cpu().numpy(), "autoconvert": lambda: ac.to_numpy(t)},
+        repeats,
+        target,
+    )
+    return rows + compare(
+        "to_tensor, 16 float32",
+        "torch.as_tensor(a)",
+        {"torch.as_tensor(a)": lambda: torch.as_tensor(a), "autoconvert": lambda: ac.to_tensor(a)},
+        repeats,
+        target,
+    )
+
+
 CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "per_call": per_call,
+    "plain": plain_functions,
     "zero_copy": zero_copy,
     "copies": copies,
     "per_sample": per_sample,

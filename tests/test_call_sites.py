@@ -336,3 +336,33 @@ def test_a_callback_whose_values_cannot_cross_is_named() -> None:
     with pytest.raises(ac.ConversionError) as info:
         call_with(objective, np.zeros(2))
     assert str(info.value).startswith(f"{objective.__qualname__}(): result ")
+
+
+def test_torch_functions_given_as_callbacks_take_tensors_by_default() -> None:
+    """SciPy's own torch-backend tests pass ``statistic=torch.mean`` and
+    ``function=torch.sum``: torch's functions cannot take arrays, so they take tensors and
+    hand SciPy arrays back, without any option; the hand-written call converts by hand."""
+    import scipy.stats
+
+    x = torch.rand(20, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    stats = ac.torchify(scipy.stats)
+    # torch.mean has no signature for SciPy to find ``axis`` in: vectorized=True says it takes one
+    found = stats.bootstrap((x,), torch.mean, n_resamples=99, random_state=0, vectorized=True).confidence_interval
+    hand = scipy.stats.bootstrap(
+        (x.numpy(),), lambda a, axis: torch.mean(torch.tensor(a), axis).numpy(), n_resamples=99, random_state=0
+    ).confidence_interval
+    assert type(found.low) is torch.Tensor and np.isclose(found.low.item(), hand.low)
+    assert np.isclose(found.high.item(), hand.high)
+    peaks = ac.torchify(scipy.ndimage).generic_filter(torch.arange(5.0), torch.amax, size=3)
+    assert peaks.tolist() == [1.0, 2.0, 3.0, 4.0, 4.0]
+
+
+def test_xp_torch_names_numpy_for_the_arrays_handed_over() -> None:
+    """Array-API SciPy takes ``xp=``; through torchify the arrays are NumPy's, so is ``xp``."""
+    import scipy.signal
+
+    coefficients = ac.torchify(scipy.signal).savgol_coeffs(5, 2, xp=torch)
+    assert type(coefficients) is torch.Tensor
+    assert np.allclose(coefficients.numpy(), scipy.signal.savgol_coeffs(5, 2))
+    tnp = ac.torchify(np)
+    assert ac.accepts_numpy(lambda xp: xp)(torch) is np and ac.accepts_numpy(lambda xp: xp)(tnp) is np

@@ -163,3 +163,22 @@ def test_to_numpy_takes_a_grad_policy() -> None:
         assert ac.to_numpy(out, grad="error")["logits"].shape == (2,)
     with ac.config(grad="error"), pytest.raises(ac.GradientError):
         ac.to_numpy(out)
+
+
+def test_to_numpy_and_to_tensor_reuse_their_converter_per_option_set_and_config() -> None:
+    """Built once per distinct option set and config, so a loop pays only the conversion:
+    a config block still changes what a call does, and a bad option is refused every time."""
+    t = torch.ones(2)
+    assert shares(ac.to_numpy(t), t) and shares(ac.to_numpy(t), t)
+    with ac.config(copy=True):
+        assert not shares(ac.to_numpy(t), t)
+    assert shares(ac.to_numpy(t), t)
+    assert not shares(ac.to_numpy(t, copy=True), t)
+    a = np.ones(2)
+    assert ac.to_tensor(a, dtype=torch.float32).dtype == torch.float32
+    assert ac.to_tensor(a).dtype == torch.float64
+    for _ in range(2):
+        with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
+            ac.to_numpy(t, grad="loud")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="device= takes None"):
+        ac.to_tensor(a, device=[0])  # type: ignore[arg-type]  # unhashable: validated, never kept
