@@ -359,10 +359,14 @@ def test_torch_functions_given_as_callbacks_take_tensors_by_default() -> None:
 
 def test_xp_torch_names_numpy_for_the_arrays_handed_over() -> None:
     """Array-API SciPy takes ``xp=``; through torchify the arrays are NumPy's, so is ``xp``."""
+    import inspect
+
     import scipy.signal
 
+    tnp = ac.torchify(np)
+    assert ac.accepts_numpy(lambda xp: xp)(torch) is np and ac.accepts_numpy(lambda xp: xp)(tnp) is np
+    if "xp" not in inspect.signature(scipy.signal.savgol_coeffs).parameters:
+        return  # an older SciPy, whose savgol_coeffs takes no array-API namespace
     coefficients = ac.torchify(scipy.signal).savgol_coeffs(5, 2, xp=torch)
     assert type(coefficients) is torch.Tensor
     assert np.allclose(coefficients.numpy(), scipy.signal.savgol_coeffs(5, 2))
-    tnp = ac.torchify(np)
-    assert ac.accepts_numpy(lambda xp: xp)(torch) is np and ac.accepts_numpy(lambda xp: xp)(tnp) is np
