@@ -32,13 +32,20 @@ def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 def run_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
-    """One call of the op: the plain pair where there is no graph to join and no torch.func
-    transform (the common case, and a vectorized call's own inside ``vmap``), else the
-    autograd.Function."""
-    plain = transforming() is None
-    if plain and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
+    """One call of the op inside a ``vmap`` rule: the plain pair where there is no graph to
+    join and no torch.func transform left (a vectorized call's own), else ``apply_op``."""
+    if transforming() is None and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
         return spec.run(args, kwargs)
-    return (_EagerFunction if plain else _NumpyFunction).apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
+    return apply_op(spec, kwargs, *args)
+
+
+def apply_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+    """The op as an autograd node: torch's old-style Function outside torch.func (its
+    ``apply`` skips binding the arguments to ``forward``'s signature, ``inspect.signature``
+    on every call, a third of an eager call), the new-style one, which transforms can
+    see through, under them."""
+    function = _EagerFunction if transforming() is None else _NumpyFunction
+    return function.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
 
 
 def apply_traced(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
@@ -60,11 +67,7 @@ class _NumpyFunction(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-        spec, kwargs, *args = inputs
-        results = output if isinstance(output, tuple) else (output,)
-        ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
-        ctx.spec, ctx.tuple_result = spec, isinstance(output, tuple)
-        save(ctx, args, kwargs, results, forward=spec.jvp is not None)
+        _setup(ctx, inputs[0], inputs[1], inputs[2:], output)
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
@@ -75,9 +78,11 @@ class _NumpyFunction(torch.autograd.Function):
             raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
         if transforming() is None and not torch.is_grad_enabled():  # a plain backward: no node to record
             found = iter(spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result))
-        else:  # under torch.func, or create_graph=True: a node whose own backward raises
-            call = _Call(ctx.kwargs, ctx.template, ctx.tuple_result, len(grads), len(tensors), shaped=True)
-            found = iter(_NumpyVjp.apply(spec, call, *grads, *tensors, *outputs))  # type: ignore[no-untyped-call, unused-ignore]
+            return (None, None, *(next(found) if isinstance(a, torch.Tensor) else None for a in args))
+        # Under torch.func, or create_graph=True: a node whose own backward raises. It gives
+        # zeros for None, which inputs that need no gradient must not get back.
+        call = _Call(ctx.kwargs, ctx.template, ctx.tuple_result, len(grads), len(tensors), shaped=True)
+        found = iter(_NumpyVjp.apply(spec, call, *grads, *tensors, *outputs))  # type: ignore[no-untyped-call, unused-ignore]
         wanted = iter(ctx.needs_input_grad[2:])
         return (None, None, *(next(found) if next(wanted) and isinstance(a, torch.Tensor) else None for a in args))
 
@@ -99,15 +104,21 @@ class _NumpyFunction(torch.autograd.Function):
         return found if ctx.tuple_result else found[0]
 
 
+def _setup(ctx: Any, spec: Spec, kwargs: dict[str, Any], args: Any, output: Any) -> None:
+    """Keep what the backward and jvp need: the call, and which results carry no gradient."""
+    results = output if isinstance(output, tuple) else (output,)
+    ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
+    ctx.spec, ctx.tuple_result = spec, isinstance(output, tuple)
+    save(ctx, args, kwargs, results, forward=spec.jvp is not None)
+
+
 class _EagerFunction(torch.autograd.Function):
-    """``_NumpyFunction`` in torch's old style, for calls outside torch.func: its ``apply``
-    skips the binding of arguments to ``forward``'s signature (``inspect.signature``) that
-    the new style pays on every call, a third of an eager call's cost (benchmarks/)."""
+    """``_NumpyFunction`` in torch's old style, for calls outside torch.func (see ``apply_op``)."""
 
     @staticmethod
     def forward(ctx: Any, spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
         output = spec.run(args, kwargs)
-        _NumpyFunction.setup_context(ctx, (spec, kwargs, *args), output)
+        _setup(ctx, spec, kwargs, args, output)
         return output
 
     backward = _NumpyFunction.backward

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack, overload
 
 import torch
 
-from ._autograd import apply_traced, run_op, transforming, wants_grad
+from ._autograd import apply_op, apply_traced, transforming, wants_grad
 from ._errors import GradientError, message
 from ._escape import compiling, opaque, tracing
 from ._library import Registration
@@ -205,12 +205,13 @@ def _make_op(
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
             return registered.forward(*args, **kwargs)
-        plain = transforming() is None
-        if plain and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
-            return spec.run(args, kwargs)  # no graph to join, no transform: the plain pair (run_op's first step)
+        if transforming() is None and (
+            spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+        ):
+            return spec.run(args, kwargs)  # no graph to join, no transform: the plain pair
         if kwargs:
             args, kwargs = bind(args, kwargs)
-        return run_op(spec, kwargs, *args)
+        return apply_op(spec, kwargs, *args)
 
     op = _Op.made(call, fn, (fn, backward, fake, checked, vmap, jvp), home)
     if fake is not None:
