@@ -24,9 +24,13 @@ def _erfcx_jvp(t: np.ndarray, x: np.ndarray, output: np.ndarray) -> np.ndarray:
     return t * (2 * x * output - 2 / np.sqrt(np.pi))
 
 
-# torch.func.jvp's first use scripts its decompositions, and torch 2.13 deprecates
-# torch.jit.script with a DeprecationWarning from torch's own internals (2.4-2.12 do not warn).
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+# torch.func.jvp's first use scripts its decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest (2.4-2.12
+# do not warn).
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning"),
+]
 
 OPS = {
     f"{mode}{'-fake' if fake else ''}": ac.numpy_op(
