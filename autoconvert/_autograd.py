@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ._errors import ConversionError, GradientError, message
-from ._opspec import TENSOR, Spec, save, saved
+from ._opspec import Spec, filled, save, saved, shaped_as
 
 #: The innermost torch.func transform's level, None outside all (feature-detected: torch 2.4 has it).
 transforming: Callable[[], int | None] = getattr(
@@ -72,7 +72,6 @@ class _NumpyFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         args, outputs = saved(ctx)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
         spec: Spec = ctx.spec
         if spec.backward is None:
             raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
@@ -81,7 +80,8 @@ class _NumpyFunction(torch.autograd.Function):
             return (None, None, *(next(found) if isinstance(a, torch.Tensor) else None for a in args))
         # Under torch.func, or create_graph=True: a node whose own backward raises. It gives
         # zeros for None, which inputs that need no gradient must not get back.
-        call = _Call(ctx.kwargs, ctx.template, ctx.tuple_result, len(grads), len(tensors), shaped=True)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        call = _Call(ctx, len(grads), len(tensors))
         found = iter(_NumpyVjp.apply(spec, call, *grads, *tensors, *outputs))  # type: ignore[no-untyped-call, unused-ignore]
         wanted = iter(ctx.needs_input_grad[2:])
         return (None, None, *(next(found) if next(wanted) and isinstance(a, torch.Tensor) else None for a in args))
@@ -99,7 +99,7 @@ class _NumpyFunction(torch.autograd.Function):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         given = [t for a, t in zip(args, tangents[2:], strict=True) if isinstance(a, torch.Tensor)]
         given = [torch.zeros_like(a) if t is None else t for a, t in zip(tensors, given, strict=True)]
-        call = _Call(ctx.kwargs, ctx.template, ctx.tuple_result, len(given), len(tensors), shaped=True)
+        call = _Call(ctx, len(given), len(tensors))
         found = _NumpyJvp.apply(spec, call, *given, *tensors, *outputs)  # type: ignore[no-untyped-call, unused-ignore]
         return found if ctx.tuple_result else found[0]
 
@@ -126,28 +126,25 @@ class _EagerFunction(torch.autograd.Function):
 
 
 class _Call:
-    """What ``_NumpyVjp`` needs of the forward call besides its tensors: the keyword arguments,
-    where the tensors sat among the positional ones, and how many tensors of each kind come."""
+    """What a NumPy rule's Function needs of the forward call besides its tensors, which come
+    as ``leading`` gradients (or tangents), then ``inputs`` tensor arguments, then the outputs.
+    A plain object, not a tuple: torch.func would flatten a tuple into its transforms' inputs."""
 
-    __slots__ = ("grads", "inputs", "kwargs", "shaped", "template", "tuple_result")
+    __slots__ = ("inputs", "kwargs", "leading", "shaped", "template", "tuple_result")
 
-    def __init__(
-        self, kwargs: dict[str, Any], template: list[Any], tuple_result: bool, grads: int, inputs: int, *, shaped: bool
-    ) -> None:
-        self.kwargs, self.template, self.tuple_result = kwargs, template, tuple_result
-        self.grads, self.inputs, self.shaped = grads, inputs, shaped
+    def __init__(self, ctx: Any, leading: int, inputs: int, *, shaped: bool = True) -> None:
+        """From the forward call ``ctx`` kept (see ``_setup``); ``shaped``: the rule's results
+        in their references' shapes, else per sample (a vectorized rule under vmap)."""
+        self.kwargs, self.template, self.tuple_result = ctx.kwargs, ctx.template, ctx.tuple_result
+        self.leading, self.inputs, self.shaped = leading, inputs, shaped
 
     def split(self, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, list[Any], Any]:
-        """(grads, the positional arguments with their tensors put back, outputs)."""
-        grads, inputs, outputs = (
-            tensors[: self.grads],
-            iter(tensors[self.grads : self.grads + self.inputs]),
-            tensors[self.grads + self.inputs :],
-        )
-        return grads, [next(inputs) if a is TENSOR else a for a in self.template], outputs
+        """(the leading tensors, the positional arguments with their tensors put back, outputs)."""
+        ends = self.leading + self.inputs
+        return tensors[: self.leading], filled(self.template, iter(tensors[self.leading : ends])), tensors[ends:]
 
     def unshaped(self) -> _Call:
-        return _Call(self.kwargs, self.template, self.tuple_result, self.grads, self.inputs, shaped=False)
+        return _Call(self, self.leading, self.inputs, shaped=False)
 
 
 class _NumpyRule(torch.autograd.Function):
@@ -169,7 +166,7 @@ class _NumpyVjp(_NumpyRule):
         grads, args, outputs = call.split(tensors)
         with torch.no_grad():
             found = spec.gradients(grads, args, call.kwargs, outputs, call.tuple_result, shaped=call.shaped)
-        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        inputs = tensors[call.leading : call.leading + call.inputs]
         return tuple(torch.zeros_like(a) if g is None else g for a, g in zip(inputs, found, strict=True))
 
     @staticmethod
@@ -182,7 +179,7 @@ class _NumpyVjp(_NumpyRule):
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, call: _Call, *tensors: Any) -> Any:
-        mirrored = slice(call.grads, call.grads + call.inputs)  # a gradient per input
+        mirrored = slice(call.leading, call.leading + call.inputs)  # a gradient per input
         return _per_sample(_NumpyVjp.apply, info, in_dims[2:], spec, call, mirrored=mirrored, tensors=tensors)
 
 
@@ -202,7 +199,7 @@ class _NumpyJvp(_NumpyRule):
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, call: _Call, *tensors: Any) -> Any:
-        mirrored = slice(call.grads + call.inputs, None)  # a tangent per output
+        mirrored = slice(call.leading + call.inputs, None)  # a tangent per output
         return _per_sample(_NumpyJvp.apply, info, in_dims[2:], spec, call, mirrored=mirrored, tensors=tensors)
 
 
@@ -224,11 +221,8 @@ def _per_sample(
         return _vmapped(function, info, dims, (spec, call), tensors, vectorized=False, name=spec.name)
     leading = _leading(tensors, dims, info.batch_size)
     found = function(spec, call.unshaped(), *leading)
-    shaped = [
-        g.reshape(a.shape) if g.numel() == a.numel() else g.sum_to_size(a.shape)
-        for g, a in zip(found, leading[mirrored], strict=True)
-    ]
-    return tuple(shaped), tuple(0 for _ in shaped)
+    shaped = tuple(shaped_as(g, a.shape) for g, a in zip(found, leading[mirrored], strict=True))
+    return shaped, tuple(0 for _ in shaped)
 
 
 def _leading(values: tuple[Any, ...], dims: tuple[Any, ...], batch: int) -> tuple[Any, ...]:

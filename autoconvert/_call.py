@@ -107,6 +107,22 @@ def compiled_refusal(error: BaseException) -> bool | None:
     return None
 
 
+def _refused(
+    error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: tuple[Any, ...]
+) -> tuple[list[str], bool] | None:
+    """Whether ``error`` is compiled code refusing a read-only array handed over: the paths
+    of those it may have been and whether it refused a write (else the array on entry); None
+    where it is not such a refusal."""
+    writes = None if isinstance(error, ValueError) else compiled_refusal(error)
+    if writes is None and not isinstance(error, ValueError):
+        return None
+    arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
+    if writes is not None:  # numba and OpenCV do not say which array: every read-only one handed over
+        return [path for path, a in arrays if not a.flags.writeable], writes
+    paths = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # a ValueError
+    return None if paths is None else (paths, str(error) != _CYTHON_READ_ONLY)
+
+
 def _quoted(error: BaseException) -> str:
     """``error`` as the message's "Found": its first line that names the refusal (numba's run
     to pages, coloured), the whole error being chained."""
@@ -345,16 +361,9 @@ class Runner:
         if not isinstance(inputs, NumpyInputs):
             return
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
-            writes = compiled_refusal(error) if read_only and not isinstance(error, ValueError) else None
-            if (isinstance(error, ValueError) or writes is not None) and read_only:
-                arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
-                if writes is None:
-                    paths = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # a ValueError
-                    writes = str(error) != _CYTHON_READ_ONLY
-                else:  # numba and OpenCV do not say which array: every read-only one handed over
-                    paths = [path for path, a in arrays if not a.flags.writeable]
-                if paths is not None:
-                    raise self._read_only_error(error, paths, writes=writes) from error
+            refused = _refused(error, inputs, handed, given) if read_only else None
+            if refused is not None:
+                raise self._read_only_error(error, *refused) from error
             notes = _hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
         except RecursionError:
             return
@@ -375,7 +384,7 @@ class Runner:
         except Exception as failure:
             error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
 
-    def _read_only_error(self, error: BaseException, paths: list[str], *, writes: bool) -> ReadOnlyError:
+    def _read_only_error(self, error: BaseException, paths: list[str], writes: bool) -> ReadOnlyError:
         """Compiled code refused a read-only array handed over (at ``paths``): ``writes``, by
         writing into it (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython
         memoryview, a numba kernel's signature), whether or not it would have written."""

@@ -95,7 +95,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
     # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).
     _self_plan = cast("Plan", None)
-    #: The flat call's method form, where wrap gave the class a ``__get__`` (see ``as_method``).
+    #: A plain function's method form: the flat call's, or the generic call's (see ``wrap``).
     _self_method = cast("Callable[..., Any] | None", None)
 
     # Identity, not the wrapped function's hash and equality (wrapt's default): dynamo looks
@@ -207,16 +207,11 @@ def _binding(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def as_method(wrapper: _Wrapper) -> Callable[..., Any]:
-    """``call(instance, *args, **kwargs)``: ``wrapper`` called as a method of ``instance``, as
-    ``instance.name(...)`` would call it, the instance never converted."""
-    if wrapper._self_method is not None:
-        return wrapper._self_method
-    bind = type(wrapper).__get__
-
-    def call(instance: Any, *args: Any, **kwargs: Any) -> Any:
-        return bind(wrapper, instance, type(instance))(*args, **kwargs)
-
-    return call
+    """``call(instance, *args, **kwargs)``: ``wrapper`` (of a plain function) called as a
+    method of ``instance``, as ``instance.name(...)`` would call it, the instance never
+    converted: the method form ``wrap`` made."""
+    assert wrapper._self_method is not None  # wrap makes one for every plain function
+    return wrapper._self_method
 
 
 def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan] = Plan) -> _Wrapper:

@@ -208,7 +208,9 @@ def _make_op(
         if transforming() is None and (
             spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
         ):
-            return spec.run(args, kwargs)  # no graph to join, no transform: the plain pair
+            # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
+            # fewer on every eager call).
+            return spec.run(args, kwargs)
         if kwargs:
             args, kwargs = bind(args, kwargs)
         return apply_op(spec, kwargs, *args)

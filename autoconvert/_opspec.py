@@ -7,7 +7,7 @@ each input's device and dtype), so eager and compiled calls cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,13 +110,7 @@ class Spec:
                 )
             )
         # On the input's own device and dtype (a bfloat16 input gets a bfloat16 gradient).
-        made = [
-            None if g is None else to_tensor(np.asarray(g), device=a.device, dtype=inexact(a.dtype))
-            for a, g in zip(tensors, found, strict=True)
-        ]
-        if not shaped:
-            return made
-        return [None if g is None else _shaped(g, a.shape) for a, g in zip(tensors, made, strict=True)]
+        return [None if g is None else _like(g, a, shaped) for a, g in zip(tensors, found, strict=True)]
 
     def tangents(
         self,
@@ -144,14 +138,17 @@ class Spec:
                     "return a single array for one result, else a tuple with one tangent per result",
                 )
             )
-        made = [
-            to_tensor(np.asarray(t), device=o.device, dtype=inexact(o.dtype))
-            for o, t in zip(outputs, found, strict=True)
-        ]
-        return tuple(_shaped(t, o.shape) if shaped else t for o, t in zip(outputs, made, strict=True))
+        return tuple(_like(t, o, shaped) for o, t in zip(outputs, found, strict=True))
 
 
-def _shaped(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+def _like(value: Any, reference: torch.Tensor, shaped: bool) -> torch.Tensor:
+    """A NumPy rule's array as a tensor on ``reference``'s device and (inexact) dtype, and
+    with ``shaped`` in its shape too (see ``shaped_as``)."""
+    t = to_tensor(np.asarray(value), device=reference.device, dtype=inexact(reference.dtype))
+    return shaped_as(t, reference.shape) if shaped else t
+
+
+def shaped_as(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     """A gradient in its argument's shape: reshaped where the sizes agree, else summed over
     the axes the forward broadcast the argument along (a batch the argument was not in)."""
     return g.reshape(shape) if g.numel() == shape.numel() else g.sum_to_size(shape)
@@ -168,7 +165,7 @@ def save(
     """Keep a call for its backward (and, with ``forward``, its jvp): tensors through
     ``save_for_backward`` (version checks, no reference cycles), the other arguments in a
     template with the tensors' places marked."""
-    ctx.template = [TENSOR if isinstance(a, torch.Tensor) else a for a in args]
+    ctx.template = [_TENSOR if isinstance(a, torch.Tensor) else a for a in args]
     ctx.kwargs = kwargs
     tensors = (*(a for a in args if isinstance(a, torch.Tensor)), *outputs)
     ctx.save_for_backward(*tensors)
@@ -179,11 +176,16 @@ def save(
 def saved(ctx: Any) -> tuple[list[Any], tuple[torch.Tensor, ...]]:
     """The call's arguments and outputs kept by ``save``."""
     tensors = iter(ctx.saved_tensors)
-    args = [next(tensors) if a is TENSOR else a for a in ctx.template]
-    return args, tuple(tensors)
+    return filled(ctx.template, tensors), tuple(tensors)
 
 
-TENSOR = object()  # a tensor argument's place in the saved template
+def filled(template: list[Any], tensors: Iterator[torch.Tensor]) -> list[Any]:
+    """A saved call's positional arguments: ``template`` with its tensors' places taken, in
+    order, from ``tensors``."""
+    return [next(tensors) if a is _TENSOR else a for a in template]
+
+
+_TENSOR = object()  # a tensor argument's place in the saved template
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

@@ -44,8 +44,9 @@ def _yields_later(value: Any, ctx: Any) -> Any:
 
 #: What the output sides refuse: results whose body runs after the call, but for a generator
 #: returned as the result itself, which is converted as it yields.
-_LATER = {**dict.fromkeys(DEFERRED_RESULTS, deferred_result), types.GeneratorType: _yields_later}
-_DEFERRED = Mapper(dict.fromkeys(DEFERRED_RESULTS, deferred_result), nested=True)
+_REFUSED: dict[type, Leaf] = dict.fromkeys(DEFERRED_RESULTS, deferred_result)
+_LATER = {**_REFUSED, types.GeneratorType: _yields_later}
+_DEFERRED = Mapper(_REFUSED, nested=True)  # finds the generator inside a container, by its path
 
 
 def lazily(generator: Generator[Any, Any, Any], convert: Callable[[Any], Any]) -> Generator[Any, Any, Any]:
