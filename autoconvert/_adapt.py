@@ -218,7 +218,7 @@ class AdaptRunner(Runner):
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
         after, failed = self._after_step(), self.failed
-        writeback, readonly = arrays.writeback, arrays.readonly
+        writeback, readonly = arrays.writeback, arrays.readonly or arrays.writeback  # see Runner._make_call
         fixed_device, copy, routes, profiler = self.device, self.copy, self.routes, PROFILER
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
         wants = (*signature.parameters.values(), signature.star, signature.star_star)
@@ -238,7 +238,7 @@ class AdaptRunner(Runner):
             spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
             target = bare(Target, (fixed_device or _devices.default_device(), NO_CASTS, copy, None)) if places else None
             pairs: list[Any] = []
-            ctx = bare(Collected, (plain, odd, pairs, spans, seen, target))
+            ctx = bare(Collected, (plain, odd, pairs, spans, seen, target, None))
             positions = shifted if shifts and instance is not None else steps
             out: list[Any] = []
             key = None
@@ -263,11 +263,11 @@ class AdaptRunner(Runner):
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
                 refuse_deferred(result, self.function)
-                after(pairs, given)
+                after(ctx, given)
             if plain or odd:
                 if whole_tensors:
                     return to_tensors(result, plain, odd, given)

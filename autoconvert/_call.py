@@ -18,7 +18,8 @@ from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInpu
 from ._leaves import bare, describe_tensor, restore_writes
 from ._observe import PROFILER, PathOf, Watched
 from ._options import _ACTIVE, Config
-from ._outputs import NumpyOutputs, Outputs
+from ._outparams import returned
+from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import DEFERRED_RESULTS, _record, _tensor_paths, deferred_result
 from ._specialise import Flat, specialised
 from ._tree import Mapper, cycle_error, keep
@@ -105,6 +106,14 @@ def compiled_refusal(error: BaseException) -> bool | None:
         if module == owner and words in text:
             return writes
     return None
+
+
+def refused_on_entry(error: BaseException) -> bool:
+    """Whether ``error`` is compiled code refusing a read-only array before doing any work: a
+    Cython memoryview, a numba kernel's explicit signature."""
+    if isinstance(error, ValueError) and str(error) == _CYTHON_READ_ONLY:
+        return True
+    return compiled_refusal(error) is False
 
 
 def _refused(
@@ -217,7 +226,10 @@ class Runner:
 
     def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one flat per-call path
         inputs, outputs = self.inputs, self.outputs
-        readonly = isinstance(inputs, NumpyInputs) and inputs.readonly
+        # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
+        readonly = isinstance(inputs, NumpyInputs) and (inputs.readonly or inputs.writeback)
+        writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
+        gives_back = writes is not None and isinstance(outputs, TensorOutputs)
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         settles = isinstance(inputs, NumpyInputs)
         grad = inputs.grad if isinstance(inputs, NumpyInputs) else None
@@ -244,9 +256,11 @@ class Runner:
             given = (args, kwargs, instance)
             if inputs is not None:
                 if lists_only:
-                    ctx: Any = bare(Collected, (plain, odd, None, None, None, None))
+                    ctx: Any = bare(Collected, (plain, odd, None, None, None, None, None))
                 else:
                     ctx = context(plain, odd, args, kwargs)  # type: ignore[misc]
+                if writes is not None:
+                    args, kwargs = inputs.convert_written(args, kwargs, instance, ctx)  # type: ignore[attr-defined]
                 if selected:
                     args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, odd)
                 else:  # the hot loop: one dict lookup per argument, then its leaf function
@@ -273,29 +287,44 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                pairs = ctx.pairs if after is not None else None
-                failed(e, after, pairs, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                failed(
+                    e,
+                    after,
+                    ctx if after else None,
+                    given,
+                    handed=(args, kwargs),
+                    read_only=readonly and (plain or odd),
+                )
                 raise
             if after is not None:
-                refuse_deferred(result, self.function)
-                after(ctx.pairs, given)
+                if ctx.pairs or ctx.written:
+                    refuse_deferred(result, self.function)
+                after(ctx, given)
+                if gives_back and ctx.written:
+                    result = returned(result, ctx.written)
             return result if convert_out is None else convert_out(result, plain, odd, given)
 
         return call
 
-    def _after_step(self) -> Callable[[list[Any], tuple[Any, ...]], None] | None:
-        """What runs after the function, even when it raised: the write-back, or the check for
-        writes behind the read-only guard; None for neither."""
+    def _after_step(self) -> Callable[[Collected, tuple[Any, ...]], None] | None:
+        """What runs after the function, even when it raised: the write-back (of writeback's
+        arguments and the out-parameters), or the check for writes behind the read-only guard;
+        None for neither."""
         inputs = self.inputs
-        if isinstance(inputs, NumpyInputs) and inputs.writeback:
-            return self._write_back
-        if isinstance(inputs, NumpyInputs) and inputs.check_writes:
+        if not isinstance(inputs, NumpyInputs):
+            return None
+        if inputs.check_writes:
             return self._restore_writes
+        if inputs.writeback or inputs.writes is not None:
+            return self._write_back
         return None
 
-    def _write_back(self, pairs: list[Any], given: tuple[Any, ...]) -> None:
+    def _write_back(self, ctx: Collected, given: tuple[Any, ...]) -> None:
         """What the function wrote reaches the caller, even when it raised; a tensor that cannot
         take its array back is named."""
+        pairs = ctx.pairs or []
+        if ctx.written:
+            pairs = [*pairs, *((t, private) for t, _, private in ctx.written)]
         try:
             write_back(pairs)
         except WriteBackFailed as failed:
@@ -324,8 +353,13 @@ class Runner:
         paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
         return ", ".join(paths or ["(a tensor argument)"])
 
-    def _restore_writes(self, pairs: list[Any], given: tuple[Any, ...]) -> None:
-        """check_writes: put back what the function changed in the caller's tensors, and say so."""
+    def _restore_writes(self, ctx: Collected, given: tuple[Any, ...]) -> None:
+        """check_writes: put back what the function changed in the caller's tensors, and say so
+        (out-parameters are the function's to change: written back first)."""
+        pairs = ctx.pairs or []
+        if ctx.written:
+            self._write_back(ctx._replace(pairs=[]), given)
+            pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in ctx.written)]
         changed = restore_writes(pairs)
         if not changed:
             return
@@ -344,8 +378,8 @@ class Runner:
     def failed(
         self,
         error: BaseException,
-        after: Callable[[list[Any], tuple[Any, ...]], None] | None,
-        pairs: list[Any] | None,
+        after: Callable[[Collected, tuple[Any, ...]], None] | None,
+        ctx: Collected | None,
         given: tuple[Any, ...],
         *,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
@@ -355,8 +389,8 @@ class Runner:
         note on ``error``), and NumPy's refusal to write into a read-only array handed to it
         (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see ``_hints``)."""
-        if after is not None:
-            self._after_failure(after, pairs or [], given, error)
+        if after is not None and ctx is not None:
+            self._after_failure(after, ctx, given, error)
         inputs = self.inputs
         if not isinstance(inputs, NumpyInputs):
             return
@@ -372,15 +406,15 @@ class Runner:
 
     def _after_failure(
         self,
-        after: Callable[[list[Any], tuple[Any, ...]], None],
-        pairs: list[Any],
+        after: Callable[[Collected, tuple[Any, ...]], None],
+        ctx: Collected,
         given: tuple[Any, ...],
         error: BaseException,
     ) -> None:
         """Run ``after`` for a call that raised ``error``: the user's exception wins, and what
         ``after`` had to say (a write-back that failed, a write put back) becomes a note on it."""
         try:
-            after(pairs, given)
+            after(ctx, given)
         except Exception as failure:
             error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
 
@@ -411,5 +445,11 @@ class Runner:
                 "pass copy=True to give the function private writable copies, or "
                 "writeback=True to let its changes reach the caller's tensors"
             )
+        if isinstance(self.inputs, NumpyInputs) and self.inputs.writeback:  # only expanded tensors are read-only
+            what = (
+                "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
+                "write can reach back into it, and the function wrote into it"
+            )
+            fix = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
         where = named or "the function"
-        return ReadOnlyError(message(self.function, where, what, _quoted(error), fix))
+        return ReadOnlyError(message(self.function, where, what, _quoted(error), fix, path=paths[0] if paths else ""))

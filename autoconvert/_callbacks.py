@@ -6,11 +6,13 @@ Under the option, each callable argument is handed over as a ``TensorCallback``:
 its arguments become tensors on the device of the call's tensors, tensors in what it returns
 become arrays. NumPy's and SciPy's own functions (``np.mean``, ufuncs) keep getting arrays.
 Without it, torch's own functions (``statistic=torch.mean``), which cannot take arrays at
-all, are handed over so; and ``xp=torch`` names NumPy, the arrays' namespace.
+all, are handed over so; ``xp=torch`` names NumPy, the arrays' namespace; and a torch
+device names where the results go.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -91,11 +93,26 @@ def takes_callbacks(every: bool) -> Callable[[type], Any]:
 
 def namespace_leaf(module: Any, ctx: Any) -> Any:
     """A module among the arguments: ``xp=torch`` (array-API SciPy's namespace argument)
-    becomes NumPy, the namespace of the arrays the function is handed; a torchified module
+    becomes NumPy, the namespace of the arrays the function is handed (array-api-compat's
+    torch namespace, its NumPy namespace); a torchified module
     is the module it stands for; any other module is handed over as it is."""
     if module is torch:
         return np
+    name = getattr(module, "__name__", None)
+    if isinstance(name, str) and name.endswith("array_api_compat.torch"):
+        # array-api-compat's torch namespace (SciPy vendors one: what array_namespace(t) gives):
+        # the same package's NumPy namespace.
+        return importlib.import_module(name.removesuffix("torch") + "numpy")
     return stood_for(module, ctx) if isinstance(module, StandIn) else module
+
+
+def device_leaf(device: torch.device, ctx: Any) -> str:
+    """A torch device among the arguments (``device=`` of array-API SciPy, NumPy 2's creation
+    functions): NumPy's ``"cpu"``, since the function is handed host arrays. The device is
+    recorded with the call's tensors (an empty bool tensor there, which no dtype rule counts),
+    so results come back on it, and a call whose tensors live elsewhere is refused."""
+    ctx.odd.append(torch.empty(0, dtype=torch.bool, device=device))
+    return "cpu"
 
 
 def _home(function: Any) -> str:

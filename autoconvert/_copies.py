@@ -15,8 +15,9 @@ from typing import Any
 from ._errors import LeafError, TransferError
 
 #: What a copy was for. "layout": memory the other library cannot hold as it is (strides,
-#: byte order, alignment, read-only or broadcast memory, lazy conj/neg bits, sparse formats).
-CAUSES = ("transfer", "widening", "layout", "cast", "copy=True", "writeback", "check_writes")
+#: byte order, alignment, read-only or broadcast memory, lazy conj/neg bits, sparse formats);
+#: "writable": compiled code that refused read-only arrays (torchify's copy when needed).
+CAUSES = ("transfer", "widening", "layout", "cast", "copy=True", "writeback", "check_writes", "writable")
 POLICIES = ("allow", "log", "warn", "error")
 
 
@@ -65,6 +66,18 @@ watching = _WATCH.get
 def copied(cause: str, value: Any, nbytes: int) -> None:
     """Tell the watching call, if any, that ``value`` was copied (``nbytes``) for ``cause``."""
     watch = watching()
+    if watch is not None:
+        watch.copies.append(Copy(cause, value, nbytes))
+
+
+#: The watch of the decorated call whose function is running (see _observe): copies the
+#: function's own guards make (torchify's writable copies) count for that call.
+_IN_FUNCTION: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("autoconvert_in_function", default=None)
+
+
+def copied_in_function(cause: str, value: Any, nbytes: int) -> None:
+    """``copied``, for a copy made while the decorated function runs."""
+    watch = _IN_FUNCTION.get()
     if watch is not None:
         watch.copies.append(Copy(cause, value, nbytes))
 

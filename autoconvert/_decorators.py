@@ -261,6 +261,7 @@ def accepts_numpy(
     check_writes: bool = False,
     transfers: Transfers = "allow",
     callbacks: bool = False,
+    out_params: str | Iterable[str] = (),
 ) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
@@ -297,6 +298,10 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
             them hands them tensors (on the device of the call's tensors) and gets their
             tensor results back as arrays (``scipy.optimize.minimize(f, x0)`` with ``f`` using
             autograd). NumPy's and SciPy's own functions are handed over as they are.
+        out_params: the parameters the function writes its results into (``"out"``): a
+            tensor passed there is handed over writable (its own memory on the CPU, else a
+            copy written back after the call), and a result that is that array comes back
+            as the caller's tensor itself. Every other argument stays read-only.
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
     a write raises [`ReadOnlyError`][autoconvert.ReadOnlyError] (a ``ValueError``) naming both fixes.

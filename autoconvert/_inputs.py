@@ -11,7 +11,7 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
-from ._callbacks import namespace_leaf, takes_callbacks
+from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
 from ._copies import copied
 from ._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from ._errors import ConversionError, LeafError
@@ -29,6 +29,7 @@ from ._leaves import (
     sparse_to_tensor,
     tensor_to_array,
 )
+from ._outparams import OutParams
 from ._signature import Parameters, Selection
 from ._tree import Mapper, StandIn, cycle_error, stood_for
 from ._writeback import aliased_spans
@@ -47,6 +48,8 @@ class Collected(NamedTuple):
     #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
     seen: list[Any] | None = None
     target: Target | None = None
+    #: out-parameters: (tensor, array handed over, private array to copy back or None).
+    written: list[tuple[torch.Tensor, Any, Any]] | None = None
 
 
 def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
@@ -149,13 +152,22 @@ class NumpyInputs(Inputs):
         self.grad = grad
         self.sparse: str = options["sparse"]
         self.widened = WIDENED_HALF if options["widen_float16"] else WIDENED
+        names = options.get("out_params")  # adapt has no out-parameters
+        self.writes = OutParams(names, params) if names else None
+        self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=options["nested"])
         leaf = self._writeback_leaf if self.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not self.writeback:
             leaf = self._widening(leaf)
         if self.check_writes:
             leaf = self._snapshotting(leaf)
         self.mapper = Mapper(
-            {torch.Tensor: leaf, StandIn: stood_for, torch.dtype: dtype_to_numpy, types.ModuleType: namespace_leaf},
+            {
+                torch.Tensor: leaf,
+                StandIn: stood_for,
+                torch.dtype: dtype_to_numpy,
+                types.ModuleType: namespace_leaf,
+                torch.device: device_leaf,
+            },
             nested=options["nested"],
             fallback=takes_callbacks(bool(options.get("callbacks"))),  # adapt has no callbacks=
         )
@@ -165,14 +177,36 @@ class NumpyInputs(Inputs):
     ) -> Collected:
         """With writeback or check_writes, the ``pairs`` list; with writeback, the ``spans``
         too. (Otherwise the Runner builds ``Collected(plain, odd)`` itself.)"""
+        written: list[Any] | None = [] if self.writes is not None else None
         if not self.writeback:
-            return Collected(plain, odd, [])
+            return bare(Collected, (plain, odd, [], None, None, None, written))
         # writeback: the spans of memory that arguments share (see _writeback).
         try:
             tensors = self.tensors_in(args, kwargs)
         except RecursionError:  # a container that holds itself: the conversion names it
-            return Collected(plain, odd, [])
-        return Collected(plain, odd, [], aliased_spans(tensors))
+            return bare(Collected, (plain, odd, [], None, None, None, written))
+        return bare(Collected, (plain, odd, [], aliased_spans(tensors), None, None, written))
+
+    def convert_written(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's out-parameters (see _outparams) handed over writable, the rest as they were."""
+        assert self.writes is not None
+        found = self.writes.given(args, kwargs, self.params.offset(instance))
+        if not found:
+            return args, kwargs
+        positional, keywords = list(args), dict(kwargs)
+        for where, value in found:
+            try:
+                converted = self.out_mapper(value, ctx)
+            except LeafError as e:
+                key, position = (where, 0) if isinstance(where, str) else (None, where)
+                raise self.public(e, instance, key, position) from None
+            if isinstance(where, str):
+                keywords[where] = converted
+            else:
+                positional[where] = converted
+        return tuple(positional), keywords
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
@@ -241,34 +275,59 @@ class NumpyInputs(Inputs):
 
     def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
         ctx.odd.append(t)
-        if t.layout != torch.strided and not t.is_nested:
-            raise LeafError(
-                ConversionError,
-                "is a sparse tensor; writeback=True cannot write a SciPy matrix's changes back into it",
-                describe_tensor(t),
-                "return the changed matrix instead, with writeback=False",
-            )
-        if not t.is_nested and expanded(
-            t
-        ):  # torch refuses to write into overlapping memory, so nothing could come back
-            raise LeafError(
-                ConversionError,
-                "is an expanded tensor (zero strides: its elements share memory), which no write can reach back into",
-                describe_tensor(t),
-                "pass {path}.contiguous(), or return the changed array instead, with writeback=False",
-            )
+        _refuse_sparse(t)
+        if not t.is_nested and expanded(t):
+            # Its elements share memory, which torch refuses to write into: handed read-only, so
+            # that a write raises (see Runner.failed) rather than vanish.
+            a = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)[0]
+            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
         span = ctx.spans.get(id(t)) if ctx.spans else None
         if span is not None:  # it shares memory with another argument
             return span.view(t, ctx.pairs, self.copy, self.grad, self.widened)
+        a, private = self._writable(t)
+        # Private memory is copied back after the call; shared memory only needs autograd told.
+        ctx.pairs.append((t, private))  # type: ignore[union-attr]  # writeback has pairs
+        return a
+
+    def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
+        """A tensor handed over as an out-parameter: writable, written back after the call."""
+        ctx.odd.append(t)
+        _refuse_sparse(t, "an out-parameter")
+        if not t.is_nested and expanded(t):
+            raise LeafError(
+                ConversionError,
+                "is an expanded tensor (zero strides: its elements share memory), which no output can be written into",
+                describe_tensor(t),
+                "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
+            )
+        a, private = self._writable(t)
+        ctx.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
+        return a
+
+    def _writable(self, t: torch.Tensor) -> tuple[Any, Any]:
+        """``t`` as a writable array, and the private array to copy back after the call (None
+        where the array is ``t``'s memory)."""
         a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
         if shared and self.copy is None and not a.flags.c_contiguous:
             # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
             # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
             copied("layout", t, a.nbytes)
             a, shared = np.ascontiguousarray(a), False
-        # Private memory is copied back after the call; shared memory only needs autograd told.
-        ctx.pairs.append((t, None if shared else a))  # type: ignore[union-attr]  # writeback has pairs
-        return a
+        return a, None if shared else a
+
+
+def _refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
+    """A sparse tensor crosses as a new SciPy matrix, whose changes nothing copies back."""
+    if t.layout != torch.strided and not t.is_nested:
+        raise LeafError(
+            ConversionError,
+            f"is a sparse tensor; {role} cannot write a SciPy matrix's changes back into it",
+            describe_tensor(t),
+            "return the changed matrix instead, with writeback=False"
+            if role == "writeback=True"
+            else "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})",
+        )
 
 
 class TensorInputs(Inputs):

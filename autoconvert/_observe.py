@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as _autograd_profiler
 
-from ._copies import _WATCH, CAUSES, Copy, Watch, size
+from ._copies import _IN_FUNCTION, _WATCH, CAUSES, Copy, Watch, size
 from ._errors import TransferWarning
 from ._leaves import warn_at_caller
 from ._options import _ACTIVE, enter, leave
@@ -120,11 +120,13 @@ class _Observation:
             self.inputs_end = len(self.watch.copies)
             self._exit()
             _WATCH.set(outer)  # calls the function makes watch themselves, or not at all
+            inside = _IN_FUNCTION.set(self.watch)
             begun = time.perf_counter()
             try:
                 result = wrapped(*a, **k)
             finally:
                 self.in_function = time.perf_counter() - begun
+                _IN_FUNCTION.reset(inside)
                 self.watch.policy = self.watched.policy_out
                 _WATCH.set(self.watch)
                 self._enter(self.ranges[1])

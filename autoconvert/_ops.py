@@ -150,7 +150,8 @@ def numpy_op(
         >>> x.grad
         tensor([1.0000, 0.5403])
     """
-    checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
+    # An op returns new tensors: out-parameters are torch.library's to declare, not autoconvert's.
+    checked = validate(options, (PAIR_INPUT_OPTIONS - {"out_params"}) | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
     if vmap not in VMAP_MODES:
         raise ValueError(f"autoconvert.numpy_op(): vmap= takes 'sequential' or 'vectorized', got {vmap!r}")
     if fn is None:
@@ -359,5 +360,5 @@ shows_options(
     ],
     "accepts_numpy",
     "returns_tensor",
-    skip=("only", "exclude"),
+    skip=("only", "exclude", "out_params"),
 )

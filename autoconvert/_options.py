@@ -41,6 +41,7 @@ class PairOptions(AdaptOptions, total=False):
     dtype: torch.dtype | Literal["input"] | None
     sparse_layout: torch.layout | None
     callbacks: bool
+    out_params: str | Iterable[str]
 
 
 #: Options ``config()`` may set; ``only``/``exclude`` name one function's parameters.
@@ -150,6 +151,7 @@ _VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "transfers": _transfers,
     "only": lambda v: _names("only", v),
     "exclude": lambda v: _names("exclude", v),
+    "out_params": lambda v: tuple(sorted(_names("out_params", v) or ())),
 }
 
 

@@ -27,6 +27,7 @@ from ._leaves import (
     tensor_to_array,
     tensor_to_device,
 )
+from ._outparams import Returned
 from ._signature import DEFERRED_RESULTS, Parameters, _mismatch, _tensor_paths, deferred_result
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
@@ -187,6 +188,7 @@ class TensorOutputs(Outputs):
                 np.ndarray: array_to_tensor,
                 np.generic: array_to_tensor,
                 torch.Tensor: self._unaliased if handed else self._tensor,
+                Returned: _given_back,
                 **_LATER,
             },
             nested=options["nested"],
@@ -238,6 +240,11 @@ class TensorOutputs(Outputs):
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
+
+
+def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
+    """An out-parameter's array returned: the caller's own tensor, written already."""
+    return value.tensor
 
 
 def _sparse_among(tensors: list[torch.Tensor]) -> bool:

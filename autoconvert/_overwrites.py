@@ -6,6 +6,10 @@ writes into ``y`` with no flag at all, and ``lapack.dppsv`` into ``ap``, which i
 signature calls an input, even where those are read-only views of the caller's tensors. A torchified function that may do so is an ``Overwrites``:
 it copies exactly the arguments the call lets SciPy overwrite, which costs what the call
 costs without the flag (SciPy copies them itself then).
+
+Compiled code may also refuse read-only arrays outright, before it reads them (a Cython
+memoryview not declared ``const``: ``scipy.signal.sosfilt``): a torchified function then
+copies when needed, as NumPy 2's ``copy=None`` means, and remembers it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ import re
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
+
+from ._call import refused_on_entry
+from ._copies import copied_in_function
+from ._signature import deferred_kind
+from ._tree import Mapper
 
 #: f2py's docstring starts with its signature: ``lu,piv,info = dgetrf(a,[overwrite_a])``
 #: (a routine with no results has no ``=``).
@@ -91,19 +101,41 @@ def _f2py_arguments(doc: str) -> list[Overwritten]:
     return found
 
 
-class Overwrites:
-    """``fn``, handing the arguments a call lets it overwrite as private copies where they
-    are read-only (a tensor's memory, or any array the caller cannot mean to be written)."""
+class Guarded:
+    """``fn`` with the guards compiled code needs: the arguments a call lets it overwrite
+    handed as private copies where they are read-only (a tensor's memory, or any array the
+    caller cannot mean to be written); and, with ``retries``, a call whose compiled code
+    refuses read-only arrays on entry (a Cython memoryview, a numba kernel's signature) made
+    again with writable copies, as every later call of ``fn`` is (copy when needed)."""
 
-    def __init__(self, fn: Any, arguments: list[Overwritten]) -> None:
+    def __init__(self, fn: Any, arguments: list[Overwritten], retries: bool) -> None:
         self.__wrapped__ = fn
         self.arguments = arguments
-        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        self.retries = retries
+        self.writable = False  # compiled code refused read-only arrays once: copy from then on
+        self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]  # None for extension builtins (see _torchify)
+        for name in ("__name__", "__qualname__", "__doc__"):
             value = getattr(fn, name, None)
             if value is not None:
                 setattr(self, name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.arguments:
+            args = self._overwritable(args, kwargs)
+        if self.writable:
+            return self.__wrapped__(*_WRITABLE(args, None), **_WRITABLE(kwargs, None))
+        if not self.retries:
+            return self.__wrapped__(*args, **kwargs)
+        try:
+            return self.__wrapped__(*args, **kwargs)
+        except (ValueError, TypeError) as error:  # numba's TypingError is a TypeError
+            if not refused_on_entry(error) or not any(not a.flags.writeable for a in _arrays_in(args, kwargs)):
+                raise
+        self.writable = True
+        return self.__wrapped__(*_WRITABLE(args, None), **_WRITABLE(kwargs, None))
+
+    def _overwritable(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """``args`` with private copies where the call lets SciPy overwrite; ``kwargs`` changed in place."""
         copied: list[Any] | None = None  # the positional arguments, once one is replaced
         for argument in self.arguments:
             if not argument.asked(args, kwargs):
@@ -117,10 +149,10 @@ class Overwrites:
                 if private is not value:
                     copied = copied or list(args)
                     copied[position] = private
-        return self.__wrapped__(*(args if copied is None else copied), **kwargs)
+        return args if copied is None else tuple(copied)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return guarded, (self.__wrapped__,)
+        return guarded, (self.__wrapped__, self.retries)
 
 
 def _private(value: Any) -> Any:
@@ -131,7 +163,27 @@ def _private(value: Any) -> Any:
     return value
 
 
-def guarded(fn: Any) -> Any:
-    """``fn`` as an ``Overwrites`` where it may write into its arguments, else ``fn``."""
+def _writable(a: NDArray[Any], ctx: object) -> NDArray[Any]:
+    """A read-only array as a private writable copy, counted (``stats``' "writable")."""
+    if a.flags.writeable:
+        return a
+    copied_in_function("writable", a, a.nbytes)
+    return a.copy(order="K")
+
+
+_WRITABLE = Mapper({np.ndarray: _writable}, nested=True)
+
+
+def _arrays_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[NDArray[Any]]:
+    return [a for _, a in _WRITABLE.leaves_with_paths((args, kwargs))]
+
+
+def guarded(fn: Any, retries: bool = False) -> Any:
+    """``fn`` as a ``Guarded`` where it may write into its arguments or, with ``retries``,
+    where its compiled code may refuse read-only arrays (anything but NumPy's own functions
+    and ufuncs, which take them, and generator functions); else ``fn`` itself."""
     arguments = overwritten(fn)
-    return Overwrites(fn, arguments) if arguments else fn
+    numpy_own = isinstance(fn, np.ufunc) or (getattr(fn, "__module__", None) or "").startswith("numpy")
+    # A generator's body runs after the call: a refusal there comes too late to make it again.
+    retries = retries and not numpy_own and deferred_kind(fn) is None
+    return Guarded(fn, arguments, retries) if arguments or retries else fn

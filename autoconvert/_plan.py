@@ -37,6 +37,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "check_writes": False,
         "transfers": "allow",
         "callbacks": False,
+        "out_params": (),
     },
     "returns_tensor": {
         "device": None,

@@ -43,6 +43,8 @@ class Parameters:
 
     def __init__(self, func: Any) -> None:
         self.binds_first = inspect.isfunction(func) or isinstance(func, classmethod)
+        #: A ufunc's outputs may follow its inputs positionally: ``np.add(x, y, out)``.
+        self.outputs_at = range(func.nin, func.nin + func.nout) if isinstance(func, np.ufunc) else range(0)
         try:
             # classmethod/staticmethod objects have no signature of their own before 3.13.
             signature = inspect.signature(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
@@ -157,9 +159,17 @@ def path_finder(params: Parameters) -> PathOf:
 def _mismatch(
     function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
 ) -> Exception:
-    placed = _tensor_paths(params, args, kwargs, instance)
-    voters = [(path, t.device) for path, t in placed if not (t.is_cpu and t.ndim == 0)]
+    placed = _tensor_paths(params, args, kwargs, instance, _PLACED)
+    # A device argument (device=, see _callbacks.device_leaf) votes as its tensors do.
+    voters = [
+        (path, v) if type(v) is torch.device else (path, v.device)
+        for path, v in placed
+        if type(v) is torch.device or not (v.is_cpu and v.ndim == 0)
+    ]
     return _devices.mismatch(function, voters)
+
+
+_PLACED = Mapper({torch.Tensor: _record, torch.device: _record}, nested=True)
 
 
 GENERATOR_FUNCTION = "a generator function"

@@ -32,7 +32,7 @@ import textwrap
 import types
 from collections.abc import Callable
 from types import CodeType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -258,7 +258,7 @@ class Flat:
             exec(self.codes[1], namespace)
             return namespace["__call__"], namespace
         key = (self.kind, count)
-        code = _LEADING.get(key) or _LEADING.setdefault(key, compiled(_leading_source(*self.kind, count), "flat call"))
+        code = _LEADING.get(key) or _LEADING.setdefault(key, compiled(_leading_source(self.kind, count), "flat call"))
         exec(code, namespace)
         return staticmethod(namespace["__call__"]), namespace
 
@@ -287,9 +287,12 @@ class Flat:
             return None
         first = 1 if method else 0
         namespace["split"] = splitter(function, shape, first=first)
-        passed = self._passed(function.__code__.co_varnames[first : shape.arity])
-        source = functools.partial(_exact_source, *self.kind, method, shape=shape, passed=passed)
-        return with_signature(function, shape, ("flat call", *self.kind, method, passed), source, namespace)
+        names = function.__code__.co_varnames[first : shape.arity]
+        passed = self._passed(names)
+        written = frozenset(k for k, name in enumerate(names) if name in namespace["writes"])
+        source = functools.partial(_exact_source, self.kind, method, shape=shape, passed=passed, written=written)
+        key = ("flat call", *self.kind, method, passed, written)
+        return with_signature(function, shape, key, source, namespace)
 
     def _passed(self, names: tuple[str, ...]) -> frozenset[int]:
         """The parameters (by position, the instance's not counted) that ``only=``/``exclude=``
@@ -310,6 +313,7 @@ def specialised(
     result = _result_code(inputs, outputs)
     if not enabled or value is None or result is None:
         return None
+    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
     namespace: dict[str, Any] = {
         "Tensor": torch.Tensor,
         "float16": torch.float16,
@@ -339,6 +343,7 @@ def specialised(
         "failed": failed,
         "missing": _MISSING,
         "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
+        "writes": writes.names if writes is not None else frozenset(),
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.
@@ -358,19 +363,39 @@ def specialised(
             walk_sequence_out=mapper.walk_sequence,
             walk_dict_out=mapper.walk_dict,
         )
-    kind = (value, result, isinstance(inputs, TensorInputs), isinstance(inputs, NumpyInputs) and inputs.readonly)
+    # Calls passing an out-parameter go to the generic call, which hands it over writable: by
+    # keyword, or positionally from ``writes_at`` on (past MOST_POSITIONAL: by keyword only).
+    writes_at = None if writes is None else writes.first_position(0)
+    if writes is not None and writes_at is None:
+        writes_at = MOST_POSITIONAL + 1
+    kind = Kind(
+        value,
+        result,
+        isinstance(inputs, TensorInputs),
+        isinstance(inputs, NumpyInputs) and inputs.readonly,
+        writes_at,
+    )
     selection = inputs.selection if inputs is not None else None
     if selection is not None:  # which values it converts is known by name: the exact forms only
         return Flat(kind, _DELEGATING, namespace, selection)
-    codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(compiled(_source(h, *kind), "flat call") for h in _HEADS))
+    codes = _CODES.get(kind) or _CODES.setdefault(kind, tuple(compiled(_source(h, kind), "flat call") for h in _HEADS))
     return Flat(kind, codes, namespace)
 
 
 #: Per value: its conversion's source, given the indent and the name the value is held in.
 Template = Callable[[str, str], str]
-#: What the flat call's code depends on: the value template, the result code, and whether the
-#: function gets tensors placed on a device / read-only arrays.
-Kind = tuple[Template, str, bool, bool]
+
+
+class Kind(NamedTuple):
+    """What the flat call's code depends on (plans of one kind share their code)."""
+
+    value: Template  # each argument's conversion
+    result: str  # the result's
+    places: bool  # the function gets tensors placed on a device
+    hands_read_only: bool  # the function gets read-only arrays
+    writes_at: int | None  # the first positional out-parameter (None: it has none)
+
+
 #: The three forms' code per kind of plan (a few per program): what differs between plans of a
 #: kind (the function, its sides' options) is in their namespaces.
 _CODES: dict[Kind, tuple[CodeType, ...]] = {}
@@ -444,6 +469,14 @@ def _unconverted(i: str, v: str) -> str:
     return ""
 
 
+_TO_GENERIC = "{i}return generic(wrapped, instance, args, kwargs)\n"
+
+
+def _written_value(i: str, v: str) -> str:
+    """An out-parameter: passed at all, it sends the call to the generic call."""
+    return f"{i}if {v} is not None:\n" + _TO_GENERIC.format(i=i + "    ")
+
+
 def _value_code(inputs: Inputs | None) -> Template | None:
     """The per-value template for this input side, or None when it needs the generic call."""
     if inputs is None:
@@ -477,16 +510,25 @@ def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
     return None  # pragma: no cover - every output side is one of the above
 
 
-def _source(head: str, value: Template, result: str, places: bool, hands_read_only: bool) -> str:
+def _source(head: str, kind: Kind) -> str:
     """The flat call's source: the guards, one branch per positional count (its conversions,
     the keywords', the call), then the result's conversion. The method form calls
-    ``wrapped`` (the function) with the instance first."""
+    ``wrapped`` (the function) with the instance first. A call passing an out-parameter
+    (from position ``writes_at``, or by keyword) goes to the generic call."""
+    value, result, places, hands_read_only, writes_at = kind
     first = "instance, " if head.startswith("method(") else ""
     lines = [f"def {head}:", *_opening(places), "    n = len(args)"]
     keyword = value(" " * 16, "value").rstrip("\n")
+    if writes_at is not None:
+        keyword = f"                if key in writes:\n{_TO_GENERIC.format(i=' ' * 20)}{keyword}"
+        # The call form may be bound (its args start after the instance): it counts from one sooner.
+        writes_at -= 0 if head.startswith("__call__") else 1
     for count in range(MOST_POSITIONAL + 1):
         names = [f"a{k}" for k in range(count)]
         lines.append(f"    {'if' if count == 0 else 'elif'} n == {count}:")
+        if writes_at is not None and count > writes_at:
+            lines.append(_TO_GENERIC.format(i=" " * 8).rstrip("\n"))
+            continue
         if count:
             lines.append(f"        {', '.join(names)}, = args")
         lines += [code for name in names if (code := value(" " * 8, name).rstrip("\n"))]
@@ -533,22 +575,22 @@ def _called(arguments: str, handed: str, hands_read_only: bool, indent: str) -> 
 
 
 def _exact_source(
-    value: Template,
-    result: str,
-    places: bool,
-    hands_read_only: bool,
+    kind: Kind,
     method: bool,
     *,
     shape: Shape,
     passed: frozenset[int],
+    written: frozenset[int],
     arguments: str = "",
 ) -> str:
     """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
     into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
     sees defaults), then the call and the result's conversion. The method form's ``p0`` is
     the instance, never converted. A ``passed`` parameter (a selection's) is only recorded
-    (NumPy side) or let through (tensor side). ``arguments`` spells the call's arguments
-    for the generic call, ``*split(p0, ...)`` unless given."""
+    (NumPy side) or let through (tensor side); a ``written`` one (an out-parameter) sends a
+    call passing it to the generic call. ``arguments`` spells the call's arguments for the
+    generic call, ``*split(p0, ...)`` unless given."""
+    value, result, places, hands_read_only, _ = kind
     count = shape.arity
     lines = [f"def __call__({shape.parameters()}):", *(["    instance = p0"] if method else []), *_opening(places)]
     handed = ["p0"] if method else []
@@ -556,6 +598,7 @@ def _exact_source(
     for k in range(first, count):
         defaulted = k in shape.defaulted
         template = value if k - first not in passed else _kept_value if places else _recorded_value
+        template = _written_value if k - first in written else template
         code = template(" " * (8 if defaulted else 4), f"c{k}").rstrip("\n")
         if code:
             lines.append(f"    c{k} = p{k}")
@@ -572,7 +615,7 @@ def _exact_source(
 _LEADING: dict[tuple[Kind, int], CodeType] = {}
 
 
-def _leading_source(value: Template, result: str, places: bool, hands_read_only: bool, count: int) -> str:
+def _leading_source(kind: Kind, count: int) -> str:
     """The form for a callable that calls pass ``count`` arguments positionally (see
     _exact.leading_of): a call passing exactly those, positionally, is the exact form's for
     that shape; CPython binds them with no ``len(args)`` to branch on. Any other call, which
@@ -580,13 +623,11 @@ def _leading_source(value: Template, result: str, places: bool, hands_read_only:
     back in ``args`` and goes on as the ``*args`` form, in the same frame."""
     names = [f"p{k}" for k in range(count)]
     exact = _exact_source(
-        value,
-        result,
-        places,
-        hands_read_only,
+        kind,
         False,
         shape=Shape(count, count, (), ()),
         passed=frozenset(),
+        written=frozenset(),  # a ufunc's outputs follow its inputs
         arguments=f"({''.join(f'{name}, ' for name in names)}), {{}}",
     )
     # Positional-only parameters fill from the left: the first one at ``missing`` ends them.
@@ -598,5 +639,6 @@ def _leading_source(value: Template, result: str, places: bool, hands_read_only:
             f"        {'if' if k == count else 'elif'} {names[k - 1]} is not missing:",
             f"            args = ({given}) + args",
         ]
-    star = _source("__call__(*args, **kwargs)", value, result, places, hands_read_only).partition("\n")[2]
+    star = _source("__call__(*args, **kwargs)", kind)
+    star = star.partition("\n")[2]
     return "\n".join(lines) + "\n" + textwrap.indent(star, "    ") + exact.partition("\n")[2]

@@ -24,6 +24,7 @@ from ._devices import CPU, default_device, vote
 from ._escape import compiling, opaque
 from ._exact import Shape, shape_of, splitter, with_signature
 from ._options import PairOptions, validate
+from ._outparams import NUMPY_OUT_PARAMS
 from ._overwrites import guarded
 from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan, shows_options
 from ._signature import GENERATOR_FUNCTION, deferred_kind
@@ -64,6 +65,8 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
     checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.torchify()")
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
+    # A tensor handed as NumPy's out= or scipy.ndimage's output= is there to be written.
+    checked = {"out_params": NUMPY_OUT_PARAMS, **checked}
     if _home(target) == "scipy":  # most of SciPy rejects float16 ("array type not supported")
         checked = {"widen_float16": True, **checked}
     if isinstance(target, types.ModuleType):
@@ -87,6 +90,17 @@ def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     inputs = {k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS}
     outputs = {k: v for k, v in options.items() if k in PAIR_OUTPUT_OPTIONS}
     return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
+
+
+def copies_when_needed(options: dict[str, Any]) -> bool:
+    """Whether a torchified call refused read-only arrays is made again with writable copies:
+    with ``copy=None``, NumPy 2's "copy when needed" (``copy=False`` keeps the ReadOnlyError)."""
+    return options.get("copy") is None and not options.get("writeback")
+
+
+def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
+    """``wrap_pair`` of a bound method of a torchified object, guarded (see _overwrites)."""
+    return wrap_pair(guarded(fn, copies_when_needed(options)), options)
 
 
 class FunctionPlan(Plan):
@@ -143,7 +157,7 @@ def _module_function(fn: Any, options: dict[str, Any], package: str) -> Any:
     proxies. A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(_module_function, fn, options, package)
-    pair = wrap_pair(guarded(fn), options)
+    pair = wrap_pair(guarded(fn, copies_when_needed(options)), options)
     return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides, package))
 
 
@@ -244,7 +258,7 @@ class TorchifiedClass(StandIn):
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        wrapped = wrap_pair(guarded(value), self._options)
+        wrapped = wrap_pair(guarded(value, copies_when_needed(self._options)), self._options)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
@@ -376,7 +390,7 @@ class TorchifiedObject(StandIn):
         if callable(value) and not isinstance(value, type):
             cached = self._ac_bound.get(name)
             if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
-                cached = self._ac_bound[name] = (value, _calling(wrap_pair(value, self._ac_options), bound=True))
+                cached = self._ac_bound[name] = (value, _calling(_guarded_pair(value, self._ac_options), bound=True))
             return types.MethodType(cached[1], self)
         return self._ac_read(value)
 
@@ -462,7 +476,7 @@ class CallableTorchifiedObject(TorchifiedObject):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self._ac_class.method("__call__")
         if method is None:  # __call__ is not a plain function of its class (a builtin, a C type)
-            return _calling(wrap_pair(self.__wrapped__, self._ac_options), bound=True)(self, *args, **kwargs)
+            return _calling(_guarded_pair(self.__wrapped__, self._ac_options), bound=True)(self, *args, **kwargs)
         return method(self, *args, **kwargs)
 
 

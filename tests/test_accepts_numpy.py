@@ -1072,9 +1072,25 @@ class TestExpandedTensors:
         conj = ac.accepts_numpy(lambda a: complex(a[-1]))(torch.tensor([1 + 2j]).conj().expand(10**10))
         assert conj == 1 - 2j
 
-    def test_writeback_into_an_expanded_tensor_is_refused(self) -> None:
-        with pytest.raises(ac.ConversionError, match=r"argument a is an expanded tensor \(zero strides"):
-            ac.accepts_numpy(writeback=True)(lambda a: None)(torch.zeros(1).expand(3))
+    def test_writeback_hands_an_expanded_tensor_read_only(self) -> None:
+        """No write can reach back into repeated memory, so writeback=True hands it read-only:
+        reading works, with private copies too (copy=True), and a write is refused."""
+        assert ac.accepts_numpy(writeback=True)(lambda a: float(a.sum()))(torch.ones(1).expand(3)) == 3.0
+        assert not ac.accepts_numpy(writeback=True, copy=True)(lambda a: a.flags.writeable)(torch.ones(1).expand(3))
+
+        def fill(a):
+            a[0] = 1
+
+        t = torch.zeros(1).expand(3)
+        with pytest.raises(ac.ReadOnlyError) as info:
+            ac.accepts_numpy(writeback=True)(fill)(t)
+        assert str(info.value) == fill.__qualname__ + (
+            "(): argument a is an expanded tensor (zero strides: its elements share memory), handed over "
+            "read-only since no write can reach back into it, and the function wrote into it. Found "
+            "ValueError('assignment destination is read-only'). Fix: pass a.contiguous() (then writes reach that "
+            "copy only), or return the changed array instead."
+        )
+        assert t.tolist() == [0.0, 0.0, 0.0]
 
     def test_a_broadcast_result_too_large_to_copy_names_the_bytes(self) -> None:
         with pytest.raises(ac.ConversionError) as info:

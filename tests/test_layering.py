@@ -23,6 +23,7 @@ ORDER = [
     "_observe",
     "_escape",
     "_signature",
+    "_outparams",
     "_exact",
     "_callbacks",
     "_inputs",

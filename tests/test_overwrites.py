@@ -21,7 +21,7 @@ import torch
 from scipy.linalg import blas, lapack
 
 import autoconvert as ac
-from autoconvert._overwrites import Overwrites, overwritten
+from autoconvert._overwrites import guarded, overwritten
 
 tsl = ac.torchify(scipy.linalg)
 tblas = ac.torchify(blas)
@@ -144,18 +144,19 @@ def test_a_call_without_the_flag_makes_no_private_copy() -> None:
         seen.append(b)
         return b
 
-    guarded = Overwrites(solve, overwritten(solve))
+    assert overwritten(solve)
+    guarded_solve = guarded(solve)
     b = np.ones(3)
     b.setflags(write=False)
-    guarded(None, b)
-    guarded(None, b, False)
-    guarded(None, b=b, overwrite_b=False)
+    guarded_solve(None, b)
+    guarded_solve(None, b, False)
+    guarded_solve(None, b=b, overwrite_b=False)
     assert all(s is b for s in seen)
-    guarded(None, b, True)
-    guarded(None, b=b, overwrite_b=True)
+    guarded_solve(None, b, True)
+    guarded_solve(None, b=b, overwrite_b=True)
     assert all(s is not b and s.flags.writeable for s in seen[3:])
     writable = np.ones(3)
-    guarded(None, writable, overwrite_b=True)  # the caller's own writable array: theirs to overwrite
+    guarded_solve(None, writable, overwrite_b=True)  # the caller's own writable array: theirs to overwrite
     assert seen[-1] is writable
 
 

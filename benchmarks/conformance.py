@@ -1,0 +1,236 @@
+"""SciPy's own torch-backend tests, run natively and through ``torchify``.
+
+SciPy tests its array-API support over backends (``SCIPY_ARRAY_API``, the ``xp`` fixture);
+its torch-backend tests say what a torch user expects of SciPy's functions. This script runs
+the installed SciPy's torch-backend tests for special, ndimage, signal, fft, stats and
+linalg twice: natively, and with every call the test code makes that carries a tensor sent
+through ``ac.torchify`` instead (SciPy's internal calls untouched). It prints, per module,
+the tests passing natively, those passing through torchify, and the differences, classified
+by their error.
+
+    python -m benchmarks.conformance                  # every module (tens of minutes)
+    python -m benchmarks.conformance --quick          # the subset CI runs (a minute)
+    python -m benchmarks.conformance ndimage signal   # some modules
+
+It is also the pytest plugin that routes the calls (``-p benchmarks.conformance``, active
+when ``AUTOCONVERT_CONFORMANCE_ROUTE`` is set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+from typing import Any
+
+MODULES = ("special", "ndimage", "signal", "fft", "stats", "linalg")
+#: What ``--quick`` runs: a few test files whose functions take and write arrays.
+QUICK = {
+    "ndimage": ["tests/test_filters.py", "-k", "correlate or convolve or uniform or gaussian"],
+    "signal": ["tests/test_signaltools.py", "-k", "sosfilt or lfilter or savgol"],
+    "special": ["tests/test_logsumexp.py"],
+}
+_ROUTE = "AUTOCONVERT_CONFORMANCE_ROUTE"
+_OUT = "AUTOCONVERT_CONFORMANCE_OUT"
+
+
+# --------------------------------------------------------------------------- the plugin
+
+
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    """Route the test modules' SciPy calls through torchify (when asked)."""
+    if not os.environ.get(_ROUTE):
+        return
+    for item in items:  # parametrized with SciPy's functions themselves
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for name, value in params.items():
+            routed = _routed(value)
+            if routed is not None:
+                params[name] = routed
+    for module in {item.module for item in items if getattr(item, "module", None) is not None}:
+        for name, value in list(vars(module).items()):
+            routed = _routed(value)
+            if routed is not None:
+                setattr(module, name, routed)
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    """Record each test's outcome, and the first line of its error."""
+    path = os.environ.get(_OUT)
+    if path is None or (report.when != "call" and report.outcome == "passed"):
+        return
+    error = ""
+    if report.failed:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        error = crash.message.splitlines()[0] if crash is not None and crash.message else str(report.longrepr)[:200]
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps([report.nodeid, report.outcome, error]) + "\n")
+
+
+def _home(value: Any) -> str | None:
+    """The public SciPy module among MODULES that ``value`` (a module or callable) belongs to."""
+    name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    if not isinstance(name, str):
+        return None
+    parts = name.split(".")
+    if len(parts) < 2 or parts[0] != "scipy" or parts[1] not in MODULES or "tests" in parts:
+        return None  # the test modules' own helpers stay as they are
+    return f"scipy.{parts[1]}"
+
+
+def _routed(value: Any) -> Any:
+    """A stand-in for a SciPy module or callable the test module imported: calls carrying a
+    tensor go through torchify, the others to SciPy as they were."""
+    home = _home(value)
+    if home is None:
+        return None
+    if isinstance(value, types.ModuleType):
+        return _RoutedModule(value)
+    if callable(value) and not isinstance(value, type):
+        return _route_callable(value, home)
+    return None
+
+
+class _RoutedModule(types.ModuleType):
+    def __init__(self, module: types.ModuleType) -> None:
+        super().__init__(module.__name__, module.__doc__)
+        self._module = module
+        self._routed: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if name.startswith("_") or isinstance(value, type) or not callable(value):
+            return value
+        if isinstance(value, types.ModuleType):
+            return _RoutedModule(value)
+        if name not in self._routed:
+            self._routed[name] = _route_callable(value, self._module.__name__)
+        return self._routed[name]
+
+
+def _route_callable(function: Any, home: str) -> Any:
+    import autoconvert as ac
+
+    holder = types.ModuleType(home)  # torchify's view of the function, as its module shows it
+    holder.f = function  # type: ignore[attr-defined]
+    return _Routed(function, ac.torchify(holder).f)
+
+
+class _Routed:
+    """A SciPy callable whose calls carrying a tensor go through torchify; equal to the
+    original, as tests compare them (``filter_func == ndimage.convolve``)."""
+
+    def __init__(self, function: Any, torchified: Any) -> None:
+        self.__wrapped__ = function
+        self.torchified = torchified
+        self.__name__ = getattr(function, "__name__", "routed")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        if _carries(torch.Tensor, (args, kwargs)):
+            return self.torchified(*args, **kwargs)
+        return self.__wrapped__(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__wrapped__, name)
+
+    def __eq__(self, other: object) -> bool:
+        return self.__wrapped__ == getattr(other, "__wrapped__", other)
+
+    def __hash__(self) -> int:
+        return hash(self.__wrapped__)
+
+
+def _carries(kind: type, value: Any, depth: int = 3) -> bool:
+    if isinstance(value, kind):
+        return True
+    if depth and type(value) in (tuple, list):
+        return any(_carries(kind, v, depth - 1) for v in value)
+    if depth and type(value) is dict:
+        return any(_carries(kind, v, depth - 1) for v in value.values())
+    return False
+
+
+# --------------------------------------------------------------------------- the script
+
+
+def _run(module: str, routed: bool, extra: list[str]) -> dict[str, tuple[str, str]]:
+    """Run ``scipy.<module>``'s torch-backend tests; ``{test: (outcome, error)}``."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
+        out = f.name
+    env = {**os.environ, "SCIPY_ARRAY_API": '["torch"]', _OUT: out}
+    env.pop(_ROUTE, None)
+    if routed:
+        env[_ROUTE] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), env.get("PYTHONPATH")]))
+    scipy_dir = Path(__import__("scipy").__file__).parent
+    target = [str(scipy_dir / module / extra[0]), *extra[1:]] if extra else [str(scipy_dir / module)]
+    command = [sys.executable, "-m", "pytest", *target, "-q", "-p", "benchmarks.conformance"]
+    command += ["-p", "no:cacheprovider", "-o", "addopts=", "-W", "ignore"]
+    subprocess.run(
+        command, check=False, env=env, cwd=scipy_dir.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    outcomes: dict[str, tuple[str, str]] = {}
+    for line in Path(out).read_text(encoding="utf-8").splitlines():
+        nodeid, outcome, error = json.loads(line)
+        if nodeid not in outcomes or outcome != "passed":
+            outcomes[nodeid] = (outcome, error)
+    Path(out).unlink()
+    return {k: v for k, v in outcomes.items() if "torch" in k}
+
+
+def _kind(error: str) -> str:
+    """An error's class, and its words with numbers and quoted values left out."""
+    words = re.sub(r"'[^']*'|\"[^\"]*\"|[-+]?\d[\d.e+-]*", "…", error)
+    return words[:110]
+
+
+def compare(module: str, extra: list[str]) -> dict[str, Any]:
+    native = _run(module, False, extra)
+    through = _run(module, True, extra)
+    passing = {k for k, (outcome, _) in native.items() if outcome == "passed"}
+    kept = {k for k in passing if through.get(k, ("missing", ""))[0] == "passed"}
+    differences = collections.Counter(_kind(through.get(k, ("missing", "not run"))[1]) for k in passing - kept)
+    return {"module": module, "native": len(passing), "torchify": len(kept), "differences": differences}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.conformance", description=__doc__.partition("\n")[0])
+    parser.add_argument("modules", nargs="*", choices=[*MODULES, []], help="SciPy modules (default: all six)")
+    parser.add_argument("--quick", action="store_true", help="the subset CI runs")
+    parser.add_argument("--check", type=float, default=None, help="fail below this share through torchify (0.99)")
+    options = parser.parse_args(argv)
+    import numpy
+    import scipy
+    import torch
+
+    print(f"SciPy {scipy.__version__}, NumPy {numpy.__version__}, torch {torch.__version__}")
+    print("| module | pass natively | pass through torchify | share |")
+    print("|---|---:|---:|---:|")
+    results = []
+    for module in options.modules or (QUICK if options.quick else MODULES):
+        found = compare(module, QUICK[module] if options.quick else [])
+        results.append(found)
+        share = found["torchify"] / found["native"] if found["native"] else 1.0
+        print(f"| {module} | {found['native']} | {found['torchify']} | {share:.1%} |", flush=True)
+    for found in results:
+        for kind, count in found["differences"].most_common():
+            print(f"{found['module']}: {count} x {kind}")
+    if options.check is not None:
+        low = [f["module"] for f in results if f["native"] and f["torchify"] / f["native"] < options.check]
+        if low or not all(f["native"] for f in results):
+            print(f"below {options.check:.0%} through torchify (or no test ran): {', '.join(low) or 'none ran'}")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""What SciPy's own torch-backend tests expect of a torchified function.
+
+Out-parameters are written (``out=``, ``output=``), compiled code that refuses read-only
+arrays on entry gets writable copies (copy when needed), device arguments name where results
+go, and NumPy's dtype promotion holds. Each case compares with the NumPy call on arrays.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import scipy.signal
+import scipy.special
+import torch
+
+import autoconvert as ac
+
+tnp = ac.torchify(np)
+ndi = ac.torchify(scipy.ndimage)
+signal = ac.torchify(scipy.signal)
+
+
+class TestOutParameters:
+    """A tensor handed as ``out=``/``output=`` is written, and comes back as itself."""
+
+    def test_a_ufunc_writes_into_out_by_keyword_and_by_position(self) -> None:
+        x = torch.arange(6.0).reshape(2, 3)
+        for call in (lambda out: tnp.add(x, 1, out=out), lambda out: tnp.add(x, 1, out)):
+            out = torch.zeros(2, 3)
+            memory = out.data_ptr()
+            assert call(out) is out
+            assert out.data_ptr() == memory  # written in its own memory, not replaced
+            torch.testing.assert_close(out, x + 1)
+
+    def test_out_in_a_dtype_numpy_lacks_or_strided_is_written_back(self) -> None:
+        """bfloat16 crosses as a float32 copy; a transposed tensor as a C-ordered copy: each is
+        copied back after the call."""
+        x = torch.arange(6.0).reshape(2, 3)
+        half = torch.zeros(2, 3, dtype=torch.bfloat16)
+        assert tnp.multiply(x, 2, out=half) is half
+        assert half.tolist() == (x * 2).tolist()
+        strided = torch.zeros(3, 2).t()
+        assert tnp.add(x, 1, out=strided) is strided
+        torch.testing.assert_close(strided, x + 1)
+
+    def test_a_tuple_of_outs_and_ufunc_methods(self) -> None:
+        x = torch.arange(6.0).reshape(2, 3)
+        q, r = torch.zeros(2, 3), torch.zeros(2, 3)
+        result = tnp.divmod(x, 4, out=(q, r))
+        assert result[0] is q and result[1] is r
+        assert (q.tolist(), r.tolist()) == ([[0, 0, 0], [0, 1, 1]], [[0, 1, 2], [3, 0, 1]])
+        total = torch.zeros(3)
+        assert tnp.add.reduce(x, axis=0, out=total) is total
+        assert tnp.sum(x, axis=0, out=torch.zeros(3)).tolist() == [3.0, 5.0, 7.0]
+
+    def test_ndimage_writes_output(self) -> None:
+        """``zoom(x, 1, output=out)`` used to leave ``out`` all zeros: SciPy's zoom-of-one
+        shortcut skips a read-only output silently."""
+        x = torch.arange(12.0).reshape(3, 4)
+        weights = torch.ones(3, 3)
+        expected = scipy.ndimage.correlate(x.numpy(), weights.numpy())
+        for call in (
+            lambda out: ndi.correlate(x, weights, output=out),
+            lambda out: ndi.correlate(x, weights, out),
+        ):
+            out = torch.zeros(3, 4)
+            call(out)
+            np.testing.assert_allclose(out.numpy(), expected)
+        out = torch.zeros(3, 4)
+        ndi.zoom(x, 1, output=out)
+        torch.testing.assert_close(out, x)
+
+    def test_no_other_argument_becomes_writable(self) -> None:
+        destination = torch.zeros(3)
+        with pytest.raises(ac.ReadOnlyError):
+            tnp.copyto(destination, 1.0)
+        assert destination.tolist() == [0.0, 0.0, 0.0]
+
+    def test_the_same_tensor_as_input_and_out(self) -> None:
+        x = torch.arange(3.0)
+        assert tnp.add(x, 1, out=x) is x
+        assert x.tolist() == [1.0, 2.0, 3.0]
+
+    def test_an_expanded_out_is_refused_naming_it(self) -> None:
+        with pytest.raises(ac.ConversionError) as info:
+            tnp.add(torch.ones(2, 3), 1, out=torch.zeros(3).expand(2, 3))
+        assert str(info.value) == (
+            "add(): argument out is an expanded tensor (zero strides: its elements share memory), which no "
+            "output can be written into. Found torch.Tensor(shape=(2, 3), dtype=torch.float32, "
+            "layout=torch.strided, device=cpu). Fix: pass a tensor with memory of its own (torch.empty(...), "
+            "or out.clone())."
+        )
+
+    def test_decorated_functions_name_their_own(self) -> None:
+        """A function the user decorates keeps its ReadOnlyError unless it names the parameter."""
+
+        def shifted(a: Any, out: Any = None) -> Any:
+            return np.add(a, 1, out=out)
+
+        out = torch.zeros(2)
+        with pytest.raises(ac.ReadOnlyError):
+            ac.accepts_numpy(shifted)(torch.ones(2), out=out)
+        written = ac.returns_tensor(ac.accepts_numpy(out_params="out")(shifted))
+        assert written(torch.ones(2), out=out) is out
+        assert written(torch.ones(2), out) is out  # by position too
+        assert out.tolist() == [2.0, 2.0]
+        with pytest.raises(TypeError, match=r"out_params= takes a parameter name or a list of them, got 3"):
+            ac.accepts_numpy(out_params=3)
+
+    def test_torchify_takes_other_names_or_none(self) -> None:
+        plain = ac.torchify(np, out_params=())
+        with pytest.raises(ac.ReadOnlyError):
+            plain.add(torch.ones(2), 1, out=torch.zeros(2))
+
+
+class TestCopyWhenNeeded:
+    """Compiled code that refuses read-only arrays on entry gets writable copies."""
+
+    def test_sosfilt_runs_with_default_options(self) -> None:
+        sos = scipy.signal.butter(2, 0.2, output="sos")
+        x = torch.randn(50, dtype=torch.float64)
+        with ac.stats() as counted:
+            y = signal.sosfilt(torch.from_numpy(sos), x)
+        np.testing.assert_allclose(y.numpy(), scipy.signal.sosfilt(sos, x.numpy()))
+        assert counted.copies["writable"] >= 1
+        assert x.tolist() == x.clone().tolist()
+
+    def test_copy_false_and_decorated_functions_keep_the_error(self) -> None:
+        sos = torch.from_numpy(scipy.signal.butter(2, 0.2, output="sos"))
+        x = torch.randn(20, dtype=torch.float64)
+        with pytest.raises(ac.ReadOnlyError, match=r"Fix: pass copy=True"):
+            ac.torchify(scipy.signal, copy=False).sosfilt(sos, x)
+        with pytest.raises(ac.ReadOnlyError, match=r"Fix: pass copy=True"):
+            ac.accepts_numpy(scipy.signal.sosfilt)(sos, x)
+
+    def test_the_refusal_is_remembered(self) -> None:
+        """After one refusal each call hands writable copies at once: the function runs once."""
+        calls: list[bool] = []
+
+        def kernel(a: Any) -> Any:
+            calls.append(a.flags.writeable)
+            if not a.flags.writeable:  # Cython's refusal of a read-only typed memoryview
+                raise ValueError("buffer source array is read-only")
+            return a * 2
+
+        module = types.ModuleType("legacy_kernels")
+        module.kernel = kernel  # type: ignore[attr-defined]
+        kernel.__module__ = module.__name__
+        twice = ac.torchify(module).kernel
+        assert twice(torch.ones(2)).tolist() == [2.0, 2.0]
+        assert twice(torch.ones(2)).tolist() == [2.0, 2.0]
+        assert calls == [False, True, True]
+
+    def test_other_errors_are_not_retried(self) -> None:
+        calls: list[int] = []
+
+        def broken(a: Any) -> Any:
+            calls.append(1)
+            raise ValueError("operands could not be broadcast")
+
+        module = types.ModuleType("legacy_broken")
+        module.broken = broken  # type: ignore[attr-defined]
+        with pytest.raises(ValueError, match="operands could not be broadcast"):
+            ac.torchify(module).broken(torch.ones(2))
+        assert calls == [1]
+
+
+class TestDevicesAndNamespaces:
+    def test_a_device_argument_names_where_results_go(self) -> None:
+        coeffs = signal.savgol_coeffs(5, 2, xp=torch, device=torch.device("cpu"))
+        torch.testing.assert_close(coeffs, torch.from_numpy(scipy.signal.savgol_coeffs(5, 2)))
+        made = tnp.zeros(2, device=torch.device("meta"))
+        assert made.device == torch.device("meta") and made.shape == (2,)
+
+    def test_a_device_other_than_the_tensors_is_refused(self) -> None:
+        with pytest.raises(ac.DeviceMismatchError) as info:
+            tnp.asarray(torch.ones(2), device=torch.device("meta"))
+        assert str(info.value) == (
+            "asarray(): the tensor arguments are on different devices, so there is no caller's device to "
+            "return results to. Found a on cpu, device on meta. Fix: move them to one device first, or pass "
+            "device= to choose where results go."
+        )
+
+
+def test_numpy_promotion_holds() -> None:
+    """The function runs in NumPy, so NumPy promotes: float32 with int32 weights gives float64
+    (torch would keep float32)."""
+    x = torch.ones(3)
+    b = torch.tensor([1, 2, 3], dtype=torch.int32)
+    result = ac.torchify(scipy.special).logsumexp(x, b=b)
+    expected = scipy.special.logsumexp(x.numpy(), b=b.numpy())
+    assert result.dtype == torch.from_numpy(np.asarray(expected)).dtype == torch.float64
+
+
+def test_array_api_compat_torch_names_its_numpy() -> None:
+    """SciPy's tests pass ``xp=array_namespace(t)``: array-api-compat's torch namespace, which
+    becomes the same package's NumPy namespace."""
+    compat = pytest.importorskip("scipy._lib.array_api_compat.torch")
+
+    def namespace_of(a: Any, xp: Any) -> str:
+        return f"{xp.__name__}:{type(a).__name__}"
+
+    module = types.ModuleType("legacy_xp")
+    module.namespace_of = namespace_of  # type: ignore[attr-defined]
+    assert ac.torchify(module).namespace_of(torch.ones(1), xp=compat) == "scipy._lib.array_api_compat.numpy:ndarray"
+    assert ac.torchify(module).namespace_of(torch.ones(1), xp=torch) == "numpy:ndarray"
