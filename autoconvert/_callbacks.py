@@ -65,7 +65,7 @@ class TensorCallback:
 
 def callback_leaf(function: Any, ctx: Any) -> Any:
     """The input side's leaf for callable arguments under ``callbacks=True``."""
-    if _home(function) in _NUMPY_CODE:
+    if _home(function) in _NUMPY_CODE and not _torch_code(function):
         return function
     return TensorCallback(function, ctx.plain, ctx.odd)
 
@@ -74,7 +74,7 @@ def torch_callback_leaf(function: Any, ctx: Any) -> Any:
     """The leaf for callable arguments by default: torch's own functions (``torch.mean``,
     ``torch.linalg.norm``, ``nn.functional.relu``), which cannot take arrays, take tensors;
     any other callable is handed over as it is."""
-    return TensorCallback(function, ctx.plain, ctx.odd) if _home(function) == "torch" else function
+    return TensorCallback(function, ctx.plain, ctx.odd) if _torch_code(function) else function
 
 
 def takes_callbacks(every: bool) -> Callable[[type], Any]:
@@ -115,6 +115,16 @@ def device_leaf(device: torch.device, ctx: Any) -> str:
     return "cpu"
 
 
+def _module(function: Any) -> str:
+    return str(getattr(function, "__module__", None) or type(function).__module__)
+
+
 def _home(function: Any) -> str:
-    module = getattr(function, "__module__", None) or type(function).__module__
-    return str(module).partition(".")[0]
+    return _module(function).partition(".")[0]
+
+
+def _torch_code(function: Any) -> bool:
+    """Whether ``function`` is torch's own, or array-api-compat's torch namespace's
+    (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too)."""
+    module = _module(function)
+    return module.partition(".")[0] == "torch" or f".{module}.".find(".array_api_compat.torch.") >= 0

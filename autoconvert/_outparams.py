@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ._signature import Parameters
@@ -54,11 +55,23 @@ class Returned:
 
 
 def returned(result: Any, written: list[tuple[torch.Tensor, Any, Any]]) -> Any:
-    """``result`` with each array that is an out-parameter's (itself, or an item of a tuple
-    of them: ``np.divmod(x, y, out=(q, r))``) marked ``Returned``."""
+    """``result`` with each array that is an out-parameter's (itself or a view of all of it,
+    as ``vectorized_filter`` returns; or an item of a tuple of them: ``np.divmod(x, y,
+    out=(q, r))``) marked ``Returned``."""
     for t, a, _ in written:
-        if result is a:
+        if _same(result, a):
             return Returned(t)
-    if type(result) is tuple and any(item is a for item in result for _, a, _ in written):
+    if type(result) is tuple and any(_same(item, a) for item in result for _, a, _ in written):
         return tuple(returned(item, written) for item in result)
     return result
+
+
+def _same(value: Any, a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``value`` is the array ``a``, or views exactly its memory as it does."""
+    if value is a:
+        return True
+    return (
+        type(value) is np.ndarray
+        and (value.shape, value.strides, value.dtype) == (a.shape, a.strides, a.dtype)
+        and value.__array_interface__["data"][0] == a.__array_interface__["data"][0]
+    )

@@ -147,3 +147,14 @@ def test_a_registered_numpy_op_compiles_and_trains_on_the_device(accelerator: to
     assert torch.allclose(x.grad, torch.cos(2 * x.detach()))
     assert set(torch.library.opcheck(_sin.op, (x,)).values()) == {"SUCCESS"}
     torch._dynamo.reset()
+
+
+def test_an_out_parameter_on_the_device_is_written_and_given_back(accelerator: torch.device) -> None:
+    """A device tensor as out= crosses as a host copy, written back after the call; the
+    result is the caller's tensor itself, on its device. A device argument places results."""
+    tnp = ac.torchify(np)
+    x = torch.arange(4.0, device=accelerator)
+    out = torch.zeros(4, device=accelerator, dtype=torch.bfloat16)
+    assert tnp.add(x, 1, out=out) is out
+    assert out.device == accelerator and out.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert tnp.zeros(2, device=accelerator).device == accelerator
