@@ -18,7 +18,7 @@ from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInpu
 from ._leaves import bare, describe_tensor, restore_writes
 from ._observe import PROFILER, PathOf, Watched
 from ._options import _ACTIVE, Config
-from ._outparams import returned
+from ._outparams import Returned, returned
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import DEFERRED_RESULTS, _record, _tensor_paths, deferred_result
 from ._specialise import Flat, specialised
@@ -169,6 +169,30 @@ def _hints(error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]]
     return hints
 
 
+#: How torch refuses an array where it wants a tensor, or NumPy a torch dtype.
+_MIXED = ("not numpy.ndarray", "(numpy.ndarray,", "'numpy.ndarray' and 'Tensor'", "<class 'torch.dtype'>")
+
+
+def _arrays_met_torch(text: str) -> bool:
+    return any(words in text for words in _MIXED)
+
+
+def _callback_hints(inputs: NumpyInputs, given: tuple[Any, ...]) -> list[str]:
+    """The function passed its callable arguments arrays, and torch code refused one: such a
+    callable (a statistic, an objective) is likely written in torch, and wants tensors."""
+    args, kwargs, instance = given
+    offset = inputs.params.offset(instance)
+    named = [(inputs.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+    named += [(inputs.params.keyword_name(k), v) for k, v in kwargs.items()]
+    callables = [path for path, v in named if callable(v) and not isinstance(v, (type, torch.Tensor, np.ndarray))]
+    if not callables:
+        return []
+    return [
+        f"argument {callables[0]} is a callable, handed NumPy arrays when the function calls it; if it is "
+        "written in torch, pass callbacks=True to hand it tensors"
+    ]
+
+
 def refuse_deferred(result: Any, function: str) -> None:
     """Before an after step (writeback, check_writes): a result whose body has not run yet
     (a generator, a coroutine) is refused, since the step would run before its writes."""
@@ -302,6 +326,8 @@ class Runner:
                 after(ctx, given)
                 if gives_back and ctx.written:
                     result = returned(result, ctx.written)
+                    if type(result) is Returned:  # the caller's own tensor, written already
+                        return result.tensor
             return result if convert_out is None else convert_out(result, plain, odd, given)
 
         return call
@@ -399,6 +425,8 @@ class Runner:
             if refused is not None:
                 raise self._read_only_error(error, *refused) from error
             notes = _hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
+            if isinstance(error, TypeError) and not inputs.callbacks and _arrays_met_torch(str(error)):
+                notes += _callback_hints(inputs, given)
         except RecursionError:
             return
         for note in notes:

@@ -65,7 +65,7 @@ class TensorCallback:
 
 def callback_leaf(function: Any, ctx: Any) -> Any:
     """The input side's leaf for callable arguments under ``callbacks=True``."""
-    if _home(function) in _NUMPY_CODE and not _torch_code(function):
+    if _numpy_code(function) and not _torch_code(function):
         return function
     return TensorCallback(function, ctx.plain, ctx.odd)
 
@@ -119,8 +119,11 @@ def _module(function: Any) -> str:
     return str(getattr(function, "__module__", None) or type(function).__module__)
 
 
-def _home(function: Any) -> str:
-    return _module(function).partition(".")[0]
+def _numpy_code(function: Any) -> bool:
+    """Whether ``function`` is NumPy's or SciPy's own (their test suites' functions are
+    callers' code, written like anyone's)."""
+    module = _module(function)
+    return module.partition(".")[0] in _NUMPY_CODE and ".tests." not in f"{module}."
 
 
 def _torch_code(function: Any) -> bool:

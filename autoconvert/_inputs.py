@@ -151,6 +151,7 @@ class NumpyInputs(Inputs):
         self.check_writes: bool = options["check_writes"] and self.readonly
         self.grad = grad
         self.sparse: str = options["sparse"]
+        self.callbacks = bool(options.get("callbacks"))  # adapt has no callbacks=
         self.widened = WIDENED_HALF if options["widen_float16"] else WIDENED
         names = options.get("out_params")  # adapt has no out-parameters
         self.writes = OutParams(names, params) if names else None
@@ -169,7 +170,7 @@ class NumpyInputs(Inputs):
                 torch.device: device_leaf,
             },
             nested=options["nested"],
-            fallback=takes_callbacks(bool(options.get("callbacks"))),  # adapt has no callbacks=
+            fallback=takes_callbacks(self.callbacks),
         )
 
     def context(

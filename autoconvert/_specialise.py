@@ -520,7 +520,7 @@ def _source(head: str, kind: Kind) -> str:
     lines = [f"def {head}:", *_opening(places), "    n = len(args)"]
     keyword = value(" " * 16, "value").rstrip("\n")
     if writes_at is not None:
-        keyword = f"                if key in writes:\n{_TO_GENERIC.format(i=' ' * 20)}{keyword}"
+        lines += ["    if kwargs and not writes.isdisjoint(kwargs):", _TO_GENERIC.format(i=" " * 8).rstrip("\n")]
         # The call form may be bound (its args start after the instance): it counts from one sooner.
         writes_at -= 0 if head.startswith("__call__") else 1
     for count in range(MOST_POSITIONAL + 1):

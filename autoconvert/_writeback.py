@@ -124,24 +124,23 @@ def write_back(pairs: Pairs) -> None:
     Raises ``WriteBackFailed`` for the first tensor that cannot take its array back;
     the others are still written."""
     failed: WriteBackFailed | None = None
-    with torch.no_grad():
-        for t, a in pairs:
-            # An inference tensor has no version counter, and takes writes only in inference mode.
-            inference = t.is_inference()
-            if a is None:
-                # NumPy wrote straight into t's memory, unseen by autograd's version counter:
-                # a tensor saved for backward would give silently wrong gradients.
-                if not inference:
-                    torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
-                continue
-            copied("writeback", t, a.nbytes)
-            try:
-                source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
-                # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
-                # detached view sharing t's version counter, tells autograd too.
-                with torch.inference_mode(inference):
-                    t.detach().copy_(source)
-            except (RuntimeError, TypeError, ValueError) as e:
-                failed = failed or WriteBackFailed(t, e)
+    for t, a in pairs:
+        # An inference tensor has no version counter, and takes writes only in inference mode.
+        inference = t.is_inference()
+        if a is None:
+            # NumPy wrote straight into t's memory, unseen by autograd's version counter:
+            # a tensor saved for backward would give silently wrong gradients.
+            if not inference:
+                torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
+            continue
+        copied("writeback", t, a.nbytes)
+        try:
+            source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
+            # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
+            # detached view sharing t's version counter, tells autograd too.
+            with torch.no_grad(), torch.inference_mode(inference):
+                t.detach().copy_(source)
+        except (RuntimeError, TypeError, ValueError) as e:
+            failed = failed or WriteBackFailed(t, e)
     if failed is not None:
         raise failed

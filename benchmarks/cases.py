@@ -159,6 +159,33 @@ def _other_plans(t: torch.Tensor, eight: list[torch.Tensor], repeats: int, targe
             repeats,
             target,
         )
+        # A SciPy function written in Python runs inside torchify's guard (copy when needed).
+        import scipy.ndimage
+
+        ndimage = ac.torchify(scipy.ndimage)
+        rows += compare(
+            "torchify(scipy.ndimage).uniform_filter1d, 16 float32",
+            "hand-written",
+            {
+                "hand-written": lambda: torch.from_numpy(scipy.ndimage.uniform_filter1d(t.numpy(), 3)),
+                "autoconvert": lambda: ndimage.uniform_filter1d(t, 3),
+            },
+            repeats,
+            target,
+        )
+    # An out-parameter: the generic call, writing into the caller's tensor.
+    numpy = ac.torchify(np)
+    out = torch.empty(16)
+    rows += compare(
+        "torchify(np).add(t, 1, out=out), 16 float32",
+        "hand-written",
+        {
+            "hand-written": lambda: (np.add(t.numpy(), 1, out=out.numpy()), out)[1],
+            "autoconvert": lambda: numpy.add(t, 1, out=out),
+        },
+        repeats,
+        target,
+    )
     return rows
 
 

@@ -244,3 +244,23 @@ def test_array_api_compat_torch_functions_are_torch_callbacks() -> None:
     out = torch.zeros(5, 6, dtype=torch.float64)
     assert ndi.vectorized_filter(x, compat.mean, size=3, output=out) is out
     np.testing.assert_allclose(out.numpy(), expected)
+
+
+def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:
+    """Callables the caller passes get arrays by default (NumPy-written callbacks are the
+    common case); when torch code in one refuses them, the error says which fix to take."""
+    import scipy.stats
+
+    x = torch.rand(20, dtype=torch.float64)
+
+    def statistic(a: Any, axis: int = -1) -> Any:
+        return torch.mean(a, dim=axis)
+
+    with pytest.raises(TypeError) as info:
+        ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20)
+    assert info.value.__notes__ == [
+        "autoconvert: bootstrap(): argument statistic is a callable, handed NumPy arrays when the function "
+        "calls it; if it is written in torch, pass callbacks=True to hand it tensors"
+    ]
+    result = ac.torchify(scipy.stats, callbacks=True).bootstrap((x,), statistic, n_resamples=20)
+    assert isinstance(result.standard_error, torch.Tensor)
