@@ -17,8 +17,14 @@ import scipy.ndimage
 import scipy.signal
 import scipy.special
 import torch
+from hypothesis import given, settings
 
 import autoconvert as ac
+
+from .strategies import TENSOR_LAYOUTS, TORCH_DTYPES, Case, tensors
+
+#: Every layout but the expanded one, which no output can be written into.
+WRITABLE_LAYOUTS = [layout for layout in TENSOR_LAYOUTS if layout != "expanded"]
 
 tnp = ac.torchify(np)
 ndi = ac.torchify(scipy.ndimage)
@@ -121,6 +127,9 @@ class TestOutParameters:
         assert written(torch.ones(2), out=out) is out
         assert written(torch.ones(2), out) is out  # by position too
         assert out.tolist() == [2.0, 2.0]
+        fresh = ac.returns_tensor(ac.accepts_numpy(out_params="out")(lambda a, out: (np.add(a, 1, out=out), a * 2)[1]))
+        result = fresh(torch.ones(2), out=out)  # a result of its own: a new tensor, out written too
+        assert result is not out and result.tolist() == [2.0, 2.0] and out.tolist() == [2.0, 2.0]
         with pytest.raises(TypeError, match=r"out_params= takes a parameter name or a list of them, got 3"):
             ac.accepts_numpy(out_params=3)
 
@@ -128,6 +137,19 @@ class TestOutParameters:
         plain = ac.torchify(np, out_params=())
         with pytest.raises(ac.ReadOnlyError):
             plain.add(torch.ones(2), 1, out=torch.zeros(2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=tensors(dtypes=[d for d in TORCH_DTYPES if d is not torch.bool], layouts=WRITABLE_LAYOUTS))
+def test_any_out_tensor_is_written_and_given_back(case: Case) -> None:
+    """Over dtype x shape x layout: the out tensor takes the ufunc's values, whether NumPy
+    wrote its memory (CPU, a dtype NumPy has, strides it can express) or a private copy
+    (bfloat16, a conjugate bit, strides) was written back; and it is the result."""
+    out = case.tensor
+    source = out.resolve_conj().resolve_neg().clone()
+    assert tnp.negative(source, out=out) is out
+    expected = torch.from_numpy(np.asarray(np.negative(ac.to_numpy(source)))).to(out.dtype)  # bfloat16: float32
+    torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
 
 
 class TestCopyWhenNeeded:
@@ -154,18 +176,19 @@ class TestCopyWhenNeeded:
         """After one refusal each call hands writable copies at once: the function runs once."""
         calls: list[bool] = []
 
-        def kernel(a: Any) -> Any:
+        def kernel(a: Any, scale: Any = 1) -> Any:
             calls.append(a.flags.writeable)
             if not a.flags.writeable:  # Cython's refusal of a read-only typed memoryview
                 raise ValueError("buffer source array is read-only")
-            return a * 2
+            return a * 2 * scale
 
         module = types.ModuleType("legacy_kernels")
         module.kernel = kernel  # type: ignore[attr-defined]
         kernel.__module__ = module.__name__
         twice = ac.torchify(module).kernel
         assert twice(torch.ones(2)).tolist() == [2.0, 2.0]
-        assert twice(torch.ones(2)).tolist() == [2.0, 2.0]
+        scale = np.ones(2)  # the caller's own writable array: handed over as it is
+        assert twice(torch.ones(2), scale=scale).tolist() == [2.0, 2.0]
         assert calls == [False, True, True]
 
     def test_other_errors_are_not_retried(self) -> None:
