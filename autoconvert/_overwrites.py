@@ -3,9 +3,10 @@
 f2py and BLAS/LAPACK ignore NumPy's read-only flag: ``scipy.linalg.solve(a, b,
 overwrite_b=True)`` writes its solution into ``b``, ``scipy.linalg.blas.daxpy(x, y)``
 writes into ``y`` with no flag at all, and ``lapack.dppsv`` into ``ap``, which its
-signature calls an input, even where those are read-only views of the caller's tensors. A torchified function that may do so is an ``Overwrites``:
-it copies exactly the arguments the call lets SciPy overwrite, which costs what the call
-costs without the flag (SciPy copies them itself then).
+signature calls an input, even where those are read-only views of the caller's tensors.
+A torchified function that may do so is ``Guarded``: it copies exactly the arguments the
+call lets SciPy overwrite, which costs what the call costs without the flag (SciPy copies
+them itself then).
 
 Compiled code may also refuse read-only arrays outright, before it reads them (a Cython
 memoryview not declared ``const``: ``scipy.signal.sosfilt``): a torchified function then

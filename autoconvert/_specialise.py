@@ -472,11 +472,6 @@ def _unconverted(i: str, v: str) -> str:
 _TO_GENERIC = "{i}return generic(wrapped, instance, args, kwargs)\n"
 
 
-def _written_value(i: str, v: str) -> str:
-    """An out-parameter: passed at all, it sends the call to the generic call."""
-    return f"{i}if {v} is not None:\n" + _TO_GENERIC.format(i=i + "    ")
-
-
 def _value_code(inputs: Inputs | None) -> Template | None:
     """The per-value template for this input side, or None when it needs the generic call."""
     if inputs is None:
@@ -595,10 +590,13 @@ def _exact_source(
     lines = [f"def __call__({shape.parameters()}):", *(["    instance = p0"] if method else []), *_opening(places)]
     handed = ["p0"] if method else []
     first = len(handed)
+    for k in sorted(first + w for w in written):  # checked first: a call passing one converts nothing here
+        unless_default = f" and p{k} is not d{k}" if k in shape.defaulted else ""
+        lines += [f"    if p{k} is not None{unless_default}:", _TO_GENERIC.format(i=" " * 8).rstrip("\n")]
     for k in range(first, count):
         defaulted = k in shape.defaulted
         template = value if k - first not in passed else _kept_value if places else _recorded_value
-        template = _written_value if k - first in written else template
+        template = _unconverted if k - first in written else template
         code = template(" " * (8 if defaulted else 4), f"c{k}").rstrip("\n")
         if code:
             lines.append(f"    c{k} = p{k}")

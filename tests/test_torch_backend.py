@@ -7,6 +7,7 @@ go, and NumPy's dtype promotion holds. Each case compares with the NumPy call on
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import types
 from typing import Any
@@ -133,6 +134,21 @@ class TestOutParameters:
         with pytest.raises(TypeError, match=r"out_params= takes a parameter name or a list of them, got 3"):
             ac.accepts_numpy(out_params=3)
 
+    def test_a_method_names_its_own(self) -> None:
+        """Through an instance (the flat call's method form), by keyword and by position."""
+
+        class Shifter:
+            @ac.returns_tensor
+            @ac.accepts_numpy(out_params="out")
+            def shift(self, a: Any, out: Any = None) -> Any:
+                return np.add(a, 1, out=out)
+
+        out = torch.zeros(2)
+        assert Shifter().shift(torch.ones(2), out=out) is out
+        assert Shifter().shift(torch.zeros(2), out) is out
+        assert out.tolist() == [1.0, 1.0]
+        assert Shifter().shift(torch.ones(2)).tolist() == [2.0, 2.0]
+
     def test_torchify_takes_other_names_or_none(self) -> None:
         plain = ac.torchify(np, out_params=())
         with pytest.raises(ac.ReadOnlyError):
@@ -152,6 +168,18 @@ def test_any_out_tensor_is_written_and_given_back(case: Case) -> None:
     torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
 
 
+def _sosfilt_refuses_read_only() -> bool:
+    """Whether the installed SciPy's sosfilt (Cython memoryviews) refuses read-only arrays, as
+    SciPy 1.17's does."""
+    sos = scipy.signal.butter(2, 0.2, output="sos")
+    sos.setflags(write=False)
+    try:
+        scipy.signal.sosfilt(sos, np.ones(4))
+    except ValueError:
+        return True
+    return False
+
+
 class TestCopyWhenNeeded:
     """Compiled code that refuses read-only arrays on entry gets writable copies."""
 
@@ -161,9 +189,10 @@ class TestCopyWhenNeeded:
         with ac.stats() as counted:
             y = signal.sosfilt(torch.from_numpy(sos), x)
         np.testing.assert_allclose(y.numpy(), scipy.signal.sosfilt(sos, x.numpy()))
-        assert counted.copies["writable"] >= 1
+        assert counted.copies["writable"] == (2 if _sosfilt_refuses_read_only() else 0)
         assert x.tolist() == x.clone().tolist()
 
+    @pytest.mark.skipif(not _sosfilt_refuses_read_only(), reason="this SciPy's sosfilt takes read-only arrays")
     def test_copy_false_and_decorated_functions_keep_the_error(self) -> None:
         sos = torch.from_numpy(scipy.signal.butter(2, 0.2, output="sos"))
         x = torch.randn(20, dtype=torch.float64)
@@ -243,24 +272,36 @@ def test_numpy_promotion_holds() -> None:
     assert result.dtype == torch.from_numpy(np.asarray(expected)).dtype == torch.float64
 
 
+def _compat_torch() -> types.ModuleType:
+    """array-api-compat's torch namespace, as the installed SciPy vendors it (where it moved
+    between versions), or the package itself."""
+    for name in ("scipy._external.array_api_compat.torch", "scipy._lib.array_api_compat.torch"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return pytest.importorskip("array_api_compat.torch")
+
+
 def test_array_api_compat_torch_names_its_numpy() -> None:
     """SciPy's tests pass ``xp=array_namespace(t)``: array-api-compat's torch namespace, which
     becomes the same package's NumPy namespace."""
-    compat = pytest.importorskip("scipy._lib.array_api_compat.torch")
+    compat = _compat_torch()
 
     def namespace_of(a: Any, xp: Any) -> str:
         return f"{xp.__name__}:{type(a).__name__}"
 
     module = types.ModuleType("legacy_xp")
     module.namespace_of = namespace_of  # type: ignore[attr-defined]
-    assert ac.torchify(module).namespace_of(torch.ones(1), xp=compat) == "scipy._lib.array_api_compat.numpy:ndarray"
+    numpy_namespace = compat.__name__.removesuffix("torch") + "numpy"
+    assert ac.torchify(module).namespace_of(torch.ones(1), xp=compat) == f"{numpy_namespace}:ndarray"
     assert ac.torchify(module).namespace_of(torch.ones(1), xp=torch) == "numpy:ndarray"
 
 
 def test_array_api_compat_torch_functions_are_torch_callbacks() -> None:
     """``vectorized_filter(x, xp.mean, output=out)`` as SciPy's tests write it: the namespace's
     functions are torch's, taking tensors; the result views all of ``out``, so it is ``out``."""
-    compat = pytest.importorskip("scipy._lib.array_api_compat.torch")
+    compat = _compat_torch()
     x = torch.rand(5, 6, dtype=torch.float64)
     expected = scipy.ndimage.vectorized_filter(x.numpy(), np.mean, size=3)
     np.testing.assert_allclose(ndi.vectorized_filter(x, compat.mean, size=3).numpy(), expected)
