@@ -104,3 +104,12 @@ with ac.config(transfers="log"), ac.stats() as counted:
 assert_type(counted["guarded"], ac.FunctionStats)
 assert_type(counted["guarded"].copies, dict[str, int])
 assert_type(counted.calls, int)
+
+
+@ac.accepts_numpy(out_params="out")
+def shifted(a: npt.NDArray[np.float32], out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
+    return np.add(a, 1, out=out)
+
+
+assert_type(shifted(torch.zeros(1), out=torch.zeros(1)), npt.NDArray[np.float32])
+assert_type(ac.torchify(np, out_params=("out", "output"), callbacks=True), Any)
