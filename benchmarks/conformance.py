@@ -158,6 +158,8 @@ def _routed(value: Any) -> Any:
 
 
 class _RoutedModule(types.ModuleType):
+    """A SciPy module whose public functions are routed (submodules and classes as they are)."""
+
     def __init__(self, module: types.ModuleType) -> None:
         super().__init__(module.__name__, module.__doc__)
         self._module = module
@@ -167,8 +169,6 @@ class _RoutedModule(types.ModuleType):
         value = getattr(self._module, name)
         if name.startswith("_") or isinstance(value, type) or not callable(value):
             return value
-        if isinstance(value, types.ModuleType):
-            return _RoutedModule(value)
         if name not in self._routed:
             self._routed[name] = _route_callable(value, self._module.__name__)
         return self._routed[name]
