@@ -8,32 +8,41 @@ the many SciPy routines that release the GIL.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, overload
 
 import torch
 
-from ._decorators import _Wrapper, accepts_numpy, returns_tensor, to_numpy
+from ._chunks import Batch, Chunk
+from ._chunks import run as run_chunk
+from ._decorators import _Wrapper, accepts_numpy, returns_tensor
+from ._executors import Elsewhere, Progress, Samples, Threads, is_dask
 from ._options import check_callable
 from ._pickling import by_reference
 
 
 @overload
 def batched(
-    fn: Callable[..., Any], /, *, workers: int | None = None, executor: Executor | None = None, progress: bool = False
+    fn: Callable[..., Any],
+    /,
+    *,
+    workers: int | None = None,
+    executor: Any = None,
+    chunksize: int | None = None,
+    progress: bool = False,
 ) -> Callable[..., Any]: ...
 @overload
 def batched(
-    *, workers: int | None = None, executor: Executor | None = None, progress: bool = False
+    *, workers: int | None = None, executor: Any = None, chunksize: int | None = None, progress: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 def batched(
     fn: Callable[..., Any] | None = None,
     /,
     *,
     workers: int | None = None,
-    executor: Executor | None = None,
+    executor: Any = None,
+    chunksize: int | None = None,
     progress: bool = False,
 ) -> Any:
     """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
@@ -47,22 +56,30 @@ def batched(
     dtype a stacked tensor would have.
 
     Args:
-        fn: a NumPy function, wrapped here as ``returns_tensor(accepts_numpy(fn))``, or a
+        fn: a NumPy function, wrapped as ``returns_tensor(accepts_numpy(fn))``, or a
             function autoconvert already wraps (used as it is).
         workers: run samples on a pool of this many threads (order is kept); ``None``
             runs them one after another. Worthwhile when ``fn`` releases the GIL, as
             many SciPy routines do. Each sample sees the caller's ``config`` and grad mode.
-        executor: any ``concurrent.futures.Executor`` to run the samples on instead: a
-            ``ProcessPoolExecutor`` for NumPy code that holds the GIL, or Dask's
-            ``distributed.Client(...).get_executor()``. Samples are sent as arrays and ``fn``
-            (unwrapped) runs on them there, so workers need NumPy, not torch; results come
-            back in order, converted on the caller's side to its device. ``fn`` and its
-            arguments must pickle (a module-level function).
+        executor: run the samples elsewhere instead: a ``ProcessPoolExecutor`` for NumPy
+            code that holds the GIL (large batched arrays reach its workers through shared
+            memory), a Dask ``distributed.Client`` or its ``get_executor()`` (each chunk's
+            samples scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
+            its threads), or any other ``concurrent.futures.Executor``. Outside the
+            caller's process, ``fn`` (unwrapped) runs on NumPy arrays and each result
+            comes back converted on the caller's side to its device; ``fn`` and the other
+            arguments must pickle (a process pool's function: defined at a module's top
+            level). A pool passed in is reused across calls, never shut down.
+        chunksize: samples per task on threads or an executor; by default about four
+            tasks per worker, so that sending tasks costs little next to the work.
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument.
-        Exception: whatever ``fn`` raises, with a note naming the sample (PEP 678).
+        pickle.PicklingError: a process pool's function, or an argument sent elsewhere,
+            does not pickle.
+        Exception: whatever ``fn`` raises, with a note naming the sample (PEP 678). The
+            map is cancelled first: samples not started never run, and none still runs.
 
     Example:
         >>> import numpy as np, torch, autoconvert as ac
@@ -71,43 +88,65 @@ def batched(
         tensor([5, 7])
     """
     if fn is None:
-        return lambda f: batched(f, workers=workers, executor=executor, progress=progress)
+        return lambda f: batched(f, workers=workers, executor=executor, chunksize=chunksize, progress=progress)
     check_callable(fn, "batched")
-    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-        raise ValueError(f"batched(): workers= takes None or a positive number of threads, got {workers!r}")
-    if executor is not None and (workers is not None or not isinstance(executor, Executor)):
+    for option, value, unit in (("workers", workers, "threads"), ("chunksize", chunksize, "samples")):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"batched(): {option}= takes None or a positive number of {unit}, got {value!r}")
+    if executor is not None and (workers is not None or not (isinstance(executor, Executor) or is_dask(executor))):
         raise ValueError(
-            f"batched(): executor= takes a concurrent.futures.Executor, without workers=; got {executor!r}"
+            "batched(): executor= takes a concurrent.futures.Executor or a Dask client, without workers=; "
+            f"got {executor!r}"
         )
     call: Callable[..., Any] = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    pools: list[ThreadPoolExecutor] = []  # its threads end when this function is collected
-    if executor is not None:
-        return Batched(_on_executor(fn, call, name, executor, progress), fn, name, None)
+    label = f"autoconvert.batched({name})"
+    runner: Threads | Elsewhere | None = None
+    if isinstance(executor, ThreadPoolExecutor):
+        runner = Threads(call, executor._max_workers, executor, name)
+    elif executor is not None:
+        raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
+        # The output side alone: given the sample's result and arguments, it votes the device
+        # and restores dtypes exactly as the in-process call does.
+        inputs = _side_options(call, "accepts_numpy")
+        if inputs.get("writeback") or inputs.get("out_params"):
+            raise ValueError(
+                f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
+                "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
+                "Fix: run it on threads (workers=), or return what it computes"
+            )
+        place = returns_tensor(**_side_options(call, "returns_tensor"))(_first)
+        runner = Elsewhere(raw, place, inputs.get("grad", "warn"), executor, name)
+    elif workers is not None and workers > 1:
+        runner = Threads(call, workers, None, name)
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        size = _batch_size(name, args, kwargs)
-        grad_mode = torch.is_grad_enabled()
-
-        def sample(i: int) -> Any:
-            with torch.set_grad_enabled(grad_mode):  # grad mode is per thread in torch
-                try:
-                    return call(*[_take(a, i) for a in args], **{k: _take(v, i) for k, v in kwargs.items()})
-                except Exception as e:
-                    e.add_note(f"autoconvert.batched({name}): raised by sample {i} of {size}")
-                    raise
-
-        if workers is None or workers == 1 or size <= 1:
-            results = [sample(i) for i in _shown(range(size), progress, name)]
-        else:
-            if not pools:  # one pool for this batched function, started on first use
-                pools.append(ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"batched({name})"))
-            # Each sample runs in a copy of the caller's context: config() blocks apply.
-            futures = [pools[0].submit(contextvars.copy_context().run, sample, i) for i in range(size)]
-            results = [f.result() for f in _shown(futures, progress, name)]
+        samples = _samples(name, args, kwargs)
+        progress_bar = Progress(progress, samples.size, name)
+        try:
+            if runner is None or (samples.size <= 1 and isinstance(runner, Threads)):
+                results = _in_turn(call, samples, label, progress_bar)
+            else:
+                results = runner.map(samples, chunksize, progress_bar, label)
+        finally:
+            progress_bar.close()
         return _gather(results)
 
-    return Batched(run, fn, name, (workers, progress))
+    options = None if executor is not None else (workers, chunksize, progress)
+    return Batched(run, fn, name, options, runner)
+
+
+def _in_turn(call: Callable[..., Any], samples: Samples, label: str, progress: Progress) -> list[Any]:
+    """The samples one after another in the caller's thread; one at a time under a progress bar."""
+    step = 1 if progress.bar is not None else max(1, samples.size)
+    results: list[Any] = []
+    for start in range(0, samples.size, step):
+        chunk = Chunk(
+            call, samples.args, samples.kwargs, start, min(start + step, samples.size), samples.size, label, None
+        )
+        results += run_chunk(chunk, samples.sources)
+        progress.advance(chunk.stop - chunk.start)
+    return results
 
 
 class Batched:
@@ -116,9 +155,17 @@ class Batched:
     else rebuilt from ``fn`` and its options; one on an executor only by reference, since a
     live pool does not pickle."""
 
-    def __init__(self, run: Callable[..., Any], fn: Any, name: str, options: tuple[int | None, bool] | None) -> None:
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        fn: Any,
+        name: str,
+        options: tuple[int | None, int | None, bool] | None,
+        runner: Threads | Elsewhere | None,
+    ) -> None:
         self._run = run
         self._options = options
+        self._runner = runner  # where samples run: None (in turn), threads, or elsewhere
         self.__wrapped__ = fn
         self.__name__ = f"batched_{getattr(fn, '__name__', 'fn')}"
         self.__qualname__ = f"batched({name})"
@@ -140,57 +187,22 @@ class Batched:
                 f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
                 "assign it to a module-level name to pickle it by reference"
             )
-        workers, progress = self._options
-        return _rebuilt, (self.__wrapped__, workers, progress)
+        workers, chunksize, progress = self._options
+        return _rebuilt, (self.__wrapped__, workers, chunksize, progress)
 
 
-def _rebuilt(fn: Any, workers: int | None, progress: bool) -> Callable[..., Any]:
-    return batched(fn, workers=workers, progress=progress)
-
-
-def _on_executor(fn: Any, call: Any, name: str, executor: Executor, progress: bool) -> Callable[..., Any]:
-    """batched on ``executor``: arguments cross as arrays, ``fn`` runs there unwrapped, and each
-    result comes back through ``call``'s output side, which places it as the call would."""
-    raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
-    # The output side alone: given the sample's result and arguments, it votes the device and
-    # restores dtypes exactly as the in-process call does.
-    place = returns_tensor(**_output_options(call))(_first)
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        size = _batch_size(name, args, kwargs)
-        samples = [([_take(a, i) for a in args], {k: _take(v, i) for k, v in kwargs.items()}) for i in range(size)]
-        futures = [executor.submit(raw, *to_numpy(a), **to_numpy(k)) for a, k in samples]
-        results = []
-        for i, future in enumerate(_shown(futures, progress, name)):
-            try:
-                result = future.result()
-            except Exception as e:  # the worker's traceback stays as __cause__ (processes) or in e (Dask)
-                e.add_note(f"autoconvert.batched({name}): raised by sample {i} of {size}")
-                raise
-            a, k = samples[i]
-            results.append(place(result, *a, *k.values()))
-        return _gather(results)
-
-    return run
+def _rebuilt(fn: Any, workers: int | None, chunksize: int | None, progress: bool) -> Callable[..., Any]:
+    return batched(fn, workers=workers, chunksize=chunksize, progress=progress)
 
 
 def _first(result: Any, *inputs: Any) -> Any:
     return result
 
 
-def _output_options(call: Any) -> dict[str, Any]:
-    """The explicit returns_tensor options of an autoconvert wrapper (none for a plain pair)."""
+def _side_options(call: Any, side: str) -> dict[str, Any]:
+    """The explicit options of one side of an autoconvert wrapper (none for a plain pair)."""
     plan = getattr(call, "_self_plan", None)
-    return dict(plan.sides.get("returns_tensor", {})) if plan is not None else {}
-
-
-def _shown(items: Any, progress: bool, name: str) -> Any:
-    """``items``, under a tqdm progress bar when asked (tqdm imported only then)."""
-    if not progress:
-        return items
-    from tqdm.auto import tqdm  # an optional dependency, imported when asked for
-
-    return tqdm(items, desc=f"batched({name})", total=len(items))
+    return dict(plan.sides.get(side, {})) if plan is not None else {}
 
 
 def _is_batch(value: Any) -> bool:
@@ -219,9 +231,27 @@ def _batch_size(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
     return next(iter(sizes.values()))
 
 
-def _take(value: Any, i: int) -> Any:
-    """Sample ``i`` of a batched argument (``t[i]``: one axis dropped, never squeezed)."""
-    return value[i] if _is_batch(value) else value
+def _samples(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Samples:
+    """The call's arguments with each batched one a placeholder; sample ``i`` of a batched
+    argument is ``value[i]`` (one axis dropped, never squeezed)."""
+    size = _batch_size(name, args, kwargs)
+    sources: list[Any] = []
+    labels: list[str] = []
+
+    def placeholder(value: Any, label: str) -> Any:
+        if not _is_batch(value):
+            return value
+        sources.append(value)
+        labels.append(label)
+        return Batch(len(sources) - 1)
+
+    return Samples(
+        tuple(placeholder(a, f"args[{i}]") for i, a in enumerate(args)),
+        {k: placeholder(v, k) for k, v in kwargs.items()},
+        sources,
+        labels,
+        size,
+    )
 
 
 def _gather(results: list[Any]) -> Any:

@@ -25,11 +25,22 @@ import autoconvert as ac
 from .cases import CASES
 from .harness import Row, table
 
-QUICK = {"repeats": 15, "target_s": 0.004, "copy_repeats": 5, "copy_mib": 32, "gpu_mib": [1, 64], "edt_side": 128}
+QUICK = {
+    "quick": True,
+    "repeats": 15,
+    "target_s": 0.004,
+    "copy_repeats": 5,
+    "batch_repeats": 3,
+    "copy_mib": 32,
+    "gpu_mib": [1, 64],
+    "edt_side": 128,
+}
 FULL = {
+    "quick": False,
     "repeats": 61,
     "target_s": 0.02,
     "copy_repeats": 21,
+    "batch_repeats": 9,
     "copy_mib": 128,
     "gpu_mib": [1, 16, 64, 256, 1024],
     "edt_side": 384,

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import tracemalloc
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -16,7 +14,7 @@ import torch
 
 import autoconvert as ac
 
-from . import floor
+from . import batches, floor
 from .func import func_transforms
 from .harness import Row, compare
 
@@ -588,109 +586,6 @@ def _gpu_several(device: torch.device, settings: Settings) -> list[Row]:
     return rows
 
 
-# --------------------------------------------------------------------------- batched
-
-
-def per_sample(settings: Settings) -> list[Row]:
-    """batched() on a GIL-releasing SciPy routine against the hand-written per-sample loop."""
-    if importlib.util.find_spec("scipy") is None:
-        return []
-    import scipy.ndimage
-
-    edt = scipy.ndimage.distance_transform_edt
-    masks = torch.rand(8, settings["edt_side"], settings["edt_side"]) > 0.5
-    sequential, threaded = ac.batched(edt), ac.batched(edt, workers=2)
-    arrays = [m.numpy() for m in masks]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        rows = compare(
-            f"distance_transform_edt per sample, 8 x {settings['edt_side']}^2",
-            "hand-written loop",
-            {
-                "hand-written loop": lambda: torch.stack([torch.from_numpy(edt(m.numpy())) for m in masks]),
-                "batched": lambda: sequential(masks),
-                "batched, workers=2": lambda: threaded(masks),
-                # The ceiling on this machine: two raw threads over ready-made arrays, no stacking.
-                "raw ThreadPoolExecutor(2)": lambda: list(pool.map(edt, arrays)),
-            },
-            settings["copy_repeats"],
-            settings["target_s"],
-        )
-    for row in rows:
-        if row.ratio is not None:
-            row.note = f"{1 / row.ratio:.2f}x the loop's speed"
-    return rows
-
-
-def gil_bound(sample: Any) -> Any:
-    """A per-sample loop in Python over the sample's values: it holds the GIL throughout, as
-    much legacy per-sample code does (module level, so process pools can pickle it)."""
-    total = 0.0
-    for value in sample.ravel().tolist():
-        total += value * value
-    return np.array([total])
-
-
-def executors(settings: Settings) -> list[Row]:
-    """batched() on threads, processes and a Dask cluster on loopback (2 workers each), on a
-    GIL-releasing SciPy routine and on GIL-holding Python, against the sequential map."""
-    if importlib.util.find_spec("scipy") is None or settings["edt_side"] < 256:  # not in the smoke run
-        return []
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    import scipy.ndimage
-
-    edt = scipy.ndimage.distance_transform_edt
-    masks = torch.rand(8, settings["edt_side"], settings["edt_side"]) > 0.5
-    values = torch.rand(8, 300_000, dtype=torch.float64)
-    rows: list[Row] = []
-    with contextlib.ExitStack() as stack:
-        processes = stack.enter_context(ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")))
-        dask = _dask_executor(stack)
-        for label, fn, batch in (
-            ("distance_transform_edt (releases the GIL)", edt, masks),
-            ("Python loop (holds the GIL)", gil_bound, values),
-        ):
-            pools = {
-                "threads, workers=2": ac.batched(fn, workers=2),
-                "ProcessPoolExecutor(2)": ac.batched(fn, executor=processes),
-            }
-            if dask is not None:
-                pools["Dask LocalCluster, 2 workers"] = ac.batched(fn, executor=dask)
-            for run in pools.values():
-                run(batch)  # workers started and warm before timing
-            sequential = ac.batched(fn)
-            contenders = {"batched, sequential": lambda s=sequential, b=batch: s(b)}
-            contenders.update({name: (lambda r=run, b=batch: r(b)) for name, run in pools.items()})
-            # The ceiling for processes on this machine: the raw pool over ready-made arrays.
-            arrays = [sample.numpy() for sample in batch]
-            contenders["raw ProcessPoolExecutor(2)"] = lambda f=fn, a=arrays: list(processes.map(f, a))
-            case = f"{label}, 8 samples, executors"
-            found = compare(
-                case, "batched, sequential", contenders, max(5, settings["copy_repeats"] // 2), settings["target_s"]
-            )
-            for row in found:
-                if row.ratio is not None:
-                    row.note = f"{1 / row.ratio:.2f}x the sequential speed"
-            rows += found
-    return rows
-
-
-def _dask_executor(stack: contextlib.ExitStack) -> Any:
-    """The executor of a 2-worker Dask cluster on loopback, closed with ``stack``; None
-    without distributed."""
-    if importlib.util.find_spec("distributed") is None:
-        return None
-    import distributed
-
-    cluster = stack.enter_context(
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        )
-    )
-    return stack.enter_context(distributed.Client(cluster)).get_executor()
-
-
 def plain_functions(settings: Settings) -> list[Row]:
     """``to_numpy``/``to_tensor`` in a loop (16 elements) against the idioms they replace."""
     t, a = torch.ones(16), np.ones(16, dtype=np.float32)
@@ -716,8 +611,10 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "plain": plain_functions,
     "zero_copy": zero_copy,
     "copies": copies,
-    "per_sample": per_sample,
-    "executors": executors,
+    "per_sample": batches.per_sample,
+    "executors": batches.executors,
+    "scaling": batches.scaling,
+    "breakdown": batches.breakdown,
     "gpu": gpu,
     "func": func_transforms,
 }

@@ -41,6 +41,8 @@ def test_every_example_runs_on_its_own(where: str, block: str) -> None:
     # A real module: torch.compile (torch 2.4) imports the module a traced function comes from.
     module = types.ModuleType("example")
     sys.modules["example"] = module
+    if 'if __name__ == "__main__":' in block:  # a script, as a process pool's example is
+        module.__name__ = "__main__"
     try:
         exec(compile(block, where, "exec"), module.__dict__)
     finally:

@@ -12,6 +12,7 @@ PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 ORDER = [
     "_errors",
     "_pickling",
+    "_chunks",
     "_dtypes",
     "_wants",
     "_devices",
@@ -32,6 +33,7 @@ ORDER = [
     "_call",
     "_plan",
     "_decorators",
+    "_executors",
     "_batched",
     "_overwrites",
     "_torchify",

@@ -1,0 +1,283 @@
+"""batched at scale: chunks per task, shared memory, cancellation, pickling errors, on real
+threads, a real spawn-context process pool and a real Dask LocalCluster on loopback."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import pickle
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import autoconvert as ac
+from autoconvert import _executors
+from autoconvert._executors import chunk_size
+
+from .strategies import tensors
+
+pytestmark = pytest.mark.slow
+
+
+class CountingPool(ProcessPoolExecutor):
+    """A spawn pool that counts the bytes pickled into its workers' pipe."""
+
+    sent = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.sent += len(pickle.dumps((fn, args, kwargs)))
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[CountingPool]:
+    with CountingPool(2, mp_context=multiprocessing.get_context("spawn")) as processes:
+        yield processes
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    distributed = pytest.importorskip("distributed")
+    with (
+        warnings.catch_warnings(),
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as dask_client,
+    ):
+        warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
+        yield dask_client
+
+
+# Module level: process pools and Dask receive these by reference.
+
+
+def logged_sample(x: np.ndarray, log: str) -> np.ndarray:
+    """Sample 0 fails at once; every other sample appends to ``log`` and takes 20 ms."""
+    if x[0] == 0:
+        raise ZeroDivisionError("sample zero")
+    with open(log, "a") as file:
+        file.write(f"{int(x[0])}\n")
+    time.sleep(0.02)
+    return x
+
+
+def ragged_nonzero(x: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(x > 0.5)
+
+
+def _lines(log: pathlib.Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_about_four_chunks_per_worker_and_one_per_dask_worker() -> None:
+    """Few tasks for tiny samples (1,000 samples on 2 workers: 8 tasks), one sample a task
+    where samples are few, one chunk per Dask worker thread."""
+    assert [chunk_size(n, 2) for n in (0, 1, 8, 64, 1000)] == [1, 1, 1, 8, 125]
+    assert chunk_size(1000, 2, per_worker=1) == 500 and chunk_size(3, 16) == 1
+
+
+@given(size=st.integers(0, 40), workers=st.integers(2, 4), chunksize=st.none() | st.integers(1, 12))
+def test_threads_give_every_sample_once_in_order(size: int, workers: int, chunksize: int | None) -> None:
+    batch = torch.arange(float(size)).reshape(size, 1)
+    out = ac.batched(np.negative, workers=workers, chunksize=chunksize)(batch)
+    assert out == [] if size == 0 else torch.equal(out, -batch)
+
+
+def test_chunksize_is_a_positive_number_of_samples() -> None:
+    with pytest.raises(
+        ValueError, match=r"^batched\(\): chunksize= takes None or a positive number of samples, got 0$"
+    ):
+        ac.batched(np.negative, workers=2, chunksize=0)
+
+
+def test_a_thread_pool_passed_in_runs_the_call_itself_in_the_callers_config() -> None:
+    """The wrapped call runs on the pool's threads: config blocks and writeback reach it."""
+
+    @ac.accepts_numpy(writeback=True)
+    def zero_first(a: np.ndarray) -> None:
+        a[0] = 0
+
+    batch = torch.ones(6, 2)
+    with ThreadPoolExecutor(2) as threads:
+        ac.batched(zero_first, executor=threads)(batch)
+        with ac.config(copy=True):
+            writable = ac.batched(lambda a: np.asarray(a.flags.writeable), executor=threads)(torch.ones(4, 1))
+    assert batch[:, 0].eq(0).all() and batch[:, 1].eq(1).all() and writable.all()
+
+
+def test_threads_stop_the_map_when_a_sample_fails(tmp_path: pathlib.Path) -> None:
+    """Samples not started never run, and none runs once the error is raised."""
+    log = tmp_path / "log"
+    batch = torch.arange(60.0).reshape(60, 1)
+    with pytest.raises(ZeroDivisionError) as info:
+        ac.batched(logged_sample, workers=2, chunksize=30)(batch, str(log))
+    assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
+    ran = _lines(log)
+    time.sleep(0.2)
+    assert _lines(log) == ran < 30
+
+
+def test_the_progress_bar_counts_every_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("tqdm")
+    ac.batched(np.negative, workers=2, progress=True)(torch.ones(64, 2))
+    assert "64/64" in capsys.readouterr().err
+
+
+class TestProcessPool:
+    """A spawn pool: large batches and results through shared memory, small ones pickled."""
+
+    def test_a_large_batch_crosses_through_shared_memory(self, pool: CountingPool) -> None:
+        """16 masks of 256^2 (1 MiB): each task carries a file's name, not samples; results of
+        2 MiB come back mapped; the files are gone once the map returns."""
+        masks = torch.rand(16, 256, 256, generator=torch.Generator().manual_seed(1)) > 0.5
+        edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool)
+        pool.sent = 0
+        out = edt(masks)
+        assert pool.sent / 16 < 1_000
+        assert torch.equal(out, ac.batched(scipy.ndimage.distance_transform_edt)(masks))
+        assert os.listdir(_executors._shared_folder()) == []
+
+    def test_a_small_batch_rides_in_its_tasks(self, pool: CountingPool) -> None:
+        batch = torch.rand(8, 16, generator=torch.Generator().manual_seed(2))
+        pool.sent = 0
+        out = ac.batched(ragged_nonzero, executor=pool)(batch)
+        assert pool.sent > batch.numpy().nbytes
+        assert [o.tolist() for o in out] == [np.flatnonzero(b > 0.5).tolist() for b in batch.numpy()]
+
+    @given(case=tensors(), through_memory=st.booleans())
+    def test_any_dtype_and_layout_comes_back_as_in_the_callers_process(
+        self, pool: CountingPool, case: Any, through_memory: bool
+    ) -> None:
+        """Whatever the in-process loop gives (bfloat16 restored, strided views, NaNs), or the
+        error it raises; shared memory for every size, or for none."""
+        batch = case.tensor
+        if batch.dim() == 0 or batch.size(0) == 0:
+            return
+        threshold = 0 if through_memory else 1 << 60
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_executors, "SHARED_BYTES", threshold)
+            try:
+                expected = ac.batched(np.copy)(batch)
+            except Exception as e:
+                with pytest.raises(type(e)):
+                    ac.batched(np.copy, executor=pool)(batch)
+                return
+            out = ac.batched(np.copy, executor=pool)(batch)
+        torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
+
+    def test_a_failing_sample_stops_the_map_and_is_named(self, pool: CountingPool, tmp_path: pathlib.Path) -> None:
+        """The worker's traceback stays as the cause; the other worker's chunk stops before its
+        next sample, and nothing of the map runs once the error is raised."""
+        log = tmp_path / "log"
+        with pytest.raises(ZeroDivisionError) as info:
+            ac.batched(logged_sample, executor=pool, chunksize=30)(torch.arange(60.0).reshape(60, 1), str(log))
+        assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
+        assert "Traceback" in str(info.value.__cause__)
+        ran = _lines(log)
+        time.sleep(0.2)
+        assert _lines(log) == ran < 30
+
+    def test_a_function_the_pool_cannot_receive_is_refused_when_batched_is_made(self, pool: CountingPool) -> None:
+        def local_total(x: np.ndarray) -> np.ndarray:
+            return x.sum()
+
+        with pytest.raises(pickle.PicklingError) as info:
+            ac.batched(local_total, executor=pool)
+        name = "TestProcessPool.test_a_function_the_pool_cannot_receive_is_refused_when_batched_is_made.<locals>.local_total"
+        assert str(info.value) == (
+            f"autoconvert.batched({name}): executor= is a process pool, whose workers receive the function by "
+            f"pickling, and {name} does not pickle ({type(info.value.__cause__).__name__}: {info.value.__cause__}). "
+            "Fix: define it with def at the top level of a module, or run it on threads (workers=) or on Dask, "
+            "which pickles lambdas and local functions"
+        )
+        with pytest.raises(pickle.PicklingError, match="<lambda> does not pickle"):
+            ac.batched(lambda x: x, executor=pool)
+
+    def test_an_argument_that_does_not_pickle_is_named(self, pool: CountingPool) -> None:
+        with pytest.raises(pickle.PicklingError) as info:
+            ac.batched(np.add, executor=pool)(torch.ones(2, 3), threading.Lock())
+        assert str(info.value).startswith(
+            "autoconvert.batched(add): args[1] does not pickle (TypeError: cannot pickle '_thread.lock' object), "
+            "and the executor's workers receive every argument by pickling. Fix: pass values that pickle"
+        )
+
+    def test_writes_that_cannot_come_back_are_refused(self, pool: CountingPool) -> None:
+        @ac.accepts_numpy(writeback=True)
+        def zero_first(a: np.ndarray) -> None:
+            a[0] = 0
+
+        with pytest.raises(ValueError) as info:
+            ac.batched(zero_first, executor=pool)
+        assert str(info.value) == (
+            f"autoconvert.batched({zero_first.__qualname__}): {zero_first.__qualname__} writes into its arguments "
+            "(writeback=True or out_params), and on an executor it runs in other processes, whose writes cannot "
+            "reach the caller's tensors. Fix: run it on threads (workers=), or return what it computes"
+        )
+
+    def test_the_calls_grad_policy_holds(self, pool: CountingPool) -> None:
+        """A batch that requires grad warns (the default) or is refused, naming the argument."""
+        batch = torch.ones(3, 2, requires_grad=True)
+        with pytest.warns(ac.GradientWarning) as record:
+            ac.batched(np.negative, executor=pool)(batch)
+        assert str(record[0].message).startswith("autoconvert.batched(negative): argument args[0] requires grad")
+        with pytest.raises(ac.GradientError, match=r"^autoconvert.batched\(negative\): argument x requires grad"):
+            ac.batched(ac.accepts_numpy(grad="error")(np.negative), executor=pool)(x=batch)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ac.batched(np.negative, executor=pool)(batch)
+
+    def test_the_pool_keeps_its_worker_count_where_batched_reads_it(self) -> None:
+        """concurrent.futures keeps no public worker count; batched reads ``_max_workers``."""
+        with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as processes:
+            assert _executors._max_workers(processes) == 3
+        assert _executors._max_workers(ThreadPoolExecutor(5)) == 5
+
+
+class TestDask:
+    """A Dask LocalCluster: workers on this machine map shared memory; elsewhere, each chunk's
+    samples are scattered to a worker."""
+
+    def test_a_client_and_its_executor_both_run_the_map(self, client: Any) -> None:
+        masks = torch.rand(16, 256, 256, generator=torch.Generator().manual_seed(3)) > 0.5
+        expected = ac.batched(scipy.ndimage.distance_transform_edt)(masks)
+        on_client = ac.batched(scipy.ndimage.distance_transform_edt, executor=client)
+        assert torch.equal(on_client(masks), expected)
+        assert on_client._runner.local == {frozenset(client.nthreads()): True}
+        executor = client.get_executor()
+        assert executor._client is client  # batched finds the client there
+        assert torch.equal(ac.batched(scipy.ndimage.distance_transform_edt, executor=executor)(masks), expected)
+
+    def test_workers_elsewhere_receive_scattered_samples(self, client: Any) -> None:
+        """The path for workers on other machines, taken here by telling batched the workers
+        do not see its shared memory."""
+        batch = torch.rand(40, 16, generator=torch.Generator().manual_seed(4))
+        remote = ac.batched(ragged_nonzero, executor=client)
+        remote._runner.local[frozenset(client.nthreads())] = False
+        out = remote(batch)
+        assert [o.tolist() for o in out] == [np.flatnonzero(b > 0.5).tolist() for b in batch.numpy()]
+
+    def test_a_failing_sample_stops_the_map_and_is_named(self, client: Any, tmp_path: pathlib.Path) -> None:
+        log = tmp_path / "log"
+        with pytest.raises(ZeroDivisionError) as info:
+            ac.batched(logged_sample, executor=client, chunksize=30)(torch.arange(60.0).reshape(60, 1), str(log))
+        assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
+        time.sleep(0.1)
+        ran = _lines(log)
+        time.sleep(0.2)
+        assert _lines(log) == ran < 30
+
+    def test_lambdas_run_on_dask(self, client: Any) -> None:
+        """Dask pickles functions with cloudpickle: a lambda is fine there."""
+        assert ac.batched(lambda x: x * 2, executor=client)(torch.ones(3, 2)).tolist() == [[2.0, 2.0]] * 3
