@@ -1,9 +1,10 @@
-"""``batched``: run a NumPy function once per sample of a batch, optionally on threads.
+"""``batched``: run a NumPy function once per sample of a batch, here or on workers.
 
 Pipelines often call SciPy once per sample in a Python loop (Hungarian matching per
 image, distance transforms per volume). ``batched`` is that loop, written once: samples
-sliced along dim 0 (never ``.squeeze()``d), results stacked when they agree, threads for
-the many SciPy routines that release the GIL.
+sliced along dim 0 (never ``.squeeze()``d), results stacked when they agree; threads for
+the many SciPy routines that release the GIL, process pools and Dask for code that holds
+it (_executors).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 from ._chunks import Batch, Chunk
 from ._chunks import run as run_chunk
 from ._decorators import _Wrapper, accepts_numpy, returns_tensor
-from ._executors import Elsewhere, Progress, Samples, Threads, is_dask
+from ._executors import Elsewhere, Progress, Samples, Threads, is_dask, max_workers
 from ._options import check_callable
 from ._pickling import by_reference
 
@@ -101,24 +102,7 @@ def batched(
     call: Callable[..., Any] = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     label = f"autoconvert.batched({name})"
-    runner: Threads | Elsewhere | None = None
-    if isinstance(executor, ThreadPoolExecutor):
-        runner = Threads(call, executor._max_workers, executor, name)
-    elif executor is not None:
-        raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
-        # The output side alone: given the sample's result and arguments, it votes the device
-        # and restores dtypes exactly as the in-process call does.
-        inputs = _side_options(call, "accepts_numpy")
-        if inputs.get("writeback") or inputs.get("out_params"):
-            raise ValueError(
-                f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
-                "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
-                "Fix: run it on threads (workers=), or return what it computes"
-            )
-        place = returns_tensor(**_side_options(call, "returns_tensor"))(_first)
-        runner = Elsewhere(raw, place, inputs.get("grad", "warn"), executor, name)
-    elif workers is not None and workers > 1:
-        runner = Threads(call, workers, None, name)
+    runner = _runner(fn, call, workers, executor, name)
 
     def run(*args: Any, **kwargs: Any) -> Any:
         samples = _samples(name, args, kwargs)
@@ -134,6 +118,28 @@ def batched(
 
     options = None if executor is not None else (workers, chunksize, progress)
     return Batched(run, fn, name, options, runner)
+
+
+def _runner(
+    fn: Any, call: Callable[..., Any], workers: int | None, executor: Any, name: str
+) -> Threads | Elsewhere | None:
+    """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
+    if isinstance(executor, ThreadPoolExecutor):
+        return Threads(call, max_workers(executor), executor, name)
+    if executor is None:
+        return Threads(call, workers, None, name) if workers is not None and workers > 1 else None
+    inputs = _side_options(call, "accepts_numpy")
+    if inputs.get("writeback") or inputs.get("out_params"):
+        raise ValueError(
+            f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
+            "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
+            "Fix: run it on threads (workers=), or return what it computes"
+        )
+    # The output side alone: given the sample's result and arguments, it votes the device and
+    # restores dtypes exactly as the in-process call does.
+    place = returns_tensor(**_side_options(call, "returns_tensor"))(_first)
+    raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
+    return Elsewhere(raw, place, inputs.get("grad", "warn"), executor, name)
 
 
 def _in_turn(call: Callable[..., Any], samples: Samples, label: str, progress: Progress) -> list[Any]:

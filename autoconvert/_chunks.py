@@ -43,29 +43,51 @@ class Window:
         return _at(self.values, i - self.offset)
 
 
-class SharedArray:
-    """A whole batched array written once to a file in shared memory (tmpfs where the system
-    has one, as joblib does for its process pools): a worker maps it instead of receiving its
-    samples through a pipe. Mapped copy-on-write, so a function that writes its input writes
-    its own pages, as it would a received copy."""
-
-    __slots__ = ("path",)
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def open(self) -> np.ndarray:
-        return np.load(self.path, mmap_mode="c")  # type: ignore[no-any-return]
-
-
-class SharedResult:
-    """A result a process pool's worker left in a file in shared memory, for the caller to map
-    instead of receiving it pickled through the pipe (four copies fewer)."""
+class Shared:
+    """An array in a file in shared memory (tmpfs where the system has one, as joblib uses for
+    its process pools), at ``offset``: workers on the caller's machine, and the caller, map it
+    instead of receiving it through a pipe."""
 
     __slots__ = ("dtype", "offset", "path", "shape")
 
     def __init__(self, path: str, offset: int, shape: tuple[int, ...], dtype: str) -> None:
         self.path, self.offset, self.shape, self.dtype = path, offset, shape, dtype
+
+
+def shareable(value: Any) -> bool:
+    """An array that crosses as its bytes: a plain ndarray of numbers, not empty."""
+    return type(value) is np.ndarray and value.dtype.kind in "biufc" and value.size > 0
+
+
+def share(arrays: Sequence[np.ndarray], folder: str) -> list[Shared]:
+    """Write ``arrays`` to one new file in ``folder``; where each now is."""
+    handle, path = tempfile.mkstemp(suffix=".arrays", dir=folder)
+    shared = []
+    with os.fdopen(handle, "wb") as file:
+        for array in arrays:
+            contiguous = array if array.flags.c_contiguous else array.copy(order="C")  # 0-d stays 0-d
+            file.write(bytes(-file.tell() % 64))  # each array aligned as NumPy aligns its own
+            shared.append(Shared(path, file.tell(), contiguous.shape, contiguous.dtype.str))
+            file.write(contiguous.data)
+    return shared
+
+
+def opened(values: list[Any], remove: bool) -> list[Any]:
+    """``values`` with each ``Shared`` an array over its file, mapped copy-on-write (so
+    writable, as a received array is: a function that writes its input writes its own
+    pages); each file removed once mapped where ``remove``, its memory then living as long
+    as the arrays."""
+    files: dict[str, mmap.mmap] = {}
+    for k, value in enumerate(values):
+        if type(value) is Shared:
+            if value.path not in files:
+                with open(value.path, "rb") as file:
+                    files[value.path] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+                if remove:
+                    os.remove(value.path)
+            array = np.frombuffer(files[value.path], value.dtype, math.prod(value.shape), value.offset)
+            values[k] = array.reshape(value.shape)
+    return values
 
 
 class Running:
@@ -113,7 +135,7 @@ class Chunk(NamedTuple):
 def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
     sample's exception carries a note naming it."""
-    opened = [source.open() if isinstance(source, SharedArray) else source for source in sources]
+    samples = [_open(source) for source in sources]
     fn, args, kwargs, cancelled = chunk.fn, chunk.args, chunk.kwargs, chunk.cancelled
     results = []
     for i in range(chunk.start, chunk.stop):
@@ -121,7 +143,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
             break
         try:
             results.append(
-                fn(*[_sample(a, opened, i) for a in args], **{k: _sample(v, opened, i) for k, v in kwargs.items()})
+                fn(*[_sample(a, samples, i) for a in args], **{k: _sample(v, samples, i) for k, v in kwargs.items()})
             )
         except Exception as e:
             e.add_note(f"{chunk.label}: raised by sample {i} of {chunk.size}")
@@ -135,37 +157,24 @@ def pickled(fn: Callable[..., Any], *args: Any) -> bytes:
 
 
 def run_sharing(chunk: Chunk, sources: Sequence[Any], folder: str, least: float) -> list[Any]:
-    """``run``'s results, with its NumPy array results written to one file in ``folder`` (each
-    replaced by a ``SharedResult``) where together they take at least ``least`` bytes."""
+    """``run``'s results, their arrays written to one file in ``folder`` (each replaced by where
+    it is) where together they take at least ``least`` bytes."""
     results = run(chunk, sources)
-    arrays = [k for k, r in enumerate(results) if type(r) is np.ndarray and r.dtype.kind in "biufc" and r.size]
-    if sum(results[k].nbytes for k in arrays) < least:
-        return results
-    handle, path = tempfile.mkstemp(suffix=".results", dir=folder)
-    with os.fdopen(handle, "wb") as file:
-        for k in arrays:
-            array = results[k] if results[k].flags.c_contiguous else results[k].copy(order="C")  # 0-d stays 0-d
-            file.write(bytes(-file.tell() % 64))  # each array aligned as NumPy aligns its own
-            results[k] = SharedResult(path, file.tell(), array.shape, array.dtype.str)
-            file.write(array.data)
+    arrays = [k for k, result in enumerate(results) if shareable(result)]
+    if sum(results[k].nbytes for k in arrays) >= least:
+        for k, shared in zip(arrays, share([results[k] for k in arrays], folder), strict=True):
+            results[k] = shared
     return results
 
 
-def mapped(results: list[Any]) -> list[Any]:
-    """``results`` with each ``SharedResult`` an array over its file, mapped copy-on-write (so
-    writable, as a received array is) and the file removed: its memory lives as long as the
-    arrays."""
-    files: dict[str, mmap.mmap] = {}
-    for k, result in enumerate(results):
-        if type(result) is SharedResult:
-            if result.path not in files:
-                with open(result.path, "rb") as file:
-                    files[result.path] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
-                os.remove(result.path)
-            count = math.prod(result.shape)
-            array = np.frombuffer(files[result.path], result.dtype, count, result.offset)
-            results[k] = array.reshape(result.shape)
-    return results
+def _open(source: Any) -> Any:
+    """A source as the chunk indexes it: a shared array, or a list of arrays some of which are
+    shared, mapped (their files stay: other chunks map them too)."""
+    if type(source) is Shared:
+        return opened([source], remove=False)[0]
+    if type(source) is list and any(type(v) is Shared for v in source):
+        return opened(list(source), remove=False)
+    return source
 
 
 def _sample(value: Any, sources: list[Any], i: int) -> Any:

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ._chunks import Batch, Chunk, Running, SharedArray, Window, mapped, pickled, run, run_sharing
+from ._chunks import Batch, Chunk, Running, Shared, Window, opened, pickled, run, run_sharing, share, shareable
 from ._decorators import to_numpy
 from ._errors import LeafError
 from ._leaves import GradPolicy
@@ -91,7 +91,6 @@ class Threads:
     def __init__(self, call: Callable[..., Any], workers: int, pool: cf.ThreadPoolExecutor | None, name: str) -> None:
         self.call, self.workers, self.name = call, workers, name
         self.pool = pool  # None: started on first use, kept for this batched function
-        self.own = pool is None
 
     def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
         if self.pool is None:
@@ -122,7 +121,7 @@ class Elsewhere:
     def __init__(self, fn: Callable[..., Any], place: Callable[..., Any], grad: str, executor: Any, name: str) -> None:
         self.fn, self.place, self.executor, self.name = fn, place, executor, name
         self.grad = GradPolicy(grad, f"autoconvert.batched({name})")
-        # client.get_executor() keeps its client as _client (tests/test_batched.py checks it).
+        # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
         if isinstance(executor, cf.ProcessPoolExecutor):
@@ -131,7 +130,7 @@ class Elsewhere:
     def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
         arrays = [self._as_arrays(source, label) for source, label in zip(samples.sources, samples.labels, strict=True)]
         threads: dict[str, int] = self.client.nthreads() if self.client is not None else {}
-        workers = sum(threads.values()) if self.client is not None else _max_workers(self.executor)
+        workers = sum(threads.values()) if self.client is not None else max_workers(self.executor)
         size = chunksize or chunk_size(samples.size, max(1, workers), 1 if self.client is not None else 4)
         chunks = _chunks(self.fn, samples, size, label, None)
         try:
@@ -185,15 +184,10 @@ class Elsewhere:
         folder = tempfile.mkdtemp(dir=_shared_folder())
         cancelled = Running(os.path.join(folder, "running"))
         try:
-            sources = [
-                SharedArray(_write(folder, a)) if isinstance(a, np.ndarray) and a.nbytes >= SHARED_BYTES else a
-                for a in arrays
-            ]
+            sources = [_shared(a, folder) for a in arrays]
             least = SHARED_BYTES if os.name == "posix" else math.inf  # elsewhere a mapped file cannot be removed
             futures = [
-                self._submit(
-                    run_sharing, c._replace(cancelled=cancelled), _windows(sources, c, keep=SharedArray), folder, least
-                )
+                self._submit(run_sharing, c._replace(cancelled=cancelled), _windows(sources, c), folder, least)
                 for c in chunks
             ]
             return self._collect(futures, progress, cancelled, shared=True)
@@ -215,7 +209,7 @@ class Elsewhere:
                 progress,
                 cf.as_completed,
                 functools.partial(_stop, futures, cancelled),
-                mapped if shared else list,
+                functools.partial(opened, remove=True) if shared else list,
             )
         import distributed  # is_dask() saw its types: it is imported
 
@@ -226,14 +220,14 @@ class Elsewhere:
 
         def loads(data: bytes) -> list[Any]:
             results: list[Any] = pickle.loads(data)
-            return mapped(results) if shared else results
+            return opened(results, remove=True) if shared else results
 
         return _collect(futures, progress, distributed.as_completed, stop, loads)
 
 
-def _max_workers(executor: Any) -> int:
+def max_workers(executor: Any) -> int:
     """An executor's worker count: concurrent.futures' pools keep it as _max_workers
-    (tests/test_batched.py checks it); for any other executor, the machine's cores."""
+    (tests/test_executors.py checks it); for any other executor, the machine's cores."""
     return int(getattr(executor, "_max_workers", None) or os.cpu_count() or 1)
 
 
@@ -277,13 +271,14 @@ def _stop(futures: list[cf.Future[Any]], cancelled: Any) -> None:
     cf.wait(futures)
 
 
-def _windows(sources: list[Any], chunk: Chunk, keep: type | None = None) -> list[Any]:
-    """What a chunk needs of each source: its own samples, or the whole source where it is a
-    ``keep`` (shared, so sending it costs nothing)."""
-    return [
-        s if keep is not None and isinstance(s, keep) else Window(s[chunk.start : chunk.stop], chunk.start)
-        for s in sources
-    ]
+def _windows(sources: list[Any], chunk: Chunk) -> list[Any]:
+    """What a chunk needs of each source: its own samples, or the whole source where it is in
+    shared memory (sending it costs a file's name)."""
+    return [s if _in_shared_memory(s) else Window(s[chunk.start : chunk.stop], chunk.start) for s in sources]
+
+
+def _in_shared_memory(source: Any) -> bool:
+    return type(source) is Shared or (type(source) is list and any(type(s) is Shared for s in source))
 
 
 # ----------------------------------------------------------------- shared memory for process pools
@@ -299,11 +294,18 @@ def _shared_folder() -> str:
     return folder
 
 
-def _write(folder: str, values: np.ndarray) -> str:
-    handle, path = tempfile.mkstemp(suffix=".npy", dir=folder)
-    with os.fdopen(handle, "wb") as file:
-        np.save(file, values, allow_pickle=False)
-    return path
+def _shared(source: Any, folder: str) -> Any:
+    """A batched argument in NumPy, in shared memory where it takes ``SHARED_BYTES`` or more:
+    an array whole, a ragged list array by array."""
+    if isinstance(source, np.ndarray):
+        return share([source], folder)[0] if shareable(source) and source.nbytes >= SHARED_BYTES else source
+    arrays = [k for k, a in enumerate(source) if shareable(a)]
+    if sum(source[k].nbytes for k in arrays) < SHARED_BYTES:
+        return source
+    shared = list(source)
+    for k, placed in zip(arrays, share([source[k] for k in arrays], folder), strict=True):
+        shared[k] = placed
+    return shared
 
 
 # ----------------------------------------------------------------- pickling errors

@@ -222,9 +222,9 @@ def scaling(settings: Settings) -> list[Row]:
 
 
 def breakdown(settings: Settings) -> list[Row]:
-    """Where a process pool's time goes, per sample, on the run-length workload (448^2 masks):
-    pickling a sample, its result and the function; one task's round trip; the caller's
-    conversions; starting a spawn pool."""
+    """Where a process pool's time goes, per sample of the run-length workload (448^2 masks),
+    each against the work itself: pickling a sample, its result and the function; one task's
+    round trip; the caller's conversions; starting a spawn pool."""
     if settings["quick"]:
         return []
     import scipy.ndimage
@@ -233,32 +233,31 @@ def breakdown(settings: Settings) -> list[Row]:
     result = run_lengths(mask)
     tensor = torch.from_numpy(mask)
     place = ac.returns_tensor(lambda r, *inputs: r)
+    work = _timed("the work itself (one sample)", lambda: run_lengths(mask))
     rows = [
+        work,
         _timed("pickle one sample (448^2 bool)", lambda: pickle.loads(pickle.dumps(mask)), len(pickle.dumps(mask))),
         _timed("pickle its result", lambda: pickle.loads(pickle.dumps(result)), len(pickle.dumps(result))),
         _timed("pickle the function", lambda: pickle.loads(pickle.dumps(run_lengths)), len(pickle.dumps(run_lengths))),
-        _timed("caller's conversions (to_numpy, result to tensor)", lambda: place(result, ac.to_numpy(tensor)), 0),
-        _timed("the work itself", lambda: run_lengths(mask), 0),
+        _timed("the caller's conversions (to_numpy, result to tensor)", lambda: place(result, ac.to_numpy(tensor))),
     ]
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=spawn) as pool:
         pool.submit(len, ()).result()
-        rows.append(_timed("one task's round trip (no-op task)", lambda: pool.submit(len, ()).result(), 0))
+        rows.append(_timed("one task's round trip (a no-op task)", lambda: pool.submit(len, ()).result()))
     started = time.perf_counter()
     with ProcessPoolExecutor(2, mp_context=spawn) as pool:
         list(pool.map(run_lengths, [mask, mask]))
-    rows.append(
-        Row(
-            "process pool: where the time goes",
-            "start 2 spawn workers, import, run 2 samples",
-            (time.perf_counter() - started) * 1e6,
-            None,
-        )
-    )
+    elapsed = (time.perf_counter() - started) * 1e6
+    rows.append(Row(work.case, "start 2 spawn workers, import, run 2 samples", elapsed, None))
+    for row in rows[1:]:
+        row.ratio = row.median_us / work.median_us
+        row.note = "; ".join(filter(None, [f"{100 * row.ratio:.2f} % of a sample's work", row.note]))
     return rows
 
 
-def _timed(what: str, fn: Callable[[], Any], nbytes: int) -> Row:
+def _timed(what: str, fn: Callable[[], Any], nbytes: int = 0) -> Row:
+    """A row for ``fn``'s mean time over 0.2 s, noting ``nbytes`` where given."""
     fn()
     number, started = 0, time.perf_counter()
     while time.perf_counter() - started < 0.2:

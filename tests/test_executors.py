@@ -149,6 +149,16 @@ class TestProcessPool:
         assert torch.equal(out, ac.batched(scipy.ndimage.distance_transform_edt)(masks))
         assert os.listdir(_executors._shared_folder()) == []
 
+    def test_a_large_ragged_batch_crosses_through_shared_memory(self, pool: CountingPool) -> None:
+        """A list of tensors of different sizes (2 MiB in all), empty ones among them."""
+        sizes = [40_000, 0, 30_000, 50_000, 1, 70_000, 60_000, 20_000]
+        batch = [torch.rand(n, dtype=torch.float64, generator=torch.Generator().manual_seed(n)) for n in sizes]
+        pool.sent = 0
+        out = ac.batched(ragged_nonzero, executor=pool)(batch)
+        assert pool.sent < 10_000
+        assert [o.tolist() for o in out] == [np.flatnonzero(b.numpy() > 0.5).tolist() for b in batch]
+        assert os.listdir(_executors._shared_folder()) == []
+
     def test_a_small_batch_rides_in_its_tasks(self, pool: CountingPool) -> None:
         batch = torch.rand(8, 16, generator=torch.Generator().manual_seed(2))
         pool.sent = 0
@@ -241,8 +251,8 @@ class TestProcessPool:
     def test_the_pool_keeps_its_worker_count_where_batched_reads_it(self) -> None:
         """concurrent.futures keeps no public worker count; batched reads ``_max_workers``."""
         with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as processes:
-            assert _executors._max_workers(processes) == 3
-        assert _executors._max_workers(ThreadPoolExecutor(5)) == 5
+            assert _executors.max_workers(processes) == 3
+        assert _executors.max_workers(ThreadPoolExecutor(5)) == 5
 
 
 class TestDask:

@@ -158,3 +158,16 @@ def test_an_out_parameter_on_the_device_is_written_and_given_back(accelerator: t
     assert tnp.add(x, 1, out=out) is out
     assert out.device == accelerator and out.cpu().tolist() == [1.0, 2.0, 3.0, 4.0]
     assert tnp.zeros(2, device=accelerator).device == accelerator
+
+
+@pytest.mark.slow
+def test_batched_on_a_process_pool_returns_results_to_the_device(accelerator: torch.device) -> None:
+    """The batch crosses to the host once (1 MiB: through shared memory), bfloat16 widened;
+    each sample's result comes back on the batch's device index in its dtype."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    batch = torch.rand(16, 128, 128, device=accelerator).to(torch.bfloat16)
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        out = ac.batched(np.negative, executor=pool)(batch)
+    assert out.device == batch.device and out.dtype == torch.bfloat16 and torch.equal(out, -batch)
