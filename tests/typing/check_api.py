@@ -2,6 +2,7 @@
 """Checked by mypy --strict in CI (tests/test_typing.py), as a user's file outside the repo:
 the decorators keep the types they wrap, and every documented option type-checks."""
 
+from collections.abc import Callable
 from typing import Any, assert_type
 
 import numpy as np
@@ -113,3 +114,7 @@ def shifted(a: npt.NDArray[np.float32], out: npt.NDArray[np.float32] | None = No
 
 assert_type(shifted(torch.zeros(1), out=torch.zeros(1)), npt.NDArray[np.float32])
 assert_type(ac.torchify(np, out_params=("out", "output"), callbacks=True), Any)
+
+per_row_max = ac.batched(np.max, workers=2, chunksize=8)
+assert_type(per_row_max, Callable[..., Any])
+assert_type(ac.batched(chunksize=4, progress=True), Callable[[Callable[..., Any]], Callable[..., Any]])
