@@ -128,7 +128,7 @@ class Elsewhere:
             _check_pickles(fn, name)
 
     def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
-        arrays = [self._as_arrays(source, label) for source, label in zip(samples.sources, samples.labels, strict=True)]
+        arrays = [self._as_arrays(source, where) for source, where in zip(samples.sources, samples.labels, strict=True)]
         threads: dict[str, int] = self.client.nthreads() if self.client is not None else {}
         workers = sum(threads.values()) if self.client is not None else max_workers(self.executor)
         size = chunksize or chunk_size(samples.size, max(1, workers), 1 if self.client is not None else 4)
