@@ -76,7 +76,8 @@ def batched(
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
 
     Raises:
-        ValueError: batched arguments of different sizes, or no batched argument.
+        ValueError: batched arguments of different sizes, or no batched argument; on an
+            executor, a function that writes into its arguments (``writeback=True``).
         pickle.PicklingError: a process pool's function, or an argument sent elsewhere,
             does not pickle.
         Exception: whatever ``fn`` raises, with a note naming the sample (PEP 678). The
@@ -139,7 +140,7 @@ def _runner(
     # restores dtypes exactly as the in-process call does.
     place = returns_tensor(**_side_options(call, "returns_tensor"))(_first)
     raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
-    return Elsewhere(raw, place, inputs.get("grad", "warn"), executor, name)
+    return Elsewhere(raw, place, inputs.get("grad"), executor, name)
 
 
 def _in_turn(call: Callable[..., Any], samples: Samples, label: str, progress: Progress) -> list[Any]:

@@ -32,6 +32,7 @@ from ._chunks import Batch, Chunk, Running, Shared, Window, opened, pickled, run
 from ._decorators import to_numpy
 from ._errors import LeafError
 from ._leaves import GradPolicy
+from ._options import active
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller
 #: ones ride inside their chunks, where pickling them costs less than a file (joblib's
@@ -118,9 +119,12 @@ class Elsewhere:
     Dask workers elsewhere receive each chunk's samples scattered straight to them, not
     through the scheduler; any other executor receives them inside the chunk."""
 
-    def __init__(self, fn: Callable[..., Any], place: Callable[..., Any], grad: str, executor: Any, name: str) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], place: Callable[..., Any], grad: str | None, executor: Any, name: str
+    ) -> None:
         self.fn, self.place, self.executor, self.name = fn, place, executor, name
-        self.grad = GradPolicy(grad, f"autoconvert.batched({name})")
+        self.grad = grad  # the wrapped function's own grad= (None: config's, else "warn")
+        self.policies: dict[str, GradPolicy] = {}
         # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
@@ -158,12 +162,15 @@ class Elsewhere:
         for i, t in enumerate(tensors):
             if t.requires_grad:
                 path = label if whole else f"{label}[{i}]"
+                block = active()
+                mode = self.grad or (block.options.get("grad") if block is not None else None) or "warn"
+                policy = self.policies.setdefault(mode, GradPolicy(mode, f"autoconvert.batched({self.name})"))
                 try:
-                    self.grad.detach(t)
+                    policy.detach(t)
                 except LeafError as e:
-                    raise e.public(self.grad.function, "argument", path) from None
-                if self.grad.unsaid is not None:
-                    self.grad.say([path])
+                    raise e.public(policy.function, "argument", path) from None
+                if policy.unsaid is not None:
+                    policy.say([path])
         arrays = [to_numpy(t, grad="detach") for t in tensors]
         return arrays[0] if whole else arrays
 

@@ -237,13 +237,19 @@ class TestProcessPool:
         )
 
     def test_the_calls_grad_policy_holds(self, pool: CountingPool) -> None:
-        """A batch that requires grad warns (the default) or is refused, naming the argument."""
+        """A batch that requires grad warns (the default) or is refused, naming the argument;
+        a config block's grad= applies where the function says none."""
         batch = torch.ones(3, 2, requires_grad=True)
         with pytest.warns(ac.GradientWarning) as record:
             ac.batched(np.negative, executor=pool)(batch)
         assert str(record[0].message).startswith("autoconvert.batched(negative): argument args[0] requires grad")
         with pytest.raises(ac.GradientError, match=r"^autoconvert.batched\(negative\): argument x requires grad"):
             ac.batched(ac.accepts_numpy(grad="error")(np.negative), executor=pool)(x=batch)
+        with ac.config(grad="error"), pytest.raises(ac.GradientError, match=r"argument args\[0\] requires grad"):
+            ac.batched(np.negative, executor=pool)(batch)
+        with ac.config(grad="error"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ac.batched(ac.accepts_numpy(grad="detach")(np.negative), executor=pool)(batch)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("error")
             ac.batched(np.negative, executor=pool)(batch)
