@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 
 class Batch:
@@ -59,7 +60,7 @@ def shareable(value: Any) -> bool:
     return type(value) is np.ndarray and value.dtype.kind in "biufc" and value.size > 0
 
 
-def share(arrays: Sequence[np.ndarray], folder: str) -> list[Shared]:
+def share(arrays: Sequence[NDArray[Any]], folder: str) -> list[Shared]:
     """Write ``arrays`` to one new file in ``folder``; where each now is."""
     handle, path = tempfile.mkstemp(suffix=".arrays", dir=folder)
     shared = []
