@@ -20,6 +20,7 @@ import math
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -333,7 +334,14 @@ def _check_pickles(fn: Any, name: str) -> None:
 
 def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) -> None:
     """Where sending a map failed because an argument does not pickle, raise that instead,
-    naming the argument."""
+    naming the argument; where a process pool broke on a function of an interactive session,
+    say so."""
+    if isinstance(error, cf.process.BrokenProcessPool) and _interactive(fn):
+        error.add_note(
+            f"autoconvert.batched({name}): {name} is defined in an interactive session (a notebook, "
+            "python -c, a script read from stdin), which a spawned worker cannot import to find it. "
+            "Fix: define it in a module and import it"
+        )
     if not isinstance(error, pickle.PicklingError) and "pickle" not in str(error):
         return
     named = [("fn", fn), *((f"args[{i}]", a) for i, a in enumerate(samples.args))]
@@ -349,3 +357,10 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
                 "executor's workers receive every argument by pickling. Fix: pass values that pickle "
                 "(arrays, numbers, module-level functions), or run on threads (workers=)"
             ) from error
+
+
+def _interactive(fn: Any) -> bool:
+    """Whether ``fn`` lives in a ``__main__`` that has no file to import again (``-c`` and
+    notebooks have no ``__file__``; stdin's is ``"<stdin>"``)."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return getattr(fn, "__module__", None) == "__main__" and not (path and os.path.isfile(path))

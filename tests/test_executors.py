@@ -7,6 +7,8 @@ import multiprocessing
 import os
 import pathlib
 import pickle
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -222,6 +224,32 @@ class TestProcessPool:
             "autoconvert.batched(add): args[1] does not pickle (TypeError: cannot pickle '_thread.lock' object), "
             "and the executor's workers receive every argument by pickling. Fix: pass values that pickle"
         )
+
+    def test_a_function_of_an_interactive_session_is_named_when_the_pool_breaks(self) -> None:
+        """A script read from stdin defines the function: spawned workers cannot import it."""
+        script = """
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+import numpy as np, torch, autoconvert as ac
+
+def total(x):
+    return x.sum()
+
+with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    try:
+        ac.batched(total, executor=pool)(torch.ones(2, 3))
+    except BrokenProcessPool as e:
+        print(e.__notes__[-1])
+"""
+        done = subprocess.run(
+            [sys.executable, "-"], check=True, input=script, capture_output=True, text=True, timeout=120
+        )
+        assert done.stdout.strip() == (
+            "autoconvert.batched(total): total is defined in an interactive session (a notebook, python -c, "
+            "a script read from stdin), which a spawned worker cannot import to find it. Fix: define it in a "
+            "module and import it"
+        ), done.stderr[-2000:]
 
     def test_writes_that_cannot_come_back_are_refused(self, pool: CountingPool) -> None:
         @ac.accepts_numpy(writeback=True)
