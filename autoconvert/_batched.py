@@ -64,15 +64,17 @@ def batched(
             many SciPy routines do. Each sample sees the caller's ``config`` and grad mode.
         executor: run the samples elsewhere instead: a ``ProcessPoolExecutor`` for NumPy
             code that holds the GIL (large batched arrays reach its workers through shared
-            memory), a Dask ``distributed.Client`` or its ``get_executor()`` (each chunk's
-            samples scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
+            memory), a Dask ``distributed.Client`` or its ``get_executor()`` (shared memory
+            too where every worker runs on this machine, else each chunk's samples
+            scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
             its threads), or any other ``concurrent.futures.Executor``. Outside the
             caller's process, ``fn`` (unwrapped) runs on NumPy arrays and each result
             comes back converted on the caller's side to its device; ``fn`` and the other
             arguments must pickle (a process pool's function: defined at a module's top
             level). A pool passed in is reused across calls, never shut down.
         chunksize: samples per task on threads or an executor; by default about four
-            tasks per worker, so that sending tasks costs little next to the work.
+            tasks per worker (one per Dask worker thread), so that sending tasks costs
+            little next to the work.
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
 
     Raises:
