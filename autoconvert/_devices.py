@@ -13,9 +13,9 @@ from ._errors import DeviceMismatchError, message
 
 CPU = torch.device("cpu")
 
-# torch.get_default_device() costs ~4 us because it walks the torch-function mode
-# stack in Python. set_default_device() and `with torch.device(...)` both push a mode
-# onto that stack, so an empty stack means the default is the CPU: one C call instead.
+# torch.get_default_device() walks the torch-function mode stack in Python (benchmarks,
+# micro: "the default device"). set_default_device() and `with torch.device(...)` both push a
+# mode onto that stack, so an empty stack means the default is the CPU: one C call instead.
 _mode_stack_depth = getattr(torch._C, "_len_torch_function_stack", None)
 
 try:  # what torch.get_default_device() itself reads from torch 2.10 on (private, hence guarded)

@@ -221,8 +221,8 @@ class NumpyInputs(Inputs):
             return private
 
         def shared(t: torch.Tensor, ctx: Collected) -> Any:
-            # tensor_to_array's own first step, inlined: zero-copy is what copy=None/False want.
-            # Calling a shared helper instead measured +0.04x on 3 tensor + 2 plain arguments.
+            # tensor_to_array's own first step, inlined (a frame fewer per tensor): zero-copy is
+            # what copy=None/False want.
             if not t.requires_grad:
                 try:
                     a = t.numpy()
@@ -230,8 +230,9 @@ class NumpyInputs(Inputs):
                     pass
                 else:
                     ctx.plain.append(t)
-                    # write=False, passed positionally: the C method takes it so, and its keyword parsing
-                    # costs 2.5x the call (NumPy 2.4: 210 ns vs 87 ns). The stubs declare it keyword-only.
+                    # write=False, passed positionally: the C method takes it so, and parsing the keyword
+                    # costs more than the call (benchmarks, micro: "read-only guard"). The stubs
+                    # declare it keyword-only.
                     a.setflags(False)  # type: ignore[call-arg, unused-ignore]
                     return a
             ctx.odd.append(t)

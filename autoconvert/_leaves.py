@@ -210,7 +210,8 @@ def tensor_to_array(
     (WIDENED_HALF: float16 too, for code that rejects it).
     """
     # Zero-copy numpy() refuses grad, conj/neg bits, devices, dtypes and layouts with a C++
-    # exception that costs ~7 us; requires_grad, common in training code, is checked first.
+    # exception, a hundred times the cost of a check (benchmarks, micro: "a tensor that
+    # requires grad"); requires_grad, common in training code, is checked first.
     if not t.requires_grad and (widened is WIDENED or t.dtype not in widened):
         try:
             a = t.numpy()
@@ -388,14 +389,15 @@ def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
     return None
 
 
-# Bound once: reading torch.from_numpy and np.ndarray off their modules cost ~35 ns each
-# per call (measured, CPython 3.11), a tenth of from_numpy itself.
+# Bound once: reading torch.from_numpy and np.ndarray off their modules costs a tenth of
+# from_numpy itself (benchmarks, micro: "a bound name or a module attribute").
 _from_numpy = torch.from_numpy
 _ndarray = np.ndarray
 
 
 #: A per-call NamedTuple built from a tuple of all its fields, without the Python frame of
-#: its ``__new__``: 145 ns against 225 ns, on every call of the generic path.
+#: its ``__new__``, on every call of the generic path (benchmarks, micro: "a per-call
+#: NamedTuple").
 bare = tuple.__new__
 
 
@@ -419,16 +421,17 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
     host-side fix-up is that copy before any transfer). NumPy scalars are immutable and
     own no shared buffer, so they never count as a copy.
 
-    It takes the leaf context whole, so a Mapper dispatches straight here: a wrapper
-    frame unpacking it cost ~0.1 us an array (dict of 8 results: 1.46x -> 1.39x).
+    It takes the leaf context whole, so a Mapper dispatches straight here, with no wrapper
+    frame per array to unpack it.
 
     Raises:
         NoDeviceError: ``target``'s device is None.
     """
     flags = a.flags
     t = None
-    # torch.from_numpy raising costs ~5 us (a C++ exception with a long message), so only
-    # arrays it almost surely accepts try it: "behaved" (aligned and writable) and C- or
+    # torch.from_numpy raising costs as much as many conversions (a C++ exception with a long
+    # message: benchmarks, micro: "an array torch refuses"), so only arrays it almost surely
+    # accepts try it: "behaved" (aligned and writable) and C- or
     # Fortran-contiguous ("forc": no zero or negative strides but numpy#23349's size-1 axes).
     if type(a) is _ndarray and flags.behaved and flags.forc:
         try:
@@ -447,7 +450,8 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         and not target.casts
     ):
         # A read-only array (a view of a handed input, most often): one NumPy copy, which
-        # torch then shares; the careful route below costs 3x that for small arrays.
+        # torch then shares; the careful route below costs several times that for small
+        # arrays (benchmarks, micro: "copying a read-only 8-element view").
         held = a.dtype
         if held.isnative and held in NUMPY_TO_TORCH and target.copy is not False and a.nbytes < SMALL_COPY_BYTES:
             copied("layout", a, a.nbytes)
@@ -477,11 +481,12 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
 
 
 # Above this size NumPy's copy is faster: it asks the kernel for transparent huge pages
-# (madvise) for large allocations and torch's CPU allocator does not, so first-touch
-# page faults dominate. Measured here: 128 MiB in 13 ms vs 46 ms; 8 MiB in 0.49 ms vs 0.32 ms.
+# (madvise) for large allocations and torch's CPU allocator does not, so first-touch page
+# faults dominate; below it torch's clone is (benchmarks, micro: "a 8 MiB host copy", "a
+# 128 MiB host copy").
 _NUMPY_COPY_BYTES = 16 * 2**20
-# Below this size too: torch.tensor() has a fixed cost of ~5 us that NumPy's copy lacks (a
-# 16-element view of a read-only input: 6.0 us against 1.75 us; they meet near 512 KiB).
+# Below this size too: torch.tensor() has a fixed cost that NumPy's copy lacks (benchmarks,
+# micro: "copying a read-only 8-element view"); the two meet near 512 KiB.
 SMALL_COPY_BYTES = 2**19
 
 
@@ -761,7 +766,7 @@ def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch
             if now.is_complex():
                 now, before = torch.view_as_real(now), torch.view_as_real(before)
             bits = _BITS[now.element_size()]  # a same-size view: any strides, bits compared
-            # NumPy compares at twice torch.equal's speed here (1 MiB: 46 us against 110 us).
+            # NumPy compares at twice torch.equal's speed (benchmarks, micro: "comparing 1 MiB").
             if not np.array_equal(now.view(bits).numpy(), before.view(bits).numpy()):
                 memory.copy_(snapshot)
                 changed.append(t)

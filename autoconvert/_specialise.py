@@ -138,8 +138,8 @@ _TENSOR_VALUE = """\
 {i}    return generic(wrapped, instance, args, kwargs)
 """
 _TO_TENSOR = "{i}        {v} = to_tensor({v}, Target(placed, casts, copy))\n"
-# Uncast and not copied: array_to_tensor's sharing step inlined, as for results (its frame
-# cost 0.1x of a reverse pair on 16 floats). What from_numpy refuses (a dtype torch lacks,
+# Uncast and not copied: array_to_tensor's sharing step inlined, as for results (a frame
+# fewer per array). What from_numpy refuses (a dtype torch lacks,
 # byte order) goes to the generic call, which converts or reports it.
 _SHARES_ARRAY = """\
 {i}        flags = {v}.flags
@@ -166,9 +166,9 @@ _TO_TENSOR_RESULT = """\
             except LeafError as e:
                 raise e.public(function, "", "result") from None
 {containers}"""
-# Where the result stays on the CPU uncast, array_to_tensor's first two steps, inlined: their
-# frame cost 0.1x on a 1-tensor call and 0.5x on a returned view (a copy on purpose, with the
-# ``copy=None`` check the template is chosen by).
+# Where the result stays on the CPU uncast, array_to_tensor's first two steps, inlined (a
+# frame fewer per result; a returned view is copied on purpose, with the ``copy=None``
+# check the template is chosen by).
 _SHARES = """\
             flags = result.flags
             if flags.forc:

@@ -14,7 +14,7 @@ import torch
 
 import autoconvert as ac
 
-from . import batches, floor
+from . import batches, floor, micro
 from .func import func_transforms
 from .harness import Row, compare
 
@@ -617,4 +617,5 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "breakdown": batches.breakdown,
     "gpu": gpu,
     "func": func_transforms,
+    "micro": micro.micro,
 }

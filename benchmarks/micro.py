@@ -1,0 +1,133 @@
+"""The small costs autoconvert's code is shaped around, each against the way not taken.
+
+A comment in the code says why it is shaped so and names its row here (``micro: ...``); the
+figures live in benchmarks/RESULTS.md, measured on the machine of the run, not in comments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from .harness import Row, compare
+
+Settings = dict[str, Any]
+
+
+class _Three(NamedTuple):
+    a: Any
+    b: Any
+    c: Any
+
+
+def _raising(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` called for the exception it raises."""
+
+    def call() -> None:
+        with contextlib.suppress(TypeError, RuntimeError, ValueError):
+            fn()
+
+    return call
+
+
+def micro(settings: Settings) -> list[Row]:
+    """Each pair: the way the code goes (baseline) against the way it avoids."""
+    repeats, target = settings["repeats"], settings["target_s"]
+    small = np.ones(16, dtype=np.float32)
+    view = small[:8]
+    view.setflags(write=False)
+    swapped = small.astype(">f4")
+    grads = torch.ones(16, requires_grad=True)
+    bits = torch.arange(2**18, dtype=torch.int32)
+    same = bits.clone()
+    fields = (1, 2, 3)
+    from_numpy = torch.from_numpy
+    profiler = torch.autograd.profiler
+    pairs: list[tuple[str, dict[str, Callable[[], Any]]]] = [
+        (
+            "micro: the default device (_devices)",
+            {
+                "the torch-function mode stack's depth (C)": torch._C._len_torch_function_stack,
+                "torch.get_default_device()": torch.get_default_device,
+            },
+        ),
+        (
+            "micro: the compile check (_escape)",
+            {
+                "torch.compiler.is_dynamo_compiling()": torch.compiler.is_dynamo_compiling,
+                "torch.compiler.is_compiling()": torch.compiler.is_compiling,
+            },
+        ),
+        (
+            "micro: read-only guard (_inputs)",
+            {
+                "a.setflags(False)": lambda: small.setflags(False),
+                "a.setflags(write=False)": lambda: small.setflags(write=False),
+            },
+        ),
+        (
+            "micro: a tensor that requires grad (_leaves)",
+            {"checking t.requires_grad": lambda: grads.requires_grad, "t.numpy() refusing it": _raising(grads.numpy)},
+        ),
+        (
+            "micro: an array torch refuses (_leaves)",
+            {
+                "checking a.flags and the dtype": lambda: swapped.flags.behaved and swapped.dtype.isnative,
+                "torch.from_numpy(a) refusing it": _raising(lambda: torch.from_numpy(swapped)),
+            },
+        ),
+        (
+            "micro: a bound name or a module attribute (_leaves)",
+            {"from_numpy(a), bound": lambda: from_numpy(small), "torch.from_numpy(a)": lambda: torch.from_numpy(small)},
+        ),
+        (
+            "micro: a per-call NamedTuple (_leaves)",
+            {
+                "tuple.__new__(cls, fields)": lambda: tuple.__new__(_Three, fields),
+                "cls(*fields)": lambda: _Three(*fields),
+            },
+        ),
+        (
+            "micro: copying a read-only 8-element view (_leaves)",
+            {
+                "from_numpy(a.copy())": lambda: torch.from_numpy(view.copy()),
+                "torch.tensor(a)": lambda: torch.tensor(view),
+            },
+        ),
+        (
+            "micro: comparing 1 MiB bit for bit (_leaves, check_writes)",
+            {
+                "np.array_equal on numpy() views": lambda: np.array_equal(bits.numpy(), same.numpy()),
+                "torch.equal": lambda: torch.equal(bits, same),
+            },
+        ),
+        (
+            "micro: is the profiler recording (_observe)",
+            {
+                "the module flag": lambda: profiler._is_profiler_enabled,
+                "torch.autograd._profiler_enabled()": torch.autograd._profiler_enabled,
+            },
+        ),
+    ]
+    rows: list[Row] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch.tensor(read-only array) warns
+        for case, contenders in pairs:
+            baseline = next(iter(contenders))
+            rows += compare(case, baseline, contenders, repeats, target)
+        for mib in (8, 128):
+            a = np.ones(mib * 2**18, dtype=np.float32)
+            t = torch.from_numpy(a)
+            rows += compare(
+                f"micro: a {mib} MiB host copy (_leaves)",
+                "NumPy's copy",
+                {"NumPy's copy": lambda a=a: torch.from_numpy(a.copy()), "torch's clone": lambda t=t: t.clone()},
+                settings["copy_repeats"],
+                target,
+            )
+    return rows
