@@ -73,6 +73,23 @@ def share(arrays: Sequence[NDArray[Any]], folder: str) -> list[Shared]:
     return shared
 
 
+def shared_where_large(values: list[Any], folder: str, least: float) -> list[Any]:
+    """``values`` with its arrays written to one file in ``folder`` (each replaced by where it
+    is) where together they take at least ``least`` bytes; else ``values`` itself."""
+    arrays = [k for k, value in enumerate(values) if shareable(value)]
+    if sum(values[k].nbytes for k in arrays) < least:
+        return values
+    placed = list(values)
+    for k, shared in zip(arrays, share([values[k] for k in arrays], folder), strict=True):
+        placed[k] = shared
+    return placed
+
+
+def in_shared_memory(source: Any) -> bool:
+    """A source written by ``share``: an array, or a list with arrays among it."""
+    return type(source) is Shared or (type(source) is list and any(type(v) is Shared for v in source))
+
+
 def opened(values: list[Any], remove: bool) -> list[Any]:
     """``values`` with each ``Shared`` an array over its file, mapped copy-on-write (so
     writable, as a received array is: a function that writes its input writes its own
@@ -100,10 +117,10 @@ class Running:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        pathlib.Path(path).touch()
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _running, (self.path,)  # unpickled without touching the file again
+    def start(self) -> Running:
+        pathlib.Path(self.path).touch()
+        return self
 
     def is_set(self) -> bool:
         return not os.path.exists(self.path)
@@ -111,12 +128,6 @@ class Running:
     def set(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
-
-
-def _running(path: str) -> Running:
-    running = object.__new__(Running)
-    running.path = path
-    return running
 
 
 class Chunk(NamedTuple):
@@ -160,12 +171,7 @@ def pickled(fn: Callable[..., Any], *args: Any) -> bytes:
 def run_sharing(chunk: Chunk, sources: Sequence[Any], folder: str, least: float) -> list[Any]:
     """``run``'s results, their arrays written to one file in ``folder`` (each replaced by where
     it is) where together they take at least ``least`` bytes."""
-    results = run(chunk, sources)
-    arrays = [k for k, result in enumerate(results) if shareable(result)]
-    if sum(results[k].nbytes for k in arrays) >= least:
-        for k, shared in zip(arrays, share([results[k] for k in arrays], folder), strict=True):
-            results[k] = shared
-    return results
+    return shared_where_large(run(chunk, sources), folder, least)
 
 
 def _open(source: Any) -> Any:
@@ -173,9 +179,7 @@ def _open(source: Any) -> Any:
     shared, mapped (their files stay: other chunks map them too)."""
     if type(source) is Shared:
         return opened([source], remove=False)[0]
-    if type(source) is list and any(type(v) is Shared for v in source):
-        return opened(list(source), remove=False)
-    return source
+    return opened(list(source), remove=False) if in_shared_memory(source) else source
 
 
 def _sample(value: Any, sources: list[Any], i: int) -> Any:

@@ -29,7 +29,18 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ._chunks import Batch, Chunk, Running, Shared, Window, opened, pickled, run, run_sharing, share, shareable
+from ._chunks import (
+    Batch,
+    Chunk,
+    Running,
+    Window,
+    in_shared_memory,
+    opened,
+    pickled,
+    run,
+    run_sharing,
+    shared_where_large,
+)
 from ._decorators import to_numpy
 from ._errors import LeafError
 from ._leaves import GradPolicy
@@ -190,7 +201,7 @@ class Elsewhere:
         # One folder per map for what crosses through shared memory: the batch, the results,
         # the file that says it runs; removed as the map ends (mapped files live on until unmapped).
         folder = tempfile.mkdtemp(dir=_shared_folder())
-        cancelled = Running(os.path.join(folder, "running"))
+        cancelled = Running(os.path.join(folder, "running")).start()
         try:
             sources = [_shared(a, folder) for a in arrays]
             least = SHARED_BYTES if os.name == "posix" else math.inf  # elsewhere a mapped file cannot be removed
@@ -282,11 +293,7 @@ def _stop(futures: list[cf.Future[Any]], cancelled: Any) -> None:
 def _windows(sources: list[Any], chunk: Chunk) -> list[Any]:
     """What a chunk needs of each source: its own samples, or the whole source where it is in
     shared memory (sending it costs a file's name)."""
-    return [s if _in_shared_memory(s) else Window(s[chunk.start : chunk.stop], chunk.start) for s in sources]
-
-
-def _in_shared_memory(source: Any) -> bool:
-    return type(source) is Shared or (type(source) is list and any(type(s) is Shared for s in source))
+    return [s if in_shared_memory(s) else Window(s[chunk.start : chunk.stop], chunk.start) for s in sources]
 
 
 # ----------------------------------------------------------------- shared memory for process pools
@@ -306,14 +313,8 @@ def _shared(source: Any, folder: str) -> Any:
     """A batched argument in NumPy, in shared memory where it takes ``SHARED_BYTES`` or more:
     an array whole, a ragged list array by array."""
     if isinstance(source, np.ndarray):
-        return share([source], folder)[0] if shareable(source) and source.nbytes >= SHARED_BYTES else source
-    arrays = [k for k, a in enumerate(source) if shareable(a)]
-    if sum(source[k].nbytes for k in arrays) < SHARED_BYTES:
-        return source
-    shared = list(source)
-    for k, placed in zip(arrays, share([source[k] for k in arrays], folder), strict=True):
-        shared[k] = placed
-    return shared
+        return shared_where_large([source], folder, SHARED_BYTES)[0]
+    return shared_where_large(source, folder, SHARED_BYTES)
 
 
 # ----------------------------------------------------------------- pickling errors
