@@ -1,4 +1,4 @@
-"""``batched``: run a NumPy function once per sample of a batch, here or on workers.
+"""``batched``: run a NumPy function once per sample of a batch, in the caller or on workers.
 
 Pipelines often call SciPy once per sample in a Python loop (Hungarian matching per
 image, distance transforms per volume). ``batched`` is that loop, written once: samples
@@ -65,7 +65,7 @@ def batched(
         executor: run the samples elsewhere instead: a ``ProcessPoolExecutor`` for NumPy
             code that holds the GIL (large batched arrays reach its workers through shared
             memory), a Dask ``distributed.Client`` or its ``get_executor()`` (shared memory
-            too where every worker runs on this machine, else each chunk's samples
+            too where every worker runs on the caller's machine, else each chunk's samples
             scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
             its threads), or any other ``concurrent.futures.Executor``. Outside the
             caller's process, ``fn`` (unwrapped) runs on NumPy arrays and each result

@@ -109,7 +109,7 @@ def opened(values: list[Any], remove: bool) -> list[Any]:
 
 
 class Running:
-    """Cancellation that workers on this machine see: a file that exists while the map runs.
+    """Cancellation that workers on the caller's machine see: a file that exists while the map runs.
     Once it is gone (removed on a failure, or with the map's folder), chunks stop before their
     next sample."""
 

@@ -3,7 +3,7 @@
 A map sends a few chunks of samples per worker: few enough that sending and collecting stay
 small next to the work, enough to even out samples of uneven cost (four per worker; one per
 Dask worker thread, whose tasks cost milliseconds each to schedule). The batch crosses once:
-threads read the caller's tensors; workers on this machine map large batched arrays, and
+threads read the caller's tensors; workers on the caller's machine map large batched arrays, and
 large results, from shared memory; Dask workers elsewhere receive each chunk's samples
 scattered straight to them, not through the scheduler. When a sample fails the map is
 cancelled: chunks not started are dropped, running ones stop before their next sample (a
@@ -126,7 +126,7 @@ class Elsewhere:
     the call's ``grad`` policy, and each result comes back through ``place``, the call's output
     side, which puts it where the in-process call would (the caller's device, dtypes restored).
 
-    Workers on this machine (a process pool's; a Dask cluster's where every worker sees this
+    Workers on the caller's machine (a process pool's; a Dask cluster's where every worker sees this
     process's shared-memory folder) map large batched arrays and results from shared memory;
     Dask workers elsewhere receive each chunk's samples scattered straight to them, not
     through the scheduler; any other executor receives them inside the chunk."""
@@ -187,7 +187,7 @@ class Elsewhere:
         return arrays[0] if whole else arrays
 
     def _sees_shared_memory(self, threads: dict[str, int]) -> bool:
-        """Whether every Dask worker runs on this machine: asked once per set of workers, by
+        """Whether every Dask worker runs on the caller's machine: asked once per set of workers, by
         whether each sees this process's shared-memory folder."""
         if self.client is None or not threads:
             return False
