@@ -9,6 +9,7 @@ copied once where not, and never silently aliased.
 
 from ._adapt import adapt
 from ._batched import batched
+from ._config import config
 from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
 from ._errors import (
     ConversionError,
@@ -22,7 +23,6 @@ from ._errors import (
 )
 from ._observe import FunctionStats, stats
 from ._ops import numpy_op
-from ._options import config
 from ._torchify import torchify
 from ._tree import register_container
 

@@ -11,6 +11,7 @@ results go where the caller's tensors live).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from numpy.typing import NDArray
 
 from . import _devices
 from ._call import Runner, refuse_deferred
+from ._config import _ACTIVE, Config
 from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
@@ -30,9 +32,9 @@ from ._escape import compiling, opaque
 from ._inputs import Collected, NumpyInputs
 from ._leaves import GradPolicy, Target, array_to_tensor, bare
 from ._observe import PROFILER, PathOf
-from ._options import _ACTIVE, AdaptOptions, Config
+from ._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
-from ._plan import FUNC, Plan, check_options, shows_options
+from ._plan import Plan
 from ._signature import Parameters, function_name, path_finder
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
@@ -114,19 +116,17 @@ class AdaptPlan(Plan):
         routes: bool = False,
         watched: bool = False,
     ) -> Runner:
-        options = self.resolved("adapt", configured)
-        grad = self.grad_policies.setdefault(options["grad"], GradPolicy(options["grad"], self.function))
-        arrays = NumpyInputs(
-            self.params,
-            self.function,
-            grad,
-            {**options, "only": None, "exclude": None},
-            f"adapt() on {self.function}",
-        )
+        policy = self.resolved("adapt", configured)
+        grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
+        arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
         if not watched:
-            return AdaptRunner(self.params, self.signature, arrays, options, variants, routes=routes)
-        watch = (path_finder(self.params), self.policies(configured))
-        return AdaptRunner(self.params, self.signature, arrays, options, None, watch=watch)
+            return AdaptRunner(self.params, self.signature, arrays, policy, variants, routes=routes)
+        watch = (path_finder(self.params), self.transfers(configured))
+        return AdaptRunner(self.params, self.signature, arrays, policy, None, watch=watch)
+
+
+#: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
+_RETURNING = dataclasses.replace(PLAIN, dtype="input")
 
 
 class AdaptRunner(Runner):
@@ -137,7 +137,7 @@ class AdaptRunner(Runner):
         params: Parameters,
         signature: Signature,
         arrays: NumpyInputs,
-        options: dict[str, Any],
+        policy: Policy,
         variants: Callable[[Config | None], Runner] | None,
         *,
         routes: bool = False,
@@ -145,21 +145,20 @@ class AdaptRunner(Runner):
     ) -> None:
         self.signature = signature
         self.arrays = arrays
-        self.device: torch.device | None = options["device"]
-        self.copy: bool | None = options["copy"]
-        returning = {"device": None, "dtype": "input", "copy": None, "nested": True, "sparse_layout": None}
-        self.to_tensors = TensorOutputs(signature.function, params, returning)
-        self.to_arrays = NumpyOutputs(signature.function, params, {"copy": None, "nested": True, "sparse": "array"})
+        self.device = policy.device
+        self.copy = policy.copy
+        self.to_tensors = TensorOutputs(signature.function, params, _RETURNING)
+        self.to_arrays = NumpyOutputs(signature.function, params, PLAIN)
         if watch is not None:  # count conversions: each leaf, once
             for mapper in (arrays.mapper, self.to_tensors.mapper, self.to_arrays.mapper):
                 mapper.wrap_leaves(counted)
         self.array_mapper = Mapper(
             {torch.Tensor: arrays.mapper.dispatch[torch.Tensor], np.ndarray: _seen_array},
-            nested=options["nested"],
+            nested=policy.nested,
         )
         to_tensor = counted(_array_to_tensor) if watch is not None else _array_to_tensor
         self.tensor_mapper = Mapper(
-            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=options["nested"]
+            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=policy.nested
         )
         self.params = params
         super().__init__(arrays, self.to_tensors, signature.function, variants, routes=routes, watch=watch)
@@ -385,7 +384,7 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
         >>> centred(np.array([1.0, 3.0]))
         array([-1.,  1.])
     """
-    checked = check_options("adapt", options)
+    checked = validate(options, "adapt")
 
     def apply(target: Any) -> Any:
         if isinstance(target, type):

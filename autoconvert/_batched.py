@@ -19,7 +19,7 @@ from ._chunks import Batch, Chunk
 from ._chunks import run as run_chunk
 from ._decorators import _Wrapper, accepts_numpy, returns_tensor
 from ._executors import Elsewhere, Progress, Samples, Threads, is_dask, max_workers
-from ._options import check_callable
+from ._options import check_callable, policy_of
 from ._pickling import by_reference
 
 
@@ -131,8 +131,9 @@ def _runner(
         return Threads(call, max_workers(executor), executor, name)
     if executor is None:
         return Threads(call, workers, None, name) if workers is not None and workers > 1 else None
-    inputs = _side_options(call, "accepts_numpy")
-    if inputs.get("writeback") or inputs.get("out_params"):
+    inputs = _explicit(call, "accepts_numpy")
+    writes = policy_of("accepts_numpy", {}, inputs)
+    if writes.writeback or writes.out_params:
         raise ValueError(
             f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
             "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
@@ -140,9 +141,9 @@ def _runner(
         )
     # The output side alone: given the sample's result and arguments, it votes the device and
     # restores dtypes exactly as the in-process call does.
-    place = returns_tensor(**_side_options(call, "returns_tensor"))(_first)
+    place = returns_tensor(**_explicit(call, "returns_tensor"))(_first)
     raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
-    return Elsewhere(raw, place, inputs.get("grad"), executor, name)
+    return Elsewhere(raw, place, inputs, executor, name)
 
 
 def _in_turn(call: Callable[..., Any], samples: Samples, label: str, progress: Progress) -> list[Any]:
@@ -208,7 +209,7 @@ def _first(result: Any, *inputs: Any) -> Any:
     return result
 
 
-def _side_options(call: Any, side: str) -> dict[str, Any]:
+def _explicit(call: Any, side: str) -> dict[str, Any]:
     """The explicit options of one side of an autoconvert wrapper (none for a plain pair)."""
     plan = getattr(call, "_self_plan", None)
     return dict(plan.sides.get(side, {})) if plan is not None else {}

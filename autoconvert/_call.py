@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._config import _ACTIVE, Config
 from ._devices import settle
 from ._dtypes import WIDENED_HALF
 from ._errors import ConversionError, LeafError, ReadOnlyError, message
@@ -17,7 +18,6 @@ from ._escape import compiling, opaque
 from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._leaves import bare, describe_tensor, restore_writes
 from ._observe import PROFILER, PathOf, Watched
-from ._options import _ACTIVE, Config
 from ._outparams import Returned, returned
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import DEFERRED_RESULTS, _record, _tensor_paths, deferred_result

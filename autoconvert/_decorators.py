@@ -12,19 +12,32 @@ import copy
 import inspect
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
+from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack, cast, overload
 
 import numpy as np
 import torch
 import wrapt
 from numpy.typing import NDArray
 
+from ._config import active
 from ._escape import compiling, opaque
 from ._leaves import DETACH, GradPolicy
-from ._options import active, check_callable, validate
+from ._options import (
+    FUNC,
+    DeviceLike,
+    DtypeLike,
+    Grad,
+    Names,
+    Sparse,
+    Transfers,
+    check_callable,
+    policy_of,
+    shows_options,
+    validate,
+)
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._pickling import by_reference, locate, resolve, unwrap
-from ._plan import DEFAULTS, FUNC, Plan, check_options, shows_options
+from ._plan import Plan
 from ._signature import _TENSORS, Parameters
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
@@ -34,10 +47,6 @@ from ._signature import _TENSORS, Parameters
 # overload would match ambiguously, and mypy --strict then calls the result untyped.
 P = ParamSpec("P")
 R = TypeVar("R")
-Grad = Literal["warn", "detach", "error"]
-Names = str | Iterable[str] | None
-Sparse = Literal["array", "matrix"]
-Transfers = Literal["allow", "log", "warn", "error"]
 
 
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
@@ -226,7 +235,7 @@ def is_wrapper(obj: object) -> bool:
 
 def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
     """Apply one decorator; fuse with an autoconvert wrapper of the other direction."""
-    options = check_options(side, options)
+    options = validate(options, side)
 
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
@@ -326,8 +335,8 @@ def returns_tensor(func: Callable[P, R], /) -> Callable[P, Any]: ...
 @overload
 def returns_tensor(
     *,
-    device: torch.device | str | int | None = None,
-    dtype: torch.dtype | Literal["input"] | None = None,
+    device: DeviceLike = None,
+    dtype: DtypeLike = None,
     copy: bool | None = None,
     nested: bool = True,
     sparse_layout: torch.layout | None = None,
@@ -374,8 +383,8 @@ def accepts_tensor(func: Callable[P, R], /) -> Callable[..., R]: ...
 @overload
 def accepts_tensor(
     *,
-    device: torch.device | str | int | None = None,
-    dtype: torch.dtype | Literal["input"] | None = None,
+    device: DeviceLike = None,
+    dtype: DtypeLike = None,
     copy: bool | None = None,
     only: Names = None,
     exclude: Names = None,
@@ -494,8 +503,8 @@ def to_tensor(obj: Any, **options: Any) -> Any:
 class TensorOptions(TypedDict, total=False):
     """The options of ``to_tensor`` (those of ``returns_tensor``), for type checkers."""
 
-    device: torch.device | str | int | None
-    dtype: torch.dtype | Literal["input"] | None
+    device: DeviceLike
+    dtype: DtypeLike
     copy: bool | None
     nested: bool
     sparse_layout: torch.layout | None
@@ -526,16 +535,15 @@ def _converter(kind: str, options: Mapping[str, Any]) -> tuple[Any, GradPolicy]:
         pass
     except TypeError:  # an unhashable option value: validation names it
         key = None
-    side = "to_numpy" if kind == "to_numpy" else "returns_tensor"
-    resolved = {**DEFAULTS[side], **_configured(side), **validate(options, DEFAULTS[side], f"autoconvert.{kind}()")}
+    policy = policy_of(kind, config.options if config is not None else {}, validate(options, kind))
     if kind == "to_numpy":
-        grad = _TO_NUMPY_GRAD[resolved["grad"]]
+        grad = _TO_NUMPY_GRAD[policy.grad]
         made: tuple[Any, GradPolicy] = (
-            NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, resolved, grad, argument="obj"),
+            NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, policy, grad, argument="obj"),
             grad,
         )
     else:
-        made = (TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, resolved, argument="obj"), DETACH)
+        made = (TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, policy, argument="obj"), DETACH)
     if key is not None:
         if len(_CONVERTERS) >= _MOST_CONVERTERS:  # a program uses a handful; never grow without bound
             _CONVERTERS.clear()
@@ -547,11 +555,6 @@ _CONVERTERS: dict[Any, tuple[Any, GradPolicy]] = {}
 _MOST_CONVERTERS = 256
 
 
-def _configured(side: str) -> dict[str, Any]:
-    config = active()
-    return {k: v for k, v in config.options.items() if k in DEFAULTS[side]} if config is not None else {}
-
-
 _NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
 
 
@@ -559,4 +562,4 @@ for _decorator in (accepts_numpy, returns_tensor, accepts_tensor, returns_numpy)
     shows_options(_decorator, [FUNC], _decorator.__name__)
 _OBJ = [inspect.Parameter("obj", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
 shows_options(to_numpy, _OBJ, "to_numpy")
-shows_options(to_tensor, _OBJ, "returns_tensor", skip=("transfers",))
+shows_options(to_tensor, _OBJ, "to_tensor")

@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,10 +41,11 @@ from ._chunks import (
     run_sharing,
     shared_where_large,
 )
+from ._config import active
 from ._decorators import to_numpy
 from ._errors import LeafError
 from ._leaves import GradPolicy
-from ._options import active
+from ._options import policy_of
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller
 #: ones ride inside their chunks, where pickling them costs less than a file (joblib's
@@ -132,10 +133,10 @@ class Elsewhere:
     through the scheduler; any other executor receives them inside the chunk."""
 
     def __init__(
-        self, fn: Callable[..., Any], place: Callable[..., Any], grad: str | None, executor: Any, name: str
+        self, fn: Callable[..., Any], place: Callable[..., Any], inputs: Mapping[str, Any], executor: Any, name: str
     ) -> None:
         self.fn, self.place, self.executor, self.name = fn, place, executor, name
-        self.grad = grad  # the wrapped function's own grad= (None: config's, else "warn")
+        self.inputs = inputs  # the wrapped function's own accepts_numpy options: its grad= wins over config's
         self.policies: dict[str, GradPolicy] = {}
         # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
@@ -175,7 +176,7 @@ class Elsewhere:
             if t.requires_grad:
                 path = label if whole else f"{label}[{i}]"
                 block = active()
-                mode = self.grad or (block.options.get("grad") if block is not None else None) or "warn"
+                mode = policy_of("accepts_numpy", block.options if block is not None else {}, self.inputs).grad
                 policy = self.policies.setdefault(mode, GradPolicy(mode, f"autoconvert.batched({self.name})"))
                 try:
                     policy.detach(t)

@@ -29,6 +29,7 @@ from ._leaves import (
     sparse_to_tensor,
     tensor_to_array,
 )
+from ._options import PLAIN, Policy
 from ._outparams import OutParams
 from ._signature import Parameters, Selection
 from ._tree import Mapper, StandIn, cycle_error, stood_for
@@ -70,13 +71,13 @@ class Inputs:
 
     mapper: Mapper  # the converting walk, set by the subclass
 
-    def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str) -> None:
-        only, exclude, nested = options["only"], options["exclude"], options["nested"]
+    def __init__(self, params: Parameters, function: str, policy: Policy, where: str) -> None:
+        only, exclude = policy.only, policy.exclude
         self.params = params
         self.function = function
         selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
         self.selection = Selection(params, only, exclude, where) if selects else None
-        self.recorder = Mapper({torch.Tensor: _record}, nested=nested)
+        self.recorder = Mapper({torch.Tensor: _record}, nested=policy.nested)
 
     def tensors_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """Every tensor among the call's arguments, walked as this side walks them."""
@@ -128,34 +129,26 @@ class RecordingInputs(Inputs):
     for the output side to find the caller's device."""
 
     def __init__(self, params: Parameters, function: str) -> None:
-        super().__init__(params, function, {"only": None, "exclude": None, "nested": True}, "")
+        super().__init__(params, function, PLAIN, "")
         self.mapper = self.recorder
-
-
-def hands_read_only(options: dict[str, Any]) -> bool:
-    """Whether accepts_numpy with these options hands read-only arrays: unless the function is
-    meant to write, into private copies (copy=True) or through to the caller's tensors
-    (writeback=True). Same on every device."""
-    return not options["writeback"] and options["copy"] is not True
 
 
 class NumpyInputs(Inputs):
     """``accepts_numpy``: tensor arguments reach the function as arrays."""
 
-    def __init__(self, params: Parameters, function: str, grad: GradPolicy, options: dict[str, Any], where: str):
-        super().__init__(params, function, options, where)
-        self.copy: bool | None = options["copy"]
-        self.writeback: bool = options["writeback"]
-        self.readonly = hands_read_only(options)
+    def __init__(self, params: Parameters, function: str, grad: GradPolicy, policy: Policy, where: str):
+        super().__init__(params, function, policy, where)
+        self.copy = policy.copy
+        self.writeback = policy.writeback
+        self.readonly = policy.hands_read_only()
         # check_writes: only read-only arrays can be written through behind the guard's back.
-        self.check_writes: bool = options["check_writes"] and self.readonly
+        self.check_writes = policy.check_writes and self.readonly
         self.grad = grad
-        self.sparse: str = options["sparse"]
-        self.callbacks = bool(options.get("callbacks"))  # adapt has no callbacks=
-        self.widened = WIDENED_HALF if options["widen_float16"] else WIDENED
-        names = options.get("out_params")  # adapt has no out-parameters
-        self.writes = OutParams(names, params) if names else None
-        self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=options["nested"])
+        self.sparse = policy.sparse
+        self.callbacks = policy.callbacks
+        self.widened = WIDENED_HALF if policy.widen_float16 else WIDENED
+        self.writes = OutParams(policy.out_params, params) if policy.out_params else None
+        self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
         leaf = self._writeback_leaf if self.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not self.writeback:
             leaf = self._widening(leaf)
@@ -169,7 +162,7 @@ class NumpyInputs(Inputs):
                 types.ModuleType: namespace_leaf,
                 torch.device: device_leaf,
             },
-            nested=options["nested"],
+            nested=policy.nested,
             fallback=takes_callbacks(self.callbacks),
         )
 
@@ -335,16 +328,16 @@ def _refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
 class TensorInputs(Inputs):
     """``accepts_tensor``: array and NumPy scalar arguments reach the function as tensors."""
 
-    def __init__(self, params: Parameters, function: str, options: dict[str, Any], where: str):
-        super().__init__(params, function, options, where)
-        self.copy: bool | None = options["copy"]
-        self.device: torch.device | None = options["device"]
-        self.dtype = options["dtype"]
+    def __init__(self, params: Parameters, function: str, policy: Policy, where: str):
+        super().__init__(params, function, policy, where)
+        self.copy = policy.copy
+        self.device = policy.device
+        self.dtype = policy.dtype
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
-        self.sparse_layout: torch.layout | None = options["sparse_layout"]
+        self.sparse_layout = policy.sparse_layout
         self.mapper = Mapper(
             {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
-            nested=options["nested"],
+            nested=policy.nested,
             fallback=lambda cls: self._sparse_leaf if is_scipy_sparse(cls) else None,
         )
 

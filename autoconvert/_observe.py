@@ -18,10 +18,10 @@ from typing import Any
 import torch
 from torch.autograd import profiler as _autograd_profiler
 
+from ._config import _ACTIVE, enter, leave
 from ._copies import _IN_FUNCTION, _WATCH, CAUSES, Copy, Watch, size
 from ._errors import TransferWarning
 from ._leaves import warn_at_caller
-from ._options import _ACTIVE, enter, leave
 
 #: Where transfers="log" writes: transfers at INFO, the other copies at DEBUG.
 logger = logging.getLogger("autoconvert")

@@ -22,9 +22,8 @@ from ._errors import GradientError, message
 from ._escape import compiling, opaque, tracing
 from ._library import Registration
 from ._opspec import Spec
-from ._options import PairOptions, check_callable, validate
+from ._options import OpOptions, check_callable, shows_options, validate
 from ._pickling import by_reference, calling_module, locate, unwrap
-from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, shows_options
 from ._schema import Schema, SchemaError, schema_of
 from ._signature import function_name
 from ._torchify import wrap_pair
@@ -52,7 +51,7 @@ def numpy_op(
     fake: Fake,
     vmap: Vmap = "sequential",
     jvp: Backward = None,
-    **options: Unpack[PairOptions],
+    **options: Unpack[OpOptions],
 ) -> NumpyOp: ...
 @overload
 def numpy_op(
@@ -63,7 +62,7 @@ def numpy_op(
     fake: None = None,
     vmap: Vmap = "sequential",
     jvp: Backward = None,
-    **options: Unpack[PairOptions],
+    **options: Unpack[OpOptions],
 ) -> Callable[..., Any]: ...
 @overload
 def numpy_op(
@@ -74,7 +73,7 @@ def numpy_op(
     fake: Fake,
     vmap: Vmap = "sequential",
     jvp: Backward = None,
-    **options: Unpack[PairOptions],
+    **options: Unpack[OpOptions],
 ) -> Callable[[Callable[..., Any]], NumpyOp]: ...
 @overload
 def numpy_op(
@@ -85,7 +84,7 @@ def numpy_op(
     fake: None = None,
     vmap: Vmap = "sequential",
     jvp: Backward = None,
-    **options: Unpack[PairOptions],
+    **options: Unpack[OpOptions],
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 def numpy_op(
     fn: Callable[..., Any] | None = None,
@@ -151,7 +150,7 @@ def numpy_op(
         tensor([1.0000, 0.5403])
     """
     # An op returns new tensors: out-parameters are torch.library's to declare, not autoconvert's.
-    checked = validate(options, (PAIR_INPUT_OPTIONS - {"out_params"}) | PAIR_OUTPUT_OPTIONS, "autoconvert.numpy_op()")
+    checked = validate(options, "numpy_op")
     if vmap not in VMAP_MODES:
         raise ValueError(f"autoconvert.numpy_op(): vmap= takes 'sequential' or 'vectorized', got {vmap!r}")
     if fn is None:
@@ -358,7 +357,5 @@ shows_options(
         inspect.Parameter("vmap", inspect.Parameter.KEYWORD_ONLY, default="sequential"),
         inspect.Parameter("jvp", inspect.Parameter.KEYWORD_ONLY, default=None),
     ],
-    "accepts_numpy",
-    "returns_tensor",
-    skip=("only", "exclude", "out_params"),
+    "numpy_op",
 )

@@ -27,6 +27,7 @@ from ._leaves import (
     tensor_to_array,
     tensor_to_device,
 )
+from ._options import Policy
 from ._outparams import Returned
 from ._signature import DEFERRED_RESULTS, Parameters, _mismatch, _tensor_paths, deferred_result
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
@@ -166,7 +167,7 @@ class TensorOutputs(Outputs):
         self,
         function: str,
         params: Parameters,
-        options: dict[str, Any],
+        policy: Policy,
         *,
         argument: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
@@ -178,11 +179,11 @@ class TensorOutputs(Outputs):
         ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
         for its package's objects), or None to keep them as they are."""
         self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
-        self.device: torch.device | None = options["device"]
-        self.dtype = options["dtype"]
-        self.copy: bool | None = options["copy"]
+        self.device = policy.device
+        self.dtype = policy.dtype
+        self.copy = policy.copy
         self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
-        self.sparse_layout: torch.layout | None = options["sparse_layout"]
+        self.sparse_layout = policy.sparse_layout
         mapper = Mapper(
             {
                 np.ndarray: array_to_tensor,
@@ -191,7 +192,7 @@ class TensorOutputs(Outputs):
                 Returned: _given_back,
                 **_LATER,
             },
-            nested=options["nested"],
+            nested=policy.nested,
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
         )
         # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
@@ -265,20 +266,20 @@ class NumpyOutputs(Outputs):
         self,
         function: str,
         params: Parameters,
-        options: dict[str, Any],
+        policy: Policy,
         grad: GradPolicy = DETACH,
         *,
         argument: str | None = None,
     ) -> None:
-        self.copy: bool | None = options["copy"]
-        self.sparse: str = options["sparse"]
+        self.copy = policy.copy
+        self.sparse = policy.sparse
         self.grad = grad
         super().__init__(
             function,
             params,
             Mapper(
                 {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
-                nested=options["nested"],
+                nested=policy.nested,
             ),
             argument=argument,
         )

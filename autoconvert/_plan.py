@@ -9,88 +9,34 @@ values, so the per-call path never validates or merges options.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from ._call import Runner
+from ._config import Config
 from ._copies import counted
 from ._dtypes import RESTORING, RESTORING_HALF
-from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs, hands_read_only
+from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._leaves import GradPolicy
-from ._options import Config, validate
+from ._options import Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._signature import Parameters, _refuse_deferred, function_name, path_finder
+from ._signature import Parameters, function_name, path_finder, refuse_deferred_function
 from ._tree import Leaf
-
-#: Each decorator's options and their defaults; config() fills in what a decorator was not told.
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "accepts_numpy": {
-        "copy": None,
-        "writeback": False,
-        "grad": "warn",
-        "only": None,
-        "exclude": None,
-        "nested": True,
-        "sparse": "array",
-        "widen_float16": False,
-        "check_writes": False,
-        "transfers": "allow",
-        "callbacks": False,
-        "out_params": (),
-    },
-    "returns_tensor": {
-        "device": None,
-        "dtype": None,
-        "copy": None,
-        "nested": True,
-        "sparse_layout": None,
-        "transfers": "allow",
-    },
-    "accepts_tensor": {
-        "device": None,
-        "dtype": None,
-        "copy": None,
-        "only": None,
-        "exclude": None,
-        "nested": True,
-        "sparse_layout": None,
-        "transfers": "allow",
-    },
-    "returns_numpy": {"copy": None, "nested": True, "sparse": "array", "transfers": "allow"},
-    # adapt(): accepts_numpy's options for array parameters, and where arrays go for tensor ones.
-    "adapt": {
-        "copy": None,
-        "writeback": False,
-        "grad": "warn",
-        "nested": True,
-        "sparse": "array",
-        "widen_float16": False,
-        "check_writes": False,
-        "device": None,
-        "transfers": "allow",
-    },
-    # to_numpy(): returns_numpy's conversion, with a grad policy (the call itself says the
-    # value leaves autograd, so by default it detaches silently).
-    "to_numpy": {"copy": None, "nested": True, "sparse": "array", "grad": "detach"},
-}
-
-#: The options of a fused pair's two sides (torchify, numpy_op): one source for both.
-PAIR_INPUT_OPTIONS = frozenset(DEFAULTS["accepts_numpy"]) - {"only", "exclude"}
-PAIR_OUTPUT_OPTIONS = frozenset(DEFAULTS["returns_tensor"])
 
 
 class Plan:
     """Everything decided when a decorator is applied (or two, fused into one wrapper)."""
 
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
-        _refuse_deferred(func, sides)
+        self.sides = sides  # decorator name -> its explicit options, already validated: the recipe
+        #: Each side's policy outside any ``config`` block.
+        self.policies = {side: policy_of(side, {}, options) for side, options in sides.items()}
+        refuse_deferred_function(func, sides, any(p.writeback or p.check_writes for p in self.policies.values()))
         self.function = function_name(func)
         self.params = Parameters(func)
-        self.sides = sides  # decorator name -> its explicit options, already validated
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
-        routes = any(options.get("transfers", "allow") != "allow" for options in sides.values())
+        routes = any(p.transfers != "allow" for p in self.policies.values())
         self.default = self._build({}, self.variant, routes=routes)
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
@@ -116,16 +62,16 @@ class Plan:
             runner = self._variants[key] = self._build(config.options if config is not None else {}, watched=True)
         return runner
 
-    def policies(self, configured: dict[str, Any]) -> tuple[str, str]:
+    def transfers(self, configured: dict[str, Any]) -> tuple[str, str]:
         """The transfer policies of the input side and the output side (one side: both its own)."""
-        found = {side: self.resolved(side, configured)["transfers"] for side in self.sides}
+        found = {side: self.resolved(side, configured).transfers for side in self.sides}
         into = next((p for side, p in found.items() if not side.startswith("returns")), None)
         out = next((p for side, p in found.items() if not side.startswith("accepts")), None)
         return into or out or "allow", out or into or "allow"
 
-    def resolved(self, side: str, configured: dict[str, Any]) -> dict[str, Any]:
-        defaults = DEFAULTS[side]
-        return {**defaults, **{k: v for k, v in configured.items() if k in defaults}, **self.sides[side]}
+    def resolved(self, side: str, configured: dict[str, Any]) -> Policy:
+        """``side``'s policy under a ``config`` block's options (none: the default policy)."""
+        return policy_of(side, configured, self.sides[side]) if configured else self.policies[side]
 
     def _build(
         self,
@@ -139,23 +85,23 @@ class Plan:
         outputs: Outputs | None = None
         numpy_in = self.resolved("accepts_numpy", configured) if "accepts_numpy" in self.sides else None
         # Results narrow back to float16 when the input side widened it (fused pairs only).
-        half = numpy_in is not None and numpy_in["widen_float16"]
-        handed = numpy_in is not None and hands_read_only(numpy_in)
+        half = numpy_in is not None and numpy_in.widen_float16
+        handed = numpy_in is not None and numpy_in.hands_read_only()
         for side in self.sides:
-            options = self.resolved(side, configured)
+            policy = self.resolved(side, configured)
             where = f"{side}() on {self.function}"
             if side == "accepts_numpy":
-                grad = self.grad_policies.setdefault(options["grad"], GradPolicy(options["grad"], self.function))
-                inputs = NumpyInputs(self.params, self.function, grad, options, where)
+                grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
+                inputs = NumpyInputs(self.params, self.function, grad, policy, where)
             elif side == "accepts_tensor":
-                inputs = TensorInputs(self.params, self.function, options, where)
+                inputs = TensorInputs(self.params, self.function, policy, where)
             elif side == "returns_tensor":
                 restoring = RESTORING_HALF if half else RESTORING
                 outputs = TensorOutputs(
-                    self.function, self.params, options, restoring=restoring, handed=handed, objects=self.objects
+                    self.function, self.params, policy, restoring=restoring, handed=handed, objects=self.objects
                 )
             else:
-                outputs = NumpyOutputs(self.function, self.params, options)
+                outputs = NumpyOutputs(self.function, self.params, policy)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
         if not watched:
@@ -163,28 +109,5 @@ class Plan:
         for converting in (inputs, outputs):
             if converting is not None:
                 converting.mapper.wrap_leaves(counted)
-        watch = (path_finder(self.params), self.policies(configured))
+        watch = (path_finder(self.params), self.transfers(configured))
         return Runner(inputs, outputs, self.function, watch=watch)
-
-
-def check_options(side: str, options: dict[str, Any]) -> dict[str, Any]:
-    """A decorator's explicit options, validated when it is applied."""
-    return validate(options, DEFAULTS[side], f"autoconvert.{side}()")
-
-
-def shows_options(function: Any, leading: list[inspect.Parameter], *sides: str, skip: tuple[str, ...] = ()) -> None:
-    """Give ``function`` (a decorator, or a function taking options as ``**options``) the
-    signature ``help()``, ``inspect.signature`` and editors show: ``leading``, then each
-    option of ``sides`` keyword-only, with its default, from the table above."""
-    parameters = list(leading)
-    named = {p.name for p in leading} | set(skip)
-    for side in sides:
-        for name, default in DEFAULTS[side].items():
-            if name not in named:
-                named.add(name)
-                parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
-    function.__signature__ = inspect.Signature(parameters, return_annotation=inspect.Signature.empty)
-
-
-#: The leading parameter of a decorator used bare or called: ``func`` (positional-only, optional).
-FUNC = inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import types
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -234,12 +234,11 @@ def deferred_result(value: Any, ctx: Any = None) -> Any:
     )
 
 
-def _refuse_deferred(func: Any, sides: dict[str, dict[str, Any]]) -> None:
+def refuse_deferred_function(func: Any, sides: Iterable[str], after: bool) -> None:
     """Arguments would be converted, written back and results converted around an object
     that has not run yet: refuse when decorating. A generator function's values are converted
-    as it yields them: refused only where a write-back or check_writes would run first."""
+    as it yields them: refused only where a write-back or check_writes (``after``) would run first."""
     kind = deferred_kind(func)
-    after = any(options.get("writeback") or options.get("check_writes") for options in sides.values())
     if kind is not None and (after or kind != GENERATOR_FUNCTION):
         sides_named = " and ".join(f"{side}()" for side in sides)
         raise TypeError(

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from ._config import _ACTIVE
 from ._devices import CPU, default_device
 from ._dtypes import WIDENED
 from ._errors import LeafError
@@ -45,7 +46,6 @@ from ._exact import Shape, compiled, leading_of, shape_of, splitter, with_signat
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._leaves import SMALL_COPY_BYTES, Target, array_to_tensor
 from ._observe import PROFILER
-from ._options import _ACTIVE
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Selection
 

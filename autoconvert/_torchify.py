@@ -23,10 +23,10 @@ from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor
 from ._devices import CPU, default_device, vote
 from ._escape import compiling, opaque
 from ._exact import Shape, shape_of, splitter, with_signature
-from ._options import PairOptions, validate
+from ._options import INPUT_SIDE, OUTPUT_SIDE, PairOptions, shows_options, validate
 from ._outparams import NUMPY_OUT_PARAMS
 from ._overwrites import guarded
-from ._plan import PAIR_INPUT_OPTIONS, PAIR_OUTPUT_OPTIONS, Plan, shows_options
+from ._plan import Plan
 from ._signature import GENERATOR_FUNCTION, deferred_kind
 from ._tree import Leaf, Mapper, StandIn, node_for
 
@@ -62,7 +62,7 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
         >>> ndi.uniform_filter(torch.arange(5.0), size=3)
         tensor([0.3333, 1.0000, 2.0000, 3.0000, 3.6667], dtype=torch.float64)
     """
-    checked = validate(options, PAIR_INPUT_OPTIONS | PAIR_OUTPUT_OPTIONS, "autoconvert.torchify()")
+    checked = validate(options, "torchify")
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
     # A tensor handed as NumPy's out= or scipy.ndimage's output= is there to be written.
@@ -87,8 +87,8 @@ def _home(target: Any) -> str:
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
-    inputs = {k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS}
-    outputs = {k: v for k, v in options.items() if k in PAIR_OUTPUT_OPTIONS}
+    inputs = {k: v for k, v in options.items() if k in INPUT_SIDE}
+    outputs = {k: v for k, v in options.items() if k in OUTPUT_SIDE}
     return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
 
 
@@ -243,7 +243,7 @@ class TorchifiedClass(StandIn):
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
         self.__wrapped__ = cls
         self._options = options
-        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in PAIR_INPUT_OPTIONS})(cls)
+        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in INPUT_SIDE})(cls)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
@@ -573,10 +573,4 @@ def proxy(
     return cls.proxy_type(callable(target))(target, options, device, cls)
 
 
-shows_options(
-    torchify,
-    [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD)],
-    "accepts_numpy",
-    "returns_tensor",
-    skip=("only", "exclude"),
-)
+shows_options(torchify, [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD)], "torchify")

@@ -1,8 +1,11 @@
-"""MkDocs hooks: the Performance page's figure, drawn from the benchmark's JSON at each build.
+"""MkDocs hooks: pages parts made at each build from their one source.
 
-``docs/data/per_call.json`` is the output of ``python -m benchmarks --case per_call --json``;
-the figure shows each case's autoconvert ratio to the hand-written idiom (and the pure-Python
-floor's, where the run has one), titled with the machine and versions the run names.
+- The Performance page's figure, drawn from ``docs/data/per_call.json`` (the output of
+  ``python -m benchmarks --case per_call --json``): each case's autoconvert ratio to the
+  hand-written idiom (and the pure-Python floor's, where the run has one), titled with the
+  machine and versions the run names.
+- The API page's table of options, written from the package's own table
+  (``autoconvert._options.OPTIONS``), where the page says ``<!-- options table -->``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,45 @@ def on_files(files: Any, config: Any) -> Any:
 
     files.append(File.generated(config, FIGURE, content=per_call_figure(json.loads(DATA.read_text()))))
     return files
+
+
+OPTIONS_MARK = "<!-- options table -->"
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    if OPTIONS_MARK in markdown:
+        markdown = markdown.replace(OPTIONS_MARK, options_table())
+    return markdown
+
+
+def options_table() -> str:
+    """The options as a Markdown table: name, type, default, who takes it, what it does."""
+    from autoconvert._options import OPTIONS
+
+    lines = ["| option | type | default | taken by | what it does |", "|---|---|---|---|---|"]
+    for o in OPTIONS:
+        defaults = {}
+        for taker, default in o.defaults.items():
+            defaults.setdefault(repr(default), []).append(taker)
+        usual = max(defaults, key=lambda d: len(defaults[d]))
+        default = f"`{usual}`" + "".join(
+            f" (`{d}` for {', '.join(f'`{t}`' for t in takers)})" for d, takers in defaults.items() if d != usual
+        )
+        shown = _shown(o.accepts).replace("|", "&#124;")  # not a column: Markdown splits cells at "|"
+        takers = ", ".join(f"`{t}`" for t in o.takers)
+        lines.append(f"| `{o.name}` | <code>{shown}</code> | {default} | {takers} | {o.doc} |")
+    return "\n".join(lines)
+
+
+def _shown(annotation: Any) -> str:
+    """A type as the docs write it: ``a | b | None``."""
+    import inspect
+    import types
+    import typing
+
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " | ".join(_shown(a) for a in typing.get_args(annotation))
+    return "None" if annotation is type(None) else inspect.formatannotation(annotation)
 
 
 def per_call_figure(run: dict[str, Any]) -> bytes:

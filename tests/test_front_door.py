@@ -13,7 +13,6 @@ import scipy.special
 import torch
 
 import autoconvert as ac
-from autoconvert._plan import DEFAULTS
 
 
 def test_a_decorated_function_s_repr_names_the_function_and_the_options() -> None:
@@ -66,25 +65,37 @@ def test_dir_lists_the_public_names_and_exceptions_are_autoconvert_s_own() -> No
     assert type(pickle.loads(pickle.dumps(ac.ReadOnlyError("x")))) is ac.ReadOnlyError
 
 
-def test_signatures_show_every_option_with_its_default() -> None:
-    """``help()``, ``inspect.signature`` and editors show the options, not ``**options``."""
+def test_signatures_show_every_option_with_its_type_and_default() -> None:
+    """``help()``, ``inspect.signature``, editors and the API pages show the options, not
+    ``**options``: each taker's own, in the table's order."""
 
-    def options(fn: object) -> dict[str, object]:
-        return {
-            p.name: p.default
-            for p in inspect.signature(fn).parameters.values()  # type: ignore[arg-type]
-            if p.kind is inspect.Parameter.KEYWORD_ONLY
-        }
+    def options(fn: object) -> list[str]:
+        return [p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.KEYWORD_ONLY]  # type: ignore[arg-type]
 
-    for decorator in (ac.accepts_numpy, ac.returns_tensor, ac.accepts_tensor, ac.returns_numpy, ac.adapt):
-        assert options(decorator) == DEFAULTS[decorator.__name__], decorator.__name__
-        assert str(inspect.signature(decorator)).startswith("(func=None, /, *, ")
-    assert options(ac.to_numpy) == DEFAULTS["to_numpy"]
-    assert str(inspect.signature(ac.to_tensor)) == (
-        "(obj, *, device=None, dtype=None, copy=None, nested=True, sparse_layout=None)"
+    assert str(inspect.signature(ac.returns_numpy)) == (
+        "(func=None, /, *, copy: bool | None = None, nested: bool = True, sparse: Literal['array', 'matrix'] = "
+        "'array', transfers: Literal['allow', 'log', 'warn', 'error'] = 'allow')"
     )
-    pair = {**DEFAULTS["accepts_numpy"], **DEFAULTS["returns_tensor"]}
-    pair = {k: v for k, v in pair.items() if k not in ("only", "exclude")}
-    assert set(options(ac.torchify)) == set(pair)
-    pair.pop("out_params")  # an op's outputs are torch.library's to declare
-    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", *pair}
+    assert str(inspect.signature(ac.to_tensor)) == (
+        "(obj, *, device: torch.device | str | int | None = None, dtype: Union[torch.dtype, Literal['input'], "
+        "NoneType] = None, copy: bool | None = None, nested: bool = True, sparse_layout: torch.layout | None = None)"
+    )
+    assert inspect.signature(ac.to_numpy).parameters["grad"].default == "detach"  # to_numpy's own default
+    assert options(ac.accepts_numpy) == [
+        "copy", "writeback", "grad", "only", "exclude", "nested", "sparse", "widen_float16", "check_writes",
+        "transfers", "callbacks", "out_params",
+    ]  # fmt: skip
+    assert options(ac.returns_tensor) == ["device", "dtype", "copy", "nested", "sparse_layout", "transfers"]
+    assert options(ac.accepts_tensor) == [
+        "device", "dtype", "copy", "only", "exclude", "nested", "sparse_layout", "transfers"
+    ]  # fmt: skip
+    assert options(ac.adapt) == [
+        "device", "copy", "writeback", "grad", "nested", "sparse", "widen_float16", "check_writes", "transfers"
+    ]  # fmt: skip
+    assert options(ac.to_numpy) == ["copy", "grad", "nested", "sparse"]
+    pair = {o for o in options(ac.accepts_numpy) + options(ac.returns_tensor) if o not in ("only", "exclude")}
+    assert set(options(ac.torchify)) == pair
+    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", *pair} - {"out_params"}
+    assert set(options(ac.config)) == pair - {"out_params"}
+    for decorator in (ac.accepts_numpy, ac.returns_tensor, ac.accepts_tensor, ac.returns_numpy, ac.adapt):
+        assert str(inspect.signature(decorator)).startswith("(func=None, /, *, "), decorator.__name__

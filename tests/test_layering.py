@@ -21,6 +21,7 @@ ORDER = [
     "_writeback",
     "_tree",
     "_options",
+    "_config",
     "_observe",
     "_escape",
     "_signature",

@@ -1,0 +1,144 @@
+"""The table of options: what derives from it, and what mirrors it for type checkers."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import pathlib
+import typing
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+from autoconvert import _decorators, _options
+from autoconvert._options import DEFAULTS, OPTIONS, TAKERS, Policy, policy_of
+
+TYPED_DICTS = {
+    "adapt": _options.AdaptOptions,
+    "torchify": _options.PairOptions,
+    "numpy_op": _options.OpOptions,
+    "to_tensor": _decorators.TensorOptions,
+    "to_numpy": _decorators.NumpyOptions,
+}
+_ROWS = {o.name: o for o in OPTIONS}
+
+
+def _keywords(fn: Any) -> dict[str, tuple[Any, Any]]:
+    """Each keyword-only option of ``fn``'s typing overload that takes them: (type, default)."""
+    overload = next(o for o in typing.get_overloads(fn) if "copy" in inspect.signature(o).parameters)
+    hints = typing.get_type_hints(overload)
+    return {
+        p.name: (hints[p.name], p.default)
+        for p in inspect.signature(overload).parameters.values()
+        if p.kind is p.KEYWORD_ONLY
+    }
+
+
+@pytest.mark.parametrize("decorator", ["accepts_numpy", "returns_tensor", "accepts_tensor", "returns_numpy"])
+def test_each_decorator_s_typing_overload_says_what_the_table_says(decorator: str) -> None:
+    """Editors read the overloads, written out for static checkers: the same names, types
+    and defaults as the table, in its order."""
+    table = {name: (_ROWS[name].accepts, default) for name, default in DEFAULTS[decorator].items()}
+    assert list(_keywords(getattr(ac, decorator)).items()) == list(table.items())
+
+
+@pytest.mark.parametrize("taker", sorted(TYPED_DICTS))
+def test_each_typed_dict_of_options_says_what_the_table_says(taker: str) -> None:
+    """``**options: Unpack[...]`` takes the taker's options with the types its signature shows."""
+    assert typing.get_type_hints(TYPED_DICTS[taker]) == {name: _ROWS[name].accepts for name in DEFAULTS[taker]}
+
+
+def test_every_option_has_a_line_of_doc_and_a_taker() -> None:
+    """The table is also the docs' table: each row says what the option does, in one line."""
+    for o in OPTIONS:
+        assert o.takers and set(o.takers) <= set(TAKERS), o.name
+        assert o.doc and "\n" not in o.doc and len(o.doc) < 100, o.name
+    assert [f.name for f in dataclasses.fields(Policy)] == [o.name for o in OPTIONS]
+
+
+def test_a_policy_is_the_explicit_options_over_config_s_over_the_defaults() -> None:
+    """A config block's options apply only where the side takes them; explicit ones win; a
+    taker's own default stands where it differs (to_numpy detaches silently)."""
+    configured = {"copy": True, "device": torch.device("cuda"), "grad": "detach"}
+    policy = policy_of("accepts_numpy", configured, {"grad": "error"})
+    assert policy == Policy(copy=True, grad="error")  # accepts_numpy takes no device=
+    assert policy_of("returns_tensor", configured, {}).device == torch.device("cuda")
+    assert policy_of("to_numpy", {}, {}).grad == "detach"
+    assert policy_of("accepts_numpy", {}, {}).grad == "warn"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.copy = False  # type: ignore[misc]
+
+
+def test_a_plan_resolves_its_policies_once_and_per_config_block() -> None:
+    """Outside any block the plan's own policy object serves; a block's options give another."""
+
+    @ac.accepts_numpy(grad="error")
+    def f(a: np.ndarray) -> np.ndarray:
+        return a
+
+    plan = f._self_plan  # type: ignore[attr-defined]
+    assert plan.resolved("accepts_numpy", {}) is plan.policies["accepts_numpy"]
+    assert plan.resolved("accepts_numpy", {"copy": True, "grad": "warn"}) == Policy(copy=True, grad="error")
+
+
+def test_config_takes_every_option_but_those_naming_one_function_s_parameters() -> None:
+    """``only``, ``exclude`` and ``out_params`` name parameters of one function."""
+    with pytest.raises(TypeError) as e:
+        ac.config(only="x")
+    assert str(e.value) == (
+        "autoconvert.config() got unknown option(s) only; it takes callbacks, check_writes, copy, device, dtype, "
+        "grad, nested, sparse, sparse_layout, transfers, widen_float16, writeback"
+    )
+
+
+def test_to_tensor_refuses_transfers_which_it_never_applied() -> None:
+    """A copy to the device is what ``to_tensor`` is asked for; it had no transfer guard to set."""
+    with pytest.raises(TypeError) as e:
+        ac.to_tensor(np.zeros(1), transfers="error")  # type: ignore[call-overload]
+    assert str(e.value) == (
+        "autoconvert.to_tensor() got unknown option(s) transfers; it takes copy, device, dtype, nested, sparse_layout"
+    )
+
+
+@pytest.mark.parametrize(
+    ("taker", "options", "error", "message"),
+    [
+        ("accepts_numpy", {"copy": 1}, TypeError, "copy= takes None (copy only when needed), True (always) or False "
+         "(never), got 1"),
+        ("returns_numpy", {"nested": "yes"}, TypeError, "nested= takes True or False, got 'yes'"),
+        ("adapt", {"grad": "skip"}, ValueError, "grad= takes 'warn', 'detach' or 'error', got 'skip'"),
+        ("config", {"transfers": "never"}, ValueError, "transfers= takes 'allow', 'log', 'warn' or 'error', got 'never'"),
+        ("to_numpy", {"sparse": "coo"}, ValueError, "sparse= takes 'array' (scipy.sparse arrays) or 'matrix' "
+         "(spmatrix), got 'coo'"),
+        ("accepts_tensor", {"only": 3}, TypeError, "only= takes a parameter name or a list of them, got 3"),
+        ("torchify", {"dtype": torch.bool}, TypeError, "dtype= casts results within their kind, and bool results "
+         "are never cast; got torch.bool"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_names_the_taker_and_the_option(
+    taker: str, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error) as e:
+        _options.validate(options, taker)
+    assert str(e.value) == f"autoconvert.{taker}(): {message}"
+
+
+def test_the_api_page_lists_every_option_from_the_table() -> None:
+    """The docs' table is written from this one at each build, where the page marks it."""
+    root = pathlib.Path(__file__).parent.parent
+    spec = importlib.util.spec_from_file_location("docs_hooks", root / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    assert hooks.OPTIONS_MARK in (root / "docs" / "api.md").read_text()
+    rows = hooks.options_table().splitlines()[2:]
+    assert [row.split("`")[1] for row in rows] == [o.name for o in OPTIONS]
+    assert rows[4] == (
+        "| `grad` | <code>Literal['warn', 'detach', 'error']</code> | `'warn'` (`'detach'` for `to_numpy`) | "
+        "`accepts_numpy`, `adapt`, `torchify`, `numpy_op`, `to_numpy`, `config` | a tensor that requires grad: "
+        "'warn' once per function, 'detach' silently, or 'error' |"
+    )
