@@ -21,6 +21,7 @@ from ._errors import (
     TransferError,
     TransferWarning,
 )
+from ._explain import Explanation, explain
 from ._observe import FunctionStats, stats
 from ._ops import numpy_op
 from ._torchify import torchify
@@ -32,6 +33,7 @@ __all__ = [
     "ConversionError",
     "CopyError",
     "DeviceMismatchError",
+    "Explanation",
     "FunctionStats",
     "GradientError",
     "GradientWarning",
@@ -44,6 +46,7 @@ __all__ = [
     "adapt",
     "batched",
     "config",
+    "explain",
     "numpy_op",
     "register_container",
     "returns_numpy",

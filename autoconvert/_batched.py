@@ -120,7 +120,7 @@ def batched(
         return _gather(results)
 
     options = None if executor is not None else (workers, chunksize, progress)
-    return Batched(run, fn, name, options, runner)
+    return Batched(run, fn, name, options, runner, call=call)
 
 
 def _runner(
@@ -172,8 +172,11 @@ class Batched:
         name: str,
         options: tuple[int | None, int | None, bool] | None,
         runner: Threads | Elsewhere | None,
+        *,
+        call: Any,
     ) -> None:
         self._run = run
+        self._call = call  # what one sample gets: fn itself, or fn as a fused pair
         self._options = options
         self._runner = runner  # where samples run: None (in turn), threads, or elsewhere
         self.__wrapped__ = fn

@@ -216,6 +216,7 @@ def _make_op(
         return apply_op(spec, kwargs, *args)
 
     op = _Op.made(call, fn, (fn, backward, fake, checked, vmap, jvp), home)
+    op._forward = forward  # what autoconvert.explain shows
     if fake is not None:
         names = (fake,) if isinstance(fake, str) else fake
         registered = Registration(
@@ -243,6 +244,7 @@ class _Op:
         __call__: Callable[..., Any]  # each op's own class sets it: see made()
         __wrapped__: Callable[..., Any]
         _recipe: tuple[Any, Backward, Fake | None, dict[str, Any], Vmap, Backward]
+        _forward: Any  # the NumPy pair each eager call without a graph runs
         _home: str | None
 
     @classmethod

@@ -307,12 +307,11 @@ def specialised(
     inputs: Inputs | None, outputs: Outputs | None, function: str, generic: Call, failed: Callable[..., None]
 ) -> Flat | None:
     """The flat call for a plan with these sides, or None where it has none (the generic
-    call is then the only one): writeback, check_writes and ``dtype="input"`` keep the
-    generic call."""
+    call is then the only one; ``generic_because`` says why)."""
+    if generic_because(inputs, outputs) is not None:
+        return None
     value = _value_code(inputs)
     result = _result_code(inputs, outputs)
-    if not enabled or value is None or result is None:
-        return None
     writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
     namespace: dict[str, Any] = {
         "Tensor": torch.Tensor,
@@ -472,37 +471,50 @@ def _unconverted(i: str, v: str) -> str:
 _TO_GENERIC = "{i}return generic(wrapped, instance, args, kwargs)\n"
 
 
-def _value_code(inputs: Inputs | None) -> Template | None:
-    """The per-value template for this input side, or None when it needs the generic call."""
+def generic_because(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
+    """Why a plan with these sides has no flat call, in words (``autoconvert.explain`` shows
+    them); None where it has one."""
+    if not enabled:
+        return "flat calls are turned off (the test suite's --generic-calls)"
+    if isinstance(inputs, NumpyInputs) and inputs.writeback:
+        return "writeback=True writes the arrays back into the caller's tensors after the call"
+    if isinstance(inputs, NumpyInputs) and inputs.check_writes:
+        return "check_writes=True compares the caller's tensors with their copies after the call"
+    if isinstance(inputs, TensorInputs) and inputs.dtype == "input":
+        return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
+    if isinstance(outputs, TensorOutputs) and outputs.all_plain is None:
+        return "dtype='input' casts results by the dtypes of the call's tensors"
+    if isinstance(inputs, TensorInputs) and isinstance(outputs, TensorOutputs):
+        return "accepts_tensor with returns_tensor: results are placed by the tensors the arguments became"
+    return None
+
+
+def _value_code(inputs: Inputs | None) -> Template:
+    """The per-value template for this input side (one ``generic_because`` lets through)."""
     if inputs is None:
         return _unconverted
     if isinstance(inputs, RecordingInputs):
         return _recorded_value
     if isinstance(inputs, NumpyInputs):
-        if inputs.writeback or inputs.check_writes:
-            return None
         return _NUMPY_VALUES[inputs.grad.mode == "detach", not inputs.readonly, inputs.widened is not WIDENED]
-    if isinstance(inputs, TensorInputs) and inputs.dtype != "input":
-        return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
-    return None
+    assert isinstance(inputs, TensorInputs)
+    return _tensor_value if inputs.fixed_casts or inputs.copy else _shared_tensor_value
 
 
-def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
+def _result_code(inputs: Inputs | None, outputs: Outputs | None) -> str:
     if outputs is None:
         return "    return result\n"
     if isinstance(outputs, TensorOutputs):
         # The shared target holds only when every tensor argument was NumPy's to share.
-        if outputs.all_plain is None or isinstance(inputs, TensorInputs):
-            return None
         shared = outputs.all_plain
+        assert shared is not None  # dtype="input" takes the generic call (generic_because)
         if shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied by to_tensor
             return _TO_TENSOR_RESULT.format(array="", containers="") + _ANY_RESULT
         array = _SHARES + (_COPIES_READ_ONLY if shared.copy is None else "")
         containers = _SHARED_CONTAINERS.format(item=_SHARED_ITEM.format(i=" " * 16))
         return _TO_TENSOR_RESULT.format(array=array, containers=containers) + _ANY_RESULT
-    if isinstance(outputs, NumpyOutputs):
-        return (_TO_ARRAY_RESULT if outputs.copy is not True else "") + _ANY_RESULT
-    return None  # pragma: no cover - every output side is one of the above
+    assert isinstance(outputs, NumpyOutputs)
+    return (_TO_ARRAY_RESULT if outputs.copy is not True else "") + _ANY_RESULT
 
 
 def _source(head: str, kind: Kind) -> str:

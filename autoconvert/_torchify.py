@@ -14,7 +14,7 @@ import importlib
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 import numpy as np
 import torch
@@ -231,6 +231,19 @@ class TorchifiedModule(types.ModuleType, StandIn):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _module_by_name, (self.__name__, self.__dict__["_autoconvert_options"])
+
+
+def view_options(obj: Any) -> dict[str, Any] | None:
+    """The options of a torchified module, class or object (None for anything else)."""
+    if isinstance(obj, TorchifiedModule):
+        options = obj.__dict__["_autoconvert_options"]
+    elif isinstance(obj, TorchifiedClass):
+        options = obj._options
+    elif isinstance(obj, TorchifiedObject):
+        options = obj._ac_options
+    else:
+        return None
+    return cast("dict[str, Any]", options)
 
 
 def _module_by_name(name: str, options: dict[str, Any]) -> TorchifiedModule:

@@ -44,6 +44,7 @@ ORDER = [
     "_autograd",
     "_library",
     "_ops",
+    "_explain",
     "__init__",
     "__main__",
 ]

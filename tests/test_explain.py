@@ -1,0 +1,224 @@
+"""``autoconvert.explain``: what a call does, read from the plan, in words and attributes."""
+
+from __future__ import annotations
+
+import linecache
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import torch
+
+import autoconvert as ac
+from autoconvert import _specialise
+from autoconvert._options import Policy
+
+FLAT = _specialise.enabled  # False under pytest --generic-calls: every plan takes the generic call
+
+
+def _pair(func: Any = None, **options: Any) -> Any:
+    return ac.returns_tensor(ac.accepts_numpy(**options)(func))
+
+
+def smooth(x: np.ndarray, sigma: float = 1.0, mode: str = "reflect") -> np.ndarray:
+    return scipy.ndimage.gaussian_filter(x, sigma, mode=mode)
+
+
+def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None:
+    """Each option with where its value comes from, each parameter's fate, the result, the path."""
+    e = ac.explain(ac.returns_tensor(ac.accepts_numpy(grad="error", exclude="mode")(smooth)))
+    text = str(e)
+    assert text.startswith(
+        "smooth(): accepts_numpy() + returns_tensor(), fused into one wrapper\n"
+        "\n"
+        "accepts_numpy:\n"
+        "    copy=None                      (default)\n"
+        "    writeback=False                (default)\n"
+        "    grad='error'                   (given)\n"
+        "    only=None                      (default)\n"
+        "    exclude=['mode']               (given)\n"
+    )
+    assert (
+        "    a config block may change: copy, writeback, nested, sparse, widen_float16, check_writes, transfers, "
+        "callbacks\nreturns_tensor:\n    device=None                    (default)\n"
+    ) in text
+    assert (
+        "Arguments: a tensor becomes a read-only NumPy array sharing its memory on the CPU; a copy only where "
+        "NumPy cannot share it (a GPU tensor, a dtype NumPy lacks such as bfloat16, a conjugate bit); one that "
+        "requires grad is refused (GradientError); sparse tensors as scipy.sparse arrays; inside lists, tuples, "
+        "dicts, namedtuples and dataclasses too\n"
+        "    x      converted\n"
+        "    sigma  converted\n"
+        "    mode   left as it is (only=/exclude=)\n"
+        "Result: arrays and NumPy scalars become tensors on the device of the call's tensors (torch's default "
+        "without any), sharing the array's memory where torch can, else copied once; NumPy's dtype, with "
+        "bfloat16, float8 and complex32 restored when every floating argument had it; inside lists, tuples, "
+        "dicts, namedtuples and dataclasses too\n"
+    ) in text
+    assert e.policies == {
+        "accepts_numpy": Policy(grad="error", exclude=frozenset({"mode"})),
+        "returns_tensor": Policy(),
+    }
+    assert e.explicit == {"accepts_numpy": {"grad": "error", "exclude": frozenset({"mode"})}, "returns_tensor": {}}
+    assert e.after is None and e.config == {}
+    assert repr(e) == text
+
+
+@pytest.mark.skipif(not FLAT, reason="flat calls are off (--generic-calls)")
+def test_the_flat_call_s_source_is_the_code_that_runs() -> None:
+    """The generated source shown is what linecache holds for the wrapper's own ``__call__``."""
+    pair = _pair(smooth)
+    e = ac.explain(pair)
+    assert e.path == "flat"
+    call = type(pair).__dict__["__call__"]
+    code = getattr(call, "__func__", call).__code__
+    header, source = e.source.split("\n", 1)  # type: ignore[union-attr]
+    assert header == f"# {code.co_filename}; p0 is x, p1 is sigma, p2 is mode"
+    assert source == "".join(linecache.getlines(code.co_filename))
+    assert source.startswith("def __call__(p0, p1=d1, p2=d2):\n    if compiling():\n")
+    assert "Call path: flat. Generated for this plan: it converts bare tensors" in str(e)
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda: ac.accepts_numpy(writeback=True)(smooth), "writeback=True writes the arrays back into the "
+         "caller's tensors after the call."),
+        (lambda: _pair(smooth, check_writes=True), "check_writes=True compares the caller's tensors with their "
+         "copies after the call."),
+        (lambda: ac.accepts_tensor(dtype="input")(smooth), "dtype='input' casts by the dtypes of all the call's "
+         "tensors, known once every argument is seen."),
+        (lambda: ac.returns_tensor(dtype="input")(smooth), "dtype='input' casts results by the dtypes of the "
+         "call's tensors."),
+        (lambda: ac.returns_tensor(ac.accepts_tensor(smooth)), "accepts_tensor with returns_tensor: results are "
+         "placed by the tensors the arguments became."),
+    ],
+)  # fmt: skip
+def test_a_plan_without_a_flat_call_says_why(make: Any, why: str) -> None:
+    """The reason is the one the generator itself stops at: the plan really has no flat call."""
+    wrapper = make()
+    e = ac.explain(wrapper)
+    assert wrapper._self_plan.default.flat is None
+    assert e.path == "generic" and e.source is None
+    expected = "flat calls are turned off (the test suite's --generic-calls)." if not FLAT else why
+    assert e.why == f"The plan has no flat call: {expected}"
+
+
+def test_a_transfer_policy_and_adapt_take_the_generic_call() -> None:
+    guarded = ac.explain(ac.accepts_numpy(transfers="warn")(smooth))
+    assert guarded.path == "generic"
+    assert (
+        guarded.why == "A transfers= policy other than 'allow' watches every call, to guard its copies between devices."
+    )
+
+    @ac.adapt
+    def f(img: np.ndarray, k: int, masks: list[torch.Tensor], *rest: np.ndarray) -> np.ndarray:
+        return img
+
+    e = ac.explain(f)
+    assert e.path == "generic" and e.why == "adapt() converts each parameter as its annotation asks, in its own call."
+    assert e.parameters == (
+        ("img", "an array"),
+        ("k", "left as it is (no annotation asks for an array or a tensor)"),
+        ("masks", "each item a tensor"),
+        ("*rest", "each one an array"),
+    )
+    assert e.result.endswith("the return annotation asks for an array")
+
+
+def test_inside_a_config_block_the_block_s_options_show_where_they_apply() -> None:
+    pair = _pair(smooth, grad="error")
+    with ac.config(copy=True, grad="detach", device="cpu"):
+        e = ac.explain(pair)
+    assert e.config == {"copy": True, "grad": "detach", "device": torch.device("cpu")}
+    assert e.policies["accepts_numpy"].copy is True and e.policies["accepts_numpy"].grad == "error"  # given wins
+    assert e.policies["returns_tensor"].device == torch.device("cpu")
+    assert "    copy=True                      (config)\n" in str(e)
+    assert "grad" not in e.configurable["accepts_numpy"]
+    assert e.arguments.startswith("a tensor becomes a private, writable NumPy copy; one that requires grad is refused")
+    assert e.path == "generic" if not FLAT else e.path == "flat"
+    assert e.why.endswith(" Inside this config block, every call takes the generic call, watched.")
+    assert e.source is None
+
+
+def test_methods_and_out_parameters_are_named_as_such() -> None:
+    class Filters:
+        @ac.accepts_numpy
+        def scale(self, a: np.ndarray, k: float) -> np.ndarray:
+            return a * k
+
+        @ac.accepts_numpy
+        @classmethod
+        def made(cls, a: np.ndarray) -> np.ndarray:
+            return a
+
+        @ac.accepts_numpy(only="a", out_params="out")
+        @staticmethod
+        def add(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            return np.add(a, b, out=out)
+
+    instance = ("self", "the instance: never converted")
+    assert ac.explain(Filters().scale).parameters == (instance, ("a", "converted"), ("k", "converted"))
+    assert ac.explain(Filters.scale).parameters == ac.explain(Filters().scale).parameters
+    assert ac.explain(Filters.made).parameters == (("cls", "the class: never converted"), ("a", "converted"))
+    out = "an out-parameter: a tensor here is handed over writable, returned as itself"
+    assert ac.explain(Filters.add).parameters == (
+        ("a", "converted"),
+        ("b", "left as it is (only=/exclude=)"),
+        ("out", out),
+    )
+    assert ac.explain(Filters.add).after == (
+        "out-parameters' private copies (off the CPU) are written back into the caller's tensors"
+    )
+
+
+def test_each_side_alone_says_what_it_converts() -> None:
+    assert ac.explain(ac.returns_tensor(smooth)).parameters[0] == ("x", "passed as it is, its tensors recorded")
+    assert ac.explain(ac.returns_tensor(smooth)).arguments == (
+        "passed as they are; the tensors among them decide the results' device"
+    )
+    back = ac.explain(ac.returns_numpy(copy=True)(smooth))
+    assert back.parameters[0] == ("x", "passed as it is") and back.arguments == "passed as they are"
+    assert back.result == (
+        "tensors become NumPy arrays: detached, on the host, dtypes NumPy lacks widened, always copied; inside "
+        "lists, tuples, dicts, namedtuples and dataclasses too"
+    )
+    into = ac.explain(ac.accepts_tensor(device="cpu", dtype=torch.float16, nested=False)(smooth))
+    assert into.arguments == (
+        "an array or NumPy scalar becomes a tensor on cpu, sharing its memory where torch can; floating ones "
+        "cast to torch.float16; top-level values only"
+    )
+    assert into.result == "returned as it is"
+    checked = ac.explain(ac.accepts_numpy(check_writes=True)(smooth))
+    assert checked.after == (
+        "each CPU tensor argument is compared with its copy; a change is put back and raises ReadOnlyError"
+    )
+
+
+def test_torchify_numpy_op_and_batched_say_how_they_were_made() -> None:
+    view = ac.explain(ac.torchify(scipy.ndimage))
+    assert view.made_by == "torchify(): each function read from it becomes accepts_numpy() + returns_tensor(), fused"
+    assert view.explicit["accepts_numpy"] == {"out_params": ("out", "output"), "widen_float16": True}
+    assert view.path == "per function" and view.parameters == ()
+    function = ac.explain(ac.torchify(scipy.ndimage).gaussian_filter)
+    assert function.parameters[0] == ("input", "converted") and function.policies["accepts_numpy"].widen_float16
+
+    op = ac.explain(ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x)))
+    assert op.made_by == "numpy_op() around accepts_numpy() + returns_tensor(), fused into one wrapper"
+    assert op.notes[0] == "numpy_op(): a torch op; backward=given, fake=None, vmap='sequential', jvp=none."
+    assert op.policies["accepts_numpy"].grad == "detach"  # the gradient flows through the op's backward
+
+    each = ac.explain(ac.batched(np.max, workers=2))
+    assert each.notes == ("batched(): once per sample along dim 0, on 2 threads, in chunks, each sample through "
+                          "the call below.",)  # fmt: skip
+    assert str(each).startswith("max(): batched() over accepts_numpy() + returns_tensor()")
+
+
+def test_anything_else_is_refused_with_the_fix() -> None:
+    with pytest.raises(TypeError) as e:
+        ac.explain(smooth)
+    assert str(e.value) == (
+        "autoconvert.explain() explains what autoconvert made (a decorated, torchified or adapted function, a "
+        "numpy_op, a batched function); got smooth() (function). Fix: pass the decorated function itself"
+    )

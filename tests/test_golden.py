@@ -1,0 +1,91 @@
+"""The generated code of ten representative plans, pinned in ``tests/golden/``.
+
+Each file is what ``autoconvert.explain`` says of one plan (its options, parameters, call
+path) and the source generated for it, so any change to generated code shows up in review
+as a diff of these files, as attrs' tests of its generated methods do. After a deliberate
+change, rewrite them with ``AUTOCONVERT_UPDATE_GOLDEN=1 pytest tests/test_golden.py`` and
+read the diff.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+from autoconvert import _specialise
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+pytestmark = pytest.mark.skipif(not _specialise.enabled, reason="flat calls are off (--generic-calls)")
+
+
+def _f(a: np.ndarray) -> np.ndarray:
+    return a
+
+
+def _keywords(a: np.ndarray, *, sigma: float = 1.0, mode: str = "reflect") -> np.ndarray:
+    return a
+
+
+def _stack(batch: dict[str, np.ndarray]) -> np.ndarray:
+    return np.stack(list(batch.values()))
+
+
+class Scaler:
+    """An object whose method a torchified proxy calls."""
+
+    def scale(self, a: np.ndarray, k: float = 2.0) -> np.ndarray:
+        return a * k
+
+
+def _source(function: Any) -> str:
+    """A generated function's source, as linecache holds it for tracebacks."""
+    code = getattr(function, "__func__", function).__code__
+    return "".join(linecache.getlines(code.co_filename))
+
+
+def _method_form(wrapper: Any) -> str:
+    return f"{ac.explain(wrapper)}\n\n# the method form, for calls through an instance\n{_source(wrapper._self_method)}"
+
+
+def _torchified_method() -> str:
+    proxy = ac.torchify(Scaler())
+    proxy.scale(torch.ones(2))
+    return _source(type(proxy).__dict__["scale"])
+
+
+PLANS: dict[str, Callable[[], str]] = {
+    "one_tensor": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_f)))),
+    "keywords": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_keywords)))),
+    "method": lambda: _method_form(ac.accepts_numpy(copy=True)(_f)),
+    "dict_of_tensors": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_stack)))),
+    "writeback": lambda: str(ac.explain(ac.accepts_numpy(writeback=True)(_f))),
+    "check_writes": lambda: str(ac.explain(ac.accepts_numpy(check_writes=True)(_f))),
+    "returns_tensor_alone": lambda: str(ac.explain(ac.returns_tensor(_f))),
+    "reverse_pair": lambda: str(ac.explain(ac.returns_numpy(ac.accepts_tensor(_f)))),
+    "torchified_method": _torchified_method,
+    # The source alone: whether a ufunc has a signature to list depends on NumPy's version.
+    "ufunc_leading_form": lambda: ac.explain(ac.torchify(np).add).source.split("\n", 1)[1],  # type: ignore[union-attr]
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_generated_code_matches_its_golden_file(name: str) -> None:
+    text = re.sub(r"<autoconvert ([a-z ]+) \d+>", r"<autoconvert \1>", PLANS[name]()).rstrip("\n") + "\n"
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("AUTOCONVERT_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"generated code changed: AUTOCONVERT_UPDATE_GOLDEN=1 rewrites {path}"
+
+
+def test_every_golden_file_has_its_plan() -> None:
+    """No file outlives the plan it pinned."""
+    assert sorted(p.stem for p in GOLDEN.glob("*.txt")) == sorted(PLANS)
