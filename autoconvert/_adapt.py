@@ -29,13 +29,13 @@ from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import ConversionError, LeafError
 from ._escape import compiling, opaque
-from ._inputs import Collected, NumpyInputs
-from ._leaves import GradPolicy, Target, array_to_tensor, bare
-from ._observe import PROFILER, PathOf
+from ._inputs import Collected, NumpyInputs, collected
+from ._leaves import GradPolicy, array_to_tensor, target
+from ._observe import PROFILER, Watching
 from ._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._plan import Plan
-from ._signature import Parameters, function_name, path_finder
+from ._signature import Parameters, function_name, given_args
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
 
@@ -121,7 +121,7 @@ class AdaptPlan(Plan):
         arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
         if not watched:
             return AdaptRunner(self.params, self.signature, arrays, policy, variants, routes=routes)
-        watch = (path_finder(self.params), self.transfers(configured))
+        watch = self.watching(configured)
         return AdaptRunner(self.params, self.signature, arrays, policy, None, watch=watch)
 
 
@@ -141,7 +141,7 @@ class AdaptRunner(Runner):
         variants: Callable[[Config | None], Runner] | None,
         *,
         routes: bool = False,
-        watch: tuple[PathOf, tuple[str, str]] | None = None,
+        watch: Watching | None = None,
     ) -> None:
         self.signature = signature
         self.arrays = arrays
@@ -233,11 +233,11 @@ class AdaptRunner(Runner):
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
             seen: list[Any] = []
-            given = (args, kwargs, instance)
+            given = given_args(args, kwargs, instance)
             spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
-            target = bare(Target, (fixed_device or _devices.default_device(), NO_CASTS, copy, None)) if places else None
+            placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
             pairs: list[Any] = []
-            ctx = bare(Collected, (plain, odd, pairs, spans, seen, target, None))
+            ctx = collected(plain, odd, pairs=pairs, spans=spans, seen=seen, target=placed)
             positions = shifted if shifts and instance is not None else steps
             out: list[Any] = []
             key = None

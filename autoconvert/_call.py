@@ -15,12 +15,12 @@ from ._devices import settle
 from ._dtypes import WIDENED_HALF
 from ._errors import ConversionError, LeafError, ReadOnlyError, message
 from ._escape import compiling, opaque
-from ._inputs import Collected, Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import bare, describe_tensor, restore_writes
-from ._observe import PROFILER, PathOf, Watched
+from ._inputs import Collected, Context, Inputs, NumpyInputs, RecordingInputs, TensorInputs, collected
+from ._leaves import describe_tensor, restore_writes
+from ._observe import PROFILER, Watched, Watching
 from ._outparams import Returned, returned
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._signature import DEFERRED_RESULTS, _record, _tensor_paths, deferred_result
+from ._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result, given_args
 from ._specialise import Flat, specialised
 from ._tree import Mapper, cycle_error, keep
 from ._writeback import WriteBackFailed, write_back
@@ -117,7 +117,7 @@ def refused_on_entry(error: BaseException) -> bool:
 
 
 def _refused(
-    error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: tuple[Any, ...]
+    error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
 ) -> tuple[list[str], bool] | None:
     """Whether ``error`` is compiled code refusing a read-only array handed over: the paths
     of those it may have been and whether it refused a write (else the array on entry); None
@@ -125,7 +125,7 @@ def _refused(
     writes = None if isinstance(error, ValueError) else compiled_refusal(error)
     if writes is None and not isinstance(error, ValueError):
         return None
-    arrays = _tensor_paths(inputs.params, *handed, given[2], _array_walker)
+    arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
     if writes is not None:  # numba and OpenCV do not say which array: every read-only one handed over
         return [path for path, a in arrays if not a.flags.writeable], writes
     paths = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # a ValueError
@@ -177,7 +177,7 @@ def _arrays_met_torch(text: str) -> bool:
     return any(words in text for words in _MIXED)
 
 
-def _callback_hints(inputs: NumpyInputs, given: tuple[Any, ...]) -> list[str]:
+def _callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
     """The function passed its callable arguments arrays, and torch code refused one: such a
     callable (a statistic, an objective) is likely written in torch, and wants tensors."""
     args, kwargs, instance = given
@@ -221,7 +221,7 @@ class Runner:
         variants: Callable[[Config | None], Runner] | None = None,
         *,
         routes: bool = False,
-        watch: tuple[PathOf, tuple[str, str]] | None = None,
+        watch: Watching | None = None,
     ) -> None:
         """``routes``: hand every call to ``variants`` (a decorator asked for a transfer policy,
         which only a watched Runner carries out); ``watch``: this is such a Runner, with where
@@ -236,7 +236,7 @@ class Runner:
             self.flat = specialised(inputs, outputs, function, call, self.failed)
             call = self.flat.call if self.flat is not None else call
         if watch is not None:
-            call = Watched(call, function, *watch, self.directions())
+            call = Watched(call, function, watch, self.directions())
         self.call = call
 
     def directions(self) -> tuple[str | None, str | None]:
@@ -277,10 +277,10 @@ class Runner:
                     return variants(config).call(wrapped, instance, args, kwargs)
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
-            given = (args, kwargs, instance)
+            given = given_args(args, kwargs, instance)
             if inputs is not None:
                 if lists_only:
-                    ctx: Any = bare(Collected, (plain, odd, None, None, None, None, None))
+                    ctx: Context = collected(plain, odd)
                 else:
                     ctx = context(plain, odd, args, kwargs)  # type: ignore[misc]
                 if writes is not None:
@@ -321,6 +321,7 @@ class Runner:
                 )
                 raise
             if after is not None:
+                assert isinstance(ctx, Collected)  # an after step is a NumPy side's
                 if ctx.pairs or ctx.written:
                     refuse_deferred(result, self.function)
                 after(ctx, given)
@@ -332,7 +333,7 @@ class Runner:
 
         return call
 
-    def _after_step(self) -> Callable[[Collected, tuple[Any, ...]], None] | None:
+    def _after_step(self) -> Callable[[Collected, Given], None] | None:
         """What runs after the function, even when it raised: the write-back (of writeback's
         arguments and the out-parameters), or the check for writes behind the read-only guard;
         None for neither."""
@@ -345,7 +346,7 @@ class Runner:
             return self._write_back
         return None
 
-    def _write_back(self, ctx: Collected, given: tuple[Any, ...]) -> None:
+    def _write_back(self, ctx: Collected, given: Given) -> None:
         """What the function wrote reaches the caller, even when it raised; a tensor that cannot
         take its array back is named."""
         pairs = ctx.pairs or []
@@ -366,20 +367,20 @@ class Runner:
                 )
             ) from failed.error
 
-    def say_gradient(self, given: tuple[Any, ...]) -> None:
+    def say_gradient(self, given: Given) -> None:
         """The once-per-function GradientWarning, naming where its tensor was in ``given``."""
         assert isinstance(self.inputs, NumpyInputs)
         grad = self.inputs.grad
         paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid]
         grad.say(paths)
 
-    def _paths_of(self, tensors: list[Any], given: tuple[Any, ...]) -> str:
+    def _paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""
         assert self.inputs is not None
         paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
         return ", ".join(paths or ["(a tensor argument)"])
 
-    def _restore_writes(self, ctx: Collected, given: tuple[Any, ...]) -> None:
+    def _restore_writes(self, ctx: Collected, given: Given) -> None:
         """check_writes: put back what the function changed in the caller's tensors, and say so
         (out-parameters are the function's to change: written back first)."""
         pairs = ctx.pairs or []
@@ -404,9 +405,9 @@ class Runner:
     def failed(
         self,
         error: BaseException,
-        after: Callable[[Collected, tuple[Any, ...]], None] | None,
-        ctx: Collected | None,
-        given: tuple[Any, ...],
+        after: Callable[[Collected, Given], None] | None,
+        ctx: Context | None,
+        given: Given,
         *,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
         read_only: Any,
@@ -415,7 +416,7 @@ class Runner:
         note on ``error``), and NumPy's refusal to write into a read-only array handed to it
         (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see ``_hints``)."""
-        if after is not None and ctx is not None:
+        if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
             self._after_failure(after, ctx, given, error)
         inputs = self.inputs
         if not isinstance(inputs, NumpyInputs):
@@ -434,9 +435,9 @@ class Runner:
 
     def _after_failure(
         self,
-        after: Callable[[Collected, tuple[Any, ...]], None],
+        after: Callable[[Collected, Given], None],
         ctx: Collected,
-        given: tuple[Any, ...],
+        given: Given,
         error: BaseException,
     ) -> None:
         """Run ``after`` for a call that raised ``error``: the user's exception wins, and what

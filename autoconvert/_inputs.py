@@ -19,7 +19,6 @@ from ._leaves import (
     GradPolicy,
     Target,
     array_to_tensor,
-    bare,
     compact,
     describe_tensor,
     dtype_to_numpy,
@@ -27,6 +26,7 @@ from ._leaves import (
     is_scipy_sparse,
     refused_tensor_to_array,
     sparse_to_tensor,
+    target,
     tensor_to_array,
 )
 from ._options import PLAIN, Policy
@@ -51,6 +51,26 @@ class Collected(NamedTuple):
     target: Target | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
+
+
+def collected(
+    plain: list[torch.Tensor],
+    odd: list[torch.Tensor],
+    *,
+    pairs: list[Any] | None = None,
+    spans: dict[int, Any] | None = None,
+    seen: list[Any] | None = None,
+    target: Target | None = None,
+    written: list[tuple[torch.Tensor, Any, Any]] | None = None,
+) -> Collected:
+    """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
+    return _new(Collected, (plain, odd, pairs, spans, seen, target, written))
+
+
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
+#: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
+#: side's Target, or (recording only) the list the tensors go in.
+Context = Collected | Target | list[torch.Tensor]
 
 
 def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
@@ -88,13 +108,13 @@ class Inputs:
 
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+    ) -> Context:
         """What this side's leaf functions receive for one call: by default the ``odd`` list,
         which records every tensor argument."""
         return odd
 
     def convert_selected(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Context, odd: list[torch.Tensor]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """With only=/exclude=: the selected arguments converted, the rest recorded in ``odd``.
 
@@ -173,13 +193,13 @@ class NumpyInputs(Inputs):
         too. (Otherwise the Runner builds ``Collected(plain, odd)`` itself.)"""
         written: list[Any] | None = [] if self.writes is not None else None
         if not self.writeback:
-            return bare(Collected, (plain, odd, [], None, None, None, written))
+            return collected(plain, odd, pairs=[], written=written)
         # writeback: the spans of memory that arguments share (see _writeback).
         try:
             tensors = self.tensors_in(args, kwargs)
         except RecursionError:  # a container that holds itself: the conversion names it
-            return bare(Collected, (plain, odd, [], None, None, None, written))
-        return bare(Collected, (plain, odd, [], aliased_spans(tensors), None, None, written))
+            return collected(plain, odd, pairs=[], written=written)
+        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written)
 
     def convert_written(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
@@ -343,11 +363,11 @@ class TensorInputs(Inputs):
 
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+    ) -> Target:
         casts = self.fixed_casts
         if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
             casts = input_casts(self.tensors_in(args, kwargs))
-        return bare(Target, (self.device or _devices.default_device(), casts, self.copy, odd))
+        return target(self.device or _devices.default_device(), casts, self.copy, odd)
 
     def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
         device = ctx.device

@@ -398,7 +398,7 @@ _ndarray = np.ndarray
 #: A per-call NamedTuple built from a tuple of all its fields, without the Python frame of
 #: its ``__new__``, on every call of the generic path (benchmarks, micro: "a per-call
 #: NamedTuple").
-bare = tuple.__new__
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
 
 
 class Target(NamedTuple):
@@ -411,6 +411,13 @@ class Target(NamedTuple):
     #: The call's tensors, where a leaf needs them: those a tensor input side passes through
     #: as they are; the arguments an output tensor must not alias (see _outputs.NeedsInputs).
     tensors: list[torch.Tensor] | None = None
+
+
+def target(
+    device: torch.device | None, casts: Casts, copy: bool | None, tensors: list[torch.Tensor] | None = None
+) -> Target:
+    """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
+    return _new(Target, (device, casts, copy, tensors))
 
 
 def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tensor:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.autograd import profiler as _autograd_profiler
@@ -46,6 +46,14 @@ Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], A
 PathOf = Callable[[Any, tuple[Any, ...], list[Any]], "str | None"]
 
 
+class Watching(NamedTuple):
+    """What a watched Runner needs to report: where values were, and each side's transfer policy."""
+
+    path_of: PathOf
+    transfers_in: str
+    transfers_out: str
+
+
 class Watched:
     """A Runner's call, watched when asked: copies reported as ``transfers`` says, counted
     into active ``stats`` blocks, and each side's conversions in a profiler range."""
@@ -54,16 +62,15 @@ class Watched:
         self,
         call: Call,
         function: str,
-        path_of: PathOf,
-        policies: tuple[str, str],
+        watching: Watching,
         directions: tuple[str | None, str | None],
     ) -> None:
         self.call = call
         self.function = function
         self.name = function.removesuffix("()")
-        self.path_of = path_of
-        self.policy_in, self.policy_out = policies
-        self.guarded = policies != ("allow", "allow")
+        self.path_of = watching.path_of
+        self.policy_in, self.policy_out = watching.transfers_in, watching.transfers_out
+        self.guarded = (self.policy_in, self.policy_out) != ("allow", "allow")
         self.ranges = tuple(f"autoconvert::{self.name}::{d}" if d else None for d in directions)
 
     def __call__(

@@ -19,21 +19,21 @@ from ._leaves import (
     GradPolicy,
     Target,
     array_to_tensor,
-    bare,
     describe_tensor,
     is_scipy_sparse,
     overlaps_any,
     sparse_to_tensor,
+    target,
     tensor_to_array,
     tensor_to_device,
 )
 from ._options import Policy
 from ._outparams import Returned
-from ._signature import DEFERRED_RESULTS, Parameters, _mismatch, _tensor_paths, deferred_result
+from ._signature import DEFERRED_RESULTS, Given, Parameters, _mismatch, _tensor_paths, deferred_result
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
-Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], tuple[Any, ...]], Any]
+Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given], Any]
 
 
 class YieldsLater(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
@@ -105,7 +105,7 @@ class Outputs:
 
     def _make_convert(self) -> Convert:
         """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
-        the call's tensors (see Inputs), ``call`` is ``(args, kwargs, instance)`` as given."""
+        the call's tensors (see Inputs), ``call`` its arguments as given."""
         get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
         function, params, role, root = self.function, self.params, self.role, self.root
 
@@ -113,7 +113,7 @@ class Outputs:
             result: Any,
             plain: list[torch.Tensor],
             odd: list[torch.Tensor],
-            call: tuple[Any, ...],
+            call: Given,
             inputs: list[torch.Tensor] | None = None,
         ) -> Any:
             ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
@@ -142,7 +142,7 @@ class Outputs:
         return convert
 
 
-def _sparse_read_as_object(function: str, params: Parameters, call: tuple[Any, ...]) -> Exception:
+def _sparse_read_as_object(function: str, params: Parameters, call: Given) -> Exception:
     """A function that needs dense arrays, handed a sparse tensor as a SciPy matrix, read it as
     one object (``np.asarray(matrix)``) and returned an object array: the error is about the
     sparse argument, which is what to change."""
@@ -222,7 +222,7 @@ class TensorOutputs(Outputs):
                     # scipy.sparse has no float16: a sparse float16 argument widened whatever was asked.
                     half = narrow is torch.float16 and restoring is not RESTORING_HALF and _sparse_among(seen)
                     casts = restoring_casts(narrow, RESTORING_HALF if half else restoring)
-            return bare(Target, (device, casts, copy, None))
+            return target(device, casts, copy)
 
         return context
 

@@ -18,6 +18,7 @@ from ._copies import counted
 from ._dtypes import RESTORING, RESTORING_HALF
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._leaves import GradPolicy
+from ._observe import Watching
 from ._options import Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Parameters, function_name, path_finder, refuse_deferred_function
@@ -62,12 +63,13 @@ class Plan:
             runner = self._variants[key] = self._build(config.options if config is not None else {}, watched=True)
         return runner
 
-    def transfers(self, configured: dict[str, Any]) -> tuple[str, str]:
-        """The transfer policies of the input side and the output side (one side: both its own)."""
+    def watching(self, configured: dict[str, Any]) -> Watching:
+        """What a watched Runner reports with: where values were, and the transfer policies of
+        the input side and the output side (one side: both its own)."""
         found = {side: self.resolved(side, configured).transfers for side in self.sides}
         into = next((p for side, p in found.items() if not side.startswith("returns")), None)
         out = next((p for side, p in found.items() if not side.startswith("accepts")), None)
-        return into or out or "allow", out or into or "allow"
+        return Watching(path_finder(self.params), into or out or "allow", out or into or "allow")
 
     def resolved(self, side: str, configured: dict[str, Any]) -> Policy:
         """``side``'s policy under a ``config`` block's options (none: the default policy)."""
@@ -109,5 +111,5 @@ class Plan:
         for converting in (inputs, outputs):
             if converting is not None:
                 converting.mapper.wrap_leaves(counted)
-        watch = (path_finder(self.params), self.transfers(configured))
+        watch = self.watching(configured)
         return Runner(inputs, outputs, self.function, watch=watch)

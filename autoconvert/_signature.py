@@ -10,7 +10,7 @@ import contextlib
 import inspect
 import types
 from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -119,6 +119,20 @@ class Selection:
         return self.params.selects(self.names, positional_index, key, offset) == self.keep
 
 
+class Given(NamedTuple):
+    """A call's arguments as the caller gave them, for argument paths in messages and the output side."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    instance: object
+
+
+def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> Given:
+    """A ``Given``, made as cheaply as a tuple: the generic call makes one per call."""
+    return _new(Given, (args, kwargs, instance))
+
+
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
 _TENSORS = Mapper({torch.Tensor: _record}, nested=True)
 _VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
 

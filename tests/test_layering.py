@@ -30,6 +30,7 @@ ORDER = [
     "_callbacks",
     "_inputs",
     "_outputs",
+    "_generate",
     "_specialise",
     "_call",
     "_plan",
