@@ -22,20 +22,19 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
-from ._call import Runner, refuse_deferred
-from ._config import _ACTIVE, Config
+from ._call import AfterStep, Begin, ConvertIn, Finish, Runner
+from ._config import Config
 from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import ConversionError, LeafError
-from ._escape import compiling, opaque
 from ._inputs import Collected, NumpyInputs, collected
 from ._leaves import GradPolicy, array_to_tensor, target
-from ._observe import PROFILER, Watching
+from ._observe import Watching
 from ._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._plan import Plan
-from ._signature import Parameters, function_name, given_args
+from ._signature import Given, Parameters, function_name
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
 
@@ -206,7 +205,9 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Any:  # noqa: PLR0915 - one flat per-call path
+    def _steps(self, after: AfterStep | None) -> tuple[Begin, ConvertIn | None, Finish | None]:
+        """adapt's steps of the protocol: each argument converted as its parameter's annotation
+        asks; the result back in the caller's kind (tensors win a mixed call)."""
         signature, params, arrays = self.signature, self.params, self.arrays
         steps = [self._step(signature.parameters.get(name)) for name in params.positional]
         shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
@@ -216,28 +217,21 @@ class AdaptRunner(Runner):
         whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
-        after, failed = self._after_step(), self.failed
-        writeback, readonly = arrays.writeback, arrays.readonly or arrays.writeback  # see Runner._make_call
-        fixed_device, copy, routes, profiler = self.device, self.copy, self.routes, PROFILER
+        writeback, fixed_device, copy = arrays.writeback, self.device, self.copy
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
         wants = (*signature.parameters.values(), signature.star, signature.star_star)
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
 
-        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if compiling():
-                return opaque(call, wrapped, instance, args, kwargs)
-            if variants is not None:
-                config = _ACTIVE.get()
-                if config is not None or routes or profiler._is_profiler_enabled:
-                    return variants(config).call(wrapped, instance, args, kwargs)
-            plain: list[torch.Tensor] = []
-            odd: list[torch.Tensor] = []
-            seen: list[Any] = []
-            given = given_args(args, kwargs, instance)
+        def begin(
+            plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Collected:
             spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            pairs: list[Any] = []
-            ctx = collected(plain, odd, pairs=pairs, spans=spans, seen=seen, target=placed)
+            return collected(plain, odd, pairs=[], spans=spans, seen=[], target=placed)
+
+        def convert_in(
+            args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
+        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
             positions = shifted if shifts and instance is not None else steps
             out: list[Any] = []
             key = None
@@ -254,30 +248,20 @@ class AdaptRunner(Runner):
             except (LeafError, RecursionError) as e:
                 fact = e if isinstance(e, LeafError) else cycle_error()
                 raise arrays.public(fact, instance, key, len(out)) from None
-            if odd:
-                _devices.settle(odd)
-                if arrays.grad.unsaid is not None:
-                    self.say_gradient(given)
-            args = tuple(out)
-            try:
-                result = wrapped(*args, **kwargs)
-            except BaseException as e:
-                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
-                raise
-            if after is not None:
-                refuse_deferred(result, self.function)
-                after(ctx, given)
+            return tuple(out), kwargs
+
+        def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
             if plain or odd:
                 if whole_tensors:
                     return to_tensors(result, plain, odd, given)
                 return tensor_result(result, to_tensors, plain, odd, given)
-            if seen:
+            if ctx.seen:
                 if whole_arrays:
                     return to_arrays(result, plain, odd, given)
                 return array_result(result, to_arrays, plain, odd, given)
             return result
 
-        return call
+        return begin, convert_in, finish
 
 
 def _one_array(value: Any) -> Any:

@@ -26,6 +26,13 @@ from ._tree import Mapper, cycle_error, keep
 from ._writeback import WriteBackFailed, write_back
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+#: The steps a Runner gives the protocol (see Runner._steps).
+Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], "Context | None"]
+ConvertIn = Callable[
+    [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
+]
+Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any]
+AfterStep = Callable[[Collected, Given], None]
 
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
@@ -193,6 +200,19 @@ def _callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
     ]
 
 
+def _lists(
+    plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Collected:
+    """A NumPy side's context where no after step needs more than the two lists."""
+    return collected(plain, odd)
+
+
+def _no_context(
+    plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    return None
+
+
 def refuse_deferred(result: Any, function: str) -> None:
     """Before an after step (writeback, check_writes): a result whose body has not run yet
     (a generator, a coroutine) is refused, since the step would run before its writes."""
@@ -248,23 +268,22 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one flat per-call path
-        inputs, outputs = self.inputs, self.outputs
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
+        """The one per-call protocol: the compile escape; the hand-over to a watched Runner
+        (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
+        this Runner's steps, see ``_steps``); the call and its failures; the after step
+        (writeback, check_writes, out-parameters); the result converted."""
+        inputs = self.inputs
         # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
         readonly = isinstance(inputs, NumpyInputs) and (inputs.readonly or inputs.writeback)
-        writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
-        gives_back = writes is not None and isinstance(outputs, TensorOutputs)
+        gives_back = isinstance(inputs, NumpyInputs) and inputs.writes is not None
+        gives_back = gives_back and isinstance(self.outputs, TensorOutputs)
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         settles = isinstance(inputs, NumpyInputs)
         grad = inputs.grad if isinstance(inputs, NumpyInputs) else None
         after = self._after_step()
-        selected = inputs is not None and inputs.selection is not None
-        lists_only = isinstance(inputs, NumpyInputs) and not after  # ctx is Collected(plain, odd): no context() call
-        context = inputs.context if inputs is not None else None
-        get = inputs.mapper.dispatch.get if inputs is not None else None
-        resolve = inputs.mapper.resolve if inputs is not None else None
-        convert_out = outputs.convert if outputs is not None else None
-        failed, routes, profiler = self.failed, self.routes, PROFILER
+        begin, convert_in, finish = self._steps(after)
+        failed, routes, profiler, function = self.failed, self.routes, PROFILER, self.function
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -278,32 +297,10 @@ class Runner:
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
             given = given_args(args, kwargs, instance)
-            if inputs is not None:
-                if lists_only:
-                    ctx: Context = collected(plain, odd)
-                else:
-                    ctx = context(plain, odd, args, kwargs)  # type: ignore[misc]
-                if writes is not None:
-                    args, kwargs = inputs.convert_written(args, kwargs, instance, ctx)  # type: ignore[attr-defined]
-                if selected:
-                    args, kwargs = inputs.convert_selected(args, kwargs, instance, ctx, odd)
-                else:  # the hot loop: one dict lookup per argument, then its leaf function
-                    out: list[Any] = []
-                    key = None
-                    try:
-                        for a in args:
-                            handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]
-                            # Plain arguments (floats, strings) skip their identity handler, `keep`.
-                            out.append(a if handler is keep else handler(a, ctx))
-                        if kwargs:
-                            converted = {}
-                            for key, v in kwargs.items():
-                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
-                            kwargs = converted
-                    except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                        fact = e if isinstance(e, LeafError) else cycle_error()
-                        raise inputs.public(fact, instance, key, len(out)) from None
-                    args = tuple(out)
+            ctx: Context | None = None
+            if convert_in is not None:
+                ctx = begin(plain, odd, args, kwargs)
+                args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
                 if settles and odd:  # one wait for all the arguments' transfers
                     settle(odd)
                     if grad.unsaid is not None:  # type: ignore[union-attr]  # settles: NumpyInputs have one
@@ -311,29 +308,62 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(
-                    e,
-                    after,
-                    ctx if after else None,
-                    given,
-                    handed=(args, kwargs),
-                    read_only=readonly and (plain or odd),
-                )
+                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if after is not None:
                 assert isinstance(ctx, Collected)  # an after step is a NumPy side's
                 if ctx.pairs or ctx.written:
-                    refuse_deferred(result, self.function)
+                    refuse_deferred(result, function)
                 after(ctx, given)
                 if gives_back and ctx.written:
                     result = returned(result, ctx.written)
                     if type(result) is Returned:  # the caller's own tensor, written already
                         return result.tensor
-            return result if convert_out is None else convert_out(result, plain, odd, given)
+            return result if finish is None else finish(result, plain, odd, given, ctx)
 
         return call
 
-    def _after_step(self) -> Callable[[Collected, Given], None] | None:
+    def _steps(self, after: AfterStep | None) -> tuple[Begin, ConvertIn | None, Finish | None]:
+        """This Runner's steps of the protocol: ``begin(plain, odd, args, kwargs)``, the input
+        side's per-call context; ``convert_in(args, kwargs, instance, ctx, odd)``, the
+        arguments converted (None: nothing to convert or record); ``finish(result, plain,
+        odd, given, ctx)``, the result converted (None: returned as it is)."""
+        inputs = self.inputs
+        finish = self.outputs.convert if self.outputs is not None else None
+        if inputs is None:
+            return _no_context, None, finish
+        begin = _lists if isinstance(inputs, NumpyInputs) and after is None else inputs.context
+        writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
+        selected = inputs.selection is not None
+        get, resolve = inputs.mapper.dispatch.get, inputs.mapper.resolve
+
+        def convert_in(
+            args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
+        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+            if writes is not None:
+                args, kwargs = inputs.convert_written(args, kwargs, instance, ctx)  # type: ignore[attr-defined]
+            if selected:
+                return inputs.convert_selected(args, kwargs, instance, ctx, odd)
+            out: list[Any] = []  # the hot loop: one dict lookup per argument, then its leaf function
+            key = None
+            try:
+                for a in args:
+                    handler = get(type(a)) or resolve(type(a))
+                    # Plain arguments (floats, strings) skip their identity handler, `keep`.
+                    out.append(a if handler is keep else handler(a, ctx))
+                if kwargs:
+                    converted = {}
+                    for key, v in kwargs.items():
+                        converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)
+                    kwargs = converted
+            except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
+                fact = e if isinstance(e, LeafError) else cycle_error()
+                raise inputs.public(fact, instance, key, len(out)) from None
+            return tuple(out), kwargs
+
+        return begin, convert_in, finish
+
+    def _after_step(self) -> AfterStep | None:
         """What runs after the function, even when it raised: the write-back (of writeback's
         arguments and the out-parameters), or the check for writes behind the read-only guard;
         None for neither."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -33,7 +33,21 @@ from ._signature import DEFERRED_RESULTS, Given, Parameters, _mismatch, _tensor_
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
-Convert = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given], Any]
+
+
+class Convert(Protocol):
+    """An output side's conversion of one call's result (see Outputs._make_convert)."""
+
+    def __call__(
+        self,
+        result: Any,
+        plain: list[torch.Tensor],
+        odd: list[torch.Tensor],
+        call: Given,
+        _: object = None,
+        *,
+        inputs: list[torch.Tensor] | None = None,
+    ) -> Any: ...
 
 
 class YieldsLater(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
@@ -105,7 +119,8 @@ class Outputs:
 
     def _make_convert(self) -> Convert:
         """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
-        the call's tensors (see Inputs), ``call`` its arguments as given."""
+        the call's tensors (see Inputs), ``call`` its arguments as given. (The generic call
+        also passes the input side's per-call context, which this side has no use for.)"""
         get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
         function, params, role, root = self.function, self.params, self.role, self.root
 
@@ -114,6 +129,8 @@ class Outputs:
             plain: list[torch.Tensor],
             odd: list[torch.Tensor],
             call: Given,
+            _: object = None,
+            *,
             inputs: list[torch.Tensor] | None = None,
         ) -> Any:
             ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
@@ -122,14 +139,14 @@ class Outputs:
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
-                return convert(result, plain, odd, call, plain + odd)
+                return convert(result, plain, odd, call, inputs=plain + odd)
             except YieldsLater:
                 if type(result) is not types.GeneratorType:  # one inside a container: refused where it is
                     try:
                         _DEFERRED(result, None)
                     except LeafError as e:
                         raise e.public(function, role, root) from None
-                return lazily(result, lambda item: convert(item, plain, odd, call, inputs))
+                return lazily(result, lambda item: convert(item, plain, odd, call, inputs=inputs))
             except LeafError as e:
                 if e.problem == OBJECT_ARRAY and _sparse_among(odd):
                     raise _sparse_read_as_object(function, params, call) from None
