@@ -205,7 +205,7 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _steps(self, after: AfterStep | None) -> tuple[Begin, ConvertIn | None, Finish | None]:
+    def _steps(self, after: AfterStep | None) -> tuple[Begin | None, ConvertIn | None, Finish | None]:
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
         signature, params, arrays = self.signature, self.params, self.arrays

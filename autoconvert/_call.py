@@ -20,14 +20,14 @@ from ._leaves import describe_tensor, restore_writes
 from ._observe import PROFILER, Watched, Watching
 from ._outparams import Returned, returned
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result, given_args
+from ._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result
 from ._specialise import Flat, specialised
 from ._tree import Mapper, cycle_error, keep
 from ._writeback import WriteBackFailed, write_back
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 #: The steps a Runner gives the protocol (see Runner._steps).
-Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], "Context | None"]
+Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
 ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
 ]
@@ -36,6 +36,7 @@ AfterStep = Callable[[Collected, Given], None]
 
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
 
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
@@ -200,19 +201,6 @@ def _callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
     ]
 
 
-def _lists(
-    plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Collected:
-    """A NumPy side's context where no after step needs more than the two lists."""
-    return collected(plain, odd)
-
-
-def _no_context(
-    plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> None:
-    return None
-
-
 def refuse_deferred(result: Any, function: str) -> None:
     """Before an after step (writeback, check_writes): a result whose body has not run yet
     (a generator, a coroutine) is refused, since the step would run before its writes."""
@@ -296,10 +284,10 @@ class Runner:
                     return variants(config).call(wrapped, instance, args, kwargs)
             plain: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
-            given = given_args(args, kwargs, instance)
+            given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
             ctx: Context | None = None
             if convert_in is not None:
-                ctx = begin(plain, odd, args, kwargs)
+                ctx = collected(plain, odd) if begin is None else begin(plain, odd, args, kwargs)
                 args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
                 if settles and odd:  # one wait for all the arguments' transfers
                     settle(odd)
@@ -323,16 +311,17 @@ class Runner:
 
         return call
 
-    def _steps(self, after: AfterStep | None) -> tuple[Begin, ConvertIn | None, Finish | None]:
+    def _steps(self, after: AfterStep | None) -> tuple[Begin | None, ConvertIn | None, Finish | None]:
         """This Runner's steps of the protocol: ``begin(plain, odd, args, kwargs)``, the input
-        side's per-call context; ``convert_in(args, kwargs, instance, ctx, odd)``, the
-        arguments converted (None: nothing to convert or record); ``finish(result, plain,
-        odd, given, ctx)``, the result converted (None: returned as it is)."""
+        side's per-call context (None: ``collected(plain, odd)``, all a NumPy side without an
+        after step needs); ``convert_in(args, kwargs, instance, ctx, odd)``, the arguments
+        converted (None: nothing to convert or record); ``finish(result, plain, odd, given,
+        ctx)``, the result converted (None: returned as it is)."""
         inputs = self.inputs
         finish = self.outputs.convert if self.outputs is not None else None
         if inputs is None:
-            return _no_context, None, finish
-        begin = _lists if isinstance(inputs, NumpyInputs) and after is None else inputs.context
+            return None, None, finish
+        begin = None if isinstance(inputs, NumpyInputs) and after is None else inputs.context
         writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
         selected = inputs.selection is not None
         get, resolve = inputs.mapper.dispatch.get, inputs.mapper.resolve
