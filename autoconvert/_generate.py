@@ -6,7 +6,8 @@ A ``Kind`` says what a plan's flat code depends on: how each argument is convert
 an emitter for each value and for the result; each emitter appends its lines to a
 ``Script`` at an indent level. The script also knows how the call's arguments are spelled
 where a line hands the call to the generic call: ``args, kwargs`` in the ``*args`` forms,
-``*split(p0, ...)`` in the exact forms. ``tests/golden/`` pins what they write.
+``*split(p0, ...)`` in the exact forms. A torchified object's methods have a form of their
+own (``proxy_source``). ``tests/golden/`` pins what they write.
 """
 
 from __future__ import annotations
@@ -462,4 +463,42 @@ def leading_source(kind: Kind, count: int) -> str:
     s.arguments = f"({''.join(f'{name}, ' for name in names)}), {{}}"
     # a ufunc's outputs follow its inputs: none of these is written
     _exact_body(s, kind, False, Shape(count, count, (), ()), passed=frozenset(), written=frozenset())
+    return s.text()
+
+
+def proxy_source(shape: Shape) -> str:
+    """A torchified object's method (see _torchify._proxy_method): ``p0`` is the proxy; each
+    other parameter given (not left at its default) that is a CPU tensor votes for the CPU,
+    and anything else but a plain value takes the full walk of ``device_of``; the call is
+    the wrapped function's method form on the object itself, and a result that is the
+    object comes back as the proxy, any other as a view on the device the call's tensors had."""
+    s = Script(", ".join(f"p{k}" for k in range(shape.arity)))
+    s.add(0, f"def __call__({shape.parameters()}):")
+    s.add(1, "if compiling():  # under dynamo: the whole call runs eagerly, out of its sight")
+    s.add(2, f"return opaque(itself, {shape.passed([f'p{k}' for k in range(shape.arity)])})")
+    s.add(1, "target = p0.__wrapped__", "device = None", "walks = False")
+    for k in range(1, shape.arity):
+        level = 2 if k in shape.defaulted else 1
+        if k in shape.defaulted:
+            s.add(1, f"if p{k} is not d{k}:")
+        s.add(
+            level,
+            f"kind = type(p{k})",
+            f"if kind is Tensor and p{k}.is_cpu:",
+            "    device = CPU",
+            "elif kind not in plain:",
+            "    walks = True",
+        )
+    given = ", ".join(f"p{k}" for k in range(1, shape.arity))
+    s.add(
+        1,
+        "if walks:",
+        f"    device = device_of(*split({given}))",
+        "if device is not None and device is not p0._ac_device:",
+        "    record(p0, '_ac_device', device)",
+        f"result = method_of({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
+        "if result is target:",
+        "    return p0",
+        "return result if type(result) is Tensor else p0._ac_class.viewed(result, p0._ac_device)",
+    )
     return s.text()

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._call import refused_on_entry
 from ._copies import copied_in_function
+from ._failures import refused_on_entry
 from ._signature import deferred_kind
 from ._tree import Mapper
 

@@ -22,7 +22,8 @@ import torch
 from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor, to_numpy, to_tensor, wrap
 from ._devices import CPU, default_device, vote
 from ._escape import compiling, opaque
-from ._exact import Shape, shape_of, splitter, with_signature
+from ._exact import shape_of, splitter, with_signature
+from ._generate import proxy_source
 from ._options import INPUT_SIDE, OUTPUT_SIDE, PairOptions, shows_options, validate
 from ._outparams import NUMPY_OUT_PARAMS
 from ._overwrites import guarded
@@ -534,47 +535,9 @@ def _proxy_method(wrapped: Any) -> Callable[..., Any]:
         "compiling": compiling,
         "opaque": opaque,
     }
-    made = with_signature(function, shape, ("torchified method",), functools.partial(_proxy_source, shape), namespace)
+    made = with_signature(function, shape, ("torchified method",), functools.partial(proxy_source, shape), namespace)
     namespace["itself"] = made  # for its compile escape
     return made
-
-
-def _proxy_source(shape: Shape) -> str:
-    """A proxy method's source: ``p0`` is the proxy; each other parameter given (not left at its
-    default) that is a CPU tensor votes for the CPU, and anything else but a plain value
-    takes the full walk of ``_device_of``."""
-    everything = shape.passed([f"p{k}" for k in range(shape.arity)])
-    lines = [
-        f"def __call__({shape.parameters()}):",
-        "    if compiling():  # under dynamo: the whole call runs eagerly, out of its sight",
-        f"        return opaque(itself, {everything})",
-        "    target = p0.__wrapped__",
-        "    device = None",
-        "    walks = False",
-    ]
-    for k in range(1, shape.arity):
-        i = "    " * (2 if k in shape.defaulted else 1)
-        if k in shape.defaulted:
-            lines.append(f"    if p{k} is not d{k}:")
-        lines += [
-            f"{i}kind = type(p{k})",
-            f"{i}if kind is Tensor and p{k}.is_cpu:",
-            f"{i}    device = CPU",
-            f"{i}elif kind not in plain:",
-            f"{i}    walks = True",
-        ]
-    given = ", ".join(f"p{k}" for k in range(1, shape.arity))
-    lines += [
-        "    if walks:",
-        f"        device = device_of(*split({given}))",
-        "    if device is not None and device is not p0._ac_device:",
-        "        record(p0, '_ac_device', device)",
-        f"    result = method_of({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
-        "    if result is target:",
-        "        return p0",
-        "    return result if type(result) is Tensor else p0._ac_class.viewed(result, p0._ac_device)",
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def proxy(

@@ -32,6 +32,7 @@ ORDER = [
     "_outputs",
     "_generate",
     "_specialise",
+    "_failures",
     "_call",
     "_plan",
     "_decorators",
