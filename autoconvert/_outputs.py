@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Generator
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,19 +35,9 @@ from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 
 
-class Convert(Protocol):
-    """An output side's conversion of one call's result (see Outputs._make_convert)."""
-
-    def __call__(
-        self,
-        result: Any,
-        plain: list[torch.Tensor],
-        odd: list[torch.Tensor],
-        call: Given,
-        _: object = None,
-        *,
-        inputs: list[torch.Tensor] | None = None,
-    ) -> Any: ...
+#: An output side's conversion of one call's result: ``convert(result, plain, odd, call)``
+#: (see Outputs._make_convert).
+Convert = Callable[..., Any]
 
 
 class YieldsLater(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
