@@ -28,13 +28,14 @@ from ._copies import counted
 from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import ConversionError, LeafError
+from ._grad import GradPolicy
 from ._inputs import Collected, NumpyInputs, collected
-from ._leaves import GradPolicy, array_to_tensor, target
 from ._observe import Watching
 from ._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._plan import Plan
 from ._signature import Given, Parameters, function_name
+from ._to_torch import array_to_tensor, target
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
 

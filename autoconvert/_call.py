@@ -8,12 +8,13 @@ from typing import Any
 import torch
 
 from ._config import _ACTIVE, Config
+from ._describe import describe_tensor
 from ._devices import settle
 from ._errors import ConversionError, LeafError, ReadOnlyError, message
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from ._inputs import Collected, Context, Inputs, NumpyInputs, RecordingInputs, TensorInputs, collected
-from ._leaves import describe_tensor, restore_writes
+from ._memory import restore_writes
 from ._observe import PROFILER, Watched, Watching
 from ._outparams import Returned, returned
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
@@ -33,7 +34,7 @@ AfterStep = Callable[[Collected, Given], None]
 
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 
 
 def refuse_deferred(result: Any, function: str) -> None:

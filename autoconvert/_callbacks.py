@@ -22,8 +22,9 @@ import torch
 from ._devices import default_device, vote
 from ._dtypes import NO_CASTS
 from ._errors import LeafError
-from ._leaves import Target, array_to_tensor, tensor_to_array
 from ._signature import function_name
+from ._to_numpy import tensor_to_array
+from ._to_torch import Target, array_to_tensor
 from ._tree import Mapper, StandIn, stood_for
 
 #: Packages whose callables are NumPy code themselves: handed over as they are.

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from ._config import active
 from ._escape import compiling, opaque
-from ._leaves import DETACH, GradPolicy
+from ._grad import DETACH, GradPolicy
 from ._options import (
     FUNC,
     DeviceLike,

@@ -87,7 +87,7 @@ def vote(tensors: list[torch.Tensor]) -> torch.device | None:
 
 
 def settle(tensors: list[torch.Tensor]) -> None:
-    """Wait for the copies queued from ``tensors`` to the host (see _leaves.tensor_to_array):
+    """Wait for the copies queued from ``tensors`` to the host (see _to_numpy.tensor_to_array):
     once per CUDA device among them, on its current stream, where torch queued them."""
     waited: set[torch.device] = set()
     for t in tensors:

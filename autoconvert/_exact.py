@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._leaves import GENERATED
+from ._describe import GENERATED
 
 _counter = itertools.count()
 

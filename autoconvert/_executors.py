@@ -44,7 +44,7 @@ from ._chunks import (
 from ._config import active
 from ._decorators import to_numpy
 from ._errors import LeafError
-from ._leaves import GradPolicy
+from ._grad import GradPolicy
 from ._options import policy_of
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller

@@ -13,25 +13,17 @@ from numpy.typing import NDArray
 from . import _devices
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
 from ._copies import copied
+from ._describe import describe_tensor
 from ._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from ._errors import ConversionError, LeafError
-from ._leaves import (
-    GradPolicy,
-    Target,
-    array_to_tensor,
-    compact,
-    describe_tensor,
-    dtype_to_numpy,
-    expanded,
-    is_scipy_sparse,
-    refused_tensor_to_array,
-    sparse_to_tensor,
-    target,
-    tensor_to_array,
-)
+from ._grad import GradPolicy
+from ._memory import compact, expanded
 from ._options import PLAIN, Policy
 from ._outparams import OutParams
 from ._signature import Parameters, Selection
+from ._sparse import is_scipy_sparse, sparse_to_tensor
+from ._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
+from ._to_torch import Target, array_to_tensor, target
 from ._tree import Mapper, StandIn, cycle_error, stood_for
 from ._writeback import aliased_spans
 
@@ -67,7 +59,7 @@ def collected(
     return _new(Collected, (plain, odd, pairs, spans, seen, target, written))
 
 
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
 Context = Collected | Target | list[torch.Tensor]
@@ -275,7 +267,7 @@ class NumpyInputs(Inputs):
     @staticmethod
     def _snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
         """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
-        call, for ``_leaves.restore_writes`` to compare with afterwards."""
+        call, for ``_memory.restore_writes`` to compare with afterwards."""
 
         def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
             a = leaf(t, ctx)

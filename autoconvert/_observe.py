@@ -20,8 +20,8 @@ from torch.autograd import profiler as _autograd_profiler
 
 from ._config import _ACTIVE, enter, leave
 from ._copies import _IN_FUNCTION, _WATCH, CAUSES, Copy, Watch, size
+from ._describe import warn_at_caller
 from ._errors import TransferWarning
-from ._leaves import warn_at_caller
 
 #: Where transfers="log" writes: transfers at INFO, the other copies at DEBUG.
 logger = logging.getLogger("autoconvert")

@@ -20,7 +20,7 @@ import torch
 
 from . import _devices
 from ._dtypes import INTEGERS, is_inexact
-from ._leaves import SCIPY_LAYOUTS
+from ._sparse import SCIPY_LAYOUTS
 
 # What the signatures and the typing overloads say an option accepts.
 Grad = Literal["warn", "detach", "error"]

@@ -9,27 +9,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._describe import describe_tensor
 from ._devices import CPU, vote
 from ._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from ._errors import ConversionError, LeafError, NoDeviceError, message
+from ._grad import DETACH, GradPolicy
 from ._inputs import input_casts
-from ._leaves import (
-    DETACH,
-    OBJECT_ARRAY,
-    GradPolicy,
-    Target,
-    array_to_tensor,
-    describe_tensor,
-    is_scipy_sparse,
-    overlaps_any,
-    sparse_to_tensor,
-    target,
-    tensor_to_array,
-    tensor_to_device,
-)
+from ._memory import overlaps_any
 from ._options import Policy
 from ._outparams import Returned
 from ._signature import DEFERRED_RESULTS, Given, Parameters, _mismatch, _tensor_paths, deferred_result
+from ._sparse import is_scipy_sparse, sparse_to_tensor
+from ._to_numpy import tensor_to_array
+from ._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device
 from ._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 
 Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]

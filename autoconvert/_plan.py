@@ -16,8 +16,8 @@ from ._call import Runner
 from ._config import Config
 from ._copies import counted
 from ._dtypes import RESTORING, RESTORING_HALF
+from ._grad import GradPolicy
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import GradPolicy
 from ._observe import Watching
 from ._options import Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs

@@ -132,7 +132,7 @@ def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) 
     return _new(Given, (args, kwargs, instance))
 
 
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro)
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 _TENSORS = Mapper({torch.Tensor: _record}, nested=True)
 _VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
 

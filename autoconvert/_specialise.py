@@ -55,10 +55,10 @@ from ._generate import (
     star_source,
 )
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._leaves import SMALL_COPY_BYTES, Target, array_to_tensor
 from ._observe import PROFILER
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Selection, given_args
+from ._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 

@@ -15,8 +15,11 @@ import torch
 from numpy.typing import NDArray
 
 from ._copies import copied
+from ._describe import describe_tensor
 from ._errors import ConversionError, LeafError
-from ._leaves import GradPolicy, describe_tensor, extent, tensor_to_array
+from ._grad import GradPolicy
+from ._memory import extent
+from ._to_numpy import tensor_to_array
 
 #: (tensor, private array) to copy back, or (tensor, None): the function wrote into its memory.
 Pairs = list[tuple[torch.Tensor, NDArray[Any] | None]]

@@ -71,36 +71,36 @@ def micro(settings: Settings) -> list[Row]:
             },
         ),
         (
-            "micro: a tensor that requires grad (_leaves)",
+            "micro: a tensor that requires grad (_to_numpy)",
             {"checking t.requires_grad": lambda: grads.requires_grad, "t.numpy() refusing it": _raising(grads.numpy)},
         ),
         (
-            "micro: an array torch refuses (_leaves)",
+            "micro: an array torch refuses (_to_torch)",
             {
                 "checking a.flags and the dtype": lambda: swapped.flags.behaved and swapped.dtype.isnative,
                 "torch.from_numpy(a) refusing it": _raising(lambda: torch.from_numpy(swapped)),
             },
         ),
         (
-            "micro: a bound name or a module attribute (_leaves)",
+            "micro: a bound name or a module attribute (_to_torch)",
             {"from_numpy(a), bound": lambda: from_numpy(small), "torch.from_numpy(a)": lambda: torch.from_numpy(small)},
         ),
         (
-            "micro: a per-call NamedTuple (_leaves)",
+            "micro: a per-call NamedTuple (_call, _inputs, _to_torch)",
             {
                 "tuple.__new__(cls, fields)": lambda: tuple.__new__(_Three, fields),
                 "cls(*fields)": lambda: _Three(*fields),
             },
         ),
         (
-            "micro: copying a read-only 8-element view (_leaves)",
+            "micro: copying a read-only 8-element view (_to_torch)",
             {
                 "from_numpy(a.copy())": lambda: torch.from_numpy(view.copy()),
                 "torch.tensor(a)": lambda: torch.tensor(view),
             },
         ),
         (
-            "micro: comparing 1 MiB bit for bit (_leaves, check_writes)",
+            "micro: comparing 1 MiB bit for bit (_memory, check_writes)",
             {
                 "np.array_equal on numpy() views": lambda: np.array_equal(bits.numpy(), same.numpy()),
                 "torch.equal": lambda: torch.equal(bits, same),
@@ -124,7 +124,7 @@ def micro(settings: Settings) -> list[Row]:
             a = np.ones(mib * 2**18, dtype=np.float32)
             t = torch.from_numpy(a)
             rows += compare(
-                f"micro: a {mib} MiB host copy (_leaves)",
+                f"micro: a {mib} MiB host copy (_to_torch)",
                 "NumPy's copy",
                 {"NumPy's copy": lambda a=a: torch.from_numpy(a.copy()), "torch's clone": lambda t=t: t.clone()},
                 settings["copy_repeats"],
