@@ -31,35 +31,41 @@ from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 @dataclasses.dataclass(frozen=True)
 class Explanation:
     """What autoconvert does on a call of one function. ``str()`` (and the REPL) show it as
-    text; the attributes hold the same facts for code."""
+    text; the attributes hold the same facts for code.
 
-    #: The function's qualified name.
+    Attributes:
+        function: the function's qualified name.
+        made_by: what wraps it: the sides fused into one wrapper, or what else made it.
+        policies: each side's options (a frozen ``Policy``) as a call resolves them: outside
+            any ``config`` block, or inside the one active where ``explain`` runs.
+        explicit: each side's options given explicitly (they win over a block's).
+        configurable: each side's options that a ``config`` block would change.
+        config: the active ``config`` block's options, where ``explain`` runs inside one.
+        arguments: what a tensor (or array) argument becomes.
+        parameters: each parameter's name and what happens to it.
+        result: what the result becomes.
+        after: what runs after the function returns (or raises), if anything.
+        path: ``"flat"`` (the call generated for this plan), ``"generic"`` (the plan
+            interpreted), or ``"per function"`` (a torchified module, class or object).
+        why: why that call runs.
+        source: the flat call's generated source (None for the generic call).
+        notes: how the function was made, where more than decorators made it (torchify,
+            numpy_op, batched).
+    """
+
     function: str
-    #: What wraps it: the sides fused into one wrapper, or what else made it.
     made_by: str
-    #: Each side's options as a call outside any ``config`` block resolves them.
     policies: dict[str, Policy]
-    #: Each side's options given explicitly (they win over a ``config`` block's).
     explicit: dict[str, dict[str, Any]]
-    #: Each side's options that a ``config`` block would change.
     configurable: dict[str, tuple[str, ...]]
-    #: The active ``config`` block's options, where ``explain`` runs inside one.
     config: dict[str, Any]
-    #: What a tensor (or array) argument becomes.
     arguments: str
-    #: Each parameter: its name and what happens to it.
     parameters: tuple[tuple[str, str], ...]
-    #: What the result becomes.
     result: str
-    #: What runs after the function returns (or raises), if anything.
     after: str | None
-    #: ``"flat"`` (generated for this plan) or ``"generic"`` (the interpreter of the plan).
     path: str
-    #: Why that call runs.
     why: str
-    #: The flat call's generated source (None for the generic call).
     source: str | None
-    #: More to say: how the function was made (torchify, numpy_op, batched).
     notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
@@ -146,7 +152,10 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
     inputs, outputs = runner.inputs, runner.outputs
     adapted = isinstance(plan, AdaptPlan)
     if adapted:
-        path, why = "generic", "adapt() converts each parameter as its annotation asks, in its own call"
+        path, why = (
+            "generic",
+            "adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
+        )
     elif plan.default.flat is None:
         path = "generic"
         why = (
@@ -171,10 +180,7 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         + (", fused into one wrapper" if len(plan.sides) > 1 else ""),
         policies=policies,
         explicit={side: dict(options) for side, options in plan.sides.items()},
-        configurable={
-            side: tuple(name for name in DEFAULTS[side] if name not in plan.sides[side] and name in DEFAULTS["config"])
-            for side in plan.sides
-        },
+        configurable=_configurable(plan.sides),
         config=dict(configured),
         arguments=_arguments(policies, adapted),
         parameters=_parameters(wrapper, plan, inputs),
@@ -184,6 +190,14 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         why=why,
         source=_source(wrapper) if path == "flat" and block is None else None,
     )
+
+
+def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """Each side's options a ``config`` block would change: those it takes, not given explicitly."""
+    return {
+        side: tuple(name for name in DEFAULTS[side] if name not in given and name in DEFAULTS["config"])
+        for side, given in explicit.items()
+    }
 
 
 def _value(option: Any) -> str:
@@ -387,10 +401,7 @@ def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
         made_by="torchify(): each function read from it becomes accepts_numpy() + returns_tensor(), fused",
         policies=policies,
         explicit=explicit,
-        configurable={
-            side: tuple(n for n in DEFAULTS[side] if n not in given and n in DEFAULTS["config"])
-            for side, given in explicit.items()
-        },
+        configurable=_configurable(explicit),
         config=dict(configured),
         arguments=_arguments(policies, adapted=False),
         parameters=(),

@@ -117,7 +117,9 @@ def test_a_transfer_policy_and_adapt_take_the_generic_call() -> None:
         return img
 
     e = ac.explain(f)
-    assert e.path == "generic" and e.why == "adapt() converts each parameter as its annotation asks, in its own call."
+    assert e.path == "generic" and e.why == (
+        "adapt() gives the generic call its own steps: each parameter converted as its annotation asks."
+    )
     assert e.parameters == (
         ("img", "an array"),
         ("k", "left as it is (no annotation asks for an array or a tensor)"),
