@@ -10,7 +10,7 @@ copied once where not, and never silently aliased.
 from ._adapt import adapt
 from ._batched import batched
 from ._config import config
-from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor, to_numpy, to_tensor
+from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
 from ._errors import (
     ConversionError,
     CopyError,
@@ -24,6 +24,7 @@ from ._errors import (
 from ._explain import Explanation, explain
 from ._observe import FunctionStats, stats
 from ._ops import numpy_op
+from ._plain import to_numpy, to_tensor
 from ._torchify import torchify
 from ._tree import register_container
 

@@ -25,7 +25,6 @@ from . import _devices
 from ._call import AfterStep, Begin, ConvertIn, Finish, Runner
 from ._config import Config
 from ._copies import counted
-from ._decorators import is_wrapper, wrap
 from ._dtypes import NO_CASTS
 from ._errors import ConversionError, LeafError
 from ._grad import GradPolicy
@@ -38,6 +37,7 @@ from ._signature import Given, Parameters, function_name
 from ._to_torch import array_to_tensor, target
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
+from ._wrapper import is_wrapper, wrap
 
 #: A parameter's per-call step: exact type -> function of (value, ctx); the fallback under ``...``.
 Step = dict[Any, Callable[[Any, Collected], Any]]

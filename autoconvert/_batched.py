@@ -17,10 +17,11 @@ import torch
 
 from ._chunks import Batch, Chunk
 from ._chunks import run as run_chunk
-from ._decorators import _Wrapper, accepts_numpy, returns_tensor
+from ._decorators import accepts_numpy, returns_tensor
 from ._executors import Elsewhere, Progress, Samples, Threads, is_dask, max_workers
 from ._options import check_callable, policy_of
 from ._pickling import by_reference
+from ._wrapper import _Wrapper
 
 
 @overload

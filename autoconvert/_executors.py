@@ -42,10 +42,10 @@ from ._chunks import (
     shared_where_large,
 )
 from ._config import active
-from ._decorators import to_numpy
 from ._errors import LeafError
 from ._grad import GradPolicy
 from ._options import policy_of
+from ._plain import to_numpy
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller
 #: ones ride inside their chunks, where pickling them costs less than a file (joblib's

@@ -16,7 +16,6 @@ from typing import Any
 from ._adapt import AdaptPlan
 from ._batched import Batched
 from ._config import active
-from ._decorators import _BoundWrapper, _shown, _Wrapper
 from ._executors import Threads
 from ._inputs import NumpyInputs, RecordingInputs
 from ._ops import _Op
@@ -26,6 +25,7 @@ from ._signature import function_name
 from ._specialise import generic_because
 from ._torchify import view_options
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
+from ._wrapper import _BoundWrapper, _shown, _Wrapper
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._decorators import to_numpy, to_tensor
 from ._errors import ConversionError, message
+from ._plain import to_numpy, to_tensor
 
 
 class Spec:

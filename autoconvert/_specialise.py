@@ -8,7 +8,7 @@ CPU tensors instead), and converts an array result, or an exact tuple, list or d
 them, straight to tensors (or a tensor result to an array); it has no loop over a plan
 and no branch on options. It comes in three forms: the wrapper's
 ``__call__``, wrapt's bound ``call``, and a method form for a plain function called
-through an instance (see _decorators.wrap). For a plain function the first and the last
+through an instance (see _wrapper.wrap). For a plain function the first and the last
 take its own signature (the exact forms, one source per signature shape), so CPython
 binds positions and keywords as for the function itself, at no cost of ours. A callable
 that calls pass a known count of arguments positionally (a ufunc's inputs) gets a

@@ -19,7 +19,7 @@ from typing import Any, Unpack, cast
 import numpy as np
 import torch
 
-from ._decorators import TensorOptions, accepts_numpy, as_method, returns_tensor, to_numpy, to_tensor, wrap
+from ._decorators import accepts_numpy, returns_tensor
 from ._devices import CPU, default_device, vote
 from ._escape import compiling, opaque
 from ._exact import shape_of, splitter, with_signature
@@ -27,9 +27,11 @@ from ._generate import proxy_source
 from ._options import INPUT_SIDE, OUTPUT_SIDE, PairOptions, shows_options, validate
 from ._outparams import NUMPY_OUT_PARAMS
 from ._overwrites import guarded
+from ._plain import TensorOptions, to_numpy, to_tensor
 from ._plan import Plan
 from ._signature import GENERATOR_FUNCTION, deferred_kind
 from ._tree import Leaf, Mapper, StandIn, node_for
+from ._wrapper import as_method, wrap
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 _PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)

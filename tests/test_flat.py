@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import autoconvert as ac
 import autoconvert._specialise as specialise
-from autoconvert._decorators import is_wrapper
+from autoconvert._wrapper import is_wrapper
 
 from .conftest import shares
 

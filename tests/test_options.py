@@ -14,15 +14,15 @@ import pytest
 import torch
 
 import autoconvert as ac
-from autoconvert import _decorators, _options
+from autoconvert import _options, _plain
 from autoconvert._options import DEFAULTS, OPTIONS, TAKERS, Policy, policy_of
 
 TYPED_DICTS = {
     "adapt": _options.AdaptOptions,
     "torchify": _options.PairOptions,
     "numpy_op": _options.OpOptions,
-    "to_tensor": _decorators.TensorOptions,
-    "to_numpy": _decorators.NumpyOptions,
+    "to_tensor": _plain.TensorOptions,
+    "to_numpy": _plain.NumpyOptions,
 }
 _ROWS = {o.name: o for o in OPTIONS}
 
