@@ -39,21 +39,11 @@ import torch
 from ._config import _ACTIVE
 from ._devices import CPU, default_device
 from ._dtypes import WIDENED
+from ._emit import ARGUMENTS, MOST_POSITIONAL, RECORDED, UNCONVERTED, Kind, Result, Step
 from ._errors import LeafError
 from ._escape import compiling, opaque
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
-from ._generate import (
-    ARGUMENTS,
-    MOST_POSITIONAL,
-    RECORDED,
-    UNCONVERTED,
-    Kind,
-    Result,
-    Step,
-    exact_source,
-    leading_source,
-    star_source,
-)
+from ._generate import exact_source, leading_source, star_source
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._observe import PROFILER
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs

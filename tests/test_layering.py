@@ -35,6 +35,7 @@ ORDER = [
     "_callbacks",
     "_inputs",
     "_outputs",
+    "_emit",
     "_generate",
     "_specialise",
     "_failures",
