@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
@@ -26,21 +27,27 @@ from ._call import AfterStep, Begin, ConvertIn, Finish, Runner
 from ._config import Config
 from ._copies import counted
 from ._dtypes import NO_CASTS
+from ._emit import INSTANCE, Result, Step
 from ._errors import ConversionError, LeafError
 from ._grad import GradPolicy
 from ._inputs import Collected, NumpyInputs, collected
 from ._observe import Watching
-from ._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
+from ._options import FUNC, PLAIN, AdaptOptions, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._plan import Plan
 from ._signature import Given, Parameters, function_name
+from ._spec import Spec, after_step
 from ._to_torch import array_to_tensor, target
 from ._tree import Mapper, cycle_error
 from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
 from ._wrapper import is_wrapper, wrap
 
-#: A parameter's per-call step: exact type -> function of (value, ctx); the fallback under ``...``.
-Step = dict[Any, Callable[[Any, Collected], Any]]
+#: A parameter's per-call handler: exact type -> function of (value, ctx); the fallback under ``...``.
+Handler = dict[Any, Callable[[Any, Collected], Any]]
+
+#: adapt's steps in its spec: each argument as its parameter asks, the result in the caller's kind.
+ASKED = Step("asks")
+CALLERS_KIND = Result("caller's kind")
 
 
 class Signature:
@@ -54,9 +61,7 @@ class Signature:
             parameters = inspect.signature(inner).parameters.values()
         except (TypeError, ValueError):  # a builtin: no annotations to read
             parameters = ()  # type: ignore[assignment]
-        self.parameters: dict[str, Want] = {}
-        self.star: Want | None = None  # *args: each element
-        self.star_star: Want | None = None  # **kwargs: each value
+        self.asked: list[tuple[str, Want | None]] = []  # every parameter, as Parameters.shown spells it
         for p in parameters:
             want = want_of(hints[p.name]) if p.name in hints else None
             if want is not None and want.kind == KEEP:
@@ -67,13 +72,19 @@ class Signature:
                     f"{hints[p.name]!r}, which asks for arrays and tensors at once; split it into two "
                     "parameters, or annotate the whole of it as one kind"
                 )
-            if p.kind == p.VAR_POSITIONAL:
-                self.star = want
-            elif p.kind == p.VAR_KEYWORD:
-                self.star_star = want
-            elif want is not None:
-                self.parameters[p.name] = want
+            star = "*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else ""
+            self.asked.append((star + p.name, want))  # *args, **kwargs: what each value asks
         self.result = want_of(hints["return"], UNKNOWN) if "return" in hints else UNKNOWN
+
+    def steps(self, params: Parameters) -> tuple[tuple[str, Step], ...] | None:
+        """Each parameter's step for the spec: what its annotation asks (the instance: nothing)."""
+        if not params.known:
+            return None
+        first = params.first_is_instance()
+        return tuple(
+            (name, INSTANCE if i == 0 and first else Step("asks", asks=want))
+            for i, (name, want) in enumerate(self.asked)
+        )
 
 
 def _hints(func: Any, function: str) -> dict[str, Any]:
@@ -113,16 +124,26 @@ class AdaptPlan(Plan):
         configured: dict[str, Any],
         variants: Callable[[Config | None], Runner] | None = None,
         *,
-        routes: bool = False,
         watched: bool = False,
     ) -> Runner:
         policy = self.resolved("adapt", configured)
         grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
         arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
+        spec = Spec(
+            self.function,
+            types.MappingProxyType({"adapt": policy}),
+            arrays,
+            TensorOutputs(self.function, self.params, _RETURNING),
+            ASKED,
+            self.signature.steps(self.params),
+            CALLERS_KIND,
+            after_step(arrays),
+            policy.transfers != "allow",
+            "adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
+        )
         if not watched:
-            return AdaptRunner(self.params, self.signature, arrays, policy, variants, routes=routes)
-        watch = self.watching(configured)
-        return AdaptRunner(self.params, self.signature, arrays, policy, None, watch=watch)
+            return AdaptRunner(spec, self.signature, variants)
+        return AdaptRunner(spec, self.signature, None, watch=self.watching(configured))
 
 
 #: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
@@ -134,21 +155,21 @@ class AdaptRunner(Runner):
 
     def __init__(
         self,
-        params: Parameters,
+        spec: Spec,
         signature: Signature,
-        arrays: NumpyInputs,
-        policy: Policy,
         variants: Callable[[Config | None], Runner] | None,
         *,
-        routes: bool = False,
         watch: Watching | None = None,
     ) -> None:
+        arrays, to_tensors, policy = spec.inputs, spec.outputs, spec.policies["adapt"]
+        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._build
+        assert isinstance(to_tensors, TensorOutputs)
         self.signature = signature
         self.arrays = arrays
         self.device = policy.device
         self.copy = policy.copy
-        self.to_tensors = TensorOutputs(signature.function, params, _RETURNING)
-        self.to_arrays = NumpyOutputs(signature.function, params, PLAIN)
+        self.to_tensors = to_tensors
+        self.to_arrays = NumpyOutputs(spec.function, arrays.params, PLAIN)
         if watch is not None:  # count conversions: each leaf, once
             for mapper in (arrays.mapper, self.to_tensors.mapper, self.to_arrays.mapper):
                 mapper.wrap_leaves(counted)
@@ -160,14 +181,14 @@ class AdaptRunner(Runner):
         self.tensor_mapper = Mapper(
             {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=policy.nested
         )
-        self.params = params
-        super().__init__(arrays, self.to_tensors, signature.function, variants, routes=routes, watch=watch)
+        self.params = arrays.params
+        super().__init__(spec, variants, watch=watch)
 
     def directions(self) -> tuple[str | None, str | None]:
         return "arguments", "results"
 
-    def _step(self, want: Want | None) -> Step | None:
-        """The per-argument step for a parameter that asks for ``want`` (None: untouched): a
+    def _handler(self, want: Want | None) -> Handler | None:
+        """The per-argument handler for a parameter that asks for ``want`` (None: untouched): a
         dispatch dict by exact type, its fallback under ``...``."""
         if want is None:
             return None
@@ -210,17 +231,18 @@ class AdaptRunner(Runner):
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
         signature, params, arrays = self.signature, self.params, self.arrays
-        steps = [self._step(signature.parameters.get(name)) for name in params.positional]
+        asks = {name: step.asks for name, step in self.spec.parameters or ()}  # the spec's steps
+        steps = [self._handler(asks.get(name)) for name in params.positional]
         shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
-        star, star_star = self._step(signature.star), self._step(signature.star_star)
-        by_keyword = {name: self._step(w) for name, w in signature.parameters.items()}
+        star, star_star = self._handler(asks.get(f"*{params.varargs}")), self._handler(asks.get(f"**{params.varkw}"))
+        by_keyword = {name: self._handler(w) for name, w in asks.items() if w is not None and name[0] != "*"}
         to_tensors, to_arrays = self.to_tensors.convert, self.to_arrays.convert
         whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
         writeback, fixed_device, copy = arrays.writeback, self.device, self.copy
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
-        wants = (*signature.parameters.values(), signature.star, signature.star_star)
+        wants = asks.values()
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
 
         def begin(

@@ -13,12 +13,13 @@ from ._devices import settle
 from ._errors import ConversionError, LeafError, ReadOnlyError, message
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
-from ._inputs import Collected, Context, Inputs, NumpyInputs, RecordingInputs, TensorInputs, collected
+from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
 from ._memory import restore_writes
 from ._observe import PROFILER, Watched, Watching
 from ._outparams import Returned, returned
-from ._outputs import NumpyOutputs, Outputs, TensorOutputs
+from ._outputs import NumpyOutputs, TensorOutputs
 from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
+from ._spec import RESTORE_WRITES, Spec
 from ._specialise import Flat, specialised
 from ._tree import cycle_error, keep
 from ._writeback import WriteBackFailed, write_back
@@ -59,28 +60,26 @@ class Runner:
 
     def __init__(
         self,
-        inputs: Inputs | None,
-        outputs: Outputs | None,
-        function: str,
+        spec: Spec,
         variants: Callable[[Config | None], Runner] | None = None,
         *,
-        routes: bool = False,
         watch: Watching | None = None,
     ) -> None:
-        """``routes``: hand every call to ``variants`` (a decorator asked for a transfer policy,
-        which only a watched Runner carries out); ``watch``: this is such a Runner, with where
-        values were and each side's transfer policy (see _observe)."""
-        self.inputs = inputs
-        self.outputs = outputs
-        self.function = function
-        self.routes = routes
+        """``variants``: where calls inside a ``config`` block go (this is a plan's default
+        Runner), and with ``spec.routes`` every call; ``watch``: this is such a Runner, with
+        where values were and each side's transfer policy (see _observe)."""
+        self.spec = spec
+        self.inputs = spec.inputs
+        self.outputs = spec.outputs
+        self.function = spec.function
+        self.routes = spec.routes and variants is not None
         self.flat: Flat | None = None
         call = self._make_call(variants)
-        if variants is not None and not routes:  # the plan's default Runner: its flat call, where it has one
-            self.flat = specialised(inputs, outputs, function, call, self.failed)
+        if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
+            self.flat = specialised(spec, call, self.failed)
             call = self.flat.call if self.flat is not None else call
         if watch is not None:
-            call = Watched(call, function, watch, self.directions())
+            call = Watched(call, spec.function, watch, self.directions())
         self.call = call
 
     def directions(self) -> tuple[str | None, str | None]:
@@ -189,17 +188,11 @@ class Runner:
         return begin, convert_in, finish
 
     def _after_step(self) -> AfterStep | None:
-        """What runs after the function, even when it raised: the write-back (of writeback's
-        arguments and the out-parameters), or the check for writes behind the read-only guard;
-        None for neither."""
-        inputs = self.inputs
-        if not isinstance(inputs, NumpyInputs):
-            return None
-        if inputs.check_writes:
+        """The spec's after step, which runs after the function even when it raised (see _spec)."""
+        after = self.spec.after
+        if after == RESTORE_WRITES:
             return self._restore_writes
-        if inputs.writeback or inputs.writes is not None:
-            return self._write_back
-        return None
+        return None if after is None else self._write_back  # WRITE_BACK, WRITE_BACK_OUT
 
     def _write_back(self, ctx: Collected, given: Given) -> None:
         """What the function wrote reaches the caller, even when it raised; a tensor that cannot

@@ -11,7 +11,7 @@ that lay the emitted lines out are in ``_generate``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 #: Positional counts with a branch of their own; calls with more go to the generic call.
 MOST_POSITIONAL = 8
@@ -20,13 +20,19 @@ ARGUMENTS = "args, kwargs"
 
 
 class Step(NamedTuple):
-    """How the flat code converts one value (see ``VALUES``)."""
+    """How one value is converted: by the flat code (see ``VALUES``), and as ``explain`` says.
 
-    kind: str  # "numpy", "tensor", "recorded", "kept" or "unconverted"
+    A plan's spec (_spec) gives one to each parameter: its side's step, or ``KEPT``/``RECORDED``
+    for one that ``only=``/``exclude=`` pass on, ``WRITTEN`` for an out-parameter, ``INSTANCE``
+    for ``self``/``cls``, and for ``adapt`` what the parameter's annotation asks (``asks``).
+    """
+
+    kind: str  # "numpy", "tensor", "recorded", "kept", "unconverted", "written", "instance" or "asks"
     detach: bool = False  # numpy: a tensor that requires grad is detached, not sent on
     private: bool = False  # numpy: a private copy (copy=True), not a read-only view
     widens: bool = False  # numpy: float16 is widened, so a float16 tensor is sent on
     shares: bool = False  # tensor: from_numpy inlined (uncast, not copied)
+    asks: Any = None  # asks: the parameter's Want (_wants), None where its annotation asks for nothing
 
 
 class Result(NamedTuple):
@@ -51,6 +57,8 @@ class Kind(NamedTuple):
 RECORDED = Step("recorded")
 KEPT = Step("kept")
 UNCONVERTED = Step("unconverted")
+WRITTEN = Step("written")
+INSTANCE = Step("instance")
 
 
 class Script:
@@ -210,6 +218,7 @@ VALUES: dict[str, Callable[[Script, int, str, Step], None]] = {
     "recorded": _recorded_value,
     "kept": _kept_value,
     "unconverted": _unconverted,
+    "written": _unconverted,
 }
 
 

@@ -11,18 +11,19 @@ import dataclasses
 import inspect
 import linecache
 import types
+from collections.abc import Mapping
 from typing import Any
 
 from ._adapt import AdaptPlan
 from ._batched import Batched
 from ._config import active
+from ._emit import Step
 from ._executors import Threads
-from ._inputs import NumpyInputs, RecordingInputs
 from ._ops import _Op
 from ._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
 from ._plan import Plan
 from ._signature import function_name
-from ._specialise import generic_because
+from ._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, Spec
 from ._torchify import view_options
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 from ._wrapper import _BoundWrapper, _shown, _Wrapper
@@ -146,24 +147,10 @@ def explain(func: Any) -> Explanation:
 def _wrapper(wrapper: _Wrapper) -> Explanation:
     plan: Plan = wrapper._self_plan
     block = active()
-    configured = block.options if block is not None else {}
-    runner = plan.variant(block) if block is not None else plan.default
-    policies = {side: plan.resolved(side, configured) for side in plan.sides}
-    inputs, outputs = runner.inputs, runner.outputs
+    spec = (plan.variant(block) if block is not None else plan.default).spec
     adapted = isinstance(plan, AdaptPlan)
-    if adapted:
-        path, why = (
-            "generic",
-            "adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
-        )
-    elif plan.default.flat is None:
-        path = "generic"
-        why = (
-            "A transfers= policy other than 'allow' watches every call, to guard its copies between devices"
-            if plan.default.routes
-            else f"The plan has no flat call: {generic_because(inputs, outputs)}"
-        )
-    else:
+    because = plan.default.spec.generic_because
+    if plan.default.flat is not None:
         path = "flat"
         why = (
             "Generated for this plan: it converts bare tensors, and exact dicts, lists and tuples of them, "
@@ -171,21 +158,27 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
             "config block, stats() or the profiler active, an error to report) goes to the generic call, which "
             "gives the same result."
         )
-    why = why if why.endswith(".") else why + "."
+    elif spec.routes and not adapted:
+        path, why = (
+            "generic",
+            "A transfers= policy other than 'allow' watches every call, to guard its copies between devices.",
+        )
+    else:
+        path, why = "generic", f"{because}." if adapted else f"The plan has no flat call: {because}."
     if block is not None:
         why += " Inside this config block, every call takes the generic call, watched."
     return Explanation(
         function=function_name(wrapper.__wrapped__),
         made_by=" + ".join(f"{side}()" for side in plan.sides)
         + (", fused into one wrapper" if len(plan.sides) > 1 else ""),
-        policies=policies,
+        policies=dict(spec.policies),
         explicit={side: dict(options) for side, options in plan.sides.items()},
         configurable=_configurable(plan.sides),
-        config=dict(configured),
-        arguments=_arguments(policies, adapted),
-        parameters=_parameters(wrapper, plan, inputs),
-        result=_result(policies, plan),
-        after=_after(inputs),
+        config=dict(block.options) if block is not None else {},
+        arguments=_arguments(spec.policies, adapted),
+        parameters=_parameters(spec),
+        result=_result(spec.policies, plan),
+        after=_AFTER.get(spec.after),  # type: ignore[arg-type]
         path=path,
         why=why,
         source=_source(wrapper) if path == "flat" and block is None else None,
@@ -205,7 +198,7 @@ def _value(option: Any) -> str:
     return repr(sorted(option)) if isinstance(option, frozenset) else _shown(option)
 
 
-def _arguments(policies: dict[str, Policy], adapted: bool) -> str:
+def _arguments(policies: Mapping[str, Policy], adapted: bool) -> str:
     numpy_side = policies.get("accepts_numpy") or policies.get("adapt")
     if numpy_side is not None:
         words = _to_arrays(numpy_side)
@@ -268,40 +261,31 @@ def _dtype(p: Policy) -> str:
     return ""
 
 
-def _parameters(wrapper: _Wrapper, plan: Plan, inputs: Any) -> tuple[tuple[str, str], ...]:
-    target = wrapper.__wrapped__
-    if isinstance(target, (classmethod, staticmethod)):  # no signature of their own before 3.13
-        target = target.__func__
-    try:
-        parameters = list(inspect.signature(target).parameters.values())
-    except (TypeError, ValueError):
-        return (("(no signature)", "every argument " + _fate(inputs)),)
-    selection = getattr(inputs, "selection", None)
-    writes = inputs.writes.names if isinstance(inputs, NumpyInputs) and inputs.writes is not None else frozenset()
-    wants = plan.signature if isinstance(plan, AdaptPlan) else None
-    described = []
-    for i, p in enumerate(parameters):
-        name = f"*{p.name}" if p.kind is p.VAR_POSITIONAL else f"**{p.name}" if p.kind is p.VAR_KEYWORD else p.name
-        if i == 0 and plan.params.binds_first and p.name in ("self", "cls"):
-            described.append((name, f"the {'instance' if p.name == 'self' else 'class'}: never converted"))
-        elif wants is not None:
-            want = wants.star if p.kind is p.VAR_POSITIONAL else wants.star_star if p.kind is p.VAR_KEYWORD else None
-            want = want if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) else wants.parameters.get(p.name)
-            described.append(
-                (name, _want(want, "each one ") if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) else _want(want))
-            )
-        elif p.name in writes:
-            described.append((name, "an out-parameter: a tensor here is handed over writable, returned as itself"))
-        elif selection is not None and (p.name in selection.names) != selection.keep:
-            described.append((name, "left as it is (only=/exclude=)"))
-        else:
-            described.append((name, _fate(inputs)))
-    return tuple(described)
+def _parameters(spec: Spec) -> tuple[tuple[str, str], ...]:
+    """Each parameter's step in words."""
+    if spec.parameters is None:
+        return (("(no signature)", "every argument " + _converted(spec.value)),)
+    return tuple((name, _parameter(name, step, spec.value)) for name, step in spec.parameters)
 
 
-def _fate(inputs: Any) -> str:
-    if isinstance(inputs, RecordingInputs) or inputs is None:
-        return "passed as it is" + (", its tensors recorded" if inputs is not None else "")
+def _parameter(name: str, step: Step, value: Step) -> str:
+    if step.kind == "instance":
+        return f"the {'class' if name == 'cls' else 'instance'}: never converted"
+    if step.kind == "asks":
+        return _want(step.asks, "each one " if name[0] == "*" else "")
+    if step.kind == "written":
+        return "an out-parameter: a tensor here is handed over writable, returned as itself"
+    if step != value:
+        return "left as it is (only=/exclude=)"
+    return _converted(step)
+
+
+def _converted(step: Step) -> str:
+    """What a value with this step (the side's own) becomes, in short."""
+    if step.kind == "unconverted":
+        return "passed as it is"
+    if step.kind == "recorded":
+        return "passed as it is, its tensors recorded"
     return "converted"
 
 
@@ -327,7 +311,7 @@ def _asked(want: Want) -> str:
     return "as it is" if want.kind != ANY else "whatever it holds"
 
 
-def _result(policies: dict[str, Policy], plan: Plan | None) -> str:
+def _result(policies: Mapping[str, Policy], plan: Plan | None) -> str:
     if isinstance(plan, AdaptPlan):
         return (
             "arrays become tensors when the caller passed tensors (on their device, in their floating dtype); "
@@ -362,16 +346,12 @@ def _result(policies: dict[str, Policy], plan: Plan | None) -> str:
     return "returned as it is"
 
 
-def _after(inputs: Any) -> str | None:
-    if not isinstance(inputs, NumpyInputs):
-        return None
-    if inputs.check_writes:
-        return "each CPU tensor argument is compared with its copy; a change is put back and raises ReadOnlyError"
-    if inputs.writeback:
-        return "what the function wrote into the arrays is written back into the caller's tensors"
-    if inputs.writes is not None:
-        return "out-parameters' private copies (off the CPU) are written back into the caller's tensors"
-    return None
+#: Each after step (see _spec) in words.
+_AFTER = {
+    RESTORE_WRITES: "each CPU tensor argument is compared with its copy; a change is put back and raises ReadOnlyError",
+    WRITE_BACK: "what the function wrote into the arrays is written back into the caller's tensors",
+    WRITE_BACK_OUT: "out-parameters' private copies (off the CPU) are written back into the caller's tensors",
+}
 
 
 def _source(wrapper: _Wrapper) -> str | None:

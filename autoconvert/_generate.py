@@ -7,7 +7,7 @@ branches and the call, and ask ``_emit``'s emitters for each value and for the r
 
 from __future__ import annotations
 
-from ._emit import KEPT, MOST_POSITIONAL, RECORDED, UNCONVERTED, Kind, Script, emit_result, emit_value
+from ._emit import MOST_POSITIONAL, Kind, Script, Step, emit_result, emit_value
 from ._exact import Shape
 
 
@@ -86,41 +86,38 @@ def exact_source(
     method: bool,
     *,
     shape: Shape,
-    passed: frozenset[int],
-    written: frozenset[int],
+    steps: tuple[Step, ...],
     arguments: str = "",
 ) -> str:
     """An exact form's source: the function's parameters as ``p0``, ``p1``..., each converted
-    into ``c0``, ``c1``... (a parameter left at its default is not: the generic call never
-    sees defaults), then the call and the result's conversion. The method form's ``p0`` is
-    the instance, never converted. A ``passed`` parameter (a selection's) is only recorded
-    (NumPy side) or let through (tensor side); a ``written`` one (an out-parameter) sends a
-    call passing it to the generic call. ``arguments`` spells the call's arguments for the
-    generic call, ``*split(p0, ...)`` unless given."""
+    into ``c0``, ``c1``... by its step in ``steps`` (the instance's not counted; a parameter
+    left at its default is not converted: the generic call never sees defaults), then the
+    call and the result's conversion. The method form's ``p0`` is the instance, never
+    converted. A call passing an out-parameter (a ``WRITTEN`` step) goes to the generic
+    call. ``arguments`` spells the call's arguments for the generic call, ``*split(p0, ...)``
+    unless given."""
     given = ", ".join(f"p{k}" for k in range(1 if method else 0, shape.arity))
     s = Script(arguments or f"*split({given})")
     s.add(0, f"def __call__({shape.parameters()}):")
-    _exact_body(s, kind, method, shape, passed=passed, written=written)
+    _exact_body(s, kind, method, shape, steps)
     return s.text()
 
 
-def _exact_body(
-    s: Script, kind: Kind, method: bool, shape: Shape, *, passed: frozenset[int], written: frozenset[int]
-) -> None:
+def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[Step, ...]) -> None:
     if method:
         s.add(1, "instance = p0")
     _opening(s, kind.places)
     handed = ["p0"] if method else []
     first = len(handed)
-    for k in sorted(first + w for w in written):  # checked first: a call passing one converts nothing here
-        unless_default = f" and p{k} is not d{k}" if k in shape.defaulted else ""
-        s.add(1, f"if p{k} is not None{unless_default}:")
-        s.to_generic(2)
-    for k in range(first, shape.arity):
+    for k, step in enumerate(steps, first):  # checked first: a call passing one converts nothing here
+        if step.kind == "written":
+            unless_default = f" and p{k} is not d{k}" if k in shape.defaulted else ""
+            s.add(1, f"if p{k} is not None{unless_default}:")
+            s.to_generic(2)
+    for k, step in enumerate(steps, first):
         defaulted = k in shape.defaulted
-        step = kind.value if k - first not in passed else KEPT if kind.places else RECORDED
         part = s.part()
-        emit_value(part, 2 if defaulted else 1, f"c{k}", UNCONVERTED if k - first in written else step)
+        emit_value(part, 2 if defaulted else 1, f"c{k}", step)
         if part.lines:
             s.add(1, f"c{k} = p{k}", *([f"if p{k} is not d{k}:"] if defaulted else []))
             s.lines += part.lines
@@ -148,7 +145,7 @@ def leading_source(kind: Kind, count: int) -> str:
     s.base = 0
     s.arguments = f"({''.join(f'{name}, ' for name in names)}), {{}}"
     # a ufunc's outputs follow its inputs: none of these is written
-    _exact_body(s, kind, False, Shape(count, count, (), ()), passed=frozenset(), written=frozenset())
+    _exact_body(s, kind, False, Shape(count, count, (), ()), (kind.value,) * count)
     return s.text()
 
 

@@ -22,6 +22,7 @@ from ._observe import Watching
 from ._options import Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Parameters, function_name, path_finder, refuse_deferred_function
+from ._spec import spec_of
 from ._tree import Leaf
 
 
@@ -37,8 +38,7 @@ class Plan:
         self.params = Parameters(func)
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
-        routes = any(p.transfers != "allow" for p in self.policies.values())
-        self.default = self._build({}, self.variant, routes=routes)
+        self.default = self._build({}, self.variant)
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
         """What makes this plan again from the function and its sides (for pickling)."""
@@ -80,17 +80,16 @@ class Plan:
         configured: dict[str, Any],
         variants: Callable[[Config | None], Runner] | None = None,
         *,
-        routes: bool = False,
         watched: bool = False,
     ) -> Runner:
         inputs: Inputs | None = None
         outputs: Outputs | None = None
-        numpy_in = self.resolved("accepts_numpy", configured) if "accepts_numpy" in self.sides else None
+        policies = {side: self.resolved(side, configured) for side in self.sides}
+        numpy_in = policies.get("accepts_numpy")
         # Results narrow back to float16 when the input side widened it (fused pairs only).
         half = numpy_in is not None and numpy_in.widen_float16
         handed = numpy_in is not None and numpy_in.hands_read_only()
-        for side in self.sides:
-            policy = self.resolved(side, configured)
+        for side, policy in policies.items():
             where = f"{side}() on {self.function}"
             if side == "accepts_numpy":
                 grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
@@ -106,10 +105,10 @@ class Plan:
                 outputs = NumpyOutputs(self.function, self.params, policy)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
+        spec = spec_of(self.function, self.params, policies, inputs, outputs)
         if not watched:
-            return Runner(inputs, outputs, self.function, variants, routes=routes)
+            return Runner(spec, variants)
         for converting in (inputs, outputs):
             if converting is not None:
                 converting.mapper.wrap_leaves(counted)
-        watch = self.watching(configured)
-        return Runner(inputs, outputs, self.function, watch=watch)
+        return Runner(spec, watch=self.watching(configured))

@@ -54,6 +54,7 @@ class Parameters:
             self.varargs: str | None = None
             self.keywords: set[str] = set()
             self.varkw: str | None = None
+            self.shown: tuple[str, ...] = ()
             return
         self.known = True
         kinds = inspect.Parameter
@@ -62,17 +63,22 @@ class Parameters:
         self.varargs = next((p.name for p in params if p.kind == kinds.VAR_POSITIONAL), None)
         self.keywords = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
         self.varkw = next((p.name for p in params if p.kind == kinds.VAR_KEYWORD), None)
+        #: Every parameter in the signature's order, as it spells them: ``x``, ``*rest``, ``**options``.
+        self.shown = tuple(
+            f"*{p.name}" if p.kind == kinds.VAR_POSITIONAL else f"**{p.name}" if p.kind == kinds.VAR_KEYWORD else p.name
+            for p in params
+        )
 
     def offset(self, instance: object) -> int:
         return 1 if self.binds_first and instance is not None and self.positional else 0
 
     def bound_names(self) -> set[str]:
         """Names a caller can pass; ``self``/``cls`` of a method are not among them."""
-        names = set(self.positional[1:] if self._first_is_instance() else self.positional)
-        names |= self.keywords - ({self.positional[0]} if self._first_is_instance() else set())
+        names = set(self.positional[1:] if self.first_is_instance() else self.positional)
+        names |= self.keywords - ({self.positional[0]} if self.first_is_instance() else set())
         return names | {n for n in (self.varargs, self.varkw) if n}
 
-    def _first_is_instance(self) -> bool:
+    def first_is_instance(self) -> bool:
         return self.binds_first and bool(self.positional) and self.positional[0] in ("self", "cls")
 
     def positional_name(self, i: int, offset: int) -> str:

@@ -21,8 +21,8 @@ which gives the same result and the message with the argument's path. The guards
 first, as in the generic call: the compile escape, then the hand-over to a watched Runner
 for ``config``/``stats`` blocks and the profiler.
 
-``enabled`` is the test switch: False makes every plan built afterwards use the generic
-call alone (``pytest --generic-calls``), so the suite proves both paths give one result.
+It is written from the plan's spec (_spec): the value step, the result step, and each
+parameter's step for the exact forms.
 """
 
 from __future__ import annotations
@@ -38,22 +38,20 @@ import torch
 
 from ._config import _ACTIVE
 from ._devices import CPU, default_device
-from ._dtypes import WIDENED
-from ._emit import ARGUMENTS, MOST_POSITIONAL, RECORDED, UNCONVERTED, Kind, Result, Step
+from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind
 from ._errors import LeafError
 from ._escape import compiling, opaque
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
 from ._generate import exact_source, leading_source, star_source
-from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
+from ._inputs import NumpyInputs, TensorInputs
 from ._observe import PROFILER
-from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._signature import Selection, given_args
+from ._outputs import TensorOutputs
+from ._signature import given_args
+from ._spec import Spec
 from ._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
-#: False: plans use the generic call only (the test switch, see the module docstring).
-enabled = True
 #: A leading form's default for its parameters: nobody else's object, so never an argument.
 _MISSING = object()
 
@@ -65,12 +63,13 @@ class Flat:
     function called through an instance. The last two take the function's own signature
     where ``_exact.shape_of`` can spell it (see ``_exact``), else ``*args, **kwargs``."""
 
-    __slots__ = ("call", "codes", "kind", "namespace", "selection")
+    __slots__ = ("call", "codes", "kind", "namespace", "selects", "steps")
 
-    def __init__(
-        self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any], selection: Selection | None = None
-    ) -> None:
-        self.kind, self.codes, self.namespace, self.selection = kind, codes, namespace, selection
+    def __init__(self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any], spec: Spec) -> None:
+        self.kind, self.codes, self.namespace = kind, codes, namespace
+        #: Each parameter's step by name (the spec's), for the exact forms.
+        self.steps = dict(spec.parameters or ())
+        self.selects = spec.inputs is not None and spec.inputs.selection is not None
         exec(codes[0], namespace)  # our own source, compiled in specialised()
         self.call: Call = namespace["call"]
 
@@ -84,7 +83,7 @@ class Flat:
         exact = self._exact(wrapped, namespace, method=False)
         if exact is not None:
             return staticmethod(exact), namespace
-        count = leading_of(wrapped) if self.selection is None else 0
+        count = leading_of(wrapped) if not self.selects else 0
         if not 0 < count <= MOST_POSITIONAL:
             exec(self.codes[1], namespace)
             return namespace["__call__"], namespace
@@ -119,30 +118,21 @@ class Flat:
         first = 1 if method else 0
         namespace["split"] = splitter(function, shape, first=first)
         names = function.__code__.co_varnames[first : shape.arity]
-        passed = self._passed(names)
-        written = frozenset(k for k, name in enumerate(names) if name in namespace["writes"])
-        source = functools.partial(exact_source, self.kind, method, shape=shape, passed=passed, written=written)
-        key = ("flat call", *self.kind, method, passed, written)
+        # Called unbound, a method's ``self`` is an argument like any other: it gets the value step.
+        value = self.kind.value
+        steps = tuple(self.steps.get(name, value) for name in names)
+        steps = tuple(value if step is INSTANCE else step for step in steps)
+        source = functools.partial(exact_source, self.kind, method, shape=shape, steps=steps)
+        key = ("flat call", *self.kind, method, steps)
         return with_signature(function, shape, key, source, namespace)
 
-    def _passed(self, names: tuple[str, ...]) -> frozenset[int]:
-        """The parameters (by position, the instance's not counted) that ``only=``/``exclude=``
-        pass on unconverted."""
-        selection = self.selection
-        if selection is None:
-            return frozenset()
-        return frozenset(k for k, name in enumerate(names) if (name in selection.names) != selection.keep)
 
-
-def specialised(
-    inputs: Inputs | None, outputs: Outputs | None, function: str, generic: Call, failed: Callable[..., None]
-) -> Flat | None:
-    """The flat call for a plan with these sides, or None where it has none (the generic
-    call is then the only one; ``generic_because`` says why)."""
-    if generic_because(inputs, outputs) is not None:
+def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat | None:
+    """The flat call of ``spec``, or None where it has none (the generic call is then the
+    only one; ``spec.generic_because`` says why)."""
+    if spec.generic_because is not None:
         return None
-    value = _value_step(inputs)
-    result = _result_step(outputs)
+    inputs, outputs, function = spec.inputs, spec.outputs, spec.function
     writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
     namespace: dict[str, Any] = {
         "Tensor": torch.Tensor,
@@ -200,19 +190,18 @@ def specialised(
     if writes is not None and writes_at is None:
         writes_at = MOST_POSITIONAL + 1
     kind = Kind(
-        value,
-        result,
+        spec.value,
+        spec.result,
         isinstance(inputs, TensorInputs),
         isinstance(inputs, NumpyInputs) and inputs.readonly,
         writes_at,
     )
-    selection = inputs.selection if inputs is not None else None
-    if selection is not None:  # which values it converts is known by name: the exact forms only
-        return Flat(kind, _DELEGATING, namespace, selection)
+    if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
+        return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
     codes = _CODES.get(kind) or _CODES.setdefault(
         kind, tuple(compiled(star_source(h, kind), "flat call") for h in _HEADS)
     )
-    return Flat(kind, codes, namespace)
+    return Flat(kind, codes, namespace, spec)
 
 
 #: The three forms' code per kind of plan (a few per program): what differs between plans of a
@@ -228,52 +217,6 @@ _HEADS = (
 _DELEGATING = tuple(
     compiled(f"def {h}:\n    return generic(wrapped, instance, {ARGUMENTS})\n", "flat call") for h in _HEADS
 )
-
-
-def generic_because(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
-    """Why a plan with these sides has no flat call, in words (``autoconvert.explain`` shows
-    them); None where it has one."""
-    if not enabled:
-        return "flat calls are turned off (the test suite's --generic-calls)"
-    if isinstance(inputs, NumpyInputs) and inputs.writeback:
-        return "writeback=True writes the arrays back into the caller's tensors after the call"
-    if isinstance(inputs, NumpyInputs) and inputs.check_writes:
-        return "check_writes=True compares the caller's tensors with their copies after the call"
-    if isinstance(inputs, TensorInputs) and inputs.dtype == "input":
-        return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
-    if isinstance(outputs, TensorOutputs) and outputs.all_plain is None:
-        return "dtype='input' casts results by the dtypes of the call's tensors"
-    if isinstance(inputs, TensorInputs) and isinstance(outputs, TensorOutputs):
-        return "accepts_tensor with returns_tensor: results are placed by the tensors the arguments became"
-    return None
-
-
-def _value_step(inputs: Inputs | None) -> Step:
-    """How the flat code converts each argument for this input side (one ``generic_because`` lets through)."""
-    if inputs is None:
-        return UNCONVERTED
-    if isinstance(inputs, RecordingInputs):
-        return RECORDED
-    if isinstance(inputs, NumpyInputs):
-        detach, private = inputs.grad.mode == "detach", not inputs.readonly
-        return Step("numpy", detach=detach, private=private, widens=inputs.widened is not WIDENED)
-    assert isinstance(inputs, TensorInputs)
-    return Step("tensor", shares=not (inputs.fixed_casts or inputs.copy))
-
-
-def _result_step(outputs: Outputs | None) -> Result:
-    """How the flat code converts the result for this output side."""
-    if outputs is None:
-        return Result("none")
-    if isinstance(outputs, TensorOutputs):
-        # The shared target holds only when every tensor argument was NumPy's to share.
-        shared = outputs.all_plain
-        assert shared is not None  # dtype="input" takes the generic call (generic_because)
-        if shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied by to_tensor
-            return Result("tensor")
-        return Result("tensor", shares=True, copies_read_only=shared.copy is None)
-    assert isinstance(outputs, NumpyOutputs)
-    return Result("array", converts=outputs.copy is not True)
 
 
 #: The leading forms' code per (kind of plan, count of leading positional parameters).

@@ -45,9 +45,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--generic-calls"):
-        import autoconvert._specialise
+        import autoconvert._spec
 
-        autoconvert._specialise.enabled = False
+        autoconvert._spec.enabled = False
 
 
 # torch warns once per process when the first complex32 tensor is made. The strategies

@@ -11,10 +11,10 @@ import scipy.ndimage
 import torch
 
 import autoconvert as ac
-from autoconvert import _specialise
+from autoconvert import _spec
 from autoconvert._options import Policy
 
-FLAT = _specialise.enabled  # False under pytest --generic-calls: every plan takes the generic call
+FLAT = _spec.enabled  # False under pytest --generic-calls: every plan takes the generic call
 
 
 def _pair(func: Any = None, **options: Any) -> Any:

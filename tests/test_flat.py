@@ -22,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-import autoconvert._specialise as specialise
+import autoconvert._spec as spec_module
 from autoconvert._wrapper import is_wrapper
 
 from .conftest import shares
@@ -32,12 +32,12 @@ from .conftest import shares
 def flat_calls(on: bool) -> Iterator[None]:
     """Decorators applied inside build their plans with flat calls (``on``) or without,
     whatever the run's ``--generic-calls`` says."""
-    before = specialise.enabled
-    specialise.enabled = on
+    before = spec_module.enabled
+    spec_module.enabled = on
     try:
         yield
     finally:
-        specialise.enabled = before
+        spec_module.enabled = before
 
 
 def both(decorate: Callable[[Any], Any], func: Any) -> tuple[Any, Any]:

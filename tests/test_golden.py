@@ -21,10 +21,10 @@ import pytest
 import torch
 
 import autoconvert as ac
-from autoconvert import _specialise
+from autoconvert import _spec
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
-pytestmark = pytest.mark.skipif(not _specialise.enabled, reason="flat calls are off (--generic-calls)")
+pytestmark = pytest.mark.skipif(not _spec.enabled, reason="flat calls are off (--generic-calls)")
 
 
 def _f(a: np.ndarray) -> np.ndarray:

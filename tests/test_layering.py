@@ -36,6 +36,7 @@ ORDER = [
     "_inputs",
     "_outputs",
     "_emit",
+    "_spec",
     "_generate",
     "_specialise",
     "_failures",
