@@ -10,6 +10,7 @@ copied once where not, and never silently aliased.
 from ._adapt import adapt
 from ._batched import batched
 from ._config import config
+from ._containers import register_container
 from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
 from ._errors import (
     ConversionError,
@@ -26,7 +27,6 @@ from ._observe import FunctionStats, stats
 from ._ops import numpy_op
 from ._plain import to_numpy, to_tensor
 from ._torchify import torchify
-from ._tree import register_container
 
 __version__ = "0.1.0"
 

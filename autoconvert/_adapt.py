@@ -1,6 +1,6 @@
 """``adapt``: a function's annotations say what it needs; callers get back their own kind.
 
-At decoration the annotations are read once (``_wants``): each parameter asks for an
+At decoration the annotations are read once (``_annotations``): each parameter asks for an
 array, a tensor, or nothing, and the return annotation says which results are arrays or
 tensors. Per call, each argument goes through one handler made for its parameter, on the
 same leaf functions as ``accepts_numpy`` and ``accepts_tensor``; results go through
@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import types
-import typing
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
@@ -23,11 +22,12 @@ import torch
 from numpy.typing import NDArray
 
 from . import _devices
+from ._annotations import Signature
 from ._call import AfterStep, Begin, ConvertIn, Finish, Runner
 from ._config import Config
 from ._copies import counted
 from ._dtypes import NO_CASTS
-from ._emit import INSTANCE, Result, Step
+from ._emit import Result, Step
 from ._errors import ConversionError, LeafError
 from ._grad import GradPolicy
 from ._inputs import Collected, NumpyInputs, collected
@@ -35,11 +35,11 @@ from ._observe import Watching
 from ._options import FUNC, PLAIN, AdaptOptions, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._plan import Plan
-from ._signature import Given, Parameters, function_name
+from ._signature import Given, function_name
 from ._spec import Spec, after_step
 from ._to_torch import array_to_tensor, target
 from ._tree import Mapper, cycle_error
-from ._wants import ANY, ARRAY, EACH, ITEMS, KEEP, TENSOR, UNKNOWN, Want, want_of
+from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 from ._wrapper import is_wrapper, wrap
 
 #: A parameter's per-call handler: exact type -> function of (value, ctx); the fallback under ``...``.
@@ -48,66 +48,6 @@ Handler = dict[Any, Callable[[Any, Collected], Any]]
 #: adapt's steps in its spec: each argument as its parameter asks, the result in the caller's kind.
 ASKED = Step("asks")
 CALLERS_KIND = Result("caller's kind")
-
-
-class Signature:
-    """The Wants of a function's parameters and result, read from its annotations once."""
-
-    def __init__(self, func: Any) -> None:
-        self.function = function_name(func)
-        inner = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
-        hints = _hints(inner, self.function)
-        try:
-            parameters = inspect.signature(inner).parameters.values()
-        except (TypeError, ValueError):  # a builtin: no annotations to read
-            parameters = ()  # type: ignore[assignment]
-        self.asked: list[tuple[str, Want | None]] = []  # every parameter, as Parameters.shown spells it
-        for p in parameters:
-            want = want_of(hints[p.name]) if p.name in hints else None
-            if want is not None and want.kind == KEEP:
-                want = None
-            if want is not None and len(want.leaf_kinds()) > 1:
-                raise TypeError(
-                    f"autoconvert.adapt() on {self.function}: parameter {p.name!r} is annotated "
-                    f"{hints[p.name]!r}, which asks for arrays and tensors at once; split it into two "
-                    "parameters, or annotate the whole of it as one kind"
-                )
-            star = "*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else ""
-            self.asked.append((star + p.name, want))  # *args, **kwargs: what each value asks
-        self.result = want_of(hints["return"], UNKNOWN) if "return" in hints else UNKNOWN
-
-    def steps(self, params: Parameters) -> tuple[tuple[str, Step], ...] | None:
-        """Each parameter's step for the spec: what its annotation asks (the instance: nothing)."""
-        if not params.known:
-            return None
-        first = params.first_is_instance()
-        return tuple(
-            (name, INSTANCE if i == 0 and first else Step("asks", asks=want))
-            for i, (name, want) in enumerate(self.asked)
-        )
-
-
-def _hints(func: Any, function: str) -> dict[str, Any]:
-    """``func``'s annotations resolved (strings and ``from __future__ import annotations``
-    too), or a TypeError naming the one that cannot be."""
-    try:
-        return typing.get_type_hints(func)
-    except Exception:
-        pass
-    namespace = getattr(func, "__globals__", {})
-    for name, annotation in getattr(func, "__annotations__", {}).items():
-        if not isinstance(annotation, str):
-            continue
-        try:
-            eval(annotation, namespace)
-        except Exception as e:
-            where = "the return annotation" if name == "return" else f"parameter {name!r}"
-            raise TypeError(
-                f"autoconvert.adapt() on {function}: {where} is annotated {annotation!r}, which cannot be "
-                f"resolved ({type(e).__name__}: {e}); import what it names at module level, where "
-                "annotations are resolved, or annotate with the object itself"
-            ) from None
-    return typing.get_type_hints(func)  # fails for another reason: its own error says which
 
 
 class AdaptPlan(Plan):

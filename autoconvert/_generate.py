@@ -150,7 +150,7 @@ def leading_source(kind: Kind, count: int) -> str:
 
 
 def proxy_source(shape: Shape) -> str:
-    """A torchified object's method (see _torchify._proxy_method): ``p0`` is the proxy; each
+    """A torchified object's method (see _proxies._proxy_method): ``p0`` is the proxy; each
     other parameter given (not left at its default) that is a CPU tensor votes for the CPU,
     and anything else but a plain value takes the full walk of ``device_of``; the call is
     the wrapped function's method form on the object itself, and a result that is the

@@ -24,9 +24,9 @@ from ._library import Registration
 from ._opspec import Spec
 from ._options import OpOptions, check_callable, shows_options, validate
 from ._pickling import by_reference, calling_module, locate, unwrap
+from ._proxies import wrap_pair
 from ._schema import Schema, SchemaError, schema_of
 from ._signature import function_name
-from ._torchify import wrap_pair
 
 Fake = Callable[..., Any] | str | tuple[str, ...]
 Backward = Callable[..., Any] | None

@@ -14,7 +14,7 @@ import types
 import pytest
 
 import autoconvert
-from autoconvert import _config, _decorators, _explain, _plain, _tree
+from autoconvert import _config, _containers, _decorators, _explain, _plain
 
 ROOT = pathlib.Path(__file__).parent.parent
 README = ROOT / "README.md"
@@ -58,7 +58,7 @@ def test_readme_quick_start_is_the_two_commands() -> None:
     assert quick_start.strip().splitlines() == ['pip install -e ".[test]" && python -m autoconvert', "pytest"]
 
 
-@pytest.mark.parametrize("module", [_decorators, _plain, _config, _explain, _tree], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [_decorators, _plain, _config, _explain, _containers], ids=lambda m: m.__name__)
 def test_docstring_examples_run(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)  # type: ignore[arg-type]
     assert result.attempted > 0 and result.failed == 0
