@@ -32,7 +32,7 @@ from ._errors import ConversionError, LeafError
 from ._grad import GradPolicy
 from ._inputs import Collected, NumpyInputs, collected
 from ._observe import Watching
-from ._options import FUNC, PLAIN, AdaptOptions, shows_options, validate
+from ._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from ._outputs import NumpyOutputs, TensorOutputs
 from ._plan import Plan
 from ._signature import Given, function_name
@@ -57,21 +57,15 @@ class AdaptPlan(Plan):
         self.signature = Signature(func)
         super().__init__(func, sides)
 
-    # Plan._build's signature on purpose (duplicates pairs the two): Plan calls it for the
-    # default Runner and each variant; only how the sides are built differs.
-    def _build(
-        self,
-        configured: dict[str, Any],
-        variants: Callable[[Config | None], Runner] | None = None,
-        *,
-        watched: bool = False,
-    ) -> Runner:
-        policy = self.resolved("adapt", configured)
+    def _spec(self, policies: dict[str, Policy]) -> Spec:
+        """adapt's spec: arguments to arrays or tensors as each parameter asks, results in the
+        caller's kind (as ``returns_tensor(dtype="input")`` or ``returns_numpy`` send them)."""
+        policy = policies["adapt"]
         grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
         arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
-        spec = Spec(
+        return Spec(
             self.function,
-            types.MappingProxyType({"adapt": policy}),
+            types.MappingProxyType(policies),
             arrays,
             TensorOutputs(self.function, self.params, _RETURNING),
             ASKED,
@@ -81,9 +75,11 @@ class AdaptPlan(Plan):
             policy.transfers != "allow",
             "adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
         )
-        if not watched:
-            return AdaptRunner(spec, self.signature, variants)
-        return AdaptRunner(spec, self.signature, None, watch=self.watching(configured))
+
+    def _runner(
+        self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None
+    ) -> Runner:
+        return AdaptRunner(spec, self.signature, variants, watch=watch)
 
 
 #: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
@@ -102,7 +98,7 @@ class AdaptRunner(Runner):
         watch: Watching | None = None,
     ) -> None:
         arrays, to_tensors, policy = spec.inputs, spec.outputs, spec.policies["adapt"]
-        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._build
+        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._spec
         assert isinstance(to_tensors, TensorOutputs)
         self.signature = signature
         self.arrays = arrays
@@ -110,9 +106,8 @@ class AdaptRunner(Runner):
         self.copy = policy.copy
         self.to_tensors = to_tensors
         self.to_arrays = NumpyOutputs(spec.function, arrays.params, PLAIN)
-        if watch is not None:  # count conversions: each leaf, once
-            for mapper in (arrays.mapper, self.to_tensors.mapper, self.to_arrays.mapper):
-                mapper.wrap_leaves(counted)
+        if watch is not None:  # count conversions: each leaf, once (the spec's sides are counted already)
+            self.to_arrays.mapper.wrap_leaves(counted)
         self.array_mapper = Mapper(
             {torch.Tensor: arrays.mapper.dispatch[torch.Tensor], np.ndarray: _seen_array},
             nested=policy.nested,

@@ -7,6 +7,7 @@ each input's device and dtype), so eager and compiled calls cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from ._errors import ConversionError, message
 from ._plain import to_numpy, to_tensor
 
 
+@dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class Spec:
     """One op's forward pair, NumPy backward (or ``None``) and name for messages.
 
@@ -25,31 +27,19 @@ class Spec:
     applies that rule eagerly too so both forms give the same answer. Only ``writeback``
     hands NumPy the tensors' own writable memory: read-only arrays and private copies
     always come back as new tensors, so only then are results checked (``shares``).
+    ``vectorized``: under ``torch.vmap`` the NumPy functions take the whole batch along a
+    leading axis (``numpy_op(vmap="vectorized")``), rather than one sample per call.
+    ``jvp``: the NumPy forward-mode rule, or None.
     """
 
-    __slots__ = ("backward", "forward", "jvp", "name", "results", "shares", "vectorized")
-
-    def __init__(
-        self,
-        forward: Callable[..., Any],
-        backward: Callable[..., Any] | None,
-        name: str,
-        results: int | None,
-        *,
-        shares: bool = False,
-        vectorized: bool = False,
-        jvp: Callable[..., Any] | None = None,
-    ) -> None:
-        """``vectorized``: under ``torch.vmap`` the NumPy functions take the whole batch along
-        a leading axis (``numpy_op(vmap="vectorized")``), rather than one sample per call.
-        ``jvp``: the NumPy forward-mode rule, or None."""
-        self.vectorized = vectorized
-        self.jvp = jvp
-        self.forward = forward
-        self.backward = backward
-        self.name = name
-        self.results = results
-        self.shares = shares
+    forward: Callable[..., Any]
+    backward: Callable[..., Any] | None
+    name: str
+    results: int | None
+    _: dataclasses.KW_ONLY
+    shares: bool = False
+    vectorized: bool = False
+    jvp: Callable[..., Any] | None = None
 
     def run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """The forward's result: a tensor or a tuple of tensors, checked."""

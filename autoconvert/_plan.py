@@ -22,7 +22,7 @@ from ._observe import Watching
 from ._options import Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import Parameters, function_name, path_finder, refuse_deferred_function
-from ._spec import spec_of
+from ._spec import Spec, spec_of
 from ._tree import Leaf
 
 
@@ -82,9 +82,20 @@ class Plan:
         *,
         watched: bool = False,
     ) -> Runner:
+        """The Runner for the default options (``configured`` empty) or a ``config`` block's:
+        its spec, then the Runner carrying it out; a watched one counts each conversion."""
+        spec = self._spec({side: self.resolved(side, configured) for side in self.sides})
+        if not watched:
+            return self._runner(spec, variants)
+        for converting in (spec.inputs, spec.outputs):
+            if converting is not None:
+                converting.mapper.wrap_leaves(counted)
+        return self._runner(spec, None, watch=self.watching(configured))
+
+    def _spec(self, policies: dict[str, Policy]) -> Spec:
+        """The spec of a call with these policies: the sides built, and what each step is."""
         inputs: Inputs | None = None
         outputs: Outputs | None = None
-        policies = {side: self.resolved(side, configured) for side in self.sides}
         numpy_in = policies.get("accepts_numpy")
         # Results narrow back to float16 when the input side widened it (fused pairs only).
         half = numpy_in is not None and numpy_in.widen_float16
@@ -105,10 +116,10 @@ class Plan:
                 outputs = NumpyOutputs(self.function, self.params, policy)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
-        spec = spec_of(self.function, self.params, policies, inputs, outputs)
-        if not watched:
-            return Runner(spec, variants)
-        for converting in (inputs, outputs):
-            if converting is not None:
-                converting.mapper.wrap_leaves(counted)
-        return Runner(spec, watch=self.watching(configured))
+        return spec_of(self.function, self.params, policies, inputs, outputs)
+
+    def _runner(
+        self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None
+    ) -> Runner:
+        """The Runner that carries ``spec`` out (see Runner for ``variants`` and ``watch``)."""
+        return Runner(spec, variants, watch=watch)

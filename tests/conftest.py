@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,3 +85,10 @@ def shares(a: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> bool:
         return False
     (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
     return a0 < b1 and b0 < a1
+
+
+def raised(error: type[BaseException], call: Callable[..., Any], *args: Any) -> str:
+    """The message of the ``error`` that ``call(*args)`` raises (the test fails if it raises none)."""
+    with pytest.raises(error) as info:
+        call(*args)
+    return str(info.value)

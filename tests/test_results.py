@@ -21,6 +21,8 @@ import torch
 
 import autoconvert as ac
 
+from .conftest import raised
+
 stats = ac.torchify(scipy.stats)
 optimize = ac.torchify(scipy.optimize)
 signal = ac.torchify(scipy.signal)
@@ -167,9 +169,7 @@ def test_a_dict_subclass_that_cannot_be_copied_raises_naming_register_container(
     def report() -> Any:
         return {"scores": Frozen(best=np.ones(2))}
 
-    with pytest.raises(ac.ConversionError) as info:
-        report()
-    assert str(info.value) == (
+    assert raised(ac.ConversionError, report) == (
         "test_a_dict_subclass_that_cannot_be_copied_raises_naming_register_container.<locals>.report(): "
         "result['scores'] is a test_a_dict_subclass_that_cannot_be_copied_raises_naming_register_container."
         "<locals>.Frozen (a dict subclass) that copy.copy() cannot rebuild: Frozen cannot be copied. Found "

@@ -13,7 +13,7 @@ import torch
 
 import autoconvert as ac
 
-from .conftest import shares
+from .conftest import raised, shares
 
 
 class Pair(NamedTuple):
@@ -251,9 +251,7 @@ class TestDtype:
         def ids() -> Any:
             return {"small": np.array([1, 2]), "large": np.array([0, 2**40])}
 
-        with pytest.raises(ac.ConversionError) as info:
-            ids()
-        assert str(info.value) == (
+        assert raised(ac.ConversionError, ids) == (
             "TestDtype.test_a_narrowing_integer_cast_refuses_values_it_would_wrap.<locals>.ids(): "
             "result['large'] holds values from 0 to 1099511627776, outside torch.int32's range, so casting it "
             "as dtype= asks would wrap them. Found numpy.ndarray(shape=(2,), dtype=<i8). Fix: pass a dtype= wide "
@@ -382,9 +380,7 @@ class TestCopy:
         def f() -> Any:
             return {"z": np.arange(3)[::-1]}
 
-        with pytest.raises(ac.CopyError) as info:
-            f()
-        assert str(info.value) == (
+        assert raised(ac.CopyError, f) == (
             "TestCopy.test_false_refuses_a_copy_with_the_reason.<locals>.f(): result['z'] cannot be shared with torch "
             "without a copy: it has negative strides, which torch tensors cannot have. Found "
             "numpy.ndarray(shape=(3,), dtype=<i8). Fix: use copy=None to copy only when needed, or copy=True "
@@ -592,9 +588,7 @@ def test_a_device_this_torch_cannot_use_raises_our_error() -> None:
     def f() -> Any:
         return {"a": np.ones(2)}
 
-    with pytest.raises(ac.ConversionError) as info:
-        f()
-    assert str(info.value) == (
+    assert raised(ac.ConversionError, f) == (
         f"test_a_device_this_torch_cannot_use_raises_our_error.<locals>.f(): result['a'] cannot be placed on "
         f"{missing}: this torch cannot use that device ({reason}). Found device='{missing}', with torch "
         f"{torch.__version__} and {torch.cuda.device_count()} CUDA device(s). Fix: pass device= naming a device "
