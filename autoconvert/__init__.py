@@ -7,11 +7,9 @@ from NumPy code. Copies follow NumPy 2's ``copy=`` keyword: shared where possibl
 copied once where not, and never silently aliased.
 """
 
-from ._adapt import adapt
-from ._batched import batched
-from ._config import config
-from ._containers import register_container
-from ._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
+from ._calls._config import config
+from ._calls._observe import FunctionStats, stats
+from ._conversions._containers import register_container
 from ._errors import (
     ConversionError,
     CopyError,
@@ -22,11 +20,13 @@ from ._errors import (
     TransferError,
     TransferWarning,
 )
-from ._explain import Explanation, explain
-from ._observe import FunctionStats, stats
-from ._ops import numpy_op
-from ._plain import to_numpy, to_tensor
-from ._torchify import torchify
+from ._front._adapt import adapt
+from ._front._batched import batched
+from ._front._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
+from ._front._explain import Explanation, explain
+from ._front._ops import numpy_op
+from ._front._plain import to_numpy, to_tensor
+from ._front._torchify import torchify
 
 __version__ = "0.1.0"
 

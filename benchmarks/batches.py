@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import autoconvert as ac
-from autoconvert._executors import SHARED_BYTES
+from autoconvert._front._executors import SHARED_BYTES
 
 from .harness import Row, compare
 

@@ -47,9 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--generic-calls"):
-        import autoconvert._spec
+        import autoconvert._calls._spec
 
-        autoconvert._spec.enabled = False
+        autoconvert._calls._spec.enabled = False
 
 
 # torch warns once per process when the first complex32 tensor is made. The strategies

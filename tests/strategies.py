@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from autoconvert._dtypes import TORCH_TO_NUMPY, WIDENED
+from autoconvert._conversions._dtypes import TORCH_TO_NUMPY, WIDENED
 
 NUMPY_HELD = list(TORCH_TO_NUMPY)
 WIDENED_DTYPES = list(WIDENED)

@@ -14,7 +14,9 @@ import types
 import pytest
 
 import autoconvert
-from autoconvert import _config, _containers, _decorators, _explain, _plain
+from autoconvert._calls import _config
+from autoconvert._conversions import _containers
+from autoconvert._front import _decorators, _explain, _plain
 
 ROOT = pathlib.Path(__file__).parent.parent
 README = ROOT / "README.md"

@@ -11,8 +11,8 @@ import scipy.ndimage
 import torch
 
 import autoconvert as ac
-from autoconvert import _spec
-from autoconvert._options import Policy
+from autoconvert._calls import _spec
+from autoconvert._calls._options import Policy
 
 FLAT = _spec.enabled  # False under pytest --generic-calls: every plan takes the generic call
 

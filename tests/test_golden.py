@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import autoconvert as ac
-from autoconvert import _spec
+from autoconvert._calls import _spec
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 pytestmark = pytest.mark.skipif(not _spec.enabled, reason="flat calls are off (--generic-calls)")

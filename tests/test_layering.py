@@ -1,4 +1,5 @@
-"""The package's shape: imports point down the module list, and importing it imports nothing optional."""
+"""The package's shape: layer folders, imports pointing down the module list, and importing
+it imports nothing optional."""
 
 from __future__ import annotations
 
@@ -8,74 +9,89 @@ import subprocess
 import sys
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
+#: The layer folders, bottom first. What every layer shares (errors, pickling) sits in the
+#: package itself, below them; so does its front door (``__init__``), above them.
+LAYERS = ["_conversions", "_calls", "_front"]
 # Bottom first: a module may import only modules listed before it (docs/design.md).
 ORDER = [
     "_errors",
     "_pickling",
-    "_chunks",
-    "_dtypes",
-    "_wants",
-    "_devices",
-    "_copies",
-    "_describe",
-    "_grad",
-    "_memory",
-    "_to_torch",
-    "_sparse",
-    "_to_numpy",
-    "_writeback",
-    "_containers",
-    "_tree",
-    "_options",
-    "_config",
-    "_observe",
-    "_escape",
-    "_signature",
-    "_outparams",
-    "_exact",
-    "_callbacks",
-    "_inputs",
-    "_outputs",
-    "_emit",
-    "_spec",
-    "_generate",
-    "_specialise",
-    "_failures",
-    "_call",
-    "_plan",
-    "_wrapper",
-    "_decorators",
-    "_plain",
-    "_executors",
-    "_batched",
-    "_overwrites",
-    "_proxies",
-    "_torchify",
-    "_schema",
-    "_annotations",
-    "_adapt",
-    "_opspec",
-    "_autograd",
-    "_library",
-    "_ops",
-    "_wording",
-    "_explain",
+    "_conversions._dtypes",
+    "_conversions._devices",
+    "_conversions._copies",
+    "_conversions._describe",
+    "_conversions._grad",
+    "_conversions._memory",
+    "_conversions._to_torch",
+    "_conversions._sparse",
+    "_conversions._to_numpy",
+    "_conversions._writeback",
+    "_conversions._containers",
+    "_conversions._tree",
+    "_calls._options",
+    "_calls._config",
+    "_calls._observe",
+    "_calls._escape",
+    "_calls._signature",
+    "_calls._outparams",
+    "_calls._exact",
+    "_calls._callbacks",
+    "_calls._inputs",
+    "_calls._outputs",
+    "_calls._emit",
+    "_calls._spec",
+    "_calls._generate",
+    "_calls._specialise",
+    "_calls._failures",
+    "_calls._call",
+    "_calls._plan",
+    "_calls._wrapper",
+    "_front._decorators",
+    "_front._plain",
+    "_front._chunks",
+    "_front._executors",
+    "_front._batched",
+    "_front._overwrites",
+    "_front._proxies",
+    "_front._torchify",
+    "_front._wants",
+    "_front._schema",
+    "_front._annotations",
+    "_front._adapt",
+    "_front._opspec",
+    "_front._autograd",
+    "_front._library",
+    "_front._ops",
+    "_front._wording",
+    "_front._explain",
     "__init__",
     "__main__",
 ]
 
 
+def _path(module: str) -> pathlib.Path:
+    return PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+
+
 def _imports(module: str, *, module_scope: bool = False) -> tuple[set[str], set[str]]:
-    """(package modules imported relatively, top-level packages imported absolutely), at any
-    depth, or at module scope only."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    """(package modules imported, as ORDER names them: relatively within a folder, absolutely
+    across folders; other top-level packages imported), at any depth, or at module scope only."""
+    tree = ast.parse(_path(module).read_text())
+    here = module.split(".")[:-1]  # the folder the module sits in
     relative, absolute = set(), set()
     for node in tree.body if module_scope else ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[: len(here) - (node.level - 1)]
             if node.module:
-                relative.add(node.module)
+                relative.add(".".join([*base, node.module]))
+            else:  # from . import _devices
+                relative.update(".".join([*base, alias.name]) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoconvert."):
+            inside = node.module.removeprefix("autoconvert.")  # type: ignore[union-attr]  # startswith: a str
+            if inside in LAYERS:  # from autoconvert._conversions import _devices
+                relative.update(f"{inside}.{alias.name}" for alias in node.names)
             else:
-                relative.update(alias.name for alias in node.names)
+                relative.add(inside)
         elif isinstance(node, ast.ImportFrom):
             absolute.add((node.module or "").split(".")[0])
         elif isinstance(node, ast.Import):
@@ -84,7 +100,15 @@ def _imports(module: str, *, module_scope: bool = False) -> tuple[set[str], set[
 
 
 def test_every_module_is_in_the_layer_list() -> None:
-    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted(ORDER)
+    found = {".".join(p.relative_to(PACKAGE).with_suffix("").parts) for p in PACKAGE.rglob("*.py")}
+    assert sorted(found - {f"{folder}.__init__" for folder in LAYERS}) == sorted(ORDER)
+
+
+def test_each_layer_sits_together_in_its_folder_in_order() -> None:
+    folders = [module.rpartition(".")[0] for module in ORDER]
+    assert folders[:2] == ["", ""] and folders[-2:] == ["", ""]  # shared below, the front door above
+    layers = [LAYERS.index(folder) for folder in folders[2:-2]]
+    assert layers == sorted(layers)
 
 
 def test_imports_point_down_the_list_only() -> None:
@@ -94,8 +118,9 @@ def test_imports_point_down_the_list_only() -> None:
             assert ORDER.index(target) < position, f"{module} imports {target}, which sits above it"
 
 
-def test_the_tree_module_imports_neither_torch_nor_numpy() -> None:
-    assert not _imports("_tree")[1] & {"torch", "numpy"}
+def test_the_container_modules_import_neither_torch_nor_numpy() -> None:
+    for module in ("_conversions._containers", "_conversions._tree"):
+        assert not _imports(module)[1] & {"torch", "numpy"}, module
 
 
 def test_the_package_never_imports_scipy_at_module_scope() -> None:
@@ -107,3 +132,17 @@ def test_the_package_never_imports_scipy_at_module_scope() -> None:
 def test_importing_autoconvert_imports_nothing_optional() -> None:
     code = "import sys, autoconvert; bad = {'scipy', 'torch._dynamo'} & set(sys.modules); assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_design_page_maps_every_module_in_order() -> None:
+    """docs/design.md's module map is the layout: each folder, then its modules, in ORDER."""
+    page = (PACKAGE.parent / "docs" / "design.md").read_text()
+    block = page.split("```")[1]
+    folder, mapped = "", []
+    for line in block.splitlines()[2:]:  # after "autoconvert/": folders at 2 spaces, their modules at 4
+        indent, name = len(line) - len(line.lstrip()), line.strip().split(" ")[0]
+        if indent == 2 and name.endswith("/"):
+            folder = name.removesuffix("/") + "."
+        elif name.endswith(".py"):
+            mapped.append((folder if indent == 4 else "") + name.removesuffix(".py"))
+    assert mapped == ORDER

@@ -19,7 +19,7 @@ import scipy.sparse
 import torch
 
 import autoconvert as ac
-from autoconvert import _copies
+from autoconvert._conversions import _copies
 
 
 @ac.returns_tensor

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 import autoconvert as ac
-from autoconvert import _options, _plain
-from autoconvert._options import DEFAULTS, OPTIONS, TAKERS, Policy, policy_of
+from autoconvert._calls import _options
+from autoconvert._calls._options import DEFAULTS, OPTIONS, TAKERS, Policy, policy_of
+from autoconvert._front import _plain
 
 TYPED_DICTS = {
     "adapt": _options.AdaptOptions,

@@ -21,7 +21,7 @@ import torch
 from scipy.linalg import blas, lapack
 
 import autoconvert as ac
-from autoconvert._overwrites import guarded, overwritten
+from autoconvert._front._overwrites import guarded, overwritten
 
 tsl = ac.torchify(scipy.linalg)
 tblas = ac.torchify(blas)

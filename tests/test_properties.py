@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-from autoconvert._dtypes import NUMPY_TO_TORCH, WIDENED
+from autoconvert._conversions._dtypes import NUMPY_TO_TORCH, WIDENED
 
 from .conftest import shares
 from .strategies import COPY_MODES, NUMPY_HELD, TORCH_DTYPES, Case, arrays, tensors, torch_can_share

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import autoconvert as ac
-from autoconvert._dtypes import WIDENED
+from autoconvert._conversions._dtypes import WIDENED
 
 #: Far past any machine's address space, so a copy can only fail, fast, on every host.
 HUGE = 10**14

@@ -1,0 +1,297 @@
+"""The per-function call: guards, conversions in, the call and its failures, the after step, conversions out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autoconvert._conversions._describe import describe_tensor
+from autoconvert._conversions._devices import settle
+from autoconvert._conversions._memory import restore_writes
+from autoconvert._conversions._tree import cycle_error, keep
+from autoconvert._conversions._writeback import WriteBackFailed, write_back
+from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
+
+from ._config import _ACTIVE, Config
+from ._escape import compiling, opaque
+from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
+from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
+from ._observe import PROFILER, Watched, Watching
+from ._outparams import Returned, returned
+from ._outputs import NumpyOutputs, TensorOutputs
+from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
+from ._spec import RESTORE_WRITES, Spec
+from ._specialise import Flat, specialised
+
+Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+#: The steps a Runner gives the protocol (see Runner._steps).
+Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
+ConvertIn = Callable[
+    [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
+]
+Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any]
+AfterStep = Callable[[Collected, Given], None]
+
+
+_active = _ACTIVE.get  # the bound C method: one call fewer than active()
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
+
+
+def refuse_deferred(result: Any, function: str) -> None:
+    """Before an after step (writeback, check_writes): a result whose body has not run yet
+    (a generator, a coroutine) is refused, since the step would run before its writes."""
+    if type(result) in DEFERRED_RESULTS:
+        try:
+            deferred_result(result)
+        except LeafError as e:
+            raise e.public(function, "", "result") from None
+
+
+class Runner:
+    """One decorated call, for one set of resolved options: convert in, call, convert out.
+
+    ``runner.call(wrapped, instance, args, kwargs)`` is the per-call path: a check for an
+    active ``config`` block, two lists for the call's tensors, one dict lookup per argument
+    and result, and the conversions. It is a closure, so everything decided here is a
+    constant to it rather than an attribute. A plan's default Runner hands calls made
+    inside a ``config`` block to ``variants(config)``; the variants themselves don't look.
+    """
+
+    def __init__(
+        self,
+        spec: Spec,
+        variants: Callable[[Config | None], Runner] | None = None,
+        *,
+        watch: Watching | None = None,
+    ) -> None:
+        """``variants``: where calls inside a ``config`` block go (this is a plan's default
+        Runner), and with ``spec.routes`` every call; ``watch``: this is such a Runner, with
+        where values were and each side's transfer policy (see _observe)."""
+        self.spec = spec
+        self.inputs = spec.inputs
+        self.outputs = spec.outputs
+        self.function = spec.function
+        self.routes = spec.routes and variants is not None
+        self.flat: Flat | None = None
+        call = self._make_call(variants)
+        if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
+            self.flat = specialised(spec, call, self.failed)
+            call = self.flat.call if self.flat is not None else call
+        if watch is not None:
+            call = Watched(call, spec.function, watch, self.directions())
+        self.call = call
+
+    def directions(self) -> tuple[str | None, str | None]:
+        """The profiler range names of the two sides' conversions (None: a side converts nothing)."""
+        inputs = self.inputs
+        into = None if inputs is None or isinstance(inputs, RecordingInputs) else "to_numpy"
+        if isinstance(inputs, TensorInputs):
+            into = "to_tensor"
+        out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
+        return into, out
+
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
+        """The one per-call protocol: the compile escape; the hand-over to a watched Runner
+        (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
+        this Runner's steps, see ``_steps``); the call and its failures; the after step
+        (writeback, check_writes, out-parameters); the result converted."""
+        inputs = self.inputs
+        # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
+        readonly = isinstance(inputs, NumpyInputs) and (inputs.readonly or inputs.writeback)
+        gives_back = isinstance(inputs, NumpyInputs) and inputs.writes is not None
+        gives_back = gives_back and isinstance(self.outputs, TensorOutputs)
+        # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
+        settles = isinstance(inputs, NumpyInputs)
+        grad = inputs.grad if isinstance(inputs, NumpyInputs) else None
+        after = self._after_step()
+        begin, convert_in, finish = self._steps(after)
+        failed, routes, profiler, function = self.failed, self.routes, PROFILER, self.function
+
+        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            # The compile guard comes first: dynamo must not trace the ContextVar read (torch
+            # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call).
+            if compiling():
+                return opaque(call, wrapped, instance, args, kwargs)
+            if variants is not None:
+                config = _active()
+                if config is not None or routes or profiler._is_profiler_enabled:
+                    return variants(config).call(wrapped, instance, args, kwargs)
+            plain: list[torch.Tensor] = []
+            odd: list[torch.Tensor] = []
+            given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
+            ctx: Context | None = None
+            if convert_in is not None:
+                ctx = collected(plain, odd) if begin is None else begin(plain, odd, args, kwargs)
+                args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
+                if settles and odd:  # one wait for all the arguments' transfers
+                    settle(odd)
+                    if grad.unsaid is not None:  # type: ignore[union-attr]  # settles: NumpyInputs have one
+                        self.say_gradient(given)
+            try:  # free in CPython 3.11+ when nothing is raised
+                result = wrapped(*args, **kwargs)
+            except BaseException as e:
+                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                raise
+            if after is not None:
+                assert isinstance(ctx, Collected)  # an after step is a NumPy side's
+                if ctx.pairs or ctx.written:
+                    refuse_deferred(result, function)
+                after(ctx, given)
+                if gives_back and ctx.written:
+                    result = returned(result, ctx.written)
+                    if type(result) is Returned:  # the caller's own tensor, written already
+                        return result.tensor
+            return result if finish is None else finish(result, plain, odd, given, ctx)
+
+        return call
+
+    def _steps(self, after: AfterStep | None) -> tuple[Begin | None, ConvertIn | None, Finish | None]:
+        """This Runner's steps of the protocol: ``begin(plain, odd, args, kwargs)``, the input
+        side's per-call context (None: ``collected(plain, odd)``, all a NumPy side without an
+        after step needs); ``convert_in(args, kwargs, instance, ctx, odd)``, the arguments
+        converted (None: nothing to convert or record); ``finish(result, plain, odd, given,
+        ctx)``, the result converted (None: returned as it is)."""
+        inputs = self.inputs
+        finish = self.outputs.convert if self.outputs is not None else None
+        if inputs is None:
+            return None, None, finish
+        begin = None if isinstance(inputs, NumpyInputs) and after is None else inputs.context
+        writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
+        selected = inputs.selection is not None
+        get, resolve = inputs.mapper.dispatch.get, inputs.mapper.resolve
+
+        def convert_in(
+            args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
+        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+            if writes is not None:
+                args, kwargs = inputs.convert_written(args, kwargs, instance, ctx)  # type: ignore[attr-defined]
+            if selected:
+                return inputs.convert_selected(args, kwargs, instance, ctx, odd)
+            out: list[Any] = []  # the hot loop: one dict lookup per argument, then its leaf function
+            key = None
+            try:
+                for a in args:
+                    handler = get(type(a)) or resolve(type(a))
+                    # Plain arguments (floats, strings) skip their identity handler, `keep`.
+                    out.append(a if handler is keep else handler(a, ctx))
+                if kwargs:
+                    converted = {}
+                    for key, v in kwargs.items():
+                        converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)
+                    kwargs = converted
+            except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
+                fact = e if isinstance(e, LeafError) else cycle_error()
+                raise inputs.public(fact, instance, key, len(out)) from None
+            return tuple(out), kwargs
+
+        return begin, convert_in, finish
+
+    def _after_step(self) -> AfterStep | None:
+        """The spec's after step, which runs after the function even when it raised (see _spec)."""
+        after = self.spec.after
+        if after == RESTORE_WRITES:
+            return self._restore_writes
+        return None if after is None else self._write_back  # WRITE_BACK, WRITE_BACK_OUT
+
+    def _write_back(self, ctx: Collected, given: Given) -> None:
+        """What the function wrote reaches the caller, even when it raised; a tensor that cannot
+        take its array back is named."""
+        pairs = ctx.pairs or []
+        if ctx.written:
+            pairs = [*pairs, *((t, private) for t, _, private in ctx.written)]
+        try:
+            write_back(pairs)
+        except WriteBackFailed as failed:
+            raise ConversionError(
+                message(
+                    self.function,
+                    "argument " + self._paths_of([failed.tensor], given),
+                    "could not take back what the function wrote (writeback=True): "
+                    f"{type(failed.error).__name__}: {failed.error}",
+                    describe_tensor(failed.tensor),
+                    "keep the array's shape and dtype in the function (write into it with a[...] = ...), "
+                    "or return the new array instead, with writeback=False",
+                )
+            ) from failed.error
+
+    def say_gradient(self, given: Given) -> None:
+        """The once-per-function GradientWarning, naming where its tensor was in ``given``."""
+        assert isinstance(self.inputs, NumpyInputs)
+        grad = self.inputs.grad
+        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid]
+        grad.say(paths)
+
+    def _paths_of(self, tensors: list[Any], given: Given) -> str:
+        """Where ``tensors`` were among the call's arguments, for messages."""
+        assert self.inputs is not None
+        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
+        return ", ".join(paths or ["(a tensor argument)"])
+
+    def _restore_writes(self, ctx: Collected, given: Given) -> None:
+        """check_writes: put back what the function changed in the caller's tensors, and say so
+        (out-parameters are the function's to change: written back first)."""
+        pairs = ctx.pairs or []
+        if ctx.written:
+            self._write_back(ctx._replace(pairs=[]), given)
+            pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in ctx.written)]
+        changed = restore_writes(pairs)
+        if not changed:
+            return
+        raise ReadOnlyError(
+            message(
+                self.function,
+                "argument " + self._paths_of(changed, given),
+                "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
+                "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
+                describe_tensor(changed[0]),
+                "pass copy=True to give the function private writable copies, or "
+                "writeback=True to let its changes reach the caller's tensors",
+            )
+        )
+
+    def failed(
+        self,
+        error: BaseException,
+        after: Callable[[Collected, Given], None] | None,
+        ctx: Context | None,
+        given: Given,
+        *,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
+        read_only: Any,
+    ) -> None:
+        """The function raised ``error``: the after step still runs (a failure of its own is a
+        note on ``error``), and NumPy's refusal to write into a read-only array handed to it
+        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
+        with notes where how an argument was handed is the likely cause (see _failures)."""
+        if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
+            self._after_failure(after, ctx, given, error)
+        inputs = self.inputs
+        if not isinstance(inputs, NumpyInputs):
+            return
+        try:  # the walks below meet what the call met: a container holding itself (nested=False)
+            refused = refused_by(error, inputs, handed, given) if read_only else None
+            if refused is not None:
+                raise read_only_error(self.function, error, *refused, writeback=inputs.writeback) from error
+            notes = hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
+            if isinstance(error, TypeError) and not inputs.callbacks and arrays_met_torch(str(error)):
+                notes += callback_hints(inputs, given)
+        except RecursionError:
+            return
+        for note in notes:
+            error.add_note(f"autoconvert: {self.function}: {note}")
+
+    def _after_failure(
+        self,
+        after: Callable[[Collected, Given], None],
+        ctx: Collected,
+        given: Given,
+        error: BaseException,
+    ) -> None:
+        """Run ``after`` for a call that raised ``error``: the user's exception wins, and what
+        ``after`` had to say (a write-back that failed, a write put back) becomes a note on it."""
+        try:
+            after(ctx, given)
+        except Exception as failure:
+            error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")

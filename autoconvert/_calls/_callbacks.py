@@ -1,0 +1,135 @@
+"""``callbacks=True``: callables handed to NumPy code receive tensors and give back arrays.
+
+``scipy.optimize.minimize(f, x0)`` calls ``f`` with arrays; an objective written in torch
+(``jac=True`` returning ``(loss, grad)`` from autograd) wants tensors on the caller's device.
+Under the option, each callable argument is handed over as a ``TensorCallback``: arrays in
+its arguments become tensors on the device of the call's tensors, tensors in what it returns
+become arrays. NumPy's and SciPy's own functions (``np.mean``, ufuncs) keep getting arrays.
+Without it, torch's own functions (``statistic=torch.mean``), which cannot take arrays at
+all, are handed over so; ``xp=torch`` names NumPy, the arrays' namespace; and a torch
+device names where the results go.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoconvert._conversions._devices import default_device, vote
+from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._to_torch import Target, array_to_tensor
+from autoconvert._conversions._tree import Mapper, StandIn, stood_for
+from autoconvert._errors import LeafError
+
+from ._signature import function_name
+
+#: Packages whose callables are NumPy code themselves: handed over as they are.
+_NUMPY_CODE = frozenset({"numpy", "scipy"})
+
+_to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
+_to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
+
+
+class TensorCallback:
+    """A callable argument written in torch, as NumPy code calls it. ``plain``, ``odd``: the
+    call's tensor arguments (still filling while the call's arguments convert), whose device
+    its tensors go to."""
+
+    __slots__ = ("__wrapped__", "odd", "plain")
+
+    def __init__(self, function: Any, plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+        self.__wrapped__ = function
+        self.plain = plain
+        self.odd = odd
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self.__wrapped__
+        target = Target(vote(self.plain + self.odd) or default_device(), NO_CASTS, None)
+        try:
+            args = _to_tensors(args, target)  # paths [0], [1], ... then ['name']
+            kwargs = _to_tensors(kwargs, target) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(function_name(function), "argument", "") from None
+        result = function(*args, **kwargs)
+        try:  # a loss that requires grad leaves autograd here, as .item() would
+            return _to_arrays(result, None)
+        except LeafError as e:
+            raise e.public(function_name(function), "", "result") from None
+
+    def __repr__(self) -> str:
+        return f"<autoconvert callback taking tensors: {self.__wrapped__!r}>"
+
+
+def callback_leaf(function: Any, ctx: Any) -> Any:
+    """The input side's leaf for callable arguments under ``callbacks=True``."""
+    if _numpy_code(function) and not _torch_code(function):
+        return function
+    return TensorCallback(function, ctx.plain, ctx.odd)
+
+
+def torch_callback_leaf(function: Any, ctx: Any) -> Any:
+    """The leaf for callable arguments by default: torch's own functions (``torch.mean``,
+    ``torch.linalg.norm``, ``nn.functional.relu``), which cannot take arrays, take tensors;
+    any other callable is handed over as it is."""
+    return TensorCallback(function, ctx.plain, ctx.odd) if _torch_code(function) else function
+
+
+def takes_callbacks(every: bool) -> Callable[[type], Any]:
+    """The fallback finding the leaf for arguments of a type whose instances are callables
+    (functions, methods, ``functools.partial``, ``nn.Module``): ``every`` callable
+    (``callbacks=True``), or torch's own. Classes themselves are values."""
+    leaf = callback_leaf if every else torch_callback_leaf
+
+    def fallback(cls: type) -> Any:
+        if issubclass(cls, type) or not any("__call__" in vars(base) for base in cls.__mro__[:-1]):
+            return None
+        return leaf
+
+    return fallback
+
+
+def namespace_leaf(module: Any, ctx: Any) -> Any:
+    """A module among the arguments: ``xp=torch`` (array-API SciPy's namespace argument)
+    becomes NumPy, the namespace of the arrays the function is handed (array-api-compat's
+    torch namespace, its NumPy namespace); a torchified module
+    is the module it stands for; any other module is handed over as it is."""
+    if module is torch:
+        return np
+    name = getattr(module, "__name__", None)
+    if isinstance(name, str) and name.endswith("array_api_compat.torch"):
+        # array-api-compat's torch namespace (SciPy vendors one: what array_namespace(t) gives):
+        # the same package's NumPy namespace.
+        return importlib.import_module(name.removesuffix("torch") + "numpy")
+    return stood_for(module, ctx) if isinstance(module, StandIn) else module
+
+
+def device_leaf(device: torch.device, ctx: Any) -> str:
+    """A torch device among the arguments (``device=`` of array-API SciPy, NumPy 2's creation
+    functions): NumPy's ``"cpu"``, since the function is handed host arrays. The device is
+    recorded with the call's tensors (an empty bool tensor there, which no dtype rule counts),
+    so results come back on it, and a call whose tensors live elsewhere is refused."""
+    ctx.odd.append(torch.empty(0, dtype=torch.bool, device=device))
+    return "cpu"
+
+
+def _module(function: Any) -> str:
+    return str(getattr(function, "__module__", None) or type(function).__module__)
+
+
+def _numpy_code(function: Any) -> bool:
+    """Whether ``function`` is NumPy's or SciPy's own (their test suites' functions are
+    callers' code, written like anyone's)."""
+    module = _module(function)
+    return module.partition(".")[0] in _NUMPY_CODE and ".tests." not in f"{module}."
+
+
+def _torch_code(function: Any) -> bool:
+    """Whether ``function`` is torch's own, or array-api-compat's torch namespace's
+    (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too)."""
+    module = _module(function)
+    return module.partition(".")[0] == "torch" or f".{module}.".find(".array_api_compat.torch.") >= 0

@@ -1,0 +1,223 @@
+"""Why a decorated call failed, where how its arguments were handed is the cause.
+
+NumPy, Cython, numba and OpenCV refuse read-only arrays in their own words; these tell such
+a refusal of an array autoconvert handed over from the function's own errors, and turn it
+into a ReadOnlyError naming the argument. Other errors get notes where a sparse tensor, a
+float16 tensor or a callable handed arrays is the likely cause.
+"""
+
+from __future__ import annotations
+
+import dis
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoconvert._conversions._dtypes import WIDENED_HALF
+from autoconvert._conversions._tree import Mapper
+from autoconvert._errors import ReadOnlyError, message
+
+from ._inputs import NumpyInputs
+from ._signature import Given, _record, _tensor_paths
+
+#: The instructions of a ``raise`` statement: an error raised there is Python code's own.
+_RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
+#: The code of the frames Cython reports for its functions (``PyCode_NewEmpty``'s, never run).
+_CYTHON_FRAME = bytes([dis.opmap["RESUME"], 0, dis.opmap["LOAD_ASSERTION_ERROR"], 0, dis.opmap["RAISE_VARARGS"], 1])
+#: Cython's refusal of a read-only buffer for a typed memoryview (``scipy.signal.sosfilt``,
+#: ``Rotation.apply`` in SciPy 1.17): raised on entry, before the function reads or writes.
+_CYTHON_READ_ONLY = "buffer source array is read-only"
+#: How compiled code words a refused write: NumPy's "<what> is read-only", and pybind11's
+#: "array is not writeable" (``scipy.fft.fft(x, overwrite_x=True)``).
+_REFUSALS = (" is read-only", " is not writeable")
+#: How numba and OpenCV refuse a read-only array, by the module of the error's class (so
+#: recognising them imports neither) and words of its message: ``(module, words, writes)``,
+#: ``writes`` telling a refused write from a refusal on entry (a kernel's explicit signature).
+_COMPILED_REFUSALS = (
+    ("numba", "Cannot modify readonly array", True),
+    ("numba", "setitem(readonly array(", True),
+    ("numba", "readonly array(", False),
+    ("builtins", "No matching definition for argument type(s) readonly array(", False),
+    ("cv2", "provided NumPy array marked as readonly", True),
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_array_walker = Mapper({np.ndarray: _record}, nested=True)
+
+
+def wrote_into_handed(error: ValueError, handed: list[tuple[str, Any]], kwargs: dict[str, Any]) -> list[str] | None:
+    """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over, and
+    if so the paths of the handed arrays (``handed``: ``(path, array)`` pairs) it may have hit
+    (empty where none can be told); None where it is not that refusal.
+
+    NumPy words each refusal "<what> is read-only", the what naming the write ("assignment
+    destination", "output array", "sort array", "underlying array" for ``np.fill_diagonal``,
+    "array" for ``Generator.shuffle``; SciPy's ndimage adds a full stop; scipy.fft's pybind11
+    code says "array is not writeable"), and does not say which array it was. So: those
+    words, raised by compiled code (not by a ``raise`` in the frame that raised), where every
+    read-only array in that frame shares memory with a handed array; those are the ones hit.
+    The user's own errors, and writes into read-only arrays the function made
+    (``np.broadcast_to``, of its own arrays or of handed ones), keep their own error. Where
+    the function is compiled code (a ufunc's ``out=``, a Cython method), the frame that
+    raised is the caller's, whose traceback this is: the destination was an argument, ``out``
+    where that was handed read-only.
+    """
+    tb = error.__traceback__
+    if tb is None or not str(error).removesuffix(".").endswith(_REFUSALS):
+        return None
+    raised = tb
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+        if tb.tb_frame.f_code.co_code != _CYTHON_FRAME:
+            raised = tb
+    read_only = [(path, a) for path, a in handed if not a.flags.writeable]
+    if raised is error.__traceback__:  # the caller's frame: compiled code was the function
+        out = [
+            path for path, a in read_only if any(a is o for _, o in _array_walker.leaves_with_paths(kwargs.get("out")))
+        ]
+        return (out or [path for path, _ in read_only]) if read_only else None
+    if raised.tb_frame.f_code.co_code[raised.tb_lasti] in _RAISES:
+        return None
+    local = [v for v in raised.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
+    if any(_broadcast(v) and all(v is not h for _, h in handed) for v in local):
+        return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
+    if not local or not all(any(np.may_share_memory(v, h) for _, h in handed) for v in local):
+        return None
+    return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
+
+
+def compiled_refusal(error: BaseException) -> bool | None:
+    """Whether ``error`` is numba or OpenCV refusing a read-only array: True for a refused
+    write (a kernel storing into it, ``cv2.fillPoly`` drawing on it), False for a refusal on
+    entry (a kernel whose signature asks for writable arrays); None where it is neither."""
+    module = type(error).__module__.partition(".")[0]
+    text = str(error)
+    for owner, words, writes in _COMPILED_REFUSALS:
+        if module == owner and words in text:
+            return writes
+    return None
+
+
+def refused_on_entry(error: BaseException) -> bool:
+    """Whether ``error`` is compiled code refusing a read-only array before doing any work: a
+    Cython memoryview, a numba kernel's explicit signature."""
+    if isinstance(error, ValueError) and str(error) == _CYTHON_READ_ONLY:
+        return True
+    return compiled_refusal(error) is False
+
+
+def refused_by(
+    error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
+) -> tuple[list[str], bool] | None:
+    """Whether ``error`` is compiled code refusing a read-only array handed over: the paths
+    of those it may have been and whether it refused a write (else the array on entry); None
+    where it is not such a refusal."""
+    writes = None if isinstance(error, ValueError) else compiled_refusal(error)
+    if writes is None and not isinstance(error, ValueError):
+        return None
+    arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
+    if writes is not None:  # numba and OpenCV do not say which array: every read-only one handed over
+        return [path for path, a in arrays if not a.flags.writeable], writes
+    paths = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # a ValueError
+    return None if paths is None else (paths, str(error) != _CYTHON_READ_ONLY)
+
+
+def quoted(error: BaseException) -> str:
+    """``error`` as the message's "Found": its first line that names the refusal (numba's run
+    to pages, coloured), the whole error being chained."""
+    lines = [_ANSI.sub("", line).strip(" >|-") for line in str(error).splitlines()]
+    line = next(
+        (x for x in lines if "readonly" in x or "read-only" in x or "writeable" in x), lines[0] if lines else ""
+    )
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}({line!r})"
+
+
+def _broadcast(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
+    return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
+
+
+def hints(error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]]) -> list[str]:
+    """What the function's ``error`` may owe to how its tensor arguments (``(path, tensor)``)
+    were handed: a sparse tensor crosses as a SciPy matrix, which dense-only code cannot read;
+    float16 crosses as float16, which much of SciPy rejects ("array type not supported")."""
+    hints = []
+    sparse = [path for path, t in tensors if t.layout != torch.strided]
+    if sparse:
+        hints.append(
+            f"argument {sparse[0]} is a sparse tensor, handed over as a scipy.sparse matrix; if the function "
+            f"needs a dense array, pass {sparse[0]}.to_dense()"
+        )
+    half = [path for path, t in tensors if t.dtype is torch.float16]
+    if half and inputs.widened is not WIDENED_HALF and "supported" in str(error):
+        hints.append(
+            f"argument {half[0]} is a float16 tensor, handed over as float16, which much of SciPy rejects; "
+            "pass widen_float16=True to hand it over as float32 (results come back as float16)"
+        )
+    return hints
+
+
+#: How torch refuses an array where it wants a tensor, or NumPy a torch dtype.
+_MIXED = ("not numpy.ndarray", "(numpy.ndarray,", "'numpy.ndarray' and 'Tensor'", "<class 'torch.dtype'>")
+
+
+def arrays_met_torch(text: str) -> bool:
+    return any(words in text for words in _MIXED)
+
+
+def callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
+    """The function passed its callable arguments arrays, and torch code refused one: such a
+    callable (a statistic, an objective) is likely written in torch, and wants tensors."""
+    args, kwargs, instance = given
+    offset = inputs.params.offset(instance)
+    named = [(inputs.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+    named += [(inputs.params.keyword_name(k), v) for k, v in kwargs.items()]
+    callables = [path for path, v in named if callable(v) and not isinstance(v, (type, torch.Tensor, np.ndarray))]
+    if not callables:
+        return []
+    return [
+        f"argument {callables[0]} is a callable, handed NumPy arrays when the function calls it; if it is "
+        "written in torch, pass callbacks=True to hand it tensors"
+    ]
+
+
+def read_only_error(
+    function: str, error: BaseException, paths: list[str], writes: bool, *, writeback: bool
+) -> ReadOnlyError:
+    """Compiled code refused a read-only array handed over (at ``paths``): ``writes``, by
+    writing into it (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython
+    memoryview, a numba kernel's signature), whether or not it would have written."""
+    named = f"argument {' or '.join(paths)}" if paths else ""  # several: the frame held them all
+    if not writes:
+        refuser = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
+        what = (
+            f"was refused by compiled code that needs writable arrays ({refuser}); arrays made from tensor "
+            "arguments are read-only so that NumPy code never changes the caller's tensors"
+            if named
+            else f"needs writable arrays: compiled code ({refuser}) refused an array made from a tensor "
+            "argument, which is read-only so that NumPy code never changes the caller's tensors"
+        )
+        fix = "pass copy=True to give the function private writable copies"
+    else:
+        what = (
+            "was written into by the function; arrays made from tensor arguments are read-only so that "
+            "NumPy code never changes the caller's tensors behind its back"
+            if named
+            else "wrote into an array made from a tensor argument; those arrays are read-only "
+            "so that NumPy code never changes the caller's tensors behind its back"
+        )
+        fix = (
+            "pass copy=True to give the function private writable copies, or "
+            "writeback=True to let its changes reach the caller's tensors"
+        )
+    if writeback:  # only expanded tensors are read-only
+        what = (
+            "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
+            "write can reach back into it, and the function wrote into it"
+        )
+        fix = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
+    where = named or "the function"
+    return ReadOnlyError(message(function, where, what, quoted(error), fix, path=paths[0] if paths else ""))

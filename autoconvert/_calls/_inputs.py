@@ -1,0 +1,385 @@
+"""The input sides: what each selected argument becomes before the function runs."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from autoconvert._conversions import _devices
+from autoconvert._conversions._copies import copied
+from autoconvert._conversions._describe import describe_tensor
+from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
+from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._memory import compact, expanded
+from autoconvert._conversions._sparse import is_scipy_sparse, sparse_to_tensor
+from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
+from autoconvert._conversions._to_torch import Target, array_to_tensor, target
+from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
+from autoconvert._conversions._writeback import aliased_spans
+from autoconvert._errors import ConversionError, LeafError
+
+from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
+from ._options import PLAIN, Policy
+from ._outparams import OutParams
+from ._signature import Parameters, Selection
+
+
+class Collected(NamedTuple):
+    """A NumPy input leaf's per-call context: what the call's leaves record, for the output
+    side and the after step (see Inputs for ``plain`` and ``odd``)."""
+
+    plain: list[torch.Tensor]
+    odd: list[torch.Tensor]
+    #: writeback: (tensor, private array or None) to write back; check_writes: (tensor, snapshot).
+    pairs: list[Any] | None = None
+    #: writeback: the spans of memory that arguments share (see _writeback.aliased_spans).
+    spans: dict[int, Any] | None = None
+    #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
+    seen: list[Any] | None = None
+    target: Target | None = None
+    #: out-parameters: (tensor, array handed over, private array to copy back or None).
+    written: list[tuple[torch.Tensor, Any, Any]] | None = None
+
+
+def collected(
+    plain: list[torch.Tensor],
+    odd: list[torch.Tensor],
+    *,
+    pairs: list[Any] | None = None,
+    spans: dict[int, Any] | None = None,
+    seen: list[Any] | None = None,
+    target: Target | None = None,
+    written: list[tuple[torch.Tensor, Any, Any]] | None = None,
+) -> Collected:
+    """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
+    return _new(Collected, (plain, odd, pairs, spans, seen, target, written))
+
+
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
+#: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
+#: side's Target, or (recording only) the list the tensors go in.
+Context = Collected | Target | list[torch.Tensor]
+
+
+def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
+    seen.append(t)
+    return t
+
+
+class Inputs:
+    """The input side: converts the selected arguments, and records every tensor argument.
+
+    A call's tensor arguments are recorded in two lists, for the output side to find the
+    caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
+    NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
+    ``odd``, all the others, which need a look. Leaf functions receive a per-call context
+    (``ctx``: a ``Collected`` on the NumPy side, a Target on the tensor side) holding the
+    lists and what else they need.
+    """
+
+    mapper: Mapper  # the converting walk, set by the subclass
+
+    def __init__(self, params: Parameters, function: str, policy: Policy, where: str) -> None:
+        only, exclude = policy.only, policy.exclude
+        self.params = params
+        self.function = function
+        selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
+        self.selection = Selection(params, only, exclude, where) if selects else None
+        self.recorder = Mapper({torch.Tensor: _record}, nested=policy.nested)
+
+    def tensors_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+        """Every tensor among the call's arguments, walked as this side walks them."""
+        found: list[torch.Tensor] = []
+        for value in (*args, *kwargs.values()):
+            self.recorder(value, found)
+        return found
+
+    def context(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Context:
+        """What this side's leaf functions receive for one call: by default the ``odd`` list,
+        which records every tensor argument."""
+        return odd
+
+    def convert_selected(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Context, odd: list[torch.Tensor]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """With only=/exclude=: the selected arguments converted, the rest recorded in ``odd``.
+
+        (Without a selection the Runner converts every argument in its own loop.)
+        """
+        assert self.selection is not None
+        offset = self.params.offset(instance)
+        wants = self.selection.wants
+        out: list[Any] = []
+        new_kwargs: dict[str, Any] = {}
+        key = None
+        try:
+            for a in args:
+                out.append(self.mapper(a, ctx) if wants(len(out), None, offset) else self.recorder(a, odd))
+            for key, v in kwargs.items():
+                new_kwargs[key] = self.mapper(v, ctx) if wants(None, key, offset) else self.recorder(v, odd)
+        except LeafError as e:
+            raise self.public(e, instance, key, len(out)) from None
+        except RecursionError:
+            raise self.public(cycle_error(), instance, key, len(out)) from None
+        return tuple(out), new_kwargs
+
+    def public(self, error: LeafError, instance: object, key: str | None, position: int) -> Exception:
+        """The public exception for a leaf that failed in keyword ``key`` or at ``position``."""
+        offset = self.params.offset(instance)
+        root = self.params.keyword_name(key) if key is not None else self.params.positional_name(position, offset)
+        return error.public(self.function, "argument", root)
+
+
+class RecordingInputs(Inputs):
+    """``returns_tensor`` alone converts no argument, but records the tensors among them,
+    for the output side to find the caller's device."""
+
+    def __init__(self, params: Parameters, function: str) -> None:
+        super().__init__(params, function, PLAIN, "")
+        self.mapper = self.recorder
+
+
+class NumpyInputs(Inputs):
+    """``accepts_numpy``: tensor arguments reach the function as arrays."""
+
+    def __init__(self, params: Parameters, function: str, grad: GradPolicy, policy: Policy, where: str):
+        super().__init__(params, function, policy, where)
+        self.copy = policy.copy
+        self.writeback = policy.writeback
+        self.readonly = policy.hands_read_only()
+        # check_writes: only read-only arrays can be written through behind the guard's back.
+        self.check_writes = policy.check_writes and self.readonly
+        self.grad = grad
+        self.sparse = policy.sparse
+        self.callbacks = policy.callbacks
+        self.widened = WIDENED_HALF if policy.widen_float16 else WIDENED
+        self.writes = OutParams(policy.out_params, params) if policy.out_params else None
+        self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
+        leaf = self._writeback_leaf if self.writeback else self._make_leaf()
+        if self.widened is WIDENED_HALF and not self.writeback:
+            leaf = self._widening(leaf)
+        if self.check_writes:
+            leaf = self._snapshotting(leaf)
+        self.mapper = Mapper(
+            {
+                torch.Tensor: leaf,
+                StandIn: stood_for,
+                torch.dtype: dtype_to_numpy,
+                types.ModuleType: namespace_leaf,
+                torch.device: device_leaf,
+            },
+            nested=policy.nested,
+            fallback=takes_callbacks(self.callbacks),
+        )
+
+    def context(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Collected:
+        """With writeback or check_writes, the ``pairs`` list; with writeback, the ``spans``
+        too. (Otherwise the Runner builds ``Collected(plain, odd)`` itself.)"""
+        written: list[Any] | None = [] if self.writes is not None else None
+        if not self.writeback:
+            return collected(plain, odd, pairs=[], written=written)
+        # writeback: the spans of memory that arguments share (see _writeback).
+        try:
+            tensors = self.tensors_in(args, kwargs)
+        except RecursionError:  # a container that holds itself: the conversion names it
+            return collected(plain, odd, pairs=[], written=written)
+        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written)
+
+    def convert_written(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The call's out-parameters (see _outparams) handed over writable, the rest as they were."""
+        assert self.writes is not None
+        found = self.writes.given(args, kwargs, self.params.offset(instance))
+        if not found:
+            return args, kwargs
+        positional, keywords = list(args), dict(kwargs)
+        for where, value in found:
+            try:
+                converted = self.out_mapper(value, ctx)
+            except LeafError as e:
+                key, position = (where, 0) if isinstance(where, str) else (None, where)
+                raise self.public(e, instance, key, position) from None
+            if isinstance(where, str):
+                keywords[where] = converted
+            else:
+                positional[where] = converted
+        return tuple(positional), keywords
+
+    def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
+        """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
+        copy, grad, sparse = self.copy, self.grad, self.sparse
+        if not self.readonly:
+
+            def private(t: torch.Tensor, ctx: Collected) -> Any:
+                ctx.odd.append(t)
+                return tensor_to_array(t, copy, grad, sparse, settle=False)[0]
+
+            return private
+
+        def shared(t: torch.Tensor, ctx: Collected) -> Any:
+            # tensor_to_array's own first step, inlined (a frame fewer per tensor): zero-copy is
+            # what copy=None/False want.
+            if not t.requires_grad:
+                try:
+                    a = t.numpy()
+                except (TypeError, RuntimeError):
+                    pass
+                else:
+                    ctx.plain.append(t)
+                    # write=False, passed positionally: the C method takes it so, and parsing the keyword
+                    # costs more than the call (benchmarks, micro: "read-only guard"). The stubs
+                    # declare it keyword-only.
+                    a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+                    return a
+            ctx.odd.append(t)
+            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
+            if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
+                a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+
+        return shared
+
+    def _widening(self, leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
+        """``widen_float16=True``: float16 tensors take the widening route (recorded as odd, so
+        the output side sees them and narrows results back); the rest, ``leaf``."""
+        copy, grad, sparse, readonly = self.copy, self.grad, self.sparse, self.readonly
+
+        def widening(t: torch.Tensor, ctx: Collected) -> Any:
+            if t.dtype is not torch.float16:
+                return leaf(t, ctx)
+            ctx.odd.append(t)
+            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
+            if readonly and type(a) is np.ndarray:
+                a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+
+        return widening
+
+    @staticmethod
+    def _snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
+        """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
+        call, for ``_memory.restore_writes`` to compare with afterwards."""
+
+        def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
+            a = leaf(t, ctx)
+            if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
+                memory = t.detach()
+                memory = compact(memory) if expanded(memory) else memory
+                copied("check_writes", t, memory.numel() * memory.element_size())
+                ctx.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has pairs
+            return a
+
+        return snapshotting
+
+    def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
+        ctx.odd.append(t)
+        _refuse_sparse(t)
+        if not t.is_nested and expanded(t):
+            # Its elements share memory, which torch refuses to write into: handed read-only, so
+            # that a write raises (see Runner.failed) rather than vanish.
+            a = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)[0]
+            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+        span = ctx.spans.get(id(t)) if ctx.spans else None
+        if span is not None:  # it shares memory with another argument
+            return span.view(t, ctx.pairs, self.copy, self.grad, self.widened)
+        a, private = self._writable(t)
+        # Private memory is copied back after the call; shared memory only needs autograd told.
+        ctx.pairs.append((t, private))  # type: ignore[union-attr]  # writeback has pairs
+        return a
+
+    def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
+        """A tensor handed over as an out-parameter: writable, written back after the call."""
+        ctx.odd.append(t)
+        _refuse_sparse(t, "an out-parameter")
+        if not t.is_nested and expanded(t):
+            raise LeafError(
+                ConversionError,
+                "is an expanded tensor (zero strides: its elements share memory), which no output can be written into",
+                describe_tensor(t),
+                "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
+            )
+        a, private = self._writable(t)
+        ctx.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
+        return a
+
+    def _writable(self, t: torch.Tensor) -> tuple[Any, Any]:
+        """``t`` as a writable array, and the private array to copy back after the call (None
+        where the array is ``t``'s memory)."""
+        a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
+        if shared and self.copy is None and not a.flags.c_contiguous:
+            # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
+            # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
+            copied("layout", t, a.nbytes)
+            a, shared = np.ascontiguousarray(a), False
+        return a, None if shared else a
+
+
+def _refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
+    """A sparse tensor crosses as a new SciPy matrix, whose changes nothing copies back."""
+    if t.layout != torch.strided and not t.is_nested:
+        raise LeafError(
+            ConversionError,
+            f"is a sparse tensor; {role} cannot write a SciPy matrix's changes back into it",
+            describe_tensor(t),
+            "return the changed matrix instead, with writeback=False"
+            if role == "writeback=True"
+            else "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})",
+        )
+
+
+class TensorInputs(Inputs):
+    """``accepts_tensor``: array and NumPy scalar arguments reach the function as tensors."""
+
+    def __init__(self, params: Parameters, function: str, policy: Policy, where: str):
+        super().__init__(params, function, policy, where)
+        self.copy = policy.copy
+        self.device = policy.device
+        self.dtype = policy.dtype
+        self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
+        self.sparse_layout = policy.sparse_layout
+        self.mapper = Mapper(
+            {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
+            nested=policy.nested,
+            fallback=lambda cls: self._sparse_leaf if is_scipy_sparse(cls) else None,
+        )
+
+    def context(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Target:
+        casts = self.fixed_casts
+        if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
+            casts = input_casts(self.tensors_in(args, kwargs))
+        return target(self.device or _devices.default_device(), casts, self.copy, odd)
+
+    def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
+        device = ctx.device
+        assert device is not None  # this side's context always has one
+        return sparse_to_tensor(m, device, ctx.casts, ctx.copy, self.sparse_layout)
+
+    def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        ctx.tensors.append(t)  # type: ignore[union-attr]  # this side's context has them
+        return t
+
+
+def input_casts(tensors: Iterable[torch.Tensor]) -> Casts:
+    """``dtype="input"``: casts to the promoted floating dtype of ``tensors`` (none without one)."""
+    dtypes = frozenset(t.dtype for t in tensors)
+    casts = _INPUT_CASTS.get(dtypes)
+    if casts is None:  # a few distinct sets per program: decided once each
+        inexact = {d for d in dtypes if is_inexact(d)}
+        casts = _INPUT_CASTS[dtypes] = casts_to(promote(inexact)) if inexact else NO_CASTS
+    return casts
+
+
+_INPUT_CASTS: dict[frozenset[torch.dtype], Casts] = {}

@@ -1,0 +1,303 @@
+"""Watching decorated calls: the transfer guard's reports, ``stats()``, and profiler ranges.
+
+A call is watched only when something asks: a ``transfers`` policy other than "allow",
+an active ``stats`` block, or torch's profiler recording. The plain per-call path (see
+_call.Runner) asks with the ContextVar read it makes anyway and one module flag, and
+hands such calls to a watched Runner, whose call is a ``Watched``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, NamedTuple
+
+import torch
+from torch.autograd import profiler as _autograd_profiler
+
+from autoconvert._conversions._copies import _IN_FUNCTION, _WATCH, CAUSES, Copy, Watch, size
+from autoconvert._conversions._describe import warn_at_caller
+from autoconvert._errors import TransferWarning
+
+from ._config import _ACTIVE, enter, leave
+
+#: Where transfers="log" writes: transfers at INFO, the other copies at DEBUG.
+logger = logging.getLogger("autoconvert")
+
+
+class _AskingProfiler:  # pragma: no cover - for a torch without the module flag
+    """For a torch that keeps no module flag: ask its C function (about 40 ns a call)."""
+
+    @property
+    def _is_profiler_enabled(self) -> bool:
+        return bool(torch.autograd._profiler_enabled())  # type: ignore[attr-defined, unused-ignore]
+
+
+#: ``PROFILER._is_profiler_enabled``: whether torch's profiler is recording. Torch's own
+#: module flag where it has one, cheaper than the C call (benchmarks, micro: "is the
+#: profiler recording").
+PROFILER: Any = _autograd_profiler if hasattr(_autograd_profiler, "_is_profiler_enabled") else _AskingProfiler()
+
+Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+#: ``path_of(value, given, result)``: where a converted value was, for messages
+#: (``argument batch['x']``, ``result[0]``), or None if it is not found.
+PathOf = Callable[[Any, tuple[Any, ...], list[Any]], "str | None"]
+
+
+class Watching(NamedTuple):
+    """What a watched Runner needs to report: where values were, and each side's transfer policy."""
+
+    path_of: PathOf
+    transfers_in: str
+    transfers_out: str
+
+
+class Watched:
+    """A Runner's call, watched when asked: copies reported as ``transfers`` says, counted
+    into active ``stats`` blocks, and each side's conversions in a profiler range."""
+
+    def __init__(
+        self,
+        call: Call,
+        function: str,
+        watching: Watching,
+        directions: tuple[str | None, str | None],
+    ) -> None:
+        self.call = call
+        self.function = function
+        self.name = function.removesuffix("()")
+        self.path_of = watching.path_of
+        self.policy_in, self.policy_out = watching.transfers_in, watching.transfers_out
+        self.guarded = (self.policy_in, self.policy_out) != ("allow", "allow")
+        self.ranges = tuple(f"autoconvert::{self.name}::{d}" if d else None for d in directions)
+
+    def __call__(
+        self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        config = _ACTIVE.get()
+        counters = config.counters if config is not None else ()
+        profiling = bool(PROFILER._is_profiler_enabled)
+        if not (self.guarded or counters or profiling):
+            return self.call(wrapped, instance, args, kwargs)
+        return _Observation(self, counters, profiling).run(wrapped, instance, args, kwargs)
+
+    def report(self, watch: Watch, inputs_end: int, given: tuple[Any, ...], result: list[Any]) -> None:
+        """Log or warn each copy as its side's policy says: transfers for "log" and "warn",
+        the other copies, under their own cause, for "log" only (at DEBUG)."""
+        for i, made in enumerate(watch.copies):
+            policy = self.policy_in if i < inputs_end else self.policy_out
+            if policy == "allow" or (made.cause != "transfer" and policy != "log"):
+                continue
+            where = self.path_of(made.value, given if i < inputs_end else (), result)
+            text = f"{self.function}: {where or ('an argument' if i < inputs_end else 'a result')} {_copy_words(made)}"
+            if policy == "warn":
+                warn_at_caller(f"{text}; transfers='error' refuses such copies, 'allow' silences this", TransferWarning)
+            else:
+                logger.log(logging.INFO if made.cause == "transfer" else logging.DEBUG, text)
+
+
+def _copy_words(made: Copy) -> str:
+    if made.cause == "transfer":
+        source, target = made.route.split(" -> ")
+        return f"was copied from {source} to {target} ({size(made.nbytes)})"
+    return f"was copied ({made.cause}, {size(made.nbytes)})"
+
+
+class _Observation:
+    """One watched call: the Watch its leaves report to, the time in the function, ranges."""
+
+    def __init__(self, watched: Watched, counters: tuple[Any, ...], profiling: bool) -> None:
+        self.watched = watched
+        self.counters = counters
+        self.ranges = watched.ranges if profiling else (None, None)
+        self.watch = Watch(watched.policy_in)
+        self.inputs_end: int | None = None
+        self.in_function = 0.0
+        self.result: list[Any] = []
+        self.open: Any = None
+
+    def run(self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        outer = _WATCH.get()
+        token = _WATCH.set(self.watch)
+        self._enter(self.ranges[0])
+        start = time.perf_counter()
+
+        def body(*a: Any, **k: Any) -> Any:
+            self.inputs_end = len(self.watch.copies)
+            self._exit()
+            _WATCH.set(outer)  # calls the function makes watch themselves, or not at all
+            inside = _IN_FUNCTION.set(self.watch)
+            begun = time.perf_counter()
+            try:
+                result = wrapped(*a, **k)
+            finally:
+                self.in_function = time.perf_counter() - begun
+                _IN_FUNCTION.reset(inside)
+                self.watch.policy = self.watched.policy_out
+                _WATCH.set(self.watch)
+                self._enter(self.ranges[1])
+            self.result.append(result)
+            return result
+
+        try:
+            return self.watched.call(body, instance, args, kwargs)
+        finally:
+            total = time.perf_counter() - start
+            _WATCH.reset(token)
+            self._exit()
+            ends = len(self.watch.copies) if self.inputs_end is None else self.inputs_end
+            if self.watched.guarded:
+                self.watched.report(self.watch, ends, (args, kwargs, instance), self.result)
+            for counter in self.counters:
+                counter.add(self.watched.name, self.watch, total, self.in_function)
+
+    def _enter(self, name: str | None) -> None:
+        if name is not None:
+            self.open = _autograd_profiler.record_function(name)
+            self.open.__enter__()
+
+    def _exit(self) -> None:
+        if self.open is not None:
+            self.open.__exit__(None, None, None)
+            self.open = None
+
+
+class FunctionStats:
+    """One function's counts in a ``stats`` block. ``copies`` and ``bytes`` are by cause:
+    "transfer" (between devices), "widening" (a dtype NumPy lacks), "layout" (strides, byte
+    order, read-only or broadcast memory, conj/neg bits, sparse formats), "cast" (``dtype=``
+    and dtypes restored), "copy=True", "writeback", "check_writes"."""
+
+    __slots__ = ("bytes", "calls", "conversion_seconds", "converted", "copies", "function_seconds", "shared")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.converted = 0  #: values that changed library
+        self.shared = 0  #: of those, the ones that crossed with no copy
+        self.copies: dict[str, int] = dict.fromkeys(CAUSES, 0)
+        self.bytes: dict[str, int] = dict.fromkeys(CAUSES, 0)
+        self.conversion_seconds = 0.0  #: in the decorator: converting, checking, copying
+        self.function_seconds = 0.0  #: in the function itself
+
+    @property
+    def copied_bytes(self) -> int:
+        """Bytes copied, all causes together."""
+        return sum(self.bytes.values())
+
+    def __repr__(self) -> str:
+        copies = {cause: n for cause, n in self.copies.items() if n}
+        return (
+            f"FunctionStats(calls={self.calls}, converted={self.converted}, shared={self.shared}, "
+            f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
+            f"function_seconds={self.function_seconds:.6f})"
+        )
+
+
+class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
+    """Count what decorated calls convert and copy, and where their time goes, in a ``with`` block.
+
+    Per decorated function (by qualname): calls, values converted, how many were shared
+    with no copy, copies and bytes by cause, and seconds in conversion and in the function.
+    ``print(s)`` shows a table; ``s["f"]`` is one function's [`FunctionStats`][autoconvert.FunctionStats], and
+    ``s.calls``, ``s.shared``, ``s.copies``, ``s.bytes`` the totals. Blocks nest (an outer
+    block counts what inner ones do) and each thread and asyncio task sees only its own,
+    like ``config``; ``batched`` threads count into the block their map was called in.
+    Outside any block nothing is counted and nothing is paid.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.accepts_numpy
+        ... def total(a):
+        ...     return float(np.sum(a))
+        >>> with ac.stats() as s:
+        ...     total(torch.ones(3, dtype=torch.bfloat16))
+        3.0
+        >>> s["total"].calls, s["total"].copies["widening"]
+        (1, 1)
+    """
+
+    def __init__(self) -> None:
+        self.functions: dict[str, FunctionStats] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> stats:
+        enter(self, {}, self)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        leave(self, "autoconvert.stats()")
+
+    def add(self, name: str, watch: Watch, total: float, in_function: float) -> None:
+        """Count one watched call of ``name``."""
+        with self._lock:
+            counts = self.functions.get(name)
+            if counts is None:
+                counts = self.functions[name] = FunctionStats()
+            counts.calls += 1
+            counts.converted += watch.converted
+            counts.shared += watch.shared
+            for made in watch.copies:
+                counts.copies[made.cause] += 1
+                counts.bytes[made.cause] += made.nbytes
+            counts.function_seconds += in_function
+            counts.conversion_seconds += total - in_function
+
+    def __getitem__(self, name: str) -> FunctionStats:
+        try:
+            return self.functions[name]
+        except KeyError:
+            seen = ", ".join(sorted(self.functions)) or "none"
+            raise KeyError(f"autoconvert.stats(): no calls of {name!r} were counted; counted: {seen}") from None
+
+    @property
+    def calls(self) -> int:
+        return sum(f.calls for f in self.functions.values())
+
+    @property
+    def shared(self) -> int:
+        return sum(f.shared for f in self.functions.values())
+
+    @property
+    def copies(self) -> dict[str, int]:
+        return {cause: sum(f.copies[cause] for f in self.functions.values()) for cause in CAUSES}
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        return {cause: sum(f.bytes[cause] for f in self.functions.values()) for cause in CAUSES}
+
+    def __str__(self) -> str:
+        causes = [c for c in CAUSES if any(f.copies[c] for f in self.functions.values())]
+        header = ["function", "calls", "converted", "shared", *causes, "copied", "conversion", "in function"]
+        rows = [
+            [
+                name,
+                str(f.calls),
+                str(f.converted),
+                str(f.shared),
+                *(str(f.copies[c]) for c in causes),
+                size(f.copied_bytes),
+                _seconds(f.conversion_seconds),
+                _seconds(f.function_seconds),
+            ]
+            for name, f in sorted(self.functions.items())
+        ]
+        if not rows:
+            return "autoconvert.stats(): no decorated calls counted"
+        widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+        lines = [
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+            for row in (header, *rows)
+        ]
+        return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
+
+    def __repr__(self) -> str:
+        return f"<autoconvert.stats: {self.calls} calls of {len(self.functions)} functions>"
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if seconds < 1 else f"{seconds:.3f} s"

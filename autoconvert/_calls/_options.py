@@ -1,0 +1,361 @@
+"""Every option, declared once: its type, default, the decorators that take it, a line of
+doc and its validator, as the fields of ``Policy``.
+
+From this one table come the decorators' keyword signatures (``signature``), validation
+(``validate``), ``config()``'s keywords, and a side's resolved options as a frozen ``Policy``
+(``policy_of``), which is all the code below the plan reads. Options are checked once, when a
+decorator is applied or a ``config`` block is created, never per call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import reprlib
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypedDict
+
+import torch
+
+from autoconvert._conversions import _devices
+from autoconvert._conversions._dtypes import INTEGERS, is_inexact
+from autoconvert._conversions._sparse import SCIPY_LAYOUTS
+
+# What the signatures and the typing overloads say an option accepts.
+Grad = Literal["warn", "detach", "error"]
+Names = str | Iterable[str] | None
+Sparse = Literal["array", "matrix"]
+Transfers = Literal["allow", "log", "warn", "error"]
+DeviceLike = torch.device | str | int | None
+DtypeLike = torch.dtype | Literal["input"] | None
+
+SPARSE_KINDS = typing.get_args(Sparse)
+GRAD_MODES = typing.get_args(Grad)
+TRANSFER_POLICIES = typing.get_args(Transfers)
+
+#: The decorators and functions that take options, in the order the docs list them.
+#: ``config`` takes every option that is not about one function's parameters.
+TAKERS = (
+    "accepts_numpy",
+    "returns_tensor",
+    "accepts_tensor",
+    "returns_numpy",
+    "adapt",
+    "torchify",
+    "numpy_op",
+    "to_numpy",
+    "to_tensor",
+    "config",
+)
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"takes True or False, got {value!r}")
+    return value
+
+
+def _copy(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"takes None (copy only when needed), True (always) or False (never), got {value!r}")
+    return value
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[object], str]:
+    listed = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+
+    def check(value: object) -> str:
+        if value not in allowed:
+            raise ValueError(f"takes {listed}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _sparse(value: object) -> str:
+    if value not in SPARSE_KINDS:
+        raise ValueError(f"takes 'array' (scipy.sparse arrays) or 'matrix' (spmatrix), got {value!r}")
+    return str(value)
+
+
+def _device(value: object) -> torch.device | None:
+    if value is None:
+        return None
+    try:
+        device = _devices.parse(value)
+    except (TypeError, RuntimeError) as e:
+        raise TypeError(f"takes None (the caller's device) or a torch device: {e}") from None
+    return _devices.normal(device)
+
+
+def _dtype(value: object) -> torch.dtype | str | None:
+    if value is None or value == "input":
+        return value
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"takes None, 'input' or a torch.dtype, got {value!r}")
+    if value == torch.bool:
+        raise TypeError("casts results within their kind, and bool results are never cast; got torch.bool")
+    if not is_inexact(value) and value not in INTEGERS:
+        raise TypeError(f"takes a floating, complex or integer dtype NumPy also has, got {value}")
+    return value
+
+
+def _names(value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"takes a parameter name or a list of them, got {value!r}")
+    return frozenset(names)
+
+
+def _out_params(value: object) -> tuple[str, ...]:
+    return tuple(sorted(_names(value) or ()))
+
+
+def _sparse_layout(value: object) -> torch.layout | None:
+    if value is not None and value not in SCIPY_LAYOUTS:
+        raise ValueError(
+            "takes None (as the SciPy format) or torch.sparse_coo, torch.sparse_csr, "
+            f"torch.sparse_csc or torch.sparse_bsr, got {value!r}"
+        )
+    return value
+
+
+def _option(
+    default: Any,
+    takers: str,
+    doc: str,
+    check: Callable[[Any], Any],
+    *,
+    accepts: Any = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> Any:
+    """One option of the table: a ``Policy`` field. ``takers`` names who takes it (``"all"``:
+    every taker); ``accepts`` is the type a signature shows when it is wider than the
+    resolved value's; ``defaults`` are takers' own defaults where they differ."""
+    named = TAKERS if takers == "all" else tuple(takers.split())
+    unknown = set(named) - set(TAKERS)
+    assert not unknown, unknown
+    metadata = {"takers": named, "doc": doc, "check": check, "accepts": accepts, "defaults": defaults or {}}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+_PAIRS = "torchify numpy_op"  # fused pairs take accepts_numpy's and returns_tensor's options
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Policy:
+    """One side's options, resolved: the decorator's own, else the active ``config``
+    block's, else the table's defaults. Built once per plan and per ``config`` variant."""
+
+    device: torch.device | None = _option(
+        None,
+        f"returns_tensor accepts_tensor adapt {_PAIRS} to_tensor config",
+        "where tensors go; None: the device of the call's tensors (torch's default without any)",
+        _device,
+        accepts=DeviceLike,
+    )
+    dtype: torch.dtype | Literal["input"] | None = _option(
+        None,
+        f"returns_tensor accepts_tensor {_PAIRS} to_tensor config",
+        "a torch.dtype or 'input' casts floating results; None keeps NumPy's dtype",
+        _dtype,
+        accepts=DtypeLike,
+    )
+    copy: bool | None = _option(
+        None, "all", "None: copy only when needed; True: always; False: never (CopyError)", _copy
+    )
+    writeback: bool = _option(
+        False,
+        f"accepts_numpy adapt {_PAIRS} config",
+        "hand writable arrays and copy the function's writes back into the caller's tensors",
+        _flag,
+    )
+    grad: Grad = _option(
+        "warn",
+        f"accepts_numpy adapt {_PAIRS} to_numpy config",
+        "a tensor that requires grad: 'warn' once per function, 'detach' silently, or 'error'",
+        _one_of(GRAD_MODES),
+        defaults={"to_numpy": "detach"},
+    )
+    only: frozenset[str] | None = _option(
+        None, "accepts_numpy accepts_tensor", "the parameter names to convert", _names, accepts=Names
+    )
+    exclude: frozenset[str] | None = _option(
+        None, "accepts_numpy accepts_tensor", "the parameter names to leave alone", _names, accepts=Names
+    )
+    nested: bool = _option(True, "all", "look inside containers; False: top-level values only", _flag)
+    sparse: Sparse = _option(
+        "array",
+        f"accepts_numpy returns_numpy adapt {_PAIRS} to_numpy config",
+        "sparse tensors become scipy.sparse arrays ('array') or spmatrix ('matrix')",
+        _sparse,
+    )
+    sparse_layout: torch.layout | None = _option(
+        None,
+        f"returns_tensor accepts_tensor {_PAIRS} to_tensor config",
+        "the layout of tensors made from scipy.sparse; None: as the SciPy format",
+        _sparse_layout,
+    )
+    widen_float16: bool = _option(
+        False,
+        f"accepts_numpy adapt {_PAIRS} config",
+        "hand float16 tensors over as float32, for code that rejects float16",
+        _flag,
+    )
+    check_writes: bool = _option(
+        False,
+        f"accepts_numpy adapt {_PAIRS} config",
+        "compare each CPU tensor argument after the call; undo and raise ReadOnlyError on a write",
+        _flag,
+    )
+    transfers: Transfers = _option(
+        "allow",
+        f"accepts_numpy returns_tensor accepts_tensor returns_numpy adapt {_PAIRS} config",
+        "copies between devices: 'allow', 'log', 'warn' (TransferWarning) or 'error' (TransferError)",
+        _one_of(TRANSFER_POLICIES),
+    )
+    callbacks: bool = _option(
+        False,
+        f"accepts_numpy {_PAIRS} config",
+        "callables among the arguments are torch code: NumPy code calling them hands them tensors",
+        _flag,
+    )
+    out_params: tuple[str, ...] = _option(
+        (),
+        "accepts_numpy torchify",
+        "the parameters the function writes its results into: handed over writable",
+        _out_params,
+        accepts=str | Iterable[str],
+    )
+
+    def hands_read_only(self) -> bool:
+        """Whether ``accepts_numpy`` with this policy hands read-only arrays: unless the function
+        is meant to write, into private copies (copy=True) or through to the caller's tensors
+        (writeback=True). Same on every device."""
+        return not self.writeback and self.copy is not True
+
+
+class Option(typing.NamedTuple):
+    """A row of the table, as the docs list it."""
+
+    name: str
+    accepts: Any  # the type a signature shows
+    takers: tuple[str, ...]
+    doc: str
+    check: Callable[[Any], Any]
+    defaults: Mapping[str, Any]  # taker -> its default
+
+    def default(self, taker: str) -> Any:
+        return self.defaults[taker]
+
+
+def _rows() -> tuple[Option, ...]:
+    hints = typing.get_type_hints(Policy)
+    rows = []
+    for f in dataclasses.fields(Policy):
+        m = f.metadata
+        defaults = {taker: m["defaults"].get(taker, f.default) for taker in m["takers"]}
+        rows.append(Option(f.name, m["accepts"] or hints[f.name], m["takers"], m["doc"], m["check"], defaults))
+    return tuple(rows)
+
+
+#: The table, in signature order.
+OPTIONS = _rows()
+#: Each taker's option names and defaults, in signature order.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    taker: {o.name: o.default(taker) for o in OPTIONS if taker in o.takers} for taker in TAKERS
+}
+#: The options of a fused pair's input side and output side.
+INPUT_SIDE = frozenset(DEFAULTS["accepts_numpy"])
+OUTPUT_SIDE = frozenset(DEFAULTS["returns_tensor"])
+_CHECKS = {o.name: o.check for o in OPTIONS}
+
+
+def validate(options: Mapping[str, Any], taker: str) -> dict[str, Any]:
+    """``options`` given to ``taker``, checked and normalised; unknown names and bad values
+    raise ``TypeError``/``ValueError`` naming the taker and the option."""
+    allowed = DEFAULTS[taker]
+    where = f"autoconvert.{taker}()"
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise TypeError(f"{where} got unknown option(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
+    checked = {}
+    for name, value in options.items():
+        try:
+            checked[name] = _CHECKS[name](value)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}: {name}= {e}") from None
+    return checked
+
+
+def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, Any]) -> Policy:
+    """``taker``'s policy: its ``explicit`` options over a ``config`` block's (those it takes)
+    over its defaults. Options it does not take keep the table's inert defaults."""
+    defaults = DEFAULTS[taker]
+    return Policy(**{**defaults, **{k: v for k, v in configured.items() if k in defaults}, **explicit})
+
+
+#: The policy of a side that was given no options, and no ``config`` applies to.
+PLAIN = Policy()
+
+
+def shows_options(function: Any, leading: list[inspect.Parameter], *takers: str, skip: Iterable[str] = ()) -> None:
+    """Give ``function`` (taking options as ``**options``) the signature ``help()``,
+    ``inspect.signature``, editors and the API pages show: ``leading``, then each option of
+    ``takers`` keyword-only, with its type and default."""
+    parameters = list(leading)
+    named = {p.name for p in leading} | set(skip)
+    for o in OPTIONS:
+        taker = next((t for t in takers if t in o.takers), None)
+        if taker is not None and o.name not in named:
+            kind = inspect.Parameter.KEYWORD_ONLY
+            parameters.append(inspect.Parameter(o.name, kind, default=o.default(taker), annotation=o.accepts))
+    function.__signature__ = inspect.Signature(parameters, return_annotation=inspect.Signature.empty)
+
+
+#: The leading parameter of a decorator used bare or called: ``func`` (positional-only, optional).
+FUNC = inspect.Parameter("func", inspect.Parameter.POSITIONAL_ONLY, default=None)
+
+
+def check_callable(func: object, decorator: str) -> None:
+    """A decorator's positional argument is the function (or a descriptor of one, such as a
+    classmethod): anything else (``@accepts_numpy("x")`` meaning ``only="x"``) would be wrapped
+    as if callable and fail at the first call."""
+    if not callable(func) and not hasattr(type(func), "__get__"):
+        raise TypeError(
+            f"autoconvert.{decorator}() decorates a function or other callable; got {reprlib.repr(func)} "
+            f"({type(func).__name__}). Fix: decorate the function itself, and pass options by keyword: "
+            f"@{decorator}(option=value)."
+        )
+
+
+class AdaptOptions(TypedDict, total=False):
+    """The options of ``adapt``, for type checkers (``**options: Unpack[AdaptOptions]``)."""
+
+    device: DeviceLike
+    copy: bool | None
+    writeback: bool
+    grad: Grad
+    nested: bool
+    sparse: Sparse
+    widen_float16: bool
+    check_writes: bool
+    transfers: Transfers
+
+
+class OpOptions(AdaptOptions, total=False):
+    """The options of ``numpy_op``: ``adapt``'s, the result's dtype and sparse layout, and
+    callbacks (an op's outputs are torch.library's to declare: no out-parameters)."""
+
+    dtype: DtypeLike
+    sparse_layout: torch.layout | None
+    callbacks: bool
+
+
+class PairOptions(OpOptions, total=False):
+    """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` takes them."""
+
+    out_params: str | Iterable[str]

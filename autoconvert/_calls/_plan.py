@@ -1,0 +1,126 @@
+"""What a decorator decides once: each side's options, and the Runner that carries them out.
+
+A ``Plan`` is built when a decorator is applied. It reads the signature once
+(_signature), checks ``only``/``exclude`` against it, and builds a ``Runner`` (_call)
+from the input side (_inputs) and the output side (_outputs) for the decorator's options.
+A ``config`` block yields another Runner, built on first use and cached by its option
+values, so the per-call path never validates or merges options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from autoconvert._conversions._copies import counted
+from autoconvert._conversions._dtypes import RESTORING, RESTORING_HALF
+from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._tree import Leaf
+
+from ._call import Runner
+from ._config import Config
+from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
+from ._observe import Watching
+from ._options import Policy, policy_of
+from ._outputs import NumpyOutputs, Outputs, TensorOutputs
+from ._signature import Parameters, function_name, path_finder, refuse_deferred_function
+from ._spec import Spec, spec_of
+
+
+class Plan:
+    """Everything decided when a decorator is applied (or two, fused into one wrapper)."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
+        self.sides = sides  # decorator name -> its explicit options, already validated: the recipe
+        #: Each side's policy outside any ``config`` block.
+        self.policies = {side: policy_of(side, {}, options) for side, options in sides.items()}
+        refuse_deferred_function(func, sides, any(p.writeback or p.check_writes for p in self.policies.values()))
+        self.function = function_name(func)
+        self.params = Parameters(func)
+        self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
+        self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
+        self.default = self._build({}, self.variant)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        """What makes this plan again from the function and its sides (for pickling)."""
+        return type(self)
+
+    def members(self, wrapped: Any) -> dict[str, Any]:
+        """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);
+        they take precedence over the wrapped object's, which the wrapper forwards."""
+        return {}
+
+    def objects(self, cls: type) -> Leaf | None:
+        """The output side's leaf for results of type ``cls`` that no handler takes: none, so
+        they come back as they are (torchify's plans give their package's objects as proxies)."""
+        return None
+
+    def variant(self, config: Config | None) -> Runner:
+        """The watched Runner for an active ``config`` or ``stats`` block, or for the profiler
+        or a transfer policy: built once per distinct option set."""
+        key = config.key if config is not None else ()
+        runner = self._variants.get(key)
+        if runner is None:
+            runner = self._variants[key] = self._build(config.options if config is not None else {}, watched=True)
+        return runner
+
+    def watching(self, configured: dict[str, Any]) -> Watching:
+        """What a watched Runner reports with: where values were, and the transfer policies of
+        the input side and the output side (one side: both its own)."""
+        found = {side: self.resolved(side, configured).transfers for side in self.sides}
+        into = next((p for side, p in found.items() if not side.startswith("returns")), None)
+        out = next((p for side, p in found.items() if not side.startswith("accepts")), None)
+        return Watching(path_finder(self.params), into or out or "allow", out or into or "allow")
+
+    def resolved(self, side: str, configured: dict[str, Any]) -> Policy:
+        """``side``'s policy under a ``config`` block's options (none: the default policy)."""
+        return policy_of(side, configured, self.sides[side]) if configured else self.policies[side]
+
+    def _build(
+        self,
+        configured: dict[str, Any],
+        variants: Callable[[Config | None], Runner] | None = None,
+        *,
+        watched: bool = False,
+    ) -> Runner:
+        """The Runner for the default options (``configured`` empty) or a ``config`` block's:
+        its spec, then the Runner carrying it out; a watched one counts each conversion."""
+        spec = self._spec({side: self.resolved(side, configured) for side in self.sides})
+        if not watched:
+            return self._runner(spec, variants)
+        for converting in (spec.inputs, spec.outputs):
+            if converting is not None:
+                converting.mapper.wrap_leaves(counted)
+        return self._runner(spec, None, watch=self.watching(configured))
+
+    def _spec(self, policies: dict[str, Policy]) -> Spec:
+        """The spec of a call with these policies: the sides built, and what each step is."""
+        inputs: Inputs | None = None
+        outputs: Outputs | None = None
+        numpy_in = policies.get("accepts_numpy")
+        # Results narrow back to float16 when the input side widened it (fused pairs only).
+        half = numpy_in is not None and numpy_in.widen_float16
+        handed = numpy_in is not None and numpy_in.hands_read_only()
+        for side, policy in policies.items():
+            where = f"{side}() on {self.function}"
+            if side == "accepts_numpy":
+                grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
+                inputs = NumpyInputs(self.params, self.function, grad, policy, where)
+            elif side == "accepts_tensor":
+                inputs = TensorInputs(self.params, self.function, policy, where)
+            elif side == "returns_tensor":
+                restoring = RESTORING_HALF if half else RESTORING
+                outputs = TensorOutputs(
+                    self.function, self.params, policy, restoring=restoring, handed=handed, objects=self.objects
+                )
+            else:
+                outputs = NumpyOutputs(self.function, self.params, policy)
+        if inputs is None and isinstance(outputs, TensorOutputs):
+            inputs = RecordingInputs(self.params, self.function)
+        return spec_of(self.function, self.params, policies, inputs, outputs)
+
+    def _runner(
+        self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None
+    ) -> Runner:
+        """The Runner that carries ``spec`` out (see Runner for ``variants`` and ``watch``)."""
+        return Runner(spec, variants, watch=watch)

@@ -1,0 +1,269 @@
+"""What a decorator reads from a function once: its name, parameters, selection, and argument paths.
+
+Paths (``batch['masks'][2]``) are found only when a message needs one: the slow walk here
+never runs on a call that succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from autoconvert._conversions import _devices
+from autoconvert._conversions._tree import Mapper
+from autoconvert._errors import ConversionError, LeafError
+
+from ._observe import PathOf
+
+
+def _record(t: Any, seen: list[Any]) -> Any:
+    seen.append(t)
+    return t
+
+
+def function_name(func: Any) -> str:
+    """``module.Class.method()``-style name for messages, for anything callable."""
+    inner = getattr(func, "__func__", func)  # classmethod / staticmethod objects
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or type(inner).__name__
+    return f"{name}()"
+
+
+class Parameters:
+    """Parameter names by position, from the signature when there is one.
+
+    wrapt hands ``self``/``cls`` over as ``instance``, never inside ``args``; so when a
+    call is bound, positions start at the second parameter of a plain function or
+    classmethod (``offset`` 1).
+    """
+
+    def __init__(self, func: Any) -> None:
+        self.binds_first = inspect.isfunction(func) or isinstance(func, classmethod)
+        #: A ufunc's outputs may follow its inputs positionally: ``np.add(x, y, out)``.
+        self.outputs_at = range(func.nin, func.nin + func.nout) if isinstance(func, np.ufunc) else range(0)
+        try:
+            # classmethod/staticmethod objects have no signature of their own before 3.13.
+            signature = inspect.signature(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
+        except (TypeError, ValueError):  # builtins, ufuncs and dispatchers may have none
+            self.known = False
+            self.positional: list[str] = []
+            self.varargs: str | None = None
+            self.keywords: set[str] = set()
+            self.varkw: str | None = None
+            self.shown: tuple[str, ...] = ()
+            return
+        self.known = True
+        kinds = inspect.Parameter
+        params = list(signature.parameters.values())
+        self.positional = [p.name for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+        self.varargs = next((p.name for p in params if p.kind == kinds.VAR_POSITIONAL), None)
+        self.keywords = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
+        self.varkw = next((p.name for p in params if p.kind == kinds.VAR_KEYWORD), None)
+        #: Every parameter in the signature's order, as it spells them: ``x``, ``*rest``, ``**options``.
+        self.shown = tuple(
+            f"*{p.name}" if p.kind == kinds.VAR_POSITIONAL else f"**{p.name}" if p.kind == kinds.VAR_KEYWORD else p.name
+            for p in params
+        )
+
+    def offset(self, instance: object) -> int:
+        return 1 if self.binds_first and instance is not None and self.positional else 0
+
+    def bound_names(self) -> set[str]:
+        """Names a caller can pass; ``self``/``cls`` of a method are not among them."""
+        names = set(self.positional[1:] if self.first_is_instance() else self.positional)
+        names |= self.keywords - ({self.positional[0]} if self.first_is_instance() else set())
+        return names | {n for n in (self.varargs, self.varkw) if n}
+
+    def first_is_instance(self) -> bool:
+        return self.binds_first and bool(self.positional) and self.positional[0] in ("self", "cls")
+
+    def positional_name(self, i: int, offset: int) -> str:
+        """The path root of positional argument ``i``: its name, ``rest[0]`` inside ``*rest``,
+        or ``args[2]`` when there is no signature."""
+        names = self.positional[offset:]
+        if i < len(names):
+            return names[i]
+        if self.varargs:
+            return f"{self.varargs}[{i - len(names)}]"
+        return f"args[{i}]"
+
+    def keyword_name(self, key: str) -> str:
+        return key if key in self.keywords or not self.varkw else f"{self.varkw}[{key!r}]"
+
+    def selects(self, names: frozenset[str], positional_index: int | None, key: str | None, offset: int) -> bool:
+        """Whether the argument at a position, or under a keyword, belongs to ``names``."""
+        if key is not None:
+            return (key if key in self.keywords else self.varkw) in names
+        assert positional_index is not None
+        params = self.positional[offset:]
+        return (params[positional_index] if positional_index < len(params) else self.varargs) in names
+
+
+class Selection:
+    """Which arguments ``only=``/``exclude=`` let through, checked against the signature."""
+
+    def __init__(self, params: Parameters, only: frozenset[str] | None, exclude: frozenset[str] | None, where: str):
+        if only is not None and exclude is not None:
+            raise TypeError(f"{where}: pass only= or exclude=, not both")
+        names = only if only is not None else exclude
+        assert names is not None
+        if not params.known:
+            raise TypeError(f"{where}: only=/exclude= need a signature to check names against, and it has none")
+        unknown = sorted(names - params.bound_names())
+        if unknown:
+            offer = ", ".join(sorted(params.bound_names())) or "no parameters"
+            raise TypeError(f"{where}: no parameter named {', '.join(unknown)}; it has {offer}")
+        self.params = params
+        self.names = names
+        self.keep = only is not None  # only=: the names are converted; exclude=: all but them
+
+    def wants(self, positional_index: int | None, key: str | None, offset: int) -> bool:
+        return self.params.selects(self.names, positional_index, key, offset) == self.keep
+
+
+class Given(NamedTuple):
+    """A call's arguments as the caller gave them, for argument paths in messages and the output side."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    instance: object
+
+
+def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> Given:
+    """A ``Given``, made as cheaply as a tuple: the generic call makes one per call."""
+    return _new(Given, (args, kwargs, instance))
+
+
+_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
+_TENSORS = Mapper({torch.Tensor: _record}, nested=True)
+_VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
+
+
+def _tensor_paths(
+    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, walker: Mapper = _TENSORS
+) -> list[tuple[str, Any]]:
+    """``(path, leaf)`` for every tensor (or other leaf of ``walker``) among a call's
+    arguments: the slow walk messages use."""
+    offset = params.offset(instance)
+    placed = []
+    for i, a in enumerate(args):
+        placed += [(params.positional_name(i, offset) + p, t) for p, t in walker.leaves_with_paths(a)]
+    for k, v in kwargs.items():
+        placed += [(params.keyword_name(k) + p, t) for p, t in walker.leaves_with_paths(v)]
+    return placed
+
+
+def path_finder(params: Parameters) -> PathOf:
+    """``path_of(value, given, result)``: where ``value`` was among a call's arguments
+    (``given``, as ``(args, kwargs, instance)``) or results, by identity; None if not found."""
+
+    def path_of(value: Any, given: tuple[Any, ...], result: list[Any]) -> str | None:
+        if given:
+            args, kwargs, instance = given
+            for path, leaf in _tensor_paths(params, args, kwargs, instance, _VALUES):
+                if leaf is value:
+                    return f"argument {path}"
+        for returned in result:
+            for path, leaf in _VALUES.leaves_with_paths(returned):
+                if leaf is value:
+                    return f"result{path}"
+        return None
+
+    return path_of
+
+
+def _mismatch(
+    function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
+) -> Exception:
+    placed = _tensor_paths(params, args, kwargs, instance, _PLACED)
+    # A device argument (device=, see _callbacks.device_leaf) votes as its tensors do.
+    voters = [
+        (path, v) if type(v) is torch.device else (path, v.device)
+        for path, v in placed
+        if type(v) is torch.device or not (v.is_cpu and v.ndim == 0)
+    ]
+    return _devices.mismatch(function, voters)
+
+
+_PLACED = Mapper({torch.Tensor: _record, torch.device: _record}, nested=True)
+
+
+GENERATOR_FUNCTION = "a generator function"
+
+
+def deferred_kind(func: Any) -> str | None:
+    """Which kind of function ``func`` is if its body runs after the call returns (generators
+    and coroutines), or None: no decorator can convert around such a body."""
+    inner = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
+    for test, kind in (
+        (inspect.isasyncgenfunction, "an async generator function"),
+        (inspect.iscoroutinefunction, "a coroutine function (async def)"),
+        (inspect.isgeneratorfunction, GENERATOR_FUNCTION),
+    ):
+        if test(inner):
+            return kind
+    return None
+
+
+@contextlib.contextmanager
+def _generator_based() -> Iterator[None]:
+    yield  # pragma: no cover - never entered: only its context manager's type is wanted
+
+
+@contextlib.asynccontextmanager
+async def _async_generator_based() -> AsyncIterator[None]:
+    yield  # pragma: no cover - never entered
+
+
+def _deferred_types() -> dict[type, str]:
+    """The result types whose body runs after the call that made them returns, each with the
+    words messages use; contextlib's two types taken from objects, not its private names."""
+    return {
+        types.GeneratorType: "a generator",
+        types.CoroutineType: "a coroutine",
+        types.AsyncGeneratorType: "an async generator",
+        type(_generator_based()): "a context manager made by @contextlib.contextmanager",
+        type(_async_generator_based()): "an async context manager made by @contextlib.asynccontextmanager",
+    }
+
+
+#: Results whose body has not run when the call returns: see ``deferred_result``.
+DEFERRED_RESULTS = _deferred_types()
+
+
+def deferred_result(value: Any, ctx: Any = None) -> Any:
+    """The output sides' leaf for ``DEFERRED_RESULTS``, and the after step's check: such a
+    result still holds the arrays it was handed, writes after writeback or check_writes ran,
+    and returns or yields values no decorator sees. Refused, as decorating a generator or
+    coroutine function is."""
+    kind = DEFERRED_RESULTS[type(value)]
+    if isinstance(value, (types.GeneratorType, types.CoroutineType)):
+        value.close()  # it never runs: no "coroutine was never awaited" warning when it is dropped
+    raise LeafError(
+        ConversionError,
+        f"is {kind}, whose body runs after the call returns, so autoconvert cannot convert around it (the "
+        "arrays handed to it would stay in use, writeback and check_writes would run before it, and what it "
+        "yields or returns would not be converted)",
+        f"{type(value).__module__}.{type(value).__qualname__}",
+        "decorate the plain function that holds the NumPy code, and call that from inside the generator, "
+        "coroutine or context manager",
+    )
+
+
+def refuse_deferred_function(func: Any, sides: Iterable[str], after: bool) -> None:
+    """Arguments would be converted, written back and results converted around an object
+    that has not run yet: refuse when decorating. A generator function's values are converted
+    as it yields them: refused only where a write-back or check_writes (``after``) would run first."""
+    kind = deferred_kind(func)
+    if kind is not None and (after or kind != GENERATOR_FUNCTION):
+        sides_named = " and ".join(f"{side}()" for side in sides)
+        raise TypeError(
+            f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "
+            "after the call returns, so arguments and results cannot be converted around it; "
+            "decorate the plain function holding the NumPy code and call that from it"
+        )

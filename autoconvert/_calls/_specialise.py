@@ -1,0 +1,224 @@
+"""The specialised call: one flat function per decorated function, generated from its plan.
+
+Like attrs' generated ``__init__``: the source is written once per kind of plan, for
+exactly its sides and options, and compiled with a readable filename in ``linecache``.
+Per positional count it unpacks the arguments, converts each bare tensor (or array), and
+each item of an exact dict, list or tuple of them, inline (returns_tensor alone records the
+CPU tensors instead), and converts an array result, or an exact tuple, list or dict of
+them, straight to tensors (or a tensor result to an array); it has no loop over a plan
+and no branch on options. It comes in three forms: the wrapper's
+``__call__``, wrapt's bound ``call``, and a method form for a plain function called
+through an instance (see _wrapper.wrap). For a plain function the first and the last
+take its own signature (the exact forms, one source per signature shape), so CPython
+binds positions and keywords as for the function itself, at no cost of ours. A callable
+that calls pass a known count of arguments positionally (a ufunc's inputs) gets a
+``__call__`` taking those, which takes any other call as the ``*args`` form does, in the
+same frame (the leading form).
+
+Anything it does not cover (a nested container, a tensor NumPy cannot share, a result
+item torch cannot share, an error to report) goes to the generic ``Runner`` call,
+which gives the same result and the message with the argument's path. The guards come
+first, as in the generic call: the compile escape, then the hand-over to a watched Runner
+for ``config``/``stats`` blocks and the profiler.
+
+It is written from the plan's spec (_spec): the value step, the result step, and each
+parameter's step for the exact forms.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from types import CodeType
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoconvert._conversions._devices import CPU, default_device
+from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
+from autoconvert._errors import LeafError
+
+from ._config import _ACTIVE
+from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind
+from ._escape import compiling, opaque
+from ._exact import compiled, leading_of, shape_of, splitter, with_signature
+from ._generate import exact_source, leading_source, star_source
+from ._inputs import NumpyInputs, TensorInputs
+from ._observe import PROFILER
+from ._outputs import TensorOutputs
+from ._signature import given_args
+from ._spec import Spec
+
+Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+
+#: A leading form's default for its parameters: nobody else's object, so never an argument.
+_MISSING = object()
+
+
+class Flat:
+    """A plan's flat call, in its three forms: ``call(wrapped, instance, args, kwargs)`` for
+    wrapt's bound calls; ``bind``'s ``__call__`` for the wrapper's unbound calls, which
+    holds ``wrapped`` and ``instance`` as constants; and ``method``'s form for a plain
+    function called through an instance. The last two take the function's own signature
+    where ``_exact.shape_of`` can spell it (see ``_exact``), else ``*args, **kwargs``."""
+
+    __slots__ = ("call", "codes", "kind", "namespace", "selects", "steps")
+
+    def __init__(self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any], spec: Spec) -> None:
+        self.kind, self.codes, self.namespace = kind, codes, namespace
+        #: Each parameter's step by name (the spec's), for the exact forms.
+        self.steps = dict(spec.parameters or ())
+        self.selects = spec.inputs is not None and spec.inputs.selection is not None
+        exec(codes[0], namespace)  # our own source, compiled in specialised()
+        self.call: Call = namespace["call"]
+
+    def bind(self, wrapped: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
+        """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there):
+        a staticmethod with the function's own signature; else, where calls pass a known count
+        of arguments positionally (a ufunc's inputs, see _exact.leading_of), a staticmethod
+        taking those and ``*args, **kwargs``, which takes any other call as the ``*args`` form; else
+        ``__call__(self, *args, **kwargs)``."""
+        namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
+        exact = self._exact(wrapped, namespace, method=False)
+        if exact is not None:
+            return staticmethod(exact), namespace
+        count = leading_of(wrapped) if not self.selects else 0
+        if not 0 < count <= MOST_POSITIONAL:
+            exec(self.codes[1], namespace)
+            return namespace["__call__"], namespace
+        key = (self.kind, count)
+        code = _LEADING.get(key) or _LEADING.setdefault(key, compiled(leading_source(self.kind, count), "flat call"))
+        exec(code, namespace)
+        return staticmethod(namespace["__call__"]), namespace
+
+    def method(self, function: types.FunctionType) -> Callable[..., Any]:
+        """``function``'s flat call through an instance, for a wrapper's ``__get__`` to bind
+        (a bound method, as the function itself would give): ``function(instance, ...)``, the
+        instance never converted; the generic call gets the bound method, as from wrapt."""
+        generic = self.namespace["generic"]
+
+        def bound_generic(function: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return generic(types.MethodType(function, instance), instance, args, kwargs)
+
+        namespace = {**self.namespace, "wrapped": function, "generic": bound_generic}
+        exact = self._exact(function, namespace, method=True)
+        if exact is not None:
+            return exact
+        exec(self.codes[2], namespace)
+        return functools.update_wrapper(namespace["method"], function)
+
+    def _exact(self, function: Any, namespace: dict[str, Any], *, method: bool) -> Callable[..., Any] | None:
+        """The flat call with ``function``'s own signature (see _exact), so that CPython binds
+        the arguments, keywords included, and its messages for a bad call name the function;
+        None where ``function`` has no such signature, or no parameter to take the instance."""
+        shape = shape_of(function)
+        if shape is None or (method and not shape.positional):
+            return None
+        first = 1 if method else 0
+        namespace["split"] = splitter(function, shape, first=first)
+        names = function.__code__.co_varnames[first : shape.arity]
+        # Called unbound, a method's ``self`` is an argument like any other: it gets the value step.
+        value = self.kind.value
+        steps = tuple(self.steps.get(name, value) for name in names)
+        steps = tuple(value if step is INSTANCE else step for step in steps)
+        source = functools.partial(exact_source, self.kind, method, shape=shape, steps=steps)
+        key = ("flat call", *self.kind, method, steps)
+        return with_signature(function, shape, key, source, namespace)
+
+
+def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat | None:
+    """The flat call of ``spec``, or None where it has none (the generic call is then the
+    only one; ``spec.generic_because`` says why)."""
+    if spec.generic_because is not None:
+        return None
+    inputs, outputs, function = spec.inputs, spec.outputs, spec.function
+    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
+    namespace: dict[str, Any] = {
+        "Tensor": torch.Tensor,
+        "float16": torch.float16,
+        "ndarray": np.ndarray,
+        "LeafError": LeafError,
+        "compiling": compiling,
+        "opaque": opaque,
+        "active": _ACTIVE.get,
+        "profiler": PROFILER,
+        "default_device": default_device,
+        "Target": Target,
+        "CPU": CPU,
+        "to_tensor": array_to_tensor,
+        "from_numpy": torch.from_numpy,
+        "small_copy": SMALL_COPY_BYTES,
+        "generic": generic,
+        "function": function,
+        "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
+        "kept": inputs.mapper.kept if inputs is not None else frozenset(),
+        "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
+        "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
+        # The call's tensors, for a result the flat code leaves to the output side (it votes on
+        # them, or unaliases a tensor result): the flat code keeps only a flag, ``plain``. Any
+        # call that gets there has no tensor deeper than the flat code walks.
+        "tensors_in": inputs.tensors_in if inputs is not None else None,
+        "convert_out": outputs.convert if outputs is not None else None,
+        "failed": failed,
+        "given_args": given_args,
+        "missing": _MISSING,
+        "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
+        "writes": writes.names if writes is not None else frozenset(),
+    }
+    # The containers the flat code walks are decided now (as the Mappers would on first sight),
+    # so the first call walks them too; a registration later makes the generic call decide again.
+    if isinstance(inputs, NumpyInputs):
+        for cls in (tuple, list, dict):
+            inputs.mapper.resolve(cls)
+    if isinstance(inputs, TensorInputs):
+        namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
+    if isinstance(outputs, TensorOutputs):
+        mapper = outputs.mapper
+        for cls in (tuple, list, dict):
+            mapper.resolve(cls)
+        namespace.update(
+            shared_target=outputs.all_plain,
+            get_out=mapper.dispatch.get,
+            kept_out=mapper.kept,
+            walk_sequence_out=mapper.walk_sequence,
+            walk_dict_out=mapper.walk_dict,
+        )
+    # Calls passing an out-parameter go to the generic call, which hands it over writable: by
+    # keyword, or positionally from ``writes_at`` on (past MOST_POSITIONAL: by keyword only).
+    writes_at = None if writes is None else writes.first_position(0)
+    if writes is not None and writes_at is None:
+        writes_at = MOST_POSITIONAL + 1
+    kind = Kind(
+        spec.value,
+        spec.result,
+        isinstance(inputs, TensorInputs),
+        isinstance(inputs, NumpyInputs) and inputs.readonly,
+        writes_at,
+    )
+    if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
+        return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
+    codes = _CODES.get(kind) or _CODES.setdefault(
+        kind, tuple(compiled(star_source(h, kind), "flat call") for h in _HEADS)
+    )
+    return Flat(kind, codes, namespace, spec)
+
+
+#: The three forms' code per kind of plan (a few per program): what differs between plans of a
+#: kind (the function, its sides' options) is in their namespaces.
+_CODES: dict[Kind, tuple[CodeType, ...]] = {}
+_HEADS = (
+    "call(wrapped, instance, args, kwargs)",
+    "__call__(self, *args, **kwargs)",
+    "method(instance, *args, **kwargs)",
+)
+#: The three forms for a plan with a selection (only=/exclude=), which the exact forms serve:
+#: without a signature to name the parameters by, each call goes to the generic call.
+_DELEGATING = tuple(
+    compiled(f"def {h}:\n    return generic(wrapped, instance, {ARGUMENTS})\n", "flat call") for h in _HEADS
+)
+
+
+#: The leading forms' code per (kind of plan, count of leading positional parameters).
+_LEADING: dict[tuple[Kind, int], CodeType] = {}

@@ -1,0 +1,300 @@
+"""Containers: the registry of exact types, and how each is taken apart and put back.
+
+Like ``torch.utils._pytree``: a container is a registered exact type with a flatten and
+an unflatten; everything else is a leaf, passed through untouched (the walk over leaves
+is _tree's ``Mapper``). Built-in containers are registered through the same public
+[`register_container`][autoconvert.register_container] users call. Namedtuples,
+dataclasses and types registered with torch's pytree (model-output classes are) are
+recognised by type, once, and cached. This module imports neither torch nor NumPy: it
+looks for torch's pytree registry only if torch was already imported.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import dataclasses
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from autoconvert._errors import ConversionError, LeafError
+
+Flatten = Callable[[Any], "tuple[Sequence[Any], Any]"]
+Unflatten = Callable[[list[Any], Any], Any]
+KeyOf = Callable[[Any, int], str]
+#: What a node maps over its children: a Mapper (_tree), called as ``mapper(child, ctx)``.
+Walk = Callable[[Any, Any], Any]
+
+
+def _index_key(context: Any, i: int) -> str:
+    return f"[{i}]"
+
+
+class Node:
+    """How to take one container type apart and put it back together.
+
+    ``flatten(obj) -> (children, context)``, ``unflatten(children, context) -> obj``, and
+    ``key(context, i)``: the path segment of child ``i`` (``[0]``, ``['k']``, ``.name``).
+    """
+
+    __slots__ = ("flatten", "key", "unflatten")
+
+    def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf = _index_key) -> None:
+        self.flatten = flatten
+        self.unflatten = unflatten
+        self.key = key
+
+    def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
+        """``obj`` with ``mapper`` applied to each child; ``obj`` itself if nothing changed."""
+        children, context = self.flatten(obj)
+        out = []
+        changed = False
+        for i, child in enumerate(children):
+            try:
+                new = mapper(child, ctx)
+            except LeafError as e:
+                e.keys.append(self.key(context, i))
+                raise
+            changed = changed or new is not child
+            out.append(new)
+        return self.unflatten(out, context) if changed else obj
+
+    def items(self, obj: Any) -> Iterator[tuple[str, Any]]:
+        """``(path segment, child)`` pairs, for messages."""
+        children, context = self.flatten(obj)
+        for i, child in enumerate(children):
+            yield self.key(context, i), child
+
+
+_REGISTRY: dict[type, Node] = {}
+#: Bumped by each registration, after the registry changed and before Mappers forget: a
+#: decision made while it changed is made again (see _tree.Mapper.resolve).
+GENERATION = [0]
+#: What a registration tells: each Mapper alive, which forgets its cached decisions.
+_LISTENERS: weakref.WeakSet[Any] = weakref.WeakSet()
+# Mappers are made while other threads register containers: the WeakSet is only ever
+# touched under this lock (iterating it while another thread adds raises RuntimeError).
+_LISTENERS_LOCK = threading.Lock()
+
+
+def listen(mapper: Any) -> None:
+    """Have ``mapper.forget()`` called after each registration, while ``mapper`` lives."""
+    with _LISTENERS_LOCK:
+        _LISTENERS.add(mapper)
+
+
+def register_container(
+    cls: type,
+    flatten: Flatten,
+    unflatten: Unflatten,
+    *,
+    key: KeyOf | None = None,
+) -> None:
+    """Make autoconvert look inside instances of exactly ``cls``.
+
+    Args:
+        cls: the container type; subclasses are not covered (register them too).
+        flatten: ``obj -> (children, context)``; children are converted, context is kept.
+        unflatten: ``(children, context) -> obj``, rebuilding an equivalent container.
+        key: ``(context, i) -> str``, the path segment error messages show for child
+            ``i``, such as ``".mask"``; ``"[i]"`` when omitted.
+
+    Example:
+        >>> import autoconvert as ac
+        >>> class Pair:
+        ...     def __init__(self, a, b): self.a, self.b = a, b
+        >>> ac.register_container(Pair, lambda p: ((p.a, p.b), None), lambda c, _: Pair(*c))
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_container() needs a type, got {cls!r}")
+    _REGISTRY[cls] = Node(flatten, unflatten, key or _index_key)
+    GENERATION[0] += 1
+    with _LISTENERS_LOCK:
+        mappers = list(_LISTENERS)
+    for mapper in mappers:  # a type seen before as a leaf must be looked at again
+        mapper.forget()
+
+
+# --------------------------------------------------------------------------- built-ins
+
+
+def _mapping_key(keys: Any, i: int) -> str:
+    return f"[{keys[i]!r}]"
+
+
+def _attr_key(names: Any, i: int) -> str:
+    return f".{names[i]}"
+
+
+register_container(list, lambda x: (x, None), lambda c, _: c)
+register_container(tuple, lambda x: (x, None), lambda c, _: tuple(c))
+register_container(
+    dict, lambda d: (list(d.values()), list(d)), lambda c, k: dict(zip(k, c, strict=True)), key=_mapping_key
+)
+#: The nodes Mapper replaces by inlined loops (Mapper._sequence, _dict) while they stay registered.
+BUILTIN_NODES: dict[type, Node] = {cls: _REGISTRY[cls] for cls in (list, tuple, dict)}
+register_container(
+    collections.OrderedDict,
+    lambda d: (list(d.values()), list(d)),
+    lambda c, k: collections.OrderedDict(zip(k, c, strict=True)),
+    key=_mapping_key,
+)
+register_container(
+    collections.defaultdict,
+    lambda d: (list(d.values()), (d.default_factory, list(d))),
+    lambda c, fk: collections.defaultdict(fk[0], zip(fk[1], c, strict=True)),
+    key=lambda fk, i: f"[{fk[1][i]!r}]",
+)
+
+
+def _fields_tuple_node(cls: type) -> Node:
+    """Tuples with ``_fields``: namedtuples, and SciPy's result "tuple bunches" (PearsonRResult,
+    TtestResult, LinregressResult...), which have no ``_make`` and carry extra attributes.
+
+    Rebuilt with ``tuple.__new__`` (a bunch's own ``__new__`` wants every extra as a keyword)
+    and the instance ``__dict__`` copied: public attributes (``df``, ``intercept_stderr``) are
+    children, converted like the fields; private ones (``_x``, ``_alternative``) are the
+    state methods such as ``confidence_interval()`` compute from, kept as they are.
+    """
+    fields = cls._fields  # type: ignore[attr-defined]
+    count = len(fields)
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        state = getattr(obj, "__dict__", None)
+        extras = [k for k in state if not k.startswith("_")] if state else []
+        return [*obj, *(state[k] for k in extras)], (extras, state)  # type: ignore[index]
+
+    def unflatten(children: list[Any], context: Any) -> Any:
+        extras, state = context
+        new: Any = tuple.__new__(cls, children[:count])
+        if state:
+            new.__dict__.update(state)
+            new.__dict__.update(zip(extras, children[count:], strict=True))
+        return new
+
+    def key(context: Any, i: int) -> str:
+        return f".{fields[i]}" if i < count else f".{context[0][i - count]}"
+
+    has_dict = getattr(cls, "__dictoffset__", 0) != 0
+    methods = [n for n in _public_methods(cls) if n not in fields] if has_dict else []
+    return _MethodsNode(flatten, unflatten, key, methods) if methods else Node(flatten, unflatten, key)
+
+
+def _public_methods(cls: type) -> list[str]:
+    """Public methods ``cls`` adds to tuple or dict (``confidence_interval``, not ``count``)."""
+    base = tuple if issubclass(cls, tuple) else dict
+    return [n for n in dir(cls) if not n.startswith("_") and n not in dir(base) and callable(getattr(cls, n))]
+
+
+class _MethodsNode(Node):
+    """A result type with methods that compute from its fields with NumPy: once the fields are
+    converted, each method runs on the original result and its value converts the same way
+    (``r.confidence_interval().low`` is a tensor too)."""
+
+    __slots__ = ("methods",)
+
+    def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf, methods: list[str]) -> None:
+        super().__init__(flatten, unflatten, key)
+        self.methods = methods
+
+    def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
+        new = super().map(obj, mapper, ctx)
+        if new is not obj:
+            for name in self.methods:
+                new.__dict__[name] = _ConvertedMethod(getattr(obj, name), mapper, ctx)
+        return new
+
+
+class _ConvertedMethod:
+    """A method of the original result whose return value is converted like the result was."""
+
+    __slots__ = ("ctx", "mapper", "method")
+
+    def __init__(self, method: Any, mapper: Walk, ctx: Any) -> None:  # a bound method
+        self.method, self.mapper, self.ctx = method, mapper, ctx
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.mapper(self.method(*args, **kwargs), self.ctx)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return getattr, (self.method.__self__, self.method.__name__)  # pickled: the original method
+
+
+def _dict_subclass_node(cls: type) -> Node:
+    """Dict subclasses no one registered: SciPy's OptimizeResult (attribute access to its
+    keys) and its kin. A shallow copy, of the same type and instance attributes, with the
+    converted values set through dict's own ``__setitem__`` (a subclass's may validate)."""
+
+    def unflatten(children: list[Any], context: Any) -> Any:
+        keys, obj = context
+        try:
+            new = copy.copy(obj)
+        except Exception as e:
+            raise LeafError(
+                ConversionError,
+                f"is a {cls.__qualname__} (a dict subclass) that copy.copy() cannot rebuild: {e}",
+                f"{cls.__module__}.{cls.__qualname__}",
+                "register it with autoconvert.register_container(cls, flatten, unflatten)",
+            ) from None
+        for k, v in zip(keys, children, strict=True):
+            dict.__setitem__(new, k, v)
+        return new
+
+    return Node(lambda d: (list(d.values()), (list(d), d)), unflatten, lambda c, i: f"[{c[0][i]!r}]")
+
+
+def _structseq_node(cls: type) -> Node:
+    # torch.return_types.max and friends: C struct sequences, rebuilt from a sequence.
+    return Node(lambda x: (x, None), lambda c, _: cls(c), _index_key)
+
+
+def _dataclass_node(cls: type) -> Node:
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    def unflatten(children: list[Any], obj: Any) -> Any:
+        # A shallow copy with the changed fields set: no __init__/__post_init__ re-run
+        # (they may validate NumPy types), and it works for frozen, slots and init=False.
+        new = copy.copy(obj)
+        for name, value in zip(names, children, strict=True):
+            object.__setattr__(new, name, value)
+        return new
+
+    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: f".{names[i]}")
+
+
+def _pytree_node(cls: type) -> Node | None:
+    pytree = sys.modules.get("torch.utils._pytree")
+    spec = getattr(pytree, "SUPPORTED_NODES", {}).get(cls) if pytree else None
+    if spec is None:
+        return None
+    with_keys = getattr(spec, "flatten_with_keys_fn", None)
+    if with_keys is None:
+        return Node(spec.flatten_fn, spec.unflatten_fn)
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        pairs, context = with_keys(obj)
+        return [child for _, child in pairs], (context, [key for key, _ in pairs])
+
+    # pytree's key entries print as path segments: ['logits'], .name, [0].
+    return Node(flatten, lambda c, ck: spec.unflatten_fn(c, ck[0]), lambda ck, i: str(ck[1][i]))
+
+
+def node_for(cls: type) -> Node | None:
+    """The container node for exact type ``cls``, or ``None`` for a leaf."""
+    node = _REGISTRY.get(cls)
+    if node is not None:
+        return node
+    if issubclass(cls, tuple):
+        if hasattr(cls, "_fields"):
+            return _fields_tuple_node(cls)
+        if hasattr(cls, "n_sequence_fields"):
+            return _structseq_node(cls)
+    if dataclasses.is_dataclass(cls):
+        return _dataclass_node(cls)
+    node = _pytree_node(cls)
+    if node is None and issubclass(cls, dict):
+        node = _dict_subclass_node(cls)
+    return node

@@ -1,0 +1,59 @@
+"""How tensors, arrays and sparse matrices are named in messages, and warnings placed at the
+caller's line (not at autoconvert's own frames or its generated code)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+#: The package's folder (this module sits in one of its layer folders): frames there are ours.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(__file__)) + os.sep
+
+
+_WRAPT_DIR = f"{os.sep}wrapt{os.sep}"
+
+
+#: How the filenames of autoconvert's generated code begin (see _specialise).
+GENERATED = "<autoconvert "
+
+
+def _qualified(kind: type) -> str:
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def describe_tensor(t: torch.Tensor) -> str:
+    """``torch.Tensor(shape=(2, 3), dtype=torch.float32, layout=torch.strided, device=cpu)``."""
+    try:
+        shape = str(tuple(t.shape))
+    except RuntimeError:  # nested tensors have no single shape
+        shape = f"<{t.dim()}-d, ragged>"
+    return f"{_qualified(type(t))}(shape={shape}, dtype={t.dtype}, layout={t.layout}, device={t.device})"
+
+
+def describe_array(a: NDArray[Any] | np.generic) -> str:
+    """``numpy.ndarray(shape=(2,), dtype=<U3)``."""
+    return f"{_qualified(type(a))}(shape={a.shape}, dtype={a.dtype.str})"
+
+
+def describe_sparse(m: Any) -> str:
+    """``scipy.sparse._csr.csr_array(shape=(3, 3), format='csr')``."""
+    return f"{_qualified(type(m))}(shape={m.shape}, format={m.format!r})"
+
+
+def warn_at_caller(text: str, category: type[Warning]) -> None:
+    """Warn with the location of the first frame outside autoconvert (generated code too) and wrapt."""
+    level = 2  # stacklevel=2 names sys._getframe(1), our caller
+    frame = sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith((_PACKAGE_DIR, GENERATED)) or _WRAPT_DIR in frame.f_code.co_filename
+    ):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    warnings.warn(text, category, stacklevel=level)

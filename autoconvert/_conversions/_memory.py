@@ -1,0 +1,126 @@
+"""Facts about a tensor's memory (expanded, compact, its extent, overlaps), the copy a
+``copy=False`` call refuses, and check_writes' putting back of what the function changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from autoconvert._errors import ConversionError, CopyError, LeafError
+
+from ._describe import describe_tensor
+from ._dtypes import TORCH_TO_NUMPY, WIDENED
+
+
+def expanded(t: torch.Tensor) -> bool:
+    """Whether ``t`` repeats elements through a zero stride (``expand()``, ``broadcast_to``);
+    an empty tensor repeats nothing."""
+    strides = t.stride()
+    # `0 in strides` first: the common no-zero case costs one tuple scan in C, not a loop here.
+    return 0 in strides and t.numel() > 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, strides, strict=True))
+
+
+def compact(t: torch.Tensor) -> torch.Tensor:
+    """An expanded tensor's memory: ``t`` with every zero-stride dimension cut to size 1."""
+    return t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride(), strict=True)], t.stride())
+
+
+def extent(t: torch.Tensor) -> int:
+    """Elements from a strided tensor's first to one past its last (torch has no negative strides)."""
+    return sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1 if t.numel() else 0
+
+
+def overlaps_any(t: torch.Tensor, others: list[torch.Tensor]) -> bool:
+    """Whether ``t``'s memory overlaps the memory of any of ``others`` (same device, byte ranges)."""
+    if t.layout != torch.strided or not t.numel():
+        return False
+    start = t.data_ptr()
+    stop = start + extent(t) * t.element_size()
+    for other in others:
+        if other.device != t.device or other.layout != torch.strided or not other.numel():
+            continue
+        try:
+            begin = other.data_ptr()
+        except RuntimeError:  # a functorch or fake tensor passed through: no memory of its own
+            continue
+        if begin < stop and start < begin + extent(other) * other.element_size():
+            return True
+    return False
+
+
+def needs_copy(t: torch.Tensor, why: str) -> LeafError:
+    return LeafError(
+        CopyError,
+        f"cannot be shared with NumPy without a copy: {why}",
+        describe_tensor(t),
+        "use copy=None to copy only when needed, or copy=True for a private copy",
+    )
+
+
+def nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+    """check_writes: the tensors whose bits differ from their snapshot, each put back to it.
+
+    Bits, not values: NaN equals itself and -0.0 differs from 0.0, so any write is seen.
+    """
+    changed = []
+    with torch.no_grad():
+        for t, snapshot in pairs:
+            memory = compact(t.detach()) if expanded(t) else t.detach()  # snapshots of expanded tensors are compact
+            now, before = memory.resolve_conj().resolve_neg(), snapshot.resolve_conj().resolve_neg()
+            if now.is_complex():
+                now, before = torch.view_as_real(now), torch.view_as_real(before)
+            bits = _BITS[now.element_size()]  # a same-size view: any strides, bits compared
+            # NumPy compares at twice torch.equal's speed (benchmarks, micro: "comparing 1 MiB").
+            if not np.array_equal(now.view(bits).numpy(), before.view(bits).numpy()):
+                memory.copy_(snapshot)
+                changed.append(t)
+    return changed
+
+
+#: element size -> an integer dtype of that size: a view that compares bits.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def tensor_refusal(t: torch.Tensor) -> LeafError | None:
+    """Why ``t`` can never become an array (or ``None``): what NumPy has no way to hold."""
+    if _functorch_wrapped(t):
+        problem = (
+            "is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which NumPy code cannot see"
+        )
+        fix = (
+            "for gradients, make the function a autoconvert.numpy_op(backward=...); for a batch, "
+            "loop over it (autoconvert.batched) instead of torch.vmap"
+        )
+    elif type(t).__name__ == "FakeTensor":
+        problem = "is a FakeTensor (torch.compile's tracing, or FakeTensorMode), which holds no data"
+        fix = "run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy"
+    elif t.is_meta:
+        problem, fix = "is a meta tensor, which holds no data", "run the call on tensors with real data"
+    elif t.is_nested:
+        problem, fix = "is a nested (ragged) tensor", "pass {path}.unbind() as a list, or {path}.to_padded_tensor(0.0)"
+    elif t.layout != torch.strided:  # sparse layouts are converted before this is asked
+        problem = f"has layout {t.layout}, which NumPy and SciPy cannot hold"
+        fix = "pass {path}.to_dense()"
+    elif t.is_quantized:
+        problem, fix = "is a quantized tensor", "pass {path}.dequantize()"
+    elif type(t).__name__ == "MaskedTensor":
+        problem = "is a MaskedTensor; NumPy would silently lose its mask"
+        fix = "pass {path}.get_data() and {path}.get_mask() separately"
+    elif t.dtype not in TORCH_TO_NUMPY and t.dtype not in WIDENED:
+        problem = f"has dtype {t.dtype}, which NumPy lacks and which no NumPy dtype holds exactly"
+        fix = "convert it first, for example {path}.to(torch.float32)"
+    else:
+        return None
+    return LeafError(ConversionError, problem, describe_tensor(t), fix)
+
+
+# torch.vmap and torch.func wrap tensors in ones with no storage ("Cannot access data pointer").
+_functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
+    getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda t: False
+)

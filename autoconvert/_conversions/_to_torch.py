@@ -1,0 +1,367 @@
+"""The only code that converts one array (dense, or a scipy.sparse matrix) to one tensor.
+
+It tries the zero-copy route first (``torch.from_numpy``), which torch refuses with an
+exception in every case that needs more care; only then does it look closer, copy, or
+refuse with a ``LeafError``. ``_to_numpy`` is the other direction.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from autoconvert._errors import ConversionError, CopyError, LeafError, NoDeviceError
+
+from . import _devices
+from ._copies import copied, crossing
+from ._describe import describe_array, describe_tensor
+from ._devices import CPU
+from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, Casts, narrows
+from ._memory import nbytes, tensor_refusal
+
+#: What an object array is told: also how a SciPy function that read a sparse matrix as one
+#: object answers (see _outputs).
+OBJECT_ARRAY = "is an object array, which torch cannot hold"
+
+
+_UNHOLDABLE = {
+    "O": (OBJECT_ARRAY, "convert it to a numeric dtype, or use a list"),
+    "U": ("holds strings, which torch cannot hold", "use a list of str, or integer codes"),
+    "S": ("holds bytes strings, which torch cannot hold", "use a list of bytes, or integer codes"),
+    "T": ("holds strings, which torch cannot hold", "use a list of str, or integer codes"),
+    "V": ("is a structured (void) array, which torch cannot hold", "use its fields as separate arrays"),
+    "M": ("holds datetime64 values, which torch cannot hold", "convert with {path}.astype('int64') and keep the unit"),
+    "m": ("holds timedelta64 values, which torch cannot hold", "convert with {path}.astype('int64') and keep the unit"),
+}
+
+
+def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
+    """Why ``a`` can never become a tensor (or ``None``)."""
+    if isinstance(a, np.ma.MaskedArray):
+        problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
+        fix = "use np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
+    elif a.dtype.kind in _UNHOLDABLE:
+        problem, fix = _UNHOLDABLE[a.dtype.kind]
+    elif a.dtype.newbyteorder("=") not in NUMPY_TO_TORCH:
+        problem = f"has dtype {a.dtype}, which torch lacks"
+        nearest = "np.complex128" if a.dtype.kind == "c" else "np.float64"  # never drop an imaginary part
+        fix = f"cast it first, for example {{path}}.astype({nearest}), if the lost precision is acceptable"
+    else:
+        return None
+    return LeafError(ConversionError, problem, describe_array(a), fix)
+
+
+def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
+    """How ``a`` must change before torch can share it.
+
+    Returns ``None`` when ``torch.from_numpy(a)`` may share it as it is, a zero-copy
+    re-strided view when only unused strides are wrong, or why a copy is due.
+    """
+    if not a.dtype.isnative:
+        return "its byte order is not the machine's"
+    if not a.flags.writeable:
+        # torch has no read-only tensors; sharing would let torch code write into memory
+        # NumPy promised nobody writes (a read-only input, a memory-mapped file).
+        return "it is read-only, and torch tensors are always writable"
+    if not a.flags.aligned:
+        return "its data is not aligned for its dtype"
+    strides = a.strides
+    used = () if a.size == 0 else [s for s, n in zip(strides, a.shape, strict=True) if n > 1]
+    if 0 in used:
+        return "it is a broadcast view (a zero stride), so one element would alias many"
+    if any(s < 0 for s in used):
+        return "it has negative strides, which torch tensors cannot have"
+    if any(s < 0 for s in strides):
+        # Strides of size-1 axes (or of an empty array) never address memory, yet
+        # torch.from_numpy rejects them when negative, and np.ascontiguousarray keeps
+        # them (numpy#23349): re-stride as a view instead of copying.
+        return np.lib.stride_tricks.as_strided(a, strides=[abs(s) for s in strides], writeable=True)
+    return None
+
+
+# Bound once: reading torch.from_numpy and np.ndarray off their modules costs a tenth of
+# from_numpy itself (benchmarks, micro: "a bound name or a module attribute").
+_from_numpy = torch.from_numpy
+
+
+_ndarray = np.ndarray
+
+
+#: A per-call NamedTuple built from a tuple of all its fields, without the Python frame of
+#: its ``__new__`` (benchmarks, micro: "a per-call NamedTuple").
+_new = tuple.__new__
+
+
+class Target(NamedTuple):
+    """Where one call's arrays go: a tensor leaf's per-call context."""
+
+    #: None: the call's tensors disagreed (an error only where a result must be placed).
+    device: torch.device | None
+    casts: Casts
+    copy: bool | None
+    #: The call's tensors, where a leaf needs them: those a tensor input side passes through
+    #: as they are; the arguments an output tensor must not alias (see _outputs.NeedsInputs).
+    tensors: list[torch.Tensor] | None = None
+
+
+def target(
+    device: torch.device | None, casts: Casts, copy: bool | None, tensors: list[torch.Tensor] | None = None
+) -> Target:
+    """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
+    return _new(Target, (device, casts, copy, tensors))
+
+
+def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tensor:
+    """One array or NumPy scalar as a tensor on ``target``'s device, cast per its casts.
+
+    Zero-copy ``torch.from_numpy`` when the array can be shared and stays on the CPU;
+    otherwise exactly one copy (for non-native byte order or negative strides, the
+    host-side fix-up is that copy before any transfer). NumPy scalars are immutable and
+    own no shared buffer, so they never count as a copy.
+
+    It takes the leaf context whole, so a Mapper dispatches straight here, with no wrapper
+    frame per array to unpack it.
+
+    Raises:
+        NoDeviceError: ``target``'s device is None.
+    """
+    flags = a.flags
+    t = None
+    # torch.from_numpy raising costs as much as many conversions (a C++ exception with a long
+    # message: benchmarks, micro: "an array torch refuses"), so only arrays it almost surely
+    # accepts try it: "behaved" (aligned and writable) and C- or
+    # Fortran-contiguous ("forc": no zero or negative strides but numpy#23349's size-1 axes).
+    if type(a) is _ndarray and flags.behaved and flags.forc:
+        try:
+            t = _from_numpy(a)
+        except (TypeError, ValueError):  # dtype, byte order, a size-1 axis's stride
+            pass
+        else:
+            if target.device is CPU and not target.casts and not target.copy:  # shared, uncast: done
+                return t
+    elif (
+        type(a) is _ndarray
+        and flags.forc
+        and not flags.writeable
+        and flags.aligned
+        and target.device is CPU
+        and not target.casts
+    ):
+        # A read-only array (a view of a handed input, most often): one NumPy copy, which
+        # torch then shares; the careful route below costs several times that for small
+        # arrays (benchmarks, micro: "copying a read-only 8-element view").
+        held = a.dtype
+        if held.isnative and held in NUMPY_TO_TORCH and target.copy is not False and a.nbytes < SMALL_COPY_BYTES:
+            copied("layout", a, a.nbytes)
+            return _from_numpy(a.copy(order="K"))
+    device, casts, copy = target.device, target.casts, target.copy
+    if device is None:
+        raise NoDeviceError
+    if casts and a.dtype.kind in "iu":
+        _check_range(a, NUMPY_TO_TORCH[a.dtype.newbyteorder("=")], casts, describe_array)
+    t, shared = (t, True) if t is not None else _slow_array_to_tensor(a, device, casts, copy)
+    if device is not CPU or (casts and t.dtype in casts):  # t is on the CPU here (CPU: see _devices.normal)
+        dtype = casts.get(t.dtype, t.dtype)
+        if copy is False and shared:
+            why = f"it must move to {device}" if t.device != device else f"it must be cast to {dtype}"
+            raise _needs_copy_array(a, why)
+        if t.is_cpu and device is not CPU:
+            crossing(a, a.nbytes, CPU, device, lambda: describe_array(a))
+        elif dtype != t.dtype:
+            copied("cast", a, t.numel() * dtype.itemsize)
+        moved = _cast(t.to, device=device, dtype=dtype)
+        if moved is not t:  # .to() is a no-op for "cuda" when t already is on the current GPU
+            return moved
+    if copy and shared:
+        copied("copy=True", a, a.nbytes)
+        return _host_copy(t)
+    return t
+
+
+# Above this size NumPy's copy is faster: it asks the kernel for transparent huge pages
+# (madvise) for large allocations and torch's CPU allocator does not, so first-touch page
+# faults dominate; below it torch's clone is (benchmarks, micro: "a 8 MiB host copy", "a
+# 128 MiB host copy").
+_NUMPY_COPY_BYTES = 16 * 2**20
+
+
+# Below this size too: torch.tensor() has a fixed cost that NumPy's copy lacks (benchmarks,
+# micro: "copying a read-only 8-element view"); the two meet near 512 KiB.
+SMALL_COPY_BYTES = 2**19
+
+
+def _host_copy(t: torch.Tensor) -> torch.Tensor:
+    """A private copy of a CPU tensor, by whichever copy runs at memory speed for its size."""
+    large = t.numel() * t.element_size() >= _NUMPY_COPY_BYTES
+    if large and t.dtype in TORCH_TO_NUMPY and not (t.requires_grad or t.is_conj() or t.is_neg()):
+        return torch.from_numpy(t.numpy().copy(order="K"))
+    return t.clone()  # keeps autograd history, conj and neg bits
+
+
+def _check_range(values: Any, source: torch.dtype, casts: Casts, describe: Callable[[Any], str]) -> None:
+    """An integer cast that ``dtype=`` asks for must not wrap values around: refuse instead.
+    Only narrowing casts (int64 -> int32, uint64 -> int64) look at the values."""
+    target = casts.get(source)
+    if target is None or not narrows(source, target):
+        return
+    if (values.numel() if isinstance(values, torch.Tensor) else values.size) == 0:
+        return
+    low, high, limits = int(values.min()), int(values.max()), torch.iinfo(target)
+    if low < limits.min or high > limits.max:
+        raise LeafError(
+            ConversionError,
+            f"holds values from {low} to {high}, outside {target}'s range, so casting it as dtype= asks would wrap them",
+            describe(values),
+            "pass a dtype= wide enough for the values, or leave integer results uncast",
+        )
+
+
+def _needs_copy_array(a: NDArray[Any] | np.generic, why: str) -> LeafError:
+    return LeafError(
+        CopyError,
+        f"cannot be shared with torch without a copy: {why}",
+        describe_array(a),
+        "use copy=None to copy only when needed, or copy=True for a private copy",
+    )
+
+
+def _slow_array_to_tensor(
+    a: NDArray[Any] | np.generic, device: torch.device, casts: Casts, copy: bool | None
+) -> tuple[torch.Tensor, bool]:
+    """The careful route: refusals, subclasses, scalars and the layouts torch can't share."""
+    refusal = _array_refusal(a)
+    if refusal is not None:
+        raise refusal
+    if isinstance(a, np.generic):
+        return torch.from_numpy(np.array(a)), False  # a fresh 0-d array nobody else holds
+    plain = np.asarray(a)  # np.matrix, np.memmap and other subclasses: a plain view
+    fix = _stride_fix(plain)
+    if fix is None:
+        return torch.from_numpy(plain), True
+    if not isinstance(fix, str):
+        return torch.from_numpy(fix), True
+    if copy is False:
+        raise _needs_copy_array(a, fix)
+    if device is CPU:
+        copied("layout", a, plain.nbytes)
+    else:  # torch.tensor() or .to() copies it to the device in one step
+        crossing(a, plain.nbytes, CPU, device, lambda: describe_array(a))
+    if not plain.dtype.isnative or not plain.flags.aligned or any(s < 0 for s in plain.strides):
+        # torch.tensor() refuses byte-swapped and negatively strided arrays, and crashes on
+        # unaligned complex ones (pytorch#190043): NumPy makes the one (aligned, native,
+        # positively strided) copy, and torch shares it.
+        fresh = np.array(plain, dtype=plain.dtype.newbyteorder("="), order="K", copy=True)
+        return torch.from_numpy(fresh), False
+    # Read-only or broadcast: torch.tensor() copies straight to the target device and
+    # dtype, with no host copy first and no "not writable" warning.
+    dtype = NUMPY_TO_TORCH[plain.dtype]
+    dtype = casts.get(dtype, dtype)
+    try:
+        nbytes = plain.nbytes
+        if (
+            device is CPU
+            and dtype == NUMPY_TO_TORCH[plain.dtype]
+            and not SMALL_COPY_BYTES <= nbytes < _NUMPY_COPY_BYTES
+        ):
+            # A broadcast view comes out C-contiguous ("K" would order its zero-stride axes first).
+            broadcast = 0 in plain.strides
+            fresh = np.array(plain, order="C", copy=True) if broadcast else np.array(plain, order="K", copy=True)
+            return torch.from_numpy(fresh), False  # see _host_copy
+        return _cast(torch.tensor, plain, device=device, dtype=dtype), False
+    except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError
+        if "alloc" not in str(e).lower() and not isinstance(e, MemoryError):
+            raise
+        needed = plain.size * torch.empty(0, dtype=dtype).element_size()
+        raise LeafError(
+            ConversionError,
+            f"needs a copy of {plain.size:,} elements ({needed / 2**30:,.1f} GiB) to become a tensor, which "
+            "could not be allocated",
+            describe_array(a),
+            "for a broadcast view, return the compact array and expand it with torch's .expand(), "
+            "or reduce it before returning",
+        ) from None
+
+
+def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: bool | None) -> torch.Tensor:
+    """A tensor result (SciPy's array-API mode returns them) moved and cast like an array's."""
+    if casts and t.dtype in INTEGERS:
+        _check_range(t, t.dtype, casts, describe_tensor)
+    dtype = casts.get(t.dtype, t.dtype)
+    crosses = _devices.crosses(t.device, device)
+    if crosses:
+        if t.is_meta:  # no data to move: the refusal an argument gets
+            raise tensor_refusal(t)  # type: ignore[misc]  # a meta tensor always has one
+        crossing(t, nbytes(t), t.device, device, lambda: describe_tensor(t))
+    elif dtype != t.dtype:
+        copied("cast", t, t.numel() * dtype.itemsize)
+    moved = _cast(t.to, device=device, dtype=dtype) if crosses or dtype != t.dtype else t
+    if moved is t and copy:
+        copied("copy=True", t, nbytes(t))
+        return _host_copy(t) if t.is_cpu else t.clone()
+    if moved is not t and copy is False:
+        raise LeafError(
+            CopyError,
+            f"cannot reach {device} as {moved.dtype} without a copy",
+            describe_tensor(t),
+            "use copy=None to copy only when needed, or copy=True for a private copy",
+        )
+    return moved
+
+
+_quiet_lock = threading.Lock()
+
+
+_quiet_done: set[str] = set()
+
+
+def _quiet_first(kind: str, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``op``; the first time for ``kind``, with warnings caught.
+
+    torch warns once per process when it first makes a complex32 tensor ("ComplexHalf
+    support is experimental") or a CSR/CSC/BSR tensor ("Sparse CSR tensor support is in
+    beta state"): remarks on torch's kernels, not on the user's code, so they must not
+    leak from a conversion. Only the first op of each kind runs with warnings caught,
+    under a lock because catch_warnings is process-global before Python 3.14.
+    """
+    if kind in _quiet_done:
+        return op(*args, **kwargs)
+    with _quiet_lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = op(*args, **kwargs)
+        _quiet_done.add(kind)
+        return result
+
+
+def _cast(op: Callable[..., torch.Tensor], *args: Any, **kwargs: Any) -> torch.Tensor:
+    """Run ``op``, which makes a tensor of ``kwargs["dtype"]`` on ``kwargs["device"]`` (see
+    _quiet_first); a device this torch cannot use raises a LeafError saying so."""
+    try:
+        if kwargs["dtype"] is torch.complex32:
+            return _quiet_first("complex32", op, *args, **kwargs)  # type: ignore[no-any-return]
+        return op(*args, **kwargs)
+    except (AssertionError, RuntimeError) as e:
+        # A CPU-only torch asserts "Torch not compiled with CUDA enabled"; a missing index is a
+        # RuntimeError. Other failures (out of memory) are the caller's to see as they are.
+        device = kwargs["device"]
+        if _usable(device):
+            raise
+        raise LeafError(
+            ConversionError,
+            f"cannot be placed on {device}: this torch cannot use that device ({e})",
+            f"device='{device}', with torch {torch.__version__} and {torch.cuda.device_count()} CUDA device(s)",
+            "pass device= naming a device this machine has (or None: the caller's device)",
+        ) from None
+
+
+def _usable(device: torch.device) -> bool:
+    try:
+        torch.empty(0, device=device)
+    except (AssertionError, RuntimeError):
+        return False
+    return True

@@ -1,0 +1,150 @@
+"""``writeback=True``: what the function wrote, made the caller's.
+
+Arguments that share memory (``f(t, t)``, ``f(t, t[0])``) must stay aliased when they need
+a private copy (bfloat16 widened, a conj bit resolved, a device crossed, ``copy=True``):
+each gets a view of ONE private copy of the memory they span, so NumPy sees its own
+aliasing and the copy back is one copy, whatever the dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from autoconvert._errors import ConversionError, LeafError
+
+from ._copies import copied
+from ._describe import describe_tensor
+from ._grad import GradPolicy
+from ._memory import extent
+from ._to_numpy import tensor_to_array
+
+#: (tensor, private array) to copy back, or (tensor, None): the function wrote into its memory.
+Pairs = list[tuple[torch.Tensor, NDArray[Any] | None]]
+
+
+class Span:
+    """The memory several arguments share, as one array they all view.
+
+    ``source`` covers it in the members' dtype (a 1-d view of their storage, from element
+    ``start``); ``array`` is ``source`` converted, made by the first member converted.
+    A span whose members differ in dtype or conj/neg bits has no ``source``: they cannot
+    view one array, so each converts alone and must share the caller's memory.
+    """
+
+    __slots__ = ("array", "source", "start")
+
+    def __init__(self, source: torch.Tensor | None, start: int) -> None:
+        self.source = source
+        self.start = start
+        self.array: NDArray[Any] | None = None
+
+    def view(self, t: torch.Tensor, pairs: Pairs, copy: bool | None, grad: GradPolicy, widened: Any) -> Any:
+        """Member ``t`` as a view of the span's array (converted on first use, then written back once)."""
+        if t.requires_grad:
+            grad.detach(t)  # the policy speaks for the member; the source is detached already
+        if self.source is None:
+            a, shared = tensor_to_array(t, copy, grad, settle=False, widened=widened)
+            if not shared:
+                raise LeafError(
+                    ConversionError,
+                    "shares memory with another argument of another dtype or conj/neg bit, and needs a private "
+                    "copy; writes through one array could not be seen through the other, and one copy back "
+                    "would undo the other's",
+                    describe_tensor(t),
+                    "pass {path}.clone() (the function's writes to it are then dropped), or one view of the memory",
+                )
+            pairs.append((t, None))
+            return a
+        if self.array is None:
+            array, shared = tensor_to_array(self.source, copy, grad, settle=False, widened=widened)
+            pairs.append((self.source, None if shared else array))
+            self.array = array
+        array = self.array
+        offset = t.storage_offset() - self.start
+        strides = tuple(s * array.itemsize for s in t.stride())
+        return np.lib.stride_tricks.as_strided(array[offset:], tuple(t.shape), strides)
+
+
+def aliased_spans(tensors: list[torch.Tensor]) -> dict[int, Span]:
+    """``id(tensor) -> Span`` for the strided tensors that share a storage with another
+    (the same tensor passed twice counts); empty, and cheap, when none do."""
+    if len(tensors) < 2:
+        return {}
+    groups: dict[tuple[torch.device, int], list[torch.Tensor]] = {}
+    for t in tensors:
+        key = _memory(t)
+        if key is not None:
+            groups.setdefault(key, []).append(t)
+    spans: dict[int, Span] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        span = _span(members)
+        for t in members:
+            spans[id(t)] = span
+    return spans
+
+
+def _memory(t: torch.Tensor) -> tuple[torch.device, int] | None:
+    """Where a strided tensor's storage starts; None for what has no memory to share
+    (empty, meta, sparse, nested, functorch or fake tensors: the leaf says what it refuses)."""
+    if t.layout != torch.strided or t.is_nested or t.is_meta or not t.numel():
+        return None
+    try:
+        return t.device, t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def _span(members: list[torch.Tensor]) -> Span:
+    first = members[0]
+    family = (first.dtype, first.is_conj(), first.is_neg())
+    if any((t.dtype, t.is_conj(), t.is_neg()) != family for t in members):
+        return Span(None, 0)
+    start = min(int(t.storage_offset()) for t in members)
+    stop = max(t.storage_offset() + extent(t) for t in members)
+    # The largest storage: members may be tensors made apart over one memory (from_numpy twice).
+    base = max(members, key=lambda t: t.untyped_storage().nbytes()).detach()
+    return Span(base.as_strided((stop - start,), (1,), start), start)
+
+
+class WriteBackFailed(Exception):  # noqa: N818 - a signal to the Runner, which raises the public error
+    """Copying a private array back into ``tensor`` failed with ``error`` (the function
+    reshaped the array, say); the Runner names the argument."""
+
+    def __init__(self, tensor: torch.Tensor, error: Exception) -> None:
+        super().__init__(str(error))
+        self.tensor = tensor
+        self.error = error
+
+
+def write_back(pairs: Pairs) -> None:
+    """Make what a function wrote the caller's: copy private arrays back into their tensors,
+    and tell autograd about writes into shared memory (``None``), as an in-place op would.
+    Raises ``WriteBackFailed`` for the first tensor that cannot take its array back;
+    the others are still written."""
+    failed: WriteBackFailed | None = None
+    for t, a in pairs:
+        # An inference tensor has no version counter, and takes writes only in inference mode.
+        inference = t.is_inference()
+        if a is None:
+            # NumPy wrote straight into t's memory, unseen by autograd's version counter:
+            # a tensor saved for backward would give silently wrong gradients.
+            if not inference:
+                torch.autograd.graph.increment_version(t)  # type: ignore[no-untyped-call, unused-ignore]  # untyped in torch 2.4
+            continue
+        copied("writeback", t, a.nbytes)
+        try:
+            source = torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
+            # copy_ narrows the dtype, crosses devices, honours conj/neg bits of t, and, on a
+            # detached view sharing t's version counter, tells autograd too.
+            with torch.no_grad(), torch.inference_mode(inference):
+                t.detach().copy_(source)
+        except (RuntimeError, TypeError, ValueError) as e:
+            failed = failed or WriteBackFailed(t, e)
+    if failed is not None:
+        raise failed

@@ -1,0 +1,349 @@
+"""``adapt``: a function's annotations say what it needs; callers get back their own kind.
+
+At decoration the annotations are read once (``_annotations``): each parameter asks for an
+array, a tensor, or nothing, and the return annotation says which results are arrays or
+tensors. Per call, each argument goes through one handler made for its parameter, on the
+same leaf functions as ``accepts_numpy`` and ``accepts_tensor``; results go through
+``returns_tensor(dtype="input")``'s output side when the caller passed tensors, or
+``returns_numpy``'s when it passed arrays and no tensors (tensors win a mixed call: the
+results go where the caller's tensors live).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any, TypeVar, Unpack, overload
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from autoconvert._calls._call import AfterStep, Begin, ConvertIn, Finish, Runner
+from autoconvert._calls._config import Config
+from autoconvert._calls._emit import Result, Step
+from autoconvert._calls._inputs import Collected, NumpyInputs, collected
+from autoconvert._calls._observe import Watching
+from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
+from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
+from autoconvert._calls._plan import Plan
+from autoconvert._calls._signature import Given, function_name
+from autoconvert._calls._spec import Spec, after_step
+from autoconvert._calls._wrapper import is_wrapper, wrap
+from autoconvert._conversions import _devices
+from autoconvert._conversions._copies import counted
+from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._to_torch import array_to_tensor, target
+from autoconvert._conversions._tree import Mapper, cycle_error
+from autoconvert._errors import ConversionError, LeafError
+
+from ._annotations import Signature
+from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
+
+#: A parameter's per-call handler: exact type -> function of (value, ctx); the fallback under ``...``.
+Handler = dict[Any, Callable[[Any, Collected], Any]]
+
+#: adapt's steps in its spec: each argument as its parameter asks, the result in the caller's kind.
+ASKED = Step("asks")
+CALLERS_KIND = Result("caller's kind")
+
+
+class AdaptPlan(Plan):
+    """A Plan whose Runner converts each parameter as its annotation says (see module docstring)."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
+        self.signature = Signature(func)
+        super().__init__(func, sides)
+
+    def _spec(self, policies: dict[str, Policy]) -> Spec:
+        """adapt's spec: arguments to arrays or tensors as each parameter asks, results in the
+        caller's kind (as ``returns_tensor(dtype="input")`` or ``returns_numpy`` send them)."""
+        policy = policies["adapt"]
+        grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
+        arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
+        return Spec(
+            self.function,
+            types.MappingProxyType(policies),
+            arrays,
+            TensorOutputs(self.function, self.params, _RETURNING),
+            ASKED,
+            self.signature.steps(self.params),
+            CALLERS_KIND,
+            after_step(arrays),
+            policy.transfers != "allow",
+            "adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
+        )
+
+    def _runner(
+        self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None
+    ) -> Runner:
+        return AdaptRunner(spec, self.signature, variants, watch=watch)
+
+
+#: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
+_RETURNING = dataclasses.replace(PLAIN, dtype="input")
+
+
+class AdaptRunner(Runner):
+    """The per-call path of ``adapt``: one handler per parameter, then the caller's kind back."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        signature: Signature,
+        variants: Callable[[Config | None], Runner] | None,
+        *,
+        watch: Watching | None = None,
+    ) -> None:
+        arrays, to_tensors, policy = spec.inputs, spec.outputs, spec.policies["adapt"]
+        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._spec
+        assert isinstance(to_tensors, TensorOutputs)
+        self.signature = signature
+        self.arrays = arrays
+        self.device = policy.device
+        self.copy = policy.copy
+        self.to_tensors = to_tensors
+        self.to_arrays = NumpyOutputs(spec.function, arrays.params, PLAIN)
+        if watch is not None:  # count conversions: each leaf, once (the spec's sides are counted already)
+            self.to_arrays.mapper.wrap_leaves(counted)
+        self.array_mapper = Mapper(
+            {torch.Tensor: arrays.mapper.dispatch[torch.Tensor], np.ndarray: _seen_array},
+            nested=policy.nested,
+        )
+        to_tensor = counted(_array_to_tensor) if watch is not None else _array_to_tensor
+        self.tensor_mapper = Mapper(
+            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=policy.nested
+        )
+        self.params = arrays.params
+        super().__init__(spec, variants, watch=watch)
+
+    def directions(self) -> tuple[str | None, str | None]:
+        return "arguments", "results"
+
+    def _handler(self, want: Want | None) -> Handler | None:
+        """The per-argument handler for a parameter that asks for ``want`` (None: untouched): a
+        dispatch dict by exact type, its fallback under ``...``."""
+        if want is None:
+            return None
+        if want.kind == TENSOR:
+            return {torch.Tensor: _seen_tensor, ...: self._to_tensor(want)}
+        generic = self._to_array(want)
+        if want.dtype is not None:  # every value may need the cast
+            return {...: generic}
+        return {torch.Tensor: self.array_mapper.dispatch[torch.Tensor], np.ndarray: _seen_array, ...: generic}
+
+    def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
+        mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
+        cast = dtype is not None and not self.arrays.writeback  # a cast copy could not be written back
+
+        def to_array(value: Any, ctx: Collected) -> Any:
+            kind = type(value)
+            if kind is torch.Tensor:
+                a = leaf(value, ctx)
+            elif kind is np.ndarray:
+                a = _seen_array(value, ctx)
+            elif bare and isinstance(value, (list, tuple, int, float, complex, np.generic)) and kind is not bool:
+                a = _one_array(mapper(value, ctx) if isinstance(value, (list, tuple)) else value)
+            else:
+                return mapper(value, ctx)  # containers, None and the rest: tensors inside become arrays
+            return _cast(a, dtype) if dtype is not None and cast else a
+
+        return to_array
+
+    def _to_tensor(self, want: Want) -> Callable[[Any, Collected], Any]:
+        mapper, bare = self.tensor_mapper, want.bare
+
+        def to_tensor(value: Any, ctx: Collected) -> Any:
+            if bare and isinstance(value, (list, tuple, int, float, complex)) and type(value) is not bool:
+                return torch.as_tensor(value, device=ctx.target.device)  # type: ignore[union-attr]  # set: see places
+            return mapper(value, ctx)  # arrays, containers, None and the rest
+
+        return to_tensor
+
+    def _steps(self, after: AfterStep | None) -> tuple[Begin | None, ConvertIn | None, Finish | None]:
+        """adapt's steps of the protocol: each argument converted as its parameter's annotation
+        asks; the result back in the caller's kind (tensors win a mixed call)."""
+        signature, params, arrays = self.signature, self.params, self.arrays
+        asks = {name: step.asks for name, step in self.spec.parameters or ()}  # the spec's steps
+        steps = [self._handler(asks.get(name)) for name in params.positional]
+        shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
+        star, star_star = self._handler(asks.get(f"*{params.varargs}")), self._handler(asks.get(f"**{params.varkw}"))
+        by_keyword = {name: self._handler(w) for name, w in asks.items() if w is not None and name[0] != "*"}
+        to_tensors, to_arrays = self.to_tensors.convert, self.to_arrays.convert
+        whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
+        tensor_result = _result_walker(signature.result, {ARRAY, ANY})
+        array_result = _result_walker(signature.result, {TENSOR, ANY})
+        writeback, fixed_device, copy = arrays.writeback, self.device, self.copy
+        # Arrays become tensors only for tensor parameters: where is asked only if there are some.
+        wants = asks.values()
+        places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
+
+        def begin(
+            plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> Collected:
+            spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
+            placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
+            return collected(plain, odd, pairs=[], spans=spans, seen=[], target=placed)
+
+        def convert_in(
+            args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
+        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+            positions = shifted if shifts and instance is not None else steps
+            out: list[Any] = []
+            key = None
+            try:
+                for a in args:
+                    step = positions[len(out)] if len(out) < len(positions) else star
+                    out.append(a if step is None else (step.get(type(a)) or step[...])(a, ctx))
+                if kwargs:
+                    converted = {}
+                    for key, v in kwargs.items():
+                        step = by_keyword.get(key, star_star)
+                        converted[key] = v if step is None else (step.get(type(v)) or step[...])(v, ctx)
+                    kwargs = converted
+            except (LeafError, RecursionError) as e:
+                fact = e if isinstance(e, LeafError) else cycle_error()
+                raise arrays.public(fact, instance, key, len(out)) from None
+            return tuple(out), kwargs
+
+        def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
+            if plain or odd:
+                if whole_tensors:
+                    return to_tensors(result, plain, odd, given)
+                return tensor_result(result, to_tensors, plain, odd, given)
+            if ctx.seen:
+                if whole_arrays:
+                    return to_arrays(result, plain, odd, given)
+                return array_result(result, to_arrays, plain, odd, given)
+            return result
+
+        return begin, convert_in, finish
+
+
+def _one_array(value: Any) -> Any:
+    """A list or tuple (its tensors already arrays, converted as arguments are), or a number,
+    as the one array an array parameter asks for; NumPy's refusal (ragged, self-containing or
+    too deep lists, items too large to stack) as a fact about the argument."""
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, MemoryError) as e:  # MemoryError: an item broadcast past memory
+        raise LeafError(
+            ConversionError,
+            f"cannot become the one array its annotation asks for (NumPy: {str(e).rstrip('.')})",
+            f"a {type(value).__name__} of {len(value)} items",
+            "pass nested lists of equal lengths, or annotate the parameter as a list of arrays "
+            "(list[np.ndarray]) to get each item converted on its own",
+        ) from None
+
+
+def _seen_array(a: NDArray[Any], ctx: Collected) -> NDArray[Any]:
+    ctx.seen.append(a)  # type: ignore[union-attr]  # adapt's context has them
+    return a
+
+
+def _seen_tensor(t: torch.Tensor, ctx: Collected) -> torch.Tensor:
+    ctx.odd.append(t)
+    return t
+
+
+def _array_to_tensor(a: Any, ctx: Collected) -> torch.Tensor:
+    ctx.seen.append(a)  # type: ignore[union-attr]
+    return array_to_tensor(a, ctx.target)  # type: ignore[arg-type]  # set wherever arrays become tensors
+
+
+def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
+    """An array cast to an annotated dtype within its kind: floats to floats, complex to
+    complex, integers to integers that hold them; never integers to floats (as elsewhere)."""
+    if type(a) is not np.ndarray or a.dtype == dtype:
+        return a
+    kinds = a.dtype.kind + dtype.kind
+    if kinds in ("ff", "cc") or (kinds in ("ii", "iu", "ui", "uu") and np.can_cast(a.dtype, dtype)):
+        return a.astype(dtype)
+    return a
+
+
+def _result_walker(want: Want, converted: set[str]) -> Callable[..., Any]:
+    """``walk(result, convert, plain, odd, given)``: an output side's ``convert`` applied
+    where ``want`` asks for a kind in ``converted``, the rest of the result untouched."""
+
+    def walk(result: Any, convert: Callable[..., Any], *call: Any, want: Want = want) -> Any:
+        if want.kind in converted:
+            return convert(result, *call)
+        if want.kind == EACH and want.each is not None:
+            if type(result) in (list, tuple):
+                return type(result)(walk(r, convert, *call, want=want.each) for r in result)
+            if isinstance(result, dict):
+                return type(result)({k: walk(v, convert, *call, want=want.each) for k, v in result.items()})
+        if want.kind == ITEMS and isinstance(result, tuple) and len(result) == len(want.items):
+            values = [walk(r, convert, *call, want=w) for r, w in zip(result, want.items, strict=True)]
+            return result._make(values) if hasattr(result, "_fields") else tuple(values)  # type: ignore[attr-defined]
+        return result
+
+    return walk
+
+
+T = TypeVar("T")
+
+
+@overload
+def adapt(func: type[T], /) -> type[T]: ...
+@overload
+def adapt(func: Callable[..., Any], /) -> Callable[..., Any]: ...
+@overload
+def adapt(func: None = None, /, **options: Unpack[AdaptOptions]) -> Callable[[Any], Any]: ...
+def adapt(func: Any = None, /, **options: Any) -> Any:
+    """Convert arguments to what the function's annotations ask for, and results back to the caller's kind.
+
+    A parameter annotated ``np.ndarray`` or ``npt.NDArray[...]`` receives an ndarray whatever
+    the caller passed (a tensor on any device, an ndarray, a list, a scalar); one annotated
+    ``torch.Tensor`` receives a tensor. ``X | None``, ``list[X]``, ``Sequence[X]``,
+    ``tuple[...]`` and ``dict[str, X]`` of those are converted element-wise; unannotated
+    parameters are untouched. ``NDArray[np.float32]`` also casts floats to float32.
+
+    Results come back in the caller's kind: tensors (on the caller's device, in its floating
+    dtype) when the caller passed any tensor, arrays when it passed arrays and no tensor;
+    the return annotation says which parts of the result are arrays or tensors.
+
+    Args:
+        func: the function, method or class (its public methods and ``__call__`` adapted);
+            omitted for options.
+        **options: ``copy``, ``writeback``, ``grad``, ``nested``, ``sparse``, ``widen_float16``
+            and ``check_writes`` as for ``accepts_numpy``; ``device``: where arrays go for
+            tensor parameters (default: torch's default device).
+
+    Raises:
+        TypeError: an annotation cannot be resolved, or asks for arrays and tensors at once.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.adapt
+        ... def centred(img: np.ndarray) -> np.ndarray:
+        ...     return img - img.mean()
+        >>> centred(torch.tensor([1.0, 3.0]))
+        tensor([-1.,  1.])
+        >>> centred(np.array([1.0, 3.0]))
+        array([-1.,  1.])
+    """
+    checked = validate(options, "adapt")
+
+    def apply(target: Any) -> Any:
+        if isinstance(target, type):
+            for name, member in list(vars(target).items()):
+                public = not name.startswith("_") or name == "__call__"  # transforms are called
+                if public and (inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))):
+                    setattr(target, name, apply(member))
+            return target
+        if is_wrapper(target):
+            raise TypeError(
+                f"autoconvert.adapt() on {function_name(target)}: it is already decorated by autoconvert; "
+                "adapt converts both ways itself, so apply it to the undecorated function"
+            )
+        return wrap(target, AdaptPlan(target, {"adapt": checked}))
+
+    return apply if func is None else apply(func)
+
+
+shows_options(adapt, [FUNC], "adapt")

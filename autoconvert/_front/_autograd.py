@@ -1,0 +1,275 @@
+"""The eager form of a ``numpy_op``: ``torch.autograd.Function``s in torch's new style.
+
+The forward, the NumPy backward and the NumPy jvp rule are each a Function of their own,
+with a ``vmap`` rule, so torch.func's transforms (grad, vjp, jacrev, vmap, jvp, jacfwd)
+compose with them in any order and the NumPy code only ever sees plain tensors. Under
+``vmap`` an op runs once per sample (``"sequential"``) or once for the batch
+(``"vectorized"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autoconvert._errors import ConversionError, GradientError, message
+
+from ._opspec import Spec, filled, save, saved, shaped_as
+
+#: The innermost torch.func transform's level, None outside all (feature-detected: torch 2.4 has it).
+transforming: Callable[[], int | None] = getattr(
+    getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None
+)
+
+
+def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor argument requires grad (keyword ones too: bind() says why they can't)."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            return True
+    return False
+
+
+def run_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+    """One call of the op inside a ``vmap`` rule: the plain pair where there is no graph to
+    join and no torch.func transform left (a vectorized call's own), else ``apply_op``."""
+    if transforming() is None and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
+        return spec.run(args, kwargs)
+    return apply_op(spec, kwargs, *args)
+
+
+def apply_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+    """The op as an autograd node: torch's old-style Function outside torch.func (its
+    ``apply`` skips binding the arguments to ``forward``'s signature, ``inspect.signature``
+    on every call, a third of an eager call), the new-style one, which transforms can
+    see through, under them."""
+    function = _EagerFunction if transforming() is None else _NumpyFunction
+    return function.apply(spec, kwargs, *args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
+
+
+def apply_traced(*args: Any) -> Any:  # pragma: no cover - runs under dynamo, unseen by coverage
+    return _NumpyFunction.apply(*args)  # type: ignore[no-untyped-call, unused-ignore]  # typed from torch 2.14
+
+
+class _NumpyFunction(torch.autograd.Function):
+    """The eager form: one autograd node around the forward pair and the NumPy backward.
+
+    In torch's new style (a forward without ``ctx``, ``setup_context``, a ``vmap`` rule and a
+    ``jvp``), so torch.func's transforms compose with it in any order: their forward runs on
+    plain tensors NumPy can read, and the backward is itself such a function (``_NumpyVjp``),
+    so under ``torch.func.grad`` it too runs on plain tensors.
+    """
+
+    @staticmethod
+    def forward(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+        return spec.run(args, kwargs)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        _setup(ctx, inputs[0], inputs[1], inputs[2:], output)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        args, outputs = saved(ctx)
+        spec: Spec = ctx.spec
+        if spec.backward is None:
+            raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
+        if transforming() is None and not torch.is_grad_enabled():  # a plain backward: no node to record
+            found = iter(spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result))
+            return (None, None, *(next(found) if isinstance(a, torch.Tensor) else None for a in args))
+        # Under torch.func, or create_graph=True: a node whose own backward raises. It gives
+        # zeros for None, which inputs that need no gradient must not get back.
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        call = _Call(ctx, len(grads), len(tensors))
+        found = iter(_NumpyVjp.apply(spec, call, *grads, *tensors, *outputs))  # type: ignore[no-untyped-call, unused-ignore]
+        wanted = iter(ctx.needs_input_grad[2:])
+        return (None, None, *(next(found) if next(wanted) and isinstance(a, torch.Tensor) else None for a in args))
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+        return _vmapped(run_op, info, in_dims[2:], (spec, kwargs), args, vectorized=spec.vectorized, name=spec.name)
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:
+        spec: Spec = ctx.spec
+        if spec.jvp is None:
+            raise GradientError(_needs_rule(spec.name, "forward-mode derivatives (torch.func.jvp, jacfwd)", "jvp"))
+        args, outputs = saved(ctx)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        given = [t for a, t in zip(args, tangents[2:], strict=True) if isinstance(a, torch.Tensor)]
+        given = [torch.zeros_like(a) if t is None else t for a, t in zip(tensors, given, strict=True)]
+        call = _Call(ctx, len(given), len(tensors))
+        found = _NumpyJvp.apply(spec, call, *given, *tensors, *outputs)  # type: ignore[no-untyped-call, unused-ignore]
+        return found if ctx.tuple_result else found[0]
+
+
+def _setup(ctx: Any, spec: Spec, kwargs: dict[str, Any], args: Any, output: Any) -> None:
+    """Keep what the backward and jvp need: the call, and which results carry no gradient."""
+    results = output if isinstance(output, tuple) else (output,)
+    ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
+    ctx.spec, ctx.tuple_result = spec, isinstance(output, tuple)
+    save(ctx, args, kwargs, results, forward=spec.jvp is not None)
+
+
+class _EagerFunction(torch.autograd.Function):
+    """``_NumpyFunction`` in torch's old style, for calls outside torch.func (see ``apply_op``)."""
+
+    @staticmethod
+    def forward(ctx: Any, spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+        output = spec.run(args, kwargs)
+        _setup(ctx, spec, kwargs, args, output)
+        return output
+
+    backward = _NumpyFunction.backward
+    jvp = _NumpyFunction.jvp  # torch.autograd.forward_ad's dual tensors, outside torch.func
+
+
+class _Call:
+    """What a NumPy rule's Function needs of the forward call besides its tensors, which come
+    as ``leading`` gradients (or tangents), then ``inputs`` tensor arguments, then the outputs.
+    A plain object, not a tuple: torch.func would flatten a tuple into its transforms' inputs."""
+
+    __slots__ = ("inputs", "kwargs", "leading", "shaped", "template", "tuple_result")
+
+    def __init__(self, ctx: Any, leading: int, inputs: int, *, shaped: bool = True) -> None:
+        """From the forward call ``ctx`` kept (see ``_setup``); ``shaped``: the rule's results
+        in their references' shapes, else per sample (a vectorized rule under vmap)."""
+        self.kwargs, self.template, self.tuple_result = ctx.kwargs, ctx.template, ctx.tuple_result
+        self.leading, self.inputs, self.shaped = leading, inputs, shaped
+
+    def split(self, tensors: tuple[torch.Tensor, ...]) -> tuple[Any, list[Any], Any]:
+        """(the leading tensors, the positional arguments with their tensors put back, outputs)."""
+        ends = self.leading + self.inputs
+        return tensors[: self.leading], filled(self.template, iter(tensors[self.leading : ends])), tensors[ends:]
+
+    def unshaped(self) -> _Call:
+        return _Call(self, self.leading, self.inputs, shaped=False)
+
+
+class _NumpyRule(torch.autograd.Function):
+    """A NumPy rule of a ``numpy_op`` (its backward, its jvp) as a Function: called as
+    ``apply(spec, call, *tensors)``; its context keeps only the op's name, for errors."""
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        ctx.name = inputs[0].name
+
+
+class _NumpyVjp(_NumpyRule):
+    """A ``numpy_op``'s NumPy backward as a function of its own: ``(spec, call, *grads,
+    *inputs, *outputs)`` to one gradient per tensor input (zeros where the backward gave
+    None). Its own backward raises: there is no second derivative of NumPy code."""
+
+    @staticmethod
+    def forward(spec: Spec, call: _Call, *tensors: Any) -> Any:
+        grads, args, outputs = call.split(tensors)
+        with torch.no_grad():
+            found = spec.gradients(grads, args, call.kwargs, outputs, call.tuple_result, shaped=call.shaped)
+        inputs = tensors[call.leading : call.leading + call.inputs]
+        return tuple(torch.zeros_like(a) if g is None else g for a, g in zip(inputs, found, strict=True))
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise RuntimeError(f"{ctx.name}: double backward is not supported: its backward is NumPy code")
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> Any:  # forward over reverse (jacfwd(jacrev(op))): a second derivative
+        raise RuntimeError(f"{ctx.name}: double backward is not supported: its backward is NumPy code")
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, call: _Call, *tensors: Any) -> Any:
+        mirrored = slice(call.leading, call.leading + call.inputs)  # a gradient per input
+        return _per_sample(_NumpyVjp.apply, info, in_dims[2:], spec, call, mirrored=mirrored, tensors=tensors)
+
+
+class _NumpyJvp(_NumpyRule):
+    """A ``numpy_op``'s NumPy jvp rule as a function of its own: ``(spec, call, *tangents,
+    *inputs, *outputs)`` to one tangent per output. It has no derivative of its own."""
+
+    @staticmethod
+    def forward(spec: Spec, call: _Call, *tensors: Any) -> Any:
+        tangents, args, outputs = call.split(tensors)
+        with torch.no_grad():
+            return spec.tangents(tangents, args, call.kwargs, outputs, shaped=call.shaped)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise RuntimeError(f"{ctx.name}: derivatives of its jvp are not supported: its jvp is NumPy code")
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, call: _Call, *tensors: Any) -> Any:
+        mirrored = slice(call.leading + call.inputs, None)  # a tangent per output
+        return _per_sample(_NumpyJvp.apply, info, in_dims[2:], spec, call, mirrored=mirrored, tensors=tensors)
+
+
+def _per_sample(
+    function: Any,
+    info: Any,
+    dims: tuple[Any, ...],
+    spec: Spec,
+    call: _Call,
+    *,
+    mirrored: slice,
+    tensors: tuple[Any, ...],
+) -> Any:
+    """A NumPy rule's ``function(spec, call, *tensors)`` under ``torch.vmap``: per sample
+    (``"sequential"``), or once over the whole batch (``"vectorized"``), every tensor with a
+    leading batch axis (see ``_leading``); its results mirror ``tensors[mirrored]`` (a
+    gradient per input, a tangent per output), per sample."""
+    if not spec.vectorized:
+        return _vmapped(function, info, dims, (spec, call), tensors, vectorized=False, name=spec.name)
+    leading = _leading(tensors, dims, info.batch_size)
+    found = function(spec, call.unshaped(), *leading)
+    shaped = tuple(shaped_as(g, a.shape) for g, a in zip(found, leading[mirrored], strict=True))
+    return shaped, tuple(0 for _ in shaped)
+
+
+def _leading(values: tuple[Any, ...], dims: tuple[Any, ...], batch: int) -> tuple[Any, ...]:
+    """``values`` for one vectorized call: batched tensors with their batch dim moved to the
+    front, unbatched ones broadcast along a leading batch axis (a view, no copy), so that under
+    nested transforms (``vmap(jacfwd(f))``) every argument's leading axes are the same batches."""
+    return tuple(
+        v.movedim(d, 0) if d is not None else v.expand(batch, *v.shape) if isinstance(v, torch.Tensor) else v
+        for v, d in zip(values, dims, strict=True)
+    )
+
+
+def _vmapped(
+    function: Any,
+    info: Any,
+    dims: tuple[Any, ...],
+    head: tuple[Any, ...],
+    values: tuple[Any, ...],
+    *,
+    vectorized: bool,
+    name: str,
+) -> Any:
+    """``function(*head, *values)`` under ``torch.vmap``, each value batched along its
+    dim in ``dims`` (None: unbatched): sequentially, one call per sample, stacked (what a loop
+    gives), or vectorized, one call with every tensor given a leading batch axis."""
+    if vectorized:
+        result = function(*head, *_leading(values, dims, info.batch_size))
+        return result, (tuple(0 for _ in result) if isinstance(result, tuple) else 0)
+    results = [
+        function(*head, *(v if d is None else v.select(d, i) for v, d in zip(values, dims, strict=True)))
+        for i in range(info.batch_size)
+    ]
+    if not results:
+        raise ConversionError(
+            message(name, "the call", "has an empty batch under torch.vmap", "batch size 0", "skip empty batches")
+        )
+    if isinstance(results[0], tuple):
+        return tuple(torch.stack(parts) for parts in zip(*results, strict=True)), tuple(0 for _ in results[0])
+    return torch.stack(results), 0
+
+
+def _needs_rule(name: str, what: str, option: str) -> str:
+    return message(
+        name,
+        "the numpy_op",
+        f"was asked for {what}, and has no NumPy rule for it",
+        f"a numpy_op without {option}=",
+        f"pass {option}= to autoconvert.numpy_op",
+    )

@@ -1,0 +1,369 @@
+"""Where ``batched`` runs a batch: threads, a local process pool, a Dask cluster, any Executor.
+
+A map sends a few chunks of samples per worker: few enough that sending and collecting stay
+small next to the work, enough to even out samples of uneven cost (four per worker; one per
+Dask worker thread, whose tasks cost milliseconds each to schedule). The batch crosses once:
+threads read the caller's tensors; workers on the caller's machine map large batched arrays, and
+large results, from shared memory; Dask workers elsewhere receive each chunk's samples
+scattered straight to them, not through the scheduler. When a sample fails the map is
+cancelled: chunks not started are dropped, running ones stop before their next sample (a
+chunk on another machine's Dask worker finishes its samples), and the error is raised.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import contextvars
+import functools
+import math
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from autoconvert._calls._config import active
+from autoconvert._calls._options import policy_of
+from autoconvert._conversions._grad import GradPolicy
+from autoconvert._errors import LeafError
+
+from ._chunks import (
+    Batch,
+    Chunk,
+    Running,
+    Window,
+    in_shared_memory,
+    opened,
+    pickled,
+    run,
+    run_sharing,
+    shared_where_large,
+)
+from ._plain import to_numpy
+
+#: Batched arrays at least this large reach a process pool through shared memory; smaller
+#: ones ride inside their chunks, where pickling them costs less than a file (joblib's
+#: threshold for its memory-mapped arrays too).
+SHARED_BYTES = 1 << 20
+
+
+class Samples(NamedTuple):
+    """One call's arguments, the batched ones replaced by ``Batch`` placeholders into ``sources``."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    sources: list[Any]  # the batched arguments as given: tensors, lists of tensors
+    labels: list[str]  # where each source was among the arguments: "args[0]", "masks"
+    size: int
+
+    def inputs(self, i: int) -> list[Any]:
+        """Sample ``i``'s arguments, positional then keyword."""
+        return [self.sources[v.source][i] if type(v) is Batch else v for v in (*self.args, *self.kwargs.values())]
+
+
+def chunk_size(size: int, workers: int, per_worker: int = 4) -> int:
+    """Samples per chunk when not given: about ``per_worker`` chunks per worker."""
+    return max(1, -(-size // (per_worker * workers)))
+
+
+def is_dask(executor: Any) -> bool:
+    """A Dask client or its executor (``client.get_executor()``), told apart without importing Dask."""
+    return type(executor).__module__.partition(".")[0] == "distributed" and (
+        hasattr(executor, "scatter") or hasattr(executor, "_client")
+    )
+
+
+class Progress:
+    """A tqdm bar over a map's samples, or nothing (tqdm is imported only when asked for)."""
+
+    def __init__(self, shown: bool, total: int, name: str) -> None:
+        self.bar = None
+        if shown:
+            from tqdm.auto import tqdm  # an optional dependency
+
+            self.bar = tqdm(desc=f"batched({name})", total=total)
+
+    def advance(self, samples: int) -> None:
+        if self.bar is not None:
+            self.bar.update(samples)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Threads:
+    """Chunks on threads: the caller's call itself runs there on the caller's tensors, in a copy
+    of its context (``config`` blocks) and its grad mode (torch keeps that per thread)."""
+
+    def __init__(self, call: Callable[..., Any], workers: int, pool: cf.ThreadPoolExecutor | None, name: str) -> None:
+        self.call, self.workers, self.name = call, workers, name
+        self.pool = pool  # None: started on first use, kept for this batched function
+
+    def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
+        if self.pool is None:
+            self.pool = cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=f"batched({self.name})")
+        cancelled = threading.Event()
+        grad_mode = torch.is_grad_enabled()
+        chunks = _chunks(self.call, samples, chunksize or chunk_size(samples.size, self.workers), label, cancelled)
+        context = contextvars.copy_context
+        futures = [self.pool.submit(context().run, _in_grad_mode, grad_mode, c, samples.sources) for c in chunks]
+        return _collect(futures, progress, cf.as_completed, functools.partial(_stop, futures, cancelled))
+
+
+def _in_grad_mode(grad_mode: bool, chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
+    with torch.set_grad_enabled(grad_mode):
+        return run(chunk, sources)
+
+
+class Elsewhere:
+    """Chunks in other processes: ``fn`` itself runs there on NumPy arrays, handed over under
+    the call's ``grad`` policy, and each result comes back through ``place``, the call's output
+    side, which puts it where the in-process call would (the caller's device, dtypes restored).
+
+    Workers on the caller's machine (a process pool's; a Dask cluster's where every worker sees this
+    process's shared-memory folder) map large batched arrays and results from shared memory;
+    Dask workers elsewhere receive each chunk's samples scattered straight to them, not
+    through the scheduler; any other executor receives them inside the chunk."""
+
+    def __init__(
+        self, fn: Callable[..., Any], place: Callable[..., Any], inputs: Mapping[str, Any], executor: Any, name: str
+    ) -> None:
+        self.fn, self.place, self.executor, self.name = fn, place, executor, name
+        self.inputs = inputs  # the wrapped function's own accepts_numpy options: its grad= wins over config's
+        self.policies: dict[str, GradPolicy] = {}
+        # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
+        self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
+        self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
+        if isinstance(executor, cf.ProcessPoolExecutor):
+            _check_pickles(fn, name)
+
+    def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
+        arrays = [self._as_arrays(source, where) for source, where in zip(samples.sources, samples.labels, strict=True)]
+        threads: dict[str, int] = self.client.nthreads() if self.client is not None else {}
+        workers = sum(threads.values()) if self.client is not None else max_workers(self.executor)
+        size = chunksize or chunk_size(samples.size, max(1, workers), 1 if self.client is not None else 4)
+        chunks = _chunks(self.fn, samples, size, label, None)
+        try:
+            if isinstance(self.executor, cf.ProcessPoolExecutor) or self._sees_shared_memory(threads):
+                results = self._through_memory(chunks, arrays, progress)
+            else:
+                scattered = (
+                    self.client.scatter([_windows(arrays, c) for c in chunks], hash=False) if self.client else None
+                )
+                futures = [
+                    self._submit(run, c, scattered[k] if scattered else _windows(arrays, c))
+                    for k, c in enumerate(chunks)
+                ]
+                results = self._collect(futures, progress, None, shared=False)
+        except Exception as e:
+            _explain_pickling(e, self.fn, samples, self.name)
+            raise
+        return [self.place(result, *samples.inputs(i)) for i, result in enumerate(results)]
+
+    def _as_arrays(self, source: Any, label: str) -> Any:
+        """A batched argument as NumPy: a tensor whole (one conversion, one transfer from a
+        GPU), a list of tensors or a nested tensor sample by sample."""
+        whole = isinstance(source, torch.Tensor) and not source.is_nested
+        tensors = [source] if whole else [source[i] for i in range(len(source))]
+        for i, t in enumerate(tensors):
+            if t.requires_grad:
+                path = label if whole else f"{label}[{i}]"
+                block = active()
+                mode = policy_of("accepts_numpy", block.options if block is not None else {}, self.inputs).grad
+                policy = self.policies.setdefault(mode, GradPolicy(mode, f"autoconvert.batched({self.name})"))
+                try:
+                    policy.detach(t)
+                except LeafError as e:
+                    raise e.public(policy.function, "argument", path) from None
+                if policy.unsaid is not None:
+                    policy.say([path])
+        arrays = [to_numpy(t, grad="detach") for t in tensors]
+        return arrays[0] if whole else arrays
+
+    def _sees_shared_memory(self, threads: dict[str, int]) -> bool:
+        """Whether every Dask worker runs on the caller's machine: asked once per set of workers, by
+        whether each sees this process's shared-memory folder."""
+        if self.client is None or not threads:
+            return False
+        workers = frozenset(threads)
+        if workers not in self.local:
+            seen = self.client.run(os.path.isdir, _shared_folder(), workers=list(workers))
+            self.local[workers] = all(seen.values())
+        return self.local[workers]
+
+    def _through_memory(self, chunks: list[Chunk], arrays: list[Any], progress: Progress) -> list[Any]:
+        # One folder per map for what crosses through shared memory: the batch, the results,
+        # the file that says it runs; removed as the map ends (mapped files live on until unmapped).
+        folder = tempfile.mkdtemp(dir=_shared_folder())
+        cancelled = Running(os.path.join(folder, "running")).start()
+        try:
+            sources = [_shared(a, folder) for a in arrays]
+            least = SHARED_BYTES if os.name == "posix" else math.inf  # elsewhere a mapped file cannot be removed
+            futures = [
+                self._submit(run_sharing, c._replace(cancelled=cancelled), _windows(sources, c), folder, least)
+                for c in chunks
+            ]
+            return self._collect(futures, progress, cancelled, shared=True)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.client is not None:
+            # Pickled results: Dask serializes a list of arrays array by array, which for
+            # many small results costs more than the work.
+            return self.client.submit(pickled, fn, *args, pure=False)
+        return self.executor.submit(fn, *args)
+
+    def _collect(self, futures: list[Any], progress: Progress, cancelled: Running | None, shared: bool) -> list[Any]:
+        client = self.client
+        if client is None:
+            return _collect(
+                futures,
+                progress,
+                cf.as_completed,
+                functools.partial(_stop, futures, cancelled),
+                functools.partial(opened, remove=True) if shared else list,
+            )
+        import distributed  # is_dask() saw its types: it is imported
+
+        def stop() -> None:
+            if cancelled is not None:
+                cancelled.set()
+            client.cancel(futures)
+
+        def loads(data: bytes) -> list[Any]:
+            results: list[Any] = pickle.loads(data)
+            return opened(results, remove=True) if shared else results
+
+        return _collect(futures, progress, distributed.as_completed, stop, loads)
+
+
+def max_workers(executor: Any) -> int:
+    """An executor's worker count: concurrent.futures' pools keep it as _max_workers
+    (tests/test_executors.py checks it); for any other executor, the machine's cores."""
+    return int(getattr(executor, "_max_workers", None) or os.cpu_count() or 1)
+
+
+def _chunks(fn: Callable[..., Any], samples: Samples, size: int, label: str, cancelled: Any) -> list[Chunk]:
+    return [
+        Chunk(fn, samples.args, samples.kwargs, start, min(start + size, samples.size), samples.size, label, cancelled)
+        for start in range(0, samples.size, size)
+    ]
+
+
+def _collect(
+    futures: list[Any],
+    progress: Progress,
+    completed: Callable[[list[Any]], Iterable[Any]],
+    stop: Callable[[], Any],
+    loads: Callable[[Any], list[Any]] = list,
+) -> list[Any]:
+    """The futures' results (``loads`` of each) in submission order, one list; the progress bar
+    advances as chunks finish. On a failure (or an interrupt) the map is stopped before the
+    error propagates."""
+    parts: list[Any] = [None] * len(futures)
+    position = {id(f): k for k, f in enumerate(futures)}
+    try:
+        for future in completed(futures):
+            k = position[id(future)]
+            parts[k] = loads(future.result())
+            progress.advance(len(parts[k]))
+    except BaseException:
+        stop()
+        raise
+    return [result for part in parts for result in part]
+
+
+def _stop(futures: list[cf.Future[Any]], cancelled: Any) -> None:
+    """Cancel a map: what has not started never will, what runs stops before its next sample;
+    return once none of it runs."""
+    if cancelled is not None:
+        cancelled.set()
+    for future in futures:
+        future.cancel()
+    cf.wait(futures)
+
+
+def _windows(sources: list[Any], chunk: Chunk) -> list[Any]:
+    """What a chunk needs of each source: its own samples, or the whole source where it is in
+    shared memory (sending it costs a file's name)."""
+    return [s if in_shared_memory(s) else Window(s[chunk.start : chunk.stop], chunk.start) for s in sources]
+
+
+# ----------------------------------------------------------------- shared memory for process pools
+
+
+@functools.cache
+def _shared_folder() -> str:
+    """A folder of this process's for batches shared with its workers, in memory where the
+    system has a tmpfs (``/dev/shm``), removed when the process exits."""
+    root = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    folder = tempfile.mkdtemp(prefix="autoconvert-batched-", dir=root)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _shared(source: Any, folder: str) -> Any:
+    """A batched argument in NumPy, in shared memory where it takes ``SHARED_BYTES`` or more:
+    an array whole, a ragged list array by array."""
+    if isinstance(source, np.ndarray):
+        return shared_where_large([source], folder, SHARED_BYTES)[0]
+    return shared_where_large(source, folder, SHARED_BYTES)
+
+
+# ----------------------------------------------------------------- pickling errors
+
+
+def _check_pickles(fn: Any, name: str) -> None:
+    """Refuse, when ``batched`` is created, a function a process pool cannot receive."""
+    try:
+        pickle.dumps(fn)
+    except Exception as e:
+        raise pickle.PicklingError(
+            f"autoconvert.batched({name}): executor= is a process pool, whose workers receive the "
+            f"function by pickling, and {name} does not pickle ({type(e).__name__}: {e}). Fix: define it "
+            "with def at the top level of a module, or run it on threads (workers=) or on Dask, which "
+            "pickles lambdas and local functions"
+        ) from e
+
+
+def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) -> None:
+    """Where sending a map failed because an argument does not pickle, raise that instead,
+    naming the argument; where a process pool broke on a function of an interactive session,
+    say so."""
+    if isinstance(error, cf.process.BrokenProcessPool) and _interactive(fn):
+        error.add_note(
+            f"autoconvert.batched({name}): {name} is defined in an interactive session (a notebook, "
+            "python -c, a script read from stdin), which a spawned worker cannot import to find it. "
+            "Fix: define it in a module and import it"
+        )
+    if not isinstance(error, pickle.PicklingError) and "pickle" not in str(error):
+        return
+    named = [("fn", fn), *((f"args[{i}]", a) for i, a in enumerate(samples.args))]
+    named += [(f"kwargs[{k!r}]", v) for k, v in samples.kwargs.items()]
+    for label, value in named:
+        if type(value) is Batch:
+            continue
+        try:
+            pickle.dumps(value)
+        except Exception as e:
+            raise pickle.PicklingError(
+                f"autoconvert.batched({name}): {label} does not pickle ({type(e).__name__}: {e}), and the "
+                "executor's workers receive every argument by pickling. Fix: pass values that pickle "
+                "(arrays, numbers, module-level functions), or run on threads (workers=)"
+            ) from error
+
+
+def _interactive(fn: Any) -> bool:
+    """Whether ``fn`` lives in a ``__main__`` that has no file to import again (``-c`` and
+    notebooks have no ``__file__``; stdin's is ``"<stdin>"``)."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return getattr(fn, "__module__", None) == "__main__" and not (path and os.path.isfile(path))

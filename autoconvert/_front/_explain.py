@@ -1,0 +1,262 @@
+"""``explain``: what autoconvert does on a call of one decorated, torchified or adapted function.
+
+It reads what the plan decided when the decorator was applied (each side's policy, the
+parameters, which call runs and the generated source) and puts it in words; it changes
+nothing and converts nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import linecache
+import types
+from typing import Any
+
+from autoconvert._calls._config import active
+from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
+from autoconvert._calls._plan import Plan
+from autoconvert._calls._signature import function_name
+from autoconvert._calls._wrapper import _BoundWrapper, _Wrapper
+
+from ._adapt import AdaptPlan
+from ._batched import Batched
+from ._executors import Threads
+from ._ops import _Op
+from ._torchify import view_options
+from ._wording import AFTER_WORDS, arguments_words, option_words, parameters_words, result_words
+
+
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """What autoconvert does on a call of one function. ``str()`` (and the REPL) show it as
+    text; the attributes hold the same facts for code.
+
+    Attributes:
+        function: the function's qualified name.
+        made_by: what wraps it: the sides fused into one wrapper, or what else made it.
+        policies: each side's options (a frozen ``Policy``) as a call resolves them: outside
+            any ``config`` block, or inside the one active where ``explain`` runs.
+        explicit: each side's options given explicitly (they win over a block's).
+        configurable: each side's options that a ``config`` block would change.
+        config: the active ``config`` block's options, where ``explain`` runs inside one.
+        arguments: what a tensor (or array) argument becomes.
+        parameters: each parameter's name and what happens to it.
+        result: what the result becomes.
+        after: what runs after the function returns (or raises), if anything.
+        path: ``"flat"`` (the call generated for this plan), ``"generic"`` (the plan
+            interpreted), or ``"per function"`` (a torchified module, class or object).
+        why: why that call runs.
+        source: the flat call's generated source (None for the generic call).
+        notes: how the function was made, where more than decorators made it (torchify,
+            numpy_op, batched).
+    """
+
+    function: str
+    made_by: str
+    policies: dict[str, Policy]
+    explicit: dict[str, dict[str, Any]]
+    configurable: dict[str, tuple[str, ...]]
+    config: dict[str, Any]
+    arguments: str
+    parameters: tuple[tuple[str, str], ...]
+    result: str
+    after: str | None
+    path: str
+    why: str
+    source: str | None
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        lines = [f"{self.function}: {self.made_by}", *self.notes, ""]
+        for side, policy in self.policies.items():
+            lines.append(f"{side}:")
+            explicit = self.explicit.get(side, {})
+            for name in DEFAULTS[side]:
+                value = getattr(policy, name)
+                said = "given" if name in explicit else "config" if name in self.config else "default"
+                lines.append(f"    {name}={option_words(value)}".ljust(34) + f" ({said})")
+            if self.configurable.get(side):
+                lines.append(f"    a config block may change: {', '.join(self.configurable[side])}")
+        lines += ["", f"Arguments: {self.arguments}"]
+        width = max((len(name) for name, _ in self.parameters), default=0)
+        lines += [f"    {name.ljust(width)}  {what}" for name, what in self.parameters]
+        lines.append(f"Result: {self.result}")
+        if self.after is not None:
+            lines.append(f"After the call: {self.after}")
+        lines += ["", f"Call path: {self.path}. {self.why}"]
+        if self.source is not None:
+            lines += ["", self.source.rstrip("\n")]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def explain(func: Any) -> Explanation:
+    """What autoconvert does on a call of ``func``: each side's resolved options (and which a
+    ``config`` block would change), what each parameter and the result become, what runs
+    after the call, which call path runs and why, and the generated source of the flat call.
+
+    Args:
+        func: a function decorated by autoconvert (any decorator, fused pairs, ``adapt``), a
+            function read from a torchified module, class or object, a ``numpy_op`` or a
+            ``batched`` function.
+
+    Returns:
+        An [`Explanation`][autoconvert.Explanation]: ``print()`` it, or read its attributes.
+
+    Raises:
+        TypeError: ``func`` is not made by autoconvert.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> @ac.accepts_numpy(copy=True)
+        ... def total(a):
+        ...     return float(np.sum(a))
+        >>> e = ac.explain(total)
+        >>> e.parameters
+        (('a', 'converted'),)
+        >>> e.policies["accepts_numpy"].copy, e.explicit
+        (True, {'accepts_numpy': {'copy': True}})
+        >>> e.arguments.split(";")[0]
+        'a tensor becomes a private, writable NumPy copy'
+    """
+    if isinstance(func, _BoundWrapper):
+        func = func._self_parent
+    elif isinstance(func, types.MethodType):  # a decorated function bound through an instance
+        func = inspect.getattr_static(func.__self__, func.__func__.__name__, func)
+    if isinstance(func, Batched):
+        return _batched(func)
+    options = view_options(func)
+    if options is not None:
+        return _torchified(func, options)
+    if isinstance(func, _Op):  # a numpy_op with backward= or fake=
+        return _numpy_op(func)
+    if not isinstance(func, _Wrapper):
+        raise TypeError(
+            f"autoconvert.explain() explains what autoconvert made (a decorated, torchified or adapted function, "
+            f"a numpy_op, a batched function); got {function_name(func)} ({type(func).__name__}). Fix: pass the "
+            "decorated function itself"
+        )
+    return _wrapper(func)
+
+
+def _wrapper(wrapper: _Wrapper) -> Explanation:
+    plan: Plan = wrapper._self_plan
+    block = active()
+    spec = (plan.variant(block) if block is not None else plan.default).spec
+    adapts = plan.signature.result if isinstance(plan, AdaptPlan) else None  # its return annotation's ask
+    adapted = adapts is not None
+    because = plan.default.spec.generic_because
+    if plan.default.flat is not None:
+        path = "flat"
+        why = (
+            "Generated for this plan: it converts bare tensors, and exact dicts, lists and tuples of them, "
+            "inline; any other call (deeper containers, a tensor NumPy cannot share, an out-parameter passed, a "
+            "config block, stats() or the profiler active, an error to report) goes to the generic call, which "
+            "gives the same result."
+        )
+    elif plan.default.spec.routes and not adapted:
+        path, why = (
+            "generic",
+            "A transfers= policy other than 'allow' watches every call, to guard its copies between devices.",
+        )
+    else:
+        path, why = "generic", f"{because}." if adapted else f"The plan has no flat call: {because}."
+    if block is not None:
+        why += " Inside this config block, every call takes the generic call, watched."
+    return Explanation(
+        function=function_name(wrapper.__wrapped__),
+        made_by=" + ".join(f"{side}()" for side in plan.sides)
+        + (", fused into one wrapper" if len(plan.sides) > 1 else ""),
+        policies=dict(spec.policies),
+        explicit={side: dict(options) for side, options in plan.sides.items()},
+        configurable=_configurable(plan.sides),
+        config=dict(block.options) if block is not None else {},
+        arguments=arguments_words(spec.policies, adapted),
+        parameters=parameters_words(spec),
+        result=result_words(spec.policies, adapts),
+        after=AFTER_WORDS.get(spec.after),  # type: ignore[arg-type]
+        path=path,
+        why=why,
+        source=_source(wrapper) if path == "flat" and block is None else None,
+    )
+
+
+def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    """Each side's options a ``config`` block would change: those it takes, not given explicitly."""
+    return {
+        side: tuple(name for name in DEFAULTS[side] if name not in given and name in DEFAULTS["config"])
+        for side, given in explicit.items()
+    }
+
+
+def _source(wrapper: _Wrapper) -> str | None:
+    """The generated ``__call__`` of the wrapper's class, as linecache holds it."""
+    call = type(wrapper).__dict__["__call__"]
+    code = getattr(call, "__func__", call).__code__
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    renamed = [f"p{i} is {name}" for i, name in enumerate(names) if name != f"p{i}"]  # see _exact
+    header = f"# {code.co_filename}" + ("; " + ", ".join(renamed) if renamed else "")
+    return header + "\n" + "".join(lines)
+
+
+def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
+    """A torchified module, class or object: the pair each of its functions becomes."""
+    block = active()
+    configured = block.options if block is not None else {}
+    explicit = {
+        "accepts_numpy": {k: v for k, v in options.items() if k in INPUT_SIDE},
+        "returns_tensor": {k: v for k, v in options.items() if k in OUTPUT_SIDE},
+    }
+    policies = {side: policy_of(side, configured, given) for side, given in explicit.items()}
+    return Explanation(
+        function=repr(view),
+        made_by="torchify(): each function read from it becomes accepts_numpy() + returns_tensor(), fused",
+        policies=policies,
+        explicit=explicit,
+        configurable=_configurable(explicit),
+        config=dict(configured),
+        arguments=arguments_words(policies, adapted=False),
+        parameters=(),
+        result=result_words(policies),
+        after=None,
+        path="per function",
+        why="Each function is wrapped on first access; explain one of them (explain(view.name)) for its call.",
+        source=None,
+    )
+
+
+def _numpy_op(op: _Op) -> Explanation:
+    """A numpy_op with ``backward=`` or ``fake=``: the torch op around its NumPy pair."""
+    _, backward, fake, _, vmap, jvp = op._recipe
+    inner = _wrapper(op._forward)
+    notes = (
+        f"numpy_op(): a torch op; backward={'given' if backward is not None else 'none'}, "
+        f"fake={fake!r}, vmap={vmap!r}, jvp={'given' if jvp is not None else 'none'}.",
+        "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
+        "any other call runs the pair below directly.",
+    )
+    return dataclasses.replace(inner, made_by="numpy_op() around " + inner.made_by, notes=notes)
+
+
+def _batched(batched: Batched) -> Explanation:
+    """A batched function: where its samples run, and the call each sample gets."""
+    runner = batched._runner
+    if runner is None:
+        where = "one after another in the caller's thread"
+    elif isinstance(runner, Threads):
+        where = f"on {runner.workers} threads, in chunks, each sample through the call below"
+    else:
+        where = (
+            f"on {type(runner.executor).__name__}, in chunks: the function unwrapped, on NumPy arrays, results "
+            "converted back in the caller's process as below"
+        )
+    assert isinstance(batched._call, _Wrapper)  # fn itself, or fn as a fused pair
+    inner = _wrapper(batched._call)
+    notes = (f"batched(): once per sample along dim 0, {where}.",)
+    return dataclasses.replace(inner, made_by="batched() over " + inner.made_by, notes=notes)

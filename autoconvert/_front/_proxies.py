@@ -1,0 +1,381 @@
+"""Torchified classes and objects: a constructor that takes tensors, and proxies whose
+methods take and return tensors.
+
+``torchify(SomeEstimator)`` is a ``TorchifiedClass``; the object it builds (or that
+``torchify(obj)`` wraps) is a ``TorchifiedObject``, of its class's own proxy type: each
+method of the object's class, wrapped on first access as the fused pair ``wrap_pair``
+makes, becomes a method of that type; attributes read back as tensors on the device of
+the tensors last passed to it. A result that is an object of the class's own package
+comes back as a proxy too, so chains stay in tensors.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoconvert._calls._escape import compiling, opaque
+from autoconvert._calls._exact import shape_of, splitter, with_signature
+from autoconvert._calls._generate import proxy_source
+from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE
+from autoconvert._calls._wrapper import as_method
+from autoconvert._conversions._containers import node_for
+from autoconvert._conversions._devices import CPU, default_device, vote
+from autoconvert._conversions._tree import Mapper, StandIn
+
+from ._decorators import accepts_numpy, returns_tensor
+from ._overwrites import guarded
+from ._plain import TensorOptions, to_numpy, to_tensor
+
+#: Types that stay themselves: raised and caught, or NumPy's own value types.
+PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
+
+
+def home(target: Any) -> str:
+    """The top-level package ``target`` (a module, a class, or an instance) comes from."""
+    if isinstance(target, types.ModuleType):
+        name = target.__name__
+    else:
+        name = getattr(target if isinstance(target, type) else type(target), "__module__", None) or ""
+    return name.partition(".")[0]
+
+
+def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
+    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
+    inputs = {k: v for k, v in options.items() if k in INPUT_SIDE}
+    outputs = {k: v for k, v in options.items() if k in OUTPUT_SIDE}
+    return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
+
+
+def copies_when_needed(options: dict[str, Any]) -> bool:
+    """Whether a torchified call refused read-only arrays is made again with writable copies:
+    with ``copy=None``, NumPy 2's "copy when needed" (``copy=False`` keeps the ReadOnlyError)."""
+    return options.get("copy") is None and not options.get("writeback")
+
+
+def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
+    """``wrap_pair`` of a bound method of a torchified object, guarded (see _overwrites)."""
+    return wrap_pair(guarded(fn, copies_when_needed(options)), options)
+
+
+def becomes_proxy(kind: type, package: str) -> bool:
+    """Whether a result of type ``kind`` from a torchified call comes back as a proxy: an
+    object of the view's own package that is no plain value, array, container, type, module
+    or routine (a ufunc, a function: those are called, not used as objects)."""
+    plain = kind in _PLAIN_VALUES or issubclass(kind, (*PLAIN_TYPES, *_NOT_OBJECTS))
+    return not plain and node_for(kind) is None and home(kind) in (package, _unnamed(kind))
+
+
+def _unnamed(kind: type) -> str | None:
+    """``"builtins"`` for an extension type that names no module (its C name has no dot), so
+    that it counts as the package's that made it; None for Python's own builtin types."""
+    return "builtins" if getattr(builtins, kind.__name__, None) is not kind else None
+
+
+#: Result types that are never proxied, besides plain values and NumPy's value types.
+_NOT_OBJECTS = (torch.Tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ufunc)
+
+
+class TorchifiedClass(StandIn):
+    """A class whose constructor takes tensors and builds torchified instances."""
+
+    def __init__(self, cls: type, options: dict[str, Any]) -> None:
+        self.__wrapped__ = cls
+        self._options = options
+        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in INPUT_SIDE})(cls)
+        self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
+        self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
+        self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
+        functools.update_wrapper(self, cls, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return proxy(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
+
+    def __getattr__(self, name: str) -> Any:
+        """Static and class methods, wrapped on first access and cached in the instance
+        ``__dict__``, so the next access is a plain attribute read (as for modules)."""
+        value = getattr(self.__wrapped__, name)
+        if name.startswith("_") or not callable(value) or isinstance(value, type):
+            return value
+        wrapped = wrap_pair(guarded(value, copies_when_needed(self._options)), self._options)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
+            return result if type(result) is torch.Tensor else self.viewed(result, _device_of(args, kwargs))
+
+        self.__dict__[name] = call
+        return call
+
+    def method(self, name: str) -> Any:
+        """The class's function ``name`` as a method of proxies (see ``_proxy_method``), or
+        None if it has none.
+
+        Only names the class has are cached: instance attributes and misses are looked up
+        again, so reading many distinct names cannot grow the cache."""
+        if name in self._methods:
+            return self._methods[name]
+        if compiling():  # pragma: no cover - runs under dynamo, which would trace inspect's caches
+            return opaque(self.method, name)
+        raw = inspect.getattr_static(self.__wrapped__, name, _MISSING)
+        if raw is _MISSING:
+            return None
+        method = _proxy_method(wrap_pair(raw, self._options)) if inspect.isfunction(raw) else None
+        self._methods[name] = method
+        return method
+
+    def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
+        """This class's own subclass of the proxy type, which its methods are added to, with
+        the protocols the class has (``with``, iteration, ``len``, indexing, ``in``): Python
+        looks those up on the proxy's type, never through ``__getattr__``."""
+        made = self._proxy_types.get(is_callable)
+        if made is None:
+            base = CallableTorchifiedObject if is_callable else TorchifiedObject
+            protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
+            made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": (), **protocols})
+        return made
+
+    def viewed(self, result: Any, device: torch.device | None) -> Any:
+        """A method's ``result`` as the caller gets it: an object of the class's own package
+        (``norm(0, 1)``'s frozen distribution, a ``Rotation``'s ``inv()``) as its proxy, so
+        chains stay in tensors; anything else (a value, a container the output side
+        converted, another package's object) as it is."""
+        kind = type(result)
+        if kind not in self._results:
+            self._results[kind] = self._view_of(kind)
+        viewing = self._results[kind]
+        return result if viewing is None else proxy(result, self._options, device, viewing)
+
+    def _view_of(self, kind: type) -> TorchifiedClass | None:
+        """Whether results of type ``kind`` come back as proxies, and the view of their class."""
+        if kind is self.__wrapped__:
+            return self
+        return TorchifiedClass(kind, self._options) if becomes_proxy(kind, home(self.__wrapped__)) else None
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return isinstance(instance, self.__wrapped__)
+
+    def __repr__(self) -> str:
+        return f"<torchified class {self.__wrapped__.__module__}.{self.__wrapped__.__qualname__}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return TorchifiedClass, (self.__wrapped__, self._options)
+
+
+_MISSING = object()
+
+
+_recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
+
+
+def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
+    """The device the call's tensors share (None without tensors, or when they disagree)."""
+    found = None
+    if not kwargs:  # the common case, CPU tensors among plain values, without the walk and the vote
+        for value in args:
+            kind = type(value)
+            if kind is torch.Tensor and value.is_cpu:
+                found = CPU
+            elif kind not in _PLAIN_VALUES:
+                break
+        else:
+            return found
+    seen: list[torch.Tensor] = []
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(value)
+        if kind is torch.Tensor:
+            seen.append(value)
+        elif kind not in _PLAIN_VALUES:  # a container, perhaps of tensors: the full walk
+            _recorder(value, seen)
+    return vote(seen) if seen else None
+
+
+#: Argument types that hold no tensor: the common case needs no walk.
+_PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex, type(None), np.ndarray})
+
+
+class TorchifiedObject(StandIn):
+    """An object whose methods take and return tensors, and whose arrays read back as tensors.
+
+    Each proxy's type is its TorchifiedClass's own subclass (see ``proxy``): a method of
+    the object's class, wrapped on first access, becomes a method of that type, so the next
+    ``proxy.method`` is a plain attribute read and no proxy holds a reference to itself.
+    """
+
+    # torch.compile guards a proxy it meets through a weak reference and its (empty) __dict__.
+    __slots__ = ("__dict__", "__weakref__", "__wrapped__", "_ac_bound", "_ac_class", "_ac_device", "_ac_options")
+
+    def __init__(self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> None:
+        object.__setattr__(self, "__wrapped__", target)
+        object.__setattr__(self, "_ac_options", options)
+        object.__setattr__(self, "_ac_device", device)
+        object.__setattr__(self, "_ac_class", cls)
+        object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, call)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
+        return type(self.__wrapped__)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
+            raise AttributeError(name)
+        target = self.__wrapped__
+        if name.startswith("__"):
+            return getattr(target, name)
+        method = self._ac_class.method(name)
+        if method is not None:
+            setattr(type(self), name, method)  # this class's proxies find it without __getattr__
+            return types.MethodType(method, self)
+        value = getattr(target, name)
+        if callable(value) and not isinstance(value, type):
+            cached = self._ac_bound.get(name)
+            if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
+                cached = self._ac_bound[name] = (value, _calling(_guarded_pair(value, self._ac_options), bound=True))
+            return types.MethodType(cached[1], self)
+        return self._ac_read(value)
+
+    # torch.compile never traces the lookup (it would build methods, and state, symbolically):
+    # the marker torch.compiler.disable sets makes dynamo leave the attribute read to Python.
+    __getattr__._torchdynamo_disable = True  # type: ignore[attr-defined]
+
+    def _ac_read(self, value: Any) -> Any:
+        """A value read off the object (an attribute, an item) as tensors, on the device of
+        the tensors last passed to it."""
+        placed: TensorOptions = {"device": self._ac_device or default_device()}
+        dtype = self._ac_options.get("dtype")
+        if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply
+            placed["dtype"] = dtype
+        return to_tensor(value, **placed)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__wrapped__, name, to_numpy(value))
+
+    def __dir__(self) -> list[str]:
+        return dir(self.__wrapped__)
+
+    def __repr__(self) -> str:
+        return f"torchified({self.__wrapped__!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return proxy, (self.__wrapped__, self._ac_options, self._ac_device)
+
+
+def _enter(self: TorchifiedObject) -> Any:
+    entered = self.__wrapped__.__enter__()
+    return self if entered is self.__wrapped__ else self._ac_read(entered)
+
+
+def _exit(self: TorchifiedObject, *exc_info: Any) -> Any:
+    return self.__wrapped__.__exit__(*exc_info)
+
+
+def _iter(self: TorchifiedObject) -> Any:
+    return (self._ac_read(item) for item in self.__wrapped__)
+
+
+def _next(self: TorchifiedObject) -> Any:
+    return self._ac_read(next(self.__wrapped__))
+
+
+def _len(self: TorchifiedObject) -> int:
+    return len(self.__wrapped__)
+
+
+def _getitem(self: TorchifiedObject, key: Any) -> Any:
+    return self._ac_read(self.__wrapped__[to_numpy(key)])
+
+
+def _contains(self: TorchifiedObject, item: Any) -> bool:
+    return to_numpy(item) in self.__wrapped__
+
+
+def _bool(self: TorchifiedObject) -> bool:
+    return bool(self.__wrapped__)
+
+
+#: The protocols a proxy type forwards where its object's class has them: values read come
+#: back as tensors, keys and items go in as arrays, the object entered comes back as the proxy.
+_PROTOCOLS: dict[str, Callable[..., Any]] = {
+    "__enter__": _enter,
+    "__exit__": _exit,
+    "__iter__": _iter,
+    "__next__": _next,
+    "__len__": _len,
+    "__getitem__": _getitem,
+    "__contains__": _contains,
+    "__bool__": _bool,
+}
+
+
+class CallableTorchifiedObject(TorchifiedObject):
+    """A torchified object that is itself callable (``gaussian_kde``, a transform object):
+    calling the proxy calls the object's ``__call__`` through the same conversion."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = self._ac_class.method("__call__")
+        if method is None:  # __call__ is not a plain function of its class (a builtin, a C type)
+            return _calling(_guarded_pair(self.__wrapped__, self._ac_options), bound=True)(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
+
+
+def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
+    """``wrapped`` as a method of proxies: the call's tensors' device recorded (attribute
+    reads follow it), the object itself returned as its proxy. ``bound``: ``wrapped`` is
+    bound already (a callable stored on the object) rather than the class's function, which
+    is called as a method of the object (so the object itself is never converted)."""
+    call = wrapped if bound else as_method(wrapped)
+
+    def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
+        if compiling():  # pragma: no cover - under dynamo: the whole call runs eagerly, out of its sight
+            return opaque(method, self, *args, **kwargs)
+        target = self.__wrapped__
+        device = _device_of(args, kwargs)
+        if device is not None and device is not self._ac_device:
+            object.__setattr__(self, "_ac_device", device)
+        result = call(*args, **kwargs) if bound else call(target, *args, **kwargs)
+        if result is target:
+            return self
+        return result if type(result) is torch.Tensor else self._ac_class.viewed(result, self._ac_device)
+
+    return method
+
+
+def _proxy_method(wrapped: Any) -> Callable[..., Any]:
+    """The class's function that ``wrapped`` wraps, as a method of proxies: what
+    ``_calling`` does, generated with the function's own signature where it has one
+    (see _exact), so CPython binds the arguments and each one's device is asked inline."""
+    function = wrapped.__wrapped__
+    shape = shape_of(function)
+    if shape is None or not shape.positional:
+        return _calling(wrapped, bound=False)
+    namespace = {
+        "method_of": as_method(wrapped),
+        "Tensor": torch.Tensor,
+        "CPU": CPU,
+        "plain": _PLAIN_VALUES,
+        "device_of": _device_of,
+        "split": splitter(function, shape, first=1),
+        "record": object.__setattr__,
+        "compiling": compiling,
+        "opaque": opaque,
+    }
+    made = with_signature(function, shape, ("torchified method",), functools.partial(proxy_source, shape), namespace)
+    namespace["itself"] = made  # for its compile escape
+    return made
+
+
+def proxy(
+    target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
+) -> TorchifiedObject:
+    """The proxy for ``target``, of ``cls``'s own proxy type: callable exactly when ``target``
+    is, so ``callable()`` tells the truth."""
+    cls = cls or TorchifiedClass(type(target), options)
+    return cls.proxy_type(callable(target))(target, options, device, cls)

@@ -1,0 +1,212 @@
+"""``torchify``: a tensor-in, tensor-out view of a NumPy/SciPy module, class or object.
+
+Real legacy code comes as modules and estimator objects, not one function at a time:
+``ndi = ac.torchify(scipy.ndimage)`` makes every public callable of the module take and
+return tensors, wrapped on first access and cached; ``ac.torchify(SomeEstimator)(...)``
+builds an object whose methods take tensors and whose fitted arrays read back as tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any, Unpack, cast
+
+import numpy as np
+
+from autoconvert._calls._escape import compiling, opaque
+from autoconvert._calls._options import PairOptions, shows_options, validate
+from autoconvert._calls._outparams import NUMPY_OUT_PARAMS
+from autoconvert._calls._plan import Plan
+from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
+from autoconvert._calls._wrapper import wrap
+from autoconvert._conversions._tree import Leaf, StandIn
+
+from ._overwrites import guarded
+from ._proxies import (
+    PLAIN_TYPES,
+    TorchifiedClass,
+    TorchifiedObject,
+    becomes_proxy,
+    copies_when_needed,
+    home,
+    proxy,
+    wrap_pair,
+)
+
+
+def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
+    """A tensor-in, tensor-out view of a module, a class, or an object.
+
+    Args:
+        target: a module (``scipy.ndimage``, ``numpy``), a class (an estimator written
+            for NumPy), or an instance of one.
+        **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
+            ``nested``, ``sparse``, ``widen_float16``, ``callbacks``: callables given to
+            the view's functions take tensors) and ``returns_tensor`` (``device``,
+            ``dtype``, ``sparse_layout``) for every call made through the view. For SciPy's
+            modules, classes and objects ``widen_float16`` defaults to True: float16
+            tensors reach SciPy as float32 and results come back as float16.
+
+    Returns:
+        (Typed ``Any``: what a view holds is only known when an attribute is read.) For a module, a module whose public callables take tensors and return tensors on
+        the caller's device (submodules and classes torchified on access, everything else
+        passed through). For a class, a callable building torchified instances. For an
+        instance, a proxy: methods take and return tensors (a method returning the object
+        itself returns the proxy, so ``fit(...).predict(...)`` chains), array attributes
+        read back as tensors on the device of the tensors most recently passed to it (torch's
+        default device before any), and ``proxy.__wrapped__`` is the original object.
+
+    Example:
+        >>> import scipy.ndimage, torch, autoconvert as ac
+        >>> ndi = ac.torchify(scipy.ndimage)
+        >>> ndi.uniform_filter(torch.arange(5.0), size=3)
+        tensor([0.3333, 1.0000, 2.0000, 3.0000, 3.6667], dtype=torch.float64)
+    """
+    checked = validate(options, "torchify")
+    if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
+        return target
+    # A tensor handed as NumPy's out= or scipy.ndimage's output= is there to be written.
+    checked = {"out_params": NUMPY_OUT_PARAMS, **checked}
+    if home(target) == "scipy":  # most of SciPy rejects float16 ("array type not supported")
+        checked = {"widen_float16": True, **checked}
+    if isinstance(target, types.ModuleType):
+        return TorchifiedModule(target, checked)
+    if isinstance(target, type):
+        return TorchifiedClass(target, checked)
+    return proxy(target, checked, None)
+
+
+class FunctionPlan(Plan):
+    """The plan of a torchified module's function: a result that is an object of the
+    function's package (``tnp.random.default_rng(0)``, ``make_interp_spline``'s spline)
+    comes back as a torchified object, so calls on it stay in tensors; a ufunc's methods
+    convert as the ufunc does."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], package: str) -> None:
+        """``package``: the torchified module's, for functions that do not name their own
+        (an extension module's builtins, ``cv2.createCLAHE``, have no ``__module__``)."""
+        self.package = (getattr(func, "__module__", None) or package).partition(".")[0]
+        self.options = {k: v for options in sides.values() for k, v in options.items()}
+        super().__init__(func, sides)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        return functools.partial(FunctionPlan, package=self.package)
+
+    def members(self, wrapped: Any) -> dict[str, Any]:
+        if not isinstance(wrapped, np.ufunc):
+            return {}
+        return {
+            name: _UfuncMethod(wrapped, name, self.options)
+            for name in ("accumulate", "at", "outer", "reduce", "reduceat")
+        }
+
+    def objects(self, cls: type) -> Leaf | None:
+        if not becomes_proxy(cls, self.package):
+            return None
+        options, view = self.options, TorchifiedClass(cls, self.options)
+        return lambda value, ctx: proxy(value, options, ctx.device, view)
+
+
+def _module_function(fn: Any, options: dict[str, Any], package: str) -> Any:
+    """``wrap_pair(fn, options)`` with a ``FunctionPlan``: objects of ``package`` come back as
+    proxies. A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
+    if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
+        return opaque(_module_function, fn, options, package)
+    pair = wrap_pair(guarded(fn, copies_when_needed(options)), options)
+    return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides, package))
+
+
+class _UfuncMethod:
+    """A method of a torchified ufunc (``tnp.add.at``, ``tnp.subtract.outer``), converted as
+    the ufunc is, wrapped on first access."""
+
+    def __init__(self, ufunc: np.ufunc, name: str, options: dict[str, Any]) -> None:
+        self.method = _CheckedAt(ufunc) if name == "at" else getattr(ufunc, name)
+        self.options: dict[str, Any] = options
+        self.pair: Any = None
+
+    def __get__(self, function: Any, owner: Any = None) -> Any:
+        if function is None:
+            return self
+        if self.pair is None:
+            self.pair = wrap_pair(self.method, self.options)
+        return self.pair
+
+
+class _CheckedAt:
+    """``ufunc.at``, refusing a read-only first operand as NumPy 2.5 does: before 2.5, ``at``
+    wrote into read-only arrays, so into the caller's tensor behind its back."""
+
+    def __init__(self, ufunc: np.ufunc) -> None:
+        self.ufunc = ufunc
+        self.__name__, self.__qualname__ = "at", f"{ufunc.__name__}.at"
+
+    def __call__(self, a: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            a[...] = a  # NumPy's own refusal ("assignment destination is read-only"): a ReadOnlyError
+        return self.ufunc.at(a, *args, **kwargs)
+
+
+def _view(value: Any, options: dict[str, Any], package: str) -> Any:
+    """What a torchified module of ``package`` shows for one of its attributes."""
+    if isinstance(value, types.ModuleType):
+        return TorchifiedModule(value, options)
+    if isinstance(value, type):
+        return value if issubclass(value, PLAIN_TYPES) else TorchifiedClass(value, options)
+    if callable(value) and deferred_kind(value) in (None, GENERATOR_FUNCTION):  # coroutines pass through
+        if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
+            # An object of a Python class (scipy.stats.norm): its methods are its interface.
+            return proxy(value, options, None)
+        return _module_function(value, options, package)
+    return value
+
+
+class TorchifiedModule(types.ModuleType, StandIn):
+    """A module whose public callables take and return tensors, wrapped on first access."""
+
+    def __init__(self, module: types.ModuleType, options: dict[str, Any]) -> None:
+        super().__init__(module.__name__, module.__doc__)
+        # Stored in the instance __dict__ under names no module attribute can have.
+        self.__dict__["__wrapped__"] = module
+        self.__dict__["_autoconvert_options"] = options
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__dict__["__wrapped__"], name)
+        if name.startswith("_"):  # private and dunder names are the module's own business
+            return value
+        view = _view(value, self.__dict__["_autoconvert_options"], self.__name__)
+        self.__dict__[name] = view  # cached: the next access is a plain attribute read
+        return view
+
+    def __dir__(self) -> list[str]:
+        return dir(self.__dict__["__wrapped__"])
+
+    def __repr__(self) -> str:
+        return f"<torchified module {self.__name__!r}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _module_by_name, (self.__name__, self.__dict__["_autoconvert_options"])
+
+
+def view_options(obj: Any) -> dict[str, Any] | None:
+    """The options of a torchified module, class or object (None for anything else)."""
+    if isinstance(obj, TorchifiedModule):
+        options = obj.__dict__["_autoconvert_options"]
+    elif isinstance(obj, TorchifiedClass):
+        options = obj._options
+    elif isinstance(obj, TorchifiedObject):
+        options = obj._ac_options
+    else:
+        return None
+    return cast("dict[str, Any]", options)
+
+
+def _module_by_name(name: str, options: dict[str, Any]) -> TorchifiedModule:
+    return TorchifiedModule(importlib.import_module(name), options)
+
+
+shows_options(torchify, [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD)], "torchify")
