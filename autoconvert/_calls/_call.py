@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -26,13 +26,28 @@ from ._spec import RESTORE_WRITES, Spec
 from ._specialise import Flat, specialised
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
-#: The steps a Runner gives the protocol (see Runner._steps).
 Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
+Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
 ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
 ]
 Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any]
 AfterStep = Callable[[Collected, Given], None]
+
+
+class Steps(NamedTuple):
+    """The steps a Runner gives the protocol (see Runner._steps); None: the protocol's own."""
+
+    #: ``(plain, odd, args, kwargs)``: the input side's per-call context (None: a bare
+    #: ``Collected(plain, odd)``, all a NumPy side without an after step needs).
+    begin: Begin | None
+    #: ``(args, kwargs, instance, ctx)``: the out-parameters handed over, before the rest.
+    prepare: Prepare | None
+    #: ``(args, kwargs, instance, ctx, odd)``: the arguments converted (None: each one by the
+    #: input side's dispatch table, in the protocol's own loop).
+    convert_in: ConvertIn | None
+    #: ``(result, plain, odd, given, ctx)``: the result converted (None: returned as it is).
+    finish: Finish | None
 
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
@@ -92,11 +107,12 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one flat per-call path
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
-        (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
-        this Runner's steps, see ``_steps``); the call and its failures; the after step
-        (writeback, check_writes, out-parameters); the result converted."""
+        (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (each
+        by the input side's dispatch table in its own loop, or by this Runner's steps, see
+        ``Steps``); the call and its failures; the after step (writeback, check_writes,
+        out-parameters); the result converted."""
         inputs = self.inputs
         # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
         readonly = isinstance(inputs, NumpyInputs) and (inputs.readonly or inputs.writeback)
@@ -106,7 +122,10 @@ class Runner:
         settles = isinstance(inputs, NumpyInputs)
         grad = inputs.grad if isinstance(inputs, NumpyInputs) else None
         after = self._after_step()
-        begin, convert_in, finish = self._steps(after)
+        begin, prepare, convert_in, finish = self._steps(after)
+        converts = inputs is not None
+        get = inputs.mapper.dispatch.get if inputs is not None else None
+        resolve = inputs.mapper.resolve if inputs is not None else None
         failed, routes, profiler, function = self.failed, self.routes, PROFILER, self.function
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -122,9 +141,29 @@ class Runner:
             odd: list[torch.Tensor] = []
             given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
             ctx: Context | None = None
-            if convert_in is not None:
+            if converts:
                 ctx = collected(plain, odd) if begin is None else begin(plain, odd, args, kwargs)
-                args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
+                if prepare is not None:
+                    args, kwargs = prepare(args, kwargs, instance, ctx)
+                if convert_in is not None:
+                    args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
+                else:  # the hot loop: one dict lookup per argument, then its leaf function
+                    out: list[Any] = []
+                    key = None
+                    try:
+                        for a in args:
+                            handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]  # converts: set
+                            # Plain arguments (floats, strings) skip their identity handler, `keep`.
+                            out.append(a if handler is keep else handler(a, ctx))
+                        if kwargs:
+                            converted = {}
+                            for key, v in kwargs.items():
+                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
+                            kwargs = converted
+                    except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
+                        fact = e if isinstance(e, LeafError) else cycle_error()
+                        raise inputs.public(fact, instance, key, len(out)) from None  # type: ignore[union-attr]
+                    args = tuple(out)
                 if settles and odd:  # one wait for all the arguments' transfers
                     settle(odd)
                     if grad.unsaid is not None:  # type: ignore[union-attr]  # settles: NumpyInputs have one
@@ -147,46 +186,18 @@ class Runner:
 
         return call
 
-    def _steps(self, after: AfterStep | None) -> tuple[Begin | None, ConvertIn | None, Finish | None]:
-        """This Runner's steps of the protocol: ``begin(plain, odd, args, kwargs)``, the input
-        side's per-call context (None: ``collected(plain, odd)``, all a NumPy side without an
-        after step needs); ``convert_in(args, kwargs, instance, ctx, odd)``, the arguments
-        converted (None: nothing to convert or record); ``finish(result, plain, odd, given,
-        ctx)``, the result converted (None: returned as it is)."""
+    def _steps(self, after: AfterStep | None) -> Steps:
+        """This Runner's steps of the protocol (see Steps): out-parameters handed over first
+        (``prepare``), then with ``only=``/``exclude=`` the selected arguments converted and the
+        rest recorded, else each argument by the dispatch table; the result by the output side."""
         inputs = self.inputs
         finish = self.outputs.convert if self.outputs is not None else None
         if inputs is None:
-            return None, None, finish
+            return Steps(None, None, None, finish)
         begin = None if isinstance(inputs, NumpyInputs) and after is None else inputs.context
-        writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
-        selected = inputs.selection is not None
-        get, resolve = inputs.mapper.dispatch.get, inputs.mapper.resolve
-
-        def convert_in(
-            args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
-        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-            if writes is not None:
-                args, kwargs = inputs.convert_written(args, kwargs, instance, ctx)  # type: ignore[attr-defined]
-            if selected:
-                return inputs.convert_selected(args, kwargs, instance, ctx, odd)
-            out: list[Any] = []  # the hot loop: one dict lookup per argument, then its leaf function
-            key = None
-            try:
-                for a in args:
-                    handler = get(type(a)) or resolve(type(a))
-                    # Plain arguments (floats, strings) skip their identity handler, `keep`.
-                    out.append(a if handler is keep else handler(a, ctx))
-                if kwargs:
-                    converted = {}
-                    for key, v in kwargs.items():
-                        converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)
-                    kwargs = converted
-            except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                fact = e if isinstance(e, LeafError) else cycle_error()
-                raise inputs.public(fact, instance, key, len(out)) from None
-            return tuple(out), kwargs
-
-        return begin, convert_in, finish
+        prepare = inputs.convert_written if isinstance(inputs, NumpyInputs) and inputs.writes is not None else None
+        convert_in = inputs.convert_selected if inputs.selection is not None else None
+        return Steps(begin, prepare, convert_in, finish)
 
     def _after_step(self) -> AfterStep | None:
         """The spec's after step, which runs after the function even when it raised (see _spec)."""

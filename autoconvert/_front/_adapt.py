@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from autoconvert._calls._call import AfterStep, Begin, ConvertIn, Finish, Runner
+from autoconvert._calls._call import AfterStep, Runner, Steps
 from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
 from autoconvert._calls._inputs import Collected, NumpyInputs, collected
@@ -163,7 +163,7 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _steps(self, after: AfterStep | None) -> tuple[Begin | None, ConvertIn | None, Finish | None]:
+    def _steps(self, after: AfterStep | None) -> Steps:
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
         signature, params, arrays = self.signature, self.params, self.arrays
@@ -220,7 +220,7 @@ class AdaptRunner(Runner):
                 return array_result(result, to_arrays, plain, odd, given)
             return result
 
-        return begin, convert_in, finish
+        return Steps(begin, None, convert_in, finish)
 
 
 def _one_array(value: Any) -> Any:
