@@ -1,10 +1,11 @@
-"""What a decorator decides once: each side's options, and the Runner that carries them out.
+"""What a decorator decides once: each side's options, the call's spec, and the Runner that carries it out.
 
 A ``Plan`` is built when a decorator is applied. It reads the signature once
-(_signature), checks ``only``/``exclude`` against it, and builds a ``Runner`` (_call)
-from the input side (_inputs) and the output side (_outputs) for the decorator's options.
-A ``config`` block yields another Runner, built on first use and cached by its option
-values, so the per-call path never validates or merges options.
+(_signature), checks ``only``/``exclude`` against it, resolves each side's policy, builds
+the input side (_inputs) and the output side (_outputs) into the call's ``Spec`` (_spec),
+and builds the ``Runner`` (_call) that carries the spec out. A ``config`` block yields
+another spec and Runner, built on first use and cached by its option values, so the
+per-call path never validates or merges options.
 """
 
 from __future__ import annotations

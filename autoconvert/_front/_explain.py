@@ -1,8 +1,8 @@
 """``explain``: what autoconvert does on a call of one decorated, torchified or adapted function.
 
-It reads what the plan decided when the decorator was applied (each side's policy, the
-parameters, which call runs and the generated source) and puts it in words; it changes
-nothing and converts nothing.
+It reads what the plan decided when the decorator was applied (its call's spec: each
+side's policy, each parameter's step, the result's, the after step; which call runs; the
+generated source) and puts it in words (_wording); it changes nothing and converts nothing.
 """
 
 from __future__ import annotations
