@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import types
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
@@ -30,7 +29,7 @@ from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import Given, function_name
-from autoconvert._calls._spec import Spec, after_step
+from autoconvert._calls._spec import Spec, spec_of
 from autoconvert._calls._wrapper import is_wrapper, wrap
 from autoconvert._conversions import _devices
 from autoconvert._conversions._copies import counted
@@ -64,17 +63,14 @@ class AdaptPlan(Plan):
         policy = policies["adapt"]
         grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
         arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
-        return Spec(
-            self.function,
-            types.MappingProxyType(policies),
-            arrays,
-            TensorOutputs(self.function, self.params, _RETURNING),
-            ASKED,
-            self.signature.steps(self.params),
-            CALLERS_KIND,
-            after_step(arrays),
-            policy.transfers != "allow",
-            "adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
+        spec = spec_of(
+            self.function, self.params, policies, arrays, TensorOutputs(self.function, self.params, _RETURNING)
+        )
+        return spec._replace(
+            value=ASKED,
+            parameters=self.signature.steps(self.params),
+            result=CALLERS_KIND,
+            generic_because="adapt() gives the generic call its own steps: each parameter converted as its annotation asks",
         )
 
     def _runner(
@@ -103,8 +99,6 @@ class AdaptRunner(Runner):
         assert isinstance(to_tensors, TensorOutputs)
         self.signature = signature
         self.arrays = arrays
-        self.device = policy.device
-        self.copy = policy.copy
         self.to_tensors = to_tensors
         self.to_arrays = NumpyOutputs(spec.function, arrays.params, PLAIN)
         if watch is not None:  # count conversions: each leaf, once (the spec's sides are counted already)
@@ -176,7 +170,8 @@ class AdaptRunner(Runner):
         whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
-        writeback, fixed_device, copy = arrays.writeback, self.device, self.copy
+        policy = self.spec.policies["adapt"]
+        writeback, fixed_device, copy = arrays.writeback, policy.device, policy.copy
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
         wants = asks.values()
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)

@@ -157,13 +157,15 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
             "config block, stats() or the profiler active, an error to report) goes to the generic call, which "
             "gives the same result."
         )
-    elif plan.default.spec.routes and not adapted:
+    elif adapted:
+        path, why = "generic", f"{because}."
+    elif plan.default.spec.routes:
         path, why = (
             "generic",
             "A transfers= policy other than 'allow' watches every call, to guard its copies between devices.",
         )
     else:
-        path, why = "generic", f"{because}." if adapted else f"The plan has no flat call: {because}."
+        path, why = "generic", f"The plan has no flat call: {because}."
     if block is not None:
         why += " Inside this config block, every call takes the generic call, watched."
     return Explanation(
