@@ -1,10 +1,12 @@
-"""``batched`` at scale: threads, a process pool and a Dask cluster against the sequential loop.
+"""``batched`` at scale: sequentially, on threads, a process pool and a Dask cluster, against
+the loop users write by hand (``torch.from_numpy(np.stack([fn(s) for s in batch.numpy()]))``).
 
 Workloads are module-level functions, so that process pools and Dask can pickle them, and
-each is a per-sample call users make: a GIL-holding pure-Python loop (COCO-style run-length
-encoding of a mask), scikit-image's ``regionprops``, SciPy's GIL-releasing distance
-transform, and tiny samples where only chunking keeps executors from costing more than
-they give.
+each is a per-sample call users make: tiny samples where only per-sample overhead counts, a
+GIL-holding pure-Python loop (COCO-style run-length encoding of a mask), SciPy's
+GIL-releasing distance transform with large results, NumPy's FFT, and an SVD whose BLAS
+starts threads of its own. Beside each executor, the same executor driven by hand (one
+chunk per worker) is its ceiling.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import contextlib
 import functools
 import importlib.util
 import multiprocessing
+import os
 import pickle
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -44,21 +47,24 @@ def run_lengths(mask: np.ndarray) -> np.ndarray:
     return np.array(counts)
 
 
-def region_table(labels: np.ndarray) -> np.ndarray:
-    """Per region of a labelled image: area, centroid, eccentricity, solidity (scikit-image)."""
-    from skimage.measure import regionprops
-
-    return np.array([(r.area, *r.centroid, r.eccentricity, r.solidity) for r in regionprops(labels)])
+def sort_and_sum(sample: np.ndarray) -> np.float64:
+    """A tiny sample's work (64 values: a few microseconds), where per-sample overhead is all there is."""
+    return np.sort(sample).sum()
 
 
-def python_loop(sample: np.ndarray, passes: int) -> np.ndarray:
-    """A small sample's sum of squares, ``passes`` times over in Python."""
-    total = 0.0
-    values = sample.tolist()
-    for _ in range(passes):
-        for value in values:
-            total += value * value
-    return np.array([total])
+def spectrum(sample: np.ndarray) -> np.ndarray:
+    """An image's magnitude spectrum: NumPy's FFT releases the GIL."""
+    return np.abs(np.fft.fft2(sample))
+
+
+def singular_values(sample: np.ndarray) -> np.ndarray:
+    """An SVD, which BLAS/LAPACK runs on threads of its own."""
+    return np.linalg.svd(sample, compute_uv=False)
+
+
+def in_turn(fn: Callable[..., Any], samples: list[np.ndarray]) -> list[Any]:
+    """One chunk of samples, as a hand-written pool task runs them."""
+    return [fn(sample) for sample in samples]
 
 
 class CountingPool(ProcessPoolExecutor):
@@ -89,95 +95,140 @@ def _dask(workers: int) -> Iterator[Any]:
         yield client
 
 
-def _workloads() -> list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]]:
+class Workload(NamedTuple):
+    case: str
+    fn: Callable[..., Any]
+    batch: torch.Tensor
+    stacks: bool  # the hand-written loop gathers with np.stack (results of one shape), else a list
+
+
+def _workloads() -> list[Workload]:
     import scipy.ndimage
-    from skimage.measure import label
 
     rng = np.random.default_rng(0)
-    blobs = scipy.ndimage.gaussian_filter(rng.random((64, 256, 256)), sigma=(0, 8, 8)) > 0.5
-    labels = torch.from_numpy(np.stack([label(b) for b in blobs]).astype(np.int32))
     masks = torch.from_numpy(scipy.ndimage.gaussian_filter(rng.random((64, 448, 448)), sigma=(0, 3, 3)) > 0.5)
-    edt_masks = torch.rand(64, 256, 256, generator=torch.Generator().manual_seed(0)) > 0.5
-    tiny = torch.rand(1000, 250, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
     return [
-        ("run-length encoding in Python (holds the GIL), 64 masks of 448^2", run_lengths, (masks,), {}),
-        ("regionprops (holds the GIL), 64 labelled 256^2 images", region_table, (labels,), {}),
-        (
-            "distance_transform_edt (releases the GIL), 64 x 256^2",
-            scipy.ndimage.distance_transform_edt,
-            (edt_masks,),
-            {},
+        Workload(
+            "tiny samples: sort + sum of 64 float64, 1,000 samples",
+            sort_and_sum,
+            torch.rand(1000, 64, dtype=torch.float64, generator=generator),
+            True,
         ),
-        ("tiny samples: a Python loop, 1,000 x 250 values", python_loop, (tiny,), {"passes": 12}),
+        Workload("run-length encoding in Python (holds the GIL), 64 masks of 448^2", run_lengths, masks, False),
+        Workload(
+            "distance_transform_edt (releases the GIL; 32 MiB of float64 results), 64 x 256^2",
+            scipy.ndimage.distance_transform_edt,
+            torch.rand(64, 256, 256, generator=generator) > 0.5,
+            True,
+        ),
+        Workload(
+            "np.abs(np.fft.fft2(x)) (releases the GIL), 64 x 256^2 float64",
+            spectrum,
+            torch.rand(64, 256, 256, dtype=torch.float64, generator=generator),
+            True,
+        ),
+        Workload(
+            "np.linalg.svd (BLAS threads of its own), 32 x 256^2 float64",
+            singular_values,
+            torch.rand(32, 256, 256, dtype=torch.float64, generator=generator),
+            True,
+        ),
     ]
 
 
+def _hand_loop(work: Workload) -> Callable[[], Any]:
+    """The loop users write by hand: one conversion each way, np.stack where results agree."""
+    fn, batch = work.fn, work.batch
+    if work.stacks:
+        return lambda: torch.from_numpy(np.stack([fn(s) for s in batch.numpy()]))
+    return lambda: [torch.from_numpy(fn(s)) for s in batch.numpy()]
+
+
+def _by_hand(work: Workload, map_chunks: Callable[[list[list[np.ndarray]]], Iterable[list[Any]]]) -> Callable[[], Any]:
+    """The hand-written loop with its samples in one chunk per worker (2), mapped by ``map_chunks``:
+    the raw executor's ceiling."""
+    batch, stacks = work.batch, work.stacks
+
+    def call() -> Any:
+        arrays = list(batch.numpy())
+        half = -(-len(arrays) // 2)
+        results = [r for part in map_chunks([arrays[:half], arrays[half:]]) for r in part]
+        return torch.from_numpy(np.stack(results)) if stacks else [torch.from_numpy(r) for r in results]
+
+    return call
+
+
 def executors(settings: Settings) -> list[Row]:
-    """Per workload: the sequential batched loop against threads, a spawn process pool and a
-    Dask LocalCluster (2 workers each), and the process pool used by hand, one task per sample.
-    The cluster is measured on its own, against its own baseline: on 2 cores its idle
+    """Per workload, against the loop users write by hand: batched sequentially, on 2 threads
+    and on a spawn process pool of 2, each beside the same executor driven by hand (one chunk
+    per worker: its ceiling); the BLAS-heavy workload on threads also uncapped. A Dask
+    LocalCluster of 2 is measured on its own, against the hand loop again: on 2 cores its idle
     heartbeats would slow every other contender."""
-    if settings["quick"] or importlib.util.find_spec("skimage") is None:
+    if settings["quick"]:
         return []
     rows: list[Row] = []
     workloads = _workloads()
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(2, mp_context=spawn) as processes:
-        for case, fn, args, kwargs in workloads:
-            calls = _calls(
-                {
-                    "workers=2 (threads)": ac.batched(fn, workers=2),
-                    "ProcessPoolExecutor(2)": ac.batched(fn, executor=processes),
-                },
-                fn,
-                args,
-                kwargs,
-            )
-            by_hand, arrays = _partial(fn, kwargs), [sample.numpy() for sample in args[0]]
-            calls["by hand: pool.map, one task per sample"] = lambda f=by_hand, a=arrays: list(processes.map(f, a))
-            rows += _compared(case, calls, settings, len(arrays))
+    with ProcessPoolExecutor(2, mp_context=spawn) as processes, ThreadPoolExecutor(2) as threads:
+        for work in workloads:
+            fn = work.fn
+            calls = {
+                "hand-written loop": _hand_loop(work),
+                "batched, sequential": _on(ac.batched(fn), work),
+                "batched, workers=2 (threads)": _on(ac.batched(fn, workers=2), work),
+                "by hand: ThreadPoolExecutor(2), a chunk per worker": _by_hand(
+                    work, lambda chunks, fn=fn: threads.map(functools.partial(in_turn, fn), chunks)
+                ),
+                "batched, ProcessPoolExecutor(2)": _on(ac.batched(fn, executor=processes), work),
+                "by hand: ProcessPoolExecutor(2), a chunk per worker": _by_hand(
+                    work, lambda chunks, fn=fn: processes.map(functools.partial(in_turn, fn), chunks)
+                ),
+            }
+            if fn is singular_values:
+                uncapped = ac.batched(fn, workers=2, threads_per_worker=os.cpu_count() or 1)
+                calls["batched, workers=2, BLAS uncapped (threads_per_worker=cores)"] = _on(uncapped, work)
+            rows += _compared(work.case, calls, settings, len(work.batch))
     with _dask(2) as client:
         if client is not None:
-            for case, fn, args, kwargs in workloads:
-                calls = _calls({"Dask LocalCluster, 2 workers": ac.batched(fn, executor=client)}, fn, args, kwargs)
-                by_hand, arrays = _partial(fn, kwargs), [sample.numpy() for sample in args[0]]
-                calls["by hand: client.map, one task per sample"] = lambda f=by_hand, a=arrays: client.gather(
-                    client.map(f, a, pure=False)
-                )
-                found = _compared(case, calls, settings, len(arrays))
+            for work in workloads:
+                fn = work.fn
+                calls = {
+                    "hand-written loop": _hand_loop(work),
+                    "batched, Dask LocalCluster(2)": _on(ac.batched(fn, executor=client), work),
+                    "by hand: client.map, a chunk per worker": _by_hand(
+                        work,
+                        lambda chunks, fn=fn: client.gather(
+                            client.map(functools.partial(in_turn, fn), chunks, pure=False)
+                        ),
+                    ),
+                }
+                found = _compared(work.case, calls, settings, len(work.batch))
                 found[0].contender += " (beside the Dask cluster)"
                 rows += found
     return rows
 
 
-def _calls(
-    contenders: dict[str, Callable[..., Any]], fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Callable[[], Any]]:
-    """The sequential baseline and the contenders, as calls on the workload's arguments."""
-    every = {"batched, sequential": ac.batched(fn), **contenders}
-    return {name: (lambda c=c: c(*args, **kwargs)) for name, c in every.items()}
+def _on(batched: Callable[..., Any], work: Workload) -> Callable[[], Any]:
+    return lambda: batched(work.batch)
 
 
 def _compared(case: str, calls: dict[str, Callable[[], Any]], settings: Settings, size: int) -> list[Row]:
-    """Rows of one case against the sequential loop, each noting its speed over the loop's."""
+    """Rows of one case against the hand-written loop, each noting its speed over the loop's."""
     for call in calls.values():
         call()  # workers started, modules imported, before timing
-    rows = compare(case, "batched, sequential", calls, settings["batch_repeats"], settings["target_s"])
+    rows = compare(case, "hand-written loop", calls, settings["batch_repeats"], settings["target_s"])
     for row in rows:
         ratio = row.ratio
         row.note = (
-            f"{row.median_us / 1e3 / size:.2f} ms a sample" if ratio is None else f"{1 / ratio:.2f}x the loop's speed"
+            f"{row.median_us / 1e3 / size:.3f} ms a sample" if ratio is None else f"{1 / ratio:.2f}x the loop's speed"
         )
     return rows
 
 
-def _partial(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Callable[..., Any]:
-    return functools.partial(fn, **kwargs) if kwargs else fn
-
-
 def scaling(settings: Settings) -> list[Row]:
     """Run-length encoding (about 1 ms a sample) on process pools and Dask clusters of 1 and 2
-    workers, batches of 8, 64 and 512: the speed-up over the sequential loop, and the bytes
+    workers, batches of 8, 64 and 512: the speed-up over the hand-written loop, and the bytes
     sent per sample (a process pool: pickled into its pipe, and through shared memory)."""
     if settings["quick"]:
         return []
@@ -192,7 +243,7 @@ def scaling(settings: Settings) -> list[Row]:
         with CountingPool(workers, mp_context=spawn) as pool:
             name = f"ProcessPoolExecutor({workers})"
             for size, masks in batches.items():
-                calls = _calls({name: ac.batched(run_lengths, executor=pool)}, run_lengths, (masks,), {})
+                calls = _against_loop(name, ac.batched(run_lengths, executor=pool), masks)
                 found = _compared(
                     f"run-length encoding, {size} masks of 192^2, {workers} worker{plural}", calls, settings, size
                 )
@@ -207,7 +258,7 @@ def scaling(settings: Settings) -> list[Row]:
             if client is not None:
                 for size, masks in batches.items():
                     name = f"Dask LocalCluster, {workers} worker{plural}"
-                    calls = _calls({name: ac.batched(run_lengths, executor=client)}, run_lengths, (masks,), {})
+                    calls = _against_loop(name, ac.batched(run_lengths, executor=client), masks)
                     found = _compared(
                         f"run-length encoding, {size} masks of 192^2, {workers} worker{plural}", calls, settings, size
                     )
@@ -219,6 +270,11 @@ def scaling(settings: Settings) -> list[Row]:
                     )
                     rows += found
     return rows
+
+
+def _against_loop(name: str, batched: Callable[..., Any], masks: torch.Tensor) -> dict[str, Callable[[], Any]]:
+    """The hand-written loop of the run-length workload, and ``batched`` on the same masks."""
+    return {"hand-written loop": _hand_loop(Workload("", run_lengths, masks, False)), name: lambda: batched(masks)}
 
 
 def breakdown(settings: Settings) -> list[Row]:

@@ -158,7 +158,7 @@ def test_threads_keep_order_and_run_concurrently() -> None:
             barrier.wait()  # only passes if two samples are in flight together
         return x.copy()
 
-    out = ac.batched(slow_identity, workers=2)(torch.arange(6.0).reshape(6, 1))
+    out = ac.batched(slow_identity, workers=2, in_caller=False)(torch.arange(6.0).reshape(6, 1))
     assert out.flatten().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
@@ -187,13 +187,13 @@ class TestExecutors:
     def test_a_process_pool(self) -> None:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(2, mp_context=context) as pool:
-            edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool)
+            edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool, in_caller=False)
             out = edt(self.MASKS)
             assert out.dtype == torch.float64 and torch.equal(out, self._expected())
             # A sample that fails: the note names it; the worker's traceback is the cause.
             spd = torch.stack([torch.eye(2), -torch.eye(2), torch.eye(2)])
             with pytest.raises(np.linalg.LinAlgError) as info:
-                ac.batched(np.linalg.cholesky, executor=pool)(spd)
+                ac.batched(np.linalg.cholesky, executor=pool, in_caller=False)(spd)
         assert "autoconvert.batched(cholesky): raised by sample 1 of 3" in info.value.__notes__
         assert "Traceback" in str(info.value.__cause__)
 
@@ -208,23 +208,23 @@ class TestExecutors:
             distributed.Client(cluster) as client,
         ):
             warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
-            edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=client.get_executor())
+            edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=client.get_executor(), in_caller=False)
             out = edt(self.MASKS)
             assert torch.equal(out, self._expected())
             spd = torch.stack([torch.eye(2), torch.eye(2), -torch.eye(2)])
             with pytest.raises(np.linalg.LinAlgError) as info:
-                ac.batched(np.linalg.cholesky, executor=client.get_executor())(spd)
+                ac.batched(np.linalg.cholesky, executor=client.get_executor(), in_caller=False)(spd)
         assert "autoconvert.batched(cholesky): raised by sample 2 of 3" in info.value.__notes__
 
     def test_a_thread_pool_executor_and_the_callers_dtype(self) -> None:
         """Any Executor: here threads; bfloat16 samples widen to float32 and come back bfloat16."""
         with ThreadPoolExecutor(2) as pool:
-            halves = ac.batched(np.negative, executor=pool)(torch.ones(3, 2, dtype=torch.bfloat16))
+            halves = ac.batched(np.negative, executor=pool, in_caller=False)(torch.ones(3, 2, dtype=torch.bfloat16))
         assert halves.dtype == torch.bfloat16 and halves.tolist() == [[-1.0, -1.0]] * 3
 
     def test_executor_and_workers_are_refused_together(self) -> None:
         with ThreadPoolExecutor(1) as pool, pytest.raises(ValueError, match="executor= takes"):
-            ac.batched(np.negative, workers=2, executor=pool)
+            ac.batched(np.negative, workers=2, executor=pool, in_caller=False)
 
     def test_progress_bar(self, capsys: pytest.CaptureFixture[str]) -> None:
         pytest.importorskip("tqdm")

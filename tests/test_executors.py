@@ -113,9 +113,11 @@ def test_a_thread_pool_passed_in_runs_the_call_itself_in_the_callers_config() ->
 
     batch = torch.ones(6, 2)
     with ThreadPoolExecutor(2) as threads:
-        ac.batched(zero_first, executor=threads)(batch)
+        ac.batched(zero_first, executor=threads, in_caller=False)(batch)
         with ac.config(copy=True):
-            writable = ac.batched(lambda a: np.asarray(a.flags.writeable), executor=threads)(torch.ones(4, 1))
+            writable = ac.batched(lambda a: np.asarray(a.flags.writeable), executor=threads, in_caller=False)(
+                torch.ones(4, 1)
+            )
     assert batch[:, 0].eq(0).all() and batch[:, 1].eq(1).all() and writable.all()
 
 
@@ -124,7 +126,7 @@ def test_threads_stop_the_map_when_a_sample_fails(tmp_path: pathlib.Path) -> Non
     log = tmp_path / "log"
     batch = torch.arange(60.0).reshape(60, 1)
     with pytest.raises(ZeroDivisionError) as info:
-        ac.batched(logged_sample, workers=2, chunksize=30)(batch, str(log))
+        ac.batched(logged_sample, workers=2, chunksize=30, in_caller=False)(batch, str(log))
     assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
     ran = _lines(log)
     time.sleep(0.2)
@@ -144,7 +146,7 @@ class TestProcessPool:
         """16 masks of 256^2 (1 MiB): each task carries a file's name, not samples; results of
         2 MiB come back mapped; the files are gone once the map returns."""
         masks = torch.rand(16, 256, 256, generator=torch.Generator().manual_seed(1)) > 0.5
-        edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool)
+        edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool, in_caller=False)
         pool.sent = 0
         out = edt(masks)
         assert pool.sent / 16 < 1_000
@@ -156,7 +158,7 @@ class TestProcessPool:
         sizes = [40_000, 0, 30_000, 50_000, 1, 70_000, 60_000, 20_000]
         batch = [torch.rand(n, dtype=torch.float64, generator=torch.Generator().manual_seed(n)) for n in sizes]
         pool.sent = 0
-        out = ac.batched(ragged_nonzero, executor=pool)(batch)
+        out = ac.batched(ragged_nonzero, executor=pool, in_caller=False)(batch)
         assert pool.sent < 10_000
         assert [o.tolist() for o in out] == [np.flatnonzero(b.numpy() > 0.5).tolist() for b in batch]
         assert os.listdir(_executors._shared_folder()) == []
@@ -164,7 +166,7 @@ class TestProcessPool:
     def test_a_small_batch_rides_in_its_tasks(self, pool: CountingPool) -> None:
         batch = torch.rand(8, 16, generator=torch.Generator().manual_seed(2))
         pool.sent = 0
-        out = ac.batched(ragged_nonzero, executor=pool)(batch)
+        out = ac.batched(ragged_nonzero, executor=pool, in_caller=False)(batch)
         assert pool.sent > batch.numpy().nbytes
         assert [o.tolist() for o in out] == [np.flatnonzero(b > 0.5).tolist() for b in batch.numpy()]
 
@@ -184,9 +186,9 @@ class TestProcessPool:
                 expected = ac.batched(np.copy)(batch)
             except Exception as e:
                 with pytest.raises(type(e)):
-                    ac.batched(np.copy, executor=pool)(batch)
+                    ac.batched(np.copy, executor=pool, in_caller=False)(batch)
                 return
-            out = ac.batched(np.copy, executor=pool)(batch)
+            out = ac.batched(np.copy, executor=pool, in_caller=False)(batch)
         torch.testing.assert_close(out, expected, rtol=0, atol=0, equal_nan=True)
 
     def test_a_failing_sample_stops_the_map_and_is_named(self, pool: CountingPool, tmp_path: pathlib.Path) -> None:
@@ -194,7 +196,9 @@ class TestProcessPool:
         next sample, and nothing of the map runs once the error is raised."""
         log = tmp_path / "log"
         with pytest.raises(ZeroDivisionError) as info:
-            ac.batched(logged_sample, executor=pool, chunksize=30)(torch.arange(60.0).reshape(60, 1), str(log))
+            ac.batched(logged_sample, executor=pool, chunksize=30, in_caller=False)(
+                torch.arange(60.0).reshape(60, 1), str(log)
+            )
         assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
         assert "Traceback" in str(info.value.__cause__)
         ran = _lines(log)
@@ -206,7 +210,7 @@ class TestProcessPool:
             return x.sum()
 
         with pytest.raises(pickle.PicklingError) as info:
-            ac.batched(local_total, executor=pool)
+            ac.batched(local_total, executor=pool, in_caller=False)
         name = "TestProcessPool.test_a_function_the_pool_cannot_receive_is_refused_when_batched_is_made.<locals>.local_total"
         assert str(info.value) == (
             f"autoconvert.batched({name}): executor= is a process pool, whose workers receive the function by "
@@ -215,11 +219,11 @@ class TestProcessPool:
             "which pickles lambdas and local functions"
         )
         with pytest.raises(pickle.PicklingError, match="<lambda> does not pickle"):
-            ac.batched(lambda x: x, executor=pool)
+            ac.batched(lambda x: x, executor=pool, in_caller=False)
 
     def test_an_argument_that_does_not_pickle_is_named(self, pool: CountingPool) -> None:
         with pytest.raises(pickle.PicklingError) as info:
-            ac.batched(np.add, executor=pool)(torch.ones(2, 3), threading.Lock())
+            ac.batched(np.add, executor=pool, in_caller=False)(torch.ones(2, 3), threading.Lock())
         assert str(info.value).startswith(
             "autoconvert.batched(add): args[1] does not pickle (TypeError: cannot pickle '_thread.lock' object), "
             "and the executor's workers receive every argument by pickling. Fix: pass values that pickle"
@@ -238,7 +242,7 @@ def total(x):
 
 with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
     try:
-        ac.batched(total, executor=pool)(torch.ones(2, 3))
+        ac.batched(total, executor=pool, in_caller=False)(torch.ones(2, 3))
     except BrokenProcessPool as e:
         print(e.__notes__[-1])
 """
@@ -257,7 +261,7 @@ with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as 
             a[0] = 0
 
         with pytest.raises(ValueError) as info:
-            ac.batched(zero_first, executor=pool)
+            ac.batched(zero_first, executor=pool, in_caller=False)
         assert str(info.value) == (
             f"autoconvert.batched({zero_first.__qualname__}): {zero_first.__qualname__} writes into its arguments "
             "(writeback=True or out_params), and on an executor it runs in other processes, whose writes cannot "
@@ -265,22 +269,23 @@ with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as 
         )
 
     def test_the_calls_grad_policy_holds(self, pool: CountingPool) -> None:
-        """A batch that requires grad warns (the default) or is refused, naming the argument;
+        """A batch that requires grad warns (the default) or is refused, naming the argument, as
+        the function's own call would: the batch is converted once by it, in the caller's process;
         a config block's grad= applies where the function says none."""
         batch = torch.ones(3, 2, requires_grad=True)
         with pytest.warns(ac.GradientWarning) as record:
-            ac.batched(np.negative, executor=pool)(batch)
-        assert str(record[0].message).startswith("autoconvert.batched(negative): argument args[0] requires grad")
-        with pytest.raises(ac.GradientError, match=r"^autoconvert.batched\(negative\): argument x requires grad"):
-            ac.batched(ac.accepts_numpy(grad="error")(np.negative), executor=pool)(x=batch)
-        with ac.config(grad="error"), pytest.raises(ac.GradientError, match=r"argument args\[0\] requires grad"):
-            ac.batched(np.negative, executor=pool)(batch)
+            ac.batched(np.negative, executor=pool, in_caller=False)(batch)
+        assert str(record[0].message).startswith("negative(): argument x requires grad")
+        with pytest.raises(ac.GradientError, match=r"^negative\(\): argument x requires grad"):
+            ac.batched(ac.accepts_numpy(grad="error")(np.negative), executor=pool, in_caller=False)(x=batch)
+        with ac.config(grad="error"), pytest.raises(ac.GradientError, match=r"argument x requires grad"):
+            ac.batched(np.negative, executor=pool, in_caller=False)(batch)
         with ac.config(grad="error"), warnings.catch_warnings():
             warnings.simplefilter("error")
-            ac.batched(ac.accepts_numpy(grad="detach")(np.negative), executor=pool)(batch)
+            ac.batched(ac.accepts_numpy(grad="detach")(np.negative), executor=pool, in_caller=False)(batch)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("error")
-            ac.batched(np.negative, executor=pool)(batch)
+            ac.batched(np.negative, executor=pool, in_caller=False)(batch)
 
     def test_the_pool_keeps_its_worker_count_where_batched_reads_it(self) -> None:
         """concurrent.futures keeps no public worker count; batched reads ``_max_workers``."""
@@ -296,7 +301,7 @@ class TestDask:
     def test_a_client_and_its_executor_both_run_the_map(self, client: Any) -> None:
         masks = torch.rand(16, 256, 256, generator=torch.Generator().manual_seed(3)) > 0.5
         expected = ac.batched(scipy.ndimage.distance_transform_edt)(masks)
-        on_client = ac.batched(scipy.ndimage.distance_transform_edt, executor=client)
+        on_client = ac.batched(scipy.ndimage.distance_transform_edt, executor=client, in_caller=False)
         assert torch.equal(on_client(masks), expected)
         assert on_client._runner.local == {frozenset(client.nthreads()): True}
         executor = client.get_executor()
@@ -307,7 +312,7 @@ class TestDask:
         """The path for workers on other machines, taken here by telling batched the workers
         do not see its shared memory."""
         batch = torch.rand(40, 16, generator=torch.Generator().manual_seed(4))
-        remote = ac.batched(ragged_nonzero, executor=client)
+        remote = ac.batched(ragged_nonzero, executor=client, in_caller=False)
         remote._runner.local[frozenset(client.nthreads())] = False
         out = remote(batch)
         assert [o.tolist() for o in out] == [np.flatnonzero(b > 0.5).tolist() for b in batch.numpy()]
@@ -315,7 +320,9 @@ class TestDask:
     def test_a_failing_sample_stops_the_map_and_is_named(self, client: Any, tmp_path: pathlib.Path) -> None:
         log = tmp_path / "log"
         with pytest.raises(ZeroDivisionError) as info:
-            ac.batched(logged_sample, executor=client, chunksize=30)(torch.arange(60.0).reshape(60, 1), str(log))
+            ac.batched(logged_sample, executor=client, chunksize=30, in_caller=False)(
+                torch.arange(60.0).reshape(60, 1), str(log)
+            )
         assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
         time.sleep(0.5)  # Dask does not wait for running tasks: the other chunk stops at its next sample
         ran = _lines(log)
@@ -324,4 +331,46 @@ class TestDask:
 
     def test_lambdas_run_on_dask(self, client: Any) -> None:
         """Dask pickles functions with cloudpickle: a lambda is fine there."""
-        assert ac.batched(lambda x: x * 2, executor=client)(torch.ones(3, 2)).tolist() == [[2.0, 2.0]] * 3
+        assert (
+            ac.batched(lambda x: x * 2, executor=client, in_caller=False)(torch.ones(3, 2)).tolist() == [[2.0, 2.0]] * 3
+        )
+
+
+def library_threads(x: np.ndarray) -> np.ndarray:
+    """The threads BLAS and torch may use where this sample runs."""
+    import threadpoolctl
+
+    blas = max(info["num_threads"] for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas")
+    return np.array([blas, torch.get_num_threads()])
+
+
+class TestLibraryThreads:
+    """While a map runs on workers, BLAS and torch use at most cores // workers threads each;
+    threads_per_worker= overrides; the caller's counts are back when the map ends."""
+
+    CORES = os.cpu_count() or 1
+
+    def _callers(self) -> np.ndarray:
+        return library_threads(np.zeros(1))
+
+    def test_threads_are_capped_and_given_back(self) -> None:
+        before = self._callers()
+        out = ac.batched(library_threads, workers=2, in_caller=False)(torch.ones(4, 1))
+        assert out.tolist() == [[min(before[0], max(1, self.CORES // 2)), min(before[1], max(1, self.CORES // 2))]] * 4
+        assert self._callers().tolist() == before.tolist()
+        one = ac.batched(library_threads, workers=2, in_caller=False, threads_per_worker=1)(torch.ones(2, 1))
+        assert one.tolist() == [[1, 1]] * 2
+
+    def test_worker_processes_are_capped(self, pool: CountingPool) -> None:
+        out = ac.batched(library_threads, executor=pool, in_caller=False, threads_per_worker=1)(torch.ones(4, 1))
+        assert out.tolist() == [[1, 1]] * 4
+
+    def test_in_the_callers_thread_nothing_is_capped(self) -> None:
+        before = self._callers()
+        assert ac.batched(library_threads)(torch.ones(2, 1)).tolist() == [before.tolist()] * 2
+
+    def test_threads_per_worker_is_a_positive_number(self) -> None:
+        with pytest.raises(
+            ValueError, match=r"^batched\(\): threads_per_worker= takes None or a positive number of threads, got 0$"
+        ):
+            ac.batched(np.negative, workers=2, threads_per_worker=0)

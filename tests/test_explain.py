@@ -211,10 +211,22 @@ def test_torchify_numpy_op_and_batched_say_how_they_were_made() -> None:
     assert op.notes[0] == "numpy_op(): a torch op; backward=given, fake=None, vmap='sequential', jvp=none."
     assert op.policies["accepts_numpy"].grad == "detach"  # the gradient flows through the op's backward
 
-    each = ac.explain(ac.batched(np.max, workers=2))
-    assert each.notes == ("batched(): once per sample along dim 0, on 2 threads, in chunks, each sample through "
-                          "the call below.",)  # fmt: skip
+    each = ac.explain(ac.batched(np.max, workers=2, threads_per_worker=1))
+    assert each.notes == (
+        "batched(): each batch converted once by the call below, the function run once per sample along dim 0 on "
+        "NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
+        "converted once.",
+        "Samples run on 2 threads, in chunks.",
+        "A batch whose samples take under 10 ms in all (timed on its first samples) runs in the caller's thread "
+        "instead: the executor would cost more than it gives.",
+        "While a map runs, BLAS, OpenMP and torch use at most 1 thread per worker.",
+    )
     assert str(each).startswith("max(): batched() over accepts_numpy() + returns_tensor()")
+    seeded = ac.explain(ac.batched(np.max, seed=0))
+    assert seeded.notes[1:] == (
+        "Samples run one after another in the caller's thread.",
+        "seed=: each sample its own stream (np.random, random and torch's CPU generator seeded per sample).",
+    )
 
 
 def test_anything_else_is_refused_with_the_fix() -> None:

@@ -122,14 +122,21 @@ def test_stats_blocks_nest_and_outer_ones_count_inner_calls() -> None:
     assert outer["flip"].copies["copy=True"] == 1 and outer["flip"].copies["layout"] == 2
 
 
+def per_row_flip(row: np.ndarray) -> Any:
+    """A batched sample that calls a decorated function itself."""
+    return flip(torch.from_numpy(row.copy()))
+
+
 def test_stats_see_only_their_own_thread_but_batched_threads_count() -> None:
-    """Another thread's calls are not counted; batched's worker threads are the caller's."""
+    """Another thread's calls are not counted; batched's worker threads are the caller's: the
+    batch's one conversion, and the decorated calls its samples make there."""
     with ac.stats() as s:
         worker = threading.Thread(target=flip, args=(torch.ones(2),))
         worker.start()
         worker.join()
-        ac.batched(flip, workers=2)(torch.ones(4, 3))
+        ac.batched(per_row_flip, workers=2, in_caller=False)(torch.ones(4, 3))
     assert s["flip"].calls == 4
+    assert (s["per_row_flip"].calls, s["per_row_flip"].samples, s["per_row_flip"].batches_in_caller) == (1, 4, 0)
 
 
 def test_stats_count_adapt_numpy_op_and_torchify() -> None:

@@ -169,12 +169,27 @@ class FunctionStats:
     """One function's counts in a ``stats`` block. ``copies`` and ``bytes`` are by cause:
     "transfer" (between devices), "widening" (a dtype NumPy lacks), "layout" (strides, byte
     order, read-only or broadcast memory, conj/neg bits, sparse formats), "cast" (``dtype=``
-    and dtypes restored), "copy=True", "writeback", "check_writes"."""
+    and dtypes restored), "copy=True", "writeback", "check_writes". A ``batched`` function
+    counts one call per batch (its one conversion) and the batch's ``samples``;
+    ``batches_in_caller`` are batches that had an executor but ran in the caller's thread,
+    too small in all to pay for it."""
 
-    __slots__ = ("bytes", "calls", "conversion_seconds", "converted", "copies", "function_seconds", "shared")
+    __slots__ = (
+        "batches_in_caller",
+        "bytes",
+        "calls",
+        "conversion_seconds",
+        "converted",
+        "copies",
+        "function_seconds",
+        "samples",
+        "shared",
+    )
 
     def __init__(self) -> None:
         self.calls = 0
+        self.samples = 0  #: run by ``batched`` calls
+        self.batches_in_caller = 0
         self.converted = 0  #: values that changed library
         self.shared = 0  #: of those, the ones that crossed with no copy
         self.copies: dict[str, int] = dict.fromkeys(CAUSES, 0)
@@ -189,8 +204,9 @@ class FunctionStats:
 
     def __repr__(self) -> str:
         copies = {cause: n for cause, n in self.copies.items() if n}
+        batched = f"samples={self.samples}, batches_in_caller={self.batches_in_caller}, " if self.samples else ""
         return (
-            f"FunctionStats(calls={self.calls}, converted={self.converted}, shared={self.shared}, "
+            f"FunctionStats(calls={self.calls}, {batched}converted={self.converted}, shared={self.shared}, "
             f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
             f"function_seconds={self.function_seconds:.6f})"
         )
@@ -233,9 +249,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
     def add(self, name: str, watch: Watch, total: float, in_function: float) -> None:
         """Count one watched call of ``name``."""
         with self._lock:
-            counts = self.functions.get(name)
-            if counts is None:
-                counts = self.functions[name] = FunctionStats()
+            counts = self._of(name)
             counts.calls += 1
             counts.converted += watch.converted
             counts.shared += watch.shared
@@ -244,6 +258,19 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
                 counts.bytes[made.cause] += made.nbytes
             counts.function_seconds += in_function
             counts.conversion_seconds += total - in_function
+
+    def add_batch(self, name: str, samples: int, in_caller: bool) -> None:
+        """Count one ``batched`` map of ``name``'s (its call is counted by ``add``)."""
+        with self._lock:
+            counts = self._of(name)
+            counts.samples += samples
+            counts.batches_in_caller += in_caller
+
+    def _of(self, name: str) -> FunctionStats:
+        counts = self.functions.get(name)
+        if counts is None:
+            counts = self.functions[name] = FunctionStats()
+        return counts
 
     def __getitem__(self, name: str) -> FunctionStats:
         try:
@@ -297,6 +324,13 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     def __repr__(self) -> str:
         return f"<autoconvert.stats: {self.calls} calls of {len(self.functions)} functions>"
+
+
+def count_batch(name: str, samples: int, in_caller: bool) -> None:
+    """Count a ``batched`` map of ``name`` (a function's qualname) into the active ``stats`` blocks."""
+    config = _ACTIVE.get()
+    for counter in config.counters if config is not None else ():
+        counter.add_batch(name, samples, in_caller)
 
 
 def _seconds(seconds: float) -> str:

@@ -165,11 +165,16 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     # frame dynamo inspects (after a graph break) while wrapt 1.x's proxy still refuses isinstance.
     wrapper: _Wrapper = Wrapper(wrapped, call)
     wrapper._self_plan = plan
-    # What wrapt's C __call__ would pass as `instance`, decided once: a bound method
-    # wrapped directly carries its instance in __self__.
-    if wrapper._self_binding in ("function", "instancemethod", "classmethod", "callable"):
-        instance = constants["instance"] = getattr(wrapped, "__self__", None)
+    instance = constants["instance"] = unbound_instance(wrapper)
     return wrapper
+
+
+def unbound_instance(wrapper: _Wrapper) -> Any:
+    """What wrapt's C ``__call__`` passes as ``instance`` on an unbound call, decided once: a
+    bound method wrapped directly carries its instance in ``__self__``."""
+    if wrapper._self_binding in ("function", "instancemethod", "classmethod", "callable"):
+        return getattr(wrapper.__wrapped__, "__self__", None)
+    return None
 
 
 def _binding(method: Callable[..., Any]) -> Callable[..., Any]:

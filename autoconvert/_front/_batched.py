@@ -1,28 +1,38 @@
 """``batched``: run a NumPy function once per sample of a batch, in the caller or on workers.
 
 Pipelines often call SciPy once per sample in a Python loop (Hungarian matching per
-image, distance transforms per volume). ``batched`` is that loop, written once: samples
-sliced along dim 0 (never ``.squeeze()``d), results stacked when they agree; threads for
-the many SciPy routines that release the GIL, process pools and Dask for code that holds
-it (_executors).
+image, distance transforms per volume). ``batched`` is that loop, written once, and no
+slower: each batch converted once by the function's own call (one array for a dim-0
+batch, samples its views), the function run on NumPy samples, the results gathered in
+NumPy (_gather) and converted once. Samples never ``.squeeze()``d; threads for the many
+SciPy routines that release the GIL, process pools and Dask for code that holds it
+(_executors), and the caller's thread for a batch too small to pay for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+import time
+from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
+import numpy as np
 import torch
 
+from autoconvert._calls._observe import count_batch
 from autoconvert._calls._options import check_callable, policy_of
-from autoconvert._calls._wrapper import _Wrapper
+from autoconvert._calls._signature import Parameters
+from autoconvert._calls._wrapper import _Wrapper, unbound_instance
 from autoconvert._pickling import by_reference
 
-from ._chunks import Batch, Chunk
+from ._caps import has_threadpoolctl, per_worker
+from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._decorators import accepts_numpy, returns_tensor
 from ._executors import Elsewhere, Progress, Samples, Threads, is_dask, max_workers
+from ._gather import Sink, gather
+from ._seeds import GlobalStates, Seeds
 
 
 @overload
@@ -34,10 +44,20 @@ def batched(
     executor: Any = None,
     chunksize: int | None = None,
     progress: bool = False,
+    threads_per_worker: int | None = None,
+    seed: int | np.random.SeedSequence | None = None,
+    in_caller: bool = True,
 ) -> Callable[..., Any]: ...
 @overload
 def batched(
-    *, workers: int | None = None, executor: Any = None, chunksize: int | None = None, progress: bool = False
+    *,
+    workers: int | None = None,
+    executor: Any = None,
+    chunksize: int | None = None,
+    progress: bool = False,
+    threads_per_worker: int | None = None,
+    seed: int | np.random.SeedSequence | None = None,
+    in_caller: bool = True,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 def batched(
     fn: Callable[..., Any] | None = None,
@@ -47,41 +67,60 @@ def batched(
     executor: Any = None,
     chunksize: int | None = None,
     progress: bool = False,
+    threads_per_worker: int | None = None,
+    seed: int | np.random.SeedSequence | None = None,
+    in_caller: bool = True,
 ) -> Any:
     """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
 
     Tensor arguments are batches: along dim 0 (all with the same leading size), or as a
     list or tuple of tensors or a nested tensor (ragged batches, e.g. from ``split``).
-    Every other argument reaches each call unchanged. Results stack into one tensor when
-    every sample's result is a tensor of the same shape and dtype, else come back as a
-    list; tuple, namedtuple and dict results come back as one of those, field by field.
-    An empty batch gives an empty list: no sample ran, so no result says what shape or
-    dtype a stacked tensor would have.
+    Every other argument reaches each call unchanged. Each batch is converted once, as
+    ``fn``'s call converts its arguments, and ``fn`` runs on its NumPy samples (views of the
+    converted batch). Results stack into one tensor when every sample's result is an array
+    of the same shape and dtype, else come back as a list; tuple, namedtuple and dict
+    results come back as one of those, field by field; the gathered result is converted
+    once, as ``fn``'s call converts its result. An empty batch gives an empty list: no
+    sample ran, so no result says what shape or dtype a stacked tensor would have.
 
     Args:
         fn: a NumPy function, wrapped as ``returns_tensor(accepts_numpy(fn))``, or a
-            function autoconvert already wraps (used as it is).
+            function autoconvert already wraps (its options convert the batch).
         workers: run samples on a pool of this many threads (order is kept); ``None``
             runs them one after another. Worthwhile when ``fn`` releases the GIL, as
-            many SciPy routines do. Each sample sees the caller's ``config`` and grad mode.
+            many SciPy routines do. Calls ``fn`` makes see the caller's ``config`` and grad mode.
         executor: run the samples elsewhere instead: a ``ProcessPoolExecutor`` for NumPy
             code that holds the GIL (large batched arrays reach its workers through shared
             memory), a Dask ``distributed.Client`` or its ``get_executor()`` (shared memory
             too where every worker runs on the caller's machine, else each chunk's samples
             scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
-            its threads), or any other ``concurrent.futures.Executor``. Outside the
-            caller's process, ``fn`` (unwrapped) runs on NumPy arrays and each result
-            comes back converted on the caller's side to its device; ``fn`` and the other
-            arguments must pickle (a process pool's function: defined at a module's top
-            level). A pool passed in is reused across calls, never shut down.
+            its threads), or any other ``concurrent.futures.Executor``. ``fn`` and the
+            other arguments must pickle (a process pool's function: defined at a module's
+            top level). A pool passed in is reused across calls, never shut down.
         chunksize: samples per task on threads or an executor; by default about four
             tasks per worker (one per Dask worker thread), so that sending tasks costs
             little next to the work.
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
+        threads_per_worker: the threads BLAS, OpenMP and torch may each start in a worker
+            while a map runs on threads or workers; by default the cores shared out among
+            the workers, so that workers x threads does not exceed them. BLAS and OpenMP
+            are capped through threadpoolctl (the ``autoconvert[threads]`` extra).
+        seed: reproducible randomness: sample ``i`` draws from the child ``i`` of
+            ``np.random.SeedSequence(seed)``, whatever runs it and however it is chunked. A
+            parameter of ``fn`` named ``rng`` receives a ``np.random.Generator`` over it;
+            sequentially and on worker processes, ``np.random``, ``random`` and torch's CPU
+            generator are seeded from it per sample too, and the caller's own states are
+            put back when the call returns. Threads share those global states, so there
+            only ``rng`` is seeded, and a function without it is refused.
+        in_caller: with threads or an executor, run a batch whose samples take too little
+            time in all to pay for it (10 ms on threads, 20 ms on a process pool, 100 ms on
+            Dask, timed on its first samples) in the caller's thread; False: every batch
+            on the workers.
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument; on an
-            executor, a function that writes into its arguments (``writeback=True``).
+            executor, a function that writes into its arguments (``writeback=True``);
+            invalid options, when ``batched`` is applied.
         pickle.PicklingError: a process pool's function, or an argument sent elsewhere,
             does not pickle.
         Exception: whatever ``fn`` raises, with a note naming the sample (PEP 678). The
@@ -93,72 +132,98 @@ def batched(
         >>> per_row_max(torch.tensor([[1, 5], [7, 2]]))
         tensor([5, 7])
     """
+    options = _Options(workers, executor, chunksize, progress, threads_per_worker, seed, in_caller)
     if fn is None:
-        return lambda f: batched(f, workers=workers, executor=executor, chunksize=chunksize, progress=progress)
+        return lambda f: _batched(f, options)
+    return _batched(fn, options)
+
+
+class _Options(NamedTuple):
+    """``batched``'s options, as given."""
+
+    workers: int | None
+    executor: Any
+    chunksize: int | None
+    progress: bool
+    threads_per_worker: int | None
+    seed: int | np.random.SeedSequence | None
+    in_caller: bool
+
+
+def _batched(fn: Callable[..., Any], options: _Options) -> Batched:
     check_callable(fn, "batched")
-    for option, value, unit in (("workers", workers, "threads"), ("chunksize", chunksize, "samples")):
+    _check(options)
+    call: Any = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
+    raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    where = _where(raw, call, options, name)
+    if where is not None:
+        where.threads = options.threads_per_worker or per_worker(where.workers)
+        where.in_caller = where.in_caller and options.in_caller
+    return Batched(fn, call, options, name=name, where=where, seeds=_seeds(raw, options.seed, where, name))
+
+
+def _check(options: _Options) -> None:
+    """Refuse options that could never run, when ``batched`` is applied."""
+    for option, unit in (("workers", "threads"), ("chunksize", "samples"), ("threads_per_worker", "threads")):
+        value = getattr(options, option)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"batched(): {option}= takes None or a positive number of {unit}, got {value!r}")
-    if executor is not None and (workers is not None or not (isinstance(executor, Executor) or is_dask(executor))):
+    executor = options.executor
+    if executor is not None and (
+        options.workers is not None or not (isinstance(executor, Executor) or is_dask(executor))
+    ):
         raise ValueError(
             "batched(): executor= takes a concurrent.futures.Executor or a Dask client, without workers=; "
             f"got {executor!r}"
         )
-    call: Callable[..., Any] = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    label = f"autoconvert.batched({name})"
-    runner = _runner(fn, call, workers, executor, name)
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        samples = _samples(name, args, kwargs)
-        progress_bar = Progress(progress, samples.size, name)
-        try:
-            if runner is None or (samples.size <= 1 and isinstance(runner, Threads)):
-                results = _in_turn(call, samples, label, progress_bar)
-            else:
-                results = runner.map(samples, chunksize, progress_bar, label)
-        finally:
-            progress_bar.close()
-        return _gather(results)
-
-    options = None if executor is not None else (workers, chunksize, progress)
-    return Batched(run, fn, name, options, runner, call=call)
+    for option in ("progress", "in_caller"):
+        if not isinstance(getattr(options, option), bool):
+            raise ValueError(f"batched(): {option}= takes True or False, got {getattr(options, option)!r}")
+    seed = options.seed
+    if not (seed is None or isinstance(seed, np.random.SeedSequence)) and (
+        not isinstance(seed, int) or isinstance(seed, bool) or seed < 0
+    ):
+        raise ValueError(f"batched(): seed= takes None, a non-negative int or a np.random.SeedSequence, got {seed!r}")
+    if options.threads_per_worker is not None and not has_threadpoolctl():
+        raise ImportError(
+            "batched(): threads_per_worker= caps BLAS and OpenMP threads through threadpoolctl, which is not "
+            "installed. Fix: pip install 'autoconvert[threads]'"
+        )
 
 
-def _runner(
-    fn: Any, call: Callable[..., Any], workers: int | None, executor: Any, name: str
-) -> Threads | Elsewhere | None:
+def _where(raw: Any, call: Any, options: _Options, name: str) -> Threads | Elsewhere | None:
     """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
+    executor, workers = options.executor, options.workers
     if isinstance(executor, ThreadPoolExecutor):
-        return Threads(call, max_workers(executor), executor, name)
+        return Threads(raw, max_workers(executor), executor, name)
     if executor is None:
-        return Threads(call, workers, None, name) if workers is not None and workers > 1 else None
-    inputs = _explicit(call, "accepts_numpy")
-    writes = policy_of("accepts_numpy", {}, inputs)
+        return Threads(raw, workers, None, name) if workers is not None and workers > 1 else None
+    writes = policy_of("accepts_numpy", {}, _explicit(call, "accepts_numpy"))
     if writes.writeback or writes.out_params:
         raise ValueError(
             f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
             "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
             "Fix: run it on threads (workers=), or return what it computes"
         )
-    # The output side alone: given the sample's result and arguments, it votes the device and
-    # restores dtypes exactly as the in-process call does.
-    place = returns_tensor(**_explicit(call, "returns_tensor"))(_first)
-    raw = fn.__wrapped__ if isinstance(fn, _Wrapper) else fn
-    return Elsewhere(raw, place, inputs, executor, name)
+    return Elsewhere(raw, executor, name)
 
 
-def _in_turn(call: Callable[..., Any], samples: Samples, label: str, progress: Progress) -> list[Any]:
-    """The samples one after another in the caller's thread; one at a time under a progress bar."""
-    step = 1 if progress.bar is not None else max(1, samples.size)
-    results: list[Any] = []
-    for start in range(0, samples.size, step):
-        chunk = Chunk(
-            call, samples.args, samples.kwargs, start, min(start + step, samples.size), samples.size, label, None
+def _seeds(raw: Any, seed: int | np.random.SeedSequence | None, where: Any, name: str) -> Seeds | None:
+    """How samples are seeded (None: not at all). Threads share the global random states, so
+    there a sample's stream reaches it only as ``rng``."""
+    if seed is None:
+        return None
+    takes_rng = "rng" in Parameters(raw).keywords
+    on_threads = isinstance(where, Threads)
+    if on_threads and not takes_rng:
+        raise ValueError(
+            f"autoconvert.batched({name}): seed= on threads reaches a sample only through a parameter named rng: "
+            "np.random, random and torch's generator are shared by the threads, and seeding them per sample would "
+            "give results that depend on which thread ran first. Fix: give the function an rng parameter and draw "
+            "from it, or run it sequentially or on a process pool"
         )
-        results += run_chunk(chunk, samples.sources)
-        progress.advance(chunk.stop - chunk.start)
-    return results
+    return Seeds(seed, rng=takes_rng, globals=not on_threads)
 
 
 class Batched:
@@ -167,20 +232,20 @@ class Batched:
     else rebuilt from ``fn`` and its options; one on an executor only by reference, since a
     live pool does not pickle."""
 
-    def __init__(
-        self,
-        run: Callable[..., Any],
-        fn: Any,
-        name: str,
-        options: tuple[int | None, int | None, bool] | None,
-        runner: Threads | Elsewhere | None,
-        *,
-        call: Any,
-    ) -> None:
-        self._run = run
-        self._call = call  # what one sample gets: fn itself, or fn as a fused pair
+    def __init__(self, fn: Any, call: Any, options: _Options, *, name: str, where: Any, seeds: Seeds | None) -> None:
+        self._call = call  # what converts the batch: fn itself, or fn as a fused pair
+        self._convert = call._self_plan.default.call  # its protocol, around the map instead of fn
+        self._instance = unbound_instance(call)
+        self._raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
         self._options = options
-        self._runner = runner  # where samples run: None (in turn), threads, or elsewhere
+        self._runner = where  # where samples run: None (in turn), threads, or elsewhere
+        self._seeds = seeds
+        self._label = f"autoconvert.batched({name})"
+        self._name = name
+        self._counted = call._self_plan.function.removesuffix("()")  # its name in stats()
+        #: Seconds a sample took when samples last ran in the caller's thread: whether a batch
+        #: pays for the executor (see _dispatch).
+        self.seconds_per_sample: float | None = None
         self.__wrapped__ = fn
         self.__name__ = f"batched_{getattr(fn, '__name__', 'fn')}"
         self.__qualname__ = f"batched({name})"
@@ -188,7 +253,85 @@ class Batched:
         self.__doc__ = getattr(fn, "__doc__", None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._run(*args, **kwargs)
+        args, kwargs, layout = _layout(self._name, args, kwargs)
+        if layout.size == 0:
+            return []
+        if self._seeds is not None and self._seeds.rng and "rng" in kwargs:
+            raise ValueError(
+                f"{self._label}: rng= was passed, and seed= gives each sample its own rng. Fix: pass one or the other"
+            )
+        try:
+            return self._convert(functools.partial(self._map, layout), self._instance, args, kwargs)
+        except Exception as e:
+            _carry_note(e, self._label)
+            raise
+
+    def _map(self, layout: Layout, *args: Any, **kwargs: Any) -> Any:
+        """In place of ``fn`` in its call's protocol: ``fn`` over the converted batch's samples,
+        the results gathered."""
+        sources: list[Any] = []
+
+        def placeholder(value: Any) -> Batch:
+            sources.append(value)
+            return Batch(len(sources) - 1)
+
+        samples = Samples(
+            tuple(placeholder(a) if k in layout.positions else a for k, a in enumerate(args)),
+            {k: placeholder(v) if k in layout.keys else v for k, v in kwargs.items()},
+            sources,
+            layout.size,
+            self._label,
+            self._seeds,
+            Sink(layout.size) if isinstance(self._runner, Threads) else None,
+        )
+        states = GlobalStates() if self._seeds is not None and self._seeds.globals else None
+        progress = Progress(self._options.progress, samples.size, self._name)
+        try:
+            results = self._dispatch(samples, progress)
+            return gather(results) if samples.sink is None else samples.sink.gathered(results)
+        finally:
+            progress.close()
+            if states is not None:
+                states.restore()
+
+    def _dispatch(self, samples: Samples, progress: Progress) -> list[Any]:
+        """The samples' results: in the caller's thread while the work so far says the batch is
+        too small to pay for the executor (or there is none), the rest on it."""
+        where = self._runner
+        if where is None or not where.in_caller:
+            results = [] if where is not None else self._in_caller(samples, samples.size, progress)
+        else:
+            results = self._until_worth_it(samples, where.least_seconds, progress)
+        count_batch(self._counted, samples.size, where is not None and len(results) == samples.size)
+        if len(results) == samples.size:
+            return results
+        rest: list[Any] = where.map(samples, len(results), self._options.chunksize, progress)
+        return results + rest
+
+    def _in_caller(self, samples: Samples, stop: int, progress: Progress, start: int = 0) -> list[Any]:
+        """Samples ``start`` to ``stop`` in the caller's thread; one at a time under a progress bar."""
+        step = 1 if progress.bar is not None else max(1, stop - start)
+        results: list[Any] = []
+        for first in range(start, stop, step):
+            results += run_chunk(samples.chunk(self._raw, first, min(first + step, stop)), samples.sources)
+            progress.advance(min(step, stop - first))
+        return results
+
+    def _until_worth_it(self, samples: Samples, least: float, progress: Progress) -> list[Any]:
+        """Samples from the first, in the caller's thread, in blocks of 1, 2, 4...: until the
+        time they took says the whole batch takes ``least`` seconds or more (then the rest is
+        the executor's), or to the end. The last such timing decides at once for later calls."""
+        if self.seconds_per_sample is not None and self.seconds_per_sample * samples.size >= least:
+            return []
+        results: list[Any] = []
+        started, block = time.perf_counter(), 1
+        while len(results) < samples.size:
+            results += self._in_caller(samples, min(samples.size, len(results) + block), progress, len(results))
+            self.seconds_per_sample = (time.perf_counter() - started) / len(results)
+            if self.seconds_per_sample * samples.size >= least:
+                break
+            block *= 2
+        return results
 
     def __repr__(self) -> str:
         return f"<autoconvert.batched {self.__wrapped__!r}>"
@@ -197,21 +340,27 @@ class Batched:
         reference = by_reference(self, (self.__module__,))
         if reference is not None:
             return reference
-        if self._options is None:
+        if self._options.executor is not None:
             raise TypeError(
                 f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
                 "assign it to a module-level name to pickle it by reference"
             )
-        workers, chunksize, progress = self._options
-        return _rebuilt, (self.__wrapped__, workers, chunksize, progress)
+        return _rebuilt, (self.__wrapped__, *self._options)
 
 
-def _rebuilt(fn: Any, workers: int | None, chunksize: int | None, progress: bool) -> Callable[..., Any]:
-    return batched(fn, workers=workers, chunksize=chunksize, progress=progress)
+def _rebuilt(fn: Any, *options: Any) -> Callable[..., Any]:
+    return _batched(fn, _Options(*options))
 
 
-def _first(result: Any, *inputs: Any) -> Any:
-    return result
+def _carry_note(error: BaseException, label: str) -> None:
+    """A failing sample's note on the error the caller sees, where the call's protocol raised
+    another in its place (a ReadOnlyError from NumPy's refusal)."""
+    cause = error.__cause__
+    if cause is None or any(note.startswith(label) for note in getattr(error, "__notes__", ())):
+        return
+    for note in getattr(cause, "__notes__", ()):
+        if note.startswith(label):
+            error.add_note(note)
 
 
 def _explicit(call: Any, side: str) -> dict[str, Any]:
@@ -220,91 +369,61 @@ def _explicit(call: Any, side: str) -> dict[str, Any]:
     return dict(plan.sides.get(side, {})) if plan is not None else {}
 
 
-def _is_batch(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    return type(value) in (list, tuple) and bool(value) and all(isinstance(v, torch.Tensor) for v in value)
+class Layout(NamedTuple):
+    """Which arguments of a call are batches, and their leading size."""
+
+    positions: frozenset[int]
+    keys: frozenset[str]
+    size: int
 
 
-def _batch_size(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> int:
-    sizes = {
-        # size(0), not shape[0]: a nested (ragged) tensor has no shape, but a leading size.
-        label: (len(v) if not isinstance(v, torch.Tensor) else (v.size(0) if v.dim() else -1))
-        for label, v in [*((f"args[{i}]", a) for i, a in enumerate(args)), *kwargs.items()]
-        if _is_batch(v)
-    }
+def _layout(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Layout]:
+    """The call's arguments as the function's call converts them (a nested tensor as the list of
+    its samples), and which are batches (tensors, lists and tuples of them) of what size."""
+    given, named = list(args), dict(kwargs)
+    sizes: dict[int | str, int] = {}
+    located: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
+    for where, value in located:
+        found = _batch(name, where, value)
+        if found is not None:
+            batch, sizes[where] = found
+            if isinstance(where, str):
+                named[where] = batch
+            else:
+                given[where] = batch
     if not sizes:
         raise ValueError(
             f"autoconvert.batched({name}): no batched argument; pass tensors batched along dim 0, or lists of tensors"
         )
     if -1 in sizes.values() or len(set(sizes.values())) > 1:
-        listing = ", ".join(f"{label}: {'0-d' if n == -1 else n}" for label, n in sizes.items())
+        listing = ", ".join(f"{_label(where)}: {'0-d' if n == -1 else n}" for where, n in sizes.items())
         raise ValueError(
             f"autoconvert.batched({name}): batched arguments must share one leading size. Found {listing}. "
             "Fix: pass tensors batched along dim 0 with the same length, or lists of equal length"
         )
-    return next(iter(sizes.values()))
+    positions = frozenset(where for where in sizes if isinstance(where, int))
+    keys = frozenset(where for where in sizes if isinstance(where, str))
+    return tuple(given), named, Layout(positions, keys, next(iter(sizes.values())))
 
 
-def _samples(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Samples:
-    """The call's arguments with each batched one a placeholder; sample ``i`` of a batched
-    argument is ``value[i]`` (one axis dropped, never squeezed)."""
-    size = _batch_size(name, args, kwargs)
-    sources: list[Any] = []
-    labels: list[str] = []
-
-    def placeholder(value: Any, label: str) -> Any:
-        if not _is_batch(value):
-            return value
-        sources.append(value)
-        labels.append(label)
-        return Batch(len(sources) - 1)
-
-    return Samples(
-        tuple(placeholder(a, f"args[{i}]") for i, a in enumerate(args)),
-        {k: placeholder(v, k) for k, v in kwargs.items()},
-        sources,
-        labels,
-        size,
-    )
-
-
-def _gather(results: list[Any]) -> Any:
-    """The samples' results as one: stacked, or field by field where every sample returned a
-    tuple, a namedtuple or a struct sequence (``torch.return_types``) of one length, or a
-    dict with the same keys. A type with more than its fields (SciPy's result bunches keep
-    the sample's data for their methods) stays a list: one sample's state would speak for all."""
-    if not results:
-        return results
-    first, kind = results[0], type(results[0])
-    if kind is dict and all(type(r) is dict and list(r) == list(first) for r in results):
-        return {key: _stack([r[key] for r in results]) for key in first}
-    rebuild = _rebuilder(kind)
-    if rebuild is not None and all(type(r) is kind and len(r) == len(first) for r in results):
-        return rebuild([_stack(list(column)) for column in zip(*results, strict=True)])
-    return _stack(results)
-
-
-def _rebuilder(kind: type) -> Callable[[list[Any]], Any] | None:
-    """How to rebuild a tuple type from its fields: ``tuple`` itself, a namedtuple's ``_make``,
-    a struct sequence's constructor; None for anything else, such as a tuple with more state
-    than its fields."""
-    if kind is tuple:
-        return tuple
-    if not issubclass(kind, tuple):
-        return None
-    if hasattr(kind, "n_sequence_fields"):
-        return kind
-    if hasattr(kind, "_make") and hasattr(kind, "_fields") and getattr(kind, "__dictoffset__", 0) == 0:
-        return kind._make  # type: ignore[no-any-return]
+def _batch(name: str, where: int | str, value: Any) -> tuple[Any, int] | None:
+    """A batched argument as the call takes it, and its leading size (-1 for a 0-d tensor); None
+    for any other argument. size(0), not shape[0]: a nested (ragged) tensor has no shape."""
+    if isinstance(value, torch.Tensor):
+        if value.is_nested:
+            samples = list(value.unbind())
+            return samples, len(samples)
+        if value.layout != torch.strided:
+            raise ValueError(
+                f"autoconvert.batched({name}): {_label(where)} is a sparse tensor ({value.layout}), which cannot be "
+                "sliced into samples along dim 0. Fix: pass a list of per-sample tensors, or a dense tensor "
+                "(.to_dense())"
+            )
+        return value, value.size(0) if value.dim() else -1
+    if type(value) in (list, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return value, len(value)
     return None
 
 
-def _stack(values: list[Any]) -> Any:
-    first = values[0] if values else None
-    if isinstance(first, torch.Tensor) and all(
-        isinstance(v, torch.Tensor) and v.shape == first.shape and v.dtype == first.dtype and v.device == first.device
-        for v in values
-    ):
-        return torch.stack(values)
-    return values
+def _label(where: int | str) -> str:
+    return f"args[{where}]" if isinstance(where, int) else where

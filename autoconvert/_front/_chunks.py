@@ -15,11 +15,15 @@ import os
 import pathlib
 import pickle
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+from ._caps import capped
+from ._seeds import Seeds
 
 
 class Batch:
@@ -142,25 +146,66 @@ class Chunk(NamedTuple):
     size: int
     label: str  # names the map in a failing sample's note: "autoconvert.batched(fn)"
     cancelled: Any  # has is_set(): a threading.Event, a Running file; None where none reaches the workers
+    seeds: Seeds | None = None  # batched(seed=): each sample's random streams
+    threads: int | None = None  # the libraries' threads in a worker process while it runs (see _caps)
+    sink: Any = None  # on threads: where array results are written as they come (a _gather.Sink)
+
+
+#: How often a running chunk looks whether its map was cancelled: a Running file costs a
+#: system call to look at, which next to samples of microseconds would cost more than they do.
+CANCEL_CHECK_SECONDS = 0.002
 
 
 def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
     sample's exception carries a note naming it."""
-    samples = [_open(source) for source in sources]
-    fn, args, kwargs, cancelled = chunk.fn, chunk.args, chunk.kwargs, chunk.cancelled
-    results = []
-    for i in range(chunk.start, chunk.stop):
-        if cancelled is not None and cancelled.is_set():
-            break
-        try:
-            results.append(
-                fn(*[_sample(a, samples, i) for a in args], **{k: _sample(v, samples, i) for k, v in kwargs.items()})
-            )
-        except Exception as e:
-            e.add_note(f"{chunk.label}: raised by sample {i} of {chunk.size}")
-            raise
+    columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
+    results: list[Any] = []
+    try:
+        if chunk.threads is None:
+            _loop(chunk, columns, results)
+        else:
+            with capped(chunk.threads):
+                _loop(chunk, columns, results)
+    except Exception as e:
+        e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
+        raise
     return results
+
+
+def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:
+    """The samples' results appended to ``results`` (so that a failure's index is its length).
+    One batched positional argument with nothing else to do per sample is the loop a user
+    writes by hand: ``fn(sample)`` over the batch; anything else assembles each call."""
+    fn, args, kwargs, cancelled, seeds, sink = (
+        chunk.fn,
+        chunk.args,
+        chunk.kwargs,
+        chunk.cancelled,
+        chunk.seeds,
+        chunk.sink,
+    )
+    append = results.append
+    simple = cancelled is None and seeds is None and sink is None
+    if simple and not kwargs and len(args) == 1 and type(args[0]) is Batch:
+        for sample in columns[0]:
+            append(fn(sample))
+        return
+    batched = [(k, a.source) for k, a in enumerate(args) if type(a) is Batch]
+    keyed = [(key, v.source) for key, v in kwargs.items() if type(v) is Batch]
+    arguments, named = list(args), dict(kwargs)
+    look = time.perf_counter() if cancelled is not None else math.inf
+    for offset, i in enumerate(range(chunk.start, chunk.stop)):
+        if time.perf_counter() >= look:
+            if cancelled.is_set():
+                return
+            look = time.perf_counter() + CANCEL_CHECK_SECONDS
+        for k, source in batched:
+            arguments[k] = columns[source][offset]
+        for key, source in keyed:
+            named[key] = columns[source][offset]
+        result = fn(*arguments, **(named if seeds is None else seeds.enter(i, named)))
+        append(result if sink is None else sink.put(i, result))
 
 
 def pickled(fn: Callable[..., Any], *args: Any) -> bytes:
@@ -182,8 +227,14 @@ def _open(source: Any) -> Any:
     return opened(list(source), remove=False) if in_shared_memory(source) else source
 
 
-def _sample(value: Any, sources: list[Any], i: int) -> Any:
-    return _at(sources[value.source], i) if type(value) is Batch else value
+def _column(source: Any, start: int, stop: int) -> Any:
+    """Samples ``start`` to ``stop`` of a source, indexable from 0: of an array of two or more
+    axes, its rows (views, as ``a[i, ...]`` gives); of any other source, each ``_at`` it."""
+    if type(source) is Window:
+        return _column(source.values, start - source.offset, stop - source.offset)
+    if isinstance(source, np.ndarray) and source.ndim > 1:
+        return source[start:stop]
+    return [_at(source, i) for i in range(start, stop)]
 
 
 def _at(values: Any, i: int) -> Any:

@@ -8,6 +8,11 @@ large results, from shared memory; Dask workers elsewhere receive each chunk's s
 scattered straight to them, not through the scheduler. When a sample fails the map is
 cancelled: chunks not started are dropped, running ones stop before their next sample (a
 chunk on another machine's Dask worker finishes its samples), and the error is raised.
+
+Samples reach every executor as NumPy: the batch was converted once in the caller's
+process (_batched), and results go back to it as NumPy to be gathered and converted once.
+While a map runs, the libraries' own threads are capped so that workers x threads does
+not exceed the cores (_caps).
 """
 
 from __future__ import annotations
@@ -23,17 +28,13 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from autoconvert._calls._config import active
-from autoconvert._calls._options import policy_of
-from autoconvert._conversions._grad import GradPolicy
-from autoconvert._errors import LeafError
-
+from ._caps import capped
 from ._chunks import (
     Batch,
     Chunk,
@@ -46,7 +47,8 @@ from ._chunks import (
     run_sharing,
     shared_where_large,
 )
-from ._plain import to_numpy
+from ._gather import Sink
+from ._seeds import Seeds
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller
 #: ones ride inside their chunks, where pickling them costs less than a file (joblib's
@@ -55,17 +57,24 @@ SHARED_BYTES = 1 << 20
 
 
 class Samples(NamedTuple):
-    """One call's arguments, the batched ones replaced by ``Batch`` placeholders into ``sources``."""
+    """One call's converted arguments, the batched ones replaced by ``Batch`` placeholders into
+    ``sources`` (arrays, lists of arrays), and what every chunk of its map shares."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    sources: list[Any]  # the batched arguments as given: tensors, lists of tensors
-    labels: list[str]  # where each source was among the arguments: "args[0]", "masks"
+    sources: list[Any]
     size: int
+    label: str  # names the map in a failing sample's note: "autoconvert.batched(fn)"
+    seeds: Seeds | None
+    sink: Sink | None  # on threads: array results written into one array as they come
 
-    def inputs(self, i: int) -> list[Any]:
-        """Sample ``i``'s arguments, positional then keyword."""
-        return [self.sources[v.source][i] if type(v) is Batch else v for v in (*self.args, *self.kwargs.values())]
+    def chunk(
+        self, fn: Callable[..., Any], start: int, stop: int, cancelled: Any = None, threads: int | None = None
+    ) -> Chunk:
+        """Samples ``start`` to ``stop`` as one task of ``fn``."""
+        return Chunk(
+            fn, self.args, self.kwargs, start, stop, self.size, self.label, cancelled, self.seeds, threads, self.sink
+        )
 
 
 def chunk_size(size: int, workers: int, per_worker: int = 4) -> int:
@@ -100,22 +109,30 @@ class Progress:
 
 
 class Threads:
-    """Chunks on threads: the caller's call itself runs there on the caller's tensors, in a copy
-    of its context (``config`` blocks) and its grad mode (torch keeps that per thread)."""
+    """Chunks on threads over the caller's NumPy batch, each in a copy of the caller's context
+    (``config`` blocks) and its grad mode (torch keeps that per thread), for calls ``fn`` makes
+    of decorated functions."""
 
-    def __init__(self, call: Callable[..., Any], workers: int, pool: cf.ThreadPoolExecutor | None, name: str) -> None:
-        self.call, self.workers, self.name = call, workers, name
+    #: Work below this, in all, runs in the caller's thread: a map's tasks cost about 0.1 ms.
+    least_seconds = 0.01
+
+    def __init__(self, fn: Callable[..., Any], workers: int, pool: cf.ThreadPoolExecutor | None, name: str) -> None:
+        self.fn, self.workers, self.name = fn, workers, name
         self.pool = pool  # None: started on first use, kept for this batched function
+        self.threads: int | None = None  # the libraries' threads while a map runs (see _caps)
+        self.in_caller = pool is None or getattr(pool, "_initializer", None) is None
 
-    def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
+    def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         if self.pool is None:
             self.pool = cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=f"batched({self.name})")
         cancelled = threading.Event()
         grad_mode = torch.is_grad_enabled()
-        chunks = _chunks(self.call, samples, chunksize or chunk_size(samples.size, self.workers), label, cancelled)
+        size = chunksize or chunk_size(samples.size - start, self.workers)
+        chunks = _chunks(self.fn, samples, start, size, cancelled=cancelled, threads=None)
         context = contextvars.copy_context
-        futures = [self.pool.submit(context().run, _in_grad_mode, grad_mode, c, samples.sources) for c in chunks]
-        return _collect(futures, progress, cf.as_completed, functools.partial(_stop, futures, cancelled))
+        with capped(self.threads):  # process-wide: once around the map, not per thread
+            futures = [self.pool.submit(context().run, _in_grad_mode, grad_mode, c, samples.sources) for c in chunks]
+            return _collect(futures, progress, cf.as_completed, functools.partial(_stop, futures, cancelled))
 
 
 def _in_grad_mode(grad_mode: bool, chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
@@ -124,69 +141,55 @@ def _in_grad_mode(grad_mode: bool, chunk: Chunk, sources: Sequence[Any]) -> list
 
 
 class Elsewhere:
-    """Chunks in other processes: ``fn`` itself runs there on NumPy arrays, handed over under
-    the call's ``grad`` policy, and each result comes back through ``place``, the call's output
-    side, which puts it where the in-process call would (the caller's device, dtypes restored).
+    """Chunks in other processes: ``fn`` itself runs there on the batch's NumPy samples, and
+    the results come back as NumPy.
 
     Workers on the caller's machine (a process pool's; a Dask cluster's where every worker sees this
     process's shared-memory folder) map large batched arrays and results from shared memory;
     Dask workers elsewhere receive each chunk's samples scattered straight to them, not
     through the scheduler; any other executor receives them inside the chunk."""
 
-    def __init__(
-        self, fn: Callable[..., Any], place: Callable[..., Any], inputs: Mapping[str, Any], executor: Any, name: str
-    ) -> None:
-        self.fn, self.place, self.executor, self.name = fn, place, executor, name
-        self.inputs = inputs  # the wrapped function's own accepts_numpy options: its grad= wins over config's
-        self.policies: dict[str, GradPolicy] = {}
+    def __init__(self, fn: Callable[..., Any], executor: Any, name: str) -> None:
+        self.fn, self.executor, self.name = fn, executor, name
         # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
+        self.threads: int | None = None  # the libraries' threads in each worker (see _caps)
+        #: Work below this, in all, runs in the caller's thread: a process pool's map costs a
+        #: few tasks' round trips (about 0.2 ms each), a Dask map a few milliseconds per task.
+        self.least_seconds = 0.1 if self.client is not None else 0.02
+        # A pool whose workers were set up by an initializer runs samples only there.
+        self.in_caller = getattr(executor, "_initializer", None) is None
         if isinstance(executor, cf.ProcessPoolExecutor):
             _check_pickles(fn, name)
 
-    def map(self, samples: Samples, chunksize: int | None, progress: Progress, label: str) -> list[Any]:
-        arrays = [self._as_arrays(source, where) for source, where in zip(samples.sources, samples.labels, strict=True)]
+    @property
+    def workers(self) -> int:
+        """The worker threads that run chunks: a pool's workers, a Dask cluster's threads."""
+        if self.client is not None:
+            return max(1, int(sum(self.client.nthreads().values())))
+        return max_workers(self.executor)
+
+    def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         threads: dict[str, int] = self.client.nthreads() if self.client is not None else {}
         workers = sum(threads.values()) if self.client is not None else max_workers(self.executor)
-        size = chunksize or chunk_size(samples.size, max(1, workers), 1 if self.client is not None else 4)
-        chunks = _chunks(self.fn, samples, size, label, None)
+        left = samples.size - start
+        size = chunksize or chunk_size(left, max(1, workers), 1 if self.client is not None else 4)
+        chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads)
         try:
             if isinstance(self.executor, cf.ProcessPoolExecutor) or self._sees_shared_memory(threads):
-                results = self._through_memory(chunks, arrays, progress)
-            else:
-                scattered = (
-                    self.client.scatter([_windows(arrays, c) for c in chunks], hash=False) if self.client else None
-                )
-                futures = [
-                    self._submit(run, c, scattered[k] if scattered else _windows(arrays, c))
-                    for k, c in enumerate(chunks)
-                ]
-                results = self._collect(futures, progress, None, shared=False)
+                return self._through_memory(chunks, samples.sources, progress)
+            scattered = (
+                self.client.scatter([_windows(samples.sources, c) for c in chunks], hash=False) if self.client else None
+            )
+            futures = [
+                self._submit(run, c, scattered[k] if scattered else _windows(samples.sources, c))
+                for k, c in enumerate(chunks)
+            ]
+            return self._collect(futures, progress, None, shared=False)
         except Exception as e:
             _explain_pickling(e, self.fn, samples, self.name)
             raise
-        return [self.place(result, *samples.inputs(i)) for i, result in enumerate(results)]
-
-    def _as_arrays(self, source: Any, label: str) -> Any:
-        """A batched argument as NumPy: a tensor whole (one conversion, one transfer from a
-        GPU), a list of tensors or a nested tensor sample by sample."""
-        whole = isinstance(source, torch.Tensor) and not source.is_nested
-        tensors = [source] if whole else [source[i] for i in range(len(source))]
-        for i, t in enumerate(tensors):
-            if t.requires_grad:
-                path = label if whole else f"{label}[{i}]"
-                block = active()
-                mode = policy_of("accepts_numpy", block.options if block is not None else {}, self.inputs).grad
-                policy = self.policies.setdefault(mode, GradPolicy(mode, f"autoconvert.batched({self.name})"))
-                try:
-                    policy.detach(t)
-                except LeafError as e:
-                    raise e.public(policy.function, "argument", path) from None
-                if policy.unsaid is not None:
-                    policy.say([path])
-        arrays = [to_numpy(t, grad="detach") for t in tensors]
-        return arrays[0] if whole else arrays
 
     def _sees_shared_memory(self, threads: dict[str, int]) -> bool:
         """Whether every Dask worker runs on the caller's machine: asked once per set of workers, by
@@ -252,10 +255,13 @@ def max_workers(executor: Any) -> int:
     return int(getattr(executor, "_max_workers", None) or os.cpu_count() or 1)
 
 
-def _chunks(fn: Callable[..., Any], samples: Samples, size: int, label: str, cancelled: Any) -> list[Chunk]:
+def _chunks(
+    fn: Callable[..., Any], samples: Samples, first: int, size: int, *, cancelled: Any, threads: int | None
+) -> list[Chunk]:
+    """Samples ``first`` onwards in chunks of ``size``."""
     return [
-        Chunk(fn, samples.args, samples.kwargs, start, min(start + size, samples.size), samples.size, label, cancelled)
-        for start in range(0, samples.size, size)
+        samples.chunk(fn, start, min(start + size, samples.size), cancelled, threads)
+        for start in range(first, samples.size, size)
     ]
 
 
@@ -316,7 +322,7 @@ def _shared(source: Any, folder: str) -> Any:
     an array whole, a ragged list array by array."""
     if isinstance(source, np.ndarray):
         return shared_where_large([source], folder, SHARED_BYTES)[0]
-    return shared_where_large(source, folder, SHARED_BYTES)
+    return shared_where_large(list(source), folder, SHARED_BYTES)
 
 
 # ----------------------------------------------------------------- pickling errors

@@ -21,6 +21,7 @@ from autoconvert._calls._wrapper import _BoundWrapper, _Wrapper
 
 from ._adapt import AdaptPlan
 from ._batched import Batched
+from ._caps import has_threadpoolctl
 from ._executors import Threads
 from ._ops import _Op
 from ._torchify import view_options
@@ -247,18 +248,33 @@ def _numpy_op(op: _Op) -> Explanation:
 
 
 def _batched(batched: Batched) -> Explanation:
-    """A batched function: where its samples run, and the call each sample gets."""
-    runner = batched._runner
-    if runner is None:
-        where = "one after another in the caller's thread"
-    elif isinstance(runner, Threads):
-        where = f"on {runner.workers} threads, in chunks, each sample through the call below"
+    """A batched function: the call below converting each batch once, where its samples run,
+    when a batch stays in the caller's thread, the libraries' threads, and the seeds."""
+    where = batched._runner
+    notes = [
+        "batched(): each batch converted once by the call below, the function run once per sample along dim 0 "
+        "on NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
+        "converted once."
+    ]
+    if where is None:
+        notes.append("Samples run one after another in the caller's thread.")
     else:
-        where = (
-            f"on {type(runner.executor).__name__}, in chunks: the function unwrapped, on NumPy arrays, results "
-            "converted back in the caller's process as below"
+        on = f"{where.workers} threads" if isinstance(where, Threads) else type(where.executor).__name__
+        notes.append(f"Samples run on {on}, in chunks.")
+        if where.in_caller:
+            notes.append(
+                f"A batch whose samples take under {where.least_seconds * 1e3:g} ms in all (timed on its first "
+                "samples) runs in the caller's thread instead: the executor would cost more than it gives."
+            )
+        blas = "BLAS, OpenMP and torch" if has_threadpoolctl() else "torch (BLAS and OpenMP: install threadpoolctl)"
+        notes.append(
+            f"While a map runs, {blas} use at most {where.threads} thread{'s' * (where.threads > 1)} per worker."
         )
-    assert isinstance(batched._call, _Wrapper)  # fn itself, or fn as a fused pair
+    seeds = batched._seeds
+    if seeds is not None:
+        streams = "a Generator as rng=" if seeds.rng else ""
+        if seeds.globals:
+            streams += (" and " if streams else "") + "np.random, random and torch's CPU generator seeded per sample"
+        notes.append(f"seed=: each sample its own stream ({streams}).")
     inner = _wrapper(batched._call)
-    notes = (f"batched(): once per sample along dim 0, {where}.",)
-    return dataclasses.replace(inner, made_by="batched() over " + inner.made_by, notes=notes)
+    return dataclasses.replace(inner, made_by="batched() over " + inner.made_by, notes=tuple(notes))
