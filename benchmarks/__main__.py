@@ -40,7 +40,7 @@ FULL = {
     "repeats": 61,
     "target_s": 0.02,
     "copy_repeats": 21,
-    "batch_repeats": 9,
+    "batch_repeats": 15,
     "copy_mib": 128,
     "gpu_mib": [1, 16, 64, 256, 1024],
     "edt_side": 384,

@@ -160,17 +160,19 @@ def _by_hand(work: Workload, map_chunks: Callable[[list[list[np.ndarray]]], Iter
 
 
 def executors(settings: Settings) -> list[Row]:
-    """Per workload, against the loop users write by hand: batched sequentially, on 2 threads
-    and on a spawn process pool of 2, each beside the same executor driven by hand (one chunk
-    per worker: its ceiling); the BLAS-heavy workload on threads also uncapped. A Dask
-    LocalCluster of 2 is measured on its own, against the hand loop again: on 2 cores its idle
-    heartbeats would slow every other contender."""
+    """Per workload, against the loop users write by hand: batched sequentially, on 2 threads,
+    on a spawn process pool of 2 and on a Dask LocalCluster of 2, each beside the same executor
+    driven by hand (one chunk per worker: its ceiling); the BLAS-heavy workload on threads
+    also uncapped. Each executor is measured in a group of its own, with the hand loop
+    measured again beside it: a process pool driven by hand pickles the batch through pipes
+    and leaves the caller's allocator in another state for whatever is measured beside it,
+    and on 2 cores a Dask cluster's idle heartbeats would slow every other contender."""
     if settings["quick"]:
         return []
     rows: list[Row] = []
     workloads = _workloads()
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(2, mp_context=spawn) as processes, ThreadPoolExecutor(2) as threads:
+    with ThreadPoolExecutor(2) as threads:
         for work in workloads:
             fn = work.fn
             calls = {
@@ -180,15 +182,24 @@ def executors(settings: Settings) -> list[Row]:
                 "by hand: ThreadPoolExecutor(2), a chunk per worker": _by_hand(
                     work, lambda chunks, fn=fn: threads.map(functools.partial(in_turn, fn), chunks)
                 ),
-                "batched, ProcessPoolExecutor(2)": _on(ac.batched(fn, executor=processes), work),
-                "by hand: ProcessPoolExecutor(2), a chunk per worker": _by_hand(
-                    work, lambda chunks, fn=fn: processes.map(functools.partial(in_turn, fn), chunks)
-                ),
             }
             if fn is singular_values:
                 uncapped = ac.batched(fn, workers=2, threads_per_worker=os.cpu_count() or 1)
                 calls["batched, workers=2, BLAS uncapped (threads_per_worker=cores)"] = _on(uncapped, work)
             rows += _compared(work.case, calls, settings, len(work.batch))
+    with ProcessPoolExecutor(2, mp_context=spawn) as processes:
+        for work in workloads:
+            fn = work.fn
+            calls = {
+                "hand-written loop": _hand_loop(work),
+                "batched, ProcessPoolExecutor(2)": _on(ac.batched(fn, executor=processes), work),
+                "by hand: ProcessPoolExecutor(2), a chunk per worker": _by_hand(
+                    work, lambda chunks, fn=fn: processes.map(functools.partial(in_turn, fn), chunks)
+                ),
+            }
+            found = _compared(work.case, calls, settings, len(work.batch))
+            found[0].contender += " (beside the process pool)"
+            rows += found
     with _dask(2) as client:
         if client is not None:
             for work in workloads:

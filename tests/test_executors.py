@@ -36,9 +36,11 @@ class CountingPool(ProcessPoolExecutor):
     """A spawn pool that counts the bytes pickled into its workers' pipe."""
 
     sent = 0
+    tasks = 0
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         self.sent += len(pickle.dumps((fn, args, kwargs)))
+        self.tasks += 1
         return super().submit(fn, *args, **kwargs)
 
 
@@ -84,7 +86,7 @@ def _lines(log: pathlib.Path) -> int:
 
 
 def test_about_four_chunks_per_worker_and_one_per_dask_worker() -> None:
-    """Few tasks for tiny samples (1,000 samples on 2 workers: 8 tasks), one sample a task
+    """Few tasks for tiny samples (1,000 samples on 2 threads: 8 tasks), one sample a task
     where samples are few, one chunk per Dask worker thread."""
     assert [chunk_size(n, 2) for n in (0, 1, 8, 64, 1000)] == [1, 1, 1, 8, 125]
     assert chunk_size(1000, 2, per_worker=1) == 500 and chunk_size(3, 16) == 1
@@ -147,9 +149,9 @@ class TestProcessPool:
         2 MiB come back mapped; the files are gone once the map returns."""
         masks = torch.rand(16, 256, 256, generator=torch.Generator().manual_seed(1)) > 0.5
         edt = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool, in_caller=False)
-        pool.sent = 0
+        pool.sent = pool.tasks = 0
         out = edt(masks)
-        assert pool.sent / 16 < 1_000
+        assert pool.sent / 16 < 1_000 and pool.tasks == 4  # two chunks per worker process
         assert torch.equal(out, ac.batched(scipy.ndimage.distance_transform_edt)(masks))
         assert os.listdir(_executors._shared_folder()) == []
 

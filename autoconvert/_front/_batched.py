@@ -98,8 +98,8 @@ def batched(
             other arguments must pickle (a process pool's function: defined at a module's
             top level). A pool passed in is reused across calls, never shut down.
         chunksize: samples per task on threads or an executor; by default about four
-            tasks per worker (one per Dask worker thread), so that sending tasks costs
-            little next to the work.
+            tasks per thread, two per worker process, one per Dask worker thread, so that
+            sending tasks costs little next to the work.
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
         threads_per_worker: the threads BLAS, OpenMP and torch may each start in a worker
             while a map runs on threads or workers; by default the cores shared out among
@@ -113,8 +113,8 @@ def batched(
             put back when the call returns. Threads share those global states, so there
             only ``rng`` is seeded, and a function without it is refused.
         in_caller: with threads or an executor, run a batch whose samples take too little
-            time in all to pay for it (10 ms on threads, 20 ms on a process pool, 100 ms on
-            Dask, timed on its first samples) in the caller's thread; False: every batch
+            time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask,
+            timed on its first samples) in the caller's thread; False: every batch
             on the workers.
 
     Raises:
@@ -318,18 +318,22 @@ class Batched:
         return results
 
     def _until_worth_it(self, samples: Samples, least: float, progress: Progress) -> list[Any]:
-        """Samples from the first, in the caller's thread, in blocks of 1, 2, 4...: until the
-        time they took says the whole batch takes ``least`` seconds or more (then the rest is
-        the executor's), or to the end. The last such timing decides at once for later calls."""
+        """Samples from the first, in the caller's thread, in blocks of 1, 2, 4...: until their
+        time says the whole batch takes ``least`` seconds or more (then the rest is the
+        executor's), or to the end. Their time counts once it is a twentieth of ``least``
+        (before, a block's own cost would make tiny samples look long); it is kept, and a later
+        call whose batch it says is large goes to the executor at once."""
         if self.seconds_per_sample is not None and self.seconds_per_sample * samples.size >= least:
             return []
         results: list[Any] = []
         started, block = time.perf_counter(), 1
         while len(results) < samples.size:
             results += self._in_caller(samples, min(samples.size, len(results) + block), progress, len(results))
-            self.seconds_per_sample = (time.perf_counter() - started) / len(results)
-            if self.seconds_per_sample * samples.size >= least:
-                break
+            elapsed = time.perf_counter() - started
+            if elapsed >= least / 20:
+                self.seconds_per_sample = elapsed / len(results)
+                if self.seconds_per_sample * samples.size >= least:
+                    break
             block *= 2
         return results
 

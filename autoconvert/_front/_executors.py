@@ -1,9 +1,10 @@
 """Where ``batched`` runs a batch: threads, a local process pool, a Dask cluster, any Executor.
 
 A map sends a few chunks of samples per worker: few enough that sending and collecting stay
-small next to the work, enough to even out samples of uneven cost (four per worker; one per
-Dask worker thread, whose tasks cost milliseconds each to schedule). The batch crosses once:
-threads read the caller's tensors; workers on the caller's machine map large batched arrays, and
+small next to the work, enough to even out samples of uneven cost (four per thread; two per
+worker process, whose every task also costs the caller's process some work on the cores the
+workers use; one per Dask worker thread, whose tasks cost milliseconds each to schedule).
+The batch crosses once: threads read the caller's converted batch; workers on the caller's machine map large batched arrays, and
 large results, from shared memory; Dask workers elsewhere receive each chunk's samples
 scattered straight to them, not through the scheduler. When a sample fails the map is
 cancelled: chunks not started are dropped, running ones stop before their next sample (a
@@ -66,14 +67,21 @@ class Samples(NamedTuple):
     size: int
     label: str  # names the map in a failing sample's note: "autoconvert.batched(fn)"
     seeds: Seeds | None
-    sink: Sink | None  # on threads: array results written into one array as they come
+    sink: Sink | None  # on threads: where their array results are written as they come
 
     def chunk(
-        self, fn: Callable[..., Any], start: int, stop: int, cancelled: Any = None, threads: int | None = None
+        self,
+        fn: Callable[..., Any],
+        start: int,
+        stop: int,
+        *,
+        cancelled: Any = None,
+        threads: int | None = None,
+        sink: Sink | None = None,
     ) -> Chunk:
         """Samples ``start`` to ``stop`` as one task of ``fn``."""
         return Chunk(
-            fn, self.args, self.kwargs, start, stop, self.size, self.label, cancelled, self.seeds, threads, self.sink
+            fn, self.args, self.kwargs, start, stop, self.size, self.label, cancelled, self.seeds, threads, sink
         )
 
 
@@ -128,7 +136,7 @@ class Threads:
         cancelled = threading.Event()
         grad_mode = torch.is_grad_enabled()
         size = chunksize or chunk_size(samples.size - start, self.workers)
-        chunks = _chunks(self.fn, samples, start, size, cancelled=cancelled, threads=None)
+        chunks = _chunks(self.fn, samples, start, size, cancelled=cancelled, threads=None, sink=samples.sink)
         context = contextvars.copy_context
         with capped(self.threads):  # process-wide: once around the map, not per thread
             futures = [self.pool.submit(context().run, _in_grad_mode, grad_mode, c, samples.sources) for c in chunks]
@@ -156,8 +164,9 @@ class Elsewhere:
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
         self.threads: int | None = None  # the libraries' threads in each worker (see _caps)
         #: Work below this, in all, runs in the caller's thread: a process pool's map costs a
-        #: few tasks' round trips (about 0.2 ms each), a Dask map a few milliseconds per task.
-        self.least_seconds = 0.1 if self.client is not None else 0.02
+        #: few tasks' round trips (about 0.2 ms each), a Dask map a few milliseconds per task
+        #: (benchmarks, scaling: where 2 workers start to beat the loop).
+        self.least_seconds = 0.03 if self.client is not None else 0.01
         # A pool whose workers were set up by an initializer runs samples only there.
         self.in_caller = getattr(executor, "_initializer", None) is None
         if isinstance(executor, cf.ProcessPoolExecutor):
@@ -174,7 +183,7 @@ class Elsewhere:
         threads: dict[str, int] = self.client.nthreads() if self.client is not None else {}
         workers = sum(threads.values()) if self.client is not None else max_workers(self.executor)
         left = samples.size - start
-        size = chunksize or chunk_size(left, max(1, workers), 1 if self.client is not None else 4)
+        size = chunksize or chunk_size(left, max(1, workers), 1 if self.client is not None else 2)
         chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads)
         try:
             if isinstance(self.executor, cf.ProcessPoolExecutor) or self._sees_shared_memory(threads):
@@ -256,11 +265,18 @@ def max_workers(executor: Any) -> int:
 
 
 def _chunks(
-    fn: Callable[..., Any], samples: Samples, first: int, size: int, *, cancelled: Any, threads: int | None
+    fn: Callable[..., Any],
+    samples: Samples,
+    first: int,
+    size: int,
+    *,
+    cancelled: Any,
+    threads: int | None,
+    sink: Sink | None = None,
 ) -> list[Chunk]:
     """Samples ``first`` onwards in chunks of ``size``."""
     return [
-        samples.chunk(fn, start, min(start + size, samples.size), cancelled, threads)
+        samples.chunk(fn, start, min(start + size, samples.size), cancelled=cancelled, threads=threads, sink=sink)
         for start in range(first, samples.size, size)
     ]
 

@@ -115,11 +115,14 @@ class Sink:
         return PLACED
 
     def gathered(self, results: list[Any]) -> Any:
-        """The map's result: ``out`` where every sample's result is in it, else ``results``
-        with each placed result a view of ``out`` again, to gather as usual."""
-        out = self.out
-        if out is None:
+        """The map's result: ``out`` where every sample's result is in it (those that ran in the
+        caller's thread are put there now), else ``results`` with each placed result a view of
+        ``out`` again, to gather as usual."""
+        if all(r is not PLACED for r in results):
             return gather(results)
+        results = [r if r is PLACED else self.put(i, r) for i, r in enumerate(results)]
+        out = self.out
+        assert out is not None  # a result was placed
         if not self.done:
             return out
         return gather([out[i] if r is PLACED else r for i, r in enumerate(results)])
