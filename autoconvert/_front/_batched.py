@@ -245,7 +245,7 @@ class Batched:
         self._counted = call._self_plan.function.removesuffix("()")  # its name in stats()
         #: Seconds a sample took when samples last ran in the caller's thread: whether a batch
         #: pays for the executor (see _dispatch).
-        self.seconds_per_sample: float | None = None
+        self._seconds_per_sample: float | None = None
         self.__wrapped__ = fn
         self.__name__ = f"batched_{getattr(fn, '__name__', 'fn')}"
         self.__qualname__ = f"batched({name})"
@@ -323,7 +323,7 @@ class Batched:
         executor's), or to the end. Their time counts once it is a twentieth of ``least``
         (before, a block's own cost would make tiny samples look long); it is kept, and a later
         call whose batch it says is large goes to the executor at once."""
-        if self.seconds_per_sample is not None and self.seconds_per_sample * samples.size >= least:
+        if self._seconds_per_sample is not None and self._seconds_per_sample * samples.size >= least:
             return []
         results: list[Any] = []
         started, block = time.perf_counter(), 1
@@ -331,8 +331,8 @@ class Batched:
             results += self._in_caller(samples, min(samples.size, len(results) + block), progress, len(results))
             elapsed = time.perf_counter() - started
             if elapsed >= least / 20:
-                self.seconds_per_sample = elapsed / len(results)
-                if self.seconds_per_sample * samples.size >= least:
+                self._seconds_per_sample = elapsed / len(results)
+                if self._seconds_per_sample * samples.size >= least:
                     break
             block *= 2
         return results

@@ -36,16 +36,13 @@ class Batch:
 
 
 class Window:
-    """Samples ``offset`` onwards of a batched argument, sent inside a chunk: ``window[i]`` is
-    sample ``i`` of the batch."""
+    """Samples ``offset`` onwards of a batched argument, sent inside a chunk: ``values[k]`` is
+    sample ``offset + k`` of the batch."""
 
     __slots__ = ("offset", "values")
 
     def __init__(self, values: Any, offset: int) -> None:
         self.values, self.offset = values, offset
-
-    def __getitem__(self, i: int) -> Any:
-        return _at(self.values, i - self.offset)
 
 
 class Shared:
