@@ -1,4 +1,4 @@
-"""Timing: contenders interleaved (A B A B ...), medians of many repeats, ratios to a baseline.
+"""Timing: contenders interleaved (each round in a shuffled order), medians of many repeats, ratios to a baseline.
 
 Interleaving spreads drift (frequency scaling, the other core's load) over every
 contender alike, so a ratio measured in one run is fair even on a noisy machine.
@@ -7,6 +7,7 @@ contender alike, so a ratio measured in one run is fair even on a noisy machine.
 from __future__ import annotations
 
 import gc
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -41,14 +42,20 @@ def calibrate(fn: Callable[[], Any], target_s: float) -> int:
 
 
 def interleaved(contenders: dict[str, Callable[[], Any]], repeats: int, target_s: float) -> dict[str, float]:
-    """Median seconds per call for each contender, batches interleaved round-robin."""
+    """Median seconds per call for each contender, batches interleaved: every round runs each
+    contender once, in an order shuffled per round (seeded), so that each follows every other:
+    what one leaves behind (freed memory the next must fault in again, a cold cache) falls on
+    all alike rather than on whichever comes next in a fixed order."""
     numbers = {name: calibrate(fn, target_s) for name, fn in contenders.items()}
     samples: dict[str, list[float]] = {name: [] for name in contenders}
+    order = list(contenders.items())
+    shuffle = random.Random(0).shuffle
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(repeats):
-            for name, fn in contenders.items():
+            shuffle(order)
+            for name, fn in order:
                 number = numbers[name]
                 start = time.perf_counter()
                 for _ in range(number):
