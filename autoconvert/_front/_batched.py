@@ -318,20 +318,22 @@ class Batched:
         return results
 
     def _until_worth_it(self, samples: Samples, least: float, progress: Progress) -> list[Any]:
-        """Samples from the first, in the caller's thread, in blocks of 1, 2, 4...: until their
-        time says the whole batch takes ``least`` seconds or more (then the rest is the
-        executor's), or to the end. Their time counts once it is a twentieth of ``least``
-        (before, a block's own cost would make tiny samples look long); it is kept, and a later
-        call whose batch it says is large goes to the executor at once."""
+        """Samples from the first, in the caller's thread, in blocks of 1, 2, 4...: until the
+        time of the latest block says the whole batch takes ``least`` seconds or more (then
+        the rest is the executor's), or to the end. The first block alone never decides (a
+        first call warms caches and imports), nor blocks that took under a twentieth of
+        ``least`` together (a block's own cost would make tiny samples look long). The timing
+        is kept: a later call whose batch it says is large goes to the executor at once."""
         if self._seconds_per_sample is not None and self._seconds_per_sample * samples.size >= least:
             return []
         results: list[Any] = []
         started, block = time.perf_counter(), 1
         while len(results) < samples.size:
-            results += self._in_caller(samples, min(samples.size, len(results) + block), progress, len(results))
-            elapsed = time.perf_counter() - started
-            if elapsed >= least / 20:
-                self._seconds_per_sample = elapsed / len(results)
+            begun, first = time.perf_counter(), len(results)
+            results += self._in_caller(samples, min(samples.size, first + block), progress, first)
+            now = time.perf_counter()
+            if block > 1 and now - started >= least / 20:
+                self._seconds_per_sample = (now - begun) / (len(results) - first)
                 if self._seconds_per_sample * samples.size >= least:
                     break
             block *= 2
