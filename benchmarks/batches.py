@@ -259,11 +259,13 @@ def scaling(settings: Settings) -> list[Row]:
                     f"run-length encoding, {size} masks of 192^2, {workers} worker{plural}", calls, settings, size
                 )
                 pool.sent = 0
-                calls[name]()
-                piped = pool.sent / size
-                shared = masks[0].numpy().nbytes if masks.numpy().nbytes >= SHARED_BYTES else 0
-                found[1].extra.update(piped_bytes_per_sample=piped, shared_bytes_per_sample=shared)
-                found[1].note += f"; a sample: {piped:,.0f} B pickled, {shared:,} B through shared memory"
+                if _in_caller(calls[name]):
+                    found[1].note += "; in the caller's thread (too small for the pool)"
+                else:
+                    piped = pool.sent / size
+                    shared = masks[0].numpy().nbytes if masks.numpy().nbytes >= SHARED_BYTES else 0
+                    found[1].extra.update(piped_bytes_per_sample=piped, shared_bytes_per_sample=shared)
+                    found[1].note += f"; a sample: {piped:,.0f} B pickled, {shared:,} B through shared memory"
                 rows += found
         with _dask(workers) as client:
             if client is not None:
@@ -274,13 +276,21 @@ def scaling(settings: Settings) -> list[Row]:
                         f"run-length encoding, {size} masks of 192^2, {workers} worker{plural}", calls, settings, size
                     )
                     found[0].contender += " (beside the Dask cluster)"
-                    found[1].note += (
-                        "; a sample: 0 B pickled, all through shared memory"
-                        if masks.numpy().nbytes >= SHARED_BYTES
-                        else f"; a sample: {masks[0].numpy().nbytes:,} B inside its task"
-                    )
+                    if _in_caller(calls[name]):
+                        found[1].note += "; in the caller's thread (too small for the cluster)"
+                    elif masks.numpy().nbytes >= SHARED_BYTES:
+                        found[1].note += "; a sample: 0 B pickled, all through shared memory"
+                    else:
+                        found[1].note += f"; a sample: {masks[0].numpy().nbytes:,} B inside its task"
                     rows += found
     return rows
+
+
+def _in_caller(call: Callable[[], Any]) -> bool:
+    """Whether a batched call ran its batch in the caller's thread, too small for its executor."""
+    with ac.stats() as counted:
+        call()
+    return any(f.batches_in_caller for f in counted.functions.values())
 
 
 def _against_loop(name: str, batched: Callable[..., Any], masks: torch.Tensor) -> dict[str, Callable[[], Any]]:
