@@ -188,35 +188,43 @@ def executors(settings: Settings) -> list[Row]:
                 calls["batched, workers=2, BLAS uncapped (threads_per_worker=cores)"] = _on(uncapped, work)
             rows += _compared(work.case, calls, settings, len(work.batch))
     with ProcessPoolExecutor(2, mp_context=spawn) as processes:
-        for work in workloads:
-            fn = work.fn
-            calls = {
-                "hand-written loop": _hand_loop(work),
-                "batched, ProcessPoolExecutor(2)": _on(ac.batched(fn, executor=processes), work),
-                "by hand: ProcessPoolExecutor(2), a chunk per worker": _by_hand(
-                    work, lambda chunks, fn=fn: processes.map(functools.partial(in_turn, fn), chunks)
-                ),
-            }
-            found = _compared(work.case, calls, settings, len(work.batch))
-            found[0].contender += " (beside the process pool)"
-            rows += found
+        rows += _beside(
+            workloads,
+            settings,
+            ("ProcessPoolExecutor(2)", {"executor": processes}, "the process pool"),
+            lambda fn, chunks: processes.map(functools.partial(in_turn, fn), chunks),
+        )
     with _dask(2) as client:
         if client is not None:
-            for work in workloads:
-                fn = work.fn
-                calls = {
-                    "hand-written loop": _hand_loop(work),
-                    "batched, Dask LocalCluster(2)": _on(ac.batched(fn, executor=client), work),
-                    "by hand: client.map, a chunk per worker": _by_hand(
-                        work,
-                        lambda chunks, fn=fn: client.gather(
-                            client.map(functools.partial(in_turn, fn), chunks, pure=False)
-                        ),
-                    ),
-                }
-                found = _compared(work.case, calls, settings, len(work.batch))
-                found[0].contender += " (beside the Dask cluster)"
-                rows += found
+            rows += _beside(
+                workloads,
+                settings,
+                ("Dask LocalCluster(2)", {"executor": client}, "the Dask cluster"),
+                lambda fn, chunks: client.gather(client.map(functools.partial(in_turn, fn), chunks, pure=False)),
+            )
+    return rows
+
+
+def _beside(
+    workloads: list[Workload],
+    settings: Settings,
+    executor: tuple[str, dict[str, Any], str],
+    map_chunks: Callable[[Callable[..., Any], list[list[np.ndarray]]], Iterable[list[Any]]],
+) -> list[Row]:
+    """One executor's group: per workload, the hand loop measured again beside ``batched`` on
+    the executor (``executor``: its name, batched's options, what the loop is beside) and the
+    executor driven by hand (``map_chunks(fn, chunks)``)."""
+    name, options, beside = executor
+    rows: list[Row] = []
+    for work in workloads:
+        calls = {
+            "hand-written loop": _hand_loop(work),
+            f"batched, {name}": _on(ac.batched(work.fn, **options), work),
+            f"by hand: {name}, a chunk per worker": _by_hand(work, functools.partial(map_chunks, work.fn)),
+        }
+        found = _compared(work.case, calls, settings, len(work.batch))
+        found[0].contender += f" (beside {beside})"
+        rows += found
     return rows
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -92,3 +92,19 @@ def raised(error: type[BaseException], call: Callable[..., Any], *args: Any) -> 
     with pytest.raises(error) as info:
         call(*args)
     return str(info.value)
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[Any]:
+    """A Dask client on a LocalCluster of two single-threaded worker processes on loopback,
+    kept for one test module (its idle heartbeats would slow the rest of the suite)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        warnings.catch_warnings(),
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
+        yield client

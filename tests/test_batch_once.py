@@ -216,3 +216,23 @@ def test_threads_write_results_into_one_array_or_fall_back_to_the_loops_gatherin
             assert torch.equal(got, want) and got.dtype == want.dtype
     else:
         assert torch.equal(out, expected) and out.dtype == expected.dtype
+
+
+def test_a_timing_that_no_longer_holds_is_taken_again() -> None:
+    """Samples that were slow on the first call (a cold cache, a loaded machine) and fast since:
+    the next map ends quickly, so the call after it times its samples again and keeps the
+    batch in the caller's thread."""
+    calls = [0]
+
+    def slow_at_first(x: np.ndarray) -> np.ndarray:
+        if calls[0] == 0:
+            time.sleep(0.005)
+        return x
+
+    per_sample = ac.batched(slow_at_first, workers=2)
+    kept = []
+    for calls[0] in range(3):
+        with ac.stats() as s:
+            per_sample(torch.ones(8, 1))
+        kept.append(s["test_a_timing_that_no_longer_holds_is_taken_again.<locals>.slow_at_first"].batches_in_caller)
+    assert kept == [0, 0, 1]

@@ -51,17 +51,8 @@ def pool() -> Iterator[CountingPool]:
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed")
-    with (
-        warnings.catch_warnings(),
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as dask_client,
-    ):
-        warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
-        yield dask_client
+def client(dask_client: Any) -> Any:
+    return dask_client
 
 
 # Module level: process pools and Dask receive these by reference.

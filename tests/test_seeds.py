@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import random
-import warnings
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -43,20 +42,6 @@ def pool() -> Iterator[ProcessPoolExecutor]:
         yield processes
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    distributed = pytest.importorskip("distributed")
-    with (
-        warnings.catch_warnings(),
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as dask_client,
-    ):
-        warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
-        yield dask_client
-
-
 def test_each_sample_draws_the_seeds_child_stream() -> None:
     """Sample i's rng is np.random.default_rng(SeedSequence(seed).spawn(n)[i])."""
     out = ac.batched(with_rng, seed=7)(BATCH)
@@ -70,8 +55,9 @@ def test_each_sample_draws_the_seeds_child_stream() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("chunksize", [None, 1, 5])
 def test_identical_sequentially_on_threads_a_process_pool_and_dask(
-    pool: ProcessPoolExecutor, client: Any, chunksize: int | None
+    pool: ProcessPoolExecutor, dask_client: Any, chunksize: int | None
 ) -> None:
+    client = dask_client
     expected = ac.batched(with_rng, seed=3)(BATCH)
     for where in ({"workers": 2}, {"executor": pool}, {"executor": client}):
         out = ac.batched(with_rng, seed=3, chunksize=chunksize, in_caller=False, **where)(BATCH)

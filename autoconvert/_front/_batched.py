@@ -15,7 +15,7 @@ import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, TypedDict, Unpack, overload
 
 import numpy as np
 import torch
@@ -35,30 +35,22 @@ from ._gather import Sink, gather
 from ._seeds import GlobalStates, Seeds
 
 
+class BatchedOptions(TypedDict, total=False):
+    """The options of ``batched``, for type checkers (``**options: Unpack[BatchedOptions]``)."""
+
+    workers: int | None
+    executor: Any
+    chunksize: int | None
+    progress: bool
+    threads_per_worker: int | None
+    seed: int | np.random.SeedSequence | None
+    in_caller: bool
+
+
 @overload
-def batched(
-    fn: Callable[..., Any],
-    /,
-    *,
-    workers: int | None = None,
-    executor: Any = None,
-    chunksize: int | None = None,
-    progress: bool = False,
-    threads_per_worker: int | None = None,
-    seed: int | np.random.SeedSequence | None = None,
-    in_caller: bool = True,
-) -> Callable[..., Any]: ...
+def batched(fn: Callable[..., Any], /, **options: Unpack[BatchedOptions]) -> Callable[..., Any]: ...
 @overload
-def batched(
-    *,
-    workers: int | None = None,
-    executor: Any = None,
-    chunksize: int | None = None,
-    progress: bool = False,
-    threads_per_worker: int | None = None,
-    seed: int | np.random.SeedSequence | None = None,
-    in_caller: bool = True,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+def batched(**options: Unpack[BatchedOptions]) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 def batched(
     fn: Callable[..., Any] | None = None,
     /,
@@ -305,7 +297,10 @@ class Batched:
         count_batch(self._counted, samples.size, where is not None and len(results) == samples.size)
         if len(results) == samples.size:
             return results
+        started = time.perf_counter()
         rest: list[Any] = where.map(samples, len(results), self._options.chunksize, progress)
+        if time.perf_counter() - started < where.least_seconds:
+            self._seconds_per_sample = None  # the timing said large, the map says small: time the next batch again
         return results + rest
 
     def _in_caller(self, samples: Samples, stop: int, progress: Progress, start: int = 0) -> list[Any]:
@@ -323,7 +318,8 @@ class Batched:
         the rest is the executor's), or to the end. The first block alone never decides (a
         first call warms caches and imports), nor blocks that took under a twentieth of
         ``least`` together (a block's own cost would make tiny samples look long). The timing
-        is kept: a later call whose batch it says is large goes to the executor at once."""
+        is kept: a later call whose batch it says is large goes to the executor at once (and
+        a map that then ends within ``least`` has the next batch timed again)."""
         if self._seconds_per_sample is not None and self._seconds_per_sample * samples.size >= least:
             return []
         results: list[Any] = []
