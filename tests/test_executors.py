@@ -68,6 +68,10 @@ def logged_sample(x: np.ndarray, log: str) -> np.ndarray:
     return x
 
 
+def negated(values: np.ndarray) -> np.ndarray:
+    return -values
+
+
 def ragged_nonzero(x: np.ndarray) -> np.ndarray:
     return np.flatnonzero(x > 0.5)
 
@@ -267,18 +271,18 @@ with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as 
         a config block's grad= applies where the function says none."""
         batch = torch.ones(3, 2, requires_grad=True)
         with pytest.warns(ac.GradientWarning) as record:
-            ac.batched(np.negative, executor=pool, in_caller=False)(batch)
-        assert str(record[0].message).startswith("negative(): argument x requires grad")
-        with pytest.raises(ac.GradientError, match=r"^negative\(\): argument x requires grad"):
-            ac.batched(ac.accepts_numpy(grad="error")(np.negative), executor=pool, in_caller=False)(x=batch)
-        with ac.config(grad="error"), pytest.raises(ac.GradientError, match=r"argument x requires grad"):
-            ac.batched(np.negative, executor=pool, in_caller=False)(batch)
+            ac.batched(negated, executor=pool, in_caller=False)(batch)
+        assert str(record[0].message).startswith("negated(): argument values requires grad")
+        with pytest.raises(ac.GradientError, match=r"^negated\(\): argument values requires grad"):
+            ac.batched(ac.accepts_numpy(grad="error")(negated), executor=pool, in_caller=False)(values=batch)
+        with ac.config(grad="error"), pytest.raises(ac.GradientError, match=r"argument values requires grad"):
+            ac.batched(negated, executor=pool, in_caller=False)(batch)
         with ac.config(grad="error"), warnings.catch_warnings():
             warnings.simplefilter("error")
-            ac.batched(ac.accepts_numpy(grad="detach")(np.negative), executor=pool, in_caller=False)(batch)
+            ac.batched(ac.accepts_numpy(grad="detach")(negated), executor=pool, in_caller=False)(batch)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("error")
-            ac.batched(np.negative, executor=pool, in_caller=False)(batch)
+            ac.batched(negated, executor=pool, in_caller=False)(batch)
 
     def test_the_pool_keeps_its_worker_count_where_batched_reads_it(self) -> None:
         """concurrent.futures keeps no public worker count; batched reads ``_max_workers``."""
