@@ -178,7 +178,7 @@ def test_decorators_validate_their_options_when_applied() -> None:
     )
     with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
         ac.accepts_numpy(grad="never")
-    with pytest.raises(TypeError, match=r"only= takes a parameter name or a list of them, got \[1\]"):
+    with pytest.raises(TypeError, match=r"only= takes a parameter name or a list, tuple or set of them, got \[1\]"):
         ac.accepts_numpy(only=[1])
     assert ac.returns_tensor(device=None)(lambda: np.ones(1))().device.type == "cpu"
 

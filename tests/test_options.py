@@ -115,7 +115,7 @@ def test_to_tensor_refuses_transfers_which_it_never_applied() -> None:
         ("config", {"transfers": "never"}, ValueError, "transfers= takes 'allow', 'log', 'warn' or 'error', got 'never'"),
         ("to_numpy", {"sparse": "coo"}, ValueError, "sparse= takes 'array' (scipy.sparse arrays) or 'matrix' "
          "(spmatrix), got 'coo'"),
-        ("accepts_tensor", {"only": 3}, TypeError, "only= takes a parameter name or a list of them, got 3"),
+        ("accepts_tensor", {"only": 3}, TypeError, "only= takes a parameter name or a list, tuple or set of them, got 3"),
         ("torchify", {"dtype": torch.bool}, TypeError, "dtype= casts results within their kind, and bool results "
          "are never cast; got torch.bool"),
     ],
@@ -143,3 +143,34 @@ def test_the_api_page_lists_every_option_from_the_table() -> None:
         "`accepts_numpy`, `adapt`, `torchify`, `numpy_op`, `to_numpy`, `config` | a tensor that requires grad: "
         "'warn' once per function, 'detach' silently, or 'error' |"
     )
+
+
+def out_into(x: Any, out: Any = None) -> Any:
+    return x
+
+
+def keywords_into(x: Any, **options: Any) -> Any:
+    return x
+
+
+def test_out_params_name_parameters_of_the_function_when_decorating() -> None:
+    """As only=/exclude= are checked: a name the signature lacks is refused; a function taking
+    **kwargs, or one without a signature, may take any name."""
+    with pytest.raises(TypeError) as info:
+        ac.accepts_numpy(out_params=["out", "output"])(out_into)
+    assert str(info.value) == "accepts_numpy() on out_into(): no parameter named output; it has out, x"
+    assert ac.accepts_numpy(out_params="out")(out_into)(torch.ones(2)).tolist() == [1.0, 1.0]
+    ac.accepts_numpy(out_params="output")(keywords_into)
+    with pytest.raises(TypeError, match=r"^autoconvert.accepts_numpy\(\): only= takes a parameter name or a list"):
+        ac.accepts_numpy(only={"x": 1})(out_into)  # a dict would have passed as its keys
+
+
+def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
+    with pytest.raises(TypeError) as info:
+        ac.numpy_op(np.sin, backward=5)  # type: ignore[call-overload]
+    assert str(info.value) == (
+        "autoconvert.numpy_op(): backward= takes None or a function backward(grad, *args, output=output, "
+        "**kwargs), got 5 (int)"
+    )
+    with pytest.raises(TypeError, match=r"jvp= takes None or a function jvp\(tangent, "):
+        ac.numpy_op(np.sin, jvp=3)  # type: ignore[call-overload]

@@ -131,7 +131,9 @@ class TestOutParameters:
         fresh = ac.returns_tensor(ac.accepts_numpy(out_params="out")(lambda a, out: (np.add(a, 1, out=out), a * 2)[1]))
         result = fresh(torch.ones(2), out=out)  # a result of its own: a new tensor, out written too
         assert result is not out and result.tolist() == [2.0, 2.0] and out.tolist() == [2.0, 2.0]
-        with pytest.raises(TypeError, match=r"out_params= takes a parameter name or a list of them, got 3"):
+        with pytest.raises(
+            TypeError, match=r"out_params= takes a parameter name or a list, tuple or set of them, got 3"
+        ):
             ac.accepts_numpy(out_params=3)
 
     def test_a_method_names_its_own(self) -> None:

@@ -105,8 +105,9 @@ def _names(value: object) -> frozenset[str] | None:
     if value is None:
         return None
     names = [value] if isinstance(value, str) else value
-    if not isinstance(names, Iterable) or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"takes a parameter name or a list of them, got {value!r}")
+    # A dict or another mapping would pass as the names of its keys, its values unread.
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"takes a parameter name or a list, tuple or set of them, got {value!r}")
     return frozenset(names)
 
 

@@ -104,6 +104,14 @@ class Parameters:
         return (params[positional_index] if positional_index < len(params) else self.varargs) in names
 
 
+def refuse_unknown(params: Parameters, names: frozenset[str], where: str) -> None:
+    """Refuse option values that name no parameter a caller can pass."""
+    unknown = sorted(names - params.bound_names())
+    if unknown:
+        offer = ", ".join(sorted(params.bound_names())) or "no parameters"
+        raise TypeError(f"{where}: no parameter named {', '.join(unknown)}; it has {offer}")
+
+
 class Selection:
     """Which arguments ``only=``/``exclude=`` let through, checked against the signature."""
 
@@ -114,10 +122,7 @@ class Selection:
         assert names is not None
         if not params.known:
             raise TypeError(f"{where}: only=/exclude= need a signature to check names against, and it has none")
-        unknown = sorted(names - params.bound_names())
-        if unknown:
-            offer = ", ".join(sorted(params.bound_names())) or "no parameters"
-            raise TypeError(f"{where}: no parameter named {', '.join(unknown)}; it has {offer}")
+        refuse_unknown(params, names, where)
         self.params = params
         self.names = names
         self.keep = only is not None  # only=: the names are converted; exclude=: all but them

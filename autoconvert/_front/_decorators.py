@@ -27,6 +27,7 @@ from autoconvert._calls._options import (
     validate,
 )
 from autoconvert._calls._plan import Plan
+from autoconvert._calls._signature import Parameters, function_name, refuse_unknown
 from autoconvert._calls._wrapper import _Wrapper, wrap
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
@@ -41,14 +42,17 @@ R = TypeVar("R")
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
 
 
-def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
-    """Apply one decorator; fuse with an autoconvert wrapper of the other direction."""
+def _decorate(side: str, func: Any, options: dict[str, Any], *, own_names: bool = True) -> Any:
+    """Apply one decorator; fuse with an autoconvert wrapper of the other direction.
+    ``own_names``: ``out_params`` names this function's parameters (checked against them)."""
     options = validate(options, side)
 
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             return opaque(apply, func)
         check_callable(func, side)
+        if own_names and options.get("out_params"):
+            _check_out_params(func, options["out_params"], side)
         if isinstance(func, _Wrapper) and "adapt" not in func._self_plan.sides:  # adapt stacks, never fuses
             sides = func._self_plan.sides
             has_input = any(s in sides for s in _INPUT_SIDES)
@@ -57,6 +61,21 @@ def _decorate(side: str, func: Any, options: dict[str, Any]) -> Any:
         return wrap(func, Plan(func, {side: options}))
 
     return apply if func is None else apply(func)
+
+
+def for_library(side: str, func: Any, options: dict[str, Any]) -> Any:
+    """One decorator with options chosen for a whole library (torchify's): its ``out_params``
+    name what the library's functions may take, not necessarily this one's parameters."""
+    return _decorate(side, func, options, own_names=False)
+
+
+def _check_out_params(func: Any, names: tuple[str, ...], side: str) -> None:
+    """out_params= names the function's parameters, checked as only=/exclude= are: where its
+    signature is known and takes no ``**kwargs`` (which would take any name)."""
+    target = func.__wrapped__ if isinstance(func, _Wrapper) else func
+    params = Parameters(target)
+    if params.known and params.varkw is None:
+        refuse_unknown(params, frozenset(names), f"{side}() on {function_name(target)}")
 
 
 @overload

@@ -140,7 +140,8 @@ def numpy_op(
     double backward raises. Without ``fake``, a call inside ``torch.compile`` is a graph break.
 
     Raises:
-        TypeError: ``fake`` was given for a function whose signature has no schema.
+        TypeError: ``fake`` was given for a function whose signature has no schema; ``backward``
+            or ``jvp`` is not a function.
 
     Example:
         >>> import numpy as np, torch, autoconvert as ac
@@ -154,6 +155,12 @@ def numpy_op(
     checked = validate(options, "numpy_op")
     if vmap not in VMAP_MODES:
         raise ValueError(f"autoconvert.numpy_op(): vmap= takes 'sequential' or 'vectorized', got {vmap!r}")
+    for option, rule, first in (("backward", backward, "grad"), ("jvp", jvp, "tangent")):
+        if rule is not None and not callable(rule):
+            raise TypeError(
+                f"autoconvert.numpy_op(): {option}= takes None or a function "
+                f"{option}({first}, *args, output=output, **kwargs), got {rule!r} ({type(rule).__name__})"
+            )
     if fn is None:
         # Passed on as given: mypy gives up trying each overload for every union member.
         return lambda f: numpy_op(f, backward=backward, fake=fake, vmap=vmap, jvp=jvp, **checked)  # type: ignore[arg-type, misc]

@@ -30,7 +30,7 @@ from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Mapper, StandIn
 
-from ._decorators import accepts_numpy, returns_tensor
+from ._decorators import for_library
 from ._overwrites import guarded
 from ._plain import TensorOptions, to_numpy, to_tensor
 
@@ -51,7 +51,7 @@ def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
     inputs = {k: v for k, v in options.items() if k in INPUT_SIDE}
     outputs = {k: v for k, v in options.items() if k in OUTPUT_SIDE}
-    return returns_tensor(**outputs)(accepts_numpy(**inputs)(fn))
+    return for_library("returns_tensor", for_library("accepts_numpy", fn, inputs), outputs)
 
 
 def copies_when_needed(options: dict[str, Any]) -> bool:
@@ -89,7 +89,7 @@ class TorchifiedClass(StandIn):
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
         self.__wrapped__ = cls
         self._options = options
-        self._construct = accepts_numpy(**{k: v for k, v in options.items() if k in INPUT_SIDE})(cls)
+        self._construct = for_library("accepts_numpy", cls, {k: v for k, v in options.items() if k in INPUT_SIDE})
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
