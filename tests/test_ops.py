@@ -552,3 +552,37 @@ def test_callables_without_a_signature() -> None:
     x, y = torch.tensor(3.0, requires_grad=True), torch.tensor(4.0, requires_grad=True)
     with pytest.raises(ac.GradientError, match="argument y requires grad"):
         hypot(x, y=y)
+
+
+@pytest.mark.parametrize(
+    ("gradient", "problem"),
+    [
+        (
+            np.ones(3),
+            "must have the tensor's shape (2,), or one that sums to it. Found numpy.ndarray(shape=(3,), dtype=float64). Fix: return one value per element of the tensor.",
+        ),
+        (
+            1.0,
+            "must have the tensor's shape (2,), or one that sums to it. Found numpy.ndarray(shape=(), dtype=float64). Fix: return one value per element of the tensor.",
+        ),
+        (
+            np.ones(2, dtype=complex),
+            "is complex for a real tensor. Found numpy.ndarray(shape=(2,), dtype=complex128). Fix: return its real part (np.real(...)).",
+        ),
+        (
+            "abc",
+            "must be an array of numbers. Found numpy.ndarray(shape=(), dtype=<U3). Fix: return a float array (or None where no gradient flows).",
+        ),
+    ],
+)
+def test_a_gradient_autograd_cannot_take_is_refused_naming_the_op(gradient: Any, problem: str) -> None:
+    """Where torch would raise its own error (or one naming to_tensor()), the op and its
+    backward are named; a gradient that sums to the input's shape still does."""
+    op = ac.numpy_op(np.sin, backward=lambda g, x, output: gradient)
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(ac.ConversionError) as info:
+        op(x).sum().backward()
+    assert str(info.value) == f"sin(): the backward's gradient for tensor argument 0 {problem}"
+    summed = ac.numpy_op(np.sin, backward=lambda g, x, output: np.ones((4, 2)))
+    summed(x).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [4.0, 4.0]

@@ -101,7 +101,10 @@ class Spec:
                 )
             )
         # On the input's own device and dtype (a bfloat16 input gets a bfloat16 gradient).
-        return [None if g is None else _like(g, a, shaped) for a, g in zip(tensors, found, strict=True)]
+        return [
+            None if g is None else self._like(g, a, shaped, f"the backward's gradient for tensor argument {k}")
+            for k, (a, g) in enumerate(zip(tensors, found, strict=True))
+        ]
 
     def tangents(
         self,
@@ -129,14 +132,38 @@ class Spec:
                     "return a single array for one result, else a tuple with one tangent per result",
                 )
             )
-        return tuple(_like(t, o, shaped) for o, t in zip(outputs, found, strict=True))
+        return tuple(
+            self._like(t, o, shaped, f"the jvp's tangent of result {k}")
+            for k, (o, t) in enumerate(zip(outputs, found, strict=True))
+        )
+
+    def _like(self, value: Any, reference: torch.Tensor, shaped: bool, where: str) -> torch.Tensor:
+        """A NumPy rule's array as a tensor on ``reference``'s device and (inexact) dtype, and
+        with ``shaped`` in its shape too (see ``shaped_as``); one autograd could not take
+        (not numbers, complex for a real tensor, a shape that does not sum to the tensor's)
+        is refused naming the op and the rule."""
+        array = np.asarray(value)
+        problem, fix = "", ""
+        if array.dtype.kind not in "biufc":
+            problem, fix = "must be an array of numbers", "return a float array (or None where no gradient flows)"
+        elif array.dtype.kind == "c" and not reference.is_complex():
+            problem, fix = "is complex for a real tensor", "return its real part (np.real(...))"
+        elif shaped and array.size != reference.numel() and not _sums_to(array.shape, reference.shape):
+            problem = f"must have the tensor's shape {tuple(reference.shape)}, or one that sums to it"
+            fix = "return one value per element of the tensor"
+        if problem:
+            raise ConversionError(
+                message(self.name, where, problem, f"numpy.ndarray(shape={array.shape}, dtype={array.dtype})", fix)
+            )
+        t = to_tensor(array, device=reference.device, dtype=inexact(reference.dtype))
+        return shaped_as(t, reference.shape) if shaped else t
 
 
-def _like(value: Any, reference: torch.Tensor, shaped: bool) -> torch.Tensor:
-    """A NumPy rule's array as a tensor on ``reference``'s device and (inexact) dtype, and
-    with ``shaped`` in its shape too (see ``shaped_as``)."""
-    t = to_tensor(np.asarray(value), device=reference.device, dtype=inexact(reference.dtype))
-    return shaped_as(t, reference.shape) if shaped else t
+def _sums_to(shape: tuple[int, ...], target: torch.Size) -> bool:
+    """Whether an array of ``shape`` sums to ``target`` over broadcast axes (``sum_to_size``)."""
+    if len(target) > len(shape):
+        return False
+    return all(t in (s, 1) for t, s in zip(reversed(target), reversed(shape), strict=False))
 
 
 def shaped_as(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
