@@ -990,6 +990,13 @@ class TestNoRawErrors:
         with pytest.raises(ac.ConversionError, match=r"<lambda>\(\): argument batch contains itself"):
             ac.accepts_numpy(writeback=True)(lambda batch: 1)(loop)
 
+    def test_a_self_containing_out_parameter(self) -> None:
+        """Out-parameters are handed over before the other arguments: the cycle is named there too."""
+        loop: list[Any] = [torch.ones(1)]
+        loop.append(loop)
+        with pytest.raises(ac.ConversionError, match=r"<lambda>\(\): argument out contains itself"):
+            ac.accepts_numpy(out_params="out")(lambda x, out=None: x)(torch.ones(1), out=loop)
+
     def test_the_function_s_own_error_stands_beside_a_self_containing_argument(self) -> None:
         """With nested=False a self-containing list reaches the function; when the function
         raises, the look for notes must not turn its error into a RecursionError."""

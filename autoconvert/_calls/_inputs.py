@@ -206,9 +206,10 @@ class NumpyInputs(Inputs):
         for where, value in found:
             try:
                 converted = self.out_mapper(value, ctx)
-            except LeafError as e:
+            except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
                 key, position = (where, 0) if isinstance(where, str) else (None, where)
-                raise self.public(e, instance, key, position) from None
+                fact = e if isinstance(e, LeafError) else cycle_error()
+                raise self.public(fact, instance, key, position) from None
             if isinstance(where, str):
                 keywords[where] = converted
             else:
