@@ -353,3 +353,25 @@ class TestPlaces:
         """accepts_numpy over adapt: the arrays it hands are what adapt then sees."""
         stacked = ac.returns_tensor(ac.accepts_numpy(ac.adapt(_first)))
         assert type(stacked(torch.ones(1))) is torch.Tensor
+
+
+def test_a_tensor_parameter_names_what_torch_cannot_hold() -> None:
+    """A number past int64 and a list that contains itself, for a torch.Tensor parameter:
+    errors naming the argument, where torch.as_tensor raised its own ValueError."""
+
+    @ac.adapt
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    with pytest.raises(ac.ConversionError) as info:
+        scaled(2**70)
+    assert str(info.value) == (
+        "test_a_tensor_parameter_names_what_torch_cannot_hold.<locals>.scaled(): argument x cannot become the one "
+        "tensor its annotation asks for (torch: Overflow when unpacking long long). Found 1180591620717411303424. "
+        "Fix: pass a number within int64, or a float."
+    )
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(ac.ConversionError, match=r"argument x cannot become the one tensor .*\(list\[torch.Tensor\]\)"):
+        scaled(loop)
+    assert scaled([1.0, 2.0]).tolist() == [2.0, 4.0]

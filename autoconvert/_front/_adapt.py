@@ -140,7 +140,9 @@ class AdaptRunner(Runner):
             elif kind is np.ndarray:
                 a = _seen_array(value, ctx)
             elif bare and isinstance(value, (list, tuple, int, float, complex, np.generic)) and kind is not bool:
-                a = _one_array(mapper(value, ctx) if isinstance(value, (list, tuple)) else value)
+                a = _one(
+                    mapper(value, ctx) if isinstance(value, (list, tuple)) else value, np.asarray, "array", "NumPy"
+                )
             else:
                 return mapper(value, ctx)  # containers, None and the rest: tensors inside become arrays
             return _cast(a, dtype) if dtype is not None and cast else a
@@ -152,7 +154,8 @@ class AdaptRunner(Runner):
 
         def to_tensor(value: Any, ctx: Collected) -> Any:
             if bare and isinstance(value, (list, tuple, int, float, complex)) and type(value) is not bool:
-                return torch.as_tensor(value, device=ctx.target.device)  # type: ignore[union-attr]  # set: see places
+                device = ctx.target.device  # type: ignore[union-attr]  # set: see places
+                return _one(value, lambda v: torch.as_tensor(v, device=device), "tensor", "torch")
             return mapper(value, ctx)  # arrays, containers, None and the rest
 
         return to_tensor
@@ -218,19 +221,24 @@ class AdaptRunner(Runner):
         return Steps(begin, None, convert_in, finish)
 
 
-def _one_array(value: Any) -> Any:
+def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any:
     """A list or tuple (its tensors already arrays, converted as arguments are), or a number,
-    as the one array an array parameter asks for; NumPy's refusal (ragged, self-containing or
-    too deep lists, items too large to stack) as a fact about the argument."""
+    as the one array or tensor a parameter asks for; the library's refusal (ragged,
+    self-containing or too deep lists, items too large to stack, a number past int64) as a
+    fact about the argument."""
     try:
-        return np.asarray(value)
-    except (ValueError, TypeError, MemoryError) as e:  # MemoryError: an item broadcast past memory
+        return make(value)
+    except (ValueError, TypeError, OverflowError, RuntimeError, MemoryError) as e:  # MemoryError: broadcast past memory
+        problem = f"cannot become the one {kind} its annotation asks for ({library}: {str(e).rstrip('.')})"
+        if not isinstance(value, (list, tuple)):
+            raise LeafError(ConversionError, problem, repr(value), "pass a number within int64, or a float") from None
+        annotation = "np.ndarray" if kind == "array" else "torch.Tensor"
         raise LeafError(
             ConversionError,
-            f"cannot become the one array its annotation asks for (NumPy: {str(e).rstrip('.')})",
+            problem,
             f"a {type(value).__name__} of {len(value)} items",
-            "pass nested lists of equal lengths, or annotate the parameter as a list of arrays "
-            "(list[np.ndarray]) to get each item converted on its own",
+            f"pass nested lists of equal lengths, or annotate the parameter as a list of {kind}s "
+            f"(list[{annotation}]) to get each item converted on its own",
         ) from None
 
 
