@@ -596,3 +596,13 @@ def test_a_device_this_torch_cannot_use_raises_our_error() -> None:
     )
     with pytest.raises(ac.ConversionError):
         ac.to_tensor(np.ones(2), device=missing)
+
+
+@pytest.mark.skipif(not hasattr(torch, "uint4"), reason="this torch has no sub-byte dtypes")
+def test_copy_true_copies_a_dtype_torch_has_no_copy_kernel_for() -> None:
+    """torch.uint4's clone() raises NotImplementedError; copy=True still gives a private copy,
+    its bytes copied through a uint8 view."""
+    source = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    out = ac.returns_tensor(copy=True)(lambda: source.view(torch.uint4))()
+    assert out.dtype == torch.uint4 and out.view(torch.uint8).tolist() == [1, 2, 3]
+    assert out.data_ptr() != source.data_ptr()

@@ -201,7 +201,23 @@ def _host_copy(t: torch.Tensor) -> torch.Tensor:
     large = t.numel() * t.element_size() >= _NUMPY_COPY_BYTES
     if large and t.dtype in TORCH_TO_NUMPY and not (t.requires_grad or t.is_conj() or t.is_neg()):
         return torch.from_numpy(t.numpy().copy(order="K"))
-    return t.clone()  # keeps autograd history, conj and neg bits
+    return clone(t)
+
+
+_SAME_SIZE_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def clone(t: torch.Tensor) -> torch.Tensor:
+    """``t.clone()``, which keeps autograd history, conj and neg bits; for a dtype torch has no
+    copy kernel for (the sub-byte torch.uint4, int4... in the torch versions that have them),
+    its bytes copied through an integer view of the same element size."""
+    try:
+        return t.clone()
+    except NotImplementedError:
+        carrier = _SAME_SIZE_INTS.get(t.element_size())
+        if carrier is None:
+            raise
+        return t.view(carrier).clone().view(t.dtype)
 
 
 def _check_range(values: Any, source: torch.dtype, casts: Casts, describe: Callable[[Any], str]) -> None:
@@ -303,7 +319,7 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
     moved = _cast(t.to, device=device, dtype=dtype) if crosses or dtype != t.dtype else t
     if moved is t and copy:
         copied("copy=True", t, nbytes(t))
-        return _host_copy(t) if t.is_cpu else t.clone()
+        return _host_copy(t) if t.is_cpu else clone(t)
     if moved is not t and copy is False:
         raise LeafError(
             CopyError,
