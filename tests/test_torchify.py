@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import threading
 import types
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -577,3 +579,26 @@ def test_ufunc_at_on_a_tensor_is_refused_by_default_and_written_back_when_asked(
     assert torch.equal(t, torch.zeros(3))
     ac.torchify(np, writeback=True).add.at(t, torch.tensor([0, 0, 2]), 1.0)
     assert torch.equal(t, torch.tensor([2.0, 0.0, 1.0]))
+
+
+class _Scaler:
+    @staticmethod
+    def twice(x: np.ndarray) -> np.ndarray:
+        return x * 2
+
+
+def test_threads_reading_a_fresh_name_get_one_wrapper() -> None:
+    """Six threads reading the same name of a fresh torchified module, or a torchified class's
+    static method, at once: one wrapper for all (one per-wrapper state), not six."""
+    import scipy.special
+
+    barrier = threading.Barrier(6, timeout=10)
+
+    def read(view: Any, name: str) -> Any:
+        barrier.wait()
+        return getattr(view, name)
+
+    for view, name in ((ac.torchify(scipy.special), "expit"), (ac.torchify(_Scaler), "twice")):
+        with ThreadPoolExecutor(6) as pool:
+            seen = list(pool.map(read, [view] * 6, [name] * 6))
+        assert all(s is seen[0] for s in seen) and getattr(view, name) is seen[0]

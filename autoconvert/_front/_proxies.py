@@ -110,8 +110,8 @@ class TorchifiedClass(StandIn):
             result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
             return result if type(result) is torch.Tensor else self.viewed(result, _device_of(args, kwargs))
 
-        self.__dict__[name] = call
-        return call
+        # setdefault: threads that read a fresh name at once all get the first one made.
+        return self.__dict__.setdefault(name, call)
 
     def method(self, name: str) -> Any:
         """The class's function ``name`` as a method of proxies (see ``_proxy_method``), or
@@ -127,8 +127,7 @@ class TorchifiedClass(StandIn):
         if raw is _MISSING:
             return None
         method = _proxy_method(wrap_pair(raw, self._options)) if inspect.isfunction(raw) else None
-        self._methods[name] = method
-        return method
+        return self._methods.setdefault(name, method)
 
     def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
         """This class's own subclass of the proxy type, which its methods are added to, with

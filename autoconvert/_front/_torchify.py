@@ -179,8 +179,9 @@ class TorchifiedModule(types.ModuleType, StandIn):
         if name.startswith("_"):  # private and dunder names are the module's own business
             return value
         view = _view(value, self.__dict__["_autoconvert_options"], self.__name__)
-        self.__dict__[name] = view  # cached: the next access is a plain attribute read
-        return view
+        # Cached: the next access is a plain attribute read. setdefault: threads that read a
+        # fresh name at once all get the first view made, one wrapper with one state.
+        return self.__dict__.setdefault(name, view)
 
     def __dir__(self) -> list[str]:
         return dir(self.__dict__["__wrapped__"])
