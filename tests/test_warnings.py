@@ -44,3 +44,20 @@ def test_read_only_and_broadcast_results_do_not_trigger_torchs_not_writable_warn
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_masked_tensor_result_copied_does_not_leak_torchs_prototype_warning() -> None:
+    """returns_tensor(copy=True) of a MaskedTensor: its copy is a new MaskedTensor, which torch
+    warns about at each construction; the caller's own one made under its own filter."""
+    code = """
+import warnings
+warnings.simplefilter("error")
+import torch, autoconvert as ac
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from torch.masked import masked_tensor
+    mask = masked_tensor(torch.ones(3), torch.tensor([True, False, True]))
+copied = ac.returns_tensor(copy=True)(lambda: mask)()
+assert copied is not mask and type(copied) is type(mask)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

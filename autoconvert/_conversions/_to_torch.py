@@ -212,7 +212,12 @@ def clone(t: torch.Tensor) -> torch.Tensor:
     copy kernel for (the sub-byte torch.uint4, int4... in the torch versions that have them),
     its bytes copied through an integer view of the same element size."""
     try:
-        return t.clone()
+        if type(t) is torch.Tensor:
+            return t.clone()
+        with warnings.catch_warnings():  # a subclass's copy is made the way the subclass makes it
+            # torch.masked's MaskedTensor warns at each construction, a copy included (torch 2.0 on).
+            warnings.filterwarnings("ignore", "The PyTorch API of MaskedTensors is in prototype stage", UserWarning)
+            return t.clone()
     except NotImplementedError:
         carrier = _SAME_SIZE_INTS.get(t.element_size())
         if carrier is None:
