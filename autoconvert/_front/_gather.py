@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 #: NumPy dtype kinds that stack: bool, integers, floats, complex. Others (strings, objects,
 #: datetimes) stay a list, each item converted as the call would convert it alone.
@@ -61,7 +62,7 @@ def _stack(values: list[Any]) -> Any:
     kinds = set(map(type, values))
     if all(kind is np.ndarray or issubclass(kind, np.generic) for kind in kinds):
         if len(kinds) == 1 and np.ndarray not in kinds:  # one scalar type: its dtype, shape ()
-            dtypes = {np.dtype(next(iter(kinds)))}
+            dtypes: set[np.dtype[Any]] = {np.dtype(next(iter(kinds)))}
         elif len(set(map(_SHAPE, values))) == 1:
             dtypes = set(map(_DTYPE, values))
         else:
@@ -91,7 +92,7 @@ class Sink:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.out: np.ndarray | None = None
+        self.out: NDArray[Any] | None = None
         self.done = False  # no more results are placed
         self.lock = threading.Lock()
 
