@@ -365,11 +365,12 @@ def test_a_tensor_parameter_names_what_torch_cannot_hold() -> None:
 
     with pytest.raises(ac.ConversionError) as info:
         scaled(2**70)
-    assert str(info.value) == (
+    message = str(info.value)  # torch's own words differ by version ("unpacking long", "long long")
+    assert message.startswith(
         "test_a_tensor_parameter_names_what_torch_cannot_hold.<locals>.scaled(): argument x cannot become the one "
-        "tensor its annotation asks for (torch: Overflow when unpacking long long). Found 1180591620717411303424. "
-        "Fix: pass a number within int64, or a float."
+        "tensor its annotation asks for (torch: Overflow when unpacking long"
     )
+    assert message.endswith("). Found 1180591620717411303424. Fix: pass a number within int64, or a float.")
     loop: list[Any] = []
     loop.append(loop)
     with pytest.raises(ac.ConversionError, match=r"argument x cannot become the one tensor .*\(list\[torch.Tensor\]\)"):

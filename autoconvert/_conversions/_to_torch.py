@@ -218,9 +218,9 @@ def clone(t: torch.Tensor) -> torch.Tensor:
             # torch.masked's MaskedTensor warns at each construction, a copy included (torch 2.0 on).
             warnings.filterwarnings("ignore", "The PyTorch API of MaskedTensors is in prototype stage", UserWarning)
             return t.clone()
-    except NotImplementedError:
+    except (NotImplementedError, RuntimeError) as e:  # torch 2.4 raised RuntimeError, later ones NotImplementedError
         carrier = _SAME_SIZE_INTS.get(t.element_size())
-        if carrier is None:
+        if carrier is None or "not implemented" not in str(e):
             raise
         return t.view(carrier).clone().view(t.dtype)
 
