@@ -124,25 +124,21 @@ def batched(
         >>> per_row_max(torch.tensor([[1, 5], [7, 2]]))
         tensor([5, 7])
     """
-    options = _Options(workers, executor, chunksize, progress, threads_per_worker, seed, in_caller)
+    options: BatchedOptions = {
+        "workers": workers,
+        "executor": executor,
+        "chunksize": chunksize,
+        "progress": progress,
+        "threads_per_worker": threads_per_worker,
+        "seed": seed,
+        "in_caller": in_caller,
+    }
     if fn is None:
         return lambda f: _batched(f, options)
     return _batched(fn, options)
 
 
-class _Options(NamedTuple):
-    """``batched``'s options, as given."""
-
-    workers: int | None
-    executor: Any
-    chunksize: int | None
-    progress: bool
-    threads_per_worker: int | None
-    seed: int | np.random.SeedSequence | None
-    in_caller: bool
-
-
-def _batched(fn: Callable[..., Any], options: _Options) -> Batched:
+def _batched(fn: Callable[..., Any], options: BatchedOptions) -> Batched:
     check_callable(fn, "batched")
     _check(options)
     call: Any = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
@@ -150,43 +146,44 @@ def _batched(fn: Callable[..., Any], options: _Options) -> Batched:
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     where = _where(raw, call, options, name)
     if where is not None:
-        where.threads = options.threads_per_worker or per_worker(where.workers)
-        where.in_caller = where.in_caller and options.in_caller
-    return Batched(fn, call, options, name=name, where=where, seeds=_seeds(raw, options.seed, where, name))
+        where.threads = options["threads_per_worker"] or per_worker(where.workers)
+        where.in_caller = where.in_caller and options["in_caller"]
+    return Batched(fn, call, options, name=name, where=where, seeds=_seeds(raw, options["seed"], where, name))
 
 
-def _check(options: _Options) -> None:
+def _check(options: BatchedOptions) -> None:
     """Refuse options that could never run, when ``batched`` is applied."""
+    given: dict[str, Any] = dict(options)
     for option, unit in (("workers", "threads"), ("chunksize", "samples"), ("threads_per_worker", "threads")):
-        value = getattr(options, option)
+        value = given[option]
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ValueError(f"batched(): {option}= takes None or a positive number of {unit}, got {value!r}")
-    executor = options.executor
+    executor = given["executor"]
     if executor is not None and (
-        options.workers is not None or not (isinstance(executor, Executor) or is_dask(executor))
+        given["workers"] is not None or not (isinstance(executor, Executor) or is_dask(executor))
     ):
         raise ValueError(
             "batched(): executor= takes a concurrent.futures.Executor or a Dask client, without workers=; "
             f"got {executor!r}"
         )
     for option in ("progress", "in_caller"):
-        if not isinstance(getattr(options, option), bool):
-            raise ValueError(f"batched(): {option}= takes True or False, got {getattr(options, option)!r}")
-    seed = options.seed
+        if not isinstance(given[option], bool):
+            raise ValueError(f"batched(): {option}= takes True or False, got {given[option]!r}")
+    seed = given["seed"]
     if not (seed is None or isinstance(seed, np.random.SeedSequence)) and (
         not isinstance(seed, int) or isinstance(seed, bool) or seed < 0
     ):
         raise ValueError(f"batched(): seed= takes None, a non-negative int or a np.random.SeedSequence, got {seed!r}")
-    if options.threads_per_worker is not None and not has_threadpoolctl():
+    if given["threads_per_worker"] is not None and not has_threadpoolctl():
         raise ImportError(
             "batched(): threads_per_worker= caps BLAS and OpenMP threads through threadpoolctl, which is not "
             "installed. Fix: pip install 'autoconvert[threads]'"
         )
 
 
-def _where(raw: Any, call: Any, options: _Options, name: str) -> Threads | Elsewhere | None:
+def _where(raw: Any, call: Any, options: BatchedOptions, name: str) -> Threads | Elsewhere | None:
     """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
-    executor, workers = options.executor, options.workers
+    executor, workers = options["executor"], options["workers"]
     if isinstance(executor, ThreadPoolExecutor):
         return Threads(raw, max_workers(executor), executor, name)
     if executor is None:
@@ -224,7 +221,9 @@ class Batched:
     else rebuilt from ``fn`` and its options; one on an executor only by reference, since a
     live pool does not pickle."""
 
-    def __init__(self, fn: Any, call: Any, options: _Options, *, name: str, where: Any, seeds: Seeds | None) -> None:
+    def __init__(
+        self, fn: Any, call: Any, options: BatchedOptions, *, name: str, where: Any, seeds: Seeds | None
+    ) -> None:
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
         self._convert = call._self_plan.default.call  # its protocol, around the map instead of fn
         self._instance = unbound_instance(call)
@@ -277,7 +276,7 @@ class Batched:
             Sink(layout.size) if isinstance(self._runner, Threads) else None,
         )
         states = GlobalStates() if self._seeds is not None and self._seeds.globals else None
-        progress = Progress(self._options.progress, samples.size, self._name)
+        progress = Progress(self._options["progress"], samples.size, self._name)
         try:
             results = self._dispatch(samples, progress)
             return gather(results) if samples.sink is None else samples.sink.gathered(results)
@@ -298,7 +297,7 @@ class Batched:
         if len(results) == samples.size:
             return results
         started = time.perf_counter()
-        rest: list[Any] = where.map(samples, len(results), self._options.chunksize, progress)
+        rest: list[Any] = where.map(samples, len(results), self._options["chunksize"], progress)
         if time.perf_counter() - started < where.least_seconds:
             self._seconds_per_sample = None  # the timing said large, the map says small: time the next batch again
         return results + rest
@@ -342,16 +341,16 @@ class Batched:
         reference = by_reference(self, (self.__module__,))
         if reference is not None:
             return reference
-        if self._options.executor is not None:
+        if self._options["executor"] is not None:
             raise TypeError(
                 f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
                 "assign it to a module-level name to pickle it by reference"
             )
-        return _rebuilt, (self.__wrapped__, *self._options)
+        return _rebuilt, (self.__wrapped__, dict(self._options))
 
 
-def _rebuilt(fn: Any, *options: Any) -> Callable[..., Any]:
-    return _batched(fn, _Options(*options))
+def _rebuilt(fn: Any, options: BatchedOptions) -> Callable[..., Any]:
+    return _batched(fn, options)
 
 
 def _carry_note(error: BaseException, label: str) -> None:
