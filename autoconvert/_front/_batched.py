@@ -26,7 +26,7 @@ from autoconvert._calls._signature import Parameters
 from autoconvert._calls._wrapper import _Wrapper, unbound_instance
 from autoconvert._pickling import by_reference
 
-from ._caps import has_threadpoolctl, per_worker
+from ._caps import has_threadpoolctl
 from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._decorators import accepts_numpy, returns_tensor
@@ -145,9 +145,6 @@ def _batched(fn: Callable[..., Any], options: BatchedOptions) -> Batched:
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     where = _where(raw, call, options, name)
-    if where is not None:
-        where.threads = options["threads_per_worker"] or per_worker(where.workers)
-        where.in_caller = where.in_caller and options["in_caller"]
     return Batched(fn, call, options, name=name, where=where, seeds=_seeds(raw, options["seed"], where, name))
 
 
@@ -184,10 +181,15 @@ def _check(options: BatchedOptions) -> None:
 def _where(raw: Any, call: Any, options: BatchedOptions, name: str) -> Threads | Elsewhere | None:
     """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
     executor, workers = options["executor"], options["workers"]
+    caps, in_caller = options["threads_per_worker"], options["in_caller"]
     if isinstance(executor, ThreadPoolExecutor):
-        return Threads(raw, max_workers(executor), executor, name)
+        return Threads(raw, max_workers(executor), executor, name, threads_per_worker=caps, in_caller=in_caller)
     if executor is None:
-        return Threads(raw, workers, None, name) if workers is not None and workers > 1 else None
+        return (
+            Threads(raw, workers, None, name, threads_per_worker=caps, in_caller=in_caller)
+            if workers is not None and workers > 1
+            else None
+        )
     writes = policy_of("accepts_numpy", {}, _explicit(call, "accepts_numpy"))
     if writes.writeback or writes.out_params:
         raise ValueError(
@@ -195,7 +197,7 @@ def _where(raw: Any, call: Any, options: BatchedOptions, name: str) -> Threads |
             "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
             "Fix: run it on threads (workers=), or return what it computes"
         )
-    return Elsewhere(raw, executor, name)
+    return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
 def _seeds(raw: Any, seed: int | np.random.SeedSequence | None, where: Any, name: str) -> Seeds | None:
@@ -289,10 +291,12 @@ class Batched:
         """The samples' results: in the caller's thread while the work so far says the batch is
         too small to pay for the executor (or there is none), the rest on it."""
         where = self._runner
-        if where is None or not where.in_caller:
-            results = [] if where is not None else self._in_caller(samples, samples.size, progress)
-        else:
+        if where is None:
+            results = self._in_caller(samples, samples.size, progress)
+        elif where.in_caller:
             results = self._until_worth_it(samples, where.least_seconds, progress)
+        else:
+            results = []
         count_batch(self._counted, samples.size, where is not None and len(results) == samples.size)
         if len(results) == samples.size:
             return results

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ._caps import capped
+from ._caps import capped, per_worker
 from ._chunks import (
     Batch,
     Chunk,
@@ -124,11 +124,21 @@ class Threads:
     #: Work below this, in all, runs in the caller's thread: a map's tasks cost about 0.1 ms.
     least_seconds = 0.01
 
-    def __init__(self, fn: Callable[..., Any], workers: int, pool: cf.ThreadPoolExecutor | None, name: str) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        workers: int,
+        pool: cf.ThreadPoolExecutor | None,
+        name: str,
+        *,
+        threads_per_worker: int | None,
+        in_caller: bool,
+    ) -> None:
         self.fn, self.workers, self.name = fn, workers, name
         self.pool = pool  # None: started on first use, kept for this batched function
-        self.threads: int | None = None  # the libraries' threads while a map runs (see _caps)
-        self.in_caller = pool is None or getattr(pool, "_initializer", None) is None
+        self.threads = threads_per_worker or per_worker(workers)  # the libraries' threads while a map runs
+        # A pool whose threads were set up by an initializer runs samples only there.
+        self.in_caller = in_caller and getattr(pool, "_initializer", None) is None
 
     def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         if self.pool is None:
@@ -157,33 +167,36 @@ class Elsewhere:
     Dask workers elsewhere receive each chunk's samples scattered straight to them, not
     through the scheduler; any other executor receives them inside the chunk."""
 
-    def __init__(self, fn: Callable[..., Any], executor: Any, name: str) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], executor: Any, name: str, *, threads_per_worker: int | None, in_caller: bool
+    ) -> None:
         self.fn, self.executor, self.name = fn, executor, name
         # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
-        self.threads: int | None = None  # the libraries' threads in each worker (see _caps)
+        self.workers = self._workers(self._threads())  # as the executor is when batched is applied
+        self.threads = threads_per_worker or per_worker(self.workers)  # the libraries' threads in each worker
         #: Work below this, in all, runs in the caller's thread: a process pool's map costs a
         #: few tasks' round trips (about 0.2 ms each), a Dask map a few milliseconds per task
         #: (benchmarks, scaling: where 2 workers start to beat the loop).
         self.least_seconds = 0.03 if self.client is not None else 0.01
         # A pool whose workers were set up by an initializer runs samples only there.
-        self.in_caller = getattr(executor, "_initializer", None) is None
+        self.in_caller = in_caller and getattr(executor, "_initializer", None) is None
         if isinstance(executor, cf.ProcessPoolExecutor):
             _check_pickles(fn, name)
 
-    @property
-    def workers(self) -> int:
+    def _threads(self) -> dict[str, int]:
+        """A Dask cluster's threads per worker now (a cluster may scale); none for a pool."""
+        return self.client.nthreads() if self.client is not None else {}
+
+    def _workers(self, threads: dict[str, int]) -> int:
         """The worker threads that run chunks: a pool's workers, a Dask cluster's threads."""
-        if self.client is not None:
-            return max(1, int(sum(self.client.nthreads().values())))
-        return max_workers(self.executor)
+        return max(1, sum(threads.values())) if self.client is not None else max_workers(self.executor)
 
     def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
-        threads: dict[str, int] = self.client.nthreads() if self.client is not None else {}
-        workers = sum(threads.values()) if self.client is not None else max_workers(self.executor)
+        threads = self._threads()
         left = samples.size - start
-        size = chunksize or chunk_size(left, max(1, workers), 1 if self.client is not None else 2)
+        size = chunksize or chunk_size(left, self._workers(threads), 1 if self.client is not None else 2)
         chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads)
         try:
             if isinstance(self.executor, cf.ProcessPoolExecutor) or self._sees_shared_memory(threads):

@@ -29,9 +29,6 @@ class Seeds:
         self.entropy, self.spawn_key, self.pool_size = sequence.entropy, tuple(sequence.spawn_key), sequence.pool_size
         self.rng, self.globals = rng, globals
 
-    def __reduce__(self) -> Any:
-        return _rebuilt, (self.entropy, self.spawn_key, self.pool_size, self.rng, self.globals)
-
     def sample(self, i: int) -> np.random.SeedSequence:
         """Sample ``i``'s SeedSequence: the seed's child ``i``."""
         return np.random.SeedSequence(self.entropy, spawn_key=(*self.spawn_key, i), pool_size=self.pool_size)
@@ -50,18 +47,6 @@ class Seeds:
         if self.rng:
             return {**kwargs, "rng": np.random.default_rng(sequence)}
         return kwargs
-
-
-def _rebuilt(entropy: Any, spawn_key: tuple[int, ...], pool_size: int, rng: bool, globals: bool) -> Seeds:
-    seeds = Seeds.__new__(Seeds)
-    seeds.entropy, seeds.spawn_key, seeds.pool_size, seeds.rng, seeds.globals = (
-        entropy,
-        spawn_key,
-        pool_size,
-        rng,
-        globals,
-    )
-    return seeds
 
 
 class GlobalStates:
