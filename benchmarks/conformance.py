@@ -76,6 +76,7 @@ POLICIES = (
             "test_permutation_not_implement_for_xp",
             "test_nd_input_validation",
             "test_bootstrap_iv_other",
+            "test_input_validation_xp",
         ),
         (),
         "torchify runs SciPy's NumPy code, which takes what its torch path refuses (fft's workers=, "

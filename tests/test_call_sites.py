@@ -67,6 +67,26 @@ def test_a_numba_kernel_with_a_signature_refuses_read_only_arrays_as_a_read_only
     assert ac.accepts_numpy(copy=True)(total)(t) == total(t.numpy().copy()) == 6.0
 
 
+def test_a_numba_signature_refusing_a_later_argument_is_a_read_only_error() -> None:
+    """numba lists every argument's type in its refusal ("float64, readonly array(...)"):
+    a read-only array anywhere in the list is the refusal, not only in first place."""
+    numba = _needs("numba")
+
+    @numba.njit(numba.float64(numba.float64, numba.float32[::1]))
+    def scaled_total(scale: float, a: Any) -> float:
+        s = 0.0
+        for v in a:
+            s += v * scale
+        return s
+
+    error = _refusal(scaled_total, 2.0, torch.arange(4.0))
+    assert str(error).startswith(
+        f"{scaled_total.__qualname__}(): argument a was refused by compiled code that needs writable arrays"
+    )
+    assert "No matching definition for argument type(s) float64, readonly array(float32, 1d, C)" in str(error)
+    assert ac.accepts_numpy(copy=True)(scaled_total)(2.0, torch.arange(4.0)) == 12.0
+
+
 def test_a_numba_kernel_storing_into_an_argument_is_named_with_both_fixes() -> None:
     """CenterPoint / mmdetection3d style: a kernel fills a buffer it was handed. The numba
     TypingError becomes a ReadOnlyError naming the argument; writeback=True fills the caller's
@@ -154,6 +174,17 @@ def test_writeback_draws_into_a_permuted_tensor_through_a_contiguous_copy() -> N
     with ac.stats() as seen:
         ac.accepts_numpy(writeback=True)(box)(contiguous)
     assert np.array_equal(contiguous.numpy(), hand) and not any(seen.copies.values())
+
+
+def test_a_torchified_opencv_function_names_its_arguments_from_its_docstring() -> None:
+    """OpenCV's builtins have no signature; their docstrings' signature lines name the
+    parameters (``rectangle(img, pt1, pt2, color[, ...]) -> img``, and a second overload
+    ``rectangle(img, rec, color...)``), so a refusal names ``img``, where every overload agrees."""
+    cv2 = _needs("cv2")
+    chw = torch.zeros(3, 12, 12, dtype=torch.uint8)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.torchify(cv2).rectangle(chw.permute(1, 2, 0), (2, 2), (9, 7), (255, 0, 128), 1)
+    assert str(info.value).startswith("rectangle(): argument img was written into by the function; ")
 
 
 def test_torchified_opencv_factories_give_objects_that_take_tensors() -> None:
@@ -370,3 +401,36 @@ def test_xp_torch_names_numpy_for_the_arrays_handed_over() -> None:
     coefficients = ac.torchify(scipy.signal).savgol_coeffs(5, 2, xp=torch)
     assert type(coefficients) is torch.Tensor
     assert np.allclose(coefficients.numpy(), scipy.signal.savgol_coeffs(5, 2))
+
+
+# --------------------------------------------------------------------------- astropy
+
+
+def test_an_astropy_quantity_is_refused_naming_its_unit() -> None:
+    """A Quantity's numbers mean nothing without its unit, which a tensor cannot carry: as a
+    result or to_tensor's argument it is refused, naming the unit and ``to_value``; its
+    numbers in a chosen unit convert."""
+    u = _needs("astropy.units")
+    distances = np.arange(3.0) * u.m
+
+    with pytest.raises(ac.ConversionError) as info:
+        ac.returns_tensor(lambda: distances)()
+    assert str(info.value) == (
+        "test_an_astropy_quantity_is_refused_naming_its_unit.<locals>.<lambda>(): result is a Quantity in m, an array subclass that carries a unit; a tensor holds the "
+        "numbers only, and the unit would be silently lost. Found astropy.units.quantity.Quantity(shape=(3,), "
+        "dtype=<f8). Fix: pass the numbers in the unit you choose: result.to_value(unit) (astropy), or "
+        "result.value."
+    )
+    with pytest.raises(ac.ConversionError, match=r"argument obj\[0\] is a Quantity in s, "):
+        ac.to_tensor([u.Quantity(3.0, u.s)])
+    assert ac.to_tensor(distances.to_value(u.cm)).tolist() == [0.0, 100.0, 200.0]
+
+
+def test_array_subclasses_without_a_unit_convert_by_their_values(tmp_path: Any) -> None:
+    """``np.memmap`` and ``np.matrix`` carry no unit: their values are the data."""
+    mapped = np.memmap(tmp_path / "values.bin", dtype=np.float32, mode="w+", shape=(3,))
+    mapped[:] = [1.0, 2.0, 3.0]
+    assert ac.to_tensor(mapped).tolist() == [1.0, 2.0, 3.0]
+    with pytest.warns(PendingDeprecationWarning):
+        matrix = np.matrix([[1.0, 2.0]])
+    assert ac.to_tensor(matrix).tolist() == [[1.0, 2.0]]

@@ -27,6 +27,7 @@ ORDER = [
     "_conversions._to_numpy",
     "_conversions._writeback",
     "_conversions._containers",
+    "_conversions._mutations",
     "_conversions._tree",
     "_calls._options",
     "_calls._config",

@@ -4,6 +4,7 @@ torch/NumPy error, a crash or a leaked warning."""
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import warnings
 from collections.abc import Callable
@@ -12,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._conversions._dtypes import WIDENED
@@ -245,3 +248,395 @@ def test_odd_containers_convert_or_raise_clearly(name: str, route: str) -> None:
     argument, never a RecursionError or NumPy's own ValueError."""
     value = _odd_containers()[name]()
     _outcome(CONTAINER_ROUTES[route], value)
+
+
+# --------------------------------------------------------------------------- write routes
+
+
+def _rng_random(a: np.ndarray) -> None:
+    np.random.default_rng(0).random(out=a)
+
+
+def _rng_standard_normal(a: np.ndarray) -> None:
+    np.random.default_rng(0).standard_normal(out=a)
+
+
+def _round_into(a: np.ndarray) -> None:
+    np.round(np.ones((3, 3)), out=a)
+
+
+def _cumsum_into(a: np.ndarray) -> None:
+    np.cumsum(np.ones((3, 3)), axis=0, out=a)
+
+
+def _take_into(a: np.ndarray) -> None:
+    np.take(np.ones(9), [0, 1, 2], out=a[0])
+
+
+def _dot_into(a: np.ndarray) -> None:
+    np.dot(np.eye(3), np.eye(3), out=a)
+
+
+def _cdist_into(a: np.ndarray) -> None:
+    import scipy.spatial.distance
+
+    scipy.spatial.distance.cdist(np.ones((3, 2)), np.zeros((3, 2)), out=a)
+
+
+def _memoryview_write(a: np.ndarray) -> None:
+    memoryview(a)[0, 0] = 1.0
+
+
+def _ctypes_from_buffer(a: np.ndarray) -> None:
+    import ctypes
+
+    (ctypes.c_double * 9).from_buffer(a)
+
+
+def _readinto(a: np.ndarray) -> None:
+    import io
+
+    io.BytesIO(bytes(72)).readinto(a)
+
+
+WRITE_ROUTES = [
+    _rng_random,
+    _rng_standard_normal,
+    _round_into,
+    _cumsum_into,
+    _take_into,
+    _dot_into,
+    _cdist_into,
+    _memoryview_write,
+    _ctypes_from_buffer,
+    _readinto,
+]
+
+
+@pytest.mark.parametrize("route", WRITE_ROUTES, ids=lambda f: f.__name__)
+def test_every_refused_write_into_a_handed_array_is_a_read_only_error(route: Callable[[Any], None]) -> None:
+    """NumPy's ``out=`` routes (its Python wrappers and C functions), a Generator's and
+    SciPy's, and Python's buffer protocol (memoryview, ctypes, readinto) refuse the read-only
+    array in their own words; each comes out a ReadOnlyError naming the argument and the
+    fixes, the original chained, and with copy=True the write runs."""
+    t = torch.zeros(3, 3, dtype=torch.float64)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.accepts_numpy(route)(t)
+    original = info.value.__cause__
+    assert str(info.value) == (
+        f"{route.__qualname__}(): argument a was written into by the function; arrays made from tensor "
+        "arguments are read-only so that NumPy code never changes the caller's tensors behind its back. "
+        f"Found {type(original).__name__}({str(original)!r}). Fix: pass copy=True to give the function private "
+        "writable copies, or writeback=True to let its changes reach the caller's tensors."
+    )
+    assert torch.equal(t, torch.zeros(3, 3, dtype=torch.float64))
+    ac.accepts_numpy(copy=True)(route)(t)
+
+
+def _sliding_window_write(a: np.ndarray) -> None:
+    np.lib.stride_tricks.sliding_window_view(a, 2, axis=1)[0, 0, 0] = 1.0
+
+
+def _broadcast_write(a: np.ndarray) -> None:
+    np.broadcast_to(a, (2, 3, 3))[0, 0, 0] = 1.0
+
+
+def _as_strided_write(a: np.ndarray) -> None:
+    np.lib.stride_tricks.as_strided(a, writeable=False)[0, 0] = 1.0
+
+
+@pytest.mark.parametrize(
+    "route", [_sliding_window_write, _broadcast_write, _as_strided_write], ids=lambda f: f.__name__
+)
+@pytest.mark.parametrize("copy", [None, True])
+def test_writes_into_numpys_own_read_only_views_keep_numpys_error(route: Callable[[Any], None], copy: Any) -> None:
+    """``sliding_window_view``, ``broadcast_to`` and ``as_strided(writeable=False)`` make
+    read-only views by NumPy's own rule, whatever they view: copy=True would not help, so
+    NumPy's error stands, with and without it."""
+    with pytest.raises(ValueError) as info:
+        ac.accepts_numpy(copy=copy)(route)(torch.zeros(3, 3, dtype=torch.float64))
+    assert type(info.value) is ValueError
+    assert str(info.value) == "assignment destination is read-only"
+
+
+# --------------------------------------------------------------------------- writes after the call
+
+
+class _Scaler:
+    """A class-based context manager that writes into the array on exit."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __enter__(self) -> np.ndarray:
+        return self.a
+
+    def __exit__(self, *exc: object) -> None:
+        self.a += 1
+
+
+def _closure_writer(a: np.ndarray) -> Callable[[], None]:
+    def later() -> None:
+        a[...] += 1
+
+    return later
+
+
+class _Holder:
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def bump(self) -> None:
+        self.a += 1
+
+
+def _late_write(kind: str, t: torch.Tensor) -> None:
+    """Write 1 into every element of ``t``'s array after a writeback=True call returned."""
+    if kind == "context manager":
+        with ac.accepts_numpy(writeback=True)(_Scaler)(t):
+            pass
+    elif kind == "closure":
+        ac.accepts_numpy(writeback=True)(_closure_writer)(t)()
+    else:
+        ac.accepts_numpy(writeback=True)(_Holder)(t).bump()
+
+
+def _layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "transposed":
+        return t.T
+    if layout == "sliced":
+        return t[:, ::2]
+    return t
+
+
+@given(
+    kind=st.sampled_from(["context manager", "closure", "object"]),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.int32, torch.uint8, torch.bfloat16, torch.float16]),
+    layout=st.sampled_from(["contiguous", "transposed", "sliced"]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_write_after_a_writeback_call_reaches_the_tensor_or_is_refused(
+    kind: str, dtype: torch.dtype, layout: str
+) -> None:
+    """A write made after the call returns, by a context manager, a closure or an object
+    holding the handed array, reaches the caller's tensor where the array is its memory (a
+    NumPy dtype, C order); where it was a private copy (bfloat16, strided memory), the copy
+    is read-only once copied back, so the write raises NumPy's error and the tensor keeps
+    what the call left, never silently half-changed."""
+    base = torch.zeros(4, 4, dtype=dtype)
+    t = _layout(base, layout)
+    if dtype is torch.bfloat16 or layout != "contiguous":
+        with pytest.raises((ValueError, ac.ReadOnlyError), match="read-only"):
+            _late_write(kind, t)
+        assert torch.equal(base, torch.zeros(4, 4, dtype=dtype))
+    else:
+        _late_write(kind, t)
+        assert torch.equal(t, torch.ones_like(t))
+
+
+def test_the_late_write_of_a_torchified_object_names_the_attribute_and_why() -> None:
+    """A torchified object that kept a private copy (a bfloat16 tensor, writeback=True) and
+    writes into it in a later method is refused with a ReadOnlyError saying why."""
+    t = torch.zeros(3, dtype=torch.bfloat16)
+    held = ac.torchify(_Holder, writeback=True)(t)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        held.bump()
+    assert str(info.value) == (
+        "_Holder.bump(): attribute self.a holds a private copy of a tensor handed to an earlier call with "
+        "writeback=True (NumPy cannot share the tensor's memory: another device, a dtype NumPy lacks, or strided "
+        "memory), copied back when that call returned and read-only since, so that a write made later is refused "
+        "rather than lost. Found ValueError('output array is read-only'). Fix: make the writes before the call "
+        "returns, or pass a contiguous CPU tensor of a NumPy dtype, whose memory the array shares."
+    )
+    assert torch.equal(t, torch.zeros(3, dtype=torch.bfloat16))
+
+
+def test_an_array_a_writeback_call_returns_stays_writable() -> None:
+    """The private copy the function returns is the caller's result, not the tensor's: writable."""
+    returned = ac.accepts_numpy(writeback=True)(_identity)(torch.zeros(3, dtype=torch.bfloat16))
+    returned += 1
+    assert returned.tolist() == [1.0, 1.0, 1.0]
+
+
+# --------------------------------------------------------------------------- torchified objects' attributes
+
+
+class _Accumulator:
+    def __init__(self) -> None:
+        self.buf: Any = None
+
+    def bump(self) -> None:
+        self.buf += 1
+
+
+def test_assigning_a_tensor_to_a_proxy_hands_it_over_as_an_argument() -> None:
+    """``proxy.buf = t`` hands ``t`` over as a method's argument is: read-only by default (a
+    later write is a ReadOnlyError naming the attribute, the caller's tensor untouched), a
+    private copy with copy=True, the tensor's own memory with writeback=True."""
+    t = torch.zeros(3)
+    acc = ac.torchify(_Accumulator)()
+    acc.buf = t
+    with pytest.raises(ac.ReadOnlyError) as info:
+        acc.bump()
+    assert str(info.value).startswith("_Accumulator.bump(): attribute self.buf was written into by the function; ")
+    assert torch.equal(t, torch.zeros(3))
+
+    private = ac.torchify(_Accumulator, copy=True)()
+    private.buf = t
+    private.bump()
+    assert torch.equal(t, torch.zeros(3)) and torch.equal(private.buf, torch.ones(3))
+
+    shared = ac.torchify(_Accumulator, writeback=True)()
+    shared.buf = t
+    shared.bump()
+    assert torch.equal(t, torch.ones(3))
+
+
+def test_an_object_keeping_a_constructor_argument_refuses_a_later_write() -> None:
+    """``torchify(Holder)(t).bump()`` writes into the read-only array the constructor was
+    handed: a ReadOnlyError naming the attribute, with copy=True as the fix that works."""
+    t = torch.zeros(3)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.torchify(_Holder)(t).bump()
+    assert str(info.value) == (
+        "_Holder.bump(): attribute self.a was written into by the function; arrays made from tensor arguments "
+        "are read-only so that NumPy code never changes the caller's tensors behind its back. Found "
+        "ValueError('output array is read-only'). Fix: pass copy=True to give the function private writable "
+        "copies, or writeback=True to let its changes reach the caller's tensors."
+    )
+    held = ac.torchify(_Holder, copy=True)(t)
+    held.bump()
+    assert torch.equal(t, torch.zeros(3)) and torch.equal(held.a, torch.ones(3))
+
+
+# --------------------------------------------------------------------------- containers changed by the function
+
+#: What a function may do to the dict it was handed, and the same done to the caller's dict
+#: in torch: ``(on the handed dict, on a twin of the caller's)``.
+_CONTAINER_CHANGES: dict[str, tuple[Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]]] = {
+    "write in place": (lambda s: s["x"].__iadd__(1), lambda s: s["x"].__iadd__(1)),
+    "add a key": (lambda s: s.__setitem__("new", np.ones(2)), lambda s: s.__setitem__("new", torch.ones(2))),
+    "replace a number": (lambda s: s.__setitem__("n", s["n"] + 1), lambda s: s.__setitem__("n", s["n"] + 1)),
+    "replace a tensor": (lambda s: s.__setitem__("x", s["x"] * 2), lambda s: s.__setitem__("x", s["x"] * 2)),
+    "alias a tensor": (lambda s: s.__setitem__("y", s["x"]), lambda s: s.__setitem__("y", s["x"])),
+    "delete a key": (lambda s: s.pop("tag", None), lambda s: s.pop("tag", None)),
+    "append an item": (lambda s: s["items"].append(np.zeros(1)), lambda s: s["items"].append(torch.zeros(1))),
+    "pop an item": (lambda s: s["items"] and s["items"].pop(), lambda s: s["items"] and s["items"].pop()),
+}
+
+
+def _state(dtype: torch.dtype) -> dict[str, Any]:
+    return {"x": torch.arange(3, dtype=dtype), "n": 0, "tag": "a", "items": [torch.ones(1, dtype=dtype)]}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a.double(), b.double())
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@given(
+    changes=st.lists(st.sampled_from(sorted(_CONTAINER_CHANGES)), max_size=5),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+)
+@settings(max_examples=80, deadline=None)
+def test_changes_to_a_handed_container_reach_the_callers(changes: list[str], dtype: torch.dtype) -> None:
+    """With writeback=True, whatever the function does to the dict of tensors it was handed
+    (keys added and removed, items appended and popped, values replaced, arrays written in
+    place) is what the caller's dict holds afterwards, in tensors; an array the function
+    was handed and moved stays the caller's tensor itself."""
+
+    @ac.accepts_numpy(writeback=True)
+    def change(state: dict[str, Any]) -> None:
+        for name in changes:
+            _CONTAINER_CHANGES[name][0](state)
+
+    state, twin = _state(dtype), _state(dtype)
+    x = state["x"]
+    change(state)
+    for name in changes:
+        _CONTAINER_CHANGES[name][1](twin)
+    assert _same(state, twin), (state, twin)
+    if "alias a tensor" in changes and "replace a tensor" not in changes:
+        assert state["y"] is x
+
+
+@dataclasses.dataclass
+class _Run:
+    x: torch.Tensor
+    steps: int = 0
+
+
+def test_a_dataclass_field_and_attribute_set_by_the_function_reach_the_callers() -> None:
+    """A dataclass holding a tensor reaches the function as a copy: the fields and attributes
+    it sets are set on the caller's object."""
+
+    @ac.accepts_numpy(writeback=True)
+    def step(run: _Run) -> None:
+        run.x *= 2
+        run.steps += 1
+        run.note = "stepped"  # type: ignore[attr-defined]
+
+    run = _Run(torch.ones(2))
+    step(run)
+    assert torch.equal(run.x, torch.full((2,), 2.0)) and run.steps == 1 and run.note == "stepped"  # type: ignore[attr-defined]
+
+
+class _Pair:
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+def test_a_change_a_registered_container_cannot_take_is_refused() -> None:
+    """A type registered with flatten/unflatten has no way to take a change back: the call
+    raises, naming the argument and where in it the change was, never dropping it silently."""
+    ac.register_container(_Pair, lambda p: ((p.a, p.b), None), lambda c, _: _Pair(*c))
+
+    @ac.accepts_numpy(writeback=True)
+    def swap(pair: _Pair) -> None:
+        pair.b = np.zeros(1)
+
+    with pytest.raises(ac.ConversionError) as info:
+        swap(_Pair(torch.ones(1), 2))
+    assert str(info.value) == (
+        "test_a_change_a_registered_container_cannot_take_is_refused.<locals>.swap(): argument pair was changed "
+        "by the function (at [1]), and a _Pair cannot take the change back: writeback=True hands it a rebuilt "
+        "copy, whose arrays' contents are copied back but not its own changes. Found tests.test_sweep._Pair. "
+        "Fix: return the changed value instead, or make the change on the caller's side."
+    )
+
+
+def test_returns_tensor_alone_takes_a_self_containing_argument_it_never_converts() -> None:
+    """``returns_tensor`` only looks through the arguments for the caller's device: a list or
+    dict that holds itself is looked through as far as the walk goes, and the call goes on."""
+    loop: list[Any] = [torch.ones(1)]
+    loop.append(loop)
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+
+    @ac.returns_tensor
+    def ones(x: Any, extra: Any) -> np.ndarray:
+        return np.ones(2)
+
+    assert torch.equal(ones(loop, looped), torch.ones(2, dtype=torch.float64))
+    assert torch.equal(ones(1, extra=loop), torch.ones(2, dtype=torch.float64))
+
+
+def test_a_refused_change_deep_in_a_container_is_named_by_its_path() -> None:
+    """The change a registered type cannot take is named where it is, below the argument."""
+    ac.register_container(_Pair, lambda p: ((p.a, p.b), None), lambda c, _: _Pair(*c))
+
+    @ac.accepts_numpy(writeback=True)
+    def swap(state: dict[str, Any]) -> None:
+        state["pairs"][0].b = None
+
+    with pytest.raises(ac.ConversionError) as info:
+        swap({"pairs": [_Pair(torch.ones(1), 2)]})
+    assert str(info.value).startswith(
+        "test_a_refused_change_deep_in_a_container_is_named_by_its_path.<locals>.swap(): argument "
+        "state['pairs'][0] was changed by the function (at [1]), and a _Pair cannot take the change back"
+    )

@@ -7,6 +7,7 @@ go, and NumPy's dtype promotion holds. Each case compares with the NumPy call on
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import types
@@ -312,15 +313,98 @@ def test_array_api_compat_torch_functions_are_torch_callbacks() -> None:
     np.testing.assert_allclose(out.numpy(), expected)
 
 
+def _mean_in_torch(a: Any, axis: int) -> Any:
+    return torch.mean(a, dim=axis)
+
+
+class _TorchMean:
+    def __call__(self, a: Any, axis: int = -1) -> Any:
+        return torch.mean(a, dim=axis)
+
+
+class _TorchMeanModule(torch.nn.Module):
+    def forward(self, a: Any, axis: int = -1) -> Any:
+        return a.mean(dim=axis)
+
+
+def _nested_mean(a: Any, axis: int = -1) -> Any:
+    def inner() -> Any:
+        return torch.mean(a, dim=axis)
+
+    return inner()
+
+
+def _namespace_mean(xp: Any) -> Any:
+    return lambda a, axis: xp.mean(a, axis=axis)
+
+
+@pytest.mark.parametrize(
+    "statistic",
+    [
+        pytest.param(lambda a, axis=-1: torch.mean(a, dim=axis), id="reads-torch"),
+        pytest.param(_namespace_mean(torch), id="closure-xp-torch"),
+        pytest.param(lambda a, axis=-1, xp=torch: xp.mean(a, dim=axis), id="default-xp-torch"),
+        pytest.param(functools.partial(_mean_in_torch), id="partial"),
+        pytest.param(_TorchMean(), id="callable-object"),
+        pytest.param(_TorchMeanModule(), id="nn-module"),
+        pytest.param(_nested_mean, id="nested-function"),
+    ],
+)
+def test_a_callable_written_in_torch_takes_tensors_without_an_option(statistic: Any) -> None:
+    """A callable whose code reads torch (a global, a closure variable, a default, a nested
+    function's name), a partial of one, a callable object and an nn.Module take tensors from
+    SciPy: ``bootstrap``'s statistic, as SciPy's torch-backend tests write it."""
+    import scipy.stats
+
+    x = torch.rand(20, dtype=torch.float64)
+    result = ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20, random_state=0)
+    expected = scipy.stats.bootstrap((x.numpy(),), np.mean, n_resamples=20, random_state=0)
+    assert isinstance(result.standard_error, torch.Tensor)
+    assert result.standard_error.item() == pytest.approx(expected.standard_error)
+
+
+def _recorded_numpy_mean(seen: list[type]) -> Any:
+    def statistic(a: Any, axis: int = -1) -> Any:
+        seen.append(type(a))
+        return np.mean(a, axis=axis)
+
+    return statistic
+
+
+def _recorded_namespace_mean(seen: list[type], xp: Any = np) -> Any:
+    return lambda a, axis=-1: (seen.append(type(a)), xp.mean(a, axis=axis))[1]
+
+
+def _recorded_from_numpy(seen: list[type]) -> Any:
+    def statistic(a: Any, axis: int = -1) -> Any:
+        seen.append(type(a))
+        return torch.from_numpy(np.array(a)).mean(dim=axis).numpy()
+
+    return statistic
+
+
+@pytest.mark.parametrize("make", [_recorded_numpy_mean, _recorded_namespace_mean, _recorded_from_numpy])
+def test_a_callable_written_for_numpy_keeps_getting_arrays(make: Any) -> None:
+    """NumPy-written callables (``np.mean``, a namespace ``xp`` that is NumPy), and torch code
+    that makes its own tensors from what it is handed (``torch.from_numpy``), are handed
+    arrays, as the caller wrote them for."""
+    import scipy.stats
+
+    seen: list[type] = []
+    x = torch.rand(20, dtype=torch.float64)
+    ac.torchify(scipy.stats).bootstrap((x,), make(seen), n_resamples=20, random_state=0)
+    assert seen and set(seen) == {np.ndarray}
+
+
 def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:
-    """Callables the caller passes get arrays by default (NumPy-written callbacks are the
-    common case); when torch code in one refuses them, the error says which fix to take."""
+    """Torch code a callable reaches only through a function of its own module is not seen:
+    handed arrays, it fails, and the error says which fix to take."""
     import scipy.stats
 
     x = torch.rand(20, dtype=torch.float64)
 
     def statistic(a: Any, axis: int = -1) -> Any:
-        return torch.mean(a, dim=axis)
+        return _mean_in_torch(a, axis)
 
     with pytest.raises(TypeError) as info:
         ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20)

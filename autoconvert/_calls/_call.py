@@ -7,13 +7,18 @@ from typing import Any, NamedTuple
 
 import torch
 
+from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._devices import settle
+from autoconvert._conversions._devices import default_device, settle, vote
+from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._memory import restore_writes
+from autoconvert._conversions._mutations import reach
+from autoconvert._conversions._to_torch import Target
 from autoconvert._conversions._tree import cycle_error, keep
-from autoconvert._conversions._writeback import WriteBackFailed, write_back
+from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
+from ._callbacks import to_tensors
 from ._config import _ACTIVE, Config
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
@@ -32,7 +37,9 @@ ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
 ]
 Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any]
-AfterStep = Callable[[Collected, Given], None]
+#: ``(ctx, given, handed, result)``: ``handed`` the arguments as the function got them, ``result``
+#: None where it raised.
+AfterStep = Callable[[Collected, Given, tuple[tuple[Any, ...], dict[str, Any]], Any], None]
 
 
 class Steps(NamedTuple):
@@ -171,13 +178,20 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                failed(
+                    e,
+                    after,
+                    ctx,
+                    given,
+                    handed=(args, kwargs),
+                    read_only=readonly and (plain or odd or instance is not None),
+                )
                 raise
             if after is not None:
                 assert isinstance(ctx, Collected)  # an after step is a NumPy side's
                 if ctx.pairs or ctx.written:
                     refuse_deferred(result, function)
-                after(ctx, given)
+                after(ctx, given, (args, kwargs), result)
                 if gives_back and ctx.written:
                     result = returned(result, ctx.written)
                     if type(result) is Returned:  # the caller's own tensor, written already
@@ -206,9 +220,11 @@ class Runner:
             return self._restore_writes
         return None if after is None else self._write_back  # WRITE_BACK, WRITE_BACK_OUT
 
-    def _write_back(self, ctx: Collected, given: Given) -> None:
+    def _write_back(
+        self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]], result: Any
+    ) -> None:
         """What the function wrote reaches the caller, even when it raised; a tensor that cannot
-        take its array back is named."""
+        take its array back is named. The private arrays are read-only afterwards (see freeze)."""
         pairs = ctx.pairs or []
         if ctx.written:
             pairs = [*pairs, *((t, private) for t, _, private in ctx.written)]
@@ -226,6 +242,31 @@ class Runner:
                     "or return the new array instead, with writeback=False",
                 )
             ) from failed.error
+        finally:
+            spans = {id(span): span for span in ctx.spans.values()} if ctx.spans else {}
+            views = [v for span in spans.values() for v in span.views or ()]
+            freeze([a for _, a in pairs if a is not None] + views, result)
+        if ctx.handed:
+            self._reach(ctx, given, handed)
+
+    def _reach(self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
+        """writeback: what the function changed in the containers it was handed reaches the
+        caller's (see _mutations); new arrays come back as tensors on the call's device."""
+        assert self.inputs is not None
+        args, kwargs, instance = given
+        params, offset = self.inputs.params, self.inputs.params.offset(instance)
+        pairs = [
+            (params.positional_name(i, offset), a, h) for i, (a, h) in enumerate(zip(args, handed[0], strict=True))
+        ]
+        pairs += [(params.keyword_name(k), v, handed[1].get(k, v)) for k, v in kwargs.items()]
+        target = Target(vote(ctx.plain + ctx.odd) or default_device(), NO_CASTS, None)
+        for root, original, rebuilt in pairs:
+            if rebuilt is original or node_for(type(original)) is None:
+                continue
+            try:
+                reach(original, rebuilt, ctx.handed or [], lambda value: to_tensors(value, target))
+            except LeafError as e:
+                raise e.public(self.function, "argument", root) from None
 
     def say_gradient(self, given: Given) -> None:
         """The once-per-function GradientWarning, naming where its tensor was in ``given``."""
@@ -240,12 +281,14 @@ class Runner:
         paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
         return ", ".join(paths or ["(a tensor argument)"])
 
-    def _restore_writes(self, ctx: Collected, given: Given) -> None:
+    def _restore_writes(
+        self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]], result: Any
+    ) -> None:
         """check_writes: put back what the function changed in the caller's tensors, and say so
         (out-parameters are the function's to change: written back first)."""
         pairs = ctx.pairs or []
         if ctx.written:
-            self._write_back(ctx._replace(pairs=[]), given)
+            self._write_back(ctx._replace(pairs=[]), given, handed, result)
             pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in ctx.written)]
         changed = restore_writes(pairs)
         if not changed:
@@ -265,7 +308,7 @@ class Runner:
     def failed(
         self,
         error: BaseException,
-        after: Callable[[Collected, Given], None] | None,
+        after: AfterStep | None,
         ctx: Context | None,
         given: Given,
         *,
@@ -277,14 +320,14 @@ class Runner:
         (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see _failures)."""
         if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
-            self._after_failure(after, ctx, given, error)
+            self._after_failure(after, ctx, given, handed, error)
         inputs = self.inputs
         if not isinstance(inputs, NumpyInputs):
             return
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
             refused = refused_by(error, inputs, handed, given) if read_only else None
             if refused is not None:
-                raise read_only_error(self.function, error, *refused, writeback=inputs.writeback) from error
+                raise read_only_error(self.function, error, refused, writeback=inputs.writeback) from error
             notes = hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
             if isinstance(error, TypeError) and not inputs.callbacks and arrays_met_torch(str(error)):
                 notes += callback_hints(inputs, given)
@@ -295,14 +338,15 @@ class Runner:
 
     def _after_failure(
         self,
-        after: Callable[[Collected, Given], None],
+        after: AfterStep,
         ctx: Collected,
         given: Given,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
         error: BaseException,
     ) -> None:
         """Run ``after`` for a call that raised ``error``: the user's exception wins, and what
         ``after`` had to say (a write-back that failed, a write put back) becomes a note on it."""
         try:
-            after(ctx, given)
+            after(ctx, given, handed, None)
         except Exception as failure:
             error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")

@@ -12,7 +12,9 @@ device names where the results go.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +33,7 @@ from ._signature import function_name
 #: Packages whose callables are NumPy code themselves: handed over as they are.
 _NUMPY_CODE = frozenset({"numpy", "scipy"})
 
-_to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
+to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
 _to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
 
 
@@ -51,8 +53,8 @@ class TensorCallback:
         function = self.__wrapped__
         target = Target(vote(self.plain + self.odd) or default_device(), NO_CASTS, None)
         try:
-            args = _to_tensors(args, target)  # paths [0], [1], ... then ['name']
-            kwargs = _to_tensors(kwargs, target) if kwargs else kwargs
+            args = to_tensors(args, target)  # paths [0], [1], ... then ['name']
+            kwargs = to_tensors(kwargs, target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(function_name(function), "argument", "") from None
         result = function(*args, **kwargs)
@@ -73,10 +75,10 @@ def callback_leaf(function: Any, ctx: Any) -> Any:
 
 
 def torch_callback_leaf(function: Any, ctx: Any) -> Any:
-    """The leaf for callable arguments by default: torch's own functions (``torch.mean``,
-    ``torch.linalg.norm``, ``nn.functional.relu``), which cannot take arrays, take tensors;
-    any other callable is handed over as it is."""
-    return TensorCallback(function, ctx.plain, ctx.odd) if _torch_code(function) else function
+    """The leaf for callable arguments by default: callables written in torch (torch's own
+    functions, ``nn.Module``s, code that reads torch, see ``written_in_torch``), which cannot
+    take arrays, take tensors; any other callable is handed over as it is."""
+    return TensorCallback(function, ctx.plain, ctx.odd) if written_in_torch(function) else function
 
 
 def takes_callbacks(every: bool) -> Callable[[type], Any]:
@@ -126,6 +128,62 @@ def _numpy_code(function: Any) -> bool:
     callers' code, written like anyone's)."""
     module = _module(function)
     return module.partition(".")[0] in _NUMPY_CODE and ".tests." not in f"{module}."
+
+
+def written_in_torch(function: Any) -> bool:
+    """Whether ``function`` is written in torch: torch's own (see ``_torch_code``), an
+    ``nn.Module``, or Python code reading torch or a tensor through a name, a closure
+    variable or a default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch), its
+    nested functions included, that does not call ``from_numpy`` (code that makes its own tensors
+    from the arrays it is handed). Partials, bound methods and callable objects are judged by
+    their function."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if isinstance(function, torch.nn.Module) or _torch_code(function):
+        return True
+    function = getattr(function, "__func__", function)
+    if not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
+        function = type(function).__call__  # a callable object: its class's code
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
+        return False
+    names = _names_read(code)
+    if "from_numpy" in names:
+        return False
+    scope = function.__globals__
+    values = [scope[name] for name in names if name in scope]
+    values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
+    values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
+    return any(_is_torch(value) for value in values)
+
+
+@functools.lru_cache(maxsize=4096)  # code objects outlive their functions: lambdas made in a loop share one
+def _names_read(code: types.CodeType) -> frozenset[str]:
+    """The global and attribute names ``code`` and the functions nested in it read."""
+    names = frozenset(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names_read(const)
+    return names
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell (a name not yet bound) raises
+    except ValueError:
+        return False
+    return True
+
+
+def _is_torch(value: Any) -> bool:
+    """Whether ``value`` is torch: a torch module, array-api-compat's torch namespace, torch's
+    own function or class, or a tensor (a statistic closing over one computes with it)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+        return name.partition(".")[0] == "torch" or name.endswith("array_api_compat.torch")
+    return callable(value) and _torch_code(value)
 
 
 def _torch_code(function: Any) -> bool:

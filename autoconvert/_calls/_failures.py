@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import dis
 import re
-from typing import Any
+import types
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._tree import Mapper
+from autoconvert._conversions._writeback import FROZEN
 from autoconvert._errors import ReadOnlyError, message
 
 from ._inputs import NumpyInputs
@@ -32,21 +34,39 @@ _CYTHON_READ_ONLY = "buffer source array is read-only"
 #: How compiled code words a refused write: NumPy's "<what> is read-only", and pybind11's
 #: "array is not writeable" (``scipy.fft.fft(x, overwrite_x=True)``).
 _REFUSALS = (" is read-only", " is not writeable")
+#: Refusals worded as a list of demands: ``Generator.random(out=a)`` ("must be contiguous,
+#: writable, aligned..."), ``cdist(out=a)`` ("must be aligned, writable and native byte order");
+#: ``np.dot(x, y, out=a)`` words it "not acceptable (must have the right datatype...)", read-only
+#: being one of its demands: for a handed read-only array of the right kind, that one.
+_DEMANDS = (" writable, aligned", " aligned, writable", "output array is not acceptable")
+#: How Python's buffer protocol refuses a read-only buffer for writing: ``memoryview(a)[0] = x``,
+#: ``ctypes.c_double.from_buffer(a)``, ``BytesIO.readinto(a)`` (TypeErrors, all three).
+_BUFFER_REFUSALS = (
+    "cannot modify read-only memory",
+    "underlying buffer is not writable",
+    "must be read-write bytes-like",
+)
+#: NumPy's functions whose views are read-only by NumPy's own rule, whatever they view: a write
+#: into one is refused whether or not the array it views was handed read-only.
+_READ_ONLY_VIEWS = frozenset({"as_strided", "broadcast_arrays", "broadcast_to", "sliding_window_view"})
 #: How numba and OpenCV refuse a read-only array, by the module of the error's class (so
-#: recognising them imports neither) and words of its message: ``(module, words, writes)``,
-#: ``writes`` telling a refused write from a refusal on entry (a kernel's explicit signature).
+#: recognising them imports neither) and words of its message, all of them: ``(module,
+#: words, writes)``, ``writes`` telling a refused write from a refusal on entry (a kernel's
+#: explicit signature, whose read-only array may be any of its arguments).
 _COMPILED_REFUSALS = (
-    ("numba", "Cannot modify readonly array", True),
-    ("numba", "setitem(readonly array(", True),
-    ("numba", "readonly array(", False),
-    ("builtins", "No matching definition for argument type(s) readonly array(", False),
-    ("cv2", "provided NumPy array marked as readonly", True),
+    ("numba", ("Cannot modify readonly array",), True),
+    ("numba", ("setitem(readonly array(",), True),
+    ("numba", ("readonly array(",), False),
+    ("builtins", ("No matching definition for argument type(s) ", "readonly array("), False),
+    ("cv2", ("provided NumPy array marked as readonly",), True),
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
-def wrote_into_handed(error: ValueError, handed: list[tuple[str, Any]], kwargs: dict[str, Any]) -> list[str] | None:
+def wrote_into_handed(
+    error: ValueError | TypeError, handed: list[tuple[str, Any]], kwargs: dict[str, Any]
+) -> list[str] | None:
     """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over, and
     if so the paths of the handed arrays (``handed``: ``(path, array)`` pairs) it may have hit
     (empty where none can be told); None where it is not that refusal.
@@ -64,7 +84,7 @@ def wrote_into_handed(error: ValueError, handed: list[tuple[str, Any]], kwargs: 
     where that was handed read-only.
     """
     tb = error.__traceback__
-    if tb is None or not str(error).removesuffix(".").endswith(_REFUSALS):
+    if tb is None or not refuses_write(error):
         return None
     raised = tb
     while tb.tb_next is not None:
@@ -77,14 +97,39 @@ def wrote_into_handed(error: ValueError, handed: list[tuple[str, Any]], kwargs: 
             path for path, a in read_only if any(a is o for _, o in _array_walker.leaves_with_paths(kwargs.get("out")))
         ]
         return (out or [path for path, _ in read_only]) if read_only else None
-    if raised.tb_frame.f_code.co_code[raised.tb_lasti] in _RAISES:
+    code = raised.tb_frame.f_code
+    if code.co_code[raised.tb_lasti] in _RAISES or not _READ_ONLY_VIEWS.isdisjoint(code.co_names):
         return None
-    local = [v for v in raised.tb_frame.f_locals.values() if isinstance(v, np.ndarray) and not v.flags.writeable]
+    values = raised.tb_frame.f_locals.values()
+    local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
+    local = local or [v for v in _held(values) if not v.flags.writeable]
     if any(_broadcast(v) and all(v is not h for _, h in handed) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
     if not local or not all(any(np.may_share_memory(v, h) for _, h in handed) for v in local):
         return None
     return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
+
+
+def _held(values: Any) -> list[np.ndarray[Any, Any]]:
+    """The arrays in the containers and the attributes of the objects among a frame's local
+    ``values``, where none is a read-only array itself: NumPy's Python wrappers (``np.round``,
+    ``np.cumsum``) keep the destination in ``**kwargs``, a method writes into ``self.buf``."""
+    values = list(values)
+    values += [vars(v) for v in values if _has_attributes(v)]
+    return [a for _, a in _array_walker.leaves_with_paths(values)]
+
+
+def _has_attributes(value: Any) -> bool:
+    """Whether ``value`` is an object whose ``vars()`` are its state (not a module, class or function)."""
+    return hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, types.FunctionType))
+
+
+def refuses_write(error: BaseException) -> bool:
+    """Whether ``error`` is worded as compiled code's refusal to write into a read-only array."""
+    text = str(error)
+    if isinstance(error, TypeError):
+        return any(words in text for words in _BUFFER_REFUSALS)
+    return text.removesuffix(".").endswith(_REFUSALS) or any(words in text for words in _DEMANDS)
 
 
 def compiled_refusal(error: BaseException) -> bool | None:
@@ -94,7 +139,7 @@ def compiled_refusal(error: BaseException) -> bool | None:
     module = type(error).__module__.partition(".")[0]
     text = str(error)
     for owner, words, writes in _COMPILED_REFUSALS:
-        if module == owner and words in text:
+        if module == owner and all(w in text for w in words):
             return writes
     return None
 
@@ -107,20 +152,38 @@ def refused_on_entry(error: BaseException) -> bool:
     return compiled_refusal(error) is False
 
 
+class Refusal(NamedTuple):
+    """Compiled code refused a read-only array handed over."""
+
+    paths: list[str]  # where the arrays it may have been were (several: none can be told apart)
+    writes: bool  # it refused a write (else the array itself, on entry)
+    late: bool  # they are private copies of an earlier call with writeback=True (see freeze)
+
+
 def refused_by(
     error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
-) -> tuple[list[str], bool] | None:
-    """Whether ``error`` is compiled code refusing a read-only array handed over: the paths
-    of those it may have been and whether it refused a write (else the array on entry); None
-    where it is not such a refusal."""
-    writes = None if isinstance(error, ValueError) else compiled_refusal(error)
-    if writes is None and not isinstance(error, ValueError):
+) -> Refusal | None:
+    """Whether ``error`` is compiled code refusing a read-only array handed over, to this call
+    or (kept by the method's object) to an earlier one; None where it is not such a refusal."""
+    writes = compiled_refusal(error)
+    if writes is None and not isinstance(error, (ValueError, TypeError)):
         return None
     arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
+    if _has_attributes(given.instance):
+        arrays += [
+            (f"self.{name}{path}", a)
+            for name, value in vars(given.instance).items()
+            for path, a in _array_walker.leaves_with_paths(value)
+        ]
     if writes is not None:  # numba and OpenCV do not say which array: every read-only one handed over
-        return [path for path, a in arrays if not a.flags.writeable], writes
-    paths = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # a ValueError
-    return None if paths is None else (paths, str(error) != _CYTHON_READ_ONLY)
+        paths = [path for path, a in arrays if not a.flags.writeable]
+    else:
+        found = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # one of the two
+        if found is None:
+            return None
+        paths, writes = found, str(error) != _CYTHON_READ_ONLY
+    hit = [a for path, a in arrays if path in paths]
+    return Refusal(paths, writes, bool(hit) and all(FROZEN.get(id(a)) is a for a in hit))
 
 
 def quoted(error: BaseException) -> str:
@@ -184,13 +247,15 @@ def callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
     ]
 
 
-def read_only_error(
-    function: str, error: BaseException, paths: list[str], writes: bool, *, writeback: bool
-) -> ReadOnlyError:
-    """Compiled code refused a read-only array handed over (at ``paths``): ``writes``, by
-    writing into it (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython
-    memoryview, a numba kernel's signature), whether or not it would have written."""
-    named = f"argument {' or '.join(paths)}" if paths else ""  # several: the frame held them all
+def read_only_error(function: str, error: BaseException, refusal: Refusal, *, writeback: bool) -> ReadOnlyError:
+    """Compiled code refused a read-only array handed over (see Refusal): by writing into it
+    (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython memoryview, a numba
+    kernel's signature), whether or not it would have written."""
+    paths, writes = refusal.paths, refusal.writes
+    # several: the frame held them all; "self.buf": the method's object held it
+    arguments = " or ".join(p for p in paths if not p.startswith("self."))
+    attributes = " or ".join(p for p in paths if p.startswith("self."))
+    named = " or ".join(filter(None, [arguments and f"argument {arguments}", attributes and f"attribute {attributes}"]))
     if not writes:
         refuser = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
         what = (
@@ -213,7 +278,17 @@ def read_only_error(
             "pass copy=True to give the function private writable copies, or "
             "writeback=True to let its changes reach the caller's tensors"
         )
-    if writeback:  # only expanded tensors are read-only
+    if refusal.late:
+        what = (
+            "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "
+            "the tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that "
+            "call returned and read-only since, so that a write made later is refused rather than lost"
+        )
+        fix = (
+            "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
+            "memory the array shares"
+        )
+    elif writeback:  # only expanded tensors are read-only
         what = (
             "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
             "write can reach back into it, and the function wrote into it"

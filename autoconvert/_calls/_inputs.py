@@ -11,6 +11,7 @@ import torch
 from numpy.typing import NDArray
 
 from autoconvert._conversions import _devices
+from autoconvert._conversions._containers import Node
 from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
@@ -44,6 +45,8 @@ class Collected(NamedTuple):
     target: Target | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
+    #: writeback: (tensor, array handed over), for changes to containers (see _mutations).
+    handed: list[tuple[torch.Tensor, Any]] | None = None
 
 
 def collected(
@@ -55,9 +58,10 @@ def collected(
     seen: list[Any] | None = None,
     target: Target | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
+    handed: list[tuple[torch.Tensor, Any]] | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (plain, odd, pairs, spans, seen, target, written))
+    return _new(Collected, (plain, odd, pairs, spans, seen, target, written, handed))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -143,7 +147,35 @@ class RecordingInputs(Inputs):
 
     def __init__(self, params: Parameters, function: str) -> None:
         super().__init__(params, function, PLAIN, "")
-        self.mapper = self.recorder
+        self.mapper = _Recorder({torch.Tensor: _record}, nested=PLAIN.nested)
+
+
+class _Recorder(Mapper):
+    """The walk of arguments nothing converts: a container that holds itself is recorded as
+    far as the walk goes (its tensors vote for the device), and the call goes on."""
+
+    def _sequence(self, obj: list[Any] | tuple[Any, ...], ctx: Any) -> Any:
+        try:
+            return super()._sequence(obj, ctx)
+        except RecursionError:
+            return obj
+
+    def _dict(self, obj: dict[Any, Any], ctx: Any) -> Any:
+        try:
+            return super()._dict(obj, ctx)
+        except RecursionError:
+            return obj
+
+    def _container(self, node: Node) -> Callable[[Any, Any], Any]:
+        walk = super()._container(node)
+
+        def handler(obj: Any, ctx: Any) -> Any:
+            try:
+                return walk(obj, ctx)
+            except RecursionError:
+                return obj
+
+        return handler
 
 
 class NumpyInputs(Inputs):
@@ -191,8 +223,8 @@ class NumpyInputs(Inputs):
         try:
             tensors = self.tensors_in(args, kwargs)
         except RecursionError:  # a container that holds itself: the conversion names it
-            return collected(plain, odd, pairs=[], written=written)
-        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written)
+            return collected(plain, odd, pairs=[], written=written, handed=[])
+        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written, handed=[])
 
     def convert_written(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
@@ -283,6 +315,11 @@ class NumpyInputs(Inputs):
         return snapshotting
 
     def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
+        a = self._writeback_array(t, ctx)
+        ctx.handed.append((t, a))  # type: ignore[union-attr]  # writeback has the list
+        return a
+
+    def _writeback_array(self, t: torch.Tensor, ctx: Collected) -> Any:
         ctx.odd.append(t)
         _refuse_sparse(t)
         if not t.is_nested and expanded(t):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import types
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, NamedTuple
@@ -34,6 +35,31 @@ def function_name(func: Any) -> str:
     return f"{name}()"
 
 
+#: A signature line leading a builtin's docstring, as OpenCV and pybind11 write them:
+#: ``rectangle(img, pt1, pt2, color[, thickness[, lineType]]) -> img``, ``1. f(x: ndarray) -> ...``.
+_DOC_SIGNATURE = re.compile(r"^\s*(?:\d+\.\s*)?(?P<name>\w+)\((?P<params>[^)]*)\)")
+
+
+def documented_positional(func: Any) -> list[str | None]:
+    """The positional names the signature lines leading ``func``'s docstring give, for
+    messages: position ``i`` is named where every overload names it alike, else None."""
+    doc, name = getattr(func, "__doc__", None), getattr(func, "__name__", None)
+    if not isinstance(doc, str) or not name:
+        return []
+    overloads = []
+    for line in doc.strip().splitlines():
+        found = _DOC_SIGNATURE.match(line)
+        if found is None or found["name"] != name:
+            break  # the signatures lead the docstring
+        parts = [p.split("=")[0].split(":")[0].strip() for p in re.split(r"[,\[\]]", found["params"])]
+        overloads.append([p for p in parts if p])
+    if not overloads or not all(p.isidentifier() for names in overloads for p in names):
+        return []
+    longest = max(len(names) for names in overloads)
+    at = [{names[i] if i < len(names) else None for names in overloads} for i in range(longest)]
+    return [names.pop() if len(names) == 1 else None for names in at]
+
+
 class Parameters:
     """Parameter names by position, from the signature when there is one.
 
@@ -52,12 +78,14 @@ class Parameters:
         except (TypeError, ValueError):  # builtins, ufuncs and dispatchers may have none
             self.known = False
             self.positional: list[str] = []
+            self.documented = documented_positional(func)
             self.varargs: str | None = None
             self.keywords: set[str] = set()
             self.varkw: str | None = None
             self.shown: tuple[str, ...] = ()
             return
         self.known = True
+        self.documented = []
         kinds = inspect.Parameter
         params = list(signature.parameters.values())
         self.positional = [p.name for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
@@ -90,7 +118,8 @@ class Parameters:
             return names[i]
         if self.varargs:
             return f"{self.varargs}[{i - len(names)}]"
-        return f"args[{i}]"
+        documented = self.documented[offset:]
+        return (documented[i] if i < len(documented) else None) or f"args[{i}]"
 
     def keyword_name(self, key: str) -> str:
         return key if key in self.keywords or not self.varkw else f"{self.varkw}[{key!r}]"

@@ -46,6 +46,12 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     if isinstance(a, np.ma.MaskedArray):
         problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
         fix = "use np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
+    elif type(a) is not np.ndarray and _unit(a) is not None:
+        problem = (
+            f"is a {type(a).__qualname__} in {_unit(a)}, an array subclass that carries a unit; a tensor holds "
+            "the numbers only, and the unit would be silently lost"
+        )
+        fix = "pass the numbers in the unit you choose: {path}.to_value(unit) (astropy), or {path}.value"
     elif a.dtype.kind in _UNHOLDABLE:
         problem, fix = _UNHOLDABLE[a.dtype.kind]
     elif a.dtype.newbyteorder("=") not in NUMPY_TO_TORCH:
@@ -55,6 +61,16 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     else:
         return None
     return LeafError(ConversionError, problem, describe_array(a), fix)
+
+
+def _unit(a: Any) -> Any:
+    """The physical unit an array subclass carries (astropy's ``Quantity.unit``, unyt's
+    ``units``), or None: its numbers mean nothing without it."""
+    for name in ("unit", "units"):
+        unit = getattr(a, name, None)
+        if unit is not None and not callable(unit):
+            return unit
+    return None
 
 
 def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:

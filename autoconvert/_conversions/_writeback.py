@@ -8,6 +8,7 @@ aliasing and the copy back is one copy, whatever the dtype.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -35,12 +36,13 @@ class Span:
     view one array, so each converts alone and must share the caller's memory.
     """
 
-    __slots__ = ("array", "source", "start")
+    __slots__ = ("array", "source", "start", "views")
 
     def __init__(self, source: torch.Tensor | None, start: int) -> None:
         self.source = source
         self.start = start
         self.array: NDArray[Any] | None = None
+        self.views: list[NDArray[Any]] | None = None  # those handed over of a private array (see freeze)
 
     def view(self, t: torch.Tensor, pairs: Pairs, copy: bool | None, grad: GradPolicy, widened: Any) -> Any:
         """Member ``t`` as a view of the span's array (converted on first use, then written back once)."""
@@ -63,10 +65,14 @@ class Span:
             array, shared = tensor_to_array(self.source, copy, grad, settle=False, widened=widened)
             pairs.append((self.source, None if shared else array))
             self.array = array
+            self.views = None if shared else []
         array = self.array
         offset = t.storage_offset() - self.start
         strides = tuple(s * array.itemsize for s in t.stride())
-        return np.lib.stride_tricks.as_strided(array[offset:], tuple(t.shape), strides)
+        view = np.lib.stride_tricks.as_strided(array[offset:], tuple(t.shape), strides)
+        if self.views is not None:
+            self.views.append(view)
+        return view
 
 
 def aliased_spans(tensors: list[torch.Tensor]) -> dict[int, Span]:
@@ -148,3 +154,19 @@ def write_back(pairs: Pairs) -> None:
             failed = failed or WriteBackFailed(t, e)
     if failed is not None:
         raise failed
+
+
+#: Private arrays frozen after their copy back, by id, for the error a later write meets.
+FROZEN: weakref.WeakValueDictionary[int, NDArray[Any]] = weakref.WeakValueDictionary()
+
+
+def freeze(arrays: list[NDArray[Any]], result: Any) -> None:
+    """Make the private arrays a call was handed read-only once they are copied back: a write
+    made after the call (by a closure, a context manager or an object that kept one) would
+    reach the copy only, so NumPy refuses it instead. Arrays the function returns stay
+    writable: they are the caller's result, no longer the tensor's."""
+    returned = result if type(result) in (tuple, list) else (result,)
+    for a in arrays:
+        if all(a is not r for r in returned):
+            a.flags.writeable = False
+            FROZEN[id(a)] = a

@@ -93,6 +93,7 @@ class TorchifiedClass(StandIn):
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
+        self._store: Any = None  # assigns attributes of proxies (see ``assign``)
         functools.update_wrapper(self, cls, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -112,6 +113,21 @@ class TorchifiedClass(StandIn):
 
         # setdefault: threads that read a fresh name at once all get the first one made.
         return self.__dict__.setdefault(name, call)
+
+    def assign(self, target: Any, name: str, value: Any) -> None:
+        """``target.name = value``, the value handed over as a method's argument is: a
+        read-only array by default (a method writing into it later raises ReadOnlyError, as
+        for the constructor's arguments), a private copy with ``copy=True``, the tensor's own
+        memory with ``writeback=True``, else a private copy that is read-only once assigned."""
+        if self._store is None:
+
+            def store(target: Any, name: str, value: Any) -> None:
+                setattr(target, name, value)
+
+            store.__qualname__ = f"{self.__wrapped__.__qualname__}.__setattr__"
+            inputs = {k: v for k, v in self._options.items() if k in INPUT_SIDE}
+            self._store = for_library("accepts_numpy", store, inputs)
+        self._store(target, name, value)
 
     def method(self, name: str) -> Any:
         """The class's function ``name`` as a method of proxies (see ``_proxy_method``), or
@@ -253,7 +269,7 @@ class TorchifiedObject(StandIn):
         return to_tensor(value, **placed)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self.__wrapped__, name, to_numpy(value))
+        self._ac_class.assign(self.__wrapped__, name, value)
 
     def __dir__(self) -> list[str]:
         return dir(self.__wrapped__)
