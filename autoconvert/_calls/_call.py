@@ -246,7 +246,7 @@ class Runner:
             spans = {id(span): span for span in ctx.spans.values()} if ctx.spans else {}
             views = [v for span in spans.values() for v in span.views or ()]
             freeze([a for _, a in pairs if a is not None] + views, result)
-        if ctx.handed:
+        if ctx.converted:
             self._reach(ctx, given, handed)
 
     def _reach(self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
@@ -264,7 +264,7 @@ class Runner:
             if rebuilt is original or node_for(type(original)) is None:
                 continue
             try:
-                reach(original, rebuilt, ctx.handed or [], lambda value: to_tensors(value, target))
+                reach(original, rebuilt, ctx.converted or [], lambda value: to_tensors(value, target))
             except LeafError as e:
                 raise e.public(self.function, "argument", root) from None
 

@@ -45,8 +45,8 @@ class Collected(NamedTuple):
     target: Target | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
-    #: writeback: (tensor, array handed over), for changes to containers (see _mutations).
-    handed: list[tuple[torch.Tensor, Any]] | None = None
+    #: writeback: (tensor, array it was converted to), for changes to containers (see _mutations).
+    converted: list[tuple[torch.Tensor, Any]] | None = None
 
 
 def collected(
@@ -58,10 +58,10 @@ def collected(
     seen: list[Any] | None = None,
     target: Target | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
-    handed: list[tuple[torch.Tensor, Any]] | None = None,
+    converted: list[tuple[torch.Tensor, Any]] | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (plain, odd, pairs, spans, seen, target, written, handed))
+    return _new(Collected, (plain, odd, pairs, spans, seen, target, written, converted))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -223,8 +223,8 @@ class NumpyInputs(Inputs):
         try:
             tensors = self.tensors_in(args, kwargs)
         except RecursionError:  # a container that holds itself: the conversion names it
-            return collected(plain, odd, pairs=[], written=written, handed=[])
-        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written, handed=[])
+            return collected(plain, odd, pairs=[], written=written, converted=[])
+        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written, converted=[])
 
     def convert_written(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
@@ -316,7 +316,7 @@ class NumpyInputs(Inputs):
 
     def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
         a = self._writeback_array(t, ctx)
-        ctx.handed.append((t, a))  # type: ignore[union-attr]  # writeback has the list
+        ctx.converted.append((t, a))  # type: ignore[union-attr]  # writeback has the list
         return a
 
     def _writeback_array(self, t: torch.Tensor, ctx: Collected) -> Any:

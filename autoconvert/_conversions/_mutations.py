@@ -20,19 +20,19 @@ from autoconvert._errors import ConversionError, LeafError
 
 from ._containers import node_for
 
-#: The arrays handed over for the call's tensors: ``(tensor, array)``.
-Handed = list[tuple[torch.Tensor, Any]]
+#: The call's tensors and the arrays they were converted to: ``(tensor, array)``.
+Converted = list[tuple[torch.Tensor, Any]]
 _MISSING = object()
 
 
-def reach(original: Any, rebuilt: Any, handed: Handed, convert: Callable[[Any], Any]) -> None:
+def reach(original: Any, rebuilt: Any, converted: Converted, convert: Callable[[Any], Any]) -> None:
     """Make the caller's container ``original`` hold what ``rebuilt`` (the one the function was
     handed) holds now, ``convert`` turning new values into the caller's kind. Raises a
     ``LeafError`` (its keys: the path inside ``original``) where a container cannot take a change."""
     arrays: dict[int, list[Any]] = {}
-    for t, a in handed:
+    for t, a in converted:
         arrays.setdefault(id(t), []).append(a)
-    tensors = {id(a): t for t, a in handed}
+    tensors = {id(a): t for t, a in converted}
 
     def back(value: Any) -> Any:
         tensor = tensors.get(id(value))

@@ -184,8 +184,8 @@ class AdaptRunner(Runner):
         ) -> Collected:
             spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            handed: list[tuple[torch.Tensor, Any]] | None = [] if writeback else None
-            return collected(plain, odd, pairs=[], spans=spans, seen=[], target=placed, handed=handed)
+            converted: list[tuple[torch.Tensor, Any]] | None = [] if writeback else None
+            return collected(plain, odd, pairs=[], spans=spans, seen=[], target=placed, converted=converted)
 
         def convert_in(
             args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
