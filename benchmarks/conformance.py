@@ -59,8 +59,8 @@ POLICIES = (
         "callables written in torch",
         (),
         ("not numpy.ndarray", "(numpy.ndarray,", "but it is a <class 'torch.dtype'>", "'numpy.ndarray' and 'Tensor'"),
-        "a callable the caller passes (a statistic, a cdf) receives NumPy arrays unless callbacks=True, as "
-        "NumPy-written callbacks expect; torch's own functions and array-api-compat's take tensors always",
+        "a callable whose torch code is reached only through another function of the caller's module receives "
+        "NumPy arrays unless callbacks=True; callables that read torch (or a tensor, and no NumPy) take tensors",
     ),
     (
         "callables written in torch",

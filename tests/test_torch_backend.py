@@ -334,6 +334,10 @@ def _nested_mean(a: Any, axis: int = -1) -> Any:
     return inner()
 
 
+def _scaled_mean(scale: torch.Tensor) -> Any:
+    return lambda a, axis=-1: (a * scale).mean(dim=axis) / scale
+
+
 def _namespace_mean(xp: Any) -> Any:
     return lambda a, axis: xp.mean(a, axis=axis)
 
@@ -348,12 +352,14 @@ def _namespace_mean(xp: Any) -> Any:
         pytest.param(_TorchMean(), id="callable-object"),
         pytest.param(_TorchMeanModule(), id="nn-module"),
         pytest.param(_nested_mean, id="nested-function"),
+        pytest.param(_scaled_mean(torch.tensor(2.0, dtype=torch.float64)), id="closure-tensor"),
     ],
 )
 def test_a_callable_written_in_torch_takes_tensors_without_an_option(statistic: Any) -> None:
     """A callable whose code reads torch (a global, a closure variable, a default, a nested
-    function's name), a partial of one, a callable object and an nn.Module take tensors from
-    SciPy: ``bootstrap``'s statistic, as SciPy's torch-backend tests write it."""
+    function's name) or a tensor and no NumPy, a partial of one, a callable object and an
+    nn.Module take tensors from SciPy: ``bootstrap``'s statistic, as SciPy's torch-backend
+    tests write it."""
     import scipy.stats
 
     x = torch.rand(20, dtype=torch.float64)
@@ -383,11 +389,23 @@ def _recorded_from_numpy(seen: list[type]) -> Any:
     return statistic
 
 
-@pytest.mark.parametrize("make", [_recorded_numpy_mean, _recorded_namespace_mean, _recorded_from_numpy])
+def _recorded_weighted_in_numpy(seen: list[type]) -> Any:
+    scale = torch.tensor(2.0, dtype=torch.float64)
+
+    def statistic(a: Any, axis: int = -1) -> Any:  # SciPy's generic_filter tests: a tensor read through np
+        seen.append(type(a))
+        return np.mean(a * np.asarray(scale), axis=axis) / 2.0
+
+    return statistic
+
+
+@pytest.mark.parametrize(
+    "make", [_recorded_numpy_mean, _recorded_namespace_mean, _recorded_from_numpy, _recorded_weighted_in_numpy]
+)
 def test_a_callable_written_for_numpy_keeps_getting_arrays(make: Any) -> None:
-    """NumPy-written callables (``np.mean``, a namespace ``xp`` that is NumPy), and torch code
-    that makes its own tensors from what it is handed (``torch.from_numpy``), are handed
-    arrays, as the caller wrote them for."""
+    """NumPy-written callables (``np.mean``, a namespace ``xp`` that is NumPy, one closing over
+    a tensor it reads through ``np``), and torch code that makes its own tensors from what it
+    is handed (``torch.from_numpy``), are handed arrays, as the caller wrote them for."""
     import scipy.stats
 
     seen: list[type] = []

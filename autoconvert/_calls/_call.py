@@ -243,9 +243,7 @@ class Runner:
                 )
             ) from failed.error
         finally:
-            spans = {id(span): span for span in ctx.spans.values()} if ctx.spans else {}
-            views = [v for span in spans.values() for v in span.views or ()]
-            freeze([a for _, a in pairs if a is not None] + views, result)
+            freeze(pairs, ctx.spans, result)
         if ctx.converted:
             self._reach(ctx, given, handed)
 

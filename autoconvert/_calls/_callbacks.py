@@ -132,11 +132,12 @@ def _numpy_code(function: Any) -> bool:
 
 def written_in_torch(function: Any) -> bool:
     """Whether ``function`` is written in torch: torch's own (see ``_torch_code``), an
-    ``nn.Module``, or Python code reading torch or a tensor through a name, a closure
-    variable or a default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch), its
-    nested functions included, that does not call ``from_numpy`` (code that makes its own tensors
-    from the arrays it is handed). Partials, bound methods and callable objects are judged by
-    their function."""
+    ``nn.Module``, or Python code that reads torch through a name, a closure variable or a
+    default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch), its nested
+    functions included, or reads a tensor and no NumPy (a statistic closing over a tensor;
+    one reading ``np`` too converts it itself), and does not call ``from_numpy`` (code that
+    makes its own tensors from the arrays it is handed). Partials, bound methods and
+    callable objects are judged by their function."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module) or _torch_code(function):
@@ -154,7 +155,9 @@ def written_in_torch(function: Any) -> bool:
     values = [scope[name] for name in names if name in scope]
     values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
-    return any(_is_torch(value) for value in values)
+    if any(_is_torch(value) for value in values):
+        return True
+    return any(isinstance(v, torch.Tensor) for v in values) and not any(_is_numpy(v) for v in values)
 
 
 @functools.lru_cache(maxsize=4096)  # code objects outlive their functions: lambdas made in a loop share one
@@ -176,14 +179,18 @@ def _filled(cell: types.CellType) -> bool:
 
 
 def _is_torch(value: Any) -> bool:
-    """Whether ``value`` is torch: a torch module, array-api-compat's torch namespace, torch's
-    own function or class, or a tensor (a statistic closing over one computes with it)."""
-    if isinstance(value, torch.Tensor):
-        return True
+    """Whether ``value`` is torch: a torch module, array-api-compat's torch namespace, or
+    torch's own function or class."""
     if isinstance(value, types.ModuleType):
         name = value.__name__
         return name.partition(".")[0] == "torch" or name.endswith("array_api_compat.torch")
     return callable(value) and _torch_code(value)
+
+
+def _is_numpy(value: Any) -> bool:
+    """Whether ``value`` is NumPy: a NumPy module, or NumPy's own function or class."""
+    name = value.__name__ if isinstance(value, types.ModuleType) else _module(value) if callable(value) else ""
+    return name.partition(".")[0] == "numpy"
 
 
 def _torch_code(function: Any) -> bool:
