@@ -640,3 +640,39 @@ def test_a_refused_change_deep_in_a_container_is_named_by_its_path() -> None:
         "test_a_refused_change_deep_in_a_container_is_named_by_its_path.<locals>.swap(): argument "
         "state['pairs'][0] was changed by the function (at [1]), and a _Pair cannot take the change back"
     )
+
+
+def _doubles_then_writes(a: np.ndarray) -> Any:
+    yield a * 2
+    np.cumsum(a.copy(), out=a)
+    yield a
+
+
+def _fails_its_own_way(a: np.ndarray) -> Any:
+    yield a
+    raise KeyError("its own")
+
+
+@pytest.mark.parametrize(
+    "decorate", [ac.accepts_numpy, lambda f: ac.returns_tensor(ac.accepts_numpy(f))], ids=["accepts_numpy", "pair"]
+)
+def test_a_generator_functions_body_refusing_a_write_is_a_read_only_error(decorate: Callable[[Any], Any]) -> None:
+    """A generator function's body runs as the caller iterates, after the call returned: a
+    write into the read-only array it was handed is still a ReadOnlyError naming the
+    argument, and the function's own errors pass through untouched."""
+    t = torch.zeros(2)
+    items = decorate(_doubles_then_writes)(t)
+    next(items)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        next(items)
+    assert str(info.value) == (
+        "_doubles_then_writes(): argument a was written into by the function; arrays made from tensor arguments "
+        "are read-only so that NumPy code never changes the caller's tensors behind its back. Found "
+        "ValueError('output array is read-only'). Fix: pass copy=True to give the function private writable "
+        "copies, or writeback=True to let its changes reach the caller's tensors."
+    )
+    assert torch.equal(t, torch.zeros(2))
+    own = decorate(_fails_its_own_way)(t)
+    next(own)
+    with pytest.raises(KeyError, match="its own"):
+        next(own)

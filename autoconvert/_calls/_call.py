@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from types import GeneratorType
 from typing import Any, NamedTuple
 
 import torch
@@ -25,7 +26,7 @@ from ._failures import arrays_met_torch, callback_hints, hints, read_only_error,
 from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
 from ._observe import PROFILER, Watched, Watching
 from ._outparams import Returned, returned
-from ._outputs import NumpyOutputs, TensorOutputs
+from ._outputs import NumpyOutputs, TensorOutputs, lazily
 from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
 from ._spec import RESTORE_WRITES, Spec
 from ._specialise import Flat, specialised
@@ -55,6 +56,10 @@ class Steps(NamedTuple):
     convert_in: ConvertIn | None
     #: ``(result, plain, odd, given, ctx)``: the result converted (None: returned as it is).
     finish: Finish | None
+
+
+def _itself(value: Any) -> Any:
+    return value
 
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
@@ -134,6 +139,7 @@ class Runner:
         get = inputs.mapper.dispatch.get if inputs is not None else None
         resolve = inputs.mapper.resolve if inputs is not None else None
         failed, routes, profiler, function = self.failed, self.routes, PROFILER, self.function
+        watches_body = self.spec.watches_body
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -187,6 +193,9 @@ class Runner:
                     read_only=readonly and (plain or odd or instance is not None),
                 )
                 raise
+            if watches_body and type(result) is GeneratorType:
+                read_only = readonly and (plain or odd or instance is not None)
+                result = self._watched_body(result, ctx, given, (args, kwargs), read_only)
             if after is not None:
                 assert isinstance(ctx, Collected)  # an after step is a NumPy side's
                 if ctx.pairs or ctx.written:
@@ -199,6 +208,22 @@ class Runner:
             return result if finish is None else finish(result, plain, odd, given, ctx)
 
         return call
+
+    def _watched_body(
+        self,
+        generator: Generator[Any, Any, Any],
+        ctx: Context | None,
+        given: Given,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
+        read_only: Any,
+    ) -> Generator[Any, Any, Any]:
+        """A generator function's ``generator``, whose body's failures meet ``failed`` as the
+        call's own would: a write into a read-only array handed over is a ReadOnlyError."""
+
+        def body_failed(error: BaseException) -> None:
+            self.failed(error, None, ctx, given, handed=handed, read_only=read_only)
+
+        return lazily(generator, _itself, body_failed)
 
     def _steps(self, after: AfterStep | None) -> Steps:
         """This Runner's steps of the protocol (see Steps): out-parameters handed over first

@@ -48,11 +48,27 @@ _LATER = {**_REFUSED, types.GeneratorType: _yields_later}
 _DEFERRED = Mapper(_REFUSED, nested=True)  # finds the generator inside a container, by its path
 
 
-def lazily(generator: Generator[Any, Any, Any], convert: Callable[[Any], Any]) -> Generator[Any, Any, Any]:
+def lazily(
+    generator: Generator[Any, Any, Any],
+    convert: Callable[[Any], Any],
+    failed: Callable[[BaseException], None] | None = None,
+) -> Generator[Any, Any, Any]:
     """``generator``, each value it yields and the value it returns passed through ``convert``
-    when it comes (``KFold.split``'s folds); ``send``, ``throw`` and ``close`` reach it."""
+    when it comes (``KFold.split``'s folds); ``send``, ``throw`` and ``close`` reach it.
+    ``failed(error)`` sees what the generator's body raises, and may raise in its place."""
+
+    def advance(step: Callable[..., Any], *value: Any) -> Any:
+        try:
+            return step(*value)
+        except (StopIteration, GeneratorExit):
+            raise
+        except BaseException as e:
+            if failed is not None:
+                failed(e)
+            raise
+
     try:
-        item = next(generator)
+        item = advance(next, generator)
         while True:
             try:
                 sent = yield convert(item)
@@ -62,7 +78,7 @@ def lazily(generator: Generator[Any, Any, Any], convert: Callable[[Any], Any]) -
             except BaseException as e:  # thrown in by the caller: the generator's to handle
                 item = generator.throw(e)
             else:
-                item = generator.send(sent)
+                item = advance(generator.send, sent)
     except StopIteration as stop:
         return convert(stop.value)
 

@@ -24,7 +24,14 @@ from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._observe import Watching
 from ._options import Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
-from ._signature import Parameters, function_name, path_finder, refuse_deferred_function
+from ._signature import (
+    GENERATOR_FUNCTION,
+    Parameters,
+    deferred_kind,
+    function_name,
+    path_finder,
+    refuse_deferred_function,
+)
 from ._spec import Spec, spec_of
 
 
@@ -38,6 +45,7 @@ class Plan:
         refuse_deferred_function(func, sides, any(p.writeback or p.check_writes for p in self.policies.values()))
         self.function = function_name(func)
         self.params = Parameters(func)
+        self.yields = deferred_kind(func) == GENERATOR_FUNCTION
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
         self.default = self._build({}, self.variant)
@@ -118,7 +126,7 @@ class Plan:
                 outputs = NumpyOutputs(self.function, self.params, policy)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
-        return spec_of(self.function, self.params, policies, inputs, outputs)
+        return spec_of(self.function, self.params, policies, inputs, outputs, yields=self.yields)
 
     def _runner(
         self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None

@@ -47,6 +47,9 @@ class Spec(NamedTuple):
     after: str | None  # the after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT), if any
     routes: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
+    #: A generator function's body runs as the caller iterates: a write it makes into a
+    #: read-only array handed over is still told apart and refused as a ReadOnlyError.
+    watches_body: bool = False
 
 
 def spec_of(
@@ -55,9 +58,13 @@ def spec_of(
     policies: dict[str, Policy],
     inputs: Inputs | None,
     outputs: Outputs | None,
+    *,
+    yields: bool = False,
 ) -> Spec:
-    """The spec of a Runner with these sides (a decorator's, or a fused pair's)."""
+    """The spec of a Runner with these sides (a decorator's, or a fused pair's); ``yields``:
+    the function is a generator function."""
     value = value_step(inputs)
+    watches_body = yields and isinstance(inputs, NumpyInputs) and inputs.readonly
     return Spec(
         function,
         types.MappingProxyType(policies),
@@ -68,7 +75,8 @@ def spec_of(
         result_step(outputs),
         after_step(inputs),
         any(p.transfers != "allow" for p in policies.values()),
-        generic_because(inputs, outputs),
+        generic_because(inputs, outputs, watches_body=watches_body),
+        watches_body,
     )
 
 
@@ -136,11 +144,13 @@ def after_step(inputs: Inputs | None) -> str | None:
     return None
 
 
-def generic_because(inputs: Inputs | None, outputs: Outputs | None) -> str | None:
+def generic_because(inputs: Inputs | None, outputs: Outputs | None, *, watches_body: bool = False) -> str | None:
     """Why a plan with these sides has no flat call, in words (``autoconvert.explain`` shows
     them); None where it has one."""
     if not enabled:
         return "flat calls are turned off (the test suite's --generic-calls)"
+    if watches_body:
+        return "a generator function's body runs as the caller iterates, watched for writes into read-only arrays"
     if isinstance(inputs, NumpyInputs) and inputs.writeback:
         return "writeback=True writes the arrays back into the caller's tensors after the call"
     if isinstance(inputs, NumpyInputs) and inputs.check_writes:
