@@ -101,6 +101,8 @@ class Runner:
         self.outputs = spec.outputs
         self.function = spec.function
         self.routes = spec.routes and variants is not None
+        # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
+        self.hands_read_only = isinstance(self.inputs, NumpyInputs) and (self.inputs.readonly or self.inputs.writeback)
         self.flat: Flat | None = None
         call = self._make_call(variants)
         if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
@@ -126,8 +128,7 @@ class Runner:
         ``Steps``); the call and its failures; the after step (writeback, check_writes,
         out-parameters); the result converted."""
         inputs = self.inputs
-        # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
-        readonly = isinstance(inputs, NumpyInputs) and (inputs.readonly or inputs.writeback)
+        readonly = self.hands_read_only
         gives_back = isinstance(inputs, NumpyInputs) and inputs.writes is not None
         gives_back = gives_back and isinstance(self.outputs, TensorOutputs)
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
@@ -184,18 +185,10 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(
-                    e,
-                    after,
-                    ctx,
-                    given,
-                    handed=(args, kwargs),
-                    read_only=readonly and (plain or odd or instance is not None),
-                )
+                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
                 raise
             if watches_body and type(result) is GeneratorType:
-                read_only = readonly and (plain or odd or instance is not None)
-                result = self._watched_body(result, ctx, given, (args, kwargs), read_only)
+                result = self._watched_body(result, ctx, given, (args, kwargs), plain or odd)
             if after is not None:
                 assert isinstance(ctx, Collected)  # an after step is a NumPy side's
                 if ctx.pairs or ctx.written:
@@ -347,6 +340,8 @@ class Runner:
         inputs = self.inputs
         if not isinstance(inputs, NumpyInputs):
             return
+        # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
+        read_only = read_only or (self.hands_read_only and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
             refused = refused_by(error, inputs, handed, given) if read_only else None
             if refused is not None:

@@ -24,7 +24,7 @@ def _opening(s: Script, places: bool) -> None:
 
 def _called(s: Script, level: int, arguments: str, handed: str, hands_read_only: bool) -> None:
     """The call itself; where the function got read-only arrays, NumPy refusing a write into
-    one of them, or into one a method's object holds, becomes a ReadOnlyError (see Runner.failed)."""
+    one of them becomes a ReadOnlyError (see Runner.failed)."""
     if not hands_read_only:
         s.add(level, f"result = wrapped({arguments})")
         return
@@ -33,7 +33,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, hands_read_only:
         "try:",
         f"    result = wrapped({arguments})",
         "except BaseException as e:",
-        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=plain or instance is not None)",
+        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=plain)",
         "    raise",
     )
 
