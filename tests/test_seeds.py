@@ -31,6 +31,13 @@ def with_globals(x: np.ndarray) -> np.ndarray:
     return x + np.random.standard_normal(x.shape) + random.random() + float(torch.rand(1))
 
 
+def sequentially(fn: Any) -> torch.Tensor:
+    """``batched(fn, seed=3)`` over the batch in the caller's loop; run in a pool's worker,
+    where no other thread draws from the global states (a Dask scheduler's thread, living in
+    the process that made its LocalCluster, draws from Python's ``random``)."""
+    return ac.batched(fn, seed=3)(BATCH)
+
+
 def _states() -> tuple[Any, ...]:
     numpy_state = np.random.get_state()
     return (numpy_state[1].tobytes(), numpy_state[2], random.getstate(), torch.get_rng_state().tolist())
@@ -62,13 +69,15 @@ def test_identical_sequentially_on_threads_a_process_pool_and_dask(
     for where in ({"workers": 2}, {"executor": pool}, {"executor": client}):
         out = ac.batched(with_rng, seed=3, chunksize=chunksize, in_caller=False, **where)(BATCH)
         assert torch.equal(out, expected), where
-    expected = ac.batched(with_globals, seed=3)(BATCH)
+    expected = pool.submit(sequentially, with_globals).result()
     for executor in (pool, client):
         out = ac.batched(with_globals, seed=3, chunksize=chunksize, in_caller=False, executor=executor)(BATCH)
         assert torch.equal(out, expected), executor
 
 
-def test_the_callers_global_states_are_as_they_were() -> None:
+def callers_states_kept() -> None:
+    """Seeded batches, one failing, leave the caller's global states as they were (run in a
+    pool's worker: see ``sequentially``)."""
     np.random.seed(1)
     random.seed(1)
     torch.manual_seed(1)
@@ -79,6 +88,11 @@ def test_the_callers_global_states_are_as_they_were() -> None:
     with pytest.raises(ZeroDivisionError):
         ac.batched(lambda x: (np.random.random(), 1 / 0), seed=5)(BATCH)
     assert _states() == before
+
+
+def test_the_callers_global_states_are_as_they_were(pool: ProcessPoolExecutor) -> None:
+    """The caller's np.random, random and torch states survive seeded batches."""
+    pool.submit(callers_states_kept).result()
 
 
 def test_threads_without_an_rng_parameter_are_refused() -> None:

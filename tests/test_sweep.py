@@ -451,9 +451,13 @@ def test_the_late_write_of_a_torchified_object_names_the_attribute_and_why() -> 
     assert torch.equal(t, torch.zeros(3, dtype=torch.bfloat16))
 
 
-def test_an_array_a_writeback_call_returns_stays_writable() -> None:
-    """The private copy the function returns is the caller's result, not the tensor's: writable."""
-    returned = ac.accepts_numpy(writeback=True)(_identity)(torch.zeros(3, dtype=torch.bfloat16))
+@pytest.mark.parametrize("shape", ["bare", "tuple", "dict"])
+def test_an_array_a_writeback_call_returns_stays_writable(shape: str) -> None:
+    """The private copy the function returns (itself, in a tuple, in a dict) is the caller's
+    result, not the tensor's: writable."""
+    wrap = {"bare": lambda a: a, "tuple": lambda a: (a, 1), "dict": lambda a: {"a": a}}[shape]
+    result = ac.accepts_numpy(writeback=True)(wrap)(torch.zeros(3, dtype=torch.bfloat16))
+    returned = {"bare": lambda r: r, "tuple": lambda r: r[0], "dict": lambda r: r["a"]}[shape](result)
     returned += 1
     assert returned.tolist() == [1.0, 1.0, 1.0]
 

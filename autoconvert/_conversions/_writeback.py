@@ -164,14 +164,14 @@ def freeze(pairs: Pairs, spans: dict[int, Span] | None, result: Any) -> None:
     """Make the private arrays a call was handed (``pairs``' and the views ``spans`` handed of
     theirs) read-only once copied back: a write made after the call (by a closure, a context
     manager or an object that kept one) would reach the copy only, so NumPy refuses it
-    instead. Arrays the function returns stay writable: they are the caller's result, no
-    longer the tensor's."""
+    instead. Arrays the function returns (the result, an item of a returned tuple, list or
+    dict) stay writable: they are the caller's result, no longer the tensor's."""
     private = [a for _, a in pairs if a is not None]
     if spans:
         private += [v for span in {id(s): s for s in spans.values()}.values() for v in span.views or ()]
     if not private:
         return
-    returned = result if type(result) in (tuple, list) else (result,)
+    returned = result if type(result) in (tuple, list) else result.values() if type(result) is dict else (result,)
     for a in private:
         if all(a is not r for r in returned):
             a.flags.writeable = False
