@@ -353,6 +353,9 @@ def _namespace_mean(xp: Any) -> Any:
         pytest.param(_TorchMeanModule(), id="nn-module"),
         pytest.param(_nested_mean, id="nested-function"),
         pytest.param(_scaled_mean(torch.tensor(2.0, dtype=torch.float64)), id="closure-tensor"),
+        pytest.param(
+            lambda a, axis=-1: torch.mean(a, dim=axis) * torch.tensor(1.0, dtype=torch.float64), id="makes-a-constant"
+        ),
     ],
 )
 def test_a_callable_written_in_torch_takes_tensors_without_an_option(statistic: Any) -> None:
@@ -389,6 +392,14 @@ def _recorded_from_numpy(seen: list[type]) -> Any:
     return statistic
 
 
+def _recorded_as_tensor_of_numpy(seen: list[type]) -> Any:
+    def statistic(a: Any, axis: int = -1) -> Any:  # NumPy code that makes its own tensor
+        seen.append(type(a))
+        return torch.as_tensor(np.array(a, dtype=np.float64)).mean(dim=axis).numpy()
+
+    return statistic
+
+
 def _recorded_weighted_in_numpy(seen: list[type]) -> Any:
     scale = torch.tensor(2.0, dtype=torch.float64)
 
@@ -400,12 +411,20 @@ def _recorded_weighted_in_numpy(seen: list[type]) -> Any:
 
 
 @pytest.mark.parametrize(
-    "make", [_recorded_numpy_mean, _recorded_namespace_mean, _recorded_from_numpy, _recorded_weighted_in_numpy]
+    "make",
+    [
+        _recorded_numpy_mean,
+        _recorded_namespace_mean,
+        _recorded_from_numpy,
+        _recorded_as_tensor_of_numpy,
+        _recorded_weighted_in_numpy,
+    ],
 )
 def test_a_callable_written_for_numpy_keeps_getting_arrays(make: Any) -> None:
     """NumPy-written callables (``np.mean``, a namespace ``xp`` that is NumPy, one closing over
-    a tensor it reads through ``np``), and torch code that makes its own tensors from what it
-    is handed (``torch.from_numpy``), are handed arrays, as the caller wrote them for."""
+    a tensor it reads through ``np``), and code that makes its own tensors from what it is
+    handed (``torch.from_numpy``; NumPy code calling ``torch.as_tensor``), are handed arrays,
+    as the caller wrote them for."""
     import scipy.stats
 
     seen: list[type] = []

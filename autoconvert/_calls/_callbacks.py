@@ -135,9 +135,10 @@ def written_in_torch(function: Any) -> bool:
     ``nn.Module``, or Python code that reads torch through a name, a closure variable or a
     default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch), its nested
     functions included, or reads a tensor and no NumPy (a statistic closing over a tensor;
-    one reading ``np`` too converts it itself), and does not call ``from_numpy`` (code that
-    makes its own tensors from the arrays it is handed). Partials, bound methods and
-    callable objects are judged by their function."""
+    one reading ``np`` too converts it itself). Code that makes its own tensors from the
+    arrays it is handed (``torch.from_numpy``, or NumPy code calling ``torch.as_tensor``,
+    ``torch.tensor``) is NumPy-written. Partials, bound methods and callable objects are
+    judged by their function."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module) or _torch_code(function):
@@ -155,9 +156,17 @@ def written_in_torch(function: Any) -> bool:
     values = [scope[name] for name in names if name in scope]
     values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
+    numpy = any(_is_numpy(value) for value in values)
+    if numpy and not _MAKES_TENSORS.isdisjoint(names):
+        return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
     if any(_is_torch(value) for value in values):
         return True
-    return any(isinstance(v, torch.Tensor) for v in values) and not any(_is_numpy(v) for v in values)
+    return not numpy and any(isinstance(value, torch.Tensor) for value in values)
+
+
+#: torch's functions that make a tensor from an array: code reading NumPy and one of these
+#: converts what it is handed itself.
+_MAKES_TENSORS = frozenset({"as_tensor", "tensor", "Tensor", "FloatTensor", "DoubleTensor", "LongTensor"})
 
 
 @functools.lru_cache(maxsize=4096)  # code objects outlive their functions: lambdas made in a loop share one
