@@ -35,10 +35,11 @@ _CYTHON_READ_ONLY = "buffer source array is read-only"
 #: "array is not writeable" (``scipy.fft.fft(x, overwrite_x=True)``).
 _REFUSALS = (" is read-only", " is not writeable")
 #: Refusals worded as a list of demands: ``Generator.random(out=a)`` ("must be contiguous,
-#: writable, aligned..."), ``cdist(out=a)`` ("must be aligned, writable and native byte order");
+#: writable, aligned...", before NumPy 2 "is not contiguous, writable or aligned"),
+#: ``cdist(out=a)`` ("must be aligned, writable and native byte order");
 #: ``np.dot(x, y, out=a)`` words it "not acceptable (must have the right datatype...)", read-only
 #: being one of its demands: for a handed read-only array of the right kind, that one.
-_DEMANDS = (" writable, aligned", " aligned, writable", "output array is not acceptable")
+_DEMANDS = (" writable, aligned", " writable or aligned", " aligned, writable", "output array is not acceptable")
 #: How Python's buffer protocol refuses a read-only buffer for writing: ``memoryview(a)[0] = x``,
 #: ``ctypes.c_double.from_buffer(a)``, ``BytesIO.readinto(a)`` (TypeErrors, all three).
 _BUFFER_REFUSALS = (
