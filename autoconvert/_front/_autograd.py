@@ -16,7 +16,7 @@ import torch
 
 from autoconvert._errors import ConversionError, GradientError, message
 
-from ._opspec import Spec, filled, save, saved, shaped_as
+from ._opspec import OpSpec, filled, save, saved, shaped_as
 
 #: The innermost torch.func transform's level, None outside all (feature-detected: torch 2.4 has it).
 transforming: Callable[[], int | None] = getattr(
@@ -32,7 +32,7 @@ def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return False
 
 
-def run_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+def run_op(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
     """One call of the op inside a ``vmap`` rule: the plain pair where there is no graph to
     join and no torch.func transform left (a vectorized call's own), else ``apply_op``."""
     if transforming() is None and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
@@ -40,7 +40,7 @@ def run_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
     return apply_op(spec, kwargs, *args)
 
 
-def apply_op(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+def apply_op(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
     """The op as an autograd node: torch's old-style Function outside torch.func (its
     ``apply`` skips binding the arguments to ``forward``'s signature, ``inspect.signature``
     on every call, a third of an eager call), the new-style one, which transforms can
@@ -63,7 +63,7 @@ class _NumpyFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+    def forward(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
         return spec.run(args, kwargs)
 
     @staticmethod
@@ -73,7 +73,7 @@ class _NumpyFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
         args, outputs = saved(ctx)
-        spec: Spec = ctx.spec
+        spec: OpSpec = ctx.spec
         if spec.backward is None:
             raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
         if transforming() is None and not torch.is_grad_enabled():  # a plain backward: no node to record
@@ -88,12 +88,12 @@ class _NumpyFunction(torch.autograd.Function):
         return (None, None, *(next(found) if next(wanted) and isinstance(a, torch.Tensor) else None for a in args))
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+    def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
         return _vmapped(run_op, info, in_dims[2:], (spec, kwargs), args, vectorized=spec.vectorized, name=spec.name)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
-        spec: Spec = ctx.spec
+        spec: OpSpec = ctx.spec
         if spec.jvp is None:
             raise GradientError(_needs_rule(spec.name, "forward-mode derivatives (torch.func.jvp, jacfwd)", "jvp"))
         args, outputs = saved(ctx)
@@ -105,7 +105,7 @@ class _NumpyFunction(torch.autograd.Function):
         return found if ctx.tuple_result else found[0]
 
 
-def _setup(ctx: Any, spec: Spec, kwargs: dict[str, Any], args: Any, output: Any) -> None:
+def _setup(ctx: Any, spec: OpSpec, kwargs: dict[str, Any], args: Any, output: Any) -> None:
     """Keep what the backward and jvp need: the call, and which results carry no gradient."""
     results = output if isinstance(output, tuple) else (output,)
     ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
@@ -117,7 +117,7 @@ class _EagerFunction(torch.autograd.Function):
     """``_NumpyFunction`` in torch's old style, for calls outside torch.func (see ``apply_op``)."""
 
     @staticmethod
-    def forward(ctx: Any, spec: Spec, kwargs: dict[str, Any], *args: Any) -> Any:
+    def forward(ctx: Any, spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
         output = spec.run(args, kwargs)
         _setup(ctx, spec, kwargs, args, output)
         return output
@@ -163,7 +163,7 @@ class _NumpyVjp(_NumpyRule):
     None). Its own backward raises: there is no second derivative of NumPy code."""
 
     @staticmethod
-    def forward(spec: Spec, call: _Call, *tensors: Any) -> Any:
+    def forward(spec: OpSpec, call: _Call, *tensors: Any) -> Any:
         grads, args, outputs = call.split(tensors)
         with torch.no_grad():
             found = spec.gradients(grads, args, call.kwargs, outputs, call.tuple_result, shaped=call.shaped)
@@ -179,7 +179,7 @@ class _NumpyVjp(_NumpyRule):
         raise RuntimeError(f"{ctx.name}: double backward is not supported: its backward is NumPy code")
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, call: _Call, *tensors: Any) -> Any:
+    def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, call: _Call, *tensors: Any) -> Any:
         mirrored = slice(call.leading, call.leading + call.inputs)  # a gradient per input
         return _per_sample(_NumpyVjp.apply, info, in_dims[2:], spec, call, mirrored=mirrored, tensors=tensors)
 
@@ -189,7 +189,7 @@ class _NumpyJvp(_NumpyRule):
     *inputs, *outputs)`` to one tangent per output. It has no derivative of its own."""
 
     @staticmethod
-    def forward(spec: Spec, call: _Call, *tensors: Any) -> Any:
+    def forward(spec: OpSpec, call: _Call, *tensors: Any) -> Any:
         tangents, args, outputs = call.split(tensors)
         with torch.no_grad():
             return spec.tangents(tangents, args, call.kwargs, outputs, shaped=call.shaped)
@@ -199,7 +199,7 @@ class _NumpyJvp(_NumpyRule):
         raise RuntimeError(f"{ctx.name}: derivatives of its jvp are not supported: its jvp is NumPy code")
 
     @staticmethod
-    def vmap(info: Any, in_dims: tuple[Any, ...], spec: Spec, call: _Call, *tensors: Any) -> Any:
+    def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, call: _Call, *tensors: Any) -> Any:
         mirrored = slice(call.leading + call.inputs, None)  # a tangent per output
         return _per_sample(_NumpyJvp.apply, info, in_dims[2:], spec, call, mirrored=mirrored, tensors=tensors)
 
@@ -208,7 +208,7 @@ def _per_sample(
     function: Any,
     info: Any,
     dims: tuple[Any, ...],
-    spec: Spec,
+    spec: OpSpec,
     call: _Call,
     *,
     mirrored: slice,

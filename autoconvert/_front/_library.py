@@ -21,7 +21,7 @@ import torch
 
 from autoconvert._errors import ConversionError, message
 
-from ._opspec import Spec, inexact, save, saved
+from ._opspec import OpSpec, inexact, save, saved
 from ._schema import Schema
 
 NAMESPACE = "autoconvert"
@@ -47,7 +47,7 @@ class Registration:
 
     def __init__(
         self,
-        spec: Spec,
+        spec: OpSpec,
         schema: Schema,
         fake: Callable[..., Any] | tuple[str, ...],
         *,

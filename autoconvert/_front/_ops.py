@@ -4,7 +4,7 @@ Wrapping NumPy code cuts the autograd graph. Given the vector-Jacobian product a
 function, ``numpy_op`` makes the wrapped function differentiable: eagerly a
 ``torch.autograd.Function`` (the cheapest way in), and given ``fake=`` also a
 ``torch.library`` op that ``torch.compile`` traces as one node. Both run the same
-``autoconvert._front._opspec.Spec``, so they give the same answer. The eager form and its
+``autoconvert._front._opspec.OpSpec``, so they give the same answer. The eager form and its
 torch.func rules live in ``_autograd``.
 """
 
@@ -25,7 +25,7 @@ from autoconvert._pickling import by_reference, calling_module, locate, unwrap
 
 from ._autograd import apply_op, apply_traced, transforming, wants_grad
 from ._library import Registration
-from ._opspec import Spec
+from ._opspec import OpSpec
 from ._proxies import wrap_pair
 from ._schema import Schema, SchemaError, schema_of
 
@@ -192,10 +192,10 @@ def _make_op(
     registered: Registration | None = None  # the op's registrations live as long as it does
     vectorized = vmap == "vectorized"
     if fake is None:
-        spec = Spec(forward, backward, name, None, vectorized=vectorized, jvp=jvp)
+        spec = OpSpec(forward, backward, name, None, vectorized=vectorized, jvp=jvp)
     else:
         schema = _schema(fn, name, fake, backward is not None)
-        spec = Spec(
+        spec = OpSpec(
             forward,
             backward,
             name,

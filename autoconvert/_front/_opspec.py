@@ -20,7 +20,7 @@ from ._plain import to_numpy, to_tensor
 
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
-class Spec:
+class OpSpec:
     """One op's forward pair, NumPy backward (or ``None``) and name for messages.
 
     ``results`` is the count a registered op declared (``None`` when unregistered); a
