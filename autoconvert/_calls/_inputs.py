@@ -154,28 +154,25 @@ class _Recorder(Mapper):
     """The walk of arguments nothing converts: a container that holds itself is recorded as
     far as the walk goes (its tensors vote for the device), and the call goes on."""
 
-    def _sequence(self, obj: list[Any] | tuple[Any, ...], ctx: Any) -> Any:
-        try:
-            return super()._sequence(obj, ctx)
-        except RecursionError:
-            return obj
-
-    def _dict(self, obj: dict[Any, Any], ctx: Any) -> Any:
-        try:
-            return super()._dict(obj, ctx)
-        except RecursionError:
-            return obj
+    def __init__(self, leaves: dict[type, Any], *, nested: bool) -> None:
+        super().__init__(leaves, nested=nested)
+        # Containers' handlers are decided on first meeting (Mapper.resolve), with these walks.
+        self.walk_sequence, self.walk_dict = _to_a_cycle(self.walk_sequence), _to_a_cycle(self.walk_dict)
 
     def _container(self, node: Node) -> Callable[[Any, Any], Any]:
-        walk = super()._container(node)
+        return _to_a_cycle(super()._container(node))
 
-        def handler(obj: Any, ctx: Any) -> Any:
-            try:
-                return walk(obj, ctx)
-            except RecursionError:
-                return obj
 
-        return handler
+def _to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``walk``, stopping where the container reaches itself again."""
+
+    def stopping(obj: Any, ctx: Any) -> Any:
+        try:
+            return walk(obj, ctx)
+        except RecursionError:
+            return obj
+
+    return stopping
 
 
 class NumpyInputs(Inputs):

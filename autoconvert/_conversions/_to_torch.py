@@ -46,9 +46,9 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     if isinstance(a, np.ma.MaskedArray):
         problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
         fix = "use np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
-    elif type(a) is not np.ndarray and _unit(a) is not None:
+    elif type(a) is not np.ndarray and (unit := _unit(a)) is not None:
         problem = (
-            f"is a {type(a).__qualname__} in {_unit(a)}, an array subclass that carries a unit; a tensor holds "
+            f"is a {type(a).__qualname__} in {unit}, an array subclass that carries a unit; a tensor holds "
             "the numbers only, and the unit would be silently lost"
         )
         fix = "pass the numbers in the unit you choose: {path}.to_value(unit) (astropy), or {path}.value"

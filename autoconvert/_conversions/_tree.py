@@ -70,7 +70,8 @@ class Mapper:
         self.kept: set[type] = set()
         #: The inlined walks of exact list/tuple and dict, bound once, so the flat call can
         #: tell by identity that this Mapper walks them as built in (see _specialise).
-        self.walk_sequence, self.walk_dict = self._sequence, self._dict
+        self.walk_sequence: Callable[[Any, Any], Any] = self._sequence
+        self.walk_dict: Callable[[Any, Any], Any] = self._dict
         self.forget()
         listen(self)
 

@@ -89,7 +89,8 @@ class TorchifiedClass(StandIn):
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
         self.__wrapped__ = cls
         self._options = options
-        self._construct = for_library("accepts_numpy", cls, {k: v for k, v in options.items() if k in INPUT_SIDE})
+        self._inputs = {k: v for k, v in options.items() if k in INPUT_SIDE}  # the constructor's and assign's
+        self._construct = for_library("accepts_numpy", cls, self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
@@ -125,8 +126,7 @@ class TorchifiedClass(StandIn):
                 setattr(target, name, value)
 
             store.__qualname__ = f"{self.__wrapped__.__qualname__}.__setattr__"
-            inputs = {k: v for k, v in self._options.items() if k in INPUT_SIDE}
-            self._store = for_library("accepts_numpy", store, inputs)
+            self._store = for_library("accepts_numpy", store, self._inputs)
         self._store(target, name, value)
 
     def method(self, name: str) -> Any:
