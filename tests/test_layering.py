@@ -11,7 +11,7 @@ import sys
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 #: The layer folders, bottom first. What every layer shares (errors, pickling) sits in the
 #: package itself, below them; so does its front door (``__init__``), above them.
-LAYERS = ["_conversions", "_calls", "_front"]
+LAYERS = ["_conversions", "_adapters", "_calls", "_front"]
 # Bottom first: a module may import only modules listed before it (docs/design.md).
 ORDER = [
     "_errors",
@@ -29,6 +29,17 @@ ORDER = [
     "_conversions._containers",
     "_conversions._mutations",
     "_conversions._tree",
+    "_adapters._adapter",
+    "_adapters._numpy",
+    "_adapters._scipy",
+    "_adapters._f2py",
+    "_adapters._cython",
+    "_adapters._numba",
+    "_adapters._opencv",
+    "_adapters._python",
+    "_adapters._torch",
+    "_adapters._array_api_compat",
+    "_adapters._table",
     "_calls._options",
     "_calls._config",
     "_calls._observe",
@@ -157,3 +168,12 @@ def test_the_design_page_maps_every_module_in_order() -> None:
         elif name.endswith(".py"):
             mapped.append((folder if indent == 4 else "") + name.removesuffix(".py"))
     assert mapped == ORDER
+
+
+def test_the_design_page_lists_every_adapter() -> None:
+    """The adapters' table on docs/design.md has one row for each adapter of the table."""
+    from autoconvert._adapters._table import ADAPTERS
+
+    page = (PACKAGE.parent / "docs" / "design.md").read_text()
+    rows = [line.split("|")[1].strip(" `") for line in page.splitlines() if line.startswith("  | `")]
+    assert sorted(rows) == sorted(type(a).__name__ for a in ADAPTERS)

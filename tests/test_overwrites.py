@@ -21,7 +21,8 @@ import torch
 from scipy.linalg import blas, lapack
 
 import autoconvert as ac
-from autoconvert._front._overwrites import guarded, overwritten
+from autoconvert._adapters._table import adapter_for
+from autoconvert._front._overwrites import guarded
 
 tsl = ac.torchify(scipy.linalg)
 tblas = ac.torchify(blas)
@@ -144,7 +145,7 @@ def test_a_call_without_the_flag_makes_no_private_copy() -> None:
         seen.append(b)
         return b
 
-    assert overwritten(solve)
+    assert adapter_for(solve).overwritten(solve)
     guarded_solve = guarded(solve)
     b = np.ones(3)
     b.setflags(write=False)
@@ -165,7 +166,7 @@ def test_the_arguments_each_kind_of_routine_may_write_into() -> None:
     routine may write into every argument, those with a flag only when it is set."""
 
     def described(fn: Any) -> list[tuple[Any, ...]]:
-        return [(o.name, o.position, o.flag, o.flag_position, o.default) for o in overwritten(fn)]
+        return [(o.name, o.position, o.flag, o.flag_position, o.default) for o in adapter_for(fn).overwritten(fn)]
 
     assert described(scipy.linalg.solve_triangular) == [("b", 1, "overwrite_b", 5, False)]
     assert described(scipy.linalg.ldl) == [("A", 0, "overwrite_a", 3, False)]
@@ -329,7 +330,8 @@ def test_no_lapack_routine_writes_into_the_callers_tensors_with_every_flag_set(n
     """Every double-precision LAPACK routine, given one to three SPD matrices with every
     overwrite flag set. Before every argument was guarded, dppsv wrote into ap (declared an
     input) and dsbev/dsbevd into ab (overwrite_ab is on by default, and ab is no result)."""
-    flags = {o.flag: 1 for o in overwritten(getattr(lapack, name)) if o.flag is not None}
+    routine = getattr(lapack, name)
+    flags = {o.flag: 1 for o in adapter_for(routine).overwritten(routine) if o.flag is not None}
     for count in (1, 2, 3):
         args = [_spd(4) for _ in range(count)]
         before = [t.clone() for t in args]

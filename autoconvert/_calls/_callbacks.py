@@ -13,7 +13,6 @@ device names where the results go.
 from __future__ import annotations
 
 import functools
-import importlib
 import types
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from autoconvert._adapters._adapter import module_of
+from autoconvert._adapters._table import NUMPY, adapter_for
+from autoconvert._adapters._torch import MAKES_TENSORS
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._to_numpy import tensor_to_array
@@ -29,9 +31,6 @@ from autoconvert._conversions._tree import Mapper, StandIn, stood_for
 from autoconvert._errors import LeafError
 
 from ._signature import function_name
-
-#: Packages whose callables are NumPy code themselves: handed over as they are.
-_NUMPY_CODE = frozenset({"numpy", "scipy"})
 
 to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
 _to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
@@ -96,17 +95,14 @@ def takes_callbacks(every: bool) -> Callable[[type], Any]:
 
 
 def namespace_leaf(module: Any, ctx: Any) -> Any:
-    """A module among the arguments: ``xp=torch`` (array-API SciPy's namespace argument)
-    becomes NumPy, the namespace of the arrays the function is handed (array-api-compat's
-    torch namespace, its NumPy namespace); a torchified module
-    is the module it stands for; any other module is handed over as it is."""
-    if module is torch:
-        return np
-    name = getattr(module, "__name__", None)
-    if isinstance(name, str) and name.endswith("array_api_compat.torch"):
-        # array-api-compat's torch namespace (SciPy vendors one: what array_namespace(t) gives):
-        # the same package's NumPy namespace.
-        return importlib.import_module(name.removesuffix("torch") + "numpy")
+    """A module among the arguments: a torch namespace (``xp=torch``, array-API SciPy's
+    namespace argument; array-api-compat's torch namespace) becomes the namespace of the
+    arrays the function is handed, as its library's adapter says (NumPy; array-api-compat's
+    NumPy namespace); a torchified module is the module it stands for; any other module is
+    handed over as it is."""
+    namespace = adapter_for(module).array_namespace(module)
+    if namespace is not None:
+        return namespace
     return stood_for(module, ctx) if isinstance(module, StandIn) else module
 
 
@@ -119,15 +115,11 @@ def device_leaf(device: torch.device, ctx: Any) -> str:
     return "cpu"
 
 
-def _module(function: Any) -> str:
-    return str(getattr(function, "__module__", None) or type(function).__module__)
-
-
 def _numpy_code(function: Any) -> bool:
-    """Whether ``function`` is NumPy's or SciPy's own (their test suites' functions are
-    callers' code, written like anyone's)."""
-    module = _module(function)
-    return module.partition(".")[0] in _NUMPY_CODE and ".tests." not in f"{module}."
+    """Whether ``function`` is array code of a library whose callables take arrays (NumPy's,
+    SciPy's; their test suites' functions are callers' code, written like anyone's)."""
+    adapter = adapter_for(function)
+    return adapter.takes_arrays and ".tests." not in f"{module_of(function)}."
 
 
 def written_in_torch(function: Any) -> bool:
@@ -157,16 +149,11 @@ def written_in_torch(function: Any) -> bool:
     values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
     numpy = any(_is_numpy(value) for value in values)
-    if numpy and not _MAKES_TENSORS.isdisjoint(names):
+    if numpy and not MAKES_TENSORS.isdisjoint(names):
         return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
     if any(_is_torch(value) for value in values):
         return True
     return not numpy and any(isinstance(value, torch.Tensor) for value in values)
-
-
-#: torch's functions that make a tensor from an array: code reading NumPy and one of these
-#: converts what it is handed itself.
-_MAKES_TENSORS = frozenset({"as_tensor", "tensor", "Tensor", "FloatTensor", "DoubleTensor", "LongTensor"})
 
 
 @functools.lru_cache(maxsize=4096)  # code objects outlive their functions: lambdas made in a loop share one
@@ -188,22 +175,18 @@ def _filled(cell: types.CellType) -> bool:
 
 
 def _is_torch(value: Any) -> bool:
-    """Whether ``value`` is torch: a torch module, array-api-compat's torch namespace, or
-    torch's own function or class."""
+    """Whether ``value`` is torch: a torch namespace, or torch's own function or class."""
     if isinstance(value, types.ModuleType):
-        name = value.__name__
-        return name.partition(".")[0] == "torch" or name.endswith("array_api_compat.torch")
+        return adapter_for(value).is_torch(value)
     return callable(value) and _torch_code(value)
 
 
 def _is_numpy(value: Any) -> bool:
     """Whether ``value`` is NumPy: a NumPy module, or NumPy's own function or class."""
-    name = value.__name__ if isinstance(value, types.ModuleType) else _module(value) if callable(value) else ""
-    return name.partition(".")[0] == "numpy"
+    return (isinstance(value, types.ModuleType) or callable(value)) and adapter_for(value) is NUMPY
 
 
 def _torch_code(function: Any) -> bool:
     """Whether ``function`` is torch's own, or array-api-compat's torch namespace's
     (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too)."""
-    module = _module(function)
-    return module.partition(".")[0] == "torch" or f".{module}.".find(".array_api_compat.torch.") >= 0
+    return adapter_for(function).written_in_torch(function)

@@ -1,8 +1,8 @@
 """Why a decorated call failed, where how its arguments were handed is the cause.
 
-NumPy, Cython, numba and OpenCV refuse read-only arrays in their own words; these tell such
-a refusal of an array autoconvert handed over from the function's own errors, and turn it
-into a ReadOnlyError naming the argument. Other errors get notes where a sparse tensor, a
+NumPy, Cython, numba and OpenCV refuse read-only arrays in their own words (each library's
+adapter holds them); these tell such a refusal of an array autoconvert handed over from the
+function's own errors, and turn it into a ReadOnlyError naming the argument. Other errors get notes where a sparse tensor, a
 float16 tensor or a callable handed arrays is the likely cause.
 """
 
@@ -16,6 +16,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from autoconvert._adapters import _cython
+from autoconvert._adapters._table import (
+    READ_ONLY_VIEWS,
+    REFUSALS,
+    REFUSED_BUFFERS,
+    REFUSED_DEMANDS,
+    REFUSED_ON_ENTRY,
+    REFUSED_WRITES,
+)
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import FROZEN
@@ -26,41 +35,6 @@ from ._signature import Given, _record, _tensor_paths
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
-#: The code of the frames Cython reports for its functions (``PyCode_NewEmpty``'s, never run).
-_CYTHON_FRAME = bytes([dis.opmap["RESUME"], 0, dis.opmap["LOAD_ASSERTION_ERROR"], 0, dis.opmap["RAISE_VARARGS"], 1])
-#: Cython's refusal of a read-only buffer for a typed memoryview (``scipy.signal.sosfilt``,
-#: ``Rotation.apply`` in SciPy 1.17): raised on entry, before the function reads or writes.
-_CYTHON_READ_ONLY = "buffer source array is read-only"
-#: How compiled code words a refused write: NumPy's "<what> is read-only", and pybind11's
-#: "array is not writeable" (``scipy.fft.fft(x, overwrite_x=True)``).
-_REFUSALS = (" is read-only", " is not writeable")
-#: Refusals worded as a list of demands: ``Generator.random(out=a)`` ("must be contiguous,
-#: writable, aligned...", before NumPy 2 "is not contiguous, writable or aligned"),
-#: ``cdist(out=a)`` ("must be aligned, writable and native byte order");
-#: ``np.dot(x, y, out=a)`` words it "not acceptable (must have the right datatype...)", read-only
-#: being one of its demands: for a handed read-only array of the right kind, that one.
-_DEMANDS = (" writable, aligned", " writable or aligned", " aligned, writable", "output array is not acceptable")
-#: How Python's buffer protocol refuses a read-only buffer for writing: ``memoryview(a)[0] = x``,
-#: ``ctypes.c_double.from_buffer(a)``, ``BytesIO.readinto(a)`` (TypeErrors, all three).
-_BUFFER_REFUSALS = (
-    "cannot modify read-only memory",
-    "underlying buffer is not writable",
-    "must be read-write bytes-like",
-)
-#: NumPy's functions whose views are read-only by NumPy's own rule, whatever they view: a write
-#: into one is refused whether or not the array it views was handed read-only.
-_READ_ONLY_VIEWS = frozenset({"as_strided", "broadcast_arrays", "broadcast_to", "sliding_window_view"})
-#: How numba and OpenCV refuse a read-only array, by the module of the error's class (so
-#: recognising them imports neither) and words of its message, all of them: ``(module,
-#: words, writes)``, ``writes`` telling a refused write from a refusal on entry (a kernel's
-#: explicit signature, whose read-only array may be any of its arguments).
-_COMPILED_REFUSALS = (
-    ("numba", ("Cannot modify readonly array",), True),
-    ("numba", ("setitem(readonly array(",), True),
-    ("numba", ("readonly array(",), False),
-    ("builtins", ("No matching definition for argument type(s) ", "readonly array("), False),
-    ("cv2", ("provided NumPy array marked as readonly",), True),
-)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
@@ -90,7 +64,7 @@ def wrote_into_handed(
     raised = tb
     while tb.tb_next is not None:
         tb = tb.tb_next
-        if tb.tb_frame.f_code.co_code != _CYTHON_FRAME:
+        if tb.tb_frame.f_code.co_code != _cython.FRAME:
             raised = tb
     read_only = [(path, a) for path, a in handed if not a.flags.writeable]
     if raised is error.__traceback__:  # the caller's frame: compiled code was the function
@@ -99,7 +73,7 @@ def wrote_into_handed(
         ]
         return (out or [path for path, _ in read_only]) if read_only else None
     code = raised.tb_frame.f_code
-    if code.co_code[raised.tb_lasti] in _RAISES or not _READ_ONLY_VIEWS.isdisjoint(code.co_names):
+    if code.co_code[raised.tb_lasti] in _RAISES or not READ_ONLY_VIEWS.isdisjoint(code.co_names):
         return None
     values = raised.tb_frame.f_locals.values()
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
@@ -129,8 +103,8 @@ def refuses_write(error: BaseException) -> bool:
     """Whether ``error`` is worded as compiled code's refusal to write into a read-only array."""
     text = str(error)
     if isinstance(error, TypeError):
-        return any(words in text for words in _BUFFER_REFUSALS)
-    return text.removesuffix(".").endswith(_REFUSALS) or any(words in text for words in _DEMANDS)
+        return any(words in text for words in REFUSED_BUFFERS)
+    return text.removesuffix(".").endswith(REFUSED_WRITES) or any(words in text for words in REFUSED_DEMANDS)
 
 
 def compiled_refusal(error: BaseException) -> bool | None:
@@ -139,16 +113,16 @@ def compiled_refusal(error: BaseException) -> bool | None:
     entry (a kernel whose signature asks for writable arrays); None where it is neither."""
     module = type(error).__module__.partition(".")[0]
     text = str(error)
-    for owner, words, writes in _COMPILED_REFUSALS:
-        if module == owner and all(w in text for w in words):
-            return writes
+    for refusal in REFUSALS:
+        if module == refusal.module and all(w in text for w in refusal.words):
+            return refusal.writes
     return None
 
 
 def refused_on_entry(error: BaseException) -> bool:
     """Whether ``error`` is compiled code refusing a read-only array before doing any work: a
     Cython memoryview, a numba kernel's explicit signature."""
-    if isinstance(error, ValueError) and str(error) == _CYTHON_READ_ONLY:
+    if isinstance(error, ValueError) and str(error) in REFUSED_ON_ENTRY:
         return True
     return compiled_refusal(error) is False
 
@@ -182,7 +156,7 @@ def refused_by(
         found = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # one of the two
         if found is None:
             return None
-        paths, writes = found, str(error) != _CYTHON_READ_ONLY
+        paths, writes = found, str(error) not in REFUSED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
     return Refusal(paths, writes, bool(hit) and all(FROZEN.get(id(a)) is a for a in hit))
 

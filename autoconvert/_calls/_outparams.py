@@ -15,9 +15,6 @@ import torch
 
 from ._signature import Parameters
 
-#: What ``torchify`` treats as out-parameters: NumPy's ``out=`` and scipy.ndimage's ``output=``.
-NUMPY_OUT_PARAMS = ("out", "output")
-
 
 class OutParams:
     """Where a function's out-parameters sit in a call: by keyword, and by position where

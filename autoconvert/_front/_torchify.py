@@ -17,9 +17,10 @@ from typing import Any, Unpack, cast
 
 import numpy as np
 
+from autoconvert._adapters._numpy import CheckedAt
+from autoconvert._adapters._table import adapter_for
 from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._options import PairOptions, shows_options, validate
-from autoconvert._calls._outparams import NUMPY_OUT_PARAMS
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
 from autoconvert._calls._wrapper import wrap
@@ -32,7 +33,6 @@ from ._proxies import (
     TorchifiedObject,
     becomes_proxy,
     copies_when_needed,
-    home,
     proxy,
     wrap_pair,
 )
@@ -69,10 +69,7 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
     checked = validate(options, "torchify")
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
-    # A tensor handed as NumPy's out= or scipy.ndimage's output= is there to be written.
-    checked = {"out_params": NUMPY_OUT_PARAMS, **checked}
-    if home(target) == "scipy":  # most of SciPy rejects float16 ("array type not supported")
-        checked = {"widen_float16": True, **checked}
+    checked = {**adapter_for(target).torchify_defaults, **checked}
     if isinstance(target, types.ModuleType):
         return TorchifiedModule(target, checked)
     if isinstance(target, type):
@@ -125,7 +122,7 @@ class _UfuncMethod:
     the ufunc is, wrapped on first access."""
 
     def __init__(self, ufunc: np.ufunc, name: str, options: dict[str, Any]) -> None:
-        self.method = _CheckedAt(ufunc) if name == "at" else getattr(ufunc, name)
+        self.method = CheckedAt(ufunc) if name == "at" else getattr(ufunc, name)
         self.options: dict[str, Any] = options
         self.pair: Any = None
 
@@ -135,20 +132,6 @@ class _UfuncMethod:
         if self.pair is None:
             self.pair = wrap_pair(self.method, self.options)
         return self.pair
-
-
-class _CheckedAt:
-    """``ufunc.at``, refusing a read-only first operand as NumPy 2.5 does: before 2.5, ``at``
-    wrote into read-only arrays, so into the caller's tensor behind its back."""
-
-    def __init__(self, ufunc: np.ufunc) -> None:
-        self.ufunc = ufunc
-        self.__name__, self.__qualname__ = "at", f"{ufunc.__name__}.at"
-
-    def __call__(self, a: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(a, np.ndarray) and not a.flags.writeable:
-            a[...] = a  # NumPy's own refusal ("assignment destination is read-only"): a ReadOnlyError
-        return self.ufunc.at(a, *args, **kwargs)
 
 
 def _view(value: Any, options: dict[str, Any], package: str) -> Any:

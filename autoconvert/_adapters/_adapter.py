@@ -1,0 +1,125 @@
+"""What an adapter says about one library on the other side of a call, and its defaults.
+
+An ``Adapter`` holds, for one library autoconvert calls into (or whose callables it is
+handed), what the call path needs to know of it: how it refuses read-only memory, which
+arguments its functions write into, the options ``torchify`` gives it, how its callables
+take arguments. The defaults are those of a library nothing special is known of.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+
+class RefusalWords(NamedTuple):
+    """How compiled code words its refusal of a read-only array, told by the module of the
+    error's class (so recognising it imports nothing) and words all found in its message."""
+
+    module: str  # the top-level module of the error's class (numba's TypingError, cv2.error)
+    words: tuple[str, ...]
+    writes: bool  # a refused write; else a refusal on entry, before any work
+
+
+class Overwritten:
+    """One argument a function may write into: by name and position, and the flag (name,
+    position, default) that lets the library do it, or no flag where it always may."""
+
+    __slots__ = ("default", "flag", "flag_position", "name", "position")
+
+    def __init__(
+        self, name: str, position: int | None, flag: str | None, flag_position: int | None, default: Any
+    ) -> None:
+        self.name, self.position = name, position
+        self.flag, self.flag_position, self.default = flag, flag_position, default
+
+    def asked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether this call lets the library write into the argument."""
+        if self.flag is None:
+            return True
+        if self.flag in kwargs:
+            return bool(kwargs[self.flag])
+        position = self.flag_position
+        return bool(args[position] if position is not None and position < len(args) else self.default)
+
+
+class Adapter:
+    """One library as the call path meets it; subclasses override what differs."""
+
+    #: Its name in messages.
+    name = "code of another library"
+    #: The top-level packages whose functions and classes are the library's.
+    packages: tuple[str, ...] = ()
+    #: Endings of the messages its compiled code refuses a write into a read-only array with
+    #: (NumPy's "<what> is read-only"), told from a function's own errors by where they were raised.
+    refused_writes: tuple[str, ...] = ()
+    #: Words of such refusals worded as a list of demands ("must be contiguous, writable, aligned").
+    refused_demands: tuple[str, ...] = ()
+    #: Words of the TypeErrors it refuses a read-only buffer for writing with.
+    refused_buffers: tuple[str, ...] = ()
+    #: Whole messages it refuses a read-only array with on entry, before reading it.
+    refused_on_entry: tuple[str, ...] = ()
+    #: Refusals told by the error's class (its own exception types).
+    refusals: tuple[RefusalWords, ...] = ()
+    #: Functions whose views are read-only by the library's own rule, whatever they view.
+    read_only_views: frozenset[str] = frozenset()
+    #: Whether its functions take read-only arrays, never refusing them on entry.
+    takes_read_only = False
+    #: Whether its callables are array code: under ``callbacks=True`` they keep receiving arrays.
+    takes_arrays = False
+    #: Options ``torchify`` gives the library's modules, classes and objects (the caller's win):
+    #: by default a tensor handed as NumPy's ``out=`` or scipy.ndimage's ``output=`` is there
+    #: to be written, as in code written against them.
+    torchify_defaults: Mapping[str, Any] = types.MappingProxyType({"out_params": ("out", "output")})
+
+    def claims(self, value: Any) -> bool:
+        """Whether ``value`` is the library's where its module does not say so."""
+        return False
+
+    def overwritten(self, fn: Any) -> list[Overwritten]:
+        """The arguments ``fn`` may write into even where NumPy marks them read-only: by
+        default ``X`` for each ``overwrite_X`` parameter, the flag SciPy's compiled code
+        (``scipy.linalg.solve(a, b, overwrite_b=True)`` writes its solution into ``b``) and
+        the interfaces mirroring it take."""
+        try:
+            parameters = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            return []
+        positions = {p.name: i for i, p in enumerate(parameters) if p.kind in _POSITIONAL}
+        # overwrite_a names A in ldl, null_space, qz and ordqz: matched whatever the case.
+        names = {p.name.lower(): p.name for p in parameters}
+        found = []
+        for p in parameters:
+            target = names.get(p.name.removeprefix("overwrite_").lower()) if p.name.startswith("overwrite_") else None
+            if target is not None:
+                default = p.default if p.default is not inspect.Parameter.empty else False
+                found.append(Overwritten(target, positions.get(target), p.name, positions.get(p.name), default))
+        return found
+
+    def written_in_torch(self, fn: Any) -> bool:
+        """Whether the callable ``fn`` is torch code, which takes tensors, never arrays."""
+        return False
+
+    def is_torch(self, module: types.ModuleType) -> bool:
+        """Whether ``module`` is a torch namespace (torch itself, or one standing for it)."""
+        return False
+
+    def array_namespace(self, module: types.ModuleType) -> types.ModuleType | None:
+        """The namespace to hand a function in place of the torch namespace ``module``
+        (``xp=torch``), whose arrays it is handed; None where ``module`` is not the library's."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<adapter for {self.name}>"
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def module_of(value: Any) -> str:
+    """The module ``value`` (a module, class, callable or object) comes from."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    return str(getattr(value, "__module__", None) or type(value).__module__)

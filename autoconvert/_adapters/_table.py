@@ -1,0 +1,55 @@
+"""The table of adapters the call path consults: the library a value comes from, and each
+kind of knowledge gathered from all of them. Adding a library is adding its module here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._adapter import Adapter, RefusalWords, module_of
+from ._array_api_compat import ArrayApiCompat
+from ._cython import Cython
+from ._f2py import F2py
+from ._numba import Numba
+from ._numpy import NumPy
+from ._opencv import OpenCV
+from ._python import BufferProtocol
+from ._scipy import SciPy
+from ._torch import Torch
+
+NUMPY = NumPy()
+#: Every adapter; those that claim values their module does not name come first.
+ADAPTERS: tuple[Adapter, ...] = (
+    F2py(),
+    ArrayApiCompat(),
+    NUMPY,
+    SciPy(),
+    Cython(),
+    Numba(),
+    OpenCV(),
+    BufferProtocol(),
+    Torch(),
+)
+#: The adapter of code no other adapter describes.
+OTHERS = Adapter()
+_CLAIMING = tuple(a for a in ADAPTERS if type(a).claims is not Adapter.claims)
+_BY_PACKAGE = {package: adapter for adapter in ADAPTERS for package in adapter.packages}
+
+
+def adapter_for(value: Any) -> Adapter:
+    """The adapter of the library ``value`` (a module, class, callable or object) comes from."""
+    for adapter in _CLAIMING:
+        if adapter.claims(value):
+            return adapter
+    return _BY_PACKAGE.get(module_of(value).partition(".")[0], OTHERS)
+
+
+def _every(field: str) -> Any:
+    return tuple(item for adapter in ADAPTERS for item in getattr(adapter, field))
+
+
+REFUSED_WRITES: tuple[str, ...] = _every("refused_writes")
+REFUSED_DEMANDS: tuple[str, ...] = _every("refused_demands")
+REFUSED_BUFFERS: tuple[str, ...] = _every("refused_buffers")
+REFUSED_ON_ENTRY: tuple[str, ...] = _every("refused_on_entry")
+REFUSALS: tuple[RefusalWords, ...] = _every("refusals")
+READ_ONLY_VIEWS: frozenset[str] = frozenset(_every("read_only_views"))
