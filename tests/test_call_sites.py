@@ -18,6 +18,7 @@ import scipy.optimize
 import torch
 
 import autoconvert as ac
+from autoconvert._adapters._table import adapter_for
 
 #: CI installs the recipes extra (numba, OpenCV, scikit-learn): a missing library fails there.
 REQUIRED = bool(os.environ.get("AUTOCONVERT_TEST_RECIPES"))
@@ -41,6 +42,17 @@ def _refusal(function: Any, *args: Any) -> ac.ReadOnlyError:
 
 
 # --------------------------------------------------------------------------- numba
+
+
+def test_numba_kernels_and_opencv_find_their_adapters() -> None:
+    """A kernel is numba's (it names the module of the function it compiled), ``cv2`` and its
+    classes OpenCV's (its builtins name no module: torchify(cv2) tells them by the module);
+    their errors' classes come from the modules the adapters' refusals name."""
+    numba, cv2 = _needs("numba"), _needs("cv2")
+    kernel = numba.njit(lambda a: a)
+    assert [type(adapter_for(v)).__name__ for v in (kernel, cv2, cv2.CLAHE)] == ["Numba", "OpenCV", "OpenCV"]
+    assert type(numba.core.errors.TypingError("")).__module__ == "numba.core.errors"
+    assert type(cv2.error()).__module__ == "cv2"
 
 
 def test_a_numba_kernel_with_a_signature_refuses_read_only_arrays_as_a_read_only_error() -> None:

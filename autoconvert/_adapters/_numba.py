@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._adapter import Adapter, RefusalWords
 
 
 class Numba(Adapter):
     name = "numba"
     packages = ("numba",)
+
+    def claims(self, value: Any) -> bool:
+        """A kernel (``numba.njit(f)``), which names the module of the function it compiled."""
+        return type(value).__module__.startswith("numba.")
+
     refusals = (
         RefusalWords("numba", ("Cannot modify readonly array",), writes=True),
         RefusalWords("numba", ("setitem(readonly array(",), writes=True),

@@ -1,0 +1,86 @@
+"""The adapters' table: each real library's values find their library's adapter, and what
+the table gathers from the adapters is what the call path consults."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.linalg.blas
+import scipy.ndimage
+import scipy.special
+import torch
+from scipy._lib.array_api_compat import numpy as compat_numpy
+from scipy._lib.array_api_compat import torch as compat_torch
+
+from autoconvert._adapters._table import ADAPTERS, OTHERS, REFUSALS, adapter_for
+
+
+def _helper(x: Any) -> Any:
+    return x
+
+
+@pytest.mark.parametrize(
+    ("value", "adapter"),
+    [
+        (np, "NumPy"),
+        (np.mean, "NumPy"),
+        (np.add, "NumPy"),  # a ufunc names no module: its type does
+        (scipy.special.erf, "NumPy"),  # SciPy's ufuncs are NumPy ufuncs, which take read-only arrays
+        (np.random.default_rng(0), "NumPy"),
+        (scipy.ndimage.gaussian_filter, "SciPy"),
+        (scipy.linalg.solve, "SciPy"),
+        (scipy.ndimage, "SciPy"),
+        (scipy.linalg.blas.daxpy, "F2py"),  # an f2py routine: builtins by its module
+        (torch.mean, "Torch"),
+        (torch.nn.Linear(1, 1), "Torch"),
+        (torch, "Torch"),
+        (compat_torch, "ArrayApiCompat"),  # SciPy's vendored copy: scipy by its module
+        (compat_torch.mean, "ArrayApiCompat"),
+        (_helper, "Adapter"),
+        (len, "Adapter"),
+    ],
+)
+def test_a_value_finds_its_librarys_adapter(value: Any, adapter: str) -> None:
+    assert type(adapter_for(value)).__name__ == adapter
+
+
+def test_every_adapter_is_in_the_table_once_and_the_others_default_to_nothing_special() -> None:
+    """Each library has one adapter; the fallback refuses nothing, writes nothing, takes no torch."""
+    kinds = [type(a) for a in ADAPTERS]
+    assert len(kinds) == len(set(kinds))
+    assert OTHERS.overwritten(_helper) == []
+    assert not OTHERS.written_in_torch(_helper)
+    assert OTHERS.array_namespace(types.ModuleType("m")) is None
+    assert dict(OTHERS.torchify_defaults) == {"out_params": ("out", "output")}
+
+
+def test_the_torch_namespaces_give_the_namespaces_of_the_arrays() -> None:
+    """``xp=torch`` stands for NumPy; array-api-compat's torch namespace for its NumPy one."""
+    assert adapter_for(torch).array_namespace(torch) is np
+    assert adapter_for(torch.linalg).array_namespace(torch.linalg) is None
+    namespace = adapter_for(compat_torch).array_namespace(compat_torch)
+    assert namespace is compat_numpy
+
+
+def test_scipy_gets_float16_widened_and_every_adapter_the_out_parameter_names() -> None:
+    assert dict(adapter_for(scipy.ndimage).torchify_defaults) == {
+        "widen_float16": True,
+        "out_params": ("out", "output"),
+    }
+    assert dict(adapter_for(np).torchify_defaults) == {"out_params": ("out", "output")}
+
+
+def test_the_refusals_told_by_an_error_class_are_numbas_and_opencvs() -> None:
+    """numba raises its TypingError from ``numba`` and a builtin TypeError for a signature
+    mismatch; OpenCV raises ``cv2.error`` (tests/test_call_sites.py raises each for real)."""
+    assert [(r.module, r.writes) for r in REFUSALS] == [
+        ("numba", True),
+        ("numba", True),
+        ("numba", False),
+        ("builtins", False),
+        ("cv2", True),
+    ]
