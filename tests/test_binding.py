@@ -141,6 +141,17 @@ class TestCopying:
         first, second = copy.deepcopy([counting, counting])  # one object, one copy
         assert first is second
 
+    def test_a_torchified_functions_copies_keep_their_plan(self) -> None:
+        """scipy.ndimage's functions are guarded objects that copy into new ones: the copy is
+        wrapped again with torchify's plan (its package kept), where copying raised TypeError."""
+        import scipy.ndimage
+
+        gaussian = ac.torchify(scipy.ndimage).gaussian_filter
+        for copy_of in (copy.copy, copy.deepcopy):
+            twin = copy_of(gaussian)
+            assert twin is not gaussian and type(twin._self_plan) is type(gaussian._self_plan)
+            assert torch.equal(twin(torch.ones(3), 1.0), gaussian(torch.ones(3), 1.0))
+
 
 class TestPickling:
     """Module-level decorated functions and bound methods pickle by reference."""

@@ -7,6 +7,7 @@ import ast
 import pathlib
 import subprocess
 import sys
+import tomllib
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 #: The layer folders, bottom first. What every layer shares (errors, pickling) sits in the
@@ -47,6 +48,7 @@ ORDER = [
     "_calls._signature",
     "_calls._outparams",
     "_calls._exact",
+    "_calls._guards",
     "_calls._callbacks",
     "_calls._inputs",
     "_calls._outputs",
@@ -66,7 +68,6 @@ ORDER = [
     "_front._gather",
     "_front._executors",
     "_front._batched",
-    "_front._overwrites",
     "_front._proxies",
     "_front._torchify",
     "_front._wants",
@@ -117,6 +118,12 @@ def _imports(module: str, *, module_scope: bool = False) -> tuple[set[str], set[
 def test_every_module_is_in_the_layer_list() -> None:
     found = {".".join(p.relative_to(PACKAGE).with_suffix("").parts) for p in PACKAGE.rglob("*.py")}
     assert sorted(found - {f"{folder}.__init__" for folder in LAYERS}) == sorted(ORDER)
+
+
+def test_the_distribution_ships_every_layer() -> None:
+    """pyproject.toml lists the packages a wheel holds: the package and each layer folder."""
+    listed = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert listed == ["autoconvert", *(f"autoconvert.{folder}" for folder in LAYERS)]
 
 
 def test_each_layer_sits_together_in_its_folder_in_order() -> None:

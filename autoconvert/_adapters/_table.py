@@ -53,3 +53,24 @@ REFUSED_BUFFERS: tuple[str, ...] = _every("refused_buffers")
 REFUSED_ON_ENTRY: tuple[str, ...] = _every("refused_on_entry")
 REFUSALS: tuple[RefusalWords, ...] = _every("refusals")
 READ_ONLY_VIEWS: frozenset[str] = frozenset(_every("read_only_views"))
+
+
+def compiled_refusal(error: BaseException) -> bool | None:
+    """Whether ``error`` is compiled code refusing a read-only array in words its error class
+    tells (numba, OpenCV): True for a refused write (a kernel storing into it, ``cv2.fillPoly``
+    drawing on it), False for a refusal on entry (a kernel whose signature asks for writable
+    arrays); None where it is neither."""
+    module = type(error).__module__.partition(".")[0]
+    text = str(error)
+    for refusal in REFUSALS:
+        if module == refusal.module and all(w in text for w in refusal.words):
+            return refusal.writes
+    return None
+
+
+def refused_on_entry(error: BaseException) -> bool:
+    """Whether ``error`` is compiled code refusing a read-only array before doing any work: a
+    Cython memoryview, a numba kernel's explicit signature."""
+    if isinstance(error, ValueError) and str(error) in REFUSED_ON_ENTRY:
+        return True
+    return compiled_refusal(error) is False

@@ -151,7 +151,7 @@ def _numpy_leaf(s: Script, level: int, name: str, step: Step) -> None:
     says so with the tensor's path)."""
     tensor = f"({name}.detach() if {name}.requires_grad else {name})" if step.detach else name
     private, memory = ('.copy("K")', ", MemoryError") if step.private else ("", "")
-    s.add(level, "plain = True", "try:", f"    {name} = {tensor}.numpy(){private}")
+    s.add(level, "took_plain = True", "try:", f"    {name} = {tensor}.numpy(){private}")
     s.add(level, f"except (TypeError, RuntimeError{memory}):")
     s.to_generic(level + 1)
     if not step.private:
@@ -160,12 +160,12 @@ def _numpy_leaf(s: Script, level: int, name: str, step: Step) -> None:
 
 def _recorded_value(s: Script, level: int, name: str, step: Step) -> None:
     """A value left as it is (returns_tensor alone, a parameter accepts_numpy's only=/exclude=
-    passes on): a CPU tensor whose results come back uncast sets ``plain`` (the output side's
+    passes on): a CPU tensor whose results come back uncast sets ``took_plain`` (the output side's
     vote then gives the CPU); any other tensor, and a container, sends the call to the
     generic call, whose recording walk finds them."""
     s.add(level, f"kind = type({name})", "if kind is Tensor:", f"    if not {name}.is_cpu or {name}.dtype in restored:")
     s.to_generic(level + 2)
-    s.add(level, "    plain = True", "elif kind not in kept:")
+    s.add(level, "    took_plain = True", "elif kind not in kept:")
     s.to_generic(level + 1)
 
 
@@ -246,9 +246,9 @@ def emit_result(s: Script, result: Result) -> None:
             "        pass",
         )
     # What the flat code leaves goes to the output side's generic conversion, with the call's
-    # tensors where it converted or recorded one (``plain``), found again only now.
+    # tensors where it converted or recorded one (``took_plain``), found again only now.
     a = s.arguments
-    s.add(1, f"return convert_out(result, tensors_in({a}) if plain else [], [], given_args({a}, instance))")
+    s.add(1, f"return convert_out(result, tensors_in({a}) if took_plain else [], [], given_args({a}, instance))")
 
 
 def _tensor_result(s: Script, result: Result) -> None:
@@ -257,7 +257,7 @@ def _tensor_result(s: Script, result: Result) -> None:
     call's without tensors while torch's default device is the CPU. Where the result stays on
     the CPU uncast, array_to_tensor's first steps inlined (a frame fewer per result), and an
     exact tuple, list or dict of arrays torch shares (what a batch comes back as) walked here."""
-    s.add(1, "if plain or default_device() is CPU:", "    kind = type(result)", "    if kind is ndarray:")
+    s.add(1, "if took_plain or default_device() is CPU:", "    kind = type(result)", "    if kind is ndarray:")
     if result.shares:
         s.add(
             3,

@@ -19,11 +19,11 @@ import torch
 from autoconvert._adapters import _cython
 from autoconvert._adapters._table import (
     READ_ONLY_VIEWS,
-    REFUSALS,
     REFUSED_BUFFERS,
     REFUSED_DEMANDS,
     REFUSED_ON_ENTRY,
     REFUSED_WRITES,
+    compiled_refusal,
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._tree import Mapper
@@ -105,26 +105,6 @@ def refuses_write(error: BaseException) -> bool:
     if isinstance(error, TypeError):
         return any(words in text for words in REFUSED_BUFFERS)
     return text.removesuffix(".").endswith(REFUSED_WRITES) or any(words in text for words in REFUSED_DEMANDS)
-
-
-def compiled_refusal(error: BaseException) -> bool | None:
-    """Whether ``error`` is numba or OpenCV refusing a read-only array: True for a refused
-    write (a kernel storing into it, ``cv2.fillPoly`` drawing on it), False for a refusal on
-    entry (a kernel whose signature asks for writable arrays); None where it is neither."""
-    module = type(error).__module__.partition(".")[0]
-    text = str(error)
-    for refusal in REFUSALS:
-        if module == refusal.module and all(w in text for w in refusal.words):
-            return refusal.writes
-    return None
-
-
-def refused_on_entry(error: BaseException) -> bool:
-    """Whether ``error`` is compiled code refusing a read-only array before doing any work: a
-    Cython memoryview, a numba kernel's explicit signature."""
-    if isinstance(error, ValueError) and str(error) in REFUSED_ON_ENTRY:
-        return True
-    return compiled_refusal(error) is False
 
 
 class Refusal(NamedTuple):

@@ -17,7 +17,7 @@ def _opening(s: Script, places: bool) -> None:
     s.add(1, "if compiling():", f"    return opaque(generic, wrapped, instance, {s.arguments})")
     s.add(1, "if active() is not None or profiler._is_profiler_enabled:")
     s.to_generic(2)
-    s.add(1, "plain = False")
+    s.add(1, "took_plain = False")
     if places:
         s.add(1, "placed = None")
 
@@ -33,7 +33,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, hands_read_only:
         "try:",
         f"    result = wrapped({arguments})",
         "except BaseException as e:",
-        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=plain)",
+        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=took_plain)",
         "    raise",
     )
 
@@ -169,7 +169,7 @@ def proxy_source(shape: Shape) -> str:
             f"kind = type(p{k})",
             f"if kind is Tensor and p{k}.is_cpu:",
             "    device = CPU",
-            "elif kind not in plain:",
+            "elif kind not in plain_values:",
             "    walks = True",
         )
     given = ", ".join(f"p{k}" for k in range(1, shape.arity))

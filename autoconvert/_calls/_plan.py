@@ -109,7 +109,7 @@ class Plan:
         numpy_in = policies.get("accepts_numpy")
         # Results narrow back to float16 when the input side widened it (fused pairs only).
         half = numpy_in is not None and numpy_in.widen_float16
-        handed = numpy_in is not None and numpy_in.hands_read_only()
+        read_only_inputs = numpy_in is not None and numpy_in.hands_read_only()
         for side, policy in policies.items():
             where = f"{side}() on {self.function}"
             if side == "accepts_numpy":
@@ -120,7 +120,12 @@ class Plan:
             elif side == "returns_tensor":
                 restoring = RESTORING_HALF if half else RESTORING
                 outputs = TensorOutputs(
-                    self.function, self.params, policy, restoring=restoring, handed=handed, objects=self.objects
+                    self.function,
+                    self.params,
+                    policy,
+                    restoring=restoring,
+                    read_only_inputs=read_only_inputs,
+                    objects=self.objects,
                 )
             else:
                 outputs = NumpyOutputs(self.function, self.params, policy)

@@ -157,7 +157,7 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
         "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
         # The call's tensors, for a result the flat code leaves to the output side (it votes on
-        # them, or unaliases a tensor result): the flat code keeps only a flag, ``plain``. Any
+        # them, or unaliases a tensor result): the flat code keeps only a flag, ``took_plain``. Any
         # call that gets there has no tensor deeper than the flat code walks.
         "tensors_in": inputs.tensors_in if inputs is not None else None,
         "convert_out": outputs.convert if outputs is not None else None,

@@ -115,7 +115,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     def _around(self, wrapped: Any) -> Any:
         if wrapped is self.__wrapped__:
             return self
-        return wrap(wrapped, type(self._self_plan)(wrapped, self._self_plan.sides))
+        return wrap(wrapped, self._self_plan.remade()(wrapped, self._self_plan.sides))
 
 
 def _shown(option: Any) -> str:

@@ -24,14 +24,15 @@ import torch
 from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._exact import shape_of, splitter, with_signature
 from autoconvert._calls._generate import proxy_source
+from autoconvert._calls._guards import guarded
 from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE
-from autoconvert._calls._wrapper import as_method
+from autoconvert._calls._plan import Plan
+from autoconvert._calls._wrapper import as_method, wrap
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
-from autoconvert._conversions._tree import Mapper, StandIn
+from autoconvert._conversions._tree import Leaf, Mapper, StandIn
 
 from ._decorators import for_library
-from ._overwrites import guarded
 from ._plain import TensorOptions, to_numpy, to_tensor
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
@@ -61,8 +62,49 @@ def copies_when_needed(options: dict[str, Any]) -> bool:
 
 
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``wrap_pair`` of a bound method of a torchified object, guarded (see _overwrites)."""
+    """``wrap_pair`` of a bound method of a torchified object, guarded (see _guards)."""
     return wrap_pair(guarded(fn, copies_when_needed(options)), options)
+
+
+class ProxyingPlan(Plan):
+    """The plan of a torchified function (a module's, a class's static or class method): a
+    result that is an object of the function's package (``tnp.random.default_rng(0)``,
+    ``make_interp_spline``'s spline, a factory classmethod's instance) comes back as a
+    torchified object, so calls on it stay in tensors."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], package: str, own: Any = None) -> None:
+        """``package``: the torchified module's or class's, for functions that do not name
+        their own (an extension module's builtins, ``cv2.createCLAHE``, have no ``__module__``);
+        ``own``: the torchified class whose view its own instances come back in."""
+        self.package = (getattr(func, "__module__", None) or package).partition(".")[0]
+        self.options = {k: v for options in sides.values() for k, v in options.items()}
+        self.own: TorchifiedClass | None = own
+        super().__init__(func, sides)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        return functools.partial(type(self), package=self.package, own=self.own)
+
+    def objects(self, cls: type) -> Leaf | None:
+        own = self.own
+        if own is not None and cls is own.__wrapped__:
+            view = own
+        elif becomes_proxy(cls, self.package):
+            view = TorchifiedClass(cls, self.options)
+        else:
+            return None
+        options = self.options
+        return lambda value, ctx: proxy(value, options, ctx.device, view)
+
+
+def torchified_function(
+    fn: Any, options: dict[str, Any], package: str, plan: Any = ProxyingPlan, own: Any = None
+) -> Any:
+    """``wrap_pair(fn, options)``, guarded (see _guards), with a ``plan`` (a ProxyingPlan):
+    objects of ``package`` come back as proxies."""
+    if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
+        return opaque(torchified_function, fn, options, package, plan, own)
+    pair = wrap_pair(guarded(fn, copies_when_needed(options)), options)
+    return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides, package, own))
 
 
 def becomes_proxy(kind: type, package: str) -> bool:
@@ -106,14 +148,10 @@ class TorchifiedClass(StandIn):
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
-        wrapped = wrap_pair(guarded(value, copies_when_needed(self._options)), self._options)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = wrapped(*args, **kwargs)  # a factory classmethod's instance comes back as a proxy
-            return result if type(result) is torch.Tensor else self.viewed(result, _device_of(args, kwargs))
-
+        # A factory classmethod's instance comes back as a proxy of this view.
+        wrapped = torchified_function(value, self._options, home(self.__wrapped__), own=self)
         # setdefault: threads that read a fresh name at once all get the first one made.
-        return self.__dict__.setdefault(name, call)
+        return self.__dict__.setdefault(name, wrapped)
 
     def assign(self, target: Any, name: str, value: Any) -> None:
         """``target.name = value``, the value handed over as a method's argument is: a
@@ -375,7 +413,7 @@ def _proxy_method(wrapped: Any) -> Callable[..., Any]:
         "method_of": as_method(wrapped),
         "Tensor": torch.Tensor,
         "CPU": CPU,
-        "plain": _PLAIN_VALUES,
+        "plain_values": _PLAIN_VALUES,
         "device_of": _device_of,
         "split": splitter(function, shape, first=1),
         "record": object.__setattr__,

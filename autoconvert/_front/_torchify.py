@@ -8,32 +8,26 @@ builds an object whose methods take tensors and whose fitted arrays read back as
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 import types
-from collections.abc import Callable
 from typing import Any, Unpack, cast
 
 import numpy as np
 
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._options import PairOptions, shows_options, validate
-from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
-from autoconvert._calls._wrapper import wrap
-from autoconvert._conversions._tree import Leaf, StandIn
+from autoconvert._conversions._tree import StandIn
 
-from ._overwrites import guarded
 from ._proxies import (
     PLAIN_TYPES,
+    ProxyingPlan,
     TorchifiedClass,
     TorchifiedObject,
-    becomes_proxy,
-    copies_when_needed,
     proxy,
+    torchified_function,
     wrap_pair,
 )
 
@@ -77,21 +71,8 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
     return proxy(target, checked, None)
 
 
-class FunctionPlan(Plan):
-    """The plan of a torchified module's function: a result that is an object of the
-    function's package (``tnp.random.default_rng(0)``, ``make_interp_spline``'s spline)
-    comes back as a torchified object, so calls on it stay in tensors; a ufunc's methods
-    convert as the ufunc does."""
-
-    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], package: str) -> None:
-        """``package``: the torchified module's, for functions that do not name their own
-        (an extension module's builtins, ``cv2.createCLAHE``, have no ``__module__``)."""
-        self.package = (getattr(func, "__module__", None) or package).partition(".")[0]
-        self.options = {k: v for options in sides.values() for k, v in options.items()}
-        super().__init__(func, sides)
-
-    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
-        return functools.partial(FunctionPlan, package=self.package)
+class FunctionPlan(ProxyingPlan):
+    """The plan of a torchified module's function: a ufunc's methods convert as the ufunc does."""
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         if not isinstance(wrapped, np.ufunc):
@@ -100,21 +81,6 @@ class FunctionPlan(Plan):
             name: _UfuncMethod(wrapped, name, self.options)
             for name in ("accumulate", "at", "outer", "reduce", "reduceat")
         }
-
-    def objects(self, cls: type) -> Leaf | None:
-        if not becomes_proxy(cls, self.package):
-            return None
-        options, view = self.options, TorchifiedClass(cls, self.options)
-        return lambda value, ctx: proxy(value, options, ctx.device, view)
-
-
-def _module_function(fn: Any, options: dict[str, Any], package: str) -> Any:
-    """``wrap_pair(fn, options)`` with a ``FunctionPlan``: objects of ``package`` come back as
-    proxies. A ufunc's methods (``tnp.add.at``, ``tnp.subtract.outer``) convert as the ufunc does."""
-    if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
-        return opaque(_module_function, fn, options, package)
-    pair = wrap_pair(guarded(fn, copies_when_needed(options)), options)
-    return wrap(pair.__wrapped__, FunctionPlan(pair.__wrapped__, pair._self_plan.sides, package))
 
 
 class _UfuncMethod:
@@ -144,7 +110,7 @@ def _view(value: Any, options: dict[str, Any], package: str) -> Any:
         if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
-        return _module_function(value, options, package)
+        return torchified_function(value, options, package, FunctionPlan)
     return value
 
 

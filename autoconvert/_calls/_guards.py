@@ -21,11 +21,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from autoconvert._adapters._adapter import Overwritten
-from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._failures import refused_on_entry
-from autoconvert._calls._signature import deferred_kind
+from autoconvert._adapters._table import adapter_for, refused_on_entry
 from autoconvert._conversions._copies import copied_in_function
 from autoconvert._conversions._tree import Mapper
+
+from ._signature import deferred_kind
 
 
 class Guarded:
@@ -50,14 +50,16 @@ class Guarded:
         if self.arguments:
             args = self._overwritable(args, kwargs)
         if self.writable:
-            return self.__wrapped__(*_WRITABLE(args, None), **_WRITABLE(kwargs, None))
-        if not self.retries:
-            return self.__wrapped__(*args, **kwargs)
+            return self._writable_call(args, kwargs)
         try:
             return self.__wrapped__(*args, **kwargs)
         except (ValueError, TypeError) as error:  # numba's TypingError is a TypeError
-            if not refused_on_entry(error) or not any(not a.flags.writeable for a in _arrays_in(args, kwargs)):
+            if not self.retries or not _refused_read_only(error, args, kwargs):
                 raise
+        return self._writable_call(args, kwargs)
+
+    def _writable_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call with writable copies of read-only arrays, as every later one is."""
         self.writable = True
         return self.__wrapped__(*_WRITABLE(args, None), **_WRITABLE(kwargs, None))
 
@@ -80,6 +82,11 @@ class Guarded:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return guarded, (self.__wrapped__, self.retries)
+
+
+def _refused_read_only(error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``error`` is compiled code refusing, on entry, a read-only array of the call."""
+    return refused_on_entry(error) and any(not a.flags.writeable for a in _arrays_in(args, kwargs))
 
 
 def _private(value: Any) -> Any:
