@@ -1,4 +1,4 @@
-"""The generated code of ten representative plans, pinned in ``tests/golden/``.
+"""The generated code of eleven representative plans, pinned in ``tests/golden/``.
 
 Each file is what ``autoconvert.explain`` says of one plan (its options, parameters, call
 path) and the source generated for it, so any change to generated code shows up in review
@@ -45,6 +45,12 @@ class Scaler:
     def scale(self, a: np.ndarray, k: float = 2.0) -> np.ndarray:
         return a * k
 
+    @staticmethod
+    def negate(a: np.ndarray) -> np.ndarray:
+        """A torchified class's static method: its guard retries refusals on entry, so the flat
+        call calls the function itself and sends such a refusal to the generic call."""
+        return -a
+
 
 def _source(function: Any) -> str:
     """A generated function's source, as linecache holds it for tracebacks."""
@@ -72,6 +78,7 @@ PLANS: dict[str, Callable[[], str]] = {
     "returns_tensor_alone": lambda: str(ac.explain(ac.returns_tensor(_f))),
     "reverse_pair": lambda: str(ac.explain(ac.returns_numpy(ac.accepts_tensor(_f)))),
     "torchified_method": _torchified_method,
+    "torchified_static": lambda: str(ac.explain(ac.torchify(Scaler).negate)),
     # The source alone: whether a ufunc has a signature to list depends on NumPy's version.
     "ufunc_leading_form": lambda: ac.explain(ac.torchify(np).add).source.split("\n", 1)[1],  # type: ignore[union-attr]
 }

@@ -52,6 +52,9 @@ class Kind(NamedTuple):
     places: bool  # the function gets tensors placed on a device
     hands_read_only: bool  # the function gets read-only arrays
     writes_at: int | None  # the first positional out-parameter (None: it has none)
+    #: The function is a guard's (see _guards.Guarded.calls_directly): called directly, a
+    #: refusal of read-only arrays on entry sent to the generic call, whose guard retries it.
+    retries: bool = False
 
 
 RECORDED = Step("recorded")

@@ -11,28 +11,38 @@ from ._emit import MOST_POSITIONAL, Kind, Script, Step, emit_result, emit_value
 from ._exact import Shape
 
 
-def _opening(s: Script, places: bool) -> None:
+def _opening(s: Script, kind: Kind) -> None:
     """Every form's first lines: the guards, in the generic call's order (the compile escape,
     then the hand-over to a watched Runner), and the per-call state."""
     s.add(1, "if compiling():", f"    return opaque(generic, wrapped, instance, {s.arguments})")
     s.add(1, "if active() is not None or profiler._is_profiler_enabled:")
     s.to_generic(2)
+    if kind.retries:  # the guard's function refused read-only arrays once: it copies from then on
+        s.add(1, "if guard.writable:")
+        s.to_generic(2)
     s.add(1, "took_plain = False")
-    if places:
+    if kind.places:
         s.add(1, "placed = None")
 
 
-def _called(s: Script, level: int, arguments: str, handed: str, hands_read_only: bool) -> None:
+def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> None:
     """The call itself; where the function got read-only arrays, NumPy refusing a write into
-    one of them becomes a ReadOnlyError (see Runner.failed)."""
-    if not hands_read_only:
+    one of them becomes a ReadOnlyError (see Runner.failed). A guard's function is called
+    directly, and a refusal on entry goes to the generic call, through the guard."""
+    if not kind.hands_read_only and not kind.retries:
         s.add(level, f"result = wrapped({arguments})")
         return
     s.add(
         level,
         "try:",
-        f"    result = wrapped({arguments})",
+        f"    result = {'callee' if kind.retries else 'wrapped'}({arguments})",
         "except BaseException as e:",
+    )
+    if kind.retries:  # the guard copies from now on: the generic call makes the call again through it
+        s.add(level + 1, f"if guard.refused(e, {handed}):")
+        s.to_generic(level + 2)
+    s.add(
+        level,
         f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=took_plain)",
         "    raise",
     )
@@ -52,7 +62,7 @@ def star_source(head: str, kind: Kind) -> str:
 def _star_body(s: Script, head: str, kind: Kind) -> None:
     first = "instance, " if head.startswith("method(") else ""
     writes_at = kind.writes_at
-    _opening(s, kind.places)
+    _opening(s, kind)
     s.add(1, "n = len(args)")
     if writes_at is not None:
         s.add(1, "if kwargs and not writes.isdisjoint(kwargs):")
@@ -73,9 +83,9 @@ def _star_body(s: Script, head: str, kind: Kind) -> None:
         s.add(2, "if kwargs:", "    new_kwargs = {}", "    for key, value in kwargs.items():")
         emit_value(s, 4, "value", kind.value)
         s.add(2, "        new_kwargs[key] = value")
-        _called(s, 3, f"{first}{given}**new_kwargs", f"({given}), new_kwargs", kind.hands_read_only)
+        _called(s, 3, f"{first}{given}**new_kwargs", f"({given}), new_kwargs", kind)
         s.add(2, "else:")
-        _called(s, 3, f"{first}{given}".rstrip(", "), f"({given}), kwargs", kind.hands_read_only)
+        _called(s, 3, f"{first}{given}".rstrip(", "), f"({given}), kwargs", kind)
     s.add(1, "else:")
     s.to_generic(2)
     emit_result(s, kind.result)
@@ -106,7 +116,7 @@ def exact_source(
 def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[Step, ...]) -> None:
     if method:
         s.add(1, "instance = p0")
-    _opening(s, kind.places)
+    _opening(s, kind)
     handed = ["p0"] if method else []
     first = len(handed)
     for k, step in enumerate(steps, first):  # checked first: a call passing one converts nothing here
@@ -122,7 +132,7 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
             s.add(1, f"c{k} = p{k}", *([f"if p{k} is not d{k}:"] if defaulted else []))
             s.lines += part.lines
         handed.append(f"c{k}" if part.lines else f"p{k}")
-    _called(s, 1, shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", kind.hands_read_only)
+    _called(s, 1, shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", kind)
     emit_result(s, kind.result)
 
 

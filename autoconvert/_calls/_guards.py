@@ -46,6 +46,23 @@ class Guarded:
             if value is not None:
                 setattr(self, name, value)
 
+    @property
+    def direct(self) -> Any:
+        """What a flat call may call in place of this guard, which then costs nothing per call
+        (see _generate._called): the function, where the guard only retries refusals on
+        entry, the flat call sending those to the guard; None where every call needs it."""
+        return self.__wrapped__ if self.retries and not self.arguments else None
+
+    def refused(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether ``error``, raised by the function called directly with ``args`` and
+        ``kwargs``, is a refusal this guard retries; if so, it copies from then on."""
+        if not self.retries or not isinstance(error, (ValueError, TypeError)):
+            return False
+        if not _refused_read_only(error, args, kwargs):
+            return False
+        self.writable = True
+        return True
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.arguments:
             args = self._overwritable(args, kwargs)
@@ -54,13 +71,12 @@ class Guarded:
         try:
             return self.__wrapped__(*args, **kwargs)
         except (ValueError, TypeError) as error:  # numba's TypingError is a TypeError
-            if not self.retries or not _refused_read_only(error, args, kwargs):
+            if not self.refused(error, args, kwargs):
                 raise
         return self._writable_call(args, kwargs)
 
     def _writable_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The call with writable copies of read-only arrays, as every later one is."""
-        self.writable = True
+        """The call with writable copies of read-only arrays."""
         return self.__wrapped__(*_WRITABLE(args, None), **_WRITABLE(kwargs, None))
 
     def _overwritable(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -84,7 +100,7 @@ class Guarded:
         return guarded, (self.__wrapped__, self.retries)
 
 
-def _refused_read_only(error: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _refused_read_only(error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``error`` is compiled code refusing, on entry, a read-only array of the call."""
     return refused_on_entry(error) and any(not a.flags.writeable for a in _arrays_in(args, kwargs))
 

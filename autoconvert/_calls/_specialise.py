@@ -45,6 +45,7 @@ from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind
 from ._escape import compiling, opaque
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
 from ._generate import exact_source, leading_source, star_source
+from ._guards import Guarded
 from ._inputs import NumpyInputs, TensorInputs
 from ._observe import PROFILER
 from ._outputs import TensorOutputs
@@ -79,17 +80,22 @@ class Flat:
         a staticmethod with the function's own signature; else, where calls pass a known count
         of arguments positionally (a ufunc's inputs, see _exact.leading_of), a staticmethod
         taking those and ``*args, **kwargs``, which takes any other call as the ``*args`` form; else
-        ``__call__(self, *args, **kwargs)``."""
-        namespace = {**self.namespace, "wrapped": wrapped, "instance": None}
-        exact = self._exact(wrapped, namespace, method=False)
+        ``__call__(self, *args, **kwargs)``. A guard that only retries refusals on entry is
+        called through its function (see Guarded.direct)."""
+        kind, callee = self.kind, wrapped
+        direct = wrapped.direct if type(wrapped) is Guarded and not self.selects else None
+        if direct is not None:
+            kind, callee = kind._replace(retries=True), direct
+        namespace = {**self.namespace, "wrapped": wrapped, "callee": callee, "guard": wrapped, "instance": None}
+        exact = self._exact(callee, namespace, kind, method=False)
         if exact is not None:
             return staticmethod(exact), namespace
-        count = leading_of(wrapped) if not self.selects else 0
+        count = leading_of(callee) if not self.selects else 0
         if not 0 < count <= MOST_POSITIONAL:
-            exec(self.codes[1], namespace)
+            exec(self.codes[1] if kind is self.kind else _codes_of(kind)[1], namespace)
             return namespace["__call__"], namespace
-        key = (self.kind, count)
-        code = _LEADING.get(key) or _LEADING.setdefault(key, compiled(leading_source(self.kind, count), "flat call"))
+        key = (kind, count)
+        code = _LEADING.get(key) or _LEADING.setdefault(key, compiled(leading_source(kind, count), "flat call"))
         exec(code, namespace)
         return staticmethod(namespace["__call__"]), namespace
 
@@ -103,13 +109,15 @@ class Flat:
             return generic(types.MethodType(function, instance), instance, args, kwargs)
 
         namespace = {**self.namespace, "wrapped": function, "generic": bound_generic}
-        exact = self._exact(function, namespace, method=True)
+        exact = self._exact(function, namespace, self.kind, method=True)
         if exact is not None:
             return exact
         exec(self.codes[2], namespace)
         return functools.update_wrapper(namespace["method"], function)
 
-    def _exact(self, function: Any, namespace: dict[str, Any], *, method: bool) -> Callable[..., Any] | None:
+    def _exact(
+        self, function: Any, namespace: dict[str, Any], kind: Kind, *, method: bool
+    ) -> Callable[..., Any] | None:
         """The flat call with ``function``'s own signature (see _exact), so that CPython binds
         the arguments, keywords included, and its messages for a bad call name the function;
         None where ``function`` has no such signature, or no parameter to take the instance."""
@@ -120,11 +128,11 @@ class Flat:
         namespace["split"] = splitter(function, shape, first=first)
         names = function.__code__.co_varnames[first : shape.arity]
         # Called unbound, a method's ``self`` is an argument like any other: it gets the value step.
-        value = self.kind.value
+        value = kind.value
         steps = tuple(self.steps.get(name, value) for name in names)
         steps = tuple(value if step is INSTANCE else step for step in steps)
-        source = functools.partial(exact_source, self.kind, method, shape=shape, steps=steps)
-        key = ("flat call", *self.kind, method, steps)
+        source = functools.partial(exact_source, kind, method, shape=shape, steps=steps)
+        key = ("flat call", *kind, method, steps)
         return with_signature(function, shape, key, source, namespace)
 
 
@@ -199,10 +207,14 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
     )
     if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
         return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
-    codes = _CODES.get(kind) or _CODES.setdefault(
+    return Flat(kind, _codes_of(kind), namespace, spec)
+
+
+def _codes_of(kind: Kind) -> tuple[CodeType, ...]:
+    """The three forms' code for plans of ``kind``, compiled on first use."""
+    return _CODES.get(kind) or _CODES.setdefault(
         kind, tuple(compiled(star_source(h, kind), "flat call") for h in _HEADS)
     )
-    return Flat(kind, codes, namespace, spec)
 
 
 #: The three forms' code per kind of plan (a few per program): what differs between plans of a
