@@ -142,6 +142,12 @@ def _other_plans(t: torch.Tensor, eight: list[torch.Tensor], repeats: int, targe
         target,
     )
 
+    return rows + _torchified_modules(t, repeats, target)
+
+
+def _torchified_modules(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
+    """torchify's module functions: SciPy's (where installed), and NumPy's with an out-parameter."""
+    rows: list[Row] = []
     # torchify of a SciPy module: its functions widen float16 (SciPy rejects it), a check per tensor.
     if importlib.util.find_spec("scipy") is not None:
         import scipy.special
@@ -157,7 +163,7 @@ def _other_plans(t: torch.Tensor, eight: list[torch.Tensor], repeats: int, targe
             repeats,
             target,
         )
-        # A SciPy function written in Python runs inside torchify's guard (copy when needed).
+        # A SciPy function written in Python is guarded (copy when needed), its flat call calling it directly.
         import scipy.ndimage
 
         ndimage = ac.torchify(scipy.ndimage)
@@ -190,9 +196,21 @@ def _other_plans(t: torch.Tensor, eight: list[torch.Tensor], repeats: int, targe
 def per_call(settings: Settings) -> list[Row]:
     """Decorator cost on small CPU arrays, against hand-written conversion."""
     repeats, target = settings["repeats"], settings["target_s"]
-    rows: list[Row] = []
     t = torch.rand(16)
+    eight = [torch.rand(16) for _ in range(8)]
+    rows = _one_tensor(t, repeats, target) + _several_arguments(repeats, target)
+    rows += _per_leaf(eight, repeats, target) + _other_plans(t, eight, repeats, target)
+    rows += _methods(t, repeats, target) + _gradients(t, repeats, target)
+    rows += _views_and_adapt(t, repeats, target) + _check_writes(t, repeats, target)
+    return rows
 
+
+def _affine(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    return np.add(np.multiply(a, alpha), np.multiply(b, beta)) + c
+
+
+def _one_tensor(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
+    """The plain pair on one tensor, against the peers."""
     neg = ac.returns_tensor(ac.accepts_numpy(np.negative))
     contenders = {
         "hand-written": lambda: torch.from_numpy(np.negative(t.numpy())),
@@ -201,22 +219,23 @@ def per_call(settings: Settings) -> list[Row]:
         **{name: functools.partial(f, t) for name, f in peers(np.negative).items()},
         "torch.library.custom_op": functools.partial(_custom_op_peer(), t),
     }
-    rows += compare("1 tensor arg (np.negative, 16 float32)", "hand-written", contenders, repeats, target)
+    return compare("1 tensor arg (np.negative, 16 float32)", "hand-written", contenders, repeats, target)
 
-    def affine(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-        return np.add(np.multiply(a, alpha), np.multiply(b, beta)) + c
 
+def _several_arguments(repeats: int, target: float) -> list[Row]:
+    """Three tensors and two plain values, by position and by keyword, against the floor."""
+    rows: list[Row] = []
     a, b, c = torch.rand(16), torch.rand(16), torch.rand(16)
-    fused = ac.returns_tensor(ac.accepts_numpy(affine))
-    floored = floor.three_and_two(affine, fused)
+    fused = ac.returns_tensor(ac.accepts_numpy(_affine))
+    floored = floor.three_and_two(_affine, fused)
     rows += compare(
         "3 tensor + 2 plain args",
         "hand-written",
         {
-            "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)),
+            "hand-written": lambda: torch.from_numpy(_affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)),
             "autoconvert": lambda: fused(a, b, c, 0.5, 2.0),
             "pure-Python floor (same guards)": lambda: floored(a, b, c, 0.5, 2.0),
-            "functools.wraps decorator": functools.partial(minimal_decorator(affine), a, b, c, 0.5, 2.0),
+            "functools.wraps decorator": functools.partial(minimal_decorator(_affine), a, b, c, 0.5, 2.0),
         },
         repeats,
         target,
@@ -226,7 +245,7 @@ def per_call(settings: Settings) -> list[Row]:
         "3 tensor + 2 plain args, plain ones by keyword",
         "hand-written",
         {
-            "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), alpha=0.5, beta=2.0)),
+            "hand-written": lambda: torch.from_numpy(_affine(a.numpy(), b.numpy(), c.numpy(), alpha=0.5, beta=2.0)),
             "autoconvert": lambda: fused(a, b, c, alpha=0.5, beta=2.0),
             "pure-Python floor (same guards)": lambda: floored(a, b, c, alpha=0.5, beta=2.0),
         },
@@ -234,11 +253,18 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    return rows
+
+
+def _per_leaf(eight: list[torch.Tensor], repeats: int, target: float) -> list[Row]:
+    """What each tensor costs: 8 arguments and results, a dict of 8."""
+    rows: list[Row] = []
+
     # Per leaf: 8 tensors in, 8 out; the ratio is what each tensor costs against numpy() + from_numpy.
     def negate8(*vs: np.ndarray) -> tuple[np.ndarray, ...]:
         return tuple(np.negative(v) for v in vs)
 
-    eight, on_eight = [torch.rand(16) for _ in range(8)], ac.returns_tensor(ac.accepts_numpy(negate8))
+    on_eight = ac.returns_tensor(ac.accepts_numpy(negate8))
     rows += compare(
         "8 tensor args, 8 results (per-leaf cost)",
         "hand-written",
@@ -270,8 +296,12 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
-    rows += _other_plans(t, eight, repeats, target)
+    return rows
 
+
+def _methods(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
+    """The reverse pair, a decorated method, a torchified class's and object's methods."""
+    rows: list[Row] = []
     x = np.random.default_rng(0).random(16)
     reverse = ac.returns_numpy(ac.accepts_tensor(torch.neg))
     rows += compare(
@@ -317,6 +347,12 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    return rows
+
+
+def _gradients(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
+    """Tensors that require grad: detached, or through numpy_op's backward."""
+    rows: list[Row] = []
     # Training code passes tensors that require grad (a matcher fed the model's predictions).
     g = torch.rand(16, requires_grad=True)
     detaching = ac.returns_tensor(ac.accepts_numpy(grad="detach")(np.negative))
@@ -360,6 +396,13 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    return rows
+
+
+def _views_and_adapt(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
+    """A view of the input returned; adapt, with tensors and with arrays."""
+    rows: list[Row] = []
+
     # A function returning a view of its read-only input: the result must be a copy.
     def first8(v: np.ndarray) -> np.ndarray:
         return v[:8]
@@ -378,16 +421,18 @@ def per_call(settings: Settings) -> list[Row]:
         target,
     )
 
+    a, b, c = torch.rand(16), torch.rand(16), torch.rand(16)
+
     # adapt: the annotations decide; results come back in the caller's kind and floating dtype.
     def affine_annotated(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float) -> np.ndarray:
-        return affine(a, b, c, alpha, beta)
+        return _affine(a, b, c, alpha, beta)
 
-    adapted, pair_input = ac.adapt(affine_annotated), ac.returns_tensor(dtype="input")(ac.accepts_numpy(affine))
+    adapted, pair_input = ac.adapt(affine_annotated), ac.returns_tensor(dtype="input")(ac.accepts_numpy(_affine))
     rows += compare(
         "adapt, 3 tensor + 2 plain args",
         "hand-written",
         {
-            "hand-written": lambda: torch.from_numpy(affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)).to(a.dtype),
+            "hand-written": lambda: torch.from_numpy(_affine(a.numpy(), b.numpy(), c.numpy(), 0.5, 2.0)).to(a.dtype),
             "autoconvert pair, dtype='input'": lambda: pair_input(a, b, c, 0.5, 2.0),
             "autoconvert adapt": lambda: adapted(a, b, c, 0.5, 2.0),
         },
@@ -399,13 +444,20 @@ def per_call(settings: Settings) -> list[Row]:
         "adapt called with arrays (nothing to convert)",
         "direct call",
         {
-            "direct call": lambda: affine(xa, xb, xc, 0.5, 2.0),
+            "direct call": lambda: _affine(xa, xb, xc, 0.5, 2.0),
             "autoconvert adapt": lambda: adapted(xa, xb, xc, 0.5, 2.0),
         },
         repeats,
         target,
     )
 
+    return rows
+
+
+def _check_writes(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
+    """check_writes=True against the plain pair, on a small and a large tensor."""
+    rows: list[Row] = []
+    neg = ac.returns_tensor(ac.accepts_numpy(np.negative))
     # check_writes=True (tests and debugging): one snapshot and one bitwise compare per argument.
     for label, arg in (("16 float32", t), ("1 MiB float32", torch.rand(2**18))):
         checked = ac.returns_tensor(ac.accepts_numpy(check_writes=True)(np.negative))

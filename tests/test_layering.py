@@ -57,6 +57,7 @@ ORDER = [
     "_calls._generate",
     "_calls._specialise",
     "_calls._failures",
+    "_calls._after",
     "_calls._call",
     "_calls._plan",
     "_calls._wrapper",

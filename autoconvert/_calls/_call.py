@@ -8,26 +8,19 @@ from typing import Any, NamedTuple
 
 import torch
 
-from autoconvert._conversions._containers import node_for
-from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._devices import default_device, settle, vote
-from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._memory import restore_writes
-from autoconvert._conversions._mutations import reach
-from autoconvert._conversions._to_torch import Target
+from autoconvert._conversions._devices import settle
 from autoconvert._conversions._tree import cycle_error, keep
-from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
-from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
+from autoconvert._errors import LeafError
 
-from ._callbacks import to_tensors
+from ._after import RestoreWrites, WriteBack
 from ._config import _ACTIVE, Config
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
 from ._observe import PROFILER, Watched, Watching
-from ._outparams import Returned, returned
+from ._outparams import Returned
 from ._outputs import NumpyOutputs, TensorOutputs, lazily
-from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
+from ._signature import Given, _tensor_paths
 from ._spec import RESTORE_WRITES, Spec
 from ._specialise import Flat, specialised
 
@@ -38,9 +31,6 @@ ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
 ]
 Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any]
-#: ``(ctx, given, handed, result)``: ``handed`` the arguments as the function got them, ``result``
-#: None where it raised.
-AfterStep = Callable[[Collected, Given, tuple[tuple[Any, ...], dict[str, Any]], Any], None]
 
 
 class Steps(NamedTuple):
@@ -64,16 +54,6 @@ def _itself(value: Any) -> Any:
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
-
-
-def refuse_deferred(result: Any, function: str) -> None:
-    """Before an after step (writeback, check_writes): a result whose body has not run yet
-    (a generator, a coroutine) is refused, since the step would run before its writes."""
-    if type(result) in DEFERRED_RESULTS:
-        try:
-            deferred_result(result)
-        except LeafError as e:
-            raise e.public(function, "", "result") from None
 
 
 class Runner:
@@ -121,26 +101,19 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one flat per-call path
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
-        (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (each
-        by the input side's dispatch table in its own loop, or by this Runner's steps, see
-        ``Steps``); the call and its failures; the after step (writeback, check_writes,
-        out-parameters); the result converted."""
-        inputs = self.inputs
-        readonly = self.hands_read_only
-        gives_back = isinstance(inputs, NumpyInputs) and inputs.writes is not None
-        gives_back = gives_back and isinstance(self.outputs, TensorOutputs)
+        (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
+        the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
+        step (see _after); the result converted."""
+        inputs, readonly, watches_body = self.inputs, self.hands_read_only, self.spec.watches_body
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         settles = isinstance(inputs, NumpyInputs)
-        grad = inputs.grad if isinstance(inputs, NumpyInputs) else None
         after = self._after_step()
         begin, prepare, convert_in, finish = self._steps(after)
         converts = inputs is not None
-        get = inputs.mapper.dispatch.get if inputs is not None else None
-        resolve = inputs.mapper.resolve if inputs is not None else None
-        failed, routes, profiler, function = self.failed, self.routes, PROFILER, self.function
-        watches_body = self.spec.watches_body
+        get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
+        failed, routes, profiler = self.failed, self.routes, PROFILER
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -163,25 +136,19 @@ class Runner:
                     args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
                 else:  # the hot loop: one dict lookup per argument, then its leaf function
                     out: list[Any] = []
-                    key = None
                     try:
                         for a in args:
                             handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]  # converts: set
                             # Plain arguments (floats, strings) skip their identity handler, `keep`.
                             out.append(a if handler is keep else handler(a, ctx))
-                        if kwargs:
-                            converted = {}
-                            for key, v in kwargs.items():
-                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
-                            kwargs = converted
                     except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
                         fact = e if isinstance(e, LeafError) else cycle_error()
-                        raise inputs.public(fact, instance, key, len(out)) from None  # type: ignore[union-attr]
+                        raise inputs.public(fact, instance, None, len(out)) from None  # type: ignore[union-attr]
                     args = tuple(out)
-                if settles and odd:  # one wait for all the arguments' transfers
-                    settle(odd)
-                    if grad.unsaid is not None:  # type: ignore[union-attr]  # settles: NumpyInputs have one
-                        self.say_gradient(given)
+                    if kwargs:
+                        kwargs = inputs.convert_keywords(kwargs, instance, ctx)  # type: ignore[union-attr]
+                if settles and odd:
+                    self.settle(odd, given)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
@@ -190,14 +157,9 @@ class Runner:
             if watches_body and type(result) is GeneratorType:
                 result = self._watched_body(result, ctx, given, (args, kwargs), plain or odd)
             if after is not None:
-                assert isinstance(ctx, Collected)  # an after step is a NumPy side's
-                if ctx.pairs or ctx.written:
-                    refuse_deferred(result, function)
-                after(ctx, given, (args, kwargs), result)
-                if gives_back and ctx.written:
-                    result = returned(result, ctx.written)
-                    if type(result) is Returned:  # the caller's own tensor, written already
-                        return result.tensor
+                result = after(ctx, given, (args, kwargs), result)
+                if type(result) is Returned:  # an out-parameter's array: the caller's own tensor, written already
+                    return result.tensor
             return result if finish is None else finish(result, plain, odd, given, ctx)
 
         return call
@@ -218,7 +180,7 @@ class Runner:
 
         return lazily(generator, _itself, body_failed)
 
-    def _steps(self, after: AfterStep | None) -> Steps:
+    def _steps(self, after: WriteBack | None) -> Steps:
         """This Runner's steps of the protocol (see Steps): out-parameters handed over first
         (``prepare``), then with ``only=``/``exclude=`` the selected arguments converted and the
         rest recorded, else each argument by the dispatch table; the result by the output side."""
@@ -231,100 +193,31 @@ class Runner:
         convert_in = inputs.convert_selected if inputs.selection is not None else None
         return Steps(begin, prepare, convert_in, finish)
 
-    def _after_step(self) -> AfterStep | None:
-        """The spec's after step, which runs after the function even when it raised (see _spec)."""
-        after = self.spec.after
-        if after == RESTORE_WRITES:
-            return self._restore_writes
-        return None if after is None else self._write_back  # WRITE_BACK, WRITE_BACK_OUT
+    def _after_step(self) -> WriteBack | None:
+        """The spec's after step, which runs after the function even when it raised (see _spec,
+        _after): an out-parameter's array returned comes back as the caller's tensor."""
+        after, inputs = self.spec.after, self.inputs
+        if after is None:
+            return None
+        assert isinstance(inputs, NumpyInputs)  # an after step is a NumPy side's
+        gives_back = inputs.writes is not None and isinstance(self.outputs, TensorOutputs)
+        step = RestoreWrites if after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
+        return step(self.function, inputs, gives_back)
 
-    def _write_back(
-        self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]], result: Any
-    ) -> None:
-        """What the function wrote reaches the caller, even when it raised; a tensor that cannot
-        take its array back is named. The private arrays are read-only afterwards (see freeze)."""
-        pairs = ctx.pairs or []
-        if ctx.written:
-            pairs = [*pairs, *((t, private) for t, _, private in ctx.written)]
-        try:
-            write_back(pairs)
-        except WriteBackFailed as failed:
-            raise ConversionError(
-                message(
-                    self.function,
-                    "argument " + self._paths_of([failed.tensor], given),
-                    "could not take back what the function wrote (writeback=True): "
-                    f"{type(failed.error).__name__}: {failed.error}",
-                    describe_tensor(failed.tensor),
-                    "keep the array's shape and dtype in the function (write into it with a[...] = ...), "
-                    "or return the new array instead, with writeback=False",
-                )
-            ) from failed.error
-        finally:
-            freeze(pairs, ctx.spans, result)
-        if ctx.converted:
-            self._reach(ctx, given, handed)
-
-    def _reach(self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]]) -> None:
-        """writeback: what the function changed in the containers it was handed reaches the
-        caller's (see _mutations); new arrays come back as tensors on the call's device."""
-        assert self.inputs is not None
-        args, kwargs, instance = given
-        params, offset = self.inputs.params, self.inputs.params.offset(instance)
-        pairs = [
-            (params.positional_name(i, offset), a, h) for i, (a, h) in enumerate(zip(args, handed[0], strict=True))
-        ]
-        pairs += [(params.keyword_name(k), v, handed[1].get(k, v)) for k, v in kwargs.items()]
-        target = Target(vote(ctx.plain + ctx.odd) or default_device(), NO_CASTS, None)
-        for root, original, rebuilt in pairs:
-            if rebuilt is original or node_for(type(original)) is None:
-                continue
-            try:
-                reach(original, rebuilt, ctx.converted or [], lambda value: to_tensors(value, target))
-            except LeafError as e:
-                raise e.public(self.function, "argument", root) from None
-
-    def say_gradient(self, given: Given) -> None:
-        """The once-per-function GradientWarning, naming where its tensor was in ``given``."""
+    def settle(self, odd: list[torch.Tensor], given: Given) -> None:
+        """After the arguments of a call with ``odd`` tensors: one wait for all their transfers,
+        and the once-per-function GradientWarning, naming where its tensor was in ``given``,
+        where one of them required grad."""
+        settle(odd)
         assert isinstance(self.inputs, NumpyInputs)
         grad = self.inputs.grad
-        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid]
-        grad.say(paths)
-
-    def _paths_of(self, tensors: list[Any], given: Given) -> str:
-        """Where ``tensors`` were among the call's arguments, for messages."""
-        assert self.inputs is not None
-        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
-        return ", ".join(paths or ["(a tensor argument)"])
-
-    def _restore_writes(
-        self, ctx: Collected, given: Given, handed: tuple[tuple[Any, ...], dict[str, Any]], result: Any
-    ) -> None:
-        """check_writes: put back what the function changed in the caller's tensors, and say so
-        (out-parameters are the function's to change: written back first)."""
-        pairs = ctx.pairs or []
-        if ctx.written:
-            self._write_back(ctx._replace(pairs=[]), given, handed, result)
-            pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in ctx.written)]
-        changed = restore_writes(pairs)
-        if not changed:
-            return
-        raise ReadOnlyError(
-            message(
-                self.function,
-                "argument " + self._paths_of(changed, given),
-                "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
-                "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
-                describe_tensor(changed[0]),
-                "pass copy=True to give the function private writable copies, or "
-                "writeback=True to let its changes reach the caller's tensors",
-            )
-        )
+        if grad.unsaid is not None:
+            grad.say([path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid])
 
     def failed(
         self,
         error: BaseException,
-        after: AfterStep | None,
+        after: WriteBack | None,
         ctx: Context | None,
         given: Given,
         *,
@@ -356,7 +249,7 @@ class Runner:
 
     def _after_failure(
         self,
-        after: AfterStep,
+        after: WriteBack,
         ctx: Collected,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],

@@ -141,7 +141,29 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
     only one; ``spec.generic_because`` says why)."""
     if spec.generic_because is not None:
         return None
-    inputs, outputs, function = spec.inputs, spec.outputs, spec.function
+    inputs = spec.inputs
+    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
+    # Calls passing an out-parameter go to the generic call, which hands it over writable: by
+    # keyword, or positionally from ``writes_at`` on (past MOST_POSITIONAL: by keyword only).
+    writes_at = None if writes is None else writes.first_position(0)
+    if writes is not None and writes_at is None:
+        writes_at = MOST_POSITIONAL + 1
+    kind = Kind(
+        spec.value,
+        spec.result,
+        isinstance(inputs, TensorInputs),
+        isinstance(inputs, NumpyInputs) and inputs.readonly,
+        writes_at,
+    )
+    namespace = _namespace(spec, generic, failed)
+    if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
+        return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
+    return Flat(kind, _codes_of(kind), namespace, spec)
+
+
+def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[str, Any]:
+    """The constants the flat code of ``spec`` reads: its sides' tables, the generic call."""
+    inputs, outputs = spec.inputs, spec.outputs
     writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
     namespace: dict[str, Any] = {
         "Tensor": torch.Tensor,
@@ -159,7 +181,7 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
         "from_numpy": torch.from_numpy,
         "small_copy": SMALL_COPY_BYTES,
         "generic": generic,
-        "function": function,
+        "function": spec.function,
         "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
         "kept": inputs.mapper.kept if inputs is not None else frozenset(),
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
@@ -193,21 +215,7 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
             walk_sequence_out=mapper.walk_sequence,
             walk_dict_out=mapper.walk_dict,
         )
-    # Calls passing an out-parameter go to the generic call, which hands it over writable: by
-    # keyword, or positionally from ``writes_at`` on (past MOST_POSITIONAL: by keyword only).
-    writes_at = None if writes is None else writes.first_position(0)
-    if writes is not None and writes_at is None:
-        writes_at = MOST_POSITIONAL + 1
-    kind = Kind(
-        spec.value,
-        spec.result,
-        isinstance(inputs, TensorInputs),
-        isinstance(inputs, NumpyInputs) and inputs.readonly,
-        writes_at,
-    )
-    if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
-        return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
-    return Flat(kind, _codes_of(kind), namespace, spec)
+    return namespace
 
 
 def _codes_of(kind: Kind) -> tuple[CodeType, ...]:

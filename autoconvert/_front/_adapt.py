@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from autoconvert._calls._call import AfterStep, Runner, Steps
+from autoconvert._calls._after import WriteBack
+from autoconvert._calls._call import Runner, Steps
 from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
 from autoconvert._calls._inputs import Collected, NumpyInputs, collected
@@ -160,7 +161,7 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _steps(self, after: AfterStep | None) -> Steps:
+    def _steps(self, after: WriteBack | None) -> Steps:
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
         signature, params, arrays = self.signature, self.params, self.arrays

@@ -190,20 +190,16 @@ def _make_op(
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     forward = wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"})
     registered: Registration | None = None  # the op's registrations live as long as it does
-    vectorized = vmap == "vectorized"
-    if fake is None:
-        spec = OpSpec(forward, backward, name, None, vectorized=vectorized, jvp=jvp)
-    else:
-        schema = _schema(fn, name, fake, backward is not None)
-        spec = OpSpec(
-            forward,
-            backward,
-            name,
-            schema.results,
-            shares=bool(checked.get("writeback")),
-            vectorized=vectorized,
-            jvp=jvp,
-        )
+    schema = None if fake is None else _schema(fn, name, fake, backward is not None)
+    spec = OpSpec(
+        forward,
+        backward,
+        name,
+        None if schema is None else schema.results,
+        shares=schema is not None and bool(checked.get("writeback")),
+        vectorized=vmap == "vectorized",
+        jvp=jvp,
+    )
     bind = _binder(fn)
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
@@ -226,6 +222,7 @@ def _make_op(
     op = _Op.made(call, fn, (fn, backward, fake, checked, vmap, jvp), home)
     op._forward = forward  # what autoconvert.explain shows
     if fake is not None:
+        assert schema is not None  # made with a fake
         names = (fake,) if isinstance(fake, str) else fake
         registered = Registration(
             spec,
