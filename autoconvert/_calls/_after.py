@@ -50,18 +50,14 @@ class WriteBack:
         self.gives_back = gives_back
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
-        """The step after a call that returned ``result`` (None where it raised): the result,
-        an out-parameter's array in it marked ``Returned`` (see _outparams.returned)."""
+        """The step after a call that returned ``result`` (None where it raised): what the
+        function wrote reaches the caller, even when it raised; a tensor that cannot take its
+        array back is named. The private arrays are read-only afterwards (see freeze). Gives
+        the result, an out-parameter's array in it marked ``Returned`` (see _outparams.returned)."""
         assert isinstance(ctx, Collected)  # an after step is a NumPy side's
-        if ctx.pairs or ctx.written:
-            refuse_deferred(result, self.function)
-        self.run(ctx, given, handed, result)
-        return returned(result, ctx.written) if self.gives_back and ctx.written else result
-
-    def run(self, ctx: Collected, given: Given, handed: Handed, result: Any) -> None:
-        """What the function wrote reaches the caller, even when it raised; a tensor that cannot
-        take its array back is named. The private arrays are read-only afterwards (see freeze)."""
         pairs = ctx.pairs or []
+        if pairs or ctx.written:
+            refuse_deferred(result, self.function)
         if ctx.written:
             pairs = [*pairs, *((t, private) for t, _, private in ctx.written)]
         try:
@@ -82,6 +78,7 @@ class WriteBack:
             freeze(pairs, ctx.spans, result)
         if ctx.converted:
             self._reach(ctx, given, handed)
+        return returned(result, ctx.written) if self.gives_back and ctx.written else result
 
     def _reach(self, ctx: Collected, given: Given, handed: Handed) -> None:
         """What the function changed in the containers it was handed reaches the caller's (see
@@ -112,14 +109,17 @@ class RestoreWrites(WriteBack):
     read-only guard cannot see is put back, and said (out-parameters are the function's to
     change: written back first)."""
 
-    def run(self, ctx: Collected, given: Given, handed: Handed, result: Any) -> None:
+    def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
+        assert isinstance(ctx, Collected)  # an after step is a NumPy side's
         pairs = ctx.pairs or []
         if ctx.written:
-            super().run(ctx._replace(pairs=[]), given, handed, result)
+            result = super().__call__(ctx._replace(pairs=[]), given, handed, result)
             pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in ctx.written)]
+        elif pairs:
+            refuse_deferred(result, self.function)
         changed = restore_writes(pairs)
         if not changed:
-            return
+            return result
         raise ReadOnlyError(
             message(
                 self.function,

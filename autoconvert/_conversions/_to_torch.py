@@ -176,13 +176,6 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         if held.isnative and held in NUMPY_TO_TORCH and target.copy is not False and a.nbytes < SMALL_COPY_BYTES:
             copied("layout", a, a.nbytes)
             return _from_numpy(a.copy(order="K"))
-    return _careful(a, t, target)
-
-
-def _careful(a: NDArray[Any] | np.generic, t: torch.Tensor | None, target: Target) -> torch.Tensor:
-    """``array_to_tensor``'s route for what its first steps leave: ``t``, what
-    ``torch.from_numpy`` shared of ``a`` (None: it was not tried, or refused), is moved and
-    cast as ``target`` asks, else ``a`` is converted with exactly one copy."""
     device, casts, copy = target.device, target.casts, target.copy
     if device is None:
         raise NoDeviceError
