@@ -62,7 +62,8 @@ def copies_when_needed(options: dict[str, Any]) -> bool:
 
 
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``wrap_pair`` of a bound method of a torchified object, guarded (see _guards)."""
+    """``wrap_pair`` of ``fn`` (a torchified function, a bound method of a torchified
+    object), guarded (see _guards)."""
     return wrap_pair(guarded(fn, copies_when_needed(options)), options)
 
 
@@ -103,7 +104,7 @@ def torchified_function(
     objects of ``package`` come back as proxies."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(torchified_function, fn, options, package, plan, own)
-    pair = wrap_pair(guarded(fn, copies_when_needed(options)), options)
+    pair = _guarded_pair(fn, options)
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides, package, own))
 
 
