@@ -223,6 +223,24 @@ class TestCopyWhenNeeded:
         assert twice(torch.ones(2), scale=scale).tolist() == [2.0, 2.0]
         assert calls == [False, True, True]
 
+    def test_a_refusal_without_a_read_only_array_is_not_retried(self) -> None:
+        """The flat call sends a refusal on entry to the guard only where the call handed a
+        read-only array: given its own writable array, the function's error stands, on both
+        call paths, and later calls are not made with copies."""
+        calls: list[bool] = []
+
+        def kernel(a: Any) -> Any:
+            calls.append(a.flags.writeable)
+            raise ValueError("buffer source array is read-only")
+
+        module = types.ModuleType("legacy_refusing")
+        module.kernel = kernel  # type: ignore[attr-defined]
+        kernel.__module__ = module.__name__
+        refusing = ac.torchify(module).kernel
+        with pytest.raises(ValueError, match=r"^buffer source array is read-only$"):
+            refusing(np.ones(2))
+        assert calls == [True] and refusing.__wrapped__.writable is False
+
     def test_other_errors_are_not_retried(self) -> None:
         calls: list[int] = []
 

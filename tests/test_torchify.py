@@ -361,10 +361,36 @@ def test_methods_become_the_proxy_types_own_and_no_proxy_holds_itself() -> None:
 
 
 def test_a_static_method_is_cached_on_the_view_and_a_factory_returns_a_proxy() -> None:
-    """The second access of a static or class method is a plain attribute read of the view."""
+    """The second access of a static or class method is a plain attribute read of the view;
+    a factory's instance is a proxy of the view's own proxy type, as the constructor's is."""
     torchified = ac.torchify(Whitener)
     built = torchified.identity(2)
     assert "identity" in vars(torchified) and isinstance(built, Whitener) and type(built) is not Whitener
+    assert type(built) is type(torchified()) and built._ac_class is torchified
+    assert torch.equal(built.transform(torch.ones(1, 2, dtype=torch.float64)), torch.ones(1, 2, dtype=torch.float64))
+
+
+class _Pairs:
+    """A class whose static method returns its own instances in a container."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        return x * self.scale
+
+    @staticmethod
+    def both(x: np.ndarray) -> dict[str, Any]:
+        return {"half": _Pairs(0.5), "mean": x.mean()}
+
+
+def test_a_static_methods_objects_in_a_container_come_back_as_proxies() -> None:
+    """Static methods take a module function's plan: objects of the class's package come back
+    as proxies wherever the result holds them, on the device of the call's tensors."""
+    made = ac.torchify(_Pairs).both(torch.ones(3))
+    assert isinstance(made["half"], _Pairs) and type(made["half"]) is not _Pairs
+    assert torch.equal(made["half"].apply(torch.ones(2)), torch.full((2,), 0.5))
+    assert torch.equal(made["mean"], torch.tensor(1.0, dtype=torch.float32))
 
 
 def test_a_method_is_called_on_the_object_itself_never_on_a_converted_copy() -> None:
