@@ -48,7 +48,7 @@ class Overwritten:
 class Adapter:
     """One library as the call path meets it; subclasses override what differs."""
 
-    #: Its name in messages.
+    #: The library's name, as its users write it.
     name = "code of another library"
     #: The top-level packages whose functions and classes are the library's.
     packages: tuple[str, ...] = ()
