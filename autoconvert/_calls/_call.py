@@ -136,17 +136,21 @@ class Runner:
                     args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
                 else:  # the hot loop: one dict lookup per argument, then its leaf function
                     out: list[Any] = []
+                    key = None
                     try:
                         for a in args:
                             handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]  # converts: set
                             # Plain arguments (floats, strings) skip their identity handler, `keep`.
                             out.append(a if handler is keep else handler(a, ctx))
+                        if kwargs:
+                            converted = {}
+                            for key, v in kwargs.items():
+                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
+                            kwargs = converted
                     except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
                         fact = e if isinstance(e, LeafError) else cycle_error()
-                        raise inputs.public(fact, instance, None, len(out)) from None  # type: ignore[union-attr]
+                        raise inputs.public(fact, instance, key, len(out)) from None  # type: ignore[union-attr]
                     args = tuple(out)
-                    if kwargs:
-                        kwargs = inputs.convert_keywords(kwargs, instance, ctx)  # type: ignore[union-attr]
                 if settles and odd:
                     self.settle(odd, given)
             try:  # free in CPython 3.11+ when nothing is raised

@@ -134,21 +134,6 @@ class Inputs:
             raise self.public(cycle_error(), instance, key, len(out)) from None
         return tuple(out), new_kwargs
 
-    def convert_keywords(self, kwargs: dict[str, Any], instance: object, ctx: Context) -> dict[str, Any]:
-        """Each keyword argument by this side's dispatch table (the Runner's loop converts the
-        positional ones itself)."""
-        get, resolve = self.mapper.dispatch.get, self.mapper.resolve
-        converted = {}
-        key = None
-        try:
-            for key, v in kwargs.items():
-                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)
-        except LeafError as e:
-            raise self.public(e, instance, key, 0) from None
-        except RecursionError:
-            raise self.public(cycle_error(), instance, key, 0) from None
-        return converted
-
     def public(self, error: LeafError, instance: object, key: str | None, position: int) -> Exception:
         """The public exception for a leaf that failed in keyword ``key`` or at ``position``."""
         offset = self.params.offset(instance)
