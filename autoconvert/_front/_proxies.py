@@ -73,32 +73,34 @@ class ProxyingPlan(Plan):
     ``make_interp_spline``'s spline, a factory classmethod's instance) comes back as a
     torchified object, so calls on it stay in tensors."""
 
-    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], package: str, own: Any = None) -> None:
+    def __init__(
+        self, func: Any, sides: dict[str, dict[str, Any]], package: str, own: TorchifiedClass | None = None
+    ) -> None:
         """``package``: the torchified module's or class's, for functions that do not name
         their own (an extension module's builtins, ``cv2.createCLAHE``, have no ``__module__``);
         ``own``: the torchified class whose view its own instances come back in."""
         self.package = (getattr(func, "__module__", None) or package).partition(".")[0]
         self.options = {k: v for options in sides.values() for k, v in options.items()}
-        self.own: TorchifiedClass | None = own
+        self.own = own
         super().__init__(func, sides)
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
         return functools.partial(type(self), package=self.package, own=self.own)
 
     def objects(self, cls: type) -> Leaf | None:
-        own = self.own
-        if own is not None and cls is own.__wrapped__:
-            view = own
-        elif becomes_proxy(cls, self.package):
-            view = TorchifiedClass(cls, self.options)
-        else:
+        view = view_of(cls, self.package, self.options, self.own)
+        if view is None:
             return None
         options = self.options
         return lambda value, ctx: proxy(value, options, ctx.device, view)
 
 
 def torchified_function(
-    fn: Any, options: dict[str, Any], package: str, plan: Any = ProxyingPlan, own: Any = None
+    fn: Any,
+    options: dict[str, Any],
+    package: str,
+    plan: type[ProxyingPlan] = ProxyingPlan,
+    own: TorchifiedClass | None = None,
 ) -> Any:
     """``wrap_pair(fn, options)``, guarded (see _guards), with a ``plan`` (a ProxyingPlan):
     objects of ``package`` come back as proxies."""
@@ -106,6 +108,15 @@ def torchified_function(
         return opaque(torchified_function, fn, options, package, plan, own)
     pair = _guarded_pair(fn, options)
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides, package, own))
+
+
+def view_of(kind: type, package: str, options: dict[str, Any], own: TorchifiedClass | None) -> TorchifiedClass | None:
+    """The view a torchified call's result of type ``kind`` comes back in: ``own`` (a
+    torchified class) for its own instances, a new view for other objects of ``package``
+    (see becomes_proxy); None where results of ``kind`` come back as they are."""
+    if own is not None and kind is own.__wrapped__:
+        return own
+    return TorchifiedClass(kind, options) if becomes_proxy(kind, package) else None
 
 
 def becomes_proxy(kind: type, package: str) -> bool:
@@ -202,15 +213,9 @@ class TorchifiedClass(StandIn):
         converted, another package's object) as it is."""
         kind = type(result)
         if kind not in self._results:
-            self._results[kind] = self._view_of(kind)
+            self._results[kind] = view_of(kind, home(self.__wrapped__), self._options, self)
         viewing = self._results[kind]
         return result if viewing is None else proxy(result, self._options, device, viewing)
-
-    def _view_of(self, kind: type) -> TorchifiedClass | None:
-        """Whether results of type ``kind`` come back as proxies, and the view of their class."""
-        if kind is self.__wrapped__:
-            return self
-        return TorchifiedClass(kind, self._options) if becomes_proxy(kind, home(self.__wrapped__)) else None
 
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
