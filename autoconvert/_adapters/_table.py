@@ -1,5 +1,5 @@
 """The table of adapters the call path consults: the library a value comes from, and each
-kind of knowledge gathered from all of them. Adding a library is adding its module here."""
+kind of knowledge gathered from all of them. Adding a library is adding its module to ADAPTERS."""
 
 from __future__ import annotations
 
