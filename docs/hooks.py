@@ -62,7 +62,12 @@ def _shown(annotation: Any) -> str:
 
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return " | ".join(_shown(a) for a in typing.get_args(annotation))
-    return "None" if annotation is type(None) else inspect.formatannotation(annotation)
+    if annotation is type(None):
+        return "None"
+    shown = inspect.formatannotation(annotation)
+    for module, written in (("collections.abc.", ""), ("typing.", ""), ("numpy.random.bit_generator.", "np.random.")):
+        shown = shown.replace(module, written)  # as the signatures in the docstrings write them
+    return shown
 
 
 def per_call_figure(run: dict[str, Any]) -> bytes:

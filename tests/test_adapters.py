@@ -64,7 +64,7 @@ def test_every_adapter_is_in_the_table_once_and_the_others_default_to_nothing_sp
     assert OTHERS.overwritten(_helper) == []
     assert not OTHERS.written_in_torch(_helper)
     assert OTHERS.array_namespace(types.ModuleType("m")) is None
-    assert dict(OTHERS.torchify_defaults) == {"out_params": ("out", "output")}
+    assert dict(OTHERS.torchify_defaults) == {}  # the table's torchify defaults stand
 
 
 def test_the_torch_namespaces_give_the_namespaces_of_the_arrays() -> None:
@@ -78,12 +78,9 @@ def test_the_torch_namespaces_give_the_namespaces_of_the_arrays() -> None:
     assert adapter_for(compat_torch).array_namespace(compat_torch) is compat_numpy
 
 
-def test_scipy_gets_float16_widened_and_every_adapter_the_out_parameter_names() -> None:
-    assert dict(adapter_for(scipy.ndimage).torchify_defaults) == {
-        "widen_float16": True,
-        "out_params": ("out", "output"),
-    }
-    assert dict(adapter_for(np).torchify_defaults) == {"out_params": ("out", "output")}
+def test_scipy_gets_float16_widened_over_the_table_s_torchify_defaults() -> None:
+    assert dict(adapter_for(scipy.ndimage).torchify_defaults) == {"widen_float16": True}
+    assert dict(adapter_for(np).torchify_defaults) == {}
 
 
 def test_the_refusals_told_by_an_error_class_are_numbas_and_opencvs() -> None:

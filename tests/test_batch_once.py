@@ -177,9 +177,10 @@ def test_a_pool_with_an_initializer_always_runs_the_samples() -> None:
 
 
 def test_in_caller_and_progress_take_booleans() -> None:
-    with pytest.raises(ValueError, match=r"^batched\(\): in_caller= takes True or False, got 'no'$"):
+    """As every True/False option: a TypeError."""
+    with pytest.raises(TypeError, match=r"^autoconvert\.batched\(\): in_caller= takes True or False, got 'no'$"):
         ac.batched(np.sum, workers=2, in_caller="no")  # type: ignore[call-overload]
-    with pytest.raises(ValueError, match=r"^batched\(\): progress= takes True or False, got 'yes'$"):
+    with pytest.raises(TypeError, match=r"^autoconvert\.batched\(\): progress= takes True or False, got 'yes'$"):
         ac.batched(np.sum, progress="yes")  # type: ignore[call-overload]
 
 

@@ -223,8 +223,19 @@ class TestExecutors:
         assert halves.dtype == torch.bfloat16 and halves.tolist() == [[-1.0, -1.0]] * 3
 
     def test_executor_and_workers_are_refused_together(self) -> None:
-        with ThreadPoolExecutor(1) as pool, pytest.raises(ValueError, match="executor= takes"):
+        with ThreadPoolExecutor(1) as pool, pytest.raises(ValueError) as info:
             ac.batched(np.negative, workers=2, executor=pool, in_caller=False)
+        assert str(info.value) == (
+            "autoconvert.batched(): executor= runs the samples on its own workers: pass it without workers=; "
+            "got workers=2"
+        )
+
+    def test_an_executor_must_be_one(self) -> None:
+        with pytest.raises(ValueError) as info:
+            ac.batched(np.negative, executor=4)
+        assert str(info.value) == (
+            "autoconvert.batched(): executor= takes None, a concurrent.futures.Executor or a Dask client; got 4"
+        )
 
     def test_progress_bar(self, capsys: pytest.CaptureFixture[str]) -> None:
         pytest.importorskip("tqdm")

@@ -96,7 +96,7 @@ def test_threads_give_every_sample_once_in_order(size: int, workers: int, chunks
 
 def test_chunksize_is_a_positive_number_of_samples() -> None:
     with pytest.raises(
-        ValueError, match=r"^batched\(\): chunksize= takes None or a positive number of samples, got 0$"
+        ValueError, match=r"^autoconvert\.batched\(\): chunksize= takes None or a positive number of samples, got 0$"
     ):
         ac.batched(np.negative, workers=2, chunksize=0)
 
@@ -368,6 +368,7 @@ class TestLibraryThreads:
 
     def test_threads_per_worker_is_a_positive_number(self) -> None:
         with pytest.raises(
-            ValueError, match=r"^batched\(\): threads_per_worker= takes None or a positive number of threads, got 0$"
+            ValueError,
+            match=r"^autoconvert\.batched\(\): threads_per_worker= takes None or a positive number of threads, got 0$",
         ):
             ac.batched(np.negative, workers=2, threads_per_worker=0)

@@ -15,22 +15,23 @@ import torch
 
 import autoconvert as ac
 from autoconvert._calls import _options
-from autoconvert._calls._options import DEFAULTS, OPTIONS, TAKERS, Policy, policy_of
+from autoconvert._calls._options import DEFAULTS, OPTIONS, TABLES, TAKERS, BatchSettings, OpSettings, Policy, policy_of
 from autoconvert._front import _plain
 
 TYPED_DICTS = {
     "adapt": _options.AdaptOptions,
     "torchify": _options.PairOptions,
     "numpy_op": _options.OpOptions,
+    "batched": _options.BatchedOptions,
     "to_tensor": _plain.TensorOptions,
     "to_numpy": _plain.NumpyOptions,
 }
 _ROWS = {o.name: o for o in OPTIONS}
 
 
-def _keywords(fn: Any) -> dict[str, tuple[Any, Any]]:
-    """Each keyword-only option of ``fn``'s typing overload that takes them: (type, default)."""
-    overload = next(o for o in typing.get_overloads(fn) if "copy" in inspect.signature(o).parameters)
+def _keywords(fn: Any, option: str = "copy") -> dict[str, tuple[Any, Any]]:
+    """Each keyword-only option of ``fn``'s typing overload that takes ``option``: (type, default)."""
+    overload = next(o for o in typing.get_overloads(fn) if option in inspect.signature(o).parameters)
     hints = typing.get_type_hints(overload)
     return {
         p.name: (hints[p.name], p.default)
@@ -49,8 +50,28 @@ def test_each_decorator_s_typing_overload_says_what_the_table_says(decorator: st
 
 @pytest.mark.parametrize("taker", sorted(TYPED_DICTS))
 def test_each_typed_dict_of_options_says_what_the_table_says(taker: str) -> None:
-    """``**options: Unpack[...]`` takes the taker's options with the types its signature shows."""
-    assert typing.get_type_hints(TYPED_DICTS[taker]) == {name: _ROWS[name].accepts for name in DEFAULTS[taker]}
+    """``**options: Unpack[...]`` takes the taker's options with the types its signature shows
+    (numpy_op's own options are its overloads' named keywords: see the next test)."""
+    own = {f.name for f in dataclasses.fields(OpSettings)} if taker == "numpy_op" else set()
+    assert typing.get_type_hints(TYPED_DICTS[taker]) == {
+        name: _ROWS[name].accepts for name in DEFAULTS[taker] if name not in own
+    }
+
+
+def test_numpy_op_s_overloads_name_its_own_options_as_the_table_does() -> None:
+    """``fake=`` decides the overload (an op with ``.op``, or a plain function), so numpy_op's
+    own options are named keywords: with the table's types and defaults, ``fake`` required in
+    some overloads and None in the others."""
+    fakes = set()
+    for overload in typing.get_overloads(ac.numpy_op):
+        hints, parameters = typing.get_type_hints(overload), inspect.signature(overload).parameters
+        for f in dataclasses.fields(OpSettings):
+            if f.name == "fake":
+                fakes.add(hints["fake"])
+            else:
+                assert (hints[f.name], parameters[f.name].default) == (_ROWS[f.name].accepts, f.default), f.name
+    assert fakes == {type(None), _options.Fake}
+    assert _ROWS["fake"].accepts == _options.Fake | None
 
 
 def test_every_option_has_a_line_of_doc_and_a_taker() -> None:
@@ -58,7 +79,35 @@ def test_every_option_has_a_line_of_doc_and_a_taker() -> None:
     for o in OPTIONS:
         assert o.takers and set(o.takers) <= set(TAKERS), o.name
         assert o.doc and "\n" not in o.doc and len(o.doc) < 100, o.name
-    assert [f.name for f in dataclasses.fields(Policy)] == [o.name for o in OPTIONS]
+    assert [f.name for table in TABLES for f in dataclasses.fields(table)] == [o.name for o in OPTIONS]
+
+
+@pytest.mark.parametrize("taker", ["numpy_op", "batched", "torchify", "accepts_numpy"])
+def test_each_taker_s_signature_is_its_options_from_the_table_its_own_first(taker: str) -> None:
+    """``help()`` and editors show every option the taker takes, with the table's defaults."""
+    shown = {
+        p.name: p.default for p in inspect.signature(getattr(ac, taker)).parameters.values() if p.kind is p.KEYWORD_ONLY
+    }
+    assert shown == DEFAULTS[taker]
+    own = [f.name for f in dataclasses.fields({"numpy_op": OpSettings, "batched": BatchSettings}.get(taker, Policy))]
+    assert list(shown)[: len(own)] == own or taker in ("torchify", "accepts_numpy")
+    assert "copy" not in DEFAULTS["batched"]  # the function's own wrapper converts a batch
+
+
+def test_torchify_s_defaults_are_the_table_s_and_then_the_library_s() -> None:
+    """``torchify`` hands ``out=``/``output=`` writable by the table's default for it, SciPy
+    widens float16 by its adapter's, and the caller's options win over both."""
+    import scipy.ndimage
+
+    assert DEFAULTS["torchify"]["out_params"] == ("out", "output")
+    assert DEFAULTS["accepts_numpy"]["out_params"] == ()
+    assert ac.explain(ac.torchify(np)).explicit["accepts_numpy"] == {"out_params": ("out", "output")}
+    assert ac.explain(ac.torchify(scipy.ndimage)).explicit["accepts_numpy"] == {
+        "out_params": ("out", "output"),
+        "widen_float16": True,
+    }
+    given = ac.explain(ac.torchify(scipy.ndimage, out_params=(), widen_float16=False)).explicit["accepts_numpy"]
+    assert given == {"out_params": (), "widen_float16": False}
 
 
 def test_a_policy_is_the_explicit_options_over_config_s_over_the_defaults() -> None:
@@ -174,3 +223,4 @@ def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
     )
     with pytest.raises(TypeError, match=r"jvp= takes None or a function jvp\(tangent, "):
         ac.numpy_op(np.sin, jvp=3)  # type: ignore[call-overload]
+

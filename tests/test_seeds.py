@@ -114,6 +114,7 @@ def test_seed_and_rng_together_are_refused() -> None:
         "Fix: pass one or the other"
     )
     with pytest.raises(
-        ValueError, match=r"^batched\(\): seed= takes None, a non-negative int or a np.random.SeedSequence, got -1$"
+        ValueError,
+        match=r"^autoconvert\.batched\(\): seed= takes None, a non-negative int or a np.random.SeedSequence, got -1$",
     ):
         ac.batched(with_rng, seed=-1)

@@ -69,10 +69,9 @@ class Adapter:
     takes_read_only = False
     #: Whether its callables are array code: under ``callbacks=True`` they keep receiving arrays.
     takes_arrays = False
-    #: Options ``torchify`` gives the library's modules, classes and objects (the caller's win):
-    #: by default a tensor handed as NumPy's ``out=`` or scipy.ndimage's ``output=`` is there
-    #: to be written, as in code written against them.
-    torchify_defaults: Mapping[str, Any] = types.MappingProxyType({"out_params": ("out", "output")})
+    #: Options ``torchify`` gives the library's modules, classes and objects over the table's
+    #: torchify defaults (the caller's win).
+    torchify_defaults: Mapping[str, Any] = types.MappingProxyType({})
 
     def claims(self, value: Any) -> bool:
         """Whether ``value`` is the library's where its module does not say so."""

@@ -16,4 +16,4 @@ class SciPy(Adapter):
     refused_demands = (" aligned, writable",)
     takes_arrays = True
     # Most of SciPy rejects float16 ("array type not supported"): float32 in, float16 back.
-    torchify_defaults = types.MappingProxyType({"widen_float16": True, **Adapter.torchify_defaults})
+    torchify_defaults = types.MappingProxyType({"widen_float16": True})

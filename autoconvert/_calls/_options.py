@@ -1,10 +1,12 @@
 """Every option, declared once: its type, default, the decorators that take it, a line of
-doc and its validator, as the fields of ``Policy``.
+doc and its validator, as the fields of ``Policy`` (a side's conversion options) and of
+``OpSettings`` and ``BatchSettings`` (``numpy_op``'s and ``batched``'s own).
 
-From this one table come the decorators' keyword signatures (``signature``), validation
-(``validate``), ``config()``'s keywords, and a side's resolved options as a frozen ``Policy``
-(``policy_of``), which is all the code below the plan reads. Options are checked once, when a
-decorator is applied or a ``config`` block is created, never per call.
+From this one table come the decorators' keyword signatures (``shows_options``), validation
+(``validate``), ``config()``'s keywords, the docs' options table, and the resolved options as
+frozen records (``policy_of``, ``settings_of``), which is all the code below the fronts reads.
+Options are checked once, when a decorator is applied or a ``config`` block is created,
+never per call.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import inspect
 import reprlib
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypedDict
+from concurrent.futures import Executor
+from typing import Any, Literal, TypedDict, TypeVar
 
+import numpy as np
 import torch
 
 from autoconvert._conversions import _devices
@@ -30,9 +34,15 @@ Transfers = Literal["allow", "log", "warn", "error"]
 DeviceLike = torch.device | str | int | None
 DtypeLike = torch.dtype | Literal["input"] | None
 
+Vmap = Literal["sequential", "vectorized"]
+Rule = Callable[..., Any] | None  # numpy_op's backward= and jvp=
+Fake = Callable[..., Any] | str | tuple[str, ...]
+Seed = int | np.random.SeedSequence | None
+
 SPARSE_KINDS = typing.get_args(Sparse)
 GRAD_MODES = typing.get_args(Grad)
 TRANSFER_POLICIES = typing.get_args(Transfers)
+VMAP_MODES = typing.get_args(Vmap)
 
 #: The decorators and functions that take options, in the order the docs list them.
 #: ``config`` takes every option that is not about one function's parameters.
@@ -44,6 +54,7 @@ TAKERS = (
     "adapt",
     "torchify",
     "numpy_op",
+    "batched",
     "to_numpy",
     "to_tensor",
     "config",
@@ -124,6 +135,59 @@ def _sparse_layout(value: object) -> torch.layout | None:
     return value
 
 
+def _rule(name: str, first: str) -> Callable[[object], Callable[..., Any] | None]:
+    def check(value: object) -> Callable[..., Any] | None:
+        if value is not None and not callable(value):
+            raise TypeError(
+                f"takes None or a function {name}({first}, *args, output=output, **kwargs), "
+                f"got {value!r} ({type(value).__name__})"
+            )
+        return value
+
+    return check
+
+
+def _fake(value: object) -> object:
+    """Passed on: what ``fake=`` names is checked against the function's parameters, when the
+    op is made (the message names the function)."""
+    return value
+
+
+def _count(unit: str) -> Callable[[object], int | None]:
+    def check(value: object) -> int | None:
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"takes None or a positive number of {unit}, got {value!r}")
+        return value
+
+    return check
+
+
+def is_dask(executor: Any) -> bool:
+    """A Dask client or its executor (``client.get_executor()``), told apart without importing Dask."""
+    return type(executor).__module__.partition(".")[0] == "distributed" and (
+        hasattr(executor, "scatter") or hasattr(executor, "_client")
+    )
+
+
+def _executor(value: object) -> Any:
+    if value is not None and not (isinstance(value, Executor) or is_dask(value)):
+        raise ValueError(f"takes None, a concurrent.futures.Executor or a Dask client; got {value!r}")
+    return value
+
+
+def _seed(value: object) -> Any:
+    if not (value is None or isinstance(value, np.random.SeedSequence)) and (
+        not isinstance(value, int) or isinstance(value, bool) or value < 0
+    ):
+        raise ValueError(f"takes None, a non-negative int or a np.random.SeedSequence, got {value!r}")
+    return value
+
+
+#: Who takes the options every converting taker takes (``"all"``): all but ``batched``, whose
+#: function's own wrapper converts.
+_CONVERTERS = tuple(t for t in TAKERS if t != "batched")
+
+
 def _option(
     default: Any,
     takers: str,
@@ -134,9 +198,9 @@ def _option(
     defaults: Mapping[str, Any] | None = None,
 ) -> Any:
     """One option of the table: a ``Policy`` field. ``takers`` names who takes it (``"all"``:
-    every taker); ``accepts`` is the type a signature shows when it is wider than the
+    every converting taker); ``accepts`` is the type a signature shows when it is wider than the
     resolved value's; ``defaults`` are takers' own defaults where they differ."""
-    named = TAKERS if takers == "all" else tuple(takers.split())
+    named = _CONVERTERS if takers == "all" else tuple(takers.split())
     unknown = set(named) - set(TAKERS)
     assert not unknown, unknown
     metadata = {"takers": named, "doc": doc, "check": check, "accepts": accepts, "defaults": defaults or {}}
@@ -230,6 +294,7 @@ class Policy:
         "the parameters the function writes its results into: handed over writable",
         _out_params,
         accepts=str | Iterable[str],
+        defaults={"torchify": ("out", "output")},
     )
 
     def hands_read_only(self) -> bool:
@@ -237,6 +302,71 @@ class Policy:
         is meant to write, into private copies (copy=True) or through to the caller's tensors
         (writeback=True). Same on every device."""
         return not self.writeback and self.copy is not True
+
+    def copies_refused(self) -> bool:
+        """Whether a call refused read-only arrays is made again with writable copies (a
+        torchified function's guard): with ``copy=None``, NumPy 2's "copy when needed"
+        (``copy=False`` keeps the ReadOnlyError, ``writeback=True`` hands writable arrays)."""
+        return self.copy is None and not self.writeback
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpSettings:
+    """``numpy_op``'s own options, resolved: how the op is differentiated, traced and batched."""
+
+    backward: Rule = _option(
+        None,
+        "numpy_op",
+        "backward(grad, *args, output=output, **kwargs) as arrays: the op's gradients",
+        _rule("backward", "grad"),
+    )
+    fake: Fake | None = _option(
+        None, "numpy_op", "what results look like (a parameter's name, names, or a function): a registered op", _fake
+    )
+    vmap: Vmap = _option(
+        "sequential",
+        "numpy_op",
+        "under torch.vmap: 'sequential' (per sample) or 'vectorized' (the batch at once)",
+        _one_of(VMAP_MODES),
+    )
+    jvp: Rule = _option(
+        None,
+        "numpy_op",
+        "jvp(tangent, *args, output=output, **kwargs) as arrays: forward-mode gradients",
+        _rule("jvp", "tangent"),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """``batched``'s own options, resolved: where and how the samples run."""
+
+    workers: int | None = _option(None, "batched", "run samples on a pool of this many threads", _count("threads"))
+    executor: Any = _option(
+        None, "batched", "run samples on a concurrent.futures.Executor or a Dask client instead", _executor
+    )
+    chunksize: int | None = _option(
+        None,
+        "batched",
+        "samples per task on threads or an executor; None: about four tasks per worker",
+        _count("samples"),
+    )
+    progress: bool = _option(False, "batched", "show a tqdm progress bar over the samples", _flag)
+    threads_per_worker: int | None = _option(
+        None,
+        "batched",
+        "cap BLAS and OpenMP threads per worker (threadpoolctl); None: cores shared out",
+        _count("threads"),
+    )
+    seed: Seed = _option(None, "batched", "seed each sample's own stream (its rng=, and the global generators)", _seed)
+    in_caller: bool = _option(
+        True, "batched", "run a batch too short to pay for threads or an executor in the caller's thread", _flag
+    )
+
+
+#: The tables, in the docs' order: a side's options, then each taker's own.
+TABLES = (Policy, OpSettings, BatchSettings)
+Settings = TypeVar("Settings", OpSettings, BatchSettings)
 
 
 class Option(typing.NamedTuple):
@@ -254,12 +384,13 @@ class Option(typing.NamedTuple):
 
 
 def _rows() -> tuple[Option, ...]:
-    hints = typing.get_type_hints(Policy)
     rows = []
-    for f in dataclasses.fields(Policy):
-        m = f.metadata
-        defaults = {taker: m["defaults"].get(taker, f.default) for taker in m["takers"]}
-        rows.append(Option(f.name, m["accepts"] or hints[f.name], m["takers"], m["doc"], m["check"], defaults))
+    for table in TABLES:
+        hints = typing.get_type_hints(table)
+        for f in dataclasses.fields(table):
+            m = f.metadata
+            defaults = {taker: m["defaults"].get(taker, f.default) for taker in m["takers"]}
+            rows.append(Option(f.name, m["accepts"] or hints[f.name], m["takers"], m["doc"], m["check"], defaults))
     return tuple(rows)
 
 
@@ -272,6 +403,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 #: The options of a fused pair's input side and output side.
 INPUT_SIDE = frozenset(DEFAULTS["accepts_numpy"])
 OUTPUT_SIDE = frozenset(DEFAULTS["returns_tensor"])
+#: Each taker's defaults of the options a side's ``Policy`` holds.
+_SIDE_DEFAULTS = {
+    taker: {name: default for name, default in DEFAULTS[taker].items() if name in Policy.__dataclass_fields__}
+    for taker in TAKERS
+}
+#: Where ``torchify``'s defaults differ from its sides' (``out_params``): what it hands them.
+PAIR_DEFAULTS = {
+    name: default
+    for name, default in _SIDE_DEFAULTS["torchify"].items()
+    if default != {**DEFAULTS["returns_tensor"], **DEFAULTS["accepts_numpy"]}[name]
+}
 _CHECKS = {o.name: o.check for o in OPTIONS}
 
 
@@ -295,7 +437,7 @@ def validate(options: Mapping[str, Any], taker: str) -> dict[str, Any]:
 def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, Any]) -> Policy:
     """``taker``'s policy: its ``explicit`` options over a ``config`` block's (those it takes)
     over its defaults. Options it does not take keep the table's inert defaults."""
-    defaults = DEFAULTS[taker]
+    defaults = _SIDE_DEFAULTS[taker]
     return Policy(**{**defaults, **{k: v for k, v in configured.items() if k in defaults}, **explicit})
 
 
@@ -303,13 +445,20 @@ def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, 
 PLAIN = Policy()
 
 
+def settings_of(table: type[Settings], checked: Mapping[str, Any]) -> tuple[Settings, dict[str, Any]]:
+    """A taker's ``checked`` options (see ``validate``) split: its own, resolved as ``table``,
+    and the rest, the options its sides take (as given: a plan's recipe)."""
+    own = table.__dataclass_fields__
+    return table(**{k: v for k, v in checked.items() if k in own}), {k: v for k, v in checked.items() if k not in own}
+
+
 def shows_options(function: Any, leading: list[inspect.Parameter], *takers: str, skip: Iterable[str] = ()) -> None:
     """Give ``function`` (taking options as ``**options``) the signature ``help()``,
     ``inspect.signature``, editors and the API pages show: ``leading``, then each option of
-    ``takers`` keyword-only, with its type and default."""
+    ``takers`` keyword-only, with its type and default: a taker's own options first."""
     parameters = list(leading)
     named = {p.name for p in leading} | set(skip)
-    for o in OPTIONS:
+    for o in sorted(OPTIONS, key=lambda o: len(o.takers) > 1):
         taker = next((t for t in takers if t in o.takers), None)
         if taker is not None and o.name not in named:
             kind = inspect.Parameter.KEYWORD_ONLY
@@ -354,6 +503,18 @@ class OpOptions(AdaptOptions, total=False):
     dtype: DtypeLike
     sparse_layout: torch.layout | None
     callbacks: bool
+
+
+class BatchedOptions(TypedDict, total=False):
+    """The options of ``batched``, for type checkers (``**options: Unpack[BatchedOptions]``)."""
+
+    workers: int | None
+    executor: Any
+    chunksize: int | None
+    progress: bool
+    threads_per_worker: int | None
+    seed: Seed
+    in_caller: bool
 
 
 class PairOptions(OpOptions, total=False):

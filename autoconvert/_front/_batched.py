@@ -12,16 +12,24 @@ SciPy routines that release the GIL, process pools and Dask for code that holds 
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, NamedTuple, TypedDict, Unpack, overload
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple, Unpack, overload
 
 import numpy as np
 import torch
 
 from autoconvert._calls._observe import count_batch
-from autoconvert._calls._options import check_callable, policy_of
+from autoconvert._calls._options import (
+    BatchedOptions,
+    BatchSettings,
+    check_callable,
+    policy_of,
+    shows_options,
+    validate,
+)
 from autoconvert._calls._signature import Parameters
 from autoconvert._calls._wrapper import _Wrapper, unbound_instance
 from autoconvert._pickling import by_reference
@@ -30,39 +38,16 @@ from ._caps import has_threadpoolctl
 from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._decorators import accepts_numpy, returns_tensor
-from ._executors import Elsewhere, Progress, Samples, Threads, is_dask, max_workers
+from ._executors import Elsewhere, Progress, Samples, Threads, max_workers
 from ._gather import Sink, gather
 from ._seeds import GlobalStates, Seeds
-
-
-class BatchedOptions(TypedDict, total=False):
-    """The options of ``batched``, for type checkers (``**options: Unpack[BatchedOptions]``)."""
-
-    workers: int | None
-    executor: Any
-    chunksize: int | None
-    progress: bool
-    threads_per_worker: int | None
-    seed: int | np.random.SeedSequence | None
-    in_caller: bool
 
 
 @overload
 def batched(fn: Callable[..., Any], /, **options: Unpack[BatchedOptions]) -> Callable[..., Any]: ...
 @overload
 def batched(**options: Unpack[BatchedOptions]) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
-def batched(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    workers: int | None = None,
-    executor: Any = None,
-    chunksize: int | None = None,
-    progress: bool = False,
-    threads_per_worker: int | None = None,
-    seed: int | np.random.SeedSequence | None = None,
-    in_caller: bool = True,
-) -> Any:
+def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
 
     Tensor arguments are batches: along dim 0 (all with the same leading size), or as a
@@ -124,64 +109,40 @@ def batched(
         >>> per_row_max(torch.tensor([[1, 5], [7, 2]]))
         tensor([5, 7])
     """
-    options: BatchedOptions = {
-        "workers": workers,
-        "executor": executor,
-        "chunksize": chunksize,
-        "progress": progress,
-        "threads_per_worker": threads_per_worker,
-        "seed": seed,
-        "in_caller": in_caller,
-    }
+    settings = BatchSettings(**validate(options, "batched"))
+    _check(settings)
     if fn is None:
-        return lambda f: _batched(f, options)
-    return _batched(fn, options)
+        return lambda f: _batched(f, settings)
+    return _batched(fn, settings)
 
 
-def _batched(fn: Callable[..., Any], options: BatchedOptions) -> Batched:
+def _batched(fn: Callable[..., Any], settings: BatchSettings) -> Batched:
     check_callable(fn, "batched")
-    _check(options)
     call: Any = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    where = _where(raw, call, options, name)
-    return Batched(fn, call, options, name=name, where=where, seeds=_seeds(raw, options["seed"], where, name))
+    where = _where(raw, call, settings, name)
+    return Batched(fn, call, settings, name=name, where=where, seeds=_seeds(raw, settings.seed, where, name))
 
 
-def _check(options: BatchedOptions) -> None:
-    """Refuse options that could never run, when ``batched`` is applied."""
-    given: dict[str, Any] = dict(options)
-    for option, unit in (("workers", "threads"), ("chunksize", "samples"), ("threads_per_worker", "threads")):
-        value = given[option]
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ValueError(f"batched(): {option}= takes None or a positive number of {unit}, got {value!r}")
-    executor = given["executor"]
-    if executor is not None and (
-        given["workers"] is not None or not (isinstance(executor, Executor) or is_dask(executor))
-    ):
+def _check(settings: BatchSettings) -> None:
+    """Refuse options that could never run together, or here, when ``batched`` is applied."""
+    if settings.executor is not None and settings.workers is not None:
         raise ValueError(
-            "batched(): executor= takes a concurrent.futures.Executor or a Dask client, without workers=; "
-            f"got {executor!r}"
+            "autoconvert.batched(): executor= runs the samples on its own workers: pass it without workers=; "
+            f"got workers={settings.workers!r}"
         )
-    for option in ("progress", "in_caller"):
-        if not isinstance(given[option], bool):
-            raise ValueError(f"batched(): {option}= takes True or False, got {given[option]!r}")
-    seed = given["seed"]
-    if not (seed is None or isinstance(seed, np.random.SeedSequence)) and (
-        not isinstance(seed, int) or isinstance(seed, bool) or seed < 0
-    ):
-        raise ValueError(f"batched(): seed= takes None, a non-negative int or a np.random.SeedSequence, got {seed!r}")
-    if given["threads_per_worker"] is not None and not has_threadpoolctl():
+    if settings.threads_per_worker is not None and not has_threadpoolctl():
         raise ImportError(
-            "batched(): threads_per_worker= caps BLAS and OpenMP threads through threadpoolctl, which is not "
-            "installed. Fix: pip install 'autoconvert[threads]'"
+            "autoconvert.batched(): threads_per_worker= caps BLAS and OpenMP threads through threadpoolctl, which "
+            "is not installed. Fix: pip install 'autoconvert[threads]'"
         )
 
 
-def _where(raw: Any, call: Any, options: BatchedOptions, name: str) -> Threads | Elsewhere | None:
+def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads | Elsewhere | None:
     """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
-    executor, workers = options["executor"], options["workers"]
-    caps, in_caller = options["threads_per_worker"], options["in_caller"]
+    executor, workers = settings.executor, settings.workers
+    caps, in_caller = settings.threads_per_worker, settings.in_caller
     if isinstance(executor, ThreadPoolExecutor):
         return Threads(raw, max_workers(executor), executor, name, threads_per_worker=caps, in_caller=in_caller)
     if executor is None:
@@ -224,13 +185,13 @@ class Batched:
     live pool does not pickle."""
 
     def __init__(
-        self, fn: Any, call: Any, options: BatchedOptions, *, name: str, where: Any, seeds: Seeds | None
+        self, fn: Any, call: Any, settings: BatchSettings, *, name: str, where: Any, seeds: Seeds | None
     ) -> None:
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
         self._convert = call._self_plan.default.call  # its protocol, around the map instead of fn
         self._instance = unbound_instance(call)
         self._raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
-        self._options = options
+        self._settings = settings
         self._runner = where  # where samples run: None (in turn), threads, or elsewhere
         self._seeds = seeds
         self._label = f"autoconvert.batched({name})"
@@ -278,7 +239,7 @@ class Batched:
             Sink(layout.size) if isinstance(self._runner, Threads) else None,
         )
         states = GlobalStates() if self._seeds is not None and self._seeds.globals else None
-        progress = Progress(self._options["progress"], samples.size, self._name)
+        progress = Progress(self._settings.progress, samples.size, self._name)
         try:
             results = self._dispatch(samples, progress)
             return gather(results) if samples.sink is None else samples.sink.gathered(results)
@@ -301,7 +262,7 @@ class Batched:
         if len(results) == samples.size:
             return results
         started = time.perf_counter()
-        rest: list[Any] = where.map(samples, len(results), self._options["chunksize"], progress)
+        rest: list[Any] = where.map(samples, len(results), self._settings.chunksize, progress)
         if time.perf_counter() - started < where.least_seconds:
             self._seconds_per_sample = None  # the timing said large, the map says small: time the next batch again
         return results + rest
@@ -345,16 +306,12 @@ class Batched:
         reference = by_reference(self, (self.__module__,))
         if reference is not None:
             return reference
-        if self._options["executor"] is not None:
+        if self._settings.executor is not None:
             raise TypeError(
                 f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
                 "assign it to a module-level name to pickle it by reference"
             )
-        return _rebuilt, (self.__wrapped__, dict(self._options))
-
-
-def _rebuilt(fn: Any, options: BatchedOptions) -> Callable[..., Any]:
-    return _batched(fn, options)
+        return _batched, (self.__wrapped__, self._settings)
 
 
 def _carry_note(error: BaseException, label: str) -> None:
@@ -432,3 +389,6 @@ def _batch(name: str, where: int | str, value: Any) -> tuple[Any, int] | None:
 
 def _label(where: int | str) -> str:
     return f"args[{where}]" if isinstance(where, int) else where
+
+
+shows_options(batched, [inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None)], "batched")

@@ -35,6 +35,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from autoconvert._calls._options import is_dask
+
 from ._caps import capped, per_worker
 from ._chunks import (
     Batch,
@@ -88,13 +90,6 @@ class Samples(NamedTuple):
 def chunk_size(size: int, workers: int, per_worker: int = 4) -> int:
     """Samples per chunk when not given: about ``per_worker`` chunks per worker."""
     return max(1, -(-size // (per_worker * workers)))
-
-
-def is_dask(executor: Any) -> bool:
-    """A Dask client or its executor (``client.get_executor()``), told apart without importing Dask."""
-    return type(executor).__module__.partition(".")[0] == "distributed" and (
-        hasattr(executor, "scatter") or hasattr(executor, "_client")
-    )
 
 
 class Progress:

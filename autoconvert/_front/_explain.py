@@ -14,7 +14,7 @@ import types
 from typing import Any
 
 from autoconvert._calls._config import active
-from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
+from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, OpSettings, Policy, policy_of
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import function_name
 from autoconvert._calls._wrapper import _BoundWrapper, _Wrapper
@@ -236,11 +236,11 @@ def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
 
 def _numpy_op(op: _Op) -> Explanation:
     """A numpy_op with ``backward=`` or ``fake=``: the torch op around its NumPy pair."""
-    _, backward, fake, _, vmap, jvp = op._recipe
+    own: OpSettings = op._recipe[1]
     inner = _wrapper(op._forward)
     notes = (
-        f"numpy_op(): a torch op; backward={'given' if backward is not None else 'none'}, "
-        f"fake={fake!r}, vmap={vmap!r}, jvp={'given' if jvp is not None else 'none'}.",
+        f"numpy_op(): a torch op; backward={'given' if own.backward is not None else 'none'}, "
+        f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}.",
         "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
         "any other call runs the pair below directly.",
     )

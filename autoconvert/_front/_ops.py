@@ -13,12 +13,23 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack, overload
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 import torch
 
 from autoconvert._calls._escape import compiling, opaque, tracing
-from autoconvert._calls._options import OpOptions, check_callable, shows_options, validate
+from autoconvert._calls._options import (
+    Fake,
+    OpOptions,
+    OpSettings,
+    Rule,
+    Vmap,
+    check_callable,
+    policy_of,
+    settings_of,
+    shows_options,
+    validate,
+)
 from autoconvert._calls._signature import function_name
 from autoconvert._errors import GradientError, message
 from autoconvert._pickling import by_reference, calling_module, locate, unwrap
@@ -28,11 +39,6 @@ from ._library import Registration
 from ._opspec import OpSpec
 from ._proxies import wrap_pair
 from ._schema import Schema, SchemaError, schema_of
-
-Fake = Callable[..., Any] | str | tuple[str, ...]
-Backward = Callable[..., Any] | None
-Vmap = Literal["sequential", "vectorized"]
-VMAP_MODES = ("sequential", "vectorized")
 
 
 class NumpyOp(Protocol):
@@ -48,10 +54,10 @@ def numpy_op(
     fn: Callable[..., Any],
     /,
     *,
-    backward: Backward = None,
+    backward: Rule = None,
     fake: Fake,
     vmap: Vmap = "sequential",
-    jvp: Backward = None,
+    jvp: Rule = None,
     **options: Unpack[OpOptions],
 ) -> NumpyOp: ...
 @overload
@@ -59,10 +65,10 @@ def numpy_op(
     fn: Callable[..., Any],
     /,
     *,
-    backward: Backward = None,
+    backward: Rule = None,
     fake: None = None,
     vmap: Vmap = "sequential",
-    jvp: Backward = None,
+    jvp: Rule = None,
     **options: Unpack[OpOptions],
 ) -> Callable[..., Any]: ...
 @overload
@@ -70,10 +76,10 @@ def numpy_op(
     fn: None = None,
     /,
     *,
-    backward: Backward = None,
+    backward: Rule = None,
     fake: Fake,
     vmap: Vmap = "sequential",
-    jvp: Backward = None,
+    jvp: Rule = None,
     **options: Unpack[OpOptions],
 ) -> Callable[[Callable[..., Any]], NumpyOp]: ...
 @overload
@@ -81,22 +87,13 @@ def numpy_op(
     fn: None = None,
     /,
     *,
-    backward: Backward = None,
+    backward: Rule = None,
     fake: None = None,
     vmap: Vmap = "sequential",
-    jvp: Backward = None,
+    jvp: Rule = None,
     **options: Unpack[OpOptions],
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
-def numpy_op(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    backward: Backward = None,
-    fake: Fake | None = None,
-    vmap: Vmap = "sequential",
-    jvp: Backward = None,
-    **options: Any,
-) -> Any:
+def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a NumPy function a torch operation: differentiable, and traceable by torch.compile.
 
     Args:
@@ -153,36 +150,21 @@ def numpy_op(
     """
     # An op returns new tensors: out-parameters are torch.library's to declare, not autoconvert's.
     checked = validate(options, "numpy_op")
-    if vmap not in VMAP_MODES:
-        raise ValueError(f"autoconvert.numpy_op(): vmap= takes 'sequential' or 'vectorized', got {vmap!r}")
-    for option, rule, first in (("backward", backward, "grad"), ("jvp", jvp, "tangent")):
-        if rule is not None and not callable(rule):
-            raise TypeError(
-                f"autoconvert.numpy_op(): {option}= takes None or a function "
-                f"{option}({first}, *args, output=output, **kwargs), got {rule!r} ({type(rule).__name__})"
-            )
     if fn is None:
-        # Passed on as given: mypy gives up trying each overload for every union member.
-        return lambda f: numpy_op(f, backward=backward, fake=fake, vmap=vmap, jvp=jvp, **checked)  # type: ignore[arg-type, misc]
+        return lambda f: numpy_op(f, **checked)
     check_callable(fn, "numpy_op")
+    settings, sides = settings_of(OpSettings, checked)
     if compiling():  # pragma: no cover - made inside a compiled function: dynamo cannot trace the frame walk
-        return opaque(_make_op, fn, backward, fake, checked, None, vmap=vmap, jvp=jvp)
-    return _make_op(fn, backward, fake, checked, calling_module(), vmap=vmap, jvp=jvp)
+        return opaque(_make_op, fn, settings, sides, None)
+    return _make_op(fn, settings, sides, calling_module())
 
 
-def _make_op(
-    fn: Callable[..., Any],
-    backward: Backward,
-    fake: Fake | None,
-    checked: dict[str, Any],
-    home: str | None,
-    *,
-    vmap: Vmap = "sequential",
-    jvp: Backward = None,
-) -> Any:
-    """numpy_op with ``backward`` or ``fake``: an ``_Op`` around the eager and registered forms."""
+def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, Any], home: str | None) -> Any:
+    """An ``_Op`` around the eager and registered forms; ``checked``: the options of its sides."""
+    backward, fake = settings.backward, settings.fake
+    policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
     name = function_name(fn)
-    if backward is not None and checked.get("writeback"):
+    if backward is not None and policy.writeback:
         raise TypeError(
             f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
             "(autograd has no formula for that); drop writeback=True or backward="
@@ -196,9 +178,9 @@ def _make_op(
         backward,
         name,
         None if schema is None else schema.results,
-        shares=schema is not None and bool(checked.get("writeback")),
-        vectorized=vmap == "vectorized",
-        jvp=jvp,
+        shares=schema is not None and policy.writeback,
+        vectorized=settings.vmap == "vectorized",
+        jvp=settings.jvp,
     )
     bind = _binder(fn)
 
@@ -219,7 +201,7 @@ def _make_op(
             args, kwargs = bind(args, kwargs)
         return apply_op(spec, kwargs, *args)
 
-    op = _Op.made(call, fn, (fn, backward, fake, checked, vmap, jvp), home)
+    op = _Op.made(call, fn, (fn, settings, checked), home)
     op._forward = forward  # what autoconvert.explain shows
     if fake is not None:
         assert schema is not None  # made with a fake
@@ -228,9 +210,9 @@ def _make_op(
             spec,
             schema,
             names,
-            mutated=bool(checked.get("writeback")),
-            device=checked.get("device"),
-            dtype=checked.get("dtype"),
+            mutated=policy.writeback,
+            device=policy.device,
+            dtype=policy.dtype,
         )
         op.op = registered.forward
     return op
@@ -248,7 +230,7 @@ class _Op:
         op: Any
         __call__: Callable[..., Any]  # each op's own class sets it: see made()
         __wrapped__: Callable[..., Any]
-        _recipe: tuple[Any, Backward, Fake | None, dict[str, Any], Vmap, Backward]
+        _recipe: tuple[Any, OpSettings, dict[str, Any]]
         _forward: Any  # the NumPy pair each eager call without a graph runs
         _home: str | None
 
@@ -281,9 +263,8 @@ class _Op:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
 
 
-def _remake(holder: Any, hops: int, made: tuple[Backward, Fake | None, dict[str, Any], Vmap, Backward]) -> Any:
-    backward, fake, options, vmap, jvp = made
-    return _make_op(unwrap(holder, hops), backward, fake, options, None, vmap=vmap, jvp=jvp)
+def _remake(holder: Any, hops: int, made: tuple[OpSettings, dict[str, Any]]) -> Any:
+    return _make_op(unwrap(holder, hops), *made, None)
 
 
 def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:
@@ -355,14 +336,4 @@ def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under 
     return tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in values)
 
 
-shows_options(
-    numpy_op,
-    [
-        inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None),
-        inspect.Parameter("backward", inspect.Parameter.KEYWORD_ONLY, default=None),
-        inspect.Parameter("fake", inspect.Parameter.KEYWORD_ONLY, default=None),
-        inspect.Parameter("vmap", inspect.Parameter.KEYWORD_ONLY, default="sequential"),
-        inspect.Parameter("jvp", inspect.Parameter.KEYWORD_ONLY, default=None),
-    ],
-    "numpy_op",
-)
+shows_options(numpy_op, [inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None)], "numpy_op")

@@ -17,7 +17,7 @@ import numpy as np
 
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._options import PairOptions, shows_options, validate
+from autoconvert._calls._options import DEFAULTS, PAIR_DEFAULTS, PairOptions, shows_options, validate
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
 from autoconvert._conversions._tree import StandIn
 
@@ -63,7 +63,8 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
     checked = validate(options, "torchify")
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
-    checked = {**adapter_for(target).torchify_defaults, **checked}
+    given = {**PAIR_DEFAULTS, **adapter_for(target).torchify_defaults, **checked}
+    checked = {name: given[name] for name in DEFAULTS["torchify"] if name in given}  # in the table's order
     if isinstance(target, types.ModuleType):
         return TorchifiedModule(target, checked)
     if isinstance(target, type):
