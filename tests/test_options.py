@@ -224,3 +224,28 @@ def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
     with pytest.raises(TypeError, match=r"jvp= takes None or a function jvp\(tangent, "):
         ac.numpy_op(np.sin, jvp=3)  # type: ignore[call-overload]
 
+
+@pytest.mark.parametrize(
+    ("options", "read_only", "refuses_writes", "copies_refused"),
+    [
+        ({}, True, True, True),
+        ({"copy": False}, True, True, False),
+        ({"copy": True}, False, False, False),
+        ({"writeback": True}, False, True, False),
+        ({"out_params": "out"}, True, True, True),
+    ],
+)
+def test_read_only_ness_is_decided_once_and_held_by_the_spec(
+    options: dict[str, Any], read_only: bool, refuses_writes: bool, copies_refused: bool
+) -> None:
+    """The function gets read-only arrays unless it is meant to write (copy=True, writeback=True);
+    writeback's expanded tensors are refused a write too; a torchified function refused on entry
+    is called again with copies only under copy=None. The Runner and the generator read the spec."""
+    f = ac.returns_tensor(ac.accepts_numpy(**options)(out_into))
+    spec = f._self_plan.default.spec  # type: ignore[attr-defined]
+    assert (spec.read_only, spec.refuses_writes) == (read_only, refuses_writes)
+    assert spec.inputs.readonly == read_only
+    assert policy_of("accepts_numpy", {}, options).copies_refused() == copies_refused
+    if spec.generic_because is None:
+        assert f._self_plan.default.flat.kind.hands_read_only == read_only  # type: ignore[attr-defined]
+    assert ac.accepts_tensor(out_into)._self_plan.default.spec.read_only is False  # type: ignore[attr-defined]

@@ -81,8 +81,6 @@ class Runner:
         self.outputs = spec.outputs
         self.function = spec.function
         self.routes = spec.routes and variants is not None
-        # writeback hands expanded tensors read-only too: a write into one is refused, not lost.
-        self.hands_read_only = isinstance(self.inputs, NumpyInputs) and (self.inputs.readonly or self.inputs.writeback)
         self.flat: Flat | None = None
         call = self._make_call(variants)
         if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
@@ -106,7 +104,7 @@ class Runner:
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
         step (see _after); the result converted."""
-        inputs, readonly, watches_body = self.inputs, self.hands_read_only, self.spec.watches_body
+        inputs, readonly, watches_body = self.inputs, self.spec.refuses_writes, self.spec.watches_body
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         settles = isinstance(inputs, NumpyInputs)
         after = self._after_step()
@@ -238,7 +236,7 @@ class Runner:
         if not isinstance(inputs, NumpyInputs):
             return
         # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
-        read_only = read_only or (self.hands_read_only and given.instance is not None)
+        read_only = read_only or (self.spec.refuses_writes and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
             refused = refused_by(error, inputs, handed, given) if read_only else None
             if refused is not None:

@@ -107,17 +107,19 @@ class Plan:
         inputs: Inputs | None = None
         outputs: Outputs | None = None
         numpy_in = policies.get("accepts_numpy")
+        if numpy_in is not None:
+            grad = self.grad_policies.setdefault(numpy_in.grad, GradPolicy(numpy_in.grad, self.function))
+            inputs = NumpyInputs(self.params, self.function, grad, numpy_in, f"accepts_numpy() on {self.function}")
+        elif "accepts_tensor" in policies:
+            where = f"accepts_tensor() on {self.function}"
+            inputs = TensorInputs(self.params, self.function, policies["accepts_tensor"], where)
         # Results narrow back to float16 when the input side widened it (fused pairs only).
         half = numpy_in is not None and numpy_in.widen_float16
-        read_only_inputs = numpy_in is not None and numpy_in.hands_read_only()
+        read_only_inputs = isinstance(inputs, NumpyInputs) and inputs.readonly
         for side, policy in policies.items():
-            where = f"{side}() on {self.function}"
-            if side == "accepts_numpy":
-                grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
-                inputs = NumpyInputs(self.params, self.function, grad, policy, where)
-            elif side == "accepts_tensor":
-                inputs = TensorInputs(self.params, self.function, policy, where)
-            elif side == "returns_tensor":
+            if side.startswith("accepts"):
+                continue
+            if side == "returns_tensor":
                 restoring = RESTORING_HALF if half else RESTORING
                 outputs = TensorOutputs(
                     self.function,

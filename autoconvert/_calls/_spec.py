@@ -47,6 +47,11 @@ class Spec(NamedTuple):
     after: str | None  # the after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT), if any
     routes: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
+    #: The function gets read-only arrays (accepts_numpy unless copy=True or writeback=True).
+    read_only: bool
+    #: A write by the function may be refused as a ReadOnlyError: it gets read-only arrays, or
+    #: writeback hands it expanded tensors (read-only too, a write into one would be lost).
+    refuses_writes: bool
     #: A generator function's body runs as the caller iterates: a write it makes into a
     #: read-only array handed over is still told apart and refused as a ReadOnlyError.
     watches_body: bool = False
@@ -63,8 +68,9 @@ def spec_of(
 ) -> Spec:
     """The spec of a Runner with these sides (a decorator's, or a fused pair's); ``yields``:
     the function is a generator function."""
+    read_only = isinstance(inputs, NumpyInputs) and inputs.readonly
     value = value_step(inputs)
-    watches_body = yields and isinstance(inputs, NumpyInputs) and inputs.readonly
+    watches_body = yields and read_only
     return Spec(
         function,
         types.MappingProxyType(policies),
@@ -76,6 +82,8 @@ def spec_of(
         after_step(inputs),
         any(p.transfers != "allow" for p in policies.values()),
         generic_because(inputs, outputs, watches_body=watches_body),
+        read_only,
+        read_only or (isinstance(inputs, NumpyInputs) and inputs.writeback),
         watches_body,
     )
 

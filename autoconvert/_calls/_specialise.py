@@ -152,7 +152,7 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
         spec.value,
         spec.result,
         isinstance(inputs, TensorInputs),
-        isinstance(inputs, NumpyInputs) and inputs.readonly,
+        spec.read_only,
         writes_at,
     )
     namespace = _namespace(spec, generic, failed)

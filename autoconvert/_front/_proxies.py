@@ -25,7 +25,7 @@ from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._exact import shape_of, splitter, with_signature
 from autoconvert._calls._generate import proxy_source
 from autoconvert._calls._guards import guarded
-from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE
+from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._wrapper import as_method, wrap
 from autoconvert._conversions._containers import node_for
@@ -50,21 +50,19 @@ def home(target: Any) -> str:
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
-    inputs = {k: v for k, v in options.items() if k in INPUT_SIDE}
     outputs = {k: v for k, v in options.items() if k in OUTPUT_SIDE}
-    return for_library("returns_tensor", for_library("accepts_numpy", fn, inputs), outputs)
+    return for_library("returns_tensor", for_library("accepts_numpy", fn, _inputs_of(options)), outputs)
 
 
-def copies_when_needed(options: dict[str, Any]) -> bool:
-    """Whether a torchified call refused read-only arrays is made again with writable copies:
-    with ``copy=None``, NumPy 2's "copy when needed" (``copy=False`` keeps the ReadOnlyError)."""
-    return options.get("copy") is None and not options.get("writeback")
+def _inputs_of(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k in INPUT_SIDE}
 
 
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``wrap_pair`` of ``fn`` (a torchified function, a bound method of a torchified
     object), guarded (see _guards)."""
-    return wrap_pair(guarded(fn, copies_when_needed(options)), options)
+    retries = policy_of("accepts_numpy", {}, _inputs_of(options)).copies_refused()
+    return wrap_pair(guarded(fn, retries), options)
 
 
 class ProxyingPlan(Plan):
@@ -143,7 +141,7 @@ class TorchifiedClass(StandIn):
     def __init__(self, cls: type, options: dict[str, Any]) -> None:
         self.__wrapped__ = cls
         self._options = options
-        self._inputs = {k: v for k, v in options.items() if k in INPUT_SIDE}  # the constructor's and assign's
+        self._inputs = _inputs_of(options)  # the constructor's and assign's
         self._construct = for_library("accepts_numpy", cls, self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
