@@ -197,6 +197,18 @@ def test_attribute_reads_follow_the_device_of_the_last_tensors() -> None:
     assert model.mean_.device.type == "meta"
 
 
+def test_attribute_reads_take_an_explicit_dtype_and_else_the_config_block_s() -> None:
+    """``dtype=`` (resolved once per torchified class) casts what is read off its objects;
+    "input" has no inputs there, so reads keep NumPy's dtype; without one a config block's applies."""
+    x = torch.randn(20, 2, dtype=torch.float64)
+    assert ac.torchify(Whitener, dtype=torch.float32)().fit(x).mean_.dtype == torch.float32
+    assert ac.torchify(Whitener, dtype="input")().fit(x.float()).components_.dtype == torch.float64  # np.cov
+    model = ac.torchify(Whitener)().fit(x)
+    assert model.mean_.dtype == torch.float64
+    with ac.config(dtype=torch.float16):
+        assert model.mean_.dtype == torch.float16
+
+
 def test_setting_attributes_stores_arrays_and_proxies_pickle() -> None:
     model = ac.torchify(Whitener)()
     model.mean_ = torch.zeros(2)

@@ -23,10 +23,10 @@ import torch
 
 from autoconvert._calls._observe import count_batch
 from autoconvert._calls._options import (
+    PLAIN,
     BatchedOptions,
     BatchSettings,
     check_callable,
-    policy_of,
     shows_options,
     validate,
 )
@@ -151,7 +151,7 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             if workers is not None and workers > 1
             else None
         )
-    writes = policy_of("accepts_numpy", {}, _explicit(call, "accepts_numpy"))
+    writes = call._self_plan.policies.get("accepts_numpy", PLAIN)  # outside any config block, as it is made
     if writes.writeback or writes.out_params:
         raise ValueError(
             f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
@@ -323,12 +323,6 @@ def _carry_note(error: BaseException, label: str) -> None:
     for note in getattr(cause, "__notes__", ()):
         if note.startswith(label):
             error.add_note(note)
-
-
-def _explicit(call: Any, side: str) -> dict[str, Any]:
-    """The explicit options of one side of an autoconvert wrapper (none for a plain pair)."""
-    plan = getattr(call, "_self_plan", None)
-    return dict(plan.sides.get(side, {})) if plan is not None else {}
 
 
 class Layout(NamedTuple):

@@ -50,12 +50,15 @@ def home(target: Any) -> str:
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
-    outputs = {k: v for k, v in options.items() if k in OUTPUT_SIDE}
-    return for_library("returns_tensor", for_library("accepts_numpy", fn, _inputs_of(options)), outputs)
+    return for_library("returns_tensor", for_library("accepts_numpy", fn, _inputs_of(options)), _outputs_of(options))
 
 
 def _inputs_of(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in INPUT_SIDE}
+
+
+def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
 
 
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
@@ -142,6 +145,10 @@ class TorchifiedClass(StandIn):
         self.__wrapped__ = cls
         self._options = options
         self._inputs = _inputs_of(options)  # the constructor's and assign's
+        dtype = policy_of("returns_tensor", {}, _outputs_of(options)).dtype
+        #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
+        #: has no inputs there; None lets a ``config`` block's apply).
+        self.read_dtype = dtype if isinstance(dtype, torch.dtype) else None
         self._construct = for_library("accepts_numpy", cls, self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
@@ -305,8 +312,8 @@ class TorchifiedObject(StandIn):
         """A value read off the object (an attribute, an item) as tensors, on the device of
         the tensors last passed to it."""
         placed: TensorOptions = {"device": self._ac_device or default_device()}
-        dtype = self._ac_options.get("dtype")
-        if isinstance(dtype, torch.dtype):  # "input" has no inputs here; None lets config() apply
+        dtype = self._ac_class.read_dtype
+        if dtype is not None:
             placed["dtype"] = dtype
         return to_tensor(value, **placed)
 
