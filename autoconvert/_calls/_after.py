@@ -2,13 +2,16 @@
 out-parameters' private copies (``WriteBack``), check_writes=True (``RestoreWrites``).
 
 It runs once the function returned, and once it raised (its failure a note on the
-function's error then); it is made once per Runner from the spec's ``after``, and reads its
-per-call state from the input side's context (``Collected``).
+function's error then); it is made once per Runner from the spec's ``after``, and owns its
+per-call state: ``begin`` makes the call's context with it (``Collected.writes``), which
+the input side's leaves fill and the step reads.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._describe import describe_tensor
@@ -21,7 +24,7 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_b
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
 from ._callbacks import to_tensors
-from ._inputs import Collected, NumpyInputs
+from ._inputs import Collected, NumpyInputs, Writes, collected
 from ._outparams import returned
 from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
 
@@ -49,17 +52,29 @@ class WriteBack:
         self.inputs = inputs
         self.gives_back = gives_back
 
+    def begin(
+        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Collected:
+        """The call's context, with this step's state: the lists the leaves fill, and with
+        writeback the spans of memory the arguments share."""
+        inputs = self.inputs
+        written: list[Any] | None = [] if inputs.writes is not None else None
+        if not inputs.writeback:
+            return collected(plain, odd, Writes([], None, written))
+        return collected(plain, odd, Writes([], inputs.spans(args, kwargs), written, []))
+
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the
         function wrote reaches the caller, even when it raised; a tensor that cannot take its
         array back is named. The private arrays are read-only afterwards (see freeze). Gives
         the result, an out-parameter's array in it marked ``Returned`` (see _outparams.returned)."""
-        assert isinstance(ctx, Collected)  # an after step is a NumPy side's
-        pairs = ctx.pairs or []
-        if pairs or ctx.written:
+        writes = ctx.writes  # made by begin
+        assert writes is not None
+        pairs = writes.pairs
+        if pairs or writes.written:
             refuse_deferred(result, self.function)
-        if ctx.written:
-            pairs = [*pairs, *((t, private) for t, _, private in ctx.written)]
+        if writes.written:
+            pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
         try:
             write_back(pairs)
         except WriteBackFailed as failed:
@@ -75,12 +90,12 @@ class WriteBack:
                 )
             ) from failed.error
         finally:
-            freeze(pairs, ctx.spans, result)
-        if ctx.converted:
-            self._reach(ctx, given, handed)
-        return returned(result, ctx.written) if self.gives_back and ctx.written else result
+            freeze(pairs, writes.spans, result)
+        if writes.converted:
+            self._reach(ctx, writes.converted, given, handed)
+        return returned(result, writes.written) if self.gives_back and writes.written else result
 
-    def _reach(self, ctx: Collected, given: Given, handed: Handed) -> None:
+    def _reach(self, ctx: Collected, converted: list[tuple[torch.Tensor, Any]], given: Given, handed: Handed) -> None:
         """What the function changed in the containers it was handed reaches the caller's (see
         _mutations); new arrays come back as tensors on the call's device."""
         args, kwargs, instance = given
@@ -94,7 +109,7 @@ class WriteBack:
             if rebuilt is original or node_for(type(original)) is None:
                 continue
             try:
-                reach(original, rebuilt, ctx.converted or [], lambda value: to_tensors(value, target))
+                reach(original, rebuilt, converted, lambda value: to_tensors(value, target))
             except LeafError as e:
                 raise e.public(self.function, "argument", root) from None
 
@@ -110,11 +125,12 @@ class RestoreWrites(WriteBack):
     change: written back first)."""
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
-        assert isinstance(ctx, Collected)  # an after step is a NumPy side's
-        pairs = ctx.pairs or []
-        if ctx.written:
-            result = super().__call__(ctx._replace(pairs=[]), given, handed, result)
-            pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in ctx.written)]
+        writes = ctx.writes  # made by begin
+        assert writes is not None
+        pairs, written = writes.pairs, writes.written
+        if written:
+            result = super().__call__(ctx._replace(writes=writes._replace(pairs=[])), given, handed, result)
+            pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in written)]
         elif pairs:
             refuse_deferred(result, self.function)
         changed = restore_writes(pairs)

@@ -190,7 +190,9 @@ class Runner:
         finish = self.outputs.convert if self.outputs is not None else None
         if inputs is None:
             return Steps(None, None, None, finish)
-        begin = None if isinstance(inputs, NumpyInputs) and after is None else inputs.context
+        begin: Begin | None = None if isinstance(inputs, NumpyInputs) else inputs.context
+        if after is not None:
+            begin = after.begin
         prepare = inputs.convert_written if isinstance(inputs, NumpyInputs) and inputs.writes is not None else None
         convert_in = inputs.convert_selected if inputs.selection is not None else None
         return Steps(begin, prepare, convert_in, finish)

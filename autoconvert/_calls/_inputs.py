@@ -30,38 +30,42 @@ from ._outparams import OutParams
 from ._signature import Parameters, Selection
 
 
-class Collected(NamedTuple):
-    """A NumPy input leaf's per-call context: what the call's leaves record, for the output
-    side and the after step (see Inputs for ``plain`` and ``odd``)."""
+class Writes(NamedTuple):
+    """An after step's per-call state (see _after, whose ``begin`` makes it): what the call's
+    leaves record for the step to write back, or to compare."""
 
-    plain: list[torch.Tensor]
-    odd: list[torch.Tensor]
     #: writeback: (tensor, private array or None) to write back; check_writes: (tensor, snapshot).
-    pairs: list[Any] | None = None
+    pairs: list[Any]
     #: writeback: the spans of memory that arguments share (see _writeback.aliased_spans).
     spans: dict[int, Any] | None = None
-    #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
-    seen: list[Any] | None = None
-    target: Target | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
     #: writeback: (tensor, array it was converted to), for changes to containers (see _mutations).
     converted: list[tuple[torch.Tensor, Any]] | None = None
 
 
+class Collected(NamedTuple):
+    """A NumPy input leaf's per-call context: what the call's leaves record, for the output
+    side (see Inputs for ``plain`` and ``odd``) and the after step (``writes``)."""
+
+    plain: list[torch.Tensor]
+    odd: list[torch.Tensor]
+    writes: Writes | None = None  # the after step's per-call state (None: the call has no after step)
+    #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
+    seen: list[Any] | None = None
+    target: Target | None = None
+
+
 def collected(
     plain: list[torch.Tensor],
     odd: list[torch.Tensor],
+    writes: Writes | None = None,
     *,
-    pairs: list[Any] | None = None,
-    spans: dict[int, Any] | None = None,
     seen: list[Any] | None = None,
     target: Target | None = None,
-    written: list[tuple[torch.Tensor, Any, Any]] | None = None,
-    converted: list[tuple[torch.Tensor, Any]] | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (plain, odd, pairs, spans, seen, target, written, converted))
+    return _new(Collected, (plain, odd, writes, seen, target))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -211,17 +215,15 @@ class NumpyInputs(Inputs):
     def context(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
-        """With writeback or check_writes, the ``pairs`` list; with writeback, the ``spans``
-        too. (Otherwise the Runner builds ``Collected(plain, odd)`` itself.)"""
-        written: list[Any] | None = [] if self.writes is not None else None
-        if not self.writeback:
-            return collected(plain, odd, pairs=[], written=written)
-        # writeback: the spans of memory that arguments share (see _writeback).
+        """``Collected(plain, odd)``: an after step adds its own state (see _after's ``begin``)."""
+        return collected(plain, odd)
+
+    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
+        """writeback: the spans of memory that the call's tensors share (see _writeback)."""
         try:
-            tensors = self.tensors_in(args, kwargs)
+            return aliased_spans(self.tensors_in(args, kwargs))
         except RecursionError:  # a container that holds itself: the conversion names it
-            return collected(plain, odd, pairs=[], written=written, converted=[])
-        return collected(plain, odd, pairs=[], spans=aliased_spans(tensors), written=written, converted=[])
+            return None
 
     def convert_written(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
@@ -306,14 +308,14 @@ class NumpyInputs(Inputs):
                 memory = t.detach()
                 memory = compact(memory) if expanded(memory) else memory
                 copied("check_writes", t, memory.numel() * memory.element_size())
-                ctx.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has pairs
+                ctx.writes.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has them
             return a
 
         return snapshotting
 
     def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
         a = self._writeback_array(t, ctx)
-        ctx.converted.append((t, a))  # type: ignore[union-attr]  # writeback has the list
+        ctx.writes.converted.append((t, a))  # type: ignore[union-attr]  # writeback has the list
         return a
 
     def _writeback_array(self, t: torch.Tensor, ctx: Collected) -> Any:
@@ -325,12 +327,14 @@ class NumpyInputs(Inputs):
             a = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)[0]
             a.setflags(False)  # type: ignore[call-arg, unused-ignore]
             return a
-        span = ctx.spans.get(id(t)) if ctx.spans else None
+        writes = ctx.writes
+        assert writes is not None  # writeback has its after step
+        span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
-            return span.view(t, ctx.pairs, self.copy, self.grad, self.widened)
+            return span.view(t, writes.pairs, self.copy, self.grad, self.widened)
         a, private = self._writable(t)
         # Private memory is copied back after the call; shared memory only needs autograd told.
-        ctx.pairs.append((t, private))  # type: ignore[union-attr]  # writeback has pairs
+        writes.pairs.append((t, private))
         return a
 
     def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
@@ -345,7 +349,7 @@ class NumpyInputs(Inputs):
                 "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
             )
         a, private = self._writable(t)
-        ctx.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
+        ctx.writes.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
         return a
 
     def _writable(self, t: torch.Tensor) -> tuple[Any, Any]:

@@ -24,7 +24,7 @@ from autoconvert._calls._after import WriteBack
 from autoconvert._calls._call import Runner, Steps
 from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
-from autoconvert._calls._inputs import Collected, NumpyInputs, collected
+from autoconvert._calls._inputs import Collected, NumpyInputs, Writes, collected
 from autoconvert._calls._observe import Watching
 from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
@@ -183,10 +183,9 @@ class AdaptRunner(Runner):
         def begin(
             plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
-            spans = arrays.context(plain, odd, args, kwargs).spans if writeback else None
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            converted: list[tuple[torch.Tensor, Any]] | None = [] if writeback else None
-            return collected(plain, odd, pairs=[], spans=spans, seen=[], target=placed, converted=converted)
+            writes = Writes([], arrays.spans(args, kwargs), None, []) if writeback else Writes([])
+            return collected(plain, odd, writes, seen=[], target=placed)
 
         def convert_in(
             args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
