@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._calls import _options
@@ -249,3 +251,23 @@ def test_read_only_ness_is_decided_once_and_held_by_the_spec(
     if spec.generic_because is None:
         assert f._self_plan.default.flat.kind.hands_read_only == read_only  # type: ignore[attr-defined]
     assert ac.accepts_tensor(out_into)._self_plan.default.spec.read_only is False  # type: ignore[attr-defined]
+
+
+@given(data=st.data())
+def test_any_set_of_a_taker_s_defaults_validates_to_itself_and_resolves_to_its_records(data: st.DataObject) -> None:
+    """Every taker accepts its own defaults, any subset of them in any order, as given: the
+    checks are the table's, and the resolved records (a side's Policy, numpy_op's and
+    batched's own settings) hold exactly the defaults for what is left out."""
+    taker = data.draw(st.sampled_from(TAKERS))
+    names = data.draw(st.lists(st.sampled_from(sorted(DEFAULTS[taker])), unique=True))
+    given_options = {name: DEFAULTS[taker][name] for name in names}
+    checked = _options.validate(given_options, taker)
+    assert checked == given_options
+    own = {"numpy_op": OpSettings, "batched": BatchSettings}.get(taker)
+    if own is not None:
+        settings, sides = _options.settings_of(own, checked)
+        assert settings == own()
+        assert set(sides) | {f.name for f in dataclasses.fields(own)} >= set(checked)
+        checked = sides
+    if taker != "batched":
+        assert policy_of(taker, {}, checked) == policy_of(taker, {}, {})

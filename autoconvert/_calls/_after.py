@@ -24,7 +24,7 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_b
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
 from ._callbacks import to_tensors
-from ._inputs import Collected, NumpyInputs, Writes, collected
+from ._inputs import Collected, NumpyInputs, collected, fresh_writes
 from ._outparams import returned
 from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
 
@@ -51,17 +51,17 @@ class WriteBack:
         self.function = function
         self.inputs = inputs
         self.gives_back = gives_back
+        self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
 
     def begin(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
         """The call's context, with this step's state: the lists the leaves fill, and with
         writeback the spans of memory the arguments share."""
-        inputs = self.inputs
-        written: list[Any] | None = [] if inputs.writes is not None else None
-        if not inputs.writeback:
-            return collected(plain, odd, Writes([], None, written))
-        return collected(plain, odd, Writes([], inputs.spans(args, kwargs), written, []))
+        written: list[Any] | None = [] if self._takes_out else None
+        if not self.inputs.writeback:
+            return collected(plain, odd, fresh_writes(None, written))
+        return collected(plain, odd, fresh_writes(self.inputs.spans(args, kwargs), written, []))
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the

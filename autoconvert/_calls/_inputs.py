@@ -68,6 +68,15 @@ def collected(
     return _new(Collected, (plain, odd, writes, seen, target))
 
 
+def fresh_writes(
+    spans: dict[int, Any] | None = None,
+    written: list[tuple[torch.Tensor, Any, Any]] | None = None,
+    converted: list[tuple[torch.Tensor, Any]] | None = None,
+) -> Writes:
+    """A call's ``Writes``, its ``pairs`` empty, made as cheaply as a tuple (one per call)."""
+    return _new(Writes, ([], spans, written, converted))
+
+
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.

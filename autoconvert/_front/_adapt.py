@@ -24,7 +24,7 @@ from autoconvert._calls._after import WriteBack
 from autoconvert._calls._call import Runner, Steps
 from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
-from autoconvert._calls._inputs import Collected, NumpyInputs, Writes, collected
+from autoconvert._calls._inputs import Collected, NumpyInputs, collected, fresh_writes
 from autoconvert._calls._observe import Watching
 from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
@@ -175,7 +175,7 @@ class AdaptRunner(Runner):
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
         policy = self.spec.policies["adapt"]
-        writeback, fixed_device, copy = arrays.writeback, policy.device, policy.copy
+        writeback, checks, fixed_device, copy = arrays.writeback, arrays.check_writes, policy.device, policy.copy
         # Arrays become tensors only for tensor parameters: where is asked only if there are some.
         wants = asks.values()
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
@@ -184,7 +184,11 @@ class AdaptRunner(Runner):
             plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            writes = Writes([], arrays.spans(args, kwargs), None, []) if writeback else Writes([])
+            writes = None  # an after step's state: writeback's, or check_writes'
+            if writeback:
+                writes = fresh_writes(arrays.spans(args, kwargs), None, [])
+            elif checks:
+                writes = fresh_writes()
             return collected(plain, odd, writes, seen=[], target=placed)
 
         def convert_in(
