@@ -66,13 +66,15 @@ INSTANCE = Step("instance")
 
 class Script:
     """Lines of generated source; ``arguments`` spells the call's arguments for the generic
-    call, and ``base`` indents everything added (the leading form nests the ``*args`` form)."""
+    call, and ``base`` indents everything added (the leading form nests the ``*args`` form).
+    ``gives_up``, where set, is the line that sends a value on instead (a helper's)."""
 
-    __slots__ = ("arguments", "base", "lines")
+    __slots__ = ("arguments", "base", "gives_up", "lines")
 
-    def __init__(self, arguments: str = ARGUMENTS) -> None:
+    def __init__(self, arguments: str = ARGUMENTS, gives_up: str | None = None) -> None:
         self.arguments = arguments
         self.base = 0
+        self.gives_up = gives_up
         self.lines: list[str] = []
 
     def add(self, level: int, *lines: str) -> None:
@@ -81,11 +83,11 @@ class Script:
 
     def to_generic(self, level: int) -> None:
         """The line that hands the whole call to the generic call, which converts or reports it."""
-        self.add(level, f"return generic(wrapped, instance, {self.arguments})")
+        self.add(level, self.gives_up or f"return generic(wrapped, instance, {self.arguments})")
 
     def part(self) -> Script:
         """An empty script with these spellings, whose lines go into this one afterwards."""
-        return Script(self.arguments)
+        return Script(self.arguments, self.gives_up)
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -99,43 +101,45 @@ class Script:
 
 def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
     """accepts_numpy: a bare tensor NumPy shares becomes a read-only array; so do the items
-    of an exact dict, list or tuple of them."""
+    of an exact dict, list or tuple of them, by the plan's ``numpy_items`` (see items_source)."""
     s.add(level, f"kind = type({name})", f"if kind is Tensor{_shares(name, step)}:")
     _numpy_leaf(s, level + 1, name, step)
     s.add(
         level,
         "elif kind in kept:  # a float, a string: as it is",
         "    pass",
-        "elif kind is dict and get(kind) is walk_dict:",
-        "    changed = False",
-        "    items = {}",
-        f"    for item_key, item in {name}.items():",
+        "elif (kind is dict and get(kind) is walk_dict) or ((kind is list or kind is tuple) and get(kind) is walk_sequence):",
+        f"    items = numpy_items({name})",
+        "    if items is None:",
     )
-    _numpy_item(s, level + 2, step)
-    s.add(level, "        items[item_key] = item", "    if changed:", f"        {name} = items")
-    s.add(
-        level,
-        "elif (kind is list or kind is tuple) and get(kind) is walk_sequence:",
-        "    changed = False",
-        "    items = []",
-        f"    for item in {name}:",
-    )
-    _numpy_item(s, level + 2, step)
-    s.add(
-        level,
-        "        items.append(item)",
-        "    if changed:",
-        f"        {name} = items if kind is list else tuple(items)",
-        "else:",
-    )
+    s.to_generic(level + 2)
+    s.add(level, f"    if items is not {name}:", "        took_plain = True", f"        {name} = items", "else:")
     s.to_generic(level + 1)
+
+
+def items_source(step: Step) -> str:
+    """``numpy_items(value)``, the flat code's walk of an exact dict, list or tuple for a numpy
+    ``step``: each tensor item converted as a bare tensor is, the rest kept. It gives a new
+    container, ``value`` itself where no item changed, or None where an item needs the generic
+    call (a nested container, a tensor NumPy cannot share). One function, not inlined per
+    argument: a frame per container, and a form a fraction of the size."""
+    s = Script(gives_up="return None")
+    s.add(0, "def numpy_items(value):", "    kind = type(value)", "    changed = False")
+    s.add(1, "if kind is dict:", "    items = {}", "    for item_key, item in value.items():")
+    _numpy_item(s, 3, step)
+    s.add(1, "        items[item_key] = item", "    return items if changed else value", "items = []")
+    s.add(1, "for item in value:")
+    _numpy_item(s, 2, step)
+    s.add(1, "    items.append(item)", "if not changed:", "    return value")
+    s.add(1, "return items if kind is list else tuple(items)")
+    return s.text()
 
 
 def _numpy_item(s: Script, level: int, step: Step) -> None:
     """An item of an exact dict, list or tuple: converted as a bare value is, or left as it
-    is; any other item (a nested container, a tensor NumPy cannot share) sends the call on."""
+    is; any other item (a nested container, a tensor NumPy cannot share) gives up."""
     s.add(level, "item_kind = type(item)", f"if item_kind is Tensor{_shares('item', step)}:")
-    _numpy_leaf(s, level + 1, "item", step)
+    _numpy_leaf(s, level + 1, "item", step, records=False)
     s.add(level, "    changed = True", "elif item_kind not in kept:")
     s.to_generic(level + 1)
 
@@ -147,14 +151,14 @@ def _shares(name: str, step: Step) -> str:
     return grad + (f" and {name}.dtype is not float16" if step.widens else "")
 
 
-def _numpy_leaf(s: Script, level: int, name: str, step: Step) -> None:
+def _numpy_leaf(s: Script, level: int, name: str, step: Step, *, records: bool = True) -> None:
     """One tensor as an array: ``.numpy()`` (which torch refuses where NumPy cannot share the
     memory: the generic call copies then), read-only, or a ``private`` copy in the tensor's
     layout, as tensor_to_array makes it (where one cannot be allocated, the generic call
-    says so with the tensor's path)."""
+    says so with the tensor's path). ``records``: it sets ``took_plain`` (not in a helper)."""
     tensor = f"({name}.detach() if {name}.requires_grad else {name})" if step.detach else name
     private, memory = ('.copy("K")', ", MemoryError") if step.private else ("", "")
-    s.add(level, "took_plain = True", "try:", f"    {name} = {tensor}.numpy(){private}")
+    s.add(level, *(["took_plain = True"] if records else []), "try:", f"    {name} = {tensor}.numpy(){private}")
     s.add(level, f"except (TypeError, RuntimeError{memory}):")
     s.to_generic(level + 1)
     if not step.private:

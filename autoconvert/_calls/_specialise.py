@@ -41,7 +41,7 @@ from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_t
 from autoconvert._errors import LeafError
 
 from ._config import _ACTIVE
-from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind
+from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind, Step, items_source
 from ._escape import compiling, opaque
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
 from ._generate import exact_source, leading_source, star_source
@@ -202,6 +202,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
     if isinstance(inputs, NumpyInputs):
         for cls in (tuple, list, dict):
             inputs.mapper.resolve(cls)
+        exec(_items_code(spec.value), namespace)  # numpy_items, in the plan's namespace (its kept)
     if isinstance(inputs, TensorInputs):
         namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
     if isinstance(outputs, TensorOutputs):
@@ -238,6 +239,14 @@ _HEADS = (
 _DELEGATING = tuple(
     compiled(f"def {h}:\n    return generic(wrapped, instance, {ARGUMENTS})\n", "flat call") for h in _HEADS
 )
+
+
+def _items_code(step: Step) -> CodeType:
+    """``numpy_items``'s code for a numpy ``step`` (see _emit.items_source), compiled on first use."""
+    return _ITEMS.get(step) or _ITEMS.setdefault(step, compiled(items_source(step), "flat call items"))
+
+
+_ITEMS: dict[Step, CodeType] = {}
 
 
 #: The leading forms' code per (kind of plan, count of leading positional parameters).

@@ -18,6 +18,7 @@ from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, OpSet
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import function_name
 from autoconvert._calls._wrapper import _BoundWrapper, _Wrapper
+from autoconvert._conversions._describe import GENERATED
 
 from ._adapt import AdaptPlan
 from ._batched import Batched
@@ -196,15 +197,22 @@ def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, .
 
 
 def _source(wrapper: _Wrapper) -> str | None:
-    """The generated ``__call__`` of the wrapper's class, as linecache holds it."""
+    """The generated ``__call__`` of the wrapper's class, as linecache holds it, and the
+    generated helpers it calls (``numpy_items``)."""
     call = type(wrapper).__dict__["__call__"]
-    code = getattr(call, "__func__", call).__code__
-    lines = linecache.getlines(code.co_filename)
+    function = getattr(call, "__func__", call)
+    code = function.__code__
+    lines = [*linecache.getlines(code.co_filename)]  # a copy: linecache's own list serves tracebacks
     if not lines:
         return None
     names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
     renamed = [f"p{i} is {name}" for i, name in enumerate(names) if name != f"p{i}"]  # see _exact
     header = f"# {code.co_filename}" + ("; " + ", ".join(renamed) if renamed else "")
+    helpers = [function.__globals__.get(name) for name in code.co_names]
+    for helper in helpers:
+        helper_code = getattr(helper, "__code__", None)
+        if helper_code is not None and helper_code.co_filename.startswith(GENERATED):
+            lines += ["\n", f"# {helper_code.co_filename}\n", *linecache.getlines(helper_code.co_filename)]
     return header + "\n" + "".join(lines)
 
 
