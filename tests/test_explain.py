@@ -68,7 +68,7 @@ def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None
 @pytest.mark.skipif(not FLAT, reason="flat calls are off (--generic-calls)")
 def test_the_flat_call_s_source_is_the_code_that_runs() -> None:
     """The generated source shown is what linecache holds for the wrapper's own ``__call__``,
-    then for the generated helper it calls (the walk of a container of tensors)."""
+    then for each generated helper it calls (the walks of containers of tensors, of arrays)."""
     pair = _pair(smooth)
     e = ac.explain(pair)
     assert e.path == "flat"
@@ -77,11 +77,13 @@ def test_the_flat_call_s_source_is_the_code_that_runs() -> None:
     code = function.__code__
     header, source = e.source.split("\n", 1)  # type: ignore[union-attr]
     assert header == f"# {code.co_filename}; p0 is x, p1 is sigma, p2 is mode"
-    source, helper = source.split("\n\n# ")
+    source, *helpers = source.split("\n\n# ")
     assert source + "\n" == "".join(linecache.getlines(code.co_filename))
-    helper_code = function.__globals__["numpy_items"].__code__
-    filename, helper_source = helper.split("\n", 1)
-    assert (filename, helper_source) == (helper_code.co_filename, "".join(linecache.getlines(helper_code.co_filename)))
+    for name, helper in zip(("numpy_items", "shared_items"), helpers, strict=True):
+        helper_code = function.__globals__[name].__code__
+        filename, helper_source = helper.split("\n", 1)
+        assert filename == helper_code.co_filename
+        assert helper_source.rstrip("\n") == "".join(linecache.getlines(helper_code.co_filename)).rstrip("\n")
     assert source.startswith("def __call__(p0, p1=d1, p2=d2):\n    if compiling():\n")
     assert "Call path: flat. Generated for this plan: it converts bare tensors" in str(e)
 

@@ -119,19 +119,35 @@ def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
 
 def items_source(step: Step) -> str:
     """``numpy_items(value)``, the flat code's walk of an exact dict, list or tuple for a numpy
-    ``step``: each tensor item converted as a bare tensor is, the rest kept. It gives a new
-    container, ``value`` itself where no item changed, or None where an item needs the generic
-    call (a nested container, a tensor NumPy cannot share). One function, not inlined per
-    argument: a frame per container, and a form a fraction of the size."""
+    ``step``: each tensor item converted as a bare tensor is, the rest kept (see
+    _items_function). One function, not inlined per argument: a frame per container, and a
+    form a fraction of the size."""
+    return _items_function("numpy_items", lambda s, level: _numpy_item(s, level, step))
+
+
+def _items_function(name: str, item: Callable[[Script, int], None]) -> str:
+    """A generated helper ``name(value)`` walking an exact dict, list or tuple, ``item``
+    converting each item in place: a new container, ``value`` itself where no item changed,
+    or None where an item gives up (the call, or the result, then takes the generic path)."""
     s = Script(gives_up="return None")
-    s.add(0, "def numpy_items(value):", "    kind = type(value)", "    changed = False")
+    s.add(0, f"def {name}(value):", "    kind = type(value)", "    changed = False")
     s.add(1, "if kind is dict:", "    items = {}", "    for item_key, item in value.items():")
-    _numpy_item(s, 3, step)
-    s.add(1, "        items[item_key] = item", "    return items if changed else value", "items = []")
-    s.add(1, "for item in value:")
-    _numpy_item(s, 2, step)
-    s.add(1, "    items.append(item)", "if not changed:", "    return value")
-    s.add(1, "return items if kind is list else tuple(items)")
+    item(s, 3)
+    s.add(
+        1,
+        "        items[item_key] = item",
+        "    return items if changed else value",
+        "items = []",
+        "for item in value:",
+    )
+    item(s, 2)
+    s.add(
+        1,
+        "    items.append(item)",
+        "if not changed:",
+        "    return value",
+        "return items if kind is list else tuple(items)",
+    )
     return s.text()
 
 
@@ -295,40 +311,28 @@ def _tensor_result(s: Script, result: Result) -> None:
     if result.shares:
         s.add(
             2,
-            "elif (kind is tuple or kind is list) and get_out(kind) is walk_sequence_out:",
-            "    changed = False",
-            "    out = []",
-            "    for item in result:",
+            "elif ((kind is tuple or kind is list) and get_out(kind) is walk_sequence_out) or (",
+            "    kind is dict and get_out(dict) is walk_dict_out",
+            "):",
+            "    out = shared_items(result)",
+            "    if out is not None:",
+            "        return out",
         )
-        _shared_item(s)
-        s.add(
-            2,
-            "        out.append(item)",
-            "    else:",
-            "        return result if not changed else out if kind is list else tuple(out)",
-            "elif kind is dict and get_out(dict) is walk_dict_out:",
-            "    changed = False",
-            "    out = {}",
-            "    for item_key, item in result.items():",
-        )
-        _shared_item(s)
-        s.add(2, "        out[item_key] = item", "    else:", "        return out if changed else result")
 
 
-def _shared_item(s: Script) -> None:
+def shared_items_source() -> str:
+    """``shared_items(value)``, the flat code's walk of an exact tuple, list or dict returned:
+    each array item as the tensor torch shares, the rest kept (see _items_function). One
+    function for every plan that shares results, not inlined per form."""
+    return _items_function("shared_items", _shared_item)
+
+
+def _shared_item(s: Script, level: int) -> None:
     """An item of a returned container: an array torch shares, or a value kept as it is; any
-    other item sends the whole result to the generic output side (the same result)."""
-    s.add(
-        4,
-        "if type(item) is ndarray:",
-        "    flags = item.flags",
-        "    if not (flags.behaved and flags.forc):",
-        "        break",
-        "    try:",
-        "        item = from_numpy(item)",
-        "    except (TypeError, ValueError):",
-        "        break",
-        "    changed = True",
-        "elif type(item) not in kept_out:",
-        "    break",
-    )
+    other item gives up (the generic output side then gives the same result)."""
+    s.add(level, "if type(item) is ndarray:", "    flags = item.flags", "    if not (flags.behaved and flags.forc):")
+    s.to_generic(level + 2)
+    s.add(level, "    try:", "        item = from_numpy(item)", "    except (TypeError, ValueError):")
+    s.to_generic(level + 2)
+    s.add(level, "    changed = True", "elif type(item) not in kept_out:")
+    s.to_generic(level + 1)

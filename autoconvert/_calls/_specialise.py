@@ -41,7 +41,7 @@ from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_t
 from autoconvert._errors import LeafError
 
 from ._config import _ACTIVE
-from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind, Step, items_source
+from ._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
 from ._escape import compiling, opaque
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
 from ._generate import exact_source, leading_source, star_source
@@ -209,6 +209,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         mapper = outputs.mapper
         for cls in (tuple, list, dict):
             mapper.resolve(cls)
+        exec(_SHARED_ITEMS, namespace)  # shared_items, in the plan's namespace (its kept_out)
         namespace.update(
             shared_target=outputs.all_plain,
             get_out=mapper.dispatch.get,
@@ -247,6 +248,7 @@ def _items_code(step: Step) -> CodeType:
 
 
 _ITEMS: dict[Step, CodeType] = {}
+_SHARED_ITEMS = compiled(shared_items_source(), "flat call items")
 
 
 #: The leading forms' code per (kind of plan, count of leading positional parameters).
