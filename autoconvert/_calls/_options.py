@@ -345,12 +345,7 @@ class BatchSettings:
     executor: Any = _option(
         None, "batched", "run samples on a concurrent.futures.Executor or a Dask client instead", _executor
     )
-    chunksize: int | None = _option(
-        None,
-        "batched",
-        "samples per task on threads or an executor; None: about four tasks per worker",
-        _count("samples"),
-    )
+    chunksize: int | None = _option(None, "batched", "samples per task; None: about four per worker", _count("samples"))
     progress: bool = _option(False, "batched", "show a tqdm progress bar over the samples", _flag)
     threads_per_worker: int | None = _option(
         None,
