@@ -273,6 +273,21 @@ def test_a_transform_object_is_callable_and_other_proxies_are_not() -> None:
         frozen(torch.zeros(1))
 
 
+def test_an_object_whose_call_is_no_python_function_is_wrapped_once() -> None:
+    """A class whose ``__call__`` is a builtin (here a ufunc, a C type's slot elsewhere) has
+    no method to generate: its call is wrapped on the first call and kept, as a callable the
+    object holds is, not made again per call."""
+
+    class Negate:
+        __call__ = np.negative  # a ufunc is no descriptor: Negate()(x) is np.negative(x)
+
+    negate = ac.torchify(Negate())
+    assert torch.equal(negate(torch.ones(2)), -torch.ones(2))
+    first = negate._ac_bound["__call__"]
+    assert torch.equal(negate(torch.arange(3.0)), -torch.arange(3.0))
+    assert negate._ac_bound["__call__"] is first
+
+
 @pytest.mark.parametrize(
     ("name", "call"),
     [

@@ -16,7 +16,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -298,15 +298,21 @@ class TorchifiedObject(StandIn):
             return types.MethodType(method, self)
         value = getattr(target, name)
         if callable(value) and not isinstance(value, type):
-            cached = self._ac_bound.get(name)
-            if cached is None or cached[0] is not value:  # wrapped once, again only if replaced
-                cached = self._ac_bound[name] = (value, _calling(_guarded_pair(value, self._ac_options), bound=True))
-            return types.MethodType(cached[1], self)
+            return types.MethodType(self._ac_calling(name, value), self)
         return self._ac_read(value)
 
     # torch.compile never traces the lookup (it would build methods, and state, symbolically):
     # the marker torch.compiler.disable sets makes dynamo leave the attribute read to Python.
     __getattr__._torchdynamo_disable = True  # type: ignore[attr-defined]
+
+    def _ac_calling(self, name: str, value: Any) -> Callable[..., Any]:
+        """``value``, a callable the object holds as ``name`` (or the object itself, as
+        ``__call__``, where its class's is no Python function), as a method of proxies:
+        wrapped once, again only if replaced."""
+        cached = self._ac_bound.get(name)
+        if cached is None or cached[0] is not value:
+            cached = self._ac_bound[name] = (value, _calling(_guarded_pair(value, self._ac_options), bound=True))
+        return cast("Callable[..., Any]", cached[1])
 
     def _ac_read(self, value: Any) -> Any:
         """A value read off the object (an attribute, an item) as tensors, on the device of
@@ -386,7 +392,7 @@ class CallableTorchifiedObject(TorchifiedObject):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self._ac_class.method("__call__")
         if method is None:  # __call__ is not a plain function of its class (a builtin, a C type)
-            return _calling(_guarded_pair(self.__wrapped__, self._ac_options), bound=True)(self, *args, **kwargs)
+            return self._ac_calling("__call__", self.__wrapped__)(self, *args, **kwargs)
         return method(self, *args, **kwargs)
 
 
