@@ -41,6 +41,7 @@ ORDER = [
     "_adapters._torch",
     "_adapters._array_api_compat",
     "_adapters._table",
+    "_calls._checks",
     "_calls._options",
     "_calls._config",
     "_calls._observe",

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-from autoconvert._calls import _options
+from autoconvert._calls import _checks, _options
 from autoconvert._calls._options import DEFAULTS, OPTIONS, TABLES, TAKERS, BatchSettings, OpSettings, Policy, policy_of
 from autoconvert._front import _plain
 
@@ -72,8 +72,8 @@ def test_numpy_op_s_overloads_name_its_own_options_as_the_table_does() -> None:
                 fakes.add(hints["fake"])
             else:
                 assert (hints[f.name], parameters[f.name].default) == (_ROWS[f.name].accepts, f.default), f.name
-    assert fakes == {type(None), _options.Fake}
-    assert _ROWS["fake"].accepts == _options.Fake | None
+    assert fakes == {type(None), _checks.Fake}
+    assert _ROWS["fake"].accepts == _checks.Fake | None
 
 
 def test_every_option_has_a_line_of_doc_and_a_taker() -> None:

@@ -16,33 +16,26 @@ import inspect
 import reprlib
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor
 from typing import Any, Literal, TypedDict, TypeVar
 
-import numpy as np
 import torch
 
-from autoconvert._conversions import _devices
-from autoconvert._conversions._dtypes import INTEGERS, is_inexact
-from autoconvert._conversions._sparse import SCIPY_LAYOUTS
-
-# What the signatures and the typing overloads say an option accepts.
-Grad = Literal["warn", "detach", "error"]
-Names = str | Iterable[str] | None
-Sparse = Literal["array", "matrix"]
-Transfers = Literal["allow", "log", "warn", "error"]
-DeviceLike = torch.device | str | int | None
-DtypeLike = torch.dtype | Literal["input"] | None
-
-Vmap = Literal["sequential", "vectorized"]
-Rule = Callable[..., Any] | None  # numpy_op's backward= and jvp=
-Fake = Callable[..., Any] | str | tuple[str, ...]
-Seed = int | np.random.SeedSequence | None
-
-SPARSE_KINDS = typing.get_args(Sparse)
-GRAD_MODES = typing.get_args(Grad)
-TRANSFER_POLICIES = typing.get_args(Transfers)
-VMAP_MODES = typing.get_args(Vmap)
+from . import _checks as checks
+from ._checks import (
+    GRAD_MODES,
+    TRANSFER_POLICIES,
+    VMAP_MODES,
+    DeviceLike,
+    DtypeLike,
+    Fake,
+    Grad,
+    Names,
+    Rule,
+    Seed,
+    Sparse,
+    Transfers,
+    Vmap,
+)
 
 #: The decorators and functions that take options, in the order the docs list them.
 #: ``config`` takes every option that is not about one function's parameters.
@@ -61,128 +54,6 @@ TAKERS = (
 )
 
 
-def _flag(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"takes True or False, got {value!r}")
-    return value
-
-
-def _copy(value: object) -> bool | None:
-    if value is not None and not isinstance(value, bool):
-        raise TypeError(f"takes None (copy only when needed), True (always) or False (never), got {value!r}")
-    return value
-
-
-def _one_of(allowed: tuple[str, ...]) -> Callable[[object], str]:
-    listed = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
-
-    def check(value: object) -> str:
-        if value not in allowed:
-            raise ValueError(f"takes {listed}, got {value!r}")
-        return str(value)
-
-    return check
-
-
-def _sparse(value: object) -> str:
-    if value not in SPARSE_KINDS:
-        raise ValueError(f"takes 'array' (scipy.sparse arrays) or 'matrix' (spmatrix), got {value!r}")
-    return str(value)
-
-
-def _device(value: object) -> torch.device | None:
-    if value is None:
-        return None
-    try:
-        device = _devices.parse(value)
-    except (TypeError, RuntimeError) as e:
-        raise TypeError(f"takes None (the caller's device) or a torch device: {e}") from None
-    return _devices.normal(device)
-
-
-def _dtype(value: object) -> torch.dtype | str | None:
-    if value is None or value == "input":
-        return value
-    if not isinstance(value, torch.dtype):
-        raise TypeError(f"takes None, 'input' or a torch.dtype, got {value!r}")
-    if value == torch.bool:
-        raise TypeError("casts results within their kind, and bool results are never cast; got torch.bool")
-    if not is_inexact(value) and value not in INTEGERS:
-        raise TypeError(f"takes a floating, complex or integer dtype NumPy also has, got {value}")
-    return value
-
-
-def _names(value: object) -> frozenset[str] | None:
-    if value is None:
-        return None
-    names = [value] if isinstance(value, str) else value
-    # A dict or another mapping would pass as the names of its keys, its values unread.
-    if not isinstance(names, (list, tuple, set, frozenset)) or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"takes a parameter name or a list, tuple or set of them, got {value!r}")
-    return frozenset(names)
-
-
-def _out_params(value: object) -> tuple[str, ...]:
-    return tuple(sorted(_names(value) or ()))
-
-
-def _sparse_layout(value: object) -> torch.layout | None:
-    if value is not None and value not in SCIPY_LAYOUTS:
-        raise ValueError(
-            "takes None (as the SciPy format) or torch.sparse_coo, torch.sparse_csr, "
-            f"torch.sparse_csc or torch.sparse_bsr, got {value!r}"
-        )
-    return value
-
-
-def _rule(name: str, first: str) -> Callable[[object], Callable[..., Any] | None]:
-    def check(value: object) -> Callable[..., Any] | None:
-        if value is not None and not callable(value):
-            raise TypeError(
-                f"takes None or a function {name}({first}, *args, output=output, **kwargs), "
-                f"got {value!r} ({type(value).__name__})"
-            )
-        return value
-
-    return check
-
-
-def _fake(value: object) -> object:
-    """Passed on: what ``fake=`` names is checked against the function's parameters, when the
-    op is made (the message names the function)."""
-    return value
-
-
-def _count(unit: str) -> Callable[[object], int | None]:
-    def check(value: object) -> int | None:
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ValueError(f"takes None or a positive number of {unit}, got {value!r}")
-        return value
-
-    return check
-
-
-def is_dask(executor: Any) -> bool:
-    """A Dask client or its executor (``client.get_executor()``), told apart without importing Dask."""
-    return type(executor).__module__.partition(".")[0] == "distributed" and (
-        hasattr(executor, "scatter") or hasattr(executor, "_client")
-    )
-
-
-def _executor(value: object) -> Any:
-    if value is not None and not (isinstance(value, Executor) or is_dask(value)):
-        raise ValueError(f"takes None, a concurrent.futures.Executor or a Dask client; got {value!r}")
-    return value
-
-
-def _seed(value: object) -> Any:
-    if not (value is None or isinstance(value, np.random.SeedSequence)) and (
-        not isinstance(value, int) or isinstance(value, bool) or value < 0
-    ):
-        raise ValueError(f"takes None, a non-negative int or a np.random.SeedSequence, got {value!r}")
-    return value
-
-
 #: Who takes the options every converting taker takes (``"all"``): all but ``batched``, whose
 #: function's own wrapper converts.
 _CONVERTERS = tuple(t for t in TAKERS if t != "batched")
@@ -197,7 +68,8 @@ def _option(
     accepts: Any = None,
     defaults: Mapping[str, Any] | None = None,
 ) -> Any:
-    """One option of the table: a ``Policy`` field. ``takers`` names who takes it (``"all"``:
+    """One option of the table: a field of ``Policy``, ``OpSettings`` or ``BatchSettings``
+    (see ``TABLES``), its ``check`` one of _checks'. ``takers`` names who takes it (``"all"``:
     every converting taker); ``accepts`` is the type a signature shows when it is wider than the
     resolved value's; ``defaults`` are takers' own defaults where they differ."""
     named = _CONVERTERS if takers == "all" else tuple(takers.split())
@@ -219,80 +91,80 @@ class Policy:
         None,
         f"returns_tensor accepts_tensor adapt {_PAIRS} to_tensor config",
         "where tensors go; None: the device of the call's tensors (torch's default without any)",
-        _device,
+        checks.device,
         accepts=DeviceLike,
     )
     dtype: torch.dtype | Literal["input"] | None = _option(
         None,
         f"returns_tensor accepts_tensor {_PAIRS} to_tensor config",
         "a torch.dtype or 'input' casts floating results; None keeps NumPy's dtype",
-        _dtype,
+        checks.dtype,
         accepts=DtypeLike,
     )
     copy: bool | None = _option(
-        None, "all", "None: copy only when needed; True: always; False: never (CopyError)", _copy
+        None, "all", "None: copy only when needed; True: always; False: never (CopyError)", checks.copy_mode
     )
     writeback: bool = _option(
         False,
         f"accepts_numpy adapt {_PAIRS} config",
         "hand writable arrays and copy the function's writes back into the caller's tensors",
-        _flag,
+        checks.flag,
     )
     grad: Grad = _option(
         "warn",
         f"accepts_numpy adapt {_PAIRS} to_numpy config",
         "a tensor that requires grad: 'warn' once per function, 'detach' silently, or 'error'",
-        _one_of(GRAD_MODES),
+        checks.one_of(GRAD_MODES),
         defaults={"to_numpy": "detach"},
     )
     only: frozenset[str] | None = _option(
-        None, "accepts_numpy accepts_tensor", "the parameter names to convert", _names, accepts=Names
+        None, "accepts_numpy accepts_tensor", "the parameter names to convert", checks.names, accepts=Names
     )
     exclude: frozenset[str] | None = _option(
-        None, "accepts_numpy accepts_tensor", "the parameter names to leave alone", _names, accepts=Names
+        None, "accepts_numpy accepts_tensor", "the parameter names to leave alone", checks.names, accepts=Names
     )
-    nested: bool = _option(True, "all", "look inside containers; False: top-level values only", _flag)
+    nested: bool = _option(True, "all", "look inside containers; False: top-level values only", checks.flag)
     sparse: Sparse = _option(
         "array",
         f"accepts_numpy returns_numpy adapt {_PAIRS} to_numpy config",
         "sparse tensors become scipy.sparse arrays ('array') or spmatrix ('matrix')",
-        _sparse,
+        checks.sparse_kind,
     )
     sparse_layout: torch.layout | None = _option(
         None,
         f"returns_tensor accepts_tensor {_PAIRS} to_tensor config",
         "the layout of tensors made from scipy.sparse; None: as the SciPy format",
-        _sparse_layout,
+        checks.sparse_layout,
     )
     widen_float16: bool = _option(
         False,
         f"accepts_numpy adapt {_PAIRS} config",
-        "hand float16 tensors over as float32, for code that rejects float16",
-        _flag,
+        "hand float16 tensors over as float32, for code that rejects float16 (on for SciPy's, torchified)",
+        checks.flag,
     )
     check_writes: bool = _option(
         False,
         f"accepts_numpy adapt {_PAIRS} config",
         "compare each CPU tensor argument after the call; undo and raise ReadOnlyError on a write",
-        _flag,
+        checks.flag,
     )
     transfers: Transfers = _option(
         "allow",
         f"accepts_numpy returns_tensor accepts_tensor returns_numpy adapt {_PAIRS} config",
         "copies between devices: 'allow', 'log', 'warn' (TransferWarning) or 'error' (TransferError)",
-        _one_of(TRANSFER_POLICIES),
+        checks.one_of(TRANSFER_POLICIES),
     )
     callbacks: bool = _option(
         False,
         f"accepts_numpy {_PAIRS} config",
         "callables among the arguments are torch code: NumPy code calling them hands them tensors",
-        _flag,
+        checks.flag,
     )
     out_params: tuple[str, ...] = _option(
         (),
         "accepts_numpy torchify",
         "the parameters the function writes its results into: handed over writable",
-        _out_params,
+        checks.out_params,
         accepts=str | Iterable[str],
         defaults={"torchify": ("out", "output")},
     )
@@ -318,22 +190,25 @@ class OpSettings:
         None,
         "numpy_op",
         "backward(grad, *args, output=output, **kwargs) as arrays: the op's gradients",
-        _rule("backward", "grad"),
+        checks.rule("backward", "grad"),
     )
     fake: Fake | None = _option(
-        None, "numpy_op", "what results look like (a parameter's name, names, or a function): a registered op", _fake
+        None,
+        "numpy_op",
+        "what results look like (a parameter's name, names, or a function): a registered op",
+        checks.fake,
     )
     vmap: Vmap = _option(
         "sequential",
         "numpy_op",
         "under torch.vmap: 'sequential' (per sample) or 'vectorized' (the batch at once)",
-        _one_of(VMAP_MODES),
+        checks.one_of(VMAP_MODES),
     )
     jvp: Rule = _option(
         None,
         "numpy_op",
         "jvp(tangent, *args, output=output, **kwargs) as arrays: forward-mode gradients",
-        _rule("jvp", "tangent"),
+        checks.rule("jvp", "tangent"),
     )
 
 
@@ -341,21 +216,27 @@ class OpSettings:
 class BatchSettings:
     """``batched``'s own options, resolved: where and how the samples run."""
 
-    workers: int | None = _option(None, "batched", "run samples on a pool of this many threads", _count("threads"))
-    executor: Any = _option(
-        None, "batched", "run samples on a concurrent.futures.Executor or a Dask client instead", _executor
+    workers: int | None = _option(
+        None, "batched", "run samples on a pool of this many threads", checks.count("threads")
     )
-    chunksize: int | None = _option(None, "batched", "samples per task; None: about four per worker", _count("samples"))
-    progress: bool = _option(False, "batched", "show a tqdm progress bar over the samples", _flag)
+    executor: Any = _option(
+        None, "batched", "run samples on a concurrent.futures.Executor or a Dask client instead", checks.executor
+    )
+    chunksize: int | None = _option(
+        None, "batched", "samples per task; None: about four per worker", checks.count("samples")
+    )
+    progress: bool = _option(False, "batched", "show a tqdm progress bar over the samples", checks.flag)
     threads_per_worker: int | None = _option(
         None,
         "batched",
         "cap BLAS and OpenMP threads per worker (threadpoolctl); None: cores shared out",
-        _count("threads"),
+        checks.count("threads"),
     )
-    seed: Seed = _option(None, "batched", "seed each sample's own stream (its rng=, and the global generators)", _seed)
+    seed: Seed = _option(
+        None, "batched", "seed each sample's own stream (its rng=, and the global generators)", checks.seed
+    )
     in_caller: bool = _option(
-        True, "batched", "run a batch too short to pay for threads or an executor in the caller's thread", _flag
+        True, "batched", "run a batch too short to pay for threads or an executor in the caller's thread", checks.flag
     )
 
 

@@ -13,15 +13,10 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 import torch
 
+from autoconvert._calls._checks import DeviceLike, DtypeLike, Grad, Names, Sparse, Transfers
 from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._options import (
     FUNC,
-    DeviceLike,
-    DtypeLike,
-    Grad,
-    Names,
-    Sparse,
-    Transfers,
     check_callable,
     shows_options,
     validate,

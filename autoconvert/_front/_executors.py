@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from autoconvert._calls._options import is_dask
+from autoconvert._calls._checks import is_dask
 
 from ._caps import capped, per_worker
 from ._chunks import (

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
 
 import torch
 
+from autoconvert._calls._checks import Fake, Rule, Vmap
 from autoconvert._calls._escape import compiling, opaque, tracing
 from autoconvert._calls._options import (
-    Fake,
     OpOptions,
     OpSettings,
-    Rule,
-    Vmap,
     check_callable,
     policy_of,
     settings_of,

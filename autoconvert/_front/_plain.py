@@ -11,13 +11,10 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from autoconvert._calls._checks import DeviceLike, DtypeLike, Grad, Sparse
 from autoconvert._calls._config import active
 from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._options import (
-    DeviceLike,
-    DtypeLike,
-    Grad,
-    Sparse,
     policy_of,
     shows_options,
     validate,

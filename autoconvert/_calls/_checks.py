@@ -1,0 +1,158 @@
+"""What each option accepts: the types the signatures show, and each option's check, which
+takes a value as given and gives it normalised, or raises TypeError/ValueError saying what the
+option takes (``_options.validate`` puts the taker and the option's name before it).
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from autoconvert._conversions import _devices
+from autoconvert._conversions._dtypes import INTEGERS, is_inexact
+from autoconvert._conversions._sparse import SCIPY_LAYOUTS
+
+# What the signatures and the typing overloads say an option accepts.
+Grad = Literal["warn", "detach", "error"]
+Names = str | Iterable[str] | None
+Sparse = Literal["array", "matrix"]
+Transfers = Literal["allow", "log", "warn", "error"]
+DeviceLike = torch.device | str | int | None
+DtypeLike = torch.dtype | Literal["input"] | None
+
+Vmap = Literal["sequential", "vectorized"]
+Rule = Callable[..., Any] | None  # numpy_op's backward= and jvp=
+Fake = Callable[..., Any] | str | tuple[str, ...]
+Seed = int | np.random.SeedSequence | None
+
+SPARSE_KINDS = typing.get_args(Sparse)
+GRAD_MODES = typing.get_args(Grad)
+TRANSFER_POLICIES = typing.get_args(Transfers)
+VMAP_MODES = typing.get_args(Vmap)
+
+
+def flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"takes True or False, got {value!r}")
+    return value
+
+
+def copy_mode(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"takes None (copy only when needed), True (always) or False (never), got {value!r}")
+    return value
+
+
+def one_of(allowed: tuple[str, ...]) -> Callable[[object], str]:
+    listed = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+
+    def check(value: object) -> str:
+        if value not in allowed:
+            raise ValueError(f"takes {listed}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def sparse_kind(value: object) -> str:
+    if value not in SPARSE_KINDS:
+        raise ValueError(f"takes 'array' (scipy.sparse arrays) or 'matrix' (spmatrix), got {value!r}")
+    return str(value)
+
+
+def device(value: object) -> torch.device | None:
+    if value is None:
+        return None
+    try:
+        device = _devices.parse(value)
+    except (TypeError, RuntimeError) as e:
+        raise TypeError(f"takes None (the caller's device) or a torch device: {e}") from None
+    return _devices.normal(device)
+
+
+def dtype(value: object) -> torch.dtype | str | None:
+    if value is None or value == "input":
+        return value
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"takes None, 'input' or a torch.dtype, got {value!r}")
+    if value == torch.bool:
+        raise TypeError("casts results within their kind, and bool results are never cast; got torch.bool")
+    if not is_inexact(value) and value not in INTEGERS:
+        raise TypeError(f"takes a floating, complex or integer dtype NumPy also has, got {value}")
+    return value
+
+
+def names(value: object) -> frozenset[str] | None:
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    # A dict or another mapping would pass as the names of its keys, its values unread.
+    if not isinstance(names, (list, tuple, set, frozenset)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"takes a parameter name or a list, tuple or set of them, got {value!r}")
+    return frozenset(names)
+
+
+def out_params(value: object) -> tuple[str, ...]:
+    return tuple(sorted(names(value) or ()))
+
+
+def sparse_layout(value: object) -> torch.layout | None:
+    if value is not None and value not in SCIPY_LAYOUTS:
+        raise ValueError(
+            "takes None (as the SciPy format) or torch.sparse_coo, torch.sparse_csr, "
+            f"torch.sparse_csc or torch.sparse_bsr, got {value!r}"
+        )
+    return value
+
+
+def rule(name: str, first: str) -> Callable[[object], Callable[..., Any] | None]:
+    def check(value: object) -> Callable[..., Any] | None:
+        if value is not None and not callable(value):
+            raise TypeError(
+                f"takes None or a function {name}({first}, *args, output=output, **kwargs), "
+                f"got {value!r} ({type(value).__name__})"
+            )
+        return value
+
+    return check
+
+
+def fake(value: object) -> object:
+    """Passed on: what ``fake=`` names is checked against the function's parameters, when the
+    op is made (the message names the function)."""
+    return value
+
+
+def count(unit: str) -> Callable[[object], int | None]:
+    def check(value: object) -> int | None:
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"takes None or a positive number of {unit}, got {value!r}")
+        return value
+
+    return check
+
+
+def is_dask(executor: Any) -> bool:
+    """A Dask client or its executor (``client.get_executor()``), told apart without importing Dask."""
+    return type(executor).__module__.partition(".")[0] == "distributed" and (
+        hasattr(executor, "scatter") or hasattr(executor, "_client")
+    )
+
+
+def executor(value: object) -> Any:
+    if value is not None and not (isinstance(value, Executor) or is_dask(value)):
+        raise ValueError(f"takes None, a concurrent.futures.Executor or a Dask client; got {value!r}")
+    return value
+
+
+def seed(value: object) -> Any:
+    if not (value is None or isinstance(value, np.random.SeedSequence)) and (
+        not isinstance(value, int) or isinstance(value, bool) or value < 0
+    ):
+        raise ValueError(f"takes None, a non-negative int or a np.random.SeedSequence, got {value!r}")
+    return value
