@@ -40,10 +40,10 @@ _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
 def wrote_into_handed(
-    error: ValueError | TypeError, handed: list[tuple[str, Any]], kwargs: dict[str, Any]
+    error: ValueError | TypeError, arrays: list[tuple[str, Any]], kwargs: dict[str, Any]
 ) -> list[str] | None:
     """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over, and
-    if so the paths of the handed arrays (``handed``: ``(path, array)`` pairs) it may have hit
+    if so the paths of the handed ``arrays`` (``(path, array)`` pairs) it may have hit
     (empty where none can be told); None where it is not that refusal.
 
     NumPy words each refusal "<what> is read-only", the what naming the write ("assignment
@@ -66,7 +66,7 @@ def wrote_into_handed(
         tb = tb.tb_next
         if tb.tb_frame.f_code.co_code != _cython.FRAME:
             raised = tb
-    read_only = [(path, a) for path, a in handed if not a.flags.writeable]
+    read_only = [(path, a) for path, a in arrays if not a.flags.writeable]
     if raised is error.__traceback__:  # the caller's frame: compiled code was the function
         out = [
             path for path, a in read_only if any(a is o for _, o in _array_walker.leaves_with_paths(kwargs.get("out")))
@@ -78,9 +78,9 @@ def wrote_into_handed(
     values = raised.tb_frame.f_locals.values()
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
     local = local or [v for v in _held(values) if not v.flags.writeable]
-    if any(_broadcast(v) and all(v is not h for _, h in handed) for v in local):
+    if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
-    if not local or not all(any(np.may_share_memory(v, h) for _, h in handed) for v in local):
+    if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
         return None
     return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
 
