@@ -38,6 +38,27 @@ def _raising(fn: Callable[[], Any]) -> Callable[[], Any]:
 def micro(settings: Settings) -> list[Row]:
     """Each pair: the way the code goes (baseline) against the way it avoids."""
     repeats, target = settings["repeats"], settings["target_s"]
+    rows: list[Row] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch.tensor(read-only array) warns
+        for case, contenders in _pairs():
+            baseline = next(iter(contenders))
+            rows += compare(case, baseline, contenders, repeats, target)
+        for mib in (8, 128):
+            a = np.ones(mib * 2**18, dtype=np.float32)
+            t = torch.from_numpy(a)
+            rows += compare(
+                f"micro: a {mib} MiB host copy (_to_torch)",
+                "NumPy's copy",
+                {"NumPy's copy": lambda a=a: torch.from_numpy(a.copy()), "torch's clone": lambda t=t: t.clone()},
+                settings["copy_repeats"],
+                target,
+            )
+    return rows
+
+
+def _pairs() -> list[tuple[str, dict[str, Callable[[], Any]]]]:
+    """The cases: each a way the code goes, then the way it avoids, on values made here."""
     small = np.ones(16, dtype=np.float32)
     view = small[:8]
     view.setflags(write=False)
@@ -48,7 +69,7 @@ def micro(settings: Settings) -> list[Row]:
     fields = (1, 2, 3)
     from_numpy = torch.from_numpy
     profiler = torch.autograd.profiler
-    pairs: list[tuple[str, dict[str, Callable[[], Any]]]] = [
+    return [
         (
             "micro: the default device (_devices)",
             {
@@ -114,20 +135,3 @@ def micro(settings: Settings) -> list[Row]:
             },
         ),
     ]
-    rows: list[Row] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch.tensor(read-only array) warns
-        for case, contenders in pairs:
-            baseline = next(iter(contenders))
-            rows += compare(case, baseline, contenders, repeats, target)
-        for mib in (8, 128):
-            a = np.ones(mib * 2**18, dtype=np.float32)
-            t = torch.from_numpy(a)
-            rows += compare(
-                f"micro: a {mib} MiB host copy (_to_torch)",
-                "NumPy's copy",
-                {"NumPy's copy": lambda a=a: torch.from_numpy(a.copy()), "torch's clone": lambda t=t: t.clone()},
-                settings["copy_repeats"],
-                target,
-            )
-    return rows
