@@ -24,7 +24,7 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_b
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
 from ._callbacks import to_tensors
-from ._inputs import Collected, NumpyInputs, collected, fresh_writes
+from ._inputs import Collected, NumpyInputs, collected_writes
 from ._outparams import returned
 from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
 
@@ -52,6 +52,7 @@ class WriteBack:
         self.inputs = inputs
         self.gives_back = gives_back
         self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
+        self._writeback = inputs.writeback
 
     def begin(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -59,9 +60,9 @@ class WriteBack:
         """The call's context, with this step's state: the lists the leaves fill, and with
         writeback the spans of memory the arguments share."""
         written: list[Any] | None = [] if self._takes_out else None
-        if not self.inputs.writeback:
-            return collected(plain, odd, fresh_writes(None, written))
-        return collected(plain, odd, fresh_writes(self.inputs.spans(args, kwargs), written, []))
+        if not self._writeback:
+            return collected_writes(plain, odd, None, written)
+        return collected_writes(plain, odd, self.inputs.spans(args, kwargs), written, [])
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the

@@ -68,13 +68,19 @@ def collected(
     return _new(Collected, (plain, odd, writes, seen, target))
 
 
-def fresh_writes(
+def collected_writes(
+    plain: list[torch.Tensor],
+    odd: list[torch.Tensor],
     spans: dict[int, Any] | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
     converted: list[tuple[torch.Tensor, Any]] | None = None,
-) -> Writes:
-    """A call's ``Writes``, its ``pairs`` empty, made as cheaply as a tuple (one per call)."""
-    return _new(Writes, ([], spans, written, converted))
+    *,
+    seen: list[Any] | None = None,
+    target: Target | None = None,
+) -> Collected:
+    """A ``Collected`` with an after step's fresh ``Writes`` (its ``pairs`` empty), both made
+    as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
+    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written, converted)), seen, target))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")

@@ -24,7 +24,7 @@ from autoconvert._calls._after import WriteBack
 from autoconvert._calls._call import Runner, Steps
 from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
-from autoconvert._calls._inputs import Collected, NumpyInputs, collected, fresh_writes
+from autoconvert._calls._inputs import Collected, NumpyInputs, collected, collected_writes
 from autoconvert._calls._observe import Watching
 from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
@@ -184,12 +184,11 @@ class AdaptRunner(Runner):
             plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            writes = None  # an after step's state: writeback's, or check_writes'
-            if writeback:
-                writes = fresh_writes(arrays.spans(args, kwargs), None, [])
-            elif checks:
-                writes = fresh_writes()
-            return collected(plain, odd, writes, seen=[], target=placed)
+            if writeback:  # an after step's state: writeback's, or check_writes'
+                return collected_writes(plain, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
+            if checks:
+                return collected_writes(plain, odd, seen=[], target=placed)
+            return collected(plain, odd, seen=[], target=placed)
 
         def convert_in(
             args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
