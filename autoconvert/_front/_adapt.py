@@ -21,7 +21,7 @@ import torch
 from numpy.typing import NDArray
 
 from autoconvert._calls._after import WriteBack
-from autoconvert._calls._call import Runner, Steps
+from autoconvert._calls._call import Begin, ConvertIn, Finish, Runner, Steps
 from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
 from autoconvert._calls._inputs import Collected, NumpyInputs, collected, collected_writes
@@ -164,21 +164,15 @@ class AdaptRunner(Runner):
     def _steps(self, after: WriteBack | None) -> Steps:
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
-        signature, params, arrays = self.signature, self.params, self.arrays
         asks = {name: step.asks for name, step in self.spec.parameters or ()}  # the spec's steps
-        steps = [self._handler(asks.get(name)) for name in params.positional]
-        shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
-        star, star_star = self._handler(asks.get(f"*{params.varargs}")), self._handler(asks.get(f"**{params.varkw}"))
-        by_keyword = {name: self._handler(w) for name, w in asks.items() if w is not None and name[0] != "*"}
-        to_tensors, to_arrays = self.to_tensors.convert, self.to_arrays.convert
-        whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
-        tensor_result = _result_walker(signature.result, {ARRAY, ANY})
-        array_result = _result_walker(signature.result, {TENSOR, ANY})
-        policy = self.spec.policies["adapt"]
+        return Steps(self._begin(asks), None, self._convert_in(asks), self._finish())
+
+    def _begin(self, asks: dict[str, Any]) -> Begin:
+        """The per-call context: the lists, where arrays for tensor parameters go (asked only
+        if some parameter wants tensors), and the after step's state where there is one."""
+        arrays, policy = self.arrays, self.spec.policies["adapt"]
         writeback, checks, fixed_device, copy = arrays.writeback, arrays.check_writes, policy.device, policy.copy
-        # Arrays become tensors only for tensor parameters: where is asked only if there are some.
-        wants = asks.values()
-        places = any(w is not None and TENSOR in w.leaf_kinds() for w in wants)
+        places = any(w is not None and TENSOR in w.leaf_kinds() for w in asks.values())
 
         def begin(
             plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -189,6 +183,17 @@ class AdaptRunner(Runner):
             if checks:
                 return collected_writes(plain, odd, seen=[], target=placed)
             return collected(plain, odd, seen=[], target=placed)
+
+        return begin
+
+    def _convert_in(self, asks: dict[str, Any]) -> ConvertIn:
+        """Each argument by its parameter's step (by position, by keyword, or the ``*args`` and
+        ``**kwargs`` ones); None: as it is."""
+        params, arrays = self.params, self.arrays
+        steps = [self._handler(asks.get(name)) for name in params.positional]
+        shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
+        star, star_star = self._handler(asks.get(f"*{params.varargs}")), self._handler(asks.get(f"**{params.varkw}"))
+        by_keyword = {name: self._handler(w) for name, w in asks.items() if w is not None and name[0] != "*"}
 
         def convert_in(
             args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
@@ -211,6 +216,17 @@ class AdaptRunner(Runner):
                 raise arrays.public(fact, instance, key, len(out)) from None
             return tuple(out), kwargs
 
+        return convert_in
+
+    def _finish(self) -> Finish:
+        """The result in the caller's kind: tensors where the call had tensors, arrays where it
+        had only arrays (as the return annotation allows), else as it is."""
+        signature = self.signature
+        to_tensors, to_arrays = self.to_tensors.convert, self.to_arrays.convert
+        whole_tensors, whole_arrays = signature.result.kind in (ARRAY, ANY), signature.result.kind in (TENSOR, ANY)
+        tensor_result = _result_walker(signature.result, {ARRAY, ANY})
+        array_result = _result_walker(signature.result, {TENSOR, ANY})
+
         def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
             if plain or odd:
                 if whole_tensors:
@@ -222,7 +238,7 @@ class AdaptRunner(Runner):
                 return array_result(result, to_arrays, plain, odd, given)
             return result
 
-        return Steps(begin, None, convert_in, finish)
+        return finish
 
 
 def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any:
