@@ -126,7 +126,8 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings) -> Batched:
 
 
 def _check(settings: BatchSettings) -> None:
-    """Refuse options that could never run together, or here, when ``batched`` is applied."""
+    """Refuse options that could never run together, or without what they need installed,
+    when ``batched`` is applied."""
     if settings.executor is not None and settings.workers is not None:
         raise ValueError(
             "autoconvert.batched(): executor= runs the samples on its own workers: pass it without workers=; "
