@@ -88,7 +88,9 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             sequentially and on worker processes, ``np.random``, ``random`` and torch's CPU
             generator are seeded from it per sample too, and the caller's own states are
             put back when the call returns. Threads share those global states, so there
-            only ``rng`` is seeded, and a function without it is refused.
+            only ``rng`` is seeded, and a function without it is refused. A Dask worker's
+            own threads draw from ``random`` while samples run, so there only ``rng``,
+            ``np.random`` and torch's generator give the same draws every time.
         in_caller: with threads or an executor, run a batch whose samples take too little
             time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask,
             timed on its first samples) in the caller's thread; False: every batch
