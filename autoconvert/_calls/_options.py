@@ -328,12 +328,12 @@ def settings_of(table: type[Settings], checked: Mapping[str, Any]) -> tuple[Sett
     return table(**{k: v for k, v in checked.items() if k in own}), {k: v for k, v in checked.items() if k not in own}
 
 
-def shows_options(function: Any, leading: list[inspect.Parameter], *takers: str, skip: Iterable[str] = ()) -> None:
+def shows_options(function: Any, leading: list[inspect.Parameter], *takers: str) -> None:
     """Give ``function`` (taking options as ``**options``) the signature ``help()``,
     ``inspect.signature``, editors and the API pages show: ``leading``, then each option of
     ``takers`` keyword-only, with its type and default: a taker's own options first."""
     parameters = list(leading)
-    named = {p.name for p in leading} | set(skip)
+    named = {p.name for p in leading}
     for o in sorted(OPTIONS, key=lambda o: len(o.takers) > 1):
         taker = next((t for t in takers if t in o.takers), None)
         if taker is not None and o.name not in named:
