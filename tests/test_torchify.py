@@ -16,6 +16,7 @@ import scipy.stats
 import torch
 
 import autoconvert as ac
+from autoconvert._calls import _spec
 
 from .estimators import Whitener
 
@@ -448,6 +449,67 @@ def test_a_method_is_called_on_the_object_itself_never_on_a_converted_copy() -> 
     assert view.offset.device.type == "meta"
     view.apply(x=torch.zeros(2))
     assert view.offset.device.type == "cpu"
+
+
+def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a + 2 * b
+
+
+def test_a_callable_the_object_holds_takes_the_method_plan_too() -> None:
+    """A callable stored on the object (a bound method of it, a function) is called as it is:
+    its parameters are named from the first, the call's tensors set the device attribute
+    reads follow, and a result that is the object comes back as the proxy."""
+
+    class Model:
+        def __init__(self) -> None:
+            self.weights = np.ones(2)
+            self.refit = self.fit  # a bound method of the object, held as an attribute
+            self.combine = _combine  # a function, never bound
+
+        def fit(self, x: np.ndarray) -> Model:
+            self.weights = np.asarray(x).mean(axis=0)
+            return self
+
+    view = ac.torchify(Model())
+    assert view.refit(torch.ones(3, 2)) is view  # the object itself: the proxy, so chains go on
+    assert torch.equal(view.combine(torch.zeros(2), torch.ones(2)), torch.full((2,), 2.0))
+    with pytest.raises(ac.ConversionError) as raised:
+        view.combine(torch.zeros(2), torch.zeros(2, device="meta"))
+    assert str(raised.value) == (
+        "_combine(): argument b is a meta tensor, which holds no data. Found torch.Tensor(shape=(2,), "
+        "dtype=torch.float32, layout=torch.strided, device=meta). Fix: run the call on tensors with real data."
+    )
+    assert view.weights.device.type == "cpu"  # a CPU and a meta tensor share no device: it stays
+    with pytest.raises(ac.ConversionError):
+        view.refit(torch.zeros(1, 2, device="meta"))
+    assert view.weights.device.type == "meta"
+
+
+def test_explain_tells_a_torchified_object_s_method_call() -> None:
+    """``explain(view.name)`` on a torchified object explains the method's own plan: the
+    method form its proxy type calls, which calls the function on the object itself."""
+
+    class Scaler:
+        def scale(self, a: np.ndarray) -> np.ndarray:
+            return a * 2
+
+    view = ac.torchify(Scaler())
+    view.combine = _combine
+    explained = ac.explain(view.scale)
+    assert explained.function.endswith("Scaler.scale()") and explained.path == ("flat" if _spec.enabled else "generic")
+    assert explained.parameters == (("self", "the instance: never converted"), ("a", "converted"))
+    held = ac.explain(view.combine)
+    assert held.function == "_combine()" and held.parameters == (("a", "converted"), ("b", "converted"))
+    if _spec.enabled:  # the generated forms (the suite's --generic-calls turns them off)
+        assert explained.source is not None and "    result = wrapped(target, c1)\n" in explained.source
+        assert held.source is not None and "def call(wrapped, instance, args, kwargs):" in held.source
+    with pytest.raises(TypeError) as raised:  # the class's own function: nothing autoconvert made
+        ac.explain(Scaler.scale)
+    assert str(raised.value) == (
+        "autoconvert.explain() explains what autoconvert made (a decorated, torchified or adapted function, a "
+        f"numpy_op, a batched function); got {Scaler.scale.__qualname__}() (function). Fix: pass the decorated "
+        "function itself"
+    )
 
 
 class _Bag:

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from autoconvert._conversions._devices import settle
+from autoconvert._conversions._devices import settle, vote
 from autoconvert._conversions._tree import cycle_error, keep
 from autoconvert._errors import LeafError
 
@@ -20,8 +20,8 @@ from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInp
 from ._observe import PROFILER, Watched, Watching
 from ._outparams import Returned
 from ._outputs import NumpyOutputs, TensorOutputs, lazily
-from ._signature import Given, _tensor_paths
-from ._spec import RESTORE_WRITES, Spec
+from ._signature import Given, _tensor_paths, given_args
+from ._spec import RESTORE_WRITES, Spec, finish_of
 from ._specialise import Flat, specialised
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
@@ -54,6 +54,15 @@ def _itself(value: Any) -> Any:
 
 _active = _ACTIVE.get  # the bound C method: one call fewer than active()
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
+
+
+def noted(instance: Any, tensors: list[torch.Tensor]) -> None:
+    """A stand-in instance (see Spec.stands_in) records the device its call's ``tensors``
+    share, where they share one (none: the device it had stays)."""
+    if tensors:
+        device = vote(tensors)
+        if device is not None and device is not instance._ac_device:
+            object.__setattr__(instance, "_ac_device", device)
 
 
 class Runner:
@@ -104,12 +113,12 @@ class Runner:
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
         step (see _after); the result converted."""
-        inputs, readonly, watches_body = self.inputs, self.spec.refuses_writes, self.spec.watches_body
+        spec, inputs = self.spec, self.inputs
+        readonly, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
-        settles = isinstance(inputs, NumpyInputs)
+        converts, settles = inputs is not None, isinstance(inputs, NumpyInputs)
         after = self._after_step()
         begin, prepare, convert_in, finish = self._steps(after)
-        converts = inputs is not None
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
         failed, routes, profiler = self.failed, self.routes, PROFILER
 
@@ -146,11 +155,12 @@ class Runner:
                                 converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
                             kwargs = converted
                     except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                        fact = e if isinstance(e, LeafError) else cycle_error()
-                        raise inputs.public(fact, instance, key, len(out)) from None  # type: ignore[union-attr]
+                        raise self.argument_error(e, instance, key, len(out), plain + odd) from None
                     args = tuple(out)
                 if settles and odd:
                     self.settle(odd, given)
+                if stands_in:
+                    noted(instance, plain + odd)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
@@ -165,6 +175,19 @@ class Runner:
             return result if finish is None else finish(result, plain, odd, given, ctx)
 
         return call
+
+    def argument_error(
+        self, error: Exception, instance: object, key: str | None, position: int, met: list[torch.Tensor]
+    ) -> Exception:
+        """The public error for an argument the loop could not convert (keyword ``key``, or at
+        ``position``): ``error`` a LeafError, or a RecursionError for a container that holds
+        itself. A stand-in instance records the device of the tensors ``met`` (the refused
+        one among them), as a call would have."""
+        if self.spec.stands_in:
+            noted(instance, met)
+        fact = error if isinstance(error, LeafError) else cycle_error()
+        assert self.inputs is not None  # the loop is the input side's
+        return self.inputs.public(fact, instance, key, position)
 
     def _watched_body(
         self,
@@ -187,7 +210,7 @@ class Runner:
         (``prepare``), then with ``only=``/``exclude=`` the selected arguments converted and the
         rest recorded, else each argument by the dispatch table; the result by the output side."""
         inputs = self.inputs
-        finish = self.outputs.convert if self.outputs is not None else None
+        finish = finish_of(self.spec)
         if inputs is None:
             return Steps(None, None, None, finish)
         begin: Begin | None = None if isinstance(inputs, NumpyInputs) else inputs.context
@@ -237,6 +260,8 @@ class Runner:
         inputs = self.inputs
         if not isinstance(inputs, NumpyInputs):
             return
+        if self.spec.stands_in:  # the object's own attributes, never the stand-in's tensors
+            given = given_args(given.args, given.kwargs, given.instance.__wrapped__)  # type: ignore[attr-defined]
         # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
         read_only = read_only or (self.spec.refuses_writes and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)

@@ -55,6 +55,9 @@ class Kind(NamedTuple):
     #: The function is a guard's (see _guards.Guarded.calls_directly): called directly, a
     #: refusal of read-only arrays on entry sent to the generic call, whose guard retries it.
     retries: bool = False
+    #: The instance stands in for the object called (see _spec's ``Spec.stands_in``): the
+    #: method forms call the function on its ``__wrapped__``, and CPU tensors set its device.
+    stands_in: bool = False
 
 
 RECORDED = Step("recorded")

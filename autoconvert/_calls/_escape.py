@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 import torch
@@ -33,3 +34,11 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
     if _opaque_call is None:
         _opaque_call = torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call]
     return _opaque_call(call, *args, **kwargs)
+
+
+def own_code(code: CodeType) -> CodeType:
+    """A copy of ``code``, for a function that must not share what dynamo decides about it:
+    dynamo marks a code object to skip once a frame of it ran without tensors, and a frame it
+    then skips runs eagerly, its callees traced without the compile escape's protection (a
+    torchified object's method called with tensors after another's without)."""
+    return code.replace()

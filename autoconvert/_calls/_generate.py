@@ -1,8 +1,8 @@
 """The flat call's source, and torchify's proxy methods', laid out from a plan's kind.
 
 The forms (``star_source``, ``exact_source``, ``leading_source``) write the guards, the
-branches and the call, and ask ``_emit``'s emitters for each value and for the result;
-``proxy_source`` writes a torchified object's method. ``tests/golden/`` pins what they write.
+branches and the call, and ask ``_emit``'s emitters for each value and for the result.
+``tests/golden/`` pins what they write.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
     """The call itself; where the function got read-only arrays, NumPy refusing a write into
     one of them becomes a ReadOnlyError (see Runner.failed). A guard's function is called
     directly, and a refusal on entry goes to the generic call, through the guard."""
+    if kind.stands_in:  # the stand-in's device: the CPU, where the call had (CPU) tensors
+        s.add(level, "if took_plain and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
     if not kind.hands_read_only and not kind.retries:
         s.add(level, f"result = wrapped({arguments})")
         return
@@ -51,7 +53,8 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
 def star_source(head: str, kind: Kind) -> str:
     """A ``*args`` form's source: the guards, one branch per positional count (its
     conversions, the keywords', the call), then the result's conversion. The method form
-    calls ``wrapped`` (the function) with the instance first. A call passing an
+    calls ``wrapped`` (the function) with the instance first (the object it stands in for,
+    where it is a stand-in). A call passing an
     out-parameter (from position ``writes_at``, or by keyword) goes to the generic call."""
     s = Script()
     s.add(0, f"def {head}:")
@@ -60,7 +63,9 @@ def star_source(head: str, kind: Kind) -> str:
 
 
 def _star_body(s: Script, head: str, kind: Kind) -> None:
-    first = "instance, " if head.startswith("method(") else ""
+    first = ""
+    if head.startswith("method("):
+        first = "instance.__wrapped__, " if kind.stands_in else "instance, "
     writes_at = kind.writes_at
     _opening(s, kind)
     s.add(1, "n = len(args)")
@@ -117,7 +122,9 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
     if method:
         s.add(1, "instance = p0")
     _opening(s, kind)
-    handed = ["p0"] if method else []
+    if method and kind.stands_in:  # after the compile escape: dynamo never reads the proxy
+        s.add(1, "target = p0.__wrapped__")
+    handed = (["target"] if kind.stands_in else ["p0"]) if method else []
     first = len(handed)
     for k, step in enumerate(steps, first):  # checked first: a call passing one converts nothing here
         if step.kind == "written":
@@ -156,42 +163,4 @@ def leading_source(kind: Kind, count: int) -> str:
     s.arguments = f"({''.join(f'{name}, ' for name in names)}), {{}}"
     # a ufunc's outputs follow its inputs: none of these is written
     _exact_body(s, kind, False, Shape(count, count, (), ()), (kind.value,) * count)
-    return s.text()
-
-
-def proxy_source(shape: Shape) -> str:
-    """A torchified object's method (see _proxies._proxy_method): ``p0`` is the proxy; each
-    other parameter given (not left at its default) that is a CPU tensor votes for the CPU,
-    and anything else but a plain value takes the full walk of ``device_of``; the call is
-    the wrapped function's method form on the object itself, and a result that is the
-    object comes back as the proxy, any other as a view on the device the call's tensors had."""
-    s = Script(", ".join(f"p{k}" for k in range(shape.arity)))
-    s.add(0, f"def __call__({shape.parameters()}):")
-    s.add(1, "if compiling():  # under dynamo: the whole call runs eagerly, out of its sight")
-    s.add(2, f"return opaque(itself, {shape.passed([f'p{k}' for k in range(shape.arity)])})")
-    s.add(1, "target = p0.__wrapped__", "device = None", "walks = False")
-    for k in range(1, shape.arity):
-        level = 2 if k in shape.defaulted else 1
-        if k in shape.defaulted:
-            s.add(1, f"if p{k} is not d{k}:")
-        s.add(
-            level,
-            f"kind = type(p{k})",
-            f"if kind is Tensor and p{k}.is_cpu:",
-            "    device = CPU",
-            "elif kind not in plain_values:",
-            "    walks = True",
-        )
-    given = ", ".join(f"p{k}" for k in range(1, shape.arity))
-    s.add(
-        1,
-        "if walks:",
-        f"    device = device_of(*split({given}))",
-        "if device is not None and device is not p0._ac_device:",
-        "    record(p0, '_ac_device', device)",
-        f"result = method_of({shape.passed(['target', *(f'p{k}' for k in range(1, shape.arity))])})",
-        "if result is target:",
-        "    return p0",
-        "return result if type(result) is Tensor else p0._ac_class.viewed(result, p0._ac_device)",
-    )
     return s.text()

@@ -158,6 +158,20 @@ class Outputs:
         return convert
 
 
+def through_stand_in(convert: Convert) -> Convert:
+    """The finish of a call whose instance stands in for the object called (see
+    Spec.stands_in): the object itself comes back as the instance, any other result
+    converted, then as the instance returns it."""
+
+    def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: Given, _: object = None) -> Any:
+        instance: Any = call.instance
+        if result is instance.__wrapped__:
+            return instance
+        return instance._ac_returned(convert(result, plain, odd, call))
+
+    return finish
+
+
 def _sparse_read_as_object(function: str, params: Parameters, call: Given) -> Exception:
     """A function that needs dense arrays, handed a sparse tensor as a SciPy matrix, read it as
     one object (``np.asarray(matrix)``) and returned an object array: the error is about the

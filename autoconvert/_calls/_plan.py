@@ -38,13 +38,19 @@ from ._spec import Spec, spec_of
 class Plan:
     """Everything decided when a decorator is applied (or two, fused into one wrapper)."""
 
+    #: The call's instance stands in for the object the function is called on (see
+    #: Spec.stands_in): torchify's method plans set it.
+    stands_in = False
+    #: The function is a callable the instance holds, called as it is (see Parameters).
+    held = False
+
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
         self.sides = sides  # decorator name -> its explicit options, already validated: the recipe
         #: Each side's policy outside any ``config`` block.
         self.policies = {side: policy_of(side, {}, options) for side, options in sides.items()}
         refuse_deferred_function(func, sides, any(p.writeback or p.check_writes for p in self.policies.values()))
         self.function = function_name(func)
-        self.params = Parameters(func)
+        self.params = Parameters(func, held=self.held)
         self.yields = deferred_kind(func) == GENERATOR_FUNCTION
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
@@ -133,7 +139,9 @@ class Plan:
                 outputs = NumpyOutputs(self.function, self.params, policy)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
-        return spec_of(self.function, self.params, policies, inputs, outputs, yields=self.yields)
+        return spec_of(
+            self.function, self.params, policies, inputs, outputs, yields=self.yields, stands_in=self.stands_in
+        )
 
     def _runner(
         self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None

@@ -68,8 +68,10 @@ class Parameters:
     classmethod (``offset`` 1).
     """
 
-    def __init__(self, func: Any) -> None:
-        self.binds_first = inspect.isfunction(func) or isinstance(func, classmethod)
+    def __init__(self, func: Any, *, held: bool = False) -> None:
+        """``held``: ``func`` is a callable an object holds, called as it is (never bound to
+        the instance a call names: see _plan's ``stands_in``)."""
+        self.binds_first = not held and (inspect.isfunction(func) or isinstance(func, classmethod))
         #: A ufunc's outputs may follow its inputs positionally: ``np.add(x, y, out)``.
         self.outputs_at = range(func.nin, func.nin + func.nout) if isinstance(func, np.ufunc) else range(0)
         try:

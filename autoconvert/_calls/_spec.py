@@ -22,7 +22,7 @@ from autoconvert._conversions._dtypes import WIDENED
 from ._emit import INSTANCE, KEPT, RECORDED, UNCONVERTED, WRITTEN, Result, Step
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._options import Policy
-from ._outputs import NumpyOutputs, Outputs, TensorOutputs
+from ._outputs import Convert, NumpyOutputs, Outputs, TensorOutputs, through_stand_in
 from ._signature import Parameters
 
 #: False: plans use the generic call only (the test switch, see the module docstring).
@@ -55,6 +55,12 @@ class Spec(NamedTuple):
     #: A generator function's body runs as the caller iterates: a write it makes into a
     #: read-only array handed over is still told apart and refused as a ReadOnlyError.
     watches_body: bool = False
+    #: The call's instance stands in for the object the function is called on (a torchified
+    #: object, a ``StandIn``): the function is called on its ``__wrapped__``, where a refused
+    #: write is looked for too; each call's tensors set its ``_ac_device``; a result that is
+    #: the object comes back as the instance, so chains (``model.fit(x).transform(x)``) stay
+    #: on it, and any other as its ``_ac_returned(converted)``.
+    stands_in: bool = False
 
 
 def spec_of(
@@ -65,9 +71,10 @@ def spec_of(
     outputs: Outputs | None,
     *,
     yields: bool = False,
+    stands_in: bool = False,
 ) -> Spec:
     """The spec of a Runner with these sides (a decorator's, or a fused pair's); ``yields``:
-    the function is a generator function."""
+    the function is a generator function; ``stands_in``: see ``Spec.stands_in``."""
     read_only = isinstance(inputs, NumpyInputs) and inputs.readonly
     value = value_step(inputs)
     watches_body = yields and read_only
@@ -85,7 +92,17 @@ def spec_of(
         read_only,
         read_only or (isinstance(inputs, NumpyInputs) and inputs.writeback),
         watches_body,
+        stands_in,
     )
+
+
+def finish_of(spec: Spec) -> Convert | None:
+    """What converts the result (None: it returns as it is): the output side, through the
+    stand-in instance (see ``Spec.stands_in``) where the call has one."""
+    outputs = spec.outputs
+    if outputs is None:
+        return None
+    return through_stand_in(outputs.convert) if spec.stands_in else outputs.convert
 
 
 def value_step(inputs: Inputs | None) -> Step:

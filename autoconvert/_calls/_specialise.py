@@ -50,7 +50,7 @@ from ._inputs import NumpyInputs, TensorInputs
 from ._observe import PROFILER
 from ._outputs import TensorOutputs
 from ._signature import given_args
-from ._spec import Spec
+from ._spec import Spec, finish_of
 
 Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -103,10 +103,11 @@ class Flat:
         """``function``'s flat call through an instance, for a wrapper's ``__get__`` to bind
         (a bound method, as the function itself would give): ``function(instance, ...)``, the
         instance never converted; the generic call gets the bound method, as from wrapt."""
-        generic = self.namespace["generic"]
+        generic, stands_in = self.namespace["generic"], self.kind.stands_in
 
         def bound_generic(function: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            return generic(types.MethodType(function, instance), instance, args, kwargs)
+            bound = types.MethodType(function, instance.__wrapped__ if stands_in else instance)
+            return generic(bound, instance, args, kwargs)
 
         namespace = {**self.namespace, "wrapped": function, "generic": bound_generic}
         exact = self._exact(function, namespace, self.kind, method=True)
@@ -154,6 +155,7 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
         isinstance(inputs, TensorInputs),
         spec.read_only,
         writes_at,
+        stands_in=spec.stands_in,
     )
     namespace = _namespace(spec, generic, failed)
     if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
@@ -190,12 +192,13 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         # them, or unaliases a tensor result): the flat code keeps only a flag, ``took_plain``. Any
         # call that gets there has no tensor deeper than the flat code walks.
         "tensors_in": inputs.tensors_in if inputs is not None else None,
-        "convert_out": outputs.convert if outputs is not None else None,
+        "convert_out": finish_of(spec),
         "failed": failed,
         "given_args": given_args,
         "missing": _MISSING,
         "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
         "writes": writes.names if writes is not None else frozenset(),
+        "record": object.__setattr__,
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.

@@ -9,6 +9,7 @@ from tracing the NumPy body.
 from __future__ import annotations
 
 import copy
+import functools
 import types
 from collections.abc import Callable
 from typing import Any, cast
@@ -18,6 +19,7 @@ import wrapt
 
 from autoconvert._pickling import by_reference, locate, resolve, unwrap
 
+from ._escape import compiling, opaque, own_code
 from ._plan import Plan
 
 
@@ -155,8 +157,17 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
         if type(wrapped) is types.FunctionType:
             # Made now, not by as_method on first use: torch 2.4's dynamo, tracing a torchified
             # proxy's first method lookup, loses a closure made there (it came back None).
+            stands_in = plan.stands_in  # the function is called on the object the instance stands in for
+
             def method(instance: Any, *args: Any, **kwargs: Any) -> Any:
-                return call(types.MethodType(wrapped, instance), instance, args, kwargs)
+                if compiling():  # pragma: no cover - under dynamo, which must not read a stand-in's attributes
+                    return opaque(method, instance, *args, **kwargs)
+                bound = types.MethodType(wrapped, instance.__wrapped__ if stands_in else instance)
+                return call(bound, instance, args, kwargs)
+
+            if stands_in:  # a code object of its own: see _escape.own_code
+                method.__code__ = own_code(method.__code__)
+            functools.update_wrapper(method, wrapped)  # named as the function, as the flat method form is
 
             members["_self_method"] = staticmethod(method)
     Wrapper = type("Wrapper", (_Wrapper,), {**members, **plan.members(wrapped)})  # noqa: N806 - a class

@@ -25,6 +25,7 @@ from ._batched import Batched
 from ._caps import has_threadpoolctl
 from ._executors import Threads
 from ._ops import _Op
+from ._proxies import TorchifiedObject
 from ._torchify import view_options
 from ._wording import AFTER_WORDS, arguments_words, option_words, parameters_words, result_words
 
@@ -126,6 +127,8 @@ def explain(func: Any) -> Explanation:
     """
     if isinstance(func, _BoundWrapper):
         func = func._self_parent
+    elif isinstance(func, types.MethodType) and isinstance(func.__self__, TorchifiedObject):  # a proxy's method
+        func = func.__self__._ac_wrapper(func.__func__.__name__) or func
     elif isinstance(func, types.MethodType):  # a decorated function bound through an instance
         func = inspect.getattr_static(func.__self__, func.__func__.__name__, func)
     if isinstance(func, Batched):
@@ -199,7 +202,10 @@ def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, .
 def _source(wrapper: _Wrapper) -> str | None:
     """The generated ``__call__`` of the wrapper's class, as linecache holds it, and the
     generated helpers it calls (``numpy_items``)."""
+    plan = wrapper._self_plan
     call = type(wrapper).__dict__["__call__"]
+    if plan.stands_in:  # a torchified object's method: its method form, or its call form for a callable it holds
+        call = plan.default.call if plan.held else wrapper._self_method
     function = getattr(call, "__func__", call)
     code = function.__code__
     lines = [*linecache.getlines(code.co_filename)]  # a copy: linecache's own list serves tracebacks

@@ -4,7 +4,8 @@ methods take and return tensors.
 ``torchify(SomeEstimator)`` is a ``TorchifiedClass``; the object it builds (or that
 ``torchify(obj)`` wraps) is a ``TorchifiedObject``, of its class's own proxy type: each
 method of the object's class, wrapped on first access as the fused pair ``wrap_pair``
-makes, becomes a method of that type; attributes read back as tensors on the device of
+makes with a ``MethodPlan`` (the proxy is the call's instance, standing in for the
+object), becomes a method of that type; attributes read back as tensors on the device of
 the tensors last passed to it. A result that is an object of the class's own package
 comes back as a proxy too, so chains stay in tensors.
 """
@@ -22,8 +23,6 @@ import numpy as np
 import torch
 
 from autoconvert._calls._escape import compiling, opaque
-from autoconvert._calls._exact import shape_of, splitter, with_signature
-from autoconvert._calls._generate import proxy_source
 from autoconvert._calls._guards import guarded
 from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 from autoconvert._calls._plan import Plan
@@ -61,11 +60,33 @@ def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
 
 
+def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
+    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
+    return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides))
+
+
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``wrap_pair`` of ``fn`` (a torchified function, a bound method of a torchified
     object), guarded (see _guards)."""
     retries = policy_of("accepts_numpy", {}, _inputs_of(options)).copies_refused()
     return wrap_pair(guarded(fn, retries), options)
+
+
+class MethodPlan(Plan):
+    """The plan of a torchified object's method: a function of the object's class, or with
+    ``held`` a callable the object holds (a function stored on it; the object itself, where
+    its class's ``__call__`` is no Python function), called as it is. The proxy is the
+    call's instance, standing in for the object (see _spec's ``Spec.stands_in``): the call's
+    tensors set its device, and a result that is the object comes back as the proxy."""
+
+    stands_in = True
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], *, held: bool = False) -> None:
+        self.held = held
+        super().__init__(func, sides)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        return functools.partial(type(self), held=self.held)
 
 
 class ProxyingPlan(Plan):
@@ -107,8 +128,7 @@ def torchified_function(
     objects of ``package`` come back as proxies."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(torchified_function, fn, options, package, plan, own)
-    pair = _guarded_pair(fn, options)
-    return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides, package, own))
+    return _replanned(_guarded_pair(fn, options), functools.partial(plan, package=package, own=own))
 
 
 def view_of(kind: type, package: str, options: dict[str, Any], own: TorchifiedClass | None) -> TorchifiedClass | None:
@@ -151,6 +171,7 @@ class TorchifiedClass(StandIn):
         self.read_dtype = dtype if isinstance(dtype, torch.dtype) else None
         self._construct = for_library("accepts_numpy", cls, self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
+        self._wrappers: dict[str, Any] = {}  # the wrappers of those (explain's)
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
         self._store: Any = None  # assigns attributes of proxies (see ``assign``)
@@ -185,8 +206,8 @@ class TorchifiedClass(StandIn):
         self._store(target, name, value)
 
     def method(self, name: str) -> Any:
-        """The class's function ``name`` as a method of proxies (see ``_proxy_method``), or
-        None if it has none.
+        """The class's function ``name`` as a method of proxies (the method form of its
+        ``MethodPlan``'s call, see _wrapper.as_method), or None if it has none.
 
         Only names the class has are cached: instance attributes and misses are looked up
         again, so reading many distinct names cannot grow the cache."""
@@ -197,7 +218,10 @@ class TorchifiedClass(StandIn):
         raw = inspect.getattr_static(self.__wrapped__, name, _MISSING)
         if raw is _MISSING:
             return None
-        method = _proxy_method(wrap_pair(raw, self._options)) if inspect.isfunction(raw) else None
+        method = None
+        if inspect.isfunction(raw):
+            wrapper = self._wrappers.setdefault(name, _replanned(wrap_pair(raw, self._options), MethodPlan))
+            method = as_method(wrapper)
         return self._methods.setdefault(name, method)
 
     def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
@@ -311,8 +335,21 @@ class TorchifiedObject(StandIn):
         wrapped once, again only if replaced."""
         cached = self._ac_bound.get(name)
         if cached is None or cached[0] is not value:
-            cached = self._ac_bound[name] = (value, _calling(_guarded_pair(value, self._ac_options), bound=True))
+            held = _replanned(_guarded_pair(value, self._ac_options), functools.partial(MethodPlan, held=True))
+            cached = self._ac_bound[name] = (value, _holding(held, name), held)
         return cast("Callable[..., Any]", cached[1])
+
+    def _ac_wrapper(self, name: str) -> Any:
+        """The wrapper the method ``name`` of this object calls through (explain's), or None."""
+        wrapper = self._ac_class._wrappers.get(name)
+        if wrapper is None and name in self._ac_bound:
+            wrapper = self._ac_bound[name][2]
+        return wrapper
+
+    def _ac_returned(self, result: Any) -> Any:
+        """A method's converted ``result`` as the caller gets it (see Spec.stands_in): an
+        object of the class's package as its proxy (see TorchifiedClass.viewed)."""
+        return result if type(result) is torch.Tensor else self._ac_class.viewed(result, self._ac_device)
 
     def _ac_read(self, value: Any) -> Any:
         """A value read off the object (an attribute, an item) as tensors, on the device of
@@ -396,50 +433,16 @@ class CallableTorchifiedObject(TorchifiedObject):
         return method(self, *args, **kwargs)
 
 
-def _calling(wrapped: Any, *, bound: bool) -> Callable[..., Any]:
-    """``wrapped`` as a method of proxies: the call's tensors' device recorded (attribute
-    reads follow it), the object itself returned as its proxy. ``bound``: ``wrapped`` is
-    bound already (a callable stored on the object) rather than the class's function, which
-    is called as a method of the object (so the object itself is never converted)."""
-    call = wrapped if bound else as_method(wrapped)
+def _holding(held: Any, name: str) -> Callable[..., Any]:
+    """``held``, the callable the object holds as ``name`` wrapped with its ``MethodPlan``, as
+    a method of proxies: the proxy is the call's instance."""
+    call, wrapped = held._self_plan.default.call, held.__wrapped__
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
-        if compiling():  # pragma: no cover - under dynamo: the whole call runs eagerly, out of its sight
-            return opaque(method, self, *args, **kwargs)
-        target = self.__wrapped__
-        device = _device_of(args, kwargs)
-        if device is not None and device is not self._ac_device:
-            object.__setattr__(self, "_ac_device", device)
-        result = call(*args, **kwargs) if bound else call(target, *args, **kwargs)
-        if result is target:
-            return self
-        return result if type(result) is torch.Tensor else self._ac_class.viewed(result, self._ac_device)
+        return call(wrapped, self, args, kwargs)
 
+    method.__name__ = method.__qualname__ = name
     return method
-
-
-def _proxy_method(wrapped: Any) -> Callable[..., Any]:
-    """The class's function that ``wrapped`` wraps, as a method of proxies: what
-    ``_calling`` does, generated with the function's own signature where it has one
-    (see _exact), so CPython binds the arguments and each one's device is asked inline."""
-    function = wrapped.__wrapped__
-    shape = shape_of(function)
-    if shape is None or not shape.positional:
-        return _calling(wrapped, bound=False)
-    namespace = {
-        "method_of": as_method(wrapped),
-        "Tensor": torch.Tensor,
-        "CPU": CPU,
-        "plain_values": _PLAIN_VALUES,
-        "device_of": _device_of,
-        "split": splitter(function, shape, first=1),
-        "record": object.__setattr__,
-        "compiling": compiling,
-        "opaque": opaque,
-    }
-    made = with_signature(function, shape, ("torchified method",), functools.partial(proxy_source, shape), namespace)
-    namespace["itself"] = made  # for its compile escape
-    return made
 
 
 def proxy(
