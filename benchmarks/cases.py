@@ -14,7 +14,7 @@ import torch
 
 import autoconvert as ac
 
-from . import batches, floor, micro
+from . import batches, floor, micro, native
 from .func import func_transforms
 from .harness import Row, compare
 
@@ -670,4 +670,5 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "gpu": gpu,
     "func": func_transforms,
     "micro": micro.micro,
+    "native": native.native,
 }

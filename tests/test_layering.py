@@ -71,6 +71,7 @@ ORDER = [
     "_front._executors",
     "_front._batched",
     "_front._proxies",
+    "_front._native",
     "_front._torchify",
     "_front._wants",
     "_front._schema",

@@ -17,12 +17,22 @@ from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._calls import _checks, _options
-from autoconvert._calls._options import DEFAULTS, OPTIONS, TABLES, TAKERS, BatchSettings, OpSettings, Policy, policy_of
+from autoconvert._calls._options import (
+    DEFAULTS,
+    OPTIONS,
+    TABLES,
+    TAKERS,
+    BatchSettings,
+    OpSettings,
+    Policy,
+    TorchifySettings,
+    policy_of,
+)
 from autoconvert._front import _plain
 
 TYPED_DICTS = {
     "adapt": _options.AdaptOptions,
-    "torchify": _options.PairOptions,
+    "torchify": _options.TorchifyOptions,
     "numpy_op": _options.OpOptions,
     "batched": _options.BatchedOptions,
     "to_tensor": _plain.TensorOptions,
@@ -257,13 +267,13 @@ def test_read_only_ness_is_decided_once_and_held_by_the_spec(
 def test_any_set_of_a_taker_s_defaults_validates_to_itself_and_resolves_to_its_records(data: st.DataObject) -> None:
     """Every taker accepts its own defaults, any subset of them in any order, as given: the
     checks are the table's, and the resolved records (a side's Policy, numpy_op's and
-    batched's own settings) hold exactly the defaults for what is left out."""
+    batched's and torchify's own settings) hold exactly the defaults for what is left out."""
     taker = data.draw(st.sampled_from(TAKERS))
     names = data.draw(st.lists(st.sampled_from(sorted(DEFAULTS[taker])), unique=True))
     given_options = {name: DEFAULTS[taker][name] for name in names}
     checked = _options.validate(given_options, taker)
     assert checked == given_options
-    own = {"numpy_op": OpSettings, "batched": BatchSettings}.get(taker)
+    own = {"numpy_op": OpSettings, "batched": BatchSettings, "torchify": TorchifySettings}.get(taker)
     if own is not None:
         settings, sides = _options.settings_of(own, checked)
         assert settings == own()

@@ -110,6 +110,17 @@ class Adapter:
         (``xp=torch``), whose arrays it is handed; None where ``module`` is not the library's."""
         return None
 
+    def torch_mode(self) -> str | None:
+        """Why none of the library's functions take torch tensors as they are, in words (None:
+        its own torch path is on, for the functions ``torch_path`` says)."""
+        return f"autoconvert knows no torch path of {self.name}'s own"
+
+    def torch_path(self, fn: Any) -> str | None:
+        """Why ``fn`` does not take torch tensors as they are, in words (None: the library runs
+        it on tensors itself, on their device, gradients kept, which ``torchify(native=...)``
+        hands them to)."""
+        return self.torch_mode()
+
     def __repr__(self) -> str:
         return f"<adapter for {self.name}>"
 

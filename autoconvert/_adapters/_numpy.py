@@ -23,6 +23,9 @@ class NumPy(Adapter):
     takes_read_only = True
     takes_arrays = True
 
+    def torch_mode(self) -> str:
+        return "NumPy runs on NumPy arrays only: it would convert a tensor itself, without its gradient"
+
 
 class CheckedAt:
     """``ufunc.at``, refusing a read-only first operand as NumPy 2.5 does: before 2.5, ``at``

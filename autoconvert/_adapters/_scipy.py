@@ -1,8 +1,11 @@
-"""SciPy: its pybind11 and distance code's refusals, and torchify's defaults for it."""
+"""SciPy: its pybind11 and distance code's refusals, torchify's defaults for it, and which of
+its functions run on torch tensors themselves (its array API mode)."""
 
 from __future__ import annotations
 
+import importlib
 import types
+from typing import Any
 
 from ._adapter import Adapter
 
@@ -17,3 +20,46 @@ class SciPy(Adapter):
     takes_arrays = True
     # Most of SciPy rejects float16 ("array type not supported"): float32 in, float16 back.
     torchify_defaults = types.MappingProxyType({"widen_float16": True})
+
+    def torch_mode(self) -> str | None:
+        api = _array_api()
+        if api is None:
+            return "this SciPy declares no torch path of its own (SciPy's array API mode declares one)"
+        if not getattr(api, "SCIPY_ARRAY_API", False):
+            return "SciPy's array API mode is off. Fix: set SCIPY_ARRAY_API=1 before SciPy is imported"
+        return None
+
+    def torch_path(self, fn: Any) -> str | None:
+        """What SciPy declares of ``fn`` (``xp_capabilities``, the table its docs and tests are
+        made from): a torch path of its own unless NumPy-only, out of the array API's scope,
+        skipped or failing for torch in SciPy's own tests, or CPU-only (SciPy then converts a
+        CPU tensor to NumPy itself, without its gradient) where torch is not excepted."""
+        off = self.torch_mode()
+        if off is not None:
+            return off
+        try:
+            declared = _array_api().xp_capabilities_table.get(fn)
+        except TypeError:  # an unhashable callable: never in the table
+            declared = None
+        if declared is None:
+            return "SciPy declares no array API support for it"
+        why = f" ({declared['reason']})" if declared.get("reason") else ""
+        if declared.get("np_only") or declared.get("out_of_scope"):
+            return f"SciPy declares it NumPy-only{why}"
+        tested = [*declared.get("skip_backends", ()), *declared.get("xfail_backends", ())]
+        refused = next((reason for backend, reason in tested if backend == "torch"), None)
+        if refused is not None:
+            return f"SciPy's own tests leave torch out for it ({refused})"
+        if declared.get("cpu_only") and "torch" not in declared.get("exceptions", ()):
+            return "SciPy declares it CPU-only: it converts a tensor to NumPy itself, without its gradient"
+        return None
+
+
+def _array_api() -> Any:
+    """SciPy's array API support module where it declares its functions' capabilities (1.15 and
+    later; feature-detected), else None."""
+    try:
+        api = importlib.import_module("scipy._lib._array_api")
+    except ImportError:
+        return None
+    return api if isinstance(getattr(api, "xp_capabilities_table", None), dict) else None

@@ -29,6 +29,7 @@ Vmap = Literal["sequential", "vectorized"]
 Rule = Callable[..., Any] | None  # numpy_op's backward= and jvp=
 Fake = Callable[..., Any] | str | tuple[str, ...]
 Seed = int | np.random.SeedSequence | None
+Native = Literal["auto"] | bool  # torchify's native=
 
 SPARSE_KINDS = typing.get_args(Sparse)
 GRAD_MODES = typing.get_args(Grad)
@@ -40,6 +41,15 @@ def flag(value: object) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"takes True or False, got {value!r}")
     return value
+
+
+def native(value: object) -> str | bool:
+    if isinstance(value, bool) or (isinstance(value, str) and value == "auto"):
+        return value
+    raise ValueError(
+        f"takes 'auto' (a library's own torch path where it has one), True (that path only) or False "
+        f"(always convert), got {value!r}"
+    )
 
 
 def copy_mode(value: object) -> bool | None:

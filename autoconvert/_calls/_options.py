@@ -1,6 +1,7 @@
 """Every option, declared once: its type, default, the decorators that take it, a line of
 doc and its validator, as the fields of ``Policy`` (a side's conversion options) and of
-``OpSettings`` and ``BatchSettings`` (``numpy_op``'s and ``batched``'s own).
+``OpSettings``, ``BatchSettings`` and ``TorchifySettings`` (``numpy_op``'s, ``batched``'s and
+``torchify``'s own).
 
 From this one table come the decorators' keyword signatures (``shows_options``), validation
 (``validate``), ``config()``'s keywords, the docs' options table, and the resolved options as
@@ -30,6 +31,7 @@ from ._checks import (
     Fake,
     Grad,
     Names,
+    Native,
     Rule,
     Seed,
     Sparse,
@@ -68,7 +70,7 @@ def _option(
     accepts: Any = None,
     defaults: Mapping[str, Any] | None = None,
 ) -> Any:
-    """One option of the table: a field of ``Policy``, ``OpSettings`` or ``BatchSettings``
+    """One option of the table: a field of ``Policy`` or a taker's own settings (``OpSettings``...)
     (see ``TABLES``), its ``check`` one of _checks'. ``takers`` names who takes it (``"all"``:
     every converting taker); ``accepts`` is the type a signature shows when it is wider than the
     resolved value's; ``defaults`` are takers' own defaults where they differ."""
@@ -240,9 +242,21 @@ class BatchSettings:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TorchifySettings:
+    """``torchify``'s own options, resolved: which path a module's functions take."""
+
+    native: Native = _option(
+        "auto",
+        "torchify",
+        "SciPy's own torch path, tensors as they are: 'auto' (where it has one), True, or False",
+        checks.native,
+    )
+
+
 #: The tables, in the docs' order: a side's options, then each taker's own.
-TABLES = (Policy, OpSettings, BatchSettings)
-Settings = TypeVar("Settings", OpSettings, BatchSettings)
+TABLES = (Policy, OpSettings, BatchSettings, TorchifySettings)
+Settings = TypeVar("Settings", OpSettings, BatchSettings, TorchifySettings)
 
 
 class Option(typing.NamedTuple):
@@ -394,6 +408,12 @@ class BatchedOptions(TypedDict, total=False):
 
 
 class PairOptions(OpOptions, total=False):
-    """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` takes them."""
+    """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` hands them on."""
 
     out_params: str | Iterable[str]
+
+
+class TorchifyOptions(PairOptions, total=False):
+    """The options of ``torchify``: a pair's, and its own."""
+
+    native: Native

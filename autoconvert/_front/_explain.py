@@ -24,6 +24,7 @@ from ._adapt import AdaptPlan
 from ._batched import Batched
 from ._caps import has_threadpoolctl
 from ._executors import Threads
+from ._native import NativeFunction
 from ._ops import _Op
 from ._proxies import TorchifiedObject
 from ._torchify import view_options
@@ -48,7 +49,9 @@ class Explanation:
         result: what the result becomes.
         after: what runs after the function returns (or raises), if anything.
         path: ``"flat"`` (the call generated for this plan), ``"generic"`` (the plan
-            interpreted), or ``"per function"`` (a torchified module, class or object).
+            interpreted), ``"native"`` (a torchified module's function its library runs on
+            torch tensors itself: see ``torchify``'s ``native``), or ``"per function"`` (a
+            torchified module, class or object).
         why: why that call runs.
         source: the flat call's generated source (None for the generic call).
         notes: how the function was made, where more than decorators made it (torchify,
@@ -133,6 +136,8 @@ def explain(func: Any) -> Explanation:
         func = inspect.getattr_static(func.__self__, func.__func__.__name__, func)
     if isinstance(func, Batched):
         return _batched(func)
+    if isinstance(func, NativeFunction):
+        return _native(func)
     options = view_options(func)
     if options is not None:
         return _torchified(func, options)
@@ -189,6 +194,18 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         why=why,
         source=_source(wrapper) if path == "flat" and block is None else None,
     )
+
+
+def _native(func: NativeFunction) -> Explanation:
+    """A torchified module's function on its library's own torch path: the converting pair's
+    explanation (for the calls it takes), with the native path first."""
+    converting = _wrapper(func.converting)
+    why = (
+        f"A call whose arguments hold a tensor and no array goes to {converting.function} as it is: its "
+        "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
+        f"torch.compile). Any other call takes the converting call: {converting.path}. {converting.why}"
+    )
+    return dataclasses.replace(converting, path="native", why=why, source=None)
 
 
 def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:

@@ -17,10 +17,19 @@ import numpy as np
 
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._options import DEFAULTS, PAIR_DEFAULTS, PairOptions, shows_options, validate
+from autoconvert._calls._options import (
+    DEFAULTS,
+    PAIR_DEFAULTS,
+    TorchifyOptions,
+    TorchifySettings,
+    settings_of,
+    shows_options,
+    validate,
+)
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
 from autoconvert._conversions._tree import StandIn
 
+from ._native import NativeFunction, refused
 from ._proxies import (
     PLAIN_TYPES,
     ProxyingPlan,
@@ -32,7 +41,7 @@ from ._proxies import (
 )
 
 
-def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
+def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     """A tensor-in, tensor-out view of a module, a class, or an object.
 
     Args:
@@ -43,7 +52,11 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
             the view's functions take tensors) and ``returns_tensor`` (``device``,
             ``dtype``, ``sparse_layout``) for every call made through the view. For SciPy's
             modules, classes and objects ``widen_float16`` defaults to True: float16
-            tensors reach SciPy as float32 and results come back as float16.
+            tensors reach SciPy as float32 and results come back as float16. ``native``:
+            for a module's functions that SciPy runs on torch tensors itself (its array API
+            mode, ``SCIPY_ARRAY_API=1``), ``"auto"`` hands a call's tensors to SciPy as they
+            are (gradients kept, on their device), True refuses the other functions, False
+            converts every call.
 
     Returns:
         (Typed ``Any``: what a view holds is only known when an attribute is read.) For a module, a module whose public callables take tensors and return tensors on
@@ -60,16 +73,31 @@ def torchify(target: Any, **options: Unpack[PairOptions]) -> Any:
         >>> ndi.uniform_filter(torch.arange(5.0), size=3)
         tensor([0.3333, 1.0000, 2.0000, 3.0000, 3.6667], dtype=torch.float64)
     """
-    checked = validate(options, "torchify")
+    own, checked = settings_of(TorchifySettings, validate(options, "torchify"))
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
-    given = {**PAIR_DEFAULTS, **adapter_for(target).torchify_defaults, **checked}
+    adapter = adapter_for(target)
+    if own.native is True:
+        _only_native(target, adapter)
+    given = {**PAIR_DEFAULTS, **adapter.torchify_defaults, **checked}
     checked = {name: given[name] for name in DEFAULTS["torchify"] if name in given}  # in the table's order
     if isinstance(target, types.ModuleType):
-        return TorchifiedModule(target, checked)
+        return TorchifiedModule(target, checked, own.native)
     if isinstance(target, type):
         return TorchifiedClass(target, checked)
     return proxy(target, checked, None)
+
+
+def _only_native(target: Any, adapter: Any) -> None:
+    """``native=True``'s checks of its target: a module, of a library whose own torch path is on."""
+    if not isinstance(target, types.ModuleType):
+        raise TypeError(
+            f"autoconvert.torchify(native=True) takes a module, whose functions its library may run on torch "
+            f"tensors itself; got {type(target).__name__} {target!r}. Fix: torchify it without native=True"
+        )
+    off = adapter.torch_mode()
+    if off is not None:
+        raise ValueError(f"autoconvert.torchify(native=True): {target.__name__} has no torch path of its own: {off}")
 
 
 class FunctionPlan(ProxyingPlan):
@@ -101,34 +129,49 @@ class _UfuncMethod:
         return self.pair
 
 
-def _view(value: Any, options: dict[str, Any], package: str) -> Any:
-    """What a torchified module of ``package`` shows for one of its attributes."""
+def _view(value: Any, options: dict[str, Any], module: types.ModuleType, native: str | bool, name: str) -> Any:
+    """What a torchified ``module`` shows for its attribute ``name``, ``value``."""
+    package = module.__name__
     if isinstance(value, types.ModuleType):
-        return TorchifiedModule(value, options)
+        return TorchifiedModule(value, options, native)
     if isinstance(value, type):
         return value if issubclass(value, PLAIN_TYPES) else TorchifiedClass(value, options)
     if callable(value) and deferred_kind(value) in (None, GENERATOR_FUNCTION):  # coroutines pass through
         if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
-        return torchified_function(value, options, package, FunctionPlan)
+        converting = torchified_function(value, options, package, FunctionPlan)
+        return converting if native is False else _native(value, converting, module, native, name)
     return value
+
+
+def _native(fn: Any, converting: Any, module: types.ModuleType, native: str | bool, name: str) -> Any:
+    """``fn``, a function of ``module``, on its library's own torch path where it has one (see
+    _native); else ``converting`` (its torchified pair), which ``native=True`` refuses."""
+    adapter = adapter_for(module)
+    if adapter.torch_path(fn) is None:
+        return NativeFunction(fn, converting)
+    if native is True:
+        raise refused(adapter, fn, module.__name__, name)
+    return converting
 
 
 class TorchifiedModule(types.ModuleType, StandIn):
     """A module whose public callables take and return tensors, wrapped on first access."""
 
-    def __init__(self, module: types.ModuleType, options: dict[str, Any]) -> None:
+    def __init__(self, module: types.ModuleType, options: dict[str, Any], native: str | bool = "auto") -> None:
         super().__init__(module.__name__, module.__doc__)
         # Stored in the instance __dict__ under names no module attribute can have.
         self.__dict__["__wrapped__"] = module
         self.__dict__["_autoconvert_options"] = options
+        self.__dict__["_autoconvert_native"] = native  # see torchify's native=
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.__dict__["__wrapped__"], name)
         if name.startswith("_"):  # private and dunder names are the module's own business
             return value
-        view = _view(value, self.__dict__["_autoconvert_options"], self.__name__)
+        own = self.__dict__
+        view = _view(value, own["_autoconvert_options"], own["__wrapped__"], own["_autoconvert_native"], name)
         # Cached: the next access is a plain attribute read. setdefault: threads that read a
         # fresh name at once all get the first view made, one wrapper with one state.
         return self.__dict__.setdefault(name, view)
@@ -140,7 +183,11 @@ class TorchifiedModule(types.ModuleType, StandIn):
         return f"<torchified module {self.__name__!r}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _module_by_name, (self.__name__, self.__dict__["_autoconvert_options"])
+        return _module_by_name, (
+            self.__name__,
+            self.__dict__["_autoconvert_options"],
+            self.__dict__["_autoconvert_native"],
+        )
 
 
 def view_options(obj: Any) -> dict[str, Any] | None:
@@ -156,8 +203,8 @@ def view_options(obj: Any) -> dict[str, Any] | None:
     return cast("dict[str, Any]", options)
 
 
-def _module_by_name(name: str, options: dict[str, Any]) -> TorchifiedModule:
-    return TorchifiedModule(importlib.import_module(name), options)
+def _module_by_name(name: str, options: dict[str, Any], native: str | bool = "auto") -> TorchifiedModule:
+    return TorchifiedModule(importlib.import_module(name), options, native)
 
 
 shows_options(torchify, [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD)], "torchify")

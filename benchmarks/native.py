@@ -1,0 +1,99 @@
+"""``torchify``'s ``native=``: SciPy's own torch path through the view, against calling it
+directly and against converting; and the functions ``torch.autograd.grad`` works through.
+
+SciPy reads its array API mode when it is imported, so the case runs in a process of its own
+with ``SCIPY_ARRAY_API=1`` (``python -m benchmarks.native SETTINGS_JSON`` prints its rows as
+JSON); its contenders are interleaved there, as every case's are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import warnings
+from typing import Any
+
+from .harness import Row, compare
+
+#: The modules whose functions the gradient count covers.
+MODULES = ("scipy.special", "scipy.stats", "scipy.fft", "scipy.signal", "scipy.ndimage", "scipy.linalg")
+
+
+def native(settings: dict[str, Any]) -> list[Row]:
+    """The case, run in a process with SciPy's array API mode on."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.native", json.dumps(settings)],
+        env={**os.environ, "SCIPY_ARRAY_API": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [Row(**row) for row in json.loads(done.stdout)]
+
+
+def _rows(settings: dict[str, Any]) -> list[Row]:
+    import scipy.special
+    import torch
+
+    import autoconvert as ac
+
+    t = torch.rand(16, dtype=torch.float64)
+    auto, converting = ac.torchify(scipy.special), ac.torchify(scipy.special, native=False)
+    rows = []
+    for name in ("expit", "logsumexp"):
+        direct, through, converted = getattr(scipy.special, name), getattr(auto, name), getattr(converting, name)
+        rows += compare(
+            f"torchify(scipy.special).{name}, 16 float64, SciPy's array API mode",
+            "SciPy's torch path, called directly",
+            {
+                "SciPy's torch path, called directly": lambda f=direct: f(t),
+                "autoconvert native='auto'": lambda f=through: f(t),
+                "autoconvert native=False (converting)": lambda f=converted: f(t),
+            },
+            settings["repeats"],
+            settings["target_s"],
+        )
+    counts = ", ".join(f"{module} {_gradients(module, False)} -> {_gradients(module, 'auto')}" for module in MODULES)
+    rows[-1] = dataclasses.replace(
+        rows[-1], note=f"functions autograd.grad works through, native=False -> 'auto': {counts}"
+    )
+    return rows
+
+
+def _gradients(name: str, native: Any) -> int:
+    """How many public functions of the module ``name`` give ``torch.autograd.grad`` a
+    gradient through ``torchify(module, native=native)``, called with one to three float64
+    tensors that require grad (the first signature that takes them)."""
+    import importlib
+
+    import torch
+
+    import autoconvert as ac
+
+    module = importlib.import_module(name)
+    view = ac.torchify(module, native=native)
+    found = 0
+    for attribute in sorted(dir(module)):
+        value = getattr(module, attribute)
+        if attribute.startswith("_") or isinstance(value, type) or not callable(value):
+            continue
+        for arity in (1, 2, 3):
+            args = [(torch.rand(6, dtype=torch.float64) + 0.5).requires_grad_() for _ in range(arity)]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # GradientWarning on the converting path; SciPy's own
+                    out = getattr(view, attribute)(*args)
+                    first = out[0] if isinstance(out, tuple) else out
+                    torch.autograd.grad(first.real.sum(), args[0])
+            except Exception:
+                continue
+            found += 1
+            break
+    return found
+
+
+if __name__ == "__main__":
+    print(json.dumps([dataclasses.asdict(row) for row in _rows(json.loads(sys.argv[1]))]))

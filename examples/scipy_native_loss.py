@@ -1,0 +1,51 @@
+"""A loss built from SciPy's special functions, trained with gradients and compiled as one
+graph: SciPy runs them on torch tensors itself in its array API mode, and
+``torchify(scipy.special)`` hands them the tensors as they are (``native="auto"``, the
+default), converting only for functions SciPy has no torch path for.
+
+SciPy reads the mode once, when it is imported: set ``SCIPY_ARRAY_API=1`` in the environment
+that runs the program. This script sets it itself, before the import, so that it runs as it is.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("SCIPY_ARRAY_API", "1")  # before SciPy is imported (usually: in the shell)
+
+import warnings
+
+import scipy.special
+import torch
+
+import autoconvert as ac
+
+special = ac.torchify(scipy.special)
+
+
+def binary_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Written with SciPy's functions, as NumPy-era code is: xlogy is 0 where its label is."""
+    p = special.expit(logits)
+    return -(special.xlogy(labels, p) + special.xlogy(1 - labels, 1 - p)).mean()
+
+
+torch.manual_seed(0)
+features = torch.randn(256, 3, dtype=torch.float64)
+labels = (features @ torch.tensor([2.0, -1.0, 0.5], dtype=torch.float64) > 0).double()
+weights = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+optimizer = torch.optim.SGD([weights], lr=1.0)
+
+# fullgraph=True: SciPy's torch code and autoconvert's hand-over trace as one graph, no break.
+step = torch.compile(lambda: binary_cross_entropy(features @ weights, labels), fullgraph=True, backend="eager")
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", "Dynamo detected a call to a `functools.lru_cache`")  # on SciPy's own code
+    warnings.filterwarnings("ignore", "torch.asarray: unspecified requires_grad")  # torch 2.13, inside SciPy
+    first = step().item()
+    for _ in range(50):
+        optimizer.zero_grad()
+        loss = step()
+        loss.backward()  # the gradient flows through SciPy's own torch code
+        optimizer.step()
+
+print(f"path: {ac.explain(special.expit).path}; loss {first:.3f} -> {loss.item():.3f}")
+assert loss.item() < first / 2 and weights.grad is not None

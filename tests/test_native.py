@@ -1,0 +1,211 @@
+"""``torchify(module, native=...)``: SciPy's own torch path where SciPy declares one.
+
+SciPy's array API mode is read when SciPy is imported, so the tests that need it run in a
+process of their own with ``SCIPY_ARRAY_API=1`` (``test_scipy_s_array_api_mode``, which runs
+this file there); the suite's own process checks what holds with the mode off.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.fft
+import scipy.linalg
+import scipy.ndimage
+import scipy.signal
+import scipy.special
+import scipy.stats
+import torch
+
+import autoconvert as ac
+from autoconvert._adapters._scipy import _array_api
+from autoconvert._adapters._table import adapter_for
+from autoconvert._front._native import NativeFunction
+
+MODE = os.environ.get("SCIPY_ARRAY_API") == "1"
+#: SciPy 1.15 and later declare their functions' torch paths (feature-detected, as the adapter does).
+DECLARES = _array_api() is not None
+in_mode = pytest.mark.skipif(
+    not (MODE and DECLARES), reason="needs SciPy's array API mode, in a SciPy that declares its torch paths"
+)
+MODULES = (scipy.special, scipy.stats, scipy.fft, scipy.signal, scipy.ndimage, scipy.linalg)
+# torch 2.13's asarray, called by SciPy's torch code (array-api-compat) on a tensor that requires grad.
+pytestmark = pytest.mark.filterwarnings("ignore:torch.asarray. unspecified requires_grad:UserWarning")
+
+
+@pytest.mark.slow
+def test_scipy_s_array_api_mode() -> None:
+    """This file's tests that need SciPy's array API mode, in a process with it on."""
+    if MODE:
+        pytest.skip("this is that process")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--no-cov"],
+        env={**os.environ, "SCIPY_ARRAY_API": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "this is that process" in done.stdout  # -ra lists the skips
+    if DECLARES:  # every test of the mode ran there
+        assert "needs SciPy's array API mode" not in done.stdout, done.stdout
+
+
+# --------------------------------------------------------------------------- either way
+
+
+def test_native_takes_auto_true_or_false() -> None:
+    with pytest.raises(ValueError) as raised:
+        ac.torchify(scipy.special, native="yes")
+    assert str(raised.value) == (
+        "autoconvert.torchify(): native= takes 'auto' (a library's own torch path where it has one), True "
+        "(that path only) or False (always convert), got 'yes'"
+    )
+
+
+def test_native_true_takes_a_module_whose_library_has_a_torch_path() -> None:
+    with pytest.raises(TypeError) as raised:
+        ac.torchify(np.random.Generator, native=True)
+    assert str(raised.value) == (
+        "autoconvert.torchify(native=True) takes a module, whose functions its library may run on torch tensors "
+        "itself; got type <class 'numpy.random._generator.Generator'>. Fix: torchify it without native=True"
+    )
+    with pytest.raises(ValueError) as refused:
+        ac.torchify(np, native=True)
+    assert str(refused.value) == (
+        "autoconvert.torchify(native=True): numpy has no torch path of its own: NumPy runs on NumPy arrays "
+        "only: it would convert a tensor itself, without its gradient"
+    )
+
+
+@pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
+def test_without_scipy_s_array_api_mode_auto_converts_and_true_says_how_to_turn_it_on() -> None:
+    view = ac.torchify(scipy.special)
+    assert not isinstance(view.logsumexp, NativeFunction) and ac.explain(view.logsumexp).path == "flat"
+    assert torch.equal(view.expit(torch.zeros(2)), torch.full((2,), 0.5))
+    with pytest.raises(ValueError) as raised:
+        ac.torchify(scipy.special, native=True)
+    assert str(raised.value) == (
+        "autoconvert.torchify(native=True): scipy.special has no torch path of its own: SciPy's array API mode "
+        "is off. Fix: set SCIPY_ARRAY_API=1 before SciPy is imported"
+    )
+
+
+# --------------------------------------------------------------------------- SciPy's array API mode on
+
+
+@in_mode
+def test_auto_hands_tensors_to_scipy_s_torch_path_and_gradients_flow() -> None:
+    """The functions the issue measured: SciPy's torch path keeps the graph; torchify by
+    conversion lost it (a GradientWarning, no grad_fn)."""
+    view = ac.torchify(scipy.special)
+    stats, fft = ac.torchify(scipy.stats), ac.torchify(scipy.fft)
+    x = torch.tensor([0.5, -1.0, 2.0, 0.25], dtype=torch.float64, requires_grad=True)
+    for value in (view.logsumexp(x), view.expit(x).sum(), view.gammaln(x.abs() + 1).sum(), stats.skew(x)):
+        assert isinstance(value, torch.Tensor) and value.grad_fn is not None
+    (grad,) = torch.autograd.grad(view.expit(x).sum(), x)
+    s = torch.sigmoid(x.detach())
+    assert torch.allclose(grad, s * (1 - s))
+    (grad,) = torch.autograd.grad(view.logsumexp(x), x)
+    assert torch.allclose(grad, torch.softmax(x.detach(), 0))
+    spectrum = fft.fft(x)
+    assert spectrum.dtype == torch.complex128 and spectrum.grad_fn is not None
+    assert isinstance(view.logsumexp, NativeFunction) and ac.explain(view.logsumexp).path == "native"
+
+
+@in_mode
+def test_auto_converts_calls_without_a_tensor_or_with_an_array_beside_one() -> None:
+    """SciPy's torch path takes tensors alone: plain values, arrays and a mix go the converting
+    way, and come back as tensors as every function of the view gives them."""
+    view = ac.torchify(scipy.special)
+    assert torch.equal(view.expit(0.0), torch.tensor(0.5, dtype=torch.float64))
+    assert torch.equal(view.expit(np.zeros(2)), torch.full((2,), 0.5, dtype=torch.float64))
+    mixed = view.logsumexp(torch.zeros(3, dtype=torch.float64), b=np.ones(3))
+    assert isinstance(mixed, torch.Tensor) and torch.allclose(mixed, torch.log(torch.tensor(3.0, dtype=torch.float64)))
+
+
+@in_mode
+def test_cpu_only_functions_convert_under_auto_and_are_refused_under_true() -> None:
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    signal = ac.torchify(scipy.signal)
+    assert not isinstance(signal.lfilter, NativeFunction)
+    assert torch.allclose(signal.lfilter([1.0], [1.0, -0.5], x), torch.tensor([1.0, 2.5, 4.25], dtype=torch.float64))
+    strict = ac.torchify(scipy.signal, native=True)
+    with pytest.raises(ValueError) as raised:
+        _ = strict.lfilter
+    assert str(raised.value) == (
+        "autoconvert.torchify(native=True): scipy.signal.lfilter has no torch path of SciPy's own: SciPy "
+        "declares it CPU-only: it converts a tensor to NumPy itself, without its gradient. Fix: native='auto' "
+        "converts where there is none"
+    )
+    with pytest.raises(ValueError, match=r"scipy\.linalg\.expm has no torch path of SciPy's own: SciPy declares "):
+        _ = ac.torchify(scipy.linalg, native=True).expm
+    assert isinstance(ac.torchify(scipy.special, native=True).expit, NativeFunction)
+
+
+@in_mode
+def test_native_false_converts_every_call() -> None:
+    view = ac.torchify(scipy.special, native=False)
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    assert not isinstance(view.expit, NativeFunction)
+    with pytest.warns(ac.GradientWarning):
+        assert view.expit(x).grad_fn is None
+
+
+@in_mode
+def test_the_native_path_compiles_with_no_graph_break_and_pickles() -> None:
+    view = ac.torchify(scipy.special)
+    x = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():  # dynamo's own notes on SciPy's code, not ours
+        warnings.simplefilter("ignore")
+        compiled = torch.compile(lambda t: view.expit(t).sum(), fullgraph=True, backend="eager")
+        out = compiled(x)
+    assert torch.allclose(out, torch.sigmoid(x).sum()) and out.grad_fn is not None
+    again = pickle.loads(pickle.dumps(view.expit))
+    assert isinstance(again, NativeFunction) and torch.equal(again(x.detach()), view.expit(x.detach()))
+
+
+def _native_functions() -> list[tuple[str, Any]]:
+    found = []
+    for module in MODULES:
+        adapter = adapter_for(module)
+        for name in sorted(dir(module)):
+            fn = getattr(module, name)
+            if name.startswith("_") or isinstance(fn, type) or not callable(fn):
+                continue
+            if adapter.torch_path(fn) is None:
+                found.append((f"{module.__name__}.{name}", fn))
+    return found
+
+
+@in_mode
+def test_scipy_s_torch_path_never_writes_into_its_inputs() -> None:
+    """The native path hands the caller's tensors over as they are, with none of the
+    conversion's guards (read-only arrays, writeback): checked, not assumed, on every
+    function SciPy runs natively in the modules above that takes one to three float tensors."""
+    checked = []
+    for name, fn in _native_functions():
+        for arity in (1, 2, 3):
+            args = [
+                torch.rand(6, dtype=torch.float64, generator=torch.Generator().manual_seed(i)) + 0.5
+                for i in range(arity)
+            ]
+            before = [a.clone() for a in args]
+            try:
+                with torch.no_grad(), np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # SciPy's own about the values (domain, precision)
+                    fn(*args)
+            except Exception:
+                continue
+            assert all(torch.equal(a, b) for a, b in zip(args, before, strict=True)), name
+            checked.append(name)
+            break
+    assert len(checked) >= 100, checked  # 116 with SciPy 1.17
