@@ -122,6 +122,28 @@ def test_auto_hands_tensors_to_scipy_s_torch_path_and_gradients_flow() -> None:
 
 
 @in_mode
+def test_stats_count_the_calls_each_path_takes() -> None:
+    view = ac.torchify(scipy.special)
+    with ac.stats() as counted:
+        view.expit(torch.zeros(2))
+        view.expit(torch.ones(2))
+        view.expit(0.5)  # no tensor: converted
+    assert counted["expit"].calls == 3 and counted["expit"].native == 2 and counted["expit"].converted == 1
+    assert repr(counted["expit"]).startswith("FunctionStats(calls=3, native=2, converted=1, shared=1,")
+    assert str(counted).splitlines()[0].split() == [
+        "function",
+        "calls",
+        "native",
+        "converted",
+        "shared",
+        "copied",
+        "conversion",
+        "in",
+        "function",
+    ]
+
+
+@in_mode
 def test_auto_converts_calls_without_a_tensor_or_with_an_array_beside_one() -> None:
     """SciPy's torch path takes tensors alone: plain values, arrays and a mix go the converting
     way, and come back as tensors as every function of the view gives them."""

@@ -172,7 +172,8 @@ class FunctionStats:
     and dtypes restored), "copy=True", "writeback", "check_writes". A ``batched`` function
     counts one call per batch (its one conversion) and the batch's ``samples``;
     ``batches_in_caller`` are batches that had an executor but ran in the caller's thread,
-    too small in all to pay for it."""
+    too small in all to pay for it. A torchified module's function on its library's own torch
+    path counts its calls, and in ``native`` those handed to that path as they are."""
 
     __slots__ = (
         "batches_in_caller",
@@ -182,12 +183,14 @@ class FunctionStats:
         "converted",
         "copies",
         "function_seconds",
+        "native",
         "samples",
         "shared",
     )
 
     def __init__(self) -> None:
         self.calls = 0
+        self.native = 0  #: of those, handed as they are to the library's own torch path (torchify's native=)
         self.samples = 0  #: run by ``batched`` calls
         self.batches_in_caller = 0
         self.converted = 0  #: values that changed library
@@ -205,8 +208,9 @@ class FunctionStats:
     def __repr__(self) -> str:
         copies = {cause: n for cause, n in self.copies.items() if n}
         batched = f"samples={self.samples}, batches_in_caller={self.batches_in_caller}, " if self.samples else ""
+        native = f"native={self.native}, " if self.native else ""
         return (
-            f"FunctionStats(calls={self.calls}, {batched}converted={self.converted}, shared={self.shared}, "
+            f"FunctionStats(calls={self.calls}, {native}{batched}converted={self.converted}, shared={self.shared}, "
             f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
             f"function_seconds={self.function_seconds:.6f})"
         )
@@ -259,6 +263,13 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
             counts.function_seconds += in_function
             counts.conversion_seconds += total - in_function
 
+    def add_native(self, name: str) -> None:
+        """Count one call of ``name`` handed to its library's own torch path."""
+        with self._lock:
+            counts = self._of(name)
+            counts.calls += 1
+            counts.native += 1
+
     def add_batch(self, name: str, samples: int, in_caller: bool) -> None:
         """Count one ``batched`` map of ``name``'s (its call is counted by ``add``)."""
         with self._lock:
@@ -297,11 +308,13 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     def __str__(self) -> str:
         causes = [c for c in CAUSES if any(f.copies[c] for f in self.functions.values())]
-        header = ["function", "calls", "converted", "shared", *causes, "copied", "conversion", "in function"]
+        native = ["native"] if any(f.native for f in self.functions.values()) else []
+        header = ["function", "calls", *native, "converted", "shared", *causes, "copied", "conversion", "in function"]
         rows = [
             [
                 name,
                 str(f.calls),
+                *(str(f.native) for _ in native),
                 str(f.converted),
                 str(f.shared),
                 *(str(f.copies[c]) for c in causes),
@@ -324,6 +337,13 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     def __repr__(self) -> str:
         return f"<autoconvert.stats: {self.calls} calls of {len(self.functions)} functions>"
+
+
+def count_native(name: str) -> None:
+    """Count a call of ``name`` handed to its library's own torch path into the active ``stats`` blocks."""
+    config = _ACTIVE.get()
+    for counter in config.counters if config is not None else ():
+        counter.add_native(name)
 
 
 def count_batch(name: str, samples: int, in_caller: bool) -> None:

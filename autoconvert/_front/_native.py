@@ -17,6 +17,9 @@ import numpy as np
 import torch
 
 from autoconvert._adapters._adapter import Adapter
+from autoconvert._calls._escape import compiling
+from autoconvert._calls._observe import count_native
+from autoconvert._calls._signature import function_name
 
 
 class NativeFunction:
@@ -27,6 +30,7 @@ class NativeFunction:
     def __init__(self, fn: Any, converting: Any) -> None:
         self.__wrapped__ = fn
         self.converting = converting
+        self.counted = function_name(fn).removesuffix("()")  # its name in stats() blocks
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -37,6 +41,8 @@ class NativeFunction:
             elif isinstance(value, np.ndarray):
                 return self.converting(*args, **kwargs)
         if holds:
+            if not compiling():  # dynamo must not trace the ContextVar read (see _escape)
+                count_native(self.counted)
             return self.__wrapped__(*args, **kwargs)
         return self.converting(*args, **kwargs)
 
