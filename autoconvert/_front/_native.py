@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from autoconvert._adapters._adapter import Adapter
+from autoconvert._calls._config import active
 from autoconvert._calls._escape import compiling
 from autoconvert._calls._observe import count_native
 from autoconvert._calls._signature import function_name
@@ -41,7 +42,8 @@ class NativeFunction:
             elif isinstance(value, np.ndarray):
                 return self.converting(*args, **kwargs)
         if holds:
-            if not compiling():  # dynamo must not trace the ContextVar read (see _escape)
+            # Counted in stats() blocks; dynamo must not trace the ContextVar read (see _escape).
+            if not compiling() and active() is not None:
                 count_native(self.counted)
             return self.__wrapped__(*args, **kwargs)
         return self.converting(*args, **kwargs)
