@@ -1,12 +1,15 @@
-"""SciPy's own torch-backend tests, run natively and through ``torchify``.
+"""SciPy's own torch-backend tests, run natively and through ``torchify``, two ways.
 
 SciPy tests its array-API support over backends (``SCIPY_ARRAY_API``, the ``xp`` fixture);
 its torch-backend tests say what a torch user expects of SciPy's functions. This script runs
 the installed SciPy's torch-backend tests for special, ndimage, signal, fft, stats and
-linalg twice: natively, and with every call the test code makes that carries a tensor sent
-through ``ac.torchify`` instead (SciPy's internal calls untouched). It prints, per module,
-the tests passing natively, those passing through torchify, and the differences, classified
-by their error.
+linalg three times: natively; with every call the test code makes that carries a tensor sent
+through ``ac.torchify(..., native=False)`` instead (SciPy's internal calls untouched), which
+converts every call; and through ``native="auto"``, which hands SciPy the tensors where
+SciPy has a torch path of its own and converts elsewhere. It prints, per module, the tests
+passing each way (of those passing natively), and the differences from the native run,
+classified by their error. ``--check`` fails on a difference no policy explains, and where
+the ``"auto"`` run passes fewer tests than the converting one.
 
     python -m benchmarks.conformance                  # every module (tens of minutes)
     python -m benchmarks.conformance --quick --check  # the subset CI runs (a minute)
@@ -223,14 +226,16 @@ def _carries(kind: type, value: Any, depth: int = 3) -> bool:
 # --------------------------------------------------------------------------- the script
 
 
-def _run(module: str, routed: bool, extra: list[str]) -> dict[str, tuple[str, str]]:
-    """Run ``scipy.<module>``'s torch-backend tests; ``{test: (outcome, error)}``."""
+def _run(module: str, routed: dict[str, Any] | None, extra: list[str]) -> dict[str, tuple[str, str]]:
+    """Run ``scipy.<module>``'s torch-backend tests, natively or (``routed``: torchify's
+    options) through torchify; ``{test: (outcome, error)}``."""
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         out = f.name
     env = {**os.environ, "SCIPY_ARRAY_API": '["torch"]', _OUT: out}
     env.pop(_ROUTE, None)
-    if routed:
+    if routed is not None:
         env[_ROUTE] = "1"
+        env[_OPTIONS] = json.dumps(routed)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), env.get("PYTHONPATH")]))
     scipy_dir = Path(__import__("scipy").__file__).parent
     target = [str(scipy_dir / module / extra[0]), *extra[1:]] if extra else [str(scipy_dir / module)]
@@ -257,13 +262,21 @@ def _kind(nodeid: str, error: str) -> str:
     return "unexplained: " + re.sub(r"'[^']*'|\"[^\"]*\"|[-+]?\d[\d.e+-]*", "…", error)[:110]
 
 
-def compare(module: str, extra: list[str]) -> dict[str, Any]:
-    native = _run(module, False, extra)
-    through = _run(module, True, extra)
+def compare(module: str, extra: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    """``module``'s tests run natively, then through torchify converting and with
+    ``native="auto"``: for each of those two, the tests passing (of those passing natively)
+    and the differences, classified (see ``_kind``)."""
+    native = _run(module, None, extra)
     passing = {k for k, (outcome, _) in native.items() if outcome == "passed"}
-    kept = {k for k in passing if through.get(k, ("missing", ""))[0] == "passed"}
-    differences = collections.Counter(_kind(k, through.get(k, ("missing", "not run"))[1]) for k in passing - kept)
-    return {"module": module, "native": len(passing), "torchify": len(kept), "differences": differences}
+    found: dict[str, Any] = {"module": module, "native": len(passing)}
+    for way, path in (("converting", False), ("auto", "auto")):
+        through = _run(module, {**options, "native": path}, extra)
+        kept = {k for k in passing if through.get(k, ("missing", ""))[0] == "passed"}
+        found[way] = len(kept)
+        found[f"{way} differences"] = collections.Counter(
+            _kind(k, through.get(k, ("missing", "not run"))[1]) for k in passing - kept
+        )
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail on a difference no policy explains")
     parser.add_argument("--options", default="{}", help="torchify's options, as JSON: '{\"callbacks\": true}'")
     options = parser.parse_args(argv)
-    os.environ[_OPTIONS] = options.options
+    given = json.loads(options.options)
     import numpy
     import scipy
     import torch
@@ -284,28 +297,34 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"SciPy {scipy.__version__}, NumPy {numpy.__version__}, torch {torch.__version__}; torchify {options.options}"
     )
-    print("| module | pass natively | pass through torchify | share | policies | unexplained |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| module | pass natively | converting: pass | share | policies | unexplained ", end="")
+    print("| native='auto': pass | share | policies | unexplained |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     results = []
     for module in options.modules or (QUICK if options.quick else MODULES):
-        found = compare(module, QUICK[module] if options.quick and module in QUICK else [])
+        found = compare(module, QUICK[module] if options.quick and module in QUICK else [], given)
         results.append(found)
-        share = found["torchify"] / found["native"] if found["native"] else 1.0
-        policies = sum(n for kind, n in found["differences"].items() if kind.startswith("policy"))
-        unexplained = sum(found["differences"].values()) - policies
-        row = f"| {module} | {found['native']} | {found['torchify']} | {share:.1%} | {policies} | {unexplained} |"
-        print(row, flush=True)
+        row = f"| {module} | {found['native']} "
+        for way in ("converting", "auto"):
+            share = found[way] / found["native"] if found["native"] else 1.0
+            differences = found[f"{way} differences"]
+            policies = sum(n for kind, n in differences.items() if kind.startswith("policy"))
+            row += f"| {found[way]} | {share:.1%} | {policies} | {sum(differences.values()) - policies} "
+        print(row + "|", flush=True)
     for found in results:
-        for kind, count in found["differences"].most_common():
-            print(f"{found['module']}: {count} x {kind}")
+        for way in ("converting", "auto"):
+            for kind, count in found[f"{way} differences"].most_common():
+                print(f"{found['module']} ({way}): {count} x {kind}")
     if options.check:
         failing = [
             f["module"]
             for f in results
-            if not f["native"] or any(k.startswith("unexplained") for k in f["differences"])
+            if not f["native"]
+            or any(k.startswith("unexplained") for way in ("converting", "auto") for k in f[f"{way} differences"])
+            or f["auto"] < f["converting"]
         ]
         if failing:
-            print(f"unexplained differences (or no test ran): {', '.join(failing)}")
+            print(f"unexplained differences, native='auto' behind converting, or no test ran: {', '.join(failing)}")
             return 1
     return 0
 

@@ -94,7 +94,7 @@ def test_signatures_show_every_option_with_its_type_and_default() -> None:
     ]  # fmt: skip
     assert options(ac.to_numpy) == ["copy", "grad", "nested", "sparse"]
     pair = {o for o in options(ac.accepts_numpy) + options(ac.returns_tensor) if o not in ("only", "exclude")}
-    assert set(options(ac.torchify)) == pair
+    assert options(ac.torchify)[0] == "native" and set(options(ac.torchify)) == {"native", *pair}  # its own first
     assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", *pair} - {"out_params"}
     assert set(options(ac.config)) == pair - {"out_params"}
     for decorator in (ac.accepts_numpy, ac.returns_tensor, ac.accepts_tensor, ac.returns_numpy, ac.adapt):

@@ -26,11 +26,13 @@ from autoconvert._calls._signature import function_name
 class NativeFunction:
     """``fn`` for a torchified module: a call whose arguments hold a tensor and no array goes
     to ``fn`` as it is (the library's own torch path); any other, to ``converting`` (the
-    torchified pair), which gives tensors back as for every other function of the view."""
+    torchified pair), which gives tensors back as for every other function of the view. It
+    pickles as the attribute ``name`` of ``view``, the torchified module it was read from."""
 
-    def __init__(self, fn: Any, converting: Any) -> None:
+    def __init__(self, fn: Any, converting: Any, view: Any, name: str) -> None:
         self.__wrapped__ = fn
         self.converting = converting
+        self.view, self.name = view, name
         self.counted = function_name(fn).removesuffix("()")  # its name in stats() blocks
         functools.update_wrapper(self, fn, updated=())
 
@@ -52,7 +54,7 @@ class NativeFunction:
         return f"<autoconvert native torch path of {self.__wrapped__!r}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return NativeFunction, (self.__wrapped__, self.converting)
+        return getattr, (self.view, self.name)
 
 
 def refused(adapter: Adapter, fn: Any, module: str, name: str) -> ValueError:

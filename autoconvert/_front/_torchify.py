@@ -15,6 +15,7 @@ from typing import Any, Unpack, cast
 
 import numpy as np
 
+from autoconvert._adapters._adapter import Adapter
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
 from autoconvert._calls._options import (
@@ -88,7 +89,7 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     return proxy(target, checked, None)
 
 
-def _only_native(target: Any, adapter: Any) -> None:
+def _only_native(target: Any, adapter: Adapter) -> None:
     """``native=True``'s checks of its target: a module, of a library whose own torch path is on."""
     if not isinstance(target, types.ModuleType):
         raise TypeError(
@@ -129,9 +130,10 @@ class _UfuncMethod:
         return self.pair
 
 
-def _view(value: Any, options: dict[str, Any], module: types.ModuleType, native: str | bool, name: str) -> Any:
-    """What a torchified ``module`` shows for its attribute ``name``, ``value``."""
-    package = module.__name__
+def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
+    """What a torchified module, ``view``, shows for its module's attribute ``name``, ``value``."""
+    own = view.__dict__
+    options, native, package = own["_autoconvert_options"], own["_autoconvert_native"], view.__name__
     if isinstance(value, types.ModuleType):
         return TorchifiedModule(value, options, native)
     if isinstance(value, type):
@@ -141,18 +143,19 @@ def _view(value: Any, options: dict[str, Any], module: types.ModuleType, native:
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
         converting = torchified_function(value, options, package, FunctionPlan)
-        return converting if native is False else _native(value, converting, module, native, name)
+        return converting if native is False else _native(value, converting, view, name)
     return value
 
 
-def _native(fn: Any, converting: Any, module: types.ModuleType, native: str | bool, name: str) -> Any:
-    """``fn``, a function of ``module``, on its library's own torch path where it has one (see
-    _native); else ``converting`` (its torchified pair), which ``native=True`` refuses."""
-    adapter = adapter_for(module)
+def _native(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
+    """``fn``, the function ``name`` of ``view``'s module, on its library's own torch path where
+    it has one (see _native); else ``converting`` (its torchified pair), which ``native=True``
+    refuses."""
+    adapter = adapter_for(view.__dict__["__wrapped__"])
     if adapter.torch_path(fn) is None:
-        return NativeFunction(fn, converting)
-    if native is True:
-        raise refused(adapter, fn, module.__name__, name)
+        return NativeFunction(fn, converting, view, name)
+    if view.__dict__["_autoconvert_native"] is True:
+        raise refused(adapter, fn, view.__name__, name)
     return converting
 
 
@@ -170,8 +173,7 @@ class TorchifiedModule(types.ModuleType, StandIn):
         value = getattr(self.__dict__["__wrapped__"], name)
         if name.startswith("_"):  # private and dunder names are the module's own business
             return value
-        own = self.__dict__
-        view = _view(value, own["_autoconvert_options"], own["__wrapped__"], own["_autoconvert_native"], name)
+        view = _view(value, self, name)
         # Cached: the next access is a plain attribute read. setdefault: threads that read a
         # fresh name at once all get the first view made, one wrapper with one state.
         return self.__dict__.setdefault(name, view)
