@@ -89,7 +89,12 @@ def test_native_true_takes_a_module_whose_library_has_a_torch_path() -> None:
 @pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
 def test_without_scipy_s_array_api_mode_auto_converts_and_true_says_how_to_turn_it_on() -> None:
     view = ac.torchify(scipy.special)
-    assert not isinstance(view.logsumexp, NativeFunction) and ac.explain(view.logsumexp).path == "flat"
+    assert not isinstance(view.logsumexp, NativeFunction) and ac.explain(view.logsumexp).path != "native"
+    assert ac.explain(view.logsumexp).notes == (
+        "SciPy's own torch path is not taken: SciPy's array API mode is off. Fix: set SCIPY_ARRAY_API=1 before "
+        "SciPy is imported",
+    )
+    assert ac.explain(ac.torchify(scipy.special, native=False).logsumexp).notes == ()  # nobody asked
     assert torch.equal(view.expit(torch.zeros(2)), torch.full((2,), 0.5))
     with pytest.raises(ValueError) as raised:
         ac.torchify(scipy.special, native=True)
@@ -159,6 +164,10 @@ def test_cpu_only_functions_convert_under_auto_and_are_refused_under_true() -> N
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     signal = ac.torchify(scipy.signal)
     assert not isinstance(signal.lfilter, NativeFunction)
+    assert ac.explain(signal.lfilter).notes == (
+        "SciPy's own torch path is not taken: SciPy declares it CPU-only: it converts a tensor to NumPy itself, "
+        "without its gradient",
+    )
     assert torch.allclose(signal.lfilter([1.0], [1.0, -0.5], x), torch.tensor([1.0, 2.5, 4.25], dtype=torch.float64))
     strict = ac.torchify(scipy.signal, native=True)
     with pytest.raises(ValueError) as raised:
@@ -193,6 +202,17 @@ def test_the_native_path_compiles_with_no_graph_break_and_pickles() -> None:
     assert torch.allclose(out, torch.sigmoid(x).sum()) and out.grad_fn is not None
     again = pickle.loads(pickle.dumps(view.expit))
     assert isinstance(again, NativeFunction) and torch.equal(again(x.detach()), view.expit(x.detach()))
+
+
+@in_mode
+@pytest.mark.gpu
+def test_the_native_path_keeps_the_tensors_device(accelerator: torch.device) -> None:
+    """SciPy's torch path computes on the tensor's device: no copy to the host and back."""
+    view = ac.torchify(scipy.special)
+    x = torch.linspace(-2.0, 2.0, 5, dtype=torch.float64, device=accelerator, requires_grad=True)
+    out = view.expit(x)
+    assert out.device == x.device and out.grad_fn is not None
+    assert torch.allclose(out.detach().cpu(), torch.sigmoid(x.detach().cpu()))
 
 
 def _native_functions() -> list[tuple[str, Any]]:

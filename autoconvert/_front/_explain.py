@@ -193,6 +193,7 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         path=path,
         why=why,
         source=_source(wrapper) if path == "flat" and block is None else None,
+        notes=tuple(filter(None, [getattr(plan, "native_because", None)])),  # a torchified module's function
     )
 
 

@@ -104,6 +104,10 @@ def _only_native(target: Any, adapter: Adapter) -> None:
 class FunctionPlan(ProxyingPlan):
     """The plan of a torchified module's function: a ufunc's methods convert as the ufunc does."""
 
+    #: Why the function converts rather than take its library's own torch path (``native="auto"``),
+    #: for ``explain``; None where nobody asked (``native=False``).
+    native_because: str | None = None
+
     def members(self, wrapped: Any) -> dict[str, Any]:
         if not isinstance(wrapped, np.ufunc):
             return {}
@@ -152,10 +156,12 @@ def _native(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
     it has one (see _native); else ``converting`` (its torchified pair), which ``native=True``
     refuses."""
     adapter = adapter_for(view.__dict__["__wrapped__"])
-    if adapter.torch_path(fn) is None:
+    why = adapter.torch_path(fn)
+    if why is None:
         return NativeFunction(fn, converting, view, name)
     if view.__dict__["_autoconvert_native"] is True:
         raise refused(adapter, fn, view.__name__, name)
+    converting._self_plan.native_because = f"{adapter.name}'s own torch path is not taken: {why}"
     return converting
 
 
