@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import CodeType
 from typing import Any
 
 import torch
@@ -12,7 +11,11 @@ import torch
 # ("Expected np.nditer base"). Whichever frame of ours dynamo starts tracing, the trace
 # reaches a Runner's call closure, where is_dynamo_compiling() is True: the call is routed
 # through a torch.compiler.disable'd function, a clean graph break, and the body runs
-# eagerly. Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
+# eagerly. A frame dynamo meets after a graph break, run by Python, it compiles only where
+# its locals hold a tensor or its code reads torch's module by name; it skips the others (and
+# from then on their code) and compiles their callees, past the escape. So a frame a call
+# enters first with plain values (a torchified object's method: ``norm(0.0, 2.0)``) reads
+# ``torch.compiler.is_dynamo_compiling`` through the module. Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
 # one is a bare `return False`, the cheaper (benchmarks, micro: "the compile check").
 compiling = torch.compiler.is_dynamo_compiling
 # numpy_op asks a wider question: is any tracer building a graph (dynamo, or torch.export's
@@ -35,10 +38,3 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
         _opaque_call = torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call]
     return _opaque_call(call, *args, **kwargs)
 
-
-def own_code(code: CodeType) -> CodeType:
-    """A copy of ``code``, for a function that must not share what dynamo decides about it:
-    dynamo marks a code object to skip once a frame of it ran without tensors, and a frame it
-    then skips runs eagerly, its callees traced without the compile escape's protection (a
-    torchified object's method called with tensors after another's without)."""
-    return code.replace()

@@ -19,7 +19,7 @@ import wrapt
 
 from autoconvert._pickling import by_reference, locate, resolve, unwrap
 
-from ._escape import compiling, opaque, own_code
+from ._escape import opaque
 from ._plan import Plan
 
 
@@ -160,13 +160,12 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             stands_in = plan.stands_in  # the function is called on the object the instance stands in for
 
             def method(instance: Any, *args: Any, **kwargs: Any) -> Any:
-                if compiling():  # pragma: no cover - under dynamo, which must not read a stand-in's attributes
+                # Read through torch's module, before any attribute of a stand-in (see _escape).
+                if torch.compiler.is_dynamo_compiling():  # pragma: no cover - under dynamo
                     return opaque(method, instance, *args, **kwargs)
                 bound = types.MethodType(wrapped, instance.__wrapped__ if stands_in else instance)
                 return call(bound, instance, args, kwargs)
 
-            if stands_in:  # a code object of its own: see _escape.own_code
-                method.__code__ = own_code(method.__code__)
             functools.update_wrapper(method, wrapped)  # named as the function, as the flat method form is
 
             members["_self_method"] = staticmethod(method)

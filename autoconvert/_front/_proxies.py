@@ -439,6 +439,8 @@ def _holding(held: Any, name: str) -> Callable[..., Any]:
     call, wrapped = held._self_plan.default.call, held.__wrapped__
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_dynamo_compiling():  # pragma: no cover - read through torch's module (see _escape)
+            return opaque(method, self, *args, **kwargs)
         return call(wrapped, self, args, kwargs)
 
     method.__name__ = method.__qualname__ = name
