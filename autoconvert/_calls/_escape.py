@@ -37,4 +37,3 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
     if _opaque_call is None:
         _opaque_call = torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call]
     return _opaque_call(call, *args, **kwargs)
-
