@@ -1,5 +1,5 @@
-"""A loss built from SciPy's special functions, trained with gradients and compiled as one
-graph: SciPy runs them on torch tensors itself in its array API mode, and
+"""A loss built from SciPy's special functions, trained with gradients and compiled: SciPy
+runs them on torch tensors itself in its array API mode, and
 ``torchify(scipy.special)`` hands them the tensors as they are (``native="auto"``, the
 default), converting only for functions SciPy has no torch path for.
 
@@ -38,11 +38,14 @@ labels = (features @ torch.tensor([2.0, -1.0, 0.5], dtype=torch.float64) > 0).do
 weights = torch.zeros(3, dtype=torch.float64, requires_grad=True)
 optimizer = torch.optim.SGD([weights], lr=1.0)
 
-# fullgraph=True: SciPy's torch code and autoconvert's hand-over trace as one graph, no break.
-step = torch.compile(lambda: binary_cross_entropy(features @ weights, labels), fullgraph=True, backend="eager")
+# The hand-over adds no graph break: where dynamo traces SciPy's own torch code whole (SciPy 1.17
+# with torch 2.13), fullgraph=True holds too.
+step = torch.compile(lambda: binary_cross_entropy(features @ weights, labels), backend="eager")
 with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", "Dynamo detected a call to a `functools.lru_cache`")  # on SciPy's own code
-    warnings.filterwarnings("ignore", "torch.asarray: unspecified requires_grad")  # torch 2.13, inside SciPy
+    # dynamo's and torch's own notes while they trace SciPy's code (lru_cache calls, torch.asarray's
+    # requires_grad default, .grad of non-leaf tensors): a lost gradient would fail below instead.
+    warnings.simplefilter("ignore", UserWarning)
+    warnings.filterwarnings("ignore", "Guards may run slower on Python 3.13.0", RuntimeWarning)  # dynamo's
     first = step().item()
     for _ in range(50):
         optimizer.zero_grad()
