@@ -618,14 +618,25 @@ def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
 
 
 def _gpu_several(device: torch.device, settings: Settings) -> list[Row]:
-    """Four arguments: their transfers queued together and one wait, against one .cpu() each."""
+    """1, 4 and 16 arguments of 16 MiB, then a round trip with the result back on the device."""
     mib = 16
-    tensors = [torch.rand(mib * 2**20 // 4, device=device) for _ in range(4)]
+    rows = [row for count in (1, 4, 16) for row in _gpu_arguments(device, count, mib, settings)]
+    return rows + _gpu_round_trip(device, mib, settings)
+
+
+def _gpu_arguments(device: torch.device, count: int, mib: int, settings: Settings) -> list[Row]:
+    """``count`` arguments: their transfers queued together and one wait, against ``.cpu().numpy()``
+    each and against the pinned bandwidth (a ``copy_`` into pinned memory per tensor, one wait)."""
+    tensors = [torch.rand(mib * 2**20 // 4, device=device) for _ in range(count)]
+    pinned = [torch.empty(t.shape, pin_memory=True) for t in tensors]
     take = ac.accepts_numpy(lambda *arrays: len(arrays))
     rows = compare(
-        f"4 GPU tensor arguments -> NumPy, {mib} MiB each",
-        ".cpu().numpy() each",
+        f"{count} GPU tensor argument{'s' * (count > 1)} -> NumPy, {mib} MiB each",
+        "pinned copy_ each",
         {
+            "pinned copy_ each": _synced(
+                device, lambda: [p.copy_(t, non_blocking=True) for p, t in zip(pinned, tensors, strict=True)]
+            ),
             ".cpu().numpy() each": _synced(device, lambda: [t.cpu().numpy() for t in tensors]),
             "autoconvert": _synced(device, lambda: take(*tensors)),
         },
@@ -633,9 +644,27 @@ def _gpu_several(device: torch.device, settings: Settings) -> list[Row]:
         settings["target_s"],
     )
     for row in rows:
-        row.extra["GiB_per_s"] = 4 * mib / 1024 / (row.median_us / 1e6)
+        row.extra["GiB_per_s"] = count * mib / 1024 / (row.median_us / 1e6)
         row.note = f"{row.extra['GiB_per_s']:,.1f} GiB/s"
     return rows
+
+
+def _gpu_round_trip(device: torch.device, mib: int, settings: Settings) -> list[Row]:
+    """A NumPy function on a GPU tensor, its result restored to the tensor's device."""
+    t = torch.rand(mib * 2**20 // 4, device=device)
+    negate = ac.returns_tensor(ac.accepts_numpy(np.negative))
+    return compare(
+        f"GPU tensor through np.negative and back, {mib} MiB",
+        "torch.from_numpy(f(t.cpu().numpy())).to(t.device)",
+        {
+            "torch.from_numpy(f(t.cpu().numpy())).to(t.device)": _synced(
+                device, lambda: torch.from_numpy(np.negative(t.cpu().numpy())).to(t.device)
+            ),
+            "autoconvert": _synced(device, lambda: negate(t)),
+        },
+        settings["copy_repeats"],
+        settings["target_s"],
+    )
 
 
 def plain_functions(settings: Settings) -> list[Row]:

@@ -22,9 +22,8 @@ def _accelerators() -> list[torch.device]:
     """Devices to run GPU tests on: AUTOCONVERT_TEST_DEVICE if set (and it must work), else any found."""
     named = os.environ.get("AUTOCONVERT_TEST_DEVICE")
     if named:
-        device = torch.device(named)
-        try:
-            torch.ones(1, device=device).cpu()
+        try:  # "cuda" names the current GPU: tests compare against the device tensors land on
+            device = torch.ones(1, device=torch.device(named)).device
         except Exception as e:  # a named device that can't be used is a failure, never a skip
             raise pytest.UsageError(f"AUTOCONVERT_TEST_DEVICE={named!r} cannot be used: {e}") from e
         return [device]
@@ -50,6 +49,13 @@ def pytest_configure(config: pytest.Config) -> None:
         import autoconvert._calls._spec
 
         autoconvert._calls._spec.enabled = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that takes the accelerator is a GPU test (``-m gpu`` selects them all)."""
+    for item in items:
+        if "accelerator" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gpu)
 
 
 # torch warns once per process when the first complex32 tensor is made. The strategies

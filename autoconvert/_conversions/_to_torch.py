@@ -285,16 +285,17 @@ def _slow_array_to_tensor(
         return torch.from_numpy(fix), True
     if copy is False:
         raise _needs_copy_array(a, fix)
-    if device is CPU:
-        copied("layout", a, plain.nbytes)
-    else:  # torch.tensor() or .to() copies it to the device in one step
-        crossing(a, plain.nbytes, CPU, device, lambda: describe_array(a))
     if not plain.dtype.isnative or not plain.flags.aligned or any(s < 0 for s in plain.strides):
         # torch.tensor() refuses byte-swapped and negatively strided arrays, and crashes on
         # unaligned complex ones (pytorch#190043): NumPy makes the one (aligned, native,
-        # positively strided) copy, and torch shares it.
+        # positively strided) copy on the host, and torch shares it (the caller moves it).
+        copied("layout", a, plain.nbytes)
         fresh = np.array(plain, dtype=plain.dtype.newbyteorder("="), order="K", copy=True)
         return torch.from_numpy(fresh), False
+    if device is CPU:
+        copied("layout", a, plain.nbytes)
+    else:  # torch.tensor() copies it to the device in one step
+        crossing(a, plain.nbytes, CPU, device, lambda: describe_array(a))
     # Read-only or broadcast: torch.tensor() copies straight to the target device and
     # dtype, with no host copy first and no "not writable" warning.
     dtype = NUMPY_TO_TORCH[plain.dtype]
