@@ -1,9 +1,9 @@
-"""``python -m benchmarks [--quick] [--json PATH] [--results]``: ratios to the hand-written idiom.
+"""``python -m benchmarks [--quick] [--json PATH] [--results [PATH]]``: ratios to the hand-written idiom.
 
 Every case runs its contenders interleaved in this one process and reports medians as
 ratios to the case's baseline. ``--quick`` (CI's smoke run) finishes in well under a
-minute on 2 cores; ``--results`` rewrites benchmarks/RESULTS.md with the table and the
-machine it ran on.
+minute on 2 cores; ``--results`` rewrites benchmarks/RESULTS.md (or the file named) with
+the table and the machine it ran on.
 """
 
 from __future__ import annotations
@@ -69,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller copies: a smoke run")
     parser.add_argument("--json", type=pathlib.Path, default=pathlib.Path("benchmarks/results.json"))
-    parser.add_argument("--results", action="store_true", help="rewrite benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--results",
+        nargs="?",
+        type=pathlib.Path,
+        const=pathlib.Path(__file__).with_name("RESULTS.md"),
+        help="write the table and the machine to this Markdown file (default benchmarks/RESULTS.md)",
+    )
     parser.add_argument("--case", choices=sorted(CASES), action="append", help="run only these cases")
     args = parser.parse_args(argv)
 
@@ -88,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.results:
         described = ", ".join(f"{k} {v}" for k, v in info.items())
-        pathlib.Path(__file__).with_name("RESULTS.md").write_text(
+        args.results.write_text(
             "# Benchmark results\n\n"
             f"Machine: {described}.\n\n"
             f"Produced by `python -m benchmarks{' --quick' if args.quick else ''} --results`: medians of "

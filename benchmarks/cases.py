@@ -667,6 +667,50 @@ def _gpu_round_trip(device: torch.device, mib: int, settings: Settings) -> list[
     )
 
 
+def gpu_resident(settings: Settings) -> list[Row]:
+    """SciPy on a 128^3 CUDA volume: CuPy on the tensor's memory (torchify's array_module="auto")
+    against the host round trip (array_module="numpy") and the hand-written ``.cpu().numpy()``."""
+    if not torch.cuda.is_available() or importlib.util.find_spec("cupy") is None:
+        return []
+    import scipy.ndimage
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    volume = torch.rand(128, 128, 128, device=device)
+    mask = volume > 0.01
+    on_gpu, on_host = ac.torchify(scipy.ndimage), ac.torchify(scipy.ndimage, array_module="numpy")
+    rows = []
+    for label, name, args in (
+        ("distance_transform_edt", "distance_transform_edt", (mask,)),
+        ("gaussian_filter, sigma 2", "gaussian_filter", (volume, 2.0)),
+    ):
+        scipy_fn, host, resident = getattr(scipy.ndimage, name), getattr(on_host, name), getattr(on_gpu, name)
+        arrays = [a.cpu().numpy() if isinstance(a, torch.Tensor) else a for a in args]
+        assert torch.allclose(resident(*args).cpu(), torch.from_numpy(scipy_fn(*arrays)), atol=1e-4)
+        case = compare(
+            f"{label}, 128^3 on the GPU",
+            "hand-written .cpu().numpy()",
+            {
+                "hand-written .cpu().numpy()": _synced(
+                    device,
+                    functools.partial(_by_hand, scipy_fn, args, device),
+                ),
+                "autoconvert, host path": _synced(device, functools.partial(host, *args)),
+                "autoconvert, CuPy on the tensor": _synced(device, functools.partial(resident, *args)),
+            },
+            max(3, settings["copy_repeats"] // 3),
+            settings["target_s"],
+        )
+        host_round_trip = case[1].median_us
+        case[2].note = f"{host_round_trip / case[2].median_us:,.1f}x faster than the host path"
+        rows += case
+    return rows
+
+
+def _by_hand(fn: Callable[..., Any], args: tuple[Any, ...], device: torch.device) -> torch.Tensor:
+    arrays = [a.cpu().numpy() if isinstance(a, torch.Tensor) else a for a in args]
+    return torch.from_numpy(fn(*arrays)).to(device)
+
+
 def plain_functions(settings: Settings) -> list[Row]:
     """``to_numpy``/``to_tensor`` in a loop (16 elements) against the idioms they replace."""
     t, a = torch.ones(16), np.ones(16, dtype=np.float32)
@@ -697,6 +741,7 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "scaling": batches.scaling,
     "breakdown": batches.breakdown,
     "gpu": gpu,
+    "gpu_resident": gpu_resident,
     "func": func_transforms,
     "micro": micro.micro,
     "native": native.native,

@@ -7,9 +7,11 @@ out=${1:-${OUT:-gpu-check}}
 mkdir -p "$out"
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 AUTOCONVERT_TEST_DEVICE=cuda
 status=0
-{ nvidia-smi -L; python3 -c "import torch, numpy, scipy; print('torch', torch.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__)"; } 2>&1 | tee "$out/machine.txt"
-pytest=(python3 -m pytest -o addopts= -ra -p no:cacheprovider -m gpu)
-"${pytest[@]}" tests 2>&1 | tee "$out/tests.log" || status=1
-SCIPY_ARRAY_API=1 "${pytest[@]}" tests/test_native.py 2>&1 | tee -a "$out/tests.log" || status=1
-python3 -m benchmarks --case gpu ${GPU_CHECK_CASES:-} --json "$out/gpu.json" 2>&1 | tee "$out/bench.log" || status=1
+{ nvidia-smi -L; python3 -c "import torch, numpy, scipy, importlib.util as u; print('torch', torch.__version__, 'numpy', numpy.__version__, 'scipy', scipy.__version__, 'cupy', u.find_spec('cupy') and __import__('cupy').__version__)"; } 2>&1 | tee "$out/machine.txt"
+pytest=(python3 -m pytest -o addopts= -ra -p no:cacheprovider)
+"${pytest[@]}" -m gpu tests 2>&1 | tee "$out/tests.log" || status=1
+SCIPY_ARRAY_API=1 "${pytest[@]}" -m gpu tests/test_native.py 2>&1 | tee -a "$out/tests.log" || status=1
+"${pytest[@]}" -m "not gpu" tests/test_cupy.py 2>&1 | tee -a "$out/tests.log" || status=1  # CuPy there, not here
+python3 -m benchmarks --case gpu --case gpu_resident --json "$out/gpu.json" --results "$out/RESULTS-gpu.md" \
+    2>&1 | tee "$out/bench.log" || status=1
 exit $status

@@ -146,7 +146,7 @@ class TestCopying:
         wrapped again with torchify's plan (its package kept), where copying raised TypeError."""
         import scipy.ndimage
 
-        gaussian = ac.torchify(scipy.ndimage).gaussian_filter
+        gaussian = ac.torchify(scipy.ndimage, array_module="numpy").gaussian_filter  # the converting pair
         for copy_of in (copy.copy, copy.deepcopy):
             twin = copy_of(gaussian)
             assert twin is not gaussian and type(twin._self_plan) is type(gaussian._self_plan)

@@ -25,7 +25,7 @@ def test_a_decorated_function_s_repr_names_the_function_and_the_options() -> Non
     assert repr(ac.accepts_numpy(smooth)) == f"<autoconvert accepts_numpy() of {smooth!r}>"
     pair = ac.returns_tensor(device="cpu")(ac.accepts_numpy(copy=True)(np.negative))
     assert repr(pair) == "<autoconvert accepts_numpy(copy=True), returns_tensor(device='cpu') of <ufunc 'negative'>>"
-    assert repr(ac.torchify(scipy.special).expit) == (
+    assert repr(ac.torchify(scipy.special, array_module="numpy").expit) == (
         "<autoconvert accepts_numpy(widen_float16=True, out_params=('out', 'output')), returns_tensor() "
         "of <ufunc 'expit'>>"
     )
@@ -94,7 +94,8 @@ def test_signatures_show_every_option_with_its_type_and_default() -> None:
     ]  # fmt: skip
     assert options(ac.to_numpy) == ["copy", "grad", "nested", "sparse"]
     pair = {o for o in options(ac.accepts_numpy) + options(ac.returns_tensor) if o not in ("only", "exclude")}
-    assert options(ac.torchify)[0] == "native" and set(options(ac.torchify)) == {"native", *pair}  # its own first
+    own = ["native", "array_module"]
+    assert options(ac.torchify)[:2] == own and set(options(ac.torchify)) == {*own, *pair}  # its own first
     assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", *pair} - {"out_params"}
     assert set(options(ac.config)) == pair - {"out_params"}
     for decorator in (ac.accepts_numpy, ac.returns_tensor, ac.accepts_tensor, ac.returns_numpy, ac.adapt):

@@ -95,8 +95,9 @@ def test_without_scipy_s_array_api_mode_auto_converts_and_true_says_how_to_turn_
         else "this SciPy declares no torch path of its own (SciPy's array API mode declares one)"
     )
     assert not isinstance(view.logsumexp, NativeFunction) and ac.explain(view.logsumexp).path != "native"
-    assert ac.explain(view.logsumexp).notes == (f"SciPy's own torch path is not taken: {off}",)
-    assert ac.explain(ac.torchify(scipy.special, native=False).logsumexp).notes == ()  # nobody asked
+    assert ac.explain(view.logsumexp).notes[0] == f"SciPy's own torch path is not taken: {off}"
+    unasked = ac.explain(ac.torchify(scipy.special, native=False).logsumexp).notes
+    assert not [note for note in unasked if note.startswith("SciPy's")]  # nobody asked
     assert torch.equal(view.expit(torch.zeros(2)), torch.full((2,), 0.5))
     with pytest.raises(ValueError) as raised:
         ac.torchify(scipy.special, native=True)
@@ -163,9 +164,9 @@ def test_cpu_only_functions_convert_under_auto_and_are_refused_under_true() -> N
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     signal = ac.torchify(scipy.signal)
     assert not isinstance(signal.lfilter, NativeFunction)
-    assert ac.explain(signal.lfilter).notes == (
+    assert ac.explain(signal.lfilter).notes[0] == (
         "SciPy's own torch path is not taken: SciPy declares it CPU-only: it converts a tensor to NumPy itself, "
-        "without its gradient",
+        "without its gradient"
     )
     assert torch.allclose(signal.lfilter([1.0], [1.0, -0.5], x), torch.tensor([1.0, 2.5, 4.25], dtype=torch.float64))
     strict = ac.torchify(scipy.signal, native=True)

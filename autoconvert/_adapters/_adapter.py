@@ -72,6 +72,10 @@ class Adapter:
     #: Options ``torchify`` gives the library's modules, classes and objects over the table's
     #: torchify defaults (the caller's win).
     torchify_defaults: Mapping[str, Any] = types.MappingProxyType({})
+    #: Functions of its CuPy-mirrored modules whose CuPy version is not taken, and why.
+    cupy_declined: Mapping[str, str] = types.MappingProxyType({})
+    #: Functions answering a Python scalar where CuPy's version answers a 0-d array.
+    python_results: frozenset[str] = frozenset()
 
     def claims(self, value: Any) -> bool:
         """Whether ``value`` is the library's where its module does not say so."""
@@ -108,6 +112,11 @@ class Adapter:
     def array_namespace(self, module: types.ModuleType) -> types.ModuleType | None:
         """The namespace to hand a function in place of the torch namespace ``module``
         (``xp=torch``), whose arrays it is handed; None where ``module`` is not the library's."""
+        return None
+
+    def cupy_module(self, module: str) -> str | None:
+        """The CuPy module mirroring the library's ``module`` (its functions of the same name on
+        CUDA memory, which a torchified module calls for CUDA tensors), or None."""
         return None
 
     def torch_mode(self) -> str | None:

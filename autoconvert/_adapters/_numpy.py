@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import numpy as np
 
 from ._adapter import Adapter
+
+
+def _python_results() -> frozenset[str]:
+    """The functions this NumPy answers with a Python bool or int, asked of it: np.count_nonzero
+    answers a Python int in some NumPy versions, a NumPy integer in others."""
+    one = np.ones(1)
+    asked = {"allclose": (one, one), "array_equal": (one, one), "array_equiv": (one, one), "count_nonzero": (one,)}
+    return frozenset(name for name, args in asked.items() if type(getattr(np, name)(*args)) in (bool, int))
 
 
 class NumPy(Adapter):
@@ -22,6 +31,21 @@ class NumPy(Adapter):
     read_only_views = frozenset({"as_strided", "broadcast_arrays", "broadcast_to", "sliding_window_view"})
     takes_read_only = True
     takes_arrays = True
+
+    # numpy.random is not mirrored: CuPy's generators draw other streams from the same seed.
+    _cupy_modules = types.MappingProxyType({"numpy": "cupy", "numpy.fft": "cupy.fft", "numpy.linalg": "cupy.linalg"})
+    # CuPy arrays have no read-only flag: a function that writes into its argument would write
+    # into the caller's tensor.
+    cupy_declined = types.MappingProxyType(
+        dict.fromkeys(
+            ("copyto", "fill_diagonal", "place", "put", "put_along_axis", "putmask"),
+            "it writes into an argument, and CuPy arrays cannot refuse writes",
+        )
+    )
+    python_results = _python_results()
+
+    def cupy_module(self, module: str) -> str | None:
+        return self._cupy_modules.get(module)
 
     def torch_mode(self) -> str:
         return "NumPy runs on NumPy arrays only: it would convert a tensor itself, without its gradient"

@@ -9,6 +9,10 @@ from typing import Any
 
 from ._adapter import Adapter
 
+#: The subpackages cupyx.scipy mirrors, as the CuPy path takes them (its sparse and stats follow
+#: other conventions: sparse matrices of its own, results of other types).
+_CUPY_MIRRORED = frozenset({"fft", "linalg", "ndimage", "signal", "special"})
+
 
 class SciPy(Adapter):
     name = "SciPy"
@@ -20,6 +24,10 @@ class SciPy(Adapter):
     takes_arrays = True
     # Most of SciPy rejects float16 ("array type not supported"): float32 in, float16 back.
     torchify_defaults = types.MappingProxyType({"widen_float16": True})
+
+    def cupy_module(self, module: str) -> str | None:
+        top = module.split(".")[1:2]
+        return f"cupyx.{module}" if top and top[0] in _CUPY_MIRRORED else None
 
     def torch_mode(self) -> str | None:
         api = _array_api()

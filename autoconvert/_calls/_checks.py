@@ -30,11 +30,13 @@ Rule = Callable[..., Any] | None  # numpy_op's backward= and jvp=
 Fake = Callable[..., Any] | str | tuple[str, ...]
 Seed = int | np.random.SeedSequence | None
 Native = Literal["auto"] | bool  # torchify's native=
+ArrayModule = Literal["auto", "numpy", "cupy"]  # torchify's array_module=
 
 SPARSE_KINDS = typing.get_args(Sparse)
 GRAD_MODES = typing.get_args(Grad)
 TRANSFER_POLICIES = typing.get_args(Transfers)
 VMAP_MODES = typing.get_args(Vmap)
+ARRAY_MODULES = typing.get_args(ArrayModule)
 
 
 def flag(value: object) -> bool:

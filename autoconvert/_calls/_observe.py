@@ -173,7 +173,9 @@ class FunctionStats:
     counts one call per batch (its one conversion) and the batch's ``samples``;
     ``batches_in_caller`` are batches that had an executor but ran in the caller's thread,
     too small in all to pay for it. A torchified module's function on its library's own torch
-    path counts its calls, and in ``native`` those handed to that path as they are."""
+    path counts its calls, and in ``native`` those handed to that path as they are. A torchified
+    function that CuPy runs on a CUDA tensor's memory counts in ``cupy`` the calls it ran there,
+    and in ``not_cupy`` why others with a CUDA tensor took the host path (reason: calls)."""
 
     __slots__ = (
         "batches_in_caller",
@@ -182,8 +184,10 @@ class FunctionStats:
         "conversion_seconds",
         "converted",
         "copies",
+        "cupy",
         "function_seconds",
         "native",
+        "not_cupy",
         "samples",
         "shared",
     )
@@ -191,6 +195,8 @@ class FunctionStats:
     def __init__(self) -> None:
         self.calls = 0
         self.native = 0  #: of those, handed as they are to the library's own torch path (torchify's native=)
+        self.cupy = 0  #: of those, run by CuPy on the CUDA tensors' own memory
+        self.not_cupy: dict[str, int] = {}  #: why calls with a CUDA tensor took the host path instead
         self.samples = 0  #: run by ``batched`` calls
         self.batches_in_caller = 0
         self.converted = 0  #: values that changed library
@@ -209,6 +215,8 @@ class FunctionStats:
         copies = {cause: n for cause, n in self.copies.items() if n}
         batched = f"samples={self.samples}, batches_in_caller={self.batches_in_caller}, " if self.samples else ""
         native = f"native={self.native}, " if self.native else ""
+        native += f"cupy={self.cupy}, " if self.cupy else ""
+        native += f"not_cupy={self.not_cupy}, " if self.not_cupy else ""
         return (
             f"FunctionStats(calls={self.calls}, {native}{batched}converted={self.converted}, shared={self.shared}, "
             f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
@@ -270,6 +278,19 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
             counts.calls += 1
             counts.native += 1
 
+    def add_cupy(self, name: str) -> None:
+        """Count one call of ``name`` that CuPy ran on its CUDA tensors' memory."""
+        with self._lock:
+            counts = self._of(name)
+            counts.calls += 1
+            counts.cupy += 1
+
+    def add_not_cupy(self, name: str, reason: str) -> None:
+        """Count why a call of ``name`` with a CUDA tensor took the host path (its call is counted by ``add``)."""
+        with self._lock:
+            reasons = self._of(name).not_cupy
+            reasons[reason] = reasons.get(reason, 0) + 1
+
     def add_batch(self, name: str, samples: int, in_caller: bool) -> None:
         """Count one ``batched`` map of ``name``'s (its call is counted by ``add``)."""
         with self._lock:
@@ -308,13 +329,13 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     def __str__(self) -> str:
         causes = [c for c in CAUSES if any(f.copies[c] for f in self.functions.values())]
-        native = ["native"] if any(f.native for f in self.functions.values()) else []
+        native = [path for path in ("native", "cupy") if any(getattr(f, path) for f in self.functions.values())]
         header = ["function", "calls", *native, "converted", "shared", *causes, "copied", "conversion", "in function"]
         rows = [
             [
                 name,
                 str(f.calls),
-                *(str(f.native) for _ in native),
+                *(str(getattr(f, path)) for path in native),
                 str(f.converted),
                 str(f.shared),
                 *(str(f.copies[c]) for c in causes),
@@ -344,6 +365,20 @@ def count_native(name: str) -> None:
     config = _ACTIVE.get()
     for counter in config.counters if config is not None else ():
         counter.add_native(name)
+
+
+def count_cupy(name: str) -> None:
+    """Count a call of ``name`` that CuPy ran on its CUDA tensors into the active ``stats`` blocks."""
+    config = _ACTIVE.get()
+    for counter in config.counters if config is not None else ():
+        counter.add_cupy(name)
+
+
+def count_not_cupy(name: str, reason: str) -> None:
+    """Count why a call of ``name`` with a CUDA tensor took the host path into the active ``stats`` blocks."""
+    config = _ACTIVE.get()
+    for counter in config.counters if config is not None else ():
+        counter.add_not_cupy(name, reason)
 
 
 def count_batch(name: str, samples: int, in_caller: bool) -> None:

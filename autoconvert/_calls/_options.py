@@ -23,9 +23,11 @@ import torch
 
 from . import _checks as checks
 from ._checks import (
+    ARRAY_MODULES,
     GRAD_MODES,
     TRANSFER_POLICIES,
     VMAP_MODES,
+    ArrayModule,
     DeviceLike,
     DtypeLike,
     Fake,
@@ -252,6 +254,12 @@ class TorchifySettings:
         "SciPy's own torch path, tensors as they are: 'auto' (where it has one), True, or False",
         checks.native,
     )
+    array_module: ArrayModule = _option(
+        "auto",
+        "torchify",
+        "CUDA tensors' calls on CuPy: 'auto' (where it mirrors the function), 'numpy' (never), 'cupy'",
+        checks.one_of(ARRAY_MODULES),
+    )
 
 
 #: The tables, in the docs' order: a side's options, then each taker's own.
@@ -417,3 +425,4 @@ class TorchifyOptions(PairOptions, total=False):
     """The options of ``torchify``: a pair's, and its own."""
 
     native: Native
+    array_module: ArrayModule

@@ -23,6 +23,7 @@ from autoconvert._conversions._describe import GENERATED
 from ._adapt import AdaptPlan
 from ._batched import Batched
 from ._caps import has_threadpoolctl
+from ._cupy import CupyFunction
 from ._executors import Threads
 from ._native import NativeFunction
 from ._ops import _Op
@@ -50,8 +51,9 @@ class Explanation:
         after: what runs after the function returns (or raises), if anything.
         path: ``"flat"`` (the call generated for this plan), ``"generic"`` (the plan
             interpreted), ``"native"`` (a torchified module's function its library runs on
-            torch tensors itself: see ``torchify``'s ``native``), or ``"per function"`` (a
-            torchified module, class or object).
+            torch tensors itself: see ``torchify``'s ``native``), ``"cupy"`` (CuPy's version
+            of it on a CUDA tensor's memory: see ``torchify``'s ``array_module``), or ``"per
+            function"`` (a torchified module, class or object).
         why: why that call runs.
         source: the flat call's generated source (None for the generic call).
         notes: how the function was made, where more than decorators made it (torchify,
@@ -138,6 +140,8 @@ def explain(func: Any) -> Explanation:
         return _batched(func)
     if isinstance(func, NativeFunction):
         return _native(func)
+    if isinstance(func, CupyFunction):
+        return _cupy(func)
     options = view_options(func)
     if options is not None:
         return _torchified(func, options)
@@ -193,7 +197,7 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         path=path,
         why=why,
         source=_source(wrapper) if path == "flat" and block is None else None,
-        notes=tuple(filter(None, [getattr(plan, "native_because", None)])),  # a torchified module's function
+        notes=getattr(plan, "not_taken", ()),  # a torchified module's function
     )
 
 
@@ -207,6 +211,49 @@ def _native(func: NativeFunction) -> Explanation:
         f"torch.compile). Any other call takes the converting call: {converting.path}. {converting.why}"
     )
     return dataclasses.replace(converting, path="native", why=why, source=None)
+
+
+_ON_CUPY = (
+    "A call whose tensors all live on one CUDA device runs {twin} on their memory (DLPack, no copy, on torch's "
+    "current stream, allocating from torch's caching allocator); a result viewing an argument is copied. "
+)
+_CUPY_RESULTS = "CuPy arrays become tensors on their memory, in containers too"
+
+
+def _cupy(func: CupyFunction) -> Explanation:
+    """A torchified function whose CUDA calls CuPy runs: the converting pair's explanation (for
+    the calls CuPy does not take), with CuPy's path first; or a function written for CuPy."""
+    twin = func.resolved()
+    if twin is None:  # CuPy has no version after all: every call converts
+        converting = _wrapper(func.converting)
+        return dataclasses.replace(converting, notes=(*converting.notes, f"CuPy's path is not taken: {func.missing}"))
+    on_cupy = _ON_CUPY.format(twin=func.twin_name())
+    if func.converting is None:
+        return Explanation(
+            function=func.function,
+            made_by="torchify(array_module='cupy'): a function written for CuPy",
+            policies={},
+            explicit={},
+            configurable={},
+            config={},
+            arguments="a tensor on a CUDA device becomes a CuPy array on its memory; any other tensor, a NumPy "
+            "array or a tensor that requires grad raises ConversionError",
+            parameters=(),
+            result=_CUPY_RESULTS,
+            after=None,
+            path="cupy",
+            why=on_cupy,
+            source=None,
+        )
+    converting = _wrapper(func.converting)
+    others = (
+        "Any other call raises ConversionError (array_module='cupy')."
+        if func.strict
+        else "Any other call (a CPU tensor, a NumPy array or callable, a dtype CuPy lacks, a tensor that requires "
+        "grad, an out-parameter or overwrite_*=True) takes the converting call; stats() counts why. The "
+        f"converting call: {converting.path}. {converting.why}"
+    )
+    return dataclasses.replace(converting, path="cupy", why=on_cupy + others)  # the converting call's source
 
 
 def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:

@@ -8,6 +8,7 @@ builds an object whose methods take tensors and whose fitted arrays read back as
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import types
@@ -30,6 +31,7 @@ from autoconvert._calls._options import (
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
 from autoconvert._conversions._tree import StandIn
 
+from ._cupy import CupyFunction, installed, twin_of
 from ._native import NativeFunction, refused
 from ._proxies import (
     PLAIN_TYPES,
@@ -57,7 +59,12 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
             for a module's functions that SciPy runs on torch tensors itself (its array API
             mode, ``SCIPY_ARRAY_API=1``), ``"auto"`` hands a call's tensors to SciPy as they
             are (gradients kept, on their device), True refuses the other functions, False
-            converts every call.
+            converts every call. ``array_module``: where a call's tensors live on a CUDA
+            device, ``"auto"`` runs a module's function on CuPy's version of it (``cupyx.scipy``,
+            ``cupy``) on the tensors' own memory, where CuPy is installed and mirrors it, and
+            the host path otherwise; ``"numpy"`` always takes the host path; ``"cupy"`` takes a
+            function written for CuPy (or a module CuPy mirrors) and refuses calls that cannot
+            run there.
 
     Returns:
         (Typed ``Any``: what a view holds is only known when an attribute is read.) For a module, a module whose public callables take tensors and return tensors on
@@ -78,12 +85,15 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
     adapter = adapter_for(target)
+    written_for_cupy = own.array_module == "cupy" and _only_cupy(target, adapter, own.native)
     if own.native is True:
         _only_native(target, adapter)
     given = {**PAIR_DEFAULTS, **adapter.torchify_defaults, **checked}
     checked = {name: given[name] for name in DEFAULTS["torchify"] if name in given}  # in the table's order
+    if written_for_cupy:
+        return CupyFunction(target, lambda: (target, None), None, strict=True, explicit=checked, adapter=adapter)
     if isinstance(target, types.ModuleType):
-        return TorchifiedModule(target, checked, own.native)
+        return TorchifiedModule(target, checked, own.native, own.array_module)
     if isinstance(target, type):
         return TorchifiedClass(target, checked)
     return proxy(target, checked, None)
@@ -101,12 +111,31 @@ def _only_native(target: Any, adapter: Adapter) -> None:
         raise ValueError(f"autoconvert.torchify(native=True): {target.__name__} has no torch path of its own: {off}")
 
 
+def _only_cupy(target: Any, adapter: Adapter, native: str | bool) -> bool:
+    """``array_module="cupy"``'s checks of its target: CuPy installed, and a module CuPy mirrors
+    or a function (True: written for CuPy, called as it is)."""
+    where = "autoconvert.torchify(array_module='cupy')"
+    if native is True:
+        raise ValueError(f"{where}: native=True asks for SciPy's own torch path instead. Fix: pass one of them")
+    module = isinstance(target, types.ModuleType)
+    if module and adapter.cupy_module(target.__name__) is None:
+        raise ValueError(f"{where}: CuPy mirrors no function of {target.__name__}. Fix: torchify it without")
+    if not module and (isinstance(target, type) or not callable(target)):
+        raise TypeError(
+            f"{where} takes a module CuPy mirrors or a function written for CuPy; got {type(target).__name__} "
+            f"{target!r}. Fix: torchify it without array_module='cupy'"
+        )
+    if not installed():
+        raise ValueError(f"{where}: CuPy is not installed. Fix: install the CuPy package for your CUDA")
+    return not module
+
+
 class FunctionPlan(ProxyingPlan):
     """The plan of a torchified module's function: a ufunc's methods convert as the ufunc does."""
 
-    #: Why the function converts rather than take its library's own torch path (``native="auto"``),
-    #: for ``explain``; None where nobody asked (``native=False``).
-    native_because: str | None = None
+    #: Why the function converts rather than take another path (its library's own torch path,
+    #: CuPy's), for ``explain``.
+    not_taken: tuple[str, ...] = ()
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         if not isinstance(wrapped, np.ufunc):
@@ -139,7 +168,7 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
     own = view.__dict__
     options, native, package = own["_autoconvert_options"], own["_autoconvert_native"], view.__name__
     if isinstance(value, types.ModuleType):
-        return TorchifiedModule(value, options, native)
+        return TorchifiedModule(value, options, native, own["_autoconvert_array_module"])
     if isinstance(value, type):
         return value if issubclass(value, PLAIN_TYPES) else TorchifiedClass(value, options)
     if callable(value) and deferred_kind(value) in (None, GENERATOR_FUNCTION):  # coroutines pass through
@@ -147,7 +176,8 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
         converting = torchified_function(value, options, package, FunctionPlan)
-        return converting if native is False else _native(value, converting, view, name)
+        routed = converting if native is False else _native(value, converting, view, name)
+        return routed if routed is not converting else _on_cupy(value, converting, view, name)
     return value
 
 
@@ -161,19 +191,50 @@ def _native(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
         return NativeFunction(fn, converting, view, name)
     if view.__dict__["_autoconvert_native"] is True:
         raise refused(adapter, fn, view.__name__, name)
-    converting._self_plan.native_because = f"{adapter.name}'s own torch path is not taken: {why}"
+    converting._self_plan.not_taken += (f"{adapter.name}'s own torch path is not taken: {why}",)
+    return converting
+
+
+def _on_cupy(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
+    """``fn``, the function ``name`` of ``view``'s module, whose CUDA calls CuPy runs where it
+    mirrors the module (see _cupy); else ``converting``, which ``array_module="cupy"`` refuses."""
+    own = view.__dict__
+    mode, module = own["_autoconvert_array_module"], view.__name__
+    adapter = adapter_for(own["__wrapped__"])
+    why: str | None
+    if mode == "numpy" or adapter.cupy_module(module) is None:
+        why = "array_module='numpy'" if mode == "numpy" else f"CuPy mirrors no function of {module}"
+    elif not installed():
+        why = "CuPy is not installed"
+    else:
+        find = functools.partial(twin_of, adapter, module, name)
+        why = find()[1] if mode == "cupy" else None  # refused now, not at the first call
+        if why is None:
+            options = own["_autoconvert_options"]
+            return CupyFunction(
+                fn, find, converting, strict=mode == "cupy", explicit=options, adapter=adapter, view=view, name=name
+            )
+    if mode == "cupy":
+        raise ValueError(
+            f"autoconvert.torchify(array_module='cupy'): {module}.{name}: {why}. Fix: use the module "
+            "torchified without array_module='cupy' for it"
+        )
+    converting._self_plan.not_taken += (f"CuPy's path is not taken: {why}",)
     return converting
 
 
 class TorchifiedModule(types.ModuleType, StandIn):
     """A module whose public callables take and return tensors, wrapped on first access."""
 
-    def __init__(self, module: types.ModuleType, options: dict[str, Any], native: str | bool = "auto") -> None:
+    def __init__(
+        self, module: types.ModuleType, options: dict[str, Any], native: str | bool = "auto", array_module: str = "auto"
+    ) -> None:
         super().__init__(module.__name__, module.__doc__)
         # Stored in the instance __dict__ under names no module attribute can have.
         self.__dict__["__wrapped__"] = module
         self.__dict__["_autoconvert_options"] = options
         self.__dict__["_autoconvert_native"] = native  # see torchify's native=
+        self.__dict__["_autoconvert_array_module"] = array_module  # and array_module=
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.__dict__["__wrapped__"], name)
@@ -195,6 +256,7 @@ class TorchifiedModule(types.ModuleType, StandIn):
             self.__name__,
             self.__dict__["_autoconvert_options"],
             self.__dict__["_autoconvert_native"],
+            self.__dict__["_autoconvert_array_module"],
         )
 
 
@@ -211,8 +273,10 @@ def view_options(obj: Any) -> dict[str, Any] | None:
     return cast("dict[str, Any]", options)
 
 
-def _module_by_name(name: str, options: dict[str, Any], native: str | bool = "auto") -> TorchifiedModule:
-    return TorchifiedModule(importlib.import_module(name), options, native)
+def _module_by_name(
+    name: str, options: dict[str, Any], native: str | bool = "auto", array_module: str = "auto"
+) -> TorchifiedModule:
+    return TorchifiedModule(importlib.import_module(name), options, native, array_module)
 
 
 shows_options(torchify, [inspect.Parameter("target", inspect.Parameter.POSITIONAL_OR_KEYWORD)], "torchify")

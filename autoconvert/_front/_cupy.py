@@ -1,0 +1,386 @@
+"""CuPy on a CUDA tensor's own memory: a torchified function that never leaves the GPU.
+
+Where a call's tensors live on one CUDA device and CuPy is installed, a torchified module
+that CuPy mirrors (``scipy.ndimage`` as ``cupyx.scipy.ndimage``, ``numpy`` as ``cupy``: the
+adapter's ``cupy_module``) calls CuPy's function of the same name on the tensors' memory:
+DLPack, no copy, on torch's current stream, CuPy's allocations taken from torch's caching
+allocator (so the results' memory goes back to torch). Results come back as tensors on that
+memory; one that views an argument is copied, since a host-path result never aliases the
+caller's tensors. CuPy arrays have no read-only flag, so only calls that cannot write into
+an argument go: any out-parameter or ``overwrite_*=True`` takes the host path, as does a call
+with a CPU tensor, a NumPy array, a callable, a dtype CuPy lacks or a tensor that requires
+grad (``stats()`` counts each reason). ``array_module="cupy"`` makes that path the only one:
+a call that cannot take it raises, naming the argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import types
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from autoconvert._adapters._adapter import Adapter
+from autoconvert._calls._config import active
+from autoconvert._calls._escape import compiling
+from autoconvert._calls._observe import count_cupy, count_not_cupy
+from autoconvert._calls._signature import function_name
+from autoconvert._conversions._to_numpy import dtype_to_numpy
+from autoconvert._errors import ConversionError, message
+
+#: The torch dtypes CuPy has (bfloat16, complex32 and the float8s it lacks).
+CUPY_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        *(getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name)),
+    }
+)
+#: Values handed to CuPy as they are.
+_PLAIN = (int, float, complex, str, bytes, type(None), slice, types.EllipsisType, range, np.generic, np.dtype)
+#: Options under which a call must take the host path, with the value that lets it go.
+_ROUTED_ONLY_WITH = {"device": None, "dtype": None, "writeback": False, "check_writes": False}
+
+
+class Refusal(NamedTuple):
+    """Why a call does not go to CuPy: ``where`` (``argument x``), ``problem`` (also the
+    ``stats()`` reason), what was ``found`` and the ``fix``, for ``array_module="cupy"``'s error."""
+
+    where: str
+    problem: str
+    found: str
+    fix: str
+
+
+class Write(NamedTuple):
+    """An argument that asks the function to write into an argument where true: by name,
+    position (None: keyword-only) and default."""
+
+    name: str
+    position: int | None
+    default: Any
+
+
+_TRACED = Refusal(
+    "the call", "is being traced by torch.compile, which CuPy's path is not", "torch.compile", "call it eagerly"
+)
+
+
+@functools.cache
+def installed() -> bool:
+    """Whether CuPy can be imported, asked without importing it."""
+    return importlib.util.find_spec("cupy") is not None
+
+
+@functools.cache
+def _cupy() -> types.ModuleType:
+    return importlib.import_module("cupy")
+
+
+def twin_of(adapter: Adapter, module: str, name: str) -> tuple[Any, str | None]:
+    """CuPy's version of ``module.name``, or None and why there is none (imports CuPy)."""
+    mirror = adapter.cupy_module(module)
+    if mirror is None:
+        return None, f"CuPy mirrors no function of {module}"
+    if name in adapter.cupy_declined:
+        return None, f"CuPy's {name} is not taken: {adapter.cupy_declined[name]}"
+    try:
+        with warnings.catch_warnings():  # cupyx.scipy.signal's import warns of a CuPy feature it uses
+            warnings.filterwarnings("ignore", r"cupyx\.jit\.rawkernel is experimental", FutureWarning)
+            twin = getattr(importlib.import_module(mirror), name, None)
+    except ImportError as e:
+        return None, f"CuPy could not be imported ({e})"
+    if not callable(twin):
+        return None, f"{mirror} has no {name}"
+    return twin, None
+
+
+class CupyFunction:
+    """``fn`` whose CUDA calls run on CuPy's version of it, ``twin`` (resolved on the first
+    CUDA call by ``find``); every other call goes to ``converting``, the torchified pair, or
+    raises where ``strict`` (``array_module="cupy"``). It pickles as ``getattr(view, name)``
+    where read from a torchified module."""
+
+    def __init__(
+        self,
+        fn: Any,
+        find: Callable[[], tuple[Any, str | None]],
+        converting: Any,
+        *,
+        strict: bool,
+        explicit: dict[str, Any],
+        adapter: Adapter,
+        view: Any = None,
+        name: str = "",
+    ) -> None:
+        self.__wrapped__ = fn
+        self.converting = converting
+        self.find = find
+        self.twin: Any = None
+        self.missing: str | None = None  # why CuPy has no version of it, once asked
+        self.strict = strict
+        self.view, self.name = view, name
+        self.function = function_name(fn)
+        self.counted = self.function.removesuffix("()")  # its name in stats() blocks
+        self.python_results = name in adapter.python_results
+        self.mirror = adapter.cupy_module(view.__name__) if view is not None else None
+        self.out_params = tuple(explicit.get("out_params", ("out", "output")))
+        self.watched = {k: v for k, v in _ROUTED_ONLY_WITH.items() if k not in explicit}
+        self.widens = explicit.get("widen_float16")  # None: as a config block says (False outside any)
+        self.parameters, self.writes = _parameters(fn, adapter, self.out_params)
+        functools.update_wrapper(self, fn, updated=())
+
+    def __getattr__(self, name: str) -> Any:  # a ufunc's methods (tnp.add.outer) convert as the ufunc does
+        converting = self.__dict__.get("converting")
+        if name.startswith("__") or converting is None:
+            raise AttributeError(name)
+        return getattr(converting, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.strict and (compiling() or not _holds_cuda(args, kwargs)):
+            return self.converting(*args, **kwargs)
+        refusal, device = (_TRACED, None) if compiling() else self.refusal(args, kwargs)
+        if refusal is None:
+            twin = self.resolved()
+            if twin is None:
+                refusal = Refusal("the function", "has no CuPy version", self.missing or "", "")
+            else:
+                try:
+                    result = _on_device(twin, device, args, kwargs, self.python_results)  # type: ignore[arg-type]
+                except (TypeError, NotImplementedError) as e:  # CuPy's own refusal: the host path has it all
+                    if self.strict:
+                        raise
+                    refusal = Refusal("CuPy", f"refused the call ({type(e).__name__})", str(e), "")
+                else:
+                    config = active()
+                    if config is not None and config.counters:
+                        count_cupy(self.counted)
+                    return result
+        if self.strict:
+            raise ConversionError(message(self.function, refusal.where, refusal.problem, refusal.found, refusal.fix))
+        config = active()
+        if config is not None and config.counters:
+            count_not_cupy(self.counted, refusal.problem)
+        return self.converting(*args, **kwargs)
+
+    def twin_name(self) -> str:
+        """The name of CuPy's version as users know it (``cupyx.scipy.ndimage.gaussian_filter``)."""
+        return self.function if self.view is None else f"{self.mirror}.{self.name}"
+
+    def resolved(self) -> Any:
+        """CuPy's version of the function (None where it has none: see ``missing``), found once."""
+        if self.twin is None and self.missing is None:
+            self.twin, self.missing = self.find()
+        return self.twin
+
+    def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Refusal | None, torch.device | None]:
+        """Why this call cannot run on CuPy (None if it can), and the one CUDA device it would run on."""
+        config = active()
+        if config is not None:
+            for option, allowed in self.watched.items():
+                value = config.options.get(option, allowed)
+                if value != allowed:
+                    fix = "leave that option out of the block around this call"
+                    return Refusal("the config block", f"sets {option}={value!r}", f"{option}={value!r}", fix), None
+        for flag, position, default in self.writes:
+            wants = kwargs.get(flag, args[position] if position is not None and position < len(args) else default)
+            if default is None and wants is not None:  # an out-parameter passed by position
+                return _out_parameter(flag), None
+            if default is not None and wants:
+                fix = "leave it out: CuPy arrays cannot refuse writes, so the host path takes it"
+                return Refusal(f"argument {flag}", "asks it to write into an argument", f"{flag}={wants!r}", fix), None
+        widens = self.widens if self.widens is not None else bool(config and config.options.get("widen_float16"))
+        device: list[torch.device] = []
+        for i, value in enumerate(args):
+            where = self.parameters[i] if i < len(self.parameters) else f"argument {i}"
+            found = self.argument(where, value, device, widens)
+            if found is not None:
+                return found, None
+        for key, value in kwargs.items():
+            if key in self.out_params and value is not None:
+                return _out_parameter(key), None
+            found = self.argument(f"argument {key}", value, device, widens)
+            if found is not None:
+                return found, None
+        if not device:
+            fix = "move the tensors to a CUDA device (.cuda()), or torchify without array_module='cupy'"
+            return Refusal("the call", "has no tensor on a CUDA device", "no CUDA tensor", fix), None
+        return None, device[0]
+
+    def argument(self, where: str, value: Any, device: list[torch.device], widens: bool) -> Refusal | None:
+        """Why ``value`` cannot go to CuPy, recording the CUDA device of a tensor in ``device``;
+        float16 does not go where the host path ``widens`` it (its results' dtypes are the host's)."""
+        if isinstance(value, torch.Tensor):
+            return _tensor_refusal(where, value, device, widens)
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                found = self.argument(f"{where}[{i}]", item, device, widens)
+                if found is not None:
+                    return found
+            return None
+        if isinstance(value, (_PLAIN, torch.dtype)):
+            return None
+        if isinstance(value, np.ndarray):
+            problem, fix = "is a NumPy array: CuPy takes CUDA memory only", "pass it as a tensor on the same device"
+        elif callable(value):
+            problem, fix = "is a callable: CuPy's functions take CUDA arrays", "torchify without array_module='cupy'"
+        else:
+            problem, fix = "is a value CuPy's functions do not take", "pass tensors and plain values"
+        return Refusal(where, problem, type(value).__name__, fix)
+
+    def __repr__(self) -> str:
+        return f"<autoconvert CuPy path of {self.__wrapped__!r}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.view is None:
+            raise TypeError(f"{self!r} pickles only when read from a torchified module")
+        return getattr, (self.view, self.name)
+
+
+def _out_parameter(name: str) -> Refusal:
+    problem = "is an out-parameter, written through the host path"
+    return Refusal(f"argument {name}", problem, "an out-parameter", f"use the result, not {name}=")
+
+
+def _tensor_refusal(where: str, t: torch.Tensor, device: list[torch.device], widens: bool) -> Refusal | None:
+    if not t.is_cuda:
+        fix = "move it to a CUDA device (.cuda()), or torchify without array_module='cupy'"
+        return Refusal(where, "is not on a CUDA device", f"a tensor on {t.device}", fix)
+    if device and t.device != device[0]:
+        return Refusal(where, "is on another CUDA device", f"{t.device}, beside {device[0]}", "use one device")
+    device[:1] = [t.device]
+    if t.dtype not in CUPY_DTYPES:
+        return Refusal(where, f"has a dtype CuPy lacks ({t.dtype})", str(t.dtype), "cast it (.float())")
+    if widens and t.dtype == torch.float16:
+        fix = "pass widen_float16=False to compute in float16 on CuPy"
+        return Refusal(where, "is float16, which the host path widens to float32", "float16", fix)
+    if t.requires_grad:
+        fix = "detach it (.detach()), or give the function a gradient with autoconvert.numpy_op"
+        return Refusal(where, "requires grad: CuPy's functions have no gradient", "requires_grad=True", fix)
+    if t.layout is not torch.strided:
+        return Refusal(where, "is not a dense tensor", str(t.layout), "make it dense (.to_dense())")
+    if t.is_conj() or t.is_neg():
+        return Refusal(where, "has a lazy conjugate or negative bit", "a lazy view", "resolve it (.resolve_conj())")
+    return None
+
+
+def _holds_cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a CUDA tensor is among the arguments or the items of a list or tuple among them."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(value, torch.Tensor):
+            if value.is_cuda:
+                return True
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) and v.is_cuda for v in value):
+            return True
+    return False
+
+
+def _parameters(fn: Any, adapter: Adapter, out_params: tuple[str, ...]) -> tuple[list[str], list[Write]]:
+    """``fn``'s positional parameters as message paths, and the arguments that ask it to write
+    into an argument: ``overwrite_a=True``'s flags, and out-parameters passed by position (a
+    ufunc's outputs after its inputs)."""
+    if isinstance(fn, np.ufunc):
+        return [f"argument {i}" for i in range(fn.nin)], [Write("out", fn.nin, None)]
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return [], []
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    writes = [Write(o.flag, o.flag_position, o.default) for o in adapter.overwritten(fn) if o.flag is not None]
+    writes += [Write(n, positional.index(n), None) for n in out_params if n in positional]
+    return [f"argument {n}" for n in positional], writes
+
+
+def _on_device(twin: Any, device: torch.device, args: Any, kwargs: Any, python_results: bool) -> Any:
+    """``twin(*args, **kwargs)`` on ``device``, on torch's current stream and allocator, with
+    tensors as CuPy arrays on their memory; results back as tensors."""
+    cupy = _cupy()
+    inputs: list[torch.Tensor] = []
+    with cupy.cuda.Device(device.index), _stream(cupy, device), cupy.cuda.using_allocator(_torch_memory):
+        result = twin(*_to_cupy(args, inputs), **{k: _to_cupy(v, inputs) for k, v in kwargs.items()})
+        if python_results and isinstance(result, cupy.ndarray) and result.ndim == 0:
+            return result.item()  # NumPy's answer is a Python bool or int (np.allclose, np.count_nonzero)
+        return _to_torch(result, inputs, device)
+
+
+class _CudaStream:
+    """torch's stream as the CUDA stream protocol gives it (torch's own streams speak it only
+    from some version on)."""
+
+    def __init__(self, pointer: int) -> None:
+        self.pointer = pointer
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.pointer
+
+
+def _stream(cupy: Any, device: torch.device) -> Any:
+    """torch's current stream on ``device`` as a CuPy stream: through the CUDA stream protocol
+    (CuPy 14 on), else as CuPy's ``ExternalStream`` (deprecated from 14)."""
+    pointer = torch.cuda.current_stream(device).cuda_stream
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_CudaStream(pointer))
+    return cupy.cuda.ExternalStream(pointer, device.index)
+
+
+def _to_cupy(value: Any, inputs: list[torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        inputs.append(value)
+        return _cupy().from_dlpack(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_cupy(v, inputs) for v in value) if type(value) in (list, tuple) else value
+    if isinstance(value, torch.dtype):
+        return dtype_to_numpy(value)
+    return value
+
+
+def _to_torch(value: Any, inputs: list[torch.Tensor], device: torch.device) -> Any:
+    cupy = _cupy()
+    if isinstance(value, cupy.ndarray):
+        if any(s < 0 for s in value.strides):  # torch has no negative strides
+            value = cupy.ascontiguousarray(value)
+        t = torch.utils.dlpack.from_dlpack(value)
+        return t.clone() if any(_overlap(t, given) for given in inputs) else t
+    if isinstance(value, (np.ndarray, np.generic)):
+        return torch.as_tensor(value, device=device)
+    if isinstance(value, tuple):
+        items = [_to_torch(v, inputs, device) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, list):
+        return [_to_torch(v, inputs, device) for v in value]
+    if isinstance(value, dict):
+        return type(value)({k: _to_torch(v, inputs, device) for k, v in value.items()})
+    return value
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0, b0 = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+    return a0 < b0 + b.untyped_storage().nbytes() and b0 < a0 + a.untyped_storage().nbytes()
+
+
+def _torch_memory(size: int) -> Any:
+    """CuPy's allocator during a call: a block of torch's caching allocator on the current
+    device and stream, held by the CuPy memory (and so by the tensors made of it)."""
+    cupy = _cupy()
+    index = cupy.cuda.runtime.getDevice()
+    block = torch.empty(max(size, 1), dtype=torch.uint8, device=torch.device("cuda", index))
+    return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(block.data_ptr(), size, block, index), 0)
