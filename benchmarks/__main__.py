@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.results:
         described = ", ".join(f"{k} {v}" for k, v in info.items())
+        cases = "".join(f" --case {name}" for name in args.case or ())
         args.results.write_text(
             "# Benchmark results\n\n"
             f"Machine: {described}.\n\n"
-            f"Produced by `python -m benchmarks{' --quick' if args.quick else ''} --results`: medians of "
+            f"Produced by `python -m benchmarks{' --quick' if args.quick else ''}{cases} --results`: medians of "
             f"{settings['repeats']} interleaved batches per contender (copies: {settings['copy_repeats']}), "
             "ratios to each case's baseline measured in the same run.\n\n" + text + "\n"
         )

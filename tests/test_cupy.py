@@ -7,6 +7,7 @@ compared on both paths, with the guarantees the host path gives.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import pickle
 from typing import Any
@@ -22,7 +23,9 @@ import scipy.stats
 import torch
 
 import autoconvert as ac
-from autoconvert._front._cupy import CupyFunction
+from autoconvert._adapters._table import adapter_for
+from autoconvert._calls._observe import count_cupy, count_not_cupy
+from autoconvert._front._cupy import CupyFunction, twin_of
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 needs_cupy = pytest.mark.skipif(not HAS_CUPY, reason="needs CuPy")
@@ -73,6 +76,151 @@ def test_without_cupy_the_host_path_is_all() -> None:
     assert str(info.value) == (
         "autoconvert.torchify(array_module='cupy'): CuPy is not installed. Fix: install the CuPy package for your CUDA"
     )
+
+
+def _written_for_cupy(fn: Any) -> CupyFunction:
+    """What ``torchify(fn, array_module="cupy")`` makes where CuPy is installed."""
+    return CupyFunction(fn, lambda: (fn, None), None, strict=True, explicit={}, adapter=adapter_for(fn))
+
+
+def test_array_module_cupy_names_each_argument_cupy_cannot_take() -> None:
+    def f(x: Any, y: Any = None, out: Any = None) -> Any:
+        return x
+
+    fn = _written_for_cupy(f)
+    name = "test_array_module_cupy_names_each_argument_cupy_cannot_take.<locals>.f()"
+    cases = [
+        (
+            (torch.ones(2),),
+            {},
+            "argument x is not on a CUDA device. Found a tensor on cpu. Fix: move it to a CUDA "
+            "device (.cuda()), or torchify without array_module='cupy'",
+        ),
+        (
+            (np.ones(2),),
+            {},
+            "argument x is a NumPy array: CuPy takes CUDA memory only. Found ndarray. Fix: pass it "
+            "as a tensor on the same device",
+        ),
+        (
+            (1.0, [2, (print,)]),
+            {},
+            "argument y[1][0] is a callable: CuPy's functions take CUDA arrays. Found "
+            "builtin_function_or_method. Fix: torchify without array_module='cupy'",
+        ),
+        (
+            (1.0,),
+            {"y": object()},
+            "argument y is a value CuPy's functions do not take. Found object. Fix: pass tensors and plain values",
+        ),
+        (
+            (1.0, None, torch.ones(1)),
+            {},
+            "argument out is an out-parameter, written through the host path. Found an "
+            "out-parameter. Fix: use the result, not out=",
+        ),
+        (
+            (1.0,),
+            {"out": torch.ones(1)},
+            "argument out is an out-parameter, written through the host path. Found "
+            "an out-parameter. Fix: use the result, not out=",
+        ),
+        (
+            (1.0, [torch.float32, slice(2), ..., np.float32(1)]),
+            {},
+            "the call has no tensor on a CUDA device. Found no CUDA tensor. "
+            "Fix: move the tensors to a CUDA device (.cuda()), or torchify without array_module='cupy'",
+        ),
+    ]
+    for args, kwargs, said in cases:
+        with pytest.raises(ac.ConversionError) as info:
+            fn(*args, **kwargs)
+        assert str(info.value) == f"{name}: {said}."
+    tensors = [
+        (torch.ones(2, dtype=torch.bfloat16), "has a dtype CuPy lacks (torch.bfloat16). Found torch.bfloat16"),
+        (torch.ones(2, requires_grad=True), "requires grad: CuPy's functions have no gradient. Found requires_grad"),
+        (torch.eye(2).to_sparse(), "is not a dense tensor. Found torch.sparse_coo"),
+        (torch.ones(2, dtype=torch.complex64).conj(), "has a lazy conjugate or negative bit. Found a lazy view"),
+    ]
+    for tensor, said in tensors:
+        with pytest.raises(ac.ConversionError) as info:
+            fn(tensor)
+        assert str(info.value).startswith(f"{name}: argument x {said}")
+    widening = CupyFunction(
+        f, lambda: (f, None), None, strict=True, explicit={"widen_float16": True}, adapter=adapter_for(f)
+    )
+    with pytest.raises(ac.ConversionError) as info:
+        widening(torch.ones(2, dtype=torch.float16))
+    assert str(info.value) == (
+        f"{name}: argument x is float16, which the host path widens to float32. Found float16. Fix: pass "
+        "widen_float16=False to compute in float16 on CuPy."
+    )
+    with ac.config(writeback=True), pytest.raises(ac.ConversionError) as info:
+        fn(1.0)
+    assert str(info.value) == (
+        f"{name}: the config block sets writeback=True. Found writeback=True. Fix: leave that option out of the "
+        "block around this call."
+    )
+    with pytest.raises(ac.ConversionError) as info:
+        _written_for_cupy(scipy.linalg.lu_factor)(torch.ones(2, 2), overwrite_a=True)
+    assert str(info.value) == (
+        "lu_factor(): argument overwrite_a asks it to write into an argument. Found overwrite_a=True. Fix: leave it "
+        "out: CuPy arrays cannot refuse writes, so the host path takes it."
+    )
+    with pytest.raises(ac.ConversionError) as info:
+        _written_for_cupy(np.add)(1, 2, torch.ones(1))  # a ufunc's output after its inputs
+    assert str(info.value).startswith("add(): argument out is an out-parameter")
+    with pytest.raises(ac.ConversionError) as info:
+        _written_for_cupy(max)(np.ones(1))  # no signature to read: arguments by position
+    assert str(info.value).startswith("max(): argument 0 is a NumPy array")
+    assert ac.explain(fn).path == "cupy" and ac.explain(fn).made_by.endswith("a function written for CuPy")
+
+
+def test_which_functions_cupy_mirrors() -> None:
+    numpy, scipy_adapter = adapter_for(np), adapter_for(scipy.ndimage)
+    assert twin_of(scipy_adapter, "scipy.stats", "zscore") == (None, "CuPy mirrors no function of scipy.stats")
+    assert twin_of(numpy, "numpy.random", "shuffle") == (None, "CuPy mirrors no function of numpy.random")
+    assert twin_of(numpy, "numpy", "copyto") == (
+        None,
+        "CuPy's copyto is not taken: it writes into an argument, and CuPy arrays cannot refuse writes",
+    )
+    assert scipy_adapter.cupy_module("scipy.signal.windows") == "cupyx.scipy.signal.windows"
+    assert numpy.python_results >= {"allclose", "array_equal"}  # NumPy answers these in Python bools
+
+
+@without_cupy
+def test_a_cupy_path_with_no_cupy_converts_every_call() -> None:
+    view, host = ac.torchify(np), ac.torchify(np, array_module="numpy")
+    fn = CupyFunction(
+        np.add,
+        functools.partial(twin_of, adapter_for(np), "numpy", "add"),
+        host.add,
+        strict=False,
+        explicit={},
+        adapter=adapter_for(np),
+        view=view,
+        name="add",
+    )
+    assert torch.equal(fn(torch.arange(3.0), 1), torch.tensor([1.0, 2.0, 3.0]))
+    assert torch.equal(fn.outer(torch.ones(2), torch.ones(3)), torch.full((2, 3), 2.0))  # the pair's members
+    assert fn.resolved() is None and fn.missing == "CuPy could not be imported (No module named 'cupy')"
+    explained = ac.explain(fn)
+    assert explained.path != "cupy" and explained.notes[-1] == f"CuPy's path is not taken: {fn.missing}"
+    assert repr(fn) == f"<autoconvert CuPy path of {np.add!r}>"
+    again = pickle.loads(pickle.dumps(fn))  # read again from a view like the one it came from
+    assert repr(again) == repr(view.add) and torch.equal(again(torch.ones(1), 1), torch.full((1,), 2.0))
+
+
+def test_stats_count_the_cupy_path_and_the_reasons_for_the_host_path() -> None:
+    with ac.stats() as s:
+        count_cupy("gaussian_filter")
+        count_not_cupy("gaussian_filter", "has a dtype CuPy lacks (torch.bfloat16)")
+        count_not_cupy("gaussian_filter", "has a dtype CuPy lacks (torch.bfloat16)")
+    counts = s["gaussian_filter"]
+    assert counts.calls == 1 and counts.cupy == 1
+    assert counts.not_cupy == {"has a dtype CuPy lacks (torch.bfloat16)": 2}
+    assert "cupy=1, not_cupy={'has a dtype CuPy lacks (torch.bfloat16)': 2}" in repr(counts)
+    assert str(s).splitlines()[0].split()[:3] == ["function", "calls", "cupy"]
 
 
 # --------------------------------------------------------------------------- CuPy installed

@@ -72,6 +72,7 @@ ORDER = [
     "_front._batched",
     "_front._proxies",
     "_front._native",
+    "_front._cupy_call",
     "_front._cupy",
     "_front._torchify",
     "_front._wants",
