@@ -53,6 +53,12 @@ def test_what_cupy_cannot_take_is_refused_when_torchified() -> None:
         "<class 'numpy.random._generator.Generator'>. Fix: torchify it without array_module='cupy'"
     )
     with pytest.raises(ValueError) as info:
+        ac.torchify(np, array_module="cupy", device="cpu", writeback=True)
+    assert str(info.value) == (
+        f"{where}: the host path honours device=device(type='cpu'), writeback=True, CuPy's path cannot. "
+        "Fix: pass one of them"
+    )
+    with pytest.raises(ValueError) as info:
         ac.torchify(scipy.special, array_module="cupy", native=True)
     assert str(info.value) == f"{where}: native=True asks for SciPy's own torch path instead. Fix: pass one of them"
 
@@ -238,6 +244,15 @@ def test_cpu_tensors_take_the_host_path() -> None:
     assert torch.equal(ac.torchify(np).add.outer(torch.ones(2), torch.ones(3)), torch.full((2, 3), 2.0))
     again = pickle.loads(pickle.dumps(view.gaussian_filter))
     assert isinstance(again, CupyFunction) and torch.equal(again(x, 1.5), out)
+
+
+@needs_cupy
+def test_a_view_placing_or_casting_its_results_takes_the_host_path() -> None:
+    placed = ac.torchify(scipy.ndimage, device="cpu", dtype=torch.float32)
+    assert not isinstance(placed.gaussian_filter, CupyFunction)
+    assert ac.explain(placed.gaussian_filter).notes[-1] == (
+        "CuPy's path is not taken: the host path honours device=device(type='cpu'), dtype=torch.float32"
+    )
 
 
 @needs_cupy

@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 from autoconvert._adapters._adapter import Adapter
-from autoconvert._calls._config import active
+from autoconvert._calls._config import Config, active
 from autoconvert._calls._escape import compiling
 from autoconvert._calls._observe import count_cupy, count_not_cupy
+from autoconvert._calls._options import DEFAULTS
 from autoconvert._calls._signature import function_name
 from autoconvert._errors import ConversionError, message
 
@@ -57,6 +58,13 @@ CUPY_DTYPES = frozenset(
 _PLAIN = (int, float, complex, str, bytes, type(None), slice, types.EllipsisType, range, np.generic, np.dtype)
 #: Options under which a call must take the host path, with the value that lets it go.
 _ROUTED_ONLY_WITH = {"device": None, "dtype": None, "writeback": False, "check_writes": False}
+
+
+def options_refusal(explicit: dict[str, Any]) -> str | None:
+    """Why a view given the options ``explicit`` can never take CuPy's path (None: it can):
+    CuPy's results stay where its arguments are, in its dtypes, and nothing is written back."""
+    given = [f"{k}={explicit[k]!r}" for k, allowed in _ROUTED_ONLY_WITH.items() if explicit.get(k, allowed) != allowed]
+    return f"the host path honours {', '.join(given)}" if given else None
 
 
 class Refusal(NamedTuple):
@@ -136,7 +144,7 @@ class CupyFunction:
         self.counted = self.function.removesuffix("()")  # its name in stats() blocks
         self.python_results = name in adapter.python_results
         self.mirror = adapter.cupy_module(view.__name__) if view is not None else None
-        self.out_params = tuple(explicit.get("out_params", ("out", "output")))
+        self.out_params = tuple(explicit.get("out_params", DEFAULTS["torchify"]["out_params"]))
         self.watched = {k: v for k, v in _ROUTED_ONLY_WITH.items() if k not in explicit}
         self.widens = explicit.get("widen_float16")  # None: as a config block says (False outside any)
         self.parameters, self.writes = _parameters(fn, adapter, self.out_params)
@@ -151,7 +159,10 @@ class CupyFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.strict and (compiling() or not _holds_cuda(args, kwargs)):
             return self.converting(*args, **kwargs)
-        refusal, device = (_TRACED, None) if compiling() else self.refusal(args, kwargs)
+        # dynamo must not trace the ContextVar read (see _escape).
+        config = None if compiling() else active()
+        refusal, device = (_TRACED, None) if compiling() else self.refusal(args, kwargs, config)
+        counting = config is not None and config.counters
         if refusal is None:
             twin = self.resolved()
             if twin is None:
@@ -164,14 +175,12 @@ class CupyFunction:
                         raise
                     refusal = Refusal("CuPy", f"refused the call ({type(e).__name__})", str(e), "")
                 else:
-                    config = active()
-                    if config is not None and config.counters:
+                    if counting:
                         count_cupy(self.counted)
                     return result
         if self.strict:
             raise ConversionError(message(self.function, refusal.where, refusal.problem, refusal.found, refusal.fix))
-        config = active()
-        if config is not None and config.counters:
+        if counting:
             count_not_cupy(self.counted, refusal.problem)
         return self.converting(*args, **kwargs)
 
@@ -185,9 +194,11 @@ class CupyFunction:
             self.twin, self.missing = self.find()
         return self.twin
 
-    def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Refusal | None, torch.device | None]:
-        """Why this call cannot run on CuPy (None if it can), and the one CUDA device it would run on."""
-        config = active()
+    def refusal(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], config: Config | None
+    ) -> tuple[Refusal | None, torch.device | None]:
+        """Why this call cannot run on CuPy (None if it can), and the one CUDA device it would
+        run on; ``config`` is the active block, if any."""
         if config is not None:
             for option, allowed in self.watched.items():
                 value = config.options.get(option, allowed)
@@ -224,7 +235,7 @@ class CupyFunction:
         float16 does not go where the host path ``widens`` it (its results' dtypes are the host's)."""
         if isinstance(value, torch.Tensor):
             return _tensor_refusal(where, value, device, widens)
-        if isinstance(value, (list, tuple)):
+        if type(value) in (list, tuple):  # a namedtuple or other subclass is no CuPy argument
             for i, item in enumerate(value):
                 found = self.argument(f"{where}[{i}]", item, device, widens)
                 if found is not None:

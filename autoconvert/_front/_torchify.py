@@ -31,7 +31,7 @@ from autoconvert._calls._options import (
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
 from autoconvert._conversions._tree import StandIn
 
-from ._cupy import CupyFunction, installed, twin_of
+from ._cupy import CupyFunction, installed, options_refusal, twin_of
 from ._native import NativeFunction, refused
 from ._proxies import (
     PLAIN_TYPES,
@@ -85,7 +85,7 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
     adapter = adapter_for(target)
-    written_for_cupy = own.array_module == "cupy" and _only_cupy(target, adapter, own.native)
+    written_for_cupy = own.array_module == "cupy" and _only_cupy(target, adapter, own.native, checked)
     if own.native is True:
         _only_native(target, adapter)
     given = {**PAIR_DEFAULTS, **adapter.torchify_defaults, **checked}
@@ -111,12 +111,15 @@ def _only_native(target: Any, adapter: Adapter) -> None:
         raise ValueError(f"autoconvert.torchify(native=True): {target.__name__} has no torch path of its own: {off}")
 
 
-def _only_cupy(target: Any, adapter: Adapter, native: str | bool) -> bool:
-    """``array_module="cupy"``'s checks of its target: CuPy installed, and a module CuPy mirrors
-    or a function (True: written for CuPy, called as it is)."""
+def _only_cupy(target: Any, adapter: Adapter, native: str | bool, explicit: dict[str, Any]) -> bool:
+    """``array_module="cupy"``'s checks of its target and options: CuPy installed, options it
+    can honour, and a module CuPy mirrors or a function (True: written for CuPy, called as it is)."""
     where = "autoconvert.torchify(array_module='cupy')"
     if native is True:
         raise ValueError(f"{where}: native=True asks for SciPy's own torch path instead. Fix: pass one of them")
+    honoured = options_refusal(explicit)
+    if honoured is not None:
+        raise ValueError(f"{where}: {honoured}, CuPy's path cannot. Fix: pass one of them")
     module = isinstance(target, types.ModuleType)
     if module and adapter.cupy_module(target.__name__) is None:
         raise ValueError(f"{where}: CuPy mirrors no function of {target.__name__}. Fix: torchify it without")
@@ -199,18 +202,21 @@ def _on_cupy(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any
     """``fn``, the function ``name`` of ``view``'s module, whose CUDA calls CuPy runs where it
     mirrors the module (see _cupy); else ``converting``, which ``array_module="cupy"`` refuses."""
     own = view.__dict__
-    mode, module = own["_autoconvert_array_module"], view.__name__
+    mode, module, options = own["_autoconvert_array_module"], view.__name__, own["_autoconvert_options"]
     adapter = adapter_for(own["__wrapped__"])
     why: str | None
-    if mode == "numpy" or adapter.cupy_module(module) is None:
-        why = "array_module='numpy'" if mode == "numpy" else f"CuPy mirrors no function of {module}"
+    if mode == "numpy":
+        why = "array_module='numpy'"
+    elif adapter.cupy_module(module) is None:
+        why = f"CuPy mirrors no function of {module}"
     elif not installed():
         why = "CuPy is not installed"
     else:
+        why = options_refusal(options)
+    if why is None:
         find = functools.partial(twin_of, adapter, module, name)
         why = find()[1] if mode == "cupy" else None  # refused now, not at the first call
         if why is None:
-            options = own["_autoconvert_options"]
             return CupyFunction(
                 fn, find, converting, strict=mode == "cupy", explicit=options, adapter=adapter, view=view, name=name
             )

@@ -91,6 +91,7 @@ assert_type(ac.to_tensor(np.zeros(2), device="cpu", sparse_layout=None), torch.T
 assert_type(ac.to_numpy({"x": 1}, copy=True, sparse="matrix"), Any)
 assert_type(ac.torchify(np, dtype=torch.float32, sparse="array"), Any)
 assert_type(ac.torchify(np, native=False), Any)
+assert_type(ac.torchify(np, array_module="numpy"), Any)
 with ac.config(copy=True, dtype=torch.float16):
     pass
 
