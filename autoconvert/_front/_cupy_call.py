@@ -2,7 +2,7 @@
 stream with CuPy allocating from torch's caching allocator, results back as tensors.
 
 Runs only where CuPy and a CUDA device are (``tests/test_cupy.py`` on a GPU, through
-``benchmarks/gpu_check.sh``); _cupy decides which calls come here.
+``benchmarks/gpu_check.sh``); _cupy decides which calls it makes.
 """
 
 from __future__ import annotations
