@@ -42,6 +42,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="decorated functions use the generic call only, never their flat call (CI runs the suite both ways)",
     )
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        help="also run the tests marked slow (spawned processes, clusters, compilers, type checkers): CI does",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,11 +56,45 @@ def pytest_configure(config: pytest.Config) -> None:
         autoconvert._calls._spec.enabled = False
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that takes the accelerator is a GPU test (``-m gpu`` selects them all)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that takes the accelerator is a GPU test (``-m gpu`` selects them all). The
+    slow tests run with ``--slow``, a ``-m`` expression, or when named by their node id."""
     for item in items:
         if "accelerator" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpu)
+    if config.getoption("--slow") or config.option.markexpr:
+        return
+    named = [arg for arg in config.args if "::" in arg]
+    slow = [
+        item for item in items if item.get_closest_marker("slow") and not any(_names(arg, item.nodeid) for arg in named)
+    ]
+    if slow:
+        skipped = set(slow)
+        items[:] = [item for item in items if item not in skipped]
+        config.hook.pytest_deselected(items=slow)
+        config.stash[_SLOW_LEFT] = len(slow)
+
+
+def _names(arg: str, nodeid: str) -> bool:
+    """Whether the command-line argument ``arg`` (``tests/test_x.py::TestY::test_z``) names the
+    test ``nodeid``, or a class or parametrized function holding it."""
+    path, _, rest = arg.partition("::")
+    file, _, inner = nodeid.partition("::")
+    same_file = os.path.basename(file) == os.path.basename(path)
+    return same_file and (inner == rest or inner.startswith((f"{rest}::", f"{rest}[")))
+
+
+_SLOW_LEFT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Say how to run the slow tests a run left out."""
+    left = config.stash.get(_SLOW_LEFT, 0)
+    if left:
+        terminalreporter.write_line(
+            f"{left} slow test{'s' if left > 1 else ''} not run (spawned processes, clusters, compilers, type "
+            "checkers): pytest --slow runs them"
+        )
 
 
 # torch warns once per process when the first complex32 tensor is made. The strategies

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 import scipy.ndimage
+import scipy.stats
 import torch
 
 import autoconvert as ac
@@ -553,7 +554,43 @@ class TestGrad:
         assert str(info.value) == (
             "TestGrad.make.<locals>.total(): argument a requires grad, and NumPy code cannot pass gradients "
             "back. Found torch.nn.parameter.Parameter(shape=(2,), dtype=torch.float32, layout=torch.strided, "
-            "device=cpu). Fix: pass a.detach(), call under torch.no_grad(), or use grad='detach' or grad='warn'."
+            "device=cpu). Fix: pass a.detach(), call under torch.no_grad(), or allow it detached: use "
+            "@ac.accepts_numpy(grad='detach') on TestGrad.make.<locals>.total, or with ac.config(grad='detach'): "
+            "around the call (grad='warn' says so once); to keep the gradient, make TestGrad.make.<locals>.total "
+            "a differentiable torch operation with @ac.numpy_op(backward=...) in place of the decorators, its "
+            "vector-Jacobian product written in NumPy."
+        )
+
+    def test_the_warning_says_where_each_fix_goes(self) -> None:
+        """The warning names what keeps the gradient and where grad='detach' goes: the decorator
+        that takes it (accepts_numpy, adapt), torchify's call, or to_numpy's."""
+
+        def said(call: Any) -> str:
+            with pytest.warns(ac.GradientWarning) as record:
+                call(torch.ones(2, requires_grad=True))
+            assert len(record) == 1
+            return str(record[0].message)
+
+        def typed(a: np.ndarray) -> np.ndarray:
+            return a
+
+        head = (
+            "{name}(): argument a requires grad, and NumPy code cannot pass gradients back: it was detached, so "
+            "no gradient flows through this call. To keep the gradient, make {name} a differentiable torch "
+            "operation with {op}, its vector-Jacobian product written in NumPy. To silence this, {site} "
+            "(grad='error' forbids it), or call under torch.no_grad()"
+        )
+        name = "TestGrad.test_the_warning_says_where_each_fix_goes.<locals>.typed"
+        for decorator in (ac.accepts_numpy, ac.adapt):
+            site = f"use @ac.{decorator.__name__}(grad='detach') on {name}, or with ac.config(grad='detach'): around the call"
+            op = "@ac.numpy_op(backward=...) in place of the decorators"
+            assert said(decorator(typed)) == head.format(name=name, op=op, site=site)
+        kde = ac.torchify(scipy.stats).gaussian_kde(torch.tensor([0.0, 1.0, 3.0]))
+        assert said(lambda a: kde.evaluate(points=a)).replace("argument points", "argument a") == head.format(
+            name="gaussian_kde.evaluate",
+            op="ac.numpy_op(gaussian_kde.evaluate, backward=...)",
+            site="pass grad='detach' to the ac.torchify(...) call that made it, or use with "
+            "ac.config(grad='detach'): around the call",
         )
 
 

@@ -111,6 +111,7 @@ def test_pytree_types_without_key_functions_use_index_paths() -> None:
         strict(Box([torch.ones(1), torch.ones(1, dtype=torch.bfloat16)]))
 
 
+@pytest.mark.slow
 def test_register_container_racing_with_calls_and_decorations() -> None:
     """The sweep's case: registrations in one thread while 4 threads call a decorated function
     and 2 decorate new ones. Every call gets an array; no thread sees a raw error."""

@@ -7,6 +7,7 @@ import tracemalloc
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 import autoconvert as ac
@@ -18,6 +19,7 @@ def negate(a: np.ndarray, batch: Any) -> Any:
     return np.negative(a), {k: v + 1 for k, v in batch.items()}
 
 
+@pytest.mark.slow
 def test_100k_calls_leave_memory_flat() -> None:
     t = torch.ones(16)
     batch = {"a": torch.ones(4), "b": torch.zeros(4, dtype=torch.bfloat16)}

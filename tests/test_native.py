@@ -46,7 +46,7 @@ def test_scipy_s_array_api_mode() -> None:
     if MODE:
         pytest.skip("this is that process")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--no-cov"],
+        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--no-cov", "--slow"],
         env={**os.environ, "SCIPY_ARRAY_API": "1"},
         capture_output=True,
         text=True,
@@ -104,7 +104,53 @@ def test_without_scipy_s_array_api_mode_auto_converts_and_true_says_how_to_turn_
     assert str(raised.value) == f"autoconvert.torchify(native=True): scipy.special has no torch path of its own: {off}"
 
 
+def _keeps_the_gradient(call: Any, *args: Any) -> str:
+    """What the grad warning of ``call(x, *args)`` says keeps the gradient (x requires grad)."""
+    x = torch.tensor([0.5, 2.0], dtype=torch.float64, requires_grad=True)
+    with pytest.warns(ac.GradientWarning) as record:
+        call(x, *args)
+    assert len(record) == 1
+    said = str(record[0].message)
+    assert said.endswith(
+        "To silence this, pass grad='detach' to the ac.torchify(...) call that made it, or use with "
+        "ac.config(grad='detach'): around the call (grad='error' forbids it), or call under torch.no_grad()"
+    )
+    return said.split("To keep the gradient, ")[1].split(". To silence", maxsplit=1)[0]
+
+
+_RUNS = "SciPy runs scipy.special.{} on torch tensors itself, gradients kept"
+
+
+@pytest.mark.skipif(MODE or not DECLARES, reason="needs a SciPy that declares its torch paths, its mode off")
+def test_the_grad_warning_names_scipy_s_switch_where_scipy_declares_a_torch_path() -> None:
+    """A converting call of a function SciPy runs on torch itself in its array API mode says how
+    to switch it on; one SciPy declares none for, numpy_op."""
+    assert _keeps_the_gradient(ac.torchify(scipy.special).expit) == (
+        "set SCIPY_ARRAY_API=1 before SciPy is imported: "
+        + _RUNS.format("expit")
+        + ", and torchify's native='auto' (the default) takes that path"
+    )
+    lfilter = ac.torchify(scipy.signal).lfilter  # CPU-only in SciPy's declarations
+    assert _keeps_the_gradient(lambda x: lfilter([1.0], [1.0], x)) == (
+        "make lfilter a differentiable torch operation with ac.numpy_op(lfilter, backward=...), its "
+        "vector-Jacobian product written in NumPy"
+    )
+
+
 # --------------------------------------------------------------------------- SciPy's array API mode on
+
+
+@in_mode
+def test_the_grad_warning_of_a_converting_call_says_how_scipy_s_torch_path_takes_it() -> None:
+    """native=False converts every call: the warning names native='auto'; under "auto" only a
+    call mixing an array in converts: the warning says to pass tensors only."""
+    assert _keeps_the_gradient(ac.torchify(scipy.special, native=False).expit) == (
+        "torchify the module with native='auto' (the default): " + _RUNS.format("expit")
+    )
+    mixed = ac.torchify(scipy.special).logsumexp
+    assert _keeps_the_gradient(lambda x: mixed(x, b=np.ones(2))) == (
+        "pass it tensors only, no NumPy array: " + _RUNS.format("logsumexp")
+    )
 
 
 @in_mode

@@ -119,6 +119,9 @@ class Adapter:
         CUDA memory, which a torchified module calls for CUDA tensors), or None."""
         return None
 
+    #: What a user does to switch the library's own torch path on (its mode), or None.
+    switch_on: str | None = None
+
     def torch_mode(self) -> str | None:
         """Why none of the library's functions take torch tensors as they are, in words (None:
         its own torch path is on, for the functions ``torch_path`` says)."""
@@ -128,7 +131,12 @@ class Adapter:
         """Why ``fn`` does not take torch tensors as they are, in words (None: the library runs
         it on tensors itself, on their device, gradients kept, which ``torchify(native=...)``
         hands them to)."""
-        return self.torch_mode()
+        return self.torch_mode() or self.declared_torch_path(fn)
+
+    def declared_torch_path(self, fn: Any) -> str | None:
+        """Why ``fn`` has no torch path of the library's own even where its mode is on, in
+        words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
+        return f"autoconvert knows no torch path of {self.name}'s own"
 
     def __repr__(self) -> str:
         return f"<adapter for {self.name}>"

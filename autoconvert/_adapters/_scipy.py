@@ -29,24 +29,25 @@ class SciPy(Adapter):
         top = module.split(".")[1:2]
         return f"cupyx.{module}" if top and top[0] in _CUPY_MIRRORED else None
 
+    switch_on = "set SCIPY_ARRAY_API=1 before SciPy is imported"
+
     def torch_mode(self) -> str | None:
         api = _array_api()
         if api is None:
             return "this SciPy declares no torch path of its own (SciPy's array API mode declares one)"
         if not getattr(api, "SCIPY_ARRAY_API", False):
-            return "SciPy's array API mode is off. Fix: set SCIPY_ARRAY_API=1 before SciPy is imported"
+            return f"SciPy's array API mode is off. Fix: {self.switch_on}"
         return None
 
-    def torch_path(self, fn: Any) -> str | None:
+    def declared_torch_path(self, fn: Any) -> str | None:
         """What SciPy declares of ``fn`` (``xp_capabilities``, the table its docs and tests are
-        made from): a torch path of its own unless NumPy-only, out of the array API's scope,
-        skipped or failing for torch in SciPy's own tests, or CPU-only (SciPy then converts a
-        CPU tensor to NumPy itself, without its gradient) where torch is not excepted."""
-        off = self.torch_mode()
-        if off is not None:
-            return off
+        made from, filled whether or not its array API mode is on): a torch path of its own
+        unless NumPy-only, out of the array API's scope, skipped or failing for torch in
+        SciPy's own tests, or CPU-only (SciPy then converts a CPU tensor to NumPy itself,
+        without its gradient) where torch is not excepted."""
+        api = _array_api()
         try:
-            declared = _array_api().xp_capabilities_table.get(fn)
+            declared = None if api is None else api.xp_capabilities_table.get(fn)
         except TypeError:  # an unhashable callable: never in the table
             declared = None
         if declared is None:

@@ -15,14 +15,14 @@ from typing import Any
 
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import RESTORING, RESTORING_HALF
-from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._grad import GradFixes, GradPolicy
 from autoconvert._conversions._tree import Leaf
 
 from ._call import Runner
 from ._config import Config
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._observe import Watching
-from ._options import Policy, policy_of
+from ._options import DEFAULTS, Policy, policy_of
 from ._outputs import NumpyOutputs, Outputs, TensorOutputs
 from ._signature import (
     GENERATOR_FUNCTION,
@@ -59,6 +59,36 @@ class Plan:
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
         """What makes this plan again from the function and its sides (for pickling)."""
         return type(self)
+
+    def grad_policy(self, mode: str) -> GradPolicy:
+        """The grad policy for ``mode``: one per plan and mode, so that "warn" warns once per
+        decorated function whatever ``config`` blocks its calls run in."""
+        policy = self.grad_policies.get(mode)
+        if policy is None:
+            policy = self.grad_policies[mode] = GradPolicy(mode, self.function, self.grad_fixes)
+        return policy
+
+    def grad_fixes(self) -> GradFixes:
+        """What a grad warning offers: what keeps the gradient, and where ``grad=`` goes."""
+        return GradFixes(self.keeps_gradient(), self.option_site)
+
+    def keeps_gradient(self) -> str:
+        """How a user keeps the gradient through this plan's function, in words."""
+        name = self.function.removesuffix("()")
+        return (
+            f"make {name} a differentiable torch operation with @ac.numpy_op(backward=...) in place of the "
+            "decorators, its vector-Jacobian product written in NumPy"
+        )
+
+    def option_site(self, assignment: str) -> str:
+        """Where a user writes ``assignment`` (``"copy=True"``) for this plan's function: the
+        decorator that takes the option, or a ``config`` block around the call."""
+        option = assignment.partition("=")[0]
+        side = next((s for s in self.sides if option in DEFAULTS.get(s, ())), next(iter(self.sides)))
+        return (
+            f"use @ac.{side}({assignment}) on {self.function.removesuffix('()')}, "
+            f"or with ac.config({assignment}): around the call"
+        )
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);
@@ -114,8 +144,13 @@ class Plan:
         outputs: Outputs | None = None
         numpy_in = policies.get("accepts_numpy")
         if numpy_in is not None:
-            grad = self.grad_policies.setdefault(numpy_in.grad, GradPolicy(numpy_in.grad, self.function))
-            inputs = NumpyInputs(self.params, self.function, grad, numpy_in, f"accepts_numpy() on {self.function}")
+            inputs = NumpyInputs(
+                self.params,
+                self.function,
+                self.grad_policy(numpy_in.grad),
+                numpy_in,
+                f"accepts_numpy() on {self.function}",
+            )
         elif "accepts_tensor" in policies:
             where = f"accepts_tensor() on {self.function}"
             inputs = TensorInputs(self.params, self.function, policies["accepts_tensor"], where)

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import torch
 
 from autoconvert._errors import GradientError, GradientWarning, LeafError
@@ -13,11 +16,15 @@ from ._describe import describe_tensor, warn_at_caller
 class GradPolicy:
     """What to do with a tensor that requires grad (``grad=``), and whether it was said yet."""
 
-    __slots__ = ("function", "mode", "unsaid", "warned")
+    __slots__ = ("fixes", "function", "mode", "unsaid", "warned")
 
-    def __init__(self, mode: str, function: str) -> None:
+    def __init__(self, mode: str, function: str, fixes: Callable[[], GradFixes] | None = None) -> None:
         self.mode = mode
         self.function = function
+        #: What keeps the gradient, and where the ``grad=`` option goes, asked when the warning
+        #: is issued: torchify learns after the plan is made whether its library has a torch path.
+        #: None: to_numpy()'s.
+        self.fixes = fixes
         self.warned = False
         #: "warn": the tensor the warning is about, until the boundary, which knows where it
         #: was among the call's arguments, says it (``say``).
@@ -27,28 +34,53 @@ class GradPolicy:
         """Apply the policy (only while grad mode is on) and return ``t`` detached."""
         if self.mode != "detach" and torch.is_grad_enabled():
             if self.mode == "error":
+                fixes = self._fixes()
                 raise LeafError(
                     GradientError,
                     "requires grad, and NumPy code cannot pass gradients back",
                     describe_tensor(t),
-                    "pass {path}.detach(), call under torch.no_grad(), or use grad='detach' or grad='warn'",
+                    "pass {path}.detach(), call under torch.no_grad(), or allow it detached: "
+                    f"{fixes.site(_DETACH)} (grad='warn' says so once); to keep the gradient, {fixes.keep}",
                 )
             if not self.warned:  # "warn": once per decorated function; a race only warns twice
                 self.warned = True
                 self.unsaid = t
         return t.detach()
 
+    def _fixes(self) -> GradFixes:
+        return self.fixes() if self.fixes is not None else TO_NUMPY_FIXES
+
     def say(self, paths: list[str]) -> None:
         """Issue the "warn" policy's warning about the tensor ``detach`` kept, found at
         ``paths`` among the call's arguments (empty: not found, as for another thread's)."""
         self.unsaid = None
         where = f"argument {' or '.join(paths)}" if paths else "an argument"
+        fixes = self._fixes()
         warn_at_caller(
             f"{self.function}: {where} requires grad, and NumPy code cannot pass gradients back: it was "
-            "detached, so no gradient flows through this call. Pass grad='detach' to silence this, "
-            "grad='error' to forbid it, or call under torch.no_grad()",
+            f"detached, so no gradient flows through this call. To keep the gradient, {fixes.keep}. To silence "
+            f"this, {fixes.site(_DETACH)} (grad='error' forbids it), or call under torch.no_grad()",
             GradientWarning,
         )
+
+
+_DETACH = "grad='detach'"
+
+
+class GradFixes(NamedTuple):
+    """The fixes a grad warning offers: ``keep``, what keeps the gradient flowing; ``site``,
+    how a user sets an option (``"grad='detach'"``), in words."""
+
+    keep: str
+    site: Callable[[str], str]
+
+
+#: to_numpy()'s fixes.
+TO_NUMPY_FIXES = GradFixes(
+    "keep the computation in torch, or make the NumPy code a differentiable torch operation with "
+    "ac.numpy_op(fn, backward=...)",
+    lambda assignment: f"call ac.to_numpy(obj, {assignment})",
+)
 
 
 #: Detaches without a word: results of torch code, and to_numpy().

@@ -35,7 +35,6 @@ from autoconvert._calls._wrapper import is_wrapper, wrap
 from autoconvert._conversions import _devices
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError
@@ -62,8 +61,9 @@ class AdaptPlan(Plan):
         """adapt's spec: arguments to arrays or tensors as each parameter asks, results in the
         caller's kind (as ``returns_tensor(dtype="input")`` or ``returns_numpy`` send them)."""
         policy = policies["adapt"]
-        grad = self.grad_policies.setdefault(policy.grad, GradPolicy(policy.grad, self.function))
-        arrays = NumpyInputs(self.params, self.function, grad, policy, f"adapt() on {self.function}")
+        arrays = NumpyInputs(
+            self.params, self.function, self.grad_policy(policy.grad), policy, f"adapt() on {self.function}"
+        )
         spec = spec_of(
             self.function, self.params, policies, arrays, TensorOutputs(self.function, self.params, _RETURNING)
         )

@@ -72,7 +72,24 @@ def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
     return wrap_pair(guarded(fn, retries), options)
 
 
-class MethodPlan(Plan):
+class TorchifiedPlan(Plan):
+    """A plan torchify made: its options go to the torchify call, and no decorator is the user's."""
+
+    def option_site(self, assignment: str) -> str:
+        return (
+            f"pass {assignment} to the ac.torchify(...) call that made it, "
+            f"or use with ac.config({assignment}): around the call"
+        )
+
+    def keeps_gradient(self) -> str:
+        name = self.function.removesuffix("()")
+        return (
+            f"make {name} a differentiable torch operation with ac.numpy_op({name}, backward=...), its "
+            "vector-Jacobian product written in NumPy"
+        )
+
+
+class MethodPlan(TorchifiedPlan):
     """The plan of a torchified object's method: a function of the object's class, or with
     ``held`` a callable the object holds (a function stored on it; the object itself, where
     its class's ``__call__`` is no Python function), called as it is. The proxy is the
@@ -89,7 +106,7 @@ class MethodPlan(Plan):
         return functools.partial(type(self), held=self.held)
 
 
-class ProxyingPlan(Plan):
+class ProxyingPlan(TorchifiedPlan):
     """The plan of a torchified function (a module's, a class's static or class method): a
     result that is an object of the function's package (``tnp.random.default_rng(0)``,
     ``make_interp_spline``'s spline, a factory classmethod's instance) comes back as a

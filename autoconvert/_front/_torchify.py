@@ -139,6 +139,11 @@ class FunctionPlan(ProxyingPlan):
     #: Why the function converts rather than take another path (its library's own torch path,
     #: CuPy's), for ``explain``.
     not_taken: tuple[str, ...] = ()
+    #: How its library's own torch path would keep the gradient, where it declares one.
+    kept_natively: str | None = None
+
+    def keeps_gradient(self) -> str:
+        return self.kept_natively or super().keeps_gradient()
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         if not isinstance(wrapped, np.ufunc):
@@ -179,6 +184,7 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
         converting = torchified_function(value, options, package, FunctionPlan)
+        converting._self_plan.kept_natively = _kept_natively(value, view, name)
         routed = converting if native is False else _native(value, converting, view, name)
         return routed if routed is not converting else _on_cupy(value, converting, view, name)
     return value
@@ -196,6 +202,22 @@ def _native(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
         raise refused(adapter, fn, view.__name__, name)
     converting._self_plan.not_taken += (f"{adapter.name}'s own torch path is not taken: {why}",)
     return converting
+
+
+def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
+    """How the gradient of a converting call of ``fn`` (the function ``name`` of ``view``'s
+    module) is kept by its library's own torch path, where the library declares one."""
+    own = view.__dict__
+    adapter = adapter_for(own["__wrapped__"])
+    if adapter.declared_torch_path(fn) is not None:
+        return None
+    runs = f"{adapter.name} runs {view.__name__}.{name} on torch tensors itself, gradients kept"
+    off = adapter.torch_mode()
+    if off is not None:
+        return f"{adapter.switch_on or off}: {runs}, and torchify's native='auto' (the default) takes that path"
+    if own["_autoconvert_native"] is False:
+        return f"torchify the module with native='auto' (the default): {runs}"
+    return f"pass it tensors only, no NumPy array: {runs}"
 
 
 def _on_cupy(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
