@@ -721,10 +721,21 @@ def plain_functions(settings: Settings) -> list[Row]:
         repeats,
         target,
     )
-    return rows + compare(
+    rows += compare(
         "to_tensor, 16 float32",
         "torch.as_tensor(a)",
         {"torch.as_tensor(a)": lambda: torch.as_tensor(a), "autoconvert": lambda: ac.to_tensor(a)},
+        repeats,
+        target,
+    )
+    reversed_ = np.ones((8, 128))[..., ::-1]  # the self-check's result: a[..., ::-1]
+    return rows + compare(
+        "to_tensor, 8 x 128 float64 reversed",
+        "torch.from_numpy(np.ascontiguousarray(a))",
+        {
+            "torch.from_numpy(np.ascontiguousarray(a))": lambda: torch.from_numpy(np.ascontiguousarray(reversed_)),
+            "autoconvert": lambda: ac.to_tensor(reversed_),
+        },
         repeats,
         target,
     )

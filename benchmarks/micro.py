@@ -14,6 +14,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+import autoconvert as ac
+from autoconvert._conversions._devices import CPU
+from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._to_torch import _slow_array_to_tensor, array_to_tensor, target
+from autoconvert._front._plain import _converter
+
 from .harness import Row, compare
 
 Settings = dict[str, Any]
@@ -69,6 +75,12 @@ def _pairs() -> list[tuple[str, dict[str, Callable[[], Any]]]]:
     fields = (1, 2, 3)
     from_numpy = torch.from_numpy
     profiler = torch.autograd.profiler
+    reversed_ = np.ones((8, 128))[..., ::-1]
+    cpu = target(CPU, NO_CASTS, None)
+
+    def walk(a: np.ndarray) -> Any:  # the way every other call of to_tensor goes
+        return _converter("to_tensor", {})[0].convert(a, [], [], ((), {}, None))
+
     return [
         (
             "micro: the default device (_devices)",
@@ -119,6 +131,17 @@ def _pairs() -> list[tuple[str, dict[str, Callable[[], Any]]]]:
                 "from_numpy(a.copy())": lambda: torch.from_numpy(view.copy()),
                 "torch.tensor(a)": lambda: torch.tensor(view),
             },
+        ),
+        (
+            "micro: a negatively strided array (_to_torch)",
+            {
+                "array_to_tensor's reversed-view branch": lambda: array_to_tensor(reversed_, cpu),
+                "the careful route": lambda: _slow_array_to_tensor(reversed_, CPU, NO_CASTS, None),
+            },
+        ),
+        (
+            "micro: to_tensor of one array (_plain)",
+            {"its leaf straight away": lambda: ac.to_tensor(small), "the converter's walk": lambda: walk(small)},
         ),
         (
             "micro: comparing 1 MiB bit for bit (_memory, check_writes)",

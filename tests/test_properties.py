@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -136,16 +137,24 @@ def _give(arr: Any, **options: Any) -> Any:
     return give()
 
 
-@given(a=arrays(), copy=st.sampled_from(COPY_MODES))
-def test_array_to_tensor_is_faithful_and_shares_exactly_when_allowed(a: np.ndarray, copy: bool | None) -> None:
-    """returns_tensor: exact values, dtype, shape; zero-copy iff torch can share it and copy allows."""
+def _to_tensor(arr: Any, **options: Any) -> Any:
+    """to_tensor with only the options given: none takes its one-array shortcut."""
+    return ac.to_tensor(arr, **{k: v for k, v in options.items() if v is not None})
+
+
+@given(a=arrays(), copy=st.sampled_from(COPY_MODES), convert=st.sampled_from([_give, _to_tensor]))
+def test_array_to_tensor_is_faithful_and_shares_exactly_when_allowed(
+    a: np.ndarray, copy: bool | None, convert: Callable[..., Any]
+) -> None:
+    """returns_tensor and to_tensor: exact values, dtype, shape; zero-copy iff torch can share
+    it and copy allows."""
     plain = np.asarray(a)
     shareable = torch_can_share(plain)
     if copy is False and not shareable:
         with pytest.raises(ac.CopyError):
-            _give(a, copy=copy)
+            convert(a, copy=copy)
         return
-    t = _give(a, copy=copy)
+    t = convert(a, copy=copy)
     assert type(t) is torch.Tensor
     assert t.dtype == NUMPY_TO_TORCH[plain.dtype.newbyteorder("=")]
     assert tuple(t.shape) == plain.shape

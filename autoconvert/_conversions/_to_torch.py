@@ -101,6 +101,15 @@ def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
     return None
 
 
+def _reversed(a: NDArray[Any]) -> bool:
+    """Whether an axis of ``a`` that addresses memory (more than one element) runs backwards."""
+    shape = a.shape
+    for axis, stride in enumerate(a.strides):  # noqa: SIM110 - a loop: any() over a generator costs 3x
+        if stride < 0 and shape[axis] > 1:
+            return True
+    return False
+
+
 # Bound once: reading torch.from_numpy and np.ndarray off their modules costs a tenth of
 # from_numpy itself (benchmarks, micro: "a bound name or a module attribute").
 _from_numpy = torch.from_numpy
@@ -176,6 +185,21 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         if held.isnative and held in NUMPY_TO_TORCH and target.copy is not False and a.nbytes < SMALL_COPY_BYTES:
             copied("layout", a, a.nbytes)
             return _from_numpy(a.copy(order="K"))
+    elif (
+        type(a) is _ndarray
+        and min(a.strides, default=0) < 0
+        and target.device is CPU
+        and not target.casts
+        and target.copy is not False
+        and flags.aligned
+        and a.dtype in NUMPY_TO_TORCH  # native byte order: its keys are
+        and _reversed(a)
+    ):
+        # A reversed view (a[::-1], np.flip): NumPy's copy in "K" order is positively strided
+        # and torch shares it; the careful route makes the same copy, several times slower for
+        # small arrays (benchmarks, micro: "a negatively strided array").
+        copied("layout", a, a.nbytes)
+        return _from_numpy(a.copy(order="K"))
     device, casts, copy = target.device, target.casts, target.copy
     if device is None:
         raise NoDeviceError
