@@ -27,7 +27,7 @@ def smooth(x: np.ndarray, sigma: float = 1.0, mode: str = "reflect") -> np.ndarr
 
 def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None:
     """Each option with where its value comes from, each parameter's fate, the result, the path."""
-    e = ac.explain(ac.returns_tensor(ac.accepts_numpy(grad="error", exclude="mode")(smooth)))
+    e = ac.explain(ac.returns_tensor(ac.accepts_numpy(grad="error", exclude="mode")(smooth)), verbose=True)
     text = str(e)
     assert text.startswith(
         "smooth(): accepts_numpy() + returns_tensor(), fused into one wrapper\n"
@@ -63,6 +63,35 @@ def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None
     assert e.explicit == {"accepts_numpy": {"grad": "error", "exclude": frozenset({"mode"})}, "returns_tensor": {}}
     assert e.after is None and e.config == {}
     assert repr(e) == text
+
+
+def test_printed_by_default_it_is_short_the_call_path_first() -> None:
+    """print(explain(f)) shows the call path, what converts, and the options not left at their
+    defaults; verbose=True every option and the generated source."""
+    e = ac.explain(_pair(smooth, exclude="mode"))
+    path = (
+        "Call path: flat. Generated for this plan: it converts bare tensors, and exact dicts, lists and tuples of "
+        "them, inline; any other call (deeper containers, a tensor NumPy cannot share, an out-parameter passed, a "
+        "config block, stats() or the profiler active, an error to report) goes to the generic call, which gives "
+        "the same result."
+        if FLAT
+        else "Call path: generic. The plan has no flat call: flat calls are off."
+    )
+    assert str(e) == "\n".join(
+        [
+            "smooth(): accepts_numpy() + returns_tensor(), fused into one wrapper",
+            path if FLAT else f"Call path: {e.path}. {e.why}",
+            f"Arguments: {e.arguments}",
+            "    x      converted",
+            "    sigma  converted",
+            "    mode   left as it is (only=/exclude=)",
+            f"Result: {e.result}",
+            "Options: given: accepts_numpy(exclude=['mode']), the rest default",
+            "explain(f, verbose=True) lists every option" + (" and the generated source" if FLAT else ""),
+        ]
+    )
+    assert e.source is not None if FLAT else e.source is None  # the attributes hold every fact
+    assert len(str(e).splitlines()) < len(str(ac.explain(_pair(smooth), verbose=True)).splitlines()) / 3
 
 
 @pytest.mark.skipif(not FLAT, reason="flat calls are off (--generic-calls)")
@@ -140,11 +169,16 @@ def test_a_transfer_policy_and_adapt_take_the_generic_call() -> None:
 def test_inside_a_config_block_the_block_s_options_show_where_they_apply() -> None:
     pair = _pair(smooth, grad="error")
     with ac.config(copy=True, grad="detach", device="cpu"):
-        e = ac.explain(pair)
+        e = ac.explain(pair, verbose=True)
+        short = str(ac.explain(pair)).splitlines()[-2]
     assert e.config == {"copy": True, "grad": "detach", "device": torch.device("cpu")}
     assert e.policies["accepts_numpy"].copy is True and e.policies["accepts_numpy"].grad == "error"  # given wins
     assert e.policies["returns_tensor"].device == torch.device("cpu")
     assert "    copy=True                      (config)\n" in str(e)
+    assert short == (  # grad= is given, so the block's does not apply
+        "Options: given: accepts_numpy(grad='error'), the rest default; the active config block sets copy=True, "
+        "device='cpu'"
+    )
     assert "grad" not in e.configurable["accepts_numpy"]
     assert e.arguments.startswith("a tensor becomes a private, writable NumPy copy; one that requires grad is refused")
     assert e.path == "generic" if not FLAT else e.path == "flat"

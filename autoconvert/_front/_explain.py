@@ -58,6 +58,8 @@ class Explanation:
         source: the flat call's generated source (None for the generic call).
         notes: how the function was made, where more than decorators made it (torchify,
             numpy_op, batched).
+        verbose: ``str()`` lists every option and the generated source, not only what
+            differs from the defaults.
     """
 
     function: str
@@ -74,8 +76,48 @@ class Explanation:
     why: str
     source: str | None
     notes: tuple[str, ...] = ()
+    verbose: bool = False
 
     def __str__(self) -> str:
+        return self._long() if self.verbose else self._short()
+
+    def _short(self) -> str:
+        """The facts a user looks for first: the call path, what converts and copies, and the
+        options that differ from the defaults."""
+        lines = [f"{self.function}: {self.made_by}", *self.notes, f"Call path: {self.path}. {self.why}"]
+        lines += self._conversions()
+        given = [
+            f"{side}({', '.join(f'{name}={option_words(value)}' for name, value in options.items())})"
+            for side, options in self.explicit.items()
+            if options
+        ]
+        options = f"given: {'; '.join(given)}, the rest default" if given else "the defaults"
+        applied = [  # a block's option applies where no side was given it explicitly
+            f"{name}={option_words(value)}"
+            for name, value in self.config.items()
+            if any(name in DEFAULTS[side] and name not in self.explicit.get(side, {}) for side in self.policies)
+        ]
+        if applied:
+            options += f"; the active config block sets {', '.join(applied)}"
+        lines.append(f"Options: {options}")
+        if self.policies or self.source is not None:
+            lines.append(
+                "explain(f, verbose=True) lists every option" + (" and the generated source" if self.source else "")
+            )
+        return "\n".join(lines)
+
+    def _conversions(self) -> list[str]:
+        """What the arguments, each parameter and the result become, and what runs after."""
+        lines = [f"Arguments: {self.arguments}"]
+        width = max((len(name) for name, _ in self.parameters), default=0)
+        lines += [f"    {name.ljust(width)}  {what}" for name, what in self.parameters]
+        lines.append(f"Result: {self.result}")
+        if self.after is not None:
+            lines.append(f"After the call: {self.after}")
+        return lines
+
+    def _long(self) -> str:
+        """Every option of each side with where its value comes from, and the generated source."""
         lines = [f"{self.function}: {self.made_by}", *self.notes, ""]
         for side, policy in self.policies.items():
             lines.append(f"{side}:")
@@ -86,12 +128,7 @@ class Explanation:
                 lines.append(f"    {name}={option_words(value)}".ljust(34) + f" ({said})")
             if self.configurable.get(side):
                 lines.append(f"    a config block may change: {', '.join(self.configurable[side])}")
-        lines += ["", f"Arguments: {self.arguments}"]
-        width = max((len(name) for name, _ in self.parameters), default=0)
-        lines += [f"    {name.ljust(width)}  {what}" for name, what in self.parameters]
-        lines.append(f"Result: {self.result}")
-        if self.after is not None:
-            lines.append(f"After the call: {self.after}")
+        lines += ["", *self._conversions()]
         lines += ["", f"Call path: {self.path}. {self.why}"]
         if self.source is not None:
             lines += ["", self.source.rstrip("\n")]
@@ -101,7 +138,7 @@ class Explanation:
         return str(self)
 
 
-def explain(func: Any) -> Explanation:
+def explain(func: Any, *, verbose: bool = False) -> Explanation:
     """What autoconvert does on a call of ``func``: each side's resolved options (and which a
     ``config`` block would change), what each parameter and the result become, what runs
     after the call, which call path runs and why, and the generated source of the flat call.
@@ -110,6 +147,9 @@ def explain(func: Any) -> Explanation:
         func: a function decorated by autoconvert (any decorator, fused pairs, ``adapt``), a
             function read from a torchified module, class or object, a ``numpy_op`` or a
             ``batched`` function.
+        verbose: ``print()`` shows every option and the generated source; by default it
+            shows the call path, what converts, and the options that differ from the defaults.
+            The attributes hold every fact either way.
 
     Returns:
         An [`Explanation`][autoconvert.Explanation]: ``print()`` it, or read its attributes.
@@ -130,6 +170,12 @@ def explain(func: Any) -> Explanation:
         >>> e.arguments.split(";")[0]
         'a tensor becomes a private, writable NumPy copy'
     """
+    explained = _explain(func)
+    return dataclasses.replace(explained, verbose=True) if verbose else explained
+
+
+def _explain(func: Any) -> Explanation:
+    """``explain(func)``, each kind of function its own way."""
     if isinstance(func, _BoundWrapper):
         func = func._self_parent
     elif isinstance(func, types.MethodType) and isinstance(func.__self__, TorchifiedObject):  # a proxy's method
