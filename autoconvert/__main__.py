@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     failures = 0
+    promoted: dict[str, str] = {}  # dtype in -> the other dtype the function returned
+    refused: dict[str, str] = {}  # why the hand-written line failed, by the exception's type
     for device in _devices():
         for dtype in (torch.float32, torch.float64, torch.bfloat16):
             x = torch.rand(4, 256, device=device).to(dtype)
@@ -136,13 +138,32 @@ def main(argv: list[str] | None = None) -> int:
                 hand = f"{_time(functools.partial(hand_written, x)):.1f} us"
             except (TypeError, ValueError, RuntimeError) as e:  # bfloat16: "unsupported ScalarType"
                 hand = "fails: " + type(e).__name__
+                refused.setdefault(type(e).__name__, str(e))
+            if out.dtype != x.dtype:
+                promoted[str(x.dtype).removeprefix("torch.")] = str(out.dtype).removeprefix("torch.")
             mark = "" if ok else "  MISMATCH"
             print(
                 f"{device!s:8} {x.dtype!s:16} {out.dtype!s:16} {copies:>6} {bytes_copied:>12,} "
                 f"{ours:>8.1f} {hand:>14}{mark}"
             )
+    _notes(promoted, refused)
     print("\nok" if not failures else f"\n{failures} result(s) did not match the reference")
     return 1 if failures else 0
+
+
+def _notes(promoted: dict[str, str], refused: dict[str, str]) -> None:
+    """What the table's odd cells mean: a dtype the function changed, a hand-written line that failed."""
+    if promoted:
+        changes = ", ".join(f"{out} for {dtype}" for dtype, out in sorted(promoted.items()))
+        print(
+            f"\ndtype out: the function itself returned {changes} (SciPy and NumPy promote); autoconvert keeps "
+            "the function's dtype, and returns_tensor(dtype='input') gives the caller's"
+        )
+    for kind, message in refused.items():
+        print(
+            f"\nfails: {kind}: the hand-written line, x.detach().cpu().numpy(), raised {kind}: {message} "
+            "(autoconvert widens what NumPy lacks)"
+        )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ class TransferError(ConversionError, RuntimeError):
 class NoDeviceError(Exception):
     """Internal: a leaf was asked to place a value on the call's device, and the call's
     tensors disagree on one. The output side, which knows the call, raises
-    [`DeviceMismatchError`][autoconvert.DeviceMismatchError] naming them all."""
+    ``DeviceMismatchError`` naming them all."""
 
 
 class GradientWarning(UserWarning):

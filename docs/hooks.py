@@ -6,6 +6,8 @@
   machine and versions the run names.
 - The API page's table of options, written from the package's own table
   (``autoconvert._calls._options.OPTIONS``), where the page says ``<!-- options table -->``.
+- Notes for readers of a page's Markdown on a repository host (what its ``:::`` and
+  ``--8<--`` lines stand for), left out of the site.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import pathlib
+import re
 from typing import Any
 
 FIGURE = "img/per_call.png"
@@ -29,10 +32,14 @@ def on_files(files: Any, config: Any) -> Any:
 OPTIONS_MARK = "<!-- options table -->"
 
 
+#: A note for readers of the Markdown source on a repository host, which the site leaves out.
+REPOSITORY_ONLY = re.compile(r"<!-- repository only -->\n.*?<!-- /repository only -->\n+", re.S)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if OPTIONS_MARK in markdown:
         markdown = markdown.replace(OPTIONS_MARK, options_table())
-    return markdown
+    return REPOSITORY_ONLY.sub("", markdown)
 
 
 def options_table() -> str:

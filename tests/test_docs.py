@@ -83,3 +83,20 @@ def test_self_check_runs_and_passes() -> None:
     assert f"torch {torch.__version__}, numpy {numpy.__version__}, scipy " in first
     assert first.endswith(f"wrapt {importlib.metadata.version('wrapt')}")
     assert "cpu      torch.bfloat16" in done.stdout and "fails: TypeError" in done.stdout
+    # The odd cells explained: lfilter promotes to float64, and the hand-written line fails on bfloat16.
+    assert (
+        "\ndtype out: the function itself returned float64 for bfloat16, float64 for float32 (SciPy and NumPy "
+        "promote); autoconvert keeps the function's dtype, and returns_tensor(dtype='input') gives the caller's\n"
+    ) in done.stdout
+    assert (
+        "\nfails: TypeError: the hand-written line, x.detach().cpu().numpy(), raised TypeError: Got unsupported "
+        "ScalarType BFloat16 (autoconvert widens what NumPy lacks)\n"
+    ) in done.stdout
+
+
+def test_docstrings_read_as_plain_text_in_help() -> None:
+    """help() shows a docstring as written: public names are ``CopyError``, which the site's
+    Griffe extension (docs/griffe_links.py) links, never the site's link markup."""
+    marked = [name for name in autoconvert.__all__ if "][autoconvert." in (getattr(autoconvert, name).__doc__ or "")]
+    assert marked == []
+    assert "``CopyError``" in (autoconvert.accepts_numpy.__doc__ or "")

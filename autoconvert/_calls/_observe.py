@@ -152,7 +152,7 @@ class _Observation:
             if self.watched.guarded:
                 self.watched.report(self.watch, ends, (args, kwargs, instance), self.result)
             for counter in self.counters:
-                counter.add(self.watched.name, self.watch, total, self.in_function)
+                counter._add(self.watched.name, self.watch, total, self.in_function)
 
     def _enter(self, name: str | None) -> None:
         if name is not None:
@@ -229,7 +229,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     Per decorated function (by qualname): calls, values converted, how many were shared
     with no copy, copies and bytes by cause, and seconds in conversion and in the function.
-    ``print(s)`` shows a table; ``s["f"]`` is one function's [`FunctionStats`][autoconvert.FunctionStats], and
+    ``print(s)`` shows a table; ``s["f"]`` is one function's ``FunctionStats``, and
     ``s.calls``, ``s.shared``, ``s.copies``, ``s.bytes`` the totals. Blocks nest (an outer
     block counts what inner ones do) and each thread and asyncio task sees only its own,
     like ``config``; ``batched`` threads count into the block their map was called in.
@@ -258,7 +258,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         leave(self, "autoconvert.stats()")
 
-    def add(self, name: str, watch: Watch, total: float, in_function: float) -> None:
+    def _add(self, name: str, watch: Watch, total: float, in_function: float) -> None:
         """Count one watched call of ``name``."""
         with self._lock:
             counts = self._of(name)
@@ -271,27 +271,27 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
             counts.function_seconds += in_function
             counts.conversion_seconds += total - in_function
 
-    def add_native(self, name: str) -> None:
+    def _add_native(self, name: str) -> None:
         """Count one call of ``name`` handed to its library's own torch path."""
         with self._lock:
             counts = self._of(name)
             counts.calls += 1
             counts.native += 1
 
-    def add_cupy(self, name: str) -> None:
+    def _add_cupy(self, name: str) -> None:
         """Count one call of ``name`` that CuPy ran on its CUDA tensors' memory."""
         with self._lock:
             counts = self._of(name)
             counts.calls += 1
             counts.cupy += 1
 
-    def add_not_cupy(self, name: str, reason: str) -> None:
+    def _add_not_cupy(self, name: str, reason: str) -> None:
         """Count why a call of ``name`` with a CUDA tensor took the host path (its call is counted by ``add``)."""
         with self._lock:
             reasons = self._of(name).not_cupy
             reasons[reason] = reasons.get(reason, 0) + 1
 
-    def add_batch(self, name: str, samples: int, in_caller: bool) -> None:
+    def _add_batch(self, name: str, samples: int, in_caller: bool) -> None:
         """Count one ``batched`` map of ``name``'s (its call is counted by ``add``)."""
         with self._lock:
             counts = self._of(name)
@@ -364,28 +364,28 @@ def count_native(name: str) -> None:
     """Count a call of ``name`` handed to its library's own torch path into the active ``stats`` blocks."""
     config = _ACTIVE.get()
     for counter in config.counters if config is not None else ():
-        counter.add_native(name)
+        counter._add_native(name)
 
 
 def count_cupy(name: str) -> None:
     """Count a call of ``name`` that CuPy ran on its CUDA tensors into the active ``stats`` blocks."""
     config = _ACTIVE.get()
     for counter in config.counters if config is not None else ():
-        counter.add_cupy(name)
+        counter._add_cupy(name)
 
 
 def count_not_cupy(name: str, reason: str) -> None:
     """Count why a call of ``name`` with a CUDA tensor took the host path into the active ``stats`` blocks."""
     config = _ACTIVE.get()
     for counter in config.counters if config is not None else ():
-        counter.add_not_cupy(name, reason)
+        counter._add_not_cupy(name, reason)
 
 
 def count_batch(name: str, samples: int, in_caller: bool) -> None:
     """Count a ``batched`` map of ``name`` (a function's qualname) into the active ``stats`` blocks."""
     config = _ACTIVE.get()
     for counter in config.counters if config is not None else ():
-        counter.add_batch(name, samples, in_caller)
+        counter._add_batch(name, samples, in_caller)
 
 
 def _seconds(seconds: float) -> str:

@@ -3,7 +3,7 @@
 Like ``torch.utils._pytree``: a container is a registered exact type with a flatten and
 an unflatten; everything else is a leaf, passed through untouched (the walk over leaves
 is _tree's ``Mapper``). Built-in containers are registered through the same public
-[`register_container`][autoconvert.register_container] users call. Namedtuples,
+``register_container`` users call. Namedtuples,
 dataclasses and types registered with torch's pytree (model-output classes are) are
 recognised by type, once, and cached. This module imports neither torch nor NumPy: it
 looks for torch's pytree registry only if torch was already imported.

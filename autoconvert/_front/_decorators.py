@@ -101,12 +101,12 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     Args:
         copy: ``None`` shares memory and copies only when unavoidable (a GPU tensor, a
             dtype NumPy lacks such as bfloat16, a conjugate bit); ``True`` gives private
-            writable copies; ``False`` never copies and raises [`CopyError`][autoconvert.CopyError].
+            writable copies; ``False`` never copies and raises ``CopyError``.
         writeback: make the arrays writable and copy what the function writes into them
             back into the caller's tensors, whatever their device, even if it raises.
         grad: for arguments that require grad while grad mode is on: ``"warn"`` once per
-            function ([`GradientWarning`][autoconvert.GradientWarning]), ``"detach"`` silently, ``"error"``
-            ([`GradientError`][autoconvert.GradientError]).
+            function (``GradientWarning``), ``"detach"`` silently, ``"error"``
+            (``GradientError``).
         only: the parameter names to convert (checked against the signature now).
         exclude: the parameter names to leave alone.
         nested: look inside containers; ``False`` converts top-level arguments only.
@@ -117,11 +117,11 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
         check_writes: for tests and debugging: keep a private copy of every CPU tensor
             argument, and after the call put back any the function changed through a route
             the read-only arrays cannot stop (``torch.from_numpy(a)`` then an in-place op,
-            ``a.base``) and raise [`ReadOnlyError`][autoconvert.ReadOnlyError] naming it. One copy and one
+            ``a.base``) and raise ``ReadOnlyError`` naming it. One copy and one
             comparison per argument.
         transfers: the transfer guard for this function's copies between devices:
             ``"allow"``, ``"log"`` (the ``autoconvert`` logger), ``"warn"``
-            ([`TransferWarning`][autoconvert.TransferWarning]) or ``"error"`` ([`TransferError`][autoconvert.TransferError], before the copy).
+            (``TransferWarning``) or ``"error"`` (``TransferError``, before the copy).
         callbacks: callables among the arguments are written in torch: NumPy code calling
             them hands them tensors (on the device of the call's tensors) and gets their
             tensor results back as arrays (``scipy.optimize.minimize(f, x0)`` with ``f`` using
@@ -132,10 +132,11 @@ def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
             as the caller's tensor itself. Every other argument stays read-only.
 
     Unless ``copy=True`` or ``writeback=True``, the arrays are read-only on every device;
-    a write raises [`ReadOnlyError`][autoconvert.ReadOnlyError] (a ``ValueError``) naming both fixes.
+    a write raises ``ReadOnlyError`` (a ``ValueError``) naming both fixes.
 
     Raises:
-        ConversionError: a tensor NumPy cannot hold (sparse, quantized, nested, meta).
+        ConversionError: a tensor NumPy cannot hold (quantized, nested, meta), or a sparse
+            tensor with ``writeback=True`` (sparse tensors otherwise become scipy.sparse arrays).
         TypeError: an unknown option, or ``only``/``exclude`` naming no parameter.
 
     Example:
@@ -175,10 +176,10 @@ def returns_tensor(func: Any = None, /, **options: Any) -> Any:
             bool results are never cast.
         copy: ``None`` shares memory where torch can (a writable, positively strided,
             native-byte-order array on the CPU) and otherwise copies once; ``True``
-            always gives memory nothing else holds; ``False`` raises [`CopyError`][autoconvert.CopyError]
+            always gives memory nothing else holds; ``False`` raises ``CopyError``
             when a copy is needed.
         nested: look inside tuples, lists, dicts, namedtuples and dataclasses.
-        transfers: the transfer guard, as for [`accepts_numpy`][autoconvert.accepts_numpy].
+        transfers: the transfer guard, as for ``accepts_numpy``.
 
     Raises:
         DeviceMismatchError: tensor arguments on different devices and no ``device=``.
@@ -223,7 +224,7 @@ def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
             the call's floating tensor arguments' dtype; integer arrays are never cast.
         copy: ``None`` shares memory with the arrays where torch can (on the CPU: the
             function's in-place writes reach them, as with ``torch.from_numpy``);
-            ``True`` gives private copies; ``False`` raises [`CopyError`][autoconvert.CopyError] instead.
+            ``True`` gives private copies; ``False`` raises ``CopyError`` instead.
         only: the parameter names to convert.
         exclude: the parameter names to leave alone.
         nested: look inside containers.
@@ -251,7 +252,7 @@ def returns_numpy(func: Any = None, /, **options: Any) -> Any:
     Args:
         copy: ``None`` shares a CPU tensor's memory (as ``Tensor.numpy()`` does) and
             copies only when needed; ``True`` always copies; ``False`` raises
-            [`CopyError`][autoconvert.CopyError] when a copy is needed.
+            ``CopyError`` when a copy is needed.
         nested: look inside containers.
 
     Example:

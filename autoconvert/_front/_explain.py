@@ -152,7 +152,7 @@ def explain(func: Any, *, verbose: bool = False) -> Explanation:
             The attributes hold every fact either way.
 
     Returns:
-        An [`Explanation`][autoconvert.Explanation]: ``print()`` it, or read its attributes.
+        An ``Explanation``: ``print()`` it, or read its attributes.
 
     Raises:
         TypeError: ``func`` is not made by autoconvert.

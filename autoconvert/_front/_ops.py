@@ -128,7 +128,7 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Without ``backward`` or ``fake`` a call converts as ``returns_tensor(accepts_numpy(fn))``
     does (``grad="warn"`` and all), and under ``torch.vmap`` runs per ``vmap=``; a gradient
-    asked for through ``torch.func`` raises [`GradientError`][autoconvert.GradientError]
+    asked for through ``torch.func`` raises ``GradientError``
     naming ``backward=``, never a silent zero.
     With ``backward``, the results must be a tensor or a tuple of tensors; integer and bool
     results carry no gradient; gradients reach the inputs on their own device and dtype;

@@ -29,13 +29,13 @@ from autoconvert._errors import LeafError
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """``obj`` with every tensor in it as a NumPy array, for code that can't take a decorator.
 
-    The conversion of [`returns_numpy`][autoconvert.returns_numpy]: detached silently (the call itself says
+    The conversion of ``returns_numpy``: detached silently (the call itself says
     the value leaves autograd), moved to the host, dtypes NumPy lacks widened.
 
     Args:
         obj: a tensor, or a container of them; other values pass through untouched.
-        **options: ``copy``, ``nested`` and ``sparse``, as for [`returns_numpy`][autoconvert.returns_numpy]; ``grad``
-            as for [`accepts_numpy`][autoconvert.accepts_numpy] (``"detach"``, the default, silently; ``"warn"``
+        **options: ``copy``, ``nested`` and ``sparse``, as for ``returns_numpy``; ``grad``
+            as for ``accepts_numpy`` (``"detach"``, the default, silently; ``"warn"``
             once per process; ``"error"`` refuses a tensor that requires grad while grad
             mode is on).
 
@@ -64,7 +64,7 @@ def to_tensor(obj: Any, **options: Any) -> Any:
         obj: an array, a NumPy scalar, or a container of them.
         **options: ``device`` (default: torch's default device), ``dtype`` (a
             ``torch.dtype`` casts floating arrays), ``copy`` and ``nested``, as for
-            [`returns_tensor`][autoconvert.returns_tensor].
+            ``returns_tensor``.
 
     Example:
         >>> import numpy as np, autoconvert as ac
