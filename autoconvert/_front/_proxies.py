@@ -172,7 +172,15 @@ def _unnamed(kind: type) -> str | None:
 
 
 #: Result types that are never proxied, besides plain values and NumPy's value types.
-_NOT_OBJECTS = (torch.Tensor, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ufunc)
+_NOT_OBJECTS = (
+    torch.Tensor,
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    np.ufunc,
+)
 
 
 class TorchifiedClass(StandIn):
@@ -249,6 +257,7 @@ class TorchifiedClass(StandIn):
         if made is None:
             base = CallableTorchifiedObject if is_callable else TorchifiedObject
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
+            protocols |= _operators(self.__wrapped__)
             made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
@@ -301,8 +310,11 @@ def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | 
     return vote(seen) if seen else None
 
 
-#: Argument types that hold no tensor: the common case needs no walk.
-_PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex, type(None), np.ndarray})
+#: Argument types that hold no tensor: the common case needs no walk. (NotImplemented, an
+#: operator's answer to an operand it does not take, must reach Python as it is.)
+_PLAIN_VALUES = frozenset(
+    {int, float, bool, str, bytes, complex, type(None), types.NotImplementedType, types.EllipsisType, np.ndarray}
+)
 
 
 class TorchifiedObject(StandIn):
@@ -338,6 +350,9 @@ class TorchifiedObject(StandIn):
             setattr(type(self), name, method)  # this class's proxies find it without __getattr__
             return types.MethodType(method, self)
         value = getattr(target, name)
+        viewed = self._ac_class.viewed(value, self._ac_device)
+        if viewed is not value:  # an object of the package (a LinearOperator's .T): its proxy
+            return viewed
         if callable(value) and not isinstance(value, type):
             return types.MethodType(self._ac_calling(name, value), self)
         return self._ac_read(value)
@@ -370,12 +385,13 @@ class TorchifiedObject(StandIn):
 
     def _ac_read(self, value: Any) -> Any:
         """A value read off the object (an attribute, an item) as tensors, on the device of
-        the tensors last passed to it."""
+        the tensors last passed to it; an object of the package as its proxy."""
         placed: TensorOptions = {"device": self._ac_device or default_device()}
         dtype = self._ac_class.read_dtype
         if dtype is not None:
             placed["dtype"] = dtype
-        return to_tensor(value, **placed)
+        read = to_tensor(value, **placed)
+        return self._ac_class.viewed(read, self._ac_device) if read is value else read
 
     def __setattr__(self, name: str, value: Any) -> None:
         self._ac_class.assign(self.__wrapped__, name, value)
@@ -435,6 +451,66 @@ _PROTOCOLS: dict[str, Callable[..., Any]] = {
     "__contains__": _contains,
     "__bool__": _bool,
 }
+
+
+_BINARY = (
+    "add",
+    "sub",
+    "mul",
+    "matmul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "divmod",
+    "pow",
+    "lshift",
+    "rshift",
+    "and",
+    "xor",
+    "or",
+)
+#: The operators a proxy type forwards where its object's class defines them: binary ones,
+#: reflected and in place, unary ones and comparisons. Python looks them up on the type.
+OPERATORS = (
+    *(f"__{op}__" for op in _BINARY),
+    *(f"__r{op}__" for op in _BINARY),
+    *(f"__i{op}__" for op in _BINARY if op != "divmod"),
+    *("__neg__", "__pos__", "__abs__", "__invert__"),
+    *("__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"),
+    *("__setitem__", "__delitem__"),
+)
+
+
+def _operators(cls: type) -> dict[str, Any]:
+    """The operators of ``cls`` (those it defines, not ``object``'s), as methods of its proxy
+    type, each converting as the class's other methods do (see _operator)."""
+    found = {
+        name: _operator(name)
+        for name in OPERATORS
+        if getattr(cls, name, None) not in (None, getattr(object, name, None))
+    }
+    if "__eq__" in found:  # a class body defining __eq__ drops __hash__: keep the object's
+        found["__hash__"] = None if cls.__hash__ is None else _hash
+    return found
+
+
+def _operator(name: str) -> Callable[..., Any]:
+    """The proxies' operator ``name``: the class's own as a method of proxies (arguments
+    converted, proxies handed as their objects, results viewed as a method's), or, for one
+    that is no Python function, the object's bound one through the same conversion."""
+
+    def operate(self: TorchifiedObject, *args: Any) -> Any:
+        method = self._ac_class.method(name)
+        if method is None:
+            method = self._ac_calling(name, getattr(self.__wrapped__, name))
+        return method(self, *args)
+
+    operate.__name__ = operate.__qualname__ = name
+    return operate
+
+
+def _hash(self: TorchifiedObject) -> int:
+    return hash(self.__wrapped__)
 
 
 class CallableTorchifiedObject(TorchifiedObject):
