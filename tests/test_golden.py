@@ -58,24 +58,24 @@ def _source(function: Any) -> str:
 
 
 def _method_form(wrapper: Any) -> str:
-    return f"{ac.explain(wrapper)}\n\n# the method form, for calls through an instance\n{_source(wrapper._self_method)}"
+    return f"{ac.explain(wrapper, verbose=True)}\n\n# the method form, for calls through an instance\n{_source(wrapper._self_method)}"
 
 
 def _torchified_method() -> str:
-    return str(ac.explain(ac.torchify(Scaler()).scale))
+    return str(ac.explain(ac.torchify(Scaler()).scale, verbose=True))
 
 
 PLANS: dict[str, Callable[[], str]] = {
-    "one_tensor": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_f)))),
-    "keywords": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_keywords)))),
+    "one_tensor": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_f)), verbose=True)),
+    "keywords": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_keywords)), verbose=True)),
     "method": lambda: _method_form(ac.accepts_numpy(copy=True)(_f)),
-    "dict_of_tensors": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_stack)))),
-    "writeback": lambda: str(ac.explain(ac.accepts_numpy(writeback=True)(_f))),
-    "check_writes": lambda: str(ac.explain(ac.accepts_numpy(check_writes=True)(_f))),
-    "returns_tensor_alone": lambda: str(ac.explain(ac.returns_tensor(_f))),
-    "reverse_pair": lambda: str(ac.explain(ac.returns_numpy(ac.accepts_tensor(_f)))),
+    "dict_of_tensors": lambda: str(ac.explain(ac.returns_tensor(ac.accepts_numpy(_stack)), verbose=True)),
+    "writeback": lambda: str(ac.explain(ac.accepts_numpy(writeback=True)(_f), verbose=True)),
+    "check_writes": lambda: str(ac.explain(ac.accepts_numpy(check_writes=True)(_f), verbose=True)),
+    "returns_tensor_alone": lambda: str(ac.explain(ac.returns_tensor(_f), verbose=True)),
+    "reverse_pair": lambda: str(ac.explain(ac.returns_numpy(ac.accepts_tensor(_f)), verbose=True)),
     "torchified_method": _torchified_method,
-    "torchified_static": lambda: str(ac.explain(ac.torchify(Scaler).negate)),
+    "torchified_static": lambda: str(ac.explain(ac.torchify(Scaler).negate, verbose=True)),
     # The source alone: whether a ufunc has a signature to list depends on NumPy's version.
     "ufunc_leading_form": lambda: ac.explain(ac.torchify(np).add).source.split("\n", 1)[1],  # type: ignore[union-attr]
 }
