@@ -85,7 +85,7 @@ def _plain(value: Any) -> Any:
         return ("Signal", value.values.tolist())
     if isinstance(value, torch.Tensor):
         return ("array", value.numpy().tolist())
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, np.generic)):
         return ("array", value.tolist())
     return value
 
