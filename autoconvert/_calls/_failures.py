@@ -89,9 +89,12 @@ def wrote_into_handed(
 def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
     """Those of a frame's read-only ``local`` arrays that the expression which raised reads
     (its source span: a call's arguments, a store's target), itself or through an object or
-    container: the array compiled code refused, among the others the frame holds."""
+    container: the array compiled code refused, among the others the frame holds; none where
+    that cannot be told."""
     code = tb.tb_frame.f_code
     failing = next((i for i in dis.get_instructions(code) if i.offset == tb.tb_lasti), None)
+    # No source position: every read-only array of the frame (with no columns, under
+    # ``python -X no_debug_ranges``, the span is the whole line).
     if failing is None or failing.positions is None or failing.positions.lineno is None:
         return []
     span = failing.positions
