@@ -58,6 +58,13 @@ class Shape(NamedTuple):
             n if k < self.positional else f"{self.keyword_only[k - self.positional]}={n}" for k, n in enumerate(names)
         )
 
+    def handed(self, names: list[str], first: int) -> str:
+        """``names`` (one per parameter) as the call's arguments were handed, after the first
+        ``first`` (a method's instance, which is none): ``(c1, c2, ), {'k': c3}``."""
+        args = "".join(f"{n}, " for n in names[first : self.positional])
+        keywords = zip(self.keyword_only, names[self.positional :], strict=True)
+        return f"({args}), {{{', '.join(f'{key!r}: {n}' for key, n in keywords)}}}"
+
 
 def shape_of(function: Any) -> Shape | None:
     """``function``'s signature shape; None for anything but a plain function without

@@ -78,11 +78,47 @@ def wrote_into_handed(
     values = raised.tb_frame.f_locals.values()
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
     local = local or [v for v in _held(values) if not v.flags.writeable]
+    local = _read_by_failure(raised, local) or local
     if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
     if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
         return None
     return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
+
+
+def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
+    """Those of a frame's read-only ``local`` arrays that the expression which raised reads
+    (its source span: a call's arguments, a store's target), itself or through an object or
+    container: the array compiled code refused, among the others the frame holds; none where
+    that cannot be told."""
+    code = tb.tb_frame.f_code
+    failing = next((i for i in dis.get_instructions(code) if i.offset == tb.tb_lasti), None)
+    # No source position: every read-only array of the frame (with no columns, under
+    # ``python -X no_debug_ranges``, the span is the whole line).
+    if failing is None or failing.positions is None or failing.positions.lineno is None:
+        return []
+    span = failing.positions
+    names: set[str] = set()
+    for instruction in dis.get_instructions(code):
+        at = instruction.positions
+        inside = at is not None and at.lineno is not None and _within(at, span)
+        if inside and instruction.opname.startswith(_READS):
+            value = instruction.argval
+            names.update(value if isinstance(value, tuple) else [value])  # LOAD_FAST_LOAD_FAST reads two
+    frame = tb.tb_frame.f_locals
+    read = [frame[name] for name in names if name in frame]
+    read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _held(read)
+    return [a for a in local if any(a is r for r in read_arrays)]
+
+
+def _within(at: dis.Positions, span: dis.Positions) -> bool:
+    """Whether the source span ``at`` lies inside ``span``."""
+    start, end = (span.lineno, span.col_offset or 0), (span.end_lineno or span.lineno, span.end_col_offset or 0)
+    return start <= (at.lineno, at.col_offset or 0) and (at.end_lineno or at.lineno, at.end_col_offset or 0) <= end
+
+
+#: The instructions that read a local (or a closure's) variable (3.11 to 3.14's spellings).
+_READS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_NAME")
 
 
 def _held(values: Any) -> list[np.ndarray[Any, Any]]:

@@ -124,8 +124,8 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
     _opening(s, kind)
     if method and kind.stands_in:  # after the compile escape: dynamo never reads the proxy
         s.add(1, "target = p0.__wrapped__")
-    handed = (["target"] if kind.stands_in else ["p0"]) if method else []
-    first = len(handed)
+    passed = (["target"] if kind.stands_in else ["p0"]) if method else []
+    first = len(passed)
     for k, step in enumerate(steps, first):  # checked first: a call passing one converts nothing here
         if step.kind == "written":
             unless_default = f" and p{k} is not d{k}" if k in shape.defaulted else ""
@@ -138,8 +138,9 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
         if part.lines:
             s.add(1, f"c{k} = p{k}", *([f"if p{k} is not d{k}:"] if defaulted else []))
             s.lines += part.lines
-        handed.append(f"c{k}" if part.lines else f"p{k}")
-    _called(s, 1, shape.passed(handed), f"({''.join(f'{name}, ' for name in handed)}), {{}}", kind)
+        passed.append(f"c{k}" if part.lines else f"p{k}")
+    # The call's arguments as the generic call hands them: the instance is none of them.
+    _called(s, 1, shape.passed(passed), shape.handed(passed, first), kind)
     emit_result(s, kind.result)
 
 

@@ -10,7 +10,8 @@ copies them itself then).
 
 Compiled code may also refuse read-only arrays outright, before it reads them (a Cython
 memoryview not declared ``const``: ``scipy.signal.sosfilt``): a torchified function then
-copies when needed, as NumPy 2's ``copy=None`` means, and remembers it.
+copies when needed, as NumPy 2's ``copy=None`` means, and remembers it. A method of a
+torchified object is guarded alike: its object, passed first, is never copied nor looked into.
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ class Guarded:
     handed as private copies where they are read-only (a tensor's memory, or any array the
     caller cannot mean to be written); and, with ``retries``, a call whose compiled code
     refuses read-only arrays on entry (a Cython memoryview, a numba kernel's signature) made
-    again with writable copies, as every later call of ``fn`` is (copy when needed)."""
+    again with writable copies, as every later call of ``fn`` is (copy when needed). With
+    ``method``, ``fn`` is a method's function, called with its object first: the object is
+    no argument of the call (copying it, a dataclass, would make a new object)."""
 
-    def __init__(self, fn: Any, arguments: list[Overwritten], retries: bool) -> None:
+    def __init__(self, fn: Any, arguments: list[Overwritten], retries: bool, method: bool = False) -> None:
         self.__wrapped__ = fn
         self.arguments = arguments
         self.retries = retries
+        self.skipped = 1 if method else 0  # the leading arguments that are no arrays of the call
         self.writable = False  # compiled code refused read-only arrays once: copy from then on
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]  # None for extension builtins (see _torchify)
         for name in ("__name__", "__qualname__", "__doc__"):
@@ -54,8 +58,9 @@ class Guarded:
         return self.__wrapped__ if self.retries and not self.arguments else None
 
     def refused(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether ``error``, raised by the function called directly with ``args`` and
-        ``kwargs``, is a refusal this guard retries; if so, it copies from then on."""
+        """Whether ``error``, raised by the function called directly with ``args`` (after a
+        method's object) and ``kwargs``, is a refusal this guard retries; if so, it copies
+        from then on."""
         if not self.retries or not isinstance(error, (ValueError, TypeError)):
             return False
         if not _refused_read_only(error, args, kwargs):
@@ -71,13 +76,14 @@ class Guarded:
         try:
             return self.__wrapped__(*args, **kwargs)
         except (ValueError, TypeError) as error:  # numba's TypingError is a TypeError
-            if not self.refused(error, args, kwargs):
+            if not self.refused(error, args[self.skipped :], kwargs):
                 raise
         return self._writable_call(args, kwargs)
 
     def _writable_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The call with writable copies of read-only arrays."""
-        return self.__wrapped__(*_WRITABLE(args, None), **_WRITABLE(kwargs, None))
+        """The call with writable copies of read-only arrays (a method's object as it is)."""
+        skipped = self.skipped
+        return self.__wrapped__(*args[:skipped], *_WRITABLE(args[skipped:], None), **_WRITABLE(kwargs, None))
 
     def _overwritable(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """``args`` with private copies where the call lets SciPy overwrite; ``kwargs`` changed in place."""
@@ -97,7 +103,7 @@ class Guarded:
         return args if copied is None else tuple(copied)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return guarded, (self.__wrapped__, self.retries)
+        return guarded, (self.__wrapped__, self.retries, self.skipped == 1)
 
 
 def _refused_read_only(error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -128,12 +134,13 @@ def _arrays_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[NDArray[An
     return [a for _, a in _WRITABLE.leaves_with_paths((args, kwargs))]
 
 
-def guarded(fn: Any, retries: bool = False) -> Any:
+def guarded(fn: Any, retries: bool = False, method: bool = False) -> Any:
     """``fn`` as a ``Guarded`` where it may write into its arguments or, with ``retries``,
     where its compiled code may refuse read-only arrays (anything but the functions of a
-    library that takes them, NumPy's, and generator functions); else ``fn`` itself."""
+    library that takes them, NumPy's, and generator functions); else ``fn`` itself.
+    ``method``: ``fn`` is a method's function, called with its object first."""
     adapter = adapter_for(fn)
     arguments = adapter.overwritten(fn)
     # A generator's body runs after the call: a refusal there comes too late to make it again.
     retries = retries and not adapter.takes_read_only and deferred_kind(fn) is None
-    return Guarded(fn, arguments, retries) if arguments or retries else fn
+    return Guarded(fn, arguments, retries, method) if arguments or retries else fn

@@ -20,6 +20,7 @@ from autoconvert._conversions._tree import Leaf
 
 from ._call import Runner
 from ._config import Config
+from ._guards import Guarded
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._observe import Watching
 from ._options import DEFAULTS, Policy, policy_of
@@ -43,6 +44,9 @@ class Plan:
     stands_in = False
     #: The function is a callable the instance holds, called as it is (see Parameters).
     held = False
+    #: What a method form calls, the object first, in place of the function: its guard (see
+    #: _guards), which torchify's method plans set; None: the function itself.
+    guard: Guarded | None = None
 
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
         self.sides = sides  # decorator name -> its explicit options, already validated: the recipe

@@ -99,21 +99,27 @@ class Flat:
         exec(code, namespace)
         return staticmethod(namespace["__call__"]), namespace
 
-    def method(self, function: types.FunctionType) -> Callable[..., Any]:
+    def method(self, function: types.FunctionType, guard: Guarded | None = None) -> Callable[..., Any]:
         """``function``'s flat call through an instance, for a wrapper's ``__get__`` to bind
         (a bound method, as the function itself would give): ``function(instance, ...)``, the
-        instance never converted; the generic call gets the bound method, as from wrapt."""
+        instance never converted; the generic call gets the bound method, as from wrapt. With
+        a ``guard`` (see Plan.guard) the calls go through it, or where it only retries refusals
+        on entry, to the function directly, as ``bind``'s do."""
         generic, stands_in = self.namespace["generic"], self.kind.stands_in
 
         def bound_generic(function: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             bound = types.MethodType(function, instance.__wrapped__ if stands_in else instance)
             return generic(bound, instance, args, kwargs)
 
-        namespace = {**self.namespace, "wrapped": function, "generic": bound_generic}
-        exact = self._exact(function, namespace, self.kind, method=True)
+        kind = self.kind
+        if guard is not None and guard.direct is not None and not self.selects:
+            kind = kind._replace(retries=True)
+        called = function if guard is None else guard
+        namespace = {**self.namespace, "wrapped": called, "callee": function, "guard": guard, "generic": bound_generic}
+        exact = self._exact(function, namespace, kind, method=True)
         if exact is not None:
             return exact
-        exec(self.codes[2], namespace)
+        exec(self.codes[2] if kind is self.kind else _codes_of(kind)[2], namespace)
         return functools.update_wrapper(namespace["method"], function)
 
     def _exact(

@@ -145,7 +145,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
         direct, constants = flat.bind(wrapped)
         members: dict[str, Any] = {"__call__": direct, "__module__": __name__}
         if type(wrapped) is types.FunctionType:
-            method = flat.method(wrapped)
+            method = flat.method(wrapped, plan.guard)
             members["_self_method"] = staticmethod(method)
             members["__get__"] = _binding(method)
     else:
@@ -158,12 +158,13 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             # Made now, not by as_method on first use: torch 2.4's dynamo, tracing a torchified
             # proxy's first method lookup, loses a closure made there (it came back None).
             stands_in = plan.stands_in  # the function is called on the object the instance stands in for
+            called = wrapped if plan.guard is None else plan.guard
 
             def method(instance: Any, *args: Any, **kwargs: Any) -> Any:
                 # Read through torch's module, before any attribute of a stand-in (see _escape).
                 if torch.compiler.is_dynamo_compiling():  # pragma: no cover - under dynamo
                     return opaque(method, instance, *args, **kwargs)
-                bound = types.MethodType(wrapped, instance.__wrapped__ if stands_in else instance)
+                bound = types.MethodType(called, instance.__wrapped__ if stands_in else instance)
                 return call(bound, instance, args, kwargs)
 
             functools.update_wrapper(method, wrapped)  # named as the function, as the flat method form is

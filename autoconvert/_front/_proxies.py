@@ -66,10 +66,15 @@ def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]
 
 
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``wrap_pair`` of ``fn`` (a torchified function, a bound method of a torchified
-    object), guarded (see _guards)."""
-    retries = policy_of("accepts_numpy", {}, _inputs_of(options)).copies_refused()
-    return wrap_pair(guarded(fn, retries), options)
+    """``wrap_pair`` of ``fn`` (a torchified function, a callable a torchified object
+    holds), guarded (see _guards)."""
+    return wrap_pair(_guarded(fn, _inputs_of(options)), options)
+
+
+def _guarded(fn: Any, inputs: dict[str, Any]) -> Any:
+    """``fn`` guarded (see _guards) as ``inputs``, the input side's options, ask: compiled
+    code's refusal of read-only arrays made again with copies where those copy when needed."""
+    return guarded(fn, policy_of("accepts_numpy", {}, inputs).copies_refused())
 
 
 class TorchifiedPlan(Plan):
@@ -101,6 +106,9 @@ class MethodPlan(TorchifiedPlan):
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]], *, held: bool = False) -> None:
         self.held = held
         super().__init__(func, sides)
+        if not held:  # a held callable comes guarded (see _ac_calling); a function, with its object first
+            guard = guarded(func, self.policies["accepts_numpy"].copies_refused(), method=True)
+            self.guard = guard if guard is not func else None
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
         return functools.partial(type(self), held=self.held)
@@ -194,7 +202,7 @@ class TorchifiedClass(StandIn):
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
         #: has no inputs there; None lets a ``config`` block's apply).
         self.read_dtype = dtype if isinstance(dtype, torch.dtype) else None
-        self._construct = for_library("accepts_numpy", cls, self._inputs)
+        self._construct = for_library("accepts_numpy", _guarded(cls, self._inputs), self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._wrappers: dict[str, Any] = {}  # the wrappers of those (explain's)
         self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
