@@ -155,7 +155,9 @@ def test_writing_into_a_read_only_array_raises_with_both_fixes() -> None:
         "written into by the function; arrays made from tensor arguments are read-only so that NumPy code never "
         "changes the caller's tensors behind its back. Found ValueError('output array is read-only'). "
         "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
-        "changes reach the caller's tensors."
+        "changes reach the caller's tensors (in @ac.accepts_numpy(copy=True) on "
+        "test_writing_into_a_read_only_array_raises_with_both_fixes.<locals>.clip_in_place, or a with "
+        "ac.config(copy=True): block around the call)."
     )
     assert torch.equal(t, torch.tensor([-1.0, 2.0]))
     assert isinstance(info.value.__cause__, ValueError)
@@ -227,7 +229,8 @@ def test_compiled_code_refusing_read_only_arrays_it_only_reads_says_so() -> None
         "sosfilt(): argument sos was refused by compiled code that needs writable arrays (a Cython memoryview); "
         "arrays made from tensor arguments are read-only so that NumPy code never changes the caller's tensors. "
         "Found ValueError('buffer source array is read-only'). Fix: pass copy=True to give the function private "
-        "writable copies."
+        "writable copies (in @ac.accepts_numpy(copy=True) on sosfilt, or a with ac.config(copy=True): block "
+        "around the call)."
     )
     filtered = ac.accepts_numpy(copy=True)(scipy.signal.sosfilt)(torch.from_numpy(sos), signal)
     np.testing.assert_array_equal(filtered, scipy.signal.sosfilt(sos, signal))
@@ -554,9 +557,10 @@ class TestGrad:
         assert str(info.value) == (
             "TestGrad.make.<locals>.total(): argument a requires grad, and NumPy code cannot pass gradients "
             "back. Found torch.nn.parameter.Parameter(shape=(2,), dtype=torch.float32, layout=torch.strided, "
-            "device=cpu). Fix: pass a.detach(), call under torch.no_grad(), or allow it detached: use "
-            "@ac.accepts_numpy(grad='detach') on TestGrad.make.<locals>.total, or with ac.config(grad='detach'): "
-            "around the call (grad='warn' says so once); to keep the gradient, make TestGrad.make.<locals>.total "
+            "device=cpu). Fix: pass a.detach(), call under torch.no_grad(), or allow it detached with grad='detach' "
+            "(in @ac.accepts_numpy(grad='detach') on TestGrad.make.<locals>.total, or a with "
+            "ac.config(grad='detach'): block around the call; grad='warn' says so once); to keep the gradient, "
+            "make TestGrad.make.<locals>.total "
             "a differentiable torch operation with @ac.numpy_op(backward=...) in place of the decorators, its "
             "vector-Jacobian product written in NumPy."
         )
@@ -577,20 +581,20 @@ class TestGrad:
         head = (
             "{name}(): argument a requires grad, and NumPy code cannot pass gradients back: it was detached, so "
             "no gradient flows through this call. To keep the gradient, make {name} a differentiable torch "
-            "operation with {op}, its vector-Jacobian product written in NumPy. To silence this, {site} "
-            "(grad='error' forbids it), or call under torch.no_grad()"
+            "operation with {op}, its vector-Jacobian product written in NumPy. To silence this, pass "
+            "grad='detach' (in {site}; grad='error' forbids it), or call under torch.no_grad()"
         )
         name = "TestGrad.test_the_warning_says_where_each_fix_goes.<locals>.typed"
         for decorator in (ac.accepts_numpy, ac.adapt):
-            site = f"use @ac.{decorator.__name__}(grad='detach') on {name}, or with ac.config(grad='detach'): around the call"
+            site = f"@ac.{decorator.__name__}(grad='detach') on {name}, or a with ac.config(grad='detach'): block around the call"
             op = "@ac.numpy_op(backward=...) in place of the decorators"
             assert said(decorator(typed)) == head.format(name=name, op=op, site=site)
         kde = ac.torchify(scipy.stats).gaussian_kde(torch.tensor([0.0, 1.0, 3.0]))
         assert said(lambda a: kde.evaluate(points=a)).replace("argument points", "argument a") == head.format(
             name="gaussian_kde.evaluate",
             op="ac.numpy_op(gaussian_kde.evaluate, backward=...)",
-            site="pass grad='detach' to the ac.torchify(...) call that made it, or use with "
-            "ac.config(grad='detach'): around the call",
+            site="the ac.torchify(..., grad='detach') call that made it, or a with ac.config(grad='detach'): block "
+            "around the call",
         )
 
 
@@ -821,7 +825,9 @@ class TestCheckWrites:
             "see (torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer); the values were "
             "put back. Found torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). "
             "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
-            "changes reach the caller's tensors."
+            "changes reach the caller's tensors (in @ac.accepts_numpy(copy=True) on "
+            "TestCheckWrites.test_check_writes_puts_the_values_back_and_names_the_argument.<locals>.step, or a "
+            "with ac.config(copy=True): block around the call)."
         )
 
     def test_every_route_and_every_bit_is_seen(self) -> None:
@@ -1094,7 +1100,9 @@ class TestNoRawErrors:
             ac.accepts_numpy(scipy.ndimage.uniform_filter)(half, 2)
         assert info.value.__notes__ == [
             "autoconvert: uniform_filter(): argument input is a float16 tensor, handed over as float16, which much "
-            "of SciPy rejects; pass widen_float16=True to hand it over as float32 (results come back as float16)"
+            "of SciPy rejects; pass widen_float16=True to hand it over as float32 (results come back as float16), "
+            "in @ac.accepts_numpy(widen_float16=True) on uniform_filter, or a with ac.config(widen_float16=True): "
+            "block around the call"
         ]
         widened = ac.returns_tensor(ac.accepts_numpy(widen_float16=True)(scipy.ndimage.uniform_filter))(half, 2)
         assert widened.dtype == torch.float16 and widened.tolist() == [1.0] * 4

@@ -33,6 +33,11 @@ def _needs(module: str) -> Any:
     return importlib.import_module(module)
 
 
+def _site(function: Any) -> str:
+    """Where a fix's copy=True goes for ``accepts_numpy(function)``, as messages say it."""
+    return f"@ac.accepts_numpy(copy=True) on {function.__qualname__}, or a with ac.config(copy=True): block around the call"
+
+
 def _refusal(function: Any, *args: Any) -> ac.ReadOnlyError:
     """The ReadOnlyError of ``accepts_numpy(function)(*args)``, whose cause is the library's own error."""
     with pytest.raises(ac.ReadOnlyError) as info:
@@ -73,7 +78,8 @@ def test_a_numba_kernel_with_a_signature_refuses_read_only_arrays_as_a_read_only
         f"{total.__qualname__}(): argument a was refused by compiled code that needs writable arrays (a numba kernel's "
         "signature); arrays made from tensor arguments are read-only so that NumPy code never changes the "
         "caller's tensors. Found TypeError('No matching definition for argument type(s) readonly array(float32, "
-        "1d, C)'). Fix: pass copy=True to give the function private writable copies."
+        "1d, C)'). Fix: pass copy=True to give the function private writable copies (in "
+        f"{_site(total)})."
     )
     assert type(error.__cause__) is TypeError
     assert ac.accepts_numpy(copy=True)(total)(t) == total(t.numpy().copy()) == 6.0
@@ -124,7 +130,7 @@ def test_a_numba_kernel_storing_into_an_argument_is_named_with_both_fixes() -> N
     assert "Found numba.core.errors.TypingError(" in message and "readonly array(uint8, 1d, C)" in message
     assert message.endswith(
         "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
-        "changes reach the caller's tensors."
+        f"changes reach the caller's tensors (in {_site(nms)})."
     )
     assert keep.tolist() == [1, 1, 1, 1]
 
@@ -156,7 +162,7 @@ def test_opencv_drawing_into_a_handed_array_is_a_read_only_error() -> None:
         "read-only so that NumPy code never changes the caller's tensors behind its back. Found "
         "cv2.error('img marked as output argument, but provided NumPy array marked as readonly'). Fix: pass "
         "copy=True to give the function private writable copies, or writeback=True to let its changes reach "
-        "the caller's tensors."
+        f"the caller's tensors (in {_site(draw)})."
     )
     assert type(error.__cause__).__module__ == "cv2"
     hand = draw(np.zeros((8, 8), np.uint8))

@@ -112,8 +112,8 @@ def _keeps_the_gradient(call: Any, *args: Any) -> str:
     assert len(record) == 1
     said = str(record[0].message)
     assert said.endswith(
-        "To silence this, pass grad='detach' to the ac.torchify(...) call that made it, or use with "
-        "ac.config(grad='detach'): around the call (grad='error' forbids it), or call under torch.no_grad()"
+        "To silence this, pass grad='detach' (in the ac.torchify(..., grad='detach') call that made it, or a with "
+        "ac.config(grad='detach'): block around the call; grad='error' forbids it), or call under torch.no_grad()"
     )
     return said.split("To keep the gradient, ")[1].split(". To silence", maxsplit=1)[0]
 

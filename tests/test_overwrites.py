@@ -245,7 +245,9 @@ def test_pybind11_s_refusal_is_a_read_only_error_naming_the_fixes() -> None:
         "written into by the function; arrays made from tensor arguments are read-only so that NumPy code never "
         "changes the caller's tensors behind its back. Found ValueError('array is not writeable'). Fix: pass copy=True to "
         "give the function private writable copies, or writeback=True to let its changes reach the caller's "
-        "tensors."
+        "tensors (in @ac.accepts_numpy(copy=True) on "
+        "test_pybind11_s_refusal_is_a_read_only_error_naming_the_fixes.<locals>.spectrum, or a with "
+        "ac.config(copy=True): block around the call)."
     )
     assert isinstance(caught.value.__cause__, ValueError)
     assert spectrum.__wrapped__ is not None

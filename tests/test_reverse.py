@@ -157,8 +157,9 @@ def test_to_numpy_takes_a_grad_policy() -> None:
     assert str(info.value) == (
         "autoconvert.to_numpy(): argument obj['logits'] requires grad, and NumPy code cannot pass gradients "
         "back. Found torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass "
-        "obj['logits'].detach(), call under torch.no_grad(), or allow it detached: call ac.to_numpy(obj, "
-        "grad='detach') (grad='warn' says so once); to keep the gradient, keep the computation in torch, or make "
+        "obj['logits'].detach(), call under torch.no_grad(), or allow it detached with grad='detach' (in "
+        "ac.to_numpy(obj, grad='detach'); grad='warn' says so once); to keep the gradient, keep the computation "
+        "in torch, or make "
         "the NumPy code a differentiable torch operation with ac.numpy_op(fn, backward=...)."
     )
     with torch.no_grad():  # grad mode off: nothing to say, as for the decorators

@@ -345,7 +345,9 @@ def test_every_refused_write_into_a_handed_array_is_a_read_only_error(route: Cal
         f"{route.__qualname__}(): argument a was written into by the function; arrays made from tensor "
         "arguments are read-only so that NumPy code never changes the caller's tensors behind its back. "
         f"Found {type(original).__name__}({str(original)!r}). Fix: pass copy=True to give the function private "
-        "writable copies, or writeback=True to let its changes reach the caller's tensors."
+        "writable copies, or writeback=True to let its changes reach the caller's tensors (in "
+        f"@ac.accepts_numpy(copy=True) on {route.__qualname__}, or a with ac.config(copy=True): block around the "
+        "call)."
     )
     assert torch.equal(t, torch.zeros(3, 3, dtype=torch.float64))
     ac.accepts_numpy(copy=True)(route)(t)
@@ -524,7 +526,8 @@ def test_an_object_keeping_a_constructor_argument_refuses_a_later_write() -> Non
         "_Holder.bump(): attribute self.a was written into by the function; arrays made from tensor arguments "
         "are read-only so that NumPy code never changes the caller's tensors behind its back. Found "
         "ValueError('output array is read-only'). Fix: pass copy=True to give the function private writable "
-        "copies, or writeback=True to let its changes reach the caller's tensors."
+        "copies, or writeback=True to let its changes reach the caller's tensors (in the ac.torchify(..., "
+        "copy=True) call that made it, or a with ac.config(copy=True): block around the call)."
     )
     held = ac.torchify(_Holder, copy=True)(t)
     held.bump()
@@ -691,7 +694,8 @@ def test_a_generator_functions_body_refusing_a_write_is_a_read_only_error(decora
         "_doubles_then_writes(): argument a was written into by the function; arrays made from tensor arguments "
         "are read-only so that NumPy code never changes the caller's tensors behind its back. Found "
         "ValueError('output array is read-only'). Fix: pass copy=True to give the function private writable "
-        "copies, or writeback=True to let its changes reach the caller's tensors."
+        "copies, or writeback=True to let its changes reach the caller's tensors (in @ac.accepts_numpy(copy=True) "
+        "on _doubles_then_writes, or a with ac.config(copy=True): block around the call)."
     )
     assert torch.equal(t, torch.zeros(2))
     own = decorate(_fails_its_own_way)(t)

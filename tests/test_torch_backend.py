@@ -465,7 +465,8 @@ def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() ->
         ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20)
     assert info.value.__notes__ == [
         "autoconvert: bootstrap(): argument statistic is a callable, handed NumPy arrays when the function "
-        "calls it; if it is written in torch, pass callbacks=True to hand it tensors"
+        "calls it; if it is written in torch, pass callbacks=True to hand it tensors (in the ac.torchify(..., "
+        "callbacks=True) call that made it, or a with ac.config(callbacks=True): block around the call)"
     ]
     result = ac.torchify(scipy.stats, callbacks=True).bootstrap((x,), statistic, n_resamples=20)
     assert isinstance(result.standard_error, torch.Tensor)

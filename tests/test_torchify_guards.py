@@ -265,13 +265,18 @@ def test_a_method_made_again_runs_on_its_own_object() -> None:
     np.testing.assert_array_equal(target.last, scipy.signal.sosfilt(SOS, weights))
 
 
-def _refused(function: str, path: str) -> str:
+def _refused(function: str, path: str, maker: str = "") -> str:
+    """The message naming argument ``path`` of ``function``, which ``maker`` made (default: accepts_numpy)."""
+    maker = maker or f"@ac.accepts_numpy(copy=True) on {function}"
     return (
         f"{function}(): argument {path} was refused by compiled code that needs writable arrays (a Cython "
         "memoryview); arrays made from tensor arguments are read-only so that NumPy code never changes the "
         "caller's tensors. Found ValueError('buffer source array is read-only'). Fix: pass copy=True to give the "
-        "function private writable copies."
+        f"function private writable copies (in {maker}, or a with ac.config(copy=True): block around the call)."
     )
+
+
+_TORCHIFIED = "the ac.torchify(..., copy=True) call that made it"
 
 
 def _first(a: Any, b: Any, c: Any) -> Any:
@@ -317,18 +322,19 @@ ATTRIBUTIONS: dict[str, tuple[Callable[[], Any], str]] = {
     "decorated method": (lambda: _Methods().decorated(_x(), _sos(), _x()), _refused("_Methods.decorated", "b")),
     "torchified method, copy=False": (
         lambda: ac.torchify(_Methods(), copy=False).pick(_x(), _sos(), _x()),
-        _refused("_Methods.pick", "b"),
+        _refused("_Methods.pick", "b", _TORCHIFIED),
     ),
     "torchified method by keyword, copy=False": (
         lambda: ac.torchify(_Methods(), copy=False).pick(_x(), b=_sos(), c=_x()),
-        _refused("_Methods.pick", "b"),
+        _refused("_Methods.pick", "b", _TORCHIFIED),
     ),
     "a write among three": (
         lambda: ac.accepts_numpy(_written)(_x(), _x(), _x()),
         "_written(): argument b was written into by the function; arrays made from tensor arguments are read-only "
         "so that NumPy code never changes the caller's tensors behind its back. Found ValueError('assignment "
         "destination is read-only'). Fix: pass copy=True to give the function private writable copies, or "
-        "writeback=True to let its changes reach the caller's tensors.",
+        "writeback=True to let its changes reach the caller's tensors (in @ac.accepts_numpy(copy=True) on "
+        "_written, or a with ac.config(copy=True): block around the call).",
     ),
 }
 

@@ -9,6 +9,7 @@ the input side's leaves fill and the step reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_b
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
 from ._callbacks import to_tensors
+from ._failures import writable_fixes
 from ._inputs import Collected, NumpyInputs, collected_writes
 from ._outparams import returned
 from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
@@ -46,9 +48,11 @@ class WriteBack:
     """writeback=True, and out-parameters' private copies: what the function wrote reaches
     the caller's tensors, and what it changed in their containers the caller's containers."""
 
-    def __init__(self, function: str, inputs: NumpyInputs, gives_back: bool) -> None:
-        """``gives_back``: an out-parameter's array returned comes back as the caller's tensor."""
+    def __init__(self, function: str, inputs: NumpyInputs, gives_back: bool, site: Callable[[str], str]) -> None:
+        """``gives_back``: an out-parameter's array returned comes back as the caller's tensor;
+        ``site``: where an option goes, for messages (see Spec.site)."""
         self.function = function
+        self.site = site
         self.inputs = inputs
         self.gives_back = gives_back
         self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
@@ -144,7 +148,6 @@ class RestoreWrites(WriteBack):
                 "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
                 "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
                 describe_tensor(changed[0]),
-                "pass copy=True to give the function private writable copies, or "
-                "writeback=True to let its changes reach the caller's tensors",
+                writable_fixes(self.site),
             )
         )

@@ -229,7 +229,7 @@ class Runner:
         assert isinstance(inputs, NumpyInputs)  # an after step is a NumPy side's
         gives_back = inputs.writes is not None and isinstance(self.outputs, TensorOutputs)
         step = RestoreWrites if after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
-        return step(self.function, inputs, gives_back)
+        return step(self.function, inputs, gives_back, self.spec.site)
 
     def settle(self, odd: list[torch.Tensor], given: Given) -> None:
         """After the arguments of a call with ``odd`` tensors: one wait for all their transfers,
@@ -267,10 +267,15 @@ class Runner:
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
             refused = refused_by(error, inputs, handed, given) if read_only else None
             if refused is not None:
-                raise read_only_error(self.function, error, refused, writeback=inputs.writeback) from error
-            notes = hints(error, inputs, _tensor_paths(inputs.params, *given)) if isinstance(error, Exception) else []
+                raise read_only_error(
+                    self.function, error, refused, writeback=inputs.writeback, site=self.spec.site
+                ) from error
+            site = self.spec.site
+            notes = (
+                hints(error, inputs, _tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
+            )
             if isinstance(error, TypeError) and not inputs.callbacks and arrays_met_torch(str(error)):
-                notes += callback_hints(inputs, given)
+                notes += callback_hints(inputs, given, site)
         except RecursionError:
             return
         for note in notes:

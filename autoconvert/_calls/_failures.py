@@ -11,6 +11,7 @@ from __future__ import annotations
 import dis
 import re
 import types
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -194,10 +195,13 @@ def _broadcast(a: np.ndarray[Any, Any]) -> bool:
     return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
 
 
-def hints(error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]]) -> list[str]:
+def hints(
+    error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]], site: Callable[[str], str]
+) -> list[str]:
     """What the function's ``error`` may owe to how its tensor arguments (``(path, tensor)``)
     were handed: a sparse tensor crosses as a SciPy matrix, which dense-only code cannot read;
-    float16 crosses as float16, which much of SciPy rejects ("array type not supported")."""
+    float16 crosses as float16, which much of SciPy rejects ("array type not supported").
+    ``site`` says where an option goes (see Spec.site)."""
     hints = []
     sparse = [path for path, t in tensors if t.layout != torch.strided]
     if sparse:
@@ -208,8 +212,9 @@ def hints(error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]])
     half = [path for path, t in tensors if t.dtype is torch.float16]
     if half and inputs.widened is not WIDENED_HALF and "supported" in str(error):
         hints.append(
-            f"argument {half[0]} is a float16 tensor, handed over as float16, which much of SciPy rejects; "
-            "pass widen_float16=True to hand it over as float32 (results come back as float16)"
+            f"argument {half[0]} is a float16 tensor, handed over as float16, which much of SciPy rejects; pass "
+            "widen_float16=True to hand it over as float32 (results come back as float16), in "
+            f"{site('widen_float16=True')}"
         )
     return hints
 
@@ -222,7 +227,7 @@ def arrays_met_torch(text: str) -> bool:
     return any(words in text for words in _MIXED)
 
 
-def callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
+def callback_hints(inputs: NumpyInputs, given: Given, site: Callable[[str], str]) -> list[str]:
     """The function passed its callable arguments arrays, and torch code refused one: such a
     callable (a statistic, an objective) is likely written in torch, and wants tensors."""
     args, kwargs, instance = given
@@ -234,14 +239,25 @@ def callback_hints(inputs: NumpyInputs, given: Given) -> list[str]:
         return []
     return [
         f"argument {callables[0]} is a callable, handed NumPy arrays when the function calls it; if it is "
-        "written in torch, pass callbacks=True to hand it tensors"
+        f"written in torch, pass callbacks=True to hand it tensors (in {site('callbacks=True')})"
     ]
 
 
-def read_only_error(function: str, error: BaseException, refusal: Refusal, *, writeback: bool) -> ReadOnlyError:
+def writable_fixes(site: Callable[[str], str]) -> str:
+    """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
+    return (
+        "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
+        f"reach the caller's tensors (in {site('copy=True')})"
+    )
+
+
+def read_only_error(
+    function: str, error: BaseException, refusal: Refusal, *, writeback: bool, site: Callable[[str], str]
+) -> ReadOnlyError:
     """Compiled code refused a read-only array handed over (see Refusal): by writing into it
     (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython memoryview, a numba
-    kernel's signature), whether or not it would have written."""
+    kernel's signature), whether or not it would have written. ``site`` says where an option
+    goes (see Spec.site)."""
     paths, writes = refusal.paths, refusal.writes
     # several: the frame held them all; "self.buf": the method's object held it
     arguments = " or ".join(p for p in paths if not p.startswith("self."))
@@ -256,7 +272,7 @@ def read_only_error(function: str, error: BaseException, refusal: Refusal, *, wr
             else f"needs writable arrays: compiled code ({refuser}) refused an array made from a tensor "
             "argument, which is read-only so that NumPy code never changes the caller's tensors"
         )
-        fix = "pass copy=True to give the function private writable copies"
+        fix = f"pass copy=True to give the function private writable copies (in {site('copy=True')})"
     else:
         what = (
             "was written into by the function; arrays made from tensor arguments are read-only so that "
@@ -265,10 +281,7 @@ def read_only_error(function: str, error: BaseException, refusal: Refusal, *, wr
             else "wrote into an array made from a tensor argument; those arrays are read-only "
             "so that NumPy code never changes the caller's tensors behind its back"
         )
-        fix = (
-            "pass copy=True to give the function private writable copies, or "
-            "writeback=True to let its changes reach the caller's tensors"
-        )
+        fix = writable_fixes(site)
     if refusal.late:
         what = (
             "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "

@@ -33,7 +33,7 @@ from ._signature import (
     path_finder,
     refuse_deferred_function,
 )
-from ._spec import Spec, spec_of
+from ._spec import Spec, in_a_block, spec_of
 
 
 class Plan:
@@ -85,14 +85,11 @@ class Plan:
         )
 
     def option_site(self, assignment: str) -> str:
-        """Where a user writes ``assignment`` (``"copy=True"``) for this plan's function: the
-        decorator that takes the option, or a ``config`` block around the call."""
+        """Where a user writes ``assignment`` (``"copy=True"``) for this plan's function, in
+        words: the decorator that takes the option, or a ``config`` block around the call."""
         option = assignment.partition("=")[0]
         side = next((s for s in self.sides if option in DEFAULTS.get(s, ())), next(iter(self.sides)))
-        return (
-            f"use @ac.{side}({assignment}) on {self.function.removesuffix('()')}, "
-            f"or with ac.config({assignment}): around the call"
-        )
+        return f"@ac.{side}({assignment}) on {self.function.removesuffix('()')}, {in_a_block(assignment)}"
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);
@@ -179,7 +176,14 @@ class Plan:
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
         return spec_of(
-            self.function, self.params, policies, inputs, outputs, yields=self.yields, stands_in=self.stands_in
+            self.function,
+            self.params,
+            policies,
+            inputs,
+            outputs,
+            yields=self.yields,
+            stands_in=self.stands_in,
+            site=self.option_site,
         )
 
     def _runner(

@@ -13,7 +13,7 @@ call alone (``pytest --generic-calls``), so the suite proves both paths give one
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from autoconvert._conversions._devices import CPU
@@ -32,6 +32,16 @@ enabled = True
 RESTORE_WRITES = "restore writes"  # check_writes: changes to the caller's tensors put back, and refused
 WRITE_BACK = "write back"  # writeback: what the function wrote reaches the caller's tensors
 WRITE_BACK_OUT = "write back out-parameters"  # out_params: their private copies reach the caller's tensors
+
+
+def option_anywhere(assignment: str) -> str:
+    """Where ``assignment`` (``"copy=True"``) goes when the decorator is not known, in words."""
+    return f"the decorator, {in_a_block(assignment)}"
+
+
+def in_a_block(assignment: str) -> str:
+    """The other place every option goes: a ``config`` block around the call."""
+    return f"or a with ac.config({assignment}): block around the call"
 
 
 class Spec(NamedTuple):
@@ -61,6 +71,8 @@ class Spec(NamedTuple):
     #: the object comes back as the instance, so chains (``model.fit(x).transform(x)``) stay
     #: on it, and any other as its ``_ac_returned(converted)``.
     stands_in: bool = False
+    #: Where a user sets an option for this function, in a message's fix: ``site("copy=True")``.
+    site: Callable[[str], str] = option_anywhere
 
 
 def spec_of(
@@ -72,9 +84,11 @@ def spec_of(
     *,
     yields: bool = False,
     stands_in: bool = False,
+    site: Callable[[str], str] = option_anywhere,
 ) -> Spec:
     """The spec of a Runner with these sides (a decorator's, or a fused pair's); ``yields``:
-    the function is a generator function; ``stands_in``: see ``Spec.stands_in``."""
+    the function is a generator function; ``stands_in``: see ``Spec.stands_in``; ``site``:
+    see ``Spec.site``."""
     read_only = isinstance(inputs, NumpyInputs) and inputs.readonly
     value = value_step(inputs)
     watches_body = yields and read_only
@@ -93,6 +107,7 @@ def spec_of(
         read_only or (isinstance(inputs, NumpyInputs) and inputs.writeback),
         watches_body,
         stands_in,
+        site,
     )
 
 

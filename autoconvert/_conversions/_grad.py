@@ -39,8 +39,8 @@ class GradPolicy:
                     GradientError,
                     "requires grad, and NumPy code cannot pass gradients back",
                     describe_tensor(t),
-                    "pass {path}.detach(), call under torch.no_grad(), or allow it detached: "
-                    f"{fixes.site(_DETACH)} (grad='warn' says so once); to keep the gradient, {fixes.keep}",
+                    "pass {path}.detach(), call under torch.no_grad(), or allow it detached with grad='detach' "
+                    f"(in {fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {fixes.keep}",
                 )
             if not self.warned:  # "warn": once per decorated function; a race only warns twice
                 self.warned = True
@@ -59,7 +59,8 @@ class GradPolicy:
         warn_at_caller(
             f"{self.function}: {where} requires grad, and NumPy code cannot pass gradients back: it was "
             f"detached, so no gradient flows through this call. To keep the gradient, {fixes.keep}. To silence "
-            f"this, {fixes.site(_DETACH)} (grad='error' forbids it), or call under torch.no_grad()",
+            f"this, pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it), or call under "
+            "torch.no_grad()",
             GradientWarning,
         )
 
@@ -79,7 +80,7 @@ class GradFixes(NamedTuple):
 TO_NUMPY_FIXES = GradFixes(
     "keep the computation in torch, or make the NumPy code a differentiable torch operation with "
     "ac.numpy_op(fn, backward=...)",
-    lambda assignment: f"call ac.to_numpy(obj, {assignment})",
+    lambda assignment: f"ac.to_numpy(obj, {assignment})",
 )
 
 

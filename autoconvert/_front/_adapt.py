@@ -65,7 +65,12 @@ class AdaptPlan(Plan):
             self.params, self.function, self.grad_policy(policy.grad), policy, f"adapt() on {self.function}"
         )
         spec = spec_of(
-            self.function, self.params, policies, arrays, TensorOutputs(self.function, self.params, _RETURNING)
+            self.function,
+            self.params,
+            policies,
+            arrays,
+            TensorOutputs(self.function, self.params, _RETURNING),
+            site=self.option_site,
         )
         return spec._replace(
             value=ASKED,

@@ -26,6 +26,7 @@ from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._guards import guarded
 from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 from autoconvert._calls._plan import Plan
+from autoconvert._calls._spec import in_a_block
 from autoconvert._calls._wrapper import as_method, wrap
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
@@ -81,10 +82,7 @@ class TorchifiedPlan(Plan):
     """A plan torchify made: its options go to the torchify call, and no decorator is the user's."""
 
     def option_site(self, assignment: str) -> str:
-        return (
-            f"pass {assignment} to the ac.torchify(...) call that made it, "
-            f"or use with ac.config({assignment}): around the call"
-        )
+        return f"the ac.torchify(..., {assignment}) call that made it, {in_a_block(assignment)}"
 
     def keeps_gradient(self) -> str:
         name = self.function.removesuffix("()")
