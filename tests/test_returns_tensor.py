@@ -491,7 +491,7 @@ def test_masked_arrays_are_refused_never_unmasked() -> None:
     assert str(info.value) == (
         "test_masked_arrays_are_refused_never_unmasked.<locals>.f(): result is a masked array; torch has no "
         f"mask, and dropping it would silently unmask values. Found {module}.MaskedArray(shape=(2,), "
-        "dtype=<f8). Fix: use np.ma.filled(result, fill_value), or the data and the mask as two arrays."
+        "dtype=<f8). Fix: use result.filled(fill_value), or the data and the mask as two arrays."
     )
 
 

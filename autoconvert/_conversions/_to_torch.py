@@ -43,9 +43,9 @@ _UNHOLDABLE = {
 
 def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     """Why ``a`` can never become a tensor (or ``None``)."""
-    if isinstance(a, np.ma.MaskedArray):
+    if type(a) is not np.ndarray and _masked(a):
         problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
-        fix = "use np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
+        fix = "use {path}.filled(fill_value), or the data and the mask as two arrays"
     elif type(a) is not np.ndarray and (unit := _unit(a)) is not None:
         problem = (
             f"is a {type(a).__qualname__} in {unit}, an array subclass that carries a unit; a tensor holds "
@@ -61,6 +61,14 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     else:
         return None
     return LeafError(ConversionError, problem, describe_array(a), fix)
+
+
+def _masked(a: Any) -> bool:
+    """Whether an array subclass carries a mask (``np.ma``'s, astropy's ``Masked``: a ``mask``
+    that is data, not a method), which its numbers mean nothing without: found by the
+    attribute, so no library is named or imported."""
+    mask = getattr(a, "mask", None)
+    return mask is not None and not callable(mask)
 
 
 def _unit(a: Any) -> Any:
