@@ -33,9 +33,11 @@ from autoconvert._calls._signature import Given, function_name
 from autoconvert._calls._spec import Spec, spec_of
 from autoconvert._calls._wrapper import is_wrapper, wrap
 from autoconvert._conversions import _devices
+from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_torch import array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError
@@ -109,8 +111,11 @@ class AdaptRunner(Runner):
             nested=policy.nested,
         )
         to_tensor = counted(_array_to_tensor) if watch is not None else _array_to_tensor
+        sparse_to = counted(_sparse_to_tensor) if watch is not None else _sparse_to_tensor
         self.tensor_mapper = Mapper(
-            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=policy.nested
+            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor},
+            nested=policy.nested,
+            fallback=lambda cls: sparse_to if is_scipy_sparse(cls) else None,  # as accepts_tensor's side
         )
         self.params = arrays.params
         super().__init__(spec, variants, watch=watch)
@@ -123,7 +128,7 @@ class AdaptRunner(Runner):
         dispatch dict by exact type, its fallback under ``...``."""
         if want is None:
             return None
-        if want.kind == TENSOR:
+        if TENSOR in want.leaf_kinds():  # a tensor, or tensors inside (list[torch.Tensor])
             return {torch.Tensor: _seen_tensor, ...: self._to_tensor(want)}
         generic = self._to_array(want)
         if want.dtype is not None:  # every value may need the cast
@@ -275,6 +280,14 @@ def _seen_tensor(t: torch.Tensor, ctx: Collected) -> torch.Tensor:
 def _array_to_tensor(a: Any, ctx: Collected) -> torch.Tensor:
     ctx.seen.append(a)  # type: ignore[union-attr]
     return array_to_tensor(a, ctx.target)  # type: ignore[arg-type]  # set wherever arrays become tensors
+
+
+def _sparse_to_tensor(m: Any, ctx: Collected) -> torch.Tensor:
+    """A scipy.sparse argument as the sparse tensor of its format, as ``accepts_tensor`` hands it."""
+    ctx.seen.append(m)  # type: ignore[union-attr]
+    placed = ctx.target
+    assert placed is not None  # set wherever arrays become tensors
+    return sparse_to_tensor(m, placed.device, placed.casts, placed.copy, None)
 
 
 def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
