@@ -286,7 +286,7 @@ def _sparse_to_tensor(m: Any, ctx: Collected) -> torch.Tensor:
     """A scipy.sparse argument as the sparse tensor of its format, as ``accepts_tensor`` hands it."""
     ctx.seen.append(m)  # type: ignore[union-attr]
     placed = ctx.target
-    assert placed is not None  # set wherever arrays become tensors
+    assert placed is not None and placed.device is not None  # see _begin: set, on a device
     return sparse_to_tensor(m, placed.device, placed.casts, placed.copy, None)
 
 
