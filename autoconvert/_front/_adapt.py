@@ -38,7 +38,7 @@ from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._sparse import sparse_to_tensor
-from autoconvert._conversions._to_torch import array_to_tensor, target
+from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError
 
@@ -251,6 +251,8 @@ def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any
     as the one array or tensor a parameter asks for; the library's refusal (ragged,
     self-containing or too deep lists, items too large to stack, a number past int64) as a
     fact about the argument."""
+    if isinstance(value, (list, tuple)):
+        _refuse_carried_state(value, f"the one {kind} its annotation asks for")
     try:
         return make(value)
     except (ValueError, TypeError, OverflowError, RuntimeError, MemoryError) as e:  # MemoryError: broadcast past memory
@@ -265,6 +267,28 @@ def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any
             f"pass nested lists of equal lengths, or annotate the parameter as a list of {kind}s "
             f"(list[{annotation}]) to get each item converted on its own",
         ) from None
+
+
+_NUMBERS = frozenset({int, float, complex, bool})
+
+
+def _refuse_carried_state(items: list[Any] | tuple[Any, ...], holder: str, within: tuple[int, ...] = ()) -> None:
+    """Items of a list made one array or tensor are read by their numbers alone (``np.asarray``,
+    ``torch.as_tensor``): a masked array's mask or a Quantity's unit would be silently lost, so
+    such an item is refused as one array would be, with its path. A list within itself is
+    left to the library's own refusal."""
+    if _NUMBERS.issuperset(map(type, items)):  # the common list, at C speed
+        return
+    within = (*within, id(items))
+    for i, item in enumerate(items):
+        try:
+            if isinstance(item, (list, tuple)) and id(item) not in within:
+                _refuse_carried_state(item, holder, within)
+            elif isinstance(item, np.ndarray) and (refusal := state_refusal(item, holder)) is not None:
+                raise refusal
+        except LeafError as e:
+            e.keys.append(f"[{i}]")
+            raise
 
 
 def _seen_array(a: NDArray[Any], ctx: Collected) -> NDArray[Any]:
@@ -286,8 +310,10 @@ def _sparse_to_tensor(m: Any, ctx: Collected) -> torch.Tensor:
     """A scipy.sparse argument as the sparse tensor of its format, as ``accepts_tensor`` hands it."""
     ctx.seen.append(m)  # type: ignore[union-attr]
     placed = ctx.target
-    assert placed is not None and placed.device is not None  # see _begin: set, on a device
-    return sparse_to_tensor(m, placed.device, placed.casts, placed.copy, None)
+    assert placed is not None  # see _begin: set wherever arrays become tensors
+    device = placed.device
+    assert device is not None  # _begin's target has one
+    return sparse_to_tensor(m, device, placed.casts, placed.copy, None)
 
 
 def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
