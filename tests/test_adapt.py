@@ -123,6 +123,34 @@ class TestAnnotations:
         f(None, [], (), {})
         assert kinds[2][0] is type(None) and kinds[3] is None
 
+    @pytest.mark.parametrize("given", ["arrays", "tensors", "mixed"])
+    def test_containers_of_tensors_give_torch_code_tensors(self, given: str) -> None:
+        """``list[torch.Tensor]`` and its kin hand torch code tensors, each element converted,
+        whatever the caller passed (arrays were handed over as arrays); the result comes back
+        in the caller's kind, values exact."""
+        seen: list[Any] = []
+
+        @ac.adapt
+        def f(
+            b: list[torch.Tensor],
+            c: tuple[torch.Tensor, ...],
+            d: dict[str, torch.Tensor],
+            e: Sequence[torch.Tensor] | None,
+            g: tuple[torch.Tensor, int],
+        ) -> list[torch.Tensor]:
+            seen.extend([*b, *c, *d.values(), *(e or ()), g[0]])
+            return [x * 2 for x in b]
+
+        values = [np.arange(3.0) + i for i in range(6)]
+        items: list[Any] = [torch.from_numpy(v) if given == "tensors" else v for v in values]
+        if given == "mixed":
+            items[5] = torch.from_numpy(values[5])
+        out = f(items[:2], (items[2],), {"k": items[3]}, [items[4]], (items[5], 7))
+        assert [type(x) for x in seen] == [torch.Tensor] * 6
+        assert [x.tolist() for x in seen] == [v.tolist() for v in values]
+        assert [type(x) for x in out] == [np.ndarray if given == "arrays" else torch.Tensor] * 2
+        assert [x.tolist() for x in out] == [(v * 2).tolist() for v in values[:2]]
+
     def test_varargs_and_keyword_arguments(self) -> None:
         @ac.adapt
         def total(*arrays: np.ndarray, **weights: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ import pytest
 import scipy.ndimage
 import scipy.optimize
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._adapters._table import adapter_for
@@ -442,6 +444,110 @@ def test_an_astropy_quantity_is_refused_naming_its_unit() -> None:
     with pytest.raises(ac.ConversionError, match=r"argument obj\[0\] is a Quantity in s, "):
         ac.to_tensor([u.Quantity(3.0, u.s)])
     assert ac.to_tensor(distances.to_value(u.cm)).tolist() == [0.0, 100.0, 200.0]
+
+
+def _numpy_masked(values: np.ndarray, mask: list[bool]) -> Any:
+    return np.ma.MaskedArray(values, mask=mask)
+
+
+def _astropy_masked(values: np.ndarray, mask: list[bool]) -> Any:
+    return _needs("astropy.utils.masked").Masked(values, mask=mask)
+
+
+def _astropy_masked_quantity(values: np.ndarray, mask: list[bool]) -> Any:
+    return _needs("astropy.utils.masked").Masked(values * _needs("astropy.units").m, mask=mask)
+
+
+def _returning(value: Any) -> Any:
+    def masked_result(*args: Any) -> Any:
+        return value
+
+    return masked_result
+
+
+def _tensor_parameter(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def _array_parameter(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+_TENSOR = "a tensor"
+
+#: Every entry point where an array becomes a tensor, or items one array: (the call, the
+#: function and the path named, what would hold the numbers alone).
+_TO_TENSOR_ENTRIES = {
+    "to_tensor": (lambda v: ac.to_tensor({"k": [v]}), "autoconvert.to_tensor()", "argument obj['k'][0]", _TENSOR),
+    "returns_tensor": (
+        lambda v: ac.returns_tensor(_returning(v))(),
+        "_returning.<locals>.masked_result()",
+        "result",
+        _TENSOR,
+    ),
+    "returns_tensor-nested": (
+        lambda v: ac.returns_tensor(_returning((1, {"m": v})))(),
+        "_returning.<locals>.masked_result()",
+        "result[1]['m']",
+        _TENSOR,
+    ),
+    "accepts_tensor": (lambda v: ac.accepts_tensor(_tensor_parameter)(v), "_tensor_parameter()", "argument x", _TENSOR),
+    "adapt": (lambda v: ac.adapt(_tensor_parameter)(v), "_tensor_parameter()", "argument x", _TENSOR),
+    "adapt-a-list-for-a-tensor": (
+        lambda v: ac.adapt(_tensor_parameter)([v, v]),
+        "_tensor_parameter()",
+        "argument x[0]",
+        "the one tensor its annotation asks for",
+    ),
+    "adapt-a-list-for-an-array": (
+        lambda v: ac.adapt(_array_parameter)([[np.zeros(v.shape)], [v]]),
+        "_array_parameter()",
+        "argument x[1][0]",
+        "the one array its annotation asks for",
+    ),
+    "torchify": (
+        lambda v: ac.torchify(_returning(v))(torch.ones(2)),
+        "_returning.<locals>.masked_result()",
+        "result",
+        _TENSOR,
+    ),
+    "batched": (
+        lambda v: ac.batched(_returning(v))(torch.ones(2, 3)),
+        "_returning.<locals>.masked_result()",
+        "result[0]",
+        _TENSOR,
+    ),
+    "numpy_op": (
+        lambda v: ac.numpy_op(_returning(v))(torch.ones(3)),
+        "_returning.<locals>.masked_result()",
+        "result",
+        _TENSOR,
+    ),
+}
+
+
+@pytest.mark.parametrize("entry", list(_TO_TENSOR_ENTRIES))
+@pytest.mark.parametrize("make", [_numpy_masked, _astropy_masked, _astropy_masked_quantity])
+@given(mask=st.lists(st.booleans(), min_size=1, max_size=4))
+def test_a_masked_array_of_any_library_is_refused_at_every_entry_point(make: Any, entry: str, mask: list[bool]) -> None:
+    """A masked array (NumPy's ``np.ma``, astropy's ``Masked``, with a unit too) is refused
+    wherever an array becomes a tensor, or a list's items one array, masked entries or none,
+    naming the path and ``.filled``: the tensor or array would hold the hidden numbers as if
+    they were data. Filled, its numbers convert (the masked ones as the fill value)."""
+    values = np.arange(len(mask), dtype=np.float64) - 999.0 * np.array(mask)
+    masked = make(values, mask)
+    call, function, path, holder = _TO_TENSOR_ENTRIES[entry]
+    with pytest.raises(ac.ConversionError) as info:
+        call(masked)
+    kind = type(masked)
+    assert str(info.value) == (
+        f"{function}: {path} is a masked array; {holder} has no mask, and dropping it would silently unmask "
+        f"values. Found {kind.__module__}.{kind.__qualname__}(shape=({len(mask)},), dtype=<f8). Fix: use "
+        f"{path.removeprefix('argument ')}.filled(fill_value), or the data and the mask as two arrays."
+    )
+    if make is not _astropy_masked_quantity:  # a Quantity's numbers are refused for their unit
+        expected = [-1.0 if hidden else float(i) for i, hidden in enumerate(mask)]
+        assert ac.to_tensor(masked.filled(-1.0)).tolist() == expected
 
 
 def test_array_subclasses_without_a_unit_convert_by_their_values(tmp_path: Any) -> None:

@@ -489,9 +489,9 @@ def test_masked_arrays_are_refused_never_unmasked() -> None:
         f()
     module = np.ma.MaskedArray.__module__  # numpy.ma from NumPy 2, numpy.ma.core before
     assert str(info.value) == (
-        "test_masked_arrays_are_refused_never_unmasked.<locals>.f(): result is a masked array; torch has no "
+        "test_masked_arrays_are_refused_never_unmasked.<locals>.f(): result is a masked array; a tensor has no "
         f"mask, and dropping it would silently unmask values. Found {module}.MaskedArray(shape=(2,), "
-        "dtype=<f8). Fix: use np.ma.filled(result, fill_value), or the data and the mask as two arrays."
+        "dtype=<f8). Fix: use result.filled(fill_value), or the data and the mask as two arrays."
     )
 
 

@@ -124,6 +124,67 @@ def test_accepts_tensor_hands_torch_code_sparse_tensors() -> None:
     assert seen == [torch.sparse_csr, torch.sparse_coo]
 
 
+def _recorded(seen: list[Any]) -> Any:
+    def as_torch_sees_it(m: torch.Tensor) -> torch.Tensor:
+        seen.append(m)
+        return m
+
+    return as_torch_sees_it
+
+
+def _recorded_beside_a_tensor(seen: list[Any]) -> Any:
+    def with_a_tensor(m: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        seen.append(m)
+        return m
+
+    return with_a_tensor
+
+
+def _recorded_in_a_list(seen: list[Any]) -> Any:
+    def each_item(ms: list[torch.Tensor]) -> list[torch.Tensor]:
+        seen.extend(ms)
+        return ms
+
+    return each_item
+
+
+#: The entry points handing torch code a scipy.sparse argument, each called with the matrix
+#: and a list the function records what it was handed in.
+_TENSOR_SIDES = {
+    "adapt": lambda m, seen: ac.adapt(_recorded(seen))(m),
+    "adapt-beside-a-tensor": lambda m, seen: ac.adapt(_recorded_beside_a_tensor(seen))(m, torch.ones(1)),
+    "adapt-in-a-list": lambda m, seen: ac.adapt(_recorded_in_a_list(seen))([m]),
+    "accepts_tensor": lambda m, seen: ac.accepts_tensor(_recorded(seen))(m),
+    "to_tensor-in-a-dict": lambda m, seen: seen.append(ac.to_tensor({"m": m})["m"]),
+}
+
+
+@pytest.mark.parametrize("entry", list(_TENSOR_SIDES))
+@given(m=matrices())
+def test_every_format_and_dtype_reaches_torch_code_as_a_sparse_tensor(entry: str, m: Any) -> None:
+    """A scipy.sparse argument of every format (DOK, a dict subclass, included) and dtype (bool
+    included) becomes the sparse tensor of its format wherever torch code is handed one,
+    ``adapt``'s ``torch.Tensor`` parameters too, its values exact; never taken apart as a
+    container of its entries."""
+    seen: list[Any] = []
+    _TENSOR_SIDES[entry](m, seen)
+    [t] = seen
+    assert type(t) is torch.Tensor and t.layout == LAYOUT_OF.get(m.format, torch.sparse_coo)
+    assert t.dtype == ac.to_tensor(m.toarray()).dtype
+    np.testing.assert_array_equal(t.to_dense().numpy(), m.toarray())
+
+
+@given(m=matrices())
+def test_every_format_is_one_value_to_numpy_code_and_adapt_gives_it_back(m: Any) -> None:
+    """NumPy's sides pass a scipy.sparse object through as the one value it is (DOK is never
+    rebuilt as a dict), and ``adapt`` called with arrays only gives SciPy back from torch code."""
+    assert ac.accepts_numpy(lambda d: d)({"m": m})["m"] is m
+    assert ac.to_numpy([m])[0] is m
+    back = ac.adapt(_recorded([]))(m)
+    assert isinstance(back, sp.sparray)
+    np.testing.assert_array_equal(back.toarray(), m.toarray())
+
+
 def test_uncoalesced_tensors_are_coalesced_and_narrow_dtypes_widened() -> None:
     dup = torch.sparse_coo_tensor(
         torch.tensor([[0, 0], [1, 1]]), torch.tensor([1.0, 2.0]), (2, 2), check_invariants=True

@@ -451,6 +451,78 @@ def test_a_callable_written_for_numpy_keeps_getting_arrays(make: Any) -> None:
     assert seen and set(seen) == {np.ndarray}
 
 
+#: How a callback reads (or seems to read) torch: whether it is torch code, and its body's
+#: lines (the last one returns). Each computes the population std, so every one has the
+#: same right answer, and a NumPy body handed tensors gives another (``.std()``'s Bessel
+#: correction) or fails. Where they are defined, ``std`` is ``torch.std`` (``from torch
+#: import std``), so ``np.std`` and ``a.std`` share a torch global's name.
+_TORCH_USES: dict[str, tuple[bool, list[str]]] = {
+    "numpy": (False, ["return np.std(a)"]),
+    "attribute-named-like-a-torch-global": (False, ["return a.std()"]),
+    "unused-local-import": (False, ["import torch", "return np.std(a)"]),
+    "unused-local-from-import": (False, ["from torch import std as unused", "return np.std(a)"]),
+    "torch-module": (True, ["return torch.std(a, correction=0)"]),
+    "torch-alias": (True, ["return T.std(a, correction=0)"]),
+    "from-torch-import": (True, ["return std(a, correction=0)"]),
+    "local-import": (True, ["import torch", "return torch.std(a, correction=0)"]),
+    "local-import-in-a-nested-function": (
+        True,
+        ["import torch.nn.functional as F", "return (lambda: F.relu(a).std(correction=0))()"],
+    ),
+    "closure": (True, ["return xp.std(a, correction=0)"]),
+}
+
+#: The callable's shape around a body: source where {body} is the body's lines, made inside
+#: ``outer(xp)`` (called with torch) so that ``xp`` is a closure variable; ``made`` is it.
+_SHAPES = {
+    "def": "def statistic(a):\n{body}\nmade = statistic",
+    "lambda": "made = lambda a: {expression}",
+    "partial": "def statistic(a, scale=1.0):\n{body}\nmade = functools.partial(statistic, scale=1.0)",
+    "bound-method": "class Holder:\n    def statistic(self, a):\n{body_in_class}\nmade = Holder().statistic",
+    "callable-object": "class Statistic:\n    def __call__(self, a):\n{body_in_class}\nmade = Statistic()",
+}
+
+
+def _callback(shape: str, use: str) -> Any:
+    """The callback of ``shape`` whose body is ``use``'s, recording what it is handed in ``seen``."""
+    lines = ["seen.append(type(a))", *_TORCH_USES[use][1]]
+    template = _SHAPES[shape]
+    source = template.format(
+        body="\n".join(f"    {line}" for line in lines),
+        body_in_class="\n".join(f"        {line}" for line in lines),
+        expression=f"(seen.append(type(a)), {lines[-1].removeprefix('return ')})[1]",
+    )
+    inside = "\n".join(f"    {line}" for line in source.splitlines())
+    scope = {"np": np, "torch": torch, "T": torch, "std": torch.std, "functools": functools, "seen": []}
+    scope["__name__"] = __name__
+    exec(compile(f"def outer(xp):\n{inside}\n    return made\n", "<callback shapes>", "exec"), scope)
+    return scope["outer"](torch), scope["seen"]
+
+
+_SHAPED = [
+    pytest.param(shape, use, id=f"{shape}-{use}")
+    for shape in _SHAPES
+    for use, (_, lines) in _TORCH_USES.items()
+    if shape != "lambda" or len(lines) == 1  # a lambda holds one expression
+]
+
+
+@pytest.mark.parametrize(("shape", "use"), _SHAPED)
+def test_a_callback_is_judged_torch_code_by_the_names_it_loads(shape: str, use: str) -> None:
+    """Over callback shapes (def, lambda, partial, bound method, callable object, each a
+    closure) x the ways code reads torch: torch through a global, an alias, ``from torch
+    import std``, a used local import, a closure variable gets tensors; NumPy code gets arrays
+    even beside a torch global of the same name as an attribute it reads (``a.std()``), or
+    with an import it never uses. Values are the NumPy reference's either way."""
+    callback, seen = _callback(shape, use)
+    x = torch.tensor([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0], dtype=torch.float64)
+    result = ac.torchify(scipy.ndimage).generic_filter(x, callback, size=3)
+    expected = scipy.ndimage.generic_filter(x.numpy(), np.std, size=3)
+    assert set(seen) == {torch.Tensor if _TORCH_USES[use][0] else np.ndarray}
+    assert type(result) is torch.Tensor
+    np.testing.assert_allclose(result.numpy(), expected)
+
+
 def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:
     """Torch code a callable reaches only through a function of its own module is not seen:
     handed arrays, it fails, and the error says which fix to take."""

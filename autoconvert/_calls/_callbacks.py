@@ -12,10 +12,12 @@ device names where the results go.
 
 from __future__ import annotations
 
+import dis
 import functools
+import sys
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -124,13 +126,15 @@ def _numpy_code(function: Any) -> bool:
 
 def written_in_torch(function: Any) -> bool:
     """Whether ``function`` is written in torch: torch's own (see ``_torch_code``), an
-    ``nn.Module``, or Python code that reads torch through a name, a closure variable or a
-    default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch), its nested
-    functions included, or reads a tensor and no NumPy (a statistic closing over a tensor;
-    one reading ``np`` too converts it itself). Code that makes its own tensors from the
-    arrays it is handed (``torch.from_numpy``, or NumPy code calling ``torch.as_tensor``,
-    ``torch.tensor``) is NumPy-written. Partials, bound methods and callable objects are
-    judged by their function."""
+    ``nn.Module``, or Python code that reads torch through a global name, a closure variable,
+    a default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch) or a local import
+    it uses, its nested functions included, or reads a tensor and no NumPy (a statistic
+    closing over a tensor; one reading ``np`` too converts it itself). Only names the code
+    loads count: an attribute that shares a torch global's name (``w.std()`` beside ``from
+    torch import std``) or an import it never uses is no reading of torch. Code that makes its
+    own tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
+    ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
+    callable objects are judged by their function."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module) or _torch_code(function):
@@ -141,29 +145,108 @@ def written_in_torch(function: Any) -> bool:
     code = getattr(function, "__code__", None)
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
         return False
-    names = _names_read(code)
-    if "from_numpy" in names:
+    reads = _reads(code)
+    if "from_numpy" in reads.names:
         return False
     scope = function.__globals__
-    values = [scope[name] for name in names if name in scope]
+    values = [scope[name] for name in reads.globals if name in scope]
     values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
+    values += [_imported(module, name) for module, name in reads.imports]
     numpy = any(_is_numpy(value) for value in values)
-    if numpy and not MAKES_TENSORS.isdisjoint(names):
+    if numpy and not MAKES_TENSORS.isdisjoint(reads.names):
         return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
     if any(_is_torch(value) for value in values):
         return True
     return not numpy and any(isinstance(value, torch.Tensor) for value in values)
 
 
+class _Reads(NamedTuple):
+    """What a code object (with the functions nested in it) reads, as its bytecode says."""
+
+    #: The names it loads as globals (``LOAD_GLOBAL``), never attribute names.
+    globals: frozenset[str]
+    #: Every global and attribute name (``co_names``): ``torch.from_numpy`` is read as either.
+    names: frozenset[str]
+    #: Its imports whose names it loads afterwards: (module, name), name None for the module.
+    imports: frozenset[tuple[str, str | None]]
+
+
+#: The opcodes loading a global (LOAD_NAME in class bodies and exec'd code; the last one in
+#: Python 3.12's annotation scopes).
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+
+
+#: The opcodes that, between an import and the name it binds, keep the import's value in hand.
+_IMPORTING = frozenset({"IMPORT_FROM", "SWAP", "COPY", "POP_TOP", "ROT_TWO"})
+
+
 @functools.lru_cache(maxsize=4096)  # code objects outlive their functions: lambdas made in a loop share one
-def _names_read(code: types.CodeType) -> frozenset[str]:
-    """The global and attribute names ``code`` and the functions nested in it read."""
-    names = frozenset(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names_read(const)
-    return names
+def _reads(code: types.CodeType) -> _Reads:
+    """``code``'s ``_Reads``, decided once per code object."""
+    codes = _with_nested(code)
+    instructions = [list(dis.get_instructions(c)) for c in codes]
+    loaded = {name for each in instructions for i in each for name in _local_loads(i)}
+    imports = {bound for each in instructions for bound in _local_imports(each)}
+    return _Reads(
+        frozenset(i.argval for each in instructions for i in each if i.opname in _GLOBAL_LOADS),
+        frozenset(name for c in codes for name in c.co_names),
+        frozenset(source for local, source in imports if local in loaded),
+    )
+
+
+def _with_nested(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and the code of every function (lambda, comprehension) defined inside it."""
+    nested = [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return [code, *(inner for const in nested for inner in _with_nested(const))]
+
+
+def _local_loads(instruction: dis.Instruction) -> tuple[str, ...]:
+    """The local or closure variables ``instruction`` loads (Python 3.13's superinstructions
+    load two; STORE_FAST_LOAD_FAST stores its first)."""
+    op, value = instruction.opname, instruction.argval
+    if op == "STORE_FAST_LOAD_FAST":
+        return (value[1],)
+    if op.startswith("LOAD_FAST") or op in ("LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"):
+        return value if isinstance(value, tuple) else (value,)
+    return ()
+
+
+def _local_imports(instructions: list[dis.Instruction]) -> Iterator[tuple[str, tuple[str, str | None]]]:
+    """(the local name bound, (module, name)) for each import statement in one code object:
+    ``import a.b`` binds ``a`` to module ``a``; ``import a.b as c`` binds ``c`` to ``a.b``;
+    ``from a import b`` binds ``b`` to ``a``'s ``b``."""
+    module, from_list, chained, name = None, False, False, None
+    previous = None
+    for i in instructions:
+        op = i.opname
+        if op == "IMPORT_NAME":
+            module, from_list, chained, name = (
+                i.argval,
+                previous is not None and previous.argval is not None,
+                False,
+                None,
+            )
+        elif module is not None and op == "IMPORT_FROM":
+            name, chained = (i.argval, False) if from_list else (None, True)
+        elif module is not None and op.startswith("STORE_"):
+            if from_list:
+                yield i.argval, (module, name)
+            else:
+                yield i.argval, (module if chained else module.partition(".")[0], None)
+                module = None
+        elif op not in _IMPORTING:
+            module = None
+        previous = i
+
+
+def _imported(module: str, name: str | None) -> Any:
+    """What a local import binds, if the module is imported (by the function's earlier calls,
+    or by anyone: torch always is); None otherwise, which reads as neither torch nor NumPy."""
+    found = sys.modules.get(module)
+    if name is None or found is None:
+        return found
+    return getattr(found, name, None) or sys.modules.get(f"{module}.{name}")
 
 
 def _filled(cell: types.CellType) -> bool:

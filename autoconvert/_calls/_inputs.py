@@ -11,13 +11,13 @@ import torch
 from numpy.typing import NDArray
 
 from autoconvert._conversions import _devices
-from autoconvert._conversions._containers import Node
+from autoconvert._conversions._containers import Node, is_scipy_sparse
 from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._memory import compact, expanded
-from autoconvert._conversions._sparse import is_scipy_sparse, sparse_to_tensor
+from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for

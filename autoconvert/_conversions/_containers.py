@@ -282,6 +282,13 @@ def _pytree_node(cls: type) -> Node | None:
     return Node(flatten, lambda c, ck: spec.unflatten_fn(c, ck[0]), lambda ck, i: str(ck[1][i]))
 
 
+def is_scipy_sparse(cls: type) -> bool:
+    """Whether ``cls`` is a scipy.sparse array or matrix type (False if SciPy isn't imported:
+    then no such object can exist, and SciPy stays unimported)."""
+    sp = sys.modules.get("scipy.sparse")
+    return sp is not None and issubclass(cls, (sp.sparray, sp.spmatrix))
+
+
 def node_for(cls: type) -> Node | None:
     """The container node for exact type ``cls``, or ``None`` for a leaf."""
     node = _REGISTRY.get(cls)
@@ -295,6 +302,7 @@ def node_for(cls: type) -> Node | None:
     if dataclasses.is_dataclass(cls):
         return _dataclass_node(cls)
     node = _pytree_node(cls)
-    if node is None and issubclass(cls, dict):
+    # scipy.sparse's DOK format subclasses dict, yet is one array: a leaf, never its entries.
+    if node is None and issubclass(cls, dict) and not is_scipy_sparse(cls):
         node = _dict_subclass_node(cls)
     return node

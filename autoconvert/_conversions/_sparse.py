@@ -6,7 +6,6 @@ layout of its format unless ``sparse_layout=`` names another."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
@@ -36,13 +35,6 @@ SCIPY_LAYOUTS = tuple(FORMAT_LAYOUT.values())
 
 #: Every sparse layout a tensor argument may have.
 SPARSE_LAYOUTS = (*SCIPY_LAYOUTS, torch.sparse_bsc)
-
-
-def is_scipy_sparse(cls: type) -> bool:
-    """Whether ``cls`` is a scipy.sparse array or matrix type (False if SciPy isn't imported:
-    then no such object can exist, and SciPy stays unimported)."""
-    sp = sys.modules.get("scipy.sparse")
-    return sp is not None and issubclass(cls, (sp.sparray, sp.spmatrix))
 
 
 def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETACH, kind: str = "array") -> Any:

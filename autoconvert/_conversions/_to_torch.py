@@ -41,18 +41,30 @@ _UNHOLDABLE = {
 }
 
 
-def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
-    """Why ``a`` can never become a tensor (or ``None``)."""
-    if isinstance(a, np.ma.MaskedArray):
-        problem = "is a masked array; torch has no mask, and dropping it would silently unmask values"
-        fix = "use np.ma.filled({path}, fill_value), or the data and the mask as two arrays"
-    elif type(a) is not np.ndarray and (unit := _unit(a)) is not None:
+def state_refusal(a: NDArray[Any] | np.generic, holder: str = "a tensor") -> LeafError | None:
+    """Why an array subclass cannot become ``holder``, which would hold its numbers alone: the
+    state they mean nothing without (a mask, a unit) would be silently lost. None for others."""
+    if type(a) is np.ndarray or isinstance(a, np.generic):
+        return None
+    if _masked(a):
+        problem = f"is a masked array; {holder} has no mask, and dropping it would silently unmask values"
+        fix = "use {path}.filled(fill_value), or the data and the mask as two arrays"
+    elif (unit := _unit(a)) is not None:
         problem = (
-            f"is a {type(a).__qualname__} in {unit}, an array subclass that carries a unit; a tensor holds "
+            f"is a {type(a).__qualname__} in {unit}, an array subclass that carries a unit; {holder} holds "
             "the numbers only, and the unit would be silently lost"
         )
         fix = "pass the numbers in the unit you choose: {path}.to_value(unit) (astropy), or {path}.value"
-    elif a.dtype.kind in _UNHOLDABLE:
+    else:
+        return None
+    return LeafError(ConversionError, problem, describe_array(a), fix)
+
+
+def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
+    """Why ``a`` can never become a tensor (or ``None``)."""
+    if (refusal := state_refusal(a)) is not None:
+        return refusal
+    if a.dtype.kind in _UNHOLDABLE:
         problem, fix = _UNHOLDABLE[a.dtype.kind]
     elif a.dtype.newbyteorder("=") not in NUMPY_TO_TORCH:
         problem = f"has dtype {a.dtype}, which torch lacks"
@@ -61,6 +73,14 @@ def _array_refusal(a: NDArray[Any] | np.generic) -> LeafError | None:
     else:
         return None
     return LeafError(ConversionError, problem, describe_array(a), fix)
+
+
+def _masked(a: Any) -> bool:
+    """Whether an array subclass carries a mask (``np.ma``'s, astropy's ``Masked``: a ``mask``
+    that is data, not a method), which its numbers mean nothing without: found by the
+    attribute, so no library is named or imported."""
+    mask = getattr(a, "mask", None)
+    return mask is not None and not callable(mask)
 
 
 def _unit(a: Any) -> Any:

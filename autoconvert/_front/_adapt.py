@@ -33,9 +33,11 @@ from autoconvert._calls._signature import Given, function_name
 from autoconvert._calls._spec import Spec, spec_of
 from autoconvert._calls._wrapper import is_wrapper, wrap
 from autoconvert._conversions import _devices
+from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._to_torch import array_to_tensor, target
+from autoconvert._conversions._sparse import sparse_to_tensor
+from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError
 
@@ -114,8 +116,11 @@ class AdaptRunner(Runner):
             nested=policy.nested,
         )
         to_tensor = counted(_array_to_tensor) if watch is not None else _array_to_tensor
+        sparse_to = counted(_sparse_to_tensor) if watch is not None else _sparse_to_tensor
         self.tensor_mapper = Mapper(
-            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor}, nested=policy.nested
+            {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor},
+            nested=policy.nested,
+            fallback=lambda cls: sparse_to if is_scipy_sparse(cls) else None,  # as accepts_tensor's side
         )
         self.params = arrays.params
         super().__init__(spec, variants, watch=watch)
@@ -128,7 +133,7 @@ class AdaptRunner(Runner):
         dispatch dict by exact type, its fallback under ``...``."""
         if want is None:
             return None
-        if want.kind == TENSOR:
+        if TENSOR in want.leaf_kinds():  # a tensor, or tensors inside (list[torch.Tensor])
             return {torch.Tensor: _seen_tensor, ...: self._to_tensor(want)}
         generic = self._to_array(want)
         if want.dtype is not None:  # every value may need the cast
@@ -251,6 +256,8 @@ def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any
     as the one array or tensor a parameter asks for; the library's refusal (ragged,
     self-containing or too deep lists, items too large to stack, a number past int64) as a
     fact about the argument."""
+    if isinstance(value, (list, tuple)):
+        _refuse_carried_state(value, f"the one {kind} its annotation asks for")
     try:
         return make(value)
     except (ValueError, TypeError, OverflowError, RuntimeError, MemoryError) as e:  # MemoryError: broadcast past memory
@@ -267,6 +274,28 @@ def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any
         ) from None
 
 
+_NUMBERS = frozenset({int, float, complex, bool})
+
+
+def _refuse_carried_state(items: list[Any] | tuple[Any, ...], holder: str, within: tuple[int, ...] = ()) -> None:
+    """Items of a list made one array or tensor are read by their numbers alone (``np.asarray``,
+    ``torch.as_tensor``): a masked array's mask or a Quantity's unit would be silently lost, so
+    such an item is refused as one array would be, with its path. A list within itself is
+    left to the library's own refusal."""
+    if _NUMBERS.issuperset(map(type, items)):  # the common list, at C speed
+        return
+    within = (*within, id(items))
+    for i, item in enumerate(items):
+        try:
+            if isinstance(item, (list, tuple)) and id(item) not in within:
+                _refuse_carried_state(item, holder, within)
+            elif isinstance(item, np.ndarray) and (refusal := state_refusal(item, holder)) is not None:
+                raise refusal
+        except LeafError as e:
+            e.keys.append(f"[{i}]")
+            raise
+
+
 def _seen_array(a: NDArray[Any], ctx: Collected) -> NDArray[Any]:
     ctx.seen.append(a)  # type: ignore[union-attr]  # adapt's context has them
     return a
@@ -280,6 +309,16 @@ def _seen_tensor(t: torch.Tensor, ctx: Collected) -> torch.Tensor:
 def _array_to_tensor(a: Any, ctx: Collected) -> torch.Tensor:
     ctx.seen.append(a)  # type: ignore[union-attr]
     return array_to_tensor(a, ctx.target)  # type: ignore[arg-type]  # set wherever arrays become tensors
+
+
+def _sparse_to_tensor(m: Any, ctx: Collected) -> torch.Tensor:
+    """A scipy.sparse argument as the sparse tensor of its format, as ``accepts_tensor`` hands it."""
+    ctx.seen.append(m)  # type: ignore[union-attr]
+    placed = ctx.target
+    assert placed is not None  # see _begin: set wherever arrays become tensors
+    device = placed.device
+    assert device is not None  # _begin's target has one
+    return sparse_to_tensor(m, device, placed.casts, placed.copy, None)
 
 
 def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
