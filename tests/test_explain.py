@@ -107,11 +107,16 @@ def test_the_flat_call_s_source_is_the_code_that_runs() -> None:
     header, source = e.source.split("\n", 1)  # type: ignore[union-attr]
     assert header == f"# {code.co_filename}; p0 is x, p1 is sigma, p2 is mode"
     source, *helpers = source.split("\n\n# ")
-    assert source + "\n" == "".join(linecache.getlines(code.co_filename))
+    source, names = source.split("# its free names:\n")
+    assert source == "".join(linecache.getlines(code.co_filename))
+    listed = [line.split(":")[0].strip("# ") for line in names.splitlines()]
+    assert listed == sorted(n for n in code.co_names if n in function.__globals__)
+    assert "#   numpy_items: generated, below" in names and "#   Tensor: torch.Tensor" in names
     for name, helper in zip(("numpy_items", "shared_items"), helpers, strict=True):
         helper_code = function.__globals__[name].__code__
         filename, helper_source = helper.split("\n", 1)
         assert filename == helper_code.co_filename
+        helper_source = helper_source.split("# its free names:\n")[0]
         assert helper_source.rstrip("\n") == "".join(linecache.getlines(helper_code.co_filename)).rstrip("\n")
     assert source.startswith("def __call__(p0, p1=d1, p2=d2):\n    if compiling():\n")
     assert "Call path: flat. Generated for this plan: it converts bare tensors" in str(e)

@@ -195,6 +195,11 @@ def _reads(code: types.CodeType) -> _Reads:
     )
 
 
+def global_names(code: types.CodeType) -> frozenset[str]:
+    """The names ``code`` (with the functions nested in it) loads as globals."""
+    return _reads(code).globals
+
+
 def _with_nested(code: types.CodeType) -> list[types.CodeType]:
     """``code`` and the code of every function (lambda, comprehension) defined inside it."""
     nested = [const for const in code.co_consts if isinstance(const, types.CodeType)]

@@ -13,6 +13,7 @@ import linecache
 import types
 from typing import Any
 
+from autoconvert._calls._callbacks import global_names
 from autoconvert._calls._config import active
 from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, OpSettings, Policy, policy_of
 from autoconvert._calls._plan import Plan
@@ -325,12 +326,47 @@ def _source(wrapper: _Wrapper) -> str | None:
     names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
     renamed = [f"p{i} is {name}" for i, name in enumerate(names) if name != f"p{i}"]  # see _exact
     header = f"# {code.co_filename}" + ("; " + ", ".join(renamed) if renamed else "")
+    lines += _free_names(function)
     helpers = [function.__globals__.get(name) for name in code.co_names]
     for helper in helpers:
         helper_code = getattr(helper, "__code__", None)
         if helper_code is not None and helper_code.co_filename.startswith(GENERATED):
             lines += ["\n", f"# {helper_code.co_filename}\n", *linecache.getlines(helper_code.co_filename)]
+            lines += _free_names(helper)
     return header + "\n" + "".join(lines)
+
+
+def _free_names(function: Any) -> list[str]:
+    """What each name a generated function reads from its namespace is, as comment lines:
+    the plan's constants and the helpers the source calls, which the source cannot show."""
+    namespace = function.__globals__
+    found = sorted(name for name in global_names(function.__code__) if name in namespace)
+    return ["# its free names:\n", *(f"#   {name}: {_named(namespace[name])}\n" for name in found)]
+
+
+def _named(value: Any) -> str:
+    """A free name's value in a few words: a plain value as it is, a function or class by its
+    qualified name, a bound method by its class's, anything else by its type."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if isinstance(value, (set, frozenset)):
+        return f"a {type(value).__name__} of {len(value)}"
+    if isinstance(value, types.ModuleType):
+        return f"the module {value.__name__}"
+    owner = getattr(value, "__self__", None)
+    if isinstance(value, (types.MethodType, types.BuiltinMethodType)) and not isinstance(
+        owner, (type(None), types.ModuleType)
+    ):
+        return f"{_qualified(type(owner))}.{value.__name__}, bound"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        code = getattr(value, "__code__", None)
+        return "generated, below" if code is not None and code.co_filename.startswith(GENERATED) else _qualified(value)
+    return f"a {_qualified(type(value))}"
+
+
+def _qualified(value: Any) -> str:
+    module = getattr(value, "__module__", None)
+    return f"{module}.{value.__qualname__}" if module and module != "builtins" else value.__qualname__
 
 
 def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
