@@ -283,15 +283,17 @@ def _placed(tensors: list[torch.Tensor], chosen: tuple[int, ...], picked: Sequen
 @settings(deadline=None)
 @given(data=st.data(), layout=st.sampled_from(LAYOUTS), transform=st.sampled_from(TRANSFORMS))
 def test_every_argument_position_gets_its_own_derivative(data: Any, layout: str, transform: str) -> None:
-    """Over argnums x transforms (grad, jacrev, jacfwd, vjp, jvp; the first four per sample
-    under vmap; eager autograd with and without create_graph) x argument positions (2-3 tensors, floats
-    between them) x op forms: the derivative by each differentiated tensor is the one of the
-    same function written in torch, never another tensor's."""
+    """Over argnums (any order) x transforms (grad, jacrev, jacfwd, vjp, jvp; the first four
+    per sample under vmap; eager autograd with and without create_graph) x argument positions
+    (2-3 tensors, floats between them, the last argument by keyword or not) x op forms: the
+    derivative by each differentiated tensor is the one of the same function written in
+    torch, never another tensor's."""
     forward_mode = "jvp" in transform or "jacfwd" in transform
     forms = [f for f in FORMS if not forward_mode or FORMS[f].get("jvp")]
     form = data.draw(st.sampled_from(forms), label="form")
     count = layout.count("t")
-    chosen = tuple(data.draw(st.sets(st.integers(0, count - 1), min_size=1), label="argnums"))
+    chosen = tuple(data.draw(st.lists(st.integers(0, count - 1), min_size=1, unique=True), label="argnums"))
+    last_by_keyword = data.draw(st.booleans(), label="last argument by keyword")
     floats = data.draw(st.lists(st.floats(-0.9, 0.9), min_size=len(layout), max_size=len(layout)), label="floats")
     batched = [True] * count
     if transform.startswith("vmap("):
@@ -305,7 +307,13 @@ def test_every_argument_position_gets_its_own_derivative(data: Any, layout: str,
         given = iter(ts)
         return [next(given) if kind == "t" else f for kind, f in zip(layout, floats, strict=True)]
 
-    found = _transformed(transform, lambda *ts: op(*arguments(ts)), tensors, chosen, dims)
+    def called(*ts: torch.Tensor) -> Any:
+        args = arguments(ts)
+        if last_by_keyword:  # moved to its place: the op's gradients go to positional tensors
+            return op(*args[:-1], **{f"{layout[-1]}{len(layout) - 1}": args[-1]})
+        return op(*args)
+
+    found = _transformed(transform, called, tensors, chosen, dims)
     expected = _transformed(transform, lambda *ts: _mix(torch, arguments(ts)), tensors, chosen, dims)
     assert len(found) == len(expected)
     for f, e in zip(found, expected, strict=True):
