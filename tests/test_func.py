@@ -3,6 +3,11 @@ compared with a Python loop of ``torch.autograd`` calls on the same op."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +16,7 @@ import scipy.special
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
 
 import autoconvert as ac
@@ -171,3 +177,144 @@ def test_sequential_and_vectorized_agree(batch: int, size: int, dim: int) -> Non
         per_sample = vmap(grad(lambda v, op=op: op(v * W[0]).sum()), in_dims=dim)(xs)
         loop = torch.stack([_autograd_grad(lambda v: sequential(v * W[0]).sum(), row)[0] for row in xs.movedim(dim, 0)])
         assert torch.allclose(per_sample, loop)
+
+
+# Every argument position: two or three tensors ("t") with up to two floats ("f") among them.
+LAYOUTS = sorted(
+    {
+        "".join(p)
+        for tensors in (2, 3)
+        for floats in range(5 - tensors)
+        for p in itertools.permutations("t" * tensors + "f" * floats)
+    }
+)
+#: The forms of a numpy_op, and its options: reverse mode only, with a jvp rule, registered, vectorized.
+FORMS: dict[str, dict[str, Any]] = {
+    "backward": {},
+    "jvp": {"jvp": True},
+    "vectorized": {"jvp": True, "vmap": "vectorized"},
+    "fake": {"jvp": True, "fake": True},
+    "fake-vectorized": {"jvp": True, "fake": True, "vmap": "vectorized"},
+}
+TRANSFORMS = (
+    *("grad", "jacrev", "vjp", "autograd", "autograd(create_graph)", "jvp", "jacfwd"),
+    *("vmap(grad)", "vmap(jacrev)", "vmap(vjp)", "vmap(jacfwd)"),  # per-sample derivatives
+)
+
+
+def _mix(xp: Any, args: Sequence[Any]) -> Any:
+    """A function whose derivative differs for each tensor's position and reads the others:
+    ``(1 + sum of floats) * prod(tensors) + sum((i + 1) * sin(tensor i))``; ``xp``: np or torch."""
+    tensors = [a for a in args if not isinstance(a, float)]
+    scale = 1 + sum(a for a in args if isinstance(a, float))
+    return scale * math.prod(tensors) + sum((i + 1) * xp.sin(t) for i, t in enumerate(tensors))
+
+
+def _mix_partials(args: Sequence[Any]) -> list[np.ndarray]:
+    """``_mix``'s partial derivative by each tensor, in NumPy."""
+    tensors = [a for a in args if not isinstance(a, float)]
+    scale = 1 + sum(a for a in args if isinstance(a, float))
+    others = [math.prod(t for j, t in enumerate(tensors) if j != i) for i in range(len(tensors))]
+    return [scale * other + (i + 1) * np.cos(t) for i, (t, other) in enumerate(zip(tensors, others, strict=True))]
+
+
+def _mix_backward(g: np.ndarray, *args: Any, output: np.ndarray) -> tuple[np.ndarray, ...]:
+    return tuple(g * p for p in _mix_partials(args))
+
+
+def _mix_jvp(tangents: tuple[np.ndarray, ...], *args: Any, output: np.ndarray) -> Any:
+    return sum(t * p for t, p in zip(tangents, _mix_partials(args), strict=True))
+
+
+@functools.cache
+def _mix_op(layout: str, form: str) -> Any:
+    """``_mix`` as a numpy_op of ``layout``'s parameters (``t0``, ``f1``, ...: arrays and
+    floats, a signature torch.library reads) in ``form``; one per pair, for the process."""
+
+    def mix(*args: Any) -> np.ndarray:
+        return np.asarray(_mix(np, args))
+
+    kinds = {"t": np.ndarray, "f": float}
+    parameters = [
+        inspect.Parameter(f"{kind}{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kinds[kind])
+        for i, kind in enumerate(layout)
+    ]
+    mix.__signature__ = inspect.Signature(parameters, return_annotation=np.ndarray)  # type: ignore[attr-defined]
+    options = FORMS[form]
+    return ac.numpy_op(
+        mix,
+        backward=_mix_backward,
+        jvp=_mix_jvp if options.get("jvp") else None,
+        vmap=options.get("vmap", "sequential"),
+        fake=f"t{layout.index('t')}" if options.get("fake") else None,
+    )
+
+
+def _transformed(
+    transform: str, f: Callable[..., Any], tensors: list[torch.Tensor], chosen: tuple[int, ...], dims: tuple[Any, ...]
+) -> tuple[torch.Tensor, ...]:
+    """``transform`` of ``f`` (a function of the tensors) by the tensors at ``chosen``, flat:
+    torch.func's with ``argnums=chosen``, or, for those without argnums, of ``f`` with the
+    other tensors held; ``vmap(...)``: per sample, the tensors batched along ``dims``."""
+    if transform.startswith("vmap("):
+        inner = transform.removeprefix("vmap(").removesuffix(")")
+        return vmap(lambda *ts: _transformed(inner, f, list(ts), chosen, dims), in_dims=dims)(*tensors)
+    total = lambda *ts: f(*ts).sum()  # noqa: E731 - a scalar for grad
+    if transform == "grad":
+        return grad(total, argnums=chosen)(*tensors)
+    if transform in ("jacrev", "jacfwd"):
+        return (jacrev if transform == "jacrev" else jacfwd)(f, argnums=chosen)(*tensors)
+    held = lambda *picked: f(*_placed(tensors, chosen, picked))  # noqa: E731 - f of the chosen tensors only
+    picked = [tensors[i] for i in chosen]
+    if transform == "vjp":
+        out, pullback = vjp(held, *picked)
+        return (out, *pullback(torch.cos(out)))
+    if transform == "jvp":
+        return jvp(held, tuple(picked), tuple(torch.cos(t) for t in picked))
+    leaves = [t.detach().clone().requires_grad_() for t in picked]
+    return torch.autograd.grad(total(*_placed(tensors, chosen, leaves)), leaves, create_graph="create" in transform)
+
+
+def _placed(tensors: list[torch.Tensor], chosen: tuple[int, ...], picked: Sequence[torch.Tensor]) -> list[Any]:
+    replaced = dict(zip(chosen, picked, strict=True))
+    return [replaced.get(i, t) for i, t in enumerate(tensors)]
+
+
+@settings(deadline=None)
+@given(data=st.data(), layout=st.sampled_from(LAYOUTS), transform=st.sampled_from(TRANSFORMS))
+def test_every_argument_position_gets_its_own_derivative(data: Any, layout: str, transform: str) -> None:
+    """Over argnums (any order) x transforms (grad, jacrev, jacfwd, vjp, jvp; the first four
+    per sample under vmap; eager autograd with and without create_graph) x argument positions
+    (2-3 tensors, floats between them, the last argument by keyword or not) x op forms: the
+    derivative by each differentiated tensor is the one of the same function written in
+    torch, never another tensor's."""
+    forward_mode = "jvp" in transform or "jacfwd" in transform
+    forms = [f for f in FORMS if not forward_mode or FORMS[f].get("jvp")]
+    form = data.draw(st.sampled_from(forms), label="form")
+    count = layout.count("t")
+    chosen = tuple(data.draw(st.lists(st.integers(0, count - 1), min_size=1, unique=True), label="argnums"))
+    last_by_keyword = data.draw(st.booleans(), label="last argument by keyword")
+    floats = data.draw(st.lists(st.floats(-0.9, 0.9), min_size=len(layout), max_size=len(layout)), label="floats")
+    batched = [True] * count
+    if transform.startswith("vmap("):
+        batched = data.draw(st.lists(st.booleans(), min_size=count, max_size=count).filter(any), label="batched")
+    values = data.draw(hnp.arrays(np.float64, (count, 2, 3), elements=st.floats(-2, 2)), label="values")
+    tensors = [torch.tensor(v if b else v[0]) for v, b in zip(values, batched, strict=True)]
+    dims = tuple(0 if b else None for b in batched)
+    op = _mix_op(layout, form)
+
+    def arguments(ts: Sequence[torch.Tensor]) -> list[Any]:
+        given = iter(ts)
+        return [next(given) if kind == "t" else f for kind, f in zip(layout, floats, strict=True)]
+
+    def called(*ts: torch.Tensor) -> Any:
+        args = arguments(ts)
+        if last_by_keyword:  # moved to its place: the op's gradients go to positional tensors
+            return op(*args[:-1], **{f"{layout[-1]}{len(layout) - 1}": args[-1]})
+        return op(*args)
+
+    found = _transformed(transform, called, tensors, chosen, dims)
+    expected = _transformed(transform, lambda *ts: _mix(torch, arguments(ts)), tensors, chosen, dims)
+    assert len(found) == len(expected)
+    for f, e in zip(found, expected, strict=True):
+        assert f.shape == e.shape and torch.allclose(f, e), (f, e)

@@ -16,7 +16,7 @@ import torch
 
 from autoconvert._errors import ConversionError, GradientError, message
 
-from ._opspec import OpSpec, filled, save, saved, shaped_as
+from ._opspec import OpSpec, filled, placed, save, saved, shaped_as
 
 #: The innermost torch.func transform's level, None outside all (feature-detected: torch 2.4 has it).
 transforming: Callable[[], int | None] = getattr(
@@ -77,15 +77,15 @@ class _NumpyFunction(torch.autograd.Function):
         if spec.backward is None:
             raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
         if transforming() is None and not torch.is_grad_enabled():  # a plain backward: no node to record
-            found = iter(spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result))
-            return (None, None, *(next(found) if isinstance(a, torch.Tensor) else None for a in args))
+            found = spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result)
+            return (None, None, *placed(args, found))
         # Under torch.func, or create_graph=True: a node whose own backward raises. It gives
         # zeros for None, which inputs that need no gradient must not get back.
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         call = _Call(ctx, len(grads), len(tensors))
-        found = iter(_NumpyVjp.apply(spec, call, *grads, *tensors, *outputs))  # type: ignore[no-untyped-call, unused-ignore]
-        wanted = iter(ctx.needs_input_grad[2:])
-        return (None, None, *(next(found) if next(wanted) and isinstance(a, torch.Tensor) else None for a in args))
+        found = _NumpyVjp.apply(spec, call, *grads, *tensors, *outputs)  # type: ignore[no-untyped-call, unused-ignore]
+        wanted = ctx.needs_input_grad[2:]
+        return (None, None, *(g if w else None for g, w in zip(placed(args, found), wanted, strict=True)))
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:

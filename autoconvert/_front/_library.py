@@ -21,7 +21,7 @@ import torch
 
 from autoconvert._errors import ConversionError, message
 
-from ._opspec import OpSpec, inexact, save, saved
+from ._opspec import OpSpec, inexact, placed, save, saved
 from ._schema import Schema
 
 NAMESPACE = "autoconvert"
@@ -134,12 +134,11 @@ def _setup_context(ctx: Any, inputs: Sequence[Any], output: Any, keyword_only_in
 def _autograd(backward: Callable[..., Any]) -> Callable[..., Any]:
     def gradients(ctx: Any, *grads: Any) -> tuple[Any, ...]:
         args, outputs = saved(ctx)
-        found = iter(backward(list(grads), list(outputs), *args, **ctx.kwargs))
-        gradients: list[torch.Tensor | None] = []
-        for a in args:  # one per argument: None for non-tensors and integer tensors
-            g = next(found) if isinstance(a, torch.Tensor) else None
-            gradients.append(g if g is not None and inexact(a.dtype) is not None else None)
-        return tuple(gradients)
+        found = placed(args, backward(list(grads), list(outputs), *args, **ctx.kwargs))
+        # One per argument: None for non-tensors and integer tensors.
+        return tuple(
+            g if g is not None and inexact(a.dtype) is not None else None for a, g in zip(args, found, strict=True)
+        )
 
     return gradients
 

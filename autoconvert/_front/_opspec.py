@@ -8,7 +8,7 @@ each input's device and dtype), so eager and compiled calls cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -201,6 +201,14 @@ def filled(template: list[Any], tensors: Iterator[torch.Tensor]) -> list[Any]:
     """A saved call's positional arguments: ``template`` with its tensors' places taken, in
     order, from ``tensors``."""
     return [next(tensors) if a is _TENSOR else a for a in template]
+
+
+def placed(args: Sequence[Any], gradients: Iterable[Any]) -> list[Any]:
+    """One gradient per positional argument: the tensor arguments' ``gradients`` (one each,
+    in order) at their arguments' places, None at the others'. Every tensor takes its own,
+    also one no gradient is asked for, so no gradient lands on another tensor's place."""
+    found = iter(gradients)
+    return [next(found) if isinstance(a, torch.Tensor) else None for a in args]
 
 
 _TENSOR = object()  # a tensor argument's place in the saved template
