@@ -400,19 +400,19 @@ class TestLibraryThreads:
         assert self._callers().tolist() == before.tolist()
 
     def test_a_dask_map_in_the_callers_process_gives_the_counts_back(self) -> None:
-        """Dask workers that are threads of the caller's process cap it only while they run."""
+        """Dask workers that are threads of the caller's process cap it only while they run (BLAS
+        only bounded: see test_overlapping_maps_give_the_counts_back)."""
         distributed = pytest.importorskip("distributed")
         before = self._callers()
         with (
             distributed.LocalCluster(
-                n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+                n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
             ) as cluster,
             distributed.Client(cluster) as client,
         ):
             out = ac.batched(slow_library_threads, executor=client, in_caller=False, chunksize=1)(torch.ones(4, 1))
-            assert (
-                out.tolist() == [[min(before[0], max(1, self.CORES // 2)), min(before[1], max(1, self.CORES // 2))]] * 4
-            )
+            cap = max(1, self.CORES // 2)
+            assert all(blas <= before[0] and threads == min(before[1], cap) for blas, threads in out.tolist())
             assert self._callers().tolist() == before.tolist()
 
     def test_threads_per_worker_is_a_positive_number(self) -> None:
