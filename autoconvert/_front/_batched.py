@@ -89,8 +89,10 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             parameter of ``fn`` named ``rng`` receives a ``np.random.Generator`` over it;
             sequentially and on worker processes, ``np.random``, ``random`` and torch's CPU
             generator are seeded from it per sample too, and the caller's own states are
-            put back when the call returns. Threads share those global states, so there
-            only ``rng`` is seeded, and a function without it is refused. A Dask worker's
+            put back when the call returns. Threads share those global states, so where
+            the workers are threads (``workers=``, a Dask worker's threads, an executor's
+            in the caller's process) only ``rng`` is seeded, and a function without it is
+            refused. A Dask worker's
             own threads draw from ``random`` while samples run, so there only ``rng``,
             ``np.random`` and torch's generator give the same draws every time.
         in_caller: with threads or an executor, run a batch whose samples take too little
@@ -100,7 +102,8 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument; on an
-            executor, a function that writes into its arguments (``writeback=True``);
+            executor, a function that writes into its arguments (``writeback=True``, its
+            own or a ``config`` block's);
             invalid options, when ``batched`` is applied.
         pickle.PicklingError: a process pool's function, or an argument sent elsewhere,
             does not pickle.
