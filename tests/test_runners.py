@@ -208,3 +208,28 @@ def test_dask_workers_of_one_thread_in_the_callers_process_are_threads() -> None
         batch = _batch(ragged=False)
         on_dask = ac.batched(with_rng, executor=client, seed=1, in_caller=False, chunksize=2)(batch)
         assert torch.equal(on_dask, ac.batched(with_rng, seed=1)(batch))
+
+
+def kept(a: np.ndarray) -> np.ndarray:
+    """A sample as it is."""
+    return a
+
+
+def test_writes_asked_by_any_side_are_refused_on_an_executor() -> None:
+    """adapt's writeback=True, like accepts_numpy's, is refused on an executor when batched is
+    applied; a config block's when the call is made; threads keep both."""
+    message = (
+        "autoconvert.batched(kept): kept writes into its arguments (writeback=True or out_params{}), and on an "
+        "executor it runs in other processes, whose writes cannot reach the caller's tensors. Fix: run it on "
+        "threads (workers=), or return what it computes"
+    )
+    with ThreadExecutor() as executor:
+        with pytest.raises(ValueError) as info:
+            ac.batched(ac.adapt(kept, writeback=True), executor=executor)
+        assert str(info.value) == message.format("")
+        on_executor = ac.batched(ac.adapt(kept), executor=executor)
+        with ac.config(writeback=True), pytest.raises(ValueError) as info:
+            on_executor(torch.ones(2, 2))
+        assert str(info.value) == message.format(", from a config block")
+    with ac.config(writeback=True):
+        assert ac.batched(ac.adapt(kept), workers=2)(torch.ones(2, 2)).tolist() == [[1.0, 1.0]] * 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, Unpack, overload
 
@@ -24,7 +24,6 @@ import torch
 from autoconvert._calls._config import active
 from autoconvert._calls._observe import count_batch
 from autoconvert._calls._options import (
-    PLAIN,
     BatchedOptions,
     BatchSettings,
     Policy,
@@ -159,15 +158,16 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             if workers is not None and workers > 1
             else None
         )
-    _refuse_writes(call._self_plan.policies.get("accepts_numpy", PLAIN), name, "")  # outside any config block
+    _refuse_writes(call._self_plan.policies.values(), name, "")  # outside any config block
     return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
-def _refuse_writes(policy: Policy, name: str, source: str) -> None:
+def _refuse_writes(policies: Iterable[Policy], name: str, source: str) -> None:
     """Refuse, on an executor, a function handed writable arrays whose writes are to reach the
-    caller's tensors: its samples are copies in other processes. ``source`` says where the
-    policy came from ("" for the function's own options)."""
-    if policy.writeback or policy.out_params:
+    caller's tensors (by any side of its call: accepts_numpy's, adapt's): its samples are
+    copies in other processes. ``source`` says where the policies came from ("" for the
+    function's own options)."""
+    if any(policy.writeback or policy.out_params for policy in policies):
         raise ValueError(
             f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params{source}), "
             "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
@@ -237,8 +237,9 @@ class Batched:
         function's own ``writeback=True`` is refused when ``batched`` is applied."""
         configured = active()
         plan = self._call._self_plan
-        if configured is not None and "accepts_numpy" in plan.sides:
-            _refuse_writes(plan.resolved("accepts_numpy", configured.options), self._name, ", from a config block")
+        if configured is not None:
+            policies = (plan.resolved(side, configured.options) for side in plan.sides)
+            _refuse_writes(policies, self._name, ", from a config block")
 
     def _map(self, layout: Layout, *args: Any, **kwargs: Any) -> Any:
         """In place of ``fn`` in its call's protocol: ``fn`` over the converted batch's samples,
