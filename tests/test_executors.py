@@ -341,6 +341,12 @@ def library_threads(x: np.ndarray) -> np.ndarray:
     return np.array([blas, torch.get_num_threads()])
 
 
+def slow_library_threads(x: np.ndarray) -> np.ndarray:
+    """``library_threads`` of a sample that takes 5 ms, so that chunks overlap."""
+    time.sleep(0.005)
+    return library_threads(x)
+
+
 class TestLibraryThreads:
     """While a map runs on workers, BLAS and torch use at most cores // workers threads each;
     threads_per_worker= overrides; the caller's counts are back when the map ends."""
@@ -365,6 +371,49 @@ class TestLibraryThreads:
     def test_in_the_callers_thread_nothing_is_capped(self) -> None:
         before = self._callers()
         assert ac.batched(library_threads)(torch.ones(2, 1)).tolist() == [before.tolist()] * 2
+
+    def test_a_cap_only_lowers(self) -> None:
+        """threads_per_worker above a library's own count leaves that count as it is."""
+        before = self._callers()
+        out = ac.batched(library_threads, workers=2, in_caller=False, threads_per_worker=64)(torch.ones(2, 1))
+        assert out.tolist() == [before.tolist()] * 2
+
+    def test_overlapping_maps_give_the_counts_back(self) -> None:
+        """Maps from several caller threads at once, each capping the process while it runs,
+        leave BLAS and torch with the caller's counts when the last one ends. (OpenBLAS ignores
+        a count set from a thread other than the one that set it first, so there BLAS is only
+        bounded.)"""
+        before = self._callers()
+        capped = ac.batched(slow_library_threads, workers=2, in_caller=False, threads_per_worker=1)
+        seen: list[list[list[int]]] = []
+
+        def maps() -> None:
+            seen.extend(capped(torch.ones(4, 1)).tolist() for _ in range(4))
+
+        callers = [threading.Thread(target=maps) for _ in range(3)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        assert len(seen) == 12
+        assert all(blas <= before[0] and torch_threads == 1 for out in seen for blas, torch_threads in out)
+        assert self._callers().tolist() == before.tolist()
+
+    def test_a_dask_map_in_the_callers_process_gives_the_counts_back(self) -> None:
+        """Dask workers that are threads of the caller's process cap it only while they run (BLAS
+        only bounded: see test_overlapping_maps_give_the_counts_back)."""
+        distributed = pytest.importorskip("distributed")
+        before = self._callers()
+        with (
+            distributed.LocalCluster(
+                n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+            ) as cluster,
+            distributed.Client(cluster) as client,
+        ):
+            out = ac.batched(slow_library_threads, executor=client, in_caller=False, chunksize=1)(torch.ones(4, 1))
+            cap = max(1, self.CORES // 2)
+            assert all(blas <= before[0] and threads == min(before[1], cap) for blas, threads in out.tolist())
+            assert self._callers().tolist() == before.tolist()
 
     def test_threads_per_worker_is_a_positive_number(self) -> None:
         with pytest.raises(

@@ -40,6 +40,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
+#: The attribute of an error raised in another process (a batched map's worker), whose
+#: traceback does not come back, that holds the handed arrays its refusal hit (see
+#: wrote_into_handed): told apart where it was raised, then set to the caller's arrays.
+REFUSED_ELSEWHERE = "autoconvert_refused"
+
+
 def wrote_into_handed(
     error: ValueError | TypeError, arrays: list[tuple[str, Any]], kwargs: dict[str, Any]
 ) -> list[str] | None:
@@ -59,6 +65,9 @@ def wrote_into_handed(
     raised is the caller's, whose traceback this is: the destination was an argument, ``out``
     where that was handed read-only.
     """
+    elsewhere = getattr(error, REFUSED_ELSEWHERE, None)
+    if elsewhere is not None:
+        return [path for path, a in arrays if any(a is hit for hit in elsewhere)]
     tb = error.__traceback__
     if tb is None or not refuses_write(error):
         return None

@@ -14,18 +14,19 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, Unpack, overload
 
 import numpy as np
 import torch
 
+from autoconvert._calls._config import active
 from autoconvert._calls._observe import count_batch
 from autoconvert._calls._options import (
-    PLAIN,
     BatchedOptions,
     BatchSettings,
+    Policy,
     check_callable,
     shows_options,
     validate,
@@ -38,7 +39,7 @@ from ._caps import has_threadpoolctl
 from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._decorators import accepts_numpy, returns_tensor
-from ._executors import Elsewhere, Progress, Samples, Threads, max_workers
+from ._executors import Elsewhere, Progress, Samples, Threads, max_workers, seeds_on_threads
 from ._gather import Sink, gather
 from ._seeds import GlobalStates, Seeds
 
@@ -87,8 +88,10 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             parameter of ``fn`` named ``rng`` receives a ``np.random.Generator`` over it;
             sequentially and on worker processes, ``np.random``, ``random`` and torch's CPU
             generator are seeded from it per sample too, and the caller's own states are
-            put back when the call returns. Threads share those global states, so there
-            only ``rng`` is seeded, and a function without it is refused. A Dask worker's
+            put back when the call returns. Threads share those global states, so where
+            the workers are threads (``workers=``, a Dask worker's threads, an executor's
+            in the caller's process) only ``rng`` is seeded, and a function without it is
+            refused. A Dask worker's
             own threads draw from ``random`` while samples run, so there only ``rng``,
             ``np.random`` and torch's generator give the same draws every time.
         in_caller: with threads or an executor, run a batch whose samples take too little
@@ -98,7 +101,8 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument; on an
-            executor, a function that writes into its arguments (``writeback=True``);
+            executor, a function that writes into its arguments (``writeback=True``, its
+            own or a ``config`` block's);
             invalid options, when ``batched`` is applied.
         pickle.PicklingError: a process pool's function, or an argument sent elsewhere,
             does not pickle.
@@ -154,31 +158,34 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             if workers is not None and workers > 1
             else None
         )
-    writes = call._self_plan.policies.get("accepts_numpy", PLAIN)  # outside any config block, as it is made
-    if writes.writeback or writes.out_params:
+    _refuse_writes(call._self_plan.policies.values(), name, "")  # outside any config block
+    return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
+
+
+def _refuse_writes(policies: Iterable[Policy], name: str, source: str) -> None:
+    """Refuse, on an executor, a function handed writable arrays whose writes are to reach the
+    caller's tensors (by any side of its call: accepts_numpy's, adapt's): its samples are
+    copies in other processes. ``source`` says where the policies came from ("" for the
+    function's own options)."""
+    if any(policy.writeback or policy.out_params for policy in policies):
         raise ValueError(
-            f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params), "
+            f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params{source}), "
             "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
             "Fix: run it on threads (workers=), or return what it computes"
         )
-    return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
 def _seeds(raw: Any, seed: int | np.random.SeedSequence | None, where: Any, name: str) -> Seeds | None:
     """How samples are seeded (None: not at all). Threads share the global random states, so
-    there a sample's stream reaches it only as ``rng``."""
+    where the runner's workers are threads (whatever the executor's type: a Dask worker's,
+    an executor's in the caller's process) a sample's stream reaches it only as ``rng``."""
     if seed is None:
         return None
     takes_rng = "rng" in Parameters(raw).keywords
-    on_threads = isinstance(where, Threads)
-    if on_threads and not takes_rng:
-        raise ValueError(
-            f"autoconvert.batched({name}): seed= on threads reaches a sample only through a parameter named rng: "
-            "np.random, random and torch's generator are shared by the threads, and seeding them per sample would "
-            "give results that depend on which thread ran first. Fix: give the function an rng parameter and draw "
-            "from it, or run it sequentially or on a process pool"
-        )
-    return Seeds(seed, rng=takes_rng, globals=not on_threads)
+    threads = where.threaded() if where is not None else None
+    if threads is not None and not takes_rng:
+        raise seeds_on_threads(name, threads)
+    return Seeds(seed, rng=takes_rng, globals=threads is None)
 
 
 class Batched:
@@ -217,11 +224,22 @@ class Batched:
             raise ValueError(
                 f"{self._label}: rng= was passed, and seed= gives each sample its own rng. Fix: pass one or the other"
             )
+        if type(self._runner) is Elsewhere:
+            self._refuse_configured_writes()
         try:
             return self._convert(functools.partial(self._map, layout), self._instance, args, kwargs)
         except Exception as e:
             _carry_note(e, self._label)
             raise
+
+    def _refuse_configured_writes(self) -> None:
+        """On an executor, refuse the writes a ``config`` block around the call asks for, as the
+        function's own ``writeback=True`` is refused when ``batched`` is applied."""
+        configured = active()
+        plan = self._call._self_plan
+        if configured is not None:
+            policies = (plan.resolved(side, configured.options) for side in plan.sides)
+            _refuse_writes(policies, self._name, ", from a config block")
 
     def _map(self, layout: Layout, *args: Any, **kwargs: Any) -> Any:
         """In place of ``fn`` in its call's protocol: ``fn`` over the converted batch's samples,

@@ -146,6 +146,9 @@ class Chunk(NamedTuple):
     seeds: Seeds | None = None  # batched(seed=): each sample's random streams
     threads: int | None = None  # the libraries' threads in a worker process while it runs (see _caps)
     sink: Any = None  # on threads: where array results are written as they come (a _gather.Sink)
+    #: Sources handed read-only in the caller, made read-only again where they arrived by
+    #: pickling or mapping (other processes), so that every runner hands the same samples.
+    frozen: frozenset[int] = frozenset()
 
 
 #: How often a running chunk looks whether its map was cancelled: a Running file costs a
@@ -157,6 +160,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
     sample's exception carries a note naming it."""
     columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
+    for k in chunk.frozen:
+        columns[k] = _read_only(columns[k])
     results: list[Any] = []
     try:
         if chunk.threads is None:
@@ -166,8 +171,31 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
                 _loop(chunk, columns, results)
     except Exception as e:
         e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
+        if chunk.frozen and isinstance(e, (ValueError, TypeError)):
+            _tell_refusal(e, chunk, columns, len(results))
         raise
     return results
+
+
+def _read_only(column: Any) -> Any:
+    """A column's samples read-only (views: the arrays they view keep their flags)."""
+    if isinstance(column, np.ndarray):
+        column = column.view()
+        column.flags.writeable = False
+        return column
+    return [_read_only(sample) if isinstance(sample, np.ndarray) else sample for sample in column]
+
+
+def _tell_refusal(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:
+    """Where ``error`` is NumPy refusing a write into one of the failing sample's read-only
+    arrays, say which (as ``(source, sample)`` pairs) on it: its traceback, which tells them
+    apart, stays in this process, and the caller's call raises its ReadOnlyError from them."""
+    from autoconvert._calls._failures import REFUSED_ELSEWHERE, wrote_into_handed  # only when a sample failed
+
+    samples = [(str(k), columns[k][offset]) for k in sorted(chunk.frozen)]
+    hit = wrote_into_handed(error, [(k, a) for k, a in samples if isinstance(a, np.ndarray)], {})
+    if hit:
+        setattr(error, REFUSED_ELSEWHERE, [(int(k), chunk.start + offset) for k in hit])
 
 
 def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:

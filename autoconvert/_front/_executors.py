@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from autoconvert._calls._checks import is_dask
+from autoconvert._calls._failures import REFUSED_ELSEWHERE
 
 from ._caps import capped, per_worker
 from ._chunks import (
@@ -80,10 +81,11 @@ class Samples(NamedTuple):
         cancelled: Any = None,
         threads: int | None = None,
         sink: Sink | None = None,
+        frozen: frozenset[int] = frozenset(),
     ) -> Chunk:
         """Samples ``start`` to ``stop`` as one task of ``fn``."""
         return Chunk(
-            fn, self.args, self.kwargs, start, stop, self.size, self.label, cancelled, self.seeds, threads, sink
+            fn, self.args, self.kwargs, start, stop, self.size, self.label, cancelled, self.seeds, threads, sink, frozen
         )
 
 
@@ -135,6 +137,10 @@ class Threads:
         # A pool whose threads were set up by an initializer runs samples only there.
         self.in_caller = in_caller and getattr(pool, "_initializer", None) is None
 
+    def threaded(self) -> str | None:
+        """The runner in words, since its workers share the caller's global random states."""
+        return "threads"
+
     def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         if self.pool is None:
             self.pool = cf.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=f"batched({self.name})")
@@ -169,6 +175,7 @@ class Elsewhere:
         # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
+        self.shares: dict[frozenset[tuple[str, int]], str | None] = {}  # per set of workers: see threaded()
         self.workers = self._workers(self._threads())  # as the executor is when batched is applied
         self.threads = threads_per_worker or per_worker(self.workers)  # the libraries' threads in each worker
         #: Work below this, in all, runs in the caller's thread: a process pool's map costs a
@@ -188,11 +195,39 @@ class Elsewhere:
         """The worker threads that run chunks: a pool's workers, a Dask cluster's threads."""
         return max(1, sum(threads.values())) if self.client is not None else max_workers(self.executor)
 
+    def threaded(self, threads: dict[str, int] | None = None) -> str | None:
+        """The runner in words where its workers are threads sharing a process's global random
+        states (a Dask worker of several threads, Dask workers or an executor's in the caller's
+        process), whatever the executor's type; None where each runs one task at a time in a
+        process of its own. Asked once per set of Dask workers (``threads``: as they are now),
+        an executor once."""
+        key = frozenset((threads if threads is not None else self._threads()).items())
+        if key not in self.shares:
+            self.shares[key] = self._threaded(dict(key))
+        return self.shares[key]
+
+    def _threaded(self, threads: dict[str, int]) -> str | None:
+        if isinstance(self.executor, cf.ProcessPoolExecutor):
+            return None
+        if self.client is None:
+            here = self.executor.submit(os.getpid).result() == os.getpid()
+            return "an executor whose workers are threads of the caller's process" if here else None
+        most = max(threads.values(), default=1)
+        if most > 1:
+            return f"a Dask cluster whose workers run {most} threads each"
+        pids = self.client.run(os.getpid, workers=list(threads)) if threads else {}
+        return "Dask workers in the caller's process" if os.getpid() in pids.values() else None
+
     def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         threads = self._threads()
+        if samples.seeds is not None and samples.seeds.globals:
+            runner = self.threaded(threads)  # a Dask cluster may have scaled since batched was applied
+            if runner is not None:
+                raise seeds_on_threads(self.name, runner)
         left = samples.size - start
         size = chunksize or chunk_size(left, self._workers(threads), 1 if self.client is not None else 2)
-        chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads)
+        frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
+        chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen)
         try:
             if isinstance(self.executor, cf.ProcessPoolExecutor) or self._sees_shared_memory(threads):
                 return self._through_memory(chunks, samples.sources, progress)
@@ -206,6 +241,7 @@ class Elsewhere:
             return self._collect(futures, progress, None, shared=False)
         except Exception as e:
             _explain_pickling(e, self.fn, samples, self.name)
+            _refused_in_caller(e, samples.sources)
             raise
 
     def _sees_shared_memory(self, threads: dict[str, int]) -> bool:
@@ -266,6 +302,16 @@ class Elsewhere:
         return _collect(futures, progress, distributed.as_completed, stop, loads)
 
 
+def seeds_on_threads(name: str, runner: str) -> ValueError:
+    """The refusal of seed= on a runner whose workers are threads, for a function without ``rng``."""
+    return ValueError(
+        f"autoconvert.batched({name}): seed= on {runner} reaches a sample only through a parameter named rng: "
+        "np.random, random and torch's generator are shared by the threads, and seeding them per sample would "
+        "give results that depend on which thread ran first. Fix: give the function an rng parameter and draw "
+        "from it, or run it sequentially or on a process pool"
+    )
+
+
 def max_workers(executor: Any) -> int:
     """An executor's worker count: concurrent.futures' pools keep it as _max_workers
     (tests/test_executors.py checks it); for any other executor, the machine's cores."""
@@ -281,12 +327,34 @@ def _chunks(
     cancelled: Any,
     threads: int | None,
     sink: Sink | None = None,
+    frozen: frozenset[int] = frozenset(),
 ) -> list[Chunk]:
     """Samples ``first`` onwards in chunks of ``size``."""
     return [
-        samples.chunk(fn, start, min(start + size, samples.size), cancelled=cancelled, threads=threads, sink=sink)
+        samples.chunk(
+            fn, start, min(start + size, samples.size), cancelled=cancelled, threads=threads, sink=sink, frozen=frozen
+        )
         for start in range(first, samples.size, size)
     ]
+
+
+def _read_only(source: Any) -> bool:
+    """Whether a batched argument was handed read-only in the caller (a ragged one: any sample)."""
+    if isinstance(source, np.ndarray):
+        return not source.flags.writeable
+    return any(isinstance(a, np.ndarray) and not a.flags.writeable for a in source)
+
+
+def _refused_in_caller(error: Exception, sources: list[Any]) -> None:
+    """A worker's refusal of a write into read-only samples (see _chunks.run) as the caller's
+    arrays those samples are of, which its call names in its ReadOnlyError."""
+    hit = getattr(error, REFUSED_ELSEWHERE, None)
+    if hit is not None:
+        setattr(
+            error,
+            REFUSED_ELSEWHERE,
+            [s if isinstance(s, np.ndarray) else s[i] for s, i in ((sources[k], i) for k, i in hit)],
+        )
 
 
 def _collect(
