@@ -147,7 +147,7 @@ def dask_client() -> Iterator[Any]:
     with (
         warnings.catch_warnings(),
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

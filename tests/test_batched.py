@@ -203,7 +203,7 @@ class TestExecutors:
         with (
             warnings.catch_warnings(),
             distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True
+                n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0", processes=True
             ) as cluster,
             distributed.Client(cluster) as client,
         ):
