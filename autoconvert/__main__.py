@@ -160,10 +160,8 @@ def _notes(promoted: dict[str, str], refused: dict[str, str]) -> None:
             "the function's dtype, and returns_tensor(dtype='input') gives the caller's"
         )
     for kind, message in refused.items():
-        print(
-            f"\nfails: {kind}: the hand-written line, x.detach().cpu().numpy(), raised {kind}: {message} "
-            "(autoconvert widens what NumPy lacks)"
-        )
+        why = " (NumPy has no bfloat16; autoconvert widens it)" if "BFloat16" in message else ""
+        print(f"\nfails: {kind}: the hand-written line, x.detach().cpu().numpy(), raised {kind}: {message}{why}")
 
 
 if __name__ == "__main__":

@@ -50,29 +50,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_LeaveSlowOut(), "autoconvert-leave-slow-out")
     if config.getoption("--generic-calls"):
         import autoconvert._calls._spec
 
         autoconvert._calls._spec.enabled = False
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test that takes the accelerator is a GPU test (``-m gpu`` selects them all). The
-    slow tests run with ``--slow``, a ``-m`` expression, or when named by their node id."""
+@pytest.hookimpl(tryfirst=True)  # before -m reads the gpu marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that takes the accelerator is a GPU test (``-m gpu`` selects them all)."""
     for item in items:
         if "accelerator" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpu)
-    if config.getoption("--slow") or config.option.markexpr:
-        return
-    named = [arg for arg in config.args if "::" in arg]
-    slow = [
-        item for item in items if item.get_closest_marker("slow") and not any(_names(arg, item.nodeid) for arg in named)
-    ]
-    if slow:
-        skipped = set(slow)
-        items[:] = [item for item in items if item not in skipped]
-        config.hook.pytest_deselected(items=slow)
-        config.stash[_SLOW_LEFT] = len(slow)
+
+
+class _LeaveSlowOut:
+    """The slow tests run with ``--slow``, a ``-m`` expression naming them, or when named by
+    their node id; otherwise they are left out, after ``-k`` and ``-m`` chose, and counted."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if config.getoption("--slow") or "slow" in config.option.markexpr:
+            return
+        named = [arg for arg in config.args if "::" in arg]
+        slow = [
+            item
+            for item in items
+            if item.get_closest_marker("slow") and not any(_names(arg, item.nodeid) for arg in named)
+        ]
+        if slow:
+            skipped = set(slow)
+            items[:] = [item for item in items if item not in skipped]
+            config.hook.pytest_deselected(items=slow)
+            config.stash[_SLOW_LEFT] = len(slow)
 
 
 def _names(arg: str, nodeid: str) -> bool:

@@ -558,8 +558,8 @@ class TestGrad:
             "TestGrad.make.<locals>.total(): argument a requires grad, and NumPy code cannot pass gradients "
             "back. Found torch.nn.parameter.Parameter(shape=(2,), dtype=torch.float32, layout=torch.strided, "
             "device=cpu). Fix: pass a.detach(), call under torch.no_grad(), or allow it detached with grad='detach' "
-            "(in @ac.accepts_numpy(grad='detach') on TestGrad.make.<locals>.total, or a with "
-            "ac.config(grad='detach'): block around the call; grad='warn' says so once); to keep the gradient, "
+            "(in @ac.accepts_numpy(grad='detach') on TestGrad.make.<locals>.total, where grad='error' was given, "
+            "so a config block cannot change it; grad='warn' says so once); to keep the gradient, "
             "make TestGrad.make.<locals>.total "
             "a differentiable torch operation with @ac.numpy_op(backward=...) in place of the decorators, its "
             "vector-Jacobian product written in NumPy."
@@ -589,6 +589,15 @@ class TestGrad:
             site = f"@ac.{decorator.__name__}(grad='detach') on {name}, or a with ac.config(grad='detach'): block around the call"
             op = "@ac.numpy_op(backward=...) in place of the decorators"
             assert said(decorator(typed)) == head.format(name=name, op=op, site=site)
+        assert said(ac.numpy_op(typed)) == head.format(
+            name=name,
+            op=f"ac.numpy_op({name}, backward=...)",
+            site=f"ac.numpy_op({name}, grad='detach'), or a with ac.config(grad='detach'): block around the call",
+        ).replace(
+            f"make {name} a differentiable torch operation with ac.numpy_op({name}, backward=...), its vector-Jacobian "
+            "product written in NumPy",
+            f"give ac.numpy_op({name}, backward=...) its vector-Jacobian product, written in NumPy",
+        )
         kde = ac.torchify(scipy.stats).gaussian_kde(torch.tensor([0.0, 1.0, 3.0]))
         assert said(lambda a: kde.evaluate(points=a)).replace("argument points", "argument a") == head.format(
             name="gaussian_kde.evaluate",

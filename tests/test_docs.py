@@ -90,7 +90,7 @@ def test_self_check_runs_and_passes() -> None:
     ) in done.stdout
     assert (
         "\nfails: TypeError: the hand-written line, x.detach().cpu().numpy(), raised TypeError: Got unsupported "
-        "ScalarType BFloat16 (autoconvert widens what NumPy lacks)\n"
+        "ScalarType BFloat16 (NumPy has no bfloat16; autoconvert widens it)\n"
     ) in done.stdout
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse.linalg
+import scipy.spatial
 import scipy.spatial.transform
 import torch
 from hypothesis import given
@@ -94,7 +95,9 @@ EXPRESSIONS = {
     "a + b": lambda a, b, x, t: a + b,
     "a + t": lambda a, b, x, t: a + t,
     "2.0 + a": lambda a, b, x, t: 2.0 + a,
-    "t - a": lambda a, b, x, t: t - a if not isinstance(t, torch.Tensor) else x - a,
+    # A tensor on the left: torch declines, the class's __rsub__ runs (NumPy on the left would
+    # broadcast over the object instead, so the objects' side calls __rsub__ itself).
+    "t - a": lambda a, b, x, t: t - a if isinstance(t, torch.Tensor) else a.__rsub__(t),
     "a * 3": lambda a, b, x, t: a * 3,
     "3 * a": lambda a, b, x, t: 3 * a,
     "a / b": lambda a, b, x, t: a / b,
@@ -126,8 +129,7 @@ def test_each_operator_gives_what_the_class_gives_on_arrays(
     t = torch.tensor(others, dtype=torch.float64)
     got = compute(ac.torchify(Signal(values)), ac.torchify(Signal(others)), x, t)
     assert _plain(got) == expected
-    if isinstance(got, (torch.Tensor, TorchifiedObject)):
-        assert not isinstance(got, np.ndarray)  # tensors and proxies, never arrays
+    assert not isinstance(got, np.ndarray | np.generic)  # tensors and proxies, never arrays
 
 
 def test_in_place_operators_and_item_assignment_change_the_object() -> None:
@@ -205,3 +207,20 @@ def test_linear_operators_keep_their_algebra() -> None:
         assert isinstance(got, torch.Tensor), name
         torch.testing.assert_close(got, torch.from_numpy(expected), msg=name)
     assert isinstance(op.T, TorchifiedObject) and isinstance(op + op, TorchifiedObject)
+
+
+def test_an_extension_type_s_methods_and_operators_are_wrapped_once() -> None:
+    """An extension type's bound method is a new object at each read: the proxy still wraps it
+    once per object, so a call costs a conversion, not a new plan."""
+    import array
+
+    numbers = ac.torchify(array.array("d", [1.0, 2.0]))
+    tree = ac.torchify(scipy.spatial).cKDTree(torch.rand(20, 3, dtype=torch.float64))
+    calls = {"__mul__": lambda: numbers * 2, "query": lambda: tree.query(torch.zeros(1, 3, dtype=torch.float64))}
+    for name, call in calls.items():
+        proxy = numbers if name == "__mul__" else tree
+        call()
+        wrapped = proxy._ac_bound[name][2]
+        call()
+        assert proxy._ac_bound[name][2] is wrapped, name
+    assert (numbers * 2).tolist() == [1.0, 2.0, 1.0, 2.0]

@@ -267,16 +267,21 @@ def test_a_method_made_again_runs_on_its_own_object() -> None:
 
 def _refused(function: str, path: str, maker: str = "") -> str:
     """The message naming argument ``path`` of ``function``, which ``maker`` made (default: accepts_numpy)."""
-    maker = maker or f"@ac.accepts_numpy(copy=True) on {function}"
+    maker = (
+        maker or f"@ac.accepts_numpy(copy=True) on {function}, or a with ac.config(copy=True): block around the call"
+    )
     return (
         f"{function}(): argument {path} was refused by compiled code that needs writable arrays (a Cython "
         "memoryview); arrays made from tensor arguments are read-only so that NumPy code never changes the "
         "caller's tensors. Found ValueError('buffer source array is read-only'). Fix: pass copy=True to give the "
-        f"function private writable copies (in {maker}, or a with ac.config(copy=True): block around the call)."
+        f"function private writable copies (in {maker})."
     )
 
 
-_TORCHIFIED = "the ac.torchify(..., copy=True) call that made it"
+#: copy=False given to torchify, which a config block cannot change.
+_TORCHIFIED = (
+    "the ac.torchify(..., copy=True) call that made it, where copy=False was given, so a config block cannot change it"
+)
 
 
 def _first(a: Any, b: Any, c: Any) -> Any:

@@ -35,6 +35,8 @@ from ._signature import (
 )
 from ._spec import Spec, in_a_block, spec_of
 
+_NOT_GIVEN = object()
+
 
 class Plan:
     """Everything decided when a decorator is applied (or two, fused into one wrapper)."""
@@ -86,10 +88,22 @@ class Plan:
 
     def option_site(self, assignment: str) -> str:
         """Where a user writes ``assignment`` (``"copy=True"``) for this plan's function, in
-        words: the decorator that takes the option, or a ``config`` block around the call."""
+        words: what made it (``maker``), or a ``config`` block around the call, unless the
+        option was given explicitly, which a block cannot change."""
         option = assignment.partition("=")[0]
-        side = next((s for s in self.sides if option in DEFAULTS.get(s, ())), next(iter(self.sides)))
-        return f"@ac.{side}({assignment}) on {self.function.removesuffix('()')}, {in_a_block(assignment)}"
+        given = next((options[option] for options in self.sides.values() if option in options), _NOT_GIVEN)
+        if given is _NOT_GIVEN:
+            return f"{self.maker(assignment)}, {in_a_block(assignment)}"
+        return f"{self.maker(assignment)}, where {option}={given!r} was given, so a config block cannot change it"
+
+    def maker(self, assignment: str) -> str:
+        """What made this plan's function, written with ``assignment``: the decorator that
+        takes the option (the one it was given to; an input side's before an output side's)."""
+        option = assignment.partition("=")[0]
+        takers = [side for side in self.sides if option in DEFAULTS.get(side, ())] or list(self.sides)
+        side = next((s for s in takers if option in self.sides[s]), None)
+        side = side or next((s for s in takers if not s.startswith("returns")), takers[0])
+        return f"@ac.{side}({assignment}) on {self.function.removesuffix('()')}"
 
     def members(self, wrapped: Any) -> dict[str, Any]:
         """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);

@@ -28,6 +28,7 @@ from autoconvert._calls._options import (
     shows_options,
     validate,
 )
+from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import function_name
 from autoconvert._errors import GradientError, message
 from autoconvert._pickling import by_reference, calling_module, locate, unwrap
@@ -35,7 +36,7 @@ from autoconvert._pickling import by_reference, calling_module, locate, unwrap
 from ._autograd import apply_op, apply_traced, transforming, wants_grad
 from ._library import Registration
 from ._opspec import OpSpec
-from ._proxies import wrap_pair
+from ._proxies import replanned, wrap_pair
 from ._schema import Schema, SchemaError, schema_of
 
 
@@ -157,6 +158,17 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     return _make_op(fn, settings, sides, calling_module())
 
 
+class OpPlan(Plan):
+    """The plan of a numpy_op's forward: its options, and its backward, go to numpy_op."""
+
+    def maker(self, assignment: str) -> str:
+        return f"ac.numpy_op({self.function.removesuffix('()')}, {assignment})"
+
+    def keeps_gradient(self) -> str:
+        name = self.function.removesuffix("()")
+        return f"give ac.numpy_op({name}, backward=...) its vector-Jacobian product, written in NumPy"
+
+
 def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, Any], home: str | None) -> Any:
     """An ``_Op`` around the eager and registered forms; ``checked``: the options of its sides."""
     backward, fake = settings.backward, settings.fake
@@ -168,7 +180,7 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
             "(autograd has no formula for that); drop writeback=True or backward="
         )
     # With a backward the gradient flows through autograd, so the forward detaches silently.
-    forward = wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"})
+    forward = replanned(wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
     registered: Registration | None = None  # the op's registrations live as long as it does
     schema = None if fake is None else _schema(fn, name, fake, backward is not None)
     spec = OpSpec(

@@ -26,7 +26,6 @@ from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._guards import guarded
 from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 from autoconvert._calls._plan import Plan
-from autoconvert._calls._spec import in_a_block
 from autoconvert._calls._wrapper import as_method, wrap
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
@@ -61,7 +60,7 @@ def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
 
 
-def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
+def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
     """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides))
 
@@ -81,8 +80,8 @@ def _guarded(fn: Any, inputs: dict[str, Any]) -> Any:
 class TorchifiedPlan(Plan):
     """A plan torchify made: its options go to the torchify call, and no decorator is the user's."""
 
-    def option_site(self, assignment: str) -> str:
-        return f"the ac.torchify(..., {assignment}) call that made it, {in_a_block(assignment)}"
+    def maker(self, assignment: str) -> str:
+        return f"the ac.torchify(..., {assignment}) call that made it"
 
     def keeps_gradient(self) -> str:
         name = self.function.removesuffix("()")
@@ -151,7 +150,7 @@ def torchified_function(
     objects of ``package`` come back as proxies."""
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(torchified_function, fn, options, package, plan, own)
-    return _replanned(_guarded_pair(fn, options), functools.partial(plan, package=package, own=own))
+    return replanned(_guarded_pair(fn, options), functools.partial(plan, package=package, own=own))
 
 
 def view_of(kind: type, package: str, options: dict[str, Any], own: TorchifiedClass | None) -> TorchifiedClass | None:
@@ -251,7 +250,7 @@ class TorchifiedClass(StandIn):
             return None
         method = None
         if inspect.isfunction(raw):
-            wrapper = self._wrappers.setdefault(name, _replanned(wrap_pair(raw, self._options), MethodPlan))
+            wrapper = self._wrappers.setdefault(name, replanned(wrap_pair(raw, self._options), MethodPlan))
             method = as_method(wrapper)
         return self._methods.setdefault(name, method)
 
@@ -372,8 +371,8 @@ class TorchifiedObject(StandIn):
         ``__call__``, where its class's is no Python function), as a method of proxies:
         wrapped once, again only if replaced."""
         cached = self._ac_bound.get(name)
-        if cached is None or cached[0] is not value:
-            held = _replanned(_guarded_pair(value, self._ac_options), functools.partial(MethodPlan, held=True))
+        if cached is None or not _same_callable(cached[0], value):
+            held = replanned(_guarded_pair(value, self._ac_options), functools.partial(MethodPlan, held=True))
             cached = self._ac_bound[name] = (value, _holding(held, name), held)
         return cast("Callable[..., Any]", cached[1])
 
@@ -530,6 +529,17 @@ class CallableTorchifiedObject(TorchifiedObject):
         if method is None:  # __call__ is not a plain function of its class (a builtin, a C type)
             return self._ac_calling("__call__", self.__wrapped__)(self, *args, **kwargs)
         return method(self, *args, **kwargs)
+
+
+#: Bound methods: each attribute read makes a new one, equal to the last (same function, same object).
+_BOUND = frozenset({types.MethodType, types.BuiltinMethodType, types.MethodWrapperType})
+
+
+def _same_callable(kept: Any, value: Any) -> bool:
+    """Whether ``value``, read off an object again, is the callable ``kept`` was: the same
+    object, or a bound method of the same function on the same object (an extension type's
+    method), so it is wrapped once, not at every call."""
+    return kept is value or (type(value) in _BOUND and type(kept) is type(value) and kept == value)
 
 
 def _holding(held: Any, name: str) -> Callable[..., Any]:
