@@ -149,7 +149,7 @@ def test_the_grad_warning_of_a_converting_call_says_how_scipy_s_torch_path_takes
     )
     mixed = ac.torchify(scipy.special).logsumexp
     assert _keeps_the_gradient(lambda x: mixed(x, b=np.ones(2))) == (
-        "pass it tensors only, no NumPy array: " + _RUNS.format("logsumexp")
+        "pass tensors as its arguments, not NumPy arrays nor containers of tensors: " + _RUNS.format("logsumexp")
     )
 
 

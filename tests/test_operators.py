@@ -224,3 +224,10 @@ def test_an_extension_type_s_methods_and_operators_are_wrapped_once() -> None:
         call()
         assert proxy._ac_bound[name][2] is wrapped, name
     assert (numbers * 2).tolist() == [1.0, 2.0, 1.0, 2.0]
+
+
+def test_explain_takes_an_operator_before_its_first_use() -> None:
+    """``explain(proxy.__add__)`` explains the class's ``__add__`` as the operator calls it."""
+    op = ac.torchify(scipy.sparse.linalg).aslinearoperator(torch.eye(2, dtype=torch.float64))
+    first = str(ac.explain(op.__add__)).splitlines()[0]
+    assert first == "LinearOperator.__add__(): accepts_numpy() + returns_tensor(), fused into one wrapper"

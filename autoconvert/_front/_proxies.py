@@ -378,6 +378,7 @@ class TorchifiedObject(StandIn):
 
     def _ac_wrapper(self, name: str) -> Any:
         """The wrapper the method ``name`` of this object calls through (explain's), or None."""
+        self._ac_class.method(name)  # wrapped on first access: explain may come first
         wrapper = self._ac_class._wrappers.get(name)
         if wrapper is None and name in self._ac_bound:
             wrapper = self._ac_bound[name][2]

@@ -212,12 +212,17 @@ def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
     if adapter.declared_torch_path(fn) is not None:
         return None
     runs = f"{adapter.name} runs {view.__name__}.{name} on torch tensors itself, gradients kept"
-    off = adapter.torch_mode()
+    off, native = adapter.torch_mode(), own["_autoconvert_native"]
     if off is not None:
-        return f"{adapter.switch_on or off}: {runs}, and torchify's native='auto' (the default) takes that path"
-    if own["_autoconvert_native"] is False:
+        taken = (
+            "torchify the module without native=False"
+            if native is False
+            else "torchify's native='auto' (the default) takes that path"
+        )
+        return f"{adapter.switch_on or off}: {runs}, and {taken}"
+    if native is False:
         return f"torchify the module with native='auto' (the default): {runs}"
-    return f"pass it tensors only, no NumPy array: {runs}"
+    return f"pass tensors as its arguments, not NumPy arrays nor containers of tensors: {runs}"
 
 
 def _on_cupy(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
