@@ -47,6 +47,12 @@ class NumpyOp(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
+class OpDecorator(Protocol):
+    """What ``numpy_op(...)`` with options and no ``fake=`` returns, named for autoconvert.mypy_plugin."""
+
+    def __call__(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
 @overload
 def numpy_op(
     fn: Callable[..., Any],
@@ -90,7 +96,7 @@ def numpy_op(
     vmap: Vmap = "sequential",
     jvp: Rule = None,
     **options: Unpack[OpOptions],
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+) -> OpDecorator: ...
 def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a NumPy function a torch operation: differentiable, and traceable by torch.compile.
 
