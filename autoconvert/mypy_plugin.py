@@ -10,7 +10,8 @@ function's own signature instead, which composes through stacked decorators:
   list, tuple, dict, ``Sequence`` or ``Mapping``) also takes a ``torch.Tensor``;
 - ``returns_tensor``: each ``ndarray`` or NumPy scalar in the result is a ``torch.Tensor``;
 - ``accepts_tensor`` and ``returns_numpy``: the same, the other way round;
-- ``numpy_op``: both of the first two (its op takes tensors and gives tensors);
+- ``numpy_op``: both of the first two (its op takes tensors and gives tensors); with
+  ``fake=``, its ``NumpyOp`` is called so too;
 - ``batched``: array parameters take a batch (a tensor, or a list or tuple of tensors);
   the result stays ``Any``, since whether the samples' results stack into one tensor or
   come back as a list depends on the values.
@@ -29,6 +30,7 @@ from mypy.types import (
     CallableType,
     Instance,
     Overloaded,
+    Parameters,
     TupleType,
     Type,
     TypeOfAny,
@@ -39,6 +41,7 @@ from mypy.types import (
 ARRAY = "numpy.ndarray"
 NUMPY_SCALAR = "numpy.generic"
 TENSOR = "torch._tensor.Tensor"  # has_base compares full names: where the class is defined
+NUMPY_OP = "autoconvert._front._ops.NumpyOp"
 TENSOR_NAME = "torch.Tensor"  # named_generic_type looks names up from a package's own
 #: The containers whose items a conversion reaches (the container registry's, as typeshed names them).
 CONTAINERS = frozenset(
@@ -148,12 +151,28 @@ def _hook(parameter: Leaf | None, result: Leaf | None, keep: bool = True) -> Cal
     return typed
 
 
+_PAIR = _hook(_tensor_too, _as_tensor)
+
+
+def _op(ctx: Context) -> Type:
+    """``numpy_op``'s hook: as a pair's, and with ``fake=`` the ``NumpyOp`` it returns is given
+    the function's rewritten parameters and result as its type arguments."""
+    made = get_proper_type(_PAIR(ctx))
+    declared = get_proper_type(ctx.default_return_type)
+    if not (isinstance(declared, Instance) and declared.type.fullname == NUMPY_OP):
+        return made
+    if not isinstance(made, CallableType):  # an overloaded function: one signature cannot say it
+        return declared
+    parameters = Parameters(made.arg_types, made.arg_kinds, made.arg_names)
+    return declared.copy_modified(args=[parameters, made.ret_type])
+
+
 _DECORATORS = {
     "accepts_numpy": _hook(_tensor_too, None),
     "returns_tensor": _hook(None, _as_tensor),
     "accepts_tensor": _hook(_array_too, None),
     "returns_numpy": _hook(None, _as_array),
-    "numpy_op": _hook(_tensor_too, _as_tensor),
+    "numpy_op": _op,
     "batched": _hook(_a_batch, None, keep=False),
 }
 #: Each decorator by its full name, and the type its options' form returns by its ``__call__``'s.
@@ -168,6 +187,7 @@ METHODS = {
     "autoconvert._front._decorators.AcceptsTensor.__call__": _DECORATORS["accepts_tensor"],
     "autoconvert._front._decorators.ReturnsNumpy.__call__": _DECORATORS["returns_numpy"],
     "autoconvert._front._ops.OpDecorator.__call__": _DECORATORS["numpy_op"],
+    "autoconvert._front._ops.FakeOpDecorator.__call__": _DECORATORS["numpy_op"],
     "autoconvert._front._batched.BatchedDecorator.__call__": _DECORATORS["batched"],
 }
 

@@ -82,7 +82,7 @@ made_out: torch.Tensor = made()
 pair_out: tuple[torch.Tensor, torch.Tensor] = pair()  # containers are converted element by element
 predicted: Array = Model().predict(np.zeros(1))
 assert_type(Model.build(torch.zeros(1)), Model)
-assert_type(sine(torch.zeros(1)), Any)  # fake=: a NumpyOp, typed by neither
+sine_out: torch.Tensor = sine(torch.zeros(1))  # fake=: a NumpyOp
 assert_type(centred(torch.zeros(1)), Any)  # adapt: the caller's kind comes back, tensors or arrays
 assert_type(scaled(np.zeros(1), 2.0), Any)
 assert_type(Transform(), Transform)  # a class keeps its type

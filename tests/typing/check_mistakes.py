@@ -1,5 +1,5 @@
 # pyright: strict
-"""A typed user's file: decorated NumPy code called from torch code, with 14 mistakes.
+"""A typed user's file: decorated NumPy code called from torch code, with 15 mistakes.
 
 tests/test_typing.py checks it with mypy --strict and autoconvert.mypy_plugin: each line
 with an ``E:`` comment gives exactly the error code it names, and every other line none (the correct
@@ -46,6 +46,12 @@ def sine(x: Array) -> Array:
     return np.sin(x)
 
 
+@ac.numpy_op(backward=sine_backward, fake="x")
+def compiled_sine(x: Array, scale: float = 1.0) -> Array:
+    out: Array = np.sin(x) * scale
+    return out
+
+
 @ac.batched(chunksize=4)
 def row_norm(row: Array, order: int = 2) -> float:
     return float(np.linalg.norm(row, ord=order))
@@ -62,6 +68,7 @@ from_array: torch.Tensor = smooth(np.zeros(8), k=3)
 highest: torch.Tensor = peak(x, axis=0)
 summed: float = total(x)
 waves: torch.Tensor = sine(x)
+compiled: torch.Tensor = compiled_sine(x, scale=2.0)
 norms = row_norm(batch, order=1)
 ragged = row_norm([torch.rand(3), torch.rand(5)])
 
@@ -78,4 +85,5 @@ count: int = total(x)  # E: [assignment]; bare: [assignment]
 total(x, 2)  # E: [call-arg]
 sine(x, 2)  # E: [call-arg]
 waves_array: Array = sine(x)  # E: [assignment]
+compiled_sine(x, scales=2.0)  # E: [call-arg]
 row_norm(batch, order="2")  # E: [arg-type]
