@@ -107,3 +107,18 @@ def test_pyright_sees_what_the_docs_say(tmp_path: pathlib.Path) -> None:
     report = _pyright(MISTAKES, tmp_path)
     flagged = {d["range"]["start"]["line"] + 1 for d in report["generalDiagnostics"] if d["severity"] == "error"}
     assert flagged == _marked(MISTAKES, "bare:").keys() & _marked(MISTAKES, "# E:").keys(), report
+
+
+def test_the_plugin_names_what_the_package_defines() -> None:
+    """Each decorator and options' protocol the plugin hooks by name exists under that name: a
+    rename would otherwise leave its calls typed as without the plugin, silently."""
+    import importlib
+
+    from autoconvert import mypy_plugin
+
+    names = [*mypy_plugin.FUNCTIONS, *(name.removesuffix(".__call__") for name in mypy_plugin.METHODS)]
+    names += [mypy_plugin.NUMPY_OP]
+    for fullname in names:
+        module, _, attribute = fullname.rpartition(".")
+        assert hasattr(importlib.import_module(module), attribute), fullname
+    assert len(mypy_plugin.FUNCTIONS) == 6 and len(mypy_plugin.METHODS) == 7
