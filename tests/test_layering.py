@@ -11,7 +11,8 @@ import tomllib
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 #: The layer folders, bottom first. What every layer shares (errors, pickling) sits in the
-#: package itself, below them; so does its front door (``__init__``), above them.
+#: package itself, below them; so do its front doors (``__init__``, ``__main__``, the mypy
+#: plugin), above them.
 LAYERS = ["_conversions", "_adapters", "_calls", "_front"]
 # Bottom first: a module may import only modules listed before it (docs/design.md).
 ORDER = [
@@ -87,6 +88,7 @@ ORDER = [
     "_front._explain",
     "__init__",
     "__main__",
+    "mypy_plugin",
 ]
 
 
@@ -133,8 +135,8 @@ def test_the_distribution_ships_every_layer() -> None:
 
 def test_each_layer_sits_together_in_its_folder_in_order() -> None:
     folders = [module.rpartition(".")[0] for module in ORDER]
-    assert folders[:2] == ["", ""] and folders[-2:] == ["", ""]  # shared below, the front door above
-    layers = [LAYERS.index(folder) for folder in folders[2:-2]]
+    assert folders[:2] == ["", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
+    layers = [LAYERS.index(folder) for folder in folders[2:-3]]
     assert layers == sorted(layers)
 
 

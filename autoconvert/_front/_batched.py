@@ -16,7 +16,7 @@ import inspect
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple, Unpack, overload
+from typing import Any, NamedTuple, Protocol, Unpack, overload
 
 import numpy as np
 import torch
@@ -44,10 +44,16 @@ from ._gather import Sink, gather
 from ._seeds import GlobalStates, Seeds
 
 
+class BatchedDecorator(Protocol):
+    """What ``batched(...)`` with options alone returns, named for autoconvert.mypy_plugin."""
+
+    def __call__(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
 @overload
 def batched(fn: Callable[..., Any], /, **options: Unpack[BatchedOptions]) -> Callable[..., Any]: ...
 @overload
-def batched(**options: Unpack[BatchedOptions]) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+def batched(**options: Unpack[BatchedOptions]) -> BatchedDecorator: ...
 def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Call ``fn`` once per sample and gather the results; bare or as ``@batched(workers=2)``.
 

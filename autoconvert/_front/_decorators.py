@@ -9,7 +9,7 @@ output side sees the caller's original tensors even though the function saw arra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import torch
 
@@ -26,12 +26,38 @@ from autoconvert._calls._signature import Parameters, function_name, refuse_unkn
 from autoconvert._calls._wrapper import _Wrapper, wrap
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
-# is annotated), so it keeps the return type and accepts any arguments; an output
-# decorator changes the result, so it keeps the parameters and returns Any. Not Tensor for
-# a function returning an ndarray: stacked on an input decorator's Callable[..., R], that
-# overload would match ambiguously, and mypy --strict then calls the result untyped.
+# is annotated), which no overload can say, so it keeps the return type and accepts any
+# arguments; an output decorator changes the result, so it keeps the parameters and returns
+# Any. Not Tensor for a function returning an ndarray: stacked on an input decorator's
+# Callable[..., R], that overload would match ambiguously, and mypy --strict then calls the
+# result untyped. autoconvert.mypy_plugin rewrites the function's own signature instead; it
+# finds the options' forms by the names of the protocols below, hence classes, not Callables.
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class AcceptsNumpy(Protocol):
+    """What ``accepts_numpy(...)`` with options returns: the decorator it configures."""
+
+    def __call__(self, func: Callable[P, R], /) -> Callable[..., R]: ...
+
+
+class ReturnsTensor(Protocol):
+    """What ``returns_tensor(...)`` with options returns: the decorator it configures."""
+
+    def __call__(self, func: Callable[P, R], /) -> Callable[P, Any]: ...
+
+
+class AcceptsTensor(Protocol):
+    """What ``accepts_tensor(...)`` with options returns: the decorator it configures."""
+
+    def __call__(self, func: Callable[P, R], /) -> Callable[..., R]: ...
+
+
+class ReturnsNumpy(Protocol):
+    """What ``returns_numpy(...)`` with options returns: the decorator it configures."""
+
+    def __call__(self, func: Callable[P, R], /) -> Callable[P, Any]: ...
 
 
 _INPUT_SIDES = ("accepts_numpy", "accepts_tensor")
@@ -90,7 +116,7 @@ def accepts_numpy(
     transfers: Transfers = "allow",
     callbacks: bool = False,
     out_params: str | Iterable[str] = (),
-) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
+) -> AcceptsNumpy: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:
     """Hand the function NumPy arrays wherever the caller passed tensors.
 
@@ -161,7 +187,7 @@ def returns_tensor(
     nested: bool = True,
     sparse_layout: torch.layout | None = None,
     transfers: Transfers = "allow",
-) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
+) -> ReturnsTensor: ...
 def returns_tensor(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's array and NumPy scalar results into tensors on the caller's device.
 
@@ -211,7 +237,7 @@ def accepts_tensor(
     nested: bool = True,
     sparse_layout: torch.layout | None = None,
     transfers: Transfers = "allow",
-) -> Callable[[Callable[P, R]], Callable[..., R]]: ...
+) -> AcceptsTensor: ...
 def accepts_tensor(func: Any = None, /, **options: Any) -> Any:
     """Hand the function tensors wherever the caller passed NumPy arrays or scalars.
 
@@ -245,7 +271,7 @@ def returns_numpy(func: Callable[P, R], /) -> Callable[P, Any]: ...
 @overload
 def returns_numpy(
     *, copy: bool | None = None, nested: bool = True, sparse: Sparse = "array", transfers: Transfers = "allow"
-) -> Callable[[Callable[P, R]], Callable[P, Any]]: ...
+) -> ReturnsNumpy: ...
 def returns_numpy(func: Any = None, /, **options: Any) -> Any:
     """Turn the function's tensor results into NumPy arrays: detached, on the host, widened.
 

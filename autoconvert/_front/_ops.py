@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, Unpack, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 import torch
 
@@ -39,13 +39,29 @@ from ._opspec import OpSpec
 from ._proxies import replanned, wrap_pair
 from ._schema import Schema, SchemaError, schema_of
 
+P = ParamSpec("P")
+R_co = TypeVar("R_co", covariant=True)
 
-class NumpyOp(Protocol):
-    """A ``numpy_op`` made with ``fake=``: called like the function, its torch op as ``.op``."""
+
+class NumpyOp(Protocol[P, R_co]):
+    """A ``numpy_op`` made with ``fake=``: called like the function, its torch op as ``.op``.
+    Generic so that autoconvert.mypy_plugin can give its call the function's parameters."""
 
     op: Any  # a torch._ops.OpOverload, a class torch keeps private
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+
+class OpDecorator(Protocol):
+    """What ``numpy_op(...)`` with options and no ``fake=`` returns, named for autoconvert.mypy_plugin."""
+
+    def __call__(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
+class FakeOpDecorator(Protocol):
+    """What ``numpy_op(...)`` with ``fake=`` and no function returns, named for autoconvert.mypy_plugin."""
+
+    def __call__(self, fn: Callable[..., Any], /) -> NumpyOp[..., Any]: ...
 
 
 @overload
@@ -58,7 +74,7 @@ def numpy_op(
     vmap: Vmap = "sequential",
     jvp: Rule = None,
     **options: Unpack[OpOptions],
-) -> NumpyOp: ...
+) -> NumpyOp[..., Any]: ...
 @overload
 def numpy_op(
     fn: Callable[..., Any],
@@ -80,7 +96,7 @@ def numpy_op(
     vmap: Vmap = "sequential",
     jvp: Rule = None,
     **options: Unpack[OpOptions],
-) -> Callable[[Callable[..., Any]], NumpyOp]: ...
+) -> FakeOpDecorator: ...
 @overload
 def numpy_op(
     fn: None = None,
@@ -91,7 +107,7 @@ def numpy_op(
     vmap: Vmap = "sequential",
     jvp: Rule = None,
     **options: Unpack[OpOptions],
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+) -> OpDecorator: ...
 def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a NumPy function a torch operation: differentiable, and traceable by torch.compile.
 
