@@ -116,7 +116,18 @@ def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
         "    if items is None:",
     )
     s.to_generic(level + 2)
-    s.add(level, f"    if items is not {name}:", "        took_plain = True", f"        {name} = items", "else:")
+    s.add(
+        level,
+        f"    if items is not {name}:",
+        "        took_plain = True",
+        "        if kind is not tuple:  # its changes become the caller's after the call (see _mutations)",
+        "            if changes is None:",
+        f"                changes = [({name}, items, kind(items))]",
+        "            else:",
+        f"                changes.append(({name}, items, kind(items)))",
+        f"        {name} = items",
+        "else:",
+    )
     s.to_generic(level + 1)
 
 
