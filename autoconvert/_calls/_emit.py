@@ -123,6 +123,11 @@ def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
         "        if kind is not tuple:  # its changes become the caller's after the call (see _mutations)",
         "            if changes is None:",
         f"                changes = [({name}, items, kind(items))]",
+        f"            elif any({name} is record[0] for record in changes):  # passed twice: the generic call",
+    )
+    s.to_generic(level + 4)  # which hands the function one rebuilt container for it, as the caller has one
+    s.add(
+        level,
         "            else:",
         f"                changes.append(({name}, items, kind(items)))",
         f"        {name} = items",

@@ -63,18 +63,23 @@ def _by_key(held: Any) -> dict[Any, Any]:
 
 def settle(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[Any, LeafError]]:
     """After a call that ``changed`` its containers: make each caller's container in
-    ``records`` hold what its rebuilt one holds now,
-    ``convert`` turning new values into the caller's kind. Gives the containers that cannot
-    take their change, with the fact (its keys: the path inside the container), having made
-    every other change."""
+    ``records`` hold what its rebuilt one holds now, ``convert`` turning new values into the
+    caller's kind (in new containers too). Gives the containers that cannot take their
+    change, with the fact (its keys: the path inside the container), having made every
+    other change."""
     mine = _handed_back(records)
 
-    def back(value: Any) -> Any:
+    def back(value: Any, ctx: Any = None) -> Any:
         found = mine.get(id(value), _MISSING)
-        return convert(value) if found is _MISSING else found
+        if found is not _MISSING:
+            return found
+        node = node_for(type(value))  # a new container: what it holds the function was handed is the caller's too
+        return convert(value) if node is None else node.map(value, back, None)
 
     refused = []
-    for original, handed, _ in records:
+    for original, handed, before in records:
+        if not changed([(original, handed, before)]):  # another record of its container's may have changed
+            continue
         now = {key: back(value) for key, value in children(handed).items()}
         try:
             _apply(original, now)
