@@ -4,7 +4,8 @@ out-parameters' private copies (``WriteBack``), check_writes=True (``RestoreWrit
 It runs once the function returned, and once it raised (its failure a note on the
 function's error then); it is made once per Runner from the spec's ``after``, and owns its
 per-call state: ``begin`` makes the call's context with it (``Collected.writes``), which
-the input side's leaves fill and the step reads.
+the input side's leaves fill and the step reads. After it, in every mode of a NumPy side,
+``ContainerChanges`` makes the containers the function changed the caller's.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def refuse_deferred(result: Any, function: str) -> None:
 
 class WriteBack:
     """writeback=True, and out-parameters' private copies: what the function wrote reaches
-    the caller's tensors, and what it changed in their containers the caller's containers."""
+    the caller's tensors (its changes to their containers are ContainerChanges', as in every mode)."""
 
     def __init__(self, function: str, inputs: NumpyInputs, gives_back: bool) -> None:
         """``gives_back``: an out-parameter's array returned comes back as the caller's tensor."""
