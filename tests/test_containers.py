@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 import torch.utils._pytree as pytree
+from hypothesis import given
+from hypothesis import strategies as st
 
 import autoconvert as ac
 
@@ -186,3 +188,264 @@ def test_a_type_registered_while_another_thread_decides_it_is_a_leaf_is_walked()
     first.join()
     assert results == [np.ndarray]  # the decision made under the older registry was made again
     assert kinds(Holder(torch.ones(1))) is np.ndarray
+
+
+# --------------------------------------------------------------------------- changes the function makes
+# One rule in every mode: what the function changes in a container of tensors it was handed
+# (rebuilt, its tensors as arrays) is what the caller's container holds afterwards; the arrays
+# inside keep their mode's rules.
+
+_MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "copy=True": {"copy": True},
+    "copy=False": {"copy": False},
+    "writeback=True": {"writeback": True},
+    "check_writes=True": {"check_writes": True},
+}
+
+#: Each change made on the function's side (arrays) and the same change on a twin made of tensors.
+_MAPPING_CHANGES: dict[str, tuple[Any, Any]] = {
+    "add a key": (
+        lambda s: s.__setitem__("new", np.full(2, 7.0)),
+        lambda s: s.__setitem__("new", torch.full((2,), 7.0, dtype=torch.float64)),
+    ),
+    "delete a key": (lambda s: s.pop("tag", None), lambda s: s.pop("tag", None)),
+    "move a key last": (lambda s: s.__setitem__("x", s.pop("x")), lambda s: s.__setitem__("x", s.pop("x"))),
+    "replace a tensor": (lambda s: s.__setitem__("x", s["x"] * 2), lambda s: s.__setitem__("x", s["x"] * 2)),
+    "alias a tensor": (lambda s: s.__setitem__("y", s["x"]), lambda s: s.__setitem__("y", s["x"])),
+    "replace a number": (lambda s: s.__setitem__("n", s["n"] + 1), lambda s: s.__setitem__("n", s["n"] + 1)),
+    "nest a new list": (
+        lambda s: s.__setitem__("pair", [s["x"], np.zeros(1)]),
+        lambda s: s.__setitem__("pair", [s["x"], torch.zeros(1, dtype=torch.float64)]),
+    ),
+}
+#: Changes to the list the state holds (only where it holds one: a nested state).
+_LIST_CHANGES: dict[str, tuple[Any, Any]] = {
+    "append an item": (
+        lambda s: s["items"].append(np.ones(1)),
+        lambda s: s["items"].append(torch.ones(1, dtype=torch.float64)),
+    ),
+    "insert an item": (lambda s: s["items"].insert(0, "first"), lambda s: s["items"].insert(0, "first")),
+    "pop an item": (lambda s: s["items"] and s["items"].pop(), lambda s: s["items"] and s["items"].pop()),
+    "replace an item": (
+        lambda s: s["items"] and s["items"].__setitem__(0, 5),
+        lambda s: s["items"] and s["items"].__setitem__(0, 5),
+    ),
+}
+
+
+def _mapping_state(kind: type, nested: bool) -> Any:
+    state = kind() if kind is not collections.defaultdict else collections.defaultdict(list)
+    state.update(x=torch.arange(3.0), tag="a", n=0)
+    if nested:
+        items = [torch.ones(2), torch.zeros(2)]
+        state.update(items=items, again=items)  # one list reachable twice
+    return state
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values in the same order and kinds: tensors by dtype and value, containers item by item."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return type(a) is type(b) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+@given(
+    mode=st.sampled_from(sorted(_MODES)),
+    kind=st.sampled_from([dict, collections.OrderedDict, collections.defaultdict]),
+    nested=st.booleans(),
+    changes=st.lists(st.sampled_from(sorted(_MAPPING_CHANGES) + sorted(_LIST_CHANGES)), max_size=6),
+)
+def test_changes_to_a_handed_mapping_reach_the_callers_in_every_mode(
+    mode: str, kind: type, nested: bool, changes: list[str]
+) -> None:
+    """Whatever the function does to the mapping of tensors it was handed (keys added, removed
+    or moved, values replaced, new lists holding handed arrays, items of a list it holds twice
+    appended, inserted, popped, replaced) is what the caller's mapping holds afterwards, in
+    tensors and in order, in every mode: the caller's own containers and tensors where the
+    function kept them, a list reachable twice one list inside the function and after."""
+    table = {**_MAPPING_CHANGES, **(_LIST_CHANGES if nested else {})}
+    steps = [name for name in changes if name in table]
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def change(state: Any) -> None:
+        if nested:
+            assert state["items"] is state["again"]
+        for name in steps:
+            table[name][0](state)
+
+    state, twin = _mapping_state(kind, nested), _mapping_state(kind, nested)
+    x, items = state["x"], state.get("items")
+    change(state)
+    for name in steps:
+        table[name][1](twin)
+    assert _same(state, twin), (state, twin)
+    if nested:
+        assert state["items"] is items and state["again"] is items
+    if "replace a tensor" not in steps:
+        assert state["x"] is x
+        assert all(state[k] is x for k in ("y",) if k in state)
+
+
+@given(
+    mode=st.sampled_from(sorted(_MODES)),
+    changes=st.lists(st.sampled_from(["append", "insert", "pop", "replace", "reverse", "move"]), max_size=5),
+)
+def test_changes_to_a_handed_list_reach_the_callers_in_every_mode(mode: str, changes: list[str]) -> None:
+    """A list of tensors (the flat call's case) changed by the function (items appended,
+    inserted, popped, replaced by new arrays, reversed, a handed array moved) is what the
+    caller's list holds afterwards, its tensors the caller's own where the function kept them."""
+
+    def apply(items: list[Any], lib: Any) -> None:
+        for name in changes:
+            if name == "append":
+                items.append(lib.ones(2))
+            elif name == "insert":
+                items.insert(1, lib.zeros(1))
+            elif name == "pop" and items:
+                items.pop(0)
+            elif name == "replace" and items:
+                items[-1] = items[-1] + 1
+            elif name == "reverse":
+                items.reverse()
+            elif name == "move" and items:
+                items.append(items[0])
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def change(items: list[Any]) -> None:
+        apply(items, np)
+
+    tensors = [torch.arange(2.0), torch.full((2,), 3.0)]
+    items, twin = list(tensors), list(tensors)
+    change(items)
+    apply(twin, _Float64Torch)
+    assert _same(items, twin), (items, twin)
+    for mine, theirs in zip(items, twin, strict=True):  # the caller's tensors where the function kept them
+        assert (mine is theirs) == any(theirs is t for t in tensors)
+
+
+class _Float64Torch:
+    """torch made to make what NumPy makes: new arrays are float64."""
+
+    @staticmethod
+    def ones(n: int) -> torch.Tensor:
+        return torch.ones(n, dtype=torch.float64)
+
+    @staticmethod
+    def zeros(n: int) -> torch.Tensor:
+        return torch.zeros(n, dtype=torch.float64)
+
+
+@dataclasses.dataclass
+class _Run:
+    x: torch.Tensor
+    steps: int = 0
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_a_dataclass_field_and_attribute_set_by_the_function_reach_the_callers(mode: str) -> None:
+    """In every mode, a dataclass holding a tensor reaches the function rebuilt: the fields and
+    attributes it sets are set on the caller's object, a new array as a tensor."""
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def step(run: _Run) -> None:
+        run.x = run.x * 2
+        run.steps += 1
+        run.note = "stepped"  # type: ignore[attr-defined]
+
+    run = _Run(torch.ones(2))
+    step(run)
+    assert torch.equal(run.x, torch.full((2,), 2.0)) and run.steps == 1 and run.note == "stepped"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_a_list_inside_a_namedtuple_takes_its_changes_and_the_tuple_stays(mode: str) -> None:
+    """A tuple cannot change, but a list it holds can: the list's changes reach the caller's
+    list, and the caller's namedtuple is untouched."""
+    pair = _Pair(torch.ones(1), [torch.zeros(1)])
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def grow(p: _Pair) -> None:
+        p.items.append(np.full(1, 4.0))
+
+    items = pair.items
+    grow(pair)
+    assert pair.items is items and len(items) == 2 and torch.equal(items[1], torch.full((1,), 4.0, dtype=torch.float64))
+
+
+class _Pair(collections.namedtuple("_Pair", "x items")):
+    __slots__ = ()
+
+
+class _Box:
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_a_change_a_registered_container_cannot_take_is_refused_in_every_mode(mode: str) -> None:
+    """A type registered with flatten/unflatten has no way to take a change back: in every
+    mode the call raises, naming the argument and where below it the change was, and the
+    changes other containers can take are made."""
+    ac.register_container(_Box, lambda p: ((p.a, p.b), None), lambda c, _: _Box(*c))
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def swap(state: dict[str, Any]) -> None:
+        state["boxes"][0].b = None
+        state["n"] = 1
+
+    state = {"boxes": [_Box(torch.ones(1), 2)], "n": 0}
+    with pytest.raises(ac.ConversionError) as info:
+        swap(state)
+    assert str(info.value) == (
+        "test_a_change_a_registered_container_cannot_take_is_refused_in_every_mode.<locals>.swap(): argument "
+        "state['boxes'][0] was changed by the function (at [1]), and a _Box cannot take the change back: the "
+        "function was handed a rebuilt copy (its tensors as arrays), and only a dict, a list or a dataclass that is "
+        "not frozen takes back changes made to one. Found tests.test_containers._Box. Fix: return the changed value "
+        "instead, or make the change on the caller's side."
+    )
+    assert state["n"] == 1 and state["boxes"][0].b == 2
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_one_container_passed_twice_is_one_container_inside(mode: str) -> None:
+    """The same list passed as two arguments reaches the function as one list, so what the
+    function appends through either reaches the caller's list once each."""
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def both(a: list[Any], b: list[Any]) -> None:
+        assert a is b
+        a.append(1)
+        b.append(2)
+
+    items = [torch.ones(1)]
+    both(items, items)
+    assert items[1:] == [1, 2] and torch.equal(items[0], torch.ones(1))
+
+
+def test_the_arrays_inside_keep_their_modes_rules() -> None:
+    """The containers' rule does not change the arrays': copy=True's private copies are written
+    without reaching the caller's tensor, the default's read-only views refuse a write, and a
+    new item appended meanwhile is the caller's either way."""
+
+    @ac.accepts_numpy(copy=True)
+    def write(items: list[Any]) -> None:
+        items[0] += 1
+        items.append(np.ones(1))
+
+    items = [torch.zeros(1)]
+    write(items)
+    assert torch.equal(items[0], torch.zeros(1)) and len(items) == 2
+
+    @ac.accepts_numpy
+    def refused(items: list[Any]) -> None:
+        items.append(np.ones(1))
+        items[0] += 1
+
+    with pytest.raises(ac.ReadOnlyError):
+        refused(items)
+    assert len(items) == 2  # the call raised: its container changes are not made

@@ -629,8 +629,9 @@ def test_a_change_a_registered_container_cannot_take_is_refused() -> None:
         swap(_Pair(torch.ones(1), 2))
     assert str(info.value) == (
         "test_a_change_a_registered_container_cannot_take_is_refused.<locals>.swap(): argument pair was changed "
-        "by the function (at [1]), and a _Pair cannot take the change back: writeback=True hands it a rebuilt "
-        "copy, whose arrays' contents are copied back but not its own changes. Found tests.test_sweep._Pair. "
+        "by the function (at [1]), and a _Pair cannot take the change back: the function was handed a rebuilt "
+        "copy (its tensors as arrays), and only a dict, a list or a dataclass that is not frozen takes back changes "
+        "made to one. Found tests.test_sweep._Pair. "
         "Fix: return the changed value instead, or make the change on the caller's side."
     )
 

@@ -4,7 +4,8 @@ out-parameters' private copies (``WriteBack``), check_writes=True (``RestoreWrit
 It runs once the function returned, and once it raised (its failure a note on the
 function's error then); it is made once per Runner from the spec's ``after``, and owns its
 per-call state: ``begin`` makes the call's context with it (``Collected.writes``), which
-the input side's leaves fill and the step reads.
+the input side's leaves fill and the step reads. After it, in every mode of a NumPy side,
+``ContainerChanges`` makes the containers the function changed the caller's.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from typing import Any
 
 import torch
 
-from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._memory import restore_writes
-from autoconvert._conversions._mutations import reach
+from autoconvert._conversions._mutations import Rebuilt, Record, changed, path_to, settle
 from autoconvert._conversions._to_torch import Target
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
@@ -46,7 +46,7 @@ def refuse_deferred(result: Any, function: str) -> None:
 
 class WriteBack:
     """writeback=True, and out-parameters' private copies: what the function wrote reaches
-    the caller's tensors, and what it changed in their containers the caller's containers."""
+    the caller's tensors (its changes to their containers are ContainerChanges', as in every mode)."""
 
     def __init__(self, function: str, inputs: NumpyInputs, gives_back: bool, site: Callable[[str], str]) -> None:
         """``gives_back``: an out-parameter's array returned comes back as the caller's tensor;
@@ -66,7 +66,7 @@ class WriteBack:
         written: list[Any] | None = [] if self._takes_out else None
         if not self._writeback:
             return collected_writes(plain, odd, None, written)
-        return collected_writes(plain, odd, self.inputs.spans(args, kwargs), written, [])
+        return collected_writes(plain, odd, self.inputs.spans(args, kwargs), written)
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the
@@ -96,32 +96,58 @@ class WriteBack:
             ) from failed.error
         finally:
             freeze(pairs, writes.spans, result)
-        if writes.converted:
-            self._reach(ctx, writes.converted, given, handed)
         return returned(result, writes.written) if self.gives_back and writes.written else result
-
-    def _reach(self, ctx: Collected, converted: list[tuple[torch.Tensor, Any]], given: Given, handed: Handed) -> None:
-        """What the function changed in the containers it was handed reaches the caller's (see
-        _mutations); new arrays come back as tensors on the call's device."""
-        args, kwargs, instance = given
-        params, offset = self.inputs.params, self.inputs.params.offset(instance)
-        pairs = [
-            (params.positional_name(i, offset), a, h) for i, (a, h) in enumerate(zip(args, handed[0], strict=True))
-        ]
-        pairs += [(params.keyword_name(k), v, handed[1].get(k, v)) for k, v in kwargs.items()]
-        target = Target(vote(ctx.plain + ctx.odd) or default_device(), NO_CASTS, None)
-        for root, original, rebuilt in pairs:
-            if rebuilt is original or node_for(type(original)) is None:
-                continue
-            try:
-                reach(original, rebuilt, converted, lambda value: to_tensors(value, target))
-            except LeafError as e:
-                raise e.public(self.function, "argument", root) from None
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""
         paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
         return ", ".join(paths or ["(a tensor argument)"])
+
+
+class ContainerChanges:
+    """After a call that handed the function rebuilt containers (those holding tensors), in
+    every mode: what it changed in them reaches the caller's containers (see _mutations);
+    new arrays come back as tensors on the call's device, as a result's would."""
+
+    def __init__(self, function: str, inputs: NumpyInputs) -> None:
+        self.function = function
+        self.inputs = inputs
+
+    def __call__(self, rebuilt: Rebuilt, given: Given) -> None:
+        """The generic call's step, after a call that handed ``rebuilt`` containers."""
+        records = [*rebuilt.values()]
+        if changed(records):
+            self.settle(records, given)
+
+    def settle(self, records: list[Record], given: Given) -> None:
+        """After a call that ``changed`` the containers in ``records`` (the flat call's step)."""
+        args, kwargs, _ = given
+        targets: list[Target] = []
+
+        def convert(value: Any) -> Any:
+            if not targets:  # the call's tensors looked for once, and only for a new value
+                targets.append(Target(vote(self.inputs.tensors_in(args, kwargs)) or default_device(), NO_CASTS, None))
+            return to_tensors(value, targets[0])
+
+        refused = settle(records, convert)
+        if refused:
+            original, error = refused[0]
+            root, below = self._where(original, given)
+            error.keys += reversed(below)
+            raise error.public(self.function, "argument", root) from None
+
+    def _where(self, container: Any, given: Given) -> tuple[str, list[str]]:
+        """The argument holding ``container``, and the path segments below it."""
+        args, kwargs, instance = given
+        params = self.inputs.params
+        offset = params.offset(instance)
+        roots = [(params.positional_name(i, offset), a) for i, a in enumerate(args)]
+        roots += [(params.keyword_name(k), v) for k, v in kwargs.items()]
+        for root, value in roots:
+            below = path_to(value, container)
+            if below is not None:
+                return root, below
+        return "(a container argument)", []
 
 
 class RestoreWrites(WriteBack):

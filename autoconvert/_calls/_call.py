@@ -12,7 +12,7 @@ from autoconvert._conversions._devices import settle, vote
 from autoconvert._conversions._tree import cycle_error, keep
 from autoconvert._errors import LeafError
 
-from ._after import RestoreWrites, WriteBack
+from ._after import ContainerChanges, Handed, RestoreWrites, WriteBack
 from ._config import _ACTIVE, Config
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
@@ -91,9 +91,12 @@ class Runner:
         self.function = spec.function
         self.routes = spec.routes and variants is not None
         self.flat: Flat | None = None
+        inputs = self.inputs
+        #: A NumPy side's containers' changes made the caller's, by the generic and the flat call.
+        self.changes = ContainerChanges(self.function, inputs) if isinstance(inputs, NumpyInputs) else None
         call = self._make_call(variants)
         if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
-            self.flat = specialised(spec, call, self.failed)
+            self.flat = specialised(spec, call, self.failed, self.changes.settle if self.changes else None)
             call = self.flat.call if self.flat is not None else call
         if watch is not None:
             call = Watched(call, spec.function, watch, self.directions())
@@ -120,7 +123,7 @@ class Runner:
         after = self._after_step()
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
-        failed, routes, profiler = self.failed, self.routes, PROFILER
+        failed, routes, profiler, ended = self.failed, self.routes, PROFILER, self._ended(after)
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -168,13 +171,30 @@ class Runner:
                 raise
             if watches_body and type(result) is GeneratorType:
                 result = self._watched_body(result, ctx, given, (args, kwargs), plain or odd)
-            if after is not None:
-                result = after(ctx, given, (args, kwargs), result)
+            if ended is not None:
+                result = ended(ctx, given, (args, kwargs), result)
                 if type(result) is Returned:  # an out-parameter's array: the caller's own tensor, written already
                     return result.tensor
             return result if finish is None else finish(result, plain, odd, given, ctx)
 
         return call
+
+    def _ended(self, after: WriteBack | None) -> Callable[[Any, Given, Handed, Any], Any] | None:
+        """What runs once the function returned: the after step (the arrays' contents are the
+        caller's then), and on a NumPy side the changes to the containers it was handed
+        (see ContainerChanges); None where nothing does."""
+        changes = self.changes
+        if changes is None:
+            return after
+
+        def ended(ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
+            if after is not None:
+                result = after(ctx, given, handed, result)
+            if ctx.rebuilt:
+                changes(ctx.rebuilt, given)
+            return result
+
+        return ended
 
     def argument_error(
         self, error: Exception, instance: object, key: str | None, position: int, met: list[torch.Tensor]

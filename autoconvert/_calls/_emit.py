@@ -116,7 +116,26 @@ def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
         "    if items is None:",
     )
     s.to_generic(level + 2)
-    s.add(level, f"    if items is not {name}:", "        took_plain = True", f"        {name} = items", "else:")
+    s.add(
+        level,
+        f"    if items is not {name}:",
+        "        took_plain = True",
+        "        if kind is not tuple:  # its changes become the caller's after the call (see _mutations)",
+        "            if changes is None:",
+        f"                changes = [({name}, items, kind(items))]",
+        "            else:",
+        # A loop, not any() over a generator: a closure over the argument would make it a cell,
+        # which the exact forms' renaming of parameters (see _exact) cannot rename.
+        "                for handed in changes:",
+        f"                    if handed[0] is {name}:  # passed twice: the generic call",
+    )
+    s.to_generic(level + 6)  # which hands the function one rebuilt container for it, as the caller has one
+    s.add(
+        level,
+        f"                changes.append(({name}, items, kind(items)))",
+        f"        {name} = items",
+        "else:",
+    )
     s.to_generic(level + 1)
 
 

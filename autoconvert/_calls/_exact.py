@@ -145,6 +145,9 @@ def with_signature(
 def _renamed(code: CodeType, names: tuple[str, ...]) -> CodeType:
     """``code`` with its parameters called ``names``; a local of ours that one of them would
     shadow gets a name of its own."""
+    # co_varnames alone is renamed: a local that nested code closes over (a cell) would keep
+    # its old name in the cell's slot, and CPython crashes on the mismatch.
+    assert not code.co_cellvars, f"generated code closes over its locals {code.co_cellvars}"
     taken = set(names)
     ours = []
     for name in code.co_varnames[len(names) :]:

@@ -21,6 +21,8 @@ def _opening(s: Script, kind: Kind) -> None:
         s.add(1, "if guard.writable:")
         s.to_generic(2)
     s.add(1, "took_plain = False")
+    if kind.value.kind == "numpy":  # the containers rebuilt for the function (see _mutations)
+        s.add(1, "changes = None")
     if kind.places:
         s.add(1, "placed = None")
 
@@ -33,6 +35,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
         s.add(level, "if took_plain and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
     if not kind.hands_read_only and not kind.retries:
         s.add(level, f"result = wrapped({arguments})")
+        _changed(s, level, kind)
         return
     s.add(
         level,
@@ -48,6 +51,18 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
         f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=took_plain)",
         "    raise",
     )
+    _changed(s, level, kind)
+
+
+def _changed(s: Script, level: int, kind: Kind) -> None:
+    """After the call, on the NumPy side: what the function changed in the containers it was
+    handed rebuilt reaches the caller's (the same step as the generic call's)."""
+    if kind.value.kind == "numpy":
+        s.add(
+            level,
+            "if changes is not None and changed(changes):",
+            f"    container_changes(changes, given_args({s.arguments}, instance))",
+        )
 
 
 def star_source(head: str, kind: Kind) -> str:

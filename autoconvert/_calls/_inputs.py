@@ -17,6 +17,7 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._memory import compact, expanded
+from autoconvert._conversions._mutations import Rebuilt, rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
@@ -40,8 +41,6 @@ class Writes(NamedTuple):
     spans: dict[int, Any] | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
-    #: writeback: (tensor, array it was converted to), for changes to containers (see _mutations).
-    converted: list[tuple[torch.Tensor, Any]] | None = None
 
 
 class Collected(NamedTuple):
@@ -54,6 +53,8 @@ class Collected(NamedTuple):
     #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
     seen: list[Any] | None = None
     target: Target | None = None
+    #: The containers rebuilt for the function, by the caller's (see _mutations.Rebuilt).
+    rebuilt: Rebuilt | None = None
 
 
 def collected(
@@ -65,7 +66,7 @@ def collected(
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (plain, odd, writes, seen, target))
+    return _new(Collected, (plain, odd, writes, seen, target, {}))
 
 
 def collected_writes(
@@ -73,14 +74,13 @@ def collected_writes(
     odd: list[torch.Tensor],
     spans: dict[int, Any] | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
-    converted: list[tuple[torch.Tensor, Any]] | None = None,
     *,
     seen: list[Any] | None = None,
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected`` with an after step's fresh ``Writes`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written, converted)), seen, target))
+    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written)), seen, target, {}))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -194,6 +194,37 @@ def _to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return stopping
 
 
+class _Rebuilding(Mapper):
+    """The NumPy side's walk: one rebuilt container per caller's container in a call (the
+    function sees the caller's sharing: ``batch['a'] is batch['b']``), each recorded in the
+    call's ``Collected.rebuilt`` for its changes to reach the caller (see _mutations)."""
+
+    def __init__(self, leaves: dict[type, Any], *, nested: bool, fallback: Any) -> None:
+        super().__init__(leaves, nested=nested, fallback=fallback)
+        # Containers' handlers are decided on first meeting (Mapper.resolve), with these walks.
+        self.walk_sequence, self.walk_dict = _once_per_call(self.walk_sequence), _once_per_call(self.walk_dict)
+
+    def _container(self, node: Node) -> Callable[[Any, Any], Any]:
+        return _once_per_call(super()._container(node))
+
+
+def _once_per_call(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``walk``, made once per container in a call, its rebuilt container recorded."""
+
+    def recording(obj: Any, ctx: Collected) -> Any:
+        records = ctx.rebuilt
+        assert records is not None  # every Collected made by collected() has its dict
+        record = records.get(id(obj))
+        if record is not None:
+            return record[1]
+        new = walk(obj, ctx)
+        if new is not obj:
+            rebuilt(records, obj, new)
+        return new
+
+    return recording
+
+
 class NumpyInputs(Inputs):
     """``accepts_numpy``: tensor arguments reach the function as arrays."""
 
@@ -215,7 +246,7 @@ class NumpyInputs(Inputs):
             leaf = self._widening(leaf)
         if self.check_writes:
             leaf = self._snapshotting(leaf)
-        self.mapper = Mapper(
+        self.mapper = _Rebuilding(
             {
                 torch.Tensor: leaf,
                 StandIn: stood_for,
@@ -329,11 +360,6 @@ class NumpyInputs(Inputs):
         return snapshotting
 
     def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
-        a = self._writeback_array(t, ctx)
-        ctx.writes.converted.append((t, a))  # type: ignore[union-attr]  # writeback has the list
-        return a
-
-    def _writeback_array(self, t: torch.Tensor, ctx: Collected) -> Any:
         ctx.odd.append(t)
         _refuse_sparse(t)
         if not t.is_nested and expanded(t):

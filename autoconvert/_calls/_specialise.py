@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from autoconvert._conversions._devices import CPU, default_device
+from autoconvert._conversions._mutations import changed
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
 from autoconvert._errors import LeafError
 
@@ -143,9 +144,12 @@ class Flat:
         return with_signature(function, shape, key, source, namespace)
 
 
-def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat | None:
+def specialised(
+    spec: Spec, generic: Call, failed: Callable[..., None], changes: Callable[..., None] | None = None
+) -> Flat | None:
     """The flat call of ``spec``, or None where it has none (the generic call is then the
-    only one; ``spec.generic_because`` says why)."""
+    only one; ``spec.generic_because`` says why). ``changes``: a NumPy side's step making
+    the containers' changes the caller's (_after's ContainerChanges)."""
     if spec.generic_because is not None:
         return None
     inputs = spec.inputs
@@ -164,6 +168,7 @@ def specialised(spec: Spec, generic: Call, failed: Callable[..., None]) -> Flat 
         stands_in=spec.stands_in,
     )
     namespace = _namespace(spec, generic, failed)
+    namespace.update(changed=changed, container_changes=changes)
     if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
         return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
     return Flat(kind, _codes_of(kind), namespace, spec)
