@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from autoconvert._conversions._containers import node_for
@@ -20,16 +21,19 @@ from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._memory import restore_writes
 from autoconvert._conversions._mutations import reach
 from autoconvert._conversions._to_torch import Target
+from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
 from ._callbacks import to_tensors
 from ._inputs import Collected, NumpyInputs, collected_writes
 from ._outparams import returned
-from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
+from ._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
+#: The arrays anywhere in a result (nested containers too): the caller's, left writable by freeze.
+_ARRAYS = Mapper({np.ndarray: _record}, nested=True)
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -91,7 +95,8 @@ class WriteBack:
                 )
             ) from failed.error
         finally:
-            freeze(pairs, writes.spans, result)
+            if pairs or writes.handed:
+                freeze(pairs, writes.handed or (), (a for _, a in _ARRAYS.leaves_with_paths(result)))
         if writes.converted:
             self._reach(ctx, writes.converted, given, handed)
         return returned(result, writes.written) if self.gives_back and writes.written else result
