@@ -175,15 +175,15 @@ class Private:
     """A private array as the function got it: ``array``, a view of ``owner``, itself a view
     of the private array that only ``array``, this record and the views the function makes
     hold (NumPy sets a view's base to the first array up the chain that owns its memory or
-    whose base is no array: ``owner``'s base is as_strided's holder). So ``owner``'s
-    references beyond the ``references`` counted at hand-over are the views the function
-    kept, which freezing the private array leaves writable (a view has its own WRITEABLE
-    flag), and which must be found."""
+    whose base is no array: ``owner``'s is a memoryview, ten times cheaper than as_strided's
+    holder). So ``owner``'s references beyond the ``references`` counted at hand-over are the
+    views the function kept, which freezing the private array leaves writable (a view has
+    its own WRITEABLE flag), and which must be found."""
 
     __slots__ = ("array", "owner", "references")
 
     def __init__(self, private: NDArray[Any]) -> None:
-        self.owner = np.lib.stride_tricks.as_strided(private)
+        self.owner = np.asarray(memoryview(private))  # type: ignore[arg-type]  # ndarray exports a buffer; its stubs do not say
         self.array = self.owner[...]
         self.references = _references(self)
 
