@@ -279,3 +279,25 @@ def test_a_writable_strided_view_of_a_handed_array_is_a_read_only_error(
     assert not t.any()
     ac.accepts_numpy(writeback=True)(route)(t)
     assert t[0, 0].item() == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.complex64])
+def test_views_kept_of_aliased_arguments_private_copy_are_read_only(dtype: torch.dtype) -> None:
+    """Arguments sharing memory get views of one private copy (see _writeback.Span): the views
+    the function keeps of each are read-only after the call, and its writes reached the tensor."""
+    t = torch.zeros(4, dtype=dtype)
+    caller = t.conj() if dtype.is_complex else t  # a conj bit needs the private copy
+    kept: list[np.ndarray] = []
+
+    @ac.accepts_numpy(writeback=True)
+    def keeps(a: np.ndarray, b: np.ndarray) -> None:
+        kept.extend([a[1:], b.T, b[...]])
+        a[0] = 1
+
+    keeps(caller, caller[1:3])
+    assert caller.tolist() == [1, 0, 0, 0]
+    for view in kept:
+        with pytest.raises(ValueError) as info:
+            view[...] = 5
+        assert str(info.value) == "assignment destination is read-only"
+    assert caller.tolist() == [1, 0, 0, 0]

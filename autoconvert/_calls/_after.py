@@ -95,7 +95,7 @@ class WriteBack:
                 )
             ) from failed.error
         finally:
-            if pairs or writes.handed:
+            if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
                 freeze(pairs, writes.handed or (), (a for _, a in _ARRAYS.leaves_with_paths(result)))
         if writes.converted:
             self._reach(ctx, writes.converted, given, handed)
