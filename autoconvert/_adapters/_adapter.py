@@ -65,6 +65,9 @@ class Adapter:
     refusals: tuple[RefusalWords, ...] = ()
     #: Functions whose views are read-only by the library's own rule, whatever they view.
     read_only_views: frozenset[str] = frozenset()
+    #: Of those, the ones taking ``writeable=``, and its default: their views are read-only
+    #: by the library's rule only where it is False (else only where what they view is).
+    writeable_defaults: Mapping[str, bool] = types.MappingProxyType({})
     #: Whether its functions take read-only arrays, never refusing them on entry.
     takes_read_only = False
     #: Whether its callables are array code: under ``callbacks=True`` they keep receiving arrays.

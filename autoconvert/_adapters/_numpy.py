@@ -29,6 +29,7 @@ class NumPy(Adapter):
     # (must have the right datatype...)", read-only being one of its demands.
     refused_demands = (" writable, aligned", " writable or aligned", "output array is not acceptable")
     read_only_views = frozenset({"as_strided", "broadcast_arrays", "broadcast_to", "sliding_window_view"})
+    writeable_defaults = types.MappingProxyType({"as_strided": True, "sliding_window_view": False})
     takes_read_only = True
     takes_arrays = True
 

@@ -53,6 +53,7 @@ REFUSED_BUFFERS: tuple[str, ...] = _every("refused_buffers")
 REFUSED_ON_ENTRY: tuple[str, ...] = _every("refused_on_entry")
 REFUSALS: tuple[RefusalWords, ...] = _every("refusals")
 READ_ONLY_VIEWS: frozenset[str] = frozenset(_every("read_only_views"))
+WRITEABLE_DEFAULTS: dict[str, bool] = {k: v for adapter in ADAPTERS for k, v in adapter.writeable_defaults.items()}
 
 
 def compiled_refusal(error: BaseException) -> bool | None:

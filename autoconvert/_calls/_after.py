@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from autoconvert._conversions._describe import describe_tensor
@@ -21,6 +22,7 @@ from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._memory import restore_writes
 from autoconvert._conversions._mutations import Rebuilt, Record, changed, path_to, settle
 from autoconvert._conversions._to_torch import Target
+from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 
@@ -28,10 +30,12 @@ from ._callbacks import to_tensors
 from ._failures import writable_fixes
 from ._inputs import Collected, NumpyInputs, collected_writes
 from ._outparams import returned
-from ._signature import DEFERRED_RESULTS, Given, _tensor_paths, deferred_result
+from ._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
+#: The arrays anywhere in a result (nested containers too): the caller's, left writable by freeze.
+_ARRAYS = Mapper({np.ndarray: _record}, nested=True)
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -66,7 +70,7 @@ class WriteBack:
         written: list[Any] | None = [] if self._takes_out else None
         if not self._writeback:
             return collected_writes(plain, odd, None, written)
-        return collected_writes(plain, odd, self.inputs.spans(args, kwargs), written)
+        return collected_writes(plain, odd, self.inputs.spans(args, kwargs), written, [])
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the
@@ -95,7 +99,8 @@ class WriteBack:
                 )
             ) from failed.error
         finally:
-            freeze(pairs, writes.spans, result)
+            if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
+                freeze(pairs, writes.handed or (), (a for _, a in _ARRAYS.leaves_with_paths(result)))
         return returned(result, writes.written) if self.gives_back and writes.written else result
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:

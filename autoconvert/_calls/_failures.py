@@ -24,6 +24,7 @@ from autoconvert._adapters._table import (
     REFUSED_DEMANDS,
     REFUSED_ON_ENTRY,
     REFUSED_WRITES,
+    WRITEABLE_DEFAULTS,
     compiled_refusal,
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
@@ -83,7 +84,7 @@ def wrote_into_handed(
         ]
         return (out or [path for path, _ in read_only]) if read_only else None
     code = raised.tb_frame.f_code
-    if code.co_code[raised.tb_lasti] in _RAISES or not READ_ONLY_VIEWS.isdisjoint(code.co_names):
+    if code.co_code[raised.tb_lasti] in _RAISES or _makes_read_only_views(code):
         return None
     values = raised.tb_frame.f_locals.values()
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
@@ -131,6 +132,35 @@ def _within(at: dis.Positions, span: dis.Positions) -> bool:
 _READS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_NAME")
 
 
+def _makes_read_only_views(code: types.CodeType) -> bool:
+    """Whether ``code`` calls a function whose views are read-only by NumPy's own rule, whatever
+    they view (``broadcast_to``; ``sliding_window_view`` unless asked ``writeable=True``;
+    ``as_strided`` asked ``writeable=False``): a write into one is the function's own error.
+    ``as_strided(a, writeable=True)`` of a handed array is read-only because that array is."""
+    called = READ_ONLY_VIEWS.intersection(code.co_names)
+    if not called:
+        return False
+    asked = _writeable_asked(code)
+    return any(
+        name not in WRITEABLE_DEFAULTS or False in asked or (not WRITEABLE_DEFAULTS[name] and True not in asked)
+        for name in called
+    )
+
+
+def _writeable_asked(code: types.CodeType) -> set[object]:
+    """The constants ``code`` passes as ``writeable=`` where it is the call's last keyword:
+    the value loaded just before the keyword names (``KW_NAMES``, or ``CALL_KW``'s tuple)."""
+    asked: set[object] = set()
+    previous = None
+    for instruction in dis.get_instructions(code):
+        # Python 3.11's dis leaves KW_NAMES' tuple unresolved: its argument indexes the constants.
+        names = code.co_consts[instruction.arg or 0] if instruction.opname == "KW_NAMES" else instruction.argval
+        if type(names) is tuple and names and names[-1] == "writeable" and previous is not None:
+            asked.add(previous.argval if previous.opname == "LOAD_CONST" else None)
+        previous = instruction
+    return asked
+
+
 def _held(values: Any) -> list[np.ndarray[Any, Any]]:
     """The arrays in the containers and the attributes of the objects among a frame's local
     ``values``, where none is a read-only array itself: NumPy's Python wrappers (``np.round``,
@@ -158,7 +188,8 @@ class Refusal(NamedTuple):
 
     paths: list[str]  # where the arrays it may have been were (several: none can be told apart)
     writes: bool  # it refused a write (else the array itself, on entry)
-    late: bool  # they are private copies of an earlier call with writeback=True (see freeze)
+    late: bool  # they are private copies of an earlier call with writeback=True, or views of them (see freeze)
+    expanded: bool  # one is an expanded tensor's array, read-only since no write can reach back into it
 
 
 def refused_by(
@@ -184,7 +215,13 @@ def refused_by(
             return None
         paths, writes = found, str(error) not in REFUSED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
-    return Refusal(paths, writes, bool(hit) and all(FROZEN.get(id(a)) is a for a in hit))
+    return Refusal(paths, writes, bool(hit) and all(map(_frozen, hit)), any(map(_broadcast, hit)))
+
+
+def _frozen(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a`` is a private copy frozen after an earlier call, or a view made of one
+    since (which NumPy makes read-only, its base being the frozen array)."""
+    return FROZEN.get(id(a)) is a or (a.base is not None and FROZEN.get(id(a.base)) is a.base)
 
 
 def quoted(error: BaseException) -> str:
@@ -301,7 +338,7 @@ def read_only_error(
             "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
             "memory the array shares"
         )
-    elif writeback:  # only expanded tensors are read-only
+    elif writeback and refusal.expanded:
         what = (
             "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
             "write can reach back into it, and the function wrote into it"

@@ -22,7 +22,7 @@ from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import aliased_spans
+from autoconvert._conversions._writeback import Private, aliased_spans, hand_over
 from autoconvert._errors import ConversionError, LeafError
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
@@ -41,6 +41,8 @@ class Writes(NamedTuple):
     spans: dict[int, Any] | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
+    #: writeback: the private arrays handed over, frozen with their views after the call (see _writeback.freeze).
+    handed: list[Private] | None = None
 
 
 class Collected(NamedTuple):
@@ -74,13 +76,14 @@ def collected_writes(
     odd: list[torch.Tensor],
     spans: dict[int, Any] | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
+    handed: list[Private] | None = None,
     *,
     seen: list[Any] | None = None,
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected`` with an after step's fresh ``Writes`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written)), seen, target, {}))
+    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written, handed)), seen, target, {}))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -372,11 +375,11 @@ class NumpyInputs(Inputs):
         assert writes is not None  # writeback has its after step
         span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
-            return span.view(t, writes.pairs, self.copy, self.grad, self.widened)
+            return span.view(t, writes.pairs, writes.handed, copy=self.copy, grad=self.grad, widened=self.widened)
         a, private = self._writable(t)
         # Private memory is copied back after the call; shared memory only needs autograd told.
         writes.pairs.append((t, private))
-        return a
+        return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
 
     def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
         """A tensor handed over as an out-parameter: writable, written back after the call."""

@@ -8,7 +8,10 @@ aliasing and the copy back is one copy, whatever the dtype.
 
 from __future__ import annotations
 
+import gc
+import sys
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -36,16 +39,26 @@ class Span:
     view one array, so each converts alone and must share the caller's memory.
     """
 
-    __slots__ = ("array", "source", "start", "views")
+    __slots__ = ("array", "private", "source", "start")
 
     def __init__(self, source: torch.Tensor | None, start: int) -> None:
         self.source = source
         self.start = start
         self.array: NDArray[Any] | None = None
-        self.views: list[NDArray[Any]] | None = None  # those handed over of a private array (see freeze)
+        self.private = False  # the array is a private copy: its views are handed over (see hand_over)
 
-    def view(self, t: torch.Tensor, pairs: Pairs, copy: bool | None, grad: GradPolicy, widened: Any) -> Any:
-        """Member ``t`` as a view of the span's array (converted on first use, then written back once)."""
+    def view(
+        self,
+        t: torch.Tensor,
+        pairs: Pairs,
+        handed: list[Private],
+        *,
+        copy: bool | None,
+        grad: GradPolicy,
+        widened: Any,
+    ) -> Any:
+        """Member ``t`` as a view of the span's array (converted on first use, then written
+        back once); views of a private array are recorded in ``handed``."""
         if t.requires_grad:
             grad.detach(t)  # the policy speaks for the member; the source is detached already
         if self.source is None:
@@ -65,14 +78,12 @@ class Span:
             array, shared = tensor_to_array(self.source, copy, grad, settle=False, widened=widened)
             pairs.append((self.source, None if shared else array))
             self.array = array
-            self.views = None if shared else []
+            self.private = not shared
         array = self.array
         offset = t.storage_offset() - self.start
         strides = tuple(s * array.itemsize for s in t.stride())
         view = np.lib.stride_tricks.as_strided(array[offset:], tuple(t.shape), strides)
-        if self.views is not None:
-            self.views.append(view)
-        return view
+        return hand_over(view, handed) if self.private else view
 
 
 def aliased_spans(tensors: list[torch.Tensor]) -> dict[int, Span]:
@@ -160,19 +171,77 @@ def write_back(pairs: Pairs) -> None:
 FROZEN: weakref.WeakValueDictionary[int, NDArray[Any]] = weakref.WeakValueDictionary()
 
 
-def freeze(pairs: Pairs, spans: dict[int, Span] | None, result: Any) -> None:
-    """Make the private arrays a call was handed (``pairs``' and the views ``spans`` handed of
-    theirs) read-only once copied back: a write made after the call (by a closure, a context
-    manager or an object that kept one) would reach the copy only, so NumPy refuses it
-    instead. Arrays the function returns (the result, an item of a returned tuple, list or
-    dict) stay writable: they are the caller's result, no longer the tensor's."""
-    private = [a for _, a in pairs if a is not None]
-    if spans:
-        private += [v for span in {id(s): s for s in spans.values()}.values() for v in span.views or ()]
-    if not private:
-        return
-    returned = result if type(result) in (tuple, list) else result.values() if type(result) is dict else (result,)
-    for a in private:
-        if all(a is not r for r in returned):
-            a.flags.writeable = False
-            FROZEN[id(a)] = a
+class Private:
+    """A private array as the function got it: ``array``, a view of ``owner``, itself a view
+    of the private array that only ``array``, this record and the views the function makes
+    hold (NumPy sets a view's base to the first array up the chain that owns its memory or
+    whose base is no array: ``owner``'s is a memoryview, ten times cheaper than as_strided's
+    holder). So ``owner``'s references beyond the ``references`` counted at hand-over are the
+    views the function kept, which freezing the private array leaves writable (a view has
+    its own WRITEABLE flag), and which must be found."""
+
+    __slots__ = ("array", "owner", "references")
+
+    def __init__(self, private: NDArray[Any]) -> None:
+        self.owner = np.asarray(memoryview(private))  # type: ignore[arg-type]  # ndarray exports a buffer; its stubs do not say
+        self.array = self.owner[...]
+        self.references = _references(self)
+
+
+def _references(handed: Private) -> int:
+    """The references to ``handed.owner``; called the same way at hand-over and after the
+    call, so that its own temporary references cancel out."""
+    return sys.getrefcount(handed.owner)
+
+
+def hand_over(private: NDArray[Any], handed: list[Private]) -> NDArray[Any]:
+    """``private`` as the function gets it (see Private), recorded in ``handed``."""
+    record = Private(private)
+    handed.append(record)
+    return record.array
+
+
+def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> None:
+    """Make the private arrays a call was handed (``pairs``' arrays, the views of them handed
+    over and every view the function kept of those) read-only once copied back: a write made
+    after the call (by a closure, a context manager or an object that kept one) would reach
+    the copy only, so NumPy refuses it instead. Arrays the function ``returned`` (anywhere in
+    its result) stay writable, and so do the views of one: they are the caller's result, no
+    longer the tensor's."""
+    returned = [r for r in returned if isinstance(r, np.ndarray)]
+    for _, a in pairs:
+        if a is not None and all(a is not r for r in returned):
+            _freeze(a)
+    for record in handed:
+        if any(r is record.array or r.base is record.owner for r in returned):
+            continue
+        kept = _references(record) - record.references
+        _freeze(record.array)
+        _freeze(record.owner)  # a view made of it later is read-only, and known by its base (see _failures)
+        if kept > 0:  # rare: searching the heap costs a fraction of a second
+            for view in _views_of(record.owner, kept):
+                _freeze(view)
+
+
+def _freeze(a: NDArray[Any]) -> None:
+    a.flags.writeable = False
+    FROZEN[id(a)] = a
+
+
+def _views_of(owner: NDArray[Any], count: int) -> list[NDArray[Any]]:
+    """Up to ``count`` writable views of ``owner`` held anywhere: NumPy arrays are not tracked
+    by the garbage collector, so they are found among the referents of what is, and of the
+    untracked tuples and dicts (of arrays only, say) those hold."""
+    found: list[NDArray[Any]] = []
+    seen: set[int] = set()
+    pending = gc.get_objects()
+    while pending and len(found) < count:
+        for value in gc.get_referents(pending.pop()):
+            if issubclass(type(value), np.ndarray):  # never isinstance: it reads __class__, which may warn
+                if value.base is owner and value.flags.writeable and id(value) not in seen:
+                    seen.add(id(value))
+                    found.append(value)
+            elif type(value) in (tuple, dict, list) and not gc.is_tracked(value) and id(value) not in seen:
+                seen.add(id(value))
+                pending.append(value)
+    return found
