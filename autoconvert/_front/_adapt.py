@@ -189,7 +189,7 @@ class AdaptRunner(Runner):
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
             if writeback:  # an after step's state: writeback's, or check_writes'
-                return collected_writes(plain, odd, arrays.spans(args, kwargs), None, seen=[], target=placed)
+                return collected_writes(plain, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
             if checks:
                 return collected_writes(plain, odd, seen=[], target=placed)
             return collected(plain, odd, seen=[], target=placed)
