@@ -110,20 +110,27 @@ def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]])
         return []
     span = failing.positions
     names: set[str] = set()
-    for instruction in dis.get_instructions(code):
-        at = instruction.positions
-        inside = at is not None and at.lineno is not None and _within(at, span)
-        if inside and instruction.opname.startswith(_READS):
-            value = instruction.argval
-            names.update(value if isinstance(value, tuple) else [value])  # LOAD_FAST_LOAD_FAST reads two
+    instructions = list(dis.get_instructions(code))
+    for instruction, following in zip(instructions, [*instructions[1:], None], strict=True):
+        if not instruction.opname.startswith(_READS):
+            continue
+        # A superinstruction reading two locals (``LOAD_FAST_LOAD_FAST``, Python 3.13 on) carries
+        # its first read's position; its second read sits where the next instruction does.
+        first, *second = instruction.argval if isinstance(instruction.argval, tuple) else [instruction.argval]
+        if _inside(instruction.positions, span):
+            names.add(first)
+        if second and following is not None and _inside(following.positions, span):
+            names.update(second)
     frame = tb.tb_frame.f_locals
     read = [frame[name] for name in names if name in frame]
     read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _held(read)
     return [a for a in local if any(a is r for r in read_arrays)]
 
 
-def _within(at: dis.Positions, span: dis.Positions) -> bool:
-    """Whether the source span ``at`` lies inside ``span``."""
+def _inside(at: dis.Positions | None, span: dis.Positions) -> bool:
+    """Whether the source span ``at`` is known and lies inside ``span``."""
+    if at is None or at.lineno is None:
+        return False
     start, end = (span.lineno, span.col_offset or 0), (span.end_lineno or span.lineno, span.end_col_offset or 0)
     return start <= (at.lineno, at.col_offset or 0) and (at.end_lineno or at.lineno, at.end_col_offset or 0) <= end
 
