@@ -72,15 +72,6 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     Args:
         fn: a NumPy function, wrapped as ``returns_tensor(accepts_numpy(fn))``, or a
             function autoconvert already wraps (its options convert the batch).
-        device, dtype, copy, writeback, grad, sparse, sparse_layout, widen_float16,
-            check_writes, transfers, callbacks: how each batch and the gathered result
-            convert, as ``accepts_numpy``'s and ``returns_tensor``'s options say
-            (``dtype=torch.float32``: floating results cast once, after gathering). Given
-            to the pair ``batched`` wraps ``fn`` in; where ``fn`` is already so decorated,
-            added to its decorators' options (a side ``fn`` lacks is added: ``dtype=`` on an
-            ``accepts_numpy`` function gives tensors). An option ``fn``'s decorators were
-            given another value is refused, as is any on a function wrapped otherwise
-            (torchify, adapt). A ``config`` block sets those given nowhere.
         workers: run samples on a pool of this many threads (order is kept); ``None``
             runs them one after another. Worthwhile when ``fn`` releases the GIL, as
             many SciPy routines do. Calls ``fn`` makes see the caller's ``config`` and grad mode.
@@ -115,6 +106,16 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask,
             timed on its first samples) in the caller's thread; False: every batch
             on the workers.
+        **options: the options of ``accepts_numpy`` and ``returns_tensor`` that say how each
+            batch and the gathered result convert (``device``, ``dtype``, ``sparse_layout``;
+            ``copy``, ``writeback``, ``grad``, ``sparse``, ``widen_float16``,
+            ``check_writes``, ``transfers``, ``callbacks``): ``dtype=torch.float32`` casts
+            the floating results once, after gathering. Given to the pair ``batched`` wraps
+            ``fn`` in; where ``fn`` is already so decorated, added to its decorators'
+            options (a side ``fn`` lacks is added: ``dtype=`` on an ``accepts_numpy``
+            function gives tensors). An option ``fn``'s decorators were given another value
+            is refused, as is any for a function wrapped otherwise (torchify, adapt). A
+            ``config`` block sets those given nowhere.
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument; on an
