@@ -20,24 +20,24 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, GetAttrKey, KeyEntry, LeafError, MappingKey, SequenceKey
 
 Flatten = Callable[[Any], "tuple[Sequence[Any], Any]"]
 Unflatten = Callable[[list[Any], Any], Any]
-KeyOf = Callable[[Any, int], str]
+KeyOf = Callable[[Any, int], KeyEntry]
 #: What a node maps over its children: a Mapper (_tree), called as ``mapper(child, ctx)``.
 Walk = Callable[[Any, Any], Any]
 
 
-def _index_key(context: Any, i: int) -> str:
-    return f"[{i}]"
+def _index_key(context: Any, i: int) -> KeyEntry:
+    return SequenceKey(i)
 
 
 class Node:
     """How to take one container type apart and put it back together.
 
     ``flatten(obj) -> (children, context)``, ``unflatten(children, context) -> obj``, and
-    ``key(context, i)``: the path segment of child ``i`` (``[0]``, ``['k']``, ``.name``).
+    ``key(context, i)``: the key entry of child ``i`` (``[0]``, ``['k']``, ``.name``).
     """
 
     __slots__ = ("flatten", "key", "unflatten")
@@ -62,8 +62,8 @@ class Node:
             out.append(new)
         return self.unflatten(out, context) if changed else obj
 
-    def items(self, obj: Any) -> Iterator[tuple[str, Any]]:
-        """``(path segment, child)`` pairs, for messages."""
+    def items(self, obj: Any) -> Iterator[tuple[KeyEntry, Any]]:
+        """``(key entry, child)`` pairs, for messages."""
         children, context = self.flatten(obj)
         for i, child in enumerate(children):
             yield self.key(context, i), child
@@ -121,12 +121,8 @@ def register_container(
 # --------------------------------------------------------------------------- built-ins
 
 
-def _mapping_key(keys: Any, i: int) -> str:
-    return f"[{keys[i]!r}]"
-
-
-def _attr_key(names: Any, i: int) -> str:
-    return f".{names[i]}"
+def _mapping_key(keys: Any, i: int) -> KeyEntry:
+    return MappingKey(keys[i])
 
 
 register_container(list, lambda x: (x, None), lambda c, _: c)
@@ -146,7 +142,7 @@ register_container(
     collections.defaultdict,
     lambda d: (list(d.values()), (d.default_factory, list(d))),
     lambda c, fk: collections.defaultdict(fk[0], zip(fk[1], c, strict=True)),
-    key=lambda fk, i: f"[{fk[1][i]!r}]",
+    key=lambda fk, i: MappingKey(fk[1][i]),
 )
 
 
@@ -175,8 +171,8 @@ def _fields_tuple_node(cls: type) -> Node:
             new.__dict__.update(zip(extras, children[count:], strict=True))
         return new
 
-    def key(context: Any, i: int) -> str:
-        return f".{fields[i]}" if i < count else f".{context[0][i - count]}"
+    def key(context: Any, i: int) -> KeyEntry:
+        return GetAttrKey(fields[i] if i < count else context[0][i - count])
 
     has_dict = getattr(cls, "__dictoffset__", 0) != 0
     methods = [n for n in _public_methods(cls) if n not in fields] if has_dict else []
@@ -243,7 +239,7 @@ def _dict_subclass_node(cls: type) -> Node:
             dict.__setitem__(new, k, v)
         return new
 
-    return Node(lambda d: (list(d.values()), (list(d), d)), unflatten, lambda c, i: f"[{c[0][i]!r}]")
+    return Node(lambda d: (list(d.values()), (list(d), d)), unflatten, lambda c, i: MappingKey(c[0][i]))
 
 
 def _structseq_node(cls: type) -> Node:
@@ -262,7 +258,7 @@ def _dataclass_node(cls: type) -> Node:
             object.__setattr__(new, name, value)
         return new
 
-    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: f".{names[i]}")
+    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: GetAttrKey(names[i]))
 
 
 def _pytree_node(cls: type) -> Node | None:

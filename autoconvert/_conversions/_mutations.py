@@ -17,7 +17,7 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, GetAttrKey, KeyEntry, LeafError, MappingKey, SequenceKey
 
 from ._containers import node_for
 
@@ -141,7 +141,7 @@ def _apply(original: Any, now: dict[Any, Any]) -> None:
     key = next(k for k in [*before, *now] if before.get(k, _MISSING) is not now.get(k, _MISSING))
     raise LeafError(
         ConversionError,
-        f"was changed by the function (at {segment(original, key)}), and a {type(original).__qualname__} "
+        f"was changed by the function (at {_entry(original, key)}), and a {type(original).__qualname__} "
         "cannot take the change back: the function was handed a rebuilt copy (its tensors as arrays), and only "
         "a dict, a list or a dataclass that is not frozen takes back changes made to one",
         f"{type(original).__module__}.{type(original).__qualname__}",
@@ -149,15 +149,15 @@ def _apply(original: Any, now: dict[Any, Any]) -> None:
     )
 
 
-def segment(container: Any, key: Any) -> str:
-    """``key``'s path segment in ``container``: ``['k']``, ``[0]``, ``.name``."""
+def _entry(container: Any, key: Any) -> KeyEntry:
+    """``key``'s key entry in ``container``: ``['k']``, ``[0]``, ``.name``."""
     if isinstance(container, dict) or not isinstance(key, (int, str)):
-        return f"[{key!r}]"
-    return f"[{key}]" if isinstance(key, int) else f".{key}"
+        return MappingKey(key)
+    return SequenceKey(key) if isinstance(key, int) else GetAttrKey(key)
 
 
-def path_to(value: Any, container: Any, seen: set[int] | None = None) -> list[str] | None:
-    """The path segments from ``value`` down to ``container`` (found by identity), or None:
+def path_to(value: Any, container: Any, seen: set[int] | None = None) -> list[KeyEntry] | None:
+    """The key entries from ``value`` down to ``container`` (found by identity), or None:
     only for a message, after a refusal; a container met twice is looked in once."""
     if value is container:
         return []
