@@ -3,10 +3,57 @@
 Inner code raises a terse ``LeafError`` (what is wrong with one tensor or array);
 the public boundary, which knows the function and the argument path, turns it into
 the public exception once (einops' habit), so every message has the same four parts:
-the function, the path, what was found, and the fix.
+the function, the path, what was found, and the fix. A path is a root (``batch``,
+``result``) and key entries below it (``['masks']``, ``[2]``, ``.mask``), as torch's pytree
+has them, written by ``keystr`` alone.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SequenceKey:
+    """Item ``index`` of a sequence: ``[2]``."""
+
+    index: int
+
+    def __str__(self) -> str:
+        return f"[{self.index}]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MappingKey:
+    """The value under ``key`` in a mapping: ``['masks']``."""
+
+    key: object
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GetAttrKey:
+    """Attribute or field ``name``: ``.mask``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+
+#: One step of a path; a ``str`` is a segment as written (a key function given to
+#: ``register_container``, or torch's pytree entries, say their own).
+KeyEntry = SequenceKey | MappingKey | GetAttrKey | str
+#: The key entries from a root down to a value, outermost first.
+KeyPath = tuple[KeyEntry, ...]
+
+
+def keystr(root: str, keys: Iterable[KeyEntry]) -> str:
+    """The path from ``root`` down ``keys``, outermost first: ``batch['masks'][2]``."""
+    return root + "".join(map(str, keys))
 
 
 class ConversionError(TypeError):
@@ -59,8 +106,8 @@ class TransferWarning(UserWarning):
 class LeafError(Exception):
     """A fact about one leaf, raised deep inside; re-raised once as ``kind`` at the boundary.
 
-    ``keys`` collects path segments innermost first, appended by the containers the
-    error passes through on its way out, so the happy path never builds a path.
+    ``keys`` collects key entries innermost first, appended by the containers the error
+    passes through on its way out, so the happy path never builds a path.
     """
 
     def __init__(self, kind: type[ConversionError], problem: str, found: str, fix: str) -> None:
@@ -69,11 +116,11 @@ class LeafError(Exception):
         self.problem = problem
         self.found = found
         self.fix = fix
-        self.keys: list[str] = []
+        self.keys: list[KeyEntry] = []
 
     def public(self, function: str, role: str, root: str) -> ConversionError:
         """The public exception, naming ``function`` and the path below ``root``."""
-        path = root + "".join(reversed(self.keys))
+        path = keystr(root, reversed(self.keys))
         where = f"{role} {path}" if role else path
         return self.kind(message(function, where, self.problem, self.found, self.fix, path=path))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
+from tests.test_flat import both
 
 
 @ac.accepts_numpy
@@ -404,9 +406,10 @@ def test_a_change_a_registered_container_cannot_take_is_refused_in_every_mode(mo
     assert str(info.value) == (
         "test_a_change_a_registered_container_cannot_take_is_refused_in_every_mode.<locals>.swap(): argument "
         "state['boxes'][0] was changed by the function (at [1]), and a _Box cannot take the change back: the "
-        "function was handed a rebuilt copy (its tensors as arrays), and only a dict, a list or a dataclass that is "
-        "not frozen takes back changes made to one. Found tests.test_containers._Box. Fix: return the changed value "
-        "instead, or make the change on the caller's side."
+        "function was handed a rebuilt copy (its tensors as arrays), and only a dict, a list, a dataclass that is "
+        "not frozen or a type registered with an update takes back changes made to one. Found "
+        "tests.test_containers._Box. Fix: register _Box with an update (autoconvert.register_container(..., "
+        "update=...)), return the changed value instead, or make the change on the caller's side."
     )
     assert state["n"] == 1 and state["boxes"][0].b == 2
 
@@ -449,3 +452,185 @@ def test_the_arrays_inside_keep_their_modes_rules() -> None:
     with pytest.raises(ac.ReadOnlyError):
         refused(items)
     assert len(items) == 2  # the call raised: its container changes are not made
+
+
+class _Bag:
+    """A user's container of items, registered with an update: it takes changes back."""
+
+    def __init__(self, items: Any) -> None:
+        self.items = list(items)
+
+
+def _update_bag(bag: _Bag, children: list[Any], context: Any) -> None:
+    bag.items = children
+
+
+ac.register_container(_Bag, lambda b: (b.items, None), lambda c, _: _Bag(c), update=_update_bag)
+
+
+class _Two(collections.namedtuple("_Two", "first second")):
+    __slots__ = ()
+
+
+@dataclasses.dataclass
+class _Cell:
+    value: Any
+    other: Any
+
+
+#: The container kinds a tree is made of: how each is built from its children.
+_KINDS: dict[str, Any] = {
+    "dict": lambda c: {f"k{i}": v for i, v in enumerate(c)},
+    "OrderedDict": lambda c: collections.OrderedDict((f"k{i}", v) for i, v in enumerate(c)),
+    "list": list,
+    "tuple": tuple,
+    "namedtuple": lambda c: _Two(*c),
+    "dataclass": lambda c: _Cell(*c),
+    "registered": _Bag,
+}
+_TREES = st.recursive(
+    st.floats(-4, 4, allow_nan=False, width=32) | st.just("tag"),
+    lambda kids: st.tuples(st.sampled_from(sorted(_KINDS)), st.lists(kids, min_size=2, max_size=2)),
+    max_leaves=6,
+)
+#: Each configuration the changes are made under: a decorator's options, or a config block's.
+_SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    **{mode: (options, {}) for mode, options in _MODES.items()},
+    "config(copy=True)": ({}, {"copy": True}),
+    "config(writeback=True)": ({}, {"writeback": True}),
+}
+
+
+def _grown(spec: Any) -> Any:
+    """The tree ``spec`` describes: numbers as float32 tensors of two, kinds as containers."""
+    if isinstance(spec, float):
+        return torch.full((2,), spec)
+    if isinstance(spec, str):
+        return spec
+    kind, children = spec
+    return _KINDS[kind]([_grown(c) for c in children])
+
+
+def _mutable(tree: Any) -> list[Any]:
+    """The containers of ``tree`` that can change, depth first."""
+    found = []
+    kids: Any = []
+    if isinstance(tree, dict):
+        found, kids = [tree], list(tree.values())
+    elif isinstance(tree, list):
+        found, kids = [tree], tree
+    elif isinstance(tree, _Cell):
+        found, kids = [tree], [tree.value, tree.other]
+    elif isinstance(tree, _Bag):
+        found, kids = [tree], tree.items
+    elif isinstance(tree, tuple):
+        kids = list(tree)
+    return found + [c for kid in kids for c in _mutable(kid)]
+
+
+def _change(container: Any, op: str, new: Any) -> None:
+    """One change to one container, ``new`` a value made by the side making it."""
+    if isinstance(container, _Bag):
+        container = container.items
+    if isinstance(container, dict):
+        if op == "add":
+            container[f"n{len(container)}"] = new
+        elif op == "pop" and container:
+            container.pop(next(iter(container)))
+        elif op == "set" and container:
+            container[next(iter(container))] = new
+    elif isinstance(container, list):
+        if op == "add":
+            container.append(new)
+        elif op == "pop" and container:
+            container.pop(0)
+        elif op == "set" and container:
+            container[-1] = new
+    elif op == "add":  # a dataclass
+        container.extra = new
+    elif op == "set":
+        container.value = new
+
+
+def _holds_tensors(tree: Any) -> bool:
+    if isinstance(tree, torch.Tensor):
+        return True
+    kids = vars(tree).values() if isinstance(tree, (_Cell, _Bag)) else tree.values() if isinstance(tree, dict) else tree
+    return not isinstance(tree, str) and isinstance(kids, Iterable) and any(map(_holds_tensors, kids))
+
+
+def _same_tree(a: Any, b: Any) -> bool:
+    """Equal trees: the same kinds, tensors of the same dtype and values, attributes too."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and bool(np.array_equal(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same_tree(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same_tree(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, (_Cell, _Bag)):
+        return _same_tree(vars(a), vars(b))
+    return bool(a == b)
+
+
+@given(
+    spec=st.tuples(st.sampled_from(sorted(_KINDS)), st.lists(_TREES, min_size=2, max_size=2)),
+    setting=st.sampled_from(sorted(_SETTINGS)),
+    changes=st.lists(st.tuples(st.integers(0, 20), st.sampled_from(["add", "pop", "set"])), max_size=5),
+)
+def test_changes_to_nested_registered_containers_reach_the_callers(spec: Any, setting: str, changes: list[Any]) -> None:
+    """Whatever the function changes in nested containers it was handed (dicts, lists,
+    dataclasses and a user's type registered with an update, inside tuples and namedtuples
+    too) is what the caller's containers hold afterwards, new arrays as tensors, in every
+    mode and config block, on the flat and the generic call alike."""
+    options, block = _SETTINGS[setting]
+
+    def change(state: Any) -> None:
+        for where, op in changes:
+            targets = _mutable(state)
+            if targets:
+                _change(targets[where % len(targets)], op, np.full(2, float(where)))
+
+    twin = _grown(spec)
+    rebuilt = {id(c) for c in _mutable(twin) if _holds_tensors(c)}  # a container without is handed as it is
+    for where, op in changes:
+        targets = _mutable(twin)
+        if targets:
+            target = targets[where % len(targets)]
+            new = (
+                torch.full((2,), float(where), dtype=torch.float64)
+                if id(target) in rebuilt
+                else np.full(2, float(where))
+            )
+            _change(target, op, new)
+    for decorated in both(ac.accepts_numpy(**options), change):
+        state = _grown(spec)
+        with ac.config(**block):
+            decorated(state)
+        assert _same_tree(state, twin), (state, twin)
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_a_registered_container_with_an_update_takes_changes_back(mode: str) -> None:
+    """A user's type registered with an update takes what the function changed in its rebuilt
+    copy (a new array as a tensor), and a dict subclass registered without one takes it as a
+    dict does, in every mode."""
+
+    class Scores(dict):  # type: ignore[type-arg]
+        pass
+
+    ac.register_container(Scores, lambda d: (list(d.values()), list(d)), lambda c, k: Scores(zip(k, c, strict=True)))
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def grow(bag: _Bag, scores: Scores) -> None:
+        bag.items.append(np.ones(1))
+        scores["new"] = bag.items[0]
+
+    first = torch.zeros(1)
+    bag, scores = _Bag([first]), Scores(old=torch.ones(1))
+    grow(bag, scores)
+    assert len(bag.items) == 2 and bag.items[0] is first and bag.items[1].dtype == torch.float64
+    assert list(scores) == ["old", "new"] and scores["new"] is first

@@ -617,8 +617,9 @@ class _Pair:
 
 
 def test_a_change_a_registered_container_cannot_take_is_refused() -> None:
-    """A type registered with flatten/unflatten has no way to take a change back: the call
-    raises, naming the argument and where in it the change was, never dropping it silently."""
+    """A type registered with flatten/unflatten alone has no way to take a change back: the
+    call raises, naming the argument and where in it the change was, never dropping it
+    silently, and saying how to give it one."""
     ac.register_container(_Pair, lambda p: ((p.a, p.b), None), lambda c, _: _Pair(*c))
 
     @ac.accepts_numpy(writeback=True)
@@ -630,9 +631,10 @@ def test_a_change_a_registered_container_cannot_take_is_refused() -> None:
     assert str(info.value) == (
         "test_a_change_a_registered_container_cannot_take_is_refused.<locals>.swap(): argument pair was changed "
         "by the function (at [1]), and a _Pair cannot take the change back: the function was handed a rebuilt "
-        "copy (its tensors as arrays), and only a dict, a list or a dataclass that is not frozen takes back changes "
-        "made to one. Found tests.test_sweep._Pair. "
-        "Fix: return the changed value instead, or make the change on the caller's side."
+        "copy (its tensors as arrays), and only a dict, a list, a dataclass that is not frozen or a type registered "
+        "with an update takes back changes made to one. Found tests.test_sweep._Pair. Fix: register _Pair with an "
+        "update (autoconvert.register_container(..., update=...)), return the changed value instead, or make the "
+        "change on the caller's side."
     )
 
 

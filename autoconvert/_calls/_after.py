@@ -24,7 +24,7 @@ from autoconvert._conversions._mutations import Rebuilt, Record, changed, path_t
 from autoconvert._conversions._to_torch import Target
 from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
-from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
+from autoconvert._errors import ConversionError, KeyEntry, LeafError, ReadOnlyError, message
 
 from ._callbacks import to_tensors
 from ._failures import writable_fixes
@@ -141,8 +141,8 @@ class ContainerChanges:
             error.keys += reversed(below)
             raise error.public(self.function, "argument", root) from None
 
-    def _where(self, container: Any, given: Given) -> tuple[str, list[str]]:
-        """The argument holding ``container``, and the path segments below it."""
+    def _where(self, container: Any, given: Given) -> tuple[str, list[KeyEntry]]:
+        """The argument holding ``container``, and the key entries below it."""
         args, kwargs, instance = given
         params = self.inputs.params
         offset = params.offset(instance)

@@ -30,7 +30,7 @@ from autoconvert._adapters._table import (
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import FROZEN
-from autoconvert._errors import ReadOnlyError, message
+from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 
 from ._inputs import NumpyInputs
 from ._signature import Given, _record, _tensor_paths
@@ -210,7 +210,7 @@ def refused_by(
     arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
     if _has_attributes(given.instance):
         arrays += [
-            (f"self.{name}{path}", a)
+            (keystr("self", (GetAttrKey(name), *path)), a)
             for name, value in vars(given.instance).items()
             for path, a in _array_walker.leaves_with_paths(value)
         ]

@@ -18,7 +18,7 @@ import torch
 
 from autoconvert._conversions import _devices
 from autoconvert._conversions._tree import Mapper
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
 
 from ._observe import PathOf
 
@@ -119,12 +119,12 @@ class Parameters:
         if i < len(names):
             return names[i]
         if self.varargs:
-            return f"{self.varargs}[{i - len(names)}]"
+            return keystr(self.varargs, [SequenceKey(i - len(names))])
         documented = self.documented[offset:]
-        return (documented[i] if i < len(documented) else None) or f"args[{i}]"
+        return (documented[i] if i < len(documented) else None) or keystr("args", [SequenceKey(i)])
 
     def keyword_name(self, key: str) -> str:
-        return key if key in self.keywords or not self.varkw else f"{self.varkw}[{key!r}]"
+        return key if key in self.keywords or not self.varkw else keystr(self.varkw, [MappingKey(key)])
 
     def selects(self, names: frozenset[str], positional_index: int | None, key: str | None, offset: int) -> bool:
         """Whether the argument at a position, or under a keyword, belongs to ``names``."""
@@ -188,9 +188,9 @@ def _tensor_paths(
     offset = params.offset(instance)
     placed = []
     for i, a in enumerate(args):
-        placed += [(params.positional_name(i, offset) + p, t) for p, t in walker.leaves_with_paths(a)]
+        placed += [(keystr(params.positional_name(i, offset), p), t) for p, t in walker.leaves_with_paths(a)]
     for k, v in kwargs.items():
-        placed += [(params.keyword_name(k) + p, t) for p, t in walker.leaves_with_paths(v)]
+        placed += [(keystr(params.keyword_name(k), p), t) for p, t in walker.leaves_with_paths(v)]
     return placed
 
 
@@ -205,9 +205,9 @@ def path_finder(params: Parameters) -> PathOf:
                 if leaf is value:
                     return f"argument {path}"
         for returned in result:
-            for path, leaf in _VALUES.leaves_with_paths(returned):
+            for keys, leaf in _VALUES.leaves_with_paths(returned):
                 if leaf is value:
-                    return f"result{path}"
+                    return keystr("result", keys)
         return None
 
     return path_of

@@ -5,8 +5,11 @@ an unflatten; everything else is a leaf, passed through untouched (the walk over
 is _tree's ``Mapper``). Built-in containers are registered through the same public
 ``register_container`` users call. Namedtuples,
 dataclasses and types registered with torch's pytree (model-output classes are) are
-recognised by type, once, and cached. This module imports neither torch nor NumPy: it
-looks for torch's pytree registry only if torch was already imported.
+recognised by type, once, and cached. Each node also says how a change the function made
+to a rebuilt copy becomes the caller's container's own (its ``Writes``, which _mutations
+uses): dicts, lists and dataclasses by their kind, any other type by the ``update`` it was
+registered with, or not at all. This module imports neither torch nor NumPy: it looks for
+torch's pytree registry only if torch was already imported.
 """
 
 from __future__ import annotations
@@ -18,34 +21,174 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, GetAttrKey, KeyEntry, LeafError, MappingKey, SequenceKey
 
 Flatten = Callable[[Any], "tuple[Sequence[Any], Any]"]
 Unflatten = Callable[[list[Any], Any], Any]
-KeyOf = Callable[[Any, int], str]
+#: ``update(obj, children, context)``: ``obj`` itself made to hold ``children`` (see register_container).
+Update = Callable[[Any, list[Any], Any], None]
+KeyOf = Callable[[Any, int], KeyEntry]
 #: What a node maps over its children: a Mapper (_tree), called as ``mapper(child, ctx)``.
 Walk = Callable[[Any, Any], Any]
 
 
-def _index_key(context: Any, i: int) -> str:
-    return f"[{i}]"
+def _index_key(context: Any, i: int) -> KeyEntry:
+    return SequenceKey(i)
+
+
+class Held(NamedTuple):
+    """What a container holds, as its ``Writes`` sees it: compared after a call, and taken."""
+
+    keys: list[Any]  # one per child, telling them apart: a dict's keys, indices, names, key entries
+    children: list[Any]
+    context: Any  # what ``Writes.take`` needs besides the children (a dict's keys, a flatten's context)
+
+
+class Writes:
+    """How a change made to a rebuilt copy becomes the caller's container's own: by default
+    from the node's flatten, taken by an ``update`` if the type was registered with one."""
+
+    __slots__ = ("node", "update")
+
+    def __init__(self, node: Node, update: Update | None) -> None:
+        self.node, self.update = node, update
+
+    def held(self, obj: Any) -> Held:
+        children, context = self.node.flatten(obj)
+        return Held([self.node.key(context, i) for i in range(len(children))], list(children), context)
+
+    def entry(self, key: Any) -> KeyEntry:
+        """The key entry of one of ``held``'s keys, for messages."""
+        return key  # type: ignore[no-any-return]  # flatten's keys are the node's key entries
+
+    def take(self, obj: Any, children: list[Any], context: Any) -> bool:
+        """Make ``obj`` itself hold ``children`` (``held``'s, of the changed copy); False where it cannot."""
+        if self.update is None:
+            return False
+        self.update(obj, children, context)
+        return True
+
+
+class _MappingWrites(Writes):
+    """A dict or a subclass: keys added, removed or moved, values set, through its own methods."""
+
+    __slots__ = ()
+
+    def held(self, obj: Any) -> Held:
+        items = dict(obj)
+        return Held(list(items), list(items.values()), list(items))
+
+    def entry(self, key: Any) -> KeyEntry:
+        return MappingKey(key)
+
+    def take(self, obj: Any, children: list[Any], context: Any) -> bool:
+        before = dict(obj)
+        if list(before) == context:
+            for key, value in zip(context, children, strict=True):
+                if value is not before[key]:
+                    obj[key] = value
+        else:  # keys added, removed or moved: the caller's dict (and its kind) keeps the new order
+            obj.clear()
+            obj.update(dict(zip(context, children, strict=True)))
+        return True
+
+
+class _ListWrites(Writes):
+    """A list or a subclass: its items replaced by the copy's."""
+
+    __slots__ = ()
+
+    def held(self, obj: Any) -> Held:
+        return Held(list(range(len(obj))), list(obj), None)
+
+    def entry(self, key: Any) -> KeyEntry:
+        return SequenceKey(key)
+
+    def take(self, obj: Any, children: list[Any], context: Any) -> bool:
+        obj[:] = children
+        return True
+
+
+class _DataclassWrites(Writes):
+    """A dataclass: its fields and attributes set or deleted; a frozen one takes none."""
+
+    __slots__ = ("fields", "frozen")
+
+    def __init__(self, node: Node, cls: type) -> None:
+        super().__init__(node, None)
+        self.fields = [f.name for f in dataclasses.fields(cls)]
+        self.frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+    def held(self, obj: Any) -> Held:
+        state = {**{name: getattr(obj, name) for name in self.fields}, **getattr(obj, "__dict__", {})}
+        return Held(list(state), list(state.values()), list(state))
+
+    def entry(self, key: Any) -> KeyEntry:
+        return GetAttrKey(key)
+
+    def take(self, obj: Any, children: list[Any], context: Any) -> bool:
+        if self.frozen:
+            return False
+        before = self.held(obj)
+        for name in before.keys:
+            if name not in context:
+                delattr(obj, name)
+        was = dict(zip(before.keys, before.children, strict=True))
+        for name, value in zip(context, children, strict=True):
+            if value is not was.get(name, _UNSEEN):
+                setattr(obj, name, value)
+        return True
+
+
+def _writes(cls: type | None, node: Node, update: Update | None) -> Writes:
+    """How ``cls``'s changes are taken: by ``update`` where given, else by its kind."""
+    if cls is None:
+        return Writes(node, update)
+    if update is None and issubclass(cls, dict):
+        return _MappingWrites(node, None)
+    if update is None and issubclass(cls, list):
+        return _ListWrites(node, None)
+    if update is None and dataclasses.is_dataclass(cls):
+        return _DataclassWrites(node, cls)
+    return Writes(node, update)
+
+
+def _with_writes(cls: type, node: Node, update: Update | None) -> Node:
+    node.kind, node.update = cls, update
+    return node
+
+
+_UNSEEN = object()
 
 
 class Node:
     """How to take one container type apart and put it back together.
 
     ``flatten(obj) -> (children, context)``, ``unflatten(children, context) -> obj``, and
-    ``key(context, i)``: the path segment of child ``i`` (``[0]``, ``['k']``, ``.name``).
+    ``key(context, i)``: the key entry of child ``i`` (``[0]``, ``['k']``, ``.name``);
+    ``writes``: how a change to a rebuilt copy becomes the caller's (see ``_writes``).
     """
 
-    __slots__ = ("flatten", "key", "unflatten")
+    __slots__ = ("_writes", "flatten", "key", "kind", "unflatten", "update")
 
     def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf = _index_key) -> None:
         self.flatten = flatten
         self.unflatten = unflatten
         self.key = key
+        self.kind: type | None = None  # the type it was registered or recognised for, and its update
+        self.update: Update | None = None
+        self._writes: Writes | None = None
+
+    @property
+    def writes(self) -> Writes:
+        """How a change to a rebuilt copy becomes the caller's, decided on first use (a
+        registration looks at nothing of the type: another thread may be deciding it)."""
+        found = self._writes
+        if found is None:
+            self._writes = found = _writes(self.kind, self, self.update)
+        return found
 
     def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
         """``obj`` with ``mapper`` applied to each child; ``obj`` itself if nothing changed."""
@@ -62,8 +205,8 @@ class Node:
             out.append(new)
         return self.unflatten(out, context) if changed else obj
 
-    def items(self, obj: Any) -> Iterator[tuple[str, Any]]:
-        """``(path segment, child)`` pairs, for messages."""
+    def items(self, obj: Any) -> Iterator[tuple[KeyEntry, Any]]:
+        """``(key entry, child)`` pairs, for messages."""
         children, context = self.flatten(obj)
         for i, child in enumerate(children):
             yield self.key(context, i), child
@@ -92,8 +235,14 @@ def register_container(
     unflatten: Unflatten,
     *,
     key: KeyOf | None = None,
+    update: Update | None = None,
 ) -> None:
     """Make autoconvert look inside instances of exactly ``cls``.
+
+    A function handed an instance holding tensors gets a rebuilt copy (its tensors as
+    arrays); what it changes in the copy is made the caller's instance's own after the call:
+    a dict or list subclass and a dataclass take it by their kind, any other type by
+    ``update``. Without one, such a change raises ``ConversionError`` naming where it was.
 
     Args:
         cls: the container type; subclasses are not covered (register them too).
@@ -101,16 +250,21 @@ def register_container(
         unflatten: ``(children, context) -> obj``, rebuilding an equivalent container.
         key: ``(context, i) -> str``, the path segment error messages show for child
             ``i``, such as ``".mask"``; ``"[i]"`` when omitted.
+        update: ``(obj, children, context) -> None``, making ``obj`` itself hold
+            ``children`` (in place of ``unflatten``'s new object), ``children`` and
+            ``context`` as ``flatten`` gives them for the changed copy, the children in
+            the caller's kind again.
 
     Example:
         >>> import autoconvert as ac
         >>> class Pair:
         ...     def __init__(self, a, b): self.a, self.b = a, b
-        >>> ac.register_container(Pair, lambda p: ((p.a, p.b), None), lambda c, _: Pair(*c))
+        >>> def update(p, children, _): p.a, p.b = children
+        >>> ac.register_container(Pair, lambda p: ((p.a, p.b), None), lambda c, _: Pair(*c), update=update)
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_container() needs a type, got {cls!r}")
-    _REGISTRY[cls] = Node(flatten, unflatten, key or _index_key)
+    _REGISTRY[cls] = _with_writes(cls, Node(flatten, unflatten, key or _index_key), update)
     GENERATION[0] += 1
     with _LISTENERS_LOCK:
         mappers = list(_LISTENERS)
@@ -121,12 +275,8 @@ def register_container(
 # --------------------------------------------------------------------------- built-ins
 
 
-def _mapping_key(keys: Any, i: int) -> str:
-    return f"[{keys[i]!r}]"
-
-
-def _attr_key(names: Any, i: int) -> str:
-    return f".{names[i]}"
+def _mapping_key(keys: Any, i: int) -> KeyEntry:
+    return MappingKey(keys[i])
 
 
 register_container(list, lambda x: (x, None), lambda c, _: c)
@@ -146,7 +296,7 @@ register_container(
     collections.defaultdict,
     lambda d: (list(d.values()), (d.default_factory, list(d))),
     lambda c, fk: collections.defaultdict(fk[0], zip(fk[1], c, strict=True)),
-    key=lambda fk, i: f"[{fk[1][i]!r}]",
+    key=lambda fk, i: MappingKey(fk[1][i]),
 )
 
 
@@ -175,8 +325,8 @@ def _fields_tuple_node(cls: type) -> Node:
             new.__dict__.update(zip(extras, children[count:], strict=True))
         return new
 
-    def key(context: Any, i: int) -> str:
-        return f".{fields[i]}" if i < count else f".{context[0][i - count]}"
+    def key(context: Any, i: int) -> KeyEntry:
+        return GetAttrKey(fields[i] if i < count else context[0][i - count])
 
     has_dict = getattr(cls, "__dictoffset__", 0) != 0
     methods = [n for n in _public_methods(cls) if n not in fields] if has_dict else []
@@ -243,7 +393,7 @@ def _dict_subclass_node(cls: type) -> Node:
             dict.__setitem__(new, k, v)
         return new
 
-    return Node(lambda d: (list(d.values()), (list(d), d)), unflatten, lambda c, i: f"[{c[0][i]!r}]")
+    return Node(lambda d: (list(d.values()), (list(d), d)), unflatten, lambda c, i: MappingKey(c[0][i]))
 
 
 def _structseq_node(cls: type) -> Node:
@@ -262,7 +412,7 @@ def _dataclass_node(cls: type) -> Node:
             object.__setattr__(new, name, value)
         return new
 
-    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: f".{names[i]}")
+    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: GetAttrKey(names[i]))
 
 
 def _pytree_node(cls: type) -> Node | None:
@@ -289,11 +439,27 @@ def is_scipy_sparse(cls: type) -> bool:
     return sp is not None and issubclass(cls, (sp.sparray, sp.spmatrix))
 
 
+def registered(cls: type) -> bool:
+    """Whether ``cls`` was registered with ``register_container`` (not recognised by its kind)."""
+    return cls in _REGISTRY
+
+
+#: The nodes of types recognised by their kind, made once: a registration of the type comes
+#: first (the registry is looked in first), and none of another type changes them.
+_RECOGNISED: dict[type, Node] = {}
+
+
 def node_for(cls: type) -> Node | None:
     """The container node for exact type ``cls``, or ``None`` for a leaf."""
-    node = _REGISTRY.get(cls)
-    if node is not None:
-        return node
+    node = _REGISTRY.get(cls) or _RECOGNISED.get(cls)
+    if node is None:
+        node = _recognised(cls)
+        if node is not None:
+            _RECOGNISED[cls] = node = _with_writes(cls, node, None)
+    return node
+
+
+def _recognised(cls: type) -> Node | None:
     if issubclass(cls, tuple):
         if hasattr(cls, "_fields"):
             return _fields_tuple_node(cls)

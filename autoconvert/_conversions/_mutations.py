@@ -8,18 +8,19 @@ replaced, a dataclass field or attribute set. A value the function put in conver
 result would (new arrays become tensors), except a value it was handed, which is the
 caller's again: an array its tensor, a rebuilt container the caller's container. A
 container without tensors is handed as it is, so its changes are the caller's already.
+What a container holds and how it takes a change are its registered node's (its
+``Writes``, see _containers): this module compares and hands over, and never asks a type.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, KeyEntry, LeafError
 
-from ._containers import node_for
+from ._containers import Held, node_for, registered
 
 #: The caller's container, the one the function was handed, and what that held then (see ``_held``).
 Record = tuple[Any, Any, Any]
@@ -39,9 +40,16 @@ def rebuilt(records: Rebuilt | None, original: Any, handed: Any) -> Rebuilt:
 
 def _held(container: Any) -> Any:
     """What ``container`` holds, to compare after the call: an exact list's or dict's copy (a
-    flat call's container of tensors pays one copy), any other container's children by key."""
+    flat call's container of tensors pays one copy), any other container's ``Held``."""
     kind = type(container)
-    return kind(container) if kind is list or kind is dict else children(container)
+    return kind(container) if kind is list or kind is dict else held(container)
+
+
+def held(container: Any) -> Held:
+    """What ``container`` holds, as its node's ``Writes`` sees it."""
+    node = node_for(type(container))
+    assert node is not None  # only containers are rebuilt
+    return node.writes.held(container)
 
 
 def changed(records: Iterable[Record]) -> bool:
@@ -49,16 +57,19 @@ def changed(records: Iterable[Record]) -> bool:
     checks, all a call that changed none pays after it."""
     is_ = operator.is_
     for _, handed, before in records:
-        now = handed if type(handed) is list or type(handed) is dict else children(handed)
-        if len(now) != len(before) or not all(map(is_, now, before)):  # items, or keys in order
-            return True
-        if type(now) is dict and not all(map(is_, now.values(), before.values())):
-            return True
+        kind = type(handed)
+        if kind is list or kind is dict:
+            if len(handed) != len(before) or not all(map(is_, handed, before)):  # items, or keys in order
+                return True
+            if kind is dict and not all(map(is_, handed.values(), before.values())):
+                return True
+        else:
+            now = held(handed)
+            if len(now.children) != len(before.children) or not all(map(is_, now.children, before.children)):
+                return True
+            if now.keys != before.keys:
+                return True
     return False
-
-
-def _by_key(held: Any) -> dict[Any, Any]:
-    return dict(enumerate(held)) if type(held) is list else held
 
 
 def settle(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[Any, LeafError]]:
@@ -80,11 +91,13 @@ def settle(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[A
     for original, handed, before in records:
         if not changed([(original, handed, before)]):  # another record of its container's may have changed
             continue
-        now = {key: back(value) for key, value in children(handed).items()}
-        try:
-            _apply(original, now)
-        except LeafError as e:
-            refused.append((original, e))
+        now = held(handed)
+        children = [back(value) for value in now.children]
+        then = held(original)
+        if now.keys == then.keys and all(map(operator.is_, children, then.children)):
+            continue
+        if not node_for(type(original)).writes.take(original, children, now.context):  # type: ignore[union-attr]
+            refused.append((original, _refusal(original, then, Held(now.keys, children, now.context))))
     return refused
 
 
@@ -94,70 +107,33 @@ def _handed_back(records: list[Record]) -> dict[int, Any]:
     mine: dict[int, Any] = {}
     for original, handed, before in records:
         mine[id(handed)] = original
-        caller = children(original)
-        for key, value in _by_key(before).items():
-            mine.setdefault(id(value), caller[key])
+        then = before if type(before) is Held else held(before)  # an exact list's or dict's copy
+        for value, caller in zip(then.children, held(original).children, strict=True):
+            mine.setdefault(id(value), caller)
     return mine
 
 
-def children(obj: Any) -> dict[Any, Any]:
-    """What ``obj`` holds, by key: a mapping's items, a sequence's by index, a dataclass's
-    fields and attributes, another registered container's children by index."""
-    if isinstance(obj, dict):
-        return dict(obj)
-    if isinstance(obj, (list, tuple)):
-        return dict(enumerate(obj))
-    if dataclasses.is_dataclass(obj):
-        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        return {**fields, **getattr(obj, "__dict__", {})}
-    node = node_for(type(obj))
-    return dict(enumerate(node.flatten(obj)[0])) if node is not None else {}
-
-
-def _apply(original: Any, now: dict[Any, Any]) -> None:
-    """Make ``original`` hold ``now`` (key: value), in its order; a LeafError where it cannot."""
-    before = children(original)
-    if list(now) == list(before) and all(map(operator.is_, now.values(), before.values())):
-        return
-    if isinstance(original, dict):
-        if list(now) == list(before):
-            for key, value in now.items():
-                if value is not before[key]:
-                    original[key] = value
-        else:  # keys added, removed or moved: the caller's dict (and its kind) keeps the new order
-            original.clear()
-            original.update(now)
-        return
-    if isinstance(original, list):
-        original[:] = now.values()
-        return
-    if dataclasses.is_dataclass(original) and not getattr(original, "__dataclass_params__").frozen:  # noqa: B009 - untyped
-        for name in before.keys() - now.keys():
-            delattr(original, name)
-        for name, value in now.items():
-            if value is not before.get(name, _MISSING):
-                setattr(original, name, value)
-        return
-    key = next(k for k in [*before, *now] if before.get(k, _MISSING) is not now.get(k, _MISSING))
-    raise LeafError(
+def _refusal(original: Any, then: Held, now: Held) -> LeafError:
+    """The fact of a change ``original`` cannot take: the first child it was made at."""
+    before, after = dict(zip(then.keys, then.children, strict=True)), dict(zip(now.keys, now.children, strict=True))
+    key = next(k for k in [*before, *after] if before.get(k, _MISSING) is not after.get(k, _MISSING))
+    kind = type(original)
+    entry: KeyEntry = node_for(kind).writes.entry(key)  # type: ignore[union-attr]
+    fix = "return the changed value instead, or make the change on the caller's side"
+    if registered(kind):  # one it could take, told how
+        fix = f"register {kind.__qualname__} with an update (autoconvert.register_container(..., update=...)), {fix}"
+    return LeafError(
         ConversionError,
-        f"was changed by the function (at {segment(original, key)}), and a {type(original).__qualname__} "
-        "cannot take the change back: the function was handed a rebuilt copy (its tensors as arrays), and only "
-        "a dict, a list or a dataclass that is not frozen takes back changes made to one",
-        f"{type(original).__module__}.{type(original).__qualname__}",
-        "return the changed value instead, or make the change on the caller's side",
+        f"was changed by the function (at {entry}), and a {kind.__qualname__} cannot take the change back: the "
+        "function was handed a rebuilt copy (its tensors as arrays), and only a dict, a list, a dataclass that is "
+        "not frozen or a type registered with an update takes back changes made to one",
+        f"{kind.__module__}.{kind.__qualname__}",
+        fix,
     )
 
 
-def segment(container: Any, key: Any) -> str:
-    """``key``'s path segment in ``container``: ``['k']``, ``[0]``, ``.name``."""
-    if isinstance(container, dict) or not isinstance(key, (int, str)):
-        return f"[{key!r}]"
-    return f"[{key}]" if isinstance(key, int) else f".{key}"
-
-
-def path_to(value: Any, container: Any, seen: set[int] | None = None) -> list[str] | None:
-    """The path segments from ``value`` down to ``container`` (found by identity), or None:
+def path_to(value: Any, container: Any, seen: set[int] | None = None) -> list[KeyEntry] | None:
+    """The key entries from ``value`` down to ``container`` (found by identity), or None:
     only for a message, after a refusal; a container met twice is looked in once."""
     if value is container:
         return []

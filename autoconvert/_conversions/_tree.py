@@ -11,7 +11,7 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, KeyPath, LeafError, MappingKey, SequenceKey
 
 from ._containers import BUILTIN_NODES, GENERATION, Node, listen, node_for
 
@@ -155,7 +155,7 @@ class Mapper:
             for child in obj:
                 out.append((get(type(child)) or resolve(type(child)))(child, ctx))
         except LeafError as e:
-            e.keys.append(f"[{len(out)}]")
+            e.keys.append(SequenceKey(len(out)))
             raise
         if not any(map(operator.is_not, out, obj)):
             return obj
@@ -169,7 +169,7 @@ class Mapper:
             for key, child in obj.items():
                 out[key] = (get(type(child)) or resolve(type(child)))(child, ctx)
         except LeafError as e:
-            e.keys.append(f"[{key!r}]")
+            e.keys.append(MappingKey(key))
             raise
         return out if any(map(operator.is_not, out.values(), obj.values())) else obj
 
@@ -183,8 +183,8 @@ class Mapper:
         """Whether instances of ``cls`` are converted by a leaf function."""
         return cls in self._leaves or any(base in self._leaves for base in cls.__mro__[1:])
 
-    def leaves_with_paths(self, obj: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-        """``(path, leaf)`` for every convertible leaf: the slow walk error messages use."""
+    def leaves_with_paths(self, obj: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, Any]]:
+        """``(key entries, leaf)`` for every convertible leaf: the slow walk error messages use."""
         cls = type(obj)
         if self.is_leaf_type(cls):
             yield path, obj
@@ -192,4 +192,4 @@ class Mapper:
         node = node_for(cls) if self._nested else None
         if node is not None:
             for key, child in node.items(obj):
-                yield from self.leaves_with_paths(child, path + key)
+                yield from self.leaves_with_paths(child, (*path, key))

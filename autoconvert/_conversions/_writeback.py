@@ -183,7 +183,7 @@ class Private:
     __slots__ = ("array", "owner", "references")
 
     def __init__(self, private: NDArray[Any]) -> None:
-        self.owner = np.asarray(memoryview(private))  # type: ignore[arg-type]  # ndarray exports a buffer; its stubs do not say
+        self.owner = np.asarray(memoryview(private))  # type: ignore[arg-type, unused-ignore]  # ndarray exports a buffer; stubs before NumPy 2.5 do not say
         self.array = self.owner[...]
         self.references = _references(self)
 

@@ -39,7 +39,7 @@ from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
 from autoconvert._conversions._tree import Mapper, cycle_error
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import ConversionError, LeafError, SequenceKey
 
 from ._annotations import Signature
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
@@ -292,7 +292,7 @@ def _refuse_carried_state(items: list[Any] | tuple[Any, ...], holder: str, withi
             elif isinstance(item, np.ndarray) and (refusal := state_refusal(item, holder)) is not None:
                 raise refusal
         except LeafError as e:
-            e.keys.append(f"[{i}]")
+            e.keys.append(SequenceKey(i))
             raise
 
 

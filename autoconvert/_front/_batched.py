@@ -36,6 +36,7 @@ from autoconvert._calls._options import (
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import Parameters
 from autoconvert._calls._wrapper import _shown, _Wrapper, unbound_instance, wrap
+from autoconvert._errors import SequenceKey, keystr
 from autoconvert._pickling import by_reference
 
 from ._caps import has_threadpoolctl
@@ -504,7 +505,7 @@ def _batch(name: str, where: int | str, value: Any) -> tuple[Any, int] | None:
 
 
 def _label(where: int | str) -> str:
-    return f"args[{where}]" if isinstance(where, int) else where
+    return keystr("args", [SequenceKey(where)]) if isinstance(where, int) else where
 
 
 shows_options(batched, [inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None)], "batched")

@@ -33,7 +33,7 @@ from autoconvert._calls._escape import compiling
 from autoconvert._calls._observe import count_cupy, count_not_cupy
 from autoconvert._calls._options import DEFAULTS
 from autoconvert._calls._signature import function_name
-from autoconvert._errors import ConversionError, message
+from autoconvert._errors import ConversionError, SequenceKey, keystr, message
 
 from ._cupy_call import on_device
 
@@ -237,7 +237,7 @@ class CupyFunction:
             return _tensor_refusal(where, value, device, widens)
         if type(value) in (list, tuple):  # a namedtuple or other subclass is no CuPy argument
             for i, item in enumerate(value):
-                found = self.argument(f"{where}[{i}]", item, device, widens)
+                found = self.argument(keystr(where, [SequenceKey(i)]), item, device, widens)
                 if found is not None:
                     return found
             return None

@@ -37,6 +37,7 @@ import torch
 
 from autoconvert._calls._checks import is_dask
 from autoconvert._calls._failures import REFUSED_ELSEWHERE
+from autoconvert._errors import MappingKey, SequenceKey, keystr
 
 from ._caps import capped, per_worker
 from ._chunks import (
@@ -445,8 +446,8 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
         )
     if not isinstance(error, pickle.PicklingError) and "pickle" not in str(error):
         return
-    named = [("fn", fn), *((f"args[{i}]", a) for i, a in enumerate(samples.args))]
-    named += [(f"kwargs[{k!r}]", v) for k, v in samples.kwargs.items()]
+    named = [("fn", fn), *((keystr("args", [SequenceKey(i)]), a) for i, a in enumerate(samples.args))]
+    named += [(keystr("kwargs", [MappingKey(k)]), v) for k, v in samples.kwargs.items()]
     for label, value in named:
         if type(value) is Batch:
             continue

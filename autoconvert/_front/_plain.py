@@ -23,7 +23,7 @@ from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._calls._signature import _TENSORS, Parameters
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor
-from autoconvert._errors import LeafError
+from autoconvert._errors import LeafError, keystr
 
 
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
@@ -49,7 +49,7 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     outputs, grad = _converter("to_numpy", options)
     converted = outputs.convert(obj, [], [], ((), {}, None))
     if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
-        grad.say([f"obj{path}" for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
+        grad.say([keystr("obj", path) for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
     return converted
 
 
