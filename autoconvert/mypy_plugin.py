@@ -14,7 +14,8 @@ function's own signature instead, which composes through stacked decorators:
   ``fake=``, its ``NumpyOp`` is called so too;
 - ``batched``: array parameters take a batch (a tensor, or a list or tuple of tensors);
   the result stays ``Any``, since whether the samples' results stack into one tensor or
-  come back as a list depends on the values.
+  come back as a list depends on the values, whatever its options (``dtype=``, ``device=``:
+  typed by ``BatchedOptions``) say of each tensor.
 
 It imports mypy only (never torch or NumPy): types are found by their full names in what
 mypy has already read, as autoconvert's own modules import both.

@@ -19,7 +19,9 @@ import autoconvert as ac
 from autoconvert._calls import _checks, _options
 from autoconvert._calls._options import (
     DEFAULTS,
+    INPUT_SIDE,
     OPTIONS,
+    OUTPUT_SIDE,
     TABLES,
     TAKERS,
     BatchSettings,
@@ -103,7 +105,9 @@ def test_each_taker_s_signature_is_its_options_from_the_table_its_own_first(take
     assert shown == DEFAULTS[taker]
     own = [f.name for f in dataclasses.fields({"numpy_op": OpSettings, "batched": BatchSettings}.get(taker, Policy))]
     assert list(shown)[: len(own)] == own or taker in ("torchify", "accepts_numpy")
-    assert "copy" not in DEFAULTS["batched"]  # the function's own wrapper converts a batch
+    # batched's conversion options are its pair's, less those its batches and samples decide
+    assert {"only", "exclude", "nested", "out_params"}.isdisjoint(DEFAULTS["batched"])
+    assert set(DEFAULTS["batched"]) - set(BatchSettings.__dataclass_fields__) <= INPUT_SIDE | OUTPUT_SIDE
 
 
 def test_torchify_s_defaults_are_the_table_s_and_then_the_library_s() -> None:
@@ -201,7 +205,7 @@ def test_the_api_page_lists_every_option_from_the_table() -> None:
     assert [row.split("`")[1] for row in rows] == [o.name for o in OPTIONS]
     assert rows[4] == (
         "| `grad` | <code>Literal['warn', 'detach', 'error']</code> | `'warn'` (`'detach'` for `to_numpy`) | "
-        "`accepts_numpy`, `adapt`, `torchify`, `numpy_op`, `to_numpy`, `config` | a tensor that requires grad: "
+        "`accepts_numpy`, `adapt`, `torchify`, `numpy_op`, `batched`, `to_numpy`, `config` | a tensor that requires grad: "
         "'warn' once per function, 'detach' silently, or 'error' |"
     )
 

@@ -59,7 +59,7 @@ TAKERS = (
 
 
 #: Who takes the options every converting taker takes (``"all"``): all but ``batched``, whose
-#: function's own wrapper converts.
+#: batches are the containers (``nested``) and whose call's parameters are its samples' (``only``).
 _CONVERTERS = tuple(t for t in TAKERS if t != "batched")
 
 
@@ -76,14 +76,16 @@ def _option(
     (see ``TABLES``), its ``check`` one of _checks'. ``takers`` names who takes it (``"all"``:
     every converting taker); ``accepts`` is the type a signature shows when it is wider than the
     resolved value's; ``defaults`` are takers' own defaults where they differ."""
-    named = _CONVERTERS if takers == "all" else tuple(takers.split())
+    named = tuple(name for taker in takers.split() for name in (_CONVERTERS if taker == "all" else (taker,)))
     unknown = set(named) - set(TAKERS)
     assert not unknown, unknown
     metadata = {"takers": named, "doc": doc, "check": check, "accepts": accepts, "defaults": defaults or {}}
     return dataclasses.field(default=default, metadata=metadata)
 
 
-_PAIRS = "torchify numpy_op"  # fused pairs take accepts_numpy's and returns_tensor's options
+#: What builds an accepts_numpy + returns_tensor pair takes its sides' options (batched: the pair
+#: each batch is converted with).
+_PAIRS = "torchify numpy_op batched"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,7 +108,7 @@ class Policy:
         accepts=DtypeLike,
     )
     copy: bool | None = _option(
-        None, "all", "None: copy only when needed; True: always; False: never (CopyError)", checks.copy_mode
+        None, "all batched", "None: copy only when needed; True: always; False: never (CopyError)", checks.copy_mode
     )
     writeback: bool = _option(
         False,
@@ -404,8 +406,21 @@ class OpOptions(AdaptOptions, total=False):
 
 
 class BatchedOptions(TypedDict, total=False):
-    """The options of ``batched``, for type checkers (``**options: Unpack[BatchedOptions]``)."""
+    """The options of ``batched``, for type checkers (``**options: Unpack[BatchedOptions]``): its
+    own, and those of the pair each batch is converted with (no ``nested``, ``only``,
+    ``exclude`` or ``out_params``: its batches and their samples are the arguments)."""
 
+    device: DeviceLike
+    dtype: DtypeLike
+    copy: bool | None
+    writeback: bool
+    grad: Grad
+    sparse: Sparse
+    sparse_layout: torch.layout | None
+    widen_float16: bool
+    check_writes: bool
+    transfers: Transfers
+    callbacks: bool
     workers: int | None
     executor: Any
     chunksize: int | None

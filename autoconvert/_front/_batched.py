@@ -24,22 +24,24 @@ import torch
 from autoconvert._calls._config import active
 from autoconvert._calls._observe import count_batch
 from autoconvert._calls._options import (
+    DEFAULTS,
     BatchedOptions,
     BatchSettings,
     Policy,
     check_callable,
+    settings_of,
     shows_options,
     validate,
 )
+from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import Parameters
-from autoconvert._calls._wrapper import _Wrapper, unbound_instance
+from autoconvert._calls._wrapper import _shown, _Wrapper, unbound_instance, wrap
 from autoconvert._errors import SequenceKey, keystr
 from autoconvert._pickling import by_reference
 
 from ._caps import has_threadpoolctl
 from ._chunks import Batch
 from ._chunks import run as run_chunk
-from ._decorators import accepts_numpy, returns_tensor
 from ._executors import Elsewhere, Progress, Samples, Threads, max_workers, seeds_on_threads
 from ._gather import Sink, gather
 from ._seeds import GlobalStates, Seeds
@@ -105,12 +107,25 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask,
             timed on its first samples) in the caller's thread; False: every batch
             on the workers.
+        **options: the options of ``accepts_numpy`` and ``returns_tensor`` that say how each
+            batch and the gathered result convert (``device``, ``dtype``, ``sparse_layout``;
+            ``copy``, ``writeback``, ``grad``, ``sparse``, ``widen_float16``,
+            ``check_writes``, ``transfers``, ``callbacks``): ``dtype=torch.float32`` casts
+            the floating results once, after gathering. Given to the pair ``batched`` wraps
+            ``fn`` in; where ``fn`` is already so decorated, added to its decorators'
+            options (a side ``fn`` lacks is added: ``dtype=`` on an ``accepts_numpy``
+            function gives tensors). An option ``fn``'s decorators were given another value
+            is refused, as is any for a function wrapped otherwise (torchify, adapt). A
+            ``config`` block sets those given nowhere.
 
     Raises:
         ValueError: batched arguments of different sizes, or no batched argument; on an
             executor, a function that writes into its arguments (``writeback=True``, its
             own or a ``config`` block's);
-            invalid options, when ``batched`` is applied.
+            invalid options, or an option ``fn``'s decorators were given another value,
+            when ``batched`` is applied.
+        TypeError: conversion options for a function autoconvert wraps other than with
+            ``accepts_numpy`` and ``returns_tensor``.
         pickle.PicklingError: a process pool's function, or an argument sent elsewhere,
             does not pickle.
         Exception: whatever ``fn`` raises, with a note naming the sample (PEP 678). The
@@ -122,20 +137,91 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         >>> per_row_max(torch.tensor([[1, 5], [7, 2]]))
         tensor([5, 7])
     """
-    settings = BatchSettings(**validate(options, "batched"))
+    settings, converting = settings_of(BatchSettings, validate(options, "batched"))
     _check(settings)
     if fn is None:
-        return lambda f: _batched(f, settings)
-    return _batched(fn, settings)
+        return lambda f: _batched(f, settings, converting)
+    return _batched(fn, settings, converting)
 
 
-def _batched(fn: Callable[..., Any], settings: BatchSettings) -> Batched:
+def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str, Any]) -> Batched:
+    """``options``: batched's conversion options (checked), for the call that converts each batch."""
     check_callable(fn, "batched")
-    call: Any = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
-    raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    call = _converting(fn, options, name)
+    raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     where = _where(raw, call, settings, name)
-    return Batched(fn, call, settings, name=name, where=where, seeds=_seeds(raw, settings.seed, where, name))
+    seeds = _seeds(raw, settings.seed, where, name)
+    return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds)
+
+
+#: The sides of the pair batched converts with, in the order a pair's wrapper lists them.
+_PAIR = ("accepts_numpy", "returns_tensor")
+_NOT_GIVEN = object()
+
+
+class BatchedPlan(Plan):
+    """The plan of the pair that converts each batch, where ``batched`` made it or added its
+    options to ``fn``'s decorators: an option it was given (``given``), or any where it made the
+    pair (``made``), goes to the ``ac.batched`` call in messages."""
+
+    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], *, given: frozenset[str], made: bool) -> None:
+        self.given = given
+        self.made = made
+        super().__init__(func, sides)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        return functools.partial(type(self), given=self.given, made=self.made)
+
+    def maker(self, assignment: str) -> str:
+        if self.made or assignment.partition("=")[0] in self.given:
+            return f"ac.batched({self.function.removesuffix('()')}, {assignment})"
+        return super().maker(assignment)
+
+
+def _converting(fn: Any, options: dict[str, Any], name: str) -> Any:
+    """What converts each batch: ``returns_tensor(accepts_numpy(fn))`` with ``options``, or the
+    wrapper autoconvert made of ``fn``, with ``options`` added to its sides (see ``_sides``)."""
+    if not isinstance(fn, _Wrapper):
+        sides = {side: {k: v for k, v in options.items() if k in DEFAULTS[side]} for side in _PAIR}
+        return wrap(fn, BatchedPlan(fn, sides, given=frozenset(options), made=True))
+    if not options:
+        return fn
+    return wrap(
+        fn.__wrapped__, BatchedPlan(fn.__wrapped__, _sides(fn, options, name), given=frozenset(options), made=False)
+    )
+
+
+def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
+    """The sides of ``fn``'s decorators with ``options`` added: each to the sides it has that take
+    it, else to the one of the pair that does (fused, as stacking that decorator would). A
+    value one of them was given already is refused unless equal: neither is the one a reader
+    of either line would expect to win."""
+    plan = fn._self_plan
+    assignments = ", ".join(f"{k}={_shown(v)}" for k, v in options.items())
+    if type(plan) is not Plan or not set(plan.sides) <= set(_PAIR):
+        start = f"autoconvert.batched({name}): batched adds its conversion options ({assignments}) to the "
+        start += f"accepts_numpy and returns_tensor decorators only, and {name}"
+        if type(plan) is Plan:  # accepts_tensor, returns_numpy: torch code called from NumPy code
+            wrapped = " + ".join(f"@ac.{side}" for side in plan.sides)
+            raise TypeError(f"{start} is decorated with {wrapped}, the other way round. Fix: pass it undecorated")
+        raise TypeError(
+            f"{start} was not made by them. Fix: pass it undecorated, or give the options to "
+            f"{plan.maker(assignments)} instead"
+        )
+    sides = {side: dict(plan.sides.get(side, {})) for side in _PAIR}
+    for option, value in options.items():
+        takers = [s for s in _PAIR if option in DEFAULTS[s] and s in plan.sides]
+        for side in takers or [s for s in _PAIR if option in DEFAULTS[s]]:
+            given = sides[side].get(option, _NOT_GIVEN)
+            if given is not _NOT_GIVEN and given != value:
+                raise ValueError(
+                    f"autoconvert.batched({name}): {option}= is given twice: {option}={_shown(value)} to batched, and "
+                    f"{option}={_shown(given)} in {plan.maker(f'{option}={_shown(given)}')}. Fix: give it in one "
+                    "place"
+                )
+            sides[side][option] = value
+    return {side: sides[side] for side in _PAIR if side in plan.sides or sides[side]}
 
 
 def _check(settings: BatchSettings) -> None:
@@ -202,9 +288,18 @@ class Batched:
     live pool does not pickle."""
 
     def __init__(
-        self, fn: Any, call: Any, settings: BatchSettings, *, name: str, where: Any, seeds: Seeds | None
+        self,
+        fn: Any,
+        call: Any,
+        settings: BatchSettings,
+        options: dict[str, Any],
+        *,
+        name: str,
+        where: Any,
+        seeds: Seeds | None,
     ) -> None:
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
+        self._options = options  # batched's own conversion options, which the call holds
         self._convert = call._self_plan.default.call  # its protocol, around the map instead of fn
         self._instance = unbound_instance(call)
         self._raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
@@ -339,7 +434,7 @@ class Batched:
                 f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
                 "assign it to a module-level name to pickle it by reference"
             )
-        return _batched, (self.__wrapped__, self._settings)
+        return _batched, (self.__wrapped__, self._settings, self._options)
 
 
 def _carry_note(error: BaseException, label: str) -> None:

@@ -417,6 +417,9 @@ def _batched(batched: Batched) -> Explanation:
         "on NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
         "converted once."
     ]
+    if batched._options:
+        given = ", ".join(f"{name}={option_words(value)}" for name, value in batched._options.items())
+        notes.append(f"Given to batched and held by the call below: {given}.")
     if where is None:
         notes.append("Samples run one after another in the caller's thread.")
     else:

@@ -123,3 +123,19 @@ per_row: Callable[..., Any] = per_row_max
 decorate: Callable[[Callable[..., Any]], Callable[..., Any]] = ac.batched(chunksize=4, progress=True)
 seeded = ac.batched(np.max, workers=2, threads_per_worker=1, seed=np.random.SeedSequence(0), in_caller=False)
 seeded_call: Callable[..., Any] = seeded
+as_float32 = ac.batched(
+    np.max,
+    dtype=torch.float32,
+    device="cpu",
+    copy=True,
+    writeback=False,
+    grad="detach",
+    sparse="array",
+    sparse_layout=None,
+    widen_float16=True,
+    check_writes=False,
+    transfers="warn",
+    callbacks=False,
+)
+as_float32_call: Callable[..., Any] = as_float32
+as_input: Callable[[Callable[..., Any]], Callable[..., Any]] = ac.batched(dtype="input", device=0, workers=2)

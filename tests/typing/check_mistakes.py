@@ -52,7 +52,7 @@ def compiled_sine(x: Array, scale: float = 1.0) -> Array:
     return out
 
 
-@ac.batched(chunksize=4)
+@ac.batched(chunksize=4, dtype=torch.float32)
 def row_norm(row: Array, order: int = 2) -> float:
     return float(np.linalg.norm(row, ord=order))
 
