@@ -60,7 +60,7 @@ class WriteBack:
         self.inputs = inputs
         self.gives_back = gives_back
         self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
-        self._writeback = inputs.writeback
+        self._writeback = inputs.policy.writeback
 
     def begin(
         self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -117,7 +117,7 @@ class Runner:
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
         step (see _after); the result converted."""
         spec, inputs = self.spec, self.inputs
-        readonly, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
+        refuses_writes, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         converts, settles = inputs is not None, isinstance(inputs, NumpyInputs)
         after = self._after_step()
@@ -167,7 +167,7 @@ class Runner:
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                failed(e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (plain or odd))
                 raise
             if watches_body and type(result) is GeneratorType:
                 result = self._watched_body(result, ctx, given, (args, kwargs), plain or odd)
@@ -215,13 +215,13 @@ class Runner:
         ctx: Context | None,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
-        read_only: Any,
+        handed_read_only: Any,
     ) -> Generator[Any, Any, Any]:
         """A generator function's ``generator``, whose body's failures meet ``failed`` as the
         call's own would: a write into a read-only array handed over is a ReadOnlyError."""
 
         def body_failed(error: BaseException) -> None:
-            self.failed(error, None, ctx, given, handed=handed, read_only=read_only)
+            self.failed(error, None, ctx, given, handed=handed, handed_read_only=handed_read_only)
 
         return lazily(generator, _itself, body_failed)
 
@@ -269,11 +269,11 @@ class Runner:
         given: Given,
         *,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
-        read_only: Any,
+        handed_read_only: Any,
     ) -> None:
         """The function raised ``error``: the after step still runs (a failure of its own is a
-        note on ``error``), and NumPy's refusal to write into a read-only array handed to it
-        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
+        note on ``error``), and where the call handed read-only arrays (``handed_read_only``),
+        NumPy's refusal to write into one (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see _failures)."""
         if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
             self._after_failure(after, ctx, given, handed, error)
@@ -283,18 +283,18 @@ class Runner:
         if self.spec.stands_in:  # the object's own attributes, never the stand-in's tensors
             given = given_args(given.args, given.kwargs, given.instance.__wrapped__)  # type: ignore[attr-defined]
         # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
-        read_only = read_only or (self.spec.refuses_writes and given.instance is not None)
+        handed_read_only = handed_read_only or (self.spec.refuses_writes and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
-            refused = refused_by(error, inputs, handed, given) if read_only else None
+            refused = refused_by(error, inputs, handed, given) if handed_read_only else None
             if refused is not None:
                 raise read_only_error(
-                    self.function, error, refused, writeback=inputs.writeback, site=self.spec.site
+                    self.function, error, refused, writeback=inputs.policy.writeback, site=self.spec.site
                 ) from error
             site = self.spec.site
             notes = (
                 hints(error, inputs, _tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
             )
-            if isinstance(error, TypeError) and not inputs.callbacks and arrays_met_torch(str(error)):
+            if isinstance(error, TypeError) and not inputs.policy.callbacks and arrays_met_torch(str(error)):
                 notes += callback_hints(inputs, given, site)
         except RecursionError:
             return

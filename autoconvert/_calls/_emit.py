@@ -50,7 +50,7 @@ class Kind(NamedTuple):
     value: Step  # each argument's conversion
     result: Result  # the result's
     places: bool  # the function gets tensors placed on a device
-    hands_read_only: bool  # the function gets read-only arrays
+    read_only: bool  # the function gets read-only arrays (see _spec's ``Spec.read_only``)
     writes_at: int | None  # the first positional out-parameter (None: it has none)
     #: The function is a guard's (see _guards.Guarded.calls_directly): called directly, a
     #: refusal of read-only arrays on entry sent to the generic call, whose guard retries it.

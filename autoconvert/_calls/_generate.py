@@ -33,7 +33,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
     directly, and a refusal on entry goes to the generic call, through the guard."""
     if kind.stands_in:  # the stand-in's device: the CPU, where the call had (CPU) tensors
         s.add(level, "if took_plain and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
-    if not kind.hands_read_only and not kind.retries:
+    if not kind.read_only and not kind.retries:
         s.add(level, f"result = wrapped({arguments})")
         _changed(s, level, kind)
         return
@@ -48,7 +48,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
         s.to_generic(level + 2)
     s.add(
         level,
-        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=took_plain)",
+        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), handed_read_only=took_plain)",
         "    raise",
     )
     _changed(s, level, kind)

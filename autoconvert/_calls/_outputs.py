@@ -202,10 +202,10 @@ class TensorOutputs(Outputs):
         *,
         argument: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
-        read_only_inputs: bool = False,
+        read_only: bool = False,
         objects: Callable[[type], Leaf | None] | None = None,
     ) -> None:
-        """``read_only_inputs``: the function was handed read-only views of the caller's tensors, so a
+        """``read_only``: the function was handed read-only views of the caller's tensors, so a
         tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased.
         ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
         for its package's objects), or None to keep them as they are."""
@@ -219,7 +219,7 @@ class TensorOutputs(Outputs):
             {
                 np.ndarray: array_to_tensor,
                 np.generic: array_to_tensor,
-                torch.Tensor: self._unaliased if read_only_inputs else self._tensor,
+                torch.Tensor: self._unaliased if read_only else self._tensor,
                 Returned: _given_back,
                 **_LATER,
             },

@@ -160,11 +160,11 @@ def specialised(
     if writes is not None and writes_at is None:
         writes_at = MOST_POSITIONAL + 1
     kind = Kind(
-        spec.value,
-        spec.result,
-        isinstance(inputs, TensorInputs),
-        spec.read_only,
-        writes_at,
+        value=spec.value,
+        result=spec.result,
+        places=isinstance(inputs, TensorInputs),
+        read_only=spec.read_only,
+        writes_at=writes_at,
         stands_in=spec.stands_in,
     )
     namespace = _namespace(spec, generic, failed)
@@ -218,7 +218,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
             inputs.mapper.resolve(cls)
         exec(_items_code(spec.value), namespace)  # numpy_items, in the plan's namespace (its kept)
     if isinstance(inputs, TensorInputs):
-        namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
+        namespace.update(device=inputs.policy.device, casts=inputs.fixed_casts, copy=inputs.policy.copy)
     if isinstance(outputs, TensorOutputs):
         mapper = outputs.mapper
         for cls in (tuple, list, dict):

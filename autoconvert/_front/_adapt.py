@@ -30,7 +30,7 @@ from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import Given, function_name
-from autoconvert._calls._spec import Spec, spec_of
+from autoconvert._calls._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
 from autoconvert._calls._wrapper import is_wrapper, wrap
 from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import is_scipy_sparse
@@ -74,7 +74,8 @@ class AdaptPlan(Plan):
             TensorOutputs(self.function, self.params, _RETURNING),
             site=self.option_site,
         )
-        return spec._replace(
+        return dataclasses.replace(
+            spec,
             value=ASKED,
             parameters=self.signature.steps(self.params),
             result=CALLERS_KIND,
@@ -142,7 +143,7 @@ class AdaptRunner(Runner):
 
     def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
-        cast = dtype is not None and not self.arrays.writeback  # a cast copy could not be written back
+        cast = dtype is not None and self.spec.after != WRITE_BACK  # a cast copy could not be written back
 
         def to_array(value: Any, ctx: Collected) -> Any:
             kind = type(value)
@@ -180,17 +181,17 @@ class AdaptRunner(Runner):
     def _begin(self, asks: dict[str, Any]) -> Begin:
         """The per-call context: the lists, where arrays for tensor parameters go (asked only
         if some parameter wants tensors), and the after step's state where there is one."""
-        arrays, policy = self.arrays, self.spec.policies["adapt"]
-        writeback, checks, fixed_device, copy = arrays.writeback, arrays.check_writes, policy.device, policy.copy
+        arrays, policy, after = self.arrays, self.spec.policies["adapt"], self.spec.after
+        fixed_device, copy = policy.device, policy.copy
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in asks.values())
 
         def begin(
             plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            if writeback:  # an after step's state: writeback's, or check_writes'
+            if after == WRITE_BACK:  # an after step's state: writeback's, or check_writes'
                 return collected_writes(plain, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
-            if checks:
+            if after == RESTORE_WRITES:
                 return collected_writes(plain, odd, seen=[], target=placed)
             return collected(plain, odd, seen=[], target=placed)
 
