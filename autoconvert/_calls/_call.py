@@ -17,14 +17,13 @@ from ._config import _ACTIVE, Config
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
-from ._observe import PROFILER, Watched, Watching
+from ._observe import PROFILER, Call, Watched, Watching
 from ._outparams import Returned
 from ._outputs import NumpyOutputs, TensorOutputs, lazily
 from ._signature import Given, _tensor_paths, given_args
 from ._spec import RESTORE_WRITES, Spec, finish_of
 from ._specialise import Flat, specialised
 
-Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
 Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
 ConvertIn = Callable[
@@ -36,15 +35,15 @@ Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any
 class Steps(NamedTuple):
     """The steps a Runner gives the protocol (see Runner._steps); None: the protocol's own."""
 
-    #: ``(plain, odd, args, kwargs)``: the input side's per-call context (None: a bare
-    #: ``Collected(plain, odd)``, all a NumPy side without an after step needs).
+    #: ``(shared, odd, args, kwargs)``: the input side's per-call context (None: a bare
+    #: ``Collected(shared, odd)``, all a NumPy side without an after step needs).
     begin: Begin | None
     #: ``(args, kwargs, instance, ctx)``: the out-parameters handed over, before the rest.
     prepare: Prepare | None
     #: ``(args, kwargs, instance, ctx, odd)``: the arguments converted (None: each one by the
     #: input side's dispatch table, in the protocol's own loop).
     convert_in: ConvertIn | None
-    #: ``(result, plain, odd, given, ctx)``: the result converted (None: returned as it is).
+    #: ``(result, shared, odd, given, ctx)``: the result converted (None: returned as it is).
     finish: Finish | None
 
 
@@ -134,12 +133,12 @@ class Runner:
                 config = _active()
                 if config is not None or routes or profiler._is_profiler_enabled:
                     return variants(config).call(wrapped, instance, args, kwargs)
-            plain: list[torch.Tensor] = []
+            shared: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
             given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
             ctx: Context | None = None
             if converts:
-                ctx = collected(plain, odd) if begin is None else begin(plain, odd, args, kwargs)
+                ctx = collected(shared, odd) if begin is None else begin(shared, odd, args, kwargs)
                 if prepare is not None:
                     args, kwargs = prepare(args, kwargs, instance, ctx)
                 if convert_in is not None:
@@ -158,24 +157,24 @@ class Runner:
                                 converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
                             kwargs = converted
                     except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                        raise self.argument_error(e, instance, key, len(out), plain + odd) from None
+                        raise self.argument_error(e, instance, key, len(out), shared + odd) from None
                     args = tuple(out)
                 if settles and odd:
                     self.settle(odd, given)
                 if stands_in:
-                    noted(instance, plain + odd)
+                    noted(instance, shared + odd)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (plain or odd))
+                failed(e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (shared or odd))
                 raise
             if watches_body and type(result) is GeneratorType:
-                result = self._watched_body(result, ctx, given, (args, kwargs), plain or odd)
+                result = self._watched_body(result, ctx, given, (args, kwargs), shared or odd)
             if ended is not None:
                 result = ended(ctx, given, (args, kwargs), result)
                 if type(result) is Returned:  # an out-parameter's array: the caller's own tensor, written already
                     return result.tensor
-            return result if finish is None else finish(result, plain, odd, given, ctx)
+            return result if finish is None else finish(result, shared, odd, given, ctx)
 
         return call
 

@@ -20,7 +20,7 @@ def _opening(s: Script, kind: Kind) -> None:
     if kind.retries:  # the guard's function refused read-only arrays once: it copies from then on
         s.add(1, "if guard.writable:")
         s.to_generic(2)
-    s.add(1, "took_plain = False")
+    s.add(1, "met_tensors = False")
     if kind.value.kind == "numpy":  # the containers rebuilt for the function (see _mutations)
         s.add(1, "changes = None")
     if kind.places:
@@ -32,7 +32,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
     one of them becomes a ReadOnlyError (see Runner.failed). A guard's function is called
     directly, and a refusal on entry goes to the generic call, through the guard."""
     if kind.stands_in:  # the stand-in's device: the CPU, where the call had (CPU) tensors
-        s.add(level, "if took_plain and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
+        s.add(level, "if met_tensors and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
     if not kind.read_only and not kind.retries:
         s.add(level, f"result = wrapped({arguments})")
         _changed(s, level, kind)
@@ -48,7 +48,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> N
         s.to_generic(level + 2)
     s.add(
         level,
-        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), handed_read_only=took_plain)",
+        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), handed_read_only=met_tensors)",
         "    raise",
     )
     _changed(s, level, kind)

@@ -26,7 +26,7 @@ from autoconvert._conversions._writeback import Private, aliased_spans, hand_ove
 from autoconvert._errors import ConversionError, LeafError
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
-from ._options import PLAIN, Policy
+from ._options import DEFAULT_POLICY, Policy
 from ._outparams import OutParams
 from ._signature import Parameters, Selection
 
@@ -47,9 +47,9 @@ class Writes(NamedTuple):
 
 class Collected(NamedTuple):
     """A NumPy input leaf's per-call context: what the call's leaves record, for the output
-    side (see Inputs for ``plain`` and ``odd``) and the after step (``writes``)."""
+    side (see Inputs for ``shared`` and ``odd``) and the after step (``writes``)."""
 
-    plain: list[torch.Tensor]
+    shared: list[torch.Tensor]
     odd: list[torch.Tensor]
     writes: Writes | None = None  # the after step's per-call state (None: the call has no after step)
     #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
@@ -60,7 +60,7 @@ class Collected(NamedTuple):
 
 
 def collected(
-    plain: list[torch.Tensor],
+    shared: list[torch.Tensor],
     odd: list[torch.Tensor],
     writes: Writes | None = None,
     *,
@@ -68,11 +68,11 @@ def collected(
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (plain, odd, writes, seen, target, {}))
+    return _new(Collected, (shared, odd, writes, seen, target, {}))
 
 
 def collected_writes(
-    plain: list[torch.Tensor],
+    shared: list[torch.Tensor],
     odd: list[torch.Tensor],
     spans: dict[int, Any] | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
@@ -83,7 +83,7 @@ def collected_writes(
 ) -> Collected:
     """A ``Collected`` with an after step's fresh ``Writes`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written, handed)), seen, target, {}))
+    return _new(Collected, (shared, odd, _new(Writes, ([], spans, written, handed)), seen, target, {}))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -101,7 +101,7 @@ class Inputs:
     """The input side: converts the selected arguments, and records every tensor argument.
 
     A call's tensor arguments are recorded in two lists, for the output side to find the
-    caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
+    caller's device and dtype: ``shared``, those NumPy shares as they are (on the CPU, a
     NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
     ``odd``, all the others, which need a look. Leaf functions receive a per-call context
     (``ctx``: a ``Collected`` on the NumPy side, a Target on the tensor side) holding the
@@ -129,7 +129,7 @@ class Inputs:
         return found
 
     def context(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Context:
         """What this side's leaf functions receive for one call: by default the ``odd`` list,
         which records every tensor argument."""
@@ -171,8 +171,8 @@ class RecordingInputs(Inputs):
     for the output side to find the caller's device."""
 
     def __init__(self, params: Parameters, function: str) -> None:
-        super().__init__(params, function, PLAIN, "")
-        self.mapper = _Recorder({torch.Tensor: _record}, nested=PLAIN.nested)
+        super().__init__(params, function, DEFAULT_POLICY, "")
+        self.mapper = _Recorder({torch.Tensor: _record}, nested=DEFAULT_POLICY.nested)
 
 
 class _Recorder(Mapper):
@@ -266,10 +266,10 @@ class NumpyInputs(Inputs):
         )
 
     def context(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
-        """``Collected(plain, odd)``: an after step adds its own state (see _after's ``begin``)."""
-        return collected(plain, odd)
+        """``Collected(shared, odd)``: an after step adds its own state (see _after's ``begin``)."""
+        return collected(shared, odd)
 
     def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
         """writeback: the spans of memory that the call's tensors share (see _writeback)."""
@@ -320,7 +320,7 @@ class NumpyInputs(Inputs):
                 except (TypeError, RuntimeError):
                     pass
                 else:
-                    ctx.plain.append(t)
+                    ctx.shared.append(t)
                     # write=False, passed positionally: the C method takes it so, and parsing the keyword
                     # costs more than the call (benchmarks, micro: "read-only guard"). The stubs
                     # declare it keyword-only.
@@ -440,7 +440,7 @@ class TensorInputs(Inputs):
         )
 
     def context(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Target:
         casts, policy = self.fixed_casts, self.policy
         if policy.dtype == "input":  # the casts depend on tensors that may come after the arrays

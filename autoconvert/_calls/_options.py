@@ -334,7 +334,7 @@ def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, 
 
 
 #: The policy of a side that was given no options, and no ``config`` applies to.
-PLAIN = Policy()
+DEFAULT_POLICY = Policy()
 
 
 def settings_of(table: type[Settings], checked: Mapping[str, Any]) -> tuple[Settings, dict[str, Any]]:

@@ -166,7 +166,7 @@ def result_step(outputs: Outputs | None) -> Result:
         return Result("none")
     if isinstance(outputs, TensorOutputs):
         # The shared target holds only when every tensor argument was NumPy's to share.
-        shared = outputs.all_plain
+        shared = outputs.shared_target
         if shared is None or shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied
             return Result("tensor")
         return Result("tensor", shares=True, copies_read_only=shared.copy is None)
@@ -200,7 +200,7 @@ def generic_because(inputs: Inputs | None, outputs: Outputs | None, *, watches_b
         return "check_writes=True compares the caller's tensors with their copies after the call"
     if isinstance(inputs, TensorInputs) and inputs.policy.dtype == "input":
         return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
-    if isinstance(outputs, TensorOutputs) and outputs.all_plain is None:
+    if isinstance(outputs, TensorOutputs) and outputs.shared_target is None:
         return "dtype='input' casts results by the dtypes of the call's tensors"
     if isinstance(inputs, TensorInputs) and isinstance(outputs, TensorOutputs):
         return "accepts_tensor with returns_tensor: results are placed by the tensors the arguments became"

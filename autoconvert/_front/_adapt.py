@@ -26,7 +26,7 @@ from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
 from autoconvert._calls._inputs import Collected, NumpyInputs, collected, collected_writes
 from autoconvert._calls._observe import Watching
-from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
+from autoconvert._calls._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import Given, function_name
@@ -89,7 +89,7 @@ class AdaptPlan(Plan):
 
 
 #: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
-_RETURNING = dataclasses.replace(PLAIN, dtype="input")
+_RETURNING = dataclasses.replace(DEFAULT_POLICY, dtype="input")
 
 
 class AdaptRunner(Runner):
@@ -109,7 +109,7 @@ class AdaptRunner(Runner):
         self.signature = signature
         self.arrays = arrays
         self.to_tensors = to_tensors
-        self.to_arrays = NumpyOutputs(spec.function, arrays.params, PLAIN)
+        self.to_arrays = NumpyOutputs(spec.function, arrays.params, DEFAULT_POLICY)
         if watch is not None:  # count conversions: each leaf, once (the spec's sides are counted already)
             self.to_arrays.mapper.wrap_leaves(counted)
         self.array_mapper = Mapper(
@@ -186,14 +186,14 @@ class AdaptRunner(Runner):
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in asks.values())
 
         def begin(
-            plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+            shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
             if after == WRITE_BACK:  # an after step's state: writeback's, or check_writes'
-                return collected_writes(plain, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
+                return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
             if after == RESTORE_WRITES:
-                return collected_writes(plain, odd, seen=[], target=placed)
-            return collected(plain, odd, seen=[], target=placed)
+                return collected_writes(shared, odd, seen=[], target=placed)
+            return collected(shared, odd, seen=[], target=placed)
 
         return begin
 
@@ -238,15 +238,15 @@ class AdaptRunner(Runner):
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
 
-        def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
-            if plain or odd:
+        def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
+            if shared or odd:
                 if whole_tensors:
-                    return to_tensors(result, plain, odd, given)
-                return tensor_result(result, to_tensors, plain, odd, given)
+                    return to_tensors(result, shared, odd, given)
+                return tensor_result(result, to_tensors, shared, odd, given)
             if ctx.seen:
                 if whole_arrays:
-                    return to_arrays(result, plain, odd, given)
-                return array_result(result, to_arrays, plain, odd, given)
+                    return to_arrays(result, shared, odd, given)
+                return array_result(result, to_arrays, shared, odd, given)
             return result
 
         return finish
@@ -334,7 +334,7 @@ def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
 
 
 def _result_walker(want: Want, converted: set[str]) -> Callable[..., Any]:
-    """``walk(result, convert, plain, odd, given)``: an output side's ``convert`` applied
+    """``walk(result, convert, shared, odd, given)``: an output side's ``convert`` applied
     where ``want`` asks for a kind in ``converted``, the rest of the result untouched."""
 
     def walk(result: Any, convert: Callable[..., Any], *call: Any, want: Want = want) -> Any:
