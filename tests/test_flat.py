@@ -520,6 +520,38 @@ def test_containers_nothing_converts_in_are_the_callers_own_objects() -> None:
     assert all(f(torch.ones(1)) is held for f in both(_pair(), lambda t: held))
 
 
+def test_the_args_form_converts_keywords_and_positions_as_the_generic_call_does() -> None:
+    """The ``*args`` form converts the keywords once, before the positional values: a value
+    either way, a refusal, and one list passed by position and by keyword (one list inside,
+    both appends the caller's) agree with the generic call."""
+
+    def spread(*args: Any, **kwargs: Any) -> Any:
+        if "items" in kwargs:
+            assert args[0] is kwargs["items"]
+            args[0].append(1)
+            kwargs["items"].append(2)
+            return None
+        return [type(a).__name__ for a in args], {k: type(v).__name__ for k, v in kwargs.items()}
+
+    flat, generic = both(_pair(), spread)
+    assert flat._self_plan.default.flat is not None
+    t = torch.ones(2)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((t, 2.0), {"k": t, "m": "x"}),
+        ((), {"k": [t, 1]}),
+        ((t,), {"k": torch.ones(2, requires_grad=True)}),  # the generic call warns and detaches
+        ((t,), {"k": torch.ones(2, dtype=torch.bfloat16)}),  # a dtype NumPy lacks: the generic call's error
+    ]
+    for args, kwargs in calls:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ac.GradientWarning)
+            assert same(outcome(flat, *args, **kwargs), outcome(generic, *args, **kwargs))
+    for f in (flat, generic):
+        items = [torch.zeros(1)]
+        f(items, items=items)
+        assert items[1:] == [1, 2] and torch.equal(items[0], torch.zeros(1))
+
+
 def test_dicts_of_tensors_convert_on_both_paths_and_nested_false_leaves_them() -> None:
     """The flat walk of a dict argument and of a dict result, and nested=False's plain pass."""
     batch = {"a": torch.arange(3.0), "b": 2}

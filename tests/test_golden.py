@@ -21,6 +21,7 @@ import pytest
 
 import autoconvert as ac
 from autoconvert._calls import _spec
+from autoconvert._calls._callbacks import global_names
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 pytestmark = pytest.mark.skipif(not _spec.enabled, reason="flat calls are off (--generic-calls)")
@@ -57,8 +58,19 @@ def _source(function: Any) -> str:
     return "".join(linecache.getlines(code.co_filename))
 
 
+def _free_names(function: Any) -> str:
+    """The names a generated function reads from its namespace, as ``explain`` lists them."""
+    namespace = function.__globals__
+    found = sorted(name for name in global_names(function.__code__) if name in namespace)
+    return "# its free names:\n" + "".join(f"#   {name}\n" for name in found)
+
+
 def _method_form(wrapper: Any) -> str:
-    return f"{ac.explain(wrapper, verbose=True)}\n\n# the method form, for calls through an instance\n{_source(wrapper._self_method)}"
+    method = wrapper._self_method
+    return (
+        f"{ac.explain(wrapper, verbose=True)}\n\n# the method form, for calls through an instance\n"
+        f"{_source(method)}{_free_names(getattr(method, '__func__', method))}"
+    )
 
 
 def _torchified_method() -> str:
@@ -95,3 +107,11 @@ def test_generated_code_matches_its_golden_file(name: str) -> None:
 def test_every_golden_file_has_its_plan() -> None:
     """No file outlives the plan it pinned."""
     assert sorted(p.stem for p in GOLDEN.glob("*.txt")) == sorted(PLANS)
+
+
+def test_every_generated_function_lists_its_free_names() -> None:
+    """Each function a golden file pins is followed by the names it reads from its namespace
+    (the plan's constants, the helpers): what the source alone cannot show."""
+    for path in sorted(GOLDEN.glob("*.txt")):
+        text = path.read_text()
+        assert len(re.findall(r"^def ", text, flags=re.M)) == text.count("# its free names:\n"), path.name

@@ -260,11 +260,33 @@ def test_read_only_ness_is_decided_once_and_held_by_the_spec(
     f = ac.returns_tensor(ac.accepts_numpy(**options)(out_into))
     spec = f._self_plan.default.spec  # type: ignore[attr-defined]
     assert (spec.read_only, spec.refuses_writes) == (read_only, refuses_writes)
-    assert spec.inputs.readonly == read_only
+    assert spec.inputs.read_only == read_only
     assert policy_of("accepts_numpy", {}, options).copies_refused() == copies_refused
     if spec.generic_because is None:
-        assert f._self_plan.default.flat.kind.hands_read_only == read_only  # type: ignore[attr-defined]
+        assert f._self_plan.default.flat.kind.read_only == read_only  # type: ignore[attr-defined]
     assert ac.accepts_tensor(out_into)._self_plan.default.spec.read_only is False  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("options", "after"),
+    [
+        ({"check_writes": True}, "restore writes"),
+        ({"check_writes": True, "copy": False}, "restore writes"),
+        ({"check_writes": True, "copy": True}, None),
+        ({"check_writes": True, "writeback": True}, "write back"),
+    ],
+)
+def test_check_writes_compares_only_what_the_function_got_read_only(options: dict[str, Any], after: str | None) -> None:
+    """check_writes=True snapshots the caller's tensors only where the function gets read-only
+    arrays: copy=True's private copies and writeback=True's arrays are the function's to write.
+    The spec holds the step, and it is frozen and made by keyword alone."""
+    spec = ac.accepts_numpy(**options)(out_into)._self_plan.default.spec  # type: ignore[attr-defined]
+    assert spec.after == after
+    assert spec.inputs.snapshots == (after == "restore writes")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.after = None
+    with pytest.raises(TypeError, match="takes 1 positional argument"):
+        type(spec)(*(getattr(spec, field.name) for field in dataclasses.fields(spec)))
 
 
 @given(data=st.data())

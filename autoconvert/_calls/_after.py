@@ -60,17 +60,17 @@ class WriteBack:
         self.inputs = inputs
         self.gives_back = gives_back
         self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
-        self._writeback = inputs.writeback
+        self._writeback = inputs.policy.writeback
 
     def begin(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
         """The call's context, with this step's state: the lists the leaves fill, and with
         writeback the spans of memory the arguments share."""
         written: list[Any] | None = [] if self._takes_out else None
         if not self._writeback:
-            return collected_writes(plain, odd, None, written)
-        return collected_writes(plain, odd, self.inputs.spans(args, kwargs), written, [])
+            return collected_writes(shared, odd, None, written)
+        return collected_writes(shared, odd, self.inputs.spans(args, kwargs), written, [])
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the

@@ -17,14 +17,13 @@ from ._config import _ACTIVE, Config
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
-from ._observe import PROFILER, Watched, Watching
+from ._observe import PROFILER, Call, Watched, Watching
 from ._outparams import Returned
 from ._outputs import NumpyOutputs, TensorOutputs, lazily
 from ._signature import Given, _tensor_paths, given_args
 from ._spec import RESTORE_WRITES, Spec, finish_of
 from ._specialise import Flat, specialised
 
-Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
 Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
 ConvertIn = Callable[
@@ -36,15 +35,15 @@ Finish = Callable[[Any, list[torch.Tensor], list[torch.Tensor], Given, Any], Any
 class Steps(NamedTuple):
     """The steps a Runner gives the protocol (see Runner._steps); None: the protocol's own."""
 
-    #: ``(plain, odd, args, kwargs)``: the input side's per-call context (None: a bare
-    #: ``Collected(plain, odd)``, all a NumPy side without an after step needs).
+    #: ``(shared, odd, args, kwargs)``: the input side's per-call context (None: a bare
+    #: ``Collected(shared, odd)``, all a NumPy side without an after step needs).
     begin: Begin | None
     #: ``(args, kwargs, instance, ctx)``: the out-parameters handed over, before the rest.
     prepare: Prepare | None
     #: ``(args, kwargs, instance, ctx, odd)``: the arguments converted (None: each one by the
     #: input side's dispatch table, in the protocol's own loop).
     convert_in: ConvertIn | None
-    #: ``(result, plain, odd, given, ctx)``: the result converted (None: returned as it is).
+    #: ``(result, shared, odd, given, ctx)``: the result converted (None: returned as it is).
     finish: Finish | None
 
 
@@ -117,7 +116,7 @@ class Runner:
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
         step (see _after); the result converted."""
         spec, inputs = self.spec, self.inputs
-        readonly, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
+        refuses_writes, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         converts, settles = inputs is not None, isinstance(inputs, NumpyInputs)
         after = self._after_step()
@@ -134,12 +133,12 @@ class Runner:
                 config = _active()
                 if config is not None or routes or profiler._is_profiler_enabled:
                     return variants(config).call(wrapped, instance, args, kwargs)
-            plain: list[torch.Tensor] = []
+            shared: list[torch.Tensor] = []
             odd: list[torch.Tensor] = []
             given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
             ctx: Context | None = None
             if converts:
-                ctx = collected(plain, odd) if begin is None else begin(plain, odd, args, kwargs)
+                ctx = collected(shared, odd) if begin is None else begin(shared, odd, args, kwargs)
                 if prepare is not None:
                     args, kwargs = prepare(args, kwargs, instance, ctx)
                 if convert_in is not None:
@@ -158,24 +157,24 @@ class Runner:
                                 converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
                             kwargs = converted
                     except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                        raise self.argument_error(e, instance, key, len(out), plain + odd) from None
+                        raise self.argument_error(e, instance, key, len(out), shared + odd) from None
                     args = tuple(out)
                 if settles and odd:
                     self.settle(odd, given)
                 if stands_in:
-                    noted(instance, plain + odd)
+                    noted(instance, shared + odd)
             try:  # free in CPython 3.11+ when nothing is raised
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                failed(e, after, ctx, given, handed=(args, kwargs), read_only=readonly and (plain or odd))
+                failed(e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (shared or odd))
                 raise
             if watches_body and type(result) is GeneratorType:
-                result = self._watched_body(result, ctx, given, (args, kwargs), plain or odd)
+                result = self._watched_body(result, ctx, given, (args, kwargs), shared or odd)
             if ended is not None:
                 result = ended(ctx, given, (args, kwargs), result)
                 if type(result) is Returned:  # an out-parameter's array: the caller's own tensor, written already
                     return result.tensor
-            return result if finish is None else finish(result, plain, odd, given, ctx)
+            return result if finish is None else finish(result, shared, odd, given, ctx)
 
         return call
 
@@ -215,13 +214,13 @@ class Runner:
         ctx: Context | None,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
-        read_only: Any,
+        handed_read_only: Any,
     ) -> Generator[Any, Any, Any]:
         """A generator function's ``generator``, whose body's failures meet ``failed`` as the
         call's own would: a write into a read-only array handed over is a ReadOnlyError."""
 
         def body_failed(error: BaseException) -> None:
-            self.failed(error, None, ctx, given, handed=handed, read_only=read_only)
+            self.failed(error, None, ctx, given, handed=handed, handed_read_only=handed_read_only)
 
         return lazily(generator, _itself, body_failed)
 
@@ -269,11 +268,11 @@ class Runner:
         given: Given,
         *,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
-        read_only: Any,
+        handed_read_only: Any,
     ) -> None:
         """The function raised ``error``: the after step still runs (a failure of its own is a
-        note on ``error``), and NumPy's refusal to write into a read-only array handed to it
-        (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
+        note on ``error``), and where the call handed read-only arrays (``handed_read_only``),
+        NumPy's refusal to write into one (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see _failures)."""
         if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
             self._after_failure(after, ctx, given, handed, error)
@@ -283,18 +282,18 @@ class Runner:
         if self.spec.stands_in:  # the object's own attributes, never the stand-in's tensors
             given = given_args(given.args, given.kwargs, given.instance.__wrapped__)  # type: ignore[attr-defined]
         # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
-        read_only = read_only or (self.spec.refuses_writes and given.instance is not None)
+        handed_read_only = handed_read_only or (self.spec.refuses_writes and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
-            refused = refused_by(error, inputs, handed, given) if read_only else None
+            refused = refused_by(error, inputs, handed, given) if handed_read_only else None
             if refused is not None:
                 raise read_only_error(
-                    self.function, error, refused, writeback=inputs.writeback, site=self.spec.site
+                    self.function, error, refused, writeback=inputs.policy.writeback, site=self.spec.site
                 ) from error
             site = self.spec.site
             notes = (
                 hints(error, inputs, _tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
             )
-            if isinstance(error, TypeError) and not inputs.callbacks and arrays_met_torch(str(error)):
+            if isinstance(error, TypeError) and not inputs.policy.callbacks and arrays_met_torch(str(error)):
                 notes += callback_hints(inputs, given, site)
         except RecursionError:
             return

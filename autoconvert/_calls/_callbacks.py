@@ -39,20 +39,20 @@ _to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, 
 
 
 class TensorCallback:
-    """A callable argument written in torch, as NumPy code calls it. ``plain``, ``odd``: the
+    """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
     call's tensor arguments (still filling while the call's arguments convert), whose device
     its tensors go to."""
 
-    __slots__ = ("__wrapped__", "odd", "plain")
+    __slots__ = ("__wrapped__", "odd", "shared")
 
-    def __init__(self, function: Any, plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+    def __init__(self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
         self.__wrapped__ = function
-        self.plain = plain
+        self.shared = shared
         self.odd = odd
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function = self.__wrapped__
-        target = Target(vote(self.plain + self.odd) or default_device(), NO_CASTS, None)
+        target = Target(vote(self.shared + self.odd) or default_device(), NO_CASTS, None)
         try:
             args = to_tensors(args, target)  # paths [0], [1], ... then ['name']
             kwargs = to_tensors(kwargs, target) if kwargs else kwargs
@@ -72,14 +72,14 @@ def callback_leaf(function: Any, ctx: Any) -> Any:
     """The input side's leaf for callable arguments under ``callbacks=True``."""
     if _numpy_code(function) and not _torch_code(function):
         return function
-    return TensorCallback(function, ctx.plain, ctx.odd)
+    return TensorCallback(function, ctx.shared, ctx.odd)
 
 
 def torch_callback_leaf(function: Any, ctx: Any) -> Any:
     """The leaf for callable arguments by default: callables written in torch (torch's own
     functions, ``nn.Module``s, code that reads torch, see ``written_in_torch``), which cannot
     take arrays, take tensors; any other callable is handed over as it is."""
-    return TensorCallback(function, ctx.plain, ctx.odd) if written_in_torch(function) else function
+    return TensorCallback(function, ctx.shared, ctx.odd) if written_in_torch(function) else function
 
 
 def takes_callbacks(every: bool) -> Callable[[type], Any]:

@@ -50,7 +50,7 @@ class Kind(NamedTuple):
     value: Step  # each argument's conversion
     result: Result  # the result's
     places: bool  # the function gets tensors placed on a device
-    hands_read_only: bool  # the function gets read-only arrays
+    read_only: bool  # the function gets read-only arrays (see _spec's ``Spec.read_only``)
     writes_at: int | None  # the first positional out-parameter (None: it has none)
     #: The function is a guard's (see _guards.Guarded.calls_directly): called directly, a
     #: refusal of read-only arrays on entry sent to the generic call, whose guard retries it.
@@ -119,7 +119,7 @@ def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
     s.add(
         level,
         f"    if items is not {name}:",
-        "        took_plain = True",
+        "        met_tensors = True",
         "        if kind is not tuple:  # its changes become the caller's after the call (see _mutations)",
         "            if changes is None:",
         f"                changes = [({name}, items, kind(items))]",
@@ -193,10 +193,10 @@ def _numpy_leaf(s: Script, level: int, name: str, step: Step, *, records: bool =
     """One tensor as an array: ``.numpy()`` (which torch refuses where NumPy cannot share the
     memory: the generic call copies then), read-only, or a ``private`` copy in the tensor's
     layout, as tensor_to_array makes it (where one cannot be allocated, the generic call
-    says so with the tensor's path). ``records``: it sets ``took_plain`` (not in a helper)."""
+    says so with the tensor's path). ``records``: it sets ``met_tensors`` (not in a helper)."""
     tensor = f"({name}.detach() if {name}.requires_grad else {name})" if step.detach else name
     private, memory = ('.copy("K")', ", MemoryError") if step.private else ("", "")
-    s.add(level, *(["took_plain = True"] if records else []), "try:", f"    {name} = {tensor}.numpy(){private}")
+    s.add(level, *(["met_tensors = True"] if records else []), "try:", f"    {name} = {tensor}.numpy(){private}")
     s.add(level, f"except (TypeError, RuntimeError{memory}):")
     s.to_generic(level + 1)
     if not step.private:
@@ -205,12 +205,12 @@ def _numpy_leaf(s: Script, level: int, name: str, step: Step, *, records: bool =
 
 def _recorded_value(s: Script, level: int, name: str, step: Step) -> None:
     """A value left as it is (returns_tensor alone, a parameter accepts_numpy's only=/exclude=
-    passes on): a CPU tensor whose results come back uncast sets ``took_plain`` (the output side's
+    passes on): a CPU tensor whose results come back uncast sets ``met_tensors`` (the output side's
     vote then gives the CPU); any other tensor, and a container, sends the call to the
     generic call, whose recording walk finds them."""
     s.add(level, f"kind = type({name})", "if kind is Tensor:", f"    if not {name}.is_cpu or {name}.dtype in restored:")
     s.to_generic(level + 2)
-    s.add(level, "    took_plain = True", "elif kind not in kept:")
+    s.add(level, "    met_tensors = True", "elif kind not in kept:")
     s.to_generic(level + 1)
 
 
@@ -242,11 +242,11 @@ def _tensor_value(s: Script, level: int, name: str, step: Step) -> None:
             "        if placed is CPU and flags.behaved and flags.forc:",
             f"            {name} = from_numpy({name})",
             "        else:",
-            f"            {name} = to_tensor({name}, Target(placed, casts, copy))",
+            f"            {name} = array_to_tensor({name}, Target(placed, casts, copy))",
             "    except (LeafError, TypeError, ValueError):",
         )
     else:
-        s.add(level, f"        {name} = to_tensor({name}, Target(placed, casts, copy))", "    except LeafError:")
+        s.add(level, f"        {name} = array_to_tensor({name}, Target(placed, casts, copy))", "    except LeafError:")
     s.to_generic(level + 2)
     s.add(level, "elif kind is not Tensor and kind not in kept:")
     s.to_generic(level + 1)
@@ -291,9 +291,9 @@ def emit_result(s: Script, result: Result) -> None:
             "        pass",
         )
     # What the flat code leaves goes to the output side's generic conversion, with the call's
-    # tensors where it converted or recorded one (``took_plain``), found again only now.
+    # tensors where it converted or recorded one (``met_tensors``), found again only now.
     a = s.arguments
-    s.add(1, f"return convert_out(result, tensors_in({a}) if took_plain else [], [], given_args({a}, instance))")
+    s.add(1, f"return convert_out(result, tensors_in({a}) if met_tensors else [], [], given_args({a}, instance))")
 
 
 def _tensor_result(s: Script, result: Result) -> None:
@@ -302,7 +302,7 @@ def _tensor_result(s: Script, result: Result) -> None:
     call's without tensors while torch's default device is the CPU. Where the result stays on
     the CPU uncast, array_to_tensor's first steps inlined (a frame fewer per result), and an
     exact tuple, list or dict of arrays torch shares (what a batch comes back as) walked here."""
-    s.add(1, "if took_plain or default_device() is CPU:", "    kind = type(result)", "    if kind is ndarray:")
+    s.add(1, "if met_tensors or default_device() is CPU:", "    kind = type(result)", "    if kind is ndarray:")
     if result.shares:
         s.add(
             3,
@@ -326,7 +326,7 @@ def _tensor_result(s: Script, result: Result) -> None:
     s.add(
         3,
         "try:",
-        "    return to_tensor(result, shared_target)",
+        "    return array_to_tensor(result, shared_target)",
         "except LeafError as e:",
         '    raise e.public(function, "", "result") from None',
     )

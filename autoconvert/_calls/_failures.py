@@ -190,7 +190,7 @@ def refuses_write(error: BaseException) -> bool:
     return text.removesuffix(".").endswith(REFUSED_WRITES) or any(words in text for words in REFUSED_DEMANDS)
 
 
-class Refusal(NamedTuple):
+class ReadOnlyRefusal(NamedTuple):
     """Compiled code refused a read-only array handed over."""
 
     paths: list[str]  # where the arrays it may have been were (several: none can be told apart)
@@ -201,7 +201,7 @@ class Refusal(NamedTuple):
 
 def refused_by(
     error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
-) -> Refusal | None:
+) -> ReadOnlyRefusal | None:
     """Whether ``error`` is compiled code refusing a read-only array handed over, to this call
     or (kept by the method's object) to an earlier one; None where it is not such a refusal."""
     writes = compiled_refusal(error)
@@ -222,7 +222,9 @@ def refused_by(
             return None
         paths, writes = found, str(error) not in REFUSED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
-    return Refusal(paths, writes, bool(hit) and all(map(_frozen, hit)), any(map(_broadcast, hit)))
+    return ReadOnlyRefusal(
+        paths=paths, writes=writes, late=bool(hit) and all(map(_frozen, hit)), expanded=any(map(_broadcast, hit))
+    )
 
 
 def _frozen(a: np.ndarray[Any, Any]) -> bool:
@@ -305,9 +307,9 @@ def writable_fixes(site: Callable[[str], str]) -> str:
 
 
 def read_only_error(
-    function: str, error: BaseException, refusal: Refusal, *, writeback: bool, site: Callable[[str], str]
+    function: str, error: BaseException, refusal: ReadOnlyRefusal, *, writeback: bool, site: Callable[[str], str]
 ) -> ReadOnlyError:
-    """Compiled code refused a read-only array handed over (see Refusal): by writing into it
+    """Compiled code refused a read-only array handed over (see ReadOnlyRefusal): by writing into it
     (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython memoryview, a numba
     kernel's signature), whether or not it would have written. ``site`` says where an option
     goes (see Spec.site)."""

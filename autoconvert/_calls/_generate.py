@@ -20,37 +20,42 @@ def _opening(s: Script, kind: Kind) -> None:
     if kind.retries:  # the guard's function refused read-only arrays once: it copies from then on
         s.add(1, "if guard.writable:")
         s.to_generic(2)
-    s.add(1, "took_plain = False")
+    s.add(1, "met_tensors = False")
     if kind.value.kind == "numpy":  # the containers rebuilt for the function (see _mutations)
         s.add(1, "changes = None")
     if kind.places:
         s.add(1, "placed = None")
 
 
-def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind) -> None:
+def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, keywords: str = "") -> None:
     """The call itself; where the function got read-only arrays, NumPy refusing a write into
     one of them becomes a ReadOnlyError (see Runner.failed). A guard's function is called
-    directly, and a refusal on entry goes to the generic call, through the guard."""
+    directly, and a refusal on entry goes to the generic call, through the guard. With
+    ``keywords`` (the ``*args`` forms' converted ``new_kwargs``) the call passes them where
+    the call had any: one block for both, and no ``**{}`` on a call without."""
     if kind.stands_in:  # the stand-in's device: the CPU, where the call had (CPU) tensors
-        s.add(level, "if took_plain and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
-    if not kind.hands_read_only and not kind.retries:
-        s.add(level, f"result = wrapped({arguments})")
-        _changed(s, level, kind)
-        return
-    s.add(
-        level,
-        "try:",
-        f"    result = {'callee' if kind.retries else 'wrapped'}({arguments})",
-        "except BaseException as e:",
-    )
-    if kind.retries:  # the guard copies from now on: the generic call makes the call again through it
-        s.add(level + 1, f"if guard.refused(e, {handed}):")
-        s.to_generic(level + 2)
-    s.add(
-        level,
-        f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), read_only=took_plain)",
-        "    raise",
-    )
+        s.add(level, "if met_tensors and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
+    callee = "callee" if kind.retries else "wrapped"
+    guarded = kind.read_only or kind.retries
+    inner = level + 1 if guarded else level
+    if guarded:
+        s.add(level, "try:")
+    if keywords:
+        both = f"{arguments}, **{keywords}" if arguments else f"**{keywords}"
+        s.add(inner, "if kwargs:", f"    result = {callee}({both})", "else:", f"    result = {callee}({arguments})")
+    else:
+        s.add(inner, f"result = {callee}({arguments})")
+    if guarded:
+        s.add(level, "except BaseException as e:")
+        if kind.retries:  # the guard copies from now on: the generic call makes the call again through it
+            s.add(level + 1, f"if guard.refused(e, {handed}):")
+            s.to_generic(level + 2)
+        s.add(
+            level,
+            f"    failed(e, None, None, given_args({s.arguments}, instance), handed=({handed}), "
+            "handed_read_only=met_tensors)",
+            "    raise",
+        )
     _changed(s, level, kind)
 
 
@@ -89,6 +94,11 @@ def _star_body(s: Script, head: str, kind: Kind) -> None:
         s.to_generic(2)
         # The call form may be bound (its args start after the instance): it counts from one sooner.
         writes_at -= 0 if head.startswith("__call__") else 1
+    # The keywords first, once for every positional count: a call that gives up on a later
+    # value goes to the generic call, which converts them all again in order.
+    s.add(1, "if kwargs:", "    new_kwargs = {}", "    for key, value in kwargs.items():")
+    emit_value(s, 3, "value", kind.value)
+    s.add(1, "        new_kwargs[key] = value")
     for count in range(MOST_POSITIONAL + 1):
         names = [f"a{k}" for k in range(count)]
         s.add(1, f"{'if' if count == 0 else 'elif'} n == {count}:")
@@ -100,12 +110,8 @@ def _star_body(s: Script, head: str, kind: Kind) -> None:
         for name in names:
             emit_value(s, 2, name, kind.value)
         given = "".join(f"{name}, " for name in names)
-        s.add(2, "if kwargs:", "    new_kwargs = {}", "    for key, value in kwargs.items():")
-        emit_value(s, 4, "value", kind.value)
-        s.add(2, "        new_kwargs[key] = value")
-        _called(s, 3, f"{first}{given}**new_kwargs", f"({given}), new_kwargs", kind)
-        s.add(2, "else:")
-        _called(s, 3, f"{first}{given}".rstrip(", "), f"({given}), kwargs", kind)
+        passed = f"{first}{given}".rstrip(", ")
+        _called(s, 2, passed, f"({given}), new_kwargs if kwargs else kwargs", kind, keywords="new_kwargs")
     s.add(1, "else:")
     s.to_generic(2)
     emit_result(s, kind.result)

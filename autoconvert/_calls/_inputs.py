@@ -26,7 +26,7 @@ from autoconvert._conversions._writeback import Private, aliased_spans, hand_ove
 from autoconvert._errors import ConversionError, LeafError
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
-from ._options import PLAIN, Policy
+from ._options import DEFAULT_POLICY, Policy
 from ._outparams import OutParams
 from ._signature import Parameters, Selection
 
@@ -47,9 +47,9 @@ class Writes(NamedTuple):
 
 class Collected(NamedTuple):
     """A NumPy input leaf's per-call context: what the call's leaves record, for the output
-    side (see Inputs for ``plain`` and ``odd``) and the after step (``writes``)."""
+    side (see Inputs for ``shared`` and ``odd``) and the after step (``writes``)."""
 
-    plain: list[torch.Tensor]
+    shared: list[torch.Tensor]
     odd: list[torch.Tensor]
     writes: Writes | None = None  # the after step's per-call state (None: the call has no after step)
     #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
@@ -60,7 +60,7 @@ class Collected(NamedTuple):
 
 
 def collected(
-    plain: list[torch.Tensor],
+    shared: list[torch.Tensor],
     odd: list[torch.Tensor],
     writes: Writes | None = None,
     *,
@@ -68,11 +68,11 @@ def collected(
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (plain, odd, writes, seen, target, {}))
+    return _new(Collected, (shared, odd, writes, seen, target, {}))
 
 
 def collected_writes(
-    plain: list[torch.Tensor],
+    shared: list[torch.Tensor],
     odd: list[torch.Tensor],
     spans: dict[int, Any] | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
@@ -83,7 +83,7 @@ def collected_writes(
 ) -> Collected:
     """A ``Collected`` with an after step's fresh ``Writes`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (plain, odd, _new(Writes, ([], spans, written, handed)), seen, target, {}))
+    return _new(Collected, (shared, odd, _new(Writes, ([], spans, written, handed)), seen, target, {}))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
@@ -101,7 +101,7 @@ class Inputs:
     """The input side: converts the selected arguments, and records every tensor argument.
 
     A call's tensor arguments are recorded in two lists, for the output side to find the
-    caller's device and dtype: ``plain``, those NumPy took as they are (on the CPU, a
+    caller's device and dtype: ``shared``, those NumPy shares as they are (on the CPU, a
     NumPy dtype, no grad, no conj/neg bit: results go back to the CPU, uncast), and
     ``odd``, all the others, which need a look. Leaf functions receive a per-call context
     (``ctx``: a ``Collected`` on the NumPy side, a Target on the tensor side) holding the
@@ -109,9 +109,12 @@ class Inputs:
     """
 
     mapper: Mapper  # the converting walk, set by the subclass
+    #: The function gets read-only arrays (see NumpyInputs, the one side that decides it).
+    read_only = False
 
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str) -> None:
         only, exclude = policy.only, policy.exclude
+        self.policy = policy  # this side's resolved options, read where they are needed
         self.params = params
         self.function = function
         selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
@@ -126,7 +129,7 @@ class Inputs:
         return found
 
     def context(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Context:
         """What this side's leaf functions receive for one call: by default the ``odd`` list,
         which records every tensor argument."""
@@ -168,8 +171,8 @@ class RecordingInputs(Inputs):
     for the output side to find the caller's device."""
 
     def __init__(self, params: Parameters, function: str) -> None:
-        super().__init__(params, function, PLAIN, "")
-        self.mapper = _Recorder({torch.Tensor: _record}, nested=PLAIN.nested)
+        super().__init__(params, function, DEFAULT_POLICY, "")
+        self.mapper = _Recorder({torch.Tensor: _record}, nested=DEFAULT_POLICY.nested)
 
 
 class _Recorder(Mapper):
@@ -233,21 +236,22 @@ class NumpyInputs(Inputs):
 
     def __init__(self, params: Parameters, function: str, grad: GradPolicy, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
-        self.copy = policy.copy
-        self.writeback = policy.writeback
-        self.readonly = policy.hands_read_only()
-        # check_writes: only read-only arrays can be written through behind the guard's back.
-        self.check_writes = policy.check_writes and self.readonly
+        #: The function gets read-only arrays, unless it is meant to write: into private copies
+        #: (copy=True), or through to the caller's tensors (writeback=True). Decided here, once
+        #: per side; the spec, the output side and the flat call read it (as ``Spec.read_only``).
+        self.read_only = not policy.writeback and policy.copy is not True
+        #: check_writes=True where the arrays are read-only: only those can be written through
+        #: behind the read-only flag's back (copy=True's and writeback=True's are the function's
+        #: to write), so only then are the caller's tensors snapshot and compared after the call.
+        self.snapshots = policy.check_writes and self.read_only
         self.grad = grad
-        self.sparse = policy.sparse
-        self.callbacks = policy.callbacks
         self.widened = WIDENED_HALF if policy.widen_float16 else WIDENED
         self.writes = OutParams(policy.out_params, params) if policy.out_params else None
         self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
-        leaf = self._writeback_leaf if self.writeback else self._make_leaf()
-        if self.widened is WIDENED_HALF and not self.writeback:
+        leaf = self._writeback_leaf if policy.writeback else self._make_leaf()
+        if self.widened is WIDENED_HALF and not policy.writeback:
             leaf = self._widening(leaf)
-        if self.check_writes:
+        if self.snapshots:
             leaf = self._snapshotting(leaf)
         self.mapper = _Rebuilding(
             {
@@ -258,14 +262,14 @@ class NumpyInputs(Inputs):
                 torch.device: device_leaf,
             },
             nested=policy.nested,
-            fallback=takes_callbacks(self.callbacks),
+            fallback=takes_callbacks(policy.callbacks),
         )
 
     def context(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
-        """``Collected(plain, odd)``: an after step adds its own state (see _after's ``begin``)."""
-        return collected(plain, odd)
+        """``Collected(shared, odd)``: an after step adds its own state (see _after's ``begin``)."""
+        return collected(shared, odd)
 
     def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
         """writeback: the spans of memory that the call's tensors share (see _writeback)."""
@@ -298,8 +302,8 @@ class NumpyInputs(Inputs):
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
-        copy, grad, sparse = self.copy, self.grad, self.sparse
-        if not self.readonly:
+        copy, grad, sparse = self.policy.copy, self.grad, self.policy.sparse
+        if not self.read_only:
 
             def private(t: torch.Tensor, ctx: Collected) -> Any:
                 ctx.odd.append(t)
@@ -316,7 +320,7 @@ class NumpyInputs(Inputs):
                 except (TypeError, RuntimeError):
                     pass
                 else:
-                    ctx.plain.append(t)
+                    ctx.shared.append(t)
                     # write=False, passed positionally: the C method takes it so, and parsing the keyword
                     # costs more than the call (benchmarks, micro: "read-only guard"). The stubs
                     # declare it keyword-only.
@@ -333,14 +337,14 @@ class NumpyInputs(Inputs):
     def _widening(self, leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
         """``widen_float16=True``: float16 tensors take the widening route (recorded as odd, so
         the output side sees them and narrows results back); the rest, ``leaf``."""
-        copy, grad, sparse, readonly = self.copy, self.grad, self.sparse, self.readonly
+        copy, grad, sparse, read_only = self.policy.copy, self.grad, self.policy.sparse, self.read_only
 
         def widening(t: torch.Tensor, ctx: Collected) -> Any:
             if t.dtype is not torch.float16:
                 return leaf(t, ctx)
             ctx.odd.append(t)
             a = refused_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
-            if readonly and type(a) is np.ndarray:
+            if read_only and type(a) is np.ndarray:
                 a.setflags(False)  # type: ignore[call-arg, unused-ignore]
             return a
 
@@ -368,14 +372,15 @@ class NumpyInputs(Inputs):
         if not t.is_nested and expanded(t):
             # Its elements share memory, which torch refuses to write into: handed read-only, so
             # that a write raises (see Runner.failed) rather than vanish.
-            a = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)[0]
+            a = tensor_to_array(t, self.policy.copy, self.grad, settle=False, widened=self.widened)[0]
             a.setflags(False)  # type: ignore[call-arg, unused-ignore]
             return a
         writes = ctx.writes
         assert writes is not None  # writeback has its after step
         span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
-            return span.view(t, writes.pairs, writes.handed, copy=self.copy, grad=self.grad, widened=self.widened)
+            copy, grad, widened = self.policy.copy, self.grad, self.widened
+            return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
         a, private = self._writable(t)
         # Private memory is copied back after the call; shared memory only needs autograd told.
         writes.pairs.append((t, private))
@@ -399,8 +404,9 @@ class NumpyInputs(Inputs):
     def _writable(self, t: torch.Tensor) -> tuple[Any, Any]:
         """``t`` as a writable array, and the private array to copy back after the call (None
         where the array is ``t``'s memory)."""
-        a, shared = tensor_to_array(t, self.copy, self.grad, settle=False, widened=self.widened)
-        if shared and self.copy is None and not a.flags.c_contiguous:
+        copy = self.policy.copy
+        a, shared = tensor_to_array(t, copy, self.grad, settle=False, widened=self.widened)
+        if shared and copy is None and not a.flags.c_contiguous:
             # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
             # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
             copied("layout", t, a.nbytes)
@@ -426,11 +432,7 @@ class TensorInputs(Inputs):
 
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
-        self.copy = policy.copy
-        self.device = policy.device
-        self.dtype = policy.dtype
-        self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else NO_CASTS
-        self.sparse_layout = policy.sparse_layout
+        self.fixed_casts = casts_to(policy.dtype) if isinstance(policy.dtype, torch.dtype) else NO_CASTS
         self.mapper = Mapper(
             {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
             nested=policy.nested,
@@ -438,17 +440,17 @@ class TensorInputs(Inputs):
         )
 
     def context(
-        self, plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Target:
-        casts = self.fixed_casts
-        if self.dtype == "input":  # the casts depend on tensors that may come after the arrays
+        casts, policy = self.fixed_casts, self.policy
+        if policy.dtype == "input":  # the casts depend on tensors that may come after the arrays
             casts = input_casts(self.tensors_in(args, kwargs))
-        return target(self.device or _devices.default_device(), casts, self.copy, odd)
+        return target(policy.device or _devices.default_device(), casts, policy.copy, odd)
 
     def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
         device = ctx.device
         assert device is not None  # this side's context always has one
-        return sparse_to_tensor(m, device, ctx.casts, ctx.copy, self.sparse_layout)
+        return sparse_to_tensor(m, device, ctx.casts, ctx.copy, self.policy.sparse_layout)
 
     def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
         ctx.tensors.append(t)  # type: ignore[union-attr]  # this side's context has them

@@ -175,12 +175,6 @@ class Policy:
         defaults={"torchify": ("out", "output")},
     )
 
-    def hands_read_only(self) -> bool:
-        """Whether ``accepts_numpy`` with this policy hands read-only arrays: unless the function
-        is meant to write, into private copies (copy=True) or through to the caller's tensors
-        (writeback=True). Same on every device."""
-        return not self.writeback and self.copy is not True
-
     def copies_refused(self) -> bool:
         """Whether a call refused read-only arrays is made again with writable copies (a
         torchified function's guard): with ``copy=None``, NumPy 2's "copy when needed"
@@ -342,7 +336,7 @@ def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, 
 
 
 #: The policy of a side that was given no options, and no ``config`` applies to.
-PLAIN = Policy()
+DEFAULT_POLICY = Policy()
 
 
 def settings_of(table: type[Settings], checked: Mapping[str, Any]) -> tuple[Settings, dict[str, Any]]:

@@ -26,10 +26,11 @@ from ._options import Policy
 from ._outparams import Returned
 from ._signature import DEFERRED_RESULTS, Given, Parameters, _mismatch, _tensor_paths, deferred_result
 
-Context = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
+#: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
+ContextMaker = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
 
 
-#: An output side's conversion of one call's result: ``convert(result, plain, odd, call)``
+#: An output side's conversion of one call's result: ``convert(result, shared, odd, call)``
 #: (see Outputs._make_convert).
 Convert = Callable[..., Any]
 
@@ -89,7 +90,7 @@ class NeedsInputs(Exception):  # noqa: N818 - a signal between the output side a
     context leaves out because almost no call needs them."""
 
 
-def _no_context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+def _no_context(shared: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
     return None
 
 
@@ -101,8 +102,8 @@ class Outputs:
         function: str,
         params: Parameters,
         mapper: Mapper,
-        context: Context = _no_context,
-        all_plain: Any = None,
+        context: ContextMaker = _no_context,
+        shared_target: Any = None,
         *,
         argument: str | None = None,
     ) -> None:
@@ -111,42 +112,47 @@ class Outputs:
         self.role, self.root = ("argument", argument) if argument else ("", "result")
         self.params = params
         self.mapper = mapper
-        #: ``context(plain, odd)``: what this side's leaf functions receive for one call,
-        #: unless ``all_plain`` is that already: the context when every tensor was plain.
+        #: ``context(shared, odd)``: what this side's leaf functions receive for one call,
+        #: unless ``shared_target`` is that already: the context when every tensor was shared.
         self.context = context
-        self.all_plain = all_plain
+        self.shared_target = shared_target
         self.convert = self._make_convert()
 
     def _make_convert(self) -> Convert:
-        """``convert(result, plain, odd, call)``: ``result`` converted; ``plain``/``odd`` are
+        """``convert(result, shared, odd, call)``: ``result`` converted; ``shared``/``odd`` are
         the call's tensors (see Inputs), ``call`` its arguments as given. (The generic call
         also passes the input side's per-call context, which this side has no use for.)"""
-        get, resolve, context, all_plain = self.mapper.dispatch.get, self.mapper.resolve, self.context, self.all_plain
+        get, resolve, context, shared_target = (
+            self.mapper.dispatch.get,
+            self.mapper.resolve,
+            self.context,
+            self.shared_target,
+        )
         function, params, role, root = self.function, self.params, self.role, self.root
 
         def convert(
             result: Any,
-            plain: list[torch.Tensor],
+            shared: list[torch.Tensor],
             odd: list[torch.Tensor],
             call: Given,
             _: object = None,
             *,
             inputs: list[torch.Tensor] | None = None,
         ) -> Any:
-            ctx = all_plain if plain and not odd and all_plain is not None else context(plain, odd)
+            ctx = shared_target if shared and not odd and shared_target is not None else context(shared, odd)
             if inputs is not None:
                 ctx = ctx._replace(tensors=inputs)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
-                return convert(result, plain, odd, call, inputs=plain + odd)
+                return convert(result, shared, odd, call, inputs=shared + odd)
             except YieldsLater:
                 if type(result) is not types.GeneratorType:  # one inside a container: refused where it is
                     try:
                         _DEFERRED(result, None)
                     except LeafError as e:
                         raise e.public(function, role, root) from None
-                return lazily(result, lambda item: convert(item, plain, odd, call, inputs=inputs))
+                return lazily(result, lambda item: convert(item, shared, odd, call, inputs=inputs))
             except LeafError as e:
                 if e.problem == OBJECT_ARRAY and _sparse_among(odd):
                     raise _sparse_read_as_object(function, params, call) from None
@@ -164,11 +170,11 @@ def through_stand_in(convert: Convert) -> Convert:
     Spec.stands_in): the object itself comes back as the instance, any other result
     converted, then as the instance returns it."""
 
-    def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], call: Given, _: object = None) -> Any:
+    def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], call: Given, _: object = None) -> Any:
         instance: Any = call.instance
         if result is instance.__wrapped__:
             return instance
-        return instance._ac_returned(convert(result, plain, odd, call))
+        return instance._ac_returned(convert(result, shared, odd, call))
 
     return finish
 
@@ -202,10 +208,10 @@ class TensorOutputs(Outputs):
         *,
         argument: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
-        read_only_inputs: bool = False,
+        read_only: bool = False,
         objects: Callable[[type], Leaf | None] | None = None,
     ) -> None:
-        """``read_only_inputs``: the function was handed read-only views of the caller's tensors, so a
+        """``read_only``: the function was handed read-only views of the caller's tensors, so a
         tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased.
         ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
         for its package's objects), or None to keep them as they are."""
@@ -219,27 +225,27 @@ class TensorOutputs(Outputs):
             {
                 np.ndarray: array_to_tensor,
                 np.generic: array_to_tensor,
-                torch.Tensor: self._unaliased if read_only_inputs else self._tensor,
+                torch.Tensor: self._unaliased if read_only else self._tensor,
                 Returned: _given_back,
                 **_LATER,
             },
             nested=policy.nested,
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
         )
-        # Only plain tensors: what vote() and the dtype pass would find, decided now. NumPy
+        # Only shared tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
-        all_plain = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
-        super().__init__(function, params, mapper, self._make_context(), all_plain, argument=argument)
+        shared_target = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
+        super().__init__(function, params, mapper, self._make_context(), shared_target, argument=argument)
 
-    def _make_context(self) -> Context:
-        """``context(plain, odd) -> Target``; the device is None when
+    def _make_context(self) -> ContextMaker:
+        """``context(shared, odd) -> Target``; the device is None when
         the tensors disagree, which only matters (and raises) if some result has to be placed."""
         fixed_device, fixed_casts, dtype, copy = self.device, self.fixed_casts, self.dtype, self.copy
         restoring = self.restoring
 
-        def context(plain: list[torch.Tensor], odd: list[torch.Tensor]) -> Target:
-            seen = plain + odd
+        def context(shared: list[torch.Tensor], odd: list[torch.Tensor]) -> Target:
+            seen = shared + odd
             device = fixed_device or vote(seen)
             if fixed_casts is not None:
                 casts = fixed_casts

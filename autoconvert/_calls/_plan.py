@@ -171,7 +171,6 @@ class Plan:
             inputs = TensorInputs(self.params, self.function, policies["accepts_tensor"], where)
         # Results narrow back to float16 when the input side widened it (fused pairs only).
         half = numpy_in is not None and numpy_in.widen_float16
-        read_only_inputs = isinstance(inputs, NumpyInputs) and inputs.readonly
         for side, policy in policies.items():
             if side.startswith("accepts"):
                 continue
@@ -182,7 +181,7 @@ class Plan:
                     self.params,
                     policy,
                     restoring=restoring,
-                    read_only_inputs=read_only_inputs,
+                    read_only=inputs is not None and inputs.read_only,
                     objects=self.objects,
                 )
             else:

@@ -12,9 +12,9 @@ call alone (``pytest --generic-calls``), so the suite proves both paths give one
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
 from autoconvert._conversions._devices import CPU
 from autoconvert._conversions._dtypes import WIDENED
@@ -44,8 +44,11 @@ def in_a_block(assignment: str) -> str:
     return f"or a with ac.config({assignment}): block around the call"
 
 
-class Spec(NamedTuple):
-    """What a call does, for one set of resolved options (see the module docstring)."""
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Spec:
+    """What a call does, for one set of resolved options (see the module docstring): every
+    fact derived from the options lives here, under one name, and its readers (the
+    interpreter, the generator, ``explain``) read it rather than derive it again."""
 
     function: str  # the function's name, for messages
     policies: Mapping[str, Policy]  # each side's resolved options, read-only
@@ -57,7 +60,7 @@ class Spec(NamedTuple):
     after: str | None  # the after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT), if any
     routes: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
-    #: The function gets read-only arrays (accepts_numpy unless copy=True or writeback=True).
+    #: The function gets read-only arrays (the NumPy side's decision, see NumpyInputs.read_only).
     read_only: bool
     #: A write by the function may be refused as a ReadOnlyError: it gets read-only arrays, or
     #: writeback hands it expanded tensors (read-only too, a write into one would be lost).
@@ -89,25 +92,25 @@ def spec_of(
     """The spec of a Runner with these sides (a decorator's, or a fused pair's); ``yields``:
     the function is a generator function; ``stands_in``: see ``Spec.stands_in``; ``site``:
     see ``Spec.site``."""
-    read_only = isinstance(inputs, NumpyInputs) and inputs.readonly
+    read_only = inputs is not None and inputs.read_only
     value = value_step(inputs)
     watches_body = yields and read_only
     return Spec(
-        function,
-        types.MappingProxyType(policies),
-        inputs,
-        outputs,
-        value,
-        parameter_steps(params, inputs, value),
-        result_step(outputs),
-        after_step(inputs),
-        any(p.transfers != "allow" for p in policies.values()),
-        generic_because(inputs, outputs, watches_body=watches_body),
-        read_only,
-        read_only or (isinstance(inputs, NumpyInputs) and inputs.writeback),
-        watches_body,
-        stands_in,
-        site,
+        function=function,
+        policies=types.MappingProxyType(policies),
+        inputs=inputs,
+        outputs=outputs,
+        value=value,
+        parameters=parameter_steps(params, inputs, value),
+        result=result_step(outputs),
+        after=after_step(inputs),
+        routes=any(p.transfers != "allow" for p in policies.values()),
+        generic_because=generic_because(inputs, outputs, watches_body=watches_body),
+        read_only=read_only,
+        refuses_writes=read_only or (isinstance(inputs, NumpyInputs) and inputs.policy.writeback),
+        watches_body=watches_body,
+        stands_in=stands_in,
+        site=site,
     )
 
 
@@ -127,10 +130,10 @@ def value_step(inputs: Inputs | None) -> Step:
     if isinstance(inputs, RecordingInputs):
         return RECORDED
     if isinstance(inputs, NumpyInputs):
-        detach, private = inputs.grad.mode == "detach", not inputs.readonly
+        detach, private = inputs.grad.mode == "detach", not inputs.read_only
         return Step("numpy", detach=detach, private=private, widens=inputs.widened is not WIDENED)
     assert isinstance(inputs, TensorInputs)
-    return Step("tensor", shares=not (inputs.fixed_casts or inputs.copy))
+    return Step("tensor", shares=not (inputs.fixed_casts or inputs.policy.copy))
 
 
 def parameter_steps(params: Parameters, inputs: Inputs | None, value: Step) -> tuple[tuple[str, Step], ...] | None:
@@ -163,7 +166,7 @@ def result_step(outputs: Outputs | None) -> Result:
         return Result("none")
     if isinstance(outputs, TensorOutputs):
         # The shared target holds only when every tensor argument was NumPy's to share.
-        shared = outputs.all_plain
+        shared = outputs.shared_target
         if shared is None or shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied
             return Result("tensor")
         return Result("tensor", shares=True, copies_read_only=shared.copy is None)
@@ -175,9 +178,9 @@ def after_step(inputs: Inputs | None) -> str | None:
     """What runs after the function, even when it raised (None: nothing)."""
     if not isinstance(inputs, NumpyInputs):
         return None
-    if inputs.check_writes:
+    if inputs.snapshots:
         return RESTORE_WRITES
-    if inputs.writeback:
+    if inputs.policy.writeback:
         return WRITE_BACK
     if inputs.writes is not None:
         return WRITE_BACK_OUT
@@ -191,13 +194,13 @@ def generic_because(inputs: Inputs | None, outputs: Outputs | None, *, watches_b
         return "flat calls are turned off (the test suite's --generic-calls)"
     if watches_body:
         return "a generator function's body runs as the caller iterates, watched for writes into read-only arrays"
-    if isinstance(inputs, NumpyInputs) and inputs.writeback:
+    if isinstance(inputs, NumpyInputs) and inputs.policy.writeback:
         return "writeback=True writes the arrays back into the caller's tensors after the call"
-    if isinstance(inputs, NumpyInputs) and inputs.check_writes:
+    if isinstance(inputs, NumpyInputs) and inputs.snapshots:
         return "check_writes=True compares the caller's tensors with their copies after the call"
-    if isinstance(inputs, TensorInputs) and inputs.dtype == "input":
+    if isinstance(inputs, TensorInputs) and inputs.policy.dtype == "input":
         return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
-    if isinstance(outputs, TensorOutputs) and outputs.all_plain is None:
+    if isinstance(outputs, TensorOutputs) and outputs.shared_target is None:
         return "dtype='input' casts results by the dtypes of the call's tensors"
     if isinstance(inputs, TensorInputs) and isinstance(outputs, TensorOutputs):
         return "accepts_tensor with returns_tensor: results are placed by the tensors the arguments became"

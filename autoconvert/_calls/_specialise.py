@@ -48,12 +48,10 @@ from ._exact import compiled, leading_of, shape_of, splitter, with_signature
 from ._generate import exact_source, leading_source, star_source
 from ._guards import Guarded
 from ._inputs import NumpyInputs, TensorInputs
-from ._observe import PROFILER
+from ._observe import PROFILER, Call
 from ._outputs import TensorOutputs
 from ._signature import given_args
 from ._spec import Spec, finish_of
-
-Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 
 #: A leading form's default for its parameters: nobody else's object, so never an argument.
 _MISSING = object()
@@ -160,11 +158,11 @@ def specialised(
     if writes is not None and writes_at is None:
         writes_at = MOST_POSITIONAL + 1
     kind = Kind(
-        spec.value,
-        spec.result,
-        isinstance(inputs, TensorInputs),
-        spec.read_only,
-        writes_at,
+        value=spec.value,
+        result=spec.result,
+        places=isinstance(inputs, TensorInputs),
+        read_only=spec.read_only,
+        writes_at=writes_at,
         stands_in=spec.stands_in,
     )
     namespace = _namespace(spec, generic, failed)
@@ -190,7 +188,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "default_device": default_device,
         "Target": Target,
         "CPU": CPU,
-        "to_tensor": array_to_tensor,
+        "array_to_tensor": array_to_tensor,
         "from_numpy": torch.from_numpy,
         "small_copy": SMALL_COPY_BYTES,
         "generic": generic,
@@ -200,7 +198,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
         "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
         # The call's tensors, for a result the flat code leaves to the output side (it votes on
-        # them, or unaliases a tensor result): the flat code keeps only a flag, ``took_plain``. Any
+        # them, or unaliases a tensor result): the flat code keeps only a flag, ``met_tensors``. Any
         # call that gets there has no tensor deeper than the flat code walks.
         "tensors_in": inputs.tensors_in if inputs is not None else None,
         "convert_out": finish_of(spec),
@@ -218,14 +216,14 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
             inputs.mapper.resolve(cls)
         exec(_items_code(spec.value), namespace)  # numpy_items, in the plan's namespace (its kept)
     if isinstance(inputs, TensorInputs):
-        namespace.update(device=inputs.device, casts=inputs.fixed_casts, copy=inputs.copy)
+        namespace.update(device=inputs.policy.device, casts=inputs.fixed_casts, copy=inputs.policy.copy)
     if isinstance(outputs, TensorOutputs):
         mapper = outputs.mapper
         for cls in (tuple, list, dict):
             mapper.resolve(cls)
         exec(_SHARED_ITEMS, namespace)  # shared_items, in the plan's namespace (its kept_out)
         namespace.update(
-            shared_target=outputs.all_plain,
+            shared_target=outputs.shared_target,
             get_out=mapper.dispatch.get,
             kept_out=mapper.kept,
             walk_sequence_out=mapper.walk_sequence,

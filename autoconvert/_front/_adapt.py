@@ -26,11 +26,11 @@ from autoconvert._calls._config import Config
 from autoconvert._calls._emit import Result, Step
 from autoconvert._calls._inputs import Collected, NumpyInputs, collected, collected_writes
 from autoconvert._calls._observe import Watching
-from autoconvert._calls._options import FUNC, PLAIN, AdaptOptions, Policy, shows_options, validate
+from autoconvert._calls._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._calls._plan import Plan
 from autoconvert._calls._signature import Given, function_name
-from autoconvert._calls._spec import Spec, spec_of
+from autoconvert._calls._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
 from autoconvert._calls._wrapper import is_wrapper, wrap
 from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import is_scipy_sparse
@@ -74,7 +74,8 @@ class AdaptPlan(Plan):
             TensorOutputs(self.function, self.params, _RETURNING),
             site=self.option_site,
         )
-        return spec._replace(
+        return dataclasses.replace(
+            spec,
             value=ASKED,
             parameters=self.signature.steps(self.params),
             result=CALLERS_KIND,
@@ -88,7 +89,7 @@ class AdaptPlan(Plan):
 
 
 #: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
-_RETURNING = dataclasses.replace(PLAIN, dtype="input")
+_RETURNING = dataclasses.replace(DEFAULT_POLICY, dtype="input")
 
 
 class AdaptRunner(Runner):
@@ -108,7 +109,7 @@ class AdaptRunner(Runner):
         self.signature = signature
         self.arrays = arrays
         self.to_tensors = to_tensors
-        self.to_arrays = NumpyOutputs(spec.function, arrays.params, PLAIN)
+        self.to_arrays = NumpyOutputs(spec.function, arrays.params, DEFAULT_POLICY)
         if watch is not None:  # count conversions: each leaf, once (the spec's sides are counted already)
             self.to_arrays.mapper.wrap_leaves(counted)
         self.array_mapper = Mapper(
@@ -142,7 +143,7 @@ class AdaptRunner(Runner):
 
     def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
-        cast = dtype is not None and not self.arrays.writeback  # a cast copy could not be written back
+        cast = dtype is not None and self.spec.after != WRITE_BACK  # a cast copy could not be written back
 
         def to_array(value: Any, ctx: Collected) -> Any:
             kind = type(value)
@@ -180,19 +181,19 @@ class AdaptRunner(Runner):
     def _begin(self, asks: dict[str, Any]) -> Begin:
         """The per-call context: the lists, where arrays for tensor parameters go (asked only
         if some parameter wants tensors), and the after step's state where there is one."""
-        arrays, policy = self.arrays, self.spec.policies["adapt"]
-        writeback, checks, fixed_device, copy = arrays.writeback, arrays.check_writes, policy.device, policy.copy
+        arrays, policy, after = self.arrays, self.spec.policies["adapt"], self.spec.after
+        fixed_device, copy = policy.device, policy.copy
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in asks.values())
 
         def begin(
-            plain: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+            shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            if writeback:  # an after step's state: writeback's, or check_writes'
-                return collected_writes(plain, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
-            if checks:
-                return collected_writes(plain, odd, seen=[], target=placed)
-            return collected(plain, odd, seen=[], target=placed)
+            if after == WRITE_BACK:  # an after step's state: writeback's, or check_writes'
+                return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
+            if after == RESTORE_WRITES:
+                return collected_writes(shared, odd, seen=[], target=placed)
+            return collected(shared, odd, seen=[], target=placed)
 
         return begin
 
@@ -237,15 +238,15 @@ class AdaptRunner(Runner):
         tensor_result = _result_walker(signature.result, {ARRAY, ANY})
         array_result = _result_walker(signature.result, {TENSOR, ANY})
 
-        def finish(result: Any, plain: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
-            if plain or odd:
+        def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
+            if shared or odd:
                 if whole_tensors:
-                    return to_tensors(result, plain, odd, given)
-                return tensor_result(result, to_tensors, plain, odd, given)
+                    return to_tensors(result, shared, odd, given)
+                return tensor_result(result, to_tensors, shared, odd, given)
             if ctx.seen:
                 if whole_arrays:
-                    return to_arrays(result, plain, odd, given)
-                return array_result(result, to_arrays, plain, odd, given)
+                    return to_arrays(result, shared, odd, given)
+                return array_result(result, to_arrays, shared, odd, given)
             return result
 
         return finish
@@ -333,7 +334,7 @@ def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
 
 
 def _result_walker(want: Want, converted: set[str]) -> Callable[..., Any]:
-    """``walk(result, convert, plain, odd, given)``: an output side's ``convert`` applied
+    """``walk(result, convert, shared, odd, given)``: an output side's ``convert`` applied
     where ``want`` asks for a kind in ``converted``, the rest of the result untouched."""
 
     def walk(result: Any, convert: Callable[..., Any], *call: Any, want: Want = want) -> Any:
