@@ -25,6 +25,9 @@ import torch
 from autoconvert._adapters._sklearn import ScikitLearn, _declared_functions, _scipy_mode
 from autoconvert._adapters._table import adapter_for
 
+from .modes import IN_MODE as MODE
+from .modes import rerun_in_scipy_s_array_api_mode
+
 if importlib.util.find_spec("sklearn") is None:
     if os.environ.get("AUTOCONVERT_TEST_RECIPES"):
         pytest.fail("needs scikit-learn: pip install -e '.[sklearn]'", pytrace=False)
@@ -40,7 +43,6 @@ from sklearn.model_selection import KFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import RobustScaler, StandardScaler, scale
 
-MODE = os.environ.get("SCIPY_ARRAY_API") == "1"
 ADAPTER = ScikitLearn()
 in_mode = pytest.mark.skipif(
     not MODE or ADAPTER.torch_mode() is not None, reason="needs scikit-learn's array API dispatch, and SciPy's mode"
@@ -54,17 +56,7 @@ def test_scikit_learn_s_array_api_dispatch() -> None:
     """This file's tests that need the dispatch, in a process with SciPy's mode on."""
     if MODE:
         pytest.skip("this is that process")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--no-cov", "--slow"],
-        env={**os.environ, "SCIPY_ARRAY_API": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " passed" in done.stdout and "this is that process" in done.stdout  # -ra lists the skips
-    assert "needs scikit-learn's array API dispatch" not in done.stdout, done.stdout
+    rerun_in_scipy_s_array_api_mode(__file__, "needs scikit-learn's array API dispatch")
 
 
 def _tables() -> dict[Any, list[Any]]:
