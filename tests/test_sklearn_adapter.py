@@ -22,8 +22,10 @@ import numpy as np
 import pytest
 import torch
 
+import autoconvert as ac
 from autoconvert._adapters._sklearn import ScikitLearn, _declared_functions, _scipy_mode
 from autoconvert._adapters._table import adapter_for
+from autoconvert._front._native import NativeFunction
 
 from .modes import IN_MODE as MODE
 from .modes import rerun_in_scipy_s_array_api_mode
@@ -35,6 +37,7 @@ if importlib.util.find_spec("sklearn") is None:
 
 import sklearn  # after the check above, which names the extra
 import sklearn.metrics
+import sklearn.metrics.pairwise
 import sklearn.utils
 from sklearn.decomposition import PCA
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
@@ -164,7 +167,7 @@ def test_a_library_switching_nothing_per_call_gets_its_function_back() -> None:
 
 @in_mode
 def test_its_torch_path_is_on_in_scipy_s_mode() -> None:
-    assert _scipy_mode() and ADAPTER.torch_mode() is None and ADAPTER.torch_path(PCA().fit) is None
+    assert _scipy_mode() and ADAPTER.torch_mode() is None and ADAPTER.declared_torch_path(PCA().fit) is None
     assert not _dispatching()  # never switched on for the process
 
 
@@ -175,6 +178,24 @@ def _refusal() -> RuntimeError | None:
             return None
     except RuntimeError as error:
         return error
+
+
+@in_mode
+def test_torchify_converts_for_scikit_learn_as_its_native_route_switches_no_dispatch_on() -> None:
+    """A torchified module's native route calls a function as it is: scikit-learn's declared
+    functions would meet tensors with the dispatch off (and convert them, or fail on a tensor
+    that requires grad), so torchify converts and ``native=True`` refuses them."""
+    view = ac.torchify(sklearn.metrics.pairwise)
+    x = torch.rand(5, 3, dtype=torch.float64)
+    assert (
+        not isinstance(view.euclidean_distances, NativeFunction) and type(view.euclidean_distances(x)) is torch.Tensor
+    )
+    with pytest.raises(ValueError) as refused:
+        ac.torchify(sklearn.metrics.pairwise, native=True).euclidean_distances
+    assert str(refused.value) == (
+        "autoconvert.torchify(native=True): sklearn.metrics.pairwise.euclidean_distances has no torch path of "
+        "scikit-learn's own: torchify does not switch its dispatch on. Fix: native='auto' converts where there is none"
+    )
 
 
 @in_mode
