@@ -34,6 +34,7 @@ ORDER = [
     "_adapters._adapter",
     "_adapters._numpy",
     "_adapters._scipy",
+    "_adapters._sklearn",
     "_adapters._f2py",
     "_adapters._cython",
     "_adapters._numba",
@@ -165,7 +166,9 @@ def test_the_package_never_imports_scipy_at_module_scope() -> None:
 
 
 def test_importing_autoconvert_imports_nothing_optional() -> None:
-    optional = "{'scipy', 'torch._dynamo', 'threadpoolctl', 'distributed'}"  # torch itself imports tqdm (torch.hub)
+    optional = (
+        "{'scipy', 'sklearn', 'torch._dynamo', 'threadpoolctl', 'distributed'}"  # torch itself imports tqdm (torch.hub)
+    )
     code = f"import sys, autoconvert; bad = {optional} & set(sys.modules); assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True)
 

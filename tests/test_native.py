@@ -7,10 +7,7 @@ this file there); the suite's own process checks what holds with the mode off.
 
 from __future__ import annotations
 
-import os
 import pickle
-import subprocess
-import sys
 import warnings
 from typing import Any
 
@@ -29,7 +26,9 @@ from autoconvert._adapters._scipy import _array_api
 from autoconvert._adapters._table import adapter_for
 from autoconvert._front._native import NativeFunction
 
-MODE = os.environ.get("SCIPY_ARRAY_API") == "1"
+from .modes import IN_MODE as MODE
+from .modes import rerun_in_scipy_s_array_api_mode
+
 #: SciPy 1.15 and later declare their functions' torch paths (feature-detected, as the adapter does).
 DECLARES = _array_api() is not None
 in_mode = pytest.mark.skipif(
@@ -45,18 +44,7 @@ def test_scipy_s_array_api_mode() -> None:
     """This file's tests that need SciPy's array API mode, in a process with it on."""
     if MODE:
         pytest.skip("this is that process")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "--no-cov", "--slow"],
-        env={**os.environ, "SCIPY_ARRAY_API": "1"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert " passed" in done.stdout and "this is that process" in done.stdout  # -ra lists the skips
-    if DECLARES:  # every test of the mode ran there
-        assert "needs SciPy's array API mode" not in done.stdout, done.stdout
+    rerun_in_scipy_s_array_api_mode(__file__, "needs SciPy's array API mode" if DECLARES else None)
 
 
 # --------------------------------------------------------------------------- either way

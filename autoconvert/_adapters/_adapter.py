@@ -8,9 +8,11 @@ take arguments. The defaults are those of a library nothing special is known of.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 
@@ -140,6 +142,27 @@ class Adapter:
         """Why ``fn`` has no torch path of the library's own even where its mode is on, in
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
+
+    def switched_on(self) -> contextlib.AbstractContextManager[Any]:
+        """The library's own torch path switched on for a with block, in this thread only, where
+        the library switches it per call (scikit-learn's array API dispatch), so it is never
+        left on for code that did not ask for it; by default nothing: a library's mode is on
+        for the whole process (SciPy's, read when it is imported) or off."""
+        return contextlib.nullcontext()
+
+    def torch_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` as its library's own torch path calls it: inside ``switched_on`` where the
+        library switches that path per call, else ``fn`` itself, at no cost per call."""
+        if type(self).switched_on is Adapter.switched_on:
+            return fn
+        switched_on = self.switched_on
+
+        @functools.wraps(fn)
+        def switched(*args: Any, **kwargs: Any) -> Any:
+            with switched_on():
+                return fn(*args, **kwargs)
+
+        return switched
 
     def __repr__(self) -> str:
         return f"<adapter for {self.name}>"

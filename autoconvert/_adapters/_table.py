@@ -14,6 +14,7 @@ from ._numpy import NumPy
 from ._opencv import OpenCV
 from ._python import BufferProtocol
 from ._scipy import SciPy
+from ._sklearn import ScikitLearn
 from ._torch import Torch
 
 NUMPY = NumPy()
@@ -23,6 +24,7 @@ ADAPTERS: tuple[Adapter, ...] = (
     ArrayApiCompat(),
     NUMPY,
     SciPy(),
+    ScikitLearn(),
     Cython(),
     Numba(),
     OpenCV(),

@@ -1,0 +1,29 @@
+"""Test files rerun in a process of their own with SciPy's array API mode on, which SciPy
+reads once, when imported (``SCIPY_ARRAY_API=1``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+#: Whether this process is one of those.
+IN_MODE = os.environ.get("SCIPY_ARRAY_API") == "1"
+
+
+def rerun_in_scipy_s_array_api_mode(path: str, needs: str | None) -> None:
+    """Run the test file ``path`` with SciPy's array API mode on, with the slow tests; the
+    process's own rerun skips itself, with the reason "this is that process". ``needs``: the
+    reason its tests of the mode skip with, which none may give there (None: they may)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", path, "-q", "-p", "no:cacheprovider", "--no-cov", "--slow"],
+        env={**os.environ, "SCIPY_ARRAY_API": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "this is that process" in done.stdout  # -ra lists the skips
+    if needs is not None:  # every test of the mode ran there
+        assert needs not in done.stdout, done.stdout
