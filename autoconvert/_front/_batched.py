@@ -11,6 +11,7 @@ SciPy routines that release the GIL, process pools and Dask for code that holds 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import time
@@ -31,8 +32,9 @@ from autoconvert._calls._options import (
     shows_options,
     validate,
 )
+from autoconvert._calls._routes import Description, described, plan_of
 from autoconvert._calls._signature import Parameters
-from autoconvert._calls._wrapper import _Wrapper, unbound_instance
+from autoconvert._calls._wrapper import is_wrapper, unbound_instance
 from autoconvert._pickling import by_reference
 
 from ._caps import has_threadpoolctl
@@ -130,7 +132,7 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
 def _batched(fn: Callable[..., Any], settings: BatchSettings) -> Batched:
     check_callable(fn, "batched")
-    call: Any = fn if isinstance(fn, _Wrapper) else returns_tensor(accepts_numpy(fn))
+    call: Any = fn if is_wrapper(fn) else returns_tensor(accepts_numpy(fn))
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     where = _where(raw, call, settings, name)
@@ -164,7 +166,7 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             if workers is not None and workers > 1
             else None
         )
-    _refuse_writes(call._self_plan.policies.values(), name, "")  # outside any config block
+    _refuse_writes(plan_of(call).policies.values(), name, "")  # outside any config block
     return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
@@ -203,8 +205,9 @@ class Batched:
     def __init__(
         self, fn: Any, call: Any, settings: BatchSettings, *, name: str, where: Any, seeds: Seeds | None
     ) -> None:
+        plan = plan_of(call)
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
-        self._convert = call._self_plan.default.call  # its protocol, around the map instead of fn
+        self._convert = plan.default.call  # its protocol, around the map instead of fn
         self._instance = unbound_instance(call)
         self._raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
         self._settings = settings
@@ -212,7 +215,7 @@ class Batched:
         self._seeds = seeds
         self._label = f"autoconvert.batched({name})"
         self._name = name
-        self._counted = call._self_plan.function.removesuffix("()")  # its name in stats()
+        self._counted = plan.function.removesuffix("()")  # its name in stats()
         #: Seconds a sample took when samples last ran in the caller's thread: whether a batch
         #: pays for the executor (see _dispatch).
         self._seconds_per_sample: float | None = None
@@ -242,7 +245,7 @@ class Batched:
         """On an executor, refuse the writes a ``config`` block around the call asks for, as the
         function's own ``writeback=True`` is refused when ``batched`` is applied."""
         configured = active()
-        plan = self._call._self_plan
+        plan = plan_of(self._call)
         if configured is not None:
             policies = (plan.resolved(side, configured.options) for side in plan.sides)
             _refuse_writes(policies, self._name, ", from a config block")
@@ -325,6 +328,45 @@ class Batched:
                     break
             block *= 2
         return results
+
+    def __autoconvert_spec__(self) -> Description:
+        """The call converting each batch, with where the samples run and how they are seeded."""
+        inner = described(self._call)
+        assert inner is not None  # a wrapper
+        return dataclasses.replace(inner, made_by="batched() over ", notes=self._notes())
+
+    def _notes(self) -> tuple[str, ...]:
+        """Where the samples run, when a batch stays in the caller's thread, the libraries'
+        threads, and the seeds, in words."""
+        where = self._runner
+        notes = [
+            "batched(): each batch converted once by the call below, the function run once per sample along dim 0 "
+            "on NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
+            "converted once."
+        ]
+        if where is None:
+            notes.append("Samples run one after another in the caller's thread.")
+        else:
+            on = f"{where.workers} threads" if isinstance(where, Threads) else type(where.executor).__name__
+            notes.append(f"Samples run on {on}, in chunks.")
+            if where.in_caller:
+                notes.append(
+                    f"A batch whose samples take under {where.least_seconds * 1e3:g} ms in all (timed on its first "
+                    "samples) runs in the caller's thread instead: the executor would cost more than it gives."
+                )
+            blas = "BLAS, OpenMP and torch" if has_threadpoolctl() else "torch (BLAS and OpenMP: install threadpoolctl)"
+            notes.append(
+                f"While a map runs, {blas} use at most {where.threads} thread{'s' * (where.threads > 1)} per worker."
+            )
+        seeds = self._seeds
+        if seeds is not None:
+            streams = "a Generator as rng=" if seeds.rng else ""
+            if seeds.globals:
+                streams += (
+                    " and " if streams else ""
+                ) + "np.random, random and torch's CPU generator seeded per sample"
+            notes.append(f"seed=: each sample its own stream ({streams}).")
+        return tuple(notes)
 
     def __repr__(self) -> str:
         return f"<autoconvert.batched {self.__wrapped__!r}>"
