@@ -24,12 +24,19 @@ import torch
 
 import autoconvert as ac
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._observe import count_cupy, count_not_cupy
-from autoconvert._front._cupy import CupyFunction, twin_of
+from autoconvert._calls._observe import count_route
+from autoconvert._calls._routes import Routed, described
+from autoconvert._front._cupy import CupyRoute, twin_of
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 needs_cupy = pytest.mark.skipif(not HAS_CUPY, reason="needs CuPy")
 without_cupy = pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed")
+
+
+def _on_cupy(fn: Any) -> bool:
+    """Whether ``fn`` takes CuPy's path first."""
+    description = described(fn)
+    return description is not None and [route.name for route in description.routes] == ["cupy"]
 
 
 # --------------------------------------------------------------------------- anywhere
@@ -76,7 +83,7 @@ def test_explain_says_why_a_function_does_not_take_cupy() -> None:
 def test_without_cupy_the_host_path_is_all() -> None:
     view = ac.torchify(scipy.ndimage)
     assert "CuPy's path is not taken: CuPy is not installed" in ac.explain(view.gaussian_filter).notes
-    assert not isinstance(view.gaussian_filter, CupyFunction)
+    assert not _on_cupy(view.gaussian_filter)
     with pytest.raises(ValueError) as info:
         ac.torchify(np, array_module="cupy")
     assert str(info.value) == (
@@ -84,9 +91,10 @@ def test_without_cupy_the_host_path_is_all() -> None:
     )
 
 
-def _written_for_cupy(fn: Any) -> CupyFunction:
+def _written_for_cupy(fn: Any, explicit: dict[str, Any] | None = None) -> Routed:
     """What ``torchify(fn, array_module="cupy")`` makes where CuPy is installed."""
-    return CupyFunction(fn, lambda: (fn, None), None, strict=True, explicit={}, adapter=adapter_for(fn))
+    route = CupyRoute(fn, lambda: (fn, None), strict=True, explicit=explicit or {}, adapter=adapter_for(fn))
+    return Routed(fn, (route,), None)
 
 
 def test_array_module_cupy_names_each_argument_cupy_cannot_take() -> None:
@@ -152,9 +160,7 @@ def test_array_module_cupy_names_each_argument_cupy_cannot_take() -> None:
         with pytest.raises(ac.ConversionError) as info:
             fn(tensor)
         assert str(info.value).startswith(f"{name}: argument x {said}")
-    widening = CupyFunction(
-        f, lambda: (f, None), None, strict=True, explicit={"widen_float16": True}, adapter=adapter_for(f)
-    )
+    widening = _written_for_cupy(f, {"widen_float16": True})
     with pytest.raises(ac.ConversionError) as info:
         widening(torch.ones(2, dtype=torch.float16))
     assert str(info.value) == (
@@ -197,21 +203,14 @@ def test_which_functions_cupy_mirrors() -> None:
 @without_cupy
 def test_a_cupy_path_with_no_cupy_converts_every_call() -> None:
     view, host = ac.torchify(np), ac.torchify(np, array_module="numpy")
-    fn = CupyFunction(
-        np.add,
-        functools.partial(twin_of, adapter_for(np), "numpy", "add"),
-        host.add,
-        strict=False,
-        explicit={},
-        adapter=adapter_for(np),
-        view=view,
-        name="add",
-    )
+    find = functools.partial(twin_of, adapter_for(np), "numpy", "add")
+    route = CupyRoute(np.add, find, strict=False, explicit={}, adapter=adapter_for(np), module="numpy", name="add")
+    fn = Routed(np.add, (route,), host.add, view=view, name="add")
     assert torch.equal(fn(torch.arange(3.0), 1), torch.tensor([1.0, 2.0, 3.0]))
     assert torch.equal(fn.outer(torch.ones(2), torch.ones(3)), torch.full((2, 3), 2.0))  # the pair's members
-    assert fn.resolved() is None and fn.missing == "CuPy could not be imported (No module named 'cupy')"
+    assert route.resolved() is None and route.missing == "CuPy could not be imported (No module named 'cupy')"
     explained = ac.explain(fn)
-    assert explained.path != "cupy" and explained.notes[-1] == f"CuPy's path is not taken: {fn.missing}"
+    assert explained.path != "cupy" and explained.notes[-1] == f"CuPy's path is not taken: {route.missing}"
     assert repr(fn) == f"<autoconvert CuPy path of {np.add!r}>"
     again = pickle.loads(pickle.dumps(fn))  # read again from a view like the one it came from
     assert repr(again) == repr(view.add) and torch.equal(again(torch.ones(1), 1), torch.full((1,), 2.0))
@@ -219,9 +218,9 @@ def test_a_cupy_path_with_no_cupy_converts_every_call() -> None:
 
 def test_stats_count_the_cupy_path_and_the_reasons_for_the_host_path() -> None:
     with ac.stats() as s:
-        count_cupy("gaussian_filter")
-        count_not_cupy("gaussian_filter", "has a dtype CuPy lacks (torch.bfloat16)")
-        count_not_cupy("gaussian_filter", "has a dtype CuPy lacks (torch.bfloat16)")
+        count_route("gaussian_filter", "cupy")
+        count_route("gaussian_filter", "cupy", "has a dtype CuPy lacks (torch.bfloat16)")
+        count_route("gaussian_filter", "cupy", "has a dtype CuPy lacks (torch.bfloat16)")
     counts = s["gaussian_filter"]
     assert counts.calls == 1 and counts.cupy == 1
     assert counts.not_cupy == {"has a dtype CuPy lacks (torch.bfloat16)": 2}
@@ -235,7 +234,7 @@ def test_stats_count_the_cupy_path_and_the_reasons_for_the_host_path() -> None:
 @needs_cupy
 def test_cpu_tensors_take_the_host_path() -> None:
     view = ac.torchify(scipy.ndimage)
-    assert isinstance(view.gaussian_filter, CupyFunction)
+    assert _on_cupy(view.gaussian_filter)
     x = torch.rand(6, 7, dtype=torch.float64)
     with ac.stats() as s:
         out = view.gaussian_filter(x, 1.5)
@@ -243,13 +242,13 @@ def test_cpu_tensors_take_the_host_path() -> None:
     assert s["gaussian_filter"].cupy == 0 and s["gaussian_filter"].not_cupy == {}  # no CUDA tensor: nothing to say
     assert torch.equal(ac.torchify(np).add.outer(torch.ones(2), torch.ones(3)), torch.full((2, 3), 2.0))
     again = pickle.loads(pickle.dumps(view.gaussian_filter))
-    assert isinstance(again, CupyFunction) and torch.equal(again(x, 1.5), out)
+    assert _on_cupy(again) and torch.equal(again(x, 1.5), out)
 
 
 @needs_cupy
 def test_a_view_placing_or_casting_its_results_takes_the_host_path() -> None:
     placed = ac.torchify(scipy.ndimage, device="cpu", dtype=torch.float32)
-    assert not isinstance(placed.gaussian_filter, CupyFunction)
+    assert not _on_cupy(placed.gaussian_filter)
     assert ac.explain(placed.gaussian_filter).notes[-1] == (
         "CuPy's path is not taken: the host path honours device=device(type='cpu'), dtype=torch.float32"
     )
@@ -378,7 +377,7 @@ def test_both_paths_agree_and_cupy_never_leaves_the_gpu(accelerator: torch.devic
     view, name, make = call[:3]
     kwargs = call[3] if len(call) > 3 else {}
     fn, host = getattr(view, name), getattr(ac.torchify(view.__wrapped__, array_module="numpy"), name)
-    assert isinstance(fn, CupyFunction)
+    assert _on_cupy(fn)
     args = make(accelerator)
     before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     with ac.config(transfers="error"), ac.stats() as s:

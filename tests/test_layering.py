@@ -63,6 +63,7 @@ ORDER = [
     "_calls._after",
     "_calls._call",
     "_calls._plan",
+    "_calls._routes",
     "_calls._wrapper",
     "_front._decorators",
     "_front._plain",

@@ -172,10 +172,11 @@ class FunctionStats:
     and dtypes restored), "copy=True", "writeback", "check_writes". A ``batched`` function
     counts one call per batch (its one conversion) and the batch's ``samples``;
     ``batches_in_caller`` are batches that had an executor but ran in the caller's thread,
-    too small in all to pay for it. A torchified module's function on its library's own torch
-    path counts its calls, and in ``native`` those handed to that path as they are. A torchified
-    function that CuPy runs on a CUDA tensor's memory counts in ``cupy`` the calls it ran there,
-    and in ``not_cupy`` why others with a CUDA tensor took the host path (reason: calls)."""
+    too small in all to pay for it. A torchified module's function with a route besides the
+    host conversion counts in ``routes`` the calls each such route ran (``native``: handed as
+    they are to its library's own torch path; ``cupy``: run by CuPy on a CUDA tensor's
+    memory), and in ``declined`` why calls a route could have taken took the host path
+    instead (route: reason: calls; ``not_cupy`` is CuPy's)."""
 
     __slots__ = (
         "batches_in_caller",
@@ -184,19 +185,17 @@ class FunctionStats:
         "conversion_seconds",
         "converted",
         "copies",
-        "cupy",
+        "declined",
         "function_seconds",
-        "native",
-        "not_cupy",
+        "routes",
         "samples",
         "shared",
     )
 
     def __init__(self) -> None:
         self.calls = 0
-        self.native = 0  #: of those, handed as they are to the library's own torch path (torchify's native=)
-        self.cupy = 0  #: of those, run by CuPy on the CUDA tensors' own memory
-        self.not_cupy: dict[str, int] = {}  #: why calls with a CUDA tensor took the host path instead
+        self.routes: dict[str, int] = {}  #: of those, the calls each route besides the host conversion ran
+        self.declined: dict[str, dict[str, int]] = {}  #: why calls a route could take took the host path
         self.samples = 0  #: run by ``batched`` calls
         self.batches_in_caller = 0
         self.converted = 0  #: values that changed library
@@ -207,6 +206,21 @@ class FunctionStats:
         self.function_seconds = 0.0  #: in the function itself
 
     @property
+    def native(self) -> int:
+        """Calls handed as they are to the library's own torch path (torchify's ``native=``)."""
+        return self.routes.get("native", 0)
+
+    @property
+    def cupy(self) -> int:
+        """Calls CuPy ran on the CUDA tensors' own memory (torchify's ``array_module=``)."""
+        return self.routes.get("cupy", 0)
+
+    @property
+    def not_cupy(self) -> dict[str, int]:
+        """Why calls with a CUDA tensor took the host path instead of CuPy's (reason: calls)."""
+        return self.declined.get("cupy", {})
+
+    @property
     def copied_bytes(self) -> int:
         """Bytes copied, all causes together."""
         return sum(self.bytes.values())
@@ -214,11 +228,10 @@ class FunctionStats:
     def __repr__(self) -> str:
         copies = {cause: n for cause, n in self.copies.items() if n}
         batched = f"samples={self.samples}, batches_in_caller={self.batches_in_caller}, " if self.samples else ""
-        native = f"native={self.native}, " if self.native else ""
-        native += f"cupy={self.cupy}, " if self.cupy else ""
-        native += f"not_cupy={self.not_cupy}, " if self.not_cupy else ""
+        routes = "".join(f"{route}={n}, " for route, n in self.routes.items())
+        routes += "".join(f"not_{route}={reasons}, " for route, reasons in self.declined.items())
         return (
-            f"FunctionStats(calls={self.calls}, {native}{batched}converted={self.converted}, shared={self.shared}, "
+            f"FunctionStats(calls={self.calls}, {routes}{batched}converted={self.converted}, shared={self.shared}, "
             f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
             f"function_seconds={self.function_seconds:.6f})"
         )
@@ -271,25 +284,17 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
             counts.function_seconds += in_function
             counts.conversion_seconds += total - in_function
 
-    def _add_native(self, name: str) -> None:
-        """Count one call of ``name`` handed to its library's own torch path."""
+    def _add_route(self, name: str, route: str, declined: str | None) -> None:
+        """Count one call of ``name`` that ``route`` ran (``declined`` None), or why ``route``
+        declined one that the host conversion then ran (its call is counted by ``_add``)."""
         with self._lock:
             counts = self._of(name)
-            counts.calls += 1
-            counts.native += 1
-
-    def _add_cupy(self, name: str) -> None:
-        """Count one call of ``name`` that CuPy ran on its CUDA tensors' memory."""
-        with self._lock:
-            counts = self._of(name)
-            counts.calls += 1
-            counts.cupy += 1
-
-    def _add_not_cupy(self, name: str, reason: str) -> None:
-        """Count why a call of ``name`` with a CUDA tensor took the host path (its call is counted by ``add``)."""
-        with self._lock:
-            reasons = self._of(name).not_cupy
-            reasons[reason] = reasons.get(reason, 0) + 1
+            if declined is None:
+                counts.calls += 1
+                counts.routes[route] = counts.routes.get(route, 0) + 1
+            else:
+                reasons = counts.declined.setdefault(route, {})
+                reasons[declined] = reasons.get(declined, 0) + 1
 
     def _add_batch(self, name: str, samples: int, in_caller: bool) -> None:
         """Count one ``batched`` map of ``name``'s (its call is counted by ``add``)."""
@@ -329,13 +334,13 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     def __str__(self) -> str:
         causes = [c for c in CAUSES if any(f.copies[c] for f in self.functions.values())]
-        native = [path for path in ("native", "cupy") if any(getattr(f, path) for f in self.functions.values())]
-        header = ["function", "calls", *native, "converted", "shared", *causes, "copied", "conversion", "in function"]
+        routes = list(dict.fromkeys(route for f in self.functions.values() for route in f.routes))
+        header = ["function", "calls", *routes, "converted", "shared", *causes, "copied", "conversion", "in function"]
         rows = [
             [
                 name,
                 str(f.calls),
-                *(str(getattr(f, path)) for path in native),
+                *(str(f.routes.get(route, 0)) for route in routes),
                 str(f.converted),
                 str(f.shared),
                 *(str(f.copies[c]) for c in causes),
@@ -360,25 +365,12 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
         return f"<autoconvert.stats: {self.calls} calls of {len(self.functions)} functions>"
 
 
-def count_native(name: str) -> None:
-    """Count a call of ``name`` handed to its library's own torch path into the active ``stats`` blocks."""
+def count_route(name: str, route: str, declined: str | None = None) -> None:
+    """Count into the active ``stats`` blocks a call of ``name`` that ``route`` ran, or, with
+    ``declined``, why that route declined one (the host conversion's call counts it)."""
     config = _ACTIVE.get()
     for counter in config.counters if config is not None else ():
-        counter._add_native(name)
-
-
-def count_cupy(name: str) -> None:
-    """Count a call of ``name`` that CuPy ran on its CUDA tensors into the active ``stats`` blocks."""
-    config = _ACTIVE.get()
-    for counter in config.counters if config is not None else ():
-        counter._add_cupy(name)
-
-
-def count_not_cupy(name: str, reason: str) -> None:
-    """Count why a call of ``name`` with a CUDA tensor took the host path into the active ``stats`` blocks."""
-    config = _ACTIVE.get()
-    for counter in config.counters if config is not None else ():
-        counter._add_not_cupy(name, reason)
+        counter._add_route(name, route, declined)
 
 
 def count_batch(name: str, samples: int, in_caller: bool) -> None:

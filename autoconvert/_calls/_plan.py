@@ -49,6 +49,8 @@ class Plan:
     #: What a method form calls, the object first, in place of the function: its guard (see
     #: _guards), which torchify's method plans set; None: the function itself.
     guard: Guarded | None = None
+    #: How the function was made, where more than its decorators made it (explain's notes).
+    notes: tuple[str, ...] = ()
 
     def __init__(self, func: Any, sides: dict[str, dict[str, Any]]) -> None:
         self.sides = sides  # decorator name -> its explicit options, already validated: the recipe
@@ -65,6 +67,11 @@ class Plan:
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
         """What makes this plan again from the function and its sides (for pickling)."""
         return type(self)
+
+    def result_asks(self) -> Any:
+        """What the function's return annotation asks its result to become, where the plan
+        converts as annotations say (adapt's); None: as the sides' policies say."""
+        return None
 
     def grad_policy(self, mode: str) -> GradPolicy:
         """The grad policy for ``mode``: one per plan and mode, so that "warn" warns once per

@@ -21,12 +21,16 @@ from autoconvert._pickling import by_reference, locate, resolve, unwrap
 
 from ._escape import opaque
 from ._plan import Plan
+from ._routes import Description, described
 
 
 class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
     """A decorated method bound to an instance or class; pickles like a bound method."""
 
     _torchdynamo_disable = True  # see _Wrapper
+
+    def __autoconvert_spec__(self) -> Description | None:
+        return described(self._self_parent)
 
     def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
         return getattr, (self._owner(), self.__wrapped__.__name__)
@@ -87,6 +91,20 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     def __eq__(self, other: object) -> bool:
         return self is other
 
+    def __autoconvert_spec__(self) -> Description:
+        """The host conversion: this wrapper, its plan, and the function its flat call runs
+        (whose generated source explain shows)."""
+        plan = self._self_plan
+        generated = None
+        if plan.default.flat is not None:
+            call = type(self).__dict__["__call__"]
+            if (
+                plan.stands_in
+            ):  # a torchified object's method: its method form, or its call form for a callable it holds
+                call = plan.default.call if plan.held else self._self_method
+            generated = getattr(call, "__func__", call)
+        return Description(host=self, plan=plan, generated=generated, notes=plan.notes)
+
     def __repr__(self) -> str:
         sides = ", ".join(
             f"{side}({', '.join(f'{k}={_shown(v)}' for k, v in options.items())})"
@@ -141,6 +159,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     instance = None
     constants: dict[str, Any] = {}
     flat = plan.default.flat
+    method: Any = None
     if flat is not None:  # the flat call's own __call__ form: one frame fewer
         direct, constants = flat.bind(wrapped)
         members: dict[str, Any] = {"__call__": direct, "__module__": __name__}
@@ -177,6 +196,8 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     wrapper: _Wrapper = Wrapper(wrapped, call)
     wrapper._self_plan = plan
     instance = constants["instance"] = unbound_instance(wrapper)
+    if method is not None:  # bound to an instance, it is the wrapper's call (see described)
+        method.__autoconvert_spec__ = lambda instance: wrapper.__autoconvert_spec__()
     return wrapper
 
 

@@ -59,6 +59,9 @@ class AdaptPlan(Plan):
         self.signature = Signature(func)
         super().__init__(func, sides)
 
+    def result_asks(self) -> Any:
+        return self.signature.result
+
     def _spec(self, policies: dict[str, Policy]) -> Spec:
         """adapt's spec: arguments to arrays or tensors as each parameter asks, results in the
         caller's kind (as ``returns_tensor(dtype="input")`` or ``returns_numpy`` send them)."""

@@ -11,6 +11,7 @@ SciPy routines that release the GIL, process pools and Dask for code that holds 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import time
@@ -34,6 +35,7 @@ from autoconvert._calls._options import (
     validate,
 )
 from autoconvert._calls._plan import Plan
+from autoconvert._calls._routes import Description, described, plan_of
 from autoconvert._calls._signature import Parameters
 from autoconvert._calls._wrapper import _shown, _Wrapper, unbound_instance, wrap
 from autoconvert._errors import SequenceKey, keystr
@@ -197,7 +199,7 @@ def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[s
     it, else to the one of the pair that does (fused, as stacking that decorator would). A
     value one of them was given already is refused unless equal: neither is the one a reader
     of either line would expect to win."""
-    plan = fn._self_plan
+    plan = plan_of(fn)
     assignments = ", ".join(f"{k}={_shown(v)}" for k, v in options.items())
     if type(plan) is not Plan or not set(plan.sides) <= set(_PAIR):
         start = f"autoconvert.batched({name}): batched adds its conversion options ({assignments}) to the "
@@ -251,7 +253,7 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             if workers is not None and workers > 1
             else None
         )
-    _refuse_writes(call._self_plan.policies.values(), name, "")  # outside any config block
+    _refuse_writes(plan_of(call).policies.values(), name, "")  # outside any config block
     return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
@@ -298,9 +300,10 @@ class Batched:
         where: Any,
         seeds: Seeds | None,
     ) -> None:
+        plan = plan_of(call)
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
         self._options = options  # batched's own conversion options, which the call holds
-        self._convert = call._self_plan.default.call  # its protocol, around the map instead of fn
+        self._convert = plan.default.call  # its protocol, around the map instead of fn
         self._instance = unbound_instance(call)
         self._raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
         self._settings = settings
@@ -308,7 +311,7 @@ class Batched:
         self._seeds = seeds
         self._label = f"autoconvert.batched({name})"
         self._name = name
-        self._counted = call._self_plan.function.removesuffix("()")  # its name in stats()
+        self._counted = plan.function.removesuffix("()")  # its name in stats()
         #: Seconds a sample took when samples last ran in the caller's thread: whether a batch
         #: pays for the executor (see _dispatch).
         self._seconds_per_sample: float | None = None
@@ -338,7 +341,7 @@ class Batched:
         """On an executor, refuse the writes a ``config`` block around the call asks for, as the
         function's own ``writeback=True`` is refused when ``batched`` is applied."""
         configured = active()
-        plan = self._call._self_plan
+        plan = plan_of(self._call)
         if configured is not None:
             policies = (plan.resolved(side, configured.options) for side in plan.sides)
             _refuse_writes(policies, self._name, ", from a config block")
@@ -421,6 +424,48 @@ class Batched:
                     break
             block *= 2
         return results
+
+    def __autoconvert_spec__(self) -> Description:
+        """The call converting each batch, with where the samples run and how they are seeded."""
+        inner = described(self._call)
+        assert inner is not None  # a wrapper
+        return dataclasses.replace(inner, made_by="batched() over ", notes=self._notes())
+
+    def _notes(self) -> tuple[str, ...]:
+        """Where the samples run, when a batch stays in the caller's thread, the libraries'
+        threads, and the seeds, in words."""
+        where = self._runner
+        notes = [
+            "batched(): each batch converted once by the call below, the function run once per sample along dim 0 "
+            "on NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
+            "converted once."
+        ]
+        if self._options:
+            given = ", ".join(f"{name}={_shown(value)}" for name, value in self._options.items())
+            notes.append(f"Given to batched and held by the call below: {given}.")
+        if where is None:
+            notes.append("Samples run one after another in the caller's thread.")
+        else:
+            on = f"{where.workers} threads" if isinstance(where, Threads) else type(where.executor).__name__
+            notes.append(f"Samples run on {on}, in chunks.")
+            if where.in_caller:
+                notes.append(
+                    f"A batch whose samples take under {where.least_seconds * 1e3:g} ms in all (timed on its first "
+                    "samples) runs in the caller's thread instead: the executor would cost more than it gives."
+                )
+            blas = "BLAS, OpenMP and torch" if has_threadpoolctl() else "torch (BLAS and OpenMP: install threadpoolctl)"
+            notes.append(
+                f"While a map runs, {blas} use at most {where.threads} thread{'s' * (where.threads > 1)} per worker."
+            )
+        seeds = self._seeds
+        if seeds is not None:
+            streams = "a Generator as rng=" if seeds.rng else ""
+            if seeds.globals:
+                streams += (
+                    " and " if streams else ""
+                ) + "np.random, random and torch's CPU generator seeded per sample"
+            notes.append(f"seed=: each sample its own stream ({streams}).")
+        return tuple(notes)
 
     def __repr__(self) -> str:
         return f"<autoconvert.batched {self.__wrapped__!r}>"

@@ -30,10 +30,10 @@ import torch
 from autoconvert._adapters._adapter import Adapter
 from autoconvert._calls._config import Config, active
 from autoconvert._calls._escape import compiling
-from autoconvert._calls._observe import count_cupy, count_not_cupy
 from autoconvert._calls._options import DEFAULTS
+from autoconvert._calls._routes import Declined, DeclinedError, Route, RouteWords
 from autoconvert._calls._signature import function_name
-from autoconvert._errors import ConversionError, SequenceKey, keystr, message
+from autoconvert._errors import SequenceKey, keystr
 
 from ._cupy_call import on_device
 
@@ -67,16 +67,6 @@ def options_refusal(explicit: dict[str, Any]) -> str | None:
     return f"the host path honours {', '.join(given)}" if given else None
 
 
-class Refusal(NamedTuple):
-    """Why a call does not go to CuPy: ``where`` (``argument x``), ``problem`` (also the
-    ``stats()`` reason), what was ``found`` and the ``fix``, for ``array_module="cupy"``'s error."""
-
-    where: str
-    problem: str
-    found: str
-    fix: str
-
-
 class Write(NamedTuple):
     """An argument that asks the function to write into an argument where true: by name,
     position (None: keyword-only) and default."""
@@ -86,8 +76,15 @@ class Write(NamedTuple):
     default: Any
 
 
-_TRACED = Refusal(
+_TRACED = Declined(
     "the call", "is being traced by torch.compile, which CuPy's path is not", "torch.compile", "call it eagerly"
+)
+#: A call with no CUDA tensor, which only a strict route looks closer at (and which stats() does not count).
+_ON_HOST = Declined("the call", "has no tensor on a CUDA device", "no CUDA tensor", "", counted=False)
+#: What explain says of CuPy's path.
+_ON_CUPY = (
+    "A call whose tensors all live on one CUDA device runs {twin} on their memory (DLPack, no copy, on torch's "
+    "current stream, allocating from torch's caching allocator); a result viewing an argument is copied. "
 )
 
 
@@ -115,78 +112,75 @@ def twin_of(adapter: Adapter, module: str, name: str) -> tuple[Any, str | None]:
     return twin, None
 
 
-class CupyFunction:
-    """``fn`` whose CUDA calls run on CuPy's version of it, ``twin`` (resolved on the first
-    CUDA call by ``find``); every other call goes to ``converting``, the torchified pair, or
-    raises where ``strict`` (``array_module="cupy"``). It pickles as ``getattr(view, name)``
-    where read from a torchified module."""
+class CupyRoute(Route):
+    """The route of ``fn`` on CuPy's version of it, ``twin`` (resolved on the first CUDA call
+    by ``find``): a call whose tensors all live on one CUDA device and that writes into no
+    argument; a ``strict`` one (``array_module="cupy"``) takes every call or raises."""
+
+    name = "cupy"
+    label = "CuPy path"
 
     def __init__(
         self,
         fn: Any,
         find: Callable[[], tuple[Any, str | None]],
-        converting: Any,
         *,
         strict: bool,
         explicit: dict[str, Any],
         adapter: Adapter,
-        view: Any = None,
+        module: str | None = None,
         name: str = "",
     ) -> None:
-        self.__wrapped__ = fn
-        self.converting = converting
         self.find = find
         self.twin: Any = None
         self.missing: str | None = None  # why CuPy has no version of it, once asked
         self.strict = strict
-        self.view, self.name = view, name
         self.function = function_name(fn)
-        self.counted = self.function.removesuffix("()")  # its name in stats() blocks
         self.python_results = name in adapter.python_results
-        self.mirror = adapter.cupy_module(view.__name__) if view is not None else None
+        self.mirror = None if module is None else f"{adapter.cupy_module(module)}.{name}"
         self.out_params = tuple(explicit.get("out_params", DEFAULTS["torchify"]["out_params"]))
         self.watched = {k: v for k, v in _ROUTED_ONLY_WITH.items() if k not in explicit}
         self.widens = explicit.get("widen_float16")  # None: as a config block says (False outside any)
         self.parameters, self.writes = _parameters(fn, adapter, self.out_params)
-        functools.update_wrapper(self, fn, updated=())
 
-    def __getattr__(self, name: str) -> Any:  # a ufunc's methods (tnp.add.outer) convert as the ufunc does
-        converting = self.__dict__.get("converting")
-        if name.startswith("__") or converting is None:
-            raise AttributeError(name)
-        return getattr(converting, name)
+    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+        if compiling():
+            return _TRACED
+        if not self.strict and _cuda_device(args, kwargs) is None:
+            return _ON_HOST
+        declined = self.refusal(args, kwargs, active())
+        if declined is None and self.resolved() is None:
+            return Declined("the function", "has no CuPy version", self.missing or "", "")
+        return declined
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.strict and (compiling() or not _holds_cuda(args, kwargs)):
-            return self.converting(*args, **kwargs)
-        # dynamo must not trace the ContextVar read (see _escape).
-        config = None if compiling() else active()
-        refusal, device = (_TRACED, None) if compiling() else self.refusal(args, kwargs, config)
-        counting = config is not None and config.counters
-        if refusal is None:
-            twin = self.resolved()
-            if twin is None:
-                refusal = Refusal("the function", "has no CuPy version", self.missing or "", "")
-            else:
-                try:
-                    result = on_device(twin, device, args, kwargs, self.python_results)  # type: ignore[arg-type]
-                except (TypeError, NotImplementedError) as e:  # CuPy's own refusal: the host path has it all
-                    if self.strict:
-                        raise
-                    refusal = Refusal("CuPy", f"refused the call ({type(e).__name__})", str(e), "")
-                else:
-                    if counting:
-                        count_cupy(self.counted)
-                    return result
-        if self.strict:
-            raise ConversionError(message(self.function, refusal.where, refusal.problem, refusal.found, refusal.fix))
-        if counting:
-            count_not_cupy(self.counted, refusal.problem)
-        return self.converting(*args, **kwargs)
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        device = _cuda_device(args, kwargs)
+        assert device is not None  # refuses found one
+        try:
+            return on_device(self.twin, device, args, kwargs, self.python_results)
+        except (TypeError, NotImplementedError) as e:  # CuPy's own refusal: the host path has it all
+            if self.strict:
+                raise
+            raise DeclinedError(Declined("CuPy", f"refused the call ({type(e).__name__})", str(e), "")) from e
 
-    def twin_name(self) -> str:
-        """The name of CuPy's version as users know it (``cupyx.scipy.ndimage.gaussian_filter``)."""
-        return self.function if self.view is None else f"{self.mirror}.{self.name}"
+    def describe(self) -> RouteWords:
+        if self.resolved() is None:  # CuPy has no version after all: every call converts
+            return RouteWords("cupy", "", "", not_taken=f"CuPy's path is not taken: {self.missing}")
+        on_cupy = _ON_CUPY.format(twin=self.mirror or self.function)
+        others = (
+            "Any other call raises ConversionError (array_module='cupy')."
+            if self.strict
+            else "Any other call (a CPU tensor, a NumPy array or callable, a dtype CuPy lacks, a tensor that requires "
+            "grad, an out-parameter or overwrite_*=True) takes the converting call; stats() counts why. The "
+            "converting call: {path}. {why}"
+        )
+        alone = (
+            "torchify(array_module='cupy'): a function written for CuPy",
+            "a tensor on a CUDA device becomes a CuPy array on its memory; any other tensor, a NumPy array or a "
+            "tensor that requires grad raises ConversionError",
+            "CuPy arrays become tensors on their memory, in containers too",
+        )
+        return RouteWords("cupy", on_cupy, others, keeps_source=True, alone=alone)
 
     def resolved(self) -> Any:
         """CuPy's version of the function (None where it has none: see ``missing``), found once."""
@@ -194,43 +188,41 @@ class CupyFunction:
             self.twin, self.missing = self.find()
         return self.twin
 
-    def refusal(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], config: Config | None
-    ) -> tuple[Refusal | None, torch.device | None]:
-        """Why this call cannot run on CuPy (None if it can), and the one CUDA device it would
-        run on; ``config`` is the active block, if any."""
+    def refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any], config: Config | None) -> Declined | None:
+        """Why this call cannot run on CuPy (None if it can: its tensors on one CUDA device);
+        ``config`` is the active block, if any."""
         if config is not None:
             for option, allowed in self.watched.items():
                 value = config.options.get(option, allowed)
                 if value != allowed:
                     fix = "leave that option out of the block around this call"
-                    return Refusal("the config block", f"sets {option}={value!r}", f"{option}={value!r}", fix), None
+                    return Declined("the config block", f"sets {option}={value!r}", f"{option}={value!r}", fix)
         for flag, position, default in self.writes:
             wants = kwargs.get(flag, args[position] if position is not None and position < len(args) else default)
             if default is None and wants is not None:  # an out-parameter passed by position
-                return _out_parameter(flag), None
+                return _out_parameter(flag)
             if default is not None and wants:
                 fix = "leave it out: CuPy arrays cannot refuse writes, so the host path takes it"
-                return Refusal(f"argument {flag}", "asks it to write into an argument", f"{flag}={wants!r}", fix), None
+                return Declined(f"argument {flag}", "asks it to write into an argument", f"{flag}={wants!r}", fix)
         widens = self.widens if self.widens is not None else bool(config and config.options.get("widen_float16"))
         device: list[torch.device] = []
         for i, value in enumerate(args):
             where = self.parameters[i] if i < len(self.parameters) else f"argument {i}"
             found = self.argument(where, value, device, widens)
             if found is not None:
-                return found, None
+                return found
         for key, value in kwargs.items():
             if key in self.out_params and value is not None:
-                return _out_parameter(key), None
+                return _out_parameter(key)
             found = self.argument(f"argument {key}", value, device, widens)
             if found is not None:
-                return found, None
+                return found
         if not device:
             fix = "move the tensors to a CUDA device (.cuda()), or torchify without array_module='cupy'"
-            return Refusal("the call", "has no tensor on a CUDA device", "no CUDA tensor", fix), None
-        return None, device[0]
+            return _ON_HOST._replace(fix=fix, counted=True)
+        return None
 
-    def argument(self, where: str, value: Any, device: list[torch.device], widens: bool) -> Refusal | None:
+    def argument(self, where: str, value: Any, device: list[torch.device], widens: bool) -> Declined | None:
         """Why ``value`` cannot go to CuPy, recording the CUDA device of a tensor in ``device``;
         float16 does not go where the host path ``widens`` it (its results' dtypes are the host's)."""
         if isinstance(value, torch.Tensor):
@@ -249,55 +241,50 @@ class CupyFunction:
             problem, fix = "is a callable: CuPy's functions take CUDA arrays", "torchify without array_module='cupy'"
         else:
             problem, fix = "is a value CuPy's functions do not take", "pass tensors and plain values"
-        return Refusal(where, problem, type(value).__name__, fix)
-
-    def __repr__(self) -> str:
-        return f"<autoconvert CuPy path of {self.__wrapped__!r}>"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        if self.view is None:
-            raise TypeError(f"{self!r} pickles only when read from a torchified module")
-        return getattr, (self.view, self.name)
+        return Declined(where, problem, type(value).__name__, fix)
 
 
-def _out_parameter(name: str) -> Refusal:
+def _out_parameter(name: str) -> Declined:
     problem = "is an out-parameter, written through the host path"
-    return Refusal(f"argument {name}", problem, "an out-parameter", f"use the result, not {name}=")
+    return Declined(f"argument {name}", problem, "an out-parameter", f"use the result, not {name}=")
 
 
-def _tensor_refusal(where: str, t: torch.Tensor, device: list[torch.device], widens: bool) -> Refusal | None:
+def _tensor_refusal(where: str, t: torch.Tensor, device: list[torch.device], widens: bool) -> Declined | None:
     """Why the tensor ``t`` cannot go to CuPy: what it is first, then where it lives (recorded
     in ``device``, the call's one CUDA device)."""
     if t.dtype not in CUPY_DTYPES:
-        return Refusal(where, f"has a dtype CuPy lacks ({t.dtype})", str(t.dtype), "cast it (.float())")
+        return Declined(where, f"has a dtype CuPy lacks ({t.dtype})", str(t.dtype), "cast it (.float())")
     if widens and t.dtype == torch.float16:
         fix = "pass widen_float16=False to compute in float16 on CuPy"
-        return Refusal(where, "is float16, which the host path widens to float32", "float16", fix)
+        return Declined(where, "is float16, which the host path widens to float32", "float16", fix)
     if t.requires_grad:
         fix = "detach it (.detach()), or give the function a gradient with autoconvert.numpy_op"
-        return Refusal(where, "requires grad: CuPy's functions have no gradient", "requires_grad=True", fix)
+        return Declined(where, "requires grad: CuPy's functions have no gradient", "requires_grad=True", fix)
     if t.layout is not torch.strided:
-        return Refusal(where, "is not a dense tensor", str(t.layout), "make it dense (.to_dense())")
+        return Declined(where, "is not a dense tensor", str(t.layout), "make it dense (.to_dense())")
     if t.is_conj() or t.is_neg():
-        return Refusal(where, "has a lazy conjugate or negative bit", "a lazy view", "resolve it (.resolve_conj())")
+        return Declined(where, "has a lazy conjugate or negative bit", "a lazy view", "resolve it (.resolve_conj())")
     if not t.is_cuda:
         fix = "move it to a CUDA device (.cuda()), or torchify without array_module='cupy'"
-        return Refusal(where, "is not on a CUDA device", f"a tensor on {t.device}", fix)
+        return Declined(where, "is not on a CUDA device", f"a tensor on {t.device}", fix)
     if device and t.device != device[0]:
-        return Refusal(where, "is on another CUDA device", f"{t.device}, beside {device[0]}", "use one device")
+        return Declined(where, "is on another CUDA device", f"{t.device}, beside {device[0]}", "use one device")
     device[:1] = [t.device]
     return None
 
 
-def _holds_cuda(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a CUDA tensor is among the arguments or the items of a list or tuple among them."""
+def _cuda_device(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
+    """The device of the first CUDA tensor among the arguments or the items of a list or tuple
+    among them (None: none is)."""
     for value in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(value, torch.Tensor):
             if value.is_cuda:
-                return True
-        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) and v.is_cuda for v in value):
-            return True
-    return False
+                return value.device
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor) and item.is_cuda:
+                    return item.device
+    return None
 
 
 def _parameters(fn: Any, adapter: Adapter, out_params: tuple[str, ...]) -> tuple[list[str], list[Write]]:

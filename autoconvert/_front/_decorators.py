@@ -22,8 +22,9 @@ from autoconvert._calls._options import (
     validate,
 )
 from autoconvert._calls._plan import Plan
+from autoconvert._calls._routes import plan_of
 from autoconvert._calls._signature import Parameters, function_name, refuse_unknown
-from autoconvert._calls._wrapper import _Wrapper, wrap
+from autoconvert._calls._wrapper import is_wrapper, wrap
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), which no overload can say, so it keeps the return type and accepts any
@@ -74,10 +75,11 @@ def _decorate(side: str, func: Any, options: dict[str, Any], *, own_names: bool 
         check_callable(func, side)
         if own_names and options.get("out_params"):
             _check_out_params(func, options["out_params"], side)
-        if isinstance(func, _Wrapper) and "adapt" not in func._self_plan.sides:  # adapt stacks, never fuses
-            sides = func._self_plan.sides
+        if is_wrapper(func):
+            sides = plan_of(func).sides
             has_input = any(s in sides for s in _INPUT_SIDES)
-            if side not in sides and (side in _INPUT_SIDES) != has_input:
+            # adapt stacks, never fuses
+            if "adapt" not in sides and side not in sides and (side in _INPUT_SIDES) != has_input:
                 return wrap(func.__wrapped__, Plan(func.__wrapped__, {**sides, side: options}))
         return wrap(func, Plan(func, {side: options}))
 
@@ -93,7 +95,7 @@ def for_library(side: str, func: Any, options: dict[str, Any]) -> Any:
 def _check_out_params(func: Any, names: tuple[str, ...], side: str) -> None:
     """out_params= names the function's parameters, checked as only=/exclude= are: where its
     signature is known and takes no ``**kwargs`` (which would take any name)."""
-    target = func.__wrapped__ if isinstance(func, _Wrapper) else func
+    target = func.__wrapped__ if is_wrapper(func) else func
     params = Parameters(target)
     if params.known and params.varkw is None:
         refuse_unknown(params, frozenset(names), f"{side}() on {function_name(target)}")

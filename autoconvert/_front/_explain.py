@@ -1,35 +1,26 @@
 """``explain``: what autoconvert does on a call of one decorated, torchified or adapted function.
 
-It reads what the plan decided when the decorator was applied (its call's spec: each
-side's policy, each parameter's step, the result's, the after step; which call runs; the
-generated source) and puts it in words (_wording); it changes nothing and converts nothing.
+It asks the function for its description (_routes.described: the host conversion's plan,
+the routes tried before it, what made it) and puts what the plan decided when the
+decorator was applied (its call's spec: each side's policy, each parameter's step, the
+result's, the after step; which call runs; the generated source) and each route's own
+words in words (_wording); it changes nothing and converts nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import linecache
 import types
 from typing import Any
 
 from autoconvert._calls._callbacks import global_names
 from autoconvert._calls._config import active
-from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, OpSettings, Policy, policy_of
-from autoconvert._calls._plan import Plan
+from autoconvert._calls._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
+from autoconvert._calls._routes import Description, Route, described
 from autoconvert._calls._signature import function_name
-from autoconvert._calls._wrapper import _BoundWrapper, _Wrapper
 from autoconvert._conversions._describe import GENERATED
 
-from ._adapt import AdaptPlan
-from ._batched import Batched
-from ._caps import has_threadpoolctl
-from ._cupy import CupyFunction
-from ._executors import Threads
-from ._native import NativeFunction
-from ._ops import _Op
-from ._proxies import TorchifiedObject
-from ._torchify import view_options
 from ._wording import AFTER_WORDS, arguments_words, option_words, parameters_words, result_words
 
 
@@ -176,38 +167,33 @@ def explain(func: Any, *, verbose: bool = False) -> Explanation:
 
 
 def _explain(func: Any) -> Explanation:
-    """``explain(func)``, each kind of function its own way."""
-    if isinstance(func, _BoundWrapper):
-        func = func._self_parent
-    elif isinstance(func, types.MethodType) and isinstance(func.__self__, TorchifiedObject):  # a proxy's method
-        func = func.__self__._ac_wrapper(func.__func__.__name__) or func
-    elif isinstance(func, types.MethodType):  # a decorated function bound through an instance
-        func = inspect.getattr_static(func.__self__, func.__func__.__name__, func)
-    if isinstance(func, Batched):
-        return _batched(func)
-    if isinstance(func, NativeFunction):
-        return _native(func)
-    if isinstance(func, CupyFunction):
-        return _cupy(func)
-    options = view_options(func)
-    if options is not None:
-        return _torchified(func, options)
-    if isinstance(func, _Op):  # a numpy_op with backward= or fake=
-        return _numpy_op(func)
-    if not isinstance(func, _Wrapper):
+    """``explain(func)``: what ``func`` describes itself as (see _routes.described), in words."""
+    description = described(func)
+    if description is None:
         raise TypeError(
             f"autoconvert.explain() explains what autoconvert made (a decorated, torchified or adapted function, "
             f"a numpy_op, a batched function); got {function_name(func)} ({type(func).__name__}). Fix: pass the "
             "decorated function itself"
         )
-    return _wrapper(func)
+    if description.options is not None:
+        return _torchified(func, description.options)
+    if description.host is None:  # a function its one route runs, with no host conversion behind it
+        return _alone(func, description.routes[0])
+    explained = _host(description)
+    for route in description.routes:
+        explained = _routed(explained, route)
+    if description.made_by:
+        explained = dataclasses.replace(explained, made_by=description.made_by + explained.made_by)
+    return explained
 
 
-def _wrapper(wrapper: _Wrapper) -> Explanation:
-    plan: Plan = wrapper._self_plan
+def _host(description: Description) -> Explanation:
+    """The host conversion: what its plan's spec does, its call path and why."""
+    plan = description.plan
+    assert plan is not None  # a host conversion has one
     block = active()
     spec = (plan.variant(block) if block is not None else plan.default).spec
-    adapts = plan.signature.result if isinstance(plan, AdaptPlan) else None  # its return annotation's ask
+    adapts = plan.result_asks()  # adapt's return annotation's ask
     adapted = adapts is not None
     because = plan.default.spec.generic_because
     if plan.default.flat is not None:
@@ -229,8 +215,9 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         path, why = "generic", f"The plan has no flat call: {because}."
     if block is not None:
         why += " Inside this config block, every call takes the generic call, watched."
+    generated = description.generated if path == "flat" and block is None else None
     return Explanation(
-        function=function_name(wrapper.__wrapped__),
+        function=plan.function,
         made_by=" + ".join(f"{side}()" for side in plan.sides)
         + (", fused into one wrapper" if len(plan.sides) > 1 else ""),
         policies=dict(spec.policies),
@@ -243,64 +230,43 @@ def _wrapper(wrapper: _Wrapper) -> Explanation:
         after=AFTER_WORDS.get(spec.after),  # type: ignore[arg-type]
         path=path,
         why=why,
-        source=_source(wrapper) if path == "flat" and block is None else None,
-        notes=getattr(plan, "not_taken", ()),  # a torchified module's function
+        source=None if generated is None else _source(generated),
+        notes=description.notes,
     )
 
 
-def _native(func: NativeFunction) -> Explanation:
-    """A torchified module's function on its library's own torch path: the converting pair's
-    explanation (for the calls it takes), with the native path first."""
-    converting = _wrapper(func.converting)
-    why = (
-        f"A call whose arguments hold a tensor and no array goes to {converting.function} as it is: its "
-        "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
-        f"torch.compile). Any other call takes the converting call: {converting.path}. {converting.why}"
+def _routed(converting: Explanation, route: Route) -> Explanation:
+    """A route taken before the host conversion: its calls first, then the converting call's
+    explanation for the calls it leaves (or why it never runs)."""
+    words = route.describe()
+    if words.not_taken is not None:
+        return dataclasses.replace(converting, notes=(*converting.notes, words.not_taken))
+    why = words.taken + words.others.format(path=converting.path, why=converting.why)
+    source = converting.source if words.keeps_source else None
+    return dataclasses.replace(converting, path=words.path, why=why, source=source)
+
+
+def _alone(func: Any, route: Route) -> Explanation:
+    """A function ``route`` runs with no host conversion behind it (one written for CuPy): it
+    takes every call, or raises."""
+    words = route.describe()
+    assert words.alone is not None  # a route that can run alone says how
+    made_by, arguments, result = words.alone
+    return Explanation(
+        function=function_name(func.__wrapped__),
+        made_by=made_by,
+        policies={},
+        explicit={},
+        configurable={},
+        config={},
+        arguments=arguments,
+        parameters=(),
+        result=result,
+        after=None,
+        path=words.path,
+        why=words.taken,
+        source=None,
     )
-    return dataclasses.replace(converting, path="native", why=why, source=None)
-
-
-_ON_CUPY = (
-    "A call whose tensors all live on one CUDA device runs {twin} on their memory (DLPack, no copy, on torch's "
-    "current stream, allocating from torch's caching allocator); a result viewing an argument is copied. "
-)
-_CUPY_RESULTS = "CuPy arrays become tensors on their memory, in containers too"
-
-
-def _cupy(func: CupyFunction) -> Explanation:
-    """A torchified function whose CUDA calls CuPy runs: the converting pair's explanation (for
-    the calls CuPy does not take), with CuPy's path first; or a function written for CuPy."""
-    twin = func.resolved()
-    if twin is None:  # CuPy has no version after all: every call converts
-        converting = _wrapper(func.converting)
-        return dataclasses.replace(converting, notes=(*converting.notes, f"CuPy's path is not taken: {func.missing}"))
-    on_cupy = _ON_CUPY.format(twin=func.twin_name())
-    if func.converting is None:
-        return Explanation(
-            function=func.function,
-            made_by="torchify(array_module='cupy'): a function written for CuPy",
-            policies={},
-            explicit={},
-            configurable={},
-            config={},
-            arguments="a tensor on a CUDA device becomes a CuPy array on its memory; any other tensor, a NumPy "
-            "array or a tensor that requires grad raises ConversionError",
-            parameters=(),
-            result=_CUPY_RESULTS,
-            after=None,
-            path="cupy",
-            why=on_cupy,
-            source=None,
-        )
-    converting = _wrapper(func.converting)
-    others = (
-        "Any other call raises ConversionError (array_module='cupy')."
-        if func.strict
-        else "Any other call (a CPU tensor, a NumPy array or callable, a dtype CuPy lacks, a tensor that requires "
-        "grad, an out-parameter or overwrite_*=True) takes the converting call; stats() counts why. The "
-        f"converting call: {converting.path}. {converting.why}"
-    )
-    return dataclasses.replace(converting, path="cupy", why=on_cupy + others)  # the converting call's source
 
 
 def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
@@ -311,14 +277,9 @@ def _configurable(explicit: dict[str, dict[str, Any]]) -> dict[str, tuple[str, .
     }
 
 
-def _source(wrapper: _Wrapper) -> str | None:
-    """The generated ``__call__`` of the wrapper's class, as linecache holds it, and the
-    generated helpers it calls (``numpy_items``)."""
-    plan = wrapper._self_plan
-    call = type(wrapper).__dict__["__call__"]
-    if plan.stands_in:  # a torchified object's method: its method form, or its call form for a callable it holds
-        call = plan.default.call if plan.held else wrapper._self_method
-    function = getattr(call, "__func__", call)
+def _source(function: Any) -> str | None:
+    """The flat call's generated ``function``, as linecache holds it, and the generated
+    helpers it calls (``numpy_items``)."""
     code = function.__code__
     lines = [*linecache.getlines(code.co_filename)]  # a copy: linecache's own list serves tracebacks
     if not lines:
@@ -393,52 +354,3 @@ def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
         why="Each function is wrapped on first access; explain one of them (explain(view.name)) for its call.",
         source=None,
     )
-
-
-def _numpy_op(op: _Op) -> Explanation:
-    """A numpy_op with ``backward=`` or ``fake=``: the torch op around its NumPy pair."""
-    own: OpSettings = op._recipe[1]
-    inner = _wrapper(op._forward)
-    notes = (
-        f"numpy_op(): a torch op; backward={'given' if own.backward is not None else 'none'}, "
-        f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}.",
-        "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
-        "any other call runs the pair below directly.",
-    )
-    return dataclasses.replace(inner, made_by="numpy_op() around " + inner.made_by, notes=notes)
-
-
-def _batched(batched: Batched) -> Explanation:
-    """A batched function: the call below converting each batch once, where its samples run,
-    when a batch stays in the caller's thread, the libraries' threads, and the seeds."""
-    where = batched._runner
-    notes = [
-        "batched(): each batch converted once by the call below, the function run once per sample along dim 0 "
-        "on NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
-        "converted once."
-    ]
-    if batched._options:
-        given = ", ".join(f"{name}={option_words(value)}" for name, value in batched._options.items())
-        notes.append(f"Given to batched and held by the call below: {given}.")
-    if where is None:
-        notes.append("Samples run one after another in the caller's thread.")
-    else:
-        on = f"{where.workers} threads" if isinstance(where, Threads) else type(where.executor).__name__
-        notes.append(f"Samples run on {on}, in chunks.")
-        if where.in_caller:
-            notes.append(
-                f"A batch whose samples take under {where.least_seconds * 1e3:g} ms in all (timed on its first "
-                "samples) runs in the caller's thread instead: the executor would cost more than it gives."
-            )
-        blas = "BLAS, OpenMP and torch" if has_threadpoolctl() else "torch (BLAS and OpenMP: install threadpoolctl)"
-        notes.append(
-            f"While a map runs, {blas} use at most {where.threads} thread{'s' * (where.threads > 1)} per worker."
-        )
-    seeds = batched._seeds
-    if seeds is not None:
-        streams = "a Generator as rng=" if seeds.rng else ""
-        if seeds.globals:
-            streams += (" and " if streams else "") + "np.random, random and torch's CPU generator seeded per sample"
-        notes.append(f"seed=: each sample its own stream ({streams}).")
-    inner = _wrapper(batched._call)
-    return dataclasses.replace(inner, made_by="batched() over " + inner.made_by, notes=tuple(notes))

@@ -10,57 +10,62 @@ adapter says, ``Adapter.torch_path``).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 import torch
 
 from autoconvert._adapters._adapter import Adapter
-from autoconvert._calls._config import active
-from autoconvert._calls._escape import compiling
-from autoconvert._calls._observe import count_native
+from autoconvert._calls._routes import Declined, Route, RouteWords
 from autoconvert._calls._signature import function_name
 
+_NO_TENSOR = Declined("the call", "has no tensor", "no tensor", "", counted=False)
+_ARRAY = Declined("an argument", "is a NumPy array, which the library's torch path does not mix", "", "", counted=False)
 
-class NativeFunction:
-    """``fn`` for a torchified module: a call whose arguments hold a tensor and no array goes
-    to ``fn`` as it is (the library's own torch path); any other, to ``converting`` (the
-    torchified pair), which gives tensors back as for every other function of the view. It
-    pickles as the attribute ``name`` of ``view``, the torchified module it was read from."""
 
-    def __init__(self, fn: Any, converting: Any, view: Any, name: str) -> None:
-        self.__wrapped__ = fn
-        self.converting = converting
-        self.view, self.name = view, name
-        self.counted = function_name(fn).removesuffix("()")  # its name in stats() blocks
-        functools.update_wrapper(self, fn, updated=())
+class NativeRoute(Route):
+    """The route of ``fn``, which its library runs on torch tensors itself: a call whose
+    arguments hold a tensor and no array goes to ``fn`` as it is."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    name = "native"
+    label = "native torch path"
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         holds = False
         for value in (*args, *kwargs.values()) if kwargs else args:
             if isinstance(value, torch.Tensor):
                 holds = True
             elif isinstance(value, np.ndarray):
-                return self.converting(*args, **kwargs)
-        if holds:
-            # Counted in stats() blocks; dynamo must not trace the ContextVar read (see _escape).
-            if not compiling() and active() is not None:
-                count_native(self.counted)
-            return self.__wrapped__(*args, **kwargs)
-        return self.converting(*args, **kwargs)
+                return _ARRAY
+        return None if holds else _NO_TENSOR
 
-    def __repr__(self) -> str:
-        return f"<autoconvert native torch path of {self.__wrapped__!r}>"
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.fn(*args, **kwargs)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return getattr, (self.view, self.name)
+    def describe(self) -> RouteWords:
+        return RouteWords(
+            "native",
+            f"A call whose arguments hold a tensor and no array goes to {function_name(self.fn)} as it is: its "
+            "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
+            "torch.compile). ",
+            "Any other call takes the converting call: {path}. {why}",
+        )
 
 
-def refused(adapter: Adapter, fn: Any, module: str, name: str) -> ValueError:
-    """``torchify(native=True)``'s refusal of ``fn`` (``module.name``), which has no torch path
-    of its library's own."""
+def native_route(adapter: Adapter, fn: Any) -> NativeRoute | str:
+    """``fn``'s route on its library's own torch path, as its adapter declares it, or why it
+    has none."""
+    why = adapter.torch_path(fn)
+    return NativeRoute(fn) if why is None else why
+
+
+def refused(adapter: Adapter, why: str, module: str, name: str) -> ValueError:
+    """``torchify(native=True)``'s refusal of ``module.name``, which has no torch path of its
+    library's own: ``why``."""
     return ValueError(
         f"autoconvert.torchify(native=True): {module}.{name} has no torch path of {adapter.name}'s own: "
-        f"{adapter.torch_path(fn)}. Fix: native='auto' converts where there is none"
+        f"{why}. Fix: native='auto' converts where there is none"
     )

@@ -10,6 +10,7 @@ torch.func rules live in ``_autograd``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from autoconvert._calls._options import (
     validate,
 )
 from autoconvert._calls._plan import Plan
+from autoconvert._calls._routes import Description, described
 from autoconvert._calls._signature import function_name
 from autoconvert._errors import GradientError, message
 from autoconvert._pickling import by_reference, calling_module, locate, unwrap
@@ -284,6 +286,19 @@ class _Op:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Op:
         return self
+
+    def __autoconvert_spec__(self) -> Description:
+        """The NumPy pair its eager calls without a graph run, with the torch op around it."""
+        own: OpSettings = self._recipe[1]
+        inner = described(self._forward)
+        assert inner is not None  # a wrapper
+        notes = (
+            f"numpy_op(): a torch op; backward={'given' if own.backward is not None else 'none'}, "
+            f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}.",
+            "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
+            "any other call runs the pair below directly.",
+        )
+        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=notes)
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"

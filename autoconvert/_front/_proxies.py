@@ -26,6 +26,7 @@ from autoconvert._calls._escape import compiling, opaque
 from autoconvert._calls._guards import guarded
 from autoconvert._calls._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 from autoconvert._calls._plan import Plan
+from autoconvert._calls._routes import Description, described, plan_of
 from autoconvert._calls._wrapper import as_method, wrap
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
@@ -62,7 +63,7 @@ def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
 
 def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
     """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
-    return wrap(pair.__wrapped__, plan(pair.__wrapped__, pair._self_plan.sides))
+    return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
@@ -143,7 +144,7 @@ def torchified_function(
     fn: Any,
     options: dict[str, Any],
     package: str,
-    plan: type[ProxyingPlan] = ProxyingPlan,
+    plan: Callable[..., ProxyingPlan] = ProxyingPlan,
     own: TorchifiedClass | None = None,
 ) -> Any:
     """``wrap_pair(fn, options)``, guarded (see _guards), with a ``plan`` (a ProxyingPlan):
@@ -280,6 +281,9 @@ class TorchifiedClass(StandIn):
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
 
+    def __autoconvert_spec__(self) -> Description:
+        return Description(options=self._options)
+
     def __repr__(self) -> str:
         return f"<torchified class {self.__wrapped__.__module__}.{self.__wrapped__.__qualname__}>"
 
@@ -376,8 +380,11 @@ class TorchifiedObject(StandIn):
             cached = self._ac_bound[name] = (value, _holding(held, name), held)
         return cast("Callable[..., Any]", cached[1])
 
+    def __autoconvert_spec__(self) -> Description:
+        return Description(options=self._ac_options)
+
     def _ac_wrapper(self, name: str) -> Any:
-        """The wrapper the method ``name`` of this object calls through (explain's), or None."""
+        """The wrapper the method ``name`` of this object calls through (its description's), or None."""
         self._ac_class.method(name)  # wrapped on first access: explain may come first
         wrapper = self._ac_class._wrappers.get(name)
         if wrapper is None and name in self._ac_bound:
@@ -512,6 +519,7 @@ def _operator(name: str) -> Callable[..., Any]:
         return method(self, *args)
 
     operate.__name__ = operate.__qualname__ = name
+    operate.__autoconvert_spec__ = _describing(name)  # type: ignore[attr-defined]
     return operate
 
 
@@ -546,7 +554,7 @@ def _same_callable(kept: Any, value: Any) -> bool:
 def _holding(held: Any, name: str) -> Callable[..., Any]:
     """``held``, the callable the object holds as ``name`` wrapped with its ``MethodPlan``, as
     a method of proxies: the proxy is the call's instance."""
-    call, wrapped = held._self_plan.default.call, held.__wrapped__
+    call, wrapped = plan_of(held).default.call, held.__wrapped__
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_dynamo_compiling():  # pragma: no cover - read through torch's module (see _escape)
@@ -554,7 +562,23 @@ def _holding(held: Any, name: str) -> Callable[..., Any]:
         return call(wrapped, self, args, kwargs)
 
     method.__name__ = method.__qualname__ = name
+    method.__autoconvert_spec__ = lambda owner: described(held)  # type: ignore[attr-defined]
     return method
+
+
+def _describing(name: str) -> Callable[[TorchifiedObject], Description | None]:
+    """The description of a proxy's method ``name``, which wraps its object's on first use:
+    the wrapper's it calls through (None: it calls through none)."""
+
+    def describe(owner: TorchifiedObject) -> Description | None:
+        wrapper = owner._ac_wrapper(name)
+        return None if wrapper is None else described(wrapper)
+
+    return describe
+
+
+# A callable proxy's call, bound (``proxy.__call__``), describes the object's call it makes.
+CallableTorchifiedObject.__call__.__autoconvert_spec__ = _describing("__call__")  # type: ignore[attr-defined]
 
 
 def proxy(

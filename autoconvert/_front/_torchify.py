@@ -12,7 +12,8 @@ import functools
 import importlib
 import inspect
 import types
-from typing import Any, Unpack, cast
+from collections.abc import Callable
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -28,11 +29,13 @@ from autoconvert._calls._options import (
     shows_options,
     validate,
 )
+from autoconvert._calls._plan import Plan
+from autoconvert._calls._routes import Description, Route, Routed
 from autoconvert._calls._signature import GENERATOR_FUNCTION, deferred_kind
 from autoconvert._conversions._tree import StandIn
 
-from ._cupy import CupyFunction, installed, options_refusal, twin_of
-from ._native import NativeFunction, refused
+from ._cupy import CupyRoute, installed, options_refusal, twin_of
+from ._native import native_route, refused
 from ._proxies import (
     PLAIN_TYPES,
     ProxyingPlan,
@@ -91,7 +94,8 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     given = {**PAIR_DEFAULTS, **adapter.torchify_defaults, **checked}
     checked = {name: given[name] for name in DEFAULTS["torchify"] if name in given}  # in the table's order
     if written_for_cupy:
-        return CupyFunction(target, lambda: (target, None), None, strict=True, explicit=checked, adapter=adapter)
+        written = CupyRoute(target, lambda: (target, None), strict=True, explicit=checked, adapter=adapter)
+        return Routed(target, (written,), None)
     if isinstance(target, types.ModuleType):
         return TorchifiedModule(target, checked, own.native, own.array_module)
     if isinstance(target, type):
@@ -134,13 +138,28 @@ def _only_cupy(target: Any, adapter: Adapter, native: str | bool, explicit: dict
 
 
 class FunctionPlan(ProxyingPlan):
-    """The plan of a torchified module's function: a ufunc's methods convert as the ufunc does."""
+    """The plan of a torchified module's function: a ufunc's methods convert as the ufunc does.
+    ``notes``: why the function converts rather than take another route (its library's own
+    torch path, CuPy's), for ``explain``; ``kept_natively``: how its library's own torch path
+    would keep the gradient, where it declares one."""
 
-    #: Why the function converts rather than take another path (its library's own torch path,
-    #: CuPy's), for ``explain``.
-    not_taken: tuple[str, ...] = ()
-    #: How its library's own torch path would keep the gradient, where it declares one.
-    kept_natively: str | None = None
+    def __init__(
+        self,
+        func: Any,
+        sides: dict[str, dict[str, Any]],
+        package: str,
+        own: TorchifiedClass | None = None,
+        *,
+        notes: tuple[str, ...] = (),
+        kept_natively: str | None = None,
+    ) -> None:
+        self.notes, self.kept_natively = notes, kept_natively
+        super().__init__(func, sides, package, own)
+
+    def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
+        return functools.partial(
+            type(self), package=self.package, own=self.own, notes=self.notes, kept_natively=self.kept_natively
+        )
 
     def keeps_gradient(self) -> str:
         return self.kept_natively or super().keeps_gradient()
@@ -183,25 +202,30 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
         if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
             return proxy(value, options, None)
-        converting = torchified_function(value, options, package, FunctionPlan)
-        converting._self_plan.kept_natively = _kept_natively(value, view, name)
-        routed = converting if native is False else _native(value, converting, view, name)
-        return routed if routed is not converting else _on_cupy(value, converting, view, name)
+        route, notes = _route(value, view, name)
+        plan = functools.partial(FunctionPlan, notes=notes, kept_natively=_kept_natively(value, view, name))
+        converting = torchified_function(value, options, package, plan)
+        return converting if route is None else Routed(value, (route,), converting, view=view, name=name)
     return value
 
 
-def _native(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
-    """``fn``, the function ``name`` of ``view``'s module, on its library's own torch path where
-    it has one (see _native); else ``converting`` (its torchified pair), which ``native=True``
-    refuses."""
-    adapter = adapter_for(view.__dict__["__wrapped__"])
-    why = adapter.torch_path(fn)
-    if why is None:
-        return NativeFunction(fn, converting, view, name)
-    if view.__dict__["_autoconvert_native"] is True:
-        raise refused(adapter, fn, view.__name__, name)
-    converting._self_plan.not_taken += (f"{adapter.name}'s own torch path is not taken: {why}",)
-    return converting
+def _route(fn: Any, view: TorchifiedModule, name: str) -> tuple[Route | None, tuple[str, ...]]:
+    """The route ``fn``, the function ``name`` of ``view``'s module, takes before the host
+    conversion: the first of its library's own torch path (see _native) and CuPy's (see
+    _cupy) it has; and why it takes none, for explain. ``native=True`` and
+    ``array_module="cupy"`` refuse a function without theirs."""
+    own = view.__dict__
+    notes: tuple[str, ...] = ()
+    if own["_autoconvert_native"] is not False:
+        adapter = adapter_for(own["__wrapped__"])
+        native = native_route(adapter, fn)
+        if not isinstance(native, str):
+            return native, notes
+        if own["_autoconvert_native"] is True:
+            raise refused(adapter, native, view.__name__, name)
+        notes += (f"{adapter.name}'s own torch path is not taken: {native}",)
+    cupy = _on_cupy(fn, view, name)
+    return (None, (*notes, cupy)) if isinstance(cupy, str) else (cupy, notes)
 
 
 def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
@@ -225,9 +249,10 @@ def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
     return f"pass tensors as its arguments, not NumPy arrays nor containers of tensors: {runs}"
 
 
-def _on_cupy(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any:
-    """``fn``, the function ``name`` of ``view``'s module, whose CUDA calls CuPy runs where it
-    mirrors the module (see _cupy); else ``converting``, which ``array_module="cupy"`` refuses."""
+def _on_cupy(fn: Any, view: TorchifiedModule, name: str) -> Route | str:
+    """The route of ``fn``, the function ``name`` of ``view``'s module, on CuPy where it
+    mirrors the module (see _cupy), or why there is none, which ``array_module="cupy"``
+    refuses."""
     own = view.__dict__
     mode, module, options = own["_autoconvert_array_module"], view.__name__, own["_autoconvert_options"]
     adapter = adapter_for(own["__wrapped__"])
@@ -244,16 +269,15 @@ def _on_cupy(fn: Any, converting: Any, view: TorchifiedModule, name: str) -> Any
         find = functools.partial(twin_of, adapter, module, name)
         why = find()[1] if mode == "cupy" else None  # refused now, not at the first call
         if why is None:
-            return CupyFunction(
-                fn, find, converting, strict=mode == "cupy", explicit=options, adapter=adapter, view=view, name=name
+            return CupyRoute(
+                fn, find, strict=mode == "cupy", explicit=options, adapter=adapter, module=module, name=name
             )
     if mode == "cupy":
         raise ValueError(
             f"autoconvert.torchify(array_module='cupy'): {module}.{name}: {why}. Fix: use the module "
             "torchified without array_module='cupy' for it"
         )
-    converting._self_plan.not_taken += (f"CuPy's path is not taken: {why}",)
-    return converting
+    return f"CuPy's path is not taken: {why}"
 
 
 class TorchifiedModule(types.ModuleType, StandIn):
@@ -284,6 +308,9 @@ class TorchifiedModule(types.ModuleType, StandIn):
     def __repr__(self) -> str:
         return f"<torchified module {self.__name__!r}>"
 
+    def __autoconvert_spec__(self) -> Description:
+        return Description(options=self.__dict__["_autoconvert_options"])
+
     def __reduce__(self) -> tuple[Any, ...]:
         return _module_by_name, (
             self.__name__,
@@ -291,19 +318,6 @@ class TorchifiedModule(types.ModuleType, StandIn):
             self.__dict__["_autoconvert_native"],
             self.__dict__["_autoconvert_array_module"],
         )
-
-
-def view_options(obj: Any) -> dict[str, Any] | None:
-    """The options of a torchified module, class or object (None for anything else)."""
-    if isinstance(obj, TorchifiedModule):
-        options = obj.__dict__["_autoconvert_options"]
-    elif isinstance(obj, TorchifiedClass):
-        options = obj._options
-    elif isinstance(obj, TorchifiedObject):
-        options = obj._ac_options
-    else:
-        return None
-    return cast("dict[str, Any]", options)
 
 
 def _module_by_name(
