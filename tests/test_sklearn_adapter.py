@@ -25,7 +25,7 @@ import torch
 import autoconvert as ac
 from autoconvert._adapters._sklearn import ScikitLearn, _declared_functions, _scipy_mode
 from autoconvert._adapters._table import adapter_for
-from autoconvert._front._native import NativeFunction
+from autoconvert._calls._routes import described
 
 from .modes import IN_MODE as MODE
 from .modes import rerun_in_scipy_s_array_api_mode
@@ -181,21 +181,18 @@ def _refusal() -> RuntimeError | None:
 
 
 @in_mode
-def test_torchify_converts_for_scikit_learn_as_its_native_route_switches_no_dispatch_on() -> None:
-    """A torchified module's native route calls a function as it is: scikit-learn's declared
-    functions would meet tensors with the dispatch off (and convert them, or fail on a tensor
-    that requires grad), so torchify converts and ``native=True`` refuses them."""
-    view = ac.torchify(sklearn.metrics.pairwise)
-    x = torch.rand(5, 3, dtype=torch.float64)
-    assert (
-        not isinstance(view.euclidean_distances, NativeFunction) and type(view.euclidean_distances(x)) is torch.Tensor
-    )
-    with pytest.raises(ValueError) as refused:
-        ac.torchify(sklearn.metrics.pairwise, native=True).euclidean_distances
-    assert str(refused.value) == (
-        "autoconvert.torchify(native=True): sklearn.metrics.pairwise.euclidean_distances has no torch path of "
-        "scikit-learn's own: torchify does not switch its dispatch on. Fix: native='auto' converts where there is none"
-    )
+def test_torchify_takes_scikit_learn_s_own_torch_path_with_its_dispatch_on_around_the_call() -> None:
+    """A function scikit-learn declares runs on the tensor itself through torchify's native
+    route, its dispatch switched on around that call alone: the graph is kept, and the
+    dispatch is off again afterwards; one it does not declare converts."""
+    view = ac.torchify(sklearn.metrics.pairwise, native="auto")
+    x = torch.rand(5, 3, dtype=torch.float64, requires_grad=True)
+    distances = view.euclidean_distances(x)
+    assert [route.name for route in described(view.euclidean_distances).routes] == ["native"]
+    assert type(distances) is torch.Tensor and distances.requires_grad
+    assert not sklearn.get_config()["array_api_dispatch"]
+    strict = ac.torchify(sklearn.metrics.pairwise, native=True).euclidean_distances
+    assert strict(x.detach()).shape == (5, 5)
 
 
 @in_mode

@@ -46,12 +46,6 @@ class ScikitLearn(Adapter):
             )
         return refused
 
-    def torch_path(self, fn: Any) -> str | None:
-        """Never None: a declared path runs only with the dispatch switched on around the call
-        (``torch_call``), which torchify's native route does not do, so torchify converts; a
-        route calling through ``torch_call`` reads ``torch_mode`` and ``declared_torch_path``."""
-        return self.torch_mode() or self.declared_torch_path(fn) or "torchify does not switch its dispatch on"
-
     def declared_torch_path(self, fn: Any) -> str | None:
         """What scikit-learn declares of ``fn``: an estimator (a bound method answers for its
         estimator) by its tags' ``array_api_support``, a class by those of its instance made

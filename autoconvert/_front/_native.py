@@ -59,7 +59,7 @@ def native_route(adapter: Adapter, fn: Any) -> NativeRoute | str:
     """``fn``'s route on its library's own torch path, as its adapter declares it, or why it
     has none."""
     why = adapter.torch_path(fn)
-    return NativeRoute(fn) if why is None else why
+    return NativeRoute(adapter.torch_call(fn)) if why is None else why
 
 
 def refused(adapter: Adapter, why: str, module: str, name: str) -> ValueError:
