@@ -224,7 +224,7 @@ def _numpy_copy(a: NDArray[Any], flags: Any) -> NDArray[Any] | None:
     held = a.dtype
     if held not in NUMPY_TO_TORCH:  # its keys are native: a byte-swapped dtype torch has, or a refusal
         native = held.newbyteorder("=")
-        return np.array(a, dtype=native, order="K", copy=True) if native in NUMPY_TO_TORCH else None
+        return a.astype(native) if native in NUMPY_TO_TORCH else None  # a copy in "K" order
     if not flags.aligned:
         return a.copy("K")
     if flags.forc:  # so read-only (a view of a handed input, most often)
