@@ -711,7 +711,8 @@ def _by_hand(fn: Callable[..., Any], args: tuple[Any, ...], device: torch.device
 
 
 def plain_functions(settings: Settings) -> list[Row]:
-    """``to_numpy``/``to_tensor`` in a loop (16 elements) against the idioms they replace."""
+    """``to_numpy``/``to_tensor`` in a loop against the idioms they replace: 16 elements, and 8 x 128
+    arrays torch cannot share as they are."""
     t, a = torch.ones(16), np.ones(16, dtype=np.float32)
     repeats, target = settings["repeats"], settings["target_s"]
     rows = compare(
@@ -729,12 +730,23 @@ def plain_functions(settings: Settings) -> list[Row]:
         target,
     )
     reversed_ = np.ones((8, 128))[..., ::-1]  # the self-check's result: a[..., ::-1]
-    return rows + compare(
+    rows += compare(
         "to_tensor, 8 x 128 float64 reversed",
         "torch.from_numpy(np.ascontiguousarray(a))",
         {
             "torch.from_numpy(np.ascontiguousarray(a))": lambda: torch.from_numpy(np.ascontiguousarray(reversed_)),
             "autoconvert": lambda: ac.to_tensor(reversed_),
+        },
+        repeats,
+        target,
+    )
+    swapped = np.ones((8, 128), dtype=">f8")  # read from a big-endian file format
+    return rows + compare(
+        "to_tensor, 8 x 128 float64 byte-swapped",
+        "torch.from_numpy(a.astype('=f8'))",
+        {
+            "torch.from_numpy(a.astype('=f8'))": lambda: torch.from_numpy(swapped.astype("=f8")),
+            "autoconvert": lambda: ac.to_tensor(swapped),
         },
         repeats,
         target,

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -392,3 +393,47 @@ def test_sizes_read_as_people_write_them() -> None:
         "5.0 GiB",
         "4096.0 GiB",
     ]
+
+
+def _unaligned(a: np.ndarray) -> np.ndarray:
+    out = np.zeros(a.nbytes + 1, dtype=np.uint8)[1:].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.ones((2, 4))[..., ::-1],
+        lambda: np.ones((2, 4), dtype=">f8"),
+        lambda: np.ones((2, 4), dtype=">f8")[::-1],
+        lambda: _unaligned(np.ones((2, 4))),
+        lambda: _read_only(np.ones((2, 4))),
+    ],
+    ids=["reversed", "byteswapped", "byteswapped reversed", "unaligned", "read-only"],
+)
+@pytest.mark.parametrize("route", ["result", "argument"])
+def test_a_layout_torch_cannot_share_is_one_counted_copy(make: Callable[[], np.ndarray], route: str) -> None:
+    """An array torch cannot share as it is becomes one "layout" copy of its bytes, as a
+    returns_tensor result or an accepts_tensor argument."""
+    a = make()
+
+    @ac.returns_tensor
+    def give() -> np.ndarray:
+        return a
+
+    @ac.accepts_tensor
+    def take(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    with ac.stats() as s:
+        out = give() if route == "result" else take(a)
+    (g,) = s.functions.values()
+    assert (g.calls, g.converted, g.shared) == (1, 1, 0)
+    assert {c: n for c, n in g.copies.items() if n} == {"layout": 1}
+    assert g.bytes["layout"] == 64 and out.tolist() == [[1.0] * 4] * 2

@@ -168,6 +168,30 @@ def test_array_to_tensor_is_faithful_and_shares_exactly_when_allowed(
         assert plain[first] == new
 
 
+@given(
+    a=arrays(layouts=["C", "F", "transposed", "sliced", "broadcast", "byteswapped", "readonly", "unaligned"]),
+    copy=st.sampled_from([None, True]),
+    convert=st.sampled_from([_give, _to_tensor]),
+)
+def test_a_reversed_view_of_any_layout_becomes_its_native_copy_in_memory_order(
+    a: np.ndarray, copy: bool | None, convert: Callable[..., Any]
+) -> None:
+    """a[..., ::-1] over every layout: where an axis that addresses memory runs backwards, the
+    one copy NumPy makes in "K" order (native, strided in the view's memory order); otherwise
+    (a size-1 or empty last axis) shared exactly when torch can share it, as any array."""
+    if a.ndim == 0:
+        return
+    r = a[..., ::-1]
+    t = convert(r, copy=copy)
+    np.testing.assert_array_equal(t.numpy(), r, strict=False)
+    if r.size and any(s < 0 for s, n in zip(r.strides, r.shape, strict=True) if n > 1):
+        expected = np.array(r, dtype=r.dtype.newbyteorder("="), order="K", copy=True)
+        assert t.stride() == tuple(s // r.itemsize for s in expected.strides)
+        assert not shares(t, r)
+    else:
+        assert shares(t, r) == (torch_can_share(r) and copy is not True and r.size > 0)
+
+
 @given(a=arrays(layouts=["C", "F", "negative", "broadcast", "readonly"]))
 def test_copy_true_results_share_with_nothing(a: np.ndarray) -> None:
     """returns_tensor(copy=True): the tensor's memory is its own."""

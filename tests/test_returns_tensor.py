@@ -124,6 +124,15 @@ def test_no_tensor_arguments_use_torchs_default_device() -> None:
         assert f().device == torch.device("meta")
 
 
+def test_to_tensor_of_one_array_uses_torchs_default_device() -> None:
+    """to_tensor's one-array shortcut, shared or copied (a reversed view), asks the default device per call."""
+    for a in (np.zeros(2), np.zeros(2)[::-1]):
+        assert ac.to_tensor(a).device == torch.device("cpu")
+        with torch.device("meta"):
+            assert ac.to_tensor(a).device == torch.device("meta")
+        assert ac.to_tensor(a).device == torch.device("cpu")
+
+
 def test_stacked_in_either_order_the_function_sees_arrays_and_results_follow_the_caller() -> None:
     """@returns_tensor above or below @accepts_numpy: one wrapper, arrays inside, caller's device outside."""
 

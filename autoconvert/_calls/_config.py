@@ -8,6 +8,7 @@ sides' policies once per distinct set of a block's options (_plan).
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -36,9 +37,9 @@ class Config:
 _ACTIVE: contextvars.ContextVar[Config | None] = contextvars.ContextVar("autoconvert_config", default=None)
 
 
-def active() -> Config | None:
-    """The current ``config`` block's options, or ``None`` outside any: one ContextVar read."""
-    return _ACTIVE.get()
+#: The current ``config`` block's options, or ``None`` outside any: the ContextVar's own
+#: ``get``, bound, so a per-call check pays no Python frame for it.
+active: Callable[[], Config | None] = _ACTIVE.get
 
 
 class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from autoconvert._errors import ConversionError, CopyError, LeafError, NoDeviceError
 
 from . import _devices
-from ._copies import copied, crossing
+from ._copies import copied, crossing, watching
 from ._describe import describe_array, describe_tensor
 from ._devices import CPU
 from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, Casts, narrows
@@ -121,15 +121,6 @@ def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
     return None
 
 
-def _reversed(a: NDArray[Any]) -> bool:
-    """Whether an axis of ``a`` that addresses memory (more than one element) runs backwards."""
-    shape = a.shape
-    for axis, stride in enumerate(a.strides):  # noqa: SIM110 - a loop: any() over a generator costs 3x
-        if stride < 0 and shape[axis] > 1:
-            return True
-    return False
-
-
 # Bound once: reading torch.from_numpy and np.ndarray off their modules costs a tenth of
 # from_numpy itself (benchmarks, micro: "a bound name or a module attribute").
 _from_numpy = torch.from_numpy
@@ -177,50 +168,27 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         NoDeviceError: ``target``'s device is None.
     """
     flags = a.flags
+    device, casts, copy, _ = target
     t = None
-    # torch.from_numpy raising costs as much as many conversions (a C++ exception with a long
-    # message: benchmarks, micro: "an array torch refuses"), so only arrays it almost surely
-    # accepts try it: "behaved" (aligned and writable) and C- or
-    # Fortran-contiguous ("forc": no zero or negative strides but numpy#23349's size-1 axes).
-    if type(a) is _ndarray and flags.behaved and flags.forc:
-        try:
-            t = _from_numpy(a)
-        except (TypeError, ValueError):  # dtype, byte order, a size-1 axis's stride
-            pass
-        else:
-            if target.device is CPU and not target.casts and not target.copy:  # shared, uncast: done
-                return t
-    elif (
-        type(a) is _ndarray
-        and flags.forc
-        and not flags.writeable
-        and flags.aligned
-        and target.device is CPU
-        and not target.casts
-    ):
-        # A read-only array (a view of a handed input, most often): one NumPy copy, which
-        # torch then shares; the careful route below costs several times that for small
-        # arrays (benchmarks, micro: "copying a read-only 8-element view").
-        held = a.dtype
-        if held.isnative and held in NUMPY_TO_TORCH and target.copy is not False and a.nbytes < SMALL_COPY_BYTES:
-            copied("layout", a, a.nbytes)
-            return _from_numpy(a.copy(order="K"))
-    elif (
-        type(a) is _ndarray
-        and min(a.strides, default=0) < 0
-        and target.device is CPU
-        and not target.casts
-        and target.copy is not False
-        and flags.aligned
-        and a.dtype in NUMPY_TO_TORCH  # native byte order: its keys are
-        and _reversed(a)
-    ):
-        # A reversed view (a[::-1], np.flip): NumPy's copy in "K" order is positively strided
-        # and torch shares it; the careful route makes the same copy, several times slower for
-        # small arrays (benchmarks, micro: "a negatively strided array").
-        copied("layout", a, a.nbytes)
-        return _from_numpy(a.copy(order="K"))
-    device, casts, copy = target.device, target.casts, target.copy
+    if type(a) is _ndarray:
+        # torch.from_numpy raising costs as much as many conversions (a C++ exception with a
+        # long message: benchmarks, micro: "an array torch refuses"), so only arrays it almost
+        # surely accepts try it: "behaved" (aligned and writable), C- or Fortran-contiguous
+        # ("forc": no zero or negative strides but numpy#23349's size-1 axes), native byte order.
+        if flags.forc and flags.behaved and a.dtype.isnative:
+            try:
+                t = _from_numpy(a)
+            except (TypeError, ValueError):  # a dtype torch lacks, a size-1 axis's stride
+                pass
+            else:
+                if device is CPU and not casts and not copy:  # shared, uncast: done
+                    return t
+        elif device is CPU and not casts and copy is not False:
+            fresh = _numpy_copy(a, flags)
+            if fresh is not None:
+                if watching() is not None:  # unwatched, not even a.nbytes is read
+                    copied("layout", a, a.nbytes)
+                return _from_numpy(fresh)
     if device is None:
         raise NoDeviceError
     if casts and a.dtype.kind in "iu":
@@ -242,6 +210,32 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         copied("copy=True", a, a.nbytes)
         return _host_copy(t)
     return t
+
+
+def _numpy_copy(a: NDArray[Any], flags: Any) -> NDArray[Any] | None:
+    """The one host copy the careful route makes of a plain array torch cannot share as it is,
+    made straight away, or None where that route decides more (refusals, broadcast views,
+    shareable strides, large read-only arrays).
+
+    NumPy's copy in "K" order, native and positively strided, which torch shares: the careful
+    route costs several times that for small arrays (benchmarks, micro: "a negatively strided
+    array", "copying a read-only 8-element view").
+    """
+    held = a.dtype
+    if held not in NUMPY_TO_TORCH:  # its keys are native: a byte-swapped dtype torch has, or a refusal
+        native = held.newbyteorder("=")
+        return a.astype(native) if native in NUMPY_TO_TORCH else None  # a copy in "K" order
+    if not flags.aligned:
+        return a.copy("K")
+    if flags.forc:  # so read-only (a view of a handed input, most often)
+        return a.copy("K") if a.nbytes < SMALL_COPY_BYTES else None
+    shape = a.shape
+    axis = 0
+    for stride in a.strides:
+        if stride < 0 and shape[axis] > 1:  # a reversed view: a[::-1], np.flip
+            return a.copy("K")
+        axis += 1  # noqa: SIM113 - a counter: enumerate() and zip() cost more per axis
+    return None
 
 
 # Above this size NumPy's copy is faster: it asks the kernel for transparent huge pages

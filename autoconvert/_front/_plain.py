@@ -21,6 +21,7 @@ from autoconvert._calls._options import (
 )
 from autoconvert._calls._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._calls._signature import _TENSORS, Parameters
+from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor
 from autoconvert._errors import LeafError, keystr
@@ -75,10 +76,10 @@ def to_tensor(obj: Any, **options: Any) -> Any:
         return opaque(to_tensor, obj, **options)
     if type(obj) is np.ndarray and not options and active() is None:
         # The commonest call, one array with the defaults: its leaf straight away, with the default
-        # converter's context (benchmarks, micro: "to_tensor of one array"). A refusal is said by
-        # the converter, which names the argument.
+        # converter's context, decided once while torch's default device is the CPU (benchmarks,
+        # micro: "to_tensor of one array"). A refusal is said by the converter, which names the argument.
         try:
-            return array_to_tensor(obj, _DEFAULT_CONTEXT([], []))
+            return array_to_tensor(obj, _ON_CPU if default_device() is CPU else _DEFAULT.context([], []))
         except LeafError:
             pass
     outputs, _ = _converter("to_tensor", options)
@@ -141,7 +142,9 @@ _MOST_CONVERTERS = 256
 
 
 _NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
-_DEFAULT_CONTEXT = _converter("to_tensor", {})[0].context
+_DEFAULT = _converter("to_tensor", {})[0]
+#: The default converter's context for a call without tensors, while torch's default device is the CPU.
+_ON_CPU = _DEFAULT.all_plain
 
 
 _OBJ = [inspect.Parameter("obj", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
