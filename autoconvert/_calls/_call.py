@@ -13,7 +13,7 @@ from autoconvert._conversions._tree import cycle_error, keep
 from autoconvert._errors import LeafError
 
 from ._after import ContainerChanges, Handed, RestoreWrites, WriteBack
-from ._config import _ACTIVE, Config
+from ._config import Config, active
 from ._escape import compiling, opaque
 from ._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from ._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
@@ -51,7 +51,6 @@ def _itself(value: Any) -> Any:
     return value
 
 
-_active = _ACTIVE.get  # the bound C method: one call fewer than active()
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 
 
@@ -130,7 +129,7 @@ class Runner:
             if compiling():
                 return opaque(call, wrapped, instance, args, kwargs)
             if variants is not None:
-                config = _active()
+                config = active()
                 if config is not None or routes or profiler._is_profiler_enabled:
                     return variants(config).call(wrapped, instance, args, kwargs)
             shared: list[torch.Tensor] = []
