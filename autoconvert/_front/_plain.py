@@ -144,7 +144,7 @@ _MOST_CONVERTERS = 256
 _NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
 _DEFAULT = _converter("to_tensor", {})[0]
 #: The default converter's context for a call without tensors, while torch's default device is the CPU.
-_ON_CPU = _DEFAULT.all_plain
+_ON_CPU = _DEFAULT.shared_target
 
 
 _OBJ = [inspect.Parameter("obj", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
