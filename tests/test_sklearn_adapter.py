@@ -23,7 +23,8 @@ import pytest
 import torch
 
 import autoconvert as ac
-from autoconvert._adapters._sklearn import ScikitLearn, _declared_functions, _scipy_mode
+from autoconvert._adapters._scipy import array_api_mode
+from autoconvert._adapters._sklearn import ScikitLearn, _declared_functions
 from autoconvert._adapters._table import adapter_for
 from autoconvert._calls._routes import described
 
@@ -87,7 +88,7 @@ def test_scikit_learn_s_values_find_its_adapter(value: Any) -> None:
 
 @pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
 def test_its_torch_path_is_off_while_scipy_s_mode_is() -> None:
-    assert not _scipy_mode()
+    assert not array_api_mode()
     assert ADAPTER.torch_mode() == (
         "scikit-learn's array API dispatch needs SciPy's array API mode, which is off. "
         "Fix: set SCIPY_ARRAY_API=1 before SciPy and scikit-learn are imported"
@@ -167,7 +168,7 @@ def test_a_library_switching_nothing_per_call_gets_its_function_back() -> None:
 
 @in_mode
 def test_its_torch_path_is_on_in_scipy_s_mode() -> None:
-    assert _scipy_mode() and ADAPTER.torch_mode() is None and ADAPTER.declared_torch_path(PCA().fit) is None
+    assert array_api_mode() and ADAPTER.torch_mode() is None and ADAPTER.declared_torch_path(PCA().fit) is None
     assert not _dispatching()  # never switched on for the process
 
 

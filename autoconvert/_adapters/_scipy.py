@@ -35,7 +35,7 @@ class SciPy(Adapter):
         api = _array_api()
         if api is None:
             return "this SciPy declares no torch path of its own (SciPy's array API mode declares one)"
-        if not getattr(api, "SCIPY_ARRAY_API", False):
+        if not array_api_mode():
             return f"SciPy's array API mode is off. Fix: {self.switch_on}"
         return None
 
@@ -72,3 +72,12 @@ def _array_api() -> Any:
     except ImportError:
         return None
     return api if isinstance(getattr(api, "xp_capabilities_table", None), dict) else None
+
+
+def array_api_mode() -> bool:
+    """Whether SciPy's array API mode is on, as SciPy read ``SCIPY_ARRAY_API`` when imported."""
+    try:
+        api = importlib.import_module("scipy._lib._array_api")
+    except ImportError:
+        return False
+    return bool(getattr(api, "SCIPY_ARRAY_API", False))

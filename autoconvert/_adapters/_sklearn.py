@@ -16,6 +16,7 @@ import pathlib
 from typing import Any
 
 from ._adapter import Adapter
+from ._scipy import array_api_mode
 
 #: The tables of scikit-learn's tests that list the functions its array API tests run on
 #: every namespace, device and dtype (torch's included): the only place it lists them.
@@ -40,7 +41,7 @@ class ScikitLearn(Adapter):
             return "this scikit-learn has no array API dispatch"
         except (ImportError, RuntimeError) as error:  # a SciPy too old; an array-api-compat missing
             refused = f"scikit-learn refuses its array API dispatch: {error}"
-        if not _scipy_mode():
+        if not array_api_mode():
             return (
                 f"scikit-learn's array API dispatch needs SciPy's array API mode, which is off. Fix: {self.switch_on}"
             )
@@ -76,15 +77,6 @@ class ScikitLearn(Adapter):
         """scikit-learn's array API dispatch on for a with block: ``config_context``, whose
         configuration is the thread's own, restored on leaving, however the block ends."""
         return importlib.import_module("sklearn").config_context(array_api_dispatch=True)  # type: ignore[no-any-return]
-
-
-def _scipy_mode() -> bool:
-    """Whether SciPy's array API mode is on, as SciPy read ``SCIPY_ARRAY_API`` when imported."""
-    try:
-        api = importlib.import_module("scipy._lib._array_api")
-    except ImportError:
-        return False
-    return bool(getattr(api, "SCIPY_ARRAY_API", False))
 
 
 def _has_tags(value: Any) -> bool:
