@@ -7,9 +7,11 @@ from NumPy code. Copies follow NumPy 2's ``copy=`` keyword: shared where possibl
 copied once where not, and never silently aliased.
 """
 
-from ._calls._config import config
-from ._calls._observe import FunctionStats, stats
+from ._adapt._adapt import adapt
+from ._batched._batched import batched
 from ._conversions._containers import register_container
+from ._decorators._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
+from ._decorators._plain import to_numpy, to_tensor
 from ._errors import (
     ConversionError,
     CopyError,
@@ -20,13 +22,11 @@ from ._errors import (
     TransferError,
     TransferWarning,
 )
-from ._front._adapt import adapt
-from ._front._batched import batched
-from ._front._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
-from ._front._explain import Explanation, explain
-from ._front._ops import numpy_op
-from ._front._plain import to_numpy, to_tensor
-from ._front._torchify import torchify
+from ._explain._explain import Explanation, explain
+from ._numpy_op._ops import numpy_op
+from ._options._config import config
+from ._options._observe import FunctionStats, stats
+from ._torchify._torchify import torchify
 
 __version__ = "0.1.0"
 

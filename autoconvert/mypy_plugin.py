@@ -42,7 +42,7 @@ from mypy.types import (
 ARRAY = "numpy.ndarray"
 NUMPY_SCALAR = "numpy.generic"
 TENSOR = "torch._tensor.Tensor"  # has_base compares full names: where the class is defined
-NUMPY_OP = "autoconvert._front._ops.NumpyOp"
+NUMPY_OP = "autoconvert._numpy_op._ops.NumpyOp"
 TENSOR_NAME = "torch.Tensor"  # named_generic_type looks names up from a package's own
 #: The containers whose items a conversion reaches (the container registry's, as typeshed names them).
 CONTAINERS = frozenset(
@@ -178,18 +178,18 @@ _DECORATORS = {
 }
 #: Each decorator by its full name, and the type its options' form returns by its ``__call__``'s.
 FUNCTIONS = {
-    **{f"autoconvert._front._decorators.{name}": _DECORATORS[name] for name in list(_DECORATORS)[:4]},
-    "autoconvert._front._ops.numpy_op": _DECORATORS["numpy_op"],
-    "autoconvert._front._batched.batched": _DECORATORS["batched"],
+    **{f"autoconvert._decorators._decorators.{name}": _DECORATORS[name] for name in list(_DECORATORS)[:4]},
+    "autoconvert._numpy_op._ops.numpy_op": _DECORATORS["numpy_op"],
+    "autoconvert._batched._batched.batched": _DECORATORS["batched"],
 }
 METHODS = {
-    "autoconvert._front._decorators.AcceptsNumpy.__call__": _DECORATORS["accepts_numpy"],
-    "autoconvert._front._decorators.ReturnsTensor.__call__": _DECORATORS["returns_tensor"],
-    "autoconvert._front._decorators.AcceptsTensor.__call__": _DECORATORS["accepts_tensor"],
-    "autoconvert._front._decorators.ReturnsNumpy.__call__": _DECORATORS["returns_numpy"],
-    "autoconvert._front._ops.OpDecorator.__call__": _DECORATORS["numpy_op"],
-    "autoconvert._front._ops.FakeOpDecorator.__call__": _DECORATORS["numpy_op"],
-    "autoconvert._front._batched.BatchedDecorator.__call__": _DECORATORS["batched"],
+    "autoconvert._decorators._decorators.AcceptsNumpy.__call__": _DECORATORS["accepts_numpy"],
+    "autoconvert._decorators._decorators.ReturnsTensor.__call__": _DECORATORS["returns_tensor"],
+    "autoconvert._decorators._decorators.AcceptsTensor.__call__": _DECORATORS["accepts_tensor"],
+    "autoconvert._decorators._decorators.ReturnsNumpy.__call__": _DECORATORS["returns_numpy"],
+    "autoconvert._numpy_op._ops.OpDecorator.__call__": _DECORATORS["numpy_op"],
+    "autoconvert._numpy_op._ops.FakeOpDecorator.__call__": _DECORATORS["numpy_op"],
+    "autoconvert._batched._batched.BatchedDecorator.__call__": _DECORATORS["batched"],
 }
 
 

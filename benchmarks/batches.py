@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 import autoconvert as ac
-from autoconvert._front._executors import SHARED_BYTES
+from autoconvert._batched._executors import SHARED_BYTES
 
 from .harness import Row, compare
 

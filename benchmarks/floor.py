@@ -22,8 +22,8 @@ import wrapt
 from torch.autograd import profiler
 
 import autoconvert as ac
-from autoconvert._calls._config import _ACTIVE
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES
+from autoconvert._options._config import _ACTIVE
 
 _compiling = torch.compiler.is_dynamo_compiling
 _active = _ACTIVE.get

@@ -18,7 +18,7 @@ import autoconvert as ac
 from autoconvert._conversions._devices import CPU
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._to_torch import _slow_array_to_tensor, array_to_tensor, target
-from autoconvert._front._plain import _converter
+from autoconvert._decorators._plain import _converter
 
 from .harness import Row, compare
 

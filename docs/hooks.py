@@ -5,7 +5,7 @@
   hand-written idiom (and the pure-Python floor's, where the run has one), titled with the
   machine and versions the run names.
 - The API page's table of options, written from the package's own table
-  (``autoconvert._calls._options.OPTIONS``), where the page says ``<!-- options table -->``.
+  (``autoconvert._options._options.OPTIONS``), where the page says ``<!-- options table -->``.
 - Notes for readers of a page's Markdown on a repository host (what its ``:::`` and
   ``--8<--`` lines stand for), left out of the site.
 """
@@ -44,7 +44,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 
 def options_table() -> str:
     """The options as a Markdown table: name, type, default, who takes it, what it does."""
-    from autoconvert._calls._options import OPTIONS
+    from autoconvert._options._options import OPTIONS
 
     lines = ["| option | type | default | taken by | what it does |", "|---|---|---|---|---|"]
     for o in OPTIONS:

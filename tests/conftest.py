@@ -52,9 +52,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_LeaveSlowOut(), "autoconvert-leave-slow-out")
     if config.getoption("--generic-calls"):
-        import autoconvert._calls._spec
+        import autoconvert._spec._spec
 
-        autoconvert._calls._spec.enabled = False
+        autoconvert._spec._spec.enabled = False
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the gpu marks

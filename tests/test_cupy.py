@@ -24,9 +24,9 @@ import torch
 
 import autoconvert as ac
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._observe import count_route
-from autoconvert._calls._routes import Routed, described
-from autoconvert._front._cupy import CupyRoute, twin_of
+from autoconvert._interpreter._routes import Routed, described
+from autoconvert._options._observe import count_route
+from autoconvert._torchify._cupy import CupyRoute, twin_of
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 needs_cupy = pytest.mark.skipif(not HAS_CUPY, reason="needs CuPy")

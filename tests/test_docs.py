@@ -14,9 +14,10 @@ import types
 import pytest
 
 import autoconvert
-from autoconvert._calls import _config
 from autoconvert._conversions import _containers
-from autoconvert._front import _decorators, _explain, _plain
+from autoconvert._decorators import _decorators, _plain
+from autoconvert._explain import _explain
+from autoconvert._options import _config
 
 ROOT = pathlib.Path(__file__).parent.parent
 README = ROOT / "README.md"

@@ -24,8 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-from autoconvert._front import _executors
-from autoconvert._front._executors import chunk_size
+from autoconvert._batched import _executors
+from autoconvert._batched._executors import chunk_size
 
 from .strategies import tensors
 

@@ -11,8 +11,8 @@ import scipy.ndimage
 import torch
 
 import autoconvert as ac
-from autoconvert._calls import _spec
-from autoconvert._calls._options import Policy
+from autoconvert._options._options import Policy
+from autoconvert._spec import _spec
 
 FLAT = _spec.enabled  # False under pytest --generic-calls: every plan takes the generic call
 

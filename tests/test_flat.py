@@ -1,4 +1,4 @@
-"""The flat call generated per plan (autoconvert._calls._specialise) against the generic call.
+"""The flat call generated per plan (autoconvert._generation._specialise) against the generic call.
 
 The whole suite also runs with ``--generic-calls`` (CI does both); here the two paths are
 built side by side and compared on the same calls, value for value and error for error.
@@ -22,8 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-import autoconvert._calls._spec as spec_module
-from autoconvert._calls._wrapper import is_wrapper
+import autoconvert._spec._spec as spec_module
+from autoconvert._interpreter._wrapper import is_wrapper
 
 from .conftest import shares
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import autoconvert as ac
-from autoconvert._calls import _spec
-from autoconvert._calls._callbacks import global_names
+from autoconvert._spec import _spec
+from autoconvert._spec._callbacks import global_names
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 pytestmark = pytest.mark.skipif(not _spec.enabled, reason="flat calls are off (--generic-calls)")

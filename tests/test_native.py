@@ -24,7 +24,7 @@ import torch
 import autoconvert as ac
 from autoconvert._adapters._scipy import _array_api
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._routes import described
+from autoconvert._interpreter._routes import described
 
 from .modes import IN_MODE as MODE
 from .modes import rerun_in_scipy_s_array_api_mode

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-from autoconvert._front._proxies import OPERATORS, TorchifiedObject
+from autoconvert._torchify._proxies import OPERATORS, TorchifiedObject
 
 
 class Signal:

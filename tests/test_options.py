@@ -16,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-from autoconvert._calls import _checks, _options
-from autoconvert._calls._options import (
+from autoconvert._decorators import _plain
+from autoconvert._options import _checks, _options
+from autoconvert._options._options import (
     DEFAULTS,
     INPUT_SIDE,
     OPTIONS,
@@ -30,7 +31,6 @@ from autoconvert._calls._options import (
     TorchifySettings,
     policy_of,
 )
-from autoconvert._front import _plain
 
 TYPED_DICTS = {
     "adapt": _options.AdaptOptions,

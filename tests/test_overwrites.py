@@ -22,7 +22,7 @@ from scipy.linalg import blas, lapack
 
 import autoconvert as ac
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._guards import guarded
+from autoconvert._failures._guards import guarded
 
 tsl = ac.torchify(scipy.linalg)
 tblas = ac.torchify(blas)

@@ -26,7 +26,7 @@ import autoconvert as ac
 from autoconvert._adapters._scipy import array_api_mode
 from autoconvert._adapters._sklearn import ScikitLearn, _declared_functions
 from autoconvert._adapters._table import adapter_for
-from autoconvert._calls._routes import described
+from autoconvert._interpreter._routes import described
 
 from .modes import IN_MODE as MODE
 from .modes import rerun_in_scipy_s_array_api_mode

@@ -16,7 +16,7 @@ import scipy.stats
 import torch
 
 import autoconvert as ac
-from autoconvert._calls import _spec
+from autoconvert._spec import _spec
 
 from .estimators import Whitener
 

@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
-from autoconvert._calls._guards import guarded
+from autoconvert._failures._guards import guarded
 
 SOS = scipy.signal.butter(2, 0.3, output="sos")
 

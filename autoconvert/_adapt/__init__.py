@@ -1,0 +1,1 @@
+"""adapt(): each parameter converted as its annotation asks, results in the caller's kind."""

@@ -1,0 +1,268 @@
+"""One task of a ``batched`` map: a run of consecutive samples, wherever the executor runs it.
+
+Sending one task per sample costs a round trip (and a pickled function) per sample, which
+for small samples outweighs the work. A chunk carries the function once, its arguments, and
+the batched ones as sources indexed per sample. It imports no torch: on a process pool or a
+Dask cluster it runs on NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import mmap
+import os
+import pathlib
+import pickle
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._caps import capped
+from ._seeds import Seeds
+
+
+class Batch:
+    """In a chunk's arguments, a batched argument: sample ``i`` is ``sources[source][i]``."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: int) -> None:
+        self.source = source
+
+
+class Window:
+    """Samples ``offset`` onwards of a batched argument, sent inside a chunk: ``values[k]`` is
+    sample ``offset + k`` of the batch."""
+
+    __slots__ = ("offset", "values")
+
+    def __init__(self, values: Any, offset: int) -> None:
+        self.values, self.offset = values, offset
+
+
+class Shared:
+    """An array in a file in shared memory (tmpfs where the system has one, as joblib uses for
+    its process pools), at ``offset``: workers on the caller's machine, and the caller, map it
+    instead of receiving it through a pipe."""
+
+    __slots__ = ("dtype", "offset", "path", "shape")
+
+    def __init__(self, path: str, offset: int, shape: tuple[int, ...], dtype: str) -> None:
+        self.path, self.offset, self.shape, self.dtype = path, offset, shape, dtype
+
+
+def shareable(value: Any) -> bool:
+    """An array that crosses as its bytes: a plain ndarray of numbers, not empty."""
+    return type(value) is np.ndarray and value.dtype.kind in "biufc" and value.size > 0
+
+
+def share(arrays: Sequence[NDArray[Any]], folder: str) -> list[Shared]:
+    """Write ``arrays`` to one new file in ``folder``; where each now is."""
+    handle, path = tempfile.mkstemp(suffix=".arrays", dir=folder)
+    shared = []
+    with os.fdopen(handle, "wb") as file:
+        for array in arrays:
+            contiguous = array if array.flags.c_contiguous else array.copy(order="C")  # 0-d stays 0-d
+            file.write(bytes(-file.tell() % 64))  # each array aligned as NumPy aligns its own
+            shared.append(Shared(path, file.tell(), contiguous.shape, contiguous.dtype.str))
+            file.write(contiguous.data)
+    return shared
+
+
+def shared_where_large(values: list[Any], folder: str, least: float) -> list[Any]:
+    """``values`` with its arrays written to one file in ``folder`` (each replaced by where it
+    is) where together they take at least ``least`` bytes; else ``values`` itself."""
+    arrays = [k for k, value in enumerate(values) if shareable(value)]
+    if sum(values[k].nbytes for k in arrays) < least:
+        return values
+    placed = list(values)
+    for k, shared in zip(arrays, share([values[k] for k in arrays], folder), strict=True):
+        placed[k] = shared
+    return placed
+
+
+def in_shared_memory(source: Any) -> bool:
+    """A source written by ``share``: an array, or a list with arrays among it."""
+    return type(source) is Shared or (type(source) is list and any(type(v) is Shared for v in source))
+
+
+def opened(values: list[Any], remove: bool) -> list[Any]:
+    """``values`` with each ``Shared`` an array over its file, mapped copy-on-write (so
+    writable, as a received array is: a function that writes its input writes its own
+    pages); each file removed once mapped where ``remove``, its memory then living as long
+    as the arrays."""
+    files: dict[str, mmap.mmap] = {}
+    for k, value in enumerate(values):
+        if type(value) is Shared:
+            if value.path not in files:
+                with open(value.path, "rb") as file:
+                    files[value.path] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+                if remove:
+                    os.remove(value.path)
+            array = np.frombuffer(files[value.path], value.dtype, math.prod(value.shape), value.offset)
+            values[k] = array.reshape(value.shape)
+    return values
+
+
+class Running:
+    """Cancellation that workers on the caller's machine see: a file that exists while the map runs.
+    Once it is gone (removed on a failure, or with the map's folder), chunks stop before their
+    next sample."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def start(self) -> Running:
+        pathlib.Path(self.path).touch()
+        return self
+
+    def is_set(self) -> bool:
+        return not os.path.exists(self.path)
+
+    def set(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.path)
+
+
+class Chunk(NamedTuple):
+    """Samples ``start`` to ``stop`` of a batch of ``size``: ``fn(*args, **kwargs)`` once per
+    sample, with each ``Batch`` in them replaced by that sample."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    start: int
+    stop: int
+    size: int
+    label: str  # names the map in a failing sample's note: "autoconvert.batched(fn)"
+    cancelled: Any  # has is_set(): a threading.Event, a Running file; None where none reaches the workers
+    seeds: Seeds | None = None  # batched(seed=): each sample's random streams
+    threads: int | None = None  # the libraries' threads in a worker process while it runs (see _caps)
+    sink: Any = None  # on threads: where array results are written as they come (a _gather.Sink)
+    #: Sources handed read-only in the caller, made read-only again where they arrived by
+    #: pickling or mapping (other processes), so that every runner hands the same samples.
+    frozen: frozenset[int] = frozenset()
+
+
+#: How often a running chunk looks whether its map was cancelled: a Running file costs a
+#: system call to look at, which next to samples of microseconds would cost more than they do.
+CANCEL_CHECK_SECONDS = 0.002
+
+
+def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
+    """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
+    sample's exception carries a note naming it."""
+    columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
+    for k in chunk.frozen:
+        columns[k] = _read_only(columns[k])
+    results: list[Any] = []
+    try:
+        if chunk.threads is None:
+            _loop(chunk, columns, results)
+        else:
+            with capped(chunk.threads):
+                _loop(chunk, columns, results)
+    except Exception as e:
+        e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
+        if chunk.frozen and isinstance(e, (ValueError, TypeError)):
+            _tell_refusal(e, chunk, columns, len(results))
+        raise
+    return results
+
+
+def _read_only(column: Any) -> Any:
+    """A column's samples read-only (views: the arrays they view keep their flags)."""
+    if isinstance(column, np.ndarray):
+        column = column.view()
+        column.flags.writeable = False
+        return column
+    return [_read_only(sample) if isinstance(sample, np.ndarray) else sample for sample in column]
+
+
+def _tell_refusal(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:
+    """Where ``error`` is NumPy refusing a write into one of the failing sample's read-only
+    arrays, say which (as ``(source, sample)`` pairs) on it: its traceback, which tells them
+    apart, stays in this process, and the caller's call raises its ReadOnlyError from them."""
+    from autoconvert._failures._failures import REFUSED_ELSEWHERE, wrote_into_handed  # only when a sample failed
+
+    samples = [(str(k), columns[k][offset]) for k in sorted(chunk.frozen)]
+    hit = wrote_into_handed(error, [(k, a) for k, a in samples if isinstance(a, np.ndarray)], {})
+    if hit:
+        setattr(error, REFUSED_ELSEWHERE, [(int(k), chunk.start + offset) for k in hit])
+
+
+def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:
+    """The samples' results appended to ``results`` (so that a failure's index is its length).
+    One batched positional argument with nothing else to do per sample is the loop a user
+    writes by hand: ``fn(sample)`` over the batch; anything else assembles each call."""
+    fn, args, kwargs, cancelled, seeds, sink = (
+        chunk.fn,
+        chunk.args,
+        chunk.kwargs,
+        chunk.cancelled,
+        chunk.seeds,
+        chunk.sink,
+    )
+    append = results.append
+    simple = cancelled is None and seeds is None and sink is None
+    if simple and not kwargs and len(args) == 1 and type(args[0]) is Batch:
+        for sample in columns[0]:
+            append(fn(sample))
+        return
+    batched = [(k, a.source) for k, a in enumerate(args) if type(a) is Batch]
+    keyed = [(key, v.source) for key, v in kwargs.items() if type(v) is Batch]
+    arguments, named = list(args), dict(kwargs)
+    look = time.perf_counter() if cancelled is not None else math.inf
+    for offset, i in enumerate(range(chunk.start, chunk.stop)):
+        if time.perf_counter() >= look:
+            if cancelled.is_set():
+                return
+            look = time.perf_counter() + CANCEL_CHECK_SECONDS
+        for k, source in batched:
+            arguments[k] = columns[source][offset]
+        for key, source in keyed:
+            named[key] = columns[source][offset]
+        result = fn(*arguments, **(named if seeds is None else seeds.enter(i, named)))
+        append(result if sink is None else sink.put(i, result))
+
+
+def pickled(fn: Callable[..., Any], *args: Any) -> bytes:
+    """``fn(*args)`` pickled as one object."""
+    return pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def run_sharing(chunk: Chunk, sources: Sequence[Any], folder: str, least: float) -> list[Any]:
+    """``run``'s results, their arrays written to one file in ``folder`` (each replaced by where
+    it is) where together they take at least ``least`` bytes."""
+    return shared_where_large(run(chunk, sources), folder, least)
+
+
+def _open(source: Any) -> Any:
+    """A source as the chunk indexes it: a shared array, or a list of arrays some of which are
+    shared, mapped (their files stay: other chunks map them too)."""
+    if type(source) is Shared:
+        return opened([source], remove=False)[0]
+    return opened(list(source), remove=False) if in_shared_memory(source) else source
+
+
+def _column(source: Any, start: int, stop: int) -> Any:
+    """Samples ``start`` to ``stop`` of a source, indexable from 0: of an array of two or more
+    axes, its rows (views, as ``a[i, ...]`` gives); of any other source, each ``_at`` it."""
+    if type(source) is Window:
+        return _column(source.values, start - source.offset, stop - source.offset)
+    if isinstance(source, np.ndarray) and source.ndim > 1:
+        return source[start:stop]
+    return [_at(source, i) for i in range(start, stop)]
+
+
+def _at(values: Any, i: int) -> Any:
+    """Sample ``i``: of an array, a view with one axis fewer (``a[i, ...]``, so a 0-d array, not
+    a NumPy scalar, as a 0-d tensor would become); of anything else, ``values[i]``."""
+    return values[i, ...] if isinstance(values, np.ndarray) else values[i]

@@ -1,0 +1,1 @@
+"""explain(): what a product decided, in words, read from its description."""

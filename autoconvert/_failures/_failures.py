@@ -1,0 +1,356 @@
+"""Why a decorated call failed, where how its arguments were handed is the cause.
+
+NumPy, Cython, numba and OpenCV refuse read-only arrays in their own words (each library's
+adapter holds them); these tell such a refusal of an array autoconvert handed over from the
+function's own errors, and turn it into a ReadOnlyError naming the argument. Other errors get notes where a sparse tensor, a
+float16 tensor or a callable handed arrays is the likely cause.
+"""
+
+from __future__ import annotations
+
+import dis
+import re
+import types
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from autoconvert._adapters import _cython
+from autoconvert._adapters._table import (
+    READ_ONLY_VIEWS,
+    REFUSED_BUFFERS,
+    REFUSED_DEMANDS,
+    REFUSED_ON_ENTRY,
+    REFUSED_WRITES,
+    WRITEABLE_DEFAULTS,
+    compiled_refusal,
+)
+from autoconvert._conversions._dtypes import WIDENED_HALF
+from autoconvert._conversions._tree import Mapper
+from autoconvert._conversions._writeback import FROZEN
+from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
+from autoconvert._options._signature import Given, _record, _tensor_paths
+from autoconvert._spec._inputs import NumpyInputs
+
+#: The instructions of a ``raise`` statement: an error raised there is Python code's own.
+_RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_array_walker = Mapper({np.ndarray: _record}, nested=True)
+
+
+#: The attribute of an error raised in another process (a batched map's worker), whose
+#: traceback does not come back, that holds the handed arrays its refusal hit (see
+#: wrote_into_handed): told apart where it was raised, then set to the caller's arrays.
+REFUSED_ELSEWHERE = "autoconvert_refused"
+
+
+def wrote_into_handed(
+    error: ValueError | TypeError, arrays: list[tuple[str, Any]], kwargs: dict[str, Any]
+) -> list[str] | None:
+    """Whether ``error`` is NumPy refusing a write into an array autoconvert handed over, and
+    if so the paths of the handed ``arrays`` (``(path, array)`` pairs) it may have hit
+    (empty where none can be told); None where it is not that refusal.
+
+    NumPy words each refusal "<what> is read-only", the what naming the write ("assignment
+    destination", "output array", "sort array", "underlying array" for ``np.fill_diagonal``,
+    "array" for ``Generator.shuffle``; SciPy's ndimage adds a full stop; scipy.fft's pybind11
+    code says "array is not writeable"), and does not say which array it was. So: those
+    words, raised by compiled code (not by a ``raise`` in the frame that raised), where every
+    read-only array in that frame shares memory with a handed array; those are the ones hit.
+    The user's own errors, and writes into read-only arrays the function made
+    (``np.broadcast_to``, of its own arrays or of handed ones), keep their own error. Where
+    the function is compiled code (a ufunc's ``out=``, a Cython method), the frame that
+    raised is the caller's, whose traceback this is: the destination was an argument, ``out``
+    where that was handed read-only.
+    """
+    elsewhere = getattr(error, REFUSED_ELSEWHERE, None)
+    if elsewhere is not None:
+        return [path for path, a in arrays if any(a is hit for hit in elsewhere)]
+    tb = error.__traceback__
+    if tb is None or not refuses_write(error):
+        return None
+    raised = tb
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+        if tb.tb_frame.f_code.co_code != _cython.FRAME:
+            raised = tb
+    read_only = [(path, a) for path, a in arrays if not a.flags.writeable]
+    if raised is error.__traceback__:  # the caller's frame: compiled code was the function
+        out = [
+            path for path, a in read_only if any(a is o for _, o in _array_walker.leaves_with_paths(kwargs.get("out")))
+        ]
+        return (out or [path for path, _ in read_only]) if read_only else None
+    code = raised.tb_frame.f_code
+    if code.co_code[raised.tb_lasti] in _RAISES or _makes_read_only_views(code):
+        return None
+    values = raised.tb_frame.f_locals.values()
+    local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
+    local = local or [v for v in _held(values) if not v.flags.writeable]
+    local = _read_by_failure(raised, local) or local
+    if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
+        return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
+    if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
+        return None
+    return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
+
+
+def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
+    """Those of a frame's read-only ``local`` arrays that the expression which raised reads
+    (its source span: a call's arguments, a store's target), itself or through an object or
+    container: the array compiled code refused, among the others the frame holds; none where
+    that cannot be told."""
+    code = tb.tb_frame.f_code
+    failing = next((i for i in dis.get_instructions(code) if i.offset == tb.tb_lasti), None)
+    # No source position: every read-only array of the frame (with no columns, under
+    # ``python -X no_debug_ranges``, the span is the whole line).
+    if failing is None or failing.positions is None or failing.positions.lineno is None:
+        return []
+    span = failing.positions
+    names: set[str] = set()
+    instructions = list(dis.get_instructions(code))
+    for instruction, following in zip(instructions, [*instructions[1:], None], strict=True):
+        if not instruction.opname.startswith(_READS):
+            continue
+        # A superinstruction reading two locals (``LOAD_FAST_LOAD_FAST``, Python 3.13 on) carries
+        # its first read's position; its second read sits where the next instruction does.
+        first, *second = instruction.argval if isinstance(instruction.argval, tuple) else [instruction.argval]
+        if _inside(instruction.positions, span):
+            names.add(first)
+        if second and following is not None and _inside(following.positions, span):
+            names.update(second)
+    frame = tb.tb_frame.f_locals
+    read = [frame[name] for name in names if name in frame]
+    read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _held(read)
+    return [a for a in local if any(a is r for r in read_arrays)]
+
+
+def _inside(at: dis.Positions | None, span: dis.Positions) -> bool:
+    """Whether the source span ``at`` is known and lies inside ``span``."""
+    if at is None or at.lineno is None:
+        return False
+    start, end = (span.lineno, span.col_offset or 0), (span.end_lineno or span.lineno, span.end_col_offset or 0)
+    return start <= (at.lineno, at.col_offset or 0) and (at.end_lineno or at.lineno, at.end_col_offset or 0) <= end
+
+
+#: The instructions that read a local (or a closure's) variable (3.11 to 3.14's spellings).
+_READS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_NAME")
+
+
+def _makes_read_only_views(code: types.CodeType) -> bool:
+    """Whether ``code`` calls a function whose views are read-only by NumPy's own rule, whatever
+    they view (``broadcast_to``; ``sliding_window_view`` unless asked ``writeable=True``;
+    ``as_strided`` asked ``writeable=False``): a write into one is the function's own error.
+    ``as_strided(a, writeable=True)`` of a handed array is read-only because that array is."""
+    called = READ_ONLY_VIEWS.intersection(code.co_names)
+    if not called:
+        return False
+    asked = _writeable_asked(code)
+    return any(
+        name not in WRITEABLE_DEFAULTS or False in asked or (not WRITEABLE_DEFAULTS[name] and True not in asked)
+        for name in called
+    )
+
+
+def _writeable_asked(code: types.CodeType) -> set[object]:
+    """The constants ``code`` passes as ``writeable=`` where it is the call's last keyword:
+    the value loaded just before the keyword names (``KW_NAMES``, or ``CALL_KW``'s tuple)."""
+    asked: set[object] = set()
+    previous = None
+    for instruction in dis.get_instructions(code):
+        # Python 3.11's dis leaves KW_NAMES' tuple unresolved: its argument indexes the constants.
+        names = code.co_consts[instruction.arg or 0] if instruction.opname == "KW_NAMES" else instruction.argval
+        if type(names) is tuple and names and names[-1] == "writeable" and previous is not None:
+            asked.add(previous.argval if previous.opname == "LOAD_CONST" else None)
+        previous = instruction
+    return asked
+
+
+def _held(values: Any) -> list[np.ndarray[Any, Any]]:
+    """The arrays in the containers and the attributes of the objects among a frame's local
+    ``values``, where none is a read-only array itself: NumPy's Python wrappers (``np.round``,
+    ``np.cumsum``) keep the destination in ``**kwargs``, a method writes into ``self.buf``."""
+    values = list(values)
+    values += [vars(v) for v in values if _has_attributes(v)]
+    return [a for _, a in _array_walker.leaves_with_paths(values)]
+
+
+def _has_attributes(value: Any) -> bool:
+    """Whether ``value`` is an object whose ``vars()`` are its state (not a module, class or function)."""
+    return hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, types.FunctionType))
+
+
+def refuses_write(error: BaseException) -> bool:
+    """Whether ``error`` is worded as compiled code's refusal to write into a read-only array."""
+    text = str(error)
+    if isinstance(error, TypeError):
+        return any(words in text for words in REFUSED_BUFFERS)
+    return text.removesuffix(".").endswith(REFUSED_WRITES) or any(words in text for words in REFUSED_DEMANDS)
+
+
+class ReadOnlyRefusal(NamedTuple):
+    """Compiled code refused a read-only array handed over."""
+
+    paths: list[str]  # where the arrays it may have been were (several: none can be told apart)
+    writes: bool  # it refused a write (else the array itself, on entry)
+    late: bool  # they are private copies of an earlier call with writeback=True, or views of them (see freeze)
+    expanded: bool  # one is an expanded tensor's array, read-only since no write can reach back into it
+
+
+def refused_by(
+    error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
+) -> ReadOnlyRefusal | None:
+    """Whether ``error`` is compiled code refusing a read-only array handed over, to this call
+    or (kept by the method's object) to an earlier one; None where it is not such a refusal."""
+    writes = compiled_refusal(error)
+    if writes is None and not isinstance(error, (ValueError, TypeError)):
+        return None
+    arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
+    if _has_attributes(given.instance):
+        arrays += [
+            (keystr("self", (GetAttrKey(name), *path)), a)
+            for name, value in vars(given.instance).items()
+            for path, a in _array_walker.leaves_with_paths(value)
+        ]
+    if writes is not None:  # numba and OpenCV do not say which array: every read-only one handed over
+        paths = [path for path, a in arrays if not a.flags.writeable]
+    else:
+        found = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # one of the two
+        if found is None:
+            return None
+        paths, writes = found, str(error) not in REFUSED_ON_ENTRY
+    hit = [a for path, a in arrays if path in paths]
+    return ReadOnlyRefusal(
+        paths=paths, writes=writes, late=bool(hit) and all(map(_frozen, hit)), expanded=any(map(_broadcast, hit))
+    )
+
+
+def _frozen(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a`` is a private copy frozen after an earlier call, or a view made of one
+    since (which NumPy makes read-only, its base being the frozen array)."""
+    return FROZEN.get(id(a)) is a or (a.base is not None and FROZEN.get(id(a.base)) is a.base)
+
+
+def quoted(error: BaseException) -> str:
+    """``error`` as the message's "Found": its first line that names the refusal (numba's run
+    to pages, coloured), the whole error being chained."""
+    lines = [_ANSI.sub("", line).strip(" >|-") for line in str(error).splitlines()]
+    line = next(
+        (x for x in lines if "readonly" in x or "read-only" in x or "writeable" in x), lines[0] if lines else ""
+    )
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}({line!r})"
+
+
+def _broadcast(a: np.ndarray[Any, Any]) -> bool:
+    """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
+    return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
+
+
+def hints(
+    error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]], site: Callable[[str], str]
+) -> list[str]:
+    """What the function's ``error`` may owe to how its tensor arguments (``(path, tensor)``)
+    were handed: a sparse tensor crosses as a SciPy matrix, which dense-only code cannot read;
+    float16 crosses as float16, which much of SciPy rejects ("array type not supported").
+    ``site`` says where an option goes (see Spec.site)."""
+    hints = []
+    sparse = [path for path, t in tensors if t.layout != torch.strided]
+    if sparse:
+        hints.append(
+            f"argument {sparse[0]} is a sparse tensor, handed over as a scipy.sparse matrix; if the function "
+            f"needs a dense array, pass {sparse[0]}.to_dense()"
+        )
+    half = [path for path, t in tensors if t.dtype is torch.float16]
+    if half and inputs.widened is not WIDENED_HALF and "supported" in str(error):
+        hints.append(
+            f"argument {half[0]} is a float16 tensor, handed over as float16, which much of SciPy rejects; pass "
+            "widen_float16=True to hand it over as float32 (results come back as float16), in "
+            f"{site('widen_float16=True')}"
+        )
+    return hints
+
+
+#: How torch refuses an array where it wants a tensor, or NumPy a torch dtype.
+_MIXED = ("not numpy.ndarray", "(numpy.ndarray,", "'numpy.ndarray' and 'Tensor'", "<class 'torch.dtype'>")
+
+
+def arrays_met_torch(text: str) -> bool:
+    return any(words in text for words in _MIXED)
+
+
+def callback_hints(inputs: NumpyInputs, given: Given, site: Callable[[str], str]) -> list[str]:
+    """The function passed its callable arguments arrays, and torch code refused one: such a
+    callable (a statistic, an objective) is likely written in torch, and wants tensors."""
+    args, kwargs, instance = given
+    offset = inputs.params.offset(instance)
+    named = [(inputs.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+    named += [(inputs.params.keyword_name(k), v) for k, v in kwargs.items()]
+    callables = [path for path, v in named if callable(v) and not isinstance(v, (type, torch.Tensor, np.ndarray))]
+    if not callables:
+        return []
+    return [
+        f"argument {callables[0]} is a callable, handed NumPy arrays when the function calls it; if it is "
+        f"written in torch, pass callbacks=True to hand it tensors (in {site('callbacks=True')})"
+    ]
+
+
+def writable_fixes(site: Callable[[str], str]) -> str:
+    """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
+    return (
+        "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
+        f"reach the caller's tensors (in {site('copy=True')})"
+    )
+
+
+def read_only_error(
+    function: str, error: BaseException, refusal: ReadOnlyRefusal, *, writeback: bool, site: Callable[[str], str]
+) -> ReadOnlyError:
+    """Compiled code refused a read-only array handed over (see ReadOnlyRefusal): by writing into it
+    (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython memoryview, a numba
+    kernel's signature), whether or not it would have written. ``site`` says where an option
+    goes (see Spec.site)."""
+    paths, writes = refusal.paths, refusal.writes
+    # several: the frame held them all; "self.buf": the method's object held it
+    arguments = " or ".join(p for p in paths if not p.startswith("self."))
+    attributes = " or ".join(p for p in paths if p.startswith("self."))
+    named = " or ".join(filter(None, [arguments and f"argument {arguments}", attributes and f"attribute {attributes}"]))
+    if not writes:
+        refuser = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
+        what = (
+            f"was refused by compiled code that needs writable arrays ({refuser}); arrays made from tensor "
+            "arguments are read-only so that NumPy code never changes the caller's tensors"
+            if named
+            else f"needs writable arrays: compiled code ({refuser}) refused an array made from a tensor "
+            "argument, which is read-only so that NumPy code never changes the caller's tensors"
+        )
+        fix = f"pass copy=True to give the function private writable copies (in {site('copy=True')})"
+    else:
+        what = (
+            "was written into by the function; arrays made from tensor arguments are read-only so that "
+            "NumPy code never changes the caller's tensors behind its back"
+            if named
+            else "wrote into an array made from a tensor argument; those arrays are read-only "
+            "so that NumPy code never changes the caller's tensors behind its back"
+        )
+        fix = writable_fixes(site)
+    if refusal.late:
+        what = (
+            "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "
+            "the tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that "
+            "call returned and read-only since, so that a write made later is refused rather than lost"
+        )
+        fix = (
+            "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
+            "memory the array shares"
+        )
+    elif writeback and refusal.expanded:
+        what = (
+            "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
+            "write can reach back into it, and the function wrote into it"
+        )
+        fix = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
+    where = named or "the function"
+    return ReadOnlyError(message(function, where, what, quoted(error), fix, path=paths[0] if paths else ""))

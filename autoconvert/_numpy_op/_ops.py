@@ -1,0 +1,380 @@
+"""``numpy_op``: a NumPy function that lives in a torch graph, with a NumPy backward.
+
+Wrapping NumPy code cuts the autograd graph. Given the vector-Jacobian product as a NumPy
+function, ``numpy_op`` makes the wrapped function differentiable: eagerly a
+``torch.autograd.Function`` (the cheapest way in), and given ``fake=`` also a
+``torch.library`` op that ``torch.compile`` traces as one node. Both run the same
+``autoconvert._numpy_op._opspec.OpSpec``, so they give the same answer. The eager form and its
+torch.func rules live in ``_autograd``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
+
+import torch
+
+from autoconvert._errors import GradientError, message
+from autoconvert._interpreter._plan import Plan
+from autoconvert._interpreter._routes import Description, described
+from autoconvert._options._checks import Fake, Rule, Vmap
+from autoconvert._options._escape import compiling, opaque, tracing
+from autoconvert._options._options import (
+    OpOptions,
+    OpSettings,
+    check_callable,
+    policy_of,
+    settings_of,
+    shows_options,
+    validate,
+)
+from autoconvert._options._signature import function_name
+from autoconvert._pickling import by_reference, calling_module, locate, unwrap
+from autoconvert._torchify._proxies import replanned, wrap_pair
+
+from ._autograd import apply_op, apply_traced, transforming, wants_grad
+from ._library import Registration
+from ._opspec import OpSpec
+from ._schema import Schema, SchemaError, schema_of
+
+P = ParamSpec("P")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class NumpyOp(Protocol[P, R_co]):
+    """A ``numpy_op`` made with ``fake=``: called like the function, its torch op as ``.op``.
+    Generic so that autoconvert.mypy_plugin can give its call the function's parameters."""
+
+    op: Any  # a torch._ops.OpOverload, a class torch keeps private
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+
+class OpDecorator(Protocol):
+    """What ``numpy_op(...)`` with options and no ``fake=`` returns, named for autoconvert.mypy_plugin."""
+
+    def __call__(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
+class FakeOpDecorator(Protocol):
+    """What ``numpy_op(...)`` with ``fake=`` and no function returns, named for autoconvert.mypy_plugin."""
+
+    def __call__(self, fn: Callable[..., Any], /) -> NumpyOp[..., Any]: ...
+
+
+@overload
+def numpy_op(
+    fn: Callable[..., Any],
+    /,
+    *,
+    backward: Rule = None,
+    fake: Fake,
+    vmap: Vmap = "sequential",
+    jvp: Rule = None,
+    **options: Unpack[OpOptions],
+) -> NumpyOp[..., Any]: ...
+@overload
+def numpy_op(
+    fn: Callable[..., Any],
+    /,
+    *,
+    backward: Rule = None,
+    fake: None = None,
+    vmap: Vmap = "sequential",
+    jvp: Rule = None,
+    **options: Unpack[OpOptions],
+) -> Callable[..., Any]: ...
+@overload
+def numpy_op(
+    fn: None = None,
+    /,
+    *,
+    backward: Rule = None,
+    fake: Fake,
+    vmap: Vmap = "sequential",
+    jvp: Rule = None,
+    **options: Unpack[OpOptions],
+) -> FakeOpDecorator: ...
+@overload
+def numpy_op(
+    fn: None = None,
+    /,
+    *,
+    backward: Rule = None,
+    fake: None = None,
+    vmap: Vmap = "sequential",
+    jvp: Rule = None,
+    **options: Unpack[OpOptions],
+) -> OpDecorator: ...
+def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Make a NumPy function a torch operation: differentiable, and traceable by torch.compile.
+
+    Args:
+        fn: the NumPy function (bare use), or omitted (``@numpy_op(backward=...)``).
+        backward: ``backward(grad, *args, output=output, **kwargs)``, all as arrays:
+            ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
+            and ``kwargs`` the call's arguments, ``output`` the forward result. It returns
+            one gradient per positional tensor argument: a single array when there is one,
+            a tuple otherwise, ``None`` where no gradient flows.
+        fake: what the results look like, for tracing without running NumPy: a parameter's
+            name (``fake="x"``: shaped like argument ``x``, with its dtype and device), a
+            tuple of names for a tuple result, or a function of the call's arguments that
+            returns empty tensors, as for ``torch.library.register_fake``. With it the op is
+            registered under ``torch.ops.autoconvert`` (``op.op`` is the overload) and
+            ``torch.compile(fullgraph=True)`` traces it as one node; parameter types come
+            from annotations (``np.ndarray`` is a tensor), or from defaults. Torch keeps
+            what it builds for a registered op for the life of the process (about 8 KiB,
+            50 KiB with ``backward``): make such ops once, not per call.
+        vmap: how the op runs under ``torch.vmap`` (and ``torch.func`` transforms batching
+            it, as per-sample gradients do): ``"sequential"``, the NumPy function (and its
+            backward) once per sample, the results stacked, which is what a loop gives; or
+            ``"vectorized"``, once for the whole batch, every tensor argument with a leading
+            batch axis: batched ones with theirs moved to the front, unbatched ones broadcast
+            along one (a view, no copy), so nested transforms stay consistent. For functions
+            that work along a leading axis, such as ufuncs; the backward (and ``jvp``) are
+            called the same way and give each gradient per sample.
+        jvp: the forward-mode rule, ``jvp(tangent, *args, output=output, **kwargs)``, all as
+            arrays: ``tangent`` is the tangent of the positional tensor argument (a tuple of
+            one per such argument when there are several); it returns the result's tangent
+            (a tuple for a tuple result). ``torch.func.jvp`` and ``jacfwd`` need it.
+        **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
+            ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
+            ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
+
+    Without ``backward`` or ``fake`` a call converts as ``returns_tensor(accepts_numpy(fn))``
+    does (``grad="warn"`` and all), and under ``torch.vmap`` runs per ``vmap=``; a gradient
+    asked for through ``torch.func`` raises ``GradientError``
+    naming ``backward=``, never a silent zero.
+    With ``backward``, the results must be a tensor or a tuple of tensors; integer and bool
+    results carry no gradient; gradients reach the inputs on their own device and dtype;
+    double backward raises. Without ``fake``, a call inside ``torch.compile`` is a graph break.
+
+    Raises:
+        TypeError: ``fake`` was given for a function whose signature has no schema; ``backward``
+            or ``jvp`` is not a function.
+
+    Example:
+        >>> import numpy as np, torch, autoconvert as ac
+        >>> sin = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), fake="x")
+        >>> x = torch.tensor([0.0, 1.0], requires_grad=True)
+        >>> torch.compile(sin, fullgraph=True, backend="eager")(x).sum().backward()
+        >>> x.grad
+        tensor([1.0000, 0.5403])
+    """
+    # An op returns new tensors: out-parameters are torch.library's to declare, not autoconvert's.
+    checked = validate(options, "numpy_op")
+    if fn is None:
+        return lambda f: numpy_op(f, **checked)
+    check_callable(fn, "numpy_op")
+    settings, sides = settings_of(OpSettings, checked)
+    if compiling():  # pragma: no cover - made inside a compiled function: dynamo cannot trace the frame walk
+        return opaque(_make_op, fn, settings, sides, None)
+    return _make_op(fn, settings, sides, calling_module())
+
+
+class OpPlan(Plan):
+    """The plan of a numpy_op's forward: its options, and its backward, go to numpy_op."""
+
+    def maker(self, assignment: str) -> str:
+        return f"ac.numpy_op({self.function.removesuffix('()')}, {assignment})"
+
+    def keeps_gradient(self) -> str:
+        name = self.function.removesuffix("()")
+        return f"give ac.numpy_op({name}, backward=...) its vector-Jacobian product, written in NumPy"
+
+
+def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, Any], home: str | None) -> Any:
+    """An ``_Op`` around the eager and registered forms; ``checked``: the options of its sides."""
+    backward, fake = settings.backward, settings.fake
+    policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
+    name = function_name(fn)
+    if backward is not None and policy.writeback:
+        raise TypeError(
+            f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
+            "(autograd has no formula for that); drop writeback=True or backward="
+        )
+    # With a backward the gradient flows through autograd, so the forward detaches silently.
+    forward = replanned(wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
+    registered: Registration | None = None  # the op's registrations live as long as it does
+    schema = None if fake is None else _schema(fn, name, fake, backward is not None)
+    spec = OpSpec(
+        forward,
+        backward,
+        name,
+        None if schema is None else schema.results,
+        shares=schema is not None and policy.writeback,
+        vectorized=settings.vmap == "vectorized",
+        jvp=settings.jvp,
+    )
+    bind = _binder(fn)
+
+    def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
+        if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
+            if registered is None:  # dynamo must not trace the NumPy body: a graph break
+                return opaque(apply_traced, spec, kwargs, *args)
+            if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
+                args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
+            return registered.forward(*args, **kwargs)
+        if transforming() is None and (
+            spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+        ):
+            # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
+            # fewer on every eager call).
+            return spec.run(args, kwargs)
+        if kwargs:
+            args, kwargs = bind(args, kwargs)
+        return apply_op(spec, kwargs, *args)
+
+    op = _Op.made(call, fn, (fn, settings, checked), home)
+    op._forward = forward  # what autoconvert.explain shows
+    if fake is not None:
+        assert schema is not None  # made with a fake
+        names = (fake,) if isinstance(fake, str) else fake
+        registered = Registration(
+            spec,
+            schema,
+            names,
+            mutated=policy.writeback,
+            device=policy.device,
+            dtype=policy.dtype,
+        )
+        op.op = registered.forward
+    return op
+
+
+class _Op:
+    """What ``numpy_op`` returns with ``backward=`` or ``fake=``: called like the function it
+    wraps (whose name, docstring and signature it shows); ``.op`` is its torch op, if any.
+
+    Pickles by reference where a module holds it (the child's import registers the op
+    again), else by its recipe: the function, backward, fake and options, which must pickle.
+    """
+
+    if TYPE_CHECKING:  # no class annotations at run time: ``__annotations__`` is the function's
+        op: Any
+        __call__: Callable[..., Any]  # each op's own class sets it: see made()
+        __wrapped__: Callable[..., Any]
+        _recipe: tuple[Any, OpSettings, dict[str, Any]]
+        _forward: Any  # the NumPy pair each eager call without a graph runs
+        _home: str | None
+
+    @classmethod
+    def made(cls, call: Callable[..., Any], fn: Callable[..., Any], recipe: Any, home: str | None) -> _Op:
+        # A class per op with the call as its __call__ (a constant to it, no attribute read per
+        # call): a plain function's speed, and an instance can have a __reduce__.
+        kind = type("numpy_op", (cls,), {"__call__": call, "__module__": cls.__module__})
+        op: _Op = kind()
+        functools.update_wrapper(op, fn)
+        op._recipe, op._home = recipe, home
+        return op
+
+    def __reduce__(self) -> Any:
+        reference = by_reference(self, (getattr(self, "__module__", None), self._home))
+        if reference is not None:
+            return reference
+        fn, *made = self._recipe
+        return _remake, (*locate(fn), tuple(made))
+
+    # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
+    # recipe it would be made again, its torch op with it).
+    def __copy__(self) -> _Op:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Op:
+        return self
+
+    def __autoconvert_spec__(self) -> Description:
+        """The NumPy pair its eager calls without a graph run, with the torch op around it."""
+        own: OpSettings = self._recipe[1]
+        inner = described(self._forward)
+        assert inner is not None  # a wrapper
+        notes = (
+            f"numpy_op(): a torch op; backward={'given' if own.backward is not None else 'none'}, "
+            f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}.",
+            "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
+            "any other call runs the pair below directly.",
+        )
+        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=notes)
+
+    def __repr__(self) -> str:
+        return f"<numpy_op {function_name(self.__wrapped__)}>"
+
+
+def _remake(holder: Any, hops: int, made: tuple[OpSettings, dict[str, Any]]) -> Any:
+    return _make_op(unwrap(holder, hops), *made, None)
+
+
+def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:
+    """``fn``'s schema, or a TypeError that says what to change."""
+    names = (fake,) if isinstance(fake, str) else fake
+    try:
+        if not callable(names) and not (isinstance(names, tuple) and names and all(isinstance(n, str) for n in names)):
+            raise SchemaError(
+                "fake=",
+                "must be a function, a parameter's name or a tuple of names",
+                repr(fake),
+                'pass e.g. fake="x" for results shaped like argument x',
+            )
+        schema = schema_of(fn, None if callable(names) else len(names))
+        for n in () if callable(names) else names:
+            schema.place(n)
+        for p in schema.parameters:
+            if differentiable and p.keyword_only and "Tensor" in p.type:
+                raise SchemaError(
+                    f"parameter {p.name!r}",
+                    "is a keyword-only array, which torch.library ops give no gradient",
+                    "keyword-only",
+                    "make it positional",
+                )
+    except SchemaError as e:
+        where, problem, found, fix = e.parts
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {name}",
+                where,
+                f"{problem}, so no torch op can be registered",
+                found,
+                f"{fix}; or drop fake= (then each call is a graph break in torch.compile)",
+            )
+        ) from None
+    return schema
+
+
+def _binder(
+    fn: Callable[..., Any],
+) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Arguments given by keyword moved to their positions: gradients go to positional tensors."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if signature is not None:
+            bound = signature.bind(*args, **kwargs)
+            args, kwargs = bound.args, bound.kwargs
+        for key, value in kwargs.items():
+            if isinstance(value, torch.Tensor) and value.requires_grad:
+                raise GradientError(
+                    message(
+                        function_name(fn),
+                        f"argument {key}",
+                        "requires grad, but gradients flow to positional tensor arguments only",
+                        "a keyword-only tensor that requires grad",
+                        f"make {key} a positional parameter, or pass {key}.detach()",
+                    )
+                )
+        return args, kwargs
+
+    return bind
+
+
+def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under dynamo
+    return tuple(v.detach() if isinstance(v, torch.Tensor) else v for v in values)
+
+
+shows_options(numpy_op, [inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None)], "numpy_op")

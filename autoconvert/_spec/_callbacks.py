@@ -1,0 +1,279 @@
+"""``callbacks=True``: callables handed to NumPy code receive tensors and give back arrays.
+
+``scipy.optimize.minimize(f, x0)`` calls ``f`` with arrays; an objective written in torch
+(``jac=True`` returning ``(loss, grad)`` from autograd) wants tensors on the caller's device.
+Under the option, each callable argument is handed over as a ``TensorCallback``: arrays in
+its arguments become tensors on the device of the call's tensors, tensors in what it returns
+become arrays. NumPy's and SciPy's own functions (``np.mean``, ufuncs) keep getting arrays.
+Without it, torch's own functions (``statistic=torch.mean``), which cannot take arrays at
+all, are handed over so; ``xp=torch`` names NumPy, the arrays' namespace; and a torch
+device names where the results go.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from autoconvert._adapters._adapter import module_of
+from autoconvert._adapters._table import NUMPY, adapter_for
+from autoconvert._adapters._torch import MAKES_TENSORS
+from autoconvert._conversions._devices import default_device, vote
+from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._to_torch import Target, array_to_tensor
+from autoconvert._conversions._tree import Mapper, StandIn, stood_for
+from autoconvert._errors import LeafError
+from autoconvert._options._signature import function_name
+
+to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
+_to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
+
+
+class TensorCallback:
+    """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
+    call's tensor arguments (still filling while the call's arguments convert), whose device
+    its tensors go to."""
+
+    __slots__ = ("__wrapped__", "odd", "shared")
+
+    def __init__(self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+        self.__wrapped__ = function
+        self.shared = shared
+        self.odd = odd
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self.__wrapped__
+        target = Target(vote(self.shared + self.odd) or default_device(), NO_CASTS, None)
+        try:
+            args = to_tensors(args, target)  # paths [0], [1], ... then ['name']
+            kwargs = to_tensors(kwargs, target) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(function_name(function), "argument", "") from None
+        result = function(*args, **kwargs)
+        try:  # a loss that requires grad leaves autograd here, as .item() would
+            return _to_arrays(result, None)
+        except LeafError as e:
+            raise e.public(function_name(function), "", "result") from None
+
+    def __repr__(self) -> str:
+        return f"<autoconvert callback taking tensors: {self.__wrapped__!r}>"
+
+
+def callback_leaf(function: Any, ctx: Any) -> Any:
+    """The input side's leaf for callable arguments under ``callbacks=True``."""
+    if _numpy_code(function) and not _torch_code(function):
+        return function
+    return TensorCallback(function, ctx.shared, ctx.odd)
+
+
+def torch_callback_leaf(function: Any, ctx: Any) -> Any:
+    """The leaf for callable arguments by default: callables written in torch (torch's own
+    functions, ``nn.Module``s, code that reads torch, see ``written_in_torch``), which cannot
+    take arrays, take tensors; any other callable is handed over as it is."""
+    return TensorCallback(function, ctx.shared, ctx.odd) if written_in_torch(function) else function
+
+
+def takes_callbacks(every: bool) -> Callable[[type], Any]:
+    """The fallback finding the leaf for arguments of a type whose instances are callables
+    (functions, methods, ``functools.partial``, ``nn.Module``): ``every`` callable
+    (``callbacks=True``), or torch's own. Classes themselves are values."""
+    leaf = callback_leaf if every else torch_callback_leaf
+
+    def fallback(cls: type) -> Any:
+        if issubclass(cls, type) or not any("__call__" in vars(base) for base in cls.__mro__[:-1]):
+            return None
+        return leaf
+
+    return fallback
+
+
+def namespace_leaf(module: Any, ctx: Any) -> Any:
+    """A module among the arguments: a torch namespace (``xp=torch``, array-API SciPy's
+    namespace argument; array-api-compat's torch namespace) becomes the namespace of the
+    arrays the function is handed, as its library's adapter says (NumPy; array-api-compat's
+    NumPy namespace); a torchified module is the module it stands for; any other module is
+    handed over as it is."""
+    namespace = adapter_for(module).array_namespace(module)
+    if namespace is not None:
+        return namespace
+    return stood_for(module, ctx) if isinstance(module, StandIn) else module
+
+
+def device_leaf(device: torch.device, ctx: Any) -> str:
+    """A torch device among the arguments (``device=`` of array-API SciPy, NumPy 2's creation
+    functions): NumPy's ``"cpu"``, since the function is handed host arrays. The device is
+    recorded with the call's tensors (an empty bool tensor there, which no dtype rule counts),
+    so results come back on it, and a call whose tensors live elsewhere is refused."""
+    ctx.odd.append(torch.empty(0, dtype=torch.bool, device=device))
+    return "cpu"
+
+
+def _numpy_code(function: Any) -> bool:
+    """Whether ``function`` is array code of a library whose callables take arrays (NumPy's,
+    SciPy's; their test suites' functions are callers' code, written like anyone's)."""
+    adapter = adapter_for(function)
+    return adapter.takes_arrays and ".tests." not in f"{module_of(function)}."
+
+
+def written_in_torch(function: Any) -> bool:
+    """Whether ``function`` is written in torch: torch's own (see ``_torch_code``), an
+    ``nn.Module``, or Python code that reads torch through a global name, a closure variable,
+    a default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch) or a local import
+    it uses, its nested functions included, or reads a tensor and no NumPy (a statistic
+    closing over a tensor; one reading ``np`` too converts it itself). Only names the code
+    loads count: an attribute that shares a torch global's name (``w.std()`` beside ``from
+    torch import std``) or an import it never uses is no reading of torch. Code that makes its
+    own tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
+    ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
+    callable objects are judged by their function."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    if isinstance(function, torch.nn.Module) or _torch_code(function):
+        return True
+    function = getattr(function, "__func__", function)
+    if not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
+        function = type(function).__call__  # a callable object: its class's code
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
+        return False
+    reads = _reads(code)
+    if "from_numpy" in reads.names:
+        return False
+    scope = function.__globals__
+    values = [scope[name] for name in reads.globals if name in scope]
+    values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
+    values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
+    values += [_imported(module, name) for module, name in reads.imports]
+    numpy = any(_is_numpy(value) for value in values)
+    if numpy and not MAKES_TENSORS.isdisjoint(reads.names):
+        return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
+    if any(_is_torch(value) for value in values):
+        return True
+    return not numpy and any(isinstance(value, torch.Tensor) for value in values)
+
+
+class _Reads(NamedTuple):
+    """What a code object (with the functions nested in it) reads, as its bytecode says."""
+
+    #: The names it loads as globals (``LOAD_GLOBAL``), never attribute names.
+    globals: frozenset[str]
+    #: Every global and attribute name (``co_names``): ``torch.from_numpy`` is read as either.
+    names: frozenset[str]
+    #: Its imports whose names it loads afterwards: (module, name), name None for the module.
+    imports: frozenset[tuple[str, str | None]]
+
+
+#: The opcodes loading a global (LOAD_NAME in class bodies and exec'd code; the last one in
+#: Python 3.12's annotation scopes).
+_GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+
+
+#: The opcodes that, between an import and the name it binds, keep the import's value in hand.
+_IMPORTING = frozenset({"IMPORT_FROM", "SWAP", "COPY", "POP_TOP", "ROT_TWO"})
+
+
+@functools.lru_cache(maxsize=4096)  # code objects outlive their functions: lambdas made in a loop share one
+def _reads(code: types.CodeType) -> _Reads:
+    """``code``'s ``_Reads``, decided once per code object."""
+    codes = _with_nested(code)
+    instructions = [list(dis.get_instructions(c)) for c in codes]
+    loaded = {name for each in instructions for i in each for name in _local_loads(i)}
+    imports = {bound for each in instructions for bound in _local_imports(each)}
+    return _Reads(
+        frozenset(i.argval for each in instructions for i in each if i.opname in _GLOBAL_LOADS),
+        frozenset(name for c in codes for name in c.co_names),
+        frozenset(source for local, source in imports if local in loaded),
+    )
+
+
+def global_names(code: types.CodeType) -> frozenset[str]:
+    """The names ``code`` (with the functions nested in it) loads as globals."""
+    return _reads(code).globals
+
+
+def _with_nested(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and the code of every function (lambda, comprehension) defined inside it."""
+    nested = [const for const in code.co_consts if isinstance(const, types.CodeType)]
+    return [code, *(inner for const in nested for inner in _with_nested(const))]
+
+
+def _local_loads(instruction: dis.Instruction) -> tuple[str, ...]:
+    """The local or closure variables ``instruction`` loads (Python 3.13's superinstructions
+    load two; STORE_FAST_LOAD_FAST stores its first)."""
+    op, value = instruction.opname, instruction.argval
+    if op == "STORE_FAST_LOAD_FAST":
+        return (value[1],)
+    if op.startswith("LOAD_FAST") or op in ("LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"):
+        return value if isinstance(value, tuple) else (value,)
+    return ()
+
+
+def _local_imports(instructions: list[dis.Instruction]) -> Iterator[tuple[str, tuple[str, str | None]]]:
+    """(the local name bound, (module, name)) for each import statement in one code object:
+    ``import a.b`` binds ``a`` to module ``a``; ``import a.b as c`` binds ``c`` to ``a.b``;
+    ``from a import b`` binds ``b`` to ``a``'s ``b``."""
+    module, from_list, chained, name = None, False, False, None
+    previous = None
+    for i in instructions:
+        op = i.opname
+        if op == "IMPORT_NAME":
+            module, from_list, chained, name = (
+                i.argval,
+                previous is not None and previous.argval is not None,
+                False,
+                None,
+            )
+        elif module is not None and op == "IMPORT_FROM":
+            name, chained = (i.argval, False) if from_list else (None, True)
+        elif module is not None and op.startswith("STORE_"):
+            if from_list:
+                yield i.argval, (module, name)
+            else:
+                yield i.argval, (module if chained else module.partition(".")[0], None)
+                module = None
+        elif op not in _IMPORTING:
+            module = None
+        previous = i
+
+
+def _imported(module: str, name: str | None) -> Any:
+    """What a local import binds, if the module is imported (by the function's earlier calls,
+    or by anyone: torch always is); None otherwise, which reads as neither torch nor NumPy."""
+    found = sys.modules.get(module)
+    if name is None or found is None:
+        return found
+    return getattr(found, name, None) or sys.modules.get(f"{module}.{name}")
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell (a name not yet bound) raises
+    except ValueError:
+        return False
+    return True
+
+
+def _is_torch(value: Any) -> bool:
+    """Whether ``value`` is torch: a torch namespace, or torch's own function or class."""
+    if isinstance(value, types.ModuleType):
+        return adapter_for(value).is_torch(value)
+    return callable(value) and _torch_code(value)
+
+
+def _is_numpy(value: Any) -> bool:
+    """Whether ``value`` is NumPy: a NumPy module, or NumPy's own function or class."""
+    return (isinstance(value, types.ModuleType) or callable(value)) and adapter_for(value) is NUMPY
+
+
+def _torch_code(function: Any) -> bool:
+    """Whether ``function`` is torch's own, or array-api-compat's torch namespace's
+    (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too)."""
+    return adapter_for(function).written_in_torch(function)

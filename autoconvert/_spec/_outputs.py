@@ -1,0 +1,332 @@
+"""The output sides: what each result becomes after the function returns."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+import torch
+
+from autoconvert._conversions._containers import is_scipy_sparse
+from autoconvert._conversions._describe import describe_tensor
+from autoconvert._conversions._devices import CPU, vote
+from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
+from autoconvert._conversions._grad import DETACH, GradPolicy
+from autoconvert._conversions._memory import overlaps_any
+from autoconvert._conversions._sparse import sparse_to_tensor
+from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device
+from autoconvert._conversions._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
+from autoconvert._errors import ConversionError, LeafError, NoDeviceError, message
+from autoconvert._options._options import Policy
+from autoconvert._options._outparams import Returned
+from autoconvert._options._signature import (
+    DEFERRED_RESULTS,
+    Given,
+    Parameters,
+    _mismatch,
+    _tensor_paths,
+    deferred_result,
+)
+
+from ._inputs import input_casts
+
+#: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
+ContextMaker = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
+
+
+#: An output side's conversion of one call's result: ``convert(result, shared, odd, call)``
+#: (see Outputs._make_convert).
+Convert = Callable[..., Any]
+
+
+class YieldsLater(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
+    """The result is a generator: its items are converted as it yields them (see ``lazily``)."""
+
+
+def _yields_later(value: Any, ctx: Any) -> Any:
+    raise YieldsLater
+
+
+#: What the output sides refuse: results whose body runs after the call, but for a generator
+#: returned as the result itself, which is converted as it yields.
+_REFUSED: dict[type, Leaf] = dict.fromkeys(DEFERRED_RESULTS, deferred_result)
+_LATER = {**_REFUSED, types.GeneratorType: _yields_later}
+_DEFERRED = Mapper(_REFUSED, nested=True)  # finds the generator inside a container, by its path
+
+
+def lazily(
+    generator: Generator[Any, Any, Any],
+    convert: Callable[[Any], Any],
+    failed: Callable[[BaseException], None] | None = None,
+) -> Generator[Any, Any, Any]:
+    """``generator``, each value it yields and the value it returns passed through ``convert``
+    when it comes (``KFold.split``'s folds); ``send``, ``throw`` and ``close`` reach it.
+    ``failed(error)`` sees what the generator's body raises, and may raise in its place."""
+
+    def advance(step: Callable[..., Any], *value: Any) -> Any:
+        try:
+            return step(*value)
+        except (StopIteration, GeneratorExit):
+            raise
+        except BaseException as e:
+            if failed is not None:
+                failed(e)
+            raise
+
+    try:
+        item = advance(next, generator)
+        while True:
+            try:
+                sent = yield convert(item)
+            except GeneratorExit:
+                generator.close()
+                raise
+            except BaseException as e:  # thrown in by the caller: the generator's to handle
+                item = generator.throw(e)
+            else:
+                item = advance(generator.send, sent)
+    except StopIteration as stop:
+        return convert(stop.value)
+
+
+class NeedsInputs(Exception):  # noqa: N818 - a signal between the output side and its leaf, never raised out
+    """An output leaf needs the call's tensor arguments (as ``ctx.tensors``), which the per-call
+    context leaves out because almost no call needs them."""
+
+
+def _no_context(shared: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+    return None
+
+
+class Outputs:
+    """The output side: converts results, with paths below ``result`` in messages."""
+
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        mapper: Mapper,
+        context: ContextMaker = _no_context,
+        shared_target: Any = None,
+        *,
+        argument: str | None = None,
+    ) -> None:
+        self.function = function
+        #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
+        self.role, self.root = ("argument", argument) if argument else ("", "result")
+        self.params = params
+        self.mapper = mapper
+        #: ``context(shared, odd)``: what this side's leaf functions receive for one call,
+        #: unless ``shared_target`` is that already: the context when every tensor was shared.
+        self.context = context
+        self.shared_target = shared_target
+        self.convert = self._make_convert()
+
+    def _make_convert(self) -> Convert:
+        """``convert(result, shared, odd, call)``: ``result`` converted; ``shared``/``odd`` are
+        the call's tensors (see Inputs), ``call`` its arguments as given. (The generic call
+        also passes the input side's per-call context, which this side has no use for.)"""
+        get, resolve, context, shared_target = (
+            self.mapper.dispatch.get,
+            self.mapper.resolve,
+            self.context,
+            self.shared_target,
+        )
+        function, params, role, root = self.function, self.params, self.role, self.root
+
+        def convert(
+            result: Any,
+            shared: list[torch.Tensor],
+            odd: list[torch.Tensor],
+            call: Given,
+            _: object = None,
+            *,
+            inputs: list[torch.Tensor] | None = None,
+        ) -> Any:
+            ctx = shared_target if shared and not odd and shared_target is not None else context(shared, odd)
+            if inputs is not None:
+                ctx = ctx._replace(tensors=inputs)
+            try:
+                return (get(type(result)) or resolve(type(result)))(result, ctx)
+            except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
+                return convert(result, shared, odd, call, inputs=shared + odd)
+            except YieldsLater:
+                if type(result) is not types.GeneratorType:  # one inside a container: refused where it is
+                    try:
+                        _DEFERRED(result, None)
+                    except LeafError as e:
+                        raise e.public(function, role, root) from None
+                return lazily(result, lambda item: convert(item, shared, odd, call, inputs=inputs))
+            except LeafError as e:
+                if e.problem == OBJECT_ARRAY and _sparse_among(odd):
+                    raise _sparse_read_as_object(function, params, call) from None
+                raise e.public(function, role, root) from None
+            except RecursionError:
+                raise cycle_error().public(function, role, root) from None
+            except NoDeviceError:
+                raise _mismatch(function, params, *call) from None
+
+        return convert
+
+
+def through_stand_in(convert: Convert) -> Convert:
+    """The finish of a call whose instance stands in for the object called (see
+    Spec.stands_in): the object itself comes back as the instance, any other result
+    converted, then as the instance returns it."""
+
+    def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], call: Given, _: object = None) -> Any:
+        instance: Any = call.instance
+        if result is instance.__wrapped__:
+            return instance
+        return instance._ac_returned(convert(result, shared, odd, call))
+
+    return finish
+
+
+def _sparse_read_as_object(function: str, params: Parameters, call: Given) -> Exception:
+    """A function that needs dense arrays, handed a sparse tensor as a SciPy matrix, read it as
+    one object (``np.asarray(matrix)``) and returned an object array: the error is about the
+    sparse argument, which is what to change."""
+    path, found = next((p, t) for p, t in _tensor_paths(params, *call) if t.layout != torch.strided)
+    return ConversionError(
+        message(
+            function,
+            f"argument {path}",
+            "is a sparse tensor, handed over as a scipy.sparse matrix, and the function returned an object "
+            "array: it needs a dense array, and NumPy read the matrix as one object",
+            describe_tensor(found),
+            "pass {path}.to_dense()",
+            path=path,
+        )
+    )
+
+
+class TensorOutputs(Outputs):
+    """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
+
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        policy: Policy,
+        *,
+        argument: str | None = None,
+        restoring: dict[torch.dtype, Casts] = RESTORING,
+        read_only: bool = False,
+        objects: Callable[[type], Leaf | None] | None = None,
+    ) -> None:
+        """``read_only``: the function was handed read-only views of the caller's tensors, so a
+        tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased.
+        ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
+        for its package's objects), or None to keep them as they are."""
+        self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
+        self.device = policy.device
+        self.dtype = policy.dtype
+        self.copy = policy.copy
+        self.fixed_casts = casts_to(self.dtype) if isinstance(self.dtype, torch.dtype) else None
+        self.sparse_layout = policy.sparse_layout
+        mapper = Mapper(
+            {
+                np.ndarray: array_to_tensor,
+                np.generic: array_to_tensor,
+                torch.Tensor: self._unaliased if read_only else self._tensor,
+                Returned: _given_back,
+                **_LATER,
+            },
+            nested=policy.nested,
+            fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
+        )
+        # Only shared tensors: what vote() and the dtype pass would find, decided now. NumPy
+        # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
+        casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
+        shared_target = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
+        super().__init__(function, params, mapper, self._make_context(), shared_target, argument=argument)
+
+    def _make_context(self) -> ContextMaker:
+        """``context(shared, odd) -> Target``; the device is None when
+        the tensors disagree, which only matters (and raises) if some result has to be placed."""
+        fixed_device, fixed_casts, dtype, copy = self.device, self.fixed_casts, self.dtype, self.copy
+        restoring = self.restoring
+
+        def context(shared: list[torch.Tensor], odd: list[torch.Tensor]) -> Target:
+            seen = shared + odd
+            device = fixed_device or vote(seen)
+            if fixed_casts is not None:
+                casts = fixed_casts
+            elif dtype == "input":
+                casts = input_casts(seen)
+            else:  # None: a dtype NumPy lacks comes back when every floating input had it
+                inexact = {t.dtype for t in seen if t.dtype.is_floating_point or t.dtype.is_complex}
+                casts = NO_CASTS
+                if len(inexact) == 1:
+                    narrow = inexact.pop()
+                    # scipy.sparse has no float16: a sparse float16 argument widened whatever was asked.
+                    half = narrow is torch.float16 and restoring is not RESTORING_HALF and _sparse_among(seen)
+                    casts = restoring_casts(narrow, RESTORING_HALF if half else restoring)
+            return target(device, casts, copy)
+
+        return context
+
+    def _tensor(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        return tensor_to_device(t, _placed(ctx), ctx.casts, ctx.copy)
+
+    def _unaliased(self, t: torch.Tensor, ctx: Target) -> torch.Tensor:
+        """A tensor result, copied if it is the memory of a tensor argument. The call's tensors
+        are asked for (NeedsInputs) only when one passes through as it is: no cost otherwise."""
+        out = tensor_to_device(t, _placed(ctx), ctx.casts, ctx.copy)
+        if out is not t:  # moved, cast or copied: memory of its own
+            return out
+        if ctx.tensors is None:
+            raise NeedsInputs
+        return t.clone() if overlaps_any(t, ctx.tensors) else t
+
+    def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
+        return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
+
+
+def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
+    """An out-parameter's array returned: the caller's own tensor, written already."""
+    return value.tensor
+
+
+def _sparse_among(tensors: list[torch.Tensor]) -> bool:
+    return any(t.layout != torch.strided for t in tensors)
+
+
+def _placed(ctx: Target) -> torch.device:
+    """The call's device; NoDeviceError if its tensors disagreed."""
+    if ctx.device is None:
+        raise NoDeviceError
+    return ctx.device
+
+
+class NumpyOutputs(Outputs):
+    """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
+
+    def __init__(
+        self,
+        function: str,
+        params: Parameters,
+        policy: Policy,
+        grad: GradPolicy = DETACH,
+        *,
+        argument: str | None = None,
+    ) -> None:
+        self.copy = policy.copy
+        self.sparse = policy.sparse
+        self.grad = grad
+        super().__init__(
+            function,
+            params,
+            Mapper(
+                {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
+                nested=policy.nested,
+            ),
+            argument=argument,
+        )
+
+    def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
+        return tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
