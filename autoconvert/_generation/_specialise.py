@@ -70,7 +70,7 @@ class Flat:
         self.kind, self.codes, self.namespace = kind, codes, namespace
         #: Each parameter's step by name (the spec's), for the exact forms.
         self.steps = dict(spec.parameters or ())
-        self.selects = spec.inputs is not None and spec.inputs.selection is not None
+        self.selects = spec.selects
         exec(codes[0], namespace)  # our own source, compiled in specialised()
         self.call: Call = namespace["call"]
 
@@ -150,24 +150,17 @@ def specialised(
     the containers' changes the caller's (_after's ContainerChanges)."""
     if spec.generic_because is not None:
         return None
-    inputs = spec.inputs
-    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
-    # Calls passing an out-parameter go to the generic call, which hands it over writable: by
-    # keyword, or positionally from ``writes_at`` on (past MOST_POSITIONAL: by keyword only).
-    writes_at = None if writes is None else writes.first_position(0)
-    if writes is not None and writes_at is None:
-        writes_at = MOST_POSITIONAL + 1
     kind = Kind(
         value=spec.value,
         result=spec.result,
-        places=isinstance(inputs, TensorInputs),
+        places=isinstance(spec.inputs, TensorInputs),
         read_only=spec.read_only,
-        writes_at=writes_at,
+        writes_at=spec.writes_at,
         stands_in=spec.stands_in,
     )
     namespace = _namespace(spec, generic, failed)
     namespace.update(changed=changed, container_changes=changes)
-    if inputs is not None and inputs.selection is not None:  # which values it converts is known by name
+    if spec.selects:  # which values it converts is known by name
         return Flat(kind, _DELEGATING, namespace, spec)  # the exact forms only
     return Flat(kind, _codes_of(kind), namespace, spec)
 

@@ -19,7 +19,7 @@ from autoconvert._options._observe import PROFILER, Call, Watched, Watching
 from autoconvert._options._outparams import Returned
 from autoconvert._options._signature import Given, _tensor_paths, given_args
 from autoconvert._spec._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
-from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs, lazily
+from autoconvert._spec._outputs import NumpyOutputs, lazily
 from autoconvert._spec._spec import RESTORE_WRITES, Spec, finish_of
 
 from ._after import ContainerChanges, Handed, RestoreWrites, WriteBack
@@ -245,9 +245,8 @@ class Runner:
         if after is None:
             return None
         assert isinstance(inputs, NumpyInputs)  # an after step is a NumPy side's
-        gives_back = inputs.writes is not None and isinstance(self.outputs, TensorOutputs)
         step = RestoreWrites if after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
-        return step(self.function, inputs, gives_back, self.spec.site)
+        return step(self.function, inputs, self.spec.gives_back, self.spec.site)
 
     def settle(self, odd: list[torch.Tensor], given: Given) -> None:
         """After the arguments of a call with ``odd`` tensors: one wait for all their transfers,

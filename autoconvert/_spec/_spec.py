@@ -21,7 +21,7 @@ from autoconvert._conversions._dtypes import WIDENED
 from autoconvert._options._options import Policy
 from autoconvert._options._signature import Parameters
 
-from ._emit import INSTANCE, KEPT, RECORDED, UNCONVERTED, WRITTEN, Result, Step
+from ._emit import INSTANCE, KEPT, MOST_POSITIONAL, RECORDED, UNCONVERTED, WRITTEN, Result, Step
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._outputs import Convert, NumpyOutputs, Outputs, TensorOutputs, through_stand_in
 
@@ -65,6 +65,14 @@ class Spec:
     #: A write by the function may be refused as a ReadOnlyError: it gets read-only arrays, or
     #: writeback hands it expanded tensors (read-only too, a write into one would be lost).
     refuses_writes: bool
+    #: The input side converts a selection of parameters (``only=``/``exclude=``), known by name.
+    selects: bool = False
+    #: The first positional out-parameter: a flat call passing as many arguments goes to the
+    #: generic call, which hands it over writable (MOST_POSITIONAL + 1: by keyword only; None:
+    #: the function has no out-parameter).
+    writes_at: int | None = None
+    #: An out-parameter's array the function returns comes back as the caller's tensor.
+    gives_back: bool = False
     #: A generator function's body runs as the caller iterates: a write it makes into a
     #: read-only array handed over is still told apart and refused as a ReadOnlyError.
     watches_body: bool = False
@@ -93,6 +101,7 @@ def spec_of(
     the function is a generator function; ``stands_in``: see ``Spec.stands_in``; ``site``:
     see ``Spec.site``."""
     read_only = inputs is not None and inputs.read_only
+    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
     value = value_step(inputs)
     watches_body = yields and read_only
     return Spec(
@@ -108,10 +117,19 @@ def spec_of(
         generic_because=generic_because(inputs, outputs, watches_body=watches_body),
         read_only=read_only,
         refuses_writes=read_only or (isinstance(inputs, NumpyInputs) and inputs.policy.writeback),
+        selects=inputs is not None and inputs.selection is not None,
+        writes_at=None if writes is None else _first_written(writes.first_position(0)),
+        gives_back=writes is not None and isinstance(outputs, TensorOutputs),
         watches_body=watches_body,
         stands_in=stands_in,
         site=site,
     )
+
+
+def _first_written(position: int | None) -> int:
+    """``Spec.writes_at`` of a function whose out-parameters start at ``position`` (None:
+    they are keyword-only, so no positional count reaches them)."""
+    return MOST_POSITIONAL + 1 if position is None else position
 
 
 def finish_of(spec: Spec) -> Convert | None:
