@@ -235,7 +235,7 @@ class Runner:
         if after is not None:
             begin = after.begin
         prepare = inputs.convert_written if isinstance(inputs, NumpyInputs) and inputs.writes is not None else None
-        convert_in = inputs.convert_selected if inputs.selection is not None else None
+        convert_in = inputs.convert_selected if self.spec.selects else None
         return Steps(begin, prepare, convert_in, finish)
 
     def _after_step(self) -> WriteBack | None:
