@@ -175,6 +175,31 @@ def test_threads_see_the_callers_config_and_grad_mode() -> None:
         ac.batched(np.negative, workers=2)(torch.ones(4, 2, requires_grad=True))
 
 
+def test_the_gradient_warning_offers_a_mapped_numpy_op_which_keeps_the_gradient() -> None:
+    """batched runs NumPy per sample and detaches; its warning names the fix that keeps the
+    gradient, and that fix gives the gradient torch's own operation gives."""
+
+    def double(a: np.ndarray) -> np.ndarray:
+        return a * 2
+
+    batch = torch.arange(6.0).reshape(3, 2).requires_grad_()
+    with pytest.warns(ac.GradientWarning) as caught:
+        ac.batched(double)(batch)
+    name = double.__qualname__
+    assert str(caught[0].message) == (
+        f"{name}(): argument a requires grad, and NumPy code cannot pass gradients back: it was "
+        "detached, so no gradient flows through this call. To keep the gradient, map a "
+        "differentiable torch operation over the batch in place of ac.batched: "
+        f"torch.vmap(ac.numpy_op({name}, backward=...)), its vector-Jacobian product written in "
+        f"NumPy. To silence this, pass grad='detach' (in ac.batched({name}, grad='detach'), or a "
+        "with ac.config(grad='detach'): block around the call; grad='error' forbids it), or call "
+        "under torch.no_grad()"
+    )
+    op = ac.numpy_op(double, backward=lambda grad, a, output: grad * 2)
+    (torch.vmap(op)(batch) * batch).sum().backward()
+    assert batch.grad is not None and torch.equal(batch.grad, 4 * batch.detach())
+
+
 class TestExecutors:
     """batched(executor=...): samples cross as arrays to any Executor, results come back in order."""
 

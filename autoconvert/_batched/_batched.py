@@ -180,6 +180,13 @@ class BatchedPlan(Plan):
             return f"ac.batched({self.function.removesuffix('()')}, {assignment})"
         return super().maker(assignment)
 
+    def keeps_gradient(self) -> str:
+        name = self.function.removesuffix("()")
+        return (
+            f"map a differentiable torch operation over the batch in place of ac.batched: "
+            f"torch.vmap(ac.numpy_op({name}, backward=...)), its vector-Jacobian product written in NumPy"
+        )
+
 
 def _converting(fn: Any, options: dict[str, Any], name: str) -> Any:
     """What converts each batch: ``returns_tensor(accepts_numpy(fn))`` with ``options``, or the
