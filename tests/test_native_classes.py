@@ -128,7 +128,7 @@ def test_a_declared_classmethod_makes_an_object_whose_methods_keep_the_gradient(
 def test_explain_says_which_path_a_classmethod_and_a_method_take_and_stats_count_them() -> None:
     view = ac.torchify(scipy.spatial.transform)
     rotation = view.Rotation.from_euler("z", torch.tensor([0.5], dtype=torch.float64))
-    assert ac.explain(view.Rotation.from_euler).path == "native"
+    assert ac.explain(view.Rotation.from_euler).path == "native" == ac.explain(rotation.__mul__).path
     explained = ac.explain(rotation.as_matrix)
     assert (explained.path, explained.why) == (
         "native",

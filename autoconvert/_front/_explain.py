@@ -247,13 +247,13 @@ def _routed(converting: Explanation, route: Route) -> Explanation:
 
 
 def _alone(func: Any, route: Route) -> Explanation:
-    """A function ``route`` runs with no host conversion behind it (one written for CuPy): it
-    takes every call, or raises."""
+    """A function ``route`` runs with no host conversion behind it (one written for CuPy, a
+    method of an object made on its library's own torch path): it takes every call, or raises."""
     words = route.describe()
     assert words.alone is not None  # a route that can run alone says how
     made_by, arguments, result = words.alone
     return Explanation(
-        function=function_name(func.__wrapped__),
+        function=function_name(getattr(func, "__wrapped__", func)),
         made_by=made_by,
         policies={},
         explicit={},
