@@ -67,12 +67,18 @@ def test_native_takes_auto_true_or_false() -> None:
     )
 
 
-def test_native_true_takes_a_module_whose_library_has_a_torch_path() -> None:
+def test_native_true_takes_a_module_or_class_whose_library_has_a_torch_path() -> None:
     with pytest.raises(TypeError) as raised:
-        ac.torchify(np.random.Generator, native=True)
+        ac.torchify(1.5, native=True)
     assert str(raised.value) == (
-        "autoconvert.torchify(native=True) takes a module, whose functions its library may run on torch tensors "
-        "itself; got type <class 'numpy.random._generator.Generator'>. Fix: torchify it without native=True"
+        "autoconvert.torchify(native=True) takes a module or a class, whose functions its library may run on torch "
+        "tensors itself; got float 1.5. Fix: torchify it without native=True"
+    )
+    with pytest.raises(ValueError) as of_a_class:
+        ac.torchify(np.random.Generator, native=True)
+    assert str(of_a_class.value) == (
+        "autoconvert.torchify(native=True): numpy.random._generator.Generator has no torch path of its own: NumPy "
+        "runs on NumPy arrays only: it would convert a tensor itself, without its gradient"
     )
     with pytest.raises(ValueError) as refused:
         ac.torchify(np, native=True)

@@ -101,6 +101,9 @@ def _made(cls: type) -> Any:
 
 
 def _estimator_path(estimator: Any) -> str | None:
+    if estimator.get_params(deep=False).get("copy") is False:
+        # StandardScaler(copy=False) scales the tensor it is handed in place on that path.
+        return "copy=False: on scikit-learn's torch path it writes into the caller's tensor"
     if _supports(estimator):
         return None
     cls = type(estimator)

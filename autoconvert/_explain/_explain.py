@@ -176,7 +176,7 @@ def _explain(func: Any) -> Explanation:
             "decorated function itself"
         )
     if description.options is not None:
-        return _torchified(func, description.options)
+        return _torchified(func, description.options, description.notes)
     if description.host is None:  # a function its one route runs, with no host conversion behind it
         return _alone(func, description.routes[0])
     explained = _host(description)
@@ -247,13 +247,13 @@ def _routed(converting: Explanation, route: Route) -> Explanation:
 
 
 def _alone(func: Any, route: Route) -> Explanation:
-    """A function ``route`` runs with no host conversion behind it (one written for CuPy): it
-    takes every call, or raises."""
+    """A function ``route`` runs with no host conversion behind it (one written for CuPy, a
+    method of an object made on its library's own torch path): it takes every call, or raises."""
     words = route.describe()
     assert words.alone is not None  # a route that can run alone says how
     made_by, arguments, result = words.alone
     return Explanation(
-        function=function_name(func.__wrapped__),
+        function=function_name(getattr(func, "__wrapped__", func)),
         made_by=made_by,
         policies={},
         explicit={},
@@ -330,7 +330,7 @@ def _qualified(value: Any) -> str:
     return f"{module}.{value.__qualname__}" if module and module != "builtins" else value.__qualname__
 
 
-def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
+def _torchified(view: Any, options: dict[str, Any], notes: tuple[str, ...]) -> Explanation:
     """A torchified module, class or object: the pair each of its functions becomes."""
     block = active()
     configured = block.options if block is not None else {}
@@ -353,4 +353,5 @@ def _torchified(view: Any, options: dict[str, Any]) -> Explanation:
         path="per function",
         why="Each function is wrapped on first access; explain one of them (explain(view.name)) for its call.",
         source=None,
+        notes=notes,
     )

@@ -189,11 +189,17 @@ _NOT_OBJECTS = (
 
 
 class TorchifiedClass(StandIn):
-    """A class whose constructor takes tensors and builds torchified instances."""
+    """A class whose constructor takes tensors and builds torchified instances. ``natively``
+    (a ``_native.Natively``): how its classmethods, constructor and objects take their
+    library's own torch path (None: never)."""
 
-    def __init__(self, cls: type, options: dict[str, Any]) -> None:
+    #: Whether its objects hold tensors (made on their library's own torch path, see _native).
+    holds_tensors = False
+
+    def __init__(self, cls: type, options: dict[str, Any], natively: Any = None) -> None:
         self.__wrapped__ = cls
         self._options = options
+        self._natively = natively
         self._inputs = _inputs_of(options)  # the constructor's and assign's
         dtype = policy_of("returns_tensor", {}, _outputs_of(options)).dtype
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
@@ -208,7 +214,9 @@ class TorchifiedClass(StandIn):
         functools.update_wrapper(self, cls, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return proxy(self._construct(*args, **kwargs), self._options, _device_of(args, kwargs), self)
+        if self._natively is not None:
+            return self._natively.construct(self, args, kwargs)
+        return proxy(self._construct(*args, **kwargs), self._options, device_of(args, kwargs), self)
 
     def __getattr__(self, name: str) -> Any:
         """Static and class methods, wrapped on first access and cached in the instance
@@ -216,8 +224,10 @@ class TorchifiedClass(StandIn):
         value = getattr(self.__wrapped__, name)
         if name.startswith("_") or not callable(value) or isinstance(value, type):
             return value
+        natively = self._natively
+        routed = None if natively is None else natively.function(name, value, self)
         # A factory classmethod's instance comes back as a proxy of this view.
-        wrapped = torchified_function(value, self._options, home(self.__wrapped__), own=self)
+        wrapped = routed or torchified_function(value, self._options, home(self.__wrapped__), own=self)
         # setdefault: threads that read a fresh name at once all get the first one made.
         return self.__dict__.setdefault(name, wrapped)
 
@@ -273,21 +283,31 @@ class TorchifiedClass(StandIn):
         converted, another package's object) as it is."""
         kind = type(result)
         if kind not in self._results:
-            self._results[kind] = view_of(kind, home(self.__wrapped__), self._options, self)
+            self._results[kind] = self.result_view(kind)
         viewing = self._results[kind]
         return result if viewing is None else proxy(result, self._options, device, viewing)
+
+    def object_notes(self, obj: Any) -> tuple[str, ...]:
+        """What explain says of ``obj``, an object of this view, besides its options: why it
+        takes its library's own torch path or not, where the class may."""
+        return () if self._natively is None else (self._natively.object_words(obj),)
+
+    def result_view(self, kind: type) -> TorchifiedClass | None:
+        """The view a method's result of type ``kind`` comes back in (see view_of)."""
+        return view_of(kind, home(self.__wrapped__), self._options, self)
 
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
 
     def __autoconvert_spec__(self) -> Description:
-        return Description(options=self._options)
+        notes = () if self._natively is None else (self._natively.words(),)
+        return Description(options=self._options, notes=notes)
 
     def __repr__(self) -> str:
         return f"<torchified class {self.__wrapped__.__module__}.{self.__wrapped__.__qualname__}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return TorchifiedClass, (self.__wrapped__, self._options)
+        return TorchifiedClass, (self.__wrapped__, self._options, self._natively)
 
 
 _MISSING = object()
@@ -296,7 +316,7 @@ _MISSING = object()
 _recorder = Mapper({torch.Tensor: lambda t, seen: seen.append(t) or t})
 
 
-def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
+def device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device | None:
     """The device the call's tensors share (None without tensors, or when they disagree)."""
     found = None
     if not kwargs:  # the common case, CPU tensors among plain values, without the walk and the vote
@@ -380,7 +400,7 @@ class TorchifiedObject(StandIn):
         return cast("Callable[..., Any]", cached[1])
 
     def __autoconvert_spec__(self) -> Description:
-        return Description(options=self._ac_options)
+        return Description(options=self._ac_options, notes=self._ac_class.object_notes(self.__wrapped__))
 
     def _ac_wrapper(self, name: str) -> Any:
         """The wrapper the method ``name`` of this object calls through (its description's), or None."""
@@ -398,6 +418,8 @@ class TorchifiedObject(StandIn):
     def _ac_read(self, value: Any) -> Any:
         """A value read off the object (an attribute, an item) as tensors, on the device of
         the tensors last passed to it; an object of the package as its proxy."""
+        if type(value) is torch.Tensor and self._ac_class.holds_tensors:  # the library's own, as it is
+            return value
         placed: TensorOptions = {"device": self._ac_device or default_device()}
         dtype = self._ac_class.read_dtype
         if dtype is not None:
@@ -415,7 +437,7 @@ class TorchifiedObject(StandIn):
         return f"torchified({self.__wrapped__!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return proxy, (self.__wrapped__, self._ac_options, self._ac_device)
+        return proxy, (self.__wrapped__, self._ac_options, self._ac_device, self._ac_class)
 
 
 def _enter(self: TorchifiedObject) -> Any:

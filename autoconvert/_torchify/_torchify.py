@@ -35,7 +35,7 @@ from autoconvert._options._options import (
 from autoconvert._options._signature import GENERATOR_FUNCTION, deferred_kind
 
 from ._cupy import CupyRoute, installed, options_refusal, twin_of
-from ._native import native_route, refused
+from ._native import Natively, native_route, refused
 from ._proxies import (
     PLAIN_TYPES,
     ProxyingPlan,
@@ -99,20 +99,34 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     if isinstance(target, types.ModuleType):
         return TorchifiedModule(target, checked, own.native, own.array_module)
     if isinstance(target, type):
-        return TorchifiedClass(target, checked)
+        return class_view(target, checked, own.native, adapter)
     return proxy(target, checked, None)
 
 
+def class_view(cls: type, options: dict[str, Any], native: str | bool, adapter: Adapter) -> TorchifiedClass:
+    """The torchified class ``cls``, taking its library's own torch path where ``native``
+    asks and that path is on (see _native.Natively)."""
+    natively = None if native is False or adapter.torch_mode() is not None else Natively(cls, options, native)
+    return TorchifiedClass(cls, options, natively)
+
+
 def _only_native(target: Any, adapter: Adapter) -> None:
-    """``native=True``'s checks of its target: a module, of a library whose own torch path is on."""
-    if not isinstance(target, types.ModuleType):
+    """``native=True``'s checks of its target: a module or a class, of a library whose own
+    torch path is on; a class it declares that path for (itself or one of its functions)."""
+    if not isinstance(target, (types.ModuleType, type)):
         raise TypeError(
-            f"autoconvert.torchify(native=True) takes a module, whose functions its library may run on torch "
-            f"tensors itself; got {type(target).__name__} {target!r}. Fix: torchify it without native=True"
+            f"autoconvert.torchify(native=True) takes a module or a class, whose functions its library may run on "
+            f"torch tensors itself; got {type(target).__name__} {target!r}. Fix: torchify it without native=True"
         )
+    name = target.__name__ if isinstance(target, types.ModuleType) else f"{target.__module__}.{target.__qualname__}"
     off = adapter.torch_mode()
     if off is not None:
-        raise ValueError(f"autoconvert.torchify(native=True): {target.__name__} has no torch path of its own: {off}")
+        raise ValueError(f"autoconvert.torchify(native=True): {name} has no torch path of its own: {off}")
+    if isinstance(target, type):
+        why = adapter.torch_path(target)
+        functions = (getattr(f, "__func__", f) for f in vars(target).values())
+        if why is not None and not any(callable(f) and adapter.torch_path(f) is None for f in functions):
+            raise refused(adapter, f"{why}, and none for any of its methods", target.__module__, target.__qualname__)
 
 
 def _only_cupy(target: Any, adapter: Adapter, native: str | bool, explicit: dict[str, Any]) -> bool:
@@ -197,7 +211,7 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
     if isinstance(value, types.ModuleType):
         return TorchifiedModule(value, options, native, own["_autoconvert_array_module"])
     if isinstance(value, type):
-        return value if issubclass(value, PLAIN_TYPES) else TorchifiedClass(value, options)
+        return value if issubclass(value, PLAIN_TYPES) else class_view(value, options, native, adapter_for(value))
     if callable(value) and deferred_kind(value) in (None, GENERATOR_FUNCTION):  # coroutines pass through
         if inspect.isfunction(inspect.getattr_static(type(value), "__call__", None)):
             # An object of a Python class (scipy.stats.norm): its methods are its interface.
