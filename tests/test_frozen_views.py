@@ -36,8 +36,9 @@ VIEWS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 #: Where a view is kept past the call: a list, a dict of arrays only and a tuple (which the
-#: garbage collector does not track), a closure, an object's attribute.
-KEEPERS = ["list", "dict", "tuple", "closure", "attribute"]
+#: garbage collector does not track), a closure, an object's attribute, an object array (which
+#: the garbage collector cannot see into).
+KEEPERS = ["list", "dict", "tuple", "closure", "attribute", "object array"]
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.complex64, torch.bool, torch.int32]
 LAYOUTS = ["contiguous", "transposed", "strided", "conj", "offset"]
@@ -81,6 +82,9 @@ def _keep(keeper: str, view: np.ndarray, box: _Box) -> None:
             return view
 
         box.value = kept
+    elif keeper == "object array":
+        box.value = np.empty((1, 2), dtype=object)
+        box.value[0, 1] = view
     else:
         box.value = _Box()
         box.value.value = view
@@ -94,6 +98,7 @@ def _kept(keeper: str, box: _Box) -> np.ndarray:
         "tuple": lambda: value[0][0],
         "closure": lambda: value(),
         "attribute": lambda: value.value,
+        "object array": lambda: value[0, 1],
     }[keeper]()
 
 
@@ -110,7 +115,8 @@ def test_a_view_of_a_private_copy_kept_past_the_call_is_read_only(
 ) -> None:
     """Every view the function keeps of a private copy (slices, ``.view()``, ``reshape``,
     ``.T``, ``ravel``, ``[...]``, ``.real``/``.imag``, reversed) is read-only once the call
-    returned, wherever it is kept (containers the garbage collector does not track too):
+    returned, wherever it is kept (containers the garbage collector does not track or cannot
+    see into too):
     the write raises NumPy's error and the caller's tensor keeps what the call left. Where
     the array is the tensor's own memory, the write reaches the tensor."""
     t, base = _tensor(dtype, layout)

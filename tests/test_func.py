@@ -318,3 +318,37 @@ def test_every_argument_position_gets_its_own_derivative(data: Any, layout: str,
     assert len(found) == len(expected)
     for f, e in zip(found, expected, strict=True):
         assert f.shape == e.shape and torch.allclose(f, e), (f, e)
+
+
+class _MaskedLike(np.ndarray):
+    """An array subclass carrying its mask as data, as astropy's ``Masked`` does."""
+
+    mask: Any = None
+
+
+def _masked_like(values: np.ndarray, mask: list[bool]) -> np.ndarray:
+    masked = values.view(_MaskedLike)
+    masked.mask = np.array(mask)
+    return masked
+
+
+@pytest.mark.parametrize("make", [np.ma.MaskedArray, _masked_like])
+@pytest.mark.parametrize("rule", ["backward", "jvp"])
+@pytest.mark.parametrize("mask", [[False, True, False], [False, False, False]])
+def test_a_masked_gradient_or_tangent_is_refused_naming_the_rule(make: Any, rule: str, mask: list[bool]) -> None:
+    """A NumPy rule returning a masked array (NumPy's, or a subclass carrying a mask as
+    astropy's does), masked entries or none, is refused naming the op and the rule: its
+    gradient or tangent would hold the hidden numbers as if they were data."""
+    hidden = make(np.array([2.0, -999.0, 2.0]), mask)
+    op = ac.numpy_op(np.sin, backward=lambda g, x, output: hidden, jvp=lambda t, x, output: hidden)
+    x = torch.ones(3, dtype=torch.float64)
+    derive = (lambda: op(x.requires_grad_()).sum().backward()) if rule == "backward" else (lambda: jvp(op, (x,), (x,)))
+    with pytest.raises(ac.ConversionError) as info:
+        derive()
+    where = "the backward's gradient for tensor argument 0" if rule == "backward" else "the jvp's tangent of result 0"
+    kind = type(hidden)
+    assert str(info.value) == (
+        f"sin(): {where} is a masked array; a tensor has no mask, and dropping it would silently unmask values. "
+        f"Found {kind.__module__}.{kind.__qualname__}(shape=(3,), dtype=<f8). Fix: use value.filled(fill_value), "
+        "or the data and the mask as two arrays."
+    )

@@ -230,8 +230,9 @@ def _freeze(a: NDArray[Any]) -> None:
 
 def _views_of(owner: NDArray[Any], count: int) -> list[NDArray[Any]]:
     """Up to ``count`` writable views of ``owner`` held anywhere: NumPy arrays are not tracked
-    by the garbage collector, so they are found among the referents of what is, and of the
-    untracked tuples and dicts (of arrays only, say) those hold."""
+    by the garbage collector, so they are found among the referents of what is, of the
+    untracked tuples and dicts (of arrays only, say) those hold, and of object arrays (which
+    the collector cannot see into)."""
     found: list[NDArray[Any]] = []
     seen: set[int] = set()
     pending = gc.get_objects()
@@ -241,6 +242,9 @@ def _views_of(owner: NDArray[Any], count: int) -> list[NDArray[Any]]:
                 if value.base is owner and value.flags.writeable and id(value) not in seen:
                     seen.add(id(value))
                     found.append(value)
+                elif value.dtype == object and id(value) not in seen:
+                    seen.add(id(value))
+                    pending.append(value.ravel().tolist())  # its items, as a list's referents
             elif type(value) in (tuple, dict, list) and not gc.is_tracked(value) and id(value) not in seen:
                 seen.add(id(value))
                 pending.append(value)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from autoconvert._conversions._to_torch import state_refusal
 from autoconvert._decorators._plain import to_numpy, to_tensor
 from autoconvert._errors import ConversionError, message
 
@@ -141,9 +142,11 @@ class OpSpec:
         with ``shaped`` in its shape too (see ``shaped_as``); one autograd could not take
         (not numbers, complex for a real tensor, a shape that does not sum to the tensor's)
         is refused naming the op and the rule."""
-        array = np.asarray(value)
-        problem, fix = "", ""
-        if array.dtype.kind not in "biufc":
+        array = np.asanyarray(value)  # a subclass's mask or unit is refused, never read past
+        found, problem, fix = f"numpy.ndarray(shape={array.shape}, dtype={array.dtype})", "", ""
+        if (refusal := state_refusal(array)) is not None:
+            found, problem, fix = refusal.found, refusal.problem, refusal.fix.format(path="value")
+        elif array.dtype.kind not in "biufc":
             problem, fix = "must be an array of numbers", "return a float array (or None where no gradient flows)"
         elif array.dtype.kind == "c" and not reference.is_complex():
             problem, fix = "is complex for a real tensor", "return its real part (np.real(...))"
@@ -151,9 +154,7 @@ class OpSpec:
             problem = f"must have the tensor's shape {tuple(reference.shape)}, or one that sums to it"
             fix = "return one value per element of the tensor"
         if problem:
-            raise ConversionError(
-                message(self.name, where, problem, f"numpy.ndarray(shape={array.shape}, dtype={array.dtype})", fix)
-            )
+            raise ConversionError(message(self.name, where, problem, found, fix))
         t = to_tensor(array, device=reference.device, dtype=inexact(reference.dtype))
         return shaped_as(t, reference.shape) if shaped else t
 
