@@ -1,19 +1,23 @@
-"""SciPy's own torch-backend tests, run natively and through ``torchify``, two ways.
+"""Libraries' own torch-backend tests, run natively and through ``torchify``, two ways.
 
-SciPy tests its array-API support over backends (``SCIPY_ARRAY_API``, the ``xp`` fixture);
-its torch-backend tests say what a torch user expects of SciPy's functions. This script runs
-the installed SciPy's torch-backend tests for special, ndimage, signal, fft, stats and
-linalg three times: natively; with every call the test code makes that carries a tensor sent
-through ``ac.torchify(..., native=False)`` instead (SciPy's internal calls untouched), which
-converts every call; and through ``native="auto"``, which hands SciPy the tensors where
-SciPy has a torch path of its own and converts elsewhere. It prints, per module, the tests
-passing each way (of those passing natively), and the differences from the native run,
-classified by their error. ``--check`` fails on a difference no policy explains, and where
-the ``"auto"`` run passes fewer tests than the converting one.
+SciPy tests its array-API support over backends (``SCIPY_ARRAY_API``, the ``xp`` fixture),
+and scikit-learn its array API dispatch over namespaces and devices
+(``yield_namespace_device_dtype_combinations``); their torch tests say what a torch user
+expects of their functions. This script runs the installed library's torch tests (SciPy's
+special, ndimage, signal, fft, stats and linalg; scikit-learn's metrics, array helpers and
+estimator checks, on torch's CPU device) three times: natively; with every call the test
+code makes that carries a tensor sent through ``ac.torchify(..., native=False)`` instead
+(the library's internal calls untouched), which converts every call; and through
+``native="auto"``, which hands the library the tensors where it has a torch path of its own
+and converts elsewhere. It prints, per module, the tests passing each way (of those passing
+natively), and the differences from the native run, classified by their error. ``--check``
+fails on a difference no policy explains, and where the ``"auto"`` run passes fewer tests
+than the converting one.
 
-    python -m benchmarks.conformance                  # every module (tens of minutes)
-    python -m benchmarks.conformance --quick --check  # the subset CI runs (a minute)
-    python -m benchmarks.conformance ndimage signal   # some modules
+    python -m benchmarks.conformance                    # SciPy's modules (tens of minutes)
+    python -m benchmarks.conformance --library sklearn  # scikit-learn's (ten minutes)
+    python -m benchmarks.conformance --quick --check    # the subsets CI runs (two minutes)
+    python -m benchmarks.conformance ndimage signal     # some modules
 
 It is also the pytest plugin that routes the calls (``-p benchmarks.conformance``, active
 when ``AUTOCONVERT_CONFORMANCE_ROUTE`` is set).
@@ -86,7 +90,10 @@ SKLEARN = Library(
         "utils": ["utils/tests/test_array_api.py"],
         "estimators": ["tests/test_common.py", "-k", "array_api"],
     },
-    {"metrics": ["metrics/tests/test_common.py", "-k", "regression or pairwise"]},
+    {
+        "metrics": ["metrics/tests/test_common.py", "-k", "regression or pairwise"],
+        "utils": ["utils/tests/test_array_api.py", "-k", "fill_diagonal or average_raises_with_wrong_dtype"],
+    },
     ("sklearn.metrics", "sklearn.utils._array_api", "sklearn.base"),
     kept=frozenset(
         (
