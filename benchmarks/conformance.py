@@ -75,8 +75,8 @@ class Library:
 SCIPY = Library("scipy", '["torch"]', {m: [m] for m in MODULES}, QUICK, tuple(f"scipy.{m}" for m in MODULES))
 #: scikit-learn's array API tests: its metrics and pairwise functions (their tables), its
 #: array helpers, and its estimators' array API checks (``check_array_api_input``), whose
-#: estimators come from ``clone``: torchify's view of each converts until torchify takes
-#: scikit-learn's path for estimators, and then takes it with nothing here changed.
+#: estimators come from ``clone``, each routed through torchify's view of it: whichever
+#: path that view takes for an estimator is the one these runs count.
 SKLEARN = Library(
     "sklearn",
     "1",
