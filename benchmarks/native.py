@@ -1,5 +1,6 @@
-"""``torchify``'s ``native=``: SciPy's own torch path through the view, against calling it
-directly and against converting; and the functions ``torch.autograd.grad`` works through.
+"""``torchify``'s ``native=``: a library's own torch path through the view (SciPy's functions
+and ``Rotation``, scikit-learn's metrics), against calling it directly and against
+converting; and the functions ``torch.autograd.grad`` works through.
 
 SciPy reads its array API mode when it is imported, so the case runs in a process of its own
 with ``SCIPY_ARRAY_API=1`` (``python -m benchmarks.native SETTINGS_JSON`` prints its rows as
@@ -60,7 +61,90 @@ def _rows(settings: dict[str, Any]) -> list[Row]:
     rows[-1] = dataclasses.replace(
         rows[-1], note=f"functions autograd.grad works through, native=False -> 'auto': {counts}"
     )
+    return rows + _sklearn(settings) + _rotation(settings)
+
+
+def _sklearn(settings: dict[str, Any]) -> list[Row]:
+    """scikit-learn's metrics through the view, against the hand-written idiom: the function
+    called on the tensors inside ``config_context(array_api_dispatch=True)``."""
+    import importlib.util
+
+    if importlib.util.find_spec("sklearn") is None:
+        return []
+    import sklearn
+    import sklearn.metrics
+    import torch
+
+    import autoconvert as ac
+
+    auto, converting = ac.torchify(sklearn.metrics), ac.torchify(sklearn.metrics, native=False)
+    small, medium = (torch.rand(2, n, 8, dtype=torch.float64) for n in (16, 1024))
+    calls = [
+        ("r2_score", (small[0, :, 0], small[1, :, 0])),
+        ("r2_score", (medium[0].ravel(), medium[1].ravel())),
+        ("pairwise_distances", (small[0], small[1])),
+        ("pairwise_distances", (medium[0, :256], medium[1, :256])),
+    ]
+    rows = []
+    for name, args in calls:
+        direct, through, converted = getattr(sklearn.metrics, name), getattr(auto, name), getattr(converting, name)
+
+        def by_hand(f: Any = direct, args: tuple[Any, ...] = args) -> Any:
+            with sklearn.config_context(array_api_dispatch=True):
+                return f(*args)
+
+        shape = " and ".join("x".join(map(str, arg.shape)) for arg in args)
+        rows += compare(
+            f"torchify(sklearn.metrics).{name}, {shape} float64, array API dispatch",
+            "scikit-learn's torch path, called directly",
+            {
+                "scikit-learn's torch path, called directly": by_hand,
+                "autoconvert native='auto'": lambda f=through, args=args: f(*args),
+                "autoconvert native=False (converting)": lambda f=converted, args=args: f(*args),
+            },
+            settings["repeats"],
+            settings["target_s"],
+        )
     return rows
+
+
+def _rotation(settings: dict[str, Any]) -> list[Row]:
+    """A pose pipeline, ``Rotation.from_euler(...).apply(points)``, on tensors: SciPy's torch
+    path called directly, against the view converting and with ``native="auto"``; each view's
+    row notes the route ``stats()`` counted for its calls."""
+    import scipy.spatial.transform
+    import torch
+
+    import autoconvert as ac
+
+    angles, points = torch.rand(256, 3, dtype=torch.float64), torch.rand(256, 3, dtype=torch.float64)
+    views = {
+        "autoconvert native='auto'": ac.torchify(scipy.spatial.transform),
+        "autoconvert native=False (converting)": ac.torchify(scipy.spatial.transform, native=False),
+    }
+    direct = "SciPy's torch path, called directly"
+    contenders = {direct: lambda: scipy.spatial.transform.Rotation.from_euler("zyx", angles).apply(points)}
+    for name, view in views.items():
+        contenders[name] = lambda view=view: view.Rotation.from_euler("zyx", angles).apply(points)
+    rows = compare(
+        "Rotation.from_euler('zyx', 256x3).apply(256x3 points), float64, SciPy's array API mode",
+        direct,
+        contenders,
+        settings["repeats"],
+        settings["target_s"],
+    )
+    return [dataclasses.replace(row, note=_route(contenders[row.contender])) if row.ratio else row for row in rows]
+
+
+def _route(call: Any) -> str:
+    """The routes ``stats()`` counts for one run of ``call``: of its torchified calls, how many
+    were handed to the library's own torch path."""
+    import autoconvert as ac
+
+    with ac.stats() as counted:
+        call()
+    native = sum(counted[name].native for name in ("Rotation.from_euler", "Rotation.apply"))
+    return f"stats(): {native} of {counted.calls} calls native"
 
 
 def _gradients(name: str, native: Any) -> int:
