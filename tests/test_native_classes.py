@@ -23,7 +23,7 @@ import scipy.spatial.transform
 import torch
 
 import autoconvert as ac
-from autoconvert._adapters._scipy import _array_api
+from autoconvert._adapters._scipy import SciPy, _array_api
 from autoconvert._adapters._sklearn import ScikitLearn
 
 from .modes import IN_MODE as MODE
@@ -38,6 +38,9 @@ in_dispatch = pytest.mark.skipif(
     not (MODE and HAS_SKLEARN and ScikitLearn().torch_mode() is None),
     reason="needs scikit-learn's array API dispatch, and SciPy's mode",
 )
+#: SciPy declares Rotation's constructor too (1.18 declares the class, every method with it; 1.17
+#: its methods one by one, the constructor and ``random`` not among them).
+CONSTRUCTS = DECLARES and SciPy().declared_torch_path(scipy.spatial.transform.Rotation.__init__) is None
 # torch 2.13's asarray, called by SciPy's torch code (array-api-compat) on a tensor that requires grad.
 pytestmark = pytest.mark.filterwarnings("ignore:torch.asarray. unspecified requires_grad:UserWarning")
 
@@ -135,11 +138,16 @@ def test_explain_says_which_path_a_classmethod_and_a_method_take_and_stats_count
         "Rotation.as_matrix() is called on the object as it is, its tensors handed as they are: SciPy declares a "
         "torch path for Rotation.as_matrix. A call with a NumPy array, or an object made by converting, raises.",
     )
-    assert ac.explain(view.Rotation).notes == (
+    constructed = (
+        "Rotation(...) with tensors (and no NumPy array) runs on SciPy's own torch path, and so does every method "
+        "of the object it makes; made otherwise, an object converts"
+    )
+    converted = (
         "Rotation(...) takes its arguments converted (SciPy declares no array API support for it); the object it "
         "makes keeps SciPy's own torch path for all its methods where SciPy declares one for that object, as does "
-        "one a classmethod makes on that path",
+        "one a classmethod makes on that path"
     )
+    assert ac.explain(view.Rotation).notes == ((constructed,) if CONSTRUCTS else (converted,))
     assert ac.explain(rotation).notes == (
         "It was made on SciPy's own torch path and holds tensors: each of its methods is called as it is",
     )
@@ -209,6 +217,9 @@ def test_native_true_refuses_a_class_a_classmethod_and_a_constructor_without_a_t
     )
     rotations = ac.torchify(scipy.spatial.transform.Rotation, native=True)
     assert _holds_tensors(rotations.from_euler("z", torch.tensor([0.5])))
+    if CONSTRUCTS:  # then random and the constructor are declared with the class
+        assert _holds_tensors(rotations(torch.tensor([0.0, 0.0, 0.0, 1.0])))
+        return
     with pytest.raises(ValueError) as of_a_classmethod:
         rotations.random
     assert str(of_a_classmethod.value) == (

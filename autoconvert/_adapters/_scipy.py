@@ -4,6 +4,7 @@ its functions run on torch tensors themselves (its array API mode)."""
 from __future__ import annotations
 
 import importlib
+import sys
 import types
 from typing import Any
 
@@ -46,10 +47,7 @@ class SciPy(Adapter):
         SciPy's own tests, or CPU-only (SciPy then converts a CPU tensor to NumPy itself,
         without its gradient) where torch is not excepted."""
         api = _array_api()
-        try:
-            declared = None if api is None else api.xp_capabilities_table.get(fn)
-        except TypeError:  # an unhashable callable: never in the table
-            declared = None
+        declared = None if api is None else _declared(api.xp_capabilities_table, fn)
         if declared is None:
             return "SciPy declares no array API support for it"
         why = f" ({declared['reason']})" if declared.get("reason") else ""
@@ -62,6 +60,34 @@ class SciPy(Adapter):
         if declared.get("cpu_only") and "torch" not in declared.get("exceptions", ()):
             return "SciPy declares it CPU-only: it converts a tensor to NumPy itself, without its gradient"
         return None
+
+
+def _declared(table: dict[Any, Any], fn: Any) -> dict[str, Any] | None:
+    """``fn``'s entry in SciPy's capabilities table: its own (SciPy 1.17 lists a class's methods
+    one by one), else, for a method, its class's, where the class's entry for that method
+    overrides it (SciPy 1.18 lists a class, with ``method_capabilities``)."""
+    try:
+        own = table.get(fn)
+    except TypeError:  # an unhashable callable: never in the table
+        return None
+    if own is not None:
+        return own  # type: ignore[no-any-return]
+    declared = table.get(_owner(fn))
+    if declared is None:
+        return None
+    return declared.get("method_capabilities", {}).get(getattr(fn, "__name__", None), declared)  # type: ignore[no-any-return]
+
+
+def _owner(fn: Any) -> type | None:
+    """The class ``fn`` is defined in, found by its module and qualified name (None: not a
+    method of a class its module holds)."""
+    path = str(getattr(fn, "__qualname__", "")).split(".")[:-1]
+    owner: Any = sys.modules.get(str(getattr(fn, "__module__", "")))
+    if not path or "<locals>" in path:
+        return None
+    for name in path:
+        owner = getattr(owner, name, None)
+    return owner if isinstance(owner, type) else None
 
 
 def _array_api() -> Any:
