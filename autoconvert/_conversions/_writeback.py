@@ -236,8 +236,7 @@ _HOLDER: type[Any] = type(np.lib.stride_tricks.as_strided(np.zeros(1)).base)
 def _in_holder(record: Private) -> bool:
     """Whether an as_strided holder made during the call holds ``record.array`` (see Private):
     the collector's youngest objects are searched, all of them if it ran during the call."""
-    young = _collections() == record.collections
-    objects = gc.get_objects(0) if young else gc.get_referrers(record.array)
+    objects = gc.get_objects(0 if _collections() == record.collections else None)
     return any(type(o) is _HOLDER and o.base is record.array for o in objects)
 
 
