@@ -33,6 +33,11 @@ VIEWS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "imag": lambda a: a.imag,
     "reversed": lambda a: a[::-1],
     "view of a view": lambda a: a[0:2][0:1],
+    # Made through a holder of the array given, which holds it, not its base:
+    "as_strided": lambda a: np.lib.stride_tricks.as_strided(a),
+    "as_strided of a slice": lambda a: np.lib.stride_tricks.as_strided(a[1:], (1, 2), a.strides),
+    "as_strided of as_strided": lambda a: np.lib.stride_tricks.as_strided(np.lib.stride_tricks.as_strided(a)),
+    "sliding window": lambda a: np.lib.stride_tricks.sliding_window_view(a, 2, axis=1, writeable=True),
 }
 
 #: Where a view is kept past the call: a list, a dict of arrays only and a tuple (which the
@@ -108,15 +113,17 @@ def _kept(keeper: str, box: _Box) -> np.ndarray:
     dtype=st.sampled_from(DTYPES),
     layout=st.sampled_from(LAYOUTS),
     gc_first=st.booleans(),
+    collects=st.booleans(),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_a_view_of_a_private_copy_kept_past_the_call_is_read_only(
-    view: str, keeper: str, dtype: torch.dtype, layout: str, gc_first: bool
+    *, view: str, keeper: str, dtype: torch.dtype, layout: str, gc_first: bool, collects: bool
 ) -> None:
     """Every view the function keeps of a private copy (slices, ``.view()``, ``reshape``,
-    ``.T``, ``ravel``, ``[...]``, ``.real``/``.imag``, reversed) is read-only once the call
-    returned, wherever it is kept (containers the garbage collector does not track or cannot
-    see into too):
+    ``.T``, ``ravel``, ``[...]``, ``.real``/``.imag``, reversed, ``as_strided`` and
+    ``sliding_window_view(writeable=True)`` of it or of a view of it) is read-only once the
+    call returned, wherever it is kept (containers the garbage collector does not track or
+    cannot see into too), and whether the collector ran during the call or not:
     the write raises NumPy's error and the caller's tensor keeps what the call left. Where
     the array is the tensor's own memory, the write reaches the tensor."""
     t, base = _tensor(dtype, layout)
@@ -130,6 +137,8 @@ def test_a_view_of_a_private_copy_kept_past_the_call_is_read_only(
         made = VIEWS[view](a)
         shares.append(np.shares_memory(made, a))  # reshape and ravel copy a transposed array
         _keep(keeper, made, box)
+        if collects:
+            gc.collect()  # what the call made is no longer the collector's youngest
 
     keeps(t)
     if gc_first:
@@ -169,6 +178,16 @@ class _Keeper:
         self.head += 1
 
 
+class _StridedKeeper(_Keeper):
+    """A _Keeper whose views are made by ``as_strided``, through a holder of the array."""
+
+    def keep(self, a: np.ndarray) -> None:
+        self.head = np.lib.stride_tricks.as_strided(a[0:2])
+
+    def split(self) -> None:
+        self.head = np.lib.stride_tricks.as_strided(self.buf, (2,), self.buf.strides)
+
+
 _LATE = (
     "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share the "
     "tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that call "
@@ -178,13 +197,15 @@ _LATE = (
 )
 
 
+@pytest.mark.parametrize("kind", [_Keeper, _StridedKeeper])
 @pytest.mark.parametrize("how", ["kept by a method", "made later of the constructor's"])
-def test_a_torchified_objects_late_write_into_a_view_says_the_copy_was_frozen(how: str) -> None:
+def test_a_torchified_objects_late_write_into_a_view_says_the_copy_was_frozen(how: str, kind: type[_Keeper]) -> None:
     """A view of a frozen private copy on a torchified object (kept by a method, or made later
-    of the array its constructor kept): the write is a ReadOnlyError saying the private copy
-    was frozen after the call, never that the tensor was expanded."""
+    of the array its constructor kept; sliced, or made by ``as_strided``): the write is a
+    ReadOnlyError saying the private copy was frozen after the call, never that the tensor was
+    expanded, nor that writeback=True would let the write through."""
     t = torch.zeros(3, dtype=torch.bfloat16)
-    keeper = ac.torchify(_Keeper, writeback=True)(t)
+    keeper = ac.torchify(kind, writeback=True)(t)
     if how == "kept by a method":
         keeper.keep(torch.zeros(3, dtype=torch.bfloat16))
     else:
@@ -213,6 +234,7 @@ NESTINGS: dict[str, Callable[[np.ndarray], Any]] = {
     "list of a tuple": lambda a: [(a,)],
     "dict of a dict of a list": lambda a: {"x": {"y": [0, a]}},
     "a view, nested": lambda a: {"parts": [a[0:2]]},
+    "as_strided, nested": lambda a: {"parts": [np.lib.stride_tricks.as_strided(a)]},
 }
 
 
@@ -237,6 +259,28 @@ def test_an_array_a_writeback_call_returns_stays_writable_at_any_depth(nesting: 
     returned += 1
     assert returned.tolist() == [1.0] * len(returned)
     assert torch.equal(t, torch.zeros(3, dtype=dtype))
+
+
+def test_a_view_kept_and_a_window_made_of_it_are_read_only_when_the_last_window_is_dropped() -> None:
+    """A view kept both where the function put it and by the holder of a
+    ``sliding_window_view`` of it, while the window an earlier call kept is dropped (the
+    holders alive are as many as before): every one is read-only after the call."""
+    kept: dict[str, np.ndarray] = {}
+
+    @ac.accepts_numpy(writeback=True)
+    def keeps(a: np.ndarray) -> None:
+        kept.pop("window", None)
+        head = a[1:]
+        kept.update(head=head, window=np.lib.stride_tricks.sliding_window_view(head, 2, axis=1, writeable=True))
+
+    t = torch.zeros(3, 3, dtype=torch.bfloat16)
+    keeps(t)
+    keeps(t)
+    for view in kept.values():
+        with pytest.raises(ValueError) as info:
+            view[...] = 1
+        assert str(info.value) == "assignment destination is read-only"
+    assert not t.any()
 
 
 def test_views_of_a_private_copy_are_counted_by_its_owner() -> None:

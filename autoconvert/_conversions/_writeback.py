@@ -178,14 +178,21 @@ class Private:
     whose base is no array: ``owner``'s is a memoryview, ten times cheaper than as_strided's
     holder). So ``owner``'s references beyond the ``references`` counted at hand-over are the
     views the function kept, which freezing the private array leaves writable (a view has
-    its own WRITEABLE flag), and which must be found."""
+    its own WRITEABLE flag), and which must be found. ``as_strided`` (and
+    ``sliding_window_view``) make theirs through a holder of the array they are given, which
+    adds to that array's references, not ``owner``'s: ``array``'s references beyond the
+    ``held`` counted once the call's arguments hold it (see handed_over) may be such holders,
+    made during the call: among the collector's youngest objects, unless it ran since the
+    ``collections`` counted then."""
 
-    __slots__ = ("array", "owner", "references")
+    __slots__ = ("array", "collections", "held", "owner", "references")
 
     def __init__(self, private: NDArray[Any]) -> None:
         self.owner = np.asarray(memoryview(private))  # type: ignore[arg-type, unused-ignore]  # ndarray exports a buffer; stubs before NumPy 2.5 do not say
         self.array = self.owner[...]
         self.references = _references(self)
+        self.held = _held(self)
+        self.collections = -1  # unknown: every object is searched
 
 
 def _references(handed: Private) -> int:
@@ -194,11 +201,54 @@ def _references(handed: Private) -> int:
     return sys.getrefcount(handed.owner)
 
 
+def _held(handed: Private) -> int:
+    """The references to ``handed.array``, as _references counts ``owner``'s."""
+    return sys.getrefcount(handed.array)
+
+
 def hand_over(private: NDArray[Any], handed: list[Private]) -> NDArray[Any]:
     """``private`` as the function gets it (see Private), recorded in ``handed``."""
     record = Private(private)
     handed.append(record)
     return record.array
+
+
+def handed_over(handed: Iterable[Private]) -> None:
+    """Count the references to the arrays ``handed`` once the call's arguments (its tuples,
+    dicts and rebuilt containers) hold them, just before the call: those the call adds
+    beyond are what the function kept."""
+    collections = _collections()
+    for record in handed:
+        record.held = _held(record)
+        record.collections = collections
+
+
+def _collections() -> int:
+    """The collections the garbage collector has made, of every generation."""
+    return sum(generation["collections"] for generation in gc.get_stats())
+
+
+#: The holder through which ``as_strided`` (and so ``sliding_window_view``) makes its view:
+#: the view's base, holding the array it was given as its own ``base``.
+_HOLDER: type[Any] = type(np.lib.stride_tricks.as_strided(np.zeros(1)).base)
+
+
+def _in_holder(record: Private) -> bool:
+    """Whether an as_strided holder made during the call holds ``record.array`` (see Private):
+    the collector's youngest objects are searched, all of them if it ran during the call."""
+    objects = gc.get_objects(0 if _collections() == record.collections else None)
+    return any(type(o) is _HOLDER and o.base is record.array for o in objects)
+
+
+def _made_of(view: NDArray[Any], owner: NDArray[Any]) -> bool:
+    """Whether ``view`` views ``owner``: as its base, or through ``as_strided``'s holders and
+    the arrays they hold (``as_strided`` of ``as_strided`` chains them)."""
+    base: Any = view.base
+    while base is not owner:
+        if type(base) is not _HOLDER and not issubclass(type(base), np.ndarray):
+            return False
+        base = base.base
+    return True
 
 
 def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> None:
@@ -213,13 +263,14 @@ def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> 
         if a is not None and all(a is not r for r in returned):
             _freeze(a)
     for record in handed:
-        if any(r is record.array or r.base is record.owner for r in returned):
+        if any(r is record.array or _made_of(r, record.owner) for r in returned):
             continue
-        kept = _references(record) - record.references
         _freeze(record.array)
         _freeze(record.owner)  # a view made of it later is read-only, and known by its base (see _failures)
-        if kept > 0:  # rare: searching the heap costs a fraction of a second
-            for view in _views_of(record.owner, kept):
+        # Rare, and searching the heap costs a fraction of a second: views of owner kept, or
+        # the array kept (by the function itself, or by as_strided's holders: then searched).
+        if _references(record) > record.references or (_held(record) > record.held and _in_holder(record)):
+            for view in _views_of(record.owner):
                 _freeze(view)
 
 
@@ -228,23 +279,37 @@ def _freeze(a: NDArray[Any]) -> None:
     FROZEN[id(a)] = a
 
 
-def _views_of(owner: NDArray[Any], count: int) -> list[NDArray[Any]]:
-    """Up to ``count`` writable views of ``owner`` held anywhere: NumPy arrays are not tracked
-    by the garbage collector, so they are found among the referents of what is, of the
-    untracked tuples and dicts (of arrays only, say) those hold, and of object arrays (which
-    the collector cannot see into)."""
+def frozen(a: NDArray[Any]) -> bool:
+    """Whether ``a`` is a private array frozen after an earlier call, or a view made of one
+    since (which NumPy makes read-only, its base, or the array an as_strided holder up its
+    chain holds, being the frozen array)."""
+    base: Any = a
+    while type(base) is _HOLDER or issubclass(type(base), np.ndarray):
+        if FROZEN.get(id(base)) is base:
+            return True
+        base = base.base
+    return False
+
+
+def _views_of(owner: NDArray[Any]) -> list[NDArray[Any]]:
+    """The writable views of ``owner`` held anywhere (see _made_of): NumPy arrays are not
+    tracked by the garbage collector, so they are found among the referents of what is (an
+    as_strided holder too), of the untracked tuples and dicts (of arrays only, say) those
+    hold, and of object arrays (which the collector cannot see into). All of them: a view
+    may be kept both where the function put it and by the holder of a view made of it."""
     found: list[NDArray[Any]] = []
     seen: set[int] = set()
     pending = gc.get_objects()
-    while pending and len(found) < count:
+    while pending:
         for value in gc.get_referents(pending.pop()):
             if issubclass(type(value), np.ndarray):  # never isinstance: it reads __class__, which may warn
-                if value.base is owner and value.flags.writeable and id(value) not in seen:
-                    seen.add(id(value))
-                    found.append(value)
-                elif value.dtype == object and id(value) not in seen:
-                    seen.add(id(value))
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                if value.dtype == object:
                     pending.append(value.ravel().tolist())  # its items, as a list's referents
+                elif value.flags.writeable and _made_of(value, owner):
+                    found.append(value)
             elif type(value) in (tuple, dict, list) and not gc.is_tracked(value) and id(value) not in seen:
                 seen.add(id(value))
                 pending.append(value)

@@ -29,7 +29,7 @@ from autoconvert._adapters._table import (
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._tree import Mapper
-from autoconvert._conversions._writeback import FROZEN
+from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._options._signature import Given, _record, _tensor_paths
 from autoconvert._spec._inputs import NumpyInputs
@@ -222,14 +222,8 @@ def refused_by(
         paths, writes = found, str(error) not in REFUSED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
     return ReadOnlyRefusal(
-        paths=paths, writes=writes, late=bool(hit) and all(map(_frozen, hit)), expanded=any(map(_broadcast, hit))
+        paths=paths, writes=writes, late=bool(hit) and all(map(frozen, hit)), expanded=any(map(_broadcast, hit))
     )
-
-
-def _frozen(a: np.ndarray[Any, Any]) -> bool:
-    """Whether ``a`` is a private copy frozen after an earlier call, or a view made of one
-    since (which NumPy makes read-only, its base being the frozen array)."""
-    return FROZEN.get(id(a)) is a or (a.base is not None and FROZEN.get(id(a.base)) is a.base)
 
 
 def quoted(error: BaseException) -> str:

@@ -10,6 +10,7 @@ import torch
 
 from autoconvert._conversions._devices import settle, vote
 from autoconvert._conversions._tree import cycle_error, keep
+from autoconvert._conversions._writeback import handed_over
 from autoconvert._errors import LeafError
 from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from autoconvert._generation._specialise import Flat, specialised
@@ -159,7 +160,7 @@ class Runner:
                         raise self.argument_error(e, instance, key, len(out), shared + odd) from None
                     args = tuple(out)
                 if settles and odd:
-                    self.settle(odd, given)
+                    self.settle(odd, given, ctx)
                 if stands_in:
                     noted(instance, shared + odd)
             try:  # free in CPython 3.11+ when nothing is raised
@@ -248,11 +249,15 @@ class Runner:
         step = RestoreWrites if after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
         return step(self.function, inputs, self.spec.gives_back, self.spec.site)
 
-    def settle(self, odd: list[torch.Tensor], given: Given) -> None:
+    def settle(self, odd: list[torch.Tensor], given: Given, ctx: Context | None) -> None:
         """After the arguments of a call with ``odd`` tensors: one wait for all their transfers,
-        and the once-per-function GradientWarning, naming where its tensor was in ``given``,
-        where one of them required grad."""
+        the private arrays ``ctx`` handed over under writeback counted as the arguments hold
+        them (see _writeback.handed_over), and the once-per-function GradientWarning, naming
+        where its tensor was in ``given``, where one of them required grad."""
         settle(odd)
+        writes = ctx.writes if isinstance(ctx, Collected) else None
+        if writes is not None and writes.handed:
+            handed_over(writes.handed)
         assert isinstance(self.inputs, NumpyInputs)
         grad = self.inputs.grad
         if grad.unsaid is not None:
