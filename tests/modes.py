@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+
+import pytest
 
 #: Whether this process is one of those.
 IN_MODE = os.environ.get("SCIPY_ARRAY_API") == "1"
@@ -27,3 +30,18 @@ def rerun_in_scipy_s_array_api_mode(path: str, needs: str | None) -> None:
     assert " passed" in done.stdout and "this is that process" in done.stdout  # -ra lists the skips
     if needs is not None:  # every test of the mode ran there
         assert needs not in done.stdout, done.stdout
+
+
+def rerun_test(path: str, needs: str | None, doc: str) -> Callable[[], None]:
+    """A slow test running the test file ``path`` in a process with SciPy's array API mode on
+    (see ``rerun_in_scipy_s_array_api_mode``), which skips itself in that process; ``doc``:
+    its docstring."""
+
+    @pytest.mark.slow
+    def test() -> None:
+        if IN_MODE:
+            pytest.skip("this is that process")
+        rerun_in_scipy_s_array_api_mode(path, needs)
+
+    test.__doc__ = doc
+    return test

@@ -27,7 +27,7 @@ from autoconvert._adapters._table import adapter_for
 from autoconvert._interpreter._routes import described
 
 from .modes import IN_MODE as MODE
-from .modes import rerun_in_scipy_s_array_api_mode
+from .modes import rerun_test
 
 #: SciPy 1.15 and later declare their functions' torch paths (feature-detected, as the adapter does).
 DECLARES = _array_api() is not None
@@ -47,12 +47,11 @@ def _native(fn: Any) -> bool:
 pytestmark = pytest.mark.filterwarnings("ignore:torch.asarray. unspecified requires_grad:UserWarning")
 
 
-@pytest.mark.slow
-def test_scipy_s_array_api_mode() -> None:
-    """This file's tests that need SciPy's array API mode, in a process with it on."""
-    if MODE:
-        pytest.skip("this is that process")
-    rerun_in_scipy_s_array_api_mode(__file__, "needs SciPy's array API mode" if DECLARES else None)
+test_scipy_s_array_api_mode = rerun_test(
+    __file__,
+    "needs SciPy's array API mode" if DECLARES else None,
+    "This file's tests that need SciPy's array API mode, in a process with it on.",
+)
 
 
 # --------------------------------------------------------------------------- either way

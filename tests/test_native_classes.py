@@ -27,7 +27,7 @@ from autoconvert._adapters._scipy import SciPy, _array_api
 from autoconvert._adapters._sklearn import ScikitLearn
 
 from .modes import IN_MODE as MODE
-from .modes import rerun_in_scipy_s_array_api_mode
+from .modes import rerun_test
 
 DECLARES = _array_api() is not None
 in_mode = pytest.mark.skipif(
@@ -45,12 +45,11 @@ CONSTRUCTS = DECLARES and SciPy().declared_torch_path(scipy.spatial.transform.Ro
 pytestmark = pytest.mark.filterwarnings("ignore:torch.asarray. unspecified requires_grad:UserWarning")
 
 
-@pytest.mark.slow
-def test_scipy_s_array_api_mode() -> None:
-    """This file's tests that need SciPy's array API mode, in a process with it on."""
-    if MODE:
-        pytest.skip("this is that process")
-    rerun_in_scipy_s_array_api_mode(__file__, "needs SciPy's array API mode" if DECLARES else None)
+test_scipy_s_array_api_mode = rerun_test(
+    __file__,
+    "needs SciPy's array API mode" if DECLARES else None,
+    "This file's tests that need SciPy's array API mode, in a process with it on.",
+)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from autoconvert._adapters._table import adapter_for
 from autoconvert._interpreter._routes import described
 
 from .modes import IN_MODE as MODE
-from .modes import rerun_in_scipy_s_array_api_mode
+from .modes import rerun_test
 
 if importlib.util.find_spec("sklearn") is None:
     if os.environ.get("AUTOCONVERT_TEST_RECIPES"):
@@ -55,12 +55,11 @@ in_mode = pytest.mark.skipif(
 pytestmark = pytest.mark.filterwarnings("ignore:torch.asarray. unspecified requires_grad:UserWarning")
 
 
-@pytest.mark.slow
-def test_scikit_learn_s_array_api_dispatch() -> None:
-    """This file's tests that need the dispatch, in a process with SciPy's mode on."""
-    if MODE:
-        pytest.skip("this is that process")
-    rerun_in_scipy_s_array_api_mode(__file__, "needs scikit-learn's array API dispatch")
+test_scikit_learn_s_array_api_dispatch = rerun_test(
+    __file__,
+    "needs scikit-learn's array API dispatch",
+    "This file's tests that need the dispatch, in a process with SciPy's mode on.",
+)
 
 
 def _tables() -> dict[Any, list[Any]]:
