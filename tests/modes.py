@@ -18,9 +18,15 @@ def rerun_in_scipy_s_array_api_mode(path: str, needs: str | None) -> None:
     """Run the test file ``path`` with SciPy's array API mode on, with the slow tests; the
     process's own rerun skips itself, with the reason "this is that process". ``needs``: the
     reason its tests of the mode skip with, which none may give there (None: they may)."""
+    # Measured where this process is (CI's PYTEST_ADDOPTS asks for --cov): into a data file
+    # of its own, which this process's coverage combines at its end; no gate of its own.
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", path, "-q", "-p", "no:cacheprovider", "--no-cov", "--slow"],
-        env={**os.environ, "SCIPY_ARRAY_API": "1"},
+        [sys.executable, "-m", "pytest", path, "-q", "-p", "no:cacheprovider", "--slow", "--cov-fail-under=0"],
+        env={
+            **os.environ,
+            "SCIPY_ARRAY_API": "1",
+            "COVERAGE_FILE": f".coverage.{os.path.basename(path)}.{os.getpid()}",
+        },
         capture_output=True,
         text=True,
         timeout=600,
