@@ -95,25 +95,39 @@ def test_the_refusals_told_by_an_error_class_are_numbas_and_opencvs() -> None:
     ]
 
 
+class Transform:
+    """A class whose methods SciPy's capabilities table could declare (see below)."""
+
+    def __init__(self) -> None:
+        self.angle = 0.0
+
+    def apply(self) -> float:
+        return self.angle
+
+    @classmethod
+    def from_angle(cls, angle: float) -> Transform:
+        made = cls()
+        made.angle = angle
+        return made
+
+
 def test_scipy_s_declarations_of_a_method_are_its_own_or_its_class_s() -> None:
     """SciPy 1.17 lists a class's methods one by one in its capabilities table, 1.18 the class
     with overrides per method (``method_capabilities``): a method's declaration is its own
     entry, else its class's entry for that method, else its class's."""
-    from scipy.spatial.transform import Rotation
-
     from autoconvert._adapters._scipy import _declared
 
     def entry(reason: str) -> dict[str, Any]:
         return {"reason": reason}
 
     own, cls, apply = entry("own"), entry("class"), entry("apply")
-    by_method = {Rotation.from_euler: own}
-    by_class = {Rotation: {**cls, "method_capabilities": {"apply": apply}}}
-    assert _declared(by_method, Rotation.from_euler) is own
-    assert _declared(by_method, Rotation.apply) is None
-    assert _declared(by_class, Rotation.apply) is apply
-    assert _declared(by_class, Rotation.__init__)["reason"] == "class"
-    assert _declared(by_class, Rotation.from_euler)["reason"] == "class"
+    by_method = {Transform.from_angle.__func__: own}
+    by_class = {Transform: {**cls, "method_capabilities": {"apply": apply}}}
+    assert _declared(by_method, Transform.from_angle.__func__) is own
+    assert _declared(by_method, Transform.apply) is None
+    assert _declared(by_class, Transform.apply) is apply
+    assert _declared(by_class, Transform.__init__) == {**cls, "method_capabilities": {"apply": apply}}
+    assert _declared(by_class, Transform.from_angle) == by_class[Transform]  # bound to the class
     assert _declared(by_class, scipy.special.expit) is None  # a ufunc: no class
     assert _declared(by_class, lambda: None) is None  # defined in a function: no class
     assert _declared(by_class, {}.keys) is None  # unhashable in a table: never in one
