@@ -16,7 +16,7 @@ import autoconvert as ac
 
 from . import batches, floor, micro, native
 from .func import func_transforms
-from .harness import Row, compare
+from .harness import Row, compare, synced
 
 Settings = dict[str, Any]
 
@@ -568,15 +568,6 @@ def gpu(settings: Settings) -> list[Row]:
     return rows + _gpu_several(device, settings)
 
 
-def _synced(device: torch.device, fn: Callable[[], Any]) -> Callable[[], Any]:
-    def run() -> Any:
-        out = fn()
-        torch.cuda.synchronize(device)
-        return out
-
-    return run
-
-
 def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
     n = mib * 1024 * 1024 // 4
     t = torch.rand(n, device=device)
@@ -585,17 +576,14 @@ def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
     take = ac.accepts_numpy(lambda x: x.ndim)
     give = ac.returns_tensor(device=device)(lambda x: x)
 
-    def synced(fn: Callable[[], Any]) -> Callable[[], Any]:
-        return _synced(device, fn)
-
     repeats, target = settings["copy_repeats"], settings["target_s"]
     down = compare(
         f"GPU -> host, {mib} MiB",
         "pinned copy_",
         {
-            "pinned copy_": synced(lambda: pinned.copy_(t)),
-            ".cpu().numpy()": synced(lambda: t.cpu().numpy()),
-            "autoconvert": synced(lambda: take(t)),
+            "pinned copy_": synced(device, lambda: pinned.copy_(t)),
+            ".cpu().numpy()": synced(device, lambda: t.cpu().numpy()),
+            "autoconvert": synced(device, lambda: take(t)),
         },
         repeats,
         target,
@@ -604,9 +592,12 @@ def _gpu_size(device: torch.device, mib: int, settings: Settings) -> list[Row]:
         f"host -> GPU, {mib} MiB",
         "pinned to(device)",
         {
-            "pinned to(device)": synced(lambda: pinned.to(device, non_blocking=True)),
-            "from_numpy(a).to(device)": synced(lambda: torch.from_numpy(a).to(device)),
-            "autoconvert": synced(lambda: give(a)),
+            "pinned to(device)": synced(device, lambda: pinned.to(device, non_blocking=True)),
+            "from_numpy(a).to(device)": synced(device, lambda: torch.from_numpy(a).to(device)),
+            "staged: copy_ into pinned memory, then to(device)": synced(
+                device, lambda: torch.empty(n, pin_memory=True).copy_(torch.from_numpy(a)).to(device, non_blocking=True)
+            ),
+            "autoconvert": synced(device, lambda: give(a)),
         },
         repeats,
         target,
@@ -634,11 +625,11 @@ def _gpu_arguments(device: torch.device, count: int, mib: int, settings: Setting
         f"{count} GPU tensor argument{'s' * (count > 1)} -> NumPy, {mib} MiB each",
         "pinned copy_ each",
         {
-            "pinned copy_ each": _synced(
+            "pinned copy_ each": synced(
                 device, lambda: [p.copy_(t, non_blocking=True) for p, t in zip(pinned, tensors, strict=True)]
             ),
-            ".cpu().numpy() each": _synced(device, lambda: [t.cpu().numpy() for t in tensors]),
-            "autoconvert": _synced(device, lambda: take(*tensors)),
+            ".cpu().numpy() each": synced(device, lambda: [t.cpu().numpy() for t in tensors]),
+            "autoconvert": synced(device, lambda: take(*tensors)),
         },
         settings["copy_repeats"],
         settings["target_s"],
@@ -657,10 +648,10 @@ def _gpu_round_trip(device: torch.device, mib: int, settings: Settings) -> list[
         f"GPU tensor through np.negative and back, {mib} MiB",
         "torch.from_numpy(f(t.cpu().numpy())).to(t.device)",
         {
-            "torch.from_numpy(f(t.cpu().numpy())).to(t.device)": _synced(
+            "torch.from_numpy(f(t.cpu().numpy())).to(t.device)": synced(
                 device, lambda: torch.from_numpy(np.negative(t.cpu().numpy())).to(t.device)
             ),
-            "autoconvert": _synced(device, lambda: negate(t)),
+            "autoconvert": synced(device, lambda: negate(t)),
         },
         settings["copy_repeats"],
         settings["target_s"],
@@ -689,12 +680,12 @@ def gpu_resident(settings: Settings) -> list[Row]:
             f"{label}, 128^3 on the GPU",
             "hand-written .cpu().numpy()",
             {
-                "hand-written .cpu().numpy()": _synced(
+                "hand-written .cpu().numpy()": synced(
                     device,
                     functools.partial(_by_hand, scipy_fn, args, device),
                 ),
-                "autoconvert, host path": _synced(device, functools.partial(host, *args)),
-                "autoconvert, CuPy on the tensor": _synced(device, functools.partial(resident, *args)),
+                "autoconvert, host path": synced(device, functools.partial(host, *args)),
+                "autoconvert, CuPy on the tensor": synced(device, functools.partial(resident, *args)),
             },
             max(3, settings["copy_repeats"] // 3),
             settings["target_s"],
@@ -767,4 +758,5 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "func": func_transforms,
     "micro": micro.micro,
     "native": native.native,
+    "gpu_native": native.gpu_native,
 }

@@ -79,6 +79,20 @@ def compare(
     ]
 
 
+def synced(device: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn``, timed to its end on ``device``: on a CUDA device, until the kernels it queued ran."""
+    if getattr(device, "type", "cpu") != "cuda":
+        return fn
+    import torch
+
+    def run() -> Any:
+        out = fn()
+        torch.cuda.synchronize(device)
+        return out
+
+    return run
+
+
 def table(rows: list[Row]) -> str:
     """A Markdown table of the rows."""
     lines = ["| case | contender | median | ratio | note |", "|---|---|---:|---:|---|"]

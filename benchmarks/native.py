@@ -1,10 +1,11 @@
 """``torchify``'s ``native=``: a library's own torch path through the view (SciPy's functions
-and ``Rotation``, scikit-learn's metrics), against calling it directly and against
-converting; and the functions ``torch.autograd.grad`` works through.
+and ``Rotation``, scikit-learn's metrics and ``PCA``), against calling it directly and against
+converting; and the functions ``torch.autograd.grad`` works through. ``gpu_native``: the
+``Rotation`` and ``PCA`` rows on a CUDA tensor, where converting is the round trip to the host.
 
-SciPy reads its array API mode when it is imported, so the case runs in a process of its own
-with ``SCIPY_ARRAY_API=1`` (``python -m benchmarks.native SETTINGS_JSON`` prints its rows as
-JSON); its contenders are interleaved there, as every case's are.
+SciPy reads its array API mode when it is imported, so the cases run in a process of their own
+with ``SCIPY_ARRAY_API=1`` (``python -m benchmarks.native SETTINGS_JSON DEVICE`` prints the
+rows as JSON); their contenders are interleaved there, as every case's are.
 """
 
 from __future__ import annotations
@@ -17,16 +18,29 @@ import sys
 import warnings
 from typing import Any
 
-from .harness import Row, compare
+from .harness import Row, compare, synced
 
 #: The modules whose functions the gradient count covers.
 MODULES = ("scipy.special", "scipy.stats", "scipy.fft", "scipy.signal", "scipy.ndimage", "scipy.linalg")
 
 
 def native(settings: dict[str, Any]) -> list[Row]:
-    """The case, run in a process with SciPy's array API mode on."""
+    """The case on the CPU, run in a process with SciPy's array API mode on."""
+    return _in_mode(settings, "cpu")
+
+
+def gpu_native(settings: dict[str, Any]) -> list[Row]:
+    """The objects' rows on the current CUDA device (none without one)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return _in_mode(settings, f"cuda:{torch.cuda.current_device()}")
+
+
+def _in_mode(settings: dict[str, Any], device: str) -> list[Row]:
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.native", json.dumps(settings)],
+        [sys.executable, "-m", "benchmarks.native", json.dumps(settings), device],
         env={**os.environ, "SCIPY_ARRAY_API": "1"},
         capture_output=True,
         text=True,
@@ -35,7 +49,16 @@ def native(settings: dict[str, Any]) -> list[Row]:
     return [Row(**row) for row in json.loads(done.stdout)]
 
 
-def _rows(settings: dict[str, Any]) -> list[Row]:
+def _rows(settings: dict[str, Any], device: str) -> list[Row]:
+    import torch
+
+    on = torch.device(device)
+    if on.type != "cpu":
+        return _rotation(settings, on) + _pca(settings, on)
+    return _functions(settings) + _sklearn(settings) + _rotation(settings, on) + _pca(settings, on)
+
+
+def _functions(settings: dict[str, Any]) -> list[Row]:
     import scipy.special
     import torch
 
@@ -61,7 +84,7 @@ def _rows(settings: dict[str, Any]) -> list[Row]:
     rows[-1] = dataclasses.replace(
         rows[-1], note=f"functions autograd.grad works through, native=False -> 'auto': {counts}"
     )
-    return rows + _sklearn(settings) + _rotation(settings)
+    return rows
 
 
 def _sklearn(settings: dict[str, Any]) -> list[Row]:
@@ -108,7 +131,7 @@ def _sklearn(settings: dict[str, Any]) -> list[Row]:
     return rows
 
 
-def _rotation(settings: dict[str, Any]) -> list[Row]:
+def _rotation(settings: dict[str, Any], device: Any) -> list[Row]:
     """A pose pipeline, ``Rotation.from_euler(...).apply(points)``, on tensors: SciPy's torch
     path called directly, against the view converting and with ``native="auto"``; each view's
     row notes the route ``stats()`` counted for its calls."""
@@ -117,7 +140,7 @@ def _rotation(settings: dict[str, Any]) -> list[Row]:
 
     import autoconvert as ac
 
-    angles, points = torch.rand(256, 3, dtype=torch.float64), torch.rand(256, 3, dtype=torch.float64)
+    angles, points = (torch.rand(256, 3, dtype=torch.float64, device=device) for _ in range(2))
     views = {
         "autoconvert native='auto'": ac.torchify(scipy.spatial.transform),
         "autoconvert native=False (converting)": ac.torchify(scipy.spatial.transform, native=False),
@@ -126,24 +149,70 @@ def _rotation(settings: dict[str, Any]) -> list[Row]:
     contenders = {direct: lambda: scipy.spatial.transform.Rotation.from_euler("zyx", angles).apply(points)}
     for name, view in views.items():
         contenders[name] = lambda view=view: view.Rotation.from_euler("zyx", angles).apply(points)
+    routes = {name: _route(call, ("Rotation.from_euler", "Rotation.apply")) for name, call in contenders.items()}
     rows = compare(
-        "Rotation.from_euler('zyx', 256x3).apply(256x3 points), float64, SciPy's array API mode",
+        f"Rotation.from_euler('zyx', 256x3).apply(256x3 points), float64{_on(device)}, SciPy's array API mode",
         direct,
-        contenders,
+        {name: synced(device, call) for name, call in contenders.items()},
         settings["repeats"],
         settings["target_s"],
     )
-    return [dataclasses.replace(row, note=_route(contenders[row.contender])) if row.ratio else row for row in rows]
+    return [dataclasses.replace(row, note=routes[row.contender]) if row.ratio else row for row in rows]
 
 
-def _route(call: Any) -> str:
+def _pca(settings: dict[str, Any], device: Any) -> list[Row]:
+    """``PCA(8).fit_transform`` of a 4096 x 64 float32 tensor: scikit-learn's torch path called
+    directly (inside ``config_context(array_api_dispatch=True)``), against the view with
+    ``native="auto"`` and converting; the results checked against each other first."""
+    import importlib.util
+
+    if importlib.util.find_spec("sklearn") is None:
+        return []
+    import sklearn
+    import sklearn.decomposition
+    import torch
+
+    import autoconvert as ac
+
+    generator = torch.Generator().manual_seed(0)  # axes of distinct variances: components well apart
+    x = (torch.randn(4096, 64, generator=generator) * torch.logspace(1, -1, 64)).to(device)
+
+    def by_hand() -> Any:
+        with sklearn.config_context(array_api_dispatch=True):
+            return sklearn.decomposition.PCA(8).fit_transform(x)
+
+    contenders = {"scikit-learn's torch path, called directly": by_hand}
+    for name, native in (("autoconvert native='auto'", "auto"), ("autoconvert native=False (converting)", False)):
+        view = ac.torchify(sklearn.decomposition, native=native)
+        contenders[name] = lambda view=view: view.PCA(8).fit_transform(x)
+    expected = by_hand()
+    for name, call in contenders.items():  # components are defined up to their sign
+        got = call()
+        assert got.device == x.device, name
+        assert torch.allclose(got.abs(), expected.abs(), rtol=1e-3, atol=1e-3), name
+    routes = {name: _route(call, ("PCA.fit_transform",)) for name, call in contenders.items()}
+    rows = compare(
+        f"PCA(8).fit_transform(4096x64), float32{_on(device)}, array API dispatch",
+        "scikit-learn's torch path, called directly",
+        {name: synced(device, call) for name, call in contenders.items()},
+        settings["repeats"],
+        settings["target_s"],
+    )
+    return [dataclasses.replace(row, note=routes[row.contender]) if row.ratio else row for row in rows]
+
+
+def _on(device: Any) -> str:
+    return "" if device.type == "cpu" else f" on {device}"
+
+
+def _route(call: Any, names: tuple[str, ...]) -> str:
     """The routes ``stats()`` counts for one run of ``call``: of its torchified calls, how many
-    were handed to the library's own torch path."""
+    were handed to the library's own torch path (``names``: the calls counted by name)."""
     import autoconvert as ac
 
     with ac.stats() as counted:
         call()
-    native = sum(counted[name].native for name in ("Rotation.from_euler", "Rotation.apply"))
+    native = sum(counted[name].native for name in names if name in counted.functions)
     return f"stats(): {native} of {counted.calls} calls native"
 
 
@@ -180,4 +249,4 @@ def _gradients(name: str, native: Any) -> int:
 
 
 if __name__ == "__main__":
-    print(json.dumps([dataclasses.asdict(row) for row in _rows(json.loads(sys.argv[1]))]))
+    print(json.dumps([dataclasses.asdict(row) for row in _rows(json.loads(sys.argv[1]), sys.argv[2])]))

@@ -435,6 +435,28 @@ def test_calls_cupy_cannot_take_go_the_host_path_with_the_reason_counted(acceler
 
 
 @needs_cupy
+@pytest.mark.parametrize(
+    "options",
+    [{"device": "cpu"}, {"dtype": torch.float32}, {"writeback": True}, {"check_writes": True}],
+    ids=lambda options: next(iter(options)),
+)
+def test_a_view_placing_casting_or_writing_converts_every_cuda_call(
+    accelerator: torch.device, options: dict[str, Any]
+) -> None:
+    """The host path honours what CuPy's cannot: each call of such a view converts, and its
+    result is the host path's, placed and cast as asked."""
+    view, x = ac.torchify(scipy.ndimage, **options), _volume(accelerator)
+    assert not _on_cupy(view.gaussian_filter)
+    with ac.stats() as s:
+        out = view.gaussian_filter(x, 1.0)
+    assert s["gaussian_filter"].calls == 1 and s["gaussian_filter"].cupy == 0
+    assert out.device == (torch.device("cpu") if "device" in options else x.device)
+    assert out.dtype == options.get("dtype", x.dtype)
+    expected = torch.from_numpy(scipy.ndimage.gaussian_filter(x.cpu().numpy(), 1.0)).to(out.dtype)
+    assert torch.allclose(out.cpu(), expected, rtol=1e-6, atol=1e-6)
+
+
+@needs_cupy
 def test_a_function_written_for_cupy_takes_cuda_tensors_as_cupy_arrays(accelerator: torch.device) -> None:
     import cupy
 

@@ -174,3 +174,30 @@ def test_batched_on_a_process_pool_returns_results_to_the_device(accelerator: to
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         out = ac.batched(np.negative, executor=pool)(batch)
     assert out.device == batch.device and out.dtype == torch.bfloat16 and torch.equal(out, -batch)
+
+
+def test_an_object_s_results_without_tensor_arguments_stay_on_its_device(accelerator: torch.device) -> None:
+    """``kde.resample(10)`` of a KDE fitted on the device, and ``rvs`` of a distribution frozen
+    with a device tensor, come back on that device, as the objects' attributes read back."""
+    import scipy.stats
+
+    stats = ac.torchify(scipy.stats)
+    points = torch.randn(2, 40, dtype=torch.float64, device=accelerator)
+    kde = stats.gaussian_kde(points)
+    for drawn in (kde.resample(10), kde.resample(size=10, seed=np.random.default_rng(0))):
+        assert drawn.device == points.device and drawn.shape == (2, 10)
+    assert kde.dataset.device == points.device and kde(points[:, :3]).device == points.device
+    frozen = stats.norm(torch.zeros(3, dtype=torch.float64, device=accelerator), 1.0)
+    assert frozen.rvs(size=3, random_state=0).device == points.device
+    assert frozen.mean().device == points.device
+
+
+def test_batched_crosses_once_each_way_over_a_device_batch(accelerator: torch.device) -> None:
+    """A batch on the device reaches the host in one transfer and the stacked results come
+    back in one, however many samples run."""
+    batch = torch.rand(16, 32, 32, device=accelerator)
+    with ac.stats() as s:
+        out = ac.batched(np.negative)(batch)
+    row = s["negative"]
+    assert row.samples == 16 and row.copies["transfer"] == 2 and row.bytes["transfer"] == 2 * batch.nbytes
+    assert out.device == batch.device and torch.equal(out, -batch)

@@ -233,6 +233,40 @@ def test_native_true_refuses_a_class_a_classmethod_and_a_constructor_without_a_t
     )
 
 
+def _rotation_stays_on(device: torch.device) -> None:
+    """A native Rotation made from tensors on ``device``: its results stay there with no
+    conversion's copy (a transfers='error' block lets every call through), the gradient flows
+    back to the angles there, and the values are SciPy's on arrays."""
+    view = ac.torchify(scipy.spatial.transform)
+    angles = _angles().detach().to(device).requires_grad_()
+    points = torch.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]], dtype=torch.float64, device=device)
+    on_arrays = scipy.spatial.transform.Rotation.from_euler("zy", angles.detach().cpu().numpy())
+    with ac.config(transfers="error"):
+        rotation = view.Rotation.from_euler("zy", angles)
+        matrix, moved, inverse = rotation.as_matrix(), rotation.apply(points), rotation.inv().as_quat()
+    assert _holds_tensors(rotation)
+    for got, expected in [
+        (matrix, on_arrays.as_matrix()),
+        (moved, on_arrays.apply(points.cpu().numpy())),
+        (inverse, on_arrays.inv().as_quat()),
+    ]:
+        assert type(got) is torch.Tensor and got.device == angles.device and got.requires_grad
+        np.testing.assert_allclose(got.detach().cpu().numpy(), expected, rtol=1e-12, atol=1e-12)
+    moved.sum().backward()
+    assert angles.grad is not None and angles.grad.device == angles.device
+    assert torch.autograd.gradcheck(lambda a: view.Rotation.from_euler("zy", a).apply(points), (angles,))
+
+
+@in_mode
+def test_a_native_rotation_keeps_its_tensors_on_the_cpu() -> None:
+    _rotation_stays_on(torch.device("cpu"))
+
+
+@in_mode
+def test_a_native_rotation_keeps_its_tensors_on_the_accelerator(accelerator: torch.device) -> None:
+    _rotation_stays_on(accelerator)
+
+
 # --------------------------------------------------------------------------- scikit-learn's estimators
 
 
@@ -283,6 +317,40 @@ def test_an_estimator_declaring_array_api_support_runs_natively(
     assert ac.explain(getattr(estimator, method)).path == "native"
     again = pickle.loads(pickle.dumps(estimator))
     assert _holds_tensors(again) and torch.equal(getattr(again, method)(x), got)
+
+
+def _estimator_stays_on(device: torch.device, module: str, name: str, parameters: dict[str, Any], method: str) -> None:
+    """A native estimator fitted and called on tensors on ``device``: results and fitted
+    attributes stay there with no conversion's copy, with scikit-learn's values on arrays."""
+    import importlib
+
+    library = importlib.import_module(f"sklearn.{module}")
+    x, y = _data()
+    target = x[:, 2].clone() if name == "Ridge" else y
+    estimator = getattr(ac.torchify(library), name)(**parameters)
+    with ac.config(transfers="error"):
+        got = getattr(estimator.fit(x.to(device), target.to(device)), method)(x.to(device))
+    assert _holds_tensors(estimator) and type(got) is torch.Tensor and got.device == x.to(device).device
+    fitted = [v for k, v in vars(estimator.__wrapped__).items() if k.endswith("_") and isinstance(v, torch.Tensor)]
+    assert fitted and all(t.device == got.device for t in fitted)
+    expected = getattr(getattr(library, name)(**parameters).fit(x.numpy(), target.numpy()), method)(x.numpy())
+    np.testing.assert_allclose(np.abs(got.cpu().numpy()), np.abs(expected), rtol=1e-7, atol=1e-9)
+
+
+@in_dispatch
+@pytest.mark.parametrize(("module", "name", "parameters", "method"), _estimators())
+def test_a_native_estimator_keeps_its_tensors_on_the_cpu(
+    module: str, name: str, parameters: dict[str, Any], method: str
+) -> None:
+    _estimator_stays_on(torch.device("cpu"), module, name, parameters, method)
+
+
+@in_dispatch
+@pytest.mark.parametrize(("module", "name", "parameters", "method"), _estimators())
+def test_a_native_estimator_keeps_its_tensors_on_the_accelerator(
+    accelerator: torch.device, module: str, name: str, parameters: dict[str, Any], method: str
+) -> None:
+    _estimator_stays_on(accelerator, module, name, parameters, method)
 
 
 @in_dispatch

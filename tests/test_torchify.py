@@ -451,6 +451,41 @@ def test_a_method_is_called_on_the_object_itself_never_on_a_converted_copy() -> 
     assert view.offset.device.type == "cpu"
 
 
+@pytest.mark.parametrize("call", ["positional", "keywords"])  # the flat call, and the generic one
+def test_a_method_called_without_tensors_returns_them_where_the_object_s_tensors_are(call: str) -> None:
+    """``kde.resample(10)`` hands no tensor to follow: its results go where the object's
+    attributes read back (the device of the tensors last passed to it), not to torch's
+    default device; an object that never met a tensor follows the default, ``device=`` wins."""
+
+    def resample(kde: Any) -> torch.Tensor:
+        drawn = kde.resample(4, 0) if call == "positional" else kde.resample(size=4, seed=np.random.default_rng(0))
+        assert isinstance(drawn, torch.Tensor) and drawn.shape == (2, 4)
+        return drawn
+
+    points = torch.randn(2, 30, dtype=torch.float64)
+    kde = ac.torchify(scipy.stats.gaussian_kde)(points)
+    with torch.device("meta"):
+        assert resample(kde).device.type == "cpu" and kde.dataset.device.type == "cpu"
+    with pytest.raises(ac.ConversionError):  # meta tensors hold no data, but the device is recorded
+        kde(torch.empty(2, 1, dtype=torch.float64, device="meta"))
+    assert resample(kde).device.type == "meta" and kde.dataset.device.type == "meta"
+    assert kde(points[:, :3]).device.type == "cpu"  # tensors to follow: theirs
+    assert resample(kde).device.type == "cpu"
+
+    unplaced = ac.torchify(scipy.stats.gaussian_kde(points.numpy()))  # never met a tensor
+    with torch.device("meta"):
+        assert resample(unplaced).device.type == "meta"
+    assert resample(unplaced).device.type == "cpu"
+
+    placed = ac.torchify(scipy.stats.gaussian_kde, device="meta")(points)  # its tensors on the CPU
+    assert placed.dataset.device.type == "cpu" and resample(placed).device.type == "meta"
+
+    frozen = ac.torchify(scipy.stats).norm(torch.zeros(3, dtype=torch.float64), 1.0)  # a method's object
+    with pytest.raises(ac.ConversionError):
+        frozen.cdf(torch.empty(3, dtype=torch.float64, device="meta"))
+    assert frozen.rvs(size=3, random_state=0).device.type == "meta"
+
+
 def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a + 2 * b
 

@@ -115,7 +115,7 @@ def _star_body(s: Script, head: str, kind: Kind) -> None:
         _called(s, 2, passed, f"({given}), new_kwargs if kwargs else kwargs", kind, keywords="new_kwargs")
     s.add(1, "else:")
     s.to_generic(2)
-    emit_result(s, kind.result)
+    emit_result(s, kind.result, stands_in=kind.stands_in)
 
 
 def exact_source(
@@ -163,7 +163,7 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
         passed.append(f"c{k}" if part.lines else f"p{k}")
     # The call's arguments as the generic call hands them: the instance is none of them.
     _called(s, 1, shape.passed(passed), shape.handed(passed, first), kind)
-    emit_result(s, kind.result)
+    emit_result(s, kind.result, stands_in=kind.stands_in)
 
 
 def leading_source(kind: Kind, count: int) -> str:

@@ -274,13 +274,14 @@ def emit_value(s: Script, level: int, name: str, step: Step) -> None:
 # --------------------------------------------------------------------------- results
 
 
-def emit_result(s: Script, result: Result) -> None:
-    """The result's conversion, then the generic output side for what the flat code left."""
+def emit_result(s: Script, result: Result, *, stands_in: bool = False) -> None:
+    """The result's conversion, then the generic output side for what the flat code left.
+    ``stands_in``: see ``Kind.stands_in``."""
     if result.kind == "none":
         s.add(1, "return result")
         return
     if result.kind == "tensor":
-        _tensor_result(s, result)
+        _tensor_result(s, result, stands_in)
     elif result.converts:
         s.add(
             1,
@@ -296,13 +297,15 @@ def emit_result(s: Script, result: Result) -> None:
     s.add(1, f"return convert_out(result, tensors_in({a}) if met_tensors else [], [], given_args({a}, instance))")
 
 
-def _tensor_result(s: Script, result: Result) -> None:
+def _tensor_result(s: Script, result: Result, stands_in: bool) -> None:
     """An array comes back through the one array -> tensor function, with the target a call
     whose tensors NumPy all shared has (decided when the plan was built), which is also a
     call's without tensors while torch's default device is the CPU. Where the result stays on
     the CPU uncast, array_to_tensor's first steps inlined (a frame fewer per result), and an
-    exact tuple, list or dict of arrays torch shares (what a batch comes back as) walked here."""
-    s.add(1, "if met_tensors or default_device() is CPU:", "    kind = type(result)", "    if kind is ndarray:")
+    exact tuple, list or dict of arrays torch shares (what a batch comes back as) walked here.
+    A stand-in's call without tensors places results by its object's device, where it has one."""
+    unplaced = "(instance._ac_device or default_device())" if stands_in else "default_device()"
+    s.add(1, f"if met_tensors or {unplaced} is CPU:", "    kind = type(result)", "    if kind is ndarray:")
     if result.shares:
         s.add(
             3,

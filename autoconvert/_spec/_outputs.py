@@ -145,21 +145,24 @@ class Outputs:
             _: object = None,
             *,
             inputs: list[torch.Tensor] | None = None,
+            device: torch.device | None = None,
         ) -> Any:
             ctx = shared_target if shared and not odd and shared_target is not None else context(shared, odd)
             if inputs is not None:
                 ctx = ctx._replace(tensors=inputs)
+            if device is not None:
+                ctx = ctx._replace(device=device)
             try:
                 return (get(type(result)) or resolve(type(result)))(result, ctx)
             except NeedsInputs:  # a leaf must see the call's tensors: once more, with them (rare)
-                return convert(result, shared, odd, call, inputs=shared + odd)
+                return convert(result, shared, odd, call, inputs=shared + odd, device=device)
             except YieldsLater:
                 if type(result) is not types.GeneratorType:  # one inside a container: refused where it is
                     try:
                         _DEFERRED(result, None)
                     except LeafError as e:
                         raise e.public(function, role, root) from None
-                return lazily(result, lambda item: convert(item, shared, odd, call, inputs=inputs))
+                return lazily(result, lambda item: convert(item, shared, odd, call, inputs=inputs, device=device))
             except LeafError as e:
                 if e.problem == OBJECT_ARRAY and _sparse_among(odd):
                     raise _sparse_read_as_object(function, params, call) from None
@@ -172,15 +175,22 @@ class Outputs:
         return convert
 
 
-def through_stand_in(convert: Convert) -> Convert:
+def through_stand_in(outputs: Outputs) -> Convert:
     """The finish of a call whose instance stands in for the object called (see
     Spec.stands_in): the object itself comes back as the instance, any other result
-    converted, then as the instance returns it."""
+    converted, then as the instance returns it. A call without tensors
+    (``kde.resample(10)``) places its results where the object's tensors are, as its
+    attributes read back, unless ``device=`` places them."""
+    convert = outputs.convert
+    follows_object = isinstance(outputs, TensorOutputs) and outputs.device is None
 
     def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], call: Given, _: object = None) -> Any:
         instance: Any = call.instance
         if result is instance.__wrapped__:
             return instance
+        device = instance._ac_device
+        if follows_object and device is not None and not shared and not odd:
+            return instance._ac_returned(convert(result, shared, odd, call, device=device))
         return instance._ac_returned(convert(result, shared, odd, call))
 
     return finish

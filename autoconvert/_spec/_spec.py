@@ -138,7 +138,7 @@ def finish_of(spec: Spec) -> Convert | None:
     outputs = spec.outputs
     if outputs is None:
         return None
-    return through_stand_in(outputs.convert) if spec.stands_in else outputs.convert
+    return through_stand_in(outputs) if spec.stands_in else outputs.convert
 
 
 def value_step(inputs: Inputs | None) -> Step:

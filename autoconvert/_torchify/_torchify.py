@@ -76,7 +76,8 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
         instance, a proxy: methods take and return tensors (a method returning the object
         itself returns the proxy, so ``fit(...).predict(...)`` chains), array attributes
         read back as tensors on the device of the tensors most recently passed to it (torch's
-        default device before any), and ``proxy.__wrapped__`` is the original object.
+        default device before any), as do results of methods called without tensors, and
+        ``proxy.__wrapped__`` is the original object.
 
     Example:
         >>> import scipy.ndimage, torch, autoconvert as ac
