@@ -676,7 +676,8 @@ def test_scipy_stats_distributions_take_and_return_tensors_frozen_or_not() -> No
         scipy.stats.multivariate_normal(mean=mean).logpdf(np.zeros((3, 2))),
     )
     # SciPy 1.17's Rotation.apply refuses read-only arrays (a Cython memoryview): its guard copies.
-    turn = ac.torchify(scipy.spatial.transform).Rotation.from_euler("z", torch.tensor([90.0]), degrees=True)
+    angle = torch.tensor([90.0], dtype=torch.float64)  # float64 on SciPy's own torch path too (its array API mode)
+    turn = ac.torchify(scipy.spatial.transform).Rotation.from_euler("z", angle, degrees=True)
     back = turn.inv().apply(torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64))
     assert isinstance(back, torch.Tensor) and torch.allclose(back, torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64))
 
