@@ -220,6 +220,22 @@ def test_setting_attributes_stores_arrays_and_proxies_pickle() -> None:
     assert pickle.loads(pickle.dumps(ndi)).gaussian_filter(torch.zeros(3), 1.0).shape == (3,)
 
 
+def test_a_proxy_loaded_where_its_device_is_absent_forgets_it() -> None:
+    """A proxy keeps the device of the tensors last passed to it through pickling; loaded in
+    a process without that device (a model fitted on ``cuda:63``, loaded on this machine),
+    it reads back on torch's default device until a call records a device again."""
+    model = ac.torchify(Whitener).identity(2)
+    with pytest.raises(ac.ConversionError):  # meta tensors hold no data, but the device is recorded
+        model.transform(torch.empty(1, 2, device="meta"))
+    assert pickle.loads(pickle.dumps(model)).mean_.device.type == "meta"  # present here: kept
+    object.__setattr__(model, "_ac_device", torch.device("cuda", 63))  # as recorded on a machine with it
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored._ac_device is None and restored.mean_.device.type == "cpu"
+    with torch.device("meta"):
+        assert restored.mean_.device.type == "meta"
+    assert restored.transform(torch.ones(1, 2, dtype=torch.float64)).device.type == "cpu"
+
+
 def test_options_are_checked() -> None:
     with pytest.raises(TypeError, match=r"autoconvert\.torchify\(\) got unknown option\(s\) only"):
         ac.torchify(np, only="x")

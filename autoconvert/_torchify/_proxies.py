@@ -437,7 +437,7 @@ class TorchifiedObject(StandIn):
         return f"torchified({self.__wrapped__!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return proxy, (self.__wrapped__, self._ac_options, self._ac_device, self._ac_class)
+        return _unpickled, (self.__wrapped__, self._ac_options, self._ac_device, self._ac_class)
 
 
 def _enter(self: TorchifiedObject) -> Any:
@@ -609,3 +609,20 @@ def proxy(
     is, so ``callable()`` tells the truth."""
     cls = cls or TorchifiedClass(type(target), options)
     return cls.proxy_type(callable(target))(target, options, device, cls)
+
+
+def _unpickled(target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> Any:
+    """A pickled proxy, where it is loaded: a device it recorded that this process lacks (a
+    CUDA device, loaded on a machine without it) is forgotten, as if no tensor had been
+    passed to it yet, so its arrays read back on torch's default device until the next call."""
+    if device is not None and not _present(device):
+        device = None
+    return proxy(target, options, device, cls)
+
+
+def _present(device: torch.device) -> bool:
+    try:
+        torch.empty(0, device=device)
+    except Exception:  # each backend says "absent" its own way: AssertionError, RuntimeError, ...
+        return False
+    return True
