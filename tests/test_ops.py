@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import pickle
 import subprocess
@@ -490,6 +491,24 @@ def test_ufuncs_take_nin_tensors_and_give_nout() -> None:
     assert str(ac.numpy_op(np.divmod, fake=("x1", "x1")).op._schema).endswith(
         "(Tensor x1, Tensor x2) -> (Tensor, Tensor)"
     )
+
+
+def test_a_function_wrapping_a_ufunc_has_the_ufunc_s_schema() -> None:
+    """SciPy's array API mode makes ``scipy.special.erfcx`` a function wrapping the ufunc, whose
+    signature lists the ufunc's keyword options (``dtype=None``): read as keyword-only arrays,
+    they refused fake= with a gradient. The ufunc's inputs and results are the op's."""
+
+    @functools.wraps(np.hypot)
+    def hypot(*args: Any, **kwargs: Any) -> Any:
+        return np.hypot(*args, **kwargs)
+
+    def backward(g: np.ndarray, x1: np.ndarray, x2: np.ndarray, output: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return g * x1 / output, g * x2 / output
+
+    op = ac.numpy_op(hypot, fake="x1", backward=backward)
+    assert str(op.op._schema).endswith("(Tensor x1, Tensor x2) -> Tensor")
+    x, y = (torch.tensor([3.0, 5.0], dtype=torch.float64, requires_grad=True) for _ in range(2))
+    assert torch.autograd.gradcheck(op, (x, y))
 
 
 def test_op_names_are_unique_and_the_function_goes_when_collected() -> None:

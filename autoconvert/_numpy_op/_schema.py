@@ -75,7 +75,12 @@ class Schema(NamedTuple):
 
 
 def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
-    """The schema of ``fn``; ``declared_results`` counts results when its return is unannotated."""
+    """The schema of ``fn``; ``declared_results`` counts results when its return is unannotated.
+    A function wrapping a ufunc (``functools.wraps``, as SciPy's array API mode wraps each of
+    ``scipy.special``'s) has the ufunc's: its signature's keywords are the ufunc's options."""
+    inner = inspect.unwrap(fn)
+    if isinstance(inner, np.ufunc):
+        fn = inner
     if isinstance(fn, np.ufunc):
         return Schema(tuple(Parameter(n, "Tensor", False, _EMPTY) for n in ufunc_inputs(fn)), fn.nout)
     try:
