@@ -93,8 +93,18 @@ def test_differences_are_classified_by_policy(nodeid: str, error: str, kind: str
     assert _kind(nodeid, error) == kind
 
 
-def test_the_rotation_row_says_which_route_stats_counted() -> None:
-    """Converting, both calls of the pipeline take the host path."""
+def test_the_objects_rows_say_which_route_stats_counted() -> None:
+    """Converting, both calls of the Rotation pipeline take the host path, and so do the PCA
+    row's (its constructor is a call too)."""
+    import sklearn.decomposition
+
     angles, points = torch.rand(4, 3, dtype=torch.float64), torch.rand(4, 3, dtype=torch.float64)
     view = ac.torchify(scipy.spatial.transform, native=False)
-    assert _route(lambda: view.Rotation.from_euler("zyx", angles).apply(points)) == "stats(): 0 of 2 calls native"
+    rotated = _route(
+        lambda: view.Rotation.from_euler("zyx", angles).apply(points), ("Rotation.from_euler", "Rotation.apply")
+    )
+    assert rotated == "stats(): 0 of 2 calls native"
+    pca = ac.torchify(sklearn.decomposition, native=False).PCA
+    assert (
+        _route(lambda: pca(2).fit_transform(torch.rand(8, 3)), ("PCA.fit_transform",)) == "stats(): 0 of 2 calls native"
+    )
