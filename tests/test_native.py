@@ -207,6 +207,26 @@ def test_auto_converts_calls_without_a_tensor_or_with_an_array_beside_one() -> N
 
 
 @in_mode
+def test_a_sparse_or_nested_tensor_takes_the_converting_path() -> None:
+    """SciPy's torch path takes dense tensors (handed a sparse one, it raised torch's "can't
+    convert Sparse layout tensor to numpy"): a sparse tensor goes the converting way, as a
+    scipy.sparse array, and a nested one gets the converting path's message."""
+    view = ac.torchify(scipy.ndimage)
+    with ac.stats() as counted, pytest.raises(ValueError, match="Sparse arrays/matrices are not supported") as raised:
+        view.gaussian_filter(torch.eye(3).to_sparse(), 1.0)  # SciPy's own refusal of scipy.sparse input
+    assert (counted["gaussian_filter"].calls, counted["gaussian_filter"].native) == (1, 0)
+    assert raised.value.__notes__[-1] == (
+        "autoconvert: gaussian_filter(): argument input is a sparse tensor, handed over as a scipy.sparse matrix; "
+        "if the function needs a dense array, pass input.to_dense()"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's: nested tensors are a prototype
+        ragged = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(ac.ConversionError, match=r"^expit\(\): argument x is a nested \(ragged\) tensor\."):
+        ac.torchify(scipy.special).expit(ragged)
+
+
+@in_mode
 def test_cpu_only_functions_convert_under_auto_and_are_refused_under_true() -> None:
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     signal = ac.torchify(scipy.signal)

@@ -3,7 +3,8 @@
 SciPy's array API mode (``SCIPY_ARRAY_API=1``) runs part of SciPy on torch tensors: the
 gradient flows, the result stays on the tensor's device, and ``torch.compile`` traces SciPy's
 code. ``torchify(module, native="auto")`` hands such a function its tensors as they are; a
-call without a tensor, or with an array beside one (which SciPy's torch path refuses to mix),
+call without a tensor, with an array beside one (which SciPy's torch path refuses to mix), or
+with a sparse or nested tensor (which it does not take; converting hands a scipy.sparse array),
 takes the converting pair, as does every function the library has no torch path for (its
 adapter says, ``Adapter.torch_path``).
 
@@ -34,6 +35,13 @@ _NO_TENSOR = Declined("the call", "has no tensor", "no tensor", "", counted=Fals
 _ARRAY = Declined(
     "an argument", "is a NumPy array, which the library's torch path does not mix", "a NumPy array", "", counted=False
 )
+_SPARSE = Declined(
+    "an argument",
+    "is a sparse or nested tensor, which the library's torch path does not take",
+    "a sparse or nested tensor",
+    "pass it dense (.to_dense())",
+    counted=False,
+)
 _CONVERTED = Declined(
     "an argument",
     "is an object made by converting, which holds NumPy arrays",
@@ -59,6 +67,8 @@ class NativeRoute(Route):
         holds = False
         for value in (*args, *kwargs.values()) if kwargs else args:
             if isinstance(value, torch.Tensor):
+                if value.layout is not torch.strided or value.is_nested:
+                    return _SPARSE
                 holds = True
             elif isinstance(value, np.ndarray):
                 return _ARRAY
@@ -101,7 +111,7 @@ class NativeMethod(NativeRoute):
         if declined is None or declined is _NO_TENSOR:  # the object itself holds tensors
             return None
         return declined._replace(
-            fix=f"pass tensors (and objects made from tensors): {self.declared}",
+            fix=declined.fix or f"pass tensors (and objects made from tensors): {self.declared}",
             counted=True,
         )
 
