@@ -59,7 +59,8 @@ def resolve(module: str, qualname: str) -> Any:
 def locate(fn: Any) -> tuple[Any, int]:
     """``(holder, hops)``: something pickle finds by reference, and how many ``__wrapped__``
     links lead from it down to ``fn``. ``(fn, 0)`` where ``fn`` is its own module attribute,
-    or where nothing better is known (pickle then says what fails)."""
+    or where nothing better is known (pickle then says what fails); an ``Exported`` where a
+    package above its module exports it (see ``exported``)."""
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     qualname = getattr(fn, "__qualname__", None)
     holder = _attribute(module, qualname) if module is not None and isinstance(qualname, str) else None
@@ -68,7 +69,43 @@ def locate(fn: Any) -> tuple[Any, int]:
         if target is fn:
             return (holder, hops) if hops else (fn, 0)
         target, hops = getattr(target, "__wrapped__", None), hops + 1
-    return fn, 0
+    return exported(fn), 0
+
+
+def exported(fn: Any) -> Any:
+    """``fn``, as something that pickles: an ``Exported`` of it where its module's attribute of
+    its name is another object and a package above the module exports ``fn`` itself (SciPy's
+    array API mode wraps ``scipy.ndimage.distance_transform_edt``, named after
+    ``scipy.ndimage._morphology``, whose attribute is the function wrapped); else ``fn``."""
+    name, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not isinstance(name, str) or not isinstance(qualname, str):
+        return fn
+    module = sys.modules.get(name)
+    if module is None or _attribute(module, qualname) is fn:
+        return fn
+    parts = name.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        package = sys.modules.get(".".join(parts[:k]))
+        if package is not None and _attribute(package, qualname) is fn:
+            return Exported(fn, package.__name__, qualname)
+    return fn
+
+
+class Exported:
+    """A function called as it is, pickled as the package attribute that holds it (``exported``):
+    unpickled, it is the function itself."""
+
+    __slots__ = ("__wrapped__", "_where")
+
+    def __init__(self, fn: Any, module: str, qualname: str) -> None:
+        self.__wrapped__ = fn
+        self._where = (module, qualname)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return resolve, self._where
 
 
 def unwrap(holder: Any, hops: int) -> Any:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import inspect
 import multiprocessing
 import pickle
+import sys
 import types
 import typing
 from typing import Any
@@ -213,6 +215,32 @@ class TestPickling:
         op = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x))
         with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
             pickle.dumps(op)
+
+    def test_a_function_its_package_exports_pickles_by_the_package_s_name(self, monkeypatch: Any) -> None:
+        """SciPy's array API mode wraps ``scipy.ndimage``'s functions: a wrapper keeps the private
+        module's name (``scipy.ndimage._morphology``), whose attribute is the function wrapped,
+        and only the package exports the wrapper, so pickle's lookup finds another object. What
+        autoconvert makes of it pickles by where the package holds it, and unpickles around it."""
+        package, private = types.ModuleType("exporting"), types.ModuleType("exporting._impl")
+
+        def negated(a: np.ndarray) -> np.ndarray:
+            return -a
+
+        negated.__module__, negated.__qualname__ = private.__name__, "negated"
+
+        @functools.wraps(negated)
+        def dispatching(*args: Any, **kwargs: Any) -> Any:
+            return negated(*args, **kwargs)
+
+        private.negated, package.negated, package._impl = negated, dispatching, private  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, package.__name__, package)
+        monkeypatch.setitem(sys.modules, private.__name__, private)
+        with pytest.raises(pickle.PicklingError, match="not the same object"):
+            pickle.dumps(dispatching)
+        for made in (ac.accepts_numpy(dispatching), ac.batched(dispatching), ac.numpy_op(dispatching)):
+            restored = pickle.loads(pickle.dumps(made))
+            assert restored is not made and restored.__wrapped__ is dispatching
+            assert torch.equal(torch.as_tensor(restored(torch.ones(2))), -torch.ones(2))
 
     @pytest.mark.slow
     def test_spawned_workers_receive_numpy_ops_and_rewrapped_functions(self) -> None:

@@ -227,6 +227,22 @@ def test_a_sparse_or_nested_tensor_takes_the_converting_path() -> None:
 
 
 @in_mode
+@pytest.mark.slow
+def test_scipy_s_wrapped_functions_reach_a_process_pool() -> None:
+    """In SciPy's array API mode ``scipy.ndimage.distance_transform_edt`` is a wrapper pickle
+    cannot find under its own module's name: ``batched`` sends it by where ``scipy.ndimage``
+    holds it, and a spawned worker runs it."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    masks = torch.rand(4, 16, 16, generator=torch.Generator().manual_seed(0)) > 0.2
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        out = ac.batched(scipy.ndimage.distance_transform_edt, executor=pool, in_caller=False)(masks)
+    expected = [torch.from_numpy(scipy.ndimage.distance_transform_edt(mask.numpy())) for mask in masks]
+    assert torch.equal(out, torch.stack(expected))
+
+
+@in_mode
 def test_cpu_only_functions_convert_under_auto_and_are_refused_under_true() -> None:
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     signal = ac.torchify(scipy.signal)

@@ -39,7 +39,7 @@ from autoconvert._options._options import (
     validate,
 )
 from autoconvert._options._signature import Parameters
-from autoconvert._pickling import by_reference
+from autoconvert._pickling import by_reference, exported
 
 from ._caps import has_threadpoolctl
 from ._chunks import Batch
@@ -486,7 +486,7 @@ class Batched:
                 f"cannot pickle {self.__qualname__}: it runs on an executor, which does not pickle; "
                 "assign it to a module-level name to pickle it by reference"
             )
-        return _batched, (self.__wrapped__, self._settings, self._options)
+        return _batched, (exported(self.__wrapped__), self._settings, self._options)
 
 
 def _carry_note(error: BaseException, label: str) -> None:

@@ -38,6 +38,7 @@ import torch
 from autoconvert._errors import MappingKey, SequenceKey, keystr
 from autoconvert._failures._failures import REFUSED_ELSEWHERE
 from autoconvert._options._checks import is_dask
+from autoconvert._pickling import exported
 
 from ._caps import capped, per_worker
 from ._chunks import (
@@ -172,7 +173,7 @@ class Elsewhere:
     def __init__(
         self, fn: Callable[..., Any], executor: Any, name: str, *, threads_per_worker: int | None, in_caller: bool
     ) -> None:
-        self.fn, self.executor, self.name = fn, executor, name
+        self.fn, self.executor, self.name = exported(fn), executor, name
         # client.get_executor() keeps its client as _client (tests/test_executors.py checks it).
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
@@ -186,7 +187,7 @@ class Elsewhere:
         # A pool whose workers were set up by an initializer runs samples only there.
         self.in_caller = in_caller and getattr(executor, "_initializer", None) is None
         if isinstance(executor, cf.ProcessPoolExecutor):
-            _check_pickles(fn, name)
+            _check_pickles(self.fn, name)
 
     def _threads(self) -> dict[str, int]:
         """A Dask cluster's threads per worker now (a cluster may scale); none for a pool."""
