@@ -726,6 +726,22 @@ def test_a_dataclass_with_methods_of_the_package_comes_back_as_a_proxy() -> None
     assert type(interval) is type(wanted)
 
 
+def test_objects_inside_a_method_s_result_come_back_as_proxies() -> None:
+    """``rng.spawn(2)`` gave NumPy's Generators themselves in its list, so ``kids[0].normal()``
+    was an array: a method's result was made a proxy only where it was the object of the
+    package itself, not inside a container, as a function's is. Both now are."""
+    kids = ac.torchify(np).random.default_rng(0).spawn(2)
+    assert type(kids) is list and all(isinstance(kid, np.random.Generator) for kid in kids)
+    _same(kids[1].normal(size=3), np.random.default_rng(0).spawn(2)[1].normal(size=3))
+    x = np.random.default_rng(1).normal(size=30)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
+        interval = ac.torchify(scipy.stats).ecdf(torch.from_numpy(x)).cdf.confidence_interval()
+        wanted = scipy.stats.ecdf(x).cdf.confidence_interval()
+    _same(interval.low.probabilities, wanted.low.probabilities)
+    _same(interval.high.evaluate(torch.tensor([0.0], dtype=torch.float64)), wanted.high.evaluate([0.0]))
+
+
 def test_a_torchified_ufunc_s_methods_convert_as_the_ufunc_does() -> None:
     """``tnp.subtract.outer`` (pairwise differences) returned an array and ``tnp.add.reduce`` handed
     NumPy the tensor itself (a DeprecationWarning about torch's ``__array_wrap__``): a ufunc's
