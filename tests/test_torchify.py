@@ -712,7 +712,8 @@ def test_a_dataclass_with_methods_of_the_package_comes_back_as_a_proxy() -> None
     ``evaluate`` and ``confidence_interval``) came back as a copy with every field a tensor,
     private state included: ``evaluate`` returned an array and ``confidence_interval`` raised
     a TypeError from torch. A dataclass with methods of its own is an object: a proxy, its
-    methods converting; one with none (``ECDFResult``) stays a record of the same type."""
+    methods converting (``quantile_test``'s result too, whose ``confidence_interval`` gave
+    NumPy floats); one with none (``ECDFResult``) stays a record of the same type."""
     x = np.random.default_rng(0).normal(size=40)
     got, expected = ac.torchify(scipy.stats).ecdf(torch.from_numpy(x)), scipy.stats.ecdf(x)
     assert type(got) is scipy.stats._survival.ECDFResult
@@ -724,6 +725,8 @@ def test_a_dataclass_with_methods_of_the_package_comes_back_as_a_proxy() -> None
         warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
         interval, wanted = got.cdf.confidence_interval(0.9), expected.cdf.confidence_interval(0.9)
     assert type(interval) is type(wanted)
+    test = ac.torchify(scipy.stats).quantile_test(torch.from_numpy(x), q=0.0)  # returned whole: a proxy too
+    _same(test.confidence_interval(0.9).low, scipy.stats.quantile_test(x, q=0.0).confidence_interval(0.9).low)
 
 
 def test_objects_inside_a_method_s_result_come_back_as_proxies() -> None:
