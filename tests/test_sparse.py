@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.ndimage
 import scipy.sparse as sp
+import scipy.sparse.csgraph
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -308,6 +309,22 @@ def test_a_sparse_tensor_given_to_a_dense_only_function_is_named() -> None:
         dense_only(1.0, m=torch.eye(2).to_sparse_csr())
     assert raised.value.__notes__[-1] == (
         "autoconvert: test_a_sparse_tensor_given_to_a_dense_only_function_is_named.<locals>.dense_only(): "
-        "argument m is a sparse tensor, handed over as a scipy.sparse matrix; if the function needs a dense "
+        "argument m is a sparse tensor, handed over as a scipy.sparse CSR array; if the function needs a dense "
         "array, pass m.to_dense()"
     )
+
+
+def test_a_coo_tensor_given_to_a_function_that_refuses_coo_is_told_to_pass_csr() -> None:
+    """csgraph's ``shortest_path`` (Floyd-Warshall) refuses COO, the layout ``torch.sparse_coo_tensor``
+    makes; the note said "a scipy.sparse matrix" and offered only ``to_dense()``, a dense
+    matrix of the whole graph. It names the format handed over and the CSR a solver takes."""
+    graph = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 2]]), torch.ones(2), (3, 3), check_invariants=True)
+    with pytest.raises(ValueError, match="csgraph must be lil, csr, or csc format") as raised:
+        ac.torchify(scipy.sparse.csgraph).shortest_path(graph, method="FW")
+    assert raised.value.__notes__[-1] == (
+        "autoconvert: shortest_path(): argument csgraph is a sparse tensor, handed over as a scipy.sparse COO "
+        "array; if the function needs CSR, pass csgraph.to_sparse_csr(); if it needs a dense array, pass "
+        "csgraph.to_dense()"
+    )
+    distances = ac.torchify(scipy.sparse.csgraph).shortest_path(graph.to_sparse_csr(), method="FW")
+    assert distances[0, 2].item() == 2.0

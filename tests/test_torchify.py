@@ -6,6 +6,7 @@ import dataclasses
 import pickle
 import threading
 import types
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -721,6 +722,44 @@ def test_objects_a_module_function_returns_come_back_as_proxies() -> None:
     assert isinstance(tnp.frompyfunc(abs, 1, 1), np.ufunc)  # a ufunc is called, not proxied
     default_rng = pickle.loads(pickle.dumps(tnp.random.default_rng))  # the plan's kind travels
     assert isinstance(default_rng(1).integers(0, 10, size=2), torch.Tensor)
+
+
+def test_a_dataclass_with_methods_of_the_package_comes_back_as_a_proxy() -> None:
+    """``stats.ecdf(t).cdf`` (SciPy's EmpiricalDistributionFunction, a dataclass with
+    ``evaluate`` and ``confidence_interval``) came back as a copy with every field a tensor,
+    private state included: ``evaluate`` returned an array and ``confidence_interval`` raised
+    a TypeError from torch. A dataclass with methods of its own is an object: a proxy, its
+    methods converting (``quantile_test``'s result too, whose ``confidence_interval`` gave
+    NumPy floats); one with none (``ECDFResult``) stays a record of the same type."""
+    x = np.random.default_rng(0).normal(size=40)
+    got, expected = ac.torchify(scipy.stats).ecdf(torch.from_numpy(x)), scipy.stats.ecdf(x)
+    assert type(got) is scipy.stats._survival.ECDFResult
+    assert isinstance(got.cdf, scipy.stats._survival.EmpiricalDistributionFunction)
+    _same(got.cdf.quantiles, expected.cdf.quantiles)
+    points = np.array([-0.5, 0.0, 0.5])
+    _same(got.sf.evaluate(torch.from_numpy(points)), expected.sf.evaluate(points))
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
+        interval, wanted = got.cdf.confidence_interval(0.9), expected.cdf.confidence_interval(0.9)
+    assert type(interval) is type(wanted)
+    test = ac.torchify(scipy.stats).quantile_test(torch.from_numpy(x), q=0.0)  # returned whole: a proxy too
+    _same(test.confidence_interval(0.9).low, scipy.stats.quantile_test(x, q=0.0).confidence_interval(0.9).low)
+
+
+def test_objects_inside_a_method_s_result_come_back_as_proxies() -> None:
+    """``rng.spawn(2)`` gave NumPy's Generators themselves in its list, so ``kids[0].normal()``
+    was an array: a method's result was made a proxy only where it was the object of the
+    package itself, not inside a container, as a function's is. Both now are."""
+    kids = ac.torchify(np).random.default_rng(0).spawn(2)
+    assert type(kids) is list and all(isinstance(kid, np.random.Generator) for kid in kids)
+    _same(kids[1].normal(size=3), np.random.default_rng(0).spawn(2)[1].normal(size=3))
+    x = np.random.default_rng(1).normal(size=30)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
+        interval = ac.torchify(scipy.stats).ecdf(torch.from_numpy(x)).cdf.confidence_interval()
+        wanted = scipy.stats.ecdf(x).cdf.confidence_interval()
+    _same(interval.low.probabilities, wanted.low.probabilities)
+    _same(interval.high.evaluate(torch.tensor([0.0], dtype=torch.float64)), wanted.high.evaluate([0.0]))
 
 
 def test_a_torchified_ufunc_s_methods_convert_as_the_ufunc_does() -> None:

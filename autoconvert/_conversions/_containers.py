@@ -329,13 +329,13 @@ def _fields_tuple_node(cls: type) -> Node:
         return GetAttrKey(fields[i] if i < count else context[0][i - count])
 
     has_dict = getattr(cls, "__dictoffset__", 0) != 0
-    methods = [n for n in _public_methods(cls) if n not in fields] if has_dict else []
+    methods = [n for n in public_methods(cls) if n not in fields] if has_dict else []
     return _MethodsNode(flatten, unflatten, key, methods) if methods else Node(flatten, unflatten, key)
 
 
-def _public_methods(cls: type) -> list[str]:
-    """Public methods ``cls`` adds to tuple or dict (``confidence_interval``, not ``count``)."""
-    base = tuple if issubclass(cls, tuple) else dict
+def public_methods(cls: type) -> list[str]:
+    """Public methods ``cls`` adds to its builtin base (``confidence_interval``, not tuple's ``count``)."""
+    base = tuple if issubclass(cls, tuple) else dict if issubclass(cls, dict) else object
     return [n for n in dir(cls) if not n.startswith("_") and n not in dir(base) and callable(getattr(cls, n))]
 
 

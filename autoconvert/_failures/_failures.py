@@ -28,6 +28,7 @@ from autoconvert._adapters._table import (
     compiled_refusal,
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
+from autoconvert._conversions._sparse import LAYOUT_FORMAT
 from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
@@ -247,15 +248,21 @@ def hints(
     error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]], site: Callable[[str], str]
 ) -> list[str]:
     """What the function's ``error`` may owe to how its tensor arguments (``(path, tensor)``)
-    were handed: a sparse tensor crosses as a SciPy matrix, which dense-only code cannot read;
-    float16 crosses as float16, which much of SciPy rejects ("array type not supported").
+    were handed: a sparse tensor crosses as a scipy.sparse array of its format, which
+    dense-only code (and code that refuses COO) cannot read; float16 crosses as float16,
+    which much of SciPy rejects ("array type not supported").
     ``site`` says where an option goes (see Spec.site)."""
     hints = []
-    sparse = [path for path, t in tensors if t.layout != torch.strided]
+    sparse = [(path, t.layout) for path, t in tensors if t.layout != torch.strided]
     if sparse:
+        path, layout = sparse[0]
+        fmt = LAYOUT_FORMAT.get(layout, "coo")  # SciPy has no BSC: it crosses as COO
+        kind = "matrix" if inputs.policy.sparse == "matrix" else "array"
+        # csgraph's shortest_path, spsolve's solvers and others take CSR or CSC, never COO.
+        other = f"CSR, pass {path}.to_sparse_csr(); if it needs " if fmt == "coo" else ""
         hints.append(
-            f"argument {sparse[0]} is a sparse tensor, handed over as a scipy.sparse matrix; if the function "
-            f"needs a dense array, pass {sparse[0]}.to_dense()"
+            f"argument {path} is a sparse tensor, handed over as a scipy.sparse {fmt.upper()} {kind}; if the "
+            f"function needs {other}a dense array, pass {path}.to_dense()"
         )
     half = [path for path, t in tensors if t.dtype is torch.float16]
     if half and inputs.widened is not WIDENED_HALF and "supported" in str(error):

@@ -13,6 +13,7 @@ comes back as a proxy too, so chains stay in tensors.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import functools
 import inspect
 import types
@@ -22,7 +23,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import node_for
+from autoconvert._conversions._containers import node_for, public_methods, registered
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn
 from autoconvert._decorators._decorators import for_library
@@ -100,15 +101,30 @@ class MethodPlan(TorchifiedPlan):
 
     stands_in = True
 
-    def __init__(self, func: Any, sides: dict[str, dict[str, Any]], *, held: bool = False) -> None:
+    def __init__(
+        self, func: Any, sides: dict[str, dict[str, Any]], *, view: TorchifiedClass, held: bool = False
+    ) -> None:
+        """``view``: the torchified class of the objects the method is called on, whose
+        ``result_view`` says which objects in its results come back as proxies."""
         self.held = held
+        self.view = view
         super().__init__(func, sides)
         if not held:  # a held callable comes guarded (see _ac_calling); a function, with its object first
             guard = guarded(func, self.policies["accepts_numpy"].copies_refused(), method=True)
             self.guard = guard if guard is not func else None
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
-        return functools.partial(type(self), held=self.held)
+        return functools.partial(type(self), view=self.view, held=self.held)
+
+    def objects(self, cls: type) -> Leaf | None:
+        """Objects of the class's package inside a result (``rng.spawn(2)``'s Generators, the
+        ``EmpiricalDistributionFunction``s of ``cdf.confidence_interval()``) as proxies, as
+        the result itself comes back (see TorchifiedClass.viewed)."""
+        view = self.view.result_view(cls)
+        if view is None:
+            return None
+        options = self.view._options
+        return lambda value, ctx: proxy(value, options, ctx.device, view)
 
 
 class ProxyingPlan(TorchifiedPlan):
@@ -167,7 +183,17 @@ def becomes_proxy(kind: type, package: str) -> bool:
     object of the view's own package that is no plain value, array, container, type, module
     or routine (a ufunc, a function: those are called, not used as objects)."""
     plain = kind in _PLAIN_VALUES or issubclass(kind, (*PLAIN_TYPES, *_NOT_OBJECTS))
-    return not plain and node_for(kind) is None and home(kind) in (package, _unnamed(kind))
+    return not plain and (node_for(kind) is None or _computes(kind)) and home(kind) in (package, _unnamed(kind))
+
+
+def _computes(kind: type) -> bool:
+    """Whether ``kind`` is a dataclass with methods of its own, an object rather than a record
+    (SciPy's ``EmpiricalDistributionFunction``, ``ecdf(x).cdf``): its methods compute from its
+    fields, private ones among them, so converted as a container's they would read tensors."""
+    if not dataclasses.is_dataclass(kind) or registered(kind) or issubclass(kind, (tuple, list, dict)):
+        return False
+    fields = {f.name for f in dataclasses.fields(kind)}
+    return any(name not in fields for name in public_methods(kind))
 
 
 def _unnamed(kind: type) -> str | None:
@@ -260,7 +286,8 @@ class TorchifiedClass(StandIn):
             return None
         method = None
         if inspect.isfunction(raw):
-            wrapper = self._wrappers.setdefault(name, replanned(wrap_pair(raw, self._options), MethodPlan))
+            plan = functools.partial(MethodPlan, view=self)
+            wrapper = self._wrappers.setdefault(name, replanned(wrap_pair(raw, self._options), plan))
             method = as_method(wrapper)
         return self._methods.setdefault(name, method)
 
@@ -395,7 +422,8 @@ class TorchifiedObject(StandIn):
         wrapped once, again only if replaced."""
         cached = self._ac_bound.get(name)
         if cached is None or not _same_callable(cached[0], value):
-            held = replanned(_guarded_pair(value, self._ac_options), functools.partial(MethodPlan, held=True))
+            plan = functools.partial(MethodPlan, view=self._ac_class, held=True)
+            held = replanned(_guarded_pair(value, self._ac_options), plan)
             cached = self._ac_bound[name] = (value, _holding(held, name), held)
         return cast("Callable[..., Any]", cached[1])
 
