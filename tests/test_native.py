@@ -216,8 +216,8 @@ def test_a_sparse_or_nested_tensor_takes_the_converting_path() -> None:
         view.gaussian_filter(torch.eye(3).to_sparse(), 1.0)  # SciPy's own refusal of scipy.sparse input
     assert (counted["gaussian_filter"].calls, counted["gaussian_filter"].native) == (1, 0)
     assert raised.value.__notes__[-1] == (
-        "autoconvert: gaussian_filter(): argument input is a sparse tensor, handed over as a scipy.sparse matrix; "
-        "if the function needs a dense array, pass input.to_dense()"
+        "autoconvert: gaussian_filter(): argument input is a sparse tensor, handed over as a scipy.sparse COO array; "
+        "if the function needs CSR, pass input.to_sparse_csr(); if it needs a dense array, pass input.to_dense()"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch's: nested tensors are a prototype
