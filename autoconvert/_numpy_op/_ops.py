@@ -140,7 +140,7 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         jvp: the forward-mode rule, ``jvp(tangent, *args, output=output, **kwargs)``, all as
             arrays: ``tangent`` is the tangent of the positional tensor argument (a tuple of
             one per such argument when there are several); it returns the result's tangent
-            (a tuple for a tuple result). ``torch.func.jvp`` and ``jacfwd`` need it.
+            (a tuple for a tuple result; ``None`` where a tangent is zero). ``torch.func.jvp`` and ``jacfwd`` need it.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
             ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
             ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
