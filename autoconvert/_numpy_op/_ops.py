@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
@@ -278,6 +279,13 @@ class _Op:
             return reference
         fn, *made = self._recipe
         return _remake, (*locate(fn), tuple(made))
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """Read from an instance, an op of a plain function binds as the function does: the
+        instance is its first argument (``backward(grad, self, x, output=...)``)."""
+        if instance is None or not isinstance(self.__wrapped__, types.FunctionType):
+            return self
+        return types.MethodType(self, instance)
 
     # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
     # recipe it would be made again, its torch op with it).
