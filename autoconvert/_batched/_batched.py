@@ -215,10 +215,15 @@ def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[s
         if type(plan) is Plan:  # accepts_tensor, returns_numpy: torch code called from NumPy code
             wrapped = " + ".join(f"@ac.{side}" for side in plan.sides)
             raise TypeError(f"{start} is decorated with {wrapped}, the other way round. Fix: pass it undecorated")
-        raise TypeError(
-            f"{start} was not made by them. Fix: pass it undecorated, or give the options to "
-            f"{plan.maker(assignments)} instead"
-        )
+        # Only the options what made it takes (adapt brings results back in the caller's dtype).
+        taken = {k: v for k, v in options.items() if any(k in DEFAULTS.get(s, ()) for s in plan.sides)}
+        fix = "pass it undecorated"
+        if taken:
+            which = "the options" if len(taken) == len(options) else "those it takes"
+            fix += f", or give {which} to {plan.maker(', '.join(f'{k}={_shown(v)}' for k, v in taken.items()))} instead"
+        if len(taken) < len(options):
+            fix += f"; {', '.join(f'{k}=' for k in options if k not in taken)} has no place there"
+        raise TypeError(f"{start} was not made by them. Fix: {fix}")
     sides = {side: dict(plan.sides.get(side, {})) for side in _PAIR}
     for option, value in options.items():
         takers = [s for s in _PAIR if option in DEFAULTS[s] and s in plan.sides]
