@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
 import warnings
 from collections.abc import Sequence
@@ -372,6 +373,25 @@ class TestPlaces:
         assert pickle.loads(pickle.dumps(centred)) is centred
         rebuilt = pickle.loads(pickle.dumps(ac.adapt(copy=True)(_first)))
         assert type(rebuilt(torch.ones(1))) is torch.Tensor and rebuilt._self_plan.sides == {"adapt": {"copy": True}}
+
+    def test_a_partial_a_callable_object_and_a_ufunc_read_what_they_call(self) -> None:
+        """A partial is read through the function it calls (the parameters it leaves), a callable
+        object through its class's ``__call__``, and a ufunc, which has no annotations, asks for
+        nothing; all three raised typing's "is not a module, class, method, or function"."""
+
+        def scaled(img: np.ndarray, factor: float) -> np.ndarray:
+            assert type(img) is np.ndarray
+            return img * factor
+
+        class Scale:
+            def __call__(self, img: np.ndarray) -> np.ndarray:
+                assert type(img) is np.ndarray
+                return img * 2
+
+        for adapted in (ac.adapt(functools.partial(scaled, factor=2.0)), ac.adapt(Scale())):
+            assert adapted(torch.ones(2, dtype=torch.bfloat16)).dtype == torch.bfloat16
+            assert adapted(torch.ones(2)).tolist() == [2.0, 2.0] and type(adapted(np.ones(2))) is np.ndarray
+        assert ac.adapt(np.negative)(np.ones(2)).tolist() == [-1.0, -1.0]
 
     def test_adapting_a_decorated_function_is_refused(self) -> None:
         with pytest.raises(TypeError, match="already decorated by autoconvert"):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
+import pickle
 import threading
 import warnings
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -89,6 +91,50 @@ def test_other_arguments_reach_every_sample_unchanged() -> None:
 
     out = ac.batched(scale)(torch.ones(3, 2), factor=2.5)
     assert torch.equal(out, torch.full((3, 2), 2.5)) and seen == [2.5, 2.5, 2.5]
+
+
+@dataclasses.dataclass
+class _Boundary:
+    """A loss holding a tensor, whose per-sample method is batched: the instance is no batch."""
+
+    weight: torch.Tensor
+
+    @ac.batched
+    def per_sample(self, mask: np.ndarray) -> np.ndarray:
+        assert isinstance(self.weight, torch.Tensor)  # the instance, never converted
+        return scipy.ndimage.distance_transform_edt(mask) * float(self.weight)
+
+    @ac.batched(workers=2, in_caller=False)
+    def on_threads(self, mask: np.ndarray) -> np.ndarray:
+        return scipy.ndimage.distance_transform_edt(mask) * float(self.weight)
+
+    @classmethod
+    @ac.batched
+    def made(cls, mask: np.ndarray) -> np.ndarray:
+        assert cls is _Boundary
+        return scipy.ndimage.distance_transform_edt(mask) * 2.0
+
+    @staticmethod
+    @ac.batched
+    def plain(mask: np.ndarray) -> np.ndarray:
+        return scipy.ndimage.distance_transform_edt(mask) * 2.0
+
+
+def test_a_method_binds_its_instance_which_reaches_every_sample_unchanged() -> None:
+    """``@ac.batched`` on a method binds as a function does: the instance is ``self`` for every
+    sample, passed as it is (not batched, not converted), the arguments batched; through the
+    class the instance is the first argument. Called bound, the instance was dropped and each
+    sample was one argument short."""
+    masks = torch.rand(3, 6, 6) > 0.5
+    expected = torch.from_numpy(np.stack([scipy.ndimage.distance_transform_edt(m) for m in masks.numpy()])) * 2
+    loss = _Boundary(torch.tensor(2.0))
+    assert torch.equal(loss.per_sample(masks), expected)
+    assert torch.equal(loss.on_threads(masks), expected)
+    assert torch.equal(_Boundary.per_sample(loss, masks), expected)
+    assert torch.equal(_Boundary.made(masks), expected) and torch.equal(loss.made(masks), expected)
+    assert torch.equal(loss.plain(masks), expected) and torch.equal(_Boundary.plain(masks), expected)
+    assert torch.equal(pickle.loads(pickle.dumps(loss.per_sample))(masks), expected)  # a spawned pool's copy
+    assert ac.explain(loss.per_sample) == ac.explain(_Boundary.per_sample)
 
 
 def test_results_of_different_shapes_come_back_as_a_list() -> None:

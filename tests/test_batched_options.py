@@ -161,6 +161,17 @@ def test_a_function_wrapped_otherwise_is_refused_with_where_they_go() -> None:
         " was not made by them. Fix: pass it undecorated, or give the options to @ac.adapt(copy=True, "
         "device='cpu') on centred instead"
     )
+    with pytest.raises(TypeError) as info:  # adapt takes no dtype=: results come back in the caller's
+        ac.batched(ac.adapt(centred), copy=True, dtype=torch.float32)
+    assert str(info.value) == start.format("centred", "copy=True, dtype=torch.float32") + (
+        " was not made by them. Fix: pass it undecorated, or give those it takes to @ac.adapt(copy=True) on "
+        "centred instead; dtype= has no place there"
+    )
+    with pytest.raises(TypeError) as info:
+        ac.batched(ac.adapt(centred), dtype=torch.float32)
+    assert str(info.value) == start.format("centred", "dtype=torch.float32") + (
+        " was not made by them. Fix: pass it undecorated; dtype= has no place there"
+    )
     with pytest.raises(TypeError) as info:
         ac.batched(ac.returns_numpy(ac.accepts_tensor(centred)), dtype=torch.float32)
     assert str(info.value) == start.format("centred", "dtype=torch.float32") + (

@@ -125,6 +125,25 @@ def test_an_op_with_two_arguments_and_a_tuple_result() -> None:
     )
 
 
+def test_a_jvp_rule_gives_none_for_a_result_whose_tangent_is_zero() -> None:
+    """``None`` from the jvp rule is a zero tangent for that result, as ``None`` from the
+    backward is a zero gradient: an index result, or a result the inputs do not move."""
+
+    def with_order(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.sin(x), np.argsort(x).astype(np.float64)
+
+    op = ac.numpy_op(
+        with_order,
+        backward=lambda g, x, output: g[0] * np.cos(x),
+        jvp=lambda t, x, output: (t * np.cos(x), None),
+    )
+    (values, order), (moved, unmoved) = jvp(op, (X,), (torch.ones_like(X),))
+    assert torch.allclose(values, torch.sin(X)) and torch.allclose(moved, torch.cos(X))
+    assert torch.equal(unmoved, torch.zeros_like(order))
+    single = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), jvp=lambda t, x, output: None)
+    assert torch.equal(jacfwd(single)(X), torch.zeros(len(X), len(X), dtype=X.dtype))
+
+
 def test_without_rules_the_transforms_say_which_rule_is_missing() -> None:
     """No backward: vmap works (sequentially), a gradient raises naming backward=, never a zero;
     no jvp: forward mode raises naming jvp=."""

@@ -606,3 +606,29 @@ def test_a_gradient_autograd_cannot_take_is_refused_naming_the_op(gradient: Any,
     summed = ac.numpy_op(np.sin, backward=lambda g, x, output: np.ones((4, 2)))
     summed(x).sum().backward()
     assert x.grad is not None and x.grad.tolist() == [4.0, 4.0]
+
+
+class _Scaled:
+    """A layer whose NumPy forward is a method: the op binds as the function would."""
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+    @ac.numpy_op(backward=lambda g, self, x, output: g * self.k)
+    def scale(self, x: np.ndarray) -> np.ndarray:
+        return x * self.k
+
+    held_sin = sin  # an op of a ufunc, held by the class: it does not bind, as the ufunc does not
+
+
+def test_an_op_on_a_method_binds_its_instance_as_the_function_does() -> None:
+    """Read from an instance, the op's first argument is the instance (its backward's too),
+    eagerly and under torch.func; read from the class it takes it explicitly. Bound, the
+    instance was dropped and the call was one argument short."""
+    layer, x = _Scaled(3.0), torch.randn(3, dtype=torch.float64, requires_grad=True)
+    layer.scale(x).sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 3.0, dtype=torch.float64))
+    assert torch.equal(torch.func.grad(lambda v: _Scaled.scale(layer, v).sum())(x.detach()), x.grad)
+    assert torch.equal(torch.func.vmap(layer.scale)(x.detach().expand(2, 3)), 3 * x.detach().expand(2, 3))
+    assert torch.equal(layer.held_sin(x.detach()), torch.sin(x.detach()))
+    assert pickle.loads(pickle.dumps(layer.scale)).__self__.k == 3.0

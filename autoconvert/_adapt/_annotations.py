@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 import typing
 from typing import Any
 
@@ -51,7 +53,13 @@ class Signature:
 
 def _hints(func: Any, function: str) -> dict[str, Any]:
     """``func``'s annotations resolved (strings and ``from __future__ import annotations``
-    too), or a TypeError naming the one that cannot be."""
+    too), or a TypeError naming the one that cannot be. A partial's are its function's, a
+    callable object's its class's ``__call__``'s; a callable with none (a ufunc) asks nothing."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    if not hasattr(func, "__annotations__"):
+        call = type(func).__call__
+        return _hints(call, function) if isinstance(call, types.FunctionType) else {}
     try:
         return typing.get_type_hints(func)
     except Exception:

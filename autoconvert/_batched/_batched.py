@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import inspect
 import time
+import types
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, Protocol, Unpack, overload
@@ -214,10 +215,15 @@ def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[s
         if type(plan) is Plan:  # accepts_tensor, returns_numpy: torch code called from NumPy code
             wrapped = " + ".join(f"@ac.{side}" for side in plan.sides)
             raise TypeError(f"{start} is decorated with {wrapped}, the other way round. Fix: pass it undecorated")
-        raise TypeError(
-            f"{start} was not made by them. Fix: pass it undecorated, or give the options to "
-            f"{plan.maker(assignments)} instead"
-        )
+        # Only the options what made it takes (adapt brings results back in the caller's dtype).
+        taken = {k: v for k, v in options.items() if any(k in DEFAULTS.get(s, ()) for s in plan.sides)}
+        fix = "pass it undecorated"
+        if taken:
+            which = "the options" if len(taken) == len(options) else "those it takes"
+            fix += f", or give {which} to {plan.maker(', '.join(f'{k}={_shown(v)}' for k, v in taken.items()))} instead"
+        if len(taken) < len(options):
+            fix += f"; {', '.join(f'{k}=' for k in options if k not in taken)} has no place there"
+        raise TypeError(f"{start} was not made by them. Fix: {fix}")
     sides = {side: dict(plan.sides.get(side, {})) for side in _PAIR}
     for option, value in options.items():
         takers = [s for s in _PAIR if option in DEFAULTS[s] and s in plan.sides]
@@ -329,6 +335,17 @@ class Batched:
         self.__doc__ = getattr(fn, "__doc__", None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run((), args, kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """Read from a class or an instance, a batched plain function binds as the function
+        does (a ufunc or a partial does not): see ``_Method``."""
+        if not isinstance(self._raw, types.FunctionType) or owner is None:
+            return self
+        return _Method(self, instance, owner)
+
+    def _run(self, bound: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``bound``: the instance of a method's call, which leads every sample's arguments."""
         args, kwargs, layout = _layout(self._name, args, kwargs)
         if layout.size == 0:
             return []
@@ -339,7 +356,8 @@ class Batched:
         if type(self._runner) is Elsewhere:
             self._refuse_configured_writes()
         try:
-            return self._convert(functools.partial(self._map, layout), self._instance, args, kwargs)
+            instance = bound[0] if bound else self._instance
+            return self._convert(functools.partial(self._map, layout, bound), instance, args, kwargs)
         except Exception as e:
             _carry_note(e, self._label)
             raise
@@ -353,7 +371,7 @@ class Batched:
             policies = (plan.resolved(side, configured.options) for side in plan.sides)
             _refuse_writes(policies, self._name, ", from a config block")
 
-    def _map(self, layout: Layout, *args: Any, **kwargs: Any) -> Any:
+    def _map(self, layout: Layout, bound: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
         """In place of ``fn`` in its call's protocol: ``fn`` over the converted batch's samples,
         the results gathered."""
         sources: list[Any] = []
@@ -363,7 +381,7 @@ class Batched:
             return Batch(len(sources) - 1)
 
         samples = Samples(
-            tuple(placeholder(a) if k in layout.positions else a for k, a in enumerate(args)),
+            (*bound, *(placeholder(a) if k in layout.positions else a for k, a in enumerate(args))),
             {k: placeholder(v) if k in layout.keys else v for k, v in kwargs.items()},
             sources,
             layout.size,
@@ -487,6 +505,35 @@ class Batched:
                 "assign it to a module-level name to pickle it by reference"
             )
         return _batched, (exported(self.__wrapped__), self._settings, self._options)
+
+
+class _Method:
+    """A batched method as read from its class or an instance: the instance (or, read from the
+    class, the first argument) leads every sample's arguments as it is, not batched and not
+    converted, as accepts_numpy never converts ``self``."""
+
+    def __init__(self, batched: Batched, instance: Any, owner: Any) -> None:
+        self._batched, self._instance, self._owner = batched, instance, owner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._instance is None:
+            return self._batched._run(args[:1], args[1:], kwargs)
+        return self._batched._run((self._instance,), args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._batched, name)
+
+    def __autoconvert_spec__(self) -> Description:
+        """What ``explain`` reads: the batched function's own description."""
+        return self._batched.__autoconvert_spec__()
+
+    def __repr__(self) -> str:
+        if self._instance is None:
+            return repr(self._batched)
+        return f"<bound method {self._batched.__qualname__} of {self._instance!r}>"
+
+    def __reduce__(self) -> Any:
+        return getattr, (self._owner if self._instance is None else self._instance, self._batched.__wrapped__.__name__)
 
 
 def _carry_note(error: BaseException, label: str) -> None:

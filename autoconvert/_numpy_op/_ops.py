@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
@@ -140,7 +141,7 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         jvp: the forward-mode rule, ``jvp(tangent, *args, output=output, **kwargs)``, all as
             arrays: ``tangent`` is the tangent of the positional tensor argument (a tuple of
             one per such argument when there are several); it returns the result's tangent
-            (a tuple for a tuple result). ``torch.func.jvp`` and ``jacfwd`` need it.
+            (a tuple for a tuple result; ``None`` where a tangent is zero). ``torch.func.jvp`` and ``jacfwd`` need it.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
             ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
             ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
@@ -278,6 +279,13 @@ class _Op:
             return reference
         fn, *made = self._recipe
         return _remake, (*locate(fn), tuple(made))
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """Read from an instance, an op of a plain function binds as the function does: the
+        instance is its first argument (``backward(grad, self, x, output=...)``)."""
+        if instance is None or not isinstance(self.__wrapped__, types.FunctionType):
+            return self
+        return types.MethodType(self, instance)
 
     # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
     # recipe it would be made again, its torch op with it).

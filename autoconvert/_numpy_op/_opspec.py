@@ -116,7 +116,8 @@ class OpSpec:
         shaped: bool = True,
     ) -> tuple[torch.Tensor, ...]:
         """The NumPy jvp rule's tangent of each output, given one tangent per positional tensor
-        argument, on each output's device and dtype (and ``shaped`` as it, see ``gradients``)."""
+        argument, on each output's device and dtype (and ``shaped`` as it, see ``gradients``);
+        ``None`` is a zero tangent, as ``None`` from the backward is a zero gradient."""
         assert self.jvp is not None  # only ops with a rule are asked
         tangent = to_numpy(tuple(tangents) if len(tangents) != 1 else tangents[0])
         output = to_numpy(tuple(outputs) if len(outputs) != 1 else outputs[0])
@@ -133,7 +134,7 @@ class OpSpec:
                 )
             )
         return tuple(
-            self._like(t, o, shaped, f"the jvp's tangent of result {k}")
+            torch.zeros_like(o) if t is None else self._like(t, o, shaped, f"the jvp's tangent of result {k}")
             for k, (o, t) in enumerate(zip(outputs, found, strict=True))
         )
 

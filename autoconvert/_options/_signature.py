@@ -296,8 +296,15 @@ def refuse_deferred_function(func: Any, sides: Iterable[str], after: bool) -> No
     that has not run yet: refuse when decorating. A generator function's values are converted
     as it yields them: refused only where a write-back or check_writes (``after``) would run first."""
     kind = deferred_kind(func)
-    if kind is not None and (after or kind != GENERATOR_FUNCTION):
-        sides_named = " and ".join(f"{side}()" for side in sides)
+    sides_named = " and ".join(f"{side}()" for side in sides)
+    if kind == GENERATOR_FUNCTION and after:
+        raise TypeError(
+            f"autoconvert.{sides_named} on {function_name(func)}: it is a generator function, whose body runs "
+            "as it is iterated, after the call returns, so writeback=True and check_writes=True would run "
+            "before its writes (what it yields is converted as it comes). Fix: drop writeback= and "
+            "check_writes=, or decorate the plain function holding the NumPy code and call that from it"
+        )
+    if kind is not None and kind != GENERATOR_FUNCTION:
         raise TypeError(
             f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "
             "after the call returns, so arguments and results cannot be converted around it; "
