@@ -47,7 +47,9 @@ def test_a_call_creates_no_reference_cycles() -> None:
     try:
         for _ in range(100):
             negate(t, batch)
-        assert gc.collect() == 0
+        # A cycle per call leaves 100 objects or more; a few may be another thread's (a pool's
+        # worker left by an earlier test), which gc.collect() counts too.
+        assert gc.collect() < 100
     finally:
         if was_enabled:
             gc.enable()
