@@ -120,6 +120,8 @@ class _Boundary:
         return scipy.ndimage.distance_transform_edt(mask) * 2.0
 
 
+# torch 2.4's torch.load, unpickling the instance's tensor, warns of its weights_only default.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 def test_a_method_binds_its_instance_which_reaches_every_sample_unchanged() -> None:
     """``@ac.batched`` on a method binds as a function does: the instance is ``self`` for every
     sample, passed as it is (not batched, not converted), the arguments batched; through the
