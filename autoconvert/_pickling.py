@@ -74,21 +74,16 @@ def locate(fn: Any) -> tuple[Any, int]:
 
 def exported(fn: Any) -> Any:
     """``fn``, as something that pickles: an ``Exported`` of it where its module's attribute of
-    its name is another object and a package above the module exports ``fn`` itself (SciPy's
+    its name is another object and a package above the module holds ``fn`` itself (SciPy's
     array API mode wraps ``scipy.ndimage.distance_transform_edt``, named after
     ``scipy.ndimage._morphology``, whose attribute is the function wrapped); else ``fn``."""
     name, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not isinstance(name, str) or not isinstance(qualname, str):
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    if module is None or not isinstance(qualname, str) or _attribute(module, qualname) is fn:
         return fn
-    module = sys.modules.get(name)
-    if module is None or _attribute(module, qualname) is fn:
-        return fn
-    parts = name.split(".")
-    for k in range(len(parts) - 1, 0, -1):
-        package = sys.modules.get(".".join(parts[:k]))
-        if package is not None and _attribute(package, qualname) is fn:
-            return Exported(fn, package.__name__, qualname)
-    return fn
+    parts = name.split(".")  # type: ignore[union-attr]  # a str: sys.modules had it
+    found = home(fn, tuple(".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)))
+    return fn if found is None else Exported(fn, *found)
 
 
 class Exported:
