@@ -16,6 +16,7 @@ import builtins
 import dataclasses
 import functools
 import inspect
+import sys
 import types
 from collections.abc import Callable
 from typing import Any, cast
@@ -465,7 +466,11 @@ class TorchifiedObject(StandIn):
         return f"torchified({self.__wrapped__!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _unpickled, (self.__wrapped__, self._ac_options, self._ac_device, self._ac_class)
+        # A function's class (builtins.function) is not found by name where it loads: the view
+        # of a class pickle cannot find is made again there, from the object.
+        kind = type(self.__wrapped__)
+        found = getattr(sys.modules.get(kind.__module__), kind.__qualname__, None) is kind
+        return _unpickled, (self.__wrapped__, self._ac_options, self._ac_device, self._ac_class if found else None)
 
 
 def _enter(self: TorchifiedObject) -> Any:
@@ -639,7 +644,7 @@ def proxy(
     return cls.proxy_type(callable(target))(target, options, device, cls)
 
 
-def _unpickled(target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> Any:
+def _unpickled(target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None) -> Any:
     """A pickled proxy, where it is loaded: a device it recorded that this process lacks (a
     CUDA device, loaded on a machine without it) is forgotten, as if no tensor had been
     passed to it yet, so its arrays read back on torch's default device until the next call."""

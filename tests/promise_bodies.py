@@ -1,0 +1,61 @@
+"""The NumPy bodies the promise matrix runs through every product, route and runner.
+
+Module level, so that process pools and Dask workers receive them by reference, and
+annotated, so that ``adapt`` reads them as NumPy functions. Each works on a batch ``(n, k)``
+and on one of its samples ``(k,)`` alike, so a batched site gives what a plain one gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+def doubled_sum(a: NDArray[Any]) -> NDArray[Any]:
+    """A value of the sample (or each row of the batch), into a new array."""
+    return (a * 2).sum(-1)
+
+
+def writes_first(a: NDArray[Any]) -> NDArray[Any]:
+    """Writes into its argument, then reads it back."""
+    a[..., 0] = 99.0
+    return a.sum(-1)
+
+
+def halved(a: NDArray[Any]) -> NDArray[Any]:
+    """Keeps its argument's dtype: NumPy sees float32 for bfloat16."""
+    assert a.dtype == np.float32, a.dtype
+    return a / 2
+
+
+def ranks(a: NDArray[Any]) -> NDArray[Any]:
+    """int32 indices, as SciPy returns them."""
+    return np.argsort(a, axis=-1).astype(np.int32)
+
+
+def masked(a: NDArray[Any]) -> NDArray[Any]:
+    """A masked result, whose mask a tensor cannot hold."""
+    return np.ma.masked_array(a, mask=a > 2)
+
+
+def logs_calls(a: NDArray[Any], log: dict[str, Any]) -> NDArray[Any]:
+    """Records each call in a plain container it is handed."""
+    log.setdefault("seen", []).append(float(a.sum()))
+    return a.sum(-1)
+
+
+def adds_a_key(d: dict[str, NDArray[Any]]) -> NDArray[Any]:
+    """Adds an array to the container of arrays it is handed."""
+    d["new"] = d["a"] * 2
+    return d["a"].sum(-1)
+
+
+class Holder:
+    """An object whose method runs a body: torchify's route for objects and their methods."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = body
+
+    def run(self, *args: Any) -> Any:
+        return self.body(*args)

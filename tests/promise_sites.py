@@ -1,0 +1,146 @@
+"""The promise matrix's one table: every product on every route and runner, as the way it
+turns a NumPy body into what a torch caller calls.
+
+A new product, route or runner is one ``Site`` here, and ``tests/test_promises.py`` holds it
+to every promise on its first run. A site says what it is (its samples are rows of batches,
+it runs in other processes, it converts results, it pickles) so that each promise knows
+what to expect of it, never which product it is."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import warnings
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import pytest
+
+import autoconvert as ac
+from tests import promise_bodies
+
+#: Runners a site needs beyond the caller's process, made once per test module.
+Runners = dict[str, Any]
+Wrap = Callable[[Callable[..., Any], dict[str, Any], Runners], Callable[..., Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """One product on one route and runner.
+
+    ``wrap(body, options, runners)`` gives what the caller calls, ``options`` being the
+    conversion options a promise asks for (``copy``, ``writeback``, ``grad``)."""
+
+    name: str
+    wrap: Wrap
+    #: The body sees the samples of batches (rows along dim 0), not the caller's arguments.
+    samples: bool = False
+    #: The body runs on an executor the caller passed (its workers may be other processes).
+    on_executor: bool = False
+    #: Results come back as tensors.
+    converts_results: bool = True
+    #: What the caller holds is the product itself, which pickles by reference.
+    pickles: bool = True
+    #: The function and argument path autoconvert's messages name for a body's first
+    #: argument, where they are not the body's own (a method that calls it).
+    named: tuple[str, str] | None = None
+    slow: bool = False
+
+    def names(self, body: Callable[..., Any]) -> tuple[str, str]:
+        """The function and first argument's path messages name for ``body`` here."""
+        return self.named or (body.__qualname__, "a")
+
+    def param(self) -> Any:
+        return pytest.param(self, id=self.name, marks=[pytest.mark.slow] if self.slow else [])
+
+
+def _in_config(body: Callable[..., Any], options: dict[str, Any], _: Runners) -> Callable[..., Any]:
+    decorated = ac.returns_tensor(ac.accepts_numpy(body))
+
+    def call(*args: Any) -> Any:
+        with ac.config(**options):
+            return decorated(*args)
+
+    return call
+
+
+def _batched_on(runner: str, **fixed: Any) -> Wrap:
+    def wrap(body: Callable[..., Any], options: dict[str, Any], runners: Runners) -> Callable[..., Any]:
+        return ac.batched(body, executor=runners[runner], in_caller=False, **fixed, **options)
+
+    return wrap
+
+
+SITES = [
+    Site("the decorator pair", lambda body, o, _: ac.returns_tensor(ac.accepts_numpy(body, **o))),
+    Site("accepts_numpy alone", lambda body, o, _: ac.accepts_numpy(body, **o), converts_results=False),
+    Site("a config block", _in_config, pickles=False),
+    Site("adapt", lambda body, o, _: ac.adapt(body, **o)),
+    Site("torchify of a function", lambda body, o, _: ac.torchify(body, **o)),
+    Site(
+        "torchify of a module",
+        lambda body, o, _: getattr(ac.torchify(promise_bodies, **o), body.__name__),
+    ),
+    Site(
+        "torchify of an object's method",
+        lambda body, o, _: ac.torchify(promise_bodies.Holder(body), **o).run,
+        pickles=False,
+        named=("Holder.run", "args[0]"),
+    ),
+    Site("numpy_op", lambda body, o, _: ac.numpy_op(body, **o)),
+    Site("batched in the caller", lambda body, o, _: ac.batched(body, **o), samples=True),
+    Site(
+        "batched on threads",
+        lambda body, o, _: ac.batched(body, workers=2, in_caller=False, **o),
+        samples=True,
+    ),
+    Site(
+        "batched on a process pool",
+        _batched_on("process pool"),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        slow=True,
+    ),
+    Site(
+        "batched on Dask worker processes",
+        _batched_on("dask processes", chunksize=1),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        slow=True,
+    ),
+    Site(
+        "batched on Dask worker threads",
+        _batched_on("dask threads", chunksize=1),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        slow=True,
+    ),
+]
+
+
+@contextlib.contextmanager
+def runners() -> Iterator[Runners]:
+    """The runners the slow sites use: a spawn process pool, and Dask clusters of worker
+    processes and of worker threads, on loopback."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
+        with (
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+            ) as processes,
+            distributed.Client(processes) as on_processes,
+            distributed.LocalCluster(
+                n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+            ) as threads,
+            distributed.Client(threads) as on_threads,
+        ):
+            yield {"process pool": pool, "dask processes": on_processes, "dask threads": on_threads}

@@ -1,0 +1,265 @@
+"""The promise matrix: each promise of the Concepts page, once, over every product, route and
+runner of ``tests/promise_sites.py``. A site that breaks a promise fails here on its first
+run, whichever feature brought it."""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import autoconvert as ac
+from tests import promise_bodies as bodies
+from tests.modes import rerun_test
+from tests.promise_sites import SITES, Runners, Site, runners
+
+ALL = [site.param() for site in SITES]
+CONVERTING = [site.param() for site in SITES if site.converts_results]
+WHOLE = [site.param() for site in SITES if not site.samples]
+PICKLING = [site.param() for site in SITES if site.pickles]
+
+
+@pytest.fixture(scope="module")
+def slow_runners() -> Iterator[Runners]:
+    with runners() as made:
+        yield made
+
+
+def _site(site: Site, request: pytest.FixtureRequest, body: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+    """What the caller calls: ``body`` through ``site`` with ``options``."""
+    made = request.getfixturevalue("slow_runners") if site.slow else {}
+    return site.wrap(body, options, made)
+
+
+def _batch() -> torch.Tensor:
+    return torch.arange(1.0, 7.0).reshape(2, 3)
+
+
+def _tensor(result: Any) -> torch.Tensor:
+    """A site's result as a tensor: converted by the site, or by hand where it hands back arrays."""
+    return result if isinstance(result, torch.Tensor) else torch.as_tensor(np.asarray(result))
+
+
+# --------------------------------------------------------------------------- the caller's data
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_a_write_into_an_argument_is_refused_and_the_callers_tensor_kept(site: Site, request: Any) -> None:
+    """By default the body's arguments are read-only: its write is autoconvert's
+    ReadOnlyError naming the function and the argument, and the caller's tensor is as it was."""
+    x = _batch()
+    before = x.clone()
+    function, argument = site.names(bodies.writes_first)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        _site(site, request, bodies.writes_first)(x)
+    assert str(info.value).startswith(f"{function}(): argument {argument} was written into by the function;")
+    assert torch.equal(x, before)
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_private_copies_take_the_writes_and_the_caller_keeps_its_tensor(site: Site, request: Any) -> None:
+    """With ``copy=True`` the body writes into private copies: its result sees its writes,
+    the caller's tensor does not."""
+    x = _batch()
+    before = x.clone()
+    out = _tensor(_site(site, request, bodies.writes_first, copy=True)(x))
+    written = before.clone()
+    written[:, 0] = 99.0
+    assert torch.equal(out, written.sum(-1)) and torch.equal(x, before)
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_writeback_makes_the_writes_the_callers_or_is_refused_by_name(site: Site, request: Any) -> None:
+    """With ``writeback=True`` the body's writes are the caller's, or, where it runs on an
+    executor the caller passed (whose workers may be other processes), the option is refused
+    by name and the caller's tensor kept."""
+    x = _batch()
+    before = x.clone()
+    written = before.clone()
+    written[:, 0] = 99.0
+    if site.on_executor:
+        with pytest.raises(ValueError, match="writeback"):
+            _site(site, request, bodies.writes_first, writeback=True)(x)
+        assert torch.equal(x, before)
+    else:
+        out = _tensor(_site(site, request, bodies.writes_first, writeback=True)(x))
+        assert torch.equal(x, written) and torch.equal(out, written.sum(-1))
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_changes_to_a_plain_container_reach_the_caller(site: Site, request: Any) -> None:
+    """What the body adds to a plain dict it is handed is in the caller's dict afterwards,
+    whichever runner the body ran on (one entry per call: one per sample where it maps)."""
+    x = _batch()
+    log: dict[str, Any] = {}
+    _site(site, request, bodies.logs_calls)(x, log)
+    expected = x.sum(-1).tolist() if site.samples else [float(x.sum())]
+    assert sorted(log.get("seen", [])) == sorted(expected), log
+
+
+@pytest.mark.parametrize("site", WHOLE)
+def test_changes_to_a_container_of_tensors_reach_the_caller(site: Site, request: Any) -> None:
+    """An array the body adds to a dict of tensors it is handed reaches the caller's dict as
+    a tensor; the caller's own tensor stays where it was."""
+    x = _batch()
+    d = {"a": x}
+    _site(site, request, bodies.adds_a_key)(d)
+    assert d["a"] is x and set(d) == {"a", "new"}
+    assert torch.equal(_tensor(d["new"]), x * 2)
+
+
+# --------------------------------------------------------------------------- what comes back
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_the_same_values_on_every_site(site: Site, request: Any) -> None:
+    """Every product, route and runner gives what NumPy gives on the caller's values."""
+    x = _batch()
+    out = _tensor(_site(site, request, bodies.doubled_sum)(x))
+    assert torch.equal(out, torch.from_numpy(bodies.doubled_sum(x.numpy())))
+    assert out.device == x.device
+
+
+@pytest.mark.parametrize("site", CONVERTING)
+def test_a_masked_result_is_refused_naming_the_fix(site: Site, request: Any) -> None:
+    """A mask is never dropped: a masked result is autoconvert's ConversionError naming
+    ``.filled()``, on every runner, never a tensor of the fill values."""
+    with pytest.raises(ac.ConversionError, match=r"is a masked array; a tensor has no mask.*\.filled\(fill_value\)"):
+        _site(site, request, bodies.masked)(_batch())
+
+
+@pytest.mark.parametrize("site", CONVERTING)
+def test_bfloat16_crosses_widened_and_comes_back_narrow(site: Site, request: Any) -> None:
+    """NumPy sees float32 for bfloat16 (the body checks), and the result is bfloat16 again."""
+    x = _batch().to(torch.bfloat16)
+    out = _site(site, request, bodies.halved)(x)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, x / 2)
+
+
+@pytest.mark.parametrize("site", CONVERTING)
+def test_integer_results_keep_numpys_dtype(site: Site, request: Any) -> None:
+    """SciPy's int32 indices stay int32 on every site, as the Dtypes section says."""
+    x = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    out = _site(site, request, bodies.ranks)(x)
+    assert out.dtype == torch.int32 and out.tolist() == [[1, 2, 0], [0, 2, 1]]
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_a_dropped_gradient_is_said_once_naming_the_argument(site: Site, request: Any) -> None:
+    """NumPy code passes no gradient back: the argument is detached and a GradientWarning
+    names it, on every runner; ``grad="error"`` raises GradientError instead."""
+    x = _batch().requires_grad_()
+    said = "{}(): argument {} requires grad".format(*site.names(bodies.doubled_sum))
+    with pytest.warns(ac.GradientWarning) as warned:
+        out = _site(site, request, bodies.doubled_sum)(x)
+    assert [str(w.message).startswith(said) for w in warned] == [True]
+    assert not _tensor(out).requires_grad
+    with pytest.raises(ac.GradientError) as info:
+        _site(site, request, bodies.doubled_sum, grad="error")(x)
+    assert str(info.value).startswith(said)
+
+
+# --------------------------------------------------------------------------- errors and pickling
+
+
+@pytest.mark.parametrize("site", ALL)
+def test_what_cannot_cross_is_autoconverts_error_naming_function_argument_and_fix(site: Site, request: Any) -> None:
+    """A tensor without data is refused before the body runs, by a message naming the
+    function, the argument, what was found and the fix, on every site."""
+    with pytest.raises(ac.ConversionError) as info:
+        _site(site, request, bodies.doubled_sum)(torch.ones(2, 3, device="meta"))
+    assert str(info.value) == (
+        "{}(): argument {} is a meta tensor, which holds no data. Found torch.Tensor(shape=(2, 3), dtype=torch.float32, "
+        "layout=torch.strided, device=meta). Fix: run the call on tensors with real data."
+    ).format(*site.names(bodies.doubled_sum))
+
+
+@pytest.mark.parametrize("site", PICKLING)
+def test_what_the_caller_holds_pickles_and_gives_the_same_values(site: Site, request: Any) -> None:
+    """Each product pickles (its body by reference) and unpickles to the same behaviour."""
+    made = _site(site, request, bodies.doubled_sum)
+    again = pickle.loads(pickle.dumps(made))
+    x = _batch()
+    assert torch.equal(_tensor(again(x)), _tensor(made(x)))
+
+
+# --------------------------------------------------------------------------- routes with a body of their own
+
+
+def _writes_saved(grad: np.ndarray, a: np.ndarray, output: np.ndarray) -> np.ndarray:
+    """A backward that writes into what it is handed, as soft-DTW's kernel does."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            a[..., 0] = -np.inf
+            output[..., 0] = -np.inf
+        except ValueError:
+            pass
+    return grad * 2
+
+
+def test_a_backward_never_changes_the_callers_tensor_or_the_result() -> None:
+    """numpy_op's backward is a route of its own: what it writes into the saved input and
+    output never reaches the caller's tensor or the result the caller holds."""
+    op = ac.numpy_op(lambda a: a * 2, backward=_writes_saved)
+    x = _batch().requires_grad_()
+    before = x.detach().clone()
+    out = op(x)
+    kept = out.detach().clone()
+    with contextlib.suppress(ac.ReadOnlyError):
+        out.sum().backward()
+    assert torch.equal(x.detach(), before) and torch.equal(out.detach(), kept)
+
+
+def _native_calls() -> dict[str, Callable[[], tuple[Any, list[torch.Tensor]]]]:
+    """Calls that hand the caller's tensors to SciPy's or scikit-learn's own torch path where
+    its array API mode is on (and convert where it is off): each gives its tensors."""
+
+    def rotation() -> tuple[Any, list[torch.Tensor]]:
+        transform = pytest.importorskip("scipy.spatial.transform")
+        m = torch.eye(3) * 2.0
+        return lambda: ac.torchify(transform, native="auto").Rotation.from_matrix(m), [m]
+
+    def scaler_transform_copy_false() -> tuple[Any, list[torch.Tensor]]:
+        preprocessing = pytest.importorskip("sklearn.preprocessing")
+        x = torch.rand(6, 3, dtype=torch.float64) * 5
+        scaler = ac.torchify(preprocessing, native="auto").StandardScaler()
+        return lambda: scaler.fit(x).transform(x, copy=False), [x]
+
+    def ridge_copy_x_false() -> tuple[Any, list[torch.Tensor]]:
+        linear_model = pytest.importorskip("sklearn.linear_model")
+        x, y = torch.rand(6, 3, dtype=torch.float64) * 5, torch.rand(6, dtype=torch.float64)
+        return lambda: ac.torchify(linear_model, native="auto").Ridge(copy_X=False, solver="svd").fit(x, y), [x, y]
+
+    return {
+        "Rotation.from_matrix": rotation,
+        "StandardScaler.transform(copy=False)": scaler_transform_copy_false,
+        "Ridge(copy_X=False).fit": ridge_copy_x_false,
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_native_calls()))
+def test_native_paths_never_change_the_callers_tensors(name: str) -> None:
+    """SciPy's and scikit-learn's own torch code may write into what it is handed; through
+    torchify the caller's tensors stay as they were, whatever the path."""
+    call, tensors = _native_calls()[name]()
+    before = [t.clone() for t in tensors]
+    call()
+    assert all(torch.equal(t, b) for t, b in zip(tensors, before, strict=True))
+
+
+test_the_matrix_in_scipy_s_array_api_mode = rerun_test(
+    __file__,
+    None,
+    "The whole matrix again with SciPy's array API mode on, where torchify's native routes "
+    "hand tensors to SciPy's and scikit-learn's own torch code.",
+)
