@@ -263,3 +263,36 @@ test_the_matrix_in_scipy_s_array_api_mode = rerun_test(
     "The whole matrix again with SciPy's array API mode on, where torchify's native routes "
     "hand tensors to SciPy's and scikit-learn's own torch code.",
 )
+
+
+# --------------------------------------------------------------------------- the reverse direction
+
+#: Torch code called from NumPy code, each product as the NumPy caller holds it.
+REVERSE = {
+    "the reverse pair": lambda body, **o: ac.returns_numpy(ac.accepts_tensor(body, **o)),
+    "accepts_tensor alone": lambda body, **o: ac.accepts_tensor(body, **o),
+}
+
+
+def _writes_first_tensor(t: torch.Tensor) -> torch.Tensor:
+    t[..., 0] = 99.0
+    return t.sum(-1)
+
+
+@pytest.mark.parametrize("product", sorted(REVERSE))
+def test_torch_code_shares_the_callers_array_as_documented_and_copies_when_asked(product: str) -> None:
+    """torch has no read-only tensors: by default the function's tensor is the caller's
+    array's memory, so its writes are the caller's (the reverse guide says so); with
+    ``copy=True`` they are the function's alone, and a read-only array is always copied."""
+    make = REVERSE[product]
+    shared = np.arange(6.0).reshape(2, 3)
+    make(_writes_first_tensor)(shared)
+    assert shared[:, 0].tolist() == [99.0, 99.0]
+    private = np.arange(6.0).reshape(2, 3)
+    out = make(_writes_first_tensor, copy=True)(private)
+    assert private.tolist() == np.arange(6.0).reshape(2, 3).tolist()
+    assert np.asarray(out).tolist() == [102.0, 108.0]
+    frozen = np.arange(6.0).reshape(2, 3)
+    frozen.flags.writeable = False
+    make(_writes_first_tensor)(frozen)
+    assert frozen.tolist() == np.arange(6.0).reshape(2, 3).tolist()
