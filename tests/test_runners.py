@@ -50,6 +50,29 @@ def with_globals(a: np.ndarray) -> np.ndarray:
     return a + np.random.standard_normal(a.shape) + float(torch.rand(1))
 
 
+def remembered(a: np.ndarray, seen: dict[str, Any]) -> np.ndarray:
+    """A sample's sum appended to a list the function keeps in a dict argument."""
+    seen.setdefault("sums", []).append(float(a.sum()))
+    return a * 2
+
+
+def applied(a: np.ndarray, fn: Callable[..., Any]) -> Any:
+    """A callable argument applied to the sample (a torch one is handed tensors)."""
+    return fn(a)
+
+
+def masked_where_large(a: np.ndarray) -> Any:
+    """An astropy Masked result, whose class leaves pickling to ndarray's."""
+    from astropy.utils.masked import Masked
+
+    return Masked(a, mask=a > 2)
+
+
+def filled_by(a: np.ndarray, weights: Any) -> np.ndarray:
+    """A sample weighted by a masked argument, its masked values counting 0."""
+    return np.asarray((a * weights).filled(0.0))
+
+
 class ThreadExecutor(Executor):
     """A user's Executor whose workers are threads of the caller's process, though it is no
     ThreadPoolExecutor."""
@@ -233,3 +256,78 @@ def test_writes_asked_by_any_side_are_refused_on_an_executor() -> None:
         assert str(info.value) == message.format(", from a config block")
     with ac.config(writeback=True):
         assert ac.batched(ac.adapt(kept), workers=2)(torch.ones(2, 2)).tolist() == [[1.0, 1.0]] * 2
+
+
+_WORKERS = [
+    "in the caller's thread",
+    "threads",
+    "a process pool",
+    "a thread Executor",
+    "Dask worker processes",
+    "Dask worker threads",
+]
+#: The runners whose workers are other processes, or receive copies (Dask's, even in the caller's process).
+_COPIES = {"a process pool", "Dask worker processes", "Dask worker threads"}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_change_to_a_container_argument_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """Where the samples run in the caller's process the function's change to a container
+    argument is the caller's, as sequentially; where workers hold copies, it is refused, never
+    silently lost, naming the argument."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    seen: dict[str, Any] = {}
+    sequential = ac.batched(remembered)(_batch(ragged=False), seen)
+    if where not in _COPIES:
+        on_runner: dict[str, Any] = {}
+        assert torch.equal(ac.batched(remembered, **options)(_batch(ragged=False), on_runner), sequential)
+        assert sorted(on_runner["sums"]) == sorted(seen["sums"])  # threads append in the order they run
+        return
+    kept: dict[str, Any] = {}
+    with pytest.raises(ValueError) as info:
+        ac.batched(remembered, **options)(_batch(ragged=False), kept)
+    assert str(info.value) == (
+        "autoconvert.batched(remembered): the function changed args[1], a container among its arguments, on a "
+        "worker in another process, which holds a copy of it: the change cannot reach the caller's container, as it "
+        "does where the samples run in the caller's process. Fix: return what the function computes, or run it in "
+        "the caller's process (sequentially, or on threads with workers=)"
+    )
+    assert kept == {}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("callback", [torch.sin, torch.nn.Tanh()])
+def test_a_torch_callable_argument_gives_the_sequential_result_and_moves_no_tensor(
+    runners: dict[str, dict[str, Any]], where: str, callback: Any
+) -> None:
+    """A torch function or module as an argument gets tensors on every runner, and the
+    caller's batch never moves (torch's multiprocessing pickling would move it into shared
+    memory under the arrays that view it, which then read freed memory)."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    batch = _batch(ragged=False)
+    out = ac.batched(applied, **options)(batch, callback)
+    assert torch.equal(out, ac.batched(applied)(_batch(ragged=False), callback))
+    assert torch.equal(out, callback(_batch(ragged=False)))
+    assert not batch.is_shared() and torch.equal(batch, _batch(ragged=False))
+
+
+@pytest.mark.parametrize("where", ["sequential", *_WORKERS])
+def test_masks_are_never_dropped_on_any_runner(runners: dict[str, dict[str, Any]], where: str) -> None:
+    """An astropy Masked result is refused as sequentially, and a masked argument keeps its
+    mask where it is pickled to workers: masks cross with the values they hide."""
+    pytest.importorskip("astropy")
+    from astropy.utils.masked import Masked
+
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ac.ConversionError) as info:
+        ac.batched(masked_where_large, **options)(_batch(ragged=False))
+    assert str(info.value) == (
+        "masked_where_large(): result[0] is a masked array; a tensor has no mask, and dropping it would silently "
+        "unmask values. Found astropy.utils.masked.core.MaskedNDArray(shape=(2,), dtype=<f4). Fix: use "
+        "result[0].filled(fill_value), or the data and the mask as two arrays."
+    )
+    weights = Masked(np.array([1.0, 2.0]), mask=[False, True])
+    out = ac.batched(filled_by, **options)(_batch(ragged=False), weights)
+    assert out[:, 1].eq(0).all() and torch.equal(out[:, 0], _batch(ragged=False)[:, 0].double())
