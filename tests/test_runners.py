@@ -331,3 +331,28 @@ def test_masks_are_never_dropped_on_any_runner(runners: dict[str, dict[str, Any]
     weights = Masked(np.array([1.0, 2.0]), mask=[False, True])
     out = ac.batched(filled_by, **options)(_batch(ragged=False), weights)
     assert out[:, 1].eq(0).all() and torch.equal(out[:, 0], _batch(ragged=False)[:, 0].double())
+
+
+def blas_product(a: np.ndarray) -> np.ndarray:
+    """A sample times itself through BLAS."""
+    return a @ a.T
+
+
+def test_the_libraries_thread_counts_are_given_back_after_maps_on_threads_of_the_callers_process(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """Dask workers of two threads in the caller's process cap BLAS, OpenMP and torch while
+    samples run: after each map every count is the caller's again."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def counts() -> list[tuple[str, int]]:
+        found = [
+            (library.filepath, library.num_threads) for library in threadpoolctl.ThreadpoolController().lib_controllers
+        ]
+        return [*found, ("torch", torch.get_num_threads())]
+
+    before = counts()
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    for _ in range(3):
+        ac.batched(blas_product, **{**options, "chunksize": 1, "threads_per_worker": 1})(torch.ones(8, 40, 40))
+        assert counts() == before

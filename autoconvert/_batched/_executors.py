@@ -224,6 +224,14 @@ class Elsewhere:
         return "Dask workers in the caller's process" if os.getpid() in pids.values() else None
 
     def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
+        # Capped in the caller's thread too, as on threads: workers that are threads of this
+        # process (Dask's with processes=False) then find BLAS capped already, and its count
+        # is given back by the thread that lowered it (OpenBLAS 0.3.31's pthreads build may
+        # ignore a raise asked by another thread: the cap stayed after the map).
+        with capped(self.threads):
+            return self._map(samples, start, chunksize, progress)
+
+    def _map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         threads = self._threads()
         if samples.seeds is not None and samples.seeds.globals:
             runner = self.threaded(threads)  # a Dask cluster may have scaled since batched was applied
