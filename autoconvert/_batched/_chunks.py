@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebuilt
-from autoconvert._errors import MappingKey, SequenceKey, keystr
+from autoconvert._errors import KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
 from ._seeds import Seeds
@@ -224,7 +224,7 @@ def _lost_change(chunk: Chunk, handed: Rebuilt) -> ValueError:
     process: there it changed a copy, and the caller's container (which the same call in the
     caller's process changes) would silently stay as it was."""
     container = next(original for original, _, before in handed.values() if changed([(original, original, before)]))
-    roots = [([SequenceKey(i)], a) for i, a in enumerate(chunk.args)]
+    roots: list[tuple[list[KeyEntry], Any]] = [([SequenceKey(i)], a) for i, a in enumerate(chunk.args)]
     roots += [([MappingKey(k)], v) for k, v in chunk.kwargs.items()]
     where = "an argument"
     for root, value in roots:
@@ -304,14 +304,19 @@ def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:
 # ``run_sent(sent(run, chunk), *rest)`` and reads each result with ``received``.
 
 
+#: The methods by which a class pickles itself: an array subclass defining none is pickled by ndarray's.
+_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
+
+
 def _keeping_state(obj: Any) -> tuple[Any, ...] | None:
     """The reduction of an array subclass whose mask or unit lives in its ``__dict__`` and whose
     class leaves pickling to ndarray's, which drops the ``__dict__`` (astropy's ``Masked``):
     its data, class and ``__dict__``. None for any other value."""
     kind = type(obj)
-    if kind is np.ndarray or not isinstance(obj, np.ndarray) or kind.__reduce_ex__ is not np.ndarray.__reduce_ex__:
+    if kind is np.ndarray or not isinstance(obj, np.ndarray) or not getattr(obj, "__dict__", None):
         return None
-    if kind.__reduce__ is not np.ndarray.__reduce__ or not getattr(obj, "__dict__", None):
+    own = kind.__mro__[: kind.__mro__.index(np.ndarray)]  # the subclass and its bases below ndarray
+    if any(name in vars(base) for base in own for name in _PICKLING):
         return None
     carried = [getattr(obj, name, None) for name in ("mask", "unit", "units")]
     if all(value is None or callable(value) for value in carried):
@@ -320,7 +325,7 @@ def _keeping_state(obj: Any) -> tuple[Any, ...] | None:
 
 
 def _with_state(data: NDArray[Any], kind: type, state: dict[str, Any]) -> Any:
-    obj = data.view(kind)
+    obj: Any = data.view(kind)
     obj.__dict__.update(state)
     return obj
 
@@ -329,7 +334,7 @@ def _crossing(base: type) -> type:
     """A pickler class over ``base`` (pickle's, or cloudpickle's for Dask, which sends lambdas)
     that keeps an array subclass's state (see _keeping_state)."""
 
-    class Crossing(base):  # type: ignore[valid-type, misc]
+    class Crossing(base):  # type: ignore[misc]  # a class made per base
         def reducer_override(self, obj: Any) -> Any:
             reduced = _keeping_state(obj)
             if reduced is not None:
