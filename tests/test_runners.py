@@ -7,6 +7,7 @@ threads of the caller's process)."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import re
 import warnings
@@ -54,6 +55,30 @@ def remembered(a: np.ndarray, seen: dict[str, Any]) -> np.ndarray:
     """A sample's sum appended to a list the function keeps in a dict argument."""
     seen.setdefault("sums", []).append(float(a.sum()))
     return a * 2
+
+
+def appended(a: np.ndarray, items: list[Any]) -> np.ndarray:
+    """A sample's sum appended to a list argument."""
+    items.append(float(a.sum()))
+    return a * 2
+
+
+@dataclasses.dataclass
+class Tally:
+    """A dataclass argument whose field the function sets."""
+
+    count: int = 0
+
+
+def tallied(a: np.ndarray, tally: Tally) -> np.ndarray:
+    """A field of a dataclass argument set per sample."""
+    tally.count += 1
+    return a * 2
+
+
+def looked_up(a: np.ndarray, table: dict[str, Any]) -> np.ndarray:
+    """A dict argument read, never changed."""
+    return a * table["scale"][0]
 
 
 def applied(a: np.ndarray, fn: Callable[..., Any]) -> Any:
@@ -356,3 +381,32 @@ def test_the_libraries_thread_counts_are_given_back_after_maps_on_threads_of_the
     for _ in range(3):
         ac.batched(blas_product, **{**options, "chunksize": 1, "threads_per_worker": 1})(torch.ones(8, 40, 40))
         assert counts() == before
+
+
+#: Each function, a fresh argument for it, and what that argument holds after the sequential run.
+_CONTAINER_CALLS: dict[str, tuple[Callable[..., Any], Callable[[], Any], Callable[[Any], Any]]] = {
+    "a list appended to": (appended, list, sorted),
+    "a dataclass field set": (tallied, Tally, lambda t: t.count),
+    "a dict read only": (looked_up, lambda: {"scale": [2.0]}, lambda d: d),
+}
+
+
+@given(where=st.sampled_from(_WORKERS), call=st.sampled_from(sorted(_CONTAINER_CALLS)))
+def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is_never_refused(
+    runners: dict[str, dict[str, Any]], where: str, call: str
+) -> None:
+    """Lists, dicts and dataclasses among the arguments: what the function changes is the
+    caller's where the samples run in the caller's process and refused where workers hold
+    copies; a container only read is never refused, and gives the sequential result."""
+    fn, make, seen = _CONTAINER_CALLS[call]
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    sequential_arg = make()
+    sequential = ac.batched(fn)(_batch(ragged=False), sequential_arg)
+    arg = make()
+    if where in _COPIES and call != "a dict read only":
+        with pytest.raises(ValueError, match=r"the function changed args\[1\], a container among its arguments"):
+            ac.batched(fn, **options)(_batch(ragged=False), arg)
+        assert seen(arg) == seen(make())
+        return
+    assert torch.equal(ac.batched(fn, **options)(_batch(ragged=False), arg), sequential)
+    assert seen(arg) == seen(sequential_arg)
