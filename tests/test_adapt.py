@@ -519,3 +519,28 @@ def test_changes_to_a_handed_container_reach_the_callers_in_every_mode(
     assert state["items"] is items
     if "replace" not in changes:
         assert state["x"] is x and all(v is x for v in state.get("seen", []))
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_a_list_takes_its_changes_back_and_a_mixed_call_gets_tensors(mode: str) -> None:
+    """A list of tensors for ``list[NDArray]`` takes back what the function appended, as a
+    tensor; a dict of arrays handed to a tensor parameter beside a tensor argument gets
+    tensors back, as the result does (tensors win a mixed call)."""
+
+    @ac.adapt(**_MODES[mode])
+    def grow(xs: list[npt.NDArray[np.float64]]) -> None:
+        assert type(xs[0]) is np.ndarray
+        xs.append(xs[0] * 2)
+
+    xs = [torch.ones(2, dtype=torch.float64)]
+    first = xs[0]
+    grow(xs)
+    assert xs[0] is first and torch.equal(xs[1], torch.full((2,), 2.0, dtype=torch.float64))
+
+    @ac.adapt(**_MODES[mode])
+    def put(state: dict[str, torch.Tensor], scale: torch.Tensor) -> None:
+        state["scaled"] = state["x"] * scale
+
+    state = {"x": np.ones(2)}
+    put(state, torch.tensor(3.0, dtype=torch.float64))
+    assert type(state["x"]) is np.ndarray and torch.equal(state["scaled"], torch.full((2,), 3.0, dtype=torch.float64))
