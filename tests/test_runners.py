@@ -76,6 +76,12 @@ def tallied(a: np.ndarray, tally: Tally) -> np.ndarray:
     return a * 2
 
 
+def counted_into(a: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A count kept in an array argument, written in place per sample."""
+    counts += 1
+    return a * 2
+
+
 def looked_up(a: np.ndarray, table: dict[str, Any]) -> np.ndarray:
     """A dict argument read, never changed."""
     return a * table["scale"][0]
@@ -410,3 +416,27 @@ def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is
         return
     assert torch.equal(ac.batched(fn, **options)(_batch(ragged=False), arg), sequential)
     assert seen(arg) == seen(sequential_arg)
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_write_into_an_array_argument_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """An array among the arguments (not a batch) written in place: the caller's array takes
+    the writes where the samples run in the caller's process, as sequentially; where workers
+    hold copies the write is refused, naming the argument, never silently lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    counts = np.zeros(1)
+    if where not in _COPIES:
+        out = ac.batched(counted_into, **options)(_batch(ragged=False), counts)
+        assert torch.equal(out, _batch(ragged=False) * 2) and counts.tolist() == [12.0]
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(counted_into, **options)(_batch(ragged=False), counts)
+    assert str(info.value) == (
+        "autoconvert.batched(counted_into): the function wrote into args[1], an array among its arguments, on a "
+        "worker in another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
+        "where the samples run in the caller's process. Fix: return what the function computes, or run it in the "
+        "caller's process (sequentially, or on threads with workers=)"
+    )
+    assert counts.tolist() == [0.0]

@@ -187,7 +187,10 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
     for k in chunk.frozen:
         columns[k] = _read_only(columns[k])
-    handed = _containers_in(chunk) if chunk.origin.copied else None
+    handed, guarded = None, []
+    if chunk.origin.copied:
+        handed = _containers_in(chunk)
+        chunk, guarded = _guarded(chunk)
     results: list[Any] = []
     try:
         if chunk.threads is None:
@@ -199,10 +202,45 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
         if chunk.frozen and isinstance(e, (ValueError, TypeError)):
             _tell_refusal(e, chunk, columns, len(results))
+        if guarded and isinstance(e, (ValueError, TypeError)):
+            _refuse_lost_write(e, chunk, guarded)
         raise
     if handed and changed(handed.values()):
         raise _lost_change(chunk, handed)
     return results
+
+
+def _guarded(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:
+    """A copied chunk whose writable array arguments are read-only views (with their labels):
+    a write into one would change the copy alone, where the caller's own array takes it."""
+    guarded: list[tuple[str, NDArray[Any]]] = []
+
+    def guard(label: str, value: Any) -> Any:
+        if not isinstance(value, np.ndarray) or not value.flags.writeable:
+            return value
+        view = value.view()
+        view.flags.writeable = False
+        guarded.append((label, view))
+        return view
+
+    args = tuple(guard(keystr("args", [SequenceKey(i)]), a) for i, a in enumerate(chunk.args))
+    kwargs = {k: guard(keystr("kwargs", [MappingKey(k)]), v) for k, v in chunk.kwargs.items()}
+    return (chunk._replace(args=args, kwargs=kwargs) if guarded else chunk), guarded
+
+
+def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: list[tuple[str, Any]]) -> None:
+    """Where ``error`` is NumPy refusing a write into a guarded array argument, the refusal of
+    that write, which on a copy would silently not reach the caller's array."""
+    from autoconvert._failures._failures import wrote_into_handed  # only when a sample failed
+
+    hit = wrote_into_handed(error, guarded, {})
+    if hit:
+        raise ValueError(
+            f"{chunk.label}: the function wrote into {hit[0]}, an array among its arguments, on a worker in "
+            "another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
+            "where the samples run in the caller's process. Fix: return what the function computes, or run it in "
+            "the caller's process (sequentially, or on threads with workers=)"
+        ) from error
 
 
 def _containers_in(chunk: Chunk) -> Rebuilt:
