@@ -187,7 +187,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
     for k in chunk.frozen:
         columns[k] = _read_only(columns[k])
-    handed, guarded = None, []
+    handed: Rebuilt | None = None
+    guarded: list[tuple[str, NDArray[Any]]] = []
     if chunk.origin.copied:
         handed = _containers_in(chunk)
         chunk, guarded = _guarded(chunk)
