@@ -306,13 +306,13 @@ class Elsewhere:
     def _collect(self, futures: list[Any], progress: Progress, cancelled: Running | None, shared: bool) -> list[Any]:
         client = self.client
         if client is None:
-            unpickled = received if self._crossing() else _itself
+            unpickled = received if self._crossing() else list
             return _collect(
                 futures,
                 progress,
                 cf.as_completed,
                 functools.partial(_stop, futures, cancelled),
-                (lambda data: opened(unpickled(data), remove=True)) if shared else (lambda data: list(unpickled(data))),
+                (lambda data: opened(unpickled(data), remove=True)) if shared else unpickled,
             )
         import distributed  # is_dask() saw its types: it is imported
 
@@ -326,10 +326,6 @@ class Elsewhere:
             return opened(results, remove=True) if shared else results
 
         return _collect(futures, progress, distributed.as_completed, stop, loads)
-
-
-def _itself(value: Any) -> Any:
-    return value
 
 
 def seeds_on_threads(name: str, runner: str) -> ValueError:
