@@ -8,10 +8,12 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional
 
+import hypothesis
 import numpy as np
 import numpy.typing as npt
 import pytest
 import torch
+from hypothesis import strategies as st
 
 import autoconvert as ac
 
@@ -424,3 +426,121 @@ def test_a_tensor_parameter_names_what_torch_cannot_hold() -> None:
     with pytest.raises(ac.ConversionError, match=r"argument x cannot become the one tensor .*\(list\[torch.Tensor\]\)"):
         scaled(loop)
     assert scaled([1.0, 2.0]).tolist() == [2.0, 4.0]
+
+
+# --------------------------------------------------------------------------- container changes
+# The decorators' container rule holds for adapt in every mode and both directions: what the
+# function changes in a container it was handed rebuilt is what the caller's container holds,
+# a value it put in in the caller's kind, the caller's own values where it kept them.
+
+_MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "copy=True": {"copy": True},
+    "copy=False": {"copy": False},
+    "writeback=True": {"writeback": True},
+    "check_writes=True": {"check_writes": True},
+}
+_CHANGES = ["add", "replace", "delete", "alias", "append", "pop", "nest"]
+
+
+def _change(state: dict[str, Any], changes: list[str], lib: Any) -> None:
+    """The same changes, made with NumPy inside the function or with the caller's ``lib``."""
+    for name in changes:
+        if name == "add":
+            state["new"] = lib.full(2, 7.0)
+        elif name == "replace":
+            state["x"] = state["x"] * 2
+        elif name == "delete":
+            state.pop("tag", None)
+        elif name == "alias":
+            state["y"] = state["x"]
+        elif name == "append":
+            state.setdefault("seen", []).append(state["x"])
+        elif name == "pop" and state["items"]:
+            state["items"].pop()
+        elif name == "nest":
+            state["pair"] = [state["x"], lib.zeros(1)]
+
+
+class _Torch:
+    """torch made to make what NumPy makes (float64), for the twin of a tensor caller."""
+
+    full = staticmethod(lambda n, v: torch.full((n,), v, dtype=torch.float64))
+    zeros = staticmethod(lambda n: torch.zeros(n, dtype=torch.float64))
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (torch.Tensor, np.ndarray)) or isinstance(b, (torch.Tensor, np.ndarray)):
+        return type(a) is type(b) and a.dtype == b.dtype and bool((a == b).all())
+    if isinstance(a, dict):
+        return type(a) is type(b) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+@hypothesis.given(
+    mode=st.sampled_from(sorted(_MODES)),
+    caller=st.sampled_from(["tensors", "arrays"]),
+    changes=st.lists(st.sampled_from(_CHANGES), max_size=5),
+)
+def test_changes_to_a_handed_container_reach_the_callers_in_every_mode(
+    mode: str, caller: str, changes: list[str]
+) -> None:
+    """A dict of tensors handed to a parameter asking for arrays, and a dict of arrays handed to
+    one asking for tensors: whatever the function adds, replaces, deletes or appends is what
+    the caller's dict holds afterwards, in the caller's kind, in every mode, the caller's own
+    values and lists where the function kept them."""
+    torch_code = caller == "arrays"  # the function works in the other kind
+
+    if torch_code:
+
+        @ac.adapt(**_MODES[mode])
+        def change(state: dict[str, torch.Tensor]) -> None:  # the list inside: its tensors as well
+            assert type(state["x"]) is torch.Tensor
+            _change(state, changes, _Torch)
+
+    else:
+
+        @ac.adapt(**_MODES[mode])
+        def change(state: dict[str, npt.NDArray[np.float64]]) -> None:
+            assert type(state["x"]) is np.ndarray
+            _change(state, changes, np)
+
+    def make() -> dict[str, Any]:
+        x, item = (np.arange(3.0), np.ones(2)) if torch_code else (torch.arange(3.0), torch.ones(2))
+        return {"x": x, "tag": "a", "items": [item]}
+
+    state, twin = make(), make()
+    x, items = state["x"], state["items"]
+    change(state)
+    _change(twin, changes, np if torch_code else _Torch)
+    assert _same(state, twin), (state, twin)
+    assert state["items"] is items
+    if "replace" not in changes:
+        assert state["x"] is x and all(v is x for v in state.get("seen", []))
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_a_list_takes_its_changes_back_and_a_mixed_call_gets_tensors(mode: str) -> None:
+    """A list of tensors for ``list[NDArray]`` takes back what the function appended, as a
+    tensor; a dict of arrays handed to a tensor parameter beside a tensor argument gets
+    tensors back, as the result does (tensors win a mixed call)."""
+
+    @ac.adapt(**_MODES[mode])
+    def grow(xs: list[npt.NDArray[np.float64]]) -> None:
+        assert type(xs[0]) is np.ndarray
+        xs.append(xs[0] * 2)
+
+    xs = [torch.ones(2, dtype=torch.float64)]
+    first = xs[0]
+    grow(xs)
+    assert xs[0] is first and torch.equal(xs[1], torch.full((2,), 2.0, dtype=torch.float64))
+
+    @ac.adapt(**_MODES[mode])
+    def put(state: dict[str, torch.Tensor], scale: torch.Tensor) -> None:
+        state["scaled"] = state["x"] * scale
+
+    state = {"x": np.ones(2)}
+    put(state, torch.tensor(3.0, dtype=torch.float64))
+    assert type(state["x"]) is np.ndarray and torch.equal(state["scaled"], torch.full((2,), 3.0, dtype=torch.float64))

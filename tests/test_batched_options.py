@@ -64,6 +64,7 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, "input"]
     config=st.sampled_from([{}, {"dtype": torch.float16}, {"dtype": "input"}, {"copy": True}, {"device": "cpu"}]),
     given_as=st.sampled_from([torch.float16, torch.float32, torch.float64]),
     ragged=st.booleans(),
+    copy=st.sampled_from([None, True, False]),
 )
 def test_the_result_dtype_is_the_one_asked_on_every_runner_under_every_block(
     runner: dict[str, Any],
@@ -73,10 +74,12 @@ def test_the_result_dtype_is_the_one_asked_on_every_runner_under_every_block(
     config: dict[str, Any],
     given_as: torch.dtype,
     ragged: bool,
+    copy: bool | None,
 ) -> None:
     """batched's dtype= casts the gathered float64 results, dense (one tensor) or ragged (a
-    list); a config block's applies where batched was given none; "input" is the batch's."""
-    options = {k: v for k, v in {"dtype": asked, "device": device}.items() if v is not None}
+    list); a config block's applies where batched was given none; "input" is the batch's.
+    batched's copy= says how the batch converts, never refusing the result's cast."""
+    options = {k: v for k, v in {"dtype": asked, "device": device, "copy": copy}.items() if v is not None}
     values = torch.arange(1.0, 13.0, dtype=given_as)
     batch = list(values.split([1, 2, 3, 6])) if ragged else values.reshape(4, 3)
     with ac.config(**config):
@@ -252,7 +255,7 @@ def test_explain_says_what_batched_was_given_and_pickling_keeps_it() -> None:
     assert explained.notes[1] == "Given to batched and held by the call below: dtype=torch.float32, copy=True."
     assert explained.explicit == {
         "accepts_numpy": {"copy": True},
-        "returns_tensor": {"dtype": torch.float32, "copy": True},
+        "returns_tensor": {"dtype": torch.float32},  # copy= is the batch's: the gathered result is batched's own
     }
     again = pickle.loads(pickle.dumps(per_sample))  # by recipe: no module attribute holds it
     assert again(torch.ones(2, 2, dtype=torch.float64)).dtype == torch.float32

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import autoconvert as ac
+from tests.test_call_sites import _needs
 from tests.test_flat import both
 
 
@@ -412,6 +413,54 @@ def test_a_change_a_registered_container_cannot_take_is_refused_in_every_mode(mo
         "update=...)), return the changed value instead, or make the change on the caller's side."
     )
     assert state["n"] == 1 and state["boxes"][0].b == 2
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+@pytest.mark.parametrize("call", ["flat", "generic"])
+@pytest.mark.parametrize("where", ["list", "dict"])
+def test_a_masked_array_put_into_a_container_is_refused_with_its_path(mode: str, call: str, where: str) -> None:
+    """A value the function puts into a container it was handed converts as a result would:
+    a masked array (whose mask a tensor would drop) is autoconvert's refusal, naming the
+    argument, the path below it and the fix, on the flat and the generic call, in every mode."""
+
+    def put(state: Any) -> None:
+        masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+        if where == "list":
+            state.append(masked)
+        else:
+            state["m"] = {"inner": [0, masked]}
+
+    flat, generic = both(ac.accepts_numpy(**_MODES[mode]), put)
+    state: Any = [torch.ones(2)] if where == "list" else {"x": torch.ones(2)}
+    with pytest.raises(ac.ConversionError) as info:
+        (flat if call == "flat" else generic)(state)
+    path = "state[1]" if where == "list" else "state['m']['inner'][1]"
+    assert str(info.value) == (
+        f"test_a_masked_array_put_into_a_container_is_refused_with_its_path.<locals>.put(): argument {path} is a "
+        "masked array; a tensor has no mask, and dropping it would silently unmask values. Found "
+        f"numpy.ma.MaskedArray(shape=(2,), dtype=<f8). Fix: use {path}.filled(fill_value), or the data and the "
+        "mask as two arrays."
+    )
+    assert len(state) == 1  # the container that cannot take its change is left as it was
+
+
+def test_a_quantity_put_into_a_container_is_refused_naming_its_unit() -> None:
+    """An astropy Quantity put into a container: its unit is never dropped, the refusal names
+    the argument's path and the fix."""
+    u = _needs("astropy.units")
+
+    @ac.accepts_numpy
+    def put(state: dict[str, Any]) -> None:
+        state["q"] = np.ones(2) * u.m
+
+    with pytest.raises(ac.ConversionError) as info:
+        put({"x": torch.ones(2)})
+    assert str(info.value) == (
+        "test_a_quantity_put_into_a_container_is_refused_naming_its_unit.<locals>.put(): argument state['q'] is a "
+        "Quantity in m, an array subclass that carries a unit; a tensor holds the numbers only, and the unit would "
+        "be silently lost. Found astropy.units.quantity.Quantity(shape=(2,), dtype=<f8). Fix: pass the numbers in "
+        "the unit you choose: state['q'].to_value(unit) (astropy), or state['q'].value."
+    )
 
 
 @pytest.mark.parametrize("mode", sorted(_MODES))

@@ -7,6 +7,7 @@ threads of the caller's process)."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import re
 import warnings
@@ -48,6 +49,59 @@ def with_globals(a: np.ndarray) -> np.ndarray:
     """A sample plus draws from NumPy's and torch's global states (a Dask worker's own threads
     draw from Python's ``random``, so it is left out)."""
     return a + np.random.standard_normal(a.shape) + float(torch.rand(1))
+
+
+def remembered(a: np.ndarray, seen: dict[str, Any]) -> np.ndarray:
+    """A sample's sum appended to a list the function keeps in a dict argument."""
+    seen.setdefault("sums", []).append(float(a.sum()))
+    return a * 2
+
+
+def appended(a: np.ndarray, items: list[Any]) -> np.ndarray:
+    """A sample's sum appended to a list argument."""
+    items.append(float(a.sum()))
+    return a * 2
+
+
+@dataclasses.dataclass
+class Tally:
+    """A dataclass argument whose field the function sets."""
+
+    count: int = 0
+
+
+def tallied(a: np.ndarray, tally: Tally) -> np.ndarray:
+    """A field of a dataclass argument set per sample."""
+    tally.count += 1
+    return a * 2
+
+
+def counted_into(a: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A count kept in an array argument, written in place per sample."""
+    counts += 1
+    return a * 2
+
+
+def looked_up(a: np.ndarray, table: dict[str, Any]) -> np.ndarray:
+    """A dict argument read, never changed."""
+    return a * table["scale"][0]
+
+
+def applied(a: np.ndarray, fn: Callable[..., Any]) -> Any:
+    """A callable argument applied to the sample (a torch one is handed tensors)."""
+    return fn(a)
+
+
+def masked_where_large(a: np.ndarray) -> Any:
+    """An astropy Masked result, whose class leaves pickling to ndarray's."""
+    from astropy.utils.masked import Masked
+
+    return Masked(a, mask=a > 2)
+
+
+def filled_by(a: np.ndarray, weights: Any) -> np.ndarray:
+    """A sample weighted by a masked argument, its masked values counting 0."""
+    return np.asarray((a * weights).filled(0.0))
 
 
 class ThreadExecutor(Executor):
@@ -233,3 +287,156 @@ def test_writes_asked_by_any_side_are_refused_on_an_executor() -> None:
         assert str(info.value) == message.format(", from a config block")
     with ac.config(writeback=True):
         assert ac.batched(ac.adapt(kept), workers=2)(torch.ones(2, 2)).tolist() == [[1.0, 1.0]] * 2
+
+
+_WORKERS = [
+    "in the caller's thread",
+    "threads",
+    "a process pool",
+    "a thread Executor",
+    "Dask worker processes",
+    "Dask worker threads",
+]
+#: The runners whose workers are other processes, or receive copies (Dask's, even in the caller's process).
+_COPIES = {"a process pool", "Dask worker processes", "Dask worker threads"}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_change_to_a_container_argument_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """Where the samples run in the caller's process the function's change to a container
+    argument is the caller's, as sequentially; where workers hold copies, it is refused, never
+    silently lost, naming the argument."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    seen: dict[str, Any] = {}
+    sequential = ac.batched(remembered)(_batch(ragged=False), seen)
+    if where not in _COPIES:
+        on_runner: dict[str, Any] = {}
+        assert torch.equal(ac.batched(remembered, **options)(_batch(ragged=False), on_runner), sequential)
+        assert sorted(on_runner["sums"]) == sorted(seen["sums"])  # threads append in the order they run
+        return
+    kept: dict[str, Any] = {}
+    with pytest.raises(ValueError) as info:
+        ac.batched(remembered, **options)(_batch(ragged=False), kept)
+    assert str(info.value) == (
+        "autoconvert.batched(remembered): the function changed args[1], a container among its arguments, on a "
+        "worker in another process, which holds a copy of it: the change cannot reach the caller's container, as it "
+        "does where the samples run in the caller's process. Fix: return what the function computes, or run it in "
+        "the caller's process (sequentially, or on threads with workers=)"
+    )
+    assert kept == {}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("callback", [torch.sin, torch.nn.Tanh()])
+def test_a_torch_callable_argument_gives_the_sequential_result_and_moves_no_tensor(
+    runners: dict[str, dict[str, Any]], where: str, callback: Any
+) -> None:
+    """A torch function or module as an argument gets tensors on every runner, and the
+    caller's batch never moves (torch's multiprocessing pickling would move it into shared
+    memory under the arrays that view it, which then read freed memory)."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    batch = _batch(ragged=False)
+    out = ac.batched(applied, **options)(batch, callback)
+    assert torch.equal(out, ac.batched(applied)(_batch(ragged=False), callback))
+    assert torch.equal(out, callback(_batch(ragged=False)))
+    assert not batch.is_shared() and torch.equal(batch, _batch(ragged=False))
+
+
+@pytest.mark.parametrize("where", ["sequential", *_WORKERS])
+def test_masks_are_never_dropped_on_any_runner(runners: dict[str, dict[str, Any]], where: str) -> None:
+    """An astropy Masked result is refused as sequentially, and a masked argument keeps its
+    mask where it is pickled to workers: masks cross with the values they hide."""
+    pytest.importorskip("astropy")
+    from astropy.utils.masked import Masked
+
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ac.ConversionError) as info:
+        ac.batched(masked_where_large, **options)(_batch(ragged=False))
+    assert str(info.value) == (
+        "masked_where_large(): result[0] is a masked array; a tensor has no mask, and dropping it would silently "
+        "unmask values. Found astropy.utils.masked.core.MaskedNDArray(shape=(2,), dtype=<f4). Fix: use "
+        "result[0].filled(fill_value), or the data and the mask as two arrays."
+    )
+    weights = Masked(np.array([1.0, 2.0]), mask=[False, True])
+    out = ac.batched(filled_by, **options)(_batch(ragged=False), weights)
+    assert out[:, 1].eq(0).all() and torch.equal(out[:, 0], _batch(ragged=False)[:, 0].double())
+
+
+def blas_product(a: np.ndarray) -> np.ndarray:
+    """A sample times itself through BLAS."""
+    return a @ a.T
+
+
+def test_the_libraries_thread_counts_are_given_back_after_maps_on_threads_of_the_callers_process(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """Dask workers of two threads in the caller's process cap BLAS, OpenMP and torch while
+    samples run: after each map every count is the caller's again."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def counts() -> list[tuple[str, int]]:
+        found = [
+            (library.filepath, library.num_threads) for library in threadpoolctl.ThreadpoolController().lib_controllers
+        ]
+        return [*found, ("torch", torch.get_num_threads())]
+
+    before = counts()
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    for _ in range(3):
+        ac.batched(blas_product, **{**options, "chunksize": 1, "threads_per_worker": 1})(torch.ones(8, 40, 40))
+        assert counts() == before
+
+
+#: Each function, a fresh argument for it, and what that argument holds after the sequential run.
+_CONTAINER_CALLS: dict[str, tuple[Callable[..., Any], Callable[[], Any], Callable[[Any], Any]]] = {
+    "a list appended to": (appended, list, sorted),
+    "a dataclass field set": (tallied, Tally, lambda t: t.count),
+    "a dict read only": (looked_up, lambda: {"scale": [2.0]}, lambda d: d),
+}
+
+
+@given(where=st.sampled_from(_WORKERS), call=st.sampled_from(sorted(_CONTAINER_CALLS)))
+def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is_never_refused(
+    runners: dict[str, dict[str, Any]], where: str, call: str
+) -> None:
+    """Lists, dicts and dataclasses among the arguments: what the function changes is the
+    caller's where the samples run in the caller's process and refused where workers hold
+    copies; a container only read is never refused, and gives the sequential result."""
+    fn, make, seen = _CONTAINER_CALLS[call]
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    sequential_arg = make()
+    sequential = ac.batched(fn)(_batch(ragged=False), sequential_arg)
+    arg = make()
+    if where in _COPIES and call != "a dict read only":
+        with pytest.raises(ValueError, match=r"the function changed args\[1\], a container among its arguments"):
+            ac.batched(fn, **options)(_batch(ragged=False), arg)
+        assert seen(arg) == seen(make())
+        return
+    assert torch.equal(ac.batched(fn, **options)(_batch(ragged=False), arg), sequential)
+    assert seen(arg) == seen(sequential_arg)
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_write_into_an_array_argument_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """An array among the arguments (not a batch) written in place: the caller's array takes
+    the writes where the samples run in the caller's process, as sequentially; where workers
+    hold copies the write is refused, naming the argument, never silently lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    counts = np.zeros(1)
+    if where not in _COPIES:
+        out = ac.batched(counted_into, **options)(_batch(ragged=False), counts)
+        assert torch.equal(out, _batch(ragged=False) * 2) and counts.tolist() == [12.0]
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(counted_into, **options)(_batch(ragged=False), counts)
+    assert str(info.value) == (
+        "autoconvert.batched(counted_into): the function wrote into args[1], an array among its arguments, on a "
+        "worker in another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
+        "where the samples run in the caller's process. Fix: return what the function computes, or run it in the "
+        "caller's process (sequentially, or on threads with workers=)"
+    )
+    assert counts.tolist() == [0.0]

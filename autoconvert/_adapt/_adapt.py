@@ -25,10 +25,11 @@ from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._sparse import sparse_to_tensor
+from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
-from autoconvert._interpreter._after import WriteBack
+from autoconvert._interpreter._after import ContainerChanges, WriteBack
 from autoconvert._interpreter._call import Begin, ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
@@ -37,7 +38,7 @@ from autoconvert._options._observe import Watching
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
 from autoconvert._options._signature import Given, function_name
 from autoconvert._spec._emit import Result, Step
-from autoconvert._spec._inputs import Collected, NumpyInputs, collected, collected_writes
+from autoconvert._spec._inputs import Collected, NumpyInputs, Rebuilding, collected, collected_writes
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
 
@@ -115,13 +116,16 @@ class AdaptRunner(Runner):
         self.to_arrays = NumpyOutputs(spec.function, arrays.params, DEFAULT_POLICY)
         if watch is not None:  # count conversions: each leaf, once (the spec's sides are counted already)
             self.to_arrays.mapper.wrap_leaves(counted)
-        self.array_mapper = Mapper(
+        # Both walks rebuild each container once per call, recorded for its changes to reach
+        # the caller's container (see ContainerChanges, and AdaptChanges for what they convert to).
+        self.array_mapper = Rebuilding(
             {torch.Tensor: arrays.mapper.dispatch[torch.Tensor], np.ndarray: _seen_array},
             nested=policy.nested,
+            fallback=None,
         )
         to_tensor = counted(_array_to_tensor) if watch is not None else _array_to_tensor
         sparse_to = counted(_sparse_to_tensor) if watch is not None else _sparse_to_tensor
-        self.tensor_mapper = Mapper(
+        self.tensor_mapper = Rebuilding(
             {np.ndarray: to_tensor, np.generic: to_tensor, torch.Tensor: _seen_tensor},
             nested=policy.nested,
             fallback=lambda cls: sparse_to if is_scipy_sparse(cls) else None,  # as accepts_tensor's side
@@ -131,6 +135,9 @@ class AdaptRunner(Runner):
 
     def directions(self) -> tuple[str | None, str | None]:
         return "arguments", "results"
+
+    def _container_changes(self) -> ContainerChanges:
+        return AdaptChanges(self.function, self.arrays)
 
     def _handler(self, want: Want | None) -> Handler | None:
         """The per-argument handler for a parameter that asks for ``want`` (None: untouched): a
@@ -253,6 +260,27 @@ class AdaptRunner(Runner):
             return result
 
         return finish
+
+
+class AdaptChanges(ContainerChanges):
+    """adapt's containers: both walks hand the function rebuilt containers (tensors as arrays,
+    or arrays as tensors), whose changes reach the caller's; a value the function put in comes
+    back in the caller's kind, as the result does: as a tensor where the call had tensors
+    (tensors win a mixed call), else as an array."""
+
+    def new_values(self, given: Given) -> Callable[[Any], Any]:
+        args, kwargs, _ = given
+        if self.inputs.tensors_in(args, kwargs):
+            return super().new_values(given)
+        return _new_array
+
+
+def _new_array(value: Any) -> Any:
+    return _TO_ARRAYS(value, None)
+
+
+#: A value put into a container of a call without tensors: its tensors as arrays, as results go.
+_TO_ARRAYS = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
 
 
 def _one(value: Any, make: Callable[[Any], Any], kind: str, library: str) -> Any:

@@ -163,6 +163,15 @@ _PAIR = ("accepts_numpy", "returns_tensor")
 _NOT_GIVEN = object()
 
 
+def _sides_taking(option: str) -> list[str]:
+    """The sides of the pair that take batched's ``option``. ``copy=`` says how the batch
+    converts: the gathered result is a new array of batched's own, which the result side
+    would otherwise refuse to cast under ``copy=False`` (``dtype=``)."""
+    if option == "copy":
+        return ["accepts_numpy"]
+    return [side for side in _PAIR if option in DEFAULTS[side]]
+
+
 class BatchedPlan(Plan):
     """The plan of the pair that converts each batch, where ``batched`` made it or added its
     options to ``fn``'s decorators: an option it was given (``given``), or any where it made the
@@ -193,7 +202,7 @@ def _converting(fn: Any, options: dict[str, Any], name: str) -> Any:
     """What converts each batch: ``returns_tensor(accepts_numpy(fn))`` with ``options``, or the
     wrapper autoconvert made of ``fn``, with ``options`` added to its sides (see ``_sides``)."""
     if not isinstance(fn, _Wrapper):
-        sides = {side: {k: v for k, v in options.items() if k in DEFAULTS[side]} for side in _PAIR}
+        sides = {side: {k: v for k, v in options.items() if side in _sides_taking(k)} for side in _PAIR}
         return wrap(fn, BatchedPlan(fn, sides, given=frozenset(options), made=True))
     if not options:
         return fn
@@ -226,8 +235,8 @@ def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[s
         raise TypeError(f"{start} was not made by them. Fix: {fix}")
     sides = {side: dict(plan.sides.get(side, {})) for side in _PAIR}
     for option, value in options.items():
-        takers = [s for s in _PAIR if option in DEFAULTS[s] and s in plan.sides]
-        for side in takers or [s for s in _PAIR if option in DEFAULTS[s]]:
+        takers = [s for s in _sides_taking(option) if s in plan.sides]
+        for side in takers or _sides_taking(option):
             given = sides[side].get(option, _NOT_GIVEN)
             if given is not _NOT_GIVEN and given != value:
                 raise ValueError(

@@ -9,6 +9,7 @@ Dask cluster it runs on NumPy arrays.
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import mmap
 import os
@@ -21,6 +22,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+from autoconvert._conversions._containers import node_for
+from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebuilt
+from autoconvert._errors import KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
 from ._seeds import Seeds
@@ -131,6 +136,24 @@ class Running:
             os.remove(self.path)
 
 
+class Origin:
+    """Whether a chunk is the caller's own or a copy that reached another process by pickling
+    (by any pickler: ``sent``'s, an executor's own): its unpickling says so, so that a runner
+    needs no flag of its own for a chunk to know its arguments are copies."""
+
+    __slots__ = ("copied",)
+
+    def __init__(self, copied: bool = False) -> None:
+        self.copied = copied
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Origin, (True,)
+
+
+#: The origin of every chunk made in the caller's process.
+HERE = Origin()
+
+
 class Chunk(NamedTuple):
     """Samples ``start`` to ``stop`` of a batch of ``size``: ``fn(*args, **kwargs)`` once per
     sample, with each ``Batch`` in them replaced by that sample."""
@@ -149,6 +172,8 @@ class Chunk(NamedTuple):
     #: Sources handed read-only in the caller, made read-only again where they arrived by
     #: pickling or mapping (other processes), so that every runner hands the same samples.
     frozen: frozenset[int] = frozenset()
+    #: HERE in the caller's process; a copy where the chunk was pickled to another (see Origin).
+    origin: Origin = HERE
 
 
 #: How often a running chunk looks whether its map was cancelled: a Running file costs a
@@ -162,6 +187,11 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
     for k in chunk.frozen:
         columns[k] = _read_only(columns[k])
+    handed: Rebuilt | None = None
+    guarded: list[tuple[str, NDArray[Any]]] = []
+    if chunk.origin.copied:
+        handed = _containers_in(chunk)
+        chunk, guarded = _guarded(chunk)
     results: list[Any] = []
     try:
         if chunk.threads is None:
@@ -173,8 +203,80 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
         if chunk.frozen and isinstance(e, (ValueError, TypeError)):
             _tell_refusal(e, chunk, columns, len(results))
+        if guarded and isinstance(e, (ValueError, TypeError)):
+            _refuse_lost_write(e, chunk, guarded)
         raise
+    if handed and changed(handed.values()):
+        raise _lost_change(chunk, handed)
     return results
+
+
+def _guarded(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:
+    """A copied chunk whose writable array arguments are read-only views (with their labels):
+    a write into one would change the copy alone, where the caller's own array takes it."""
+    guarded: list[tuple[str, NDArray[Any]]] = []
+
+    def guard(label: str, value: Any) -> Any:
+        if not isinstance(value, np.ndarray) or not value.flags.writeable:
+            return value
+        view = value.view()
+        view.flags.writeable = False
+        guarded.append((label, view))
+        return view
+
+    args = tuple(guard(keystr("args", [SequenceKey(i)]), a) for i, a in enumerate(chunk.args))
+    kwargs = {k: guard(keystr("kwargs", [MappingKey(k)]), v) for k, v in chunk.kwargs.items()}
+    return (chunk._replace(args=args, kwargs=kwargs) if guarded else chunk), guarded
+
+
+def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: list[tuple[str, Any]]) -> None:
+    """Where ``error`` is NumPy refusing a write into a guarded array argument, the refusal of
+    that write, which on a copy would silently not reach the caller's array."""
+    from autoconvert._failures._failures import wrote_into_handed  # only when a sample failed
+
+    hit = wrote_into_handed(error, guarded, {})
+    if hit:
+        raise ValueError(
+            f"{chunk.label}: the function wrote into {hit[0]}, an array among its arguments, on a worker in "
+            "another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
+            "where the samples run in the caller's process. Fix: return what the function computes, or run it in "
+            "the caller's process (sequentially, or on threads with workers=)"
+        ) from error
+
+
+def _containers_in(chunk: Chunk) -> Rebuilt:
+    """Every container among a copied chunk's arguments (nested ones too, each once), with
+    what it holds now, to tell after the samples whether the function changed one."""
+    records: Rebuilt = {}
+    stack = [*chunk.args, *chunk.kwargs.values()]
+    while stack:
+        value = stack.pop()
+        node = node_for(type(value))
+        if node is not None and id(value) not in records:
+            rebuilt(records, value, value)
+            stack.extend(child for _, child in node.items(value))
+    return records
+
+
+def _lost_change(chunk: Chunk, handed: Rebuilt) -> ValueError:
+    """The refusal of a change the function made to a container among its arguments in another
+    process: there it changed a copy, and the caller's container (which the same call in the
+    caller's process changes) would silently stay as it was."""
+    container = next(original for original, _, before in handed.values() if changed([(original, original, before)]))
+    roots: list[tuple[list[KeyEntry], Any]] = [([SequenceKey(i)], a) for i, a in enumerate(chunk.args)]
+    roots += [([MappingKey(k)], v) for k, v in chunk.kwargs.items()]
+    where = "an argument"
+    for root, value in roots:
+        below = path_to(value, container)
+        if below is not None:
+            where = keystr("args" if type(root[0]) is SequenceKey else "kwargs", [*root, *below])
+            break
+    return ValueError(
+        f"{chunk.label}: the function changed {where}, a container among its arguments, on a worker in another "
+        "process, which holds a copy of it: the change cannot reach the caller's container, as it does where the "
+        "samples run in the caller's process. Fix: return what the function computes, or run it in the caller's "
+        "process (sequentially, or on threads with workers=)"
+    )
 
 
 def _read_only(column: Any) -> Any:
@@ -233,9 +335,84 @@ def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:
         append(result if sink is None else sink.put(i, result))
 
 
-def pickled(fn: Callable[..., Any], *args: Any) -> bytes:
-    """``fn(*args)`` pickled as one object."""
-    return pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL)
+# ----------------------------------------------------------------- crossing to other processes
+# What crosses to a worker in another process, and back, is pickled here, by value, whatever
+# the executor's own pickler is: multiprocessing's (torch registers reductions with it that
+# move a tensor's storage into shared memory in place: the caller's tensor, under the NumPy
+# arrays that view it), Dask's, Ray's. A runner in other processes submits
+# ``run_sent(sent(run, chunk), *rest)`` and reads each result with ``received``.
+
+
+#: The methods by which a class pickles itself: an array subclass defining none is pickled by ndarray's.
+_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
+
+
+def _keeping_state(obj: Any) -> tuple[Any, ...] | None:
+    """The reduction of an array subclass whose mask or unit lives in its ``__dict__`` and whose
+    class leaves pickling to ndarray's, which drops the ``__dict__`` (astropy's ``Masked``):
+    its data, class and ``__dict__``. None for any other value."""
+    kind = type(obj)
+    if kind is np.ndarray or not isinstance(obj, np.ndarray) or not getattr(obj, "__dict__", None):
+        return None
+    own = kind.__mro__[: kind.__mro__.index(np.ndarray)]  # the subclass and its bases below ndarray
+    if any(name in vars(base) for base in own for name in _PICKLING):
+        return None
+    carried = [getattr(obj, name, None) for name in ("mask", "unit", "units")]
+    if all(value is None or callable(value) for value in carried):
+        return None
+    return _with_state, (np.ndarray.view(obj, np.ndarray), kind, dict(vars(obj)))
+
+
+def _with_state(data: NDArray[Any], kind: type, state: dict[str, Any]) -> Any:
+    obj: Any = data.view(kind)
+    obj.__dict__.update(state)
+    return obj
+
+
+def _crossing(base: type) -> type:
+    """A pickler class over ``base`` (pickle's, or cloudpickle's for Dask, which sends lambdas)
+    that keeps an array subclass's state (see _keeping_state)."""
+
+    class Crossing(base):  # type: ignore[misc]  # a class made per base
+        def reducer_override(self, obj: Any) -> Any:
+            reduced = _keeping_state(obj)
+            if reduced is not None:
+                return reduced
+            parent = getattr(super(), "reducer_override", None)
+            return NotImplemented if parent is None else parent(obj)
+
+    return Crossing
+
+
+_PICKLERS: dict[bool, type] = {False: _crossing(pickle.Pickler)}
+
+
+def dumps(value: Any, *, by_value: bool = False) -> bytes:
+    """``value`` pickled to cross to or from another process; ``by_value``: functions by value
+    where pickle would refuse them (cloudpickle's, as Dask sends them)."""
+    if by_value not in _PICKLERS:
+        import cloudpickle  # Dask's dependency: asked for on Dask only
+
+        _PICKLERS[True] = _crossing(cloudpickle.Pickler)
+    buffer = io.BytesIO()
+    _PICKLERS[by_value](buffer, pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue()
+
+
+def sent(fn: Callable[..., Any], *args: Any, by_value: bool = False) -> bytes:
+    """``fn`` and its first arguments (the chunk), pickled to cross to another process."""
+    return dumps((fn, args), by_value=by_value)
+
+
+def run_sent(payload: bytes, *rest: Any) -> bytes:
+    """In the worker: ``fn(*args, *rest)`` of a ``sent`` payload, its result pickled to cross back."""
+    fn, args = pickle.loads(payload)
+    return dumps(fn(*args, *rest))
+
+
+def received(data: bytes) -> Any:
+    """A result ``run_sent`` sent back."""
+    return pickle.loads(data)
 
 
 def run_sharing(chunk: Chunk, sources: Sequence[Any], folder: str, least: float) -> list[Any]:

@@ -48,9 +48,11 @@ from ._chunks import (
     Window,
     in_shared_memory,
     opened,
-    pickled,
+    received,
     run,
+    run_sent,
     run_sharing,
+    sent,
     shared_where_large,
 )
 from ._gather import Sink
@@ -178,6 +180,7 @@ class Elsewhere:
         self.client = (getattr(executor, "_client", executor)) if is_dask(executor) else None
         self.local: dict[frozenset[str], bool] = {}  # per set of Dask workers: do they see shared memory?
         self.shares: dict[frozenset[tuple[str, int]], str | None] = {}  # per set of workers: see threaded()
+        self.crosses: bool | None = None  # whether chunks cross to other processes: see _crossing()
         self.workers = self._workers(self._threads())  # as the executor is when batched is applied
         self.threads = threads_per_worker or per_worker(self.workers)  # the libraries' threads in each worker
         #: Work below this, in all, runs in the caller's thread: a process pool's map costs a
@@ -221,6 +224,14 @@ class Elsewhere:
         return "Dask workers in the caller's process" if os.getpid() in pids.values() else None
 
     def map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
+        # Capped in the caller's thread too, as on threads: workers that are threads of this
+        # process (Dask's with processes=False) then find BLAS capped already, and its count
+        # is given back by the thread that lowered it (OpenBLAS 0.3.31's pthreads build may
+        # ignore a raise asked by another thread: the cap stayed after the map).
+        with capped(self.threads):
+            return self._map(samples, start, chunksize, progress)
+
+    def _map(self, samples: Samples, start: int, chunksize: int | None, progress: Progress) -> list[Any]:
         threads = self._threads()
         if samples.seeds is not None and samples.seeds.globals:
             runner = self.threaded(threads)  # a Dask cluster may have scaled since batched was applied
@@ -273,22 +284,35 @@ class Elsewhere:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def _submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def _crossing(self) -> bool:
+        """Whether chunks cross to other processes by pickling, so are sent pickled by value
+        (see _chunks.sent): a process pool's, Dask's (even workers in the caller's process
+        receive copies), any other executor's whose workers are not the caller's process
+        (asked once)."""
+        if self.crosses is None:
+            here = self.client is None and not isinstance(self.executor, cf.ProcessPoolExecutor)
+            self.crosses = not here or self.executor.submit(os.getpid).result() != os.getpid()
+        return self.crosses
+
+    def _submit(self, fn: Callable[..., Any], chunk: Chunk, *rest: Any) -> Any:
         if self.client is not None:
-            # Pickled results: Dask serializes a list of arrays array by array, which for
-            # many small results costs more than the work.
-            return self.client.submit(pickled, fn, *args, pure=False)
-        return self.executor.submit(fn, *args)
+            # Pickled results (run_sent's): Dask serializes a list of arrays array by array,
+            # which for many small results costs more than the work.
+            return self.client.submit(run_sent, sent(fn, chunk, by_value=True), *rest, pure=False)
+        if self._crossing():
+            return self.executor.submit(run_sent, sent(fn, chunk), *rest)
+        return self.executor.submit(fn, chunk, *rest)
 
     def _collect(self, futures: list[Any], progress: Progress, cancelled: Running | None, shared: bool) -> list[Any]:
         client = self.client
         if client is None:
+            unpickled = received if self._crossing() else list
             return _collect(
                 futures,
                 progress,
                 cf.as_completed,
                 functools.partial(_stop, futures, cancelled),
-                functools.partial(opened, remove=True) if shared else list,
+                (lambda data: opened(unpickled(data), remove=True)) if shared else unpickled,
             )
         import distributed  # is_dask() saw its types: it is imported
 
@@ -298,7 +322,7 @@ class Elsewhere:
             client.cancel(futures)
 
         def loads(data: bytes) -> list[Any]:
-            results: list[Any] = pickle.loads(data)
+            results: list[Any] = received(data)
             return opened(results, remove=True) if shared else results
 
         return _collect(futures, progress, distributed.as_completed, stop, loads)

@@ -92,13 +92,29 @@ def settle(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[A
         if not changed([(original, handed, before)]):  # another record of its container's may have changed
             continue
         now = held(handed)
-        children = [back(value) for value in now.children]
+        try:
+            children = _back_all(now, back, node_for(type(original)).writes.entry)  # type: ignore[union-attr]
+        except LeafError as e:  # a value the function put in that cannot convert (a masked array)
+            refused.append((original, e))
+            continue
         then = held(original)
         if now.keys == then.keys and all(map(operator.is_, children, then.children)):
             continue
         if not node_for(type(original)).writes.take(original, children, now.context):  # type: ignore[union-attr]
             refused.append((original, _refusal(original, then, Held(now.keys, children, now.context))))
     return refused
+
+
+def _back_all(now: Held, back: Callable[[Any], Any], entry: Callable[[Any], KeyEntry]) -> list[Any]:
+    """``back`` applied to each child ``now`` holds; a child's refusal names its key entry."""
+    children = []
+    for key, value in zip(now.keys, now.children, strict=True):
+        try:
+            children.append(back(value))
+        except LeafError as e:
+            e.keys.append(entry(key))
+            raise
+    return children
 
 
 def _handed_back(records: list[Record]) -> dict[int, Any]:

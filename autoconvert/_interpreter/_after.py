@@ -125,20 +125,26 @@ class ContainerChanges:
 
     def settle(self, records: list[Record], given: Given) -> None:
         """After a call that ``changed`` the containers in ``records`` (the flat call's step)."""
-        args, kwargs, _ = given
-        targets: list[Target] = []
-
-        def convert(value: Any) -> Any:
-            if not targets:  # the call's tensors looked for once, and only for a new value
-                targets.append(Target(vote(self.inputs.tensors_in(args, kwargs)) or default_device(), NO_CASTS, None))
-            return to_tensors(value, targets[0])
-
-        refused = settle(records, convert)
+        refused = settle(records, self.new_values(given))
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)
             error.keys += reversed(below)
             raise error.public(self.function, "argument", root) from None
+
+    def new_values(self, given: Given) -> Callable[[Any], Any]:
+        """How a value the function put into a container converts: as a result would, new
+        arrays as tensors on the device of the call's tensors (looked for once, and only for
+        a new value)."""
+        args, kwargs, _ = given
+        targets: list[Target] = []
+
+        def convert(value: Any) -> Any:
+            if not targets:
+                targets.append(Target(vote(self.inputs.tensors_in(args, kwargs)) or default_device(), NO_CASTS, None))
+            return to_tensors(value, targets[0])
+
+        return convert
 
     def _where(self, container: Any, given: Given) -> tuple[str, list[KeyEntry]]:
         """The argument holding ``container``, and the key entries below it."""

@@ -90,9 +90,8 @@ class Runner:
         self.function = spec.function
         self.routes = spec.routes and variants is not None
         self.flat: Flat | None = None
-        inputs = self.inputs
         #: A NumPy side's containers' changes made the caller's, by the generic and the flat call.
-        self.changes = ContainerChanges(self.function, inputs) if isinstance(inputs, NumpyInputs) else None
+        self.changes = self._container_changes()
         call = self._make_call(variants)
         if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
             self.flat = specialised(spec, call, self.failed, self.changes.settle if self.changes else None)
@@ -100,6 +99,11 @@ class Runner:
         if watch is not None:
             call = Watched(call, spec.function, watch, self.directions())
         self.call = call
+
+    def _container_changes(self) -> ContainerChanges | None:
+        """What makes the changes to the containers the function was handed the caller's
+        (None: this side hands the caller's containers as they are)."""
+        return ContainerChanges(self.function, self.inputs) if isinstance(self.inputs, NumpyInputs) else None
 
     def directions(self) -> tuple[str | None, str | None]:
         """The profiler range names of the two sides' conversions (None: a side converts nothing)."""

@@ -66,6 +66,18 @@ class TensorCallback:
     def __repr__(self) -> str:
         return f"<autoconvert callback taking tensors: {self.__wrapped__!r}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Sent to another process (batched's workers) with the device its tensors go to, not
+        the call's tensors themselves (the whole batch, once per task)."""
+        device = vote(self.shared + self.odd)
+        return _placed_callback, (self.__wrapped__, None if device is None else str(device))
+
+
+def _placed_callback(function: Any, device: str | None) -> TensorCallback:
+    """A ``TensorCallback`` whose tensors go to ``device`` (None: the default device)."""
+    placed = [] if device is None else [torch.empty(0, dtype=torch.bool, device=device)]  # as device_leaf records one
+    return TensorCallback(function, [], placed)
+
 
 def callback_leaf(function: Any, ctx: Any) -> Any:
     """The input side's leaf for callable arguments under ``callbacks=True``."""

@@ -200,7 +200,7 @@ def _to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return stopping
 
 
-class _Rebuilding(Mapper):
+class Rebuilding(Mapper):
     """The NumPy side's walk: one rebuilt container per caller's container in a call (the
     function sees the caller's sharing: ``batch['a'] is batch['b']``), each recorded in the
     call's ``Collected.rebuilt`` for its changes to reach the caller (see _mutations)."""
@@ -253,7 +253,7 @@ class NumpyInputs(Inputs):
             leaf = self._widening(leaf)
         if self.snapshots:
             leaf = self._snapshotting(leaf)
-        self.mapper = _Rebuilding(
+        self.mapper = Rebuilding(
             {
                 torch.Tensor: leaf,
                 StandIn: stood_for,
