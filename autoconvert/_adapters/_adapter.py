@@ -47,6 +47,15 @@ class Overwritten:
         return bool(args[position] if position is not None and position < len(args) else self.default)
 
 
+#: Whether one call (its arguments and keywords, a method's object first) writes into its tensors.
+Writes = Callable[[tuple[Any, ...], dict[str, Any]], bool]
+
+
+def always(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """The ``Writes`` of a function that writes whatever its call says."""
+    return True
+
+
 class Adapter:
     """One library as the call path meets it; subclasses override what differs."""
 
@@ -142,6 +151,16 @@ class Adapter:
         """Why ``fn`` has no torch path of the library's own even where its mode is on, in
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
+
+    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+        """Which calls of ``fn`` on the library's own torch path write into their tensors
+        (None: none), so that they are handed copies: by default those whose ``overwrite_X``
+        flags ask for it (see ``overwritten``). ``owner``: the class of the object a method
+        of it is called on, its first argument."""
+        found = self.overwritten(fn)
+        if not found:
+            return None
+        return lambda args, kwargs: any(overwritten.asked(args, kwargs) for overwritten in found)
 
     def switched_on(self) -> contextlib.AbstractContextManager[Any]:
         """The library's own torch path switched on for a with block, in this thread only, where

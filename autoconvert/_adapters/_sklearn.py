@@ -15,8 +15,10 @@ import inspect
 import pathlib
 from typing import Any
 
-from ._adapter import Adapter
+from ._adapter import Adapter, Writes
 from ._scipy import array_api_mode
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 #: The tables of scikit-learn's tests that list the functions its array API tests run on
 #: every namespace, device and dtype (torch's included): the only place it lists them.
@@ -73,10 +75,50 @@ class ScikitLearn(Adapter):
         except TypeError:  # an unhashable callable: never in the tables
             return "scikit-learn's array API tests of functions leave it out"
 
+    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+        """The calls of ``fn``, a method of the estimator class ``owner``, that scikit-learn's
+        torch path lets write into the tensors it is handed: where the estimator is told not to
+        copy, by a parameter (``copy``, ``copy_X``, ``copy_x``, however set: made so,
+        ``set_params``, assigned) or by the method's keyword (``transform(X, copy=False)``)."""
+        names = getattr(owner, "_get_param_names", None)
+        flags = [name for name in names() if name.startswith("copy")] if callable(names) else []
+        try:
+            parameters = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        keywords = [
+            (p.name, i if p.kind in _POSITIONAL else None, p.default)
+            for i, p in enumerate(parameters)
+            if p.name.startswith("copy")
+        ]
+        if not flags and not keywords:
+            return None
+
+        def writes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+            for name, position, default in keywords:
+                given = (
+                    kwargs[name]
+                    if name in kwargs
+                    else args[position]
+                    if position is not None and position < len(args)
+                    else default
+                )
+                if given is not None and given is not inspect.Parameter.empty:
+                    return _no_copy(given)  # the keyword decides over the estimator's parameter
+            estimator = args[0] if args else None
+            return any(_no_copy(getattr(estimator, flag, None)) for flag in flags)
+
+        return writes
+
     def switched_on(self) -> contextlib.AbstractContextManager[Any]:
         """scikit-learn's array API dispatch on for a with block: ``config_context``, whose
         configuration is the thread's own, restored on leaving, however the block ends."""
         return importlib.import_module("sklearn").config_context(array_api_dispatch=True)  # type: ignore[no-any-return]
+
+
+def _no_copy(value: Any) -> bool:
+    """Whether a ``copy`` parameter's value tells the estimator not to copy (None: its default)."""
+    return value is not None and not value
 
 
 def _has_tags(value: Any) -> bool:
@@ -101,9 +143,6 @@ def _made(cls: type) -> Any:
 
 
 def _estimator_path(estimator: Any) -> str | None:
-    if estimator.get_params(deep=False).get("copy") is False:
-        # StandardScaler(copy=False) scales the tensor it is handed in place on that path.
-        return "copy=False: on scikit-learn's torch path it writes into the caller's tensor"
     if _supports(estimator):
         return None
     cls = type(estimator)
