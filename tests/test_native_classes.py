@@ -21,6 +21,8 @@ import pytest
 import scipy.spatial
 import scipy.spatial.transform
 import torch
+from hypothesis import given
+from hypothesis import strategies as hst
 
 import autoconvert as ac
 from autoconvert._adapters._scipy import SciPy, _array_api
@@ -399,3 +401,233 @@ def test_an_estimator_without_array_api_support_converts() -> None:
         "scikit-learn's own: RobustScaler()'s tags declare no array API support, and none for any of its methods. "
         "Fix: native='auto' converts where there is none"
     )
+
+
+# --------------------------------------------------------------------------- the caller's tensors never written
+
+#: (module, estimator, its copy parameter, its methods taking ``copy=``, the method called after fit): each
+#: estimator declaring array API support that can be told not to copy.
+_TOLD_NOT_TO_COPY = [
+    ("preprocessing", "StandardScaler", "copy", ("transform", "inverse_transform"), "transform"),
+    ("preprocessing", "MinMaxScaler", "copy", (), "transform"),
+    ("preprocessing", "Binarizer", "copy", ("transform",), "transform"),
+    ("preprocessing", "Normalizer", "copy", ("transform",), "transform"),
+    ("preprocessing", "KernelCenterer", None, ("transform",), "transform"),
+    ("decomposition", "PCA", "copy", (), "transform"),
+    ("linear_model", "Ridge", "copy_X", (), "predict"),
+]
+#: How an estimator is told not to copy: made so, set_params, assigned, a method's keyword (by name, by position).
+_SPELLINGS = ("made", "set_params", "assigned", "keyword", "keyword by position")
+_NO_COPY_CASES = [
+    (case, spelling)
+    for case in _TOLD_NOT_TO_COPY
+    for spelling in _SPELLINGS
+    if (case[2] is not None) == (spelling in ("made", "set_params", "assigned")) or (case[3] and "keyword" in spelling)
+]
+
+
+def _told_not_to_copy(library: Any, case: tuple[Any, ...], spelling: str) -> Any:
+    """The estimator of ``case`` made from ``library``, told not to copy as ``spelling`` says
+    (a keyword spelling tells its methods' calls instead)."""
+    _, name, flag, _, _ = case
+    parameters = {"solver": "svd"} if name == "Ridge" else {}  # the solver either path takes
+    if spelling == "made":
+        return getattr(library, name)(**{flag: False}, **parameters)
+    estimator = getattr(library, name)(**parameters)
+    if spelling == "set_params":
+        assert estimator.set_params(**{flag: False}) is estimator
+    elif spelling == "assigned":
+        setattr(estimator, flag, False)
+    return estimator
+
+
+def _no_copy_calls(estimator: Any, case: tuple[Any, ...], spelling: str, x: Any, y: Any) -> list[Any]:
+    """The case's calls on ``estimator`` (torchified or not), each handed ``x()`` and ``y()``:
+    fit (which returns the estimator), the method after it, each method taking ``copy=`` as
+    the spelling says, and fit_transform."""
+    _, name, _, keywords, after = case
+    fitted = estimator.fit(x(), y()) if name == "Ridge" else estimator.fit(x())
+    assert fitted is estimator
+    results = [getattr(estimator, after)(x())]
+    for method in keywords if "keyword" in spelling else ():
+        call = getattr(estimator, method)
+        results.append(call(x(), False) if spelling == "keyword by position" else call(x(), copy=False))
+    if hasattr(estimator, "fit_transform") and name != "KernelCenterer":
+        results.append(estimator.fit_transform(x()))
+    return results
+
+
+@in_dispatch
+@given(case=hst.sampled_from(_NO_COPY_CASES), dtype=hst.sampled_from([torch.float32, torch.float64]))
+def test_an_estimator_told_not_to_copy_never_writes_the_caller_s_tensors(
+    case: tuple[tuple[Any, ...], str], dtype: torch.dtype
+) -> None:
+    """On scikit-learn's own torch path, an estimator told not to copy (its parameter made so,
+    set by set_params or assigned, or a method's ``copy=False`` by name or position) is handed
+    copies: the caller's tensors keep their values and versions, the results are scikit-learn's
+    on arrays, and fit returns the estimator's own proxy."""
+    import importlib
+
+    (module, name, *_), spelling = case
+    library = importlib.import_module(f"sklearn.{module}")
+    x, _ = _data()
+    x = (x @ x.T if name == "KernelCenterer" else x).to(dtype)
+    y = x[:, 0].clone()
+    estimator = _told_not_to_copy(ac.torchify(library), case[0], spelling)
+    assert _holds_tensors(estimator)
+    with _unwritten(x, y):
+        got = _no_copy_calls(estimator, case[0], spelling, lambda: x, lambda: y)
+    on_arrays = _told_not_to_copy(library, case[0], spelling)  # written into: each call has a fresh copy
+    expected = _no_copy_calls(on_arrays, case[0], spelling, lambda: x.numpy().copy(), lambda: y.numpy().copy())
+    assert len(got) == len(expected)
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-9
+    for value, on_arrays in zip(got, expected, strict=True):
+        assert type(value) is torch.Tensor and value.dtype == dtype
+        np.testing.assert_allclose(np.abs(value.numpy()), np.abs(on_arrays), rtol=tolerance, atol=tolerance)
+
+
+@in_dispatch
+def test_writeback_true_lets_an_estimator_told_not_to_copy_write_the_caller_s_tensor() -> None:
+    """``writeback=True`` is autoconvert's own way to let a library write into the caller's
+    tensors: StandardScaler(copy=False) then scales it in place, natively as converting."""
+    import sklearn.preprocessing
+
+    for native in ("auto", False):
+        x = _data()[0]
+        scaler = ac.torchify(sklearn.preprocessing, native=native, writeback=True).StandardScaler(copy=False)
+        assert _holds_tensors(scaler) is (native == "auto")
+        scaler.fit(x).transform(x)
+        torch.testing.assert_close(x.mean(0), torch.zeros(4, dtype=torch.float64))
+
+
+def _randn(*shape: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def _catalogue(dtype: torch.dtype) -> list[tuple[str, Any, list[Any]]]:
+    """Every function of SciPy's classes with a torch path of its own (``Rotation``,
+    ``RigidTransform``, ``Slerp``): (name, call taking the namespace and the arguments,
+    makers of the arguments from the namespace), on arguments a normalising write would
+    change (quaternions of any norm, matrices not orthogonal)."""
+    d = dtype
+
+    def vectors(ns: Any, seed: int = 1) -> torch.Tensor:
+        return _randn(3, 3, dtype=d, seed=seed)
+
+    def rotations(ns: Any, seed: int = 2) -> Any:
+        return ns.Rotation.from_quat(_randn(3, 4, dtype=d, seed=seed))
+
+    def transforms(ns: Any, seed: int = 3) -> Any:
+        return ns.RigidTransform.from_components(vectors(ns, seed), rotations(ns, seed))
+
+    def matrices(ns: Any) -> torch.Tensor:
+        exact = torch.as_tensor(scipy.spatial.transform.Rotation.random(3, rng=0).as_matrix(), dtype=d)
+        return exact + 0.05 * _randn(3, 3, 3, dtype=d, seed=4)
+
+    def rigid(ns: Any) -> torch.Tensor:
+        made = torch.zeros(3, 4, 4, dtype=d)
+        made[:, :3, :3], made[:, :3, 3], made[:, 3, 3] = matrices(ns), vectors(ns), 1
+        return made
+
+    def quats(ns: Any) -> torch.Tensor:
+        return 3 * _randn(3, 4, dtype=d, seed=5)
+
+    def weights(ns: Any) -> torch.Tensor:
+        return _randn(3, dtype=d, seed=6).abs()
+
+    def axes(ns: Any) -> torch.Tensor:
+        return torch.eye(3, dtype=d)
+
+    r, t = "Rotation", "RigidTransform"
+    calls: list[tuple[str, Any, list[Any]]] = [
+        (f"{r}.from_quat", lambda ns, q: ns.Rotation.from_quat(q), [quats]),
+        (f"{r}.from_quat", lambda ns, q: ns.Rotation.from_quat(q, scalar_first=True), [quats]),
+        (f"{r}.from_matrix", lambda ns, m: ns.Rotation.from_matrix(m), [matrices]),
+        (f"{r}.from_rotvec", lambda ns, v: ns.Rotation.from_rotvec(v, degrees=True), [vectors]),
+        (f"{r}.from_euler", lambda ns, v: ns.Rotation.from_euler("zyx", v), [vectors]),
+        (f"{r}.from_davenport", lambda ns, a, v: ns.Rotation.from_davenport(a, "e", v), [axes, vectors]),
+        (f"{r}.from_mrp", lambda ns, v: ns.Rotation.from_mrp(v), [vectors]),
+        (f"{r}.concatenate", lambda ns, a, b: ns.Rotation.concatenate([a, b]), [rotations, rotations]),
+        (f"{r}.align_vectors", lambda ns, a, b, w: ns.Rotation.align_vectors(a, b, w), [vectors, vectors, weights]),
+        (f"{r}.apply", lambda ns, r, v: r.apply(v, inverse=True), [rotations, vectors]),
+        (f"{r}.__mul__", lambda ns, a, b: a * b, [rotations, rotations]),
+        (f"{r}.__pow__", lambda ns, a: a**0.5, [rotations]),
+        (f"{r}.inv", lambda ns, a: a.inv(), [rotations]),
+        (f"{r}.magnitude", lambda ns, a: a.magnitude(), [rotations]),
+        (f"{r}.approx_equal", lambda ns, a, b: a.approx_equal(b), [rotations, rotations]),
+        (f"{r}.mean", lambda ns, a, w: a.mean(w), [rotations, weights]),
+        (f"{r}.reduce", lambda ns, a, b: a.reduce(b), [rotations, rotations]),
+        (f"{r}.__getitem__", lambda ns, a: a[0], [rotations]),
+        (f"{r}.__setitem__", lambda ns, b: rotations(ns, 7).__setitem__(0, b[1]), [rotations]),
+        (f"{r}.as_euler", lambda ns, a: a.as_euler("zyx"), [rotations]),
+        (f"{r}.as_davenport", lambda ns, a, x: a.as_davenport(x, "e"), [rotations, axes]),
+        *[(f"{r}.{n}", lambda ns, a, n=n: getattr(a, n)(), [rotations]) for n in ("as_quat", "as_matrix")],
+        *[(f"{r}.{n}", lambda ns, a, n=n: getattr(a, n)(), [rotations]) for n in ("as_rotvec", "as_mrp")],
+        (f"{t}.from_matrix", lambda ns, m: ns.RigidTransform.from_matrix(m), [rigid]),
+        (f"{t}.from_rotation", lambda ns, r: ns.RigidTransform.from_rotation(r), [rotations]),
+        (f"{t}.from_translation", lambda ns, v: ns.RigidTransform.from_translation(v), [vectors]),
+        (f"{t}.from_components", lambda ns, v, r: ns.RigidTransform.from_components(v, r), [vectors, rotations]),
+        (f"{t}.from_exp_coords", lambda ns, v: ns.RigidTransform.from_exp_coords(v.repeat(1, 2)), [vectors]),
+        (f"{t}.from_dual_quat", lambda ns, q: ns.RigidTransform.from_dual_quat(q.repeat(1, 2)), [quats]),
+        (f"{t}.concatenate", lambda ns, a, b: ns.RigidTransform.concatenate([a, b]), [transforms, transforms]),
+        (f"{t}.mean", lambda ns, a, w: a.mean(w), [transforms, weights]),
+        *[(f"{t}.{n}", lambda ns, a, n=n: getattr(a, n)(), [transforms]) for n in ("as_matrix", "as_components")],
+        *[(f"{t}.{n}", lambda ns, a, n=n: getattr(a, n)(), [transforms]) for n in ("as_exp_coords", "as_dual_quat")],
+        (f"{t}.inv", lambda ns, a: a.inv(), [transforms]),
+        (f"{t}.__getitem__", lambda ns, a: a[0], [transforms]),
+        (f"{t}.__setitem__", lambda ns, b: transforms(ns, 8).__setitem__(0, b[1]), [transforms]),
+        (f"{t}.__mul__", lambda ns, a, b: a * b, [transforms, transforms]),
+        (f"{t}.__pow__", lambda ns, a: a**2, [transforms]),
+        (f"{t}.apply", lambda ns, a, v: a.apply(v, inverse=True), [transforms, vectors]),
+        ("Slerp", lambda ns, t, r: ns.Slerp(t, r), [lambda ns: torch.arange(3, dtype=d), rotations]),
+        (
+            "Slerp.__call__",
+            lambda ns, t, r: ns.Slerp(t, r)(t[1:] - 0.5),
+            [lambda ns: torch.arange(3, dtype=d), rotations],
+        ),
+    ]
+    return calls
+
+
+def _state(value: Any) -> list[tuple[bytes, int]]:
+    """What a write into ``value`` changes: a tensor's bits and version, or those of the
+    tensors an object (a proxy's, or SciPy's own) holds."""
+    if isinstance(value, torch.Tensor):
+        return [(value.detach().numpy().tobytes(), value._version)]
+    held = vars(getattr(value, "__wrapped__", value)).values()
+    return [state for v in held if isinstance(v, torch.Tensor) for state in _state(v)]
+
+
+def _written(namespace: Any, dtype: torch.dtype) -> set[str]:
+    """The write-probe: each call of the catalogue in ``namespace`` on fresh arguments, each
+    argument's state compared before and after; the names of the calls that wrote one."""
+    written = set()
+    for name, call, makers in _catalogue(dtype):
+        arguments = [make(namespace) for make in makers]
+        before = [_state(value) for value in arguments]
+        call(namespace, *arguments)
+        if [_state(value) for value in arguments] != before:
+            written.add(name)
+    return written
+
+
+#: The calls that write their own object, never the caller's tensors: RigidTransform's ``rotation``
+#: hands Rotation.from_matrix a view of the transform's own matrix, orthogonalised in place in float32.
+_WRITE_THEIR_OBJECT = {torch.float32: {"RigidTransform.as_components"}, torch.float64: set()}
+
+
+@in_mode
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_write_probe_finds_what_scipy_s_torch_code_writes_and_the_view_writes_nothing(dtype: torch.dtype) -> None:
+    """Over every function of SciPy's classes with a torch path of its own: called on SciPy's
+    classes directly, the calls that write an argument are those SciPy's adapter hands copies
+    (so none is copied that does not write); called through the torchified module, on its own
+    torch path, none writes the caller's arguments."""
+    import autoconvert._adapters._scipy as scipy_adapter
+
+    view = ac.torchify(scipy.spatial.transform)
+    made = [make(view) for _, _, makers in _catalogue(dtype) for make in makers]
+    assert all(_holds_tensors(value) for value in made if not isinstance(value, torch.Tensor))
+    assert _written(view, dtype) == _WRITE_THEIR_OBJECT[dtype]
+    written = _written(scipy.spatial.transform, dtype) - _WRITE_THEIR_OBJECT[dtype]
+    assert written == {"Rotation.from_matrix"} == set(scipy_adapter._TORCH_WRITES)
