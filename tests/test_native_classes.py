@@ -631,3 +631,166 @@ def test_the_write_probe_finds_what_scipy_s_torch_code_writes_and_the_view_write
     assert _written(view, dtype) == _WRITE_THEIR_OBJECT[dtype]
     written = _written(scipy.spatial.transform, dtype) - _WRITE_THEIR_OBJECT[dtype]
     assert written == {"Rotation.from_matrix"} == set(scipy_adapter._TORCH_WRITES)
+
+
+@in_mode
+def test_from_matrix_leaves_the_caller_s_matrix_and_keeps_its_gradient() -> None:
+    """SciPy's torch code sets a matrix that is not orthogonal to its nearest orthogonal one in
+    place: handed a copy, a float32 leaf that requires grad gives its gradient (torch refuses the
+    in-place write into a leaf) and keeps its values; float64 passes gradcheck."""
+    view = ac.torchify(scipy.spatial.transform)
+    exact = torch.as_tensor(scipy.spatial.transform.Rotation.random(3, rng=0).as_matrix())
+    matrix = (exact + 0.05 * _randn(3, 3, 3, dtype=torch.float64, seed=4)).float().requires_grad_()
+    with _unwritten(matrix):
+        rotation = view.Rotation.from_matrix(matrix)
+        rotation.as_rotvec().sum().backward()
+    assert _holds_tensors(rotation) and matrix.grad is not None and bool(matrix.grad.isfinite().all())
+    on_arrays = scipy.spatial.transform.Rotation.from_matrix(matrix.detach().numpy())
+    np.testing.assert_allclose(rotation.as_quat().detach().numpy(), on_arrays.as_quat(), rtol=1e-5, atol=1e-5)
+    doubled = (exact + 0.05 * _randn(3, 3, 3, dtype=torch.float64, seed=4)).requires_grad_()
+    assert torch.autograd.gradcheck(lambda m: view.Rotation.from_matrix(m).as_rotvec(), (doubled,))
+
+
+@in_mode
+def test_a_write_into_the_caller_s_tensor_no_adapter_foresaw_raises() -> None:
+    """The version counters catch a write the adapter did not declare (here from_matrix's, on a
+    route told nothing of it): autoconvert's error, naming the argument and the fix."""
+    from autoconvert._torchify._native import NativeRoute
+
+    route = NativeRoute(scipy.spatial.transform.Rotation.from_matrix)
+    exact = torch.as_tensor(scipy.spatial.transform.Rotation.random(3, rng=0).as_matrix())
+    with pytest.raises(ac.ConversionError) as raised:
+        route.call((exact + 0.05 * _randn(3, 3, 3, dtype=torch.float64, seed=4),), {})
+    assert str(raised.value) == (
+        "Rotation.from_matrix(): argument matrix was written into by SciPy's own torch path, which is handed the "
+        "caller's tensors as they are. Found a tensor whose values changed during the call. Fix: pass a copy "
+        "(.clone()) to keep the original, or torchify with native=False, which hands the library a read-only copy; "
+        "writeback=True lets the library write into the caller's tensors."
+    )
+
+
+# --------------------------------------------------------------------------- objects of either path mixed
+
+
+def _mixed() -> dict[str, Any]:
+    """A native Rotation, one made by converting, one of SciPy's own made from arrays, and times."""
+    view = ac.torchify(scipy.spatial.transform)
+    return {
+        "view": view,
+        "native": view.Rotation.from_euler("z", torch.tensor([[0.5], [1.0]], dtype=torch.float64)),
+        "converted": view.Rotation.from_euler("z", np.array([[0.5], [1.0]])),
+        "raw": scipy.spatial.transform.Rotation.from_euler("z", [[0.5], [1.0]]),
+        "times": torch.tensor([0.0, 1.0], dtype=torch.float64),
+    }
+
+
+_NATIVE_CROSSING = (
+    "is an object made on SciPy's own torch path, which holds tensors, handed to a call that converts its arguments "
+    "to NumPy. Found a Rotation made on SciPy's own torch path. Fix: make it by converting (torchify with "
+    "native=False, or from NumPy arrays), or pass only objects made from tensors where every call has a torch path."
+)
+_MIXED = [
+    (
+        "concatenate([native, converted])",
+        lambda m: m["view"].Rotation.concatenate([m["native"], m["converted"]]),
+        f"Rotation.concatenate(): argument rotations[0] {_NATIVE_CROSSING}",
+    ),
+    (
+        "concatenate((converted, native))",
+        lambda m: m["view"].Rotation.concatenate((m["converted"], m["native"])),
+        f"Rotation.concatenate(): argument rotations[1] {_NATIVE_CROSSING}",
+    ),
+    (
+        "converted * native",
+        lambda m: m["converted"] * m["native"],
+        f"Rotation.__mul__(): argument other {_NATIVE_CROSSING}",
+    ),
+    (
+        "RotationSpline(times, native)",
+        lambda m: m["view"].RotationSpline(m["times"], m["native"]),
+        f"RotationSpline(): argument rotations {_NATIVE_CROSSING}",
+    ),
+    (
+        "native * raw",
+        lambda m: m["native"] * m["raw"],
+        "Rotation.__mul__(): an argument is an object of the library holding NumPy arrays, which its torch path does "
+        "not mix. Found an object holding NumPy arrays. Fix: pass tensors (and objects made from tensors): SciPy "
+        "declares a torch path for Rotation.__mul__.",
+    ),
+    (
+        "native.approx_equal(converted)",
+        lambda m: m["native"].approx_equal(m["converted"]),
+        "Rotation.approx_equal(): an argument is an object made by converting, which holds NumPy arrays. Found an "
+        "object made by converting. Fix: pass tensors (and objects made from tensors): SciPy declares a torch path "
+        "for Rotation.approx_equal.",
+    ),
+]
+
+
+@in_mode
+@pytest.mark.parametrize(("call", "expected"), [case[1:] for case in _MIXED], ids=[case[0] for case in _MIXED])
+def test_mixing_a_native_object_with_others_raises_autoconvert_s_error_at_any_depth(call: Any, expected: str) -> None:
+    """A native object beside one made by converting or one of SciPy's own made from arrays, at
+    the top level or inside a list or tuple, through a call or an operator: autoconvert's
+    error with the fix, never torch's or NumPy's TypeError."""
+    with pytest.raises(ac.ConversionError) as raised:
+        call(_mixed())
+    assert str(raised.value) == expected
+
+
+@in_mode
+def test_native_objects_in_a_list_take_the_native_path() -> None:
+    """``Rotation.concatenate`` of native objects: on SciPy's own path, its result native too."""
+    mixed = _mixed()
+    with ac.stats() as counted:
+        joined = mixed["view"].Rotation.concatenate([mixed["native"], mixed["native"].inv()])
+    assert _holds_tensors(joined) and counted["Rotation.concatenate"].native == 1
+    torch.testing.assert_close(joined.as_euler("zyx")[:, 0], torch.tensor([0.5, 1.0, -0.5, -1.0], dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------- what native calls return
+
+
+@in_dispatch
+@pytest.mark.parametrize("native", ["auto", False])
+def test_a_method_returning_its_estimator_returns_its_proxy_on_either_path(native: Any) -> None:
+    """``fit``, ``partial_fit`` and ``set_params`` return the estimator (scikit-learn's ``self``):
+    the proxy itself on the native path as converting."""
+    import sklearn.preprocessing
+
+    x = _data()[0]
+    scaler = ac.torchify(sklearn.preprocessing, native=native).StandardScaler()
+    assert _holds_tensors(scaler) is (native == "auto")
+    assert scaler.fit(x) is scaler and scaler.partial_fit(x) is scaler and scaler.set_params(with_std=True) is scaler
+
+
+@in_mode
+@pytest.mark.parametrize("native", ["auto", False])
+def test_objects_inside_a_result_come_back_as_proxies_on_either_path(native: Any) -> None:
+    """``Rotation.align_vectors`` returns (rotation, rssd): the rotation a proxy of its path."""
+    view = ac.torchify(scipy.spatial.transform, native=native)
+    a = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+    rotation, rssd = view.Rotation.align_vectors(a, b)
+    assert isinstance(rotation, scipy.spatial.transform.Rotation) and type(rotation).__name__ == "TorchifiedObject"
+    assert _holds_tensors(rotation) is (native == "auto")
+    assert type(rssd) is torch.Tensor
+    torch.testing.assert_close(rotation.apply(b), a)
+
+
+@in_mode
+def test_batched_refuses_a_native_object_s_method_where_it_is_applied() -> None:
+    """``batched`` hands NumPy samples, which a native object's method never takes: refused
+    where batched is applied, with the fixes."""
+    native = _mixed()["native"]
+    with pytest.raises(TypeError) as raised:
+        ac.batched(native.apply)
+    assert str(raised.value) == (
+        "autoconvert.batched(Rotation.apply): Rotation.apply is a method of an object made on its library's own "
+        "torch path, which takes tensors as they are, and batched runs its function on NumPy samples. Fix: call it "
+        "on the whole batch (its library's torch code takes stacked inputs), loop over the samples in torch, or make "
+        "the object by converting (torchify with native=False) to map its method with batched"
+    )
+    converted = _mixed()["converted"][0]  # one rotation, applied to each point
+    points = torch.eye(3, dtype=torch.float64)
+    torch.testing.assert_close(ac.batched(converted.apply)(points), converted.apply(points))
