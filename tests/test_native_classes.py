@@ -714,7 +714,7 @@ _MIXED = [
         "native * raw",
         lambda m: m["native"] * m["raw"],
         "Rotation.__mul__(): an argument is an object of the library holding NumPy arrays, which its torch path does "
-        "not mix. Found an object holding NumPy arrays. Fix: pass tensors (and objects made from tensors): SciPy "
+        "not mix. Found a Rotation holding NumPy arrays. Fix: pass tensors (and objects made from tensors): SciPy "
         "declares a torch path for Rotation.__mul__.",
     ),
     (

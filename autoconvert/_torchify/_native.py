@@ -24,6 +24,7 @@ counters and raised.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Any
 
@@ -122,7 +123,8 @@ class NativeRoute(Route):
         if home(kind) == self.package and any(
             isinstance(v, np.ndarray) for v in getattr(value, "__dict__", {}).values()
         ):
-            return _HOLDS_ARRAYS  # SciPy's Rotation made from arrays: its torch code meets them as tensors
+            # SciPy's own Rotation made from arrays: its torch code would meet them beside tensors.
+            return _HOLDS_ARRAYS._replace(found=f"a {kind.__qualname__} holding NumPy arrays")
         return False
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -144,11 +146,11 @@ class NativeRoute(Route):
 
     def _written(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConversionError:
         """The error for a write into the caller's tensor ``value`` no adapter foresaw."""
-        try:
-            bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
-        except (TypeError, ValueError):  # no signature to read the name from
-            bound = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
-        where = next(name for name, given in bound.items() if given is value)
+        given = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
+        # Named as its parameter where the signature says (not inside *args or **kwargs).
+        with contextlib.suppress(TypeError, ValueError):  # no signature to read it from
+            given = {**given, **inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments}
+        where = next(name for name, passed in reversed(given.items()) if passed is value)
         library = adapter_for(self.fn).name
         return ConversionError(
             message(
@@ -166,9 +168,17 @@ class NativeRoute(Route):
             "native",
             f"A call whose arguments hold a tensor and no array goes to {function_name(self.fn)} as it is: its "
             "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
-            "torch.compile). ",
+            f"torch.compile). {self._copied()}",
             "Any other call takes the converting call: {path}. {why}",
         )
+
+    def _copied(self) -> str:
+        """Which calls are handed copies of the caller's tensors, in explain's words."""
+        if not self.guards:
+            return "writeback=True lets the library write into the caller's tensors. "
+        if self.writes is None:
+            return ""
+        return "A call that would write into its tensors (as its library says) is handed copies of them. "
 
 
 class NativeMethod(NativeRoute):
@@ -196,8 +206,8 @@ class NativeMethod(NativeRoute):
         name = function_name(self.fn)
         taken = (
             f"{name} is called on the object as it is, its tensors handed as they are: {self.declared}. A call with "
-            "a NumPy array, or an object made by converting, raises."
-        )
+            f"a NumPy array, or an object made by converting, raises. {self._copied()}"
+        ).rstrip()
         made = "a method of an object made on its library's own torch path"
         return RouteWords("native", taken, "", alone=(made, "tensors as they are", "as the library returns it"))
 
