@@ -15,10 +15,8 @@ import inspect
 import pathlib
 from typing import Any
 
-from ._adapter import Adapter, Writes
+from ._adapter import Adapter, Writes, copy_parameters
 from ._scipy import array_api_mode
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 #: The tables of scikit-learn's tests that list the functions its array API tests run on
 #: every namespace, device and dtype (torch's included): the only place it lists them.
@@ -78,35 +76,21 @@ class ScikitLearn(Adapter):
     def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
         """The calls of ``fn``, a method of the estimator class ``owner``, that scikit-learn's
         torch path lets write into the tensors it is handed: where the estimator is told not to
-        copy, by a parameter (``copy``, ``copy_X``, ``copy_x``, however set: made so,
-        ``set_params``, assigned) or by the method's keyword (``transform(X, copy=False)``)."""
+        copy, by the method's keyword (``transform(X, copy=False)``) or, where that leaves it
+        to the estimator, by its parameter (``copy``, ``copy_X``, ``copy_x``, however set: made
+        so, ``set_params``, assigned)."""
         names = getattr(owner, "_get_param_names", None)
-        flags = [name for name in names() if name.startswith("copy")] if callable(names) else []
-        try:
-            parameters = list(inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
-            parameters = []
-        keywords = [
-            (p.name, i if p.kind in _POSITIONAL else None, p.default)
-            for i, p in enumerate(parameters)
-            if p.name.startswith("copy")
-        ]
-        if not flags and not keywords:
-            return None
+        flags = [name for name in names() if name == "copy" or name.startswith("copy_")] if callable(names) else []
+        if not flags:
+            return super().torch_writes(fn, owner)
+        copies = copy_parameters(fn)
 
         def writes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-            for name, position, default in keywords:
-                given = (
-                    kwargs[name]
-                    if name in kwargs
-                    else args[position]
-                    if position is not None and position < len(args)
-                    else default
-                )
-                if given is not None and given is not inspect.Parameter.empty:
-                    return _no_copy(given)  # the keyword decides over the estimator's parameter
-            estimator = args[0] if args else None
-            return any(_no_copy(getattr(estimator, flag, None)) for flag in flags)
+            for copy in copies:
+                said = copy.says_no_copy(args, kwargs)
+                if said is not None:  # the keyword decides over the estimator's parameter
+                    return said
+            return any(_no_copy(getattr(args[0], flag, None)) for flag in flags)
 
         return writes
 

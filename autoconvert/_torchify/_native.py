@@ -128,21 +128,27 @@ class NativeRoute(Route):
         return False
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self.objects is not None:
+        objects = self.objects
+        if objects is not None:
             args, kwargs = _objects(args, kwargs)
         if not self.guards or compiling():  # dynamo traces no version counter; compiled code writes no input
             result = self.fn(*args, **kwargs)
         else:
-            given = (*args, *kwargs.values()) if kwargs else args
-            versions = [(value, value._version) for value in given if type(value) is torch.Tensor]
-            called = _copies(args, kwargs) if self.writes is not None and self.writes(args, kwargs) else (args, kwargs)
-            result = self.fn(*called[0], **called[1])
-            for value, version in versions:
-                if value._version != version:
-                    raise self._written(value, args, kwargs)
-        if self.objects is None:
-            return result
-        return self.objects.results(result, device_of(args, kwargs))
+            # The tensors' version counters, read before and after: a write no adapter foresaw raises.
+            tensors = [
+                value for value in ((*args, *kwargs.values()) if kwargs else args) if type(value) is torch.Tensor
+            ]
+            versions = [tensor._version for tensor in tensors]
+            writes = self.writes
+            if writes is not None and writes(args, kwargs):
+                copied, copied_kwargs = _copies(args, kwargs)
+                result = self.fn(*copied, **copied_kwargs)
+            else:
+                result = self.fn(*args, **kwargs)
+            if [tensor._version for tensor in tensors] != versions:
+                written = next(t for t, version in zip(tensors, versions, strict=True) if t._version != version)
+                raise self._written(written, args, kwargs)
+        return result if objects is None else objects.results(result, device_of(args, kwargs))
 
     def _written(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConversionError:
         """The error for a write into the caller's tensor ``value`` no adapter foresaw."""
@@ -339,7 +345,7 @@ class Natively:
         init = inspect.getattr_static(cls, "__init__")
         self.constructing = native_route(adapter, init)
         if isinstance(self.constructing, NativeRoute):
-            self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(init, cls), self.writeback)
+            self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(cls), self.writeback)
             self.constructor = Routed(cls, (self.constructing,), None)
 
     def function(self, name: str, value: Any, view: TorchifiedClass) -> Any:
