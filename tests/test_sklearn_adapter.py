@@ -460,3 +460,20 @@ def test_which_estimator_calls_write_into_their_tensors(
     assert fit is not None and fit((scaler, x), {}) is (told.get("copy") is False)
     assert ADAPTER.torch_writes(LinearDiscriminantAnalysis.fit, LinearDiscriminantAnalysis) is None
     assert ADAPTER.torch_writes(sklearn.metrics.r2_score) is None
+
+
+def test_a_meta_estimator_reading_its_tags_from_its_estimator_is_asked_of_an_instance() -> None:
+    """SelfTrainingClassifier() has no tags without its estimator (scikit-learn raises
+    AttributeError reading them): its class is asked of an instance, and one made with its
+    estimator answers for itself."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.semi_supervised import SelfTrainingClassifier
+
+    assert ADAPTER.declared_torch_path(SelfTrainingClassifier) == (
+        "scikit-learn declares array API support in each estimator's tags, and SelfTrainingClassifier takes "
+        "arguments to be made: ask of an instance"
+    )
+    assert ADAPTER.declared_torch_path(SelfTrainingClassifier(LogisticRegression())) in (
+        None,
+        "its tags declare no array API support",
+    )

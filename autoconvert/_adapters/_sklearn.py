@@ -119,11 +119,14 @@ def _supports(estimator: Any) -> bool:
 
 def _made(cls: type) -> Any:
     """An instance of the estimator class ``cls`` with default parameters, or None where it
-    takes arguments (a meta-estimator's estimator, a pipeline's steps) or is abstract."""
+    takes arguments (a meta-estimator's estimator, a pipeline's steps), is abstract, or reads
+    its tags from an estimator it was not given."""
     try:
-        return cls()
-    except TypeError:
+        made = cls()
+        _supports(made)  # a meta-estimator made without its estimator has no tags (SelfTrainingClassifier)
+    except (TypeError, AttributeError):
         return None
+    return made
 
 
 def _estimator_path(estimator: Any) -> str | None:
