@@ -794,3 +794,44 @@ def test_batched_refuses_a_native_object_s_method_where_it_is_applied() -> None:
     converted = _mixed()["converted"][0]  # one rotation, applied to each point
     points = torch.eye(3, dtype=torch.float64)
     torch.testing.assert_close(ac.batched(converted.apply)(points), converted.apply(points))
+
+
+def _nested(value: Any, path: list[str]) -> Any:
+    """``value`` inside containers, outermost first (``list``, ``tuple``, ``dict``)."""
+    for kind in reversed(path):
+        value = {"list": lambda v: [0.5, v], "tuple": lambda v: (v, "x"), "dict": lambda v: {"k": v, "n": None}}[kind](
+            value
+        )
+    return value
+
+
+@in_mode
+@given(
+    path=hst.lists(hst.sampled_from(["list", "tuple", "dict"]), max_size=3),
+    kind=hst.sampled_from(["native", "converted", "raw", "array", "tensor"]),
+    beside=hst.booleans(),
+)
+def test_the_native_route_looks_into_containers_at_any_depth(path: list[str], kind: str, beside: bool) -> None:
+    """A call's arguments, nested in lists, tuples and dicts: a native object takes the native
+    route, one made by converting, SciPy's own made from arrays or an array refuses it, at any
+    depth; a tensor inside a container alone does not take it (SciPy's torch code takes arrays)."""
+    from autoconvert._torchify import _native
+
+    mixed = _mixed()
+    value = {
+        "native": mixed["native"],
+        "converted": mixed["converted"],
+        "raw": mixed["raw"],
+        "array": np.ones(2),
+        "tensor": torch.ones(2),
+    }[kind]
+    route = _native.NativeRoute(scipy.spatial.transform.Rotation.concatenate)
+    args = (_nested(value, path), *([mixed["native"]] if beside else []))
+    declined = route.refuses(args, {})
+    if kind == "native" or (kind == "tensor" and (beside or not path)):
+        assert declined is None
+    elif kind == "tensor":
+        assert declined is _native._NO_TENSOR
+    else:
+        expected = {"converted": _native._CONVERTED, "array": _native._ARRAY}.get(kind)
+        assert declined == (expected or _native._HOLDS_ARRAYS._replace(found="a Rotation holding NumPy arrays"))
