@@ -835,3 +835,44 @@ def test_the_native_route_looks_into_containers_at_any_depth(path: list[str], ki
     else:
         expected = {"converted": _native._CONVERTED, "array": _native._ARRAY}.get(kind)
         assert declined == (expected or _native._HOLDS_ARRAYS._replace(found="a Rotation holding NumPy arrays"))
+
+
+def _declaring_estimators() -> list[type]:
+    """scikit-learn's estimators whose tags, made with default parameters, declare array API support."""
+    from sklearn.utils import all_estimators
+
+    from autoconvert._adapters._sklearn import _made, _supports
+
+    return [cls for _, cls in all_estimators() if (made := _made(cls)) is not None and _supports(made)]
+
+
+@in_dispatch
+# Making every estimator with default parameters: deprecated ones warn, and small fits may not converge.
+@pytest.mark.filterwarnings(
+    "ignore:Class .* is deprecated:FutureWarning",
+    "ignore::sklearn.exceptions.ConvergenceWarning",
+    "ignore:Using Array API dispatch to namespace:UserWarning",  # Ridge's solver="auto" picks another solver
+)
+def test_the_write_probe_over_scikit_learn_s_estimators_finds_no_write() -> None:
+    """Every estimator declaring array API support, made with default parameters through its
+    torchified module, fitted and called on scikit-learn's own torch path: the caller's tensors
+    keep their values and versions (and no write is caught)."""
+    import importlib
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(120, 4, dtype=torch.float64, generator=generator) + 0.1  # Nystroem's 100 components
+    y = (x[:, 0] > 0.6).long()
+    estimators = _declaring_estimators()
+    assert {"StandardScaler", "PCA", "Ridge"} <= {cls.__name__ for cls in estimators}
+    for cls in estimators:
+        library = importlib.import_module(cls.__module__.split("._")[0])
+        estimator = getattr(ac.torchify(library), cls.__name__)()
+        assert _holds_tensors(estimator), cls
+        given = {"LabelEncoder": (y,), "KernelCenterer": (x @ x.T,)}.get(cls.__name__, (x, y))
+        with _unwritten(x, y):
+            estimator.fit(*given)
+            for method in ("transform", "predict", "predict_proba", "inverse_transform"):
+                if hasattr(estimator, method):
+                    getattr(estimator, method)(given[0])
+            if hasattr(estimator, "score"):
+                estimator.score(*given)
