@@ -120,8 +120,10 @@ class NativeRoute(Route):
                     return found
                 holds = holds or found
             return holds
-        if home(kind) == self.package and any(
-            isinstance(v, np.ndarray) for v in getattr(value, "__dict__", {}).values()
+        if (
+            self.package
+            and home(kind) == self.package
+            and any(isinstance(v, np.ndarray) for v in getattr(value, "__dict__", {}).values())
         ):
             # SciPy's own Rotation made from arrays: its torch code would meet them beside tensors.
             return _HOLDS_ARRAYS._replace(found=f"a {kind.__qualname__} holding NumPy arrays")
