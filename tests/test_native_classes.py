@@ -689,7 +689,19 @@ _NATIVE_CROSSING = (
     "to NumPy. Found a Rotation made on SciPy's own torch path. Fix: make it by converting (torchify with "
     "native=False, or from NumPy arrays), or pass only objects made from tensors where every call has a torch path."
 )
+
+
+@ac.accepts_numpy
+def _quaternions_of(rotation: Any) -> Any:
+    return rotation.as_quat()
+
+
 _MIXED = [
+    (
+        "accepts_numpy(f)(native)",
+        lambda m: _quaternions_of(m["native"]),
+        f"_quaternions_of(): argument rotation {_NATIVE_CROSSING}",
+    ),
     (
         "concatenate([native, converted])",
         lambda m: m["view"].Rotation.concatenate([m["native"], m["converted"]]),
