@@ -347,3 +347,20 @@ def test_scipy_s_torch_path_never_writes_into_its_inputs() -> None:
             checked.append(name)
             break
     assert len(checked) >= 100, checked  # 116 with SciPy 1.17
+
+
+@in_mode
+def test_a_call_asking_its_function_to_write_is_handed_copies_and_explain_says_so() -> None:
+    """``overwrite_x=True`` lets SciPy write into its input: on SciPy's torch path that call is
+    handed a copy (one without it, the tensor itself), the caller's tensor keeps its values,
+    and explain says which calls are copied."""
+    view = ac.torchify(scipy.fft)
+    route = described(view.fft).routes[0]
+    x = torch.arange(4.0, dtype=torch.float64)
+    assert route.writes is not None and route.writes((x,), {"overwrite_x": True}) and not route.writes((x,), {})
+    before = x.clone()
+    torch.testing.assert_close(view.fft(x, overwrite_x=True), torch.fft.fft(before))
+    assert torch.equal(x, before) and x._version == 0
+    assert "A call that would write into its tensors (as its library says) is handed copies of them." in (
+        ac.explain(view.fft).why
+    )

@@ -21,6 +21,8 @@ import pytest
 import scipy.spatial
 import scipy.spatial.transform
 import torch
+from hypothesis import given
+from hypothesis import strategies as hst
 
 import autoconvert as ac
 from autoconvert._adapters._scipy import SciPy, _array_api
@@ -373,20 +375,19 @@ def test_gradients_flow_through_native_estimators_where_scikit_learn_s_code_allo
 
 
 @in_dispatch
-def test_an_estimator_without_array_api_support_or_with_copy_false_converts() -> None:
-    """RobustScaler's tags declare no support, and StandardScaler(copy=False) would scale the
-    caller's tensor in place on scikit-learn's path: both convert (the caller's tensor is
-    never written); native=True refuses them by name."""
+def test_an_estimator_without_array_api_support_converts() -> None:
+    """RobustScaler's tags declare no support: it converts (the caller's tensor is never
+    written), and native=True refuses it by name."""
     import sklearn.preprocessing
 
     preprocessing, x = ac.torchify(sklearn.preprocessing), _data()[0]
-    robust, in_place = preprocessing.RobustScaler(), preprocessing.StandardScaler(copy=False)
-    assert not _holds_tensors(robust) and not _holds_tensors(in_place)
+    robust = preprocessing.RobustScaler()
+    assert not _holds_tensors(robust)
     with _unwritten(x):
-        assert type(robust.fit_transform(x)) is torch.Tensor and type(in_place.fit_transform(x)) is torch.Tensor
-    assert ac.explain(in_place).notes == (
+        assert type(robust.fit_transform(x)) is torch.Tensor
+    assert ac.explain(robust).notes == (
         "Its methods convert: it was made by converting, and scikit-learn declares no torch path for the object "
-        "itself (copy=False: on scikit-learn's torch path it writes into the caller's tensor)",
+        "itself (its tags declare no array API support)",
     )
     assert ac.explain(preprocessing.StandardScaler).notes == (
         "StandardScaler(...) makes an object that takes scikit-learn's own torch path for all its methods where "
@@ -400,10 +401,490 @@ def test_an_estimator_without_array_api_support_or_with_copy_false_converts() ->
         "scikit-learn's own: RobustScaler()'s tags declare no array API support, and none for any of its methods. "
         "Fix: native='auto' converts where there is none"
     )
-    with pytest.raises(ValueError) as of_an_estimator:
-        ac.torchify(sklearn.preprocessing.StandardScaler, native=True)(copy=False)
-    assert str(of_an_estimator.value) == (
-        "autoconvert.torchify(native=True): sklearn.preprocessing._data.StandardScaler(...) has no torch path of "
-        "scikit-learn's own: copy=False: on scikit-learn's torch path it writes into the caller's tensor. Fix: "
-        "native='auto' converts where there is none"
+
+
+# --------------------------------------------------------------------------- the caller's tensors never written
+
+#: (module, estimator, its copy parameter, its methods taking ``copy=``, the method called after fit): each
+#: estimator declaring array API support that can be told not to copy.
+_TOLD_NOT_TO_COPY = [
+    ("preprocessing", "StandardScaler", "copy", ("transform", "inverse_transform"), "transform"),
+    ("preprocessing", "MinMaxScaler", "copy", (), "transform"),
+    ("preprocessing", "Binarizer", "copy", ("transform",), "transform"),
+    ("preprocessing", "Normalizer", "copy", ("transform",), "transform"),
+    ("preprocessing", "KernelCenterer", None, ("transform",), "transform"),
+    ("decomposition", "PCA", "copy", (), "transform"),
+    ("linear_model", "Ridge", "copy_X", (), "predict"),
+]
+#: How an estimator is told not to copy: made so, set_params, assigned, a method's keyword (by name, by position).
+_SPELLINGS = ("made", "set_params", "assigned", "keyword", "keyword by position")
+_NO_COPY_CASES = [
+    (case, spelling)
+    for case in _TOLD_NOT_TO_COPY
+    for spelling in _SPELLINGS
+    if (case[2] is not None) == (spelling in ("made", "set_params", "assigned")) or (case[3] and "keyword" in spelling)
+]
+
+
+def _told_not_to_copy(library: Any, case: tuple[Any, ...], spelling: str) -> Any:
+    """The estimator of ``case`` made from ``library``, told not to copy as ``spelling`` says
+    (a keyword spelling tells its methods' calls instead)."""
+    _, name, flag, _, _ = case
+    parameters = {"solver": "svd"} if name == "Ridge" else {}  # the solver either path takes
+    if spelling == "made":
+        return getattr(library, name)(**{flag: False}, **parameters)
+    estimator = getattr(library, name)(**parameters)
+    if spelling == "set_params":
+        assert estimator.set_params(**{flag: False}) is estimator
+    elif spelling == "assigned":
+        setattr(estimator, flag, False)
+    return estimator
+
+
+def _no_copy_calls(estimator: Any, case: tuple[Any, ...], spelling: str, x: Any, y: Any) -> list[Any]:
+    """The case's calls on ``estimator`` (torchified or not), each handed ``x()`` and ``y()``:
+    fit (which returns the estimator), the method after it, each method taking ``copy=`` as
+    the spelling says, and fit_transform."""
+    _, name, _, keywords, after = case
+    fitted = estimator.fit(x(), y()) if name == "Ridge" else estimator.fit(x())
+    assert fitted is estimator
+    results = [getattr(estimator, after)(x())]
+    for method in keywords if "keyword" in spelling else ():
+        call = getattr(estimator, method)
+        results.append(call(x(), False) if spelling == "keyword by position" else call(x(), copy=False))
+    if hasattr(estimator, "fit_transform") and name != "KernelCenterer":
+        results.append(estimator.fit_transform(x()))
+    return results
+
+
+@in_dispatch
+@given(case=hst.sampled_from(_NO_COPY_CASES), dtype=hst.sampled_from([torch.float32, torch.float64]))
+def test_an_estimator_told_not_to_copy_never_writes_the_caller_s_tensors(
+    case: tuple[tuple[Any, ...], str], dtype: torch.dtype
+) -> None:
+    """On scikit-learn's own torch path, an estimator told not to copy (its parameter made so,
+    set by set_params or assigned, or a method's ``copy=False`` by name or position) is handed
+    copies: the caller's tensors keep their values and versions, the results are scikit-learn's
+    on arrays, and fit returns the estimator's own proxy."""
+    import importlib
+
+    (module, name, *_), spelling = case
+    library = importlib.import_module(f"sklearn.{module}")
+    x, _ = _data()
+    x = (x @ x.T if name == "KernelCenterer" else x).to(dtype)
+    y = x[:, 0].clone()
+    estimator = _told_not_to_copy(ac.torchify(library), case[0], spelling)
+    assert _holds_tensors(estimator)
+    with _unwritten(x, y):
+        got = _no_copy_calls(estimator, case[0], spelling, lambda: x, lambda: y)
+    on_arrays = _told_not_to_copy(library, case[0], spelling)  # written into: each call has a fresh copy
+    expected = _no_copy_calls(on_arrays, case[0], spelling, lambda: x.numpy().copy(), lambda: y.numpy().copy())
+    assert len(got) == len(expected)
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-9
+    for value, on_arrays in zip(got, expected, strict=True):
+        assert type(value) is torch.Tensor and value.dtype == dtype
+        np.testing.assert_allclose(np.abs(value.numpy()), np.abs(on_arrays), rtol=tolerance, atol=tolerance)
+
+
+@in_dispatch
+def test_writeback_true_lets_an_estimator_told_not_to_copy_write_the_caller_s_tensor() -> None:
+    """``writeback=True`` is autoconvert's own way to let a library write into the caller's
+    tensors: StandardScaler(copy=False) then scales it in place, natively as converting."""
+    import sklearn.preprocessing
+
+    for native in ("auto", False):
+        x = _data()[0]
+        scaler = ac.torchify(sklearn.preprocessing, native=native, writeback=True).StandardScaler(copy=False)
+        assert _holds_tensors(scaler) is (native == "auto")
+        scaler.fit(x).transform(x)
+        torch.testing.assert_close(x.mean(0), torch.zeros(4, dtype=torch.float64))
+
+
+def _randn(*shape: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def _catalogue(dtype: torch.dtype) -> list[tuple[str, Any, list[Any]]]:
+    """Every function of SciPy's classes with a torch path of its own (``Rotation``,
+    ``RigidTransform``, ``Slerp``): (name, call taking the namespace and the arguments,
+    makers of the arguments from the namespace), on arguments a normalising write would
+    change (quaternions of any norm, matrices not orthogonal)."""
+    d = dtype
+
+    def vectors(ns: Any, seed: int = 1) -> torch.Tensor:
+        return _randn(3, 3, dtype=d, seed=seed)
+
+    def rotations(ns: Any, seed: int = 2) -> Any:
+        return ns.Rotation.from_quat(_randn(3, 4, dtype=d, seed=seed))
+
+    def transforms(ns: Any, seed: int = 3) -> Any:
+        return ns.RigidTransform.from_components(vectors(ns, seed), rotations(ns, seed))
+
+    def matrices(ns: Any) -> torch.Tensor:
+        exact = torch.as_tensor(scipy.spatial.transform.Rotation.random(3, rng=0).as_matrix(), dtype=d)
+        return exact + 0.05 * _randn(3, 3, 3, dtype=d, seed=4)
+
+    def rigid(ns: Any) -> torch.Tensor:
+        made = torch.zeros(3, 4, 4, dtype=d)
+        made[:, :3, :3], made[:, :3, 3], made[:, 3, 3] = matrices(ns), vectors(ns), 1
+        return made
+
+    def quats(ns: Any) -> torch.Tensor:
+        return 3 * _randn(3, 4, dtype=d, seed=5)
+
+    def weights(ns: Any) -> torch.Tensor:
+        return _randn(3, dtype=d, seed=6).abs()
+
+    def axes(ns: Any) -> torch.Tensor:
+        return torch.eye(3, dtype=d)
+
+    r, t = "Rotation", "RigidTransform"
+    calls: list[tuple[str, Any, list[Any]]] = [
+        (f"{r}.from_quat", lambda ns, q: ns.Rotation.from_quat(q), [quats]),
+        (f"{r}.from_quat", lambda ns, q: ns.Rotation.from_quat(q, scalar_first=True), [quats]),
+        (f"{r}.from_matrix", lambda ns, m: ns.Rotation.from_matrix(m), [matrices]),
+        (f"{r}.from_rotvec", lambda ns, v: ns.Rotation.from_rotvec(v, degrees=True), [vectors]),
+        (f"{r}.from_euler", lambda ns, v: ns.Rotation.from_euler("zyx", v), [vectors]),
+        (f"{r}.from_davenport", lambda ns, a, v: ns.Rotation.from_davenport(a, "e", v), [axes, vectors]),
+        (f"{r}.from_mrp", lambda ns, v: ns.Rotation.from_mrp(v), [vectors]),
+        (f"{r}.concatenate", lambda ns, a, b: ns.Rotation.concatenate([a, b]), [rotations, rotations]),
+        (f"{r}.align_vectors", lambda ns, a, b, w: ns.Rotation.align_vectors(a, b, w), [vectors, vectors, weights]),
+        (f"{r}.apply", lambda ns, r, v: r.apply(v, inverse=True), [rotations, vectors]),
+        (f"{r}.__mul__", lambda ns, a, b: a * b, [rotations, rotations]),
+        (f"{r}.__pow__", lambda ns, a: a**0.5, [rotations]),
+        (f"{r}.inv", lambda ns, a: a.inv(), [rotations]),
+        (f"{r}.magnitude", lambda ns, a: a.magnitude(), [rotations]),
+        (f"{r}.approx_equal", lambda ns, a, b: a.approx_equal(b), [rotations, rotations]),
+        (f"{r}.mean", lambda ns, a, w: a.mean(w), [rotations, weights]),
+        (f"{r}.reduce", lambda ns, a, b: a.reduce(b), [rotations, rotations]),
+        (f"{r}.__getitem__", lambda ns, a: a[0], [rotations]),
+        (f"{r}.__setitem__", lambda ns, b: rotations(ns, 7).__setitem__(0, b[1]), [rotations]),
+        (f"{r}.as_euler", lambda ns, a: a.as_euler("zyx"), [rotations]),
+        (f"{r}.as_davenport", lambda ns, a, x: a.as_davenport(x, "e"), [rotations, axes]),
+        *[(f"{r}.{n}", lambda ns, a, n=n: getattr(a, n)(), [rotations]) for n in ("as_quat", "as_matrix")],
+        *[(f"{r}.{n}", lambda ns, a, n=n: getattr(a, n)(), [rotations]) for n in ("as_rotvec", "as_mrp")],
+        (f"{t}.from_matrix", lambda ns, m: ns.RigidTransform.from_matrix(m), [rigid]),
+        (f"{t}.from_rotation", lambda ns, r: ns.RigidTransform.from_rotation(r), [rotations]),
+        (f"{t}.from_translation", lambda ns, v: ns.RigidTransform.from_translation(v), [vectors]),
+        (f"{t}.from_components", lambda ns, v, r: ns.RigidTransform.from_components(v, r), [vectors, rotations]),
+        (f"{t}.from_exp_coords", lambda ns, v: ns.RigidTransform.from_exp_coords(v.repeat(1, 2)), [vectors]),
+        (f"{t}.from_dual_quat", lambda ns, q: ns.RigidTransform.from_dual_quat(q.repeat(1, 2)), [quats]),
+        (f"{t}.concatenate", lambda ns, a, b: ns.RigidTransform.concatenate([a, b]), [transforms, transforms]),
+        (f"{t}.mean", lambda ns, a, w: a.mean(w), [transforms, weights]),
+        *[(f"{t}.{n}", lambda ns, a, n=n: getattr(a, n)(), [transforms]) for n in ("as_matrix", "as_components")],
+        *[(f"{t}.{n}", lambda ns, a, n=n: getattr(a, n)(), [transforms]) for n in ("as_exp_coords", "as_dual_quat")],
+        (f"{t}.inv", lambda ns, a: a.inv(), [transforms]),
+        (f"{t}.__getitem__", lambda ns, a: a[0], [transforms]),
+        (f"{t}.__setitem__", lambda ns, b: transforms(ns, 8).__setitem__(0, b[1]), [transforms]),
+        (f"{t}.__mul__", lambda ns, a, b: a * b, [transforms, transforms]),
+        (f"{t}.__pow__", lambda ns, a: a**2, [transforms]),
+        (f"{t}.apply", lambda ns, a, v: a.apply(v, inverse=True), [transforms, vectors]),
+        ("Slerp", lambda ns, t, r: ns.Slerp(t, r), [lambda ns: torch.arange(3, dtype=d), rotations]),
+        (
+            "Slerp.__call__",
+            lambda ns, t, r: ns.Slerp(t, r)(t[1:] - 0.5),
+            [lambda ns: torch.arange(3, dtype=d), rotations],
+        ),
+    ]
+    return calls
+
+
+def _state(value: Any) -> list[tuple[bytes, int]]:
+    """What a write into ``value`` changes: a tensor's bits and version, or those of the
+    tensors an object (a proxy's, or SciPy's own) holds."""
+    if isinstance(value, torch.Tensor):
+        return [(value.detach().numpy().tobytes(), value._version)]
+    held = vars(getattr(value, "__wrapped__", value)).values()
+    return [state for v in held if isinstance(v, torch.Tensor) for state in _state(v)]
+
+
+def _written(namespace: Any, dtype: torch.dtype) -> set[str]:
+    """The write-probe: each call of the catalogue in ``namespace`` on fresh arguments, each
+    argument's state compared before and after; the names of the calls that wrote one."""
+    written = set()
+    for name, call, makers in _catalogue(dtype):
+        arguments = [make(namespace) for make in makers]
+        before = [_state(value) for value in arguments]
+        call(namespace, *arguments)
+        if [_state(value) for value in arguments] != before:
+            written.add(name)
+    return written
+
+
+#: The calls that write their own object, never the caller's tensors: RigidTransform's ``rotation``
+#: hands Rotation.from_matrix a view of the transform's own matrix, orthogonalised in place in float32.
+_WRITE_THEIR_OBJECT = {torch.float32: {"RigidTransform.as_components"}, torch.float64: set()}
+
+
+@in_mode
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_write_probe_finds_what_scipy_s_torch_code_writes_and_the_view_writes_nothing(dtype: torch.dtype) -> None:
+    """Over every function of SciPy's classes with a torch path of its own: called on SciPy's
+    classes directly, the calls that write an argument are those SciPy's adapter hands copies
+    (so none is copied that does not write); called through the torchified module, on its own
+    torch path, none writes the caller's arguments."""
+    import autoconvert._adapters._scipy as scipy_adapter
+
+    view = ac.torchify(scipy.spatial.transform)
+    made = [make(view) for _, _, makers in _catalogue(dtype) for make in makers]
+    assert all(_holds_tensors(value) for value in made if not isinstance(value, torch.Tensor))
+    assert _written(view, dtype) == _WRITE_THEIR_OBJECT[dtype]
+    written = _written(scipy.spatial.transform, dtype) - _WRITE_THEIR_OBJECT[dtype]
+    assert written == {"Rotation.from_matrix"} == set(scipy_adapter._TORCH_WRITES)
+
+
+@in_mode
+def test_from_matrix_leaves_the_caller_s_matrix_and_keeps_its_gradient() -> None:
+    """SciPy's torch code sets a matrix that is not orthogonal to its nearest orthogonal one in
+    place: handed a copy, a float32 leaf that requires grad gives its gradient (torch refuses the
+    in-place write into a leaf) and keeps its values; float64 passes gradcheck."""
+    view = ac.torchify(scipy.spatial.transform)
+    exact = torch.as_tensor(scipy.spatial.transform.Rotation.random(3, rng=0).as_matrix())
+    matrix = (exact + 0.05 * _randn(3, 3, 3, dtype=torch.float64, seed=4)).float().requires_grad_()
+    with _unwritten(matrix):
+        rotation = view.Rotation.from_matrix(matrix)
+        rotation.as_rotvec().sum().backward()
+    assert _holds_tensors(rotation) and matrix.grad is not None and bool(matrix.grad.isfinite().all())
+    on_arrays = scipy.spatial.transform.Rotation.from_matrix(matrix.detach().numpy())
+    np.testing.assert_allclose(rotation.as_quat().detach().numpy(), on_arrays.as_quat(), rtol=1e-5, atol=1e-5)
+    doubled = (exact + 0.05 * _randn(3, 3, 3, dtype=torch.float64, seed=4)).requires_grad_()
+    assert torch.autograd.gradcheck(lambda m: view.Rotation.from_matrix(m).as_rotvec(), (doubled,))
+
+
+@in_mode
+def test_a_write_into_the_caller_s_tensor_no_adapter_foresaw_raises() -> None:
+    """The version counters catch a write the adapter did not declare (here from_matrix's, on a
+    route told nothing of it): autoconvert's error, naming the argument and the fix."""
+    from autoconvert._torchify._native import NativeRoute
+
+    route = NativeRoute(scipy.spatial.transform.Rotation.from_matrix)
+    exact = torch.as_tensor(scipy.spatial.transform.Rotation.random(3, rng=0).as_matrix())
+    with pytest.raises(ac.ConversionError) as raised:
+        route.call((exact + 0.05 * _randn(3, 3, 3, dtype=torch.float64, seed=4),), {})
+    assert str(raised.value) == (
+        "Rotation.from_matrix(): argument matrix was written into by SciPy's own torch path, which is handed the "
+        "caller's tensors as they are. Found a tensor whose values changed during the call. Fix: pass a copy "
+        "(.clone()) to keep the original, or torchify with native=False, which hands the library a read-only copy; "
+        "writeback=True lets the library write into the caller's tensors."
     )
+
+
+# --------------------------------------------------------------------------- objects of either path mixed
+
+
+def _mixed() -> dict[str, Any]:
+    """A native Rotation, one made by converting, one of SciPy's own made from arrays, and times."""
+    view = ac.torchify(scipy.spatial.transform)
+    return {
+        "view": view,
+        "native": view.Rotation.from_euler("z", torch.tensor([[0.5], [1.0]], dtype=torch.float64)),
+        "converted": view.Rotation.from_euler("z", np.array([[0.5], [1.0]])),
+        "raw": scipy.spatial.transform.Rotation.from_euler("z", [[0.5], [1.0]]),
+        "times": torch.tensor([0.0, 1.0], dtype=torch.float64),
+    }
+
+
+_NATIVE_CROSSING = (
+    "is an object made on SciPy's own torch path, which holds tensors, handed to a call that converts its arguments "
+    "to NumPy. Found a Rotation made on SciPy's own torch path. Fix: make it by converting (torchify with "
+    "native=False, or from NumPy arrays), or pass only objects made from tensors where every call has a torch path."
+)
+
+
+@ac.accepts_numpy
+def _quaternions_of(rotation: Any) -> Any:
+    return rotation.as_quat()
+
+
+_MIXED = [
+    (
+        "accepts_numpy(f)(native)",
+        lambda m: _quaternions_of(m["native"]),
+        f"_quaternions_of(): argument rotation {_NATIVE_CROSSING}",
+    ),
+    (
+        "concatenate([native, converted])",
+        lambda m: m["view"].Rotation.concatenate([m["native"], m["converted"]]),
+        f"Rotation.concatenate(): argument rotations[0] {_NATIVE_CROSSING}",
+    ),
+    (
+        "concatenate((converted, native))",
+        lambda m: m["view"].Rotation.concatenate((m["converted"], m["native"])),
+        f"Rotation.concatenate(): argument rotations[1] {_NATIVE_CROSSING}",
+    ),
+    (
+        "converted * native",
+        lambda m: m["converted"] * m["native"],
+        f"Rotation.__mul__(): argument other {_NATIVE_CROSSING}",
+    ),
+    (
+        "RotationSpline(times, native)",
+        lambda m: m["view"].RotationSpline(m["times"], m["native"]),
+        f"RotationSpline(): argument rotations {_NATIVE_CROSSING}",
+    ),
+    (
+        "native * raw",
+        lambda m: m["native"] * m["raw"],
+        "Rotation.__mul__(): an argument is an object of the library holding NumPy arrays, which its torch path does "
+        "not mix. Found a Rotation holding NumPy arrays. Fix: pass tensors (and objects made from tensors): SciPy "
+        "declares a torch path for Rotation.__mul__.",
+    ),
+    (
+        "native.approx_equal(converted)",
+        lambda m: m["native"].approx_equal(m["converted"]),
+        "Rotation.approx_equal(): an argument is an object made by converting, which holds NumPy arrays. Found an "
+        "object made by converting. Fix: pass tensors (and objects made from tensors): SciPy declares a torch path "
+        "for Rotation.approx_equal.",
+    ),
+]
+
+
+@in_mode
+@pytest.mark.parametrize(("call", "expected"), [case[1:] for case in _MIXED], ids=[case[0] for case in _MIXED])
+def test_mixing_a_native_object_with_others_raises_autoconvert_s_error_at_any_depth(call: Any, expected: str) -> None:
+    """A native object beside one made by converting or one of SciPy's own made from arrays, at
+    the top level or inside a list or tuple, through a call or an operator: autoconvert's
+    error with the fix, never torch's or NumPy's TypeError."""
+    with pytest.raises(ac.ConversionError) as raised:
+        call(_mixed())
+    assert str(raised.value) == expected
+
+
+@in_mode
+def test_native_objects_in_a_list_take_the_native_path() -> None:
+    """``Rotation.concatenate`` of native objects: on SciPy's own path, its result native too."""
+    mixed = _mixed()
+    with ac.stats() as counted:
+        joined = mixed["view"].Rotation.concatenate([mixed["native"], mixed["native"].inv()])
+    assert _holds_tensors(joined) and counted["Rotation.concatenate"].native == 1
+    torch.testing.assert_close(joined.as_euler("zyx")[:, 0], torch.tensor([0.5, 1.0, -0.5, -1.0], dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------- what native calls return
+
+
+@in_dispatch
+@pytest.mark.parametrize("native", ["auto", False])
+def test_a_method_returning_its_estimator_returns_its_proxy_on_either_path(native: Any) -> None:
+    """``fit``, ``partial_fit`` and ``set_params`` return the estimator (scikit-learn's ``self``):
+    the proxy itself on the native path as converting."""
+    import sklearn.preprocessing
+
+    x = _data()[0]
+    scaler = ac.torchify(sklearn.preprocessing, native=native).StandardScaler()
+    assert _holds_tensors(scaler) is (native == "auto")
+    assert scaler.fit(x) is scaler and scaler.partial_fit(x) is scaler and scaler.set_params(with_std=True) is scaler
+
+
+@in_mode
+@pytest.mark.parametrize("native", ["auto", False])
+def test_objects_inside_a_result_come_back_as_proxies_on_either_path(native: Any) -> None:
+    """``Rotation.align_vectors`` returns (rotation, rssd): the rotation a proxy of its path."""
+    view = ac.torchify(scipy.spatial.transform, native=native)
+    a = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+    rotation, rssd = view.Rotation.align_vectors(a, b)
+    assert isinstance(rotation, scipy.spatial.transform.Rotation) and type(rotation).__name__ == "TorchifiedObject"
+    assert _holds_tensors(rotation) is (native == "auto")
+    assert type(rssd) is torch.Tensor
+    torch.testing.assert_close(rotation.apply(b), a)
+
+
+@in_mode
+def test_batched_refuses_a_native_object_s_method_where_it_is_applied() -> None:
+    """``batched`` hands NumPy samples, which a native object's method never takes: refused
+    where batched is applied, with the fixes."""
+    native = _mixed()["native"]
+    with pytest.raises(TypeError) as raised:
+        ac.batched(native.apply)
+    assert str(raised.value) == (
+        "autoconvert.batched(Rotation.apply): Rotation.apply is a method of an object made on its library's own "
+        "torch path, which takes tensors as they are, and batched runs its function on NumPy samples. Fix: call it "
+        "on the whole batch (its library's torch code takes stacked inputs), loop over the samples in torch, or make "
+        "the object by converting (torchify with native=False) to map its method with batched"
+    )
+    converted = _mixed()["converted"][0]  # one rotation, applied to each point
+    points = torch.eye(3, dtype=torch.float64)
+    torch.testing.assert_close(ac.batched(converted.apply)(points), converted.apply(points))
+
+
+def _nested(value: Any, path: list[str]) -> Any:
+    """``value`` inside containers, outermost first (``list``, ``tuple``, ``dict``)."""
+    for kind in reversed(path):
+        value = {"list": lambda v: [0.5, v], "tuple": lambda v: (v, "x"), "dict": lambda v: {"k": v, "n": None}}[kind](
+            value
+        )
+    return value
+
+
+@in_mode
+@given(
+    path=hst.lists(hst.sampled_from(["list", "tuple", "dict"]), max_size=3),
+    kind=hst.sampled_from(["native", "converted", "raw", "array", "tensor"]),
+    beside=hst.booleans(),
+)
+def test_the_native_route_looks_into_containers_at_any_depth(path: list[str], kind: str, beside: bool) -> None:
+    """A call's arguments, nested in lists, tuples and dicts: a native object takes the native
+    route, one made by converting, SciPy's own made from arrays or an array refuses it, at any
+    depth; a tensor inside a container alone does not take it (SciPy's torch code takes arrays)."""
+    from autoconvert._torchify import _native
+
+    mixed = _mixed()
+    value = {
+        "native": mixed["native"],
+        "converted": mixed["converted"],
+        "raw": mixed["raw"],
+        "array": np.ones(2),
+        "tensor": torch.ones(2),
+    }[kind]
+    route = _native.NativeRoute(scipy.spatial.transform.Rotation.concatenate)
+    args = (_nested(value, path), *([mixed["native"]] if beside else []))
+    declined = route.refuses(args, {})
+    if kind == "native" or (kind == "tensor" and (beside or not path)):
+        assert declined is None
+    elif kind == "tensor":
+        assert declined is _native._NO_TENSOR
+    else:
+        expected = {"converted": _native._CONVERTED, "array": _native._ARRAY}.get(kind)
+        assert declined == (expected or _native._HOLDS_ARRAYS._replace(found="a Rotation holding NumPy arrays"))
+
+
+def _declaring_estimators() -> list[type]:
+    """scikit-learn's estimators whose tags, made with default parameters, declare array API support."""
+    from sklearn.utils import all_estimators
+
+    from autoconvert._adapters._sklearn import _made, _supports
+
+    return [cls for _, cls in all_estimators() if (made := _made(cls)) is not None and _supports(made)]
+
+
+@in_dispatch
+# Making every estimator with default parameters: deprecated ones warn, and small fits may not converge.
+@pytest.mark.filterwarnings(
+    "ignore:Class .* is deprecated:FutureWarning",
+    "ignore::sklearn.exceptions.ConvergenceWarning",
+    "ignore:Using Array API dispatch to namespace:UserWarning",  # Ridge's solver="auto" picks another solver
+)
+def test_the_write_probe_over_scikit_learn_s_estimators_finds_no_write() -> None:
+    """Every estimator declaring array API support, made with default parameters through its
+    torchified module, fitted and called on scikit-learn's own torch path: the caller's tensors
+    keep their values and versions (and no write is caught)."""
+    import importlib
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(120, 4, dtype=torch.float64, generator=generator) + 0.1  # Nystroem's 100 components
+    y = (x[:, 0] > 0.6).long()
+    estimators = _declaring_estimators()
+    assert {"StandardScaler", "PCA", "Ridge"} <= {cls.__name__ for cls in estimators}
+    for cls in estimators:
+        library = importlib.import_module(cls.__module__.split("._")[0])
+        estimator = getattr(ac.torchify(library), cls.__name__)()
+        assert _holds_tensors(estimator), cls
+        given = {"LabelEncoder": (y,), "KernelCenterer": (x @ x.T,)}.get(cls.__name__, (x, y))
+        with _unwritten(x, y):
+            estimator.fit(*given)
+            for method in ("transform", "predict", "predict_proba", "inverse_transform"):
+                if hasattr(estimator, method):
+                    getattr(estimator, method)(given[0])
+            if hasattr(estimator, "score"):
+                estimator.score(*given)

@@ -430,3 +430,50 @@ def test_declared_estimators_never_write_into_their_inputs() -> None:
             else:
                 called(*((x, y) if method == "score" else (x,)))
         assert _unchanged((x, y), before), estimator
+
+
+@pytest.mark.parametrize(
+    ("told", "keywords", "writes"),
+    [
+        ({}, {}, False),
+        ({"copy": False}, {}, True),  # the estimator's parameter
+        ({"copy": False}, {"copy": None}, True),  # None: the method leaves it to the parameter
+        ({"copy": False}, {"copy": True}, False),  # the method's keyword decides over it
+        ({}, {"copy": False}, True),
+        ({}, {"copy": 0}, True),
+    ],
+)
+def test_which_estimator_calls_write_into_their_tensors(
+    told: dict[str, Any], keywords: dict[str, Any], writes: bool
+) -> None:
+    """scikit-learn's path writes into its input where the estimator is told not to copy: by
+    its parameter, however set, unless the method's own ``copy=`` says otherwise; a method
+    without that keyword, and an estimator without such a parameter, never."""
+    scaler = StandardScaler()
+    scaler.copy = told.get("copy", True)  # set after it was made: read at each call
+    x = np.ones((2, 2))
+    transform = ADAPTER.torch_writes(StandardScaler.transform, StandardScaler)
+    assert transform is not None and transform((scaler, x), keywords) is writes
+    if "copy" in keywords:  # by position too
+        assert transform((scaler, x, keywords["copy"]), {}) is writes
+    fit = ADAPTER.torch_writes(StandardScaler.fit, StandardScaler)
+    assert fit is not None and fit((scaler, x), {}) is (told.get("copy") is False)
+    assert ADAPTER.torch_writes(LinearDiscriminantAnalysis.fit, LinearDiscriminantAnalysis) is None
+    assert ADAPTER.torch_writes(sklearn.metrics.r2_score) is None
+
+
+def test_a_meta_estimator_reading_its_tags_from_its_estimator_is_asked_of_an_instance() -> None:
+    """SelfTrainingClassifier() has no tags without its estimator (scikit-learn raises
+    AttributeError reading them): its class is asked of an instance, and one made with its
+    estimator answers for itself."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.semi_supervised import SelfTrainingClassifier
+
+    assert ADAPTER.declared_torch_path(SelfTrainingClassifier) == (
+        "scikit-learn declares array API support in each estimator's tags, and SelfTrainingClassifier takes "
+        "arguments to be made: ask of an instance"
+    )
+    assert ADAPTER.declared_torch_path(SelfTrainingClassifier(LogisticRegression())) in (
+        None,
+        "its tags declare no array API support",
+    )

@@ -47,6 +47,48 @@ class Overwritten:
         return bool(args[position] if position is not None and position < len(args) else self.default)
 
 
+class CopyParameter(NamedTuple):
+    """A parameter telling a function whether to copy its input (``copy``, ``copy_X``): by name
+    and position, and its default; False lets the function write into the input."""
+
+    name: str
+    position: int | None
+    default: Any
+
+    def says_no_copy(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool | None:
+        """Whether this call tells the function not to copy (None: the call leaves it to the
+        function, ``copy=None``)."""
+        if self.name in kwargs:
+            given = kwargs[self.name]
+        elif self.position is not None and self.position < len(args):
+            given = args[self.position]
+        else:
+            given = self.default
+        return None if given is None or given is inspect.Parameter.empty else not given
+
+
+def copy_parameters(fn: Any) -> list[CopyParameter]:
+    """``fn``'s parameters named ``copy`` or ``copy_<something>``."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return [
+        CopyParameter(p.name, i if p.kind in _POSITIONAL else None, p.default)
+        for i, p in enumerate(parameters)
+        if p.name == "copy" or p.name.startswith("copy_")
+    ]
+
+
+#: Whether one call (its arguments and keywords, a method's object first) writes into its tensors.
+Writes = Callable[[tuple[Any, ...], dict[str, Any]], bool]
+
+
+def always(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """The ``Writes`` of a function that writes whatever its call says."""
+    return True
+
+
 class Adapter:
     """One library as the call path meets it; subclasses override what differs."""
 
@@ -142,6 +184,20 @@ class Adapter:
         """Why ``fn`` has no torch path of the library's own even where its mode is on, in
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
+
+    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+        """Which calls of ``fn`` on the library's own torch path write into their tensors
+        (None: none), so that they are handed copies: by default those whose ``overwrite_X``
+        flags ask for it (see ``overwritten``) or whose ``copy`` parameter says not to copy.
+        ``owner``: the class of the object a method of it is called on, its first argument."""
+        found, copies = self.overwritten(fn), copy_parameters(fn)
+        if not found and not copies:
+            return None
+
+        def writes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+            return any(o.asked(args, kwargs) for o in found) or any(c.says_no_copy(args, kwargs) for c in copies)
+
+        return writes
 
     def switched_on(self) -> contextlib.AbstractContextManager[Any]:
         """The library's own torch path switched on for a with block, in this thread only, where

@@ -8,11 +8,16 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import Adapter
+from ._adapter import Adapter, Writes, always
 
 #: The subpackages cupyx.scipy mirrors, as the CuPy path takes them (its sparse and stats follow
 #: other conventions: sparse matrices of its own, results of other types).
 _CUPY_MIRRORED = frozenset({"fft", "linalg", "ndimage", "signal", "special"})
+#: The functions of SciPy's classes whose own torch path writes into an argument whatever the
+#: call says (the write-probe of tests/test_native_classes.py finds them): ``Rotation.from_matrix``
+#: sets a matrix that is not orthogonal to its nearest orthogonal one in place
+#: (``xpx.at(matrix)[...].set``, which writes where the array is writable).
+_TORCH_WRITES = frozenset({"Rotation.from_matrix"})
 
 
 class SciPy(Adapter):
@@ -39,6 +44,13 @@ class SciPy(Adapter):
         if not array_api_mode():
             return f"SciPy's array API mode is off. Fix: {self.switch_on}"
         return None
+
+    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+        if getattr(fn, "__qualname__", None) in _TORCH_WRITES and str(getattr(fn, "__module__", "")).startswith(
+            "scipy."
+        ):
+            return always
+        return super().torch_writes(fn, owner)
 
     def declared_torch_path(self, fn: Any) -> str | None:
         """What SciPy declares of ``fn`` (``xp_capabilities``, the table its docs and tests are

@@ -15,7 +15,7 @@ import inspect
 import pathlib
 from typing import Any
 
-from ._adapter import Adapter
+from ._adapter import Adapter, Writes, copy_parameters
 from ._scipy import array_api_mode
 
 #: The tables of scikit-learn's tests that list the functions its array API tests run on
@@ -73,10 +73,36 @@ class ScikitLearn(Adapter):
         except TypeError:  # an unhashable callable: never in the tables
             return "scikit-learn's array API tests of functions leave it out"
 
+    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+        """The calls of ``fn``, a method of the estimator class ``owner``, that scikit-learn's
+        torch path lets write into the tensors it is handed: where the estimator is told not to
+        copy, by the method's keyword (``transform(X, copy=False)``) or, where that leaves it
+        to the estimator, by its parameter (``copy``, ``copy_X``, ``copy_x``, however set: made
+        so, ``set_params``, assigned)."""
+        names = getattr(owner, "_get_param_names", None)
+        flags = [name for name in names() if name == "copy" or name.startswith("copy_")] if callable(names) else []
+        if not flags:
+            return super().torch_writes(fn, owner)
+        copies = copy_parameters(fn)
+
+        def writes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+            for copy in copies:
+                said = copy.says_no_copy(args, kwargs)
+                if said is not None:  # the keyword decides over the estimator's parameter
+                    return said
+            return any(_no_copy(getattr(args[0], flag, None)) for flag in flags)
+
+        return writes
+
     def switched_on(self) -> contextlib.AbstractContextManager[Any]:
         """scikit-learn's array API dispatch on for a with block: ``config_context``, whose
         configuration is the thread's own, restored on leaving, however the block ends."""
         return importlib.import_module("sklearn").config_context(array_api_dispatch=True)  # type: ignore[no-any-return]
+
+
+def _no_copy(value: Any) -> bool:
+    """Whether a ``copy`` parameter's value tells the estimator not to copy (None: its default)."""
+    return value is not None and not value
 
 
 def _has_tags(value: Any) -> bool:
@@ -93,17 +119,17 @@ def _supports(estimator: Any) -> bool:
 
 def _made(cls: type) -> Any:
     """An instance of the estimator class ``cls`` with default parameters, or None where it
-    takes arguments (a meta-estimator's estimator, a pipeline's steps) or is abstract."""
+    takes arguments (a meta-estimator's estimator, a pipeline's steps), is abstract, or reads
+    its tags from an estimator it was not given."""
     try:
-        return cls()
-    except TypeError:
+        made = cls()
+        _supports(made)  # a meta-estimator made without its estimator has no tags (SelfTrainingClassifier)
+    except (TypeError, AttributeError):
         return None
+    return made
 
 
 def _estimator_path(estimator: Any) -> str | None:
-    if estimator.get_params(deep=False).get("copy") is False:
-        # StandardScaler(copy=False) scales the tensor it is handed in place on that path.
-        return "copy=False: on scikit-learn's torch path it writes into the caller's tensor"
     if _supports(estimator):
         return None
     cls = type(estimator)

@@ -151,11 +151,30 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str,
     """``options``: batched's conversion options (checked), for the call that converts each batch."""
     check_callable(fn, "batched")
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    _refuse_tensors_only(fn, name)
     call = _converting(fn, options, name)
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     where = _where(raw, call, settings, name)
     seeds = _seeds(raw, settings.seed, where, name)
     return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds)
+
+
+def _refuse_tensors_only(fn: Any, name: str) -> None:
+    """Refuse ``fn`` where it takes tensors only, never NumPy samples: a route of its own that
+    raises on arrays, with no converting call behind it (a method of an object made on its
+    library's own torch path, whose tensors a NumPy sample cannot meet)."""
+    description = described(fn)
+    if description is None or description.host is not None:
+        return
+    for route in description.routes:
+        alone = route.describe().alone
+        if route.strict and alone is not None:
+            raise TypeError(
+                f"autoconvert.batched({name}): {name} is {alone[0]}, which takes tensors as they are, and batched "
+                "runs its function on NumPy samples. Fix: call it on the whole batch (its library's torch code takes "
+                "stacked inputs), loop over the samples in torch, or make the object by converting (torchify with "
+                "native=False) to map its method with batched"
+            )
 
 
 #: The sides of the pair batched converts with, in the order a pair's wrapper lists them.

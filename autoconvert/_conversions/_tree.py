@@ -42,10 +42,15 @@ class StandIn:
 
     __slots__ = ()
 
+    def _ac_stood_for(self) -> Any:
+        """The object this value stands for, where it crosses to NumPy's side; one that
+        cannot cross raises a ``LeafError`` (a proxy of an object holding tensors)."""
+        return self.__wrapped__  # type: ignore[attr-defined]
+
 
 def stood_for(value: StandIn, ctx: Any) -> Any:
     """The NumPy sides' handler of a ``StandIn``: the object it stands for."""
-    return value.__wrapped__  # type: ignore[attr-defined]
+    return value._ac_stood_for()
 
 
 class Mapper:

@@ -14,19 +14,29 @@ path for, ``Rotation.from_euler``), or whose library declares one for it (a scik
 estimator by its tags), holds tensors, so every method of it is called as it is (a
 converting call would hand NumPy arrays to an object holding tensors); any other object
 converts, as before.
+
+The caller's tensors are never written by the library unless ``writeback=True`` says it may:
+a call its adapter says writes into its arguments (``Rotation.from_matrix`` normalises its
+matrix in place; an estimator told not to copy, by a parameter or a method's keyword) is
+handed copies, and any other write the library makes is caught by the tensors' version
+counters and raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Any
 
 import numpy as np
 import torch
 
-from autoconvert._adapters._adapter import Adapter
+from autoconvert._adapters._adapter import Adapter, Writes
 from autoconvert._adapters._table import adapter_for
+from autoconvert._conversions._tree import Mapper
+from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
+from autoconvert._options._escape import compiling
 from autoconvert._options._signature import function_name
 
 from ._proxies import TorchifiedClass, TorchifiedObject, becomes_proxy, device_of, home, proxy, torchified_function
@@ -49,6 +59,16 @@ _CONVERTED = Declined(
     "",
     counted=False,
 )
+_HOLDS_ARRAYS = Declined(
+    "an argument",
+    "is an object of the library holding NumPy arrays, which its torch path does not mix",
+    "an object holding NumPy arrays",
+    "",
+    counted=False,
+)
+
+#: Argument types that hold neither a tensor nor an array: no walk.
+_PLAIN = frozenset({int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis)})
 
 
 class NativeRoute(Route):
@@ -58,10 +78,16 @@ class NativeRoute(Route):
     name = "native"
     label = "native torch path"
 
-    def __init__(self, fn: Any, objects: NativeClass | None = None) -> None:
+    def __init__(
+        self, fn: Any, objects: NativeClass | None = None, writes: Writes | None = None, writeback: bool = False
+    ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
-        torchified class's classmethod or constructor), proxies handed as their objects."""
-        self.fn, self.objects = fn, objects
+        torchified class's classmethod or constructor), proxies handed as their objects;
+        ``writes``: which calls write into their tensors (its adapter's ``torch_writes``),
+        handed copies unless ``writeback`` lets the library write the caller's."""
+        self.fn, self.objects, self.writes = fn, objects, writes
+        self.guards = not writeback
+        self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
 
     def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         holds = False
@@ -70,28 +96,97 @@ class NativeRoute(Route):
                 if value.layout is not torch.strided or value.is_nested:
                     return _SPARSE
                 holds = True
-            elif isinstance(value, np.ndarray):
-                return _ARRAY
-            elif isinstance(value, TorchifiedObject):
-                if not value._ac_class.holds_tensors:
-                    return _CONVERTED
-                holds = True
+            elif type(value) not in _PLAIN:
+                found = self._held(value)
+                if found is not False:
+                    if found is not True:
+                        return found
+                    holds = True
         return None if holds else _NO_TENSOR
 
+    def _held(self, value: Any) -> Declined | bool:
+        """Whether ``value``, no tensor, is or holds (in lists, tuples and dicts) an object made
+        on the library's torch path (True), something that path does not mix (why), or neither."""
+        if isinstance(value, np.ndarray):
+            return _ARRAY
+        if isinstance(value, TorchifiedObject):
+            return True if value._ac_class.holds_tensors else _CONVERTED
+        kind = type(value)
+        if kind is list or kind is tuple or kind is dict:
+            holds = False
+            for item in value.values() if kind is dict else value:
+                found = False if isinstance(item, torch.Tensor) or type(item) in _PLAIN else self._held(item)
+                if found is not False and found is not True:
+                    return found
+                holds = holds or found
+            return holds
+        if (
+            self.package
+            and home(kind) == self.package
+            and any(isinstance(v, np.ndarray) for v in getattr(value, "__dict__", {}).values())
+        ):
+            # SciPy's own Rotation made from arrays: its torch code would meet them beside tensors.
+            return _HOLDS_ARRAYS._replace(found=f"a {kind.__qualname__} holding NumPy arrays")
+        return False
+
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if self.objects is None:
-            return self.fn(*args, **kwargs)
-        result = self.fn(*_objects(args), **{k: _object(v) for k, v in kwargs.items()})
-        return self.objects.viewed(result, device_of(args, kwargs))
+        objects = self.objects
+        if objects is not None:
+            args, kwargs = _objects(args, kwargs)
+        if not self.guards or compiling():  # dynamo traces no version counter; compiled code writes no input
+            result = self.fn(*args, **kwargs)
+        else:
+            # The tensors' version counters, read before and after: a write no adapter foresaw raises.
+            tensors = [
+                value for value in ((*args, *kwargs.values()) if kwargs else args) if type(value) is torch.Tensor
+            ]
+            versions = [tensor._version for tensor in tensors]
+            writes = self.writes
+            if writes is not None and writes(args, kwargs):
+                copied, copied_kwargs = _copies(args, kwargs)
+                result = self.fn(*copied, **copied_kwargs)
+            else:
+                result = self.fn(*args, **kwargs)
+            if [tensor._version for tensor in tensors] != versions:
+                written = next(t for t, version in zip(tensors, versions, strict=True) if t._version != version)
+                raise self._written(written, args, kwargs)
+        return result if objects is None else objects.results(result, device_of(args, kwargs))
+
+    def _written(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConversionError:
+        """The error for a write into the caller's tensor ``value`` no adapter foresaw."""
+        given = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
+        # Named as its parameter where the signature says (not inside *args or **kwargs).
+        with contextlib.suppress(TypeError, ValueError):  # no signature to read it from
+            given = {**given, **inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments}
+        where = next(name for name, passed in reversed(given.items()) if passed is value)
+        library = adapter_for(self.fn).name
+        return ConversionError(
+            message(
+                function_name(self.fn),
+                f"argument {where}",
+                f"was written into by {library}'s own torch path, which is handed the caller's tensors as they are",
+                "a tensor whose values changed during the call",
+                "pass a copy (.clone()) to keep the original, or torchify with native=False, which hands the library "
+                "a read-only copy; writeback=True lets the library write into the caller's tensors",
+            )
+        )
 
     def describe(self) -> RouteWords:
         return RouteWords(
             "native",
             f"A call whose arguments hold a tensor and no array goes to {function_name(self.fn)} as it is: its "
             "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
-            "torch.compile). ",
+            f"torch.compile). {self._copied()}",
             "Any other call takes the converting call: {path}. {why}",
         )
+
+    def _copied(self) -> str:
+        """Which calls are handed copies of the caller's tensors, in explain's words."""
+        if not self.guards:
+            return "writeback=True lets the library write into the caller's tensors. "
+        if self.writes is None:
+            return ""
+        return "A call that would write into its tensors (as its library says) is handed copies of them. "
 
 
 class NativeMethod(NativeRoute):
@@ -102,8 +197,8 @@ class NativeMethod(NativeRoute):
 
     strict = True
 
-    def __init__(self, fn: Any, objects: NativeClass, declared: str) -> None:
-        super().__init__(fn, objects)
+    def __init__(self, fn: Any, objects: NativeClass, declared: str, writes: Writes | None, writeback: bool) -> None:
+        super().__init__(fn, objects, writes, writeback)
         self.declared = declared
 
     def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
@@ -119,18 +214,32 @@ class NativeMethod(NativeRoute):
         name = function_name(self.fn)
         taken = (
             f"{name} is called on the object as it is, its tensors handed as they are: {self.declared}. A call with "
-            "a NumPy array, or an object made by converting, raises."
-        )
+            f"a NumPy array, or an object made by converting, raises. {self._copied()}"
+        ).rstrip()
         made = "a method of an object made on its library's own torch path"
         return RouteWords("native", taken, "", alone=(made, "tensors as they are", "as the library returns it"))
 
 
-def _object(value: Any) -> Any:
-    return value.__wrapped__ if isinstance(value, TorchifiedObject) else value
+def _object(value: Any, ctx: Any) -> Any:
+    return value.__wrapped__
 
 
-def _objects(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(_object(value) for value in args)
+def _copy(value: torch.Tensor, ctx: Any) -> torch.Tensor:
+    return value.clone()  # differentiable: the gradient flows back to the caller's tensor
+
+
+#: Proxies, in lists, tuples, dicts and registered containers too, as the objects they stand for.
+_unwrapped = Mapper({TorchifiedObject: _object})
+#: Tensors as private copies, for a call that writes into them.
+_copied = Mapper({torch.Tensor: _copy})
+
+
+def _objects(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _unwrapped(args, None), (_unwrapped(kwargs, None) if kwargs else kwargs)
+
+
+def _copies(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return _copied(args, None), (_copied(kwargs, None) if kwargs else kwargs)
 
 
 class NativeClass(TorchifiedClass):
@@ -143,6 +252,34 @@ class NativeClass(TorchifiedClass):
     def __init__(self, cls: type, options: dict[str, Any], natively: Natively) -> None:
         super().__init__(cls, options)
         self.natively = natively
+        self._viewing = Mapper({}, fallback=self._viewer)
+
+    def results(self, result: Any, device: torch.device | None) -> Any:
+        """A call's ``result`` as the caller gets it: objects of the package, itself or in
+        lists, tuples, dicts and registered containers (``Rotation.align_vectors``'s rotation),
+        as their proxies, as the converting call gives them."""
+        return self._viewing(result, device)
+
+    def _viewer(self, kind: type) -> Any:
+        """How a result of type ``kind`` is viewed: as a proxy of its class's native view, or
+        None (a value, a tensor, a container walked)."""
+        if kind not in self._results:
+            self._results[kind] = self.result_view(kind)
+        view, options = self._results[kind], self._options
+        return None if view is None else lambda value, device: proxy(value, options, device, view)
+
+    def crossing(self, obj: Any) -> Any:
+        """An object made on the library's torch path never crosses to NumPy's side: code
+        there meets its tensors, and fails on them."""
+        library = self.natively.adapter.name
+        raise LeafError(
+            ConversionError,
+            f"is an object made on {library}'s own torch path, which holds tensors, handed to a call that converts "
+            "its arguments to NumPy",
+            f"a {type(obj).__name__} made on {library}'s own torch path",
+            "make it by converting (torchify with native=False, or from NumPy arrays), or pass only objects made "
+            "from tensors where every call has a torch path",
+        )
 
     def method(self, name: str) -> Any:
         """The class's function ``name`` as a method of proxies, taking the native route."""
@@ -186,9 +323,12 @@ def _as_native_method(routed: Routed, name: str) -> Any:
     with the object, its result viewed by the route."""
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
-        return routed(self.__wrapped__, *args, **kwargs)
+        result = routed(self.__wrapped__, *args, **kwargs)
+        # A method returning its object (fit, set_params, an in-place operator) gives the proxy
+        # itself, as the converting call does and as scikit-learn's ``fit`` returns ``self``.
+        return self if isinstance(result, TorchifiedObject) and result.__wrapped__ is self.__wrapped__ else result
 
-    method.__name__ = method.__qualname__ = name
+    method.__name__, method.__qualname__ = name, routed.counted
     method.__wrapped__ = routed.__wrapped__  # type: ignore[attr-defined]
     method.__autoconvert_spec__ = lambda owner: routed.__autoconvert_spec__()  # type: ignore[attr-defined]
     return method
@@ -203,9 +343,11 @@ class Natively:
         self.cls, self.options, self.native = cls, options, native
         self.adapter = adapter = adapter_for(cls)
         self.objects = NativeClass(cls, options, self)
-        self.constructing = native_route(adapter, inspect.getattr_static(cls, "__init__"))
+        self.writeback = bool(options.get("writeback", False))
+        init = inspect.getattr_static(cls, "__init__")
+        self.constructing = native_route(adapter, init)
         if isinstance(self.constructing, NativeRoute):
-            self.constructing = NativeRoute(cls, self.objects)
+            self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(cls), self.writeback)
             self.constructor = Routed(cls, (self.constructing,), None)
 
     def function(self, name: str, value: Any, view: TorchifiedClass) -> Any:
@@ -217,7 +359,9 @@ class Natively:
                 raise refused(self.adapter, why, self.cls.__module__, f"{self.cls.__qualname__}.{name}")
             return None
         converting = torchified_function(value, self.options, home(self.cls), own=view)
-        return Routed(value, (NativeRoute(self.adapter.torch_call(value), self.objects),), converting)
+        writes = self.adapter.torch_writes(value, self.cls)
+        route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.writeback)
+        return Routed(value, (route,), converting)
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A new object of the class, as ``view`` (its converting view) makes it, on the
@@ -247,7 +391,7 @@ class Natively:
             )
         if call is not fn:
             declared += f", with {library}'s torch path switched on around this call alone"
-        return NativeMethod(call, objects, declared)
+        return NativeMethod(call, objects, declared, self.adapter.torch_writes(fn, self.cls), self.writeback)
 
     def words(self) -> str:
         """How the class's objects are made, for explain."""
@@ -280,11 +424,11 @@ class Natively:
         return Natively, (self.cls, self.options, self.native)
 
 
-def native_route(adapter: Adapter, fn: Any) -> NativeRoute | str:
+def native_route(adapter: Adapter, fn: Any, writeback: bool = False) -> NativeRoute | str:
     """``fn``'s route on its library's own torch path, as its adapter declares it, or why it
-    has none."""
+    has none; ``writeback``: whether the library may write into the caller's tensors."""
     why = adapter.torch_path(fn)
-    return NativeRoute(adapter.torch_call(fn)) if why is None else why
+    return NativeRoute(adapter.torch_call(fn), None, adapter.torch_writes(fn), writeback) if why is None else why
 
 
 def refused(adapter: Adapter, why: str, module: str, name: str) -> ValueError:

@@ -315,6 +315,10 @@ class TorchifiedClass(StandIn):
         viewing = self._results[kind]
         return result if viewing is None else proxy(result, self._options, device, viewing)
 
+    def crossing(self, obj: Any) -> Any:
+        """``obj``, an object of this view, where its proxy crosses to NumPy's side (see _native's)."""
+        return obj
+
     def object_notes(self, obj: Any) -> tuple[str, ...]:
         """What explain says of ``obj``, an object of this view, besides its options: why it
         takes its library's own torch path or not, where the class may."""
@@ -430,6 +434,9 @@ class TorchifiedObject(StandIn):
 
     def __autoconvert_spec__(self) -> Description:
         return Description(options=self._ac_options, notes=self._ac_class.object_notes(self.__wrapped__))
+
+    def _ac_stood_for(self) -> Any:
+        return self._ac_class.crossing(self.__wrapped__)
 
     def _ac_wrapper(self, name: str) -> Any:
         """The wrapper the method ``name`` of this object calls through (its description's), or None."""

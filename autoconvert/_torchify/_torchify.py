@@ -233,7 +233,7 @@ def _route(fn: Any, view: TorchifiedModule, name: str) -> tuple[Route | None, tu
     notes: tuple[str, ...] = ()
     if own["_autoconvert_native"] is not False:
         adapter = adapter_for(own["__wrapped__"])
-        native = native_route(adapter, fn)
+        native = native_route(adapter, fn, bool(own["_autoconvert_options"].get("writeback", False)))
         if not isinstance(native, str):
             return native, notes
         if own["_autoconvert_native"] is True:
