@@ -16,6 +16,7 @@ PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 LAYERS = [
     "_conversions",
     "_adapters",
+    "_gradients",
     "_options",
     "_spec",
     "_failures",
@@ -57,6 +58,10 @@ ORDER = [
     "_adapters._torch",
     "_adapters._array_api_compat",
     "_adapters._table",
+    "_gradients._rule",
+    "_gradients._boundary",
+    "_gradients._ndimage",
+    "_gradients._catalogue",
     "_options._checks",
     "_options._options",
     "_options._config",
