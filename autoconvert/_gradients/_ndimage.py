@@ -122,9 +122,7 @@ def _gaussian_term(
     chosen = _axes(axes, ndim)
     count = len(chosen)
     each = zip(chosen, _each(sigma, count), _each(order, count), _each(mode, count), _each(radius, count), strict=True)
-    return tuple(
-        Pass(axis, _gaussian_weights(s, o, truncate, r), 0, m) for axis, s, o, m, r in each if s > 1e-15
-    )
+    return tuple(Pass(axis, _gaussian_weights(s, o, truncate, r), 0, m) for axis, s, o, m, r in each if s > 1e-15)
 
 
 def _uniform_term(ndim: int, size: Any, origin: Any, mode: Any, axes: Any = None) -> Term:

@@ -108,4 +108,3 @@ class Rule:
 
 def _is_complex(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind == "c"
-

@@ -1,0 +1,236 @@
+"""The catalogue of SciPy rules: each rule's values are SciPy's to the bit, and its gradients
+(and tangents) pass torch's gradcheck in float64 in every differentiable argument, mode and
+order; numpy_op and torchify take a function's rule with no backward written."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+import torch
+
+import autoconvert as ac
+from autoconvert._gradients._catalogue import catalogued, rule_for
+
+# torch.func.jacfwd's first use scripts torch's decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning"),
+]
+
+MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant", "grid-wrap"]
+
+
+def assert_rule(fn: Callable[..., Any], args: Sequence[Any], differentiable: Sequence[int], **kwargs: Any) -> None:
+    """``numpy_op(fn)`` gives SciPy's own values bit for bit, and passes gradcheck (reverse
+    and forward mode) in the arguments at the ``differentiable`` positions."""
+    op = ac.numpy_op(fn)
+    expected = fn(*args, **kwargs)
+    leaves = [torch.tensor(args[k], dtype=torch.float64, requires_grad=True) for k in differentiable]
+
+    def call(*tensors: torch.Tensor) -> torch.Tensor:
+        given = list(args)
+        for k, t in zip(differentiable, tensors, strict=True):
+            given[k] = t
+        return op(*given, **kwargs)  # type: ignore[no-any-return]
+
+    got = call(*leaves)
+    assert got.dtype == torch.float64 and np.array_equal(got.detach().numpy(), expected)
+    assert torch.autograd.gradcheck(call, tuple(leaves))
+    # The jvp agrees with the backward, which gradcheck held against finite differences.
+    argnums = tuple(range(len(leaves)))
+    forward = torch.func.jacfwd(call, argnums)(*(t.detach() for t in leaves))
+    reverse = torch.func.jacrev(call, argnums)(*(t.detach() for t in leaves))
+    for f, r in zip(forward, reverse, strict=True):
+        torch.testing.assert_close(f, r)
+
+
+def _first_fast(*cases: Any) -> list[Any]:
+    """``cases`` for a parametrization: the first runs every time, the rest with ``--slow``."""
+    return [
+        cases[0],
+        *(pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=pytest.mark.slow) for c in cases[1:]),
+    ]
+
+
+def _rng(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape)).standard_normal(shape)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [ndi.correlate1d, ndi.convolve1d])
+@pytest.mark.parametrize(
+    ("size", "origin"), _first_fast((4, -1), (3, 0), (3, 1), (3, -1), (4, -2), (4, 0), (4, 1), (9, 0))
+)
+def test_correlate1d_and_convolve1d_in_input_and_weights(fn: Any, mode: str, size: int, origin: int) -> None:
+    """Every mode and origin, even and odd weights, and weights longer than the line (9 > 5)."""
+    assert_rule(fn, (_rng(3, 5), _rng(size)), (0, 1), axis=1, mode=mode, cval=0.5, origin=origin)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn", [ndi.correlate, ndi.convolve])
+@pytest.mark.parametrize(("shape", "origin"), _first_fast(((3, 2), (1, -1)), ((3, 2), 0), ((2, 7), (0, -3))))
+def test_correlate_and_convolve_in_input_and_weights(fn: Any, mode: str, shape: tuple[int, int], origin: Any) -> None:
+    assert_rule(fn, (_rng(4, 5), _rng(*shape)), (0, 1), mode=mode, cval=-0.25, origin=origin)
+
+
+@pytest.mark.parametrize("fn", [ndi.correlate, ndi.convolve])
+def test_correlate_along_chosen_axes(fn: Any) -> None:
+    """``axes=``: weights of fewer dimensions than the input, along the axes named."""
+    assert_rule(fn, (_rng(3, 4, 5), _rng(2, 3)), (0, 1), mode="mirror", axes=(2, 0), origin=(0, -1))
+
+
+@pytest.mark.parametrize("mode", [*MODES, ("reflect", "wrap"), ("constant", "mirror")])
+@pytest.mark.parametrize(
+    ("sigma", "order"), _first_fast(((0.8, 2.5), (0, 1)), (1.0, 0), ((1.5, 0.6), (2, 3)), ((0.0, 1.2), 0))
+)
+def test_gaussian_filter(mode: Any, sigma: Any, order: Any) -> None:
+    """Per-axis sigma (0 leaves an axis unfiltered), orders, modes per axis; 2.5 reaches past a 5-sample line."""
+    assert_rule(ndi.gaussian_filter, (_rng(4, 5), sigma), (0,), order=order, mode=mode, cval=0.7)
+
+
+@pytest.mark.parametrize("options", [{"truncate": 1.5}, {"radius": (1, 2)}, {"axes": (1,), "sigma": 1.3}])
+def test_gaussian_filter_truncate_radius_and_axes(options: dict[str, Any]) -> None:
+    sigma = options.pop("sigma", (1.0, 0.9))
+    assert_rule(ndi.gaussian_filter, (_rng(3, 6), sigma), (0,), mode="nearest", **options)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("order", _first_fast(1, 0, 2, 3))
+def test_gaussian_filter1d(mode: str, order: int) -> None:
+    assert_rule(ndi.gaussian_filter1d, (_rng(3, 6), 1.1), (0,), axis=0, order=order, mode=mode, cval=1.5)
+
+
+def test_gaussian_filter1d_radius() -> None:
+    assert_rule(ndi.gaussian_filter1d, (_rng(7), 2.0), (0,), radius=2, mode="wrap")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("size", "origin"), _first_fast(((3, 2), (0, -1)), (2, 0), (3, -1), (4, 1), (7, 0)))
+def test_uniform_filter(mode: str, size: Any, origin: Any) -> None:
+    assert_rule(ndi.uniform_filter, (_rng(4, 5), size), (0,), mode=mode, cval=2.0, origin=origin)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("size", "origin"), _first_fast((2, -1), (1, 0), (3, 1), (6, 2)))
+def test_uniform_filter1d(mode: str, size: int, origin: int) -> None:
+    assert_rule(ndi.uniform_filter1d, (_rng(3, 5), size), (0,), axis=-1, mode=mode, origin=origin)
+
+
+@pytest.mark.parametrize("mode", [*MODES, ("wrap", "constant", "mirror")])
+@pytest.mark.parametrize("fn", [ndi.sobel, ndi.prewitt])
+@pytest.mark.parametrize("axis", _first_fast(0, -1))
+def test_sobel_and_prewitt(fn: Any, mode: Any, axis: int) -> None:
+    assert_rule(fn, (_rng(3, 4, 5),), (0,), axis=axis, mode=mode, cval=0.3)
+
+
+@pytest.mark.parametrize("mode", [*MODES, ("nearest", "grid-wrap")])
+def test_laplace(mode: Any) -> None:
+    assert_rule(ndi.laplace, (_rng(4, 5),), (0,), mode=mode, cval=-1.0)
+
+
+@pytest.mark.parametrize("mode", [*MODES, ("mirror", "constant")])
+@pytest.mark.parametrize("fn", [ndi.gaussian_laplace, ndi.gaussian_gradient_magnitude])
+def test_gaussian_laplace_and_gradient_magnitude(fn: Any, mode: Any) -> None:
+    assert_rule(fn, (_rng(4, 5), (0.9, 1.4)), (0,), mode=mode, cval=0.5, truncate=3.0)
+
+
+def test_gaussian_laplace_along_chosen_axes() -> None:
+    if "axes" not in ndi.gaussian_laplace.__code__.co_varnames:
+        pytest.skip("this SciPy's gaussian_laplace takes no axes=")
+    assert_rule(ndi.gaussian_laplace, (_rng(3, 4, 5), 1.2), (0,), axes=(0, 2), mode="reflect")
+
+
+def test_a_numpy_argument_takes_no_gradient() -> None:
+    """Weights given as a NumPy array: the rule gives the tensor input's gradient alone."""
+    weights = _rng(3)
+    x = torch.tensor(_rng(6), requires_grad=True)
+    ac.numpy_op(ndi.correlate1d)(x, weights, mode="wrap").sum().backward()
+    assert x.grad is not None
+    expected = ndi.correlate1d(np.ones(6), weights[::-1], mode="wrap", origin=-1)  # the transpose of a wrap
+    assert torch.allclose(x.grad, torch.from_numpy(expected))
+
+
+def test_torchify_takes_the_rule_without_a_warning() -> None:
+    ndimage = ac.torchify(ndi)
+    x = torch.tensor(_rng(5, 6), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = ndimage.gaussian_filter(x, 1.5, mode="mirror")
+    assert np.array_equal(y.detach().numpy(), ndi.gaussian_filter(_rng(5, 6), 1.5, mode="mirror"))
+    assert torch.autograd.gradcheck(lambda t: ndimage.gaussian_filter(t, 1.5, mode="mirror"), (x,))
+
+
+def test_torchify_without_a_rule_warns_as_before() -> None:
+    ndimage = ac.torchify(ndi)
+    x = torch.tensor(_rng(5, 6), requires_grad=True)
+    with pytest.warns(ac.GradientWarning, match="median_filter"):
+        ndimage.median_filter(x, 3)
+
+
+def test_torchified_function_with_a_rule_pickles() -> None:
+    ndimage = ac.torchify(ndi)
+    again = pickle.loads(pickle.dumps(ndimage.uniform_filter))
+    x = torch.tensor(_rng(5), requires_grad=True)
+    again(x, 3).sum().backward()
+    assert x.grad is not None
+
+
+def test_a_backward_given_is_used_rather_than_the_rule() -> None:
+    op = ac.numpy_op(ndi.uniform_filter1d, backward=lambda g, x, size, output: np.full_like(x, 7.0))
+    x = torch.tensor(_rng(4), requires_grad=True)
+    op(x, 3).sum().backward()
+    assert torch.equal(x.grad, torch.full((4,), 7.0, dtype=torch.float64))
+
+
+def test_per_sample_gradients_through_a_rule() -> None:
+    """torch.func composes with a rule as with any numpy_op."""
+    op = ac.numpy_op(ndi.gaussian_filter1d)
+    xs = torch.tensor(_rng(3, 6))
+    per_sample = torch.func.vmap(torch.func.grad(lambda x: (op(x, 1.0, mode="wrap") ** 2).sum()))(xs)
+    loop = []
+    for x in xs:
+        leaf = x.clone().requires_grad_()
+        (op(leaf, 1.0, mode="wrap") ** 2).sum().backward()
+        loop.append(leaf.grad)
+    assert torch.allclose(per_sample, torch.stack(loop))
+
+
+def test_a_complex_argument_is_refused_with_the_fix() -> None:
+    x = torch.tensor(_rng(4) + 1j * _rng(4), requires_grad=True)
+    y = ac.numpy_op(ndi.uniform_filter1d)(x, 3)
+    with pytest.raises(ac.GradientError) as caught:
+        y.abs().sum().backward()
+    assert str(caught.value) == (
+        "scipy.ndimage.uniform_filter1d: argument input is complex, and the catalogue's rule covers real "
+        "arguments only. Found a complex array of dtype complex128. Fix: pass real tensors, or give numpy_op a "
+        "backward= of your own."
+    )
+
+
+def test_explain_names_the_rule() -> None:
+    notes = str(ac.explain(ac.numpy_op(ndi.sobel))).splitlines()
+    assert notes[1] == (
+        "numpy_op(): a torch op; backward=the catalogue's rule for scipy.ndimage.sobel (gradients in input; every "
+        "mode (reflect, constant, nearest, mirror, wrap, grid-mirror, grid-constant, grid-wrap) per axis), "
+        "fake=None, vmap='sequential', jvp=the rule's."
+    )
+
+
+def test_every_rule_is_on_the_gradients_page() -> None:
+    import pathlib
+
+    page = (pathlib.Path(__file__).parent.parent / "docs" / "guide" / "gradients.md").read_text()
+    for rule in catalogued():
+        assert f"`{rule.name}`" in page, rule.name
+        assert rule_for(rule.function) is rule
+
+
+def test_no_rule_for_other_functions() -> None:
+    assert rule_for(np.sin) is None and rule_for(ndi.median_filter) is None and rule_for([]) is None
