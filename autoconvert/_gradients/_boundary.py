@@ -43,7 +43,7 @@ def sources(positions: np.ndarray, n: int, mode: str) -> np.ndarray:
     raise ValueError(f"boundary mode {mode!r} is not one of {', '.join(MODES)}")
 
 
-def extended(x: np.ndarray, axis: int, left: int, right: int, mode: str, cval: Any) -> np.ndarray:
+def extended(x: np.ndarray, axis: int, left: int, right: int, *, mode: str, cval: Any) -> np.ndarray:
     """``x`` extended along ``axis`` by ``left`` and ``right`` samples, as ``mode`` reads it."""
     n = x.shape[axis]
     found = sources(np.arange(-left, n + right), n, mode)

@@ -56,7 +56,7 @@ class Pass:
     def weights_gradient(self, x: np.ndarray, g: np.ndarray, cval: Any) -> np.ndarray:
         """The gradient of the weights: each weight's sum of ``g`` times the samples it met."""
         n, size = len(self.weights), x.shape[self.axis]
-        line = extended(x, self.axis, self.left, n - 1 - self.left, self.mode, cval)
+        line = extended(x, self.axis, self.left, n - 1 - self.left, mode=self.mode, cval=cval)
         return np.array([np.sum(g * np.take(line, range(j, j + size), axis=self.axis)) for j in range(n)])
 
 
@@ -116,7 +116,7 @@ def _gaussian_weights(sigma: float, order: int, truncate: float, radius: int | N
 
 
 def _gaussian_term(
-    ndim: int, sigma: Any, order: Any, mode: Any, truncate: float, radius: Any, axes: Any = None
+    ndim: int, sigma: Any, order: Any, *, mode: Any, truncate: float, radius: Any, axes: Any = None
 ) -> Term:
     """``gaussian_filter``'s chain: a pass per axis whose sigma is above SciPy's 1e-15."""
     chosen = _axes(axes, ndim)
@@ -227,7 +227,7 @@ def _correlate_rules(convolution: bool) -> tuple[Any, Any]:
         if "weights" in wanted:
             grid = np.asarray(call["input"])
             for axis, n in enumerate(weights.shape):
-                grid = extended(grid, axis, lefts[axis], n - 1 - lefts[axis], mode, call["cval"])
+                grid = extended(grid, axis, lefts[axis], n - 1 - lefts[axis], mode=mode, cval=call["cval"])
             w = signal.correlate(grid, g, mode="valid")
             if convolution:
                 w = w[tuple(slice(None, None, -1) for _ in range(w.ndim))]
@@ -259,10 +259,10 @@ def _gaussian_filter_terms(call: Call) -> list[Term]:
             _ndim(call),
             call["sigma"],
             call["order"],
-            call["mode"],
-            call["truncate"],
-            call.arguments.get("radius"),
-            call.arguments.get("axes"),
+            mode=call["mode"],
+            truncate=call["truncate"],
+            radius=call.arguments.get("radius"),
+            axes=call.arguments.get("axes"),
         )
     ]
 
@@ -318,7 +318,9 @@ def _derivative_terms(call: Call, order: int) -> list[Term]:
     truncate, radius = options.get("truncate", 4.0), options.get("radius")
     modes = _each(call["mode"], len(chosen))
     return [
-        _gaussian_term(ndim, sigma, [order if a == axis else 0 for a in range(ndim)], mode, truncate, radius)
+        _gaussian_term(
+            ndim, sigma, [order if a == axis else 0 for a in range(ndim)], mode=mode, truncate=truncate, radius=radius
+        )
         for axis, mode in zip(chosen, modes, strict=True)
     ]
 
