@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+import scipy.signal as signal
 import torch
 
 import autoconvert as ac
@@ -30,7 +31,7 @@ MODES = ["reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "gri
 def assert_rule(fn: Callable[..., Any], args: Sequence[Any], differentiable: Sequence[int], **kwargs: Any) -> None:
     """``numpy_op(fn)`` gives SciPy's own values bit for bit, and passes gradcheck (reverse
     and forward mode) in the arguments at the ``differentiable`` positions."""
-    op = ac.numpy_op(fn)
+    op = ac.numpy_op(fn, copy=True)  # copies: sosfilt's Cython refuses read-only arrays
     expected = fn(*args, **kwargs)
     leaves = [torch.tensor(args[k], dtype=torch.float64, requires_grad=True) for k in differentiable]
 
@@ -145,6 +146,65 @@ def test_gaussian_laplace_along_chosen_axes() -> None:
     if "axes" not in ndi.gaussian_laplace.__code__.co_varnames:
         pytest.skip("this SciPy's gaussian_laplace takes no axes=")
     assert_rule(ndi.gaussian_laplace, (_rng(3, 4, 5), 1.2), (0,), axes=(0, 2), mode="reflect")
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("method", _first_fast("auto", "direct", "fft"))
+@pytest.mark.parametrize("fn", [signal.convolve, signal.correlate])
+@pytest.mark.parametrize(("first", "second"), _first_fast(((4, 5), (2, 3)), ((7,), (3,)), ((7,), (4,)), ((3,), (6,))))
+def test_convolve_and_correlate_in_both_inputs(fn: Any, mode: str, method: str, first: Any, second: Any) -> None:
+    """Every mode and method; odd and even kernels; a second input longer than the first."""
+    assert_rule(fn, (_rng(*first), _rng(*second)), (0, 1), mode=mode, method=method)
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("fn", [signal.fftconvolve, signal.oaconvolve])
+@pytest.mark.parametrize(("second", "axes"), [((2, 4), None), ((1, 4), 1), ((3, 1), 0)])
+def test_fftconvolve_and_oaconvolve_in_both_inputs(fn: Any, mode: str, second: tuple[int, int], axes: Any) -> None:
+    """``axes=``: along some axes, broadcast along the others."""
+    assert_rule(fn, (_rng(3, 6), _rng(*second)), (0, 1), mode=mode, axes=axes)
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_lfilter_in_b_a_and_x(axis: int) -> None:
+    b, a = signal.butter(3, 0.3)
+    assert_rule(signal.lfilter, (b, a, _rng(5, 6)), (0, 1, 2), axis=axis)
+
+
+def test_lfilter_without_a_leading_one() -> None:
+    """``a[0]`` other than 1 normalizes the filter: its gradient counts it."""
+    assert_rule(signal.lfilter, (np.array([0.5, 0.2]), np.array([2.0, -0.4, 0.1]), _rng(9)), (0, 1, 2))
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_sosfilt_in_sos_and_x(axis: int) -> None:
+    """``sos[:, 3]`` must stay 1 for SciPy: gradcheck varies the other coefficients."""
+    sos = signal.butter(4, 0.3, output="sos")
+
+    def made(b: torch.Tensor, a: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([b, torch.ones(len(b), 1, dtype=b.dtype), a], 1), x
+
+    op = ac.numpy_op(signal.sosfilt, copy=True)
+    x = _rng(3, 8)
+    assert np.array_equal(op(torch.tensor(sos), torch.tensor(x), axis=axis).numpy(), signal.sosfilt(sos, x, axis=axis))
+    leaves = tuple(torch.tensor(v, requires_grad=True) for v in (sos[:, :3], sos[:, 4:], x))
+    assert torch.autograd.gradcheck(lambda *ts: op(*made(*ts), axis=axis), leaves)
+    forward = torch.func.jacfwd(lambda *ts: op(*made(*ts), axis=axis), (0, 1, 2))(*(t.detach() for t in leaves))
+    reverse = torch.func.jacrev(lambda *ts: op(*made(*ts), axis=axis), (0, 1, 2))(*(t.detach() for t in leaves))
+    for f, r in zip(forward, reverse, strict=True):
+        torch.testing.assert_close(f, r)
+
+
+def test_lfilter_with_an_initial_state_is_refused() -> None:
+    b, a = signal.butter(2, 0.3)
+    x = torch.tensor(_rng(6), requires_grad=True)
+    y, _ = ac.numpy_op(signal.lfilter)(b, a, x, -1, np.zeros(2))
+    with pytest.raises(ac.GradientError) as caught:
+        y.sum().backward()
+    assert str(caught.value) == (
+        "scipy.signal.lfilter: argument zi was given, and the catalogue's rule covers filters from rest only. "
+        "Found an initial state. Fix: call it without zi=, or give numpy_op a backward= of your own."
+    )
 
 
 def test_a_numpy_argument_takes_no_gradient() -> None:

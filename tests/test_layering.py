@@ -61,6 +61,7 @@ ORDER = [
     "_gradients._rule",
     "_gradients._boundary",
     "_gradients._ndimage",
+    "_gradients._signal",
     "_gradients._catalogue",
     "_options._checks",
     "_options._options",
