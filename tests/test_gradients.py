@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
-import scipy.signal as signal
 import torch
+from scipy import signal
 
 import autoconvert as ac
 from autoconvert._gradients._catalogue import catalogued, rule_for

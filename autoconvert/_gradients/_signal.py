@@ -213,7 +213,7 @@ def _sosfilt_rules() -> tuple[Any, Any]:
 
 def rules() -> dict[Any, Rule]:
     """The rules of ``scipy.signal``'s functions, by function."""
-    import scipy.signal as signal
+    from scipy import signal
 
     modes = "modes full, same and valid"
     made: dict[Any, Rule] = {}
