@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import torch
-from scipy import signal
+from scipy import integrate, signal
 
 import autoconvert as ac
 from autoconvert._gradients._catalogue import catalogued, rule_for
@@ -205,6 +205,43 @@ def test_lfilter_with_an_initial_state_is_refused() -> None:
         "scipy.signal.lfilter: argument zi was given, and the catalogue's rule covers filters from rest only. "
         "Found an initial state. Fix: call it without zi=, or give numpy_op a backward= of your own."
     )
+
+
+_Y, _LINE = _rng(3, 6), np.sort(np.random.default_rng(1).random(6)) * 3
+_GRID = np.sort(np.random.default_rng(2).random((3, 6)), axis=1)
+
+
+@pytest.mark.parametrize("fn", [integrate.trapezoid, integrate.cumulative_trapezoid])
+@pytest.mark.parametrize(
+    ("args", "differentiable", "options"),
+    [
+        ((_Y,), (0,), {}),
+        ((_Y, _LINE), (0, 1), {}),
+        ((_Y, _GRID), (0, 1), {}),
+        ((_Y, None, 0.7), (0, 2), {}),
+        ((np.ascontiguousarray(_Y.T), _LINE), (0, 1), {"axis": 0}),
+    ],
+)
+def test_trapezoidal_rules_in_y_x_and_dx(fn: Any, args: Any, differentiable: Any, options: Any) -> None:
+    """``x`` as a line along the axis or in the samples' shape, or ``dx``; any axis."""
+    assert_rule(fn, args, differentiable, **options)
+
+
+def test_cumulative_trapezoid_with_an_initial_value() -> None:
+    assert_rule(integrate.cumulative_trapezoid, (_Y, _LINE), (0, 1), initial=0)
+
+
+@pytest.mark.parametrize("count", [5, 6, 7])
+@pytest.mark.parametrize("spacing", ["dx", "line", "grid"])
+def test_simpson_in_y(count: int, spacing: str) -> None:
+    """Odd and even sample counts (SciPy's even-count correction), each spacing."""
+    rng = np.random.default_rng(count)
+    given = {
+        "dx": {"dx": 0.3},
+        "line": {"x": np.sort(rng.random(count))},
+        "grid": {"x": np.sort(rng.random((2, count)), axis=1)},
+    }
+    assert_rule(integrate.simpson, (_rng(2, count),), (0,), **given[spacing])
 
 
 def test_a_numpy_argument_takes_no_gradient() -> None:

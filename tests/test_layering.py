@@ -62,6 +62,7 @@ ORDER = [
     "_gradients._boundary",
     "_gradients._ndimage",
     "_gradients._signal",
+    "_gradients._integrate",
     "_gradients._catalogue",
     "_options._checks",
     "_options._options",
