@@ -82,7 +82,7 @@ def _trapezoid_rules() -> tuple[Any, Any]:
         total: Any = 0.0
         if "y" in tangents:
             total = integrate.trapezoid(tangents["y"], call["x"], call["dx"], call["axis"])
-        y, axis, d = _line(call)
+        y, axis, _ = _line(call)
         first, last = _ends(y, axis)
         if "x" in tangents and call["x"] is not None:
             _, _, moved = _line(Call({**call.arguments, "x": tangents["x"]}, None))
@@ -111,7 +111,7 @@ def _cumulative_rules() -> tuple[Any, Any]:
     def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
         from scipy import integrate
 
-        y, axis, d = _line(call)
+        y, axis, _ = _line(call)
         first, last = _ends(y, axis)
         total: Any = 0.0
         if "y" in tangents:
