@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import torch
-from scipy import integrate, signal
+from scipy import integrate, linalg, signal
 
 import autoconvert as ac
 from autoconvert._gradients._catalogue import catalogued, rule_for
@@ -242,6 +242,47 @@ def test_simpson_in_y(count: int, spacing: str) -> None:
         "grid": {"x": np.sort(rng.random((2, count)), axis=1)},
     }
     assert_rule(integrate.simpson, (_rng(2, count),), (0,), **given[spacing])
+
+
+_A = np.random.default_rng(3).standard_normal((4, 4)) * 0.3
+_SPD = _A @ _A.T + np.eye(4)
+
+
+@pytest.mark.parametrize("fn", [linalg.expm, linalg.sqrtm, pytest.param(linalg.logm, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("matrix", [_SPD, _SPD + 0.2 * _A], ids=["symmetric", "general"])
+def test_matrix_functions(fn: Any, matrix: np.ndarray) -> None:
+    assert_rule(fn, (matrix,), (0,))
+
+
+@pytest.mark.slow
+def test_expm_of_a_stack() -> None:
+    assert_rule(linalg.expm, (_rng(2, 3, 3) * 0.5,), (0,))
+
+
+def test_a_complex_square_root_is_refused() -> None:
+    x = torch.tensor([[-1.0, 0.0], [0.0, 4.0]], dtype=torch.float64, requires_grad=True)
+    root = ac.numpy_op(linalg.sqrtm)(x)
+    with pytest.raises(ac.GradientError) as caught:
+        root.real.sum().backward()
+    assert str(caught.value) == (
+        "scipy.linalg.sqrtm: the result is complex, and the catalogue's rule covers real results only. Found a "
+        "complex result of dtype complex128 (the matrix has eigenvalues on the negative real axis). Fix: pass a "
+        "matrix whose function is real, or give numpy_op a backward= of your own."
+    )
+
+
+def test_solve_sylvester_in_a_b_and_q() -> None:
+    b = _rng(3, 3) * 0.3 + 2 * np.eye(3)
+    assert_rule(linalg.solve_sylvester, (_A + 2 * np.eye(4), b, _rng(4, 3)), (0, 1, 2))
+
+
+def test_solve_continuous_lyapunov_in_a_and_q() -> None:
+    assert_rule(linalg.solve_continuous_lyapunov, (_A - 2 * np.eye(4), _rng(4, 4)), (0, 1))
+
+
+@pytest.mark.parametrize("method", [None, "direct", "bilinear"])
+def test_solve_discrete_lyapunov_in_a_and_q(method: str | None) -> None:
+    assert_rule(linalg.solve_discrete_lyapunov, (_A * 0.8, _rng(4, 4)), (0, 1), method=method)
 
 
 def test_a_numpy_argument_takes_no_gradient() -> None:

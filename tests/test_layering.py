@@ -63,6 +63,7 @@ ORDER = [
     "_gradients._ndimage",
     "_gradients._signal",
     "_gradients._integrate",
+    "_gradients._linalg",
     "_gradients._catalogue",
     "_options._checks",
     "_options._options",

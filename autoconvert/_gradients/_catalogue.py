@@ -15,7 +15,12 @@ from typing import Any
 from ._rule import Rule
 
 #: SciPy's subpackages with rules, and the module of this package holding them.
-_MODULES = {"scipy.ndimage": "_ndimage", "scipy.signal": "_signal", "scipy.integrate": "_integrate"}
+_MODULES = {
+    "scipy.ndimage": "_ndimage",
+    "scipy.signal": "_signal",
+    "scipy.integrate": "_integrate",
+    "scipy.linalg": "_linalg",
+}
 
 _loaded: dict[str, dict[Any, Rule]] = {}
 
