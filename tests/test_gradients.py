@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import torch
-from scipy import integrate, linalg, signal
+from scipy import integrate, linalg, signal, special
 
 import autoconvert as ac
 from autoconvert._gradients._catalogue import catalogued, rule_for
@@ -283,6 +283,36 @@ def test_solve_continuous_lyapunov_in_a_and_q() -> None:
 @pytest.mark.parametrize("method", [None, "direct", "bilinear"])
 def test_solve_discrete_lyapunov_in_a_and_q(method: str | None) -> None:
     assert_rule(linalg.solve_discrete_lyapunov, (_A * 0.8, _rng(4, 4)), (0, 1), method=method)
+
+
+_ORDERS, _Z = np.array([0.0, 0.5, 1.0, 2.5, 3.0]), np.linspace(0.3, 6.0, 5)
+_SHAPE, _X = np.array([0.5, 1.0, 2.5]), np.array([0.3, 1.2, 4.0])
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "position"),
+    [
+        *((getattr(special, name), (_ORDERS, _Z), 1) for name in ("jv", "yv", "iv", "kv", "ive", "kve")),
+        *((getattr(special, name), (np.arange(5.0), -_Z), 1) for name in ("jv", "iv", "ive")),
+        (special.kve, (1.5, _Z), 1),
+        (special.erfcx, (np.linspace(-2.0, 3.0, 6),), 0),
+        (special.gammainc, (_SHAPE, _X), 1),
+        (special.gammaincc, (_SHAPE, _X), 1),
+        (special.betainc, (_SHAPE, np.array([1.5, 2.0, 0.7]), np.array([0.2, 0.5, 0.9])), 2),
+        (special.polygamma, (np.array([0, 1, 2]), _X), 1),
+        (special.zeta, (np.array([2.0, 3.5, 5.0]), _X + 0.5), 1),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
+def test_special_functions(fn: Any, args: Any, position: int) -> None:
+    """Orders and shapes broadcast against the argument differentiated; negative z where real."""
+    assert_rule(fn, args, (position,))
+
+
+@pytest.mark.parametrize("fn", [special.spherical_jn, special.spherical_yn])
+@pytest.mark.parametrize("derivative", [False, True])
+def test_spherical_bessel_functions(fn: Any, derivative: bool) -> None:
+    assert_rule(fn, (np.array([0, 1, 3]), _X), (1,), derivative=derivative)
 
 
 def test_a_numpy_argument_takes_no_gradient() -> None:

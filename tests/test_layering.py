@@ -64,6 +64,7 @@ ORDER = [
     "_gradients._signal",
     "_gradients._integrate",
     "_gradients._linalg",
+    "_gradients._special",
     "_gradients._catalogue",
     "_options._checks",
     "_options._options",

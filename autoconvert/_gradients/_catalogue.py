@@ -20,6 +20,7 @@ _MODULES = {
     "scipy.signal": "_signal",
     "scipy.integrate": "_integrate",
     "scipy.linalg": "_linalg",
+    "scipy.special": "_special",
 }
 
 _loaded: dict[str, dict[Any, Rule]] = {}
