@@ -27,7 +27,7 @@ def sources(positions: np.ndarray, n: int, mode: str) -> np.ndarray:
     reads; -1 where it reads none (``constant``'s padding)."""
     mode = canonical(mode)
     if mode == "nearest":
-        return np.clip(positions, 0, n - 1)
+        return np.asarray(np.clip(positions, 0, n - 1))
     if mode == "wrap":
         return positions % n
     if mode == "reflect":  # d c b a | a b c d | d c b a: period 2n
@@ -49,10 +49,10 @@ def extended(x: np.ndarray, axis: int, left: int, right: int, *, mode: str, cval
     found = sources(np.arange(-left, n + right), n, mode)
     padded = np.take(x, np.maximum(found, 0), axis=axis)
     if (found < 0).any():
-        index = [slice(None)] * x.ndim
+        index: list[Any] = [slice(None)] * x.ndim
         index[axis] = found < 0
         padded[tuple(index)] = cval
-    return padded
+    return np.asarray(padded)
 
 
 def folded(z: np.ndarray, axis: int, n: int, left: int, mode: str) -> np.ndarray:
@@ -66,5 +66,6 @@ def folded(z: np.ndarray, axis: int, n: int, left: int, mode: str) -> np.ndarray
     found = sources(positions[pads], n, mode)
     kept = found >= 0
     if kept.any():
-        np.add.at(out, (Ellipsis, found[kept]), z[..., np.flatnonzero(pads)[kept]])
+        # NumPy's stubs take no Ellipsis in ufunc.at's index, which NumPy does.
+        np.add.at(out, (Ellipsis, found[kept]), z[..., np.flatnonzero(pads)[kept]])  # type: ignore[arg-type]
     return np.moveaxis(out, -1, axis)

@@ -11,6 +11,7 @@ zero ``cval`` (the constant padding is no function of the input).
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,7 +40,9 @@ class Pass:
     def __call__(self, x: np.ndarray, cval: Any = 0.0) -> np.ndarray:
         from scipy import ndimage
 
-        return ndimage.correlate1d(x, self.weights, self.axis, mode=self.mode, cval=cval, origin=self.origin)
+        return np.asarray(
+            ndimage.correlate1d(x, self.weights, self.axis, mode=self.mode, cval=cval, origin=self.origin)
+        )
 
     def adjoint(self, g: np.ndarray) -> np.ndarray:
         """The pass transposed: the full convolution of ``g`` with the weights, folded back."""
@@ -91,9 +94,7 @@ def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
     """``axes`` as SciPy reads them: None for all, an int, or a sequence; negatives counted back."""
     if axes is None:
         return tuple(range(ndim))
-    if np.isscalar(axes):
-        return (int(axes) % ndim,)
-    return tuple(int(a) % ndim for a in axes)
+    return tuple(operator.index(a) % ndim for a in np.atleast_1d(axes))
 
 
 def _each(value: Any, count: int) -> list[Any]:
@@ -112,7 +113,7 @@ def _gaussian_weights(sigma: float, order: int, truncate: float, radius: int | N
     impulse = np.zeros(2 * reach + 1)
     impulse[reach] = 1.0
     response = ndimage.gaussian_filter1d(impulse, sigma, order=order, mode="constant", truncate=truncate, radius=radius)
-    return response[::-1].copy()
+    return np.array(response[::-1])
 
 
 def _gaussian_term(

@@ -65,7 +65,10 @@ def _convolution_rules(convolve: Callable[[Call], Convolve], correlation: bool) 
     def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
         in1, in2 = np.asarray(call["in1"]), np.asarray(call["in2"])
         run, mode = convolve(call), call["mode"]
-        kernel = (lambda k: _reversed(np.asarray(k), _axes(call, in1.ndim))) if correlation else np.asarray
+
+        def kernel(k: Any) -> np.ndarray:
+            return _reversed(np.asarray(k), _axes(call, in1.ndim)) if correlation else np.asarray(k)
+
         total: Any = 0.0
         if "in1" in tangents:
             total = run(np.asarray(tangents["in1"]), kernel(in2), mode)

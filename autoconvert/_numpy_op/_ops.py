@@ -22,7 +22,7 @@ import torch
 from autoconvert._errors import GradientError, message
 from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
-from autoconvert._interpreter._routes import Description, described
+from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Rule, Vmap
 from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
@@ -328,7 +328,10 @@ class _Op:
 def _ruled(fn: Any, converting: Any) -> Any:
     """torchify's host route for a SciPy function with a catalogue rule: ``converting``, its
     torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down)."""
-    return _make_op(fn, OpSettings(), {}, None, forward=converting)
+    op = _make_op(fn, OpSettings(), {}, None, forward=converting)
+    for name in plan_of(converting).members(fn):  # a ufunc's methods (jv.outer) convert as before
+        setattr(op, name, getattr(converting, name))
+    return op
 
 
 hand_down(_ruled)

@@ -90,8 +90,8 @@ class OpSpec:
         output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
         grad = to_numpy(tuple(grads) if tuple_result else grads[0])
         if self.catalogued:
-            tensors = [isinstance(a, torch.Tensor) for a in args]
-            found = self.backward(grad, to_numpy(list(args)), to_numpy(kwargs), output, tensors)
+            places = [isinstance(a, torch.Tensor) for a in args]
+            found = self.backward(grad, to_numpy(list(args)), to_numpy(kwargs), output, places)
         else:
             found = self.backward(grad, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
@@ -129,8 +129,8 @@ class OpSpec:
         tangent = to_numpy(tuple(tangents) if len(tangents) != 1 else tangents[0])
         output = to_numpy(tuple(outputs) if len(outputs) != 1 else outputs[0])
         if self.catalogued:
-            tensors = [isinstance(a, torch.Tensor) for a in args]
-            found = self.jvp(to_numpy(list(tangents)), to_numpy(list(args)), to_numpy(kwargs), output, tensors)
+            places = [isinstance(a, torch.Tensor) for a in args]
+            found = self.jvp(to_numpy(list(tangents)), to_numpy(list(args)), to_numpy(kwargs), output, places)
         else:
             found = self.jvp(tangent, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
         found = tuple(found) if isinstance(found, (tuple, list)) else (found,)
