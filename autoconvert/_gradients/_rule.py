@@ -68,7 +68,7 @@ class Rule:
         call, names = self._bound(args, kwargs, output, tensors)
         wanted = tuple(n for n in names if n in self.takes)
         found = self.vjp(call, grad, wanted) if wanted else {}
-        return [found.get(n) for n in names]
+        return [_forward_strides(found.get(n)) for n in names]
 
     def forward(
         self, tangents: Sequence[Any], args: Sequence[Any], kwargs: dict[str, Any], output: Any, tensors: Sequence[bool]
@@ -77,7 +77,7 @@ class Rule:
         assert self.jvp is not None  # asked only of rules with a jvp
         call, names = self._bound(args, kwargs, output, tensors)
         given = {n: t for n, t in zip(names, tangents, strict=True) if n in self.takes and t is not None}
-        return self.jvp(call, given)
+        return _forward_strides(self.jvp(call, given))
 
     def _bound(
         self, args: Sequence[Any], kwargs: dict[str, Any], output: Any, tensors: Sequence[bool]
@@ -104,6 +104,14 @@ class Rule:
                     )
                 )
         return Call(arguments, output), names
+
+
+def _forward_strides(value: Any) -> Any:
+    """``value``, copied where it runs backwards in memory (a signal reversed in time), which
+    torch cannot share: one plain copy here rather than torch's strided one."""
+    if isinstance(value, np.ndarray) and any(s < 0 for s in value.strides):
+        return np.ascontiguousarray(value)
+    return value
 
 
 def _is_complex(value: Any) -> bool:
