@@ -301,6 +301,11 @@ _SHAPE, _X = np.array([0.5, 1.0, 2.5]), np.array([0.3, 1.2, 4.0])
         (special.betainc, (_SHAPE, np.array([1.5, 2.0, 0.7]), np.array([0.2, 0.5, 0.9])), 2),
         (special.polygamma, (np.array([0, 1, 2]), _X), 1),
         (special.zeta, (np.array([2.0, 3.5, 5.0]), _X + 0.5), 1),
+        *((getattr(special, name), (_ORDERS, _Z), 1) for name in ("jve", "yve", "struve", "modstruve")),
+        (special.exp1, (_X,), 0),
+        (special.expi, (np.array([-2.0, -0.5, 0.7, 3.0]),), 0),
+        (special.ellipk, (np.array([0.1, 0.5, 0.9]),), 0),
+        (special.ellipe, (np.array([0.1, 0.5, 0.9]),), 0),
     ],
     ids=lambda value: getattr(value, "__name__", None),
 )
@@ -309,7 +314,7 @@ def test_special_functions(fn: Any, args: Any, position: int) -> None:
     assert_rule(fn, args, (position,))
 
 
-@pytest.mark.parametrize("fn", [special.spherical_jn, special.spherical_yn])
+@pytest.mark.parametrize("fn", [special.spherical_jn, special.spherical_yn, special.spherical_in, special.spherical_kn])
 @pytest.mark.parametrize("derivative", [False, True])
 def test_spherical_bessel_functions(fn: Any, derivative: bool) -> None:
     assert_rule(fn, (np.array([0, 1, 3]), _X), (1,), derivative=derivative)

@@ -94,10 +94,10 @@ def _zeta(call: Call) -> Any:
     return -call["x"] * special.zeta(call["x"] + 1, call["q"])
 
 
-def _spherical(name: str) -> Derivative:
-    """``spherical_jn``'s (``spherical_yn``'s) derivative, SciPy's own; of the derivative
+def _spherical(name: str, modified: bool) -> Derivative:
+    """``spherical_jn``'s (and the others') derivative, SciPy's own; of the derivative
     (``derivative=True``), the one the spherical Bessel equation gives,
-    ``f'' = (n(n+1)/z² - 1) f - 2 f' / z``."""
+    ``f'' = (n(n+1)/z² ∓ 1) f - 2 f' / z`` (+ for the ``modified`` ones, ``in`` and ``kn``)."""
 
     def derivative(call: Call) -> Any:
         from scipy import special
@@ -106,7 +106,43 @@ def _spherical(name: str) -> Derivative:
         first = fn(n, z, derivative=True)
         if not call["derivative"]:
             return first
-        return (n * (n + 1) / z**2 - 1) * fn(n, z) - 2 * first / z
+        return (n * (n + 1) / z**2 + (1 if modified else -1)) * fn(n, z) - 2 * first / z
+
+    return derivative
+
+
+def _exp1(call: Call) -> Any:
+    return -np.exp(-call["x"]) / call["x"]
+
+
+def _expi(call: Call) -> Any:
+    return np.exp(call["x"]) / call["x"]
+
+
+def _ellipk(call: Call) -> Any:
+    """``(E(m) - (1 - m) K(m)) / (2 m (1 - m))``."""
+    from scipy import special
+
+    m = call["m"]
+    return (special.ellipe(m) - (1 - m) * call.output) / (2 * m * (1 - m))
+
+
+def _ellipe(call: Call) -> Any:
+    """``(E(m) - K(m)) / (2 m)``."""
+    from scipy import special
+
+    m = call["m"]
+    return (call.output - special.ellipk(m)) / (2 * m)
+
+
+def _struve(name: str) -> Derivative:
+    """Struve's ``H`` (``L``, modified): ``F(v-1, x) - v F(v, x) / x``."""
+
+    def derivative(call: Call) -> Any:
+        from scipy import special
+
+        v, x = call["v"], call["x"]
+        return getattr(special, name)(np.asarray(v) - 1, x) - v * call.output / x
 
     return derivative
 
@@ -139,6 +175,15 @@ def rules() -> dict[Any, Rule]:
     add("betainc", ("a", "b", "x"), "x", _betainc, "0 < x < 1")
     add("polygamma", ("n", "x"), "x", _polygamma, "any order n")
     add("zeta", ("x", "q"), "q", _zeta, "Hurwitz's zeta (q given); none in x, which SciPy has no derivative in")
-    add("spherical_jn", ("n", "z", "derivative"), "z", _spherical("spherical_jn"), "derivative=False and True")
-    add("spherical_yn", ("n", "z", "derivative"), "z", _spherical("spherical_yn"), "derivative=False and True")
+    for name in ("spherical_jn", "spherical_yn", "spherical_in", "spherical_kn"):
+        modified = name in {"spherical_in", "spherical_kn"}
+        add(name, ("n", "z", "derivative"), "z", _spherical(name, modified), "derivative=False and True")
+    for name, prime in (("jve", "jvp"), ("yve", "yvp")):  # equal to jv and yv for real z
+        add(name, ("v", "z"), "z", _bessel(prime), f"{real}; SciPy's {prime}")
+    add("exp1", ("x",), "x", _exp1, "x > 0")
+    add("expi", ("x",), "x", _expi, "real x other than 0")
+    add("ellipk", ("m",), "m", _ellipk, "0 < m < 1")
+    add("ellipe", ("m",), "m", _ellipe, "0 < m < 1")
+    add("struve", ("v", "x"), "x", _struve("struve"), "x > 0; any order")
+    add("modstruve", ("v", "x"), "x", _struve("modstruve"), "x > 0; any order")
     return made
