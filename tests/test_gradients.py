@@ -285,6 +285,21 @@ def test_solve_discrete_lyapunov_in_a_and_q(method: str | None) -> None:
     assert_rule(linalg.solve_discrete_lyapunov, (_A * 0.8, _rng(4, 4)), (0, 1), method=method)
 
 
+@pytest.mark.parametrize(("shape", "side"), [((4, 4), "right"), ((4, 4), "left"), ((5, 3), "right"), ((3, 5), "left")])
+def test_polar_in_a(shape: tuple[int, int], side: str) -> None:
+    """Both results, U and P, on each side; tall and wide matrices of full rank."""
+    matrix = _rng(*shape) + 2 * np.eye(*shape)
+    op = ac.numpy_op(linalg.polar)
+    leaf = torch.tensor(matrix, requires_grad=True)
+    for got, expected in zip(op(leaf, side=side), linalg.polar(matrix, side=side), strict=True):
+        assert np.array_equal(got.detach().numpy(), expected)
+    assert torch.autograd.gradcheck(lambda a: op(a, side=side), (leaf,))
+    forward = torch.func.jacfwd(lambda a: op(a, side=side))(leaf.detach())
+    reverse = torch.func.jacrev(lambda a: op(a, side=side))(leaf.detach())
+    for f, r in zip(forward, reverse, strict=True):
+        torch.testing.assert_close(f, r)
+
+
 _ORDERS, _Z = np.array([0.0, 0.5, 1.0, 2.5, 3.0]), np.linspace(0.3, 6.0, 5)
 _SHAPE, _X = np.array([0.5, 1.0, 2.5]), np.array([0.3, 1.2, 4.0])
 

@@ -177,6 +177,41 @@ def _discrete_lyapunov_rules() -> tuple[Any, Any]:
     return vjp, jvp
 
 
+def _polar_rules() -> tuple[Any, Any]:
+    """``A = UP`` (``side="right"``): ``P = sqrtm(AᵀA)``, ``U = AP⁻¹``. With ``Λ`` solving
+    ``PΛ + ΛP = P̄ - UᵀŪP⁻¹``, ``A``'s gradient is ``ŪP⁻¹ + A(Λ + Λᵀ)``; ``side="left"``
+    (``A = PU``) is the right one of ``Aᵀ``, transposed."""
+
+    def parts(call: Call) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        left = call["side"] == "left"
+        u, p = (np.asarray(r) for r in call.output)
+        a = np.asarray(call["a"])
+        return (a.T, u.T, p, left) if left else (a, u, p, left)
+
+    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+        from scipy import linalg
+
+        a, u, p, left = parts(call)
+        du, dp = (np.asarray(g) for g in grad)
+        du = du.T if left else du
+        inverse = np.linalg.inv(p)
+        dual = linalg.solve_sylvester(p, p, dp - u.T @ du @ inverse)
+        found = du @ inverse + a @ (dual + dual.T)
+        return {"a": found.T if left else found}
+
+    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
+        from scipy import linalg
+
+        a, u, p, left = parts(call)
+        da = np.asarray(tangents["a"])
+        da = da.T if left else da
+        dp = linalg.solve_sylvester(p, p, da.T @ a + a.T @ da)
+        du = (da - u @ dp) @ np.linalg.inv(p)
+        return (du.T if left else du), dp
+
+    return vjp, jvp
+
+
 def rules() -> dict[Any, Rule]:
     """The rules of ``scipy.linalg``'s functions, by function."""
     from scipy import linalg
@@ -189,6 +224,7 @@ def rules() -> dict[Any, Rule]:
         (linalg.solve_sylvester, ("a", "b", "q"), _sylvester_rules(), real),
         (linalg.solve_continuous_lyapunov, ("a", "q"), _continuous_lyapunov_rules(), real),
         (linalg.solve_discrete_lyapunov, ("a", "q"), _discrete_lyapunov_rules(), f"{real}; every method"),
+        (linalg.polar, ("a",), _polar_rules(), f"{real} of full rank; sides right and left"),
     ]
     return {
         fn: Rule(f"scipy.linalg.{fn.__name__}", fn, takes, *pair, covers=covers) for fn, takes, pair, covers in table
