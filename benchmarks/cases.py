@@ -14,7 +14,7 @@ import torch
 
 import autoconvert as ac
 
-from . import batches, floor, micro, native
+from . import batches, floor, gradients, micro, native
 from .func import func_transforms
 from .harness import Row, compare, synced
 
@@ -756,6 +756,7 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "gpu": gpu,
     "gpu_resident": gpu_resident,
     "func": func_transforms,
+    "gradients": gradients.gradients,
     "micro": micro.micro,
     "native": native.native,
     "gpu_native": native.gpu_native,

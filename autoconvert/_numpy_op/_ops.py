@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 import torch
 
 from autoconvert._errors import GradientError, message
+from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
-from autoconvert._interpreter._routes import Description, described
+from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Rule, Vmap
 from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
@@ -188,18 +189,26 @@ class OpPlan(Plan):
         return f"give ac.numpy_op({name}, backward=...) its vector-Jacobian product, written in NumPy"
 
 
-def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, Any], home: str | None) -> Any:
-    """An ``_Op`` around the eager and registered forms; ``checked``: the options of its sides."""
-    backward, fake = settings.backward, settings.fake
+def _make_op(
+    fn: Callable[..., Any], settings: OpSettings, checked: dict[str, Any], home: str | None, forward: Any = None
+) -> Any:
+    """An ``_Op`` around the eager and registered forms; ``checked``: the options of its sides;
+    ``forward``: the converting pair it runs (None: made here, as numpy_op's options say)."""
+    backward, fake, jvp = settings.backward, settings.fake, settings.jvp
     policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
     name = function_name(fn)
+    # With no rule given, a SciPy function's rule from the catalogue (none for writeback=True).
+    rule = rule_for(fn) if backward is None and jvp is None and not policy.writeback else None
+    if rule is not None:
+        backward, jvp = rule.backward, None if rule.jvp is None else rule.forward
     if backward is not None and policy.writeback:
         raise TypeError(
             f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
             "(autograd has no formula for that); drop writeback=True or backward="
         )
     # With a backward the gradient flows through autograd, so the forward detaches silently.
-    forward = replanned(wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
+    if forward is None:
+        forward = replanned(wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
     registered: Registration | None = None  # the op's registrations live as long as it does
     schema = None if fake is None else _schema(fn, name, fake, backward is not None)
     spec = OpSpec(
@@ -209,7 +218,8 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
         None if schema is None else schema.results,
         shares=schema is not None and policy.writeback,
         vectorized=settings.vmap == "vectorized",
-        jvp=settings.jvp,
+        jvp=jvp,
+        catalogued=rule is not None,
     )
     bind = _binder(fn)
 
@@ -231,7 +241,7 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
         return apply_op(spec, kwargs, *args)
 
     op = _Op.made(call, fn, (fn, settings, checked), home)
-    op._forward = forward  # what autoconvert.explain shows
+    op._forward, op._rule = forward, rule  # what autoconvert.explain shows
     if fake is not None:
         assert schema is not None  # made with a fake
         names = (fake,) if isinstance(fake, str) else fake
@@ -261,6 +271,7 @@ class _Op:
         __wrapped__: Callable[..., Any]
         _recipe: tuple[Any, OpSettings, dict[str, Any]]
         _forward: Any  # the NumPy pair each eager call without a graph runs
+        _rule: Any  # the catalogue's rule it differentiates with (autoconvert._gradients), or None
         _home: str | None
 
     @classmethod
@@ -300,9 +311,11 @@ class _Op:
         own: OpSettings = self._recipe[1]
         inner = described(self._forward)
         assert inner is not None  # a wrapper
+        backward, jvp = ("given" if own.backward is not None else "none"), ("given" if own.jvp is not None else "none")
+        if self._rule is not None:
+            backward, jvp = self._rule.describe(), "the rule's" if self._rule.jvp is not None else "none"
         notes = (
-            f"numpy_op(): a torch op; backward={'given' if own.backward is not None else 'none'}, "
-            f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}.",
+            f"numpy_op(): a torch op; backward={backward}, fake={own.fake!r}, vmap={own.vmap!r}, jvp={jvp}.",
             "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
             "any other call runs the pair below directly.",
         )
@@ -310,6 +323,18 @@ class _Op:
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
+
+
+def _ruled(fn: Any, converting: Any) -> Any:
+    """torchify's host route for a SciPy function with a catalogue rule: ``converting``, its
+    torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down)."""
+    op = _make_op(fn, OpSettings(), {}, None, forward=converting)
+    for name in plan_of(converting).members(fn):  # a ufunc's methods (jv.outer) convert as before
+        setattr(op, name, getattr(converting, name))
+    return op
+
+
+hand_down(_ruled)
 
 
 def _remake(holder: Any, hops: int, made: tuple[OpSettings, dict[str, Any]]) -> Any:

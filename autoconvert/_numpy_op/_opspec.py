@@ -30,7 +30,9 @@ class OpSpec:
     always come back as new tensors, so only then are results checked (``shares``).
     ``vectorized``: under ``torch.vmap`` the NumPy functions take the whole batch along a
     leading axis (``numpy_op(vmap="vectorized")``), rather than one sample per call.
-    ``jvp``: the NumPy forward-mode rule, or None.
+    ``jvp``: the NumPy forward-mode rule, or None. ``catalogued``: the backward and jvp are a
+    catalogue rule's (autoconvert._gradients), called with the arguments as one list and told
+    which of them are tensors, so that they compute the gradients of those alone.
     """
 
     forward: Callable[..., Any]
@@ -41,6 +43,7 @@ class OpSpec:
     shares: bool = False
     vectorized: bool = False
     jvp: Callable[..., Any] | None = None
+    catalogued: bool = False
 
     def run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """The forward's result: a tensor or a tuple of tensors, checked."""
@@ -86,7 +89,11 @@ class OpSpec:
         assert self.backward is not None  # only differentiable ops are asked
         output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
         grad = to_numpy(tuple(grads) if tuple_result else grads[0])
-        found = self.backward(grad, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+        if self.catalogued:
+            places = [isinstance(a, torch.Tensor) for a in args]
+            found = self.backward(grad, to_numpy(list(args)), to_numpy(kwargs), output, places)
+        else:
+            found = self.backward(grad, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if len(tensors) == 1 and not isinstance(found, (tuple, list)):
             found = (found,)
@@ -121,7 +128,11 @@ class OpSpec:
         assert self.jvp is not None  # only ops with a rule are asked
         tangent = to_numpy(tuple(tangents) if len(tangents) != 1 else tangents[0])
         output = to_numpy(tuple(outputs) if len(outputs) != 1 else outputs[0])
-        found = self.jvp(tangent, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+        if self.catalogued:
+            places = [isinstance(a, torch.Tensor) for a in args]
+            found = self.jvp(to_numpy(list(tangents)), to_numpy(list(args)), to_numpy(kwargs), output, places)
+        else:
+            found = self.jvp(tangent, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
         found = tuple(found) if isinstance(found, (tuple, list)) else (found,)
         if len(found) != len(outputs):
             raise ConversionError(

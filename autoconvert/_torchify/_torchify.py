@@ -21,6 +21,7 @@ from autoconvert._adapters._adapter import Adapter
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import StandIn
+from autoconvert._gradients._catalogue import differentiable
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, Route, Routed
 from autoconvert._options._options import (
@@ -219,7 +220,7 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
             return proxy(value, options, None)
         route, notes = _route(value, view, name)
         plan = functools.partial(FunctionPlan, notes=notes, kept_natively=_kept_natively(value, view, name))
-        converting = torchified_function(value, options, package, plan)
+        converting = differentiable(value, torchified_function(value, options, package, plan), options)
         return converting if route is None else Routed(value, (route,), converting, view=view, name=name)
     return value
 

@@ -1,0 +1,236 @@
+"""Rules for ``scipy.signal``: convolutions in both inputs and every mode, and linear filters.
+
+A convolution's ``same`` and ``valid`` results are a window of its ``full`` one: the gradient
+of either input is the ``full`` gradient (the window's, zero elsewhere) correlated with the
+other input, a ``valid`` convolution with it reversed, run by the same SciPy function.
+``lfilter``'s transpose is the filter run backwards in time; its coefficients' gradients are
+correlations of that with the input and the output (see ``_lfilter_rules``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from autoconvert._errors import GradientError, message
+
+from ._rule import Call, Rule
+
+Convolve = Callable[[np.ndarray, np.ndarray, str], np.ndarray]
+
+
+def _axes(call: Call, ndim: int) -> tuple[int, ...]:
+    given = call.arguments.get("axes")
+    if given is None:
+        return tuple(range(ndim))
+    return tuple(int(a) % ndim for a in np.atleast_1d(given))
+
+
+def _reversed(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    return np.flip(x, axes) if x.ndim else x
+
+
+def _window(call: Call, g: np.ndarray, in1: np.ndarray, in2: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """The gradient of the ``full`` convolution: ``g`` where the mode's window of it lies, 0 elsewhere."""
+    mode = call["mode"]
+    shape, start = list(g.shape), [0] * g.ndim
+    for a in axes:
+        n1, n2 = in1.shape[a], in2.shape[a]
+        shape[a] = n1 + n2 - 1
+        start[a] = 0 if mode == "full" else (n2 - 1) // 2 if mode == "same" else min(n1, n2) - 1
+    full = np.zeros(shape, dtype=g.dtype)
+    full[tuple(slice(s, s + n) for s, n in zip(start, g.shape, strict=True))] = g
+    return full
+
+
+def _convolution_rules(convolve: Callable[[Call], Convolve], correlation: bool) -> tuple[Any, Any]:
+    """The vjp and jvp of ``convolve(in1, in2)`` (``correlation``: of ``in1`` with ``in2``,
+    the convolution with ``in2`` reversed), ``convolve(call)`` the SciPy function the call ran."""
+
+    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+        in1, in2 = np.asarray(call["in1"]), np.asarray(call["in2"])
+        axes = _axes(call, in1.ndim)
+        kernel = _reversed(in2, axes) if correlation else in2
+        full, run = _window(call, np.asarray(grad), in1, kernel, axes), convolve(call)
+        found: dict[str, Any] = {}
+        if "in1" in wanted:
+            found["in1"] = run(full, _reversed(kernel, axes), "valid")
+        if "in2" in wanted:
+            other = run(full, _reversed(in1, axes), "valid")
+            found["in2"] = _reversed(other, axes) if correlation else other
+        return found
+
+    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
+        in1, in2 = np.asarray(call["in1"]), np.asarray(call["in2"])
+        run, mode = convolve(call), call["mode"]
+
+        def kernel(k: Any) -> np.ndarray:
+            return _reversed(np.asarray(k), _axes(call, in1.ndim)) if correlation else np.asarray(k)
+
+        total: Any = 0.0
+        if "in1" in tangents:
+            total = run(np.asarray(tangents["in1"]), kernel(in2), mode)
+        if "in2" in tangents:
+            total = total + run(in1, kernel(tangents["in2"]), mode)
+        return total
+
+    return vjp, jvp
+
+
+def _by_method(call: Call) -> Convolve:
+    """``signal.convolve`` with the call's method (``auto`` resolved as SciPy resolves it)."""
+    from scipy import signal
+
+    method = call["method"]
+    if method == "auto":
+        method = signal.choose_conv_method(call["in1"], call["in2"], mode=call["mode"])
+    return lambda a, b, mode: signal.convolve(a, b, mode, method=method)
+
+
+def _along_axes(name: str) -> Callable[[Call], Convolve]:
+    """``fftconvolve`` or ``oaconvolve`` along the call's axes."""
+
+    def run(call: Call) -> Convolve:
+        from scipy import signal
+
+        fn, axes = getattr(signal, name), call.arguments.get("axes")
+        return lambda a, b, mode: fn(a, b, mode, axes=axes)
+
+    return run
+
+
+def _backwards(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.flip(x, axis)
+
+
+def _lagged(u: np.ndarray, v: np.ndarray, axis: int, count: int) -> np.ndarray:
+    """``sum(u[n] * v[n - k])`` over ``n`` and every other axis, for lags ``k`` below ``count``."""
+    n = u.shape[axis]
+    found = np.zeros(count, dtype=np.result_type(u, v))
+    for k in range(min(count, n)):
+        found[k] = np.sum(np.take(u, range(k, n), axis=axis) * np.take(v, range(n - k), axis=axis))
+    return found
+
+
+def _no_state(call: Call, name: str) -> None:
+    if call["zi"] is not None:
+        raise GradientError(
+            message(
+                name,
+                "argument zi",
+                "was given, and the catalogue's rule covers filters from rest only",
+                "an initial state",
+                "call it without zi=, or give numpy_op a backward= of your own",
+            )
+        )
+
+
+def _lfilter_rules() -> tuple[Any, Any]:
+    """``y = lfilter(b, a, x)``: ``u = A⁻ᵀ g`` is ``g`` filtered by ``1/a`` backwards in time;
+    ``x``'s gradient is ``g`` filtered by ``b/a`` backwards; ``b[k]``'s is the sum of
+    ``u[n] x[n-k]``, ``a[k]``'s of ``-u[n] y[n-k]``."""
+
+    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+        from scipy import signal
+
+        _no_state(call, "scipy.signal.lfilter")
+        b, a, x = np.asarray(call["b"]), np.asarray(call["a"]), np.asarray(call["x"])
+        axis = int(call["axis"]) % max(x.ndim, 1)
+        g = np.asarray(grad)
+        found: dict[str, Any] = {}
+        if "x" in wanted:
+            found["x"] = _backwards(signal.lfilter(b, a, _backwards(g, axis), axis=axis), axis)
+        if "b" in wanted or "a" in wanted:
+            u = _backwards(signal.lfilter([1.0], a, _backwards(g, axis), axis=axis), axis)
+            if "b" in wanted:
+                found["b"] = _lagged(u, x, axis, b.size).reshape(b.shape)
+            if "a" in wanted:
+                found["a"] = -_lagged(u, np.asarray(call.output), axis, a.size).reshape(a.shape)
+        return found
+
+    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
+        from scipy import signal
+
+        _no_state(call, "scipy.signal.lfilter")
+        b, a, x = np.asarray(call["b"]), np.asarray(call["a"]), np.asarray(call["x"])
+        axis = int(call["axis"]) % max(x.ndim, 1)
+        total: Any = 0.0
+        if "x" in tangents:
+            total = signal.lfilter(b, a, np.asarray(tangents["x"]), axis=axis)
+        if "b" in tangents:
+            total = total + signal.lfilter(np.asarray(tangents["b"]), a, x, axis=axis)
+        if "a" in tangents:
+            total = total - signal.lfilter(np.asarray(tangents["a"]), a, np.asarray(call.output), axis=axis)
+        return total
+
+    return vjp, jvp
+
+
+def _sosfilt_rules() -> tuple[Any, Any]:
+    """``sosfilt``: ``lfilter`` section after section; each section's gradients from the
+    signal that entered it and the one that left it."""
+
+    def sections(call: Call) -> tuple[np.ndarray, int, list[np.ndarray]]:
+        from scipy import signal
+
+        _no_state(call, "scipy.signal.sosfilt")
+        sos, x = np.atleast_2d(np.asarray(call["sos"], dtype=float)), np.asarray(call["x"])
+        axis = int(call["axis"]) % max(x.ndim, 1)
+        signals = [x]
+        for row in sos:
+            signals.append(signal.lfilter(row[:3], row[3:], signals[-1], axis=axis))
+        return sos, axis, signals
+
+    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+        from scipy import signal
+
+        sos, axis, signals = sections(call)
+        g = np.asarray(grad)
+        rows = np.zeros_like(sos)
+        for k in range(len(sos) - 1, -1, -1):
+            b, a = sos[k, :3], sos[k, 3:]
+            if "sos" in wanted:
+                u = _backwards(signal.lfilter([1.0], a, _backwards(g, axis), axis=axis), axis)
+                rows[k, :3] = _lagged(u, signals[k], axis, 3)
+                rows[k, 3:] = -_lagged(u, signals[k + 1], axis, 3)
+            g = _backwards(signal.lfilter(b, a, _backwards(g, axis), axis=axis), axis)
+        return {"x": g, "sos": rows.reshape(np.shape(call["sos"]))}
+
+    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
+        from scipy import signal
+
+        sos, axis, signals = sections(call)
+        moved = np.asarray(tangents["x"]) if "x" in tangents else np.zeros_like(signals[0], dtype=float)
+        step = np.atleast_2d(np.asarray(tangents["sos"], dtype=float)) if "sos" in tangents else None
+        for k, row in enumerate(sos):
+            moved = signal.lfilter(row[:3], row[3:], moved, axis=axis)
+            if step is not None:
+                moved = moved + signal.lfilter(step[k, :3], row[3:], signals[k], axis=axis)
+                moved = moved - signal.lfilter(step[k, 3:], row[3:], signals[k + 1], axis=axis)
+        return moved
+
+    return vjp, jvp
+
+
+def rules() -> dict[Any, Rule]:
+    """The rules of ``scipy.signal``'s functions, by function."""
+    from scipy import signal
+
+    modes = "modes full, same and valid"
+    made: dict[Any, Rule] = {}
+    for fn, pair, covers in (
+        (signal.convolve, _convolution_rules(_by_method, False), f"{modes}; methods direct, fft and auto"),
+        (signal.correlate, _convolution_rules(_by_method, True), f"{modes}; methods direct, fft and auto"),
+        (signal.fftconvolve, _convolution_rules(_along_axes("fftconvolve"), False), f"{modes}; axes"),
+        (signal.oaconvolve, _convolution_rules(_along_axes("oaconvolve"), False), f"{modes}; axes"),
+    ):
+        made[fn] = Rule(f"scipy.signal.{fn.__name__}", fn, ("in1", "in2"), *pair, covers=covers)
+    made[signal.lfilter] = Rule(
+        "scipy.signal.lfilter", signal.lfilter, ("b", "a", "x"), *_lfilter_rules(), covers="any axis; without zi"
+    )
+    made[signal.sosfilt] = Rule(
+        "scipy.signal.sosfilt", signal.sosfilt, ("sos", "x"), *_sosfilt_rules(), covers="any axis; without zi"
+    )
+    return made
