@@ -371,3 +371,64 @@ def test_a_masked_gradient_or_tangent_is_refused_naming_the_rule(make: Any, rule
         f"Found {kind.__module__}.{kind.__qualname__}(shape=(3,), dtype=<f8). Fix: use value.filled(fill_value), "
         "or the data and the mask as two arrays."
     )
+
+
+# Under torch.func too, what the NumPy rules are handed is read-only.
+
+
+def _scaled(x: np.ndarray) -> np.ndarray:
+    return x * 2
+
+
+def _writing(position: str, rule: str) -> Any:
+    """A backward (or jvp) of ``_scaled`` writing 9 into what it was handed at ``position``."""
+
+    def written(first: Any, x: Any, output: Any) -> Any:
+        target = {"first": first, "x": x, "output": output}[position]
+        target[...] = 9.0
+        return first * 2
+
+    return {rule: written}
+
+
+_TRANSFORMS: dict[str, Callable[[Any, torch.Tensor], Any]] = {
+    "grad": lambda op, x: grad(lambda v: op(v).sum())(x),
+    "vmap(grad)": lambda op, x: vmap(grad(lambda v: op(v).sum()))(x.reshape(2, 3)),
+    "jacrev": lambda op, x: jacrev(op)(x),
+    "vjp": lambda op, x: vjp(op, x)[1](torch.ones_like(x)),
+    "jvp": lambda op, x: jvp(op, (x,), (torch.ones_like(x),)),
+    "jacfwd": lambda op, x: jacfwd(op)(x),
+}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["eager", "fake"])
+@pytest.mark.parametrize("vmap_mode", ["sequential", "vectorized"])
+@pytest.mark.parametrize("position", ["first", "x", "output"])
+@pytest.mark.parametrize("transform", _TRANSFORMS)
+def test_a_rule_writing_what_it_was_handed_is_refused_under_every_transform(
+    transform: str, position: str, vmap_mode: str, fake: bool
+) -> None:
+    """grad, vmap(grad), jacrev, vjp (the backward) and jvp, jacfwd (the jvp): a write into
+    the saved input, the output or the incoming gradient or tangent raises, and changes no
+    tensor; before, the rule got the tensors' own writable memory."""
+    rule = "jvp" if transform.startswith("j") and transform != "jacrev" else "backward"
+    op = ac.numpy_op(_scaled, vmap=vmap_mode, **_writing(position, rule), **({"fake": "x"} if fake else {}))
+    x = torch.arange(6, dtype=torch.float64)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        _TRANSFORMS[transform](op, x)
+    given = "gradient" if rule == "backward" else "tangent"
+    assert str(info.value).startswith(
+        f"_scaled(): the {rule}'s argument {position} was written into; a numpy_op's {rule} "
+    )
+    assert f"and the incoming {given}, so that" in str(info.value)
+    assert torch.equal(x, torch.arange(6, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("transform", _TRANSFORMS)
+def test_copy_true_rules_write_their_own_copies_under_every_transform(transform: str) -> None:
+    """``copy=True``: the rules' writes land in copies of their own, and the results are right."""
+    rule = "jvp" if transform.startswith("j") and transform != "jacrev" else "backward"
+    op = ac.numpy_op(_scaled, copy=True, **_writing("x", rule))
+    x = torch.arange(6, dtype=torch.float64)
+    _TRANSFORMS[transform](op, x)
+    assert torch.equal(x, torch.arange(6, dtype=torch.float64))

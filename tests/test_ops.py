@@ -17,6 +17,8 @@ import scipy.linalg
 import torch
 import torch._dynamo
 import typing_extensions
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autoconvert as ac
 
@@ -632,3 +634,164 @@ def test_an_op_on_a_method_binds_its_instance_as_the_function_does() -> None:
     assert torch.equal(torch.func.vmap(layer.scale)(x.detach().expand(2, 3)), 3 * x.detach().expand(2, 3))
     assert torch.equal(layer.held_sin(x.detach()), torch.sin(x.detach()))
     assert pickle.loads(pickle.dumps(layer.scale)).__self__.k == 3.0
+
+
+# What a backward is handed is read-only: the caller's tensors, the result, the gradient.
+
+
+def _refusal(role: str, where: str, copied: str, given: str = "gradient", op: str = "_times()") -> str:
+    return (
+        f"{op}: the {role}'s argument {where} was written into; a numpy_op's {role} is handed read-only "
+        f"views of the call's tensors, its result, its residuals and the incoming {given}, so that it never "
+        "changes the caller's tensors, the result the caller holds or what torch hands other parts of the graph. "
+        "Found ValueError('assignment destination is read-only'). Fix: write into a copy made in the "
+        f"{role} ({copied}), or pass copy=True to autoconvert.numpy_op to hand its NumPy functions private "
+        "writable copies."
+    )
+
+
+def _times(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a * b
+
+
+def _writes(position: str) -> Any:
+    """A backward of ``_times`` that writes 99 into what it was handed at ``position``."""
+
+    def backward(g: Any, a: Any, b: Any, output: Any) -> tuple[Any, Any]:
+        target = {"g": g, "a": a, "b": b, "output": output}[position]
+        target[...] = 99.0
+        return g * b, g * a
+
+    return backward
+
+
+@pytest.mark.parametrize("position", ["a", "b", "output", "g"])
+def test_a_backward_that_writes_what_it_was_handed_is_refused_and_changes_nothing(position: str) -> None:
+    """The issue's silent class: the backward got writable views of the caller's tensors and
+    of the result, so ``a[0] = 99`` in it changed the caller's ``x`` and the result it held."""
+    op = ac.numpy_op(_times, backward=_writes(position))
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    result = op(x, y)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        result.sum().backward()
+    assert str(info.value) == _refusal("backward", position, f"{position}.copy()")
+    assert x.tolist() == [1.0] * 3 and y.tolist() == [2.0] * 3 and result.tolist() == [2.0] * 3
+
+
+def test_the_refusal_names_the_backward_s_own_parameter() -> None:
+    """The issue's own example: the lambda's parameter ``a`` is named, and its fix."""
+    op = ac.numpy_op(lambda a: a * 2, backward=lambda g, a, output: (a.__setitem__(0, 99.0), g * 2)[1])
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        op(x).sum().backward()
+    assert str(info.value) == _refusal(
+        "backward",
+        "a",
+        "a.copy()",
+        op=f"{test_the_refusal_names_the_backward_s_own_parameter.__qualname__}.<locals>.<lambda>()",
+    )
+    assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_copy_true_hands_the_backward_private_writable_copies() -> None:
+    """``copy=True``: every NumPy function of the op gets copies of its own, which it may write."""
+    op = ac.numpy_op(_times, backward=_writes("a"), copy=True)
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    result = op(x, y)
+    result.sum().backward()
+    assert x.tolist() == [1.0] * 3 and result.tolist() == [2.0] * 3
+    assert y.grad is not None and y.grad.tolist() == [99.0] * 3  # the backward read its own copy
+
+
+def test_a_backward_writing_its_own_arrays_keeps_working() -> None:
+    """Writes into arrays the backward made (``g * 2``, ``np.empty``) are its own: no refusal."""
+
+    def backward(g: np.ndarray, a: np.ndarray, output: np.ndarray) -> np.ndarray:
+        out = g * 2
+        out[0] = 5.0
+        return out
+
+    op = ac.numpy_op(lambda a: a * 2, backward=backward)
+    x = torch.ones(3, requires_grad=True)
+    op(x).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [5.0, 2.0, 2.0]
+
+
+def test_a_numba_kernel_writing_its_saved_matrix_is_refused() -> None:
+    """soft-DTW's backward kernel writes -inf into the matrix it is handed: numba refuses the
+    read-only array at compile time, in its own words, which become the ReadOnlyError."""
+    numba = pytest.importorskip("numba")
+
+    @numba.njit(cache=False)
+    def fill(r: np.ndarray) -> None:
+        r[0] = -np.inf
+
+    op = ac.numpy_op(_times, backward=lambda g, a, b, output: (fill(output), g * b, g * a)[1:])
+    x = torch.ones(3, requires_grad=True)
+    result = op(x, 2.0 * x)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        result.sum().backward()
+    # numba does not say which array it refused: every one handed is named
+    assert str(info.value).startswith("_times(): the backward's argument g or a or b or output was written into;")
+    assert "Found numba.core.errors.TypingError(" in str(info.value)
+    assert result.tolist() == [2.0] * 3
+
+
+@pytest.mark.filterwarnings(DYNAMO_NON_LEAF_GRAD)
+@pytest.mark.parametrize("position", ["a", "output", "g"])
+def test_a_registered_op_s_backward_is_handed_read_only_arrays_compiled(position: str) -> None:
+    """The registered op's backward, under torch.compile too, gets the same read-only arrays."""
+    op = ac.numpy_op(_times, backward=_writes(position), fake="a")
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    compiled = torch.compile(lambda u, v: op(u, v).sum(), fullgraph=True, backend="aot_eager")
+    with pytest.raises(ac.ReadOnlyError) as info:
+        compiled(x, y).backward()
+    assert str(info.value) == _refusal("backward", position, f"{position}.copy()")
+    assert x.tolist() == [1.0] * 3 and y.tolist() == [2.0] * 3
+    result = op(x, y)
+    with pytest.raises(ac.ReadOnlyError):
+        result.sum().backward()
+    assert result.tolist() == [2.0] * 3
+
+
+_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    arity=st.integers(1, 3),
+    data=st.data(),
+    dtype=st.sampled_from(_DTYPES),
+    registered=st.booleans(),
+    strided=st.booleans(),
+)
+def test_property_no_write_by_a_backward_reaches_a_tensor(
+    arity: int, data: st.DataObject, dtype: torch.dtype, registered: bool, strided: bool
+) -> None:
+    """Over the number of tensor arguments, the position written (each argument, the result,
+    the gradient), dtypes (those that cross as a copy too) and layouts: a write is refused,
+    and no tensor, the result included, changes."""
+    position = data.draw(st.sampled_from([*range(arity), "output", "grad"]))
+
+    def forward(*arrays: np.ndarray) -> np.ndarray:
+        return sum(arrays[1:], arrays[0] * 2)
+
+    def backward(g: Any, *rest: Any, output: Any) -> Any:
+        handed = {"grad": g, "output": output, **dict(enumerate(rest))}
+        handed[position][...] = 7
+        return tuple(g for _ in rest) if arity > 1 else g
+
+    names = ", ".join(f"a{i}" for i in range(arity))
+    source = f"def fn({names}): return forward({names})"
+    namespace: dict[str, Any] = {"forward": forward}
+    exec(source, namespace)  # a signature of ``arity`` named parameters, for fake=
+    op = ac.numpy_op(namespace["fn"], backward=backward, **({"fake": "a0"} if registered else {}))
+    base = [torch.arange(1.0, 7.0).reshape(2, 3).to(dtype) + i for i in range(arity)]
+    inputs = [(b.T if strided else b).requires_grad_() for b in base]
+    before = [t.detach().clone() for t in inputs]
+    result = op(*inputs)
+    held = result.detach().clone()
+    with pytest.raises(ac.ReadOnlyError):
+        result.abs().sum().backward() if dtype.is_complex else result.sum().backward()
+    assert all(torch.equal(t, b) for t, b in zip(inputs, before, strict=True))
+    assert torch.equal(result, held)

@@ -210,6 +210,7 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
         shares=schema is not None and policy.writeback,
         vectorized=settings.vmap == "vectorized",
         jvp=settings.jvp,
+        private=policy.copy is True,
     )
     bind = _binder(fn)
 

@@ -15,8 +15,10 @@ import numpy as np
 import torch
 
 from autoconvert._conversions._to_torch import state_refusal
-from autoconvert._decorators._plain import to_numpy, to_tensor
+from autoconvert._decorators._plain import to_tensor
 from autoconvert._errors import ConversionError, message
+
+from ._handed import call_rule
 
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
@@ -30,7 +32,8 @@ class OpSpec:
     always come back as new tensors, so only then are results checked (``shares``).
     ``vectorized``: under ``torch.vmap`` the NumPy functions take the whole batch along a
     leading axis (``numpy_op(vmap="vectorized")``), rather than one sample per call.
-    ``jvp``: the NumPy forward-mode rule, or None.
+    ``jvp``: the NumPy forward-mode rule, or None. ``private``: the rules get writable
+    copies of what they are handed (``copy=True``), else read-only views (see ``_handed``).
     """
 
     forward: Callable[..., Any]
@@ -41,6 +44,7 @@ class OpSpec:
     shares: bool = False
     vectorized: bool = False
     jvp: Callable[..., Any] | None = None
+    private: bool = False
 
     def run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """The forward's result: a tensor or a tuple of tensors, checked."""
@@ -84,9 +88,11 @@ class OpSpec:
         ``shaped``: each in its argument's shape (reshaped, or summed over broadcast axes),
         else as the backward gave it (a vectorized backward's per-sample gradients)."""
         assert self.backward is not None  # only differentiable ops are asked
-        output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
-        grad = to_numpy(tuple(grads) if tuple_result else grads[0])
-        found = self.backward(grad, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+        output = tuple(outputs) if tuple_result else outputs[0]
+        grad = tuple(grads) if tuple_result else grads[0]
+        found = call_rule(
+            self.backward, grad, args, kwargs, {"output": output}, role="backward", op=self.name, private=self.private
+        )
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if len(tensors) == 1 and not isinstance(found, (tuple, list)):
             found = (found,)
@@ -119,9 +125,11 @@ class OpSpec:
         argument, on each output's device and dtype (and ``shaped`` as it, see ``gradients``);
         ``None`` is a zero tangent, as ``None`` from the backward is a zero gradient."""
         assert self.jvp is not None  # only ops with a rule are asked
-        tangent = to_numpy(tuple(tangents) if len(tangents) != 1 else tangents[0])
-        output = to_numpy(tuple(outputs) if len(outputs) != 1 else outputs[0])
-        found = self.jvp(tangent, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+        tangent = tuple(tangents) if len(tangents) != 1 else tangents[0]
+        output = tuple(outputs) if len(outputs) != 1 else outputs[0]
+        found = call_rule(
+            self.jvp, tangent, args, kwargs, {"output": output}, role="jvp", op=self.name, private=self.private
+        )
         found = tuple(found) if isinstance(found, (tuple, list)) else (found,)
         if len(found) != len(outputs):
             raise ConversionError(
