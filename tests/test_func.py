@@ -432,3 +432,55 @@ def test_copy_true_rules_write_their_own_copies_under_every_transform(transform:
     x = torch.arange(6, dtype=torch.float64)
     _TRANSFORMS[transform](op, x)
     assert torch.equal(x, torch.arange(6, dtype=torch.float64))
+
+
+def _logsumexp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m = x.max(-1, keepdims=True)
+    e = np.exp(x - m)
+    s = e.sum(-1, keepdims=True)
+    return (m + np.log(s))[..., 0], e / s
+
+
+def _lse_backward(g: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+    return g[..., None] * softmax
+
+
+def _lse_jvp(t: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+    return (t * softmax).sum(-1)
+
+
+def _lse_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.new_empty(x.shape[:-1]), torch.empty_like(x)
+
+
+_LSE_TRANSFORMS: dict[str, Callable[[Any, torch.Tensor], Any]] = {
+    "grad": lambda op, x: grad(lambda v: op(v).sum())(x),
+    "vmap(grad)": lambda op, x: vmap(grad(op))(x),
+    "grad(vmap)": lambda op, x: grad(lambda v: vmap(op)(v).sum())(x),
+    "jacrev": lambda op, x: torch.stack([jacrev(op)(row) for row in x]),
+    "vjp": lambda op, x: vjp(op, x)[1](torch.ones(x.shape[:-1], dtype=x.dtype))[0],
+    "jvp": lambda op, x: jvp(op, (x,), (torch.ones_like(x),))[1],
+    "vmap(jvp)": lambda op, x: vmap(lambda v: jvp(op, (v,), (torch.ones_like(v),))[1])(x),
+    "jacfwd": lambda op, x: torch.stack([jacfwd(op)(row) for row in x]),
+}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["eager", "fake"])
+@pytest.mark.parametrize("vmap_mode", ["sequential", "vectorized"])
+@pytest.mark.parametrize("transform", _LSE_TRANSFORMS)
+def test_residuals_reach_the_rules_under_every_transform(transform: str, vmap_mode: str, fake: bool) -> None:
+    """The forward's saved softmax reaches the backward and the jvp, per sample under vmap,
+    and the caller never sees it: the gradient is the softmax, the tangent of ones is one."""
+    op = ac.numpy_op(
+        _logsumexp,
+        backward=_lse_backward,
+        jvp=_lse_jvp,
+        residuals="softmax",
+        vmap=vmap_mode,
+        **({"fake": _lse_fake} if fake else {}),
+    )
+    x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    found = _LSE_TRANSFORMS[transform](op, x)
+    expected = torch.ones(4, dtype=x.dtype) if "jvp" in transform else torch.softmax(x, -1)
+    assert torch.allclose(found, expected)
+    assert torch.allclose(vmap(op)(x), torch.logsumexp(x, -1))

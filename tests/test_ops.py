@@ -795,3 +795,131 @@ def test_property_no_write_by_a_backward_reaches_a_tensor(
         result.abs().sum().backward() if dtype.is_complex else result.sum().backward()
     assert all(torch.equal(t, b) for t, b in zip(inputs, before, strict=True))
     assert torch.equal(result, held)
+
+
+# residuals=: what the forward saves for its backward, as JAX's custom_vjp forward does.
+
+
+def _lse_backward(g: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+    return g[..., None] * softmax
+
+
+def _lse_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.new_empty(x.shape[:-1]), torch.empty_like(x)
+
+
+def _logsumexp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """logsumexp over the last axis, and the softmax its gradient is: the residual."""
+    m = x.max(-1, keepdims=True)
+    e = np.exp(x - m)
+    s = e.sum(-1, keepdims=True)
+    return (m + np.log(s))[..., 0], e / s
+
+
+logsumexp = ac.numpy_op(_logsumexp, backward=_lse_backward, residuals="softmax")
+compiled_logsumexp = ac.numpy_op(_logsumexp, backward=_lse_backward, residuals="softmax", fake=_lse_fake)
+
+
+@pytest.mark.parametrize("op", [logsumexp, compiled_logsumexp], ids=["eager", "fake"])
+def test_residuals_reach_the_backward_and_never_the_caller(op: Any) -> None:
+    """The caller gets the result alone, with or without a graph; the backward reads the saved
+    softmax instead of recomputing it, and the gradient is torch's."""
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    result = op(x)
+    assert isinstance(result, torch.Tensor) and torch.allclose(result, torch.logsumexp(x, -1))
+    with torch.no_grad():
+        assert torch.allclose(op(x), result)
+    assert torch.allclose(op(x.detach()), result)
+    result.sum().backward()
+    assert x.grad is not None and torch.allclose(x.grad, torch.softmax(x.detach(), -1))
+    assert torch.autograd.gradcheck(op, (x,))
+
+
+@pytest.mark.filterwarnings(DYNAMO_NON_LEAF_GRAD)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_residuals_are_saved_by_a_compiled_graph(backend: str) -> None:
+    """Under torch.compile the registered op returns the residuals to the graph, which saves
+    them for the backward op; the op passes torch.library's checks."""
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    loss = torch.compile(lambda v: compiled_logsumexp(v).sum(), fullgraph=True, backend=backend)
+    loss(x).backward()
+    assert x.grad is not None and torch.allclose(x.grad, torch.softmax(x.detach(), -1))
+    assert set(torch.library.opcheck(compiled_logsumexp.op, (x,)).values()) == {"SUCCESS"}
+
+
+def test_several_results_and_residuals_with_arguments_and_keywords() -> None:
+    """Two results and two residuals: the caller gets the pair, the backward each residual by
+    its name beside the keyword arguments, and ``output`` as the pair."""
+
+    def backward(g: Any, x: Any, scale: float, *, output: Any, doubled: Any, cubed: Any, shift: float) -> Any:
+        assert isinstance(output, tuple) and len(output) == 2
+        assert not doubled.flags.writeable and not cubed.flags.writeable
+        return g[0] * doubled / x * scale + g[1] * 3 * cubed / x
+
+    @ac.numpy_op(backward=backward, residuals=("doubled", "cubed"))
+    def two(x: np.ndarray, scale: float, *, shift: float = 0.0) -> tuple[np.ndarray, ...]:
+        return x * 2 * scale + shift, x**3, x * 2, x**3
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    scaled, cubed = two(x, 3.0, shift=1.0)
+    assert scaled.tolist() == [7.0, 13.0] and cubed.tolist() == [1.0, 8.0]
+    (scaled.sum() + cubed.sum()).backward()
+    assert x.grad is not None and x.grad.tolist() == [6.0 + 3.0, 6.0 + 12.0]
+
+
+def test_a_backward_writing_a_residual_is_refused() -> None:
+    """Residuals are read-only in the backward like the rest; copy=True makes them private."""
+
+    def backward(g: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+        softmax[..., 0] -= 1.0  # soft-DTW's kernels write into their saved matrix so
+        return g[..., None] * (softmax + np.eye(1, softmax.shape[-1]))
+
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.numpy_op(_logsumexp, backward=backward, residuals="softmax")(x).sum().backward()
+    assert str(info.value) == (
+        "_logsumexp(): the backward's argument softmax was written into; a numpy_op's backward is handed "
+        "read-only views of the call's tensors, its result, its residuals and the incoming gradient, so that it "
+        "never changes the caller's tensors, the result the caller holds or what torch hands other parts of the "
+        "graph. Found ValueError('output array is read-only'). Fix: write into a copy made in the backward "
+        "(softmax.copy()), or pass copy=True to autoconvert.numpy_op to hand its NumPy functions private "
+        "writable copies."
+    )
+    ac.numpy_op(_logsumexp, backward=backward, residuals="softmax", copy=True)(x).sum().backward()
+    assert x.grad is not None and torch.allclose(x.grad, torch.softmax(x.detach(), -1))
+
+
+def test_residuals_are_refused_where_they_cannot_work() -> None:
+    """At decoration: without a rule to read them, or named as a parameter or ``output``; at the
+    call: a forward that does not return them."""
+    with pytest.raises(TypeError) as info:
+        ac.numpy_op(_logsumexp, residuals="softmax")
+    assert str(info.value) == (
+        "autoconvert.numpy_op() on _logsumexp(): residuals= saves arrays for the backward and jvp, and the op has "
+        "neither. Found ('softmax',). Fix: pass backward= (or jvp=) that takes them by name, or drop residuals=."
+    )
+    for name in ("x", "output"):
+        with pytest.raises(TypeError) as info:
+            ac.numpy_op(_logsumexp, backward=_lse_backward, residuals=name)
+        assert str(info.value) == (
+            f"autoconvert.numpy_op() on _logsumexp(): residual {name!r} is a name the rules already get (output=, "
+            f"or the function's own parameter). Found ({name!r},). Fix: name the residual something else."
+        )
+    with pytest.raises(TypeError, match=r"residuals= takes a name, or a tuple of names"):
+        ac.numpy_op(_logsumexp, backward=_lse_backward, residuals=["softmax"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"residuals= takes distinct names, got \('a', 'a'\)"):
+        ac.numpy_op(_logsumexp, backward=_lse_backward, residuals=("a", "a"))
+    alone = ac.numpy_op(np.exp, backward=lambda g, x, output, saved: g * output, residuals="saved")
+    with pytest.raises(ac.ConversionError) as info:
+        alone(torch.ones(2))
+    assert str(info.value) == (
+        "exp(): the result must be a tuple of the results and then 1 residual(s) (saved), as residuals= says. "
+        "Found Tensor of 1. Fix: return the results, then the residuals: return output, saved."
+    )
+
+
+def test_explain_names_the_residuals() -> None:
+    assert str(ac.explain(logsumexp)).splitlines()[1] == (
+        "numpy_op(): a torch op; backward=given, fake=None, vmap='sequential', jvp=none, residuals=('softmax',) "
+        "(returned after the results, kept for the rules)."
+    )

@@ -22,7 +22,7 @@ import torch
 from autoconvert._errors import GradientError, message
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described
-from autoconvert._options._checks import Fake, Rule, Vmap
+from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
 from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
     OpOptions,
@@ -76,6 +76,7 @@ def numpy_op(
     fake: Fake,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> NumpyOp[..., Any]: ...
 @overload
@@ -87,6 +88,7 @@ def numpy_op(
     fake: None = None,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> Callable[..., Any]: ...
 @overload
@@ -98,6 +100,7 @@ def numpy_op(
     fake: Fake,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> FakeOpDecorator: ...
 @overload
@@ -109,6 +112,7 @@ def numpy_op(
     fake: None = None,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> OpDecorator: ...
 def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
@@ -142,6 +146,13 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             arrays: ``tangent`` is the tangent of the positional tensor argument (a tuple of
             one per such argument when there are several); it returns the result's tangent
             (a tuple for a tuple result; ``None`` where a tangent is zero). ``torch.func.jvp`` and ``jacfwd`` need it.
+        residuals: what the forward saves for its rules, as JAX's ``custom_vjp`` forward does: a
+            name, or a tuple of names. ``fn`` then returns its results and after them one array
+            per name (``return output, matrix``); the caller gets the results alone, and
+            ``backward`` and ``jvp`` get each residual as a read-only array by its name
+            (``backward(grad, *args, output=output, matrix=matrix, **kwargs)``). They cross as
+            results do, once, and are kept by autograd with the op's node. ``fake`` describes
+            them too, after the results.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
             ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
             ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
@@ -193,6 +204,8 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
     backward, fake = settings.backward, settings.fake
     policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
     name = function_name(fn)
+    if settings.residuals:
+        _check_residuals(fn, name, settings)
     if backward is not None and policy.writeback:
         raise TypeError(
             f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
@@ -211,25 +224,30 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
         vectorized=settings.vmap == "vectorized",
         jvp=settings.jvp,
         private=policy.copy is True,
+        residuals=settings.residuals,
     )
     bind = _binder(fn)
+    returned = spec.returned if spec.residuals else None  # the caller gets the results alone
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
             if registered is None:  # dynamo must not trace the NumPy body: a graph break
-                return opaque(apply_traced, spec, kwargs, *args)
+                result = opaque(apply_traced, spec, kwargs, *args)
+                return result if returned is None else returned(result)
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
-            return registered.forward(*args, **kwargs)
-        if transforming() is None and (
+            result = registered.forward(*args, **kwargs)
+        elif transforming() is None and (
             spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
         ):
             # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
             # fewer on every eager call).
-            return spec.run(args, kwargs)
-        if kwargs:
-            args, kwargs = bind(args, kwargs)
-        return apply_op(spec, kwargs, *args)
+            result = spec.run(args, kwargs)
+        else:
+            if kwargs:
+                args, kwargs = bind(args, kwargs)
+            result = apply_op(spec, kwargs, *args)
+        return result if returned is None else returned(result)
 
     op = _Op.made(call, fn, (fn, settings, checked), home)
     op._forward = forward  # what autoconvert.explain shows
@@ -303,7 +321,12 @@ class _Op:
         assert inner is not None  # a wrapper
         notes = (
             f"numpy_op(): a torch op; backward={'given' if own.backward is not None else 'none'}, "
-            f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}.",
+            f"fake={own.fake!r}, vmap={own.vmap!r}, jvp={'given' if own.jvp is not None else 'none'}"
+            + (
+                f", residuals={own.residuals!r} (returned after the results, kept for the rules)."
+                if own.residuals
+                else "."
+            ),
             "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
             "any other call runs the pair below directly.",
         )
@@ -351,6 +374,36 @@ def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool)
             )
         ) from None
     return schema
+
+
+def _check_residuals(fn: Callable[..., Any], name: str, settings: OpSettings) -> None:
+    """``residuals=`` names what only the rules read: an op with one, by names its rules'
+    other keywords do not take."""
+    if settings.backward is None and settings.jvp is None:
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {name}",
+                "residuals=",
+                "saves arrays for the backward and jvp, and the op has neither",
+                repr(settings.residuals),
+                "pass backward= (or jvp=) that takes them by name, or drop residuals=",
+            )
+        )
+    try:
+        taken = {"output", *inspect.signature(fn).parameters}
+    except (TypeError, ValueError):
+        taken = {"output"}
+    clash = [n for n in settings.residuals if n in taken]
+    if clash:
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {name}",
+                f"residual {clash[0]!r}",
+                "is a name the rules already get (output=, or the function's own parameter)",
+                repr(settings.residuals),
+                "name the residual something else",
+            )
+        )
 
 
 def _binder(
