@@ -11,7 +11,7 @@ function's own signature instead, which composes through stacked decorators:
 - ``returns_tensor``: each ``ndarray`` or NumPy scalar in the result is a ``torch.Tensor``;
 - ``accepts_tensor`` and ``returns_numpy``: the same, the other way round;
 - ``numpy_op``: both of the first two (its op takes tensors and gives tensors); with
-  ``fake=``, its ``NumpyOp`` is called so too;
+  ``fake=``, its ``NumpyOp`` is called so too, and on a method it is an error, as at run time;
 - ``batched``: array parameters take a batch (a tensor, or a list or tuple of tensors);
   the result stays ``Any``, since whether the samples' results stack into one tensor or
   come back as a list depends on the values, whatever its options (``dtype=``, ``device=``:
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mypy.nodes import FakeInfo, FuncDef
 from mypy.plugin import FunctionContext, MethodContext, Plugin
 from mypy.types import (
     AnyType,
@@ -157,15 +158,38 @@ _PAIR = _hook(_tensor_too, _as_tensor)
 
 def _op(ctx: Context) -> Type:
     """``numpy_op``'s hook: as a pair's, and with ``fake=`` the ``NumpyOp`` it returns is given
-    the function's rewritten parameters and result as its type arguments."""
+    the function's rewritten parameters and result as its type arguments. With ``fake=`` on a
+    method it reports the refusal the class's creation raises (see ``_Op.__set_name__``)."""
     made = get_proper_type(_PAIR(ctx))
     declared = get_proper_type(ctx.default_return_type)
     if not (isinstance(declared, Instance) and declared.type.fullname == NUMPY_OP):
         return made
+    if _is_method(ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else None):
+        ctx.api.fail(FAKE_ON_A_METHOD, ctx.context)
+        return AnyType(TypeOfAny.from_error)
     if not isinstance(made, CallableType):  # an overloaded function: one signature cannot say it
         return declared
     parameters = Parameters(made.arg_types, made.arg_kinds, made.arg_names)
     return declared.copy_modified(args=[parameters, made.ret_type])
+
+
+#: What ``numpy_op(fake=...)`` on a method is told, as at run time (in short).
+FAKE_ON_A_METHOD = (
+    "numpy_op(fake=...) cannot decorate a method: its torch op would take the instance, which "
+    "torch.compile cannot pass; decorate a module-level function taking what the method reads of "
+    "self and call it from the method, or drop fake="
+)
+
+
+def _is_method(func: Type | None) -> bool:
+    """Whether ``func`` is a function defined in a class body that binds to its instance."""
+    proper = get_proper_type(func) if func is not None else None
+    definition = proper.definition if isinstance(proper, CallableType) else None
+    return (
+        isinstance(definition, FuncDef)
+        and not isinstance(definition.info, FakeInfo)
+        and not (definition.is_static or definition.is_class)
+    )
 
 
 _DECORATORS = {

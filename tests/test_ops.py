@@ -923,3 +923,41 @@ def test_explain_names_the_residuals() -> None:
         "numpy_op(): a torch op; backward=given, fake=None, vmap='sequential', jvp=none, residuals=('softmax',) "
         "(returned after the results, kept for the rules)."
     )
+
+
+def test_fake_on_a_method_is_refused_as_its_class_is_made() -> None:
+    """A method's op binds its instance as the first argument, which no torch.library schema
+    holds: before, ``self`` was read as a Tensor and torch.compile failed inside dynamo. A
+    static method's op, a held ufunc's and a method's op without fake= are fine."""
+    with pytest.raises((TypeError, RuntimeError)) as info:
+
+        class Layer:
+            @ac.numpy_op(backward=lambda g, self, x, output: g * self.k, fake="x")
+            def scale(self, x: np.ndarray) -> np.ndarray:
+                return x * 2
+
+    # Python 3.11 wraps an error of __set_name__ in a RuntimeError; 3.12 on raise it as it is
+    error = info.value.__cause__ if isinstance(info.value, RuntimeError) else info.value
+    assert isinstance(error, TypeError)
+    name = f"{test_fake_on_a_method_is_refused_as_its_class_is_made.__qualname__}.<locals>.Layer"
+    assert str(error) == (
+        f"autoconvert.numpy_op() on {name}.scale(): fake= registers a torch op, whose arguments are tensors and "
+        "numbers; read from an instance, a method's op takes the instance as its first argument, which "
+        f"torch.compile cannot pass to it. Found the method {name}.scale. Fix: "
+        "decorate a module-level function that takes the arrays and the numbers the method reads of self "
+        "(def scale(x: np.ndarray, k: float)) and call it from the method (return scale(x, self.k)); or drop "
+        "fake= (the method's op then works eagerly and under torch.func, and torch.compile breaks the graph at "
+        "its call)."
+    )
+
+    class Fine:
+        @staticmethod
+        @ac.numpy_op(backward=lambda g, x, output: 2 * g, fake="x")
+        def doubled(x: np.ndarray) -> np.ndarray:
+            return x * 2
+
+        held = ac.numpy_op(np.sin, fake="x")
+
+    x, fine = torch.ones(2, requires_grad=True), Fine()
+    torch.compile(lambda v: fine.doubled(v).sum() + fine.held(v).sum(), fullgraph=True, backend="eager")(x).backward()
+    assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]  # the held op has no backward

@@ -306,6 +306,26 @@ class _Op:
             return self
         return types.MethodType(self, instance)
 
+    def __set_name__(self, owner: type, name: str) -> None:
+        """An op with ``fake=`` that binds (see ``__get__``) is refused as its class is made: its
+        torch op would take the instance, which no torch.library schema can hold."""
+        fn = self.__wrapped__
+        if self._recipe[1].fake is None or not isinstance(fn, types.FunctionType):
+            return
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {function_name(fn)}",
+                "fake=",
+                "registers a torch op, whose arguments are tensors and numbers; read from an instance, a "
+                "method's op takes the instance as its first argument, which torch.compile cannot pass to it",
+                f"the method {owner.__qualname__}.{name}",
+                "decorate a module-level function that takes the arrays and the numbers the method reads of "
+                "self (def scale(x: np.ndarray, k: float)) and call it from the method (return scale(x, self.k)); "
+                "or drop fake= (the method's op then works eagerly and under torch.func, and torch.compile "
+                "breaks the graph at its call)",
+            )
+        )
+
     # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
     # recipe it would be made again, its torch op with it).
     def __copy__(self) -> _Op:
