@@ -99,15 +99,11 @@ def _written(
         for name, value in _named(rule, args, kwargs)
         for path, a in _ARRAYS.leaves_with_paths(value)
     ]
-    writes = compiled_refusal(error)
-    if writes is not None:  # numba and OpenCV do not say which array: every one handed
-        paths = [path for path, _ in arrays]
-    else:
-        found = wrote_into_handed(error, arrays, kwargs)  # type: ignore[arg-type]  # a ValueError or TypeError, else None
-        if found is None:
-            return None
-        paths = found
-    return paths
+    if compiled_refusal(error) is not None:  # numba and OpenCV do not say which array: every one handed
+        return [path for path, _ in arrays]
+    if not isinstance(error, (ValueError, TypeError)):  # how NumPy and Python's buffers refuse
+        return None
+    return wrote_into_handed(error, arrays, kwargs)
 
 
 def _named(rule: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
