@@ -120,8 +120,8 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Args:
         fn: the NumPy function (bare use), or omitted (``@numpy_op(backward=...)``).
-        backward: ``backward(grad, *args, output=output, **kwargs)``, all as arrays:
-            ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
+        backward: ``backward(grad, *args, output=output, **kwargs)``, all as read-only arrays
+            (private writable copies with ``copy=True``): ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
             and ``kwargs`` the call's arguments, ``output`` the forward result. It returns
             one gradient per positional tensor argument: a single array when there is one,
             a tuple otherwise, ``None`` where no gradient flows.
