@@ -10,8 +10,9 @@ function's own signature instead, which composes through stacked decorators:
   list, tuple, dict, ``Sequence`` or ``Mapping``) also takes a ``torch.Tensor``;
 - ``returns_tensor``: each ``ndarray`` or NumPy scalar in the result is a ``torch.Tensor``;
 - ``accepts_tensor`` and ``returns_numpy``: the same, the other way round;
-- ``numpy_op``: both of the first two (its op takes tensors and gives tensors); with
-  ``fake=``, its ``NumpyOp`` is called so too;
+- ``numpy_op``: both of the first two (its op takes tensors and gives tensors), the
+  ``residuals=`` it names left out of the result; with ``fake=``, its ``NumpyOp`` is called
+  so too, and on a method it is an error, as at run time;
 - ``batched``: array parameters take a batch (a tensor, or a list or tuple of tensors);
   the result stays ``Any``, since whether the samples' results stack into one tensor or
   come back as a list depends on the values, whatever its options (``dtype=``, ``device=``:
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mypy.nodes import CallExpr, FakeInfo, FuncDef, RefExpr, StrExpr, TupleExpr
 from mypy.plugin import FunctionContext, MethodContext, Plugin
 from mypy.types import (
     AnyType,
@@ -32,6 +34,7 @@ from mypy.types import (
     Instance,
     Overloaded,
     Parameters,
+    ProperType,
     TupleType,
     Type,
     TypeOfAny,
@@ -157,15 +160,77 @@ _PAIR = _hook(_tensor_too, _as_tensor)
 
 def _op(ctx: Context) -> Type:
     """``numpy_op``'s hook: as a pair's, and with ``fake=`` the ``NumpyOp`` it returns is given
-    the function's rewritten parameters and result as its type arguments."""
+    the function's rewritten parameters and result as its type arguments. With ``fake=`` on a
+    method it reports the refusal the class's creation raises (see ``_Op.__set_name__``)."""
     made = get_proper_type(_PAIR(ctx))
+    residuals = _residuals(ctx)
+    if residuals != 0:
+        made = _without_residuals(made, residuals)
     declared = get_proper_type(ctx.default_return_type)
     if not (isinstance(declared, Instance) and declared.type.fullname == NUMPY_OP):
         return made
+    if _is_method(ctx.arg_types[0][0] if ctx.arg_types and ctx.arg_types[0] else None):
+        ctx.api.fail(FAKE_ON_A_METHOD, ctx.context)
+        return AnyType(TypeOfAny.from_error)
     if not isinstance(made, CallableType):  # an overloaded function: one signature cannot say it
         return declared
     parameters = Parameters(made.arg_types, made.arg_kinds, made.arg_names)
     return declared.copy_modified(args=[parameters, made.ret_type])
+
+
+def _residuals(ctx: Context) -> int | None:
+    """How many residuals the ``numpy_op`` call (or decorator) names: 0 without
+    ``residuals=``, None where its value is not written out as a name or a tuple of names."""
+    context = ctx.context
+    calls = [context] if isinstance(context, CallExpr) else getattr(context, "original_decorators", [])
+    for call in calls:
+        callee = call.callee if isinstance(call, CallExpr) else None
+        if not (isinstance(callee, RefExpr) and callee.fullname.rpartition(".")[2] == "numpy_op"):
+            continue
+        for name, value in zip(call.arg_names, call.args, strict=True):
+            if name != "residuals":
+                continue
+            if isinstance(value, StrExpr):
+                return 1
+            if isinstance(value, TupleExpr) and all(isinstance(item, StrExpr) for item in value.items):
+                return len(value.items)
+            return None
+    return 0
+
+
+def _without_residuals(made: ProperType, residuals: int | None) -> ProperType:
+    """``made`` returning its annotated results without the last ``residuals`` (Any where they
+    cannot be told apart): the caller never gets the residuals."""
+    if isinstance(made, Overloaded):
+        items = [_without_residuals(item, residuals) for item in made.items]
+        return Overloaded([item for item in items if isinstance(item, CallableType)])
+    if not isinstance(made, CallableType):
+        return made
+    returned = get_proper_type(made.ret_type)
+    kept: Type = AnyType(TypeOfAny.special_form)
+    if residuals is not None and isinstance(returned, TupleType) and len(returned.items) > residuals:
+        results = returned.items[: len(returned.items) - residuals]
+        kept = results[0] if len(results) == 1 else returned.copy_modified(items=results)
+    return made.copy_modified(ret_type=kept)
+
+
+#: What ``numpy_op(fake=...)`` on a method is told, as at run time (in short).
+FAKE_ON_A_METHOD = (
+    "numpy_op(fake=...) cannot decorate a method: its torch op would take the instance, which "
+    "torch.compile cannot pass; decorate a module-level function taking what the method reads of "
+    "self and call it from the method, or drop fake="
+)
+
+
+def _is_method(func: Type | None) -> bool:
+    """Whether ``func`` is a function defined in a class body that binds to its instance."""
+    proper = get_proper_type(func) if func is not None else None
+    definition = proper.definition if isinstance(proper, CallableType) else None
+    return (
+        isinstance(definition, FuncDef)
+        and not isinstance(definition.info, FakeInfo)
+        and not (definition.is_static or definition.is_class)
+    )
 
 
 _DECORATORS = {

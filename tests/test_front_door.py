@@ -96,7 +96,7 @@ def test_signatures_show_every_option_with_its_type_and_default() -> None:
     pair = {o for o in options(ac.accepts_numpy) + options(ac.returns_tensor) if o not in ("only", "exclude")}
     own = ["native", "array_module"]
     assert options(ac.torchify)[:2] == own and set(options(ac.torchify)) == {*own, *pair}  # its own first
-    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", *pair} - {"out_params"}
+    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", "residuals", *pair} - {"out_params"}
     assert set(options(ac.config)) == pair - {"out_params"}
     for decorator in (ac.accepts_numpy, ac.returns_tensor, ac.accepts_tensor, ac.returns_numpy, ac.adapt):
         assert str(inspect.signature(decorator)).startswith("(func=None, /, *, "), decorator.__name__

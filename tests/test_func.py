@@ -371,3 +371,116 @@ def test_a_masked_gradient_or_tangent_is_refused_naming_the_rule(make: Any, rule
         f"Found {kind.__module__}.{kind.__qualname__}(shape=(3,), dtype=<f8). Fix: use value.filled(fill_value), "
         "or the data and the mask as two arrays."
     )
+
+
+# Under torch.func too, what the NumPy rules are handed is read-only.
+
+
+def _scaled(x: np.ndarray) -> np.ndarray:
+    return x * 2
+
+
+def _writing(position: str, rule: str) -> Any:
+    """A backward (or jvp) of ``_scaled`` writing 9 into what it was handed at ``position``."""
+
+    def written(first: Any, x: Any, output: Any) -> Any:
+        target = {"first": first, "x": x, "output": output}[position]
+        target[...] = 9.0
+        return first * 2
+
+    return {rule: written}
+
+
+_TRANSFORMS: dict[str, Callable[[Any, torch.Tensor], Any]] = {
+    "grad": lambda op, x: grad(lambda v: op(v).sum())(x),
+    "vmap(grad)": lambda op, x: vmap(grad(lambda v: op(v).sum()))(x.reshape(2, 3)),
+    "jacrev": lambda op, x: jacrev(op)(x),
+    "vjp": lambda op, x: vjp(op, x)[1](torch.ones_like(x)),
+    "jvp": lambda op, x: jvp(op, (x,), (torch.ones_like(x),)),
+    "jacfwd": lambda op, x: jacfwd(op)(x),
+}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["eager", "fake"])
+@pytest.mark.parametrize("vmap_mode", ["sequential", "vectorized"])
+@pytest.mark.parametrize("position", ["first", "x", "output"])
+@pytest.mark.parametrize("transform", _TRANSFORMS)
+def test_a_rule_writing_what_it_was_handed_is_refused_under_every_transform(
+    transform: str, position: str, vmap_mode: str, fake: bool
+) -> None:
+    """grad, vmap(grad), jacrev, vjp (the backward) and jvp, jacfwd (the jvp): a write into
+    the saved input, the output or the incoming gradient or tangent raises, and changes no
+    tensor; before, the rule got the tensors' own writable memory."""
+    rule = "jvp" if transform.startswith("j") and transform != "jacrev" else "backward"
+    op = ac.numpy_op(_scaled, vmap=vmap_mode, **_writing(position, rule), **({"fake": "x"} if fake else {}))
+    x = torch.arange(6, dtype=torch.float64)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        _TRANSFORMS[transform](op, x)
+    given = "gradient" if rule == "backward" else "tangent"
+    assert str(info.value).startswith(
+        f"_scaled(): the {rule}'s argument {position} was written into; a numpy_op's {rule} "
+    )
+    assert f"and the incoming {given}, so that" in str(info.value)
+    assert torch.equal(x, torch.arange(6, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("transform", _TRANSFORMS)
+def test_copy_true_rules_write_their_own_copies_under_every_transform(transform: str) -> None:
+    """``copy=True``: the rules' writes land in copies of their own, and the results are right."""
+    rule = "jvp" if transform.startswith("j") and transform != "jacrev" else "backward"
+    op = ac.numpy_op(_scaled, copy=True, **_writing("x", rule))
+    x = torch.arange(6, dtype=torch.float64)
+    _TRANSFORMS[transform](op, x)
+    assert torch.equal(x, torch.arange(6, dtype=torch.float64))
+
+
+def _logsumexp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    m = x.max(-1, keepdims=True)
+    e = np.exp(x - m)
+    s = e.sum(-1, keepdims=True)
+    return (m + np.log(s))[..., 0], e / s
+
+
+def _lse_backward(g: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+    return g[..., None] * softmax
+
+
+def _lse_jvp(t: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+    return (t * softmax).sum(-1)
+
+
+def _lse_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.new_empty(x.shape[:-1]), torch.empty_like(x)
+
+
+_LSE_TRANSFORMS: dict[str, Callable[[Any, torch.Tensor], Any]] = {
+    "grad": lambda op, x: grad(lambda v: op(v).sum())(x),
+    "vmap(grad)": lambda op, x: vmap(grad(op))(x),
+    "grad(vmap)": lambda op, x: grad(lambda v: vmap(op)(v).sum())(x),
+    "jacrev": lambda op, x: torch.stack([jacrev(op)(row) for row in x]),
+    "vjp": lambda op, x: vjp(op, x)[1](torch.ones(x.shape[:-1], dtype=x.dtype))[0],
+    "jvp": lambda op, x: jvp(op, (x,), (torch.ones_like(x),))[1],
+    "vmap(jvp)": lambda op, x: vmap(lambda v: jvp(op, (v,), (torch.ones_like(v),))[1])(x),
+    "jacfwd": lambda op, x: torch.stack([jacfwd(op)(row) for row in x]),
+}
+
+
+@pytest.mark.parametrize("fake", [False, True], ids=["eager", "fake"])
+@pytest.mark.parametrize("vmap_mode", ["sequential", "vectorized"])
+@pytest.mark.parametrize("transform", _LSE_TRANSFORMS)
+def test_residuals_reach_the_rules_under_every_transform(transform: str, vmap_mode: str, fake: bool) -> None:
+    """The forward's saved softmax reaches the backward and the jvp, per sample under vmap,
+    and the caller never sees it: the gradient is the softmax, the tangent of ones is one."""
+    op = ac.numpy_op(
+        _logsumexp,
+        backward=_lse_backward,
+        jvp=_lse_jvp,
+        residuals="softmax",
+        vmap=vmap_mode,
+        **({"fake": _lse_fake} if fake else {}),
+    )
+    x = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    found = _LSE_TRANSFORMS[transform](op, x)
+    expected = torch.ones(4, dtype=x.dtype) if "jvp" in transform else torch.softmax(x, -1)
+    assert torch.allclose(found, expected)
+    assert torch.allclose(vmap(op)(x), torch.logsumexp(x, -1))

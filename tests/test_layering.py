@@ -105,6 +105,7 @@ ORDER = [
     "_adapt._annotations",
     "_adapt._adapt",
     "_numpy_op._schema",
+    "_numpy_op._handed",
     "_numpy_op._opspec",
     "_numpy_op._autograd",
     "_numpy_op._library",

@@ -17,6 +17,8 @@ import scipy.linalg
 import torch
 import torch._dynamo
 import typing_extensions
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autoconvert as ac
 
@@ -632,3 +634,330 @@ def test_an_op_on_a_method_binds_its_instance_as_the_function_does() -> None:
     assert torch.equal(torch.func.vmap(layer.scale)(x.detach().expand(2, 3)), 3 * x.detach().expand(2, 3))
     assert torch.equal(layer.held_sin(x.detach()), torch.sin(x.detach()))
     assert pickle.loads(pickle.dumps(layer.scale)).__self__.k == 3.0
+
+
+# What a backward is handed is read-only: the caller's tensors, the result, the gradient.
+
+
+def _refusal(role: str, where: str, copied: str, given: str = "gradient", op: str = "_times()") -> str:
+    return (
+        f"{op}: the {role}'s argument {where} was written into; a numpy_op's {role} is handed read-only "
+        f"views of the call's tensors, its result, its residuals and the incoming {given}, so that it never "
+        "changes the caller's tensors, the result the caller holds or what torch hands other parts of the graph. "
+        "Found ValueError('assignment destination is read-only'). Fix: write into a copy made in the "
+        f"{role} ({copied}), or pass copy=True to autoconvert.numpy_op to hand its NumPy functions private "
+        "writable copies."
+    )
+
+
+def _times(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a * b
+
+
+def _writes(position: str) -> Any:
+    """A backward of ``_times`` that writes 99 into what it was handed at ``position``."""
+
+    def backward(g: Any, a: Any, b: Any, output: Any) -> tuple[Any, Any]:
+        target = {"g": g, "a": a, "b": b, "output": output}[position]
+        target[...] = 99.0
+        return g * b, g * a
+
+    return backward
+
+
+@pytest.mark.parametrize("position", ["a", "b", "output", "g"])
+def test_a_backward_that_writes_what_it_was_handed_is_refused_and_changes_nothing(position: str) -> None:
+    """The issue's silent class: the backward got writable views of the caller's tensors and
+    of the result, so ``a[0] = 99`` in it changed the caller's ``x`` and the result it held."""
+    op = ac.numpy_op(_times, backward=_writes(position))
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    result = op(x, y)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        result.sum().backward()
+    assert str(info.value) == _refusal("backward", position, f"{position}.copy()")
+    assert x.tolist() == [1.0] * 3 and y.tolist() == [2.0] * 3 and result.tolist() == [2.0] * 3
+
+
+def test_the_refusal_names_the_backward_s_own_parameter() -> None:
+    """The issue's own example: the lambda's parameter ``a`` is named, and its fix."""
+    op = ac.numpy_op(lambda a: a * 2, backward=lambda g, a, output: (a.__setitem__(0, 99.0), g * 2)[1])
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        op(x).sum().backward()
+    assert str(info.value) == _refusal(
+        "backward",
+        "a",
+        "a.copy()",
+        op=f"{test_the_refusal_names_the_backward_s_own_parameter.__qualname__}.<locals>.<lambda>()",
+    )
+    assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_copy_true_hands_the_backward_private_writable_copies() -> None:
+    """``copy=True``: every NumPy function of the op gets copies of its own, which it may write."""
+    op = ac.numpy_op(_times, backward=_writes("a"), copy=True)
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    result = op(x, y)
+    result.sum().backward()
+    assert x.tolist() == [1.0] * 3 and result.tolist() == [2.0] * 3
+    assert y.grad is not None and y.grad.tolist() == [99.0] * 3  # the backward read its own copy
+
+
+def test_a_backward_writing_its_own_arrays_keeps_working() -> None:
+    """Writes into arrays the backward made (``g * 2``, ``np.empty``) are its own: no refusal."""
+
+    def backward(g: np.ndarray, a: np.ndarray, output: np.ndarray) -> np.ndarray:
+        out = g * 2
+        out[0] = 5.0
+        return out
+
+    op = ac.numpy_op(lambda a: a * 2, backward=backward)
+    x = torch.ones(3, requires_grad=True)
+    op(x).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [5.0, 2.0, 2.0]
+
+
+def test_a_numba_kernel_writing_its_saved_matrix_is_refused() -> None:
+    """soft-DTW's backward kernel writes -inf into the matrix it is handed: numba refuses the
+    read-only array at compile time, in its own words, which become the ReadOnlyError."""
+    numba = pytest.importorskip("numba")
+
+    @numba.njit(cache=False)
+    def fill(r: np.ndarray) -> None:
+        r[0] = -np.inf
+
+    op = ac.numpy_op(_times, backward=lambda g, a, b, output: (fill(output), g * b, g * a)[1:])
+    x = torch.ones(3, requires_grad=True)
+    result = op(x, 2.0 * x)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        result.sum().backward()
+    # numba does not say which array it refused: every one handed is named
+    assert str(info.value).startswith("_times(): the backward's argument g or a or b or output was written into;")
+    assert "Found numba.core.errors.TypingError(" in str(info.value)
+    assert result.tolist() == [2.0] * 3
+
+
+@pytest.mark.filterwarnings(DYNAMO_NON_LEAF_GRAD)
+@pytest.mark.parametrize("position", ["a", "output", "g"])
+def test_a_registered_op_s_backward_is_handed_read_only_arrays_compiled(position: str) -> None:
+    """The registered op's backward, under torch.compile too, gets the same read-only arrays."""
+    op = ac.numpy_op(_times, backward=_writes(position), fake="a")
+    x, y = torch.ones(3, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)
+    compiled = torch.compile(lambda u, v: op(u, v).sum(), fullgraph=True, backend="aot_eager")
+    with pytest.raises(ac.ReadOnlyError) as info:
+        compiled(x, y).backward()
+    assert str(info.value) == _refusal("backward", position, f"{position}.copy()")
+    assert x.tolist() == [1.0] * 3 and y.tolist() == [2.0] * 3
+    result = op(x, y)
+    with pytest.raises(ac.ReadOnlyError):
+        result.sum().backward()
+    assert result.tolist() == [2.0] * 3
+
+
+_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    arity=st.integers(1, 3),
+    data=st.data(),
+    dtype=st.sampled_from(_DTYPES),
+    registered=st.booleans(),
+    strided=st.booleans(),
+)
+def test_property_no_write_by_a_backward_reaches_a_tensor(
+    arity: int, data: st.DataObject, dtype: torch.dtype, registered: bool, strided: bool
+) -> None:
+    """Over the number of tensor arguments, the position written (each argument, the result,
+    the gradient), dtypes (those that cross as a copy too) and layouts: a write is refused,
+    and no tensor, the result included, changes."""
+    position = data.draw(st.sampled_from([*range(arity), "output", "grad"]))
+
+    def forward(*arrays: np.ndarray) -> np.ndarray:
+        return sum(arrays[1:], arrays[0] * 2)
+
+    def backward(g: Any, *rest: Any, output: Any) -> Any:
+        handed = {"grad": g, "output": output, **dict(enumerate(rest))}
+        handed[position][...] = 7
+        return tuple(g for _ in rest) if arity > 1 else g
+
+    names = ", ".join(f"a{i}" for i in range(arity))
+    source = f"def fn({names}): return forward({names})"
+    namespace: dict[str, Any] = {"forward": forward}
+    exec(source, namespace)  # a signature of ``arity`` named parameters, for fake=
+    op = ac.numpy_op(namespace["fn"], backward=backward, **({"fake": "a0"} if registered else {}))
+    base = [torch.arange(1.0, 7.0).reshape(2, 3).to(dtype) + i for i in range(arity)]
+    inputs = [(b.T if strided else b).requires_grad_() for b in base]
+    before = [t.detach().clone() for t in inputs]
+    result = op(*inputs)
+    held = result.detach().clone()
+    with pytest.raises(ac.ReadOnlyError):
+        result.abs().sum().backward() if dtype.is_complex else result.sum().backward()
+    assert all(torch.equal(t, b) for t, b in zip(inputs, before, strict=True))
+    assert torch.equal(result, held)
+
+
+# residuals=: what the forward saves for its backward, as JAX's custom_vjp forward does.
+
+
+def _lse_backward(g: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+    return g[..., None] * softmax
+
+
+def _lse_fake(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.new_empty(x.shape[:-1]), torch.empty_like(x)
+
+
+def _logsumexp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """logsumexp over the last axis, and the softmax its gradient is: the residual."""
+    m = x.max(-1, keepdims=True)
+    e = np.exp(x - m)
+    s = e.sum(-1, keepdims=True)
+    return (m + np.log(s))[..., 0], e / s
+
+
+logsumexp = ac.numpy_op(_logsumexp, backward=_lse_backward, residuals="softmax")
+compiled_logsumexp = ac.numpy_op(_logsumexp, backward=_lse_backward, residuals="softmax", fake=_lse_fake)
+
+
+@pytest.mark.parametrize("op", [logsumexp, compiled_logsumexp], ids=["eager", "fake"])
+def test_residuals_reach_the_backward_and_never_the_caller(op: Any) -> None:
+    """The caller gets the result alone, with or without a graph; the backward reads the saved
+    softmax instead of recomputing it, and the gradient is torch's."""
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    result = op(x)
+    assert isinstance(result, torch.Tensor) and torch.allclose(result, torch.logsumexp(x, -1))
+    with torch.no_grad():
+        assert torch.allclose(op(x), result)
+    assert torch.allclose(op(x.detach()), result)
+    result.sum().backward()
+    assert x.grad is not None and torch.allclose(x.grad, torch.softmax(x.detach(), -1))
+    assert torch.autograd.gradcheck(op, (x,))
+
+
+@pytest.mark.filterwarnings(DYNAMO_NON_LEAF_GRAD)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_residuals_are_saved_by_a_compiled_graph(backend: str) -> None:
+    """Under torch.compile the registered op returns the residuals to the graph, which saves
+    them for the backward op; the op passes torch.library's checks."""
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    loss = torch.compile(lambda v: compiled_logsumexp(v).sum(), fullgraph=True, backend=backend)
+    loss(x).backward()
+    assert x.grad is not None and torch.allclose(x.grad, torch.softmax(x.detach(), -1))
+    assert set(torch.library.opcheck(compiled_logsumexp.op, (x,)).values()) == {"SUCCESS"}
+
+
+def test_several_results_and_residuals_with_arguments_and_keywords() -> None:
+    """Two results and two residuals: the caller gets the pair, the backward each residual by
+    its name beside the keyword arguments, and ``output`` as the pair."""
+
+    def backward(g: Any, x: Any, scale: float, *, output: Any, doubled: Any, cubed: Any, shift: float) -> Any:
+        assert isinstance(output, tuple) and len(output) == 2
+        assert not doubled.flags.writeable and not cubed.flags.writeable
+        return g[0] * doubled / x * scale + g[1] * 3 * cubed / x
+
+    @ac.numpy_op(backward=backward, residuals=("doubled", "cubed"))
+    def two(x: np.ndarray, scale: float, *, shift: float = 0.0) -> tuple[np.ndarray, ...]:
+        return x * 2 * scale + shift, x**3, x * 2, x**3
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    scaled, cubed = two(x, 3.0, shift=1.0)
+    assert scaled.tolist() == [7.0, 13.0] and cubed.tolist() == [1.0, 8.0]
+    (scaled.sum() + cubed.sum()).backward()
+    assert x.grad is not None and x.grad.tolist() == [6.0 + 3.0, 6.0 + 12.0]
+
+
+def test_a_backward_writing_a_residual_is_refused() -> None:
+    """Residuals are read-only in the backward like the rest; copy=True makes them private."""
+
+    def backward(g: np.ndarray, x: np.ndarray, output: np.ndarray, softmax: np.ndarray) -> np.ndarray:
+        softmax[..., 0] -= 1.0  # soft-DTW's kernels write into their saved matrix so
+        return g[..., None] * (softmax + np.eye(1, softmax.shape[-1]))
+
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.numpy_op(_logsumexp, backward=backward, residuals="softmax")(x).sum().backward()
+    assert str(info.value) == (
+        "_logsumexp(): the backward's argument softmax was written into; a numpy_op's backward is handed "
+        "read-only views of the call's tensors, its result, its residuals and the incoming gradient, so that it "
+        "never changes the caller's tensors, the result the caller holds or what torch hands other parts of the "
+        "graph. Found ValueError('output array is read-only'). Fix: write into a copy made in the backward "
+        "(softmax.copy()), or pass copy=True to autoconvert.numpy_op to hand its NumPy functions private "
+        "writable copies."
+    )
+    ac.numpy_op(_logsumexp, backward=backward, residuals="softmax", copy=True)(x).sum().backward()
+    assert x.grad is not None and torch.allclose(x.grad, torch.softmax(x.detach(), -1))
+
+
+def test_residuals_are_refused_where_they_cannot_work() -> None:
+    """At decoration: without a rule to read them, or named as a parameter or ``output``; at the
+    call: a forward that does not return them."""
+    with pytest.raises(TypeError) as info:
+        ac.numpy_op(_logsumexp, residuals="softmax")
+    assert str(info.value) == (
+        "autoconvert.numpy_op() on _logsumexp(): residuals= saves arrays for the backward and jvp, and the op has "
+        "neither. Found ('softmax',). Fix: pass backward= (or jvp=) that takes them by name, or drop residuals=."
+    )
+    for name in ("x", "output"):
+        with pytest.raises(TypeError) as info:
+            ac.numpy_op(_logsumexp, backward=_lse_backward, residuals=name)
+        assert str(info.value) == (
+            f"autoconvert.numpy_op() on _logsumexp(): residual {name!r} is a name the rules already get (output=, "
+            f"or the function's own parameter). Found ({name!r},). Fix: name the residual something else."
+        )
+    with pytest.raises(TypeError, match=r"residuals= takes a name, or a tuple of names"):
+        ac.numpy_op(_logsumexp, backward=_lse_backward, residuals=["softmax"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"residuals= takes distinct names, got \('a', 'a'\)"):
+        ac.numpy_op(_logsumexp, backward=_lse_backward, residuals=("a", "a"))
+    alone = ac.numpy_op(np.exp, backward=lambda g, x, output, saved: g * output, residuals="saved")
+    with pytest.raises(ac.ConversionError) as info:
+        alone(torch.ones(2))
+    assert str(info.value) == (
+        "exp(): the result must be a tuple of the results and then 1 residual(s) (saved), as residuals= says. "
+        "Found Tensor of 1. Fix: return the results, then the residuals: return output, saved."
+    )
+
+
+def test_explain_names_the_residuals() -> None:
+    assert str(ac.explain(logsumexp)).splitlines()[1] == (
+        "numpy_op(): a torch op; backward=given, fake=None, vmap='sequential', jvp=none, residuals=('softmax',) "
+        "(returned after the results, kept for the rules)."
+    )
+
+
+def test_fake_on_a_method_is_refused_as_its_class_is_made() -> None:
+    """A method's op binds its instance as the first argument, which no torch.library schema
+    holds: before, ``self`` was read as a Tensor and torch.compile failed inside dynamo. A
+    static method's op, a held ufunc's and a method's op without fake= are fine."""
+    with pytest.raises((TypeError, RuntimeError)) as info:
+
+        class Layer:
+            @ac.numpy_op(backward=lambda g, self, x, output: g * self.k, fake="x")
+            def scale(self, x: np.ndarray) -> np.ndarray:
+                return x * 2
+
+    # Python 3.11 wraps an error of __set_name__ in a RuntimeError; 3.12 on raise it as it is
+    error = info.value.__cause__ if isinstance(info.value, RuntimeError) else info.value
+    assert isinstance(error, TypeError)
+    name = f"{test_fake_on_a_method_is_refused_as_its_class_is_made.__qualname__}.<locals>.Layer"
+    assert str(error) == (
+        f"autoconvert.numpy_op() on {name}.scale(): fake= registers a torch op, whose arguments are tensors and "
+        "numbers; read from an instance, a method's op takes the instance as its first argument, which "
+        f"torch.compile cannot pass to it. Found the method {name}.scale. Fix: "
+        "decorate a module-level function that takes the arrays and the numbers the method reads of self "
+        "(def scale(x: np.ndarray, k: float)) and call it from the method (return scale(x, self.k)); or drop "
+        "fake= (the method's op then works eagerly and under torch.func, and torch.compile breaks the graph at "
+        "its call)."
+    )
+
+    class Fine:
+        @staticmethod
+        @ac.numpy_op(backward=lambda g, x, output: 2 * g, fake="x")
+        def doubled(x: np.ndarray) -> np.ndarray:
+            return x * 2
+
+        held = ac.numpy_op(np.sin, fake="x")
+
+    x, fine = torch.ones(2, requires_grad=True), Fine()
+    torch.compile(lambda v: fine.doubled(v).sum() + fine.held(v).sum(), fullgraph=True, backend="eager")(x).backward()
+    assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]  # the held op has no backward

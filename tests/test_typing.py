@@ -85,7 +85,7 @@ def test_the_plugin_catches_every_mistake_and_passes_every_correct_call(tmp_path
     correct calls (tensors where arrays are annotated, tensor results declared as tensors) none."""
     done = _mypy(MISTAKES, tmp_path, plugin=True)
     assert _errors(done, MISTAKES.name) == _marked(MISTAKES, "# E:"), done.stdout
-    assert len(_marked(MISTAKES, "# E:")) == 15
+    assert len(_marked(MISTAKES, "# E:")) == 16
 
 
 def test_the_plugin_keeps_the_typed_api_clean(tmp_path: pathlib.Path) -> None:

@@ -74,6 +74,7 @@ class _NumpyFunction(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> Any:
         args, outputs = saved(ctx)
         spec: OpSpec = ctx.spec
+        grads = grads[: len(grads) - len(spec.residuals)]  # the residuals' are zeros: no one reads them
         if spec.backward is None:
             raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
         if transforming() is None and not torch.is_grad_enabled():  # a plain backward: no node to record
@@ -102,14 +103,20 @@ class _NumpyFunction(torch.autograd.Function):
         given = [torch.zeros_like(a) if t is None else t for a, t in zip(tensors, given, strict=True)]
         call = _Call(ctx, len(given), len(tensors))
         found = _NumpyJvp.apply(spec, call, *given, *tensors, *outputs)  # type: ignore[no-untyped-call, unused-ignore]
+        if spec.residuals:  # not differentiable: torch wants None for them
+            return (*found[: len(found) - len(spec.residuals)], *(None for _ in spec.residuals))
         return found if ctx.tuple_result else found[0]
 
 
 def _setup(ctx: Any, spec: OpSpec, kwargs: dict[str, Any], args: Any, output: Any) -> None:
-    """Keep what the backward and jvp need: the call, and which results carry no gradient."""
+    """Keep what the backward and jvp need: the call, and which results carry no gradient
+    (integer ones, and the residuals: no one but the rules sees them)."""
     results = output if isinstance(output, tuple) else (output,)
-    ctx.mark_non_differentiable(*(r for r in results if not (r.is_floating_point() or r.is_complex())))
-    ctx.spec, ctx.tuple_result = spec, isinstance(output, tuple)
+    kept = len(results) - len(spec.residuals)
+    ctx.mark_non_differentiable(
+        *(r for k, r in enumerate(results) if k >= kept or not (r.is_floating_point() or r.is_complex()))
+    )
+    ctx.spec, ctx.tuple_result = spec, spec.is_tuple(output)
     save(ctx, args, kwargs, results, forward=spec.jvp is not None)
 
 

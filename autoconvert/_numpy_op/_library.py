@@ -72,7 +72,10 @@ class Registration:
             kernel = _trampoline(me, name, Registration.backward)
             backward = _backward_op(library, f"{name}_backward", kernel, schema, spec.name)
             torch.library.register_autograd(
-                f"{NAMESPACE}::{name}", _autograd(backward), setup_context=_setup_context, lib=library
+                f"{NAMESPACE}::{name}",
+                _autograd(backward, len(spec.residuals)),
+                setup_context=_setup_context,
+                lib=library,
             )
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -83,7 +86,8 @@ class Registration:
 
     def backward(self, grads: list[torch.Tensor], outputs: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         """The NumPy backward's gradients, one tensor per tensor argument, in order."""
-        found = self.spec.gradients(grads, args, kwargs, outputs, tuple_result=self.schema.results > 1)
+        results = self.schema.results - len(self.spec.residuals)
+        found = self.spec.gradients(grads, args, kwargs, outputs, tuple_result=results > 1)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         # An op returns tensors only: no gradient (or an integer input's) is zeros, never read.
         return [
@@ -131,9 +135,13 @@ def _setup_context(ctx: Any, inputs: Sequence[Any], output: Any, keyword_only_in
     save(ctx, inputs, keyword_only_inputs or {}, output if isinstance(output, tuple) else (output,))
 
 
-def _autograd(backward: Callable[..., Any]) -> Callable[..., Any]:
+def _autograd(backward: Callable[..., Any], residuals: int) -> Callable[..., Any]:
+    """The op's backward formula: the backward op, given the results' gradients (the
+    ``residuals`` last results, the rules' alone, have none to give)."""
+
     def gradients(ctx: Any, *grads: Any) -> tuple[Any, ...]:
         args, outputs = saved(ctx)
+        grads = grads[: len(grads) - residuals]
         found = placed(args, backward(list(grads), list(outputs), *args, **ctx.kwargs))
         # One per argument: None for non-tensors and integer tensors.
         return tuple(

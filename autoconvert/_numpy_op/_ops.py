@@ -23,7 +23,7 @@ from autoconvert._errors import GradientError, message
 from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
-from autoconvert._options._checks import Fake, Rule, Vmap
+from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
 from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
     OpOptions,
@@ -77,6 +77,7 @@ def numpy_op(
     fake: Fake,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> NumpyOp[..., Any]: ...
 @overload
@@ -88,6 +89,7 @@ def numpy_op(
     fake: None = None,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> Callable[..., Any]: ...
 @overload
@@ -99,6 +101,7 @@ def numpy_op(
     fake: Fake,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> FakeOpDecorator: ...
 @overload
@@ -110,6 +113,7 @@ def numpy_op(
     fake: None = None,
     vmap: Vmap = "sequential",
     jvp: Rule = None,
+    residuals: Residuals = (),
     **options: Unpack[OpOptions],
 ) -> OpDecorator: ...
 def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
@@ -117,8 +121,8 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Args:
         fn: the NumPy function (bare use), or omitted (``@numpy_op(backward=...)``).
-        backward: ``backward(grad, *args, output=output, **kwargs)``, all as arrays:
-            ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
+        backward: ``backward(grad, *args, output=output, **kwargs)``, all as read-only arrays
+            (private writable copies with ``copy=True``): ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
             and ``kwargs`` the call's arguments, ``output`` the forward result. It returns
             one gradient per positional tensor argument: a single array when there is one,
             a tuple otherwise, ``None`` where no gradient flows.
@@ -143,6 +147,13 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             arrays: ``tangent`` is the tangent of the positional tensor argument (a tuple of
             one per such argument when there are several); it returns the result's tangent
             (a tuple for a tuple result; ``None`` where a tangent is zero). ``torch.func.jvp`` and ``jacfwd`` need it.
+        residuals: what the forward saves for its rules, as JAX's ``custom_vjp`` forward does: a
+            name, or a tuple of names. ``fn`` then returns its results and after them one array
+            per name (``return output, matrix``); the caller gets the results alone, and
+            ``backward`` and ``jvp`` get each residual as a read-only array by its name
+            (``backward(grad, *args, output=output, matrix=matrix, **kwargs)``). They cross as
+            results do, once, and are kept by autograd with the op's node. ``fake`` describes
+            them too, after the results.
         **options: the options of ``accepts_numpy`` (``copy``, ``writeback``, ``grad``,
             ``nested``, ``sparse``) and ``returns_tensor`` (``device``, ``dtype``,
             ``sparse_layout``). ``writeback`` declares the tensor arguments mutated.
@@ -197,6 +208,8 @@ def _make_op(
     backward, fake, jvp = settings.backward, settings.fake, settings.jvp
     policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
     name = function_name(fn)
+    if settings.residuals:
+        _check_residuals(fn, name, settings)
     # With no rule given, a SciPy function's rule from the catalogue (none for writeback=True).
     rule = rule_for(fn) if backward is None and jvp is None and not policy.writeback else None
     if rule is not None:
@@ -220,25 +233,31 @@ def _make_op(
         vectorized=settings.vmap == "vectorized",
         jvp=jvp,
         catalogued=rule is not None,
+        private=policy.copy is True,
+        residuals=settings.residuals,
     )
     bind = _binder(fn)
+    returned = spec.returned if spec.residuals else None  # the caller gets the results alone
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
             if registered is None:  # dynamo must not trace the NumPy body: a graph break
-                return opaque(apply_traced, spec, kwargs, *args)
+                result = opaque(apply_traced, spec, kwargs, *args)
+                return result if returned is None else returned(result)
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
-            return registered.forward(*args, **kwargs)
-        if transforming() is None and (
+            result = registered.forward(*args, **kwargs)
+        elif transforming() is None and (
             spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
         ):
             # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
             # fewer on every eager call).
-            return spec.run(args, kwargs)
-        if kwargs:
-            args, kwargs = bind(args, kwargs)
-        return apply_op(spec, kwargs, *args)
+            result = spec.run(args, kwargs)
+        else:
+            if kwargs:
+                args, kwargs = bind(args, kwargs)
+            result = apply_op(spec, kwargs, *args)
+        return result if returned is None else returned(result)
 
     op = _Op.made(call, fn, (fn, settings, checked), home)
     op._forward, op._rule = forward, rule  # what autoconvert.explain shows
@@ -298,6 +317,26 @@ class _Op:
             return self
         return types.MethodType(self, instance)
 
+    def __set_name__(self, owner: type, name: str) -> None:
+        """An op with ``fake=`` that binds (see ``__get__``) is refused as its class is made: its
+        torch op would take the instance, which no torch.library schema can hold."""
+        fn = self.__wrapped__
+        if self._recipe[1].fake is None or not isinstance(fn, types.FunctionType):
+            return
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {function_name(fn)}",
+                "fake=",
+                "registers a torch op, whose arguments are tensors and numbers; read from an instance, a "
+                "method's op takes the instance as its first argument, which torch.compile cannot pass to it",
+                f"the method {owner.__qualname__}.{name}",
+                "decorate a module-level function that takes the arrays and the numbers the method reads of "
+                "self (def scale(x: np.ndarray, k: float)) and call it from the method (return scale(x, self.k)); "
+                "or drop fake= (the method's op then works eagerly and under torch.func, and torch.compile "
+                "breaks the graph at its call)",
+            )
+        )
+
     # Atomic to copy, as functions are: a deepcopy of a module holding an op keeps it (by its
     # recipe it would be made again, its torch op with it).
     def __copy__(self) -> _Op:
@@ -315,7 +354,12 @@ class _Op:
         if self._rule is not None:
             backward, jvp = self._rule.describe(), "the rule's" if self._rule.jvp is not None else "none"
         notes = (
-            f"numpy_op(): a torch op; backward={backward}, fake={own.fake!r}, vmap={own.vmap!r}, jvp={jvp}.",
+            f"numpy_op(): a torch op; backward={backward}, fake={own.fake!r}, vmap={own.vmap!r}, jvp={jvp}"
+            + (
+                f", residuals={own.residuals!r} (returned after the results, kept for the rules)."
+                if own.residuals
+                else "."
+            ),
             "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
             "any other call runs the pair below directly.",
         )
@@ -375,6 +419,36 @@ def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool)
             )
         ) from None
     return schema
+
+
+def _check_residuals(fn: Callable[..., Any], name: str, settings: OpSettings) -> None:
+    """``residuals=`` names what only the rules read: an op with one, by names its rules'
+    other keywords do not take."""
+    if settings.backward is None and settings.jvp is None:
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {name}",
+                "residuals=",
+                "saves arrays for the backward and jvp, and the op has neither",
+                repr(settings.residuals),
+                "pass backward= (or jvp=) that takes them by name, or drop residuals=",
+            )
+        )
+    try:
+        taken = {"output", *inspect.signature(fn).parameters}
+    except (TypeError, ValueError):
+        taken = {"output"}
+    clash = [n for n in settings.residuals if n in taken]
+    if clash:
+        raise TypeError(
+            message(
+                f"autoconvert.numpy_op() on {name}",
+                f"residual {clash[0]!r}",
+                "is a name the rules already get (output=, or the function's own parameter)",
+                repr(settings.residuals),
+                "name the residual something else",
+            )
+        )
 
 
 def _binder(

@@ -18,6 +18,8 @@ from autoconvert._conversions._to_torch import state_refusal
 from autoconvert._decorators._plain import to_numpy, to_tensor
 from autoconvert._errors import ConversionError, message
 
+from ._handed import call_rule
+
 
 @dataclasses.dataclass(frozen=True, eq=False, slots=True)
 class OpSpec:
@@ -33,6 +35,8 @@ class OpSpec:
     ``jvp``: the NumPy forward-mode rule, or None. ``catalogued``: the backward and jvp are a
     catalogue rule's (autoconvert._gradients), called with the arguments as one list and told
     which of them are tensors, so that they compute the gradients of those alone.
+    ``private``: a user's rules get writable copies of what they are handed (``copy=True``),
+    else read-only views (see ``_handed``).
     """
 
     forward: Callable[..., Any]
@@ -44,6 +48,8 @@ class OpSpec:
     vectorized: bool = False
     jvp: Callable[..., Any] | None = None
     catalogued: bool = False
+    private: bool = False
+    residuals: tuple[str, ...] = ()
 
     def run(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """The forward's result: a tensor or a tuple of tensors, checked."""
@@ -65,6 +71,17 @@ class OpSpec:
                     else "annotate the function's return, e.g. -> tuple[np.ndarray, np.ndarray], or fix fake=",
                 )
             )
+        if self.residuals and (not isinstance(result, tuple) or count <= len(self.residuals)):
+            raise ConversionError(
+                message(
+                    self.name,
+                    "the result",
+                    f"must be a tuple of the results and then {len(self.residuals)} residual(s) "
+                    f"({', '.join(self.residuals)}), as residuals= says",
+                    f"{type(result).__name__} of {count}",
+                    "return the results, then the residuals: return output, " + ", ".join(self.residuals),
+                )
+            )
         if self.results is None:
             return result
         if not self.shares:
@@ -72,6 +89,24 @@ class OpSpec:
         inputs = [_span(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
         fresh = tuple(r.clone() if _overlaps(_span(r), inputs) else r for r in results)
         return fresh if self.results > 1 else fresh[0]
+
+    def returned(self, result: Any) -> Any:
+        """What the caller gets of the forward's ``result``: its results, without the residuals."""
+        results = result[: -len(self.residuals)]
+        return results if len(results) > 1 else results[0]
+
+    def is_tuple(self, result: Any) -> bool:
+        """Whether the caller gets a tuple of the forward's ``result`` (see ``returned``)."""
+        return isinstance(result, tuple) and (not self.residuals or len(result) - len(self.residuals) > 1)
+
+    def _saved(self, outputs: Sequence[Any], tuple_result: bool) -> tuple[Sequence[Any], dict[str, Any]]:
+        """The forward's results (residuals left out), and what its rules get of them by keyword:
+        ``output`` (a tuple when the caller gets one), and each residual by its name."""
+        kept = len(self.residuals)
+        results = outputs[: len(outputs) - kept]
+        saved = {"output": tuple(results) if tuple_result else results[0]}
+        saved.update(zip(self.residuals, outputs[len(outputs) - kept :], strict=True))
+        return results, saved
 
     def gradients(
         self,
@@ -87,13 +122,16 @@ class OpSpec:
         ``shaped``: each in its argument's shape (reshaped, or summed over broadcast axes),
         else as the backward gave it (a vectorized backward's per-sample gradients)."""
         assert self.backward is not None  # only differentiable ops are asked
-        output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
-        grad = to_numpy(tuple(grads) if tuple_result else grads[0])
-        if self.catalogued:
+        grad = tuple(grads) if tuple_result else grads[0]
+        if self.catalogued:  # the library's own rules, which write into nothing they are handed
             places = [isinstance(a, torch.Tensor) for a in args]
-            found = self.backward(grad, to_numpy(list(args)), to_numpy(kwargs), output, places)
+            output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
+            found = self.backward(to_numpy(grad), to_numpy(list(args)), to_numpy(kwargs), output, places)
         else:
-            found = self.backward(grad, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+            _, saved = self._saved(outputs, tuple_result)
+            found = call_rule(
+                self.backward, grad, args, kwargs, saved, role="backward", op=self.name, private=self.private
+            )
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if len(tensors) == 1 and not isinstance(found, (tuple, list)):
             found = (found,)
@@ -124,30 +162,33 @@ class OpSpec:
     ) -> tuple[torch.Tensor, ...]:
         """The NumPy jvp rule's tangent of each output, given one tangent per positional tensor
         argument, on each output's device and dtype (and ``shaped`` as it, see ``gradients``);
-        ``None`` is a zero tangent, as ``None`` from the backward is a zero gradient."""
+        ``None`` is a zero tangent, as ``None`` from the backward is a zero gradient. The
+        residuals, outputs of the autograd node too, get zeros (a tangent per output under vmap)."""
         assert self.jvp is not None  # only ops with a rule are asked
-        tangent = to_numpy(tuple(tangents) if len(tangents) != 1 else tangents[0])
-        output = to_numpy(tuple(outputs) if len(outputs) != 1 else outputs[0])
-        if self.catalogued:
+        results, saved = self._saved(outputs, len(outputs) - len(self.residuals) != 1)
+        if self.catalogued:  # the library's own rules, which write into nothing they are handed
             places = [isinstance(a, torch.Tensor) for a in args]
+            output = to_numpy(saved["output"])
             found = self.jvp(to_numpy(list(tangents)), to_numpy(list(args)), to_numpy(kwargs), output, places)
         else:
-            found = self.jvp(tangent, *to_numpy(list(args)), output=output, **to_numpy(kwargs))
+            tangent = tuple(tangents) if len(tangents) != 1 else tangents[0]
+            found = call_rule(self.jvp, tangent, args, kwargs, saved, role="jvp", op=self.name, private=self.private)
         found = tuple(found) if isinstance(found, (tuple, list)) else (found,)
-        if len(found) != len(outputs):
+        if len(found) != len(results):
             raise ConversionError(
                 message(
                     self.name,
                     "the jvp",
-                    f"must return {len(outputs)} tangent(s), one per result",
+                    f"must return {len(results)} tangent(s), one per result",
                     f"{type(found).__name__} of {len(found)}",
                     "return a single array for one result, else a tuple with one tangent per result",
                 )
             )
-        return tuple(
+        given = (
             torch.zeros_like(o) if t is None else self._like(t, o, shaped, f"the jvp's tangent of result {k}")
-            for k, (o, t) in enumerate(zip(outputs, found, strict=True))
+            for k, (o, t) in enumerate(zip(results, found, strict=True))
         )
+        return (*given, *map(torch.zeros_like, outputs[len(results) :]))
 
     def _like(self, value: Any, reference: torch.Tensor, shaped: bool, where: str) -> torch.Tensor:
         """A NumPy rule's array as a tensor on ``reference``'s device and (inexact) dtype, and

@@ -28,6 +28,7 @@ DtypeLike = torch.dtype | Literal["input"] | None
 Vmap = Literal["sequential", "vectorized"]
 Rule = Callable[..., Any] | None  # numpy_op's backward= and jvp=
 Fake = Callable[..., Any] | str | tuple[str, ...]
+Residuals = str | tuple[str, ...]  # numpy_op's residuals=: the names its rules get them by
 Seed = int | np.random.SeedSequence | None
 Native = Literal["auto"] | bool  # torchify's native=
 ArrayModule = Literal["auto", "numpy", "cupy"]  # torchify's array_module=
@@ -138,6 +139,16 @@ def fake(value: object) -> object:
     """Passed on: what ``fake=`` names is checked against the function's parameters, when the
     op is made (the message names the function)."""
     return value
+
+
+def residuals(value: object) -> tuple[str, ...]:
+    """Names, in the order the function returns its residuals (after its results)."""
+    names = (value,) if isinstance(value, str) else value
+    if not isinstance(names, tuple) or not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise TypeError(f"takes a name, or a tuple of names, the rules get the residuals by; got {value!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"takes distinct names, got {value!r}")
+    return names
 
 
 def count(unit: str) -> Callable[[object], int | None]:

@@ -34,6 +34,7 @@ from ._checks import (
     Grad,
     Names,
     Native,
+    Residuals,
     Rule,
     Seed,
     Sparse,
@@ -209,6 +210,13 @@ class OpSettings:
         "numpy_op",
         "jvp(tangent, *args, output=output, **kwargs) as arrays: forward-mode gradients",
         checks.rule("jvp", "tangent"),
+    )
+    residuals: tuple[str, ...] = _option(
+        (),
+        "numpy_op",
+        "names of arrays the function returns after its results, handed to backward and jvp by keyword",
+        checks.residuals,
+        accepts=Residuals,
     )
 
 

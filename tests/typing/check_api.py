@@ -57,6 +57,16 @@ def sine(x: Array) -> Array:
     return np.sin(x)
 
 
+def cosine_backward(g: Array, x: Array, output: Array, sin: Array) -> Array:
+    grad: Array = -g * sin
+    return grad
+
+
+@ac.numpy_op(backward=cosine_backward, residuals="sin")
+def cosine(x: Array) -> tuple[Array, Array]:
+    return np.cos(x), np.sin(x)
+
+
 @ac.adapt
 def centred(img: Array) -> Array:
     out: Array = img - img.mean()
@@ -83,6 +93,7 @@ pair_out: tuple[torch.Tensor, torch.Tensor] = pair()  # containers are converted
 predicted: Array = Model().predict(np.zeros(1))
 assert_type(Model.build(torch.zeros(1)), Model)
 sine_out: torch.Tensor = sine(torch.zeros(1))  # fake=: a NumpyOp
+cosine_out: torch.Tensor = cosine(torch.zeros(1))  # residuals=: the caller gets the result alone
 assert_type(centred(torch.zeros(1)), Any)  # adapt: the caller's kind comes back, tensors or arrays
 assert_type(scaled(np.zeros(1), 2.0), Any)
 assert_type(Transform(), Transform)  # a class keeps its type

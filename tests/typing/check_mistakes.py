@@ -1,5 +1,5 @@
 # pyright: strict
-"""A typed user's file: decorated NumPy code called from torch code, with 15 mistakes.
+"""A typed user's file: decorated NumPy code called from torch code, with 16 mistakes.
 
 tests/test_typing.py checks it with mypy --strict and autoconvert.mypy_plugin: each line
 with an ``E:`` comment gives exactly the error code it names, and every other line none (the correct
@@ -52,6 +52,23 @@ def compiled_sine(x: Array, scale: float = 1.0) -> Array:
     return out
 
 
+class Layer:
+    """A method's op with fake=: refused as the class is made (its op cannot take the instance)."""
+
+    k = 2.0
+
+    @ac.numpy_op(fake="x")  # E: [misc]
+    def scale(self, x: Array) -> Array:
+        out: Array = x * self.k
+        return out
+
+    @staticmethod
+    @ac.numpy_op(fake="x")
+    def doubled(x: Array) -> Array:
+        out: Array = x * 2
+        return out
+
+
 @ac.batched(chunksize=4, dtype=torch.float32)
 def row_norm(row: Array, order: int = 2) -> float:
     return float(np.linalg.norm(row, ord=order))
@@ -69,6 +86,7 @@ highest: torch.Tensor = peak(x, axis=0)
 summed: float = total(x)
 waves: torch.Tensor = sine(x)
 compiled: torch.Tensor = compiled_sine(x, scale=2.0)
+static: torch.Tensor = Layer.doubled(x)
 norms = row_norm(batch, order=1)
 ragged = row_norm([torch.rand(3), torch.rand(5)])
 
