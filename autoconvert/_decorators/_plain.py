@@ -15,6 +15,7 @@ from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor
 from autoconvert._errors import LeafError, keystr
+from autoconvert._failures._traceback import boundary
 from autoconvert._options._checks import DeviceLike, DtypeLike, Grad, Sparse
 from autoconvert._options._config import active
 from autoconvert._options._escape import compiling, opaque
@@ -27,6 +28,7 @@ from autoconvert._options._signature import _TENSORS, Parameters
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 
 
+@boundary
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """``obj`` with every tensor in it as a NumPy array, for code that can't take a decorator.
 
@@ -58,6 +60,7 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
 def to_tensor(obj: NDArray[Any] | np.generic, **options: Unpack[TensorOptions]) -> torch.Tensor: ...
 @overload
 def to_tensor(obj: Any, **options: Unpack[TensorOptions]) -> Any: ...
+@boundary
 def to_tensor(obj: Any, **options: Any) -> Any:
     """``obj`` with every NumPy array and scalar in it as a tensor.
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 
 import torch
 
-from autoconvert._errors import GradientError, message
+from autoconvert._errors import ConversionError, GradientError, message
+from autoconvert._failures._traceback import filter_traceback
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described
 from autoconvert._options._checks import Fake, Rule, Vmap
@@ -215,20 +216,24 @@ def _make_op(fn: Callable[..., Any], settings: OpSettings, checked: dict[str, An
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
-            if registered is None:  # dynamo must not trace the NumPy body: a graph break
+            if registered is None:  # dynamo must not trace the NumPy body: a graph break, outside any try
                 return opaque(apply_traced, spec, kwargs, *args)
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
             return registered.forward(*args, **kwargs)
-        if transforming() is None and (
-            spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
-        ):
-            # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
-            # fewer on every eager call).
-            return spec.run(args, kwargs)
-        if kwargs:
-            args, kwargs = bind(args, kwargs)
-        return apply_op(spec, kwargs, *args)
+        try:  # the boundary where autoconvert's errors leave (see _traceback)
+            if transforming() is None and (
+                spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+            ):
+                # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
+                # fewer on every eager call).
+                return spec.run(args, kwargs)
+            if kwargs:
+                args, kwargs = bind(args, kwargs)
+            return apply_op(spec, kwargs, *args)
+        except ConversionError as e:
+            filter_traceback(e)
+            raise
 
     op = _Op.made(call, fn, (fn, settings, checked), home)
     op._forward = forward  # what autoconvert.explain shows
