@@ -120,18 +120,19 @@ def test_an_autoconvert_error_s_traceback_holds_the_user_s_frames_only(entry: st
     assert _frames(error.__traceback__) == [(HERE, "_raised"), *((HERE, name) for name in names)]
 
 
-def test_the_user_s_own_exception_keeps_every_frame() -> None:
-    """An exception the function raises is the user's: its traceback keeps the flat call's frame
-    (where the function was called) and the function's own."""
+def test_the_user_s_own_exception_keeps_every_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception the function raises is the user's: its traceback is the one it has with
+    filtering off, autoconvert's frames between the caller and the function included."""
 
     def lookup(a: np.ndarray) -> None:
         raise KeyError("missing")
 
-    error = _raised(lambda: ac.accepts_numpy(lookup)(torch.ones(2)))
-    assert type(error) is KeyError
-    frames = _frames(error.__traceback__)
-    assert frames[:2] == [(HERE, "_raised"), (HERE, "<lambda>")] and frames[-1] == (HERE, "lookup")
-    assert [name for _, name in frames[2:-1]] == ["__call__"] and frames[2][0].startswith("<autoconvert flat call")
+    checked = ac.accepts_numpy(lookup)
+    filtered = _frames(_raised(lambda: checked(torch.ones(2))).__traceback__)
+    monkeypatch.setenv("AUTOCONVERT_TRACEBACK_FILTERING", "off")
+    assert filtered == _frames(_raised(lambda: checked(torch.ones(2))).__traceback__)
+    assert filtered[:2] == [(HERE, "_raised"), (HERE, "<lambda>")] and filtered[-1] == (HERE, "lookup")
+    assert len(filtered) > 3  # autoconvert's call of the function is there
 
 
 def test_the_cause_of_a_read_only_error_is_the_user_s_exception_as_raised() -> None:
