@@ -50,7 +50,7 @@ def boundary(function: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(function)
     def bounded(*args: P.args, **kwargs: P.kwargs) -> R:
-        if compiling():  # dynamo cannot break its graph inside a try block: the function's escape
+        if compiling():  # pragma: no cover - under dynamo, which cannot break its graph inside a try block
             return function(*args, **kwargs)
         try:
             return function(*args, **kwargs)
