@@ -6,6 +6,8 @@
   machine and versions the run names.
 - The API page's table of options, written from the package's own table
   (``autoconvert._options._options.OPTIONS``), where the page says ``<!-- options table -->``.
+- The version the site describes, from the package's ``__version__`` (its one source): in the
+  site's name, on every page's header, and where a page says ``<!-- version -->``.
 - Notes for readers of a page's Markdown on a repository host (what its ``:::`` and
   ``--8<--`` lines stand for), left out of the site.
 """
@@ -30,6 +32,18 @@ def on_files(files: Any, config: Any) -> Any:
 
 
 OPTIONS_MARK = "<!-- options table -->"
+VERSION_MARK = "<!-- version -->"
+
+
+def _version() -> str:
+    from autoconvert import __version__
+
+    return __version__
+
+
+def on_config(config: Any) -> Any:
+    config["site_name"] = f"{config['site_name']} {_version()}"
+    return config
 
 
 #: A note for readers of the Markdown source on a repository host, which the site leaves out.
@@ -39,6 +53,7 @@ REPOSITORY_ONLY = re.compile(r"<!-- repository only -->\n.*?<!-- /repository onl
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if OPTIONS_MARK in markdown:
         markdown = markdown.replace(OPTIONS_MARK, options_table())
+    markdown = markdown.replace(VERSION_MARK, _version())
     return REPOSITORY_ONLY.sub("", markdown)
 
 

@@ -194,7 +194,10 @@ def test_options_about_parameters_and_containers_are_not_batched_s() -> None:
     )
     with pytest.raises(TypeError) as info:
         ac.batched(centred, dtype="float32")
-    assert str(info.value) == "autoconvert.batched(): dtype= takes None, 'input' or a torch.dtype, got 'float32'"
+    assert str(info.value) == (
+        "autoconvert.batched(): dtype= takes None, 'input' or a torch.dtype, got 'float32'. Fix: pass torch.float32, "
+        "NumPy's float32 as a torch dtype"
+    )
 
 
 def test_a_fix_names_batched_where_batched_made_the_call() -> None:

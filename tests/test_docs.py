@@ -57,8 +57,13 @@ def test_the_pages_have_examples() -> None:
 
 
 def test_readme_quick_start_is_the_two_commands() -> None:
-    quick_start = README.read_text().split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    assert quick_start.strip().splitlines() == ['pip install -e ".[test]" && python -m autoconvert', "pytest"]
+    """The quick start's blocks: torch's CPU build where no GPU is, then install + self-check, and the tests."""
+    quick_start = README.read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = [block.split("```", 1)[0].strip().splitlines() for block in quick_start.split("```bash\n")[1:]]
+    assert blocks == [
+        ["pip install torch --index-url https://download.pytorch.org/whl/cpu"],
+        ['pip install -e ".[test]" && python -m autoconvert', "pytest"],
+    ]
 
 
 @pytest.mark.parametrize("module", [_decorators, _plain, _config, _explain, _containers], ids=lambda m: m.__name__)

@@ -49,7 +49,7 @@ def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None
         "requires grad is refused (GradientError); sparse tensors as scipy.sparse arrays; inside lists, tuples, "
         "dicts, namedtuples and dataclasses too\n"
         "    x      converted\n"
-        "    sigma  converted\n"
+        "    sigma  converted if a tensor; a float (its default: 1.0) passes as it is\n"
         "    mode   left as it is (only=/exclude=)\n"
         "Result: arrays and NumPy scalars become tensors on the device of the call's tensors (torch's default "
         "without any), sharing the array's memory where torch can, else copied once; NumPy's dtype, with "
@@ -63,6 +63,41 @@ def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None
     assert e.explicit == {"accepts_numpy": {"grad": "error", "exclude": frozenset({"mode"})}, "returns_tensor": {}}
     assert e.after is None and e.config == {}
     assert repr(e) == text
+
+
+def test_a_parameter_meant_for_a_plain_value_says_it_passes_as_it_is() -> None:
+    """A parameter annotated or defaulting to a bool, int, float, complex or str is not listed
+    as "converted" alone: a tensor passed there converts, the plain value passes as it is. A
+    None default or another annotation says nothing of what is passed."""
+
+    @ac.accepts_numpy
+    def f(
+        x,
+        sigma: float,
+        n: int,
+        *,
+        scale=2.5,
+        on=True,
+        mode="wrap",
+        z=1j,
+        k: float = 3,
+        bins=None,
+        w: np.ndarray | int = 1,
+    ):
+        return x
+
+    assert ac.explain(f).parameters == (
+        ("x", "converted"),
+        ("sigma", "converted if a tensor; a float (annotated) passes as it is"),
+        ("n", "converted if a tensor; an int (annotated) passes as it is"),
+        ("scale", "converted if a tensor; a float (its default: 2.5) passes as it is"),
+        ("on", "converted if a tensor; a bool (its default: True) passes as it is"),
+        ("mode", "converted if a tensor; a str (its default: 'wrap') passes as it is"),
+        ("z", "converted if a tensor; a complex (its default: 1j) passes as it is"),
+        ("k", "converted if a tensor; a float (its default: 3) passes as it is"),
+        ("bins", "converted"),
+        ("w", "converted if a tensor; an int (its default: 1) passes as it is"),
+    )
 
 
 def test_printed_by_default_it_is_short_the_call_path_first() -> None:
@@ -83,7 +118,7 @@ def test_printed_by_default_it_is_short_the_call_path_first() -> None:
             path if FLAT else f"Call path: {e.path}. {e.why}",
             f"Arguments: {e.arguments}",
             "    x      converted",
-            "    sigma  converted",
+            "    sigma  converted if a tensor; a float (its default: 1.0) passes as it is",
             "    mode   left as it is (only=/exclude=)",
             f"Result: {e.result}",
             "Options: given: accepts_numpy(exclude=['mode']), the rest default",
@@ -208,7 +243,8 @@ def test_methods_and_out_parameters_are_named_as_such() -> None:
             return np.add(a, b, out=out)
 
     instance = ("self", "the instance: never converted")
-    assert ac.explain(Filters().scale).parameters == (instance, ("a", "converted"), ("k", "converted"))
+    k = ("k", "converted if a tensor; a float (annotated) passes as it is")
+    assert ac.explain(Filters().scale).parameters == (instance, ("a", "converted"), k)
     assert ac.explain(Filters.scale).parameters == ac.explain(Filters().scale).parameters
     assert ac.explain(Filters.made).parameters == (("cls", "the class: never converted"), ("a", "converted"))
     out = "an out-parameter: a tensor here is handed over writable, returned as itself"

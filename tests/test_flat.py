@@ -688,7 +688,7 @@ def test_a_selection_converts_the_selected_parameters_on_the_exact_forms_only() 
     assert placed(np.ones(1), np.ones(1)) == ("Tensor", "ndarray")
     assert type(placed).__call__.__code__.co_filename.startswith("<autoconvert flat call")
     delegating = type(added).__call__.__code__.co_filename
-    assert linecache.getline(delegating, 2).strip() == "return generic(wrapped, instance, args, kwargs)"
+    assert linecache.getline(delegating, 3).strip() == "return generic(wrapped, instance, args, kwargs)"
 
 
 def bound_as(function: Any) -> list[tuple[str, Any, Any]]:

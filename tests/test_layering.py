@@ -80,6 +80,7 @@ ORDER = [
     "_spec._spec",
     "_failures._guards",
     "_failures._failures",
+    "_failures._traceback",
     "_generation._exact",
     "_generation._generate",
     "_generation._specialise",

@@ -192,6 +192,7 @@ def test_stats_count_the_calls_each_path_takes() -> None:
         "conversion",
         "in",
         "function",
+        "observing",
     ]
 
 

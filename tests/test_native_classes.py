@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import pickle
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,6 +91,63 @@ def test_without_the_mode_classes_convert_and_native_true_says_how_to_turn_it_on
         f"autoconvert.torchify(native=True): scipy.spatial.transform._rotation.Rotation has no torch path of its own: "
         f"{off}"
     )
+
+
+@pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
+@pytest.mark.skipif(not DECLARES, reason="this SciPy declares no torch path of its own")
+def test_without_the_mode_a_classmethod_says_why_and_how_to_keep_its_gradient() -> None:
+    """explain's note and the gradient warning of a classmethod SciPy declares a torch path
+    for say how to take it, as a module's function does."""
+    from_euler = ac.torchify(scipy.spatial.transform.Rotation).from_euler
+    assert ac.explain(from_euler).notes == (
+        "SciPy's own torch path is not taken: SciPy's array API mode is off. Fix: set SCIPY_ARRAY_API=1 before "
+        "SciPy is imported",
+    )
+    with pytest.warns(ac.GradientWarning) as warned:
+        from_euler("z", torch.tensor([0.5], dtype=torch.float64, requires_grad=True))
+    assert str(warned[0].message) == (
+        "Rotation.from_euler(): argument angles requires grad, and NumPy code cannot pass gradients back: it was "
+        "detached, so no gradient flows through this call. To keep the gradient, set SCIPY_ARRAY_API=1 before SciPy "
+        "is imported: SciPy runs Rotation.from_euler on torch tensors itself, gradients kept, and torchify's "
+        "native='auto' (the default) takes that path. To silence this, pass grad='detach' (in the ac.torchify(..., "
+        "grad='detach') call that made it, or a with ac.config(grad='detach'): block around the call; grad='error' "
+        "forbids it), or call under torch.no_grad()"
+    )
+
+
+@pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
+@pytest.mark.skipif(not DECLARES, reason="this SciPy declares no torch path of its own")
+def test_the_mode_asked_for_after_scipy_was_imported_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SciPy reads SCIPY_ARRAY_API once, when imported: set later, the note says so."""
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
+    assert ac.explain(ac.torchify(scipy.spatial.transform.Rotation).from_quat).notes == (
+        "SciPy's own torch path is not taken: SciPy's array API mode is off: SCIPY_ARRAY_API=1 was set after SciPy "
+        "was imported, and SciPy reads it once, when first imported. Fix: set it before SciPy is imported (in the "
+        "shell, or at the top of the program's first module)",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DECLARES, reason="this SciPy declares no torch path of its own")
+def test_in_the_mode_scipy_s_torch_asarray_warning_stays_inside_the_native_call() -> None:
+    """torch 2.13 warns once per process of torch.asarray's new requires_grad default, which
+    SciPy's torch code meets on the first tensor that requires grad: in a fresh process in the
+    mode, under warnings as errors, a native call with one raises no warning."""
+    code = textwrap.dedent(
+        """\
+        import warnings
+        warnings.simplefilter("error")
+        import scipy.spatial.transform, torch, autoconvert as ac
+        rotation = ac.torchify(scipy.spatial.transform).Rotation
+        assert ac.explain(rotation.from_euler).path == "native"
+        angles = torch.tensor([0.3, -0.2], dtype=torch.float64, requires_grad=True)
+        rotation.from_euler("zy", angles).apply(torch.ones(3, dtype=torch.float64)).sum().backward()
+        assert angles.grad is not None
+        torch.asarray(torch.ones(1, requires_grad=True))  # spent: torch warns once per process
+        """
+    )
+    env = {**os.environ, "SCIPY_ARRAY_API": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 # --------------------------------------------------------------------------- SciPy's classes

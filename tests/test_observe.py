@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -91,6 +92,7 @@ def test_stats_table_shows_each_function_and_only_causes_seen() -> None:
         "conversion",
         "in",
         "function",
+        "observing",
     ]
     assert set(lines[1]) == {"-"}
     assert lines[2].split()[:6] == ["flip", "1", "2", "1", "1", "8"]
@@ -138,6 +140,29 @@ def test_stats_see_only_their_own_thread_but_batched_threads_count() -> None:
         ac.batched(per_row_flip, workers=2, in_caller=False)(torch.ones(4, 3))
     assert s["flip"].calls == 4
     assert (s["per_row_flip"].calls, s["per_row_flip"].samples, s["per_row_flip"].batches_in_caller) == (1, 4, 0)
+    rows = {line.split()[0]: line.split() for line in str(s).splitlines()[2:]}
+    assert str(s).split()[:5] == ["function", "calls", "samples", "in", "caller"]
+    assert rows["flip"][:4] == ["flip", "4", "0", "0"] and rows["per_row_flip"][:4] == ["per_row_flip", "1", "4", "0"]
+
+
+def test_stats_time_the_conversion_the_function_and_their_own_watching_apart() -> None:
+    """The three times are apart: the function's sleep is in function_seconds only, the
+    watching (observing_seconds) is neither, and the three fit in the block's wall time."""
+
+    @ac.accepts_numpy
+    def nap(a: np.ndarray) -> None:
+        time.sleep(0.02)
+
+    nap(torch.ones(2))  # planned outside the block
+    with ac.stats() as s:
+        began = time.perf_counter()
+        for _ in range(3):
+            nap(torch.ones(2))
+        wall = time.perf_counter() - began
+    f = s[nap.__qualname__]
+    assert f.function_seconds >= 0.06 and f.conversion_seconds < 0.02 and 0 < f.observing_seconds < 0.02
+    assert f.conversion_seconds > 0
+    assert f.conversion_seconds + f.function_seconds + f.observing_seconds <= wall
 
 
 def test_stats_count_adapt_numpy_op_and_torchify() -> None:

@@ -281,6 +281,37 @@ class TestDtype:
             "autoconvert.to_tensor(): dtype= takes a floating, complex or integer dtype NumPy also has, got torch.qint8"
         )
 
+    @pytest.mark.parametrize(
+        ("given", "shown"),
+        [
+            (np.float32, "<class 'numpy.float32'>"),
+            (np.dtype(np.int16), "dtype('int16')"),
+            ("complex128", "'complex128'"),
+            (np.float16, "<class 'numpy.float16'>"),
+        ],
+    )
+    def test_a_numpy_dtype_is_refused_naming_the_torch_dtype(self, given: object, shown: str) -> None:
+        """dtype= is the result tensor's dtype, a torch.dtype, as torch's own functions take it:
+        a NumPy dtype (or its exact name) is refused with the torch dtype to pass instead."""
+        name = np.dtype(given).name  # type: ignore[call-overload]
+        with pytest.raises(TypeError) as info:
+            ac.returns_tensor(dtype=given)
+        assert str(info.value) == (
+            f"autoconvert.returns_tensor(): dtype= takes None, 'input' or a torch.dtype, got {shown}. "
+            f"Fix: pass torch.{name}, NumPy's {name} as a torch dtype"
+        )
+
+    @pytest.mark.parametrize("given", [np.bool_, "float", "f4", np.str_, np.dtype(">f4")])
+    def test_a_value_torch_has_no_one_dtype_for_gets_no_fix(self, given: object) -> None:
+        """bool results are never cast, 'float' is float64 to NumPy but float32 to torch, and
+        torch has no str or non-native dtype: no torch dtype is named for them."""
+        with pytest.raises(TypeError) as info:
+            ac.returns_tensor(dtype=given)
+        assert (
+            str(info.value)
+            == f"autoconvert.returns_tensor(): dtype= takes None, 'input' or a torch.dtype, got {given!r}"
+        )
+
 
 def _from_dlpack(a: np.ndarray) -> torch.Tensor:
     try:

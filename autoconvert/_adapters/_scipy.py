@@ -4,6 +4,7 @@ its functions run on torch tensors themselves (its array API mode)."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 from typing import Any
@@ -42,6 +43,12 @@ class SciPy(Adapter):
         if api is None:
             return "this SciPy declares no torch path of its own (SciPy's array API mode declares one)"
         if not array_api_mode():
+            if os.environ.get("SCIPY_ARRAY_API") == "1":  # SciPy reads it once, when first imported
+                return (
+                    "SciPy's array API mode is off: SCIPY_ARRAY_API=1 was set after SciPy was imported, and SciPy "
+                    "reads it once, when first imported. Fix: set it before SciPy is imported (in the shell, or at the "
+                    "top of the program's first module)"
+                )
             return f"SciPy's array API mode is off. Fix: {self.switch_on}"
         return None
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from autoconvert._errors import SequenceKey, keystr
+from autoconvert._failures._traceback import boundary
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import _shown, _Wrapper, unbound_instance, wrap
@@ -362,6 +363,7 @@ class Batched:
         self.__module__ = getattr(fn, "__module__", None) or __name__
         self.__doc__ = getattr(fn, "__doc__", None)
 
+    @boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._run((), args, kwargs)
 
@@ -543,6 +545,7 @@ class _Method:
     def __init__(self, batched: Batched, instance: Any, owner: Any) -> None:
         self._batched, self._instance, self._owner = batched, instance, owner
 
+    @boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._instance is None:
             return self._batched._run(args[:1], args[1:], kwargs)

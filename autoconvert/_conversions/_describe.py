@@ -47,13 +47,17 @@ def describe_sparse(m: Any) -> str:
     return f"{_qualified(type(m))}(shape={m.shape}, format={m.format!r})"
 
 
+def is_ours(filename: str) -> bool:
+    """Whether code in ``filename`` is autoconvert's (its generated code too) or wrapt's: not
+    the user's, for a warning's location and an error's traceback (see _failures._traceback)."""
+    return filename.startswith((_PACKAGE_DIR, GENERATED)) or _WRAPT_DIR in filename
+
+
 def warn_at_caller(text: str, category: type[Warning]) -> None:
     """Warn with the location of the first frame outside autoconvert (generated code too) and wrapt."""
     level = 2  # stacklevel=2 names sys._getframe(1), our caller
     frame = sys._getframe(1)
-    while frame is not None and (
-        frame.f_code.co_filename.startswith((_PACKAGE_DIR, GENERATED)) or _WRAPT_DIR in frame.f_code.co_filename
-    ):
+    while frame is not None and is_ours(frame.f_code.co_filename):
         frame = frame.f_back  # type: ignore[assignment]
         level += 1
     warnings.warn(text, category, stacklevel=level)

@@ -14,7 +14,8 @@ from numpy.typing import NDArray
 from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor
-from autoconvert._errors import LeafError, keystr
+from autoconvert._errors import ConversionError, LeafError, keystr
+from autoconvert._failures._traceback import filter_traceback
 from autoconvert._options._checks import DeviceLike, DtypeLike, Grad, Sparse
 from autoconvert._options._config import active
 from autoconvert._options._escape import compiling, opaque
@@ -47,10 +48,14 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
     """
     if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
         return opaque(to_numpy, obj, **options)
-    outputs, grad = _converter("to_numpy", options)
-    converted = outputs.convert(obj, [], [], ((), {}, None))
-    if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
-        grad.say([keystr("obj", path) for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
+    try:  # the boundary where autoconvert's errors leave (see _traceback)
+        outputs, grad = _converter("to_numpy", options)
+        converted = outputs.convert(obj, [], [], ((), {}, None))
+        if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
+            grad.say([keystr("obj", path) for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
+    except ConversionError as e:
+        filter_traceback(e)
+        raise
     return converted
 
 
@@ -82,8 +87,12 @@ def to_tensor(obj: Any, **options: Any) -> Any:
             return array_to_tensor(obj, _ON_CPU if default_device() is CPU else _DEFAULT.context([], []))
         except LeafError:
             pass
-    outputs, _ = _converter("to_tensor", options)
-    return outputs.convert(obj, [], [], ((), {}, None))
+    try:  # the boundary where autoconvert's errors leave (see _traceback)
+        outputs, _ = _converter("to_tensor", options)
+        return outputs.convert(obj, [], [], ((), {}, None))
+    except ConversionError as e:
+        filter_traceback(e)
+        raise
 
 
 class TensorOptions(TypedDict, total=False):

@@ -225,7 +225,7 @@ def _host(description: Description) -> Explanation:
         configurable=_configurable(plan.sides),
         config=dict(block.options) if block is not None else {},
         arguments=arguments_words(spec.policies, adapted),
-        parameters=parameters_words(spec),
+        parameters=parameters_words(spec, plan.params.scalars),
         result=result_words(spec.policies, adapts),
         after=AFTER_WORDS.get(spec.after),  # type: ignore[arg-type]
         path=path,

@@ -80,14 +80,15 @@ def _dtype(p: Policy) -> str:
     return ""
 
 
-def parameters_words(spec: Spec) -> tuple[tuple[str, str], ...]:
-    """Each parameter's step in words."""
+def parameters_words(spec: Spec, scalars: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Each parameter's step in words; ``scalars``: the parameters a plain Python value is
+    meant for (see Parameters.scalars), which a tensor-only conversion leaves as they are."""
     if spec.parameters is None:
         return (("(no signature)", "every argument " + _converted(spec.value)),)
-    return tuple((name, _parameter(name, step, spec.value)) for name, step in spec.parameters)
+    return tuple((name, _parameter(name, step, spec.value, scalars.get(name))) for name, step in spec.parameters)
 
 
-def _parameter(name: str, step: Step, value: Step) -> str:
+def _parameter(name: str, step: Step, value: Step, scalar: str | None) -> str:
     if step.kind == "instance":
         return f"the {'class' if name == 'cls' else 'instance'}: never converted"
     if step.kind == "asks":
@@ -96,7 +97,10 @@ def _parameter(name: str, step: Step, value: Step) -> str:
         return "an out-parameter: a tensor here is handed over writable, returned as itself"
     if step != value:
         return "left as it is (only=/exclude=)"
-    return _converted(step)
+    converted = _converted(step)
+    if scalar is not None and converted == "converted":
+        return f"converted if a tensor; {scalar} passes as it is"
+    return converted
 
 
 def _converted(step: Step) -> str:

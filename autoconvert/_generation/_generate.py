@@ -14,8 +14,13 @@ from ._exact import Shape
 
 def _opening(s: Script, kind: Kind) -> None:
     """Every form's first lines: the guards, in the generic call's order (the compile escape,
-    then the hand-over to a watched Runner), and the per-call state."""
+    then the hand-over to a watched Runner), and the per-call state. All but the compile
+    escape sit in the boundary where autoconvert's errors leave (closed by ``_closing``), which
+    costs nothing in CPython 3.11+ until something is raised; dynamo cannot break its graph
+    inside a try block, so the escape stays out of it."""
     s.add(1, "if compiling():", f"    return opaque(generic, wrapped, instance, {s.arguments})")
+    s.add(1, "try:")
+    s.base += 1
     s.add(1, "if active() is not None or profiler._is_profiler_enabled:")
     s.to_generic(2)
     if kind.retries:  # the guard's function refused read-only arrays once: it copies from then on
@@ -26,6 +31,13 @@ def _opening(s: Script, kind: Kind) -> None:
         s.add(1, "changes = None")
     if kind.places:
         s.add(1, "placed = None")
+
+
+def _closing(s: Script) -> None:
+    """The end of the boundary ``_opening`` opened: autoconvert's errors leave without its
+    frames (see _failures._traceback)."""
+    s.base -= 1
+    s.add(1, "except ConversionError as e:", "    filter_traceback(e)", "    raise")
 
 
 def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, keywords: str = "") -> None:
@@ -116,6 +128,7 @@ def _star_body(s: Script, head: str, kind: Kind) -> None:
     s.add(1, "else:")
     s.to_generic(2)
     emit_result(s, kind.result, stands_in=kind.stands_in)
+    _closing(s)
 
 
 def exact_source(
@@ -156,6 +169,7 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
     for k, step in enumerate(steps, first):
         defaulted = k in shape.defaulted
         part = s.part()
+        part.base = s.base  # inside the boundary
         emit_value(part, 2 if defaulted else 1, f"c{k}", step)
         if part.lines:
             s.add(1, f"c{k} = p{k}", *([f"if p{k} is not d{k}:"] if defaulted else []))
@@ -164,6 +178,20 @@ def _exact_body(s: Script, kind: Kind, method: bool, shape: Shape, steps: tuple[
     # The call's arguments as the generic call hands them: the instance is none of them.
     _called(s, 1, shape.passed(passed), shape.handed(passed, first), kind)
     emit_result(s, kind.result, stands_in=kind.stands_in)
+    _closing(s)
+
+
+def delegating_source(head: str) -> str:
+    """A form that hands every call to the generic call (see _specialise's ``_DELEGATING``),
+    inside the boundary but for the compile escape, as ``_opening`` lays it."""
+    s = Script()
+    s.add(0, f"def {head}:", "    if compiling():")
+    s.to_generic(2)
+    s.add(1, "try:")
+    s.base += 1
+    s.to_generic(1)
+    _closing(s)
+    return s.text()
 
 
 def leading_source(kind: Kind, count: int) -> str:

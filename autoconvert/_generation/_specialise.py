@@ -39,19 +39,20 @@ import torch
 from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._mutations import changed
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
-from autoconvert._errors import LeafError
+from autoconvert._errors import ConversionError, LeafError
 from autoconvert._failures._guards import Guarded
+from autoconvert._failures._traceback import filter_traceback
 from autoconvert._options._config import _ACTIVE
 from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._observe import PROFILER, Call
 from autoconvert._options._signature import given_args
-from autoconvert._spec._emit import ARGUMENTS, INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
+from autoconvert._spec._emit import INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
 from autoconvert._spec._inputs import NumpyInputs, TensorInputs
 from autoconvert._spec._outputs import TensorOutputs
 from autoconvert._spec._spec import Spec, finish_of
 
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
-from ._generate import exact_source, leading_source, star_source
+from ._generate import delegating_source, exact_source, leading_source, star_source
 
 #: A leading form's default for its parameters: nobody else's object, so never an argument.
 _MISSING = object()
@@ -174,6 +175,8 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "float16": torch.float16,
         "ndarray": np.ndarray,
         "LeafError": LeafError,
+        "ConversionError": ConversionError,
+        "filter_traceback": filter_traceback,
         "compiling": compiling,
         "opaque": opaque,
         "active": _ACTIVE.get,
@@ -242,9 +245,7 @@ _HEADS = (
 )
 #: The three forms for a plan with a selection (only=/exclude=), which the exact forms serve:
 #: without a signature to name the parameters by, each call goes to the generic call.
-_DELEGATING = tuple(
-    compiled(f"def {h}:\n    return generic(wrapped, instance, {ARGUMENTS})\n", "flat call") for h in _HEADS
-)
+_DELEGATING = tuple(compiled(delegating_source(h), "flat call") for h in _HEADS)
 
 
 def _items_code(step: Step) -> CodeType:

@@ -11,8 +11,9 @@ import torch
 from autoconvert._conversions._devices import settle, vote
 from autoconvert._conversions._tree import cycle_error, keep
 from autoconvert._conversions._writeback import handed_over
-from autoconvert._errors import LeafError
+from autoconvert._errors import ConversionError, LeafError
 from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
+from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._options._config import Config, active
 from autoconvert._options._escape import compiling, opaque
@@ -114,7 +115,7 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one frame per call, its boundary around it
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
@@ -130,55 +131,62 @@ class Runner:
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
-            # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call).
+            # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call), and
+            # cannot break its graph inside a try block.
             if compiling():
                 return opaque(call, wrapped, instance, args, kwargs)
-            if variants is not None:
-                config = active()
-                if config is not None or routes or profiler._is_profiler_enabled:
-                    return variants(config).call(wrapped, instance, args, kwargs)
-            shared: list[torch.Tensor] = []
-            odd: list[torch.Tensor] = []
-            given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
-            ctx: Context | None = None
-            if converts:
-                ctx = collected(shared, odd) if begin is None else begin(shared, odd, args, kwargs)
-                if prepare is not None:
-                    args, kwargs = prepare(args, kwargs, instance, ctx)
-                if convert_in is not None:
-                    args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
-                else:  # the hot loop: one dict lookup per argument, then its leaf function
-                    out: list[Any] = []
-                    key = None
-                    try:
-                        for a in args:
-                            handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]  # converts: set
-                            # Plain arguments (floats, strings) skip their identity handler, `keep`.
-                            out.append(a if handler is keep else handler(a, ctx))
-                        if kwargs:
-                            converted = {}
-                            for key, v in kwargs.items():
-                                converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
-                            kwargs = converted
-                    except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                        raise self.argument_error(e, instance, key, len(out), shared + odd) from None
-                    args = tuple(out)
-                if settles and odd:
-                    self.settle(odd, given, ctx)
-                if stands_in:
-                    noted(instance, shared + odd)
-            try:  # free in CPython 3.11+ when nothing is raised
-                result = wrapped(*args, **kwargs)
-            except BaseException as e:
-                failed(e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (shared or odd))
+            try:  # the boundary where autoconvert's errors leave: its frames are left out (see _traceback)
+                if variants is not None:
+                    config = active()
+                    if config is not None or routes or profiler._is_profiler_enabled:
+                        return variants(config).call(wrapped, instance, args, kwargs)
+                shared: list[torch.Tensor] = []
+                odd: list[torch.Tensor] = []
+                given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
+                ctx: Context | None = None
+                if converts:
+                    ctx = collected(shared, odd) if begin is None else begin(shared, odd, args, kwargs)
+                    if prepare is not None:
+                        args, kwargs = prepare(args, kwargs, instance, ctx)
+                    if convert_in is not None:
+                        args, kwargs = convert_in(args, kwargs, instance, ctx, odd)
+                    else:  # the hot loop: one dict lookup per argument, then its leaf function
+                        out: list[Any] = []
+                        key = None
+                        try:
+                            for a in args:
+                                handler = get(type(a)) or resolve(type(a))  # type: ignore[misc]  # converts: set
+                                # Plain arguments (floats, strings) skip their identity handler, `keep`.
+                                out.append(a if handler is keep else handler(a, ctx))
+                            if kwargs:
+                                converted = {}
+                                for key, v in kwargs.items():
+                                    converted[key] = (get(type(v)) or resolve(type(v)))(v, ctx)  # type: ignore[misc]
+                                kwargs = converted
+                        except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
+                            raise self.argument_error(e, instance, key, len(out), shared + odd) from None
+                        args = tuple(out)
+                    if settles and odd:
+                        self.settle(odd, given, ctx)
+                    if stands_in:
+                        noted(instance, shared + odd)
+                try:  # free in CPython 3.11+ when nothing is raised
+                    result = wrapped(*args, **kwargs)
+                except BaseException as e:
+                    failed(
+                        e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (shared or odd)
+                    )
+                    raise
+                if watches_body and type(result) is GeneratorType:
+                    result = self._watched_body(result, ctx, given, (args, kwargs), shared or odd)
+                if ended is not None:
+                    result = ended(ctx, given, (args, kwargs), result)
+                    if type(result) is Returned:  # an out-parameter's array: the caller's own tensor, written already
+                        return result.tensor
+                return result if finish is None else finish(result, shared, odd, given, ctx)
+            except ConversionError as e:
+                filter_traceback(e)
                 raise
-            if watches_body and type(result) is GeneratorType:
-                result = self._watched_body(result, ctx, given, (args, kwargs), shared or odd)
-            if ended is not None:
-                result = ended(ctx, given, (args, kwargs), result)
-                if type(result) is Returned:  # an out-parameter's array: the caller's own tensor, written already
-                    return result.tensor
-            return result if finish is None else finish(result, shared, odd, given, ctx)
 
         return call
 

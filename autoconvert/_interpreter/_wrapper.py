@@ -17,6 +17,7 @@ from typing import Any, cast
 import torch
 import wrapt
 
+from autoconvert._failures._traceback import boundary
 from autoconvert._options._escape import opaque
 from autoconvert._pickling import by_reference, locate, resolve, unwrap
 
@@ -169,6 +170,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             members["__get__"] = _binding(method)
     else:
 
+        @boundary
         def __call__(self: _Wrapper, *args: Any, **kwargs: Any) -> Any:  # noqa: N807 - the call hook
             return call(wrapped, instance, args, kwargs)
 
@@ -179,6 +181,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             stands_in = plan.stands_in  # the function is called on the object the instance stands in for
             called = wrapped if plan.guard is None else plan.guard
 
+            @boundary
             def method(instance: Any, *args: Any, **kwargs: Any) -> Any:
                 # Read through torch's module, before any attribute of a stand-in (see _escape).
                 if torch.compiler.is_dynamo_compiling():  # pragma: no cover - under dynamo

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 
 import torch
 
-from autoconvert._errors import GradientError, message
+from autoconvert._errors import ConversionError, GradientError, message
+from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
@@ -241,22 +242,27 @@ def _make_op(
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
-            if registered is None:  # dynamo must not trace the NumPy body: a graph break
+            if registered is None:  # dynamo must not trace the NumPy body: a graph break, outside any try
                 result = opaque(apply_traced, spec, kwargs, *args)
                 return result if returned is None else returned(result)
             if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
                 args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
             result = registered.forward(*args, **kwargs)
-        elif transforming() is None and (
-            spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
-        ):
-            # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
-            # fewer on every eager call).
-            result = spec.run(args, kwargs)
-        else:
-            if kwargs:
-                args, kwargs = bind(args, kwargs)
-            result = apply_op(spec, kwargs, *args)
+            return result if returned is None else returned(result)
+        try:  # the boundary where autoconvert's errors leave (see _traceback)
+            if transforming() is None and (
+                spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+            ):
+                # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
+                # fewer on every eager call).
+                result = spec.run(args, kwargs)
+            else:
+                if kwargs:
+                    args, kwargs = bind(args, kwargs)
+                result = apply_op(spec, kwargs, *args)
+        except ConversionError as e:
+            filter_traceback(e)
+            raise
         return result if returned is None else returned(result)
 
     op = _Op.made(call, fn, (fn, settings, checked), home)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from autoconvert._conversions import _devices
-from autoconvert._conversions._dtypes import INTEGERS, is_inexact
+from autoconvert._conversions._dtypes import INTEGERS, NUMPY_TO_TORCH, is_inexact
 from autoconvert._conversions._sparse import SCIPY_LAYOUTS
 
 # What the signatures and the typing overloads say an option accepts.
@@ -92,12 +92,26 @@ def dtype(value: object) -> torch.dtype | str | None:
     if value is None or value == "input":
         return value
     if not isinstance(value, torch.dtype):
-        raise TypeError(f"takes None, 'input' or a torch.dtype, got {value!r}")
+        raise TypeError(f"takes None, 'input' or a torch.dtype, got {value!r}{_torch_dtype_for(value)}")
     if value == torch.bool:
         raise TypeError("casts results within their kind, and bool results are never cast; got torch.bool")
     if not is_inexact(value) and value not in INTEGERS:
         raise TypeError(f"takes a floating, complex or integer dtype NumPy also has, got {value}")
     return value
+
+
+def _torch_dtype_for(value: object) -> str:
+    """``. Fix: pass torch.float32`` for a NumPy dtype (or its exact name) that torch has: the
+    option is the result tensor's dtype, and torch takes no NumPy dtype (``torch.zeros`` neither).
+    A loose name is left alone: NumPy's ``'float'`` is float64, torch's ``torch.float`` float32."""
+    try:
+        numpy_dtype = np.dtype(value)  # type: ignore[call-overload]  # any option value may come
+    except (TypeError, ValueError):
+        return ""
+    found = NUMPY_TO_TORCH.get(numpy_dtype)
+    if found is None or found == torch.bool or (isinstance(value, str) and value != numpy_dtype.name):
+        return ""
+    return f". Fix: pass {found}, NumPy's {numpy_dtype} as a torch dtype"
 
 
 def names(value: object) -> frozenset[str] | None:

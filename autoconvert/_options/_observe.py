@@ -82,7 +82,7 @@ class Watched:
         profiling = bool(PROFILER._is_profiler_enabled)
         if not (self.guarded or counters or profiling):
             return self.call(wrapped, instance, args, kwargs)
-        return _Observation(self, counters, profiling).run(wrapped, instance, args, kwargs)
+        return _Observation(self, counters, profiling, time.perf_counter()).run(wrapped, instance, args, kwargs)
 
     def report(self, watch: Watch, inputs_end: int, given: tuple[Any, ...], result: list[Any]) -> None:
         """Log or warn each copy as its side's policy says: transfers for "log" and "warn",
@@ -107,14 +107,19 @@ def _copy_words(made: Copy) -> str:
 
 
 class _Observation:
-    """One watched call: the Watch its leaves report to, the time in the function, ranges."""
+    """One watched call: the Watch its leaves report to, the time in the function, ranges, and
+    the time the watching itself took (its context variables, timers and counts): apart from
+    the conversion's, which is the time before the function and after it, and the function's."""
 
-    def __init__(self, watched: Watched, counters: tuple[Any, ...], profiling: bool) -> None:
+    def __init__(self, watched: Watched, counters: tuple[Any, ...], profiling: bool, arrived: float) -> None:
         self.watched = watched
         self.counters = counters
         self.ranges = watched.ranges if profiling else (None, None)
         self.watch = Watch(watched.policy_in)
         self.inputs_end: int | None = None
+        self.arrived = arrived  #: when the watching began
+        self.before = -1.0  #: seconds converting before the function (-1: it was never called)
+        self.left = 0.0  #: when the function's watching ended, the result's conversion began
         self.in_function = 0.0
         self.result: list[Any] = []
         self.open: Any = None
@@ -126,6 +131,7 @@ class _Observation:
         start = time.perf_counter()
 
         def body(*a: Any, **k: Any) -> Any:
+            self.before = time.perf_counter() - start
             self.inputs_end = len(self.watch.copies)
             self._exit()
             _WATCH.set(outer)  # calls the function makes watch themselves, or not at all
@@ -139,20 +145,23 @@ class _Observation:
                 self.watch.policy = self.watched.policy_out
                 _WATCH.set(self.watch)
                 self._enter(self.ranges[1])
+                self.left = time.perf_counter()
             self.result.append(result)
             return result
 
         try:
             return self.watched.call(body, instance, args, kwargs)
         finally:
-            total = time.perf_counter() - start
+            done = time.perf_counter()
+            conversion = done - start if self.before < 0 else self.before + done - self.left
             _WATCH.reset(token)
             self._exit()
             ends = len(self.watch.copies) if self.inputs_end is None else self.inputs_end
             if self.watched.guarded:
                 self.watched.report(self.watch, ends, (args, kwargs, instance), self.result)
+            observing = time.perf_counter() - self.arrived - conversion - self.in_function
             for counter in self.counters:
-                counter._add(self.watched.name, self.watch, total, self.in_function)
+                counter._add(self.watched.name, self.watch, conversion, self.in_function, observing)
 
     def _enter(self, name: str | None) -> None:
         if name is not None:
@@ -187,6 +196,7 @@ class FunctionStats:
         "copies",
         "declined",
         "function_seconds",
+        "observing_seconds",
         "routes",
         "samples",
         "shared",
@@ -204,6 +214,9 @@ class FunctionStats:
         self.bytes: dict[str, int] = dict.fromkeys(CAUSES, 0)
         self.conversion_seconds = 0.0  #: in the decorator: converting, checking, copying
         self.function_seconds = 0.0  #: in the function itself
+        #: in ``stats`` itself: its context variables, timers and counts around each call, which
+        #: a call outside a block does not pay
+        self.observing_seconds = 0.0
 
     @property
     def native(self) -> int:
@@ -233,7 +246,7 @@ class FunctionStats:
         return (
             f"FunctionStats(calls={self.calls}, {routes}{batched}converted={self.converted}, shared={self.shared}, "
             f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
-            f"function_seconds={self.function_seconds:.6f})"
+            f"function_seconds={self.function_seconds:.6f}, observing_seconds={self.observing_seconds:.6f})"
         )
 
 
@@ -271,8 +284,8 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         leave(self, "autoconvert.stats()")
 
-    def _add(self, name: str, watch: Watch, total: float, in_function: float) -> None:
-        """Count one watched call of ``name``."""
+    def _add(self, name: str, watch: Watch, conversion: float, in_function: float, observing: float) -> None:
+        """Count one watched call of ``name``: seconds converting, in the function, and watching."""
         with self._lock:
             counts = self._of(name)
             counts.calls += 1
@@ -282,7 +295,8 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
                 counts.copies[made.cause] += 1
                 counts.bytes[made.cause] += made.nbytes
             counts.function_seconds += in_function
-            counts.conversion_seconds += total - in_function
+            counts.conversion_seconds += conversion
+            counts.observing_seconds += observing
 
     def _add_route(self, name: str, route: str, declined: str | None) -> None:
         """Count one call of ``name`` that ``route`` ran (``declined`` None), or why ``route``
@@ -335,18 +349,24 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
     def __str__(self) -> str:
         causes = [c for c in CAUSES if any(f.copies[c] for f in self.functions.values())]
         routes = list(dict.fromkeys(route for f in self.functions.values() for route in f.routes))
-        header = ["function", "calls", *routes, "converted", "shared", *causes, "copied", "conversion", "in function"]
+        # batched's columns, where a batched function was called: its samples, and the batches
+        # that had an executor but ran in the caller's thread (too small to pay for it)
+        batches = ["samples", "in caller"] if any(f.samples for f in self.functions.values()) else []
+        header = ["function", "calls", *routes, *batches, "converted", "shared", *causes, "copied"]
+        header += ["conversion", "in function", "observing"]
         rows = [
             [
                 name,
                 str(f.calls),
                 *(str(f.routes.get(route, 0)) for route in routes),
+                *((str(f.samples), str(f.batches_in_caller)) if batches else ()),
                 str(f.converted),
                 str(f.shared),
                 *(str(f.copies[c]) for c in causes),
                 size(f.copied_bytes),
                 _seconds(f.conversion_seconds),
                 _seconds(f.function_seconds),
+                _seconds(f.observing_seconds),
             ]
             for name, f in sorted(self.functions.items())
         ]

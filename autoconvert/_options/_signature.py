@@ -60,6 +60,20 @@ def documented_positional(func: Any) -> list[str | None]:
     return [names.pop() if len(names) == 1 else None for names in at]
 
 
+_SCALARS = ("bool", "int", "float", "complex", "str")
+
+
+def _scalar_words(p: inspect.Parameter) -> str | None:
+    """``a float (its default: 4.0)`` for a parameter annotated or defaulting to a plain
+    Python scalar; None for any other (a None default says nothing of what is passed)."""
+    annotated = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", None)
+    default = type(p.default).__name__ if type(p.default) in (bool, int, float, complex, str) else None
+    kind = annotated if annotated in _SCALARS else default
+    if kind is None:
+        return None
+    return f"{'an' if kind == 'int' else 'a'} {kind} ({f'its default: {p.default!r}' if default else 'annotated'})"
+
+
 class Parameters:
     """Parameter names by position, from the signature when there is one.
 
@@ -85,6 +99,7 @@ class Parameters:
             self.keywords: set[str] = set()
             self.varkw: str | None = None
             self.shown: tuple[str, ...] = ()
+            self.scalars: dict[str, str] = {}
             return
         self.known = True
         self.documented = []
@@ -99,6 +114,9 @@ class Parameters:
             f"*{p.name}" if p.kind == kinds.VAR_POSITIONAL else f"**{p.name}" if p.kind == kinds.VAR_KEYWORD else p.name
             for p in params
         )
+        #: Parameters a plain Python value is meant for, by annotation or default: what
+        #: explain says passes as it is (``sigma`` -> ``a float (its default: 4.0)``).
+        self.scalars = {p.name: words for p in params if (words := _scalar_words(p)) is not None}
 
     def offset(self, instance: object) -> int:
         return 1 if self.binds_first and instance is not None and self.positional else 0

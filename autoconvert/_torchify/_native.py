@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 from typing import Any
 
 import numpy as np
@@ -130,6 +131,11 @@ class NativeRoute(Route):
         return False
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _ASARRAY_WARNING.unspent:
+            return _ASARRAY_WARNING.caught(self._call, args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         objects = self.objects
         if objects is not None:
             args, kwargs = _objects(args, kwargs)
@@ -218,6 +224,32 @@ class NativeMethod(NativeRoute):
         ).rstrip()
         made = "a method of an object made on its library's own torch path"
         return RouteWords("native", taken, "", alone=(made, "tensors as they are", "as the library returns it"))
+
+
+class _AsarrayWarning:
+    """torch 2.13's ``torch.asarray`` warns, once per process, that an unspecified
+    ``requires_grad`` now follows its argument's: SciPy's torch code (array-api-compat's
+    ``asarray``) meets it on the first tensor that requires grad, and the new behaviour is
+    what keeps the gradient on this route. It is SciPy's call, not the user's: caught on the
+    native calls until a tensor that requires grad has gone through one (torch then warns no
+    more). Other torch versions never raise it; the filter costs nothing there but the calls
+    before the first such tensor."""
+
+    __slots__ = ("unspent",)
+
+    def __init__(self) -> None:
+        self.unspent = True
+
+    def caught(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r"torch\.asarray: unspecified requires_grad", UserWarning)
+            result = call(args, kwargs)
+        if any(isinstance(v, torch.Tensor) and v.requires_grad for v in (*args, *kwargs.values())):
+            self.unspent = False
+        return result
+
+
+_ASARRAY_WARNING = _AsarrayWarning()
 
 
 def _object(value: Any, ctx: Any) -> Any:

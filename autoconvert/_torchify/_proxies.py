@@ -223,10 +223,15 @@ class TorchifiedClass(StandIn):
     #: Whether its objects hold tensors (made on their library's own torch path, see _native).
     holds_tensors = False
 
-    def __init__(self, cls: type, options: dict[str, Any], natively: Any = None) -> None:
+    def __init__(
+        self, cls: type, options: dict[str, Any], natively: Any = None, plans: Callable[[Any], Any] | None = None
+    ) -> None:
+        """``plans``: the plan (a ProxyingPlan factory) of a static or class method that takes
+        no native route, saying why where its library declares one (see _torchify.class_view)."""
         self.__wrapped__ = cls
         self._options = options
         self._natively = natively
+        self._plans = plans
         self._inputs = _inputs_of(options)  # the constructor's and assign's
         dtype = policy_of("returns_tensor", {}, _outputs_of(options)).dtype
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
@@ -254,7 +259,8 @@ class TorchifiedClass(StandIn):
         natively = self._natively
         routed = None if natively is None else natively.function(name, value, self)
         # A factory classmethod's instance comes back as a proxy of this view.
-        wrapped = routed or torchified_function(value, self._options, home(self.__wrapped__), own=self)
+        plan = ProxyingPlan if self._plans is None else self._plans(value)
+        wrapped = routed or torchified_function(value, self._options, home(self.__wrapped__), plan, own=self)
         # setdefault: threads that read a fresh name at once all get the first one made.
         return self.__dict__.setdefault(name, wrapped)
 

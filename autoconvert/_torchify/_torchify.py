@@ -108,8 +108,21 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
 def class_view(cls: type, options: dict[str, Any], native: str | bool, adapter: Adapter) -> TorchifiedClass:
     """The torchified class ``cls``, taking its library's own torch path where ``native``
     asks and that path is on (see _native.Natively)."""
-    natively = None if native is False or adapter.torch_mode() is not None else Natively(cls, options, native)
-    return TorchifiedClass(cls, options, natively)
+    off = adapter.torch_mode()
+    natively = None if native is False or off is not None else Natively(cls, options, native)
+    plans = None if natively is not None else functools.partial(_class_function_plan, cls, adapter, native, off)
+    return TorchifiedClass(cls, options, natively, plans)
+
+
+def _class_function_plan(cls: type, adapter: Adapter, native: str | bool, off: str | None, fn: Any) -> Any:
+    """The plan of ``fn``, a static or class method of ``cls`` torchified without its library's
+    own torch path: where the library declares one for it, explain's note (as for a module's
+    function, see _route) and the gradient warning say how to take it."""
+    if adapter.declared_torch_path(fn) is not None:
+        return FunctionPlan
+    name = f"{cls.__qualname__}.{getattr(fn, '__name__', '')}"
+    notes = () if native is False else (f"{adapter.name}'s own torch path is not taken: {off}",)
+    return functools.partial(FunctionPlan, notes=notes, kept_natively=_keeps_natively(adapter, name, native, off))
 
 
 def _only_native(target: Any, adapter: Adapter) -> None:
@@ -251,8 +264,12 @@ def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
     adapter = adapter_for(own["__wrapped__"])
     if adapter.declared_torch_path(fn) is not None:
         return None
-    runs = f"{adapter.name} runs {view.__name__}.{name} on torch tensors itself, gradients kept"
-    off, native = adapter.torch_mode(), own["_autoconvert_native"]
+    return _keeps_natively(adapter, f"{view.__name__}.{name}", own["_autoconvert_native"], adapter.torch_mode())
+
+
+def _keeps_natively(adapter: Adapter, name: str, native: str | bool, off: str | None) -> str:
+    """How the library's own torch path, declared for the function ``name``, keeps its gradient."""
+    runs = f"{adapter.name} runs {name} on torch tensors itself, gradients kept"
     if off is not None:
         taken = (
             "torchify the module without native=False"
