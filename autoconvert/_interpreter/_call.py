@@ -15,7 +15,7 @@ from autoconvert._errors import LeafError
 from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._options._config import Config, active
-from autoconvert._options._escape import compiling, opaque
+from autoconvert._options._escape import compiling
 from autoconvert._options._observe import PROFILER, Call, Watched, Watching
 from autoconvert._options._outparams import Returned
 from autoconvert._options._signature import Given, _tensor_paths, given_args
@@ -123,12 +123,13 @@ class Runner:
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
         failed, routes, profiler, ended = self.failed, self.routes, PROFILER, self._ended(after)
+        escape = spec.escape  # one graph break, or the call traced into the graph (see _trace)
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
             # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call).
             if compiling():
-                return opaque(call, wrapped, instance, args, kwargs)
+                return escape(call, wrapped, instance, args, kwargs)
             if variants is not None:
                 config = active()
                 if config is not None or routes or profiler._is_profiler_enabled:

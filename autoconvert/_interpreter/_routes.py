@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoconvert._errors import ConversionError, message
 from autoconvert._options._config import active
@@ -23,7 +23,8 @@ from autoconvert._options._escape import compiling
 from autoconvert._options._observe import count_route
 from autoconvert._options._signature import function_name
 
-from ._plan import Plan
+if TYPE_CHECKING:  # _plan builds its trace route from this module
+    from ._plan import Plan
 
 
 class Declined(NamedTuple):
