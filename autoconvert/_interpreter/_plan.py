@@ -88,7 +88,7 @@ class Plan:
             return "a generator function's body runs as the caller iterates, outside the graph"
         if policy.callbacks:
             return "callbacks=True hands its callables tensors at each call"
-        if policy.out_params:
+        if set(policy.out_params) & self.params.bound_names():
             return "out-parameters are written back to the caller's tensors at each call"
         return None
 

@@ -15,10 +15,9 @@ results narrowed back, ``dtype=`` and ``device=`` applied to the results.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -26,7 +25,7 @@ import torch
 from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
 from autoconvert._errors import CompileWarning
 from autoconvert._failures._guards import Guarded
-from autoconvert._options._escape import opaque
+from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import Policy
 from autoconvert._options._signature import Parameters, Selection
 from autoconvert._spec._callbacks import reads_numpy_alone
@@ -41,6 +40,14 @@ def traced_function(function: Any) -> Any:
     """The function a call runs, past a guard (see _guards) that only copies refused arrays:
     inside a graph no array is read-only, so nothing is refused."""
     return function.__wrapped__ if type(function) is Guarded else function
+
+
+def _judged(function: Any) -> str | None:
+    """``reads_numpy_alone(function)``, out of dynamo's sight where a plan is made in compiled
+    code (a torchified object's method met there): it reads bytecode, through caches."""
+    if compiling():  # pragma: no cover - runs under dynamo
+        return cast("str | None", opaque(reads_numpy_alone, function))
+    return reads_numpy_alone(function)
 
 
 class Trace(Route):
@@ -60,7 +67,7 @@ class Trace(Route):
         self.mode = inputs.compile
         #: The function judged: a call running another (batched's map of it) takes the escape.
         self.judged = traced_function(func)
-        why = refusal or (None if self.mode == "escape" else reads_numpy_alone(self.judged))
+        why = refusal or (None if self.mode == "escape" else _judged(self.judged))
         if self.mode == "escape":
             why = "compile='escape' was given"
         elif self.mode == "trace" and refusal is None:
@@ -110,12 +117,10 @@ class Trace(Route):
 
     def inline(self, wrapped: Any, instance: Any) -> Callable[..., Any]:
         """What dynamo inlines for a call of the wrapper of ``wrapped`` (see _wrapper): a
-        partial, which dynamo reads as one, with no closure cells to guard through the
-        wrapper (whose ``__closure__`` is the wrapped function's, as wrapt forwards it)."""
-        return functools.partial(self._inlined, wrapped, self.params.offset(instance))
-
-    def _inlined(self, wrapped: Any, offset: int, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover
-        return self.call_traced(wrapped, args, kwargs, offset)
+        bound method, which dynamo reads with its object, and guards through its attributes
+        (a closure's cells it would look for through the wrapper's ``__closure__``, which wrapt
+        forwards to the wrapped function's)."""
+        return _Inline(self, wrapped, self.params.offset(instance)).call
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
@@ -125,7 +130,7 @@ class Trace(Route):
     def _fell_back(self, call: Any, *rest: Any) -> Any:
         """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
         one (or this torch inlines no escape): said once, and kept for explain."""
-        if self.traces and self.fell_back is None:
+        if self.traces and self.fell_back is None and self.runs_judged(rest[0]):
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
                 "(torch._dynamo.explain shows where the trace stopped)"
@@ -221,3 +226,15 @@ class Trace(Route):
             if self.fell_back is not None:
                 note += f"; but {self.fell_back}"
         return RouteWords("trace", "", "", not_taken=note)
+
+
+class _Inline:
+    """A wrapper's call as dynamo inlines it: the traced call of ``wrapped``."""
+
+    __slots__ = ("offset", "trace", "wrapped")
+
+    def __init__(self, trace: Trace, wrapped: Any, offset: int) -> None:
+        self.trace, self.wrapped, self.offset = trace, wrapped, offset
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+        return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)

@@ -290,10 +290,10 @@ _EFFECTS = frozenset({"print", "open", "input", "exec", "eval", "compile", "glob
 _CONSTANTS = (int, float, complex, bool, str, bytes, type(None), np.generic, np.dtype, np.ndarray)
 
 
-@functools.cache
 def _numpy_traced() -> Any:
     """torch's NumPy tracing namespace (``torch._numpy``): the NumPy dynamo can trace (None
-    where this torch has none)."""
+    where this torch has none). Imported on the first judgement: a plain import, not a cached
+    function, since dynamo may meet a plan being made inside a compiled function."""
     try:
         import torch._numpy as traced
     except ImportError:
@@ -305,14 +305,15 @@ def reads_numpy_alone(function: Any) -> str | None:
     """Why torch.compile cannot trace ``function``'s NumPy code into its graph, judged from
     what its code loads (with the Python functions it calls), as ``written_in_torch`` reads
     it; None where it reads NumPy (what torch's NumPy tracing has), ``math`` and builtins
-    alone. A NumPy function is judged by whether torch's NumPy tracing has it."""
+    alone."""
     traced = _numpy_traced()
     if traced is None:
         return "this torch has no NumPy tracing (torch._numpy)"
-    if _is_numpy(function):
-        name = getattr(function, "__name__", "")
-        return None if getattr(traced, name, None) is not None else f"torch's NumPy tracing has no numpy.{name}"
     if not isinstance(function, types.FunctionType):
+        # dynamo meets the wrapper of a ufunc or a builtin as an object, whose call it does not
+        # inline: NumPy's own functions trace when called from a Python function decorated.
+        if _is_numpy(function):
+            return "a NumPy function itself, which dynamo does not inline; decorate a Python function calling it"
         return f"it is a {type(function).__name__}, not a Python function whose code can be read"
     return _numpy_alone(function, traced, set())
 
