@@ -76,6 +76,7 @@ ORDER = [
     "_generation._specialise",
     "_interpreter._after",
     "_interpreter._call",
+    "_interpreter._trace",
     "_interpreter._plan",
     "_interpreter._routes",
     "_interpreter._wrapper",

@@ -100,6 +100,7 @@ class Description:
         notes: how the product was made, in words.
         options: a torchified module's, class's or object's options (which have no call of
             their own).
+        compiled: how its calls go under torch.compile, in words (see _trace; None: as eagerly).
     """
 
     host: Any = None
@@ -109,6 +110,7 @@ class Description:
     made_by: str = ""
     notes: tuple[str, ...] = ()
     options: dict[str, Any] | None = None
+    compiled: str | None = None
 
 
 def described(obj: Any) -> Description | None:

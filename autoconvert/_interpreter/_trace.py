@@ -30,7 +30,6 @@ from autoconvert._options._options import Policy
 from autoconvert._options._signature import Parameters, Selection
 from autoconvert._spec._callbacks import reads_numpy_alone
 
-from ._routes import Declined, Route, RouteWords
 
 #: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
 Escape = Callable[..., Any]
@@ -50,12 +49,11 @@ def _judged(function: Any) -> str | None:
     return reads_numpy_alone(function)
 
 
-class Trace(Route):
+class Trace:
     """How one plan's calls go under torch.compile: traced into the graph where its function
-    reads NumPy alone (``compile="auto"``) or ``compile="trace"`` asks, else the escape."""
-
-    name = "trace"
-    label = "torch.compile's NumPy tracing"
+    reads NumPy alone (``compile="auto"``) or ``compile="trace"`` asks, else the escape (a
+    route beside the host conversion, taken only under torch.compile, so explain shows it as
+    a note, ``words``)."""
 
     def __init__(
         self, function: str, func: Any, params: Parameters, inputs: Policy, outputs: Policy | None, refusal: str | None
@@ -213,19 +211,12 @@ class Trace(Route):
             return {k: self._tensors(v, dtype) for k, v in value.items()}
         return value
 
-    # The route interface: explain shows the route as a note on the host conversion.
-    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
-        return Declined("", "calls outside torch.compile convert", "", "", counted=False)
-
-    def describe(self) -> RouteWords:
-        """The route in explain's words: a note, since eager calls take the host conversion."""
+    def words(self) -> str:
+        """The route in explain's words: a note beside the host conversion's."""
         if not self.traces:
-            note = f"under torch.compile each call is one graph break, the body run eagerly: {self.why_not}"
-        else:
-            note = "under torch.compile its calls are traced into the graph, its NumPy code as torch operations"
-            if self.fell_back is not None:
-                note += f"; but {self.fell_back}"
-        return RouteWords("trace", "", "", not_taken=note)
+            return f"each call is one graph break, the body run eagerly: {self.why_not}"
+        note = "its calls are traced into the graph, its NumPy code as torch operations"
+        return note if self.fell_back is None else f"{note}; but {self.fell_back}"
 
 
 class _Inline:

@@ -103,8 +103,8 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
             ):  # a torchified object's method: its method form, or its call form for a callable it holds
                 call = plan.default.call if plan.held else self._self_method
             generated = getattr(call, "__func__", call)
-        notes = plan.notes if plan.trace is None else (*plan.notes, plan.trace.describe().not_taken or "")
-        return Description(host=self, plan=plan, generated=generated, notes=notes)
+        compiled = None if plan.trace is None else plan.trace.words()
+        return Description(host=self, plan=plan, generated=generated, notes=plan.notes, compiled=compiled)
 
     def __repr__(self) -> str:
         sides = ", ".join(
