@@ -78,7 +78,8 @@ class Trace:
         self.nested = inputs.nested
         self.params = params
         selected = inputs.only is not None or inputs.exclude is not None
-        self.selection = Selection(params, inputs.only, inputs.exclude, function) if selected else None
+        where = f"accepts_numpy() on {function}"  # only accepts_numpy takes them: its words, as its side's checks
+        self.selection = Selection(params, inputs.only, inputs.exclude, where) if selected else None
         self.converts_results = outputs is not None
         self.device = outputs.device if outputs is not None else None
         self.dtype = outputs.dtype if outputs is not None else None
