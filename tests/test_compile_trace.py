@@ -185,6 +185,18 @@ def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warn
     )
 
 
+def test_under_fullgraph_the_error_names_the_function_and_the_option() -> None:
+    """dynamo's error (its wording is torch's) shows the function's frame where the trace
+    stopped, and the line of ours that called it, which names the way out."""
+    pair = ac.returns_tensor(ac.accepts_numpy(rotation_2d))
+    compiled = torch.compile(lambda p: pair(p, 0.3) + 1, backend="aot_eager", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+        compiled(torch.rand(6, 2))
+    message = str(refused.value)
+    assert "in rotation_2d\n" in message
+    assert 'traced by compile=: pass compile="escape" to keep it out of the graph' in message
+
+
 def test_compile_escape_keeps_the_graph_break_and_compile_trace_forces_the_attempt() -> None:
     def body(a: np.ndarray) -> np.ndarray:
         return np.polyval(np.array([1.0, 2.0]), a)

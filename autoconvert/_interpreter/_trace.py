@@ -157,7 +157,8 @@ class Trace:
                 for i, a in enumerate(args)
             )
             kwargs = {k: self._array(v, floats) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
-        result = function(*args, **kwargs)
+        # Where dynamo stops inside the function, its error shows this line: the way out.
+        result = function(*args, **kwargs)  # traced by compile=: pass compile="escape" to keep it out of the graph
         if not self.converts_results:
             return result
         return self._tensors(result, self._result_dtype(floats))
