@@ -13,11 +13,11 @@ from ._conversions._containers import register_container
 from ._decorators._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
 from ._decorators._plain import to_numpy, to_tensor
 from ._errors import (
+    CompileWarning,
     ConversionError,
     CopyError,
     DeviceMismatchError,
     GradientError,
-    CompileWarning,
     GradientWarning,
     ReadOnlyError,
     TransferError,
@@ -32,13 +32,13 @@ from ._torchify._torchify import torchify
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompileWarning",
     "ConversionError",
     "CopyError",
     "DeviceMismatchError",
     "Explanation",
     "FunctionStats",
     "GradientError",
-    "CompileWarning",
     "GradientWarning",
     "ReadOnlyError",
     "TransferError",

@@ -180,7 +180,9 @@ _PRODUCTS = {
 }
 
 
-@pytest.mark.parametrize("body", [_numpy_only, _with_scipy, doubled_by_nditer.__wrapped__], ids=["numpy", "scipy", "nditer"])
+@pytest.mark.parametrize(
+    "body", [_numpy_only, _with_scipy, doubled_by_nditer.__wrapped__], ids=["numpy", "scipy", "nditer"]
+)
 @pytest.mark.parametrize("product", sorted(_PRODUCTS))
 def test_every_product_gives_under_compile_what_it_gives_eagerly(product: str, body: Any) -> None:
     """The same type and values: a torchified plain function once handed its tensors straight

@@ -48,7 +48,9 @@ def _close(expected: Any, got: Any, **tolerance: Any) -> None:
     for e, g in zip(flat_expected, flat_got, strict=True):
         assert type(e) is type(g)
         assert e.dtype == g.dtype
-        torch.testing.assert_close(g.float() if g.dtype == torch.bfloat16 else g, e.float() if e.dtype == torch.bfloat16 else e, **tolerance)
+        torch.testing.assert_close(
+            g.float() if g.dtype == torch.bfloat16 else g, e.float() if e.dtype == torch.bfloat16 else e, **tolerance
+        )
 
 
 def test_the_catalogue_is_forty_bodies_or_more() -> None:
@@ -72,7 +74,9 @@ def test_each_body_compiles_fullgraph_to_the_eager_values_once(body: Body) -> No
     assert counter.frame_count == 1
 
 
-@pytest.mark.parametrize("body", [b for b in TRACED if b.name in ("mse", "softmax", "pairwise_distances", "layer_norm")])
+@pytest.mark.parametrize(
+    "body", [b for b in TRACED if b.name in ("mse", "softmax", "pairwise_distances", "layer_norm")]
+)
 def test_float32_and_bfloat16_inputs_give_eager_dtypes(body: Body) -> None:
     """bfloat16 is widened to float32 for NumPy and the results narrowed back, as eagerly."""
     pair = _pair(body)
@@ -124,7 +128,9 @@ def test_gradcheck_in_float64(body: Body) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("body", [b for b in TRACED if b.name in ("mse", "cumulative_returns", "box_iou")], ids=lambda b: b.name)
+@pytest.mark.parametrize(
+    "body", [b for b in TRACED if b.name in ("mse", "cumulative_returns", "box_iou")], ids=lambda b: b.name
+)
 def test_inductor_compiles_the_trace_too(body: Body) -> None:
     pair = _pair(body)
     args = _inputs(body)
@@ -145,8 +151,14 @@ def _by_nditer(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     ("body", "why"),
     [
-        (next(b.body for b in CATALOGUE if b.name == "polyval_horner"), "its code reads polyval, which torch's NumPy tracing does not trace"),
-        (next(b.body for b in CATALOGUE if b.name == "interpolate_linear"), "its code reads interp, which torch's NumPy tracing does not trace"),
+        (
+            next(b.body for b in CATALOGUE if b.name == "polyval_horner"),
+            "its code reads polyval, which torch's NumPy tracing does not trace",
+        ),
+        (
+            next(b.body for b in CATALOGUE if b.name == "interpolate_linear"),
+            "its code reads interp, which torch's NumPy tracing does not trace",
+        ),
         (_smooth, "its code reads scipy (module scipy), not NumPy"),
         (_by_nditer, "its code reads nditer, which torch's NumPy tracing does not trace"),
     ],
@@ -202,7 +214,9 @@ def test_compile_escape_keeps_the_graph_break_and_compile_trace_forces_the_attem
         return np.polyval(np.array([1.0, 2.0]), a)
 
     escaped = ac.returns_tensor(ac.accepts_numpy(compile="escape")(np.sin))
-    assert ac.explain(escaped).compiled == "each call is one graph break, the body run eagerly: compile='escape' was given"
+    assert (
+        ac.explain(escaped).compiled == "each call is one graph break, the body run eagerly: compile='escape' was given"
+    )
     assert torch._dynamo.explain(lambda v: escaped(v * 2) + 1)(torch.rand(3)).graph_break_count == 1
     forced = ac.returns_tensor(ac.accepts_numpy(compile="trace")(body))
     assert plan_of(forced).trace.why_not is None

@@ -123,13 +123,12 @@ class Runner:
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
         failed, routes, profiler, ended = self.failed, self.routes, PROFILER, self._ended(after)
-        escape = spec.escape  # one graph break, or the call traced into the graph (see _trace)
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
             # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call).
             if compiling():
-                return escape(call, wrapped, instance, args, kwargs)
+                return spec.escape(call, wrapped, instance, args, kwargs)  # a graph break, or traced (see _trace)
             if variants is not None:
                 config = active()
                 if config is not None or routes or profiler._is_profiler_enabled:

@@ -77,7 +77,9 @@ class Plan:
         outputs = self.policies.get("returns_tensor")
         if side == "adapt":
             outputs = dataclasses.replace(policy, dtype="input")  # results in the caller's kind
-        return Trace(self.function, func, self.params, policy, outputs, self.untraced(policy))
+        return Trace(
+            self.function, func, params=self.params, inputs=policy, outputs=outputs, refusal=self.untraced(policy)
+        )
 
     def untraced(self, policy: Policy) -> str | None:
         """Why this plan's calls cannot be traced into torch.compile's graph, whatever the

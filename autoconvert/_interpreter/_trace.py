@@ -30,7 +30,6 @@ from autoconvert._options._options import Policy
 from autoconvert._options._signature import Parameters, Selection
 from autoconvert._spec._callbacks import reads_numpy_alone
 
-
 #: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
 Escape = Callable[..., Any]
 
@@ -56,7 +55,14 @@ class Trace:
     a note, ``words``)."""
 
     def __init__(
-        self, function: str, func: Any, params: Parameters, inputs: Policy, outputs: Policy | None, refusal: str | None
+        self,
+        function: str,
+        func: Any,
+        *,
+        params: Parameters,
+        inputs: Policy,
+        outputs: Policy | None,
+        refusal: str | None,
     ) -> None:
         """``func``: the decorated callable, judged; ``inputs``, ``outputs``: the sides'
         policies (``outputs`` None: results come back as they are); ``refusal``: why the

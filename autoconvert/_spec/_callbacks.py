@@ -13,8 +13,8 @@ device names where the results go.
 from __future__ import annotations
 
 import dis
-import math
 import functools
+import math
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -332,7 +332,9 @@ def _numpy_alone(function: types.FunctionType, traced: Any, seen: set[types.Code
     builtins = scope.get("__builtins__", {})
     builtins = builtins if isinstance(builtins, dict) else vars(builtins)
     values = [(name, scope[name] if name in scope else builtins.get(name)) for name in sorted(reads.globals)]
-    values += [(name, cell.cell_contents) for name, cell in zip(code.co_freevars, function.__closure__ or ())]
+    values += [
+        (name, cell.cell_contents) for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=True)
+    ]
     values += [(name or module, _imported(module, name)) for module, name in sorted(reads.imports, key=str)]
     for name, value in values:
         why = _traced_value(name, value, builtins, traced, seen)
@@ -349,7 +351,9 @@ def _untraced_name(name: str, traced: Any) -> bool:
     return on_numpy and not hasattr(traced, name) and not hasattr(traced.ndarray, name)
 
 
-def _traced_value(name: str, value: Any, builtins: dict[str, Any], traced: Any, seen: set[types.CodeType]) -> str | None:
+def _traced_value(
+    name: str, value: Any, builtins: dict[str, Any], traced: Any, seen: set[types.CodeType]
+) -> str | None:
     """Why ``value``, which the code loads as ``name``, keeps it out of torch's graph (None: it does not)."""
     if isinstance(value, _CONSTANTS) or value is None:
         return None
