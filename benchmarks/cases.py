@@ -14,7 +14,7 @@ import torch
 
 import autoconvert as ac
 
-from . import batches, floor, micro, native
+from . import batches, compiled, floor, micro, native
 from .func import func_transforms
 from .harness import Row, compare, synced
 
@@ -758,5 +758,6 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "func": func_transforms,
     "micro": micro.micro,
     "native": native.native,
+    "compiled": compiled.compiled,
     "gpu_native": native.gpu_native,
 }
