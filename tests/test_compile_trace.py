@@ -11,6 +11,8 @@ import scipy.ndimage
 import torch
 import torch._dynamo
 import torch._dynamo.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.utils._pytree import tree_flatten
 
 import autoconvert as ac
@@ -329,3 +331,35 @@ def _log1p_abs(a: np.ndarray) -> np.ndarray:
 
 
 _torchified = ac.torchify(_log1p_abs)
+
+
+def _scaled_rows(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    out = a * w
+    out[..., 0] = 0.0  # an in-place write into a local array
+    return out - out.mean(axis=-1, keepdims=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple),
+    copy=st.sampled_from([None, True]),
+    grad=st.sampled_from(["warn", "detach"]),
+    dtype=st.sampled_from([None, torch.float32, "input"]),
+    floats=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+)
+def test_options_by_body_shapes_compile_to_the_eager_result(
+    shape: tuple[int, ...], copy: bool | None, grad: str, dtype: Any, floats: torch.dtype
+) -> None:
+    """Across options and shapes, the compiled call gives the eager call's values and dtype,
+    the caller's tensors unchanged."""
+    torch._dynamo.reset()
+    pair = ac.returns_tensor(dtype=dtype)(ac.accepts_numpy(copy=copy, grad=grad)(_scaled_rows))
+    a, w = torch.rand(shape).to(floats), torch.rand(shape[-1]).to(floats)
+    before = a.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ac.GradientWarning)
+        eager = pair(a, w)
+    got = torch.compile(pair, backend="aot_eager", fullgraph=True)(a, w)
+    _close(eager, got, atol=1e-2, rtol=1e-2)
+    assert torch.equal(a, before)
