@@ -281,12 +281,15 @@ CATALOGUE = (
     Body("random_crop_fixed", random_crop_fixed, ((5, 5),), (1, 2)),
     Body("rotate90", rotate90, ((4, 5),)),
     Body("local_buffer", local_buffer, ((4, 5),)),
-    Body("in_place_local", in_place_local, ((4, 5),)),
+    # Traced, `y *= x` is an in-place torch op on a value autograd saved: torch refuses its
+    # gradient ("modified by an inplace operation"); its values trace.
+    Body("in_place_local", in_place_local, ((4, 5),), differentiable=False),
     Body("writes_its_argument", writes_its_argument, ((4, 5),), writes_arguments=True),
     Body("rotation_2d", rotation_2d, ((6, 2),), (0.3,)),
     Body("polygon_area", polygon_area, ((5, 2),)),
     Body("box_iou", box_iou, ((3, 4), (2, 4)), differentiable=False),
-    Body("cross_products", cross_products, ((4, 3), (4, 3))),
+    # torch's NumPy tracing of np.cross writes in place into a tensor that requires grad.
+    Body("cross_products", cross_products, ((4, 3), (4, 3)), differentiable=False),
     Body("solve_linear", solve_linear, ((3, 3), (3, 2))),
     Body("mean_and_std", mean_and_std, ((6, 3),)),
     Body("moments_dict", moments_dict, ((6, 3),)),
