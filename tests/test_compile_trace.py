@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import warnings
 from typing import Any
 
@@ -370,3 +372,28 @@ def test_options_by_body_shapes_compile_to_the_eager_result(
     got = torch.compile(pair, backend="aot_eager", fullgraph=True)(a, w)
     _close(eager, got, atol=1e-2, rtol=1e-2)
     assert torch.equal(a, before)
+
+
+def test_which_code_is_judged_numpy_alone() -> None:
+    """Decided from the names the code loads, its closures and the Python functions it calls."""
+    from autoconvert._spec._callbacks import reads_numpy_alone
+
+    scale = 2.0
+
+    def helper(a: np.ndarray) -> np.ndarray:
+        return np.exp(a) * scale
+
+    cases = {
+        lambda a: helper(a) + math.pi + abs(len(a)): None,
+        lambda a: np.sin(a) * scale: None,
+        lambda a: a.astype(np.float32) + np.linalg.norm(a): None,
+        lambda a: scipy.ndimage.gaussian_filter(a, 1.0): "its code reads scipy (module scipy), not NumPy",
+        lambda a: torch.as_tensor(a): "its code reads torch (module torch), not NumPy",
+        lambda a: print(a): "its code reads print (builtin_function_or_method), not NumPy",
+        lambda a: a + np.random.rand(): "its code reads random, which torch's NumPy tracing does not trace",
+        lambda a: np.zeros(3, dtype=a.dtype): "its code reads dtype, which torch's NumPy tracing does not trace",
+        np.sort: "a NumPy function itself, which dynamo does not inline; decorate a Python function calling it",
+        functools.partial(np.add, 1): "it is a partial, not a Python function whose code can be read",
+    }
+    for function, why in cases.items():
+        assert reads_numpy_alone(function) == why

@@ -332,9 +332,8 @@ def _numpy_alone(function: types.FunctionType, traced: Any, seen: set[types.Code
     builtins = scope.get("__builtins__", {})
     builtins = builtins if isinstance(builtins, dict) else vars(builtins)
     values = [(name, scope[name] if name in scope else builtins.get(name)) for name in sorted(reads.globals)]
-    values += [
-        (name, cell.cell_contents) for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=True)
-    ]
+    cells = zip(code.co_freevars, function.__closure__ or (), strict=True)
+    values += [(name, cell.cell_contents) for name, cell in cells if _filled(cell)]
     values += [(name or module, _imported(module, name)) for module, name in sorted(reads.imports, key=str)]
     for name, value in values:
         why = _traced_value(name, value, builtins, traced, seen)
@@ -369,5 +368,5 @@ def _traced_value(
         return f"its code reads {name}, which torch's NumPy tracing does not have"
     if isinstance(value, types.FunctionType):
         return _numpy_alone(value, traced, seen)
-    kind = "module" if isinstance(value, types.ModuleType) else type(value).__name__
-    return f"its code reads {name} ({kind} {getattr(value, '__name__', '')}), not NumPy".replace(" )", ")")
+    what = f"module {value.__name__}" if isinstance(value, types.ModuleType) else type(value).__name__
+    return f"its code reads {name} ({what}), not NumPy"
