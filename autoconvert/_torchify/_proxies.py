@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import inspect
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -642,16 +643,17 @@ def proxy(
         # A proxy of a plain function passes for one (its __class__), so dynamo would inline the
         # function's own code with the caller's tensors: it inlines this instead, the escape of
         # the proxy's call, which traces the function where it reads NumPy alone (see _trace).
-        object.__setattr__(made, "_torchdynamo_inline", _inlined(made._ac_calling("__call__", target)))
+        object.__setattr__(made, "_torchdynamo_inline", _inlined(made, made._ac_calling("__call__", target)))
     return made
 
 
-def _inlined(method: Callable[..., Any]) -> Callable[..., Any]:
-    """What dynamo inlines for a call of a plain function's proxy: ``method`` (see _holding)
-    under compile, where the proxy, its instance, is never read."""
+def _inlined(made: TorchifiedObject, method: Callable[..., Any]) -> Callable[..., Any]:
+    """What dynamo inlines for a call of a plain function's proxy, ``made``: ``method`` (see
+    _holding), the proxy reached weakly (a proxy holds no reference to itself)."""
+    proxy_of = weakref.ref(made)
 
     def inline(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
-        return method(None, *args, **kwargs)
+        return method(proxy_of(), *args, **kwargs)
 
     return inline
 
