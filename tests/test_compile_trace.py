@@ -399,3 +399,19 @@ def test_which_code_is_judged_numpy_alone() -> None:
     }
     for function, why in cases.items():
         assert reads_numpy_alone(function) == why
+
+
+def test_adapt_traces_where_every_parameter_asks_for_an_array() -> None:
+    def mixed(a: np.ndarray, t: torch.Tensor) -> np.ndarray:
+        return np.sin(a) + t.numpy()
+
+    def arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.sin(a) * b
+
+    assert ac.explain(ac.adapt(mixed)).compiled == (
+        "each call is one graph break, the body run eagerly: adapt() converts a parameter as its annotation "
+        "asks: to a tensor, or to a dtype"
+    )
+    adapted = ac.adapt(arrays)
+    x = torch.rand(3, dtype=torch.float64)
+    torch.testing.assert_close(torch.compile(adapted, backend="aot_eager", fullgraph=True)(x, x), adapted(x, x))
