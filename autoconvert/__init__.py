@@ -13,6 +13,7 @@ from ._conversions._containers import register_container
 from ._decorators._decorators import accepts_numpy, accepts_tensor, returns_numpy, returns_tensor
 from ._decorators._plain import to_numpy, to_tensor
 from ._errors import (
+    CompileWarning,
     ConversionError,
     CopyError,
     DeviceMismatchError,
@@ -31,6 +32,7 @@ from ._torchify._torchify import torchify
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompileWarning",
     "ConversionError",
     "CopyError",
     "DeviceMismatchError",

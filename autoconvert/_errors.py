@@ -103,6 +103,11 @@ class TransferWarning(UserWarning):
     """A conversion copied between devices, and ``transfers="warn"`` asked to be told."""
 
 
+class CompileWarning(UserWarning):
+    """Under torch.compile, a function judged traceable (``compile="auto"``) could not be traced
+    into the graph: its calls take the escape, one graph break each."""
+
+
 class LeafError(Exception):
     """A fact about one leaf, raised deep inside; re-raised once as ``kind`` at the boundary.
 

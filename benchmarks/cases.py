@@ -14,7 +14,7 @@ import torch
 
 import autoconvert as ac
 
-from . import batches, floor, gradients, micro, native
+from . import batches, compiled, floor, gradients, micro, native
 from .func import func_transforms
 from .harness import Row, compare, synced
 
@@ -759,5 +759,6 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "gradients": gradients.gradients,
     "micro": micro.micro,
     "native": native.native,
+    "compiled": compiled.compiled,
     "gpu_native": native.gpu_native,
 }

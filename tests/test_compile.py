@@ -160,3 +160,44 @@ def test_torchified_objects_work_inside_compiled_code() -> None:
     for call in calls:
         torch._dynamo.reset()
         assert torch.allclose(torch.compile(call, backend="eager")(), call())
+
+
+def _numpy_only(a: np.ndarray) -> np.ndarray:
+    return np.tanh(a) * 2 + a.sum()
+
+
+def _with_scipy(a: np.ndarray) -> np.ndarray:
+    return scipy.ndimage.uniform_filter(a, 3) + 1
+
+
+_PRODUCTS = {
+    "pair": lambda f: ac.returns_tensor(ac.accepts_numpy(f)),
+    "accepts_numpy": ac.accepts_numpy,
+    "adapt": ac.adapt,
+    "torchify": ac.torchify,
+    "batched": lambda f: ac.batched(ac.returns_tensor(ac.accepts_numpy(f))),
+    "numpy_op": ac.numpy_op,
+}
+
+
+@pytest.mark.parametrize(
+    "body", [_numpy_only, _with_scipy, doubled_by_nditer.__wrapped__], ids=["numpy", "scipy", "nditer"]
+)
+@pytest.mark.parametrize("product", sorted(_PRODUCTS))
+def test_every_product_gives_under_compile_what_it_gives_eagerly(product: str, body: Any) -> None:
+    """The same type and values: a torchified plain function once handed its tensors straight
+    to the body under compile (dynamo took the proxy for the function) and gave an ndarray."""
+    made = _PRODUCTS[product](body)
+    x = torch.rand(3, 4, dtype=torch.float64)
+    eager = made(x)
+    compiled = torch.compile(lambda v: made(v), backend="aot_eager")(x)
+    assert type(compiled) is type(eager)
+    np.testing.assert_allclose(np.asarray(compiled), np.asarray(eager))
+
+
+def test_the_reverse_pair_gives_under_compile_what_it_gives_eagerly() -> None:
+    reverse = ac.returns_numpy(ac.accepts_tensor(lambda t: torch.sort(t).values))
+    a = np.random.default_rng(0).random((3, 4))
+    compiled = torch.compile(lambda v: reverse(v), backend="aot_eager")(a)
+    assert type(compiled) is np.ndarray
+    np.testing.assert_allclose(compiled, reverse(a))

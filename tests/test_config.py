@@ -174,7 +174,7 @@ def test_decorators_validate_their_options_when_applied() -> None:
     with pytest.raises(TypeError) as info:
         ac.accepts_numpy(device="cpu")
     assert str(info.value) == (
-        "autoconvert.accepts_numpy() got unknown option(s) device; it takes callbacks, check_writes, copy, exclude, grad, nested, only, out_params, sparse, transfers, widen_float16, writeback"
+        "autoconvert.accepts_numpy() got unknown option(s) device; it takes callbacks, check_writes, compile, copy, exclude, grad, nested, only, out_params, sparse, transfers, widen_float16, writeback"
     )
     with pytest.raises(ValueError, match="grad= takes 'warn', 'detach' or 'error'"):
         ac.accepts_numpy(grad="never")

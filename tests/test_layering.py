@@ -86,6 +86,7 @@ ORDER = [
     "_generation._specialise",
     "_interpreter._after",
     "_interpreter._call",
+    "_interpreter._trace",
     "_interpreter._plan",
     "_interpreter._routes",
     "_interpreter._wrapper",

@@ -63,6 +63,14 @@ class AdaptPlan(Plan):
     def result_asks(self) -> Any:
         return self.signature.result
 
+    def untraced(self, policy: Policy) -> str | None:
+        """Traced, every tensor reaches the function as an array: a parameter whose annotation
+        asks for a tensor or a dtype keeps the escape."""
+        wants = [want for _, want in self.signature.asked if want is not None]
+        if any(TENSOR in want.leaf_kinds() or want.dtype is not None for want in wants):
+            return "adapt() converts a parameter as its annotation asks: to a tensor, or to a dtype"
+        return super().untraced(policy)
+
     def _spec(self, policies: dict[str, Policy]) -> Spec:
         """adapt's spec: arguments to arrays or tensors as each parameter asks, results in the
         caller's kind (as ``returns_tensor(dtype="input")`` or ``returns_numpy`` send them)."""

@@ -16,7 +16,7 @@ import torch
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import plan_of
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
-from autoconvert._options._checks import DeviceLike, DtypeLike, Grad, Names, Sparse, Transfers
+from autoconvert._options._checks import Compile, DeviceLike, DtypeLike, Grad, Names, Sparse, Transfers
 from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import (
     FUNC,
@@ -117,6 +117,7 @@ def accepts_numpy(
     check_writes: bool = False,
     transfers: Transfers = "allow",
     callbacks: bool = False,
+    compile: Compile = "auto",
     out_params: str | Iterable[str] = (),
 ) -> AcceptsNumpy: ...
 def accepts_numpy(func: Any = None, /, **options: Any) -> Any:

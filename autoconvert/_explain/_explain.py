@@ -50,6 +50,8 @@ class Explanation:
         source: the flat call's generated source (None for the generic call).
         notes: how the function was made, where more than decorators made it (torchify,
             numpy_op, batched).
+        compiled: how its calls go inside a function compiled with ``torch.compile``: traced
+            into the graph, or one graph break each and why (None: as eagerly).
         verbose: ``str()`` lists every option and the generated source, not only what
             differs from the defaults.
     """
@@ -68,6 +70,7 @@ class Explanation:
     why: str
     source: str | None
     notes: tuple[str, ...] = ()
+    compiled: str | None = None
     verbose: bool = False
 
     def __str__(self) -> str:
@@ -122,6 +125,8 @@ class Explanation:
                 lines.append(f"    a config block may change: {', '.join(self.configurable[side])}")
         lines += ["", *self._conversions()]
         lines += ["", f"Call path: {self.path}. {self.why}"]
+        if self.compiled is not None:
+            lines.append(f"Under torch.compile: {self.compiled}")
         if self.source is not None:
             lines += ["", self.source.rstrip("\n")]
         return "\n".join(lines)
@@ -232,6 +237,7 @@ def _host(description: Description) -> Explanation:
         why=why,
         source=None if generated is None else _source(generated),
         notes=description.notes,
+        compiled=description.compiled,
     )
 
 

@@ -43,7 +43,7 @@ from autoconvert._errors import ConversionError, LeafError
 from autoconvert._failures._guards import Guarded
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._options._config import _ACTIVE
-from autoconvert._options._escape import compiling, opaque
+from autoconvert._options._escape import compiling
 from autoconvert._options._observe import PROFILER, Call
 from autoconvert._options._signature import given_args
 from autoconvert._spec._emit import INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
@@ -65,13 +65,14 @@ class Flat:
     function called through an instance. The last two take the function's own signature
     where ``_exact.shape_of`` can spell it (see ``_exact``), else ``*args, **kwargs``."""
 
-    __slots__ = ("call", "codes", "kind", "namespace", "selects", "steps")
+    __slots__ = ("call", "codes", "kind", "method_escape", "namespace", "selects", "steps")
 
     def __init__(self, kind: Kind, codes: tuple[CodeType, ...], namespace: dict[str, Any], spec: Spec) -> None:
         self.kind, self.codes, self.namespace = kind, codes, namespace
         #: Each parameter's step by name (the spec's), for the exact forms.
         self.steps = dict(spec.parameters or ())
         self.selects = spec.selects
+        self.method_escape = spec.method_escape
         exec(codes[0], namespace)  # our own source, compiled in specialised()
         self.call: Call = namespace["call"]
 
@@ -115,7 +116,14 @@ class Flat:
         if guard is not None and guard.direct is not None and not self.selects:
             kind = kind._replace(retries=True)
         called = function if guard is None else guard
-        namespace = {**self.namespace, "wrapped": called, "callee": function, "guard": guard, "generic": bound_generic}
+        namespace = {
+            **self.namespace,
+            "wrapped": called,
+            "callee": function,
+            "guard": guard,
+            "generic": bound_generic,
+            "opaque": self.method_escape,
+        }
         exact = self._exact(function, namespace, kind, method=True)
         if exact is not None:
             return exact
@@ -178,7 +186,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "ConversionError": ConversionError,
         "filter_traceback": filter_traceback,
         "compiling": compiling,
-        "opaque": opaque,
+        "opaque": spec.escape,
         "active": _ACTIVE.get,
         "profiler": PROFILER,
         "default_device": default_device,

@@ -16,7 +16,7 @@ from autoconvert._failures._failures import arrays_met_torch, callback_hints, hi
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._options._config import Config, active
-from autoconvert._options._escape import compiling, opaque
+from autoconvert._options._escape import compiling
 from autoconvert._options._observe import PROFILER, Call, Watched, Watching
 from autoconvert._options._outparams import Returned
 from autoconvert._options._signature import Given, _tensor_paths, given_args
@@ -134,7 +134,7 @@ class Runner:
             # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call), and
             # cannot break its graph inside a try block.
             if compiling():
-                return opaque(call, wrapped, instance, args, kwargs)
+                return spec.escape(call, wrapped, instance, args, kwargs)  # a graph break, or traced (see _trace)
             try:  # the boundary where autoconvert's errors leave: its frames are left out (see _traceback)
                 if variants is not None:
                     config = active()

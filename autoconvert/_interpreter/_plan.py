@@ -10,6 +10,7 @@ per-call path never validates or merges options.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,7 @@ from autoconvert._spec._outputs import NumpyOutputs, Outputs, TensorOutputs
 from autoconvert._spec._spec import Spec, in_a_block, spec_of
 
 from ._call import Runner
+from ._trace import Trace
 
 _NOT_GIVEN = object()
 
@@ -62,7 +64,35 @@ class Plan:
         self.yields = deferred_kind(func) == GENERATOR_FUNCTION
         self.grad_policies: dict[str, GradPolicy] = {}  # "once per decorated function" outlives configs
         self._variants: dict[tuple[tuple[str, Any], ...], Runner] = {}
+        #: How calls go under torch.compile (see _trace); None: the plan hands NumPy no arrays.
+        self.trace = self._trace(func)
         self.default = self._build({}, self.variant)
+
+    def _trace(self, func: Any) -> Trace | None:
+        """The plan's trace route, where its input side hands NumPy arrays: decided once."""
+        side = next((s for s in ("accepts_numpy", "adapt") if s in self.policies), None)
+        if side is None:
+            return None
+        policy = self.policies[side]
+        outputs = self.policies.get("returns_tensor")
+        if side == "adapt":
+            outputs = dataclasses.replace(policy, dtype="input")  # results in the caller's kind
+        return Trace(
+            self.function, func, params=self.params, inputs=policy, outputs=outputs, refusal=self.untraced(policy)
+        )
+
+    def untraced(self, policy: Policy) -> str | None:
+        """Why this plan's calls cannot be traced into torch.compile's graph, whatever the
+        function's code (None: its code decides)."""
+        if self.stands_in and not self.held:
+            return "a torchified object's methods take the escape"
+        if self.yields:
+            return "a generator function's body runs as the caller iterates, outside the graph"
+        if policy.callbacks:
+            return "callbacks=True hands its callables tensors at each call"
+        if set(policy.out_params) & self.params.bound_names():
+            return "out-parameters are written back to the caller's tensors at each call"
+        return None
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
         """What makes this plan again from the function and its sides (for pickling)."""
@@ -153,6 +183,8 @@ class Plan:
         """The Runner for the default options (``configured`` empty) or a ``config`` block's:
         its spec, then the Runner carrying it out; a watched one counts each conversion."""
         spec = self._spec({side: self.resolved(side, configured) for side in self.sides})
+        if self.trace is not None:
+            spec = dataclasses.replace(spec, escape=self.trace.escape, method_escape=self.trace.method_escape)
         if not watched:
             return self._runner(spec, variants)
         for converting in (spec.inputs, spec.outputs):

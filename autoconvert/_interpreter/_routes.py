@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoconvert._errors import ConversionError, message
 from autoconvert._options._config import active
@@ -23,7 +23,8 @@ from autoconvert._options._escape import compiling
 from autoconvert._options._observe import count_route
 from autoconvert._options._signature import function_name
 
-from ._plan import Plan
+if TYPE_CHECKING:  # _plan builds its trace route from this module
+    from ._plan import Plan
 
 
 class Declined(NamedTuple):
@@ -99,6 +100,7 @@ class Description:
         notes: how the product was made, in words.
         options: a torchified module's, class's or object's options (which have no call of
             their own).
+        compiled: how its calls go under torch.compile, in words (see _trace; None: as eagerly).
     """
 
     host: Any = None
@@ -108,6 +110,7 @@ class Description:
     made_by: str = ""
     notes: tuple[str, ...] = ()
     options: dict[str, Any] | None = None
+    compiled: str | None = None
 
 
 def described(obj: Any) -> Description | None:

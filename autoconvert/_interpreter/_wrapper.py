@@ -104,7 +104,8 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
             ):  # a torchified object's method: its method form, or its call form for a callable it holds
                 call = plan.default.call if plan.held else self._self_method
             generated = getattr(call, "__func__", call)
-        return Description(host=self, plan=plan, generated=generated, notes=plan.notes)
+        compiled = None if plan.trace is None else plan.trace.words()
+        return Description(host=self, plan=plan, generated=generated, notes=plan.notes, compiled=compiled)
 
     def __repr__(self) -> str:
         sides = ", ".join(
@@ -199,6 +200,10 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     wrapper: _Wrapper = Wrapper(wrapped, call)
     wrapper._self_plan = plan
     instance = constants["instance"] = unbound_instance(wrapper)
+    if plan.trace is not None and plan.trace.traces:
+        # Found by dynamo before the marker above: a call of the wrapper met in a graph is
+        # traced as this function's in its place, where it can be (see _trace).
+        Wrapper._torchdynamo_inline = plan.trace.inline(wrapped, instance)  # type: ignore[attr-defined]
     if method is not None:  # bound to an instance, it is the wrapper's call (see described)
         method.__autoconvert_spec__ = lambda instance: wrapper.__autoconvert_spec__()
     return wrapper

@@ -22,6 +22,7 @@ Grad = Literal["warn", "detach", "error"]
 Names = str | Iterable[str] | None
 Sparse = Literal["array", "matrix"]
 Transfers = Literal["allow", "log", "warn", "error"]
+Compile = Literal["auto", "trace", "escape"]
 DeviceLike = torch.device | str | int | None
 DtypeLike = torch.dtype | Literal["input"] | None
 
@@ -36,6 +37,7 @@ ArrayModule = Literal["auto", "numpy", "cupy"]  # torchify's array_module=
 SPARSE_KINDS = typing.get_args(Sparse)
 GRAD_MODES = typing.get_args(Grad)
 TRANSFER_POLICIES = typing.get_args(Transfers)
+COMPILE_MODES = typing.get_args(Compile)
 VMAP_MODES = typing.get_args(Vmap)
 ARRAY_MODULES = typing.get_args(ArrayModule)
 

@@ -24,10 +24,12 @@ import torch
 from . import _checks as checks
 from ._checks import (
     ARRAY_MODULES,
+    COMPILE_MODES,
     GRAD_MODES,
     TRANSFER_POLICIES,
     VMAP_MODES,
     ArrayModule,
+    Compile,
     DeviceLike,
     DtypeLike,
     Fake,
@@ -166,6 +168,12 @@ class Policy:
         f"accepts_numpy {_PAIRS} config",
         "callables among the arguments are torch code: NumPy code calling them hands them tensors",
         checks.flag,
+    )
+    compile: Compile = _option(
+        "auto",
+        "accepts_numpy adapt torchify",
+        "under torch.compile: 'auto' traces NumPy-only code into the graph, 'trace' always, 'escape' never",
+        checks.one_of(COMPILE_MODES),
     )
     out_params: tuple[str, ...] = _option(
         (),
@@ -384,8 +392,8 @@ def check_callable(func: object, decorator: str) -> None:
         )
 
 
-class AdaptOptions(TypedDict, total=False):
-    """The options of ``adapt``, for type checkers (``**options: Unpack[AdaptOptions]``)."""
+class _ConvertingOptions(TypedDict, total=False):
+    """The options every converting product of a function takes, for type checkers."""
 
     device: DeviceLike
     copy: bool | None
@@ -398,7 +406,13 @@ class AdaptOptions(TypedDict, total=False):
     transfers: Transfers
 
 
-class OpOptions(AdaptOptions, total=False):
+class AdaptOptions(_ConvertingOptions, total=False):
+    """The options of ``adapt``, for type checkers (``**options: Unpack[AdaptOptions]``)."""
+
+    compile: Compile
+
+
+class OpOptions(_ConvertingOptions, total=False):
     """The options of ``numpy_op``: ``adapt``'s, the result's dtype and sparse layout, and
     callbacks (an op's outputs are torch.library's to declare: no out-parameters)."""
 
@@ -436,6 +450,7 @@ class PairOptions(OpOptions, total=False):
     """The options of ``accepts_numpy`` and ``returns_tensor`` together, as ``torchify`` hands them on."""
 
     out_params: str | Iterable[str]
+    compile: Compile
 
 
 class TorchifyOptions(PairOptions, total=False):

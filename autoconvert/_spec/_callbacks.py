@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import math
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -289,3 +290,95 @@ def _torch_code(function: Any) -> bool:
     """Whether ``function`` is torch's own, or array-api-compat's torch namespace's
     (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too)."""
     return adapter_for(function).written_in_torch(function)
+
+
+#: Names NumPy code reads that torch.compile's NumPy tracing has but cannot trace: an array's
+#: ``dtype``, ``flags`` and ``base`` (dynamo: "Unsupported ndarray attribute access"), and
+#: NumPy's random streams, which it would draw from torch's generator instead.
+_UNTRACED = frozenset({"dtype", "flags", "base", "random"})
+#: Builtins whose effect is outside the values (printing, files, frames): never in a graph.
+_EFFECTS = frozenset({"print", "open", "input", "exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"})
+#: Values a traced body may hold as they are.
+_CONSTANTS = (int, float, complex, bool, str, bytes, type(None), np.generic, np.dtype, np.ndarray)
+
+
+def _numpy_traced() -> Any:
+    """torch's NumPy tracing namespace (``torch._numpy``): the NumPy dynamo can trace (None
+    where this torch has none). Imported on the first judgement: a plain import, not a cached
+    function, since dynamo may meet a plan being made inside a compiled function."""
+    try:
+        import torch._numpy as traced
+    except ImportError:
+        return None
+    return traced
+
+
+def reads_numpy_alone(function: Any) -> str | None:
+    """Why torch.compile cannot trace ``function``'s NumPy code into its graph, judged from
+    what its code loads (with the Python functions it calls), as ``written_in_torch`` reads
+    it; None where it reads NumPy (what torch's NumPy tracing has), ``math`` and builtins
+    alone."""
+    traced = _numpy_traced()
+    if traced is None:
+        return "this torch has no NumPy tracing (torch._numpy)"
+    if not isinstance(function, types.FunctionType):
+        # dynamo meets the wrapper of a ufunc or a builtin as an object, whose call it does not
+        # inline: NumPy's own functions trace when called from a Python function decorated.
+        if _is_numpy(function):
+            return "a NumPy function itself, which dynamo does not inline; decorate a Python function calling it"
+        return f"it is a {type(function).__name__}, not a Python function whose code can be read"
+    return _numpy_alone(function, traced, set())
+
+
+def _numpy_alone(function: types.FunctionType, traced: Any, seen: set[types.CodeType]) -> str | None:
+    """``reads_numpy_alone`` of a Python function, ``seen`` the code already judged."""
+    code = function.__code__
+    if code in seen:
+        return None
+    seen.add(code)
+    reads = _reads(code)
+    untraced = sorted(name for name in reads.names - reads.globals if _untraced_name(name, traced))
+    if untraced:
+        return f"its code reads {untraced[0]}, which torch's NumPy tracing does not trace"
+    scope = function.__globals__
+    builtins = scope.get("__builtins__", {})
+    builtins = builtins if isinstance(builtins, dict) else vars(builtins)
+    values = [(name, scope[name] if name in scope else builtins.get(name)) for name in sorted(reads.globals)]
+    cells = zip(code.co_freevars, function.__closure__ or (), strict=True)
+    values += [(name, cell.cell_contents) for name, cell in cells if _filled(cell)]
+    values += [(name or module, _imported(module, name)) for module, name in sorted(reads.imports, key=str)]
+    for name, value in values:
+        why = _traced_value(name, value, builtins, traced, seen)
+        if why is not None:
+            return why
+    return None
+
+
+def _untraced_name(name: str, traced: Any) -> bool:
+    """Whether an attribute name the code reads is NumPy's that torch's NumPy tracing lacks."""
+    if name in _UNTRACED:
+        return True
+    on_numpy = hasattr(np, name) or hasattr(np.ndarray, name)
+    return on_numpy and not hasattr(traced, name) and not hasattr(traced.ndarray, name)
+
+
+def _traced_value(
+    name: str, value: Any, builtins: dict[str, Any], traced: Any, seen: set[types.CodeType]
+) -> str | None:
+    """Why ``value``, which the code loads as ``name``, keeps it out of torch's graph (None: it does not)."""
+    if isinstance(value, _CONSTANTS) or value is None:
+        return None
+    if isinstance(value, tuple) and all(isinstance(v, _CONSTANTS) for v in value):
+        return None
+    if builtins.get(name) is value and name not in _EFFECTS:
+        return None
+    if value is math or (callable(value) and getattr(value, "__module__", None) == "math"):
+        return None
+    if _is_numpy(value):
+        if isinstance(value, types.ModuleType) or getattr(traced, getattr(value, "__name__", ""), None) is not None:
+            return None
+        return f"its code reads {name}, which torch's NumPy tracing does not have"
+    if isinstance(value, types.FunctionType):
+        return _numpy_alone(value, traced, seen)
+    what = f"module {value.__name__}" if isinstance(value, types.ModuleType) else type(value).__name__
+    return f"its code reads {name} ({what}), not NumPy"

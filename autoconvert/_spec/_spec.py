@@ -15,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import types
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from autoconvert._conversions._devices import CPU
 from autoconvert._conversions._dtypes import WIDENED
+from autoconvert._options._escape import opaque
 from autoconvert._options._options import Policy
 from autoconvert._options._signature import Parameters
 
@@ -84,6 +86,11 @@ class Spec:
     stands_in: bool = False
     #: Where a user sets an option for this function, in a message's fix: ``site("copy=True")``.
     site: Callable[[str], str] = option_anywhere
+    #: How a call under torch.compile steps out of the trace, ``escape(call, wrapped, instance,
+    #: args, kwargs)``, and the flat call's method form's (see _interpreter/_trace): one graph
+    #: break, or the call traced into the graph in its place.
+    escape: Callable[..., Any] = opaque
+    method_escape: Callable[..., Any] = opaque
 
 
 def spec_of(

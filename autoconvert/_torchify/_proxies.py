@@ -18,6 +18,7 @@ import functools
 import inspect
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -621,11 +622,12 @@ def _same_callable(kept: Any, value: Any) -> bool:
 def _holding(held: Any, name: str) -> Callable[..., Any]:
     """``held``, the callable the object holds as ``name`` wrapped with its ``MethodPlan``, as
     a method of proxies: the proxy is the call's instance."""
-    call, wrapped = plan_of(held).default.call, held.__wrapped__
+    default, wrapped = plan_of(held).default, held.__wrapped__
+    call, escape = default.call, default.spec.escape
 
     def method(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_dynamo_compiling():  # pragma: no cover - read through torch's module (see _escape)
-            return opaque(method, self, *args, **kwargs)
+            return escape(call, wrapped, self, args, kwargs)
         return call(wrapped, self, args, kwargs)
 
     method.__name__ = method.__qualname__ = name
@@ -654,7 +656,24 @@ def proxy(
     """The proxy for ``target``, of ``cls``'s own proxy type: callable exactly when ``target``
     is, so ``callable()`` tells the truth."""
     cls = cls or TorchifiedClass(type(target), options)
-    return cls.proxy_type(callable(target))(target, options, device, cls)
+    made = cls.proxy_type(callable(target))(target, options, device, cls)
+    if type(target) is types.FunctionType:
+        # A proxy of a plain function passes for one (its __class__), so dynamo would inline the
+        # function's own code with the caller's tensors: it inlines this instead, the escape of
+        # the proxy's call, which traces the function where it reads NumPy alone (see _trace).
+        object.__setattr__(made, "_torchdynamo_inline", _inlined(made, made._ac_calling("__call__", target)))
+    return made
+
+
+def _inlined(made: TorchifiedObject, method: Callable[..., Any]) -> Callable[..., Any]:
+    """What dynamo inlines for a call of a plain function's proxy, ``made``: ``method`` (see
+    _holding), the proxy reached weakly (a proxy holds no reference to itself)."""
+    proxy_of = weakref.ref(made)
+
+    def inline(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+        return method(proxy_of(), *args, **kwargs)
+
+    return inline
 
 
 def _unpickled(target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None) -> Any:

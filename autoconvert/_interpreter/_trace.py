@@ -1,0 +1,239 @@
+"""The trace route: under torch.compile, a function whose code is NumPy alone traced into the graph.
+
+torch.compile's dynamo traces NumPy code run on ``tensor.numpy()`` into torch operations
+(torch's NumPy tracing, ``torch._numpy``): the graph holds the body, its gradients flow,
+and it runs on the tensors' device. Where a plan's function reads NumPy alone (decided
+once, from the names its code loads: see _callbacks.reads_numpy_alone), its escape (see
+_escape) carries ``_torchdynamo_inline``: dynamo, meeting a call to it, inlines the traced
+conversion in its place; eagerly, and wherever dynamo cannot trace the body, the escape
+runs as before, one graph break and the body run by Python. The traced conversion keeps
+the eager promises: each tensor argument handed as a private copy the function may write
+(the compiler drops it where nothing writes) unless ``writeback=True`` or ``copy=False``
+ask for its own memory, ``grad="detach"`` detached, dtypes NumPy lacks widened and the
+results narrowed back, ``dtype=`` and ``device=`` applied to the results.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
+from autoconvert._errors import CompileWarning
+from autoconvert._failures._guards import Guarded
+from autoconvert._options._escape import compiling, opaque
+from autoconvert._options._options import Policy
+from autoconvert._options._signature import Parameters, Selection
+from autoconvert._spec._callbacks import reads_numpy_alone
+
+#: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
+Escape = Callable[..., Any]
+
+
+def traced_function(function: Any) -> Any:
+    """The function a call runs, past a guard (see _guards) that only copies refused arrays:
+    inside a graph no array is read-only, so nothing is refused."""
+    return function.__wrapped__ if type(function) is Guarded else function
+
+
+def _judged(function: Any) -> str | None:
+    """``reads_numpy_alone(function)``, out of dynamo's sight where a plan is made in compiled
+    code (a torchified object's method met there): it reads bytecode, through caches."""
+    if compiling():  # pragma: no cover - runs under dynamo
+        return cast("str | None", opaque(reads_numpy_alone, function))
+    return reads_numpy_alone(function)
+
+
+class Trace:
+    """How one plan's calls go under torch.compile: traced into the graph where its function
+    reads NumPy alone (``compile="auto"``) or ``compile="trace"`` asks, else the escape (a
+    route beside the host conversion, taken only under torch.compile, so explain shows it as
+    a note, ``words``)."""
+
+    def __init__(
+        self,
+        function: str,
+        func: Any,
+        *,
+        params: Parameters,
+        inputs: Policy,
+        outputs: Policy | None,
+        refusal: str | None,
+    ) -> None:
+        """``func``: the decorated callable, judged; ``inputs``, ``outputs``: the sides'
+        policies (``outputs`` None: results come back as they are); ``refusal``: why the
+        plan's kind cannot be traced whatever its code (None: its code decides)."""
+        self.function = function
+        self.mode = inputs.compile
+        #: The function judged: a call running another (batched's map of it) takes the escape.
+        self.judged = traced_function(func)
+        why = refusal or (None if self.mode == "escape" else _judged(self.judged))
+        if self.mode == "escape":
+            why = "compile='escape' was given"
+        elif self.mode == "trace" and refusal is None:
+            why = None  # asked for: torch's tracing says where it cannot
+        #: Why calls under torch.compile take the escape (None: they are traced).
+        self.why_not = why
+        self.detach = inputs.grad == "detach"
+        self.private = inputs.copy is not False and not inputs.writeback
+        self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
+        self.nested = inputs.nested
+        self.params = params
+        selected = inputs.only is not None or inputs.exclude is not None
+        where = f"accepts_numpy() on {function}"  # only accepts_numpy takes them: its words, as its side's checks
+        self.selection = Selection(params, inputs.only, inputs.exclude, where) if selected else None
+        self.converts_results = outputs is not None
+        self.device = outputs.device if outputs is not None else None
+        self.dtype = outputs.dtype if outputs is not None else None
+        #: Why a call judged traceable ran through the escape instead (None: none has).
+        self.fell_back: str | None = None
+        self.escape = self._escape(bound=False)
+        self.method_escape = self._escape(bound=True)
+
+    @property
+    def traces(self) -> bool:
+        """Whether calls under torch.compile are traced into the graph."""
+        return self.why_not is None
+
+    def _escape(self, *, bound: bool) -> Escape:
+        """The escape of this plan's calls, ``escape(call, wrapped, instance, args, kwargs)``;
+        where they trace, dynamo inlines the traced call in its place. ``bound``: ``wrapped``
+        is a method's function, called with ``instance`` first (the flat call's method form)."""
+        fell_back = self._fell_back
+
+        def escape(call: Any, *rest: Any) -> Any:  # pragma: no cover - runs under dynamo
+            return opaque(fell_back, call, *rest)
+
+        if self.traces:
+
+            def traced(call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:  # pragma: no cover
+                if not self.runs_judged(wrapped):
+                    return opaque(call, wrapped, instance, args, kwargs)
+                if bound:
+                    return self.call_traced(wrapped, (instance, *args), kwargs, 1)
+                return self.call_traced(wrapped, args, kwargs, self.params.offset(instance))
+
+            escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
+        return escape
+
+    def inline(self, wrapped: Any, instance: Any) -> Callable[..., Any]:
+        """What dynamo inlines for a call of the wrapper of ``wrapped`` (see _wrapper): a
+        bound method, which dynamo reads with its object, and guards through its attributes
+        (a closure's cells it would look for through the wrapper's ``__closure__``, which wrapt
+        forwards to the wrapped function's)."""
+        return _Inline(self, wrapped, self.params.offset(instance)).call
+
+    def runs_judged(self, wrapped: Any) -> bool:
+        """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
+        function = traced_function(wrapped)
+        return function is self.judged or getattr(function, "__func__", None) is self.judged
+
+    def _fell_back(self, call: Any, *rest: Any) -> Any:
+        """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
+        one (or this torch inlines no escape): said once, and kept for explain."""
+        if self.traces and self.fell_back is None and self.runs_judged(rest[0]):
+            self.fell_back = (
+                "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
+                "(torch._dynamo.explain shows where the trace stopped)"
+            )
+            warnings.warn(
+                f"autoconvert: {self.function}: {self.fell_back}. Fix: pass compile='escape' where it is decorated "
+                "to skip the attempt, or rewrite the unsupported NumPy call",
+                CompileWarning,
+                stacklevel=2,
+            )
+        return call(*rest)
+
+    def call_traced(self, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any], offset: int) -> Any:
+        """``function`` called on the arrays of the call's tensors, under dynamo: its NumPy
+        code becomes torch operations in the graph, and its arrays come back as tensors."""
+        function = traced_function(function)
+        floats: list[torch.dtype] = []
+        selection = self.selection
+        if selection is None:
+            args = tuple(self._array(a, floats) for a in args)
+            kwargs = {k: self._array(v, floats) for k, v in kwargs.items()}
+        else:
+            args = tuple(
+                self._array(a, floats) if i < offset or selection.wants(i - offset, None, offset) else a
+                for i, a in enumerate(args)
+            )
+            kwargs = {k: self._array(v, floats) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
+        # Where dynamo stops inside the function, its error shows this line: the way out.
+        result = function(*args, **kwargs)  # traced by compile=: pass compile="escape" to keep it out of the graph
+        if not self.converts_results:
+            return result
+        return self._tensors(result, self._result_dtype(floats))
+
+    def _array(self, value: Any, floats: list[torch.dtype]) -> Any:
+        """``value`` with its tensors as the arrays the function is handed (see the module)."""
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() or value.is_complex():
+                floats.append(value.dtype)
+            if self.detach:
+                value = value.detach()
+            wide = self.widened.get(value.dtype)
+            if wide is not None:
+                value = value.to(wide)  # a copy already
+            elif self.private:
+                value = value.clone()
+            return value.numpy()
+        if self.nested:
+            kind = type(value)
+            if kind is tuple or kind is list:
+                items = [self._array(v, floats) for v in value]
+                return items if kind is list else tuple(items)
+            if kind is dict:
+                return {k: self._array(v, floats) for k, v in value.items()}
+        return value
+
+    def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
+        """The dtype floating results are cast to: ``dtype=``'s, or the arguments' narrow dtype
+        NumPy lacks, restored where every floating argument had it (None: as computed)."""
+        if isinstance(self.dtype, torch.dtype):
+            return self.dtype
+        if self.dtype == "input":
+            return promote(set(floats)) if floats else None
+        kinds = set(floats)
+        if len(kinds) == 1:
+            (only,) = kinds
+            return only if only in self.widened else None
+        return None
+
+    def _tensors(self, value: Any, dtype: torch.dtype | None) -> Any:
+        """``value`` with its arrays as tensors, ``dtype`` and ``device=`` applied."""
+        kind = type(value)
+        if kind is np.ndarray or isinstance(value, np.generic):
+            tensor = torch.as_tensor(value)
+            if dtype is not None and is_inexact(tensor.dtype) and tensor.dtype != dtype:
+                tensor = tensor.to(dtype)
+            return tensor if self.device is None else tensor.to(self.device)
+        if kind is tuple or kind is list:
+            items = [self._tensors(v, dtype) for v in value]
+            return items if kind is list else tuple(items)
+        if kind is dict:
+            return {k: self._tensors(v, dtype) for k, v in value.items()}
+        return value
+
+    def words(self) -> str:
+        """The route in explain's words: a note beside the host conversion's."""
+        if not self.traces:
+            return f"each call is one graph break, the body run eagerly: {self.why_not}"
+        note = "its calls are traced into the graph, its NumPy code as torch operations"
+        return note if self.fell_back is None else f"{note}; but {self.fell_back}"
+
+
+class _Inline:
+    """A wrapper's call as dynamo inlines it: the traced call of ``wrapped``."""
+
+    __slots__ = ("offset", "trace", "wrapped")
+
+    def __init__(self, trace: Trace, wrapped: Any, offset: int) -> None:
+        self.trace, self.wrapped, self.offset = trace, wrapped, offset
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+        return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)

@@ -1,0 +1,417 @@
+"""The trace route: under torch.compile, NumPy-only functions are traced into the graph."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.ndimage
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+import torch._functorch.config
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils._pytree import tree_flatten
+
+import autoconvert as ac
+from autoconvert._interpreter._routes import plan_of
+
+from .compile_catalogue import CATALOGUE, Body, rotation_2d
+
+#: The bodies torch cannot trace, each with the escape its calls take and why.
+UNTRACED = {"polyval_horner": "polyval", "interpolate_linear": "interp"}
+TRACED = [b for b in CATALOGUE if b.name not in UNTRACED and b.body is not rotation_2d]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Any:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _pair(body: Body, **options: Any) -> Any:
+    if body.writes_arguments:
+        options.setdefault("copy", True)  # eagerly its arrays are read-only otherwise
+    return ac.returns_tensor(ac.accepts_numpy(**options)(body.body))
+
+
+def _inputs(body: Body, dtype: torch.dtype = torch.float64, seed: int = 0) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return [(torch.rand(*s, generator=generator, dtype=torch.float64) + 0.1).to(dtype) for s in body.shapes]
+
+
+def _close(expected: Any, got: Any, **tolerance: Any) -> None:
+    flat_expected, spec_expected = tree_flatten(expected)
+    flat_got, spec_got = tree_flatten(got)
+    assert spec_expected == spec_got
+    for e, g in zip(flat_expected, flat_got, strict=True):
+        assert type(e) is type(g)
+        assert e.dtype == g.dtype
+        torch.testing.assert_close(
+            g.float() if g.dtype == torch.bfloat16 else g, e.float() if e.dtype == torch.bfloat16 else e, **tolerance
+        )
+
+
+def test_the_catalogue_is_forty_bodies_or_more() -> None:
+    assert len(TRACED) >= 40
+
+
+@pytest.mark.parametrize("body", TRACED, ids=[b.name for b in TRACED])
+def test_each_body_compiles_fullgraph_to_the_eager_values_once(body: Body) -> None:
+    """fullgraph=True: traced, no graph break; the values eager gives; the caller's tensors
+    unchanged; one compilation for calls with other values of the same shapes."""
+    pair = _pair(body)
+    assert plan_of(pair).trace.why_not is None
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(pair, backend=counter, fullgraph=True)
+    for seed in (0, 1):
+        args = _inputs(body, seed=seed)
+        before = [a.clone() for a in args]
+        _close(pair(*args, *body.plain), compiled(*args, *body.plain))
+        for a, b in zip(args, before, strict=True):
+            assert torch.equal(a, b)
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize(
+    "body", [b for b in TRACED if b.name in ("mse", "softmax", "pairwise_distances", "layer_norm")]
+)
+def test_float32_and_bfloat16_inputs_give_eager_dtypes(body: Body) -> None:
+    """bfloat16 is widened to float32 for NumPy and the results narrowed back, as eagerly."""
+    pair = _pair(body)
+    compiled = torch.compile(pair, backend="aot_eager", fullgraph=True)
+    for dtype in (torch.float32, torch.bfloat16):
+        args = _inputs(body, dtype)
+        _close(pair(*args, *body.plain), compiled(*args, *body.plain), atol=1e-2, rtol=1e-2)
+
+
+# Each body's gradient against torch autograd on the same expression written in torch.
+_TORCH_TWINS = {
+    "mse": lambda p, t: torch.mean((p - t) ** 2),
+    "log_sum_exp": lambda x: torch.logsumexp(x, dim=-1),
+    "pairwise_distances": lambda a, b: torch.sqrt(((a[:, None] - b[None]) ** 2).sum(-1) + 1e-12),
+    "cumulative_returns": lambda r: torch.cumsum(r, dim=-1),
+    "relu_where": lambda x: torch.where(x > 0, x, 0.01 * x),
+    "sorted_rows": lambda x: torch.sort(x, dim=-1).values,
+    "squared_distances_einsum": lambda a, b: (a * a).sum(1)[:, None] + (b * b).sum(1)[None] - 2 * a @ b.T,
+    "clipped": lambda x: torch.clamp(x, 0.2, 0.8) * 3,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TORCH_TWINS))
+def test_gradients_match_torch_autograd_on_the_same_expression(name: str) -> None:
+    body = next(b for b in CATALOGUE if b.name == name)
+    compiled = torch.compile(_pair(body), backend="aot_eager", fullgraph=True)
+    args = [a.requires_grad_() for a in _inputs(body)]
+    twins = [a.detach().clone().requires_grad_() for a in args]
+    out, expected = compiled(*args), _TORCH_TWINS[name](*twins)
+    weights = torch.rand_like(expected)
+    (out * weights).sum().backward()
+    (expected * weights).sum().backward()
+    for a, t in zip(args, twins, strict=True):
+        torch.testing.assert_close(a.grad, t.grad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body", [b for b in TRACED if b.differentiable], ids=lambda b: b.name)
+def test_gradcheck_in_float64(body: Body) -> None:
+    """torch.autograd.gradcheck of the compiled call: its gradients are the body's own."""
+    compiled = torch.compile(_pair(body), backend="aot_eager", fullgraph=True)
+    args = tuple(a.requires_grad_() for a in _inputs(body))
+
+    def first_result(*tensors: torch.Tensor) -> Any:
+        flat, _ = tree_flatten(compiled(*tensors, *body.plain))
+        return tuple(t for t in flat if t.is_floating_point())
+
+    # gradcheck calls backward with retain_graph, which AOTAutograd's donated buffers (a setting
+    # of later torch releases) refuse.
+    config = torch._functorch.config
+    kept = config.patch(donated_buffer=False) if hasattr(config, "donated_buffer") else contextlib.nullcontext()
+    with kept:
+        assert torch.autograd.gradcheck(first_result, args, eps=1e-6, atol=1e-5)
+
+
+# torch 2.13's inductor imports torch.utils.mkldnn, which calls the deprecated torch.jit.script_method.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "body", [b for b in TRACED if b.name in ("mse", "cumulative_returns", "box_iou")], ids=lambda b: b.name
+)
+def test_inductor_compiles_the_trace_too(body: Body) -> None:
+    pair = _pair(body)
+    args = _inputs(body)
+    _close(pair(*args, *body.plain), torch.compile(pair, fullgraph=True)(*args, *body.plain))
+
+
+def _smooth(a: np.ndarray) -> np.ndarray:
+    return scipy.ndimage.gaussian_filter(a, 1.0)
+
+
+def _by_nditer(a: np.ndarray) -> np.ndarray:
+    out = np.empty(a.size)
+    for i, v in enumerate(np.nditer(a)):
+        out[i] = v * 2
+    return out.reshape(a.shape)
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            next(b.body for b in CATALOGUE if b.name == "polyval_horner"),
+            "its code reads polyval, which torch's NumPy tracing does not trace",
+        ),
+        (
+            next(b.body for b in CATALOGUE if b.name == "interpolate_linear"),
+            "its code reads interp, which torch's NumPy tracing does not trace",
+        ),
+        (_smooth, "its code reads scipy (module scipy), not NumPy"),
+        (_by_nditer, "its code reads nditer, which torch's NumPy tracing does not trace"),
+    ],
+    ids=["polyval", "interp", "scipy", "nditer"],
+)
+def test_bodies_torch_cannot_trace_take_the_escape(body: Any, why: str) -> None:
+    """Judged when decorated: one graph break per call, the body run eagerly, explain says why."""
+    pair = ac.returns_tensor(ac.accepts_numpy(body))
+    assert ac.explain(pair).compiled == f"each call is one graph break, the body run eagerly: {why}"
+    x = torch.rand(6, dtype=torch.float64)
+    explanation = torch._dynamo.explain(lambda v: pair(v * 2) + 1)(x)
+    assert explanation.graph_break_count == 1
+    torch.testing.assert_close(torch.compile(lambda v: pair(v * 2) + 1, backend="aot_eager")(x), pair(x * 2) + 1)
+
+
+def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warning() -> None:
+    """rotation_2d builds an array from Python floats, which torch's NumPy tracing refuses."""
+    pair = ac.returns_tensor(ac.accepts_numpy(rotation_2d))
+    points = torch.rand(6, 2, dtype=torch.float64)
+    compiled = torch.compile(lambda p: pair(p, 0.3) + 1, backend="aot_eager")
+    with pytest.warns(ac.CompileWarning) as caught:
+        out = compiled(points)
+    assert [str(w.message) for w in caught] == [
+        "autoconvert: rotation_2d(): torch.compile could not trace its NumPy code into the graph, so its calls "
+        "there take the escape (torch._dynamo.explain shows where the trace stopped). Fix: pass compile='escape' "
+        "where it is decorated to skip the attempt, or rewrite the unsupported NumPy call"
+    ]
+    torch.testing.assert_close(out, pair(points, 0.3) + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(compiled(points + 1), pair(points + 1, 0.3) + 1)  # said once
+    assert ac.explain(pair).compiled == (
+        "its calls are traced into the graph, its NumPy code as torch operations; but "
+        "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
+        "(torch._dynamo.explain shows where the trace stopped)"
+    )
+
+
+def test_under_fullgraph_the_error_names_the_function_and_the_option() -> None:
+    """dynamo's error (its wording is torch's) shows the function's frame where the trace
+    stopped, and the line of ours that called it, which names the way out."""
+    pair = ac.returns_tensor(ac.accepts_numpy(rotation_2d))
+    compiled = torch.compile(lambda p: pair(p, 0.3) + 1, backend="aot_eager", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+        compiled(torch.rand(6, 2))
+    message = str(refused.value)
+    assert "in rotation_2d\n" in message
+    assert 'traced by compile=: pass compile="escape" to keep it out of the graph' in message
+
+
+def test_compile_escape_keeps_the_graph_break_and_compile_trace_forces_the_attempt() -> None:
+    def body(a: np.ndarray) -> np.ndarray:
+        return np.polyval(np.array([1.0, 2.0]), a)
+
+    escaped = ac.returns_tensor(ac.accepts_numpy(compile="escape")(np.sin))
+    assert (
+        ac.explain(escaped).compiled == "each call is one graph break, the body run eagerly: compile='escape' was given"
+    )
+    assert torch._dynamo.explain(lambda v: escaped(v * 2) + 1)(torch.rand(3)).graph_break_count == 1
+    forced = ac.returns_tensor(ac.accepts_numpy(compile="trace")(body))
+    assert plan_of(forced).trace.why_not is None
+    with pytest.raises(ValueError) as refused:
+        ac.accepts_numpy(compile="always")
+    assert str(refused.value) == (
+        "autoconvert.accepts_numpy(): compile= takes 'auto', 'trace' or 'escape', got 'always'"
+    )
+
+
+def _scale(a: np.ndarray, factor: float = 2.0, *, shift: float = 0.0) -> np.ndarray:
+    return a * factor + shift
+
+
+def _overwrite(a: np.ndarray) -> np.ndarray:
+    a[0] = 0.0
+    return a + 1
+
+
+def test_the_promises_hold_inside_the_graph() -> None:
+    """Writes into arguments stay private unless writeback=True or copy=False; dtype=,
+    device=, grad='detach', keyword and plain arguments, containers, tuple results."""
+    x = torch.rand(4, dtype=torch.float64) + 1
+
+    def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        torch._dynamo.reset()
+        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args, **kwargs)
+
+    private = ac.returns_tensor(ac.accepts_numpy(copy=True)(_overwrite))
+    caller = x.clone()
+    torch.testing.assert_close(run(private, caller), private(x.clone()))
+    assert torch.equal(caller, x)
+    for options in ({"writeback": True}, {"copy": False}):
+        shared = ac.accepts_numpy(**options)(_overwrite)
+        caller = x.clone()
+        run(ac.returns_tensor(shared), caller)
+        assert caller[0] == 0 and torch.equal(caller[1:], x[1:])
+
+    scaled = ac.returns_tensor(dtype=torch.float32, device="cpu")(ac.accepts_numpy(_scale))
+    out = run(scaled, x, 3.0, shift=1.0)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, scaled(x, 3.0, shift=1.0))
+
+    w = torch.rand(4, requires_grad=True)
+    kept = run(ac.returns_tensor(ac.accepts_numpy(_log1p_abs)), w)
+    assert kept.requires_grad  # traced: the gradient flows where eagerly it is dropped with a warning
+    detached = run(ac.returns_tensor(ac.accepts_numpy(grad="detach")(_log1p_abs)), w)
+    assert not detached.requires_grad
+
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def of_containers(batch: dict[str, Any], pair: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        return batch["a"] + pair[0], np.stack(pair).sum(axis=0) * batch["k"]
+
+    args = ({"a": x, "k": 2.0}, [x, x * 2])
+    _close(of_containers(*args), run(of_containers, *args))
+
+
+def test_a_module_calling_decorated_functions_compiles_fullgraph() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(_sorted(x)) + _torchified(x)
+
+    net = Net()
+    x = torch.rand(3, 4)
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(net, backend=counter, fullgraph=True)
+    torch.testing.assert_close(compiled(x), net(x))
+    compiled(x + 1).sum().backward()
+    assert counter.frame_count == 1
+    assert net.linear.weight.grad is not None
+
+
+# torch 2.13's dynamo warns at any graph break over a non-leaf tensor that requires grad (see
+# test_compile): not ours to silence.
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning")
+def test_a_decorated_method_is_traced_after_one_graph_break() -> None:
+    """dynamo binds a method it finds on a class itself, past the wrapper: the call breaks the
+    graph once, and the method's frame, compiled on its own, traces the NumPy body."""
+
+    class Net(torch.nn.Module):
+        @ac.returns_tensor
+        @ac.accepts_numpy
+        def prep(self, a: np.ndarray) -> np.ndarray:
+            return np.sort(a, axis=-1) * 2
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.prep(x * 1) + 1
+
+    net = Net()
+    x = torch.rand(3, 4, requires_grad=True)
+    out = torch.compile(net, backend="aot_eager")(x)
+    torch.testing.assert_close(out, torch.sort(x, dim=-1).values * 2 + 1)
+    out.sum().backward()  # traced: the gradient reaches x
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+@ac.returns_tensor
+@ac.accepts_numpy
+def _sorted(a: np.ndarray) -> np.ndarray:
+    return np.sort(a, axis=-1)
+
+
+def _log1p_abs(a: np.ndarray) -> np.ndarray:
+    return np.log1p(np.abs(a))
+
+
+_torchified = ac.torchify(_log1p_abs)
+
+
+def _scaled_rows(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    out = a * w
+    out[..., 0] = 0.0  # an in-place write into a local array
+    return out - out.mean(axis=-1, keepdims=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple),
+    copy=st.sampled_from([None, True]),
+    grad=st.sampled_from(["warn", "detach"]),
+    dtype=st.sampled_from([None, torch.float32, "input"]),
+    floats=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]),
+)
+def test_options_by_body_shapes_compile_to_the_eager_result(
+    shape: tuple[int, ...], copy: bool | None, grad: str, dtype: Any, floats: torch.dtype
+) -> None:
+    """Across options and shapes, the compiled call gives the eager call's values and dtype,
+    the caller's tensors unchanged."""
+    torch._dynamo.reset()
+    pair = ac.returns_tensor(dtype=dtype)(ac.accepts_numpy(copy=copy, grad=grad)(_scaled_rows))
+    a, w = torch.rand(shape).to(floats), torch.rand(shape[-1]).to(floats)
+    before = a.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ac.GradientWarning)
+        eager = pair(a, w)
+    got = torch.compile(pair, backend="aot_eager", fullgraph=True)(a, w)
+    _close(eager, got, atol=1e-2, rtol=1e-2)
+    assert torch.equal(a, before)
+
+
+def test_which_code_is_judged_numpy_alone() -> None:
+    """Decided from the names the code loads, its closures and the Python functions it calls."""
+    from autoconvert._spec._callbacks import reads_numpy_alone
+
+    scale = 2.0
+
+    def helper(a: np.ndarray) -> np.ndarray:
+        return np.exp(a) * scale
+
+    cases = {
+        lambda a: helper(a) + math.pi + abs(len(a)): None,
+        lambda a: np.sin(a) * scale: None,
+        lambda a: a.astype(np.float32) + np.linalg.norm(a): None,
+        lambda a: scipy.ndimage.gaussian_filter(a, 1.0): "its code reads scipy (module scipy), not NumPy",
+        lambda a: torch.as_tensor(a): "its code reads torch (module torch), not NumPy",
+        lambda a: print(a): "its code reads print (builtin_function_or_method), not NumPy",
+        lambda a: a + np.random.rand(): "its code reads random, which torch's NumPy tracing does not trace",
+        lambda a: np.zeros(3, dtype=a.dtype): "its code reads dtype, which torch's NumPy tracing does not trace",
+        np.sort: "a NumPy function itself, which dynamo does not inline; decorate a Python function calling it",
+        functools.partial(np.add, 1): "it is a partial, not a Python function whose code can be read",
+    }
+    for function, why in cases.items():
+        assert reads_numpy_alone(function) == why
+
+
+def test_adapt_traces_where_every_parameter_asks_for_an_array() -> None:
+    def mixed(a: np.ndarray, t: torch.Tensor) -> np.ndarray:
+        return np.sin(a) + t.numpy()
+
+    def arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.sin(a) * b
+
+    assert ac.explain(ac.adapt(mixed)).compiled == (
+        "each call is one graph break, the body run eagerly: adapt() converts a parameter as its annotation "
+        "asks: to a tensor, or to a dtype"
+    )
+    adapted = ac.adapt(arrays)
+    x = torch.rand(3, dtype=torch.float64)
+    torch.testing.assert_close(torch.compile(adapted, backend="aot_eager", fullgraph=True)(x, x), adapted(x, x))
