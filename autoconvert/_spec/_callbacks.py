@@ -40,7 +40,11 @@ _to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, 
 class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
     call's tensor arguments (still filling while the call's arguments convert), whose device
-    its tensors go to."""
+    its tensors go to.
+
+    It carries the callable's attributes, live, both ways: NumPy code reads arbitrary ones
+    (``solve_ivp`` an event's ``terminal`` and ``direction``), set before or after the call
+    began, and what it sets lands on the callable."""
 
     __slots__ = ("__wrapped__", "odd", "shared")
 
@@ -62,6 +66,20 @@ class TensorCallback:
             return _to_arrays(result, None)
         except LeafError as e:
             raise e.public(function_name(function), "", "result") from None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":  # asked before __init__ set it (copy, pickle)
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TensorCallback.__slots__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.__wrapped__, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self.__wrapped__, name)
 
     def __repr__(self) -> str:
         return f"<autoconvert callback taking tensors: {self.__wrapped__!r}>"
