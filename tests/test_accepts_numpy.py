@@ -963,8 +963,8 @@ class TestReadOnlyRelabelling:
             assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
     def test_the_relabelled_error_names_the_argument_written_into(self) -> None:
-        """Of several handed arrays, the one the write hit is named, by its path; where the
-        frame holds several read-only arrays, each is a candidate."""
+        """Of several handed arrays, the one the write hit is named, by its path; an in-place
+        operator's operand, read-only as well, is only read."""
 
         @ac.accepts_numpy
         def scale(factor: Any, batch: dict[str, list[np.ndarray]]) -> None:
@@ -977,7 +977,7 @@ class TestReadOnlyRelabelling:
         assert str(info.value).startswith(prefix + "argument batch['x'][1] was written into by the function; ")
         with pytest.raises(ac.ReadOnlyError) as info:
             scale(torch.ones(1), {"x": [torch.ones(2), torch.ones(2)]})
-        assert str(info.value).startswith(prefix + "argument factor or batch['x'][1] was written into by the function")
+        assert str(info.value).startswith(prefix + "argument batch['x'][1] was written into by the function; ")
 
 
 class TestNoRawErrors:
