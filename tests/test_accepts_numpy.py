@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -1160,3 +1161,35 @@ class TestExpandedTensors:
             "autoconvert.to_tensor(): argument obj needs a copy of 10,000,000,000 elements (74.5 GiB) to become "
             "a tensor, which could not be allocated."
         )
+
+
+class _Polynomial:
+    """A callable computing its signature from its state, as numpoly's polynomials (and so
+    chaospy's expansions) do, where reading it raises IndexError."""
+
+    @property
+    def __signature__(self) -> Any:
+        raise IndexError("index 0 is out of bounds for axis 0 with size 0")
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return x * 2
+
+
+#: Every product decorating a callable, with the call it makes.
+_DECORATIONS: dict[str, Callable[[Any], Callable[[], Any]]] = {
+    "pair": lambda f: lambda: ac.returns_tensor(ac.accepts_numpy(f))(torch.ones(2)),
+    "accepts_numpy": lambda f: lambda: ac.accepts_numpy(f)(torch.ones(2)),
+    "reverse pair": lambda f: lambda: torch.from_numpy(ac.returns_numpy(ac.accepts_tensor(f))(np.ones(2))),
+    "numpy_op": lambda f: lambda: ac.numpy_op(f)(torch.ones(2)),
+    "batched": lambda f: lambda: ac.batched(f)(torch.ones(3, 2))[0],
+    "adapt": lambda f: lambda: ac.adapt(f)(torch.ones(2)),
+    "torchify": lambda f: lambda: ac.torchify(f)(torch.ones(2)),
+}
+
+
+@pytest.mark.parametrize("product", sorted(_DECORATIONS))
+def test_a_callable_whose_signature_cannot_be_read_is_decorated_as_one_without(product: str) -> None:
+    """Reading the signature raising anything (not only TypeError or ValueError) means the
+    callable has none that can be read: every product decorates it, and the call works."""
+    result = _DECORATIONS[product](_Polynomial())()
+    assert torch.equal(torch.as_tensor(result), torch.full((2,), 2.0))
