@@ -576,22 +576,32 @@ _TO_TENSOR_ENTRIES = {
 def test_a_masked_array_of_any_library_is_refused_at_every_entry_point(make: Any, entry: str, mask: list[bool]) -> None:
     """A masked array (NumPy's ``np.ma``, astropy's ``Masked``, with a unit too) is refused
     wherever an array becomes a tensor, or a list's items one array, masked entries or none,
-    naming the path and ``.filled``: the tensor or array would hold the hidden numbers as if
-    they were data. Filled, its numbers convert (the masked ones as the fill value)."""
+    naming the path and ``.filled`` (with a unit, the unit's fix too: ``.filled`` alone met
+    the unit's refusal next): the tensor or array would hold the hidden numbers as if they
+    were data. The fix named works (the masked numbers as the fill value)."""
     values = np.arange(len(mask), dtype=np.float64) - 999.0 * np.array(mask)
     masked = make(values, mask)
     call, function, path, holder = _TO_TENSOR_ENTRIES[entry]
     with pytest.raises(ac.ConversionError) as info:
         call(masked)
-    kind = type(masked)
+    kind, name = type(masked), path.removeprefix("argument ")
+    found = f"Found {kind.__module__}.{kind.__qualname__}(shape=({len(mask)},), dtype=<f8)."
+    expected = [-1.0 if hidden else float(i) for i, hidden in enumerate(mask)]
+    if make is _astropy_masked_quantity:
+        assert str(info.value) == (
+            f"{function}: {path} is a masked array in m; {holder} has no mask and no unit, and dropping them "
+            f"would silently unmask values and lose the unit. {found} Fix: use "
+            f"{name}.filled(fill_value).to_value(unit), the numbers in the unit you choose, or "
+            f"{name}.unmasked.to_value(unit) and {name}.mask as two arrays."
+        )
+        assert ac.to_tensor(masked.filled(-1.0 * masked.unit).to_value("m")).tolist() == expected
+        assert ac.to_tensor(masked.unmasked.to_value("m")).tolist() == values.tolist()
+        return
     assert str(info.value) == (
         f"{function}: {path} is a masked array; {holder} has no mask, and dropping it would silently unmask "
-        f"values. Found {kind.__module__}.{kind.__qualname__}(shape=({len(mask)},), dtype=<f8). Fix: use "
-        f"{path.removeprefix('argument ')}.filled(fill_value), or the data and the mask as two arrays."
+        f"values. {found} Fix: use {name}.filled(fill_value), or the data and the mask as two arrays."
     )
-    if make is not _astropy_masked_quantity:  # a Quantity's numbers are refused for their unit
-        expected = [-1.0 if hidden else float(i) for i, hidden in enumerate(mask)]
-        assert ac.to_tensor(masked.filled(-1.0)).tolist() == expected
+    assert ac.to_tensor(masked.filled(-1.0)).tolist() == expected
 
 
 def test_array_subclasses_without_a_unit_convert_by_their_values(tmp_path: Any) -> None:
