@@ -981,6 +981,36 @@ class TestReadOnlyRelabelling:
         assert str(info.value).startswith(prefix + "argument batch['x'][1] was written into by the function; ")
 
 
+def _identity(x: Any) -> Any:
+    return x
+
+
+class _Wrapper(torch.Tensor):
+    """A wrapper tensor subclass, as torch's subclass tutorials write one: its data is the
+    tensor it wraps, each operation unwrapping it."""
+
+    inner: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> _Wrapper:
+        made = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+            cls, inner.shape, dtype=inner.dtype, device=inner.device, requires_grad=inner.requires_grad
+        )
+        made.inner = inner
+        return made  # type: ignore[no-any-return]
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def unwrap(x: Any) -> Any:
+            return x.inner if isinstance(x, _Wrapper) else x
+
+        def rewrap(x: Any) -> Any:
+            return _Wrapper(x) if isinstance(x, torch.Tensor) else x
+
+        out = func(*torch.utils._pytree.tree_map(unwrap, args), **torch.utils._pytree.tree_map(unwrap, kwargs or {}))
+        return torch.utils._pytree.tree_map(rewrap, out)
+
+
 class TestNoRawErrors:
     """The sweep's raw errors, each now a ConversionError naming the argument and the fix."""
 
@@ -997,6 +1027,54 @@ class TestNoRawErrors:
         assert str(info.value).endswith(
             "Fix: run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy."
         )
+
+    @pytest.mark.parametrize("entry", ["to_numpy", "accepts_numpy", "requires grad", "torchify"])
+    def test_a_wrapper_subclass(self, entry: str) -> None:
+        """A tensor subclass with its own ``__torch_dispatch__`` (``_make_wrapper_subclass``),
+        whose ``.numpy()`` torch refuses: a ConversionError naming it and the fix, on every
+        entry (torch's raw "not supported for tensor subclasses" before)."""
+        wrapped = _Wrapper(torch.arange(3.0, requires_grad=entry == "requires grad"))
+        calls = {
+            "to_numpy": ("autoconvert.to_numpy(): argument obj", lambda: ac.to_numpy(wrapped)),
+            "accepts_numpy": ("_identity(): argument x", lambda: ac.accepts_numpy(_identity)(wrapped)),
+            "requires grad": ("_identity(): argument x", lambda: ac.accepts_numpy(grad="detach")(_identity)(wrapped)),
+            "torchify": ("sum(): argument a", lambda: ac.torchify(np).sum(wrapped)),
+        }
+        where, call = calls[entry]
+        with pytest.raises(ac.ConversionError) as info:
+            call()
+        assert str(info.value) == (
+            f"{where} is a _Wrapper, a tensor subclass with its own __torch_dispatch__, whose data NumPy cannot "
+            f"see (torch refuses its .numpy()). Found {__name__}._Wrapper(shape=(3,), dtype=torch.float32, "
+            "layout=torch.strided, device=cpu). Fix: pass the plain tensor it stands for, as the subclass gives "
+            "it (a DTensor's full_tensor(), say)."
+        )
+        assert ac.to_numpy(torch.nn.Parameter(torch.ones(2)).detach()).tolist() == [1.0, 1.0]  # a plain subclass
+
+    def test_a_dtensor(self, tmp_path: Any) -> None:
+        """A DTensor on a one-process gloo group: a ConversionError naming ``full_tensor()``,
+        which works."""
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_gloo_available():
+            pytest.skip("this torch has no gloo backend")
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        try:
+            sharded = distribute_tensor(torch.arange(4.0), init_device_mesh("cpu", (1,)), [Shard(0)])
+            with pytest.raises(ac.ConversionError) as info:
+                ac.accepts_numpy(_identity)(sharded)
+            assert str(info.value) == (
+                "_identity(): argument x is a DTensor, spread over a device mesh, whose data NumPy cannot see. "
+                "Found torch.distributed.tensor.DTensor(shape=(4,), dtype=torch.float32, layout=torch.strided, "
+                "device=cpu). Fix: pass x.full_tensor() (its whole value, gathered onto every rank), or "
+                "x.to_local() (this rank's shard)."
+            )
+            assert ac.accepts_numpy(_identity)(sharded.full_tensor()).tolist() == [0.0, 1.0, 2.0, 3.0]
+        finally:
+            dist.destroy_process_group()
 
     @pytest.mark.parametrize(
         "transform",
