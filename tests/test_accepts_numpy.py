@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -963,8 +964,8 @@ class TestReadOnlyRelabelling:
             assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
     def test_the_relabelled_error_names_the_argument_written_into(self) -> None:
-        """Of several handed arrays, the one the write hit is named, by its path; where the
-        frame holds several read-only arrays, each is a candidate."""
+        """Of several handed arrays, the one the write hit is named, by its path; an in-place
+        operator's operand, read-only as well, is only read."""
 
         @ac.accepts_numpy
         def scale(factor: Any, batch: dict[str, list[np.ndarray]]) -> None:
@@ -977,7 +978,37 @@ class TestReadOnlyRelabelling:
         assert str(info.value).startswith(prefix + "argument batch['x'][1] was written into by the function; ")
         with pytest.raises(ac.ReadOnlyError) as info:
             scale(torch.ones(1), {"x": [torch.ones(2), torch.ones(2)]})
-        assert str(info.value).startswith(prefix + "argument factor or batch['x'][1] was written into by the function")
+        assert str(info.value).startswith(prefix + "argument batch['x'][1] was written into by the function; ")
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+class _Wrapper(torch.Tensor):
+    """A wrapper tensor subclass, as torch's subclass tutorials write one: its data is the
+    tensor it wraps, each operation unwrapping it."""
+
+    inner: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> _Wrapper:
+        made = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+            cls, inner.shape, dtype=inner.dtype, device=inner.device, requires_grad=inner.requires_grad
+        )
+        made.inner = inner
+        return made  # type: ignore[no-any-return]
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def unwrap(x: Any) -> Any:
+            return x.inner if isinstance(x, _Wrapper) else x
+
+        def rewrap(x: Any) -> Any:
+            return _Wrapper(x) if isinstance(x, torch.Tensor) else x
+
+        out = func(*torch.utils._pytree.tree_map(unwrap, args), **torch.utils._pytree.tree_map(unwrap, kwargs or {}))
+        return torch.utils._pytree.tree_map(rewrap, out)
 
 
 class TestNoRawErrors:
@@ -996,6 +1027,54 @@ class TestNoRawErrors:
         assert str(info.value).endswith(
             "Fix: run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy."
         )
+
+    @pytest.mark.parametrize("entry", ["to_numpy", "accepts_numpy", "requires grad", "torchify"])
+    def test_a_wrapper_subclass(self, entry: str) -> None:
+        """A tensor subclass with its own ``__torch_dispatch__`` (``_make_wrapper_subclass``),
+        whose ``.numpy()`` torch refuses: a ConversionError naming it and the fix, on every
+        entry (torch's raw "not supported for tensor subclasses" before)."""
+        wrapped = _Wrapper(torch.arange(3.0, requires_grad=entry == "requires grad"))
+        calls = {
+            "to_numpy": ("autoconvert.to_numpy(): argument obj", lambda: ac.to_numpy(wrapped)),
+            "accepts_numpy": ("_identity(): argument x", lambda: ac.accepts_numpy(_identity)(wrapped)),
+            "requires grad": ("_identity(): argument x", lambda: ac.accepts_numpy(grad="detach")(_identity)(wrapped)),
+            "torchify": ("sum(): argument a", lambda: ac.torchify(np).sum(wrapped)),
+        }
+        where, call = calls[entry]
+        with pytest.raises(ac.ConversionError) as info:
+            call()
+        assert str(info.value) == (
+            f"{where} is a _Wrapper, a tensor subclass with its own __torch_dispatch__, whose data NumPy cannot "
+            f"see (torch refuses its .numpy()). Found {__name__}._Wrapper(shape=(3,), dtype=torch.float32, "
+            "layout=torch.strided, device=cpu). Fix: pass the plain tensor it stands for, as the subclass gives "
+            "it (a DTensor's full_tensor(), say)."
+        )
+        assert ac.to_numpy(torch.nn.Parameter(torch.ones(2)).detach()).tolist() == [1.0, 1.0]  # a plain subclass
+
+    def test_a_dtensor(self, tmp_path: Any) -> None:
+        """A DTensor on a one-process gloo group: a ConversionError naming ``full_tensor()``,
+        which works."""
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_gloo_available():
+            pytest.skip("this torch has no gloo backend")
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        try:
+            sharded = distribute_tensor(torch.arange(4.0), init_device_mesh("cpu", (1,)), [Shard(0)])
+            with pytest.raises(ac.ConversionError) as info:
+                ac.accepts_numpy(_identity)(sharded)
+            assert str(info.value) == (
+                "_identity(): argument x is a DTensor, spread over a device mesh, whose data NumPy cannot see. "
+                "Found torch.distributed.tensor.DTensor(shape=(4,), dtype=torch.float32, layout=torch.strided, "
+                "device=cpu). Fix: pass x.full_tensor() (its whole value, gathered onto every rank), or "
+                "x.to_local() (this rank's shard)."
+            )
+            assert ac.accepts_numpy(_identity)(sharded.full_tensor()).tolist() == [0.0, 1.0, 2.0, 3.0]
+        finally:
+            dist.destroy_process_group()
 
     @pytest.mark.parametrize(
         "transform",
@@ -1160,3 +1239,35 @@ class TestExpandedTensors:
             "autoconvert.to_tensor(): argument obj needs a copy of 10,000,000,000 elements (74.5 GiB) to become "
             "a tensor, which could not be allocated."
         )
+
+
+class _Polynomial:
+    """A callable computing its signature from its state, as numpoly's polynomials (and so
+    chaospy's expansions) do, where reading it raises IndexError."""
+
+    @property
+    def __signature__(self) -> Any:
+        raise IndexError("index 0 is out of bounds for axis 0 with size 0")
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return x * 2
+
+
+#: Every product decorating a callable, with the call it makes.
+_DECORATIONS: dict[str, Callable[[Any], Callable[[], Any]]] = {
+    "pair": lambda f: lambda: ac.returns_tensor(ac.accepts_numpy(f))(torch.ones(2)),
+    "accepts_numpy": lambda f: lambda: ac.accepts_numpy(f)(torch.ones(2)),
+    "reverse pair": lambda f: lambda: torch.from_numpy(ac.returns_numpy(ac.accepts_tensor(f))(np.ones(2))),
+    "numpy_op": lambda f: lambda: ac.numpy_op(f)(torch.ones(2)),
+    "batched": lambda f: lambda: ac.batched(f)(torch.ones(3, 2))[0],
+    "adapt": lambda f: lambda: ac.adapt(f)(torch.ones(2)),
+    "torchify": lambda f: lambda: ac.torchify(f)(torch.ones(2)),
+}
+
+
+@pytest.mark.parametrize("product", sorted(_DECORATIONS))
+def test_a_callable_whose_signature_cannot_be_read_is_decorated_as_one_without(product: str) -> None:
+    """Reading the signature raising anything (not only TypeError or ValueError) means the
+    callable has none that can be read: every product decorates it, and the call works."""
+    result = _DECORATIONS[product](_Polynomial())()
+    assert torch.equal(torch.as_tensor(result), torch.full((2,), 2.0))

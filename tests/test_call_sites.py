@@ -369,6 +369,50 @@ def test_callbacks_stay_arrays_unless_asked_and_numpy_functions_stay_numpy() -> 
         ac.accepts_numpy(callbacks=1)  # type: ignore[call-overload]
 
 
+@pytest.mark.parametrize("callbacks", [False, True])
+def test_solve_ivp_events_keep_their_attributes(callbacks: bool) -> None:
+    """``solve_ivp`` reads an event's ``terminal`` and ``direction``: the callback handed to it
+    carries them, so a torch event (by default) and any event under ``callbacks=True`` stop
+    where SciPy's own call stops."""
+    import scipy.integrate
+
+    def torch_event(t: Any, y: torch.Tensor) -> torch.Tensor:
+        return y[0] - torch.tensor(0.5, dtype=y.dtype)
+
+    event: Any = (lambda t, y: y[0] - 0.5) if callbacks else torch_event
+    event.terminal = True
+    event.direction = -1
+    integrate = ac.torchify(scipy.integrate, callbacks=callbacks)
+    result = integrate.solve_ivp(lambda t, y: -0.5 * y, (0.0, 10.0), torch.tensor([1.0]), events=event)
+    ends: Any = lambda t, y: y[0] - 0.5  # noqa: E731 - SciPy's own call, NumPy-written
+    ends.terminal, ends.direction = True, -1
+    expected = scipy.integrate.solve_ivp(lambda t, y: -0.5 * y, (0.0, 10.0), np.array([1.0]), events=ends)
+    assert (result.status, expected.status) == (1, 1)
+    assert float(result.t[-1]) == pytest.approx(expected.t[-1]) == pytest.approx(np.log(4.0), rel=1e-3)
+
+
+def test_a_callback_carries_the_callables_attributes_live() -> None:
+    """The callback a function is handed reads the callable's attributes as they are when
+    read (set after the call began too), and what the function sets lands on the callable."""
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return torch.sum(x)
+
+    loss.tolerance = 1e-3
+
+    @ac.accepts_numpy
+    def fit(f: Any) -> tuple[Any, ...]:
+        before = f.tolerance
+        loss.tolerance = 1e-6  # the caller's callable changed while the function runs
+        after = f.tolerance
+        f.calls = 1
+        del f.tolerance
+        return before, after, f.__name__, f.calls, hasattr(f, "tolerance"), f(np.ones(2))
+
+    assert fit(loss) == (1e-3, 1e-6, "loss", 1, False, 2.0)
+    assert loss.calls == 1 and not hasattr(loss, "tolerance")
+
+
 def test_a_callback_whose_values_cannot_cross_is_named() -> None:
     """An array torch cannot hold reaching a torch callback, or a result NumPy cannot hold
     coming back from one, raises a ConversionError naming the callback and the value."""
@@ -532,22 +576,32 @@ _TO_TENSOR_ENTRIES = {
 def test_a_masked_array_of_any_library_is_refused_at_every_entry_point(make: Any, entry: str, mask: list[bool]) -> None:
     """A masked array (NumPy's ``np.ma``, astropy's ``Masked``, with a unit too) is refused
     wherever an array becomes a tensor, or a list's items one array, masked entries or none,
-    naming the path and ``.filled``: the tensor or array would hold the hidden numbers as if
-    they were data. Filled, its numbers convert (the masked ones as the fill value)."""
+    naming the path and ``.filled`` (with a unit, the unit's fix too: ``.filled`` alone met
+    the unit's refusal next): the tensor or array would hold the hidden numbers as if they
+    were data. The fix named works (the masked numbers as the fill value)."""
     values = np.arange(len(mask), dtype=np.float64) - 999.0 * np.array(mask)
     masked = make(values, mask)
     call, function, path, holder = _TO_TENSOR_ENTRIES[entry]
     with pytest.raises(ac.ConversionError) as info:
         call(masked)
-    kind = type(masked)
+    kind, name = type(masked), path.removeprefix("argument ")
+    found = f"Found {kind.__module__}.{kind.__qualname__}(shape=({len(mask)},), dtype=<f8)."
+    expected = [-1.0 if hidden else float(i) for i, hidden in enumerate(mask)]
+    if make is _astropy_masked_quantity:
+        assert str(info.value) == (
+            f"{function}: {path} is a masked array in m; {holder} has no mask and no unit, and dropping them "
+            f"would silently unmask values and lose the unit. {found} Fix: use "
+            f"{name}.filled(fill_value).to_value(unit), the numbers in the unit you choose, or "
+            f"{name}.unmasked.to_value(unit) and {name}.mask as two arrays."
+        )
+        assert ac.to_tensor(masked.filled(-1.0 * masked.unit).to_value("m")).tolist() == expected
+        assert ac.to_tensor(masked.unmasked.to_value("m")).tolist() == values.tolist()
+        return
     assert str(info.value) == (
         f"{function}: {path} is a masked array; {holder} has no mask, and dropping it would silently unmask "
-        f"values. Found {kind.__module__}.{kind.__qualname__}(shape=({len(mask)},), dtype=<f8). Fix: use "
-        f"{path.removeprefix('argument ')}.filled(fill_value), or the data and the mask as two arrays."
+        f"values. {found} Fix: use {name}.filled(fill_value), or the data and the mask as two arrays."
     )
-    if make is not _astropy_masked_quantity:  # a Quantity's numbers are refused for their unit
-        expected = [-1.0 if hidden else float(i) for i, hidden in enumerate(mask)]
-        assert ac.to_tensor(masked.filled(-1.0)).tolist() == expected
+    assert ac.to_tensor(masked.filled(-1.0)).tolist() == expected
 
 
 def test_array_subclasses_without_a_unit_convert_by_their_values(tmp_path: Any) -> None:

@@ -161,6 +161,69 @@ def test_a_view_of_a_private_copy_kept_past_the_call_is_read_only(
     assert torch.equal(base, after_call)
 
 
+#: Buffers exported from an array (``memoryview``), which keep the writable buffer they were
+#: given whatever the array's flag says later, and arrays made of one.
+BUFFERS: dict[str, Callable[[np.ndarray], Any]] = {
+    "memoryview": lambda a: memoryview(a),
+    "memoryview of a slice": lambda a: memoryview(a[1:]),
+    "cast memoryview": lambda a: memoryview(a).cast("B"),
+    "slice of a memoryview": lambda a: memoryview(a)[1:],
+    "array of a memoryview": lambda a: np.asarray(memoryview(a)),
+    "frombuffer of a cast": lambda a: np.frombuffer(memoryview(a).cast("B"), dtype=np.uint8),
+}
+
+
+def _write(kept: Any) -> None:
+    """A write through ``kept``, an array (zeros) or a memoryview of any format (its last
+    byte's lowest bit flipped, a valid value of every dtype)."""
+    if isinstance(kept, memoryview):
+        data = kept.cast("B")
+        data[-1] ^= 1
+    else:
+        kept[...] = 0
+
+
+@given(
+    buffer=st.sampled_from(list(BUFFERS)),
+    keeper=st.sampled_from(KEEPERS),
+    dtype=st.sampled_from(DTYPES),
+    layout=st.sampled_from(["contiguous", "transposed", "conj", "offset"]),
+    collects=st.booleans(),
+)
+@settings(max_examples=30, deadline=None)
+def test_a_memoryview_of_a_private_copy_kept_past_the_call_refuses_writes(
+    *, buffer: str, keeper: str, dtype: torch.dtype, layout: str, collects: bool
+) -> None:
+    """A ``memoryview`` the function keeps of a private copy (of it, of a view of it, cast or
+    sliced) is released once the call returned, and an array made of one is read-only: a
+    write raises NumPy's ValueError instead of reaching the copy only, and the caller's
+    tensor keeps what the call left. Of the tensor's own memory, the write reaches it."""
+    t, base = _tensor(dtype, layout)
+    box = _Box()
+
+    @ac.accepts_numpy(writeback=True)
+    def keeps(a: np.ndarray) -> None:
+        a[0, 0] = 1
+        _keep(keeper, BUFFERS[buffer](a), box)
+        if collects:
+            gc.collect()  # what the call made is no longer the collector's youngest
+
+    keeps(t)
+    after_call = base.clone()
+    kept = _kept(keeper, box)
+    if not _private(dtype, layout):
+        _write(kept)
+        assert not torch.equal(base, after_call)
+        return
+    with pytest.raises(ValueError) as info:
+        _write(kept)
+    assert str(info.value) in (
+        "operation forbidden on released memoryview object",
+        "assignment destination is read-only",
+    )
+    assert torch.equal(base, after_call)
+
+
 class _Keeper:
     """Keeps the array it is made with, and a view a method makes of it later."""
 
@@ -212,7 +275,9 @@ def test_a_torchified_objects_late_write_into_a_view_says_the_copy_was_frozen(ho
         keeper.split()
     with pytest.raises(ac.ReadOnlyError) as info:
         keeper.bump()
-    assert str(info.value) == f"_Keeper.bump(): attribute self.buf or self.head {_LATE}"  # the frame held both
+    # The array written, self.head, and the one it views, if any.
+    written = "self.head" if how == "kept by a method" else "self.buf or self.head"
+    assert str(info.value) == f"_Keeper.bump(): attribute {written} {_LATE}"
     assert torch.equal(t, torch.zeros(3, dtype=torch.bfloat16))
 
 

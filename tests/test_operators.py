@@ -231,3 +231,58 @@ def test_explain_takes_an_operator_before_its_first_use() -> None:
     op = ac.torchify(scipy.sparse.linalg).aslinearoperator(torch.eye(2, dtype=torch.float64))
     first = str(ac.explain(op.__add__)).splitlines()[0]
     assert first == "LinearOperator.__add__(): accepts_numpy() + returns_tensor(), fused into one wrapper"
+
+
+def _classes() -> dict[str, Any]:
+    """Objects of classes with operators, plain and torchified (one each made from tensors)."""
+    eye = np.eye(2)
+    return {
+        "Signal": (Signal([1.0, 2.0]), ac.torchify(Signal([1.0, 2.0]))),
+        "LinearOperator": (
+            scipy.sparse.linalg.aslinearoperator(eye),
+            ac.torchify(scipy.sparse.linalg).aslinearoperator(torch.from_numpy(eye)),
+        ),
+        "csr_array": (scipy.sparse.csr_array(eye), ac.torchify(scipy.sparse).csr_array(torch.from_numpy(eye))),
+        "Rotation": (
+            scipy.spatial.transform.Rotation.identity(),
+            ac.torchify(scipy.spatial.transform).Rotation.identity(),
+        ),
+    }
+
+
+@given(kind=st.sampled_from(sorted(_classes())), name=st.sampled_from(OPERATORS))
+def test_a_proxy_type_has_exactly_its_class_s_operators(kind: str, name: str) -> None:
+    """A proxy answers an operator exactly where its object does (``type.__or__``, the
+    metaclass's ``int | None``, is no operator of a class's objects): a missing one fails on
+    the proxy as on the object, with Python's TypeError or AttributeError."""
+    plain, proxied = _classes()[kind]
+    assert hasattr(proxied, name) == hasattr(plain, name), name
+    if name in ("__or__", "__ror__") and not hasattr(plain, name):
+        with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \|"):
+            proxied | 1
+        with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \|"):
+            1 | proxied
+        with pytest.raises(AttributeError, match=f"object has no attribute '{name}'"):
+            ac.explain(getattr(proxied, name))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["np.ones(2) * a", "np.ones(2) @ a", "np.ones((2, 2)) @ a", "np.ones((2, 2)) + a", "np.ones((2, 2)) - a"],
+)
+@pytest.mark.parametrize("kind", ["LinearOperator", "csr_array"])
+def test_an_array_on_the_left_defers_to_the_proxy_as_to_the_object(kind: str, expression: str) -> None:
+    """The class's ``__array_ufunc__ = None`` (or ``__array_priority__``) reaches its proxy type,
+    so NumPy on the left defers to the proxy's reflected operator (it made an object array of
+    proxies, or raised) and the result is the object's, in tensors."""
+    plain, proxied = _classes()[kind]
+    try:
+        expected = eval(expression, {"np": np}, {"a": plain})
+    except TypeError:  # an operator the class lacks: the proxy lacks it too
+        with pytest.raises(TypeError):
+            eval(expression, {"np": np}, {"a": proxied})
+        return
+    got = eval(expression, {"np": np}, {"a": proxied})
+    expected = expected.toarray() if scipy.sparse.issparse(expected) else np.asarray(expected)
+    assert isinstance(got, torch.Tensor)
+    np.testing.assert_array_equal(got.to_dense().numpy(), expected)

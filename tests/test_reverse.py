@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.optimize
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autoconvert as ac
 
@@ -28,7 +31,75 @@ def test_a_torch_objective_inside_scipy_optimize() -> None:
     result = scipy.optimize.minimize(rosenbrock, np.zeros(4), jac=True, method="L-BFGS-B")
     assert result.success and np.allclose(result.x, 1.0, atol=1e-4)
     value, grad = rosenbrock(np.zeros(4))
-    assert type(value) is np.ndarray and value.shape == () and grad.dtype == np.float64
+    assert type(value) is np.float64 and grad.dtype == np.float64  # a scalar, as NumPy's sum gives
+
+
+_DTYPES = [
+    torch.float64,
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.int64,
+    torch.int32,
+    torch.bool,
+    torch.complex64,
+]
+
+
+@given(
+    dtype=st.sampled_from(_DTYPES),
+    shape=st.sampled_from([(), (0,), (1,), (2, 3)]),
+    nesting=st.sampled_from(["bare", "tuple", "dict"]),
+    copy=st.sampled_from([None, True, False]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_0d_result_is_a_numpy_scalar_as_numpys_reductions_give(
+    dtype: torch.dtype, shape: tuple[int, ...], nesting: str, copy: bool | None
+) -> None:
+    """A 0-d tensor result through the reverse pair is the NumPy scalar NumPy's own reduction
+    gives on the same values (cma's ``tell`` and nlopt refuse 0-d arrays), at any depth;
+    other results stay arrays; ``copy=False``, which asks for the tensor's memory, keeps the
+    0-d array sharing it."""
+    nest = {"bare": lambda v: v, "tuple": lambda v: (v, 1), "dict": lambda v: {"v": v}}[nesting]
+    dig = {"bare": lambda r: r, "tuple": lambda r: r[0], "dict": lambda r: r["v"]}[nesting]
+    made: list[torch.Tensor] = []
+
+    @ac.returns_numpy(copy=copy)
+    @ac.accepts_tensor
+    def reduce(x: torch.Tensor) -> Any:
+        x = x.to(dtype)
+        value = x.sum() if x.dtype.is_floating_point or x.dtype.is_complex else x.max()
+        made.append(value.reshape(shape) if value.numel() == math.prod(shape) else value)
+        return nest(made[-1])
+
+    try:
+        result = dig(reduce(np.ones(1, dtype=np.float64)))
+    except ac.CopyError:  # copy=False where NumPy cannot share the tensor (bfloat16)
+        assert copy is False and dtype is torch.bfloat16
+        return
+    tensor = made[-1]
+    if tensor.ndim or copy is False:
+        assert type(result) is np.ndarray and result.shape == tuple(tensor.shape)
+        return
+    values = ac.to_numpy(tensor.reshape(1))
+    expected = values.sum() if values.dtype.kind in "fc" else values.max()
+    assert type(result) is type(expected) and result == expected
+
+
+def test_a_callbacks_0d_result_is_a_numpy_scalar() -> None:
+    """A torch callback's 0-d tensor result reaches NumPy code as a NumPy scalar (a 0-d array
+    before), as a NumPy-written objective's ``np.sum`` gives."""
+    seen: list[Any] = []
+
+    @ac.accepts_numpy(callbacks=True)
+    def optimise(objective: Any, x0: np.ndarray) -> Any:
+        seen.append(objective(x0))
+        return seen[-1]
+
+    optimise(lambda x: (x**2).sum(), torch.ones(3, dtype=torch.float64))
+    optimise(lambda x: (x**2, x.sum()), torch.ones(3, dtype=torch.float64))
+    assert type(seen[0]) is np.float64 and seen[0] == 3.0
+    assert type(seen[1][0]) is np.ndarray and type(seen[1][1]) is np.float64
 
 
 def test_accepts_tensor_shares_memory_on_the_cpu_like_from_numpy() -> None:

@@ -289,6 +289,23 @@ def test_n_dimensional_scipy_coo_arrays_become_coo_tensors() -> None:
         ac.to_tensor(sp.coo_array(np.ones(3)), sparse_layout=torch.sparse_csr)
 
 
+@pytest.mark.parametrize("format", ["csr", "coo", "dok", "lil"])
+def test_one_dimensional_scipy_arrays_of_every_format_become_coo_tensors(format: str) -> None:
+    """A 1-d CSR array (SciPy 1.14's), a row of a 2-d one, iterating one through torchify: COO
+    tensors, torch's compressed layouts being 2-d (they were refused as "only COO")."""
+    dense = np.array([0.0, 2.0, 0.0, 3.0])
+    try:
+        m = sp.coo_array(dense).asformat(format)
+    except (ValueError, NotImplementedError):
+        pytest.skip(f"this SciPy has no 1-d {format} arrays")
+    t = ac.to_tensor(m)
+    assert t.layout == torch.sparse_coo and t.is_coalesced()
+    assert torch.equal(t.to_dense(), torch.from_numpy(dense))
+    eye = torch.eye(3, dtype=torch.float64)
+    rows = list(ac.torchify(sp).csr_array(eye))
+    assert [row.to_dense().tolist() for row in rows] == eye.tolist()
+
+
 def test_a_sparse_tensor_given_to_a_dense_only_function_is_named() -> None:
     """ndimage reads a SciPy matrix as one object and returns an object array: the error is
     about the sparse argument and says to densify it, not "result is an object array"."""

@@ -534,6 +534,42 @@ def test_an_object_keeping_a_constructor_argument_refuses_a_later_write() -> Non
     assert torch.equal(t, torch.zeros(3)) and torch.equal(held.a, torch.ones(3))
 
 
+class _Adder:
+    """Methods writing an argument into an array the object holds, each spelling the write."""
+
+    def __init__(self, buf: Any) -> None:
+        self.buf = buf
+        self.parts = {"head": buf}
+
+    def attribute(self, other: Any) -> None:
+        self.buf += other
+
+    def local(self, other: Any) -> None:
+        buf = self.buf
+        buf -= other
+
+    def item(self, other: Any) -> None:
+        self.parts["head"] *= other
+
+    def row(self, other: Any) -> None:
+        self.buf[0] += other
+
+
+@pytest.mark.parametrize("method", ["attribute", "local", "item", "row"])
+@pytest.mark.parametrize("operand", ["tensor", "number"])
+def test_an_in_place_write_names_the_array_written_not_the_operand(method: str, operand: str) -> None:
+    """``self.buf += o`` (through a local, an item, a row too) with ``o`` a read-only argument
+    as well: the ReadOnlyError names the attribute written, never the argument only read."""
+    t = torch.zeros(2, 3)
+    adder = ac.torchify(_Adder)(t)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        getattr(adder, method)(torch.ones(3) if operand == "tensor" else 2.0)
+    written = "self.parts['head']" if method == "item" else "self.buf"
+    held = "self.buf or self.parts['head']"  # one array, held twice
+    assert str(info.value).startswith(f"_Adder.{method}(): attribute {held} was written into by the function; ")
+    assert written in held and torch.equal(t, torch.zeros(2, 3))
+
+
 # --------------------------------------------------------------------------- containers changed by the function
 
 #: What a function may do to the dict it was handed, and the same done to the caller's dict

@@ -470,6 +470,11 @@ _TORCH_USES: dict[str, tuple[bool, list[str]]] = {
         ["import torch.nn.functional as F", "return (lambda: F.relu(a).std(correction=0))()"],
     ),
     "closure": (True, ["return xp.std(a, correction=0)"]),
+    # ``torch.Tensor`` read as the type, beside NumPy: no sign of code making its own tensors.
+    "type-check-beside-numpy": (
+        True,
+        ["assert isinstance(a, torch.Tensor)", "return torch.std(a, correction=0) + np.float64(0.0)"],
+    ),
 }
 
 #: The callable's shape around a body: source where {body} is the body's lines, made inside

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import types
 import typing
 from typing import Any
 
+from autoconvert._adapters._adapter import signature_of
 from autoconvert._options._signature import Parameters, function_name
 from autoconvert._spec._emit import INSTANCE, Step
 
@@ -21,10 +21,8 @@ class Signature:
         self.function = function_name(func)
         inner = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
         hints = _hints(inner, self.function)
-        try:
-            parameters = inspect.signature(inner).parameters.values()
-        except (TypeError, ValueError):  # a builtin: no annotations to read
-            parameters = ()  # type: ignore[assignment]
+        signature = signature_of(inner)  # None: a builtin, no annotations to read
+        parameters = () if signature is None else signature.parameters.values()
         self.asked: list[tuple[str, Want | None]] = []  # every parameter, as Parameters.shown spells it
         for p in parameters:
             want = want_of(hints[p.name]) if p.name in hints else None

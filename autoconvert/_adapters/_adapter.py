@@ -133,10 +133,10 @@ class Adapter:
         default ``X`` for each ``overwrite_X`` parameter, the flag SciPy's compiled code
         (``scipy.linalg.solve(a, b, overwrite_b=True)`` writes its solution into ``b``) and
         the interfaces mirroring it take."""
-        try:
-            parameters = list(inspect.signature(fn).parameters.values())
-        except (TypeError, ValueError):
+        signature = signature_of(fn)
+        if signature is None:
             return []
+        parameters = list(signature.parameters.values())
         positions = {p.name: i for i, p in enumerate(parameters) if p.kind in _POSITIONAL}
         # overwrite_a names A in ldl, null_space, qz and ordqz: matched whatever the case.
         names = {p.name.lower(): p.name for p in parameters}
@@ -225,6 +225,17 @@ class Adapter:
 
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def signature_of(fn: Any) -> inspect.Signature | None:
+    """``fn``'s signature, or None where it has none that can be read: builtins, ufuncs and
+    dispatchers have none (TypeError, ValueError), and objects computing it may raise
+    anything (numpoly's polynomials, chaospy's expansions: IndexError), which the call
+    itself may never meet."""
+    try:
+        return inspect.signature(fn)
+    except Exception:  # any error: see above
+        return None
 
 
 def module_of(value: Any) -> str:

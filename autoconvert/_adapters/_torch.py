@@ -10,8 +10,10 @@ import numpy as np
 from ._adapter import Adapter
 
 #: torch's functions that make a tensor from an array: code reading NumPy and one of these
-#: converts what it is handed itself (``from_numpy`` whatever else it reads).
-MAKES_TENSORS = frozenset({"as_tensor", "tensor", "Tensor", "FloatTensor", "DoubleTensor", "LongTensor"})
+#: converts what it is handed itself (``from_numpy`` whatever else it reads). Never
+#: ``Tensor``: code reads it as the type (``isinstance(x, torch.Tensor)``) far more than it
+#: calls the legacy constructor, and a torch callable checking its argument wants tensors.
+MAKES_TENSORS = frozenset({"as_tensor", "tensor", "FloatTensor", "DoubleTensor", "LongTensor"})
 
 
 class Torch(Adapter):

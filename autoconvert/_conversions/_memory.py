@@ -112,12 +112,33 @@ def tensor_refusal(t: torch.Tensor) -> LeafError | None:
     elif type(t).__name__ == "MaskedTensor":
         problem = "is a MaskedTensor; NumPy would silently lose its mask"
         fix = "pass {path}.get_data() and {path}.get_mask() separately"
+    elif type(t).__name__ == "DTensor":
+        problem = "is a DTensor, spread over a device mesh, whose data NumPy cannot see"
+        fix = "pass {path}.full_tensor() (its whole value, gathered onto every rank), or {path}.to_local() (this rank's shard)"
+    elif _dispatching_subclass(t):
+        problem = (
+            f"is a {type(t).__qualname__}, a tensor subclass with its own __torch_dispatch__, whose data NumPy "
+            "cannot see (torch refuses its .numpy())"
+        )
+        fix = "pass the plain tensor it stands for, as the subclass gives it (a DTensor's full_tensor(), say)"
     elif t.dtype not in TORCH_TO_NUMPY and t.dtype not in WIDENED:
         problem = f"has dtype {t.dtype}, which NumPy lacks and which no NumPy dtype holds exactly"
         fix = "convert it first, for example {path}.to(torch.float32)"
     else:
         return None
     return LeafError(ConversionError, problem, describe_tensor(t), fix)
+
+
+def _dispatching_subclass(t: torch.Tensor) -> bool:
+    """Whether ``t``'s class has its own ``__torch_dispatch__`` (wrapper subclasses made with
+    ``_make_wrapper_subclass``, DTensor): torch refuses such a tensor's ``.numpy()`` ("not
+    supported for tensor subclasses"), its data being other tensors or none."""
+    kind = type(t)
+    return kind is not torch.Tensor and getattr(kind, "__torch_dispatch__", None) is not _PLAIN_DISPATCH
+
+
+#: torch.Tensor's own ``__torch_dispatch__``, which plain subclasses (``nn.Parameter``) inherit.
+_PLAIN_DISPATCH = getattr(torch.Tensor, "__torch_dispatch__", None)
 
 
 # torch.vmap and torch.func wrap tensors in ones with no storage ("Cannot access data pointer").

@@ -139,9 +139,9 @@ def sparse_to_tensor(
 def _nd_coo_to_tensor(
     m: Any, device: torch.device, casts: Casts, copy: bool | None, layout: torch.layout | None
 ) -> torch.Tensor:
-    """A 1-d or 3-d (n-d) scipy.sparse COO array as a COO tensor: CSR and the other compressed
-    layouts are 2-d only, in SciPy and in torch."""
-    if m.format != "coo" or layout not in (None, torch.sparse_coo):
+    """A 1-d or 3-d (n-d) scipy.sparse array as a COO tensor: torch's CSR and other compressed
+    layouts are 2-d, so a 1-d CSR array (SciPy 1.14's, a 2-d one's row) becomes COO too."""
+    if layout not in (None, torch.sparse_coo):
         raise LeafError(
             ConversionError,
             f"is a {m.ndim}-d scipy.sparse array, which only the COO layout holds",
@@ -150,10 +150,11 @@ def _nd_coo_to_tensor(
         )
     if copy is False:
         raise _needs_copy_array(m, "torch needs its coordinates as one int64 array, which SciPy does not hold")
-    _sparse_copies(m, m.data.nbytes, device, True)
-    values = array_to_tensor(m.data, Target(CPU, casts, None))
-    indices = torch.from_numpy(np.stack(m.coords).astype(np.int64))
-    t = torch.sparse_coo_tensor(indices, values, tuple(m.shape), check_invariants=False)
+    coo = m.tocoo()  # the same array if it is COO
+    _sparse_copies(m, coo.data.nbytes, device, True)
+    values = array_to_tensor(coo.data, Target(CPU, casts, None))
+    indices = torch.from_numpy(np.stack(coo.coords).astype(np.int64))
+    t = torch.sparse_coo_tensor(indices, values, tuple(coo.shape), check_invariants=False)
     t = t.coalesce()  # duplicates summed, as for 2-d arrays
     return t if device is CPU else _cast(t.to, device=device, dtype=t.dtype)
 

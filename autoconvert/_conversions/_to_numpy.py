@@ -64,6 +64,13 @@ def tensor_to_array(
     return refused_tensor_to_array(t, copy, grad, sparse, settle=settle, widened=widened)
 
 
+def as_result(a: Any) -> Any:
+    """A 0-d array among NumPy code's results as the NumPy scalar NumPy's own reductions give
+    (``np.sum`` gives ``np.float64``): code taking results (cma's ``tell``, nlopt's objective)
+    takes such scalars and may refuse 0-d arrays. Anything else as it is."""
+    return a[()] if type(a) is np.ndarray and a.ndim == 0 else a
+
+
 def refused_tensor_to_array(
     t: torch.Tensor,
     copy: bool | None,

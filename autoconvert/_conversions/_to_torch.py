@@ -46,10 +46,20 @@ def state_refusal(a: NDArray[Any] | np.generic, holder: str = "a tensor") -> Lea
     state they mean nothing without (a mask, a unit) would be silently lost. None for others."""
     if type(a) is np.ndarray or isinstance(a, np.generic):
         return None
-    if _masked(a):
+    unit = _unit(a)
+    if _masked(a) and unit is not None:  # both fixes at once: each alone meets the other refusal
+        problem = (
+            f"is a masked array in {unit}; {holder} has no mask and no unit, and dropping them would silently "
+            "unmask values and lose the unit"
+        )
+        fix = (
+            "use {path}.filled(fill_value).to_value(unit), the numbers in the unit you choose, or "
+            "{path}.unmasked.to_value(unit) and {path}.mask as two arrays"
+        )
+    elif _masked(a):
         problem = f"is a masked array; {holder} has no mask, and dropping it would silently unmask values"
         fix = "use {path}.filled(fill_value), or the data and the mask as two arrays"
-    elif (unit := _unit(a)) is not None:
+    elif unit is not None:
         problem = (
             f"is a {type(a).__qualname__} in {unit}, an array subclass that carries a unit; {holder} holds "
             "the numbers only, and the unit would be silently lost"

@@ -8,6 +8,7 @@ aliasing and the copy back is one copy, whatever the dtype.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import weakref
@@ -233,21 +234,45 @@ def _collections() -> int:
 _HOLDER: type[Any] = type(np.lib.stride_tricks.as_strided(np.zeros(1)).base)
 
 
-def _in_holder(record: Private) -> bool:
-    """Whether an as_strided holder made during the call holds ``record.array`` (see Private):
-    the collector's youngest objects are searched, all of them if it ran during the call."""
+def _kept_through(record: Private) -> bool:
+    """Whether an as_strided holder or a ``memoryview`` made during the call holds
+    ``record.array`` (see Private): the collector's youngest objects are searched, all of
+    them if it ran during the call."""
     objects = gc.get_objects(0 if _collections() == record.collections else None)
-    return any(type(o) is _HOLDER and o.base is record.array for o in objects)
+    array = record.array
+    return any(
+        (type(o) is _HOLDER and o.base is array) or (type(o) is memoryview and _exported(o) is array) for o in objects
+    )
 
 
-def _made_of(view: NDArray[Any], owner: NDArray[Any]) -> bool:
-    """Whether ``view`` views ``owner``: as its base, or through ``as_strided``'s holders and
-    the arrays they hold (``as_strided`` of ``as_strided`` chains them)."""
-    base: Any = view.base
+def _exported(view: memoryview) -> Any:
+    """The object a ``memoryview`` exports the buffer of; None once it is released."""
+    try:
+        return view.obj
+    except ValueError:  # "operation forbidden on released memoryview object"
+        return None
+
+
+def _under(value: Any) -> Any:
+    """What ``value`` (an array, an as_strided holder, a memoryview) views: its base, or the
+    object a memoryview exports (``np.frombuffer(memoryview(a))`` views ``a``); None for
+    anything else."""
+    if type(value) is memoryview:
+        return _exported(value)
+    if type(value) is _HOLDER or issubclass(type(value), np.ndarray):
+        return value.base
+    return None
+
+
+def _made_of(view: Any, owner: NDArray[Any]) -> bool:
+    """Whether ``view`` (an array or a memoryview) views ``owner``: as its base, or through
+    ``as_strided``'s holders, memoryviews and the arrays they hold (``as_strided`` of
+    ``as_strided`` chains them)."""
+    base: Any = _under(view)
     while base is not owner:
-        if type(base) is not _HOLDER and not issubclass(type(base), np.ndarray):
+        if base is None:
             return False
-        base = base.base
+        base = _under(base)
     return True
 
 
@@ -268,40 +293,54 @@ def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> 
         _freeze(record.array)
         _freeze(record.owner)  # a view made of it later is read-only, and known by its base (see _failures)
         # Rare, and searching the heap costs a fraction of a second: views of owner kept, or
-        # the array kept (by the function itself, or by as_strided's holders: then searched).
-        if _references(record) > record.references or (_held(record) > record.held and _in_holder(record)):
+        # the array kept (by the function itself, or by as_strided's holders or memoryviews:
+        # then searched).
+        if _references(record) > record.references or (_held(record) > record.held and _kept_through(record)):
             for view in _views_of(record.owner):
                 _freeze(view)
 
 
-def _freeze(a: NDArray[Any]) -> None:
+def _freeze(a: NDArray[Any] | memoryview) -> None:
+    """Make ``a`` refuse writes: an array read-only, a memoryview (which keeps the writable
+    buffer it was given, whatever its array's flag says later) released, so that using it
+    raises NumPy's ``ValueError``, not writes that are lost. A memoryview whose buffer is
+    exported again (``np.frombuffer(view)``) cannot be released: the arrays made of it are
+    frozen instead."""
+    if type(a) is memoryview:
+        with contextlib.suppress(BufferError):
+            a.release()
+        return
     a.flags.writeable = False
     FROZEN[id(a)] = a
 
 
 def frozen(a: NDArray[Any]) -> bool:
     """Whether ``a`` is a private array frozen after an earlier call, or a view made of one
-    since (which NumPy makes read-only, its base, or the array an as_strided holder up its
-    chain holds, being the frozen array)."""
+    since (which NumPy makes read-only, its base, or the array an as_strided holder or a
+    memoryview up its chain holds, being the frozen array)."""
     base: Any = a
-    while type(base) is _HOLDER or issubclass(type(base), np.ndarray):
+    while base is not None:
         if FROZEN.get(id(base)) is base:
             return True
-        base = base.base
+        base = _under(base)
     return False
 
 
-def _views_of(owner: NDArray[Any]) -> list[NDArray[Any]]:
-    """The writable views of ``owner`` held anywhere (see _made_of): NumPy arrays are not
-    tracked by the garbage collector, so they are found among the referents of what is (an
-    as_strided holder too), of the untracked tuples and dicts (of arrays only, say) those
-    hold, and of object arrays (which the collector cannot see into). All of them: a view
-    may be kept both where the function put it and by the holder of a view made of it."""
-    found: list[NDArray[Any]] = []
+def _views_of(owner: NDArray[Any]) -> list[NDArray[Any] | memoryview]:
+    """The writable views of ``owner`` held anywhere (see _made_of), memoryviews too: NumPy
+    arrays are not tracked by the garbage collector, so they are found among the referents
+    of what is (an as_strided holder, a memoryview's buffer too), of the untracked tuples and
+    dicts (of arrays only, say) those hold, and of object arrays (which the collector cannot
+    see into). All of them: a view may be kept both where the function put it and by the
+    holder of a view made of it."""
+    found: list[NDArray[Any] | memoryview] = []
     seen: set[int] = set()
     pending = gc.get_objects()
     while pending:
-        for value in gc.get_referents(pending.pop()):
+        holder = pending.pop()
+        if type(holder) is memoryview and _made_of(holder, owner):
+            found.append(holder)
+        for value in gc.get_referents(holder):
             if issubclass(type(value), np.ndarray):  # never isinstance: it reads __class__, which may warn
                 if id(value) in seen:
                     continue

@@ -89,7 +89,7 @@ def wrote_into_handed(
     values = raised.tb_frame.f_locals.values()
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
     local = local or [v for v in _held(values) if not v.flags.writeable]
-    local = _read_by_failure(raised, local) or local
+    local = _written_by_failure(raised) or _read_by_failure(raised, local) or local
     if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
     if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
@@ -102,15 +102,23 @@ def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]])
     (its source span: a call's arguments, a store's target), itself or through an object or
     container: the array compiled code refused, among the others the frame holds; none where
     that cannot be told."""
+    read = _values_read(tb)
+    read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _held(read)
+    return [a for a in local if any(a is r for r in read_arrays)]
+
+
+def _values_read(tb: types.TracebackType) -> list[Any]:
+    """The values of the local variables the expression which raised reads, first read first;
+    none where that cannot be told."""
     code = tb.tb_frame.f_code
-    failing = next((i for i in dis.get_instructions(code) if i.offset == tb.tb_lasti), None)
+    instructions = list(dis.get_instructions(code))
+    failing = next((i for i in instructions if i.offset == tb.tb_lasti), None)
     # No source position: every read-only array of the frame (with no columns, under
     # ``python -X no_debug_ranges``, the span is the whole line).
     if failing is None or failing.positions is None or failing.positions.lineno is None:
         return []
     span = failing.positions
-    names: set[str] = set()
-    instructions = list(dis.get_instructions(code))
+    names: dict[str, None] = {}  # ordered, once each
     for instruction, following in zip(instructions, [*instructions[1:], None], strict=True):
         if not instruction.opname.startswith(_READS):
             continue
@@ -118,13 +126,35 @@ def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]])
         # its first read's position; its second read sits where the next instruction does.
         first, *second = instruction.argval if isinstance(instruction.argval, tuple) else [instruction.argval]
         if _inside(instruction.positions, span):
-            names.add(first)
+            names[first] = None
         if second and following is not None and _inside(following.positions, span):
-            names.update(second)
+            names.update(dict.fromkeys(second))
     frame = tb.tb_frame.f_locals
-    read = [frame[name] for name in names if name in frame]
-    read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _held(read)
-    return [a for a in local if any(a is r for r in read_arrays)]
+    return [frame[name] for name in names if name in frame]
+
+
+def _written_by_failure(tb: types.TracebackType) -> list[np.ndarray[Any, Any]]:
+    """The read-only arrays an augmented assignment that raised (``self.buf += o``, ``a -= b``,
+    ``d["k"] *= 2``) writes into: its target, which the store after the operator names (an
+    attribute of an object the expression reads, a local; for an item, the first value it
+    reads, or the arrays of that object), never the operand it only reads; none for any
+    other failure."""
+    instructions = list(dis.get_instructions(tb.tb_frame.f_code))
+    at = next((n for n, i in enumerate(instructions) if i.offset == tb.tb_lasti), None)
+    if at is None or instructions[at].opname != "BINARY_OP" or not instructions[at].argrepr.endswith("="):
+        return []
+    store = next((i for i in instructions[at + 1 :] if i.opname.startswith("STORE_")), None)
+    if store is None:
+        return []
+    read = _values_read(tb)
+    if store.opname == "STORE_ATTR":
+        targets = [vars(v).get(store.argval) for v in read if _has_attributes(v)]
+    elif store.opname == "STORE_SUBSCR":  # the first value read holds the item: it, or an object's arrays
+        targets = [*read[:1], *_held(read[:1])]
+    else:
+        targets = [tb.tb_frame.f_locals.get(store.argval)]
+    arrays = [a for _, a in _array_walker.leaves_with_paths(targets)]
+    return [a for a in arrays if not a.flags.writeable]
 
 
 def _inside(at: dis.Positions | None, span: dis.Positions) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._describe import GENERATED
 
 _counter = itertools.count()
@@ -91,10 +92,10 @@ def leading_of(function: Any) -> int:
     frame, so the count decides speed, never a result."""
     if isinstance(function, np.ufunc):  # NumPy 1.x ufuncs have no signature
         return int(function.nin)
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):  # builtins without a text signature
+    signature = signature_of(function)
+    if signature is None:  # builtins without a text signature
         return 0
+    parameters = signature.parameters.values()
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if all(p.kind in positional and p.default is p.empty for p in parameters):
         return len(parameters)

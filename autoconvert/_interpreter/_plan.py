@@ -224,7 +224,7 @@ class Plan:
                     objects=self.objects,
                 )
             else:
-                outputs = NumpyOutputs(self.function, self.params, policy)
+                outputs = NumpyOutputs(self.function, self.params, policy, scalars=True)
         if inputs is None and isinstance(outputs, TensorOutputs):
             inputs = RecordingInputs(self.params, self.function)
         return spec_of(

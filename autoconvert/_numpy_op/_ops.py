@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 
 import torch
 
+from autoconvert._adapters._adapter import signature_of
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
@@ -461,10 +462,7 @@ def _binder(
     fn: Callable[..., Any],
 ) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
     """Arguments given by keyword moved to their positions: gradients go to positional tensors."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        signature = None
+    signature = signature_of(fn)
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if signature is not None:

@@ -85,7 +85,7 @@ def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
         return Schema(tuple(Parameter(n, "Tensor", False, _EMPTY) for n in ufunc_inputs(fn)), fn.nout)
     try:
         signature = inspect.signature(fn, eval_str=True)
-    except (TypeError, ValueError, NameError) as e:
+    except Exception as e:  # an object computing its signature may raise anything (see signature_of)
         raise SchemaError(
             "the signature", "cannot be read", str(e), "wrap it in a def with annotated parameters"
         ) from None

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions import _devices
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
@@ -88,10 +89,9 @@ class Parameters:
         self.binds_first = not held and (inspect.isfunction(func) or isinstance(func, classmethod))
         #: A ufunc's outputs may follow its inputs positionally: ``np.add(x, y, out)``.
         self.outputs_at = range(func.nin, func.nin + func.nout) if isinstance(func, np.ufunc) else range(0)
-        try:
-            # classmethod/staticmethod objects have no signature of their own before 3.13.
-            signature = inspect.signature(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
-        except (TypeError, ValueError):  # builtins, ufuncs and dispatchers may have none
+        # classmethod/staticmethod objects have no signature of their own before 3.13.
+        signature = signature_of(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
+        if signature is None:
             self.known = False
             self.positional: list[str] = []
             self.documented = documented_positional(func)

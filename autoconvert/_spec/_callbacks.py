@@ -28,20 +28,24 @@ from autoconvert._adapters._table import NUMPY, adapter_for
 from autoconvert._adapters._torch import MAKES_TENSORS
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
 from autoconvert._errors import LeafError
 from autoconvert._options._signature import function_name
 
 to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
-_to_arrays = Mapper({torch.Tensor: lambda t, ctx: tensor_to_array(t, None)[0]}, nested=True)
+_to_arrays = Mapper({torch.Tensor: lambda t, ctx: as_result(tensor_to_array(t, None)[0])}, nested=True)
 
 
 class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
     call's tensor arguments (still filling while the call's arguments convert), whose device
-    its tensors go to."""
+    its tensors go to.
+
+    It carries the callable's attributes, live, both ways: NumPy code reads arbitrary ones
+    (``solve_ivp`` an event's ``terminal`` and ``direction``), set before or after the call
+    began, and what it sets lands on the callable."""
 
     __slots__ = ("__wrapped__", "odd", "shared")
 
@@ -63,6 +67,20 @@ class TensorCallback:
             return _to_arrays(result, None)
         except LeafError as e:
             raise e.public(function_name(function), "", "result") from None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":  # asked before __init__ set it (copy, pickle)
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TensorCallback.__slots__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.__wrapped__, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self.__wrapped__, name)
 
     def __repr__(self) -> str:
         return f"<autoconvert callback taking tensors: {self.__wrapped__!r}>"

@@ -282,10 +282,10 @@ def emit_result(s: Script, result: Result, *, stands_in: bool = False) -> None:
         return
     if result.kind == "tensor":
         _tensor_result(s, result, stands_in)
-    elif result.converts:
+    elif result.converts:  # a 0-d result goes generic: it may come back a NumPy scalar (see as_result)
         s.add(
             1,
-            "if type(result) is Tensor and not result.requires_grad:",
+            "if type(result) is Tensor and not result.requires_grad and result.ndim:",
             "    try:",
             "        return result.numpy()",
             "    except (TypeError, RuntimeError):",

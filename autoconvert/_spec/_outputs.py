@@ -16,7 +16,7 @@ from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
 from autoconvert._conversions._sparse import sparse_to_tensor
-from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 from autoconvert._errors import ConversionError, LeafError, NoDeviceError, message
@@ -324,7 +324,11 @@ class NumpyOutputs(Outputs):
         grad: GradPolicy = DETACH,
         *,
         argument: str | None = None,
+        scalars: bool = False,
     ) -> None:
+        """``scalars``: 0-d results come back as NumPy scalars (see as_result), unless
+        ``copy=False`` asks for the tensor's memory."""
+        self.scalars = scalars and policy.copy is not False
         self.copy = policy.copy
         self.sparse = policy.sparse
         self.grad = grad
@@ -339,4 +343,5 @@ class NumpyOutputs(Outputs):
         )
 
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
-        return tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
+        a = tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
+        return as_result(a) if self.scalars else a

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import inspect
 import types
 import warnings
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from autoconvert._adapters._adapter import Adapter
+from autoconvert._adapters._adapter import Adapter, signature_of
 from autoconvert._errors import SequenceKey, keystr
 from autoconvert._interpreter._routes import Declined, DeclinedError, Route, RouteWords
 from autoconvert._options._config import Config, active
@@ -293,10 +292,10 @@ def _parameters(fn: Any, adapter: Adapter, out_params: tuple[str, ...]) -> tuple
     ufunc's outputs after its inputs)."""
     if isinstance(fn, np.ufunc):
         return [f"argument {i}" for i in range(fn.nin)], [Write("out", fn.nin, None)]
-    try:
-        parameters = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
+    signature = signature_of(fn)
+    if signature is None:
         return [], []
+    parameters = list(signature.parameters.values())
     positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     writes = [Write(o.flag, o.flag_position, o.default) for o in adapter.overwritten(fn) if o.flag is not None]
     writes += [Write(n, positional.index(n), None) for n in out_params if n in positional]

@@ -564,15 +564,26 @@ OPERATORS = (
 
 def _operators(cls: type) -> dict[str, Any]:
     """The operators of ``cls`` (those it defines, not ``object``'s), as methods of its proxy
-    type, each converting as the class's other methods do (see _operator)."""
-    found = {
-        name: _operator(name)
-        for name in OPERATORS
-        if getattr(cls, name, None) not in (None, getattr(object, name, None))
-    }
+    type, each converting as the class's other methods do (see _operator), with what it says
+    to NumPy about them: ``__array_ufunc__ = None``, which NumPy reads off the type (the
+    instance's ``__array_priority__`` reaches it through ``__getattr__``), so an array on the
+    left of the proxy's operator defers to its reflected one as to the object's."""
+    found: dict[str, Any] = {name: _operator(name) for name in OPERATORS if _defines(cls, name)}
     if "__eq__" in found:  # a class body defining __eq__ drops __hash__: keep the object's
         found["__hash__"] = None if cls.__hash__ is None else _hash
+    if getattr(cls, "__array_ufunc__", _MISSING) is None:
+        found["__array_ufunc__"] = None
     return found
+
+
+def _defines(cls: type, name: str) -> bool:
+    """Whether ``cls`` or a base other than ``object`` defines ``name`` (as no None): read
+    from the classes' own namespaces, since ``getattr(cls, "__or__")`` finds the metaclass's
+    ``type.__or__`` (``int | None``), which is no operator of the class's objects."""
+    for base in cls.__mro__:
+        if name in vars(base):
+            return base is not object and vars(base)[name] is not None
+    return False
 
 
 def _operator(name: str) -> Callable[..., Any]:
