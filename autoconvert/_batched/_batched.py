@@ -27,6 +27,7 @@ from autoconvert._errors import SequenceKey, keystr
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import _shown, _Wrapper, unbound_instance, wrap
+from autoconvert._options._checks import is_pool, is_ray
 from autoconvert._options._config import active
 from autoconvert._options._observe import count_batch
 from autoconvert._options._options import (
@@ -47,6 +48,8 @@ from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._executors import Elsewhere, Progress, Samples, Threads, max_workers, seeds_on_threads
 from ._gather import Sink, gather
+from ._pools import PoolExecutor
+from ._ray import OnRay
 from ._seeds import GlobalStates, Seeds
 
 
@@ -254,7 +257,7 @@ def _check(settings: BatchSettings) -> None:
         )
 
 
-def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads | Elsewhere | None:
+def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads | Elsewhere | OnRay | None:
     """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
     executor, workers = settings.executor, settings.workers
     caps, in_caller = settings.threads_per_worker, settings.in_caller
@@ -267,6 +270,10 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             else None
         )
     _refuse_writes(plan_of(call).policies.values(), name, "")  # outside any config block
+    if is_ray(executor):
+        return OnRay(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
+    if is_pool(executor):
+        executor = PoolExecutor(executor)
     return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
@@ -353,7 +360,7 @@ class Batched:
             raise ValueError(
                 f"{self._label}: rng= was passed, and seed= gives each sample its own rng. Fix: pass one or the other"
             )
-        if type(self._runner) is Elsewhere:
+        if type(self._runner) in (Elsewhere, OnRay):
             self._refuse_configured_writes()
         try:
             instance = bound[0] if bound else self._instance
@@ -471,7 +478,7 @@ class Batched:
         if where is None:
             notes.append("Samples run one after another in the caller's thread.")
         else:
-            on = f"{where.workers} threads" if isinstance(where, Threads) else type(where.executor).__name__
+            on = _runner_words(where)
             notes.append(f"Samples run on {on}, in chunks.")
             if where.in_caller:
                 notes.append(
@@ -505,6 +512,16 @@ class Batched:
                 "assign it to a module-level name to pickle it by reference"
             )
         return _batched, (exported(self.__wrapped__), self._settings, self._options)
+
+
+def _runner_words(where: Threads | Elsewhere | OnRay) -> str:
+    """Where samples run, as explain's notes name it: threads, Ray tasks, or the executor's type."""
+    if isinstance(where, Threads):
+        return f"{where.workers} threads"
+    if isinstance(where, OnRay):
+        return "Ray tasks"
+    executor = where.executor.pool if isinstance(where.executor, PoolExecutor) else where.executor
+    return f"{type(executor).__module__}.{type(executor).__name__}" if is_pool(executor) else type(executor).__name__
 
 
 class _Method:
