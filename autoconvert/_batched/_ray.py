@@ -79,7 +79,7 @@ class OnRay:
             futures = [ref.future() for ref in refs]
             return _collect(futures, progress, as_completed, functools.partial(_cancel, ray, refs), pickle.loads)
         except ray.exceptions.RayTaskError as e:
-            error = e.cause if isinstance(e.cause, BaseException) else e
+            error = e.cause if isinstance(e.cause, Exception) else e
             _refused_in_caller(error, samples.sources)
             if error is e:
                 raise
