@@ -3,13 +3,14 @@
 Ray has no ``concurrent.futures.Executor`` (ray-project/ray#29456), so its tasks are a runner
 of their own behind the interface the other runners have (``map``, ``threaded``, ``threads``,
 ``least_seconds``, ``in_caller``). A map sends one task per chunk, sized as on Dask: one per
-CPU of the cluster. A batched argument of ``SHARED_BYTES`` or more is put once in Ray's
-object store and every task receives all of it, which workers on its node read without a
-copy (read-only); a smaller one rides inside each chunk. Results come back pickled, as on
-Dask, so that the caller's arrays are its own and writable. On a failure or an interrupt
-the tasks are cancelled (``ray.cancel``: those not started never run, running ones are
-interrupted) and the sample's own exception is raised. Ray is imported by the user, never
-here: the runner holds the module it was given.
+CPU of the cluster. Each chunk's samples are its task's arguments, which Ray puts in its
+object store where large (100 KiB or more) and workers on their node read without a copy
+(read-only), so that on a cluster each node receives only its chunks' samples, as Dask's
+workers do. Results come back pickled, as on Dask, so that the caller's arrays are its
+own and writable. On a failure or an interrupt the tasks are cancelled (``ray.cancel``:
+those not started never run, running ones are interrupted) and the sample's own exception
+is raised. Ray is imported by the user, never here: the runner holds the module it was
+given.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from autoconvert._pickling import exported
 
 from ._chunks import Chunk, Window, pickled, run
 from ._executors import (
-    SHARED_BYTES,
     Progress,
     Samples,
     _chunks,
@@ -72,10 +72,7 @@ class OnRay:
         task = _task(ray)
         refs: list[Any] = []
         try:
-            stored = [ray.put(s) if _nbytes(s) >= SHARED_BYTES else s for s in samples.sources]
-            for chunk in chunks:
-                sources = [s if isinstance(s, ray.ObjectRef) else _windows([s], chunk)[0] for s in stored]
-                refs.append(task.remote(chunk, *sources))
+            refs += (task.remote(chunk, *_windows(samples.sources, chunk)) for chunk in chunks)
             futures = [ref.future() for ref in refs]
             return _collect(futures, progress, as_completed, functools.partial(_cancel, ray, refs), pickle.loads)
         except ray.exceptions.RayTaskError as e:
@@ -85,6 +82,7 @@ class OnRay:
                 raise
             raise error from e  # the sample's own exception, its note naming it; Ray's traceback as its cause
         except Exception as e:
+            _cancel(ray, refs)  # the tasks sent before one failed to be sent
             _explain_pickling(e, self.fn, samples, self.name)
             raise
 
@@ -95,34 +93,23 @@ def _task(ray: Any) -> Any:
     return ray.remote(_chunk)
 
 
-def _chunk(chunk: Chunk, *sources: Any) -> bytes:
-    """A Ray task: ``run``'s results pickled. An argument from the object store arrives
-    read-only; one the caller handed writable is copied, the chunk's samples alone, so that
-    every runner hands the same samples."""
-    return pickled(run, chunk, [s if k in chunk.frozen else _writable(s, chunk) for k, s in enumerate(sources)])
+def _chunk(chunk: Chunk, *sources: Window) -> bytes:
+    """A Ray task: ``run``'s results pickled. Its arguments arrive read-only (Ray's objects
+    are); the samples of one the caller handed writable are copied, so that every runner
+    hands the same samples."""
+    return pickled(run, chunk, [s if k in chunk.frozen else _writable(s) for k, s in enumerate(sources)])
 
 
-def _writable(source: Any, chunk: Chunk) -> Any:
-    """The chunk's samples of ``source``, its read-only arrays copied."""
-    if type(source) is Window:
-        values, offset = source.values, source.offset
-    else:
-        values, offset = source, 0
-    part = values[chunk.start - offset : chunk.stop - offset]
-    if isinstance(part, np.ndarray):
-        return Window(part if part.flags.writeable else part.copy(), chunk.start)
-    return Window([_own(v) for v in part], chunk.start)
+def _writable(window: Window) -> Window:
+    """A chunk's samples with their read-only arrays copied."""
+    values = window.values
+    if isinstance(values, np.ndarray):
+        return window if values.flags.writeable else Window(values.copy(), window.offset)
+    return Window([_own(v) for v in values], window.offset)
 
 
 def _own(value: Any) -> Any:
     return value.copy() if isinstance(value, np.ndarray) and not value.flags.writeable else value
-
-
-def _nbytes(source: Any) -> int:
-    """A batched argument's bytes: an array's, or a ragged list's arrays'."""
-    if isinstance(source, np.ndarray):
-        return int(source.nbytes)
-    return sum(int(a.nbytes) for a in source if isinstance(a, np.ndarray))
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
