@@ -183,9 +183,7 @@ def test_the_package_never_imports_scipy_at_module_scope() -> None:
 
 
 def test_importing_autoconvert_imports_nothing_optional() -> None:
-    optional = (
-        "{'scipy', 'sklearn', 'torch._dynamo', 'threadpoolctl', 'distributed', 'ray'}"  # torch itself imports tqdm (torch.hub)
-    )
+    optional = "{'scipy', 'sklearn', 'torch._dynamo', 'threadpoolctl', 'distributed', 'ray'}"  # torch itself imports tqdm (torch.hub)
     code = f"import sys, autoconvert; bad = {optional} & set(sys.modules); assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True)
 
