@@ -86,12 +86,14 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             code that holds the GIL (large batched arrays reach its workers through shared
             memory), a Dask ``distributed.Client`` or its ``get_executor()`` (shared memory
             too where every worker runs on the caller's machine, else each chunk's samples
-            scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
+            scattered to a worker), the ``ray`` module (chunks as Ray tasks on the cluster
+            ``ray.init()`` connected), a ``multiprocessing.Pool`` or Ray's (as a process
+            pool), a ``ThreadPoolExecutor`` (as ``workers=``, on
             its threads), or any other ``concurrent.futures.Executor``. ``fn`` and the
             other arguments must pickle (a process pool's function: defined at a module's
             top level). A pool passed in is reused across calls, never shut down.
         chunksize: samples per task on threads or an executor; by default about four
-            tasks per thread, two per worker process, one per Dask worker thread, so that
+            tasks per thread, two per worker process, one per Dask worker thread or Ray CPU, so that
             sending tasks costs little next to the work.
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
         threads_per_worker: the threads BLAS, OpenMP and torch may each start in a worker
@@ -110,7 +112,7 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             own threads draw from ``random`` while samples run, so there only ``rng``,
             ``np.random`` and torch's generator give the same draws every time.
         in_caller: with threads or an executor, run a batch whose samples take too little
-            time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask,
+            time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask, 50 ms on Ray,
             timed on its first samples) in the caller's thread; False: every batch
             on the workers.
         **options: the options of ``accepts_numpy`` and ``returns_tensor`` that say how each

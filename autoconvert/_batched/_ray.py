@@ -42,9 +42,10 @@ from ._executors import (
 class OnRay:
     """Chunks as tasks of the Ray cluster the user's ``ray`` module is connected to."""
 
-    #: Work below this, in all, runs in the caller's thread: a Ray task costs about a
-    #: millisecond to schedule and collect (benchmarks/RESULTS.md, batched on Ray).
-    least_seconds = 0.03
+    #: Work below this, in all, runs in the caller's thread: a Ray map costs a few
+    #: milliseconds on two free cores and tens under load (its tasks cross the raylet), and
+    #: a map shorter than this has the next batch timed again (benchmarks/RESULTS.md, batched on Ray).
+    least_seconds = 0.05
 
     def __init__(
         self, fn: Callable[..., Any], ray: Any, name: str, *, threads_per_worker: int | None, in_caller: bool
