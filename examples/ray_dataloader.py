@@ -2,8 +2,8 @@
 
 ``scipy.ndimage.distance_transform_edt`` runs once per mask and holds no state, so each
 batch's masks are spread over the cluster's CPUs as Ray tasks: ``batched`` converts the
-batch once, puts it in Ray's object store, sends one task per chunk of masks, and stacks
-the results into one tensor. ``ray.init()`` connects to a running cluster where one is
+batch once, sends one task per chunk of masks through Ray's object store, and stacks the
+results into one tensor. ``ray.init()`` connects to a running cluster where one is
 (``RAY_ADDRESS``); here it starts a local one of two CPUs.
 """
 
