@@ -4,6 +4,7 @@ promises of a process pool, on a real local Ray of two CPUs and a real spawn poo
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.pool
 import os
 import pathlib
 import pickle
@@ -271,3 +272,12 @@ class TestPools:
             ac.batched(lambda x: x, executor=pools["multiprocessing"])
         out = ac.batched(lambda x: x * 2, executor=pools["ray"], in_caller=False)(BATCH)  # Ray pickles lambdas
         assert torch.equal(out, BATCH * 2)
+
+    def test_a_thread_pool_of_multiprocessing_runs_lambdas_and_seeds_only_rng(self) -> None:
+        """multiprocessing's ThreadPool sends nothing by pickling, and its workers are threads."""
+        with multiprocessing.pool.ThreadPool(2) as threads:
+            assert torch.equal(ac.batched(lambda x: x * 2, executor=threads, in_caller=False)(BATCH), BATCH * 2)
+            with pytest.raises(ValueError, match=r"seed= on an executor whose workers are threads of the caller"):
+                ac.batched(with_globals, executor=threads, seed=1)
+            out = ac.batched(with_rng, executor=threads, seed=1, in_caller=False, chunksize=2)(BATCH)
+            assert torch.equal(out, ac.batched(with_rng, seed=1)(BATCH))

@@ -27,7 +27,9 @@ class PoolExecutor(cf.Executor):
         self._max_workers = getattr(pool, "_processes", None) or len(getattr(pool, "_actor_pool", ())) or os.cpu_count()
         self._initializer = getattr(pool, "_initializer", None)
         on_ray = type(pool).__module__.startswith("ray.")
-        self.pickles = not on_ray  # multiprocessing pickles with pickle; Ray with cloudpickle (lambdas too)
+        # multiprocessing's process pool pickles with pickle; its ThreadPool not at all, Ray's with
+        # cloudpickle (lambdas too).
+        self.pickles = not on_ray and not isinstance(pool, sys.modules["multiprocessing.pool"].ThreadPool)
         # Its workers see the caller's shared memory: the stdlib's always, Ray's on a one-machine cluster.
         self.on_this_machine = not on_ray or on_this_machine(sys.modules["ray"])
 
