@@ -1,4 +1,4 @@
-"""``batched`` at scale: sequentially, on threads, a process pool and a Dask cluster, against
+"""``batched`` at scale: sequentially, on threads, a process pool, a Dask cluster and Ray, against
 the loop users write by hand (``torch.from_numpy(np.stack([fn(s) for s in batch.numpy()]))``).
 
 Workloads are module-level functions, so that process pools and Dask can pickle them, and
@@ -203,6 +203,61 @@ def executors(settings: Settings) -> list[Row]:
                 lambda fn, chunks: client.gather(client.map(functools.partial(in_turn, fn), chunks, pure=False)),
             )
     return rows
+
+
+@contextlib.contextmanager
+def _ray(cpus: int) -> Iterator[Any]:
+    """The ``ray`` module connected to a local Ray of ``cpus`` CPUs; None without Ray."""
+    if importlib.util.find_spec("ray") is None:
+        yield None
+        return
+    import ray
+
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def on_ray(settings: Settings) -> list[Row]:
+    """Per workload, against the loop users write by hand (measured again beside Ray):
+    ``batched`` on a local Ray of 2 CPUs, the Ray map users write by hand (a task per sample,
+    ``ray.get([f.remote(s) for s in samples])``), and Ray driven by hand with one chunk per CPU
+    (its ceiling)."""
+    if settings["quick"]:
+        return []
+    rows: list[Row] = []
+    with _ray(2) as ray:
+        if ray is None:
+            return []
+        chunk_task = ray.remote(in_turn)
+        for work in _workloads():
+            task = ray.remote(work.fn)
+            calls = {
+                "hand-written loop": _hand_loop(work),
+                "batched, Ray (2 CPUs)": _on(ac.batched(work.fn, executor=ray), work),
+                "by hand: ray.get([f.remote(s) for s in samples])": _ray_by_hand(work, ray, task),
+                "by hand: Ray, a chunk per CPU": _by_hand(
+                    work, lambda chunks, fn=work.fn: ray.get([chunk_task.remote(fn, c) for c in chunks])
+                ),
+            }
+            found = _compared(work.case, calls, settings, len(work.batch))
+            found[0].contender += " (beside Ray)"
+            rows += found
+    return rows
+
+
+def _ray_by_hand(work: Workload, ray: Any, task: Any) -> Callable[[], Any]:
+    """The Ray map users write by hand: a task per sample, ``np.stack`` after where results agree
+    (Ray hands back read-only arrays, which torch takes by copying)."""
+    batch, stacks = work.batch, work.stacks
+
+    def call() -> Any:
+        results = ray.get([task.remote(s) for s in batch.numpy()])
+        return torch.from_numpy(np.stack(results)) if stacks else [torch.tensor(r) for r in results]
+
+    return call
 
 
 def _beside(

@@ -752,6 +752,7 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "per_sample": batches.per_sample,
     "executors": batches.executors,
     "scaling": batches.scaling,
+    "ray": batches.on_ray,
     "breakdown": batches.breakdown,
     "gpu": gpu,
     "gpu_resident": gpu_resident,

@@ -164,3 +164,17 @@ def dask_client() -> Iterator[Any]:
     ):
         warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
         yield client
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """The ``ray`` module, connected to a local Ray of two CPUs started for one test module
+    (its workers would take the cores from the rest of the suite)."""
+    ray = pytest.importorskip("ray")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Ray's own, from its startup
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

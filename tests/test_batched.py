@@ -307,7 +307,8 @@ class TestExecutors:
         with pytest.raises(ValueError) as info:
             ac.batched(np.negative, executor=4)
         assert str(info.value) == (
-            "autoconvert.batched(): executor= takes None, a concurrent.futures.Executor or a Dask client; got 4"
+            "autoconvert.batched(): executor= takes None, a concurrent.futures.Executor, a multiprocessing pool, a Dask client "
+            "or the ray module; got 4"
         )
 
     def test_progress_bar(self, capsys: pytest.CaptureFixture[str]) -> None:

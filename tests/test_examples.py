@@ -26,6 +26,7 @@ RECIPES = {
     "numba_kernel.py": "numba",
     "librosa_features.py": "librosa",
     "gcn_adjacency.py": "scipy",
+    "ray_dataloader.py": "ray",  # the ray extra, which CI's main leg installs
 }
 #: CI sets it where it installs the recipes extra: a missing library is then a failure.
 REQUIRED = bool(os.environ.get("AUTOCONVERT_TEST_RECIPES"))

@@ -96,7 +96,9 @@ ORDER = [
     "_batched._seeds",
     "_batched._chunks",
     "_batched._gather",
+    "_batched._pools",
     "_batched._executors",
+    "_batched._ray",
     "_batched._batched",
     "_torchify._proxies",
     "_torchify._native",
@@ -193,9 +195,7 @@ def test_the_package_never_imports_scipy_at_module_scope() -> None:
 
 
 def test_importing_autoconvert_imports_nothing_optional() -> None:
-    optional = (
-        "{'scipy', 'sklearn', 'torch._dynamo', 'threadpoolctl', 'distributed'}"  # torch itself imports tqdm (torch.hub)
-    )
+    optional = "{'scipy', 'sklearn', 'torch._dynamo', 'threadpoolctl', 'distributed', 'ray'}"  # torch itself imports tqdm (torch.hub)
     code = f"import sys, autoconvert; bad = {optional} & set(sys.modules); assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True)
 

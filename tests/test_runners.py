@@ -2,12 +2,13 @@
 sequential run, or the same error, or the one refusal the runner documents (writes that
 cannot reach the caller from other processes; seeds of global states on workers that are
 threads). Real threads, a real spawn process pool, an Executor of the user's whose workers
-are threads, and real Dask LocalClusters on loopback (worker processes; workers that are
-threads of the caller's process)."""
+are threads, real Dask LocalClusters on loopback (worker processes; workers that are
+threads of the caller's process) and a local Ray."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import multiprocessing
 import re
 import warnings
@@ -119,7 +120,13 @@ class ThreadExecutor(Executor):
 
 
 @pytest.fixture(scope="module")
-def runners(dask_client: Any) -> Iterator[dict[str, dict[str, Any]]]:
+def ray(request: pytest.FixtureRequest) -> Any:
+    """A local Ray where Ray is installed (the ``ray`` extra), else None."""
+    return request.getfixturevalue("ray_cluster") if importlib.util.find_spec("ray") else None
+
+
+@pytest.fixture(scope="module")
+def runners(dask_client: Any, ray: Any) -> Iterator[dict[str, dict[str, Any]]]:
     """Each runner as batched's options; the thread-based ones say so under "threads"."""
     distributed = pytest.importorskip("distributed")
     with (
@@ -147,6 +154,7 @@ def runners(dask_client: Any) -> Iterator[dict[str, dict[str, Any]]]:
                 "chunksize": 3,
                 "threads": "a Dask cluster whose workers run 2 threads each",
             },
+            "Ray tasks": {"executor": ray, "in_caller": False, "chunksize": 3},
         }
 
 
@@ -216,6 +224,7 @@ def _refused(name: str, options: dict[str, Any], config: dict[str, Any], seed: i
             "a thread Executor",
             "Dask worker processes",
             "Dask worker threads",
+            *(["Ray tasks"] if importlib.util.find_spec("ray") else []),  # the ray extra
         ]
     ),
     config=st.sampled_from(CONFIGS),

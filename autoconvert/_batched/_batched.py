@@ -28,6 +28,7 @@ from autoconvert._failures._traceback import boundary
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import _shown, _Wrapper, unbound_instance, wrap
+from autoconvert._options._checks import is_pool, is_ray
 from autoconvert._options._config import active
 from autoconvert._options._observe import count_batch
 from autoconvert._options._options import (
@@ -48,6 +49,8 @@ from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._executors import Elsewhere, Progress, Samples, Threads, max_workers, seeds_on_threads
 from ._gather import Sink, gather
+from ._pools import PoolExecutor
+from ._ray import OnRay
 from ._seeds import GlobalStates, Seeds
 
 
@@ -84,12 +87,14 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             code that holds the GIL (large batched arrays reach its workers through shared
             memory), a Dask ``distributed.Client`` or its ``get_executor()`` (shared memory
             too where every worker runs on the caller's machine, else each chunk's samples
-            scattered to a worker), a ``ThreadPoolExecutor`` (as ``workers=``, on
+            scattered to a worker), the ``ray`` module (chunks as Ray tasks on the cluster
+            ``ray.init()`` connected), a ``multiprocessing.Pool`` or Ray's (as a process
+            pool), a ``ThreadPoolExecutor`` (as ``workers=``, on
             its threads), or any other ``concurrent.futures.Executor``. ``fn`` and the
             other arguments must pickle (a process pool's function: defined at a module's
             top level). A pool passed in is reused across calls, never shut down.
         chunksize: samples per task on threads or an executor; by default about four
-            tasks per thread, two per worker process, one per Dask worker thread, so that
+            tasks per thread, two per worker process, one per Dask worker thread or Ray CPU, so that
             sending tasks costs little next to the work.
         progress: show a tqdm progress bar over the samples (tqdm must be installed).
         threads_per_worker: the threads BLAS, OpenMP and torch may each start in a worker
@@ -108,7 +113,7 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             own threads draw from ``random`` while samples run, so there only ``rng``,
             ``np.random`` and torch's generator give the same draws every time.
         in_caller: with threads or an executor, run a batch whose samples take too little
-            time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask,
+            time in all to pay for it (10 ms on threads or a process pool, 30 ms on Dask, 50 ms on Ray,
             timed on its first samples) in the caller's thread; False: every batch
             on the workers.
         **options: the options of ``accepts_numpy`` and ``returns_tensor`` that say how each
@@ -283,7 +288,7 @@ def _check(settings: BatchSettings) -> None:
         )
 
 
-def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads | Elsewhere | None:
+def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads | Elsewhere | OnRay | None:
     """Where the samples run: in turn in the caller's thread (None), on threads, or elsewhere."""
     executor, workers = settings.executor, settings.workers
     caps, in_caller = settings.threads_per_worker, settings.in_caller
@@ -296,6 +301,10 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
             else None
         )
     _refuse_writes(plan_of(call).policies.values(), name, "")  # outside any config block
+    if is_ray(executor):
+        return OnRay(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
+    if is_pool(executor):
+        executor = PoolExecutor(executor)
     return Elsewhere(raw, executor, name, threads_per_worker=caps, in_caller=in_caller)
 
 
@@ -383,7 +392,7 @@ class Batched:
             raise ValueError(
                 f"{self._label}: rng= was passed, and seed= gives each sample its own rng. Fix: pass one or the other"
             )
-        if type(self._runner) is Elsewhere:
+        if type(self._runner) in (Elsewhere, OnRay):
             self._refuse_configured_writes()
         try:
             instance = bound[0] if bound else self._instance
@@ -501,7 +510,7 @@ class Batched:
         if where is None:
             notes.append("Samples run one after another in the caller's thread.")
         else:
-            on = f"{where.workers} threads" if isinstance(where, Threads) else type(where.executor).__name__
+            on = _runner_words(where)
             notes.append(f"Samples run on {on}, in chunks.")
             if where.in_caller:
                 notes.append(
@@ -535,6 +544,16 @@ class Batched:
                 "assign it to a module-level name to pickle it by reference"
             )
         return _batched, (exported(self.__wrapped__), self._settings, self._options)
+
+
+def _runner_words(where: Threads | Elsewhere | OnRay) -> str:
+    """Where samples run, as explain's notes name it: threads, Ray tasks, or the executor's type."""
+    if isinstance(where, Threads):
+        return f"{where.workers} threads"
+    if isinstance(where, OnRay):
+        return "Ray tasks"
+    executor = where.executor.pool if isinstance(where.executor, PoolExecutor) else where.executor
+    return f"{type(executor).__module__}.{type(executor).__name__}" if is_pool(executor) else type(executor).__name__
 
 
 class _Method:

@@ -56,6 +56,7 @@ from ._chunks import (
     shared_where_large,
 )
 from ._gather import Sink
+from ._pools import PoolExecutor
 from ._seeds import Seeds
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller
@@ -189,7 +190,11 @@ class Elsewhere:
         self.least_seconds = 0.03 if self.client is not None else 0.01
         # A pool whose workers were set up by an initializer runs samples only there.
         self.in_caller = in_caller and getattr(executor, "_initializer", None) is None
-        if isinstance(executor, cf.ProcessPoolExecutor):
+        # Worker processes on the caller's machine: a process pool's, a multiprocessing pool's.
+        self.processes = isinstance(executor, cf.ProcessPoolExecutor) or (
+            isinstance(executor, PoolExecutor) and executor.on_this_machine
+        )
+        if isinstance(executor, cf.ProcessPoolExecutor) or (isinstance(executor, PoolExecutor) and executor.pickles):
             _check_pickles(self.fn, name)
 
     def _threads(self) -> dict[str, int]:
@@ -242,7 +247,7 @@ class Elsewhere:
         frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
         chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen)
         try:
-            if isinstance(self.executor, cf.ProcessPoolExecutor) or self._sees_shared_memory(threads):
+            if self.processes or self._sees_shared_memory(threads):
                 return self._through_memory(chunks, samples.sources, progress)
             scattered = (
                 self.client.scatter([_windows(samples.sources, c) for c in chunks], hash=False) if self.client else None

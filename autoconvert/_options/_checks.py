@@ -183,9 +183,26 @@ def is_dask(executor: Any) -> bool:
     )
 
 
+def is_ray(executor: Any) -> bool:
+    """The ``ray`` module itself, told apart without importing Ray."""
+    return getattr(executor, "__name__", None) == "ray" and hasattr(executor, "remote") and hasattr(executor, "get")
+
+
+#: The modules whose ``Pool`` (and the stdlib's ``ThreadPool``) ``batched`` takes as an executor.
+_POOL_MODULES = frozenset({"multiprocessing.pool", "ray.util.multiprocessing.pool"})
+
+
+def is_pool(executor: Any) -> bool:
+    """A ``multiprocessing`` or Ray multiprocessing pool, told apart without importing either."""
+    return type(executor).__module__ in _POOL_MODULES and callable(getattr(executor, "apply_async", None))
+
+
 def executor(value: object) -> Any:
-    if value is not None and not (isinstance(value, Executor) or is_dask(value)):
-        raise ValueError(f"takes None, a concurrent.futures.Executor or a Dask client; got {value!r}")
+    if value is not None and not (isinstance(value, Executor) or is_dask(value) or is_ray(value) or is_pool(value)):
+        raise ValueError(
+            "takes None, a concurrent.futures.Executor, a multiprocessing pool, a Dask client or the ray module; "
+            f"got {value!r}"
+        )
     return value
 
 

@@ -236,7 +236,10 @@ class BatchSettings:
         None, "batched", "run samples on a pool of this many threads", checks.count("threads")
     )
     executor: Any = _option(
-        None, "batched", "run samples on a concurrent.futures.Executor or a Dask client instead", checks.executor
+        None,
+        "batched",
+        "run samples on an Executor, a multiprocessing pool, a Dask client or Ray instead",
+        checks.executor,
     )
     chunksize: int | None = _option(
         None, "batched", "samples per task; None: about four per worker", checks.count("samples")
