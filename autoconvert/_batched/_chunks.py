@@ -389,9 +389,12 @@ _PICKLERS: dict[bool, type] = {False: _crossing(pickle.Pickler)}
 
 def dumps(value: Any, *, by_value: bool = False) -> bytes:
     """``value`` pickled to cross to or from another process; ``by_value``: functions by value
-    where pickle would refuse them (cloudpickle's, as Dask sends them)."""
+    where pickle would refuse them (cloudpickle's, as Dask and Ray send them)."""
     if by_value not in _PICKLERS:
-        import cloudpickle  # Dask's dependency: asked for on Dask only
+        try:
+            import cloudpickle  # Dask's dependency: asked for on Dask and Ray only
+        except ModuleNotFoundError:  # Ray alone: its own copy
+            from ray import cloudpickle  # type: ignore[no-redef]
 
         _PICKLERS[True] = _crossing(cloudpickle.Pickler)
     buffer = io.BytesIO()

@@ -196,6 +196,8 @@ class Elsewhere:
         )
         if isinstance(executor, cf.ProcessPoolExecutor) or (isinstance(executor, PoolExecutor) and executor.pickles):
             _check_pickles(self.fn, name)
+        # Ray's pool takes what pickle refuses (lambdas, by cloudpickle): chunks cross to it so too.
+        self.by_value = isinstance(executor, PoolExecutor) and not executor.pickles
 
     def _threads(self) -> dict[str, int]:
         """A Dask cluster's threads per worker now (a cluster may scale); none for a pool."""
@@ -305,7 +307,7 @@ class Elsewhere:
             # which for many small results costs more than the work.
             return self.client.submit(run_sent, sent(fn, chunk, by_value=True), *rest, pure=False)
         if self._crossing():
-            return self.executor.submit(run_sent, sent(fn, chunk), *rest)
+            return self.executor.submit(run_sent, sent(fn, chunk, by_value=self.by_value), *rest)
         return self.executor.submit(fn, chunk, *rest)
 
     def _collect(self, futures: list[Any], progress: Progress, cancelled: Running | None, shared: bool) -> list[Any]:

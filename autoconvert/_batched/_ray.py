@@ -16,7 +16,6 @@ given.
 from __future__ import annotations
 
 import functools
-import pickle
 from collections.abc import Callable, Sequence
 from concurrent.futures import as_completed
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 
 from autoconvert._pickling import exported
 
-from ._chunks import Chunk, Window, pickled, run
+from ._chunks import Window, dumps, received, run
 from ._executors import (
     Progress,
     Samples,
@@ -73,9 +72,11 @@ class OnRay:
         task = _task(ray)
         refs: list[Any] = []
         try:
-            refs += (task.remote(chunk, *_windows(samples.sources, chunk)) for chunk in chunks)
+            # The chunk crosses pickled as every runner's does (dumps: masks kept, torch callables
+            # by their device); its samples as Ray's objects, read where they are.
+            refs += (task.remote(dumps(chunk, by_value=True), *_windows(samples.sources, chunk)) for chunk in chunks)
             futures = [ref.future() for ref in refs]
-            return _collect(futures, progress, as_completed, functools.partial(_cancel, ray, refs), pickle.loads)
+            return _collect(futures, progress, as_completed, functools.partial(_cancel, ray, refs), received)
         except ray.exceptions.RayTaskError as e:
             error = e.cause if isinstance(e.cause, Exception) else e
             _refused_in_caller(error, samples.sources)
@@ -94,11 +95,12 @@ def _task(ray: Any) -> Any:
     return ray.remote(_chunk)
 
 
-def _chunk(chunk: Chunk, *sources: Window) -> bytes:
-    """A Ray task: ``run``'s results pickled. Its arguments arrive read-only (Ray's objects
-    are); the samples of one the caller handed writable are copied, so that every runner
-    hands the same samples."""
-    return pickled(run, chunk, [s if k in chunk.frozen else _writable(s) for k, s in enumerate(sources)])
+def _chunk(payload: bytes, *sources: Window) -> bytes:
+    """A Ray task: ``run``'s results pickled (``dumps``). Its samples arrive read-only (Ray's
+    objects are); the samples of one the caller handed writable are copied, so that every
+    runner hands the same samples."""
+    chunk = received(payload)
+    return dumps(run(chunk, [s if k in chunk.frozen else _writable(s) for k, s in enumerate(sources)]))
 
 
 def _writable(window: Window) -> Window:
