@@ -83,20 +83,25 @@ def test_signatures_show_every_option_with_its_type_and_default() -> None:
     assert inspect.signature(ac.to_numpy).parameters["grad"].default == "detach"  # to_numpy's own default
     assert options(ac.accepts_numpy) == [
         "copy", "writeback", "grad", "only", "exclude", "nested", "sparse", "widen_float16", "check_writes",
-        "transfers", "callbacks", "out_params",
+        "transfers", "callbacks", "compile", "out_params",
     ]  # fmt: skip
     assert options(ac.returns_tensor) == ["device", "dtype", "copy", "nested", "sparse_layout", "transfers"]
     assert options(ac.accepts_tensor) == [
         "device", "dtype", "copy", "only", "exclude", "nested", "sparse_layout", "transfers"
     ]  # fmt: skip
     assert options(ac.adapt) == [
-        "device", "copy", "writeback", "grad", "nested", "sparse", "widen_float16", "check_writes", "transfers"
+        "device", "copy", "writeback", "grad", "nested", "sparse", "widen_float16", "check_writes", "transfers",
+        "compile",
     ]  # fmt: skip
     assert options(ac.to_numpy) == ["copy", "grad", "nested", "sparse"]
     pair = {o for o in options(ac.accepts_numpy) + options(ac.returns_tensor) if o not in ("only", "exclude")}
     own = ["native", "array_module"]
     assert options(ac.torchify)[:2] == own and set(options(ac.torchify)) == {*own, *pair}  # its own first
-    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", "residuals", *pair} - {"out_params"}
-    assert set(options(ac.config)) == pair - {"out_params"}
+    # compile= is decided when a function is decorated: numpy_op keeps its op, config has no say.
+    assert set(options(ac.numpy_op)) == {"backward", "fake", "vmap", "jvp", "residuals", *pair} - {
+        "out_params",
+        "compile",
+    }
+    assert set(options(ac.config)) == pair - {"out_params", "compile"}
     for decorator in (ac.accepts_numpy, ac.returns_tensor, ac.accepts_tensor, ac.returns_numpy, ac.adapt):
         assert str(inspect.signature(decorator)).startswith("(func=None, /, *, "), decorator.__name__

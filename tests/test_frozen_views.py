@@ -163,13 +163,19 @@ def test_a_view_of_a_private_copy_kept_past_the_call_is_read_only(
 
 #: Buffers exported from an array (``memoryview``), which keep the writable buffer they were
 #: given whatever the array's flag says later, and arrays made of one.
+def _c_order(a: np.ndarray) -> np.ndarray:
+    """``a``'s memory as a C-ordered view (its transpose where it is Fortran-ordered): only such
+    a memoryview can be cast."""
+    return a if a.flags.c_contiguous else a.T
+
+
 BUFFERS: dict[str, Callable[[np.ndarray], Any]] = {
     "memoryview": lambda a: memoryview(a),
     "memoryview of a slice": lambda a: memoryview(a[1:]),
-    "cast memoryview": lambda a: memoryview(a).cast("B"),
+    "cast memoryview": lambda a: memoryview(_c_order(a)).cast("B"),
     "slice of a memoryview": lambda a: memoryview(a)[1:],
     "array of a memoryview": lambda a: np.asarray(memoryview(a)),
-    "frombuffer of a cast": lambda a: np.frombuffer(memoryview(a).cast("B"), dtype=np.uint8),
+    "frombuffer of a cast": lambda a: np.frombuffer(memoryview(_c_order(a)).cast("B"), dtype=np.uint8),
 }
 
 

@@ -370,7 +370,8 @@ class _Op:
             "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
             "any other call runs the pair below directly.",
         )
-        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=notes)
+        # The pair's own notes follow (torchify's routes, where it is a SciPy function's rule's forward).
+        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=(*notes, *inner.notes))
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
