@@ -182,14 +182,7 @@ class Trace:
             elif self.private:
                 value = value.clone()
             return value.numpy()
-        if self.nested:
-            kind = type(value)
-            if kind is tuple or kind is list:
-                items = [self._array(v, floats) for v in value]
-                return items if kind is list else tuple(items)
-            if kind is dict:
-                return {k: self._array(v, floats) for k, v in value.items()}
-        return value
+        return _inside(value, self._array, floats) if self.nested else value
 
     def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
         """The dtype floating results are cast to: ``dtype=``'s, or the arguments' narrow dtype
@@ -212,12 +205,7 @@ class Trace:
             if dtype is not None and is_inexact(tensor.dtype) and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)
             return tensor if self.device is None else tensor.to(self.device)
-        if kind is tuple or kind is list:
-            items = [self._tensors(v, dtype) for v in value]
-            return items if kind is list else tuple(items)
-        if kind is dict:
-            return {k: self._tensors(v, dtype) for k, v in value.items()}
-        return value
+        return _inside(value, self._tensors, dtype)
 
     def words(self) -> str:
         """The route in explain's words: a note beside the host conversion's."""
@@ -237,3 +225,15 @@ class _Inline:
 
     def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
+
+
+def _inside(value: Any, each: Callable[[Any, Any], Any], extra: Any) -> Any:
+    """A list, tuple or dict with ``each(item, extra)`` of its items (``value`` itself where it
+    is none of them): plain Python that dynamo traces, where the library's container walk is not."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        items = [each(v, extra) for v in value]
+        return items if kind is list else tuple(items)
+    if kind is dict:
+        return {k: each(v, extra) for k, v in value.items()}
+    return value
