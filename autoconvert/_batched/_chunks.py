@@ -394,7 +394,7 @@ def dumps(value: Any, *, by_value: bool = False) -> bytes:
         try:
             import cloudpickle  # Dask's dependency: asked for on Dask and Ray only
         except ModuleNotFoundError:  # Ray alone: its own copy
-            from ray import cloudpickle  # type: ignore[no-redef]
+            from ray import cloudpickle
 
         _PICKLERS[True] = _crossing(cloudpickle.Pickler)
     buffer = io.BytesIO()
