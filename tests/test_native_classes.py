@@ -117,6 +117,24 @@ def test_without_the_mode_a_classmethod_says_why_and_how_to_keep_its_gradient() 
 
 @pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
 @pytest.mark.skipif(not DECLARES, reason="this SciPy declares no torch path of its own")
+def test_without_the_mode_an_objects_method_says_how_to_keep_its_gradient() -> None:
+    """The gradient warning of a method SciPy declares a torch path for, called on an object
+    made by converting, says how to take that path, as its classmethods do."""
+    rotation = ac.torchify(scipy.spatial.transform).Rotation.from_euler("z", torch.tensor([0.5]))
+    with pytest.warns(ac.GradientWarning) as warned:
+        rotation.apply(torch.ones(1, 3, requires_grad=True))
+    assert str(warned[0].message) == (
+        "Rotation.apply(): argument vectors requires grad, and NumPy code cannot pass gradients back: it was "
+        "detached, so no gradient flows through this call. To keep the gradient, set SCIPY_ARRAY_API=1 before SciPy "
+        "is imported: SciPy runs Rotation.apply on torch tensors itself, gradients kept, and torchify's "
+        "native='auto' (the default) takes that path. To silence this, pass grad='detach' (in the ac.torchify(..., "
+        "grad='detach') call that made it, or a with ac.config(grad='detach'): block around the call; grad='error' "
+        "forbids it), or call under torch.no_grad()"
+    )
+
+
+@pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
+@pytest.mark.skipif(not DECLARES, reason="this SciPy declares no torch path of its own")
 def test_the_mode_asked_for_after_scipy_was_imported_is_said_plainly(monkeypatch: pytest.MonkeyPatch) -> None:
     """SciPy reads SCIPY_ARRAY_API once, when imported: set later, the note says so."""
     monkeypatch.setenv("SCIPY_ARRAY_API", "1")

@@ -104,19 +104,31 @@ class MethodPlan(TorchifiedPlan):
     stands_in = True
 
     def __init__(
-        self, func: Any, sides: dict[str, dict[str, Any]], *, view: TorchifiedClass, held: bool = False
+        self,
+        func: Any,
+        sides: dict[str, dict[str, Any]],
+        *,
+        view: TorchifiedClass,
+        held: bool = False,
+        kept_natively: str | None = None,
     ) -> None:
         """``view``: the torchified class of the objects the method is called on, whose
-        ``result_view`` says which objects in its results come back as proxies."""
+        ``result_view`` says which objects in its results come back as proxies;
+        ``kept_natively``: how its library's own torch path would keep the gradient, where it
+        declares one the call does not take."""
         self.held = held
         self.view = view
+        self.kept_natively = kept_natively
         super().__init__(func, sides)
         if not held:  # a held callable comes guarded (see _ac_calling); a function, with its object first
             guard = guarded(func, self.policies["accepts_numpy"].copies_refused(), method=True)
             self.guard = guard if guard is not func else None
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
-        return functools.partial(type(self), view=self.view, held=self.held)
+        return functools.partial(type(self), view=self.view, held=self.held, kept_natively=self.kept_natively)
+
+    def keeps_gradient(self) -> str:
+        return self.kept_natively or super().keeps_gradient()
 
     def objects(self, cls: type) -> Leaf | None:
         """Objects of the class's package inside a result (``rng.spawn(2)``'s Generators, the
@@ -225,14 +237,22 @@ class TorchifiedClass(StandIn):
     holds_tensors = False
 
     def __init__(
-        self, cls: type, options: dict[str, Any], natively: Any = None, plans: Callable[[Any], Any] | None = None
+        self,
+        cls: type,
+        options: dict[str, Any],
+        natively: Any = None,
+        plans: Callable[[Any], Any] | None = None,
+        kept: Callable[[Any], str | None] | None = None,
     ) -> None:
         """``plans``: the plan (a ProxyingPlan factory) of a static or class method that takes
-        no native route, saying why where its library declares one (see _torchify.class_view)."""
+        no native route, saying why where its library declares one (see _torchify.class_view);
+        ``kept``: for a method of its objects, how that route would keep the gradient (None:
+        no route is declared for it)."""
         self.__wrapped__ = cls
         self._options = options
         self._natively = natively
         self._plans = plans
+        self._kept = kept
         self._inputs = _inputs_of(options)  # the constructor's and assign's
         dtype = policy_of("returns_tensor", {}, _outputs_of(options)).dtype
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
@@ -294,7 +314,8 @@ class TorchifiedClass(StandIn):
             return None
         method = None
         if inspect.isfunction(raw):
-            plan = functools.partial(MethodPlan, view=self)
+            kept = None if self._kept is None else self._kept(raw)
+            plan = functools.partial(MethodPlan, view=self, kept_natively=kept)
             wrapper = self._wrappers.setdefault(name, replanned(wrap_pair(raw, self._options), plan))
             method = as_method(wrapper)
         return self._methods.setdefault(name, method)

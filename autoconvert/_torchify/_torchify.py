@@ -110,8 +110,10 @@ def class_view(cls: type, options: dict[str, Any], native: str | bool, adapter: 
     asks and that path is on (see _native.Natively)."""
     off = adapter.torch_mode()
     natively = None if native is False or off is not None else Natively(cls, options, native)
-    plans = None if natively is not None else functools.partial(_class_function_plan, cls, adapter, native, off)
-    return TorchifiedClass(cls, options, natively, plans)
+    if natively is not None:
+        return TorchifiedClass(cls, options, natively)
+    plans = functools.partial(_class_function_plan, cls, adapter, native, off)
+    return TorchifiedClass(cls, options, None, plans, functools.partial(_method_kept, cls, adapter, native, off))
 
 
 def _class_function_plan(cls: type, adapter: Adapter, native: str | bool, off: str | None, fn: Any) -> Any:
@@ -123,6 +125,14 @@ def _class_function_plan(cls: type, adapter: Adapter, native: str | bool, off: s
     name = f"{cls.__qualname__}.{getattr(fn, '__name__', '')}"
     notes = () if native is False else (f"{adapter.name}'s own torch path is not taken: {off}",)
     return functools.partial(FunctionPlan, notes=notes, kept_natively=_keeps_natively(adapter, name, native, off))
+
+
+def _method_kept(cls: type, adapter: Adapter, native: str | bool, off: str | None, fn: Any) -> str | None:
+    """How the library's own torch path keeps the gradient of ``fn``, a method of ``cls``'s
+    objects, where the library declares one (None where it does not)."""
+    if adapter.declared_torch_path(fn) is not None:
+        return None
+    return _keeps_natively(adapter, f"{cls.__qualname__}.{getattr(fn, '__name__', '')}", native, off)
 
 
 def _only_native(target: Any, adapter: Adapter) -> None:
