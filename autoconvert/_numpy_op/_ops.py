@@ -370,8 +370,9 @@ class _Op:
             "A call that needs a gradient, or runs under torch.func or torch.compile, goes through the op; "
             "any other call runs the pair below directly.",
         )
-        # The pair's own notes follow (torchify's routes, where it is a SciPy function's rule's forward).
-        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=(*notes, *inner.notes))
+        # The pair's own notes first (why torchify's other routes were not taken, where the op is
+        # a SciPy function's rule's), then the op's.
+        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=(*inner.notes, *notes))
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
