@@ -254,9 +254,9 @@ def test_the_promises_hold_inside_the_graph() -> None:
     device=, grad='detach', keyword and plain arguments, containers, tuple results."""
     x = torch.rand(4, dtype=torch.float64) + 1
 
-    def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def run(fn: Any, *args: Any, fullgraph: bool = True, **kwargs: Any) -> Any:
         torch._dynamo.reset()
-        return torch.compile(fn, backend="aot_eager", fullgraph=True)(*args, **kwargs)
+        return torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)(*args, **kwargs)
 
     private = ac.returns_tensor(ac.accepts_numpy(copy=True)(_overwrite))
     caller = x.clone()
@@ -285,7 +285,58 @@ def test_the_promises_hold_inside_the_graph() -> None:
         return batch["a"] + pair[0], np.stack(pair).sum(axis=0) * batch["k"]
 
     args = ({"a": x, "k": 2.0}, [x, x * 2])
-    _close(of_containers(*args), run(of_containers, *args))
+    _close(of_containers(*args), run(of_containers, *args, fullgraph=False))  # a list or dict: the escape
+
+
+def _adds_a_key(d: dict[str, np.ndarray]) -> np.ndarray:
+    d["new"] = d["x"] * 2
+    return d["x"] + 1
+
+
+def _halved(a: np.ndarray) -> np.ndarray:
+    return a / 2
+
+
+def _puts(a: np.ndarray) -> np.ndarray:
+    a[0] = 42.0
+    return a * 1
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(fullgraph: bool) -> None:
+    """torch's NumPy tracing follows torch's dtype rules on integers (``a / 2`` of int64 is
+    float32 there), cannot hand back a change to a dict it was handed, and widens bfloat16
+    into a copy that writeback=True would not reach: such calls take the escape (a graph
+    break, so fullgraph=True refuses them), and give what they give eagerly, with no warning."""
+
+    def compiled(fn: Any, *args: Any) -> Any:
+        torch._dynamo.reset()
+        return torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)(*args)
+
+    adds = ac.returns_tensor(ac.accepts_numpy(_adds_a_key))
+    halved = ac.returns_tensor(ac.accepts_numpy(_halved))
+    puts = ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts))
+    cases = [
+        (adds, lambda: ({"x": torch.ones(3)},)),
+        (halved, lambda: (torch.arange(4),)),
+        (puts, lambda: (torch.ones(3, dtype=torch.bfloat16),)),
+    ]
+    for fn, made in cases:
+        eager_args, compiled_args = made(), made()
+        expected = fn(*eager_args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ac.CompileWarning)
+            if fullgraph:
+                with pytest.raises(torch._dynamo.exc.Unsupported):
+                    compiled(fn, *compiled_args)
+                continue
+            got = compiled(fn, *compiled_args)
+        assert got.dtype == expected.dtype and torch.equal(got, expected)
+        assert str(compiled_args) == str(eager_args)  # the caller's containers and tensors as eagerly
+    assert ac.explain(ac.accepts_numpy(lambda a: np.median(a))).compiled == (
+        "each call is one graph break, the body run eagerly: its code reads median, which torch's NumPy tracing "
+        "does not trace"
+    )
 
 
 def test_a_module_calling_decorated_functions_compiles_fullgraph() -> None:

@@ -111,7 +111,7 @@ class Trace:
         if self.traces:
 
             def traced(call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:  # pragma: no cover
-                if not self.runs_judged(wrapped):
+                if not self.runs_judged(wrapped) or not self.fits(args, kwargs):
                     return opaque(call, wrapped, instance, args, kwargs)
                 if bound:
                     return self.call_traced(wrapped, (instance, *args), kwargs, 1)
@@ -120,12 +120,31 @@ class Trace:
             escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
         return escape
 
-    def inline(self, wrapped: Any, instance: Any) -> Callable[..., Any]:
+    def inline(self, wrapped: Any, instance: Any, eager: Escape) -> Callable[..., Any]:
         """What dynamo inlines for a call of the wrapper of ``wrapped`` (see _wrapper): a
         bound method, which dynamo reads with its object, and guards through its attributes
         (a closure's cells it would look for through the wrapper's ``__closure__``, which wrapt
-        forwards to the wrapped function's)."""
-        return _Inline(self, wrapped, self.params.offset(instance)).call
+        forwards to the wrapped function's); ``eager``: the wrapper's own call,
+        ``eager(wrapped, instance, args, kwargs)``, for a call the graph cannot hold."""
+        return _Inline(self, wrapped, instance, eager).call
+
+    def fits(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a call with these arguments gives in the graph what it gives eagerly.
+        torch's NumPy tracing follows torch's dtype rules where NumPy's differ on integers
+        and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); the graph
+        cannot hand back what the function changes in a list or dict it was handed; and a
+        tensor NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True``
+        and ``copy=False`` refuse. Such calls take the escape."""
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            kind = type(value)
+            if kind is list or kind is dict:
+                return False
+            if isinstance(value, torch.Tensor) and (
+                not (value.is_floating_point() or value.is_complex())
+                or (not self.private and value.dtype in self.widened)
+            ):
+                return False
+        return True
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
@@ -135,7 +154,8 @@ class Trace:
     def _fell_back(self, call: Any, *rest: Any) -> Any:
         """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
         one (or this torch inlines no escape): said once, and kept for explain."""
-        if self.traces and self.fell_back is None and self.runs_judged(rest[0]):
+        wrapped, _, args, kwargs = rest
+        if self.traces and self.fell_back is None and self.runs_judged(wrapped) and self.fits(args, kwargs):
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
                 "(torch._dynamo.explain shows where the trace stopped)"
@@ -216,14 +236,18 @@ class Trace:
 
 
 class _Inline:
-    """A wrapper's call as dynamo inlines it: the traced call of ``wrapped``."""
+    """A wrapper's call as dynamo inlines it: the traced call of ``wrapped``, or the wrapper's
+    own call out of the graph where the arguments do not fit it (see Trace.fits)."""
 
-    __slots__ = ("offset", "trace", "wrapped")
+    __slots__ = ("eager", "instance", "offset", "trace", "wrapped")
 
-    def __init__(self, trace: Trace, wrapped: Any, offset: int) -> None:
-        self.trace, self.wrapped, self.offset = trace, wrapped, offset
+    def __init__(self, trace: Trace, wrapped: Any, instance: Any, eager: Escape) -> None:
+        self.trace, self.wrapped, self.instance, self.eager = trace, wrapped, instance, eager
+        self.offset = trace.params.offset(instance)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+        if not self.trace.fits(args, kwargs):
+            return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
 
 

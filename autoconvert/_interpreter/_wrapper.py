@@ -203,7 +203,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     if plan.trace is not None and plan.trace.traces:
         # Found by dynamo before the marker above: a call of the wrapper met in a graph is
         # traced as this function's in its place, where it can be (see _trace).
-        Wrapper._torchdynamo_inline = plan.trace.inline(wrapped, instance)  # type: ignore[attr-defined]
+        Wrapper._torchdynamo_inline = plan.trace.inline(wrapped, instance, call)  # type: ignore[attr-defined]
     if method is not None:  # bound to an instance, it is the wrapper's call (see described)
         method.__autoconvert_spec__ = lambda instance: wrapper.__autoconvert_spec__()
     return wrapper

@@ -312,8 +312,9 @@ def _torch_code(function: Any) -> bool:
 
 #: Names NumPy code reads that torch.compile's NumPy tracing has but cannot trace: an array's
 #: ``dtype``, ``flags`` and ``base`` (dynamo: "Unsupported ndarray attribute access"), and
-#: NumPy's random streams, which it would draw from torch's generator instead.
-_UNTRACED = frozenset({"dtype", "flags", "base", "random"})
+#: NumPy's random streams, which it would draw from torch's generator instead; and those it
+#: traces to other results than NumPy's (``median`` of a whole array has shape (1,), not ()).
+_UNTRACED = frozenset({"dtype", "flags", "base", "random", "median", "nanmedian"})
 #: Builtins whose effect is outside the values (printing, files, frames): never in a graph.
 _EFFECTS = frozenset({"print", "open", "input", "exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"})
 #: Values a traced body may hold as they are.
