@@ -423,3 +423,46 @@ def test_every_rule_is_on_the_gradients_page() -> None:
 
 def test_no_rule_for_other_functions() -> None:
     assert rule_for(np.sin) is None and rule_for(ndi.median_filter) is None and rule_for([]) is None
+
+
+def test_an_argument_the_rule_takes_no_gradient_in_is_said_never_a_silent_zero() -> None:
+    """jv's order and simpson's sample points take no gradient in the catalogue: an argument
+    there that requires grad is a GradientWarning naming it, once (eagerly and under
+    torch.func), and a GradientError with grad='error'; its gradient is None, never a zero."""
+    v = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    jv = ac.torchify(special).jv
+    with pytest.warns(ac.GradientWarning) as warned:
+        for _ in range(2):  # said once
+            jv(v, z).sum().backward()
+    assert [str(w.message) for w in warned] == [
+        "jv(): argument v requires grad, and the catalogue's rule for scipy.special.jv gives no gradient in v: none "
+        "flows into it. Found gradients in z alone. Fix: pass v without requires_grad (.detach()), or give numpy_op "
+        "a backward= of your own; grad='detach' silences this."
+    ]
+    assert v.grad is None and z.grad is not None
+    with pytest.warns(ac.GradientWarning, match=r"^jv\(\): argument v requires grad"):
+        torch.func.grad(lambda v: ac.numpy_op(special.jv)(v, z.detach()).sum())(v.detach())
+    with pytest.raises(ac.GradientError, match=r"^simpson\(\): argument x requires grad"):
+        ac.numpy_op(integrate.simpson, grad="error")(z, x=z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ac.numpy_op(special.jv, grad="detach")(v, z)
+
+
+def test_spherical_bessel_functions_with_derivative_left_at_its_default() -> None:
+    """``derivative=`` not passed: the rule reads SciPy's default (False)."""
+    z = torch.tensor([0.5, 1.5], dtype=torch.float64, requires_grad=True)
+    ac.torchify(special).spherical_jn(2, z).sum().backward()
+    assert torch.allclose(z.grad, torch.from_numpy(special.spherical_jn(2, z.detach().numpy(), derivative=True)))
+
+
+@pytest.mark.parametrize("fn", [ndi.uniform_filter, ndi.gaussian_filter])
+def test_a_result_written_into_an_out_parameter_warns_of_its_gradient(fn: Any) -> None:
+    """``output=`` a tensor: the values are SciPy's, written into it, and no rule follows a
+    tensor NumPy code wrote: the dropped gradient is said, as without a rule."""
+    x = torch.tensor(_rng(5, 5), requires_grad=True)
+    out = torch.zeros(5, 5, dtype=torch.float64)
+    with pytest.warns(ac.GradientWarning, match=rf"^{fn.__name__}\(\): argument input requires grad"):
+        getattr(ac.torchify(ndi), fn.__name__)(x, 3, output=out)
+    assert np.array_equal(out.numpy(), fn(_rng(5, 5), 3))

@@ -61,6 +61,27 @@ class Rule:
         covers = f"; {self.covers}" if self.covers else ""
         return f"the catalogue's rule for {self.name} (gradients in {', '.join(self.takes)}{covers})"
 
+    def untaken(self, args: Sequence[Any], kwargs: dict[str, Any], needs: Callable[[Any], bool]) -> list[str]:
+        """The names of the call's arguments that ``needs`` a gradient (tensors requiring grad)
+        where the rule gives none (``jv``'s order ``v``, ``simpson``'s ``x``)."""
+        arguments = self._given(args, kwargs)
+        return [name for name, value in arguments.items() if name not in self.takes and needs(value)]
+
+    def written_into(self, args: Sequence[Any], kwargs: dict[str, Any], kind: type) -> str | None:
+        """The out-parameter (``output=``, ``out=``) the call hands a ``kind`` (a tensor) to
+        write its result into, whose gradient the rule cannot give (None: none)."""
+        arguments = self._given(args, kwargs)
+        return next((n for n in ("output", "out") if isinstance(arguments.get(n), kind)), None)
+
+    def _given(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Mapping[str, Any]:
+        """The call's arguments by name, as given (defaults left out)."""
+        if self.parameters is not None:
+            return dict(zip(self.parameters, args, strict=False)) | kwargs
+        try:
+            return self.signature.bind(*args, **kwargs).arguments
+        except TypeError:  # the call itself says what is wrong with its arguments
+            return {}
+
     def backward(
         self, grad: Any, args: Sequence[Any], kwargs: dict[str, Any], output: Any, tensors: Sequence[bool]
     ) -> list[Any]:

@@ -104,7 +104,7 @@ def _spherical(name: str, modified: bool) -> Derivative:
 
         fn, n, z = getattr(special, name), call["n"], call["z"]
         first = fn(n, z, derivative=True)
-        if not call["derivative"]:
+        if not call.arguments.get("derivative", False):  # a parameter left at its default is not bound
             return first
         return (n * (n + 1) / z**2 + (1 if modified else -1)) * fn(n, z) - 2 * first / z
 

@@ -14,13 +14,14 @@ import dataclasses
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 import torch
 
 from autoconvert._adapters._adapter import signature_of
-from autoconvert._errors import ConversionError, GradientError, message
+from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
@@ -240,6 +241,7 @@ def _make_op(
     )
     bind = _binder(fn)
     returned = spec.returned if spec.residuals else None  # the caller gets the results alone
+    told: set[str] = set()  # the arguments a rule takes no gradient in, said once each (see _untaken)
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
@@ -252,12 +254,17 @@ def _make_op(
             return result if returned is None else returned(result)
         try:  # the boundary where autoconvert's errors leave (see _traceback)
             if transforming() is None and (
-                spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+                spec.backward is None
+                or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+                # A result written into an out-parameter: no rule follows it, the pair's grad= says so.
+                or (rule is not None and rule.written_into(args, kwargs, torch.Tensor) is not None)
             ):
                 # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
                 # fewer on every eager call).
                 result = spec.run(args, kwargs)
             else:
+                if rule is not None:
+                    _untaken(rule, name, policy.grad, args, kwargs, told=told)
                 if kwargs:
                     args, kwargs = bind(args, kwargs)
                 result = apply_op(spec, kwargs, *args)
@@ -376,6 +383,32 @@ class _Op:
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
+
+
+def _requires_grad(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
+    """A tensor argument that requires grad where the catalogue's rule gives none (``jv``'s
+    order) gets no gradient: said as a dropped gradient is (``grad=``: a GradientWarning once
+    per argument, a GradientError, or nothing), never a silent zero."""
+    if grad == "detach":
+        return
+    for where in rule.untaken(args, kwargs, _requires_grad):
+        text = message(
+            name,
+            f"argument {where}",
+            f"requires grad, and the catalogue's rule for {rule.name} gives no gradient in {where}: none flows into it",
+            f"gradients in {', '.join(rule.takes)} alone",
+            f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own; "
+            "grad='detach' silences this",
+        )
+        if grad == "error":
+            raise GradientError(text)
+        if where not in told:
+            told.add(where)
+            warnings.warn(text, GradientWarning, stacklevel=4)
 
 
 def _ruled(fn: Any, converting: Any) -> Any:
