@@ -45,6 +45,12 @@ def logs_calls(a: NDArray[Any], log: dict[str, Any]) -> NDArray[Any]:
     return a.sum(-1)
 
 
+def notes_in_a_set(a: NDArray[Any], seen: set[float]) -> NDArray[Any]:
+    """Records each call in a set it is handed, a mutable builtin no container walk converts."""
+    seen.add(float(a.sum()))
+    return a.sum(-1)
+
+
 def adds_a_key(d: dict[str, NDArray[Any]]) -> NDArray[Any]:
     """Adds an array to the container of arrays it is handed."""
     d["new"] = d["a"] * 2

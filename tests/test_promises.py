@@ -107,6 +107,20 @@ def test_changes_to_a_plain_container_reach_the_caller_or_are_refused_by_name(si
     assert sorted(log.get("seen", [])) == sorted(expected), log
 
 
+@pytest.mark.parametrize("site", ALL)
+def test_changes_to_a_set_reach_the_caller_or_are_refused_by_name(site: Site, request: Any) -> None:
+    """A set is no container the conversion walks, yet what the body adds to one it is handed
+    is the caller's, or refused by name on an executor: never dropped."""
+    x = _batch()
+    seen: set[float] = set()
+    if site.on_executor:
+        with pytest.raises(ValueError, match=r"the function changed args\[1\], a container among its arguments"):
+            _site(site, request, bodies.notes_in_a_set)(x, seen)
+        return
+    _site(site, request, bodies.notes_in_a_set)(x, seen)
+    assert seen == set(x.sum(-1).tolist() if site.samples else [float(x.sum())])
+
+
 @pytest.mark.parametrize("site", WHOLE)
 def test_changes_to_a_container_of_tensors_reach_the_caller(site: Site, request: Any) -> None:
     """An array the body adds to a dict of tensors it is handed reaches the caller's dict as

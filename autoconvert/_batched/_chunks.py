@@ -189,8 +189,9 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         columns[k] = _read_only(columns[k])
     handed: Rebuilt | None = None
     guarded: list[tuple[str, NDArray[Any]]] = []
+    held: list[tuple[Any, Any]] = []
     if chunk.origin.copied:
-        handed = _containers_in(chunk)
+        handed, held = _containers_in(chunk)
         chunk, guarded = _guarded(chunk)
     results: list[Any] = []
     try:
@@ -207,7 +208,10 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
             _refuse_lost_write(e, chunk, guarded)
         raise
     if handed and changed(handed.values()):
-        raise _lost_change(chunk, handed)
+        raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
+    for value, before in held:
+        if _held(value) != before:
+            raise _lost_change(chunk, value)
     return results
 
 
@@ -244,25 +248,38 @@ def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: lis
         ) from error
 
 
-def _containers_in(chunk: Chunk) -> Rebuilt:
+#: Mutable builtins that are no containers of the registry (their items are not converted),
+#: with what they hold, to tell after the samples whether the function changed one.
+_HELD: dict[type, Callable[[Any], Any]] = {set: frozenset, bytearray: bytes}
+
+
+def _held(value: Any) -> Any:
+    return _HELD[type(value)](value)
+
+
+def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]]]:
     """Every container among a copied chunk's arguments (nested ones too, each once), with
-    what it holds now, to tell after the samples whether the function changed one."""
+    what it holds now, and every set and bytearray with what it holds: to tell after the
+    samples whether the function changed one."""
     records: Rebuilt = {}
+    held: dict[int, tuple[Any, Any]] = {}
     stack = [*chunk.args, *chunk.kwargs.values()]
     while stack:
         value = stack.pop()
+        if type(value) in _HELD:
+            held[id(value)] = (value, _held(value))
+            continue
         node = node_for(type(value))
         if node is not None and id(value) not in records:
             rebuilt(records, value, value)
             stack.extend(child for _, child in node.items(value))
-    return records
+    return records, list(held.values())
 
 
-def _lost_change(chunk: Chunk, handed: Rebuilt) -> ValueError:
-    """The refusal of a change the function made to a container among its arguments in another
-    process: there it changed a copy, and the caller's container (which the same call in the
-    caller's process changes) would silently stay as it was."""
-    container = next(original for original, _, before in handed.values() if changed([(original, original, before)]))
+def _lost_change(chunk: Chunk, container: Any) -> ValueError:
+    """The refusal of a change the function made to ``container``, among its arguments, in
+    another process: there it changed a copy, and the caller's container (which the same call
+    in the caller's process changes) would silently stay as it was."""
     roots: list[tuple[list[KeyEntry], Any]] = [([SequenceKey(i)], a) for i, a in enumerate(chunk.args)]
     roots += [([MappingKey(k)], v) for k, v in chunk.kwargs.items()]
     where = "an argument"
