@@ -48,6 +48,18 @@ def _judged(function: Any) -> str | None:
     return reads_numpy_alone(function)
 
 
+#: Why this torch's dynamo cannot hold the trace route (None: it can). torch 2.4's guards a
+#: traced call's state as constants and hands NumPy results out of the graph as other types
+#: than the eager call's; torch.compiler.set_stance marks a dynamo that does neither (torch 2.6
+#: on; a feature read, not a version, and one import-free attribute at decoration).
+_UNFIT_DYNAMO = (
+    None
+    if hasattr(torch.compiler, "set_stance")
+    else "this torch's dynamo gives NumPy results back as other types than the eager call (the trace route "
+    "needs torch 2.6 or later, whose torch.compiler has set_stance)"
+)
+
+
 class Trace:
     """How one plan's calls go under torch.compile: traced into the graph where its function
     reads NumPy alone (``compile="auto"``) or ``compile="trace"`` asks, else the escape (a
@@ -71,6 +83,7 @@ class Trace:
         self.mode = inputs.compile
         #: The function judged: a call running another (batched's map of it) takes the escape.
         self.judged = traced_function(func)
+        refusal = refusal or _UNFIT_DYNAMO
         why = refusal or (None if self.mode == "escape" else _judged(self.judged))
         if self.mode == "escape":
             why = "compile='escape' was given"
@@ -103,19 +116,32 @@ class Trace:
         """The escape of this plan's calls, ``escape(call, wrapped, instance, args, kwargs)``;
         where they trace, dynamo inlines the traced call in its place. ``bound``: ``wrapped``
         is a method's function, called with ``instance`` first (the flat call's method form)."""
-        fell_back = self._fell_back
+        # Their state in keyword defaults, never closure cells: torch 2.4's dynamo guards the
+        # cells of a function it inlines by value, and refuses an object there ("Unexpected type").
 
-        def escape(call: Any, *rest: Any) -> Any:  # pragma: no cover - runs under dynamo
-            return opaque(fell_back, call, *rest)
+        # dynamo 2.4 reads the inlined function's defaults through the escape's: the same ones.
+        def escape(  # pragma: no cover - runs under dynamo
+            call: Any, *rest: Any, _trace: Trace = self, _bound: bool = bound
+        ) -> Any:
+            return opaque(_trace._fell_back, call, *rest)
 
         if self.traces:
 
-            def traced(call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:  # pragma: no cover
-                if not self.runs_judged(wrapped) or not self.fits(args, kwargs):
+            def traced(  # pragma: no cover - runs under dynamo
+                call: Any,
+                wrapped: Any,
+                instance: Any,
+                args: Any,
+                kwargs: Any,
+                *,
+                _trace: Trace = self,
+                _bound: bool = bound,
+            ) -> Any:
+                if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
                     return opaque(call, wrapped, instance, args, kwargs)
-                if bound:
-                    return self.call_traced(wrapped, (instance, *args), kwargs, 1)
-                return self.call_traced(wrapped, args, kwargs, self.params.offset(instance))
+                if _bound:
+                    return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
+                return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
 
             escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
         return escape
