@@ -434,6 +434,7 @@ def test_an_argument_the_rule_takes_no_gradient_in_is_said_never_a_silent_zero()
     v = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
     z = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
     jv = ac.torchify(special).jv
+
     def twice() -> None:  # said once
         jv(v, z).sum().backward()
         jv(v, z).sum().backward()
