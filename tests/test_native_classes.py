@@ -105,14 +105,7 @@ def test_without_the_mode_a_classmethod_says_why_and_how_to_keep_its_gradient() 
     )
     with pytest.warns(ac.GradientWarning) as warned:
         from_euler("z", torch.tensor([0.5], dtype=torch.float64, requires_grad=True))
-    assert str(warned[0].message) == (
-        "Rotation.from_euler(): argument angles requires grad, and NumPy code cannot pass gradients back: it was "
-        "detached, so no gradient flows through this call. To keep the gradient, set SCIPY_ARRAY_API=1 before SciPy "
-        "is imported: SciPy runs Rotation.from_euler on torch tensors itself, gradients kept, and torchify's "
-        "native='auto' (the default) takes that path. To silence this, pass grad='detach' (in the ac.torchify(..., "
-        "grad='detach') call that made it, or a with ac.config(grad='detach'): block around the call; grad='error' "
-        "forbids it), or call under torch.no_grad()"
-    )
+    assert str(warned[0].message) == _kept_by_the_mode("Rotation.from_euler", "angles")
 
 
 @pytest.mark.skipif(MODE, reason="SciPy's array API mode is on in this process")
@@ -123,10 +116,15 @@ def test_without_the_mode_an_objects_method_says_how_to_keep_its_gradient() -> N
     rotation = ac.torchify(scipy.spatial.transform).Rotation.from_euler("z", torch.tensor([0.5]))
     with pytest.warns(ac.GradientWarning) as warned:
         rotation.apply(torch.ones(1, 3, requires_grad=True))
-    assert str(warned[0].message) == (
-        "Rotation.apply(): argument vectors requires grad, and NumPy code cannot pass gradients back: it was "
+    assert str(warned[0].message) == _kept_by_the_mode("Rotation.apply", "vectors")
+
+
+def _kept_by_the_mode(function: str, argument: str) -> str:
+    """The gradient warning of a SciPy function whose own torch path, off, would keep it."""
+    return (
+        f"{function}(): argument {argument} requires grad, and NumPy code cannot pass gradients back: it was "
         "detached, so no gradient flows through this call. To keep the gradient, set SCIPY_ARRAY_API=1 before SciPy "
-        "is imported: SciPy runs Rotation.apply on torch tensors itself, gradients kept, and torchify's "
+        f"is imported: SciPy runs {function} on torch tensors itself, gradients kept, and torchify's "
         "native='auto' (the default) takes that path. To silence this, pass grad='detach' (in the ac.torchify(..., "
         "grad='detach') call that made it, or a with ac.config(grad='detach'): block around the call; grad='error' "
         "forbids it), or call under torch.no_grad()"
