@@ -1059,7 +1059,11 @@ class TestNoRawErrors:
         if not dist.is_available() or not dist.is_gloo_available():
             pytest.skip("this torch has no gloo backend")
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import Shard, distribute_tensor
+
+        tensor = pytest.importorskip("torch.distributed.tensor", reason="this torch has no public DTensor")
+        if not hasattr(tensor, "distribute_tensor"):  # torch 2.4 keeps it in torch.distributed._tensor
+            pytest.skip("this torch has no public DTensor (torch.distributed.tensor.distribute_tensor)")
+        Shard, distribute_tensor = tensor.Shard, tensor.distribute_tensor  # noqa: N806 - a class
 
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
         try:

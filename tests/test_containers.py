@@ -438,7 +438,8 @@ def test_a_masked_array_put_into_a_container_is_refused_with_its_path(mode: str,
     assert str(info.value) == (
         f"test_a_masked_array_put_into_a_container_is_refused_with_its_path.<locals>.put(): argument {path} is a "
         "masked array; a tensor has no mask, and dropping it would silently unmask values. Found "
-        f"numpy.ma.MaskedArray(shape=(2,), dtype=<f8). Fix: use {path}.filled(fill_value), or the data and the "
+        f"{np.ma.MaskedArray.__module__}.MaskedArray(shape=(2,), dtype=<f8). Fix: use {path}.filled(fill_value), or "
+        "the data and the "
         "mask as two arrays."
     )
     assert len(state) == 1  # the container that cannot take its change is left as it was

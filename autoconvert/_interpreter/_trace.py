@@ -83,14 +83,13 @@ class Trace:
         self.mode = inputs.compile
         #: The function judged: a call running another (batched's map of it) takes the escape.
         self.judged = traced_function(func)
-        refusal = refusal or _UNFIT_DYNAMO
         why = refusal or (None if self.mode == "escape" else _judged(self.judged))
         if self.mode == "escape":
             why = "compile='escape' was given"
         elif self.mode == "trace" and refusal is None:
             why = None  # asked for: torch's tracing says where it cannot
         #: Why calls under torch.compile take the escape (None: they are traced).
-        self.why_not = why
+        self.why_not = why or _UNFIT_DYNAMO
         self.detach = inputs.grad == "detach"
         self.private = inputs.copy is not False and not inputs.writeback
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
@@ -116,6 +115,8 @@ class Trace:
         """The escape of this plan's calls, ``escape(call, wrapped, instance, args, kwargs)``;
         where they trace, dynamo inlines the traced call in its place. ``bound``: ``wrapped``
         is a method's function, called with ``instance`` first (the flat call's method form)."""
+        if not self.traces:  # the graph break alone, as every escape was before the trace route
+            return opaque
         # Their state in keyword defaults, never closure cells: torch 2.4's dynamo guards the
         # cells of a function it inlines by value, and refuses an object there ("Unexpected type").
 
@@ -125,25 +126,23 @@ class Trace:
         ) -> Any:
             return opaque(_trace._fell_back, call, *rest)
 
-        if self.traces:
+        def traced(  # pragma: no cover - runs under dynamo
+            call: Any,
+            wrapped: Any,
+            instance: Any,
+            args: Any,
+            kwargs: Any,
+            *,
+            _trace: Trace = self,
+            _bound: bool = bound,
+        ) -> Any:
+            if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
+                return opaque(call, wrapped, instance, args, kwargs)
+            if _bound:
+                return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
+            return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
 
-            def traced(  # pragma: no cover - runs under dynamo
-                call: Any,
-                wrapped: Any,
-                instance: Any,
-                args: Any,
-                kwargs: Any,
-                *,
-                _trace: Trace = self,
-                _bound: bool = bound,
-            ) -> Any:
-                if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
-                    return opaque(call, wrapped, instance, args, kwargs)
-                if _bound:
-                    return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
-                return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
-
-            escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
+        escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
         return escape
 
     def inline(self, wrapped: Any, instance: Any, eager: Escape) -> Callable[..., Any]:
