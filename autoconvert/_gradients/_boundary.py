@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 #: The filters' aliases (``grid-*``): for filters, SciPy reads them as these modes.
 _ALIASES = {"grid-mirror": "reflect", "grid-constant": "constant", "grid-wrap": "wrap"}
@@ -22,7 +23,7 @@ def canonical(mode: str) -> str:
     return _ALIASES.get(mode, mode)
 
 
-def sources(positions: np.ndarray, n: int, mode: str) -> np.ndarray:
+def sources(positions: NDArray[Any], n: int, mode: str) -> NDArray[Any]:
     """The sample each of ``positions`` (of a line of ``n`` samples, extended under ``mode``)
     reads; -1 where it reads none (``constant``'s padding)."""
     mode = canonical(mode)
@@ -43,7 +44,7 @@ def sources(positions: np.ndarray, n: int, mode: str) -> np.ndarray:
     raise ValueError(f"boundary mode {mode!r} is not one of {', '.join(MODES)}")
 
 
-def extended(x: np.ndarray, axis: int, left: int, right: int, *, mode: str, cval: Any) -> np.ndarray:
+def extended(x: NDArray[Any], axis: int, left: int, right: int, *, mode: str, cval: Any) -> NDArray[Any]:
     """``x`` extended along ``axis`` by ``left`` and ``right`` samples, as ``mode`` reads it."""
     n = x.shape[axis]
     found = sources(np.arange(-left, n + right), n, mode)
@@ -55,7 +56,7 @@ def extended(x: np.ndarray, axis: int, left: int, right: int, *, mode: str, cval
     return np.asarray(padded)
 
 
-def folded(z: np.ndarray, axis: int, n: int, left: int, mode: str) -> np.ndarray:
+def folded(z: NDArray[Any], axis: int, n: int, left: int, mode: str) -> NDArray[Any]:
     """The transpose of ``extended``: ``z``, a padded line's values along ``axis`` (``left``
     samples before the line's ``n``), each added onto the sample it was read from."""
     z = np.moveaxis(z, axis, -1)

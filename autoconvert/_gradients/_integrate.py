@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._rule import Call, Rule
 
 
-def _line(call: Call) -> tuple[np.ndarray, int, Any]:
+def _line(call: Call) -> tuple[NDArray[Any], int, Any]:
     """The samples, the axis integrated along (counted from 0) and the spacings, shaped to
     broadcast against the ``n - 1`` intervals along it (as SciPy shapes them)."""
     y = np.asarray(call["y"], dtype=float)
@@ -31,13 +32,13 @@ def _line(call: Call) -> tuple[np.ndarray, int, Any]:
     return y, axis, np.diff(x, axis=axis)
 
 
-def _ends(y: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+def _ends(y: NDArray[Any], axis: int) -> tuple[NDArray[Any], NDArray[Any]]:
     """The samples opening and closing each interval along ``axis``."""
     n = y.shape[axis]
     return np.take(y, range(n - 1), axis=axis), np.take(y, range(1, n), axis=axis)
 
 
-def _spread(per_interval: np.ndarray, axis: int, sign: float = 1.0) -> np.ndarray:
+def _spread(per_interval: NDArray[Any], axis: int, sign: float = 1.0) -> NDArray[Any]:
     """Each interval's value added onto its closing sample, and ``sign`` times onto its opening one."""
     shape = list(per_interval.shape)
     shape[axis] += 1
@@ -50,7 +51,7 @@ def _spread(per_interval: np.ndarray, axis: int, sign: float = 1.0) -> np.ndarra
     return out
 
 
-def _trapezoidal_vjp(call: Call, weights: np.ndarray, axis: int, wanted: tuple[str, ...]) -> dict[str, Any]:
+def _trapezoidal_vjp(call: Call, weights: NDArray[Any], axis: int, wanted: tuple[str, ...]) -> dict[str, Any]:
     """The gradients of ``sum(weights_j * d_j * (y_j + y_j+1) / 2)``, ``weights`` per interval."""
     y, axis, d = _line(call)
     first, last = _ends(y, axis)
@@ -128,7 +129,7 @@ def _cumulative_rules() -> tuple[Any, Any]:
     return vjp, jvp
 
 
-def _simpson_weights(call: Call) -> np.ndarray:
+def _simpson_weights(call: Call) -> NDArray[Any]:
     """Simpson's weight of each sample, in the samples' shape: SciPy's integral of each unit
     sample (one line's where ``x`` is a line or absent)."""
     from scipy import integrate

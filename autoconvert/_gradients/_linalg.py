@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from autoconvert._errors import GradientError, message
 
 from ._rule import Call, Rule
 
 
-def _each(fn: Callable[..., np.ndarray], *matrices: np.ndarray) -> np.ndarray:
+def _each(fn: Callable[..., NDArray[Any]], *matrices: NDArray[Any]) -> NDArray[Any]:
     """``fn`` of each matrix of the stacks ``matrices`` (broadcast along their leading axes)."""
     arrays = [np.asarray(m) for m in matrices]
     lead = np.broadcast_shapes(*(a.shape[:-2] for a in arrays))
@@ -34,11 +35,11 @@ def _each(fn: Callable[..., np.ndarray], *matrices: np.ndarray) -> np.ndarray:
     return out
 
 
-def _t(m: np.ndarray) -> np.ndarray:
+def _t(m: NDArray[Any]) -> NDArray[Any]:
     return np.swapaxes(m, -1, -2)
 
 
-def _real(call: Call, name: str) -> np.ndarray:
+def _real(call: Call, name: str) -> NDArray[Any]:
     """The call's result, refused where complex: the rules cover real matrix functions."""
     output = np.asarray(call.output)
     if output.dtype.kind == "c":
@@ -55,7 +56,7 @@ def _real(call: Call, name: str) -> np.ndarray:
 
 
 def _expm_rules() -> tuple[Any, Any]:
-    def frechet(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    def frechet(a: NDArray[Any], e: NDArray[Any]) -> NDArray[Any]:
         from scipy import linalg
 
         return linalg.expm_frechet(a, e, compute_expm=False)  # type: ignore[no-any-return]
@@ -70,7 +71,7 @@ def _expm_rules() -> tuple[Any, Any]:
 
 
 def _sqrtm_rules() -> tuple[Any, Any]:
-    def sylvester(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    def sylvester(x: NDArray[Any], e: NDArray[Any]) -> NDArray[Any]:
         from scipy import linalg
 
         return linalg.solve_sylvester(x, x, e)  # type: ignore[no-any-return]
@@ -86,7 +87,7 @@ def _sqrtm_rules() -> tuple[Any, Any]:
 
 
 def _logm_rules() -> tuple[Any, Any]:
-    def frechet(a: np.ndarray, e: np.ndarray) -> np.ndarray:
+    def frechet(a: NDArray[Any], e: NDArray[Any]) -> NDArray[Any]:
         from scipy import linalg
 
         n = a.shape[-1]
@@ -182,7 +183,7 @@ def _polar_rules() -> tuple[Any, Any]:
     ``PΛ + ΛP = P̄ - UᵀŪP⁻¹``, ``A``'s gradient is ``ŪP⁻¹ + A(Λ + Λᵀ)``; ``side="left"``
     (``A = PU``) is the right one of ``Aᵀ``, transposed."""
 
-    def parts(call: Call) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    def parts(call: Call) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any], bool]:
         left = call["side"] == "left"
         u, p = (np.asarray(r) for r in call.output)
         a = np.asarray(call["a"])

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ._boundary import extended, folded
 from ._rule import Call, Rule
@@ -28,7 +29,7 @@ class Pass:
     """One ``correlate1d`` along ``axis``: its ``weights``, ``origin`` and boundary ``mode``."""
 
     axis: int
-    weights: np.ndarray
+    weights: NDArray[Any]
     origin: int
     mode: str
 
@@ -37,14 +38,14 @@ class Pass:
         """How many samples the padded line reaches before the first (the kernel's centre)."""
         return len(self.weights) // 2 + self.origin
 
-    def __call__(self, x: np.ndarray, cval: Any = 0.0) -> np.ndarray:
+    def __call__(self, x: NDArray[Any], cval: Any = 0.0) -> NDArray[Any]:
         from scipy import ndimage
 
         return np.asarray(
             ndimage.correlate1d(x, self.weights, self.axis, mode=self.mode, cval=cval, origin=self.origin)
         )
 
-    def adjoint(self, g: np.ndarray) -> np.ndarray:
+    def adjoint(self, g: NDArray[Any]) -> NDArray[Any]:
         """The pass transposed: the full convolution of ``g`` with the weights, folded back."""
         from scipy import ndimage
 
@@ -56,7 +57,7 @@ class Pass:
         )
         return folded(full, self.axis, g.shape[self.axis], self.left, self.mode)
 
-    def weights_gradient(self, x: np.ndarray, g: np.ndarray, cval: Any) -> np.ndarray:
+    def weights_gradient(self, x: NDArray[Any], g: NDArray[Any], cval: Any) -> NDArray[Any]:
         """The gradient of the weights: each weight's sum of ``g`` times the samples it met."""
         n, size = len(self.weights), x.shape[self.axis]
         line = extended(x, self.axis, self.left, n - 1 - self.left, mode=self.mode, cval=cval)
@@ -66,9 +67,9 @@ class Pass:
 Term = tuple[Pass, ...]
 
 
-def _applied(terms: Sequence[Term], x: np.ndarray) -> np.ndarray:
+def _applied(terms: Sequence[Term], x: NDArray[Any]) -> NDArray[Any]:
     """The sum of the terms' chains applied to a tangent ``x`` (zero padding for constant)."""
-    total: np.ndarray | None = None
+    total: NDArray[Any] | None = None
     for term in terms:
         y = x
         for p in term:
@@ -78,9 +79,9 @@ def _applied(terms: Sequence[Term], x: np.ndarray) -> np.ndarray:
     return total
 
 
-def _transposed(terms: Sequence[Term], g: np.ndarray) -> np.ndarray:
+def _transposed(terms: Sequence[Term], g: NDArray[Any]) -> NDArray[Any]:
     """The sum of the terms' adjoint chains applied to a gradient ``g``."""
-    total: np.ndarray | None = None
+    total: NDArray[Any] | None = None
     for term in terms:
         y = g
         for p in reversed(term):
@@ -104,7 +105,7 @@ def _each(value: Any, count: int) -> list[Any]:
     return [value] * count
 
 
-def _gaussian_weights(sigma: float, order: int, truncate: float, radius: int | None) -> np.ndarray:
+def _gaussian_weights(sigma: float, order: int, truncate: float, radius: int | None) -> NDArray[Any]:
     """The weights ``gaussian_filter1d`` correlates with: its response to an impulse, read
     back to front (the response of a correlation is its kernel reversed)."""
     from scipy import ndimage
@@ -134,7 +135,7 @@ def _uniform_term(ndim: int, size: Any, origin: Any, mode: Any, axes: Any = None
     return tuple(Pass(axis, np.full(int(n), 1.0 / int(n)), o, m) for axis, n, o, m in each if n > 1)
 
 
-def _convolved(weights: np.ndarray, origin: Any) -> tuple[np.ndarray, list[int]]:
+def _convolved(weights: NDArray[Any], origin: Any) -> tuple[NDArray[Any], list[int]]:
     """A convolution's weights and origins as the correlation SciPy runs: weights reversed,
     origins negated, an even length's shifted by one."""
     flipped = weights[tuple(slice(None, None, -1) for _ in range(weights.ndim))]
@@ -189,7 +190,7 @@ def _correlate1d_rules(convolution: bool) -> tuple[Any, Any]:
     return vjp, jvp
 
 
-def _nd_parts(call: Call, convolution: bool) -> tuple[np.ndarray, list[int]]:
+def _nd_parts(call: Call, convolution: bool) -> tuple[NDArray[Any], list[int]]:
     """``correlate``'s (``convolve``'s) weights over every axis of the input, and origins,
     as the correlation SciPy runs."""
     ndim = _ndim(call)
@@ -330,7 +331,7 @@ def _gradient_magnitude_rules() -> tuple[Any, Any]:
     """``gaussian_gradient_magnitude``, sqrt of the sum of squared derivatives ``d``: its
     gradient is each derivative's adjoint of ``grad * d / output`` (none where the output is 0)."""
 
-    def parts(call: Call) -> tuple[list[Term], list[np.ndarray], np.ndarray]:
+    def parts(call: Call) -> tuple[list[Term], list[NDArray[Any]], NDArray[Any]]:
         terms = _derivative_terms(call, 1)
         x, cval = np.asarray(call["input"]), call["cval"]
         derivatives = []

@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from autoconvert._errors import GradientError, message
 
 from ._rule import Call, Rule
 
-Convolve = Callable[[np.ndarray, np.ndarray, str], np.ndarray]
+Convolve = Callable[[NDArray[Any], NDArray[Any], str], NDArray[Any]]
 
 
 def _axes(call: Call, ndim: int) -> tuple[int, ...]:
@@ -28,11 +29,11 @@ def _axes(call: Call, ndim: int) -> tuple[int, ...]:
     return tuple(int(a) % ndim for a in np.atleast_1d(given))
 
 
-def _reversed(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+def _reversed(x: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
     return np.flip(x, axes) if x.ndim else x
 
 
-def _window(call: Call, g: np.ndarray, in1: np.ndarray, in2: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+def _window(call: Call, g: NDArray[Any], in1: NDArray[Any], in2: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
     """The gradient of the ``full`` convolution: ``g`` where the mode's window of it lies, 0 elsewhere."""
     mode = call["mode"]
     shape, start = list(g.shape), [0] * g.ndim
@@ -66,7 +67,7 @@ def _convolution_rules(convolve: Callable[[Call], Convolve], correlation: bool) 
         in1, in2 = np.asarray(call["in1"]), np.asarray(call["in2"])
         run, mode = convolve(call), call["mode"]
 
-        def kernel(k: Any) -> np.ndarray:
+        def kernel(k: Any) -> NDArray[Any]:
             return _reversed(np.asarray(k), _axes(call, in1.ndim)) if correlation else np.asarray(k)
 
         total: Any = 0.0
@@ -101,11 +102,11 @@ def _along_axes(name: str) -> Callable[[Call], Convolve]:
     return run
 
 
-def _backwards(x: np.ndarray, axis: int) -> np.ndarray:
+def _backwards(x: NDArray[Any], axis: int) -> NDArray[Any]:
     return np.flip(x, axis)
 
 
-def _lagged(u: np.ndarray, v: np.ndarray, axis: int, count: int) -> np.ndarray:
+def _lagged(u: NDArray[Any], v: NDArray[Any], axis: int, count: int) -> NDArray[Any]:
     """``sum(u[n] * v[n - k])`` over ``n`` and every other axis, for lags ``k`` below ``count``."""
     n = u.shape[axis]
     found = np.zeros(count, dtype=np.result_type(u, v))
@@ -172,7 +173,7 @@ def _sosfilt_rules() -> tuple[Any, Any]:
     """``sosfilt``: ``lfilter`` section after section; each section's gradients from the
     signal that entered it and the one that left it."""
 
-    def sections(call: Call) -> tuple[np.ndarray, int, list[np.ndarray]]:
+    def sections(call: Call) -> tuple[NDArray[Any], int, list[NDArray[Any]]]:
         from scipy import signal
 
         _no_state(call, "scipy.signal.sosfilt")
