@@ -298,6 +298,8 @@ def test_one_dimensional_scipy_arrays_of_every_format_become_coo_tensors(format:
         m = sp.coo_array(dense).asformat(format)
     except (ValueError, NotImplementedError):
         pytest.skip(f"this SciPy has no 1-d {format} arrays")
+    if m.ndim != 1:  # SciPy before 1.13 makes a (1, n) array of it, and iterates rows as such
+        pytest.skip("this SciPy has no 1-d sparse arrays")
     t = ac.to_tensor(m)
     assert t.layout == torch.sparse_coo and t.is_coalesced()
     assert torch.equal(t.to_dense(), torch.from_numpy(dense))
