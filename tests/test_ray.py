@@ -182,9 +182,15 @@ def test_library_threads_are_capped_per_worker_and_the_callers_left(ray: Any) ->
 def test_a_failing_sample_cancels_the_map_and_is_named(ray: Any, tmp_path: pathlib.Path) -> None:
     """Its own exception type, a note naming the sample; the other task is interrupted, none
     runs once the error is raised."""
+    _stops_at_the_first_failure(ray, tmp_path)
+
+
+def _stops_at_the_first_failure(executor: Any, tmp_path: Any) -> None:
+    """A map on ``executor`` whose sample 0 fails: its own exception type, a note naming the
+    sample, and fewer than a chunk's samples run, none after the error is raised."""
     log = tmp_path / "log"
     with pytest.raises(ZeroDivisionError) as info:
-        ac.batched(logged_sample, executor=ray, chunksize=30, in_caller=False)(
+        ac.batched(logged_sample, executor=executor, chunksize=30, in_caller=False)(
             torch.arange(60.0).reshape(60, 1), str(log)
         )
     assert type(info.value) is ZeroDivisionError
@@ -256,16 +262,7 @@ class TestPools:
         assert torch.equal(ac.batched(np.negative, executor=pool, in_caller=False)(large), -large)
         with pytest.raises(ac.ReadOnlyError):
             ac.batched(normalised, executor=pool, in_caller=False)(BATCH)
-        log = tmp_path / "log"
-        with pytest.raises(ZeroDivisionError) as info:
-            ac.batched(logged_sample, executor=pool, chunksize=30, in_caller=False)(
-                torch.arange(60.0).reshape(60, 1), str(log)
-            )
-        assert type(info.value) is ZeroDivisionError
-        assert info.value.__notes__ == ["autoconvert.batched(logged_sample): raised by sample 0 of 60"]
-        ran = _lines(log)
-        time.sleep(0.2)
-        assert _lines(log) == ran < 30
+        _stops_at_the_first_failure(pool, tmp_path)
 
     def test_a_function_the_stdlib_pool_cannot_receive_is_refused(self, pools: dict[str, Any]) -> None:
         with pytest.raises(pickle.PicklingError, match=r"executor= is a process pool"):
