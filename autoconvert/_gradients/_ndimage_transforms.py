@@ -186,35 +186,31 @@ class _Sampling:
 
     @functools.cached_property
     def _taps(self) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
-        """Every tap of every point over all axes: its flat index into the coefficients, its
-        weight (0 where the point reads cval alone), and whether it reads cval."""
+        """Every tap of every point over all axes: its flat index into the coefficients (0
+        where it reads cval), its weight (0 where the point reads cval alone), and whether it
+        reads cval."""
         dims = [n + 2 * self.pad for n in self.shape]
         strides = np.cumprod([1, *dims[::-1]])[-2::-1]
         count, rank = len(self.axes[0].inside), len(self.axes)
-        flat = np.zeros((count,) + (self.order + 1,) * rank, dtype=np.intp)
-        weight = np.ones(flat.shape)
-        cval = np.zeros(flat.shape, dtype=bool)
-        inside = np.ones(count, dtype=bool)
+        flat: Any = 0
+        weight: Any = np.logical_and.reduce([a.inside for a in self.axes]).astype(np.float64)[_along(-1, rank)]
+        cval: Any = False
         for k, (axis, stride) in enumerate(zip(self.axes, strides, strict=True)):
-            place = (slice(None),) + tuple(slice(None) if j == k else None for j in range(rank))
-            flat = flat + axis.index[place] * stride
-            cval = cval | (axis.index[place] < 0)
+            place = _along(k, rank)
+            flat = flat + np.maximum(axis.index, 0)[place] * stride
+            cval = cval | (axis.index < 0)[place]
             weight = weight * axis.weight[place]
-            inside &= axis.inside
-        weight = weight * inside.reshape((count,) + (1,) * rank)
-        return flat.reshape(count, -1), weight.reshape(count, -1), cval.reshape(count, -1)
+        shape = (count, (self.order + 1) ** rank)
+        return flat.reshape(shape), weight.reshape(shape), np.broadcast_to(cval, weight.shape).reshape(shape)
 
     def transpose(self, grad: NDArray[Any]) -> NDArray[Any]:
         """The gradient of images ``(batch, *shape)``, given their outputs' ``(batch, points)``."""
         flat, weight, cval = self._taps
         dims = tuple(n + 2 * self.pad for n in self.shape)
         size = int(np.prod(dims))
-        batch = grad.shape[0]
-        reads = np.broadcast_to(~cval, (batch, *flat.shape))
-        index = flat[None] + (np.arange(batch) * size)[:, None, None]
-        contributions = grad[:, :, None] * weight[None]
-        scattered = np.bincount(index[reads], weights=contributions[reads], minlength=batch * size)
-        coefficients = scattered.reshape((batch, *dims))
+        reads = np.where(cval, 0.0, weight)
+        planes = [np.bincount(flat.ravel(), weights=(g[:, None] * reads).ravel(), minlength=size) for g in grad]
+        coefficients = np.stack(planes).reshape((len(grad), *dims))
         if not self.filtered:
             return coefficients
         for k, n in enumerate(self.shape):
@@ -234,19 +230,23 @@ class _Sampling:
                 coefficients = np.pad(coefficients, self.pad, **padding)  # type: ignore[call-overload]
             coefficients = ndimage.spline_filter(coefficients, self.order, output=np.float64, mode=self.mode)
         flat, _, cval_taps = self._taps
-        values = np.where(cval_taps, cval, coefficients.ravel()[np.maximum(flat, 0)])
+        values = np.where(cval_taps, cval, coefficients.ravel()[flat])
         rank, count = len(self.axes), len(grad)
         values = values.reshape((count,) + (self.order + 1,) * rank)
+        inside = np.logical_and.reduce([a.inside for a in self.axes])
         found = []
         for k in range(rank):
             product = values
             for j, axis in enumerate(self.axes):
-                factor = axis.slope if j == k else axis.weight
-                place = (slice(None),) + tuple(slice(None) if i == j else None for i in range(rank))
-                product = product * factor[place]
-            inside = np.logical_and.reduce([a.inside for a in self.axes])
+                product = product * (axis.slope if j == k else axis.weight)[_along(j, rank)]
             found.append(np.where(inside, product.reshape(count, -1).sum(axis=1), 0.0) * grad)
         return np.stack(found)
+
+
+def _along(k: int, rank: int) -> tuple[Any, ...]:
+    """The index placing an axis's ``(points, taps)`` array along tap axis ``k`` of ``rank``
+    (-1: a ``(points,)`` array, broadcast along every tap axis)."""
+    return (slice(None), *(slice(None) if j == k else None for j in range(rank)))
 
 
 @functools.lru_cache(maxsize=64)
