@@ -227,7 +227,7 @@ class _Sampling:
         if self.filtered:
             if self.pad:
                 padding = {"mode": "edge"} if self.mode == "nearest" else {"constant_values": cval}
-                coefficients = np.pad(coefficients, self.pad, **padding)  # type: ignore[call-overload]
+                coefficients = np.pad(coefficients, self.pad, **padding)
             coefficients = ndimage.spline_filter(coefficients, self.order, output=np.float64, mode=self.mode)
         flat, _, cval_taps = self._taps
         values = np.where(cval_taps, cval, coefficients.ravel()[flat])
