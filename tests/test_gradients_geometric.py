@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._gradients._catalogue import rule_for
@@ -108,6 +110,41 @@ def test_the_gradient_is_the_transpose_in_every_mode_and_order(
     fn, options = TRANSFORMS[name]
     given = {**options, "order": order, "mode": mode, "cval": 0.7, "prefilter": bool(prefilter)}
     assert _adjoint_gap(fn, _image(6, 7), given) < 1e-12
+
+
+@st.composite
+def _transforms(draw: st.DrawFn) -> tuple[Any, np.ndarray, dict[str, Any]]:
+    """A transform of an image of rank 1 to 3 and sides 1 to 6 (a side of 1 folds to itself),
+    with arguments reaching past its edges, in any mode, order and prefilter."""
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    rank = len(shape)
+    numbers = st.floats(-7.0, 7.0, allow_nan=False)
+    mode = draw(st.sampled_from(MODES))
+    kinds = ["shift", "zoom", "affine", "map_coordinates", *(["rotate"] if rank > 1 else [])]
+    kind = draw(st.sampled_from(kinds))
+    options: dict[str, Any] = {"order": draw(st.integers(0, 5)), "mode": mode, "prefilter": draw(st.booleans())}
+    if kind == "shift":
+        return ndi.shift, _image(*shape), {**options, "shift": draw(st.lists(numbers, min_size=rank, max_size=rank))}
+    if kind == "zoom":
+        zooms = draw(st.lists(st.floats(0.3, 2.5), min_size=rank, max_size=rank))
+        grid_mode = mode not in ("constant", "wrap") and draw(st.booleans())  # those two warn under grid_mode
+        return ndi.zoom, _image(*shape), {**options, "zoom": zooms, "grid_mode": grid_mode}
+    if kind == "affine":
+        matrix = np.array(draw(st.lists(numbers, min_size=rank * rank, max_size=rank * rank))).reshape(rank, rank)
+        offset = draw(st.lists(numbers, min_size=rank, max_size=rank))
+        return ndi.affine_transform, _image(*shape), {**options, "matrix": matrix / 4, "offset": offset}
+    if kind == "rotate":
+        axes = draw(st.permutations(range(rank)))[:2]
+        angle = draw(st.floats(-180.0, 180.0))
+        return ndi.rotate, _image(*shape), {**options, "angle": angle, "axes": axes, "reshape": draw(st.booleans())}
+    points = draw(st.lists(st.floats(-8.0, 12.0), min_size=rank * 5, max_size=rank * 5))
+    return ndi.map_coordinates, _image(*shape), {**options, "coordinates": np.reshape(points, (rank, 5))}
+
+
+@given(case=_transforms())
+def test_the_gradient_is_the_transpose_of_any_transform(case: tuple[Any, np.ndarray, dict[str, Any]]) -> None:
+    fn, x, options = case
+    assert _adjoint_gap(fn, x, {**options, "cval": 0.7}) < 1e-12
 
 
 @pytest.mark.parametrize(("name", "mode", "order", "prefilter"), _REPRESENTATIVE)
