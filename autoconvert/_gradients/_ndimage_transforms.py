@@ -308,11 +308,14 @@ def _affine(call: Call, matrix: NDArray[Any], offset: NDArray[Any], shape: tuple
     return _sampling(coordinates, shape, call)
 
 
-def _shift_sampling(call: Call) -> _Sampling:
-    from scipy.ndimage import _ni_support
+def _per_axis(value: Any, rank: int) -> list[Any]:
+    """A value per axis, as SciPy reads it: a sequence as it is, a scalar repeated."""
+    return list(value) if np.iterable(value) and not isinstance(value, str) else [value] * rank
 
+
+def _shift_sampling(call: Call) -> _Sampling:
     ndim = np.ndim(call["input"])
-    return _zoom_shift(call, None, [-float(s) for s in _ni_support._normalize_sequence(call["shift"], ndim)])
+    return _zoom_shift(call, None, [-float(s) for s in _per_axis(call["shift"], ndim)])
 
 
 def _zoom_sampling(call: Call) -> _Sampling:
@@ -326,22 +329,18 @@ def _zoom_sampling(call: Call) -> _Sampling:
 
 def _is_identity_zoom(call: Call) -> bool:
     """SciPy returns the input itself for a zoom of 1 along every axis, with the prefilter."""
-    from scipy.ndimage import _ni_support
-
-    zooms = _ni_support._normalize_sequence(call["zoom"], np.ndim(call["input"]))
+    zooms = _per_axis(call["zoom"], np.ndim(call["input"]))
     return bool(call["prefilter"]) and all(z == 1 for z in zooms)
 
 
 def _affine_sampling(call: Call) -> _Sampling:
-    from scipy.ndimage import _ni_support
-
     shape = np.shape(call["input"])
     ndim = len(shape)
     matrix = np.asarray(call["matrix"], dtype=np.float64)
     offset: Any = call["offset"]
     if matrix.ndim == 2 and matrix.shape[1] == ndim + 1 and matrix.shape[0] in (ndim, ndim + 1):
         offset, matrix = matrix[:ndim, ndim], matrix[:ndim, :ndim]  # a homogeneous matrix
-    offset = np.asarray(_ni_support._normalize_sequence(offset, ndim), dtype=np.float64)
+    offset = np.asarray(_per_axis(offset, ndim), dtype=np.float64)
     if matrix.ndim == 1:  # a diagonal: SciPy zooms and shifts
         return _zoom_shift(call, matrix, offset / matrix)
     return _affine(call, matrix, offset, shape, np.shape(call.output))
@@ -369,14 +368,31 @@ def _rotation(call: Call) -> tuple[_Sampling, list[int]]:
     return _affine(call, matrix, offset, tuple(int(n) for n in plane), out_plane), axes
 
 
-def _input_rules(fn: Any, sampling_of: Callable[[Call], _Sampling | None]) -> tuple[Any, Any]:
-    """The vjp and jvp in ``input`` of ``fn``, a transform of the whole input whose sampling is
-    ``sampling_of(call)`` (None: the output is the input itself)."""
+def _whole(sampling_of: Callable[[Call], _Sampling | None]) -> Callable[[Call, NDArray[Any]], NDArray[Any]]:
+    """The transpose of a transform of the whole input whose sampling is ``sampling_of(call)``
+    (None: the output is the input itself)."""
+
+    def transposed(call: Call, grad: NDArray[Any]) -> NDArray[Any]:
+        sampling = sampling_of(call)
+        return grad if sampling is None else sampling.transpose(grad.reshape(1, -1))[0]
+
+    return transposed
+
+
+def _planes(call: Call, grad: NDArray[Any]) -> NDArray[Any]:
+    """rotate's transpose: every plane along ``axes`` transposed alike, as a batch."""
+    sampling, axes = _rotation(call)
+    g = np.moveaxis(grad, axes, (-2, -1))
+    planes = sampling.transpose(g.reshape(-1, g.shape[-2] * g.shape[-1]))
+    shape = np.moveaxis(np.empty(np.shape(call["input"]), dtype=bool), axes, (-2, -1)).shape
+    return np.moveaxis(planes.reshape(shape), (-2, -1), axes)
+
+
+def _input_rules(fn: Any, transposed: Callable[[Call, NDArray[Any]], NDArray[Any]]) -> tuple[Any, Any]:
+    """The vjp and jvp in ``input`` of ``fn``, whose transpose is ``transposed(call, grad)``."""
 
     def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
-        g = np.asarray(grad, dtype=np.float64)
-        sampling = sampling_of(call)
-        return {"input": g if sampling is None else sampling.transpose(g.reshape(1, -1))[0]}
+        return {"input": transposed(call, np.asarray(grad, dtype=np.float64))}
 
     def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
         return _transformed(fn, call, tangents["input"])
@@ -388,22 +404,6 @@ def _transformed(fn: Any, call: Call, tangent: Any) -> NDArray[Any]:
     """``fn`` as called, on the input's tangent, with a zero cval: the transform's linear part."""
     given = {**call.arguments, "input": np.asarray(tangent), "cval": 0.0, "output": None}
     return np.asarray(fn(**given))
-
-
-def _rotate_rules(fn: Any) -> tuple[Any, Any]:
-    """rotate's vjp and jvp: every plane along ``axes`` transposed alike, as a batch."""
-
-    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
-        sampling, axes = _rotation(call)
-        g = np.moveaxis(np.asarray(grad, dtype=np.float64), axes, (-2, -1))
-        planes = sampling.transpose(g.reshape(-1, g.shape[-2] * g.shape[-1]))
-        shape = np.moveaxis(np.empty(np.shape(call["input"]), dtype=bool), axes, (-2, -1)).shape
-        return {"input": np.moveaxis(planes.reshape(shape), (-2, -1), axes)}
-
-    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
-        return _transformed(fn, call, tangents["input"])
-
-    return vjp, jvp
 
 
 def _map_coordinates_rules(fn: Any) -> tuple[Any, Any]:
@@ -448,15 +448,15 @@ def rules() -> dict[Any, Rule]:
     def zoom(call: Call) -> _Sampling | None:
         return None if _is_identity_zoom(call) else _zoom_sampling(call)
 
-    add(ndi.shift, ("input",), _input_rules(ndi.shift, _shift_sampling), f"{_MODES}; {_ORDERS}")
-    add(ndi.zoom, ("input",), _input_rules(ndi.zoom, zoom), f"{_MODES}; {_ORDERS}; grid_mode")
+    add(ndi.shift, ("input",), _input_rules(ndi.shift, _whole(_shift_sampling)), f"{_MODES}; {_ORDERS}")
+    add(ndi.zoom, ("input",), _input_rules(ndi.zoom, _whole(zoom)), f"{_MODES}; {_ORDERS}; grid_mode")
     add(
         ndi.affine_transform,
         ("input",),
-        _input_rules(ndi.affine_transform, _affine_sampling),
+        _input_rules(ndi.affine_transform, _whole(_affine_sampling)),
         f"{_MODES}; {_ORDERS}; a matrix, a diagonal, or a homogeneous matrix; offset, output_shape",
     )
-    add(ndi.rotate, ("input",), _rotate_rules(ndi.rotate), f"{_MODES}; {_ORDERS}; any axes, reshape or not")
+    add(ndi.rotate, ("input",), _input_rules(ndi.rotate, _planes), f"{_MODES}; {_ORDERS}; any axes, reshape or not")
     add(
         ndi.map_coordinates,
         ("input", "coordinates"),
