@@ -188,6 +188,21 @@ def test_map_coordinates_in_input_and_coordinates(mode: str, order: int, prefilt
     assert_rule(ndi.map_coordinates, args, (0, 1), order=order, mode=mode, cval=0.4, prefilter=prefilter)
 
 
+def test_points_in_blocks_give_the_same_gradients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large output's taps are weighted a block of points at a time: blocks of a few points
+    give the gradients of one block, in input and coordinates."""
+    from autoconvert._gradients import _ndimage_transforms
+
+    x = torch.tensor(_image(5, 6), requires_grad=True)
+    points = torch.tensor(_coordinates(3), requires_grad=True)
+    op = ac.numpy_op(ndi.map_coordinates)
+    whole = torch.autograd.grad(op(x, points, mode="grid-constant", cval=0.3).sum(), (x, points))
+    monkeypatch.setattr(_ndimage_transforms, "_TAPS_AT_ONCE", 40)  # 2 points of 16 taps a block
+    blocks = torch.autograd.grad(op(x, points, mode="grid-constant", cval=0.3).sum(), (x, points))
+    for one, many in zip(whole, blocks, strict=True):
+        torch.testing.assert_close(one, many, rtol=1e-14, atol=1e-14)
+
+
 def test_map_coordinates_at_order_0_has_a_zero_slope() -> None:
     """Nearest-neighbour sampling is piecewise constant in the coordinates: their gradient is
     zero (not None), and the input's is the scatter of the output's."""

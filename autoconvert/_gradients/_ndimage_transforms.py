@@ -3,8 +3,8 @@ and map_coordinates.
 
 A transform reads, for each output point, a spline's coefficients at ``order + 1`` taps per
 axis around the point's coordinate in the input, each folded back inside the array as the mode
-folds it, and weights each by the spline there (a ``Sampling``, computed here as SciPy's C code
-computes it). The coefficients are the input itself (orders 0 and 1, or ``prefilter=False``),
+folds it, and weights each by the spline there (a ``Sampling``, computed in NumPy as SciPy's C
+code computes it). The coefficients are the input itself (orders 0 and 1, or ``prefilter=False``),
 or the input padded (``nearest``, ``grid-constant``) and spline-filtered along each axis. The
 input's gradient is the transpose: the output's gradient scattered back onto the taps with
 their weights, then each axis's prefilter transposed, its matrix read from SciPy's own
@@ -31,6 +31,8 @@ _ALIASES = {"grid-mirror": "reflect"}
 #: The modes SciPy prepads by 12 samples before the spline filter (``_prepad_for_spline_filter``).
 _PREPADDED = ("nearest", "grid-constant")
 _PREPAD = 12
+#: Taps weighted at once in a backward (a block of points' worth): some 16 MB of weights and indices.
+_TAPS_AT_ONCE = 1 << 20
 
 
 def _folded(x: NDArray[Any], n: int, mode: str) -> tuple[NDArray[Any], NDArray[Any]]:
@@ -184,33 +186,43 @@ class _Sampling:
     def filtered(self) -> bool:
         return self.prefilter and self.order > 1
 
-    @functools.cached_property
-    def _taps(self) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
-        """Every tap of every point over all axes: its flat index into the coefficients (0
-        where it reads cval), its weight (0 where the point reads cval alone), and whether it
-        reads cval."""
+    def _taps(self, rows: slice) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
+        """Every tap over all axes of the points ``rows``: its flat index into the
+        coefficients (0 where it reads cval), its weight (0 where the point reads cval alone),
+        and whether it reads cval."""
         dims = [n + 2 * self.pad for n in self.shape]
         strides = np.cumprod([1, *dims[::-1]])[-2::-1]
-        count, rank = len(self.axes[0].inside), len(self.axes)
+        rank = len(self.axes)
         flat: Any = 0
-        weight: Any = np.logical_and.reduce([a.inside for a in self.axes]).astype(np.float64)[_along(-1, rank)]
+        inside = np.logical_and.reduce([a.inside[rows] for a in self.axes])
+        weight: Any = inside.astype(np.float64)[_along(-1, rank)]
         cval: Any = False
         for k, (axis, stride) in enumerate(zip(self.axes, strides, strict=True)):
             place = _along(k, rank)
-            flat = flat + np.maximum(axis.index, 0)[place] * stride
-            cval = cval | (axis.index < 0)[place]
-            weight = weight * axis.weight[place]
-        shape = (count, (self.order + 1) ** rank)
+            index = axis.index[rows]
+            flat = flat + np.maximum(index, 0)[place] * stride
+            cval = cval | (index < 0)[place]
+            weight = weight * axis.weight[rows][place]
+        shape = (len(inside), (self.order + 1) ** rank)
         return flat.reshape(shape), weight.reshape(shape), np.broadcast_to(cval, weight.shape).reshape(shape)
+
+    def _blocks(self) -> list[slice]:
+        """The points in blocks, so that their taps (``(order + 1) ** rank`` each) stay small."""
+        count = len(self.axes[0].inside)
+        size = max(1, _TAPS_AT_ONCE // (self.order + 1) ** len(self.axes))
+        return [slice(begin, begin + size) for begin in range(0, count, size)]
 
     def transpose(self, grad: NDArray[Any]) -> NDArray[Any]:
         """The gradient of images ``(batch, *shape)``, given their outputs' ``(batch, points)``."""
-        flat, weight, cval = self._taps
         dims = tuple(n + 2 * self.pad for n in self.shape)
         size = int(np.prod(dims))
-        reads = np.where(cval, 0.0, weight)
-        planes = [np.bincount(flat.ravel(), weights=(g[:, None] * reads).ravel(), minlength=size) for g in grad]
-        coefficients = np.stack(planes).reshape((len(grad), *dims))
+        coefficients = np.zeros((len(grad), size))
+        for rows in self._blocks():
+            flat, weight, cval = self._taps(rows)
+            reads = np.where(cval, 0.0, weight)
+            for b, g in enumerate(grad):
+                coefficients[b] += np.bincount(flat.ravel(), weights=(g[rows, None] * reads).ravel(), minlength=size)
+        coefficients = coefficients.reshape((len(grad), *dims))
         if not self.filtered:
             return coefficients
         for k, n in enumerate(self.shape):
@@ -229,18 +241,19 @@ class _Sampling:
                 padding = {"mode": "edge"} if self.mode == "nearest" else {"constant_values": cval}
                 coefficients = np.pad(coefficients, self.pad, **padding)
             coefficients = ndimage.spline_filter(coefficients, self.order, output=np.float64, mode=self.mode)
-        flat, _, cval_taps = self._taps
-        values = np.where(cval_taps, cval, coefficients.ravel()[flat])
-        rank, count = len(self.axes), len(grad)
-        values = values.reshape((count,) + (self.order + 1,) * rank)
-        inside = np.logical_and.reduce([a.inside for a in self.axes])
-        found = []
-        for k in range(rank):
-            product = values
-            for j, axis in enumerate(self.axes):
-                product = product * (axis.slope if j == k else axis.weight)[_along(j, rank)]
-            found.append(np.where(inside, product.reshape(count, -1).sum(axis=1), 0.0) * grad)
-        return np.stack(found)
+        coefficients = coefficients.ravel()
+        rank = len(self.axes)
+        found = np.zeros((rank, len(grad)))
+        for rows in self._blocks():
+            flat, _, cval_taps = self._taps(rows)
+            values = np.where(cval_taps, cval, coefficients[flat]).reshape((-1,) + (self.order + 1,) * rank)
+            inside = np.logical_and.reduce([a.inside[rows] for a in self.axes])
+            for k in range(rank):
+                product = values
+                for j, axis in enumerate(self.axes):
+                    product = product * (axis.slope if j == k else axis.weight)[rows][_along(j, rank)]
+                found[k, rows] = np.where(inside, product.reshape(len(inside), -1).sum(axis=1), 0.0) * grad[rows]
+        return found
 
 
 def _along(k: int, rank: int) -> tuple[Any, ...]:
