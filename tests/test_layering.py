@@ -60,6 +60,7 @@ ORDER = [
     "_adapters._table",
     "_gradients._rule",
     "_gradients._boundary",
+    "_gradients._ndimage_transforms",
     "_gradients._ndimage",
     "_gradients._signal",
     "_gradients._integrate",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import _ndimage_transforms
 from ._boundary import extended, folded
 from ._rule import Call, Rule
 
@@ -380,4 +381,4 @@ def rules() -> dict[Any, Rule]:
     add(ndi.laplace, ("input",), _linear(_laplace_terms), f"{_MODES} per axis")
     add(ndi.gaussian_laplace, ("input",), _linear(lambda call: _derivative_terms(call, 2)), f"{_MODES} per axis")
     add(ndi.gaussian_gradient_magnitude, ("input",), _gradient_magnitude_rules(), f"{_MODES} per axis")
-    return made
+    return made | _ndimage_transforms.rules()
