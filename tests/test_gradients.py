@@ -4,6 +4,7 @@ order; numpy_op and torchify take a function's rule with no backward written."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import pickle
 import warnings
@@ -454,6 +455,33 @@ def test_an_argument_the_rule_takes_no_gradient_in_is_said_never_a_silent_zero()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ac.numpy_op(special.jv, grad="detach")(v, z)
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "torchify",
+        "config",
+    ],
+)
+def test_grad_error_reaches_the_catalogue_rules_through_torchify_and_config(asked: str) -> None:
+    """``grad="error"`` given to torchify, or by a ``config`` block around the call, refuses an
+    argument the rule gives no gradient in, as numpy_op's own option does (not a warning once)."""
+    v = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    with contextlib.ExitStack() as stack:
+        if asked == "torchify":
+            jv = ac.torchify(special, grad="error").jv
+        else:
+            jv = ac.torchify(special).jv
+            stack.enter_context(ac.config(grad="error"))
+        for _ in range(2):  # every call, not the first alone
+            with pytest.raises(ac.GradientError, match=r"^jv\(\): argument v requires grad"):
+                jv(v, z)
+    with ac.config(grad="detach"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ac.torchify(special).jv(v, z).sum().backward()
+    assert v.grad is None and z.grad is not None
 
 
 def test_spherical_bessel_functions_with_derivative_left_at_its_default() -> None:

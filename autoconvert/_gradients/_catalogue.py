@@ -62,11 +62,11 @@ def _rules(package: str) -> dict[Any, Rule]:
 
 #: numpy_op's maker of an op around a converting function, for torchify's host route: numpy_op
 #: sits above torchify in the layers, so it hands the maker down when imported (see hand_down).
-_makers: list[Callable[[Any, Any], Any]] = []
+_makers: list[Callable[[Any, Any, dict[str, Any]], Any]] = []
 
 
-def hand_down(maker: Callable[[Any, Any], Any]) -> None:
-    """Keep numpy_op's ``maker(fn, converting)`` for ``differentiable``."""
+def hand_down(maker: Callable[[Any, Any, dict[str, Any]], Any]) -> None:
+    """Keep numpy_op's ``maker(fn, converting, options)`` for ``differentiable``."""
     _makers[:] = [maker]
 
 
@@ -75,4 +75,4 @@ def differentiable(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
     rule where the catalogue has one (and torchify's ``options`` write into no argument)."""
     if not _makers or options.get("writeback") or rule_for(fn) is None:
         return converting
-    return _makers[0](fn, converting)
+    return _makers[0](fn, converting, options)

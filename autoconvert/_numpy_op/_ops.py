@@ -27,6 +27,7 @@ from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
+from autoconvert._options._config import active
 from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
     OpOptions,
@@ -264,7 +265,7 @@ def _make_op(
                 result = spec.run(args, kwargs)
             else:
                 if rule is not None:
-                    _untaken(rule, name, policy.grad, args, kwargs, told=told)
+                    _untaken(rule, name, _grad_now(checked, policy.grad), args, kwargs, told=told)
                 if kwargs:
                     args, kwargs = bind(args, kwargs)
                 result = apply_op(spec, kwargs, *args)
@@ -389,6 +390,13 @@ def _requires_grad(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
 
 
+def _grad_now(checked: dict[str, Any], made: str) -> str:
+    """``grad=`` as this call sees it: the op's own option, else a ``config`` block's, else
+    the default the op was ``made`` with."""
+    block = active()
+    return checked.get("grad", made if block is None else block.options.get("grad", made))
+
+
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
     """A tensor argument that requires grad where the catalogue's rule gives none (``jv``'s
     order) gets no gradient: said as a dropped gradient is (``grad=``: a GradientWarning once
@@ -411,10 +419,11 @@ def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any],
             warnings.warn(text, GradientWarning, stacklevel=4)
 
 
-def _ruled(fn: Any, converting: Any) -> Any:
+def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
     """torchify's host route for a SciPy function with a catalogue rule: ``converting``, its
-    torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down)."""
-    op = _make_op(fn, OpSettings(), {}, None, forward=converting)
+    torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down);
+    torchify's ``grad=`` says what a gradient the rule cannot give becomes."""
+    op = _make_op(fn, OpSettings(), {k: v for k, v in options.items() if k == "grad"}, None, forward=converting)
     for name in plan_of(converting).members(fn):  # a ufunc's methods (jv.outer) convert as before
         setattr(op, name, getattr(converting, name))
     return op
