@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import is_scipy_sparse
+from autoconvert._conversions._containers import ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
-from autoconvert._conversions._grad import DETACH, GradPolicy
+from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -248,7 +248,10 @@ class TensorOutputs(Outputs):
             },
             nested=policy.nested,
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
+            result_method=self._result_method,
         )
+        self._arguments = Mapper({torch.Tensor: _read_only_array}, nested=policy.nested)
+        self._grads: dict[str, GradPolicy] = {}  # a result method's, by its name: it warns once
         # Only shared tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
@@ -293,8 +296,60 @@ class TensorOutputs(Outputs):
             raise NeedsInputs
         return t.clone() if overlaps_any(t, ctx.tensors) else t
 
+    def _result_method(self, method: Any, mapper: Mapper, ctx: Target) -> ResultMethod:
+        name = f"{getattr(method, '__qualname__', method)}()"
+        grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name, _result_method_fixes))
+        return TensorsIn(method, mapper, ctx, function=self.function, grad=grad, arguments=self._arguments)
+
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
+
+
+class TensorsIn(ResultMethod):
+    """A method of a result whose fields came back as tensors (``ecdf(x).cdf.evaluate``), as a
+    torchified object's methods are: its tensor arguments cross as read-only arrays (a tensor
+    that requires grad detached, with a warning once), and its value comes back as the result
+    did, on the call's device."""
+
+    __slots__ = ("arguments", "function", "grad")
+
+    def __init__(
+        self, method: Any, mapper: Mapper, ctx: Target, *, function: str, grad: GradPolicy, arguments: Mapper
+    ) -> None:
+        super().__init__(method, mapper, ctx)
+        self.function, self.grad, self.arguments = function, grad, arguments
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name, grad = self.grad.function, self.grad
+        try:
+            arrays = self.arguments(args, grad)
+        except LeafError as e:
+            raise e.public(name, "argument", "args") from None
+        try:
+            named = self.arguments(kwargs, grad) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(name, "argument", "kwargs") from None
+        if grad.unsaid is not None:  # grad="warn": said once, naming where the tensor was
+            found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
+            grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
+        result = self.method(*arrays, **named)
+        try:
+            return self.mapper(result, self.ctx)
+        except LeafError as e:
+            raise e.public(self.function, "", f"result of {name}") from None
+
+
+def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
+    """A tensor argument of a result's method as an array; the tensor's own memory read-only."""
+    a, shared = tensor_to_array(t, None, grad)
+    if shared:
+        a = a.view()
+        a.flags.writeable = False
+    return a
+
+
+#: What a result method's grad warning offers: the method takes no options of its own.
+_result_method_fixes = lambda: TO_NUMPY_FIXES  # noqa: E731
 
 
 def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
