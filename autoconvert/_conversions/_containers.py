@@ -63,6 +63,11 @@ class Writes:
         """The key entry of one of ``held``'s keys, for messages."""
         return key  # type: ignore[no-any-return]  # flatten's keys are the node's key entries
 
+    def takes_back(self) -> bool:
+        """Whether ``take`` takes a change (a tuple, a frozen dataclass, a type registered
+        without an update take none)."""
+        return self.update is not None
+
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         """Make ``obj`` itself hold ``children`` (``held``'s, of the changed copy); False where it cannot."""
         if self.update is None:
@@ -82,6 +87,9 @@ class _MappingWrites(Writes):
 
     def entry(self, key: Any) -> KeyEntry:
         return MappingKey(key)
+
+    def takes_back(self) -> bool:
+        return True
 
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         before = dict(obj)
@@ -106,6 +114,9 @@ class _ListWrites(Writes):
     def entry(self, key: Any) -> KeyEntry:
         return SequenceKey(key)
 
+    def takes_back(self) -> bool:
+        return True
+
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         obj[:] = children
         return True
@@ -128,6 +139,9 @@ class _DataclassWrites(Writes):
 
     def entry(self, key: Any) -> KeyEntry:
         return GetAttrKey(key)
+
+    def takes_back(self) -> bool:
+        return not self.frozen
 
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         if self.frozen:
