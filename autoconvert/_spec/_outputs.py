@@ -13,7 +13,7 @@ from autoconvert._conversions._containers import ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
-from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradPolicy
+from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -298,7 +298,8 @@ class TensorOutputs(Outputs):
 
     def _result_method(self, method: Any, mapper: Mapper, ctx: Target) -> ResultMethod:
         name = f"{getattr(method, '__qualname__', method)}()"
-        grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name, _result_method_fixes))
+        # The method takes no options of its own: its warning offers to_numpy()'s fixes.
+        grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name))
         return TensorsIn(method, mapper, ctx, function=self.function, grad=grad, arguments=self._arguments)
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
@@ -346,10 +347,6 @@ def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
         a = a.view()
         a.flags.writeable = False
     return a
-
-
-#: What a result method's grad warning offers: the method takes no options of its own.
-_result_method_fixes = lambda: TO_NUMPY_FIXES  # noqa: E731
 
 
 def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
