@@ -11,7 +11,7 @@ import torch
 
 from autoconvert._conversions._containers import ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._devices import CPU, vote
+from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
@@ -31,6 +31,7 @@ from autoconvert._options._signature import (
     deferred_result,
 )
 
+from ._callbacks import to_tensors
 from ._inputs import input_casts
 
 #: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
@@ -390,6 +391,7 @@ class NumpyOutputs(Outputs):
             Mapper(
                 {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
                 nested=policy.nested,
+                result_method=_arrays_in,
             ),
             argument=argument,
         )
@@ -397,3 +399,39 @@ class NumpyOutputs(Outputs):
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
         a = tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
         return as_result(a) if self.scalars else a
+
+
+class ArraysIn(ResultMethod):
+    """A method of a result whose tensor fields came back as arrays (a dataclass of torch code
+    with a ``predict``), called as NumPy code calls it: arrays in its arguments become tensors
+    where the result's own tensors are (torch's default device where it held none), and its
+    value comes back as the result did."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, method: Any, mapper: Mapper, ctx: Any, *, target: Target) -> None:
+        super().__init__(method, mapper, ctx)
+        self.target = target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = f"{getattr(self.method, '__qualname__', self.method)}()"
+        try:
+            tensors = to_tensors(args, self.target)
+            named = to_tensors(kwargs, self.target) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(name, "argument", "") from None
+        result = self.method(*tensors, **named)
+        try:
+            return self.mapper(result, self.ctx)
+        except LeafError as e:
+            raise e.public(name, "", "result") from None
+
+
+_TENSORS_HELD = Mapper({torch.Tensor: lambda t, found: found.append(t) or t})
+
+
+def _arrays_in(method: Any, mapper: Mapper, ctx: Any) -> ArraysIn:
+    """``method``, of a result ``returns_numpy`` converted, taking arrays (see ArraysIn)."""
+    held: list[torch.Tensor] = []
+    _TENSORS_HELD(method.__self__, held)
+    return ArraysIn(method, mapper, ctx, target=Target(vote(held) or default_device(), NO_CASTS, None))
