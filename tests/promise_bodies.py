@@ -45,6 +45,12 @@ def logs_calls(a: NDArray[Any], log: dict[str, Any]) -> NDArray[Any]:
     return a.sum(-1)
 
 
+def appends_an_array(a: NDArray[Any], out: list[Any]) -> NDArray[Any]:
+    """Appends a new array to a list it is handed, which held no tensors."""
+    out.append(a.sum(-1) * 2)
+    return a.sum(-1)
+
+
 def notes_in_a_set(a: NDArray[Any], seen: set[float]) -> NDArray[Any]:
     """Records each call in a set it is handed, a mutable builtin no container walk converts."""
     seen.add(float(a.sum()))

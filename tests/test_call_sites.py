@@ -5,9 +5,11 @@ callbacks handed to SciPy."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -389,6 +391,50 @@ def test_solve_ivp_events_keep_their_attributes(callbacks: bool) -> None:
     expected = scipy.integrate.solve_ivp(lambda t, y: -0.5 * y, (0.0, 10.0), np.array([1.0]), events=ends)
     assert (result.status, expected.status) == (1, 1)
     assert float(result.t[-1]) == pytest.approx(expected.t[-1]) == pytest.approx(np.log(4.0), rel=1e-3)
+
+
+SCALAR_CALLS: dict[str, Callable[[Any, Any], Any]] = {
+    "quad": lambda m, f: m.integrate.quad(f, 0.0, 1.0)[0],
+    "quad_args": lambda m, f: m.integrate.quad(lambda x, k: f(x) * k, 0.0, 1.0, args=(2,))[0] / 2,
+    "brentq": lambda m, f: m.optimize.brentq(f, -1.0, 1.0),
+    "newton": lambda m, f: m.optimize.newton(f, 0.5),
+    "minimize_scalar": lambda m, f: m.optimize.minimize_scalar(f, bounds=(-2.0, 0.0), method="bounded").x,
+    "fixed_quad": lambda m, f: m.integrate.fixed_quad(f, 0.0, 1.0)[0],
+    "root_scalar": lambda m, f: m.optimize.root_scalar(f, bracket=(-1.0, 1.0)).root,
+}
+
+
+@pytest.mark.parametrize("route", ["pair", "torchify"])
+@pytest.mark.parametrize("name", list(SCALAR_CALLS))
+def test_a_torch_callback_handed_python_floats_takes_0d_tensors(name: str, route: str) -> None:
+    """``quad(f, 0, 1)`` and ``brentq(f, -1, 1)`` hand ``f`` a Python float, which a torch
+    callable refused (``torch.sin(0.5)``: torch's TypeError): the callback converted arrays
+    and NumPy scalars only. A float now reaches it as a 0-d float64 tensor on the call's
+    device (an int, ``args=(2,)``, stays an int), and its 0-d result goes back as the scalar
+    SciPy wants, so every scalar routine gives SciPy's own answer."""
+    import scipy.integrate
+
+    seen: set[tuple[type, Any, Any]] = set()
+
+    def f(x: Any) -> torch.Tensor:
+        seen.add((type(x), getattr(x, "dtype", None), getattr(x, "shape", None)))
+        return torch.sin(x) + 0.25 * x
+
+    def pair(module: Any) -> Any:  # the module's functions through the decorator pair
+        names = [
+            n for n in dir(module) if n in {"quad", "fixed_quad", "brentq", "newton", "minimize_scalar", "root_scalar"}
+        ]
+        return types.SimpleNamespace(
+            **{n: ac.returns_tensor(ac.accepts_numpy(callbacks=True)(getattr(module, n))) for n in names}
+        )
+
+    view = functools.partial(ac.torchify, callbacks=True) if route == "torchify" else pair
+    modules = types.SimpleNamespace(integrate=view(scipy.integrate), optimize=view(scipy.optimize))
+    got = SCALAR_CALLS[name](modules, f)
+    wanted = SCALAR_CALLS[name](scipy, lambda x: np.sin(x) + 0.25 * x)
+    assert float(got) == pytest.approx(float(wanted), abs=1e-9)
+    assert {kind for kind, _, _ in seen} == {torch.Tensor}
+    assert {dtype for _, dtype, _ in seen} == {torch.float64}
 
 
 def test_a_callback_carries_the_callables_attributes_live() -> None:

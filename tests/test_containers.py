@@ -634,8 +634,9 @@ def _same_tree(a: Any, b: Any) -> bool:
 def test_changes_to_nested_registered_containers_reach_the_callers(spec: Any, setting: str, changes: list[Any]) -> None:
     """Whatever the function changes in nested containers it was handed (dicts, lists,
     dataclasses and a user's type registered with an update, inside tuples and namedtuples
-    too) is what the caller's containers hold afterwards, new arrays as tensors, in every
-    mode and config block, on the flat and the generic call alike."""
+    too) is what the caller's containers hold afterwards, new arrays as tensors where the call
+    had tensors (in the containers that held none too), in every mode and config block, on
+    the flat and the generic call alike."""
     options, block = _SETTINGS[setting]
 
     def change(state: Any) -> None:
@@ -645,16 +646,12 @@ def test_changes_to_nested_registered_containers_reach_the_callers(spec: Any, se
                 _change(targets[where % len(targets)], op, np.full(2, float(where)))
 
     twin = _grown(spec)
-    rebuilt = {id(c) for c in _mutable(twin) if _holds_tensors(c)}  # a container without is handed as it is
+    in_torch = _holds_tensors(twin)  # the caller works in torch: new arrays come back as tensors everywhere
     for where, op in changes:
         targets = _mutable(twin)
         if targets:
             target = targets[where % len(targets)]
-            new = (
-                torch.full((2,), float(where), dtype=torch.float64)
-                if id(target) in rebuilt
-                else np.full(2, float(where))
-            )
+            new = torch.full((2,), float(where), dtype=torch.float64) if in_torch else np.full(2, float(where))
             _change(target, op, new)
     for decorated in both(ac.accepts_numpy(**options), change):
         state = _grown(spec)

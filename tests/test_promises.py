@@ -108,6 +108,24 @@ def test_changes_to_a_plain_container_reach_the_caller_or_are_refused_by_name(si
 
 
 @pytest.mark.parametrize("site", ALL)
+def test_an_array_put_into_a_list_without_tensors_reaches_the_caller_as_a_tensor(site: Site, request: Any) -> None:
+    """The caller works in torch: an array the body appends to a list it is handed, which held
+    no tensors (so it is handed as it is), is a tensor in the caller's list afterwards, as in
+    a list that held tensors, and the caller's own items stay; on an executor, whose workers
+    hold copies, the change is refused naming the list, never dropped."""
+    x = _batch()
+    out: list[Any] = ["kept"]
+    if site.on_executor:
+        with pytest.raises(ValueError, match=r"the function changed args\[1\], a container among its arguments"):
+            _site(site, request, bodies.appends_an_array)(x, out)
+        return
+    _site(site, request, bodies.appends_an_array)(x, out)
+    assert out[0] == "kept" and all(type(value) is torch.Tensor for value in out[1:]), out
+    expected = [x[i].sum() * 2 for i in range(2)] if site.samples else [x.sum(-1) * 2]
+    assert sorted(v.tolist() for v in out[1:]) == sorted(torch.as_tensor(e).tolist() for e in expected)
+
+
+@pytest.mark.parametrize("site", ALL)
 def test_changes_to_a_set_reach_the_caller_or_are_refused_by_name(site: Site, request: Any) -> None:
     """A set is no container the conversion walks, yet what the body adds to one it is handed
     is the caller's, or refused by name on an executor: never dropped."""

@@ -7,7 +7,9 @@ attribute access), dataclasses (BootstrapResult), plain tuples of arrays and dic
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -188,3 +190,115 @@ def test_objects_that_are_not_containers_pass_through_unchanged() -> None:
         return made[-1]
 
     assert test() is made[0]
+
+
+#: The three ways a SciPy function's result comes back: the decorator pair, returns_tensor
+#: alone (the tensors reach SciPy as they are) and torchify.
+VIEWS: dict[str, Callable[[Any], Any]] = {
+    "pair": lambda f: ac.returns_tensor(ac.accepts_numpy(f)),
+    "returns_tensor": ac.returns_tensor,
+    "torchify": lambda f: getattr(ac.torchify(__import__(f.__module__, fromlist=["_"])), f.__name__),
+}
+POINTS = torch.tensor([0.2, 0.5, 0.9], dtype=torch.float64)
+
+
+def _ecdf(f: Any) -> list[tuple[Any, Any]]:
+    got, want = f(X), scipy.stats.ecdf(X.numpy())
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
+        interval, wanted = got.cdf.confidence_interval(0.9), want.cdf.confidence_interval(0.9)
+    return [
+        (got.cdf.quantiles, want.cdf.quantiles),
+        (got.sf.evaluate(POINTS), want.sf.evaluate(POINTS.numpy())),
+        (got.cdf.evaluate(x=POINTS), want.cdf.evaluate(POINTS.numpy())),
+        (interval.low.probabilities, wanted.low.probabilities),
+        (interval.high.evaluate(POINTS), wanted.high.evaluate(POINTS.numpy())),
+    ]
+
+
+def _ttest(f: Any) -> list[tuple[Any, Any]]:
+    got, want = f(X, Y), scipy.stats.ttest_ind(X.numpy(), Y.numpy())
+    return [(got.df, want.df), (got.confidence_interval(0.9).low, want.confidence_interval(0.9).low)]
+
+
+def _pearsonr(f: Any) -> list[tuple[Any, Any]]:
+    got, want = f(X, Y), scipy.stats.pearsonr(X.numpy(), Y.numpy())
+    return [(got.statistic, want.statistic), (got.confidence_interval().high, want.confidence_interval().high)]
+
+
+def _linregress(f: Any) -> list[tuple[Any, Any]]:
+    got, want = f(X, Y), scipy.stats.linregress(X.numpy(), Y.numpy())
+    return [(got.slope, want.slope), (got.intercept_stderr, want.intercept_stderr)]
+
+
+def _bootstrap(f: Any) -> list[tuple[Any, Any]]:
+    got = f((X,), np.mean, n_resamples=30, random_state=0)
+    want = scipy.stats.bootstrap((X.numpy(),), np.mean, n_resamples=30, random_state=0)
+    return [(got.confidence_interval.low, want.confidence_interval.low), (got.standard_error, want.standard_error)]
+
+
+def _minimize(f: Any) -> list[tuple[Any, Any]]:
+    got = f(lambda v: float(((v - 3) ** 2).sum()), torch.zeros(2, dtype=torch.float64))
+    want = scipy.optimize.minimize(lambda v: float(((v - 3) ** 2).sum()), np.zeros(2))
+    return [(got.x, want.x), (got["jac"], want["jac"]), (got.hess_inv, want.hess_inv)]
+
+
+RESULTS_WITH_METHODS = {
+    scipy.stats.ecdf: _ecdf,
+    scipy.stats.ttest_ind: _ttest,
+    scipy.stats.pearsonr: _pearsonr,
+    scipy.stats.linregress: _linregress,
+    scipy.stats.bootstrap: _bootstrap,
+    scipy.optimize.minimize: _minimize,
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("function", list(RESULTS_WITH_METHODS), ids=lambda f: f.__name__)
+def test_a_result_s_methods_take_and_give_tensors_on_every_route(view: str, function: Any) -> None:
+    """``returns_tensor(accepts_numpy(scipy.stats.ecdf))(t).cdf.evaluate(x)`` gave an array and
+    ``cdf.confidence_interval()`` raised torch's TypeError: the result side converted the
+    fields of a dataclass with methods (an object, its private state among them), and its
+    methods computed on tensors, where torchify proxied it. A result container's methods now
+    run on the original result on every route, their tensor arguments crossing as arrays and
+    their values coming back as tensors, so every value read off a result is a tensor equal
+    to SciPy's, attributes and methods' alike."""
+    with warnings.catch_warnings():
+        if view == "returns_tensor":  # SciPy handed the tensors themselves: torch's own warning (NumPy 2)
+            warnings.filterwarnings("ignore", "__array_wrap__ must accept context", DeprecationWarning)
+        pairs = RESULTS_WITH_METHODS[function](VIEWS[view](function))
+    for got, want in pairs:
+        assert type(got) is torch.Tensor and got.dtype == torch.float64
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gradient() -> None:
+    """A result's method is handed the caller's tensors read-only (a write raises NumPy's own
+    error, the tensor unchanged) and a tensor that requires grad detached, with the grad
+    warning naming the method and where the tensor was."""
+
+    @dataclasses.dataclass
+    class Scaled:
+        scale: np.ndarray
+
+        def apply(self, x: np.ndarray) -> np.ndarray:
+            return x * self.scale
+
+        def write(self, x: np.ndarray) -> None:
+            x[0] = 0.0
+
+    made = ac.returns_tensor(lambda: Scaled(np.array(2.0)))()
+    assert type(made.scale) is torch.Tensor
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    with pytest.warns(ac.GradientWarning) as caught:
+        assert torch.equal(made.apply(x), torch.full((2,), 2.0, dtype=torch.float64))
+    assert str(caught[0].message) == (
+        "test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gradient.<locals>.Scaled.apply(): "
+        "argument args[0] requires grad, and NumPy code cannot pass gradients back: it was detached, so no gradient "
+        "flows through this call. To keep the gradient, keep the computation in torch, or make the NumPy code a "
+        "differentiable torch operation with ac.numpy_op(fn, backward=...). To silence this, pass grad='detach' (in "
+        "ac.to_numpy(obj, grad='detach'); grad='error' forbids it), or call under torch.no_grad()"
+    )
+    plain = torch.ones(2)
+    assert raised(ValueError, made.write, plain) == "assignment destination is read-only"
+    assert torch.equal(plain, torch.ones(2))

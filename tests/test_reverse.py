@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -256,3 +257,25 @@ def test_to_numpy_and_to_tensor_reuse_their_converter_per_option_set_and_config(
             ac.to_numpy(t, grad="loud")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="device= takes None"):
         ac.to_tensor(a, device=[0])  # type: ignore[arg-type]  # unhashable: validated, never kept
+
+
+def test_a_result_s_methods_take_arrays_through_the_reverse_pair() -> None:
+    """A dataclass of torch code with a method (a fitted model's ``predict``) came back with
+    its tensors as arrays while its method, handed the caller's arrays, met its tensors in
+    torch and raised a raw TypeError. Its methods now take arrays, as NumPy code calls them,
+    and give arrays back, as the result came."""
+
+    @dataclasses.dataclass
+    class Fit:
+        w: torch.Tensor
+
+        def predict(self, x: torch.Tensor) -> torch.Tensor:
+            assert type(x) is torch.Tensor
+            return x @ self.w
+
+    fit = ac.returns_numpy(ac.accepts_tensor(lambda x: Fit(x.sum(0))))
+    model = fit(np.ones((3, 2)))
+    assert type(model.w) is np.ndarray and model.w.tolist() == [3.0, 3.0]
+    predicted = model.predict(np.ones((2, 2)))
+    assert type(predicted) is np.ndarray and predicted.tolist() == [6.0, 6.0]
+    assert type(model.predict(x=np.ones(2))) is np.float64

@@ -724,13 +724,14 @@ def test_objects_a_module_function_returns_come_back_as_proxies() -> None:
     assert isinstance(default_rng(1).integers(0, 10, size=2), torch.Tensor)
 
 
-def test_a_dataclass_with_methods_of_the_package_comes_back_as_a_proxy() -> None:
+def test_a_dataclass_with_methods_of_the_package_keeps_its_methods_converting() -> None:
     """``stats.ecdf(t).cdf`` (SciPy's EmpiricalDistributionFunction, a dataclass with
     ``evaluate`` and ``confidence_interval``) came back as a copy with every field a tensor,
     private state included: ``evaluate`` returned an array and ``confidence_interval`` raised
-    a TypeError from torch. A dataclass with methods of its own is an object: a proxy, its
-    methods converting (``quantile_test``'s result too, whose ``confidence_interval`` gave
-    NumPy floats); one with none (``ECDFResult``) stays a record of the same type."""
+    a TypeError from torch. A dataclass with methods of its own comes back with its public
+    fields as tensors and its methods running on the original, taking and giving tensors
+    (``quantile_test``'s result too, whose ``confidence_interval`` gave NumPy floats), as
+    through the decorators (test_results); one with none (``ECDFResult``) stays a record."""
     x = np.random.default_rng(0).normal(size=40)
     got, expected = ac.torchify(scipy.stats).ecdf(torch.from_numpy(x)), scipy.stats.ecdf(x)
     assert type(got) is scipy.stats._survival.ECDFResult
@@ -742,7 +743,7 @@ def test_a_dataclass_with_methods_of_the_package_comes_back_as_a_proxy() -> None
         warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
         interval, wanted = got.cdf.confidence_interval(0.9), expected.cdf.confidence_interval(0.9)
     assert type(interval) is type(wanted)
-    test = ac.torchify(scipy.stats).quantile_test(torch.from_numpy(x), q=0.0)  # returned whole: a proxy too
+    test = ac.torchify(scipy.stats).quantile_test(torch.from_numpy(x), q=0.0)  # returned whole
     _same(test.confidence_interval(0.9).low, scipy.stats.quantile_test(x, q=0.0).confidence_interval(0.9).low)
 
 

@@ -276,10 +276,11 @@ class AdaptChanges(ContainerChanges):
     back in the caller's kind, as the result does: as a tensor where the call had tensors
     (tensors win a mixed call), else as an array."""
 
-    def new_values(self, given: Given) -> Callable[[Any], Any]:
-        args, kwargs, _ = given
-        if self.inputs.tensors_in(args, kwargs):
-            return super().new_values(given)
+    converts_as_is = True  # into the caller's kind, whichever it is (see new_values)
+
+    def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
+        if had_tensors:
+            return super().new_values(given, had_tensors)
         return _new_array
 
 

@@ -63,6 +63,11 @@ class Writes:
         """The key entry of one of ``held``'s keys, for messages."""
         return key  # type: ignore[no-any-return]  # flatten's keys are the node's key entries
 
+    def takes_back(self) -> bool:
+        """Whether ``take`` takes a change (a tuple, a frozen dataclass, a type registered
+        without an update take none)."""
+        return self.update is not None
+
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         """Make ``obj`` itself hold ``children`` (``held``'s, of the changed copy); False where it cannot."""
         if self.update is None:
@@ -82,6 +87,9 @@ class _MappingWrites(Writes):
 
     def entry(self, key: Any) -> KeyEntry:
         return MappingKey(key)
+
+    def takes_back(self) -> bool:
+        return True
 
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         before = dict(obj)
@@ -106,6 +114,9 @@ class _ListWrites(Writes):
     def entry(self, key: Any) -> KeyEntry:
         return SequenceKey(key)
 
+    def takes_back(self) -> bool:
+        return True
+
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         obj[:] = children
         return True
@@ -122,11 +133,15 @@ class _DataclassWrites(Writes):
         self.frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
 
     def held(self, obj: Any) -> Held:
-        state = {**{name: getattr(obj, name) for name in self.fields}, **getattr(obj, "__dict__", {})}
+        extras = {k: v for k, v in getattr(obj, "__dict__", {}).items() if not isinstance(v, ResultMethod)}
+        state = {**{name: getattr(obj, name) for name in self.fields}, **extras}
         return Held(list(state), list(state.values()), list(state))
 
     def entry(self, key: Any) -> KeyEntry:
         return GetAttrKey(key)
+
+    def takes_back(self) -> bool:
+        return not self.frozen
 
     def take(self, obj: Any, children: list[Any], context: Any) -> bool:
         if self.frozen:
@@ -328,8 +343,7 @@ def _fields_tuple_node(cls: type) -> Node:
     def key(context: Any, i: int) -> KeyEntry:
         return GetAttrKey(fields[i] if i < count else context[0][i - count])
 
-    has_dict = getattr(cls, "__dictoffset__", 0) != 0
-    methods = [n for n in public_methods(cls) if n not in fields] if has_dict else []
+    methods = [n for n in public_methods(cls) if n not in fields] if _has_dict(cls) else []
     return _MethodsNode(flatten, unflatten, key, methods) if methods else Node(flatten, unflatten, key)
 
 
@@ -340,9 +354,11 @@ def public_methods(cls: type) -> list[str]:
 
 
 class _MethodsNode(Node):
-    """A result type with methods that compute from its fields with NumPy: once the fields are
-    converted, each method runs on the original result and its value converts the same way
-    (``r.confidence_interval().low`` is a tensor too)."""
+    """A result type with methods that compute from its fields with NumPy (a tuple bunch's
+    ``confidence_interval``, ``ecdf(x).cdf.evaluate``): once the fields are converted, each
+    method runs on the original result, made by the walking side (its ``result_method``:
+    arguments and value converted as that side converts, ``r.confidence_interval().low`` a
+    tensor too), or with its value converted as the result was."""
 
     __slots__ = ("methods",)
 
@@ -353,13 +369,15 @@ class _MethodsNode(Node):
     def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
         new = super().map(obj, mapper, ctx)
         if new is not obj:
+            make = getattr(mapper, "result_method", None) or ResultMethod
             for name in self.methods:
-                new.__dict__[name] = _ConvertedMethod(getattr(obj, name), mapper, ctx)
+                new.__dict__[name] = make(getattr(obj, name), mapper, ctx)
         return new
 
 
-class _ConvertedMethod:
-    """A method of the original result whose return value is converted like the result was."""
+class ResultMethod:
+    """A method of the original result whose return value is converted like the result was.
+    The walking side may subclass it to convert the method's arguments too (see _outputs)."""
 
     __slots__ = ("ctx", "mapper", "method")
 
@@ -402,7 +420,14 @@ def _structseq_node(cls: type) -> Node:
 
 
 def _dataclass_node(cls: type) -> Node:
+    """A dataclass: its fields converted. One with methods of its own is an object rather
+    than a record (SciPy's ``EmpiricalDistributionFunction``, ``ecdf(x).cdf``): its public
+    fields convert, its private ones (the state its methods compute from) stay as they are,
+    and its methods run on the original (see _MethodsNode)."""
     names = [f.name for f in dataclasses.fields(cls)]
+    methods = [n for n in public_methods(cls) if n not in names] if _has_dict(cls) else []
+    if methods:
+        names = [n for n in names if not n.startswith("_")]
 
     def unflatten(children: list[Any], obj: Any) -> Any:
         # A shallow copy with the changed fields set: no __init__/__post_init__ re-run
@@ -412,7 +437,18 @@ def _dataclass_node(cls: type) -> Node:
             object.__setattr__(new, name, value)
         return new
 
-    return Node(lambda x: ([getattr(x, n) for n in names], x), unflatten, lambda _, i: GetAttrKey(names[i]))
+    def flatten(x: Any) -> tuple[list[Any], Any]:
+        return [getattr(x, n) for n in names], x
+
+    def key(context: Any, i: int) -> KeyEntry:
+        return GetAttrKey(names[i])
+
+    return _MethodsNode(flatten, unflatten, key, methods) if methods else Node(flatten, unflatten, key)
+
+
+def _has_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have a ``__dict__``, where a copy's methods can be set."""
+    return getattr(cls, "__dictoffset__", 0) != 0
 
 
 def _pytree_node(cls: type) -> Node | None:

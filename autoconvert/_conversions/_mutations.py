@@ -6,8 +6,10 @@ arrays follow their mode (read-only views, private copies, writeback's copies ba
 makes the rest the caller's: a key added, removed or moved, an item appended, popped or
 replaced, a dataclass field or attribute set. A value the function put in converts as a
 result would (new arrays become tensors), except a value it was handed, which is the
-caller's again: an array its tensor, a rebuilt container the caller's container. A
-container without tensors is handed as it is, so its changes are the caller's already.
+caller's again: an array its tensor, a rebuilt container the caller's container. A list
+or dict without tensors is handed as it is, so its changes are the caller's already; in a
+call with tensors, the arrays the function put in it become tensors all the same (the
+caller works in torch), and it is recorded as handed to itself.
 What a container holds and how it takes a change are its registered node's (its
 ``Writes``, see _containers): this module compares and hands over, and never asks a type.
 """
@@ -31,7 +33,8 @@ _MISSING = object()
 
 def rebuilt(records: Rebuilt | None, original: Any, handed: Any) -> Rebuilt:
     """``records`` (a new dict where None) with ``handed``, the container the function gets
-    for the caller's ``original``, and what it holds now, to compare with after the call."""
+    for the caller's ``original`` (``original`` itself where it held no tensors), and what it
+    holds now, to compare with after the call."""
     if records is None:
         records = {}
     records[id(original)] = (original, handed, _held(handed))
@@ -124,7 +127,9 @@ def _handed_back(records: list[Record]) -> dict[int, Any]:
     for original, handed, before in records:
         mine[id(handed)] = original
         then = before if type(before) is Held else held(before)  # an exact list's or dict's copy
-        for value, caller in zip(then.children, held(original).children, strict=True):
+        # A container handed as it is (it held no tensors) held the caller's own values.
+        callers = then.children if handed is original else held(original).children
+        for value, caller in zip(then.children, callers, strict=True):
             mine.setdefault(id(value), caller)
     return mine
 

@@ -79,7 +79,7 @@ def _changed(s: Script, level: int, kind: Kind) -> None:
         s.add(
             level,
             "if changes is not None and changed(changes):",
-            f"    container_changes(changes, given_args({s.arguments}, instance))",
+            f"    container_changes(changes, given_args({s.arguments}, instance), met_tensors)",
         )
 
 

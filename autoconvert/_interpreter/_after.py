@@ -109,30 +109,39 @@ class WriteBack:
 
 
 class ContainerChanges:
-    """After a call that handed the function rebuilt containers (those holding tensors), in
-    every mode: what it changed in them reaches the caller's containers (see _mutations);
-    new arrays come back as tensors on the call's device, as a result's would."""
+    """After a call that handed the function containers, in every mode: what it changed in
+    the rebuilt ones (those holding tensors) reaches the caller's containers (see
+    _mutations); new arrays come back as tensors on the call's device, as a result's would,
+    in the lists and dicts it was handed as they are too where the call had tensors (the
+    caller works in torch; one with arrays alone keeps them as arrays)."""
+
+    #: Whether new values in the lists and dicts handed as they are (they held no tensors)
+    #: convert in a call without tensors too (adapt's: into the caller's kind, arrays).
+    converts_as_is = False
 
     def __init__(self, function: str, inputs: NumpyInputs) -> None:
         self.function = function
         self.inputs = inputs
 
-    def __call__(self, rebuilt: Rebuilt, given: Given) -> None:
+    def __call__(self, rebuilt: Rebuilt, given: Given, had_tensors: bool) -> None:
         """The generic call's step, after a call that handed ``rebuilt`` containers."""
         records = [*rebuilt.values()]
         if changed(records):
-            self.settle(records, given)
+            self.settle(records, given, had_tensors)
 
-    def settle(self, records: list[Record], given: Given) -> None:
-        """After a call that ``changed`` the containers in ``records`` (the flat call's step)."""
-        refused = settle(records, self.new_values(given))
+    def settle(self, records: list[Record], given: Given, had_tensors: bool) -> None:
+        """After a call that ``changed`` the containers in ``records`` (the flat call's step);
+        ``had_tensors``: whether the call's arguments held tensors before it."""
+        if not (had_tensors or self.converts_as_is):  # the lists and dicts handed as they are stay so
+            records = [record for record in records if record[0] is not record[1]]
+        refused = settle(records, self.new_values(given, had_tensors))
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)
             error.keys += reversed(below)
             raise error.public(self.function, "argument", root) from None
 
-    def new_values(self, given: Given) -> Callable[[Any], Any]:
+    def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
         """How a value the function put into a container converts: as a result would, new
         arrays as tensors on the device of the call's tensors (looked for once, and only for
         a new value)."""

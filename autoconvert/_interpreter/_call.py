@@ -202,7 +202,7 @@ class Runner:
             if after is not None:
                 result = after(ctx, given, handed, result)
             if ctx.rebuilt:
-                changes(ctx.rebuilt, given)
+                changes(ctx.rebuilt, given, bool(ctx.shared or ctx.odd))
             return result
 
         return ended

@@ -35,6 +35,20 @@ from autoconvert._errors import LeafError
 from autoconvert._options._signature import function_name
 
 to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
+
+
+def _number_to_tensor(x: float | complex, ctx: Target) -> torch.Tensor:
+    """A Python float or complex a callback is handed, as the 0-d tensor of its NumPy array."""
+    return array_to_tensor(np.asarray(x), ctx)
+
+
+#: What a callback's arguments become: arrays, NumPy scalars and the Python floats scalar
+#: code hands (``quad``'s and ``brentq``'s ``x``, ``solve_ivp``'s ``t``) as tensors, float64
+#: as NumPy's; ints and bools (counts, indices, flags) stay as they are.
+_callback_tensors = Mapper(
+    {np.ndarray: array_to_tensor, np.generic: array_to_tensor, float: _number_to_tensor, complex: _number_to_tensor},
+    nested=True,
+)
 _to_arrays = Mapper({torch.Tensor: lambda t, ctx: as_result(tensor_to_array(t, None)[0])}, nested=True)
 
 
@@ -58,8 +72,8 @@ class TensorCallback:
         function = self.__wrapped__
         target = Target(vote(self.shared + self.odd) or default_device(), NO_CASTS, None)
         try:
-            args = to_tensors(args, target)  # paths [0], [1], ... then ['name']
-            kwargs = to_tensors(kwargs, target) if kwargs else kwargs
+            args = _callback_tensors(args, target)  # paths [0], [1], ... then ['name']
+            kwargs = _callback_tensors(kwargs, target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(function_name(function), "argument", "") from None
         result = function(*args, **kwargs)

@@ -134,6 +134,11 @@ def _numpy_value(s: Script, level: int, name: str, step: Step) -> None:
         level,
         f"                changes.append(({name}, items, kind(items)))",
         f"        {name} = items",
+        "    elif kind is not tuple:  # no tensors: as it is, its new arrays the caller's kind after the call",
+        "        if changes is None:",
+        f"            changes = [({name}, {name}, kind({name}))]",
+        "        else:",
+        f"            changes.append(({name}, {name}, kind({name})))",
         "else:",
     )
     s.to_generic(level + 1)

@@ -203,19 +203,35 @@ def _to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 class Rebuilding(Mapper):
     """The NumPy side's walk: one rebuilt container per caller's container in a call (the
     function sees the caller's sharing: ``batch['a'] is batch['b']``), each recorded in the
-    call's ``Collected.rebuilt`` for its changes to reach the caller (see _mutations)."""
+    call's ``Collected.rebuilt`` for its changes to reach the caller (see _mutations); one
+    that held no tensors, handed as it is, recorded too where it takes changes back, so that
+    the arrays the function puts in it come back in the caller's kind."""
 
     def __init__(self, leaves: dict[type, Any], *, nested: bool, fallback: Any) -> None:
         super().__init__(leaves, nested=nested, fallback=fallback)
         # Containers' handlers are decided on first meeting (Mapper.resolve), with these walks.
-        self.walk_sequence, self.walk_dict = _once_per_call(self.walk_sequence), _once_per_call(self.walk_dict)
+        self.walk_sequence = _once_per_call(self.walk_sequence, _is_list)
+        self.walk_dict = _once_per_call(self.walk_dict, _always)
 
     def _container(self, node: Node) -> Callable[[Any, Any], Any]:
-        return _once_per_call(super()._container(node))
+        return _once_per_call(super()._container(node), _always if node.writes.takes_back() else _never)
 
 
-def _once_per_call(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``walk``, made once per container in a call, its rebuilt container recorded."""
+def _is_list(obj: Any) -> bool:
+    return type(obj) is list
+
+
+def _always(obj: Any) -> bool:
+    return True
+
+
+def _never(obj: Any) -> bool:
+    return False
+
+
+def _once_per_call(walk: Callable[[Any, Any], Any], as_is: Callable[[Any], bool]) -> Callable[[Any, Any], Any]:
+    """``walk``, made once per container in a call, its rebuilt container recorded; one it
+    hands as it is (no tensors in it) recorded where ``as_is(obj)`` says it takes changes."""
 
     def recording(obj: Any, ctx: Collected) -> Any:
         records = ctx.rebuilt
@@ -224,7 +240,7 @@ def _once_per_call(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]
         if record is not None:
             return record[1]
         new = walk(obj, ctx)
-        if new is not obj:
+        if new is not obj or as_is(obj):
             rebuilt(records, obj, new)
         return new
 

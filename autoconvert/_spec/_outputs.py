@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import is_scipy_sparse
+from autoconvert._conversions._containers import ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._devices import CPU, vote
+from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
@@ -31,6 +31,7 @@ from autoconvert._options._signature import (
     deferred_result,
 )
 
+from ._callbacks import to_tensors
 from ._inputs import input_casts
 
 #: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
@@ -248,7 +249,10 @@ class TensorOutputs(Outputs):
             },
             nested=policy.nested,
             fallback=lambda cls: self._sparse if is_scipy_sparse(cls) else objects(cls) if objects else None,
+            result_method=self._result_method,
         )
+        self._arguments = Mapper({torch.Tensor: _read_only_array}, nested=policy.nested)
+        self._grads: dict[str, GradPolicy] = {}  # a result method's, by its name: it warns once
         # Only shared tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
@@ -293,8 +297,57 @@ class TensorOutputs(Outputs):
             raise NeedsInputs
         return t.clone() if overlaps_any(t, ctx.tensors) else t
 
+    def _result_method(self, method: Any, mapper: Mapper, ctx: Target) -> ResultMethod:
+        name = f"{getattr(method, '__qualname__', method)}()"
+        # The method takes no options of its own: its warning offers to_numpy()'s fixes.
+        grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name))
+        return TensorsIn(method, mapper, ctx, function=self.function, grad=grad, arguments=self._arguments)
+
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
+
+
+class TensorsIn(ResultMethod):
+    """A method of a result whose fields came back as tensors (``ecdf(x).cdf.evaluate``), as a
+    torchified object's methods are: its tensor arguments cross as read-only arrays (a tensor
+    that requires grad detached, with a warning once), and its value comes back as the result
+    did, on the call's device."""
+
+    __slots__ = ("arguments", "function", "grad")
+
+    def __init__(
+        self, method: Any, mapper: Mapper, ctx: Target, *, function: str, grad: GradPolicy, arguments: Mapper
+    ) -> None:
+        super().__init__(method, mapper, ctx)
+        self.function, self.grad, self.arguments = function, grad, arguments
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name, grad = self.grad.function, self.grad
+        try:
+            arrays = self.arguments(args, grad)
+        except LeafError as e:
+            raise e.public(name, "argument", "args") from None
+        try:
+            named = self.arguments(kwargs, grad) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(name, "argument", "kwargs") from None
+        if grad.unsaid is not None:  # grad="warn": said once, naming where the tensor was
+            found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
+            grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
+        result = self.method(*arrays, **named)
+        try:
+            return self.mapper(result, self.ctx)
+        except LeafError as e:
+            raise e.public(self.function, "", f"result of {name}") from None
+
+
+def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
+    """A tensor argument of a result's method as an array; the tensor's own memory read-only."""
+    a, shared = tensor_to_array(t, None, grad)
+    if shared:
+        a = a.view()
+        a.flags.writeable = False
+    return a
 
 
 def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
@@ -338,6 +391,7 @@ class NumpyOutputs(Outputs):
             Mapper(
                 {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
                 nested=policy.nested,
+                result_method=_arrays_in,
             ),
             argument=argument,
         )
@@ -345,3 +399,39 @@ class NumpyOutputs(Outputs):
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
         a = tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
         return as_result(a) if self.scalars else a
+
+
+class ArraysIn(ResultMethod):
+    """A method of a result whose tensor fields came back as arrays (a dataclass of torch code
+    with a ``predict``), called as NumPy code calls it: arrays in its arguments become tensors
+    where the result's own tensors are (torch's default device where it held none), and its
+    value comes back as the result did."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, method: Any, mapper: Mapper, ctx: Any, *, target: Target) -> None:
+        super().__init__(method, mapper, ctx)
+        self.target = target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = f"{getattr(self.method, '__qualname__', self.method)}()"
+        try:
+            tensors = to_tensors(args, self.target)
+            named = to_tensors(kwargs, self.target) if kwargs else kwargs
+        except LeafError as e:
+            raise e.public(name, "argument", "") from None
+        result = self.method(*tensors, **named)
+        try:
+            return self.mapper(result, self.ctx)
+        except LeafError as e:
+            raise e.public(name, "", "result") from None
+
+
+_TENSORS_HELD = Mapper({torch.Tensor: lambda t, found: found.append(t) or t})
+
+
+def _arrays_in(method: Any, mapper: Mapper, ctx: Any) -> ArraysIn:
+    """``method``, of a result ``returns_numpy`` converted, taking arrays (see ArraysIn)."""
+    held: list[torch.Tensor] = []
+    _TENSORS_HELD(method.__self__, held)
+    return ArraysIn(method, mapper, ctx, target=Target(vote(held) or default_device(), NO_CASTS, None))

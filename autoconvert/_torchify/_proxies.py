@@ -13,7 +13,6 @@ comes back as a proxy too, so chains stay in tensors.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import functools
 import inspect
 import sys
@@ -25,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import node_for, public_methods, registered
+from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn
 from autoconvert._decorators._decorators import for_library
@@ -131,9 +130,8 @@ class MethodPlan(TorchifiedPlan):
         return self.kept_natively or super().keeps_gradient()
 
     def objects(self, cls: type) -> Leaf | None:
-        """Objects of the class's package inside a result (``rng.spawn(2)``'s Generators, the
-        ``EmpiricalDistributionFunction``s of ``cdf.confidence_interval()``) as proxies, as
-        the result itself comes back (see TorchifiedClass.viewed)."""
+        """Objects of the class's package inside a result (``rng.spawn(2)``'s Generators) as
+        proxies, as the result itself comes back (see TorchifiedClass.viewed)."""
         view = self.view.result_view(cls)
         if view is None:
             return None
@@ -197,17 +195,7 @@ def becomes_proxy(kind: type, package: str) -> bool:
     object of the view's own package that is no plain value, array, container, type, module
     or routine (a ufunc, a function: those are called, not used as objects)."""
     plain = kind in _PLAIN_VALUES or issubclass(kind, (*PLAIN_TYPES, *_NOT_OBJECTS))
-    return not plain and (node_for(kind) is None or _computes(kind)) and home(kind) in (package, _unnamed(kind))
-
-
-def _computes(kind: type) -> bool:
-    """Whether ``kind`` is a dataclass with methods of its own, an object rather than a record
-    (SciPy's ``EmpiricalDistributionFunction``, ``ecdf(x).cdf``): its methods compute from its
-    fields, private ones among them, so converted as a container's they would read tensors."""
-    if not dataclasses.is_dataclass(kind) or registered(kind) or issubclass(kind, (tuple, list, dict)):
-        return False
-    fields = {f.name for f in dataclasses.fields(kind)}
-    return any(name not in fields for name in public_methods(kind))
+    return not plain and node_for(kind) is None and home(kind) in (package, _unnamed(kind))
 
 
 def _unnamed(kind: type) -> str | None:
