@@ -177,6 +177,34 @@ def test_imports_point_down_the_list_only() -> None:
             assert ORDER.index(target) < position, f"{module} imports {target}, which sits above it"
 
 
+def _private_names_across_folders() -> list[str]:
+    """``module imports target.name`` for each private name (one leading underscore, not a
+    module) a module imports from a module of another folder (the package itself is one)."""
+    crossing = []
+    for module in ORDER:
+        here = module.split(".")[:-1]
+        for node in ast.walk(ast.parse(_path(module).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoconvert."):
+                target = node.module.removeprefix("autoconvert.")  # type: ignore[union-attr]  # startswith: a str
+            else:
+                continue
+            for alias in node.names:
+                imported = f"{target}.{alias.name}".lstrip(".")
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and imported not in ORDER and target.rpartition(".")[0] != module.rpartition(".")[0]:
+                    crossing.append(f"{module} imports {imported}")
+    return crossing
+
+
+def test_no_private_name_crosses_a_folder() -> None:
+    """A name used outside its folder is public there (its folder's interface); a private one
+    is its module's or its folder's business alone."""
+    assert _private_names_across_folders() == []
+
+
 def test_what_runs_on_worker_processes_imports_no_torch() -> None:
     """A batched chunk, its seeds and its thread caps run beside NumPy code alone."""
     for module in ("_batched._caps", "_batched._seeds", "_batched._chunks"):

@@ -20,6 +20,8 @@ from autoconvert._options._checks import Compile, DeviceLike, DtypeLike, Grad, N
 from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import (
     FUNC,
+    INPUT_SIDE,
+    OUTPUT_SIDE,
     check_callable,
     shows_options,
     validate,
@@ -90,6 +92,26 @@ def for_library(side: str, func: Any, options: dict[str, Any]) -> Any:
     """One decorator with options chosen for a whole library (torchify's): its ``out_params``
     name what the library's functions may take, not necessarily this one's parameters."""
     return _decorate(side, func, options, own_names=False)
+
+
+def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
+    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
+    return for_library("returns_tensor", for_library("accepts_numpy", fn, inputs_of(options)), outputs_of(options))
+
+
+def inputs_of(options: dict[str, Any]) -> dict[str, Any]:
+    """The input side's share of ``options`` (torchify's, numpy_op's: both sides' together)."""
+    return {k: v for k, v in options.items() if k in INPUT_SIDE}
+
+
+def outputs_of(options: dict[str, Any]) -> dict[str, Any]:
+    """The output side's share of ``options``."""
+    return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
+
+
+def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
+    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
+    return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 
 def _check_out_params(func: Any, names: tuple[str, ...], side: str) -> None:

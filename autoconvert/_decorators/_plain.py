@@ -24,7 +24,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import _TENSORS, Parameters
+from autoconvert._options._signature import TENSORS, Parameters
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 
 
@@ -52,7 +52,7 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
         outputs, grad = _converter("to_numpy", options)
         converted = outputs.convert(obj, [], [], ((), {}, None))
         if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
-            grad.say([keystr("obj", path) for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
+            grad.say([keystr("obj", path) for path, t in TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
     except ConversionError as e:
         filter_traceback(e)
         raise

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoconvert._adapt._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
-from autoconvert._interpreter._wrapper import _shown
+from autoconvert._interpreter._wrapper import shown
 from autoconvert._options._options import Policy
 from autoconvert._spec._emit import Step
 from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, Spec
@@ -14,7 +14,7 @@ from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, 
 
 def option_words(option: Any) -> str:
     """An option's value as the decorator's repr shows it; parameter names as a sorted list."""
-    return repr(sorted(option)) if isinstance(option, frozenset) else _shown(option)
+    return repr(sorted(option)) if isinstance(option, frozenset) else shown(option)
 
 
 def arguments_words(policies: Mapping[str, Policy], adapted: bool) -> str:

@@ -32,13 +32,13 @@ from autoconvert._conversions._sparse import LAYOUT_FORMAT
 from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
-from autoconvert._options._signature import Given, _record, _tensor_paths
+from autoconvert._options._signature import Given, record, tensor_paths
 from autoconvert._spec._inputs import NumpyInputs
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_array_walker = Mapper({np.ndarray: _record}, nested=True)
+_array_walker = Mapper({np.ndarray: record}, nested=True)
 
 
 #: The attribute of an error raised in another process (a batched map's worker), whose
@@ -237,7 +237,7 @@ def refused_by(
     writes = compiled_refusal(error)
     if writes is None and not isinstance(error, (ValueError, TypeError)):
         return None
-    arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
+    arrays = tensor_paths(inputs.params, *handed, given.instance, _array_walker)
     if _has_attributes(given.instance):
         arrays += [
             (keystr("self", (GetAttrKey(name), *path)), a)

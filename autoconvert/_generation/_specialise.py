@@ -42,7 +42,7 @@ from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_t
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._failures._guards import Guarded
 from autoconvert._failures._traceback import filter_traceback
-from autoconvert._options._config import _ACTIVE
+from autoconvert._options._config import active
 from autoconvert._options._escape import compiling
 from autoconvert._options._observe import PROFILER, Call
 from autoconvert._options._signature import given_args
@@ -187,7 +187,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "filter_traceback": filter_traceback,
         "compiling": compiling,
         "opaque": spec.escape,
-        "active": _ACTIVE.get,
+        "active": active,
         "profiler": PROFILER,
         "default_device": default_device,
         "Target": Target,

@@ -27,14 +27,14 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_b
 from autoconvert._errors import ConversionError, KeyEntry, LeafError, ReadOnlyError, message
 from autoconvert._failures._failures import writable_fixes
 from autoconvert._options._outparams import returned
-from autoconvert._options._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result
+from autoconvert._options._signature import DEFERRED_RESULTS, Given, deferred_result, record, tensor_paths
 from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._inputs import Collected, NumpyInputs, collected_writes
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
 #: The arrays anywhere in a result (nested containers too): the caller's, left writable by freeze.
-_ARRAYS = Mapper({np.ndarray: _record}, nested=True)
+_ARRAYS = Mapper({np.ndarray: record}, nested=True)
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -104,7 +104,7 @@ class WriteBack:
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""
-        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
+        paths = [path for path, t in tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
         return ", ".join(paths or ["(a tensor argument)"])
 
 

@@ -19,7 +19,7 @@ from autoconvert._options._config import Config, active
 from autoconvert._options._escape import compiling
 from autoconvert._options._observe import PROFILER, Call, Watched, Watching
 from autoconvert._options._outparams import Returned
-from autoconvert._options._signature import Given, _tensor_paths, given_args
+from autoconvert._options._signature import Given, given_args, tensor_paths
 from autoconvert._spec._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
 from autoconvert._spec._outputs import NumpyOutputs, lazily
 from autoconvert._spec._spec import RESTORE_WRITES, Spec, finish_of
@@ -273,7 +273,7 @@ class Runner:
         assert isinstance(self.inputs, NumpyInputs)
         grad = self.inputs.grad
         if grad.unsaid is not None:
-            grad.say([path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid])
+            grad.say([path for path, t in tensor_paths(self.inputs.params, *given) if t is grad.unsaid])
 
     def failed(
         self,
@@ -306,7 +306,7 @@ class Runner:
                 ) from error
             site = self.spec.site
             notes = (
-                hints(error, inputs, _tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
+                hints(error, inputs, tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
             )
             if isinstance(error, TypeError) and not inputs.policy.callbacks and arrays_met_torch(str(error)):
                 notes += callback_hints(inputs, given, site)

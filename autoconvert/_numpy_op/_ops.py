@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 import torch
 
 from autoconvert._adapters._adapter import signature_of
+from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
@@ -39,7 +40,6 @@ from autoconvert._options._options import (
 )
 from autoconvert._options._signature import function_name
 from autoconvert._pickling import by_reference, calling_module, locate, unwrap
-from autoconvert._torchify._proxies import replanned, wrap_pair
 
 from ._autograd import apply_op, apply_traced, transforming, wants_grad
 from ._library import Registration

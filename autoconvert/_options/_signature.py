@@ -24,7 +24,7 @@ from autoconvert._errors import ConversionError, LeafError, MappingKey, Sequence
 from ._observe import PathOf
 
 
-def _record(t: Any, seen: list[Any]) -> Any:
+def record(t: Any, seen: list[Any]) -> Any:
     seen.append(t)
     return t
 
@@ -194,12 +194,12 @@ def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) 
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
-_TENSORS = Mapper({torch.Tensor: _record}, nested=True)
-_VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
+TENSORS = Mapper({torch.Tensor: record}, nested=True)
+_VALUES = Mapper({torch.Tensor: record, np.ndarray: record, np.generic: record}, nested=True)
 
 
-def _tensor_paths(
-    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, walker: Mapper = _TENSORS
+def tensor_paths(
+    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, walker: Mapper = TENSORS
 ) -> list[tuple[str, Any]]:
     """``(path, leaf)`` for every tensor (or other leaf of ``walker``) among a call's
     arguments: the slow walk messages use."""
@@ -219,7 +219,7 @@ def path_finder(params: Parameters) -> PathOf:
     def path_of(value: Any, given: tuple[Any, ...], result: list[Any]) -> str | None:
         if given:
             args, kwargs, instance = given
-            for path, leaf in _tensor_paths(params, args, kwargs, instance, _VALUES):
+            for path, leaf in tensor_paths(params, args, kwargs, instance, _VALUES):
                 if leaf is value:
                     return f"argument {path}"
         for returned in result:
@@ -231,10 +231,10 @@ def path_finder(params: Parameters) -> PathOf:
     return path_of
 
 
-def _mismatch(
+def device_mismatch(
     function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
 ) -> Exception:
-    placed = _tensor_paths(params, args, kwargs, instance, _PLACED)
+    placed = tensor_paths(params, args, kwargs, instance, _PLACED)
     # A device argument (device=, see _callbacks.device_leaf) votes as its tensors do.
     voters = [
         (path, v) if type(v) is torch.device else (path, v.device)
@@ -244,7 +244,7 @@ def _mismatch(
     return _devices.mismatch(function, voters)
 
 
-_PLACED = Mapper({torch.Tensor: _record, torch.device: _record}, nested=True)
+_PLACED = Mapper({torch.Tensor: record, torch.device: record}, nested=True)
 
 
 GENERATOR_FUNCTION = "a generator function"

@@ -26,9 +26,9 @@ from autoconvert._options._signature import (
     DEFERRED_RESULTS,
     Given,
     Parameters,
-    _mismatch,
-    _tensor_paths,
     deferred_result,
+    device_mismatch,
+    tensor_paths,
 )
 
 from ._inputs import input_casts
@@ -170,7 +170,7 @@ class Outputs:
             except RecursionError:
                 raise cycle_error().public(function, role, root) from None
             except NoDeviceError:
-                raise _mismatch(function, params, *call) from None
+                raise device_mismatch(function, params, *call) from None
 
         return convert
 
@@ -200,7 +200,7 @@ def _sparse_read_as_object(function: str, params: Parameters, call: Given) -> Ex
     """A function that needs dense arrays, handed a sparse tensor as a SciPy matrix, read it as
     one object (``np.asarray(matrix)``) and returned an object array: the error is about the
     sparse argument, which is what to change."""
-    path, found = next((p, t) for p, t in _tensor_paths(params, *call) if t.layout != torch.strided)
+    path, found = next((p, t) for p, t in tensor_paths(params, *call) if t.layout != torch.strided)
     return ConversionError(
         message(
             function,

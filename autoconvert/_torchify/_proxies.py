@@ -28,14 +28,14 @@ import torch
 from autoconvert._conversions._containers import node_for, public_methods, registered
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn
-from autoconvert._decorators._decorators import for_library
+from autoconvert._decorators._decorators import for_library, inputs_of, outputs_of, replanned, wrap_pair
 from autoconvert._decorators._plain import TensorOptions, to_numpy, to_tensor
 from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
-from autoconvert._interpreter._wrapper import as_method, wrap
+from autoconvert._interpreter._wrapper import as_method
 from autoconvert._options._escape import compiling, opaque
-from autoconvert._options._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
+from autoconvert._options._options import policy_of
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
@@ -50,28 +50,10 @@ def home(target: Any) -> str:
     return name.partition(".")[0]
 
 
-def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
-    return for_library("returns_tensor", for_library("accepts_numpy", fn, _inputs_of(options)), _outputs_of(options))
-
-
-def _inputs_of(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in INPUT_SIDE}
-
-
-def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
-
-
-def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
-    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
-    return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
-
-
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``wrap_pair`` of ``fn`` (a torchified function, a callable a torchified object
     holds), guarded (see _guards)."""
-    return wrap_pair(_guarded(fn, _inputs_of(options)), options)
+    return wrap_pair(_guarded(fn, inputs_of(options)), options)
 
 
 def _guarded(fn: Any, inputs: dict[str, Any]) -> Any:
@@ -253,8 +235,8 @@ class TorchifiedClass(StandIn):
         self._natively = natively
         self._plans = plans
         self._kept = kept
-        self._inputs = _inputs_of(options)  # the constructor's and assign's
-        dtype = policy_of("returns_tensor", {}, _outputs_of(options)).dtype
+        self._inputs = inputs_of(options)  # the constructor's and assign's
+        dtype = policy_of("returns_tensor", {}, outputs_of(options)).dtype
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
         #: has no inputs there; None lets a ``config`` block's apply).
         self.read_dtype = dtype if isinstance(dtype, torch.dtype) else None

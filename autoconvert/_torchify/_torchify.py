@@ -21,6 +21,7 @@ from autoconvert._adapters._adapter import Adapter
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import StandIn
+from autoconvert._decorators._decorators import wrap_pair
 from autoconvert._gradients._catalogue import differentiable
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, Route, Routed
@@ -44,7 +45,6 @@ from ._proxies import (
     TorchifiedObject,
     proxy,
     torchified_function,
-    wrap_pair,
 )
 
 
