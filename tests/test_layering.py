@@ -10,14 +10,15 @@ import sys
 import tomllib
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
-#: The layer folders, bottom first. What every layer shares (errors, pickling) sits in the
-#: package itself, below them; so do its front doors (``__init__``, ``__main__``, the mypy
-#: plugin), above them.
+#: The layer folders, bottom first. What every layer shares (errors, pickling, the compile
+#: escape) sits in the package itself, below them; so do its front doors (``__init__``,
+#: ``__main__``, the mypy plugin), above them.
 LAYERS = [
     "_conversions",
     "_adapters",
     "_gradients",
     "_options",
+    "_observe",
     "_spec",
     "_failures",
     "_generation",
@@ -33,6 +34,7 @@ LAYERS = [
 ORDER = [
     "_errors",
     "_pickling",
+    "_escape",
     "_conversions._dtypes",
     "_conversions._devices",
     "_conversions._copies",
@@ -69,10 +71,9 @@ ORDER = [
     "_options._checks",
     "_options._options",
     "_options._config",
-    "_options._observe",
-    "_options._escape",
-    "_options._signature",
-    "_options._outparams",
+    "_observe._observe",
+    "_spec._signature",
+    "_spec._outparams",
     "_spec._callbacks",
     "_spec._inputs",
     "_spec._outputs",
@@ -165,8 +166,8 @@ def test_the_distribution_ships_every_layer() -> None:
 
 def test_each_layer_sits_together_in_its_folder_in_order() -> None:
     folders = [module.rpartition(".")[0] for module in ORDER]
-    assert folders[:2] == ["", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
-    layers = [LAYERS.index(folder) for folder in folders[2:-3]]
+    assert folders[:3] == ["", "", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
+    layers = [LAYERS.index(folder) for folder in folders[3:-3]]
     assert layers == sorted(layers)
 
 

@@ -33,13 +33,13 @@ from autoconvert._interpreter._after import ContainerChanges, WriteBack
 from autoconvert._interpreter._call import Begin, ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
+from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
-from autoconvert._options._observe import Watching
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
-from autoconvert._options._signature import Given, function_name
 from autoconvert._spec._emit import Result, Step
 from autoconvert._spec._inputs import Collected, NumpyInputs, Rebuilding, collected, collected_writes
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
+from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
 
 from ._annotations import Signature

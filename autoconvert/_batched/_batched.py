@@ -28,9 +28,9 @@ from autoconvert._failures._traceback import boundary
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import Wrapper, shown, unbound_instance, wrap
+from autoconvert._observe._observe import count_batch
 from autoconvert._options._checks import is_pool, is_ray
 from autoconvert._options._config import active
-from autoconvert._options._observe import count_batch
 from autoconvert._options._options import (
     DEFAULTS,
     BatchedOptions,
@@ -41,8 +41,8 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import Parameters
 from autoconvert._pickling import by_reference, exported
+from autoconvert._spec._signature import Parameters
 
 from ._caps import has_threadpoolctl
 from ._chunks import Batch

@@ -13,11 +13,11 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import torch
 
+from autoconvert._escape import compiling, opaque
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import plan_of
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._options._checks import Compile, DeviceLike, DtypeLike, Grad, Names, Sparse, Transfers
-from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import (
     FUNC,
     INPUT_SIDE,
@@ -26,7 +26,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import Parameters, function_name, refuse_unknown
+from autoconvert._spec._signature import Parameters, function_name, refuse_unknown
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), which no overload can say, so it keeps the return type and accepts any

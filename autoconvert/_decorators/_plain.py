@@ -15,17 +15,17 @@ from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor
 from autoconvert._errors import ConversionError, LeafError, keystr
+from autoconvert._escape import compiling, opaque
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._options._checks import DeviceLike, DtypeLike, Grad, Sparse
 from autoconvert._options._config import active
-from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import (
     policy_of,
     shows_options,
     validate,
 )
-from autoconvert._options._signature import TENSORS, Parameters
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
+from autoconvert._spec._signature import TENSORS, Parameters
 
 
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:

@@ -18,8 +18,8 @@ from autoconvert._conversions._describe import GENERATED
 from autoconvert._interpreter._routes import Description, Route, described
 from autoconvert._options._config import active
 from autoconvert._options._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
-from autoconvert._options._signature import function_name
 from autoconvert._spec._callbacks import global_names
+from autoconvert._spec._signature import function_name
 
 from ._wording import AFTER_WORDS, arguments_words, option_words, parameters_words, result_words
 

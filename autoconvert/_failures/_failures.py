@@ -32,8 +32,8 @@ from autoconvert._conversions._sparse import LAYOUT_FORMAT
 from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
-from autoconvert._options._signature import Given, record, tensor_paths
 from autoconvert._spec._inputs import NumpyInputs
+from autoconvert._spec._signature import Given, record, tensor_paths
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})

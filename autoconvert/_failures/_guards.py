@@ -25,7 +25,7 @@ from autoconvert._adapters._adapter import Overwritten
 from autoconvert._adapters._table import adapter_for, refused_on_entry
 from autoconvert._conversions._copies import copied_in_function
 from autoconvert._conversions._tree import Mapper
-from autoconvert._options._signature import deferred_kind
+from autoconvert._spec._signature import deferred_kind
 
 
 class Guarded:

@@ -40,15 +40,15 @@ from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._mutations import changed
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
 from autoconvert._errors import ConversionError, LeafError
+from autoconvert._escape import compiling
 from autoconvert._failures._guards import Guarded
 from autoconvert._failures._traceback import filter_traceback
+from autoconvert._observe._observe import PROFILER, Call
 from autoconvert._options._config import active
-from autoconvert._options._escape import compiling
-from autoconvert._options._observe import PROFILER, Call
-from autoconvert._options._signature import given_args
 from autoconvert._spec._emit import INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
 from autoconvert._spec._inputs import NumpyInputs, TensorInputs
 from autoconvert._spec._outputs import TensorOutputs
+from autoconvert._spec._signature import given_args
 from autoconvert._spec._spec import Spec, finish_of
 
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature

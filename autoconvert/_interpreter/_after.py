@@ -26,10 +26,10 @@ from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, KeyEntry, LeafError, ReadOnlyError, message
 from autoconvert._failures._failures import writable_fixes
-from autoconvert._options._outparams import returned
-from autoconvert._options._signature import DEFERRED_RESULTS, Given, deferred_result, record, tensor_paths
 from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._inputs import Collected, NumpyInputs, collected_writes
+from autoconvert._spec._outparams import returned
+from autoconvert._spec._signature import DEFERRED_RESULTS, Given, deferred_result, record, tensor_paths
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]

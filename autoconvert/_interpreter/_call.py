@@ -12,16 +12,16 @@ from autoconvert._conversions._devices import settle, vote
 from autoconvert._conversions._tree import cycle_error, keep
 from autoconvert._conversions._writeback import handed_over
 from autoconvert._errors import ConversionError, LeafError
+from autoconvert._escape import compiling
 from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
+from autoconvert._observe._observe import PROFILER, Call, Watched, Watching
 from autoconvert._options._config import Config, active
-from autoconvert._options._escape import compiling
-from autoconvert._options._observe import PROFILER, Call, Watched, Watching
-from autoconvert._options._outparams import Returned
-from autoconvert._options._signature import Given, given_args, tensor_paths
 from autoconvert._spec._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
+from autoconvert._spec._outparams import Returned
 from autoconvert._spec._outputs import NumpyOutputs, lazily
+from autoconvert._spec._signature import Given, given_args, tensor_paths
 from autoconvert._spec._spec import RESTORE_WRITES, Spec, finish_of
 
 from ._after import ContainerChanges, Handed, RestoreWrites, WriteBack

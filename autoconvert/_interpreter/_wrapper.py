@@ -17,8 +17,8 @@ from typing import Any, cast
 import torch
 import wrapt
 
+from autoconvert._escape import opaque
 from autoconvert._failures._traceback import boundary
-from autoconvert._options._escape import opaque
 from autoconvert._pickling import by_reference, locate, resolve, unwrap
 
 from ._plan import Plan

@@ -25,10 +25,10 @@ from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_f
 from autoconvert._conversions._writeback import Private, aliased_spans, hand_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
-from autoconvert._options._outparams import OutParams
-from autoconvert._options._signature import Parameters, Selection
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
+from ._outparams import OutParams
+from ._signature import Parameters, Selection
 
 
 class Writes(NamedTuple):

@@ -21,8 +21,10 @@ from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_te
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
 from autoconvert._errors import ConversionError, LeafError, NoDeviceError, message
 from autoconvert._options._options import Policy
-from autoconvert._options._outparams import Returned
-from autoconvert._options._signature import (
+
+from ._inputs import input_casts
+from ._outparams import Returned
+from ._signature import (
     DEFERRED_RESULTS,
     Given,
     Parameters,
@@ -30,8 +32,6 @@ from autoconvert._options._signature import (
     device_mismatch,
     tensor_paths,
 )
-
-from ._inputs import input_casts
 
 #: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
 ContextMaker = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]

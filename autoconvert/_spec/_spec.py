@@ -19,13 +19,13 @@ from typing import Any
 
 from autoconvert._conversions._devices import CPU
 from autoconvert._conversions._dtypes import WIDENED
-from autoconvert._options._escape import opaque
+from autoconvert._escape import opaque
 from autoconvert._options._options import Policy
-from autoconvert._options._signature import Parameters
 
 from ._emit import INSTANCE, KEPT, MOST_POSITIONAL, RECORDED, UNCONVERTED, WRITTEN, Result, Step
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._outputs import Convert, NumpyOutputs, Outputs, TensorOutputs, through_stand_in
+from ._signature import Parameters
 
 #: False: plans use the generic call only (the test switch, see the module docstring).
 enabled = True

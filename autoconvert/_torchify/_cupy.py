@@ -28,11 +28,11 @@ import torch
 
 from autoconvert._adapters._adapter import Adapter, signature_of
 from autoconvert._errors import SequenceKey, keystr
+from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, DeclinedError, Route, RouteWords
 from autoconvert._options._config import Config, active
-from autoconvert._options._escape import compiling
 from autoconvert._options._options import DEFAULTS
-from autoconvert._options._signature import function_name
+from autoconvert._spec._signature import function_name
 
 from ._cupy_call import on_device
 

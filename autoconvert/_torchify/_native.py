@@ -36,9 +36,9 @@ from autoconvert._adapters._adapter import Adapter, Writes
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, message
+from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
-from autoconvert._options._escape import compiling
-from autoconvert._options._signature import function_name
+from autoconvert._spec._signature import function_name
 
 from ._proxies import TorchifiedClass, TorchifiedObject, becomes_proxy, device_of, home, proxy, torchified_function
 

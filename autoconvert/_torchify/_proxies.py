@@ -30,11 +30,11 @@ from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn
 from autoconvert._decorators._decorators import for_library, inputs_of, outputs_of, replanned, wrap_pair
 from autoconvert._decorators._plain import TensorOptions, to_numpy, to_tensor
+from autoconvert._escape import compiling, opaque
 from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import as_method
-from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import policy_of
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.

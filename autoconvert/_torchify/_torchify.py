@@ -34,7 +34,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import GENERATOR_FUNCTION, deferred_kind
+from autoconvert._spec._signature import GENERATOR_FUNCTION, deferred_kind
 
 from ._cupy import CupyRoute, installed, options_refusal, twin_of
 from ._native import Natively, native_route, refused

@@ -21,8 +21,7 @@ from torch.autograd import profiler as _autograd_profiler
 from autoconvert._conversions._copies import CAUSES, IN_FUNCTION, WATCH, Copy, Watch, size
 from autoconvert._conversions._describe import warn_at_caller
 from autoconvert._errors import TransferWarning
-
-from ._config import active, enter, leave
+from autoconvert._options._config import active, enter, leave
 
 #: Where transfers="log" writes: transfers at INFO, the other copies at DEBUG.
 logger = logging.getLogger("autoconvert")

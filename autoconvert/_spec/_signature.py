@@ -20,8 +20,7 @@ from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions import _devices
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
-
-from ._observe import PathOf
+from autoconvert._observe._observe import PathOf
 
 
 def record(t: Any, seen: list[Any]) -> Any:
