@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 import tomllib
@@ -204,6 +205,24 @@ def test_no_private_name_crosses_a_folder() -> None:
     """A name used outside its folder is public there (its folder's interface); a private one
     is its module's or its folder's business alone."""
     assert _private_names_across_folders() == []
+
+
+def test_proxy_state_goes_by_one_prefix_and_stays_with_the_proxies() -> None:
+    """State kept on proxies goes by wrapt's ``_self_`` prefix alone. The stand-ins' own
+    (torchify's proxies: their device, their result hook) is read in their folder and by the
+    accessors beside ``StandIn`` (``_conversions._tree``), never by the floors between."""
+    source = {module: _path(module).read_text() for module in ORDER}
+    assert [m for m, text in source.items() if re.search(r"\b_ac_\w|[\"']_autoconvert_", text)] == []
+    wrapt_state = set(re.findall(r"\b_self_\w+", source["_interpreter._wrapper"]))
+    stand_ins = {n for m, t in source.items() if m.startswith("_torchify.") for n in re.findall(r"\b_self_\w+", t)}
+    own = stand_ins - wrapt_state
+    assert "_self_device" in own
+    readers = [
+        m
+        for m, text in source.items()
+        if not m.startswith("_torchify.") and m != "_conversions._tree" and own & set(re.findall(r"\b_self_\w+", text))
+    ]
+    assert readers == []
 
 
 def test_what_runs_on_worker_processes_imports_no_torch() -> None:

@@ -39,6 +39,7 @@ import torch
 from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._mutations import changed
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
+from autoconvert._conversions._tree import place_stand_in, stand_in_device
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
 from autoconvert._failures._guards import Guarded
@@ -211,7 +212,8 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "missing": _MISSING,
         "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
         "writes": writes.names if writes is not None else frozenset(),
-        "record": object.__setattr__,
+        "stand_in_device": stand_in_device,
+        "place_stand_in": place_stand_in,
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.

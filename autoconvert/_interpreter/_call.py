@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import torch
 
 from autoconvert._conversions._devices import settle, vote
-from autoconvert._conversions._tree import cycle_error, keep
+from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
 from autoconvert._conversions._writeback import handed_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
@@ -61,8 +61,8 @@ def noted(instance: Any, tensors: list[torch.Tensor]) -> None:
     share, where they share one (none: the device it had stays)."""
     if tensors:
         device = vote(tensors)
-        if device is not None and device is not instance._ac_device:
-            object.__setattr__(instance, "_ac_device", device)
+        if device is not None and device is not stand_in_device(instance):
+            place_stand_in(instance, device)
 
 
 class Runner:

@@ -18,7 +18,15 @@ from autoconvert._conversions._memory import overlaps_any
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device
-from autoconvert._conversions._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
+from autoconvert._conversions._tree import (
+    Leaf,
+    Mapper,
+    StandIn,
+    cycle_error,
+    stand_in_device,
+    stand_in_returns,
+    stood_for,
+)
 from autoconvert._errors import ConversionError, LeafError, NoDeviceError, message
 from autoconvert._options._options import Policy
 
@@ -188,10 +196,10 @@ def through_stand_in(outputs: Outputs) -> Convert:
         instance: Any = call.instance
         if result is instance.__wrapped__:
             return instance
-        device = instance._ac_device
+        device = stand_in_device(instance)
         if follows_object and device is not None and not shared and not odd:
-            return instance._ac_returned(convert(result, shared, odd, call, device=device))
-        return instance._ac_returned(convert(result, shared, odd, call))
+            return stand_in_returns(instance, convert(result, shared, odd, call, device=device))
+        return stand_in_returns(instance, convert(result, shared, odd, call))
 
     return finish
 

@@ -80,9 +80,9 @@ class Spec:
     watches_body: bool = False
     #: The call's instance stands in for the object the function is called on (a torchified
     #: object, a ``StandIn``): the function is called on its ``__wrapped__``, where a refused
-    #: write is looked for too; each call's tensors set its ``_ac_device``; a result that is
+    #: write is looked for too; each call's tensors set its device (``stand_in_device``); a result that is
     #: the object comes back as the instance, so chains (``model.fit(x).transform(x)``) stay
-    #: on it, and any other as its ``_ac_returned(converted)``.
+    #: on it, and any other as ``stand_in_returns`` makes it.
     stands_in: bool = False
     #: Where a user sets an option for this function, in a message's fix: ``site("copy=True")``.
     site: Callable[[str], str] = option_anywhere

@@ -111,7 +111,7 @@ class NativeRoute(Route):
         if isinstance(value, np.ndarray):
             return _ARRAY
         if isinstance(value, TorchifiedObject):
-            return True if value._ac_class.holds_tensors else _CONVERTED
+            return True if value._self_class.holds_tensors else _CONVERTED
         kind = type(value)
         if kind is list or kind is tuple or kind is dict:
             holds = False
