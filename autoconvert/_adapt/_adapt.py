@@ -175,7 +175,7 @@ class AdaptRunner(Runner):
                 )
             else:
                 return mapper(value, ctx)  # containers, None and the rest: tensors inside become arrays
-            return _cast(a, dtype) if dtype is not None and cast else a
+            return _cast_within_kind(a, dtype) if dtype is not None and cast else a
 
         return to_array
 
@@ -361,7 +361,7 @@ def _sparse_to_tensor(m: Any, ctx: Collected) -> torch.Tensor:
     return sparse_to_tensor(m, device, placed.casts, placed.copy, None)
 
 
-def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
+def _cast_within_kind(a: Any, dtype: np.dtype[Any]) -> Any:
     """An array cast to an annotated dtype within its kind: floats to floats, complex to
     complex, integers to integers that hold them; never integers to floats (as elsewhere)."""
     if type(a) is not np.ndarray or a.dtype == dtype:

@@ -13,28 +13,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._memory import restore_writes
-from autoconvert._conversions._mutations import Rebuilt, Record, changed, path_to, settle
+from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
-from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, KeyEntry, LeafError, ReadOnlyError, message
 from autoconvert._failures._failures import writable_fixes
 from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._inputs import Collected, NumpyInputs, collected_writes
 from autoconvert._spec._outparams import returned
-from autoconvert._spec._signature import DEFERRED_RESULTS, Given, deferred_result, record, tensor_paths
+from autoconvert._spec._signature import ARRAYS, DEFERRED_RESULTS, Given, deferred_result, tensor_paths
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
 #: The arrays anywhere in a result (nested containers too): the caller's, left writable by freeze.
-_ARRAYS = Mapper({np.ndarray: record}, nested=True)
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -99,7 +96,7 @@ class WriteBack:
             ) from failed.error
         finally:
             if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
-                freeze(pairs, writes.handed or (), (a for _, a in _ARRAYS.leaves_with_paths(result)))
+                freeze(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
         return returned(result, writes.written) if self.gives_back and writes.written else result
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
@@ -125,7 +122,7 @@ class ContainerChanges:
 
     def settle(self, records: list[Record], given: Given) -> None:
         """After a call that ``changed`` the containers in ``records`` (the flat call's step)."""
-        refused = settle(records, self.new_values(given))
+        refused = apply_changes(records, self.new_values(given))
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)

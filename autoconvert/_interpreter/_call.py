@@ -16,7 +16,7 @@ from autoconvert._escape import compiling
 from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
-from autoconvert._observe._observe import PROFILER, Call, Watched, Watching
+from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
 from autoconvert._spec._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
 from autoconvert._spec._outparams import Returned
@@ -115,7 +115,7 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one frame per call, its boundary around it
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> RunnerCall:  # noqa: PLR0915 - one frame per call, its boundary around it
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after

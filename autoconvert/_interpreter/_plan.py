@@ -37,7 +37,7 @@ from autoconvert._spec._spec import Spec, in_a_block, spec_of
 from ._call import Runner
 from ._trace import Trace
 
-_NOT_GIVEN = object()
+_NOT_SET = object()
 
 
 class Plan:
@@ -128,8 +128,8 @@ class Plan:
         words: what made it (``maker``), or a ``config`` block around the call, unless the
         option was given explicitly, which a block cannot change."""
         option = assignment.partition("=")[0]
-        given = next((options[option] for options in self.sides.values() if option in options), _NOT_GIVEN)
-        if given is _NOT_GIVEN:
+        given = next((options[option] for options in self.sides.values() if option in options), _NOT_SET)
+        if given is _NOT_SET:
             return f"{self.maker(assignment)}, {in_a_block(assignment)}"
         return f"{self.maker(assignment)}, where {option}={given!r} was given, so a config block cannot change it"
 

@@ -40,7 +40,7 @@ class _AskingProfiler:  # pragma: no cover - for a torch without the module flag
 #: profiler recording").
 PROFILER: Any = _autograd_profiler if hasattr(_autograd_profiler, "_is_profiler_enabled") else _AskingProfiler()
 
-Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+RunnerCall = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 #: ``path_of(value, given, result)``: where a converted value was, for messages
 #: (``argument batch['x']``, ``result[0]``), or None if it is not found.
 PathOf = Callable[[Any, tuple[Any, ...], list[Any]], "str | None"]
@@ -60,7 +60,7 @@ class Watched:
 
     def __init__(
         self,
-        call: Call,
+        call: RunnerCall,
         function: str,
         watching: Watching,
         directions: tuple[str | None, str | None],

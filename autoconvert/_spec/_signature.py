@@ -60,7 +60,7 @@ def documented_positional(func: Any) -> list[str | None]:
     return [names.pop() if len(names) == 1 else None for names in at]
 
 
-_SCALARS = ("bool", "int", "float", "complex", "str")
+_SCALAR_ANNOTATIONS = ("bool", "int", "float", "complex", "str")
 
 
 def _scalar_words(p: inspect.Parameter) -> str | None:
@@ -68,7 +68,7 @@ def _scalar_words(p: inspect.Parameter) -> str | None:
     Python scalar; None for any other (a None default says nothing of what is passed)."""
     annotated = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", None)
     default = type(p.default).__name__ if type(p.default) in (bool, int, float, complex, str) else None
-    kind = annotated if annotated in _SCALARS else default
+    kind = annotated if annotated in _SCALAR_ANNOTATIONS else default
     if kind is None:
         return None
     return f"{'an' if kind == 'int' else 'a'} {kind} ({f'its default: {p.default!r}' if default else 'annotated'})"
@@ -194,6 +194,7 @@ def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 TENSORS = Mapper({torch.Tensor: record}, nested=True)
+ARRAYS = Mapper({np.ndarray: record}, nested=True)
 _VALUES = Mapper({torch.Tensor: record, np.ndarray: record, np.generic: record}, nested=True)
 
 
