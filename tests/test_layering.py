@@ -269,3 +269,49 @@ def test_the_design_page_lists_every_adapter() -> None:
     page = (PACKAGE.parent / "docs" / "design.md").read_text()
     rows = [line.split("|")[1].strip(" `") for line in page.splitlines() if line.startswith("  | `")]
     assert sorted(rows) == sorted(type(a).__name__ for a in ADAPTERS)
+
+
+def test_the_design_page_s_where_to_look_table_names_what_each_file_defines() -> None:
+    """Each row of the design page's "where to look" table names a file that exists and a name
+    it defines (``Class.method``: the class, and the method in it)."""
+    page = (PACKAGE.parent / "docs" / "design.md").read_text()
+    table = page.split("Where to look for a behaviour")[1].split("\n\n")[1]
+    rows = [line.split("|")[2:4] for line in table.splitlines()[2:]]
+    assert len(rows) == 8
+    for path, name in rows:
+        source = PACKAGE.parent / path.strip(" `")
+        tree = ast.parse(source.read_text())
+        scope: list[ast.stmt] = tree.body
+        for part in name.split("`")[1].split("."):
+            found = [node for node in scope if part in _names(node)]
+            assert found, f"{source.name} defines no {part}"
+            scope = getattr(found[0], "body", [])
+
+
+#: Module-level names more than one module defines: typing's variables (each module's own);
+#: the gradient catalogue's per-subpackage ``rules`` (an interface: the catalogue reads each
+#: module's); ``_new``, each module's alias of ``tuple.__new__`` (a global read, no import);
+#: and, still to be named apart, ``Rule`` (numpy_op's backward= type, the catalogue's rule)
+#: and private helpers of two meanings in ``_gradients``, ``_batched`` and ``_torchify``.
+SHARED_NAMES = {"P", "R", "Rule", "rules", "_axes", "_each", "_guarded", "_new", "_open", "_read_only"}
+
+
+def test_a_module_level_name_means_one_thing() -> None:
+    """A name defined at module scope in two modules is one of the few known ones: others are
+    one definition imported where used, or two names for two meanings."""
+    where: dict[str, set[str]] = {}
+    for module in ORDER:
+        for node in ast.parse(_path(module).read_text()).body:
+            for name in _names(node):
+                where.setdefault(name, set()).add(module)
+    assert {name for name, modules in where.items() if len(modules) > 1} <= SHARED_NAMES
+
+
+def _names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []

@@ -211,7 +211,7 @@ def _host(description: Description) -> Explanation:
         )
     elif adapted:
         path, why = "generic", f"{because}."
-    elif plan.default.spec.routes:
+    elif plan.default.spec.watched:
         path, why = (
             "generic",
             "A transfers= policy other than 'allow' watches every call, to guard its copies between devices.",

@@ -83,18 +83,18 @@ class Runner:
         watch: Watching | None = None,
     ) -> None:
         """``variants``: where calls inside a ``config`` block go (this is a plan's default
-        Runner), and with ``spec.routes`` every call; ``watch``: this is such a Runner, with
+        Runner), and with ``spec.watched`` every call; ``watch``: this is such a Runner, with
         where values were and each side's transfer policy (see _observe)."""
         self.spec = spec
         self.inputs = spec.inputs
         self.outputs = spec.outputs
         self.function = spec.function
-        self.routes = spec.routes and variants is not None
+        self.hands_over = spec.watched and variants is not None
         self.flat: Flat | None = None
         #: A NumPy side's containers' changes made the caller's, by the generic and the flat call.
         self.changes = self._container_changes()
         call = self._make_call(variants)
-        if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
+        if variants is not None and not spec.watched:  # the plan's default Runner: its flat call, where it has one
             self.flat = specialised(spec, call, self.failed, self.changes.settle if self.changes else None)
             call = self.flat.call if self.flat is not None else call
         if watch is not None:
@@ -127,7 +127,7 @@ class Runner:
         after = self._after_step()
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
-        failed, routes, profiler, ended = self.failed, self.routes, PROFILER, self._ended(after)
+        failed, hands_over, profiler, ended = self.failed, self.hands_over, PROFILER, self._ended(after)
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -138,7 +138,7 @@ class Runner:
             try:  # the boundary where autoconvert's errors leave: its frames are left out (see _traceback)
                 if variants is not None:
                     config = active()
-                    if config is not None or routes or profiler._is_profiler_enabled:
+                    if config is not None or hands_over or profiler._is_profiler_enabled:
                         return variants(config).call(wrapped, instance, args, kwargs)
                 shared: list[torch.Tensor] = []
                 odd: list[torch.Tensor] = []

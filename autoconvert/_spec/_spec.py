@@ -60,7 +60,7 @@ class Spec:
     parameters: tuple[tuple[str, Step], ...] | None  # each parameter's step, in signature order (None: no signature)
     result: Result  # what the result gets
     after: str | None  # the after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT), if any
-    routes: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
+    watched: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
     #: The function gets read-only arrays (the NumPy side's decision, see NumpyInputs.read_only).
     read_only: bool
@@ -120,7 +120,7 @@ def spec_of(
         parameters=parameter_steps(params, inputs, value),
         result=result_step(outputs),
         after=after_step(inputs),
-        routes=any(p.transfers != "allow" for p in policies.values()),
+        watched=any(p.transfers != "allow" for p in policies.values()),
         generic_because=generic_because(inputs, outputs, watches_body=watches_body),
         read_only=read_only,
         refuses_writes=read_only or (isinstance(inputs, NumpyInputs) and inputs.policy.writeback),
