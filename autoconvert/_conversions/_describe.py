@@ -26,7 +26,7 @@ GENERATED = "<autoconvert "
 def qualified(obj: Any) -> str:
     """A class's or function's name as messages give it: ``module.Qualname``, builtins' bare."""
     module = getattr(obj, "__module__", None)
-    return f"{module}.{obj.__qualname__}" if module and module != "builtins" else obj.__qualname__  # type: ignore[no-any-return]
+    return f"{module}.{obj.__qualname__}" if module and module != "builtins" else obj.__qualname__
 
 
 def describe_tensor(t: torch.Tensor) -> str:
