@@ -25,8 +25,8 @@ from ._errors import (
 )
 from ._explain._explain import Explanation, explain
 from ._numpy_op._ops import numpy_op
+from ._observe._observe import FunctionStats, stats
 from ._options._config import config
-from ._options._observe import FunctionStats, stats
 from ._torchify._torchify import torchify
 
 __version__ = "0.1.0"

@@ -24,7 +24,7 @@ def _attribute(module: Any, qualname: str) -> Any:
     return target
 
 
-def home(obj: Any, modules: tuple[str | None, ...]) -> tuple[str, str] | None:
+def holder_of(obj: Any, modules: tuple[str | None, ...]) -> tuple[str, str] | None:
     """``(module, name)`` of an attribute of one of the (imported) ``modules`` that is ``obj``:
     at its ``__qualname__`` first, else under any name; None where none holds it."""
     qualname = getattr(obj, "__qualname__", None)
@@ -42,7 +42,7 @@ def home(obj: Any, modules: tuple[str | None, ...]) -> tuple[str, str] | None:
 
 def by_reference(obj: Any, modules: tuple[str | None, ...]) -> Any:
     """What ``__reduce_ex__`` returns to pickle ``obj`` by reference, or None if no module holds it."""
-    found = home(obj, modules)
+    found = holder_of(obj, modules)
     if found is None:
         return None
     module, name = found
@@ -82,7 +82,7 @@ def exported(fn: Any) -> Any:
     if module is None or not isinstance(qualname, str) or _attribute(module, qualname) is fn:
         return fn
     parts = name.split(".")  # type: ignore[union-attr]  # a str: sys.modules had it
-    found = home(fn, tuple(".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)))
+    found = holder_of(fn, tuple(".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1)))
     return fn if found is None else Exported(fn, *found)
 
 

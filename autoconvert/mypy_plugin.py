@@ -42,9 +42,9 @@ from mypy.types import (
     get_proper_type,
 )
 
-ARRAY = "numpy.ndarray"
+NDARRAY = "numpy.ndarray"
 NUMPY_SCALAR = "numpy.generic"
-TENSOR = "torch._tensor.Tensor"  # has_base compares full names: where the class is defined
+TENSOR_CLASS = "torch._tensor.Tensor"  # has_base compares full names: where the class is defined
 NUMPY_OP = "autoconvert._numpy_op._ops.NumpyOp"
 TENSOR_NAME = "torch.Tensor"  # named_generic_type looks names up from a package's own
 #: The containers whose items a conversion reaches (the container registry's, as typeshed names them).
@@ -59,12 +59,12 @@ CONTAINERS = frozenset(
     }
 )
 
-Context = FunctionContext | MethodContext
+HookContext = FunctionContext | MethodContext
 #: How one leaf type is rewritten, given the call's context: None leaves it as it is.
-Leaf = Callable[[Instance, Context], Type | None]
+LeafRewrite = Callable[[Instance, HookContext], Type | None]
 
 
-def _rewrite(typ: Type, leaf: Leaf, ctx: Context) -> Type:
+def _rewrite(typ: Type, leaf: LeafRewrite, ctx: HookContext) -> Type:
     """``typ`` with each leaf ``leaf`` rewrites replaced, through unions, tuples and containers."""
     proper = get_proper_type(typ)
     if isinstance(proper, UnionType):
@@ -80,7 +80,7 @@ def _rewrite(typ: Type, leaf: Leaf, ctx: Context) -> Type:
     return typ
 
 
-def _named(ctx: Context, fullname: str, args: list[Type] | None = None) -> Type:
+def _named_type(ctx: HookContext, fullname: str, args: list[Type] | None = None) -> Type:
     """The type ``fullname`` names, or Any where mypy has not read its module."""
     try:
         return ctx.api.named_generic_type(fullname, args or [])
@@ -88,46 +88,48 @@ def _named(ctx: Context, fullname: str, args: list[Type] | None = None) -> Type:
         return AnyType(TypeOfAny.special_form)
 
 
-def _tensor(ctx: Context) -> Type:
-    return _named(ctx, TENSOR_NAME)
+def _tensor(ctx: HookContext) -> Type:
+    return _named_type(ctx, TENSOR_NAME)
 
 
-def _array(ctx: Context) -> Type:
+def _array(ctx: HookContext) -> Type:
     anything = AnyType(TypeOfAny.special_form)
-    return _named(ctx, ARRAY, [anything, _named(ctx, "numpy.dtype", [anything])])
+    return _named_type(ctx, NDARRAY, [anything, _named_type(ctx, "numpy.dtype", [anything])])
 
 
-def _tensor_too(leaf: Instance, ctx: Context) -> Type | None:
+def _tensor_too(leaf: Instance, ctx: HookContext) -> Type | None:
     """An array parameter of ``accepts_numpy`` also takes a tensor."""
-    return UnionType.make_union([leaf, _tensor(ctx)]) if leaf.type.has_base(ARRAY) else None
+    return UnionType.make_union([leaf, _tensor(ctx)]) if leaf.type.has_base(NDARRAY) else None
 
 
-def _array_too(leaf: Instance, ctx: Context) -> Type | None:
+def _array_too(leaf: Instance, ctx: HookContext) -> Type | None:
     """A tensor parameter of ``accepts_tensor`` also takes an array."""
-    return UnionType.make_union([leaf, _array(ctx)]) if leaf.type.has_base(TENSOR) else None
+    return UnionType.make_union([leaf, _array(ctx)]) if leaf.type.has_base(TENSOR_CLASS) else None
 
 
-def _a_batch(leaf: Instance, ctx: Context) -> Type | None:
+def _a_batch(leaf: Instance, ctx: HookContext) -> Type | None:
     """A sample's array parameter of ``batched`` takes a batch: a tensor, a list or tuple of them."""
-    if not leaf.type.has_base(ARRAY):
+    if not leaf.type.has_base(NDARRAY):
         return None
     tensor = _tensor(ctx)
-    listed = _named(ctx, "builtins.list", [tensor])
-    tupled = _named(ctx, "builtins.tuple", [tensor])
+    listed = _named_type(ctx, "builtins.list", [tensor])
+    tupled = _named_type(ctx, "builtins.tuple", [tensor])
     return UnionType.make_union([leaf, tensor, listed, tupled])
 
 
-def _as_tensor(leaf: Instance, ctx: Context) -> Type | None:
+def _as_tensor(leaf: Instance, ctx: HookContext) -> Type | None:
     """An array or NumPy scalar result of ``returns_tensor`` is a tensor."""
-    return _tensor(ctx) if leaf.type.has_base(ARRAY) or leaf.type.has_base(NUMPY_SCALAR) else None
+    return _tensor(ctx) if leaf.type.has_base(NDARRAY) or leaf.type.has_base(NUMPY_SCALAR) else None
 
 
-def _as_array(leaf: Instance, ctx: Context) -> Type | None:
+def _as_array(leaf: Instance, ctx: HookContext) -> Type | None:
     """A tensor result of ``returns_numpy`` is an array."""
-    return _array(ctx) if leaf.type.has_base(TENSOR) else None
+    return _array(ctx) if leaf.type.has_base(TENSOR_CLASS) else None
 
 
-def _signature(func: Type, ctx: Context, parameter: Leaf | None, result: Leaf | None, keep: bool = True) -> Type | None:
+def _signature(
+    func: Type, ctx: HookContext, parameter: LeafRewrite | None, result: LeafRewrite | None, keep: bool = True
+) -> Type | None:
     """The decorated function's type: ``func``'s own, each parameter's and the result's leaves
     rewritten (``keep=False``: the result is Any); None where ``func`` is not a function."""
     proper = get_proper_type(func)
@@ -141,12 +143,14 @@ def _signature(func: Type, ctx: Context, parameter: Leaf | None, result: Leaf | 
     return proper.copy_modified(arg_types=params, ret_type=returned if keep else AnyType(TypeOfAny.special_form))
 
 
-def _hook(parameter: Leaf | None, result: Leaf | None, keep: bool = True) -> Callable[[Context], Type]:
+def _hook(
+    parameter: LeafRewrite | None, result: LeafRewrite | None, keep: bool = True
+) -> Callable[[HookContext], Type]:
     """The hook of a decorator applied to a function: bare (``accepts_numpy(f)``) or as its
     options' decorator (``accepts_numpy(copy=True)(f)``). Called with options alone, the
     decorator keeps its declared type, whose ``__call__`` this hook types in turn."""
 
-    def typed(ctx: Context) -> Type:
+    def typed(ctx: HookContext) -> Type:
         if not ctx.arg_types or not ctx.arg_types[0]:
             return ctx.default_return_type
         made = _signature(ctx.arg_types[0][0], ctx, parameter, result, keep)
@@ -155,14 +159,14 @@ def _hook(parameter: Leaf | None, result: Leaf | None, keep: bool = True) -> Cal
     return typed
 
 
-_PAIR = _hook(_tensor_too, _as_tensor)
+_PAIR_HOOK = _hook(_tensor_too, _as_tensor)
 
 
-def _op(ctx: Context) -> Type:
+def _op(ctx: HookContext) -> Type:
     """``numpy_op``'s hook: as a pair's, and with ``fake=`` the ``NumpyOp`` it returns is given
     the function's rewritten parameters and result as its type arguments. With ``fake=`` on a
     method it reports the refusal the class's creation raises (see ``_Op.__set_name__``)."""
-    made = get_proper_type(_PAIR(ctx))
+    made = get_proper_type(_PAIR_HOOK(ctx))
     residuals = _residuals(ctx)
     if residuals != 0:
         made = _without_residuals(made, residuals)
@@ -178,7 +182,7 @@ def _op(ctx: Context) -> Type:
     return declared.copy_modified(args=[parameters, made.ret_type])
 
 
-def _residuals(ctx: Context) -> int | None:
+def _residuals(ctx: HookContext) -> int | None:
     """How many residuals the ``numpy_op`` call (or decorator) names: 0 without
     ``residuals=``, None where its value is not written out as a name or a tuple of names."""
     context = ctx.context

@@ -25,7 +25,7 @@ import torch
 import autoconvert as ac
 from autoconvert._adapters._table import adapter_for
 from autoconvert._interpreter._routes import Routed, described
-from autoconvert._options._observe import count_route
+from autoconvert._observe._observe import count_route
 from autoconvert._torchify._cupy import CupyRoute, twin_of
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None

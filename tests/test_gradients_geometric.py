@@ -241,7 +241,7 @@ def test_explain_names_the_rule() -> None:
     notes = str(ac.explain(ac.numpy_op(ndi.map_coordinates))).splitlines()
     assert notes[1] == (
         "numpy_op(): a torch op; backward=the catalogue's rule for scipy.ndimage.map_coordinates (gradients in "
-        "input, coordinates; every mode (constant, nearest, reflect, mirror, wrap, grid-constant, grid-mirror, "
+        "input, coordinates; every mode (reflect, constant, nearest, mirror, wrap, grid-mirror, grid-constant, "
         "grid-wrap); orders 0 to 5, prefilter or not; in coordinates, the spline's derivative (none at order 0)), "
         "fake=None, vmap='sequential', jvp=the rule's."
     )

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 import tomllib
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
-#: The layer folders, bottom first. What every layer shares (errors, pickling) sits in the
-#: package itself, below them; so do its front doors (``__init__``, ``__main__``, the mypy
-#: plugin), above them.
+#: The layer folders, bottom first. What every layer shares (errors, pickling, the compile
+#: escape) sits in the package itself, below them; so do its front doors (``__init__``,
+#: ``__main__``, the mypy plugin), above them.
 LAYERS = [
     "_conversions",
     "_adapters",
     "_gradients",
     "_options",
+    "_observe",
     "_spec",
     "_failures",
     "_generation",
@@ -33,6 +35,7 @@ LAYERS = [
 ORDER = [
     "_errors",
     "_pickling",
+    "_escape",
     "_conversions._dtypes",
     "_conversions._devices",
     "_conversions._copies",
@@ -70,10 +73,9 @@ ORDER = [
     "_options._checks",
     "_options._options",
     "_options._config",
-    "_options._observe",
-    "_options._escape",
-    "_options._signature",
-    "_options._outparams",
+    "_observe._observe",
+    "_spec._signature",
+    "_spec._outparams",
     "_spec._callbacks",
     "_spec._inputs",
     "_spec._outputs",
@@ -166,8 +168,8 @@ def test_the_distribution_ships_every_layer() -> None:
 
 def test_each_layer_sits_together_in_its_folder_in_order() -> None:
     folders = [module.rpartition(".")[0] for module in ORDER]
-    assert folders[:2] == ["", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
-    layers = [LAYERS.index(folder) for folder in folders[2:-3]]
+    assert folders[:3] == ["", "", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
+    layers = [LAYERS.index(folder) for folder in folders[3:-3]]
     assert layers == sorted(layers)
 
 
@@ -176,6 +178,52 @@ def test_imports_point_down_the_list_only() -> None:
         relative, _ = _imports(module)
         for target in relative:
             assert ORDER.index(target) < position, f"{module} imports {target}, which sits above it"
+
+
+def _private_names_across_folders() -> list[str]:
+    """``module imports target.name`` for each private name (one leading underscore, not a
+    module) a module imports from a module of another folder (the package itself is one)."""
+    crossing = []
+    for module in ORDER:
+        here = module.split(".")[:-1]
+        for node in ast.walk(ast.parse(_path(module).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autoconvert."):
+                target = node.module.removeprefix("autoconvert.")  # type: ignore[union-attr]  # startswith: a str
+            else:
+                continue
+            for alias in node.names:
+                imported = f"{target}.{alias.name}".lstrip(".")
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and imported not in ORDER and target.rpartition(".")[0] != module.rpartition(".")[0]:
+                    crossing.append(f"{module} imports {imported}")
+    return crossing
+
+
+def test_no_private_name_crosses_a_folder() -> None:
+    """A name used outside its folder is public there (its folder's interface); a private one
+    is its module's or its folder's business alone."""
+    assert _private_names_across_folders() == []
+
+
+def test_proxy_state_goes_by_one_prefix_and_stays_with_the_proxies() -> None:
+    """State kept on proxies goes by wrapt's ``_self_`` prefix alone. The stand-ins' own
+    (torchify's proxies: their device, their result hook) is read in their folder and by the
+    accessors beside ``StandIn`` (``_conversions._tree``), never by the floors between."""
+    source = {module: _path(module).read_text() for module in ORDER}
+    assert [m for m, text in source.items() if re.search(r"\b_ac_\w|[\"']_autoconvert_", text)] == []
+    wrapt_state = set(re.findall(r"\b_self_\w+", source["_interpreter._wrapper"]))
+    stand_ins = {n for m, t in source.items() if m.startswith("_torchify.") for n in re.findall(r"\b_self_\w+", t)}
+    own = stand_ins - wrapt_state
+    assert "_self_device" in own
+    readers = [
+        m
+        for m, text in source.items()
+        if not m.startswith("_torchify.") and m != "_conversions._tree" and own & set(re.findall(r"\b_self_\w+", text))
+    ]
+    assert readers == []
 
 
 def test_what_runs_on_worker_processes_imports_no_torch() -> None:
@@ -222,3 +270,49 @@ def test_the_design_page_lists_every_adapter() -> None:
     page = (PACKAGE.parent / "docs" / "design.md").read_text()
     rows = [line.split("|")[1].strip(" `") for line in page.splitlines() if line.startswith("  | `")]
     assert sorted(rows) == sorted(type(a).__name__ for a in ADAPTERS)
+
+
+def test_the_design_page_s_where_to_look_table_names_what_each_file_defines() -> None:
+    """Each row of the design page's "where to look" table names a file that exists and a name
+    it defines (``Class.method``: the class, and the method in it)."""
+    page = (PACKAGE.parent / "docs" / "design.md").read_text()
+    table = page.split("Where to look for a behaviour")[1].split("\n\n")[1]
+    rows = [line.split("|")[2:4] for line in table.splitlines()[2:]]
+    assert len(rows) == 8
+    for path, name in rows:
+        source = PACKAGE.parent / path.strip(" `")
+        tree = ast.parse(source.read_text())
+        scope: list[ast.stmt] = tree.body
+        for part in name.split("`")[1].split("."):
+            found = [node for node in scope if part in _names(node)]
+            assert found, f"{source.name} defines no {part}"
+            scope = getattr(found[0], "body", [])
+
+
+#: Module-level names more than one module defines: typing's variables (each module's own);
+#: the gradient catalogue's per-subpackage ``rules`` (an interface: the catalogue reads each
+#: module's); ``_new``, each module's alias of ``tuple.__new__`` (a global read, no import);
+#: and, still to be named apart, ``Rule`` (numpy_op's backward= type, the catalogue's rule)
+#: and private helpers of two meanings in ``_gradients``, ``_batched`` and ``_torchify``.
+SHARED_NAMES = {"P", "R", "Rule", "rules", "_axes", "_each", "_guarded", "_new", "_open", "_read_only"}
+
+
+def test_a_module_level_name_means_one_thing() -> None:
+    """A name defined at module scope in two modules is one of the few known ones: others are
+    one definition imported where used, or two names for two meanings."""
+    where: dict[str, set[str]] = {}
+    for module in ORDER:
+        for node in ast.parse(_path(module).read_text()).body:
+            for name in _names(node):
+                where.setdefault(name, set()).add(module)
+    assert {name for name, modules in where.items() if len(modules) > 1} <= SHARED_NAMES
+
+
+def _names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []

@@ -69,7 +69,7 @@ def _unwritten(*tensors: torch.Tensor) -> Iterator[None]:
 
 def _holds_tensors(obj: Any) -> bool:
     """Whether the proxy ``obj`` was made on its library's own torch path."""
-    return bool(obj._ac_class.holds_tensors)
+    return bool(obj._self_class.holds_tensors)
 
 
 # --------------------------------------------------------------------------- either way

@@ -220,9 +220,9 @@ def test_an_extension_type_s_methods_and_operators_are_wrapped_once() -> None:
     for name, call in calls.items():
         proxy = numbers if name == "__mul__" else tree
         call()
-        wrapped = proxy._ac_bound[name][2]
+        wrapped = proxy._self_bound[name][2]
         call()
-        assert proxy._ac_bound[name][2] is wrapped, name
+        assert proxy._self_bound[name][2] is wrapped, name
     assert (numbers * 2).tolist() == [1.0, 2.0, 1.0, 2.0]
 
 

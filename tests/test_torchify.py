@@ -229,9 +229,9 @@ def test_a_proxy_loaded_where_its_device_is_absent_forgets_it() -> None:
     with pytest.raises(ac.ConversionError):  # meta tensors hold no data, but the device is recorded
         model.transform(torch.empty(1, 2, device="meta"))
     assert pickle.loads(pickle.dumps(model)).mean_.device.type == "meta"  # present here: kept
-    object.__setattr__(model, "_ac_device", torch.device("cuda", 63))  # as recorded on a machine with it
+    object.__setattr__(model, "_self_device", torch.device("cuda", 63))  # as recorded on a machine with it
     restored = pickle.loads(pickle.dumps(model))
-    assert restored._ac_device is None and restored.mean_.device.type == "cpu"
+    assert restored._self_device is None and restored.mean_.device.type == "cpu"
     with torch.device("meta"):
         assert restored.mean_.device.type == "meta"
     assert restored.transform(torch.ones(1, 2, dtype=torch.float64)).device.type == "cpu"
@@ -301,9 +301,9 @@ def test_an_object_whose_call_is_no_python_function_is_wrapped_once() -> None:
 
     negate = ac.torchify(Negate())
     assert torch.equal(negate(torch.ones(2)), -torch.ones(2))
-    first = negate._ac_bound["__call__"]
+    first = negate._self_bound["__call__"]
     assert torch.equal(negate(torch.arange(3.0)), -torch.arange(3.0))
-    assert negate._ac_bound["__call__"] is first
+    assert negate._self_bound["__call__"] is first
 
 
 @pytest.mark.parametrize(
@@ -368,13 +368,13 @@ def test_torchify_caches_are_bounded_and_wrap_each_callable_once() -> None:
     for i in range(2000):
         with pytest.raises(AttributeError):
             getattr(obj, f"missing_{i}")
-    assert len(obj._ac_class._methods) <= len(dir(Legacy))  # only names the class has
+    assert len(obj._self_class._methods) <= len(dir(Legacy))  # only names the class has
     assert torchified.scale is torchified.scale  # one wrapper per static attribute
     assert torch.equal(torchified.scale(torch.ones(2)), torch.full((2,), 2.0))
     assert torch.equal(obj.transform(torch.ones(2)), -torch.ones(2))
-    first = obj._ac_bound["transform"]
+    first = obj._self_bound["transform"]
     obj.transform(torch.ones(2))
-    assert obj._ac_bound["transform"] is first  # not wrapped again
+    assert obj._self_bound["transform"] is first  # not wrapped again
     obj.transform = np.positive  # replaced: wrapped anew
     assert torch.equal(obj.transform(torch.ones(2)), torch.ones(2))
 
@@ -411,7 +411,7 @@ def test_a_static_method_is_cached_on_the_view_and_a_factory_returns_a_proxy() -
     torchified = ac.torchify(Whitener)
     built = torchified.identity(2)
     assert "identity" in vars(torchified) and isinstance(built, Whitener) and type(built) is not Whitener
-    assert type(built) is type(torchified()) and built._ac_class is torchified
+    assert type(built) is type(torchified()) and built._self_class is torchified
     assert torch.equal(built.transform(torch.ones(1, 2, dtype=torch.float64)), torch.ones(1, 2, dtype=torch.float64))
 
 

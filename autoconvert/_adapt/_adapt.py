@@ -33,13 +33,13 @@ from autoconvert._interpreter._after import ContainerChanges, WriteBack
 from autoconvert._interpreter._call import Begin, ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
+from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
-from autoconvert._options._observe import Watching
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
-from autoconvert._options._signature import Given, function_name
 from autoconvert._spec._emit import Result, Step
 from autoconvert._spec._inputs import Collected, NumpyInputs, Rebuilding, collected, collected_writes
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
+from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
 
 from ._annotations import Signature
@@ -175,7 +175,7 @@ class AdaptRunner(Runner):
                 )
             else:
                 return mapper(value, ctx)  # containers, None and the rest: tensors inside become arrays
-            return _cast(a, dtype) if dtype is not None and cast else a
+            return _cast_within_kind(a, dtype) if dtype is not None and cast else a
 
         return to_array
 
@@ -362,7 +362,7 @@ def _sparse_to_tensor(m: Any, ctx: Collected) -> torch.Tensor:
     return sparse_to_tensor(m, device, placed.casts, placed.copy, None)
 
 
-def _cast(a: Any, dtype: np.dtype[Any]) -> Any:
+def _cast_within_kind(a: Any, dtype: np.dtype[Any]) -> Any:
     """An array cast to an annotated dtype within its kind: floats to floats, complex to
     complex, integers to integers that hold them; never integers to floats (as elsewhere)."""
     if type(a) is not np.ndarray or a.dtype == dtype:

@@ -8,8 +8,8 @@ import typing
 from typing import Any
 
 from autoconvert._adapters._adapter import signature_of
-from autoconvert._options._signature import Parameters, function_name
 from autoconvert._spec._emit import INSTANCE, Step
+from autoconvert._spec._signature import Parameters, function_name
 
 from ._wants import KEEP, UNKNOWN, Want, want_of
 

@@ -66,7 +66,7 @@ class Want:
         return f"Want({self.kind})"
 
 
-KEPT = Want(KEEP)
+AS_GIVEN = Want(KEEP)
 UNKNOWN = Want(ANY)
 
 
@@ -90,7 +90,7 @@ def _substituted(value: Any, arguments: tuple[Any, ...]) -> Any:
         return value
 
 
-def want_of(annotation: Any, default: Want = KEPT) -> Want:
+def want_of(annotation: Any, default: Want = AS_GIVEN) -> Want:
     """The Want of one (resolved) annotation; ``default`` for ``Any`` and the unannotated."""
     annotation = unaliased(annotation)
     if annotation is Any or annotation is typing.Any:
@@ -114,7 +114,7 @@ def want_of(annotation: Any, default: Want = KEPT) -> Want:
             # NDArray[np.float32] | NDArray[np.float64]: an array, cast only where all name one dtype
             dtypes = {w.dtype for w in asking}
             return Want(kinds.pop(), dtype=dtypes.pop() if len(dtypes) == 1 else None, bare=len(asking) == len(wants))
-        return default if asking else KEPT  # ndarray | Tensor: either will do, as it is
+        return default if asking else AS_GIVEN  # ndarray | Tensor: either will do, as it is
     if origin in _SEQUENCES or (origin is tuple and len(arguments) == 2 and arguments[1] is Ellipsis):
         return Want(EACH, each=want_of(arguments[0], default)) if arguments else default
     if origin is tuple:
@@ -126,7 +126,7 @@ def want_of(annotation: Any, default: Want = KEPT) -> Want:
         return Want(
             ITEMS, items=tuple(want_of(hints.get(f, Any), default) for f in annotation._fields), record=annotation
         )
-    return KEPT
+    return AS_GIVEN
 
 
 def _dtype(arguments: tuple[Any, ...]) -> np.dtype[Any] | None:

@@ -81,11 +81,11 @@ def copy_parameters(fn: Any) -> list[CopyParameter]:
 
 
 #: Whether one call (its arguments and keywords, a method's object first) writes into its tensors.
-Writes = Callable[[tuple[Any, ...], dict[str, Any]], bool]
+WritesArguments = Callable[[tuple[Any, ...], dict[str, Any]], bool]
 
 
 def always(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """The ``Writes`` of a function that writes whatever its call says."""
+    """The ``WritesArguments`` of a function that writes whatever its call says."""
     return True
 
 
@@ -185,7 +185,7 @@ class Adapter:
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
 
-    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+    def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
         """Which calls of ``fn`` on the library's own torch path write into their tensors
         (None: none), so that they are handed copies: by default those whose ``overwrite_X``
         flags ask for it (see ``overwritten``) or whose ``copy`` parameter says not to copy.

@@ -9,7 +9,7 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import Adapter, Writes, always
+from ._adapter import Adapter, WritesArguments, always
 
 #: The subpackages cupyx.scipy mirrors, as the CuPy path takes them (its sparse and stats follow
 #: other conventions: sparse matrices of its own, results of other types).
@@ -52,7 +52,7 @@ class SciPy(Adapter):
             return f"SciPy's array API mode is off. Fix: {self.switch_on}"
         return None
 
-    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+    def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
         if getattr(fn, "__qualname__", None) in _TORCH_WRITES and str(getattr(fn, "__module__", "")).startswith(
             "scipy."
         ):

@@ -15,7 +15,7 @@ import inspect
 import pathlib
 from typing import Any
 
-from ._adapter import Adapter, Writes, copy_parameters
+from ._adapter import Adapter, WritesArguments, copy_parameters
 from ._scipy import array_api_mode
 
 #: The tables of scikit-learn's tests that list the functions its array API tests run on
@@ -73,7 +73,7 @@ class ScikitLearn(Adapter):
         except TypeError:  # an unhashable callable: never in the tables
             return "scikit-learn's array API tests of functions leave it out"
 
-    def torch_writes(self, fn: Any, owner: type | None = None) -> Writes | None:
+    def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
         """The calls of ``fn``, a method of the estimator class ``owner``, that scikit-learn's
         torch path lets write into the tensors it is handed: where the estimator is told not to
         copy, by the method's keyword (``transform(X, copy=False)``) or, where that leaves it

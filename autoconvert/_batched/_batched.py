@@ -27,10 +27,10 @@ from autoconvert._errors import SequenceKey, keystr
 from autoconvert._failures._traceback import boundary
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
-from autoconvert._interpreter._wrapper import _shown, _Wrapper, unbound_instance, wrap
+from autoconvert._interpreter._wrapper import Wrapper, shown, unbound_instance, wrap
+from autoconvert._observe._observe import count_batch
 from autoconvert._options._checks import is_pool, is_ray
 from autoconvert._options._config import active
-from autoconvert._options._observe import count_batch
 from autoconvert._options._options import (
     DEFAULTS,
     BatchedOptions,
@@ -41,8 +41,8 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import Parameters
 from autoconvert._pickling import by_reference, exported
+from autoconvert._spec._signature import Parameters
 
 from ._caps import has_threadpoolctl
 from ._chunks import Batch
@@ -226,7 +226,7 @@ class BatchedPlan(Plan):
 def _converting(fn: Any, options: dict[str, Any], name: str) -> Any:
     """What converts each batch: ``returns_tensor(accepts_numpy(fn))`` with ``options``, or the
     wrapper autoconvert made of ``fn``, with ``options`` added to its sides (see ``_sides``)."""
-    if not isinstance(fn, _Wrapper):
+    if not isinstance(fn, Wrapper):
         sides = {side: {k: v for k, v in options.items() if side in _sides_taking(k)} for side in _PAIR}
         return wrap(fn, BatchedPlan(fn, sides, given=frozenset(options), made=True))
     if not options:
@@ -236,13 +236,13 @@ def _converting(fn: Any, options: dict[str, Any], name: str) -> Any:
     )
 
 
-def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
+def _sides(fn: Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
     """The sides of ``fn``'s decorators with ``options`` added: each to the sides it has that take
     it, else to the one of the pair that does (fused, as stacking that decorator would). A
     value one of them was given already is refused unless equal: neither is the one a reader
     of either line would expect to win."""
     plan = plan_of(fn)
-    assignments = ", ".join(f"{k}={_shown(v)}" for k, v in options.items())
+    assignments = ", ".join(f"{k}={shown(v)}" for k, v in options.items())
     if type(plan) is not Plan or not set(plan.sides) <= set(_PAIR):
         start = f"autoconvert.batched({name}): batched adds its conversion options ({assignments}) to the "
         start += f"accepts_numpy and returns_tensor decorators only, and {name}"
@@ -254,7 +254,7 @@ def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[s
         fix = "pass it undecorated"
         if taken:
             which = "the options" if len(taken) == len(options) else "those it takes"
-            fix += f", or give {which} to {plan.maker(', '.join(f'{k}={_shown(v)}' for k, v in taken.items()))} instead"
+            fix += f", or give {which} to {plan.maker(', '.join(f'{k}={shown(v)}' for k, v in taken.items()))} instead"
         if len(taken) < len(options):
             fix += f"; {', '.join(f'{k}=' for k in options if k not in taken)} has no place there"
         raise TypeError(f"{start} was not made by them. Fix: {fix}")
@@ -265,8 +265,8 @@ def _sides(fn: _Wrapper, options: dict[str, Any], name: str) -> dict[str, dict[s
             given = sides[side].get(option, _NOT_GIVEN)
             if given is not _NOT_GIVEN and given != value:
                 raise ValueError(
-                    f"autoconvert.batched({name}): {option}= is given twice: {option}={_shown(value)} to batched, and "
-                    f"{option}={_shown(given)} in {plan.maker(f'{option}={_shown(given)}')}. Fix: give it in one "
+                    f"autoconvert.batched({name}): {option}= is given twice: {option}={shown(value)} to batched, and "
+                    f"{option}={shown(given)} in {plan.maker(f'{option}={shown(given)}')}. Fix: give it in one "
                     "place"
                 )
             sides[side][option] = value
@@ -505,7 +505,7 @@ class Batched:
             "converted once."
         ]
         if self._options:
-            given = ", ".join(f"{name}={_shown(value)}" for name, value in self._options.items())
+            given = ", ".join(f"{name}={shown(value)}" for name, value in self._options.items())
             notes.append(f"Given to batched and held by the call below: {given}.")
         if where is None:
             notes.append("Samples run one after another in the caller's thread.")

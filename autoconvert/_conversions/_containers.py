@@ -6,7 +6,7 @@ is _tree's ``Mapper``). Built-in containers are registered through the same publ
 ``register_container`` users call. Namedtuples,
 dataclasses and types registered with torch's pytree (model-output classes are) are
 recognised by type, once, and cached. Each node also says how a change the function made
-to a rebuilt copy becomes the caller's container's own (its ``Writes``, which _mutations
+to a rebuilt copy becomes the caller's container's own (its ``ContainerWrites``, which _mutations
 uses): dicts, lists and dataclasses by their kind, any other type by the ``update`` it was
 registered with, or not at all. This module imports neither torch nor NumPy: it looks for
 torch's pytree registry only if torch was already imported.
@@ -39,14 +39,14 @@ def _index_key(context: Any, i: int) -> KeyEntry:
 
 
 class Held(NamedTuple):
-    """What a container holds, as its ``Writes`` sees it: compared after a call, and taken."""
+    """What a container holds, as its ``ContainerWrites`` sees it: compared after a call, and taken."""
 
     keys: list[Any]  # one per child, telling them apart: a dict's keys, indices, names, key entries
     children: list[Any]
-    context: Any  # what ``Writes.take`` needs besides the children (a dict's keys, a flatten's context)
+    context: Any  # what ``ContainerWrites.take`` needs besides the children (a dict's keys, a flatten's context)
 
 
-class Writes:
+class ContainerWrites:
     """How a change made to a rebuilt copy becomes the caller's container's own: by default
     from the node's flatten, taken by an ``update`` if the type was registered with one."""
 
@@ -76,7 +76,7 @@ class Writes:
         return True
 
 
-class _MappingWrites(Writes):
+class _MappingWrites(ContainerWrites):
     """A dict or a subclass: keys added, removed or moved, values set, through its own methods."""
 
     __slots__ = ()
@@ -103,7 +103,7 @@ class _MappingWrites(Writes):
         return True
 
 
-class _ListWrites(Writes):
+class _ListWrites(ContainerWrites):
     """A list or a subclass: its items replaced by the copy's."""
 
     __slots__ = ()
@@ -122,7 +122,7 @@ class _ListWrites(Writes):
         return True
 
 
-class _DataclassWrites(Writes):
+class _DataclassWrites(ContainerWrites):
     """A dataclass: its fields and attributes set or deleted; a frozen one takes none."""
 
     __slots__ = ("fields", "frozen")
@@ -157,17 +157,17 @@ class _DataclassWrites(Writes):
         return True
 
 
-def _writes(cls: type | None, node: Node, update: Update | None) -> Writes:
+def _writes(cls: type | None, node: Node, update: Update | None) -> ContainerWrites:
     """How ``cls``'s changes are taken: by ``update`` where given, else by its kind."""
     if cls is None:
-        return Writes(node, update)
+        return ContainerWrites(node, update)
     if update is None and issubclass(cls, dict):
         return _MappingWrites(node, None)
     if update is None and issubclass(cls, list):
         return _ListWrites(node, None)
     if update is None and dataclasses.is_dataclass(cls):
         return _DataclassWrites(node, cls)
-    return Writes(node, update)
+    return ContainerWrites(node, update)
 
 
 def _with_writes(cls: type, node: Node, update: Update | None) -> Node:
@@ -194,10 +194,10 @@ class Node:
         self.key = key
         self.kind: type | None = None  # the type it was registered or recognised for, and its update
         self.update: Update | None = None
-        self._writes: Writes | None = None
+        self._writes: ContainerWrites | None = None
 
     @property
-    def writes(self) -> Writes:
+    def writes(self) -> ContainerWrites:
         """How a change to a rebuilt copy becomes the caller's, decided on first use (a
         registration looks at nothing of the type: another thread may be deciding it)."""
         found = self._writes

@@ -59,8 +59,8 @@ class Watch:
         self.copies.append(Copy("transfer", value, nbytes, f"{source} -> {target}"))
 
 
-_WATCH: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("autoconvert_watch", default=None)
-watching = _WATCH.get
+WATCH: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("autoconvert_watch", default=None)
+watching = WATCH.get
 
 
 def copied(cause: str, value: Any, nbytes: int) -> None:
@@ -72,12 +72,12 @@ def copied(cause: str, value: Any, nbytes: int) -> None:
 
 #: The watch of the decorated call whose function is running (see _observe): copies the
 #: function's own guards make (torchify's writable copies) count for that call.
-_IN_FUNCTION: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("autoconvert_in_function", default=None)
+IN_FUNCTION: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("autoconvert_in_function", default=None)
 
 
 def copied_in_function(cause: str, value: Any, nbytes: int) -> None:
     """``copied``, for a copy made while the decorated function runs."""
-    watch = _IN_FUNCTION.get()
+    watch = IN_FUNCTION.get()
     if watch is not None:
         watch.copies.append(Copy(cause, value, nbytes))
 

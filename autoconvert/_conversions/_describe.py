@@ -23,9 +23,10 @@ _WRAPT_DIR = f"{os.sep}wrapt{os.sep}"
 GENERATED = "<autoconvert "
 
 
-def _qualified(kind: type) -> str:
-    module = kind.__module__
-    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+def qualified(obj: Any) -> str:
+    """A class's or function's name as messages give it: ``module.Qualname``, builtins' bare."""
+    module = getattr(obj, "__module__", None)
+    return f"{module}.{obj.__qualname__}" if module and module != "builtins" else obj.__qualname__
 
 
 def describe_tensor(t: torch.Tensor) -> str:
@@ -34,17 +35,17 @@ def describe_tensor(t: torch.Tensor) -> str:
         shape = str(tuple(t.shape))
     except RuntimeError:  # nested tensors have no single shape
         shape = f"<{t.dim()}-d, ragged>"
-    return f"{_qualified(type(t))}(shape={shape}, dtype={t.dtype}, layout={t.layout}, device={t.device})"
+    return f"{qualified(type(t))}(shape={shape}, dtype={t.dtype}, layout={t.layout}, device={t.device})"
 
 
 def describe_array(a: NDArray[Any] | np.generic) -> str:
     """``numpy.ndarray(shape=(2,), dtype=<U3)``."""
-    return f"{_qualified(type(a))}(shape={a.shape}, dtype={a.dtype.str})"
+    return f"{qualified(type(a))}(shape={a.shape}, dtype={a.dtype.str})"
 
 
 def describe_sparse(m: Any) -> str:
     """``scipy.sparse._csr.csr_array(shape=(3, 3), format='csr')``."""
-    return f"{_qualified(type(m))}(shape={m.shape}, format={m.format!r})"
+    return f"{qualified(type(m))}(shape={m.shape}, format={m.format!r})"
 
 
 def is_ours(filename: str) -> bool:

@@ -11,7 +11,7 @@ or dict without tensors is handed as it is, so its changes are the caller's alre
 call with tensors, the arrays the function put in it become tensors all the same (the
 caller works in torch), and it is recorded as handed to itself.
 What a container holds and how it takes a change are its registered node's (its
-``Writes``, see _containers): this module compares and hands over, and never asks a type.
+``ContainerWrites``, see _containers): this module compares and hands over, and never asks a type.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from autoconvert._errors import ConversionError, KeyEntry, LeafError
 
 from ._containers import Held, node_for, registered
 
-#: The caller's container, the one the function was handed, and what that held then (see ``_held``).
+#: The caller's container, the one the function was handed, and what that held then (see ``_held_copy``).
 Record = tuple[Any, Any, Any]
 #: id(caller's container) -> its Record: one rebuilt container per caller's container in a call.
 Rebuilt = dict[int, Record]
-_MISSING = object()
+_ABSENT = object()
 
 
 def rebuilt(records: Rebuilt | None, original: Any, handed: Any) -> Rebuilt:
@@ -37,11 +37,11 @@ def rebuilt(records: Rebuilt | None, original: Any, handed: Any) -> Rebuilt:
     holds now, to compare with after the call."""
     if records is None:
         records = {}
-    records[id(original)] = (original, handed, _held(handed))
+    records[id(original)] = (original, handed, _held_copy(handed))
     return records
 
 
-def _held(container: Any) -> Any:
+def _held_copy(container: Any) -> Any:
     """What ``container`` holds, to compare after the call: an exact list's or dict's copy (a
     flat call's container of tensors pays one copy), any other container's ``Held``."""
     kind = type(container)
@@ -49,7 +49,7 @@ def _held(container: Any) -> Any:
 
 
 def held(container: Any) -> Held:
-    """What ``container`` holds, as its node's ``Writes`` sees it."""
+    """What ``container`` holds, as its node's ``ContainerWrites`` sees it."""
     node = node_for(type(container))
     assert node is not None  # only containers are rebuilt
     return node.writes.held(container)
@@ -75,7 +75,7 @@ def changed(records: Iterable[Record]) -> bool:
     return False
 
 
-def settle(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[Any, LeafError]]:
+def apply_changes(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[Any, LeafError]]:
     """After a call that ``changed`` its containers: make each caller's container in
     ``records`` hold what its rebuilt one holds now, ``convert`` turning new values into the
     caller's kind (in new containers too). Gives the containers that cannot take their
@@ -84,8 +84,8 @@ def settle(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[A
     mine = _handed_back(records)
 
     def back(value: Any, ctx: Any = None) -> Any:
-        found = mine.get(id(value), _MISSING)
-        if found is not _MISSING:
+        found = mine.get(id(value), _ABSENT)
+        if found is not _ABSENT:
             return found
         node = node_for(type(value))  # a new container: what it holds the function was handed is the caller's too
         return convert(value) if node is None else node.map(value, back, None)
@@ -137,7 +137,7 @@ def _handed_back(records: list[Record]) -> dict[int, Any]:
 def _refusal(original: Any, then: Held, now: Held) -> LeafError:
     """The fact of a change ``original`` cannot take: the first child it was made at."""
     before, after = dict(zip(then.keys, then.children, strict=True)), dict(zip(now.keys, now.children, strict=True))
-    key = next(k for k in [*before, *after] if before.get(k, _MISSING) is not after.get(k, _MISSING))
+    key = next(k for k in [*before, *after] if before.get(k, _ABSENT) is not after.get(k, _ABSENT))
     kind = type(original)
     entry: KeyEntry = node_for(kind).writes.entry(key)  # type: ignore[union-attr]
     fix = "return the changed value instead, or make the change on the caller's side"

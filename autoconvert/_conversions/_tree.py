@@ -38,11 +38,15 @@ class StandIn:
     """Base of the values that stand for an object of NumPy's world, ``__wrapped__`` (the
     torchified views of a module, a class, an object): where a value crosses to NumPy's
     side, the object itself does, since NumPy code (``csgraph``'s ``tocsr().astype()``)
-    cannot work through the view's tensors."""
+    cannot work through the view's tensors.
+
+    A stand-in keeps its state and hooks under wrapt's prefix, ``_self_``, on itself: names
+    it never forwards to the object. The call machinery reaches them through the accessors
+    below (``stand_in_device``, ``place_stand_in``, ``stand_in_returns``) alone."""
 
     __slots__ = ()
 
-    def _ac_stood_for(self) -> Any:
+    def _self_stood_for(self) -> Any:
         """The object this value stands for, where it crosses to NumPy's side; one that
         cannot cross raises a ``LeafError`` (a proxy of an object holding tensors)."""
         return self.__wrapped__  # type: ignore[attr-defined]
@@ -50,7 +54,24 @@ class StandIn:
 
 def stood_for(value: StandIn, ctx: Any) -> Any:
     """The NumPy sides' handler of a ``StandIn``: the object it stands for."""
-    return value._ac_stood_for()
+    return value._self_stood_for()
+
+
+#: The device of the tensors last passed to a stand-in for an object (None: none yet), where
+#: its results and the values read off it go. An attrgetter: the flat call reads it per call.
+stand_in_device: Callable[[Any], Any] = operator.attrgetter("_self_device")
+
+
+def place_stand_in(stand_in: Any, device: Any) -> None:
+    """Record ``device`` as ``stand_in``'s (see stand_in_device), past its own ``__setattr__``,
+    which sets the object's attributes."""
+    object.__setattr__(stand_in, "_self_device", device)
+
+
+def stand_in_returns(stand_in: Any, result: Any) -> Any:
+    """A method's converted ``result`` as the caller of ``stand_in``'s method gets it (an object
+    of the object's package as its stand-in)."""
+    return stand_in._self_returned(result)
 
 
 class Mapper:

@@ -192,7 +192,7 @@ class Private:
         self.owner = np.asarray(memoryview(private))  # type: ignore[arg-type, unused-ignore]  # ndarray exports a buffer; stubs before NumPy 2.5 do not say
         self.array = self.owner[...]
         self.references = _references(self)
-        self.held = _held(self)
+        self.held = _references_held(self)
         self.collections = -1  # unknown: every object is searched
 
 
@@ -202,7 +202,7 @@ def _references(handed: Private) -> int:
     return sys.getrefcount(handed.owner)
 
 
-def _held(handed: Private) -> int:
+def _references_held(handed: Private) -> int:
     """The references to ``handed.array``, as _references counts ``owner``'s."""
     return sys.getrefcount(handed.array)
 
@@ -220,7 +220,7 @@ def handed_over(handed: Iterable[Private]) -> None:
     beyond are what the function kept."""
     collections = _collections()
     for record in handed:
-        record.held = _held(record)
+        record.held = _references_held(record)
         record.collections = collections
 
 
@@ -295,7 +295,9 @@ def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> 
         # Rare, and searching the heap costs a fraction of a second: views of owner kept, or
         # the array kept (by the function itself, or by as_strided's holders or memoryviews:
         # then searched).
-        if _references(record) > record.references or (_held(record) > record.held and _kept_through(record)):
+        if _references(record) > record.references or (
+            _references_held(record) > record.held and _kept_through(record)
+        ):
             for view in _views_of(record.owner):
                 _freeze(view)
 

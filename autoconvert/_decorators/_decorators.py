@@ -13,18 +13,20 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import torch
 
+from autoconvert._escape import compiling, opaque
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import plan_of
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._options._checks import Compile, DeviceLike, DtypeLike, Grad, Names, Sparse, Transfers
-from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import (
     FUNC,
+    INPUT_SIDE,
+    OUTPUT_SIDE,
     check_callable,
     shows_options,
     validate,
 )
-from autoconvert._options._signature import Parameters, function_name, refuse_unknown
+from autoconvert._spec._signature import Parameters, function_name, refuse_unknown
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
 # is annotated), which no overload can say, so it keeps the return type and accepts any
@@ -90,6 +92,26 @@ def for_library(side: str, func: Any, options: dict[str, Any]) -> Any:
     """One decorator with options chosen for a whole library (torchify's): its ``out_params``
     name what the library's functions may take, not necessarily this one's parameters."""
     return _decorate(side, func, options, own_names=False)
+
+
+def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
+    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
+    return for_library("returns_tensor", for_library("accepts_numpy", fn, inputs_of(options)), outputs_of(options))
+
+
+def inputs_of(options: dict[str, Any]) -> dict[str, Any]:
+    """The input side's share of ``options`` (torchify's, numpy_op's: both sides' together)."""
+    return {k: v for k, v in options.items() if k in INPUT_SIDE}
+
+
+def outputs_of(options: dict[str, Any]) -> dict[str, Any]:
+    """The output side's share of ``options``."""
+    return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
+
+
+def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
+    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
+    return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 
 def _check_out_params(func: Any, names: tuple[str, ...], side: str) -> None:

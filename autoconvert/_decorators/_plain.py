@@ -15,17 +15,17 @@ from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_torch import array_to_tensor
 from autoconvert._errors import ConversionError, LeafError, keystr
+from autoconvert._escape import compiling, opaque
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._options._checks import DeviceLike, DtypeLike, Grad, Sparse
 from autoconvert._options._config import active
-from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import (
     policy_of,
     shows_options,
     validate,
 )
-from autoconvert._options._signature import _TENSORS, Parameters
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
+from autoconvert._spec._signature import TENSORS, Parameters
 
 
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
@@ -52,7 +52,7 @@ def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
         outputs, grad = _converter("to_numpy", options)
         converted = outputs.convert(obj, [], [], ((), {}, None))
         if grad.unsaid is not None:  # grad="warn": the warning names where the tensor was
-            grad.say([keystr("obj", path) for path, t in _TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
+            grad.say([keystr("obj", path) for path, t in TENSORS.leaves_with_paths(obj) if t is grad.unsaid])
     except ConversionError as e:
         filter_traceback(e)
         raise

@@ -14,12 +14,12 @@ import linecache
 import types
 from typing import Any
 
-from autoconvert._conversions._describe import GENERATED
+from autoconvert._conversions._describe import GENERATED, qualified
 from autoconvert._interpreter._routes import Description, Route, described
 from autoconvert._options._config import active
 from autoconvert._options._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
-from autoconvert._options._signature import function_name
 from autoconvert._spec._callbacks import global_names
+from autoconvert._spec._signature import function_name
 
 from ._wording import AFTER_WORDS, arguments_words, option_words, parameters_words, result_words
 
@@ -211,7 +211,7 @@ def _host(description: Description) -> Explanation:
         )
     elif adapted:
         path, why = "generic", f"{because}."
-    elif plan.default.spec.routes:
+    elif plan.default.spec.watched:
         path, why = (
             "generic",
             "A transfers= policy other than 'allow' watches every call, to guard its copies between devices.",
@@ -324,16 +324,11 @@ def _named(value: Any) -> str:
     if isinstance(value, (types.MethodType, types.BuiltinMethodType)) and not isinstance(
         owner, (type(None), types.ModuleType)
     ):
-        return f"{_qualified(type(owner))}.{value.__name__}, bound"
+        return f"{qualified(type(owner))}.{value.__name__}, bound"
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         code = getattr(value, "__code__", None)
-        return "generated, below" if code is not None and code.co_filename.startswith(GENERATED) else _qualified(value)
-    return f"a {_qualified(type(value))}"
-
-
-def _qualified(value: Any) -> str:
-    module = getattr(value, "__module__", None)
-    return f"{module}.{value.__qualname__}" if module and module != "builtins" else value.__qualname__
+        return "generated, below" if code is not None and code.co_filename.startswith(GENERATED) else qualified(value)
+    return f"a {qualified(type(value))}"
 
 
 def _torchified(view: Any, options: dict[str, Any], notes: tuple[str, ...]) -> Explanation:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoconvert._adapt._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
-from autoconvert._interpreter._wrapper import _shown
+from autoconvert._interpreter._wrapper import shown
 from autoconvert._options._options import Policy
 from autoconvert._spec._emit import Step
 from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, Spec
@@ -14,13 +14,13 @@ from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, 
 
 def option_words(option: Any) -> str:
     """An option's value as the decorator's repr shows it; parameter names as a sorted list."""
-    return repr(sorted(option)) if isinstance(option, frozenset) else _shown(option)
+    return repr(sorted(option)) if isinstance(option, frozenset) else shown(option)
 
 
 def arguments_words(policies: Mapping[str, Policy], adapted: bool) -> str:
     numpy_side = policies.get("accepts_numpy") or policies.get("adapt")
     if numpy_side is not None:
-        words = _to_arrays(numpy_side)
+        words = _to_arrays_words(numpy_side)
         if adapted:
             words = (
                 f"where a parameter asks for an array, {words}; where it asks for a tensor, an array becomes a tensor"
@@ -28,13 +28,13 @@ def arguments_words(policies: Mapping[str, Policy], adapted: bool) -> str:
         return words
     tensor_side = policies.get("accepts_tensor")
     if tensor_side is not None:
-        return _to_tensors(tensor_side)
+        return _to_tensors_words(tensor_side)
     if "returns_tensor" in policies:
         return "passed as they are; the tensors among them decide the results' device"
     return "passed as they are"
 
 
-def _to_arrays(p: Policy) -> str:
+def _to_arrays_words(p: Policy) -> str:
     if p.writeback:
         words = (
             "a tensor becomes a writable NumPy array (its own memory on the CPU, else a private copy), and what "
@@ -55,24 +55,24 @@ def _to_arrays(p: Policy) -> str:
     words += f"; sparse tensors as scipy.sparse {'arrays' if p.sparse == 'array' else 'matrices'}"
     if p.callbacks:
         words += "; callables are handed arrays-to-tensors adapters (callbacks=True)"
-    return words + _nested(p)
+    return words + _nested_words(p)
 
 
-def _to_tensors(p: Policy) -> str:
+def _to_tensors_words(p: Policy) -> str:
     where = f"on {p.device}" if p.device is not None else "on torch's default device"
     copy = {
         None: "sharing its memory where torch can",
         True: "a private copy",
         False: "sharing, never copied (CopyError)",
     }
-    return f"an array or NumPy scalar becomes a tensor {where}, {copy[p.copy]}{_dtype(p)}" + _nested(p)
+    return f"an array or NumPy scalar becomes a tensor {where}, {copy[p.copy]}{_dtype_words(p)}" + _nested_words(p)
 
 
-def _nested(p: Policy) -> str:
+def _nested_words(p: Policy) -> str:
     return "; inside lists, tuples, dicts, namedtuples and dataclasses too" if p.nested else "; top-level values only"
 
 
-def _dtype(p: Policy) -> str:
+def _dtype_words(p: Policy) -> str:
     if p.dtype == "input":
         return "; floating ones cast to the floating dtype of the call's tensors"
     if p.dtype is not None:
@@ -155,17 +155,17 @@ def result_words(policies: Mapping[str, Policy], adapts: Want | None = None) -> 
             False: "sharing, never copied (CopyError)",
         }
         dtype = (
-            _dtype(out)
+            _dtype_words(out)
             or "; NumPy's dtype, with bfloat16, float8 and complex32 restored when every floating argument had it"
         )
         layout = f"; scipy.sparse as {out.sparse_layout}" if out.sparse_layout is not None else ""
-        return f"arrays and NumPy scalars become tensors {where}, {copy[out.copy]}{dtype}{layout}{_nested(out)}"
+        return f"arrays and NumPy scalars become tensors {where}, {copy[out.copy]}{dtype}{layout}{_nested_words(out)}"
     back = policies.get("returns_numpy")
     if back is not None:
         copy = {None: "sharing a CPU tensor's memory", True: "always copied", False: "never copied (CopyError)"}
         return (
             f"tensors become NumPy arrays: detached, on the host, dtypes NumPy lacks widened, {copy[back.copy]}"
-            + _nested(back)
+            + _nested_words(back)
         )
     return "returned as it is"
 

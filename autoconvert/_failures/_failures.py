@@ -29,16 +29,14 @@ from autoconvert._adapters._table import (
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._sparse import LAYOUT_FORMAT
-from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
-from autoconvert._options._signature import Given, _record, _tensor_paths
 from autoconvert._spec._inputs import NumpyInputs
+from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_array_walker = Mapper({np.ndarray: _record}, nested=True)
 
 
 #: The attribute of an error raised in another process (a batched map's worker), whose
@@ -79,16 +77,14 @@ def wrote_into_handed(
             raised = tb
     read_only = [(path, a) for path, a in arrays if not a.flags.writeable]
     if raised is error.__traceback__:  # the caller's frame: compiled code was the function
-        out = [
-            path for path, a in read_only if any(a is o for _, o in _array_walker.leaves_with_paths(kwargs.get("out")))
-        ]
+        out = [path for path, a in read_only if any(a is o for _, o in ARRAYS.leaves_with_paths(kwargs.get("out")))]
         return (out or [path for path, _ in read_only]) if read_only else None
     code = raised.tb_frame.f_code
     if code.co_code[raised.tb_lasti] in _RAISES or _makes_read_only_views(code):
         return None
     values = raised.tb_frame.f_locals.values()
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
-    local = local or [v for v in _held(values) if not v.flags.writeable]
+    local = local or [v for v in _arrays_held(values) if not v.flags.writeable]
     local = _written_by_failure(raised) or _read_by_failure(raised, local) or local
     if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
@@ -103,7 +99,7 @@ def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]])
     container: the array compiled code refused, among the others the frame holds; none where
     that cannot be told."""
     read = _values_read(tb)
-    read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _held(read)
+    read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _arrays_held(read)
     return [a for a in local if any(a is r for r in read_arrays)]
 
 
@@ -125,9 +121,9 @@ def _values_read(tb: types.TracebackType) -> list[Any]:
         # A superinstruction reading two locals (``LOAD_FAST_LOAD_FAST``, Python 3.13 on) carries
         # its first read's position; its second read sits where the next instruction does.
         first, *second = instruction.argval if isinstance(instruction.argval, tuple) else [instruction.argval]
-        if _inside(instruction.positions, span):
+        if _within(instruction.positions, span):
             names[first] = None
-        if second and following is not None and _inside(following.positions, span):
+        if second and following is not None and _within(following.positions, span):
             names.update(dict.fromkeys(second))
     frame = tb.tb_frame.f_locals
     return [frame[name] for name in names if name in frame]
@@ -150,14 +146,14 @@ def _written_by_failure(tb: types.TracebackType) -> list[np.ndarray[Any, Any]]:
     if store.opname == "STORE_ATTR":
         targets = [vars(v).get(store.argval) for v in read if _has_attributes(v)]
     elif store.opname == "STORE_SUBSCR":  # the first value read holds the item: it, or an object's arrays
-        targets = [*read[:1], *_held(read[:1])]
+        targets = [*read[:1], *_arrays_held(read[:1])]
     else:
         targets = [tb.tb_frame.f_locals.get(store.argval)]
-    arrays = [a for _, a in _array_walker.leaves_with_paths(targets)]
+    arrays = [a for _, a in ARRAYS.leaves_with_paths(targets)]
     return [a for a in arrays if not a.flags.writeable]
 
 
-def _inside(at: dis.Positions | None, span: dis.Positions) -> bool:
+def _within(at: dis.Positions | None, span: dis.Positions) -> bool:
     """Whether the source span ``at`` is known and lies inside ``span``."""
     if at is None or at.lineno is None:
         return False
@@ -198,13 +194,13 @@ def _writeable_asked(code: types.CodeType) -> set[object]:
     return asked
 
 
-def _held(values: Any) -> list[np.ndarray[Any, Any]]:
+def _arrays_held(values: Any) -> list[np.ndarray[Any, Any]]:
     """The arrays in the containers and the attributes of the objects among a frame's local
     ``values``, where none is a read-only array itself: NumPy's Python wrappers (``np.round``,
     ``np.cumsum``) keep the destination in ``**kwargs``, a method writes into ``self.buf``."""
     values = list(values)
     values += [vars(v) for v in values if _has_attributes(v)]
-    return [a for _, a in _array_walker.leaves_with_paths(values)]
+    return [a for _, a in ARRAYS.leaves_with_paths(values)]
 
 
 def _has_attributes(value: Any) -> bool:
@@ -237,12 +233,12 @@ def refused_by(
     writes = compiled_refusal(error)
     if writes is None and not isinstance(error, (ValueError, TypeError)):
         return None
-    arrays = _tensor_paths(inputs.params, *handed, given.instance, _array_walker)
+    arrays = tensor_paths(inputs.params, *handed, given.instance, ARRAYS)
     if _has_attributes(given.instance):
         arrays += [
             (keystr("self", (GetAttrKey(name), *path)), a)
             for name, value in vars(given.instance).items()
-            for path, a in _array_walker.leaves_with_paths(value)
+            for path, a in ARRAYS.leaves_with_paths(value)
         ]
     if writes is not None:  # numba and OpenCV do not say which array: every read-only one handed over
         paths = [path for path, a in arrays if not a.flags.writeable]

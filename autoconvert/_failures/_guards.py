@@ -25,7 +25,7 @@ from autoconvert._adapters._adapter import Overwritten
 from autoconvert._adapters._table import adapter_for, refused_on_entry
 from autoconvert._conversions._copies import copied_in_function
 from autoconvert._conversions._tree import Mapper
-from autoconvert._options._signature import deferred_kind
+from autoconvert._spec._signature import deferred_kind
 
 
 class Guarded:
@@ -118,7 +118,7 @@ def _private(value: Any) -> Any:
     return value
 
 
-def _writable(a: NDArray[Any], ctx: object) -> NDArray[Any]:
+def _writable_copy(a: NDArray[Any], ctx: object) -> NDArray[Any]:
     """A read-only array as a private writable copy, counted (``stats``' "writable")."""
     if a.flags.writeable:
         return a
@@ -126,7 +126,7 @@ def _writable(a: NDArray[Any], ctx: object) -> NDArray[Any]:
     return a.copy(order="K")
 
 
-_WRITABLE = Mapper({np.ndarray: _writable}, nested=True)
+_WRITABLE = Mapper({np.ndarray: _writable_copy}, nested=True)
 
 
 def _arrays_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[NDArray[Any]]:

@@ -15,7 +15,7 @@ from typing import ParamSpec, TypeVar
 
 from autoconvert._conversions._describe import is_ours
 from autoconvert._errors import ConversionError
-from autoconvert._options._escape import compiling
+from autoconvert._escape import compiling
 
 #: Where the full traceback is asked for: read when an error leaves, so that setting it in a
 #: running program (a notebook) takes effect at the next error.

@@ -118,7 +118,7 @@ def compiled(source: str, label: str) -> CodeType:
 
 
 #: Generated code per (what the writer writes, shape): a few per program.
-_CODES: dict[tuple[tuple[Any, ...], Shape], CodeType] = {}
+_CODES_BY_SHAPE: dict[tuple[tuple[Any, ...], Shape], CodeType] = {}
 
 
 def with_signature(
@@ -132,7 +132,7 @@ def with_signature(
     for tracebacks, then what else it depends on), run in ``namespace`` and given ``function``'s
     parameter names, defaults and name; ``namespace`` gets ``d0``, ``d1``..., the defaults, for
     the source to compare with."""
-    code = _CODES.get((key, shape)) or _CODES.setdefault((key, shape), compiled(write(), key[0]))
+    code = _CODES_BY_SHAPE.get((key, shape)) or _CODES_BY_SHAPE.setdefault((key, shape), compiled(write(), key[0]))
     namespace.update({f"d{k}": value for k, value in defaults_of(function, shape).items()})
     exec(code, namespace)  # our own source
     made: types.FunctionType = namespace["__call__"]

@@ -47,7 +47,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, k
     ``keywords`` (the ``*args`` forms' converted ``new_kwargs``) the call passes them where
     the call had any: one block for both, and no ``**{}`` on a call without."""
     if kind.stands_in:  # the stand-in's device: the CPU, where the call had (CPU) tensors
-        s.add(level, "if met_tensors and instance._ac_device is not CPU:", "    record(instance, '_ac_device', CPU)")
+        s.add(level, "if met_tensors and stand_in_device(instance) is not CPU:", "    place_stand_in(instance, CPU)")
     callee = "callee" if kind.retries else "wrapped"
     guarded = kind.read_only or kind.retries
     inner = level + 1 if guarded else level

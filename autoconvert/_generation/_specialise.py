@@ -39,23 +39,24 @@ import torch
 from autoconvert._conversions._devices import CPU, default_device
 from autoconvert._conversions._mutations import changed
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
+from autoconvert._conversions._tree import place_stand_in, stand_in_device
 from autoconvert._errors import ConversionError, LeafError
+from autoconvert._escape import compiling
 from autoconvert._failures._guards import Guarded
 from autoconvert._failures._traceback import filter_traceback
-from autoconvert._options._config import _ACTIVE
-from autoconvert._options._escape import compiling
-from autoconvert._options._observe import PROFILER, Call
-from autoconvert._options._signature import given_args
+from autoconvert._observe._observe import PROFILER, RunnerCall
+from autoconvert._options._config import active
 from autoconvert._spec._emit import INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
 from autoconvert._spec._inputs import NumpyInputs, TensorInputs
 from autoconvert._spec._outputs import TensorOutputs
+from autoconvert._spec._signature import given_args
 from autoconvert._spec._spec import Spec, finish_of
 
 from ._exact import compiled, leading_of, shape_of, splitter, with_signature
 from ._generate import delegating_source, exact_source, leading_source, star_source
 
 #: A leading form's default for its parameters: nobody else's object, so never an argument.
-_MISSING = object()
+_NOT_PASSED = object()
 
 
 class Flat:
@@ -74,7 +75,7 @@ class Flat:
         self.selects = spec.selects
         self.method_escape = spec.method_escape
         exec(codes[0], namespace)  # our own source, compiled in specialised()
-        self.call: Call = namespace["call"]
+        self.call: RunnerCall = namespace["call"]
 
     def bind(self, wrapped: Any) -> tuple[Callable[..., Any], dict[str, Any]]:
         """``__call__`` for a wrapper of ``wrapped``, and its namespace (set ``instance`` there):
@@ -152,7 +153,7 @@ class Flat:
 
 
 def specialised(
-    spec: Spec, generic: Call, failed: Callable[..., None], changes: Callable[..., None] | None = None
+    spec: Spec, generic: RunnerCall, failed: Callable[..., None], changes: Callable[..., None] | None = None
 ) -> Flat | None:
     """The flat call of ``spec``, or None where it has none (the generic call is then the
     only one; ``spec.generic_because`` says why). ``changes``: a NumPy side's step making
@@ -174,7 +175,7 @@ def specialised(
     return Flat(kind, _codes_of(kind), namespace, spec)
 
 
-def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[str, Any]:
+def _namespace(spec: Spec, generic: RunnerCall, failed: Callable[..., None]) -> dict[str, Any]:
     """The constants the flat code of ``spec`` reads: its sides' tables, the generic call."""
     inputs, outputs = spec.inputs, spec.outputs
     writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
@@ -187,7 +188,7 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "filter_traceback": filter_traceback,
         "compiling": compiling,
         "opaque": spec.escape,
-        "active": _ACTIVE.get,
+        "active": active,
         "profiler": PROFILER,
         "default_device": default_device,
         "Target": Target,
@@ -208,10 +209,11 @@ def _namespace(spec: Spec, generic: Call, failed: Callable[..., None]) -> dict[s
         "convert_out": finish_of(spec),
         "failed": failed,
         "given_args": given_args,
-        "missing": _MISSING,
+        "missing": _NOT_PASSED,
         "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
         "writes": writes.names if writes is not None else frozenset(),
-        "record": object.__setattr__,
+        "stand_in_device": stand_in_device,
+        "place_stand_in": place_stand_in,
     }
     # The containers the flat code walks are decided now (as the Mappers would on first sight),
     # so the first call walks them too; a registration later makes the generic call decide again.

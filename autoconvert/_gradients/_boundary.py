@@ -14,6 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 #: The filters' aliases (``grid-*``): for filters, SciPy reads them as these modes.
+#: The words explain and the docs use for a rule that takes every mode ndimage has.
+EVERY_MODE = "every mode (reflect, constant, nearest, mirror, wrap, grid-mirror, grid-constant, grid-wrap)"
+
 _ALIASES = {"grid-mirror": "reflect", "grid-constant": "constant", "grid-wrap": "wrap"}
 MODES = ("reflect", "constant", "nearest", "mirror", "wrap", "grid-mirror", "grid-constant", "grid-wrap")
 

@@ -19,10 +19,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _ndimage_transforms
-from ._boundary import extended, folded
+from ._boundary import EVERY_MODE, extended, folded
 from ._rule import Call, Rule
-
-_MODES = "every mode (reflect, constant, nearest, mirror, wrap, grid-mirror, grid-constant, grid-wrap)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,17 +366,27 @@ def rules() -> dict[Any, Rule]:
         made[fn] = Rule(f"scipy.ndimage.{fn.__name__}", fn, takes, *pair, covers=covers)
 
     orders = "; orders 0 and up per axis"
-    add(ndi.correlate1d, ("input", "weights"), _correlate1d_rules(False), f"{_MODES}, every origin")
-    add(ndi.convolve1d, ("input", "weights"), _correlate1d_rules(True), f"{_MODES}, every origin")
-    add(ndi.correlate, ("input", "weights"), _correlate_rules(False), f"{_MODES}, every origin and axes")
-    add(ndi.convolve, ("input", "weights"), _correlate_rules(True), f"{_MODES}, every origin and axes")
-    add(ndi.gaussian_filter, ("input",), _linear(_gaussian_filter_terms), f"{_MODES} per axis, sigma per axis{orders}")
-    add(ndi.gaussian_filter1d, ("input",), _linear(_gaussian_filter1d_terms), f"{_MODES}{orders}")
-    add(ndi.uniform_filter, ("input",), _linear(_uniform_filter_terms), f"{_MODES} per axis, size and origin per axis")
-    add(ndi.uniform_filter1d, ("input",), _linear(_uniform_filter1d_terms), f"{_MODES}, every origin")
-    add(ndi.sobel, ("input",), _linear(_edge_terms((1.0, 2.0, 1.0))), f"{_MODES} per axis")
-    add(ndi.prewitt, ("input",), _linear(_edge_terms((1.0, 1.0, 1.0))), f"{_MODES} per axis")
-    add(ndi.laplace, ("input",), _linear(_laplace_terms), f"{_MODES} per axis")
-    add(ndi.gaussian_laplace, ("input",), _linear(lambda call: _derivative_terms(call, 2)), f"{_MODES} per axis")
-    add(ndi.gaussian_gradient_magnitude, ("input",), _gradient_magnitude_rules(), f"{_MODES} per axis")
+    add(ndi.correlate1d, ("input", "weights"), _correlate1d_rules(False), f"{EVERY_MODE}, every origin")
+    add(ndi.convolve1d, ("input", "weights"), _correlate1d_rules(True), f"{EVERY_MODE}, every origin")
+    add(ndi.correlate, ("input", "weights"), _correlate_rules(False), f"{EVERY_MODE}, every origin and axes")
+    add(ndi.convolve, ("input", "weights"), _correlate_rules(True), f"{EVERY_MODE}, every origin and axes")
+    add(
+        ndi.gaussian_filter,
+        ("input",),
+        _linear(_gaussian_filter_terms),
+        f"{EVERY_MODE} per axis, sigma per axis{orders}",
+    )
+    add(ndi.gaussian_filter1d, ("input",), _linear(_gaussian_filter1d_terms), f"{EVERY_MODE}{orders}")
+    add(
+        ndi.uniform_filter,
+        ("input",),
+        _linear(_uniform_filter_terms),
+        f"{EVERY_MODE} per axis, size and origin per axis",
+    )
+    add(ndi.uniform_filter1d, ("input",), _linear(_uniform_filter1d_terms), f"{EVERY_MODE}, every origin")
+    add(ndi.sobel, ("input",), _linear(_edge_terms((1.0, 2.0, 1.0))), f"{EVERY_MODE} per axis")
+    add(ndi.prewitt, ("input",), _linear(_edge_terms((1.0, 1.0, 1.0))), f"{EVERY_MODE} per axis")
+    add(ndi.laplace, ("input",), _linear(_laplace_terms), f"{EVERY_MODE} per axis")
+    add(ndi.gaussian_laplace, ("input",), _linear(lambda call: _derivative_terms(call, 2)), f"{EVERY_MODE} per axis")
+    add(ndi.gaussian_gradient_magnitude, ("input",), _gradient_magnitude_rules(), f"{EVERY_MODE} per axis")
     return made | _ndimage_transforms.rules()

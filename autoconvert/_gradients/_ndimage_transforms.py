@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._boundary import EVERY_MODE
 from ._rule import Call, Rule
 
 #: SciPy's interpolation reads ``grid-mirror`` as ``reflect`` (``_extend_mode_to_code``).
-_ALIASES = {"grid-mirror": "reflect"}
+_FOLDED_AS = {"grid-mirror": "reflect"}
 #: The modes SciPy prepads by 12 samples before the spline filter (``_prepad_for_spline_filter``).
 _PREPADDED = ("nearest", "grid-constant")
 _PREPAD = 12
@@ -281,7 +282,7 @@ def _sampling(coordinates: list[NDArray[Any]], shape: tuple[int, ...], call: Cal
     input's frame), under the call's order, mode and prefilter; ``rows``: per axis, the
     output points' index into that axis's ``coordinates`` (a separable transform's lines)."""
     order, prefilter = int(call["order"]), bool(call["prefilter"])
-    mode = _ALIASES.get(call["mode"], call["mode"])
+    mode = _FOLDED_AS.get(call["mode"], call["mode"])
     pad = _PREPAD if prefilter and order > 1 and mode in _PREPADDED else 0
     axes = tuple(_axis(c + pad, n + 2 * pad, order, mode) for c, n in zip(coordinates, shape, strict=True))
     if rows is not None:
@@ -445,7 +446,6 @@ def _map_coordinates_rules(fn: Any) -> tuple[Any, Any]:
     return vjp, jvp
 
 
-_MODES = "every mode (constant, nearest, reflect, mirror, wrap, grid-constant, grid-mirror, grid-wrap)"
 _ORDERS = "orders 0 to 5, prefilter or not"
 
 
@@ -461,19 +461,19 @@ def rules() -> dict[Any, Rule]:
     def zoom(call: Call) -> _Sampling | None:
         return None if _is_identity_zoom(call) else _zoom_sampling(call)
 
-    add(ndi.shift, ("input",), _input_rules(ndi.shift, _whole(_shift_sampling)), f"{_MODES}; {_ORDERS}")
-    add(ndi.zoom, ("input",), _input_rules(ndi.zoom, _whole(zoom)), f"{_MODES}; {_ORDERS}; grid_mode")
+    add(ndi.shift, ("input",), _input_rules(ndi.shift, _whole(_shift_sampling)), f"{EVERY_MODE}; {_ORDERS}")
+    add(ndi.zoom, ("input",), _input_rules(ndi.zoom, _whole(zoom)), f"{EVERY_MODE}; {_ORDERS}; grid_mode")
     add(
         ndi.affine_transform,
         ("input",),
         _input_rules(ndi.affine_transform, _whole(_affine_sampling)),
-        f"{_MODES}; {_ORDERS}; a matrix, a diagonal, or a homogeneous matrix; offset, output_shape",
+        f"{EVERY_MODE}; {_ORDERS}; a matrix, a diagonal, or a homogeneous matrix; offset, output_shape",
     )
-    add(ndi.rotate, ("input",), _input_rules(ndi.rotate, _planes), f"{_MODES}; {_ORDERS}; any axes, reshape or not")
+    add(ndi.rotate, ("input",), _input_rules(ndi.rotate, _planes), f"{EVERY_MODE}; {_ORDERS}; any axes, reshape or not")
     add(
         ndi.map_coordinates,
         ("input", "coordinates"),
         _map_coordinates_rules(ndi.map_coordinates),
-        f"{_MODES}; {_ORDERS}; in coordinates, the spline's derivative (none at order 0)",
+        f"{EVERY_MODE}; {_ORDERS}; in coordinates, the spline's derivative (none at order 0)",
     )
     return made

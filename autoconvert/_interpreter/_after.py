@@ -13,28 +13,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._memory import restore_writes
-from autoconvert._conversions._mutations import Rebuilt, Record, changed, path_to, settle
+from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
-from autoconvert._conversions._tree import Mapper
 from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_back
 from autoconvert._errors import ConversionError, KeyEntry, LeafError, ReadOnlyError, message
 from autoconvert._failures._failures import writable_fixes
-from autoconvert._options._outparams import returned
-from autoconvert._options._signature import DEFERRED_RESULTS, Given, _record, _tensor_paths, deferred_result
 from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._inputs import Collected, NumpyInputs, collected_writes
+from autoconvert._spec._outparams import returned
+from autoconvert._spec._signature import ARRAYS, DEFERRED_RESULTS, Given, deferred_result, tensor_paths
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
 #: The arrays anywhere in a result (nested containers too): the caller's, left writable by freeze.
-_ARRAYS = Mapper({np.ndarray: _record}, nested=True)
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -99,12 +96,12 @@ class WriteBack:
             ) from failed.error
         finally:
             if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
-                freeze(pairs, writes.handed or (), (a for _, a in _ARRAYS.leaves_with_paths(result)))
+                freeze(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
         return returned(result, writes.written) if self.gives_back and writes.written else result
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""
-        paths = [path for path, t in _tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
+        paths = [path for path, t in tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
         return ", ".join(paths or ["(a tensor argument)"])
 
 
@@ -134,7 +131,7 @@ class ContainerChanges:
         ``had_tensors``: whether the call's arguments held tensors before it."""
         if not (had_tensors or self.converts_as_is):  # the lists and dicts handed as they are stay so
             records = [record for record in records if record[0] is not record[1]]
-        refused = settle(records, self.new_values(given, had_tensors))
+        refused = apply_changes(records, self.new_values(given, had_tensors))
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)

@@ -9,19 +9,19 @@ from typing import Any, NamedTuple
 import torch
 
 from autoconvert._conversions._devices import settle, vote
-from autoconvert._conversions._tree import cycle_error, keep
+from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
 from autoconvert._conversions._writeback import handed_over
 from autoconvert._errors import ConversionError, LeafError
+from autoconvert._escape import compiling
 from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
+from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
-from autoconvert._options._escape import compiling
-from autoconvert._options._observe import PROFILER, Call, Watched, Watching
-from autoconvert._options._outparams import Returned
-from autoconvert._options._signature import Given, _tensor_paths, given_args
 from autoconvert._spec._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
+from autoconvert._spec._outparams import Returned
 from autoconvert._spec._outputs import NumpyOutputs, lazily
+from autoconvert._spec._signature import Given, given_args, tensor_paths
 from autoconvert._spec._spec import RESTORE_WRITES, Spec, finish_of
 
 from ._after import ContainerChanges, Handed, RestoreWrites, WriteBack
@@ -61,8 +61,8 @@ def noted(instance: Any, tensors: list[torch.Tensor]) -> None:
     share, where they share one (none: the device it had stays)."""
     if tensors:
         device = vote(tensors)
-        if device is not None and device is not instance._ac_device:
-            object.__setattr__(instance, "_ac_device", device)
+        if device is not None and device is not stand_in_device(instance):
+            place_stand_in(instance, device)
 
 
 class Runner:
@@ -83,18 +83,18 @@ class Runner:
         watch: Watching | None = None,
     ) -> None:
         """``variants``: where calls inside a ``config`` block go (this is a plan's default
-        Runner), and with ``spec.routes`` every call; ``watch``: this is such a Runner, with
+        Runner), and with ``spec.watched`` every call; ``watch``: this is such a Runner, with
         where values were and each side's transfer policy (see _observe)."""
         self.spec = spec
         self.inputs = spec.inputs
         self.outputs = spec.outputs
         self.function = spec.function
-        self.routes = spec.routes and variants is not None
+        self.hands_over = spec.watched and variants is not None
         self.flat: Flat | None = None
         #: A NumPy side's containers' changes made the caller's, by the generic and the flat call.
         self.changes = self._container_changes()
         call = self._make_call(variants)
-        if variants is not None and not spec.routes:  # the plan's default Runner: its flat call, where it has one
+        if variants is not None and not spec.watched:  # the plan's default Runner: its flat call, where it has one
             self.flat = specialised(spec, call, self.failed, self.changes.settle if self.changes else None)
             call = self.flat.call if self.flat is not None else call
         if watch is not None:
@@ -115,7 +115,7 @@ class Runner:
         out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
         return into, out
 
-    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> Call:  # noqa: PLR0915 - one frame per call, its boundary around it
+    def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> RunnerCall:  # noqa: PLR0915 - one frame per call, its boundary around it
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
@@ -127,7 +127,7 @@ class Runner:
         after = self._after_step()
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
-        failed, routes, profiler, ended = self.failed, self.routes, PROFILER, self._ended(after)
+        failed, hands_over, profiler, ended = self.failed, self.hands_over, PROFILER, self._ended(after)
 
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
@@ -138,7 +138,7 @@ class Runner:
             try:  # the boundary where autoconvert's errors leave: its frames are left out (see _traceback)
                 if variants is not None:
                     config = active()
-                    if config is not None or routes or profiler._is_profiler_enabled:
+                    if config is not None or hands_over or profiler._is_profiler_enabled:
                         return variants(config).call(wrapped, instance, args, kwargs)
                 shared: list[torch.Tensor] = []
                 odd: list[torch.Tensor] = []
@@ -273,7 +273,7 @@ class Runner:
         assert isinstance(self.inputs, NumpyInputs)
         grad = self.inputs.grad
         if grad.unsaid is not None:
-            grad.say([path for path, t in _tensor_paths(self.inputs.params, *given) if t is grad.unsaid])
+            grad.say([path for path, t in tensor_paths(self.inputs.params, *given) if t is grad.unsaid])
 
     def failed(
         self,
@@ -306,7 +306,7 @@ class Runner:
                 ) from error
             site = self.spec.site
             notes = (
-                hints(error, inputs, _tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
+                hints(error, inputs, tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
             )
             if isinstance(error, TypeError) and not inputs.policy.callbacks and arrays_met_torch(str(error)):
                 notes += callback_hints(inputs, given, site)

@@ -19,10 +19,12 @@ from autoconvert._conversions._dtypes import RESTORING, RESTORING_HALF
 from autoconvert._conversions._grad import GradFixes, GradPolicy
 from autoconvert._conversions._tree import Leaf
 from autoconvert._failures._guards import Guarded
+from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
-from autoconvert._options._observe import Watching
 from autoconvert._options._options import DEFAULTS, Policy, policy_of
-from autoconvert._options._signature import (
+from autoconvert._spec._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
+from autoconvert._spec._outputs import NumpyOutputs, Outputs, TensorOutputs
+from autoconvert._spec._signature import (
     GENERATOR_FUNCTION,
     Parameters,
     deferred_kind,
@@ -30,14 +32,12 @@ from autoconvert._options._signature import (
     path_finder,
     refuse_deferred_function,
 )
-from autoconvert._spec._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from autoconvert._spec._outputs import NumpyOutputs, Outputs, TensorOutputs
 from autoconvert._spec._spec import Spec, in_a_block, spec_of
 
 from ._call import Runner
 from ._trace import Trace
 
-_NOT_GIVEN = object()
+_NOT_SET = object()
 
 
 class Plan:
@@ -128,8 +128,8 @@ class Plan:
         words: what made it (``maker``), or a ``config`` block around the call, unless the
         option was given explicitly, which a block cannot change."""
         option = assignment.partition("=")[0]
-        given = next((options[option] for options in self.sides.values() if option in options), _NOT_GIVEN)
-        if given is _NOT_GIVEN:
+        given = next((options[option] for options in self.sides.values() if option in options), _NOT_SET)
+        if given is _NOT_SET:
             return f"{self.maker(assignment)}, {in_a_block(assignment)}"
         return f"{self.maker(assignment)}, where {option}={given!r} was given, so a config block cannot change it"
 

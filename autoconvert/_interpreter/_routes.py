@@ -18,10 +18,10 @@ import types
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from autoconvert._errors import ConversionError, message
+from autoconvert._escape import compiling
+from autoconvert._observe._observe import count_route
 from autoconvert._options._config import active
-from autoconvert._options._escape import compiling
-from autoconvert._options._observe import count_route
-from autoconvert._options._signature import function_name
+from autoconvert._spec._signature import function_name
 
 if TYPE_CHECKING:  # _plan builds its trace route from this module
     from ._plan import Plan

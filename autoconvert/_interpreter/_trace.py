@@ -24,11 +24,11 @@ import torch
 
 from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
 from autoconvert._errors import CompileWarning
+from autoconvert._escape import compiling, opaque
 from autoconvert._failures._guards import Guarded
-from autoconvert._options._escape import compiling, opaque
 from autoconvert._options._options import Policy
-from autoconvert._options._signature import Parameters, Selection
 from autoconvert._spec._callbacks import reads_numpy_alone
+from autoconvert._spec._signature import Parameters, Selection
 
 #: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
 Escape = Callable[..., Any]

@@ -17,8 +17,8 @@ from typing import Any, cast
 import torch
 import wrapt
 
+from autoconvert._escape import opaque
 from autoconvert._failures._traceback import boundary
-from autoconvert._options._escape import opaque
 from autoconvert._pickling import by_reference, locate, resolve, unwrap
 
 from ._plan import Plan
@@ -28,7 +28,7 @@ from ._routes import Description, described
 class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
     """A decorated method bound to an instance or class; pickles like a bound method."""
 
-    _torchdynamo_disable = True  # see _Wrapper
+    _torchdynamo_disable = True  # see Wrapper
 
     def __autoconvert_spec__(self) -> Description | None:
         return described(self._self_parent)
@@ -62,7 +62,7 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
         return getattr(copy.deepcopy(self._self_instance, memo), self.__wrapped__.__name__)
 
 
-class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
+class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
     """wrapt's FunctionWrapper with the plan attached, for fusion and pickling.
 
     The wrapt wrapper is the plan's runner, ``call(wrapped, instance, args, kwargs)``;
@@ -109,7 +109,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
 
     def __repr__(self) -> str:
         sides = ", ".join(
-            f"{side}({', '.join(f'{k}={_shown(v)}' for k, v in options.items())})"
+            f"{side}({', '.join(f'{k}={shown(v)}' for k, v in options.items())})"
             for side, options in self._self_plan.sides.items()
         )
         return f"<autoconvert {sides} of {self.__wrapped__!r}>"
@@ -140,12 +140,12 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
         return wrap(wrapped, self._self_plan.remade()(wrapped, self._self_plan.sides))
 
 
-def _shown(option: Any) -> str:
+def shown(option: Any) -> str:
     """An option's value as a repr shows it: a device as the string it was given as."""
     return repr(str(option)) if isinstance(option, torch.device) else repr(option)
 
 
-def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
+def wrap(wrapped: Any, plan: Plan) -> Wrapper:
     """A wrapper for ``wrapped``, of a class made for it alone.
 
     The class's ``__call__`` serves unbound calls (functions, ufuncs, builtins) without
@@ -172,7 +172,7 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
     else:
 
         @boundary
-        def __call__(self: _Wrapper, *args: Any, **kwargs: Any) -> Any:  # noqa: N807 - the call hook
+        def __call__(self: Wrapper, *args: Any, **kwargs: Any) -> Any:  # noqa: N807 - the call hook
             return call(wrapped, instance, args, kwargs)
 
         members = {"__call__": __call__, "__module__": __name__}
@@ -193,23 +193,23 @@ def wrap(wrapped: Any, plan: Plan) -> _Wrapper:
             functools.update_wrapper(method, wrapped)  # named as the function, as the flat method form is
 
             members["_self_method"] = staticmethod(method)
-    Wrapper = type("Wrapper", (_Wrapper,), {**members, **plan.members(wrapped)})  # noqa: N806 - a class
+    made = type("Wrapper", (Wrapper,), {**members, **plan.members(wrapped)})
 
     # wrapt's own constructor, and the plan set after: a Python __init__ of ours would be a
     # frame dynamo inspects (after a graph break) while wrapt 1.x's proxy still refuses isinstance.
-    wrapper: _Wrapper = Wrapper(wrapped, call)
+    wrapper: Wrapper = made(wrapped, call)
     wrapper._self_plan = plan
     instance = constants["instance"] = unbound_instance(wrapper)
     if plan.trace is not None and plan.trace.traces:
         # Found by dynamo before the marker above: a call of the wrapper met in a graph is
         # traced as this function's in its place, where it can be (see _trace).
-        Wrapper._torchdynamo_inline = plan.trace.inline(wrapped, instance, call)  # type: ignore[attr-defined]
+        made._torchdynamo_inline = plan.trace.inline(wrapped, instance, call)  # type: ignore[attr-defined]
     if method is not None:  # bound to an instance, it is the wrapper's call (see described)
         method.__autoconvert_spec__ = lambda instance: wrapper.__autoconvert_spec__()
     return wrapper
 
 
-def unbound_instance(wrapper: _Wrapper) -> Any:
+def unbound_instance(wrapper: Wrapper) -> Any:
     """What wrapt's C ``__call__`` passes as ``instance`` on an unbound call, decided once: a
     bound method wrapped directly carries its instance in ``__self__``."""
     if wrapper._self_binding in ("function", "instancemethod", "classmethod", "callable"):
@@ -221,7 +221,7 @@ def _binding(method: Callable[..., Any]) -> Callable[..., Any]:
     """A wrapper's ``__get__``: ``method`` bound to an instance; wrapt's binding for the class."""
     bind = wrapt.FunctionWrapper.__get__
 
-    def __get__(self: _Wrapper, instance: Any, owner: Any = None) -> Any:  # noqa: N807 - the descriptor hook
+    def __get__(self: Wrapper, instance: Any, owner: Any = None) -> Any:  # noqa: N807 - the descriptor hook
         if instance is None:
             return bind(self, instance, owner)
         return types.MethodType(method, instance)
@@ -229,7 +229,7 @@ def _binding(method: Callable[..., Any]) -> Callable[..., Any]:
     return __get__
 
 
-def as_method(wrapper: _Wrapper) -> Callable[..., Any]:
+def as_method(wrapper: Wrapper) -> Callable[..., Any]:
     """``call(instance, *args, **kwargs)``: ``wrapper`` (of a plain function) called as a
     method of ``instance``, as ``instance.name(...)`` would call it, the instance never
     converted: the method form ``wrap`` made."""
@@ -237,11 +237,11 @@ def as_method(wrapper: _Wrapper) -> Callable[..., Any]:
     return wrapper._self_method
 
 
-def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan] = Plan) -> _Wrapper:
+def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan] = Plan) -> Wrapper:
     wrapped = unwrap(holder, hops)
     return wrap(wrapped, kind(wrapped, sides))
 
 
 def is_wrapper(obj: object) -> bool:
     """Whether ``obj`` is a function decorated by autoconvert."""
-    return isinstance(obj, _Wrapper)
+    return isinstance(obj, Wrapper)

@@ -23,19 +23,19 @@ from autoconvert._errors import ReadOnlyError, keystr, message
 from autoconvert._failures._failures import quoted, wrote_into_handed
 
 
-def _read_only(t: torch.Tensor, ctx: Any) -> Any:
+def _read_only_view(t: torch.Tensor, ctx: Any) -> Any:
     a = tensor_to_array(t, None)[0]
     if type(a) is np.ndarray:  # not a scipy.sparse object: always a new one
         a.setflags(False)  # type: ignore[call-arg, unused-ignore]  # write=False, positionally: see _spec._inputs
     return a
 
 
-def _private(t: torch.Tensor, ctx: Any) -> Any:
+def _private_copy(t: torch.Tensor, ctx: Any) -> Any:
     return tensor_to_array(t, True)[0]
 
 
-_READ_ONLY = Mapper({torch.Tensor: _read_only})
-_PRIVATE = Mapper({torch.Tensor: _private})
+_READ_ONLY = Mapper({torch.Tensor: _read_only_view})
+_PRIVATE = Mapper({torch.Tensor: _private_copy})
 _ARRAYS = Mapper({np.ndarray: lambda a, ctx: a})
 
 
@@ -96,7 +96,7 @@ def _written(
     a write into an array it made)."""
     arrays = [
         (keystr(name, path), a)
-        for name, value in _named(rule, args, kwargs)
+        for name, value in _by_name(rule, args, kwargs)
         for path, a in _ARRAYS.leaves_with_paths(value)
     ]
     if compiled_refusal(error) is not None:  # numba and OpenCV do not say which array: every one handed
@@ -106,7 +106,7 @@ def _written(
     return wrote_into_handed(error, arrays, kwargs)
 
 
-def _named(rule: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+def _by_name(rule: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     """The values a rule was called with, by its own parameter names where its signature binds
     them (``**kwargs`` by their keys), else by position."""
     try:

@@ -21,14 +21,15 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 import torch
 
 from autoconvert._adapters._adapter import signature_of
+from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
+from autoconvert._escape import compiling, opaque, tracing
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
 from autoconvert._options._config import active
-from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
     OpOptions,
     OpSettings,
@@ -38,9 +39,8 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import function_name
 from autoconvert._pickling import by_reference, calling_module, locate, unwrap
-from autoconvert._torchify._proxies import replanned, wrap_pair
+from autoconvert._spec._signature import function_name
 
 from ._autograd import apply_op, apply_traced, transforming, wants_grad
 from ._library import Registration

@@ -86,8 +86,8 @@ class OpSpec:
             return result
         if not self.shares:
             return results if self.results > 1 else results[0]
-        inputs = [_span(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
-        fresh = tuple(r.clone() if _overlaps(_span(r), inputs) else r for r in results)
+        inputs = [_memory_span(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+        fresh = tuple(r.clone() if _overlaps(_memory_span(r), inputs) else r for r in results)
         return fresh if self.results > 1 else fresh[0]
 
     def returned(self, result: Any) -> Any:
@@ -267,7 +267,7 @@ def placed(args: Sequence[Any], gradients: Iterable[Any]) -> list[Any]:
 _TENSOR = object()  # a tensor argument's place in the saved template
 
 
-def _span(t: torch.Tensor) -> tuple[int, int]:
+def _memory_span(t: torch.Tensor) -> tuple[int, int]:
     """The memory behind ``t``'s storage: a view NumPy made of an input (``x[1:]``) has a
     storage of its own, so only addresses tell that it shares the input's memory."""
     storage = t.untyped_storage()

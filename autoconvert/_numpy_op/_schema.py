@@ -23,7 +23,7 @@ from autoconvert._adapt._wants import unaliased
 
 _EMPTY = inspect.Parameter.empty
 _SCALARS = {float: "float", int: "int", bool: "bool", str: "str"}
-_ARRAYS = (np.ndarray, torch.Tensor)
+_ARRAY_TYPES = (np.ndarray, torch.Tensor)
 _LISTABLE = {"Tensor", "float", "int", "bool"}
 
 
@@ -134,7 +134,7 @@ def _type(annotation: Any) -> str | None:
     if annotation in _SCALARS:
         return _SCALARS[annotation]
     origin = typing.get_origin(annotation)
-    if annotation in _ARRAYS or origin in _ARRAYS:
+    if annotation in _ARRAY_TYPES or origin in _ARRAY_TYPES:
         return "Tensor"
     arguments = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):

@@ -1,4 +1,3 @@
-"""What a decorator is given and reads once: the options table and each option's check,
-config blocks, the function's signature and out-parameters; and what every call may use
-(observation, the compile escape).
+"""What a decorator is given and reads once: the options table, each option's check, and
+``config`` blocks' defaults.
 """

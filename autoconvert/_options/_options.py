@@ -63,7 +63,7 @@ TAKERS = (
 
 #: Who takes the options every converting taker takes (``"all"``): all but ``batched``, whose
 #: batches are the containers (``nested``) and whose call's parameters are its samples' (``only``).
-_CONVERTERS = tuple(t for t in TAKERS if t != "batched")
+_CONVERTING_TAKERS = tuple(t for t in TAKERS if t != "batched")
 
 
 def _option(
@@ -79,7 +79,7 @@ def _option(
     (see ``TABLES``), its ``check`` one of _checks'. ``takers`` names who takes it (``"all"``:
     every converting taker); ``accepts`` is the type a signature shows when it is wider than the
     resolved value's; ``defaults`` are takers' own defaults where they differ."""
-    named = tuple(name for taker in takers.split() for name in (_CONVERTERS if taker == "all" else (taker,)))
+    named = tuple(name for taker in takers.split() for name in (_CONVERTING_TAKERS if taker == "all" else (taker,)))
     unknown = set(named) - set(TAKERS)
     assert not unknown, unknown
     metadata = {"takers": named, "doc": doc, "check": check, "accepts": accepts, "defaults": defaults or {}}

@@ -32,7 +32,8 @@ from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
 from autoconvert._errors import LeafError
-from autoconvert._options._signature import function_name
+
+from ._signature import function_name
 
 to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
 

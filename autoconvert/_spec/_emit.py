@@ -309,7 +309,7 @@ def _tensor_result(s: Script, result: Result, stands_in: bool) -> None:
     the CPU uncast, array_to_tensor's first steps inlined (a frame fewer per result), and an
     exact tuple, list or dict of arrays torch shares (what a batch comes back as) walked here.
     A stand-in's call without tensors places results by its object's device, where it has one."""
-    unplaced = "(instance._ac_device or default_device())" if stands_in else "default_device()"
+    unplaced = "(stand_in_device(instance) or default_device())" if stands_in else "default_device()"
     s.add(1, f"if met_tensors or {unplaced} is CPU:", "    kind = type(result)", "    if kind is ndarray:")
     if result.shares:
         s.add(

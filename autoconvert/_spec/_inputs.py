@@ -25,13 +25,13 @@ from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_f
 from autoconvert._conversions._writeback import Private, aliased_spans, hand_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
-from autoconvert._options._outparams import OutParams
-from autoconvert._options._signature import Parameters, Selection
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
+from ._outparams import OutParams
+from ._signature import Parameters, Selection, record
 
 
-class Writes(NamedTuple):
+class AfterWrites(NamedTuple):
     """An after step's per-call state (see _after, whose ``begin`` makes it): what the call's
     leaves record for the step to write back, or to compare."""
 
@@ -51,7 +51,7 @@ class Collected(NamedTuple):
 
     shared: list[torch.Tensor]
     odd: list[torch.Tensor]
-    writes: Writes | None = None  # the after step's per-call state (None: the call has no after step)
+    writes: AfterWrites | None = None  # the after step's per-call state (None: the call has no after step)
     #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
     seen: list[Any] | None = None
     target: Target | None = None
@@ -62,7 +62,7 @@ class Collected(NamedTuple):
 def collected(
     shared: list[torch.Tensor],
     odd: list[torch.Tensor],
-    writes: Writes | None = None,
+    writes: AfterWrites | None = None,
     *,
     seen: list[Any] | None = None,
     target: Target | None = None,
@@ -81,20 +81,15 @@ def collected_writes(
     seen: list[Any] | None = None,
     target: Target | None = None,
 ) -> Collected:
-    """A ``Collected`` with an after step's fresh ``Writes`` (its ``pairs`` empty), both made
+    """A ``Collected`` with an after step's fresh ``AfterWrites`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (shared, odd, _new(Writes, ([], spans, written, handed)), seen, target, {}))
+    return _new(Collected, (shared, odd, _new(AfterWrites, ([], spans, written, handed)), seen, target, {}))
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
 Context = Collected | Target | list[torch.Tensor]
-
-
-def _record(t: torch.Tensor, seen: list[torch.Tensor]) -> torch.Tensor:
-    seen.append(t)
-    return t
 
 
 class Inputs:
@@ -119,7 +114,7 @@ class Inputs:
         self.function = function
         selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
         self.selection = Selection(params, only, exclude, where) if selects else None
-        self.recorder = Mapper({torch.Tensor: _record}, nested=policy.nested)
+        self.recorder = Mapper({torch.Tensor: record}, nested=policy.nested)
 
     def tensors_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """Every tensor among the call's arguments, walked as this side walks them."""
@@ -172,7 +167,7 @@ class RecordingInputs(Inputs):
 
     def __init__(self, params: Parameters, function: str) -> None:
         super().__init__(params, function, DEFAULT_POLICY, "")
-        self.mapper = _Recorder({torch.Tensor: _record}, nested=DEFAULT_POLICY.nested)
+        self.mapper = _Recorder({torch.Tensor: record}, nested=DEFAULT_POLICY.nested)
 
 
 class _Recorder(Mapper):

@@ -18,21 +18,29 @@ from autoconvert._conversions._memory import overlaps_any
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device
-from autoconvert._conversions._tree import Leaf, Mapper, StandIn, cycle_error, stood_for
+from autoconvert._conversions._tree import (
+    Leaf,
+    Mapper,
+    StandIn,
+    cycle_error,
+    stand_in_device,
+    stand_in_returns,
+    stood_for,
+)
 from autoconvert._errors import ConversionError, LeafError, NoDeviceError, message
 from autoconvert._options._options import Policy
-from autoconvert._options._outparams import Returned
-from autoconvert._options._signature import (
-    DEFERRED_RESULTS,
-    Given,
-    Parameters,
-    _mismatch,
-    _tensor_paths,
-    deferred_result,
-)
 
 from ._callbacks import to_tensors
 from ._inputs import input_casts
+from ._outparams import Returned
+from ._signature import (
+    DEFERRED_RESULTS,
+    Given,
+    Parameters,
+    deferred_result,
+    device_mismatch,
+    tensor_paths,
+)
 
 #: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
 ContextMaker = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
@@ -171,7 +179,7 @@ class Outputs:
             except RecursionError:
                 raise cycle_error().public(function, role, root) from None
             except NoDeviceError:
-                raise _mismatch(function, params, *call) from None
+                raise device_mismatch(function, params, *call) from None
 
         return convert
 
@@ -189,10 +197,10 @@ def through_stand_in(outputs: Outputs) -> Convert:
         instance: Any = call.instance
         if result is instance.__wrapped__:
             return instance
-        device = instance._ac_device
+        device = stand_in_device(instance)
         if follows_object and device is not None and not shared and not odd:
-            return instance._ac_returned(convert(result, shared, odd, call, device=device))
-        return instance._ac_returned(convert(result, shared, odd, call))
+            return stand_in_returns(instance, convert(result, shared, odd, call, device=device))
+        return stand_in_returns(instance, convert(result, shared, odd, call))
 
     return finish
 
@@ -201,7 +209,7 @@ def _sparse_read_as_object(function: str, params: Parameters, call: Given) -> Ex
     """A function that needs dense arrays, handed a sparse tensor as a SciPy matrix, read it as
     one object (``np.asarray(matrix)``) and returned an object array: the error is about the
     sparse argument, which is what to change."""
-    path, found = next((p, t) for p, t in _tensor_paths(params, *call) if t.layout != torch.strided)
+    path, found = next((p, t) for p, t in tensor_paths(params, *call) if t.layout != torch.strided)
     return ConversionError(
         message(
             function,
@@ -391,7 +399,7 @@ class NumpyOutputs(Outputs):
             Mapper(
                 {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
                 nested=policy.nested,
-                result_method=_arrays_in,
+                result_method=_taking_arrays,
             ),
             argument=argument,
         )
@@ -430,7 +438,7 @@ class ArraysIn(ResultMethod):
 _TENSORS_HELD = Mapper({torch.Tensor: lambda t, found: found.append(t) or t})
 
 
-def _arrays_in(method: Any, mapper: Mapper, ctx: Any) -> ArraysIn:
+def _taking_arrays(method: Any, mapper: Mapper, ctx: Any) -> ArraysIn:
     """``method``, of a result ``returns_numpy`` converted, taking arrays (see ArraysIn)."""
     held: list[torch.Tensor] = []
     _TENSORS_HELD(method.__self__, held)

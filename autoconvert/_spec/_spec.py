@@ -19,13 +19,13 @@ from typing import Any
 
 from autoconvert._conversions._devices import CPU
 from autoconvert._conversions._dtypes import WIDENED
-from autoconvert._options._escape import opaque
+from autoconvert._escape import opaque
 from autoconvert._options._options import Policy
-from autoconvert._options._signature import Parameters
 
 from ._emit import INSTANCE, KEPT, MOST_POSITIONAL, RECORDED, UNCONVERTED, WRITTEN, Result, Step
 from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
 from ._outputs import Convert, NumpyOutputs, Outputs, TensorOutputs, through_stand_in
+from ._signature import Parameters
 
 #: False: plans use the generic call only (the test switch, see the module docstring).
 enabled = True
@@ -60,7 +60,7 @@ class Spec:
     parameters: tuple[tuple[str, Step], ...] | None  # each parameter's step, in signature order (None: no signature)
     result: Result  # what the result gets
     after: str | None  # the after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT), if any
-    routes: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
+    watched: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
     #: The function gets read-only arrays (the NumPy side's decision, see NumpyInputs.read_only).
     read_only: bool
@@ -80,9 +80,9 @@ class Spec:
     watches_body: bool = False
     #: The call's instance stands in for the object the function is called on (a torchified
     #: object, a ``StandIn``): the function is called on its ``__wrapped__``, where a refused
-    #: write is looked for too; each call's tensors set its ``_ac_device``; a result that is
+    #: write is looked for too; each call's tensors set its device (``stand_in_device``); a result that is
     #: the object comes back as the instance, so chains (``model.fit(x).transform(x)``) stay
-    #: on it, and any other as its ``_ac_returned(converted)``.
+    #: on it, and any other as ``stand_in_returns`` makes it.
     stands_in: bool = False
     #: Where a user sets an option for this function, in a message's fix: ``site("copy=True")``.
     site: Callable[[str], str] = option_anywhere
@@ -120,7 +120,7 @@ def spec_of(
         parameters=parameter_steps(params, inputs, value),
         result=result_step(outputs),
         after=after_step(inputs),
-        routes=any(p.transfers != "allow" for p in policies.values()),
+        watched=any(p.transfers != "allow" for p in policies.values()),
         generic_because=generic_because(inputs, outputs, watches_body=watches_body),
         read_only=read_only,
         refuses_writes=read_only or (isinstance(inputs, NumpyInputs) and inputs.policy.writeback),

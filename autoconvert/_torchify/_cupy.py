@@ -28,11 +28,11 @@ import torch
 
 from autoconvert._adapters._adapter import Adapter, signature_of
 from autoconvert._errors import SequenceKey, keystr
+from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, DeclinedError, Route, RouteWords
 from autoconvert._options._config import Config, active
-from autoconvert._options._escape import compiling
 from autoconvert._options._options import DEFAULTS
-from autoconvert._options._signature import function_name
+from autoconvert._spec._signature import function_name
 
 from ._cupy_call import on_device
 
@@ -54,7 +54,7 @@ CUPY_DTYPES = frozenset(
     }
 )
 #: Values handed to CuPy as they are.
-_PLAIN = (int, float, complex, str, bytes, type(None), slice, types.EllipsisType, range, np.generic, np.dtype)
+_MOVES_AS_IT_IS = (int, float, complex, str, bytes, type(None), slice, types.EllipsisType, range, np.generic, np.dtype)
 #: Options under which a call must take the host path, with the value that lets it go.
 _ROUTED_ONLY_WITH = {"device": None, "dtype": None, "writeback": False, "check_writes": False}
 
@@ -232,7 +232,7 @@ class CupyRoute(Route):
                 if found is not None:
                     return found
             return None
-        if isinstance(value, (_PLAIN, torch.dtype)):
+        if isinstance(value, (_MOVES_AS_IT_IS, torch.dtype)):
             return None
         if isinstance(value, np.ndarray):
             problem, fix = "is a NumPy array: CuPy takes CUDA memory only", "pass it as a tensor on the same device"

@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._adapters._adapter import Adapter, Writes
+from autoconvert._adapters._adapter import Adapter, WritesArguments
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, message
+from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
-from autoconvert._options._escape import compiling
-from autoconvert._options._signature import function_name
+from autoconvert._spec._signature import function_name
 
 from ._proxies import TorchifiedClass, TorchifiedObject, becomes_proxy, device_of, home, proxy, torchified_function
 
@@ -80,7 +80,11 @@ class NativeRoute(Route):
     label = "native torch path"
 
     def __init__(
-        self, fn: Any, objects: NativeClass | None = None, writes: Writes | None = None, writeback: bool = False
+        self,
+        fn: Any,
+        objects: NativeClass | None = None,
+        writes: WritesArguments | None = None,
+        writeback: bool = False,
     ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
         torchified class's classmethod or constructor), proxies handed as their objects;
@@ -111,7 +115,7 @@ class NativeRoute(Route):
         if isinstance(value, np.ndarray):
             return _ARRAY
         if isinstance(value, TorchifiedObject):
-            return True if value._ac_class.holds_tensors else _CONVERTED
+            return True if value._self_class.holds_tensors else _CONVERTED
         kind = type(value)
         if kind is list or kind is tuple or kind is dict:
             holds = False
@@ -203,7 +207,9 @@ class NativeMethod(NativeRoute):
 
     strict = True
 
-    def __init__(self, fn: Any, objects: NativeClass, declared: str, writes: Writes | None, writeback: bool) -> None:
+    def __init__(
+        self, fn: Any, objects: NativeClass, declared: str, writes: WritesArguments | None, writeback: bool
+    ) -> None:
         super().__init__(fn, objects, writes, writeback)
         self.declared = declared
 

@@ -27,14 +27,14 @@ import torch
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn
-from autoconvert._decorators._decorators import for_library
+from autoconvert._decorators._decorators import for_library, inputs_of, outputs_of, replanned, wrap_pair
 from autoconvert._decorators._plain import TensorOptions, to_numpy, to_tensor
+from autoconvert._escape import compiling, opaque
 from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
-from autoconvert._interpreter._wrapper import as_method, wrap
-from autoconvert._options._escape import compiling, opaque
-from autoconvert._options._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
+from autoconvert._interpreter._wrapper import as_method
+from autoconvert._options._options import policy_of
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
 PLAIN_TYPES: tuple[type, ...] = (BaseException, np.generic, np.dtype, np.ndarray)
@@ -49,28 +49,10 @@ def home(target: Any) -> str:
     return name.partition(".")[0]
 
 
-def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
-    return for_library("returns_tensor", for_library("accepts_numpy", fn, _inputs_of(options)), _outputs_of(options))
-
-
-def _inputs_of(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in INPUT_SIDE}
-
-
-def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in OUTPUT_SIDE}
-
-
-def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
-    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
-    return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
-
-
 def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
     """``wrap_pair`` of ``fn`` (a torchified function, a callable a torchified object
     holds), guarded (see _guards)."""
-    return wrap_pair(_guarded(fn, _inputs_of(options)), options)
+    return wrap_pair(_guarded(fn, inputs_of(options)), options)
 
 
 def _guarded(fn: Any, inputs: dict[str, Any]) -> Any:
@@ -119,7 +101,7 @@ class MethodPlan(TorchifiedPlan):
         self.view = view
         self.kept_natively = kept_natively
         super().__init__(func, sides)
-        if not held:  # a held callable comes guarded (see _ac_calling); a function, with its object first
+        if not held:  # a held callable comes guarded (see _self_calling); a function, with its object first
             guard = guarded(func, self.policies["accepts_numpy"].copies_refused(), method=True)
             self.guard = guard if guard is not func else None
 
@@ -241,8 +223,8 @@ class TorchifiedClass(StandIn):
         self._natively = natively
         self._plans = plans
         self._kept = kept
-        self._inputs = _inputs_of(options)  # the constructor's and assign's
-        dtype = policy_of("returns_tensor", {}, _outputs_of(options)).dtype
+        self._inputs = inputs_of(options)  # the constructor's and assign's
+        dtype = policy_of("returns_tensor", {}, outputs_of(options)).dtype
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
         #: has no inputs there; None lets a ``config`` block's apply).
         self.read_dtype = dtype if isinstance(dtype, torch.dtype) else None
@@ -402,14 +384,22 @@ class TorchifiedObject(StandIn):
     """
 
     # torch.compile guards a proxy it meets through a weak reference and its (empty) __dict__.
-    __slots__ = ("__dict__", "__weakref__", "__wrapped__", "_ac_bound", "_ac_class", "_ac_device", "_ac_options")
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "__wrapped__",
+        "_self_bound",
+        "_self_class",
+        "_self_device",
+        "_self_options",
+    )
 
     def __init__(self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> None:
         object.__setattr__(self, "__wrapped__", target)
-        object.__setattr__(self, "_ac_options", options)
-        object.__setattr__(self, "_ac_device", device)
-        object.__setattr__(self, "_ac_class", cls)
-        object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, call)
+        object.__setattr__(self, "_self_options", options)
+        object.__setattr__(self, "_self_device", device)
+        object.__setattr__(self, "_self_class", cls)
+        object.__setattr__(self, "_self_bound", {})  # callables stored on the object: name -> (value, call)
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
@@ -421,66 +411,66 @@ class TorchifiedObject(StandIn):
         target = self.__wrapped__
         if name.startswith("__"):
             return getattr(target, name)
-        method = self._ac_class.method(name)
+        method = self._self_class.method(name)
         if method is not None:
             setattr(type(self), name, method)  # this class's proxies find it without __getattr__
             return types.MethodType(method, self)
         value = getattr(target, name)
-        viewed = self._ac_class.viewed(value, self._ac_device)
+        viewed = self._self_class.viewed(value, self._self_device)
         if viewed is not value:  # an object of the package (a LinearOperator's .T): its proxy
             return viewed
         if callable(value) and not isinstance(value, type):
-            return types.MethodType(self._ac_calling(name, value), self)
-        return self._ac_read(value)
+            return types.MethodType(self._self_calling(name, value), self)
+        return self._self_read(value)
 
     # torch.compile never traces the lookup (it would build methods, and state, symbolically):
     # the marker torch.compiler.disable sets makes dynamo leave the attribute read to Python.
     __getattr__._torchdynamo_disable = True  # type: ignore[attr-defined]
 
-    def _ac_calling(self, name: str, value: Any) -> Callable[..., Any]:
+    def _self_calling(self, name: str, value: Any) -> Callable[..., Any]:
         """``value``, a callable the object holds as ``name`` (or the object itself, as
         ``__call__``, where its class's is no Python function), as a method of proxies:
         wrapped once, again only if replaced."""
-        cached = self._ac_bound.get(name)
+        cached = self._self_bound.get(name)
         if cached is None or not _same_callable(cached[0], value):
-            plan = functools.partial(MethodPlan, view=self._ac_class, held=True)
-            held = replanned(_guarded_pair(value, self._ac_options), plan)
-            cached = self._ac_bound[name] = (value, _holding(held, name), held)
+            plan = functools.partial(MethodPlan, view=self._self_class, held=True)
+            held = replanned(_guarded_pair(value, self._self_options), plan)
+            cached = self._self_bound[name] = (value, _holding(held, name), held)
         return cast("Callable[..., Any]", cached[1])
 
     def __autoconvert_spec__(self) -> Description:
-        return Description(options=self._ac_options, notes=self._ac_class.object_notes(self.__wrapped__))
+        return Description(options=self._self_options, notes=self._self_class.object_notes(self.__wrapped__))
 
-    def _ac_stood_for(self) -> Any:
-        return self._ac_class.crossing(self.__wrapped__)
+    def _self_stood_for(self) -> Any:
+        return self._self_class.crossing(self.__wrapped__)
 
-    def _ac_wrapper(self, name: str) -> Any:
+    def _self_wrapper(self, name: str) -> Any:
         """The wrapper the method ``name`` of this object calls through (its description's), or None."""
-        self._ac_class.method(name)  # wrapped on first access: explain may come first
-        wrapper = self._ac_class._wrappers.get(name)
-        if wrapper is None and name in self._ac_bound:
-            wrapper = self._ac_bound[name][2]
+        self._self_class.method(name)  # wrapped on first access: explain may come first
+        wrapper = self._self_class._wrappers.get(name)
+        if wrapper is None and name in self._self_bound:
+            wrapper = self._self_bound[name][2]
         return wrapper
 
-    def _ac_returned(self, result: Any) -> Any:
+    def _self_returned(self, result: Any) -> Any:
         """A method's converted ``result`` as the caller gets it (see Spec.stands_in): an
         object of the class's package as its proxy (see TorchifiedClass.viewed)."""
-        return result if type(result) is torch.Tensor else self._ac_class.viewed(result, self._ac_device)
+        return result if type(result) is torch.Tensor else self._self_class.viewed(result, self._self_device)
 
-    def _ac_read(self, value: Any) -> Any:
+    def _self_read(self, value: Any) -> Any:
         """A value read off the object (an attribute, an item) as tensors, on the device of
         the tensors last passed to it; an object of the package as its proxy."""
-        if type(value) is torch.Tensor and self._ac_class.holds_tensors:  # the library's own, as it is
+        if type(value) is torch.Tensor and self._self_class.holds_tensors:  # the library's own, as it is
             return value
-        placed: TensorOptions = {"device": self._ac_device or default_device()}
-        dtype = self._ac_class.read_dtype
+        placed: TensorOptions = {"device": self._self_device or default_device()}
+        dtype = self._self_class.read_dtype
         if dtype is not None:
             placed["dtype"] = dtype
         read = to_tensor(value, **placed)
-        return self._ac_class.viewed(read, self._ac_device) if read is value else read
+        return self._self_class.viewed(read, self._self_device) if read is value else read
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self._ac_class.assign(self.__wrapped__, name, value)
+        self._self_class.assign(self.__wrapped__, name, value)
 
     def __dir__(self) -> list[str]:
         return dir(self.__wrapped__)
@@ -493,12 +483,17 @@ class TorchifiedObject(StandIn):
         # of a class pickle cannot find is made again there, from the object.
         kind = type(self.__wrapped__)
         found = getattr(sys.modules.get(kind.__module__), kind.__qualname__, None) is kind
-        return _unpickled, (self.__wrapped__, self._ac_options, self._ac_device, self._ac_class if found else None)
+        return _unpickled, (
+            self.__wrapped__,
+            self._self_options,
+            self._self_device,
+            self._self_class if found else None,
+        )
 
 
 def _enter(self: TorchifiedObject) -> Any:
     entered = self.__wrapped__.__enter__()
-    return self if entered is self.__wrapped__ else self._ac_read(entered)
+    return self if entered is self.__wrapped__ else self._self_read(entered)
 
 
 def _exit(self: TorchifiedObject, *exc_info: Any) -> Any:
@@ -506,11 +501,11 @@ def _exit(self: TorchifiedObject, *exc_info: Any) -> Any:
 
 
 def _iter(self: TorchifiedObject) -> Any:
-    return (self._ac_read(item) for item in self.__wrapped__)
+    return (self._self_read(item) for item in self.__wrapped__)
 
 
 def _next(self: TorchifiedObject) -> Any:
-    return self._ac_read(next(self.__wrapped__))
+    return self._self_read(next(self.__wrapped__))
 
 
 def _len(self: TorchifiedObject) -> int:
@@ -518,7 +513,7 @@ def _len(self: TorchifiedObject) -> int:
 
 
 def _getitem(self: TorchifiedObject, key: Any) -> Any:
-    return self._ac_read(self.__wrapped__[to_numpy(key)])
+    return self._self_read(self.__wrapped__[to_numpy(key)])
 
 
 def _contains(self: TorchifiedObject, item: Any) -> bool:
@@ -601,9 +596,9 @@ def _operator(name: str) -> Callable[..., Any]:
     that is no Python function, the object's bound one through the same conversion."""
 
     def operate(self: TorchifiedObject, *args: Any) -> Any:
-        method = self._ac_class.method(name)
+        method = self._self_class.method(name)
         if method is None:
-            method = self._ac_calling(name, getattr(self.__wrapped__, name))
+            method = self._self_calling(name, getattr(self.__wrapped__, name))
         return method(self, *args)
 
     operate.__name__ = operate.__qualname__ = name
@@ -622,9 +617,9 @@ class CallableTorchifiedObject(TorchifiedObject):
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        method = self._ac_class.method("__call__")
+        method = self._self_class.method("__call__")
         if method is None:  # __call__ is not a plain function of its class (a builtin, a C type)
-            return self._ac_calling("__call__", self.__wrapped__)(self, *args, **kwargs)
+            return self._self_calling("__call__", self.__wrapped__)(self, *args, **kwargs)
         return method(self, *args, **kwargs)
 
 
@@ -660,7 +655,7 @@ def _describing(name: str) -> Callable[[TorchifiedObject], Description | None]:
     the wrapper's it calls through (None: it calls through none)."""
 
     def describe(owner: TorchifiedObject) -> Description | None:
-        wrapper = owner._ac_wrapper(name)
+        wrapper = owner._self_wrapper(name)
         return None if wrapper is None else described(wrapper)
 
     return describe
@@ -681,7 +676,7 @@ def proxy(
         # A proxy of a plain function passes for one (its __class__), so dynamo would inline the
         # function's own code with the caller's tensors: it inlines this instead, the escape of
         # the proxy's call, which traces the function where it reads NumPy alone (see _trace).
-        object.__setattr__(made, "_torchdynamo_inline", _inlined(made, made._ac_calling("__call__", target)))
+        object.__setattr__(made, "_torchdynamo_inline", _inlined(made, made._self_calling("__call__", target)))
     return made
 
 

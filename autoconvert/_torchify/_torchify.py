@@ -21,6 +21,7 @@ from autoconvert._adapters._adapter import Adapter
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import StandIn
+from autoconvert._decorators._decorators import wrap_pair
 from autoconvert._gradients._catalogue import differentiable
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, Route, Routed
@@ -33,7 +34,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._options._signature import GENERATOR_FUNCTION, deferred_kind
+from autoconvert._spec._signature import GENERATOR_FUNCTION, deferred_kind
 
 from ._cupy import CupyRoute, installed, options_refusal, twin_of
 from ._native import Natively, native_route, refused
@@ -44,7 +45,6 @@ from ._proxies import (
     TorchifiedObject,
     proxy,
     torchified_function,
-    wrap_pair,
 )
 
 
@@ -232,9 +232,9 @@ class _UfuncMethod:
 def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
     """What a torchified module, ``view``, shows for its module's attribute ``name``, ``value``."""
     own = view.__dict__
-    options, native, package = own["_autoconvert_options"], own["_autoconvert_native"], view.__name__
+    options, native, package = own["_self_options"], own["_self_native"], view.__name__
     if isinstance(value, types.ModuleType):
-        return TorchifiedModule(value, options, native, own["_autoconvert_array_module"])
+        return TorchifiedModule(value, options, native, own["_self_array_module"])
     if isinstance(value, type):
         return value if issubclass(value, PLAIN_TYPES) else class_view(value, options, native, adapter_for(value))
     if callable(value) and deferred_kind(value) in (None, GENERATOR_FUNCTION):  # coroutines pass through
@@ -255,12 +255,12 @@ def _route(fn: Any, view: TorchifiedModule, name: str) -> tuple[Route | None, tu
     ``array_module="cupy"`` refuse a function without theirs."""
     own = view.__dict__
     notes: tuple[str, ...] = ()
-    if own["_autoconvert_native"] is not False:
+    if own["_self_native"] is not False:
         adapter = adapter_for(own["__wrapped__"])
-        native = native_route(adapter, fn, bool(own["_autoconvert_options"].get("writeback", False)))
+        native = native_route(adapter, fn, bool(own["_self_options"].get("writeback", False)))
         if not isinstance(native, str):
             return native, notes
-        if own["_autoconvert_native"] is True:
+        if own["_self_native"] is True:
             raise refused(adapter, native, view.__name__, name)
         notes += (f"{adapter.name}'s own torch path is not taken: {native}",)
     cupy = _on_cupy(fn, view, name)
@@ -274,7 +274,7 @@ def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
     adapter = adapter_for(own["__wrapped__"])
     if adapter.declared_torch_path(fn) is not None:
         return None
-    return _keeps_natively(adapter, f"{view.__name__}.{name}", own["_autoconvert_native"], adapter.torch_mode())
+    return _keeps_natively(adapter, f"{view.__name__}.{name}", own["_self_native"], adapter.torch_mode())
 
 
 def _keeps_natively(adapter: Adapter, name: str, native: str | bool, off: str | None) -> str:
@@ -297,7 +297,7 @@ def _on_cupy(fn: Any, view: TorchifiedModule, name: str) -> Route | str:
     mirrors the module (see _cupy), or why there is none, which ``array_module="cupy"``
     refuses."""
     own = view.__dict__
-    mode, module, options = own["_autoconvert_array_module"], view.__name__, own["_autoconvert_options"]
+    mode, module, options = own["_self_array_module"], view.__name__, own["_self_options"]
     adapter = adapter_for(own["__wrapped__"])
     why: str | None
     if mode == "numpy":
@@ -332,9 +332,9 @@ class TorchifiedModule(types.ModuleType, StandIn):
         super().__init__(module.__name__, module.__doc__)
         # Stored in the instance __dict__ under names no module attribute can have.
         self.__dict__["__wrapped__"] = module
-        self.__dict__["_autoconvert_options"] = options
-        self.__dict__["_autoconvert_native"] = native  # see torchify's native=
-        self.__dict__["_autoconvert_array_module"] = array_module  # and array_module=
+        self.__dict__["_self_options"] = options
+        self.__dict__["_self_native"] = native  # see torchify's native=
+        self.__dict__["_self_array_module"] = array_module  # and array_module=
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.__dict__["__wrapped__"], name)
@@ -352,14 +352,14 @@ class TorchifiedModule(types.ModuleType, StandIn):
         return f"<torchified module {self.__name__!r}>"
 
     def __autoconvert_spec__(self) -> Description:
-        return Description(options=self.__dict__["_autoconvert_options"])
+        return Description(options=self.__dict__["_self_options"])
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _module_by_name, (
             self.__name__,
-            self.__dict__["_autoconvert_options"],
-            self.__dict__["_autoconvert_native"],
-            self.__dict__["_autoconvert_array_module"],
+            self.__dict__["_self_options"],
+            self.__dict__["_self_native"],
+            self.__dict__["_self_array_module"],
         )
 
 

@@ -20,11 +20,10 @@ from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions import _devices
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
+from autoconvert._observe._observe import PathOf
 
-from ._observe import PathOf
 
-
-def _record(t: Any, seen: list[Any]) -> Any:
+def record(t: Any, seen: list[Any]) -> Any:
     seen.append(t)
     return t
 
@@ -61,7 +60,7 @@ def documented_positional(func: Any) -> list[str | None]:
     return [names.pop() if len(names) == 1 else None for names in at]
 
 
-_SCALARS = ("bool", "int", "float", "complex", "str")
+_SCALAR_ANNOTATIONS = ("bool", "int", "float", "complex", "str")
 
 
 def _scalar_words(p: inspect.Parameter) -> str | None:
@@ -69,7 +68,7 @@ def _scalar_words(p: inspect.Parameter) -> str | None:
     Python scalar; None for any other (a None default says nothing of what is passed)."""
     annotated = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", None)
     default = type(p.default).__name__ if type(p.default) in (bool, int, float, complex, str) else None
-    kind = annotated if annotated in _SCALARS else default
+    kind = annotated if annotated in _SCALAR_ANNOTATIONS else default
     if kind is None:
         return None
     return f"{'an' if kind == 'int' else 'a'} {kind} ({f'its default: {p.default!r}' if default else 'annotated'})"
@@ -194,12 +193,13 @@ def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) 
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
-_TENSORS = Mapper({torch.Tensor: _record}, nested=True)
-_VALUES = Mapper({torch.Tensor: _record, np.ndarray: _record, np.generic: _record}, nested=True)
+TENSORS = Mapper({torch.Tensor: record}, nested=True)
+ARRAYS = Mapper({np.ndarray: record}, nested=True)
+_VALUES = Mapper({torch.Tensor: record, np.ndarray: record, np.generic: record}, nested=True)
 
 
-def _tensor_paths(
-    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, walker: Mapper = _TENSORS
+def tensor_paths(
+    params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, walker: Mapper = TENSORS
 ) -> list[tuple[str, Any]]:
     """``(path, leaf)`` for every tensor (or other leaf of ``walker``) among a call's
     arguments: the slow walk messages use."""
@@ -219,7 +219,7 @@ def path_finder(params: Parameters) -> PathOf:
     def path_of(value: Any, given: tuple[Any, ...], result: list[Any]) -> str | None:
         if given:
             args, kwargs, instance = given
-            for path, leaf in _tensor_paths(params, args, kwargs, instance, _VALUES):
+            for path, leaf in tensor_paths(params, args, kwargs, instance, _VALUES):
                 if leaf is value:
                     return f"argument {path}"
         for returned in result:
@@ -231,10 +231,10 @@ def path_finder(params: Parameters) -> PathOf:
     return path_of
 
 
-def _mismatch(
+def device_mismatch(
     function: str, params: Parameters, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object
 ) -> Exception:
-    placed = _tensor_paths(params, args, kwargs, instance, _PLACED)
+    placed = tensor_paths(params, args, kwargs, instance, _PLACED)
     # A device argument (device=, see _callbacks.device_leaf) votes as its tensors do.
     voters = [
         (path, v) if type(v) is torch.device else (path, v.device)
@@ -244,7 +244,7 @@ def _mismatch(
     return _devices.mismatch(function, voters)
 
 
-_PLACED = Mapper({torch.Tensor: _record, torch.device: _record}, nested=True)
+_PLACED = Mapper({torch.Tensor: record, torch.device: record}, nested=True)
 
 
 GENERATOR_FUNCTION = "a generator function"

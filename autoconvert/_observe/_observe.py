@@ -18,11 +18,10 @@ from typing import Any, NamedTuple
 import torch
 from torch.autograd import profiler as _autograd_profiler
 
-from autoconvert._conversions._copies import _IN_FUNCTION, _WATCH, CAUSES, Copy, Watch, size
+from autoconvert._conversions._copies import CAUSES, IN_FUNCTION, WATCH, Copy, Watch, size
 from autoconvert._conversions._describe import warn_at_caller
 from autoconvert._errors import TransferWarning
-
-from ._config import _ACTIVE, enter, leave
+from autoconvert._options._config import active, enter, leave
 
 #: Where transfers="log" writes: transfers at INFO, the other copies at DEBUG.
 logger = logging.getLogger("autoconvert")
@@ -41,7 +40,7 @@ class _AskingProfiler:  # pragma: no cover - for a torch without the module flag
 #: profiler recording").
 PROFILER: Any = _autograd_profiler if hasattr(_autograd_profiler, "_is_profiler_enabled") else _AskingProfiler()
 
-Call = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
+RunnerCall = Callable[[Callable[..., Any], object, tuple[Any, ...], dict[str, Any]], Any]
 #: ``path_of(value, given, result)``: where a converted value was, for messages
 #: (``argument batch['x']``, ``result[0]``), or None if it is not found.
 PathOf = Callable[[Any, tuple[Any, ...], list[Any]], "str | None"]
@@ -61,7 +60,7 @@ class Watched:
 
     def __init__(
         self,
-        call: Call,
+        call: RunnerCall,
         function: str,
         watching: Watching,
         directions: tuple[str | None, str | None],
@@ -77,7 +76,7 @@ class Watched:
     def __call__(
         self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        config = _ACTIVE.get()
+        config = active()
         counters = config.counters if config is not None else ()
         profiling = bool(PROFILER._is_profiler_enabled)
         if not (self.guarded or counters or profiling):
@@ -125,8 +124,8 @@ class _Observation:
         self.open: Any = None
 
     def run(self, wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        outer = _WATCH.get()
-        token = _WATCH.set(self.watch)
+        outer = WATCH.get()
+        token = WATCH.set(self.watch)
         self._enter(self.ranges[0])
         start = time.perf_counter()
 
@@ -134,16 +133,16 @@ class _Observation:
             self.before = time.perf_counter() - start
             self.inputs_end = len(self.watch.copies)
             self._exit()
-            _WATCH.set(outer)  # calls the function makes watch themselves, or not at all
-            inside = _IN_FUNCTION.set(self.watch)
+            WATCH.set(outer)  # calls the function makes watch themselves, or not at all
+            inside = IN_FUNCTION.set(self.watch)
             begun = time.perf_counter()
             try:
                 result = wrapped(*a, **k)
             finally:
                 self.in_function = time.perf_counter() - begun
-                _IN_FUNCTION.reset(inside)
+                IN_FUNCTION.reset(inside)
                 self.watch.policy = self.watched.policy_out
-                _WATCH.set(self.watch)
+                WATCH.set(self.watch)
                 self._enter(self.ranges[1])
                 self.left = time.perf_counter()
             self.result.append(result)
@@ -154,7 +153,7 @@ class _Observation:
         finally:
             done = time.perf_counter()
             conversion = done - start if self.before < 0 else self.before + done - self.left
-            _WATCH.reset(token)
+            WATCH.reset(token)
             self._exit()
             ends = len(self.watch.copies) if self.inputs_end is None else self.inputs_end
             if self.watched.guarded:
@@ -388,14 +387,14 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 def count_route(name: str, route: str, declined: str | None = None) -> None:
     """Count into the active ``stats`` blocks a call of ``name`` that ``route`` ran, or, with
     ``declined``, why that route declined one (the host conversion's call counts it)."""
-    config = _ACTIVE.get()
+    config = active()
     for counter in config.counters if config is not None else ():
         counter._add_route(name, route, declined)
 
 
 def count_batch(name: str, samples: int, in_caller: bool) -> None:
     """Count a ``batched`` map of ``name`` (a function's qualname) into the active ``stats`` blocks."""
-    config = _ACTIVE.get()
+    config = active()
     for counter in config.counters if config is not None else ():
         counter._add_batch(name, samples, in_caller)
 
