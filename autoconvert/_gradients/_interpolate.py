@@ -1,0 +1,380 @@
+"""Rules for ``scipy.interpolate``: ``interpn``, ``griddata``, and the calls of the splines
+``CubicSpline`` and ``make_interp_spline`` build.
+
+Each interpolant here is linear in the values it interpolates, so the gradient in the values
+is the interpolation's transpose: each query's gradient added onto the samples it read, with
+the weights it read them with (grid corners, a simplex's vertices, the nearest sample), or,
+for a spline, which couples every sample, the spline of each unit sample read at the queries.
+The gradient in the query points is the interpolant's own derivative there.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from autoconvert._errors import GradientError, message
+
+from ._built import Built, Construction
+from ._rule import Call, Rule
+
+#: How many unit samples a spline's gradient builds at once: memory stays within a block's
+#: splines read at every query.
+_BLOCK = 256
+
+
+def _uncovered(name: str, where: str, problem: str, found: str) -> GradientError:
+    return GradientError(
+        message(name, where, problem, found, "call it without requires_grad (.detach()), or pass a method it covers")
+    )
+
+
+def _queries(xi: Any, ndim: int) -> NDArray[Any]:
+    """The query points as rows ``(m, ndim)``: an array ``(..., ndim)`` or a tuple of coordinates."""
+    if isinstance(xi, tuple):
+        xi = np.stack(np.broadcast_arrays(*(np.asarray(c, dtype=float) for c in xi)), axis=-1)
+    return np.asarray(xi, dtype=float).reshape(-1, ndim)
+
+
+def _per_query(grad: Any, m: int) -> NDArray[Any]:
+    """The result's gradient as one row per query, ``(m, T)`` for values of ``T`` components."""
+    return np.asarray(grad, dtype=float).reshape(m, -1)
+
+
+# interpn: a regular grid's corners.
+
+
+def _corners(
+    grids: list[NDArray[Any]], queries: NDArray[Any], method: str
+) -> list[tuple[tuple[NDArray[Any], ...], NDArray[Any], list[NDArray[Any]]]]:
+    """Each grid corner a query reads, as SciPy's ``RegularGridInterpolator`` finds them: its
+    index per axis, its weight, and the weight's derivative in each coordinate."""
+    cells, fractions, widths = [], [], []
+    for k, grid in enumerate(grids):
+        x = queries[:, k]
+        i = np.clip(np.searchsorted(grid, x) - 1, 0, grid.shape[0] - 2)
+        widths.append(grid[i + 1] - grid[i])
+        fractions.append((x - grid[i]) / widths[-1])
+        cells.append(i)
+    if method == "nearest":
+        index = tuple(np.where(t <= 0.5, i, i + 1) for i, t in zip(cells, fractions, strict=True))
+        return [(index, np.ones(queries.shape[0]), [np.zeros(queries.shape[0])] * len(grids))]
+    found = []
+    for upper in itertools.product((False, True), repeat=len(grids)):
+        factors = [t if u else 1.0 - t for t, u in zip(fractions, upper, strict=True)]
+        slopes = []
+        for j, (u, width) in enumerate(zip(upper, widths, strict=True)):
+            others = np.prod([f for k, f in enumerate(factors) if k != j], axis=0)
+            slopes.append(others * (1.0 if u else -1.0) / width)
+        index = tuple(i + u for i, u in zip(cells, upper, strict=True))
+        found.append((index, np.prod(factors, axis=0), slopes))
+    return found
+
+
+def _interpn_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+    method = call["method"]
+    if method not in ("linear", "nearest"):
+        raise _uncovered(
+            "scipy.interpolate.interpn", "argument method", "is one the catalogue's rule does not cover", repr(method)
+        )
+    grids = [np.asarray(p, dtype=float) for p in call["points"]]
+    values = np.asarray(call["values"], dtype=float)
+    ndim = len(grids)
+    descending = [k for k, g in enumerate(grids) if g.shape[0] > 1 and g[0] > g[-1]]
+    grids = [g[::-1] if k in descending else g for k, g in enumerate(grids)]
+    values = np.flip(values, descending) if descending else values  # as SciPy reads a descending grid
+    queries = _queries(call["xi"], ndim)
+    g = _per_query(grad, queries.shape[0])
+    unread = np.isnan(queries).any(axis=1)  # a NaN query reads no sample
+    if call["fill_value"] is not None:  # outside the grid the result is the fill, read from no sample
+        unread |= np.any([(q < grid[0]) | (q > grid[-1]) for q, grid in zip(queries.T, grids, strict=True)], axis=0)
+    g = np.where(unread[:, None], 0.0, g)
+    queries = np.where(unread[:, None], np.array([grid[0] for grid in grids]), queries)
+    corners = _corners(grids, queries, method)
+    table = values.reshape((*values.shape[:ndim], -1))
+    found: dict[str, Any] = {}
+    if "values" in wanted:
+        into = np.zeros(table.shape)
+        for index, weight, _ in corners:
+            np.add.at(into, index, weight[:, None] * g)
+        into = into.reshape(values.shape)
+        found["values"] = np.flip(into, descending) if descending else into
+    if "xi" in wanted:
+        moved = np.zeros(queries.shape)
+        for index, _, slopes in corners:
+            read = np.sum(table[index] * g, axis=1)
+            for j, slope in enumerate(slopes):
+                moved[:, j] += slope * read
+        found["xi"] = moved.reshape(np.shape(call["xi"]))
+    return found
+
+
+# griddata: simplices, the nearest sample, or a spline on a line.
+
+
+def _griddata_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+    points, method = call["points"], call["method"]
+    points = np.column_stack(points) if isinstance(points, tuple) else np.asarray(points, dtype=float)
+    points = points.reshape(points.shape[0], -1)
+    n, ndim = points.shape
+    values = np.asarray(call["values"], dtype=float)
+    queries = _queries(call["xi"], ndim)
+    g = _per_query(grad, queries.shape[0])
+    table = values.reshape(n, -1)
+    if method == "nearest":
+        found = _nearest(call, points, queries, g, wanted)
+    elif ndim == 1:
+        found = _on_a_line(call, points[:, 0], table, queries[:, 0], g, wanted=wanted)
+    elif method == "linear":
+        found = _simplices(call, points, table, queries, g, wanted=wanted)
+    else:
+        raise _uncovered(
+            "scipy.interpolate.griddata",
+            "argument method",
+            "is 'cubic' in more than one dimension, whose Clough-Tocher gradients SciPy estimates iteratively, to a "
+            "tolerance: the result is not linear in values, and the catalogue's rule does not cover it",
+            f"method {method!r} on points in {ndim} dimensions",
+        )
+    if "values" in found:
+        found["values"] = found["values"].reshape(values.shape)
+    if "xi" in found:
+        found["xi"] = found["xi"].reshape(np.shape(call["xi"]))
+    return found
+
+
+def _nearest(
+    call: Call, points: NDArray[Any], queries: NDArray[Any], g: NDArray[Any], wanted: tuple[str, ...]
+) -> dict[str, Any]:
+    """The nearest sample of each query, SciPy's own: its interpolation of the samples' indices.
+    The result is piecewise constant in ``xi``: its derivative there is zero."""
+    from scipy.interpolate import griddata
+
+    n = points.shape[0]
+    on_line = queries[:, 0] if points.shape[1] == 1 else queries
+    read = griddata(points, np.arange(n, dtype=float), on_line, method="nearest", rescale=call["rescale"])
+    found: dict[str, Any] = {"xi": np.zeros(queries.shape)} if "xi" in wanted else {}
+    if "values" in wanted:
+        into = np.zeros((n, g.shape[1]))
+        np.add.at(into, read.astype(np.intp).reshape(-1), g)
+        found["values"] = into
+    return found
+
+
+def _simplices(
+    call: Call,
+    points: NDArray[Any],
+    table: NDArray[Any],
+    queries: NDArray[Any],
+    g: NDArray[Any],
+    *,
+    wanted: tuple[str, ...],
+) -> dict[str, Any]:
+    """The simplex of SciPy's own triangulation each query falls in, and its barycentric
+    weights there (the transform SciPy's linear interpolation reads them with)."""
+    from scipy.interpolate import LinearNDInterpolator
+
+    made = LinearNDInterpolator(points, np.zeros(points.shape[0]), rescale=call["rescale"])
+    tri, ndim = made.tri, points.shape[1]
+    scale = made.scale if call["rescale"] else np.ones(ndim)
+    scaled = (queries - made.offset) / scale if call["rescale"] else queries
+    simplex = tri.find_simplex(scaled)
+    inside = simplex >= 0
+    transform = tri.transform[simplex]  # outside (-1): some simplex's, weighted by no gradient
+    partial = np.einsum("mij,mj->mi", transform[:, :ndim], scaled - transform[:, ndim])
+    weights = np.column_stack([partial, 1.0 - partial.sum(axis=1)])
+    vertices = tri.simplices[simplex]
+    g = np.where(inside[:, None], g, 0.0)
+    found: dict[str, Any] = {}
+    if "values" in wanted:
+        into = np.zeros(table.shape)
+        np.add.at(into, vertices, weights[:, :, None] * g[:, None, :])
+        found["values"] = into
+    if "xi" in wanted:
+        read = np.einsum("mkt,mt->mk", table[vertices], g)  # each vertex's value, against the gradient
+        rows = np.concatenate([transform[:, :ndim], -transform[:, :ndim].sum(axis=1, keepdims=True)], axis=1)
+        found["xi"] = np.einsum("mk,mkj->mj", read, rows) / scale
+    return found
+
+
+def _on_a_line(
+    call: Call,
+    points: NDArray[Any],
+    table: NDArray[Any],
+    queries: NDArray[Any],
+    g: NDArray[Any],
+    *,
+    wanted: tuple[str, ...],
+) -> dict[str, Any]:
+    """griddata on a line: SciPy's ``interp1d`` through the sorted samples, linear or cubic."""
+    from scipy.interpolate import interp1d, make_interp_spline
+
+    order = np.argsort(points)
+    line = points[order]
+    inside = (queries >= line[0]) & (queries <= line[-1])  # outside, the fill: no sample read
+    g = np.where(inside[:, None], g, 0.0)
+    kind = call["method"]
+    found: dict[str, Any] = {}
+    if "values" in wanted:
+        units = unit_responses(
+            lambda u: interp1d(line, u, kind=kind, axis=0, bounds_error=False, fill_value=0.0),
+            line.shape[0],
+            queries,
+            g,
+        )
+        into = np.empty_like(units)
+        into[order] = units
+        found["values"] = into
+    if "xi" in wanted:
+        spline = make_interp_spline(line, table[order], k=1 if kind == "linear" else 3)
+        slope = spline.derivative()(np.clip(queries, line[0], line[-1]))
+        found["xi"] = np.where(inside, np.sum(slope * g, axis=1), 0.0)
+    return found
+
+
+# Splines: each sample's spline read at the queries.
+
+
+def unit_responses(
+    build: Callable[[NDArray[Any]], Callable[[NDArray[Any]], Any]], n: int, queries: NDArray[Any], g: NDArray[Any]
+) -> NDArray[Any]:
+    """``sum_i g[i] * S_j(queries[i])`` for each of ``n`` samples ``j``, ``S_j`` the spline
+    ``build`` makes of the unit sample ``j`` (samples along axis 0): the transpose of a spline
+    linear in its samples, built a block of unit samples at a time. A query where ``S_j`` is
+    NaN (outside, not extrapolated) reads no sample."""
+    into = np.empty((n, g.shape[1]))
+    for start in range(0, n, _BLOCK):
+        units = np.eye(n, min(_BLOCK, n - start), -start)
+        read = np.asarray(build(units)(queries)).reshape(queries.shape[0], -1)
+        into[start : start + units.shape[1]] = np.nan_to_num(read, nan=0.0).T @ g
+    return into
+
+
+def _bc_of_units(bc_type: Any) -> Any:
+    """``bc_type`` for the splines of unit samples: derivative values at the ends are the
+    spline's affine part, no sample's, so they are zero there."""
+    if isinstance(bc_type, tuple) and len(bc_type) == 2 and not isinstance(bc_type[0], str):
+        return tuple(
+            None if end is None else [(order, 0.0) for order, _ in end] if isinstance(end, list) else (end[0], 0.0)
+            for end in bc_type
+        )
+    return bc_type
+
+
+def _spline_vjp(
+    name: str, rebuild: Callable[[Construction, NDArray[Any]], Any]
+) -> Callable[[Call, Any, tuple[str, ...]], Mapping[str, Any]]:
+    """The vjp of a spline's call ``spline(x, nu, extrapolate)``, built from samples ``y``
+    along ``axis``: ``rebuild(construction, units)`` builds the same spline of unit samples."""
+
+    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+        built: Construction = call["built"]
+        spline, nu, extrapolate = call["spline"], call["nu"], call["extrapolate"]
+        y = np.asarray(call["y"], dtype=float)
+        axis = int(built.arguments.get("axis", 0)) % y.ndim
+        x = np.asarray(call["x"], dtype=float)
+        g = np.asarray(grad, dtype=float)
+        lead, trail = y.shape[:axis], y.shape[axis + 1 :]
+        per_query = np.moveaxis(g.reshape((*lead, x.size, *trail)), axis, 0).reshape(x.size, -1)
+        found: dict[str, Any] = {}
+        if "y" in wanted:
+            if built.arguments.get("bc_type") == "periodic":
+                raise _uncovered(
+                    name,
+                    "argument y",
+                    "is a periodic spline's samples, whose first and last are one: the catalogue's rule gives no "
+                    "gradient in them",
+                    "bc_type='periodic'",
+                )
+
+            def build(units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
+                made = rebuild(built, units)
+                return lambda q: made(q, nu, extrapolate)
+
+            into = unit_responses(build, y.shape[axis], x.reshape(-1), per_query)
+            found["y"] = np.moveaxis(into.reshape((y.shape[axis], *lead, *trail)), 0, axis)
+        if "x" in wanted:
+            slope = np.asarray(spline(x.reshape(-1), nu + 1, extrapolate))
+            slope = np.moveaxis(slope.reshape((*lead, x.size, *trail)), axis, 0).reshape(x.size, -1)
+            found["x"] = np.nansum(slope * per_query, axis=1).reshape(x.shape)
+        return found
+
+    return vjp
+
+
+def _cubic_spline(built: Construction, units: NDArray[Any]) -> Any:
+    from scipy.interpolate import CubicSpline
+
+    given = built.arguments
+    return CubicSpline(given["x"], units, 0, _bc_of_units(given["bc_type"]), given["extrapolate"])
+
+
+def _interp_spline(built: Construction, units: NDArray[Any]) -> Any:
+    from scipy.interpolate import make_interp_spline
+
+    given = built.arguments
+    return make_interp_spline(given["x"], units, given["k"], given["t"], _bc_of_units(given["bc_type"]), axis=0)
+
+
+# The spline's own call's parameters, after the object and what built it: positional, as the
+# op gives gradients to positional tensors, and as the spline takes them.
+def _spline_call(  # noqa: PLR0917
+    spline: Any, built: Construction, y: Any, x: Any, nu: int = 0, extrapolate: Any = None
+) -> Any:
+    return spline(x, nu, extrapolate)
+
+
+def rules() -> dict[Any, Rule]:
+    """The rules of ``scipy.interpolate``'s functions (and its splines' calls), by function."""
+    from scipy import interpolate
+
+    rules = {
+        interpolate.interpn: Rule(
+            "scipy.interpolate.interpn",
+            interpolate.interpn,
+            ("values", "xi"),
+            _interpn_vjp,
+            covers="methods linear and nearest (zero in xi: piecewise constant); descending grids; fill or extrapolation",
+        ),
+        interpolate.griddata: Rule(
+            "scipy.interpolate.griddata",
+            interpolate.griddata,
+            ("values", "xi"),
+            _griddata_vjp,
+            covers="methods linear and nearest (zero in xi) in any dimension, cubic on a line; rescale",
+        ),
+    }
+    for built in builders().values():
+        for evaluator, rule in built.calls.values():
+            rules[evaluator] = rule
+    return rules
+
+
+_SPLINES = (
+    "the spline's call, any nu and extrapolate; y along any axis, every bc_type (end derivatives' values take no "
+    "gradient; periodic: none in y)"
+)
+
+
+@functools.cache
+def builders() -> dict[Any, Built]:
+    """The classes (and factories) of ``scipy.interpolate`` whose objects' calls keep the
+    gradient of the tensors they were built from, by class."""
+    from scipy import interpolate
+
+    found = {}
+    # What reads off each spline that its samples do not change: the knots, the order, the axis.
+    splines = (
+        (interpolate.CubicSpline, _cubic_spline, {"x", "axis", "extrapolate"}),
+        (interpolate.make_interp_spline, _interp_spline, {"t", "k", "axis", "extrapolate"}),
+    )
+    for builder, rebuild, unrelated in splines:
+        name = f"scipy.interpolate.{builder.__name__}"
+        evaluator = Built.evaluator(_spline_call, f"{builder.__name__}.__call__", "scipy.interpolate")
+        rule = Rule(name, evaluator, ("y", "x"), _spline_vjp(name, rebuild), covers=_SPLINES)
+        found[builder] = Built(name, builder, ("y",), {"__call__": (evaluator, rule)}, frozenset(unrelated))
+    return found

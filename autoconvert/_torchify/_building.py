@@ -1,0 +1,136 @@
+"""Torchified builders from the gradient catalogue (see autoconvert._gradients._built): a
+class such as ``CubicSpline``, a factory such as ``make_interp_spline``, whose objects keep the
+tensors they were built from, so that their calls give gradients in those and in the call's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autoconvert._decorators._plain import to_numpy
+from autoconvert._errors import GradientError, GradientWarning, message
+from autoconvert._gradients._built import Built, Construction
+from autoconvert._gradients._catalogue import differentiable
+from autoconvert._gradients._rule import say_untaken
+
+from ._proxies import TorchifiedClass, TorchifiedObject, device_of, proxy, torchified_function
+
+
+def _requires_grad(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+class Builder:
+    """A catalogued builder, torchified with ``options``: it builds objects from the kept
+    arguments' tensors detached, and keeps those tensors for their calls (see Keeping)."""
+
+    def __init__(self, built: Built, options: dict[str, Any]) -> None:
+        self.built = built
+        self.options = options
+        self.grad: str = options.get("grad", "warn")
+        self.told: set[str] = set()  # the dropped gradients said (once each, under grad="warn")
+        self._ops: dict[str, Any] = {}
+
+    def op(self, method: str) -> Any:
+        """The op of the catalogued ``method``: its evaluator, converting as torchify's
+        functions do, with the evaluator's rule (made at the first call)."""
+        found = self._ops.get(method)
+        if found is None:
+            evaluator, _ = self.built.calls[method]
+            converting = torchified_function(evaluator, self.options, "scipy")
+            found = self._ops.setdefault(method, differentiable(evaluator, converting, self.options))
+        return found
+
+    def _prepared(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int
+    ) -> tuple[tuple[Any, ...], dict[str, Any], Keeping]:
+        """The builder's arguments with every tensor detached (a gradient in one it keeps
+        none of is said dropped), and what the object keeps of them."""
+        bound = self.built.bound(args, kwargs)
+        for name, value in bound.arguments.items():
+            if name not in self.built.keeps and _requires_grad(value):
+                say_untaken(
+                    self.built.name,
+                    self.built.name,
+                    self.built.keeps,
+                    name,
+                    grad=self.grad,
+                    told=self.told,
+                    stacklevel=stacklevel + 1,
+                )
+        construction = Construction(
+            {n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in bound.arguments.items()}
+        )
+        # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
+        kept = tuple(
+            value if _requires_grad(value) else construction.arguments[name]
+            for name, value in ((n, bound.arguments[n]) for n in self.built.keeps)
+        )
+        for name, value in bound.arguments.items():
+            if isinstance(value, torch.Tensor):
+                bound.arguments[name] = value.detach()
+        return bound.args, bound.kwargs, Keeping(self, construction, kept)
+
+    def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
+        """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
+        args, kwargs, keeping = self._prepared(args, kwargs, stacklevel=4)
+        return proxy(view._construct(*args, **kwargs), self.options, device_of(args, kwargs), view, keeping)
+
+    def factory(self, converting: Callable[..., Any]) -> Callable[..., Any]:
+        """``converting``, a catalogued factory's torchified pair, building proxies that keep its tensors."""
+
+        def build(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs, keeping = self._prepared(args, kwargs, stacklevel=3)
+            made = converting(*args, **kwargs)
+            return proxy(made.__wrapped__, self.options, made._ac_device, made._ac_class, keeping)
+
+        build.__name__, build.__qualname__, build.__doc__ = (
+            converting.__name__,
+            converting.__qualname__,
+            converting.__doc__,
+        )
+        build.__wrapped__ = converting  # type: ignore[attr-defined]
+        return build
+
+
+class Keeping:
+    """What an object a catalogued builder made keeps: how it was built, and the arguments
+    its calls take gradients in, as given (tensors with their graph)."""
+
+    __slots__ = ("builder", "construction", "kept")
+
+    def __init__(self, builder: Builder, construction: Construction, kept: tuple[Any, ...]) -> None:
+        self.builder, self.construction, self.kept = builder, construction, kept
+
+    def call(self, owner: TorchifiedObject, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``owner.method(*args, **kwargs)``, as the op of the kept tensors and the call's."""
+        return self.builder.op(method)(owner.__wrapped__, self.construction, *self.kept, *args, **kwargs)
+
+    def read(self, name: str) -> None:
+        """Reading ``name`` off the object, other than its catalogued calls and what does not
+        depend on the kept arguments: their gradient through it is said dropped."""
+        built = self.builder.built
+        if name in built.calls or name in built.unrelated:
+            return
+        grad = self.builder.grad
+        for where, value in zip(built.keeps, self.kept, strict=True):
+            if grad == "detach" or not _requires_grad(value):
+                continue
+            text = message(
+                f"{built.name}(...).{name}",
+                f"argument {where}",
+                f"requires grad, and the object built from it passes no gradient through {name}: only its "
+                f"call ({', '.join(built.calls)}) takes the catalogue's rule",
+                f"an object built from a {where} that requires grad",
+                f"call the object itself for gradients, or build it from {where}.detach(); grad='detach' silences this",
+            )
+            if grad == "error":
+                raise GradientError(text)
+            key = f"{name}:{where}"
+            if key not in self.builder.told:
+                self.builder.told.add(key)
+                warnings.warn(text, GradientWarning, stacklevel=4)
