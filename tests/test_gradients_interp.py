@@ -90,7 +90,7 @@ QUERIES = np.random.default_rng(3).random((5, 2)) * 1.2 - 0.1  # some outside th
     _first_fast(
         {"method": "linear", "fill_value": 0.25},
         {"method": "nearest"},
-        {"method": "linear", "rescale": True},
+        {"method": "linear", "rescale": True, "fill_value": -1.0},
         {"method": "nearest", "rescale": True},
     ),
 )

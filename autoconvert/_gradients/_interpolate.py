@@ -254,12 +254,13 @@ def unit_responses(
     return into
 
 
-def _bc_of_units(bc_type: Any) -> Any:
-    """``bc_type`` for the splines of unit samples: derivative values at the ends are the
-    spline's affine part, no sample's, so they are zero there."""
+def _bc_of_units(bc_type: Any, units: NDArray[Any]) -> Any:
+    """``bc_type`` for the splines of ``units``, unit samples: derivative values at the ends
+    are the spline's affine part, no sample's, so they are zeros there."""
+    zeros = np.zeros(units.shape[1:])
     if isinstance(bc_type, tuple) and len(bc_type) == 2 and not isinstance(bc_type[0], str):
         return tuple(
-            None if end is None else [(order, 0.0) for order, _ in end] if isinstance(end, list) else (end[0], 0.0)
+            None if end is None else [(order, zeros) for order, _ in end] if isinstance(end, list) else (end[0], zeros)
             for end in bc_type
         )
     return bc_type
@@ -310,14 +311,14 @@ def _cubic_spline(built: Construction, units: NDArray[Any]) -> Any:
     from scipy.interpolate import CubicSpline
 
     given = built.arguments
-    return CubicSpline(given["x"], units, 0, _bc_of_units(given["bc_type"]), given["extrapolate"])
+    return CubicSpline(given["x"], units, 0, _bc_of_units(given["bc_type"], units), given["extrapolate"])
 
 
 def _interp_spline(built: Construction, units: NDArray[Any]) -> Any:
     from scipy.interpolate import make_interp_spline
 
     given = built.arguments
-    return make_interp_spline(given["x"], units, given["k"], given["t"], _bc_of_units(given["bc_type"]), axis=0)
+    return make_interp_spline(given["x"], units, given["k"], given["t"], _bc_of_units(given["bc_type"], units), axis=0)
 
 
 # The spline's own call's parameters, after the object and what built it: positional, as the
