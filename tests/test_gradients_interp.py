@@ -124,24 +124,33 @@ def test_griddata_cubic_in_two_dimensions_raises_with_the_fix() -> None:
 
 
 KNOTS = np.array([0.0, 0.4, 1.0, 1.3, 2.1, 2.5, 3.0])
-AT = np.array([[-0.3, 0.2, 1.15], [1.7, 2.95, 3.4]])  # two outside: extrapolated, or NaN
+AT = np.array([[-0.3, 0.23, 1.12], [1.74, 2.95, 3.4]])  # two outside: extrapolated, or NaN; none midway
 
 
 def assert_spline(
-    build: Callable[..., Any], y: np.ndarray, *, call: dict[str, Any] | None = None, **options: Any
+    build: Callable[..., Any],
+    y: np.ndarray,
+    *,
+    call: dict[str, Any] | None = None,
+    knots: np.ndarray = KNOTS,
+    in_y: bool = True,
+    **options: Any,
 ) -> None:
-    """``build(KNOTS, y, **options)`` through a torchified scipy.interpolate, read at ``AT``:
-    SciPy's values bit for bit, and gradcheck in the samples and the points at once."""
+    """``build(knots, y, **options)`` through a torchified scipy.interpolate, read at ``AT``:
+    SciPy's values bit for bit, and gradcheck in the samples (``in_y``) and the points at once."""
     call = call or {}
     made = getattr(ac.torchify(si), build.__name__)
 
     def read(samples: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-        return made(torch.from_numpy(KNOTS), samples, **options)(at, **call)  # type: ignore[no-any-return]
+        return made(torch.from_numpy(knots), samples, **options)(at, **call)  # type: ignore[no-any-return]
 
-    leaves = (torch.tensor(y, requires_grad=True), torch.tensor(AT, requires_grad=True))
-    expected = build(KNOTS, y, **options)(AT, **call)
-    assert np.array_equal(read(*leaves).detach().numpy(), expected, equal_nan=True)
-    assert torch.autograd.gradcheck(lambda s, a: read(s, a).nan_to_num(), leaves)
+    samples, at = torch.tensor(y, requires_grad=in_y), torch.tensor(AT, requires_grad=True)
+    expected = build(knots, y, **options)(AT, **call)
+    assert np.array_equal(read(samples, at).detach().numpy(), expected, equal_nan=True)
+    if in_y:
+        assert torch.autograd.gradcheck(lambda s, a: read(s, a).nan_to_num(), (samples, at))
+    else:
+        assert torch.autograd.gradcheck(lambda a: read(samples, a).nan_to_num(), (at,))
 
 
 @pytest.mark.parametrize(
@@ -177,6 +186,67 @@ def test_make_interp_spline_in_samples_and_points(options: dict[str, Any]) -> No
 @pytest.mark.slow
 def test_make_interp_spline_along_an_axis() -> None:
     assert_spline(si.make_interp_spline, _rng(2, 7), k=3, axis=1, call={"nu": 1})
+
+
+@pytest.mark.parametrize(
+    "kind", _first_fast("cubic", "linear", "nearest", "previous", "next", "zero", "slinear", "quadratic", 3)
+)
+@pytest.mark.parametrize("fill_value", _first_fast("extrapolate", np.nan, 0.5))
+def test_interp1d_in_samples_and_points(kind: Any, fill_value: Any) -> None:
+    """Unsorted knots; every kind (zero in the points for the piecewise constant ones); the fill or extrapolation."""
+    if fill_value == "extrapolate" and kind in ("previous", "next"):
+        pytest.skip("SciPy extrapolates previous and next only with their own fill")
+    shuffled = KNOTS[[3, 0, 2, 1, 4, 6, 5]]
+    assert_spline(si.interp1d, _rng(7), knots=shuffled, kind=kind, bounds_error=False, fill_value=fill_value)
+
+
+@pytest.mark.slow
+def test_interp1d_along_an_axis() -> None:
+    assert_spline(si.interp1d, _rng(7, 2), kind="cubic", axis=0, bounds_error=False, fill_value="extrapolate")
+
+
+@pytest.mark.parametrize("cls", _first_fast(si.PchipInterpolator, si.Akima1DInterpolator))
+def test_shape_preserving_interpolants_in_the_points_alone(cls: Any) -> None:
+    """PCHIP's and Akima's slopes are not linear in the samples: the points take a gradient,
+    the samples none, said at construction."""
+    assert_spline(cls, _rng(7), in_y=False)
+    with pytest.warns(ac.GradientWarning) as warned:
+        getattr(ac.torchify(si), cls.__name__)(torch.tensor(KNOTS), torch.tensor(_rng(7), requires_grad=True))
+    assert [str(w.message) for w in warned] == [
+        f"scipy.interpolate.{cls.__name__}: argument y requires grad, and the catalogue's rule for "
+        f"scipy.interpolate.{cls.__name__} gives no gradient in y: none flows into it. Found gradients in the points "
+        "it is read at alone. Fix: pass y without requires_grad (.detach()), or give numpy_op a backward= of your "
+        "own; grad='detach' silences this."
+    ]
+
+
+@pytest.mark.parametrize(
+    "case",
+    _first_fast(
+        ({"method": "linear", "bounds_error": False, "fill_value": 0.5}, {}),
+        ({"method": "nearest", "bounds_error": False, "fill_value": None}, {}),
+        ({"method": "cubic"}, {"method": "linear"}),
+    ),
+)
+def test_regular_grid_interpolator_in_values_and_points(case: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """The method given at construction or at the call; a descending grid; the fill or extrapolation."""
+    options, call = case
+    grid = (GRID[0][::-1], GRID[1])
+    values, xi = _rng(5, 4), np.random.default_rng(5).random((6, 2)) * [1.2, 1.7] - 0.1
+    if options.get("bounds_error", True):
+        xi = np.clip(xi, 0.05, 0.95)  # inside, by more than gradcheck moves them
+    made = ac.torchify(si).RegularGridInterpolator
+
+    def read(v: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return made(grid, v, **options)(q, **call)  # type: ignore[no-any-return]
+
+    leaves = (torch.tensor(values, requires_grad=True), torch.tensor(xi, requires_grad=True))
+    # torchify hands SciPy read-only arrays, and SciPy's linear path on those differs from the one on
+    # writable ones in the last bits: the values are SciPy's own on the arrays torchify gives it.
+    values.flags.writeable = False
+    expected = si.RegularGridInterpolator(grid, values, **options)(xi, **call)
+    assert np.array_equal(read(*leaves).detach().numpy(), expected)
+    assert torch.autograd.gradcheck(read, leaves)
 
 
 def test_a_periodic_spline_gives_the_points_their_gradient_and_refuses_the_samples() -> None:
@@ -257,7 +327,7 @@ def test_explain_names_the_rules() -> None:
     assert str(ac.explain(spline)).splitlines()[1] == (
         "built by scipy.interpolate.CubicSpline from y, kept for its calls: the catalogue's rule for "
         "scipy.interpolate.CubicSpline (gradients in y, x; the spline's call, any nu and extrapolate; y along any "
-        "axis, every bc_type (end derivatives' values take no gradient; periodic: none in y))"
+        "axis; every bc_type (end derivatives' values take no gradient; periodic: none in y))"
     )
     assert "backward=the catalogue's rule for scipy.interpolate.interpn (gradients in values, xi;" in str(
         ac.explain(ac.numpy_op(si.interpn))
@@ -266,5 +336,5 @@ def test_explain_names_the_rules() -> None:
 
 def test_the_catalogue_finds_the_builders() -> None:
     assert builder_for(si.CubicSpline) is not None and builder_for(si.make_interp_spline) is not None
-    assert builder_for(si.PchipInterpolator) is None and builder_for(np.sin) is None
+    assert builder_for(si.BSpline) is None and builder_for(np.sin) is None
     assert rule_for(si.interpn) is not None and rule_for(si.interp1d) is None

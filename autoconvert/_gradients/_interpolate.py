@@ -10,6 +10,7 @@ The gradient in the query points is the interpolant's own derivative there.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Callable, Mapping
@@ -77,21 +78,28 @@ def _corners(
 
 
 def _interpn_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
-    method = call["method"]
+    grid = (call["points"], call["values"], call["method"], call["fill_value"])
+    return _grid_vjp("scipy.interpolate.interpn", grid, call["xi"], grad, wanted)
+
+
+def _grid_vjp(
+    name: str, grid: tuple[Any, Any, str, Any], xi: Any, grad: Any, wanted: tuple[str, ...]
+) -> dict[str, Any]:
+    """The gradients of a regular grid's interpolation at ``xi``, ``grid`` its points, values,
+    method and fill value (None: extrapolated)."""
+    points, values, method, fill_value = grid
     if method not in ("linear", "nearest"):
-        raise _uncovered(
-            "scipy.interpolate.interpn", "argument method", "is one the catalogue's rule does not cover", repr(method)
-        )
-    grids = [np.asarray(p, dtype=float) for p in call["points"]]
-    values = np.asarray(call["values"], dtype=float)
+        raise _uncovered(name, "argument method", "is one the catalogue's rule does not cover", repr(method))
+    grids = [np.asarray(p, dtype=float) for p in points]
+    values = np.asarray(values, dtype=float)
     ndim = len(grids)
     descending = [k for k, g in enumerate(grids) if g.shape[0] > 1 and g[0] > g[-1]]
     grids = [g[::-1] if k in descending else g for k, g in enumerate(grids)]
     values = np.flip(values, descending) if descending else values  # as SciPy reads a descending grid
-    queries = _queries(call["xi"], ndim)
+    queries = _queries(xi, ndim)
     g = _per_query(grad, queries.shape[0])
     unread = np.isnan(queries).any(axis=1)  # a NaN query reads no sample
-    if call["fill_value"] is not None:  # outside the grid the result is the fill, read from no sample
+    if fill_value is not None:  # outside the grid the result is the fill, read from no sample
         unread |= np.any([(q < grid[0]) | (q > grid[-1]) for q, grid in zip(queries.T, grids, strict=True)], axis=0)
     g = np.where(unread[:, None], 0.0, g)
     queries = np.where(unread[:, None], np.array([grid[0] for grid in grids]), queries)
@@ -110,7 +118,7 @@ def _interpn_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str,
             read = np.sum(table[index] * g, axis=1)
             for j, slope in enumerate(slopes):
                 moved[:, j] += slope * read
-        found["xi"] = moved.reshape(np.shape(call["xi"]))
+        found["xi"] = moved.reshape(np.shape(xi))
     return found
 
 
@@ -266,24 +274,33 @@ def _bc_of_units(bc_type: Any, units: NDArray[Any]) -> Any:
     return bc_type
 
 
-def _spline_vjp(
-    name: str, rebuild: Callable[[Construction, NDArray[Any]], Any]
-) -> Callable[[Call, Any, tuple[str, ...]], Mapping[str, Any]]:
-    """The vjp of a spline's call ``spline(x, nu, extrapolate)``, built from samples ``y``
-    along ``axis``: ``rebuild(construction, units)`` builds the same spline of unit samples."""
+@dataclasses.dataclass(frozen=True)
+class _Line:
+    """How an interpolant on a line is read by its call, for the call's rule: ``units(call,
+    units)``, the same interpolant of unit samples, read as the call reads it (None: the
+    interpolant is not linear in its samples); ``slope(call, points)``, its derivative at the
+    points, laid out as the call's result."""
+
+    units: Callable[[Call, NDArray[Any]], Callable[[NDArray[Any]], Any]] | None
+    slope: Callable[[Call, NDArray[Any]], Any]
+
+
+def _line_vjp(name: str, line: _Line) -> Callable[[Call, Any, tuple[str, ...]], Mapping[str, Any]]:
+    """The vjp of the call of ``line``'s interpolant (``call["spline"]``, samples ``y`` along
+    its ``axis``) at the points ``x``."""
 
     def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
-        built: Construction = call["built"]
-        spline, nu, extrapolate = call["spline"], call["nu"], call["extrapolate"]
-        y = np.asarray(call["y"], dtype=float)
-        axis = int(built.arguments.get("axis", 0)) % y.ndim
+        axis = call["spline"].axis
         x = np.asarray(call["x"], dtype=float)
         g = np.asarray(grad, dtype=float)
-        lead, trail = y.shape[:axis], y.shape[axis + 1 :]
-        per_query = np.moveaxis(g.reshape((*lead, x.size, *trail)), axis, 0).reshape(x.size, -1)
+        lead, trail = g.shape[:axis], g.shape[axis + x.ndim :]
+
+        def per_query(a: NDArray[Any]) -> NDArray[Any]:
+            return np.moveaxis(a.reshape((*lead, x.size, *trail)), axis, 0).reshape(x.size, -1)
+
         found: dict[str, Any] = {}
         if "y" in wanted:
-            if built.arguments.get("bc_type") == "periodic":
+            if call["built"].arguments.get("bc_type") == "periodic":
                 raise _uncovered(
                     name,
                     "argument y",
@@ -291,42 +308,109 @@ def _spline_vjp(
                     "gradient in them",
                     "bc_type='periodic'",
                 )
-
-            def build(units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
-                made = rebuild(built, units)
-                return lambda q: made(q, nu, extrapolate)
-
-            into = unit_responses(build, y.shape[axis], x.reshape(-1), per_query)
-            found["y"] = np.moveaxis(into.reshape((y.shape[axis], *lead, *trail)), 0, axis)
+            assert line.units is not None  # y is taken only where the interpolant is linear in it
+            n = np.shape(call["y"])[axis]
+            into = unit_responses(functools.partial(line.units, call), n, x.reshape(-1), per_query(g))
+            found["y"] = np.moveaxis(into.reshape((n, *lead, *trail)), 0, axis)
         if "x" in wanted:
-            slope = np.asarray(spline(x.reshape(-1), nu + 1, extrapolate))
-            slope = np.moveaxis(slope.reshape((*lead, x.size, *trail)), axis, 0).reshape(x.size, -1)
-            found["x"] = np.nansum(slope * per_query, axis=1).reshape(x.shape)
+            slope = per_query(np.asarray(line.slope(call, x.reshape(-1)), dtype=float))
+            found["x"] = np.nansum(slope * per_query(g), axis=1).reshape(x.shape)
         return found
 
     return vjp
 
 
-def _cubic_spline(built: Construction, units: NDArray[Any]) -> Any:
+def _spline_slope(call: Call, points: NDArray[Any]) -> Any:
+    """A PPoly's or BSpline's derivative, of the call's order ``nu``, at ``points``."""
+    return call["spline"](points, call["nu"] + 1, call["extrapolate"])
+
+
+def _cubic_spline(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
     from scipy.interpolate import CubicSpline
 
-    given = built.arguments
-    return CubicSpline(given["x"], units, 0, _bc_of_units(given["bc_type"], units), given["extrapolate"])
+    given = call["built"].arguments
+    made = CubicSpline(given["x"], units, 0, _bc_of_units(given["bc_type"], units), given["extrapolate"])
+    return lambda q: made(q, call["nu"], call["extrapolate"])
 
 
-def _interp_spline(built: Construction, units: NDArray[Any]) -> Any:
+def _interp_spline(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
     from scipy.interpolate import make_interp_spline
 
-    given = built.arguments
-    return make_interp_spline(given["x"], units, given["k"], given["t"], _bc_of_units(given["bc_type"], units), axis=0)
+    given = call["built"].arguments
+    made = make_interp_spline(given["x"], units, given["k"], given["t"], _bc_of_units(given["bc_type"], units), axis=0)
+    return lambda q: made(q, call["nu"], call["extrapolate"])
 
 
-# The spline's own call's parameters, after the object and what built it: positional, as the
-# op gives gradients to positional tensors, and as the spline takes them.
+#: interp1d's kinds as spline orders (0 for the piecewise constant ones: no slope).
+_ORDERS = {"linear": 1, "slinear": 1, "quadratic": 2, "cubic": 3}
+
+
+def _interp1d_units(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
+    """interp1d of unit samples: its fill (no sample's) is zero, its extrapolation kept."""
+    from scipy.interpolate import interp1d
+
+    given = call["built"].arguments
+    fill = "extrapolate" if given["fill_value"] == "extrapolate" else 0.0
+    return interp1d(given["x"], units, given["kind"], 0, bounds_error=False, fill_value=fill)
+
+
+def _interp1d_slope(call: Call, points: NDArray[Any]) -> Any:
+    """interp1d's slope: its spline's derivative (SciPy's kinds are splines of the sorted
+    samples), zero for the piecewise constant kinds and where the result is the fill."""
+    from scipy.interpolate import make_interp_spline
+
+    made, given = call["spline"], call["built"].arguments
+    kind = given["kind"]
+    order = kind if isinstance(kind, int) else _ORDERS.get(kind, 0)
+    shape = np.shape(made(points))
+    if order == 0:
+        return np.zeros(shape)
+    order_of_x = np.argsort(np.asarray(given["x"]), kind="stable")
+    y = np.take(np.asarray(call["y"], dtype=float), order_of_x, axis=made.axis)
+    slope = make_interp_spline(np.asarray(given["x"])[order_of_x], y, order, axis=made.axis).derivative()
+    line = np.asarray(given["x"])
+    inside = (points >= line.min()) & (points <= line.max())
+    if given["fill_value"] != "extrapolate":
+        points = np.where(inside, points, line.min())
+    found = np.asarray(slope(points))
+    if given["fill_value"] != "extrapolate":
+        where = [1] * found.ndim
+        where[made.axis] = points.size
+        found = np.where(inside.reshape(where), found, 0.0)
+    return found
+
+
+# The object's own call's parameters, after the object and what built it: positional, as the
+# op gives gradients to positional tensors, and as the object takes them.
 def _spline_call(  # noqa: PLR0917
     spline: Any, built: Construction, y: Any, x: Any, nu: int = 0, extrapolate: Any = None
 ) -> Any:
     return spline(x, nu, extrapolate)
+
+
+def _shape_call(spline: Any, built: Construction, x: Any, nu: int = 0, extrapolate: Any = None) -> Any:
+    return spline(x, nu, extrapolate)
+
+
+def _interp1d_call(spline: Any, built: Construction, y: Any, x: Any) -> Any:
+    return spline(x)
+
+
+def _grid_call(
+    interpolator: Any, built: Construction, values: Any, xi: Any, method: str | None = None, **nu: Any
+) -> Any:
+    return interpolator(xi, method, **nu)
+
+
+def _grid_call_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+    given = call["built"].arguments
+    name = "scipy.interpolate.RegularGridInterpolator"
+    if call["nu"]:
+        raise _uncovered(
+            name, "argument nu", "asks for derivatives, which the catalogue's rule does not cover", repr(call["nu"])
+        )
+    grid = (given["points"], call["values"], call["method"] or given["method"], given["fill_value"])
+    return _grid_vjp(name, grid, call["xi"], grad, wanted)
 
 
 def rules() -> dict[Any, Rule]:
@@ -355,10 +439,9 @@ def rules() -> dict[Any, Rule]:
     return rules
 
 
-_SPLINES = (
-    "the spline's call, any nu and extrapolate; y along any axis, every bc_type (end derivatives' values take no "
-    "gradient; periodic: none in y)"
-)
+_SPLINES = "the spline's call, any nu and extrapolate; y along any axis"
+_BC = "every bc_type (end derivatives' values take no gradient; periodic: none in y)"
+_SHAPE = "the call's x alone: the interpolant is not linear in y, which takes no gradient; any nu and extrapolate"
 
 
 @functools.cache
@@ -367,15 +450,39 @@ def builders() -> dict[Any, Built]:
     gradient of the tensors they were built from, by class."""
     from scipy import interpolate
 
+    spline = ("y", "x"), _spline_call, {"x", "axis", "extrapolate"}  # what the samples do not change
+    table: list[tuple[Any, tuple[tuple[str, ...], Any, set[str]], _Line, str]] = [
+        (interpolate.CubicSpline, spline, _Line(_cubic_spline, _spline_slope), f"{_SPLINES}; {_BC}"),
+        (
+            interpolate.make_interp_spline,
+            (("y", "x"), _spline_call, {"t", "k", "axis", "extrapolate"}),
+            _Line(_interp_spline, _spline_slope),
+            f"{_SPLINES}; any k; {_BC}",
+        ),
+        (
+            interpolate.interp1d,
+            (("y", "x"), _interp1d_call, {"x", "axis", "bounds_error", "fill_value", "assume_sorted"}),
+            _Line(_interp1d_units, _interp1d_slope),
+            "every kind (zero in x for the piecewise constant ones); y along any axis; fill_value, also extrapolate",
+        ),
+        (interpolate.PchipInterpolator, (("x",), _shape_call, set()), _Line(None, _spline_slope), _SHAPE),
+        (interpolate.Akima1DInterpolator, (("x",), _shape_call, set()), _Line(None, _spline_slope), _SHAPE),
+    ]
     found = {}
-    # What reads off each spline that its samples do not change: the knots, the order, the axis.
-    splines = (
-        (interpolate.CubicSpline, _cubic_spline, {"x", "axis", "extrapolate"}),
-        (interpolate.make_interp_spline, _interp_spline, {"t", "k", "axis", "extrapolate"}),
-    )
-    for builder, rebuild, unrelated in splines:
+    for builder, (takes, call, unrelated), line, covers in table:
         name = f"scipy.interpolate.{builder.__name__}"
-        evaluator = Built.evaluator(_spline_call, f"{builder.__name__}.__call__", "scipy.interpolate")
-        rule = Rule(name, evaluator, ("y", "x"), _spline_vjp(name, rebuild), covers=_SPLINES)
-        found[builder] = Built(name, builder, ("y",), {"__call__": (evaluator, rule)}, frozenset(unrelated))
+        evaluator = Built.evaluator(call, f"{builder.__name__}.__call__", "scipy.interpolate")
+        rule = Rule(name, evaluator, takes, _line_vjp(name, line), covers=covers)
+        keeps = tuple(t for t in takes if t != "x")
+        found[builder] = Built(name, builder, keeps, {"__call__": (evaluator, rule)}, frozenset(unrelated))
+    grid = Built.evaluator(_grid_call, "RegularGridInterpolator.__call__", "scipy.interpolate")
+    name = "scipy.interpolate.RegularGridInterpolator"
+    rule = Rule(name, grid, ("values", "xi"), _grid_call_vjp, covers="methods linear and nearest, as interpn")
+    found[interpolate.RegularGridInterpolator] = Built(
+        name,
+        interpolate.RegularGridInterpolator,
+        ("values",),
+        {"__call__": (grid, rule)},
+        frozenset({"grid", "method", "bounds_error", "fill_value"}),
+    )
     return found

@@ -56,7 +56,7 @@ class Builder:
                 say_untaken(
                     self.built.name,
                     self.built.name,
-                    self.built.keeps,
+                    self.built.keeps or ("the points it is read at",),
                     name,
                     grad=self.grad,
                     told=self.told,
