@@ -54,7 +54,7 @@ def builder_for(fn: Any) -> Built | None:
             continue
         builders = getattr(importlib.import_module(f"{__package__}.{module}"), "builders", None)
         try:
-            found = None if builders is None else builders().get(fn)
+            found: Built | None = None if builders is None else builders().get(fn)
         except TypeError:  # an unhashable callable: never in the catalogue
             return None
         if found is not None:

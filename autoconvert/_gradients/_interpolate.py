@@ -95,7 +95,7 @@ def _grid_vjp(
     ndim = len(grids)
     descending = [k for k, g in enumerate(grids) if g.shape[0] > 1 and g[0] > g[-1]]
     grids = [g[::-1] if k in descending else g for k, g in enumerate(grids)]
-    values = np.flip(values, descending) if descending else values  # as SciPy reads a descending grid
+    values = np.flip(values, tuple(descending)) if descending else values  # as SciPy reads a descending grid
     queries = _queries(xi, ndim)
     g = _per_query(grad, queries.shape[0])
     unread = np.isnan(queries).any(axis=1)  # a NaN query reads no sample
@@ -107,11 +107,11 @@ def _grid_vjp(
     table = values.reshape((*values.shape[:ndim], -1))
     found: dict[str, Any] = {}
     if "values" in wanted:
-        into = np.zeros(table.shape)
+        into: NDArray[Any] = np.zeros(table.shape)
         for index, weight, _ in corners:
             np.add.at(into, index, weight[:, None] * g)
         into = into.reshape(values.shape)
-        found["values"] = np.flip(into, descending) if descending else into
+        found["values"] = np.flip(into, tuple(descending)) if descending else into
     if "xi" in wanted:
         moved = np.zeros(queries.shape)
         for index, _, slopes in corners:
@@ -350,8 +350,17 @@ def _interp1d_units(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]],
     from scipy.interpolate import interp1d
 
     given = call["built"].arguments
-    fill = "extrapolate" if given["fill_value"] == "extrapolate" else 0.0
-    return interp1d(given["x"], units, given["kind"], 0, bounds_error=False, fill_value=fill)
+    fill = "extrapolate" if _extrapolates(given) else 0.0
+    made: Callable[[NDArray[Any]], Any] = interp1d(
+        given["x"], units, given["kind"], 0, bounds_error=False, fill_value=fill
+    )
+    return made
+
+
+def _extrapolates(given: Mapping[str, Any]) -> bool:
+    """Whether interp1d was built to extrapolate (its fill_value may also be an array)."""
+    fill = given["fill_value"]
+    return isinstance(fill, str) and fill == "extrapolate"
 
 
 def _interp1d_slope(call: Call, points: NDArray[Any]) -> Any:
@@ -370,10 +379,10 @@ def _interp1d_slope(call: Call, points: NDArray[Any]) -> Any:
     slope = make_interp_spline(np.asarray(given["x"])[order_of_x], y, order, axis=made.axis).derivative()
     line = np.asarray(given["x"])
     inside = (points >= line.min()) & (points <= line.max())
-    if given["fill_value"] != "extrapolate":
+    if not _extrapolates(given):
         points = np.where(inside, points, line.min())
     found = np.asarray(slope(points))
-    if given["fill_value"] != "extrapolate":
+    if not _extrapolates(given):
         where = [1] * found.ndim
         where[made.axis] = points.size
         found = np.where(inside.reshape(where), found, 0.0)
