@@ -338,3 +338,21 @@ def test_the_catalogue_finds_the_builders() -> None:
     assert builder_for(si.CubicSpline) is not None and builder_for(si.make_interp_spline) is not None
     assert builder_for(si.BSpline) is None and builder_for(np.sin) is None
     assert rule_for(si.interpn) is not None and rule_for(si.interp1d) is None
+
+
+def test_a_pickled_view_still_keeps_the_samples() -> None:
+    """The torchified class and factory, pickled and loaded, build splines that keep their samples."""
+    import pickle
+
+    interp = ac.torchify(si)
+    for build in (interp.CubicSpline, interp.make_interp_spline):
+        samples = torch.tensor(_rng(7), requires_grad=True)
+        loaded = pickle.loads(pickle.dumps(build))
+        loaded(torch.tensor(KNOTS), samples)(torch.tensor([0.5, 1.5], dtype=torch.float64)).sum().backward()
+        assert samples.grad is not None
+    assert str(ac.explain(interp.make_interp_spline)).splitlines()[3] == (
+        "its objects are built by scipy.interpolate.make_interp_spline from y, kept for its calls: the catalogue's "
+        "rule for scipy.interpolate.make_interp_spline (gradients in y, x; the spline's call, any nu and "
+        "extrapolate; y along any axis; any k; every bc_type (end derivatives' values take no gradient; periodic: "
+        "none in y))"
+    )

@@ -5,6 +5,7 @@ tensors they were built from, so that their calls give gradients in those and in
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,8 +15,9 @@ import torch
 from autoconvert._decorators._plain import to_numpy
 from autoconvert._errors import GradientError, GradientWarning, message
 from autoconvert._gradients._built import Built, Construction
-from autoconvert._gradients._catalogue import differentiable
+from autoconvert._gradients._catalogue import builder_for, differentiable
 from autoconvert._gradients._rule import say_untaken
+from autoconvert._interpreter._routes import Description, described
 
 from ._proxies import TorchifiedClass, TorchifiedObject, device_of, proxy, torchified_function
 
@@ -45,7 +47,7 @@ class Builder:
             found = self._ops.setdefault(method, differentiable(evaluator, converting, self.options))
         return found
 
-    def _prepared(
+    def prepared(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int
     ) -> tuple[tuple[Any, ...], dict[str, Any], Keeping]:
         """The builder's arguments with every tensor detached (a gradient in one it keeps
@@ -77,24 +79,47 @@ class Builder:
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
         """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
-        args, kwargs, keeping = self._prepared(args, kwargs, stacklevel=4)
+        args, kwargs, keeping = self.prepared(args, kwargs, stacklevel=4)
         return proxy(view._construct(*args, **kwargs), self.options, device_of(args, kwargs), view, keeping)
 
-    def factory(self, converting: Callable[..., Any]) -> Callable[..., Any]:
-        """``converting``, a catalogued factory's torchified pair, building proxies that keep its tensors."""
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its rules' evaluators are made by the catalogue, not found by name: found again where it loads.
+        return _builder_of, (self.built.builder, self.options)
 
-        def build(*args: Any, **kwargs: Any) -> Any:
-            args, kwargs, keeping = self._prepared(args, kwargs, stacklevel=3)
-            made = converting(*args, **kwargs)
-            return proxy(made.__wrapped__, self.options, made._ac_device, made._ac_class, keeping)
 
-        build.__name__, build.__qualname__, build.__doc__ = (
+def _builder_of(fn: Any, options: dict[str, Any]) -> Builder:
+    built = builder_for(fn)
+    assert built is not None  # pickled from one
+    return Builder(built, options)
+
+
+class Factory:
+    """A catalogued factory's torchified pair (``converting``), building proxies that keep its tensors."""
+
+    def __init__(self, builder: Builder, converting: Callable[..., Any]) -> None:
+        self.builder, self.__wrapped__ = builder, converting
+        self.__name__, self.__qualname__, self.__doc__ = (
             converting.__name__,
             converting.__qualname__,
             converting.__doc__,
         )
-        build.__wrapped__ = converting  # type: ignore[attr-defined]
-        return build
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs, keeping = self.builder.prepared(args, kwargs, stacklevel=3)
+        made = self.__wrapped__(*args, **kwargs)
+        return proxy(made.__wrapped__, self.builder.options, made._ac_device, made._ac_class, keeping)
+
+    def __autoconvert_spec__(self) -> Description:
+        """The pair's, and what its objects keep for their calls."""
+        inner = described(self.__wrapped__)
+        assert inner is not None  # a wrapper
+        return dataclasses.replace(inner, notes=(*inner.notes, f"its objects are {self.builder.built.describe()}"))
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Factory, (self.builder, self.__wrapped__)
 
 
 class Keeping:

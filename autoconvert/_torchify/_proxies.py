@@ -375,7 +375,11 @@ class TorchifiedClass(StandIn):
         return f"<torchified class {self.__wrapped__.__module__}.{self.__wrapped__.__qualname__}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return TorchifiedClass, (self.__wrapped__, self._options, self._natively)
+        return functools.partial(TorchifiedClass, builder=self._builder), (
+            self.__wrapped__,
+            self._options,
+            self._natively,
+        )
 
 
 _MISSING = object()

@@ -35,7 +35,7 @@ from autoconvert._options._options import (
 )
 from autoconvert._options._signature import GENERATOR_FUNCTION, deferred_kind
 
-from ._building import Builder
+from ._building import Builder, Factory
 from ._cupy import CupyRoute, installed, options_refusal, twin_of
 from ._native import Natively, native_route, refused
 from ._proxies import (
@@ -256,7 +256,7 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
         converting = differentiable(value, torchified_function(value, options, package, plan), options)
         builder = _builder(value, options)
         if builder is not None:
-            converting = builder.factory(converting)
+            converting = Factory(builder, converting)
         return converting if route is None else Routed(value, (route,), converting, view=view, name=name)
     return value
 
