@@ -51,7 +51,8 @@ class Builder:
         self, args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int
     ) -> tuple[tuple[Any, ...], dict[str, Any], Keeping]:
         """The builder's arguments with every tensor detached (a gradient in one it keeps
-        none of is said dropped), and what the object keeps of them."""
+        none of is said dropped, at the caller ``stacklevel`` frames up), and what the object
+        keeps of them."""
         bound = self.built.bound(args, kwargs)
         for name, value in bound.arguments.items():
             if name not in self.built.keeps and _requires_grad(value):
@@ -79,7 +80,7 @@ class Builder:
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
         """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
-        args, kwargs, keeping = self.prepared(args, kwargs, stacklevel=4)
+        args, kwargs, keeping = self.prepared(args, kwargs, stacklevel=3)
         return proxy(view._construct(*args, **kwargs), self.options, device_of(args, kwargs), view, keeping)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -105,7 +106,7 @@ class Factory:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs, keeping = self.builder.prepared(args, kwargs, stacklevel=3)
+        args, kwargs, keeping = self.builder.prepared(args, kwargs, stacklevel=2)
         made = self.__wrapped__(*args, **kwargs)
         return proxy(made.__wrapped__, self.builder.options, made._ac_device, made._ac_class, keeping)
 
@@ -158,4 +159,4 @@ class Keeping:
             key = f"{name}:{where}"
             if key not in self.builder.told:
                 self.builder.told.add(key)
-                warnings.warn(text, GradientWarning, stacklevel=4)
+                warnings.warn(text, GradientWarning, stacklevel=3)
