@@ -294,22 +294,39 @@ def test_the_knots_take_no_gradient_said_never_a_silent_zero() -> None:
 
 
 def test_reading_a_spline_other_than_calling_it_says_the_samples_gradient_dropped() -> None:
-    """``derivative()``, ``c``: their results carry no gradient in the samples, said once;
+    """``integrate()``, ``c``: their results carry no gradient in the samples, said once;
     the knots, which the samples do not change, read freely."""
     spline = ac.torchify(si).CubicSpline(torch.tensor(KNOTS), torch.tensor(_rng(7), requires_grad=True))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert torch.equal(spline.x, torch.tensor(KNOTS))
     with pytest.warns(ac.GradientWarning) as warned:
-        [spline.derivative() for _ in range(2)]  # said once
+        [spline.integrate(0.0, 1.0) for _ in range(2)]  # said once
     assert [str(w.message) for w in warned] == [
-        "scipy.interpolate.CubicSpline(...).derivative: argument y requires grad, and the object built from it "
-        "passes no gradient through derivative: only its call (__call__) takes the catalogue's rule. Found an "
-        "object built from a y that requires grad. Fix: call the object itself for gradients, or build it from "
-        "y.detach(); grad='detach' silences this."
+        "scipy.interpolate.CubicSpline(...).integrate: argument y requires grad, and the object built from it "
+        "passes no gradient through integrate: its call (__call__) takes the catalogue's rule, as do the objects "
+        "its antiderivative and derivative make. Found an object built from a y that requires grad. Fix: call the "
+        "object itself for gradients, or build it from y.detach(); grad='detach' silences this."
     ]
     with pytest.raises(ac.GradientError, match=r"^scipy\.interpolate\.CubicSpline\(\.\.\.\)\.c: argument y"):
         ac.torchify(si, grad="error").CubicSpline(torch.tensor(KNOTS), torch.tensor(_rng(7), requires_grad=True)).c
+
+
+@pytest.mark.parametrize("build", _first_fast(si.CubicSpline, si.make_interp_spline))
+@pytest.mark.parametrize(
+    "derive", _first_fast(("derivative", ()), ("derivative", (2,)), ("antiderivative", ()), ("antiderivative", (2,)))
+)
+def test_a_splines_derivatives_and_antiderivatives_keep_its_samples(build: Any, derive: Any) -> None:
+    name, args = derive
+    made = getattr(ac.torchify(si), build.__name__)
+
+    def read(samples: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        return getattr(made(torch.tensor(KNOTS), samples), name)(*args)(at)  # type: ignore[no-any-return]
+
+    leaves = (torch.tensor(_rng(7), requires_grad=True), torch.tensor(AT[0], requires_grad=True))
+    expected = getattr(build(KNOTS, _rng(7)), name)(*args)(AT[0])
+    assert np.array_equal(read(*leaves).detach().numpy(), expected)
+    assert torch.autograd.gradcheck(read, leaves)
 
 
 def test_a_spline_built_from_arrays_is_read_as_before() -> None:

@@ -21,13 +21,20 @@ from ._rule import Rule
 
 class Construction:
     """How an object was built: its builder's arguments by name, defaults filled in, tensors
-    as arrays. Handed to a call's rule as the argument ``built`` (an object, which conversion
-    passes as it is)."""
+    as arrays, and the methods (``derivative``, with their arguments) that derived it from the
+    builder's object. Handed to a call's rule as the argument ``built`` (an object, which
+    conversion passes as it is)."""
 
-    __slots__ = ("arguments",)
+    __slots__ = ("arguments", "derived")
 
-    def __init__(self, arguments: Mapping[str, Any]) -> None:
-        self.arguments = arguments
+    def __init__(self, arguments: Mapping[str, Any], derived: tuple[tuple[str, Any, Any], ...] = ()) -> None:
+        self.arguments, self.derived = arguments, derived
+
+    def derive(self, made: Any) -> Any:
+        """``made``, an object built as this one's builder was, derived as this one was."""
+        for name, args, kwargs in self.derived:
+            made = getattr(made, name)(*args, **kwargs)
+        return made
 
     def __repr__(self) -> str:
         return f"Construction({', '.join(self.arguments)})"
@@ -46,6 +53,9 @@ class Built:
     calls: Mapping[str, tuple[Callable[..., Any], Rule]]
     #: What reads off its objects that the kept arguments do not change (the knots, the axis).
     unrelated: frozenset[str] = frozenset()
+    #: Its objects' methods whose results are as linear in the kept arguments (``derivative``):
+    #: those keep them too, their calls taking the same rules.
+    derived: frozenset[str] = frozenset()
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:

@@ -330,7 +330,8 @@ def _cubic_spline(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], A
 
     given = call["built"].arguments
     made = CubicSpline(given["x"], units, 0, _bc_of_units(given["bc_type"], units), given["extrapolate"])
-    return lambda q: made(q, call["nu"], call["extrapolate"])
+    derived = call["built"].derive(made)
+    return lambda q: derived(q, call["nu"], call["extrapolate"])
 
 
 def _interp_spline(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
@@ -338,7 +339,8 @@ def _interp_spline(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], 
 
     given = call["built"].arguments
     made = make_interp_spline(given["x"], units, given["k"], given["t"], _bc_of_units(given["bc_type"], units), axis=0)
-    return lambda q: made(q, call["nu"], call["extrapolate"])
+    derived = call["built"].derive(made)
+    return lambda q: derived(q, call["nu"], call["extrapolate"])
 
 
 #: interp1d's kinds as spline orders (0 for the piecewise constant ones: no slope).
@@ -483,7 +485,8 @@ def builders() -> dict[Any, Built]:
         evaluator = Built.evaluator(call, f"{builder.__name__}.__call__", "scipy.interpolate")
         rule = Rule(name, evaluator, takes, _line_vjp(name, line), covers=covers)
         keeps = tuple(t for t in takes if t != "x")
-        found[builder] = Built(name, builder, keeps, {"__call__": (evaluator, rule)}, frozenset(unrelated))
+        derived = frozenset() if builder is interpolate.interp1d else frozenset({"derivative", "antiderivative"})
+        found[builder] = Built(name, builder, keeps, {"__call__": (evaluator, rule)}, frozenset(unrelated), derived)
     grid = Built.evaluator(_grid_call, "RegularGridInterpolator.__call__", "scipy.interpolate")
     name = "scipy.interpolate.RegularGridInterpolator"
     rule = Rule(name, grid, ("values", "xi"), _grid_call_vjp, covers="methods linear and nearest, as interpn")

@@ -136,6 +136,24 @@ class Keeping:
         """``owner.method(*args, **kwargs)``, as the op of the kept tensors and the call's."""
         return self.builder.op(method)(owner.__wrapped__, self.construction, *self.kept, *args, **kwargs)
 
+    def derived(self, owner: TorchifiedObject, name: str) -> Callable[..., Any] | None:
+        """``owner.name``, a method whose result is as linear in the kept arguments (a spline's
+        ``derivative``), as one whose result keeps them too; None for other names."""
+        if name not in self.builder.built.derived:
+            return None
+
+        def derive(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = to_numpy(args), to_numpy(kwargs)
+            made = getattr(owner.__wrapped__, name)(*args, **kwargs)
+            construction = Construction(self.construction.arguments, (*self.construction.derived, (name, args, kwargs)))
+            view = owner._ac_class.result_view(type(made))
+            return proxy(
+                made, self.builder.options, owner._ac_device, view, Keeping(self.builder, construction, self.kept)
+            )
+
+        derive.__name__ = derive.__qualname__ = name
+        return derive
+
     def read(self, name: str) -> None:
         """Reading ``name`` off the object, other than its catalogued calls and what does not
         depend on the kept arguments: their gradient through it is said dropped."""
@@ -149,8 +167,8 @@ class Keeping:
             text = message(
                 f"{built.name}(...).{name}",
                 f"argument {where}",
-                f"requires grad, and the object built from it passes no gradient through {name}: only its "
-                f"call ({', '.join(built.calls)}) takes the catalogue's rule",
+                f"requires grad, and the object built from it passes no gradient through {name}: its call "
+                f"({', '.join(built.calls)}) takes the catalogue's rule{_and_derived(built)}",
                 f"an object built from a {where} that requires grad",
                 f"call the object itself for gradients, or build it from {where}.detach(); grad='detach' silences this",
             )
@@ -160,3 +178,10 @@ class Keeping:
             if key not in self.builder.told:
                 self.builder.told.add(key)
                 warnings.warn(text, GradientWarning, stacklevel=3)
+
+
+def _and_derived(built: Built) -> str:
+    """The objects ``built``'s objects derive that keep its rule too, in words."""
+    if not built.derived:
+        return ""
+    return f", as do the objects its {' and '.join(sorted(built.derived))} make"

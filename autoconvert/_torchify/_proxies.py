@@ -669,6 +669,9 @@ class BuiltObject(CallableTorchifiedObject):
 
     def __getattr__(self, name: str) -> Any:
         if not name.startswith("_"):
+            derived = self._ac_built.derived(self, name)
+            if derived is not None:
+                return derived
             self._ac_built.read(name)
         return TorchifiedObject.__getattr__(self, name)
 
