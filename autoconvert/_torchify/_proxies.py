@@ -265,7 +265,7 @@ class TorchifiedClass(StandIn):
         self._construct = for_library("accepts_numpy", _guarded(cls, self._inputs), self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._wrappers: dict[str, Any] = {}  # the wrappers of those (explain's)
-        self._proxy_types: dict[tuple[bool, bool], type[TorchifiedObject]] = {}
+        self._proxy_types: dict[bool | str, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
         self._store: Any = None  # assigns attributes of proxies (see ``assign``)
         functools.update_wrapper(self, cls, updated=())
@@ -326,18 +326,17 @@ class TorchifiedClass(StandIn):
             method = as_method(wrapper)
         return self._methods.setdefault(name, method)
 
-    def proxy_type(self, is_callable: bool, built: bool = False) -> type[TorchifiedObject]:
-        """This class's own subclass of the proxy type (of a catalogued builder's objects:
-        ``built``), which its methods are added to, with the protocols the class has
-        (``with``, iteration, ``len``, indexing, ``in``): Python looks those up on the proxy's
-        type, never through ``__getattr__``."""
-        made = self._proxy_types.get((is_callable, built))
+    def proxy_type(self, kind: bool | str) -> type[TorchifiedObject]:
+        """This class's own subclass of the proxy type (``kind``: whether its objects are
+        callable, or ``"built"`` for a catalogued builder's), which its methods are added to,
+        with the protocols the class has (``with``, iteration, ``len``, indexing, ``in``):
+        Python looks those up on the proxy's type, never through ``__getattr__``."""
+        made = self._proxy_types.get(kind)
         if made is None:
-            base = BuiltObject if built else CallableTorchifiedObject if is_callable else TorchifiedObject
+            base = BuiltObject if kind == "built" else CallableTorchifiedObject if kind else TorchifiedObject
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
             protocols |= _operators(self.__wrapped__)
-            made = type(base.__name__, (base,), {"__slots__": (), **protocols})
-            self._proxy_types[is_callable, built] = made
+            made = self._proxy_types[kind] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
     def viewed(self, result: Any, device: torch.device | None) -> Any:
@@ -735,8 +734,10 @@ def proxy(
     is, so ``callable()`` tells the truth; ``built``: what a catalogued builder that made it
     keeps (a ``_building.Keeping``), for a BuiltObject."""
     cls = cls or TorchifiedClass(type(target), options)
-    made = cls.proxy_type(callable(target), built is not None)(target, options, device, cls)
-    if built is not None:
+    if built is None:
+        made = cls.proxy_type(callable(target))(target, options, device, cls)
+    else:
+        made = cls.proxy_type("built")(target, options, device, cls)
         object.__setattr__(made, "_ac_built", built)
     if type(target) is types.FunctionType:
         # A proxy of a plain function passes for one (its __class__), so dynamo would inline the
