@@ -416,9 +416,10 @@ def _grid_call(
 def _grid_call_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
     given = call["built"].arguments
     name = "scipy.interpolate.RegularGridInterpolator"
-    if call["nu"]:
+    nu = call["nu"].get("nu")  # keyword-only, where SciPy has it
+    if nu is not None:
         raise _uncovered(
-            name, "argument nu", "asks for derivatives, which the catalogue's rule does not cover", repr(call["nu"])
+            name, "argument nu", "asks for derivatives, which the catalogue's rule does not cover", repr(nu)
         )
     grid = (given["points"], call["values"], call["method"] or given["method"], given["fill_value"])
     return _grid_vjp(name, grid, call["xi"], grad, wanted)
