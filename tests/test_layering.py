@@ -66,6 +66,7 @@ ORDER = [
     "_gradients._integrate",
     "_gradients._linalg",
     "_gradients._special",
+    "_gradients._lines",
     "_gradients._interpolate",
     "_gradients._catalogue",
     "_options._checks",
