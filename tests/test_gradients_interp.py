@@ -373,3 +373,12 @@ def test_a_pickled_view_still_keeps_the_samples() -> None:
         "extrapolate; y along any axis; any k; every bc_type (end derivatives' values take no gradient; periodic: "
         "none in y))"
     )
+
+
+def test_torch_func_transforms_a_splines_call() -> None:
+    """The call is a numpy_op: torch.func's grad and vmap go through it, the spline built outside."""
+    samples = torch.tensor(_rng(7))
+    spline = ac.torchify(si).CubicSpline(torch.tensor(KNOTS), samples)
+    at = torch.tensor(AT[0])
+    per_point = torch.func.vmap(torch.func.grad(lambda a: spline(a).sum()))(at)
+    assert torch.allclose(per_point, torch.from_numpy(si.CubicSpline(KNOTS, _rng(7))(AT[0], 1)))

@@ -47,14 +47,15 @@ class Builder:
             found = self._ops.setdefault(method, differentiable(evaluator, converting, self.options))
         return found
 
-    def prepared(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int
-    ) -> tuple[tuple[Any, ...], dict[str, Any], Keeping]:
-        """The builder's arguments with every tensor detached (a gradient in one it keeps
-        none of is said dropped, at the caller ``stacklevel`` frames up), and what the object
-        keeps of them."""
+    def build(
+        self, make: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int
+    ) -> tuple[Any, Keeping]:
+        """``make(*args, **kwargs)``, the builder's torchified call, with every tensor detached
+        (a gradient in one it keeps none of is said dropped, at the caller ``stacklevel``
+        frames up), and what the object keeps of its arguments."""
         bound = self.built.bound(args, kwargs)
-        for name, value in bound.arguments.items():
+        given = dict(bound.arguments)
+        for name, value in given.items():
             if name not in self.built.keeps and _requires_grad(value):
                 say_untaken(
                     self.built.name,
@@ -65,23 +66,21 @@ class Builder:
                     told=self.told,
                     stacklevel=stacklevel + 1,
                 )
-        construction = Construction(
-            {n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in bound.arguments.items()}
-        )
-        # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
-        kept = tuple(
-            value if _requires_grad(value) else construction.arguments[name]
-            for name, value in ((n, bound.arguments[n]) for n in self.built.keeps)
-        )
-        for name, value in bound.arguments.items():
             if isinstance(value, torch.Tensor):
                 bound.arguments[name] = value.detach()
-        return bound.args, bound.kwargs, Keeping(self, construction, kept)
+        # Made first: its conversion refuses what NumPy cannot read (a tensor torch.func transforms).
+        made = make(*bound.args, **bound.kwargs)
+        construction = Construction({n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in given.items()})
+        # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
+        kept = tuple(
+            given[name] if _requires_grad(given[name]) else construction.arguments[name] for name in self.built.keeps
+        )
+        return made, Keeping(self, construction, kept)
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
         """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
-        args, kwargs, keeping = self.prepared(args, kwargs, stacklevel=3)
-        return proxy(view._construct(*args, **kwargs), self.options, device_of(args, kwargs), view, keeping)
+        made, keeping = self.build(view._construct, args, kwargs, stacklevel=3)
+        return proxy(made, self.options, device_of(args, kwargs), view, keeping)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Its rules' evaluators are made by the catalogue, not found by name: found again where it loads.
@@ -106,8 +105,7 @@ class Factory:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, kwargs, keeping = self.builder.prepared(args, kwargs, stacklevel=2)
-        made = self.__wrapped__(*args, **kwargs)
+        made, keeping = self.builder.build(self.__wrapped__, args, kwargs, stacklevel=2)
         return proxy(made.__wrapped__, self.builder.options, made._ac_device, made._ac_class, keeping)
 
     def __autoconvert_spec__(self) -> Description:
