@@ -5,6 +5,7 @@ are read at. Values are SciPy's to the bit; gradients pass gradcheck in float64.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -382,3 +383,17 @@ def test_torch_func_transforms_a_splines_call() -> None:
     at = torch.tensor(AT[0])
     per_point = torch.func.vmap(torch.func.grad(lambda a: spline(a).sum()))(at)
     assert torch.allclose(per_point, torch.from_numpy(si.CubicSpline(KNOTS, _rng(7))(AT[0], 1)))
+
+
+def test_a_grid_interpolators_derivatives_are_refused_with_the_fix() -> None:
+    """``nu=`` (where SciPy has it) asks for derivatives of the interpolant, which the rule does not cover."""
+    if "nu" not in inspect.signature(si.RegularGridInterpolator.__call__).parameters:
+        pytest.skip("this SciPy's RegularGridInterpolator takes no nu=")
+    values = torch.tensor(_rng(5, 4), requires_grad=True)
+    out = ac.torchify(si).RegularGridInterpolator(GRID, values, method="cubic")(np.array([[0.5, 0.5]]), nu=(1, 0))
+    with pytest.raises(ac.GradientError) as caught:
+        out.sum().backward()
+    assert str(caught.value) == (
+        "scipy.interpolate.RegularGridInterpolator: argument nu asks for derivatives, which the catalogue's rule "
+        "does not cover. Found (1, 0). Fix: call it without requires_grad (.detach()), or pass a method it covers."
+    )
