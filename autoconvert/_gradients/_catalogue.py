@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ._built import Built
 from ._rule import Rule
 
 #: SciPy's subpackages with rules, and the module of this package holding them.
@@ -21,6 +22,7 @@ _MODULES = {
     "scipy.integrate": "_integrate",
     "scipy.linalg": "_linalg",
     "scipy.special": "_special",
+    "scipy.interpolate": "_interpolate",
 }
 
 _loaded: dict[str, dict[Any, Rule]] = {}
@@ -35,6 +37,24 @@ def rule_for(fn: Any) -> Rule | None:
             continue
         try:
             found = _rules(package).get(fn)
+        except TypeError:  # an unhashable callable: never in the catalogue
+            return None
+        if found is not None:
+            return found
+    return None
+
+
+def builder_for(fn: Any) -> Built | None:
+    """The catalogue's builder ``fn`` is (a class or factory whose objects' calls keep the
+    gradient of the tensors they were built from), or None."""
+    if "scipy" not in sys.modules:
+        return None
+    for package, module in _MODULES.items():
+        if package not in sys.modules:
+            continue
+        builders = getattr(importlib.import_module(f"{__package__}.{module}"), "builders", None)
+        try:
+            found: Built | None = None if builders is None else builders().get(fn)
         except TypeError:  # an unhashable callable: never in the catalogue
             return None
         if found is not None:

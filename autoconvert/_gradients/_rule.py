@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from autoconvert._errors import GradientError, message
+from autoconvert._errors import GradientError, GradientWarning, message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +126,29 @@ class Rule:
                     )
                 )
         return Call(arguments, output), names
+
+
+def say_untaken(
+    function: str, rule: str, takes: tuple[str, ...], where: str, *, grad: str, told: set[str], stacklevel: int
+) -> None:
+    """A tensor argument ``where`` that requires grad where the catalogue's ``rule`` gives none
+    gets no gradient: said as a dropped gradient is (``grad=``: a GradientWarning once per
+    argument in ``told``, a GradientError, or nothing for "detach"), never a silent zero."""
+    if grad == "detach":
+        return
+    text = message(
+        function,
+        f"argument {where}",
+        f"requires grad, and the catalogue's rule for {rule} gives no gradient in {where}: none flows into it",
+        f"gradients in {', '.join(takes)} alone",
+        f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own; "
+        "grad='detach' silences this",
+    )
+    if grad == "error":
+        raise GradientError(text)
+    if where not in told:
+        told.add(where)
+        warnings.warn(text, GradientWarning, stacklevel=stacklevel + 1)
 
 
 def _forward_strides(value: Any) -> Any:

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import inspect
 import types
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
@@ -22,10 +21,11 @@ import torch
 
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._decorators._decorators import replanned, wrap_pair
-from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
+from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._escape import compiling, opaque, tracing
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
+from autoconvert._gradients._rule import say_untaken
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
@@ -399,24 +399,9 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
 
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
     """A tensor argument that requires grad where the catalogue's rule gives none (``jv``'s
-    order) gets no gradient: said as a dropped gradient is (``grad=``: a GradientWarning once
-    per argument, a GradientError, or nothing), never a silent zero."""
-    if grad == "detach":
-        return
+    order) is said dropped (see autoconvert._gradients._rule.say_untaken)."""
     for where in rule.untaken(args, kwargs, _requires_grad):
-        text = message(
-            name,
-            f"argument {where}",
-            f"requires grad, and the catalogue's rule for {rule.name} gives no gradient in {where}: none flows into it",
-            f"gradients in {', '.join(rule.takes)} alone",
-            f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own; "
-            "grad='detach' silences this",
-        )
-        if grad == "error":
-            raise GradientError(text)
-        if where not in told:
-            told.add(where)
-            warnings.warn(text, GradientWarning, stacklevel=4)
+        say_untaken(name, rule.name, rule.takes, where, grad=grad, told=told, stacklevel=4)
 
 
 def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:

@@ -213,16 +213,20 @@ class TorchifiedClass(StandIn):
         natively: Any = None,
         plans: Callable[[Any], Any] | None = None,
         kept: Callable[[Any], str | None] | None = None,
+        *,
+        builder: Any = None,
     ) -> None:
         """``plans``: the plan (a ProxyingPlan factory) of a static or class method that takes
         no native route, saying why where its library declares one (see _torchify.class_view);
         ``kept``: for a method of its objects, how that route would keep the gradient (None:
-        no route is declared for it)."""
+        no route is declared for it); ``builder``: a ``_building.Builder`` where the gradient
+        catalogue has the class, whose objects' calls keep the gradient of what built them."""
         self.__wrapped__ = cls
         self._options = options
         self._natively = natively
         self._plans = plans
         self._kept = kept
+        self._builder = builder
         self._inputs = inputs_of(options)  # the constructor's and assign's
         dtype = policy_of("returns_tensor", {}, outputs_of(options)).dtype
         #: The dtype attributes read off its objects are cast to: an explicit ``dtype=`` ("input"
@@ -231,7 +235,7 @@ class TorchifiedClass(StandIn):
         self._construct = for_library("accepts_numpy", _guarded(cls, self._inputs), self._inputs)
         self._methods: dict[str, Any] = {}  # the class's functions, wrapped once for all instances
         self._wrappers: dict[str, Any] = {}  # the wrappers of those (explain's)
-        self._proxy_types: dict[bool, type[TorchifiedObject]] = {}
+        self._proxy_types: dict[bool | str, type[TorchifiedObject]] = {}
         self._results: dict[type, TorchifiedClass | None] = {}  # result types: the views of those proxied
         self._store: Any = None  # assigns attributes of proxies (see ``assign``)
         functools.update_wrapper(self, cls, updated=())
@@ -239,6 +243,8 @@ class TorchifiedClass(StandIn):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._natively is not None:
             return self._natively.construct(self, args, kwargs)
+        if self._builder is not None:
+            return self._builder.construct(self, args, kwargs)
         return proxy(self._construct(*args, **kwargs), self._options, device_of(args, kwargs), self)
 
     def __getattr__(self, name: str) -> Any:
@@ -290,16 +296,17 @@ class TorchifiedClass(StandIn):
             method = as_method(wrapper)
         return self._methods.setdefault(name, method)
 
-    def proxy_type(self, is_callable: bool) -> type[TorchifiedObject]:
-        """This class's own subclass of the proxy type, which its methods are added to, with
-        the protocols the class has (``with``, iteration, ``len``, indexing, ``in``): Python
-        looks those up on the proxy's type, never through ``__getattr__``."""
-        made = self._proxy_types.get(is_callable)
+    def proxy_type(self, kind: bool | str) -> type[TorchifiedObject]:
+        """This class's own subclass of the proxy type (``kind``: whether its objects are
+        callable, or ``"built"`` for a catalogued builder's), which its methods are added to,
+        with the protocols the class has (``with``, iteration, ``len``, indexing, ``in``):
+        Python looks those up on the proxy's type, never through ``__getattr__``."""
+        made = self._proxy_types.get(kind)
         if made is None:
-            base = CallableTorchifiedObject if is_callable else TorchifiedObject
+            base = BuiltObject if kind == "built" else CallableTorchifiedObject if kind else TorchifiedObject
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
             protocols |= _operators(self.__wrapped__)
-            made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": (), **protocols})
+            made = self._proxy_types[kind] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
     def viewed(self, result: Any, device: torch.device | None) -> Any:
@@ -337,7 +344,11 @@ class TorchifiedClass(StandIn):
         return f"<torchified class {self.__wrapped__.__module__}.{self.__wrapped__.__qualname__}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return TorchifiedClass, (self.__wrapped__, self._options, self._natively)
+        return functools.partial(TorchifiedClass, builder=self._builder), (
+            self.__wrapped__,
+            self._options,
+            self._natively,
+        )
 
 
 _MISSING = object()
@@ -394,6 +405,9 @@ class TorchifiedObject(StandIn):
         "_self_options",
     )
 
+    #: Whether a method found is set on the proxy type, where the next read finds it directly.
+    _self_caches_methods = True
+
     def __init__(self, target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass) -> None:
         object.__setattr__(self, "__wrapped__", target)
         object.__setattr__(self, "_self_options", options)
@@ -413,7 +427,8 @@ class TorchifiedObject(StandIn):
             return getattr(target, name)
         method = self._self_class.method(name)
         if method is not None:
-            setattr(type(self), name, method)  # this class's proxies find it without __getattr__
+            if self._self_caches_methods:
+                setattr(type(self), name, method)  # this class's proxies find it without __getattr__
             return types.MethodType(method, self)
         value = getattr(target, name)
         viewed = self._self_class.viewed(value, self._self_device)
@@ -623,6 +638,32 @@ class CallableTorchifiedObject(TorchifiedObject):
         return method(self, *args, **kwargs)
 
 
+class BuiltObject(CallableTorchifiedObject):
+    """An object a catalogued builder made (a ``CubicSpline``, see _building): its call is an
+    op of the tensors it was built from and the call's own, taking the catalogue's rule; every
+    other read says their gradient dropped, so none is set on its type."""
+
+    __slots__ = ("_self_built",)
+    _self_caches_methods = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_built.call(self, "__call__", args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("_"):
+            derived = self._self_built.derived(self, name)
+            if derived is not None:
+                return derived
+            self._self_built.read(name)
+        return TorchifiedObject.__getattr__(self, name)
+
+    __getattr__._torchdynamo_disable = True  # type: ignore[attr-defined]
+
+    def __autoconvert_spec__(self) -> Description:
+        spec = TorchifiedObject.__autoconvert_spec__(self)
+        return dataclasses.replace(spec, notes=(*spec.notes, self._self_built.builder.built.describe()))
+
+
 #: Bound methods: each attribute read makes a new one, equal to the last (same function, same object).
 _BOUND = frozenset({types.MethodType, types.BuiltinMethodType, types.MethodWrapperType})
 
@@ -666,12 +707,21 @@ CallableTorchifiedObject.__call__.__autoconvert_spec__ = _describing("__call__")
 
 
 def proxy(
-    target: Any, options: dict[str, Any], device: torch.device | None, cls: TorchifiedClass | None = None
+    target: Any,
+    options: dict[str, Any],
+    device: torch.device | None,
+    cls: TorchifiedClass | None = None,
+    built: Any = None,
 ) -> TorchifiedObject:
     """The proxy for ``target``, of ``cls``'s own proxy type: callable exactly when ``target``
-    is, so ``callable()`` tells the truth."""
+    is, so ``callable()`` tells the truth; ``built``: what a catalogued builder that made it
+    keeps (a ``_building.Keeping``), for a BuiltObject."""
     cls = cls or TorchifiedClass(type(target), options)
-    made = cls.proxy_type(callable(target))(target, options, device, cls)
+    if built is None:
+        made = cls.proxy_type(callable(target))(target, options, device, cls)
+    else:
+        made = cls.proxy_type("built")(target, options, device, cls)
+        object.__setattr__(made, "_self_built", built)
     if type(target) is types.FunctionType:
         # A proxy of a plain function passes for one (its __class__), so dynamo would inline the
         # function's own code with the caller's tensors: it inlines this instead, the escape of

@@ -22,7 +22,7 @@ from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import StandIn
 from autoconvert._decorators._decorators import wrap_pair
-from autoconvert._gradients._catalogue import differentiable
+from autoconvert._gradients._catalogue import builder_for, differentiable
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, Route, Routed
 from autoconvert._options._options import (
@@ -36,6 +36,7 @@ from autoconvert._options._options import (
 )
 from autoconvert._spec._signature import GENERATOR_FUNCTION, deferred_kind
 
+from ._building import Builder, Factory
 from ._cupy import CupyRoute, installed, options_refusal, twin_of
 from ._native import Natively, native_route, refused
 from ._proxies import (
@@ -113,7 +114,16 @@ def class_view(cls: type, options: dict[str, Any], native: str | bool, adapter: 
     if natively is not None:
         return TorchifiedClass(cls, options, natively)
     plans = functools.partial(_class_function_plan, cls, adapter, native, off)
-    return TorchifiedClass(cls, options, None, plans, functools.partial(_method_kept, cls, adapter, native, off))
+    kept = functools.partial(_method_kept, cls, adapter, native, off)
+    return TorchifiedClass(cls, options, None, plans, kept, builder=_builder(cls, options))
+
+
+def _builder(fn: Any, options: dict[str, Any]) -> Builder | None:
+    """The builder of ``fn``, a class or a factory the gradient catalogue has (see _building),
+    whose objects' calls keep the gradient of what built them; None for others, and where
+    torchify's options write into the arguments."""
+    built = None if options.get("writeback") else builder_for(fn)
+    return None if built is None else Builder(built, options)
 
 
 def _class_function_plan(cls: type, adapter: Adapter, native: str | bool, off: str | None, fn: Any) -> Any:
@@ -244,6 +254,9 @@ def _view(value: Any, view: TorchifiedModule, name: str) -> Any:
         route, notes = _route(value, view, name)
         plan = functools.partial(FunctionPlan, notes=notes, kept_natively=_kept_natively(value, view, name))
         converting = differentiable(value, torchified_function(value, options, package, plan), options)
+        builder = _builder(value, options)
+        if builder is not None:
+            converting = Factory(builder, converting)
         return converting if route is None else Routed(value, (route,), converting, view=view, name=name)
     return value
 

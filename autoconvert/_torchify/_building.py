@@ -1,0 +1,185 @@
+"""Torchified builders from the gradient catalogue (see autoconvert._gradients._built): a
+class such as ``CubicSpline``, a factory such as ``make_interp_spline``, whose objects keep the
+tensors they were built from, so that their calls give gradients in those and in the call's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autoconvert._decorators._plain import to_numpy
+from autoconvert._errors import GradientError, GradientWarning, message
+from autoconvert._gradients._built import Built, Construction
+from autoconvert._gradients._catalogue import builder_for, differentiable
+from autoconvert._gradients._rule import say_untaken
+from autoconvert._interpreter._routes import Description, described
+
+from ._proxies import TorchifiedClass, TorchifiedObject, device_of, proxy, torchified_function
+
+
+def _requires_grad(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
+class Builder:
+    """A catalogued builder, torchified with ``options``: it builds objects from the kept
+    arguments' tensors detached, and keeps those tensors for their calls (see Keeping)."""
+
+    def __init__(self, built: Built, options: dict[str, Any]) -> None:
+        self.built = built
+        self.options = options
+        self.grad: str = options.get("grad", "warn")
+        self.told: set[str] = set()  # the dropped gradients said (once each, under grad="warn")
+        self._ops: dict[str, Any] = {}
+
+    def op(self, method: str) -> Any:
+        """The op of the catalogued ``method``: its evaluator, converting as torchify's
+        functions do, with the evaluator's rule (made at the first call)."""
+        found = self._ops.get(method)
+        if found is None:
+            evaluator, _ = self.built.calls[method]
+            converting = torchified_function(evaluator, self.options, "scipy")
+            found = self._ops.setdefault(method, differentiable(evaluator, converting, self.options))
+        return found
+
+    def build(
+        self, make: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int
+    ) -> tuple[Any, Keeping]:
+        """``make(*args, **kwargs)``, the builder's torchified call, with every tensor detached
+        (a gradient in one it keeps none of is said dropped, at the caller ``stacklevel``
+        frames up), and what the object keeps of its arguments."""
+        bound = self.built.bound(args, kwargs)
+        given = dict(bound.arguments)
+        for name, value in given.items():
+            if name not in self.built.keeps and _requires_grad(value):
+                say_untaken(
+                    self.built.name,
+                    self.built.name,
+                    self.built.keeps or ("the points it is read at",),
+                    name,
+                    grad=self.grad,
+                    told=self.told,
+                    stacklevel=stacklevel + 1,
+                )
+            if isinstance(value, torch.Tensor):
+                bound.arguments[name] = value.detach()
+        # Made first: its conversion refuses what NumPy cannot read (a tensor torch.func transforms).
+        made = make(*bound.args, **bound.kwargs)
+        construction = Construction({n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in given.items()})
+        # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
+        kept = tuple(
+            given[name] if _requires_grad(given[name]) else construction.arguments[name] for name in self.built.keeps
+        )
+        return made, Keeping(self, construction, kept)
+
+    def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
+        """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
+        made, keeping = self.build(view._construct, args, kwargs, stacklevel=3)
+        return proxy(made, self.options, device_of(args, kwargs), view, keeping)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Its rules' evaluators are made by the catalogue, not found by name: found again where it loads.
+        return _builder_of, (self.built.builder, self.options)
+
+
+def _builder_of(fn: Any, options: dict[str, Any]) -> Builder:
+    built = builder_for(fn)
+    assert built is not None  # pickled from one
+    return Builder(built, options)
+
+
+class Factory:
+    """A catalogued factory's torchified pair (``converting``), building proxies that keep its tensors."""
+
+    def __init__(self, builder: Builder, converting: Callable[..., Any]) -> None:
+        self.builder, self.__wrapped__ = builder, converting
+        self.__name__, self.__qualname__, self.__doc__ = (
+            converting.__name__,
+            converting.__qualname__,
+            converting.__doc__,
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        made, keeping = self.builder.build(self.__wrapped__, args, kwargs, stacklevel=2)
+        return proxy(made.__wrapped__, self.builder.options, made._self_device, made._self_class, keeping)
+
+    def __autoconvert_spec__(self) -> Description:
+        """The pair's, and what its objects keep for their calls."""
+        inner = described(self.__wrapped__)
+        assert inner is not None  # a wrapper
+        return dataclasses.replace(inner, notes=(*inner.notes, f"its objects are {self.builder.built.describe()}"))
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Factory, (self.builder, self.__wrapped__)
+
+
+class Keeping:
+    """What an object a catalogued builder made keeps: how it was built, and the arguments
+    its calls take gradients in, as given (tensors with their graph)."""
+
+    __slots__ = ("builder", "construction", "kept")
+
+    def __init__(self, builder: Builder, construction: Construction, kept: tuple[Any, ...]) -> None:
+        self.builder, self.construction, self.kept = builder, construction, kept
+
+    def call(self, owner: TorchifiedObject, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``owner.method(*args, **kwargs)``, as the op of the kept tensors and the call's."""
+        return self.builder.op(method)(owner.__wrapped__, self.construction, *self.kept, *args, **kwargs)
+
+    def derived(self, owner: TorchifiedObject, name: str) -> Callable[..., Any] | None:
+        """``owner.name``, a method whose result is as linear in the kept arguments (a spline's
+        ``derivative``), as one whose result keeps them too; None for other names."""
+        if name not in self.builder.built.derived:
+            return None
+
+        def derive(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = to_numpy(args), to_numpy(kwargs)
+            made = getattr(owner.__wrapped__, name)(*args, **kwargs)
+            construction = Construction(self.construction.arguments, (*self.construction.derived, (name, args, kwargs)))
+            view = owner._self_class.result_view(type(made))
+            return proxy(
+                made, self.builder.options, owner._self_device, view, Keeping(self.builder, construction, self.kept)
+            )
+
+        derive.__name__ = derive.__qualname__ = name
+        return derive
+
+    def read(self, name: str) -> None:
+        """Reading ``name`` off the object, other than its catalogued calls and what does not
+        depend on the kept arguments: their gradient through it is said dropped."""
+        built = self.builder.built
+        if name in built.calls or name in built.unrelated:
+            return
+        grad = self.builder.grad
+        for where, value in zip(built.keeps, self.kept, strict=True):
+            if grad == "detach" or not _requires_grad(value):
+                continue
+            text = message(
+                f"{built.name}(...).{name}",
+                f"argument {where}",
+                f"requires grad, and the object built from it passes no gradient through {name}: its call "
+                f"({', '.join(built.calls)}) takes the catalogue's rule{_and_derived(built)}",
+                f"an object built from a {where} that requires grad",
+                f"call the object itself for gradients, or build it from {where}.detach(); grad='detach' silences this",
+            )
+            if grad == "error":
+                raise GradientError(text)
+            key = f"{name}:{where}"
+            if key not in self.builder.told:
+                self.builder.told.add(key)
+                warnings.warn(text, GradientWarning, stacklevel=3)
+
+
+def _and_derived(built: Built) -> str:
+    """The objects ``built``'s objects derive that keep its rule too, in words."""
+    if not built.derived:
+        return ""
+    return f", as do the objects its {' and '.join(sorted(built.derived))} make"
