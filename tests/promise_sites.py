@@ -59,6 +59,9 @@ class Site:
     #: The function and argument path autoconvert's messages name for a body's first
     #: argument, where they are not the body's own (a method that calls it).
     named: tuple[str, str] | None = None
+    #: Where the body's changes to a copy of its arguments are made, as autoconvert's
+    #: refusal of them names it: on an executor whose workers receive copies.
+    worker: str = ""
     slow: bool = False
 
     def names(self, body: Callable[..., Any]) -> tuple[str, str]:
@@ -115,6 +118,7 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a worker of the process pool in another process",
         slow=True,
     ),
     Site(
@@ -123,6 +127,7 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a Dask worker in another process",
         slow=True,
     ),
     Site(
@@ -131,6 +136,7 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a Dask worker in the caller's process",
         slow=True,
     ),
     Site(
@@ -139,9 +145,18 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a worker of the process pool in another process",
         slow=True,
     ),
-    Site("batched on Ray", _batched_on("ray"), samples=True, on_executor=True, pickles=False, slow=True),
+    Site(
+        "batched on Ray",
+        _batched_on("ray"),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        worker="a Ray worker in another process",
+        slow=True,
+    ),
 ]
 
 

@@ -306,8 +306,13 @@ _WORKERS = [
     "Dask worker processes",
     "Dask worker threads",
 ]
-#: The runners whose workers are other processes, or receive copies (Dask's, even in the caller's process).
-_COPIES = {"a process pool", "Dask worker processes", "Dask worker threads"}
+#: The runners whose workers are other processes, or receive copies (Dask's, even in the caller's
+#: process), as a refusal of a change made to a copy names their workers.
+_COPIES = {
+    "a process pool": "a worker of the process pool in another process",
+    "Dask worker processes": "a Dask worker in another process",
+    "Dask worker threads": "a Dask worker in the caller's process",
+}
 
 
 @pytest.mark.parametrize("where", _WORKERS)
@@ -329,10 +334,10 @@ def test_a_change_to_a_container_argument_is_the_callers_or_refused(
     with pytest.raises(ValueError) as info:
         ac.batched(remembered, **options)(_batch(ragged=False), kept)
     assert str(info.value) == (
-        "autoconvert.batched(remembered): the function changed args[1], a container among its arguments, on a "
-        "worker in another process, which holds a copy of it: the change cannot reach the caller's container, as it "
-        "does where the samples run in the caller's process. Fix: return what the function computes, or run it in "
-        "the caller's process (sequentially, or on threads with workers=)"
+        f"autoconvert.batched(remembered): the function changed argument seen, a container, on {_COPIES[where]}, "
+        "which holds a copy of it: the change cannot reach the caller's container, as it does where the samples run "
+        "sequentially or on threads. Fix: return what the function computes, or run it sequentially (no executor) "
+        "or on threads (workers=)"
     )
     assert kept == {}
 
@@ -419,7 +424,7 @@ def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is
     sequential = ac.batched(fn)(_batch(ragged=False), sequential_arg)
     arg = make()
     if where in _COPIES and call != "a dict read only":
-        with pytest.raises(ValueError, match=r"the function changed args\[1\], a container among its arguments"):
+        with pytest.raises(ValueError, match=r"the function changed argument (items|tally), a container, on "):
             ac.batched(fn, **options)(_batch(ragged=False), arg)
         assert seen(arg) == seen(make())
         return
@@ -443,9 +448,9 @@ def test_a_write_into_an_array_argument_is_the_callers_or_refused(
     with pytest.raises(ValueError) as info:
         ac.batched(counted_into, **options)(_batch(ragged=False), counts)
     assert str(info.value) == (
-        "autoconvert.batched(counted_into): the function wrote into args[1], an array among its arguments, on a "
-        "worker in another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
-        "where the samples run in the caller's process. Fix: return what the function computes, or run it in the "
-        "caller's process (sequentially, or on threads with workers=)"
+        f"autoconvert.batched(counted_into): the function wrote into argument counts, an array, on {_COPIES[where]}, "
+        "which holds a copy of it: the write cannot reach the caller's array, as it does where the samples run "
+        "sequentially or on threads. Fix: return what the function computes, or run it sequentially (no executor) "
+        "or on threads (workers=)"
     )
     assert counts.tolist() == [0.0]

@@ -24,7 +24,7 @@ import numpy as np
 
 from autoconvert._pickling import exported
 
-from ._chunks import Window, dumps, received, run
+from ._chunks import Origin, Window, dumps, received, run
 from ._executors import (
     Progress,
     Samples,
@@ -68,7 +68,10 @@ class OnRay:
             ray.init()  # as a task's .remote() would: a local cluster, or the one RAY_ADDRESS names
         size = chunksize or chunk_size(samples.size - start, self.workers(), 1)
         frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
-        chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen)
+        origin = Origin(worker="a Ray worker")
+        chunks = _chunks(
+            self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen, origin=origin
+        )
         task = _task(ray)
         refs: list[Any] = []
         try:

@@ -1,0 +1,123 @@
+"""What an object among a copied chunk's arguments held before its samples ran, to tell after
+them whether the function changed it (on another process's copy, a change the caller misses).
+
+An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
+parameters and buffers too), walked through plain dicts and objects down to leaves kept as
+their bytes. What was there must be there unchanged afterwards; what the function only
+added (a new attribute, a new key of a dict) is taken for a cache filling
+(``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
+object fills again on its own, and is never refused.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey
+
+#: Values pickled by reference, whose state is their module's: never compared.
+_BY_REFERENCE = (
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+)
+
+
+class State:
+    """A dict's or an object's entries as they were, each a ``State`` or a leaf's bytes (None
+    where it does not pickle: then it cannot be compared)."""
+
+    __slots__ = ("entries", "kind")
+
+    def __init__(self, kind: type, entries: dict[Any, Any]) -> None:
+        self.kind, self.entries = kind, entries
+
+
+def snapshot(value: Any) -> State | None:
+    """``value``'s state now, where it is an object with state of its own; else None."""
+    state = _state(value)
+    return None if state is None else State(type(value), _entries(state, {id(value)}))
+
+
+def first_change(before: State, value: Any) -> list[KeyEntry] | None:
+    """The path within ``value`` to the first entry changed or removed since ``before``; None
+    where all it held is there unchanged (entries added are no change)."""
+    now = value if before.kind is dict else _state(value)
+    if type(value) is not before.kind or now is None:
+        return []
+    attribute = before.kind is not dict
+    for key, was in before.entries.items():
+        entry: KeyEntry = GetAttrKey(key) if attribute and isinstance(key, str) else MappingKey(key)
+        if key not in now:
+            return [entry]
+        if type(was) is State:
+            below = first_change(was, now[key])
+            if below is not None:
+                return [entry, *below]
+        elif was is not None and _leaf(now[key]) != was:
+            return [entry]
+    return None
+
+
+def _state(value: Any) -> dict[Any, Any] | None:
+    """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
+    none to compare: arrays, tensors, builtins, what pickles by reference."""
+    if isinstance(value, _BY_REFERENCE) or _is_array(value) or type(value).__module__ == "builtins":
+        return None
+    kind = type(value)
+    if "__wrapped__" in getattr(kind, "__slots__", ()) and "__getattr__" in vars(kind):
+        return _state(value.__wrapped__)  # a wrapper that reads and sets its callable's attributes (TensorCallback)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.nn.Module):
+        # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
+        state = dict(vars(value))
+        for part in ("_parameters", "_buffers", "_modules"):
+            state.update(state.pop(part, {}))
+        return state
+    try:
+        state = value.__getstate__()
+    except Exception:  # a __getstate__ that needs what only pickling gives it
+        return None
+    if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:  # (__dict__ or None, slots)
+        state = {**(state[0] or {}), **state[1]}
+    return state if type(state) is dict and state else None
+
+
+def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
+    """``state``'s entries as they are now: dicts and objects walked (each once), leaves as bytes."""
+    entries: dict[Any, Any] = {}
+    for key, value in state.items():
+        inner = value if type(value) is dict else _state(value)
+        if inner is not None and id(value) not in seen:
+            seen.add(id(value))
+            entries[key] = State(type(value), _entries(inner, seen))
+        elif inner is None:
+            entries[key] = _leaf(value)
+    return entries
+
+
+def _is_array(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return isinstance(value, (np.ndarray, np.generic)) or (torch is not None and isinstance(value, torch.Tensor))
+
+
+def _leaf(value: Any) -> bytes | None:
+    """A leaf's value as bytes: a tensor's dtype, shape and data (its pickle is not the same
+    twice), anything else its pickle; None where it has none to compare."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.device.type == "meta":
+            return None
+        data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return pickle.dumps((str(value.dtype), tuple(value.shape))) + data
+    try:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a lock, a file, a generator: nothing the caller would compare either
+        return None
