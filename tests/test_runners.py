@@ -8,6 +8,7 @@ threads of the caller's process) and a local Ray."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import multiprocessing
 import re
@@ -86,6 +87,36 @@ def counted_into(a: np.ndarray, counts: np.ndarray) -> np.ndarray:
 def looked_up(a: np.ndarray, table: dict[str, Any]) -> np.ndarray:
     """A dict argument read, never changed."""
     return a * table["scale"][0]
+
+
+class Smoother:
+    """An object argument with state a function changes (a running total) or only caches into."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._seen: dict[float, bool] = {}
+
+    @functools.cached_property
+    def weight(self) -> float:
+        return 2.0
+
+
+def totalled(a: np.ndarray, smoother: Smoother) -> np.ndarray:
+    """An attribute of an object argument changed per sample."""
+    smoother.total += float(a.sum())
+    return a * 2
+
+
+def cached_into(a: np.ndarray, smoother: Smoother) -> np.ndarray:
+    """An object argument's caches filled, nothing else changed: a memo dict, a cached_property."""
+    smoother._seen.setdefault(float(a.sum()), True)
+    return a * smoother.weight
+
+
+def normed(a: np.ndarray, norm: torch.nn.Module) -> np.ndarray:
+    """A buffer of a torch module argument written in place."""
+    norm.running_mean.fill_(1.0)
+    return a * 2
 
 
 def applied(a: np.ndarray, fn: Callable[..., Any]) -> Any:
@@ -408,23 +439,30 @@ _CONTAINER_CALLS: dict[str, tuple[Callable[..., Any], Callable[[], Any], Callabl
     "a list appended to": (appended, list, sorted),
     "a dataclass field set": (tallied, Tally, lambda t: t.count),
     "a dict read only": (looked_up, lambda: {"scale": [2.0]}, lambda d: d),
+    "an object's attribute changed": (totalled, Smoother, lambda s: s.total),
+    "an object's caches filled": (cached_into, Smoother, lambda s: s.total),
+    "an nn.Module's buffer written": (normed, lambda: torch.nn.BatchNorm1d(2), lambda m: m.running_mean.tolist()),
 }
+#: The calls that only read their argument, or fill its caches: never refused.
+_READING = {"a dict read only", "an object's caches filled"}
 
 
 @given(where=st.sampled_from(_WORKERS), call=st.sampled_from(sorted(_CONTAINER_CALLS)))
 def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is_never_refused(
     runners: dict[str, dict[str, Any]], where: str, call: str
 ) -> None:
-    """Lists, dicts and dataclasses among the arguments: what the function changes is the
-    caller's where the samples run in the caller's process and refused where workers hold
-    copies; a container only read is never refused, and gives the sequential result."""
+    """Lists, dicts, dataclasses, plain objects and torch modules among the arguments: what the
+    function changes is the caller's where the samples run in the caller's process and refused
+    where workers hold copies; an argument only read, or whose caches only are filled, is never
+    refused, and gives the sequential result."""
     fn, make, seen = _CONTAINER_CALLS[call]
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     sequential_arg = make()
     sequential = ac.batched(fn)(_batch(ragged=False), sequential_arg)
     arg = make()
-    if where in _COPIES and call != "a dict read only":
-        with pytest.raises(ValueError, match=r"the function changed argument (items|tally), a container, on "):
+    if where in _COPIES and call not in _READING:
+        changed = r"argument (items|tally), a container|(smoother\.total|norm\.running_mean), in argument \w+"
+        with pytest.raises(ValueError, match=f"the function changed ({changed}), on {_COPIES[where]}"):
             ac.batched(fn, **options)(_batch(ragged=False), arg)
         assert seen(arg) == seen(make())
         return

@@ -11,6 +11,7 @@ object fills again on its own, and is never refused.
 
 from __future__ import annotations
 
+import collections
 import pickle
 import sys
 import types
@@ -30,9 +31,16 @@ _BY_REFERENCE = (
 )
 
 
+#: Mappings walked key by key (an nn.Module's hooks are OrderedDicts).
+_DICTS = (dict, collections.OrderedDict)
+
+#: Leaves compared as they are: immutable, and equal exactly when their pickles are.
+_PLAIN = (type(None), bool, int, str, bytes)
+
+
 class State:
-    """A dict's or an object's entries as they were, each a ``State`` or a leaf's bytes (None
-    where it does not pickle: then it cannot be compared)."""
+    """A dict's or an object's entries as they were, each a ``State`` or a leaf's value (see
+    ``_leaf``; None where it does not pickle: then it cannot be compared)."""
 
     __slots__ = ("entries", "kind")
 
@@ -49,20 +57,19 @@ def snapshot(value: Any) -> State | None:
 def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     """The path within ``value`` to the first entry changed or removed since ``before``; None
     where all it held is there unchanged (entries added are no change)."""
-    now = value if before.kind is dict else _state(value)
+    mapping = before.kind in _DICTS
+    now = value if mapping else _state(value)
     if type(value) is not before.kind or now is None:
         return []
-    attribute = before.kind is not dict
     for key, was in before.entries.items():
-        entry: KeyEntry = GetAttrKey(key) if attribute and isinstance(key, str) else MappingKey(key)
         if key not in now:
-            return [entry]
-        if type(was) is State:
+            below: list[KeyEntry] | None = []
+        elif type(was) is State:
             below = first_change(was, now[key])
-            if below is not None:
-                return [entry, *below]
-        elif was is not None and _leaf(now[key]) != was:
-            return [entry]
+        else:
+            below = None if was is None or _leaf(now[key]) == was else []
+        if below is not None:
+            return [MappingKey(key) if mapping or not isinstance(key, str) else GetAttrKey(key), *below]
     return None
 
 
@@ -94,7 +101,7 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
     """``state``'s entries as they are now: dicts and objects walked (each once), leaves as bytes."""
     entries: dict[Any, Any] = {}
     for key, value in state.items():
-        inner = value if type(value) is dict else _state(value)
+        inner = value if type(value) in _DICTS else _state(value)
         if inner is not None and id(value) not in seen:
             seen.add(id(value))
             entries[key] = State(type(value), _entries(inner, seen))
@@ -108,15 +115,28 @@ def _is_array(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic)) or (torch is not None and isinstance(value, torch.Tensor))
 
 
-def _leaf(value: Any) -> bytes | None:
-    """A leaf's value as bytes: a tensor's dtype, shape and data (its pickle is not the same
-    twice), anything else its pickle; None where it has none to compare."""
+def _leaf(value: Any) -> Any:
+    """A leaf's value, to compare with ``==``: a plain scalar itself (with its type: ``1`` is not
+    ``True``; a float as its hex, so that a NaN equals itself), an array's or a tensor's dtype,
+    shape and data (a tensor's pickle is not the same twice), anything else its pickle; None where it has
+    none to compare."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return kind, value
+    if kind is float:
+        return kind, value.hex()
+    if kind is np.ndarray and not value.dtype.hasobject:
+        return value.dtype, value.shape, value.tobytes()
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         if value.layout != torch.strided or value.device.type == "meta":
             return None
-        data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        return pickle.dumps((str(value.dtype), tuple(value.shape))) + data
+        data = value.detach().cpu()
+        try:
+            raw = data.numpy().tobytes()
+        except (TypeError, RuntimeError):  # a dtype NumPy lacks (bfloat16), a conjugate or negative view
+            raw = data.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return value.dtype, value.shape, raw
     try:
         return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
     except Exception:  # a lock, a file, a generator: nothing the caller would compare either
