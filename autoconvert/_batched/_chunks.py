@@ -274,8 +274,10 @@ def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
 
     root, *below = keys
     params = Parameters(chunk.fn, held=True)  # a method's instance leads the chunk's arguments
-    name = params.positional_name(root.index, 0) if type(root) is SequenceKey else params.keyword_name(root.key)
-    return keystr(name, below)
+    if isinstance(root, SequenceKey):
+        return keystr(params.positional_name(root.index, 0), below)
+    assert isinstance(root, MappingKey)  # a keyword argument's
+    return keystr(params.keyword_name(str(root.key)), below)
 
 
 #: Mutable builtins that are no containers of the registry (their items are not converted),
