@@ -32,7 +32,7 @@ class Runners:
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._started:
-            self._started[name] = self._stack.enter_context(_STARTERS[name]())
+            self._started[name] = self._stack.enter_context(_STARTERS[name](self))
         return self._started[name]
 
 
@@ -149,6 +149,15 @@ SITES = [
         slow=True,
     ),
     Site(
+        "batched on Ray's multiprocessing pool",
+        _batched_on("ray pool"),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        worker="a worker of the process pool in another process",
+        slow=True,
+    ),
+    Site(
         "batched on Ray",
         _batched_on("ray"),
         samples=True,
@@ -213,10 +222,25 @@ def local_ray() -> Iterator[Any]:
         ray.shutdown()
 
 
-_STARTERS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
-    "process pool": _process_pool,
-    "multiprocessing pool": _multiprocessing_pool,
-    "dask processes": lambda: _dask(processes=True),
-    "dask threads": lambda: _dask(processes=False),
-    "ray": local_ray,
+@contextlib.contextmanager
+def _ray_pool(runners: Runners) -> Iterator[Any]:
+    """Ray's multiprocessing pool of two actors, on the local Ray the Ray site uses."""
+    runners["ray"]
+    from ray.util.multiprocessing import Pool
+
+    pool = Pool(2)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+
+
+#: How each runner starts (given the runners, for one that runs on another's).
+_STARTERS: dict[str, Callable[[Runners], contextlib.AbstractContextManager[Any]]] = {
+    "process pool": lambda _: _process_pool(),
+    "multiprocessing pool": lambda _: _multiprocessing_pool(),
+    "dask processes": lambda _: _dask(processes=True),
+    "dask threads": lambda _: _dask(processes=False),
+    "ray": lambda _: local_ray(),
+    "ray pool": _ray_pool,
 }

@@ -194,8 +194,11 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
     sample's exception carries a note naming it."""
     columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
-    for k in chunk.frozen:
-        columns[k] = _read_only(columns[k])
+    for k, column in enumerate(columns):
+        if k in chunk.frozen:
+            columns[k] = _read_only(column)
+        elif chunk.origin.copied:
+            columns[k] = _writable(column)
     handed: Rebuilt | None = None
     guarded: list[tuple[str, NDArray[Any]]] = []
     held: list[tuple[Any, Any]] = []
@@ -343,6 +346,15 @@ def _read_only(column: Any) -> Any:
         column.flags.writeable = False
         return column
     return [_read_only(sample) if isinstance(sample, np.ndarray) else sample for sample in column]
+
+
+def _writable(column: Any) -> Any:
+    """A copied chunk's column of a source the caller handed writable, with what arrived
+    read-only copied (Ray's objects do, to a Ray task or a Ray pool's actor), so that every
+    runner hands the same samples."""
+    if isinstance(column, np.ndarray):
+        return column if column.flags.writeable else column.copy()
+    return [s.copy() if isinstance(s, np.ndarray) and not s.flags.writeable else s for s in column]
 
 
 def _tell_refusal(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey
+from autoconvert._pickling import resolve
 
 #: Values pickled by reference, whose state is their module's: never compared.
 _BY_REFERENCE = (
@@ -78,9 +79,13 @@ def _state(value: Any) -> dict[Any, Any] | None:
     none to compare: arrays, tensors, builtins, what pickles by reference."""
     if isinstance(value, _BY_REFERENCE) or _is_array(value) or type(value).__module__ == "builtins":
         return None
+    if _by_reference(value):
+        return None
     kind = type(value)
     if "__wrapped__" in getattr(kind, "__slots__", ()) and "__getattr__" in vars(kind):
         return _state(value.__wrapped__)  # a wrapper that reads and sets its callable's attributes (TensorCallback)
+    if hasattr(value, "__wrapped__"):
+        return None  # a decorated function, a numpy_op, a torchified view: code, whose own caches fill as it runs
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.nn.Module):
         # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
@@ -95,6 +100,17 @@ def _state(value: Any) -> dict[Any, Any] | None:
     if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:  # (__dict__ or None, slots)
         state = {**(state[0] or {}), **state[1]}
     return state if type(state) is dict and state else None
+
+
+def _by_reference(value: Any) -> bool:
+    """Whether ``value`` pickles as a reference (a decorated function, a torchified module): the
+    worker's is then its own module's object, no copy of the caller's, and what fills its
+    internal caches is no change of an argument."""
+    try:
+        reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    except Exception:  # it does not pickle: it cannot have crossed to a worker
+        return True
+    return isinstance(reduced, str) or (type(reduced) is tuple and bool(reduced) and reduced[0] is resolve)
 
 
 def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
