@@ -119,6 +119,14 @@ def normed(a: np.ndarray, norm: torch.nn.Module) -> np.ndarray:
     return a * 2
 
 
+def _halved(a: np.ndarray) -> np.ndarray:
+    return a / 2
+
+
+#: A decorated function as an argument, whose own caches fill as it runs (a wrapper, never compared).
+halved = ac.accepts_numpy(_halved)
+
+
 def applied(a: np.ndarray, fn: Callable[..., Any]) -> Any:
     """A callable argument applied to the sample (a torch one is handed tensors)."""
     return fn(a)
@@ -442,9 +450,10 @@ _CONTAINER_CALLS: dict[str, tuple[Callable[..., Any], Callable[[], Any], Callabl
     "an object's attribute changed": (totalled, Smoother, lambda s: s.total),
     "an object's caches filled": (cached_into, Smoother, lambda s: s.total),
     "an nn.Module's buffer written": (normed, lambda: torch.nn.BatchNorm1d(2), lambda m: m.running_mean.tolist()),
+    "a decorated function applied": (applied, lambda: halved, lambda f: f),
 }
 #: The calls that only read their argument, or fill its caches: never refused.
-_READING = {"a dict read only", "an object's caches filled"}
+_READING = {"a dict read only", "an object's caches filled", "a decorated function applied"}
 
 
 @given(where=st.sampled_from(_WORKERS), call=st.sampled_from(sorted(_CONTAINER_CALLS)))

@@ -2,11 +2,13 @@
 them whether the function changed it (on another process's copy, a change the caller misses).
 
 An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
-parameters and buffers too), walked through plain dicts and objects down to leaves kept as
-their bytes. What was there must be there unchanged afterwards; what the function only
+parameters and buffers as the attributes they are read as), walked through dicts and
+objects down to leaves kept as their values (an array's or a tensor's bytes, anything
+else's pickle). What was there must be there unchanged afterwards; what the function only
 added (a new attribute, a new key of a dict) is taken for a cache filling
 (``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
-object fills again on its own, and is never refused.
+object fills again on its own, and is never refused. Code is never compared: functions,
+classes, decorated functions and other wrappers, what pickles by reference.
 """
 
 from __future__ import annotations
