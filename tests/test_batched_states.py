@@ -91,3 +91,17 @@ def test_the_callers_own_chunk_is_never_compared() -> None:
     chunk = Chunk(changing, (Batch(0), model, ("a counter",)), {}, 0, 2, 2, "autoconvert.batched(changing)", None)
     run(chunk, [np.ones((2, 3))])
     assert model.count == 2
+
+
+def nearest(a: np.ndarray, index: Any) -> np.ndarray:
+    """A lookup in a fitted index, whose compiled tree counts its queries as it is read."""
+    return index.kneighbors(a[None, :2], return_distance=False)[0]
+
+
+def test_an_index_counting_its_queries_is_never_refused() -> None:
+    """A fitted scikit-learn NearestNeighbors only read: its KDTree's own counters (state it
+    keeps to itself, no dict) change as it answers, and the call is never refused."""
+    neighbors = pytest.importorskip("sklearn.neighbors")
+    index = neighbors.NearestNeighbors(n_neighbors=1, algorithm="kd_tree").fit(np.eye(2))
+    chunk = Chunk(nearest, (Batch(0), index), {}, 0, 2, 2, "autoconvert.batched(nearest)", None)
+    assert [r.tolist() for r in run(pickle.loads(pickle.dumps(chunk)), [np.eye(2, 3)])] == [[0], [1]]

@@ -3,8 +3,9 @@ them whether the function changed it (on another process's copy, a change the ca
 
 An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
 parameters and buffers as the attributes they are read as), walked through dicts and
-objects down to leaves kept as their values (an array's or a tensor's bytes, anything
-else's pickle). What was there must be there unchanged afterwards; what the function only
+objects down to leaves kept as their values (an array's or a tensor's bytes, a list's or
+another builtin's pickle; an object whose state is no dict, as a compiled library keeps it, is
+not compared: a scikit-learn KDTree counts its queries, a generator moves as it draws). What was there must be there unchanged afterwards; what the function only
 added (a new attribute, a new key of a dict) is taken for a cache filling
 (``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
 object fills again on its own, and is never refused. Code is never compared: functions,
@@ -135,9 +136,9 @@ def _is_array(value: Any) -> bool:
 
 def _leaf(value: Any) -> Any:
     """A leaf's value, to compare with ``==``: a plain scalar itself (with its type: ``1`` is not
-    ``True``; a float as its hex, so that a NaN equals itself), an array's or a tensor's dtype,
-    shape and data (a tensor's pickle is not the same twice), anything else its pickle; None where it has
-    none to compare."""
+    ``True``; a float as its hex, so that a NaN equals itself), an array's, a tensor's or a NumPy
+    scalar's dtype, shape and data (a tensor's pickle is not the same twice), a builtin's
+    (a list, a tuple, a set) pickle; None where it has none to compare."""
     kind = type(value)
     if kind in _PLAIN:
         return kind, value
@@ -155,6 +156,12 @@ def _leaf(value: Any) -> Any:
         except (TypeError, RuntimeError):  # a dtype NumPy lacks (bfloat16), a conjugate or negative view
             raw = data.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
         return value.dtype, value.shape, raw
+    if isinstance(value, np.generic) and not value.dtype.hasobject:
+        return kind, value.tobytes()
+    if kind.__module__ != "builtins":
+        # State its library keeps to itself (a compiled tree's query counters, a generator's
+        # position), which its reads change: no change of what the caller sees.
+        return None
     try:
         return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
     except Exception:  # a lock, a file, a generator: nothing the caller would compare either
