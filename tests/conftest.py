@@ -170,11 +170,7 @@ def dask_client() -> Iterator[Any]:
 def ray_cluster() -> Iterator[Any]:
     """The ``ray`` module, connected to a local Ray of two CPUs started for one test module
     (its workers would take the cores from the rest of the suite)."""
-    ray = pytest.importorskip("ray")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Ray's own, from its startup
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
+    from tests.promise_sites import local_ray
+
+    with local_ray() as ray:
         yield ray
-    finally:
-        ray.shutdown()

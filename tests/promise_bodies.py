@@ -6,6 +6,7 @@ and on one of its samples ``(k,)`` alike, so a batched site gives what a plain o
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,32 @@ def adds_a_key(d: dict[str, NDArray[Any]]) -> NDArray[Any]:
     """Adds an array to the container of arrays it is handed."""
     d["new"] = d["a"] * 2
     return d["a"].sum(-1)
+
+
+class Counter:
+    """An object a body counts its calls on, with caches it fills as it is read."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._memo: dict[float, float] = {}
+
+    @functools.cached_property
+    def scale(self) -> float:
+        return 2.0
+
+
+def counts_on(a: NDArray[Any], counter: Counter) -> NDArray[Any]:
+    """Counts each call on an object it is handed."""
+    counter.calls += 1
+    return a.sum(-1)
+
+
+def reads_through_caches(a: NDArray[Any], cache: Counter) -> NDArray[Any]:
+    """Only fills an object's caches: a cached_property, a memo dict, an attribute built lazily."""
+    cache._memo.setdefault(float(a.sum()), float(a.sum()) * cache.scale)
+    if not hasattr(cache, "built"):
+        cache.built = True
+    return a.sum(-1) * cache.scale
 
 
 class Holder:

@@ -21,8 +21,21 @@ import pytest
 import autoconvert as ac
 from tests import promise_bodies
 
-#: Runners a site needs beyond the caller's process, made once per test module.
-Runners = dict[str, Any]
+
+class Runners:
+    """The executors sites run on beyond the caller's process, by name: each started on its
+    first use (a Ray or Dask cluster takes seconds), all closed together with ``stack``."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self._started: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._started:
+            self._started[name] = self._stack.enter_context(_STARTERS[name](self))
+        return self._started[name]
+
+
 Wrap = Callable[[Callable[..., Any], dict[str, Any], Runners], Callable[..., Any]]
 
 
@@ -46,6 +59,9 @@ class Site:
     #: The function and argument path autoconvert's messages name for a body's first
     #: argument, where they are not the body's own (a method that calls it).
     named: tuple[str, str] | None = None
+    #: Where the body's changes to a copy of its arguments are made, as autoconvert's
+    #: refusal of them names it: on an executor whose workers receive copies.
+    worker: str = ""
     slow: bool = False
 
     def names(self, body: Callable[..., Any]) -> tuple[str, str]:
@@ -102,6 +118,7 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a worker of the process pool in another process",
         slow=True,
     ),
     Site(
@@ -110,6 +127,7 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a Dask worker in another process",
         slow=True,
     ),
     Site(
@@ -118,6 +136,34 @@ SITES = [
         samples=True,
         on_executor=True,
         pickles=False,
+        worker="a Dask worker in the caller's process",
+        slow=True,
+    ),
+    Site(
+        "batched on a multiprocessing pool",
+        _batched_on("multiprocessing pool"),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        worker="a worker of the process pool in another process",
+        slow=True,
+    ),
+    Site(
+        "batched on Ray's multiprocessing pool",
+        _batched_on("ray pool"),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        worker="a worker of the process pool in another process",
+        slow=True,
+    ),
+    Site(
+        "batched on Ray",
+        _batched_on("ray"),
+        samples=True,
+        on_executor=True,
+        pickles=False,
+        worker="a Ray worker in another process",
         slow=True,
     ),
 ]
@@ -125,22 +171,76 @@ SITES = [
 
 @contextlib.contextmanager
 def runners() -> Iterator[Runners]:
-    """The runners the slow sites use: a spawn process pool, and Dask clusters of worker
-    processes and of worker threads, on loopback."""
+    """The runners the slow sites use, each started where a site first asks for it."""
+    with contextlib.ExitStack() as stack:
+        yield Runners(stack)
+
+
+@contextlib.contextmanager
+def _process_pool() -> Iterator[Any]:
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+@contextlib.contextmanager
+def _multiprocessing_pool() -> Iterator[Any]:
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        yield pool
+
+
+@contextlib.contextmanager
+def _dask(*, processes: bool) -> Iterator[Any]:
+    """A Dask client of two worker processes of one thread on loopback, or of one worker of two
+    threads in the caller's process."""
     distributed = pytest.importorskip("distributed")
-    with (
-        ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool,
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
-        with (
-            distributed.LocalCluster(
-                n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
-            ) as processes,
-            distributed.Client(processes) as on_processes,
-            distributed.LocalCluster(
-                n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
-            ) as threads,
-            distributed.Client(threads) as on_threads,
-        ):
-            yield {"process pool": pool, "dask processes": on_processes, "dask threads": on_threads}
+    shape = (
+        {"n_workers": 2, "threads_per_worker": 1, "host": "127.0.0.1"}
+        if processes
+        else {"n_workers": 1, "threads_per_worker": 2}
+    )
+    with contextlib.ExitStack() as stack:
+        with warnings.catch_warnings():  # around the startup alone: a test's own filters stay as they are
+            warnings.simplefilter("ignore", DeprecationWarning)  # dask's own, from its startup
+            cluster = stack.enter_context(
+                distributed.LocalCluster(processes=processes, dashboard_address=":0", **shape)
+            )
+            client = stack.enter_context(distributed.Client(cluster))
+        yield client
+
+
+@contextlib.contextmanager
+def local_ray() -> Iterator[Any]:
+    """The ``ray`` module, connected to a local Ray of two CPUs (more workers would take the
+    cores from the rest of the suite)."""
+    ray = pytest.importorskip("ray")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Ray's own, from its startup
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def _ray_pool(runners: Runners) -> Iterator[Any]:
+    """Ray's multiprocessing pool of two actors, on the local Ray the Ray site uses."""
+    runners["ray"]
+    from ray.util.multiprocessing import Pool
+
+    pool = Pool(2)
+    try:
+        yield pool
+    finally:
+        pool.terminate()
+
+
+#: How each runner starts (given the runners, for one that runs on another's).
+_STARTERS: dict[str, Callable[[Runners], contextlib.AbstractContextManager[Any]]] = {
+    "process pool": lambda _: _process_pool(),
+    "multiprocessing pool": lambda _: _multiprocessing_pool(),
+    "dask processes": lambda _: _dask(processes=True),
+    "dask threads": lambda _: _dask(processes=False),
+    "ray": lambda _: local_ray(),
+    "ray pool": _ray_pool,
+}

@@ -100,6 +100,7 @@ ORDER = [
     "_decorators._plain",
     "_batched._caps",
     "_batched._seeds",
+    "_batched._states",
     "_batched._chunks",
     "_batched._gather",
     "_batched._pools",
@@ -232,7 +233,7 @@ def test_proxy_state_goes_by_one_prefix_and_stays_with_the_proxies() -> None:
 
 def test_what_runs_on_worker_processes_imports_no_torch() -> None:
     """A batched chunk, its seeds and its thread caps run beside NumPy code alone."""
-    for module in ("_batched._caps", "_batched._seeds", "_batched._chunks"):
+    for module in ("_batched._caps", "_batched._seeds", "_batched._states", "_batched._chunks"):
         assert "torch" not in _imports(module)[1], module
 
 

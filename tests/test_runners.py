@@ -8,6 +8,7 @@ threads of the caller's process) and a local Ray."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import multiprocessing
 import re
@@ -86,6 +87,44 @@ def counted_into(a: np.ndarray, counts: np.ndarray) -> np.ndarray:
 def looked_up(a: np.ndarray, table: dict[str, Any]) -> np.ndarray:
     """A dict argument read, never changed."""
     return a * table["scale"][0]
+
+
+class Smoother:
+    """An object argument with state a function changes (a running total) or only caches into."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._seen: dict[float, bool] = {}
+
+    @functools.cached_property
+    def weight(self) -> float:
+        return 2.0
+
+
+def totalled(a: np.ndarray, smoother: Smoother) -> np.ndarray:
+    """An attribute of an object argument changed per sample."""
+    smoother.total += float(a.sum())
+    return a * 2
+
+
+def cached_into(a: np.ndarray, smoother: Smoother) -> np.ndarray:
+    """An object argument's caches filled, nothing else changed: a memo dict, a cached_property."""
+    smoother._seen.setdefault(float(a.sum()), True)
+    return a * smoother.weight
+
+
+def normed(a: np.ndarray, norm: torch.nn.Module) -> np.ndarray:
+    """A buffer of a torch module argument written in place."""
+    norm.running_mean.fill_(1.0)
+    return a * 2
+
+
+def _halved(a: np.ndarray) -> np.ndarray:
+    return a / 2
+
+
+#: A decorated function as an argument, whose own caches fill as it runs (a wrapper, never compared).
+halved = ac.accepts_numpy(_halved)
 
 
 def applied(a: np.ndarray, fn: Callable[..., Any]) -> Any:
@@ -306,8 +345,13 @@ _WORKERS = [
     "Dask worker processes",
     "Dask worker threads",
 ]
-#: The runners whose workers are other processes, or receive copies (Dask's, even in the caller's process).
-_COPIES = {"a process pool", "Dask worker processes", "Dask worker threads"}
+#: The runners whose workers are other processes, or receive copies (Dask's, even in the caller's
+#: process), as a refusal of a change made to a copy names their workers.
+_COPIES = {
+    "a process pool": "a worker of the process pool in another process",
+    "Dask worker processes": "a Dask worker in another process",
+    "Dask worker threads": "a Dask worker in the caller's process",
+}
 
 
 @pytest.mark.parametrize("where", _WORKERS)
@@ -329,10 +373,10 @@ def test_a_change_to_a_container_argument_is_the_callers_or_refused(
     with pytest.raises(ValueError) as info:
         ac.batched(remembered, **options)(_batch(ragged=False), kept)
     assert str(info.value) == (
-        "autoconvert.batched(remembered): the function changed args[1], a container among its arguments, on a "
-        "worker in another process, which holds a copy of it: the change cannot reach the caller's container, as it "
-        "does where the samples run in the caller's process. Fix: return what the function computes, or run it in "
-        "the caller's process (sequentially, or on threads with workers=)"
+        f"autoconvert.batched(remembered): the function changed argument seen, a container, on {_COPIES[where]}, "
+        "which holds a copy of it: the change cannot reach the caller's container, as it does where the samples run "
+        "sequentially or on threads. Fix: return what the function computes, or run it sequentially (no executor) "
+        "or on threads (workers=)"
     )
     assert kept == {}
 
@@ -403,23 +447,31 @@ _CONTAINER_CALLS: dict[str, tuple[Callable[..., Any], Callable[[], Any], Callabl
     "a list appended to": (appended, list, sorted),
     "a dataclass field set": (tallied, Tally, lambda t: t.count),
     "a dict read only": (looked_up, lambda: {"scale": [2.0]}, lambda d: d),
+    "an object's attribute changed": (totalled, Smoother, lambda s: s.total),
+    "an object's caches filled": (cached_into, Smoother, lambda s: s.total),
+    "an nn.Module's buffer written": (normed, lambda: torch.nn.BatchNorm1d(2), lambda m: m.running_mean.tolist()),
+    "a decorated function applied": (applied, lambda: halved, lambda f: f),
 }
+#: The calls that only read their argument, or fill its caches: never refused.
+_READING = {"a dict read only", "an object's caches filled", "a decorated function applied"}
 
 
 @given(where=st.sampled_from(_WORKERS), call=st.sampled_from(sorted(_CONTAINER_CALLS)))
 def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is_never_refused(
     runners: dict[str, dict[str, Any]], where: str, call: str
 ) -> None:
-    """Lists, dicts and dataclasses among the arguments: what the function changes is the
-    caller's where the samples run in the caller's process and refused where workers hold
-    copies; a container only read is never refused, and gives the sequential result."""
+    """Lists, dicts, dataclasses, plain objects and torch modules among the arguments: what the
+    function changes is the caller's where the samples run in the caller's process and refused
+    where workers hold copies; an argument only read, or whose caches only are filled, is never
+    refused, and gives the sequential result."""
     fn, make, seen = _CONTAINER_CALLS[call]
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     sequential_arg = make()
     sequential = ac.batched(fn)(_batch(ragged=False), sequential_arg)
     arg = make()
-    if where in _COPIES and call != "a dict read only":
-        with pytest.raises(ValueError, match=r"the function changed args\[1\], a container among its arguments"):
+    if where in _COPIES and call not in _READING:
+        changed = r"argument (items|tally), a container|(smoother\.total|norm\.running_mean), in argument \w+"
+        with pytest.raises(ValueError, match=f"the function changed ({changed}), on {_COPIES[where]}"):
             ac.batched(fn, **options)(_batch(ragged=False), arg)
         assert seen(arg) == seen(make())
         return
@@ -443,9 +495,9 @@ def test_a_write_into_an_array_argument_is_the_callers_or_refused(
     with pytest.raises(ValueError) as info:
         ac.batched(counted_into, **options)(_batch(ragged=False), counts)
     assert str(info.value) == (
-        "autoconvert.batched(counted_into): the function wrote into args[1], an array among its arguments, on a "
-        "worker in another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
-        "where the samples run in the caller's process. Fix: return what the function computes, or run it in the "
-        "caller's process (sequentially, or on threads with workers=)"
+        f"autoconvert.batched(counted_into): the function wrote into argument counts, an array, on {_COPIES[where]}, "
+        "which holds a copy of it: the write cannot reach the caller's array, as it does where the samples run "
+        "sequentially or on threads. Fix: return what the function computes, or run it sequentially (no executor) "
+        "or on threads (workers=)"
     )
     assert counts.tolist() == [0.0]

@@ -29,6 +29,7 @@ from autoconvert._errors import KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
 from ._seeds import Seeds
+from ._states import State, first_change, snapshot
 
 
 class Batch:
@@ -137,17 +138,25 @@ class Running:
 
 
 class Origin:
-    """Whether a chunk is the caller's own or a copy that reached another process by pickling
-    (by any pickler: ``sent``'s, an executor's own): its unpickling says so, so that a runner
-    needs no flag of its own for a chunk to know its arguments are copies."""
+    """Whether a chunk is the caller's own or a copy that reached a worker by pickling (by any
+    pickler: ``sent``'s, an executor's own): its unpickling says so, so that a runner needs no
+    flag of its own for a chunk to know its arguments are copies. ``worker`` names the
+    runner's workers (``"a Dask worker"``) and ``caller`` is the caller's process, for the
+    refusals of changes made to copies."""
 
-    __slots__ = ("copied",)
+    __slots__ = ("caller", "copied", "worker")
 
-    def __init__(self, copied: bool = False) -> None:
-        self.copied = copied
+    def __init__(self, copied: bool = False, worker: str = "a worker", caller: int | None = None) -> None:
+        self.copied, self.worker = copied, worker
+        self.caller = os.getpid() if caller is None else caller
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Origin, (True,)
+        return Origin, (True, self.worker, self.caller)
+
+    def where(self) -> str:
+        """Where the copy was changed: ``a Dask worker in the caller's process``."""
+        process = "the caller's process" if os.getpid() == self.caller else "another process"
+        return f"{self.worker} in {process}"
 
 
 #: The origin of every chunk made in the caller's process.
@@ -185,13 +194,17 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
     sample's exception carries a note naming it."""
     columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
-    for k in chunk.frozen:
-        columns[k] = _read_only(columns[k])
+    for k, column in enumerate(columns):
+        if k in chunk.frozen:
+            columns[k] = _read_only(column)
+        elif chunk.origin.copied:
+            columns[k] = _writable(column)
     handed: Rebuilt | None = None
     guarded: list[tuple[str, NDArray[Any]]] = []
     held: list[tuple[Any, Any]] = []
+    states: list[tuple[Any, State]] = []
     if chunk.origin.copied:
-        handed, held = _containers_in(chunk)
+        handed, held, states = _containers_in(chunk)
         chunk, guarded = _guarded(chunk)
     results: list[Any] = []
     try:
@@ -212,24 +225,28 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, before in held:
         if _held(value) != before:
             raise _lost_change(chunk, value)
+    for value, state in states:
+        below = first_change(state, value)
+        if below is not None:
+            raise _lost_change(chunk, value, below)
     return results
 
 
 def _guarded(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:
-    """A copied chunk whose writable array arguments are read-only views (with their labels):
+    """A copied chunk whose writable array arguments are read-only views (with their paths):
     a write into one would change the copy alone, where the caller's own array takes it."""
     guarded: list[tuple[str, NDArray[Any]]] = []
 
-    def guard(label: str, value: Any) -> Any:
+    def guard(root: KeyEntry, value: Any) -> Any:
         if not isinstance(value, np.ndarray) or not value.flags.writeable:
             return value
         view = value.view()
         view.flags.writeable = False
-        guarded.append((label, view))
+        guarded.append((_path(chunk, [root]), view))
         return view
 
-    args = tuple(guard(keystr("args", [SequenceKey(i)]), a) for i, a in enumerate(chunk.args))
-    kwargs = {k: guard(keystr("kwargs", [MappingKey(k)]), v) for k, v in chunk.kwargs.items()}
+    args = tuple(guard(SequenceKey(i), a) for i, a in enumerate(chunk.args))
+    kwargs = {k: guard(MappingKey(k), v) for k, v in chunk.kwargs.items()}
     return (chunk._replace(args=args, kwargs=kwargs) if guarded else chunk), guarded
 
 
@@ -241,11 +258,29 @@ def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: lis
     hit = wrote_into_handed(error, guarded, {})
     if hit:
         raise ValueError(
-            f"{chunk.label}: the function wrote into {hit[0]}, an array among its arguments, on a worker in "
-            "another process, which holds a copy of it: the write cannot reach the caller's array, as it does "
-            "where the samples run in the caller's process. Fix: return what the function computes, or run it in "
-            "the caller's process (sequentially, or on threads with workers=)"
+            f"{chunk.label}: the function wrote into argument {hit[0]}, an array, on {chunk.origin.where()}, which "
+            f"holds a copy of it: the write cannot reach the caller's array, as it does {_FIX}"
         ) from error
+
+
+#: Where a change to an argument reaches the caller, and so the fix for one made on a copy.
+_FIX = (
+    "where the samples run sequentially or on threads. Fix: return what the function computes, or run it "
+    "sequentially (no executor) or on threads (workers=)"
+)
+
+
+def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
+    """The path of an argument of the chunk's calls from its parameter's name: ``seen``,
+    ``batch['masks'][2]`` (``args[1]`` where the function has no signature to name it)."""
+    from autoconvert._options._signature import Parameters  # only for a refusal
+
+    root, *below = keys
+    params = Parameters(chunk.fn, held=True)  # a method's instance leads the chunk's arguments
+    if isinstance(root, SequenceKey):
+        return keystr(params.positional_name(root.index, 0), below)
+    assert isinstance(root, MappingKey)  # a keyword argument's
+    return keystr(params.keyword_name(str(root.key)), below)
 
 
 #: Mutable builtins that are no containers of the registry (their items are not converted),
@@ -257,12 +292,14 @@ def _held(value: Any) -> Any:
     return _HELD[type(value)](value)
 
 
-def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]]]:
+def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[tuple[Any, State]]]:
     """Every container among a copied chunk's arguments (nested ones too, each once), with
-    what it holds now, and every set and bytearray with what it holds: to tell after the
-    samples whether the function changed one."""
+    what it holds now; every set and bytearray with what it holds; every other object with a
+    state of its own (``_states``) with that state: to tell after the samples whether the
+    function changed one."""
     records: Rebuilt = {}
     held: dict[int, tuple[Any, Any]] = {}
+    states: dict[int, tuple[Any, State]] = {}
     stack = [*chunk.args, *chunk.kwargs.values()]
     while stack:
         value = stack.pop()
@@ -273,26 +310,32 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]]]:
         if node is not None and id(value) not in records:
             rebuilt(records, value, value)
             stack.extend(child for _, child in node.items(value))
-    return records, list(held.values())
+        elif node is None and type(value) is not Batch and id(value) not in states:
+            state = snapshot(value)
+            if state is not None:
+                states[id(value)] = (value, state)
+    return records, list(held.values()), list(states.values())
 
 
-def _lost_change(chunk: Chunk, container: Any) -> ValueError:
-    """The refusal of a change the function made to ``container``, among its arguments, in
-    another process: there it changed a copy, and the caller's container (which the same call
-    in the caller's process changes) would silently stay as it was."""
-    roots: list[tuple[list[KeyEntry], Any]] = [([SequenceKey(i)], a) for i, a in enumerate(chunk.args)]
-    roots += [([MappingKey(k)], v) for k, v in chunk.kwargs.items()]
+def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None) -> ValueError:
+    """The refusal of a change the function made to ``target``, among its arguments, on a
+    copy in a worker (``below``: the attribute or key of an object's state it changed):
+    the caller's container or object, which the same call in the caller's process changes,
+    would silently stay as it was."""
+    roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
+    roots += [(MappingKey(k), v) for k, v in chunk.kwargs.items()]
     where = "an argument"
     for root, value in roots:
-        below = path_to(value, container)
-        if below is not None:
-            where = keystr("args" if type(root[0]) is SequenceKey else "kwargs", [*root, *below])
+        keys = path_to(value, target)
+        if keys is not None:
+            where = _path(chunk, [root, *keys])
             break
+    kind = "container" if below is None else "object"
+    what = f"argument {where}, a {kind}," if below is None else f"{keystr(where, below)}, in argument {where},"
+    copy = "it" if below is None else where
     return ValueError(
-        f"{chunk.label}: the function changed {where}, a container among its arguments, on a worker in another "
-        "process, which holds a copy of it: the change cannot reach the caller's container, as it does where the "
-        "samples run in the caller's process. Fix: return what the function computes, or run it in the caller's "
-        "process (sequentially, or on threads with workers=)"
+        f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {copy}: the "
+        f"change cannot reach the caller's {kind}, as it does {_FIX}"
     )
 
 
@@ -303,6 +346,15 @@ def _read_only(column: Any) -> Any:
         column.flags.writeable = False
         return column
     return [_read_only(sample) if isinstance(sample, np.ndarray) else sample for sample in column]
+
+
+def _writable(column: Any) -> Any:
+    """A copied chunk's column of a source the caller handed writable, with what arrived
+    read-only copied (Ray's objects do, to a Ray task or a Ray pool's actor), so that every
+    runner hands the same samples."""
+    if isinstance(column, np.ndarray):
+        return column if column.flags.writeable else column.copy()
+    return [s.copy() if isinstance(s, np.ndarray) and not s.flags.writeable else s for s in column]
 
 
 def _tell_refusal(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:

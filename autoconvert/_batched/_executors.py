@@ -42,8 +42,10 @@ from autoconvert._pickling import exported
 
 from ._caps import capped, per_worker
 from ._chunks import (
+    HERE,
     Batch,
     Chunk,
+    Origin,
     Running,
     Window,
     in_shared_memory,
@@ -87,10 +89,23 @@ class Samples(NamedTuple):
         threads: int | None = None,
         sink: Sink | None = None,
         frozen: frozenset[int] = frozenset(),
+        origin: Origin = HERE,
     ) -> Chunk:
         """Samples ``start`` to ``stop`` as one task of ``fn``."""
         return Chunk(
-            fn, self.args, self.kwargs, start, stop, self.size, self.label, cancelled, self.seeds, threads, sink, frozen
+            fn,
+            self.args,
+            self.kwargs,
+            start,
+            stop,
+            self.size,
+            self.label,
+            cancelled,
+            self.seeds,
+            threads,
+            sink,
+            frozen,
+            origin,
         )
 
 
@@ -198,6 +213,13 @@ class Elsewhere:
             _check_pickles(self.fn, name)
         # Ray's pool takes what pickle refuses (lambdas, by cloudpickle): chunks cross to it so too.
         self.by_value = isinstance(executor, PoolExecutor) and not executor.pickles
+        self.worker = (  # its workers, as a refusal of a change made to a copy names them
+            "a Dask worker"
+            if self.client is not None
+            else "a worker of the process pool"
+            if isinstance(executor, (cf.ProcessPoolExecutor, PoolExecutor))
+            else "a worker of the executor"
+        )
 
     def _threads(self) -> dict[str, int]:
         """A Dask cluster's threads per worker now (a cluster may scale); none for a pool."""
@@ -247,7 +269,16 @@ class Elsewhere:
         left = samples.size - start
         size = chunksize or chunk_size(left, self._workers(threads), 1 if self.client is not None else 2)
         frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
-        chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen)
+        chunks = _chunks(
+            self.fn,
+            samples,
+            start,
+            size,
+            cancelled=None,
+            threads=self.threads,
+            frozen=frozen,
+            origin=Origin(worker=self.worker),
+        )
         try:
             if self.processes or self._sees_shared_memory(threads):
                 return self._through_memory(chunks, samples.sources, progress)
@@ -361,11 +392,19 @@ def _chunks(
     threads: int | None,
     sink: Sink | None = None,
     frozen: frozenset[int] = frozenset(),
+    origin: Origin = HERE,
 ) -> list[Chunk]:
-    """Samples ``first`` onwards in chunks of ``size``."""
+    """Samples ``first`` onwards in chunks of ``size``; ``origin`` names the workers they go to."""
     return [
         samples.chunk(
-            fn, start, min(start + size, samples.size), cancelled=cancelled, threads=threads, sink=sink, frozen=frozen
+            fn,
+            start,
+            min(start + size, samples.size),
+            cancelled=cancelled,
+            threads=threads,
+            sink=sink,
+            frozen=frozen,
+            origin=origin,
         )
         for start in range(first, samples.size, size)
     ]

@@ -20,11 +20,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import as_completed
 from typing import Any
 
-import numpy as np
-
 from autoconvert._pickling import exported
 
-from ._chunks import Window, dumps, received, run
+from ._chunks import Origin, Window, dumps, received, run
 from ._executors import (
     Progress,
     Samples,
@@ -68,7 +66,10 @@ class OnRay:
             ray.init()  # as a task's .remote() would: a local cluster, or the one RAY_ADDRESS names
         size = chunksize or chunk_size(samples.size - start, self.workers(), 1)
         frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
-        chunks = _chunks(self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen)
+        origin = Origin(worker="a Ray worker")
+        chunks = _chunks(
+            self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen, origin=origin
+        )
         task = _task(ray)
         refs: list[Any] = []
         try:
@@ -97,22 +98,8 @@ def _task(ray: Any) -> Any:
 
 def _chunk(payload: bytes, *sources: Window) -> bytes:
     """A Ray task: ``run``'s results pickled (``dumps``). Its samples arrive read-only (Ray's
-    objects are); the samples of one the caller handed writable are copied, so that every
-    runner hands the same samples."""
-    chunk = received(payload)
-    return dumps(run(chunk, [s if k in chunk.frozen else _writable(s) for k, s in enumerate(sources)]))
-
-
-def _writable(window: Window) -> Window:
-    """A chunk's samples with their read-only arrays copied."""
-    values = window.values
-    if isinstance(values, np.ndarray):
-        return window if values.flags.writeable else Window(values.copy(), window.offset)
-    return Window([_own(v) for v in values], window.offset)
-
-
-def _own(value: Any) -> Any:
-    return value.copy() if isinstance(value, np.ndarray) and not value.flags.writeable else value
+    objects are); ``run`` copies those of a source the caller handed writable."""
+    return dumps(run(received(payload), sources))
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:

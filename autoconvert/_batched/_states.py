@@ -1,0 +1,168 @@
+"""What an object among a copied chunk's arguments held before its samples ran, to tell after
+them whether the function changed it (on another process's copy, a change the caller misses).
+
+An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
+parameters and buffers as the attributes they are read as), walked through dicts and
+objects down to leaves kept as their values (an array's or a tensor's bytes, a list's or
+another builtin's pickle; an object whose state is no dict, as a compiled library keeps it, is
+not compared: a scikit-learn KDTree counts its queries, a generator moves as it draws). What was there must be there unchanged afterwards; what the function only
+added (a new attribute, a new key of a dict) is taken for a cache filling
+(``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
+object fills again on its own, and is never refused. Code is never compared: functions,
+classes, decorated functions and other wrappers, what pickles by reference.
+"""
+
+from __future__ import annotations
+
+import collections
+import pickle
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey
+from autoconvert._pickling import resolve
+
+#: Values pickled by reference, whose state is their module's: never compared.
+_BY_REFERENCE = (
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+)
+
+
+#: Mappings walked key by key (an nn.Module's hooks are OrderedDicts).
+_DICTS = (dict, collections.OrderedDict)
+
+#: Leaves compared as they are: immutable, and equal exactly when their pickles are.
+_PLAIN = (type(None), bool, int, str, bytes)
+
+
+class State:
+    """A dict's or an object's entries as they were, each a ``State`` or a leaf's value (see
+    ``_leaf``; None where it does not pickle: then it cannot be compared)."""
+
+    __slots__ = ("entries", "kind")
+
+    def __init__(self, kind: type, entries: dict[Any, Any]) -> None:
+        self.kind, self.entries = kind, entries
+
+
+def snapshot(value: Any) -> State | None:
+    """``value``'s state now, where it is an object with state of its own; else None."""
+    state = _state(value)
+    return None if state is None else State(type(value), _entries(state, {id(value)}))
+
+
+def first_change(before: State, value: Any) -> list[KeyEntry] | None:
+    """The path within ``value`` to the first entry changed or removed since ``before``; None
+    where all it held is there unchanged (entries added are no change)."""
+    mapping = before.kind in _DICTS
+    now = value if mapping else _state(value)
+    if type(value) is not before.kind or now is None:
+        return []
+    for key, was in before.entries.items():
+        if key not in now:
+            below: list[KeyEntry] | None = []
+        elif type(was) is State:
+            below = first_change(was, now[key])
+        else:
+            below = None if was is None or _leaf(now[key]) == was else []
+        if below is not None:
+            return [MappingKey(key) if mapping or not isinstance(key, str) else GetAttrKey(key), *below]
+    return None
+
+
+def _state(value: Any) -> dict[Any, Any] | None:
+    """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
+    none to compare: arrays, tensors, builtins, what pickles by reference."""
+    if isinstance(value, _BY_REFERENCE) or _is_array(value) or type(value).__module__ == "builtins":
+        return None
+    if _by_reference(value):
+        return None
+    kind = type(value)
+    if "__wrapped__" in getattr(kind, "__slots__", ()) and "__getattr__" in vars(kind):
+        return _state(value.__wrapped__)  # a wrapper that reads and sets its callable's attributes (TensorCallback)
+    if hasattr(value, "__wrapped__"):
+        return None  # a decorated function, a numpy_op, a torchified view: code, whose own caches fill as it runs
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.nn.Module):
+        # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
+        state = dict(vars(value))
+        for part in ("_parameters", "_buffers", "_modules"):
+            state.update(state.pop(part, {}))
+        return state
+    try:
+        state = value.__getstate__()
+    except Exception:  # a __getstate__ that needs what only pickling gives it
+        return None
+    if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:  # (__dict__ or None, slots)
+        state = {**(state[0] or {}), **state[1]}
+    return state if type(state) is dict and state else None
+
+
+def _by_reference(value: Any) -> bool:
+    """Whether ``value`` pickles as a reference (a decorated function, a torchified module): the
+    worker's is then its own module's object, no copy of the caller's, and what fills its
+    internal caches is no change of an argument."""
+    try:
+        reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    except Exception:  # it does not pickle: it cannot have crossed to a worker
+        return True
+    return isinstance(reduced, str) or (type(reduced) is tuple and bool(reduced) and reduced[0] is resolve)
+
+
+def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
+    """``state``'s entries as they are now: dicts and objects walked (each once), leaves as bytes."""
+    entries: dict[Any, Any] = {}
+    for key, value in state.items():
+        inner = value if type(value) in _DICTS else _state(value)
+        if inner is not None and id(value) not in seen:
+            seen.add(id(value))
+            entries[key] = State(type(value), _entries(inner, seen))
+        elif inner is None:
+            entries[key] = _leaf(value)
+    return entries
+
+
+def _is_array(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return isinstance(value, (np.ndarray, np.generic)) or (torch is not None and isinstance(value, torch.Tensor))
+
+
+def _leaf(value: Any) -> Any:
+    """A leaf's value, to compare with ``==``: a plain scalar itself (with its type: ``1`` is not
+    ``True``; a float as its hex, so that a NaN equals itself), an array's, a tensor's or a NumPy
+    scalar's dtype, shape and data (a tensor's pickle is not the same twice), a builtin's
+    (a list, a tuple, a set) pickle; None where it has none to compare."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return kind, value
+    if kind is float:
+        return kind, value.hex()
+    if kind is np.ndarray and not value.dtype.hasobject:
+        return value.dtype, value.shape, value.tobytes()
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.device.type == "meta":
+            return None
+        data = value.detach().cpu()
+        try:
+            raw = data.numpy().tobytes()
+        except (TypeError, RuntimeError):  # a dtype NumPy lacks (bfloat16), a conjugate or negative view
+            raw = data.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return value.dtype, value.shape, raw
+    if isinstance(value, np.generic) and not value.dtype.hasobject:
+        return kind, value.tobytes()
+    if kind.__module__ != "builtins":
+        # State its library keeps to itself (a compiled tree's query counters, a generator's
+        # position), which its reads change: no change of what the caller sees.
+        return None
+    try:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a lock, a file, a generator: nothing the caller would compare either
+        return None
