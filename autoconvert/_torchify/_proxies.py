@@ -13,6 +13,7 @@ comes back as a proxy too, so chains stay in tensors.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import functools
 import inspect
 import sys
