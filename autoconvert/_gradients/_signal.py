@@ -34,13 +34,20 @@ def _reversed(x: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
 
 
 def _window(call: Call, g: NDArray[Any], in1: NDArray[Any], in2: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
-    """The gradient of the ``full`` convolution: ``g`` where the mode's window of it lies, 0 elsewhere."""
+    """The gradient of the ``full`` convolution: ``g`` where the mode's window of it lies, 0 elsewhere.
+
+    Along an axis the inputs broadcast on (not in ``axes``), ``same`` centres the broadcast
+    result on ``in1``'s length as SciPy does: where ``in1`` has 1 there, the middle of ``in2``'s."""
     mode = call["mode"]
     shape, start = list(g.shape), [0] * g.ndim
-    for a in axes:
+    for a in range(g.ndim):
         n1, n2 = in1.shape[a], in2.shape[a]
-        shape[a] = n1 + n2 - 1
-        start[a] = 0 if mode == "full" else (n2 - 1) // 2 if mode == "same" else min(n1, n2) - 1
+        if a in axes:
+            shape[a] = n1 + n2 - 1
+            start[a] = 0 if mode == "full" else (n2 - 1) // 2 if mode == "same" else min(n1, n2) - 1
+        elif mode == "same":
+            shape[a] = max(n1, n2)
+            start[a] = (shape[a] - n1) // 2
     full = np.zeros(shape, dtype=g.dtype)
     full[tuple(slice(s, s + n) for s, n in zip(start, g.shape, strict=True))] = g
     return full

@@ -1,0 +1,156 @@
+"""The catalogue's rules for scipy.signal (and the keyword spacing of scipy.integrate's rules):
+values SciPy's to the bit, gradients through gradcheck in float64 in every differentiable
+argument and option claimed, the jvp against the backward, and a dot-product test of the
+adjoint where the function is linear. The ops are made without copy=True: the caller's
+tensors reach SciPy read-only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from scipy import integrate, signal
+
+import autoconvert as ac
+
+# torch.func.jacfwd's first use scripts torch's decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning"),
+]
+
+
+def _rng(*shape: int) -> np.ndarray:
+    return np.random.default_rng(sum(shape) + len(shape)).standard_normal(shape)
+
+
+def _real(results: Any) -> tuple[torch.Tensor, ...]:
+    """A result, or a tuple of them, as real tensors (a complex one as its real and imaginary parts)."""
+    found = results if isinstance(results, tuple) else (results,)
+    return tuple(torch.view_as_real(r) if r.is_complex() else r for r in found)
+
+
+def assert_rule(
+    fn: Callable[..., Any], args: Sequence[Any], differentiable: Sequence[int | str], **kwargs: Any
+) -> None:
+    """``numpy_op(fn)`` gives SciPy's own values bit for bit, and passes gradcheck (reverse and
+    forward mode) in the arguments ``differentiable`` names: positions in ``args``, or names
+    in ``kwargs``."""
+    op = ac.numpy_op(fn)
+    expected = fn(*args, **kwargs)
+    given = [args[d] if isinstance(d, int) else kwargs[d] for d in differentiable]
+    leaves = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in given]
+
+    def call(*tensors: torch.Tensor) -> Any:
+        positional, named = list(args), dict(kwargs)
+        for d, t in zip(differentiable, tensors, strict=True):
+            if isinstance(d, int):
+                positional[d] = t
+            else:
+                named[d] = t
+        return op(*positional, **named)
+
+    got = call(*leaves)
+    for g, e in zip(
+        got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,), strict=True
+    ):
+        assert np.array_equal(g.detach().numpy(), e)
+    assert torch.autograd.gradcheck(call, tuple(leaves))
+    # The jvp agrees with the backward, which gradcheck held against finite differences.
+    argnums = tuple(range(len(leaves)))
+    detached = [t.detach() for t in leaves]
+    forward = torch.func.jacfwd(lambda *ts: _real(call(*ts)), argnums)(*detached)
+    reverse = torch.func.jacrev(lambda *ts: _real(call(*ts)), argnums)(*detached)
+    torch.testing.assert_close(forward, reverse)
+
+
+def _first_fast(*cases: Any) -> list[Any]:
+    """``cases`` for a parametrization: the first runs every time, the rest with ``--slow``."""
+    return [
+        cases[0],
+        *(pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=pytest.mark.slow) for c in cases[1:]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fn", "mode", "first", "second", "axes"),
+    _first_fast(
+        (signal.fftconvolve, "same", (1, 6), (3, 4), 1),
+        *(
+            (fn, mode, first, second, axes)
+            for fn in (signal.fftconvolve, signal.oaconvolve)
+            for mode in ("full", "same", "valid")
+            for first, second, axes in (
+                ((1, 6), (3, 4), -1),
+                ((3, 6), (1, 4), [1]),
+                ((2, 1, 6), (1, 3, 4), 2),
+                ((2, 3, 1), (1, 3, 5), (1, 2)),
+                ((3, 1), (1, 4), None),
+            )
+        ),
+    ),
+)
+def test_fftconvolve_and_oaconvolve_broadcast_along_the_other_axes(
+    fn: Any, mode: str, first: Any, second: Any, axes: Any
+) -> None:
+    """Inputs of length 1 along an axis broadcast on it; ``same`` centres the broadcast result
+    on ``in1``'s length, which takes the middle of ``in2`` where ``in1`` has 1 (SciPy's window)."""
+    assert_rule(fn, (_rng(*first), _rng(*second)), (0, 1), mode=mode, axes=axes)
+
+
+def test_sosfilt_takes_read_only_tensors_without_copy() -> None:
+    """sosfilt's Cython refuses read-only arrays: the op hands it writable copies (copy when
+    needed), so the caller's tensors are never written, and its rule's gradient flows."""
+    sos = torch.tensor(signal.butter(4, 0.3, output="sos"))
+    x = torch.tensor(_rng(3, 8), requires_grad=True)
+    before = sos.clone(), x.detach().clone()
+    op = ac.numpy_op(signal.sosfilt)
+    y = op(sos, x, axis=-1)
+    assert np.array_equal(y.detach().numpy(), signal.sosfilt(sos.numpy(), x.detach().numpy()))
+    assert torch.autograd.gradcheck(lambda t: op(sos, t), (x,))
+    assert torch.equal(sos, before[0]) and torch.equal(x.detach(), before[1])
+
+
+def test_sosfilt_with_copy_false_still_refuses_read_only_arrays() -> None:
+    """``copy=False`` promises no copy: the refusal is said, with the fix, as before."""
+    sos = torch.tensor(signal.butter(2, 0.3, output="sos"))
+    with pytest.raises(ac.ReadOnlyError) as caught:
+        ac.numpy_op(signal.sosfilt, copy=False)(sos, torch.tensor(_rng(5)))
+    assert str(caught.value) == (
+        "sosfilt(): argument sos was refused by compiled code that needs writable arrays (a Cython memoryview); "
+        "arrays made from tensor arguments are read-only so that NumPy code never changes the caller's tensors. "
+        "Found ValueError('buffer source array is read-only'). Fix: pass copy=True to give the function private "
+        "writable copies (in ac.numpy_op(sosfilt, copy=True), where copy=False was given, so a config block cannot "
+        "change it)."
+    )
+
+
+_Y, _LINE = _rng(3, 6), np.sort(np.random.default_rng(1).random(6)) * 3
+
+
+@pytest.mark.parametrize("fn", [integrate.trapezoid, integrate.cumulative_trapezoid])
+@pytest.mark.parametrize(
+    ("differentiable", "options"),
+    _first_fast(((0, "dx"), {"dx": 0.7}), ((0, "x"), {"x": _LINE}), (("dx",), {"dx": 0.3, "axis": -1})),
+)
+def test_trapezoidal_rules_take_x_and_dx_by_keyword(fn: Any, differentiable: Any, options: Any) -> None:
+    """``trapezoid(y, dx=t)``: a tensor given by keyword after a parameter left out (``x``) is
+    passed by position, ``x``'s default filled in, and gets its gradient."""
+    assert_rule(fn, (_Y,), differentiable, **options)
+
+
+def test_a_keyword_after_a_left_out_parameter_gets_its_gradient() -> None:
+    """Any numpy_op: the defaults before the keyword are filled in, the values unchanged."""
+
+    def scaled(x: np.ndarray, shift: float = 0.5, scale: np.ndarray | float = 1.0) -> np.ndarray:
+        return (x + shift) * scale
+
+    op = ac.numpy_op(scaled, backward=lambda g, x, shift, scale, output: (g * scale, np.sum(g * (x + shift))))
+    x, scale = torch.ones(3, dtype=torch.float64, requires_grad=True), torch.tensor(2.0, dtype=torch.float64)
+    scale.requires_grad_()
+    op(x, scale=scale).sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0, dtype=torch.float64)) and scale.grad == 4.5
