@@ -154,3 +154,84 @@ def test_a_keyword_after_a_left_out_parameter_gets_its_gradient() -> None:
     scale.requires_grad_()
     op(x, scale=scale).sum().backward()
     assert torch.equal(x.grad, torch.full((3,), 2.0, dtype=torch.float64)) and scale.grad == 4.5
+
+
+def _dot_adjoint(forward: Callable[..., Any], backward: Callable[..., Any], inputs: Sequence[np.ndarray]) -> None:
+    """``<forward(v), w> == <v, backward(w)>`` for random ``v`` and ``w``: ``backward`` is
+    ``forward``'s adjoint (``forward`` linear in ``inputs``, a tuple of results allowed)."""
+    rng = np.random.default_rng(7)
+    v = [rng.standard_normal(np.shape(x)) for x in inputs]
+    out = forward(*v)
+    outs = out if isinstance(out, tuple) else (out,)
+    w = tuple(rng.standard_normal(np.shape(o)) for o in outs)
+    back = backward(w if isinstance(out, tuple) else w[0])
+    backs = back if isinstance(back, tuple) else (back,)
+    left = sum(np.vdot(o, g).real for o, g in zip(outs, w, strict=True))
+    right = sum(np.vdot(x, g).real for x, g in zip(v, backs, strict=True))
+    assert np.isclose(left, right, rtol=1e-10, atol=1e-10), (left, right)
+
+
+def _vjp_of(fn: Callable[..., Any], args: Sequence[Any], positions: Sequence[int], **kwargs: Any) -> Callable[..., Any]:
+    """The op's backward as a function of the result's gradient: the gradients of ``args`` at ``positions``."""
+    op = ac.numpy_op(fn)
+
+    def backward(w: Any) -> tuple[np.ndarray, ...]:
+        leaves = [torch.tensor(args[k], requires_grad=True) for k in positions]
+        given = list(args)
+        for k, t in zip(positions, leaves, strict=True):
+            given[k] = t
+        out = op(*given, **kwargs)
+        outs, ws = (out, w) if isinstance(out, tuple) else ((out,), (w,))
+        grads = torch.autograd.grad(outs, leaves, [torch.as_tensor(g) for g in ws])
+        return tuple(g.numpy() for g in grads)
+
+    return backward
+
+
+_B, _A = signal.butter(3, 0.3)
+
+
+@pytest.mark.parametrize(
+    ("x", "a", "axis"),
+    _first_fast(
+        (_rng(2, 9), _A, -1),
+        (_rng(9, 2), _A, 0),
+        (_rng(2, 2), _A, -1),  # shorter than the state: zi's last slots pass on into zf
+        (_rng(7), np.array([2.0, -0.4, 0.1, 0.05]), 0),  # a[0] other than 1
+    ),
+)
+def test_lfilter_from_a_state_in_b_a_x_and_zi(x: np.ndarray, a: np.ndarray, axis: int) -> None:
+    """Both results, ``y`` and ``zf``, in every argument; the state as SciPy shapes it."""
+    shape = list(x.shape)
+    shape[axis] = max(len(_B), len(a)) - 1
+    zi = _rng(*shape)
+    assert_rule(signal.lfilter, (_B, a, x, axis, zi), (0, 1, 2, 4))
+
+
+def test_lfilter_is_linear_in_x_and_zi_and_its_rule_the_adjoint() -> None:
+    x, zi = _rng(3, 10), _rng(3, 3)
+    backward = _vjp_of(signal.lfilter, (_B, _A, x, -1, zi), (2, 4))
+    _dot_adjoint(lambda x, zi: signal.lfilter(_B, _A, x, -1, zi), backward, (x, zi))
+
+
+@pytest.mark.slow
+def test_lfilter_with_a_broadcast_state_and_zf_unused() -> None:
+    """A state of length 1 along the other axis (SciPy broadcasts it); a loss on ``y`` alone."""
+    x, zi = _rng(3, 8), _rng(1, 3)
+    assert_rule(signal.lfilter, (_B, _A, x, -1, zi), (2, 4))
+    leaf = torch.tensor(zi, requires_grad=True)
+    y, _ = ac.numpy_op(signal.lfilter)(_B, _A, torch.tensor(x), -1, leaf)
+    y.sum().backward()
+    assert leaf.grad is not None and leaf.grad.shape == (1, 3)
+
+
+def test_sosfilt_with_an_initial_state_is_refused() -> None:
+    sos = signal.butter(2, 0.3, output="sos")
+    x = torch.tensor(_rng(6), requires_grad=True)
+    y, _ = ac.numpy_op(signal.sosfilt)(sos, x, -1, np.zeros((1, 2)))
+    with pytest.raises(ac.GradientError) as caught:
+        y.sum().backward()
+    assert str(caught.value) == (
+        "scipy.signal.sosfilt: argument zi was given, and the catalogue's rule covers filters from rest only. "
+        "Found an initial state. Fix: call it without zi=, or give numpy_op a backward= of your own."
+    )
