@@ -235,3 +235,57 @@ def test_sosfilt_with_an_initial_state_is_refused() -> None:
         "scipy.signal.sosfilt: argument zi was given, and the catalogue's rule covers filters from rest only. "
         "Found an initial state. Fix: call it without zi=, or give numpy_op a backward= of your own."
     )
+
+
+_PADS = [
+    {"padtype": padtype, "padlen": padlen}
+    for padtype in ("odd", "even", "constant", None)
+    for padlen in (None, 0, 3)
+    if not (padtype is None and padlen is not None)
+]
+
+
+@pytest.mark.parametrize("pad", _first_fast(*_PADS))
+@pytest.mark.parametrize("axis", _first_fast(-1, 0))
+def test_filtfilt_in_x(pad: dict[str, Any], axis: int) -> None:
+    """Every padding SciPy takes; the steady states of both passes follow the signal's ends."""
+    x = _rng(2, 16) if axis == -1 else _rng(16, 2)
+    assert_rule(signal.filtfilt, (_B, _A, x), (2,), axis=axis, **pad)
+
+
+@pytest.mark.parametrize("pad", _first_fast(*_PADS))
+def test_sosfiltfilt_in_x(pad: dict[str, Any]) -> None:
+    sos = signal.butter(4, 0.25, output="sos")
+    assert_rule(signal.sosfiltfilt, (sos, _rng(2, 40)), (1,), **pad)
+
+
+@pytest.mark.parametrize("fn", [signal.filtfilt, signal.sosfiltfilt])
+@pytest.mark.parametrize("padtype", _first_fast("odd", "even", "constant", None))
+def test_filtfilt_rules_are_the_adjoints(fn: Any, padtype: Any) -> None:
+    """The dot-product test: the backward is the transpose of the linear map x ↦ filtfilt(x)."""
+    head = (_B, _A) if fn is signal.filtfilt else (signal.butter(4, 0.25, output="sos"),)
+    x = _rng(3, 30)
+    backward = _vjp_of(fn, (*head, x), (len(head),), padtype=padtype)
+    _dot_adjoint(lambda x: fn(*head, x, padtype=padtype), lambda w: backward(w)[0], (x,))
+
+
+def test_filtfilt_with_gusts_method_says_it_gives_no_gradient() -> None:
+    x = torch.tensor(_rng(20), requires_grad=True)
+    y = ac.numpy_op(signal.filtfilt)(_B, _A, x, method="gust")
+    assert np.array_equal(y.detach().numpy(), signal.filtfilt(_B, _A, _rng(20), method="gust"))
+    with pytest.raises(ac.GradientError) as caught:
+        y.sum().backward()
+    assert str(caught.value) == (
+        'scipy.signal.filtfilt: method="gust" was given, and the catalogue\'s rule covers the padded method alone. '
+        'Found Gustafsson\'s method. Fix: pass method="pad" (with padtype= and padlen= as needed), or give '
+        "numpy_op a backward= of your own."
+    )
+
+
+def test_filtfilt_coefficients_that_require_grad_are_said_to_get_none() -> None:
+    """The rule takes x alone: b requiring grad is a GradientWarning, never a silent zero."""
+    b = torch.tensor(_B, requires_grad=True)
+    x = torch.tensor(_rng(20), requires_grad=True)
+    with pytest.warns(ac.GradientWarning, match=r"^filtfilt\(\): argument b requires grad"):
+        ac.numpy_op(signal.filtfilt)(b, _A, x).sum().backward()
+    assert b.grad is None and x.grad is not None
