@@ -158,12 +158,16 @@ def test_a_keyword_after_a_left_out_parameter_gets_its_gradient() -> None:
 
 def _dot_adjoint(forward: Callable[..., Any], backward: Callable[..., Any], inputs: Sequence[np.ndarray]) -> None:
     """``<forward(v), w> == <v, backward(w)>`` for random ``v`` and ``w``: ``backward`` is
-    ``forward``'s adjoint (``forward`` linear in ``inputs``, a tuple of results allowed)."""
+    ``forward``'s adjoint (``forward`` linear in ``inputs``, a tuple of results allowed; a
+    complex result in the real inner product, ``Re <a, b>``, torch's convention)."""
     rng = np.random.default_rng(7)
     v = [rng.standard_normal(np.shape(x)) for x in inputs]
     out = forward(*v)
     outs = out if isinstance(out, tuple) else (out,)
-    w = tuple(rng.standard_normal(np.shape(o)) for o in outs)
+    w = tuple(
+        rng.standard_normal(np.shape(o)) + (1j * rng.standard_normal(np.shape(o)) if np.iscomplexobj(o) else 0)
+        for o in outs
+    )
     back = backward(w if isinstance(out, tuple) else w[0])
     backs = back if isinstance(back, tuple) else (back,)
     left = sum(np.vdot(o, g).real for o, g in zip(outs, w, strict=True))
@@ -289,3 +293,130 @@ def test_filtfilt_coefficients_that_require_grad_are_said_to_get_none() -> None:
     with pytest.warns(ac.GradientWarning, match=r"^filtfilt\(\): argument b requires grad"):
         ac.numpy_op(signal.filtfilt)(b, _A, x).sum().backward()
     assert b.grad is None and x.grad is not None
+
+
+@pytest.mark.parametrize(
+    ("shape", "options"),
+    _first_fast(
+        ((2, 9), {"num": 6, "axis": 1}),
+        ((9, 2), {"num": 12}),  # even and odd lengths up and down: SciPy's Nyquist bins
+        ((10,), {"num": 7, "window": "hann"}),
+        ((8,), {"num": 6, "window": ("kaiser", 4.0)}),
+        ((9, 2), {"num": 4, "t": np.arange(9.0)}),
+        ((7,), {"num": 7}),
+    ),
+)
+def test_resample_in_x(shape: tuple[int, ...], options: dict[str, Any]) -> None:
+    options = dict(options)
+    num = options.pop("num")
+    assert_rule(signal.resample, (_rng(*shape), num), (0,), **options)
+
+
+@pytest.mark.parametrize(
+    ("up", "down", "options"),
+    _first_fast(
+        (3, 2, {}),
+        (2, 3, {"cval": 0.5}),
+        (2, 3, {"padtype": "mean"}),
+        (2, 3, {"padtype": "line"}),
+        (5, 1, {"padtype": "reflect", "window": ("kaiser", 2.0)}),
+        (1, 4, {"padtype": "smooth"}),
+    ),
+)
+def test_resample_poly_in_x(up: int, down: int, options: dict[str, Any]) -> None:
+    """Paddings linear in x (``cval`` makes the map affine: its offset takes no gradient)."""
+    assert_rule(signal.resample_poly, (_rng(2, 20), up, down), (0,), axis=-1, **options)
+
+
+def test_resample_poly_by_an_order_statistic_is_refused() -> None:
+    x = torch.tensor(_rng(20), requires_grad=True)
+    y = ac.numpy_op(signal.resample_poly)(x, 2, 3, padtype="median")
+    with pytest.raises(ac.GradientError) as caught:
+        y.sum().backward()
+    assert str(caught.value) == (
+        "scipy.signal.resample_poly: padtype='median' was given, and the catalogue's rule covers paddings linear in "
+        "x alone. Found a padding by an order statistic of x. Fix: pass padtype='constant', 'mean' or one of "
+        "upfirdn's modes, or give numpy_op a backward= of your own."
+    )
+
+
+@pytest.mark.parametrize(
+    ("options"),
+    _first_fast(
+        {},
+        {"ftype": "fir"},
+        {"zero_phase": False},
+        {"ftype": "fir", "zero_phase": False, "n": 12},
+        {"n": 4, "axis": 0},
+    ),
+)
+def test_decimate_in_x(options: dict[str, Any]) -> None:
+    x = _rng(60, 2) if options.get("axis") == 0 else _rng(2, 60)
+    assert_rule(signal.decimate, (x, 3), (0,), **options)
+
+
+@pytest.mark.parametrize(
+    ("shape", "options"), _first_fast(((2, 9), {}), ((2, 9), {"N": 12}), ((9, 2), {"N": 6, "axis": 0}))
+)
+def test_hilbert_in_x_through_its_complex_result(shape: tuple[int, ...], options: dict[str, Any]) -> None:
+    """gradcheck on the complex result (torch's convention: the real and imaginary parts)."""
+    assert_rule(signal.hilbert, (_rng(*shape),), (0,), **options)
+
+
+@pytest.mark.parametrize(
+    ("shape", "options"),
+    _first_fast(
+        ((2, 40), {"nperseg": 8}),
+        ((40, 2), {"nperseg": 8, "axis": 0}),
+        ((40,), {"nperseg": 10, "noverlap": 3, "boundary": None, "padded": False}),
+        ((41,), {"nperseg": 8, "nfft": 12, "boundary": "even", "detrend": "linear"}),
+        ((40,), {"nperseg": 8, "window": "boxcar", "return_onesided": False, "scaling": "psd"}),
+    ),
+)
+def test_stft_in_x_through_its_complex_result(shape: tuple[int, ...], options: dict[str, Any]) -> None:
+    assert_rule(signal.stft, (_rng(*shape),), (0,), **options)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "options"),
+    [
+        (signal.resample, (_rng(2, 10), 6), {"axis": 1}),
+        (signal.resample_poly, (_rng(2, 20), 3, 2), {"axis": -1}),
+        (signal.decimate, (_rng(2, 60), 3), {}),
+        (signal.hilbert, (_rng(2, 9),), {}),
+        (signal.stft, (_rng(2, 40),), {"nperseg": 8}),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
+def test_the_resamplers_and_transforms_rules_are_their_adjoints(fn: Any, args: Any, options: Any) -> None:
+    """The dot-product test on the signal (complex results in the real inner product)."""
+    backward = _vjp_of(fn, args, (0,), **options)
+
+    def forward(x: np.ndarray) -> Any:
+        out = fn(x, *args[1:], **options)
+        return out[2] if fn is signal.stft else out
+
+    def adjoint(w: Any) -> Any:
+        if fn is not signal.stft:
+            return backward(w)[0]
+        f, t, _ = signal.stft(args[0], **options)
+        return backward((np.zeros_like(f), np.zeros_like(t), w))[0]
+
+    _dot_adjoint(forward, adjoint, (args[0],))
+
+
+@pytest.mark.parametrize(
+    ("fn", "covers"),
+    [
+        (signal.lfilter, "gradients in b, a, x, zi; any axis, any a[0]; from rest or from zi (y and zf)"),
+        (signal.filtfilt, 'gradients in x; any axis; padtype odd, even, constant or None; padlen; method="pad"'),
+        (signal.hilbert, "gradients in x; any axis, N; a complex result (torch's convention)"),
+    ],
+    ids=lambda value: getattr(value, "__name__", None),
+)
+def test_explain_names_the_rule(fn: Any, covers: str) -> None:
+    notes = str(ac.explain(ac.numpy_op(fn))).splitlines()
+    assert notes[1] == (
+        f"numpy_op(): a torch op; backward=the catalogue's rule for scipy.signal.{fn.__name__} ({covers}), "
+        "fake=None, vmap='sequential', jvp=the rule's."
+    )

@@ -3,7 +3,8 @@
 A convolution's ``same`` and ``valid`` results are a window of its ``full`` one: the gradient
 of either input is the ``full`` gradient (the window's, zero elsewhere) correlated with the
 other input, a ``valid`` convolution with it reversed, run by the same SciPy function.
-The filters' rules are in ``_filters`` and ``_filtfilt``.
+The filters' rules are in ``_filters`` and ``_filtfilt``, the resamplers' and transforms' in
+``_spectral``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import _filters, _filtfilt
+from . import _filters, _filtfilt, _spectral
 from ._rule import Call, Rule
 
 Convolve = Callable[[NDArray[Any], NDArray[Any], str], NDArray[Any]]
@@ -120,7 +121,7 @@ def rules() -> dict[Any, Rule]:
         (signal.oaconvolve, _convolution_rules(_along_axes("oaconvolve"), False), f"{modes}; axes"),
     ):
         made[fn] = Rule(f"scipy.signal.{fn.__name__}", fn, ("in1", "in2"), *pair, covers=covers)
-    for module in (_filters, _filtfilt):
+    for module in (_filters, _filtfilt, _spectral):
         for fn, (takes, pair, covers) in module.rules().items():
             made[fn] = Rule(f"scipy.signal.{fn.__name__}", fn, takes, *pair, covers=covers)
     return made
