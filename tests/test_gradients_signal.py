@@ -420,3 +420,23 @@ def test_explain_names_the_rule(fn: Any, covers: str) -> None:
         f"numpy_op(): a torch op; backward=the catalogue's rule for scipy.signal.{fn.__name__} ({covers}), "
         "fake=None, vmap='sequential', jvp=the rule's."
     )
+
+
+def test_stats_counts_the_backward_passes_of_a_rule() -> None:
+    """Eagerly and under torch.func, in the block where the backward runs; a call without a
+    gradient asked runs no rule; a backward of one's own is not the catalogue's."""
+    op = ac.numpy_op(signal.filtfilt)
+    x = torch.tensor(_rng(30), requires_grad=True)
+    with ac.stats() as s:
+        op(_B, _A, x).sum().backward()
+        torch.func.grad(lambda t: op(_B, _A, t).sum())(x.detach())
+        op(_B, _A, x.detach())
+        y = op(_B, _A, x)
+    y.sum().backward()  # outside the block
+    assert (s["filtfilt"].calls, s["filtfilt"].rule_backwards) == (4, 2)
+    assert "rule_backwards=2, " in repr(s["filtfilt"])
+    assert str(s).splitlines()[0].split()[:4] == ["function", "calls", "rule", "backwards"]
+    mine = ac.numpy_op(signal.filtfilt, backward=lambda g, b, a, x, output: g)
+    with ac.stats() as s:
+        mine(_B, _A, x).sum().backward()
+    assert s["filtfilt"].rule_backwards == 0 and "rule" not in str(s)
