@@ -423,18 +423,21 @@ def test_explain_names_the_rule(fn: Any, covers: str) -> None:
 
 
 def test_stats_counts_the_backward_passes_of_a_rule() -> None:
-    """Eagerly and under torch.func, in the block where the backward runs; a call without a
-    gradient asked runs no rule; a backward of one's own is not the catalogue's."""
+    """Eagerly and under torch.func, for the calls made in the block, wherever the backward
+    runs; a call without a gradient asked runs no rule; a backward of one's own is not the
+    catalogue's."""
     op = ac.numpy_op(signal.filtfilt)
     x = torch.tensor(_rng(30), requires_grad=True)
+    before = op(_B, _A, x)
     with ac.stats() as s:
         op(_B, _A, x).sum().backward()
         torch.func.grad(lambda t: op(_B, _A, t).sum())(x.detach())
         op(_B, _A, x.detach())
-        y = op(_B, _A, x)
-    y.sum().backward()  # outside the block
-    assert (s["filtfilt"].calls, s["filtfilt"].rule_backwards) == (4, 2)
-    assert "rule_backwards=2, " in repr(s["filtfilt"])
+        after = op(_B, _A, x)
+        before.sum().backward()  # a call made outside the block
+    after.sum().backward()  # a call made in the block
+    assert (s["filtfilt"].calls, s["filtfilt"].rule_backwards) == (4, 3)
+    assert "rule_backwards=3, " in repr(s["filtfilt"])
     assert str(s).splitlines()[0].split()[:4] == ["function", "calls", "rule", "backwards"]
     mine = ac.numpy_op(signal.filtfilt, backward=lambda g, b, a, x, output: g)
     with ac.stats() as s:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from autoconvert._errors import GradientError, message
 
@@ -26,14 +26,14 @@ def _backwards(x: NDArray[Any]) -> NDArray[Any]:
     return np.flip(x, -1)
 
 
-def _causal(kernel: NDArray[Any], x: NDArray[Any]) -> NDArray[Any]:
+def _causal(kernel: ArrayLike, x: NDArray[Any]) -> NDArray[Any]:
     """``kernel * x`` over the first ``N`` samples (the last axis)."""
     from scipy import signal
 
     return np.asarray(signal.lfilter(kernel, [1.0], x, axis=-1))
 
 
-def _transposed(kernel: NDArray[Any], denominator: NDArray[Any], g: NDArray[Any]) -> NDArray[Any]:
+def _transposed(kernel: ArrayLike, denominator: ArrayLike, g: NDArray[Any]) -> NDArray[Any]:
     """The transpose of ``lfilter(kernel, denominator)`` applied to ``g``: the filter run backwards."""
     from scipy import signal
 
@@ -148,7 +148,7 @@ def _lfilter_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str,
             da[0] += np.sum(u * f.laid(f.zi))
         found["a"] = da[: f.given_a.size].reshape(f.given_a.shape)
     if "zi" in wanted and f.zi is not None:
-        state = np.zeros(f.zi.shape)
+        state: NDArray[Any] = np.zeros(f.zi.shape)
         first = min(f.n, state.shape[-1])
         state[..., :first] = a0 * u[..., :first]
         if gzf is not None:

@@ -17,7 +17,6 @@ import torch
 from autoconvert._conversions._to_torch import state_refusal
 from autoconvert._decorators._plain import to_numpy, to_tensor
 from autoconvert._errors import ConversionError, message
-from autoconvert._options._observe import count_rule_backward
 
 from ._handed import call_rule
 
@@ -128,7 +127,6 @@ class OpSpec:
             places = [isinstance(a, torch.Tensor) for a in args]
             output = to_numpy(tuple(outputs) if tuple_result else outputs[0])
             found = self.backward(to_numpy(grad), to_numpy(list(args)), to_numpy(kwargs), output, places)
-            count_rule_backward(self.name.removesuffix("()"))
         else:
             _, saved = self._saved(outputs, tuple_result)
             found = call_rule(

@@ -187,7 +187,8 @@ class FunctionStats:
     memory), and in ``declined`` why calls a route could have taken took the host path
     instead (route: reason: calls; ``not_cupy`` is CuPy's). ``rule_backwards`` counts the
     backward passes the catalogue's rule of a SciPy function ran (gradients through SciPy with
-    no backward written: ``numpy_op``, ``torchify``), in the block where the backward runs."""
+    no backward written: ``numpy_op``, ``torchify``) for the calls made in the block, wherever
+    and whenever the backward runs (autograd runs a CUDA graph's on threads of its own)."""
 
     __slots__ = (
         "batches_in_caller",
@@ -412,11 +413,16 @@ def count_batch(name: str, samples: int, in_caller: bool) -> None:
         counter._add_batch(name, samples, in_caller)
 
 
-def count_rule_backward(name: str) -> None:
-    """Count a backward pass of the catalogue's rule of ``name`` (a function's qualname) into
-    the active ``stats`` blocks."""
+def counting() -> tuple[Any, ...]:
+    """The active ``stats`` blocks, for a call to keep: its later events count into them."""
     config = _ACTIVE.get()
-    for counter in config.counters if config is not None else ():
+    return config.counters if config is not None else ()
+
+
+def count_rule_backward(name: str, counters: tuple[Any, ...]) -> None:
+    """Count a backward pass of the catalogue's rule of ``name`` (a function's qualname) into
+    ``counters``, the blocks its call was made in (see ``counting``)."""
+    for counter in counters:
         counter._add_rule_backward(name)
 
 
