@@ -258,6 +258,18 @@ def test_filtfilt_in_x(pad: dict[str, Any], axis: int) -> None:
 
 
 @pytest.mark.parametrize("pad", _first_fast(*_PADS))
+@pytest.mark.parametrize(
+    ("b", "a", "axis"),
+    _first_fast((_B, _A, -1), (_B * 1.5, _A * 1.5, 0), (np.array([0.3, 0.2]), np.array([1.0, -0.5, 0.2, 0.1]), -1)),
+)
+def test_filtfilt_in_b_a_and_x(pad: dict[str, Any], b: np.ndarray, a: np.ndarray, axis: int) -> None:
+    """Through both passes and the steady state ``lfilter_zi(b, a)`` they start from; any
+    ``a[0]``; coefficients of different lengths."""
+    x = _rng(2, 16) if axis == -1 else _rng(16, 2)
+    assert_rule(signal.filtfilt, (b, a, x), (0, 1, 2), axis=axis, **pad)
+
+
+@pytest.mark.parametrize("pad", _first_fast(*_PADS))
 def test_sosfiltfilt_in_x(pad: dict[str, Any]) -> None:
     sos = signal.butter(4, 0.25, output="sos")
     assert_rule(signal.sosfiltfilt, (sos, _rng(2, 40)), (1,), **pad)
@@ -286,13 +298,13 @@ def test_filtfilt_with_gusts_method_says_it_gives_no_gradient() -> None:
     )
 
 
-def test_filtfilt_coefficients_that_require_grad_are_said_to_get_none() -> None:
-    """The rule takes x alone: b requiring grad is a GradientWarning, never a silent zero."""
-    b = torch.tensor(_B, requires_grad=True)
-    x = torch.tensor(_rng(20), requires_grad=True)
-    with pytest.warns(ac.GradientWarning, match=r"^filtfilt\(\): argument b requires grad"):
-        ac.numpy_op(signal.filtfilt)(b, _A, x).sum().backward()
-    assert b.grad is None and x.grad is not None
+def test_sosfiltfilt_sections_that_require_grad_are_said_to_get_none() -> None:
+    """The rule takes x alone: sos requiring grad is a GradientWarning, never a silent zero."""
+    sos = torch.tensor(signal.butter(4, 0.25, output="sos"), requires_grad=True)
+    x = torch.tensor(_rng(40), requires_grad=True)
+    with pytest.warns(ac.GradientWarning, match=r"^sosfiltfilt\(\): argument sos requires grad"):
+        ac.numpy_op(signal.sosfiltfilt)(sos, x).sum().backward()
+    assert sos.grad is None and x.grad is not None
 
 
 @pytest.mark.parametrize(
@@ -409,7 +421,7 @@ def test_the_resamplers_and_transforms_rules_are_their_adjoints(fn: Any, args: A
     ("fn", "covers"),
     [
         (signal.lfilter, "gradients in b, a, x, zi; any axis, any a[0]; from rest or from zi (y and zf)"),
-        (signal.filtfilt, 'gradients in x; any axis; padtype odd, even, constant or None; padlen; method="pad"'),
+        (signal.filtfilt, 'gradients in b, a, x; any axis; padtype odd, even, constant or None; padlen; method="pad"'),
         (signal.hilbert, "gradients in x; any axis, N; a complex result (torch's convention)"),
     ],
     ids=lambda value: getattr(value, "__name__", None),

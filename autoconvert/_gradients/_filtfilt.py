@@ -1,4 +1,5 @@
-"""Rules for ``scipy.signal.filtfilt`` and ``sosfiltfilt`` (``method="pad"``), in ``x``.
+"""Rules for ``scipy.signal.filtfilt`` (``method="pad"``), in ``b``, ``a`` and ``x``, and
+``sosfiltfilt`` in ``x``.
 
 Both are linear in ``x``: the signal is extended at both ends (``padtype``, ``padlen``),
 filtered forward from the steady state of its first sample (``zi * ext[0]``, ``zi`` from
@@ -7,7 +8,9 @@ length. The adjoint takes the steps in reverse, each transposed: the cut's trans
 the gradient with zeros, each pass's transpose is the filter run backwards in time plus what
 the initial state adds onto the sample it was scaled by, and the extension's transpose adds
 each padded sample's gradient back onto the samples it was made from. The jvp is the same
-SciPy call on the tangent. Gustafsson's method (``method="gust"``) has no rule here.
+SciPy call on the tangent. In the coefficients, the passes are replayed as ``lfilter`` calls
+from a state, whose rule gives their share, and ``lfilter_zi``'s steady state is
+differentiated through its linear system. Gustafsson's method (``method="gust"``) has no rule.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from numpy.typing import NDArray
 
 from autoconvert._errors import GradientError, message
 
-from ._filters import _transposed
+from ._filters import _lfilter_jvp, _lfilter_vjp, _transposed
 from ._rule import Call
 
 #: One pass's transpose: the gradient of its output onto its input (the state's share included).
@@ -94,18 +97,121 @@ def _filtfilt_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str
     _not_gust(call)
     b, a = np.atleast_1d(np.asarray(call["b"], dtype=float)), np.atleast_1d(np.asarray(call["a"], dtype=float))
     axis = int(call["axis"]) % max(np.ndim(call["x"]), 1)
-    zi = signal.lfilter_zi(b, a)
     g = np.moveaxis(np.asarray(grad), axis, -1)
-    found = _both_ways(g, _edge(call, max(b.size, a.size)), call["padtype"], _from_its_first_sample(b, a, zi))
-    return {"x": np.moveaxis(found, -1, axis)}
+    if "b" in wanted or "a" in wanted:
+        found = _Passes(call, b, a).vjp(g)
+        return {"x": np.moveaxis(found.pop("x"), -1, axis), **found}
+    zi = signal.lfilter_zi(b, a)
+    x = _both_ways(g, _edge(call, max(b.size, a.size)), call["padtype"], _from_its_first_sample(b, a, zi))
+    return {"x": np.moveaxis(x, -1, axis)}
 
 
 def _filtfilt_jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
     from scipy import signal
 
     _not_gust(call)
+    if "b" in tangents or "a" in tangents:
+        b, a = np.atleast_1d(np.asarray(call["b"], dtype=float)), np.atleast_1d(np.asarray(call["a"], dtype=float))
+        return _Passes(call, b, a).jvp(tangents, int(call["axis"]) % max(np.ndim(call["x"]), 1))
     options = {k: call[k] for k in ("axis", "padtype", "padlen", "method")}
     return signal.filtfilt(call["b"], call["a"], tangents["x"], **options)
+
+
+def _extended(x: NDArray[Any], edge: int, padtype: str | None) -> NDArray[Any]:
+    """SciPy's ``odd_ext``, ``even_ext`` or ``const_ext`` along the last axis (none for 0 or None)."""
+    if not edge or padtype is None:
+        return x
+    first, last = x[..., :1], x[..., -1:]
+    left, right = x[..., edge:0:-1], x[..., -2 : -edge - 2 : -1]
+    if padtype == "odd":
+        left, right = 2 * first - left, 2 * last - right
+    elif padtype == "constant":
+        left, right = np.repeat(first, edge, -1), np.repeat(last, edge, -1)
+    return np.concatenate([left, x, right], -1)
+
+
+class _Steady:
+    """``lfilter_zi(b, a)``, the steady state of the step response, and its derivative in the
+    coefficients: ``zi = M⁻¹ (b'[1:] - a'[1:] b'[0])``, ``M = I - companion(a')ᵀ``, over the
+    coefficients ``b' = b / a[0]``, ``a' = a / a[0]`` padded to one length."""
+
+    def __init__(self, b: NDArray[Any], a: NDArray[Any]) -> None:
+        from scipy import linalg, signal
+
+        self.b, self.a, self.a0 = b, a, a[0]
+        size = max(b.size, a.size)
+        self.bn = np.pad(b / a[0], (0, size - b.size))
+        self.an = np.pad(a / a[0], (0, size - a.size))
+        self.m = np.eye(size - 1) - linalg.companion(self.an).T
+        self.zi = signal.lfilter_zi(b, a)
+
+    def tangent(self, tb: NDArray[Any], ta: NDArray[Any]) -> NDArray[Any]:
+        size = self.bn.size
+        dbn = np.pad(tb / self.a0, (0, size - tb.size)) - self.bn * ta[0] / self.a0
+        dan = np.pad(ta / self.a0, (0, size - ta.size)) - self.an * ta[0] / self.a0
+        right = dbn[1:] - dan[1:] * self.bn[0] - self.an[1:] * dbn[0] - dan[1:] * self.zi[0]
+        return np.linalg.solve(self.m, right)
+
+    def transposed(self, gz: NDArray[Any]) -> tuple[NDArray[Any], NDArray[Any]]:
+        """The gradients of ``b`` and ``a`` from ``gz``, the gradient of ``zi``."""
+        w = np.linalg.solve(self.m.T, gz)
+        gbn = np.concatenate([[-w @ self.an[1:]], w])
+        gan = np.concatenate([[0.0], -w * (self.bn[0] + self.zi[0])])
+        gb = gbn[: self.b.size] / self.a0
+        ga = gan[: self.a.size] / self.a0
+        ga[0] -= (gbn @ self.bn + gan @ self.an) / self.a0
+        return gb, ga
+
+
+class _Passes:
+    """``filtfilt``'s steps along the last axis, replayed for the gradients in ``b`` and ``a``:
+    each pass an ``lfilter`` call from ``zi * s[0]``, whose rule gives its share."""
+
+    def __init__(self, call: Call, b: NDArray[Any], a: NDArray[Any]) -> None:
+        from scipy import signal
+
+        x = np.asarray(call["x"])
+        self.b, self.a, self.steady = b, a, _Steady(b, a)
+        self.edge, self.padtype = _edge(call, max(b.size, a.size)), call["padtype"]
+        self.ext = _extended(np.moveaxis(x, int(call["axis"]) % max(x.ndim, 1), -1), self.edge, self.padtype)
+        zi = self.steady.zi
+        self.first = signal.lfilter(b, a, self.ext, zi=zi * self.ext[..., :1])[0]
+        self.reversed = np.flip(self.first, -1)
+        self.second = signal.lfilter(b, a, self.reversed, zi=zi * self.reversed[..., :1])[0]
+
+    def _call(self, s: NDArray[Any], y: NDArray[Any]) -> Call:
+        state = self.steady.zi * s[..., :1]
+        return Call({"b": self.b, "a": self.a, "x": s, "axis": -1, "zi": state}, (y, None))
+
+    def _cut(self, y: NDArray[Any]) -> NDArray[Any]:
+        return y[..., self.edge : y.shape[-1] - self.edge]
+
+    def vjp(self, g: NDArray[Any]) -> dict[str, NDArray[Any]]:
+        gb, ga, gz = np.zeros_like(self.b), np.zeros_like(self.a), np.zeros_like(self.steady.zi)
+        g = np.flip(np.pad(g, [(0, 0)] * (g.ndim - 1) + [(self.edge, self.edge)]), -1)
+        for s, y in ((self.reversed, self.second), (self.ext, self.first)):
+            found = _lfilter_vjp(self._call(s, y), (g, None), ("b", "a", "x", "zi"))
+            gb, ga = gb + found["b"], ga + found["a"]
+            start = s[..., :1]
+            gz = gz + np.sum(found["zi"] * start, axis=tuple(range(s.ndim - 1)))
+            g = np.array(found["x"])
+            g[..., 0] += found["zi"] @ self.steady.zi
+            g = np.flip(g, -1) if s is self.reversed else g
+        sb, sa = self.steady.transposed(gz)
+        x = _unextended(g, self.edge, self.padtype) if self.edge and self.padtype else g
+        return {"x": x, "b": gb + sb, "a": ga + sa}
+
+    def jvp(self, tangents: Mapping[str, Any], axis: int) -> NDArray[Any]:
+        tb = np.asarray(tangents["b"], dtype=float) if "b" in tangents else np.zeros_like(self.b)
+        ta = np.asarray(tangents["a"], dtype=float) if "a" in tangents else np.zeros_like(self.a)
+        tx = np.moveaxis(np.asarray(tangents["x"]), axis, -1) if "x" in tangents else np.zeros(self.ext.shape[:-1])
+        moving = _extended(tx, self.edge, self.padtype) if "x" in tangents else np.zeros_like(self.ext)
+        zi, dzi = self.steady.zi, self.steady.tangent(tb, ta)
+        for s, y in ((self.ext, self.first), (self.reversed, self.second)):
+            state = dzi * s[..., :1] + zi * moving[..., :1]
+            moved = _lfilter_jvp(self._call(s, y), {"b": tb, "a": ta, "x": moving, "zi": state})[0]
+            moving = np.flip(moved, -1)
+        return np.moveaxis(self._cut(moving), -1, axis)
 
 
 def _sos_taps(sos: NDArray[Any]) -> int:
@@ -154,6 +260,6 @@ def rules() -> dict[Any, tuple[tuple[str, ...], tuple[Any, Any], str]]:
 
     pads = "any axis; padtype odd, even, constant or None; padlen"
     return {
-        signal.filtfilt: (("x",), (_filtfilt_vjp, _filtfilt_jvp), f'{pads}; method="pad"'),
+        signal.filtfilt: (("b", "a", "x"), (_filtfilt_vjp, _filtfilt_jvp), f'{pads}; method="pad"'),
         signal.sosfiltfilt: (("x",), (_sosfiltfilt_vjp, _sosfiltfilt_jvp), pads),
     }
