@@ -298,13 +298,23 @@ def test_filtfilt_with_gusts_method_says_it_gives_no_gradient() -> None:
     )
 
 
-def test_sosfiltfilt_sections_that_require_grad_are_said_to_get_none() -> None:
-    """The rule takes x alone: sos requiring grad is a GradientWarning, never a silent zero."""
-    sos = torch.tensor(signal.butter(4, 0.25, output="sos"), requires_grad=True)
-    x = torch.tensor(_rng(40), requires_grad=True)
-    with pytest.warns(ac.GradientWarning, match=r"^sosfiltfilt\(\): argument sos requires grad"):
-        ac.numpy_op(signal.sosfiltfilt)(sos, x).sum().backward()
-    assert sos.grad is None and x.grad is not None
+@pytest.mark.parametrize("pad", _first_fast(*_PADS))
+def test_sosfiltfilt_in_sos_and_x(pad: dict[str, Any]) -> None:
+    """Through both passes and ``sosfilt_zi``'s steady states (each section's scaled by the gains
+    before it). ``sos[:, 3]`` must stay 1 for SciPy: gradcheck varies the other coefficients."""
+    sos = signal.butter(4, 0.25, output="sos")
+    x = _rng(2, 40)
+    op = ac.numpy_op(signal.sosfiltfilt)
+
+    def call(b: torch.Tensor, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return op(torch.cat([b, torch.ones(len(b), 1, dtype=b.dtype), a], 1), x, **pad)  # type: ignore[no-any-return]
+
+    leaves = tuple(torch.tensor(v, requires_grad=True) for v in (sos[:, :3], sos[:, 4:], x))
+    assert np.array_equal(call(*leaves).detach().numpy(), signal.sosfiltfilt(sos, x, **pad))
+    assert torch.autograd.gradcheck(call, leaves)
+    detached = tuple(t.detach() for t in leaves)
+    forward = torch.func.jacfwd(call, (0, 1, 2))(*detached)
+    torch.testing.assert_close(forward, torch.func.jacrev(call, (0, 1, 2))(*detached))
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Rules for ``scipy.signal.filtfilt`` (``method="pad"``), in ``b``, ``a`` and ``x``, and
-``sosfiltfilt`` in ``x``.
+``sosfiltfilt``, in ``sos`` and ``x``.
 
 Both are linear in ``x``: the signal is extended at both ends (``padtype``, ``padlen``),
 filtered forward from the steady state of its first sample (``zi * ext[0]``, ``zi`` from
@@ -9,8 +9,8 @@ the gradient with zeros, each pass's transpose is the filter run backwards in ti
 the initial state adds onto the sample it was scaled by, and the extension's transpose adds
 each padded sample's gradient back onto the samples it was made from. The jvp is the same
 SciPy call on the tangent. In the coefficients, the passes are replayed as ``lfilter`` calls
-from a state, whose rule gives their share, and ``lfilter_zi``'s steady state is
-differentiated through its linear system. Gustafsson's method (``method="gust"``) has no rule.
+from a state, section by section, whose rule gives their share, and the steady states
+(``lfilter_zi``, ``sosfilt_zi``) are differentiated through their linear systems. Gustafsson's method (``method="gust"``) has no rule.
 """
 
 from __future__ import annotations
@@ -91,30 +91,40 @@ def _not_gust(call: Call) -> None:
         )
 
 
+def _coefficients(call: Call) -> tuple[NDArray[Any], NDArray[Any], int]:
+    b, a = np.atleast_1d(np.asarray(call["b"], dtype=float)), np.atleast_1d(np.asarray(call["a"], dtype=float))
+    return b, a, int(call["axis"]) % max(np.ndim(call["x"]), 1)
+
+
 def _filtfilt_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
     from scipy import signal
 
     _not_gust(call)
-    b, a = np.atleast_1d(np.asarray(call["b"], dtype=float)), np.atleast_1d(np.asarray(call["a"], dtype=float))
-    axis = int(call["axis"]) % max(np.ndim(call["x"]), 1)
+    b, a, axis = _coefficients(call)
     g = np.moveaxis(np.asarray(grad), axis, -1)
+    edge = _edge(call, max(b.size, a.size))
     if "b" in wanted or "a" in wanted:
-        found = _Passes(call, b, a).vjp(g)
-        return {"x": np.moveaxis(found.pop("x"), -1, axis), **found}
-    zi = signal.lfilter_zi(b, a)
-    x = _both_ways(g, _edge(call, max(b.size, a.size)), call["padtype"], _from_its_first_sample(b, a, zi))
-    return {"x": np.moveaxis(x, -1, axis)}
+        x = np.moveaxis(np.asarray(call["x"]), axis, -1)
+        found, gb, ga = _Passes(x, [(b, a)], edge, call["padtype"]).vjp(g)
+        return {"x": np.moveaxis(found, -1, axis), "b": gb[0], "a": ga[0]}
+    found = _both_ways(g, edge, call["padtype"], _from_its_first_sample(b, a, signal.lfilter_zi(b, a)))
+    return {"x": np.moveaxis(found, -1, axis)}
 
 
 def _filtfilt_jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
     from scipy import signal
 
     _not_gust(call)
-    if "b" in tangents or "a" in tangents:
-        b, a = np.atleast_1d(np.asarray(call["b"], dtype=float)), np.atleast_1d(np.asarray(call["a"], dtype=float))
-        return _Passes(call, b, a).jvp(tangents, int(call["axis"]) % max(np.ndim(call["x"]), 1))
-    options = {k: call[k] for k in ("axis", "padtype", "padlen", "method")}
-    return signal.filtfilt(call["b"], call["a"], tangents["x"], **options)
+    if "b" not in tangents and "a" not in tangents:
+        options = {k: call[k] for k in ("axis", "padtype", "padlen", "method")}
+        return signal.filtfilt(call["b"], call["a"], tangents["x"], **options)
+    b, a, axis = _coefficients(call)
+    tb = np.asarray(tangents["b"], dtype=float) if "b" in tangents else np.zeros_like(b)
+    ta = np.asarray(tangents["a"], dtype=float) if "a" in tangents else np.zeros_like(a)
+    tx = np.moveaxis(np.asarray(tangents["x"]), axis, -1) if "x" in tangents else None
+    x = np.moveaxis(np.asarray(call["x"]), axis, -1)
+    passes = _Passes(x, [(b, a)], _edge(call, max(b.size, a.size)), call["padtype"])
+    return np.moveaxis(passes.jvp([tb], [ta], tx), -1, axis)
 
 
 def _extended(x: NDArray[Any], edge: int, padtype: str | None) -> NDArray[Any]:
@@ -163,55 +173,105 @@ class _Steady:
         return gb, ga
 
 
-class _Passes:
-    """``filtfilt``'s steps along the last axis, replayed for the gradients in ``b`` and ``a``:
-    each pass an ``lfilter`` call from ``zi * s[0]``, whose rule gives its share."""
+class _Steadies:
+    """``sosfilt_zi``: each section's steady state ``lfilter_zi(b, a)`` scaled by the gain at
+    frequency 0 (``sum(b) / sum(a)``) of the sections before it, and its derivative; one
+    section is ``filtfilt``'s ``lfilter_zi``."""
 
-    def __init__(self, call: Call, b: NDArray[Any], a: NDArray[Any]) -> None:
+    def __init__(self, sections: list[tuple[NDArray[Any], NDArray[Any]]]) -> None:
+        self.sections = sections
+        self.each = [_Steady(b, a) for b, a in sections]
+        self.gains = [float(b.sum() / a.sum()) for b, a in sections]
+        self.scales = [float(np.prod(self.gains[:k])) for k in range(len(sections))]
+        self.zi = [scale * steady.zi for scale, steady in zip(self.scales, self.each, strict=True)]
+
+    def _without(self, k: int, j: int) -> float:
+        """The product of the gains before section ``k`` but ``j``'s: ``∂ scale_k / ∂ gain_j``."""
+        return float(np.prod([g for i, g in enumerate(self.gains[:k]) if i != j]))
+
+    def tangent(self, tb: list[NDArray[Any]], ta: list[NDArray[Any]]) -> list[NDArray[Any]]:
+        dgains = [
+            t.sum() / a.sum() - b.sum() * u.sum() / a.sum() ** 2
+            for (b, a), t, u in zip(self.sections, tb, ta, strict=True)
+        ]
+        return [
+            sum((dgains[j] * self._without(k, j) for j in range(k)), 0.0) * steady.zi
+            + scale * steady.tangent(tb[k], ta[k])
+            for k, (scale, steady) in enumerate(zip(self.scales, self.each, strict=True))
+        ]
+
+    def transposed(self, gz: list[NDArray[Any]]) -> tuple[list[NDArray[Any]], list[NDArray[Any]]]:
+        """The gradients of each section's ``b`` and ``a`` from ``gz``, those of the states."""
+        pairs = [steady.transposed(scale * g) for scale, steady, g in zip(self.scales, self.each, gz, strict=True)]
+        gb, ga = [p[0] for p in pairs], [p[1] for p in pairs]
+        gscales = [g @ steady.zi for g, steady in zip(gz, self.each, strict=True)]
+        for j, (b, a) in enumerate(self.sections):
+            ggain = sum((gscales[k] * self._without(k, j) for k in range(j + 1, len(gz))), 0.0)
+            gb[j] = gb[j] + ggain / a.sum()
+            ga[j] = ga[j] - ggain * b.sum() / a.sum() ** 2
+        return gb, ga
+
+
+class _Passes:
+    """A two-pass filter's steps along the last axis, replayed for the gradients in its
+    coefficients: each pass runs the sections in turn, each an ``lfilter`` call from the
+    section's steady state times the pass's first sample, whose rule gives its share."""
+
+    def __init__(
+        self, x: NDArray[Any], sections: list[tuple[NDArray[Any], NDArray[Any]]], edge: int, padtype: Any
+    ) -> None:
+        self.sections, self.steady = sections, _Steadies(sections)
+        self.edge, self.padtype = edge, padtype
+        self.ext = _extended(x, edge, padtype)
+        first = self._run(self.ext)
+        self.runs = [first, self._run(np.flip(first[-1], -1))]  # each pass's signals, in and out of each section
+
+    def _run(self, s: NDArray[Any]) -> list[NDArray[Any]]:
         from scipy import signal
 
-        x = np.asarray(call["x"])
-        self.b, self.a, self.steady = b, a, _Steady(b, a)
-        self.edge, self.padtype = _edge(call, max(b.size, a.size)), call["padtype"]
-        self.ext = _extended(np.moveaxis(x, int(call["axis"]) % max(x.ndim, 1), -1), self.edge, self.padtype)
-        zi = self.steady.zi
-        self.first = signal.lfilter(b, a, self.ext, zi=zi * self.ext[..., :1])[0]
-        self.reversed = np.flip(self.first, -1)
-        self.second = signal.lfilter(b, a, self.reversed, zi=zi * self.reversed[..., :1])[0]
+        signals = [s]
+        for (b, a), zi in zip(self.sections, self.steady.zi, strict=True):
+            signals.append(signal.lfilter(b, a, signals[-1], zi=zi * s[..., :1])[0])
+        return signals
 
-    def _call(self, s: NDArray[Any], y: NDArray[Any]) -> Call:
-        state = self.steady.zi * s[..., :1]
-        return Call({"b": self.b, "a": self.a, "x": s, "axis": -1, "zi": state}, (y, None))
+    def _call(self, k: int, signals: list[NDArray[Any]]) -> Call:
+        (b, a), state = self.sections[k], self.steady.zi[k] * signals[0][..., :1]
+        return Call({"b": b, "a": a, "x": signals[k], "axis": -1, "zi": state}, (signals[k + 1], None))
 
-    def _cut(self, y: NDArray[Any]) -> NDArray[Any]:
-        return y[..., self.edge : y.shape[-1] - self.edge]
-
-    def vjp(self, g: NDArray[Any]) -> dict[str, NDArray[Any]]:
-        gb, ga, gz = np.zeros_like(self.b), np.zeros_like(self.a), np.zeros_like(self.steady.zi)
+    def vjp(self, g: NDArray[Any]) -> tuple[NDArray[Any], list[NDArray[Any]], list[NDArray[Any]]]:
+        """The gradients of ``x`` and of each section's ``b`` and ``a``."""
+        gb = [np.zeros_like(b) for b, _ in self.sections]
+        ga = [np.zeros_like(a) for _, a in self.sections]
+        gz = [np.zeros_like(zi) for zi in self.steady.zi]
         g = np.flip(np.pad(g, [(0, 0)] * (g.ndim - 1) + [(self.edge, self.edge)]), -1)
-        for s, y in ((self.reversed, self.second), (self.ext, self.first)):
-            found = _lfilter_vjp(self._call(s, y), (g, None), ("b", "a", "x", "zi"))
-            gb, ga = gb + found["b"], ga + found["a"]
-            start = s[..., :1]
-            gz = gz + np.sum(found["zi"] * start, axis=tuple(range(s.ndim - 1)))
-            g = np.array(found["x"])
-            g[..., 0] += found["zi"] @ self.steady.zi
-            g = np.flip(g, -1) if s is self.reversed else g
+        for signals in self.runs[::-1]:
+            start, lines = signals[0][..., :1], tuple(range(g.ndim - 1))
+            first: Any = 0.0
+            for k in range(len(self.sections) - 1, -1, -1):
+                found = _lfilter_vjp(self._call(k, signals), (g, None), ("b", "a", "x", "zi"))
+                gb[k], ga[k] = gb[k] + found["b"], ga[k] + found["a"]
+                gz[k] = gz[k] + np.sum(found["zi"] * start, axis=lines)
+                first = first + found["zi"] @ self.steady.zi[k]
+                g = found["x"]
+            g = np.array(g)
+            g[..., 0] += first
+            g = np.flip(g, -1) if signals is self.runs[1] else g
         sb, sa = self.steady.transposed(gz)
         x = _unextended(g, self.edge, self.padtype) if self.edge and self.padtype else g
-        return {"x": x, "b": gb + sb, "a": ga + sa}
+        return x, [u + v for u, v in zip(gb, sb, strict=True)], [u + v for u, v in zip(ga, sa, strict=True)]
 
-    def jvp(self, tangents: Mapping[str, Any], axis: int) -> NDArray[Any]:
-        tb = np.asarray(tangents["b"], dtype=float) if "b" in tangents else np.zeros_like(self.b)
-        ta = np.asarray(tangents["a"], dtype=float) if "a" in tangents else np.zeros_like(self.a)
-        tx = np.moveaxis(np.asarray(tangents["x"]), axis, -1) if "x" in tangents else np.zeros(self.ext.shape[:-1])
-        moving = _extended(tx, self.edge, self.padtype) if "x" in tangents else np.zeros_like(self.ext)
-        zi, dzi = self.steady.zi, self.steady.tangent(tb, ta)
-        for s, y in ((self.ext, self.first), (self.reversed, self.second)):
-            state = dzi * s[..., :1] + zi * moving[..., :1]
-            moved = _lfilter_jvp(self._call(s, y), {"b": tb, "a": ta, "x": moving, "zi": state})[0]
-            moving = np.flip(moved, -1)
-        return np.moveaxis(self._cut(moving), -1, axis)
+    def jvp(self, tb: list[NDArray[Any]], ta: list[NDArray[Any]], tx: NDArray[Any] | None) -> NDArray[Any]:
+        """The result's tangent along the last axis."""
+        dzi = self.steady.tangent(tb, ta)
+        moving = np.zeros_like(self.ext) if tx is None else _extended(tx, self.edge, self.padtype)
+        for signals in self.runs:
+            start, moving_start = signals[0][..., :1], moving[..., :1]
+            for k in range(len(self.sections)):
+                state = dzi[k] * start + self.steady.zi[k] * moving_start
+                tangents = {"b": tb[k], "a": ta[k], "x": moving, "zi": state}
+                moving = _lfilter_jvp(self._call(k, signals), tangents)[0]
+            moving = np.flip(moving, -1)
+        return moving[..., self.edge : moving.shape[-1] - self.edge]
 
 
 def _sos_taps(sos: NDArray[Any]) -> int:
@@ -239,19 +299,37 @@ def _cascade_from_its_first_sample(sos: NDArray[Any]) -> Pass:
     return transposed
 
 
+def _sections(sos: NDArray[Any]) -> list[tuple[NDArray[Any], NDArray[Any]]]:
+    return [(row[:3], row[3:]) for row in sos]
+
+
 def _sosfiltfilt_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
     sos = np.atleast_2d(np.asarray(call["sos"], dtype=float))
     axis = int(call["axis"]) % max(np.ndim(call["x"]), 1)
     g = np.moveaxis(np.asarray(grad), axis, -1)
-    found = _both_ways(g, _edge(call, _sos_taps(sos)), call["padtype"], _cascade_from_its_first_sample(sos))
+    edge = _edge(call, _sos_taps(sos))
+    if "sos" in wanted:
+        x = np.moveaxis(np.asarray(call["x"]), axis, -1)
+        found, gb, ga = _Passes(x, _sections(sos), edge, call["padtype"]).vjp(g)
+        rows = np.concatenate([np.stack(gb), np.stack(ga)], axis=1)
+        return {"x": np.moveaxis(found, -1, axis), "sos": rows.reshape(np.shape(call["sos"]))}
+    found = _both_ways(g, edge, call["padtype"], _cascade_from_its_first_sample(sos))
     return {"x": np.moveaxis(found, -1, axis)}
 
 
 def _sosfiltfilt_jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
     from scipy import signal
 
-    options = {k: call[k] for k in ("axis", "padtype", "padlen")}
-    return signal.sosfiltfilt(np.array(call["sos"]), tangents["x"], **options)
+    if "sos" not in tangents:
+        options = {k: call[k] for k in ("axis", "padtype", "padlen")}
+        return signal.sosfiltfilt(np.array(call["sos"]), tangents["x"], **options)
+    sos = np.atleast_2d(np.asarray(call["sos"], dtype=float))
+    axis = int(call["axis"]) % max(np.ndim(call["x"]), 1)
+    step = np.atleast_2d(np.asarray(tangents["sos"], dtype=float))
+    tx = np.moveaxis(np.asarray(tangents["x"]), axis, -1) if "x" in tangents else None
+    x = np.moveaxis(np.asarray(call["x"]), axis, -1)
+    passes = _Passes(x, _sections(sos), _edge(call, _sos_taps(sos)), call["padtype"])
+    return np.moveaxis(passes.jvp([r[:3] for r in step], [r[3:] for r in step], tx), -1, axis)
 
 
 def rules() -> dict[Any, tuple[tuple[str, ...], tuple[Any, Any], str]]:
@@ -261,5 +339,5 @@ def rules() -> dict[Any, tuple[tuple[str, ...], tuple[Any, Any], str]]:
     pads = "any axis; padtype odd, even, constant or None; padlen"
     return {
         signal.filtfilt: (("b", "a", "x"), (_filtfilt_vjp, _filtfilt_jvp), f'{pads}; method="pad"'),
-        signal.sosfiltfilt: (("x",), (_sosfiltfilt_vjp, _sosfiltfilt_jvp), pads),
+        signal.sosfiltfilt: (("sos", "x"), (_sosfiltfilt_vjp, _sosfiltfilt_jvp), pads),
     }
