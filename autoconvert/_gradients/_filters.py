@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from autoconvert._errors import GradientError, message
 
-from ._rule import Call
+from ._rule import Call, Rule
 
 
 def _backwards(x: NDArray[Any]) -> NDArray[Any]:
@@ -253,15 +253,20 @@ def _sosfilt_rules() -> tuple[Any, Any]:
     return vjp, jvp
 
 
-def rules() -> dict[Any, tuple[tuple[str, ...], tuple[Any, Any], str]]:
-    """The filters' rules: for each function, the parameters taking gradients, the vjp and jvp, and what they cover."""
+def rules() -> dict[Any, Rule]:
+    """The filters' rules, by function."""
     from scipy import signal
 
     return {
-        signal.lfilter: (
+        signal.lfilter: Rule(
+            "scipy.signal.lfilter",
+            signal.lfilter,
             ("b", "a", "x", "zi"),
-            (_lfilter_vjp, _lfilter_jvp),
-            "any axis, any a[0]; from rest or from zi (y and zf)",
+            _lfilter_vjp,
+            _lfilter_jvp,
+            covers="any axis, any a[0]; from rest or from zi (y and zf)",
         ),
-        signal.sosfilt: (("sos", "x"), _sosfilt_rules(), "any axis; without zi"),
+        signal.sosfilt: Rule(
+            "scipy.signal.sosfilt", signal.sosfilt, ("sos", "x"), *_sosfilt_rules(), covers="any axis; without zi"
+        ),
     }

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from autoconvert._errors import GradientError, message
 
 from ._filters import _lfilter_jvp, _lfilter_vjp, _transposed
-from ._rule import Call
+from ._rule import Call, Rule
 
 #: One pass's transpose: the gradient of its output onto its input (the state's share included).
 Pass = Callable[[NDArray[Any]], NDArray[Any]]
@@ -332,12 +332,26 @@ def _sosfiltfilt_jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
     return np.moveaxis(passes.jvp([r[:3] for r in step], [r[3:] for r in step], tx), -1, axis)
 
 
-def rules() -> dict[Any, tuple[tuple[str, ...], tuple[Any, Any], str]]:
-    """The two-pass filters' rules: for each function, the parameters taking gradients, the vjp and jvp, and what they cover."""
+def rules() -> dict[Any, Rule]:
+    """The two-pass filters' rules, by function."""
     from scipy import signal
 
     pads = "any axis; padtype odd, even, constant or None; padlen"
     return {
-        signal.filtfilt: (("b", "a", "x"), (_filtfilt_vjp, _filtfilt_jvp), f'{pads}; method="pad"'),
-        signal.sosfiltfilt: (("sos", "x"), (_sosfiltfilt_vjp, _sosfiltfilt_jvp), pads),
+        signal.filtfilt: Rule(
+            "scipy.signal.filtfilt",
+            signal.filtfilt,
+            ("b", "a", "x"),
+            _filtfilt_vjp,
+            _filtfilt_jvp,
+            covers=f'{pads}; method="pad"',
+        ),
+        signal.sosfiltfilt: Rule(
+            "scipy.signal.sosfiltfilt",
+            signal.sosfiltfilt,
+            ("sos", "x"),
+            _sosfiltfilt_vjp,
+            _sosfiltfilt_jvp,
+            covers=pads,
+        ),
     }

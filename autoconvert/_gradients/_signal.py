@@ -122,6 +122,5 @@ def rules() -> dict[Any, Rule]:
     ):
         made[fn] = Rule(f"scipy.signal.{fn.__name__}", fn, ("in1", "in2"), *pair, covers=covers)
     for module in (_filters, _filtfilt, _spectral):
-        for fn, (takes, (vjp, jvp), covers) in module.rules().items():
-            made[fn] = Rule(f"scipy.signal.{fn.__name__}", fn, takes, vjp, jvp, covers=covers)
+        made.update(module.rules())
     return made

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from autoconvert._errors import GradientError, message
 
-from ._rule import Call
+from ._rule import Call, Rule
 
 #: A function's map of a stack of lines (the samples along the last axis) to its results for each.
 Lines = Callable[[NDArray[Any]], NDArray[Any]]
@@ -178,32 +178,35 @@ def _hilbert_jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
     return signal.hilbert(tangents["x"], call["N"], call["axis"])
 
 
-def rules() -> dict[Any, tuple[tuple[str, ...], tuple[Any, Any], str]]:
-    """The rules of the resamplers and transforms: for each function, the parameters taking
-    gradients, the vjp and jvp, and what they cover."""
+def rules() -> dict[Any, Rule]:
+    """The rules of the resamplers and transforms, by function."""
     from scipy import signal
 
-    along = (_samples_along, _samples_back)
-    return {
-        signal.resample: (
-            ("x",),
-            _linear_rules(_resample, along[1], along[0]),
-            "any axis, num, window, domain; with t",
-        ),
+    along, frequencies = (_samples_back, _samples_along), (_frequencies_back, _frequencies_along)
+    linear = {
+        signal.resample: (_resample, along, "any axis, num, window, domain; with t"),
         signal.resample_poly: (
-            ("x",),
-            _linear_rules(_resample_poly, along[1], along[0]),
+            _resample_poly,
+            along,
             "any axis, up and down, window; padtype constant (any cval), mean, and upfirdn's modes",
         ),
-        signal.decimate: (
-            ("x",),
-            _linear_rules(_decimate, along[1], along[0]),
-            "any axis, q, n; ftype iir and fir, zero_phase",
-        ),
+        signal.decimate: (_decimate, along, "any axis, q, n; ftype iir and fir, zero_phase"),
         signal.stft: (
-            ("x",),
-            _linear_rules(_stft, _frequencies_back, _frequencies_along),
+            _stft,
+            frequencies,
             "any axis; every window, nperseg, noverlap, nfft, detrend, boundary, padded, onesided, scaling",
         ),
-        signal.hilbert: (("x",), (_hilbert_vjp, _hilbert_jvp), "any axis, N; a complex result (torch's convention)"),
     }
+    made = {
+        fn: Rule(f"scipy.signal.{fn.__name__}", fn, ("x",), *_linear_rules(lines, *layout), covers=covers)
+        for fn, (lines, layout, covers) in linear.items()
+    }
+    made[signal.hilbert] = Rule(
+        "scipy.signal.hilbert",
+        signal.hilbert,
+        ("x",),
+        _hilbert_vjp,
+        _hilbert_jvp,
+        covers="any axis, N; a complex result (torch's convention)",
+    )
+    return made
