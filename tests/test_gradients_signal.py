@@ -465,3 +465,37 @@ def test_stats_counts_the_backward_passes_of_a_rule() -> None:
     with ac.stats() as s:
         mine(_B, _A, x).sum().backward()
     assert s["filtfilt"].rule_backwards == 0 and "rule" not in str(s)
+
+
+@pytest.mark.parametrize(
+    ("shape", "stft", "istft"),
+    _first_fast(
+        ((2, 40), {"nperseg": 8}, {"nperseg": 8}),
+        ((40, 2), {"nperseg": 8, "axis": 0}, {"nperseg": 8, "freq_axis": 0, "time_axis": -1}),
+        ((2, 40, 3), {"nperseg": 8, "axis": 1}, {"nperseg": 8, "freq_axis": 1, "time_axis": -1}),
+        ((41,), {"nperseg": 10, "noverlap": 6, "nfft": 12}, {"nperseg": 10, "noverlap": 6, "nfft": 12}),
+        ((40,), {"nperseg": 8, "noverlap": 6}, {"nperseg": 8, "noverlap": 6}),
+        ((40,), {"nperseg": 8, "return_onesided": False}, {"nperseg": 8, "input_onesided": False}),
+        (
+            (40,),
+            {"nperseg": 8, "window": "hamming", "scaling": "psd"},
+            {"nperseg": 8, "window": "hamming", "scaling": "psd"},
+        ),
+    ),
+)
+def test_istft_in_its_complex_input(shape: tuple[int, ...], stft: dict[str, Any], istft: dict[str, Any]) -> None:
+    """gradcheck in the complex ``Zxx`` (its real and imaginary parts apart, as torch checks
+    them; a two-sided one gives a complex result); the jvp against the backward in the real
+    inner product."""
+    _, _, z = signal.stft(_rng(*shape), **stft)
+    op = ac.numpy_op(signal.istft)
+    leaf = torch.tensor(z, requires_grad=True)
+    assert np.array_equal(op(leaf, **istft)[1].detach().numpy(), signal.istft(z, **istft)[1])
+    assert torch.autograd.gradcheck(lambda t: op(t, **istft)[1], (leaf,))
+    rng = np.random.default_rng(3)
+    v = torch.tensor(rng.standard_normal(z.shape) + 1j * rng.standard_normal(z.shape))
+    _, tangent = torch.func.jvp(lambda t: op(t, **istft)[1], (leaf.detach(),), (v,))
+    w = torch.tensor(rng.standard_normal(tuple(tangent.shape)) * (1 + 1j if tangent.is_complex() else 1))
+    _, pullback = torch.func.vjp(lambda t: op(t, **istft)[1], leaf.detach())
+    (gradient,) = pullback(w)
+    assert torch.isclose(torch.real((tangent.conj() * w).sum()), torch.real((gradient.conj() * v).sum()))

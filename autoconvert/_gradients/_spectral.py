@@ -29,22 +29,27 @@ Lines = Callable[[NDArray[Any]], NDArray[Any]]
 _PROBE_ELEMENTS = 1 << 20
 
 
-def _transpose_by_probing(apply: Lines, n: int, g: NDArray[Any]) -> NDArray[Any]:
+def _transpose_by_probing(
+    apply: Lines, shape: tuple[int, ...], g: NDArray[Any], *, complex_input: bool = False
+) -> NDArray[Any]:
     """``Jᴴ g`` for each line of ``g`` (its leading axes the lines', the rest one line's
-    result): ``J`` the Jacobian of ``apply`` on a line of ``n`` samples, from SciPy's own
-    results on the unit samples; real (a complex result's real part, torch's convention)."""
-    zero = np.asarray(apply(np.zeros((1, n))))[0]
+    result): ``J`` the Jacobian of ``apply`` on a line of ``shape`` (its samples), from SciPy's
+    own results on the unit samples; real (a complex result's real part, torch's convention),
+    or, with ``complex_input``, each sample's real and imaginary parts probed apart."""
+    n = int(np.prod(shape))
+    zero = np.asarray(apply(np.zeros((1, *shape))))[0]
     width = zero.ndim
-    lines = g.reshape((-1, *g.shape[g.ndim - width :]))
-    found = np.zeros((lines.shape[0], n))
+    lines = g.reshape(-1, int(np.prod(g.shape[g.ndim - width :], dtype=int)))
+    found = np.zeros((lines.shape[0], n), dtype=complex if complex_input else float)
     chunk = max(1, _PROBE_ELEMENTS // n)
-    for start in range(0, n, chunk):
-        count = min(chunk, n - start)
-        units = np.zeros((count, n))
-        units[np.arange(count), start + np.arange(count)] = 1.0
-        columns = (np.asarray(apply(units)) - zero).reshape(count, -1)  # J[:, start:start + count]ᵀ
-        found[:, start : start + count] = (lines.reshape(lines.shape[0], -1) @ np.conj(columns).T).real
-    return found.reshape((*g.shape[: g.ndim - width], n))
+    for unit in (1.0, 1j) if complex_input else (1.0,):
+        for start in range(0, n, chunk):
+            count = min(chunk, n - start)
+            units = np.zeros((count, n), dtype=type(unit))
+            units[np.arange(count), start + np.arange(count)] = unit
+            columns = (np.asarray(apply(units.reshape(count, *shape))) - zero).reshape(count, -1)
+            found[:, start : start + count] += unit * (lines @ np.conj(columns).T).real
+    return found.reshape((*g.shape[: g.ndim - width], *shape))
 
 
 def _linear_rules(
@@ -60,7 +65,7 @@ def _linear_rules(
         x = np.asarray(call["x"])
         axis = int(call["axis"]) % x.ndim
         g = layout(call, np.asarray(_differentiated(grad)))
-        found = _transpose_by_probing(lines(call), x.shape[axis], g)
+        found = _transpose_by_probing(lines(call), (x.shape[axis],), g)
         return {"x": np.moveaxis(found, -1, axis)}
 
     def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
@@ -155,6 +160,42 @@ def _frequencies_back(call: Call, tangent: NDArray[Any]) -> Any:
     return None, None, np.moveaxis(tangent, -2, int(call["axis"]) % (tangent.ndim - 1))
 
 
+_ISTFT_OPTIONS = ("fs", "window", "nperseg", "noverlap", "nfft", "input_onesided", "boundary", "scaling")
+
+
+def _istft_axes(call: Call) -> tuple[int, int, int]:
+    """The frequencies' and segments' axes of ``Zxx``, and where SciPy puts the result's samples."""
+    ndim = np.ndim(call["Zxx"])
+    frequencies, segments = int(call["freq_axis"]) % ndim, int(call["time_axis"]) % ndim
+    return frequencies, segments, segments - (frequencies < segments)
+
+
+def _istft(call: Call) -> Lines:
+    from scipy import signal
+
+    options = {k: call[k] for k in _ISTFT_OPTIONS}
+    return lambda z: signal.istft(z, time_axis=-1, freq_axis=-2, **options)[1]
+
+
+def _istft_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
+    """Real in the real and imaginary parts of ``Zxx`` (``irfft`` drops the imaginary parts of
+    its first and last bins): each probed apart."""
+    z = np.asarray(call["Zxx"])
+    frequencies, segments, samples = _istft_axes(call)
+    g = np.asarray(grad[1])
+    g = np.moveaxis(g, samples, -1) if g.ndim > 1 else g
+    plane = (z.shape[frequencies], z.shape[segments])
+    found = _transpose_by_probing(_istft(call), plane, g, complex_input=True)
+    return {"Zxx": np.moveaxis(found, (-2, -1), (frequencies, segments))}
+
+
+def _istft_jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
+    from scipy import signal
+
+    options = {k: call[k] for k in (*_ISTFT_OPTIONS, "time_axis", "freq_axis")}
+    return None, signal.istft(tangents["Zxx"], **options)[1]
+
+
 def _hilbert_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
     """``L = F⁻¹ diag(h) F`` with ``h`` real, so ``Lᴴ = L``: the gradient is ``Re(L g)``, cut or
     padded back to ``x``'s length (the transpose of ``fft(x, N)``'s padding or cut)."""
@@ -208,5 +249,14 @@ def rules() -> dict[Any, Rule]:
         _hilbert_vjp,
         _hilbert_jvp,
         covers="any axis, N; a complex result (torch's convention)",
+    )
+    made[signal.istft] = Rule(
+        "scipy.signal.istft",
+        signal.istft,
+        ("Zxx",),
+        _istft_vjp,
+        _istft_jvp,
+        covers="any axes; every window, nperseg, noverlap, nfft, input_onesided, boundary, scaling; complex Zxx",
+        complex_takes=("Zxx",),
     )
     return made
