@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from scipy import integrate, signal
 
 import autoconvert as ac
@@ -102,6 +104,81 @@ def test_fftconvolve_and_oaconvolve_broadcast_along_the_other_axes(
     assert_rule(fn, (_rng(*first), _rng(*second)), (0, 1), mode=mode, axes=axes)
 
 
+def _dot_adjoint(forward: Callable[..., Any], backward: Callable[..., Any], inputs: Sequence[np.ndarray]) -> None:
+    """``<forward(v), w> == <v, backward(w)>`` for random ``v`` and ``w``: ``backward`` is
+    ``forward``'s adjoint (``forward`` linear in ``inputs``, a tuple of results allowed; a
+    complex result in the real inner product, ``Re <a, b>``, torch's convention)."""
+    rng = np.random.default_rng(7)
+    v = [rng.standard_normal(np.shape(x)) for x in inputs]
+    out = forward(*v)
+    outs = out if isinstance(out, tuple) else (out,)
+    w = tuple(
+        rng.standard_normal(np.shape(o)) + (1j * rng.standard_normal(np.shape(o)) if np.iscomplexobj(o) else 0)
+        for o in outs
+    )
+    back = backward(w if isinstance(out, tuple) else w[0])
+    backs = back if isinstance(back, tuple) else (back,)
+    left = sum(np.vdot(o, g).real for o, g in zip(outs, w, strict=True))
+    right = sum(np.vdot(x, g).real for x, g in zip(v, backs, strict=True))
+    assert np.isclose(left, right, rtol=1e-10, atol=1e-10), (left, right)
+
+
+def _vjp_of(fn: Callable[..., Any], args: Sequence[Any], positions: Sequence[int], **kwargs: Any) -> Callable[..., Any]:
+    """The op's backward as a function of the result's gradient: the gradients of ``args`` at ``positions``."""
+    op = ac.numpy_op(fn)
+
+    def backward(w: Any) -> tuple[np.ndarray, ...]:
+        leaves = [torch.tensor(args[k], requires_grad=True) for k in positions]
+        given = list(args)
+        for k, t in zip(positions, leaves, strict=True):
+            given[k] = t
+        out = op(*given, **kwargs)
+        outs, ws = (out, w) if isinstance(out, tuple) else ((out,), (w,))
+        grads = torch.autograd.grad(outs, leaves, [torch.as_tensor(g) for g in ws])
+        return tuple(g.numpy() for g in grads)
+
+    return backward
+
+
+@st.composite
+def _broadcasting_pairs(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Two shapes of one rank and the axes convolved: along the others equal, or one of them 1."""
+    ndim = draw(st.sampled_from([2, 3, 1]))
+    axes = tuple(sorted(draw(st.sets(st.integers(0, ndim - 1), min_size=1))))
+    first, second = [], []
+    for a in range(ndim):
+        if a in axes:
+            first.append(draw(st.integers(1, 5)))
+            second.append(draw(st.integers(1, 5)))
+        else:
+            size = draw(st.integers(2, 3))
+            pair = draw(st.sampled_from([(size, size), (size, 1), (1, size)]))
+            first.append(pair[0])
+            second.append(pair[1])
+    return tuple(first), tuple(second), axes
+
+
+@given(
+    shapes=_broadcasting_pairs(),
+    fn=st.sampled_from([signal.fftconvolve, signal.oaconvolve]),
+    mode=st.sampled_from(["full", "same", "valid"]),
+)
+def test_fftconvolve_rule_is_the_adjoint_in_each_input_for_any_broadcast(
+    shapes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], fn: Any, mode: str
+) -> None:
+    """Bilinear: the backward in each input is the transpose of the map in it, the other held."""
+    first, second, axes = shapes
+    in1, in2 = _rng(*first), _rng(*second) + 0.5
+    try:
+        fn(in1, in2, mode=mode, axes=axes)
+    except ValueError:  # SciPy's own refusal ('valid' with neither input larger along every axis)
+        assume(False)
+    in1_backward = _vjp_of(fn, (in1, in2), (0,), mode=mode, axes=axes)
+    _dot_adjoint(lambda u: fn(u, in2, mode=mode, axes=axes), lambda w: in1_backward(w)[0], (in1,))
+    in2_backward = _vjp_of(fn, (in1, in2), (1,), mode=mode, axes=axes)
+    _dot_adjoint(lambda v: fn(in1, v, mode=mode, axes=axes), lambda w: in2_backward(w)[0], (in2,))
+
+
 def test_sosfilt_takes_read_only_tensors_without_copy() -> None:
     """sosfilt's Cython refuses read-only arrays: the op hands it writable copies (copy when
     needed), so the caller's tensors are never written, and its rule's gradient flows."""
@@ -154,42 +231,6 @@ def test_a_keyword_after_a_left_out_parameter_gets_its_gradient() -> None:
     scale.requires_grad_()
     op(x, scale=scale).sum().backward()
     assert torch.equal(x.grad, torch.full((3,), 2.0, dtype=torch.float64)) and scale.grad == 4.5
-
-
-def _dot_adjoint(forward: Callable[..., Any], backward: Callable[..., Any], inputs: Sequence[np.ndarray]) -> None:
-    """``<forward(v), w> == <v, backward(w)>`` for random ``v`` and ``w``: ``backward`` is
-    ``forward``'s adjoint (``forward`` linear in ``inputs``, a tuple of results allowed; a
-    complex result in the real inner product, ``Re <a, b>``, torch's convention)."""
-    rng = np.random.default_rng(7)
-    v = [rng.standard_normal(np.shape(x)) for x in inputs]
-    out = forward(*v)
-    outs = out if isinstance(out, tuple) else (out,)
-    w = tuple(
-        rng.standard_normal(np.shape(o)) + (1j * rng.standard_normal(np.shape(o)) if np.iscomplexobj(o) else 0)
-        for o in outs
-    )
-    back = backward(w if isinstance(out, tuple) else w[0])
-    backs = back if isinstance(back, tuple) else (back,)
-    left = sum(np.vdot(o, g).real for o, g in zip(outs, w, strict=True))
-    right = sum(np.vdot(x, g).real for x, g in zip(v, backs, strict=True))
-    assert np.isclose(left, right, rtol=1e-10, atol=1e-10), (left, right)
-
-
-def _vjp_of(fn: Callable[..., Any], args: Sequence[Any], positions: Sequence[int], **kwargs: Any) -> Callable[..., Any]:
-    """The op's backward as a function of the result's gradient: the gradients of ``args`` at ``positions``."""
-    op = ac.numpy_op(fn)
-
-    def backward(w: Any) -> tuple[np.ndarray, ...]:
-        leaves = [torch.tensor(args[k], requires_grad=True) for k in positions]
-        given = list(args)
-        for k, t in zip(positions, leaves, strict=True):
-            given[k] = t
-        out = op(*given, **kwargs)
-        outs, ws = (out, w) if isinstance(out, tuple) else ((out,), (w,))
-        grads = torch.autograd.grad(outs, leaves, [torch.as_tensor(g) for g in ws])
-        return tuple(g.numpy() for g in grads)
-
-    return backward
 
 
 _B, _A = signal.butter(3, 0.3)
