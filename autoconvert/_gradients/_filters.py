@@ -125,21 +125,23 @@ def _lfilter_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str,
     gy, gzf = _grads(grad, f.stateful)
     gy = f.moved(gy)
     a0 = f.a[0]
-    gx = np.zeros(gy.shape)
+    gx: Any = 0.0
     db, da = np.zeros_like(f.b), np.zeros_like(f.a)
     if gzf is not None:
         h = f.moved(gzf) / a0
-        gy = np.array(gy, dtype=np.result_type(gy, h))
+        gx, gy = np.zeros(gy.shape), np.array(gy, dtype=np.result_type(gy, h))
         for i, j, m in _taps(f.b, f.n):
             gx[..., m] += h[..., i] * f.b[j]
             gy[..., m] -= h[..., i] * f.a[j]
             db[j] += np.sum(h[..., i] * f.x[..., m])
             da[j] -= np.sum(h[..., i] * f.y[..., m])
         da[0] -= np.sum(h * f.tail(f.b, f.a, f.x, f.y)) / a0
-    u = _transposed([1.0], f.a, gy)
     found: dict[str, Any] = {}
-    if "x" in wanted:
-        found["x"] = f.back(_transposed(f.b, [1.0], u) + gx)
+    if "x" in wanted:  # Bᵀ A⁻ᵀ in one pass: causal filters commute
+        found["x"] = f.back(_transposed(f.b, f.a, gy) + gx)
+    if not {"b", "a", "zi"} & set(wanted):
+        return found
+    u = _transposed([1.0], f.a, gy)
     if "b" in wanted:
         found["b"] = (_lagged(u, f.x, f.b.size) + db)[: f.given_b.size].reshape(f.given_b.shape)
     if "a" in wanted:
