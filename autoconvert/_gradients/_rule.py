@@ -42,7 +42,8 @@ class Rule:
     """The rule of ``name`` (``scipy.ndimage.gaussian_filter``): the parameters that take
     gradients (``takes``), the NumPy ``vjp`` and ``jvp`` (None: reverse mode only), and what it
     covers, in words (modes, orders), for explain and the docs. ``parameters``: the positional
-    parameters' names of a function with no signature to read (a ufunc's)."""
+    parameters' names of a function with no signature to read (a ufunc's). Complex arguments
+    are refused but in ``complex_takes``."""
 
     name: str
     function: Any
@@ -51,6 +52,7 @@ class Rule:
     jvp: Jvp | None = None
     covers: str = ""
     parameters: tuple[str, ...] | None = None
+    complex_takes: tuple[str, ...] = ()  #: the parameters whose complex arguments the rule covers (istft's Zxx)
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:
@@ -115,7 +117,7 @@ class Rule:
             positional = list(bound.arguments)
         names = [positional[k] for k, tensor in enumerate(tensors) if tensor]
         for name in names:
-            if name in self.takes and _is_complex(arguments[name]):
+            if name in self.takes and name not in self.complex_takes and _is_complex(arguments[name]):
                 raise GradientError(
                     message(
                         self.name,

@@ -1,10 +1,10 @@
-"""Rules for ``scipy.signal``: convolutions in both inputs and every mode, and linear filters.
+"""Rules for ``scipy.signal``: convolutions in both inputs and every mode; the other modules' rules gathered.
 
 A convolution's ``same`` and ``valid`` results are a window of its ``full`` one: the gradient
 of either input is the ``full`` gradient (the window's, zero elsewhere) correlated with the
 other input, a ``valid`` convolution with it reversed, run by the same SciPy function.
-``lfilter``'s transpose is the filter run backwards in time; its coefficients' gradients are
-correlations of that with the input and the output (see ``_lfilter_rules``).
+The filters' rules are in ``_filters`` and ``_filtfilt``, the resamplers' and transforms' in
+``_spectral``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from autoconvert._errors import GradientError, message
-
+from . import _filters, _filtfilt, _spectral
 from ._rule import Call, Rule
 
 Convolve = Callable[[NDArray[Any], NDArray[Any], str], NDArray[Any]]
@@ -34,13 +33,20 @@ def _reversed(x: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
 
 
 def _window(call: Call, g: NDArray[Any], in1: NDArray[Any], in2: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
-    """The gradient of the ``full`` convolution: ``g`` where the mode's window of it lies, 0 elsewhere."""
+    """The gradient of the ``full`` convolution: ``g`` where the mode's window of it lies, 0 elsewhere.
+
+    Along an axis the inputs broadcast on (not in ``axes``), ``same`` centres the broadcast
+    result on ``in1``'s length as SciPy does: where ``in1`` has 1 there, the middle of ``in2``'s."""
     mode = call["mode"]
     shape, start = list(g.shape), [0] * g.ndim
-    for a in axes:
+    for a in range(g.ndim):
         n1, n2 = in1.shape[a], in2.shape[a]
-        shape[a] = n1 + n2 - 1
-        start[a] = 0 if mode == "full" else (n2 - 1) // 2 if mode == "same" else min(n1, n2) - 1
+        if a in axes:
+            shape[a] = n1 + n2 - 1
+            start[a] = 0 if mode == "full" else (n2 - 1) // 2 if mode == "same" else min(n1, n2) - 1
+        elif mode == "same":
+            shape[a] = max(n1, n2)
+            start[a] = (shape[a] - n1) // 2
     full = np.zeros(shape, dtype=g.dtype)
     full[tuple(slice(s, s + n) for s, n in zip(start, g.shape, strict=True))] = g
     return full
@@ -102,119 +108,6 @@ def _along_axes(name: str) -> Callable[[Call], Convolve]:
     return run
 
 
-def _backwards(x: NDArray[Any], axis: int) -> NDArray[Any]:
-    return np.flip(x, axis)
-
-
-def _lagged(u: NDArray[Any], v: NDArray[Any], axis: int, count: int) -> NDArray[Any]:
-    """``sum(u[n] * v[n - k])`` over ``n`` and every other axis, for lags ``k`` below ``count``."""
-    n = u.shape[axis]
-    found = np.zeros(count, dtype=np.result_type(u, v))
-    for k in range(min(count, n)):
-        found[k] = np.sum(np.take(u, range(k, n), axis=axis) * np.take(v, range(n - k), axis=axis))
-    return found
-
-
-def _no_state(call: Call, name: str) -> None:
-    if call["zi"] is not None:
-        raise GradientError(
-            message(
-                name,
-                "argument zi",
-                "was given, and the catalogue's rule covers filters from rest only",
-                "an initial state",
-                "call it without zi=, or give numpy_op a backward= of your own",
-            )
-        )
-
-
-def _lfilter_rules() -> tuple[Any, Any]:
-    """``y = lfilter(b, a, x)``: ``u = A⁻ᵀ g`` is ``g`` filtered by ``1/a`` backwards in time;
-    ``x``'s gradient is ``g`` filtered by ``b/a`` backwards; ``b[k]``'s is the sum of
-    ``u[n] x[n-k]``, ``a[k]``'s of ``-u[n] y[n-k]``."""
-
-    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
-        from scipy import signal
-
-        _no_state(call, "scipy.signal.lfilter")
-        b, a, x = np.asarray(call["b"]), np.asarray(call["a"]), np.asarray(call["x"])
-        axis = int(call["axis"]) % max(x.ndim, 1)
-        g = np.asarray(grad)
-        found: dict[str, Any] = {}
-        if "x" in wanted:
-            found["x"] = _backwards(signal.lfilter(b, a, _backwards(g, axis), axis=axis), axis)
-        if "b" in wanted or "a" in wanted:
-            u = _backwards(signal.lfilter([1.0], a, _backwards(g, axis), axis=axis), axis)
-            if "b" in wanted:
-                found["b"] = _lagged(u, x, axis, b.size).reshape(b.shape)
-            if "a" in wanted:
-                found["a"] = -_lagged(u, np.asarray(call.output), axis, a.size).reshape(a.shape)
-        return found
-
-    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
-        from scipy import signal
-
-        _no_state(call, "scipy.signal.lfilter")
-        b, a, x = np.asarray(call["b"]), np.asarray(call["a"]), np.asarray(call["x"])
-        axis = int(call["axis"]) % max(x.ndim, 1)
-        total: Any = 0.0
-        if "x" in tangents:
-            total = signal.lfilter(b, a, np.asarray(tangents["x"]), axis=axis)
-        if "b" in tangents:
-            total = total + signal.lfilter(np.asarray(tangents["b"]), a, x, axis=axis)
-        if "a" in tangents:
-            total = total - signal.lfilter(np.asarray(tangents["a"]), a, np.asarray(call.output), axis=axis)
-        return total
-
-    return vjp, jvp
-
-
-def _sosfilt_rules() -> tuple[Any, Any]:
-    """``sosfilt``: ``lfilter`` section after section; each section's gradients from the
-    signal that entered it and the one that left it."""
-
-    def sections(call: Call) -> tuple[NDArray[Any], int, list[NDArray[Any]]]:
-        from scipy import signal
-
-        _no_state(call, "scipy.signal.sosfilt")
-        sos, x = np.atleast_2d(np.asarray(call["sos"], dtype=float)), np.asarray(call["x"])
-        axis = int(call["axis"]) % max(x.ndim, 1)
-        signals = [x]
-        for row in sos:
-            signals.append(signal.lfilter(row[:3], row[3:], signals[-1], axis=axis))
-        return sos, axis, signals
-
-    def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
-        from scipy import signal
-
-        sos, axis, signals = sections(call)
-        g = np.asarray(grad)
-        rows = np.zeros_like(sos)
-        for k in range(len(sos) - 1, -1, -1):
-            b, a = sos[k, :3], sos[k, 3:]
-            if "sos" in wanted:
-                u = _backwards(signal.lfilter([1.0], a, _backwards(g, axis), axis=axis), axis)
-                rows[k, :3] = _lagged(u, signals[k], axis, 3)
-                rows[k, 3:] = -_lagged(u, signals[k + 1], axis, 3)
-            g = _backwards(signal.lfilter(b, a, _backwards(g, axis), axis=axis), axis)
-        return {"x": g, "sos": rows.reshape(np.shape(call["sos"]))}
-
-    def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:
-        from scipy import signal
-
-        sos, axis, signals = sections(call)
-        moved = np.asarray(tangents["x"]) if "x" in tangents else np.zeros_like(signals[0], dtype=float)
-        step = np.atleast_2d(np.asarray(tangents["sos"], dtype=float)) if "sos" in tangents else None
-        for k, row in enumerate(sos):
-            moved = signal.lfilter(row[:3], row[3:], moved, axis=axis)
-            if step is not None:
-                moved = moved + signal.lfilter(step[k, :3], row[3:], signals[k], axis=axis)
-                moved = moved - signal.lfilter(step[k, 3:], row[3:], signals[k + 1], axis=axis)
-        return moved
-
-    return vjp, jvp
-
-
 def rules() -> dict[Any, Rule]:
     """The rules of ``scipy.signal``'s functions, by function."""
     from scipy import signal
@@ -228,10 +121,6 @@ def rules() -> dict[Any, Rule]:
         (signal.oaconvolve, _convolution_rules(_along_axes("oaconvolve"), False), f"{modes}; axes"),
     ):
         made[fn] = Rule(f"scipy.signal.{fn.__name__}", fn, ("in1", "in2"), *pair, covers=covers)
-    made[signal.lfilter] = Rule(
-        "scipy.signal.lfilter", signal.lfilter, ("b", "a", "x"), *_lfilter_rules(), covers="any axis; without zi"
-    )
-    made[signal.sosfilt] = Rule(
-        "scipy.signal.sosfilt", signal.sosfilt, ("sos", "x"), *_sosfilt_rules(), covers="any axis; without zi"
-    )
+    for module in (_filters, _filtfilt, _spectral):
+        made.update(module.rules())
     return made

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from autoconvert._errors import ConversionError, GradientError, message
+from autoconvert._options._observe import count_rule_backward, counting
 
 from ._opspec import OpSpec, filled, placed, save, saved, shaped_as
 
@@ -77,6 +78,8 @@ class _NumpyFunction(torch.autograd.Function):
         grads = grads[: len(grads) - len(spec.residuals)]  # the residuals' are zeros: no one reads them
         if spec.backward is None:
             raise GradientError(_needs_rule(spec.name, "a gradient", "backward"))
+        if spec.catalogued:
+            count_rule_backward(spec.name.removesuffix("()"), ctx.counters)
         if transforming() is None and not torch.is_grad_enabled():  # a plain backward: no node to record
             found = spec.gradients(grads, args, ctx.kwargs, outputs, ctx.tuple_result)
             return (None, None, *placed(args, found))
@@ -117,6 +120,7 @@ def _setup(ctx: Any, spec: OpSpec, kwargs: dict[str, Any], args: Any, output: An
         *(r for k, r in enumerate(results) if k >= kept or not (r.is_floating_point() or r.is_complex()))
     )
     ctx.spec, ctx.tuple_result = spec, spec.is_tuple(output)
+    ctx.counters = counting() if spec.catalogued else ()  # the stats blocks its rule's backward counts into
     save(ctx, args, kwargs, results, forward=spec.jvp is not None)
 
 

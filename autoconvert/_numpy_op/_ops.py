@@ -23,6 +23,7 @@ from autoconvert._adapters._adapter import signature_of
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._escape import compiling, opaque, tracing
+from autoconvert._failures._guards import guarded
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._gradients._rule import say_untaken
@@ -225,7 +226,10 @@ def _make_op(
         )
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     if forward is None:
-        forward = replanned(wrap_pair(fn, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
+        # A rule's SciPy function runs as on torchify's host route: guarded, so compiled code that
+        # refuses read-only arrays (sosfilt's Cython) gets writable copies where copy= allows them.
+        run = fn if rule is None else guarded(fn, policy.copies_refused())
+        forward = replanned(wrap_pair(run, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
     registered: Registration | None = None  # the op's registrations live as long as it does
     schema = None if fake is None else _schema(fn, name, fake, backward is not None)
     spec = OpSpec(
@@ -490,12 +494,16 @@ def _check_residuals(fn: Callable[..., Any], name: str, settings: OpSettings) ->
 def _binder(
     fn: Callable[..., Any],
 ) -> Callable[[tuple[Any, ...], dict[str, Any]], tuple[tuple[Any, ...], dict[str, Any]]]:
-    """Arguments given by keyword moved to their positions: gradients go to positional tensors."""
+    """Arguments given by keyword moved to their positions: gradients go to positional tensors.
+    A tensor after a parameter left out (``trapezoid(y, dx=t)``) gets its place, the defaults
+    before it filled in."""
     signature = signature_of(fn)
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if signature is not None:
             bound = signature.bind(*args, **kwargs)
+            if bound.kwargs:
+                bound = _placed(signature, bound)
             args, kwargs = bound.args, bound.kwargs
         for key, value in kwargs.items():
             if isinstance(value, torch.Tensor) and value.requires_grad:
@@ -511,6 +519,21 @@ def _binder(
         return args, kwargs
 
     return bind
+
+
+def _placed(signature: inspect.Signature, bound: inspect.BoundArguments) -> inspect.BoundArguments:
+    """``bound`` with the defaults filled in before the last positional parameter given a
+    tensor by keyword, which is then passed by position (under torch.func, where no tensor
+    requires grad, too)."""
+    parameters = list(signature.parameters.values())
+    tensors = [
+        k
+        for k, p in enumerate(parameters)
+        if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and isinstance(bound.arguments.get(p.name), torch.Tensor)
+    ]
+    for p in parameters[: max(tensors, default=0)]:
+        bound.arguments.setdefault(p.name, p.default)
+    return bound
 
 
 def _detached(values: Any) -> tuple[Any, ...]:  # pragma: no cover - runs under dynamo

@@ -184,7 +184,10 @@ class FunctionStats:
     host conversion counts in ``routes`` the calls each such route ran (``native``: handed as
     they are to its library's own torch path; ``cupy``: run by CuPy on a CUDA tensor's
     memory), and in ``declined`` why calls a route could have taken took the host path
-    instead (route: reason: calls; ``not_cupy`` is CuPy's)."""
+    instead (route: reason: calls; ``not_cupy`` is CuPy's). ``rule_backwards`` counts the
+    backward passes the catalogue's rule of a SciPy function ran (gradients through SciPy with
+    no backward written: ``numpy_op``, ``torchify``) for the calls made in the block, wherever
+    and whenever the backward runs (autograd runs a CUDA graph's on threads of its own)."""
 
     __slots__ = (
         "batches_in_caller",
@@ -197,6 +200,7 @@ class FunctionStats:
         "function_seconds",
         "observing_seconds",
         "routes",
+        "rule_backwards",
         "samples",
         "shared",
     )
@@ -205,6 +209,7 @@ class FunctionStats:
         self.calls = 0
         self.routes: dict[str, int] = {}  #: of those, the calls each route besides the host conversion ran
         self.declined: dict[str, dict[str, int]] = {}  #: why calls a route could take took the host path
+        self.rule_backwards = 0  #: backward passes of the catalogue's rule
         self.samples = 0  #: run by ``batched`` calls
         self.batches_in_caller = 0
         self.converted = 0  #: values that changed library
@@ -242,6 +247,7 @@ class FunctionStats:
         batched = f"samples={self.samples}, batches_in_caller={self.batches_in_caller}, " if self.samples else ""
         routes = "".join(f"{route}={n}, " for route, n in self.routes.items())
         routes += "".join(f"not_{route}={reasons}, " for route, reasons in self.declined.items())
+        routes += f"rule_backwards={self.rule_backwards}, " if self.rule_backwards else ""
         return (
             f"FunctionStats(calls={self.calls}, {routes}{batched}converted={self.converted}, shared={self.shared}, "
             f"copies={copies}, copied_bytes={self.copied_bytes}, conversion_seconds={self.conversion_seconds:.6f}, "
@@ -316,6 +322,11 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
             counts.samples += samples
             counts.batches_in_caller += in_caller
 
+    def _add_rule_backward(self, name: str) -> None:
+        """Count one backward pass of ``name``'s catalogue rule."""
+        with self._lock:
+            self._of(name).rule_backwards += 1
+
     def _of(self, name: str) -> FunctionStats:
         counts = self.functions.get(name)
         if counts is None:
@@ -351,7 +362,8 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
         # batched's columns, where a batched function was called: its samples, and the batches
         # that had an executor but ran in the caller's thread (too small to pay for it)
         batches = ["samples", "in caller"] if any(f.samples for f in self.functions.values()) else []
-        header = ["function", "calls", *routes, *batches, "converted", "shared", *causes, "copied"]
+        ruled = ["rule backwards"] if any(f.rule_backwards for f in self.functions.values()) else []
+        header = ["function", "calls", *routes, *batches, *ruled, "converted", "shared", *causes, "copied"]
         header += ["conversion", "in function", "observing"]
         rows = [
             [
@@ -359,6 +371,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
                 str(f.calls),
                 *(str(f.routes.get(route, 0)) for route in routes),
                 *((str(f.samples), str(f.batches_in_caller)) if batches else ()),
+                *((str(f.rule_backwards),) if ruled else ()),
                 str(f.converted),
                 str(f.shared),
                 *(str(f.copies[c]) for c in causes),
@@ -397,6 +410,19 @@ def count_batch(name: str, samples: int, in_caller: bool) -> None:
     config = active()
     for counter in config.counters if config is not None else ():
         counter._add_batch(name, samples, in_caller)
+
+
+def counting() -> tuple[Any, ...]:
+    """The active ``stats`` blocks, for a call to keep: its later events count into them."""
+    config = _ACTIVE.get()
+    return config.counters if config is not None else ()
+
+
+def count_rule_backward(name: str, counters: tuple[Any, ...]) -> None:
+    """Count a backward pass of the catalogue's rule of ``name`` (a function's qualname) into
+    ``counters``, the blocks its call was made in (see ``counting``)."""
+    for counter in counters:
+        counter._add_rule_backward(name)
 
 
 def _seconds(seconds: float) -> str:
