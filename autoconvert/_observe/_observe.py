@@ -414,7 +414,7 @@ def count_batch(name: str, samples: int, in_caller: bool) -> None:
 
 def counting() -> tuple[Any, ...]:
     """The active ``stats`` blocks, for a call to keep: its later events count into them."""
-    config = _ACTIVE.get()
+    config = active()
     return config.counters if config is not None else ()
 
 
