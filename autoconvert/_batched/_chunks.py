@@ -273,7 +273,7 @@ _FIX = (
 def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
     """The path of an argument of the chunk's calls from its parameter's name: ``seen``,
     ``batch['masks'][2]`` (``args[1]`` where the function has no signature to name it)."""
-    from autoconvert._options._signature import Parameters  # only for a refusal
+    from autoconvert._spec._signature import Parameters  # only for a refusal
 
     root, *below = keys
     params = Parameters(chunk.fn, held=True)  # a method's instance leads the chunk's arguments

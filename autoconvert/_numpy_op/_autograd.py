@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from autoconvert._errors import ConversionError, GradientError, message
-from autoconvert._options._observe import count_rule_backward, counting
+from autoconvert._observe._observe import count_rule_backward, counting
 
 from ._opspec import OpSpec, filled, placed, save, saved, shaped_as
 
