@@ -286,6 +286,22 @@ def test_a_declared_constructor_takes_tensors_and_its_object_pickles() -> None:
 
 
 @in_mode
+@pytest.mark.parametrize("read_from", ["module", "class"])
+def test_a_declared_classmethod_pickles_and_keeps_its_path(read_from: str) -> None:
+    """A classmethod SciPy declares a torch path for, read from a torchified module or class
+    (``view.Rotation.from_euler``), pickles as what it was read from, as a converting one
+    does, and runs on SciPy's path once loaded: the gradient flows."""
+    module = ac.torchify(scipy.spatial.transform)
+    rotations = module.Rotation if read_from == "module" else ac.torchify(scipy.spatial.transform.Rotation)
+    from_euler = pickle.loads(pickle.dumps(rotations.from_euler))
+    angles = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    pose = from_euler("z", angles)
+    assert _holds_tensors(pose)
+    pose.as_quat().sum().backward()
+    assert angles.grad is not None
+
+
+@in_mode
 def test_native_true_refuses_a_class_a_classmethod_and_a_constructor_without_a_torch_path() -> None:
     with pytest.raises(ValueError) as of_a_class:
         ac.torchify(scipy.spatial.KDTree, native=True)

@@ -393,7 +393,7 @@ class Natively:
         converting = torchified_function(value, self.options, home(self.cls), own=view)
         writes = self.adapter.torch_writes(value, self.cls)
         route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.writeback)
-        return Routed(value, (route,), converting)
+        return Routed(value, (route,), converting, view=view, name=name)  # pickles as view.name
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A new object of the class, as ``view`` (its converting view) makes it, on the
