@@ -384,6 +384,34 @@ def _estimators() -> list[tuple[str, str, dict[str, Any], str]]:
 
 
 @in_dispatch
+# scikit-learn's LogisticRegression reads a float of X first (torch 2.13 warns of requires_grad).
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning")
+@pytest.mark.parametrize(
+    ("name", "method"),
+    [("LogisticRegression", "LogisticRegression.fit"), ("PoissonRegressor", "_GeneralizedLinearRegressor.fit")],
+)
+def test_an_estimator_whose_torch_path_calls_numpy_refuses_a_tensor_that_requires_grad(name: str, method: str) -> None:
+    """scikit-learn's torch path for some estimators hands the tensors to SciPy's NumPy
+    optimizers itself: a tensor that requires grad is refused with GradientError naming the
+    argument and the fixes, where torch's own RuntimeError came through; detached, it fits."""
+    import sklearn.linear_model
+
+    x, y = _data()
+    target = y if name == "LogisticRegression" else y.double() + 1.0
+    estimator = getattr(ac.torchify(sklearn.linear_model), name)()
+    with pytest.raises(ac.GradientError) as info:
+        estimator.fit(x.clone().requires_grad_(), target)
+    assert str(info.value) == (
+        f"{method}(): argument X requires grad, and scikit-learn's own torch path for this call hands its tensors "
+        "to NumPy, which takes no gradient. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
+        "layout=torch.strided, device=cpu). Fix: pass it without requires_grad (.detach()), or torchify with "
+        "native=False, which converts and detaches it with a GradientWarning."
+    )
+    assert estimator.fit(x, target) is estimator
+    assert isinstance(estimator.predict(x), torch.Tensor)
+
+
+@in_dispatch
 @pytest.mark.parametrize(("module", "name", "parameters", "method"), _estimators())
 def test_an_estimator_declaring_array_api_support_runs_natively(
     module: str, name: str, parameters: dict[str, Any], method: str
