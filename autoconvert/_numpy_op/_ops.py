@@ -27,6 +27,7 @@ from autoconvert._gradients._catalogue import hand_down, rule_for
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
+from autoconvert._options._config import active
 from autoconvert._options._escape import compiling, opaque, tracing
 from autoconvert._options._options import (
     OpOptions,
@@ -242,6 +243,7 @@ def _make_op(
     bind = _binder(fn)
     returned = spec.returned if spec.residuals else None  # the caller gets the results alone
     told: set[str] = set()  # the arguments a rule takes no gradient in, said once each (see _untaken)
+    given_grad = "grad" in checked  # an explicit grad= wins over a config block's, as on every side
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
@@ -264,7 +266,7 @@ def _make_op(
                 result = spec.run(args, kwargs)
             else:
                 if rule is not None:
-                    _untaken(rule, name, policy.grad, args, kwargs, told=told)
+                    _untaken(rule, name, _grad_now(policy.grad, given_grad), args, kwargs, told=told)
                 if kwargs:
                     args, kwargs = bind(args, kwargs)
                 result = apply_op(spec, kwargs, *args)
@@ -389,6 +391,12 @@ def _requires_grad(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.requires_grad
 
 
+def _grad_now(grad: str, given: bool) -> str:
+    """The op's ``grad=`` for this call: as given, else a ``config`` block's, else its default."""
+    block = active()
+    return grad if given or block is None else block.options.get("grad", grad)
+
+
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
     """A tensor argument that requires grad where the catalogue's rule gives none (``jv``'s
     order) gets no gradient: said as a dropped gradient is (``grad=``: a GradientWarning once
@@ -414,7 +422,9 @@ def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any],
 def _ruled(fn: Any, converting: Any) -> Any:
     """torchify's host route for a SciPy function with a catalogue rule: ``converting``, its
     torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down)."""
-    op = _make_op(fn, OpSettings(), {}, None, forward=converting)
+    # torchify's grad= reaches the rule's word on arguments it gives no gradient (see _untaken).
+    grad = plan_of(converting).sides.get("accepts_numpy", {}).get("grad")
+    op = _make_op(fn, OpSettings(), {} if grad is None else {"grad": grad}, None, forward=converting)
     for name in plan_of(converting).members(fn):  # a ufunc's methods (jv.outer) convert as before
         setattr(op, name, getattr(converting, name))
     return op
