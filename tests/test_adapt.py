@@ -521,6 +521,37 @@ def test_changes_to_a_handed_container_reach_the_callers_in_every_mode(
         assert state["x"] is x and all(v is x for v in state.get("seen", []))
 
 
+@pytest.mark.parametrize("mode", sorted(set(_MODES) - {"copy=False"}))  # NumPy cannot share these dtypes
+@pytest.mark.parametrize(
+    ("narrow", "options"),
+    [(torch.bfloat16, {}), (torch.complex32, {}), (torch.float16, {"widen_float16": True})],
+    ids=["bfloat16", "complex32", "float16-widened"],
+)
+@pytest.mark.parametrize("product", ["adapt", "accepts_numpy"])
+def test_values_put_into_a_container_come_back_in_the_dtype_numpy_lacks(
+    mode: str, narrow: torch.dtype, options: dict[str, Any], product: str
+) -> None:
+    """A dtype NumPy lacks is handed over widened (bfloat16 as float32): what the function puts
+    into the caller's container, a new key or a replaced value, comes back in the caller's
+    dtype, as the result does, never in the widened one."""
+
+    def scale(state: dict[str, npt.NDArray[Any]]) -> npt.NDArray[Any]:
+        state["twice"] = state["x"] * 2
+        state["x"] = state["x"] + 1
+        return state["twice"]
+
+    if product == "adapt":
+        fn = ac.adapt(**_MODES[mode], **options)(scale)
+    else:
+        fn = ac.returns_tensor(ac.accepts_numpy(**_MODES[mode], **options)(scale))
+    state = {"x": torch.ones(3, dtype=narrow)}
+    result = fn(state)
+    assert result.dtype is narrow
+    assert state["twice"].dtype is narrow and state["x"].dtype is narrow
+    assert state["twice"].to(torch.complex64).tolist() == [2, 2, 2]
+    assert state["x"].to(torch.complex64).tolist() == [2, 2, 2]
+
+
 @pytest.mark.parametrize("mode", sorted(_MODES))
 def test_a_list_takes_its_changes_back_and_a_mixed_call_gets_tensors(mode: str) -> None:
     """A list of tensors for ``list[NDArray]`` takes back what the function appended, as a

@@ -286,6 +286,22 @@ def test_a_declared_constructor_takes_tensors_and_its_object_pickles() -> None:
 
 
 @in_mode
+@pytest.mark.parametrize("read_from", ["module", "class"])
+def test_a_declared_classmethod_pickles_and_keeps_its_path(read_from: str) -> None:
+    """A classmethod SciPy declares a torch path for, read from a torchified module or class
+    (``view.Rotation.from_euler``), pickles as what it was read from, as a converting one
+    does, and runs on SciPy's path once loaded: the gradient flows."""
+    module = ac.torchify(scipy.spatial.transform)
+    rotations = module.Rotation if read_from == "module" else ac.torchify(scipy.spatial.transform.Rotation)
+    from_euler = pickle.loads(pickle.dumps(rotations.from_euler))
+    angles = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
+    pose = from_euler("z", angles)
+    assert _holds_tensors(pose)
+    pose.as_quat().sum().backward()
+    assert angles.grad is not None
+
+
+@in_mode
 def test_native_true_refuses_a_class_a_classmethod_and_a_constructor_without_a_torch_path() -> None:
     with pytest.raises(ValueError) as of_a_class:
         ac.torchify(scipy.spatial.KDTree, native=True)
@@ -365,6 +381,34 @@ def _estimators() -> list[tuple[str, str, dict[str, Any], str]]:
         ("discriminant_analysis", "LinearDiscriminantAnalysis", {}, "transform"),
         ("linear_model", "Ridge", {"alpha": 0.5, "solver": "svd"}, "predict"),
     ]
+
+
+@in_dispatch
+# scikit-learn's LogisticRegression reads a float of X first (torch 2.13 warns of requires_grad).
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning")
+@pytest.mark.parametrize(
+    ("name", "method"),
+    [("LogisticRegression", "LogisticRegression.fit"), ("PoissonRegressor", "_GeneralizedLinearRegressor.fit")],
+)
+def test_an_estimator_whose_torch_path_calls_numpy_refuses_a_tensor_that_requires_grad(name: str, method: str) -> None:
+    """scikit-learn's torch path for some estimators hands the tensors to SciPy's NumPy
+    optimizers itself: a tensor that requires grad is refused with GradientError naming the
+    argument and the fixes, where torch's own RuntimeError came through; detached, it fits."""
+    import sklearn.linear_model
+
+    x, y = _data()
+    target = y if name == "LogisticRegression" else y.double() + 1.0
+    estimator = getattr(ac.torchify(sklearn.linear_model), name)()
+    with pytest.raises(ac.GradientError) as info:
+        estimator.fit(x.clone().requires_grad_(), target)
+    assert str(info.value) == (
+        f"{method}(): argument X requires grad, and scikit-learn's own torch path for this call hands its tensors "
+        "to NumPy, which takes no gradient. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
+        "layout=torch.strided, device=cpu). Fix: pass it without requires_grad (.detach()), or torchify with "
+        "native=False, which converts and detaches it with a GradientWarning."
+    )
+    assert estimator.fit(x, target) is estimator
+    assert isinstance(estimator.predict(x), torch.Tensor)
 
 
 @in_dispatch

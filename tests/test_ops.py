@@ -969,3 +969,45 @@ def test_fake_on_a_method_is_refused_as_its_class_is_made() -> None:
             raise
         pytest.skip("this torch's dynamo takes an op read off an instance for an unsupported builtin")
     assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]  # the held op has no backward
+
+
+_UNTAKEN = (
+    "jv(): argument v requires grad, and the catalogue's rule for scipy.special.jv gives no gradient in v: none "
+    "flows into it. Found gradients in z alone. Fix: pass v without requires_grad (.detach()), or give numpy_op "
+    "a backward= of your own; grad='detach' silences this."
+)
+
+
+@pytest.mark.parametrize("made", ["torchify", "numpy_op"])
+@pytest.mark.parametrize("where", ["option", "config"])
+@pytest.mark.parametrize("order_shape", [(), (2, 1)], ids=["0-d", "broadcast"])
+def test_grad_error_refuses_an_argument_a_catalogue_rule_takes_no_gradient_in(
+    made: str, where: str, order_shape: tuple[int, ...]
+) -> None:
+    """``grad="error"``, given to ``torchify`` or ``numpy_op`` or set by a ``config`` block, makes
+    ``jv``'s order that requires grad (the catalogue's rule gives it none) a GradientError on
+    every call, as for any dropped gradient; an explicit ``grad=`` wins over the block's."""
+    import scipy.special
+
+    def make(**options: Any) -> Any:
+        if made == "torchify":
+            return ac.torchify(scipy.special, **options).jv
+        return ac.numpy_op(scipy.special.jv, **options)
+
+    order = torch.full(order_shape, 1.5, dtype=torch.float64, requires_grad=True)
+    z = torch.tensor([0.7, 1.1], dtype=torch.float64, requires_grad=True)
+
+    def call() -> Any:
+        if where == "option":
+            return make(grad="error")(order, z)
+        with ac.config(grad="error"):
+            return make()(order, z)
+
+    for _ in range(2):  # refused every call, not once
+        with pytest.raises(ac.GradientError) as info:
+            call()
+        assert str(info.value) == _UNTAKEN
+    with ac.config(grad="error"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(grad="detach")(order, z).sum().backward()  # the explicit option wins
+    assert order.grad is None and z.grad is not None

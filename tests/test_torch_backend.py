@@ -528,6 +528,37 @@ def test_a_callback_is_judged_torch_code_by_the_names_it_loads(shape: str, use: 
     np.testing.assert_allclose(result.numpy(), expected)
 
 
+def _swapped_in_torch(x: Any) -> Any:
+    return torch.stack([x[1], x[0]])  # items of an array: "but got numpy.float64"
+
+
+def _doubled_in_torch(x: Any) -> Any:
+    return torch.cat([x, x])[:2] + torch.cat([x, x])[2:]  # arrays: "but got numpy.ndarray"
+
+
+@pytest.mark.parametrize("torch_part", [_swapped_in_torch, _doubled_in_torch], ids=["stack", "cat"])
+def test_torch_refusing_arrays_in_a_list_gets_the_note_naming_callbacks(torch_part: Any) -> None:
+    """``torch.stack`` and ``torch.cat`` refuse NumPy values in their own words ("expected Tensor
+    as element 0 in argument 0, but got numpy.float64"): an objective whose torch code the
+    callables' rule does not see, handed arrays, gets the note naming callbacks=True from them
+    too, and runs with it."""
+    import scipy.optimize
+
+    def objective(x: Any) -> Any:
+        return ((x - 1.5) ** 2).sum(), 2 * (x - 1.5) + torch_part(x) - torch_part(x)
+
+    start = torch.tensor([0.0, 0.3], dtype=torch.float64)
+    with pytest.raises(TypeError) as info:
+        ac.torchify(scipy.optimize).minimize(objective, start, jac=True)
+    assert info.value.__notes__ == [
+        "autoconvert: minimize(): argument fun is a callable, handed NumPy arrays when the function "
+        "calls it; if it is written in torch, pass callbacks=True to hand it tensors (in the ac.torchify(..., "
+        "callbacks=True) call that made it, or a with ac.config(callbacks=True): block around the call)"
+    ]
+    result = ac.torchify(scipy.optimize, callbacks=True).minimize(objective, start, jac=True)
+    assert torch.allclose(result.x, torch.full((2,), 1.5, dtype=torch.float64))
+
+
 def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:
     """Torch code a callable reaches only through a function of its own module is not seen:
     handed arrays, it fails, and the error says which fix to take."""

@@ -39,7 +39,7 @@ _BY_REFERENCE = (
 _DICTS = (dict, collections.OrderedDict)
 
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
-_PLAIN = (type(None), bool, int, str, bytes)
+_LEAF_TYPES = (type(None), bool, int, str, bytes)
 
 
 class State:
@@ -140,7 +140,7 @@ def _leaf(value: Any) -> Any:
     scalar's dtype, shape and data (a tensor's pickle is not the same twice), a builtin's
     (a list, a tuple, a set) pickle; None where it has none to compare."""
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in _LEAF_TYPES:
         return kind, value
     if kind is float:
         return kind, value.hex()

@@ -13,6 +13,11 @@ from autoconvert._errors import GradientError, GradientWarning, LeafError
 from ._describe import describe_tensor, warn_at_caller
 
 
+def requires_grad(value: object) -> bool:
+    """Whether ``value`` is a tensor that requires grad (a predicate for argument walks)."""
+    return isinstance(value, torch.Tensor) and value.requires_grad
+
+
 class GradPolicy:
     """What to do with a tensor that requires grad (``grad=``), and whether it was said yet."""
 

@@ -300,8 +300,15 @@ def hints(
     return hints
 
 
-#: How torch refuses an array where it wants a tensor, or NumPy a torch dtype.
-_MIXED = ("not numpy.ndarray", "(numpy.ndarray,", "'numpy.ndarray' and 'Tensor'", "<class 'torch.dtype'>")
+#: How torch refuses an array where it wants a tensor (torch.stack and torch.cat: "expected
+#: Tensor as element 0 in argument 0, but got numpy.float64"), or NumPy a torch dtype.
+_MIXED = (
+    "not numpy.ndarray",
+    "(numpy.ndarray,",
+    "'numpy.ndarray' and 'Tensor'",
+    "but got numpy.",
+    "<class 'torch.dtype'>",
+)
 
 
 def arrays_met_torch(text: str) -> bool:

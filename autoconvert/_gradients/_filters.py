@@ -33,7 +33,7 @@ def _causal(kernel: ArrayLike, x: NDArray[Any]) -> NDArray[Any]:
     return np.asarray(signal.lfilter(kernel, [1.0], x, axis=-1))
 
 
-def _transposed(kernel: ArrayLike, denominator: ArrayLike, g: NDArray[Any]) -> NDArray[Any]:
+def _run_backwards(kernel: ArrayLike, denominator: ArrayLike, g: NDArray[Any]) -> NDArray[Any]:
     """The transpose of ``lfilter(kernel, denominator)`` applied to ``g``: the filter run backwards."""
     from scipy import signal
 
@@ -138,10 +138,10 @@ def _lfilter_vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str,
         da[0] -= np.sum(h * f.tail(f.b, f.a, f.x, f.y)) / a0
     found: dict[str, Any] = {}
     if "x" in wanted:  # Bᵀ A⁻ᵀ in one pass: causal filters commute
-        found["x"] = f.back(_transposed(f.b, f.a, gy) + gx)
+        found["x"] = f.back(_run_backwards(f.b, f.a, gy) + gx)
     if not {"b", "a", "zi"} & set(wanted):
         return found
-    u = _transposed([1.0], f.a, gy)
+    u = _run_backwards([1.0], f.a, gy)
     if "b" in wanted:
         found["b"] = (_lagged(u, f.x, f.b.size) + db)[: f.given_b.size].reshape(f.given_b.shape)
     if "a" in wanted:
@@ -230,10 +230,10 @@ def _sosfilt_rules() -> tuple[Any, Any]:
         for k in range(len(sos) - 1, -1, -1):
             b, a = sos[k, :3], sos[k, 3:]
             if "sos" in wanted:
-                u = _transposed([1.0], a, g)
+                u = _run_backwards([1.0], a, g)
                 rows[k, :3] = _lagged(u, signals[k], 3)
                 rows[k, 3:] = -_lagged(u, signals[k + 1], 3)
-            g = _transposed(b, a, g)
+            g = _run_backwards(b, a, g)
         return {"x": np.moveaxis(g, -1, axis), "sos": rows.reshape(np.shape(call["sos"]))}
 
     def jvp(call: Call, tangents: Mapping[str, Any]) -> Any:

@@ -23,11 +23,11 @@ from numpy.typing import NDArray
 
 from autoconvert._errors import GradientError, message
 
-from ._filters import _lfilter_jvp, _lfilter_vjp, _transposed
+from ._filters import _lfilter_jvp, _lfilter_vjp, _run_backwards
 from ._rule import Call, Rule
 
 #: One pass's transpose: the gradient of its output onto its input (the state's share included).
-Pass = Callable[[NDArray[Any]], NDArray[Any]]
+FilterPass = Callable[[NDArray[Any]], NDArray[Any]]
 
 
 def _edge(call: Call, taps: int) -> int:
@@ -56,7 +56,7 @@ def _unextended(g: NDArray[Any], edge: int, padtype: str) -> NDArray[Any]:
     return found
 
 
-def _both_ways(g: NDArray[Any], edge: int, padtype: str | None, transposed: Pass) -> NDArray[Any]:
+def _both_ways(g: NDArray[Any], edge: int, padtype: str | None, transposed: FilterPass) -> NDArray[Any]:
     """The adjoint of the two passes and the extension around them, along the last axis."""
     if edge:
         g = np.pad(g, [(0, 0)] * (g.ndim - 1) + [(edge, edge)])
@@ -64,13 +64,13 @@ def _both_ways(g: NDArray[Any], edge: int, padtype: str | None, transposed: Pass
     return _unextended(g, edge, padtype) if edge else g  # type: ignore[arg-type]  # a padtype where edge > 0
 
 
-def _from_its_first_sample(b: Any, a: Any, zi: NDArray[Any]) -> Pass:
+def _from_its_first_sample(b: Any, a: Any, zi: NDArray[Any]) -> FilterPass:
     """The transpose of ``s ↦ lfilter(b, a, s, zi=zi * s[0])`` along the last axis."""
     a0 = float(np.ravel(a)[0])
 
     def transposed(g: NDArray[Any]) -> NDArray[Any]:
-        u = _transposed([1.0], a, g)
-        found = np.array(_transposed(b, [1.0], u))
+        u = _run_backwards([1.0], a, g)
+        found = np.array(_run_backwards(b, [1.0], u))
         first = min(zi.size, u.shape[-1])
         found[..., 0] += a0 * (u[..., :first] @ zi[:first])
         return found
@@ -279,7 +279,7 @@ def _sos_taps(sos: NDArray[Any]) -> int:
     return int(2 * len(sos) + 1 - min((sos[:, 2] == 0).sum(), (sos[:, 5] == 0).sum()))
 
 
-def _cascade_from_its_first_sample(sos: NDArray[Any]) -> Pass:
+def _cascade_from_its_first_sample(sos: NDArray[Any]) -> FilterPass:
     """The transpose of ``s ↦ sosfilt(sos, s, zi=sosfilt_zi(sos) * s[0])`` along the last axis."""
     from scipy import signal
 
@@ -288,8 +288,8 @@ def _cascade_from_its_first_sample(sos: NDArray[Any]) -> Pass:
     def transposed(g: NDArray[Any]) -> NDArray[Any]:
         first = np.zeros(g.shape[:-1])
         for row, zi in zip(sos[::-1], states[::-1], strict=True):
-            u = _transposed([1.0], row[3:], g)
-            g = _transposed(row[:3], [1.0], u)
+            u = _run_backwards([1.0], row[3:], g)
+            g = _run_backwards(row[:3], [1.0], u)
             width = min(zi.size, u.shape[-1])
             first = first + u[..., :width] @ zi[:width]  # sosfilt's a[0] is 1
         found = np.array(g)

@@ -131,7 +131,7 @@ def _interp_spline(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], 
 
 
 #: interp1d's kinds as spline orders (0 for the piecewise constant ones: no slope).
-_ORDERS = {"linear": 1, "slinear": 1, "quadratic": 2, "cubic": 3}
+_KIND_ORDERS = {"linear": 1, "slinear": 1, "quadratic": 2, "cubic": 3}
 
 
 def _interp1d_units(call: Call, units: NDArray[Any]) -> Callable[[NDArray[Any]], Any]:
@@ -159,7 +159,7 @@ def _interp1d_slope(call: Call, points: NDArray[Any]) -> Any:
 
     made, given = call["spline"], call["built"].arguments
     kind = given["kind"]
-    order = kind if isinstance(kind, int) else _ORDERS.get(kind, 0)
+    order = kind if isinstance(kind, int) else _KIND_ORDERS.get(kind, 0)
     shape = np.shape(made(points))
     if order == 0:
         return np.zeros(shape)
@@ -196,7 +196,9 @@ def _interp1d_call(spline: Any, built: Construction, y: Any, x: Any) -> Any:
 
 _SPLINES = "the spline's call, any nu and extrapolate; y along any axis"
 _BC = "every bc_type (end derivatives' values take no gradient; periodic: none in y)"
-_SHAPE = "the call's x alone: the interpolant is not linear in y, which takes no gradient; any nu and extrapolate"
+_SHAPE_PRESERVING = (
+    "the call's x alone: the interpolant is not linear in y, which takes no gradient; any nu and extrapolate"
+)
 
 
 def line_builders() -> dict[Any, Built]:
@@ -219,8 +221,8 @@ def line_builders() -> dict[Any, Built]:
             _Line(_interp1d_units, _interp1d_slope),
             "every kind (zero in x for the piecewise constant ones); y along any axis; fill_value, also extrapolate",
         ),
-        (interpolate.PchipInterpolator, (("x",), _shape_call, set()), _Line(None, _spline_slope), _SHAPE),
-        (interpolate.Akima1DInterpolator, (("x",), _shape_call, set()), _Line(None, _spline_slope), _SHAPE),
+        (interpolate.PchipInterpolator, (("x",), _shape_call, set()), _Line(None, _spline_slope), _SHAPE_PRESERVING),
+        (interpolate.Akima1DInterpolator, (("x",), _shape_call, set()), _Line(None, _spline_slope), _SHAPE_PRESERVING),
     ]
     found = {}
     for builder, (takes, call, unrelated), line, covers in table:

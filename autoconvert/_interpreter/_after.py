@@ -17,7 +17,7 @@ import torch
 
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import default_device, vote
-from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, WIDENED_HALF, Casts, restoring_casts
 from autoconvert._conversions._memory import restore_writes
 from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
@@ -140,17 +140,27 @@ class ContainerChanges:
 
     def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
         """How a value the function put into a container converts: as a result would, new
-        arrays as tensors on the device of the call's tensors (looked for once, and only for
-        a new value)."""
+        arrays as tensors on the device of the call's tensors, in the dtype NumPy lacks that
+        every floating tensor had (bfloat16 handed over as float32 comes back bfloat16), each
+        looked for once, and only for a new value."""
         args, kwargs, _ = given
         targets: list[Target] = []
 
         def convert(value: Any) -> Any:
             if not targets:
-                targets.append(Target(vote(self.inputs.tensors_in(args, kwargs)) or default_device(), NO_CASTS, None))
+                tensors = self.inputs.tensors_in(args, kwargs)
+                targets.append(Target(vote(tensors) or default_device(), self.casts(tensors), None))
             return to_tensors(value, targets[0])
 
         return convert
+
+    def casts(self, tensors: list[torch.Tensor]) -> Casts:
+        """The casts of a new value: back to the one dtype NumPy lacks of the call's floating
+        tensors, which the function saw widened (as ``returns_tensor`` restores a result)."""
+        inexact = {t.dtype for t in tensors if t.dtype.is_floating_point or t.dtype.is_complex}
+        if len(inexact) != 1:
+            return NO_CASTS
+        return restoring_casts(inexact.pop(), RESTORING_HALF if self.inputs.widened is WIDENED_HALF else RESTORING)
 
     def _where(self, container: Any, given: Given) -> tuple[str, list[KeyEntry]]:
         """The argument holding ``container``, and the key entries below it."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 import torch
 
 from autoconvert._adapters._adapter import signature_of
+from autoconvert._conversions._grad import requires_grad
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._escape import compiling, opaque, tracing
@@ -390,10 +391,6 @@ class _Op:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
 
 
-def _requires_grad(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.requires_grad
-
-
 def _grad_now(checked: dict[str, Any], made: str) -> str:
     """``grad=`` as this call sees it: the op's own option, else a ``config`` block's, else
     the default the op was ``made`` with."""
@@ -404,7 +401,7 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
     """A tensor argument that requires grad where the catalogue's rule gives none (``jv``'s
     order) is said dropped (see autoconvert._gradients._rule.say_untaken)."""
-    for where in rule.untaken(args, kwargs, _requires_grad):
+    for where in rule.untaken(args, kwargs, requires_grad):
         say_untaken(name, rule.name, rule.takes, where, grad=grad, told=told, stacklevel=4)
 
 
@@ -503,7 +500,7 @@ def _binder(
         if signature is not None:
             bound = signature.bind(*args, **kwargs)
             if bound.kwargs:
-                bound = _placed(signature, bound)
+                bound = _keywords_placed(signature, bound)
             args, kwargs = bound.args, bound.kwargs
         for key, value in kwargs.items():
             if isinstance(value, torch.Tensor) and value.requires_grad:
@@ -521,7 +518,7 @@ def _binder(
     return bind
 
 
-def _placed(signature: inspect.Signature, bound: inspect.BoundArguments) -> inspect.BoundArguments:
+def _keywords_placed(signature: inspect.Signature, bound: inspect.BoundArguments) -> inspect.BoundArguments:
     """``bound`` with the defaults filled in before the last positional parameter given a
     tensor by keyword, which is then passed by position (under torch.func, where no tensor
     requires grad, too)."""

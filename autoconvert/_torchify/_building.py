@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from autoconvert._conversions._grad import requires_grad
 from autoconvert._decorators._plain import to_numpy
 from autoconvert._errors import GradientError, GradientWarning, message
 from autoconvert._gradients._built import Built, Construction
@@ -20,10 +21,6 @@ from autoconvert._gradients._rule import say_untaken
 from autoconvert._interpreter._routes import Description, described
 
 from ._proxies import TorchifiedClass, TorchifiedObject, device_of, proxy, torchified_function
-
-
-def _requires_grad(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.requires_grad
 
 
 class Builder:
@@ -56,7 +53,7 @@ class Builder:
         bound = self.built.bound(args, kwargs)
         given = dict(bound.arguments)
         for name, value in given.items():
-            if name not in self.built.keeps and _requires_grad(value):
+            if name not in self.built.keeps and requires_grad(value):
                 say_untaken(
                     self.built.name,
                     self.built.name,
@@ -73,7 +70,7 @@ class Builder:
         construction = Construction({n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in given.items()})
         # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
         kept = tuple(
-            given[name] if _requires_grad(given[name]) else construction.arguments[name] for name in self.built.keeps
+            given[name] if requires_grad(given[name]) else construction.arguments[name] for name in self.built.keeps
         )
         return made, Keeping(self, construction, kept)
 
@@ -160,7 +157,7 @@ class Keeping:
             return
         grad = self.builder.grad
         for where, value in zip(built.keeps, self.kept, strict=True):
-            if grad == "detach" or not _requires_grad(value):
+            if grad == "detach" or not requires_grad(value):
                 continue
             text = message(
                 f"{built.name}(...).{name}",

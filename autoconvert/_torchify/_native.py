@@ -34,8 +34,9 @@ import torch
 
 from autoconvert._adapters._adapter import Adapter, WritesArguments
 from autoconvert._adapters._table import adapter_for
+from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._tree import Mapper
-from autoconvert._errors import ConversionError, LeafError, message
+from autoconvert._errors import ConversionError, GradientError, LeafError, message
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
 from autoconvert._spec._signature import function_name
@@ -135,9 +136,16 @@ class NativeRoute(Route):
         return False
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _ASARRAY_WARNING.unspent:
-            return _ASARRAY_WARNING.caught(self._call, args, kwargs)
-        return self._call(args, kwargs)
+        try:
+            if _ASARRAY_WARNING.unspent:
+                return _ASARRAY_WARNING.caught(self._call, args, kwargs)
+            return self._call(args, kwargs)
+        except RuntimeError as e:
+            # The library's torch code handed a tensor to NumPy itself (scikit-learn's
+            # LogisticRegression through SciPy's optimizers): torch refuses one that requires grad.
+            if not str(e).startswith(_NUMPY_OF_A_GRAD_TENSOR) or isinstance(e, ConversionError):
+                raise
+            raise self._needs_grad(args, kwargs) from None
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         objects = self.objects
@@ -162,13 +170,36 @@ class NativeRoute(Route):
                 raise self._written(written, args, kwargs)
         return result if objects is None else objects.results(result, device_of(args, kwargs))
 
-    def _written(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConversionError:
-        """The error for a write into the caller's tensor ``value`` no adapter foresaw."""
+    def _named(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The name of the argument ``value``: its parameter's where the signature says (not
+        inside ``*args`` or ``**kwargs``), else its position."""
         given = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
-        # Named as its parameter where the signature says (not inside *args or **kwargs).
         with contextlib.suppress(TypeError, ValueError):  # no signature to read it from
             given = {**given, **inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments}
-        where = next(name for name, passed in reversed(given.items()) if passed is value)
+        return next(name for name, passed in reversed(given.items()) if passed is value)
+
+    def _needs_grad(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> GradientError:
+        """The error for a tensor that requires grad, which the library's torch path handed to
+        NumPy itself (torch refuses to)."""
+        tensor = next(
+            value for value in (*args, *kwargs.values()) if isinstance(value, torch.Tensor) and value.requires_grad
+        )
+        library = adapter_for(self.fn).name
+        return GradientError(
+            message(
+                function_name(self.fn),
+                f"argument {self._named(tensor, args, kwargs)}",
+                f"requires grad, and {library}'s own torch path for this call hands its tensors to NumPy, "
+                "which takes no gradient",
+                describe_tensor(tensor),
+                "pass it without requires_grad (.detach()), or torchify with native=False, which converts and "
+                "detaches it with a GradientWarning",
+            )
+        )
+
+    def _written(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConversionError:
+        """The error for a write into the caller's tensor ``value`` no adapter foresaw."""
+        where = self._named(value, args, kwargs)
         library = adapter_for(self.fn).name
         return ConversionError(
             message(
@@ -256,6 +287,8 @@ class _AsarrayWarning:
 
 
 _ASARRAY_WARNING = _AsarrayWarning()
+#: How torch refuses ``.numpy()`` of a tensor that requires grad.
+_NUMPY_OF_A_GRAD_TENSOR = "Can't call numpy() on Tensor that requires grad"
 
 
 def _object(value: Any, ctx: Any) -> Any:
@@ -399,7 +432,7 @@ class Natively:
         converting = torchified_function(value, self.options, home(self.cls), own=view)
         writes = self.adapter.torch_writes(value, self.cls)
         route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.writeback)
-        return Routed(value, (route,), converting)
+        return Routed(value, (route,), converting, view=view, name=name)  # pickles as view.name
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A new object of the class, as ``view`` (its converting view) makes it, on the
