@@ -17,6 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from torch.autograd import forward_ad
 from torch.func import grad, jacfwd, jacrev, jvp, vjp, vmap
 
 import autoconvert as ac
@@ -99,6 +100,22 @@ def test_forward_mode_uses_the_jvp_rule(name: str) -> None:
     assert torch.allclose(out, op(X)) and torch.allclose(tangent, expected)
     assert torch.allclose(jacfwd(op)(X), torch.diag(expected))
     assert torch.allclose(vmap(jacfwd(op))(XS), vmap(jacrev(op))(XS))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_forward_mode_with_dual_tensors_outside_torch_func_uses_the_jvp_rule(name: str) -> None:
+    """torch.autograd.forward_ad's dual tensors (what gradcheck's check_forward_ad makes)
+    require no grad, yet carry a tangent: the op's rule gives it, never a silent None."""
+    op = OPS[name]
+    (expected,) = _autograd_grad(lambda v: op(v).sum(), X)
+    with forward_ad.dual_level():
+        out = forward_ad.unpack_dual(op(forward_ad.make_dual(X, torch.ones_like(X))))
+    assert torch.allclose(out.primal, op(X)) and torch.allclose(out.tangent, expected)
+    without = ac.numpy_op(scipy.special.erfcx, backward=_erfcx_grad)
+    with forward_ad.dual_level(), pytest.raises(ac.GradientError, match="has no NumPy rule for it"):
+        without(forward_ad.make_dual(X, torch.ones_like(X)))
+    leaf = X.clone().requires_grad_()
+    assert torch.autograd.gradcheck(op, (leaf,), check_forward_ad=True)
 
 
 def test_an_op_with_two_arguments_and_a_tuple_result() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.autograd import forward_ad
 
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._observe._observe import count_rule_backward, counting
@@ -26,11 +27,22 @@ transforming: Callable[[], int | None] = getattr(
 
 
 def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a tensor argument requires grad (keyword ones too: bind() says why they can't)."""
-    for value in (*args, *kwargs.values()) if kwargs else args:
+    """Whether a tensor argument requires grad, or carries a forward-mode tangent inside
+    ``forward_ad.dual_level()`` (keyword ones too: bind() says why they can't)."""
+    values = (*args, *kwargs.values()) if kwargs else args
+    for value in values:
         if isinstance(value, torch.Tensor) and value.requires_grad:
             return True
-    return False
+    return _dual_level() >= 0 and any(isinstance(v, torch.Tensor) and _is_dual(v) for v in values)
+
+
+def _dual_level() -> int:
+    """The innermost ``forward_ad.dual_level``, -1 outside all (where no tensor is dual)."""
+    return getattr(forward_ad, "_current_level", 0)  # not kept by this torch: always look
+
+
+def _is_dual(t: torch.Tensor) -> bool:
+    return forward_ad.unpack_dual(t).tangent is not None
 
 
 def run_op(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
