@@ -329,6 +329,8 @@ class TorchifiedClass(StandIn):
             base = CallableTorchifiedObject if is_callable else TorchifiedObject
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
             protocols |= _operators(self.__wrapped__)
+            if self.__wrapped__ is types.FunctionType:
+                protocols["__call__"] = _function_call
             made = self._proxy_types[is_callable] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
@@ -695,6 +697,13 @@ def proxy(
         # the proxy's call, which traces the function where it reads NumPy alone (see _trace).
         object.__setattr__(made, "_torchdynamo_inline", _inlined(made, made._ac_calling("__call__", target)))
     return made
+
+
+def _function_call(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
+    """A plain function's proxy called: through what dynamo inlines for it (see ``proxy``), so
+    ``torch.compile(proxy)``, whose frame this is, traces it as a compiled caller does:
+    dynamo takes the proxy for its function and reads nothing else of it."""
+    return self._torchdynamo_inline(*args, **kwargs)
 
 
 def _inlined(made: TorchifiedObject, method: Callable[..., Any]) -> Callable[..., Any]:
