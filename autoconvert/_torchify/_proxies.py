@@ -34,7 +34,7 @@ from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import as_method, wrap
-from autoconvert._options._escape import compiling, opaque
+from autoconvert._options._escape import compiling, opaque, unseen
 from autoconvert._options._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
@@ -51,7 +51,12 @@ def home(target: Any) -> str:
 
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
+    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``: built
+    out of dynamo's sight (see _escape.unseen), as proxies build them on first use."""
+    return unseen(_pair, fn, options)
+
+
+def _pair(fn: Any, options: dict[str, Any]) -> Any:
     return for_library("returns_tensor", for_library("accepts_numpy", fn, _inputs_of(options)), _outputs_of(options))
 
 
@@ -64,7 +69,12 @@ def _outputs_of(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
-    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
+    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and
+    sides: built out of dynamo's sight, as wrap_pair's."""
+    return unseen(_replanned, pair, plan)
+
+
+def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 
