@@ -717,11 +717,12 @@ def _function_call(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
 
 
 def _inlined(made: TorchifiedObject, method: Callable[..., Any]) -> Callable[..., Any]:
-    """What dynamo inlines for a call of a plain function's proxy, ``made``: ``method`` (see
-    _holding), the proxy reached weakly (a proxy holds no reference to itself)."""
+    """What dynamo inlines for a call of a plain function's proxy, ``made``, and what its eager
+    calls run (see _function_call): ``method`` (see _holding), the proxy reached weakly (a
+    proxy holds no reference to itself)."""
     proxy_of = weakref.ref(made)
 
-    def inline(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+    def inline(*args: Any, **kwargs: Any) -> Any:
         return method(proxy_of(), *args, **kwargs)
 
     return inline
