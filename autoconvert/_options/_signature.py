@@ -88,13 +88,9 @@ class Parameters:
         the instance a call names: see _plan's ``stands_in``)."""
         self.binds_first = not held and (inspect.isfunction(func) or isinstance(func, classmethod))
         #: A ufunc's outputs may follow its inputs positionally: ``np.add(x, y, out)``.
-        ufunc = isinstance(func, np.ufunc)
-        self.outputs_at = range(func.nin, func.nin + func.nout) if ufunc else range(0)
-        # classmethod/staticmethod objects have no signature of their own before 3.13. A ufunc
-        # has none: not asked, since torch 2.6's dynamo, tracing a decoration made in compiled
-        # code, fails inside on inspect.signature's ValueError for it.
-        unwrapped = func.__func__ if isinstance(func, (classmethod, staticmethod)) else func
-        signature = None if ufunc else signature_of(unwrapped)
+        self.outputs_at = range(func.nin, func.nin + func.nout) if isinstance(func, np.ufunc) else range(0)
+        # classmethod/staticmethod objects have no signature of their own before 3.13.
+        signature = signature_of(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
         if signature is None:
             self.known = False
             self.positional: list[str] = []
