@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -37,3 +38,13 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
     if _opaque_call is None:
         _opaque_call = torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call]
     return _opaque_call(call, *args, **kwargs)
+
+
+def unseen(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, a wrapper being built, with dynamo's frame hook off where dynamo
+    is loaded: built on first use inside a compiled function, run by Python after a graph break,
+    its frames reading torch would each be compiled, and torch 2.6's dynamo fails inside on some
+    ("frozenset not in co_names"). Where dynamo is not loaded no compiled function runs: no cost."""
+    if "torch._dynamo" in sys.modules:
+        return opaque(call, *args, **kwargs)
+    return call(*args, **kwargs)

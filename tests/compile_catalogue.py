@@ -19,6 +19,7 @@ class Body(NamedTuple):
     plain: tuple[Any, ...] = ()
     differentiable: bool = True
     writes_arguments: bool = False  # needs copy=True eagerly (the arrays it gets are read-only)
+    data_dependent: bool = False  # a result's shape depends on the values (a boolean mask's selection)
 
 
 def mse(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -273,7 +274,7 @@ CATALOGUE = (
     Body("argsort_gather", argsort_gather, ((5, 3),)),
     Body("top_k_mean", top_k_mean, ((4, 5),)),
     Body("fancy_rows", fancy_rows, ((3, 4),)),
-    Body("boolean_select", boolean_select, ((6, 3),)),
+    Body("boolean_select", boolean_select, ((6, 3),), data_dependent=True),
     Body("broadcast_affine", broadcast_affine, ((4, 3), (3,))),
     Body("stack_features", stack_features, ((4, 3),)),
     Body("concat_halves", concat_halves, ((4, 6),)),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import importlib.metadata
-import os
 import pathlib
 import platform
 import re
@@ -18,7 +17,6 @@ import autoconvert
 from autoconvert._conversions import _containers
 from autoconvert._decorators import _decorators, _plain
 from autoconvert._explain import _explain
-from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 from autoconvert._options import _config
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -40,29 +38,22 @@ BLOCKS = _blocks()
 
 
 @pytest.mark.parametrize(("where", "block"), BLOCKS, ids=[where for where, _ in BLOCKS])
-def test_every_example_runs_on_its_own(where: str, block: str, tmp_path: pathlib.Path) -> None:
+def test_every_example_runs_on_its_own(where: str, block: str) -> None:
     """Each python block on a page runs alone, as a reader pastes it: its imports are in it,
     and it needs nothing from another block. Warnings are errors, as everywhere in the suite."""
-    # A real module: torch.compile (torch 2.4) imports the module a traced function comes from.
-    if _UNFIT_DYNAMO is not None and "torch.compile" in block:
-        # torch 2.4's dynamo, once an earlier block compiled a registered op, fails inside a later
-        # block's graph break: the block runs in a process of its own, as a reader's would.
-        script = tmp_path / "example.py"  # a file: torch 2.4 reads a traced function's module from it
-        script.write_text(block)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's autoconvert, as in the suite
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False, env=env
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return
-    module = types.ModuleType("example")
-    sys.modules["example"] = module
+    # A real module of its own name: torch.compile (torch 2.4) imports the module a traced
+    # function comes from, and keeps it by name in a frame of its own that outlives the block,
+    # where another block's module of the same name fails its check (an AssertionError in
+    # dynamo's import_source).
+    name = "example_" + re.sub(r"\W", "_", where)
+    module = types.ModuleType(name)
+    sys.modules[name] = module
     if 'if __name__ == "__main__":' in block:  # a script, as a process pool's example is
         module.__name__ = "__main__"
     try:
         exec(compile(block, where, "exec"), module.__dict__)
     finally:
-        del sys.modules["example"]
+        del sys.modules[name]
 
 
 def test_the_pages_have_examples() -> None:

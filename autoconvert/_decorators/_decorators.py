@@ -13,7 +13,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import torch
 
-from autoconvert._escape import compiling, opaque
+from autoconvert._escape import compiling, opaque, unseen
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import plan_of
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
@@ -95,7 +95,12 @@ def for_library(side: str, func: Any, options: dict[str, Any]) -> Any:
 
 
 def wrap_pair(fn: Any, options: dict[str, Any]) -> Any:
-    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``."""
+    """``returns_tensor(accepts_numpy(fn))``, each side given its share of ``options``: built
+    out of dynamo's sight (see _escape.unseen), as proxies build them on first use."""
+    return unseen(_pair, fn, options)
+
+
+def _pair(fn: Any, options: dict[str, Any]) -> Any:
     return for_library("returns_tensor", for_library("accepts_numpy", fn, inputs_of(options)), outputs_of(options))
 
 
@@ -110,7 +115,12 @@ def outputs_of(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
-    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and sides."""
+    """``pair`` (see wrap_pair) wrapped again, with the plan ``plan`` makes of its function and
+    sides: built out of dynamo's sight, as wrap_pair's."""
+    return unseen(_replanned, pair, plan)
+
+
+def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 

@@ -244,8 +244,9 @@ class Trace:
 
     def _tensors(self, value: Any, dtype: torch.dtype | None) -> Any:
         """``value`` with its arrays as tensors, ``dtype`` and ``device=`` applied."""
-        kind = type(value)
-        if kind is np.ndarray or isinstance(value, np.generic):
+        # isinstance, not type(): torch 2.6's dynamo gives a traced array's type as its own
+        # ndarray class, and a traced NumPy scalar is a 0-d array there.
+        if isinstance(value, (np.ndarray, np.generic)):
             tensor = torch.as_tensor(value)
             if dtype is not None and is_inexact(tensor.dtype) and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)

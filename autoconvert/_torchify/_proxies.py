@@ -307,6 +307,8 @@ class TorchifiedClass(StandIn):
             base = BuiltObject if kind == "built" else CallableTorchifiedObject if kind else TorchifiedObject
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
             protocols |= _operators(self.__wrapped__)
+            if self.__wrapped__ is types.FunctionType:
+                protocols["__call__"] = _function_call
             made = self._proxy_types[kind] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
@@ -731,12 +733,20 @@ def proxy(
     return made
 
 
+def _function_call(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
+    """A plain function's proxy called: through what dynamo inlines for it (see ``proxy``), so
+    ``torch.compile(proxy)``, whose frame this is, traces it as a compiled caller does:
+    dynamo takes the proxy for its function and reads nothing else of it."""
+    return self._torchdynamo_inline(*args, **kwargs)
+
+
 def _inlined(made: TorchifiedObject, method: Callable[..., Any]) -> Callable[..., Any]:
-    """What dynamo inlines for a call of a plain function's proxy, ``made``: ``method`` (see
-    _holding), the proxy reached weakly (a proxy holds no reference to itself)."""
+    """What dynamo inlines for a call of a plain function's proxy, ``made``, and what its eager
+    calls run (see _function_call): ``method`` (see _holding), the proxy reached weakly (a
+    proxy holds no reference to itself)."""
     proxy_of = weakref.ref(made)
 
-    def inline(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+    def inline(*args: Any, **kwargs: Any) -> Any:
         return method(proxy_of(), *args, **kwargs)
 
     return inline
