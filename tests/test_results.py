@@ -273,8 +273,8 @@ def test_a_result_s_methods_take_and_give_tensors_on_every_route(view: str, func
 
 
 def test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gradient() -> None:
-    """A result's method is handed the caller's tensors read-only (a write raises NumPy's own
-    error, the tensor unchanged) and a tensor that requires grad detached, with the grad
+    """A result's method is handed the caller's tensors read-only (a write raises ReadOnlyError
+    naming the method and the argument, the tensor unchanged) and a tensor that requires grad detached, with the grad
     warning naming the method and where the tensor was."""
 
     @dataclasses.dataclass
@@ -300,5 +300,15 @@ def test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gr
         "ac.to_numpy(obj, grad='detach'); grad='error' forbids it), or call under torch.no_grad()"
     )
     plain = torch.ones(2)
-    assert raised(ValueError, made.write, plain) == "assignment destination is read-only"
+    refused = (
+        "test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gradient.<locals>.Scaled.write(): "
+        "argument args[0] was written into by the method; arrays made from a result method's tensor arguments are "
+        "read-only so that NumPy code never changes the caller's tensors behind its back. Found "
+        "ValueError('assignment destination is read-only'). Fix: pass a writable private copy in its place, "
+        "ac.to_numpy(args[0], copy=True) (the method's writes then stay in that array)."
+    )
+    assert raised(ac.ReadOnlyError, made.write, plain) == refused
+    assert raised(ac.ReadOnlyError, lambda: made.write(x=plain)) == refused.replace("args[0]", "kwargs['x']")
     assert torch.equal(plain, torch.ones(2))
+    written = made.write(ac.to_numpy(plain, copy=True))  # the fix: a writable copy, the caller's tensor kept
+    assert written is None and torch.equal(plain, torch.ones(2))

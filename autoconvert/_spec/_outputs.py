@@ -27,7 +27,7 @@ from autoconvert._conversions._tree import (
     stand_in_returns,
     stood_for,
 )
-from autoconvert._errors import ConversionError, LeafError, NoDeviceError, message
+from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
 from autoconvert._options._options import Policy
 
 from ._callbacks import to_tensors
@@ -342,11 +342,51 @@ class TensorsIn(ResultMethod):
         if grad.unsaid is not None:  # grad="warn": said once, naming where the tensor was
             found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
             grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
-        result = self.method(*arrays, **named)
+        try:
+            result = self.method(*arrays, **named)
+        except ValueError as e:
+            refused = _read_only_refusal(name, e, (args, kwargs), (arrays, named))
+            if refused is None:
+                raise
+            raise refused from e
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
             raise e.public(self.function, "", f"result of {name}") from None
+
+
+def _read_only_refusal(
+    name: str,
+    error: ValueError,
+    given: tuple[tuple[Any, ...], dict[str, Any]],
+    handed: tuple[tuple[Any, ...], dict[str, Any]],
+) -> ReadOnlyError | None:
+    """NumPy's refusal (``error``) of a write by the result's method ``name`` into a read-only
+    array made from a tensor argument, as the ReadOnlyError naming them; None where ``error`` is
+    no such refusal. ``given``, ``handed``: the method's arguments, as given and as handed."""
+    if "read-only" not in str(error):
+        return None
+    pairs = [(f"args[{i}]", t, a) for i, (t, a) in enumerate(zip(given[0], handed[0], strict=True))]
+    pairs += [(f"kwargs[{k!r}]", t, handed[1][k]) for k, t in given[1].items()]
+    paths = [
+        path
+        for path, t, a in pairs
+        if isinstance(t, torch.Tensor) and isinstance(a, np.ndarray) and not a.flags.writeable
+    ]
+    if not paths:  # not an array made from a tensor: the method's own, or one it was handed so
+        return None
+    return ReadOnlyError(
+        message(
+            name,
+            f"argument {' or '.join(paths)}",
+            "was written into by the method; arrays made from a result method's tensor arguments are read-only so "
+            "that NumPy code never changes the caller's tensors behind its back",
+            f"ValueError({str(error)!r})",
+            "pass a writable private copy in its place, ac.to_numpy({path}, copy=True) (the method's writes then "
+            "stay in that array)",
+            path=paths[0],
+        )
+    )
 
 
 def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
