@@ -99,7 +99,9 @@ def _built(rng: np.random.Generator, settings: Settings) -> list[Row]:
     )
 
 
-def _kornia(image: np.ndarray, rule: Callable[[torch.Tensor], torch.Tensor]) -> tuple[Callable[[], None], str] | None:
+def _kornia(
+    image: np.ndarray, rule: Callable[[torch.Tensor, str], torch.Tensor]
+) -> tuple[Callable[[], None], str] | None:
     """The same loss through kornia's ``gaussian_blur2d``, forward and backward (None without
     kornia), and its row's note. Its ``"reflect"`` (torch's padding, NumPy's) is SciPy's
     ``"mirror"``: the blur and the gradient are asserted equal to SciPy's and the rule's in
