@@ -1,14 +1,17 @@
 """The catalogue of SciPy rules: a loss's forward and backward through a rule against the
 forward alone, per family, and the 256 x 256 Gaussian filter's gradient against a central
-difference."""
+difference and against kornia's Gaussian blur (where kornia is installed)."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.integrate
+import scipy.interpolate
 import scipy.linalg
 import scipy.ndimage
 import scipy.signal
@@ -20,24 +23,31 @@ import autoconvert as ac
 from .harness import Row, compare
 
 Settings = dict[str, Any]
+Loss = Callable[[torch.Tensor], torch.Tensor]
+
+FORWARD = "SciPy's forward alone"
+BOTH = "forward + backward through the rule"
+SIGMA = 2.0
 
 
-def _family(name: str, fn: Any, args: tuple[Any, ...], position: int, settings: Settings, **kwargs: Any) -> list[Row]:
-    """One function's forward alone (SciPy on the arrays) against forward and backward
-    through its rule, the argument at ``position`` a tensor that requires grad."""
-    op = ac.numpy_op(fn)
-    given = list(args)
-    given[position] = torch.tensor(args[position], requires_grad=True)
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One function of a family: ``fn(*args, **kwargs)``, the argument at ``position`` a tensor
+    that requires grad, and the loss read off the result (a complex one's envelope)."""
 
-    def both() -> None:
-        op(*given, **kwargs).sum().backward()
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    position: int
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    loss: Loss = torch.sum
 
+
+def _backward_cost(name: str, forward: Callable[[], Any], both: Callable[[], Any], settings: Settings) -> list[Row]:
+    """SciPy's forward alone against forward and backward through the rule, the backward's
+    cost in the forward's said in the note."""
     rows = compare(
-        name,
-        "SciPy's forward alone",
-        {"SciPy's forward alone": lambda: fn(*args, **kwargs), "forward + backward through the rule": both},
-        max(5, settings["copy_repeats"]),
-        settings["target_s"],
+        name, FORWARD, {FORWARD: forward, BOTH: both}, max(5, settings["copy_repeats"]), settings["target_s"]
     )
     for row in rows:
         if row.ratio is not None:
@@ -45,16 +55,100 @@ def _family(name: str, fn: Any, args: tuple[Any, ...], position: int, settings: 
     return rows
 
 
+def _family(family: Family, settings: Settings) -> list[Row]:
+    """A family's function through ``numpy_op`` (see ``_backward_cost``)."""
+    op = ac.numpy_op(family.fn)
+    given = list(family.args)
+    given[family.position] = torch.tensor(family.args[family.position], requires_grad=True)
+
+    def both() -> None:
+        family.loss(op(*given, **family.kwargs)).backward()
+
+    return _backward_cost(family.name, lambda: family.fn(*family.args, **family.kwargs), both, settings)
+
+
+def _built(rng: np.random.Generator, settings: Settings) -> list[Row]:
+    """Interpolants built through a torchified scipy.interpolate, built and read in each call,
+    with gradients in the samples and the points read (see ``_backward_cost``)."""
+    interpolate = ac.torchify(scipy.interpolate)
+    knots, samples, at = np.linspace(0.0, 10.0, 100), rng.standard_normal(100), rng.random(10_000) * 10
+    knots_t = torch.tensor(knots)
+    samples_t, at_t = torch.tensor(samples, requires_grad=True), torch.tensor(at, requires_grad=True)
+
+    def spline() -> None:
+        interpolate.CubicSpline(knots_t, samples_t)(at_t).sum().backward()
+
+    grid = (np.linspace(0.0, 1.0, 64), np.linspace(0.0, 1.0, 64))
+    values, xi = rng.random((64, 64)), rng.random((10_000, 2))
+    values_t, xi_t = torch.tensor(values, requires_grad=True), torch.tensor(xi, requires_grad=True)
+
+    def grid_interpolator() -> None:
+        interpolate.RegularGridInterpolator(grid, values_t)(xi_t).sum().backward()
+
+    return _backward_cost(
+        "interpolate.CubicSpline through torchify, 100 knots read at 10,000 points, in y and the points",
+        lambda: scipy.interpolate.CubicSpline(knots, samples)(at),
+        spline,
+        settings,
+    ) + _backward_cost(
+        "interpolate.RegularGridInterpolator through torchify, linear, 64 x 64 read at 10,000 points, "
+        "in the values and the points",
+        lambda: scipy.interpolate.RegularGridInterpolator(grid, values)(xi),
+        grid_interpolator,
+        settings,
+    )
+
+
+def _kornia(
+    image: np.ndarray, rule: Callable[[torch.Tensor, str], torch.Tensor]
+) -> tuple[Callable[[], None], str] | None:
+    """The same loss through kornia's ``gaussian_blur2d``, forward and backward (None without
+    kornia), and its row's note. Its ``"reflect"`` (torch's padding, NumPy's) is SciPy's
+    ``"mirror"``: the blur and the gradient are asserted equal to SciPy's and the rule's in
+    that mode, so the two compute the same thing; ``rule(t, mode)`` is the rule's blur."""
+    if importlib.util.find_spec("kornia") is None:
+        return None
+    import kornia.filters
+
+    size = 2 * int(4.0 * SIGMA + 0.5) + 1  # SciPy's radius at its default truncate=4.0
+    x, y = torch.tensor(image, requires_grad=True), torch.tensor(image, requires_grad=True)
+
+    def blur(t: torch.Tensor) -> torch.Tensor:
+        return kornia.filters.gaussian_blur2d(t[None, None], size, (SIGMA, SIGMA), border_type="reflect")[0, 0]
+
+    blurred = blur(x)
+    expected = scipy.ndimage.gaussian_filter(image, SIGMA, mode="mirror")
+    assert np.allclose(blurred.detach().numpy(), expected, rtol=0, atol=1e-12)
+    (blurred**2).sum().backward()
+    (rule(y, "mirror") ** 2).sum().backward()
+    assert x.grad is not None
+    assert y.grad is not None
+    assert torch.allclose(x.grad, y.grad, rtol=0, atol=1e-12)
+
+    def forward_and_backward() -> None:
+        x.grad = None
+        (blur(x) ** 2).sum().backward()
+
+    note = (
+        f"forward + backward, {size} taps (SciPy's truncate=4.0); its border_type 'reflect' is SciPy's "
+        "'mirror': blur and gradient asserted equal to SciPy's and the rule's in that mode"
+    )
+    return forward_and_backward, note
+
+
 def gradients(settings: Settings) -> list[Row]:
-    """The Gaussian filter's loss, then one function of each family (see ``_family``)."""
+    """The Gaussian filter's loss, then one function of each family (see ``_backward_cost``)."""
     repeats, target = max(5, settings["copy_repeats"]), settings["target_s"]
     rng = np.random.default_rng(0)
     image = rng.random((256, 256))
     x = torch.tensor(image, requires_grad=True)
     blur = ac.torchify(scipy.ndimage).gaussian_filter
 
+    def filtered(t: torch.Tensor, mode: str) -> torch.Tensor:
+        return blur(t, SIGMA, mode=mode)  # type: ignore[no-any-return]
+
     def loss(t: torch.Tensor) -> torch.Tensor:
-        return (blur(t, 2.0, mode="reflect") ** 2).sum()
+        return (filtered(t, "reflect") ** 2).sum()
 
     loss(x).backward()
     assert x.grad is not None
@@ -73,33 +167,51 @@ def gradients(settings: Settings) -> list[Row]:
         x.grad = None
         loss(x).backward()
 
-    rows = compare(
-        "gaussian_filter loss, 256 x 256, sigma 2, reflect",
-        "SciPy's forward alone",
-        {
-            "SciPy's forward alone": lambda: scipy.ndimage.gaussian_filter(image, 2.0, mode="reflect"),
-            "forward + backward through the rule": forward_and_backward,
-            "central difference along one direction (2 forwards)": central,
-        },
-        repeats,
-        target,
-    )
+    contenders: dict[str, Callable[[], Any]] = {
+        FORWARD: lambda: scipy.ndimage.gaussian_filter(image, SIGMA, mode="reflect"),
+        BOTH: forward_and_backward,
+        "central difference along one direction (2 forwards)": central,
+    }
+    kornia = _kornia(image, filtered)
+    if kornia is not None:
+        contenders["kornia.filters.gaussian_blur2d"] = kornia[0]
+    rows = compare("gaussian_filter loss, 256 x 256, sigma 2, reflect", FORWARD, contenders, repeats, target)
     rows[1].note = f"agrees with the central difference to {error:.1e} (relative)"
+    if kornia is None:
+        rows[0].note = "kornia.filters.gaussian_blur2d skipped: kornia is not installed (the recipes extra)"
+    else:
+        rows[-1].note = kornia[1]
     b, a = scipy.signal.butter(4, 0.2)
-    families: list[tuple[str, Callable[..., Any], tuple[Any, ...], int, dict[str, Any]]] = [
-        (
+    square = rng.random((128, 128))
+    families = [
+        Family(
             "ndimage.correlate, 128 x 128, 5 x 5 weights, mirror",
             scipy.ndimage.correlate,
             (rng.random((128, 128)), rng.random((5, 5))),
             0,
             {"mode": "mirror"},
         ),
-        ("signal.fftconvolve, 4,096 by 257", scipy.signal.fftconvolve, (rng.random(4096), rng.random(257)), 0, {}),
-        ("signal.lfilter, order 4, 4,096 samples", scipy.signal.lfilter, (b, a, rng.random(4096)), 2, {}),
-        ("integrate.trapezoid, 64 x 1,000", scipy.integrate.trapezoid, (rng.random((64, 1000)),), 0, {}),
-        ("linalg.expm, 32 x 32", scipy.linalg.expm, (rng.standard_normal((32, 32)) * 0.1,), 0, {}),
-        ("special.jv, order 1.5, 10,000 points", scipy.special.jv, (1.5, rng.random(10_000) * 10), 1, {}),
+        Family(
+            "ndimage.rotate, 128 x 128 by 30 degrees, order 1", scipy.ndimage.rotate, (square, 30.0), 0, {"order": 1}
+        ),
+        Family(
+            "ndimage.rotate, 128 x 128 by 30 degrees, order 3", scipy.ndimage.rotate, (square, 30.0), 0, {"order": 3}
+        ),
+        Family("signal.fftconvolve, 4,096 by 257", scipy.signal.fftconvolve, (rng.random(4096), rng.random(257)), 0),
+        Family("signal.lfilter, order 4, 4,096 samples", scipy.signal.lfilter, (b, a, rng.random(4096)), 2),
+        Family("signal.filtfilt, order 4, 4,096 samples", scipy.signal.filtfilt, (b, a, rng.random(4096)), 2),
+        Family(
+            "signal.hilbert, 4,096 samples, the envelope's sum",
+            scipy.signal.hilbert,
+            (rng.random(4096),),
+            0,
+            loss=lambda out: out.abs().sum(),
+        ),
+        Family("signal.resample, 1,024 samples to 512", scipy.signal.resample, (rng.random(1024), 512), 0),
+        Family("integrate.trapezoid, 64 x 1,000", scipy.integrate.trapezoid, (rng.random((64, 1000)),), 0),
+        Family("linalg.expm, 32 x 32", scipy.linalg.expm, (rng.standard_normal((32, 32)) * 0.1,), 0),
+        Family("special.jv, order 1.5, 10,000 points", scipy.special.jv, (1.5, rng.random(10_000) * 10), 1),
     ]
-    for name, fn, args, position, kwargs in families:
-        rows += _family(name, fn, args, position, settings, **kwargs)
-    return rows
+    for family in families:
+        rows += _family(family, settings)
+    return rows + _built(rng, settings)
