@@ -38,11 +38,13 @@ def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 def _dual_level() -> int:
     """The innermost ``forward_ad.dual_level``, -1 outside all (where no tensor is dual)."""
-    return getattr(forward_ad, "_current_level", 0)  # not kept by this torch: always look
+    level: int = getattr(forward_ad, "_current_level", 0)  # not kept by this torch: always look
+    return level
 
 
 def _is_dual(t: torch.Tensor) -> bool:
-    return forward_ad.unpack_dual(t).tangent is not None
+    tangent: torch.Tensor | None = forward_ad.unpack_dual(t).tangent  # type: ignore[no-untyped-call, unused-ignore]
+    return tangent is not None
 
 
 def run_op(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:

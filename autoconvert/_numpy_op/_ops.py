@@ -395,7 +395,8 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
     """``grad=`` as this call sees it: the op's own option, else a ``config`` block's, else
     the default the op was ``made`` with."""
     block = active()
-    return checked.get("grad", made if block is None else block.options.get("grad", made))
+    grad: str = checked.get("grad", made if block is None else block.options.get("grad", made))
+    return grad
 
 
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
