@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,21 @@ compiling = torch.compiler.is_dynamo_compiling
 # the graph instead of the NumPy body. Asked once per op call, never on the decorators' path.
 tracing = torch.compiler.is_compiling
 _opaque_call: Callable[..., Any] | None = None
+# Set while dynamo builds a graph (its frames' analysis included), in every torch: the
+# thread's TracingContext.
+_tracing_context = torch._guards.TracingContext.try_get
+
+
+def seen_class(proxy: Any, wrapped: Any) -> type:
+    """A proxy's ``__class__``: its wrapped object's, as wrapt forwards it, save that a proxy of
+    a plain function passes for one only to dynamo while it traces (to inline or skip its call
+    by the markers it reads). cloudpickle (joblib, Ray, Dask) reduces whatever passes for a
+    function from its code, which would send the undecorated function: outside a trace the
+    proxy is its own type, and pickles by its ``__reduce_ex__``."""
+    cls = type(wrapped)
+    if cls is types.FunctionType and _tracing_context() is None:
+        return type(proxy)
+    return cls
 
 
 def _through(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo

@@ -33,7 +33,7 @@ from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import as_method, wrap
-from autoconvert._options._escape import compiling, opaque
+from autoconvert._options._escape import compiling, opaque, seen_class
 from autoconvert._options._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
@@ -413,7 +413,7 @@ class TorchifiedObject(StandIn):
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
-        return type(self.__wrapped__)
+        return seen_class(self, self.__wrapped__)  # a plain function's: only to dynamo
 
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
