@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import types
 from typing import Any
 
 import wrapt

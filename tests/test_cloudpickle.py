@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # A script: every decorator kind, decorated in __main__, which a worker cannot import. Each is
 # sent by cloudpickle to a fresh process, which prints what it returns there.
-_SCRIPT = '''
+_SCRIPT = """
 import pickle, subprocess, sys
 import cloudpickle, numpy as np, torch
 import autoconvert as ac
@@ -74,7 +74,7 @@ if __name__ == "__main__":
     sent = cloudpickle.dumps(CASES)
     done = subprocess.run([sys.executable, "-c", CHILD], input=sent, capture_output=True, check=True)
     print(done.stdout.decode(), end="")
-'''
+"""
 
 _DECORATED = {
     "accepts_numpy": "ndarray",
@@ -91,7 +91,9 @@ _DECORATED = {
 
 def _run(script: pathlib.Path) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(line.split(" = ") for line in done.stdout.splitlines())
 
