@@ -52,6 +52,17 @@ def bumped(x: np.ndarray) -> np.ndarray:
 def plus_one(x):
     return np.asarray(x) + 1
 
+class Tools:
+    @staticmethod
+    @ac.accepts_numpy
+    def inside(x):
+        return type(x).__name__
+
+    @ac.accepts_numpy
+    @staticmethod
+    def outside(x):
+        return type(x).__name__
+
 kind_np = ac.accepts_numpy(kind)
 CASES = {
     "accepts_numpy": (sees, torch.ones(2)),
@@ -63,6 +74,8 @@ CASES = {
     "returns_numpy": (ac.returns_numpy(lambda x: torch.as_tensor(x)), np.ones(2)),
     "adapt": (bumped, torch.ones(2)),
     "torchify": (ac.torchify(plus_one), torch.ones(2)),
+    "a staticmethod": (Tools().inside, torch.ones(2)),
+    "a staticmethod, bound": (Tools().outside, torch.ones(2)),
 }
 CHILD = (
     "import pickle, sys\\n"
@@ -86,6 +99,8 @@ _DECORATED = {
     "returns_numpy": "ndarray",
     "adapt": "Tensor",
     "torchify": "Tensor",
+    "a staticmethod": "ndarray",
+    "a staticmethod, bound": "ndarray",
 }
 
 
