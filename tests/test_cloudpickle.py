@@ -174,3 +174,12 @@ def test_a_wrapper_is_no_plain_function_outside_torch_compile() -> None:
     assert not isinstance(sites.scaled, types.FunctionType) and not inspect.isfunction(sites.scaled)
     assert inspect.signature(sites.scaled) == inspect.signature(inspect.unwrap(sites.scaled))
     assert not isinstance(ac.torchify(sites.plain), types.FunctionType)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("serializer", ["ray.cloudpickle", "distributed.protocol.pickle"])
+def test_ray_and_dask_serializers_send_it_decorated(serializer: str) -> None:
+    """Ray's copy of cloudpickle, and Dask's pickling (cloudpickle where pickle cannot)."""
+    module = pytest.importorskip(serializer)
+    restored = module.loads(module.dumps(ac.accepts_numpy(lambda x: type(x).__name__)))
+    assert restored(torch.ones(1)) == "ndarray"
