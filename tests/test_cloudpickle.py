@@ -183,3 +183,21 @@ def test_ray_and_dask_serializers_send_it_decorated(serializer: str) -> None:
     module = pytest.importorskip(serializer)
     restored = module.loads(module.dumps(ac.accepts_numpy(lambda x: type(x).__name__)))
     assert restored(torch.ones(1)) == "ndarray"
+
+
+def test_a_function_calling_a_decorated_one_is_judged_as_dynamo_sees_it() -> None:
+    """compile="auto" judges the code a decorated function reaches as dynamo will trace it:
+    a decorated function it calls is read as the function dynamo takes it for."""
+    from autoconvert._spec._callbacks import reads_numpy_alone
+
+    halved = sites.halved  # decorated, reading NumPy alone
+
+    def calls_it(x: np.ndarray) -> np.ndarray:
+        return halved(x) + 1
+
+    def calls_a_torchified_one(x: np.ndarray) -> np.ndarray:
+        return torchified(x) + 1
+
+    torchified = ac.torchify(sites.halved.__wrapped__)
+    assert reads_numpy_alone(calls_it) is None
+    assert reads_numpy_alone(calls_a_torchified_one) is None

@@ -18,7 +18,7 @@ import torch
 import wrapt
 
 from autoconvert._failures._traceback import boundary
-from autoconvert._options._escape import opaque, seen_class
+from autoconvert._options._escape import opaque, proxy_class
 from autoconvert._pickling import ByValue, by_reference, locate, resolve, unwrap
 
 from ._plan import Plan
@@ -30,9 +30,7 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
 
     _torchdynamo_disable = True  # see _Wrapper
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # a staticmethod's binding is its function (see _Wrapper)
-        return seen_class(self, self.__wrapped__)
+    __class__ = proxy_class  # type: ignore[assignment]  # a staticmethod's binding is its function (see _Wrapper)
 
     def __autoconvert_spec__(self) -> Description | None:
         return described(self._self_parent)
@@ -82,9 +80,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     _torchdynamo_disable = True
 
     # Only to dynamo: cloudpickle would otherwise reduce the wrapper as the function it wraps.
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        return seen_class(self, self.__wrapped__)
+    __class__ = proxy_class  # type: ignore[assignment]
 
     # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
     # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,17 @@ def seen_class(proxy: Any, wrapped: Any) -> type:
     if cls is types.FunctionType and _tracing_context() is None:
         return type(proxy)
     return cls
+
+
+#: The ``__class__`` of the package's proxies (wrappers, torchified objects): see seen_class.
+proxy_class = property(lambda proxy: seen_class(proxy, proxy.__wrapped__))
+
+
+def traced_as_function(value: Any) -> bool:
+    """Whether dynamo, tracing, takes ``value`` for a plain function: one, or a proxy of one."""
+    while inspect.getattr_static(type(value), "__class__", None) is proxy_class:
+        value = value.__wrapped__
+    return isinstance(value, types.FunctionType)
 
 
 def _through(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo

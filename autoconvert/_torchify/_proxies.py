@@ -33,7 +33,7 @@ from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._interpreter._wrapper import as_method, wrap
-from autoconvert._options._escape import compiling, opaque, seen_class
+from autoconvert._options._escape import compiling, opaque, proxy_class
 from autoconvert._options._options import INPUT_SIDE, OUTPUT_SIDE, policy_of
 
 #: Types that stay themselves: raised and caught, or NumPy's own value types.
@@ -411,9 +411,8 @@ class TorchifiedObject(StandIn):
         object.__setattr__(self, "_ac_class", cls)
         object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, call)
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
-        return seen_class(self, self.__wrapped__)  # a plain function's: only to dynamo
+    # isinstance(proxy, Estimator) holds, as for wrapt's proxies; a plain function's, only to dynamo
+    __class__ = proxy_class  # type: ignore[assignment]
 
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
