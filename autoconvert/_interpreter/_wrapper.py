@@ -30,7 +30,7 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
 
     _torchdynamo_disable = True  # see _Wrapper
 
-    __class__ = proxy_class  # type: ignore[assignment]  # a staticmethod's binding is its function (see _Wrapper)
+    __class__ = proxy_class  # a staticmethod's binding is its function (see _Wrapper)
 
     def __autoconvert_spec__(self) -> Description | None:
         return described(self._self_parent)
@@ -80,7 +80,7 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ig
     _torchdynamo_disable = True
 
     # Only to dynamo: cloudpickle would otherwise reduce the wrapper as the function it wraps.
-    __class__ = proxy_class  # type: ignore[assignment]
+    __class__ = proxy_class
 
     # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
     # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).

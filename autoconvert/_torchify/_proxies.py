@@ -412,7 +412,7 @@ class TorchifiedObject(StandIn):
         object.__setattr__(self, "_ac_bound", {})  # callables stored on the object: name -> (value, call)
 
     # isinstance(proxy, Estimator) holds, as for wrapt's proxies; a plain function's, only to dynamo
-    __class__ = proxy_class  # type: ignore[assignment]
+    __class__ = proxy_class
 
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
