@@ -12,7 +12,6 @@ results go where the caller's tensors live).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
@@ -34,6 +33,7 @@ from autoconvert._interpreter._call import Begin, ConvertIn, Finish, Runner, Ste
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._options._config import Config
+from autoconvert._options._escape import passes_for_function
 from autoconvert._options._observe import Watching
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
 from autoconvert._options._signature import Given, function_name
@@ -441,7 +441,7 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
         if isinstance(target, type):
             for name, member in list(vars(target).items()):
                 public = not name.startswith("_") or name == "__call__"  # transforms are called
-                if public and (inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))):
+                if public and (passes_for_function(member) or isinstance(member, (classmethod, staticmethod))):
                     setattr(target, name, apply(member))
             return target
         if is_wrapper(target):

@@ -46,8 +46,9 @@ def seen_class(proxy: Any, wrapped: Any) -> type:
 proxy_class = property(lambda proxy: seen_class(proxy, proxy.__wrapped__))
 
 
-def traced_as_function(value: Any) -> bool:
-    """Whether dynamo, tracing, takes ``value`` for a plain function: one, or a proxy of one."""
+def passes_for_function(value: Any) -> bool:
+    """Whether ``value`` is a plain function, or a proxy of one, which dynamo takes for it: what
+    the package's own checks ask of a decorated function (``isinstance`` answers for pickling)."""
     while inspect.getattr_static(type(value), "__class__", None) is proxy_class:
         value = value.__wrapped__
     return isinstance(value, types.FunctionType)
