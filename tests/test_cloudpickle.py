@@ -201,3 +201,15 @@ def test_a_function_calling_a_decorated_one_is_judged_as_dynamo_sees_it() -> Non
     torchified = ac.torchify(sites.halved.__wrapped__)
     assert reads_numpy_alone(calls_it) is None
     assert reads_numpy_alone(calls_a_torchified_one) is None
+
+
+def test_a_torchified_objects_decorated_method_is_called_as_a_callable_it_holds() -> None:
+    """A class's decorated method (no plain function) is called through, not re-planned (which
+    failed an internal assertion)."""
+
+    class Holder:
+        @ac.accepts_numpy
+        def kind(self, x: np.ndarray) -> str:
+            return type(x).__name__
+
+    assert ac.torchify(Holder)().kind(torch.ones(1)) == "ndarray"
