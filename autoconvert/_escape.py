@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,33 @@ compiling = torch.compiler.is_dynamo_compiling
 # the graph instead of the NumPy body. Asked once per op call, never on the decorators' path.
 tracing = torch.compiler.is_compiling
 _opaque_call: Callable[..., Any] | None = None
+# Set while dynamo builds a graph (its frames' analysis included), in every torch: the
+# thread's TracingContext.
+_tracing_context = torch._guards.TracingContext.try_get
+
+
+def seen_class(proxy: Any, wrapped: Any) -> type:
+    """A proxy's ``__class__``: its wrapped object's, as wrapt forwards it, save that a proxy of
+    a plain function passes for one only to dynamo while it traces (to inline or skip its call
+    by the markers it reads). cloudpickle (joblib, Ray, Dask) reduces whatever passes for a
+    function from its code, which would send the undecorated function: outside a trace the
+    proxy is its own type, and pickles by its ``__reduce_ex__``."""
+    cls = type(wrapped)
+    if cls is types.FunctionType and _tracing_context() is None:
+        return type(proxy)
+    return cls
+
+
+#: The ``__class__`` of the package's proxies (wrappers, torchified objects): see seen_class.
+proxy_class = property(lambda proxy: seen_class(proxy, proxy.__wrapped__))
+
+
+def passes_for_function(value: Any) -> bool:
+    """Whether ``value`` is a plain function, or a proxy of one, which dynamo takes for it: what
+    the package's own checks ask of a decorated function (``isinstance`` answers for pickling)."""
+    while inspect.getattr_static(type(value), "__class__", None) is proxy_class:
+        value = value.__wrapped__
+    return isinstance(value, types.FunctionType)
 
 
 def _through(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo

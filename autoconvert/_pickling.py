@@ -13,6 +13,8 @@ import importlib
 import sys
 from typing import Any
 
+import wrapt
+
 #: How many ``__wrapped__`` links a module attribute may sit above the function it wraps.
 _MAX_HOPS = 8
 
@@ -101,6 +103,20 @@ class Exported:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return resolve, self._where
+
+
+class ByValue(wrapt.ObjectProxy):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
+    """A plain function in a recipe, which pickle sends by ``reduced`` (a reference) and cloudpickle
+    by value: it passes for the function (wrapt forwards ``__class__``), so cloudpickle (joblib,
+    Ray, Dask) sends it as it sends a function of a script, a lambda or a nested function, which
+    its workers cannot import."""
+
+    def __init__(self, fn: Any, reduced: tuple[Any, ...]) -> None:
+        super().__init__(fn)
+        self._self_reduced = reduced
+
+    def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
+        return self._self_reduced
 
 
 def unwrap(holder: Any, hops: int) -> Any:

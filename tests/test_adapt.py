@@ -399,6 +399,12 @@ class TestPlaces:
         with pytest.raises(TypeError, match="already decorated by autoconvert"):
             ac.adapt(ac.accepts_numpy(_first))
 
+        class Holding:  # a class's decorated method, though it is no FunctionType (pickling)
+            first = ac.accepts_numpy(_first)
+
+        with pytest.raises(TypeError, match="already decorated by autoconvert"):
+            ac.adapt(Holding)
+
     def test_other_decorators_stack_on_top(self) -> None:
         """accepts_numpy over adapt: the arrays it hands are what adapt then sees."""
         stacked = ac.returns_tensor(ac.accepts_numpy(ac.adapt(_first)))

@@ -69,8 +69,12 @@ def test_function_converts_all_arguments() -> None:
 
 
 def test_wrapping_is_transparent_to_isinstance_and_introspection() -> None:
-    assert callable(sites.scaled) and inspect.isfunction(sites.scaled)
-    assert sites.scaled.__wrapped__.__name__ == "scaled"
+    """A routine named and signed as its function, of its function's class, save that a wrapper
+    of a plain function is none (FunctionType) but to torch.compile: cloudpickle would send it as
+    the undecorated function (see test_cloudpickle)."""
+    assert callable(sites.scaled) and inspect.isroutine(sites.scaled) and not inspect.isfunction(sites.scaled)
+    assert sites.scaled.__wrapped__.__name__ == "scaled" and sites.scaled.__name__ == "scaled"
+    assert isinstance(sites.negated, np.ufunc)
 
 
 def test_annotations_and_type_hints_are_the_wrapped_functions() -> None:

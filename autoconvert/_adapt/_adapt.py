@@ -12,7 +12,6 @@ results go where the caller's tensors live).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
@@ -29,6 +28,7 @@ from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
+from autoconvert._escape import passes_for_function
 from autoconvert._interpreter._after import ContainerChanges, WriteBack
 from autoconvert._interpreter._call import Begin, ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
@@ -441,7 +441,7 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
         if isinstance(target, type):
             for name, member in list(vars(target).items()):
                 public = not name.startswith("_") or name == "__call__"  # transforms are called
-                if public and (inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))):
+                if public and (passes_for_function(member) or isinstance(member, (classmethod, staticmethod))):
                     setattr(target, name, apply(member))
             return target
         if is_wrapper(target):

@@ -17,9 +17,9 @@ from typing import Any, cast
 import torch
 import wrapt
 
-from autoconvert._escape import opaque
+from autoconvert._escape import opaque, proxy_class
 from autoconvert._failures._traceback import boundary
-from autoconvert._pickling import by_reference, locate, resolve, unwrap
+from autoconvert._pickling import ByValue, by_reference, locate, resolve, unwrap
 
 from ._plan import Plan
 from ._routes import Description, described
@@ -29,6 +29,8 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
     """A decorated method bound to an instance or class; pickles like a bound method."""
 
     _torchdynamo_disable = True  # see Wrapper
+
+    __class__ = proxy_class  # a staticmethod's binding is its function (see _Wrapper)
 
     def __autoconvert_spec__(self) -> Description | None:
         return described(self._self_parent)
@@ -77,6 +79,9 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ign
     # break); the Runner's call closure keeps the frames it then runs out of dynamo's reach.
     _torchdynamo_disable = True
 
+    # Only to dynamo: cloudpickle would otherwise reduce the wrapper as the function it wraps.
+    __class__ = proxy_class
+
     # Set by wrap. Not an annotation: any annotation in the class body puts ``__annotations__``
     # in the class dict, shadowing wrapt's forwarding of the wrapped function's (get_type_hints).
     _self_plan = cast("Plan", None)
@@ -119,10 +124,21 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ign
         # functions: multiprocessing spawn, DataLoader workers); otherwise rebuilt from the
         # wrapped callable and the options. A ufunc has no __module__ (NumPy 2.5), so the
         # wrapper, which forwards it, has none either: then only the recipe can serve.
-        reference = by_reference(self, (getattr(self.__wrapped__, "__module__", None),))
-        if reference is not None:
+        wrapped = self.__wrapped__
+        module = getattr(wrapped, "__module__", None)
+        reference = by_reference(self, (module,))
+        recipe = (self._self_plan.sides, self._self_plan.remade())
+        if type(wrapped) is not types.FunctionType:
+            return reference or (_rebuild, (*locate(wrapped), *recipe))
+        if reference is not None and module != "__main__":
             return reference
-        return _rebuild, (*locate(self.__wrapped__), self._self_plan.sides, self._self_plan.remade())
+        # A plain function, where cloudpickle (joblib, Ray, Dask) cannot send this wrapper by
+        # reference: it sends the function by value, pickle as before (see ByValue). A script's
+        # wrapper, multiprocessing's children find by its name: pickle sends that reference.
+        if reference is not None:
+            named = (resolve, ("__main__", reference)) if isinstance(reference, str) else reference
+            return _script_wrapper, (ByValue(wrapped, named), *recipe)
+        return _rebuild, (ByValue(wrapped, (unwrap, locate(wrapped))), 0, *recipe)
 
     # copy treats functions as atomic, and so a wrapper of one: a deepcopy of an object holding
     # decorated functions (an nn.Module for an EMA, a dataset's transforms) keeps them. A
@@ -240,6 +256,12 @@ def as_method(wrapper: Wrapper) -> Callable[..., Any]:
 def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan] = Plan) -> Wrapper:
     wrapped = unwrap(holder, hops)
     return wrap(wrapped, kind(wrapped, sides))
+
+
+def _script_wrapper(found: Any, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan]) -> Wrapper:
+    """A script's wrapper: itself where pickle sent its reference, rebuilt around the function
+    cloudpickle sent by value."""
+    return found if isinstance(found, Wrapper) else wrap(found, kind(found, sides))
 
 
 def is_wrapper(obj: object) -> bool:

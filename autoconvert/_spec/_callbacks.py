@@ -32,6 +32,7 @@ from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
 from autoconvert._errors import LeafError
+from autoconvert._escape import passes_for_function
 
 from ._signature import function_name
 
@@ -355,7 +356,7 @@ def reads_numpy_alone(function: Any) -> str | None:
     traced = _numpy_traced()
     if traced is None:
         return "this torch has no NumPy tracing (torch._numpy)"
-    if not isinstance(function, types.FunctionType):
+    if not passes_for_function(function):
         # dynamo meets the wrapper of a ufunc or a builtin as an object, whose call it does not
         # inline: NumPy's own functions trace when called from a Python function decorated.
         if _is_numpy(function):
@@ -412,7 +413,7 @@ def _traced_value(
         if isinstance(value, types.ModuleType) or getattr(traced, getattr(value, "__name__", ""), None) is not None:
             return None
         return f"its code reads {name}, which torch's NumPy tracing does not have"
-    if isinstance(value, types.FunctionType):
+    if passes_for_function(value):  # a decorated function too: dynamo inlines it where it can (see _trace)
         return _numpy_alone(value, traced, seen)
     what = f"module {value.__name__}" if isinstance(value, types.ModuleType) else type(value).__name__
     return f"its code reads {name} ({what}), not NumPy"

@@ -30,7 +30,7 @@ from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._tree import Leaf, Mapper, StandIn
 from autoconvert._decorators._decorators import for_library, inputs_of, outputs_of, replanned, wrap_pair
 from autoconvert._decorators._plain import TensorOptions, to_numpy, to_tensor
-from autoconvert._escape import compiling, opaque
+from autoconvert._escape import compiling, opaque, proxy_class
 from autoconvert._failures._guards import guarded
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
@@ -418,9 +418,8 @@ class TorchifiedObject(StandIn):
         object.__setattr__(self, "_self_class", cls)
         object.__setattr__(self, "_self_bound", {})  # callables stored on the object: name -> (value, call)
 
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # isinstance(proxy, Estimator) holds, as for wrapt's proxies
-        return type(self.__wrapped__)
+    # isinstance(proxy, Estimator) holds, as for wrapt's proxies; a plain function's, only to dynamo
+    __class__ = proxy_class
 
     def __getattr__(self, name: str) -> Any:
         if name == "__wrapped__":  # asked before __init__ set it (torch.compile's frame hook does)
