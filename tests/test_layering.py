@@ -112,6 +112,7 @@ ORDER = [
     "_batched._batched",
     "_torchify._proxies",
     "_torchify._building",
+    "_torchify._leaving",
     "_torchify._native",
     "_torchify._cupy_call",
     "_torchify._cupy",

@@ -384,34 +384,6 @@ def _estimators() -> list[tuple[str, str, dict[str, Any], str]]:
 
 
 @in_dispatch
-# scikit-learn's LogisticRegression reads a float of X first (torch 2.13 warns of requires_grad).
-@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning")
-@pytest.mark.parametrize(
-    ("name", "method"),
-    [("LogisticRegression", "LogisticRegression.fit"), ("PoissonRegressor", "_GeneralizedLinearRegressor.fit")],
-)
-def test_an_estimator_whose_torch_path_calls_numpy_refuses_a_tensor_that_requires_grad(name: str, method: str) -> None:
-    """scikit-learn's torch path for some estimators hands the tensors to SciPy's NumPy
-    optimizers itself: a tensor that requires grad is refused with GradientError naming the
-    argument and the fixes, where torch's own RuntimeError came through; detached, it fits."""
-    import sklearn.linear_model
-
-    x, y = _data()
-    target = y if name == "LogisticRegression" else y.double() + 1.0
-    estimator = getattr(ac.torchify(sklearn.linear_model), name)()
-    with pytest.raises(ac.GradientError) as info:
-        estimator.fit(x.clone().requires_grad_(), target)
-    assert str(info.value) == (
-        f"{method}(): argument X requires grad, and scikit-learn's own torch path for this call hands its tensors "
-        "to NumPy, which takes no gradient. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
-        "layout=torch.strided, device=cpu). Fix: pass it without requires_grad (.detach()), or torchify with "
-        "native=False, which converts and detaches it with a GradientWarning."
-    )
-    assert estimator.fit(x, target) is estimator
-    assert isinstance(estimator.predict(x), torch.Tensor)
-
-
-@in_dispatch
 @pytest.mark.parametrize(("module", "name", "parameters", "method"), _estimators())
 def test_an_estimator_declaring_array_api_support_runs_natively(
     module: str, name: str, parameters: dict[str, Any], method: str
@@ -494,6 +466,105 @@ def test_gradients_flow_through_native_estimators_where_scikit_learn_s_code_allo
     )
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         decomposition.PCA(2).fit_transform(x).sum().backward()
+
+
+def _leaving_fit(name: str, grad: str | None, block: str | None) -> tuple[Any, torch.Tensor, list[str]]:
+    """``name`` (an estimator whose torch path hands its tensors to SciPy's NumPy optimizers)
+    fitted natively on an X that requires grad, torchified with ``grad`` (None: not given),
+    in a ``config(grad=block)`` block (None: none): the estimator, X, and the GradientWarnings."""
+    import sklearn.linear_model
+
+    x, y = _data()
+    x = x.clone().requires_grad_()
+    target = y if name == "LogisticRegression" else y.double() + 1.0
+    options = {} if grad is None else {"grad": grad}
+    estimator = getattr(ac.torchify(sklearn.linear_model, **options), name)()
+    with warnings.catch_warnings(record=True) as caught, ac.config(**({} if block is None else {"grad": block})):
+        warnings.simplefilter("always", ac.GradientWarning)
+        assert estimator.fit(x, target) is estimator
+    return estimator, x, [str(w.message) for w in caught if w.category is ac.GradientWarning]
+
+
+#: scikit-learn's lbfgs reads a float of X first, which torch warns of where X requires grad.
+_SCALAR_READ = "ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning"
+_FIT = {"LogisticRegression": "LogisticRegression.fit", "PoissonRegressor": "_GeneralizedLinearRegressor.fit"}
+_LEAVES = (
+    "requires grad, and scikit-learn's own torch path for this call hands it to NumPy, which cannot pass gradients back"
+)
+
+
+@in_dispatch
+@pytest.mark.filterwarnings(_SCALAR_READ)
+@pytest.mark.parametrize("name", sorted(_FIT))
+def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_with_a_gradient_warning(name: str) -> None:
+    """scikit-learn's torch path for some estimators hands the tensors to SciPy's NumPy
+    optimizers itself, where torch refuses one that requires grad: by default it is detached
+    there with a GradientWarning naming the argument, as the converting call does, and the
+    estimator fits; what scikit-learn computes in torch afterwards keeps its gradient."""
+    estimator, x, said = _leaving_fit(name, None, None)
+    assert said == [
+        f"{_FIT[name]}(): argument X {_LEAVES}: it was detached, so no gradient flows through this call. To keep "
+        f"the gradient, compute {_FIT[name]} with torch operations: scikit-learn's own torch path for it leaves "
+        "torch. To silence this, pass grad='detach' (in the ac.torchify(..., grad='detach') call that made it, or "
+        "a with ac.config(grad='detach'): block around the call; grad='error' forbids it), or call under "
+        "torch.no_grad()"
+    ]
+    assert not any(t.requires_grad for t in vars(estimator.__wrapped__).values() if isinstance(t, torch.Tensor))
+    with warnings.catch_warnings():  # fitted again: detached as before, said once per function
+        warnings.simplefilter("error", ac.GradientWarning)
+        assert estimator.fit(x, estimator.predict(x.detach())) is estimator
+    scores = estimator.predict(x) if name == "PoissonRegressor" else estimator.predict_proba(x)[:, 1]
+    scores.sum().backward()
+    assert x.grad is not None and bool(x.grad.abs().sum() > 0)
+
+
+@in_dispatch
+@pytest.mark.filterwarnings(_SCALAR_READ)
+@pytest.mark.parametrize(("grad", "block"), [("error", None), (None, "error"), ("error", "detach")])
+def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_error(
+    grad: str | None, block: str | None
+) -> None:
+    """``grad="error"``, given to torchify or by a config block, raises GradientError naming
+    the argument and the fixes where scikit-learn's torch path hands a tensor that requires
+    grad to NumPy; one given to torchify wins over a block's."""
+    with pytest.raises(ac.GradientError) as info:
+        _leaving_fit("LogisticRegression", grad, block)
+    site = (
+        "where grad='error' was given, so a config block cannot change it"
+        if grad
+        else "or a with ac.config(grad='detach'): block around the call"
+    )
+    assert str(info.value) == (
+        f"LogisticRegression.fit(): argument X {_LEAVES}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
+        "layout=torch.strided, device=cpu). Fix: pass X.detach(), call under torch.no_grad(), or allow it detached "
+        f"with grad='detach' (in the ac.torchify(..., grad='detach') call that made it, {site}; grad='warn' says so "
+        "once); to keep the gradient, compute LogisticRegression.fit with torch operations: scikit-learn's own "
+        "torch path for it leaves torch."
+    )
+
+
+@in_dispatch
+@pytest.mark.filterwarnings(_SCALAR_READ)
+@pytest.mark.parametrize(("grad", "block"), [("detach", None), (None, "detach")])
+def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_silently_under_grad_detach(
+    grad: str | None, block: str | None
+) -> None:
+    """``grad="detach"`` (torchify's or a block's) detaches them without a word."""
+    estimator, _, said = _leaving_fit("PoissonRegressor", grad, block)
+    assert said == [] and estimator.coef_.shape == (4,)
+
+
+@in_dispatch
+def test_a_native_estimator_keeping_its_gradient_is_not_detached() -> None:
+    """Where scikit-learn's torch code keeps the gradient through ``fit`` (a ridge by SVD), the
+    tensors are not detached up front: the fitted coefficients carry it, with no warning."""
+    import sklearn.linear_model
+
+    x, y = _data()
+    x = x.clone().requires_grad_()
+    ridge = ac.torchify(sklearn.linear_model).Ridge(solver="svd").fit(x, y.double())
+    ridge.coef_.sum().backward()
+    assert x.grad is not None and bool(x.grad.abs().sum() > 0)
 
 
 @in_dispatch

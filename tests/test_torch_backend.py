@@ -528,35 +528,71 @@ def test_a_callback_is_judged_torch_code_by_the_names_it_loads(shape: str, use: 
     np.testing.assert_allclose(result.numpy(), expected)
 
 
-def _swapped_in_torch(x: Any) -> Any:
-    return torch.stack([x[1], x[0]])  # items of an array: "but got numpy.float64"
+def _offset(x: Any) -> Any:
+    return (x - 1.5) ** 2
 
 
-def _doubled_in_torch(x: Any) -> Any:
-    return torch.cat([x, x])[:2] + torch.cat([x, x])[2:]  # arrays: "but got numpy.ndarray"
+#: torch code refusing NumPy values, in each family of torch's wordings (reached through a
+#: helper function, so the callables' rule sees no torch in the objective).
+_REFUSALS = {
+    "torch.stack (NumPy scalars)": lambda x: torch.stack([x[1], x[0]]),
+    "torch.cat": lambda x: torch.cat([x, x])[:2],
+    "torch.einsum": lambda x: torch.einsum("i->i", x),
+    "torch.where": lambda x: torch.where(x > 0, x, -x),
+    "torch.clamp": lambda x: torch.clamp(x, -1, 1),
+    "torch.add": lambda x: torch.add(x, 1.0),
+    "Tensor.sub": lambda x: torch.zeros(2, dtype=torch.float64).sub(x),
+    "torch.exp (a NumPy scalar)": lambda x: torch.exp(x[0]) * x,
+    "the @ operator": lambda x: x @ torch.eye(2, dtype=torch.float64),
+}
 
 
-@pytest.mark.parametrize("torch_part", [_swapped_in_torch, _doubled_in_torch], ids=["stack", "cat"])
-def test_torch_refusing_arrays_in_a_list_gets_the_note_naming_callbacks(torch_part: Any) -> None:
-    """``torch.stack`` and ``torch.cat`` refuse NumPy values in their own words ("expected Tensor
-    as element 0 in argument 0, but got numpy.float64"): an objective whose torch code the
-    callables' rule does not see, handed arrays, gets the note naming callbacks=True from them
-    too, and runs with it."""
+def _torch_gradient(x: Any, refusal: str) -> Any:
+    return 2 * (x - 1.5) + 0 * _REFUSALS[refusal](x)
+
+
+@pytest.mark.parametrize("refusal", list(_REFUSALS))
+def test_torch_refusing_numpy_values_in_any_wording_gets_the_note_naming_callbacks(refusal: str) -> None:
+    """An objective whose torch code sits in helpers (``jac=True``) is handed arrays, and torch
+    refuses them in one of its wordings (torch.stack's "expected Tensor as element 0 ..., but
+    got numpy.float64", "must be Tensor, not numpy.ndarray", "invalid combination of arguments
+    - got (numpy.ndarray, ...)", an operator's): each gets the note naming callbacks=True, and
+    callbacks=True hands the objective tensors."""
     import scipy.optimize
 
     def objective(x: Any) -> Any:
-        return ((x - 1.5) ** 2).sum(), 2 * (x - 1.5) + torch_part(x) - torch_part(x)
+        return _offset(x).sum(), _torch_gradient(x, refusal)
 
-    start = torch.tensor([0.0, 0.3], dtype=torch.float64)
+    x0 = torch.zeros(2, dtype=torch.float64)
     with pytest.raises(TypeError) as info:
-        ac.torchify(scipy.optimize).minimize(objective, start, jac=True)
+        ac.torchify(scipy.optimize).minimize(objective, x0, jac=True)
     assert info.value.__notes__ == [
-        "autoconvert: minimize(): argument fun is a callable, handed NumPy arrays when the function "
-        "calls it; if it is written in torch, pass callbacks=True to hand it tensors (in the ac.torchify(..., "
-        "callbacks=True) call that made it, or a with ac.config(callbacks=True): block around the call)"
+        "autoconvert: minimize(): argument fun is a callable, handed NumPy arrays when the function calls it; if "
+        "it is written in torch, pass callbacks=True to hand it tensors (in the ac.torchify(..., callbacks=True) "
+        "call that made it, or a with ac.config(callbacks=True): block around the call)"
     ]
-    result = ac.torchify(scipy.optimize, callbacks=True).minimize(objective, start, jac=True)
-    assert torch.allclose(result.x, torch.full((2,), 1.5, dtype=torch.float64))
+    found = ac.torchify(scipy.optimize, callbacks=True).minimize(objective, x0, jac=True)
+    torch.testing.assert_close(found.x, torch.full((2,), 1.5, dtype=torch.float64))
+
+
+def test_the_note_names_the_callable_torch_refused_in_and_none_for_other_type_errors() -> None:
+    """Where several callables are given, the note names the one whose code raised (the
+    traceback's), not the first; a TypeError of a callable's own that is no refusal of NumPy
+    values by torch gets no note."""
+    import scipy.optimize
+
+    optimize, x0 = ac.torchify(scipy.optimize), torch.zeros(2, dtype=torch.float64)
+    with pytest.raises(TypeError) as info:
+        optimize.minimize(lambda x: _offset(x).sum(), x0, jac=lambda x: _torch_gradient(x, "torch.cat"))
+    assert info.value.__notes__ == [
+        "autoconvert: minimize(): argument jac is a callable, handed NumPy arrays when the function calls it; if "
+        "it is written in torch, pass callbacks=True to hand it tensors (in the ac.torchify(..., callbacks=True) "
+        "call that made it, or a with ac.config(callbacks=True): block around the call)"
+    ]
+    with pytest.raises(TypeError) as unhashable:
+        optimize.minimize(lambda x: {x: 1.0}[x], x0)
+    assert str(unhashable.value) == "unhashable type: 'numpy.ndarray'"
+    assert not hasattr(unhashable.value, "__notes__")
 
 
 def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:

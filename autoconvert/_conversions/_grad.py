@@ -12,6 +12,9 @@ from autoconvert._errors import GradientError, GradientWarning, LeafError
 
 from ._describe import describe_tensor, warn_at_caller
 
+#: Why a tensor that requires grad loses its gradient, unless the policy is told another reason.
+_NUMPY = "NumPy code cannot pass gradients back"
+
 
 def requires_grad(value: object) -> bool:
     """Whether ``value`` is a tensor that requires grad (a predicate for argument walks)."""
@@ -21,11 +24,15 @@ def requires_grad(value: object) -> bool:
 class GradPolicy:
     """What to do with a tensor that requires grad (``grad=``), and whether it was said yet."""
 
-    __slots__ = ("fixes", "function", "mode", "unsaid", "warned")
+    __slots__ = ("fixes", "function", "mode", "unsaid", "warned", "why")
 
-    def __init__(self, mode: str, function: str, fixes: Callable[[], GradFixes] | None = None) -> None:
+    def __init__(
+        self, mode: str, function: str, fixes: Callable[[], GradFixes] | None = None, why: str = _NUMPY
+    ) -> None:
         self.mode = mode
         self.function = function
+        #: Why the gradient cannot pass, in words (the native route's library leaving torch).
+        self.why = why
         #: What keeps the gradient, and where the ``grad=`` option goes, asked when the warning
         #: is issued: torchify learns after the plan is made whether its library has a torch path.
         #: None: to_numpy()'s.
@@ -42,7 +49,7 @@ class GradPolicy:
                 fixes = self._fixes()
                 raise LeafError(
                     GradientError,
-                    "requires grad, and NumPy code cannot pass gradients back",
+                    f"requires grad, and {self.why}",
                     describe_tensor(t),
                     "pass {path}.detach(), call under torch.no_grad(), or allow it detached with grad='detach' "
                     f"(in {fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {fixes.keep}",
@@ -62,8 +69,8 @@ class GradPolicy:
         where = f"argument {' or '.join(paths)}" if paths else "an argument"
         fixes = self._fixes()
         warn_at_caller(
-            f"{self.function}: {where} requires grad, and NumPy code cannot pass gradients back: it was "
-            f"detached, so no gradient flows through this call. To keep the gradient, {fixes.keep}. To silence "
+            f"{self.function}: {where} requires grad, and {self.why}: it was detached, so no gradient flows "
+            f"through this call. To keep the gradient, {fixes.keep}. To silence "
             f"this, pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it), or call under "
             "torch.no_grad()",
             GradientWarning,

@@ -9,6 +9,8 @@ float16 tensor or a callable handed arrays is the likely cause.
 from __future__ import annotations
 
 import dis
+import functools
+import inspect
 import re
 import types
 from collections.abc import Callable
@@ -300,35 +302,57 @@ def hints(
     return hints
 
 
-#: How torch refuses an array where it wants a tensor (torch.stack and torch.cat: "expected
-#: Tensor as element 0 in argument 0, but got numpy.float64"), or NumPy a torch dtype.
-_MIXED = (
-    "not numpy.ndarray",
-    "(numpy.ndarray,",
-    "'numpy.ndarray' and 'Tensor'",
-    "but got numpy.",
-    "<class 'torch.dtype'>",
-)
+#: How torch refuses a NumPy value where it wants a tensor, in every torch's wordings: each names
+#: the value's type (``numpy.ndarray``, a NumPy scalar's ``numpy.float64``) and the ``Tensor`` it
+#: wanted ("must be Tensor, not numpy.ndarray", torch.stack's and torch.cat's "expected Tensor as
+#: element 0 in argument 0, but got numpy.float64", "invalid combination of arguments - got
+#: (Tensor, numpy.ndarray)", "'numpy.ndarray' and 'Tensor'"); or NumPy a torch dtype.
+_REFUSED_NUMPY = re.compile(r"\bTensor\b.*\bnumpy\.\w+|\bnumpy\.\w+.*\bTensor\b|<class 'torch\.dtype'>", re.DOTALL)
 
 
-def arrays_met_torch(text: str) -> bool:
-    return any(words in text for words in _MIXED)
-
-
-def callback_hints(inputs: NumpyInputs, given: Given, site: Callable[[str], str]) -> list[str]:
-    """The function passed its callable arguments arrays, and torch code refused one: such a
-    callable (a statistic, an objective) is likely written in torch, and wants tensors."""
+def callback_hints(error: BaseException, inputs: NumpyInputs, given: Given, site: Callable[[str], str]) -> list[str]:
+    """The function passed its callable arguments arrays, and torch code in one refused them
+    (``error``, in torch's words): such a callable (a statistic, an objective) is likely written
+    in torch, and wants tensors. The callable named is the one the error was raised in, as the
+    traceback shows; where none of them shows there (a builtin's frames do not), the first
+    builtin one."""
+    if not isinstance(error, TypeError) or not _REFUSED_NUMPY.search(str(error)):
+        return []
     args, kwargs, instance = given
     offset = inputs.params.offset(instance)
     named = [(inputs.params.positional_name(i, offset), a) for i, a in enumerate(args)]
     named += [(inputs.params.keyword_name(k), v) for k, v in kwargs.items()]
-    callables = [path for path, v in named if callable(v) and not isinstance(v, (type, torch.Tensor, np.ndarray))]
-    if not callables:
+    codes: dict[types.CodeType | None, str] = {}
+    for name, v in named:
+        if callable(v) and not isinstance(v, (type, torch.Tensor, np.ndarray)):
+            codes.setdefault(_code_of(v), name)
+    traceback, raised_in = error.__traceback__, None
+    while traceback is not None and raised_in is None:
+        raised_in = codes.get(traceback.tb_frame.f_code)
+        traceback = traceback.tb_next
+    if raised_in is None:  # raised in none of them: in one whose frames do not show, if any
+        raised_in = codes.get(None)
+    if raised_in is None:
         return []
     return [
-        f"argument {callables[0]} is a callable, handed NumPy arrays when the function calls it; if it is "
+        f"argument {raised_in} is a callable, handed NumPy arrays when the function calls it; if it is "
         f"written in torch, pass callbacks=True to hand it tensors (in {site('callbacks=True')})"
     ]
+
+
+def _code_of(fn: Any) -> types.CodeType | None:
+    """The code object whose frames run when ``fn`` is called (None: a builtin's, a C type's):
+    a function's, a bound method's, a partial's function's, a callable object's ``__call__``'s."""
+    for _ in range(8):  # partials of bound methods of callable objects ...
+        if isinstance(fn, types.FunctionType):
+            return fn.__code__
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif isinstance(fn, functools.partial):
+            fn = fn.func
+        else:
+            fn = inspect.getattr_static(type(fn), "__call__", None)
+    return None
 
 
 def writable_fixes(site: Callable[[str], str]) -> str:

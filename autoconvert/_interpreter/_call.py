@@ -13,7 +13,7 @@ from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, st
 from autoconvert._conversions._writeback import handed_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
-from autoconvert._failures._failures import arrays_met_torch, callback_hints, hints, read_only_error, refused_by
+from autoconvert._failures._failures import callback_hints, hints, read_only_error, refused_by
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
@@ -308,8 +308,8 @@ class Runner:
             notes = (
                 hints(error, inputs, tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []
             )
-            if isinstance(error, TypeError) and not inputs.policy.callbacks and arrays_met_torch(str(error)):
-                notes += callback_hints(inputs, given, site)
+            if not inputs.policy.callbacks:
+                notes += callback_hints(error, inputs, given, site)
         except RecursionError:
             return
         for note in notes:

@@ -34,13 +34,13 @@ import torch
 
 from autoconvert._adapters._adapter import Adapter, WritesArguments
 from autoconvert._adapters._table import adapter_for
-from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._tree import Mapper
-from autoconvert._errors import ConversionError, GradientError, LeafError, message
+from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
 from autoconvert._spec._signature import function_name
 
+from ._leaving import Leaving
 from ._proxies import TorchifiedClass, TorchifiedObject, becomes_proxy, device_of, home, proxy, torchified_function
 
 _NO_TENSOR = Declined("the call", "has no tensor", "no tensor", "", counted=False)
@@ -79,6 +79,8 @@ class NativeRoute(Route):
 
     name = "native"
     label = "native torch path"
+    #: Whether ``fn`` is a class's function, called with the object first.
+    method = False
 
     def __init__(
         self,
@@ -86,14 +88,18 @@ class NativeRoute(Route):
         objects: NativeClass | None = None,
         writes: WritesArguments | None = None,
         writeback: bool = False,
+        *,
+        grad: str | None = None,
     ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
         torchified class's classmethod or constructor), proxies handed as their objects;
         ``writes``: which calls write into their tensors (its adapter's ``torch_writes``),
-        handed copies unless ``writeback`` lets the library write the caller's."""
+        handed copies unless ``writeback`` lets the library write the caller's; ``grad``: the
+        ``grad=`` torchify was given (None: none), for what the library hands to NumPy itself."""
         self.fn, self.objects, self.writes = fn, objects, writes
         self.guards = not writeback
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
+        self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad, method=self.method)
 
     def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         holds = False
@@ -136,16 +142,15 @@ class NativeRoute(Route):
         return False
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        try:
-            if _ASARRAY_WARNING.unspent:
-                return _ASARRAY_WARNING.caught(self._call, args, kwargs)
+        if _ASARRAY_WARNING.unspent:
+            return _ASARRAY_WARNING.caught(self._watched, args, kwargs)
+        return self._watched(args, kwargs)
+
+    def _watched(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call, grad= applied to what its library's torch code hands to NumPy (see _leaving)."""
+        if compiling():  # dynamo traces no torch function mode of ours; NumPy breaks the graph anyway
             return self._call(args, kwargs)
-        except RuntimeError as e:
-            # The library's torch code handed a tensor to NumPy itself (scikit-learn's
-            # LogisticRegression through SciPy's optimizers): torch refuses one that requires grad.
-            if not str(e).startswith(_NUMPY_OF_A_GRAD_TENSOR) or isinstance(e, ConversionError):
-                raise
-            raise self._needs_grad(args, kwargs) from None
+        return self.leaving.call(self._call, args, kwargs)
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         objects = self.objects
@@ -170,36 +175,13 @@ class NativeRoute(Route):
                 raise self._written(written, args, kwargs)
         return result if objects is None else objects.results(result, device_of(args, kwargs))
 
-    def _named(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        """The name of the argument ``value``: its parameter's where the signature says (not
-        inside ``*args`` or ``**kwargs``), else its position."""
-        given = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
-        with contextlib.suppress(TypeError, ValueError):  # no signature to read it from
-            given = {**given, **inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments}
-        return next(name for name, passed in reversed(given.items()) if passed is value)
-
-    def _needs_grad(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> GradientError:
-        """The error for a tensor that requires grad, which the library's torch path handed to
-        NumPy itself (torch refuses to)."""
-        tensor = next(
-            value for value in (*args, *kwargs.values()) if isinstance(value, torch.Tensor) and value.requires_grad
-        )
-        library = adapter_for(self.fn).name
-        return GradientError(
-            message(
-                function_name(self.fn),
-                f"argument {self._named(tensor, args, kwargs)}",
-                f"requires grad, and {library}'s own torch path for this call hands its tensors to NumPy, "
-                "which takes no gradient",
-                describe_tensor(tensor),
-                "pass it without requires_grad (.detach()), or torchify with native=False, which converts and "
-                "detaches it with a GradientWarning",
-            )
-        )
-
     def _written(self, value: torch.Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ConversionError:
         """The error for a write into the caller's tensor ``value`` no adapter foresaw."""
-        where = self._named(value, args, kwargs)
+        given = {**{str(i): v for i, v in enumerate(args)}, **kwargs}
+        # Named as its parameter where the signature says (not inside *args or **kwargs).
+        with contextlib.suppress(TypeError, ValueError):  # no signature to read it from
+            given = {**given, **inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments}
+        where = next(name for name, passed in reversed(given.items()) if passed is value)
         library = adapter_for(self.fn).name
         return ConversionError(
             message(
@@ -237,11 +219,19 @@ class NativeMethod(NativeRoute):
     ``declared``: why it is called so, in words."""
 
     strict = True
+    method = True
 
     def __init__(
-        self, fn: Any, objects: NativeClass, declared: str, writes: WritesArguments | None, writeback: bool
+        self,
+        fn: Any,
+        objects: NativeClass,
+        declared: str,
+        writes: WritesArguments | None,
+        writeback: bool,
+        *,
+        grad: str | None,
     ) -> None:
-        super().__init__(fn, objects, writes, writeback)
+        super().__init__(fn, objects, writes, writeback, grad=grad)
         self.declared = declared
 
     def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
@@ -287,8 +277,6 @@ class _AsarrayWarning:
 
 
 _ASARRAY_WARNING = _AsarrayWarning()
-#: How torch refuses ``.numpy()`` of a tensor that requires grad.
-_NUMPY_OF_A_GRAD_TENSOR = "Can't call numpy() on Tensor that requires grad"
 
 
 def _object(value: Any, ctx: Any) -> Any:
@@ -415,10 +403,13 @@ class Natively:
         self.adapter = adapter = adapter_for(cls)
         self.objects = NativeClass(cls, options, self)
         self.writeback = bool(options.get("writeback", False))
+        self.grad: str | None = options.get("grad")
         init = inspect.getattr_static(cls, "__init__")
-        self.constructing = native_route(adapter, init)
+        self.constructing = native_route(adapter, init, options)
         if isinstance(self.constructing, NativeRoute):
-            self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(cls), self.writeback)
+            self.constructing = NativeRoute(
+                cls, self.objects, adapter.torch_writes(cls), self.writeback, grad=self.grad
+            )
             self.constructor = Routed(cls, (self.constructing,), None)
 
     def function(self, name: str, value: Any, view: TorchifiedClass) -> Any:
@@ -431,7 +422,7 @@ class Natively:
             return None
         converting = torchified_function(value, self.options, home(self.cls), own=view)
         writes = self.adapter.torch_writes(value, self.cls)
-        route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.writeback)
+        route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.writeback, grad=self.grad)
         return Routed(value, (route,), converting, view=view, name=name)  # pickles as view.name
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -462,7 +453,8 @@ class Natively:
             )
         if call is not fn:
             declared += f", with {library}'s torch path switched on around this call alone"
-        return NativeMethod(call, objects, declared, self.adapter.torch_writes(fn, self.cls), self.writeback)
+        writes = self.adapter.torch_writes(fn, self.cls)
+        return NativeMethod(call, objects, declared, writes, self.writeback, grad=self.grad)
 
     def words(self) -> str:
         """How the class's objects are made, for explain."""
@@ -495,11 +487,15 @@ class Natively:
         return Natively, (self.cls, self.options, self.native)
 
 
-def native_route(adapter: Adapter, fn: Any, writeback: bool = False) -> NativeRoute | str:
+def native_route(adapter: Adapter, fn: Any, options: dict[str, Any]) -> NativeRoute | str:
     """``fn``'s route on its library's own torch path, as its adapter declares it, or why it
-    has none; ``writeback``: whether the library may write into the caller's tensors."""
+    has none; ``options``: torchify's (``writeback``: whether the library may write into the
+    caller's tensors; ``grad``)."""
     why = adapter.torch_path(fn)
-    return NativeRoute(adapter.torch_call(fn), None, adapter.torch_writes(fn), writeback) if why is None else why
+    if why is not None:
+        return why
+    writeback = bool(options.get("writeback", False))
+    return NativeRoute(adapter.torch_call(fn), None, adapter.torch_writes(fn), writeback, grad=options.get("grad"))
 
 
 def refused(adapter: Adapter, why: str, module: str, name: str) -> ValueError:

@@ -270,7 +270,7 @@ def _route(fn: Any, view: TorchifiedModule, name: str) -> tuple[Route | None, tu
     notes: tuple[str, ...] = ()
     if own["_self_native"] is not False:
         adapter = adapter_for(own["__wrapped__"])
-        native = native_route(adapter, fn, bool(own["_self_options"].get("writeback", False)))
+        native = native_route(adapter, fn, own["_self_options"])
         if not isinstance(native, str):
             return native, notes
         if own["_self_native"] is True:

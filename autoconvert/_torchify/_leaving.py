@@ -1,0 +1,166 @@
+"""The grad policy on the native route, where the library's own torch code leaves torch.
+
+A library's torch path is handed the caller's tensors as they are, so their gradient flows
+where its torch code computes (a ridge fitted with ``solver="svd"``, a fitted scaler's
+``transform``). Some of that code hands its tensors to NumPy itself (scikit-learn's
+``LogisticRegression`` and ``PoissonRegressor`` fit through SciPy's NumPy optimizers), which
+torch refuses for a tensor that requires grad ("Can't call numpy() on Tensor that requires
+grad"). Detaching every argument up front would drop the gradients the library keeps; so
+such a call, and every later call of the function holding a tensor that requires grad, runs
+under a torch function mode that watches the ways out of torch (``Tensor.numpy``,
+``__array__``, ``__dlpack__``) and applies the call's ``grad=`` there, as the converting call
+does on the way in: ``"warn"`` detaches what leaves with a ``GradientWarning`` naming the
+argument, ``"detach"`` silently, ``"error"`` raises ``GradientError``. Functions that never
+leave torch are never watched (a watched call pays a Python dispatch on each torch operation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from autoconvert._conversions._describe import describe_tensor
+from autoconvert._conversions._grad import GradFixes, GradPolicy
+from autoconvert._errors import GradientError, LeafError
+from autoconvert._options._config import active
+from autoconvert._spec._spec import in_a_block
+
+#: How torch refuses a tensor that requires grad on its way to NumPy (``numpy()``, ``__array__``,
+#: ``__dlpack__``), the same in every torch.
+_REFUSALS = ("Can't call numpy() on Tensor that requires grad", "Can't export tensors that require gradient")
+#: The ways a tensor leaves torch for NumPy: each refuses one that requires grad.
+_EXITS = frozenset({torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__dlpack__})
+
+
+class _Exits(TorchFunctionMode):
+    """Hands a tensor that requires grad, leaving torch, to ``policy`` (detached, or refused)."""
+
+    def __init__(self, policy: GradPolicy) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        if func in _EXITS and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
+            args = (self.policy.detach(args[0]), *args[1:])
+        return func(*args, **(kwargs or {}))
+
+
+class Leaving:
+    """The grad policy of a native call of ``fn`` (``function``: its name in messages;
+    ``library``: its library's name), ``grad`` given to torchify or not (None: a ``config``
+    block's, else ``"warn"``); ``method``: whether its first argument is the object a method
+    is called on."""
+
+    def __init__(self, fn: Any, function: str, library: str, grad: str | None, *, method: bool = False) -> None:
+        self.fn, self.function, self.grad, self.method = fn, function, grad, method
+        #: Whether a call has handed a tensor that requires grad to NumPy: later ones are watched.
+        self.leaves = False
+        self.policies: dict[str, GradPolicy] = {}
+        self.why = f"{library}'s own torch path for this call hands it to NumPy, which cannot pass gradients back"
+        name = function.removesuffix("()")
+        self.fixes = GradFixes(
+            f"compute {name} with torch operations: {library}'s own torch path for it leaves torch", self._site
+        )
+
+    def _site(self, assignment: str) -> str:
+        maker = f"the ac.torchify(..., {assignment}) call that made it"
+        if self.grad is None:
+            return f"{maker}, {in_a_block(assignment)}"
+        return f"{maker}, where grad={self.grad!r} was given, so a config block cannot change it"
+
+    def call(self, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``call(args, kwargs)``. Where its library's torch code hands a tensor that requires
+        grad to NumPy, which torch refuses, it is called again watched (the object a method
+        is called on given back the attributes it had), as every later call holding such a
+        tensor is: the watch costs every torch operation of the call a Python dispatch, which
+        calls that never leave torch do not pay."""
+        if self.leaves:
+            needing = _needing_grad(args, kwargs) if torch.is_grad_enabled() else []  # no_grad: torch lets them go
+            return self._watched(call, args, kwargs, needing) if needing else call(args, kwargs)
+        state = dict(vars(args[0])) if self.method and hasattr(args[0], "__dict__") else None
+        try:
+            return call(args, kwargs)
+        except RuntimeError as e:
+            needing = _needing_grad(args, kwargs) if str(e).startswith(_REFUSALS) else []
+            if not needing:
+                raise
+        self.leaves = True
+        if state is not None:
+            vars(args[0]).clear()
+            vars(args[0]).update(state)
+        return self._watched(call, args, kwargs, needing)
+
+    def _watched(
+        self,
+        call: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        needing: list[tuple[int | str, str, torch.Tensor]],
+    ) -> Any:
+        """``call(args, kwargs)`` with grad= applied where a tensor leaves torch; ``needing``:
+        the tensors among its arguments that require grad."""
+        policy = self._policy()
+        try:
+            with _Exits(policy):
+                result = call(args, kwargs)
+        except LeafError as e:
+            if e.kind is not GradientError:
+                raise
+            where, tensor = self._named(needing, args, kwargs)[0]
+            e.found = describe_tensor(tensor)
+            raise e.public(self.function, "argument", where) from None
+        if policy.unsaid is not None:
+            policy.say([where for where, _ in self._named(needing, args, kwargs)])
+        return result
+
+    def _policy(self) -> GradPolicy:
+        mode = self.grad
+        if mode is None:
+            block = active()
+            mode = "warn" if block is None else block.options.get("grad", "warn")
+        policy = self.policies.get(mode)
+        if policy is None:
+            policy = self.policies.setdefault(mode, GradPolicy(mode, self.function, lambda: self.fixes, self.why))
+        return policy
+
+    def _named(
+        self, needing: list[tuple[int | str, str, torch.Tensor]], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> list[tuple[str, torch.Tensor]]:
+        """The paths of the tensors ``needing`` grad, under their parameters' names where the
+        signature says (not inside ``*args`` or ``**kwargs``), else their positions."""
+        given: dict[int | str, Any] = dict(enumerate(args))
+        given.update(kwargs)
+        bound: dict[str, Any] = {}
+        with contextlib.suppress(TypeError, ValueError):  # no signature to read them from
+            bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
+        names = {key: next((name for name, value in bound.items() if value is given[key]), str(key)) for key in given}
+        return [(names[key] + below, tensor) for key, below, tensor in needing]
+
+
+def _needing_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int | str, str, torch.Tensor]]:
+    """The tensors that require grad among a call's arguments, as (the argument's position or
+    keyword, the path below it, the tensor): the arguments themselves, the items of lists,
+    tuples and dicts, and the tensors an object holds as attributes (a fitted estimator's)."""
+    found: list[tuple[int | str, str, torch.Tensor]] = []
+    given: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
+    for key, value in given:
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad:
+                found.append((key, "", value))
+            continue
+        kind = type(value)
+        if kind is list or kind is tuple:
+            items: Any = ((f"[{i}]", item) for i, item in enumerate(value))
+        elif kind is dict:
+            items = ((f"[{k!r}]", item) for k, item in value.items())
+        else:
+            items = ((f".{name}", item) for name, item in getattr(value, "__dict__", {}).items())
+        found += [(key, below, t) for below, t in items if isinstance(t, torch.Tensor) and t.requires_grad]
+    return found
