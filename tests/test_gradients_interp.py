@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import torch
 
 import autoconvert as ac
 from autoconvert._gradients._catalogue import builder_for, rule_for
+from tests.test_gradients import assert_rule
 
 # The op converts with copy=True: SciPy's interpn reads read-only values on another path, whose
 # last bits differ from its own on writable arrays.
@@ -25,22 +26,6 @@ COPIES = {"copy": True}
 
 def _rng(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed + sum(shape)).standard_normal(shape)
-
-
-def assert_rule(fn: Callable[..., Any], args: Sequence[Any], differentiable: Sequence[int], **kwargs: Any) -> None:
-    """``numpy_op(fn)`` gives SciPy's own values bit for bit, and passes gradcheck in the
-    arguments at the ``differentiable`` positions."""
-    op = ac.numpy_op(fn, **COPIES)
-    leaves = [torch.tensor(args[k], dtype=torch.float64, requires_grad=True) for k in differentiable]
-
-    def call(*tensors: torch.Tensor) -> torch.Tensor:
-        given = list(args)
-        for k, t in zip(differentiable, tensors, strict=True):
-            given[k] = t
-        return op(*given, **kwargs)  # type: ignore[no-any-return]
-
-    assert np.array_equal(call(*leaves).detach().numpy(), fn(*args, **kwargs), equal_nan=True)
-    assert torch.autograd.gradcheck(call, tuple(leaves))
 
 
 def _first_fast(*cases: Any) -> list[Any]:
@@ -68,7 +53,7 @@ def test_interpn_in_values_and_xi(options: dict[str, Any], grid: Any) -> None:
     zero in xi."""
     inside = options.get("bounds_error", True)
     xi = np.random.default_rng(1).random((6, 2)) * ([1.0, 1.5] if inside else [1.3, 1.8]) - (0 if inside else 0.1)
-    assert_rule(si.interpn, (grid, _rng(5, 4, 2), xi), (1, 2), **options)
+    assert_rule(si.interpn, (grid, _rng(5, 4, 2), xi), (1, 2), jvp=False, **options)
 
 
 def test_interpn_method_without_a_rule_raises_with_the_fix() -> None:
@@ -100,7 +85,7 @@ def test_griddata_in_values_and_xi(options: dict[str, Any]) -> None:
     nearest sample (zero in xi)."""
     points = POINTS * [3.0, 0.5] if options.get("rescale") else POINTS
     queries = QUERIES * [3.0, 0.5] if options.get("rescale") else QUERIES
-    assert_rule(si.griddata, (points, _rng(12, 2), queries), (1, 2), **options)
+    assert_rule(si.griddata, (points, _rng(12, 2), queries), (1, 2), jvp=False, **options)
 
 
 @pytest.mark.parametrize("method", _first_fast("cubic", "linear", "nearest"))
@@ -108,7 +93,7 @@ def test_griddata_on_a_line(method: str) -> None:
     """One-dimensional points, unsorted: SciPy's interp1d through the sorted samples."""
     points = np.random.default_rng(4).random(9)
     queries = np.array([0.2, 0.45, 0.5, 0.8, 1.4])
-    assert_rule(si.griddata, (points, _rng(9), queries), (1, 2), method=method, fill_value=0.25)
+    assert_rule(si.griddata, (points, _rng(9), queries), (1, 2), jvp=False, method=method, fill_value=0.25)
 
 
 def test_griddata_cubic_in_two_dimensions_raises_with_the_fix() -> None:
