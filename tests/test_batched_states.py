@@ -27,6 +27,7 @@ class Model:
         self.weights = np.zeros(2)
         self.memo = {"seen": 1}
         self.norm = torch.nn.BatchNorm1d(2)
+        self.lazy: np.ndarray | None = None
 
     @functools.cached_property
     def scale(self) -> float:
@@ -45,6 +46,7 @@ CHANGES: dict[str, tuple[Callable[[Model], Any], str | None]] = {
     "a memo's new key": (lambda m: m.memo.__setitem__("new", 3), None),
     "a cached_property read": (lambda m: m.scale, None),
     "an attribute built on first use": (lambda m: setattr(m, "index", np.arange(3)), None),
+    "an attribute None until first use": (lambda m: setattr(m, "lazy", np.arange(2)), None),
 }
 
 

@@ -111,9 +111,10 @@ def test_forward_mode_with_dual_tensors_outside_torch_func_uses_the_jvp_rule(nam
     with forward_ad.dual_level():
         out = forward_ad.unpack_dual(op(forward_ad.make_dual(X, torch.ones_like(X))))
     assert torch.allclose(out.primal, op(X)) and torch.allclose(out.tangent, expected)
-    without = ac.numpy_op(scipy.special.erfcx, backward=_erfcx_grad)
-    with forward_ad.dual_level(), pytest.raises(ac.GradientError, match="has no NumPy rule for it"):
-        without(forward_ad.make_dual(X, torch.ones_like(X)))
+    # An op with no jvp rule, with a backward or with none (a ufunc): the GradientError, never a None tangent.
+    for without in (ac.numpy_op(scipy.special.erfcx, backward=_erfcx_grad), ac.numpy_op(np.sin)):
+        with forward_ad.dual_level(), pytest.raises(ac.GradientError, match="has no NumPy rule for it"):
+            without(forward_ad.make_dual(X, torch.ones_like(X)))
     leaf = X.clone().requires_grad_()
     assert torch.autograd.gradcheck(op, (leaf,), check_forward_ad=True)
 
@@ -176,8 +177,8 @@ def test_without_rules_the_transforms_say_which_rule_is_missing() -> None:
     with pytest.raises(ac.GradientError) as info:
         jacfwd(reverse_only)(X)
     assert str(info.value) == (
-        "erfcx(): the numpy_op was asked for forward-mode derivatives (torch.func.jvp, jacfwd), and has no NumPy "
-        "rule for it. Found a numpy_op without jvp=. Fix: pass jvp= to autoconvert.numpy_op."
+        "erfcx(): the numpy_op was asked for forward-mode derivatives (torch.func.jvp, jacfwd, forward_ad), and has "
+        "no NumPy rule for it. Found a numpy_op without jvp=. Fix: pass jvp= to autoconvert.numpy_op."
     )
     for second in (jacrev(jacrev(reverse_only)), jacfwd(jacrev(OPS["sequential"]))):
         with pytest.raises(RuntimeError, match=r"erfcx\(\): double backward is not supported: its backward is NumPy"):

@@ -1011,3 +1011,36 @@ def test_grad_error_refuses_an_argument_a_catalogue_rule_takes_no_gradient_in(
         warnings.simplefilter("error")
         make(grad="detach")(order, z).sum().backward()  # the explicit option wins
     assert order.grad is None and z.grad is not None
+
+
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+@pytest.mark.parametrize("container", ["tuple", "list", "dict"])
+def test_a_tensor_that_requires_grad_inside_a_container_argument_is_said_dropped(grad: str, container: str) -> None:
+    """A backward gives one gradient per tensor argument: a tensor that requires grad inside a
+    list, tuple or dict argument gets none, said as a dropped gradient is (grad=), never silently."""
+    a = torch.ones(2, requires_grad=True)
+    held: Any = {"tuple": (a, torch.ones(2)), "list": [torch.ones(2), [a]], "dict": {"p": a}}[container]
+    where = {"tuple": "args[0][0]", "list": "args[0][1][0]", "dict": "args[0]['p']"}[container]
+
+    def first(p: Any, q: np.ndarray) -> np.ndarray:
+        return q * 2
+
+    op = ac.numpy_op(first, backward=lambda g, p, q, output: g * 2, grad=grad)
+    text = (
+        f"{first.__qualname__}(): argument {where} requires grad inside a container, and a numpy_op gives gradients to its tensor "
+        "arguments alone: none flows into it. Found a tensor that requires grad in a list, tuple or dict. Fix: pass "
+        "it as an argument of its own, or .detach() it; grad='detach' silences this."
+    )
+    q = torch.ones(2, requires_grad=True)
+    if grad == "error":
+        with pytest.raises(ac.GradientError) as info:
+            op(held, q)
+        assert str(info.value) == text
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        op(held, q).sum().backward()
+        op(held, q)  # said once
+    assert [str(w.message) for w in caught] == ([text] if grad == "warn" else [])
+    assert all(w.filename == __file__ for w in caught)  # at the caller's line
+    assert a.grad is None and q.grad is not None

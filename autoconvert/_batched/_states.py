@@ -6,7 +6,7 @@ parameters and buffers as the attributes they are read as), walked through dicts
 objects down to leaves kept as their values (an array's or a tensor's bytes, a list's or
 another builtin's pickle; an object whose state is no dict, as a compiled library keeps it, is
 not compared: a scikit-learn KDTree counts its queries, a generator moves as it draws). What was there must be there unchanged afterwards; what the function only
-added (a new attribute, a new key of a dict) is taken for a cache filling
+added (a new attribute, a new key of a dict, a value where there was None) is taken for a cache filling
 (``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
 object fills again on its own, and is never refused. Code is never compared: functions,
 classes, decorated functions and other wrappers, what pickles by reference.
@@ -40,6 +40,8 @@ _DICTS = (dict, collections.OrderedDict)
 
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
 _LEAF_TYPES = (type(None), bool, int, str, bytes)
+#: The leaf of ``None``: an attribute a lazy object fills on first use, so given a value is a cache filling.
+_UNSET = (type(None), None)
 
 
 class State:
@@ -70,8 +72,8 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             below: list[KeyEntry] | None = []
         elif type(was) is State:
             below = first_change(was, now[key])
-        else:
-            below = None if was is None or _leaf(now[key]) == was else []
+        else:  # nothing to compare, an attribute None until first use (Delaunay's _transform), or unchanged
+            below = None if was is None or was == _UNSET or _leaf(now[key]) == was else []
         if below is not None:
             return [MappingKey(key) if mapping or not isinstance(key, str) else GetAttrKey(key), *below]
     return None

@@ -27,13 +27,20 @@ transforming: Callable[[], int | None] = getattr(
 
 
 def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a tensor argument requires grad, or carries a forward-mode tangent inside
-    ``forward_ad.dual_level()`` (keyword ones too: bind() says why they can't)."""
-    values = (*args, *kwargs.values()) if kwargs else args
-    for value in values:
+    """Whether a tensor argument requires grad (keyword ones too: bind() says why they can't)."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(value, torch.Tensor) and value.requires_grad:
             return True
-    return _dual_level() >= 0 and any(isinstance(v, torch.Tensor) and _is_dual(v) for v in values)
+    return False
+
+
+def dual(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor argument carries a forward-mode tangent, inside
+    ``forward_ad.dual_level()``: the op's jvp rule gives the result's, or none is the
+    GradientError ``torch.func.jvp`` meets (dual tensors require no grad)."""
+    if _dual_level() < 0:
+        return False
+    return any(isinstance(v, torch.Tensor) and _is_dual(v) for v in (*args, *kwargs.values()))
 
 
 def _dual_level() -> int:
@@ -50,7 +57,11 @@ def _is_dual(t: torch.Tensor) -> bool:
 def run_op(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
     """One call of the op inside a ``vmap`` rule: the plain pair where there is no graph to
     join and no torch.func transform left (a vectorized call's own), else ``apply_op``."""
-    if transforming() is None and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs))):
+    if (
+        transforming() is None
+        and (spec.backward is None or not (torch.is_grad_enabled() and wants_grad(args, kwargs)))
+        and not dual(args, kwargs)
+    ):
         return spec.run(args, kwargs)
     return apply_op(spec, kwargs, *args)
 
@@ -113,7 +124,9 @@ class _NumpyFunction(torch.autograd.Function):
     def jvp(ctx: Any, *tangents: Any) -> Any:
         spec: OpSpec = ctx.spec
         if spec.jvp is None:
-            raise GradientError(_needs_rule(spec.name, "forward-mode derivatives (torch.func.jvp, jacfwd)", "jvp"))
+            raise GradientError(
+                _needs_rule(spec.name, "forward-mode derivatives (torch.func.jvp, jacfwd, forward_ad)", "jvp")
+            )
         args, outputs = saved(ctx)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         given = [t for a, t in zip(args, tangents[2:], strict=True) if isinstance(a, torch.Tensor)]

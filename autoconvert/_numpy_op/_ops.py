@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
@@ -22,7 +23,7 @@ import torch
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._grad import requires_grad
 from autoconvert._decorators._decorators import replanned, wrap_pair
-from autoconvert._errors import ConversionError, GradientError, message
+from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
 from autoconvert._escape import compiling, opaque, tracing
 from autoconvert._failures._guards import guarded
 from autoconvert._failures._traceback import filter_traceback
@@ -44,7 +45,7 @@ from autoconvert._options._options import (
 from autoconvert._pickling import by_reference, calling_module, locate, unwrap
 from autoconvert._spec._signature import function_name
 
-from ._autograd import apply_op, apply_traced, transforming, wants_grad
+from ._autograd import apply_op, apply_traced, dual, transforming, wants_grad
 from ._library import Registration
 from ._opspec import OpSpec
 from ._schema import Schema, SchemaError, schema_of
@@ -259,11 +260,17 @@ def _make_op(
             result = registered.forward(*args, **kwargs)
             return result if returned is None else returned(result)
         try:  # the boundary where autoconvert's errors leave (see _traceback)
-            if transforming() is None and (
-                spec.backward is None
-                or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
-                # A result written into an out-parameter: no rule follows it, the pair's grad= says so.
-                or (rule is not None and rule.written_into(args, kwargs, torch.Tensor) is not None)
+            if spec.backward is not None and torch.is_grad_enabled():
+                _nested(name, _grad_now(checked, policy.grad), args, kwargs, told)
+            if (
+                transforming() is None
+                and (
+                    spec.backward is None
+                    or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
+                    # A result written into an out-parameter: no rule follows it, the pair's grad= says so.
+                    or (rule is not None and rule.written_into(args, kwargs, torch.Tensor) is not None)
+                )
+                and not dual(args, kwargs)
             ):
                 # No graph to join, no transform: the plain pair (run_op's first step, inlined: a frame
                 # fewer on every eager call).
@@ -397,6 +404,53 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
     block = active()
     grad: str = checked.get("grad", made if block is None else block.options.get("grad", made))
     return grad
+
+
+_CONTAINERS = (list, tuple, dict)
+
+
+def _nested(name: str, grad: str, args: tuple[Any, ...], kwargs: dict[str, Any], told: set[str]) -> None:
+    """A tensor that requires grad inside a list, tuple or dict argument gets no gradient (a
+    backward gives one per tensor argument): said as a dropped gradient is, never silently."""
+    if grad == "detach":
+        return
+    for i, value in enumerate(args):
+        if type(value) in _CONTAINERS:
+            _say_nested(name, grad, _grad_paths(value, f"args[{i}]"), told)
+    for key, value in kwargs.items():
+        if type(value) in _CONTAINERS:
+            _say_nested(name, grad, _grad_paths(value, key), told)
+
+
+def _say_nested(name: str, grad: str, paths: list[str], told: set[str]) -> None:
+    for where in paths:
+        text = message(
+            name,
+            f"argument {where}",
+            "requires grad inside a container, and a numpy_op gives gradients to its tensor arguments alone: "
+            "none flows into it",
+            "a tensor that requires grad in a list, tuple or dict",
+            "pass it as an argument of its own, or .detach() it; grad='detach' silences this",
+        )
+        if grad == "error":
+            raise GradientError(text)
+        if where not in told:
+            told.add(where)
+            warnings.warn(text, GradientWarning, stacklevel=4)
+
+
+def _grad_paths(value: Any, path: str) -> list[str]:
+    """The paths of the tensors that require grad in ``value``, a list, tuple or dict, at any depth."""
+    items = value.items() if type(value) is dict else enumerate(value)
+    found: list[str] = []
+    for key, item in items:
+        below = f"{path}[{key!r}]"
+        if isinstance(item, torch.Tensor):
+            if item.requires_grad:
+                found.append(below)
+        elif type(item) in _CONTAINERS:
+            found += _grad_paths(item, below)
+    return found
 
 
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
