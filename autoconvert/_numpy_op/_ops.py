@@ -261,7 +261,7 @@ def _make_op(
             return result if returned is None else returned(result)
         try:  # the boundary where autoconvert's errors leave (see _traceback)
             if spec.backward is not None and torch.is_grad_enabled():
-                _nested(name, _grad_now(checked, policy.grad), args, kwargs, told)
+                _nested(name, (checked, policy.grad), args, kwargs, told)
             if (
                 transforming() is None
                 and (
@@ -409,11 +409,12 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
 _CONTAINERS = (list, tuple, dict)
 
 
-def _nested(name: str, grad: str, args: tuple[Any, ...], kwargs: dict[str, Any], told: set[str]) -> None:
+def _nested(
+    name: str, grad: tuple[dict[str, Any], str], args: tuple[Any, ...], kwargs: dict[str, Any], told: set[str]
+) -> None:
     """A tensor that requires grad inside a list, tuple or dict argument gets no gradient (a
-    backward gives one per tensor argument): said as a dropped gradient is, never silently."""
-    if grad == "detach":
-        return
+    backward gives one per tensor argument): said as a dropped gradient is (``grad``: what
+    ``_grad_now`` reads the call's ``grad=`` from, where one is found), never silently."""
     for i, value in enumerate(args):
         if type(value) in _CONTAINERS:
             _say_nested(name, grad, _grad_paths(value, f"args[{i}]"), told)
@@ -422,7 +423,10 @@ def _nested(name: str, grad: str, args: tuple[Any, ...], kwargs: dict[str, Any],
             _say_nested(name, grad, _grad_paths(value, key), told)
 
 
-def _say_nested(name: str, grad: str, paths: list[str], told: set[str]) -> None:
+def _say_nested(name: str, grad_of: tuple[dict[str, Any], str], paths: list[str], told: set[str]) -> None:
+    grad = _grad_now(*grad_of) if paths else "detach"
+    if grad == "detach":
+        return
     for where in paths:
         text = message(
             name,
