@@ -89,6 +89,14 @@ def _batched_on(runner: str, **fixed: Any) -> Wrap:
     return wrap
 
 
+def _on_executor(name: str, runner: str, worker: str, **fixed: Any) -> Site:
+    """``batched`` on ``runner``'s executor, whose workers (``worker``, in the refusals' words)
+    hold copies: slow, and pickling nothing of the caller's."""
+    return Site(
+        name, _batched_on(runner, **fixed), samples=True, on_executor=True, pickles=False, worker=worker, slow=True
+    )
+
+
 SITES = [
     Site("the decorator pair", lambda body, o, _: ac.returns_tensor(ac.accepts_numpy(body, **o))),
     Site("accepts_numpy alone", lambda body, o, _: ac.accepts_numpy(body, **o), converts_results=False),
@@ -112,60 +120,18 @@ SITES = [
         lambda body, o, _: ac.batched(body, workers=2, in_caller=False, **o),
         samples=True,
     ),
-    Site(
-        "batched on a process pool",
-        _batched_on("process pool"),
-        samples=True,
-        on_executor=True,
-        pickles=False,
-        worker="a worker of the process pool in another process",
-        slow=True,
+    _on_executor("batched on a process pool", "process pool", "a worker of the process pool in another process"),
+    _on_executor("batched on Dask worker processes", "dask processes", "a Dask worker in another process", chunksize=1),
+    _on_executor(
+        "batched on Dask worker threads", "dask threads", "a Dask worker in the caller's process", chunksize=1
     ),
-    Site(
-        "batched on Dask worker processes",
-        _batched_on("dask processes", chunksize=1),
-        samples=True,
-        on_executor=True,
-        pickles=False,
-        worker="a Dask worker in another process",
-        slow=True,
+    _on_executor(
+        "batched on a multiprocessing pool", "multiprocessing pool", "a worker of the process pool in another process"
     ),
-    Site(
-        "batched on Dask worker threads",
-        _batched_on("dask threads", chunksize=1),
-        samples=True,
-        on_executor=True,
-        pickles=False,
-        worker="a Dask worker in the caller's process",
-        slow=True,
+    _on_executor(
+        "batched on Ray's multiprocessing pool", "ray pool", "a worker of the process pool in another process"
     ),
-    Site(
-        "batched on a multiprocessing pool",
-        _batched_on("multiprocessing pool"),
-        samples=True,
-        on_executor=True,
-        pickles=False,
-        worker="a worker of the process pool in another process",
-        slow=True,
-    ),
-    Site(
-        "batched on Ray's multiprocessing pool",
-        _batched_on("ray pool"),
-        samples=True,
-        on_executor=True,
-        pickles=False,
-        worker="a worker of the process pool in another process",
-        slow=True,
-    ),
-    Site(
-        "batched on Ray",
-        _batched_on("ray"),
-        samples=True,
-        on_executor=True,
-        pickles=False,
-        worker="a Ray worker in another process",
-        slow=True,
-    ),
+    _on_executor("batched on Ray", "ray", "a Ray worker in another process"),
 ]
 
 
