@@ -382,3 +382,23 @@ def test_a_grid_interpolators_derivatives_are_refused_with_the_fix() -> None:
         "scipy.interpolate.RegularGridInterpolator: argument nu asks for derivatives, which the catalogue's rule "
         "does not cover. Found (1, 0). Fix: call it without requires_grad (.detach()), or pass a method it covers."
     )
+
+
+# torch.func.jvp's first use scripts its decompositions, which torch deprecates from its own
+# internals (a DeprecationWarning in 2.13, a FutureWarning in the newest).
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+def test_forward_mode_of_a_rule_without_a_jvp_names_reverse_mode_as_the_fix() -> None:
+    """interpn's rule is reverse mode alone: torch.func.jvp through torchify (where there is no
+    numpy_op of the caller's to give a jvp= to) says so, with the fixes that apply."""
+    points = (torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64),)
+    values, xi = torch.rand(3, dtype=torch.float64), torch.tensor([[0.5]], dtype=torch.float64)
+    interpn = ac.torchify(si).interpn
+    with pytest.raises(ac.GradientError) as info:
+        torch.func.jvp(lambda v: interpn(points, v, xi), (values,), (torch.ones(3, dtype=torch.float64),))
+    assert str(info.value) == (
+        "interpn(): the call was asked for forward-mode derivatives (torch.func.jvp, jacfwd, forward_ad), and the "
+        "catalogue's rule for it gives reverse mode alone. Found a rule without a jvp. Fix: take reverse mode "
+        "(torch.func.jacrev, grad, vjp), or wrap the function in autoconvert.numpy_op with backward= and jvp= of "
+        "your own."
+    )

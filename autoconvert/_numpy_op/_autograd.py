@@ -124,9 +124,19 @@ class _NumpyFunction(torch.autograd.Function):
     def jvp(ctx: Any, *tangents: Any) -> Any:
         spec: OpSpec = ctx.spec
         if spec.jvp is None:
-            raise GradientError(
-                _needs_rule(spec.name, "forward-mode derivatives (torch.func.jvp, jacfwd, forward_ad)", "jvp")
-            )
+            what = "forward-mode derivatives (torch.func.jvp, jacfwd, forward_ad)"
+            if spec.catalogued:  # torchify's call too: no numpy_op of the user's to give a jvp= to
+                raise GradientError(
+                    message(
+                        spec.name,
+                        "the call",
+                        f"was asked for {what}, and the catalogue's rule for it gives reverse mode alone",
+                        "a rule without a jvp",
+                        "take reverse mode (torch.func.jacrev, grad, vjp), or wrap the function in "
+                        "autoconvert.numpy_op with backward= and jvp= of your own",
+                    )
+                )
+            raise GradientError(_needs_rule(spec.name, what, "jvp"))
         args, outputs = saved(ctx)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         given = [t for a, t in zip(args, tangents[2:], strict=True) if isinstance(a, torch.Tensor)]
