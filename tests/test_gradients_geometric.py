@@ -5,7 +5,9 @@ transpose of what SciPy computes in every mode, order and prefilter (a dot-produ
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,9 @@ from tests.test_gradients import assert_rule
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning"),
+    # SciPy before 1.13 warns at every call of affine_transform with a diagonal (a 1-D matrix)
+    # that its meaning changed in 0.18: SciPy's own word to the caller.
+    pytest.mark.filterwarnings("ignore:The behavior of affine_transform with a 1-D array:UserWarning"),
 ]
 
 MODES = ["constant", "nearest", "reflect", "mirror", "wrap", "grid-constant", "grid-mirror", "grid-wrap"]
@@ -60,6 +65,19 @@ def _image(*shape: int) -> np.ndarray:
 def _warns_of_grid_mode(name: str, mode: str) -> bool:
     """zoom(grid_mode=True) warns under constant and wrap, recommending their grid- twins."""
     return name == "zoom-grid" and mode in ("constant", "wrap")
+
+
+@contextlib.contextmanager
+def _refused_where_this_scipy_samples_otherwise() -> Iterator[None]:
+    """Skips where the rule's self-check found this SciPy sampling the call's form otherwise
+    (affine_transform's diagonal and constant/wrap forms in SciPy 1.12): the GradientError it
+    raises is the promise there, never a wrong gradient."""
+    try:
+        yield
+    except ac.GradientError as e:
+        if "this SciPy samples this form of the call otherwise" not in str(e):
+            raise
+        pytest.skip(f"this SciPy samples the form otherwise, and the rule refuses it: {e}")
 
 
 def _adjoint_gap(fn: Any, x: np.ndarray, options: dict[str, Any]) -> float:
@@ -109,7 +127,8 @@ def test_the_gradient_is_the_transpose_in_every_mode_and_order(
     """Orders 0 to 5, with and without the prefilter, in every mode, for each transform."""
     fn, options = TRANSFORMS[name]
     given = {**options, "order": order, "mode": mode, "cval": 0.7, "prefilter": bool(prefilter)}
-    assert _adjoint_gap(fn, _image(6, 7), given) < 1e-12
+    with _refused_where_this_scipy_samples_otherwise():
+        assert _adjoint_gap(fn, _image(6, 7), given) < 1e-12
 
 
 @st.composite
@@ -150,14 +169,16 @@ def test_the_gradient_is_the_transpose_of_any_transform(case: tuple[Any, np.ndar
 @pytest.mark.parametrize(("name", "mode", "order", "prefilter"), _REPRESENTATIVE)
 def test_gradcheck_in_input(name: str, mode: str, order: int, prefilter: bool) -> None:
     fn, options = TRANSFORMS[name]
-    assert_rule(fn, (_image(5, 6),), (0,), **options, order=order, mode=mode, cval=0.7, prefilter=prefilter)
+    with _refused_where_this_scipy_samples_otherwise():
+        assert_rule(fn, (_image(5, 6),), (0,), **options, order=order, mode=mode, cval=0.7, prefilter=prefilter)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "mode", "order", "prefilter"), _sweep(list(TRANSFORMS), MODES, ORDERS))
 def test_gradcheck_in_input_in_every_mode_and_order(name: str, mode: str, order: int, prefilter: bool) -> None:
     fn, options = TRANSFORMS[name]
-    assert_rule(fn, (_image(5, 6),), (0,), **options, order=order, mode=mode, cval=0.7, prefilter=prefilter)
+    with _refused_where_this_scipy_samples_otherwise():
+        assert_rule(fn, (_image(5, 6),), (0,), **options, order=order, mode=mode, cval=0.7, prefilter=prefilter)
 
 
 def _coordinates(seed: int) -> np.ndarray:

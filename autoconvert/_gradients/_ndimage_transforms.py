@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from autoconvert._errors import GradientError, message
+
 from ._boundary import EVERY_MODE
 from ._rule import Call, Rule
 
@@ -402,6 +404,50 @@ def _planes(call: Call, grad: NDArray[Any]) -> NDArray[Any]:
     return np.moveaxis(planes.reshape(shape), (-2, -1), axes)
 
 
+def _verified(
+    fn: Any, transposed: Callable[[Call, NDArray[Any]], NDArray[Any]]
+) -> Callable[[Call, NDArray[Any]], NDArray[Any]]:
+    """``transposed``, checked once per form of call (shapes, matrix kind, order, mode, prefilter)
+    to be the transpose of ``fn`` as this SciPy computes it (``<A x, g> == <x, A^T g>`` on a
+    random probe): SciPy's affine_transform has sampled some forms otherwise in earlier
+    releases, and a form whose transpose differs is a GradientError, never a wrong gradient."""
+    holds: dict[Any, bool] = {}
+
+    def checked(call: Call, grad: NDArray[Any]) -> NDArray[Any]:
+        matrix = np.asarray(call["matrix"])
+        form = (
+            np.shape(call["input"]),
+            matrix.shape,
+            np.shape(call.output),
+            call["order"],
+            call["mode"],
+            bool(call["prefilter"]),
+        )
+        if form not in holds:
+            rng = np.random.default_rng(0)
+            x = rng.random(np.shape(call["input"]))
+            forward = _transformed(fn, call, x)
+            g = rng.random(forward.shape)
+            back = transposed(call, g)
+            scale = float(np.abs(forward).sum() * np.abs(g).max()) + 1.0
+            holds[form] = abs(float(np.vdot(forward, g)) - float(np.vdot(x, back))) <= 1e-9 * scale
+        if not holds[form]:
+            raise GradientError(
+                message(
+                    f"{fn.__name__}()",
+                    "argument input",
+                    "requires grad, and this SciPy samples this form of the call otherwise than the catalogue's "
+                    "rule transposes it (checked against SciPy's own result)",
+                    f"matrix of shape {matrix.shape}, mode={call['mode']!r}, order={call['order']}",
+                    "call it without requires_grad (.detach()), or pass a full matrix and another mode; a newer "
+                    "SciPy samples every form as the rule does",
+                )
+            )
+        return transposed(call, grad)
+
+    return checked
+
+
 def _input_rules(fn: Any, transposed: Callable[[Call, NDArray[Any]], NDArray[Any]]) -> tuple[Any, Any]:
     """The vjp and jvp in ``input`` of ``fn``, whose transpose is ``transposed(call, grad)``."""
 
@@ -466,7 +512,7 @@ def rules() -> dict[Any, Rule]:
     add(
         ndi.affine_transform,
         ("input",),
-        _input_rules(ndi.affine_transform, _whole(_affine_sampling)),
+        _input_rules(ndi.affine_transform, _verified(ndi.affine_transform, _whole(_affine_sampling))),
         f"{EVERY_MODE}; {_ORDERS}; a matrix, a diagonal, or a homogeneous matrix; offset, output_shape",
     )
     add(ndi.rotate, ("input",), _input_rules(ndi.rotate, _planes), f"{EVERY_MODE}; {_ORDERS}; any axes, reshape or not")
