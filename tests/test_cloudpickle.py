@@ -123,6 +123,7 @@ def test_a_scripts_decorated_functions_arrive_decorated(tmp_path: pathlib.Path) 
 
 @pytest.mark.slow
 def test_joblib_processes_run_a_scripts_decorated_function(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("joblib")  # installed with scikit-learn, not by the test extra
     script = tmp_path / "script.py"
     script.write_text(
         "import joblib, torch, autoconvert as ac\n"
