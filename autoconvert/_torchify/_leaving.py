@@ -34,14 +34,14 @@ from autoconvert._spec._spec import in_a_block
 #: ``__dlpack__``), the same in every torch.
 _REFUSALS = ("Can't call numpy() on Tensor that requires grad", "Can't export tensors that require gradient")
 #: The ways a tensor leaves torch for NumPy: each refuses one that requires grad.
-_EXITS = frozenset({torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__dlpack__})
+_EXITS: frozenset[Any] = frozenset((torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__dlpack__))
 
 
 class _Exits(TorchFunctionMode):
     """Hands a tensor that requires grad, leaving torch, to ``policy`` (detached, or refused)."""
 
     def __init__(self, policy: GradPolicy) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call, unused-ignore]  # torch 2.4: untyped
         self.policy = policy
 
     def __torch_function__(
