@@ -163,7 +163,12 @@ def _transforms(draw: st.DrawFn) -> tuple[Any, np.ndarray, dict[str, Any]]:
 @given(case=_transforms())
 def test_the_gradient_is_the_transpose_of_any_transform(case: tuple[Any, np.ndarray, dict[str, Any]]) -> None:
     fn, x, options = case
-    assert _adjoint_gap(fn, x, {**options, "cval": 0.7}) < 1e-12
+    try:
+        gap = _adjoint_gap(fn, x, {**options, "cval": 0.7})
+    except ac.GradientError as e:  # a form this SciPy samples otherwise: refused, never wrong
+        refused = str(e)
+        gap = 0.0 if "this SciPy samples this form of the call otherwise" in refused else float("inf")
+    assert gap < 1e-12
 
 
 @pytest.mark.parametrize(("name", "mode", "order", "prefilter"), _REPRESENTATIVE)

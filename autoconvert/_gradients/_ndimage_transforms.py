@@ -405,32 +405,28 @@ def _planes(call: Call, grad: NDArray[Any]) -> NDArray[Any]:
 
 
 def _verified(
-    fn: Any, transposed: Callable[[Call, NDArray[Any]], NDArray[Any]]
+    fn: Any,
+    transposed: Callable[[Call, NDArray[Any]], NDArray[Any]],
+    probes: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (dict,),
 ) -> Callable[[Call, NDArray[Any]], NDArray[Any]]:
-    """``transposed``, checked once per form of call (shapes, matrix kind, order, mode, prefilter)
-    to be the transpose of ``fn`` as this SciPy computes it (``<A x, g> == <x, A^T g>`` on a
-    random probe): SciPy's affine_transform has sampled some forms otherwise in earlier
-    releases, and a form whose transpose differs is a GradientError, never a wrong gradient."""
+    """``transposed``, checked once per form of call (shapes, matrix shape, order, mode,
+    prefilter) to be the transpose of ``fn`` as this SciPy computes it: ``<A x, g> == <x, A^T g>``
+    on random probes, the call's own arguments and those ``probes`` make of them (a generic
+    angle). SciPy 1.12 samples affine_transform's and rotate's ``constant`` and ``wrap`` modes
+    otherwise than later releases; such a form is a GradientError, never a wrong gradient."""
     holds: dict[Any, bool] = {}
 
     def checked(call: Call, grad: NDArray[Any]) -> NDArray[Any]:
-        matrix = np.asarray(call["matrix"])
         form = (
             np.shape(call["input"]),
-            matrix.shape,
+            np.shape(call.arguments.get("matrix", ())),
             np.shape(call.output),
             call["order"],
             call["mode"],
             bool(call["prefilter"]),
         )
         if form not in holds:
-            rng = np.random.default_rng(0)
-            x = rng.random(np.shape(call["input"]))
-            forward = _transformed(fn, call, x)
-            g = rng.random(forward.shape)
-            back = transposed(call, g)
-            scale = float(np.abs(forward).sum() * np.abs(g).max()) + 1.0
-            holds[form] = abs(float(np.vdot(forward, g)) - float(np.vdot(x, back))) <= 1e-9 * scale
+            holds[form] = all(_adjoint_holds(fn, transposed, probe(dict(call.arguments))) for probe in probes)
         if not holds[form]:
             raise GradientError(
                 message(
@@ -438,14 +434,26 @@ def _verified(
                     "argument input",
                     "requires grad, and this SciPy samples this form of the call otherwise than the catalogue's "
                     "rule transposes it (checked against SciPy's own result)",
-                    f"matrix of shape {matrix.shape}, mode={call['mode']!r}, order={call['order']}",
-                    "call it without requires_grad (.detach()), or pass a full matrix and another mode; a newer "
-                    "SciPy samples every form as the rule does",
+                    f"mode={call['mode']!r}, order={call['order']}",
+                    "call it without requires_grad (.detach()), or pass another mode; a newer SciPy samples every "
+                    "form as the rule does",
                 )
             )
         return transposed(call, grad)
 
     return checked
+
+
+def _adjoint_holds(fn: Any, transposed: Callable[[Call, NDArray[Any]], NDArray[Any]], given: dict[str, Any]) -> bool:
+    """``<A x, g> == <x, A^T g>`` for random ``x`` and ``g``: A the call's linear part, A^T the rule's."""
+    rng = np.random.default_rng(0)
+    x = rng.random(np.shape(given["input"]))
+    probe = {**given, "input": x}
+    forward = _transformed(fn, Call(probe, None), x)
+    g = rng.random(forward.shape)
+    back = transposed(Call(probe, forward), g)
+    scale = float(np.abs(forward).sum() * np.abs(g).max()) + 1.0
+    return abs(float(np.vdot(forward, g)) - float(np.vdot(x, back))) <= 1e-9 * scale
 
 
 def _input_rules(fn: Any, transposed: Callable[[Call, NDArray[Any]], NDArray[Any]]) -> tuple[Any, Any]:
@@ -515,7 +523,12 @@ def rules() -> dict[Any, Rule]:
         _input_rules(ndi.affine_transform, _verified(ndi.affine_transform, _whole(_affine_sampling))),
         f"{EVERY_MODE}; {_ORDERS}; a matrix, a diagonal, or a homogeneous matrix; offset, output_shape",
     )
-    add(ndi.rotate, ("input",), _input_rules(ndi.rotate, _planes), f"{EVERY_MODE}; {_ORDERS}; any axes, reshape or not")
+    add(
+        ndi.rotate,
+        ("input",),
+        _input_rules(ndi.rotate, _verified(ndi.rotate, _planes, (dict, lambda given: {**given, "angle": 33.0}))),
+        f"{EVERY_MODE}; {_ORDERS}; any axes, reshape or not",
+    )
     add(
         ndi.map_coordinates,
         ("input", "coordinates"),
