@@ -146,6 +146,12 @@ def say_untaken(
         f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own; "
         "grad='detach' silences this",
     )
+    say_dropped(text, where, grad=grad, told=told, stacklevel=stacklevel + 1)
+
+
+def say_dropped(text: str, where: str, *, grad: str, told: set[str], stacklevel: int) -> None:
+    """A dropped gradient, ``text``, as ``grad=`` says it: a GradientError, or a
+    GradientWarning once per argument ``where`` in ``told`` (never called for "detach")."""
     if grad == "error":
         raise GradientError(text)
     if where not in told:

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import inspect
 import types
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, overload
 
@@ -23,12 +22,12 @@ import torch
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._grad import requires_grad
 from autoconvert._decorators._decorators import replanned, wrap_pair
-from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
+from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._escape import compiling, opaque, tracing
 from autoconvert._failures._guards import guarded
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
-from autoconvert._gradients._rule import say_untaken
+from autoconvert._gradients._rule import say_dropped, say_untaken
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
@@ -436,11 +435,7 @@ def _say_nested(name: str, grad_of: tuple[dict[str, Any], str], paths: list[str]
             "a tensor that requires grad in a list, tuple or dict",
             "pass it as an argument of its own, or .detach() it; grad='detach' silences this",
         )
-        if grad == "error":
-            raise GradientError(text)
-        if where not in told:
-            told.add(where)
-            warnings.warn(text, GradientWarning, stacklevel=4)
+        say_dropped(text, where, grad=grad, told=told, stacklevel=4)
 
 
 def _grad_paths(value: Any, path: str) -> list[str]:
