@@ -1,12 +1,14 @@
-"""The grad policy: what happens to a tensor that requires grad when NumPy code is handed it
-(``grad="warn"``, ``"detach"``, ``"error"``)."""
+"""The grad policy: what happens to a tensor that requires grad, or carries a forward-mode
+tangent, when NumPy code is handed it (``grad="warn"``, ``"detach"``, ``"error"``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 import torch
+from torch.autograd import forward_ad
 
 from autoconvert._errors import GradientError, GradientWarning, LeafError
 
@@ -16,15 +18,34 @@ from ._describe import describe_tensor, warn_at_caller
 _NUMPY = "NumPy code cannot pass gradients back"
 
 
+#: What holds the innermost ``forward_ad.dual_level`` as ``_current_level``, -1 outside all
+#: (where no tensor carries a tangent), read on every call; a torch that keeps none: a level
+#: always open, so tangents are always looked for.
+FORWARD_AD: Any = forward_ad if hasattr(forward_ad, "_current_level") else SimpleNamespace(_current_level=0)
+
+
 def requires_grad(value: object) -> bool:
     """Whether ``value`` is a tensor that requires grad (a predicate for argument walks)."""
     return isinstance(value, torch.Tensor) and value.requires_grad
 
 
+def has_tangent(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a dual tensor (``forward_ad.make_dual``) of the innermost level: it
+    requires no grad, and ``numpy()`` hands its primal over without a word."""
+    tangent: torch.Tensor | None = forward_ad.unpack_dual(t).tangent  # type: ignore[no-untyped-call, unused-ignore]
+    return tangent is not None
+
+
+def may_lose_gradient(t: torch.Tensor) -> bool:
+    """Whether NumPy handed ``t`` may drop a gradient (``GradPolicy.detach`` decides): it
+    requires grad, or a forward-mode level is open, where it may carry a tangent."""
+    return t.requires_grad or FORWARD_AD._current_level >= 0
+
+
 class GradPolicy:
     """What to do with a tensor that requires grad (``grad=``), and whether it was said yet."""
 
-    __slots__ = ("fixes", "function", "mode", "unsaid", "warned", "why")
+    __slots__ = ("fixes", "function", "lost", "mode", "unsaid", "warned", "why")
 
     def __init__(
         self, mode: str, function: str, fixes: Callable[[], GradFixes] | None = None, why: str = _NUMPY
@@ -39,24 +60,28 @@ class GradPolicy:
         self.fixes = fixes
         self.warned = False
         #: "warn": the tensor the warning is about, until the boundary, which knows where it
-        #: was among the call's arguments, says it (``say``).
+        #: was among the call's arguments, says it (``say``), and what it lost.
         self.unsaid: torch.Tensor | None = None
+        self.lost = _REVERSE
 
     def detach(self, t: torch.Tensor) -> torch.Tensor:
-        """Apply the policy (only while grad mode is on) and return ``t`` detached."""
-        if self.mode != "detach" and torch.is_grad_enabled():
-            if self.mode == "error":
-                fixes = self._fixes()
-                raise LeafError(
-                    GradientError,
-                    f"requires grad, and {self.why}",
-                    describe_tensor(t),
-                    "pass {path}.detach(), call under torch.no_grad(), or allow it detached with grad='detach' "
-                    f"(in {fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {fixes.keep}",
-                )
-            if not self.warned:  # "warn": once per decorated function; a race only warns twice
-                self.warned = True
-                self.unsaid = t
+        """Apply the policy where ``t`` loses a gradient (one it requires while grad mode is
+        on, or a forward-mode tangent) and return ``t`` detached."""
+        if self.mode != "detach":
+            lost = _lost(t)
+            if lost is not None:
+                if self.mode == "error":
+                    fixes = self._fixes()
+                    raise LeafError(
+                        GradientError,
+                        f"{lost.found}, and {self.why}",
+                        describe_tensor(t),
+                        f"pass {{path}}.detach(), call {lost.outside}, or allow it detached with grad='detach' "
+                        f"(in {fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {fixes.keep}",
+                    )
+                if not self.warned:  # "warn": once per decorated function; a race only warns twice
+                    self.warned = True
+                    self.unsaid, self.lost = t, lost
         return t.detach()
 
     def _fixes(self) -> GradFixes:
@@ -69,12 +94,35 @@ class GradPolicy:
         where = f"argument {' or '.join(paths)}" if paths else "an argument"
         fixes = self._fixes()
         warn_at_caller(
-            f"{self.function}: {where} requires grad, and {self.why}: it was detached, so no gradient flows "
+            f"{self.function}: {where} {self.lost.found}, and {self.why}: it was detached, so no gradient flows "
             f"through this call. To keep the gradient, {fixes.keep}. To silence "
-            f"this, pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it), or call under "
-            "torch.no_grad()",
+            f"this, pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it), or call {self.lost.outside}",
             GradientWarning,
         )
+
+
+class _Lost(NamedTuple):
+    """A gradient a tensor loses in NumPy, in words: ``found``, what the tensor has;
+    ``outside``, where the call loses none."""
+
+    found: str
+    outside: str
+
+
+_REVERSE = _Lost("requires grad", "under torch.no_grad()")
+_FORWARD = _Lost(
+    "carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)", "outside forward_ad.dual_level()"
+)
+
+
+def _lost(t: torch.Tensor) -> _Lost | None:
+    """The gradient ``t`` loses in NumPy: the one it requires while grad mode is on (under
+    torch.no_grad() none flows), else its forward-mode tangent (torch.no_grad() keeps those)."""
+    if t.requires_grad and torch.is_grad_enabled():
+        return _REVERSE
+    if FORWARD_AD._current_level >= 0 and has_tangent(t):
+        return _FORWARD
+    return None
 
 
 _DETACH = "grad='detach'"

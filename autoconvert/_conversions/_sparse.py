@@ -18,7 +18,7 @@ from ._copies import copied, crossing
 from ._describe import describe_sparse, describe_tensor
 from ._devices import CPU
 from ._dtypes import WIDENED_HALF, Casts
-from ._grad import DETACH, GradPolicy
+from ._grad import DETACH, GradPolicy, may_lose_gradient
 from ._memory import nbytes, needs_copy
 from ._to_torch import Target, _cast, _needs_copy_array, _quiet_first, array_to_tensor
 
@@ -55,7 +55,7 @@ def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETA
         )
     import scipy.sparse  # only ever reached with a sparse tensor in hand
 
-    if t.requires_grad:
+    if may_lose_gradient(t):
         t = grad.detach(t)
     if t.layout == torch.sparse_bsc:  # SciPy has no BSC, and torch converts it only to COO
         t = t.to_sparse()

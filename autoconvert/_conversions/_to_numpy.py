@@ -19,7 +19,7 @@ from ._copies import copied, crossing
 from ._describe import describe_tensor
 from ._devices import CPU
 from ._dtypes import TORCH_TO_NUMPY, WIDENED
-from ._grad import DETACH, GradPolicy
+from ._grad import DETACH, FORWARD_AD, GradPolicy, may_lose_gradient
 from ._memory import compact, expanded, nbytes, needs_copy, tensor_refusal
 from ._sparse import SPARSE_LAYOUTS, tensor_to_sparse
 
@@ -46,8 +46,9 @@ def tensor_to_array(
     """
     # Zero-copy numpy() refuses grad, conj/neg bits, devices, dtypes and layouts with a C++
     # exception, a hundred times the cost of a check (benchmarks, micro: "a tensor that
-    # requires grad"); requires_grad, common in training code, is checked first.
-    if not t.requires_grad and (widened is WIDENED or t.dtype not in widened):
+    # requires grad"); requires_grad, common in training code, is checked first. Inside a
+    # forward_ad.dual_level numpy() would hand a dual tensor's primal over without a word.
+    if not t.requires_grad and FORWARD_AD._current_level < 0 and (widened is WIDENED or t.dtype not in widened):
         try:
             a = t.numpy()
         except (TypeError, RuntimeError):
@@ -86,7 +87,7 @@ def refused_tensor_to_array(
     refusal = tensor_refusal(t)
     if refusal is not None:
         raise refusal
-    if t.requires_grad:
+    if may_lose_gradient(t):
         t = grad.detach(t)
     if copy is None and expanded(t):
         # An expanded tensor (zero strides): convert its compact base, broadcast the array back.

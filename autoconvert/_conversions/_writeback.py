@@ -23,7 +23,7 @@ from autoconvert._errors import ConversionError, LeafError
 
 from ._copies import copied
 from ._describe import describe_tensor
-from ._grad import GradPolicy
+from ._grad import GradPolicy, may_lose_gradient
 from ._memory import extent
 from ._to_numpy import tensor_to_array
 
@@ -60,7 +60,7 @@ class Span:
     ) -> Any:
         """Member ``t`` as a view of the span's array (converted on first use, then written
         back once); views of a private array are recorded in ``handed``."""
-        if t.requires_grad:
+        if may_lose_gradient(t):
             grad.detach(t)  # the policy speaks for the member; the source is detached already
         if self.source is None:
             a, shared = tensor_to_array(t, copy, grad, settle=False, widened=widened)

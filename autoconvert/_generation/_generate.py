@@ -17,11 +17,14 @@ def _opening(s: Script, kind: Kind) -> None:
     then the hand-over to a watched Runner), and the per-call state. All but the compile
     escape sit in the boundary where autoconvert's errors leave (closed by ``_closing``), which
     costs nothing in CPython 3.11+ until something is raised; dynamo cannot break its graph
-    inside a try block, so the escape stays out of it."""
+    inside a try block, so the escape stays out of it. Inside a ``forward_ad.dual_level`` a
+    NumPy side's call is generic, which looks for the tangents ``numpy()`` would drop unsaid
+    (a side that detaches silently drops them silently too)."""
     s.add(1, "if compiling():", f"    return opaque(generic, wrapped, instance, {s.arguments})")
     s.add(1, "try:")
     s.base += 1
-    s.add(1, "if active() is not None or profiler._is_profiler_enabled:")
+    dual = " or forward_ad._current_level >= 0" if kind.value.kind == "numpy" and not kind.value.detach else ""
+    s.add(1, f"if active() is not None or profiler._is_profiler_enabled{dual}:")
     s.to_generic(2)
     if kind.retries:  # the guard's function refused read-only arrays once: it copies from then on
         s.add(1, "if guard.writable:")

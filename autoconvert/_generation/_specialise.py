@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from autoconvert._conversions._devices import CPU, default_device
+from autoconvert._conversions._grad import FORWARD_AD
 from autoconvert._conversions._mutations import changed
 from autoconvert._conversions._to_torch import SMALL_COPY_BYTES, Target, array_to_tensor
 from autoconvert._conversions._tree import place_stand_in, stand_in_device
@@ -190,6 +191,7 @@ def _namespace(spec: Spec, generic: RunnerCall, failed: Callable[..., None]) -> 
         "opaque": spec.escape,
         "active": active,
         "profiler": PROFILER,
+        "forward_ad": FORWARD_AD,
         "default_device": default_device,
         "Target": Target,
         "CPU": CPU,

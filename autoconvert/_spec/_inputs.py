@@ -15,7 +15,7 @@ from autoconvert._conversions._containers import Node, is_scipy_sparse
 from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
-from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._grad import FORWARD_AD, GradPolicy
 from autoconvert._conversions._memory import compact, expanded
 from autoconvert._conversions._mutations import Rebuilt, rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
@@ -325,7 +325,7 @@ class NumpyInputs(Inputs):
         def shared(t: torch.Tensor, ctx: Collected) -> Any:
             # tensor_to_array's own first step, inlined (a frame fewer per tensor): zero-copy is
             # what copy=None/False want.
-            if not t.requires_grad:
+            if not t.requires_grad and FORWARD_AD._current_level < 0:
                 try:
                     a = t.numpy()
                 except (TypeError, RuntimeError):
