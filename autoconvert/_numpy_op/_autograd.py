@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.autograd import forward_ad
 
+from autoconvert._conversions._grad import FORWARD_AD, has_tangent
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._observe._observe import count_rule_backward, counting
 
@@ -38,20 +38,9 @@ def dual(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a tensor argument carries a forward-mode tangent, inside
     ``forward_ad.dual_level()``: the op's jvp rule gives the result's, or none is the
     GradientError ``torch.func.jvp`` meets (dual tensors require no grad)."""
-    if _dual_level() < 0:
+    if FORWARD_AD._current_level < 0:
         return False
-    return any(isinstance(v, torch.Tensor) and _is_dual(v) for v in (*args, *kwargs.values()))
-
-
-def _dual_level() -> int:
-    """The innermost ``forward_ad.dual_level``, -1 outside all (where no tensor is dual)."""
-    level: int = getattr(forward_ad, "_current_level", 0)  # not kept by this torch: always look
-    return level
-
-
-def _is_dual(t: torch.Tensor) -> bool:
-    tangent: torch.Tensor | None = forward_ad.unpack_dual(t).tangent  # type: ignore[no-untyped-call, unused-ignore]
-    return tangent is not None
+    return any(isinstance(v, torch.Tensor) and has_tangent(v) for v in (*args, *kwargs.values()))
 
 
 def run_op(spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
