@@ -10,7 +10,9 @@ such a call, and every later call of the function holding a tensor that requires
 under a torch function mode that watches the ways out of torch (``Tensor.numpy``,
 ``__array__``, ``__dlpack__``) and applies the call's ``grad=`` there, as the converting call
 does on the way in: ``"warn"`` detaches what leaves with a ``GradientWarning`` naming the
-argument, ``"detach"`` silently, ``"error"`` raises ``GradientError``. Functions that never
+argument, ``"detach"`` silently, ``"error"`` raises ``GradientError``. A dual tensor
+(``forward_ad.make_dual``) leaves torch unrefused, its tangent dropped: a call holding one
+is always watched. Functions that never
 leave torch are never watched (a watched call pays a Python dispatch on each torch operation).
 """
 
@@ -25,7 +27,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._grad import GradFixes, GradPolicy
+from autoconvert._conversions._grad import FORWARD_AD, GradFixes, GradPolicy, has_tangent, may_lose_gradient
 from autoconvert._errors import GradientError, LeafError
 from autoconvert._options._config import active
 from autoconvert._spec._spec import in_a_block
@@ -38,7 +40,7 @@ _EXITS: frozenset[Any] = frozenset((torch.Tensor.numpy, torch.Tensor.__array__, 
 
 
 class _Exits(TorchFunctionMode):
-    """Hands a tensor that requires grad, leaving torch, to ``policy`` (detached, or refused)."""
+    """Hands a tensor that may lose a gradient, leaving torch, to ``policy`` (detached, or refused)."""
 
     def __init__(self, policy: GradPolicy) -> None:
         super().__init__()  # type: ignore[no-untyped-call, unused-ignore]  # torch 2.4: untyped
@@ -47,7 +49,7 @@ class _Exits(TorchFunctionMode):
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        if func in _EXITS and args and isinstance(args[0], torch.Tensor) and args[0].requires_grad:
+        if func in _EXITS and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
             args = (self.policy.detach(args[0]), *args[1:])
         return func(*args, **(kwargs or {}))
 
@@ -80,15 +82,22 @@ class Leaving:
         grad to NumPy, which torch refuses, it is called again watched (the object a method
         is called on given back the attributes it had), as every later call holding such a
         tensor is: the watch costs every torch operation of the call a Python dispatch, which
-        calls that never leave torch do not pay."""
+        calls that never leave torch do not pay. A call holding a dual tensor is watched: its
+        tangent would leave unrefused."""
+        if FORWARD_AD._current_level >= 0:
+            dual = _needing(args, kwargs, has_tangent)
+            if dual:
+                return self._watched(call, args, kwargs, _needing(args, kwargs, _requires_grad) + dual)
         if self.leaves:
-            needing = _needing_grad(args, kwargs) if torch.is_grad_enabled() else []  # no_grad: torch lets them go
+            needing = (
+                _needing(args, kwargs, _requires_grad) if torch.is_grad_enabled() else []
+            )  # no_grad: torch lets them go
             return self._watched(call, args, kwargs, needing) if needing else call(args, kwargs)
         state = dict(vars(args[0])) if self.method and hasattr(args[0], "__dict__") else None
         try:
             return call(args, kwargs)
         except RuntimeError as e:
-            needing = _needing_grad(args, kwargs) if str(e).startswith(_REFUSALS) else []
+            needing = _needing(args, kwargs, _requires_grad) if str(e).startswith(_REFUSALS) else []
             if not needing:
                 raise
         self.leaves = True
@@ -144,15 +153,22 @@ class Leaving:
         return [(names[key] + below, tensor) for key, below, tensor in needing]
 
 
-def _needing_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[int | str, str, torch.Tensor]]:
-    """The tensors that require grad among a call's arguments, as (the argument's position or
-    keyword, the path below it, the tensor): the arguments themselves, the items of lists,
-    tuples and dicts, and the tensors an object holds as attributes (a fitted estimator's)."""
+def _requires_grad(t: torch.Tensor) -> bool:
+    return t.requires_grad
+
+
+def _needing(
+    args: tuple[Any, ...], kwargs: dict[str, Any], needs: Callable[[torch.Tensor], bool]
+) -> list[tuple[int | str, str, torch.Tensor]]:
+    """The tensors among a call's arguments that ``needs`` a gradient kept (that require grad,
+    that carry a tangent), as (the argument's position or keyword, the path below it, the
+    tensor): the arguments themselves, the items of lists, tuples and dicts, and the tensors
+    an object holds as attributes (a fitted estimator's)."""
     found: list[tuple[int | str, str, torch.Tensor]] = []
     given: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
     for key, value in given:
         if isinstance(value, torch.Tensor):
-            if value.requires_grad:
+            if needs(value):
                 found.append((key, "", value))
             continue
         kind = type(value)
@@ -162,5 +178,5 @@ def _needing_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[i
             items = ((f"[{k!r}]", item) for k, item in value.items())
         else:
             items = ((f".{name}", item) for name, item in getattr(value, "__dict__", {}).items())
-        found += [(key, below, t) for below, t in items if isinstance(t, torch.Tensor) and t.requires_grad]
+        found += [(key, below, t) for below, t in items if isinstance(t, torch.Tensor) and needs(t)]
     return found
