@@ -76,8 +76,8 @@ class GradPolicy:
                         GradientError,
                         f"{lost.found}, and {self.why}",
                         describe_tensor(t),
-                        f"pass {{path}}.detach(), call {lost.outside}, or allow it detached with grad='detach' "
-                        f"(in {fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {fixes.keep}",
+                        f"pass {{path}}.detach(), call {lost.outside}, or allow it detached with grad='detach' (in "
+                        f"{fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {lost.keep(fixes.keep)}",
                     )
                 if not self.warned:  # "warn": once per decorated function; a race only warns twice
                     self.warned = True
@@ -95,7 +95,7 @@ class GradPolicy:
         fixes = self._fixes()
         warn_at_caller(
             f"{self.function}: {where} {self.lost.found}, and {self.why}: it was detached, so no gradient flows "
-            f"through this call. To keep the gradient, {fixes.keep}. To silence "
+            f"through this call. To keep the gradient, {self.lost.keep(fixes.keep)}. To silence "
             f"this, pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it), or call {self.lost.outside}",
             GradientWarning,
         )
@@ -103,15 +103,25 @@ class GradPolicy:
 
 class _Lost(NamedTuple):
     """A gradient a tensor loses in NumPy, in words: ``found``, what the tensor has;
-    ``outside``, where the call loses none."""
+    ``outside``, where the call loses none; ``forward``, whether it is a forward-mode tangent."""
 
     found: str
     outside: str
+    forward: bool = False
+
+    def keep(self, fixes: str) -> str:
+        """What keeps this gradient: ``GradFixes.keep``'s words name numpy_op's reverse-mode
+        rule, and a tangent needs its forward-mode one."""
+        if not self.forward:
+            return fixes
+        return fixes.replace("backward=...", "jvp=...").replace("vector-Jacobian", "Jacobian-vector")
 
 
 _REVERSE = _Lost("requires grad", "under torch.no_grad()")
 _FORWARD = _Lost(
-    "carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)", "outside forward_ad.dual_level()"
+    "carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)",
+    "outside forward_ad.dual_level()",
+    forward=True,
 )
 
 
