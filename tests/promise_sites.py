@@ -62,6 +62,8 @@ class Site:
     #: Where the body's changes to a copy of its arguments are made, as autoconvert's
     #: refusal of them names it: on an executor whose workers receive copies.
     worker: str = ""
+    #: A forward-mode tangent it has no rule for is refused (GradientError), whatever ``grad=`` says.
+    refuses_tangents: bool = False
     slow: bool = False
 
     def names(self, body: Callable[..., Any]) -> tuple[str, str]:
@@ -113,7 +115,7 @@ SITES = [
         pickles=False,
         named=("Holder.run", "args[0]"),
     ),
-    Site("numpy_op", lambda body, o, _: ac.numpy_op(body, **o)),
+    Site("numpy_op", lambda body, o, _: ac.numpy_op(body, **o), refuses_tangents=True),
     Site("batched in the caller", lambda body, o, _: ac.batched(body, **o), samples=True),
     Site(
         "batched on threads",

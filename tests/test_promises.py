@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch.autograd import forward_ad
 
 import autoconvert as ac
 from tests import promise_bodies as bodies
@@ -243,6 +244,31 @@ def test_a_dropped_gradient_is_said_once_naming_the_argument(site: Site, request
     with pytest.raises(ac.GradientError) as info:
         _site(site, request, bodies.doubled_sum, grad="error")(x)
     assert str(info.value).startswith(said)
+
+
+@pytest.mark.parametrize("site", ALL)
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")  # torch's own, from make_dual's first use
+def test_a_dropped_forward_mode_tangent_is_said_as_a_dropped_gradient(site: Site, request: Any) -> None:
+    """A dual tensor (forward_ad.make_dual) requires no grad, yet NumPy drops its tangent: a
+    GradientWarning names it, on every runner, or GradientError under ``grad="error"`` (or
+    always, where the site has no rule for it); ``grad="detach"`` drops it silently."""
+    said = "{}(): argument {} carries a forward-mode tangent".format(*site.names(bodies.doubled_sum))
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(_batch(), torch.ones(2, 3))
+        if site.refuses_tangents:
+            with pytest.raises(ac.GradientError, match="no NumPy rule for it"):
+                _site(site, request, bodies.doubled_sum)(x)
+            return
+        with pytest.warns(ac.GradientWarning) as warned:
+            out = _site(site, request, bodies.doubled_sum)(x)
+        assert [str(w.message).startswith(said) for w in warned] == [True]
+        assert forward_ad.unpack_dual(_tensor(out)).tangent is None
+        with pytest.raises(ac.GradientError) as info:
+            _site(site, request, bodies.doubled_sum, grad="error")(x)
+        assert str(info.value).startswith(said)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ac.GradientWarning)
+            _site(site, request, bodies.doubled_sum, grad="detach")(x)
 
 
 # --------------------------------------------------------------------------- errors and pickling
