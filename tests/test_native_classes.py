@@ -28,6 +28,7 @@ import scipy.spatial.transform
 import torch
 from hypothesis import given
 from hypothesis import strategies as hst
+from torch.autograd import forward_ad
 
 import autoconvert as ac
 from autoconvert._adapters._scipy import SciPy, _array_api
@@ -552,6 +553,50 @@ def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_silently_unde
     """``grad="detach"`` (torchify's or a block's) detaches them without a word."""
     estimator, _, said = _leaving_fit("PoissonRegressor", grad, block)
     assert said == [] and estimator.coef_.shape == (4,)
+
+
+@in_dispatch
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")  # torch's own, from make_dual's first use
+@pytest.mark.parametrize("grad", [None, "error", "detach"])
+def test_a_native_estimator_handing_a_dual_tensor_to_numpy_applies_grad(grad: str | None) -> None:
+    """A dual tensor (forward_ad.make_dual) leaves torch with no refusal, its tangent dropped:
+    the call is watched, and grad= applies where it leaves, as for one that requires grad."""
+    import sklearn.linear_model
+
+    x, y = _data()
+    estimator = ac.torchify(sklearn.linear_model, **({} if grad is None else {"grad": grad})).LogisticRegression()
+    with forward_ad.dual_level(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ac.GradientWarning)
+        dual = forward_ad.make_dual(x, torch.ones_like(x))
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                estimator.fit(dual, y)
+        else:
+            assert estimator.fit(dual, y) is estimator
+    said = [str(w.message) for w in caught if w.category is ac.GradientWarning]
+    carries = (
+        "LogisticRegression.fit(): argument X carries a forward-mode tangent (a dual tensor of "
+        "torch.autograd.forward_ad), and scikit-learn's own torch path for this call hands it to NumPy, which cannot "
+        "pass gradients back"
+    )
+    keep = "compute LogisticRegression.fit with torch operations: scikit-learn's own torch path for it leaves torch"
+    if grad == "error":
+        assert str(info.value) == (
+            f"{carries}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, layout=torch.strided, device=cpu). "
+            "Fix: pass X.detach(), call outside forward_ad.dual_level(), or allow it detached with grad='detach' (in "
+            "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block "
+            f"cannot change it; grad='warn' says so once); to keep the gradient, {keep}."
+        )
+    assert said == (
+        []
+        if grad is not None
+        else [
+            f"{carries}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
+            "silence this, pass grad='detach' (in the ac.torchify(..., grad='detach') call that made it, or a with "
+            "ac.config(grad='detach'): block around the call; grad='error' forbids it), or call outside "
+            "forward_ad.dual_level()"
+        ]
+    )
 
 
 @in_dispatch
