@@ -348,11 +348,81 @@ def test_callbacks_written_in_torch_minimise_with_autograd_gradients() -> None:
 
     x0 = torch.zeros(3, dtype=torch.float64)
     seen: list[type] = []
-    optimize = ac.torchify(scipy.optimize, callbacks=True)
+    optimize = ac.torchify(scipy.optimize, callbacks=True, grad="error")  # the loss's graph is its own argument's
     result = optimize.minimize(objective, x0, jac=True, method="BFGS", callback=lambda xk: seen.append(type(xk)))
     hand = scipy.optimize.minimize(hand_objective, x0.numpy(), jac=True, method="BFGS")
     assert type(result.x) is torch.Tensor and np.allclose(result.x.numpy(), hand.x)
     assert result.nit == hand.nit and set(seen) == {torch.Tensor}
+
+
+#: Routines called with a torch callback that closes over ``a`` (a tensor that requires grad).
+CLOSING_CALLS: dict[str, Callable[[Any, torch.Tensor], Any]] = {
+    "quad": lambda m, a: m.integrate.quad(lambda t: torch.sin(a * t), 0.0, 1.0),
+    "brentq": lambda m, a: m.optimize.brentq(lambda t: torch.cos(t) - a * t, 0.0, 1.0),
+    "minimize": lambda m, a: m.optimize.minimize(lambda v: ((v - a) ** 2).sum(), torch.zeros(1, dtype=torch.float64)),
+}
+
+
+def _closing_route(route: str, name: str, grad: str | None) -> Any:
+    """``scipy.integrate``/``scipy.optimize`` as ``route`` reaches them, with ``grad=`` where given."""
+    import scipy.integrate
+
+    options = {} if grad is None else {"grad": grad}
+    if route == "torchify":
+        return types.SimpleNamespace(
+            integrate=ac.torchify(scipy.integrate, **options), optimize=ac.torchify(scipy.optimize, **options)
+        )
+    module = scipy.integrate if name == "quad" else scipy.optimize
+    pair = ac.returns_tensor(ac.accepts_numpy(getattr(module, name), callbacks=True, **options))
+    return types.SimpleNamespace(
+        integrate=types.SimpleNamespace(quad=pair), optimize=types.SimpleNamespace(**{name: pair})
+    )
+
+
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+@pytest.mark.parametrize("name", list(CLOSING_CALLS))
+def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call(name: str, route: str) -> None:
+    """A torch callback whose result requires grad through a tensor it closes over hands SciPy
+    that result as an array: the gradient in ``a`` cannot flow, and the call's grad policy
+    says so, once per call (``quad`` evaluates its callback 21 times), at the caller's line;
+    ``grad="detach"`` is silent, and ``grad="error"`` (given, or a config block) refuses the
+    first evaluation."""
+    a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    call = CLOSING_CALLS[name]
+    callback = "<lambda>.<locals>.<lambda>()"
+    if route == "torchify":
+        keep = f"ac.numpy_op({name}, backward=...), its vector-Jacobian product written in NumPy"
+        site = "the ac.torchify(..., grad='detach') call that made it"
+        given = "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot change it"
+    else:
+        keep = "@ac.numpy_op(backward=...) in place of the decorators, its vector-Jacobian product written in NumPy"
+        site = f"@ac.accepts_numpy(grad='detach') on {name}"
+        given = f"@ac.accepts_numpy(grad='detach') on {name}, where grad='error' was given, so a config block cannot change it"
+    with pytest.warns(ac.GradientWarning) as caught:
+        call(_closing_route(route, name, None), a)
+    assert [str(w.message) for w in caught] == [
+        f"{name}(): the result of its callback {callback} requires grad, and NumPy code cannot pass gradients "
+        "back: it was detached, so no gradient flows from the callback through this call. To keep the gradient, "
+        f"make {name} a differentiable torch operation with {keep}. To silence this, .detach() the callback's "
+        f"result, pass grad='detach' (in {site}, or a with ac.config(grad='detach'): block around the call; "
+        "grad='error' forbids it), or call under torch.no_grad()"
+    ]
+    assert caught[0].filename == __file__
+    call(_closing_route(route, name, "detach"), a)  # silent: pytest runs with warnings as errors
+    with torch.no_grad():
+        call(_closing_route(route, name, None), a)
+    refusal = (
+        f"{name}(): callback {callback}'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in {site}; "
+        f"grad='warn' says so once); to keep the gradient, make {name} a differentiable torch operation with {keep}."
+    )
+    with pytest.raises(ac.GradientError) as info:
+        call(_closing_route(route, name, "error"), a)
+    assert str(info.value) == refusal.format(site=given)
+    with ac.config(grad="error"), pytest.raises(ac.GradientError) as info:
+        call(_closing_route(route, name, None), a)
+    assert str(info.value) == refusal.format(site=f"{site}, or a with ac.config(grad='detach'): block around the call")
 
 
 def test_callbacks_stay_arrays_unless_asked_and_numpy_functions_stay_numpy() -> None:
