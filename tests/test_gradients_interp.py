@@ -235,21 +235,38 @@ def test_regular_grid_interpolator_in_values_and_points(case: tuple[dict[str, An
     assert torch.autograd.gradcheck(read, leaves)
 
 
-def test_a_periodic_spline_gives_the_points_their_gradient_and_refuses_the_samples() -> None:
-    """A periodic spline's first and last samples are one: no gradient in y, said; in the points, given."""
+@pytest.mark.parametrize("builder", ["CubicSpline", "make_interp_spline"])
+def test_a_periodic_spline_gives_the_points_their_gradient_and_says_the_samples_take_none(builder: str) -> None:
+    """A periodic spline's first and last samples are one: its samples take no gradient, said
+    at the build (a GradientWarning once, a GradientError under grad='error', nothing under
+    grad='detach'), while the points it is read at take theirs under every policy (backward
+    raised under the default policy, losing the points' gradient too)."""
     y = np.sin(2 * np.pi * KNOTS / 3.0)
     at = torch.tensor([0.5, 1.7], dtype=torch.float64, requires_grad=True)
-    spline = ac.torchify(si).CubicSpline(torch.from_numpy(KNOTS), torch.tensor(y), bc_type="periodic")
-    assert torch.autograd.gradcheck(spline, (at,))
+
+    def build(samples: torch.Tensor, **options: Any) -> Any:
+        return getattr(ac.torchify(si, **options), builder)(torch.from_numpy(KNOTS), samples, bc_type="periodic")
+
+    assert torch.autograd.gradcheck(build(torch.tensor(y)), (at,))
     samples = torch.tensor(y, requires_grad=True)
-    out = ac.torchify(si).CubicSpline(torch.from_numpy(KNOTS), samples, bc_type="periodic")(at)
-    with pytest.raises(ac.GradientError) as caught:
-        out.sum().backward()
-    assert str(caught.value) == (
-        "scipy.interpolate.CubicSpline: argument y is a periodic spline's samples, whose first and last are one: "
-        "the catalogue's rule gives no gradient in them. Found bc_type='periodic'. Fix: call it without "
-        "requires_grad (.detach()), or pass a method it covers."
+    said = (
+        f"scipy.interpolate.{builder}: argument y is a periodic spline's samples, whose first and last are one "
+        "sample, and the catalogue's rule gives them no gradient: none flows into them, while the points the spline "
+        "is read at take theirs. Found bc_type='periodic'. Fix: build it from y.detach(); grad='detach' silences this."
     )
+    with pytest.warns(ac.GradientWarning) as warned:
+        spline = build(samples)
+    assert [str(w.message) for w in warned] == [said] and warned[0].filename == __file__
+    spline(at).sum().backward()
+    expected = build(torch.tensor(y), grad="detach")(at).sum()
+    (wanted,) = torch.autograd.grad(expected, at)
+    assert samples.grad is None and torch.equal(at.grad, wanted)
+    with pytest.raises(ac.GradientError) as caught:
+        build(samples, grad="error")
+    assert str(caught.value) == said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build(samples, grad="detach")(at).sum().backward()
 
 
 def test_the_knots_take_no_gradient_said_never_a_silent_zero() -> None:

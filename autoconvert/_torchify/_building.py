@@ -17,7 +17,7 @@ from autoconvert._decorators._plain import to_numpy
 from autoconvert._errors import GradientError, GradientWarning, message
 from autoconvert._gradients._built import Built, Construction
 from autoconvert._gradients._catalogue import builder_for, differentiable
-from autoconvert._gradients._rule import say_untaken
+from autoconvert._gradients._rule import say_dropped, say_untaken
 from autoconvert._interpreter._routes import Description, described
 
 from ._proxies import TorchifiedClass, TorchifiedObject, device_of, proxy, torchified_function
@@ -68,11 +68,28 @@ class Builder:
         # Made first: its conversion refuses what NumPy cannot read (a tensor torch.func transforms).
         made = make(*bound.args, **bound.kwargs)
         construction = Construction({n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in given.items()})
-        # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
-        kept = tuple(
-            given[name] if requires_grad(given[name]) else construction.arguments[name] for name in self.built.keeps
-        )
+        taking = self._taking(given, stacklevel + 1)
+        # A kept tensor that requires no grad, or takes none, goes to the calls as its array:
+        # no gradient is computed for it.
+        kept = tuple(given[name] if name in taking else construction.arguments[name] for name in self.built.keeps)
         return made, Keeping(self, construction, kept)
+
+    def _taking(self, given: dict[str, Any], stacklevel: int) -> set[str]:
+        """The kept arguments that require grad and take it; one this construction gives none
+        (a periodic spline's samples) is said dropped here, at the build, once."""
+        unkept = self.built.unkept(given) if self.built.unkept is not None else {}
+        taking = set()
+        for name in self.built.keeps:
+            if not requires_grad(given[name]):
+                continue
+            if name not in unkept:
+                taking.add(name)
+            elif self.grad != "detach":
+                problem, found = unkept[name]
+                fix = f"build it from {name}.detach(); grad='detach' silences this"
+                text = message(self.built.name, f"argument {name}", problem, found, fix)
+                say_dropped(text, name, grad=self.grad, told=self.told, stacklevel=stacklevel + 1)
+        return taking
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
         """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
