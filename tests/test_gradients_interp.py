@@ -387,6 +387,53 @@ def test_torch_func_transforms_a_splines_call() -> None:
     assert torch.allclose(per_point, torch.from_numpy(si.CubicSpline(KNOTS, _rng(7))(AT[0], 1)))
 
 
+#: Objects built through the torchified module inside the loss, from samples torch.func transforms.
+BUILT_INSIDE: dict[str, Callable[[torch.Tensor], Any]] = {
+    "CubicSpline": lambda y: ac.torchify(si).CubicSpline(torch.tensor(KNOTS), y, bc_type="clamped"),
+    "make_interp_spline": lambda y: ac.torchify(si).make_interp_spline(torch.tensor(KNOTS), y, k=5),
+    "derivative": lambda y: ac.torchify(si).CubicSpline(torch.tensor(KNOTS), y).derivative(),
+    "interp1d": lambda y: ac.torchify(si).interp1d(torch.tensor(KNOTS), y, kind="quadratic"),
+}
+
+
+@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev"])
+@pytest.mark.parametrize("name", list(BUILT_INSIDE))
+def test_torch_func_transforms_an_object_built_from_its_samples(name: str, transform: str) -> None:
+    """An object built inside a loss that torch.func differentiates in the samples (its
+    arguments wrapped by the transform, whose ops refuse NumPy even a plain tensor's memory) is
+    built from their values, outside the transform, and its call takes their gradient: torch.func
+    gives eager autograd's gradient, in the samples and the points together."""
+    build = BUILT_INSIDE[name]
+    at = torch.tensor(AT[:, 1])  # inside: interp1d raises outside
+    samples = torch.tensor(_rng(7))
+
+    def loss(y: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        return (build(y)(a) ** 2).sum()  # type: ignore[no-any-return]
+
+    leaves = (samples.clone().requires_grad_(), at.clone().requires_grad_())
+    wanted = torch.autograd.grad(loss(*leaves), leaves)
+    if transform == "grad":
+        got = torch.func.grad(loss, argnums=(0, 1))(samples, at)
+    elif transform == "vjp":
+        got = torch.func.vjp(loss, samples, at)[1](torch.tensor(1.0, dtype=torch.float64))
+    else:
+        got = torch.func.jacrev(loss, argnums=(0, 1))(samples, at)
+    assert all(torch.allclose(g, w) for g, w in zip(got, wanted, strict=True))
+
+
+def test_an_object_built_from_samples_torch_vmap_batches_is_refused_naming_them() -> None:
+    """One object holds one set of samples: built from a batch torch.vmap makes, it is refused
+    naming the samples (not the knots beside them) and fixes that build one per sample."""
+    with pytest.raises(ac.ConversionError) as caught:
+        torch.func.vmap(lambda y: BUILT_INSIDE["CubicSpline"](y)(torch.tensor(AT[0])))(torch.tensor(_rng(3, 7)))
+    assert str(caught.value) == (
+        "scipy.interpolate.CubicSpline: argument y is batched by torch.vmap, and one object is built from one set "
+        "of values. Found torch.Tensor(shape=(7,), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: "
+        "build one object per sample (a loop, or autoconvert.batched), or build it outside torch.vmap and vmap its "
+        "call."
+    )
+
+
 def test_a_grid_interpolators_derivatives_are_refused_with_the_fix() -> None:
     """``nu=`` (where SciPy has it) asks for derivatives of the interpolant, which the rule does not cover."""
     if "nu" not in inspect.signature(si.RegularGridInterpolator.__call__).parameters:
