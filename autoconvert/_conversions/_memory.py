@@ -148,7 +148,7 @@ functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
     getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda t: False
 )
 
-_functorch = getattr(torch._C, "_functorch", None)
+_functorch: Any = getattr(torch._C, "_functorch", None)  # None where functorch_wrapped is never true
 
 #: A block whose ops see tensors as they are, not as torch.func's transforms wrap them: inside
 #: ``torch.func.grad`` an op makes a wrapped tensor, with no storage, even ``numpy()`` of a
