@@ -355,12 +355,30 @@ def test_callbacks_written_in_torch_minimise_with_autograd_gradients() -> None:
     assert result.nit == hand.nit and set(seen) == {torch.Tensor}
 
 
-#: Routines called with a torch callback that closes over ``a`` (a tensor that requires grad).
-CLOSING_CALLS: dict[str, Callable[[Any, torch.Tensor], Any]] = {
-    "quad": lambda m, a: m.integrate.quad(lambda t: torch.sin(a * t), 0.0, 1.0),
-    "brentq": lambda m, a: m.optimize.brentq(lambda t: torch.cos(t) - a * t, 0.0, 1.0),
-    "minimize": lambda m, a: m.optimize.minimize(lambda v: ((v - a) ** 2).sum(), torch.zeros(1, dtype=torch.float64)),
+F64 = torch.float64
+#: Routines called with a torch callback that closes over ``a`` (a tensor that requires grad),
+#: with the shape of the callback's result.
+CLOSING_CALLS: dict[str, tuple[Callable[[Any, torch.Tensor], Any], tuple[int, ...]]] = {
+    "quad": (lambda m, a: m.integrate.quad(lambda t: torch.sin(a * t), 0.0, 1.0), ()),
+    "brentq": (lambda m, a: m.optimize.brentq(lambda t: torch.cos(t) - a * t, 0.0, 1.0), ()),
+    "minimize": (lambda m, a: m.optimize.minimize(lambda v: ((v - a) ** 2).sum(), torch.zeros(1, dtype=F64)), ()),
+    "quad_vec": (
+        lambda m, a: m.integrate.quad_vec(lambda t: torch.sin(a * t) * torch.ones(2, dtype=F64), 0.0, 1.0),
+        (2,),
+    ),
+    "dblquad": (lambda m, a: m.integrate.dblquad(lambda y, x: torch.sin(a * x * y), 0.0, 1.0, 0.0, 1.0), ()),
+    "fixed_quad": (lambda m, a: m.integrate.fixed_quad(lambda t: torch.sin(a * t), 0.0, 1.0), (5,)),
+    "solve_ivp": (lambda m, a: m.integrate.solve_ivp(lambda t, y: -a * y, (0.0, 1.0), torch.ones(1, dtype=F64)), (1,)),
+    "odeint": (lambda m, a: m.integrate.odeint(lambda y, t: -a * y, torch.ones(1, dtype=F64), torch.arange(3.0)), (1,)),
+    "newton": (lambda m, a: m.optimize.newton(lambda t: torch.cos(t) - a * t, 0.5), ()),
+    "root_scalar": (lambda m, a: m.optimize.root_scalar(lambda t: torch.cos(t) - a * t, bracket=(0.0, 2.0)), ()),
+    "minimize_scalar": (lambda m, a: m.optimize.minimize_scalar(lambda t: (t - a) ** 2), ()),
+    "least_squares": (lambda m, a: m.optimize.least_squares(lambda v: v - a, torch.zeros(2, dtype=F64)), (2,)),
+    "fsolve": (lambda m, a: m.optimize.fsolve(lambda v: v - a, torch.zeros(2, dtype=F64)), (2,)),
+    "root": (lambda m, a: m.optimize.root(lambda v: v - a, torch.zeros(2, dtype=F64)), (2,)),
 }
+#: The routines every run covers; the rest run with --slow.
+FAST_CLOSING = ("quad", "brentq", "minimize")
 
 
 def _closing_route(route: str, name: str, grad: str | None) -> Any:
@@ -372,15 +390,17 @@ def _closing_route(route: str, name: str, grad: str | None) -> Any:
         return types.SimpleNamespace(
             integrate=ac.torchify(scipy.integrate, **options), optimize=ac.torchify(scipy.optimize, **options)
         )
-    module = scipy.integrate if name == "quad" else scipy.optimize
-    pair = ac.returns_tensor(ac.accepts_numpy(getattr(module, name), callbacks=True, **options))
-    return types.SimpleNamespace(
-        integrate=types.SimpleNamespace(quad=pair), optimize=types.SimpleNamespace(**{name: pair})
+    module = scipy.integrate if hasattr(scipy.integrate, name) else scipy.optimize
+    pair = types.SimpleNamespace(
+        **{name: ac.returns_tensor(ac.accepts_numpy(getattr(module, name), callbacks=True, **options))}
     )
+    return types.SimpleNamespace(integrate=pair, optimize=pair)
 
 
 @pytest.mark.parametrize("route", ["torchify", "pair"])
-@pytest.mark.parametrize("name", list(CLOSING_CALLS))
+@pytest.mark.parametrize(
+    "name", [n if n in FAST_CLOSING else pytest.param(n, marks=pytest.mark.slow) for n in CLOSING_CALLS]
+)
 def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call(name: str, route: str) -> None:
     """A torch callback whose result requires grad through a tensor it closes over hands SciPy
     that result as an array: the gradient in ``a`` cannot flow, and the call's grad policy
@@ -388,7 +408,7 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
     ``grad="detach"`` is silent, and ``grad="error"`` (given, or a config block) refuses the
     first evaluation."""
     a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
-    call = CLOSING_CALLS[name]
+    call, shape = CLOSING_CALLS[name]
     callback = "<lambda>.<locals>.<lambda>()"
     if route == "torchify":
         keep = f"ac.numpy_op({name}, backward=...), its vector-Jacobian product written in NumPy"
@@ -413,7 +433,7 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
         call(_closing_route(route, name, None), a)
     refusal = (
         f"{name}(): callback {callback}'s result requires grad, and NumPy code cannot pass gradients back. Found "
-        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        f"torch.Tensor(shape={shape}, dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
         "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in {site}; "
         f"grad='warn' says so once); to keep the gradient, make {name} a differentiable torch operation with {keep}."
     )

@@ -396,7 +396,7 @@ BUILT_INSIDE: dict[str, Callable[[torch.Tensor], Any]] = {
 }
 
 
-@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev"])
+@pytest.mark.parametrize("transform", _first_fast("grad", "vjp", "jacrev"))
 @pytest.mark.parametrize("name", list(BUILT_INSIDE))
 def test_torch_func_transforms_an_object_built_from_its_samples(name: str, transform: str) -> None:
     """An object built inside a loss that torch.func differentiates in the samples (its
