@@ -66,7 +66,7 @@ def warn_at_caller(text: str, category: type[Warning], *, past_callee: bool = Fa
         while frame is not None and is_ours(frame.f_code.co_filename) is ours:
             frame = frame.f_back
             level += 1
-    if frame is None:  # a callback called on another thread: the library's line
+    if frame is None and past_callee:  # a callback called on another thread: the library's line
         warn_at_caller(text, category)
         return
     warnings.warn(text, category, stacklevel=level)

@@ -80,9 +80,9 @@ def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
     (``x.detach().requires_grad_()``, ``minimize(..., jac=True)``) loses nothing."""
     own: set[int] = set()
     _handed_tensors(handed, own)
-    stack, seen = [t.grad_fn], set()
     if t.grad_fn is None:  # t is a leaf itself
         return t.untyped_storage().data_ptr() not in own
+    stack, seen = [t.grad_fn], set()
     while stack:
         node = stack.pop()
         if node is None or node in seen:
