@@ -445,6 +445,51 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
     assert str(info.value) == refusal.format(site=f"{site}, or a with ac.config(grad='detach'): block around the call")
 
 
+def test_a_callbacks_result_is_judged_by_the_leaves_its_gradient_reaches() -> None:
+    """A result that is the outside leaf itself is said; one whose gradient reaches only the
+    tensors the callback was handed (in a list too, made to require grad in place) is not; a
+    callback called on another thread alone is said at the line of the code calling it there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+
+    @ac.accepts_numpy(callbacks=True, grad="error")
+    def call_with(f: Any, value: Any) -> Any:
+        return f(value)
+
+    here = f"{test_a_callbacks_result_is_judged_by_the_leaves_its_gradient_reaches.__qualname__}.<locals>."
+    keep = "a differentiable torch operation with @ac.numpy_op(backward=...) in place of the decorators, its "
+    with pytest.raises(ac.GradientError) as refused:
+        call_with(lambda v: a, np.ones(2))
+    assert str(refused.value) == (
+        f"{here}call_with(): callback {here}<lambda>()'s result requires grad, and NumPy code cannot pass gradients "
+        "back. Found torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() "
+        "the callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in "
+        f"@ac.accepts_numpy(grad='detach') on {here}call_with, where grad='error' was given, so a config block "
+        f"cannot change it; grad='warn' says so once); to keep the gradient, make {here}call_with {keep}"
+        "vector-Jacobian product written in NumPy."
+    )
+    own = call_with(lambda v: (v[0].requires_grad_() * 2).sum(), [np.ones(2)])
+    assert own == 4.0
+
+    @ac.accepts_numpy(callbacks=True)
+    def on_a_thread(f: Any, value: Any) -> Any:
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(f, value).result()
+
+    with pytest.warns(ac.GradientWarning) as caught:
+        on_a_thread(lambda v: (v * a).sum(), np.ones(2))
+    assert [str(w.message) for w in caught] == [
+        f"{here}on_a_thread(): the result of its callback {here}<lambda>() requires grad, and NumPy code cannot pass "
+        "gradients back: it was detached, so no gradient flows from the callback through this call. To keep the "
+        f"gradient, make {here}on_a_thread {keep}vector-Jacobian product written in NumPy. To silence this, "
+        f".detach() the callback's result, pass grad='detach' (in @ac.accepts_numpy(grad='detach') on "
+        f"{here}on_a_thread, or a with ac.config(grad='detach'): block around the call; grad='error' forbids it), "
+        "or call under torch.no_grad()"
+    ]
+    assert caught[0].filename.endswith(os.path.join("concurrent", "futures", "thread.py"))
+
+
 def test_callbacks_stay_arrays_unless_asked_and_numpy_functions_stay_numpy() -> None:
     """The default hands callbacks arrays (NumPy-written ones keep working); under
     ``callbacks=True`` NumPy's own functions are still handed over as they are."""
