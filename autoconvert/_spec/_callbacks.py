@@ -82,7 +82,8 @@ def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
     _handed_tensors(handed, own)
     if t.grad_fn is None:  # t is a leaf itself
         return t.untyped_storage().data_ptr() not in own
-    stack, seen = [t.grad_fn], set()
+    stack: list[Any] = [t.grad_fn]  # autograd nodes, None where an input needs no gradient
+    seen = set()
     while stack:
         node = stack.pop()
         if node is None or node in seen:
