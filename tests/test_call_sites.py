@@ -348,11 +348,146 @@ def test_callbacks_written_in_torch_minimise_with_autograd_gradients() -> None:
 
     x0 = torch.zeros(3, dtype=torch.float64)
     seen: list[type] = []
-    optimize = ac.torchify(scipy.optimize, callbacks=True)
+    optimize = ac.torchify(scipy.optimize, callbacks=True, grad="error")  # the loss's graph is its own argument's
     result = optimize.minimize(objective, x0, jac=True, method="BFGS", callback=lambda xk: seen.append(type(xk)))
     hand = scipy.optimize.minimize(hand_objective, x0.numpy(), jac=True, method="BFGS")
     assert type(result.x) is torch.Tensor and np.allclose(result.x.numpy(), hand.x)
     assert result.nit == hand.nit and set(seen) == {torch.Tensor}
+
+
+F64 = torch.float64
+#: Routines called with a torch callback that closes over ``a`` (a tensor that requires grad),
+#: with the shape of the callback's result.
+CLOSING_CALLS: dict[str, tuple[Callable[[Any, torch.Tensor], Any], tuple[int, ...]]] = {
+    "quad": (lambda m, a: m.integrate.quad(lambda t: torch.sin(a * t), 0.0, 1.0), ()),
+    "brentq": (lambda m, a: m.optimize.brentq(lambda t: torch.cos(t) - a * t, 0.0, 1.0), ()),
+    "minimize": (lambda m, a: m.optimize.minimize(lambda v: ((v - a) ** 2).sum(), torch.zeros(1, dtype=F64)), ()),
+    "quad_vec": (
+        lambda m, a: m.integrate.quad_vec(lambda t: torch.sin(a * t) * torch.ones(2, dtype=F64), 0.0, 1.0),
+        (2,),
+    ),
+    "dblquad": (lambda m, a: m.integrate.dblquad(lambda y, x: torch.sin(a * x * y), 0.0, 1.0, 0.0, 1.0), ()),
+    "fixed_quad": (lambda m, a: m.integrate.fixed_quad(lambda t: torch.sin(a * t), 0.0, 1.0), (5,)),
+    "solve_ivp": (lambda m, a: m.integrate.solve_ivp(lambda t, y: -a * y, (0.0, 1.0), torch.ones(1, dtype=F64)), (1,)),
+    "odeint": (lambda m, a: m.integrate.odeint(lambda y, t: -a * y, torch.ones(1, dtype=F64), torch.arange(3.0)), (1,)),
+    "newton": (lambda m, a: m.optimize.newton(lambda t: torch.cos(t) - a * t, 0.5), ()),
+    "root_scalar": (lambda m, a: m.optimize.root_scalar(lambda t: torch.cos(t) - a * t, bracket=(0.0, 2.0)), ()),
+    "minimize_scalar": (lambda m, a: m.optimize.minimize_scalar(lambda t: (t - a) ** 2), ()),
+    "least_squares": (lambda m, a: m.optimize.least_squares(lambda v: v - a, torch.zeros(2, dtype=F64)), (2,)),
+    "fsolve": (lambda m, a: m.optimize.fsolve(lambda v: v - a, torch.zeros(2, dtype=F64)), (2,)),
+    "root": (lambda m, a: m.optimize.root(lambda v: v - a, torch.zeros(2, dtype=F64)), (2,)),
+}
+#: The routines every run covers; the rest run with --slow.
+FAST_CLOSING = ("quad", "brentq", "minimize")
+
+
+def _closing_route(route: str, name: str, grad: str | None) -> Any:
+    """``scipy.integrate``/``scipy.optimize`` as ``route`` reaches them, with ``grad=`` where given."""
+    import scipy.integrate
+
+    options = {} if grad is None else {"grad": grad}
+    if route == "torchify":
+        return types.SimpleNamespace(
+            integrate=ac.torchify(scipy.integrate, **options), optimize=ac.torchify(scipy.optimize, **options)
+        )
+    module = scipy.integrate if hasattr(scipy.integrate, name) else scipy.optimize
+    pair = types.SimpleNamespace(
+        **{name: ac.returns_tensor(ac.accepts_numpy(getattr(module, name), callbacks=True, **options))}
+    )
+    return types.SimpleNamespace(integrate=pair, optimize=pair)
+
+
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+@pytest.mark.parametrize(
+    "name", [n if n in FAST_CLOSING else pytest.param(n, marks=pytest.mark.slow) for n in CLOSING_CALLS]
+)
+def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call(name: str, route: str) -> None:
+    """A torch callback whose result requires grad through a tensor it closes over hands SciPy
+    that result as an array: the gradient in ``a`` cannot flow, and the call's grad policy
+    says so, once per call (``quad`` evaluates its callback 21 times), at the caller's line;
+    ``grad="detach"`` is silent, and ``grad="error"`` (given, or a config block) refuses the
+    first evaluation."""
+    a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    call, shape = CLOSING_CALLS[name]
+    callback = "<lambda>.<locals>.<lambda>()"
+    if route == "torchify":
+        keep = f"ac.numpy_op({name}, backward=...), its vector-Jacobian product written in NumPy"
+        site = "the ac.torchify(..., grad='detach') call that made it"
+        given = "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot change it"
+    else:
+        keep = "@ac.numpy_op(backward=...) in place of the decorators, its vector-Jacobian product written in NumPy"
+        site = f"@ac.accepts_numpy(grad='detach') on {name}"
+        given = f"@ac.accepts_numpy(grad='detach') on {name}, where grad='error' was given, so a config block cannot change it"
+    with pytest.warns(ac.GradientWarning) as caught:
+        call(_closing_route(route, name, None), a)
+    assert [str(w.message) for w in caught] == [
+        f"{name}(): the result of its callback {callback} requires grad, and NumPy code cannot pass gradients "
+        "back: it was detached, so no gradient flows from the callback through this call. To keep the gradient, "
+        f"make {name} a differentiable torch operation with {keep}. To silence this, .detach() the callback's "
+        f"result, pass grad='detach' (in {site}, or a with ac.config(grad='detach'): block around the call; "
+        "grad='error' forbids it), or call under torch.no_grad()"
+    ]
+    assert caught[0].filename == __file__
+    call(_closing_route(route, name, "detach"), a)  # silent: pytest runs with warnings as errors
+    with torch.no_grad():
+        call(_closing_route(route, name, None), a)
+    refusal = (
+        f"{name}(): callback {callback}'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        f"torch.Tensor(shape={shape}, dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in {site}; "
+        f"grad='warn' says so once); to keep the gradient, make {name} a differentiable torch operation with {keep}."
+    )
+    with pytest.raises(ac.GradientError) as info:
+        call(_closing_route(route, name, "error"), a)
+    assert str(info.value) == refusal.format(site=given)
+    with ac.config(grad="error"), pytest.raises(ac.GradientError) as info:
+        call(_closing_route(route, name, None), a)
+    assert str(info.value) == refusal.format(site=f"{site}, or a with ac.config(grad='detach'): block around the call")
+
+
+def test_a_callbacks_result_is_judged_by_the_leaves_its_gradient_reaches() -> None:
+    """A result that is the outside leaf itself is said; one whose gradient reaches only the
+    tensors the callback was handed (in a list too, made to require grad in place) is not; a
+    callback called on another thread alone is said at the line of the code calling it there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+
+    @ac.accepts_numpy(callbacks=True, grad="error")
+    def call_with(f: Any, value: Any) -> Any:
+        return f(value)
+
+    here = f"{test_a_callbacks_result_is_judged_by_the_leaves_its_gradient_reaches.__qualname__}.<locals>."
+    keep = "a differentiable torch operation with @ac.numpy_op(backward=...) in place of the decorators, its "
+    with pytest.raises(ac.GradientError) as refused:
+        call_with(lambda v: a, np.ones(2))
+    assert str(refused.value) == (
+        f"{here}call_with(): callback {here}<lambda>()'s result requires grad, and NumPy code cannot pass gradients "
+        "back. Found torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() "
+        "the callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in "
+        f"@ac.accepts_numpy(grad='detach') on {here}call_with, where grad='error' was given, so a config block "
+        f"cannot change it; grad='warn' says so once); to keep the gradient, make {here}call_with {keep}"
+        "vector-Jacobian product written in NumPy."
+    )
+    own = call_with(lambda v: (v[0].requires_grad_() * 2).sum(), [np.ones(2)])
+    assert own == 4.0
+
+    @ac.accepts_numpy(callbacks=True)
+    def on_a_thread(f: Any, value: Any) -> Any:
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(f, value).result()
+
+    with pytest.warns(ac.GradientWarning) as caught:
+        on_a_thread(lambda v: (v * a).sum(), np.ones(2))
+    assert [str(w.message) for w in caught] == [
+        f"{here}on_a_thread(): the result of its callback {here}<lambda>() requires grad, and NumPy code cannot pass "
+        "gradients back: it was detached, so no gradient flows from the callback through this call. To keep the "
+        f"gradient, make {here}on_a_thread {keep}vector-Jacobian product written in NumPy. To silence this, "
+        f".detach() the callback's result, pass grad='detach' (in @ac.accepts_numpy(grad='detach') on "
+        f"{here}on_a_thread, or a with ac.config(grad='detach'): block around the call; grad='error' forbids it), "
+        "or call under torch.no_grad()"
+    ]
+    assert caught[0].filename.endswith(os.path.join("concurrent", "futures", "thread.py"))
 
 
 def test_callbacks_stay_arrays_unless_asked_and_numpy_functions_stay_numpy() -> None:

@@ -235,21 +235,38 @@ def test_regular_grid_interpolator_in_values_and_points(case: tuple[dict[str, An
     assert torch.autograd.gradcheck(read, leaves)
 
 
-def test_a_periodic_spline_gives_the_points_their_gradient_and_refuses_the_samples() -> None:
-    """A periodic spline's first and last samples are one: no gradient in y, said; in the points, given."""
+@pytest.mark.parametrize("builder", ["CubicSpline", "make_interp_spline"])
+def test_a_periodic_spline_gives_the_points_their_gradient_and_says_the_samples_take_none(builder: str) -> None:
+    """A periodic spline's first and last samples are one: its samples take no gradient, said
+    at the build (a GradientWarning once, a GradientError under grad='error', nothing under
+    grad='detach'), while the points it is read at take theirs under every policy (backward
+    raised under the default policy, losing the points' gradient too)."""
     y = np.sin(2 * np.pi * KNOTS / 3.0)
     at = torch.tensor([0.5, 1.7], dtype=torch.float64, requires_grad=True)
-    spline = ac.torchify(si).CubicSpline(torch.from_numpy(KNOTS), torch.tensor(y), bc_type="periodic")
-    assert torch.autograd.gradcheck(spline, (at,))
+
+    def build(samples: torch.Tensor, **options: Any) -> Any:
+        return getattr(ac.torchify(si, **options), builder)(torch.from_numpy(KNOTS), samples, bc_type="periodic")
+
+    assert torch.autograd.gradcheck(build(torch.tensor(y)), (at,))
     samples = torch.tensor(y, requires_grad=True)
-    out = ac.torchify(si).CubicSpline(torch.from_numpy(KNOTS), samples, bc_type="periodic")(at)
-    with pytest.raises(ac.GradientError) as caught:
-        out.sum().backward()
-    assert str(caught.value) == (
-        "scipy.interpolate.CubicSpline: argument y is a periodic spline's samples, whose first and last are one: "
-        "the catalogue's rule gives no gradient in them. Found bc_type='periodic'. Fix: call it without "
-        "requires_grad (.detach()), or pass a method it covers."
+    said = (
+        f"scipy.interpolate.{builder}: argument y is a periodic spline's samples, whose first and last are one "
+        "sample, and the catalogue's rule gives them no gradient: none flows into them, while the points the spline "
+        "is read at take theirs. Found bc_type='periodic'. Fix: build it from y.detach(); grad='detach' silences this."
     )
+    with pytest.warns(ac.GradientWarning) as warned:
+        spline = build(samples)
+    assert [str(w.message) for w in warned] == [said] and warned[0].filename == __file__
+    spline(at).sum().backward()
+    expected = build(torch.tensor(y), grad="detach")(at).sum()
+    (wanted,) = torch.autograd.grad(expected, at)
+    assert samples.grad is None and torch.equal(at.grad, wanted)
+    with pytest.raises(ac.GradientError) as caught:
+        build(samples, grad="error")
+    assert str(caught.value) == said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build(samples, grad="detach")(at).sum().backward()
 
 
 def test_the_knots_take_no_gradient_said_never_a_silent_zero() -> None:
@@ -368,6 +385,53 @@ def test_torch_func_transforms_a_splines_call() -> None:
     at = torch.tensor(AT[0])
     per_point = torch.func.vmap(torch.func.grad(lambda a: spline(a).sum()))(at)
     assert torch.allclose(per_point, torch.from_numpy(si.CubicSpline(KNOTS, _rng(7))(AT[0], 1)))
+
+
+#: Objects built through the torchified module inside the loss, from samples torch.func transforms.
+BUILT_INSIDE: dict[str, Callable[[torch.Tensor], Any]] = {
+    "CubicSpline": lambda y: ac.torchify(si).CubicSpline(torch.tensor(KNOTS), y, bc_type="clamped"),
+    "make_interp_spline": lambda y: ac.torchify(si).make_interp_spline(torch.tensor(KNOTS), y, k=5),
+    "derivative": lambda y: ac.torchify(si).CubicSpline(torch.tensor(KNOTS), y).derivative(),
+    "interp1d": lambda y: ac.torchify(si).interp1d(torch.tensor(KNOTS), y, kind="quadratic"),
+}
+
+
+@pytest.mark.parametrize("transform", _first_fast("grad", "vjp", "jacrev"))
+@pytest.mark.parametrize("name", list(BUILT_INSIDE))
+def test_torch_func_transforms_an_object_built_from_its_samples(name: str, transform: str) -> None:
+    """An object built inside a loss that torch.func differentiates in the samples (its
+    arguments wrapped by the transform, whose ops refuse NumPy even a plain tensor's memory) is
+    built from their values, outside the transform, and its call takes their gradient: torch.func
+    gives eager autograd's gradient, in the samples and the points together."""
+    build = BUILT_INSIDE[name]
+    at = torch.tensor(AT[:, 1])  # inside: interp1d raises outside
+    samples = torch.tensor(_rng(7))
+
+    def loss(y: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        return (build(y)(a) ** 2).sum()  # type: ignore[no-any-return]
+
+    leaves = (samples.clone().requires_grad_(), at.clone().requires_grad_())
+    wanted = torch.autograd.grad(loss(*leaves), leaves)
+    if transform == "grad":
+        got = torch.func.grad(loss, argnums=(0, 1))(samples, at)
+    elif transform == "vjp":
+        got = torch.func.vjp(loss, samples, at)[1](torch.tensor(1.0, dtype=torch.float64))
+    else:
+        got = torch.func.jacrev(loss, argnums=(0, 1))(samples, at)
+    assert all(torch.allclose(g, w) for g, w in zip(got, wanted, strict=True))
+
+
+def test_an_object_built_from_samples_torch_vmap_batches_is_refused_naming_them() -> None:
+    """One object holds one set of samples: built from a batch torch.vmap makes, it is refused
+    naming the samples (not the knots beside them) and fixes that build one per sample."""
+    with pytest.raises(ac.ConversionError) as caught:
+        torch.func.vmap(lambda y: BUILT_INSIDE["CubicSpline"](y)(torch.tensor(AT[0])))(torch.tensor(_rng(3, 7)))
+    assert str(caught.value) == (
+        "scipy.interpolate.CubicSpline: argument y is batched by torch.vmap, and one object is built from one set "
+        "of values. Found torch.Tensor(shape=(7,), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: "
+        "build one object per sample (a loop, or autoconvert.batched), or build it outside torch.vmap and vmap its "
+        "call."
+    )
 
 
 def test_a_grid_interpolators_derivatives_are_refused_with_the_fix() -> None:

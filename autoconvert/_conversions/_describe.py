@@ -54,11 +54,19 @@ def is_ours(filename: str) -> bool:
     return filename.startswith((_PACKAGE_DIR, GENERATED)) or _WRAPT_DIR in filename
 
 
-def warn_at_caller(text: str, category: type[Warning]) -> None:
-    """Warn with the location of the first frame outside autoconvert (generated code too) and wrapt."""
+def warn_at_caller(text: str, category: type[Warning], *, past_callee: bool = False) -> None:
+    """Warn with the location of the first frame outside autoconvert (generated code too) and
+    wrapt; ``past_callee``, said from a callback: of the first such frame past the library
+    code that called the callback and the autoconvert frames that called that library (the
+    line calling the decorated function), where there is one."""
     level = 2  # stacklevel=2 names sys._getframe(1), our caller
-    frame = sys._getframe(1)
-    while frame is not None and is_ours(frame.f_code.co_filename):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
+    frame: Any = sys._getframe(1)
+    passes = [True, False, True] if past_callee else [True]
+    for ours in passes:
+        while frame is not None and is_ours(frame.f_code.co_filename) is ours:
+            frame = frame.f_back
+            level += 1
+    if frame is None and past_callee:  # a callback called on another thread: the library's line
+        warn_at_caller(text, category)
+        return
     warnings.warn(text, category, stacklevel=level)

@@ -71,18 +71,48 @@ class GradPolicy:
             lost = _lost(t)
             if lost is not None:
                 if self.mode == "error":
-                    fixes = self._fixes()
-                    raise LeafError(
-                        GradientError,
-                        f"{lost.found}, and {self.why}",
-                        describe_tensor(t),
-                        f"pass {{path}}.detach(), call {lost.outside}, or allow it detached with grad='detach' (in "
-                        f"{fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {lost.keep(fixes.keep)}",
-                    )
+                    raise self._refusal(t, "pass {path}.detach()", lost)
                 if not self.warned:  # "warn": once per decorated function; a race only warns twice
                     self.warned = True
                     self.unsaid, self.lost = t, lost
         return t.detach()
+
+    def returned(self, t: torch.Tensor, callback: str) -> bool:
+        """Apply the policy to ``t``, a result of the torch callback ``callback`` that requires
+        grad, handed to the NumPy code that called it as an array: "error" refuses it (a
+        LeafError below the callback's result), "warn" returns True for the caller to say it
+        (``say_returned``) once per call, "detach" (and grad mode off) returns False."""
+        if self.mode == "detach" or not torch.is_grad_enabled():
+            return False
+        if self.mode == "error":
+            raise self._refusal(t, ".detach() the callback's result")
+        return True
+
+    def say_returned(self, callback: str) -> None:
+        """Issue the "warn" policy's warning about a callback's result that required grad, at
+        the line that called this policy's function (past the library calling the callback)."""
+        fixes = self._fixes()
+        warn_at_caller(
+            f"{self.function}: the result of its callback {callback} requires grad, and {self.why}: it was "
+            "detached, so no gradient flows from the callback through this call. To keep the gradient, "
+            f"{fixes.keep}. To silence this, .detach() the callback's result, pass grad='detach' (in "
+            f"{fixes.site(_DETACH)}; grad='error' forbids it), or call under torch.no_grad()",
+            GradientWarning,
+            past_callee=True,
+        )
+
+    def _refusal(self, t: torch.Tensor, detached: str, lost: _Lost | None = None) -> LeafError:
+        """grad="error"'s refusal of ``t``, whose gradient (``lost``: the one it requires by
+        default) ``detached`` (in words) lets go."""
+        lost = _REVERSE if lost is None else lost
+        fixes = self._fixes()
+        return LeafError(
+            GradientError,
+            f"{lost.found}, and {self.why}",
+            describe_tensor(t),
+            f"{detached}, call {lost.outside}, or allow it detached with grad='detach' (in "
+            f"{fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {lost.keep(fixes.keep)}",
+        )
 
     def _fixes(self) -> GradFixes:
         return self.fixes() if self.fixes is not None else TO_NUMPY_FIXES

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,7 +91,7 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 def tensor_refusal(t: torch.Tensor) -> LeafError | None:
     """Why ``t`` can never become an array (or ``None``): what NumPy has no way to hold."""
-    if _functorch_wrapped(t):
+    if functorch_wrapped(t):
         problem = (
             "is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which NumPy code cannot see"
         )
@@ -142,6 +144,26 @@ _PLAIN_DISPATCH = getattr(torch.Tensor, "__torch_dispatch__", None)
 
 
 # torch.vmap and torch.func wrap tensors in ones with no storage ("Cannot access data pointer").
-_functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
+functorch_wrapped: Callable[[torch.Tensor], bool] = getattr(
     getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", lambda t: False
 )
+
+_functorch: Any = getattr(torch._C, "_functorch", None)  # None where functorch_wrapped is never true
+
+#: A block whose ops see tensors as they are, not as torch.func's transforms wrap them: inside
+#: ``torch.func.grad`` an op makes a wrapped tensor, with no storage, even ``numpy()`` of a
+#: plain one ("Cannot access data pointer of Tensor that doesn't have storage").
+untransformed: Callable[[], contextlib.AbstractContextManager[Any]] = getattr(
+    torch._C, "_DisableFuncTorch", contextlib.nullcontext
+)
+
+
+def untracked(t: torch.Tensor) -> torch.Tensor:
+    """``t`` detached, with no torch.func gradient transform's wrapping (``torch.func.grad``,
+    ``vjp``, ``jacrev`` wrap it once per level): the values a computation whose gradient flows
+    elsewhere reads (a spline built from samples its call differentiates in), in an
+    ``untransformed`` block. A tensor torch.vmap batches keeps its wrapping, which the
+    conversion refuses."""
+    while functorch_wrapped(t) and _functorch.is_gradtrackingtensor(t):
+        t = _functorch.get_unwrapped(t)
+    return t.detach()

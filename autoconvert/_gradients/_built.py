@@ -56,6 +56,10 @@ class Built:
     #: Its objects' methods whose results are as linear in the kept arguments (``derivative``):
     #: those keep them too, their calls taking the same rules.
     derived: frozenset[str] = frozenset()
+    #: The kept arguments a construction gives no gradient (a periodic spline's samples), by
+    #: name, each with why (``problem``, ``found`` in a message's words), from its arguments;
+    #: None: every construction gives each its gradient.
+    unkept: Callable[[Mapping[str, Any]], Mapping[str, tuple[str, str]]] | None = None
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:

@@ -87,14 +87,6 @@ def _line_vjp(name: str, line: _Line) -> Callable[[Call, Any, tuple[str, ...]], 
 
         found: dict[str, Any] = {}
         if "y" in wanted:
-            if call["built"].arguments.get("bc_type") == "periodic":
-                raise uncovered(
-                    name,
-                    "argument y",
-                    "is a periodic spline's samples, whose first and last are one: the catalogue's rule gives no "
-                    "gradient in them",
-                    "bc_type='periodic'",
-                )
             assert line.units is not None  # y is taken only where the interpolant is linear in it
             n = np.shape(call["y"])[axis]
             into = unit_responses(functools.partial(line.units, call), n, x.reshape(-1), per_query(g))
@@ -105,6 +97,21 @@ def _line_vjp(name: str, line: _Line) -> Callable[[Call, Any, tuple[str, ...]], 
         return found
 
     return vjp
+
+
+def _periodic_samples(arguments: Mapping[str, Any]) -> Mapping[str, tuple[str, str]]:
+    """A periodic spline's samples take no gradient: its first and last are one sample, which
+    the rule of unit samples cannot vary alone (see ``Built.unkept``)."""
+    bc_type = arguments.get("bc_type")
+    if not (isinstance(bc_type, str) and bc_type == "periodic"):
+        return {}
+    return {
+        "y": (
+            "is a periodic spline's samples, whose first and last are one sample, and the catalogue's rule gives "
+            "them no gradient: none flows into them, while the points the spline is read at take theirs",
+            "bc_type='periodic'",
+        )
+    }
 
 
 def _spline_slope(call: Call, points: NDArray[Any]) -> Any:
@@ -231,5 +238,7 @@ def line_builders() -> dict[Any, Built]:
         rule = Rule(name, evaluator, takes, _line_vjp(name, line), covers=covers)
         keeps = tuple(t for t in takes if t != "x")
         derived = frozenset() if builder is interpolate.interp1d else frozenset({"derivative", "antiderivative"})
-        found[builder] = Built(name, builder, keeps, {"__call__": (evaluator, rule)}, frozenset(unrelated), derived)
+        unkept = _periodic_samples if builder in (interpolate.CubicSpline, interpolate.make_interp_spline) else None
+        calls = {"__call__": (evaluator, rule)}
+        found[builder] = Built(name, builder, keeps, calls, frozenset(unrelated), derived, unkept)
     return found

@@ -28,10 +28,11 @@ from autoconvert._adapters._table import NUMPY, adapter_for
 from autoconvert._adapters._torch import MAKES_TENSORS
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._grad import DETACH, GradPolicy
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
-from autoconvert._errors import LeafError
+from autoconvert._errors import GradientError, LeafError
 from autoconvert._escape import passes_for_function
 
 from ._signature import function_name
@@ -51,24 +52,85 @@ _callback_tensors = Mapper(
     {np.ndarray: array_to_tensor, np.generic: array_to_tensor, float: _number_to_tensor, complex: _number_to_tensor},
     nested=True,
 )
-_to_arrays = Mapper({torch.Tensor: lambda t, ctx: as_result(tensor_to_array(t, None)[0])}, nested=True)
+
+
+class _Evaluation(NamedTuple):
+    """One call of a ``TensorCallback``: the callback, and the tensors it was handed."""
+
+    callback: TensorCallback
+    handed: tuple[Any, ...]
+
+
+def _result_array(t: torch.Tensor, evaluation: _Evaluation) -> Any:
+    """A tensor a callback returns, as the array its caller is handed: one that requires grad
+    leaves autograd here, as ``.item()`` would, under the call's grad policy where its
+    gradient reaches tensors from outside the callback (a closure's ``a`` in ``sin(a * t)``)."""
+    callback = evaluation.callback
+    if t.requires_grad and _reaches_beyond(t, evaluation.handed):
+        name = function_name(callback.__wrapped__)
+        if callback.grad.returned(t, name) and not callback.warned:
+            callback.warned = True  # once per call, not per evaluation (quad makes 21)
+            callback.grad.say_returned(name)
+    return as_result(tensor_to_array(t, None)[0])
+
+
+def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
+    """Whether ``t``'s autograd graph reaches a leaf other than the tensors a callback was
+    handed: an objective taking autograd gradients in its own argument
+    (``x.detach().requires_grad_()``, ``minimize(..., jac=True)``) loses nothing."""
+    own: set[int] = set()
+    _handed_tensors(handed, own)
+    if t.grad_fn is None:  # t is a leaf itself
+        return t.untyped_storage().data_ptr() not in own
+    stack: list[Any] = [t.grad_fn]  # autograd nodes, None where an input needs no gradient
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        leaf = getattr(node, "variable", None)  # an AccumulateGrad node's leaf
+        if leaf is not None:
+            if leaf.untyped_storage().data_ptr() not in own:
+                return True
+            continue
+        stack.extend(following for following, _ in node.next_functions)
+    return False
+
+
+def _handed_tensors(value: Any, own: set[int]) -> None:
+    """The storages of the tensors among a callback's (converted) arguments, into ``own``."""
+    if isinstance(value, torch.Tensor):
+        own.add(value.untyped_storage().data_ptr())
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _handed_tensors(item, own)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _handed_tensors(item, own)
+
+
+_to_arrays = Mapper({torch.Tensor: _result_array}, nested=True)
 
 
 class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
     call's tensor arguments (still filling while the call's arguments convert), whose device
-    its tensors go to.
+    its tensors go to. ``grad``: the call's grad policy, which a result that requires grad
+    meets (a warning said once per call).
 
     It carries the callable's attributes, live, both ways: NumPy code reads arbitrary ones
     (``solve_ivp`` an event's ``terminal`` and ``direction``), set before or after the call
     began, and what it sets lands on the callable."""
 
-    __slots__ = ("__wrapped__", "odd", "shared")
+    __slots__ = ("__wrapped__", "grad", "odd", "shared", "warned")
 
-    def __init__(self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
+    def __init__(self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], grad: GradPolicy) -> None:
         self.__wrapped__ = function
         self.shared = shared
         self.odd = odd
+        self.grad = grad
+        self.warned = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function = self.__wrapped__
@@ -79,9 +141,11 @@ class TensorCallback:
         except LeafError as e:
             raise e.public(function_name(function), "argument", "") from None
         result = function(*args, **kwargs)
-        try:  # a loss that requires grad leaves autograd here, as .item() would
-            return _to_arrays(result, None)
+        try:
+            return _to_arrays(result, _Evaluation(self, (args, kwargs)))
         except LeafError as e:
+            if e.kind is GradientError:
+                raise e.public(self.grad.function, "", f"callback {function_name(function)}'s result") from None
             raise e.public(function_name(function), "", "result") from None
 
     def __getattr__(self, name: str) -> Any:
@@ -111,27 +175,25 @@ class TensorCallback:
 def _placed_callback(function: Any, device: str | None) -> TensorCallback:
     """A ``TensorCallback`` whose tensors go to ``device`` (None: the default device)."""
     placed = [] if device is None else [torch.empty(0, dtype=torch.bool, device=device)]  # as device_leaf records one
-    return TensorCallback(function, [], placed)
+    return TensorCallback(function, [], placed, DETACH)
 
 
-def callback_leaf(function: Any, ctx: Any) -> Any:
-    """The input side's leaf for callable arguments under ``callbacks=True``."""
-    if _numpy_code(function) and not _torch_code(function):
-        return function
-    return TensorCallback(function, ctx.shared, ctx.odd)
-
-
-def torch_callback_leaf(function: Any, ctx: Any) -> Any:
-    """The leaf for callable arguments by default: callables written in torch (torch's own
-    functions, ``nn.Module``s, code that reads torch, see ``written_in_torch``), which cannot
-    take arrays, take tensors; any other callable is handed over as it is."""
-    return TensorCallback(function, ctx.shared, ctx.odd) if written_in_torch(function) else function
-
-
-def takes_callbacks(every: bool) -> Callable[[type], Any]:
+def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     """The fallback finding the leaf for arguments of a type whose instances are callables
     (functions, methods, ``functools.partial``, ``nn.Module``): ``every`` callable
-    (``callbacks=True``), or torch's own. Classes themselves are values."""
+    (``callbacks=True``), or those written in torch (torch's own functions, ``nn.Module``s,
+    code that reads torch, see ``written_in_torch``), which cannot take arrays; any other
+    callable is handed over as it is. Classes themselves are values. ``grad``: the call's
+    grad policy, which the callbacks' results meet."""
+
+    def callback_leaf(function: Any, ctx: Any) -> Any:
+        if _numpy_code(function) and not _torch_code(function):
+            return function
+        return TensorCallback(function, ctx.shared, ctx.odd, grad)
+
+    def torch_callback_leaf(function: Any, ctx: Any) -> Any:
+        return TensorCallback(function, ctx.shared, ctx.odd, grad) if written_in_torch(function) else function
+
     leaf = callback_leaf if every else torch_callback_leaf
 
     def fallback(cls: type) -> Any:

@@ -273,7 +273,7 @@ class NumpyInputs(Inputs):
                 torch.device: device_leaf,
             },
             nested=policy.nested,
-            fallback=takes_callbacks(policy.callbacks),
+            fallback=takes_callbacks(policy.callbacks, grad),
         )
 
     def context(

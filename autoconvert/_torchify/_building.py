@@ -12,12 +12,14 @@ from typing import Any
 
 import torch
 
+from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._grad import requires_grad
+from autoconvert._conversions._memory import functorch_wrapped, untracked, untransformed
 from autoconvert._decorators._plain import to_numpy
-from autoconvert._errors import GradientError, GradientWarning, message
+from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
 from autoconvert._gradients._built import Built, Construction
 from autoconvert._gradients._catalogue import builder_for, differentiable
-from autoconvert._gradients._rule import say_untaken
+from autoconvert._gradients._rule import say_dropped, say_untaken
 from autoconvert._interpreter._routes import Description, described
 
 from ._proxies import TorchifiedClass, TorchifiedObject, device_of, proxy, torchified_function
@@ -63,16 +65,54 @@ class Builder:
                     told=self.told,
                     stacklevel=stacklevel + 1,
                 )
-            if isinstance(value, torch.Tensor):
-                bound.arguments[name] = value.detach()
-        # Made first: its conversion refuses what NumPy cannot read (a tensor torch.func transforms).
-        made = make(*bound.args, **bound.kwargs)
-        construction = Construction({n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in given.items()})
-        # A kept tensor that requires no grad goes to the calls as its array: no gradient is computed for it.
-        kept = tuple(
-            given[name] if requires_grad(given[name]) else construction.arguments[name] for name in self.built.keeps
-        )
+        # The object is built from values, outside torch.func's gradient transforms: the gradient
+        # flows through the tensors it keeps, into its calls' ops.
+        with untransformed():
+            for name, value in given.items():
+                if isinstance(value, torch.Tensor):
+                    bound.arguments[name] = self._values(name, untracked(value))
+            # Made first: its conversion refuses what NumPy cannot read (a tensor torch.vmap batches).
+            made = make(*bound.args, **bound.kwargs)
+            arrays = {n: to_numpy(v) if isinstance(v, torch.Tensor) else v for n, v in bound.arguments.items()}
+        construction = Construction(arrays)
+        taking = self._taking(given, stacklevel + 1)
+        # A kept tensor that requires no grad, or takes none, goes to the calls as its array:
+        # no gradient is computed for it.
+        kept = tuple(given[name] if name in taking else construction.arguments[name] for name in self.built.keeps)
         return made, Keeping(self, construction, kept)
+
+    def _values(self, name: str, values: torch.Tensor) -> torch.Tensor:
+        """``values``, the tensor ``name`` untracked, unless torch.vmap batches it: one object
+        holds one set of values, so a batch of them is refused, with what builds one per sample."""
+        if functorch_wrapped(values):
+            raise ConversionError(
+                message(
+                    self.built.name,
+                    f"argument {name}",
+                    "is batched by torch.vmap, and one object is built from one set of values",
+                    describe_tensor(values),
+                    "build one object per sample (a loop, or autoconvert.batched), or build it outside torch.vmap "
+                    "and vmap its call",
+                )
+            )
+        return values
+
+    def _taking(self, given: dict[str, Any], stacklevel: int) -> set[str]:
+        """The kept arguments that require grad and take it; one this construction gives none
+        (a periodic spline's samples) is said dropped here, at the build, once."""
+        unkept = self.built.unkept(given) if self.built.unkept is not None else {}
+        taking = set()
+        for name in self.built.keeps:
+            if not requires_grad(given[name]):
+                continue
+            if name not in unkept:
+                taking.add(name)
+            elif self.grad != "detach":
+                problem, found = unkept[name]
+                fix = f"build it from {name}.detach(); grad='detach' silences this"
+                text = message(self.built.name, f"argument {name}", problem, found, fix)
+                say_dropped(text, name, grad=self.grad, told=self.told, stacklevel=stacklevel + 1)
+        return taking
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
         """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
