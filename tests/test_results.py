@@ -312,3 +312,267 @@ def test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gr
     assert torch.equal(plain, torch.ones(2))
     written = made.write(ac.to_numpy(plain, copy=True))  # the fix: a writable copy, the caller's tensor kept
     assert written is None and torch.equal(plain, torch.ones(2))
+
+
+# --------------------------------------------------------------------------- what the caller sets on a result
+
+Q = np.array([0.0, 0.25, 0.5, 0.75])
+
+
+def _set_quantiles(r: Any, kind: Callable[[Any], Any]) -> None:
+    r.cdf.quantiles = kind(Q)
+
+
+def _del_quantiles(r: Any, kind: Callable[[Any], Any]) -> None:
+    del r.cdf.quantiles
+
+
+def _set_df(r: Any, kind: Callable[[Any], Any]) -> None:
+    r.df = kind(np.float64(2.0))
+
+
+def _del_df(r: Any, kind: Callable[[Any], Any]) -> None:
+    del r.__dict__["df"]  # a tuple bunch's extra is a property without a deleter: its __dict__ holds it
+
+
+def _add_note(r: Any, kind: Callable[[Any], Any]) -> None:
+    r.note = kind(np.ones(2))
+
+
+def _set_x_item(r: Any, kind: Callable[[Any], Any]) -> None:
+    r["x"] = kind(np.array([1.0, -1.0]))
+
+
+def _set_x_attribute(r: Any, kind: Callable[[Any], Any]) -> None:
+    r.x = kind(np.array([1.0, -1.0]))
+
+
+def _set_standard_error(r: Any, kind: Callable[[Any], Any]) -> None:
+    r.standard_error = kind(np.float64(0.5))
+
+
+def _set_intercept_stderr(r: Any, kind: Callable[[Any], Any]) -> None:
+    r.intercept_stderr = kind(np.float64(0.5))
+
+
+def _squared(v: Any) -> Any:
+    return float(((v - 3) ** 2).sum())
+
+
+#: SciPy's result types, each with a change its caller makes (a field reassigned, an item
+#: set, a field deleted, one added) and what is read after it, through the result's methods
+#: where it has them: (call, change, read).
+CHANGES: dict[str, tuple[Callable[[Any, bool], Any], Callable[..., None], Callable[[Any], Any]]] = {
+    "ECDFResult reassigned": (
+        lambda f, t: f(scipy.stats.ecdf)(X if t else X.numpy()),
+        _set_quantiles,
+        lambda r: r.cdf.confidence_interval(0.9).low.quantiles,
+    ),
+    "ECDFResult deleted": (
+        lambda f, t: f(scipy.stats.ecdf)(X if t else X.numpy()),
+        _del_quantiles,
+        lambda r: r.cdf.confidence_interval(0.9).low.quantiles,
+    ),
+    "TtestResult reassigned": (
+        lambda f, t: f(scipy.stats.ttest_ind)(*((X, Y) if t else (X.numpy(), Y.numpy()))),
+        _set_df,
+        lambda r: r.confidence_interval(0.9).low,
+    ),
+    "TtestResult deleted": (
+        lambda f, t: f(scipy.stats.ttest_ind)(*((X, Y) if t else (X.numpy(), Y.numpy()))),
+        _del_df,
+        lambda r: r.confidence_interval(0.9).low,
+    ),
+    "PearsonRResult added": (
+        lambda f, t: f(scipy.stats.pearsonr)(*((X, Y) if t else (X.numpy(), Y.numpy()))),
+        _add_note,
+        lambda r: (r.confidence_interval(0.9).low, r.note),
+    ),
+    "OptimizeResult item set": (
+        lambda f, t: f(scipy.optimize.minimize)(_squared, torch.zeros(2, dtype=torch.float64) if t else np.zeros(2)),
+        _set_x_item,
+        lambda r: (r.x, r["x"], r.fun),
+    ),
+    "OptimizeResult attribute set": (
+        lambda f, t: f(scipy.optimize.minimize)(_squared, torch.zeros(2, dtype=torch.float64) if t else np.zeros(2)),
+        _set_x_attribute,
+        lambda r: (r.x, r["x"], r.fun),
+    ),
+    "BootstrapResult reassigned": (
+        lambda f, t: f(scipy.stats.bootstrap)((X if t else X.numpy(),), np.mean, n_resamples=30, random_state=0),
+        _set_standard_error,
+        lambda r: (r.standard_error, r.confidence_interval.low),
+    ),
+    "LinregressResult reassigned": (
+        lambda f, t: f(scipy.stats.linregress)(*((X, Y) if t else (X.numpy(), Y.numpy()))),
+        _set_intercept_stderr,
+        lambda r: (r.slope, r.intercept_stderr),
+    ),
+}
+
+
+def _outcome(read: Callable[[Any], Any], result: Any) -> Any:
+    """What ``read`` gives, as arrays, or the exception it raised as (type, message)."""
+    try:
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
+            got = read(result)
+    except Exception as e:
+        return type(e), str(e)
+    return [ac.to_numpy(v) for v in (got if isinstance(got, tuple) else (got,))]
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_result_s_methods_see_what_its_caller_set_on_it(view: str, change: str) -> None:
+    """``r.df = t; r.confidence_interval()`` computed from the df SciPy returned: a result's
+    methods ran on the original result, and a field the caller reassigned there was never seen
+    (an in-place change was, through shared memory). On every route the converted result now
+    behaves as SciPy's own after the same change: a field reassigned or added is converted
+    back when a method is called, one deleted is missing there too (the same error as
+    SciPy's), and a result without methods keeps what was set."""
+    call, make_change, read = CHANGES[change]
+    plain = call(lambda f: f, False)
+    make_change(plain, lambda a: a)
+    with warnings.catch_warnings():
+        if view == "returns_tensor":  # SciPy handed the tensors themselves: torch's own warning (NumPy 2)
+            warnings.filterwarnings("ignore", "__array_wrap__ must accept context", DeprecationWarning)
+        converted = call(VIEWS[view], True)
+        make_change(converted, torch.as_tensor)
+        got, want = _outcome(read, converted), _outcome(read, plain)
+    if isinstance(want, tuple):
+        assert got == want
+        return
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+@dataclasses.dataclass
+class Model:
+    """Torch code's fitted result, with a method of its own."""
+
+    w: torch.Tensor
+    seen: list[Any] = dataclasses.field(default_factory=list)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(self)
+        return x @ self.w
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenModel:
+    w: torch.Tensor
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+
+class Bunch(tuple[torch.Tensor]):
+    """A tuple with a named field and an extra attribute in its __dict__, as SciPy's bunches."""
+
+    _fields = ("w",)
+
+    def __new__(cls, w: torch.Tensor, bias: torch.Tensor) -> Bunch:
+        new = super().__new__(cls, (w,))
+        new.bias = bias
+        return new
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self[0] + self.bias
+
+
+def _reassign(r: Any, value: np.ndarray) -> None:
+    r.w = value
+
+
+def _reassign_frozen(r: Any, value: np.ndarray) -> None:
+    object.__setattr__(r, "w", value)  # the caller gets past frozen as dataclasses.replace() would not
+
+
+def _reassign_extra(r: Any, value: np.ndarray) -> None:
+    r.bias = value - 1.0
+
+
+REVERSE_VIEWS: dict[str, Callable[[Any], Any]] = {
+    "pair": lambda f: ac.returns_numpy(ac.accepts_tensor(f)),
+    "returns_numpy": lambda f: ac.returns_numpy(lambda w: f(torch.as_tensor(w))),
+}
+#: Torch code's results with methods: (make from the weights, the caller's change, predict's value after it).
+TORCH_RESULTS: dict[str, tuple[Callable[[torch.Tensor], Any], Callable[[Any, np.ndarray], None], list[float]]] = {
+    "dataclass": (lambda w: Model(w), _reassign, [1.0]),
+    "frozen dataclass": (lambda w: FrozenModel(w), _reassign_frozen, [1.0]),
+    "tuple bunch": (lambda w: Bunch(w, torch.zeros((), dtype=torch.float64)), _reassign_extra, [2.0, 3.0]),
+}
+
+
+@pytest.mark.parametrize("view", list(REVERSE_VIEWS))
+@pytest.mark.parametrize("kind", list(TORCH_RESULTS))
+def test_a_torch_result_s_methods_see_what_its_numpy_caller_set_on_it(view: str, kind: str) -> None:
+    """The reverse direction: ``m.w = a; m.predict(x)`` used the tensor torch code returned.
+    The method now runs on the caller's array, as a tensor; the original result is never
+    changed by it; a call after nothing changed runs on the original itself."""
+    make, reassign, changed = TORCH_RESULTS[kind]
+    made: list[Any] = []
+    m = REVERSE_VIEWS[view](lambda w: made.append(make(w)) or made[-1])(np.array([1.0, 2.0]))
+    x = np.ones((1, 2))
+    assert m.predict(x).tolist() == [3.0]
+    reassign(m, np.array([0.0, 1.0]))
+    assert m.predict(x).tolist() == changed
+    assert m.predict(x).tolist() == changed  # and on the next call
+    assert made[0].predict(torch.ones(1, 2, dtype=torch.float64)).tolist() == [3.0]  # the function's own, unchanged
+
+
+def test_an_untouched_result_s_methods_run_on_the_original_and_a_deleted_field_is_missing() -> None:
+    """Until the caller changes an attribute, the original is what the method runs on; a
+    field deleted is missing there too (the dataclass's own AttributeError); set again, it is
+    seen."""
+    made: list[Model] = []
+    m = ac.returns_numpy(ac.accepts_tensor(lambda w: made.append(Model(w)) or made[-1]))(np.array([1.0, 2.0]))
+    m.predict(np.ones((1, 2)))
+    assert m.seen[-1] is made[0]
+    del m.w
+    assert raised(AttributeError, m.predict, np.ones((1, 2))) == "'Model' object has no attribute 'w'"
+    m.w = np.array([2.0, 0.0])
+    assert m.predict(np.ones((1, 2))).tolist() == [2.0]
+    assert m.seen[-1] is not made[0] and made[0].w.tolist() == [1.0, 2.0]
+
+
+def test_a_field_set_to_what_cannot_cross_is_autoconverts_error_naming_the_field() -> None:
+    """A value the caller set is converted at the method call with the arguments' rules: one
+    that cannot cross raises autoconvert's error naming the method and ``self.<field>``,
+    either way; the result keeps working once the field holds what can cross."""
+    m = ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)))(np.array([1.0, 2.0]))
+    m.w = np.array(["a", "b"])
+    assert raised(ac.ConversionError, m.predict, np.ones((1, 2))) == (
+        "Model.predict(): field self.w holds strings, which torch cannot hold. Found numpy.ndarray(shape=(2,), "
+        "dtype=<U1). Fix: use a list of str, or integer codes."
+    )
+    m.w = np.array([1.0, 1.0])
+    assert m.predict(np.ones((1, 2))).tolist() == [2.0]
+    t = ac.returns_tensor(ac.accepts_numpy(scipy.stats.ttest_ind))(X, Y)
+    t.df = torch.ones(2).to_sparse()
+    assert raised(ac.ConversionError, t.confidence_interval) == (
+        "TtestResult.confidence_interval(): field self.df is a 1-d sparse tensor with 0 dense dimension(s); "
+        "scipy.sparse holds 2-d matrices. Found torch.Tensor(shape=(2,), dtype=torch.float32, "
+        "layout=torch.sparse_coo, device=cpu). Fix: pass a 2-d sparse tensor, or self.df.to_dense()."
+    )
+
+
+def test_a_field_set_to_a_tensor_that_requires_grad_is_detached_with_the_warning_naming_it() -> None:
+    """The gradient rule of a result method's arguments holds for the fields the caller sets:
+    detached, said once, naming the field."""
+    t = stats.ttest_ind(X, Y)
+    t.df = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    with pytest.warns(ac.GradientWarning) as caught:
+        low = t.confidence_interval(0.9).low
+    assert [str(w.message) for w in caught] == [
+        "TtestResult.confidence_interval(): field self.df requires grad, and NumPy code cannot pass gradients back: "
+        "it was detached, so no gradient flows through this call. To keep the gradient, keep the computation in "
+        "torch, or make the NumPy code a differentiable torch operation with ac.numpy_op(fn, backward=...). To "
+        "silence this, pass grad='detach' (in ac.to_numpy(obj, grad='detach'); grad='error' forbids it), or call "
+        "under torch.no_grad()"
+    ]
+    plain = scipy.stats.ttest_ind(X.numpy(), Y.numpy())
+    plain.df = 2.0
+    assert type(low) is torch.Tensor and float(low) == pytest.approx(plain.confidence_interval(0.9).low)

@@ -370,22 +370,74 @@ class _MethodsNode(Node):
         new = super().map(obj, mapper, ctx)
         if new is not obj:
             make = getattr(mapper, "result_method", None) or ResultMethod
+            fields = ResultFields(self, obj, new.__dict__)
             for name in self.methods:
-                new.__dict__[name] = make(getattr(obj, name), mapper, ctx)
+                new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+            fields.given = dict(new.__dict__)
         return new
 
 
+class ResultFields:
+    """The attributes of one converted result with methods, as its caller changes them, and
+    the object its methods run on: the original while the caller reassigned, added and
+    deleted none, else a twin of the original (a copy: the original may be the function's own)
+    holding the caller's values converted back, each converted at the first call after it
+    was set. A call that finds nothing changed compares identities only."""
+
+    __slots__ = ("attributes", "given", "node", "original", "twin")
+
+    def __init__(self, node: _MethodsNode, original: Any, attributes: dict[str, Any]) -> None:
+        self.node, self.original = node, original
+        self.attributes = attributes  # the converted result's own __dict__, which the caller changes
+        self.given = dict(attributes)  # what it held after the last call: the twin holds these, converted back
+        self.twin: Any = None
+
+    def receiver(self, back: Callable[[Any, str], Any]) -> Any:
+        """The object a method runs on. ``back(value, name)``: a value the caller set on the
+        converted result, in the original's kind (raising the side's error naming ``name``)."""
+        attributes, given = self.attributes, self.given
+        if len(attributes) == len(given) and all(attributes.get(k, _UNSEEN) is v for k, v in given.items()):
+            return self.original if self.twin is None else self.twin
+        methods = self.node.methods
+        changed = {
+            name: back(value, name)
+            for name, value in attributes.items()
+            if name not in methods and given.get(name, _UNSEEN) is not value
+        }
+        twin = self.twin
+        if twin is None:
+            children, context = self.node.flatten(self.original)
+            twin = self.node.unflatten(list(children), context)
+        state = twin.__dict__
+        for name in given.keys() - attributes.keys():
+            state.pop(name, None)
+        state.update(changed)
+        self.twin, self.given = twin, dict(attributes)
+        return twin
+
+
 class ResultMethod:
-    """A method of the original result whose return value is converted like the result was.
-    The walking side may subclass it to convert the method's arguments too (see _outputs)."""
+    """A method of the original result whose return value is converted like the result was,
+    run on what the caller's result holds now (see ResultFields). The walking side may
+    subclass it to convert the method's arguments, and the values the caller set, too (see _outputs)."""
 
-    __slots__ = ("ctx", "mapper", "method")
+    __slots__ = ("ctx", "fields", "mapper", "method")
 
-    def __init__(self, method: Any, mapper: Walk, ctx: Any) -> None:  # a bound method
-        self.method, self.mapper, self.ctx = method, mapper, ctx
+    def __init__(self, method: Any, mapper: Walk, ctx: Any, fields: ResultFields) -> None:  # a bound method
+        self.method, self.mapper, self.ctx, self.fields = method, mapper, ctx, fields
+
+    def bound(self) -> Any:
+        """The method, bound to the object it runs on now."""
+        receiver = self.fields.receiver(self.back)
+        return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
+
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result, for the original's methods: as it is (a side
+        that converts the arguments converts it too)."""
+        return value
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.mapper(self.method(*args, **kwargs), self.ctx)
+        return self.mapper(self.bound()(*args, **kwargs), self.ctx)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return getattr, (self.method.__self__, self.method.__name__)  # pickled: the original method

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import ResultMethod, is_scipy_sparse
+from autoconvert._conversions._containers import ResultFields, ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
@@ -305,11 +305,11 @@ class TensorOutputs(Outputs):
             raise NeedsInputs
         return t.clone() if overlaps_any(t, ctx.tensors) else t
 
-    def _result_method(self, method: Any, mapper: Mapper, ctx: Target) -> ResultMethod:
+    def _result_method(self, method: Any, mapper: Mapper, ctx: Target, fields: ResultFields) -> ResultMethod:
         name = f"{getattr(method, '__qualname__', method)}()"
         # The method takes no options of its own: its warning offers to_numpy()'s fixes.
         grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name))
-        return TensorsIn(method, mapper, ctx, function=self.function, grad=grad, arguments=self._arguments)
+        return TensorsIn(method, mapper, ctx, fields, function=self.function, grad=grad, arguments=self._arguments)
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
@@ -324,12 +324,34 @@ class TensorsIn(ResultMethod):
     __slots__ = ("arguments", "function", "grad")
 
     def __init__(
-        self, method: Any, mapper: Mapper, ctx: Target, *, function: str, grad: GradPolicy, arguments: Mapper
+        self,
+        method: Any,
+        mapper: Mapper,
+        ctx: Target,
+        fields: ResultFields,
+        *,
+        function: str,
+        grad: GradPolicy,
+        arguments: Mapper,
     ) -> None:
-        super().__init__(method, mapper, ctx)
+        super().__init__(method, mapper, ctx, fields)
         self.function, self.grad, self.arguments = function, grad, arguments
 
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result (``r.w = t``), as the result's own fields
+        were: an array sharing the tensor's memory, a tensor that requires grad detached
+        by the arguments' rule (warned of once, naming the field)."""
+        grad = self.grad
+        try:
+            array = _FIELDS(value, grad)
+        except LeafError as e:
+            raise e.public(grad.function, "field", f"self.{name}") from None
+        if grad.unsaid is not None:
+            grad.say([f"self.{name}"], role="field")
+        return array
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = self.bound()
         name, grad = self.grad.function, self.grad
         try:
             arrays = self.arguments(args, grad)
@@ -343,7 +365,7 @@ class TensorsIn(ResultMethod):
             found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
             grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
         try:
-            result = self.method(*arrays, **named)
+            result = method(*arrays, **named)
         except ValueError as e:
             refused = _read_only_refusal(name, e, (args, kwargs), (arrays, named))
             if refused is None:
@@ -396,6 +418,9 @@ def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
         a = a.view()
         a.flags.writeable = False
     return a
+
+
+_FIELDS = Mapper({torch.Tensor: lambda t, grad: tensor_to_array(t, None, grad)[0]})
 
 
 def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
@@ -457,18 +482,27 @@ class ArraysIn(ResultMethod):
 
     __slots__ = ("target",)
 
-    def __init__(self, method: Any, mapper: Mapper, ctx: Any, *, target: Target) -> None:
-        super().__init__(method, mapper, ctx)
+    def __init__(self, method: Any, mapper: Mapper, ctx: Any, fields: ResultFields, *, target: Target) -> None:
+        super().__init__(method, mapper, ctx, fields)
         self.target = target
 
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result (``r.w = a``), as its arguments cross: arrays
+        become tensors where the result's own tensors are."""
+        try:
+            return to_tensors(value, self.target)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = self.bound()
         name = f"{getattr(self.method, '__qualname__', self.method)}()"
         try:
             tensors = to_tensors(args, self.target)
             named = to_tensors(kwargs, self.target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(name, "argument", "") from None
-        result = self.method(*tensors, **named)
+        result = method(*tensors, **named)
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
@@ -478,8 +512,8 @@ class ArraysIn(ResultMethod):
 _TENSORS_HELD = Mapper({torch.Tensor: lambda t, found: found.append(t) or t})
 
 
-def _taking_arrays(method: Any, mapper: Mapper, ctx: Any) -> ArraysIn:
+def _taking_arrays(method: Any, mapper: Mapper, ctx: Any, fields: ResultFields) -> ArraysIn:
     """``method``, of a result ``returns_numpy`` converted, taking arrays (see ArraysIn)."""
     held: list[torch.Tensor] = []
     _TENSORS_HELD(method.__self__, held)
-    return ArraysIn(method, mapper, ctx, target=Target(vote(held) or default_device(), NO_CASTS, None))
+    return ArraysIn(method, mapper, ctx, fields, target=Target(vote(held) or default_device(), NO_CASTS, None))
