@@ -370,7 +370,7 @@ class _MethodsNode(Node):
         new = super().map(obj, mapper, ctx)
         if new is not obj:
             make = getattr(mapper, "result_method", None) or ResultMethod
-            fields = ResultFields(self, obj, new.__dict__)
+            fields = ResultFields(self, obj, new)
             for name in self.methods:
                 new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
             fields.given = dict(new.__dict__)
@@ -384,18 +384,31 @@ class ResultFields:
     holding the caller's values converted back, each converted at the first call after it
     was set. A call that finds nothing changed compares identities only."""
 
-    __slots__ = ("attributes", "given", "node", "original", "twin")
+    __slots__ = ("converted", "given", "node", "original", "twin")
 
-    def __init__(self, node: _MethodsNode, original: Any, attributes: dict[str, Any]) -> None:
+    def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
-        self.attributes = attributes  # the converted result's own __dict__, which the caller changes
-        self.given = dict(attributes)  # what it held after the last call: the twin holds these, converted back
+        self.converted: Any = converted  # the result the caller holds, and changes
+        self.given = dict(converted.__dict__)  # what it held at the last call: the twin holds these, converted back
         self.twin: Any = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The converted result comes in the state, saved once it is memoised: unless its type
+        # hands its __dict__ (these methods among it) to its constructor when pickled, as
+        # SciPy's tuple bunches do, where pickle would save it twice and keep the first,
+        # unfilled. Unpickled without it, the methods see its attributes as they were pickled.
+        converted = None if hasattr(type(self.converted), "__getnewargs_ex__") else self.converted
+        return _fields_again, (self.original,), (converted, self.given, self.twin)
+
+    def __setstate__(self, state: tuple[Any, Any, Any]) -> None:
+        self.converted, self.given, self.twin = state
 
     def receiver(self, back: Callable[[Any, str], Any]) -> Any:
         """The object a method runs on. ``back(value, name)``: a value the caller set on the
         converted result, in the original's kind (raising the side's error naming ``name``)."""
-        attributes, given = self.attributes, self.given
+        if self.converted is None:  # unpickled apart from its result (see __reduce__)
+            return self.original if self.twin is None else self.twin
+        attributes, given = self.converted.__dict__, self.given
         if len(attributes) == len(given) and all(attributes.get(k, _UNSEEN) is v for k, v in given.items()):
             return self.original if self.twin is None else self.twin
         methods = self.node.methods
@@ -414,6 +427,15 @@ class ResultFields:
         state.update(changed)
         self.twin, self.given = twin, dict(attributes)
         return twin
+
+
+def _fields_again(original: Any) -> ResultFields:
+    """An unpickled result's fields, its state still to come (see ResultFields.__reduce__)."""
+    node = node_for(type(original))
+    assert isinstance(node, _MethodsNode)  # the node that made them, recognised again by the type
+    fields = ResultFields.__new__(ResultFields)
+    fields.node, fields.original = node, original
+    return fields
 
 
 class ResultMethod:
@@ -440,7 +462,8 @@ class ResultMethod:
         return self.mapper(self.bound()(*args, **kwargs), self.ctx)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return getattr, (self.method.__self__, self.method.__name__)  # pickled: the original method
+        # A side that converts nothing on the way in pickles as the original's method.
+        return getattr, (self.method.__self__, self.method.__name__)
 
 
 def _dict_subclass_node(cls: type) -> Node:
