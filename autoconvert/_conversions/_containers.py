@@ -409,8 +409,12 @@ class ResultFields:
         if self.converted is None:  # unpickled apart from its result (see __reduce__)
             return self.original if self.twin is None else self.twin
         attributes, given = self.converted.__dict__, self.given
-        if len(attributes) == len(given) and all(attributes.get(k, _UNSEEN) is v for k, v in given.items()):
-            return self.original if self.twin is None else self.twin
+        if len(attributes) == len(given):
+            for name, value in given.items():  # a loop, not all(): this is each call's whole cost
+                if attributes.get(name, _UNSEEN) is not value:
+                    break
+            else:
+                return self.original if self.twin is None else self.twin
         methods = self.node.methods
         changed = {
             name: back(value, name)
