@@ -617,3 +617,45 @@ def test_an_unpickled_scipy_result_s_methods_still_take_and_give_tensors(view: s
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", "The confidence interval is undefined", RuntimeWarning)
         assert torch.equal(cdf.confidence_interval(0.9).low.quantiles, torch.from_numpy(Q))
+
+
+@dataclasses.dataclass
+class Weights:
+    """NumPy code's fitted result, with a method of its own."""
+
+    w: np.ndarray
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x @ self.w)
+
+
+def _weighted(w: np.ndarray) -> Weights:
+    return Weights(np.asarray(w, dtype=np.float64) * 1.0)
+
+
+# torch 2.4 and 2.5 warn from their own unpickler (torch.storage) for every tensor pickle.loads() meets.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("pickled", [False, True], ids=["held", "unpickled"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ac.returns_tensor(ac.accepts_numpy(_weighted))(torch.tensor([1.0, 2.0], dtype=torch.float64)),
+        lambda: ac.returns_tensor(ac.accepts_numpy(_weighted), copy=True)(
+            torch.tensor([1.0, 2.0], dtype=torch.float64)
+        ),
+        lambda: ac.returns_tensor(ac.accepts_numpy(_weighted), dtype=torch.float32)(torch.tensor([1.0, 2.0])),
+        lambda: ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)))(np.array([1.0, 2.0])),
+        lambda: ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)), copy=True)(np.array([1.0, 2.0])),
+    ],
+    ids=["shared", "copy=True", "dtype=float32", "reverse", "reverse copy=True"],
+)
+def test_an_in_place_change_to_a_field_is_seen_by_the_methods(make: Callable[[], Any], pickled: bool) -> None:
+    """``m.w[0] = 7; m.predict(x)`` was seen only where the field shared the original's memory:
+    a field copied (``copy=True``, a dtype cast) or unpickled (the two no longer share it) kept
+    the value the function returned. Such fields are now converted back at every call."""
+    m = make()
+    if pickled:
+        m = pickle.loads(pickle.dumps(m))
+    m.w[0] = 7.0
+    x = np.ones((1, 2)) if isinstance(m.w, np.ndarray) else torch.ones(1, 2, dtype=m.w.dtype)
+    assert m.predict(x).tolist() == [9.0]

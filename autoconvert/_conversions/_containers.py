@@ -372,8 +372,14 @@ class _MethodsNode(Node):
             make = getattr(mapper, "result_method", None) or ResultMethod
             fields = ResultFields(self, obj, new)
             for name in self.methods:
-                new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+                new.__dict__[name] = method = make(getattr(obj, name), mapper, ctx, fields)
+            was = getattr(obj, "__dict__", {})
             fields.given = dict(new.__dict__)
+            fields.apart = [
+                name
+                for name, value in fields.given.items()
+                if name in was and value is not was[name] and method.apart(value, was[name])
+            ]
         return new
 
 
@@ -382,15 +388,18 @@ class ResultFields:
     the object its methods run on: the original while the caller reassigned, added and
     deleted none, else a twin of the original (a copy: the original may be the function's own)
     holding the caller's values converted back, each converted at the first call after it
-    was set. A call that finds nothing changed compares identities only."""
+    was set. A call that finds nothing changed compares identities only, unless some values
+    are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
+    are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("converted", "given", "node", "original", "twin")
+    __slots__ = ("apart", "converted", "given", "node", "original", "twin")
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
         self.converted: Any = converted  # the result the caller holds, and changes
         self.given = dict(converted.__dict__)  # what it held at the last call: the twin holds these, converted back
         self.twin: Any = None
+        self.apart: list[str] = []
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -398,18 +407,24 @@ class ResultFields:
         # SciPy's tuple bunches do, where pickle would save it twice and keep the first,
         # unfilled. Unpickled without it, the methods see its attributes as they were pickled.
         converted = None if hasattr(type(self.converted), "__getnewargs_ex__") else self.converted
-        return _fields_again, (self.original,), (converted, self.given, self.twin)
+        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart)
 
-    def __setstate__(self, state: tuple[Any, Any, Any]) -> None:
-        self.converted, self.given, self.twin = state
+    def __setstate__(self, state: tuple[Any, Any, Any, list[str]]) -> None:
+        self.converted, given, self.twin, self.apart = state
+        # Unpickled, the converted values and the original's no longer share memory: the
+        # public ones are converted back at the first call, to share it again.
+        methods = self.node.methods
+        self.given = {
+            name: value if name.startswith("_") or name in methods else _UNSEEN for name, value in given.items()
+        }
 
     def receiver(self, back: Callable[[Any, str], Any]) -> Any:
         """The object a method runs on. ``back(value, name)``: a value the caller set on the
         converted result, in the original's kind (raising the side's error naming ``name``)."""
         if self.converted is None:  # unpickled apart from its result (see __reduce__)
             return self.original if self.twin is None else self.twin
-        attributes, given = self.converted.__dict__, self.given
-        if len(attributes) == len(given):
+        attributes, given, apart = self.converted.__dict__, self.given, self.apart
+        if not apart and len(attributes) == len(given):
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
                     break
@@ -419,7 +434,7 @@ class ResultFields:
         changed = {
             name: back(value, name)
             for name, value in attributes.items()
-            if name not in methods and given.get(name, _UNSEEN) is not value
+            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart)
         }
         twin = self.twin
         if twin is None:
@@ -461,6 +476,11 @@ class ResultMethod:
         """A value the caller set on the result, for the original's methods: as it is (a side
         that converts the arguments converts it too)."""
         return value
+
+    def apart(self, converted: Any, original: Any) -> bool:
+        """Whether ``converted``, made from the original's ``original``, is a copy of it (see
+        ResultFields.apart); values as they are never are."""
+        return False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.mapper(self.bound()(*args, **kwargs), self.ctx)

@@ -371,6 +371,9 @@ class TensorsIn(ResultMethod):
             grad.say([f"self.{name}"], role="field")
         return array
 
+    def apart(self, converted: Any, original: Any) -> bool:
+        return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self.bound()
         name, grad = self.grad.function, self.grad
@@ -439,6 +442,18 @@ def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
         a = a.view()
         a.flags.writeable = False
     return a
+
+
+def _same_memory(t: torch.Tensor, a: Any) -> bool:
+    """Whether tensor ``t`` and ``a`` start at the same host memory with the same dtype (a
+    field converted without a copy)."""
+    return (
+        isinstance(a, np.ndarray)
+        and t.device.type == "cpu"
+        and t.layout == torch.strided
+        and t.data_ptr() == a.__array_interface__["data"][0]
+        and t.element_size() == a.itemsize
+    )
 
 
 _FIELDS = Mapper({torch.Tensor: lambda t, grad: tensor_to_array(t, None, grad)[0]})
@@ -555,6 +570,9 @@ class ArraysIn(ResultMethod):
             return to_tensors(value, self.target)
         except LeafError as e:
             raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+
+    def apart(self, converted: Any, original: Any) -> bool:
+        return isinstance(original, torch.Tensor) and not _same_memory(original, converted)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self.bound()
