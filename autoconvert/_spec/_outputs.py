@@ -459,14 +459,15 @@ def _same_memory(t: torch.Tensor, a: Any) -> bool:
 _FIELDS = Mapper({torch.Tensor: lambda t, grad: tensor_to_array(t, None, grad)[0]})
 
 
-_NO_PARAMS = Parameters(lambda: None)  # a side built again has no call arguments to name
+#: The parameters of a side with no call arguments to name: to_tensor()'s, one built again.
+NO_PARAMS = Parameters(lambda: None)
 
 
 @functools.lru_cache(maxsize=64)
 def _tensor_side(function: str, policy: Policy, half: bool, read_only: bool) -> TensorOutputs:
     """A TensorOutputs built again for unpickled result methods, once per set of options."""
     restoring = RESTORING_HALF if half else RESTORING
-    return TensorOutputs(function, _NO_PARAMS, policy, restoring=restoring, read_only=read_only)
+    return TensorOutputs(function, NO_PARAMS, policy, restoring=restoring, read_only=read_only)
 
 
 def _tensors_in_again(
@@ -597,7 +598,7 @@ def _numpy_side(function: str, policy: Policy, scalars: bool, detaches: bool) ->
     """A NumpyOutputs built again for unpickled result methods, once per set of options (a
     grad policy other than detaching is to_numpy()'s, which warns: the options say which)."""
     grad = DETACH if detaches else GradPolicy(policy.grad, function)
-    return NumpyOutputs(function, _NO_PARAMS, policy, grad, scalars=scalars)
+    return NumpyOutputs(function, NO_PARAMS, policy, grad, scalars=scalars)
 
 
 def _arrays_in_again(
