@@ -11,7 +11,7 @@ import dataclasses
 import pickle
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -633,6 +633,22 @@ def _weighted(w: np.ndarray) -> Weights:
     return Weights(np.asarray(w, dtype=np.float64) * 1.0)
 
 
+class _Pair(NamedTuple):
+    w: np.ndarray
+    b: np.ndarray
+
+
+class Pair(_Pair):
+    """A named tuple with a method of its own: its fields are the tuple's items."""
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x @ self.w + self.b)
+
+
+def _paired(w: np.ndarray) -> Pair:
+    return Pair(np.asarray(w, dtype=np.float64) * 1.0, np.zeros(()))
+
+
 # torch 2.4 and 2.5 warn from their own unpickler (torch.storage) for every tensor pickle.loads() meets.
 @pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @pytest.mark.parametrize("pickled", [False, True], ids=["held", "unpickled"])
@@ -644,10 +660,11 @@ def _weighted(w: np.ndarray) -> Weights:
             torch.tensor([1.0, 2.0], dtype=torch.float64)
         ),
         lambda: ac.returns_tensor(ac.accepts_numpy(_weighted), dtype=torch.float32)(torch.tensor([1.0, 2.0])),
+        lambda: ac.returns_tensor(ac.accepts_numpy(_paired), copy=True)(torch.tensor([1.0, 2.0], dtype=torch.float64)),
         lambda: ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)))(np.array([1.0, 2.0])),
         lambda: ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)), copy=True)(np.array([1.0, 2.0])),
     ],
-    ids=["shared", "copy=True", "dtype=float32", "reverse", "reverse copy=True"],
+    ids=["shared", "copy=True", "dtype=float32", "named tuple copy=True", "reverse", "reverse copy=True"],
 )
 def test_an_in_place_change_to_a_field_is_seen_by_the_methods(make: Callable[[], Any], pickled: bool) -> None:
     """``m.w[0] = 7; m.predict(x)`` was seen only where the field shared the original's memory:

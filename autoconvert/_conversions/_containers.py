@@ -380,6 +380,8 @@ class _MethodsNode(Node):
                 for name, value in fields.given.items()
                 if name in was and value is not was[name] and method.apart(value, was[name])
             ]
+            if isinstance(obj, tuple):  # a tuple's own items, which no attribute holds
+                fields.items = [i for i, value in enumerate(obj) if method.apart(new[i], value)]
         return new
 
 
@@ -392,7 +394,7 @@ class ResultFields:
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
     are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("apart", "converted", "given", "node", "original", "twin")
+    __slots__ = ("apart", "converted", "given", "items", "node", "original", "twin")
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
@@ -400,6 +402,7 @@ class ResultFields:
         self.given = dict(converted.__dict__)  # what it held at the last call: the twin holds these, converted back
         self.twin: Any = None
         self.apart: list[str] = []
+        self.items: list[int] = []  # a tuple's items held apart, by index
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -411,6 +414,7 @@ class ResultFields:
 
     def __setstate__(self, state: tuple[Any, Any, Any, list[str]]) -> None:
         self.converted, given, self.twin, self.apart = state
+        self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
         # Unpickled, the converted values and the original's no longer share memory: the
         # public ones are converted back at the first call, to share it again.
         methods = self.node.methods
@@ -424,7 +428,7 @@ class ResultFields:
         if self.converted is None:  # unpickled apart from its result (see __reduce__)
             return self.original if self.twin is None else self.twin
         attributes, given, apart = self.converted.__dict__, self.given, self.apart
-        if not apart and len(attributes) == len(given):
+        if not apart and not self.items and len(attributes) == len(given):
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
                     break
@@ -444,6 +448,12 @@ class ResultFields:
         for name in given.keys() - attributes.keys():
             state.pop(name, None)
         state.update(changed)
+        if self.items:  # a tuple's items held apart: the twin made again around them
+            held, context = self.node.flatten(twin)
+            children, names = list(held), type(twin)._fields
+            for i in self.items:
+                children[i] = back(self.converted[i], names[i])
+            twin = self.node.unflatten(children, context)
         self.twin, self.given = twin, dict(attributes)
         return twin
 
