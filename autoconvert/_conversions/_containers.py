@@ -374,7 +374,7 @@ class _MethodsNode(Node):
             for name in self.methods:
                 new.__dict__[name] = method = make(getattr(obj, name), mapper, ctx, fields)
             was = getattr(obj, "__dict__", {})
-            fields.given = dict(new.__dict__)
+            fields.see(new.__dict__)
             fields.apart = [
                 name
                 for name, value in fields.given.items()
@@ -394,12 +394,12 @@ class ResultFields:
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
     are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("apart", "converted", "given", "items", "node", "original", "twin")
+    __slots__ = ("apart", "converted", "given", "items", "node", "original", "size", "twin")
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
-        self.converted: Any = converted  # the result the caller holds, and changes
-        self.given = dict(converted.__dict__)  # what it held at the last call: the twin holds these, converted back
+        self.converted = _link(converted)  # the result the caller holds, and changes
+        self.see(converted.__dict__)
         self.twin: Any = None
         self.apart: list[str] = []
         self.items: list[int] = []  # a tuple's items held apart, by index
@@ -409,11 +409,15 @@ class ResultFields:
         # hands its __dict__ (these methods among it) to its constructor when pickled, as
         # SciPy's tuple bunches do, where pickle would save it twice and keep the first,
         # unfilled. Unpickled without it, the methods see its attributes as they were pickled.
-        converted = None if hasattr(type(self.converted), "__getnewargs_ex__") else self.converted
+        converted = self.converted()
+        if hasattr(type(converted), "__getnewargs_ex__"):
+            converted = None
         return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart)
 
     def __setstate__(self, state: tuple[Any, Any, Any, list[str]]) -> None:
-        self.converted, given, self.twin, self.apart = state
+        converted, given, self.twin, self.apart = state
+        self.converted = _link(converted)
+        self.size = -1
         self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
         # Unpickled, the converted values and the original's no longer share memory: the
         # public ones are converted back at the first call, to share it again.
@@ -425,10 +429,11 @@ class ResultFields:
     def receiver(self, back: Callable[[Any, str], Any]) -> Any:
         """The object a method runs on. ``back(value, name)``: a value the caller set on the
         converted result, in the original's kind (raising the side's error naming ``name``)."""
-        if self.converted is None:  # unpickled apart from its result (see __reduce__)
+        converted = self.converted()
+        if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
             return self.original if self.twin is None else self.twin
-        attributes, given, apart = self.converted.__dict__, self.given, self.apart
-        if not apart and not self.items and len(attributes) == len(given):
+        attributes, given, apart = converted.__dict__, self.given, self.apart
+        if not apart and not self.items and len(attributes) == self.size:
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
                     break
@@ -452,10 +457,29 @@ class ResultFields:
             held, context = self.node.flatten(twin)
             children, names = list(held), type(twin)._fields
             for i in self.items:
-                children[i] = back(self.converted[i], names[i])
+                children[i] = back(converted[i], names[i])
             twin = self.node.unflatten(children, context)
-        self.twin, self.given = twin, dict(attributes)
+        self.twin = twin
+        self.see(attributes)
         return twin
+
+    def see(self, attributes: dict[str, Any]) -> None:
+        """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
+        these fields: a cycle keeping the values alive until the garbage collector runs) and
+        how many attributes there were."""
+        methods = self.node.methods
+        self.given = {name: value for name, value in attributes.items() if name not in methods}
+        self.size = len(attributes)
+
+
+def _link(converted: Any) -> Callable[[], Any]:
+    """``converted``, as its methods' fields hold it: weakly, so that the cycle through its
+    methods does not keep its tensors alive until the garbage collector runs (a tuple, which
+    takes no weak reference, strongly)."""
+    try:
+        return weakref.ref(converted)
+    except TypeError:
+        return lambda: converted
 
 
 def _fields_again(original: Any) -> ResultFields:
