@@ -372,16 +372,8 @@ class _MethodsNode(Node):
             make = getattr(mapper, "result_method", None) or ResultMethod
             fields = ResultFields(self, obj, new)
             for name in self.methods:
-                new.__dict__[name] = method = make(getattr(obj, name), mapper, ctx, fields)
-            was = getattr(obj, "__dict__", {})
+                new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
             fields.see(new.__dict__)
-            fields.apart = [
-                name
-                for name, value in fields.given.items()
-                if name in was and value is not was[name] and method.apart(value, was[name])
-            ]
-            if isinstance(obj, tuple):  # a tuple's own items, which no attribute holds
-                fields.items = [i for i, value in enumerate(obj) if method.apart(new[i], value)]
         return new
 
 
@@ -399,9 +391,10 @@ class ResultFields:
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
         self.converted = _link(converted)  # the result the caller holds, and changes
-        self.see(converted.__dict__)
+        self.given: dict[str, Any] = {}  # what it held at the last call (see ``see``), its methods made
+        self.size = -1
         self.twin: Any = None
-        self.apart: list[str] = []
+        self.apart: list[str] | None = None  # found at the first call: many results never have one
         self.items: list[int] = []  # a tuple's items held apart, by index
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -414,7 +407,7 @@ class ResultFields:
             converted = None
         return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart)
 
-    def __setstate__(self, state: tuple[Any, Any, Any, list[str]]) -> None:
+    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None]) -> None:
         converted, given, self.twin, self.apart = state
         self.converted = _link(converted)
         self.size = -1
@@ -426,13 +419,15 @@ class ResultFields:
             name: value if name.startswith("_") or name in methods else _UNSEEN for name, value in given.items()
         }
 
-    def receiver(self, back: Callable[[Any, str], Any]) -> Any:
-        """The object a method runs on. ``back(value, name)``: a value the caller set on the
-        converted result, in the original's kind (raising the side's error naming ``name``)."""
+    def receiver(self, side: ResultMethod) -> Any:
+        """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
+        value the caller set back to the original's kind (``back``, raising the side's error)."""
         converted = self.converted()
         if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
             return self.original if self.twin is None else self.twin
-        attributes, given, apart = converted.__dict__, self.given, self.apart
+        if self.apart is None:
+            self._find_apart(side, converted)
+        attributes, given, apart, back = converted.__dict__, self.given, self.apart, side.back
         if not apart and not self.items and len(attributes) == self.size:
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
@@ -462,6 +457,18 @@ class ResultFields:
         self.twin = twin
         self.see(attributes)
         return twin
+
+    def _find_apart(self, side: ResultMethod, converted: Any) -> None:
+        """Which of the values the result was given are copies of the original's."""
+        original = self.original
+        was = getattr(original, "__dict__", {})
+        self.apart = [
+            name
+            for name, value in self.given.items()
+            if name in was and value is not was[name] and side.apart(value, was[name])
+        ]
+        if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
+            self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
 
     def see(self, attributes: dict[str, Any]) -> None:
         """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
@@ -503,7 +510,7 @@ class ResultMethod:
 
     def bound(self) -> Any:
         """The method, bound to the object it runs on now."""
-        receiver = self.fields.receiver(self.back)
+        receiver = self.fields.receiver(self)
         return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
 
     def back(self, value: Any, name: str) -> Any:

@@ -354,7 +354,7 @@ class TensorsIn(ResultMethod):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what makes it again: its side's options, the original and its fields
         (the call's tensors, which only a result passing one through would look at, left out)."""
-        self.fields.receiver(self.back)  # the twin made current: some results unpickle apart from it
+        self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
         ctx = self.ctx._replace(tensors=None)
         return _tensors_in_again, (self.remade, self.method.__self__, self.method.__name__, ctx, self.fields)
 
@@ -561,7 +561,7 @@ class ArraysIn(ResultMethod):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what makes it again: its side's options, the original and its fields."""
-        self.fields.receiver(self.back)  # the twin made current: some results unpickle apart from it
+        self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
         return _arrays_in_again, (self.remade, self.method.__self__, self.method.__name__, self.fields)
 
     def back(self, value: Any, name: str) -> Any:
