@@ -425,9 +425,8 @@ class ResultFields:
         converted = self.converted()
         if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
             return self.original if self.twin is None else self.twin
-        if self.apart is None:
-            self._find_apart(side, converted)
-        attributes, given, apart, back = converted.__dict__, self.given, self.apart, side.back
+        apart = self.apart if self.apart is not None else self._find_apart(side, converted)
+        attributes, given, back = converted.__dict__, self.given, side.back
         if not apart and not self.items and len(attributes) == self.size:
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
@@ -458,7 +457,7 @@ class ResultFields:
         self.see(attributes)
         return twin
 
-    def _find_apart(self, side: ResultMethod, converted: Any) -> None:
+    def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
         original = self.original
         was = getattr(original, "__dict__", {})
@@ -469,6 +468,7 @@ class ResultFields:
         ]
         if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
             self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
+        return self.apart
 
     def see(self, attributes: dict[str, Any]) -> None:
         """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
