@@ -6,6 +6,7 @@ and on one of its samples ``(k,)`` alike, so a batched site gives what a plain o
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -62,6 +63,21 @@ def adds_a_key(d: dict[str, NDArray[Any]]) -> NDArray[Any]:
     """Adds an array to the container of arrays it is handed."""
     d["new"] = d["a"] * 2
     return d["a"].sum(-1)
+
+
+@dataclasses.dataclass
+class Fit:
+    """A fitted result with a method of its own, computing from its public field."""
+
+    w: NDArray[Any]
+
+    def predict(self, x: NDArray[Any]) -> NDArray[Any]:
+        return np.asarray(x @ self.w)
+
+
+def fitted(a: NDArray[Any]) -> Fit:
+    """A result container with a method: the weights are the sums of ``a``'s rows."""
+    return Fit(a.sum(-1))
 
 
 class Counter:

@@ -54,6 +54,9 @@ class Site:
     on_executor: bool = False
     #: Results come back as tensors.
     converts_results: bool = True
+    #: A result container with methods comes back converted, its methods taking and giving
+    #: tensors (numpy_op returns tensors alone; adapt converts what the return annotation names).
+    result_methods: bool = True
     #: What the caller holds is the product itself, which pickles by reference.
     pickles: bool = True
     #: The function and argument path autoconvert's messages name for a body's first
@@ -103,7 +106,7 @@ SITES = [
     Site("the decorator pair", lambda body, o, _: ac.returns_tensor(ac.accepts_numpy(body, **o))),
     Site("accepts_numpy alone", lambda body, o, _: ac.accepts_numpy(body, **o), converts_results=False),
     Site("a config block", _in_config, pickles=False),
-    Site("adapt", lambda body, o, _: ac.adapt(body, **o)),
+    Site("adapt", lambda body, o, _: ac.adapt(body, **o), result_methods=False),
     Site("torchify of a function", lambda body, o, _: ac.torchify(body, **o)),
     Site(
         "torchify of a module",
@@ -115,7 +118,7 @@ SITES = [
         pickles=False,
         named=("Holder.run", "args[0]"),
     ),
-    Site("numpy_op", lambda body, o, _: ac.numpy_op(body, **o), refuses_tangents=True),
+    Site("numpy_op", lambda body, o, _: ac.numpy_op(body, **o), refuses_tangents=True, result_methods=False),
     Site("batched in the caller", lambda body, o, _: ac.batched(body, **o), samples=True),
     Site(
         "batched on threads",

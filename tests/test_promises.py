@@ -23,6 +23,7 @@ ALL = [site.param() for site in SITES]
 CONVERTING = [site.param() for site in SITES if site.converts_results]
 WHOLE = [site.param() for site in SITES if not site.samples]
 PICKLING = [site.param() for site in SITES if site.pickles]
+WITH_METHODS = [site.param() for site in SITES if site.result_methods and site.converts_results and not site.samples]
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +227,23 @@ def test_integer_results_keep_numpys_dtype(site: Site, request: Any) -> None:
     x = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
     out = _site(site, request, bodies.ranks)(x)
     assert out.dtype == torch.int32 and out.tolist() == [[1, 2, 0], [0, 2, 1]]
+
+
+@pytest.mark.parametrize("site", WITH_METHODS)
+def test_a_result_s_method_runs_on_the_fields_the_caller_holds_now(site: Site, request: Any) -> None:
+    """A result container's method sees what the caller set on the result: a field
+    reassigned (converted back at the call), one deleted, one put back; never the value the
+    function returned in its place."""
+    fit = _site(site, request, bodies.fitted)(_batch())
+    x = torch.ones(1, 3)
+    fit.w = torch.tensor([1.0, 0.0, 2.0])
+    assert torch.equal(fit.predict(x), torch.tensor([3.0]))
+    del fit.w
+    with pytest.raises(AttributeError) as missing:
+        fit.predict(x)
+    assert str(missing.value) == "'Fit' object has no attribute 'w'"
+    fit.w = torch.tensor([0.0, 0.0, 1.0])
+    assert torch.equal(fit.predict(x), torch.tensor([1.0]))
 
 
 # --------------------------------------------------------------------------- gradients

@@ -370,25 +370,165 @@ class _MethodsNode(Node):
         new = super().map(obj, mapper, ctx)
         if new is not obj:
             make = getattr(mapper, "result_method", None) or ResultMethod
+            fields = ResultFields(self, obj, new)
             for name in self.methods:
-                new.__dict__[name] = make(getattr(obj, name), mapper, ctx)
+                new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+            fields.see(new.__dict__)
         return new
 
 
-class ResultMethod:
-    """A method of the original result whose return value is converted like the result was.
-    The walking side may subclass it to convert the method's arguments too (see _outputs)."""
+class ResultFields:
+    """The attributes of one converted result with methods, as its caller changes them, and
+    the object its methods run on: the original while the caller reassigned, added and
+    deleted none, else a twin of the original (a copy: the original may be the function's own)
+    holding the caller's values converted back, each converted at the first call after it
+    was set. A call that finds nothing changed compares identities only, unless some values
+    are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
+    are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("ctx", "mapper", "method")
+    __slots__ = ("apart", "converted", "given", "items", "node", "original", "size", "twin")
 
-    def __init__(self, method: Any, mapper: Walk, ctx: Any) -> None:  # a bound method
-        self.method, self.mapper, self.ctx = method, mapper, ctx
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.mapper(self.method(*args, **kwargs), self.ctx)
+    def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
+        self.node, self.original = node, original
+        self.converted = _link(converted)  # the result the caller holds, and changes
+        self.given: dict[str, Any] = {}  # what it held at the last call (see ``see``), its methods made
+        self.size = -1
+        self.twin: Any = None
+        self.apart: list[str] | None = None  # found at the first call: many results never have one
+        self.items: list[int] = []  # a tuple's items held apart, by index
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return getattr, (self.method.__self__, self.method.__name__)  # pickled: the original method
+        # The converted result comes in the state, saved once it is memoised: unless its type
+        # hands its __dict__ (these methods among it) to its constructor when pickled, as
+        # SciPy's tuple bunches do, where pickle would save it twice and keep the first,
+        # unfilled. Unpickled without it, the methods see its attributes as they were pickled.
+        converted = self.converted()
+        if hasattr(type(converted), "__getnewargs_ex__"):
+            converted = None
+        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart)
+
+    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None]) -> None:
+        converted, given, self.twin, self.apart = state
+        self.converted = _link(converted)
+        self.size = -1
+        self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
+        # Unpickled, the converted values and the original's no longer share memory: the
+        # public ones are converted back at the first call, to share it again.
+        methods = self.node.methods
+        self.given = {
+            name: value if name.startswith("_") or name in methods else _UNSEEN for name, value in given.items()
+        }
+
+    def receiver(self, side: ResultMethod) -> Any:
+        """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
+        value the caller set back to the original's kind (``back``, raising the side's error)."""
+        converted = self.converted()
+        if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
+            return self.original if self.twin is None else self.twin
+        apart = self.apart if self.apart is not None else self._find_apart(side, converted)
+        attributes, given, back = converted.__dict__, self.given, side.back
+        if not apart and not self.items and len(attributes) == self.size:
+            for name, value in given.items():  # a loop, not all(): this is each call's whole cost
+                if attributes.get(name, _UNSEEN) is not value:
+                    break
+            else:
+                return self.original if self.twin is None else self.twin
+        methods = self.node.methods
+        changed = {
+            name: back(value, name)
+            for name, value in attributes.items()
+            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart)
+        }
+        twin = self.twin
+        if twin is None:
+            children, context = self.node.flatten(self.original)
+            twin = self.node.unflatten(list(children), context)
+        state = twin.__dict__
+        for name in given.keys() - attributes.keys():
+            state.pop(name, None)
+        state.update(changed)
+        if self.items:  # a tuple's items held apart: the twin made again around them
+            held, context = self.node.flatten(twin)
+            children, names = list(held), type(twin)._fields
+            for i in self.items:
+                children[i] = back(converted[i], names[i])
+            twin = self.node.unflatten(children, context)
+        self.twin = twin
+        self.see(attributes)
+        return twin
+
+    def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
+        """Which of the values the result was given are copies of the original's."""
+        original = self.original
+        was = getattr(original, "__dict__", {})
+        self.apart = [
+            name
+            for name, value in self.given.items()
+            if name in was and value is not was[name] and side.apart(value, was[name])
+        ]
+        if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
+            self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
+        return self.apart
+
+    def see(self, attributes: dict[str, Any]) -> None:
+        """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
+        these fields: a cycle keeping the values alive until the garbage collector runs) and
+        how many attributes there were."""
+        methods = self.node.methods
+        self.given = {name: value for name, value in attributes.items() if name not in methods}
+        self.size = len(attributes)
+
+
+def _link(converted: Any) -> Callable[[], Any]:
+    """``converted``, as its methods' fields hold it: weakly, so that the cycle through its
+    methods does not keep its tensors alive until the garbage collector runs (a tuple, which
+    takes no weak reference, strongly)."""
+    try:
+        return weakref.ref(converted)
+    except TypeError:
+        return lambda: converted
+
+
+def _fields_again(original: Any) -> ResultFields:
+    """An unpickled result's fields, its state still to come (see ResultFields.__reduce__)."""
+    node = node_for(type(original))
+    assert isinstance(node, _MethodsNode)  # the node that made them, recognised again by the type
+    fields = ResultFields.__new__(ResultFields)
+    fields.node, fields.original = node, original
+    return fields
+
+
+class ResultMethod:
+    """A method of the original result whose return value is converted like the result was,
+    run on what the caller's result holds now (see ResultFields). The walking side may
+    subclass it to convert the method's arguments, and the values the caller set, too (see _outputs)."""
+
+    __slots__ = ("ctx", "fields", "mapper", "method")
+
+    def __init__(self, method: Any, mapper: Walk, ctx: Any, fields: ResultFields) -> None:  # a bound method
+        self.method, self.mapper, self.ctx, self.fields = method, mapper, ctx, fields
+
+    def bound(self) -> Any:
+        """The method, bound to the object it runs on now."""
+        receiver = self.fields.receiver(self)
+        return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
+
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result, for the original's methods: as it is (a side
+        that converts the arguments converts it too)."""
+        return value
+
+    def apart(self, converted: Any, original: Any) -> bool:
+        """Whether ``converted``, made from the original's ``original``, is a copy of it (see
+        ResultFields.apart); values as they are never are."""
+        return False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.mapper(self.bound()(*args, **kwargs), self.ctx)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A side that converts nothing on the way in pickles as the original's method.
+        return getattr, (self.method.__self__, self.method.__name__)
 
 
 def _dict_subclass_node(cls: type) -> Node:

@@ -117,11 +117,12 @@ class GradPolicy:
     def _fixes(self) -> GradFixes:
         return self.fixes() if self.fixes is not None else TO_NUMPY_FIXES
 
-    def say(self, paths: list[str]) -> None:
+    def say(self, paths: list[str], role: str = "argument") -> None:
         """Issue the "warn" policy's warning about the tensor ``detach`` kept, found at
-        ``paths`` among the call's arguments (empty: not found, as for another thread's)."""
+        ``paths`` among the call's arguments (empty: not found, as for another thread's), or
+        of another ``role`` (a result's ``field``)."""
         self.unsaid = None
-        where = f"argument {' or '.join(paths)}" if paths else "an argument"
+        where = f"{role} {' or '.join(paths)}" if paths else "an argument"
         fixes = self._fixes()
         warn_at_caller(
             f"{self.function}: {where} {self.lost.found}, and {self.why}: it was detached, so no gradient flows "

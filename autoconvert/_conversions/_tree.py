@@ -88,14 +88,14 @@ class Mapper:
         *,
         nested: bool = True,
         fallback: Callable[[type], Leaf | None] | None = None,
-        result_method: Callable[[Any, Mapper, Any], Any] | None = None,
+        result_method: Callable[[Any, Mapper, Any, Any], Any] | None = None,
     ) -> None:
         self._leaves = leaves
         self._nested = nested
         self._fallback = fallback  # leaf types known only by a test, such as SciPy's sparse classes
-        #: ``result_method(bound, mapper, ctx)``: a method of a result container whose fields
-        #: were converted, as the copy holds it (see _containers._MethodsNode); None: its value
-        #: converted as the result was.
+        #: ``result_method(bound, mapper, ctx, fields)``: a method of a result container whose
+        #: fields were converted, as the copy holds it (see _containers._MethodsNode); None: its
+        #: value converted as the result was.
         self.result_method = result_method
         #: exact type -> handler; callers on the hot path may look up here directly and
         #: fall back to resolve() on a miss, skipping one call layer.

@@ -24,8 +24,8 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
-from autoconvert._spec._signature import TENSORS, Parameters
+from autoconvert._spec._outputs import NO_PARAMS, NumpyOutputs, TensorOutputs
+from autoconvert._spec._signature import TENSORS
 
 
 def to_numpy(obj: Any, **options: Unpack[NumpyOptions]) -> Any:
@@ -134,11 +134,11 @@ def _converter(kind: str, options: Mapping[str, Any]) -> tuple[Any, GradPolicy]:
     if kind == "to_numpy":
         grad = _TO_NUMPY_GRAD[policy.grad]
         made: tuple[Any, GradPolicy] = (
-            NumpyOutputs("autoconvert.to_numpy()", _NO_PARAMS, policy, grad, argument="obj"),
+            NumpyOutputs("autoconvert.to_numpy()", NO_PARAMS, policy, grad, argument="obj"),
             grad,
         )
     else:
-        made = (TensorOutputs("autoconvert.to_tensor()", _NO_PARAMS, policy, argument="obj"), DETACH)
+        made = (TensorOutputs("autoconvert.to_tensor()", NO_PARAMS, policy, argument="obj"), DETACH)
     if key is not None:
         if len(_CONVERTERS) >= _MOST_CONVERTERS:  # a program uses a handful; never grow without bound
             _CONVERTERS.clear()
@@ -150,7 +150,6 @@ _CONVERTERS: dict[Any, tuple[Any, GradPolicy]] = {}
 _MOST_CONVERTERS = 256
 
 
-_NO_PARAMS = Parameters(lambda: None)  # to_tensor() has no call arguments to name
 _DEFAULT = _converter("to_tensor", {})[0]
 #: The default converter's context for a call without tensors, while torch's default device is the CPU.
 _ON_CPU = _DEFAULT.shared_target

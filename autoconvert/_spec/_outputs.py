@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Generator
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import ResultMethod, is_scipy_sparse
+from autoconvert._conversions._containers import ResultFields, ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
@@ -242,6 +243,9 @@ class TensorOutputs(Outputs):
         ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
         for its package's objects), or None to keep them as they are."""
         self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
+        #: What builds this side again where a result's methods are unpickled (torchify's
+        #: proxies aside: the unpickled methods give package objects as they are).
+        self.remade = (function, policy, restoring is RESTORING_HALF, read_only)
         self.device = policy.device
         self.dtype = policy.dtype
         self.copy = policy.copy
@@ -305,11 +309,20 @@ class TensorOutputs(Outputs):
             raise NeedsInputs
         return t.clone() if overlaps_any(t, ctx.tensors) else t
 
-    def _result_method(self, method: Any, mapper: Mapper, ctx: Target) -> ResultMethod:
+    def _result_method(self, method: Any, mapper: Mapper, ctx: Target, fields: ResultFields) -> ResultMethod:
         name = f"{getattr(method, '__qualname__', method)}()"
         # The method takes no options of its own: its warning offers to_numpy()'s fixes.
         grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name))
-        return TensorsIn(method, mapper, ctx, function=self.function, grad=grad, arguments=self._arguments)
+        return TensorsIn(
+            method,
+            mapper,
+            ctx,
+            fields,
+            function=self.function,
+            grad=grad,
+            arguments=self._arguments,
+            remade=self.remade,
+        )
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
@@ -321,15 +334,48 @@ class TensorsIn(ResultMethod):
     that requires grad detached, with a warning once), and its value comes back as the result
     did, on the call's device."""
 
-    __slots__ = ("arguments", "function", "grad")
+    __slots__ = ("arguments", "function", "grad", "remade")
 
     def __init__(
-        self, method: Any, mapper: Mapper, ctx: Target, *, function: str, grad: GradPolicy, arguments: Mapper
+        self,
+        method: Any,
+        mapper: Mapper,
+        ctx: Target,
+        fields: ResultFields,
+        *,
+        function: str,
+        grad: GradPolicy,
+        arguments: Mapper,
+        remade: tuple[str, Policy, bool, bool],
     ) -> None:
-        super().__init__(method, mapper, ctx)
-        self.function, self.grad, self.arguments = function, grad, arguments
+        super().__init__(method, mapper, ctx, fields)
+        self.function, self.grad, self.arguments, self.remade = function, grad, arguments, remade
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what makes it again: its side's options, the original and its fields
+        (the call's tensors, which only a result passing one through would look at, left out)."""
+        self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
+        ctx = self.ctx._replace(tensors=None)
+        return _tensors_in_again, (self.remade, self.method.__self__, self.method.__name__, ctx, self.fields)
+
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result (``r.w = t``), as the result's own fields
+        were: an array sharing the tensor's memory, a tensor that requires grad detached
+        by the arguments' rule (warned of once, naming the field)."""
+        grad = self.grad
+        try:
+            array = _FIELDS(value, grad)
+        except LeafError as e:
+            raise e.public(grad.function, "field", f"self.{name}") from None
+        if grad.unsaid is not None:
+            grad.say([f"self.{name}"], role="field")
+        return array
+
+    def apart(self, converted: Any, original: Any) -> bool:
+        return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = self.bound()
         name, grad = self.grad.function, self.grad
         try:
             arrays = self.arguments(args, grad)
@@ -343,7 +389,7 @@ class TensorsIn(ResultMethod):
             found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
             grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
         try:
-            result = self.method(*arrays, **named)
+            result = method(*arrays, **named)
         except ValueError as e:
             refused = _read_only_refusal(name, e, (args, kwargs), (arrays, named))
             if refused is None:
@@ -398,6 +444,39 @@ def _read_only_array(t: torch.Tensor, grad: GradPolicy) -> Any:
     return a
 
 
+def _same_memory(t: torch.Tensor, a: Any) -> bool:
+    """Whether tensor ``t`` and ``a`` start at the same host memory with the same dtype (a
+    field converted without a copy)."""
+    return (
+        isinstance(a, np.ndarray)
+        and t.device.type == "cpu"
+        and t.layout == torch.strided
+        and t.data_ptr() == a.__array_interface__["data"][0]
+        and t.element_size() == a.itemsize
+    )
+
+
+_FIELDS = Mapper({torch.Tensor: lambda t, grad: tensor_to_array(t, None, grad)[0]})
+
+
+#: The parameters of a side with no call arguments to name: to_tensor()'s, one built again.
+NO_PARAMS = Parameters(lambda: None)
+
+
+@functools.lru_cache(maxsize=64)
+def _tensor_side(function: str, policy: Policy, half: bool, read_only: bool) -> TensorOutputs:
+    """A TensorOutputs built again for unpickled result methods, once per set of options."""
+    restoring = RESTORING_HALF if half else RESTORING
+    return TensorOutputs(function, NO_PARAMS, policy, restoring=restoring, read_only=read_only)
+
+
+def _tensors_in_again(
+    remade: tuple[str, Policy, bool, bool], original: Any, name: str, ctx: Target, fields: ResultFields
+) -> ResultMethod:
+    side = _tensor_side(*remade)
+    return side._result_method(getattr(original, name), side.mapper, ctx, fields)
+
+
 def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
     """An out-parameter's array returned: the caller's own tensor, written already."""
     return value.tensor
@@ -433,13 +512,15 @@ class NumpyOutputs(Outputs):
         self.copy = policy.copy
         self.sparse = policy.sparse
         self.grad = grad
+        #: What builds this side again where a result's methods are unpickled (see ArraysIn).
+        self.remade = (function, policy, scalars, grad is DETACH)
         super().__init__(
             function,
             params,
             Mapper(
                 {torch.Tensor: self._leaf, StandIn: stood_for, **_LATER},
                 nested=policy.nested,
-                result_method=_taking_arrays,
+                result_method=self._result_method,
             ),
             argument=argument,
         )
@@ -448,6 +529,14 @@ class NumpyOutputs(Outputs):
         a = tensor_to_array(t, self.copy, self.grad, self.sparse)[0]
         return as_result(a) if self.scalars else a
 
+    def _result_method(self, method: Any, mapper: Mapper, ctx: Any, fields: ResultFields) -> ArraysIn:
+        """``method``, of a result converted here, taking arrays where the result's own tensors
+        are (torch's default device where it held none): see ArraysIn."""
+        held: list[torch.Tensor] = []
+        _TENSORS_HELD(method.__self__, held)
+        target = Target(vote(held) or default_device(), NO_CASTS, None)
+        return ArraysIn(method, mapper, ctx, fields, target=target, remade=self.remade)
+
 
 class ArraysIn(ResultMethod):
     """A method of a result whose tensor fields came back as arrays (a dataclass of torch code
@@ -455,20 +544,46 @@ class ArraysIn(ResultMethod):
     where the result's own tensors are (torch's default device where it held none), and its
     value comes back as the result did."""
 
-    __slots__ = ("target",)
+    __slots__ = ("remade", "target")
 
-    def __init__(self, method: Any, mapper: Mapper, ctx: Any, *, target: Target) -> None:
-        super().__init__(method, mapper, ctx)
-        self.target = target
+    def __init__(
+        self,
+        method: Any,
+        mapper: Mapper,
+        ctx: Any,
+        fields: ResultFields,
+        *,
+        target: Target,
+        remade: tuple[str, Policy, bool, bool],
+    ) -> None:
+        super().__init__(method, mapper, ctx, fields)
+        self.target, self.remade = target, remade
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what makes it again: its side's options, the original and its fields."""
+        self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
+        return _arrays_in_again, (self.remade, self.method.__self__, self.method.__name__, self.fields)
+
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result (``r.w = a``), as its arguments cross: arrays
+        become tensors where the result's own tensors are."""
+        try:
+            return to_tensors(value, self.target)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+
+    def apart(self, converted: Any, original: Any) -> bool:
+        return isinstance(original, torch.Tensor) and not _same_memory(original, converted)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = self.bound()
         name = f"{getattr(self.method, '__qualname__', self.method)}()"
         try:
             tensors = to_tensors(args, self.target)
             named = to_tensors(kwargs, self.target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(name, "argument", "") from None
-        result = self.method(*tensors, **named)
+        result = method(*tensors, **named)
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
@@ -478,8 +593,16 @@ class ArraysIn(ResultMethod):
 _TENSORS_HELD = Mapper({torch.Tensor: lambda t, found: found.append(t) or t})
 
 
-def _taking_arrays(method: Any, mapper: Mapper, ctx: Any) -> ArraysIn:
-    """``method``, of a result ``returns_numpy`` converted, taking arrays (see ArraysIn)."""
-    held: list[torch.Tensor] = []
-    _TENSORS_HELD(method.__self__, held)
-    return ArraysIn(method, mapper, ctx, target=Target(vote(held) or default_device(), NO_CASTS, None))
+@functools.lru_cache(maxsize=64)
+def _numpy_side(function: str, policy: Policy, scalars: bool, detaches: bool) -> NumpyOutputs:
+    """A NumpyOutputs built again for unpickled result methods, once per set of options (a
+    grad policy other than detaching is to_numpy()'s, which warns: the options say which)."""
+    grad = DETACH if detaches else GradPolicy(policy.grad, function)
+    return NumpyOutputs(function, NO_PARAMS, policy, grad, scalars=scalars)
+
+
+def _arrays_in_again(
+    remade: tuple[str, Policy, bool, bool], original: Any, name: str, fields: ResultFields
+) -> ResultMethod:
+    side = _numpy_side(*remade)
+    return side._result_method(getattr(original, name), side.mapper, None, fields)
