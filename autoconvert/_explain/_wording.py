@@ -9,7 +9,8 @@ from autoconvert._adapt._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 from autoconvert._interpreter._wrapper import shown
 from autoconvert._options._options import Policy
 from autoconvert._spec._emit import Step
-from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, Spec
+from autoconvert._spec._inputs import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT
+from autoconvert._spec._spec import Spec
 
 
 def option_words(option: Any) -> str:

@@ -25,7 +25,7 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, write_b
 from autoconvert._errors import ConversionError, KeyEntry, LeafError, ReadOnlyError, message
 from autoconvert._failures._failures import writable_fixes
 from autoconvert._spec._callbacks import to_tensors
-from autoconvert._spec._inputs import Collected, NumpyInputs, collected_writes
+from autoconvert._spec._inputs import Collected, Inputs, collected_writes
 from autoconvert._spec._outparams import returned
 from autoconvert._spec._signature import ARRAYS, DEFERRED_RESULTS, Given, deferred_result, tensor_paths
 
@@ -48,7 +48,7 @@ class WriteBack:
     """writeback=True, and out-parameters' private copies: what the function wrote reaches
     the caller's tensors (its changes to their containers are ContainerChanges', as in every mode)."""
 
-    def __init__(self, function: str, inputs: NumpyInputs, gives_back: bool, site: Callable[[str], str]) -> None:
+    def __init__(self, function: str, inputs: Inputs, gives_back: bool, site: Callable[[str], str]) -> None:
         """``gives_back``: an out-parameter's array returned comes back as the caller's tensor;
         ``site``: where an option goes, for messages (see Spec.site)."""
         self.function = function
@@ -116,7 +116,7 @@ class ContainerChanges:
     #: convert in a call without tensors too (adapt's: into the caller's kind, arrays).
     converts_as_is = False
 
-    def __init__(self, function: str, inputs: NumpyInputs) -> None:
+    def __init__(self, function: str, inputs: Inputs) -> None:
         self.function = function
         self.inputs = inputs
 

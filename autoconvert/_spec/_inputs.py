@@ -22,13 +22,14 @@ from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import Private, aliased_spans, hand_over
+from autoconvert._conversions._writeback import Private, aliased_spans, hand_over, handed_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
+from ._emit import KEPT, RECORDED, Step
 from ._outparams import OutParams
-from ._signature import Parameters, Selection, record
+from ._signature import Parameters, Selection, record, tensor_paths
 
 
 class AfterWrites(NamedTuple):
@@ -90,6 +91,16 @@ _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
 Context = Collected | Target | list[torch.Tensor]
+#: An input side's ``prepare(args, kwargs, instance, ctx)`` (see Inputs.prepare).
+Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
+#: An input side's ``begin(shared, odd, args, kwargs)``: the call's context (see Inputs.begin).
+Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
+
+
+#: The after steps, by name (an input side's ``after``): what runs once the function returned or raised.
+RESTORE_WRITES = "restore writes"  # check_writes: changes to the caller's tensors put back, and refused
+WRITE_BACK = "write back"  # writeback: what the function wrote reaches the caller's tensors
+WRITE_BACK_OUT = "write back out-parameters"  # out_params: their private copies reach the caller's tensors
 
 
 class Inputs:
@@ -101,11 +112,39 @@ class Inputs:
     ``odd``, all the others, which need a look. Leaf functions receive a per-call context
     (``ctx``: a ``Collected`` on the NumPy side, a Target on the tensor side) holding the
     lists and what else they need.
+
+    This class is the input side's interface, which its readers (the spec, the Runner, the
+    generator, ``explain``) call rather than test which side they have: its leaves
+    (``mapper``), its step (``step()``, and ``passed`` for a parameter ``only=``/``exclude=``
+    pass on), what it begins before the arguments (``begin``, ``prepare``), settles after
+    them (``settle_arguments``) and runs after the function (``after``), and why its calls
+    go generic (``generic_because``).
     """
 
     mapper: Mapper  # the converting walk, set by the subclass
+    #: The profiler range name of this side's conversions (None: it converts nothing).
+    direction: str | None = None
     #: The function gets read-only arrays (see NumpyInputs, the one side that decides it).
     read_only = False
+    #: A write by the function may be refused as a ReadOnlyError (see Spec.refuses_writes).
+    refuses_writes = False
+    #: The function gets arrays made from the caller's tensors: their containers are rebuilt
+    #: (their changes go back, see _after's ContainerChanges), their transfers settle after the
+    #: arguments (``settle_arguments``), and a failure is read for what the arrays caused.
+    hands_arrays = False
+    #: The function gets tensors placed on a device (the flat code places arrays itself).
+    places = False
+    #: The out-parameters, handed over writable (see _outparams; None: the function has none).
+    writes: OutParams | None = None
+    #: The float widening of this side's arrays (see _dtypes; float16 widened with widen_float16=True).
+    widened: Casts = WIDENED
+    #: The after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT; None: none).
+    after: str | None = None
+    #: What a parameter ``only=``/``exclude=`` pass on gets: its tensors recorded.
+    passed: Step = RECORDED
+    #: ``prepare(args, kwargs, instance, ctx)``: the out-parameters handed over, before the rest
+    #: (None: nothing comes first).
+    prepare: Prepare | None = None
 
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str) -> None:
         only, exclude = policy.only, policy.exclude
@@ -115,6 +154,9 @@ class Inputs:
         selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
         self.selection = Selection(params, only, exclude, where) if selects else None
         self.recorder = Mapper({torch.Tensor: record}, nested=policy.nested)
+        #: ``begin(shared, odd, args, kwargs)``: a call's context, made before its arguments
+        #: (None: the protocol's bare ``Collected(shared, odd)``); an after step brings its own.
+        self.begin: Begin | None = self.context
 
     def tensors_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """Every tensor among the call's arguments, walked as this side walks them."""
@@ -123,12 +165,46 @@ class Inputs:
             self.recorder(value, found)
         return found
 
+    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
+        """writeback: the spans of memory that the call's tensors share (see _writeback)."""
+        try:
+            return aliased_spans(self.tensors_in(args, kwargs))
+        except RecursionError:  # a container that holds itself: the conversion names it
+            return None
+
     def context(
         self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Context:
         """What this side's leaf functions receive for one call: by default the ``odd`` list,
         which records every tensor argument."""
         return odd
+
+    def step(self) -> Step:
+        """What each converted argument gets: the flat code's emitter for it, and its words."""
+        return RECORDED
+
+    def generic_because(self) -> str | None:
+        """Why a call with this side has no flat call, in words (None: this side has one)."""
+        return None
+
+    def settle_arguments(self, odd: list[torch.Tensor], given: Any, ctx: Any) -> None:
+        """After the arguments of a call with ``odd`` tensors, where ``hands_arrays``: what
+        their conversions left to finish."""
+
+    def flat_constants(self) -> dict[str, Any]:
+        """The constants the flat code reads for this side's step (see _specialise): its
+        dispatch table, the walks it inlines, and the call's tensors for the output side."""
+        mapper = self.mapper
+        return {
+            "get": mapper.dispatch.get,
+            "kept": mapper.kept,
+            "walk_dict": mapper.walk_dict,
+            "walk_sequence": mapper.walk_sequence,
+            # The call's tensors, for a result the flat code leaves to the output side (it votes on
+            # them, or unaliases a tensor result): the flat code keeps only a flag, ``met_tensors``. Any
+            # call that gets there has no tensor deeper than the flat code walks.
+            "tensors_in": self.tensors_in,
+        }
 
     def convert_selected(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Context, odd: list[torch.Tensor]
@@ -163,7 +239,7 @@ class Inputs:
 
 class RecordingInputs(Inputs):
     """``returns_tensor`` alone converts no argument, but records the tensors among them,
-    for the output side to find the caller's device."""
+    for the output side to find the caller's device (see Outputs.records_arguments)."""
 
     def __init__(self, params: Parameters, function: str) -> None:
         super().__init__(params, function, DEFAULT_POLICY, "")
@@ -245,8 +321,12 @@ def _once_per_call(walk: Callable[[Any, Any], Any], as_is: Callable[[Any], bool]
 class NumpyInputs(Inputs):
     """``accepts_numpy``: tensor arguments reach the function as arrays."""
 
+    direction = "to_numpy"
+    hands_arrays = True
+
     def __init__(self, params: Parameters, function: str, grad: GradPolicy, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
+        self.begin = None  # a bare Collected, or the after step's (see Spec.after)
         #: The function gets read-only arrays, unless it is meant to write: into private copies
         #: (copy=True), or through to the caller's tensors (writeback=True). Decided here, once
         #: per side; the spec, the output side and the flat call read it (as ``Spec.read_only``).
@@ -258,6 +338,18 @@ class NumpyInputs(Inputs):
         self.grad = grad
         self.widened = WIDENED_HALF if policy.widen_float16 else WIDENED
         self.writes = OutParams(policy.out_params, params) if policy.out_params else None
+        self.prepare = self.convert_written if self.writes is not None else None
+        #: writeback=True hands expanded tensors read-only too (a write into one would be lost).
+        self.refuses_writes = self.read_only or policy.writeback
+        self.after = (
+            RESTORE_WRITES
+            if self.snapshots
+            else WRITE_BACK
+            if policy.writeback
+            else WRITE_BACK_OUT
+            if self.writes is not None
+            else None
+        )
         self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
         leaf = self._writeback_leaf if policy.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not policy.writeback:
@@ -282,12 +374,36 @@ class NumpyInputs(Inputs):
         """``Collected(shared, odd)``: an after step adds its own state (see _after's ``begin``)."""
         return collected(shared, odd)
 
-    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
-        """writeback: the spans of memory that the call's tensors share (see _writeback)."""
-        try:
-            return aliased_spans(self.tensors_in(args, kwargs))
-        except RecursionError:  # a container that holds itself: the conversion names it
-            return None
+    def step(self) -> Step:
+        detach, private = self.grad.mode == "detach", not self.read_only
+        return Step("numpy", detach=detach, private=private, widens=self.widened is not WIDENED)
+
+    def generic_because(self) -> str | None:
+        if self.policy.writeback:
+            return "writeback=True writes the arrays back into the caller's tensors after the call"
+        if self.snapshots:
+            return "check_writes=True compares the caller's tensors with their copies after the call"
+        return None
+
+    def settle_arguments(self, odd: list[torch.Tensor], given: Any, ctx: Collected) -> None:
+        """One wait for all the transfers of the call's ``odd`` tensors, the private arrays
+        ``ctx`` handed over under writeback counted as the arguments hold them (see
+        _writeback.handed_over), and the once-per-function GradientWarning, naming where its
+        tensor was in ``given``, where one of them required grad."""
+        _devices.settle(odd)
+        writes = ctx.writes
+        if writes is not None and writes.handed:
+            handed_over(writes.handed)
+        grad = self.grad
+        if grad.unsaid is not None:
+            grad.say([path for path, t in tensor_paths(self.params, *given) if t is grad.unsaid])
+
+    def flat_constants(self) -> dict[str, Any]:
+        # The containers the flat code walks are decided now (as the Mapper would on first sight),
+        # so the first call walks them too; a registration later makes the generic call decide again.
+        for cls in (tuple, list, dict):
+            self.mapper.resolve(cls)
+        return super().flat_constants()
 
     def convert_written(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
@@ -441,6 +557,10 @@ def _refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
 class TensorInputs(Inputs):
     """``accepts_tensor``: array and NumPy scalar arguments reach the function as tensors."""
 
+    direction = "to_tensor"
+    places = True
+    passed = KEPT  # a parameter only=/exclude= pass on is let through as it is
+
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
         self.fixed_casts = casts_to(policy.dtype) if isinstance(policy.dtype, torch.dtype) else NO_CASTS
@@ -457,6 +577,18 @@ class TensorInputs(Inputs):
         if policy.dtype == "input":  # the casts depend on tensors that may come after the arrays
             casts = input_casts(self.tensors_in(args, kwargs))
         return target(policy.device or _devices.default_device(), casts, policy.copy, odd)
+
+    def step(self) -> Step:
+        return Step("tensor", shares=not (self.fixed_casts or self.policy.copy))
+
+    def flat_constants(self) -> dict[str, Any]:
+        policy = self.policy
+        return {**super().flat_constants(), "device": policy.device, "casts": self.fixed_casts, "copy": policy.copy}
+
+    def generic_because(self) -> str | None:
+        if self.policy.dtype == "input":
+            return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
+        return None
 
     def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
         device = ctx.device
