@@ -84,6 +84,8 @@ ORDER = [
     "_spec._outparams",
     "_spec._callbacks",
     "_spec._emit",
+    "_spec._collected",
+    "_spec._writeback",
     "_spec._inputs",
     "_spec._outputs",
     "_spec._spec",

@@ -29,27 +29,20 @@ from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, t
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
 from autoconvert._escape import passes_for_function
-from autoconvert._interpreter._after import ContainerChanges, WriteBack
+from autoconvert._interpreter._after import ContainerChanges
 from autoconvert._interpreter._call import ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
+from autoconvert._spec._collected import Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
-from autoconvert._spec._inputs import (
-    RESTORE_WRITES,
-    WRITE_BACK,
-    Begin,
-    Collected,
-    NumpyInputs,
-    Rebuilding,
-    collected,
-    collected_writes,
-)
+from autoconvert._spec._inputs import RESTORE_WRITES, Begin, NumpyInputs, Rebuilding
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import Spec, spec_of
+from autoconvert._spec._writeback import WRITE_BACK, WriteBack
 
 from ._annotations import Signature
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,77 +17,23 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._memory import compact, expanded
-from autoconvert._conversions._mutations import Rebuilt, rebuilt
+from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import Private, aliased_spans, hand_over, handed_over
+from autoconvert._conversions._writeback import aliased_spans, handed_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
+from ._collected import Collected, collected
 from ._emit import KEPT, RECORDED, Step
 from ._outparams import OutParams
 from ._signature import Parameters, Selection, record, tensor_paths
+from ._writeback import GENERIC_BECAUSE as WRITEBACK_GENERIC
+from ._writeback import WRITE_BACK, refuse_sparse, writable, writeback_leaf
 
-
-class AfterWrites(NamedTuple):
-    """An after step's per-call state (see _after, whose ``begin`` makes it): what the call's
-    leaves record for the step to write back, or to compare."""
-
-    #: writeback: (tensor, private array or None) to write back; check_writes: (tensor, snapshot).
-    pairs: list[Any]
-    #: writeback: the spans of memory that arguments share (see _writeback.aliased_spans).
-    spans: dict[int, Any] | None = None
-    #: out-parameters: (tensor, array handed over, private array to copy back or None).
-    written: list[tuple[torch.Tensor, Any, Any]] | None = None
-    #: writeback: the private arrays handed over, frozen with their views after the call (see _writeback.freeze).
-    handed: list[Private] | None = None
-
-
-class Collected(NamedTuple):
-    """A NumPy input leaf's per-call context: what the call's leaves record, for the output
-    side (see Inputs for ``shared`` and ``odd``) and the after step (``writes``)."""
-
-    shared: list[torch.Tensor]
-    odd: list[torch.Tensor]
-    writes: AfterWrites | None = None  # the after step's per-call state (None: the call has no after step)
-    #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
-    seen: list[Any] | None = None
-    target: Target | None = None
-    #: The containers rebuilt for the function, by the caller's (see _mutations.Rebuilt).
-    rebuilt: Rebuilt | None = None
-
-
-def collected(
-    shared: list[torch.Tensor],
-    odd: list[torch.Tensor],
-    writes: AfterWrites | None = None,
-    *,
-    seen: list[Any] | None = None,
-    target: Target | None = None,
-) -> Collected:
-    """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (shared, odd, writes, seen, target, {}))
-
-
-def collected_writes(
-    shared: list[torch.Tensor],
-    odd: list[torch.Tensor],
-    spans: dict[int, Any] | None = None,
-    written: list[tuple[torch.Tensor, Any, Any]] | None = None,
-    handed: list[Private] | None = None,
-    *,
-    seen: list[Any] | None = None,
-    target: Target | None = None,
-) -> Collected:
-    """A ``Collected`` with an after step's fresh ``AfterWrites`` (its ``pairs`` empty), both made
-    as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (shared, odd, _new(AfterWrites, ([], spans, written, handed)), seen, target, {}))
-
-
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
 Context = Collected | Target | list[torch.Tensor]
@@ -99,7 +45,6 @@ Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[
 
 #: The after steps, by name (an input side's ``after``): what runs once the function returned or raised.
 RESTORE_WRITES = "restore writes"  # check_writes: changes to the caller's tensors put back, and refused
-WRITE_BACK = "write back"  # writeback: what the function wrote reaches the caller's tensors
 WRITE_BACK_OUT = "write back out-parameters"  # out_params: their private copies reach the caller's tensors
 
 
@@ -351,7 +296,7 @@ class NumpyInputs(Inputs):
             else None
         )
         self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
-        leaf = self._writeback_leaf if policy.writeback else self._make_leaf()
+        leaf = writeback_leaf(policy.copy, grad, self.widened) if policy.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not policy.writeback:
             leaf = self._widening(leaf)
         if self.snapshots:
@@ -380,7 +325,7 @@ class NumpyInputs(Inputs):
 
     def generic_because(self) -> str | None:
         if self.policy.writeback:
-            return "writeback=True writes the arrays back into the caller's tensors after the call"
+            return WRITEBACK_GENERIC
         if self.snapshots:
             return "check_writes=True compares the caller's tensors with their copies after the call"
         return None
@@ -493,30 +438,10 @@ class NumpyInputs(Inputs):
 
         return snapshotting
 
-    def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
-        ctx.odd.append(t)
-        _refuse_sparse(t)
-        if not t.is_nested and expanded(t):
-            # Its elements share memory, which torch refuses to write into: handed read-only, so
-            # that a write raises (see Runner.failed) rather than vanish.
-            a = tensor_to_array(t, self.policy.copy, self.grad, settle=False, widened=self.widened)[0]
-            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
-            return a
-        writes = ctx.writes
-        assert writes is not None  # writeback has its after step
-        span = writes.spans.get(id(t)) if writes.spans else None
-        if span is not None:  # it shares memory with another argument
-            copy, grad, widened = self.policy.copy, self.grad, self.widened
-            return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
-        a, private = self._writable(t)
-        # Private memory is copied back after the call; shared memory only needs autograd told.
-        writes.pairs.append((t, private))
-        return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
-
     def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
         """A tensor handed over as an out-parameter: writable, written back after the call."""
         ctx.odd.append(t)
-        _refuse_sparse(t, "an out-parameter")
+        refuse_sparse(t, "an out-parameter")
         if not t.is_nested and expanded(t):
             raise LeafError(
                 ConversionError,
@@ -524,34 +449,9 @@ class NumpyInputs(Inputs):
                 describe_tensor(t),
                 "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
             )
-        a, private = self._writable(t)
+        a, private = writable(t, self.policy.copy, self.grad, self.widened)
         ctx.writes.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
         return a
-
-    def _writable(self, t: torch.Tensor) -> tuple[Any, Any]:
-        """``t`` as a writable array, and the private array to copy back after the call (None
-        where the array is ``t``'s memory)."""
-        copy = self.policy.copy
-        a, shared = tensor_to_array(t, copy, self.grad, settle=False, widened=self.widened)
-        if shared and copy is None and not a.flags.c_contiguous:
-            # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
-            # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
-            copied("layout", t, a.nbytes)
-            a, shared = np.ascontiguousarray(a), False
-        return a, None if shared else a
-
-
-def _refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
-    """A sparse tensor crosses as a new SciPy matrix, whose changes nothing copies back."""
-    if t.layout != torch.strided and not t.is_nested:
-        raise LeafError(
-            ConversionError,
-            f"is a sparse tensor; {role} cannot write a SciPy matrix's changes back into it",
-            describe_tensor(t),
-            "return the changed matrix instead, with writeback=False"
-            if role == "writeback=True"
-            else "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})",
-        )
 
 
 class TensorInputs(Inputs):

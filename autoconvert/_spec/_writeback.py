@@ -1,0 +1,173 @@
+"""writeback=True on the NumPy side, in one place: the function writes into the caller's
+tensors.
+
+The feature composed onto the NumPy side (see NumpyInputs): its leaf (``writeback_leaf``:
+each tensor handed over writable, its own memory or a private copy), its after step
+(``WriteBack``: what the function wrote reaches the caller's tensors, out-parameters' private
+copies too), why its calls take the generic call (``GENERIC_BECAUSE``) and its words for
+``explain`` (``SAID``). The memory it works on (spans shared between arguments, the copy back,
+freezing the private arrays afterwards) is _conversions/_writeback's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from autoconvert._conversions._copies import copied
+from autoconvert._conversions._describe import describe_tensor
+from autoconvert._conversions._dtypes import Casts
+from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._memory import expanded
+from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._writeback import WriteBackFailed, freeze, hand_over, write_back
+from autoconvert._errors import ConversionError, LeafError, message
+from autoconvert._options._options import Policy
+
+from ._collected import Collected, collected_writes
+from ._outparams import OutParams, returned
+from ._signature import ARRAYS, DEFERRED_RESULTS, Given, Parameters, deferred_result, tensor_paths
+
+#: Its after step's name (see Inputs.after).
+WRITE_BACK = "write back"
+#: Why a call with writeback=True takes the generic call (see Spec.generic_because).
+GENERIC_BECAUSE = "writeback=True writes the arrays back into the caller's tensors after the call"
+#: What ``explain`` says of the after step.
+SAID = "what the function wrote into the arrays is written back into the caller's tensors"
+#: The arguments as the function got them.
+Handed = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+class WritingSide(Protocol):
+    """What the after step reads of the NumPy side it is composed onto."""
+
+    params: Parameters
+    policy: Policy
+    writes: OutParams | None
+
+    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None: ...
+
+
+def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Callable[[torch.Tensor, Collected], Any]:
+    """The NumPy side's leaf under writeback=True: each tensor handed over writable, its own
+    memory or a private copy written back after the call (an expanded tensor read-only)."""
+
+    def leaf(t: torch.Tensor, ctx: Collected) -> Any:
+        ctx.odd.append(t)
+        refuse_sparse(t)
+        if not t.is_nested and expanded(t):
+            # Its elements share memory, which torch refuses to write into: handed read-only, so
+            # that a write raises (see Runner.failed) rather than vanish.
+            a = tensor_to_array(t, copy, grad, settle=False, widened=widened)[0]
+            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+        writes = ctx.writes
+        assert writes is not None  # writeback has its after step
+        span = writes.spans.get(id(t)) if writes.spans else None
+        if span is not None:  # it shares memory with another argument
+            return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
+        a, private = writable(t, copy, grad, widened)
+        # Private memory is copied back after the call; shared memory only needs autograd told.
+        writes.pairs.append((t, private))
+        return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
+
+    return leaf
+
+
+def writable(t: torch.Tensor, copy: bool | None, grad: GradPolicy, widened: Casts) -> tuple[Any, Any]:
+    """``t`` as a writable array, and the private array to copy back after the call (None
+    where the array is ``t``'s memory): writeback's and out-parameters'."""
+    a, shared = tensor_to_array(t, copy, grad, settle=False, widened=widened)
+    if shared and copy is None and not a.flags.c_contiguous:
+        # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
+        # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
+        copied("layout", t, a.nbytes)
+        a, shared = np.ascontiguousarray(a), False
+    return a, None if shared else a
+
+
+def refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
+    """A sparse tensor crosses as a new SciPy matrix, whose changes nothing copies back."""
+    if t.layout != torch.strided and not t.is_nested:
+        raise LeafError(
+            ConversionError,
+            f"is a sparse tensor; {role} cannot write a SciPy matrix's changes back into it",
+            describe_tensor(t),
+            "return the changed matrix instead, with writeback=False"
+            if role == "writeback=True"
+            else "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})",
+        )
+
+
+def refuse_deferred(result: Any, function: str) -> None:
+    """Before an after step (writeback, check_writes): a result whose body has not run yet
+    (a generator, a coroutine) is refused, since the step would run before its writes."""
+    if type(result) in DEFERRED_RESULTS:
+        try:
+            deferred_result(result)
+        except LeafError as e:
+            raise e.public(function, "", "result") from None
+
+
+class WriteBack:
+    """writeback=True, and out-parameters' private copies: what the function wrote reaches
+    the caller's tensors (its changes to their containers are ContainerChanges', as in every mode)."""
+
+    def __init__(self, function: str, inputs: WritingSide, gives_back: bool, site: Callable[[str], str]) -> None:
+        """``gives_back``: an out-parameter's array returned comes back as the caller's tensor;
+        ``site``: where an option goes, for messages (see Spec.site)."""
+        self.function = function
+        self.site = site
+        self.inputs = inputs
+        self.gives_back = gives_back
+        self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
+        self._writeback = inputs.policy.writeback
+
+    def begin(
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Collected:
+        """The call's context, with this step's state: the lists the leaves fill, and with
+        writeback the spans of memory the arguments share."""
+        written: list[Any] | None = [] if self._takes_out else None
+        if not self._writeback:
+            return collected_writes(shared, odd, None, written)
+        return collected_writes(shared, odd, self.inputs.spans(args, kwargs), written, [])
+
+    def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
+        """The step after a call that returned ``result`` (None where it raised): what the
+        function wrote reaches the caller, even when it raised; a tensor that cannot take its
+        array back is named. The private arrays are read-only afterwards (see freeze). Gives
+        the result, an out-parameter's array in it marked ``Returned`` (see _outparams.returned)."""
+        writes = ctx.writes  # made by begin
+        assert writes is not None
+        pairs = writes.pairs
+        if pairs or writes.written:
+            refuse_deferred(result, self.function)
+        if writes.written:
+            pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
+        try:
+            write_back(pairs)
+        except WriteBackFailed as failed:
+            raise ConversionError(
+                message(
+                    self.function,
+                    "argument " + self.paths_of([failed.tensor], given),
+                    "could not take back what the function wrote (writeback=True): "
+                    f"{type(failed.error).__name__}: {failed.error}",
+                    describe_tensor(failed.tensor),
+                    "keep the array's shape and dtype in the function (write into it with a[...] = ...), "
+                    "or return the new array instead, with writeback=False",
+                )
+            ) from failed.error
+        finally:
+            if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
+                freeze(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
+        return returned(result, writes.written) if self.gives_back and writes.written else result
+
+    def paths_of(self, tensors: list[Any], given: Given) -> str:
+        """Where ``tensors`` were among the call's arguments, for messages."""
+        paths = [path for path, t in tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
+        return ", ".join(paths or ["(a tensor argument)"])
