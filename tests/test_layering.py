@@ -86,6 +86,7 @@ ORDER = [
     "_spec._emit",
     "_spec._collected",
     "_spec._writeback",
+    "_spec._check_writes",
     "_spec._inputs",
     "_spec._outputs",
     "_spec._spec",

@@ -36,9 +36,10 @@ from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
+from autoconvert._spec._check_writes import RESTORE_WRITES
 from autoconvert._spec._collected import Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
-from autoconvert._spec._inputs import RESTORE_WRITES, Begin, NumpyInputs, Rebuilding
+from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import Spec, spec_of

@@ -35,6 +35,7 @@ from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
+from autoconvert._spec._writeback import writable_fixes
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
@@ -351,14 +352,6 @@ def _code_of(fn: Any) -> types.CodeType | None:
         else:
             fn = inspect.getattr_static(type(fn), "__call__", None)
     return None
-
-
-def writable_fixes(site: Callable[[str], str]) -> str:
-    """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
-    return (
-        "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
-        f"reach the caller's tensors (in {site('copy=True')})"
-    )
 
 
 def read_only_error(

@@ -1,13 +1,6 @@
-"""What runs after a call that hands arrays: check_writes=True's after step
-(``RestoreWrites``, beside writeback's ``WriteBack`` in _spec/_writeback, which it extends),
-and in every mode of a NumPy side ``ContainerChanges``, which makes the containers the
-function changed the caller's.
-
-An after step runs once the function returned, and once it raised (its failure a note on
-the function's error then); it is made once per Runner from the spec's ``after``, and owns
-its per-call state: ``begin`` makes the call's context with it (``Collected.writes``), which
-the input side's leaves fill and the step reads.
-"""
+"""After a call that handed containers, in every mode of a NumPy side: ``ContainerChanges``
+makes what the function changed in them the caller's (the after steps of writeback and
+check_writes are their features', in _spec/_writeback and _spec/_check_writes)."""
 
 from __future__ import annotations
 
@@ -16,18 +9,14 @@ from typing import Any
 
 import torch
 
-from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, WIDENED_HALF, Casts, restoring_casts
-from autoconvert._conversions._memory import restore_writes
 from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
-from autoconvert._errors import KeyEntry, ReadOnlyError, message
-from autoconvert._failures._failures import writable_fixes
+from autoconvert._errors import KeyEntry
 from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import Given
-from autoconvert._spec._writeback import Handed, WriteBack, refuse_deferred
 
 
 class ContainerChanges:
@@ -99,32 +88,3 @@ class ContainerChanges:
             if below is not None:
                 return root, below
         return "(a container argument)", []
-
-
-class RestoreWrites(WriteBack):
-    """check_writes=True: what the function changed in the caller's tensors through a route the
-    read-only guard cannot see is put back, and said (out-parameters are the function's to
-    change: written back first)."""
-
-    def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
-        writes = ctx.writes  # made by begin
-        assert writes is not None
-        pairs, written = writes.pairs, writes.written
-        if written:
-            result = super().__call__(ctx._replace(writes=writes._replace(pairs=[])), given, handed, result)
-            pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in written)]
-        elif pairs:
-            refuse_deferred(result, self.function)
-        changed = restore_writes(pairs)
-        if not changed:
-            return result
-        raise ReadOnlyError(
-            message(
-                self.function,
-                "argument " + self.paths_of(changed, given),
-                "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
-                "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
-                describe_tensor(changed[0]),
-                writable_fixes(self.site),
-            )
-        )

@@ -17,15 +17,16 @@ from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
+from autoconvert._spec._check_writes import RESTORE_WRITES, RestoreWrites
 from autoconvert._spec._collected import Collected, collected
-from autoconvert._spec._inputs import RESTORE_WRITES, Begin, Context, Prepare
+from autoconvert._spec._inputs import Begin, Context, Prepare
 from autoconvert._spec._outparams import Returned
 from autoconvert._spec._outputs import lazily
 from autoconvert._spec._signature import Given, given_args, tensor_paths
 from autoconvert._spec._spec import Spec, finish_of
 from autoconvert._spec._writeback import Handed, WriteBack
 
-from ._after import ContainerChanges, RestoreWrites
+from ._after import ContainerChanges
 
 ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]

@@ -12,11 +12,10 @@ from numpy.typing import NDArray
 
 from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import Node, is_scipy_sparse
-from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import GradPolicy
-from autoconvert._conversions._memory import compact, expanded
+from autoconvert._conversions._memory import expanded
 from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
@@ -27,12 +26,12 @@ from autoconvert._errors import ConversionError, LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
+from ._check_writes import CHECK_WRITES_GENERIC, RESTORE_WRITES, snapshotting
 from ._collected import Collected, collected
 from ._emit import KEPT, RECORDED, Step
 from ._outparams import OutParams
 from ._signature import Parameters, Selection, record, tensor_paths
-from ._writeback import GENERIC_BECAUSE as WRITEBACK_GENERIC
-from ._writeback import WRITE_BACK, refuse_sparse, writable, writeback_leaf
+from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, refuse_sparse, writable, writeback_leaf
 
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
@@ -44,7 +43,6 @@ Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[
 
 
 #: The after steps, by name (an input side's ``after``): what runs once the function returned or raised.
-RESTORE_WRITES = "restore writes"  # check_writes: changes to the caller's tensors put back, and refused
 WRITE_BACK_OUT = "write back out-parameters"  # out_params: their private copies reach the caller's tensors
 
 
@@ -300,7 +298,7 @@ class NumpyInputs(Inputs):
         if self.widened is WIDENED_HALF and not policy.writeback:
             leaf = self._widening(leaf)
         if self.snapshots:
-            leaf = self._snapshotting(leaf)
+            leaf = snapshotting(leaf)
         self.mapper = Rebuilding(
             {
                 torch.Tensor: leaf,
@@ -327,7 +325,7 @@ class NumpyInputs(Inputs):
         if self.policy.writeback:
             return WRITEBACK_GENERIC
         if self.snapshots:
-            return "check_writes=True compares the caller's tensors with their copies after the call"
+            return CHECK_WRITES_GENERIC
         return None
 
     def settle_arguments(self, odd: list[torch.Tensor], given: Any, ctx: Collected) -> None:
@@ -421,22 +419,6 @@ class NumpyInputs(Inputs):
             return a
 
         return widening
-
-    @staticmethod
-    def _snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
-        """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
-        call, for ``_memory.restore_writes`` to compare with afterwards."""
-
-        def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
-            a = leaf(t, ctx)
-            if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
-                memory = t.detach()
-                memory = compact(memory) if expanded(memory) else memory
-                copied("check_writes", t, memory.numel() * memory.element_size())
-                ctx.writes.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has them
-            return a
-
-        return snapshotting
 
     def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
         """A tensor handed over as an out-parameter: writable, written back after the call."""

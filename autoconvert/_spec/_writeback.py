@@ -4,8 +4,8 @@ tensors.
 The feature composed onto the NumPy side (see NumpyInputs): its leaf (``writeback_leaf``:
 each tensor handed over writable, its own memory or a private copy), its after step
 (``WriteBack``: what the function wrote reaches the caller's tensors, out-parameters' private
-copies too), why its calls take the generic call (``GENERIC_BECAUSE``) and its words for
-``explain`` (``SAID``). The memory it works on (spans shared between arguments, the copy back,
+copies too), why its calls take the generic call (``WRITEBACK_GENERIC``) and its words for
+``explain`` (``WRITTEN_BACK``). The memory it works on (spans shared between arguments, the copy back,
 freezing the private arrays afterwards) is _conversions/_writeback's.
 """
 
@@ -34,9 +34,9 @@ from ._signature import ARRAYS, DEFERRED_RESULTS, Given, Parameters, deferred_re
 #: Its after step's name (see Inputs.after).
 WRITE_BACK = "write back"
 #: Why a call with writeback=True takes the generic call (see Spec.generic_because).
-GENERIC_BECAUSE = "writeback=True writes the arrays back into the caller's tensors after the call"
+WRITEBACK_GENERIC = "writeback=True writes the arrays back into the caller's tensors after the call"
 #: What ``explain`` says of the after step.
-SAID = "what the function wrote into the arrays is written back into the caller's tensors"
+WRITTEN_BACK = "what the function wrote into the arrays is written back into the caller's tensors"
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
 
@@ -49,6 +49,14 @@ class WritingSide(Protocol):
     writes: OutParams | None
 
     def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None: ...
+
+
+def writable_fixes(site: Callable[[str], str]) -> str:
+    """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
+    return (
+        "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
+        f"reach the caller's tensors (in {site('copy=True')})"
+    )
 
 
 def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Callable[[torch.Tensor, Collected], Any]:
