@@ -10,7 +10,7 @@ from autoconvert._interpreter._wrapper import shown
 from autoconvert._options._options import Policy
 from autoconvert._spec._check_writes import CHECKED, RESTORE_WRITES
 from autoconvert._spec._emit import Step
-from autoconvert._spec._inputs import WRITE_BACK_OUT
+from autoconvert._spec._outparams import OUT_WRITTEN_BACK, WRITE_BACK_OUT
 from autoconvert._spec._spec import Spec
 from autoconvert._spec._writeback import WRITE_BACK, WRITTEN_BACK
 
@@ -177,5 +177,5 @@ def result_words(policies: Mapping[str, Policy], adapts: Want | None = None) -> 
 AFTER_WORDS = {
     RESTORE_WRITES: CHECKED,
     WRITE_BACK: WRITTEN_BACK,
-    WRITE_BACK_OUT: "out-parameters' private copies (off the CPU) are written back into the caller's tensors",
+    WRITE_BACK_OUT: OUT_WRITTEN_BACK,
 }

@@ -12,26 +12,24 @@ from numpy.typing import NDArray
 
 from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import Node, is_scipy_sparse
-from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import GradPolicy
-from autoconvert._conversions._memory import expanded
 from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
 from autoconvert._conversions._writeback import aliased_spans, handed_over
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._errors import LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
 from ._check_writes import CHECK_WRITES_GENERIC, RESTORE_WRITES, snapshotting
 from ._collected import Collected, collected
 from ._emit import KEPT, RECORDED, Step
-from ._outparams import OutParams
+from ._outparams import WRITE_BACK_OUT, OutParams, handing_out, out_leaf
 from ._signature import Parameters, Selection, record, tensor_paths
-from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, refuse_sparse, writable, writeback_leaf
+from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, writeback_leaf
 
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
@@ -40,10 +38,6 @@ Context = Collected | Target | list[torch.Tensor]
 Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
 #: An input side's ``begin(shared, odd, args, kwargs)``: the call's context (see Inputs.begin).
 Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
-
-
-#: The after steps, by name (an input side's ``after``): what runs once the function returned or raised.
-WRITE_BACK_OUT = "write back out-parameters"  # out_params: their private copies reach the caller's tensors
 
 
 class Inputs:
@@ -81,7 +75,8 @@ class Inputs:
     writes: OutParams | None = None
     #: The float widening of this side's arrays (see _dtypes; float16 widened with widen_float16=True).
     widened: Casts = WIDENED
-    #: The after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT; None: none).
+    #: The after step's name, what runs once the function returned or raised (None: none):
+    #: check_writes' RESTORE_WRITES, writeback's WRITE_BACK, out-parameters' WRITE_BACK_OUT.
     after: str | None = None
     #: What a parameter ``only=``/``exclude=`` pass on gets: its tensors recorded.
     passed: Step = RECORDED
@@ -281,7 +276,10 @@ class NumpyInputs(Inputs):
         self.grad = grad
         self.widened = WIDENED_HALF if policy.widen_float16 else WIDENED
         self.writes = OutParams(policy.out_params, params) if policy.out_params else None
-        self.prepare = self.convert_written if self.writes is not None else None
+        if self.writes is not None:
+            self.prepare = handing_out(
+                self.writes, params, policy.nested, out_leaf(policy.copy, grad, self.widened), self.public
+            )
         #: writeback=True hands expanded tensors read-only too (a write into one would be lost).
         self.refuses_writes = self.read_only or policy.writeback
         self.after = (
@@ -293,7 +291,6 @@ class NumpyInputs(Inputs):
             if self.writes is not None
             else None
         )
-        self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
         leaf = writeback_leaf(policy.copy, grad, self.widened) if policy.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not policy.writeback:
             leaf = self._widening(leaf)
@@ -348,28 +345,6 @@ class NumpyInputs(Inputs):
             self.mapper.resolve(cls)
         return super().flat_constants()
 
-    def convert_written(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The call's out-parameters (see _outparams) handed over writable, the rest as they were."""
-        assert self.writes is not None
-        found = self.writes.given(args, kwargs, self.params.offset(instance))
-        if not found:
-            return args, kwargs
-        positional, keywords = list(args), dict(kwargs)
-        for where, value in found:
-            try:
-                converted = self.out_mapper(value, ctx)
-            except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                key, position = (where, 0) if isinstance(where, str) else (None, where)
-                fact = e if isinstance(e, LeafError) else cycle_error()
-                raise self.public(fact, instance, key, position) from None
-            if isinstance(where, str):
-                keywords[where] = converted
-            else:
-                positional[where] = converted
-        return tuple(positional), keywords
-
     def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
         copy, grad, sparse = self.policy.copy, self.grad, self.policy.sparse
@@ -419,21 +394,6 @@ class NumpyInputs(Inputs):
             return a
 
         return widening
-
-    def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
-        """A tensor handed over as an out-parameter: writable, written back after the call."""
-        ctx.odd.append(t)
-        refuse_sparse(t, "an out-parameter")
-        if not t.is_nested and expanded(t):
-            raise LeafError(
-                ConversionError,
-                "is an expanded tensor (zero strides: its elements share memory), which no output can be written into",
-                describe_tensor(t),
-                "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
-            )
-        a, private = writable(t, self.policy.copy, self.grad, self.widened)
-        ctx.writes.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
-        return a
 
 
 class TensorInputs(Inputs):

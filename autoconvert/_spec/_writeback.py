@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 
-from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy
@@ -28,7 +26,7 @@ from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._options._options import Policy
 
 from ._collected import Collected, collected_writes
-from ._outparams import OutParams, returned
+from ._outparams import OutParams, refuse_sparse, returned, writable
 from ._signature import ARRAYS, DEFERRED_RESULTS, Given, Parameters, deferred_result, tensor_paths
 
 #: Its after step's name (see Inputs.after).
@@ -65,7 +63,7 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
 
     def leaf(t: torch.Tensor, ctx: Collected) -> Any:
         ctx.odd.append(t)
-        refuse_sparse(t)
+        refuse_sparse(t, "writeback=True", "return the changed matrix instead, with writeback=False")
         if not t.is_nested and expanded(t):
             # Its elements share memory, which torch refuses to write into: handed read-only, so
             # that a write raises (see Runner.failed) rather than vanish.
@@ -83,31 +81,6 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
         return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
 
     return leaf
-
-
-def writable(t: torch.Tensor, copy: bool | None, grad: GradPolicy, widened: Casts) -> tuple[Any, Any]:
-    """``t`` as a writable array, and the private array to copy back after the call (None
-    where the array is ``t``'s memory): writeback's and out-parameters'."""
-    a, shared = tensor_to_array(t, copy, grad, settle=False, widened=widened)
-    if shared and copy is None and not a.flags.c_contiguous:
-        # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
-        # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
-        copied("layout", t, a.nbytes)
-        a, shared = np.ascontiguousarray(a), False
-    return a, None if shared else a
-
-
-def refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
-    """A sparse tensor crosses as a new SciPy matrix, whose changes nothing copies back."""
-    if t.layout != torch.strided and not t.is_nested:
-        raise LeafError(
-            ConversionError,
-            f"is a sparse tensor; {role} cannot write a SciPy matrix's changes back into it",
-            describe_tensor(t),
-            "return the changed matrix instead, with writeback=False"
-            if role == "writeback=True"
-            else "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})",
-        )
 
 
 def refuse_deferred(result: Any, function: str) -> None:
