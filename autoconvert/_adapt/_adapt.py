@@ -37,13 +37,13 @@ from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
 from autoconvert._spec._check_writes import RESTORE_WRITES
-from autoconvert._spec._collected import Collected, collected, collected_writes
+from autoconvert._spec._collected import AfterStep, Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
 from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import Spec, spec_of
-from autoconvert._spec._writeback import WRITE_BACK, WriteBack
+from autoconvert._spec._writeback import WRITE_BACK
 
 from ._annotations import Signature
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
@@ -193,7 +193,7 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _steps(self, after: WriteBack | None) -> Steps:
+    def _steps(self, after: AfterStep | None) -> Steps:
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
         asks = {name: step.asks for name, step in self.spec.parameters or ()}  # the spec's steps

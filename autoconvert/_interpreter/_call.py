@@ -17,14 +17,12 @@ from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
-from autoconvert._spec._check_writes import RESTORE_WRITES, RestoreWrites
-from autoconvert._spec._collected import Collected, collected
+from autoconvert._spec._collected import AfterStep, Collected, Handed, collected
 from autoconvert._spec._inputs import Begin, Context, Prepare
 from autoconvert._spec._outparams import Returned
 from autoconvert._spec._outputs import lazily
 from autoconvert._spec._signature import Given, given_args, tensor_paths
 from autoconvert._spec._spec import Spec, finish_of
-from autoconvert._spec._writeback import Handed, WriteBack
 
 from ._after import ContainerChanges
 
@@ -116,7 +114,7 @@ class Runner:
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
-        step (see _after); the result converted."""
+        step (see Inputs.after_step); the result converted."""
         spec, inputs = self.spec, self.inputs
         refuses_writes, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
@@ -187,7 +185,7 @@ class Runner:
 
         return call
 
-    def _ended(self, after: WriteBack | None) -> Callable[[Any, Given, Handed, Any], Any] | None:
+    def _ended(self, after: AfterStep | None) -> Callable[[Any, Given, Handed, Any], Any] | None:
         """What runs once the function returned: the after step (the arrays' contents are the
         caller's then), and on a NumPy side the changes to the containers it was handed
         (see ContainerChanges); None where nothing does."""
@@ -233,7 +231,7 @@ class Runner:
 
         return lazily(generator, _itself, body_failed)
 
-    def _steps(self, after: WriteBack | None) -> Steps:
+    def _steps(self, after: AfterStep | None) -> Steps:
         """This Runner's steps of the protocol (see Steps): out-parameters handed over first
         (``prepare``), then with ``only=``/``exclude=`` the selected arguments converted and the
         rest recorded, else each argument by the dispatch table; the result by the output side."""
@@ -245,14 +243,12 @@ class Runner:
         convert_in = inputs.convert_selected if self.spec.selects else None
         return Steps(begin, inputs.prepare, convert_in, finish)
 
-    def _after_step(self) -> WriteBack | None:
-        """The spec's after step, which runs after the function even when it raised (see _spec,
-        _after): an out-parameter's array returned comes back as the caller's tensor."""
-        after, inputs = self.spec.after, self.inputs
-        if after is None or inputs is None:
-            return None
-        step = RestoreWrites if after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
-        return step(self.function, inputs, self.spec.gives_back, self.spec.site)
+    def _after_step(self) -> AfterStep | None:
+        """The spec's after step, which runs after the function even when it raised, as the
+        input side makes it (see Inputs.after_step): an out-parameter's array returned comes
+        back as the caller's tensor."""
+        inputs = self.inputs
+        return None if inputs is None else inputs.after_step(self.spec.gives_back, self.spec.site)
 
     def settle(self, odd: list[torch.Tensor], given: Given, ctx: Context | None) -> None:
         """After the arguments of a call with ``odd`` tensors: what the input side's
@@ -263,7 +259,7 @@ class Runner:
     def failed(
         self,
         error: BaseException,
-        after: WriteBack | None,
+        after: AfterStep | None,
         ctx: Context | None,
         given: Given,
         *,
@@ -302,7 +298,7 @@ class Runner:
 
     def _after_failure(
         self,
-        after: WriteBack,
+        after: AfterStep,
         ctx: Collected,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],

@@ -19,9 +19,9 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._memory import compact, expanded, restore_writes
 from autoconvert._errors import ReadOnlyError, message
 
-from ._collected import Collected
+from ._collected import Collected, Handed
 from ._signature import Given
-from ._writeback import Handed, WriteBack, refuse_deferred, writable_fixes
+from ._writeback import WriteBack, refuse_deferred, writable_fixes
 
 #: Its after step's name (see Inputs.after).
 RESTORE_WRITES = "restore writes"

@@ -3,7 +3,7 @@ after step (writeback, check_writes, out-parameters) and the containers' changes
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -11,9 +11,11 @@ from autoconvert._conversions._mutations import Rebuilt
 from autoconvert._conversions._to_torch import Target
 from autoconvert._conversions._writeback import Private
 
+from ._signature import Given
+
 
 class AfterWrites(NamedTuple):
-    """An after step's per-call state (see _after, whose ``begin`` makes it): what the call's
+    """An after step's per-call state (see AfterStep, whose ``begin`` makes it): what the call's
     leaves record for the step to write back, or to compare."""
 
     #: writeback: (tensor, private array or None) to write back; check_writes: (tensor, snapshot).
@@ -68,3 +70,18 @@ def collected_writes(
 
 
 _new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
+
+#: The arguments as the function got them.
+Handed = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+class AfterStep(Protocol):
+    """An after step (writeback's, check_writes', out-parameters'), made once per Runner by
+    its input side (see Inputs.after_step): ``begin`` makes a call's context, with the
+    step's state; the step runs once the function returned, and once it raised."""
+
+    def begin(
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Collected: ...
+
+    def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any: ...

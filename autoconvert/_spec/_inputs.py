@@ -24,12 +24,12 @@ from autoconvert._errors import LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
-from ._check_writes import CHECK_WRITES_GENERIC, RESTORE_WRITES, snapshotting
-from ._collected import Collected, collected
+from ._check_writes import CHECK_WRITES_GENERIC, RESTORE_WRITES, RestoreWrites, snapshotting
+from ._collected import AfterStep, Collected, collected
 from ._emit import KEPT, RECORDED, Step
 from ._outparams import WRITE_BACK_OUT, OutParams, handing_out, out_leaf
 from ._signature import Parameters, Selection, record, tensor_paths
-from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, writeback_leaf
+from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, WriteBack, writeback_leaf
 
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
@@ -128,6 +128,12 @@ class Inputs:
     def settle_arguments(self, odd: list[torch.Tensor], given: Any, ctx: Any) -> None:
         """After the arguments of a call with ``odd`` tensors, where ``hands_arrays``: what
         their conversions left to finish."""
+
+    def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
+        """The step named by ``after``, made once per Runner (None: none). ``gives_back``: an
+        out-parameter's array returned comes back as the caller's tensor; ``site``: where an
+        option goes, for messages (see Spec.site)."""
+        return None
 
     def flat_constants(self) -> dict[str, Any]:
         """The constants the flat code reads for this side's step (see _specialise): its
@@ -311,8 +317,14 @@ class NumpyInputs(Inputs):
     def context(
         self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
-        """``Collected(shared, odd)``: an after step adds its own state (see _after's ``begin``)."""
+        """``Collected(shared, odd)``: an after step adds its own state (see AfterStep.begin)."""
         return collected(shared, odd)
+
+    def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
+        if self.after is None:
+            return None
+        step = RestoreWrites if self.after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
+        return step(self.function, self, gives_back, site)
 
     def step(self) -> Step:
         detach, private = self.grad.mode == "detach", not self.read_only

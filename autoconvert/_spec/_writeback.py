@@ -25,7 +25,7 @@ from autoconvert._conversions._writeback import WriteBackFailed, freeze, hand_ov
 from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._options._options import Policy
 
-from ._collected import Collected, collected_writes
+from ._collected import Collected, Handed, collected_writes
 from ._outparams import OutParams, refuse_sparse, returned, writable
 from ._signature import ARRAYS, DEFERRED_RESULTS, Given, Parameters, deferred_result, tensor_paths
 
@@ -35,8 +35,6 @@ WRITE_BACK = "write back"
 WRITEBACK_GENERIC = "writeback=True writes the arrays back into the caller's tensors after the call"
 #: What ``explain`` says of the after step.
 WRITTEN_BACK = "what the function wrote into the arrays is written back into the caller's tensors"
-#: The arguments as the function got them.
-Handed = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 class WritingSide(Protocol):
