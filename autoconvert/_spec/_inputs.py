@@ -54,8 +54,10 @@ class Inputs:
     generator, ``explain``) call rather than test which side they have: its leaves
     (``mapper``), its step (``step()``, and ``passed`` for a parameter ``only=``/``exclude=``
     pass on), what it begins before the arguments (``begin``, ``prepare``), settles after
-    them (``settle_arguments``) and runs after the function (``after``), and why its calls
-    go generic (``generic_because``).
+    them (``settle_arguments``) and runs after the function (``after``, ``after_step()``),
+    the constants its emitter reads (``flat_constants()``), and why its calls go generic
+    (``generic_because``). The NumPy side composes its features onto it: writeback
+    (_writeback), check_writes (_check_writes), out-parameters (_outparams).
     """
 
     mapper: Mapper  # the converting walk, set by the subclass
