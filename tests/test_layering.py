@@ -83,9 +83,12 @@ ORDER = [
     "_spec._signature",
     "_spec._outparams",
     "_spec._callbacks",
+    "_spec._emit",
+    "_spec._collected",
+    "_spec._writeback",
+    "_spec._check_writes",
     "_spec._inputs",
     "_spec._outputs",
-    "_spec._emit",
     "_spec._spec",
     "_failures._guards",
     "_failures._failures",
@@ -296,6 +299,44 @@ def test_the_design_page_s_where_to_look_table_names_what_each_file_defines() ->
             found = [node for node in scope if part in _names(node)]
             assert found, f"{source.name} defines no {part}"
             scope = getattr(found[0], "body", [])
+
+
+#: The modules of the sides: the one place a side's class is told from another's.
+SIDES = {"_spec._inputs", "_spec._outputs"}
+
+
+def _side_classes() -> set[str]:
+    """The names of the input and output sides' classes, the interfaces and every side."""
+    from autoconvert._spec._inputs import Inputs
+    from autoconvert._spec._outputs import Outputs
+
+    found, todo = set(), [Inputs, Outputs]
+    while todo:
+        cls = todo.pop()
+        found.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return found
+
+
+def test_no_reader_tests_which_side_it_has() -> None:
+    """The spec, the Runner, the generator, ``explain`` and the products call the sides'
+    interface (``Inputs``, ``Outputs``): none tests a side's class (``isinstance``,
+    ``issubclass``, ``type(x) is``), which would spread a side's decisions outside it."""
+    sides, tests = _side_classes(), []
+    assert {"NumpyInputs", "TensorInputs", "RecordingInputs", "NumpyOutputs", "TensorOutputs"} <= sides
+    for module in ORDER:
+        if module in SIDES:
+            continue
+        for node in ast.walk(ast.parse(_path(module).read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in {"isinstance", "issubclass"}:
+                named = node.args[1:]
+            elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                named = node.comparators
+            else:
+                continue
+            names = {n.id for arg in named for n in ast.walk(arg) if isinstance(n, ast.Name)}
+            tests += [f"{module}:{node.lineno} tests {name}" for name in sorted(names & sides)]
+    assert tests == []
 
 
 #: Module-level names more than one module defines: typing's variables (each module's own);

@@ -29,18 +29,21 @@ from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, t
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
 from autoconvert._escape import passes_for_function
-from autoconvert._interpreter._after import ContainerChanges, WriteBack
-from autoconvert._interpreter._call import Begin, ConvertIn, Finish, Runner, Steps
+from autoconvert._interpreter._after import ContainerChanges
+from autoconvert._interpreter._call import ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
+from autoconvert._spec._check_writes import RESTORE_WRITES
+from autoconvert._spec._collected import AfterStep, Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
-from autoconvert._spec._inputs import Collected, NumpyInputs, Rebuilding, collected, collected_writes
+from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
-from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
+from autoconvert._spec._spec import Spec, spec_of
+from autoconvert._spec._writeback import WRITE_BACK
 
 from ._annotations import Signature
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
@@ -116,8 +119,8 @@ class AdaptRunner(Runner):
         watch: Watching | None = None,
     ) -> None:
         arrays, to_tensors, policy = spec.inputs, spec.outputs, spec.policies["adapt"]
-        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._spec
-        assert isinstance(to_tensors, TensorOutputs)
+        assert arrays is not None  # see AdaptPlan._spec: it has both sides
+        assert to_tensors is not None
         self.signature = signature
         self.arrays = arrays
         self.to_tensors = to_tensors
@@ -190,7 +193,7 @@ class AdaptRunner(Runner):
 
         return to_tensor
 
-    def _steps(self, after: WriteBack | None) -> Steps:
+    def _steps(self, after: AfterStep | None) -> Steps:
         """adapt's steps of the protocol: each argument converted as its parameter's annotation
         asks; the result back in the caller's kind (tensors win a mixed call)."""
         asks = {name: step.asks for name, step in self.spec.parameters or ()}  # the spec's steps

@@ -8,8 +8,11 @@ from typing import Any
 from autoconvert._adapt._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 from autoconvert._interpreter._wrapper import shown
 from autoconvert._options._options import Policy
+from autoconvert._spec._check_writes import CHECKED, RESTORE_WRITES
 from autoconvert._spec._emit import Step
-from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT, Spec
+from autoconvert._spec._outparams import OUT_WRITTEN_BACK, WRITE_BACK_OUT
+from autoconvert._spec._spec import Spec
+from autoconvert._spec._writeback import WRITE_BACK, WRITTEN_BACK
 
 
 def option_words(option: Any) -> str:
@@ -172,7 +175,7 @@ def result_words(policies: Mapping[str, Policy], adapts: Want | None = None) -> 
 
 #: Each after step (see _spec) in words.
 AFTER_WORDS = {
-    RESTORE_WRITES: "each CPU tensor argument is compared with its copy; a change is put back and raises ReadOnlyError",
-    WRITE_BACK: "what the function wrote into the arrays is written back into the caller's tensors",
-    WRITE_BACK_OUT: "out-parameters' private copies (off the CPU) are written back into the caller's tensors",
+    RESTORE_WRITES: CHECKED,
+    WRITE_BACK: WRITTEN_BACK,
+    WRITE_BACK_OUT: OUT_WRITTEN_BACK,
 }

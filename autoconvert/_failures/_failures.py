@@ -33,8 +33,9 @@ from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._sparse import LAYOUT_FORMAT
 from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
-from autoconvert._spec._inputs import NumpyInputs
+from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
+from autoconvert._spec._writeback import writable_fixes
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
@@ -228,7 +229,7 @@ class ReadOnlyRefusal(NamedTuple):
 
 
 def refused_by(
-    error: BaseException, inputs: NumpyInputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
+    error: BaseException, inputs: Inputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
 ) -> ReadOnlyRefusal | None:
     """Whether ``error`` is compiled code refusing a read-only array handed over, to this call
     or (kept by the method's object) to an earlier one; None where it is not such a refusal."""
@@ -272,9 +273,7 @@ def _broadcast(a: np.ndarray[Any, Any]) -> bool:
     return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
 
 
-def hints(
-    error: Exception, inputs: NumpyInputs, tensors: list[tuple[str, Any]], site: Callable[[str], str]
-) -> list[str]:
+def hints(error: Exception, inputs: Inputs, tensors: list[tuple[str, Any]], site: Callable[[str], str]) -> list[str]:
     """What the function's ``error`` may owe to how its tensor arguments (``(path, tensor)``)
     were handed: a sparse tensor crosses as a scipy.sparse array of its format, which
     dense-only code (and code that refuses COO) cannot read; float16 crosses as float16,
@@ -310,7 +309,7 @@ def hints(
 _REFUSED_NUMPY = re.compile(r"\bTensor\b.*\bnumpy\.\w+|\bnumpy\.\w+.*\bTensor\b|<class 'torch\.dtype'>", re.DOTALL)
 
 
-def callback_hints(error: BaseException, inputs: NumpyInputs, given: Given, site: Callable[[str], str]) -> list[str]:
+def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Callable[[str], str]) -> list[str]:
     """The function passed its callable arguments arrays, and torch code in one refused them
     (``error``, in torch's words): such a callable (a statistic, an objective) is likely written
     in torch, and wants tensors. The callable named is the one the error was raised in, as the
@@ -353,14 +352,6 @@ def _code_of(fn: Any) -> types.CodeType | None:
         else:
             fn = inspect.getattr_static(type(fn), "__call__", None)
     return None
-
-
-def writable_fixes(site: Callable[[str], str]) -> str:
-    """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
-    return (
-        "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
-        f"reach the caller's tensors (in {site('copy=True')})"
-    )
 
 
 def read_only_error(

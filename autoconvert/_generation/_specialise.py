@@ -48,8 +48,6 @@ from autoconvert._failures._traceback import filter_traceback
 from autoconvert._observe._observe import PROFILER, RunnerCall
 from autoconvert._options._config import active
 from autoconvert._spec._emit import INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
-from autoconvert._spec._inputs import NumpyInputs, TensorInputs
-from autoconvert._spec._outputs import TensorOutputs
 from autoconvert._spec._signature import given_args
 from autoconvert._spec._spec import Spec, finish_of
 
@@ -164,7 +162,7 @@ def specialised(
     kind = Kind(
         value=spec.value,
         result=spec.result,
-        places=isinstance(spec.inputs, TensorInputs),
+        places=spec.inputs is not None and spec.inputs.places,
         read_only=spec.read_only,
         writes_at=spec.writes_at,
         stands_in=spec.stands_in,
@@ -177,9 +175,10 @@ def specialised(
 
 
 def _namespace(spec: Spec, generic: RunnerCall, failed: Callable[..., None]) -> dict[str, Any]:
-    """The constants the flat code of ``spec`` reads: its sides' tables, the generic call."""
+    """The constants the flat code of ``spec`` reads: its sides' tables (their
+    ``flat_constants``), the generic call."""
     inputs, outputs = spec.inputs, spec.outputs
-    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
+    writes = inputs.writes if inputs is not None else None
     namespace: dict[str, Any] = {
         "Tensor": torch.Tensor,
         "float16": torch.float16,
@@ -200,43 +199,29 @@ def _namespace(spec: Spec, generic: RunnerCall, failed: Callable[..., None]) -> 
         "small_copy": SMALL_COPY_BYTES,
         "generic": generic,
         "function": spec.function,
-        "get": inputs.mapper.dispatch.get if inputs is not None else {}.get,
-        "kept": inputs.mapper.kept if inputs is not None else frozenset(),
-        "walk_dict": inputs.mapper.walk_dict if inputs is not None else None,
-        "walk_sequence": inputs.mapper.walk_sequence if inputs is not None else None,
-        # The call's tensors, for a result the flat code leaves to the output side (it votes on
-        # them, or unaliases a tensor result): the flat code keeps only a flag, ``met_tensors``. Any
-        # call that gets there has no tensor deeper than the flat code walks.
-        "tensors_in": inputs.tensors_in if inputs is not None else None,
+        "get": {}.get,
+        "kept": frozenset(),
+        "walk_dict": None,
+        "walk_sequence": None,
+        "tensors_in": None,
+        "restored": {},
         "convert_out": finish_of(spec),
         "failed": failed,
         "given_args": given_args,
         "missing": _NOT_PASSED,
-        "restored": outputs.restoring if isinstance(outputs, TensorOutputs) else {},
         "writes": writes.names if writes is not None else frozenset(),
         "stand_in_device": stand_in_device,
         "place_stand_in": place_stand_in,
     }
-    # The containers the flat code walks are decided now (as the Mappers would on first sight),
-    # so the first call walks them too; a registration later makes the generic call decide again.
-    if isinstance(inputs, NumpyInputs):
-        for cls in (tuple, list, dict):
-            inputs.mapper.resolve(cls)
-        exec(_items_code(spec.value), namespace)  # numpy_items, in the plan's namespace (its kept)
-    if isinstance(inputs, TensorInputs):
-        namespace.update(device=inputs.policy.device, casts=inputs.fixed_casts, copy=inputs.policy.copy)
-    if isinstance(outputs, TensorOutputs):
-        mapper = outputs.mapper
-        for cls in (tuple, list, dict):
-            mapper.resolve(cls)
-        exec(_SHARED_ITEMS, namespace)  # shared_items, in the plan's namespace (its kept_out)
-        namespace.update(
-            shared_target=outputs.shared_target,
-            get_out=mapper.dispatch.get,
-            kept_out=mapper.kept,
-            walk_sequence_out=mapper.walk_sequence,
-            walk_dict_out=mapper.walk_dict,
-        )
+    if inputs is not None:
+        namespace.update(inputs.flat_constants())
+    if outputs is not None:
+        namespace.update(outputs.flat_constants())
+    # The emitters' helpers for the steps that inline containers' items, in the plan's namespace.
+    if spec.value.kind == "numpy":
+        exec(_items_code(spec.value), namespace)  # numpy_items (its kept)
+    if spec.result.kind == "tensor":
+        exec(_SHARED_ITEMS, namespace)  # shared_items (its kept_out)
     return namespace
 
 

@@ -8,9 +8,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from autoconvert._conversions._devices import settle, vote
+from autoconvert._conversions._devices import vote
 from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
-from autoconvert._conversions._writeback import handed_over
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
 from autoconvert._failures._failures import callback_hints, hints, read_only_error, refused_by
@@ -18,16 +17,15 @@ from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
-from autoconvert._spec._inputs import Collected, Context, NumpyInputs, RecordingInputs, TensorInputs, collected
+from autoconvert._spec._collected import AfterStep, Collected, Handed, collected
+from autoconvert._spec._inputs import Begin, Context, Prepare
 from autoconvert._spec._outparams import Returned
-from autoconvert._spec._outputs import NumpyOutputs, lazily
+from autoconvert._spec._outputs import lazily
 from autoconvert._spec._signature import Given, given_args, tensor_paths
-from autoconvert._spec._spec import RESTORE_WRITES, Spec, finish_of
+from autoconvert._spec._spec import Spec, finish_of
 
-from ._after import ContainerChanges, Handed, RestoreWrites, WriteBack
+from ._after import ContainerChanges
 
-Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
-Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
 ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
 ]
@@ -104,26 +102,23 @@ class Runner:
     def _container_changes(self) -> ContainerChanges | None:
         """What makes the changes to the containers the function was handed the caller's
         (None: this side hands the caller's containers as they are)."""
-        return ContainerChanges(self.function, self.inputs) if isinstance(self.inputs, NumpyInputs) else None
+        inputs = self.inputs
+        return ContainerChanges(self.function, inputs) if inputs is not None and inputs.hands_arrays else None
 
     def directions(self) -> tuple[str | None, str | None]:
         """The profiler range names of the two sides' conversions (None: a side converts nothing)."""
-        inputs = self.inputs
-        into = None if inputs is None or isinstance(inputs, RecordingInputs) else "to_numpy"
-        if isinstance(inputs, TensorInputs):
-            into = "to_tensor"
-        out = None if self.outputs is None else "to_numpy" if isinstance(self.outputs, NumpyOutputs) else "to_tensor"
-        return into, out
+        inputs, outputs = self.inputs, self.outputs
+        return None if inputs is None else inputs.direction, None if outputs is None else outputs.direction
 
     def _make_call(self, variants: Callable[[Config | None], Runner] | None) -> RunnerCall:  # noqa: PLR0915 - one frame per call, its boundary around it
         """The one per-call protocol: the compile escape; the hand-over to a watched Runner
         (``config``, ``stats``, the profiler, a transfer policy); the arguments converted (by
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
-        step (see _after); the result converted."""
+        step (see Inputs.after_step); the result converted."""
         spec, inputs = self.spec, self.inputs
         refuses_writes, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
-        converts, settles = inputs is not None, isinstance(inputs, NumpyInputs)
+        converts, settles = inputs is not None, inputs is not None and inputs.hands_arrays
         after = self._after_step()
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
@@ -190,7 +185,7 @@ class Runner:
 
         return call
 
-    def _ended(self, after: WriteBack | None) -> Callable[[Any, Given, Handed, Any], Any] | None:
+    def _ended(self, after: AfterStep | None) -> Callable[[Any, Given, Handed, Any], Any] | None:
         """What runs once the function returned: the after step (the arrays' contents are the
         caller's then), and on a NumPy side the changes to the containers it was handed
         (see ContainerChanges); None where nothing does."""
@@ -236,7 +231,7 @@ class Runner:
 
         return lazily(generator, _itself, body_failed)
 
-    def _steps(self, after: WriteBack | None) -> Steps:
+    def _steps(self, after: AfterStep | None) -> Steps:
         """This Runner's steps of the protocol (see Steps): out-parameters handed over first
         (``prepare``), then with ``only=``/``exclude=`` the selected arguments converted and the
         rest recorded, else each argument by the dispatch table; the result by the output side."""
@@ -244,41 +239,27 @@ class Runner:
         finish = finish_of(self.spec)
         if inputs is None:
             return Steps(None, None, None, finish)
-        begin: Begin | None = None if isinstance(inputs, NumpyInputs) else inputs.context
-        if after is not None:
-            begin = after.begin
-        prepare = inputs.convert_written if isinstance(inputs, NumpyInputs) and inputs.writes is not None else None
+        begin = inputs.begin if after is None else after.begin
         convert_in = inputs.convert_selected if self.spec.selects else None
-        return Steps(begin, prepare, convert_in, finish)
+        return Steps(begin, inputs.prepare, convert_in, finish)
 
-    def _after_step(self) -> WriteBack | None:
-        """The spec's after step, which runs after the function even when it raised (see _spec,
-        _after): an out-parameter's array returned comes back as the caller's tensor."""
-        after, inputs = self.spec.after, self.inputs
-        if after is None:
-            return None
-        assert isinstance(inputs, NumpyInputs)  # an after step is a NumPy side's
-        step = RestoreWrites if after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
-        return step(self.function, inputs, self.spec.gives_back, self.spec.site)
+    def _after_step(self) -> AfterStep | None:
+        """The spec's after step, which runs after the function even when it raised, as the
+        input side makes it (see Inputs.after_step): an out-parameter's array returned comes
+        back as the caller's tensor."""
+        inputs = self.inputs
+        return None if inputs is None else inputs.after_step(self.spec.gives_back, self.spec.site)
 
     def settle(self, odd: list[torch.Tensor], given: Given, ctx: Context | None) -> None:
-        """After the arguments of a call with ``odd`` tensors: one wait for all their transfers,
-        the private arrays ``ctx`` handed over under writeback counted as the arguments hold
-        them (see _writeback.handed_over), and the once-per-function GradientWarning, naming
-        where its tensor was in ``given``, where one of them required grad."""
-        settle(odd)
-        writes = ctx.writes if isinstance(ctx, Collected) else None
-        if writes is not None and writes.handed:
-            handed_over(writes.handed)
-        assert isinstance(self.inputs, NumpyInputs)
-        grad = self.inputs.grad
-        if grad.unsaid is not None:
-            grad.say([path for path, t in tensor_paths(self.inputs.params, *given) if t is grad.unsaid])
+        """After the arguments of a call with ``odd`` tensors: what the input side's
+        conversions left to finish (see Inputs.settle_arguments)."""
+        assert self.inputs is not None  # settles: an input side that hands arrays
+        self.inputs.settle_arguments(odd, given, ctx)
 
     def failed(
         self,
         error: BaseException,
-        after: WriteBack | None,
+        after: AfterStep | None,
         ctx: Context | None,
         given: Given,
         *,
@@ -292,7 +273,7 @@ class Runner:
         if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
             self._after_failure(after, ctx, given, handed, error)
         inputs = self.inputs
-        if not isinstance(inputs, NumpyInputs):
+        if inputs is None or not inputs.hands_arrays:
             return
         if self.spec.stands_in:  # the object's own attributes, never the stand-in's tensors
             given = given_args(given.args, given.kwargs, given.instance.__wrapped__)  # type: ignore[attr-defined]
@@ -317,7 +298,7 @@ class Runner:
 
     def _after_failure(
         self,
-        after: WriteBack,
+        after: AfterStep,
         ctx: Collected,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],

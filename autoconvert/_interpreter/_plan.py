@@ -225,7 +225,7 @@ class Plan:
                 )
             else:
                 outputs = NumpyOutputs(self.function, self.params, policy, scalars=True)
-        if inputs is None and isinstance(outputs, TensorOutputs):
+        if inputs is None and outputs is not None and outputs.records_arguments:
             inputs = RecordingInputs(self.params, self.function)
         return spec_of(
             self.function,

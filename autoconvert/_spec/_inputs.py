@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -12,84 +12,32 @@ from numpy.typing import NDArray
 
 from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import Node, is_scipy_sparse
-from autoconvert._conversions._copies import copied
-from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import FORWARD_AD, GradPolicy
-from autoconvert._conversions._memory import compact, expanded
-from autoconvert._conversions._mutations import Rebuilt, rebuilt
+from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import Private, aliased_spans, hand_over
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._conversions._writeback import aliased_spans, handed_over
+from autoconvert._errors import LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
-from ._outparams import OutParams
-from ._signature import Parameters, Selection, record
+from ._check_writes import CHECK_WRITES_GENERIC, RESTORE_WRITES, RestoreWrites, snapshotting
+from ._collected import AfterStep, Collected, collected
+from ._emit import KEPT, RECORDED, Step
+from ._outparams import WRITE_BACK_OUT, OutParams, handing_out, out_leaf
+from ._signature import Parameters, Selection, record, tensor_paths
+from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, WriteBack, writeback_leaf
 
-
-class AfterWrites(NamedTuple):
-    """An after step's per-call state (see _after, whose ``begin`` makes it): what the call's
-    leaves record for the step to write back, or to compare."""
-
-    #: writeback: (tensor, private array or None) to write back; check_writes: (tensor, snapshot).
-    pairs: list[Any]
-    #: writeback: the spans of memory that arguments share (see _writeback.aliased_spans).
-    spans: dict[int, Any] | None = None
-    #: out-parameters: (tensor, array handed over, private array to copy back or None).
-    written: list[tuple[torch.Tensor, Any, Any]] | None = None
-    #: writeback: the private arrays handed over, frozen with their views after the call (see _writeback.freeze).
-    handed: list[Private] | None = None
-
-
-class Collected(NamedTuple):
-    """A NumPy input leaf's per-call context: what the call's leaves record, for the output
-    side (see Inputs for ``shared`` and ``odd``) and the after step (``writes``)."""
-
-    shared: list[torch.Tensor]
-    odd: list[torch.Tensor]
-    writes: AfterWrites | None = None  # the after step's per-call state (None: the call has no after step)
-    #: adapt: the arrays among the arguments, and where arrays for tensor parameters go.
-    seen: list[Any] | None = None
-    target: Target | None = None
-    #: The containers rebuilt for the function, by the caller's (see _mutations.Rebuilt).
-    rebuilt: Rebuilt | None = None
-
-
-def collected(
-    shared: list[torch.Tensor],
-    odd: list[torch.Tensor],
-    writes: AfterWrites | None = None,
-    *,
-    seen: list[Any] | None = None,
-    target: Target | None = None,
-) -> Collected:
-    """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (shared, odd, writes, seen, target, {}))
-
-
-def collected_writes(
-    shared: list[torch.Tensor],
-    odd: list[torch.Tensor],
-    spans: dict[int, Any] | None = None,
-    written: list[tuple[torch.Tensor, Any, Any]] | None = None,
-    handed: list[Private] | None = None,
-    *,
-    seen: list[Any] | None = None,
-    target: Target | None = None,
-) -> Collected:
-    """A ``Collected`` with an after step's fresh ``AfterWrites`` (its ``pairs`` empty), both made
-    as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (shared, odd, _new(AfterWrites, ([], spans, written, handed)), seen, target, {}))
-
-
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
 Context = Collected | Target | list[torch.Tensor]
+#: An input side's ``prepare(args, kwargs, instance, ctx)`` (see Inputs.prepare).
+Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
+#: An input side's ``begin(shared, odd, args, kwargs)``: the call's context (see Inputs.begin).
+Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
 
 
 class Inputs:
@@ -101,11 +49,42 @@ class Inputs:
     ``odd``, all the others, which need a look. Leaf functions receive a per-call context
     (``ctx``: a ``Collected`` on the NumPy side, a Target on the tensor side) holding the
     lists and what else they need.
+
+    This class is the input side's interface, which its readers (the spec, the Runner, the
+    generator, ``explain``) call rather than test which side they have: its leaves
+    (``mapper``), its step (``step()``, and ``passed`` for a parameter ``only=``/``exclude=``
+    pass on), what it begins before the arguments (``begin``, ``prepare``), settles after
+    them (``settle_arguments``) and runs after the function (``after``, ``after_step()``),
+    the constants its emitter reads (``flat_constants()``), and why its calls go generic
+    (``generic_because``). The NumPy side composes its features onto it: writeback
+    (_writeback), check_writes (_check_writes), out-parameters (_outparams).
     """
 
     mapper: Mapper  # the converting walk, set by the subclass
+    #: The profiler range name of this side's conversions (None: it converts nothing).
+    direction: str | None = None
     #: The function gets read-only arrays (see NumpyInputs, the one side that decides it).
     read_only = False
+    #: A write by the function may be refused as a ReadOnlyError (see Spec.refuses_writes).
+    refuses_writes = False
+    #: The function gets arrays made from the caller's tensors: their containers are rebuilt
+    #: (their changes go back, see _after's ContainerChanges), their transfers settle after the
+    #: arguments (``settle_arguments``), and a failure is read for what the arrays caused.
+    hands_arrays = False
+    #: The function gets tensors placed on a device (the flat code places arrays itself).
+    places = False
+    #: The out-parameters, handed over writable (see _outparams; None: the function has none).
+    writes: OutParams | None = None
+    #: The float widening of this side's arrays (see _dtypes; float16 widened with widen_float16=True).
+    widened: Casts = WIDENED
+    #: The after step's name, what runs once the function returned or raised (None: none):
+    #: check_writes' RESTORE_WRITES, writeback's WRITE_BACK, out-parameters' WRITE_BACK_OUT.
+    after: str | None = None
+    #: What a parameter ``only=``/``exclude=`` pass on gets: its tensors recorded.
+    passed: Step = RECORDED
+    #: ``prepare(args, kwargs, instance, ctx)``: the out-parameters handed over, before the rest
+    #: (None: nothing comes first).
+    prepare: Prepare | None = None
 
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str) -> None:
         only, exclude = policy.only, policy.exclude
@@ -115,6 +94,9 @@ class Inputs:
         selects = only is not None or exclude is not None  # only=[] selects nothing; it is not "all"
         self.selection = Selection(params, only, exclude, where) if selects else None
         self.recorder = Mapper({torch.Tensor: record}, nested=policy.nested)
+        #: ``begin(shared, odd, args, kwargs)``: a call's context, made before its arguments
+        #: (None: the protocol's bare ``Collected(shared, odd)``); an after step brings its own.
+        self.begin: Begin | None = self.context
 
     def tensors_in(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """Every tensor among the call's arguments, walked as this side walks them."""
@@ -123,12 +105,52 @@ class Inputs:
             self.recorder(value, found)
         return found
 
+    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
+        """writeback: the spans of memory that the call's tensors share (see _writeback)."""
+        try:
+            return aliased_spans(self.tensors_in(args, kwargs))
+        except RecursionError:  # a container that holds itself: the conversion names it
+            return None
+
     def context(
         self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Context:
         """What this side's leaf functions receive for one call: by default the ``odd`` list,
         which records every tensor argument."""
         return odd
+
+    def step(self) -> Step:
+        """What each converted argument gets: the flat code's emitter for it, and its words."""
+        return RECORDED
+
+    def generic_because(self) -> str | None:
+        """Why a call with this side has no flat call, in words (None: this side has one)."""
+        return None
+
+    def settle_arguments(self, odd: list[torch.Tensor], given: Any, ctx: Any) -> None:
+        """After the arguments of a call with ``odd`` tensors, where ``hands_arrays``: what
+        their conversions left to finish."""
+
+    def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
+        """The step named by ``after``, made once per Runner (None: none). ``gives_back``: an
+        out-parameter's array returned comes back as the caller's tensor; ``site``: where an
+        option goes, for messages (see Spec.site)."""
+        return None
+
+    def flat_constants(self) -> dict[str, Any]:
+        """The constants the flat code reads for this side's step (see _specialise): its
+        dispatch table, the walks it inlines, and the call's tensors for the output side."""
+        mapper = self.mapper
+        return {
+            "get": mapper.dispatch.get,
+            "kept": mapper.kept,
+            "walk_dict": mapper.walk_dict,
+            "walk_sequence": mapper.walk_sequence,
+            # The call's tensors, for a result the flat code leaves to the output side (it votes on
+            # them, or unaliases a tensor result): the flat code keeps only a flag, ``met_tensors``. Any
+            # call that gets there has no tensor deeper than the flat code walks.
+            "tensors_in": self.tensors_in,
+        }
 
     def convert_selected(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Context, odd: list[torch.Tensor]
@@ -163,7 +185,7 @@ class Inputs:
 
 class RecordingInputs(Inputs):
     """``returns_tensor`` alone converts no argument, but records the tensors among them,
-    for the output side to find the caller's device."""
+    for the output side to find the caller's device (see Outputs.records_arguments)."""
 
     def __init__(self, params: Parameters, function: str) -> None:
         super().__init__(params, function, DEFAULT_POLICY, "")
@@ -245,8 +267,12 @@ def _once_per_call(walk: Callable[[Any, Any], Any], as_is: Callable[[Any], bool]
 class NumpyInputs(Inputs):
     """``accepts_numpy``: tensor arguments reach the function as arrays."""
 
+    direction = "to_numpy"
+    hands_arrays = True
+
     def __init__(self, params: Parameters, function: str, grad: GradPolicy, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
+        self.begin = None  # a bare Collected, or the after step's (see Spec.after)
         #: The function gets read-only arrays, unless it is meant to write: into private copies
         #: (copy=True), or through to the caller's tensors (writeback=True). Decided here, once
         #: per side; the spec, the output side and the flat call read it (as ``Spec.read_only``).
@@ -258,12 +284,26 @@ class NumpyInputs(Inputs):
         self.grad = grad
         self.widened = WIDENED_HALF if policy.widen_float16 else WIDENED
         self.writes = OutParams(policy.out_params, params) if policy.out_params else None
-        self.out_mapper = Mapper({torch.Tensor: self._out_leaf}, nested=policy.nested)
-        leaf = self._writeback_leaf if policy.writeback else self._make_leaf()
+        if self.writes is not None:
+            self.prepare = handing_out(
+                self.writes, params, policy.nested, out_leaf(policy.copy, grad, self.widened), self.public
+            )
+        #: writeback=True hands expanded tensors read-only too (a write into one would be lost).
+        self.refuses_writes = self.read_only or policy.writeback
+        self.after = (
+            RESTORE_WRITES
+            if self.snapshots
+            else WRITE_BACK
+            if policy.writeback
+            else WRITE_BACK_OUT
+            if self.writes is not None
+            else None
+        )
+        leaf = writeback_leaf(policy.copy, grad, self.widened) if policy.writeback else self._make_leaf()
         if self.widened is WIDENED_HALF and not policy.writeback:
             leaf = self._widening(leaf)
         if self.snapshots:
-            leaf = self._snapshotting(leaf)
+            leaf = snapshotting(leaf)
         self.mapper = Rebuilding(
             {
                 torch.Tensor: leaf,
@@ -279,37 +319,45 @@ class NumpyInputs(Inputs):
     def context(
         self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Collected:
-        """``Collected(shared, odd)``: an after step adds its own state (see _after's ``begin``)."""
+        """``Collected(shared, odd)``: an after step adds its own state (see AfterStep.begin)."""
         return collected(shared, odd)
 
-    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None:
-        """writeback: the spans of memory that the call's tensors share (see _writeback)."""
-        try:
-            return aliased_spans(self.tensors_in(args, kwargs))
-        except RecursionError:  # a container that holds itself: the conversion names it
+    def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
+        if self.after is None:
             return None
+        step = RestoreWrites if self.after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
+        return step(self.function, self, gives_back, site)
 
-    def convert_written(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Collected
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The call's out-parameters (see _outparams) handed over writable, the rest as they were."""
-        assert self.writes is not None
-        found = self.writes.given(args, kwargs, self.params.offset(instance))
-        if not found:
-            return args, kwargs
-        positional, keywords = list(args), dict(kwargs)
-        for where, value in found:
-            try:
-                converted = self.out_mapper(value, ctx)
-            except (LeafError, RecursionError) as e:  # a RecursionError: a container that holds itself
-                key, position = (where, 0) if isinstance(where, str) else (None, where)
-                fact = e if isinstance(e, LeafError) else cycle_error()
-                raise self.public(fact, instance, key, position) from None
-            if isinstance(where, str):
-                keywords[where] = converted
-            else:
-                positional[where] = converted
-        return tuple(positional), keywords
+    def step(self) -> Step:
+        detach, private = self.grad.mode == "detach", not self.read_only
+        return Step("numpy", detach=detach, private=private, widens=self.widened is not WIDENED)
+
+    def generic_because(self) -> str | None:
+        if self.policy.writeback:
+            return WRITEBACK_GENERIC
+        if self.snapshots:
+            return CHECK_WRITES_GENERIC
+        return None
+
+    def settle_arguments(self, odd: list[torch.Tensor], given: Any, ctx: Collected) -> None:
+        """One wait for all the transfers of the call's ``odd`` tensors, the private arrays
+        ``ctx`` handed over under writeback counted as the arguments hold them (see
+        _writeback.handed_over), and the once-per-function GradientWarning, naming where its
+        tensor was in ``given``, where one of them required grad."""
+        _devices.settle(odd)
+        writes = ctx.writes
+        if writes is not None and writes.handed:
+            handed_over(writes.handed)
+        grad = self.grad
+        if grad.unsaid is not None:
+            grad.say([path for path, t in tensor_paths(self.params, *given) if t is grad.unsaid])
+
+    def flat_constants(self) -> dict[str, Any]:
+        # The containers the flat code walks are decided now (as the Mapper would on first sight),
+        # so the first call walks them too; a registration later makes the generic call decide again.
+        for cls in (tuple, list, dict):
+            self.mapper.resolve(cls)
+        return super().flat_constants()
 
     def _make_leaf(self) -> Callable[[torch.Tensor, Collected], NDArray[Any]]:
         """The per-tensor step, with this plan's options bound as closure constants (hot path)."""
@@ -361,85 +409,13 @@ class NumpyInputs(Inputs):
 
         return widening
 
-    @staticmethod
-    def _snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[torch.Tensor, Collected], Any]:
-        """``check_writes=True``: a private copy of every CPU tensor argument, taken before the
-        call, for ``_memory.restore_writes`` to compare with afterwards."""
-
-        def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
-            a = leaf(t, ctx)
-            if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
-                memory = t.detach()
-                memory = compact(memory) if expanded(memory) else memory
-                copied("check_writes", t, memory.numel() * memory.element_size())
-                ctx.writes.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has them
-            return a
-
-        return snapshotting
-
-    def _writeback_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
-        ctx.odd.append(t)
-        _refuse_sparse(t)
-        if not t.is_nested and expanded(t):
-            # Its elements share memory, which torch refuses to write into: handed read-only, so
-            # that a write raises (see Runner.failed) rather than vanish.
-            a = tensor_to_array(t, self.policy.copy, self.grad, settle=False, widened=self.widened)[0]
-            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
-            return a
-        writes = ctx.writes
-        assert writes is not None  # writeback has its after step
-        span = writes.spans.get(id(t)) if writes.spans else None
-        if span is not None:  # it shares memory with another argument
-            copy, grad, widened = self.policy.copy, self.grad, self.widened
-            return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
-        a, private = self._writable(t)
-        # Private memory is copied back after the call; shared memory only needs autograd told.
-        writes.pairs.append((t, private))
-        return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
-
-    def _out_leaf(self, t: torch.Tensor, ctx: Collected) -> Any:
-        """A tensor handed over as an out-parameter: writable, written back after the call."""
-        ctx.odd.append(t)
-        _refuse_sparse(t, "an out-parameter")
-        if not t.is_nested and expanded(t):
-            raise LeafError(
-                ConversionError,
-                "is an expanded tensor (zero strides: its elements share memory), which no output can be written into",
-                describe_tensor(t),
-                "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
-            )
-        a, private = self._writable(t)
-        ctx.writes.written.append((t, a, private))  # type: ignore[union-attr]  # out-parameters have a list
-        return a
-
-    def _writable(self, t: torch.Tensor) -> tuple[Any, Any]:
-        """``t`` as a writable array, and the private array to copy back after the call (None
-        where the array is ``t``'s memory)."""
-        copy = self.policy.copy
-        a, shared = tensor_to_array(t, copy, self.grad, settle=False, widened=self.widened)
-        if shared and copy is None and not a.flags.c_contiguous:
-            # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
-            # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards.
-            copied("layout", t, a.nbytes)
-            a, shared = np.ascontiguousarray(a), False
-        return a, None if shared else a
-
-
-def _refuse_sparse(t: torch.Tensor, role: str = "writeback=True") -> None:
-    """A sparse tensor crosses as a new SciPy matrix, whose changes nothing copies back."""
-    if t.layout != torch.strided and not t.is_nested:
-        raise LeafError(
-            ConversionError,
-            f"is a sparse tensor; {role} cannot write a SciPy matrix's changes back into it",
-            describe_tensor(t),
-            "return the changed matrix instead, with writeback=False"
-            if role == "writeback=True"
-            else "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})",
-        )
-
 
 class TensorInputs(Inputs):
     """``accepts_tensor``: array and NumPy scalar arguments reach the function as tensors."""
+
+    direction = "to_tensor"
+    places = True
+    passed = KEPT  # a parameter only=/exclude= pass on is let through as it is
 
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
@@ -457,6 +433,18 @@ class TensorInputs(Inputs):
         if policy.dtype == "input":  # the casts depend on tensors that may come after the arrays
             casts = input_casts(self.tensors_in(args, kwargs))
         return target(policy.device or _devices.default_device(), casts, policy.copy, odd)
+
+    def step(self) -> Step:
+        return Step("tensor", shares=not (self.fixed_casts or self.policy.copy))
+
+    def flat_constants(self) -> dict[str, Any]:
+        policy = self.policy
+        return {**super().flat_constants(), "device": policy.device, "casts": self.fixed_casts, "copy": policy.copy}
+
+    def generic_because(self) -> str | None:
+        if self.policy.dtype == "input":
+            return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
+        return None
 
     def _sparse_leaf(self, m: Any, ctx: Target) -> torch.Tensor:
         device = ctx.device

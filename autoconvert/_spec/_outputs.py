@@ -32,7 +32,8 @@ from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadO
 from autoconvert._options._options import Policy
 
 from ._callbacks import to_tensors
-from ._inputs import input_casts
+from ._emit import Result
+from ._inputs import Inputs, input_casts
 from ._outparams import Returned
 from ._signature import (
     DEFERRED_RESULTS,
@@ -112,7 +113,22 @@ def _no_context(shared: list[torch.Tensor], odd: list[torch.Tensor]) -> None:
 
 
 class Outputs:
-    """The output side: converts results, with paths below ``result`` in messages."""
+    """The output side: converts results, with paths below ``result`` in messages.
+
+    This class is the output side's interface, which its readers (the spec, the Runner, the
+    generator, ``explain``) call rather than test which side they have: its leaves
+    (``mapper``), what it finishes a call with (``convert``), its step (``step()``), the
+    constants its emitter reads (``flat_constants()``) and why its calls go generic
+    (``generic_because``).
+    """
+
+    #: The profiler range name of this side's conversions.
+    direction: str
+    #: Results are placed by the call's tensor arguments, so a call without an input side
+    #: records them (see RecordingInputs).
+    records_arguments = False
+    #: An out-parameter's array the function returns comes back as the caller's tensor.
+    gives_back = False
 
     def __init__(
         self,
@@ -134,6 +150,18 @@ class Outputs:
         self.context = context
         self.shared_target = shared_target
         self.convert = self._make_convert()
+
+    def step(self) -> Result:
+        """What the result gets: the flat code's emitter for it, and its words."""
+        raise NotImplementedError
+
+    def generic_because(self, inputs: Inputs | None) -> str | None:
+        """Why a call with this side (after ``inputs``) has no flat call, in words (None: it has one)."""
+        return None
+
+    def flat_constants(self) -> dict[str, Any]:
+        """The constants the flat code reads for this side's step (see _specialise)."""
+        return {}
 
     def _make_convert(self) -> Convert:
         """``convert(result, shared, odd, call)``: ``result`` converted; ``shared``/``odd`` are
@@ -227,6 +255,10 @@ def _sparse_read_as_object(function: str, params: Parameters, call: Given) -> Ex
 class TensorOutputs(Outputs):
     """``returns_tensor``: array, NumPy scalar and tensor results come back on the caller's device."""
 
+    direction = "to_tensor"
+    records_arguments = True
+    gives_back = True
+
     def __init__(
         self,
         function: str,
@@ -270,6 +302,34 @@ class TensorOutputs(Outputs):
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
         shared_target = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
         super().__init__(function, params, mapper, self._make_context(), shared_target, argument=argument)
+
+    def step(self) -> Result:
+        # The shared target holds only when every tensor argument was NumPy's to share.
+        shared = self.shared_target
+        if shared is None or shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied
+            return Result("tensor")
+        return Result("tensor", shares=True, copies_read_only=shared.copy is None)
+
+    def generic_because(self, inputs: Inputs | None) -> str | None:
+        if self.shared_target is None:
+            return "dtype='input' casts results by the dtypes of the call's tensors"
+        if inputs is not None and inputs.places:
+            return "accepts_tensor with returns_tensor: results are placed by the tensors the arguments became"
+        return None
+
+    def flat_constants(self) -> dict[str, Any]:
+        # The containers the flat code walks are decided now, as for the input side's.
+        mapper = self.mapper
+        for cls in (tuple, list, dict):
+            mapper.resolve(cls)
+        return {
+            "restored": self.restoring,
+            "shared_target": self.shared_target,
+            "get_out": mapper.dispatch.get,
+            "kept_out": mapper.kept,
+            "walk_sequence_out": mapper.walk_sequence,
+            "walk_dict_out": mapper.walk_dict,
+        }
 
     def _make_context(self) -> ContextMaker:
         """``context(shared, odd) -> Target``; the device is None when
@@ -496,6 +556,8 @@ def _placed(ctx: Target) -> torch.device:
 class NumpyOutputs(Outputs):
     """``returns_numpy``: tensor results come back as arrays, detached and on the host."""
 
+    direction = "to_numpy"
+
     def __init__(
         self,
         function: str,
@@ -524,6 +586,9 @@ class NumpyOutputs(Outputs):
             ),
             argument=argument,
         )
+
+    def step(self) -> Result:
+        return Result("array", converts=self.copy is not True)
 
     def _leaf(self, t: torch.Tensor, ctx: None) -> Any:
         a = tensor_to_array(t, self.copy, self.grad, self.sparse)[0]

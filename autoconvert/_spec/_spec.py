@@ -17,23 +17,16 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from autoconvert._conversions._devices import CPU
-from autoconvert._conversions._dtypes import WIDENED
 from autoconvert._escape import opaque
 from autoconvert._options._options import Policy
 
-from ._emit import INSTANCE, KEPT, MOST_POSITIONAL, RECORDED, UNCONVERTED, WRITTEN, Result, Step
-from ._inputs import Inputs, NumpyInputs, RecordingInputs, TensorInputs
-from ._outputs import Convert, NumpyOutputs, Outputs, TensorOutputs, through_stand_in
+from ._emit import INSTANCE, MOST_POSITIONAL, UNCONVERTED, WRITTEN, Result, Step
+from ._inputs import Inputs
+from ._outputs import Convert, Outputs, through_stand_in
 from ._signature import Parameters
 
 #: False: plans use the generic call only (the test switch, see the module docstring).
 enabled = True
-
-#: The after steps, by name: what runs once the function returned or raised.
-RESTORE_WRITES = "restore writes"  # check_writes: changes to the caller's tensors put back, and refused
-WRITE_BACK = "write back"  # writeback: what the function wrote reaches the caller's tensors
-WRITE_BACK_OUT = "write back out-parameters"  # out_params: their private copies reach the caller's tensors
 
 
 def option_anywhere(assignment: str) -> str:
@@ -59,7 +52,7 @@ class Spec:
     value: Step  # what a converted argument gets
     parameters: tuple[tuple[str, Step], ...] | None  # each parameter's step, in signature order (None: no signature)
     result: Result  # what the result gets
-    after: str | None  # the after step's name (RESTORE_WRITES, WRITE_BACK, WRITE_BACK_OUT), if any
+    after: str | None  # the after step's name (see Inputs.after), if any
     watched: bool  # the default Runner hands every call to a watched one (a transfer policy asks for one)
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
     #: The function gets read-only arrays (the NumPy side's decision, see NumpyInputs.read_only).
@@ -108,8 +101,8 @@ def spec_of(
     the function is a generator function; ``stands_in``: see ``Spec.stands_in``; ``site``:
     see ``Spec.site``."""
     read_only = inputs is not None and inputs.read_only
-    writes = inputs.writes if isinstance(inputs, NumpyInputs) else None
-    value = value_step(inputs)
+    writes = inputs.writes if inputs is not None else None
+    value = UNCONVERTED if inputs is None else inputs.step()
     watches_body = yields and read_only
     return Spec(
         function=function,
@@ -118,15 +111,15 @@ def spec_of(
         outputs=outputs,
         value=value,
         parameters=parameter_steps(params, inputs, value),
-        result=result_step(outputs),
-        after=after_step(inputs),
+        result=Result("none") if outputs is None else outputs.step(),
+        after=inputs.after if inputs is not None else None,
         watched=any(p.transfers != "allow" for p in policies.values()),
         generic_because=generic_because(inputs, outputs, watches_body=watches_body),
         read_only=read_only,
-        refuses_writes=read_only or (isinstance(inputs, NumpyInputs) and inputs.policy.writeback),
+        refuses_writes=inputs is not None and inputs.refuses_writes,
         selects=inputs is not None and inputs.selection is not None,
         writes_at=None if writes is None else _first_written(writes.first_position(0)),
-        gives_back=writes is not None and isinstance(outputs, TensorOutputs),
+        gives_back=writes is not None and outputs is not None and outputs.gives_back,
         watches_body=watches_body,
         stands_in=stands_in,
         site=site,
@@ -148,28 +141,17 @@ def finish_of(spec: Spec) -> Convert | None:
     return through_stand_in(outputs) if spec.stands_in else outputs.convert
 
 
-def value_step(inputs: Inputs | None) -> Step:
-    """What each argument gets from this input side."""
-    if inputs is None:
-        return UNCONVERTED
-    if isinstance(inputs, RecordingInputs):
-        return RECORDED
-    if isinstance(inputs, NumpyInputs):
-        detach, private = inputs.grad.mode == "detach", not inputs.read_only
-        return Step("numpy", detach=detach, private=private, widens=inputs.widened is not WIDENED)
-    assert isinstance(inputs, TensorInputs)
-    return Step("tensor", shares=not (inputs.fixed_casts or inputs.policy.copy))
-
-
 def parameter_steps(params: Parameters, inputs: Inputs | None, value: Step) -> tuple[tuple[str, Step], ...] | None:
     """Each parameter's step: the instance is never converted, an out-parameter is handed
     over writable, one that ``only=``/``exclude=`` pass on is let through (a tensor side) or
     only has its tensors recorded (a NumPy side), and every other gets ``value``."""
     if not params.known:
         return None
-    selection = inputs.selection if inputs is not None else None
-    writes = inputs.writes.names if isinstance(inputs, NumpyInputs) and inputs.writes is not None else frozenset()
-    passed = KEPT if isinstance(inputs, TensorInputs) else RECORDED
+    if inputs is None:
+        selection, writes, passed = None, frozenset[str](), UNCONVERTED
+    else:
+        selection, passed = inputs.selection, inputs.passed
+        writes = inputs.writes.names if inputs.writes is not None else frozenset()
     steps = []
     for i, shown in enumerate(params.shown):
         name = shown.lstrip("*")
@@ -185,33 +167,6 @@ def parameter_steps(params: Parameters, inputs: Inputs | None, value: Step) -> t
     return tuple(steps)
 
 
-def result_step(outputs: Outputs | None) -> Result:
-    """What the result gets from this output side."""
-    if outputs is None:
-        return Result("none")
-    if isinstance(outputs, TensorOutputs):
-        # The shared target holds only when every tensor argument was NumPy's to share.
-        shared = outputs.shared_target
-        if shared is None or shared.device is not CPU or shared.casts or shared.copy:  # placed, cast or copied
-            return Result("tensor")
-        return Result("tensor", shares=True, copies_read_only=shared.copy is None)
-    assert isinstance(outputs, NumpyOutputs)
-    return Result("array", converts=outputs.copy is not True)
-
-
-def after_step(inputs: Inputs | None) -> str | None:
-    """What runs after the function, even when it raised (None: nothing)."""
-    if not isinstance(inputs, NumpyInputs):
-        return None
-    if inputs.snapshots:
-        return RESTORE_WRITES
-    if inputs.policy.writeback:
-        return WRITE_BACK
-    if inputs.writes is not None:
-        return WRITE_BACK_OUT
-    return None
-
-
 def generic_because(inputs: Inputs | None, outputs: Outputs | None, *, watches_body: bool = False) -> str | None:
     """Why a plan with these sides has no flat call, in words (``autoconvert.explain`` shows
     them); None where it has one."""
@@ -219,14 +174,7 @@ def generic_because(inputs: Inputs | None, outputs: Outputs | None, *, watches_b
         return "flat calls are turned off (the test suite's --generic-calls)"
     if watches_body:
         return "a generator function's body runs as the caller iterates, watched for writes into read-only arrays"
-    if isinstance(inputs, NumpyInputs) and inputs.policy.writeback:
-        return "writeback=True writes the arrays back into the caller's tensors after the call"
-    if isinstance(inputs, NumpyInputs) and inputs.snapshots:
-        return "check_writes=True compares the caller's tensors with their copies after the call"
-    if isinstance(inputs, TensorInputs) and inputs.policy.dtype == "input":
-        return "dtype='input' casts by the dtypes of all the call's tensors, known once every argument is seen"
-    if isinstance(outputs, TensorOutputs) and outputs.shared_target is None:
-        return "dtype='input' casts results by the dtypes of the call's tensors"
-    if isinstance(inputs, TensorInputs) and isinstance(outputs, TensorOutputs):
-        return "accepts_tensor with returns_tensor: results are placed by the tensors the arguments became"
-    return None
+    because = inputs.generic_because() if inputs is not None else None
+    if because is None and outputs is not None:
+        because = outputs.generic_because(inputs)
+    return because

@@ -1,0 +1,152 @@
+"""writeback=True on the NumPy side, in one place: the function writes into the caller's
+tensors.
+
+The feature composed onto the NumPy side (see NumpyInputs): its leaf (``writeback_leaf``:
+each tensor handed over writable, its own memory or a private copy), its after step
+(``WriteBack``: what the function wrote reaches the caller's tensors, out-parameters' private
+copies too), why its calls take the generic call (``WRITEBACK_GENERIC``) and its words for
+``explain`` (``WRITTEN_BACK``). The memory it works on (spans shared between arguments, the copy back,
+freezing the private arrays afterwards) is _conversions/_writeback's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from autoconvert._conversions._describe import describe_tensor
+from autoconvert._conversions._dtypes import Casts
+from autoconvert._conversions._grad import GradPolicy
+from autoconvert._conversions._memory import expanded
+from autoconvert._conversions._to_numpy import tensor_to_array
+from autoconvert._conversions._writeback import WriteBackFailed, freeze, hand_over, write_back
+from autoconvert._errors import ConversionError, LeafError, message
+from autoconvert._options._options import Policy
+
+from ._collected import Collected, Handed, collected_writes
+from ._outparams import OutParams, refuse_sparse, returned, writable
+from ._signature import ARRAYS, DEFERRED_RESULTS, Given, Parameters, deferred_result, tensor_paths
+
+#: Its after step's name (see Inputs.after).
+WRITE_BACK = "write back"
+#: Why a call with writeback=True takes the generic call (see Spec.generic_because).
+WRITEBACK_GENERIC = "writeback=True writes the arrays back into the caller's tensors after the call"
+#: What ``explain`` says of the after step.
+WRITTEN_BACK = "what the function wrote into the arrays is written back into the caller's tensors"
+
+
+class WritingSide(Protocol):
+    """What the after step reads of the NumPy side it is composed onto."""
+
+    params: Parameters
+    policy: Policy
+    writes: OutParams | None
+
+    def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None: ...
+
+
+def writable_fixes(site: Callable[[str], str]) -> str:
+    """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
+    return (
+        "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
+        f"reach the caller's tensors (in {site('copy=True')})"
+    )
+
+
+def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Callable[[torch.Tensor, Collected], Any]:
+    """The NumPy side's leaf under writeback=True: each tensor handed over writable, its own
+    memory or a private copy written back after the call (an expanded tensor read-only)."""
+
+    def leaf(t: torch.Tensor, ctx: Collected) -> Any:
+        ctx.odd.append(t)
+        refuse_sparse(t, "writeback=True", "return the changed matrix instead, with writeback=False")
+        if not t.is_nested and expanded(t):
+            # Its elements share memory, which torch refuses to write into: handed read-only, so
+            # that a write raises (see Runner.failed) rather than vanish.
+            a = tensor_to_array(t, copy, grad, settle=False, widened=widened)[0]
+            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
+            return a
+        writes = ctx.writes
+        assert writes is not None  # writeback has its after step
+        span = writes.spans.get(id(t)) if writes.spans else None
+        if span is not None:  # it shares memory with another argument
+            return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
+        a, private = writable(t, copy, grad, widened)
+        # Private memory is copied back after the call; shared memory only needs autograd told.
+        writes.pairs.append((t, private))
+        return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
+
+    return leaf
+
+
+def refuse_deferred(result: Any, function: str) -> None:
+    """Before an after step (writeback, check_writes): a result whose body has not run yet
+    (a generator, a coroutine) is refused, since the step would run before its writes."""
+    if type(result) in DEFERRED_RESULTS:
+        try:
+            deferred_result(result)
+        except LeafError as e:
+            raise e.public(function, "", "result") from None
+
+
+class WriteBack:
+    """writeback=True, and out-parameters' private copies: what the function wrote reaches
+    the caller's tensors (its changes to their containers are ContainerChanges', as in every mode)."""
+
+    def __init__(self, function: str, inputs: WritingSide, gives_back: bool, site: Callable[[str], str]) -> None:
+        """``gives_back``: an out-parameter's array returned comes back as the caller's tensor;
+        ``site``: where an option goes, for messages (see Spec.site)."""
+        self.function = function
+        self.site = site
+        self.inputs = inputs
+        self.gives_back = gives_back
+        self._takes_out = inputs.writes is not None  # the call's out-parameters are recorded
+        self._writeback = inputs.policy.writeback
+
+    def begin(
+        self, shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Collected:
+        """The call's context, with this step's state: the lists the leaves fill, and with
+        writeback the spans of memory the arguments share."""
+        written: list[Any] | None = [] if self._takes_out else None
+        if not self._writeback:
+            return collected_writes(shared, odd, None, written)
+        return collected_writes(shared, odd, self.inputs.spans(args, kwargs), written, [])
+
+    def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
+        """The step after a call that returned ``result`` (None where it raised): what the
+        function wrote reaches the caller, even when it raised; a tensor that cannot take its
+        array back is named. The private arrays are read-only afterwards (see freeze). Gives
+        the result, an out-parameter's array in it marked ``Returned`` (see _outparams.returned)."""
+        writes = ctx.writes  # made by begin
+        assert writes is not None
+        pairs = writes.pairs
+        if pairs or writes.written:
+            refuse_deferred(result, self.function)
+        if writes.written:
+            pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
+        try:
+            write_back(pairs)
+        except WriteBackFailed as failed:
+            raise ConversionError(
+                message(
+                    self.function,
+                    "argument " + self.paths_of([failed.tensor], given),
+                    "could not take back what the function wrote (writeback=True): "
+                    f"{type(failed.error).__name__}: {failed.error}",
+                    describe_tensor(failed.tensor),
+                    "keep the array's shape and dtype in the function (write into it with a[...] = ...), "
+                    "or return the new array instead, with writeback=False",
+                )
+            ) from failed.error
+        finally:
+            if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
+                freeze(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
+        return returned(result, writes.written) if self.gives_back and writes.written else result
+
+    def paths_of(self, tensors: list[Any], given: Given) -> str:
+        """Where ``tensors`` were among the call's arguments, for messages."""
+        paths = [path for path, t in tensor_paths(self.inputs.params, *given) if any(t is c for c in tensors)]
+        return ", ".join(paths or ["(a tensor argument)"])
