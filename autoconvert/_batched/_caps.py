@@ -52,21 +52,21 @@ def capped(threads: int | None) -> Iterator[None]:
     with _lock:
         libraries = _libraries()
         own = {name: library.num_threads for name, library in libraries.items() if _per_thread(library)}
-        _open.append(threads)
+        _open_caps.append(threads)
         _apply(libraries)
     _set(libraries, {name: min(count, threads) for name, count in own.items()})
     try:
         yield
     finally:
         with _lock:
-            _open.remove(threads)
+            _open_caps.remove(threads)
             _apply(_libraries())
         _set(libraries, own)  # after torch's, which sets this thread's OpenMP count too
 
 
 #: The caps of the blocks open in this process, the counts each process-wide library had
 #: before the first (by name), and the lock that keeps both in step with the libraries.
-_open: list[int] = []
+_open_caps: list[int] = []
 _before: dict[str, int] = {}
 _lock = threading.Lock()
 
@@ -79,7 +79,7 @@ def _apply(libraries: dict[str, Any]) -> None:
     counts = {name: library.num_threads for name, library in shared.items()}
     for name, count in counts.items():
         _before.setdefault(name, count)
-    _set(shared, {name: min(_before[name], *_open) if _open else _before.pop(name) for name in shared})
+    _set(shared, {name: min(_before[name], *_open_caps) if _open_caps else _before.pop(name) for name in shared})
 
 
 def _set(libraries: dict[str, Any], counts: dict[str, int]) -> None:

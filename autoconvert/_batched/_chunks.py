@@ -193,10 +193,10 @@ CANCEL_CHECK_SECONDS = 0.002
 def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     """The chunk's results in order, or fewer where the map was cancelled meanwhile; a failing
     sample's exception carries a note naming it."""
-    columns = [_column(_open(source), chunk.start, chunk.stop) for source in sources]
+    columns = [_column(_mapped(source), chunk.start, chunk.stop) for source in sources]
     for k, column in enumerate(columns):
         if k in chunk.frozen:
-            columns[k] = _read_only(column)
+            columns[k] = _read_only_views(column)
         elif chunk.origin.copied:
             columns[k] = _writable(column)
     handed: Rebuilt | None = None
@@ -205,7 +205,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     states: list[tuple[Any, State]] = []
     if chunk.origin.copied:
         handed, held, states = _containers_in(chunk)
-        chunk, guarded = _guarded(chunk)
+        chunk, guarded = _guarded_chunk(chunk)
     results: list[Any] = []
     try:
         if chunk.threads is None:
@@ -232,7 +232,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     return results
 
 
-def _guarded(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:
+def _guarded_chunk(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:
     """A copied chunk whose writable array arguments are read-only views (with their paths):
     a write into one would change the copy alone, where the caller's own array takes it."""
     guarded: list[tuple[str, NDArray[Any]]] = []
@@ -339,13 +339,13 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     )
 
 
-def _read_only(column: Any) -> Any:
+def _read_only_views(column: Any) -> Any:
     """A column's samples read-only (views: the arrays they view keep their flags)."""
     if isinstance(column, np.ndarray):
         column = column.view()
         column.flags.writeable = False
         return column
-    return [_read_only(sample) if isinstance(sample, np.ndarray) else sample for sample in column]
+    return [_read_only_views(sample) if isinstance(sample, np.ndarray) else sample for sample in column]
 
 
 def _writable(column: Any) -> Any:
@@ -493,7 +493,7 @@ def run_sharing(chunk: Chunk, sources: Sequence[Any], folder: str, least: float)
     return shared_where_large(run(chunk, sources), folder, least)
 
 
-def _open(source: Any) -> Any:
+def _mapped(source: Any) -> Any:
     """A source as the chunk indexes it: a shared array, or a list of arrays some of which are
     shared, mapped (their files stay: other chunks map them too)."""
     if type(source) is Shared:

@@ -268,7 +268,7 @@ class Elsewhere:
                 raise seeds_on_threads(self.name, runner)
         left = samples.size - start
         size = chunksize or chunk_size(left, self._workers(threads), 1 if self.client is not None else 2)
-        frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
+        frozen = frozenset(k for k, source in enumerate(samples.sources) if _is_read_only(source))
         chunks = _chunks(
             self.fn,
             samples,
@@ -410,7 +410,7 @@ def _chunks(
     ]
 
 
-def _read_only(source: Any) -> bool:
+def _is_read_only(source: Any) -> bool:
     """Whether a batched argument was handed read-only in the caller (a ragged one: any sample)."""
     if isinstance(source, np.ndarray):
         return not source.flags.writeable

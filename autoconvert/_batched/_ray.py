@@ -29,7 +29,7 @@ from ._executors import (
     _chunks,
     _collect,
     _explain_pickling,
-    _read_only,
+    _is_read_only,
     _refused_in_caller,
     _windows,
     chunk_size,
@@ -65,7 +65,7 @@ class OnRay:
         if not ray.is_initialized():
             ray.init()  # as a task's .remote() would: a local cluster, or the one RAY_ADDRESS names
         size = chunksize or chunk_size(samples.size - start, self.workers(), 1)
-        frozen = frozenset(k for k, source in enumerate(samples.sources) if _read_only(source))
+        frozen = frozenset(k for k, source in enumerate(samples.sources) if _is_read_only(source))
         origin = Origin(worker="a Ray worker")
         chunks = _chunks(
             self.fn, samples, start, size, cancelled=None, threads=self.threads, frozen=frozen, origin=origin

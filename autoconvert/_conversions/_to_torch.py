@@ -141,7 +141,7 @@ _ndarray = np.ndarray
 
 #: A per-call NamedTuple built from a tuple of all its fields, without the Python frame of
 #: its ``__new__`` (benchmarks, micro: "a per-call NamedTuple").
-_new = tuple.__new__
+new_tuple = tuple.__new__
 
 
 class Target(NamedTuple):
@@ -160,7 +160,7 @@ def target(
     device: torch.device | None, casts: Casts, copy: bool | None, tensors: list[torch.Tensor] | None = None
 ) -> Target:
     """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
-    return _new(Target, (device, casts, copy, tensors))
+    return new_tuple(Target, (device, casts, copy, tensors))
 
 
 def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tensor:

@@ -11,7 +11,6 @@ zero ``cval`` (the constant padding is no function of the input).
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,7 +19,7 @@ from numpy.typing import NDArray
 
 from . import _ndimage_transforms
 from ._boundary import EVERY_MODE, extended, folded
-from ._rule import Call, Rule
+from ._rule import Call, Rule, axes_of, per_axis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,20 +89,6 @@ def _transposed(terms: Sequence[Term], g: NDArray[Any]) -> NDArray[Any]:
     return total
 
 
-def _axes(axes: Any, ndim: int) -> tuple[int, ...]:
-    """``axes`` as SciPy reads them: None for all, an int, or a sequence; negatives counted back."""
-    if axes is None:
-        return tuple(range(ndim))
-    return tuple(operator.index(a) % ndim for a in np.atleast_1d(axes))
-
-
-def _each(value: Any, count: int) -> list[Any]:
-    """A value per axis: a sequence as it is, a scalar (or a mode's name) repeated."""
-    if not isinstance(value, str) and np.iterable(value):
-        return list(value)
-    return [value] * count
-
-
 def _gaussian_weights(sigma: float, order: int, truncate: float, radius: int | None) -> NDArray[Any]:
     """The weights ``gaussian_filter1d`` correlates with: its response to an impulse, read
     back to front (the response of a correlation is its kernel reversed)."""
@@ -120,17 +105,24 @@ def _gaussian_term(
     ndim: int, sigma: Any, order: Any, *, mode: Any, truncate: float, radius: Any, axes: Any = None
 ) -> Term:
     """``gaussian_filter``'s chain: a pass per axis whose sigma is above SciPy's 1e-15."""
-    chosen = _axes(axes, ndim)
+    chosen = axes_of(axes, ndim)
     count = len(chosen)
-    each = zip(chosen, _each(sigma, count), _each(order, count), _each(mode, count), _each(radius, count), strict=True)
+    each = zip(
+        chosen,
+        per_axis(sigma, count),
+        per_axis(order, count),
+        per_axis(mode, count),
+        per_axis(radius, count),
+        strict=True,
+    )
     return tuple(Pass(axis, _gaussian_weights(s, o, truncate, r), 0, m) for axis, s, o, m, r in each if s > 1e-15)
 
 
 def _uniform_term(ndim: int, size: Any, origin: Any, mode: Any, axes: Any = None) -> Term:
     """``uniform_filter``'s chain: a pass of ``size`` equal weights per axis of size above one."""
-    chosen = _axes(axes, ndim)
+    chosen = axes_of(axes, ndim)
     count = len(chosen)
-    each = zip(chosen, _each(size, count), _each(origin, count), _each(mode, count), strict=True)
+    each = zip(chosen, per_axis(size, count), per_axis(origin, count), per_axis(mode, count), strict=True)
     return tuple(Pass(axis, np.full(int(n), 1.0 / int(n)), o, m) for axis, n, o, m in each if n > 1)
 
 
@@ -138,7 +130,9 @@ def _convolved(weights: NDArray[Any], origin: Any) -> tuple[NDArray[Any], list[i
     """A convolution's weights and origins as the correlation SciPy runs: weights reversed,
     origins negated, an even length's shifted by one."""
     flipped = weights[tuple(slice(None, None, -1) for _ in range(weights.ndim))]
-    origins = [-int(o) - (0 if n & 1 else 1) for o, n in zip(_each(origin, weights.ndim), weights.shape, strict=True)]
+    origins = [
+        -int(o) - (0 if n & 1 else 1) for o, n in zip(per_axis(origin, weights.ndim), weights.shape, strict=True)
+    ]
     return flipped, origins
 
 
@@ -194,12 +188,12 @@ def _nd_parts(call: Call, convolution: bool) -> tuple[NDArray[Any], list[int]]:
     as the correlation SciPy runs."""
     ndim = _ndim(call)
     given = call.arguments.get("axes")
-    chosen = _axes(given, ndim)
+    chosen = axes_of(given, ndim)
     weights = np.asarray(call["weights"], dtype=float)
     if len(chosen) < ndim:
         weights = np.expand_dims(weights, tuple(a for a in range(ndim) if a not in chosen))
     origins = [0] * ndim
-    for o, a in zip(_each(call["origin"], len(chosen)), chosen, strict=True):
+    for o, a in zip(per_axis(call["origin"], len(chosen)), chosen, strict=True):
         origins[a] = int(o)
     if convolution:
         weights, origins = _convolved(weights, origins)
@@ -290,7 +284,7 @@ def _edge_terms(smoothing: Sequence[float]) -> Any:
     def terms(call: Call) -> list[Term]:
         ndim = _ndim(call)
         axis = int(call["axis"]) % ndim
-        modes = _each(call["mode"], ndim)
+        modes = per_axis(call["mode"], ndim)
         first = Pass(axis, np.array([-1.0, 0.0, 1.0]), 0, modes[axis])
         rest = (Pass(a, np.asarray(smoothing, dtype=float), 0, modes[a]) for a in range(ndim) if a != axis)
         return [(first, *rest)]
@@ -299,8 +293,8 @@ def _edge_terms(smoothing: Sequence[float]) -> Any:
 
 
 def _laplace_terms(call: Call) -> list[Term]:
-    chosen = _axes(call.arguments.get("axes"), _ndim(call))
-    modes = _each(call["mode"], len(chosen))
+    chosen = axes_of(call.arguments.get("axes"), _ndim(call))
+    modes = per_axis(call["mode"], len(chosen))
     return [(Pass(a, np.array([1.0, -2.0, 1.0]), 0, m),) for a, m in zip(chosen, modes, strict=True)]
 
 
@@ -308,16 +302,16 @@ def _derivative_terms(call: Call, order: int) -> list[Term]:
     """``gaussian_laplace``'s (order 2) and ``gaussian_gradient_magnitude``'s (order 1)
     chains: per axis filtered, a Gaussian filter differentiating along it, in that axis's mode."""
     ndim = _ndim(call)
-    chosen = _axes(call.arguments.get("axes"), ndim)
+    chosen = axes_of(call.arguments.get("axes"), ndim)
     sigma = call["sigma"]
     if order == 2 and len(chosen) < ndim:  # gaussian_laplace leaves the other axes unfiltered
         full = [0.0] * ndim
-        for s, a in zip(_each(sigma, len(chosen)), chosen, strict=True):
+        for s, a in zip(per_axis(sigma, len(chosen)), chosen, strict=True):
             full[a] = s
         sigma = full
     options: dict[str, Any] = call.arguments.get("kwargs", {})
     truncate, radius = options.get("truncate", 4.0), options.get("radius")
-    modes = _each(call["mode"], len(chosen))
+    modes = per_axis(call["mode"], len(chosen))
     return [
         _gaussian_term(
             ndim, sigma, [order if a == axis else 0 for a in range(ndim)], mode=mode, truncate=truncate, radius=radius

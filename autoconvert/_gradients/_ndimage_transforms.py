@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from autoconvert._errors import GradientError, message
 
 from ._boundary import EVERY_MODE
-from ._rule import Call, Rule
+from ._rule import Call, Rule, per_axis
 
 #: SciPy's interpolation reads ``grid-mirror`` as ``reflect`` (``_extend_mode_to_code``).
 _FOLDED_AS = {"grid-mirror": "reflect"}
@@ -324,14 +324,9 @@ def _affine(call: Call, matrix: NDArray[Any], offset: NDArray[Any], shape: tuple
     return _sampling(coordinates, shape, call)
 
 
-def _per_axis(value: Any, rank: int) -> list[Any]:
-    """A value per axis, as SciPy reads it: a sequence as it is, a scalar repeated."""
-    return list(value) if np.iterable(value) and not isinstance(value, str) else [value] * rank
-
-
 def _shift_sampling(call: Call) -> _Sampling:
     ndim = np.ndim(call["input"])
-    return _zoom_shift(call, None, [-float(s) for s in _per_axis(call["shift"], ndim)])
+    return _zoom_shift(call, None, [-float(s) for s in per_axis(call["shift"], ndim)])
 
 
 def _zoom_sampling(call: Call) -> _Sampling:
@@ -345,7 +340,7 @@ def _zoom_sampling(call: Call) -> _Sampling:
 
 def _is_identity_zoom(call: Call) -> bool:
     """SciPy returns the input itself for a zoom of 1 along every axis, with the prefilter."""
-    zooms = _per_axis(call["zoom"], np.ndim(call["input"]))
+    zooms = per_axis(call["zoom"], np.ndim(call["input"]))
     return bool(call["prefilter"]) and all(z == 1 for z in zooms)
 
 
@@ -356,7 +351,7 @@ def _affine_sampling(call: Call) -> _Sampling:
     offset: Any = call["offset"]
     if matrix.ndim == 2 and matrix.shape[1] == ndim + 1 and matrix.shape[0] in (ndim, ndim + 1):
         offset, matrix = matrix[:ndim, ndim], matrix[:ndim, :ndim]  # a homogeneous matrix
-    offset = np.asarray(_per_axis(offset, ndim), dtype=np.float64)
+    offset = np.asarray(per_axis(offset, ndim), dtype=np.float64)
     if matrix.ndim == 1:  # a diagonal: SciPy zooms and shifts
         return _zoom_shift(call, matrix, offset / matrix)
     return _affine(call, matrix, offset, shape, np.shape(call.output))

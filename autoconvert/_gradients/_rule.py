@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -169,3 +170,16 @@ def _forward_strides(value: Any) -> Any:
 
 def _is_complex(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.dtype.kind == "c"
+
+
+def axes_of(axes: Any, ndim: int) -> tuple[int, ...]:
+    """``axes`` as SciPy reads them: None for all, an int, or a sequence; negatives counted back."""
+    if axes is None:
+        return tuple(range(ndim))
+    return tuple(operator.index(a) % ndim for a in np.atleast_1d(axes))
+
+
+def per_axis(value: Any, count: int) -> list[Any]:
+    """A value per axis, as SciPy reads it: a sequence as it is, a scalar (or a mode's name)
+    repeated."""
+    return list(value) if np.iterable(value) and not isinstance(value, str) else [value] * count

@@ -16,16 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _filters, _filtfilt, _spectral
-from ._rule import Call, Rule
+from ._rule import Call, Rule, axes_of
 
 Convolve = Callable[[NDArray[Any], NDArray[Any], str], NDArray[Any]]
-
-
-def _axes(call: Call, ndim: int) -> tuple[int, ...]:
-    given = call.arguments.get("axes")
-    if given is None:
-        return tuple(range(ndim))
-    return tuple(int(a) % ndim for a in np.atleast_1d(given))
 
 
 def _reversed(x: NDArray[Any], axes: tuple[int, ...]) -> NDArray[Any]:
@@ -58,7 +51,7 @@ def _convolution_rules(convolve: Callable[[Call], Convolve], correlation: bool) 
 
     def vjp(call: Call, grad: Any, wanted: tuple[str, ...]) -> Mapping[str, Any]:
         in1, in2 = np.asarray(call["in1"]), np.asarray(call["in2"])
-        axes = _axes(call, in1.ndim)
+        axes = axes_of(call.arguments.get("axes"), in1.ndim)
         kernel = _reversed(in2, axes) if correlation else in2
         full, run = _window(call, np.asarray(grad), in1, kernel, axes), convolve(call)
         found: dict[str, Any] = {}
@@ -74,7 +67,11 @@ def _convolution_rules(convolve: Callable[[Call], Convolve], correlation: bool) 
         run, mode = convolve(call), call["mode"]
 
         def kernel(k: Any) -> NDArray[Any]:
-            return _reversed(np.asarray(k), _axes(call, in1.ndim)) if correlation else np.asarray(k)
+            return (
+                _reversed(np.asarray(k), axes_of(call.arguments.get("axes"), in1.ndim))
+                if correlation
+                else np.asarray(k)
+            )
 
         total: Any = 0.0
         if "in1" in tangents:

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import torch
 
 from autoconvert._conversions._devices import vote
+from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
@@ -51,7 +52,6 @@ def _itself(value: Any) -> Any:
     return value
 
 
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 
 
 def noted(instance: Any, tensors: list[torch.Tensor]) -> None:
@@ -137,7 +137,7 @@ class Runner:
                         return variants(config).call(wrapped, instance, args, kwargs)
                 shared: list[torch.Tensor] = []
                 odd: list[torch.Tensor] = []
-                given = _new(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
+                given = new_tuple(Given, (args, kwargs, instance))  # a Given, at a tuple's cost
                 ctx: Context | None = None
                 if converts:
                     ctx = collected(shared, odd) if begin is None else begin(shared, odd, args, kwargs)

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from autoconvert._conversions._mutations import Rebuilt
-from autoconvert._conversions._to_torch import Target
+from autoconvert._conversions._to_torch import Target, new_tuple
 from autoconvert._conversions._writeback import Private
 
 from ._signature import Given
@@ -51,7 +51,7 @@ def collected(
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Collected, (shared, odd, writes, seen, target, {}))
+    return new_tuple(Collected, (shared, odd, writes, seen, target, {}))
 
 
 def collected_writes(
@@ -66,10 +66,9 @@ def collected_writes(
 ) -> Collected:
     """A ``Collected`` with an after step's fresh ``AfterWrites`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return _new(Collected, (shared, odd, _new(AfterWrites, ([], spans, written, handed)), seen, target, {}))
+    return new_tuple(Collected, (shared, odd, new_tuple(AfterWrites, ([], spans, written, handed)), seen, target, {}))
 
 
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]

@@ -18,6 +18,7 @@ import torch
 
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions import _devices
+from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
 from autoconvert._observe._observe import PathOf
@@ -189,10 +190,9 @@ class Given(NamedTuple):
 
 def given_args(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> Given:
     """A ``Given``, made as cheaply as a tuple: the generic call makes one per call."""
-    return _new(Given, (args, kwargs, instance))
+    return new_tuple(Given, (args, kwargs, instance))
 
 
-_new = tuple.__new__  # a NamedTuple's own __new__ costs more (benchmarks, micro: "a per-call NamedTuple")
 TENSORS = Mapper({torch.Tensor: record}, nested=True)
 ARRAYS = Mapper({np.ndarray: record}, nested=True)
 _VALUES = Mapper({torch.Tensor: record, np.ndarray: record, np.generic: record}, nested=True)
