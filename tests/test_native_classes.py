@@ -1077,7 +1077,7 @@ def test_the_native_route_looks_into_containers_at_any_depth(path: list[str], ki
     }[kind]
     route = _native.NativeRoute(scipy.spatial.transform.Rotation.concatenate)
     args = (_nested(value, path), *([mixed["native"]] if beside else []))
-    declined = route.refuses(args, {})
+    declined = route.declines(args, {})
     if kind == "native" or (kind == "tensor" and (beside or not path)):
         assert declined is None
     elif kind == "tensor":

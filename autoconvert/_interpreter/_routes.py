@@ -4,7 +4,7 @@ The host conversion (the wrapper around a plan: its flat or generic call) takes 
 call. A torchified module's function may have another route first: its library's own
 torch path (built from the library's adapter, _torchify/_native), or CuPy on a CUDA tensor's
 memory (built from CuPy's mirror of the module, _torchify/_cupy). Each such route says why it
-refuses a call (``refuses``), runs one (``call``) and describes itself (``describe``);
+declines a call (``declines``), runs one (``call``) and describes itself (``describe``);
 ``Routed`` tries its routes in turn and hands the rest to the host conversion. What a
 product is made of, its ``Description``, is asked of the product itself
 (``described``): explain, stats, pickling and torchify read that, never private attributes.
@@ -66,18 +66,18 @@ class RouteWords(NamedTuple):
 class Route:
     """One way a call can run besides the host conversion: ``name`` is how ``stats()``
     counts it, ``label`` how the product's repr names it; a ``strict`` route raises where it
-    refuses a call, never converting."""
+    declines a call, never converting."""
 
     name: str
     label: str
     strict = False
 
-    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+    def declines(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         """Why this call cannot take the route (None: it takes it)."""
         raise NotImplementedError
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The call on this route, or ``DeclinedError`` where the library refuses it (a strict
+        """The call on this route, or ``DeclinedError`` where the library declines it (a strict
         route raises the library's error)."""
         raise NotImplementedError
 
@@ -154,7 +154,7 @@ class Routed:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for route in self.routes:
-            declined = route.refuses(args, kwargs)
+            declined = route.declines(args, kwargs)
             if declined is None:
                 try:
                     result = route.call(args, kwargs)

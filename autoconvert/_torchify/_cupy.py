@@ -142,7 +142,7 @@ class CupyRoute(Route):
         self.widens = explicit.get("widen_float16")  # None: as a config block says (False outside any)
         self.parameters, self.writes = _parameters(fn, adapter, self.out_params)
 
-    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+    def declines(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         if compiling():
             return _TRACED
         if not self.strict and _cuda_device(args, kwargs) is None:
@@ -154,7 +154,7 @@ class CupyRoute(Route):
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         device = _cuda_device(args, kwargs)
-        assert device is not None  # refuses found one
+        assert device is not None  # declines found one
         try:
             return on_device(self.twin, device, args, kwargs, self.python_results)
         except (TypeError, NotImplementedError) as e:  # CuPy's own refusal: the host path has it all

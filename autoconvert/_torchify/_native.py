@@ -101,7 +101,7 @@ class NativeRoute(Route):
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
         self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad, method=self.method)
 
-    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+    def declines(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         holds = False
         for value in (*args, *kwargs.values()) if kwargs else args:
             if isinstance(value, torch.Tensor):
@@ -234,8 +234,8 @@ class NativeMethod(NativeRoute):
         super().__init__(fn, objects, writes, writeback, grad=grad)
         self.declared = declared
 
-    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
-        declined = super().refuses(args, kwargs)
+    def declines(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+        declined = super().declines(args, kwargs)
         if declined is None or declined is _NO_TENSOR:  # the object itself holds tensors
             return None
         return declined._replace(
@@ -429,7 +429,7 @@ class Natively:
         """A new object of the class, as ``view`` (its converting view) makes it, on the
         native route where its constructor takes one or its library declares one for it."""
         route = self.constructing
-        if isinstance(route, NativeRoute) and route.refuses(args, kwargs) is None:
+        if isinstance(route, NativeRoute) and route.declines(args, kwargs) is None:
             return self.constructor(*args, **kwargs)
         made = view._construct(*args, **kwargs)
         why = self.adapter.torch_path(made)
