@@ -62,7 +62,7 @@ def tensor_to_array(
                 raise _unallocatable(t, t.dtype) from None
             copied("copy=True", t, private.nbytes)
             return private, False
-    return refused_tensor_to_array(t, copy, grad, sparse, settle=settle, widened=widened)
+    return slow_tensor_to_array(t, copy, grad, sparse, settle=settle, widened=widened)
 
 
 def as_result(a: Any) -> Any:
@@ -72,7 +72,7 @@ def as_result(a: Any) -> Any:
     return a[()] if type(a) is np.ndarray and a.ndim == 0 else a
 
 
-def refused_tensor_to_array(
+def slow_tensor_to_array(
     t: torch.Tensor,
     copy: bool | None,
     grad: GradPolicy,
@@ -81,7 +81,8 @@ def refused_tensor_to_array(
     settle: bool = True,
     widened: dict[torch.dtype, torch.dtype] = WIDENED,
 ) -> tuple[Any, bool]:
-    """``tensor_to_array`` for a tensor that ``numpy()`` refused, without trying it again."""
+    """``tensor_to_array`` past the zero-copy ``numpy()`` that torch turned down, without trying it
+    again: the careful route (compare ``_to_torch._slow_array_to_tensor``)."""
     if t.layout in SPARSE_LAYOUTS and not t.is_meta:
         return tensor_to_sparse(t, copy, grad, sparse), False
     refusal = tensor_refusal(t)
@@ -92,7 +93,7 @@ def refused_tensor_to_array(
     if copy is None and expanded(t):
         # An expanded tensor (zero strides): convert its compact base, broadcast the array back.
         # Widening or resolving it whole would copy every repeat (bf16 zeros(1).expand(2e8): 766 MiB).
-        a, shares = refused_tensor_to_array(compact(t), None, grad, sparse, settle=settle, widened=widened)
+        a, shares = slow_tensor_to_array(compact(t), None, grad, sparse, settle=settle, widened=widened)
         return np.broadcast_to(a, tuple(t.shape)), shares
     try:
         return _to_host(t, copy, settle, widened)
@@ -116,7 +117,7 @@ def _unallocatable(t: torch.Tensor, dtype: torch.dtype) -> LeafError:
 def _to_host(
     t: torch.Tensor, copy: bool | None, settle: bool, widened: dict[torch.dtype, torch.dtype]
 ) -> tuple[Any, bool]:
-    """The rest of ``refused_tensor_to_array``: resolve bits, cross, widen, copy."""
+    """The rest of ``slow_tensor_to_array``: resolve bits, cross, widen, copy."""
     fresh = False
     # NumPy has no lazy conjugate or negative view: resolving the bit materialises a copy.
     if t.is_conj():

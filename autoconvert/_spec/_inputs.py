@@ -16,7 +16,7 @@ from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Ca
 from autoconvert._conversions._grad import FORWARD_AD, GradPolicy
 from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
-from autoconvert._conversions._to_numpy import dtype_to_numpy, refused_tensor_to_array, tensor_to_array
+from autoconvert._conversions._to_numpy import dtype_to_numpy, slow_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
 from autoconvert._conversions._writeback import aliased_spans, handed_over
@@ -386,7 +386,7 @@ class NumpyInputs(Inputs):
                     a.setflags(False)  # type: ignore[call-arg, unused-ignore]
                     return a
             ctx.odd.append(t)
-            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
+            a = slow_tensor_to_array(t, copy, grad, sparse, settle=False)[0]
             if type(a) is np.ndarray:  # not a scipy.sparse object: always private, see tensor_to_sparse
                 a.setflags(False)  # type: ignore[call-arg, unused-ignore]
             return a
@@ -402,7 +402,7 @@ class NumpyInputs(Inputs):
             if t.dtype is not torch.float16:
                 return leaf(t, ctx)
             ctx.odd.append(t)
-            a = refused_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
+            a = slow_tensor_to_array(t, copy, grad, sparse, settle=False, widened=WIDENED_HALF)[0]
             if read_only and type(a) is np.ndarray:
                 a.setflags(False)  # type: ignore[call-arg, unused-ignore]
             return a

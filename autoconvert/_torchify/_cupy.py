@@ -59,7 +59,7 @@ _MOVES_AS_IT_IS = (int, float, complex, str, bytes, type(None), slice, types.Ell
 _ROUTED_ONLY_WITH = {"device": None, "dtype": None, "writeback": False, "check_writes": False}
 
 
-def options_refusal(explicit: dict[str, Any]) -> str | None:
+def declined_options(explicit: dict[str, Any]) -> str | None:
     """Why a view given the options ``explicit`` can never take CuPy's path (None: it can):
     CuPy's results stay where its arguments are, in its dtypes, and nothing is written back."""
     given = [f"{k}={explicit[k]!r}" for k, allowed in _ROUTED_ONLY_WITH.items() if explicit.get(k, allowed) != allowed]
@@ -225,7 +225,7 @@ class CupyRoute(Route):
         """Why ``value`` cannot go to CuPy, recording the CUDA device of a tensor in ``device``;
         float16 does not go where the host path ``widens`` it (its results' dtypes are the host's)."""
         if isinstance(value, torch.Tensor):
-            return _tensor_refusal(where, value, device, widens)
+            return _declined_tensor(where, value, device, widens)
         if type(value) in (list, tuple):  # a namedtuple or other subclass is no CuPy argument
             for i, item in enumerate(value):
                 found = self.argument(keystr(where, [SequenceKey(i)]), item, device, widens)
@@ -248,7 +248,7 @@ def _out_parameter(name: str) -> Declined:
     return Declined(f"argument {name}", problem, "an out-parameter", f"use the result, not {name}=")
 
 
-def _tensor_refusal(where: str, t: torch.Tensor, device: list[torch.device], widens: bool) -> Declined | None:
+def _declined_tensor(where: str, t: torch.Tensor, device: list[torch.device], widens: bool) -> Declined | None:
     """Why the tensor ``t`` cannot go to CuPy: what it is first, then where it lives (recorded
     in ``device``, the call's one CUDA device)."""
     if t.dtype not in CUPY_DTYPES:

@@ -37,7 +37,7 @@ from autoconvert._options._options import (
 from autoconvert._spec._signature import GENERATOR_FUNCTION, deferred_kind
 
 from ._building import Builder, Factory
-from ._cupy import CupyRoute, installed, options_refusal, twin_of
+from ._cupy import CupyRoute, installed, declined_options, twin_of
 from ._native import Natively, native_route, refused
 from ._proxies import (
     PLAIN_TYPES,
@@ -170,7 +170,7 @@ def _only_cupy(target: Any, adapter: Adapter, native: str | bool, explicit: dict
     where = "autoconvert.torchify(array_module='cupy')"
     if native is True:
         raise ValueError(f"{where}: native=True asks for SciPy's own torch path instead. Fix: pass one of them")
-    honoured = options_refusal(explicit)
+    honoured = declined_options(explicit)
     if honoured is not None:
         raise ValueError(f"{where}: {honoured}, CuPy's path cannot. Fix: pass one of them")
     module = isinstance(target, types.ModuleType)
@@ -320,7 +320,7 @@ def _on_cupy(fn: Any, view: TorchifiedModule, name: str) -> Route | str:
     elif not installed():
         why = "CuPy is not installed"
     else:
-        why = options_refusal(options)
+        why = declined_options(options)
     if why is None:
         find = functools.partial(twin_of, adapter, module, name)
         why = find()[1] if mode == "cupy" else None  # refused now, not at the first call
