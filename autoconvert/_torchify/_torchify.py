@@ -37,7 +37,7 @@ from autoconvert._options._options import (
 from autoconvert._spec._signature import GENERATOR_FUNCTION, deferred_kind
 
 from ._building import Builder, Factory
-from ._cupy import CupyRoute, installed, declined_options, twin_of
+from ._cupy import CupyRoute, declined_options, installed, twin_of
 from ._native import Natively, native_route, refused
 from ._proxies import (
     PLAIN_TYPES,
