@@ -39,8 +39,8 @@ class PoolExecutor(cf.Executor):
             fn,
             args,
             kwargs,
-            callback=lambda result: _settle(future, future.set_result, result),
-            error_callback=lambda error: _settle(future, future.set_exception, _underlying(error)),
+            callback=lambda result: _resolve(future, future.set_result, result),
+            error_callback=lambda error: _resolve(future, future.set_exception, _underlying(error)),
         )
         return future
 
@@ -48,7 +48,7 @@ class PoolExecutor(cf.Executor):
         """Nothing: the pool is the user's, reused across calls."""
 
 
-def _settle(future: cf.Future[Any], outcome: Callable[[Any], None], value: Any) -> None:
+def _resolve(future: cf.Future[Any], outcome: Callable[[Any], None], value: Any) -> None:
     """A task's outcome on its future; where the map cancelled the future meanwhile, the news
     that its task has ended (cf.wait counts a cancelled future done only once told)."""
     if future.set_running_or_notify_cancel():

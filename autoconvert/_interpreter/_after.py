@@ -38,9 +38,9 @@ class ContainerChanges:
         """The generic call's step, after a call that handed ``rebuilt`` containers."""
         records = [*rebuilt.values()]
         if changed(records):
-            self.settle(records, given, had_tensors)
+            self.apply(records, given, had_tensors)
 
-    def settle(self, records: list[Record], given: Given, had_tensors: bool) -> None:
+    def apply(self, records: list[Record], given: Given, had_tensors: bool) -> None:
         """After a call that ``changed`` the containers in ``records`` (the flat call's step);
         ``had_tensors``: whether the call's arguments held tensors before it."""
         if not (had_tensors or self.converts_as_is):  # the lists and dicts handed as they are stay so

@@ -93,7 +93,7 @@ class Runner:
         self.changes = self._container_changes()
         call = self._make_call(variants)
         if variants is not None and not spec.watched:  # the plan's default Runner: its flat call, where it has one
-            self.flat = specialised(spec, call, self.failed, self.changes.settle if self.changes else None)
+            self.flat = specialised(spec, call, self.failed, self.changes.apply if self.changes else None)
             call = self.flat.call if self.flat is not None else call
         if watch is not None:
             call = Watched(call, spec.function, watch, self.directions())
