@@ -170,7 +170,7 @@ def _refuse_tensors_only(fn: Any, name: str) -> None:
     raises on arrays, with no converting call behind it (a method of an object made on its
     library's own torch path, whose tensors a NumPy sample cannot meet)."""
     description = described(fn)
-    if description is None or description.host is not None:
+    if description is None or description.converting is not None:
         return
     for route in description.routes:
         alone = route.describe().alone

@@ -1,6 +1,6 @@
 """``explain``: what autoconvert does on a call of one decorated, torchified or adapted function.
 
-It asks the function for its description (_routes.described: the host conversion's plan,
+It asks the function for its description (_routes.described: the converting wrapper's plan,
 the routes tried before it, what made it) and puts what the plan decided when the
 decorator was applied (its call's spec: each side's policy, each parameter's step, the
 result's, the after step; which call runs; the generated source) and each route's own
@@ -182,9 +182,9 @@ def _explain(func: Any) -> Explanation:
         )
     if description.options is not None:
         return _torchified(func, description.options, description.notes)
-    if description.host is None:  # a function its one route runs, with no host conversion behind it
+    if description.converting is None:  # a function its one route runs, with no converting wrapper behind it
         return _alone(func, description.routes[0])
-    explained = _host(description)
+    explained = _explained_conversion(description)
     for route in description.routes:
         explained = _routed(explained, route)
     if description.made_by:
@@ -192,10 +192,10 @@ def _explain(func: Any) -> Explanation:
     return explained
 
 
-def _host(description: Description) -> Explanation:
-    """The host conversion: what its plan's spec does, its call path and why."""
+def _explained_conversion(description: Description) -> Explanation:
+    """The converting wrapper: what its plan's spec does, its call path and why."""
     plan = description.plan
-    assert plan is not None  # a host conversion has one
+    assert plan is not None  # a converting wrapper has one
     block = active()
     spec = (plan.variant(block) if block is not None else plan.default).spec
     adapts = plan.result_asks()  # adapt's return annotation's ask
@@ -242,7 +242,7 @@ def _host(description: Description) -> Explanation:
 
 
 def _routed(converting: Explanation, route: Route) -> Explanation:
-    """A route taken before the host conversion: its calls first, then the converting call's
+    """A route taken before the converting wrapper: its calls first, then the converting call's
     explanation for the calls it leaves (or why it never runs)."""
     words = route.describe()
     if words.not_taken is not None:
@@ -253,7 +253,7 @@ def _routed(converting: Explanation, route: Route) -> Explanation:
 
 
 def _alone(func: Any, route: Route) -> Explanation:
-    """A function ``route`` runs with no host conversion behind it (one written for CuPy, a
+    """A function ``route`` runs with no converting wrapper behind it (one written for CuPy, a
     method of an object made on its library's own torch path): it takes every call, or raises."""
     words = route.describe()
     assert words.alone is not None  # a route that can run alone says how

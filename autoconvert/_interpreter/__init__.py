@@ -1,3 +1,3 @@
 """The call itself: the after step, the one per-call protocol (Runner), the Plan resolved
-per config block, the routes tried before the host conversion, and the wrapper.
+per config block, the routes tried before the converting wrapper, and the wrapper.
 """

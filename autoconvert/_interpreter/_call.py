@@ -52,8 +52,6 @@ def _itself(value: Any) -> Any:
     return value
 
 
-
-
 def noted(instance: Any, tensors: list[torch.Tensor]) -> None:
     """A stand-in instance (see Spec.stands_in) records the device its call's ``tensors``
     share, where they share one (none: the device it had stays)."""

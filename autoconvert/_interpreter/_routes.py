@@ -1,11 +1,11 @@
 """A call's routes, and the one description every product gives of itself.
 
-The host conversion (the wrapper around a plan: its flat or generic call) takes every
+The converting wrapper (the wrapper around a plan: its flat or generic call) takes every
 call. A torchified module's function may have another route first: its library's own
 torch path (built from the library's adapter, _torchify/_native), or CuPy on a CUDA tensor's
 memory (built from CuPy's mirror of the module, _torchify/_cupy). Each such route says why it
 declines a call (``declines``), runs one (``call``) and describes itself (``describe``);
-``Routed`` tries its routes in turn and hands the rest to the host conversion. What a
+``Routed`` tries its routes in turn and hands the rest to the converting wrapper. What a
 product is made of, its ``Description``, is asked of the product itself
 (``described``): explain, stats, pickling and torchify read that, never private attributes.
 """
@@ -41,7 +41,7 @@ class Declined(NamedTuple):
 
 class DeclinedError(Exception):
     """Raised by a route's ``call`` that declines the call after all (the library refused
-    it): the host conversion takes it, unless the route is strict."""
+    it): the converting wrapper takes it, unless the route is strict."""
 
     def __init__(self, declined: Declined) -> None:
         super().__init__(declined.problem)
@@ -50,10 +50,10 @@ class DeclinedError(Exception):
 
 class RouteWords(NamedTuple):
     """A route in explain's words. ``taken``: which calls it runs and how; ``others``: what
-    happens to the rest, with ``{path}`` and ``{why}`` standing for the host conversion's
+    happens to the rest, with ``{path}`` and ``{why}`` standing for the converting wrapper's
     call path and its reason; ``not_taken``: why
     it never runs (then it says nothing else); ``alone``: (made_by, arguments, result) for
-    a function it runs with no host conversion behind it."""
+    a function it runs with no converting wrapper behind it."""
 
     path: str
     taken: str
@@ -64,7 +64,7 @@ class RouteWords(NamedTuple):
 
 
 class Route:
-    """One way a call can run besides the host conversion: ``name`` is how ``stats()``
+    """One way a call can run besides the converting wrapper: ``name`` is how ``stats()``
     counts it, ``label`` how the product's repr names it; a ``strict`` route raises where it
     declines a call, never converting."""
 
@@ -91,19 +91,19 @@ class Description:
     """What autoconvert made of a function, as the product tells it (``described``).
 
     Attributes:
-        host: the host conversion's wrapper (None: no call converts, a torchified module,
+        converting: the converting wrapper (None: no call converts, a torchified module,
             class or object, or a function written for CuPy).
-        plan: the host conversion's plan.
-        generated: the function the host's flat call runs for its source (None: none).
-        routes: the routes tried before the host conversion, in order.
-        made_by: what the product is, before the host's decorators (``"batched() over "``).
+        plan: the converting wrapper's plan.
+        generated: the function the converting wrapper's flat call runs for its source (None: none).
+        routes: the routes tried before the converting wrapper, in order.
+        made_by: what the product is, before the converting wrapper's decorators (``"batched() over "``).
         notes: how the product was made, in words.
         options: a torchified module's, class's or object's options (which have no call of
             their own).
         compiled: how its calls go under torch.compile, in words (see _trace; None: as eagerly).
     """
 
-    host: Any = None
+    converting: Any = None
     plan: Plan | None = None
     generated: Any = None
     routes: tuple[Route, ...] = ()
@@ -125,7 +125,7 @@ def described(obj: Any) -> Description | None:
 
 
 def plan_of(obj: Any) -> Plan:
-    """The plan of ``obj``'s host conversion (``obj`` made by autoconvert, converting)."""
+    """The plan of ``obj``'s converting wrapper (``obj`` made by autoconvert, converting)."""
     description = described(obj)
     assert description is not None, obj
     assert description.plan is not None, obj
@@ -133,24 +133,26 @@ def plan_of(obj: Any) -> Plan:
 
 
 class Routed:
-    """``fn`` with ``routes`` tried before ``host``, its host conversion (the torchified
-    pair): each call goes to the first route that takes it, else to the host, or raises where
-    that route is strict (``host`` None: only the routes run it). It pickles as the attribute
+    """``fn`` with ``routes`` tried before ``converting``, its converting wrapper (the torchified
+    pair): each call goes to the first route that takes it, else to ``converting``, or raises where
+    that route is strict (``converting`` None: only the routes run it). It pickles as the attribute
     ``name`` of ``view``, the torchified module it was read from."""
 
-    def __init__(self, fn: Any, routes: tuple[Route, ...], host: Any, *, view: Any = None, name: str = "") -> None:
+    def __init__(
+        self, fn: Any, routes: tuple[Route, ...], converting: Any, *, view: Any = None, name: str = ""
+    ) -> None:
         self.__wrapped__ = fn
-        self.routes, self.host = routes, host
+        self.routes, self.converting = routes, converting
         self.view, self.name = view, name
         self.function = function_name(fn)
         self.counted = self.function.removesuffix("()")  # its name in stats() blocks
         functools.update_wrapper(self, fn, updated=())
 
     def __getattr__(self, name: str) -> Any:  # a ufunc's methods (tnp.add.outer) convert as the ufunc does
-        host = self.__dict__.get("host")
-        if name.startswith("__") or host is None:
+        converting = self.__dict__.get("converting")
+        if name.startswith("__") or converting is None:
             raise AttributeError(name)
-        return getattr(host, name)
+        return getattr(converting, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for route in self.routes:
@@ -169,12 +171,12 @@ class Routed:
                 raise ConversionError(message(self.function, *declined[:4]))
             if declined.counted and not compiling() and active() is not None:
                 count_route(self.counted, route.name, declined.problem)
-        return self.host(*args, **kwargs)
+        return self.converting(*args, **kwargs)
 
     def __autoconvert_spec__(self) -> Description:
-        host = Description() if self.host is None else described(self.host)
-        assert host is not None  # the host conversion is a wrapper
-        return dataclasses.replace(host, routes=self.routes)
+        converting = Description() if self.converting is None else described(self.converting)
+        assert converting is not None  # a wrapper describes itself
+        return dataclasses.replace(converting, routes=self.routes)
 
     def __repr__(self) -> str:
         paths = " and ".join(route.label for route in self.routes)

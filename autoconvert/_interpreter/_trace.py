@@ -63,7 +63,7 @@ _UNFIT_DYNAMO = (
 class Trace:
     """How one plan's calls go under torch.compile: traced into the graph where its function
     reads NumPy alone (``compile="auto"``) or ``compile="trace"`` asks, else the escape (a
-    route beside the host conversion, taken only under torch.compile, so explain shows it as
+    route beside the converting wrapper, taken only under torch.compile, so explain shows it as
     a note, ``words``)."""
 
     def __init__(
@@ -254,7 +254,7 @@ class Trace:
         return _inside(value, self._tensors, dtype)
 
     def words(self) -> str:
-        """The route in explain's words: a note beside the host conversion's."""
+        """The route in explain's words: a note beside the converting wrapper's."""
         if not self.traces:
             return f"each call is one graph break, the body run eagerly: {self.why_not}"
         note = "its calls are traced into the graph, its NumPy code as torch operations"

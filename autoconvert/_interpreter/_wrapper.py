@@ -98,7 +98,7 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ign
         return self is other
 
     def __autoconvert_spec__(self) -> Description:
-        """The host conversion: this wrapper, its plan, and the function its flat call runs
+        """The converting wrapper: this wrapper, its plan, and the function its flat call runs
         (whose generated source explain shows)."""
         plan = self._self_plan
         generated = None
@@ -110,7 +110,7 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ign
                 call = plan.default.call if plan.held else self._self_method
             generated = getattr(call, "__func__", call)
         compiled = None if plan.trace is None else plan.trace.words()
-        return Description(host=self, plan=plan, generated=generated, notes=plan.notes, compiled=compiled)
+        return Description(converting=self, plan=plan, generated=generated, notes=plan.notes, compiled=compiled)
 
     def __repr__(self) -> str:
         sides = ", ".join(

@@ -181,7 +181,7 @@ class FunctionStats:
     counts one call per batch (its one conversion) and the batch's ``samples``;
     ``batches_in_caller`` are batches that had an executor but ran in the caller's thread,
     too small in all to pay for it. A torchified module's function with a route besides the
-    host conversion counts in ``routes`` the calls each such route ran (``native``: handed as
+    converting wrapper counts in ``routes`` the calls each such route ran (``native``: handed as
     they are to its library's own torch path; ``cupy``: run by CuPy on a CUDA tensor's
     memory), and in ``declined`` why calls a route could have taken took the host path
     instead (route: reason: calls; ``not_cupy`` is CuPy's). ``rule_backwards`` counts the
@@ -207,7 +207,7 @@ class FunctionStats:
 
     def __init__(self) -> None:
         self.calls = 0
-        self.routes: dict[str, int] = {}  #: of those, the calls each route besides the host conversion ran
+        self.routes: dict[str, int] = {}  #: of those, the calls each route besides the converting wrapper ran
         self.declined: dict[str, dict[str, int]] = {}  #: why calls a route could take took the host path
         self.rule_backwards = 0  #: backward passes of the catalogue's rule
         self.samples = 0  #: run by ``batched`` calls
@@ -305,7 +305,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     def _add_route(self, name: str, route: str, declined: str | None) -> None:
         """Count one call of ``name`` that ``route`` ran (``declined`` None), or why ``route``
-        declined one that the host conversion then ran (its call is counted by ``_add``)."""
+        declined one that the converting wrapper then ran (its call is counted by ``_add``)."""
         with self._lock:
             counts = self._of(name)
             if declined is None:
@@ -399,7 +399,7 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
 def count_route(name: str, route: str, declined: str | None = None) -> None:
     """Count into the active ``stats`` blocks a call of ``name`` that ``route`` ran, or, with
-    ``declined``, why that route declined one (the host conversion's call counts it)."""
+    ``declined``, why that route declined one (the converting wrapper's call counts it)."""
     config = active()
     for counter in config.counters if config is not None else ():
         counter._add_route(name, route, declined)

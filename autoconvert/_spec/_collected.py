@@ -69,7 +69,6 @@ def collected_writes(
     return new_tuple(Collected, (shared, odd, new_tuple(AfterWrites, ([], spans, written, handed)), seen, target, {}))
 
 
-
 #: The arguments as the function got them.
 Handed = tuple[tuple[Any, ...], dict[str, Any]]
 
