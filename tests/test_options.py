@@ -242,7 +242,7 @@ def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "read_only", "refuses_writes", "copies_refused"),
+    ("options", "read_only", "hands_read_only", "copies_refused"),
     [
         ({}, True, True, True),
         ({"copy": False}, True, True, False),
@@ -252,14 +252,14 @@ def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
     ],
 )
 def test_read_only_ness_is_decided_once_and_held_by_the_spec(
-    options: dict[str, Any], read_only: bool, refuses_writes: bool, copies_refused: bool
+    options: dict[str, Any], read_only: bool, hands_read_only: bool, copies_refused: bool
 ) -> None:
     """The function gets read-only arrays unless it is meant to write (copy=True, writeback=True);
     writeback's expanded tensors are refused a write too; a torchified function refused on entry
     is called again with copies only under copy=None. The Runner and the generator read the spec."""
     f = ac.returns_tensor(ac.accepts_numpy(**options)(out_into))
     spec = f._self_plan.default.spec  # type: ignore[attr-defined]
-    assert (spec.read_only, spec.refuses_writes) == (read_only, refuses_writes)
+    assert (spec.read_only, spec.hands_read_only) == (read_only, hands_read_only)
     assert spec.inputs.read_only == read_only
     assert policy_of("accepts_numpy", {}, options).copies_refused() == copies_refused
     if spec.generic_because is None:

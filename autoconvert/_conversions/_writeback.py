@@ -276,7 +276,7 @@ def _made_of(view: Any, owner: NDArray[Any]) -> bool:
     return True
 
 
-def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> None:
+def make_private_read_only(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> None:
     """Make the private arrays a call was handed (``pairs``' arrays, the views of them handed
     over and every view the function kept of those) read-only once copied back: a write made
     after the call (by a closure, a context manager or an object that kept one) would reach
@@ -286,12 +286,12 @@ def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> 
     returned = [r for r in returned if isinstance(r, np.ndarray)]
     for _, a in pairs:
         if a is not None and all(a is not r for r in returned):
-            _freeze(a)
+            _make_read_only(a)
     for record in handed:
         if any(r is record.array or _made_of(r, record.owner) for r in returned):
             continue
-        _freeze(record.array)
-        _freeze(record.owner)  # a view made of it later is read-only, and known by its base (see _failures)
+        _make_read_only(record.array)
+        _make_read_only(record.owner)  # a view made of it later is read-only, and known by its base (see _failures)
         # Rare, and searching the heap costs a fraction of a second: views of owner kept, or
         # the array kept (by the function itself, or by as_strided's holders or memoryviews:
         # then searched).
@@ -299,10 +299,10 @@ def freeze(pairs: Pairs, handed: Iterable[Private], returned: Iterable[Any]) -> 
             _references_held(record) > record.held and _kept_through(record)
         ):
             for view in _views_of(record.owner):
-                _freeze(view)
+                _make_read_only(view)
 
 
-def _freeze(a: NDArray[Any] | memoryview) -> None:
+def _make_read_only(a: NDArray[Any] | memoryview) -> None:
     """Make ``a`` refuse writes: an array read-only, a memoryview (which keeps the writable
     buffer it was given, whatever its array's flag says later) released, so that using it
     raises NumPy's ``ValueError``, not writes that are lost. A memoryview whose buffer is

@@ -224,7 +224,7 @@ class ReadOnlyRefusal(NamedTuple):
 
     paths: list[str]  # where the arrays it may have been were (several: none can be told apart)
     writes: bool  # it refused a write (else the array itself, on entry)
-    late: bool  # they are private copies of an earlier call with writeback=True, or views of them (see freeze)
+    late: bool  # they are private copies of an earlier call with writeback=True, or views of them (see make_private_read_only)
     expanded: bool  # one is an expanded tensor's array, read-only since no write can reach back into it
 
 

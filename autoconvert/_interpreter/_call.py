@@ -114,7 +114,7 @@ class Runner:
         the dispatch table, or this Runner's ``Steps``); the call and its failures; the after
         step (see Inputs.after_step); the result converted."""
         spec, inputs = self.spec, self.inputs
-        refuses_writes, watches_body, stands_in = spec.refuses_writes, spec.watches_body, spec.stands_in
+        hands_read_only, watches_body, stands_in = spec.hands_read_only, spec.watches_body, spec.stands_in
         # NumPy leaves queue CUDA tensors' copies to the host and record the tensors in odd.
         converts, settles = inputs is not None, inputs is not None and inputs.hands_arrays
         after = self._after_step()
@@ -167,7 +167,12 @@ class Runner:
                     result = wrapped(*args, **kwargs)
                 except BaseException as e:
                     failed(
-                        e, after, ctx, given, handed=(args, kwargs), handed_read_only=refuses_writes and (shared or odd)
+                        e,
+                        after,
+                        ctx,
+                        given,
+                        handed=(args, kwargs),
+                        handed_read_only=hands_read_only and (shared or odd),
                     )
                     raise
                 if watches_body and type(result) is GeneratorType:
@@ -276,7 +281,7 @@ class Runner:
         if self.spec.stands_in:  # the object's own attributes, never the stand-in's tensors
             given = given_args(given.args, given.kwargs, given.instance.__wrapped__)  # type: ignore[attr-defined]
         # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
-        handed_read_only = handed_read_only or (self.spec.refuses_writes and given.instance is not None)
+        handed_read_only = handed_read_only or (self.spec.hands_read_only and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
             refused = refused_by(error, inputs, handed, given) if handed_read_only else None
             if refused is not None:

@@ -24,7 +24,7 @@ class AfterWrites(NamedTuple):
     spans: dict[int, Any] | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
-    #: writeback: the private arrays handed over, frozen with their views after the call (see _writeback.freeze).
+    #: writeback: the private arrays handed over, made read-only with their views after the call (see _writeback.make_private_read_only).
     handed: list[Private] | None = None
 
 

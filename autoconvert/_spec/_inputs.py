@@ -65,8 +65,8 @@ class Inputs:
     direction: str | None = None
     #: The function gets read-only arrays (see NumpyInputs, the one side that decides it).
     read_only = False
-    #: A write by the function may be refused as a ReadOnlyError (see Spec.refuses_writes).
-    refuses_writes = False
+    #: The function may be handed a read-only array (see Spec.hands_read_only).
+    hands_read_only = False
     #: The function gets arrays made from the caller's tensors: their containers are rebuilt
     #: (their changes go back, see _after's ContainerChanges), their transfers settle after the
     #: arguments (``settle_arguments``), and a failure is read for what the arrays caused.
@@ -289,7 +289,7 @@ class NumpyInputs(Inputs):
                 self.writes, params, policy.nested, out_leaf(policy.copy, grad, self.widened), self.public
             )
         #: writeback=True hands expanded tensors read-only too (a write into one would be lost).
-        self.refuses_writes = self.read_only or policy.writeback
+        self.hands_read_only = self.read_only or policy.writeback
         self.after = (
             RESTORE_WRITES
             if self.snapshots

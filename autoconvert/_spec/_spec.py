@@ -57,9 +57,10 @@ class Spec:
     generic_because: str | None  # why no flat call is generated, in words (None: one is)
     #: The function gets read-only arrays (the NumPy side's decision, see NumpyInputs.read_only).
     read_only: bool
-    #: A write by the function may be refused as a ReadOnlyError: it gets read-only arrays, or
-    #: writeback hands it expanded tensors (read-only too, a write into one would be lost).
-    refuses_writes: bool
+    #: The function may be handed a read-only array, and a write into one is told as a
+    #: ReadOnlyError: it gets read-only arrays (``read_only``), or writeback hands it expanded
+    #: tensors (read-only too, a write into one would be lost). A call's ``handed_read_only``.
+    hands_read_only: bool
     #: The input side converts a selection of parameters (``only=``/``exclude=``), known by name.
     selects: bool = False
     #: The first positional out-parameter: a flat call passing as many arguments goes to the
@@ -116,7 +117,7 @@ def spec_of(
         watched=any(p.transfers != "allow" for p in policies.values()),
         generic_because=generic_because(inputs, outputs, watches_body=watches_body),
         read_only=read_only,
-        refuses_writes=inputs is not None and inputs.refuses_writes,
+        hands_read_only=inputs is not None and inputs.hands_read_only,
         selects=inputs is not None and inputs.selection is not None,
         writes_at=None if writes is None else _first_written(writes.first_position(0)),
         gives_back=writes is not None and outputs is not None and outputs.gives_back,

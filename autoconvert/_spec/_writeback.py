@@ -21,7 +21,7 @@ from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._memory import expanded
 from autoconvert._conversions._to_numpy import tensor_to_array
-from autoconvert._conversions._writeback import WriteBackFailed, freeze, hand_over, write_back
+from autoconvert._conversions._writeback import WriteBackFailed, hand_over, make_private_read_only, write_back
 from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._options._options import Policy
 
@@ -118,7 +118,7 @@ class WriteBack:
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         """The step after a call that returned ``result`` (None where it raised): what the
         function wrote reaches the caller, even when it raised; a tensor that cannot take its
-        array back is named. The private arrays are read-only afterwards (see freeze). Gives
+        array back is named. The private arrays are read-only afterwards (see make_private_read_only). Gives
         the result, an out-parameter's array in it marked ``Returned`` (see _outparams.returned)."""
         writes = ctx.writes  # made by begin
         assert writes is not None
@@ -142,8 +142,8 @@ class WriteBack:
                 )
             ) from failed.error
         finally:
-            if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to freeze
-                freeze(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
+            if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to make read-only
+                make_private_read_only(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
         return returned(result, writes.written) if self.gives_back and writes.written else result
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
