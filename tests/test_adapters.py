@@ -15,7 +15,7 @@ import scipy.ndimage
 import scipy.special
 import torch
 
-from autoconvert._adapters._table import ADAPTERS, OTHERS, REFUSALS, adapter_for
+from autoconvert._adapters._table import ADAPTERS, OTHERS, REJECTIONS, adapter_for
 
 
 def _helper(x: Any) -> Any:
@@ -86,7 +86,7 @@ def test_scipy_gets_float16_widened_over_the_table_s_torchify_defaults() -> None
 def test_the_refusals_told_by_an_error_class_are_numbas_and_opencvs() -> None:
     """numba raises its TypingError from ``numba`` and a builtin TypeError for a signature
     mismatch; OpenCV raises ``cv2.error`` (tests/test_call_sites.py raises each for real)."""
-    assert [(r.module, r.writes) for r in REFUSALS] == [
+    assert [(r.module, r.writes) for r in REJECTIONS] == [
         ("numba", True),
         ("numba", True),
         ("numba", False),

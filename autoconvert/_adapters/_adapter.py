@@ -1,7 +1,7 @@
 """What an adapter says about one library on the other side of a call, and its defaults.
 
 An ``Adapter`` holds, for one library autoconvert calls into (or whose callables it is
-handed), what the call path needs to know of it: how it refuses read-only memory, which
+handed), what the call path needs to know of it: how it rejects read-only memory, which
 arguments its functions write into, the options ``torchify`` gives it, how its callables
 take arguments. The defaults are those of a library nothing special is known of.
 """
@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 
-class RefusalWords(NamedTuple):
-    """How compiled code words its refusal of a read-only array, told by the module of the
+class RejectionWords(NamedTuple):
+    """How compiled code words its rejection of a read-only array, told by the module of the
     error's class (so recognising it imports nothing) and words all found in its message."""
 
     module: str  # the top-level module of the error's class (numba's TypingError, cv2.error)
     words: tuple[str, ...]
-    writes: bool  # a refused write; else a refusal on entry, before any work
+    writes: bool  # a rejected write; else a rejection on entry, before any work
 
 
 class Overwritten:
@@ -96,23 +96,23 @@ class Adapter:
     name = "code of another library"
     #: The top-level packages whose functions and classes are the library's.
     packages: tuple[str, ...] = ()
-    #: Endings of the messages its compiled code refuses a write into a read-only array with
+    #: Endings of the messages its compiled code rejects a write into a read-only array with
     #: (NumPy's "<what> is read-only"), told from a function's own errors by where they were raised.
-    refused_writes: tuple[str, ...] = ()
-    #: Words of such refusals worded as a list of demands ("must be contiguous, writable, aligned").
-    refused_demands: tuple[str, ...] = ()
-    #: Words of the TypeErrors it refuses a read-only buffer for writing with.
-    refused_buffers: tuple[str, ...] = ()
-    #: Whole messages it refuses a read-only array with on entry, before reading it.
-    refused_on_entry: tuple[str, ...] = ()
+    rejected_writes: tuple[str, ...] = ()
+    #: Words of such rejections worded as a list of demands ("must be contiguous, writable, aligned").
+    rejected_demands: tuple[str, ...] = ()
+    #: Words of the TypeErrors it rejects a read-only buffer for writing with.
+    rejected_buffers: tuple[str, ...] = ()
+    #: Whole messages it rejects a read-only array with on entry, before reading it.
+    rejected_on_entry: tuple[str, ...] = ()
     #: Refusals told by the error's class (its own exception types).
-    refusals: tuple[RefusalWords, ...] = ()
+    rejections: tuple[RejectionWords, ...] = ()
     #: Functions whose views are read-only by the library's own rule, whatever they view.
     read_only_views: frozenset[str] = frozenset()
     #: Of those, the ones taking ``writeable=``, and its default: their views are read-only
     #: by the library's rule only where it is False (else only where what they view is).
     writeable_defaults: Mapping[str, bool] = types.MappingProxyType({})
-    #: Whether its functions take read-only arrays, never refusing them on entry.
+    #: Whether its functions take read-only arrays, never rejecting them on entry.
     takes_read_only = False
     #: Whether its callables are array code: under ``callbacks=True`` they keep receiving arrays.
     takes_arrays = False

@@ -14,4 +14,4 @@ class Cython(Adapter):
     name = "Cython"
     # A typed memoryview not declared const (scipy.signal.sosfilt, Rotation.apply in SciPy
     # 1.17): refused on entry, before the function reads or writes.
-    refused_on_entry = ("buffer source array is read-only",)
+    rejected_on_entry = ("buffer source array is read-only",)

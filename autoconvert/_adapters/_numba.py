@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._adapter import Adapter, RefusalWords
+from ._adapter import Adapter, RejectionWords
 
 
 class Numba(Adapter):
@@ -15,10 +15,10 @@ class Numba(Adapter):
         """A kernel (``numba.njit(f)``), which names the module of the function it compiled."""
         return type(value).__module__.startswith("numba.")
 
-    refusals = (
-        RefusalWords("numba", ("Cannot modify readonly array",), writes=True),
-        RefusalWords("numba", ("setitem(readonly array(",), writes=True),
+    rejections = (
+        RejectionWords("numba", ("Cannot modify readonly array",), writes=True),
+        RejectionWords("numba", ("setitem(readonly array(",), writes=True),
         # A kernel whose explicit signature asks for writable arrays: any of its arguments.
-        RefusalWords("numba", ("readonly array(",), writes=False),
-        RefusalWords("builtins", ("No matching definition for argument type(s) ", "readonly array("), writes=False),
+        RejectionWords("numba", ("readonly array(",), writes=False),
+        RejectionWords("builtins", ("No matching definition for argument type(s) ", "readonly array("), writes=False),
     )

@@ -23,11 +23,11 @@ class NumPy(Adapter):
     packages = ("numpy",)
     # "assignment destination", "output array", "sort array", "underlying array"
     # (np.fill_diagonal), "array" (Generator.shuffle): the what names the write, never the array.
-    refused_writes = (" is read-only",)
+    rejected_writes = (" is read-only",)
     # Generator.random(out=a): "must be contiguous, writable, aligned..." (before NumPy 2 "is not
     # contiguous, writable or aligned"); np.dot(x, y, out=a): "output array is not acceptable
     # (must have the right datatype...)", read-only being one of its demands.
-    refused_demands = (" writable, aligned", " writable or aligned", "output array is not acceptable")
+    rejected_demands = (" writable, aligned", " writable or aligned", "output array is not acceptable")
     read_only_views = frozenset({"as_strided", "broadcast_arrays", "broadcast_to", "sliding_window_view"})
     writeable_defaults = types.MappingProxyType({"as_strided": True, "sliding_window_view": False})
     takes_read_only = True

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ._adapter import Adapter, RefusalWords
+from ._adapter import Adapter, RejectionWords
 
 
 class OpenCV(Adapter):
     name = "OpenCV"
     packages = ("cv2",)
     # cv2.fillPoly drawing on a read-only image.
-    refusals = (RefusalWords("cv2", ("provided NumPy array marked as readonly",), writes=True),)
+    rejections = (RejectionWords("cv2", ("provided NumPy array marked as readonly",), writes=True),)

@@ -8,7 +8,7 @@ from ._adapter import Adapter
 class BufferProtocol(Adapter):
     name = "Python's buffer protocol"
     # memoryview(a)[0] = x, ctypes.c_double.from_buffer(a), BytesIO.readinto(a): TypeErrors.
-    refused_buffers = (
+    rejected_buffers = (
         "cannot modify read-only memory",
         "underlying buffer is not writable",
         "must be read-write bytes-like",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._adapter import Adapter, RefusalWords, module_of
+from ._adapter import Adapter, RejectionWords, module_of
 from ._array_api_compat import ArrayApiCompat
 from ._cython import Cython
 from ._f2py import F2py
@@ -49,31 +49,31 @@ def _every(field: str) -> Any:
     return tuple(item for adapter in ADAPTERS for item in getattr(adapter, field))
 
 
-REFUSED_WRITES: tuple[str, ...] = _every("refused_writes")
-REFUSED_DEMANDS: tuple[str, ...] = _every("refused_demands")
-REFUSED_BUFFERS: tuple[str, ...] = _every("refused_buffers")
-REFUSED_ON_ENTRY: tuple[str, ...] = _every("refused_on_entry")
-REFUSALS: tuple[RefusalWords, ...] = _every("refusals")
+REJECTED_WRITES: tuple[str, ...] = _every("rejected_writes")
+REJECTED_DEMANDS: tuple[str, ...] = _every("rejected_demands")
+REJECTED_BUFFERS: tuple[str, ...] = _every("rejected_buffers")
+REJECTED_ON_ENTRY: tuple[str, ...] = _every("rejected_on_entry")
+REJECTIONS: tuple[RejectionWords, ...] = _every("rejections")
 READ_ONLY_VIEWS: frozenset[str] = frozenset(_every("read_only_views"))
 WRITEABLE_DEFAULTS: dict[str, bool] = {k: v for adapter in ADAPTERS for k, v in adapter.writeable_defaults.items()}
 
 
 def compiled_refusal(error: BaseException) -> bool | None:
-    """Whether ``error`` is compiled code refusing a read-only array in words its error class
-    tells (numba, OpenCV): True for a refused write (a kernel storing into it, ``cv2.fillPoly``
-    drawing on it), False for a refusal on entry (a kernel whose signature asks for writable
+    """Whether ``error`` is compiled code rejecting a read-only array in words its error class
+    tells (numba, OpenCV): True for a rejected write (a kernel storing into it, ``cv2.fillPoly``
+    drawing on it), False for a rejection on entry (a kernel whose signature asks for writable
     arrays); None where it is neither."""
     module = type(error).__module__.partition(".")[0]
     text = str(error)
-    for refusal in REFUSALS:
-        if module == refusal.module and all(w in text for w in refusal.words):
-            return refusal.writes
+    for rejection in REJECTIONS:
+        if module == rejection.module and all(w in text for w in rejection.words):
+            return rejection.writes
     return None
 
 
-def refused_on_entry(error: BaseException) -> bool:
-    """Whether ``error`` is compiled code refusing a read-only array before doing any work: a
+def rejected_on_entry(error: BaseException) -> bool:
+    """Whether ``error`` is compiled code rejecting a read-only array before doing any work: a
     Cython memoryview, a numba kernel's explicit signature."""
-    if isinstance(error, ValueError) and str(error) in REFUSED_ON_ENTRY:
+    if isinstance(error, ValueError) and str(error) in REJECTED_ON_ENTRY:
         return True
     return compiled_refusal(error) is False

@@ -216,7 +216,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     except Exception as e:
         e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
         if chunk.frozen and isinstance(e, (ValueError, TypeError)):
-            _tell_refusal(e, chunk, columns, len(results))
+            _tell_rejection(e, chunk, columns, len(results))
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
         raise
@@ -357,16 +357,16 @@ def _writable(column: Any) -> Any:
     return [s.copy() if isinstance(s, np.ndarray) and not s.flags.writeable else s for s in column]
 
 
-def _tell_refusal(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:
+def _tell_rejection(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:
     """Where ``error`` is NumPy refusing a write into one of the failing sample's read-only
     arrays, say which (as ``(source, sample)`` pairs) on it: its traceback, which tells them
     apart, stays in this process, and the caller's call raises its ReadOnlyError from them."""
-    from autoconvert._failures._failures import REFUSED_ELSEWHERE, wrote_into_handed  # only when a sample failed
+    from autoconvert._failures._failures import REJECTED_ELSEWHERE, wrote_into_handed  # only when a sample failed
 
     samples = [(str(k), columns[k][offset]) for k in sorted(chunk.frozen)]
     hit = wrote_into_handed(error, [(k, a) for k, a in samples if isinstance(a, np.ndarray)], {})
     if hit:
-        setattr(error, REFUSED_ELSEWHERE, [(int(k), chunk.start + offset) for k in hit])
+        setattr(error, REJECTED_ELSEWHERE, [(int(k), chunk.start + offset) for k in hit])
 
 
 def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from autoconvert._errors import MappingKey, SequenceKey, keystr
-from autoconvert._failures._failures import REFUSED_ELSEWHERE
+from autoconvert._failures._failures import REJECTED_ELSEWHERE
 from autoconvert._options._checks import is_dask
 from autoconvert._pickling import exported
 
@@ -292,7 +292,7 @@ class Elsewhere:
             return self._collect(futures, progress, None, shared=False)
         except Exception as e:
             _explain_pickling(e, self.fn, samples, self.name)
-            _refused_in_caller(e, samples.sources)
+            _rejected_in_caller(e, samples.sources)
             raise
 
     def _sees_shared_memory(self, threads: dict[str, int]) -> bool:
@@ -417,14 +417,14 @@ def _is_read_only(source: Any) -> bool:
     return any(isinstance(a, np.ndarray) and not a.flags.writeable for a in source)
 
 
-def _refused_in_caller(error: Exception, sources: list[Any]) -> None:
+def _rejected_in_caller(error: Exception, sources: list[Any]) -> None:
     """A worker's refusal of a write into read-only samples (see _chunks.run) as the caller's
     arrays those samples are of, which its call names in its ReadOnlyError."""
-    hit = getattr(error, REFUSED_ELSEWHERE, None)
+    hit = getattr(error, REJECTED_ELSEWHERE, None)
     if hit is not None:
         setattr(
             error,
-            REFUSED_ELSEWHERE,
+            REJECTED_ELSEWHERE,
             [s if isinstance(s, np.ndarray) else s[i] for s, i in ((sources[k], i) for k, i in hit)],
         )
 

@@ -30,7 +30,7 @@ from ._executors import (
     _collect,
     _explain_pickling,
     _is_read_only,
-    _refused_in_caller,
+    _rejected_in_caller,
     _windows,
     chunk_size,
 )
@@ -80,7 +80,7 @@ class OnRay:
             return _collect(futures, progress, as_completed, functools.partial(_cancel, ray, refs), received)
         except ray.exceptions.RayTaskError as e:
             error = e.cause if isinstance(e.cause, Exception) else e
-            _refused_in_caller(error, samples.sources)
+            _rejected_in_caller(error, samples.sources)
             if error is e:
                 raise
             raise error from e  # the sample's own exception, its note naming it; Ray's traceback as its cause

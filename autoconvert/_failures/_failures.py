@@ -1,7 +1,7 @@
 """Why a decorated call failed, where how its arguments were handed is the cause.
 
 NumPy, Cython, numba and OpenCV refuse read-only arrays in their own words (each library's
-adapter holds them); these tell such a refusal of an array autoconvert handed over from the
+adapter holds them); these tell such a rejection of an array autoconvert handed over from the
 function's own errors, and turn it into a ReadOnlyError naming the argument. Other errors get notes where a sparse tensor, a
 float16 tensor or a callable handed arrays is the likely cause.
 """
@@ -22,10 +22,10 @@ import torch
 from autoconvert._adapters import _cython
 from autoconvert._adapters._table import (
     READ_ONLY_VIEWS,
-    REFUSED_BUFFERS,
-    REFUSED_DEMANDS,
-    REFUSED_ON_ENTRY,
-    REFUSED_WRITES,
+    REJECTED_BUFFERS,
+    REJECTED_DEMANDS,
+    REJECTED_ON_ENTRY,
+    REJECTED_WRITES,
     WRITEABLE_DEFAULTS,
     compiled_refusal,
 )
@@ -45,7 +45,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: The attribute of an error raised in another process (a batched map's worker), whose
 #: traceback does not come back, that holds the handed arrays its refusal hit (see
 #: wrote_into_handed): told apart where it was raised, then set to the caller's arrays.
-REFUSED_ELSEWHERE = "autoconvert_refused"
+REJECTED_ELSEWHERE = "autoconvert_refused"
 
 
 def wrote_into_handed(
@@ -67,11 +67,11 @@ def wrote_into_handed(
     raised is the caller's, whose traceback this is: the destination was an argument, ``out``
     where that was handed read-only.
     """
-    elsewhere = getattr(error, REFUSED_ELSEWHERE, None)
+    elsewhere = getattr(error, REJECTED_ELSEWHERE, None)
     if elsewhere is not None:
         return [path for path, a in arrays if any(a is hit for hit in elsewhere)]
     tb = error.__traceback__
-    if tb is None or not refuses_write(error):
+    if tb is None or not rejects_write(error):
         return None
     raised = tb
     while tb.tb_next is not None:
@@ -211,15 +211,15 @@ def _has_attributes(value: Any) -> bool:
     return hasattr(value, "__dict__") and not isinstance(value, (type, types.ModuleType, types.FunctionType))
 
 
-def refuses_write(error: BaseException) -> bool:
-    """Whether ``error`` is worded as compiled code's refusal to write into a read-only array."""
+def rejects_write(error: BaseException) -> bool:
+    """Whether ``error`` is worded as compiled code's rejection of a write into a read-only array."""
     text = str(error)
     if isinstance(error, TypeError):
-        return any(words in text for words in REFUSED_BUFFERS)
-    return text.removesuffix(".").endswith(REFUSED_WRITES) or any(words in text for words in REFUSED_DEMANDS)
+        return any(words in text for words in REJECTED_BUFFERS)
+    return text.removesuffix(".").endswith(REJECTED_WRITES) or any(words in text for words in REJECTED_DEMANDS)
 
 
-class ReadOnlyRefusal(NamedTuple):
+class ReadOnlyRejection(NamedTuple):
     """Compiled code refused a read-only array handed over."""
 
     paths: list[str]  # where the arrays it may have been were (several: none can be told apart)
@@ -228,11 +228,11 @@ class ReadOnlyRefusal(NamedTuple):
     expanded: bool  # one is an expanded tensor's array, read-only since no write can reach back into it
 
 
-def refused_by(
+def read_only_rejection(
     error: BaseException, inputs: Inputs, handed: tuple[tuple[Any, ...], dict[str, Any]], given: Given
-) -> ReadOnlyRefusal | None:
+) -> ReadOnlyRejection | None:
     """Whether ``error`` is compiled code refusing a read-only array handed over, to this call
-    or (kept by the method's object) to an earlier one; None where it is not such a refusal."""
+    or (kept by the method's object) to an earlier one; None where it is not such a rejection."""
     writes = compiled_refusal(error)
     if writes is None and not isinstance(error, (ValueError, TypeError)):
         return None
@@ -249,9 +249,9 @@ def refused_by(
         found = wrote_into_handed(error, arrays, handed[1])  # type: ignore[arg-type]  # one of the two
         if found is None:
             return None
-        paths, writes = found, str(error) not in REFUSED_ON_ENTRY
+        paths, writes = found, str(error) not in REJECTED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
-    return ReadOnlyRefusal(
+    return ReadOnlyRejection(
         paths=paths, writes=writes, late=bool(hit) and all(map(frozen, hit)), expanded=any(map(_broadcast, hit))
     )
 
@@ -355,24 +355,24 @@ def _code_of(fn: Any) -> types.CodeType | None:
 
 
 def read_only_error(
-    function: str, error: BaseException, refusal: ReadOnlyRefusal, *, writeback: bool, site: Callable[[str], str]
+    function: str, error: BaseException, rejection: ReadOnlyRejection, *, writeback: bool, site: Callable[[str], str]
 ) -> ReadOnlyError:
-    """Compiled code refused a read-only array handed over (see ReadOnlyRefusal): by writing into it
+    """Compiled code refused a read-only array handed over (see ReadOnlyRejection): by writing into it
     (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython memoryview, a numba
     kernel's signature), whether or not it would have written. ``site`` says where an option
     goes (see Spec.site)."""
-    paths, writes = refusal.paths, refusal.writes
+    paths, writes = rejection.paths, rejection.writes
     # several: the frame held them all; "self.buf": the method's object held it
     arguments = " or ".join(p for p in paths if not p.startswith("self."))
     attributes = " or ".join(p for p in paths if p.startswith("self."))
     named = " or ".join(filter(None, [arguments and f"argument {arguments}", attributes and f"attribute {attributes}"]))
     if not writes:
-        refuser = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
+        rejecter = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
         what = (
-            f"was refused by compiled code that needs writable arrays ({refuser}); arrays made from tensor "
+            f"was refused by compiled code that needs writable arrays ({rejecter}); arrays made from tensor "
             "arguments are read-only so that NumPy code never changes the caller's tensors"
             if named
-            else f"needs writable arrays: compiled code ({refuser}) refused an array made from a tensor "
+            else f"needs writable arrays: compiled code ({rejecter}) refused an array made from a tensor "
             "argument, which is read-only so that NumPy code never changes the caller's tensors"
         )
         fix = f"pass copy=True to give the function private writable copies (in {site('copy=True')})"
@@ -385,7 +385,7 @@ def read_only_error(
             "so that NumPy code never changes the caller's tensors behind its back"
         )
         fix = writable_fixes(site)
-    if refusal.late:
+    if rejection.late:
         what = (
             "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "
             "the tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that "
@@ -395,7 +395,7 @@ def read_only_error(
             "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
             "memory the array shares"
         )
-    elif writeback and refusal.expanded:
+    elif writeback and rejection.expanded:
         what = (
             "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
             "write can reach back into it, and the function wrote into it"

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from autoconvert._adapters._adapter import Overwritten
-from autoconvert._adapters._table import adapter_for, refused_on_entry
+from autoconvert._adapters._table import adapter_for, rejected_on_entry
 from autoconvert._conversions._copies import copied_in_function
 from autoconvert._conversions._tree import Mapper
 from autoconvert._spec._signature import deferred_kind
@@ -56,13 +56,13 @@ class Guarded:
         entry, the flat call sending those to the guard; None where every call needs it."""
         return self.__wrapped__ if self.retries and not self.arguments else None
 
-    def refused(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    def rejected(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether ``error``, raised by the function called directly with ``args`` (after a
         method's object) and ``kwargs``, is a refusal this guard retries; if so, it copies
         from then on."""
         if not self.retries or not isinstance(error, (ValueError, TypeError)):
             return False
-        if not _refused_read_only(error, args, kwargs):
+        if not _rejected_read_only(error, args, kwargs):
             return False
         self.writable = True
         return True
@@ -75,7 +75,7 @@ class Guarded:
         try:
             return self.__wrapped__(*args, **kwargs)
         except (ValueError, TypeError) as error:  # numba's TypingError is a TypeError
-            if not self.refused(error, args[self.skipped :], kwargs):
+            if not self.rejected(error, args[self.skipped :], kwargs):
                 raise
         return self._writable_call(args, kwargs)
 
@@ -105,9 +105,9 @@ class Guarded:
         return guarded, (self.__wrapped__, self.retries, self.skipped == 1)
 
 
-def _refused_read_only(error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _rejected_read_only(error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``error`` is compiled code refusing, on entry, a read-only array of the call."""
-    return refused_on_entry(error) and any(not a.flags.writeable for a in _arrays_in(args, kwargs))
+    return rejected_on_entry(error) and any(not a.flags.writeable for a in _arrays_in(args, kwargs))
 
 
 def _private(value: Any) -> Any:

@@ -64,7 +64,7 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, k
     if guarded:
         s.add(level, "except BaseException as e:")
         if kind.retries:  # the guard copies from now on: the generic call makes the call again through it
-            s.add(level + 1, f"if guard.refused(e, {handed}):")
+            s.add(level + 1, f"if guard.rejected(e, {handed}):")
             s.to_generic(level + 2)
         s.add(
             level,

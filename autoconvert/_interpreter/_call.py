@@ -13,7 +13,7 @@ from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
-from autoconvert._failures._failures import callback_hints, hints, read_only_error, refused_by
+from autoconvert._failures._failures import callback_hints, hints, read_only_error, read_only_rejection
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
@@ -280,13 +280,13 @@ class Runner:
             return
         if self.spec.stands_in:  # the object's own attributes, never the stand-in's tensors
             given = given_args(given.args, given.kwargs, given.instance.__wrapped__)  # type: ignore[attr-defined]
-        # A method's object may hold arrays handed to an earlier call (see _failures.refused_by).
+        # A method's object may hold arrays handed to an earlier call (see _failures.read_only_rejection).
         handed_read_only = handed_read_only or (self.spec.hands_read_only and given.instance is not None)
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
-            refused = refused_by(error, inputs, handed, given) if handed_read_only else None
-            if refused is not None:
+            rejection = read_only_rejection(error, inputs, handed, given) if handed_read_only else None
+            if rejection is not None:
                 raise read_only_error(
-                    self.function, error, refused, writeback=inputs.policy.writeback, site=self.spec.site
+                    self.function, error, rejection, writeback=inputs.policy.writeback, site=self.spec.site
                 ) from error
             site = self.spec.site
             notes = (

@@ -451,17 +451,17 @@ class TensorsIn(ResultMethod):
         try:
             result = method(*arrays, **named)
         except ValueError as e:
-            refused = _read_only_refusal(name, e, (args, kwargs), (arrays, named))
-            if refused is None:
+            rejection = _read_only_rejection(name, e, (args, kwargs), (arrays, named))
+            if rejection is None:
                 raise
-            raise refused from e
+            raise rejection from e
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
             raise e.public(self.function, "", f"result of {name}") from None
 
 
-def _read_only_refusal(
+def _read_only_rejection(
     name: str,
     error: ValueError,
     given: tuple[tuple[Any, ...], dict[str, Any]],
