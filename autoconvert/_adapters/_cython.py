@@ -1,4 +1,4 @@
-"""Cython: its refusal of a read-only array on entry, and the frames it reports."""
+"""Cython: its rejection of a read-only array on entry, and the frames it reports."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""numba: how its kernels refuse read-only arrays."""
+"""numba: how its kernels reject read-only arrays."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""NumPy: how it refuses read-only memory, and its ``ufunc.at`` before 2.5."""
+"""NumPy: how it rejects read-only memory, and its ``ufunc.at`` before 2.5."""
 
 from __future__ import annotations
 

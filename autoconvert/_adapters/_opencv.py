@@ -1,4 +1,4 @@
-"""OpenCV: how it refuses read-only images."""
+"""OpenCV: how it rejects read-only images."""
 
 from __future__ import annotations
 

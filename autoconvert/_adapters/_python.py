@@ -1,4 +1,4 @@
-"""Python's buffer protocol: how it refuses a read-only buffer for writing."""
+"""Python's buffer protocol: how it rejects a read-only buffer for writing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SciPy: its pybind11 and distance code's refusals, torchify's defaults for it, and which of
+"""SciPy: its pybind11 and distance code's rejections, torchify's defaults for it, and which of
 its functions run on torch tensors themselves (its array API mode)."""
 
 from __future__ import annotations
