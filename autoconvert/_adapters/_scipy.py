@@ -73,9 +73,9 @@ class SciPy(Adapter):
         if declared.get("np_only") or declared.get("out_of_scope"):
             return f"SciPy declares it NumPy-only{why}"
         tested = [*declared.get("skip_backends", ()), *declared.get("xfail_backends", ())]
-        refused = next((reason for backend, reason in tested if backend == "torch"), None)
-        if refused is not None:
-            return f"SciPy's own tests leave torch out for it ({refused})"
+        left_out = next((reason for backend, reason in tested if backend == "torch"), None)
+        if left_out is not None:
+            return f"SciPy's own tests leave torch out for it ({left_out})"
         if declared.get("cpu_only") and "torch" not in declared.get("exceptions", ()):
             return "SciPy declares it CPU-only: it converts a tensor to NumPy itself, without its gradient"
         return None

@@ -33,19 +33,19 @@ class ScikitLearn(Adapter):
         whether it would switch its array API dispatch on (``config_context`` checks what it
         needs), SciPy whether its array API mode is on, which the dispatch needs and which SciPy
         reads when imported, not when scikit-learn checks."""
-        refused = None
+        dispatch_off = None
         try:
             with importlib.import_module("sklearn").config_context(array_api_dispatch=True):
                 pass
         except TypeError:  # config_context(**an unknown option)
             return "this scikit-learn has no array API dispatch"
         except (ImportError, RuntimeError) as error:  # a SciPy too old; an array-api-compat missing
-            refused = f"scikit-learn refuses its array API dispatch: {error}"
+            dispatch_off = f"scikit-learn refuses its array API dispatch: {error}"
         if not array_api_mode():
             return (
                 f"scikit-learn's array API dispatch needs SciPy's array API mode, which is off. Fix: {self.switch_on}"
             )
-        return refused
+        return dispatch_off
 
     def declared_torch_path(self, fn: Any) -> str | None:
         """What scikit-learn declares of ``fn``: an estimator (a bound method answers for its
