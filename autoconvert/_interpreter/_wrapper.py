@@ -232,7 +232,7 @@ class _MethodForm(functools.partial):  # type: ignore[type-arg]  # of any method
     cloudpickle (joblib, Ray, Dask) sends a bound method as its function and instance, and
     would send the generated method form of a script's method by value, namespace and all."""
 
-    wrapper: Wrapper  # set by wrap, as is the function's name (partials have a __dict__)
+    wrapper: Any  # the Wrapper it binds for, set by wrap as is the function's name (partials have a __dict__)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return getattr, (self.wrapper, "_self_form")

@@ -742,7 +742,7 @@ def _function_call(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
     return self._torchdynamo_inline(*args, **kwargs)
 
 
-def _function_get(self: TorchifiedObject, instance: Any, owner: Any = None) -> Any:
+def _function_get(self: CallableTorchifiedObject, instance: Any, owner: Any = None) -> Any:
     """A plain function's proxy read through an instance of a class that holds it: bound to
     the instance, as the function would be (and so, as the function, a routine to inspect)."""
     return self if instance is None else types.MethodType(self, instance)
