@@ -1,10 +1,11 @@
 """Pickling decorated callables: by reference where a module holds them, else by recipe.
 
 multiprocessing spawn, DataLoader workers and Dask send functions by pickling them. A
-wrapper pickles as a reference to the module attribute that holds it (the child's import
-rebuilds it, registered ops included); one no module holds is rebuilt from its recipe,
-the wrapped function and the options, the wrapped function itself found through whatever
-module attribute wraps it (``g = returns_tensor(f)`` with ``f`` decorated in place).
+wrapper or a numpy_op pickles as a reference to the module attribute that holds it (the
+child's import rebuilds it, registered ops included); one no module but a script holds is
+rebuilt from its recipe, the wrapped function and the options, the wrapped function itself
+found through whatever module attribute wraps it (``g = returns_tensor(f)`` with ``f``
+decorated in place), or sent by value by cloudpickle (see ``by_recipe``).
 """
 
 from __future__ import annotations
