@@ -37,7 +37,7 @@ from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
 from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
 from autoconvert._spec._emit import Result, Step
-from autoconvert._spec._inputs import Collected, NumpyInputs, Rebuilding, collected, collected_writes
+from autoconvert._spec._inputs import Collected, NumpyInputs, Rebuilding, collected, collected_writes, to_a_cycle
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import RESTORE_WRITES, WRITE_BACK, Spec, spec_of
@@ -101,7 +101,7 @@ class AdaptPlan(Plan):
 
 
 #: The values a parameter that asks for nothing is most often given, which hold no tensor.
-_PLAIN = (int, float, complex, bool, str, bytes, type(None))
+_NO_TENSORS = (int, float, complex, bool, str, bytes, type(None))
 
 #: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
 _RETURNING = dataclasses.replace(DEFAULT_POLICY, dtype="input")
@@ -148,8 +148,8 @@ class AdaptRunner(Runner):
         self.as_given: Handler = {
             torch.Tensor: _seen_tensor,
             np.ndarray: _seen_array,
-            **dict.fromkeys(_PLAIN, keep),  # one call, no walk
-            ...: _to_a_cycle(kept),
+            **dict.fromkeys(_NO_TENSORS, keep),  # one call, no walk
+            ...: to_a_cycle(kept),
         }
         self.params = arrays.params
         super().__init__(spec, variants, watch=watch)
@@ -308,21 +308,8 @@ def _as_put(value: Any) -> Any:
     return value
 
 
-def _to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``walk``, the value as it is where it reaches itself again (a parameter that asks for
-    nothing takes any value, as the function would)."""
-
-    def stopping(value: Any, ctx: Any) -> Any:
-        try:
-            return walk(value, ctx)
-        except RecursionError:
-            return value
-
-    return stopping
-
-
 #: The arrays among a call's arguments, found as a parameter that asks for nothing is walked.
-_ARRAYS_IN = _to_a_cycle(Mapper({np.ndarray: lambda a, found: found.append(a)}, nested=True))
+_ARRAYS_IN = to_a_cycle(Mapper({np.ndarray: lambda a, found: found.append(a)}, nested=True))
 
 
 def _new_array(value: Any) -> Any:
