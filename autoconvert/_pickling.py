@@ -1,16 +1,19 @@
 """Pickling decorated callables: by reference where a module holds them, else by recipe.
 
 multiprocessing spawn, DataLoader workers and Dask send functions by pickling them. A
-wrapper pickles as a reference to the module attribute that holds it (the child's import
-rebuilds it, registered ops included); one no module holds is rebuilt from its recipe,
-the wrapped function and the options, the wrapped function itself found through whatever
-module attribute wraps it (``g = returns_tensor(f)`` with ``f`` decorated in place).
+wrapper or a numpy_op pickles as a reference to the module attribute that holds it (the
+child's import rebuilds it, registered ops included); one no module but a script holds is
+rebuilt from its recipe, the wrapped function and the options, the wrapped function itself
+found through whatever module attribute wraps it (``g = returns_tensor(f)`` with ``f``
+decorated in place), or sent by value by cloudpickle (see ``by_recipe``).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import types
+from collections.abc import Callable
 from typing import Any
 
 import wrapt
@@ -45,12 +48,39 @@ def holder_of(obj: Any, modules: tuple[str | None, ...]) -> tuple[str, str] | No
 def by_reference(obj: Any, modules: tuple[str | None, ...]) -> Any:
     """What ``__reduce_ex__`` returns to pickle ``obj`` by reference, or None if no module holds it."""
     found = holder_of(obj, modules)
-    if found is None:
-        return None
-    module, name = found
+    return None if found is None else _reference(obj, *found)
+
+
+def _reference(obj: Any, module: str, name: str) -> Any:
     if module == getattr(obj, "__module__", None):
         return name  # pickle's own global reference: the module and the name, nothing of ours
     return resolve, (module, name)
+
+
+def by_recipe(
+    obj: Any, fn: Any, modules: tuple[str | None, ...], rebuild: Callable[..., Any], recipe: tuple[Any, ...]
+) -> Any:
+    """What ``__reduce_ex__`` returns for ``obj``, which autoconvert made of ``fn`` and
+    ``rebuild(fn, *recipe)`` makes again: a reference where one of the ``modules`` other than a
+    script holds it; else the recipe, ``fn`` found by ``locate``. A plain function goes as a
+    ``ByValue``: cloudpickle (joblib, Ray, Dask), whose workers cannot import a script, sends it by
+    value; pickle sends the script's attribute holding ``obj`` where there is one (multiprocessing's
+    children run the script again, and find it by its name), else the function as ``locate`` finds it."""
+    found = holder_of(obj, modules)
+    if found is not None and found[0] != "__main__":
+        return _reference(obj, *found)
+    if type(fn) is not types.FunctionType:
+        return _rebuilt, (rebuild, *locate(fn), recipe)
+    return _remade, (rebuild, ByValue(fn, (unwrap, locate(fn)) if found is None else (resolve, found)), recipe)
+
+
+def _rebuilt(rebuild: Callable[..., Any], holder: Any, hops: int, recipe: tuple[Any, ...]) -> Any:
+    return rebuild(unwrap(holder, hops), *recipe)
+
+
+def _remade(rebuild: Callable[..., Any], sent: Any, recipe: tuple[Any, ...]) -> Any:
+    """The object again, around the function cloudpickle sent; or the script's own, which pickle named."""
+    return rebuild(sent, *recipe) if type(sent) is types.FunctionType else sent
 
 
 def resolve(module: str, qualname: str) -> Any:

@@ -53,6 +53,18 @@ def appends_an_array(a: NDArray[Any], out: list[Any]) -> NDArray[Any]:
     return a.sum(-1)
 
 
+def appends_to_a_bare_list(a: NDArray[Any], out: list) -> NDArray[Any]:  # type: ignore[type-arg]  # bare on purpose
+    """As ``appends_an_array``, its list annotated bare (``adapt`` hands it as it is)."""
+    out.append(a.sum(-1) * 2)
+    return a.sum(-1)
+
+
+def appends_to_an_unannotated_list(a: NDArray[Any], out) -> NDArray[Any]:  # type: ignore[no-untyped-def]  # on purpose
+    """As ``appends_an_array``, its list unannotated (``adapt`` hands it as it is)."""
+    out.append(a.sum(-1) * 2)
+    return a.sum(-1)
+
+
 def notes_in_a_set(a: NDArray[Any], seen: set[float]) -> NDArray[Any]:
     """Records each call in a set it is handed, a mutable builtin no container walk converts."""
     seen.add(float(a.sum()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pickle
 import warnings
@@ -581,3 +582,57 @@ def test_a_list_takes_its_changes_back_and_a_mixed_call_gets_tensors(mode: str) 
     state = {"x": np.ones(2)}
     put(state, torch.tensor(3.0, dtype=torch.float64))
     assert type(state["x"]) is np.ndarray and torch.equal(state["scaled"], torch.full((2,), 3.0, dtype=torch.float64))
+
+
+@dataclasses.dataclass
+class _Log:
+    items: list[Any] = dataclasses.field(default_factory=list)
+
+
+def _put(holder: Any, value: Any) -> None:
+    if isinstance(holder, _Log):
+        holder.items.append(value)
+    elif isinstance(holder, dict):
+        holder["new"] = value
+    else:
+        holder.append(value)
+
+
+def _put_in(holder: Any) -> list[Any]:
+    return holder.items if isinstance(holder, _Log) else list(holder.values()) if isinstance(holder, dict) else holder
+
+
+@pytest.mark.parametrize("kind", [list, dict, _Log, None], ids=["list", "dict", "dataclass", "unannotated"])
+@pytest.mark.parametrize(("given", "expected"), [("tensors", torch.Tensor), ("arrays", np.ndarray), ("neither", list)])
+def test_a_container_handed_as_it_is_takes_values_back_in_the_callers_kind(
+    kind: type | None, given: str, expected: type
+) -> None:
+    """A parameter annotated bare ``list``, ``dict``, a dataclass, or not at all, is handed as it
+    is, and what the function puts into it comes back in the caller's kind, as in annotated
+    containers and as accepts_numpy's rule says (before, an array stayed an array in a call
+    with tensors); a call with neither tensors nor arrays leaves it as put."""
+
+    def body(out: Any, x: np.ndarray) -> None:
+        _put(out, [1.0] if given == "neither" else np.asarray(x) * 2)
+
+    if kind is not None:
+        body.__annotations__["out"] = kind
+    holder = {} if kind is dict else _Log() if kind is _Log else []
+    x = {"tensors": torch.ones(2), "arrays": np.ones(2), "neither": 1.0}[given]
+    ac.adapt(body)(holder, x)
+    assert [type(v) for v in _put_in(holder)] == [expected]
+
+
+def test_tensors_given_to_parameters_that_ask_for_nothing_make_the_callers_kind() -> None:
+    """A call whose tensors reach only unannotated parameters has tensors: results and values put
+    into its containers come back as tensors (before, as the function made them, arrays)."""
+
+    @ac.adapt
+    def doubled(x, out):  # type: ignore[no-untyped-def]
+        out.append(np.asarray(x) * 2)
+        return np.asarray(x) * 2
+
+    out: list[Any] = []
+    assert torch.equal(doubled(torch.ones(2), out), torch.full((2,), 2.0)) and type(out[0]) is torch.Tensor
+    fresh: list[Any] = []
+    assert type(doubled(np.ones(2), fresh)) is np.ndarray and type(fresh[0]) is np.ndarray

@@ -9,6 +9,7 @@ import gc
 import inspect
 import multiprocessing
 import pickle
+import pydoc
 import sys
 import types
 import typing
@@ -75,6 +76,41 @@ def test_wrapping_is_transparent_to_isinstance_and_introspection() -> None:
     assert callable(sites.scaled) and inspect.isroutine(sites.scaled) and not inspect.isfunction(sites.scaled)
     assert sites.scaled.__wrapped__.__name__ == "scaled" and sites.scaled.__name__ == "scaled"
     assert isinstance(sites.negated, np.ufunc)
+
+
+@pytest.mark.parametrize("product", [ac.accepts_numpy, ac.adapt, ac.torchify], ids=lambda p: p.__name__)
+def test_a_plain_functions_product_introspects_as_the_function(product: Any) -> None:
+    """A routine, named, documented, signed and shown by help() as its function (torchify's proxy
+    was no routine, had no docstring, and help() showed its class)."""
+    made, twin = product(sites.plain), sites.plain
+    assert inspect.isroutine(made) and not inspect.isfunction(made)
+    assert (made.__name__, made.__qualname__, made.__module__, made.__doc__) == (
+        twin.__name__,
+        twin.__qualname__,
+        twin.__module__,
+        twin.__doc__,
+    )
+    assert inspect.signature(made) == inspect.signature(twin) and inspect.getdoc(made) == inspect.getdoc(twin)
+    assert functools.wraps(made)(lambda: None).__doc__ == twin.__doc__
+    shown = pydoc.render_doc(made, renderer=pydoc.plaintext).splitlines()
+    assert shown[2:4] == pydoc.render_doc(twin, renderer=pydoc.plaintext).splitlines()[2:4]
+
+
+def test_a_torchified_function_binds_as_the_function() -> None:
+    """Held by a class (``@ac.torchify`` on a method), it binds to the instance as the function
+    does; before, the instance was dropped."""
+
+    class Model:
+        scale = 2.0
+
+        @ac.torchify
+        def scaled(self, x: np.ndarray) -> np.ndarray:
+            return x * self.scale
+
+    bound = Model().scaled
+    assert inspect.ismethod(bound) and bound.__name__ == "scaled"
+    assert torch.equal(bound(torch.ones(2)), torch.full((2,), 2.0))
+    assert Model.scaled(Model(), torch.ones(1)).dtype == torch.float32
 
 
 def test_annotations_and_type_hints_are_the_wrapped_functions() -> None:

@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import types
+from typing import Any
 
 import cloudpickle
 import numpy as np
@@ -63,7 +64,16 @@ class Tools:
     def outside(x):
         return type(x).__name__
 
+    @ac.accepts_numpy
+    def method(self, x):
+        return type(x).__name__
+
+def sine(x):
+    return np.sin(x)
+
 kind_np = ac.accepts_numpy(kind)
+sine_op = ac.numpy_op(sine)
+ruled = ac.numpy_op(sine, backward=lambda g, x, output: g * np.cos(x))
 CASES = {
     "accepts_numpy": (sees, torch.ones(2)),
     "under another name": (kind_np, torch.ones(2)),
@@ -76,6 +86,11 @@ CASES = {
     "torchify": (ac.torchify(plus_one), torch.ones(2)),
     "a staticmethod": (Tools().inside, torch.ones(2)),
     "a staticmethod, bound": (Tools().outside, torch.ones(2)),
+    "a method, bound": (Tools().method, torch.ones(2)),
+    "numpy_op": (sine_op, torch.ones(2)),
+    "numpy_op of a lambda": (ac.numpy_op(lambda x: np.sin(x)), torch.ones(2)),
+    "numpy_op with a backward": (ruled, torch.ones(2)),
+    "numpy_op of a ufunc": (ac.numpy_op(np.sin), torch.ones(2)),
 }
 CHILD = (
     "import pickle, sys\\n"
@@ -101,6 +116,11 @@ _DECORATED = {
     "torchify": "Tensor",
     "a staticmethod": "ndarray",
     "a staticmethod, bound": "ndarray",
+    "a method, bound": "ndarray",
+    "numpy_op": "Tensor",
+    "numpy_op of a lambda": "Tensor",
+    "numpy_op with a backward": "Tensor",
+    "numpy_op of a ufunc": "Tensor",
 }
 
 
@@ -115,7 +135,8 @@ def _run(script: pathlib.Path) -> dict[str, str]:
 
 def test_a_scripts_decorated_functions_arrive_decorated(tmp_path: pathlib.Path) -> None:
     """Each decorator kind, in a script: the worker runs the decorated function (before, the
-    undecorated one, or a TypeError naming a ContextVar for torchify)."""
+    undecorated one, or a TypeError naming a ContextVar for torchify and a bound method; an
+    AttributeError naming the script's attribute for numpy_op)."""
     script = tmp_path / "script.py"
     script.write_text(_SCRIPT)
     assert _run(script) == _DECORATED
@@ -126,15 +147,23 @@ def test_joblib_processes_run_a_scripts_decorated_function(tmp_path: pathlib.Pat
     pytest.importorskip("joblib")  # installed with scikit-learn, not by the test extra
     script = tmp_path / "script.py"
     script.write_text(
-        "import joblib, torch, autoconvert as ac\n"
+        "import joblib, numpy as np, torch, autoconvert as ac\n"
         "@ac.accepts_numpy\n"
         "def kind(x):\n"
         "    return type(x).__name__\n"
+        "class Tools:\n"
+        "    @ac.accepts_numpy\n"
+        "    def kind(self, x):\n"
+        "        return type(x).__name__\n"
+        "def sine(x):\n"
+        "    return np.sin(x)\n"
+        "op = ac.numpy_op(sine)\n"
         "if __name__ == '__main__':\n"
-        "    kinds = joblib.Parallel(n_jobs=2)(joblib.delayed(kind)(torch.ones(2)) for _ in range(2))\n"
-        "    print('kinds =', kinds)\n"
+        "    calls = [kind, Tools().kind, op, ac.numpy_op(lambda x: np.cos(x))]\n"
+        "    done = joblib.Parallel(n_jobs=2)(joblib.delayed(f)(torch.zeros(1)) for f in calls)\n"
+        "    print('done =', [r if isinstance(r, str) else r.tolist() for r in done])\n"
     )
-    assert _run(script) == {"kinds": "['ndarray', 'ndarray']"}
+    assert _run(script) == {"done": "['ndarray', 'ndarray', [0.0], [1.0]]"}
 
 
 def test_a_wrapped_lambda_comes_back_decorated() -> None:
@@ -155,19 +184,20 @@ def test_a_torchified_function_pickles() -> None:
     assert restored(torch.ones(1)) == ("ndarray", "NoneType")
 
 
-def test_a_script_wrapper_keeps_its_reference_under_pickle() -> None:
+@pytest.mark.parametrize(("decorator", "returned"), [(ac.accepts_numpy, np.ndarray), (ac.numpy_op, torch.Tensor)])
+def test_a_scripts_decorated_function_keeps_its_reference_under_pickle(decorator: Any, returned: type) -> None:
     """pickle (multiprocessing's spawn imports the script as __main__ again) still sends a
-    script's wrapper by its name; cloudpickle by value."""
+    script's wrapper or op by its name; cloudpickle by value."""
     main = sys.modules["__main__"]
-    kind = lambda x: type(x).__name__  # noqa: E731 - a script's function, named as one
-    kind.__module__, kind.__qualname__ = "__main__", "kind_of"
-    main.kind_of = kind_of = ac.accepts_numpy(kind)  # type: ignore[attr-defined]
+    negated = lambda x: np.negative(x)  # noqa: E731 - a script's function, named as one
+    negated.__module__, negated.__qualname__ = "__main__", "negated"
+    main.negated = decorated = decorator(negated)  # type: ignore[attr-defined]
     try:
-        assert pickle.loads(pickle.dumps(kind_of)) is kind_of
-        restored = cloudpickle.loads(cloudpickle.dumps(kind_of))
-        assert restored is not kind_of and restored(torch.ones(1)) == "ndarray"
+        assert pickle.loads(pickle.dumps(decorated)) is decorated
+        restored = cloudpickle.loads(cloudpickle.dumps(decorated))
+        assert restored is not decorated and type(restored(torch.ones(1))) is returned
     finally:
-        del main.kind_of  # type: ignore[attr-defined]
+        del main.negated  # type: ignore[attr-defined]
 
 
 def test_a_wrapper_is_no_plain_function_outside_torch_compile() -> None:

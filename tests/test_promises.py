@@ -123,20 +123,27 @@ def test_changes_to_a_plain_container_reach_the_caller_or_are_refused_by_name(si
     assert sorted(log.get("seen", [])) == sorted(expected), log
 
 
+_APPENDING = [bodies.appends_an_array, bodies.appends_to_a_bare_list, bodies.appends_to_an_unannotated_list]
+
+
+@pytest.mark.parametrize("body", _APPENDING, ids=lambda body: body.__name__)
 @pytest.mark.parametrize("site", ALL)
-def test_an_array_put_into_a_list_without_tensors_reaches_the_caller_as_a_tensor(site: Site, request: Any) -> None:
+def test_an_array_put_into_a_list_without_tensors_reaches_the_caller_as_a_tensor(
+    site: Site, body: Callable[..., Any], request: Any
+) -> None:
     """The caller works in torch: an array the body appends to a list it is handed, which held
     no tensors (so it is handed as it is), is a tensor in the caller's list afterwards, as in
-    a list that held tensors, and the caller's own items stay; on an executor, whose workers
-    hold copies, the change is refused naming the list, never dropped."""
+    a list that held tensors, and the caller's own items stay, however the list is annotated
+    (adapt left an array in a bare or unannotated one); on an executor, whose workers hold
+    copies, the change is refused naming the list, never dropped."""
     x = _batch()
     out: list[Any] = ["kept"]
     if site.on_executor:
         with pytest.raises(ValueError) as info:
-            _site(site, request, bodies.appends_an_array)(x, out)
-        assert str(info.value) == _refusal(site, bodies.appends_an_array, "out", "container") and out == ["kept"]
+            _site(site, request, body)(x, out)
+        assert str(info.value) == _refusal(site, body, "out", "container") and out == ["kept"]
         return
-    _site(site, request, bodies.appends_an_array)(x, out)
+    _site(site, request, body)(x, out)
     assert out[0] == "kept" and all(type(value) is torch.Tensor for value in out[1:]), out
     expected = [x[i].sum() * 2 for i in range(2)] if site.samples else [x.sum(-1) * 2]
     assert sorted(v.tolist() for v in out[1:]) == sorted(torch.as_tensor(e).tolist() for e in expected)

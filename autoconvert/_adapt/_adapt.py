@@ -26,7 +26,7 @@ from autoconvert._conversions._dtypes import NO_CASTS
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
-from autoconvert._conversions._tree import Mapper, cycle_error
+from autoconvert._conversions._tree import Mapper, cycle_error, keep
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
 from autoconvert._escape import passes_for_function
 from autoconvert._interpreter._after import ContainerChanges
@@ -39,7 +39,7 @@ from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Po
 from autoconvert._spec._check_writes import RESTORE_WRITES
 from autoconvert._spec._collected import AfterStep, Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
-from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding
+from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding, to_a_cycle
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import Spec, spec_of
@@ -103,6 +103,9 @@ class AdaptPlan(Plan):
         return AdaptRunner(spec, self.signature, variants, watch=watch)
 
 
+#: The values a parameter that asks for nothing is most often given, which hold no tensor.
+_NO_TENSORS = (int, float, complex, bool, str, bytes, type(None))
+
 #: Results go back as tensors the way ``returns_tensor(dtype="input")`` sends them.
 _RETURNING = dataclasses.replace(DEFAULT_POLICY, dtype="input")
 
@@ -141,6 +144,16 @@ class AdaptRunner(Runner):
             nested=policy.nested,
             fallback=lambda cls: sparse_to if is_scipy_sparse(cls) else None,  # as accepts_tensor's side
         )
+        # A parameter that asks for nothing is handed as it is, walked only to see the caller's
+        # kind and to record its containers, so that what the function puts in them comes back
+        # in that kind, as in the containers the other walks hand over.
+        kept = Rebuilding({torch.Tensor: _seen_tensor, np.ndarray: _seen_array}, nested=policy.nested, fallback=None)
+        self.as_given: Handler = {
+            torch.Tensor: _seen_tensor,
+            np.ndarray: _seen_array,
+            **dict.fromkeys(_NO_TENSORS, keep),  # one call, no walk
+            ...: to_a_cycle(kept),
+        }
         self.params = arrays.params
         super().__init__(spec, variants, watch=watch)
 
@@ -150,11 +163,11 @@ class AdaptRunner(Runner):
     def _container_changes(self) -> ContainerChanges:
         return AdaptChanges(self.function, self.arrays)
 
-    def _handler(self, want: Want | None) -> Handler | None:
-        """The per-argument handler for a parameter that asks for ``want`` (None: untouched): a
+    def _handler(self, want: Want | None) -> Handler:
+        """The per-argument handler for a parameter that asks for ``want`` (None: as given): a
         dispatch dict by exact type, its fallback under ``...``."""
         if want is None:
-            return None
+            return self.as_given
         if TENSOR in want.leaf_kinds():  # a tensor, or tensors inside (list[torch.Tensor])
             return {torch.Tensor: _seen_tensor, ...: self._to_tensor(want)}
         generic = self._to_array(want)
@@ -222,10 +235,12 @@ class AdaptRunner(Runner):
         """Each argument by its parameter's step (by position, by keyword, or the ``*args`` and
         ``**kwargs`` ones); None: as it is."""
         params, arrays = self.params, self.arrays
-        steps = [self._handler(asks.get(name)) for name in params.positional]
+        steps: list[Handler | None] = [self._handler(asks.get(name)) for name in params.positional]
+        if params.first_is_instance():  # a method read through its class: the instance, untouched
+            steps[0] = None
         shifted, shifts = steps[1:], params.binds_first and bool(params.positional)
         star, star_star = self._handler(asks.get(f"*{params.varargs}")), self._handler(asks.get(f"**{params.varkw}"))
-        by_keyword = {name: self._handler(w) for name, w in asks.items() if w is not None and name[0] != "*"}
+        by_keyword = {name: self._handler(w) for name, w in asks.items() if name[0] != "*"}
 
         def convert_in(
             args: tuple[Any, ...], kwargs: dict[str, Any], instance: object, ctx: Any, odd: list[torch.Tensor]
@@ -241,7 +256,7 @@ class AdaptRunner(Runner):
                     converted = {}
                     for key, v in kwargs.items():
                         step = by_keyword.get(key, star_star)
-                        converted[key] = v if step is None else (step.get(type(v)) or step[...])(v, ctx)
+                        converted[key] = (step.get(type(v)) or step[...])(v, ctx)
                     kwargs = converted
             except (LeafError, RecursionError) as e:
                 fact = e if isinstance(e, LeafError) else cycle_error()
@@ -275,16 +290,29 @@ class AdaptRunner(Runner):
 
 class AdaptChanges(ContainerChanges):
     """adapt's containers: both walks hand the function rebuilt containers (tensors as arrays,
-    or arrays as tensors), whose changes reach the caller's; a value the function put in comes
-    back in the caller's kind, as the result does: as a tensor where the call had tensors
-    (tensors win a mixed call), else as an array."""
+    or arrays as tensors), and those of parameters that ask for nothing as they are, whose
+    changes reach the caller's; a value the function put in comes back in the caller's kind,
+    as the result does: as a tensor where the call had tensors (tensors win a mixed call), as
+    an array where it had arrays alone, as it is where it had neither."""
 
     converts_as_is = True  # into the caller's kind, whichever it is (see new_values)
 
     def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
         if had_tensors:
             return super().new_values(given, had_tensors)
-        return _new_array
+        args, kwargs, _ = given
+        found: list[Any] = []
+        for value in (*args, *kwargs.values()):
+            _ARRAYS_IN(value, found)
+        return _new_array if found else _as_put  # a call with neither: what the function put in, as it is
+
+
+def _as_put(value: Any) -> Any:
+    return value
+
+
+#: The arrays among a call's arguments, found as a parameter that asks for nothing is walked.
+_ARRAYS_IN = to_a_cycle(Mapper({np.ndarray: lambda a, found: found.append(a)}, nested=True))
 
 
 def _new_array(value: Any) -> Any:
@@ -412,7 +440,8 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
     the caller passed (a tensor on any device, an ndarray, a list, a scalar); one annotated
     ``torch.Tensor`` receives a tensor. ``X | None``, ``list[X]``, ``Sequence[X]``,
     ``tuple[...]`` and ``dict[str, X]`` of those are converted element-wise; unannotated
-    parameters are untouched. ``NDArray[np.float32]`` also casts floats to float32.
+    parameters are handed as they are (their tensors count in the caller's kind).
+    ``NDArray[np.float32]`` also casts floats to float32.
 
     Results come back in the caller's kind: tensors (on the caller's device, in its floating
     dtype) when the caller passed any tensor, arrays when it passed arrays and no tensor;

@@ -19,7 +19,7 @@ import wrapt
 
 from autoconvert._escape import opaque, proxy_class
 from autoconvert._failures._traceback import boundary
-from autoconvert._pickling import ByValue, by_reference, locate, resolve, unwrap
+from autoconvert._pickling import by_recipe, resolve
 
 from ._plan import Plan
 from ._routes import Description, described
@@ -125,20 +125,8 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ign
         # wrapped callable and the options. A ufunc has no __module__ (NumPy 2.5), so the
         # wrapper, which forwards it, has none either: then only the recipe can serve.
         wrapped = self.__wrapped__
-        module = getattr(wrapped, "__module__", None)
-        reference = by_reference(self, (module,))
         recipe = (self._self_plan.sides, self._self_plan.remade())
-        if type(wrapped) is not types.FunctionType:
-            return reference or (_rebuild, (*locate(wrapped), *recipe))
-        if reference is not None and module != "__main__":
-            return reference
-        # A plain function, where cloudpickle (joblib, Ray, Dask) cannot send this wrapper by
-        # reference: it sends the function by value, pickle as before (see ByValue). A script's
-        # wrapper, multiprocessing's children find by its name: pickle sends that reference.
-        if reference is not None:
-            named = (resolve, ("__main__", reference)) if isinstance(reference, str) else reference
-            return _script_wrapper, (ByValue(wrapped, named), *recipe)
-        return _rebuild, (ByValue(wrapped, (unwrap, locate(wrapped))), 0, *recipe)
+        return by_recipe(self, wrapped, (getattr(wrapped, "__module__", None),), _rebuild, recipe)
 
     # copy treats functions as atomic, and so a wrapper of one: a deepcopy of an object holding
     # decorated functions (an nn.Module for an EMA, a dataset's transforms) keeps them. A
@@ -178,13 +166,15 @@ def wrap(wrapped: Any, plan: Plan) -> Wrapper:
     constants: dict[str, Any] = {}
     flat = plan.default.flat
     method: Any = None
+    form: _MethodForm | None = None  # a plain function's bound methods' __func__
     if flat is not None:  # the flat call's own __call__ form: one frame fewer
         direct, constants = flat.bind(wrapped)
         members: dict[str, Any] = {"__call__": direct, "__module__": __name__}
         if type(wrapped) is types.FunctionType:
             method = flat.method(wrapped, plan.guard)
             members["_self_method"] = staticmethod(method)
-            members["__get__"] = _binding(method)
+            members["_self_form"] = form = _MethodForm(method)
+            members["__get__"] = _binding(form)
     else:
 
         @boundary
@@ -222,6 +212,9 @@ def wrap(wrapped: Any, plan: Plan) -> Wrapper:
         made._torchdynamo_inline = plan.trace.inline(wrapped, instance, call)  # type: ignore[attr-defined]
     if method is not None:  # bound to an instance, it is the wrapper's call (see described)
         method.__autoconvert_spec__ = lambda instance: wrapper.__autoconvert_spec__()
+        if form is not None:
+            functools.update_wrapper(form, method)
+            form.wrapper = wrapper
     return wrapper
 
 
@@ -231,6 +224,18 @@ def unbound_instance(wrapper: Wrapper) -> Any:
     if wrapper._self_binding in ("function", "instancemethod", "classmethod", "callable"):
         return getattr(wrapper.__wrapped__, "__self__", None)
     return None
+
+
+class _MethodForm(functools.partial):  # type: ignore[type-arg]  # of any method form
+    """A plain function's method form as the ``__func__`` of its bound methods, named as the
+    function: called as C's partial calls (no frame of its own), and pickled as its wrapper's.
+    cloudpickle (joblib, Ray, Dask) sends a bound method as its function and instance, and
+    would send the generated method form of a script's method by value, namespace and all."""
+
+    wrapper: Any  # the Wrapper it binds for, set by wrap as is the function's name (partials have a __dict__)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return getattr, (self.wrapper, "_self_form")
 
 
 def _binding(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -253,15 +258,8 @@ def as_method(wrapper: Wrapper) -> Callable[..., Any]:
     return wrapper._self_method
 
 
-def _rebuild(holder: Any, hops: int, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan] = Plan) -> Wrapper:
-    wrapped = unwrap(holder, hops)
+def _rebuild(wrapped: Any, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan]) -> Wrapper:
     return wrap(wrapped, kind(wrapped, sides))
-
-
-def _script_wrapper(found: Any, sides: dict[str, dict[str, Any]], kind: Callable[..., Plan]) -> Wrapper:
-    """A script's wrapper: itself where pickle sent its reference, rebuilt around the function
-    cloudpickle sent by value."""
-    return found if isinstance(found, Wrapper) else wrap(found, kind(found, sides))
 
 
 def is_wrapper(obj: object) -> bool:

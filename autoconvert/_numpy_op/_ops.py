@@ -41,7 +41,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
-from autoconvert._pickling import by_reference, calling_module, locate, unwrap
+from autoconvert._pickling import by_recipe, calling_module
 from autoconvert._spec._signature import function_name
 
 from ._autograd import apply_op, apply_traced, dual, transforming, wants_grad
@@ -330,11 +330,8 @@ class _Op:
         return op
 
     def __reduce__(self) -> Any:
-        reference = by_reference(self, (getattr(self, "__module__", None), self._home))
-        if reference is not None:
-            return reference
         fn, *made = self._recipe
-        return _remake, (*locate(fn), tuple(made))
+        return by_recipe(self, fn, (getattr(self, "__module__", None), self._home), _remake, tuple(made))
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         """Read from an instance, an op of a plain function binds as the function does: the
@@ -472,8 +469,8 @@ def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
 hand_down(_ruled)
 
 
-def _remake(holder: Any, hops: int, made: tuple[OpSettings, dict[str, Any]]) -> Any:
-    return _make_op(unwrap(holder, hops), *made, None)
+def _remake(fn: Any, settings: OpSettings, checked: dict[str, Any]) -> Any:
+    return _make_op(fn, settings, checked, None)
 
 
 def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:

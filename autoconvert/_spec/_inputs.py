@@ -199,13 +199,13 @@ class _Recorder(Mapper):
     def __init__(self, leaves: dict[type, Any], *, nested: bool) -> None:
         super().__init__(leaves, nested=nested)
         # Containers' handlers are decided on first meeting (Mapper.resolve), with these walks.
-        self.walk_sequence, self.walk_dict = _to_a_cycle(self.walk_sequence), _to_a_cycle(self.walk_dict)
+        self.walk_sequence, self.walk_dict = to_a_cycle(self.walk_sequence), to_a_cycle(self.walk_dict)
 
     def _container(self, node: Node) -> Callable[[Any, Any], Any]:
-        return _to_a_cycle(super()._container(node))
+        return to_a_cycle(super()._container(node))
 
 
-def _to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+def to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """``walk``, stopping where the container reaches itself again."""
 
     def stopping(obj: Any, ctx: Any) -> Any:

@@ -308,7 +308,7 @@ class TorchifiedClass(StandIn):
             protocols = {name: f for name, f in _PROTOCOLS.items() if hasattr(self.__wrapped__, name)}
             protocols |= _operators(self.__wrapped__)
             if self.__wrapped__ is types.FunctionType:
-                protocols["__call__"] = _function_call
+                protocols["__call__"], protocols["__get__"] = _function_call, _function_get
             made = self._proxy_types[kind] = type(base.__name__, (base,), {"__slots__": (), **protocols})
         return made
 
@@ -729,6 +729,9 @@ def proxy(
         # function's own code with the caller's tensors: it inlines this instead, the escape of
         # the proxy's call, which traces the function where it reads NumPy alone (see _trace).
         object.__setattr__(made, "_torchdynamo_inline", _inlined(made, made._self_calling("__call__", target)))
+        # Its own, over its type's: help(), functools.wraps and Sphinx read the function's.
+        object.__setattr__(made, "__doc__", target.__doc__)
+        object.__setattr__(made, "__module__", target.__module__)
     return made
 
 
@@ -737,6 +740,12 @@ def _function_call(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
     ``torch.compile(proxy)``, whose frame this is, traces it as a compiled caller does:
     dynamo takes the proxy for its function and reads nothing else of it."""
     return self._torchdynamo_inline(*args, **kwargs)
+
+
+def _function_get(self: CallableTorchifiedObject, instance: Any, owner: Any = None) -> Any:
+    """A plain function's proxy read through an instance of a class that holds it: bound to
+    the instance, as the function would be (and so, as the function, a routine to inspect)."""
+    return self if instance is None else types.MethodType(self, instance)
 
 
 def _inlined(made: TorchifiedObject, method: Callable[..., Any]) -> Callable[..., Any]:
