@@ -242,7 +242,7 @@ def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "read_only", "hands_read_only", "copies_refused"),
+    ("options", "read_only", "hands_read_only", "retries_with_copies"),
     [
         ({}, True, True, True),
         ({"copy": False}, True, True, False),
@@ -252,7 +252,7 @@ def test_a_numpy_op_rule_that_is_not_a_function_is_refused_when_made() -> None:
     ],
 )
 def test_read_only_ness_is_decided_once_and_held_by_the_spec(
-    options: dict[str, Any], read_only: bool, hands_read_only: bool, copies_refused: bool
+    options: dict[str, Any], read_only: bool, hands_read_only: bool, retries_with_copies: bool
 ) -> None:
     """The function gets read-only arrays unless it is meant to write (copy=True, writeback=True);
     writeback's expanded tensors are refused a write too; a torchified function refused on entry
@@ -261,7 +261,7 @@ def test_read_only_ness_is_decided_once_and_held_by_the_spec(
     spec = f._self_plan.default.spec  # type: ignore[attr-defined]
     assert (spec.read_only, spec.hands_read_only) == (read_only, hands_read_only)
     assert spec.inputs.read_only == read_only
-    assert policy_of("accepts_numpy", {}, options).copies_refused() == copies_refused
+    assert policy_of("accepts_numpy", {}, options).retries_with_copies() == retries_with_copies
     if spec.generic_because is None:
         assert f._self_plan.default.flat.kind.read_only == read_only  # type: ignore[attr-defined]
     assert ac.accepts_tensor(out_into)._self_plan.default.spec.read_only is False  # type: ignore[attr-defined]

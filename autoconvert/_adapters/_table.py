@@ -58,7 +58,7 @@ READ_ONLY_VIEWS: frozenset[str] = frozenset(_every("read_only_views"))
 WRITEABLE_DEFAULTS: dict[str, bool] = {k: v for adapter in ADAPTERS for k, v in adapter.writeable_defaults.items()}
 
 
-def compiled_refusal(error: BaseException) -> bool | None:
+def compiled_rejection(error: BaseException) -> bool | None:
     """Whether ``error`` is compiled code rejecting a read-only array in words its error class
     tells (numba, OpenCV): True for a rejected write (a kernel storing into it, ``cv2.fillPoly``
     drawing on it), False for a rejection on entry (a kernel whose signature asks for writable
@@ -76,4 +76,4 @@ def rejected_on_entry(error: BaseException) -> bool:
     Cython memoryview, a numba kernel's explicit signature."""
     if isinstance(error, ValueError) and str(error) in REJECTED_ON_ENTRY:
         return True
-    return compiled_refusal(error) is False
+    return compiled_rejection(error) is False

@@ -489,7 +489,7 @@ class Batched:
             block *= 2
         return results
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         """The call converting each batch, with where the samples run and how they are seeded."""
         inner = described(self._call)
         assert inner is not None  # a wrapper
@@ -573,9 +573,9 @@ class _Method:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._batched, name)
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         """What ``explain`` reads: the batched function's own description."""
-        return self._batched.__autoconvert_spec__()
+        return self._batched.__autoconvert_description__()
 
     def __repr__(self) -> str:
         if self._instance is None:

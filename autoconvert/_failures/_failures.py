@@ -27,7 +27,7 @@ from autoconvert._adapters._table import (
     REJECTED_ON_ENTRY,
     REJECTED_WRITES,
     WRITEABLE_DEFAULTS,
-    compiled_refusal,
+    compiled_rejection,
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._sparse import LAYOUT_FORMAT
@@ -233,7 +233,7 @@ def read_only_rejection(
 ) -> ReadOnlyRejection | None:
     """Whether ``error`` is compiled code refusing a read-only array handed over, to this call
     or (kept by the method's object) to an earlier one; None where it is not such a rejection."""
-    writes = compiled_refusal(error)
+    writes = compiled_rejection(error)
     if writes is None and not isinstance(error, (ValueError, TypeError)):
         return None
     arrays = tensor_paths(inputs.params, *handed, given.instance, ARRAYS)

@@ -115,12 +115,12 @@ class Description:
 
 def described(obj: Any) -> Description | None:
     """What autoconvert made ``obj``, asked of ``obj`` itself: its class's
-    ``__autoconvert_spec__``, or for a bound method its function's, given the instance
+    ``__autoconvert_description__``, or for a bound method its function's, given the instance
     (None: autoconvert did not make it)."""
     if type(obj) is types.MethodType:
-        describe, owner = getattr(obj.__func__, "__autoconvert_spec__", None), obj.__self__
+        describe, owner = getattr(obj.__func__, "__autoconvert_description__", None), obj.__self__
     else:
-        describe, owner = getattr(type(obj), "__autoconvert_spec__", None), obj
+        describe, owner = getattr(type(obj), "__autoconvert_description__", None), obj
     return None if describe is None else describe(owner)
 
 
@@ -173,7 +173,7 @@ class Routed:
                 count_route(self.counted, route.name, declined.problem)
         return self.converting(*args, **kwargs)
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         converting = Description() if self.converting is None else described(self.converting)
         assert converting is not None  # a wrapper describes itself
         return dataclasses.replace(converting, routes=self.routes)

@@ -32,7 +32,7 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc,
 
     __class__ = proxy_class  # a staticmethod's binding is its function (see _Wrapper)
 
-    def __autoconvert_spec__(self) -> Description | None:
+    def __autoconvert_description__(self) -> Description | None:
         return described(self._self_parent)
 
     def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
@@ -97,7 +97,7 @@ class Wrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg, misc, unused-ign
     def __eq__(self, other: object) -> bool:
         return self is other
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         """The converting wrapper: this wrapper, its plan, and the function its flat call runs
         (whose generated source explain shows)."""
         plan = self._self_plan
@@ -211,7 +211,7 @@ def wrap(wrapped: Any, plan: Plan) -> Wrapper:
         # traced as this function's in its place, where it can be (see _trace).
         made._torchdynamo_inline = plan.trace.inline(wrapped, instance, call)  # type: ignore[attr-defined]
     if method is not None:  # bound to an instance, it is the wrapper's call (see described)
-        method.__autoconvert_spec__ = lambda instance: wrapper.__autoconvert_spec__()
+        method.__autoconvert_description__ = lambda instance: wrapper.__autoconvert_description__()
         if form is not None:
             functools.update_wrapper(form, method)
             form.wrapper = wrapper

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._adapters._table import compiled_refusal
+from autoconvert._adapters._table import compiled_rejection
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ReadOnlyError, keystr, message
@@ -99,7 +99,7 @@ def _written(
         for name, value in _by_name(rule, args, kwargs)
         for path, a in _ARRAYS.leaves_with_paths(value)
     ]
-    if compiled_refusal(error) is not None:  # numba and OpenCV do not say which array: every one handed
+    if compiled_rejection(error) is not None:  # numba and OpenCV do not say which array: every one handed
         return [path for path, _ in arrays]
     if not isinstance(error, (ValueError, TypeError)):  # how NumPy and Python's buffers refuse
         return None

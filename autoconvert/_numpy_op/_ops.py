@@ -229,7 +229,7 @@ def _make_op(
     if forward is None:
         # A rule's SciPy function runs as on torchify's host route: guarded, so compiled code that
         # refuses read-only arrays (sosfilt's Cython) gets writable copies where copy= allows them.
-        run = fn if rule is None else guarded(fn, policy.copies_refused())
+        run = fn if rule is None else guarded(fn, policy.retries_with_copies())
         forward = replanned(wrap_pair(run, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
     registered: Registration | None = None  # the op's registrations live as long as it does
     schema = None if fake is None else _schema(fn, name, fake, backward is not None)
@@ -368,7 +368,7 @@ class _Op:
     def __deepcopy__(self, memo: dict[int, Any]) -> _Op:
         return self
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         """The NumPy pair its eager calls without a graph run, with the torch op around it."""
         own: OpSettings = self._recipe[1]
         inner = described(self._forward)

@@ -184,8 +184,8 @@ class Policy:
         defaults={"torchify": ("out", "output")},
     )
 
-    def copies_refused(self) -> bool:
-        """Whether a call refused read-only arrays is made again with writable copies (a
+    def retries_with_copies(self) -> bool:
+        """Whether a call whose library rejected read-only arrays is made again with writable copies (a
         torchified function's guard): with ``copy=None``, NumPy 2's "copy when needed"
         (``copy=False`` keeps the ReadOnlyError, ``writeback=True`` hands writable arrays)."""
         return self.copy is None and not self.writeback

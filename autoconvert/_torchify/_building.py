@@ -145,7 +145,7 @@ class Factory:
         made, keeping = self.builder.build(self.__wrapped__, args, kwargs, stacklevel=2)
         return proxy(made.__wrapped__, self.builder.options, made._self_device, made._self_class, keeping)
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         """The pair's, and what its objects keep for their calls."""
         inner = described(self.__wrapped__)
         assert inner is not None  # a wrapper

@@ -389,7 +389,7 @@ def _as_native_method(routed: Routed, name: str) -> Any:
 
     method.__name__, method.__qualname__ = name, routed.counted
     method.__wrapped__ = routed.__wrapped__  # type: ignore[attr-defined]
-    method.__autoconvert_spec__ = lambda owner: routed.__autoconvert_spec__()  # type: ignore[attr-defined]
+    method.__autoconvert_description__ = lambda owner: routed.__autoconvert_description__()  # type: ignore[attr-defined]
     return method
 
 

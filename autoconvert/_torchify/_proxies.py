@@ -59,7 +59,7 @@ def _guarded_pair(fn: Any, options: dict[str, Any]) -> Any:
 def _guarded(fn: Any, inputs: dict[str, Any]) -> Any:
     """``fn`` guarded (see _guards) as ``inputs``, the input side's options, ask: compiled
     code's refusal of read-only arrays made again with copies where those copy when needed."""
-    return guarded(fn, policy_of("accepts_numpy", {}, inputs).copies_refused())
+    return guarded(fn, policy_of("accepts_numpy", {}, inputs).retries_with_copies())
 
 
 class TorchifiedPlan(Plan):
@@ -103,7 +103,7 @@ class MethodPlan(TorchifiedPlan):
         self.kept_natively = kept_natively
         super().__init__(func, sides)
         if not held:  # a held callable comes guarded (see _self_calling); a function, with its object first
-            guard = guarded(func, self.policies["accepts_numpy"].copies_refused(), method=True)
+            guard = guarded(func, self.policies["accepts_numpy"].retries_with_copies(), method=True)
             self.guard = guard if guard is not func else None
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
@@ -339,7 +339,7 @@ class TorchifiedClass(StandIn):
     def __instancecheck__(self, instance: Any) -> bool:
         return isinstance(instance, self.__wrapped__)
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         notes = () if self._natively is None else (self._natively.words(),)
         return Description(options=self._options, notes=notes)
 
@@ -455,7 +455,7 @@ class TorchifiedObject(StandIn):
             cached = self._self_bound[name] = (value, _holding(held, name), held)
         return cast("Callable[..., Any]", cached[1])
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         return Description(options=self._self_options, notes=self._self_class.object_notes(self.__wrapped__))
 
     def _self_stood_for(self) -> Any:
@@ -619,7 +619,7 @@ def _operator(name: str) -> Callable[..., Any]:
         return method(self, *args)
 
     operate.__name__ = operate.__qualname__ = name
-    operate.__autoconvert_spec__ = _describing(name)  # type: ignore[attr-defined]
+    operate.__autoconvert_description__ = _describing(name)  # type: ignore[attr-defined]
     return operate
 
 
@@ -661,8 +661,8 @@ class BuiltObject(CallableTorchifiedObject):
 
     __getattr__._torchdynamo_disable = True  # type: ignore[attr-defined]
 
-    def __autoconvert_spec__(self) -> Description:
-        spec = TorchifiedObject.__autoconvert_spec__(self)
+    def __autoconvert_description__(self) -> Description:
+        spec = TorchifiedObject.__autoconvert_description__(self)
         return dataclasses.replace(spec, notes=(*spec.notes, self._self_built.builder.built.describe()))
 
 
@@ -689,7 +689,7 @@ def _holding(held: Any, name: str) -> Callable[..., Any]:
         return call(wrapped, self, args, kwargs)
 
     method.__name__ = method.__qualname__ = name
-    method.__autoconvert_spec__ = lambda owner: described(held)  # type: ignore[attr-defined]
+    method.__autoconvert_description__ = lambda owner: described(held)  # type: ignore[attr-defined]
     return method
 
 
@@ -705,7 +705,7 @@ def _describing(name: str) -> Callable[[TorchifiedObject], Description | None]:
 
 
 # A callable proxy's call, bound (``proxy.__call__``), describes the object's call it makes.
-CallableTorchifiedObject.__call__.__autoconvert_spec__ = _describing("__call__")  # type: ignore[attr-defined]
+CallableTorchifiedObject.__call__.__autoconvert_description__ = _describing("__call__")  # type: ignore[attr-defined]
 
 
 def proxy(

@@ -364,7 +364,7 @@ class TorchifiedModule(types.ModuleType, StandIn):
     def __repr__(self) -> str:
         return f"<torchified module {self.__name__!r}>"
 
-    def __autoconvert_spec__(self) -> Description:
+    def __autoconvert_description__(self) -> Description:
         return Description(options=self.__dict__["_self_options"])
 
     def __reduce__(self) -> tuple[Any, ...]:
