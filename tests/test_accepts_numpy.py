@@ -1236,6 +1236,29 @@ class TestExpandedTensors:
         )
         assert t.tolist() == [0.0, 0.0, 0.0]
 
+    def test_writeback_refuses_a_write_around_the_guard_into_an_expanded_tensors_copy(self) -> None:
+        """A write through torch.from_numpy into an expanded tensor's private copy (copy=True,
+        bfloat16 widened) cannot reach back: refused in NumPy's own write's words, not lost."""
+
+        def fill(a):
+            with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+                warnings.simplefilter("ignore", UserWarning)
+                torch.from_numpy(a)[0, 0] = 9
+
+        for dtype, copy in [(torch.float32, True), (torch.bfloat16, None)]:
+            t = torch.arange(4.0, dtype=dtype)[None].expand(3, 4)
+            with pytest.raises(ac.ReadOnlyError) as info:
+                ac.accepts_numpy(writeback=True, copy=copy)(fill)(t)
+            assert str(info.value) == fill.__qualname__ + (
+                "(): argument a is an expanded tensor (zero strides: its elements share memory), handed over "
+                "read-only since no write can reach back into it, and the function wrote into it, through a route "
+                "the read-only guard cannot see (torch.from_numpy or torch.as_tensor on the array, its .base, "
+                "np.frombuffer), into a private copy the caller's tensor never sees. Found "
+                f"torch.Tensor(shape=(3, 4), dtype={dtype}, layout=torch.strided, device=cpu). Fix: pass "
+                "a.contiguous() (then writes reach that copy only), or return the changed array instead."
+            )
+            assert t[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
     def test_a_broadcast_result_too_large_to_copy_names_the_bytes(self) -> None:
         with pytest.raises(ac.ConversionError) as info:
             ac.to_tensor(np.broadcast_to(np.zeros(1), (10**10,)))

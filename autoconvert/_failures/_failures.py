@@ -35,7 +35,7 @@ from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
-from autoconvert._spec._writeback import writable_fixes
+from autoconvert._spec._writeback import EXPANDED_FIX, EXPANDED_WRITTEN, writable_fixes
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
@@ -396,10 +396,6 @@ def read_only_error(
             "memory the array shares"
         )
     elif writeback and rejection.expanded:
-        what = (
-            "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
-            "write can reach back into it, and the function wrote into it"
-        )
-        fix = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
+        what, fix = EXPANDED_WRITTEN, EXPANDED_FIX
     where = named or "the function"
     return ReadOnlyError(message(function, where, what, quoted(error), fix, path=paths[0] if paths else ""))
