@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import itertools
+import math
 import re
 import warnings
 from collections.abc import Callable
@@ -1201,6 +1204,115 @@ class TestNoRawErrors:
         with pytest.raises(ValueError, match="not on float16") as other:  # another error: no note
             ac.accepts_numpy(lambda a: (_ for _ in ()).throw(ValueError("not on float16")))(half)
         assert not hasattr(other.value, "__notes__")
+
+
+def _write_by_numpy(a: np.ndarray) -> None:
+    a[(0,) * a.ndim] = 9
+
+
+def _write_around_the_guard(a: np.ndarray) -> None:
+    with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+        warnings.simplefilter("ignore", UserWarning)
+        torch.from_numpy(a)[(0,) * a.ndim] = 9
+
+
+#: Each product taking writeback=True, decorating a function that writes into its argument
+#: (``a``; a batch's sample for ``batched``).
+_WRITING_PRODUCTS: dict[str, Callable[..., Any]] = {
+    "accepts_numpy": lambda body, **options: ac.accepts_numpy(body, **options),
+    "torchify": lambda body, **options: ac.torchify(body, **options),
+    "adapt": lambda body, **options: ac.adapt(_annotated(body), **options),
+    "batched": lambda body, **options: ac.batched(body, **options),
+    "batched on threads": lambda body, **options: ac.batched(body, workers=2, **options),
+}
+
+
+def _annotated(body: Callable[[np.ndarray], None]) -> Callable[[np.ndarray], None]:
+    """``body`` as ``adapt`` converts it: its parameter annotated as an array."""
+
+    def annotated(a: np.ndarray) -> None:
+        body(a)
+
+    annotated.__qualname__ = body.__qualname__
+    return annotated
+
+
+#: An expanded tensor's compact memory and its expanded shape: repeated along 1 or 2 dims, or a 0-d tensor's.
+_EXPANSIONS = {"1 dim": ((1, 4), (3, 4)), "2 dims": ((1, 4, 1), (3, 4, 2)), "0-d": ((), (3,))}
+
+
+def _expanded_writes() -> list[Any]:
+    """The cross-product of the writes into an expanded tensor under writeback=True; the
+    default run keeps a slice (float32 and bfloat16, one expansion, copy=True and None)."""
+    cases = []
+    for product, body, dtype, expansion, copy, check_writes, generic in itertools.product(
+        _WRITING_PRODUCTS,
+        [_write_by_numpy, _write_around_the_guard],
+        [torch.float32, torch.float64, torch.bfloat16],
+        _EXPANSIONS,
+        [True, None, False],
+        [False, True],
+        [False, True],
+    ):
+        if copy is False and dtype == torch.bfloat16:
+            continue  # a CopyError: NumPy lacks bfloat16
+        kept = (
+            dtype != torch.float64 and expansion == "1 dim" and copy is not False and not check_writes and not generic
+        )
+        marks = () if kept else (pytest.mark.slow,)
+        how = (copy, check_writes, generic)
+        name = (
+            f"{product}-{body.__name__}-{dtype}-{expansion}-{copy=}-{check_writes=}-{'generic' if generic else 'fast'}"
+        )
+        cases.append(pytest.param(product, body, dtype, expansion, how, marks=marks, id=name))
+    return cases
+
+
+@pytest.mark.parametrize(("product", "body", "dtype", "expansion", "how"), _expanded_writes())
+def test_a_write_into_an_expanded_tensor_is_refused_or_reaches_the_caller(
+    product: str,
+    body: Callable[[np.ndarray], None],
+    dtype: torch.dtype,
+    expansion: str,
+    how: tuple[bool | None, bool, bool],
+) -> None:
+    """writeback=True on an expanded tensor, on every product, fast and generic call: a write
+    by NumPy is refused, and so is one around the read-only guard into a private copy
+    (copy=True, bfloat16 widened), which would otherwise be lost; one into the caller's own
+    memory (shared, float32 or float64) reaches it, as writeback promises. Never lost.
+    ``how``: copy, check_writes, and whether a ``stats`` block forces the generic call."""
+    copy, check_writes, generic = how
+    compact_shape, shape = _EXPANSIONS[expansion]
+    batched = product.startswith("batched")
+    base = torch.arange(float(math.prod(compact_shape)), dtype=dtype).reshape(compact_shape) + 1
+    base = base[None] if batched else base
+    t = base.expand(*((2,) if batched else ()), *shape)
+    before = base.clone()
+    f = _WRITING_PRODUCTS[product](body, writeback=True, copy=copy, check_writes=check_writes)
+    shared = copy is not True and dtype != torch.bfloat16
+    with ac.stats() if generic else contextlib.nullcontext():
+        if body is _write_around_the_guard and shared:
+            f(t)
+            assert base.flatten()[0] == 9 and torch.equal(base.flatten()[1:], before.flatten()[1:])
+            return
+        with pytest.raises(ac.ReadOnlyError) as info:
+            f(t)
+    found = (
+        "ValueError('assignment destination is read-only')"
+        if body is _write_by_numpy
+        else f"torch.Tensor(shape={tuple(t.shape)}, dtype={dtype}, layout=torch.strided, device=cpu)"
+    )
+    around = (
+        ", through a route the read-only guard cannot see (torch.from_numpy or torch.as_tensor on the array, its "
+        ".base, np.frombuffer), into a private copy the caller's tensor never sees"
+    )
+    assert str(info.value) == (
+        f"{body.__qualname__}(): argument a is an expanded tensor (zero strides: its elements share memory), "
+        "handed over read-only since no write can reach back into it, and the function wrote into it"
+        f"{'' if body is _write_by_numpy else around}. Found {found}. Fix: pass a.contiguous() (then writes "
+        "reach that copy only), or return the changed array instead."
+    )
+    assert torch.equal(base, before)
 
 
 class TestExpandedTensors:

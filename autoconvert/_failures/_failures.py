@@ -89,7 +89,7 @@ def wrote_into_handed(
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
     local = local or [v for v in _arrays_held(values) if not v.flags.writeable]
     local = _written_by_failure(raised) or _read_by_failure(raised, local) or local
-    if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
+    if any(_broadcast(v) and not any(_views_expanded(v, h) for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
     if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
         return None
@@ -266,6 +266,12 @@ def quoted(error: BaseException) -> str:
     kind = type(error)
     name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     return f"{name}({line!r})"
+
+
+def _views_expanded(v: np.ndarray[Any, Any], handed: Any) -> bool:
+    """Whether ``v`` is ``handed``, or a view of it where ``handed`` is an expanded tensor's
+    array (a batch's sample, say): its memory takes no write, whichever view reaches it."""
+    return v is handed or (_broadcast(handed) and np.may_share_memory(v, handed))
 
 
 def _broadcast(a: np.ndarray[Any, Any]) -> bool:
