@@ -81,7 +81,7 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
         writes = ctx.writes
         assert writes is not None  # writeback has its after step
         if not t.is_nested and expanded(t):
-            return expanded_leaf(t, writes.expanded, copy, grad, widened)
+            return expanded_leaf(t, writes.expanded, copy, grad, widened)  # type: ignore[arg-type]  # writeback has the list
         span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
             return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
