@@ -1371,6 +1371,27 @@ class TestExpandedTensors:
             )
             assert t[0].tolist() == [0.0, 1.0, 2.0, 3.0]
 
+    def test_writeback_refuses_a_generator_written_into_an_expanded_tensors_copy(self) -> None:
+        """A returned generator's body runs after the comparison of an expanded tensor's private
+        copy: refused, as with any tensor whose writes come back."""
+
+        def body(a):
+            _write_around_the_guard(a)
+            yield 1
+
+        def deferred(a):
+            return body(a)
+
+        with pytest.raises(ac.ConversionError) as info:
+            ac.accepts_numpy(writeback=True, copy=True)(deferred)(torch.zeros(1).expand(3))
+        assert str(info.value) == deferred.__qualname__ + (
+            "(): result is a generator, whose body runs after the call returns, so autoconvert cannot convert "
+            "around it (the arrays handed to it would stay in use, writeback and check_writes would run before "
+            "it, and what it yields or returns would not be converted). Found builtins.generator. Fix: decorate "
+            "the plain function that holds the NumPy code, and call that from inside the generator, coroutine "
+            "or context manager."
+        )
+
     def test_a_broadcast_result_too_large_to_copy_names_the_bytes(self) -> None:
         with pytest.raises(ac.ConversionError) as info:
             ac.to_tensor(np.broadcast_to(np.zeros(1), (10**10,)))

@@ -150,7 +150,7 @@ class WriteBack:
         writes = ctx.writes  # made by begin
         assert writes is not None
         pairs = writes.pairs
-        if pairs or writes.written:
+        if pairs or writes.written or writes.expanded:  # an expanded tensor's private copy is compared too
             refuse_deferred(result, self.function)
         if writes.written:
             pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
