@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import itertools
+import math
 import re
 import warnings
 from collections.abc import Callable
@@ -1203,6 +1206,115 @@ class TestNoRawErrors:
         assert not hasattr(other.value, "__notes__")
 
 
+def _write_by_numpy(a: np.ndarray) -> None:
+    a[(0,) * a.ndim] = 9
+
+
+def _write_around_the_guard(a: np.ndarray) -> None:
+    with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+        warnings.simplefilter("ignore", UserWarning)
+        torch.from_numpy(a)[(0,) * a.ndim] = 9
+
+
+#: Each product taking writeback=True, decorating a function that writes into its argument
+#: (``a``; a batch's sample for ``batched``).
+_WRITING_PRODUCTS: dict[str, Callable[..., Any]] = {
+    "accepts_numpy": lambda body, **options: ac.accepts_numpy(body, **options),
+    "torchify": lambda body, **options: ac.torchify(body, **options),
+    "adapt": lambda body, **options: ac.adapt(_annotated(body), **options),
+    "batched": lambda body, **options: ac.batched(body, **options),
+    "batched on threads": lambda body, **options: ac.batched(body, workers=2, **options),
+}
+
+
+def _annotated(body: Callable[[np.ndarray], None]) -> Callable[[np.ndarray], None]:
+    """``body`` as ``adapt`` converts it: its parameter annotated as an array."""
+
+    def annotated(a: np.ndarray) -> None:
+        body(a)
+
+    annotated.__qualname__ = body.__qualname__
+    return annotated
+
+
+#: An expanded tensor's compact memory and its expanded shape: repeated along 1 or 2 dims, or a 0-d tensor's.
+_EXPANSIONS = {"1 dim": ((1, 4), (3, 4)), "2 dims": ((1, 4, 1), (3, 4, 2)), "0-d": ((), (3,))}
+
+
+def _expanded_writes() -> list[Any]:
+    """The cross-product of the writes into an expanded tensor under writeback=True; the
+    default run keeps a slice (float32 and bfloat16, one expansion, copy=True and None)."""
+    cases = []
+    for product, body, dtype, expansion, copy, check_writes, generic in itertools.product(
+        _WRITING_PRODUCTS,
+        [_write_by_numpy, _write_around_the_guard],
+        [torch.float32, torch.float64, torch.bfloat16],
+        _EXPANSIONS,
+        [True, None, False],
+        [False, True],
+        [False, True],
+    ):
+        if copy is False and dtype == torch.bfloat16:
+            continue  # a CopyError: NumPy lacks bfloat16
+        kept = (
+            dtype != torch.float64 and expansion == "1 dim" and copy is not False and not check_writes and not generic
+        )
+        marks = () if kept else (pytest.mark.slow,)
+        how = (copy, check_writes, generic)
+        name = (
+            f"{product}-{body.__name__}-{dtype}-{expansion}-{copy=}-{check_writes=}-{'generic' if generic else 'fast'}"
+        )
+        cases.append(pytest.param(product, body, dtype, expansion, how, marks=marks, id=name))
+    return cases
+
+
+@pytest.mark.parametrize(("product", "body", "dtype", "expansion", "how"), _expanded_writes())
+def test_a_write_into_an_expanded_tensor_is_refused_or_reaches_the_caller(
+    product: str,
+    body: Callable[[np.ndarray], None],
+    dtype: torch.dtype,
+    expansion: str,
+    how: tuple[bool | None, bool, bool],
+) -> None:
+    """writeback=True on an expanded tensor, on every product, fast and generic call: a write
+    by NumPy is refused, and so is one around the read-only guard into a private copy
+    (copy=True, bfloat16 widened), which would otherwise be lost; one into the caller's own
+    memory (shared, float32 or float64) reaches it, as writeback promises. Never lost.
+    ``how``: copy, check_writes, and whether a ``stats`` block forces the generic call."""
+    copy, check_writes, generic = how
+    compact_shape, shape = _EXPANSIONS[expansion]
+    batched = product.startswith("batched")
+    base = torch.arange(float(math.prod(compact_shape)), dtype=dtype).reshape(compact_shape) + 1
+    base = base[None] if batched else base
+    t = base.expand(*((2,) if batched else ()), *shape)
+    before = base.clone()
+    f = _WRITING_PRODUCTS[product](body, writeback=True, copy=copy, check_writes=check_writes)
+    shared = copy is not True and dtype != torch.bfloat16
+    with ac.stats() if generic else contextlib.nullcontext():
+        if body is _write_around_the_guard and shared:
+            f(t)
+            assert base.flatten()[0] == 9 and torch.equal(base.flatten()[1:], before.flatten()[1:])
+            return
+        with pytest.raises(ac.ReadOnlyError) as info:
+            f(t)
+    found = (
+        "ValueError('assignment destination is read-only')"
+        if body is _write_by_numpy
+        else f"torch.Tensor(shape={tuple(t.shape)}, dtype={dtype}, layout=torch.strided, device=cpu)"
+    )
+    around = (
+        ", through a route the read-only guard cannot see (torch.from_numpy or torch.as_tensor on the array, its "
+        ".base, np.frombuffer), into a private copy the caller's tensor never sees"
+    )
+    assert str(info.value) == (
+        f"{body.__qualname__}(): argument a is an expanded tensor (zero strides: its elements share memory), "
+        "handed over read-only since no write can reach back into it, and the function wrote into it"
+        f"{'' if body is _write_by_numpy else around}. Found {found}. Fix: pass a.contiguous() (then writes "
+        "reach that copy only), or return the changed array instead."
+    )
+    assert torch.equal(base, before)
+
+
 class TestExpandedTensors:
     """Expanded (stride-0) tensors are converted through their compact base, never materialised."""
 
@@ -1235,6 +1347,50 @@ class TestExpandedTensors:
             "copy only), or return the changed array instead."
         )
         assert t.tolist() == [0.0, 0.0, 0.0]
+
+    def test_writeback_refuses_a_write_around_the_guard_into_an_expanded_tensors_copy(self) -> None:
+        """A write through torch.from_numpy into an expanded tensor's private copy (copy=True,
+        bfloat16 widened) cannot reach back: refused in NumPy's own write's words, not lost."""
+
+        def fill(a):
+            with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+                warnings.simplefilter("ignore", UserWarning)
+                torch.from_numpy(a)[0, 0] = 9
+
+        for dtype, copy in [(torch.float32, True), (torch.bfloat16, None)]:
+            t = torch.arange(4.0, dtype=dtype)[None].expand(3, 4)
+            with pytest.raises(ac.ReadOnlyError) as info:
+                ac.accepts_numpy(writeback=True, copy=copy)(fill)(t)
+            assert str(info.value) == fill.__qualname__ + (
+                "(): argument a is an expanded tensor (zero strides: its elements share memory), handed over "
+                "read-only since no write can reach back into it, and the function wrote into it, through a route "
+                "the read-only guard cannot see (torch.from_numpy or torch.as_tensor on the array, its .base, "
+                "np.frombuffer), into a private copy the caller's tensor never sees. Found "
+                f"torch.Tensor(shape=(3, 4), dtype={dtype}, layout=torch.strided, device=cpu). Fix: pass "
+                "a.contiguous() (then writes reach that copy only), or return the changed array instead."
+            )
+            assert t[0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+    def test_writeback_refuses_a_generator_written_into_an_expanded_tensors_copy(self) -> None:
+        """A returned generator's body runs after the comparison of an expanded tensor's private
+        copy: refused, as with any tensor whose writes come back."""
+
+        def body(a):
+            _write_around_the_guard(a)
+            yield 1
+
+        def deferred(a):
+            return body(a)
+
+        with pytest.raises(ac.ConversionError) as info:
+            ac.accepts_numpy(writeback=True, copy=True)(deferred)(torch.zeros(1).expand(3))
+        assert str(info.value) == deferred.__qualname__ + (
+            "(): result is a generator, whose body runs after the call returns, so autoconvert cannot convert "
+            "around it (the arrays handed to it would stay in use, writeback and check_writes would run before "
+            "it, and what it yields or returns would not be converted). Found builtins.generator. Fix: decorate "
+            "the plain function that holds the NumPy code, and call that from inside the generator, coroutine "
+            "or context manager."
+        )
 
     def test_a_broadcast_result_too_large_to_copy_names_the_bytes(self) -> None:
         with pytest.raises(ac.ConversionError) as info:

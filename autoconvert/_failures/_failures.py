@@ -35,7 +35,7 @@ from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
-from autoconvert._spec._writeback import writable_fixes
+from autoconvert._spec._writeback import EXPANDED_FIX, EXPANDED_WRITTEN, writable_fixes
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
@@ -89,7 +89,7 @@ def wrote_into_handed(
     local = [v for v in values if isinstance(v, np.ndarray) and not v.flags.writeable]
     local = local or [v for v in _arrays_held(values) if not v.flags.writeable]
     local = _written_by_failure(raised) or _read_by_failure(raised, local) or local
-    if any(_broadcast(v) and all(v is not h for _, h in arrays) for v in local):
+    if any(_broadcast(v) and not any(_views_expanded(v, h) for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
     if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
         return None
@@ -268,6 +268,12 @@ def quoted(error: BaseException) -> str:
     return f"{name}({line!r})"
 
 
+def _views_expanded(v: np.ndarray[Any, Any], handed: Any) -> bool:
+    """Whether ``v`` is ``handed``, or a view of it where ``handed`` is an expanded tensor's
+    array (a batch's sample, say): its memory takes no write, whichever view reaches it."""
+    return v is handed or (_broadcast(handed) and np.may_share_memory(v, handed))
+
+
 def _broadcast(a: np.ndarray[Any, Any]) -> bool:
     """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
     return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
@@ -396,10 +402,6 @@ def read_only_error(
             "memory the array shares"
         )
     elif writeback and rejection.expanded:
-        what = (
-            "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
-            "write can reach back into it, and the function wrote into it"
-        )
-        fix = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
+        what, fix = EXPANDED_WRITTEN, EXPANDED_FIX
     where = named or "the function"
     return ReadOnlyError(message(function, where, what, quoted(error), fix, path=paths[0] if paths else ""))

@@ -26,6 +26,8 @@ class AfterWrites(NamedTuple):
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
     #: writeback: the private arrays handed over, made read-only with their views after the call (see _writeback.make_private_read_only).
     handed: list[Private] | None = None
+    #: writeback: (expanded tensor, private array of its memory, its snapshot) to compare after the call (see _writeback.written_expanded).
+    expanded: list[Any] | None = None
 
 
 class Collected(NamedTuple):
@@ -66,7 +68,17 @@ def collected_writes(
 ) -> Collected:
     """A ``Collected`` with an after step's fresh ``AfterWrites`` (its ``pairs`` empty), both made
     as cheaply as tuples, in one frame: an after step's ``begin`` makes one per call."""
-    return new_tuple(Collected, (shared, odd, new_tuple(AfterWrites, ([], spans, written, handed)), seen, target, {}))
+    return new_tuple(
+        Collected,
+        (
+            shared,
+            odd,
+            new_tuple(AfterWrites, ([], spans, written, handed, None if handed is None else [])),
+            seen,
+            target,
+            {},
+        ),
+    )
 
 
 #: The arguments as the function got them.

@@ -14,15 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import Casts
-from autoconvert._conversions._grad import GradPolicy
-from autoconvert._conversions._memory import expanded
+from autoconvert._conversions._grad import GradPolicy, may_lose_gradient
+from autoconvert._conversions._memory import compact, expanded
 from autoconvert._conversions._to_numpy import tensor_to_array
-from autoconvert._conversions._writeback import WriteBackFailed, hand_over, make_private_read_only, write_back
-from autoconvert._errors import ConversionError, LeafError, message
+from autoconvert._conversions._writeback import (
+    WriteBackFailed,
+    hand_over,
+    make_private_read_only,
+    write_back,
+    written_expanded,
+)
+from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 from autoconvert._options._options import Policy
 
 from ._collected import Collected, Handed, collected_writes
@@ -47,6 +54,15 @@ class WritingSide(Protocol):
     def spans(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[int, Any] | None: ...
 
 
+#: What an expanded tensor's array is, once the function wrote into it (see expanded_leaf).
+EXPANDED_WRITTEN = (
+    "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
+    "write can reach back into it, and the function wrote into it"
+)
+#: Its fix; ``{path}`` is the argument's path.
+EXPANDED_FIX = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
+
+
 def writable_fixes(site: Callable[[str], str]) -> str:
     """The fixes for a write into a read-only array: private copies, or writes that reach the caller."""
     return (
@@ -62,14 +78,10 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
     def leaf(t: torch.Tensor, ctx: Collected) -> Any:
         ctx.odd.append(t)
         refuse_sparse(t, "writeback=True", "return the changed matrix instead, with writeback=False")
-        if not t.is_nested and expanded(t):
-            # Its elements share memory, which torch refuses to write into: handed read-only, so
-            # that a write raises (see Runner.failed) rather than vanish.
-            a = tensor_to_array(t, copy, grad, settle=False, widened=widened)[0]
-            a.setflags(False)  # type: ignore[call-arg, unused-ignore]
-            return a
         writes = ctx.writes
         assert writes is not None  # writeback has its after step
+        if not t.is_nested and expanded(t):
+            return expanded_leaf(t, writes.expanded, copy, grad, widened)  # type: ignore[arg-type]  # writeback has the list
         span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
             return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
@@ -79,6 +91,21 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
         return a if private is None else hand_over(private, writes.handed)  # type: ignore[arg-type]  # writeback has the list
 
     return leaf
+
+
+def expanded_leaf(t: torch.Tensor, expanded: list[Any], copy: bool | None, grad: GradPolicy, widened: Casts) -> Any:
+    """An expanded tensor under writeback=True: its elements share memory, which no write can
+    reach back into element by element, so its compact memory is handed read-only, broadcast
+    back (a NumPy write raises, see Runner.failed). A private copy of it is also recorded in
+    ``expanded``, compared after the call (see WriteBack): a write around the read-only flag
+    (``torch.from_numpy``) would reach that copy only, and vanish."""
+    if may_lose_gradient(t):
+        grad.detach(t)  # the policy speaks for t, where the GradientWarning names it
+    a, shared = tensor_to_array(compact(t.detach()), copy, grad, settle=False, widened=widened)
+    a.setflags(write=False)
+    if not shared:
+        expanded.append((t, a))  # snapshot once settled (see NumpyInputs.settle_arguments)
+    return np.broadcast_to(a, tuple(t.shape))
 
 
 def refuse_deferred(result: Any, function: str) -> None:
@@ -123,7 +150,7 @@ class WriteBack:
         writes = ctx.writes  # made by begin
         assert writes is not None
         pairs = writes.pairs
-        if pairs or writes.written:
+        if pairs or writes.written or writes.expanded:  # an expanded tensor's private copy is compared too
             refuse_deferred(result, self.function)
         if writes.written:
             pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
@@ -144,7 +171,29 @@ class WriteBack:
         finally:
             if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to make read-only
                 make_private_read_only(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
+        if writes.expanded:
+            self.refuse_expanded(written_expanded(writes.expanded), given)
         return returned(result, writes.written) if self.gives_back and writes.written else result
+
+    def refuse_expanded(self, written: list[torch.Tensor], given: Given) -> None:
+        """Raise for the expanded tensors whose private array the function wrote into around
+        the read-only flag (see expanded_leaf), in NumPy's own write's words: the caller's
+        tensors keep their values."""
+        if not written:
+            return
+        paths = self.paths_of(written, given)
+        raise ReadOnlyError(
+            message(
+                self.function,
+                "argument " + paths,
+                f"{EXPANDED_WRITTEN}, through a route the read-only guard cannot see (torch.from_numpy or "
+                "torch.as_tensor on the array, its .base, np.frombuffer), into a private copy the caller's tensor "
+                "never sees",
+                describe_tensor(written[0]),
+                EXPANDED_FIX,
+                path=paths.split(", ")[0],
+            )
+        )
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""
