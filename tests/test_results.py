@@ -693,3 +693,70 @@ def test_a_result_with_methods_is_freed_when_its_last_reference_goes() -> None:
         assert quantiles() is None and probabilities() is None
     finally:
         gc.enable()
+
+
+GRAD_REFUSAL = (
+    "Weights.predict(): argument args[0] requires grad, and NumPy code cannot pass gradients back. Found "
+    "torch.Tensor(shape=(1, 2), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: pass args[0].detach(), "
+    "call under torch.no_grad(), or allow it detached with grad='detach' (in ac.to_numpy(obj, grad='detach'); "
+    "grad='warn' says so once); to keep the gradient, keep the computation in torch, or make the NumPy code a "
+    "differentiable torch operation with ac.numpy_op(fn, backward=...)."
+)
+
+
+@pytest.mark.parametrize(
+    ("made", "around_method", "outcome"),
+    [
+        ({"grad": "error"}, None, "error"),
+        ({"grad": "detach"}, None, "quiet"),
+        ({"grad": "warn"}, None, "warning"),
+        ({}, "error", "error"),  # a block around the method call
+        ({}, "detach", "quiet"),
+        ({"grad": "warn"}, "detach", "warning"),  # given explicitly: no block changes it
+        ({"block": "error"}, None, "error"),  # a block around the call that made the result
+        ({"block": "error"}, "detach", "quiet"),  # the block around the method call wins
+        ({"torchify": "error"}, None, "error"),
+        ({"torchify": "detach"}, None, "quiet"),
+    ],
+)
+def test_a_result_s_methods_follow_the_grad_policy_of_the_call_that_made_it(
+    made: dict[str, str], around_method: str | None, outcome: str
+) -> None:
+    """A result's method warned and detached a tensor that requires grad whatever grad= the
+    decorator, torchify or a config block said: grad="error" did not refuse, "detach" still
+    warned. The method now follows the policy of the call that made the result, a config block
+    around the method call over it unless grad= was given explicitly."""
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    if "torchify" in made:
+        result = ac.torchify(_weighted, grad=made["torchify"])(w)
+    elif "block" in made:
+        with ac.config(grad=made["block"]):
+            result = ac.returns_tensor(ac.accepts_numpy(_weighted))(w)
+    else:
+        result = ac.returns_tensor(ac.accepts_numpy(_weighted, **made))(w)
+    x = torch.ones(1, 2, dtype=torch.float64, requires_grad=True)
+
+    def call() -> Any:
+        if around_method is None:
+            return result.predict(x)
+        with ac.config(grad=around_method):
+            return result.predict(x)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if outcome == "error":
+            assert raised(ac.GradientError, call) == GRAD_REFUSAL
+        else:
+            assert call().tolist() == [3.0]
+    assert [w.category for w in caught] == ([ac.GradientWarning] if outcome == "warning" else [])
+
+
+def test_a_field_set_to_a_tensor_that_requires_grad_follows_the_grad_policy() -> None:
+    """The rule holds for the fields the caller sets: refused under grad="error", naming the field."""
+    result = ac.returns_tensor(ac.accepts_numpy(_weighted, grad="error"))(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    result.w = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    assert raised(ac.GradientError, result.predict, torch.ones(1, 2, dtype=torch.float64)) == (
+        GRAD_REFUSAL.replace("argument args[0]", "field self.w")
+        .replace("shape=(1, 2)", "shape=(2,)")
+        .replace("pass args[0]", "pass self.w")
+    )
