@@ -760,3 +760,45 @@ def test_a_field_set_to_a_tensor_that_requires_grad_follows_the_grad_policy() ->
         .replace("shape=(1, 2)", "shape=(2,)")
         .replace("pass args[0]", "pass self.w")
     )
+
+
+@dataclasses.dataclass
+class Running:
+    """A result whose methods change it, one returning itself (a fluent interface)."""
+
+    total: Any
+    n: int = 0
+
+    def add(self, x: Any) -> Any:
+        self.total = self.total + x
+        self.n += 1
+        return self.total
+
+    def with_n(self, n: int) -> Running:
+        self.n = n
+        return self
+
+
+@pytest.mark.parametrize(
+    ("view", "kind"),
+    [
+        (lambda f: ac.returns_tensor(ac.accepts_numpy(f)), torch.Tensor),
+        (lambda f: ac.returns_tensor(lambda x: f(ac.to_numpy(x))), torch.Tensor),
+        (ac.torchify, torch.Tensor),
+        (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), np.ndarray),
+    ],
+    ids=["pair", "returns_tensor", "torchify", "reverse pair"],
+)
+def test_a_method_that_changes_its_result_changes_the_caller_s_result(view: Callable[[Any], Any], kind: type) -> None:
+    """``r.add(x)`` (``self.n += 1``) left the converted result unchanged, and ``r.with_n(5)``
+    (``return self``) gave a new object: the method ran on the original or a copy of it. What a
+    method changes is now carried to the caller's result, converted as its fields were, and a
+    method returning the object it ran on returns the caller's result, as the plain object does."""
+    r = view(lambda x: Running(x * 1.0))(torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2))
+    one = torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2)
+    added = r.add(one)
+    assert type(added) is kind and type(r.total) is kind and r.total.tolist() == [2.0, 2.0] and r.n == 1
+    r.total = r.total * 0.0  # the caller's change and the method's, one after the other
+    r.add(one)
+    assert type(r.total) is kind and r.total.tolist() == [1.0, 1.0] and r.n == 2
+    assert r.with_n(5) is r and r.n == 5

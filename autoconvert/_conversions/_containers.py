@@ -176,6 +176,8 @@ def _with_writes(cls: type, node: Node, update: Update | None) -> Node:
 
 
 _UNSEEN = object()
+#: What ResultMethod.run gives where a method's value is not the caller's result itself.
+UNSEEN = _UNSEEN
 
 
 class Node:
@@ -457,6 +459,27 @@ class ResultFields:
         self.see(attributes)
         return twin
 
+    def ran(self, receiver: Any, before: dict[str, Any], result: Any, carried: Callable[[Any, str], Any]) -> Any:
+        """After a method ran on ``receiver`` (which held ``before``): what it changed there
+        (``self.n += 1``) made the caller's result's own, public values converted by
+        ``carried`` as the result's were, private ones as they are; and ``result``, the
+        caller's result where it is the receiver itself (a fluent ``return self``), else
+        ``UNSEEN`` (to be converted as the method's value)."""
+        converted = self.converted()
+        if converted is None:
+            return UNSEEN
+        now = receiver.__dict__
+        if len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items()):
+            methods, state = self.node.methods, converted.__dict__
+            for name in before.keys() - now.keys():
+                state.pop(name, None)
+            for name, value in now.items():
+                if name not in methods and before.get(name, _UNSEEN) is not value:
+                    state[name] = value if name.startswith("_") else carried(value, name)
+            self.see(state)
+            self.apart = None  # a value carried may be a copy of the receiver's: looked for again
+        return converted if result is receiver else UNSEEN
+
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
         original = self.original
@@ -513,6 +536,26 @@ class ResultMethod:
         receiver = self.fields.receiver(self)
         return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
 
+    def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``method`` (``bound``'s) called as the caller's result's own: ``(value, itself)``,
+        ``itself`` the caller's result where the method returned the object it ran on (a fluent
+        ``return self``), else ``UNSEEN`` (``value`` is to be converted). What the method changed
+        on that object is carried to the caller's result (see ResultFields.ran)."""
+        receiver = getattr(method, "__self__", None)
+        if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
+            return method(*args, **kwargs), UNSEEN
+        before = dict(receiver.__dict__)
+        result = method(*args, **kwargs)
+        return result, self.fields.ran(receiver, before, result, self.carried)
+
+    def carried(self, value: Any, name: str) -> Any:
+        """A value a method set on the object it ran on, for the caller's result: converted
+        as the result's fields were."""
+        try:
+            return self.mapper(value, self.ctx)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result, for the original's methods: as it is (a side
         that converts the arguments converts it too)."""
@@ -524,7 +567,8 @@ class ResultMethod:
         return False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.mapper(self.bound()(*args, **kwargs), self.ctx)
+        result, itself = self.run(self.bound(), args, kwargs)
+        return self.mapper(result, self.ctx) if itself is UNSEEN else itself
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method.

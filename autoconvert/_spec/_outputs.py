@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import ResultFields, ResultMethod, is_scipy_sparse
+from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
@@ -471,12 +471,14 @@ class TensorsIn(ResultMethod):
             found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
             grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
         try:
-            result = method(*arrays, **named)
+            result, itself = self.run(method, arrays, named)
         except ValueError as e:
             rejection = _read_only_rejection(name, e, (args, kwargs), (arrays, named))
             if rejection is None:
                 raise
             raise rejection from e
+        if itself is not UNSEEN:
+            return itself
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
@@ -670,7 +672,9 @@ class ArraysIn(ResultMethod):
             named = to_tensors(kwargs, self.target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(name, "argument", "") from None
-        result = method(*tensors, **named)
+        result, itself = self.run(method, tensors, named)
+        if itself is not UNSEEN:
+            return itself
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
