@@ -802,3 +802,44 @@ def test_a_method_that_changes_its_result_changes_the_caller_s_result(view: Call
     r.add(one)
     assert type(r.total) is kind and r.total.tolist() == [1.0, 1.0] and r.n == 2
     assert r.with_n(5) is r and r.n == 5
+
+
+@dataclasses.dataclass
+class Outer:
+    """A result holding a result with methods, which its own method calls."""
+
+    inner: Weights
+    k: float
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.inner.predict(x) * self.k
+
+
+def _nested(w: np.ndarray) -> Outer:
+    return Outer(_weighted(w), 3.0)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("pickled", [False, True], ids=["held", "unpickled"])
+@pytest.mark.parametrize("options", [{}, {"copy": True}, {"dtype": torch.float32}], ids=["shared", "copy", "float32"])
+@pytest.mark.parametrize("how", ["reassigned", "in place"])
+def test_a_change_to_a_nested_result_is_seen_by_the_outer_result_s_methods(
+    how: str, options: dict[str, Any], pickled: bool
+) -> None:
+    """``r.inner.w = t; r.predict(x)`` (``self.inner.predict``) used the function's inner
+    result: only the outer result's own attributes were looked at. A result held in an
+    attribute of a result with methods is now followed too, at any depth: what its caller
+    changed there, reassigned or in place, is what the outer method sees."""
+    dtype = options.get("dtype", torch.float64)
+    r = ac.returns_tensor(ac.accepts_numpy(_nested), **options)(torch.tensor([1.0, 2.0], dtype=dtype))
+    if pickled:
+        r = pickle.loads(pickle.dumps(r))
+    x = torch.ones(1, 2, dtype=dtype)
+    assert r.predict(x).tolist() == [9.0]
+    if how == "reassigned":
+        r.inner.w = torch.tensor([10.0, 10.0], dtype=dtype)
+    else:
+        r.inner.w[0] = 10.0
+    want = [60.0] if how == "reassigned" else [36.0]
+    assert r.predict(x).tolist() == want and r.predict(x).tolist() == want  # and on the next call
+    assert r.inner.predict(x).tolist() == [want[0] / 3.0]

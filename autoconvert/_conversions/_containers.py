@@ -388,7 +388,7 @@ class ResultFields:
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
     are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("apart", "converted", "given", "items", "node", "original", "size", "twin")
+    __slots__ = ("apart", "converted", "given", "items", "nested", "node", "original", "size", "twin")
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
@@ -398,6 +398,7 @@ class ResultFields:
         self.twin: Any = None
         self.apart: list[str] | None = None  # found at the first call: many results never have one
         self.items: list[int] = []  # a tuple's items held apart, by index
+        self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -407,10 +408,10 @@ class ResultFields:
         converted = self.converted()
         if hasattr(type(converted), "__getnewargs_ex__"):
             converted = None
-        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart)
+        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart, self.nested)
 
-    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None]) -> None:
-        converted, given, self.twin, self.apart = state
+    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None, list[str]]) -> None:
+        converted, given, self.twin, self.apart, self.nested = state
         self.converted = _link(converted)
         self.size = -1
         self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
@@ -429,7 +430,8 @@ class ResultFields:
             return self.original if self.twin is None else self.twin
         apart = self.apart if self.apart is not None else self._find_apart(side, converted)
         attributes, given, back = converted.__dict__, self.given, side.back
-        if not apart and not self.items and len(attributes) == self.size:
+        inner = self._inner(attributes, side) if self.nested else {}
+        if not apart and not self.items and not inner and len(attributes) == self.size:
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
                     break
@@ -437,9 +439,9 @@ class ResultFields:
                 return self.original if self.twin is None else self.twin
         methods = self.node.methods
         changed = {
-            name: back(value, name)
+            name: inner[name] if name in inner else back(value, name)
             for name, value in attributes.items()
-            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart)
+            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart or name in inner)
         }
         twin = self.twin
         if twin is None:
@@ -491,7 +493,21 @@ class ResultFields:
         ]
         if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
             self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
+        self.nested = [name for name, value in self.given.items() if _fields_of(value) is not None]
         return self.apart
+
+    def _inner(self, attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
+        """The objects the methods of the converted results held in ``nested`` attributes
+        (``r.inner``) run on now, where the caller changed one (``r.inner.w = t``): the
+        original's methods see those too (``self.inner.predict(x)``)."""
+        found = {}
+        for name in self.nested:
+            fields = _fields_of(attributes.get(name))
+            if fields is not None:
+                receiver = fields.receiver(side)
+                if receiver is not fields.original:
+                    found[name] = receiver
+        return found
 
     def see(self, attributes: dict[str, Any]) -> None:
         """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
@@ -500,6 +516,16 @@ class ResultFields:
         methods = self.node.methods
         self.given = {name: value for name, value in attributes.items() if name not in methods}
         self.size = len(attributes)
+
+
+def _fields_of(value: Any) -> ResultFields | None:
+    """The fields of ``value``, where it is a converted result with methods; else None."""
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict):
+        for held in state.values():
+            if isinstance(held, ResultMethod):
+                return held.fields
+    return None
 
 
 def _link(converted: Any) -> Callable[[], Any]:
