@@ -7,6 +7,7 @@ attribute access), dataclasses (BootstrapResult), plain tuples of arrays and dic
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import pickle
@@ -843,3 +844,57 @@ def test_a_change_to_a_nested_result_is_seen_by_the_outer_result_s_methods(
     want = [60.0] if how == "reassigned" else [36.0]
     assert r.predict(x).tolist() == want and r.predict(x).tolist() == want  # and on the next call
     assert r.inner.predict(x).tolist() == [want[0] / 3.0]
+
+
+@pytest.mark.parametrize("changed_first", [False, True], ids=["untouched", "changed first"])
+@pytest.mark.parametrize(
+    ("make", "change", "read", "want"),
+    [
+        (
+            lambda: ac.returns_tensor(ac.accepts_numpy(_weighted))(torch.tensor([1.0, 2.0], dtype=torch.float64)),
+            lambda r, v: setattr(r, "w", torch.full((2,), v, dtype=torch.float64)),
+            lambda r: r.predict(torch.ones(1, 2, dtype=torch.float64)).tolist(),
+            lambda v: [2 * v],
+        ),
+        (
+            lambda: ac.torchify(scipy.stats).ttest_1samp(X, 0.5),
+            lambda r, v: setattr(r, "df", v),
+            lambda r: float(r.confidence_interval(0.8).low),
+            lambda v: _plain_ttest_low(v),
+        ),
+        (
+            lambda: ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)))(np.array([1.0, 2.0])),
+            lambda r, v: setattr(r, "w", np.full(2, v)),
+            lambda r: r.predict(np.ones((1, 2))).tolist(),
+            lambda v: [2 * v],
+        ),
+    ],
+    ids=["pair dataclass", "torchify TtestResult", "reverse pair dataclass"],
+)
+def test_a_shallow_copy_s_methods_see_what_is_set_on_the_copy(
+    make: Callable[[], Any],
+    change: Callable[[Any, float], None],
+    read: Callable[[Any], Any],
+    want: Callable[[float], Any],
+    changed_first: bool,
+) -> None:
+    """``m = copy.copy(r); m.w = t; m.predict(x)`` used the value the function returned: the copy
+    shared its methods with ``r``, which follow ``r``. A shallow copy now gets methods of its
+    own: each sees what is set on it, and neither sees the other's change."""
+    r = make()
+    if changed_first:
+        change(r, 3.0)
+    m = copy.copy(r)
+    change(m, 10.0)
+    assert read(m) == pytest.approx(want(10.0))
+    if changed_first:
+        assert read(r) == pytest.approx(want(3.0))
+    again = copy.copy(m)
+    change(again, 20.0)
+    assert read(again) == pytest.approx(want(20.0)) and read(m) == pytest.approx(want(10.0))
+
+
+def _plain_ttest_low(df: float) -> float:
+    plain = copy.copy(scipy.stats.ttest_1samp(X.numpy(), 0.5))
+    plain.df = df
+    return float(plain.confidence_interval(0.8).low)

@@ -133,7 +133,9 @@ class _DataclassWrites(ContainerWrites):
         self.frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
 
     def held(self, obj: Any) -> Held:
-        extras = {k: v for k, v in getattr(obj, "__dict__", {}).items() if not isinstance(v, ResultMethod)}
+        extras = {
+            k: v for k, v in getattr(obj, "__dict__", {}).items() if not isinstance(v, (ResultMethod, ShallowCopies))
+        }
         state = {**{name: getattr(obj, name) for name in self.fields}, **extras}
         return Held(list(state), list(state.values()), list(state))
 
@@ -362,11 +364,13 @@ class _MethodsNode(Node):
     arguments and value converted as that side converts, ``r.confidence_interval().low`` a
     tensor too), or with its value converted as the result was."""
 
-    __slots__ = ("methods",)
+    __slots__ = ("methods", "own")
 
     def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf, methods: list[str]) -> None:
         super().__init__(flatten, unflatten, key)
         self.methods = methods
+        #: What the conversion sets on a converted result, none of its fields.
+        self.own = frozenset([*methods, _COPIES])
 
     def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
         new = super().map(obj, mapper, ctx)
@@ -375,6 +379,7 @@ class _MethodsNode(Node):
             fields = ResultFields(self, obj, new)
             for name in self.methods:
                 new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+            new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
 
@@ -417,10 +422,7 @@ class ResultFields:
         self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
         # Unpickled, the converted values and the original's no longer share memory: the
         # public ones are converted back at the first call, to share it again.
-        methods = self.node.methods
-        self.given = {
-            name: value if name.startswith("_") or name in methods else _UNSEEN for name, value in given.items()
-        }
+        self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
@@ -437,7 +439,7 @@ class ResultFields:
                     break
             else:
                 return self.original if self.twin is None else self.twin
-        methods = self.node.methods
+        methods = self.node.own
         changed = {
             name: inner[name] if name in inner else back(value, name)
             for name, value in attributes.items()
@@ -472,7 +474,7 @@ class ResultFields:
             return UNSEEN
         now = receiver.__dict__
         if len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items()):
-            methods, state = self.node.methods, converted.__dict__
+            methods, state = self.node.own, converted.__dict__
             for name in before.keys() - now.keys():
                 state.pop(name, None)
             for name, value in now.items():
@@ -513,9 +515,71 @@ class ResultFields:
         """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
         these fields: a cycle keeping the values alive until the garbage collector runs) and
         how many attributes there were."""
-        methods = self.node.methods
+        methods = self.node.own
         self.given = {name: value for name, value in attributes.items() if name not in methods}
         self.size = len(attributes)
+
+    def copied(self, made: Any) -> None:
+        """Give ``made``, a shallow copy of the converted result, methods and fields of its
+        own: they follow it from what its source held (a twin of its own, so that a change to
+        one is never the other's)."""
+        new = ResultFields.__new__(ResultFields)
+        new.node, new.original, new.converted = self.node, self.original, _link(made)
+        new.given, new.size, new.apart = dict(self.given), self.size, self.apart
+        new.items, new.nested, new.twin = self.items, self.nested, None
+        if self.twin is not None:
+            children, context = self.node.flatten(self.twin)
+            new.twin = self.node.unflatten(list(children), context)
+        state = made.__dict__
+        for name in self.node.methods:
+            method = state.get(name)
+            if isinstance(method, ResultMethod):
+                state[name] = method.following(new)
+        state[_COPIES] = ShallowCopies(new)
+
+
+#: Where a converted result with methods holds its ShallowCopies.
+_COPIES = "__reduce_ex__"
+
+
+class ShallowCopies:
+    """A converted result's own ``__reduce_ex__``: ``copy.copy`` looks it up on the object
+    (its type's ``__copy__`` on the type alone, which is the user's), and a shallow copy would
+    otherwise share the methods, which follow the result copied. ``copy.copy``'s copy gets
+    methods of its own (see ResultFields.copied); pickling and ``copy.deepcopy`` reduce the
+    result as its type does, these methods pickling as themselves."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: ResultFields) -> None:
+        self.fields = fields
+
+    def __call__(self, protocol: int) -> Any:
+        converted = self.fields.converted()
+        reduced = type(converted).__reduce_ex__(converted, protocol)
+        # Only the frame that asks tells a shallow copy from pickle's and deepcopy's
+        # reductions, which must keep these methods (the memo links them to the new object).
+        if sys._getframe(1).f_code is not copy.copy.__code__:
+            return reduced
+        return _shallow_copy, (reduced, self.fields)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ShallowCopies, (self.fields,)
+
+
+def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
+    """The result ``reduced`` (its type's reduction) made again, with methods of its own."""
+    made = reduced[0](*reduced[1])
+    state = reduced[2] if len(reduced) > 2 else None
+    if hasattr(made, "__setstate__"):  # as copy.copy sets the state
+        made.__setstate__(state)
+    elif state:
+        state, slots = state if isinstance(state, tuple) else (state, None)
+        made.__dict__.update(state or {})
+        for name, value in (slots or {}).items():
+            object.__setattr__(made, name, value)
+    fields.copied(made)
+    return made
 
 
 def _fields_of(value: Any) -> ResultFields | None:
@@ -561,6 +625,15 @@ class ResultMethod:
         """The method, bound to the object it runs on now."""
         receiver = self.fields.receiver(self)
         return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
+
+    def following(self, fields: ResultFields) -> ResultMethod:
+        """This method, following ``fields`` (a shallow copy's, see ResultFields.copied)."""
+        clone = object.__new__(type(self))
+        for kind in type(self).__mro__:
+            for slot in getattr(kind, "__slots__", ()):
+                object.__setattr__(clone, slot, getattr(self, slot))
+        clone.fields = fields
+        return clone
 
     def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``method`` (``bound``'s) called as the caller's result's own: ``(value, itself)``,
