@@ -898,3 +898,21 @@ def _plain_ttest_low(df: float) -> float:
     plain = copy.copy(scipy.stats.ttest_1samp(X.numpy(), 0.5))
     plain.df = df
     return float(plain.confidence_interval(0.8).low)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("kind", list(TORCH_RESULTS))
+def test_a_result_copied_or_pickled_again_keeps_methods_of_its_own(kind: str) -> None:
+    """What gives a shallow copy methods of its own is left out of pickles and deep copies: an
+    unpickled or deep-copied result pickles and copies again, and a shallow copy of it follows
+    the copy."""
+    make, reassign, changed = TORCH_RESULTS[kind]
+    m = ac.returns_numpy(ac.accepts_tensor(make))(np.array([1.0, 2.0]))
+    x = np.ones((1, 2))
+    for again in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        twice = pickle.loads(pickle.dumps(again))
+        assert twice.predict(x).tolist() == [3.0] and copy.deepcopy(again).predict(x).tolist() == [3.0]
+        if kind != "tuple bunch":  # a bunch unpickles apart from its methods' view of it (see ResultFields)
+            shallow = copy.copy(again)
+            reassign(shallow, np.array([0.0, 1.0]))
+            assert shallow.predict(x).tolist() == changed and again.predict(x).tolist() == [3.0]

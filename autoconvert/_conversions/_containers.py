@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import copyreg
 import dataclasses
 import sys
 import threading
@@ -418,6 +419,8 @@ class ResultFields:
     def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None, list[str]]) -> None:
         converted, given, self.twin, self.apart, self.nested = state
         self.converted = _link(converted)
+        if converted is not None:
+            converted.__dict__[_COPIES] = ShallowCopies(self)
         self.size = -1
         self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
         # Unpickled, the converted values and the original's no longer share memory: the
@@ -556,15 +559,33 @@ class ShallowCopies:
 
     def __call__(self, protocol: int) -> Any:
         converted = self.fields.converted()
-        reduced = type(converted).__reduce_ex__(converted, protocol)
+        reduce_ex: Any = type(converted).__reduce_ex__  # the type's own, past this one
+        reduced = reduce_ex(converted, protocol)
         # Only the frame that asks tells a shallow copy from pickle's and deepcopy's
-        # reductions, which must keep these methods (the memo links them to the new object).
+        # reductions, which keep the methods (the memo links them to the new object) and
+        # leave this out: their fields give the new object its own (see ResultFields.__setstate__).
         if sys._getframe(1).f_code is not copy.copy.__code__:
-            return reduced
+            return _without_copies(reduced)
         return _shallow_copy, (reduced, self.fields)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return ShallowCopies, (self.fields,)
+
+def _without_copies(reduced: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``reduced``, a converted result's reduction by its type, with no ShallowCopies in the
+    state, nor in the keywords of a type that hands its ``__dict__`` to its constructor."""
+
+    def left_out(state: Any) -> Any:
+        if isinstance(state, dict) and _COPIES in state:
+            return {name: value for name, value in state.items() if name != _COPIES}
+        if isinstance(state, tuple) and len(state) == 2:  # (__dict__, slots)
+            return left_out(state[0]), state[1]
+        return state
+
+    made, args, *rest = reduced
+    if made is copyreg.__newobj_ex__:  # (cls, args, kwargs)
+        args = (args[0], args[1], left_out(args[2]))
+    if rest:
+        rest[0] = left_out(rest[0])
+    return (made, args, *rest)
 
 
 def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
