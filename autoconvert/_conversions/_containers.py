@@ -581,7 +581,7 @@ def _without_copies(reduced: tuple[Any, ...]) -> tuple[Any, ...]:
         return state
 
     made, args, *rest = reduced
-    if made is copyreg.__newobj_ex__:  # (cls, args, kwargs)
+    if made is copyreg.__newobj_ex__:  # type: ignore[attr-defined]  # (cls, args, kwargs); typeshed lacks it
         args = (args[0], args[1], left_out(args[2]))
     if rest:
         rest[0] = left_out(rest[0])
