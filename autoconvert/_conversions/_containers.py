@@ -476,7 +476,12 @@ class ResultFields:
         if converted is None:
             return UNSEEN
         now = receiver.__dict__
-        if len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items()):
+        changed = len(now) != len(before)
+        for name, value in before.items():  # a loop, not any(): most methods change nothing
+            if changed or now.get(name, _UNSEEN) is not value:
+                changed = True
+                break
+        if changed:
             methods, state = self.node.own, converted.__dict__
             for name in before.keys() - now.keys():
                 state.pop(name, None)
