@@ -7,6 +7,7 @@ attribute access), dataclasses (BootstrapResult), plain tuples of arrays and dic
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import pickle
@@ -693,3 +694,225 @@ def test_a_result_with_methods_is_freed_when_its_last_reference_goes() -> None:
         assert quantiles() is None and probabilities() is None
     finally:
         gc.enable()
+
+
+GRAD_REFUSAL = (
+    "Weights.predict(): argument args[0] requires grad, and NumPy code cannot pass gradients back. Found "
+    "torch.Tensor(shape=(1, 2), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: pass args[0].detach(), "
+    "call under torch.no_grad(), or allow it detached with grad='detach' (in ac.to_numpy(obj, grad='detach'); "
+    "grad='warn' says so once); to keep the gradient, keep the computation in torch, or make the NumPy code a "
+    "differentiable torch operation with ac.numpy_op(fn, backward=...)."
+)
+
+
+@pytest.mark.parametrize(
+    ("made", "around_method", "outcome"),
+    [
+        ({"grad": "error"}, None, "error"),
+        ({"grad": "detach"}, None, "quiet"),
+        ({"grad": "warn"}, None, "warning"),
+        ({}, "error", "error"),  # a block around the method call
+        ({}, "detach", "quiet"),
+        ({"grad": "warn"}, "detach", "warning"),  # given explicitly: no block changes it
+        ({"block": "error"}, None, "error"),  # a block around the call that made the result
+        ({"block": "error"}, "detach", "quiet"),  # the block around the method call wins
+        ({"torchify": "error"}, None, "error"),
+        ({"torchify": "detach"}, None, "quiet"),
+    ],
+)
+def test_a_result_s_methods_follow_the_grad_policy_of_the_call_that_made_it(
+    made: dict[str, str], around_method: str | None, outcome: str
+) -> None:
+    """A result's method warned and detached a tensor that requires grad whatever grad= the
+    decorator, torchify or a config block said: grad="error" did not refuse, "detach" still
+    warned. The method now follows the policy of the call that made the result, a config block
+    around the method call over it unless grad= was given explicitly."""
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    if "torchify" in made:
+        result = ac.torchify(_weighted, grad=made["torchify"])(w)
+    elif "block" in made:
+        with ac.config(grad=made["block"]):
+            result = ac.returns_tensor(ac.accepts_numpy(_weighted))(w)
+    else:
+        result = ac.returns_tensor(ac.accepts_numpy(_weighted, **made))(w)
+    x = torch.ones(1, 2, dtype=torch.float64, requires_grad=True)
+
+    def call() -> Any:
+        if around_method is None:
+            return result.predict(x)
+        with ac.config(grad=around_method):
+            return result.predict(x)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if outcome == "error":
+            assert raised(ac.GradientError, call) == GRAD_REFUSAL
+        else:
+            assert call().tolist() == [3.0]
+    assert [w.category for w in caught] == ([ac.GradientWarning] if outcome == "warning" else [])
+
+
+def test_a_field_set_to_a_tensor_that_requires_grad_follows_the_grad_policy() -> None:
+    """The rule holds for the fields the caller sets: refused under grad="error", naming the field."""
+    result = ac.returns_tensor(ac.accepts_numpy(_weighted, grad="error"))(torch.tensor([1.0, 2.0], dtype=torch.float64))
+    result.w = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    assert raised(ac.GradientError, result.predict, torch.ones(1, 2, dtype=torch.float64)) == (
+        GRAD_REFUSAL.replace("argument args[0]", "field self.w")
+        .replace("shape=(1, 2)", "shape=(2,)")
+        .replace("pass args[0]", "pass self.w")
+    )
+
+
+@dataclasses.dataclass
+class Running:
+    """A result whose methods change it, one returning itself (a fluent interface)."""
+
+    total: Any
+    n: int = 0
+
+    def add(self, x: Any) -> Any:
+        self.total = self.total + x
+        self.n += 1
+        return self.total
+
+    def with_n(self, n: int) -> Running:
+        self.n = n
+        return self
+
+
+@pytest.mark.parametrize(
+    ("view", "kind"),
+    [
+        (lambda f: ac.returns_tensor(ac.accepts_numpy(f)), torch.Tensor),
+        (lambda f: ac.returns_tensor(lambda x: f(ac.to_numpy(x))), torch.Tensor),
+        (ac.torchify, torch.Tensor),
+        (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), np.ndarray),
+    ],
+    ids=["pair", "returns_tensor", "torchify", "reverse pair"],
+)
+def test_a_method_that_changes_its_result_changes_the_caller_s_result(view: Callable[[Any], Any], kind: type) -> None:
+    """``r.add(x)`` (``self.n += 1``) left the converted result unchanged, and ``r.with_n(5)``
+    (``return self``) gave a new object: the method ran on the original or a copy of it. What a
+    method changes is now carried to the caller's result, converted as its fields were, and a
+    method returning the object it ran on returns the caller's result, as the plain object does."""
+    r = view(lambda x: Running(x * 1.0))(torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2))
+    one = torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2)
+    added = r.add(one)
+    assert type(added) is kind and type(r.total) is kind and r.total.tolist() == [2.0, 2.0] and r.n == 1
+    r.total = r.total * 0.0  # the caller's change and the method's, one after the other
+    r.add(one)
+    assert type(r.total) is kind and r.total.tolist() == [1.0, 1.0] and r.n == 2
+    assert r.with_n(5) is r and r.n == 5
+
+
+@dataclasses.dataclass
+class Outer:
+    """A result holding a result with methods, which its own method calls."""
+
+    inner: Weights
+    k: float
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.inner.predict(x) * self.k
+
+
+def _nested(w: np.ndarray) -> Outer:
+    return Outer(_weighted(w), 3.0)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("pickled", [False, True], ids=["held", "unpickled"])
+@pytest.mark.parametrize("options", [{}, {"copy": True}, {"dtype": torch.float32}], ids=["shared", "copy", "float32"])
+@pytest.mark.parametrize("how", ["reassigned", "in place"])
+def test_a_change_to_a_nested_result_is_seen_by_the_outer_result_s_methods(
+    how: str, options: dict[str, Any], pickled: bool
+) -> None:
+    """``r.inner.w = t; r.predict(x)`` (``self.inner.predict``) used the function's inner
+    result: only the outer result's own attributes were looked at. A result held in an
+    attribute of a result with methods is now followed too, at any depth: what its caller
+    changed there, reassigned or in place, is what the outer method sees."""
+    dtype = options.get("dtype", torch.float64)
+    r = ac.returns_tensor(ac.accepts_numpy(_nested), **options)(torch.tensor([1.0, 2.0], dtype=dtype))
+    if pickled:
+        r = pickle.loads(pickle.dumps(r))
+    x = torch.ones(1, 2, dtype=dtype)
+    assert r.predict(x).tolist() == [9.0]
+    if how == "reassigned":
+        r.inner.w = torch.tensor([10.0, 10.0], dtype=dtype)
+    else:
+        r.inner.w[0] = 10.0
+    want = [60.0] if how == "reassigned" else [36.0]
+    assert r.predict(x).tolist() == want and r.predict(x).tolist() == want  # and on the next call
+    assert r.inner.predict(x).tolist() == [want[0] / 3.0]
+
+
+@pytest.mark.parametrize("changed_first", [False, True], ids=["untouched", "changed first"])
+@pytest.mark.parametrize(
+    ("make", "change", "read", "want"),
+    [
+        (
+            lambda: ac.returns_tensor(ac.accepts_numpy(_weighted))(torch.tensor([1.0, 2.0], dtype=torch.float64)),
+            lambda r, v: setattr(r, "w", torch.full((2,), v, dtype=torch.float64)),
+            lambda r: r.predict(torch.ones(1, 2, dtype=torch.float64)).tolist(),
+            lambda v: [2 * v],
+        ),
+        (
+            lambda: ac.torchify(scipy.stats).ttest_1samp(X, 0.5),
+            lambda r, v: setattr(r, "df", v),
+            lambda r: float(r.confidence_interval(0.8).low),
+            lambda v: _plain_ttest_low(v),
+        ),
+        (
+            lambda: ac.returns_numpy(ac.accepts_tensor(lambda w: Model(w)))(np.array([1.0, 2.0])),
+            lambda r, v: setattr(r, "w", np.full(2, v)),
+            lambda r: r.predict(np.ones((1, 2))).tolist(),
+            lambda v: [2 * v],
+        ),
+    ],
+    ids=["pair dataclass", "torchify TtestResult", "reverse pair dataclass"],
+)
+def test_a_shallow_copy_s_methods_see_what_is_set_on_the_copy(
+    make: Callable[[], Any],
+    change: Callable[[Any, float], None],
+    read: Callable[[Any], Any],
+    want: Callable[[float], Any],
+    changed_first: bool,
+) -> None:
+    """``m = copy.copy(r); m.w = t; m.predict(x)`` used the value the function returned: the copy
+    shared its methods with ``r``, which follow ``r``. A shallow copy now gets methods of its
+    own: each sees what is set on it, and neither sees the other's change."""
+    r = make()
+    if changed_first:
+        change(r, 3.0)
+    m = copy.copy(r)
+    change(m, 10.0)
+    assert read(m) == pytest.approx(want(10.0))
+    if changed_first:
+        assert read(r) == pytest.approx(want(3.0))
+    again = copy.copy(m)
+    change(again, 20.0)
+    assert read(again) == pytest.approx(want(20.0)) and read(m) == pytest.approx(want(10.0))
+
+
+def _plain_ttest_low(df: float) -> float:
+    plain = copy.copy(scipy.stats.ttest_1samp(X.numpy(), 0.5))
+    plain.df = df
+    return float(plain.confidence_interval(0.8).low)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("kind", list(TORCH_RESULTS))
+def test_a_result_copied_or_pickled_again_keeps_methods_of_its_own(kind: str) -> None:
+    """What gives a shallow copy methods of its own is left out of pickles and deep copies: an
+    unpickled or deep-copied result pickles and copies again, and a shallow copy of it follows
+    the copy."""
+    make, reassign, changed = TORCH_RESULTS[kind]
+    m = ac.returns_numpy(ac.accepts_tensor(make))(np.array([1.0, 2.0]))
+    x = np.ones((1, 2))
+    for again in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        twice = pickle.loads(pickle.dumps(again))
+        assert twice.predict(x).tolist() == [3.0] and copy.deepcopy(again).predict(x).tolist() == [3.0]
+        if kind != "tuple bunch":  # a bunch unpickles apart from its methods' view of it (see ResultFields)
+            shallow = copy.copy(again)
+            reassign(shallow, np.array([0.0, 1.0]))
+            assert shallow.predict(x).tolist() == changed and again.predict(x).tolist() == [3.0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import copyreg
 import dataclasses
 import sys
 import threading
@@ -133,7 +134,9 @@ class _DataclassWrites(ContainerWrites):
         self.frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
 
     def held(self, obj: Any) -> Held:
-        extras = {k: v for k, v in getattr(obj, "__dict__", {}).items() if not isinstance(v, ResultMethod)}
+        extras = {
+            k: v for k, v in getattr(obj, "__dict__", {}).items() if not isinstance(v, (ResultMethod, ShallowCopies))
+        }
         state = {**{name: getattr(obj, name) for name in self.fields}, **extras}
         return Held(list(state), list(state.values()), list(state))
 
@@ -176,6 +179,8 @@ def _with_writes(cls: type, node: Node, update: Update | None) -> Node:
 
 
 _UNSEEN = object()
+#: What ResultMethod.run gives where a method's value is not the caller's result itself.
+UNSEEN = _UNSEEN
 
 
 class Node:
@@ -360,11 +365,13 @@ class _MethodsNode(Node):
     arguments and value converted as that side converts, ``r.confidence_interval().low`` a
     tensor too), or with its value converted as the result was."""
 
-    __slots__ = ("methods",)
+    __slots__ = ("methods", "own")
 
     def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf, methods: list[str]) -> None:
         super().__init__(flatten, unflatten, key)
         self.methods = methods
+        #: What the conversion sets on a converted result, none of its fields.
+        self.own = frozenset([*methods, _COPIES])
 
     def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
         new = super().map(obj, mapper, ctx)
@@ -373,6 +380,7 @@ class _MethodsNode(Node):
             fields = ResultFields(self, obj, new)
             for name in self.methods:
                 new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+            new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
 
@@ -386,7 +394,7 @@ class ResultFields:
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
     are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("apart", "converted", "given", "items", "node", "original", "size", "twin")
+    __slots__ = ("apart", "converted", "given", "items", "nested", "node", "original", "size", "twin")
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
@@ -396,6 +404,7 @@ class ResultFields:
         self.twin: Any = None
         self.apart: list[str] | None = None  # found at the first call: many results never have one
         self.items: list[int] = []  # a tuple's items held apart, by index
+        self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -405,19 +414,18 @@ class ResultFields:
         converted = self.converted()
         if hasattr(type(converted), "__getnewargs_ex__"):
             converted = None
-        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart)
+        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart, self.nested)
 
-    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None]) -> None:
-        converted, given, self.twin, self.apart = state
+    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None, list[str]]) -> None:
+        converted, given, self.twin, self.apart, self.nested = state
         self.converted = _link(converted)
+        if converted is not None:
+            converted.__dict__[_COPIES] = ShallowCopies(self)
         self.size = -1
         self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
         # Unpickled, the converted values and the original's no longer share memory: the
         # public ones are converted back at the first call, to share it again.
-        methods = self.node.methods
-        self.given = {
-            name: value if name.startswith("_") or name in methods else _UNSEEN for name, value in given.items()
-        }
+        self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
@@ -427,17 +435,18 @@ class ResultFields:
             return self.original if self.twin is None else self.twin
         apart = self.apart if self.apart is not None else self._find_apart(side, converted)
         attributes, given, back = converted.__dict__, self.given, side.back
-        if not apart and not self.items and len(attributes) == self.size:
+        inner = self._inner(attributes, side) if self.nested else {}
+        if not apart and not self.items and not inner and len(attributes) == self.size:
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
                     break
             else:
                 return self.original if self.twin is None else self.twin
-        methods = self.node.methods
+        methods = self.node.own
         changed = {
-            name: back(value, name)
+            name: inner[name] if name in inner else back(value, name)
             for name, value in attributes.items()
-            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart)
+            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart or name in inner)
         }
         twin = self.twin
         if twin is None:
@@ -457,6 +466,32 @@ class ResultFields:
         self.see(attributes)
         return twin
 
+    def ran(self, receiver: Any, before: dict[str, Any], result: Any, carried: Callable[[Any, str], Any]) -> Any:
+        """After a method ran on ``receiver`` (which held ``before``): what it changed there
+        (``self.n += 1``) made the caller's result's own, public values converted by
+        ``carried`` as the result's were, private ones as they are; and ``result``, the
+        caller's result where it is the receiver itself (a fluent ``return self``), else
+        ``UNSEEN`` (to be converted as the method's value)."""
+        converted = self.converted()
+        if converted is None:
+            return UNSEEN
+        now = receiver.__dict__
+        changed = len(now) != len(before)
+        for name, value in before.items():  # a loop, not any(): most methods change nothing
+            if changed or now.get(name, _UNSEEN) is not value:
+                changed = True
+                break
+        if changed:
+            methods, state = self.node.own, converted.__dict__
+            for name in before.keys() - now.keys():
+                state.pop(name, None)
+            for name, value in now.items():
+                if name not in methods and before.get(name, _UNSEEN) is not value:
+                    state[name] = value if name.startswith("_") else carried(value, name)
+            self.see(state)
+            self.apart = None  # a value carried may be a copy of the receiver's: looked for again
+        return converted if result is receiver else UNSEEN
+
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
         original = self.original
@@ -468,15 +503,119 @@ class ResultFields:
         ]
         if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
             self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
+        self.nested = [name for name, value in self.given.items() if _fields_of(value) is not None]
         return self.apart
+
+    def _inner(self, attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
+        """The objects the methods of the converted results held in ``nested`` attributes
+        (``r.inner``) run on now, where the caller changed one (``r.inner.w = t``): the
+        original's methods see those too (``self.inner.predict(x)``)."""
+        found = {}
+        for name in self.nested:
+            fields = _fields_of(attributes.get(name))
+            if fields is not None:
+                receiver = fields.receiver(side)
+                if receiver is not fields.original:
+                    found[name] = receiver
+        return found
 
     def see(self, attributes: dict[str, Any]) -> None:
         """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
         these fields: a cycle keeping the values alive until the garbage collector runs) and
         how many attributes there were."""
-        methods = self.node.methods
+        methods = self.node.own
         self.given = {name: value for name, value in attributes.items() if name not in methods}
         self.size = len(attributes)
+
+    def copied(self, made: Any) -> None:
+        """Give ``made``, a shallow copy of the converted result, methods and fields of its
+        own: they follow it from what its source held (a twin of its own, so that a change to
+        one is never the other's)."""
+        new = ResultFields.__new__(ResultFields)
+        new.node, new.original, new.converted = self.node, self.original, _link(made)
+        new.given, new.size, new.apart = dict(self.given), self.size, self.apart
+        new.items, new.nested, new.twin = self.items, self.nested, None
+        if self.twin is not None:
+            children, context = self.node.flatten(self.twin)
+            new.twin = self.node.unflatten(list(children), context)
+        state = made.__dict__
+        for name in self.node.methods:
+            method = state.get(name)
+            if isinstance(method, ResultMethod):
+                state[name] = method.following(new)
+        state[_COPIES] = ShallowCopies(new)
+
+
+#: Where a converted result with methods holds its ShallowCopies.
+_COPIES = "__reduce_ex__"
+
+
+class ShallowCopies:
+    """A converted result's own ``__reduce_ex__``: ``copy.copy`` looks it up on the object
+    (its type's ``__copy__`` on the type alone, which is the user's), and a shallow copy would
+    otherwise share the methods, which follow the result copied. ``copy.copy``'s copy gets
+    methods of its own (see ResultFields.copied); pickling and ``copy.deepcopy`` reduce the
+    result as its type does, these methods pickling as themselves."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: ResultFields) -> None:
+        self.fields = fields
+
+    def __call__(self, protocol: int) -> Any:
+        converted = self.fields.converted()
+        reduce_ex: Any = type(converted).__reduce_ex__  # the type's own, past this one
+        reduced = reduce_ex(converted, protocol)
+        # Only the frame that asks tells a shallow copy from pickle's and deepcopy's
+        # reductions, which keep the methods (the memo links them to the new object) and
+        # leave this out: their fields give the new object its own (see ResultFields.__setstate__).
+        if sys._getframe(1).f_code is not copy.copy.__code__:
+            return _without_copies(reduced)
+        return _shallow_copy, (reduced, self.fields)
+
+
+def _without_copies(reduced: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``reduced``, a converted result's reduction by its type, with no ShallowCopies in the
+    state, nor in the keywords of a type that hands its ``__dict__`` to its constructor."""
+
+    def left_out(state: Any) -> Any:
+        if isinstance(state, dict) and _COPIES in state:
+            return {name: value for name, value in state.items() if name != _COPIES}
+        if isinstance(state, tuple) and len(state) == 2:  # (__dict__, slots)
+            return left_out(state[0]), state[1]
+        return state
+
+    made, args, *rest = reduced
+    if made is copyreg.__newobj_ex__:  # type: ignore[attr-defined]  # (cls, args, kwargs); typeshed lacks it
+        args = (args[0], args[1], left_out(args[2]))
+    if rest:
+        rest[0] = left_out(rest[0])
+    return (made, args, *rest)
+
+
+def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
+    """The result ``reduced`` (its type's reduction) made again, with methods of its own."""
+    made = reduced[0](*reduced[1])
+    state = reduced[2] if len(reduced) > 2 else None
+    if hasattr(made, "__setstate__"):  # as copy.copy sets the state
+        made.__setstate__(state)
+    elif state:
+        state, slots = state if isinstance(state, tuple) else (state, None)
+        made.__dict__.update(state or {})
+        for name, value in (slots or {}).items():
+            object.__setattr__(made, name, value)
+    fields.copied(made)
+    return made
+
+
+def _fields_of(value: Any) -> ResultFields | None:
+    """The fields of ``value``, where it is a converted result with methods; else None."""
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict):
+        for held in state.values():
+            if isinstance(held, ResultMethod):
+                return held.fields
+    return None
 
 
 def _link(converted: Any) -> Callable[[], Any]:
@@ -513,6 +652,35 @@ class ResultMethod:
         receiver = self.fields.receiver(self)
         return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
 
+    def following(self, fields: ResultFields) -> ResultMethod:
+        """This method, following ``fields`` (a shallow copy's, see ResultFields.copied)."""
+        clone = object.__new__(type(self))
+        for kind in type(self).__mro__:
+            for slot in getattr(kind, "__slots__", ()):
+                object.__setattr__(clone, slot, getattr(self, slot))
+        clone.fields = fields
+        return clone
+
+    def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``method`` (``bound``'s) called as the caller's result's own: ``(value, itself)``,
+        ``itself`` the caller's result where the method returned the object it ran on (a fluent
+        ``return self``), else ``UNSEEN`` (``value`` is to be converted). What the method changed
+        on that object is carried to the caller's result (see ResultFields.ran)."""
+        receiver = getattr(method, "__self__", None)
+        if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
+            return method(*args, **kwargs), UNSEEN
+        before = dict(receiver.__dict__)
+        result = method(*args, **kwargs)
+        return result, self.fields.ran(receiver, before, result, self.carried)
+
+    def carried(self, value: Any, name: str) -> Any:
+        """A value a method set on the object it ran on, for the caller's result: converted
+        as the result's fields were."""
+        try:
+            return self.mapper(value, self.ctx)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result, for the original's methods: as it is (a side
         that converts the arguments converts it too)."""
@@ -524,7 +692,8 @@ class ResultMethod:
         return False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.mapper(self.bound()(*args, **kwargs), self.ctx)
+        result, itself = self.run(self.bound(), args, kwargs)
+        return self.mapper(result, self.ctx) if itself is UNSEEN else itself
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method.

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import ResultFields, ResultMethod, is_scipy_sparse
+from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
@@ -29,6 +29,7 @@ from autoconvert._conversions._tree import (
     stood_for,
 )
 from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
+from autoconvert._options._config import active
 from autoconvert._options._options import Policy
 
 from ._callbacks import to_tensors
@@ -43,6 +44,11 @@ from ._signature import (
     device_mismatch,
     tensor_paths,
 )
+
+#: What builds a TensorOutputs again where a result's methods are unpickled: the function's
+#: name, the side's policy, whether float16 is restored, whether inputs were read-only, and
+#: its results' methods' grad (see TensorOutputs).
+TensorRemade = tuple[str, Policy, bool, bool, tuple[str, bool]]
 
 #: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
 ContextMaker = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
@@ -269,15 +275,19 @@ class TensorOutputs(Outputs):
         restoring: dict[torch.dtype, Casts] = RESTORING,
         read_only: bool = False,
         objects: Callable[[type], Leaf | None] | None = None,
+        grad: tuple[str, bool] = ("warn", False),
     ) -> None:
-        """``read_only``: the function was handed read-only views of the caller's tensors, so a
+        """``grad``: the grad policy of the call's input side, and whether it was given
+        explicitly, which its results' methods follow (see ``_method_grad``).
+        ``read_only``: the function was handed read-only views of the caller's tensors, so a
         tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased.
         ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
         for its package's objects), or None to keep them as they are."""
         self.restoring = restoring  # RESTORING_HALF when the input side widened float16 too
         #: What builds this side again where a result's methods are unpickled (torchify's
         #: proxies aside: the unpickled methods give package objects as they are).
-        self.remade = (function, policy, restoring is RESTORING_HALF, read_only)
+        self.remade: TensorRemade = (function, policy, restoring is RESTORING_HALF, read_only, grad)
+        self.grad_mode, self.grad_given = grad
         self.device = policy.device
         self.dtype = policy.dtype
         self.copy = policy.copy
@@ -296,7 +306,7 @@ class TensorOutputs(Outputs):
             result_method=self._result_method,
         )
         self._arguments = Mapper({torch.Tensor: _read_only_array}, nested=policy.nested)
-        self._grads: dict[str, GradPolicy] = {}  # a result method's, by its name: it warns once
+        self._grads: dict[tuple[str, str], GradPolicy] = {}  # a result method's, by name and mode: it warns once
         # Only shared tensors: what vote() and the dtype pass would find, decided now. NumPy
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
@@ -371,18 +381,29 @@ class TensorOutputs(Outputs):
 
     def _result_method(self, method: Any, mapper: Mapper, ctx: Target, fields: ResultFields) -> ResultMethod:
         name = f"{getattr(method, '__qualname__', method)}()"
-        # The method takes no options of its own: its warning offers to_numpy()'s fixes.
-        grad = self._grads.get(name) or self._grads.setdefault(name, GradPolicy("warn", name))
         return TensorsIn(
             method,
             mapper,
             ctx,
             fields,
             function=self.function,
-            grad=grad,
+            grads=functools.partial(self._method_grad, name),
             arguments=self._arguments,
             remade=self.remade,
         )
+
+    def _method_grad(self, name: str) -> GradPolicy:
+        """The grad policy of the result method ``name`` at this call: the call's that made
+        the result, or a ``config`` block's around the method call where grad= was not given
+        explicitly (which no block changes). The method takes no options of its own: its
+        warning offers to_numpy()'s fixes."""
+        mode = self.grad_mode
+        if not self.grad_given:
+            config = active()
+            if config is not None:
+                mode = config.options.get("grad", mode)
+        key = (name, mode)
+        return self._grads.get(key) or self._grads.setdefault(key, GradPolicy(mode, name))
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
@@ -394,7 +415,7 @@ class TensorsIn(ResultMethod):
     that requires grad detached, with a warning once), and its value comes back as the result
     did, on the call's device."""
 
-    __slots__ = ("arguments", "function", "grad", "remade")
+    __slots__ = ("arguments", "function", "grads", "remade")
 
     def __init__(
         self,
@@ -404,12 +425,12 @@ class TensorsIn(ResultMethod):
         fields: ResultFields,
         *,
         function: str,
-        grad: GradPolicy,
+        grads: Callable[[], GradPolicy],
         arguments: Mapper,
-        remade: tuple[str, Policy, bool, bool],
+        remade: TensorRemade,
     ) -> None:
         super().__init__(method, mapper, ctx, fields)
-        self.function, self.grad, self.arguments, self.remade = function, grad, arguments, remade
+        self.function, self.grads, self.arguments, self.remade = function, grads, arguments, remade
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what makes it again: its side's options, the original and its fields
@@ -422,7 +443,7 @@ class TensorsIn(ResultMethod):
         """A value the caller set on the result (``r.w = t``), as the result's own fields
         were: an array sharing the tensor's memory, a tensor that requires grad detached
         by the arguments' rule (warned of once, naming the field)."""
-        grad = self.grad
+        grad = self.grads()
         try:
             array = _FIELDS(value, grad)
         except LeafError as e:
@@ -435,8 +456,9 @@ class TensorsIn(ResultMethod):
         return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        grad = self.grads()
         method = self.bound()
-        name, grad = self.grad.function, self.grad
+        name = grad.function
         try:
             arrays = self.arguments(args, grad)
         except LeafError as e:
@@ -449,12 +471,14 @@ class TensorsIn(ResultMethod):
             found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
             grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
         try:
-            result = method(*arrays, **named)
+            result, itself = self.run(method, arrays, named)
         except ValueError as e:
             rejection = _read_only_rejection(name, e, (args, kwargs), (arrays, named))
             if rejection is None:
                 raise
             raise rejection from e
+        if itself is not UNSEEN:
+            return itself
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
@@ -524,14 +548,14 @@ NO_PARAMS = Parameters(lambda: None)
 
 
 @functools.lru_cache(maxsize=64)
-def _tensor_side(function: str, policy: Policy, half: bool, read_only: bool) -> TensorOutputs:
+def _tensor_side(function: str, policy: Policy, half: bool, read_only: bool, grad: tuple[str, bool]) -> TensorOutputs:
     """A TensorOutputs built again for unpickled result methods, once per set of options."""
     restoring = RESTORING_HALF if half else RESTORING
-    return TensorOutputs(function, NO_PARAMS, policy, restoring=restoring, read_only=read_only)
+    return TensorOutputs(function, NO_PARAMS, policy, restoring=restoring, read_only=read_only, grad=grad)
 
 
 def _tensors_in_again(
-    remade: tuple[str, Policy, bool, bool], original: Any, name: str, ctx: Target, fields: ResultFields
+    remade: TensorRemade, original: Any, name: str, ctx: Target, fields: ResultFields
 ) -> ResultMethod:
     side = _tensor_side(*remade)
     return side._result_method(getattr(original, name), side.mapper, ctx, fields)
@@ -648,7 +672,9 @@ class ArraysIn(ResultMethod):
             named = to_tensors(kwargs, self.target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(name, "argument", "") from None
-        result = method(*tensors, **named)
+        result, itself = self.run(method, tensors, named)
+        if itself is not UNSEEN:
+            return itself
         try:
             return self.mapper(result, self.ctx)
         except LeafError as e:
