@@ -494,6 +494,43 @@ def test_a_torch_callback_closing_over_a_dual_tensor_says_its_tangent_dropped(na
     )
 
 
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+def test_a_callbacks_refusal_a_library_rewords_reaches_the_caller_as_itself(route: str) -> None:
+    """differential_evolution rewords any TypeError its objective raises as a "map-like
+    callable" RuntimeError: grad="error"'s GradientError, raised from it, leaves the call as
+    itself; an error of the callback's own stays SciPy's to word."""
+    a = torch.tensor(2.0, dtype=F64, requires_grad=True)
+    if route == "torchify":
+        evolve = ac.torchify(scipy.optimize, grad="error").differential_evolution
+        site = "the ac.torchify(..., grad='detach') call that made it"
+        keep = "ac.numpy_op(differential_evolution, backward=...)"
+    else:
+        evolve = ac.returns_tensor(
+            ac.accepts_numpy(scipy.optimize.differential_evolution, callbacks=True, grad="error")
+        )
+        site = "@ac.accepts_numpy(grad='detach') on differential_evolution"
+        keep = "@ac.numpy_op(backward=...) in place of the decorators"
+    with pytest.raises(ac.GradientError) as info:
+        evolve(lambda v: ((torch.sin(a * v) - 0.5) ** 2).sum(), [(0, 1)], maxiter=2, popsize=3, seed=0)
+    here = f"{test_a_callbacks_refusal_a_library_rewords_reaches_the_caller_as_itself.__qualname__}.<locals>."
+    assert str(info.value) == (
+        f"differential_evolution(): callback {here}<lambda>()'s result requires grad, and NumPy code cannot pass gradients "
+        "back. Found torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() "
+        f"the callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in {site}, "
+        "where grad='error' was given, so a config block cannot change it; grad='warn' says so once); to keep the "
+        f"gradient, make differential_evolution a differentiable torch operation with {keep}, its vector-Jacobian "
+        "product written in NumPy."
+    )
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+    def own_error(v: torch.Tensor) -> torch.Tensor:
+        raise TypeError("the objective's own")
+
+    with pytest.raises(RuntimeError, match=r"^The map-like callable must be of the form") as info:
+        evolve(own_error, [(0, 1)], maxiter=2, popsize=3, seed=0)
+    assert str(info.value.__cause__) == "the objective's own"
+
+
 def test_a_callbacks_result_is_judged_by_the_leaves_its_gradient_reaches() -> None:
     """A result that is the outside leaf itself is said; one whose gradient reaches only the
     tensors the callback was handed (in a list too, made to require grad in place) is not; a

@@ -123,6 +123,22 @@ def _handed_tensors(value: Any, own: set[int]) -> None:
 
 _to_arrays = Mapper({torch.Tensor: _result_array}, nested=True)
 
+#: What marks the GradientError refusing a callback's result (see held_refusal).
+_REFUSED_RESULT = "__autoconvert_refused_result__"
+
+
+def held_refusal(error: BaseException) -> BaseException | None:
+    """The GradientError refusing a callback's result (grad="error") that the library calling
+    the callback caught and raised an error of its own from, found among ``error``'s causes
+    (SciPy's differential_evolution rewords any TypeError as a "map-like callable"
+    RuntimeError); None: none. The call's boundary raises it in the library's error's place."""
+    cause = error.__cause__
+    for _ in range(8):  # rewordings on rewordings, never a cycle
+        if cause is None or getattr(cause, _REFUSED_RESULT, False):
+            return cause
+        cause = cause.__cause__
+    return None
+
 
 class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
@@ -156,7 +172,9 @@ class TensorCallback:
             return _to_arrays(result, _Evaluation(self, (args, kwargs)))
         except LeafError as e:
             if e.kind is GradientError:
-                raise e.public(self.grad.function, "", f"callback {function_name(function)}'s result") from None
+                refusal = e.public(self.grad.function, "", f"callback {function_name(function)}'s result")
+                setattr(refusal, _REFUSED_RESULT, True)
+                raise refusal from None
             raise e.public(function_name(function), "", "result") from None
 
     def __getattr__(self, name: str) -> Any:
