@@ -302,6 +302,8 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
     with pytest.warns(ac.GradientWarning) as said:
         found = twice()
     assert [str(w.message) for w in said] == [text]
+    if mode == "dual":  # at the line calling the op
+        assert (said[0].filename, said[0].lineno) == (__file__, through.__code__.co_firstlineno + 6)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ac.GradientWarning)
         assert torch.equal(through(ac.torchify(scipy.ndimage, grad="detach").gaussian_filter), found)

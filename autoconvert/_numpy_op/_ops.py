@@ -455,7 +455,7 @@ def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any],
     """A tensor argument that requires grad, or carries a tangent, where the catalogue's rule
     gives none (``jv``'s order) is said dropped (see autoconvert._gradients._rule.say_untaken)."""
     for where, lost in rule.untaken(args, kwargs).items():
-        say_untaken(name, rule.name, rule.takes, where, lost, grad=grad, told=told, stacklevel=4)
+        say_untaken(name, rule.name, rule.takes, where, lost, grad=grad, told=told, stacklevel=3)
 
 
 def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
