@@ -5,6 +5,7 @@ callbacks handed to SciPy."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -443,6 +444,91 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
     with ac.config(grad="error"), pytest.raises(ac.GradientError) as info:
         call(_closing_route(route, name, None), a)
     assert str(info.value) == refusal.format(site=f"{site}, or a with ac.config(grad='detach'): block around the call")
+
+
+# make_dual's first use scripts torch's decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+@pytest.mark.parametrize(
+    "name", [n if n in FAST_CLOSING else pytest.param(n, marks=pytest.mark.slow) for n in CLOSING_CALLS]
+)
+def test_a_torch_callback_closing_over_a_dual_tensor_says_its_tangent_dropped(name: str, route: str) -> None:
+    """As one closing over a tensor that requires grad: a callback closing over a dual tensor
+    (forward_ad) hands SciPy an array without its tangent, said once per call by the call's
+    grad policy (torch.no_grad(), which keeps tangents, too), refused under grad="error"."""
+    from torch.autograd import forward_ad
+
+    call, shape = CLOSING_CALLS[name]
+    callback = "<lambda>.<locals>.<lambda>()"
+    if route == "torchify":
+        keep = f"ac.numpy_op({name}, jvp=...), its Jacobian-vector product written in NumPy"
+        site = "the ac.torchify(..., grad='detach') call that made it, or a with ac.config(grad='detach'): block around the call"
+        given = "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot change it"
+    else:
+        keep = "@ac.numpy_op(jvp=...) in place of the decorators, its Jacobian-vector product written in NumPy"
+        site = f"@ac.accepts_numpy(grad='detach') on {name}, or a with ac.config(grad='detach'): block around the call"
+        given = f"@ac.accepts_numpy(grad='detach') on {name}, where grad='error' was given, so a config block cannot change it"
+    carries = "carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad), and NumPy code cannot pass gradients back"
+    with forward_ad.dual_level():
+        a = forward_ad.make_dual(torch.tensor(2.0, dtype=F64), torch.tensor(1.0, dtype=F64))
+        for context in (contextlib.nullcontext(), torch.no_grad()):
+            with context, pytest.warns(ac.GradientWarning) as caught:
+                call(_closing_route(route, name, None), a)
+            assert [str(w.message) for w in caught] == [
+                f"{name}(): the result of its callback {callback} {carries}: it was detached, so no gradient flows "
+                f"from the callback through this call. To keep the gradient, make {name} a differentiable torch "
+                f"operation with {keep}. To silence this, .detach() the callback's result, pass grad='detach' (in "
+                f"{site}; grad='error' forbids it), or call outside forward_ad.dual_level()"
+            ]
+            assert caught[0].filename == __file__
+        call(_closing_route(route, name, "detach"), a)  # silent: pytest runs with warnings as errors
+        with pytest.raises(ac.GradientError) as info:
+            call(_closing_route(route, name, "error"), a)
+    assert str(info.value) == (
+        f"{name}(): callback {callback}'s result {carries}. Found torch.Tensor(shape={shape}, dtype=torch.float64, "
+        "layout=torch.strided, device=cpu). Fix: .detach() the callback's result, call outside "
+        f"forward_ad.dual_level(), or allow it detached with grad='detach' (in {given}; grad='warn' says so once); "
+        f"to keep the gradient, make {name} a differentiable torch operation with {keep}."
+    )
+
+
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+def test_a_callbacks_refusal_a_library_rewords_reaches_the_caller_as_itself(route: str) -> None:
+    """differential_evolution rewords any TypeError its objective raises as a "map-like
+    callable" RuntimeError: grad="error"'s GradientError, raised from it, leaves the call as
+    itself; an error of the callback's own stays SciPy's to word."""
+    a = torch.tensor(2.0, dtype=F64, requires_grad=True)
+    if route == "torchify":
+        evolve = ac.torchify(scipy.optimize, grad="error").differential_evolution
+        site = "the ac.torchify(..., grad='detach') call that made it"
+        keep = "ac.numpy_op(differential_evolution, backward=...)"
+    else:
+        evolve = ac.returns_tensor(
+            ac.accepts_numpy(scipy.optimize.differential_evolution, callbacks=True, grad="error")
+        )
+        site = "@ac.accepts_numpy(grad='detach') on differential_evolution"
+        keep = "@ac.numpy_op(backward=...) in place of the decorators"
+    with pytest.raises(ac.GradientError) as info:
+        evolve(lambda v: ((torch.sin(a * v) - 0.5) ** 2).sum(), [(0, 1)], maxiter=2, popsize=3, seed=0)
+    here = f"{test_a_callbacks_refusal_a_library_rewords_reaches_the_caller_as_itself.__qualname__}.<locals>."
+    assert str(info.value) == (
+        f"differential_evolution(): callback {here}<lambda>()'s result requires grad, and NumPy code cannot pass gradients "
+        "back. Found torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() "
+        f"the callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in {site}, "
+        "where grad='error' was given, so a config block cannot change it; grad='warn' says so once); to keep the "
+        f"gradient, make differential_evolution a differentiable torch operation with {keep}, its vector-Jacobian "
+        "product written in NumPy."
+    )
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+    def own_error(v: torch.Tensor) -> torch.Tensor:
+        raise TypeError("the objective's own")
+
+    with pytest.raises(RuntimeError, match=r"^The map-like callable must be of the form") as info:
+        evolve(own_error, [(0, 1)], maxiter=2, popsize=3, seed=0)
+    assert str(info.value.__cause__) == "the objective's own"
 
 
 def test_a_callbacks_result_is_judged_by_the_leaves_its_gradient_reaches() -> None:

@@ -200,3 +200,112 @@ def test_routes_that_give_tangents_still_give_them_without_a_word() -> None:
         filtered = ac.torchify(scipy.ndimage).uniform_filter1d(x, 3)
         assert torch.equal(_tangent(filtered), torch.ones(2, 3))  # type: ignore[arg-type]
         assert torch.allclose(_tangent(op(x)), torch.cos(torch.arange(6.0).reshape(2, 3)))  # type: ignore[arg-type]
+
+
+_SPLINE_X = torch.linspace(0, 1, 8, dtype=torch.float64)
+_BUILDERS = {
+    "CubicSpline": lambda interp, x, y: interp.CubicSpline(x, y),
+    "make_interp_spline": lambda interp, x, y: interp.make_interp_spline(x, y),
+    "interp1d": lambda interp, x, y: interp.interp1d(x, y),
+    "PchipInterpolator": lambda interp, x, y: interp.PchipInterpolator(x, y),
+}
+
+
+def _built_carries(builder: str, where: str) -> str:
+    """The whole GradientError or GradientWarning of a builder's dual ``where`` (``y``, the
+    samples its calls take reverse mode in, but PchipInterpolator's, which take none; ``x``, the
+    knots they take none in)."""
+    name = f"scipy.interpolate.{builder}"
+    carries = "argument {} carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad), and the "
+    if where == "y" and builder != "PchipInterpolator":
+        return (
+            f"{name}: {carries.format('y')}catalogue's rule for its objects' calls gives reverse mode alone: the "
+            "object is built from its primal. Found a rule without a jvp. Fix: build it from y.detach() or outside "
+            "forward_ad.dual_level(), or take reverse mode (y.requires_grad_(), torch.func.jacrev, grad, vjp); "
+            "grad='detach' silences this."
+        )
+    takes = "the points it is read at" if builder == "PchipInterpolator" else "y"
+    return (
+        f"{name}: {carries.format(where)}catalogue's rule for {name} gives no gradient in {where}: none flows into it. "
+        f"Found gradients in {takes} alone. Fix: pass {where}.detach(), call outside forward_ad.dual_level(), or give "
+        "numpy_op a jvp= of your own; grad='detach' silences this."
+    )
+
+
+@pytest.mark.parametrize("builder", sorted(_BUILDERS))
+@pytest.mark.parametrize("where", ["y", "x"])
+def test_an_object_built_from_a_dual_tensor_says_its_tangent_dropped(builder: str, where: str) -> None:
+    """torchify(scipy.interpolate)'s objects take reverse mode alone in their samples, and no
+    gradient in their knots: a dual tensor built into one is said as grad= asks (a GradientError,
+    a GradientWarning once per builder, or nothing), and the object reads its primal."""
+    build = _BUILDERS[builder]
+    point = torch.tensor([0.3], dtype=torch.float64)
+    expected = torch.from_numpy(np.asarray(build(scipy.interpolate, _SPLINE_X.numpy(), np.sin(_SPLINE_X.numpy()))(0.3)))
+    with forward_ad.dual_level():
+        tangent = torch.ones(8, dtype=torch.float64)
+        x, y = _SPLINE_X, torch.sin(_SPLINE_X)
+        x, y = (forward_ad.make_dual(x, tangent), y) if where == "x" else (x, forward_ad.make_dual(y, tangent))
+        with pytest.raises(ac.GradientError) as info:
+            build(ac.torchify(scipy.interpolate, grad="error"), x, y)
+        assert str(info.value) == _built_carries(builder, where)
+        interp = ac.torchify(scipy.interpolate)
+
+        def twice() -> Any:  # said once
+            build(interp, x, y)
+            return build(interp, x, y)
+
+        with pytest.warns(ac.GradientWarning) as said:
+            made = twice()
+        assert [str(w.message) for w in said] == [_built_carries(builder, where)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ac.GradientWarning)
+            quiet = build(ac.torchify(scipy.interpolate, grad="detach"), x, y)(point)
+        assert _tangent(made(point)) is None and _tangent(quiet) is None
+        assert torch.allclose(made(point).reshape(expected.shape), expected)
+
+
+@pytest.mark.parametrize("mode", ["dual", "jvp", "jacfwd"])
+def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never_a_zero(mode: str) -> None:
+    """gaussian_filter's sigma takes no gradient in the catalogue: a tangent there (a dual
+    tensor, torch.func.jvp, jacfwd) is said as a gradient it requires is, never a zero tangent;
+    the image's tangent still flows."""
+    image = torch.tensor([0.0, 0, 1, 5, 2, 0, 0, 0], dtype=torch.float64)
+    sigma, one = torch.tensor(1.5, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64)
+
+    def through(filtered: Callable[..., Any]) -> Any:
+        if mode == "jvp":
+            return torch.func.jvp(lambda s: filtered(image, s), (sigma,), (one,))[1]
+        if mode == "jacfwd":
+            return torch.func.jacfwd(lambda s: filtered(image, s))(sigma)
+        with forward_ad.dual_level():
+            return _tangent(filtered(forward_ad.make_dual(image, torch.ones(8)), forward_ad.make_dual(sigma, one)))
+
+    text = (
+        "gaussian_filter(): argument sigma carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad), "
+        "and the catalogue's rule for scipy.ndimage.gaussian_filter gives no gradient in sigma: none flows into it. "
+        "Found gradients in input alone. Fix: pass sigma.detach(), call outside forward_ad.dual_level(), or give "
+        "numpy_op a jvp= of your own; grad='detach' silences this."
+    )
+    for made in (
+        ac.torchify(scipy.ndimage, grad="error").gaussian_filter,
+        ac.numpy_op(scipy.ndimage.gaussian_filter, grad="error"),
+    ):
+        with pytest.raises(ac.GradientError) as info:
+            through(made)
+        assert str(info.value) == text
+    warned = ac.torchify(scipy.ndimage).gaussian_filter
+
+    def twice() -> Any:  # said once
+        through(warned)
+        return through(warned)
+
+    with pytest.warns(ac.GradientWarning) as said:
+        found = twice()
+    assert [str(w.message) for w in said] == [text]
+    if mode == "dual":  # at the line calling the op
+        assert (said[0].filename, said[0].lineno) == (__file__, through.__code__.co_firstlineno + 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ac.GradientWarning)
+        assert torch.equal(through(ac.torchify(scipy.ndimage, grad="detach").gaussian_filter), found)
+    if mode == "dual":  # the image's tangent alone: a filter of ones
+        assert torch.allclose(found, torch.from_numpy(scipy.ndimage.gaussian_filter(np.ones(8), 1.5)))

@@ -62,13 +62,13 @@ class GradPolicy:
         #: "warn": the tensor the warning is about, until the boundary, which knows where it
         #: was among the call's arguments, says it (``say``), and what it lost.
         self.unsaid: torch.Tensor | None = None
-        self.lost = _REVERSE
+        self.lost = REVERSE
 
     def detach(self, t: torch.Tensor) -> torch.Tensor:
         """Apply the policy where ``t`` loses a gradient (one it requires while grad mode is
         on, or a forward-mode tangent) and return ``t`` detached."""
         if self.mode != "detach":
-            lost = _lost(t)
+            lost = gradient_lost(t)
             if lost is not None:
                 if self.mode == "error":
                     raise self._refusal(t, "pass {path}.detach()", lost)
@@ -77,34 +77,36 @@ class GradPolicy:
                     self.unsaid, self.lost = t, lost
         return t.detach()
 
-    def returned(self, t: torch.Tensor, callback: str) -> bool:
-        """Apply the policy to ``t``, a result of the torch callback ``callback`` that requires
-        grad, handed to the NumPy code that called it as an array: "error" refuses it (a
-        LeafError below the callback's result), "warn" returns True for the caller to say it
-        (``say_returned``) once per call, "detach" (and grad mode off) returns False."""
-        if self.mode == "detach" or not torch.is_grad_enabled():
+    def returned(self, t: torch.Tensor, lost: Lost) -> bool:
+        """Apply the policy to ``t``, a result of a torch callback that loses a gradient
+        (``lost``: one it requires through a tensor from outside the callback, or a tangent),
+        handed to the NumPy code that called it as an array: "error" refuses it (a LeafError
+        below the callback's result), "warn" returns True for the caller to say it
+        (``say_returned``) once per call, "detach" returns False."""
+        if self.mode == "detach":
             return False
         if self.mode == "error":
-            raise self._refusal(t, ".detach() the callback's result")
+            raise self._refusal(t, ".detach() the callback's result", lost)
         return True
 
-    def say_returned(self, callback: str) -> None:
-        """Issue the "warn" policy's warning about a callback's result that required grad, at
-        the line that called this policy's function (past the library calling the callback)."""
+    def say_returned(self, callback: str, lost: Lost) -> None:
+        """Issue the "warn" policy's warning about a callback's result that lost a gradient
+        (``lost``), at the line that called this policy's function (past the library calling
+        the callback)."""
         fixes = self._fixes()
         warn_at_caller(
-            f"{self.function}: the result of its callback {callback} requires grad, and {self.why}: it was "
+            f"{self.function}: the result of its callback {callback} {lost.found}, and {self.why}: it was "
             "detached, so no gradient flows from the callback through this call. To keep the gradient, "
-            f"{fixes.keep}. To silence this, .detach() the callback's result, pass grad='detach' (in "
-            f"{fixes.site(_DETACH)}; grad='error' forbids it), or call under torch.no_grad()",
+            f"{lost.keep(fixes.keep)}. To silence this, .detach() the callback's result, pass grad='detach' (in "
+            f"{fixes.site(_DETACH)}; grad='error' forbids it), or call {lost.outside}",
             GradientWarning,
             past_callee=True,
         )
 
-    def _refusal(self, t: torch.Tensor, detached: str, lost: _Lost | None = None) -> LeafError:
+    def _refusal(self, t: torch.Tensor, detached: str, lost: Lost | None = None) -> LeafError:
         """grad="error"'s refusal of ``t``, whose gradient (``lost``: the one it requires by
         default) ``detached`` (in words) lets go."""
-        lost = _REVERSE if lost is None else lost
+        lost = REVERSE if lost is None else lost
         fixes = self._fixes()
         return LeafError(
             GradientError,
@@ -132,7 +134,7 @@ class GradPolicy:
         )
 
 
-class _Lost(NamedTuple):
+class Lost(NamedTuple):
     """A gradient a tensor loses in NumPy, in words: ``found``, what the tensor has;
     ``outside``, where the call loses none; ``forward``, whether it is a forward-mode tangent."""
 
@@ -148,21 +150,23 @@ class _Lost(NamedTuple):
         return fixes.replace("backward=...", "jvp=...").replace("vector-Jacobian", "Jacobian-vector")
 
 
-_REVERSE = _Lost("requires grad", "under torch.no_grad()")
-_FORWARD = _Lost(
+REVERSE = Lost("requires grad", "under torch.no_grad()")
+FORWARD = Lost(
     "carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)",
     "outside forward_ad.dual_level()",
     forward=True,
 )
 
 
-def _lost(t: torch.Tensor) -> _Lost | None:
-    """The gradient ``t`` loses in NumPy: the one it requires while grad mode is on (under
-    torch.no_grad() none flows), else its forward-mode tangent (torch.no_grad() keeps those)."""
+def gradient_lost(t: object) -> Lost | None:
+    """The gradient ``t`` (a tensor, or None) loses in NumPy: the one it requires while grad mode
+    is on (under torch.no_grad() none flows), else its forward-mode tangent (torch.no_grad() keeps those)."""
+    if not isinstance(t, torch.Tensor):
+        return None
     if t.requires_grad and torch.is_grad_enabled():
-        return _REVERSE
+        return REVERSE
     if FORWARD_AD._current_level >= 0 and has_tangent(t):
-        return _FORWARD
+        return FORWARD
     return None
 
 

@@ -16,6 +16,7 @@ from typing import ParamSpec, TypeVar
 from autoconvert._conversions._describe import is_ours
 from autoconvert._errors import ConversionError
 from autoconvert._escape import compiling
+from autoconvert._spec._callbacks import held_refusal
 
 #: Where the full traceback is asked for: read when an error leaves, so that setting it in a
 #: running program (a notebook) takes effect at the next error.
@@ -44,6 +45,16 @@ def filter_traceback(error: BaseException) -> None:
     error.with_traceback(kept)
 
 
+def raise_held(error: BaseException) -> None:
+    """Raise, in ``error``'s place, the refusal of a callback's result that the library
+    calling the callback raised ``error`` from (see held_refusal): grad="error" promises the
+    caller a GradientError. Returns where ``error`` holds none, for the boundary to raise it."""
+    held = held_refusal(error)
+    if held is not None:
+        filter_traceback(held)
+        raise held from None
+
+
 def boundary(function: Callable[P, R]) -> Callable[P, R]:
     """``function`` as a boundary (see filter_traceback), for the entries that are not the
     flat or the generic call (which hold their own, at no cost: see _generate.bounded)."""
@@ -56,6 +67,9 @@ def boundary(function: Callable[P, R]) -> Callable[P, R]:
             return function(*args, **kwargs)
         except ConversionError as e:
             filter_traceback(e)
+            raise
+        except Exception as e:
+            raise_held(e)
             raise
 
     return bounded

@@ -38,9 +38,11 @@ def _opening(s: Script, kind: Kind) -> None:
 
 def _closing(s: Script) -> None:
     """The end of the boundary ``_opening`` opened: autoconvert's errors leave without its
-    frames (see _failures._traceback)."""
+    frames, and a callback's refusal that the function raised an error of its own from leaves
+    in that error's place (see _failures._traceback)."""
     s.base -= 1
     s.add(1, "except ConversionError as e:", "    filter_traceback(e)", "    raise")
+    s.add(1, "except Exception as e:", "    raise_held(e)", "    raise")
 
 
 def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, keywords: str = "") -> None:

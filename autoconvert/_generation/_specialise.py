@@ -44,7 +44,7 @@ from autoconvert._conversions._tree import place_stand_in, stand_in_device
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
 from autoconvert._failures._guards import Guarded
-from autoconvert._failures._traceback import filter_traceback
+from autoconvert._failures._traceback import filter_traceback, raise_held
 from autoconvert._observe._observe import PROFILER, RunnerCall
 from autoconvert._options._config import active
 from autoconvert._spec._emit import INSTANCE, MOST_POSITIONAL, Kind, Step, items_source, shared_items_source
@@ -186,6 +186,7 @@ def _namespace(spec: Spec, generic: RunnerCall, failed: Callable[..., None]) -> 
         "LeafError": LeafError,
         "ConversionError": ConversionError,
         "filter_traceback": filter_traceback,
+        "raise_held": raise_held,
         "compiling": compiling,
         "opaque": spec.escape,
         "active": active,

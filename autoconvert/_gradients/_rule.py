@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from autoconvert._conversions._grad import Lost, gradient_lost
 from autoconvert._errors import GradientError, GradientWarning, message
 
 
@@ -65,11 +66,16 @@ class Rule:
         covers = f"; {self.covers}" if self.covers else ""
         return f"the catalogue's rule for {self.name} (gradients in {', '.join(self.takes)}{covers})"
 
-    def untaken(self, args: Sequence[Any], kwargs: dict[str, Any], needs: Callable[[Any], bool]) -> list[str]:
-        """The names of the call's arguments that ``needs`` a gradient (tensors requiring grad)
-        where the rule gives none (``jv``'s order ``v``, ``simpson``'s ``x``)."""
-        arguments = self._given(args, kwargs)
-        return [name for name, value in arguments.items() if name not in self.takes and needs(value)]
+    def untaken(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Lost]:
+        """The call's tensor arguments that lose a gradient (one they require, or a forward-mode
+        tangent) where the rule gives none (``jv``'s order ``v``, ``simpson``'s ``x``), by name,
+        with what each loses."""
+        found = {}
+        for name, value in self._given(args, kwargs).items():
+            lost = None if name in self.takes else gradient_lost(value)
+            if lost is not None:
+                found[name] = lost
+        return found
 
     def written_into(self, args: Sequence[Any], kwargs: dict[str, Any], kind: type) -> str | None:
         """The out-parameter (``output=``, ``out=``) the call hands a ``kind`` (a tensor) to
@@ -132,20 +138,32 @@ class Rule:
 
 
 def say_untaken(
-    function: str, rule: str, takes: tuple[str, ...], where: str, *, grad: str, told: set[str], stacklevel: int
+    function: str,
+    rule: str,
+    takes: tuple[str, ...],
+    where: str,
+    lost: Lost,
+    *,
+    grad: str,
+    told: set[str],
+    stacklevel: int,
 ) -> None:
-    """A tensor argument ``where`` that requires grad where the catalogue's ``rule`` gives none
-    gets no gradient: said as a dropped gradient is (``grad=``: a GradientWarning once per
-    argument in ``told``, a GradientError, or nothing for "detach"), never a silent zero."""
+    """A tensor argument ``where`` that requires grad, or carries a forward-mode tangent
+    (``lost``), where the catalogue's ``rule`` gives none gets no gradient: said as a dropped
+    gradient is (``grad=``: a GradientWarning once per argument in ``told``, a GradientError,
+    or nothing for "detach"), never a silent zero."""
     if grad == "detach":
         return
+    if lost.forward:
+        fix = f"pass {where}.detach(), call {lost.outside}, or give numpy_op a jvp= of your own"
+    else:
+        fix = f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own"
     text = message(
         function,
         f"argument {where}",
-        f"requires grad, and the catalogue's rule for {rule} gives no gradient in {where}: none flows into it",
+        f"{lost.found}, and the catalogue's rule for {rule} gives no gradient in {where}: none flows into it",
         f"gradients in {', '.join(takes)} alone",
-        f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own; "
-        "grad='detach' silences this",
+        f"{fix}; grad='detach' silences this",
     )
     say_dropped(text, where, grad=grad, told=told, stacklevel=stacklevel + 1)
 

@@ -14,7 +14,7 @@ from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, st
 from autoconvert._errors import ConversionError, LeafError
 from autoconvert._escape import compiling
 from autoconvert._failures._failures import callback_hints, hints, read_only_error, read_only_rejection
-from autoconvert._failures._traceback import filter_traceback
+from autoconvert._failures._traceback import filter_traceback, raise_held
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
@@ -184,6 +184,9 @@ class Runner:
                 return result if finish is None else finish(result, shared, odd, given, ctx)
             except ConversionError as e:
                 filter_traceback(e)
+                raise
+            except Exception as e:
+                raise_held(e)
                 raise
 
         return call

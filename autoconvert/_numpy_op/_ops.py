@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 import torch
 
 from autoconvert._adapters._adapter import signature_of
-from autoconvert._conversions._grad import requires_grad
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._escape import compiling, opaque, tracing
@@ -450,10 +449,10 @@ def _grad_paths(value: Any, path: str) -> list[str]:
 
 
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
-    """A tensor argument that requires grad where the catalogue's rule gives none (``jv``'s
-    order) is said dropped (see autoconvert._gradients._rule.say_untaken)."""
-    for where in rule.untaken(args, kwargs, requires_grad):
-        say_untaken(name, rule.name, rule.takes, where, grad=grad, told=told, stacklevel=4)
+    """A tensor argument that requires grad, or carries a tangent, where the catalogue's rule
+    gives none (``jv``'s order) is said dropped (see autoconvert._gradients._rule.say_untaken)."""
+    for where, lost in rule.untaken(args, kwargs).items():
+        say_untaken(name, rule.name, rule.takes, where, lost, grad=grad, told=told, stacklevel=3)
 
 
 def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:

@@ -28,7 +28,7 @@ from autoconvert._adapters._table import NUMPY, adapter_for
 from autoconvert._adapters._torch import MAKES_TENSORS
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._grad import DETACH, GradPolicy
+from autoconvert._conversions._grad import DETACH, FORWARD, FORWARD_AD, REVERSE, GradPolicy, Lost, has_tangent
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
@@ -64,14 +64,25 @@ class _Evaluation(NamedTuple):
 def _result_array(t: torch.Tensor, evaluation: _Evaluation) -> Any:
     """A tensor a callback returns, as the array its caller is handed: one that requires grad
     leaves autograd here, as ``.item()`` would, under the call's grad policy where its
-    gradient reaches tensors from outside the callback (a closure's ``a`` in ``sin(a * t)``)."""
+    gradient reaches tensors from outside the callback (a closure's ``a`` in ``sin(a * t)``);
+    so does a forward-mode tangent."""
     callback = evaluation.callback
-    if t.requires_grad and _reaches_beyond(t, evaluation.handed):
-        name = function_name(callback.__wrapped__)
-        if callback.grad.returned(t, name) and not callback.warned:
-            callback.warned = True  # once per call, not per evaluation (quad makes 21)
-            callback.grad.say_returned(name)
+    lost = _lost_beyond(t, evaluation.handed)
+    if lost is not None and callback.grad.returned(t, lost) and not callback.warned:
+        callback.warned = True  # once per call, not per evaluation (quad makes 21)
+        callback.grad.say_returned(function_name(callback.__wrapped__), lost)
     return as_result(tensor_to_array(t, None)[0])
+
+
+def _lost_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> Lost | None:
+    """The gradient a callback's result ``t`` loses as an array: one it requires through a
+    tensor from outside the callback while grad mode is on, else its forward-mode tangent
+    (which only a tensor from outside can give: the callback is handed none)."""
+    if t.requires_grad and torch.is_grad_enabled() and _reaches_beyond(t, handed):
+        return REVERSE
+    if FORWARD_AD._current_level >= 0 and has_tangent(t):
+        return FORWARD
+    return None
 
 
 def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
@@ -112,6 +123,22 @@ def _handed_tensors(value: Any, own: set[int]) -> None:
 
 _to_arrays = Mapper({torch.Tensor: _result_array}, nested=True)
 
+#: What marks the GradientError refusing a callback's result (see held_refusal).
+_REFUSED_RESULT = "__autoconvert_refused_result__"
+
+
+def held_refusal(error: BaseException) -> BaseException | None:
+    """The GradientError refusing a callback's result (grad="error") that the library calling
+    the callback caught and raised an error of its own from, found among ``error``'s causes
+    (SciPy's differential_evolution rewords any TypeError as a "map-like callable"
+    RuntimeError); None: none. The call's boundary raises it in the library's error's place."""
+    cause = error.__cause__
+    for _ in range(8):  # rewordings on rewordings, never a cycle
+        if cause is None or getattr(cause, _REFUSED_RESULT, False):
+            return cause
+        cause = cause.__cause__
+    return None
+
 
 class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
@@ -145,7 +172,9 @@ class TensorCallback:
             return _to_arrays(result, _Evaluation(self, (args, kwargs)))
         except LeafError as e:
             if e.kind is GradientError:
-                raise e.public(self.grad.function, "", f"callback {function_name(function)}'s result") from None
+                refusal = e.public(self.grad.function, "", f"callback {function_name(function)}'s result")
+                setattr(refusal, _REFUSED_RESULT, True)
+                raise refusal from None
             raise e.public(function_name(function), "", "result") from None
 
     def __getattr__(self, name: str) -> Any:

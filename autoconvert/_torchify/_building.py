@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._grad import requires_grad
+from autoconvert._conversions._grad import FORWARD, FORWARD_AD, REVERSE, Lost, has_tangent, requires_grad
 from autoconvert._conversions._memory import functorch_wrapped, untracked, untransformed
 from autoconvert._decorators._plain import to_numpy
 from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
@@ -55,12 +55,14 @@ class Builder:
         bound = self.built.bound(args, kwargs)
         given = dict(bound.arguments)
         for name, value in given.items():
-            if name not in self.built.keeps and requires_grad(value):
+            lost = None if name in self.built.keeps else _losing(value)
+            if lost is not None:
                 say_untaken(
                     self.built.name,
                     self.built.name,
                     self.built.keeps or ("the points it is read at",),
                     name,
+                    lost,
                     grad=self.grad,
                     told=self.told,
                     stacklevel=stacklevel + 1,
@@ -99,20 +101,38 @@ class Builder:
 
     def _taking(self, given: dict[str, Any], stacklevel: int) -> set[str]:
         """The kept arguments that require grad and take it; one this construction gives none
-        (a periodic spline's samples) is said dropped here, at the build, once."""
+        (a periodic spline's samples), or one carrying a forward-mode tangent (the calls' rules
+        give reverse mode alone), is said dropped here, at the build, once."""
         unkept = self.built.unkept(given) if self.built.unkept is not None else {}
         taking = set()
         for name in self.built.keeps:
-            if not requires_grad(given[name]):
+            value = given[name]
+            if _losing(value) is FORWARD:
+                problem = (
+                    f"{FORWARD.found}, and the catalogue's rule for its objects' calls gives reverse mode alone: "
+                    "the object is built from its primal"
+                )
+                fix = (
+                    f"build it from {name}.detach() or {FORWARD.outside}, or take reverse mode "
+                    f"({name}.requires_grad_(), torch.func.jacrev, grad, vjp); grad='detach' silences this"
+                )
+                self._say(
+                    message(self.built.name, f"argument {name}", problem, "a rule without a jvp", fix), name, stacklevel
+                )
+            if not requires_grad(value):
                 continue
             if name not in unkept:
                 taking.add(name)
-            elif self.grad != "detach":
+            else:
                 problem, found = unkept[name]
                 fix = f"build it from {name}.detach(); grad='detach' silences this"
-                text = message(self.built.name, f"argument {name}", problem, found, fix)
-                say_dropped(text, name, grad=self.grad, told=self.told, stacklevel=stacklevel + 1)
+                self._say(message(self.built.name, f"argument {name}", problem, found, fix), name, stacklevel)
         return taking
+
+    def _say(self, text: str, name: str, stacklevel: int) -> None:
+        """A kept argument's gradient, dropped at the build, as its ``grad=`` says it."""
+        if self.grad != "detach":
+            say_dropped(text, name, grad=self.grad, told=self.told, stacklevel=stacklevel + 2)
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
         """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
@@ -122,6 +142,17 @@ class Builder:
     def __reduce__(self) -> tuple[Any, ...]:
         # Its rules' evaluators are made by the catalogue, not found by name: found again where it loads.
         return _builder_of, (self.built.builder, self.options)
+
+
+def _losing(value: Any) -> Lost | None:
+    """What a builder's argument ``value`` loses as the object is built from its values: the
+    gradient it requires (whatever the grad mode: the object's calls may come under another),
+    else its forward-mode tangent; None: nothing."""
+    if requires_grad(value):
+        return REVERSE
+    if FORWARD_AD._current_level >= 0 and isinstance(value, torch.Tensor) and has_tangent(value):
+        return FORWARD
+    return None
 
 
 def _builder_of(fn: Any, options: dict[str, Any]) -> Builder:
