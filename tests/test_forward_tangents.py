@@ -270,7 +270,8 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
     tensor, torch.func.jvp, jacfwd) is said as a gradient it requires is, never a zero tangent;
     the image's tangent still flows."""
     image = torch.tensor([0.0, 0, 1, 5, 2, 0, 0, 0], dtype=torch.float64)
-    sigma, one = torch.tensor(1.5, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64)
+    # sigma as one per axis: SciPy 1.14's gaussian_filter cannot iterate a 0-d array
+    sigma, one = torch.tensor([1.5], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64)
 
     def through(filtered: Callable[..., Any]) -> Any:
         if mode == "jvp":
