@@ -806,6 +806,54 @@ def test_a_method_that_changes_its_result_changes_the_caller_s_result(view: Call
 
 
 @dataclasses.dataclass
+class Checked:
+    """A result whose method changes it before refusing, and a static method."""
+
+    total: Any
+    n: int = 0
+
+    def fail(self) -> None:
+        self.n += 1
+        raise KeyError("refused")
+
+    @staticmethod
+    def halved(x: Any) -> Any:
+        return x / 2
+
+
+_ROUTES = pytest.mark.parametrize(
+    ("view", "kind"),
+    [
+        (lambda f: ac.returns_tensor(ac.accepts_numpy(f)), torch.Tensor),
+        (ac.torchify, torch.Tensor),
+        (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), np.ndarray),
+    ],
+    ids=["pair", "torchify", "reverse pair"],
+)
+
+
+@_ROUTES
+def test_what_a_method_changed_before_raising_stays_on_the_caller_s_result(
+    view: Callable[[Any], Any], kind: type
+) -> None:
+    """The plain object keeps what a method changed before it raised; so does the caller's result."""
+    r = view(lambda x: Checked(x * 1.0))(torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2))
+    with pytest.raises(KeyError, match="refused"):
+        r.fail()
+    assert r.n == 1
+
+
+@_ROUTES
+def test_a_result_with_a_static_method_copies_and_pickles(view: Callable[[Any], Any], kind: type) -> None:
+    """A static method binds no object: copying or pickling the result raised AttributeError
+    ("'function' object has no attribute '__self__'")."""
+    r = view(lambda x: Checked(x * 1.0))(torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2))
+    two = torch.full((2,), 2.0, dtype=torch.float64) if kind is torch.Tensor else np.full(2, 2.0)
+    for again in (copy.deepcopy(r), pickle.loads(pickle.dumps(r)), copy.copy(r)):
+        assert type(again.total) is kind and again.halved(two).tolist() == [1.0, 1.0]
+
+
+@dataclasses.dataclass
 class Outer:
     """A result holding a result with methods, which its own method calls."""
 

@@ -670,7 +670,11 @@ class ResultMethod:
         if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
             return method(*args, **kwargs), UNSEEN
         before = dict(receiver.__dict__)
-        result = method(*args, **kwargs)
+        try:
+            result = method(*args, **kwargs)
+        except BaseException:  # what it changed before raising stays, as on the plain object
+            self.fields.ran(receiver, before, None, self.carried)
+            raise
         return result, self.fields.ran(receiver, before, result, self.carried)
 
     def carried(self, value: Any, name: str) -> Any:
@@ -696,8 +700,9 @@ class ResultMethod:
         return self.mapper(result, self.ctx) if itself is UNSEEN else itself
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # A side that converts nothing on the way in pickles as the original's method.
-        return getattr, (self.method.__self__, self.method.__name__)
+        # A side that converts nothing on the way in pickles as the original's method (the
+        # original's: a static method binds no object).
+        return getattr, (self.fields.original, self.method.__name__)
 
 
 def _dict_subclass_node(cls: type) -> Node:

@@ -437,7 +437,7 @@ class TensorsIn(ResultMethod):
         (the call's tensors, which only a result passing one through would look at, left out)."""
         self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
         ctx = self.ctx._replace(tensors=None)
-        return _tensors_in_again, (self.remade, self.method.__self__, self.method.__name__, ctx, self.fields)
+        return _tensors_in_again, (self.remade, self.fields.original, self.method.__name__, ctx, self.fields)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result (``r.w = t``), as the result's own fields
@@ -622,7 +622,7 @@ class NumpyOutputs(Outputs):
         """``method``, of a result converted here, taking arrays where the result's own tensors
         are (torch's default device where it held none): see ArraysIn."""
         held: list[torch.Tensor] = []
-        _TENSORS_HELD(method.__self__, held)
+        _TENSORS_HELD(fields.original, held)  # the result (a static method binds none)
         target = Target(vote(held) or default_device(), NO_CASTS, None)
         return ArraysIn(method, mapper, ctx, fields, target=target, remade=self.remade)
 
@@ -651,7 +651,7 @@ class ArraysIn(ResultMethod):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what makes it again: its side's options, the original and its fields."""
         self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
-        return _arrays_in_again, (self.remade, self.method.__self__, self.method.__name__, self.fields)
+        return _arrays_in_again, (self.remade, self.fields.original, self.method.__name__, self.fields)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result (``r.w = a``), as its arguments cross: arrays
