@@ -854,6 +854,27 @@ def test_a_result_with_a_static_method_copies_and_pickles(view: Callable[[Any], 
 
 
 @dataclasses.dataclass
+class Streaming:
+    """A result whose method is a generator."""
+
+    w: Any
+
+    def each(self, xs: list[Any]) -> Any:
+        for x in xs:
+            yield x * self.w
+
+
+@_ROUTES
+def test_a_result_s_generator_method_yields_in_the_caller_s_kind(view: Callable[[Any], Any], kind: type) -> None:
+    """A generator method raised the library's internal signal (an empty YieldsLater): its
+    items now come converted as it yields them, as a decorated generator function's do."""
+    one = torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2)
+    r = view(lambda x: Streaming(x * 3.0))(one)
+    items = list(r.each([one, one * 2]))
+    assert [type(i) for i in items] == [kind, kind] and [i.tolist() for i in items] == [[3.0, 3.0], [6.0, 6.0]]
+
+
+@dataclasses.dataclass
 class Outer:
     """A result holding a result with methods, which its own method calls."""
 

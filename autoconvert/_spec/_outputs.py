@@ -480,7 +480,7 @@ class TensorsIn(ResultMethod):
         if itself is not UNSEEN:
             return itself
         try:
-            return self.mapper(result, self.ctx)
+            return _method_value(self.mapper, result, self.ctx)
         except LeafError as e:
             raise e.public(self.function, "", f"result of {name}") from None
 
@@ -676,9 +676,20 @@ class ArraysIn(ResultMethod):
         if itself is not UNSEEN:
             return itself
         try:
-            return self.mapper(result, self.ctx)
+            return _method_value(self.mapper, result, self.ctx)
         except LeafError as e:
             raise e.public(name, "", "result") from None
+
+
+def _method_value(mapper: Mapper, value: Any, ctx: Any) -> Any:
+    """A result method's value converted by ``mapper``, the result's: a generator it returns
+    converted as it yields, as a decorated function's is; one inside a container refused where it is."""
+    try:
+        return mapper(value, ctx)
+    except YieldsLater:
+        if type(value) is not types.GeneratorType:
+            _DEFERRED(value, None)
+        return lazily(value, lambda item: _method_value(mapper, item, ctx))
 
 
 _TENSORS_HELD = Mapper({torch.Tensor: lambda t, found: found.append(t) or t})
