@@ -681,7 +681,7 @@ class ArraysIn(ResultMethod):
             raise e.public(name, "", "result") from None
 
 
-def _method_value(mapper: Mapper, value: Any, ctx: Any) -> Any:
+def _method_value(mapper: Callable[[Any, Any], Any], value: Any, ctx: Any) -> Any:
     """A result method's value converted by ``mapper``, the result's: a generator it returns
     converted as it yields, as a decorated function's is; one inside a container refused where it is."""
     try:
