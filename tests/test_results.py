@@ -843,6 +843,7 @@ def test_what_a_method_changed_before_raising_stays_on_the_caller_s_result(
     assert r.n == 1
 
 
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @_ROUTES
 def test_a_result_with_a_static_method_copies_and_pickles(view: Callable[[Any], Any], kind: type) -> None:
     """A static method binds no object: copying or pickling the result raised AttributeError
