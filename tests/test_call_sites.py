@@ -382,6 +382,20 @@ CLOSING_CALLS: dict[str, tuple[Callable[[Any, torch.Tensor], Any], tuple[int, ..
 FAST_CLOSING = ("quad", "brentq", "minimize")
 
 
+def _kept_by(route: str, name: str, keep: str) -> str:
+    """What keeps the gradient, in the words of the call's messages: SciPy's own torch path
+    where this SciPy declares one for the routine (torchify's), else the numpy_op ``keep``."""
+    import scipy.integrate
+
+    module = scipy.integrate if hasattr(scipy.integrate, name) else scipy.optimize
+    if route == "torchify" and adapter_for(module).declared_torch_path(getattr(module, name)) is None:
+        return (
+            f"set SCIPY_ARRAY_API=1 before SciPy is imported: SciPy runs {module.__name__}.{name} on torch tensors "
+            "itself, gradients kept, and torchify's native='auto' (the default) takes that path"
+        )
+    return f"make {name} a differentiable torch operation with {keep}"
+
+
 def _closing_route(route: str, name: str, grad: str | None) -> Any:
     """``scipy.integrate``/``scipy.optimize`` as ``route`` reaches them, with ``grad=`` where given."""
     import scipy.integrate
@@ -424,7 +438,7 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
     assert [str(w.message) for w in caught] == [
         f"{name}(): the result of its callback {callback} requires grad, and NumPy code cannot pass gradients "
         "back: it was detached, so no gradient flows from the callback through this call. To keep the gradient, "
-        f"make {name} a differentiable torch operation with {keep}. To silence this, .detach() the callback's "
+        f"{_kept_by(route, name, keep)}. To silence this, .detach() the callback's "
         f"result, pass grad='detach' (in {site}, or a with ac.config(grad='detach'): block around the call; "
         "grad='error' forbids it), or call under torch.no_grad()"
     ]
@@ -436,7 +450,7 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
         f"{name}(): callback {callback}'s result requires grad, and NumPy code cannot pass gradients back. Found "
         f"torch.Tensor(shape={shape}, dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
         "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in {site}; "
-        f"grad='warn' says so once); to keep the gradient, make {name} a differentiable torch operation with {keep}."
+        f"grad='warn' says so once); to keep the gradient, {_kept_by(route, name, keep)}."
     )
     with pytest.raises(ac.GradientError) as info:
         call(_closing_route(route, name, "error"), a)
@@ -478,8 +492,8 @@ def test_a_torch_callback_closing_over_a_dual_tensor_says_its_tangent_dropped(na
                 call(_closing_route(route, name, None), a)
             assert [str(w.message) for w in caught] == [
                 f"{name}(): the result of its callback {callback} {carries}: it was detached, so no gradient flows "
-                f"from the callback through this call. To keep the gradient, make {name} a differentiable torch "
-                f"operation with {keep}. To silence this, .detach() the callback's result, pass grad='detach' (in "
+                f"from the callback through this call. To keep the gradient, {_kept_by(route, name, keep)}. To "
+                "silence this, .detach() the callback's result, pass grad='detach' (in "
                 f"{site}; grad='error' forbids it), or call outside forward_ad.dual_level()"
             ]
             assert caught[0].filename == __file__
@@ -490,7 +504,7 @@ def test_a_torch_callback_closing_over_a_dual_tensor_says_its_tangent_dropped(na
         f"{name}(): callback {callback}'s result {carries}. Found torch.Tensor(shape={shape}, dtype=torch.float64, "
         "layout=torch.strided, device=cpu). Fix: .detach() the callback's result, call outside "
         f"forward_ad.dual_level(), or allow it detached with grad='detach' (in {given}; grad='warn' says so once); "
-        f"to keep the gradient, make {name} a differentiable torch operation with {keep}."
+        f"to keep the gradient, {_kept_by(route, name, keep)}."
     )
 
 
