@@ -382,6 +382,19 @@ CLOSING_CALLS: dict[str, tuple[Callable[[Any, torch.Tensor], Any], tuple[int, ..
 FAST_CLOSING = ("quad", "brentq", "minimize")
 
 
+def _closing_words(route: str, name: str, forward: bool) -> tuple[str, str, str]:
+    """``keep, site, given``: what keeps the gradient (numpy_op's rule for the mode), where
+    grad='detach' goes, and that site where grad='error' was given, as ``route``'s messages say."""
+    rule, product = ("jvp", "Jacobian-vector") if forward else ("backward", "vector-Jacobian")
+    if route == "torchify":
+        keep = f"ac.numpy_op({name}, {rule}=...), its {product} product written in NumPy"
+        site = "the ac.torchify(..., grad='detach') call that made it"
+    else:
+        keep = f"@ac.numpy_op({rule}=...) in place of the decorators, its {product} product written in NumPy"
+        site = f"@ac.accepts_numpy(grad='detach') on {name}"
+    return keep, site, f"{site}, where grad='error' was given, so a config block cannot change it"
+
+
 def _kept_by(route: str, name: str, keep: str) -> str:
     """What keeps the gradient, in the words of the call's messages: SciPy's own torch path
     where this SciPy declares one for the routine (torchify's), else the numpy_op ``keep``."""
@@ -425,14 +438,7 @@ def test_a_torch_callback_closing_over_a_tensor_needing_grad_warns_once_per_call
     a = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
     call, shape = CLOSING_CALLS[name]
     callback = "<lambda>.<locals>.<lambda>()"
-    if route == "torchify":
-        keep = f"ac.numpy_op({name}, backward=...), its vector-Jacobian product written in NumPy"
-        site = "the ac.torchify(..., grad='detach') call that made it"
-        given = "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot change it"
-    else:
-        keep = "@ac.numpy_op(backward=...) in place of the decorators, its vector-Jacobian product written in NumPy"
-        site = f"@ac.accepts_numpy(grad='detach') on {name}"
-        given = f"@ac.accepts_numpy(grad='detach') on {name}, where grad='error' was given, so a config block cannot change it"
+    keep, site, given = _closing_words(route, name, forward=False)
     with pytest.warns(ac.GradientWarning) as caught:
         call(_closing_route(route, name, None), a)
     assert [str(w.message) for w in caught] == [
@@ -476,14 +482,8 @@ def test_a_torch_callback_closing_over_a_dual_tensor_says_its_tangent_dropped(na
 
     call, shape = CLOSING_CALLS[name]
     callback = "<lambda>.<locals>.<lambda>()"
-    if route == "torchify":
-        keep = f"ac.numpy_op({name}, jvp=...), its Jacobian-vector product written in NumPy"
-        site = "the ac.torchify(..., grad='detach') call that made it, or a with ac.config(grad='detach'): block around the call"
-        given = "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot change it"
-    else:
-        keep = "@ac.numpy_op(jvp=...) in place of the decorators, its Jacobian-vector product written in NumPy"
-        site = f"@ac.accepts_numpy(grad='detach') on {name}, or a with ac.config(grad='detach'): block around the call"
-        given = f"@ac.accepts_numpy(grad='detach') on {name}, where grad='error' was given, so a config block cannot change it"
+    keep, site, given = _closing_words(route, name, forward=True)
+    site += ", or a with ac.config(grad='detach'): block around the call"
     carries = "carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad), and NumPy code cannot pass gradients back"
     with forward_ad.dual_level():
         a = forward_ad.make_dual(torch.tensor(2.0, dtype=F64), torch.tensor(1.0, dtype=F64))
