@@ -46,9 +46,11 @@ def filter_traceback(error: BaseException) -> None:
 
 
 def raise_held(error: BaseException) -> None:
-    """Raise, in ``error``'s place, the refusal of a callback's result that the library
-    calling the callback raised ``error`` from (see held_refusal): grad="error" promises the
-    caller a GradientError. Returns where ``error`` holds none, for the boundary to raise it."""
+    """Raise, in ``error``'s place, the error of autoconvert's that left a callback (the
+    refusal of its result, an inner autoconvert call's) that the library calling the callback
+    raised ``error`` from (see held_refusal): grad="error" promises the caller a GradientError,
+    and autoconvert's words say the fix. Returns where ``error`` holds none, for the boundary
+    to raise it."""
     held = held_refusal(error)
     if held is not None:
         filter_traceback(held)

@@ -32,9 +32,10 @@ from autoconvert._conversions._grad import DETACH, FORWARD, FORWARD_AD, REVERSE,
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
-from autoconvert._errors import GradientError, LeafError
+from autoconvert._errors import ConversionError, GradientError, LeafError
 from autoconvert._escape import passes_for_function
 
+from ._holders import holder_leaf
 from ._signature import function_name
 
 to_tensors = Mapper({np.ndarray: array_to_tensor, np.generic: array_to_tensor}, nested=True)
@@ -123,18 +124,21 @@ def _handed_tensors(value: Any, own: set[int]) -> None:
 
 _to_arrays = Mapper({torch.Tensor: _result_array}, nested=True)
 
-#: What marks the GradientError refusing a callback's result (see held_refusal).
-_REFUSED_RESULT = "__autoconvert_refused_result__"
+#: What marks an error of autoconvert's that left a callback (see held_refusal).
+_FROM_CALLBACK = "__autoconvert_from_callback__"
 
 
 def held_refusal(error: BaseException) -> BaseException | None:
-    """The GradientError refusing a callback's result (grad="error") that the library calling
-    the callback caught and raised an error of its own from, found among ``error``'s causes
-    (SciPy's differential_evolution rewords any TypeError as a "map-like callable"
-    RuntimeError); None: none. The call's boundary raises it in the library's error's place."""
+    """The error of autoconvert's that left a callback, the refusal of its result
+    (grad="error") or one an autoconvert function the callback calls raised, and that the
+    library calling the callback caught and raised an error of its own from, found among
+    ``error``'s causes (SciPy's differential_evolution rewords any TypeError as a "map-like
+    callable" RuntimeError, whose words would hide the refusal's fix); None: none. The call's
+    boundary raises it in the library's error's place. The callback's own errors stay the
+    library's to word."""
     cause = error.__cause__
     for _ in range(8):  # rewordings on rewordings, never a cycle
-        if cause is None or getattr(cause, _REFUSED_RESULT, False):
+        if cause is None or getattr(cause, _FROM_CALLBACK, False):
             return cause
         cause = cause.__cause__
     return None
@@ -167,13 +171,17 @@ class TensorCallback:
             kwargs = _callback_tensors(kwargs, target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(function_name(function), "argument", "") from None
-        result = function(*args, **kwargs)
+        try:
+            result = function(*args, **kwargs)
+        except ConversionError as e:  # an inner autoconvert call's refusal (see held_refusal)
+            setattr(e, _FROM_CALLBACK, True)
+            raise
         try:
             return _to_arrays(result, _Evaluation(self, (args, kwargs)))
         except LeafError as e:
             if e.kind is GradientError:
                 refusal = e.public(self.grad.function, "", f"callback {function_name(function)}'s result")
-                setattr(refusal, _REFUSED_RESULT, True)
+                setattr(refusal, _FROM_CALLBACK, True)
                 raise refusal from None
             raise e.public(function_name(function), "", "result") from None
 
@@ -212,8 +220,9 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     (functions, methods, ``functools.partial``, ``nn.Module``): ``every`` callable
     (``callbacks=True``), or those written in torch (torch's own functions, ``nn.Module``s,
     code that reads torch, see ``written_in_torch``), which cannot take arrays; any other
-    callable is handed over as it is. Classes themselves are values. ``grad``: the call's
-    grad policy, which the callbacks' results meet."""
+    callable is handed over as it is. Classes themselves are values. The callables SciPy's
+    objects hold (see _holders) are judged so too. ``grad``: the call's grad policy, which
+    the callbacks' results meet."""
 
     def callback_leaf(function: Any, ctx: Any) -> Any:
         if _numpy_code(function) and not _torch_code(function):
@@ -226,11 +235,16 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     leaf = callback_leaf if every else torch_callback_leaf
 
     def fallback(cls: type) -> Any:
-        if issubclass(cls, type) or not any("__call__" in vars(base) for base in cls.__mro__[:-1]):
-            return None
-        return leaf
+        # A NonlinearConstraint's fun, a LinearOperator's matvec (a LinearOperator is callable itself).
+        held = holder_leaf(cls, _callable_type, leaf)
+        return held if held is not None or not _callable_type(cls) else leaf
 
     return fallback
+
+
+def _callable_type(cls: type) -> bool:
+    """Whether instances of ``cls`` are callables (classes themselves are values)."""
+    return not issubclass(cls, type) and any("__call__" in vars(base) for base in cls.__mro__[:-1])
 
 
 def namespace_leaf(module: Any, ctx: Any) -> Any:
