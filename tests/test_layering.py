@@ -82,6 +82,7 @@ ORDER = [
     "_observe._observe",
     "_spec._signature",
     "_spec._outparams",
+    "_spec._holders",
     "_spec._callbacks",
     "_spec._emit",
     "_spec._collected",
