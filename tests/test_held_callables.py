@@ -96,6 +96,16 @@ def _routine(route: str, held: str, grad: str | None) -> Callable[..., Any]:
     return ac.returns_tensor(ac.accepts_numpy(getattr(module, name), callbacks=True, **options))
 
 
+class _Paired:
+    """A module's functions as the decorator pair under ``callbacks=True`` makes them."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return ac.returns_tensor(ac.accepts_numpy(getattr(self.module, name), callbacks=True))
+
+
 def _call(route: str, held: str, grad: str | None, a: torch.Tensor) -> Any:
     return HELD_CALLS[held][2](_routine(route, held, grad), a)
 
@@ -269,3 +279,52 @@ def test_an_inner_autoconvert_refusal_a_library_rewords_reaches_the_caller_as_it
         "written in NumPy."
     )
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_callable_a_constraint_or_an_operator_holds_takes_tensors(route: str) -> None:
+    """A constraint's ``jac`` and ``hess`` and an operator's ``rmatvec`` (``lsqr`` calls it) are
+    handed tensors as ``fun`` and ``matvec`` are: the solutions are the NumPy twins'. (The
+    callables note what they are handed through a wrapper, read as torch code under
+    ``callbacks=True`` alone.)"""
+    seen: set[type] = set()
+
+    def noting(f: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *args: (seen.update(map(type, args)), f(*args))[1]
+
+    def constraint(sin: Any, cos: Any, diag: Any) -> Any:
+        return scipy.optimize.NonlinearConstraint(
+            noting(lambda v: sin(v).sum()),
+            -np.inf,
+            0.3,
+            jac=noting(lambda v: cos(v)[None, :]),
+            hess=noting(lambda v, w: diag(-w[0] * sin(v))),
+        )
+
+    options = {"method": "trust-constr", "options": {"maxiter": 20}}
+    objective = lambda v: ((v - 0.5) ** 2).sum()  # noqa: E731
+    twin = scipy.optimize.minimize(objective, np.zeros(2), constraints=constraint(np.sin, np.cos, np.diag), **options)
+    seen.clear()
+    optimize, linalg = (
+        (ac.torchify(scipy.optimize, callbacks=True), ac.torchify(scipy.sparse.linalg, callbacks=True))
+        if route == "torchify"
+        else (_Paired(scipy.optimize), _Paired(scipy.sparse.linalg))
+    )
+    result = optimize.minimize(
+        objective, torch.zeros(2, dtype=F64), constraints=constraint(torch.sin, torch.cos, torch.diag), **options
+    )
+    np.testing.assert_allclose(result.x.numpy(), twin.x, rtol=1e-10)
+    assert seen == {torch.Tensor}
+    matrix = np.array([[2.0, 1.0], [0.0, 3.0], [1.0, 1.0]])
+    weights = torch.from_numpy(matrix)
+    operator = scipy.sparse.linalg.LinearOperator(
+        (3, 2),
+        matvec=noting(lambda v: torch.mv(weights, v)),
+        rmatvec=noting(lambda v: torch.mv(weights.T, v)),
+        dtype=np.float64,
+    )
+    seen.clear()
+    b = np.array([1.0, 2.0, 3.0])
+    x = linalg.lsqr(operator, torch.from_numpy(b))[0]
+    np.testing.assert_allclose(x.numpy(), scipy.sparse.linalg.lsqr(matrix, b)[0], rtol=1e-10)
+    assert seen == {torch.Tensor}
