@@ -227,13 +227,17 @@ def test_the_callers_object_is_never_changed_and_copied_only_where_it_holds_a_ca
 
 
 class _Halving(scipy.sparse.linalg.LinearOperator):
-    """A user's operator whose ``_matvec`` is torch code."""
+    """A user's operator whose ``_matvec`` is torch code, calling a torch function it holds
+    (its own code's to call, handed tensors and giving tensors back)."""
 
     def __init__(self) -> None:
         super().__init__(np.float64, (3, 3))
+        self.halve = lambda v: torch.mul(v, 0.5)
 
     def _matvec(self, v: torch.Tensor) -> torch.Tensor:
-        return torch.mul(v, 0.5)
+        halved = self.halve(v)
+        assert type(halved) is torch.Tensor
+        return halved
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -242,6 +242,7 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     return fallback
 
 
+@functools.lru_cache(maxsize=1024)  # asked per call of each callable a SciPy object holds
 def _callable_type(cls: type) -> bool:
     """Whether instances of ``cls`` are callables (classes themselves are values)."""
     return not issubclass(cls, type) and any("__call__" in vars(base) for base in cls.__mro__[:-1])

@@ -60,6 +60,7 @@ class _Holder:
         ``A`` and ``args``) is one copy."""
         if id(obj) in made:
             return made[id(obj)]
+        made[id(obj)] = obj  # an operator reaching itself (a subclass's attribute) is itself there
         names = self.attributes if self.attributes is not None else _operator_attributes(obj)
         changed = {}
         for name in names:
@@ -88,12 +89,17 @@ class _Holder:
 
 
 def _operator_attributes(operator: Any) -> list[str]:
-    """The attributes of a linear operator that may hold what SciPy calls: its own (the
-    functions ``LinearOperator(matvec=...)`` keeps, the operators ``A + B`` is made of), and
-    the methods a class outside SciPy implements (a user's subclass)."""
-    names = list(getattr(operator, "__dict__", ()))
+    """The attributes of a linear operator that may hold what SciPy calls: the own attributes
+    of SciPy's operators (the functions ``LinearOperator(matvec=...)`` keeps, the operators
+    ``A + B`` is made of), and the methods a class outside SciPy implements (a user's
+    subclass, whose other attributes are its own code's to call, with what it holds)."""
+    names = list(getattr(operator, "__dict__", ())) if _scipys(type(operator)) else []
     for name in _OPERATOR_METHODS:
         owner = next((base for base in type(operator).__mro__ if name in vars(base)), None)
-        if owner is not None and not f"{owner.__module__}.".startswith("scipy."):
+        if owner is not None and not _scipys(owner):
             names.append(name)
     return names
+
+
+def _scipys(cls: type) -> bool:
+    return f"{cls.__module__}.".startswith("scipy.")
