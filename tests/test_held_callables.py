@@ -239,6 +239,8 @@ class _Halving(scipy.sparse.linalg.LinearOperator):
         assert type(halved) is torch.Tensor
         return halved
 
+    _rmatvec = _matvec  # symmetric: its adjoint, _Halving().H, holds it twice (as A and in args)
+
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_operators_made_of_torch_operators_and_a_users_subclass_take_tensors(route: str) -> None:
@@ -249,7 +251,13 @@ def test_operators_made_of_torch_operators_and_a_users_subclass_take_tensors(rou
         (3, 3), matvec=lambda v: torch.mul(v, 2.0), rmatvec=lambda v: torch.mul(v, 2.0), dtype=np.float64
     )
     b = torch.arange(1.0, 4.0, dtype=F64)
-    for operator, scale in [(double + _Halving(), 2.5), (3 * double, 6.0), (double.H, 2.0), (_Halving(), 0.5)]:
+    for operator, scale in [
+        (double + _Halving(), 2.5),
+        (3 * double, 6.0),
+        (double.H, 2.0),
+        (_Halving(), 0.5),
+        (_Halving().H, 0.5),
+    ]:
         x, info = cg(operator, b)
         assert info == 0
         torch.testing.assert_close(x, b / scale)
