@@ -281,11 +281,19 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
         with forward_ad.dual_level():
             return _tangent(filtered(forward_ad.make_dual(image, torch.ones(8)), forward_ad.make_dual(sigma, one)))
 
+    # torch.func's transforms open no dual level the user could call outside of: their words.
+    carries, outside = (
+        (
+            "a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)",
+            "call outside forward_ad.dual_level(), ",
+        )
+        if mode == "dual"
+        else ("a tangent of torch.func's forward mode (jvp, jacfwd)", "")
+    )
     text = (
-        "gaussian_filter(): argument sigma carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad), "
-        "and the catalogue's rule for scipy.ndimage.gaussian_filter gives no gradient in sigma: none flows into it. "
-        "Found gradients in input alone. Fix: pass sigma.detach(), call outside forward_ad.dual_level(), or give "
-        "numpy_op a jvp= of your own; grad='detach' silences this."
+        f"gaussian_filter(): argument sigma carries {carries}, and the catalogue's rule for "
+        "scipy.ndimage.gaussian_filter gives no gradient in sigma: none flows into it. Found gradients in input "
+        f"alone. Fix: pass sigma.detach(), {outside}or give numpy_op a jvp= of your own; grad='detach' silences this."
     )
     for made in (
         ac.torchify(scipy.ndimage, grad="error").gaussian_filter,
