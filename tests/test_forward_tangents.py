@@ -264,6 +264,32 @@ def test_an_object_built_from_a_dual_tensor_says_its_tangent_dropped(builder: st
         assert torch.allclose(made(point).reshape(expected.shape), expected)
 
 
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd"])
+def test_an_object_built_inside_torch_funcs_forward_mode_says_so_in_its_words(transform: str) -> None:
+    """Built from samples torch.func.jvp or jacfwd differentiates in, an object reads their
+    primal, said in the words of torch.func's forward mode: no dual level to build outside of."""
+    point = torch.tensor([0.3], dtype=torch.float64)
+    y = torch.sin(_SPLINE_X)
+
+    def through(interp: Any) -> Any:
+        if transform == "jvp":
+            return torch.func.jvp(lambda v: interp.CubicSpline(_SPLINE_X, v)(point), (y,), (torch.ones_like(y),))
+        return torch.func.jacfwd(lambda v: interp.CubicSpline(_SPLINE_X, v)(point))(y)
+
+    text = (
+        "scipy.interpolate.CubicSpline: argument y carries a tangent of torch.func's forward mode (jvp, jacfwd), and "
+        "the catalogue's rule for its objects' calls gives reverse mode alone: the object is built from its primal. "
+        "Found a rule without a jvp. Fix: build it from y.detach(), or take reverse mode (y.requires_grad_(), "
+        "torch.func.jacrev, grad, vjp); grad='detach' silences this."
+    )
+    with pytest.raises(ac.GradientError) as info:
+        through(ac.torchify(scipy.interpolate, grad="error"))
+    assert str(info.value) == text
+    with pytest.warns(ac.GradientWarning) as said:
+        through(ac.torchify(scipy.interpolate))
+    assert [str(w.message) for w in said if w.category is ac.GradientWarning] == [text]
+
+
 @pytest.mark.parametrize("mode", ["dual", "jvp", "jacfwd"])
 def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never_a_zero(mode: str) -> None:
     """gaussian_filter's sigma takes no gradient in the catalogue: a tangent there (a dual
