@@ -344,3 +344,28 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
         assert torch.equal(through(ac.torchify(scipy.ndimage, grad="detach").gaussian_filter), found)
     if mode == "dual":  # the image's tangent alone: a filter of ones
         assert torch.allclose(found, torch.from_numpy(scipy.ndimage.gaussian_filter(np.ones(8), 1.5)))
+
+
+@pytest.mark.parametrize("given", ["dual", "requires grad"])
+@pytest.mark.parametrize("route", ["torchify", "numpy_op"])
+def test_a_ruled_ufunc_called_by_keyword_is_refused_before_any_word_of_gradients(route: str, given: str) -> None:
+    """A NumPy ufunc takes its inputs by position only: ``jv(v=..., z=...)`` with a tangent or a
+    gradient in ``v`` is refused naming the function, what was given and how it takes them,
+    with no GradientWarning first about a call that never ran. (The decorator pair hands such a
+    call to the ufunc, whose own TypeError it raises.)"""
+    import scipy.special
+
+    jv = ac.torchify(scipy.special).jv if route == "torchify" else ac.numpy_op(scipy.special.jv)
+    z = torch.tensor([0.5], dtype=torch.float64)
+    with forward_ad.dual_level(), warnings.catch_warnings():
+        warnings.simplefilter("error", ac.GradientWarning)
+        primal = torch.tensor(1.0, dtype=torch.float64)
+        v = forward_ad.make_dual(primal, torch.ones(())) if given == "dual" else primal.requires_grad_()
+        with pytest.raises(TypeError) as info:
+            jv(v=v, z=z)
+    assert type(info.value) is TypeError
+    assert str(info.value) == (
+        "jv(): its arguments do not fit its signature (x1, x2, /, out=None, *, where=True, casting='same_kind', "
+        "order='K', dtype=None, subok=True, signature=None): missing a required argument: 'x1'. Found 0 positional "
+        "arguments and keywords v, z. Fix: pass the arguments as its signature takes them (x1, x2 by position only)."
+    )
