@@ -1028,7 +1028,7 @@ class TestNoRawErrors:
             info.value
         )
         assert str(info.value).endswith(
-            "Fix: run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy."
+            "Fix: run the call eagerly, or make the function an autoconvert.numpy_op(fake=...) so tracing never runs NumPy."
         )
 
     @pytest.mark.parametrize("entry", ["to_numpy", "accepts_numpy", "requires grad", "torchify"])
@@ -1095,8 +1095,13 @@ class TestNoRawErrors:
         f = ac.accepts_numpy(grad="detach")(lambda a: float(a.sum()))
         with pytest.raises(ac.ConversionError) as info:
             transform(f)
-        assert "is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor)" in str(info.value)
-        assert "autoconvert.numpy_op(backward=...)" in str(info.value)
+        assert str(info.value) == (
+            "TestNoRawErrors.test_vmap_and_func_grad.<locals>.<lambda>(): argument a is being transformed by "
+            "torch.vmap or torch.func (a functorch-wrapped tensor), which NumPy code cannot see. Found "
+            "torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). Fix: for gradients, "
+            "make the function an autoconvert.numpy_op with backward= (torch.func.grad, vjp, jacrev) or jvp= "
+            "(torch.func.jvp, jacfwd); for a batch, loop over it (autoconvert.batched) instead of torch.vmap."
+        )
 
     def test_sparse_meta_tensors(self) -> None:
         meta = torch.sparse_coo_tensor(
@@ -1347,6 +1352,35 @@ class TestExpandedTensors:
             "copy only), or return the changed array instead."
         )
         assert t.tolist() == [0.0, 0.0, 0.0]
+
+    @pytest.mark.parametrize("copy", [None, True])
+    @pytest.mark.parametrize("route", ["pair", "torchify"])
+    def test_writeback_names_an_expanded_tensor_its_function_asks_to_make_writable(
+        self, route: str, copy: bool | None
+    ) -> None:
+        """``a.setflags(write=True)`` on an expanded tensor's array (its memory, or a private
+        copy) is refused by NumPy in words of its own: a ReadOnlyError naming the argument and
+        the fix, as a write into it is, the caller's tensor unchanged."""
+
+        def make_writable(a):
+            a.setflags(write=True)
+            a[0, 0] = 7
+
+        wrapped = (
+            ac.returns_tensor(ac.accepts_numpy(make_writable, writeback=True, copy=copy))
+            if route == "pair"
+            else ac.torchify(make_writable, writeback=True, copy=copy)
+        )
+        t = torch.arange(4.0)[None].expand(3, 4)
+        with pytest.raises(ac.ReadOnlyError) as info:
+            wrapped(t)
+        assert str(info.value) == make_writable.__qualname__ + (
+            "(): argument a is an expanded tensor (zero strides: its elements share memory), handed over "
+            "read-only since no write can reach back into it, and the function wrote into it. Found "
+            "ValueError('cannot set WRITEABLE flag to True of this array'). Fix: pass a.contiguous() (then writes "
+            "reach that copy only), or return the changed array instead."
+        )
+        assert t[0].tolist() == [0.0, 1.0, 2.0, 3.0]
 
     def test_writeback_refuses_a_write_around_the_guard_into_an_expanded_tensors_copy(self) -> None:
         """A write through torch.from_numpy into an expanded tensor's private copy (copy=True,

@@ -508,6 +508,109 @@ def test_a_torch_callback_closing_over_a_dual_tensor_says_its_tangent_dropped(na
     )
 
 
+#: The closing calls whose tensors are all the callback's (the rest take a tensor x0 or y0
+#: made inside the transform, which torch.func wraps and the conversion refuses).
+CLOSING_SCALARS = ("quad", "brentq", "quad_vec", "dblquad", "fixed_quad", "newton", "root_scalar", "minimize_scalar")
+
+
+def _solution(result: Any) -> torch.Tensor:
+    """A closing call's value as a tensor: a quadrature's integral, a root, a minimiser."""
+    found = result[0] if isinstance(result, tuple) else getattr(result, "root", getattr(result, "x", result))
+    return torch.as_tensor(found, dtype=F64)
+
+
+def _through(transform: str, f: Callable[[torch.Tensor], torch.Tensor], a: torch.Tensor) -> torch.Tensor:
+    """``transform`` of ``f`` at ``a``: torch.func.jvp's primal and tangent, jacfwd's Jacobian,
+    or torch.func.grad of ``a * f(a)`` (the gradient then f's value, where f's own is lost)."""
+    if transform == "jvp":
+        return torch.stack(torch.func.jvp(f, (a,), (torch.ones_like(a),)))
+    if transform == "jacfwd":
+        return torch.func.jacfwd(f)(a)
+    return torch.func.grad(lambda v: v * f(v))(a)
+
+
+# make_dual's first use scripts torch's decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd", "grad"])
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+@pytest.mark.parametrize(
+    "name", [n if n in FAST_CLOSING else pytest.param(n, marks=pytest.mark.slow) for n in CLOSING_SCALARS]
+)
+def test_a_torch_callback_closing_over_a_tensor_torch_func_differentiates(
+    name: str, route: str, transform: str
+) -> None:
+    """Under torch.func.jvp, jacfwd and grad, a callback closing over the differentiated tensor
+    loses its gradient as in eager mode: said once per call in the words of the transform (no
+    dual level the user opened, no call outside it to suggest), the call's value kept;
+    grad="detach" is silent; grad="error" refuses it."""
+    call, shape = CLOSING_CALLS[name]
+    a = torch.tensor(2.0, dtype=F64)
+    value = _solution(call(_closing_route(route, name, "detach"), a)).sum()
+    forward = transform != "grad"
+    zero = torch.zeros((), dtype=F64)
+    expected = {"jvp": torch.stack([value, zero]), "jacfwd": zero, "grad": value}[transform]
+    callback = "<lambda>.<locals>.<lambda>()"
+    keep, site, given = _closing_words(route, name, forward=forward)
+    site += ", or a with ac.config(grad='detach'): block around the call"
+    found, outside = (
+        ("carries a tangent of torch.func's forward mode (jvp, jacfwd)", "")
+        if forward
+        else ("requires grad", ", or call under torch.no_grad()")
+    )
+
+    def solved(grad: str | None) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda v: _solution(call(_closing_route(route, name, grad), v)).sum()
+
+    with pytest.warns(ac.GradientWarning) as caught:
+        assert torch.allclose(_through(transform, solved(None), a), expected)
+    said = [w for w in caught if w.category is ac.GradientWarning]  # torch.jit.script's warning aside (above)
+    assert [str(w.message) for w in said] == [
+        f"{name}(): the result of its callback {callback} {found}, and NumPy code cannot pass gradients back: it was "
+        f"detached, so no gradient flows from the callback through this call. To keep the gradient, "
+        f"{_kept_by(route, name, keep)}. To silence this, .detach() the callback's result, "
+        f"{'or ' if forward else ''}pass grad='detach' (in {site}; grad='error' forbids it){outside}"
+    ]
+    assert said[0].filename == __file__
+    quiet = _through(transform, solved("detach"), a)  # silent: pytest runs with warnings as errors
+    assert torch.allclose(quiet, expected)
+    with pytest.raises(ac.GradientError) as info:
+        _through(transform, solved("error"), a)
+    assert str(info.value) == (
+        f"{name}(): callback {callback}'s result {found}, and NumPy code cannot pass gradients back. Found "
+        f"torch.Tensor(shape={shape}, dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        f"callback's result, {'' if forward else 'call under torch.no_grad(), '}or allow it detached with "
+        f"grad='detach' (in {given}; grad='warn' says so once); to keep the gradient, {_kept_by(route, name, keep)}."
+    )
+
+
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+def test_a_callback_inside_torch_func_that_closes_over_nothing_is_handed_on(route: str) -> None:
+    """A torch callback that closes over nothing loses nothing under torch.func's transforms
+    (whose wrapping its tensors still get): its result is handed on in silence, under any
+    grad=; under torch.vmap, whose batch one array cannot hold, it is refused."""
+    a = torch.tensor(2.0, dtype=F64)
+    quad = _closing_route(route, "quad", "error").integrate.quad
+    integral = float(1 - np.cos(1.0))
+
+    def scaled(v: torch.Tensor) -> torch.Tensor:
+        return v * torch.as_tensor(quad(lambda t: torch.sin(t), 0.0, 1.0)[0])
+
+    assert torch.allclose(torch.func.grad(scaled)(a), torch.tensor(integral, dtype=F64))
+    assert torch.allclose(torch.func.jvp(scaled, (a,), (torch.ones_like(a),))[1], torch.tensor(integral, dtype=F64))
+    with pytest.raises(ac.ConversionError) as info:
+        torch.func.vmap(lambda v: torch.as_tensor(quad(lambda t: torch.sin(v * t), 0.0, 1.0)[0]))(a[None])
+    here = f"{test_a_callback_inside_torch_func_that_closes_over_nothing_is_handed_on.__qualname__}.<locals>."
+    assert str(info.value) == (
+        f"{here}<lambda>.<locals>.<lambda>(): result is being transformed by torch.vmap or torch.func (a "
+        "functorch-wrapped tensor), which NumPy code cannot see. Found torch.Tensor(shape=(), dtype=torch.float64, "
+        "layout=torch.strided, device=cpu). Fix: for gradients, make the function an autoconvert.numpy_op with "
+        "backward= (torch.func.grad, vjp, jacrev) or jvp= (torch.func.jvp, jacfwd); for a batch, loop over it "
+        "(autoconvert.batched) instead of torch.vmap."
+    )
+
+
 @pytest.mark.parametrize("route", ["torchify", "pair"])
 def test_a_callbacks_refusal_a_library_rewords_reaches_the_caller_as_itself(route: str) -> None:
     """differential_evolution rewords any TypeError its objective raises as a "map-like

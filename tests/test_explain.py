@@ -46,8 +46,8 @@ def test_a_fused_pair_is_explained_side_by_side_parameter_by_parameter() -> None
     assert (
         "Arguments: a tensor becomes a read-only NumPy array sharing its memory on the CPU; a copy only where "
         "NumPy cannot share it (a GPU tensor, a dtype NumPy lacks such as bfloat16, a conjugate bit); one that "
-        "requires grad is refused (GradientError); sparse tensors as scipy.sparse arrays; inside lists, tuples, "
-        "dicts, namedtuples and dataclasses too\n"
+        "requires grad or carries a forward-mode tangent (a forward_ad dual tensor) is refused (GradientError); "
+        "sparse tensors as scipy.sparse arrays; inside lists, tuples, dicts, namedtuples and dataclasses too\n"
         "    x      converted\n"
         "    sigma  converted if a tensor; a float (its default: 1.0) passes as it is\n"
         "    mode   left as it is (only=/exclude=)\n"
@@ -220,7 +220,11 @@ def test_inside_a_config_block_the_block_s_options_show_where_they_apply() -> No
         "device='cpu'"
     )
     assert "grad" not in e.configurable["accepts_numpy"]
-    assert e.arguments.startswith("a tensor becomes a private, writable NumPy copy; one that requires grad is refused")
+    assert e.arguments == (
+        "a tensor becomes a private, writable NumPy copy; one that requires grad or carries a forward-mode tangent "
+        "(a forward_ad dual tensor) is refused (GradientError); sparse tensors as scipy.sparse arrays; inside lists, "
+        "tuples, dicts, namedtuples and dataclasses too"
+    )
     assert e.path == "generic" if not FLAT else e.path == "flat"
     assert e.why.endswith(" Inside this config block, every call takes the generic call, watched.")
     assert e.source is None

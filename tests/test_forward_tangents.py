@@ -264,6 +264,32 @@ def test_an_object_built_from_a_dual_tensor_says_its_tangent_dropped(builder: st
         assert torch.allclose(made(point).reshape(expected.shape), expected)
 
 
+@pytest.mark.parametrize("transform", ["jvp", "jacfwd"])
+def test_an_object_built_inside_torch_funcs_forward_mode_says_so_in_its_words(transform: str) -> None:
+    """Built from samples torch.func.jvp or jacfwd differentiates in, an object reads their
+    primal, said in the words of torch.func's forward mode: no dual level to build outside of."""
+    point = torch.tensor([0.3], dtype=torch.float64)
+    y = torch.sin(_SPLINE_X)
+
+    def through(interp: Any) -> Any:
+        if transform == "jvp":
+            return torch.func.jvp(lambda v: interp.CubicSpline(_SPLINE_X, v)(point), (y,), (torch.ones_like(y),))
+        return torch.func.jacfwd(lambda v: interp.CubicSpline(_SPLINE_X, v)(point))(y)
+
+    text = (
+        "scipy.interpolate.CubicSpline: argument y carries a tangent of torch.func's forward mode (jvp, jacfwd), and "
+        "the catalogue's rule for its objects' calls gives reverse mode alone: the object is built from its primal. "
+        "Found a rule without a jvp. Fix: build it from y.detach(), or take reverse mode (y.requires_grad_(), "
+        "torch.func.jacrev, grad, vjp); grad='detach' silences this."
+    )
+    with pytest.raises(ac.GradientError) as info:
+        through(ac.torchify(scipy.interpolate, grad="error"))
+    assert str(info.value) == text
+    with pytest.warns(ac.GradientWarning) as said:
+        through(ac.torchify(scipy.interpolate))
+    assert [str(w.message) for w in said if w.category is ac.GradientWarning] == [text]
+
+
 @pytest.mark.parametrize("mode", ["dual", "jvp", "jacfwd"])
 def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never_a_zero(mode: str) -> None:
     """gaussian_filter's sigma takes no gradient in the catalogue: a tangent there (a dual
@@ -281,11 +307,19 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
         with forward_ad.dual_level():
             return _tangent(filtered(forward_ad.make_dual(image, torch.ones(8)), forward_ad.make_dual(sigma, one)))
 
+    # torch.func's transforms open no dual level the user could call outside of: their words.
+    carries, outside = (
+        (
+            "a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)",
+            "call outside forward_ad.dual_level(), ",
+        )
+        if mode == "dual"
+        else ("a tangent of torch.func's forward mode (jvp, jacfwd)", "")
+    )
     text = (
-        "gaussian_filter(): argument sigma carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad), "
-        "and the catalogue's rule for scipy.ndimage.gaussian_filter gives no gradient in sigma: none flows into it. "
-        "Found gradients in input alone. Fix: pass sigma.detach(), call outside forward_ad.dual_level(), or give "
-        "numpy_op a jvp= of your own; grad='detach' silences this."
+        f"gaussian_filter(): argument sigma carries {carries}, and the catalogue's rule for "
+        "scipy.ndimage.gaussian_filter gives no gradient in sigma: none flows into it. Found gradients in input "
+        f"alone. Fix: pass sigma.detach(), {outside}or give numpy_op a jvp= of your own; grad='detach' silences this."
     )
     for made in (
         ac.torchify(scipy.ndimage, grad="error").gaussian_filter,
@@ -310,3 +344,28 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
         assert torch.equal(through(ac.torchify(scipy.ndimage, grad="detach").gaussian_filter), found)
     if mode == "dual":  # the image's tangent alone: a filter of ones
         assert torch.allclose(found, torch.from_numpy(scipy.ndimage.gaussian_filter(np.ones(8), 1.5)))
+
+
+@pytest.mark.parametrize("given", ["dual", "requires grad"])
+@pytest.mark.parametrize("route", ["torchify", "numpy_op"])
+def test_a_ruled_ufunc_called_by_keyword_is_refused_before_any_word_of_gradients(route: str, given: str) -> None:
+    """A NumPy ufunc takes its inputs by position only: ``jv(v=..., z=...)`` with a tangent or a
+    gradient in ``v`` is refused naming the function, what was given and how it takes them,
+    with no GradientWarning first about a call that never ran. (The decorator pair hands such a
+    call to the ufunc, whose own TypeError it raises.)"""
+    import scipy.special
+
+    jv = ac.torchify(scipy.special).jv if route == "torchify" else ac.numpy_op(scipy.special.jv)
+    z = torch.tensor([0.5], dtype=torch.float64)
+    with forward_ad.dual_level(), warnings.catch_warnings():
+        warnings.simplefilter("error", ac.GradientWarning)
+        primal = torch.tensor(1.0, dtype=torch.float64)
+        v = forward_ad.make_dual(primal, torch.ones(())) if given == "dual" else primal.requires_grad_()
+        with pytest.raises(TypeError) as info:
+            jv(v=v, z=z)
+    assert type(info.value) is TypeError
+    assert str(info.value) == (
+        "jv(): its arguments do not fit its signature (x1, x2, /, out=None, *, where=True, casting='same_kind', "
+        "order='K', dtype=None, subok=True, signature=None): missing a required argument: 'x1'. Found 0 positional "
+        "arguments and keywords v, z. Fix: pass the arguments as its signature takes them (x1, x2 by position only)."
+    )

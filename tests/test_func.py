@@ -189,11 +189,26 @@ def test_without_rules_the_transforms_say_which_rule_is_missing() -> None:
         ac.numpy_op(np.sin, vmap="parallel")  # type: ignore[call-overload]
 
 
-def test_the_plain_pair_under_a_transform_names_numpy_op() -> None:
-    """A decorated function (not a numpy_op) under torch.func is refused with the fix."""
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vmap"])
+def test_the_plain_pair_under_a_transform_names_numpy_op(transform: str) -> None:
+    """A decorated function (not a numpy_op) under torch.func is refused with the fix, the
+    numpy_op rule for each kind of transform named."""
     pair = ac.returns_tensor(ac.accepts_numpy(scipy.special.erfcx))
-    with pytest.raises(ac.ConversionError, match=r"make the function a autoconvert.numpy_op\(backward=...\)"):
-        grad(lambda v: pair(v).sum())(X)
+    transformed = {
+        "grad": lambda: grad(lambda v: pair(v).sum())(X),
+        "jvp": lambda: jvp(pair, (X,), (torch.ones_like(X),)),
+        "vmap": lambda: vmap(pair)(XS),
+    }[transform]
+    with pytest.raises(ac.ConversionError) as info:
+        transformed()
+    shape = tuple(X.shape) if transform != "vmap" else tuple(XS.shape[1:])
+    assert str(info.value) == (
+        "erfcx(): argument x is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which "
+        f"NumPy code cannot see. Found torch.Tensor(shape={shape}, dtype=torch.float64, layout=torch.strided, "
+        "device=cpu). Fix: for gradients, make the function an autoconvert.numpy_op with backward= (torch.func.grad, "
+        "vjp, jacrev) or jvp= (torch.func.jvp, jacfwd); for a batch, loop over it (autoconvert.batched) instead of "
+        "torch.vmap."
+    )
 
 
 @settings(max_examples=25, deadline=None)

@@ -302,8 +302,9 @@ def test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gr
         "argument args[0] requires grad, and NumPy code cannot pass gradients back: it was detached, so no gradient "
         "flows through this call. To keep the gradient, keep the computation in torch, or make the NumPy code a "
         "differentiable torch operation with ac.numpy_op(fn, backward=...). To silence this, pass grad='detach' (in "
-        "ac.to_numpy(obj, grad='detach'); grad='error' forbids it), or call under torch.no_grad()"
-    )
+        "a with ac.config(grad='detach'): block around the method call; grad='error' forbids it), or call under "
+        "torch.no_grad()"
+    )  # returns_tensor alone: nothing takes grad= but a config block
     plain = torch.ones(2)
     refused = (
         "test_a_result_method_s_tensor_argument_crosses_read_only_and_warns_of_its_gradient.<locals>.Scaled.write(): "
@@ -578,8 +579,9 @@ def test_a_field_set_to_a_tensor_that_requires_grad_is_detached_with_the_warning
         "TtestResult.confidence_interval(): field self.df requires grad, and NumPy code cannot pass gradients back: "
         "it was detached, so no gradient flows through this call. To keep the gradient, keep the computation in "
         "torch, or make the NumPy code a differentiable torch operation with ac.numpy_op(fn, backward=...). To "
-        "silence this, pass grad='detach' (in ac.to_numpy(obj, grad='detach'); grad='error' forbids it), or call "
-        "under torch.no_grad()"
+        "silence this, pass grad='detach' (in the ac.torchify(..., grad='detach') call that made it, for its results' "
+        "methods too, or a with ac.config(grad='detach'): block around the method call; grad='error' forbids it), or "
+        "call under torch.no_grad()"
     ]
     plain = scipy.stats.ttest_ind(X.numpy(), Y.numpy())
     plain.df = 2.0
@@ -696,12 +698,23 @@ def test_a_result_with_methods_is_freed_when_its_last_reference_goes() -> None:
         gc.enable()
 
 
+#: Where a result method's grad= goes, in its messages: what made the function, and a config
+#: block around the method call unless grad= was given there.
+_DECORATOR_SITE = "@ac.accepts_numpy(grad='detach') on _weighted, for its results' methods too"
+_TORCHIFY_SITE = "the ac.torchify(..., grad='detach') call that made it, for its results' methods too"
+_METHOD_BLOCK = "a with ac.config(grad='detach'): block around the method call"
 GRAD_REFUSAL = (
     "Weights.predict(): argument args[0] requires grad, and NumPy code cannot pass gradients back. Found "
     "torch.Tensor(shape=(1, 2), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: pass args[0].detach(), "
-    "call under torch.no_grad(), or allow it detached with grad='detach' (in ac.to_numpy(obj, grad='detach'); "
+    "call under torch.no_grad(), or allow it detached with grad='detach' (in {site}; "
     "grad='warn' says so once); to keep the gradient, keep the computation in torch, or make the NumPy code a "
     "differentiable torch operation with ac.numpy_op(fn, backward=...)."
+)
+GRAD_WARNING = (
+    "Weights.predict(): argument args[0] requires grad, and NumPy code cannot pass gradients back: it was detached, "
+    "so no gradient flows through this call. To keep the gradient, keep the computation in torch, or make the NumPy "
+    "code a differentiable torch operation with ac.numpy_op(fn, backward=...). To silence this, pass grad='detach' "
+    "(in {site}; grad='error' forbids it), or call under torch.no_grad()"
 )
 
 
@@ -743,21 +756,30 @@ def test_a_result_s_methods_follow_the_grad_policy_of_the_call_that_made_it(
         with ac.config(grad=around_method):
             return result.predict(x)
 
+    maker = _TORCHIFY_SITE if "torchify" in made else _DECORATOR_SITE
+    given = made.get("grad", made.get("torchify"))
+    site = (
+        f"{maker}, where grad={given!r} was given, so a config block cannot change it"
+        if given is not None
+        else f"{maker}, or {_METHOD_BLOCK}"
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if outcome == "error":
-            assert raised(ac.GradientError, call) == GRAD_REFUSAL
+            assert raised(ac.GradientError, call) == GRAD_REFUSAL.format(site=site)
         else:
             assert call().tolist() == [3.0]
-    assert [w.category for w in caught] == ([ac.GradientWarning] if outcome == "warning" else [])
+    assert [str(w.message) for w in caught] == ([GRAD_WARNING.format(site=site)] if outcome == "warning" else [])
 
 
 def test_a_field_set_to_a_tensor_that_requires_grad_follows_the_grad_policy() -> None:
     """The rule holds for the fields the caller sets: refused under grad="error", naming the field."""
     result = ac.returns_tensor(ac.accepts_numpy(_weighted, grad="error"))(torch.tensor([1.0, 2.0], dtype=torch.float64))
     result.w = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    site = f"{_DECORATOR_SITE}, where grad='error' was given, so a config block cannot change it"
     assert raised(ac.GradientError, result.predict, torch.ones(1, 2, dtype=torch.float64)) == (
-        GRAD_REFUSAL.replace("argument args[0]", "field self.w")
+        GRAD_REFUSAL.format(site=site)
+        .replace("argument args[0]", "field self.w")
         .replace("shape=(1, 2)", "shape=(2,)")
         .replace("pass args[0]", "pass self.w")
     )

@@ -13,6 +13,7 @@ from torch.autograd import forward_ad
 from autoconvert._errors import GradientError, GradientWarning, LeafError
 
 from ._describe import describe_tensor, warn_at_caller
+from ._memory import functorch_wrapped
 
 #: Why a tensor that requires grad loses its gradient, unless the policy is told another reason.
 _NUMPY = "NumPy code cannot pass gradients back"
@@ -94,11 +95,15 @@ class GradPolicy:
         (``lost``), at the line that called this policy's function (past the library calling
         the callback)."""
         fixes = self._fixes()
+        silence = either(
+            ".detach() the callback's result",
+            f"pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it)",
+            lost.call_outside,
+        )
         warn_at_caller(
             f"{self.function}: the result of its callback {callback} {lost.found}, and {self.why}: it was "
             "detached, so no gradient flows from the callback through this call. To keep the gradient, "
-            f"{lost.keep(fixes.keep)}. To silence this, .detach() the callback's result, pass grad='detach' (in "
-            f"{fixes.site(_DETACH)}; grad='error' forbids it), or call {lost.outside}",
+            f"{lost.keep(fixes.keep)}. To silence this, {silence}",
             GradientWarning,
             past_callee=True,
         )
@@ -112,8 +117,12 @@ class GradPolicy:
             GradientError,
             f"{lost.found}, and {self.why}",
             describe_tensor(t),
-            f"{detached}, call {lost.outside}, or allow it detached with grad='detach' (in "
-            f"{fixes.site(_DETACH)}; grad='warn' says so once); to keep the gradient, {lost.keep(fixes.keep)}",
+            either(
+                detached,
+                lost.call_outside,
+                f"allow it detached with grad='detach' (in {fixes.site(_DETACH)}; grad='warn' says so once)",
+            )
+            + f"; to keep the gradient, {lost.keep(fixes.keep)}",
         )
 
     def _fixes(self) -> GradFixes:
@@ -126,21 +135,29 @@ class GradPolicy:
         self.unsaid = None
         where = f"{role} {' or '.join(paths)}" if paths else "an argument"
         fixes = self._fixes()
+        silence = either(
+            f"pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it)", self.lost.call_outside
+        )
         warn_at_caller(
             f"{self.function}: {where} {self.lost.found}, and {self.why}: it was detached, so no gradient flows "
-            f"through this call. To keep the gradient, {self.lost.keep(fixes.keep)}. To silence "
-            f"this, pass grad='detach' (in {fixes.site(_DETACH)}; grad='error' forbids it), or call {self.lost.outside}",
+            f"through this call. To keep the gradient, {self.lost.keep(fixes.keep)}. To silence this, {silence}",
             GradientWarning,
         )
 
 
 class Lost(NamedTuple):
     """A gradient a tensor loses in NumPy, in words: ``found``, what the tensor has;
-    ``outside``, where the call loses none; ``forward``, whether it is a forward-mode tangent."""
+    ``outside``, where the call loses none ("": nowhere the user can call it, as inside
+    torch.func.jvp); ``forward``, whether it is a forward-mode tangent."""
 
     found: str
     outside: str
     forward: bool = False
+
+    @property
+    def call_outside(self) -> str:
+        """The fix of calling where nothing is lost, in words ("": none)."""
+        return f"call {self.outside}" if self.outside else ""
 
     def keep(self, fixes: str) -> str:
         """What keeps this gradient: ``GradFixes.keep``'s words name numpy_op's reverse-mode
@@ -156,6 +173,20 @@ FORWARD = Lost(
     "outside forward_ad.dual_level()",
     forward=True,
 )
+#: A tangent of torch.func's forward mode, whose transform wraps the tensor: the user opened
+#: no dual level, and calling outside the transform is no fix.
+FUNC_FORWARD = Lost("carries a tangent of torch.func's forward mode (jvp, jacfwd)", "", forward=True)
+
+
+def forward_lost(t: torch.Tensor) -> Lost:
+    """What ``t``, a tensor carrying a tangent, loses, in the words of what gave it the tangent."""
+    return FUNC_FORWARD if functorch_wrapped(t) else FORWARD
+
+
+def either(*fixes: str) -> str:
+    """Fixes as a list of choices, those given as "" left out: "a, b, or c"."""
+    given = [fix for fix in fixes if fix]
+    return given[0] if len(given) == 1 else ", ".join(given[:-1]) + ", or " + given[-1]
 
 
 def gradient_lost(t: object) -> Lost | None:
@@ -166,7 +197,7 @@ def gradient_lost(t: object) -> Lost | None:
     if t.requires_grad and torch.is_grad_enabled():
         return REVERSE
     if FORWARD_AD._current_level >= 0 and has_tangent(t):
-        return FORWARD
+        return forward_lost(t)
     return None
 
 

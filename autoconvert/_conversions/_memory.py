@@ -96,12 +96,13 @@ def tensor_refusal(t: torch.Tensor) -> LeafError | None:
             "is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which NumPy code cannot see"
         )
         fix = (
-            "for gradients, make the function a autoconvert.numpy_op(backward=...); for a batch, "
-            "loop over it (autoconvert.batched) instead of torch.vmap"
+            "for gradients, make the function an autoconvert.numpy_op with backward= (torch.func.grad, vjp, "
+            "jacrev) or jvp= (torch.func.jvp, jacfwd); for a batch, loop over it (autoconvert.batched) instead of "
+            "torch.vmap"
         )
     elif type(t).__name__ == "FakeTensor":
         problem = "is a FakeTensor (torch.compile's tracing, or FakeTensorMode), which holds no data"
-        fix = "run the call eagerly, or make the function a autoconvert.numpy_op(fake=...) so tracing never runs NumPy"
+        fix = "run the call eagerly, or make the function an autoconvert.numpy_op(fake=...) so tracing never runs NumPy"
     elif t.is_meta:
         problem, fix = "is a meta tensor, which holds no data", "run the call on tensors with real data"
     elif t.is_nested:
@@ -160,10 +161,23 @@ untransformed: Callable[[], contextlib.AbstractContextManager[Any]] = getattr(
 
 def untracked(t: torch.Tensor) -> torch.Tensor:
     """``t`` detached, with no torch.func gradient transform's wrapping (``torch.func.grad``,
-    ``vjp``, ``jacrev`` wrap it once per level): the values a computation whose gradient flows
-    elsewhere reads (a spline built from samples its call differentiates in), in an
-    ``untransformed`` block. A tensor torch.vmap batches keeps its wrapping, which the
-    conversion refuses."""
+    ``vjp``, ``jacrev``, ``jvp``, ``jacfwd`` wrap it once per level): the values a computation
+    whose gradient flows elsewhere reads (a spline built from samples its call differentiates
+    in), in an ``untransformed`` block. A tensor torch.vmap batches keeps its wrapping, which
+    the conversion refuses (and ``detach`` too: ask ``ungraded`` first)."""
+    return ungraded(t).detach()
+
+
+def ungraded(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without torch.func's gradient transforms' wrapping (``untracked``'s, not detached)."""
     while functorch_wrapped(t) and _functorch.is_gradtrackingtensor(t):
         t = _functorch.get_unwrapped(t)
-    return t.detach()
+    return t
+
+
+def storage_address(t: torch.Tensor) -> int:
+    """Where ``t``'s storage starts, under any torch.func wrapping (whose tensors have no
+    storage of their own): what tells tensors sharing memory apart."""
+    while functorch_wrapped(t):
+        t = _functorch.get_unwrapped(t)
+    return t.untyped_storage().data_ptr()

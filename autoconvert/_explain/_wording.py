@@ -52,7 +52,7 @@ def _to_arrays_words(p: Policy) -> str:
             + " (a GPU tensor, a dtype NumPy lacks such as bfloat16, a conjugate bit)"
         )
     grad = {"warn": "detached with a GradientWarning once", "detach": "detached", "error": "refused (GradientError)"}
-    words += f"; one that requires grad is {grad[p.grad]}"
+    words += f"; one that requires grad or carries a forward-mode tangent (a forward_ad dual tensor) is {grad[p.grad]}"
     if p.widen_float16:
         words += "; float16 crosses as float32"
     words += f"; sparse tensors as scipy.sparse {'arrays' if p.sparse == 'array' else 'matrices'}"

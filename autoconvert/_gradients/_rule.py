@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from autoconvert._conversions._grad import Lost, gradient_lost
+from autoconvert._conversions._grad import Lost, either, gradient_lost
 from autoconvert._errors import GradientError, GradientWarning, message
 
 
@@ -155,7 +155,7 @@ def say_untaken(
     if grad == "detach":
         return
     if lost.forward:
-        fix = f"pass {where}.detach(), call {lost.outside}, or give numpy_op a jvp= of your own"
+        fix = either(f"pass {where}.detach()", lost.call_outside, "give numpy_op a jvp= of your own")
     else:
         fix = f"pass {where} without requires_grad (.detach()), or give numpy_op a backward= of your own"
     text = message(

@@ -222,9 +222,9 @@ class Plan:
                     restoring=restoring,
                     read_only=inputs is not None and inputs.read_only,
                     objects=self.objects,
-                    grad=("warn", False)
+                    grad=("warn", False, None)
                     if numpy_in is None
-                    else (numpy_in.grad, "grad" in self.sides["accepts_numpy"]),
+                    else (numpy_in.grad, "grad" in self.sides["accepts_numpy"], self.maker("grad={}")),
                 )
             else:
                 outputs = NumpyOutputs(self.function, self.params, policy, scalars=True)

@@ -274,10 +274,10 @@ def _make_op(
                 # fewer on every eager call).
                 result = spec.run(args, kwargs)
             else:
+                if kwargs:  # first: a call its signature refuses gets no word about gradients
+                    args, kwargs = bind(args, kwargs)
                 if rule is not None:
                     _untaken(rule, name, _grad_now(checked, policy.grad), args, kwargs, told=told)
-                if kwargs:
-                    args, kwargs = bind(args, kwargs)
                 result = apply_op(spec, kwargs, *args)
         except ConversionError as e:
             filter_traceback(e)
@@ -548,7 +548,10 @@ def _binder(
 
     def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if signature is not None:
-            bound = signature.bind(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise _unfitting(fn, signature, args, kwargs, e) from None
             if bound.kwargs:
                 bound = _keywords_placed(signature, bound)
             args, kwargs = bound.args, bound.kwargs
@@ -566,6 +569,25 @@ def _binder(
         return args, kwargs
 
     return bind
+
+
+def _unfitting(
+    fn: Callable[..., Any], signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], e: TypeError
+) -> TypeError:
+    """The TypeError of a call whose arguments ``signature`` refuses (``e``, inspect's words,
+    which name no function), naming the function, what was given and how it takes them."""
+    only = [n for n, p in signature.parameters.items() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+    plural = "" if len(args) == 1 else "s"
+    return TypeError(
+        message(
+            function_name(fn),
+            "its arguments",
+            f"do not fit its signature {signature}: {e}",
+            f"{len(args)} positional argument{plural} and keywords {', '.join(kwargs)}",
+            "pass the arguments as its signature takes them"
+            + (f" ({', '.join(only)} by position only)" if only else ""),
+        )
+    )
 
 
 def _keywords_placed(signature: inspect.Signature, bound: inspect.BoundArguments) -> inspect.BoundArguments:

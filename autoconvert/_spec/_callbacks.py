@@ -28,7 +28,8 @@ from autoconvert._adapters._table import NUMPY, adapter_for
 from autoconvert._adapters._torch import MAKES_TENSORS
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._grad import DETACH, FORWARD, FORWARD_AD, REVERSE, GradPolicy, Lost, has_tangent
+from autoconvert._conversions._grad import DETACH, FORWARD_AD, REVERSE, GradPolicy, Lost, forward_lost, has_tangent
+from autoconvert._conversions._memory import functorch_wrapped, storage_address, ungraded, untransformed
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor
 from autoconvert._conversions._tree import Mapper, StandIn, stood_for
@@ -66,13 +67,32 @@ def _result_array(t: torch.Tensor, evaluation: _Evaluation) -> Any:
     """A tensor a callback returns, as the array its caller is handed: one that requires grad
     leaves autograd here, as ``.item()`` would, under the call's grad policy where its
     gradient reaches tensors from outside the callback (a closure's ``a`` in ``sin(a * t)``);
-    so does a forward-mode tangent."""
+    so does a forward-mode tangent. Converted first: a result NumPy cannot hold is refused
+    before any word about its gradient."""
+    try:
+        array = tensor_to_array(t, None)[0]
+    except LeafError:  # asked only here: a result inside torch.func's transforms is rare
+        array = _transformed_array(t)
+        if array is None:
+            raise
     callback = evaluation.callback
     lost = _lost_beyond(t, evaluation.handed)
     if lost is not None and callback.grad.returned(t, lost) and not callback.warned:
         callback.warned = True  # once per call, not per evaluation (quad makes 21)
         callback.grad.say_returned(function_name(callback.__wrapped__), lost)
-    return as_result(tensor_to_array(t, None)[0])
+    return as_result(array)
+
+
+def _transformed_array(t: torch.Tensor) -> Any:
+    """A callback's result inside torch.func's gradient transforms (torch.func.grad, jvp,
+    jacfwd wrap it), as the array of its values: what becomes of its gradient is the grad
+    policy's to say. None where no gradient transform wraps it, or torch.vmap batches it
+    (one array cannot hold a batch it never sees): the conversion's refusal stands."""
+    if not functorch_wrapped(t):
+        return None
+    with untransformed():
+        values = ungraded(t)
+        return None if functorch_wrapped(values) else tensor_to_array(values.detach(), None)[0]
 
 
 def _lost_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> Lost | None:
@@ -82,7 +102,7 @@ def _lost_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> Lost | None:
     if t.requires_grad and torch.is_grad_enabled() and _reaches_beyond(t, handed):
         return REVERSE
     if FORWARD_AD._current_level >= 0 and has_tangent(t):
-        return FORWARD
+        return forward_lost(t)
     return None
 
 
@@ -93,7 +113,7 @@ def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
     own: set[int] = set()
     _handed_tensors(handed, own)
     if t.grad_fn is None:  # t is a leaf itself
-        return t.untyped_storage().data_ptr() not in own
+        return storage_address(t) not in own
     stack: list[Any] = [t.grad_fn]  # autograd nodes, None where an input needs no gradient
     seen = set()
     while stack:
@@ -103,7 +123,7 @@ def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
         seen.add(node)
         leaf = getattr(node, "variable", None)  # an AccumulateGrad node's leaf
         if leaf is not None:
-            if leaf.untyped_storage().data_ptr() not in own:
+            if storage_address(leaf) not in own:
                 return True
             continue
         stack.extend(following for following, _ in node.next_functions)
@@ -113,7 +133,7 @@ def _reaches_beyond(t: torch.Tensor, handed: tuple[Any, ...]) -> bool:
 def _handed_tensors(value: Any, own: set[int]) -> None:
     """The storages of the tensors among a callback's (converted) arguments, into ``own``."""
     if isinstance(value, torch.Tensor):
-        own.add(value.untyped_storage().data_ptr())
+        own.add(storage_address(value))
     elif isinstance(value, (tuple, list)):
         for item in value:
             _handed_tensors(item, own)

@@ -14,7 +14,7 @@ from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMet
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
-from autoconvert._conversions._grad import DETACH, GradPolicy
+from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -48,7 +48,12 @@ from ._signature import (
 #: What builds a TensorOutputs again where a result's methods are unpickled: the function's
 #: name, the side's policy, whether float16 is restored, whether inputs were read-only, and
 #: its results' methods' grad (see TensorOutputs).
-TensorRemade = tuple[str, Policy, bool, bool, tuple[str, bool]]
+TensorRemade = tuple[str, Policy, bool, bool, "MethodGrad"]
+
+#: A result method's grad: the mode of the call's input side, whether it was given explicitly,
+#: and what made the function, written with ``grad={}`` (None: nothing takes grad=, as for
+#: returns_tensor alone and to_tensor(): a config block alone changes it).
+MethodGrad = tuple[str, bool, str | None]
 
 #: What makes an output side's per-call context from the call's tensors: ``make(shared, odd)``.
 ContextMaker = Callable[[list[torch.Tensor], list[torch.Tensor]], Any]
@@ -275,10 +280,10 @@ class TensorOutputs(Outputs):
         restoring: dict[torch.dtype, Casts] = RESTORING,
         read_only: bool = False,
         objects: Callable[[type], Leaf | None] | None = None,
-        grad: tuple[str, bool] = ("warn", False),
+        grad: MethodGrad = ("warn", False, None),
     ) -> None:
-        """``grad``: the grad policy of the call's input side, and whether it was given
-        explicitly, which its results' methods follow (see ``_method_grad``).
+        """``grad``: the grad policy of the call's input side, whether it was given explicitly,
+        and where it is written, which its results' methods follow (see ``_method_grad``).
         ``read_only``: the function was handed read-only views of the caller's tensors, so a
         tensor result made from one (``torch.as_tensor(a)``) is copied rather than aliased.
         ``objects``: the leaf for results of a type no other handler takes (torchify's proxies
@@ -287,7 +292,7 @@ class TensorOutputs(Outputs):
         #: What builds this side again where a result's methods are unpickled (torchify's
         #: proxies aside: the unpickled methods give package objects as they are).
         self.remade: TensorRemade = (function, policy, restoring is RESTORING_HALF, read_only, grad)
-        self.grad_mode, self.grad_given = grad
+        self.grad_mode, self.grad_given, self.grad_maker = grad
         self.device = policy.device
         self.dtype = policy.dtype
         self.copy = policy.copy
@@ -396,14 +401,31 @@ class TensorOutputs(Outputs):
         """The grad policy of the result method ``name`` at this call: the call's that made
         the result, or a ``config`` block's around the method call where grad= was not given
         explicitly (which no block changes). The method takes no options of its own: its
-        warning offers to_numpy()'s fixes."""
+        warning offers what keeps the gradient as to_numpy()'s does, and says where its grad=
+        goes (``_method_site``)."""
         mode = self.grad_mode
         if not self.grad_given:
             config = active()
             if config is not None:
                 mode = config.options.get("grad", mode)
         key = (name, mode)
-        return self._grads.get(key) or self._grads.setdefault(key, GradPolicy(mode, name))
+        policy = self._grads.get(key)
+        if policy is None:
+            fixes = GradFixes(TO_NUMPY_FIXES.keep, self._method_site)
+            policy = self._grads.setdefault(key, GradPolicy(mode, name, lambda: fixes))
+        return policy
+
+    def _method_site(self, assignment: str) -> str:
+        """Where a user writes ``assignment`` (``"grad='detach'"``) for a result's methods, in
+        words: what made the function (its grad= the methods follow), or a config block
+        around the method call, unless grad= was given explicitly, which no block changes."""
+        block = f"a with ac.config({assignment}): block around the method call"
+        if self.grad_maker is None:
+            return block
+        maker = f"{self.grad_maker.replace('grad={}', assignment)}, for its results' methods too"
+        if self.grad_given:
+            return f"{maker}, where grad={self.grad_mode!r} was given, so a config block cannot change it"
+        return f"{maker}, or {block}"
 
     def _sparse(self, m: Any, ctx: Target) -> torch.Tensor:
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
@@ -548,7 +570,7 @@ NO_PARAMS = Parameters(lambda: None)
 
 
 @functools.lru_cache(maxsize=64)
-def _tensor_side(function: str, policy: Policy, half: bool, read_only: bool, grad: tuple[str, bool]) -> TensorOutputs:
+def _tensor_side(function: str, policy: Policy, half: bool, read_only: bool, grad: MethodGrad) -> TensorOutputs:
     """A TensorOutputs built again for unpickled result methods, once per set of options."""
     restoring = RESTORING_HALF if half else RESTORING
     return TensorOutputs(function, NO_PARAMS, policy, restoring=restoring, read_only=read_only, grad=grad)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._grad import FORWARD, FORWARD_AD, REVERSE, Lost, has_tangent, requires_grad
+from autoconvert._conversions._grad import FORWARD_AD, REVERSE, Lost, forward_lost, has_tangent, requires_grad
 from autoconvert._conversions._memory import functorch_wrapped, untracked, untransformed
 from autoconvert._decorators._plain import to_numpy
 from autoconvert._errors import ConversionError, GradientError, GradientWarning, message
@@ -107,14 +107,16 @@ class Builder:
         taking = set()
         for name in self.built.keeps:
             value = given[name]
-            if _losing(value) is FORWARD:
+            lost = _losing(value)
+            if lost is not None and lost.forward:
                 problem = (
-                    f"{FORWARD.found}, and the catalogue's rule for its objects' calls gives reverse mode alone: "
+                    f"{lost.found}, and the catalogue's rule for its objects' calls gives reverse mode alone: "
                     "the object is built from its primal"
                 )
+                detached = f"build it from {name}.detach()" + (f" or {lost.outside}" if lost.outside else "")
                 fix = (
-                    f"build it from {name}.detach() or {FORWARD.outside}, or take reverse mode "
-                    f"({name}.requires_grad_(), torch.func.jacrev, grad, vjp); grad='detach' silences this"
+                    f"{detached}, or take reverse mode ({name}.requires_grad_(), torch.func.jacrev, grad, vjp); "
+                    "grad='detach' silences this"
                 )
                 self._say(
                     message(self.built.name, f"argument {name}", problem, "a rule without a jvp", fix), name, stacklevel
@@ -151,7 +153,7 @@ def _losing(value: Any) -> Lost | None:
     if requires_grad(value):
         return REVERSE
     if FORWARD_AD._current_level >= 0 and isinstance(value, torch.Tensor) and has_tangent(value):
-        return FORWARD
+        return forward_lost(value)
     return None
 
 
