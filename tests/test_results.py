@@ -534,16 +534,17 @@ def test_a_torch_result_s_methods_see_what_its_numpy_caller_set_on_it(view: str,
 def test_an_untouched_result_s_methods_run_on_the_original_and_a_deleted_field_is_missing() -> None:
     """Until the caller changes an attribute, the original is what the method runs on; a
     field deleted is missing there too (the dataclass's own AttributeError); set again, it is
-    seen."""
+    seen. What the method appends to its list reaches the caller's as the caller's twin of it."""
     made: list[Model] = []
     m = ac.returns_numpy(ac.accepts_tensor(lambda w: made.append(Model(w)) or made[-1]))(np.array([1.0, 2.0]))
     m.predict(np.ones((1, 2)))
-    assert m.seen[-1] is made[0]
+    assert made[0].seen[-1] is made[0] and [s is m for s in m.seen] == [True]
     del m.w
     assert raised(AttributeError, m.predict, np.ones((1, 2))) == "'Model' object has no attribute 'w'"
     m.w = np.array([2.0, 0.0])
     assert m.predict(np.ones((1, 2))).tolist() == [2.0]
-    assert m.seen[-1] is not made[0] and made[0].w.tolist() == [1.0, 2.0]
+    assert made[0].seen[-1] is not made[0] and made[0].w.tolist() == [1.0, 2.0]
+    assert [s is m for s in m.seen] == [True] * 3  # the call that raised appended too, as on the plain object
 
 
 def test_a_field_set_to_what_cannot_cross_is_autoconverts_error_naming_the_field() -> None:

@@ -377,6 +377,7 @@ class _MethodsNode(Node):
         new = super().map(obj, mapper, ctx)
         if new is not obj:
             make = getattr(mapper, "result_method", None) or ResultMethod
+            _own_containers(new.__dict__, obj.__dict__)
             fields = ResultFields(self, obj, new)
             for name in self.methods:
                 new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
@@ -394,7 +395,7 @@ class ResultFields:
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
     are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("apart", "converted", "given", "items", "nested", "node", "original", "size", "twin")
+    __slots__ = ("apart", "converted", "followed", "given", "items", "nested", "node", "original", "size", "twin")
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
@@ -405,6 +406,7 @@ class ResultFields:
         self.apart: list[str] | None = None  # found at the first call: many results never have one
         self.items: list[int] = []  # a tuple's items held apart, by index
         self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
+        self.followed: list[str] = []  # what a method may change in place (see ``inside``)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -426,6 +428,7 @@ class ResultFields:
         # Unpickled, the converted values and the original's no longer share memory: the
         # public ones are converted back at the first call, to share it again.
         self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
+        self.followed = _followed(given)
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
@@ -444,7 +447,7 @@ class ResultFields:
                 return self.original if self.twin is None else self.twin
         methods = self.node.own
         changed = {
-            name: inner[name] if name in inner else back(value, name)
+            name: inner[name] if name in inner else _own(back(value, name), value)
             for name, value in attributes.items()
             if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart or name in inner)
         }
@@ -466,31 +469,45 @@ class ResultFields:
         self.see(attributes)
         return twin
 
-    def ran(self, receiver: Any, before: dict[str, Any], result: Any, carried: Callable[[Any, str], Any]) -> Any:
-        """After a method ran on ``receiver`` (which held ``before``): what it changed there
-        (``self.n += 1``) made the caller's result's own, public values converted by
-        ``carried`` as the result's were, private ones as they are; and ``result``, the
-        caller's result where it is the receiver itself (a fluent ``return self``), else
-        ``UNSEEN`` (to be converted as the method's value)."""
+    def inside(self, before: dict[str, Any]) -> Inside | None:
+        """What a method may change in place inside the object it runs on (which holds
+        ``before``), where the result holds any (``followed``)."""
+        converted = self.converted()
+        return None if converted is None else _inside(before, converted.__dict__, self.followed)
+
+    def ran(
+        self,
+        receiver: Any,
+        before: dict[str, Any],
+        inside: Inside | None,
+        result: Any,
+        carried: Callable[[Any, str], Any],
+    ) -> Any:
+        """After a method ran on ``receiver`` (which held ``before``, and ``inside``): what it
+        changed there (``self.n += 1``, ``self.hist.append(x)``, ``self.inner.w = w``) made
+        the caller's result's own, public values converted by ``carried`` as the result's
+        were, private ones as they are; and the caller's twins of the objects ``result`` may
+        hold (``self``, ``self.inner``, ``self.hist``), by identity, for ``placed``, else
+        ``UNSEEN`` (``result`` is converted as the method's value)."""
         converted = self.converted()
         if converted is None:
             return UNSEEN
-        now = receiver.__dict__
-        changed = len(now) != len(before)
-        for name, value in before.items():  # a loop, not any(): most methods change nothing
-            if changed or now.get(name, _UNSEEN) is not value:
-                changed = True
-                break
-        if changed:
-            methods, state = self.node.own, converted.__dict__
-            for name in before.keys() - now.keys():
-                state.pop(name, None)
-            for name, value in now.items():
-                if name not in methods and before.get(name, _UNSEEN) is not value:
-                    state[name] = value if name.startswith("_") else carried(value, name)
-            self.see(state)
+        changed = inside is not None or _changed(receiver.__dict__, before)
+        if not changed and result is not receiver and type(result) not in _WALKED:
+            return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
+        twins: dict[int, tuple[Any, Any]] = {}
+        _twins(receiver, converted, inside, twins)
+        if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
+            self.carry(receiver, before, inside, converted, lambda v, name: placed(v, twins, lambda w: carried(w, name)))
+        return twins if _holds(result, twins) else UNSEEN
+
+    def carry(
+        self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
+    ) -> None:
+        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s."""
+        if _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, self.node.own):
+            self.see(converted.__dict__)
             self.apart = None  # a value carried may be a copy of the receiver's: looked for again
-        return converted if result is receiver else UNSEEN
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
@@ -526,6 +543,7 @@ class ResultFields:
         methods = self.node.own
         self.given = {name: value for name, value in attributes.items() if name not in methods}
         self.size = len(attributes)
+        self.followed = _followed(self.given)
 
     def copied(self, made: Any) -> None:
         """Give ``made``, a shallow copy of the converted result, methods and fields of its
@@ -534,7 +552,7 @@ class ResultFields:
         new = ResultFields.__new__(ResultFields)
         new.node, new.original, new.converted = self.node, self.original, _link(made)
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
-        new.items, new.nested, new.twin = self.items, self.nested, None
+        new.items, new.nested, new.followed, new.twin = self.items, self.nested, self.followed, None
         if self.twin is not None:
             children, context = self.node.flatten(self.twin)
             new.twin = self.node.unflatten(list(children), context)
@@ -608,6 +626,209 @@ def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
     return made
 
 
+class Inside(NamedTuple):
+    """What a method may change in place inside the object it runs on (see ``_inside``):
+    ``contents``, by attribute, a list or dict and what it held; ``inner``, by attribute, an
+    object the conversion rebuilt (a dataclass, a result with methods): the caller's, the
+    method's twin of it, the twin's attributes and what may change inside it."""
+
+    contents: dict[str, tuple[Any, list[Any]]]
+    inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]]
+
+
+Carried = Callable[[Any, str], Any]
+#: The containers a result's attribute may hold that a method changes in place, followed
+#: (see ``_inside``): those the conversion walks and rebuilds.
+_HELD = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
+#: The containers of a method's value in which the caller's twins are placed (see ``placed``).
+_WALKED = frozenset([tuple, list, dict])
+
+
+def _followed(attributes: dict[str, Any]) -> list[str]:
+    """The public attributes whose contents a method may change in place: lists, dicts and
+    objects with attributes the conversion rebuilds (a dataclass, a result with methods)."""
+    return [
+        name
+        for name, value in attributes.items()
+        if not name.startswith("_")
+        and (type(value) in _HELD or (hasattr(value, "__dict__") and node_for(type(value)) is not None))
+    ]
+
+
+def _inside(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
+    """What may change in place in the attributes ``names`` of the object a method runs on
+    (``state``, its attributes), the caller's object holding ``caller``: its lists and dicts
+    with what they hold, and its objects the conversion rebuilt, at any depth."""
+    contents, inner = {}, {}
+    for name in names:
+        value, mine = state.get(name), caller.get(name)
+        if type(value) in _HELD:
+            contents[name] = (value, _contents(value))
+        elif _stands_for(mine, value):
+            was = dict(value.__dict__)
+            inner[name] = (mine, value, was, _inside(was, mine.__dict__, _followed(mine.__dict__)))
+    return Inside(contents, inner)
+
+
+def _stands_for(mine: Any, value: Any) -> bool:
+    """Whether the caller's ``mine`` is the conversion's twin of ``value``, the method's."""
+    fields = _fields_of(mine)
+    if fields is not None:
+        return value is fields.original or value is fields.twin
+    return mine is not value and type(mine) is type(value) and hasattr(value, "__dict__")
+
+
+def _changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether an attribute of ``before`` was reassigned, added or deleted in ``now``."""
+    if len(now) != len(before):
+        return True
+    for name, value in before.items():  # a loop, not any(): most methods change nothing
+        if now.get(name, _UNSEEN) is not value:
+            return True
+    return False
+
+
+def _carried_into(
+    now: dict[str, Any],
+    before: dict[str, Any],
+    inside: Inside | None,
+    state: dict[str, Any],
+    carried: Carried,
+    methods: frozenset[str] = frozenset(),
+) -> bool:
+    """Into ``state``, the caller's object's attributes: what a method changed in its twin's
+    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``;
+    whether it reassigned, added or deleted an attribute of ``now``."""
+    changed = _changed(now, before)
+    if changed:
+        for name in before.keys() - now.keys():
+            state.pop(name, None)
+        for name, value in now.items():
+            if name not in methods and before.get(name, _UNSEEN) is not value:
+                state[name] = value if name.startswith("_") else _own(carried(value, name), value)
+    if inside is None:
+        return changed
+    for name, (held, was) in inside.contents.items():
+        if now.get(name) is held and not _same(_contents(held), was):
+            mine = state.get(name)
+            if type(mine) is type(held) and mine is not held:
+                _refill(mine, held, was, lambda v, key, name=name: carried(v, f"{name}{key}"))
+            else:
+                state[name] = _own(carried(held, name), held)
+    for name, (mine, value, was, deeper) in inside.inner.items():
+        if now.get(name) is value and state.get(name) is mine:
+            along: Carried = lambda v, path, name=name: carried(v, f"{name}.{path}")  # noqa: E731
+            fields = _fields_of(mine)
+            if fields is not None:
+                fields.carry(value, was, deeper, mine, along)
+            else:
+                _carried_into(value.__dict__, was, deeper, mine.__dict__, along)
+    return changed
+
+
+def _own(made: Any, source: Any) -> Any:
+    """``made``, ``source`` converted for the other side of a result: a list or dict of its
+    own where nothing in it converted, so that a change to one is never the other's unconverted."""
+    return copy.copy(made) if made is source and type(made) in _HELD else made
+
+
+def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None:
+    """Give a converted result lists and dicts of its own where it shares one with its
+    original (an empty list): what a method adds there reaches the caller converted."""
+    for name, value in converted.items():
+        if value is original.get(name) and type(value) in _HELD and not name.startswith("_"):
+            converted[name] = copy.copy(value)
+
+
+def _contents(container: Any) -> list[Any]:
+    """What a list or dict holds, to tell a change in place by identity (see ``_same``)."""
+    return list(container.items()) if isinstance(container, dict) else list(container)
+
+
+def _same(now: list[Any], was: list[Any]) -> bool:
+    """Whether ``_contents`` found the same objects (by identity: arrays have no truth value)."""
+    if len(now) != len(was):
+        return False
+    if now and type(now[0]) is tuple and type(was[0]) is tuple:  # a dict's (key, value) pairs
+        return all(a[0] is b[0] and a[1] is b[1] for a, b in zip(now, was, strict=True))
+    return all(a is b for a, b in zip(now, was, strict=True))
+
+
+def _refill(mine: Any, held: Any, was: list[Any], carried: Callable[[Any, str], Any]) -> None:
+    """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
+    in place, holds now: what the method added or replaced converted by ``carried``, the rest
+    the caller's own objects still."""
+    if isinstance(held, dict):
+        before = dict(was)
+        pairs = [
+            (key, mine[key] if key in before and value is before[key] and key in mine else carried(value, f"[{key!r}]"))
+            for key, value in held.items()
+        ]
+        mine.clear()
+        mine.update(pairs)
+    else:
+        kept = len(mine) == len(was)  # the caller's items stand for the items it held
+        mine[:] = [
+            mine[i] if kept and i < len(was) and value is was[i] else carried(value, f"[{i}]")
+            for i, value in enumerate(held)
+        ]
+
+
+def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int, tuple[Any, Any]]) -> None:
+    """Into ``into``, by identity: ``receiver``, the object a method ran on, and what it holds
+    (``inside``), each with the caller's object standing for it."""
+    into[id(receiver)] = (receiver, converted)
+    if inside is None:
+        return
+    now, state = receiver.__dict__, converted.__dict__
+    for name, (held, _) in inside.contents.items():
+        if now.get(name) is held and name in state:
+            into[id(held)] = (held, state[name])
+    for name, (mine, value, _, deeper) in inside.inner.items():
+        if now.get(name) is value and state.get(name) is mine:
+            _twins(value, mine, deeper, into)
+
+
+def _holds(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
+    """Whether ``value`` is, or its tuples, lists and dicts hold, one of ``twins``."""
+    pair = twins.get(id(value))
+    if pair is not None and pair[0] is value:
+        return True
+    kind = type(value)
+    if kind in _WALKED:
+        return any(_holds(item, twins) for item in (value.values() if kind is dict else value))
+    return False
+
+
+def placed(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
+    """A method's ``value`` for the caller: the objects of ``twins`` it is or holds in its
+    tuples, lists and dicts (``self``, ``(self, n)``, ``self.inner``) the caller's twins of
+    them, the rest converted by ``convert``."""
+    pair = twins.get(id(value))
+    if pair is not None and pair[0] is value:
+        return pair[1]
+    kind = type(value)
+    if kind not in _WALKED or not _holds(value, twins):
+        return convert(value)
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            try:
+                out[key] = placed(item, twins, convert)
+            except LeafError as e:
+                e.keys.append(MappingKey(key))
+                raise
+        return out
+    items = []
+    for i, item in enumerate(value):
+        try:
+            items.append(placed(item, twins, convert))
+        except LeafError as e:
+            e.keys.append(SequenceKey(i))
+            raise
+    return items if kind is list else tuple(items)
+
+
 def _fields_of(value: Any) -> ResultFields | None:
     """The fields of ``value``, where it is a converted result with methods; else None."""
     state = getattr(value, "__dict__", None)
@@ -662,20 +883,23 @@ class ResultMethod:
         return clone
 
     def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``method`` (``bound``'s) called as the caller's result's own: ``(value, itself)``,
-        ``itself`` the caller's result where the method returned the object it ran on (a fluent
-        ``return self``), else ``UNSEEN`` (``value`` is to be converted). What the method changed
-        on that object is carried to the caller's result (see ResultFields.ran)."""
+        """``method`` (``bound``'s) called as the caller's result's own: ``(value, twins)``,
+        ``twins`` the caller's objects standing for those of the object it ran on that ``value``
+        holds (a fluent ``return self``, ``(self, n)``, ``self.inner``), else ``UNSEEN``: see
+        ``value``. What the method changed on that object is carried to the caller's result
+        (see ResultFields.ran)."""
         receiver = getattr(method, "__self__", None)
         if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
             return method(*args, **kwargs), UNSEEN
+        fields = self.fields
         before = dict(receiver.__dict__)
+        inside = fields.inside(before) if fields.followed else None
         try:
             result = method(*args, **kwargs)
         except BaseException:  # what it changed before raising stays, as on the plain object
-            self.fields.ran(receiver, before, None, self.carried)
+            fields.ran(receiver, before, inside, None, self.carried)
             raise
-        return result, self.fields.ran(receiver, before, result, self.carried)
+        return result, fields.ran(receiver, before, inside, result, self.carried)
 
     def carried(self, value: Any, name: str) -> Any:
         """A value a method set on the object it ran on, for the caller's result: converted
@@ -695,9 +919,18 @@ class ResultMethod:
         ResultFields.apart); values as they are never are."""
         return False
 
+    def value(self, result: Any, twins: Any) -> Any:
+        """A method's value (``run``'s), for the caller: converted as the result was, the
+        objects of the result the method ran on that it holds the caller's own (``twins``)."""
+        return self.convert(result) if twins is UNSEEN else placed(result, twins, self.convert)
+
+    def convert(self, value: Any) -> Any:
+        """A method's value converted as the result was."""
+        return self.mapper(value, self.ctx)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result, itself = self.run(self.bound(), args, kwargs)
-        return self.mapper(result, self.ctx) if itself is UNSEEN else itself
+        result, twins = self.run(self.bound(), args, kwargs)
+        return self.value(result, twins)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method (the
