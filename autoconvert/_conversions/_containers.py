@@ -18,6 +18,7 @@ import collections
 import copy
 import copyreg
 import dataclasses
+import operator
 import sys
 import threading
 import weakref
@@ -492,13 +493,23 @@ class ResultFields:
         converted = self.converted()
         if converted is None:
             return UNSEEN
-        changed = inside is not None or _changed(receiver.__dict__, before)
+        now = receiver.__dict__
+        changed = len(now) != len(before)
+        for name, value in before.items():  # a loop, not any(): this is each call's whole cost
+            if changed or now.get(name, _UNSEEN) is not value:
+                changed = True
+                break
+        if not changed and inside is not None:
+            changed = _moved(now, inside)
         if not changed and result is not receiver and type(result) not in _WALKED:
-            return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
+            if inside is None or not _rebuilt(type(result)):  # an attribute's object (self.inner) may be
+                return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
         twins: dict[int, tuple[Any, Any]] = {}
         _twins(receiver, converted, inside, twins)
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
-            self.carry(receiver, before, inside, converted, lambda v, name: placed(v, twins, lambda w: carried(w, name)))
+            self.carry(
+                receiver, before, inside, converted, lambda v, name: placed(v, twins, lambda w: carried(w, name))
+            )
         return twins if _holds(result, twins) else UNSEEN
 
     def carry(
@@ -626,16 +637,11 @@ def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
     return made
 
 
-class Inside(NamedTuple):
-    """What a method may change in place inside the object it runs on (see ``_inside``):
-    ``contents``, by attribute, a list or dict and what it held; ``inner``, by attribute, an
-    object the conversion rebuilt (a dataclass, a result with methods): the caller's, the
-    method's twin of it, the twin's attributes and what may change inside it."""
-
-    contents: dict[str, tuple[Any, list[Any]]]
-    inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]]
-
-
+#: What a method may change in place inside the object it runs on (see ``_inside``), a pair
+#: (a plain tuple: one is made at each call): by attribute, a list or dict and what it held;
+#: by attribute, an object the conversion rebuilt (a dataclass, a result with methods): the
+#: caller's, the method's twin of it, the twin's attributes and what may change inside it.
+Inside = tuple[dict[str, tuple[Any, list[Any]]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
 Carried = Callable[[Any, str], Any]
 #: The containers a result's attribute may hold that a method changes in place, followed
 #: (see ``_inside``): those the conversion walks and rebuilds.
@@ -650,24 +656,31 @@ def _followed(attributes: dict[str, Any]) -> list[str]:
     return [
         name
         for name, value in attributes.items()
-        if not name.startswith("_")
-        and (type(value) in _HELD or (hasattr(value, "__dict__") and node_for(type(value)) is not None))
+        if not name.startswith("_") and (type(value) in _HELD or (hasattr(value, "__dict__") and _rebuilt(type(value))))
     ]
+
+
+def _rebuilt(cls: type) -> bool:
+    """Whether the conversion rebuilds objects of ``cls`` (a dataclass, a result with methods):
+    a type it met already, as the types of a converted result's attributes are."""
+    return cls in _REGISTRY or cls in _RECOGNISED
 
 
 def _inside(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
     """What may change in place in the attributes ``names`` of the object a method runs on
     (``state``, its attributes), the caller's object holding ``caller``: its lists and dicts
     with what they hold, and its objects the conversion rebuilt, at any depth."""
-    contents, inner = {}, {}
+    contents: dict[str, tuple[Any, list[Any]]] = {}
+    inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
         if type(value) in _HELD:
             contents[name] = (value, _contents(value))
         elif _stands_for(mine, value):
-            was = dict(value.__dict__)
-            inner[name] = (mine, value, was, _inside(was, mine.__dict__, _followed(mine.__dict__)))
-    return Inside(contents, inner)
+            was, fields = dict(value.__dict__), _fields_of(mine)
+            followed = _followed(mine.__dict__) if fields is None else fields.followed
+            inner[name] = (mine, value, was, _inside(was, mine.__dict__, followed))
+    return contents, inner
 
 
 def _stands_for(mine: Any, value: Any) -> bool:
@@ -684,6 +697,18 @@ def _changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
         return True
     for name, value in before.items():  # a loop, not any(): most methods change nothing
         if now.get(name, _UNSEEN) is not value:
+            return True
+    return False
+
+
+def _moved(now: dict[str, Any], inside: Inside) -> bool:
+    """Whether a method changed what ``inside`` found in the attributes ``now``, in place."""
+    contents, inner = inside
+    for name, (held, was) in contents.items():
+        if now.get(name) is held and not _same(held, was):
+            return True
+    for name, (_, value, was, deeper) in inner.items():
+        if now.get(name) is value and (_changed(value.__dict__, was) or _moved(value.__dict__, deeper)):
             return True
     return False
 
@@ -708,14 +733,15 @@ def _carried_into(
                 state[name] = value if name.startswith("_") else _own(carried(value, name), value)
     if inside is None:
         return changed
-    for name, (held, was) in inside.contents.items():
-        if now.get(name) is held and not _same(_contents(held), was):
+    contents, inner = inside
+    for name, (held, was) in contents.items():
+        if now.get(name) is held and not _same(held, was):
             mine = state.get(name)
             if type(mine) is type(held) and mine is not held:
                 _refill(mine, held, was, lambda v, key, name=name: carried(v, f"{name}{key}"))
             else:
                 state[name] = _own(carried(held, name), held)
-    for name, (mine, value, was, deeper) in inside.inner.items():
+    for name, (mine, value, was, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             along: Carried = lambda v, path, name=name: carried(v, f"{name}.{path}")  # noqa: E731
             fields = _fields_of(mine)
@@ -741,17 +767,16 @@ def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None
 
 
 def _contents(container: Any) -> list[Any]:
-    """What a list or dict holds, to tell a change in place by identity (see ``_same``)."""
-    return list(container.items()) if isinstance(container, dict) else list(container)
+    """What a list holds, or a dict's keys then values: to tell a change in place by identity
+    (see ``_same``; arrays have no truth value)."""
+    return container[:] if type(container) is list else [*container, *container.values()]
 
 
-def _same(now: list[Any], was: list[Any]) -> bool:
-    """Whether ``_contents`` found the same objects (by identity: arrays have no truth value)."""
-    if len(now) != len(was):
-        return False
-    if now and type(now[0]) is tuple and type(was[0]) is tuple:  # a dict's (key, value) pairs
-        return all(a[0] is b[0] and a[1] is b[1] for a, b in zip(now, was, strict=True))
-    return all(a is b for a, b in zip(now, was, strict=True))
+def _same(container: Any, was: list[Any]) -> bool:
+    """Whether a list or dict holds what ``_contents`` found in it, the same objects."""
+    if type(container) is list:
+        return len(container) == len(was) and all(map(operator.is_, container, was))
+    return 2 * len(container) == len(was) and all(map(operator.is_, _contents(container), was))
 
 
 def _refill(mine: Any, held: Any, was: list[Any], carried: Callable[[Any, str], Any]) -> None:
@@ -759,7 +784,7 @@ def _refill(mine: Any, held: Any, was: list[Any], carried: Callable[[Any, str], 
     in place, holds now: what the method added or replaced converted by ``carried``, the rest
     the caller's own objects still."""
     if isinstance(held, dict):
-        before = dict(was)
+        before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
         pairs = [
             (key, mine[key] if key in before and value is before[key] and key in mine else carried(value, f"[{key!r}]"))
             for key, value in held.items()
@@ -767,7 +792,7 @@ def _refill(mine: Any, held: Any, was: list[Any], carried: Callable[[Any, str], 
         mine.clear()
         mine.update(pairs)
     else:
-        kept = len(mine) == len(was)  # the caller's items stand for the items it held
+        kept = len(mine) == len(was)  # the caller's items stand for those the method's held
         mine[:] = [
             mine[i] if kept and i < len(was) and value is was[i] else carried(value, f"[{i}]")
             for i, value in enumerate(held)
@@ -781,10 +806,11 @@ def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int,
     if inside is None:
         return
     now, state = receiver.__dict__, converted.__dict__
-    for name, (held, _) in inside.contents.items():
+    contents, inner = inside
+    for name, (held, _) in contents.items():
         if now.get(name) is held and name in state:
             into[id(held)] = (held, state[name])
-    for name, (mine, value, _, deeper) in inside.inner.items():
+    for name, (mine, value, _, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             _twins(value, mine, deeper, into)
 
@@ -885,8 +911,8 @@ class ResultMethod:
     def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``method`` (``bound``'s) called as the caller's result's own: ``(value, twins)``,
         ``twins`` the caller's objects standing for those of the object it ran on that ``value``
-        holds (a fluent ``return self``, ``(self, n)``, ``self.inner``), else ``UNSEEN``: see
-        ``value``. What the method changed on that object is carried to the caller's result
+        holds (a fluent ``return self``, ``(self, n)``, ``self.inner``: see ``placed``), else
+        ``UNSEEN``. What the method changed on that object is carried to the caller's result
         (see ResultFields.ran)."""
         receiver = getattr(method, "__self__", None)
         if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
@@ -919,18 +945,14 @@ class ResultMethod:
         ResultFields.apart); values as they are never are."""
         return False
 
-    def value(self, result: Any, twins: Any) -> Any:
-        """A method's value (``run``'s), for the caller: converted as the result was, the
-        objects of the result the method ran on that it holds the caller's own (``twins``)."""
-        return self.convert(result) if twins is UNSEEN else placed(result, twins, self.convert)
-
     def convert(self, value: Any) -> Any:
-        """A method's value converted as the result was."""
+        """A method's value converted as the result was (the objects of the result the method
+        ran on it holds placed by ``placed``: see ``run``)."""
         return self.mapper(value, self.ctx)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result, twins = self.run(self.bound(), args, kwargs)
-        return self.value(result, twins)
+        return self.mapper(result, self.ctx) if twins is UNSEEN else placed(result, twins, self.convert)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method (the
