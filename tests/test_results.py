@@ -987,3 +987,182 @@ def test_a_result_copied_or_pickled_again_keeps_methods_of_its_own(kind: str) ->
             shallow = copy.copy(again)
             reassign(shallow, np.array([0.0, 1.0]))
             assert shallow.predict(x).tolist() == changed and again.predict(x).tolist() == [3.0]
+
+
+@dataclasses.dataclass
+class Record:
+    """A dataclass with no methods: converted as a record, inside a result with methods."""
+
+    w: Any
+
+
+@dataclasses.dataclass
+class Scaled:
+    """A result with methods of its own, inside a result with methods."""
+
+    w: Any
+
+    def read(self) -> Any:
+        return self.w
+
+
+@dataclasses.dataclass
+class Holder:
+    """A result whose method changes its one field as it is told (``change(self, x)``)."""
+
+    field: Any
+
+    def apply(self, change: Callable[[Any, Any], None], x: Any) -> None:
+        change(self, x)
+
+    def read(self) -> Any:
+        return self.field
+
+
+#: Field kinds: what the result is made with from an array ``a``, and a fresh one to reassign.
+FIELD_KINDS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "array": (lambda a: a * 1.0, lambda a: a * 2),
+    "list of arrays": (lambda a: [a * 1.0], lambda a: [a * 2]),
+    "empty list": (lambda a: [], lambda a: [a * 2]),
+    "dict": (lambda a: {"a": a * 1.0}, lambda a: {"b": a * 2}),
+    "dataclass": (lambda a: Record(a * 1.0), lambda a: Record(a * 2)),
+    "result with methods": (lambda a: Scaled(a * 1.0), lambda a: Scaled(a * 2)),
+}
+
+
+def _grow(h: Holder, x: Any) -> None:
+    """An item added, or an attribute of the object held reassigned."""
+    if isinstance(h.field, list):
+        h.field.append(x * 2)
+    elif isinstance(h.field, dict):
+        h.field["b"] = x * 2
+    else:
+        h.field.w = x * 2
+
+
+def _set_item(h: Holder, x: Any) -> None:
+    """An item replaced, or an array's element written."""
+    if isinstance(h.field, list):
+        h.field[0] = x * 2
+    elif isinstance(h.field, dict):
+        h.field["a"] = x * 2
+    elif dataclasses.is_dataclass(h.field):
+        h.field.w[0] = 7.0
+    else:
+        h.field[0] = 7.0
+
+
+CHANGE_KINDS: dict[str, Callable[[str], Callable[[Holder, Any], None]]] = {
+    "reassign": lambda kind: lambda h, x: setattr(h, "field", FIELD_KINDS[kind][1](x)),
+    "append": lambda kind: _grow,
+    "item set": lambda kind: _set_item,
+}
+#: Each field kind with each change it takes (an array takes no item, an empty list has none to set).
+_FIELD_CHANGES = [
+    pytest.param(field, change, id=f"{field}-{change}")
+    for field in FIELD_KINDS
+    for change in CHANGE_KINDS
+    if (field, change) not in {("array", "append"), ("empty list", "item set")}
+]
+
+
+def _described(value: Any, kind: type) -> Any:
+    """``value`` as plain data, each array found asserted to be of ``kind``."""
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        assert type(value) is kind, f"{type(value).__name__} where {kind.__name__} was expected"
+        return value.tolist()
+    if isinstance(value, list):
+        return [_described(item, kind) for item in value]
+    if isinstance(value, dict):
+        return {key: _described(item, kind) for key, item in value.items()}
+    if dataclasses.is_dataclass(value):
+        return type(value).__name__, _described(value.w, kind)
+    return value
+
+
+@_ROUTES
+@pytest.mark.parametrize(("field", "change"), _FIELD_CHANGES)
+def test_what_a_method_changes_anywhere_in_its_result_reaches_the_caller_s_converted(
+    field: str, change: str, view: Callable[[Any], Any], kind: type
+) -> None:
+    """A method's change inside its result (``self.hist.append(x)``, ``self.d['a'] = x``,
+    ``self.inner.w = x``) was lost on the caller's result, or reached it unconverted (an
+    array in a tensor result's list that was empty when made): only the result's own
+    attributes were compared. Whatever the method reassigns, adds or replaces anywhere in
+    the result now reaches the caller's objects, converted as the result was, as on the plain
+    object; the caller's lists and dicts stay the caller's, and the next method sees the same."""
+    how = CHANGE_KINDS[change](field)
+    make = FIELD_KINDS[field][0]
+    plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
+    start = [1.0, 2.0]
+    plain = Holder(make(np.array(start) if plain_kind is np.ndarray else torch.tensor(start, dtype=torch.float64)))
+    r = view(lambda a: Holder(make(a)))(
+        torch.tensor(start, dtype=torch.float64) if kind is torch.Tensor else np.array(start)
+    )
+    held = r.field
+    x = np.ones(2) if kind is np.ndarray else torch.ones(2, dtype=torch.float64)
+    plain.apply(how, np.ones(2) if plain_kind is np.ndarray else torch.ones(2, dtype=torch.float64))
+    r.apply(how, x)
+    want = _described(plain.field, plain_kind)
+    assert _described(r.field, kind) == want
+    if change != "reassign":
+        assert r.field is held  # changed in place on the caller's own object
+    read = r.read()
+    assert _described(read, kind) == want
+    if field != "array":
+        assert read is r.field  # the method's value is the caller's object, not a new one
+    if field == "result with methods":
+        assert _described(r.field.read(), kind) == _described(plain.field.read(), plain_kind)
+
+
+@dataclasses.dataclass
+class Middle:
+    """A record between a result and what its method changes, two levels down."""
+
+    inner: Scaled
+    hist: list[Any]
+
+
+@dataclasses.dataclass
+class Deep:
+    """A result whose methods change and return objects inside it."""
+
+    middle: Middle
+    n: int = 0
+
+    def change(self, x: Any) -> None:
+        self.middle.hist.append(x * 2)
+        self.middle.inner.w = x * 3
+
+    def pair(self) -> tuple[Any, int]:
+        self.n += 1
+        return self, self.n
+
+    def parts(self) -> dict[str, Any]:
+        return {
+            "inner": self.middle.inner,
+            "all": [self, self.middle],
+            "hist": self.middle.hist,
+            "w": self.middle.inner.w,
+        }
+
+
+@_ROUTES
+def test_a_method_s_value_holding_its_result_s_objects_gives_the_caller_s(
+    view: Callable[[Any], Any], kind: type
+) -> None:
+    """Only a bare ``return self`` gave the caller's result: ``(self, n)``, ``self.inner`` and
+    such came back as new converted objects, apart from the caller's. The objects of the result
+    a method returns, in tuples, lists and dicts, are now the caller's own; what it changed two
+    levels down reached the caller's too."""
+    one = torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2)
+    r = view(lambda a: Deep(Middle(Scaled(a * 1.0), [])))(one)
+    r.change(one)
+    assert type(r.middle.hist[0]) is kind and r.middle.hist[0].tolist() == [2.0, 2.0]
+    assert type(r.middle.inner.w) is kind and r.middle.inner.w.tolist() == [3.0, 3.0]
+    assert r.middle.inner.read().tolist() == [3.0, 3.0]
+    s, n = r.pair()
+    assert s is r and n == 1 and r.n == 1
+    parts = r.parts()
+    assert parts["inner"] is r.middle.inner and parts["all"][0] is r and parts["all"][1] is r.middle
+    assert parts["hist"] is r.middle.hist and type(parts["w"]) is kind and parts["w"].tolist() == [3.0, 3.0]

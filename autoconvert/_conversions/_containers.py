@@ -501,9 +501,13 @@ class ResultFields:
                 break
         if not changed and inside is not None:
             changed = _moved(now, inside)
-        if not changed and result is not receiver and type(result) not in _WALKED:
-            if inside is None or not _rebuilt(type(result)):  # an attribute's object (self.inner) may be
-                return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
+        if (
+            not changed
+            and result is not receiver
+            and type(result) not in _WALKED
+            and (inside is None or not _rebuilt(type(result)))  # self.inner may be
+        ):
+            return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
         twins: dict[int, tuple[Any, Any]] = {}
         _twins(receiver, converted, inside, twins)
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
@@ -516,7 +520,7 @@ class ResultFields:
         self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s."""
-        if _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, self.node.own):
+        if _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, methods=self.node.own):
             self.see(converted.__dict__)
             self.apart = None  # a value carried may be a copy of the receiver's: looked for again
 
@@ -693,12 +697,7 @@ def _stands_for(mine: Any, value: Any) -> bool:
 
 def _changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
     """Whether an attribute of ``before`` was reassigned, added or deleted in ``now``."""
-    if len(now) != len(before):
-        return True
-    for name, value in before.items():  # a loop, not any(): most methods change nothing
-        if now.get(name, _UNSEEN) is not value:
-            return True
-    return False
+    return len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items())
 
 
 def _moved(now: dict[str, Any], inside: Inside) -> bool:
@@ -719,6 +718,7 @@ def _carried_into(
     inside: Inside | None,
     state: dict[str, Any],
     carried: Carried,
+    *,
     methods: frozenset[str] = frozenset(),
 ) -> bool:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
@@ -759,11 +759,23 @@ def _own(made: Any, source: Any) -> Any:
 
 
 def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None:
-    """Give a converted result lists and dicts of its own where it shares one with its
-    original (an empty list): what a method adds there reaches the caller converted."""
+    """Give a converted result (its attributes, ``converted``) lists and dicts of its own
+    where it shares one with its original (an empty list), and so the dataclasses in its
+    attributes, at any depth: what a method adds there reaches the caller converted."""
     for name, value in converted.items():
-        if value is original.get(name) and type(value) in _HELD and not name.startswith("_"):
-            converted[name] = copy.copy(value)
+        was = original.get(name)
+        if name.startswith("_") or not (type(value) in _HELD or _record(value)):
+            continue
+        if value is was:
+            converted[name] = value = copy.copy(value)
+        if _record(value) and type(was) is type(value):
+            _own_containers(value.__dict__, was.__dict__)
+
+
+def _record(value: Any) -> bool:
+    """Whether ``value`` is an object with attributes the conversion rebuilds that is no result
+    with methods (which has fields of its own: see _MethodsNode.map)."""
+    return hasattr(value, "__dict__") and _rebuilt(type(value)) and _fields_of(value) is None
 
 
 def _contents(container: Any) -> list[Any]:
