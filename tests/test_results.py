@@ -1008,9 +1008,11 @@ class Scaled:
 
 @dataclasses.dataclass
 class Holder:
-    """A result whose method changes its one field as it is told (``change(self, x)``)."""
+    """A result whose method changes its field as it is told (``change(self, x)``); ``w``
+    makes it a converted result whatever the field holds."""
 
     field: Any
+    w: Any
 
     def apply(self, change: Callable[[Any, Any], None], x: Any) -> None:
         change(self, x)
@@ -1095,8 +1097,9 @@ def test_what_a_method_changes_anywhere_in_its_result_reaches_the_caller_s_conve
     make = FIELD_KINDS[field][0]
     plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
     start = [1.0, 2.0]
-    plain = Holder(make(np.array(start) if plain_kind is np.ndarray else torch.tensor(start, dtype=torch.float64)))
-    r = view(lambda a: Holder(make(a)))(
+    plain_start = np.array(start) if plain_kind is np.ndarray else torch.tensor(start, dtype=torch.float64)
+    plain = Holder(make(plain_start), plain_start)
+    r = view(lambda a: Holder(make(a), a))(
         torch.tensor(start, dtype=torch.float64) if kind is torch.Tensor else np.array(start)
     )
     held = r.field
