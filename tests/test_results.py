@@ -1020,6 +1020,18 @@ class Holder:
     def read(self) -> Any:
         return self.field
 
+    def leaves(self) -> list[str]:
+        """The arrays the field holds, as the method sees them: kind and values."""
+        return [f"{type(a).__name__}{a.tolist()}" for a in _held_arrays(self.field)]
+
+
+def _held_arrays(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _held_arrays(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _held_arrays(item)]
+    return _held_arrays(value.w) if dataclasses.is_dataclass(value) else [value]
+
 
 #: Field kinds: what the result is made with from an array ``a``, and a fresh one to reassign.
 FIELD_KINDS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
@@ -1169,3 +1181,35 @@ def test_a_method_s_value_holding_its_result_s_objects_gives_the_caller_s(
     parts = r.parts()
     assert parts["inner"] is r.middle.inner and parts["all"][0] is r and parts["all"][1] is r.middle
     assert parts["hist"] is r.middle.hist and type(parts["w"]) is kind and parts["w"].tolist() == [3.0, 3.0]
+
+
+@_ROUTES
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        pytest.param(field, change, id=f"{field}-{change}")
+        for field in FIELD_KINDS
+        for change, how in (("append", _grow), ("item set", _set_item))
+        if field != "array" and (field, change) != ("empty list", "item set")
+    ],
+)
+def test_what_the_caller_changes_inside_its_result_is_what_the_method_sees(
+    field: str, change: str, view: Callable[[Any], Any], kind: type
+) -> None:
+    """The caller's change inside its result (``r.hist.append(t)``, ``r.d['a'] = t``,
+    ``r.rec.w = t``) was never seen by the result's methods, which compared the result's own
+    attributes alone: the method ran on the function's list, dict or dataclass. What the caller
+    changed there in place is now converted back at the next method call, as a value it set."""
+    how = _grow if change == "append" else _set_item
+    make = FIELD_KINDS[field][0]
+    plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
+
+    def array(values: list[float], of: type) -> Any:
+        return np.array(values) if of is np.ndarray else torch.tensor(values, dtype=torch.float64)
+
+    plain = Holder(make(array([1.0, 2.0], plain_kind)), array([1.0, 2.0], plain_kind))
+    r = view(lambda a: Holder(make(a), a))(array([1.0, 2.0], kind))
+    how(plain, array([5.0, 6.0], plain_kind))
+    how(r, array([5.0, 6.0], kind))
+    assert r.leaves() == plain.leaves()
+    assert r.leaves() == plain.leaves()  # and on the next call

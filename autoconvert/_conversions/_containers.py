@@ -396,7 +396,19 @@ class ResultFields:
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
     are converted back at every call, so that an in-place change to one is seen too."""
 
-    __slots__ = ("apart", "converted", "followed", "given", "items", "nested", "node", "original", "size", "twin")
+    __slots__ = (
+        "apart",
+        "converted",
+        "followed",
+        "given",
+        "items",
+        "nested",
+        "node",
+        "original",
+        "size",
+        "synced",
+        "twin",
+    )
 
     def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
         self.node, self.original = node, original
@@ -408,6 +420,7 @@ class ResultFields:
         self.items: list[int] = []  # a tuple's items held apart, by index
         self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
         self.followed: list[str] = []  # what a method may change in place (see ``inside``)
+        self.synced: Inside | None = None  # what the caller's held there at the last call (see ``see``)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -429,7 +442,7 @@ class ResultFields:
         # Unpickled, the converted values and the original's no longer share memory: the
         # public ones are converted back at the first call, to share it again.
         self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
-        self.followed = _followed(given)
+        self.followed, self.synced = _followed(given), None
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
@@ -440,17 +453,21 @@ class ResultFields:
         apart = self.apart if self.apart is not None else self._find_apart(side, converted)
         attributes, given, back = converted.__dict__, self.given, side.back
         inner = self._inner(attributes, side) if self.nested else {}
-        if not apart and not self.items and not inner and len(attributes) == self.size:
+        moved = _moved(attributes, self.synced) if self.synced is not None else ()  # r.hist.append(t)
+        if not apart and not self.items and not inner and not moved and len(attributes) == self.size:
             for name, value in given.items():  # a loop, not all(): this is each call's whole cost
                 if attributes.get(name, _UNSEEN) is not value:
                     break
             else:
                 return self.original if self.twin is None else self.twin
         methods = self.node.own
+        if moved:  # the caller's lists and dicts changed in place: their items converted back where new
+            inner = {**inner, **self._returned(moved, attributes, side)}
         changed = {
             name: inner[name] if name in inner else _own(back(value, name), value)
             for name, value in attributes.items()
-            if name not in methods and (given.get(name, _UNSEEN) is not value or name in apart or name in inner)
+            if name not in methods
+            and (given.get(name, _UNSEEN) is not value or name in apart or name in inner or name in moved)
         }
         twin = self.twin
         if twin is None:
@@ -520,9 +537,27 @@ class ResultFields:
         self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s."""
-        if _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, methods=self.node.own):
-            self.see(converted.__dict__)
-            self.apart = None  # a value carried may be a copy of the receiver's: looked for again
+        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, methods=self.node.own)
+        self.see(converted.__dict__)
+        self.apart = None  # a value carried may be a copy of the receiver's: looked for again
+
+    def _returned(self, moved: list[str], attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
+        """The method side's lists and dicts for those of the caller's that changed in place
+        (``moved``): new ones, holding the method side's items where the caller's hold the same
+        objects as at the last call, the others converted back; a result with methods as the
+        object it stands for there (``self.seen.append(self)``, which holds itself)."""
+        synced = self.synced
+        assert synced is not None  # moved was found in it
+        state = (self.original if self.twin is None else self.twin).__dict__
+        returned = {}
+        for name in moved:
+            mine, theirs = attributes.get(name), state.get(name)
+            found = synced[0].get(name)
+            if found is not None and type(theirs) is type(mine):
+                returned[name] = _mirrored(
+                    mine, theirs, found[1], lambda v, key, name=name: _back_item(v, side, f"{name}{key}")
+                )
+        return returned
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
@@ -559,6 +594,7 @@ class ResultFields:
         self.given = {name: value for name, value in attributes.items() if name not in methods}
         self.size = len(attributes)
         self.followed = _followed(self.given)
+        self.synced = _snapshot(attributes, self.followed) if self.followed else None
 
     def copied(self, made: Any) -> None:
         """Give ``made``, a shallow copy of the converted result, methods and fields of its
@@ -568,6 +604,7 @@ class ResultFields:
         new.node, new.original, new.converted = self.node, self.original, _link(made)
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
         new.items, new.nested, new.followed, new.twin = self.items, self.nested, self.followed, None
+        new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
         if self.twin is not None:
             children, context = self.node.flatten(self.twin)
             new.twin = self.node.unflatten(list(children), context)
@@ -700,16 +737,30 @@ def _changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
     return len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items())
 
 
-def _moved(now: dict[str, Any], inside: Inside) -> bool:
-    """Whether a method changed what ``inside`` found in the attributes ``now``, in place."""
+def _moved(now: dict[str, Any], inside: Inside) -> list[str]:
+    """The attributes in ``now`` whose contents changed in place since ``inside`` was found."""
     contents, inner = inside
-    for name, (held, was) in contents.items():
-        if now.get(name) is held and not _same(held, was):
-            return True
+    moved = [name for name, (held, was) in contents.items() if now.get(name) is held and not _same(held, was)]
     for name, (_, value, was, deeper) in inner.items():
         if now.get(name) is value and (_changed(value.__dict__, was) or _moved(value.__dict__, deeper)):
-            return True
-    return False
+            moved.append(name)
+    return moved
+
+
+def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
+    """What the caller's lists, dicts and dataclasses among ``attributes`` hold (``names``), at
+    any depth, to tell the caller's own changes in place there (``_moved``): as ``_inside``
+    finds, the caller's object standing for itself."""
+    contents: dict[str, tuple[Any, list[Any]]] = {}
+    inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
+    for name in names:
+        value = attributes.get(name)
+        if type(value) in _HELD:
+            contents[name] = (value, _contents(value))
+        elif _record(value):
+            held = value.__dict__
+            inner[name] = (value, value, dict(held), _snapshot(held, _followed(held)))
+    return contents, inner
 
 
 def _carried_into(
@@ -720,19 +771,17 @@ def _carried_into(
     carried: Carried,
     *,
     methods: frozenset[str] = frozenset(),
-) -> bool:
+) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
-    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``;
-    whether it reassigned, added or deleted an attribute of ``now``."""
-    changed = _changed(now, before)
-    if changed:
+    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``."""
+    if _changed(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
                 state[name] = value if name.startswith("_") else _own(carried(value, name), value)
     if inside is None:
-        return changed
+        return
     contents, inner = inside
     for name, (held, was) in contents.items():
         if now.get(name) is held and not _same(held, was):
@@ -749,7 +798,6 @@ def _carried_into(
                 fields.carry(value, was, deeper, mine, along)
             else:
                 _carried_into(value.__dict__, was, deeper, mine.__dict__, along)
-    return changed
 
 
 def _own(made: Any, source: Any) -> Any:
@@ -766,10 +814,9 @@ def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None
         was = original.get(name)
         if name.startswith("_") or not (type(value) in _HELD or _record(value)):
             continue
-        if value is was:
-            converted[name] = value = copy.copy(value)
-        if _record(value) and type(was) is type(value):
-            _own_containers(value.__dict__, was.__dict__)
+        own = converted[name] = copy.copy(value) if value is was else value
+        if _record(own) and type(was) is type(own):
+            _own_containers(own.__dict__, was.__dict__)
 
 
 def _record(value: Any) -> bool:
@@ -791,24 +838,41 @@ def _same(container: Any, was: list[Any]) -> bool:
     return 2 * len(container) == len(was) and all(map(operator.is_, _contents(container), was))
 
 
-def _refill(mine: Any, held: Any, was: list[Any], carried: Callable[[Any, str], Any]) -> None:
+def _refill(mine: Any, held: Any, was: list[Any], carried: Carried) -> None:
     """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
-    in place, holds now: what the method added or replaced converted by ``carried``, the rest
-    the caller's own objects still."""
-    if isinstance(held, dict):
-        before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
-        pairs = [
-            (key, mine[key] if key in before and value is before[key] and key in mine else carried(value, f"[{key!r}]"))
-            for key, value in held.items()
-        ]
+    in place, holds now (see ``_mirrored``)."""
+    items = _mirrored(held, mine, was, carried)
+    if isinstance(mine, dict):
         mine.clear()
-        mine.update(pairs)
+        mine.update(items)
     else:
-        kept = len(mine) == len(was)  # the caller's items stand for those the method's held
-        mine[:] = [
-            mine[i] if kept and i < len(was) and value is was[i] else carried(value, f"[{i}]")
-            for i, value in enumerate(held)
-        ]
+        mine[:] = items
+
+
+def _mirrored(source: Any, target: Any, was: list[Any], convert: Carried) -> Any:
+    """What ``target``, a list or dict, is to hold to match ``source``, its twin on the other
+    side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
+    items where ``source`` holds the same object as it did, the others converted by ``convert``."""
+    if isinstance(source, dict):
+        before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
+        return {
+            key: target[key]
+            if key in before and value is before[key] and key in target
+            else convert(value, f"[{key!r}]")
+            for key, value in source.items()
+        }
+    kept = min(len(target), len(was))  # the target's items stand for those the source held
+    return [target[i] if i < kept and value is was[i] else convert(value, f"[{i}]") for i, value in enumerate(source)]
+
+
+def _back_item(value: Any, side: ResultMethod, path: str) -> Any:
+    """An item the caller put in a list or dict of a result, for its methods (``side.back``):
+    a converted result with methods the object it stands for there, its original or twin (a
+    result may hold itself: ``self.seen.append(self)``)."""
+    fields = _fields_of(value)
+    if fields is None:
+        return side.back(value, path)
+    return fields.original if fields.twin is None else fields.twin
 
 
 def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int, tuple[Any, Any]]) -> None:
