@@ -18,6 +18,7 @@ import collections
 import copy
 import copyreg
 import dataclasses
+import functools
 import operator
 import sys
 import threading
@@ -517,7 +518,7 @@ class ResultFields:
                 changed = True
                 break
         if not changed and inside is not None:
-            changed = _moved(now, inside)
+            changed = bool(_moved(now, inside))
         if (
             not changed
             and result is not receiver
@@ -555,7 +556,7 @@ class ResultFields:
             found = synced[0].get(name)
             if found is not None and type(theirs) is type(mine):
                 returned[name] = _mirrored(
-                    mine, theirs, found[1], lambda v, key, name=name: _back_item(v, side, f"{name}{key}")
+                    mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name)
                 )
         return returned
 
@@ -787,17 +788,21 @@ def _carried_into(
         if now.get(name) is held and not _same(held, was):
             mine = state.get(name)
             if type(mine) is type(held) and mine is not held:
-                _refill(mine, held, was, lambda v, key, name=name: carried(v, f"{name}{key}"))
+                _refill(mine, held, was, _prefixed(carried, name))
             else:
                 state[name] = _own(carried(held, name), held)
-    for name, (mine, value, was, deeper) in inner.items():
+    for name, (mine, value, attributes, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
-            along: Carried = lambda v, path, name=name: carried(v, f"{name}.{path}")  # noqa: E731
             fields = _fields_of(mine)
             if fields is not None:
-                fields.carry(value, was, deeper, mine, along)
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."))
             else:
-                _carried_into(value.__dict__, was, deeper, mine.__dict__, along)
+                _carried_into(value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."))
+
+
+def _prefixed(carried: Carried, prefix: str) -> Carried:
+    """``carried``, naming what it converts inside an attribute (``hist[2]``, ``inner.w``)."""
+    return lambda value, path: carried(value, prefix + path)
 
 
 def _own(made: Any, source: Any) -> Any:
@@ -865,13 +870,13 @@ def _mirrored(source: Any, target: Any, was: list[Any], convert: Carried) -> Any
     return [target[i] if i < kept and value is was[i] else convert(value, f"[{i}]") for i, value in enumerate(source)]
 
 
-def _back_item(value: Any, side: ResultMethod, path: str) -> Any:
+def _back_item(value: Any, key: str, *, side: ResultMethod, prefix: str) -> Any:
     """An item the caller put in a list or dict of a result, for its methods (``side.back``):
     a converted result with methods the object it stands for there, its original or twin (a
     result may hold itself: ``self.seen.append(self)``)."""
     fields = _fields_of(value)
     if fields is None:
-        return side.back(value, path)
+        return side.back(value, prefix + key)
     return fields.original if fields.twin is None else fields.twin
 
 
