@@ -1213,3 +1213,31 @@ def test_what_the_caller_changes_inside_its_result_is_what_the_method_sees(
     how(r, array([5.0, 6.0], kind))
     assert r.leaves() == plain.leaves()
     assert r.leaves() == plain.leaves()  # and on the next call
+
+
+@dataclasses.dataclass
+class Spoiled:
+    """A result whose methods put what torch cannot hold inside it."""
+
+    w: Any
+    hist: list[Any]
+    record: Record
+
+    def log(self) -> None:
+        self.hist.append(np.array(["a"]))
+
+    def relabel(self) -> None:
+        self.record.w = np.array(["a"])
+
+
+@pytest.mark.parametrize(("method", "path"), [("log", "self.hist[1]"), ("relabel", "self.record.w")])
+def test_what_a_method_puts_inside_its_result_that_cannot_cross_is_autoconverts_error_naming_where(
+    method: str, path: str
+) -> None:
+    """A value a method puts inside its result is converted as the result's fields were: one
+    that cannot cross raises autoconvert's error naming the method and where it was put."""
+    r = ac.returns_tensor(ac.accepts_numpy(lambda a: Spoiled(a * 1.0, [a * 1.0], Record(a * 1.0))))(torch.ones(2))
+    assert raised(ac.ConversionError, getattr(r, method)) == (
+        f"Spoiled.{method}(): field {path} holds strings, which torch cannot hold. Found numpy.ndarray(shape=(1,), "
+        "dtype=<U1). Fix: use a list of str, or integer codes."
+    )
