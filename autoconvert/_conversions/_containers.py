@@ -492,7 +492,7 @@ class ResultFields:
         """What a method may change in place inside the object it runs on (which holds
         ``before``), where the result holds any (``followed``)."""
         converted = self.converted()
-        return None if converted is None else _inside(before, converted.__dict__, self.followed)
+        return None if converted is None else _inside_of(before, converted.__dict__, self.followed)
 
     def ran(
         self,
@@ -506,14 +506,14 @@ class ResultFields:
         changed there (``self.n += 1``, ``self.hist.append(x)``, ``self.inner.w = w``) made
         the caller's result's own, public values converted by ``carried`` as the result's
         were, private ones as they are; and the caller's twins of the objects ``result`` may
-        hold (``self``, ``self.inner``, ``self.hist``), by identity, for ``placed``, else
+        hold (``self``, ``self.inner``, ``self.hist``), by identity, for ``with_twins``, else
         ``UNSEEN`` (``result`` is converted as the method's value)."""
         converted = self.converted()
         if converted is None:
             return UNSEEN
         now = receiver.__dict__
         changed = len(now) != len(before)
-        for name, value in before.items():  # a loop, not any(): this is each call's whole cost
+        for name, value in before.items():  # a loop, not any(): most methods change nothing
             if changed or now.get(name, _UNSEEN) is not value:
                 changed = True
                 break
@@ -523,14 +523,14 @@ class ResultFields:
             not changed
             and result is not receiver
             and type(result) not in _WALKED
-            and (inside is None or not _rebuilt(type(result)))  # self.inner may be
+            and (inside is None or not _rebuilt_type(type(result)))  # self.inner may be
         ):
             return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
         twins: dict[int, tuple[Any, Any]] = {}
         _twins(receiver, converted, inside, twins)
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
             self.carry(
-                receiver, before, inside, converted, lambda v, name: placed(v, twins, lambda w: carried(w, name))
+                receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
             )
         return twins if _holds(result, twins) else UNSEEN
 
@@ -679,16 +679,16 @@ def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
     return made
 
 
-#: What a method may change in place inside the object it runs on (see ``_inside``), a pair
+#: What a method may change in place inside the object it runs on (see ``_inside_of``), a pair
 #: (a plain tuple: one is made at each call): by attribute, a list or dict and what it held;
 #: by attribute, an object the conversion rebuilt (a dataclass, a result with methods): the
 #: caller's, the method's twin of it, the twin's attributes and what may change inside it.
 Inside = tuple[dict[str, tuple[Any, list[Any]]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
 Carried = Callable[[Any, str], Any]
 #: The containers a result's attribute may hold that a method changes in place, followed
-#: (see ``_inside``): those the conversion walks and rebuilds.
-_HELD = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
-#: The containers of a method's value in which the caller's twins are placed (see ``placed``).
+#: (see ``_inside_of``): those the conversion walks and rebuilds.
+_IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
+#: The containers of a method's value in which the caller's twins are put (see ``with_twins``).
 _WALKED = frozenset([tuple, list, dict])
 
 
@@ -698,17 +698,18 @@ def _followed(attributes: dict[str, Any]) -> list[str]:
     return [
         name
         for name, value in attributes.items()
-        if not name.startswith("_") and (type(value) in _HELD or (hasattr(value, "__dict__") and _rebuilt(type(value))))
+        if not name.startswith("_")
+        and (type(value) in _IN_PLACE or (hasattr(value, "__dict__") and _rebuilt_type(type(value))))
     ]
 
 
-def _rebuilt(cls: type) -> bool:
+def _rebuilt_type(cls: type) -> bool:
     """Whether the conversion rebuilds objects of ``cls`` (a dataclass, a result with methods):
     a type it met already, as the types of a converted result's attributes are."""
     return cls in _REGISTRY or cls in _RECOGNISED
 
 
-def _inside(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
+def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
     """What may change in place in the attributes ``names`` of the object a method runs on
     (``state``, its attributes), the caller's object holding ``caller``: its lists and dicts
     with what they hold, and its objects the conversion rebuilt, at any depth."""
@@ -716,12 +717,12 @@ def _inside(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> 
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
-        if type(value) in _HELD:
+        if type(value) in _IN_PLACE:
             contents[name] = (value, _contents(value))
         elif _stands_for(mine, value):
             was, fields = dict(value.__dict__), _fields_of(mine)
             followed = _followed(mine.__dict__) if fields is None else fields.followed
-            inner[name] = (mine, value, was, _inside(was, mine.__dict__, followed))
+            inner[name] = (mine, value, was, _inside_of(was, mine.__dict__, followed))
     return contents, inner
 
 
@@ -733,7 +734,7 @@ def _stands_for(mine: Any, value: Any) -> bool:
     return mine is not value and type(mine) is type(value) and hasattr(value, "__dict__")
 
 
-def _changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
+def _reassigned(now: dict[str, Any], before: dict[str, Any]) -> bool:
     """Whether an attribute of ``before`` was reassigned, added or deleted in ``now``."""
     return len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items())
 
@@ -741,22 +742,22 @@ def _changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
 def _moved(now: dict[str, Any], inside: Inside) -> list[str]:
     """The attributes in ``now`` whose contents changed in place since ``inside`` was found."""
     contents, inner = inside
-    moved = [name for name, (held, was) in contents.items() if now.get(name) is held and not _same(held, was)]
+    moved = [name for name, (held, was) in contents.items() if now.get(name) is held and not _holds_same(held, was)]
     for name, (_, value, was, deeper) in inner.items():
-        if now.get(name) is value and (_changed(value.__dict__, was) or _moved(value.__dict__, deeper)):
+        if now.get(name) is value and (_reassigned(value.__dict__, was) or _moved(value.__dict__, deeper)):
             moved.append(name)
     return moved
 
 
 def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
     """What the caller's lists, dicts and dataclasses among ``attributes`` hold (``names``), at
-    any depth, to tell the caller's own changes in place there (``_moved``): as ``_inside``
+    any depth, to tell the caller's own changes in place there (``_moved``): as ``_inside_of``
     finds, the caller's object standing for itself."""
     contents: dict[str, tuple[Any, list[Any]]] = {}
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value = attributes.get(name)
-        if type(value) in _HELD:
+        if type(value) in _IN_PLACE:
             contents[name] = (value, _contents(value))
         elif _record(value):
             held = value.__dict__
@@ -775,7 +776,7 @@ def _carried_into(
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
     (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``."""
-    if _changed(now, before):
+    if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
@@ -785,7 +786,7 @@ def _carried_into(
         return
     contents, inner = inside
     for name, (held, was) in contents.items():
-        if now.get(name) is held and not _same(held, was):
+        if now.get(name) is held and not _holds_same(held, was):
             mine = state.get(name)
             if type(mine) is type(held) and mine is not held:
                 _refill(mine, held, was, _prefixed(carried, name))
@@ -808,7 +809,7 @@ def _prefixed(carried: Carried, prefix: str) -> Carried:
 def _own(made: Any, source: Any) -> Any:
     """``made``, ``source`` converted for the other side of a result: a list or dict of its
     own where nothing in it converted, so that a change to one is never the other's unconverted."""
-    return copy.copy(made) if made is source and type(made) in _HELD else made
+    return copy.copy(made) if made is source and type(made) in _IN_PLACE else made
 
 
 def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None:
@@ -817,7 +818,7 @@ def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None
     attributes, at any depth: what a method adds there reaches the caller converted."""
     for name, value in converted.items():
         was = original.get(name)
-        if name.startswith("_") or not (type(value) in _HELD or _record(value)):
+        if name.startswith("_") or not (type(value) in _IN_PLACE or _record(value)):
             continue
         own = converted[name] = copy.copy(value) if value is was else value
         if _record(own) and type(was) is type(own):
@@ -827,16 +828,16 @@ def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None
 def _record(value: Any) -> bool:
     """Whether ``value`` is an object with attributes the conversion rebuilds that is no result
     with methods (which has fields of its own: see _MethodsNode.map)."""
-    return hasattr(value, "__dict__") and _rebuilt(type(value)) and _fields_of(value) is None
+    return hasattr(value, "__dict__") and _rebuilt_type(type(value)) and _fields_of(value) is None
 
 
 def _contents(container: Any) -> list[Any]:
     """What a list holds, or a dict's keys then values: to tell a change in place by identity
-    (see ``_same``; arrays have no truth value)."""
+    (see ``_holds_same``; arrays have no truth value)."""
     return container[:] if type(container) is list else [*container, *container.values()]
 
 
-def _same(container: Any, was: list[Any]) -> bool:
+def _holds_same(container: Any, was: list[Any]) -> bool:
     """Whether a list or dict holds what ``_contents`` found in it, the same objects."""
     if type(container) is list:
         return len(container) == len(was) and all(map(operator.is_, container, was))
@@ -907,7 +908,7 @@ def _holds(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
     return False
 
 
-def placed(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
+def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
     """A method's ``value`` for the caller: the objects of ``twins`` it is or holds in its
     tuples, lists and dicts (``self``, ``(self, n)``, ``self.inner``) the caller's twins of
     them, the rest converted by ``convert``."""
@@ -921,7 +922,7 @@ def placed(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any
         out = {}
         for key, item in value.items():
             try:
-                out[key] = placed(item, twins, convert)
+                out[key] = with_twins(item, twins, convert)
             except LeafError as e:
                 e.keys.append(MappingKey(key))
                 raise
@@ -929,7 +930,7 @@ def placed(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any
     items = []
     for i, item in enumerate(value):
         try:
-            items.append(placed(item, twins, convert))
+            items.append(with_twins(item, twins, convert))
         except LeafError as e:
             e.keys.append(SequenceKey(i))
             raise
@@ -992,7 +993,7 @@ class ResultMethod:
     def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """``method`` (``bound``'s) called as the caller's result's own: ``(value, twins)``,
         ``twins`` the caller's objects standing for those of the object it ran on that ``value``
-        holds (a fluent ``return self``, ``(self, n)``, ``self.inner``: see ``placed``), else
+        holds (a fluent ``return self``, ``(self, n)``, ``self.inner``: see ``with_twins``), else
         ``UNSEEN``. What the method changed on that object is carried to the caller's result
         (see ResultFields.ran)."""
         receiver = getattr(method, "__self__", None)
@@ -1028,12 +1029,12 @@ class ResultMethod:
 
     def convert(self, value: Any) -> Any:
         """A method's value converted as the result was (the objects of the result the method
-        ran on it holds placed by ``placed``: see ``run``)."""
+        ran on it holds put by ``with_twins``: see ``run``)."""
         return self.mapper(value, self.ctx)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result, twins = self.run(self.bound(), args, kwargs)
-        return self.mapper(result, self.ctx) if twins is UNSEEN else placed(result, twins, self.convert)
+        return self.mapper(result, self.ctx) if twins is UNSEEN else with_twins(result, twins, self.convert)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method (the

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse, placed
+from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse, with_twins
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
@@ -483,7 +483,7 @@ class TensorsIn(ResultMethod):
         try:
             if twins is UNSEEN:
                 return _method_value(self.mapper, result, self.ctx)
-            return placed(result, twins, self.convert)
+            return with_twins(result, twins, self.convert)
         except LeafError as e:
             raise e.public(self.function, "", f"result of {name}") from None
 
@@ -682,7 +682,7 @@ class ArraysIn(ResultMethod):
         try:
             if twins is UNSEEN:
                 return _method_value(self.mapper, result, self.ctx)
-            return placed(result, twins, self.convert)
+            return with_twins(result, twins, self.convert)
         except LeafError as e:
             raise e.public(name, "", "result") from None
 
