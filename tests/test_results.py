@@ -535,16 +535,17 @@ def test_a_torch_result_s_methods_see_what_its_numpy_caller_set_on_it(view: str,
 def test_an_untouched_result_s_methods_run_on_the_original_and_a_deleted_field_is_missing() -> None:
     """Until the caller changes an attribute, the original is what the method runs on; a
     field deleted is missing there too (the dataclass's own AttributeError); set again, it is
-    seen."""
+    seen. What the method appends to its list reaches the caller's as the caller's twin of it."""
     made: list[Model] = []
     m = ac.returns_numpy(ac.accepts_tensor(lambda w: made.append(Model(w)) or made[-1]))(np.array([1.0, 2.0]))
     m.predict(np.ones((1, 2)))
-    assert m.seen[-1] is made[0]
+    assert made[0].seen[-1] is made[0] and [s is m for s in m.seen] == [True]
     del m.w
     assert raised(AttributeError, m.predict, np.ones((1, 2))) == "'Model' object has no attribute 'w'"
     m.w = np.array([2.0, 0.0])
     assert m.predict(np.ones((1, 2))).tolist() == [2.0]
-    assert m.seen[-1] is not made[0] and made[0].w.tolist() == [1.0, 2.0]
+    assert made[0].seen[-1] is not made[0] and made[0].w.tolist() == [1.0, 2.0]
+    assert [s is m for s in m.seen] == [True] * 3  # the call that raised appended too, as on the plain object
 
 
 def test_a_field_set_to_what_cannot_cross_is_autoconverts_error_naming_the_field() -> None:
@@ -1008,3 +1009,257 @@ def test_a_result_copied_or_pickled_again_keeps_methods_of_its_own(kind: str) ->
             shallow = copy.copy(again)
             reassign(shallow, np.array([0.0, 1.0]))
             assert shallow.predict(x).tolist() == changed and again.predict(x).tolist() == [3.0]
+
+
+@dataclasses.dataclass
+class Record:
+    """A dataclass with no methods: converted as a record, inside a result with methods."""
+
+    w: Any
+
+
+@dataclasses.dataclass
+class Scaled:
+    """A result with methods of its own, inside a result with methods."""
+
+    w: Any
+
+    def read(self) -> Any:
+        return self.w
+
+
+@dataclasses.dataclass
+class Holder:
+    """A result whose method changes its field as it is told (``change(self, x)``); ``w``
+    makes it a converted result whatever the field holds."""
+
+    field: Any
+    w: Any
+
+    def apply(self, change: Callable[[Any, Any], None], x: Any) -> None:
+        change(self, x)
+
+    def read(self) -> Any:
+        return self.field
+
+    def leaves(self) -> list[str]:
+        """The arrays the field holds, as the method sees them: kind and values."""
+        return [f"{type(a).__name__}{a.tolist()}" for a in _held_arrays(self.field)]
+
+
+def _held_arrays(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _held_arrays(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _held_arrays(item)]
+    return _held_arrays(value.w) if dataclasses.is_dataclass(value) else [value]
+
+
+#: Field kinds: what the result is made with from an array ``a``, and a fresh one to reassign.
+FIELD_KINDS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "array": (lambda a: a * 1.0, lambda a: a * 2),
+    "list of arrays": (lambda a: [a * 1.0], lambda a: [a * 2]),
+    "empty list": (lambda a: [], lambda a: [a * 2]),
+    "dict": (lambda a: {"a": a * 1.0}, lambda a: {"b": a * 2}),
+    "dataclass": (lambda a: Record(a * 1.0), lambda a: Record(a * 2)),
+    "result with methods": (lambda a: Scaled(a * 1.0), lambda a: Scaled(a * 2)),
+}
+
+
+def _grow(h: Holder, x: Any) -> None:
+    """An item added, or an attribute of the object held reassigned."""
+    if isinstance(h.field, list):
+        h.field.append(x * 2)
+    elif isinstance(h.field, dict):
+        h.field["b"] = x * 2
+    else:
+        h.field.w = x * 2
+
+
+def _set_item(h: Holder, x: Any) -> None:
+    """An item replaced, or an array's element written."""
+    if isinstance(h.field, list):
+        h.field[0] = x * 2
+    elif isinstance(h.field, dict):
+        h.field["a"] = x * 2
+    elif dataclasses.is_dataclass(h.field):
+        h.field.w[0] = 7.0
+    else:
+        h.field[0] = 7.0
+
+
+CHANGE_KINDS: dict[str, Callable[[str], Callable[[Holder, Any], None]]] = {
+    "reassign": lambda kind: lambda h, x: setattr(h, "field", FIELD_KINDS[kind][1](x)),
+    "append": lambda kind: _grow,
+    "item set": lambda kind: _set_item,
+}
+#: Each field kind with each change it takes (an array takes no item, an empty list has none to set).
+_FIELD_CHANGES = [
+    pytest.param(field, change, id=f"{field}-{change}")
+    for field in FIELD_KINDS
+    for change in CHANGE_KINDS
+    if (field, change) not in {("array", "append"), ("empty list", "item set")}
+]
+
+
+def _described(value: Any, kind: type) -> Any:
+    """``value`` as plain data, each array found asserted to be of ``kind``."""
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        assert type(value) is kind, f"{type(value).__name__} where {kind.__name__} was expected"
+        return value.tolist()
+    if isinstance(value, list):
+        return [_described(item, kind) for item in value]
+    if isinstance(value, dict):
+        return {key: _described(item, kind) for key, item in value.items()}
+    if dataclasses.is_dataclass(value):
+        return type(value).__name__, _described(value.w, kind)
+    return value
+
+
+@_ROUTES
+@pytest.mark.parametrize(("field", "change"), _FIELD_CHANGES)
+def test_what_a_method_changes_anywhere_in_its_result_reaches_the_caller_s_converted(
+    field: str, change: str, view: Callable[[Any], Any], kind: type
+) -> None:
+    """A method's change inside its result (``self.hist.append(x)``, ``self.d['a'] = x``,
+    ``self.inner.w = x``) was lost on the caller's result, or reached it unconverted (an
+    array in a tensor result's list that was empty when made): only the result's own
+    attributes were compared. Whatever the method reassigns, adds or replaces anywhere in
+    the result now reaches the caller's objects, converted as the result was, as on the plain
+    object; the caller's lists and dicts stay the caller's, and the next method sees the same."""
+    how = CHANGE_KINDS[change](field)
+    make = FIELD_KINDS[field][0]
+    plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
+    start = [1.0, 2.0]
+    plain_start = np.array(start) if plain_kind is np.ndarray else torch.tensor(start, dtype=torch.float64)
+    plain = Holder(make(plain_start), plain_start)
+    r = view(lambda a: Holder(make(a), a))(
+        torch.tensor(start, dtype=torch.float64) if kind is torch.Tensor else np.array(start)
+    )
+    held = r.field
+    x = np.ones(2) if kind is np.ndarray else torch.ones(2, dtype=torch.float64)
+    plain.apply(how, np.ones(2) if plain_kind is np.ndarray else torch.ones(2, dtype=torch.float64))
+    r.apply(how, x)
+    want = _described(plain.field, plain_kind)
+    assert _described(r.field, kind) == want
+    if change != "reassign":
+        assert r.field is held  # changed in place on the caller's own object
+    read = r.read()
+    assert _described(read, kind) == want
+    if field != "array":
+        assert read is r.field  # the method's value is the caller's object, not a new one
+    if field == "result with methods":
+        assert _described(r.field.read(), kind) == _described(plain.field.read(), plain_kind)
+
+
+@dataclasses.dataclass
+class Middle:
+    """A record between a result and what its method changes, two levels down."""
+
+    inner: Scaled
+    hist: list[Any]
+
+
+@dataclasses.dataclass
+class Deep:
+    """A result whose methods change and return objects inside it."""
+
+    middle: Middle
+    n: int = 0
+
+    def change(self, x: Any) -> None:
+        self.middle.hist.append(x * 2)
+        self.middle.inner.w = x * 3
+
+    def pair(self) -> tuple[Any, int]:
+        self.n += 1
+        return self, self.n
+
+    def parts(self) -> dict[str, Any]:
+        return {
+            "inner": self.middle.inner,
+            "all": [self, self.middle],
+            "hist": self.middle.hist,
+            "w": self.middle.inner.w,
+        }
+
+
+@_ROUTES
+def test_a_method_s_value_holding_its_result_s_objects_gives_the_caller_s(
+    view: Callable[[Any], Any], kind: type
+) -> None:
+    """Only a bare ``return self`` gave the caller's result: ``(self, n)``, ``self.inner`` and
+    such came back as new converted objects, apart from the caller's. The objects of the result
+    a method returns, in tuples, lists and dicts, are now the caller's own; what it changed two
+    levels down reached the caller's too."""
+    one = torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2)
+    r = view(lambda a: Deep(Middle(Scaled(a * 1.0), [])))(one)
+    r.change(one)
+    assert type(r.middle.hist[0]) is kind and r.middle.hist[0].tolist() == [2.0, 2.0]
+    assert type(r.middle.inner.w) is kind and r.middle.inner.w.tolist() == [3.0, 3.0]
+    assert r.middle.inner.read().tolist() == [3.0, 3.0]
+    s, n = r.pair()
+    assert s is r and n == 1 and r.n == 1
+    parts = r.parts()
+    assert parts["inner"] is r.middle.inner and parts["all"][0] is r and parts["all"][1] is r.middle
+    assert parts["hist"] is r.middle.hist and type(parts["w"]) is kind and parts["w"].tolist() == [3.0, 3.0]
+
+
+@_ROUTES
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        pytest.param(field, change, id=f"{field}-{change}")
+        for field in FIELD_KINDS
+        for change, how in (("append", _grow), ("item set", _set_item))
+        if field != "array" and (field, change) != ("empty list", "item set")
+    ],
+)
+def test_what_the_caller_changes_inside_its_result_is_what_the_method_sees(
+    field: str, change: str, view: Callable[[Any], Any], kind: type
+) -> None:
+    """The caller's change inside its result (``r.hist.append(t)``, ``r.d['a'] = t``,
+    ``r.rec.w = t``) was never seen by the result's methods, which compared the result's own
+    attributes alone: the method ran on the function's list, dict or dataclass. What the caller
+    changed there in place is now converted back at the next method call, as a value it set."""
+    how = _grow if change == "append" else _set_item
+    make = FIELD_KINDS[field][0]
+    plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
+
+    def array(values: list[float], of: type) -> Any:
+        return np.array(values) if of is np.ndarray else torch.tensor(values, dtype=torch.float64)
+
+    plain = Holder(make(array([1.0, 2.0], plain_kind)), array([1.0, 2.0], plain_kind))
+    r = view(lambda a: Holder(make(a), a))(array([1.0, 2.0], kind))
+    how(plain, array([5.0, 6.0], plain_kind))
+    how(r, array([5.0, 6.0], kind))
+    assert r.leaves() == plain.leaves()
+    assert r.leaves() == plain.leaves()  # and on the next call
+
+
+@dataclasses.dataclass
+class Spoiled:
+    """A result whose methods put what torch cannot hold inside it."""
+
+    w: Any
+    hist: list[Any]
+    record: Record
+
+    def log(self) -> None:
+        self.hist.append(np.array(["a"]))
+
+    def relabel(self) -> None:
+        self.record.w = np.array(["a"])
+
+
+@pytest.mark.parametrize(("method", "path"), [("log", "self.hist[1]"), ("relabel", "self.record.w")])
+def test_what_a_method_puts_inside_its_result_that_cannot_cross_is_autoconverts_error_naming_where(
+    method: str, path: str
+) -> None:
+    """A value a method puts inside its result is converted as the result's fields were: one
+    that cannot cross raises autoconvert's error naming the method and where it was put."""
+    r = ac.returns_tensor(ac.accepts_numpy(lambda a: Spoiled(a * 1.0, [a * 1.0], Record(a * 1.0))))(torch.ones(2))
+    assert raised(ac.ConversionError, getattr(r, method)) == (
+        f"Spoiled.{method}(): field {path} holds strings, which torch cannot hold. Found numpy.ndarray(shape=(1,), "
+        "dtype=<U1). Fix: use a list of str, or integer codes."
+    )

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse
+from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse, with_twins
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
@@ -477,6 +477,9 @@ class TensorsIn(ResultMethod):
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
 
+    def convert(self, value: Any) -> Any:
+        return _method_value(self.mapper, value, self.ctx)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         grad = self.grads()
         method = self.bound()
@@ -493,16 +496,16 @@ class TensorsIn(ResultMethod):
             found = [f"args[{i}]" for i, value in enumerate(args) if value is grad.unsaid]
             grad.say(found + [f"kwargs[{k!r}]" for k, value in kwargs.items() if value is grad.unsaid])
         try:
-            result, itself = self.run(method, arrays, named)
+            result, twins = self.run(method, arrays, named)
         except ValueError as e:
             rejection = _read_only_rejection(name, e, (args, kwargs), (arrays, named))
             if rejection is None:
                 raise
             raise rejection from e
-        if itself is not UNSEEN:
-            return itself
         try:
-            return _method_value(self.mapper, result, self.ctx)
+            if twins is UNSEEN:
+                return _method_value(self.mapper, result, self.ctx)
+            return with_twins(result, twins, self.convert)
         except LeafError as e:
             raise e.public(self.function, "", f"result of {name}") from None
 
@@ -686,6 +689,9 @@ class ArraysIn(ResultMethod):
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(original, torch.Tensor) and not _same_memory(original, converted)
 
+    def convert(self, value: Any) -> Any:
+        return _method_value(self.mapper, value, self.ctx)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self.bound()
         name = f"{getattr(self.method, '__qualname__', self.method)}()"
@@ -694,11 +700,11 @@ class ArraysIn(ResultMethod):
             named = to_tensors(kwargs, self.target) if kwargs else kwargs
         except LeafError as e:
             raise e.public(name, "argument", "") from None
-        result, itself = self.run(method, tensors, named)
-        if itself is not UNSEEN:
-            return itself
+        result, twins = self.run(method, tensors, named)
         try:
-            return _method_value(self.mapper, result, self.ctx)
+            if twins is UNSEEN:
+                return _method_value(self.mapper, result, self.ctx)
+            return with_twins(result, twins, self.convert)
         except LeafError as e:
             raise e.public(name, "", "result") from None
 
