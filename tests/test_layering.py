@@ -4,10 +4,12 @@ it imports nothing optional."""
 from __future__ import annotations
 
 import ast
+import io
 import pathlib
 import re
 import subprocess
 import sys
+import tokenize
 import tomllib
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
@@ -372,3 +374,45 @@ def _names(node: ast.stmt) -> list[str]:
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
         return [node.target.id]
     return []
+
+
+#: The modules that name writeback=True in their code (not their docstrings or comments): its
+#: feature (``_spec._writeback``), the copy back beneath it (``_conversions._writeback``), the
+#: options surface, the NumPy side that composes it, the public decorator's signature and the
+#: copy causes ``stats`` counts. Every other module asks the options a generic question
+#: (``Policy.writes_through``, ``writes_through(options)``) or the side its words.
+WRITEBACK_NAMED_IN = {
+    "_conversions._copies",
+    "_conversions._writeback",
+    "_options._options",
+    "_spec._writeback",
+    "_spec._inputs",
+    "_decorators._decorators",
+}
+
+
+def _names_writeback(module: str) -> bool:
+    """Whether ``module``'s code names writeback: an identifier, or a string that is not a
+    docstring (a string statement of its own), holding the word, as tokenize reads it."""
+    tokens = tokenize.generate_tokens(io.StringIO(_path(module).read_text()).readline)
+    code = [t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    for i, token in enumerate(code):
+        if token.type not in (tokenize.NAME, tokenize.STRING) or "writeback" not in token.string.lower():
+            continue
+        before = code[i - 1].type if i else tokenize.NEWLINE
+        after = code[i + 1].type if i + 1 < len(code) else tokenize.ENDMARKER
+        docstring = (
+            token.type == tokenize.STRING
+            and before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+            and after in (tokenize.NEWLINE, tokenize.ENDMARKER)
+        )
+        if not docstring:
+            return True
+    return False
+
+
+def test_writeback_is_named_in_its_own_modules_alone() -> None:
+    """A feature lives in one place: writeback's decision, leaf, after step and words are its
+    modules'; the products and routes ask the options whether writes reach the caller."""
+    assert {module for module in ORDER if _names_writeback(module)} == WRITEBACK_NAMED_IN
+    assert len(WRITEBACK_NAMED_IN) <= 6

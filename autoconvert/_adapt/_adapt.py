@@ -43,7 +43,6 @@ from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding, to_a_cycle
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import Spec, spec_of
-from autoconvert._spec._writeback import WRITE_BACK
 
 from ._annotations import Signature
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
@@ -177,7 +176,8 @@ class AdaptRunner(Runner):
 
     def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
-        cast = dtype is not None and self.spec.after != WRITE_BACK  # a cast copy could not be written back
+        # A cast copy could not be written back.
+        cast = dtype is not None and not self.spec.policies["adapt"].writes_through
 
         def to_array(value: Any, ctx: Collected) -> Any:
             kind = type(value)
@@ -216,14 +216,14 @@ class AdaptRunner(Runner):
         """The per-call context: the lists, where arrays for tensor parameters go (asked only
         if some parameter wants tensors), and the after step's state where there is one."""
         arrays, policy, after = self.arrays, self.spec.policies["adapt"], self.spec.after
-        fixed_device, copy = policy.device, policy.copy
+        fixed_device, copy, writes_through = policy.device, policy.copy, policy.writes_through
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in asks.values())
 
         def begin(
             shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            if after == WRITE_BACK:  # an after step's state: writeback's, or check_writes'
+            if writes_through:  # an after step's state: writeback's, or check_writes'
                 return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
             if after == RESTORE_WRITES:
                 return collected_writes(shared, odd, seen=[], target=placed)

@@ -33,6 +33,7 @@ from autoconvert._options._checks import is_pool, is_ray
 from autoconvert._options._config import active
 from autoconvert._options._options import (
     DEFAULTS,
+    WRITES_THROUGH,
     BatchedOptions,
     BatchSettings,
     Policy,
@@ -313,9 +314,10 @@ def _refuse_writes(policies: Iterable[Policy], name: str, source: str) -> None:
     caller's tensors (by any side of its call: accepts_numpy's, adapt's): its samples are
     copies in other processes. ``source`` says where the policies came from ("" for the
     function's own options)."""
-    if any(policy.writeback or policy.out_params for policy in policies):
+    if any(policy.writes_through or policy.out_params for policy in policies):
         raise ValueError(
-            f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params{source}), "
+            f"autoconvert.batched({name}): {name} writes into its arguments ({WRITES_THROUGH}=True or "
+            f"out_params{source}), "
             "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
             "Fix: run it on threads (workers=), or return what it computes"
         )

@@ -91,7 +91,7 @@ class Trace:
         #: Why calls under torch.compile take the escape (None: they are traced).
         self.why_not = why or _UNFIT_DYNAMO
         self.detach = inputs.grad == "detach"
-        self.private = inputs.copy is not False and not inputs.writeback
+        self.private = inputs.copy is not False and not inputs.writes_through
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
         self.nested = inputs.nested
         self.params = params

@@ -32,6 +32,7 @@ from autoconvert._interpreter._routes import Description, described, plan_of
 from autoconvert._options._checks import Fake, Residuals, Rule, Vmap
 from autoconvert._options._config import active
 from autoconvert._options._options import (
+    WRITES_THROUGH,
     OpOptions,
     OpSettings,
     check_callable,
@@ -39,6 +40,7 @@ from autoconvert._options._options import (
     settings_of,
     shows_options,
     validate,
+    writes_through,
 )
 from autoconvert._pickling import by_recipe, calling_module
 from autoconvert._spec._signature import function_name
@@ -215,14 +217,14 @@ def _make_op(
     name = function_name(fn)
     if settings.residuals:
         _check_residuals(fn, name, settings)
-    # With no rule given, a SciPy function's rule from the catalogue (none for writeback=True).
-    rule = rule_for(fn) if backward is None and jvp is None and not policy.writeback else None
+    # With no rule given, a SciPy function's rule from the catalogue (none where writes reach the caller).
+    rule = rule_for(fn) if backward is None and jvp is None and not policy.writes_through else None
     if rule is not None:
         backward, jvp = rule.backward, None if rule.jvp is None else rule.forward
-    if backward is not None and policy.writeback:
+    if backward is not None and policy.writes_through:
         raise TypeError(
             f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
-            "(autograd has no formula for that); drop writeback=True or backward="
+            f"(autograd has no formula for that); drop {WRITES_THROUGH}=True or backward="
         )
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     if forward is None:
@@ -237,7 +239,7 @@ def _make_op(
         backward,
         name,
         None if schema is None else schema.results,
-        shares=schema is not None and policy.writeback,
+        shares=schema is not None and policy.writes_through,
         vectorized=settings.vmap == "vectorized",
         jvp=jvp,
         catalogued=rule is not None,
@@ -293,7 +295,7 @@ def _make_op(
             spec,
             schema,
             names,
-            mutated=policy.writeback,
+            mutated=policy.writes_through,
             device=policy.device,
             dtype=policy.dtype,
         )
@@ -458,7 +460,10 @@ def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any],
 def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
     """torchify's host route for a SciPy function with a catalogue rule: ``converting``, its
     torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down);
-    torchify's ``grad=`` says what a gradient the rule cannot give becomes."""
+    torchify's ``grad=`` says what a gradient the rule cannot give becomes. ``converting`` as it
+    is where its writes reach the caller's tensors, which a rule has no formula for."""
+    if writes_through(options):
+        return converting
     op = _make_op(fn, OpSettings(), {k: v for k, v in options.items() if k == "grad"}, None, forward=converting)
     for name in plan_of(converting).members(fn):  # a ufunc's methods (jv.outer) convert as before
         setattr(op, name, getattr(converting, name))

@@ -190,6 +190,17 @@ class Policy:
         (``copy=False`` keeps the ReadOnlyError, ``writeback=True`` hands writable arrays)."""
         return self.copy is None and not self.writeback
 
+    @property
+    def writes_through(self) -> bool:
+        """Whether the function's writes into its arrays reach the caller's tensors (writeback=True):
+        the question every product and route asks of the feature, which _spec/_writeback implements."""
+        return self.writeback
+
+    def acts_after_call(self) -> bool:
+        """Whether a step reads the caller's tensors after the call returns (writeback's copy
+        back, check_writes' comparison), which a generator's later writes would miss."""
+        return self.writeback or self.check_writes
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OpSettings:
@@ -356,6 +367,13 @@ def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, 
 
 #: The policy of a side that was given no options, and no ``config`` applies to.
 DEFAULT_POLICY = Policy()
+#: The option by which a function's writes reach the caller's tensors, as messages name it.
+WRITES_THROUGH = "writeback"
+
+
+def writes_through(options: Mapping[str, Any]) -> bool:
+    """``Policy.writes_through`` of a product's checked options (torchify's, a route's)."""
+    return bool(options.get(WRITES_THROUGH, False))
 
 
 def settings_of(table: type[Settings], checked: Mapping[str, Any]) -> tuple[Settings, dict[str, Any]]:

@@ -22,6 +22,7 @@ from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
 from autoconvert._observe._observe import PathOf
+from autoconvert._options._options import WRITES_THROUGH
 
 
 def record(t: Any, seen: list[Any]) -> Any:
@@ -301,7 +302,7 @@ def deferred_result(value: Any, ctx: Any = None) -> Any:
     raise LeafError(
         ConversionError,
         f"is {kind}, whose body runs after the call returns, so autoconvert cannot convert around it (the "
-        "arrays handed to it would stay in use, writeback and check_writes would run before it, and what it "
+        f"arrays handed to it would stay in use, {WRITES_THROUGH} and check_writes would run before it, and what it "
         "yields or returns would not be converted)",
         f"{type(value).__module__}.{type(value).__qualname__}",
         "decorate the plain function that holds the NumPy code, and call that from inside the generator, "
@@ -318,8 +319,8 @@ def refuse_deferred_function(func: Any, sides: Iterable[str], after: bool) -> No
     if kind == GENERATOR_FUNCTION and after:
         raise TypeError(
             f"autoconvert.{sides_named} on {function_name(func)}: it is a generator function, whose body runs "
-            "as it is iterated, after the call returns, so writeback=True and check_writes=True would run "
-            "before its writes (what it yields is converted as it comes). Fix: drop writeback= and "
+            f"as it is iterated, after the call returns, so {WRITES_THROUGH}=True and check_writes=True would run "
+            f"before its writes (what it yields is converted as it comes). Fix: drop {WRITES_THROUGH}= and "
             "check_writes=, or decorate the plain function holding the NumPy code and call that from it"
         )
     if kind is not None and kind != GENERATOR_FUNCTION:

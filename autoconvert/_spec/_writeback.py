@@ -71,6 +71,30 @@ def writable_fixes(site: Callable[[str], str]) -> str:
     )
 
 
+#: A write into a private array of an earlier call, frozen since (see make_private_read_only).
+LATE_WRITE = (
+    "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "
+    "the tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that "
+    "call returned and read-only since, so that a write made later is refused rather than lost"
+)
+#: Its fix.
+LATE_WRITE_FIX = (
+    "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
+    "memory the array shares"
+)
+
+
+def refused_write_words(late: bool, expanded: bool, writes_through: bool) -> tuple[str, str] | None:
+    """What compiled code's refused write into a read-only array handed over is, and its fix,
+    where writeback words it: a private array of an earlier call (``late``), an expanded
+    tensor's array under writeback=True; None for the read-only default's words."""
+    if late:
+        return LATE_WRITE, LATE_WRITE_FIX
+    if writes_through and expanded:
+        return EXPANDED_WRITTEN, EXPANDED_FIX
+    return None
+
+
 def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Callable[[torch.Tensor, Collected], Any]:
     """The NumPy side's leaf under writeback=True: each tensor handed over writable, its own
     memory or a private copy written back after the call (an expanded tensor read-only)."""
@@ -151,7 +175,7 @@ class WriteBack:
         assert writes is not None
         pairs = writes.pairs
         if pairs or writes.written or writes.expanded:  # an expanded tensor's private copy is compared too
-            refuse_deferred(result, self.function)
+            self.refuse_unrun(result)
         if writes.written:
             pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
         try:
@@ -194,6 +218,14 @@ class WriteBack:
                 path=paths.split(", ")[0],
             )
         )
+
+    def refuse_unrun(self, result: Any) -> None:
+        """Refuse a result whose body has not run yet (see refuse_deferred)."""
+        refuse_deferred(result, self.function)
+
+    def writable_fixes(self) -> str:
+        """The fixes for a write into a read-only array (see writable_fixes), with this function's site."""
+        return writable_fixes(self.site)
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""
