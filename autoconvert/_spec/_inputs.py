@@ -69,8 +69,10 @@ class Inputs:
     (``mapper``), its step (``step()``, and ``passed`` for a parameter ``only=``/``exclude=``
     pass on), what it begins before the arguments (``begin``, ``prepare``), settles after
     them (``settle_arguments``) and runs after the function (``after``, ``after_step()``),
-    the constants its emitter reads (``flat_constants()``), and why its calls go generic
-    (``generic_because``). The NumPy side composes its features onto it: writeback
+    the constants its emitter reads (``flat_constants()``), why its calls go generic
+    (``generic_because``), and its features' words when compiled code refuses a read-only
+    array (``handed_earlier``, ``refused_write_words``, ``writable_fixes``). The NumPy side
+    composes its features onto it: writeback
     (_writeback), check_writes (_check_writes), out-parameters (_outparams).
     """
 

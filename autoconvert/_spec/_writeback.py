@@ -4,9 +4,11 @@ tensors.
 The feature composed onto the NumPy side (see NumpyInputs): its leaf (``writeback_leaf``:
 each tensor handed over writable, its own memory or a private copy), its after step
 (``WriteBack``: what the function wrote reaches the caller's tensors, out-parameters' private
-copies too), why its calls take the generic call (``WRITEBACK_GENERIC``) and its words for
-``explain`` (``WRITTEN_BACK``). The memory it works on (spans shared between arguments, the copy back,
-freezing the private arrays afterwards) is _conversions/_writeback's.
+copies too), why its calls take the generic call (``WRITEBACK_GENERIC``), its words for
+``explain`` (``WRITTEN_BACK``) and for a refused write (``refused_write_words``). Products and
+routes ask ``Policy.writes_through`` rather than read the option. The memory it works on
+(spans shared between arguments, the copy back, freezing the private arrays afterwards) is
+_conversions/_writeback's.
 """
 
 from __future__ import annotations
