@@ -35,7 +35,15 @@ from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
-from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
+from autoconvert._options._options import (
+    DEFAULT_POLICY,
+    FUNC,
+    AdaptOptions,
+    Policy,
+    gives_way,
+    shows_options,
+    validate,
+)
 from autoconvert._spec._check_writes import RESTORE_WRITES
 from autoconvert._spec._collected import AfterStep, Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
@@ -176,8 +184,7 @@ class AdaptRunner(Runner):
 
     def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
-        # A cast copy could not be written back.
-        cast = dtype is not None and not self.spec.policies["adapt"].writes_through
+        cast = dtype is not None and not gives_way("adapt's dtype casts", self.spec.policies["adapt"])
 
         def to_array(value: Any, ctx: Collected) -> Any:
             kind = type(value)
@@ -216,18 +223,18 @@ class AdaptRunner(Runner):
         """The per-call context: the lists, where arrays for tensor parameters go (asked only
         if some parameter wants tensors), and the after step's state where there is one."""
         arrays, policy, after = self.arrays, self.spec.policies["adapt"], self.spec.after
-        fixed_device, copy, writes_through = policy.device, policy.copy, policy.writes_through
+        fixed_device, copy = policy.device, policy.copy
         places = any(w is not None and TENSOR in w.leaf_kinds() for w in asks.values())
 
         def begin(
             shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            if writes_through:  # an after step's state: writeback's, or check_writes'
-                return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
-            if after == RESTORE_WRITES:
+            if after is None:
+                return collected(shared, odd, seen=[], target=placed)
+            if after == RESTORE_WRITES:  # an after step's state: check_writes', else the copy back's
                 return collected_writes(shared, odd, seen=[], target=placed)
-            return collected(shared, odd, seen=[], target=placed)
+            return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
 
         return begin
 

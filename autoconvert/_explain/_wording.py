@@ -7,7 +7,7 @@ from typing import Any
 
 from autoconvert._adapt._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 from autoconvert._interpreter._wrapper import shown
-from autoconvert._options._options import Policy
+from autoconvert._options._options import Policy, gives_way
 from autoconvert._spec._emit import Step
 from autoconvert._spec._spec import Spec
 
@@ -35,7 +35,7 @@ def arguments_words(policies: Mapping[str, Policy], adapted: bool) -> str:
 
 
 def _to_arrays_words(p: Policy) -> str:
-    if p.writes_through:
+    if gives_way("explain's read-only arrays", p):
         words = (
             "a tensor becomes a writable NumPy array (its own memory on the CPU, else a private copy), and what "
             "the function writes reaches the tensor after the call, even if it raises"

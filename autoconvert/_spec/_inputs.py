@@ -162,7 +162,7 @@ class Inputs:
         """What a refused write into a read-only array handed over is, and its fix, where a
         feature of this side words it (None: the read-only default's words): ``late``, into
         arrays of an earlier call; ``expanded``, into an expanded tensor's array."""
-        return refused_write_words(late, expanded, self.policy.writes_through)
+        return refused_write_words(late, expanded, self.policy.writeback)
 
     def writable_fixes(self, site: Callable[[str], str]) -> str:
         """The fixes for a write into a read-only array (``site``: see Spec.site)."""

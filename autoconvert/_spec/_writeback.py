@@ -5,8 +5,8 @@ The feature composed onto the NumPy side (see NumpyInputs): its leaf (``writebac
 each tensor handed over writable, its own memory or a private copy), its after step
 (``WriteBack``: what the function wrote reaches the caller's tensors, out-parameters' private
 copies too), why its calls take the generic call (``WRITEBACK_GENERIC``), its words for
-``explain`` (``WRITTEN_BACK``) and for a refused write (``refused_write_words``). Products and
-routes ask ``Policy.writes_through`` rather than read the option. The memory it works on
+``explain`` (``WRITTEN_BACK``) and for a refused write (``refused_write_words``). Where products
+and routes give way to it is _options._options.AFTER_CALL. The memory it works on
 (spans shared between arguments, the copy back, freezing the private arrays afterwards) is
 _conversions/_writeback's.
 """
@@ -86,13 +86,13 @@ LATE_WRITE_FIX = (
 )
 
 
-def refused_write_words(late: bool, expanded: bool, writes_through: bool) -> tuple[str, str] | None:
+def refused_write_words(late: bool, expanded: bool, writeback: bool) -> tuple[str, str] | None:
     """What compiled code's refused write into a read-only array handed over is, and its fix,
     where writeback words it: a private array of an earlier call (``late``), an expanded
     tensor's array under writeback=True; None for the read-only default's words."""
     if late:
         return LATE_WRITE, LATE_WRITE_FIX
-    if writes_through and expanded:
+    if writeback and expanded:
         return EXPANDED_WRITTEN, EXPANDED_FIX
     return None
 
