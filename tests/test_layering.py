@@ -4,11 +4,16 @@ it imports nothing optional."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import io
 import pathlib
 import re
 import subprocess
 import sys
+import tokenize
 import tomllib
+
+from autoconvert._options._options import AFTER_CALL, Policy
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 #: The layer folders, bottom first. What every layer shares (errors, pickling, the compile
@@ -373,3 +378,58 @@ def _names(node: ast.stmt) -> list[str]:
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
         return [node.target.id]
     return []
+
+
+#: The modules that name writeback=True in their code (not their docstrings or comments): its
+#: feature (``_spec._writeback``), the copy back beneath it (``_conversions._writeback``), the
+#: options surface with the table of the places that give way to it (``AFTER_CALL``), the NumPy
+#: side that composes it, the public decorator's signature and the copy causes ``stats``
+#: counts. Every other place asks that table by its own name (``gives_way``, ``refuse_given``).
+WRITEBACK_NAMED_IN = {
+    "_conversions._copies",
+    "_conversions._writeback",
+    "_options._options",
+    "_spec._writeback",
+    "_spec._inputs",
+    "_decorators._decorators",
+}
+
+
+def _names_writeback(module: str) -> bool:
+    """Whether ``module``'s code names writeback: an identifier, or a string that is not a
+    docstring (a string statement of its own), holding the word, as tokenize reads it."""
+    tokens = tokenize.generate_tokens(io.StringIO(_path(module).read_text()).readline)
+    code = [t for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    # From Python 3.12 an f-string's text is a token of its own.
+    words = {tokenize.NAME, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    for i, token in enumerate(code):
+        if token.type not in words or "writeback" not in token.string.lower():
+            continue
+        before = code[i - 1].type if i else tokenize.NEWLINE
+        after = code[i + 1].type if i + 1 < len(code) else tokenize.ENDMARKER
+        docstring = (
+            token.type == tokenize.STRING
+            and before in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+            and after in (tokenize.NEWLINE, tokenize.ENDMARKER)
+        )
+        if not docstring:
+            return True
+    return False
+
+
+def test_writeback_is_named_in_its_own_modules_alone() -> None:
+    """A feature lives in one place: writeback's decision, leaf, after step and words are its
+    modules'; the products and routes ask the options whether writes reach the caller."""
+    assert {module for module in ORDER if _names_writeback(module)} == WRITEBACK_NAMED_IN
+    assert len(WRITEBACK_NAMED_IN) <= 6
+
+
+def test_each_place_that_gives_way_is_in_the_table_and_asks_it() -> None:
+    """AFTER_CALL lists every place that gives way to writeback, check_writes or out-parameters,
+    each asked by its name somewhere in the package (no entry left unread, no name mistyped),
+    and gives way only to options a side's policy has."""
+    asked = re.compile(r"""(?:gives_way|refuse_given)\(\s*"([^"]+)"|AFTER_CALL\["([^"]+)"\]""")
+    places = {a or b for module in ORDER for a, b in asked.findall(_path(module).read_text())}
+    assert places == set(AFTER_CALL)
+    fields = {field.name for field in dataclasses.fields(Policy)}
+    assert all(set(place.features) <= fields for place in AFTER_CALL.values())

@@ -35,7 +35,15 @@ from autoconvert._interpreter._plan import Plan
 from autoconvert._interpreter._wrapper import is_wrapper, wrap
 from autoconvert._observe._observe import Watching
 from autoconvert._options._config import Config
-from autoconvert._options._options import DEFAULT_POLICY, FUNC, AdaptOptions, Policy, shows_options, validate
+from autoconvert._options._options import (
+    DEFAULT_POLICY,
+    FUNC,
+    AdaptOptions,
+    Policy,
+    gives_way,
+    shows_options,
+    validate,
+)
 from autoconvert._spec._check_writes import RESTORE_WRITES
 from autoconvert._spec._collected import AfterStep, Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
@@ -43,7 +51,6 @@ from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding, to_a_cycle
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
 from autoconvert._spec._signature import Given, function_name
 from autoconvert._spec._spec import Spec, spec_of
-from autoconvert._spec._writeback import WRITE_BACK
 
 from ._annotations import Signature
 from ._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
@@ -177,7 +184,7 @@ class AdaptRunner(Runner):
 
     def _to_array(self, want: Want) -> Callable[[Any, Collected], Any]:
         mapper, leaf, dtype, bare = self.array_mapper, self.array_mapper.dispatch[torch.Tensor], want.dtype, want.bare
-        cast = dtype is not None and self.spec.after != WRITE_BACK  # a cast copy could not be written back
+        cast = dtype is not None and not gives_way("adapt's dtype casts", self.spec.policies["adapt"])
 
         def to_array(value: Any, ctx: Collected) -> Any:
             kind = type(value)
@@ -223,11 +230,11 @@ class AdaptRunner(Runner):
             shared: list[torch.Tensor], odd: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> Collected:
             placed = target(fixed_device or _devices.default_device(), NO_CASTS, copy) if places else None
-            if after == WRITE_BACK:  # an after step's state: writeback's, or check_writes'
-                return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
-            if after == RESTORE_WRITES:
+            if after is None:
+                return collected(shared, odd, seen=[], target=placed)
+            if after == RESTORE_WRITES:  # an after step's state: check_writes', else the copy back's
                 return collected_writes(shared, odd, seen=[], target=placed)
-            return collected(shared, odd, seen=[], target=placed)
+            return collected_writes(shared, odd, arrays.spans(args, kwargs), None, [], seen=[], target=placed)
 
         return begin
 

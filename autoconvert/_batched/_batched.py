@@ -37,6 +37,7 @@ from autoconvert._options._options import (
     BatchSettings,
     Policy,
     check_callable,
+    refuse_given,
     settings_of,
     shows_options,
     validate,
@@ -309,16 +310,12 @@ def _where(raw: Any, call: Any, settings: BatchSettings, name: str) -> Threads |
 
 
 def _refuse_writes(policies: Iterable[Policy], name: str, source: str) -> None:
-    """Refuse, on an executor, a function handed writable arrays whose writes are to reach the
-    caller's tensors (by any side of its call: accepts_numpy's, adapt's): its samples are
-    copies in other processes. ``source`` says where the policies came from ("" for the
-    function's own options)."""
-    if any(policy.writeback or policy.out_params for policy in policies):
-        raise ValueError(
-            f"autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params{source}), "
-            "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
-            "Fix: run it on threads (workers=), or return what it computes"
-        )
+    """Refuse, on an executor, a function whose writes are to reach the caller's tensors (by
+    any side of its call: accepts_numpy's, adapt's): its samples are copies in other
+    processes. ``source`` says where the policies came from ("" for the function's own
+    options)."""
+    for policy in policies:
+        refuse_given("batched's executors", policy, name=name, source=source)
 
 
 def _seeds(raw: Any, seed: int | np.random.SeedSequence | None, where: Any, name: str) -> Seeds | None:

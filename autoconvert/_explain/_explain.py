@@ -19,9 +19,10 @@ from autoconvert._interpreter._routes import Description, Route, described
 from autoconvert._options._config import active
 from autoconvert._options._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
 from autoconvert._spec._callbacks import global_names
+from autoconvert._spec._inputs import AFTER_WORDS
 from autoconvert._spec._signature import function_name
 
-from ._wording import AFTER_WORDS, arguments_words, option_words, parameters_words, result_words
+from ._wording import arguments_words, option_words, parameters_words, result_words
 
 
 @dataclasses.dataclass(frozen=True)

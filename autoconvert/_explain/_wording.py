@@ -7,12 +7,9 @@ from typing import Any
 
 from autoconvert._adapt._wants import ANY, ARRAY, EACH, ITEMS, TENSOR, Want
 from autoconvert._interpreter._wrapper import shown
-from autoconvert._options._options import Policy
-from autoconvert._spec._check_writes import CHECKED, RESTORE_WRITES
+from autoconvert._options._options import Policy, gives_way
 from autoconvert._spec._emit import Step
-from autoconvert._spec._outparams import OUT_WRITTEN_BACK, WRITE_BACK_OUT
 from autoconvert._spec._spec import Spec
-from autoconvert._spec._writeback import WRITE_BACK, WRITTEN_BACK
 
 
 def option_words(option: Any) -> str:
@@ -38,7 +35,7 @@ def arguments_words(policies: Mapping[str, Policy], adapted: bool) -> str:
 
 
 def _to_arrays_words(p: Policy) -> str:
-    if p.writeback:
+    if gives_way("explain's read-only arrays", p):
         words = (
             "a tensor becomes a writable NumPy array (its own memory on the CPU, else a private copy), and what "
             "the function writes reaches the tensor after the call, even if it raises"
@@ -171,11 +168,3 @@ def result_words(policies: Mapping[str, Policy], adapts: Want | None = None) -> 
             + _nested_words(back)
         )
     return "returned as it is"
-
-
-#: Each after step (see _spec) in words.
-AFTER_WORDS = {
-    RESTORE_WRITES: CHECKED,
-    WRITE_BACK: WRITTEN_BACK,
-    WRITE_BACK_OUT: OUT_WRITTEN_BACK,
-}

@@ -31,11 +31,9 @@ from autoconvert._adapters._table import (
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
 from autoconvert._conversions._sparse import LAYOUT_FORMAT
-from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
-from autoconvert._spec._writeback import EXPANDED_FIX, EXPANDED_WRITTEN, writable_fixes
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
@@ -252,7 +250,10 @@ def read_only_rejection(
         paths, writes = found, str(error) not in REJECTED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
     return ReadOnlyRejection(
-        paths=paths, writes=writes, late=bool(hit) and all(map(frozen, hit)), expanded=any(map(_broadcast, hit))
+        paths=paths,
+        writes=writes,
+        late=bool(hit) and all(map(inputs.handed_earlier, hit)),
+        expanded=any(map(_broadcast, hit)),
     )
 
 
@@ -361,12 +362,12 @@ def _code_of(fn: Any) -> types.CodeType | None:
 
 
 def read_only_error(
-    function: str, error: BaseException, rejection: ReadOnlyRejection, *, writeback: bool, site: Callable[[str], str]
+    function: str, error: BaseException, rejection: ReadOnlyRejection, inputs: Inputs, site: Callable[[str], str]
 ) -> ReadOnlyError:
     """Compiled code refused a read-only array handed over (see ReadOnlyRejection): by writing into it
     (NumPy, OpenCV, a numba kernel's store), else on entry (a Cython memoryview, a numba
-    kernel's signature), whether or not it would have written. ``site`` says where an option
-    goes (see Spec.site)."""
+    kernel's signature), whether or not it would have written. ``inputs``: the side that handed
+    it, whose features word some refusals; ``site`` says where an option goes (see Spec.site)."""
     paths, writes = rejection.paths, rejection.writes
     # several: the frame held them all; "self.buf": the method's object held it
     arguments = " or ".join(p for p in paths if not p.startswith("self."))
@@ -390,18 +391,9 @@ def read_only_error(
             else "wrote into an array made from a tensor argument; those arrays are read-only "
             "so that NumPy code never changes the caller's tensors behind its back"
         )
-        fix = writable_fixes(site)
-    if rejection.late:
-        what = (
-            "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "
-            "the tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that "
-            "call returned and read-only since, so that a write made later is refused rather than lost"
-        )
-        fix = (
-            "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
-            "memory the array shares"
-        )
-    elif writeback and rejection.expanded:
-        what, fix = EXPANDED_WRITTEN, EXPANDED_FIX
+        fix = inputs.writable_fixes(site)
+    words = inputs.refused_write_words(rejection.late, rejection.expanded)
+    if words is not None:
+        what, fix = words
     where = named or "the function"
     return ReadOnlyError(message(function, where, what, quoted(error), fix, path=paths[0] if paths else ""))

@@ -92,7 +92,8 @@ def hand_down(maker: Callable[[Any, Any, dict[str, Any]], Any]) -> None:
 
 def differentiable(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
     """torchify's host conversion of ``fn``, ``converting``, made a torch op that takes ``fn``'s
-    rule where the catalogue has one (and torchify's ``options`` write into no argument)."""
-    if not _makers or options.get("writeback") or rule_for(fn) is None:
+    rule where the catalogue has one (the maker declines where torchify's ``options`` write into
+    the arguments)."""
+    if not _makers or rule_for(fn) is None:
         return converting
     return _makers[0](fn, converting, options)

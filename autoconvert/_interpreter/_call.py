@@ -288,9 +288,7 @@ class Runner:
         try:  # the walks below meet what the call met: a container holding itself (nested=False)
             rejection = read_only_rejection(error, inputs, handed, given) if handed_read_only else None
             if rejection is not None:
-                raise read_only_error(
-                    self.function, error, rejection, writeback=inputs.policy.writeback, site=self.spec.site
-                ) from error
+                raise read_only_error(self.function, error, rejection, inputs, self.spec.site) from error
             site = self.spec.site
             notes = (
                 hints(error, inputs, tensor_paths(inputs.params, *given), site) if isinstance(error, Exception) else []

@@ -58,7 +58,7 @@ class Plan:
         self.sides = sides  # decorator name -> its explicit options, already validated: the recipe
         #: Each side's policy outside any ``config`` block.
         self.policies = {side: policy_of(side, {}, options) for side, options in sides.items()}
-        refuse_deferred_function(func, sides, any(p.writeback or p.check_writes for p in self.policies.values()))
+        refuse_deferred_function(func, sides, self.policies.values())
         self.function = function_name(func)
         self.params = Parameters(func, held=self.held)
         self.yields = deferred_kind(func) == GENERATOR_FUNCTION

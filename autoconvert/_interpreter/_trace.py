@@ -26,7 +26,7 @@ from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
 from autoconvert._errors import CompileWarning
 from autoconvert._escape import compiling, opaque
 from autoconvert._failures._guards import Guarded
-from autoconvert._options._options import Policy
+from autoconvert._options._options import Policy, gives_way
 from autoconvert._spec._callbacks import reads_numpy_alone
 from autoconvert._spec._signature import Parameters, Selection
 
@@ -91,7 +91,7 @@ class Trace:
         #: Why calls under torch.compile take the escape (None: they are traced).
         self.why_not = why or _UNFIT_DYNAMO
         self.detach = inputs.grad == "detach"
-        self.private = inputs.copy is not False and not inputs.writeback
+        self.private = inputs.copy is not False and not gives_way("trace's private copies", inputs)
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
         self.nested = inputs.nested
         self.params = params

@@ -35,7 +35,9 @@ from autoconvert._options._options import (
     OpOptions,
     OpSettings,
     check_callable,
+    gives_way,
     policy_of,
+    refuse_given,
     settings_of,
     shows_options,
     validate,
@@ -212,18 +214,17 @@ def _make_op(
     ``forward``: the converting pair it runs (None: made here, as numpy_op's options say)."""
     backward, fake, jvp = settings.backward, settings.fake, settings.jvp
     policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
+    mutates = gives_way("numpy_op's pure op", policy)  # its writes reach the caller's tensors
     name = function_name(fn)
     if settings.residuals:
         _check_residuals(fn, name, settings)
-    # With no rule given, a SciPy function's rule from the catalogue (none for writeback=True).
-    rule = rule_for(fn) if backward is None and jvp is None and not policy.writeback else None
+    # With no rule given, a SciPy function's rule from the catalogue (see AFTER_CALL).
+    looked_up = backward is None and jvp is None and not gives_way("the gradient catalogue", policy)
+    rule = rule_for(fn) if looked_up else None
     if rule is not None:
         backward, jvp = rule.backward, None if rule.jvp is None else rule.forward
-    if backward is not None and policy.writeback:
-        raise TypeError(
-            f"autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
-            "(autograd has no formula for that); drop writeback=True or backward="
-        )
+    if backward is not None:
+        refuse_given("numpy_op's backward", policy, name=name)
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     if forward is None:
         # A rule's SciPy function runs as on torchify's host route: guarded, so compiled code that
@@ -237,7 +238,7 @@ def _make_op(
         backward,
         name,
         None if schema is None else schema.results,
-        shares=schema is not None and policy.writeback,
+        shares=schema is not None and mutates,
         vectorized=settings.vmap == "vectorized",
         jvp=jvp,
         catalogued=rule is not None,
@@ -293,7 +294,7 @@ def _make_op(
             spec,
             schema,
             names,
-            mutated=policy.writeback,
+            mutated=mutates,
             device=policy.device,
             dtype=policy.dtype,
         )
@@ -458,7 +459,10 @@ def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any],
 def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
     """torchify's host route for a SciPy function with a catalogue rule: ``converting``, its
     torchified pair, as the op's forward (see autoconvert._gradients._catalogue.hand_down);
-    torchify's ``grad=`` says what a gradient the rule cannot give becomes."""
+    torchify's ``grad=`` says what a gradient the rule cannot give becomes. ``converting`` as it
+    is where its writes reach the caller's tensors, which a rule has no formula for."""
+    if gives_way("the gradient catalogue", options):
+        return converting
     op = _make_op(fn, OpSettings(), {k: v for k, v in options.items() if k == "grad"}, None, forward=converting)
     for name in plan_of(converting).members(fn):  # a ufunc's methods (jv.outer) convert as before
         setattr(op, name, getattr(converting, name))

@@ -358,6 +358,85 @@ def policy_of(taker: str, configured: Mapping[str, Any], explicit: Mapping[str, 
 DEFAULT_POLICY = Policy()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class GivesWay:
+    """A place in a product or route whose own way gives way to the options that act on the
+    caller's tensors past the function's own arrays (``features``): what it says where it
+    refuses them (``error``, ``words`` a format string of the place's names), or only says
+    (``error`` None: ``words`` for its messages, if any)."""
+
+    features: tuple[str, ...]
+    error: type[Exception] | None = None
+    words: str = ""
+
+    def named(self, suffix: str = "") -> str:
+        """Its features as messages name them, each with ``suffix`` ("=True")."""
+        return " and ".join(feature + suffix for feature in self.features)
+
+
+#: Every place that gives way to writeback (what the function writes reaches the caller's
+#: tensors), check_writes (the caller's tensors compared after the call) or out-parameters:
+#: place -> what it gives way to, and its words. Products and routes ask ``gives_way`` and
+#: ``refuse_given`` by place, so that where a feature acts is read here, in one table.
+AFTER_CALL: dict[str, GivesWay] = {
+    # Its samples are copies in other processes.
+    "batched's executors": GivesWay(
+        ("writeback", "out_params"),
+        ValueError,
+        "autoconvert.batched({name}): {name} writes into its arguments (writeback=True or out_params{source}), "
+        "and on an executor it runs in other processes, whose writes cannot reach the caller's tensors. "
+        "Fix: run it on threads (workers=), or return what it computes",
+    ),
+    "numpy_op's backward": GivesWay(
+        ("writeback",),
+        TypeError,
+        "autoconvert.numpy_op(): {name} has a backward, so it cannot write into its arguments "
+        "(autograd has no formula for that); drop writeback=True or backward=",
+    ),
+    # Its body runs as it is iterated, after the after steps (see _spec._signature).
+    "generator functions": GivesWay(
+        ("writeback", "check_writes"),
+        TypeError,
+        "autoconvert.{sides} on {function}: it is a generator function, whose body runs "
+        "as it is iterated, after the call returns, so writeback=True and check_writes=True would run "
+        "before its writes (what it yields is converted as it comes). Fix: drop writeback= and "
+        "check_writes=, or decorate the plain function holding the NumPy code and call that from it",
+    ),
+    # CuPy's results stay where its arguments are, and nothing is written back: the host path.
+    "CuPy's path": GivesWay(("writeback", "check_writes")),
+    # The native route hands copies to a library's calls that write into their tensors.
+    "the native route's copies": GivesWay(
+        ("writeback",), words="writeback=True lets the library write into the caller's tensors"
+    ),
+    # A catalogue rule or builder has no gradient formula for writes into the arguments.
+    "the gradient catalogue": GivesWay(("writeback",)),
+    # numpy_op's op is registered as mutating the arguments it writes through.
+    "numpy_op's pure op": GivesWay(("writeback",)),
+    # A cast copy could not be written back.
+    "adapt's dtype casts": GivesWay(("writeback",)),
+    # A traced call's arguments are the caller's tensors themselves.
+    "trace's private copies": GivesWay(("writeback",)),
+    "explain's read-only arrays": GivesWay(("writeback",)),
+}
+
+
+def gives_way(place: str, options: Policy | Mapping[str, Any]) -> bool:
+    """Whether ``place`` (see AFTER_CALL) gives way under ``options``: a side's policy, or a
+    product's checked options."""
+    if isinstance(options, Policy):
+        return any(getattr(options, feature) for feature in AFTER_CALL[place].features)
+    return any(options.get(feature) for feature in AFTER_CALL[place].features)
+
+
+def refuse_given(place: str, options: Policy | Mapping[str, Any], **names: str) -> None:
+    """Raise ``place``'s refusal (see AFTER_CALL), its words filled with ``names``, where it
+    gives way under ``options``."""
+    if gives_way(place, options):
+        refusal = AFTER_CALL[place]
+        assert refusal.error is not None
+        raise refusal.error(refusal.words.format(**names))
+
+
 def settings_of(table: type[Settings], checked: Mapping[str, Any]) -> tuple[Settings, dict[str, Any]]:
     """A taker's ``checked`` options (see ``validate``) split: its own, resolved as ``table``,
     and the rest, the options its sides take (as given: a plan's recipe)."""

@@ -10,7 +10,7 @@ the generic call (``CHECK_WRITES_GENERIC``) and its words for ``explain`` (``CHE
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -19,9 +19,8 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._memory import compact, expanded, restore_writes
 from autoconvert._errors import ReadOnlyError, message
 
-from ._collected import Collected, Handed
+from ._collected import AfterStep, Collected, Handed
 from ._signature import Given
-from ._writeback import WriteBack, refuse_deferred, writable_fixes
 
 #: Its after step's name (see Inputs.after).
 RESTORE_WRITES = "restore writes"
@@ -47,30 +46,48 @@ def snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[to
     return snapshotting
 
 
-class RestoreWrites(WriteBack):
+class CopyingBack(AfterStep, Protocol):
+    """The after step that copies out-parameters' private arrays back, which check_writes'
+    step runs first and whose words it shares (the NumPy side's, see Inputs.after_step)."""
+
+    function: str
+
+    def paths_of(self, tensors: list[Any], given: Given) -> str: ...
+
+    def refuse_unrun(self, result: Any) -> None: ...
+
+    def writable_fixes(self) -> str: ...
+
+
+class RestoreWrites:
     """check_writes=True: what the function changed in the caller's tensors through a route the
     read-only guard cannot see is put back, and said (out-parameters are the function's to
-    change: written back first)."""
+    change: written back first, by ``copy_back``)."""
+
+    def __init__(self, copy_back: CopyingBack) -> None:
+        self.copy_back = copy_back
+        self.function = copy_back.function
+        self.begin = copy_back.begin
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any:
         writes = ctx.writes  # made by begin
         assert writes is not None
         pairs, written = writes.pairs, writes.written
         if written:
-            result = super().__call__(ctx._replace(writes=writes._replace(pairs=[])), given, handed, result)
+            result = self.copy_back(ctx._replace(writes=writes._replace(pairs=[])), given, handed, result)
             pairs = [(t, snapshot) for t, snapshot in pairs if all(t is not out for out, _, _ in written)]
         elif pairs:
-            refuse_deferred(result, self.function)
+            self.copy_back.refuse_unrun(result)
         changed = restore_writes(pairs)
         if not changed:
             return result
         raise ReadOnlyError(
             message(
                 self.function,
-                "argument " + self.paths_of(changed, given),
+                "argument " + self.copy_back.paths_of(changed, given),
                 "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
                 "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
                 describe_tensor(changed[0]),
-                writable_fixes(self.site),
+                self.copy_back.writable_fixes(),
             )
         )

@@ -9,7 +9,6 @@ import torch
 
 from autoconvert._conversions._mutations import Rebuilt
 from autoconvert._conversions._to_torch import Target, new_tuple
-from autoconvert._conversions._writeback import Private
 
 from ._signature import Given
 
@@ -24,8 +23,8 @@ class AfterWrites(NamedTuple):
     spans: dict[int, Any] | None = None
     #: out-parameters: (tensor, array handed over, private array to copy back or None).
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
-    #: writeback: the private arrays handed over, made read-only with their views after the call (see _writeback.make_private_read_only).
-    handed: list[Private] | None = None
+    #: writeback: the private arrays handed over (_writeback.Private), made read-only with their views after the call (see _writeback.make_private_read_only).
+    handed: list[Any] | None = None
     #: writeback: (expanded tensor, private array of its memory, its snapshot) to compare after the call (see _writeback.written_expanded).
     expanded: list[Any] | None = None
 
@@ -61,7 +60,7 @@ def collected_writes(
     odd: list[torch.Tensor],
     spans: dict[int, Any] | None = None,
     written: list[tuple[torch.Tensor, Any, Any]] | None = None,
-    handed: list[Private] | None = None,
+    handed: list[Any] | None = None,
     *,
     seen: list[Any] | None = None,
     target: Target | None = None,

@@ -19,17 +19,25 @@ from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, slow_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import aliased_spans, handed_over, snapshot_expanded
+from autoconvert._conversions._writeback import aliased_spans, frozen, handed_over, snapshot_expanded
 from autoconvert._errors import LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
-from ._check_writes import CHECK_WRITES_GENERIC, RESTORE_WRITES, RestoreWrites, snapshotting
+from ._check_writes import CHECK_WRITES_GENERIC, CHECKED, RESTORE_WRITES, RestoreWrites, snapshotting
 from ._collected import AfterStep, Collected, collected
 from ._emit import KEPT, RECORDED, Step
-from ._outparams import WRITE_BACK_OUT, OutParams, handing_out, out_leaf
+from ._outparams import OUT_WRITTEN_BACK, WRITE_BACK_OUT, OutParams, handing_out, out_leaf
 from ._signature import Parameters, Selection, record, tensor_paths
-from ._writeback import WRITE_BACK, WRITEBACK_GENERIC, WriteBack, writeback_leaf
+from ._writeback import (
+    WRITE_BACK,
+    WRITEBACK_GENERIC,
+    WRITTEN_BACK,
+    WriteBack,
+    refused_write_words,
+    writable_fixes,
+    writeback_leaf,
+)
 
 #: What an input side's leaf functions receive per call: a NumPy side's Collected, a tensor
 #: side's Target, or (recording only) the list the tensors go in.
@@ -38,6 +46,12 @@ Context = Collected | Target | list[torch.Tensor]
 Prepare = Callable[[tuple[Any, ...], dict[str, Any], object, Any], tuple[tuple[Any, ...], dict[str, Any]]]
 #: An input side's ``begin(shared, odd, args, kwargs)``: the call's context (see Inputs.begin).
 Begin = Callable[[list[torch.Tensor], list[torch.Tensor], tuple[Any, ...], dict[str, Any]], Context]
+#: Each after step the NumPy side composes (see NumpyInputs.after), in explain's words.
+AFTER_WORDS = {
+    RESTORE_WRITES: CHECKED,
+    WRITE_BACK: WRITTEN_BACK,
+    WRITE_BACK_OUT: OUT_WRITTEN_BACK,
+}
 
 
 class Inputs:
@@ -55,8 +69,10 @@ class Inputs:
     (``mapper``), its step (``step()``, and ``passed`` for a parameter ``only=``/``exclude=``
     pass on), what it begins before the arguments (``begin``, ``prepare``), settles after
     them (``settle_arguments``) and runs after the function (``after``, ``after_step()``),
-    the constants its emitter reads (``flat_constants()``), and why its calls go generic
-    (``generic_because``). The NumPy side composes its features onto it: writeback
+    the constants its emitter reads (``flat_constants()``), why its calls go generic
+    (``generic_because``), and its features' words when compiled code refuses a read-only
+    array (``handed_earlier``, ``refused_write_words``, ``writable_fixes``). The NumPy side
+    composes its features onto it: writeback
     (_writeback), check_writes (_check_writes), out-parameters (_outparams).
     """
 
@@ -136,6 +152,21 @@ class Inputs:
         out-parameter's array returned comes back as the caller's tensor; ``site``: where an
         option goes, for messages (see Spec.site)."""
         return None
+
+    def handed_earlier(self, a: NDArray[Any]) -> bool:
+        """Whether ``a``, a read-only array compiled code refused, is a private array of an
+        earlier call (or a view of one), frozen since its writes were copied back."""
+        return frozen(a)
+
+    def refused_write_words(self, late: bool, expanded: bool) -> tuple[str, str] | None:
+        """What a refused write into a read-only array handed over is, and its fix, where a
+        feature of this side words it (None: the read-only default's words): ``late``, into
+        arrays of an earlier call; ``expanded``, into an expanded tensor's array."""
+        return refused_write_words(late, expanded, self.policy.writeback)
+
+    def writable_fixes(self, site: Callable[[str], str]) -> str:
+        """The fixes for a write into a read-only array (``site``: see Spec.site)."""
+        return writable_fixes(site)
 
     def flat_constants(self) -> dict[str, Any]:
         """The constants the flat code reads for this side's step (see _specialise): its
@@ -325,8 +356,8 @@ class NumpyInputs(Inputs):
     def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
         if self.after is None:
             return None
-        step = RestoreWrites if self.after == RESTORE_WRITES else WriteBack  # else WRITE_BACK, WRITE_BACK_OUT
-        return step(self.function, self, gives_back, site)
+        copy_back = WriteBack(self.function, self, gives_back, site)  # WRITE_BACK, WRITE_BACK_OUT
+        return RestoreWrites(copy_back) if self.after == RESTORE_WRITES else copy_back
 
     def step(self) -> Step:
         detach, private = self.grad.mode == "detach", not self.read_only

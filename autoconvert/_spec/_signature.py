@@ -22,6 +22,7 @@ from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
 from autoconvert._observe._observe import PathOf
+from autoconvert._options._options import AFTER_CALL, Policy, refuse_given
 
 
 def record(t: Any, seen: list[Any]) -> Any:
@@ -286,6 +287,8 @@ def _deferred_types() -> dict[type, str]:
     }
 
 
+#: The steps after the call that a generator's body would run after (see AFTER_CALL).
+_AFTER_STEPS = AFTER_CALL["generator functions"]
 #: Results whose body has not run when the call returns: see ``deferred_result``.
 DEFERRED_RESULTS = _deferred_types()
 
@@ -301,7 +304,7 @@ def deferred_result(value: Any, ctx: Any = None) -> Any:
     raise LeafError(
         ConversionError,
         f"is {kind}, whose body runs after the call returns, so autoconvert cannot convert around it (the "
-        "arrays handed to it would stay in use, writeback and check_writes would run before it, and what it "
+        f"arrays handed to it would stay in use, {_AFTER_STEPS.named()} would run before it, and what it "
         "yields or returns would not be converted)",
         f"{type(value).__module__}.{type(value).__qualname__}",
         "decorate the plain function that holds the NumPy code, and call that from inside the generator, "
@@ -309,19 +312,16 @@ def deferred_result(value: Any, ctx: Any = None) -> Any:
     )
 
 
-def refuse_deferred_function(func: Any, sides: Iterable[str], after: bool) -> None:
+def refuse_deferred_function(func: Any, sides: Iterable[str], policies: Iterable[Policy]) -> None:
     """Arguments would be converted, written back and results converted around an object
     that has not run yet: refuse when decorating. A generator function's values are converted
-    as it yields them: refused only where a write-back or check_writes (``after``) would run first."""
+    as it yields them: refused only where a side's ``policies`` run a step after the call
+    (see AFTER_CALL)."""
     kind = deferred_kind(func)
     sides_named = " and ".join(f"{side}()" for side in sides)
-    if kind == GENERATOR_FUNCTION and after:
-        raise TypeError(
-            f"autoconvert.{sides_named} on {function_name(func)}: it is a generator function, whose body runs "
-            "as it is iterated, after the call returns, so writeback=True and check_writes=True would run "
-            "before its writes (what it yields is converted as it comes). Fix: drop writeback= and "
-            "check_writes=, or decorate the plain function holding the NumPy code and call that from it"
-        )
+    if kind == GENERATOR_FUNCTION:
+        for policy in policies:
+            refuse_given("generator functions", policy, sides=sides_named, function=function_name(func))
     if kind is not None and kind != GENERATOR_FUNCTION:
         raise TypeError(
             f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "

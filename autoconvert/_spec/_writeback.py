@@ -4,9 +4,11 @@ tensors.
 The feature composed onto the NumPy side (see NumpyInputs): its leaf (``writeback_leaf``:
 each tensor handed over writable, its own memory or a private copy), its after step
 (``WriteBack``: what the function wrote reaches the caller's tensors, out-parameters' private
-copies too), why its calls take the generic call (``WRITEBACK_GENERIC``) and its words for
-``explain`` (``WRITTEN_BACK``). The memory it works on (spans shared between arguments, the copy back,
-freezing the private arrays afterwards) is _conversions/_writeback's.
+copies too), why its calls take the generic call (``WRITEBACK_GENERIC``), its words for
+``explain`` (``WRITTEN_BACK``) and for a refused write (``refused_write_words``). Where products
+and routes give way to it is _options._options.AFTER_CALL. The memory it works on
+(spans shared between arguments, the copy back, freezing the private arrays afterwards) is
+_conversions/_writeback's.
 """
 
 from __future__ import annotations
@@ -69,6 +71,30 @@ def writable_fixes(site: Callable[[str], str]) -> str:
         "pass copy=True to give the function private writable copies, or writeback=True to let its changes "
         f"reach the caller's tensors (in {site('copy=True')})"
     )
+
+
+#: A write into a private array of an earlier call, frozen since (see make_private_read_only).
+LATE_WRITE = (
+    "holds a private copy of a tensor handed to an earlier call with writeback=True (NumPy cannot share "
+    "the tensor's memory: another device, a dtype NumPy lacks, or strided memory), copied back when that "
+    "call returned and read-only since, so that a write made later is refused rather than lost"
+)
+#: Its fix.
+LATE_WRITE_FIX = (
+    "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
+    "memory the array shares"
+)
+
+
+def refused_write_words(late: bool, expanded: bool, writeback: bool) -> tuple[str, str] | None:
+    """What compiled code's refused write into a read-only array handed over is, and its fix,
+    where writeback words it: a private array of an earlier call (``late``), an expanded
+    tensor's array under writeback=True; None for the read-only default's words."""
+    if late:
+        return LATE_WRITE, LATE_WRITE_FIX
+    if writeback and expanded:
+        return EXPANDED_WRITTEN, EXPANDED_FIX
+    return None
 
 
 def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Callable[[torch.Tensor, Collected], Any]:
@@ -151,7 +177,7 @@ class WriteBack:
         assert writes is not None
         pairs = writes.pairs
         if pairs or writes.written or writes.expanded:  # an expanded tensor's private copy is compared too
-            refuse_deferred(result, self.function)
+            self.refuse_unrun(result)
         if writes.written:
             pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
         try:
@@ -194,6 +220,14 @@ class WriteBack:
                 path=paths.split(", ")[0],
             )
         )
+
+    def refuse_unrun(self, result: Any) -> None:
+        """Refuse a result whose body has not run yet (see refuse_deferred)."""
+        refuse_deferred(result, self.function)
+
+    def writable_fixes(self) -> str:
+        """The fixes for a write into a read-only array (see writable_fixes), with this function's site."""
+        return writable_fixes(self.site)
 
     def paths_of(self, tensors: list[Any], given: Given) -> str:
         """Where ``tensors`` were among the call's arguments, for messages."""

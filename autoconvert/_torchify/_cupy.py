@@ -31,7 +31,7 @@ from autoconvert._errors import SequenceKey, keystr
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, DeclinedError, Route, RouteWords
 from autoconvert._options._config import Config, active
-from autoconvert._options._options import DEFAULTS
+from autoconvert._options._options import AFTER_CALL, DEFAULTS
 from autoconvert._spec._signature import function_name
 
 from ._cupy_call import on_device
@@ -56,7 +56,7 @@ CUPY_DTYPES = frozenset(
 #: Values handed to CuPy as they are.
 _MOVES_AS_IT_IS = (int, float, complex, str, bytes, type(None), slice, types.EllipsisType, range, np.generic, np.dtype)
 #: Options under which a call must take the host path, with the value that lets it go.
-_ROUTED_ONLY_WITH = {"device": None, "dtype": None, "writeback": False, "check_writes": False}
+_ROUTED_ONLY_WITH = {"device": None, "dtype": None, **dict.fromkeys(AFTER_CALL["CuPy's path"].features, False)}
 
 
 def declined_options(explicit: dict[str, Any]) -> str | None:

@@ -38,6 +38,7 @@ from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
+from autoconvert._options._options import AFTER_CALL, gives_way
 from autoconvert._spec._signature import function_name
 
 from ._leaving import Leaving
@@ -69,6 +70,8 @@ _HOLDS_ARRAYS = Declined(
     counted=False,
 )
 
+#: What writing into the caller's tensors takes on this route, for messages and explain.
+_LETS_WRITE = AFTER_CALL["the native route's copies"].words
 #: Argument types that hold neither a tensor nor an array: no walk.
 _PLAIN = frozenset({int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis)})
 
@@ -87,17 +90,17 @@ class NativeRoute(Route):
         fn: Any,
         objects: NativeClass | None = None,
         writes: WritesArguments | None = None,
-        writeback: bool = False,
+        guards: bool = True,
         *,
         grad: str | None = None,
     ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
         torchified class's classmethod or constructor), proxies handed as their objects;
         ``writes``: which calls write into their tensors (its adapter's ``torch_writes``),
-        handed copies unless ``writeback`` lets the library write the caller's; ``grad``: the
+        handed copies where it ``guards`` the caller's (see AFTER_CALL); ``grad``: the
         ``grad=`` torchify was given (None: none), for what the library hands to NumPy itself."""
         self.fn, self.objects, self.writes = fn, objects, writes
-        self.guards = not writeback
+        self.guards = guards
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
         self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad, method=self.method)
 
@@ -190,7 +193,7 @@ class NativeRoute(Route):
                 f"was written into by {library}'s own torch path, which is handed the caller's tensors as they are",
                 "a tensor whose values changed during the call",
                 "pass a copy (.clone()) to keep the original, or torchify with native=False, which hands the library "
-                "a read-only copy; writeback=True lets the library write into the caller's tensors",
+                f"a read-only copy; {_LETS_WRITE}",
             )
         )
 
@@ -206,7 +209,7 @@ class NativeRoute(Route):
     def _copied(self) -> str:
         """Which calls are handed copies of the caller's tensors, in explain's words."""
         if not self.guards:
-            return "writeback=True lets the library write into the caller's tensors. "
+            return f"{_LETS_WRITE}. "
         if self.writes is None:
             return ""
         return "A call that would write into its tensors (as its library says) is handed copies of them. "
@@ -227,11 +230,11 @@ class NativeMethod(NativeRoute):
         objects: NativeClass,
         declared: str,
         writes: WritesArguments | None,
-        writeback: bool,
+        guards: bool,
         *,
         grad: str | None,
     ) -> None:
-        super().__init__(fn, objects, writes, writeback, grad=grad)
+        super().__init__(fn, objects, writes, guards, grad=grad)
         self.declared = declared
 
     def declines(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
@@ -402,14 +405,12 @@ class Natively:
         self.cls, self.options, self.native = cls, options, native
         self.adapter = adapter = adapter_for(cls)
         self.objects = NativeClass(cls, options, self)
-        self.writeback = bool(options.get("writeback", False))
+        self.guards = not gives_way("the native route's copies", options)
         self.grad: str | None = options.get("grad")
         init = inspect.getattr_static(cls, "__init__")
         self.constructing = native_route(adapter, init, options)
         if isinstance(self.constructing, NativeRoute):
-            self.constructing = NativeRoute(
-                cls, self.objects, adapter.torch_writes(cls), self.writeback, grad=self.grad
-            )
+            self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(cls), self.guards, grad=self.grad)
             self.constructor = Routed(cls, (self.constructing,), None)
 
     def function(self, name: str, value: Any, view: TorchifiedClass) -> Any:
@@ -422,7 +423,7 @@ class Natively:
             return None
         converting = torchified_function(value, self.options, home(self.cls), own=view)
         writes = self.adapter.torch_writes(value, self.cls)
-        route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.writeback, grad=self.grad)
+        route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.guards, grad=self.grad)
         return Routed(value, (route,), converting, view=view, name=name)  # pickles as view.name
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -454,7 +455,7 @@ class Natively:
         if call is not fn:
             declared += f", with {library}'s torch path switched on around this call alone"
         writes = self.adapter.torch_writes(fn, self.cls)
-        return NativeMethod(call, objects, declared, writes, self.writeback, grad=self.grad)
+        return NativeMethod(call, objects, declared, writes, self.guards, grad=self.grad)
 
     def words(self) -> str:
         """How the class's objects are made, for explain."""
@@ -489,13 +490,14 @@ class Natively:
 
 def native_route(adapter: Adapter, fn: Any, options: dict[str, Any]) -> NativeRoute | str:
     """``fn``'s route on its library's own torch path, as its adapter declares it, or why it
-    has none; ``options``: torchify's (``writeback``: whether the library may write into the
-    caller's tensors; ``grad``)."""
+    has none; ``options``: torchify's (whether the library may write into the caller's
+    tensors, see AFTER_CALL; ``grad``)."""
     why = adapter.torch_path(fn)
     if why is not None:
         return why
-    writeback = bool(options.get("writeback", False))
-    return NativeRoute(adapter.torch_call(fn), None, adapter.torch_writes(fn), writeback, grad=options.get("grad"))
+    writes = adapter.torch_writes(fn)
+    guards = not gives_way("the native route's copies", options)
+    return NativeRoute(adapter.torch_call(fn), None, writes, guards, grad=options.get("grad"))
 
 
 def refused(adapter: Adapter, why: str, module: str, name: str) -> ValueError:

@@ -30,6 +30,7 @@ from autoconvert._options._options import (
     PAIR_DEFAULTS,
     TorchifyOptions,
     TorchifySettings,
+    gives_way,
     settings_of,
     shows_options,
     validate,
@@ -122,7 +123,7 @@ def _builder(fn: Any, options: dict[str, Any]) -> Builder | None:
     """The builder of ``fn``, a class or a factory the gradient catalogue has (see _building),
     whose objects' calls keep the gradient of what built them; None for others, and where
     torchify's options write into the arguments."""
-    built = None if options.get("writeback") else builder_for(fn)
+    built = None if gives_way("the gradient catalogue", options) else builder_for(fn)
     return None if built is None else Builder(built, options)
 
 
