@@ -384,7 +384,7 @@ def _names(node: ast.stmt) -> list[str]:
 #: feature (``_spec._writeback``), the copy back beneath it (``_conversions._writeback``), the
 #: options surface with the table of the places that give way to it (``AFTER_CALL``), the NumPy
 #: side that composes it, the public decorator's signature and the copy causes ``stats``
-#: counts. Every other place asks that table by its own name (``gives_way``, ``refuse_given``).
+#: counts. Every other place asks that table by its own name (``gives_way``, ``reject_given``).
 WRITEBACK_NAMED_IN = {
     "_conversions._copies",
     "_conversions._writeback",
@@ -428,7 +428,7 @@ def test_each_place_that_gives_way_is_in_the_table_and_asks_it() -> None:
     """AFTER_CALL lists every place that gives way to writeback, check_writes or out-parameters,
     each asked by its name somewhere in the package (no entry left unread, no name mistyped),
     and gives way only to options a side's policy has."""
-    asked = re.compile(r"""(?:gives_way|refuse_given)\(\s*"([^"]+)"|AFTER_CALL\["([^"]+)"\]""")
+    asked = re.compile(r"""(?:gives_way|reject_given)\(\s*"([^"]+)"|AFTER_CALL\["([^"]+)"\]""")
     places = {a or b for module in ORDER for a, b in asked.findall(_path(module).read_text())}
     assert places == set(AFTER_CALL)
     fields = {field.name for field in dataclasses.fields(Policy)}

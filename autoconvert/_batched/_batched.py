@@ -37,7 +37,7 @@ from autoconvert._options._options import (
     BatchSettings,
     Policy,
     check_callable,
-    refuse_given,
+    reject_given,
     settings_of,
     shows_options,
     validate,
@@ -315,7 +315,7 @@ def _refuse_writes(policies: Iterable[Policy], name: str, source: str) -> None:
     processes. ``source`` says where the policies came from ("" for the function's own
     options)."""
     for policy in policies:
-        refuse_given("batched's executors", policy, name=name, source=source)
+        reject_given("batched's executors", policy, name=name, source=source)
 
 
 def _seeds(raw: Any, seed: int | np.random.SeedSequence | None, where: Any, name: str) -> Seeds | None:

@@ -37,7 +37,7 @@ from autoconvert._options._options import (
     check_callable,
     gives_way,
     policy_of,
-    refuse_given,
+    reject_given,
     settings_of,
     shows_options,
     validate,
@@ -224,7 +224,7 @@ def _make_op(
     if rule is not None:
         backward, jvp = rule.backward, None if rule.jvp is None else rule.forward
     if backward is not None:
-        refuse_given("numpy_op's backward", policy, name=name)
+        reject_given("numpy_op's backward", policy, name=name)
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     if forward is None:
         # A rule's SciPy function runs as on torchify's host route: guarded, so compiled code that

@@ -377,7 +377,7 @@ class GivesWay:
 #: Every place that gives way to writeback (what the function writes reaches the caller's
 #: tensors), check_writes (the caller's tensors compared after the call) or out-parameters:
 #: place -> what it gives way to, and its words. Products and routes ask ``gives_way`` and
-#: ``refuse_given`` by place, so that where a feature acts is read here, in one table.
+#: ``reject_given`` by place, so that where a feature acts is read here, in one table.
 AFTER_CALL: dict[str, GivesWay] = {
     # Its samples are copies in other processes.
     "batched's executors": GivesWay(
@@ -428,8 +428,8 @@ def gives_way(place: str, options: Policy | Mapping[str, Any]) -> bool:
     return any(options.get(feature) for feature in AFTER_CALL[place].features)
 
 
-def refuse_given(place: str, options: Policy | Mapping[str, Any], **names: str) -> None:
-    """Raise ``place``'s refusal (see AFTER_CALL), its words filled with ``names``, where it
+def reject_given(place: str, options: Policy | Mapping[str, Any], **names: str) -> None:
+    """Raise ``place``'s rejection of the options (see AFTER_CALL), its words filled with ``names``, where it
     gives way under ``options``."""
     if gives_way(place, options):
         refusal = AFTER_CALL[place]

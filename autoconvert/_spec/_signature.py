@@ -22,7 +22,7 @@ from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
 from autoconvert._observe._observe import PathOf
-from autoconvert._options._options import AFTER_CALL, Policy, refuse_given
+from autoconvert._options._options import AFTER_CALL, Policy, reject_given
 
 
 def record(t: Any, seen: list[Any]) -> Any:
@@ -321,7 +321,7 @@ def refuse_deferred_function(func: Any, sides: Iterable[str], policies: Iterable
     sides_named = " and ".join(f"{side}()" for side in sides)
     if kind == GENERATOR_FUNCTION:
         for policy in policies:
-            refuse_given("generator functions", policy, sides=sides_named, function=function_name(func))
+            reject_given("generator functions", policy, sides=sides_named, function=function_name(func))
     if kind is not None and kind != GENERATOR_FUNCTION:
         raise TypeError(
             f"autoconvert.{sides_named} on {function_name(func)}: it is {kind}, whose body runs "
