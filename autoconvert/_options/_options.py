@@ -429,8 +429,8 @@ def gives_way(place: str, options: Policy | Mapping[str, Any]) -> bool:
 
 
 def reject_given(place: str, options: Policy | Mapping[str, Any], **names: str) -> None:
-    """Raise ``place``'s rejection of the options (see AFTER_CALL), its words filled with ``names``, where it
-    gives way under ``options``."""
+    """Raise ``place``'s rejection of the options (see AFTER_CALL), its words filled with
+    ``names``, where it gives way under ``options``."""
     if gives_way(place, options):
         refusal = AFTER_CALL[place]
         assert refusal.error is not None
