@@ -94,7 +94,7 @@ class Mapper:
         self._nested = nested
         self._fallback = fallback  # leaf types known only by a test, such as SciPy's sparse classes
         #: ``result_method(bound, mapper, ctx, fields)``: a method of a result container whose
-        #: fields were converted, as the copy holds it (see _containers._MethodsNode); None: its
+        #: fields were converted, as the copy holds it (see _result_methods._MethodsNode); None: its
         #: value converted as the result was.
         self.result_method = result_method
         #: exact type -> handler; callers on the hot path may look up here directly and

@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import UNSEEN, ResultFields, ResultMethod, is_scipy_sparse, with_twins
+from autoconvert._conversions._containers import UNSEEN, is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
+from autoconvert._conversions._result_methods import ResultFields, ResultMethod, with_twins
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device

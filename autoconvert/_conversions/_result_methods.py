@@ -1,0 +1,718 @@
+"""Converted results' methods: a result type with public methods of its own (SciPy's tuple
+bunches' ``confidence_interval``, ``ecdf(x).cdf.evaluate``) keeps them once converted.
+
+Its node (``_MethodsNode``) gives the converted copy a ``ResultMethod`` for each, which runs
+on the original, or on a twin of it holding what the caller set on the copy (``ResultFields``),
+and carries what the method changed there back to the caller's copy; ``ShallowCopies`` gives a
+``copy.copy`` of the copy methods of its own. The registry (_containers) recognises these types
+and makes their nodes through ``METHODS_NODE``, set here: this module sits above it, asking it
+which types the conversion rebuilds, and a type's node again when its result is unpickled.
+It imports neither torch nor NumPy.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import copyreg
+import functools
+import operator
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from autoconvert._errors import LeafError, MappingKey, SequenceKey
+
+from ._containers import (
+    _UNSEEN,
+    METHODS_NODE,
+    UNSEEN,
+    Attached,
+    Flatten,
+    KeyOf,
+    Node,
+    Unflatten,
+    Walk,
+    _rebuilt_type,
+    node_for,
+)
+
+
+class _MethodsNode(Node):
+    """A result type with methods that compute from its fields with NumPy (a tuple bunch's
+    ``confidence_interval``, ``ecdf(x).cdf.evaluate``): once the fields are converted, each
+    method runs on the original result, made by the walking side (its ``result_method``:
+    arguments and value converted as that side converts, ``r.confidence_interval().low`` a
+    tensor too), or with its value converted as the result was."""
+
+    __slots__ = ("methods", "own")
+
+    def __init__(self, flatten: Flatten, unflatten: Unflatten, key: KeyOf, methods: list[str]) -> None:
+        super().__init__(flatten, unflatten, key)
+        self.methods = methods
+        #: What the conversion sets on a converted result, none of its fields.
+        self.own = frozenset([*methods, _COPIES])
+
+    def map(self, obj: Any, mapper: Walk, ctx: Any) -> Any:
+        new = super().map(obj, mapper, ctx)
+        if new is not obj:
+            make = getattr(mapper, "result_method", None) or ResultMethod
+            _own_containers(new.__dict__, obj.__dict__)
+            fields = ResultFields(self, obj, new)
+            for name in self.methods:
+                new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+            new.__dict__[_COPIES] = ShallowCopies(fields)
+            fields.see(new.__dict__)
+        return new
+
+
+class ResultFields:
+    """The attributes of one converted result with methods, as its caller changes them, and
+    the object its methods run on: the original while the caller reassigned, added and
+    deleted none, else a twin of the original (a copy: the original may be the function's own)
+    holding the caller's values converted back, each converted at the first call after it
+    was set. A call that finds nothing changed compares identities only, unless some values
+    are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
+    are converted back at every call, so that an in-place change to one is seen too."""
+
+    __slots__ = (
+        "apart",
+        "converted",
+        "followed",
+        "given",
+        "items",
+        "nested",
+        "node",
+        "original",
+        "size",
+        "synced",
+        "twin",
+    )
+
+    def __init__(self, node: _MethodsNode, original: Any, converted: Any) -> None:
+        self.node, self.original = node, original
+        self.converted = _link(converted)  # the result the caller holds, and changes
+        self.given: dict[str, Any] = {}  # what it held at the last call (see ``see``), its methods made
+        self.size = -1
+        self.twin: Any = None
+        self.apart: list[str] | None = None  # found at the first call: many results never have one
+        self.items: list[int] = []  # a tuple's items held apart, by index
+        self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
+        self.followed: list[str] = []  # what a method may change in place (see ``inside``)
+        self.synced: Inside | None = None  # what the caller's held there at the last call (see ``see``)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The converted result comes in the state, saved once it is memoised: unless its type
+        # hands its __dict__ (these methods among it) to its constructor when pickled, as
+        # SciPy's tuple bunches do, where pickle would save it twice and keep the first,
+        # unfilled. Unpickled without it, the methods see its attributes as they were pickled.
+        converted = self.converted()
+        if hasattr(type(converted), "__getnewargs_ex__"):
+            converted = None
+        return _fields_again, (self.original,), (converted, self.given, self.twin, self.apart, self.nested)
+
+    def __setstate__(self, state: tuple[Any, Any, Any, list[str] | None, list[str]]) -> None:
+        converted, given, self.twin, self.apart, self.nested = state
+        self.converted = _link(converted)
+        if converted is not None:
+            converted.__dict__[_COPIES] = ShallowCopies(self)
+        self.size = -1
+        self.items = list(range(len(self.original))) if isinstance(self.original, tuple) else []
+        # Unpickled, the converted values and the original's no longer share memory: the
+        # public ones are converted back at the first call, to share it again.
+        self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
+        self.followed, self.synced = _followed(given), None
+
+    def receiver(self, side: ResultMethod) -> Any:
+        """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
+        value the caller set back to the original's kind (``back``, raising the side's error)."""
+        converted = self.converted()
+        if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
+            return self.original if self.twin is None else self.twin
+        apart = self.apart if self.apart is not None else self._find_apart(side, converted)
+        attributes, given, back = converted.__dict__, self.given, side.back
+        inner = self._inner(attributes, side) if self.nested else {}
+        moved = _moved(attributes, self.synced) if self.synced is not None else ()  # r.hist.append(t)
+        if not apart and not self.items and not inner and not moved and len(attributes) == self.size:
+            for name, value in given.items():  # a loop, not all(): this is each call's whole cost
+                if attributes.get(name, _UNSEEN) is not value:
+                    break
+            else:
+                return self.original if self.twin is None else self.twin
+        methods = self.node.own
+        if moved:  # the caller's lists and dicts changed in place: their items converted back where new
+            inner = {**inner, **self._returned(moved, attributes, side)}
+        changed = {
+            name: inner[name] if name in inner else _own(back(value, name), value)
+            for name, value in attributes.items()
+            if name not in methods
+            and (given.get(name, _UNSEEN) is not value or name in apart or name in inner or name in moved)
+        }
+        twin = self.twin
+        if twin is None:
+            children, context = self.node.flatten(self.original)
+            twin = self.node.unflatten(list(children), context)
+        state = twin.__dict__
+        for name in given.keys() - attributes.keys():
+            state.pop(name, None)
+        state.update(changed)
+        if self.items:  # a tuple's items held apart: the twin made again around them
+            held, context = self.node.flatten(twin)
+            children, names = list(held), type(twin)._fields
+            for i in self.items:
+                children[i] = back(converted[i], names[i])
+            twin = self.node.unflatten(children, context)
+        self.twin = twin
+        self.see(attributes)
+        return twin
+
+    def inside(self, before: dict[str, Any]) -> Inside | None:
+        """What a method may change in place inside the object it runs on (which holds
+        ``before``), where the result holds any (``followed``)."""
+        converted = self.converted()
+        return None if converted is None else _inside_of(before, converted.__dict__, self.followed)
+
+    def ran(
+        self,
+        receiver: Any,
+        before: dict[str, Any],
+        inside: Inside | None,
+        result: Any,
+        carried: Callable[[Any, str], Any],
+    ) -> Any:
+        """After a method ran on ``receiver`` (which held ``before``, and ``inside``): what it
+        changed there (``self.n += 1``, ``self.hist.append(x)``, ``self.inner.w = w``) made
+        the caller's result's own, public values converted by ``carried`` as the result's
+        were, private ones as they are; and the caller's twins of the objects ``result`` may
+        hold (``self``, ``self.inner``, ``self.hist``), by identity, for ``with_twins``, else
+        ``UNSEEN`` (``result`` is converted as the method's value)."""
+        converted = self.converted()
+        if converted is None:
+            return UNSEEN
+        now = receiver.__dict__
+        changed = len(now) != len(before)
+        for name, value in before.items():  # a loop, not any(): most methods change nothing
+            if changed or now.get(name, _UNSEEN) is not value:
+                changed = True
+                break
+        if not changed and inside is not None:
+            changed = bool(_moved(now, inside))
+        if (
+            not changed
+            and result is not receiver
+            and type(result) not in _WALKED
+            and (inside is None or not _rebuilt_type(type(result)))  # self.inner may be
+        ):
+            return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
+        twins: dict[int, tuple[Any, Any]] = {}
+        _twins(receiver, converted, inside, twins)
+        if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
+            self.carry(
+                receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
+            )
+        return twins if _holds(result, twins) else UNSEEN
+
+    def carry(
+        self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
+    ) -> None:
+        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s."""
+        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, methods=self.node.own)
+        self.see(converted.__dict__)
+        self.apart = None  # a value carried may be a copy of the receiver's: looked for again
+
+    def _returned(self, moved: list[str], attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
+        """The method side's lists and dicts for those of the caller's that changed in place
+        (``moved``): new ones, holding the method side's items where the caller's hold the same
+        objects as at the last call, the others converted back; a result with methods as the
+        object it stands for there (``self.seen.append(self)``, which holds itself)."""
+        synced = self.synced
+        assert synced is not None  # moved was found in it
+        state = (self.original if self.twin is None else self.twin).__dict__
+        returned = {}
+        for name in moved:
+            mine, theirs = attributes.get(name), state.get(name)
+            found = synced[0].get(name)
+            if found is not None and type(theirs) is type(mine):
+                returned[name] = _mirrored(
+                    mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name)
+                )
+        return returned
+
+    def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
+        """Which of the values the result was given are copies of the original's."""
+        original = self.original
+        was = getattr(original, "__dict__", {})
+        self.apart = [
+            name
+            for name, value in self.given.items()
+            if name in was and value is not was[name] and side.apart(value, was[name])
+        ]
+        if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
+            self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
+        self.nested = [name for name, value in self.given.items() if _fields_of(value) is not None]
+        return self.apart
+
+    def _inner(self, attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
+        """The objects the methods of the converted results held in ``nested`` attributes
+        (``r.inner``) run on now, where the caller changed one (``r.inner.w = t``): the
+        original's methods see those too (``self.inner.predict(x)``)."""
+        found = {}
+        for name in self.nested:
+            fields = _fields_of(attributes.get(name))
+            if fields is not None:
+                receiver = fields.receiver(side)
+                if receiver is not fields.original:
+                    found[name] = receiver
+        return found
+
+    def see(self, attributes: dict[str, Any]) -> None:
+        """Take ``attributes`` as what the twin holds: the values (not the methods, which hold
+        these fields: a cycle keeping the values alive until the garbage collector runs) and
+        how many attributes there were."""
+        methods = self.node.own
+        self.given = {name: value for name, value in attributes.items() if name not in methods}
+        self.size = len(attributes)
+        self.followed = _followed(self.given)
+        self.synced = _snapshot(attributes, self.followed) if self.followed else None
+
+    def copied(self, made: Any) -> None:
+        """Give ``made``, a shallow copy of the converted result, methods and fields of its
+        own: they follow it from what its source held (a twin of its own, so that a change to
+        one is never the other's)."""
+        new = ResultFields.__new__(ResultFields)
+        new.node, new.original, new.converted = self.node, self.original, _link(made)
+        new.given, new.size, new.apart = dict(self.given), self.size, self.apart
+        new.items, new.nested, new.followed, new.twin = self.items, self.nested, self.followed, None
+        new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
+        if self.twin is not None:
+            children, context = self.node.flatten(self.twin)
+            new.twin = self.node.unflatten(list(children), context)
+        state = made.__dict__
+        for name in self.node.methods:
+            method = state.get(name)
+            if isinstance(method, ResultMethod):
+                state[name] = method.following(new)
+        state[_COPIES] = ShallowCopies(new)
+
+
+#: Where a converted result with methods holds its ShallowCopies.
+_COPIES = "__reduce_ex__"
+
+
+class ShallowCopies(Attached):
+    """A converted result's own ``__reduce_ex__``: ``copy.copy`` looks it up on the object
+    (its type's ``__copy__`` on the type alone, which is the user's), and a shallow copy would
+    otherwise share the methods, which follow the result copied. ``copy.copy``'s copy gets
+    methods of its own (see ResultFields.copied); pickling and ``copy.deepcopy`` reduce the
+    result as its type does, these methods pickling as themselves."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: ResultFields) -> None:
+        self.fields = fields
+
+    def __call__(self, protocol: int) -> Any:
+        converted = self.fields.converted()
+        reduce_ex: Any = type(converted).__reduce_ex__  # the type's own, past this one
+        reduced = reduce_ex(converted, protocol)
+        # Only the frame that asks tells a shallow copy from pickle's and deepcopy's
+        # reductions, which keep the methods (the memo links them to the new object) and
+        # leave this out: their fields give the new object its own (see ResultFields.__setstate__).
+        if sys._getframe(1).f_code is not copy.copy.__code__:
+            return _without_copies(reduced)
+        return _shallow_copy, (reduced, self.fields)
+
+
+def _without_copies(reduced: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``reduced``, a converted result's reduction by its type, with no ShallowCopies in the
+    state, nor in the keywords of a type that hands its ``__dict__`` to its constructor."""
+
+    def left_out(state: Any) -> Any:
+        if isinstance(state, dict) and _COPIES in state:
+            return {name: value for name, value in state.items() if name != _COPIES}
+        if isinstance(state, tuple) and len(state) == 2:  # (__dict__, slots)
+            return left_out(state[0]), state[1]
+        return state
+
+    made, args, *rest = reduced
+    if made is copyreg.__newobj_ex__:  # type: ignore[attr-defined]  # (cls, args, kwargs); typeshed lacks it
+        args = (args[0], args[1], left_out(args[2]))
+    if rest:
+        rest[0] = left_out(rest[0])
+    return (made, args, *rest)
+
+
+def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
+    """The result ``reduced`` (its type's reduction) made again, with methods of its own."""
+    made = reduced[0](*reduced[1])
+    state = reduced[2] if len(reduced) > 2 else None
+    if hasattr(made, "__setstate__"):  # as copy.copy sets the state
+        made.__setstate__(state)
+    elif state:
+        state, slots = state if isinstance(state, tuple) else (state, None)
+        made.__dict__.update(state or {})
+        for name, value in (slots or {}).items():
+            object.__setattr__(made, name, value)
+    fields.copied(made)
+    return made
+
+
+#: What a method may change in place inside the object it runs on (see ``_inside_of``), a pair
+#: (a plain tuple: one is made at each call): by attribute, a list or dict and what it held;
+#: by attribute, an object the conversion rebuilt (a dataclass, a result with methods): the
+#: caller's, the method's twin of it, the twin's attributes and what may change inside it.
+Inside = tuple[dict[str, tuple[Any, list[Any]]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
+Carried = Callable[[Any, str], Any]
+#: The containers a result's attribute may hold that a method changes in place, followed
+#: (see ``_inside_of``): those the conversion walks and rebuilds.
+_IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
+#: The containers of a method's value in which the caller's twins are put (see ``with_twins``).
+_WALKED = frozenset([tuple, list, dict])
+
+
+def _followed(attributes: dict[str, Any]) -> list[str]:
+    """The public attributes whose contents a method may change in place: lists, dicts and
+    objects with attributes the conversion rebuilds (a dataclass, a result with methods)."""
+    return [
+        name
+        for name, value in attributes.items()
+        if not name.startswith("_")
+        and (type(value) in _IN_PLACE or (hasattr(value, "__dict__") and _rebuilt_type(type(value))))
+    ]
+
+
+def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
+    """What may change in place in the attributes ``names`` of the object a method runs on
+    (``state``, its attributes), the caller's object holding ``caller``: its lists and dicts
+    with what they hold, and its objects the conversion rebuilt, at any depth."""
+    contents: dict[str, tuple[Any, list[Any]]] = {}
+    inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
+    for name in names:
+        value, mine = state.get(name), caller.get(name)
+        if type(value) in _IN_PLACE:
+            contents[name] = (value, _contents(value))
+        elif _stands_for(mine, value):
+            was, fields = dict(value.__dict__), _fields_of(mine)
+            followed = _followed(mine.__dict__) if fields is None else fields.followed
+            inner[name] = (mine, value, was, _inside_of(was, mine.__dict__, followed))
+    return contents, inner
+
+
+def _stands_for(mine: Any, value: Any) -> bool:
+    """Whether the caller's ``mine`` is the conversion's twin of ``value``, the method's."""
+    fields = _fields_of(mine)
+    if fields is not None:
+        return value is fields.original or value is fields.twin
+    return mine is not value and type(mine) is type(value) and hasattr(value, "__dict__")
+
+
+def _reassigned(now: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether an attribute of ``before`` was reassigned, added or deleted in ``now``."""
+    return len(now) != len(before) or any(now.get(name, _UNSEEN) is not value for name, value in before.items())
+
+
+def _moved(now: dict[str, Any], inside: Inside) -> list[str]:
+    """The attributes in ``now`` whose contents changed in place since ``inside`` was found."""
+    contents, inner = inside
+    moved = [name for name, (held, was) in contents.items() if now.get(name) is held and not _holds_same(held, was)]
+    for name, (_, value, was, deeper) in inner.items():
+        if now.get(name) is value and (_reassigned(value.__dict__, was) or _moved(value.__dict__, deeper)):
+            moved.append(name)
+    return moved
+
+
+def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
+    """What the caller's lists, dicts and dataclasses among ``attributes`` hold (``names``), at
+    any depth, to tell the caller's own changes in place there (``_moved``): as ``_inside_of``
+    finds, the caller's object standing for itself."""
+    contents: dict[str, tuple[Any, list[Any]]] = {}
+    inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
+    for name in names:
+        value = attributes.get(name)
+        if type(value) in _IN_PLACE:
+            contents[name] = (value, _contents(value))
+        elif _record(value):
+            held = value.__dict__
+            inner[name] = (value, value, dict(held), _snapshot(held, _followed(held)))
+    return contents, inner
+
+
+def _carried_into(
+    now: dict[str, Any],
+    before: dict[str, Any],
+    inside: Inside | None,
+    state: dict[str, Any],
+    carried: Carried,
+    *,
+    methods: frozenset[str] = frozenset(),
+) -> None:
+    """Into ``state``, the caller's object's attributes: what a method changed in its twin's
+    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``."""
+    if _reassigned(now, before):
+        for name in before.keys() - now.keys():
+            state.pop(name, None)
+        for name, value in now.items():
+            if name not in methods and before.get(name, _UNSEEN) is not value:
+                state[name] = value if name.startswith("_") else _own(carried(value, name), value)
+    if inside is None:
+        return
+    contents, inner = inside
+    for name, (held, was) in contents.items():
+        if now.get(name) is held and not _holds_same(held, was):
+            mine = state.get(name)
+            if type(mine) is type(held) and mine is not held:
+                _refill(mine, held, was, _prefixed(carried, name))
+            else:
+                state[name] = _own(carried(held, name), held)
+    for name, (mine, value, attributes, deeper) in inner.items():
+        if now.get(name) is value and state.get(name) is mine:
+            fields = _fields_of(mine)
+            if fields is not None:
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."))
+            else:
+                _carried_into(value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."))
+
+
+def _prefixed(carried: Carried, prefix: str) -> Carried:
+    """``carried``, naming what it converts inside an attribute (``hist[2]``, ``inner.w``)."""
+    return lambda value, path: carried(value, prefix + path)
+
+
+def _own(made: Any, source: Any) -> Any:
+    """``made``, ``source`` converted for the other side of a result: a list or dict of its
+    own where nothing in it converted, so that a change to one is never the other's unconverted."""
+    return copy.copy(made) if made is source and type(made) in _IN_PLACE else made
+
+
+def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None:
+    """Give a converted result (its attributes, ``converted``) lists and dicts of its own
+    where it shares one with its original (an empty list), and so the dataclasses in its
+    attributes, at any depth: what a method adds there reaches the caller converted."""
+    for name, value in converted.items():
+        was = original.get(name)
+        if name.startswith("_") or not (type(value) in _IN_PLACE or _record(value)):
+            continue
+        own = converted[name] = copy.copy(value) if value is was else value
+        if _record(own) and type(was) is type(own):
+            _own_containers(own.__dict__, was.__dict__)
+
+
+def _record(value: Any) -> bool:
+    """Whether ``value`` is an object with attributes the conversion rebuilds that is no result
+    with methods (which has fields of its own: see _MethodsNode.map)."""
+    return hasattr(value, "__dict__") and _rebuilt_type(type(value)) and _fields_of(value) is None
+
+
+def _contents(container: Any) -> list[Any]:
+    """What a list holds, or a dict's keys then values: to tell a change in place by identity
+    (see ``_holds_same``; arrays have no truth value)."""
+    return container[:] if type(container) is list else [*container, *container.values()]
+
+
+def _holds_same(container: Any, was: list[Any]) -> bool:
+    """Whether a list or dict holds what ``_contents`` found in it, the same objects."""
+    if type(container) is list:
+        return len(container) == len(was) and all(map(operator.is_, container, was))
+    return 2 * len(container) == len(was) and all(map(operator.is_, _contents(container), was))
+
+
+def _refill(mine: Any, held: Any, was: list[Any], carried: Carried) -> None:
+    """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
+    in place, holds now (see ``_mirrored``)."""
+    items = _mirrored(held, mine, was, carried)
+    if isinstance(mine, dict):
+        mine.clear()
+        mine.update(items)
+    else:
+        mine[:] = items
+
+
+def _mirrored(source: Any, target: Any, was: list[Any], convert: Carried) -> Any:
+    """What ``target``, a list or dict, is to hold to match ``source``, its twin on the other
+    side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
+    items where ``source`` holds the same object as it did, the others converted by ``convert``."""
+    if isinstance(source, dict):
+        before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
+        return {
+            key: target[key]
+            if key in before and value is before[key] and key in target
+            else convert(value, f"[{key!r}]")
+            for key, value in source.items()
+        }
+    kept = min(len(target), len(was))  # the target's items stand for those the source held
+    return [target[i] if i < kept and value is was[i] else convert(value, f"[{i}]") for i, value in enumerate(source)]
+
+
+def _back_item(value: Any, key: str, *, side: ResultMethod, prefix: str) -> Any:
+    """An item the caller put in a list or dict of a result, for its methods (``side.back``):
+    a converted result with methods the object it stands for there, its original or twin (a
+    result may hold itself: ``self.seen.append(self)``)."""
+    fields = _fields_of(value)
+    if fields is None:
+        return side.back(value, prefix + key)
+    return fields.original if fields.twin is None else fields.twin
+
+
+def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int, tuple[Any, Any]]) -> None:
+    """Into ``into``, by identity: ``receiver``, the object a method ran on, and what it holds
+    (``inside``), each with the caller's object standing for it."""
+    into[id(receiver)] = (receiver, converted)
+    if inside is None:
+        return
+    now, state = receiver.__dict__, converted.__dict__
+    contents, inner = inside
+    for name, (held, _) in contents.items():
+        if now.get(name) is held and name in state:
+            into[id(held)] = (held, state[name])
+    for name, (mine, value, _, deeper) in inner.items():
+        if now.get(name) is value and state.get(name) is mine:
+            _twins(value, mine, deeper, into)
+
+
+def _holds(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
+    """Whether ``value`` is, or its tuples, lists and dicts hold, one of ``twins``."""
+    pair = twins.get(id(value))
+    if pair is not None and pair[0] is value:
+        return True
+    kind = type(value)
+    if kind in _WALKED:
+        return any(_holds(item, twins) for item in (value.values() if kind is dict else value))
+    return False
+
+
+def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
+    """A method's ``value`` for the caller: the objects of ``twins`` it is or holds in its
+    tuples, lists and dicts (``self``, ``(self, n)``, ``self.inner``) the caller's twins of
+    them, the rest converted by ``convert``."""
+    pair = twins.get(id(value))
+    if pair is not None and pair[0] is value:
+        return pair[1]
+    kind = type(value)
+    if kind not in _WALKED or not _holds(value, twins):
+        return convert(value)
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            try:
+                out[key] = with_twins(item, twins, convert)
+            except LeafError as e:
+                e.keys.append(MappingKey(key))
+                raise
+        return out
+    items = []
+    for i, item in enumerate(value):
+        try:
+            items.append(with_twins(item, twins, convert))
+        except LeafError as e:
+            e.keys.append(SequenceKey(i))
+            raise
+    return items if kind is list else tuple(items)
+
+
+def _fields_of(value: Any) -> ResultFields | None:
+    """The fields of ``value``, where it is a converted result with methods; else None."""
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict):
+        for held in state.values():
+            if isinstance(held, ResultMethod):
+                return held.fields
+    return None
+
+
+def _link(converted: Any) -> Callable[[], Any]:
+    """``converted``, as its methods' fields hold it: weakly, so that the cycle through its
+    methods does not keep its tensors alive until the garbage collector runs (a tuple, which
+    takes no weak reference, strongly)."""
+    try:
+        return weakref.ref(converted)
+    except TypeError:
+        return lambda: converted
+
+
+def _fields_again(original: Any) -> ResultFields:
+    """An unpickled result's fields, its state still to come (see ResultFields.__reduce__)."""
+    node = node_for(type(original))
+    assert isinstance(node, _MethodsNode)  # the node that made them, recognised again by the type
+    fields = ResultFields.__new__(ResultFields)
+    fields.node, fields.original = node, original
+    return fields
+
+
+class ResultMethod(Attached):
+    """A method of the original result whose return value is converted like the result was,
+    run on what the caller's result holds now (see ResultFields). The walking side may
+    subclass it to convert the method's arguments, and the values the caller set, too (see _outputs)."""
+
+    __slots__ = ("ctx", "fields", "mapper", "method")
+
+    def __init__(self, method: Any, mapper: Walk, ctx: Any, fields: ResultFields) -> None:  # a bound method
+        self.method, self.mapper, self.ctx, self.fields = method, mapper, ctx, fields
+
+    def bound(self) -> Any:
+        """The method, bound to the object it runs on now."""
+        receiver = self.fields.receiver(self)
+        return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
+
+    def following(self, fields: ResultFields) -> ResultMethod:
+        """This method, following ``fields`` (a shallow copy's, see ResultFields.copied)."""
+        clone = object.__new__(type(self))
+        for kind in type(self).__mro__:
+            for slot in getattr(kind, "__slots__", ()):
+                object.__setattr__(clone, slot, getattr(self, slot))
+        clone.fields = fields
+        return clone
+
+    def run(self, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``method`` (``bound``'s) called as the caller's result's own: ``(value, twins)``,
+        ``twins`` the caller's objects standing for those of the object it ran on that ``value``
+        holds (a fluent ``return self``, ``(self, n)``, ``self.inner``: see ``with_twins``), else
+        ``UNSEEN``. What the method changed on that object is carried to the caller's result
+        (see ResultFields.ran)."""
+        receiver = getattr(method, "__self__", None)
+        if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
+            return method(*args, **kwargs), UNSEEN
+        fields = self.fields
+        before = dict(receiver.__dict__)
+        inside = fields.inside(before) if fields.followed else None
+        try:
+            result = method(*args, **kwargs)
+        except BaseException:  # what it changed before raising stays, as on the plain object
+            fields.ran(receiver, before, inside, None, self.carried)
+            raise
+        return result, fields.ran(receiver, before, inside, result, self.carried)
+
+    def carried(self, value: Any, name: str) -> Any:
+        """A value a method set on the object it ran on, for the caller's result: converted
+        as the result's fields were."""
+        try:
+            return self.mapper(value, self.ctx)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+
+    def back(self, value: Any, name: str) -> Any:
+        """A value the caller set on the result, for the original's methods: as it is (a side
+        that converts the arguments converts it too)."""
+        return value
+
+    def apart(self, converted: Any, original: Any) -> bool:
+        """Whether ``converted``, made from the original's ``original``, is a copy of it (see
+        ResultFields.apart); values as they are never are."""
+        return False
+
+    def convert(self, value: Any) -> Any:
+        """A method's value converted as the result was (the objects of the result the method
+        ran on it holds put by ``with_twins``: see ``run``)."""
+        return self.mapper(value, self.ctx)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result, twins = self.run(self.bound(), args, kwargs)
+        return self.mapper(result, self.ctx) if twins is UNSEEN else with_twins(result, twins, self.convert)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A side that converts nothing on the way in pickles as the original's method (the
+        # original's: a static method binds no object).
+        return getattr, (self.fields.original, self.method.__name__)
+
+
+METHODS_NODE.append(_MethodsNode)
