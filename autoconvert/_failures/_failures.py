@@ -30,12 +30,13 @@ from autoconvert._adapters._table import (
     compiled_rejection,
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
+from autoconvert._conversions._memory import strides_overlap
 from autoconvert._conversions._sparse import LAYOUT_FORMAT
 from autoconvert._conversions._writeback import frozen
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._signature import ARRAYS, Given, tensor_paths
-from autoconvert._spec._writeback import EXPANDED_FIX, EXPANDED_WRITTEN, writable_fixes
+from autoconvert._spec._writeback import EXPANDED_FIX, EXPANDED_WRITTEN, OVERLAPPING_WRITTEN, writable_fixes
 
 #: The instructions of a ``raise`` statement: an error raised there is Python code's own.
 _RAISES = frozenset({dis.opmap["RAISE_VARARGS"], dis.opmap["RERAISE"]})
@@ -226,6 +227,7 @@ class ReadOnlyRejection(NamedTuple):
     writes: bool  # it refused a write (else the array itself, on entry)
     late: bool  # they are private copies of an earlier call with writeback=True, or views of them (see make_private_read_only)
     expanded: bool  # one is an expanded tensor's array, read-only since no write can reach back into it
+    overlapping: bool  # one is an overlapping tensor's array (as_strided, unfold), read-only for the same reason
 
 
 def read_only_rejection(
@@ -252,7 +254,11 @@ def read_only_rejection(
         paths, writes = found, str(error) not in REJECTED_ON_ENTRY
     hit = [a for path, a in arrays if path in paths]
     return ReadOnlyRejection(
-        paths=paths, writes=writes, late=bool(hit) and all(map(frozen, hit)), expanded=any(map(_broadcast, hit))
+        paths=paths,
+        writes=writes,
+        late=bool(hit) and all(map(frozen, hit)),
+        expanded=any(map(_broadcast, hit)),
+        overlapping=any(strides_overlap(a.shape, a.strides) for a in hit),
     )
 
 
@@ -401,7 +407,7 @@ def read_only_error(
             "make the writes before the call returns, or pass a contiguous CPU tensor of a NumPy dtype, whose "
             "memory the array shares"
         )
-    elif writeback and rejection.expanded:
-        what, fix = EXPANDED_WRITTEN, EXPANDED_FIX
+    elif writeback and (rejection.expanded or rejection.overlapping):
+        what, fix = EXPANDED_WRITTEN if rejection.expanded else OVERLAPPING_WRITTEN, EXPANDED_FIX
     where = named or "the function"
     return ReadOnlyError(message(function, where, what, quoted(error), fix, path=paths[0] if paths else ""))
