@@ -44,10 +44,10 @@ def strides_overlap(shape: Sequence[int], strides: Sequence[int]) -> bool:
     and is set aside; two dimensions left meet exactly when the smallest steps giving one
     offset (``s2 / gcd``, ``s1 / gcd``) fit in their sizes; more are counted element by element.
     """
-    dims = sorted((abs(st), n) for n, st in zip(shape, strides, strict=True) if n > 1 and st)
-    if len(dims) < len(shape) and any(n == 0 for n in shape):
-        return False  # empty: no element at all
-    reach = [0]
+    if 0 in shape:
+        return False  # no element at all
+    dims = sorted([(abs(st), n) for n, st in zip(shape, strides, strict=True) if n > 1 and st])
+    reach = [0]  # reach[k]: the farthest offset dims[:k] reach
     for st, n in dims:
         reach.append(reach[-1] + (n - 1) * st)
     while dims and dims[-1][0] > reach[len(dims) - 1]:
