@@ -1425,6 +1425,37 @@ def test_an_overlapping_tensor_is_read_whole_under_writeback() -> None:
         assert (values.tolist(), strides, writable) == (u.tolist(), (2 * values.itemsize, values.itemsize), False)
 
 
+def test_check_writes_puts_back_a_write_into_an_overlapping_tensor() -> None:
+    """check_writes=True puts back a write around the read-only guard into an overlapping
+    tensor's memory, whose twins hold one value: one location, put back once."""
+    base = torch.arange(10.0)
+
+    def write(a: np.ndarray) -> None:
+        with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+            warnings.simplefilter("ignore", UserWarning)
+            torch.from_numpy(a)[0, 2] = 99
+
+    with pytest.raises(ac.ReadOnlyError):
+        ac.accepts_numpy(write, check_writes=True)(base.unfold(0, 4, 2))
+    assert torch.equal(base, torch.arange(10.0))
+
+
+def test_accepts_tensor_shares_an_overlapping_array_as_numpy_does() -> None:
+    """The reverse direction: a writable overlapping NumPy view (``as_strided``) is shared
+    with its strides, so a write into one of two elements meeting in memory reaches the
+    caller's array, as NumPy's own write would; ``sliding_window_view``, read-only, is copied."""
+    base = np.arange(10.0)
+
+    def write(t: torch.Tensor) -> None:
+        t[0, 2] = -1
+
+    ac.accepts_tensor(write)(np.lib.stride_tricks.as_strided(base, (4, 4), (16, 8)))
+    assert base[:4].tolist() == [0.0, 1.0, -1.0, 3.0]
+    base[2] = 2.0
+    ac.accepts_tensor(write)(np.lib.stride_tricks.sliding_window_view(base, 4))
+    assert base.tolist() == np.arange(10.0).tolist()
+
+
 class TestExpandedTensors:
     """Expanded (stride-0) tensors are converted through their compact base, never materialised."""
 
