@@ -1320,6 +1320,147 @@ def test_a_write_into_an_expanded_tensor_is_refused_or_reaches_the_caller(
     assert torch.equal(base, before)
 
 
+#: Overlapping layouts of a base of 20 elements: (shape, strides, two indices naming one location).
+_OVERLAPS = {
+    "as_strided": ((4, 4), (2, 1), ((0, 2), (1, 0))),
+    "unfold": ((2, 4, 4), (10, 2, 1), ((1, 0, 2), (1, 1, 0))),  # base.reshape(2, 10).unfold(1, 4, 2)
+    "3 meeting dims": ((2, 2, 2), (3, 2, 1), ((1, 0, 0), (0, 1, 1))),  # counted element by element
+    "expanded too": ((3, 4, 4), (0, 2, 1), ((0, 0, 2), (2, 1, 0))),  # said to be expanded
+}
+
+
+def _overlapping_writes() -> list[Any]:
+    """The cross-product of the writes into an overlapping tensor under writeback=True (a
+    write into one of two elements sharing a location, or into the other); the default run
+    keeps a slice (as_strided and unfold, float32 and bfloat16, copy=True and None, fast call)."""
+    cases = []
+    for product, layout, twin, how, dtype, copy, generic in itertools.product(
+        _WRITING_PRODUCTS,
+        _OVERLAPS,
+        [0, 1],
+        ["numpy", "around the guard"],
+        [torch.float32, torch.float64, torch.bfloat16, torch.int16, torch.complex64],
+        [True, None, False],
+        [False, True],
+    ):
+        if copy is False and dtype == torch.bfloat16:
+            continue  # a CopyError: NumPy lacks bfloat16
+        kept = (
+            layout in ("as_strided", "unfold")
+            and dtype in (torch.float32, torch.bfloat16)
+            and copy is not False
+            and not generic
+            and (twin == 0 or product == "accepts_numpy")
+        )
+        marks = () if kept else (pytest.mark.slow,)
+        name = f"{product}-{layout}-{twin=}-{how}-{dtype}-{copy=}-{'generic' if generic else 'fast'}"
+        cases.append(pytest.param(product, layout, twin, how, dtype, (copy, generic), marks=marks, id=name))
+    return cases
+
+
+@pytest.mark.parametrize(("product", "layout", "twin", "how", "dtype", "options"), _overlapping_writes())
+def test_a_write_into_an_overlapping_tensor_is_refused_or_reaches_the_caller(  # noqa: PLR0917 - pytest's parameters
+    product: str, layout: str, twin: int, how: str, dtype: torch.dtype, options: tuple[bool | None, bool]
+) -> None:
+    """writeback=True on a tensor whose strides give two elements one location (as_strided,
+    unfold with a step below its size), on every product: as with an expanded tensor, a write
+    by NumPy is refused, and so is one around the read-only guard into a private copy; one
+    into the caller's own memory reaches it. Never lost, whichever of the two is written
+    (the copy back of the other one undid it)."""
+    copy, generic = options
+    shape, strides, indices = _OVERLAPS[layout]
+    index = indices[twin]
+    batched = product.startswith("batched")
+    base = torch.arange(1, 41).to(dtype)  # two samples' memory for batched
+    t = base.as_strided((2, *shape), (20, *strides)) if batched else base.as_strided(shape, strides)
+    location = sum(i * st for i, st in zip(index, strides, strict=True))
+    before = base.clone()
+
+    def write(a: np.ndarray) -> None:
+        if how == "numpy":
+            a[index] = 99
+        else:
+            with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+                warnings.simplefilter("ignore", UserWarning)
+                torch.from_numpy(a)[index] = 99
+
+    f = _WRITING_PRODUCTS[product](write, writeback=True, copy=copy)
+    shared = copy is not True and dtype != torch.bfloat16
+    with ac.stats() if generic else contextlib.nullcontext():
+        if how == "around the guard" and shared:
+            f(t)
+            expected = before.clone()
+            expected[[location, location + 20] if batched else location] = 99  # each sample's
+            assert torch.equal(base, expected)
+            return
+        with pytest.raises(ac.ReadOnlyError) as info:
+            f(t)
+    kind = (
+        "an expanded tensor (zero strides: its elements share memory), handed over read-only since no write can "
+        "reach back into it"
+        if layout == "expanded too"
+        else "an overlapping tensor (strides that give some of its elements one memory location, as as_strided "
+        "and unfold make), handed over read-only since a write into one of them cannot reach back apart from the "
+        "others"
+    )
+    found = (
+        "ValueError('assignment destination is read-only')"
+        if how == "numpy"
+        else f"torch.Tensor(shape={tuple(t.shape)}, dtype={dtype}, layout=torch.strided, device=cpu)"
+    )
+    around = (
+        ", through a route the read-only guard cannot see (torch.from_numpy or torch.as_tensor on the array, its "
+        ".base, np.frombuffer), into a private copy the caller's tensor never sees"
+    )
+    assert str(info.value) == (
+        f"{write.__qualname__}(): argument a is {kind}, and the function wrote into it"
+        f"{'' if how == 'numpy' else around}. Found {found}. Fix: pass a.contiguous() (then writes reach that copy "
+        "only), or return the changed array instead."
+    )
+    assert torch.equal(base, before)
+
+
+def test_an_overlapping_tensor_is_read_whole_under_writeback() -> None:
+    """An overlapping tensor handed read-only under writeback=True reads as torch reads it, its
+    repeats one location each as NumPy sees them (a private copy of its memory too)."""
+    for copy, dtype in [(None, torch.float64), (True, torch.float64), (None, torch.bfloat16)]:
+        u = torch.arange(10.0, dtype=dtype).unfold(0, 4, 2)
+        seen = ac.accepts_numpy(writeback=True, copy=copy)(lambda a: (a.copy(), a.strides, a.flags.writeable))
+        values, strides, writable = seen(u)
+        assert (values.tolist(), strides, writable) == (u.tolist(), (2 * values.itemsize, values.itemsize), False)
+
+
+def test_check_writes_puts_back_a_write_into_an_overlapping_tensor() -> None:
+    """check_writes=True puts back a write around the read-only guard into an overlapping
+    tensor's memory, whose twins hold one value: one location, put back once."""
+    base = torch.arange(10.0)
+
+    def write(a: np.ndarray) -> None:
+        with warnings.catch_warnings():  # torch.from_numpy of a read-only array warns once per process
+            warnings.simplefilter("ignore", UserWarning)
+            torch.from_numpy(a)[0, 2] = 99
+
+    with pytest.raises(ac.ReadOnlyError):
+        ac.accepts_numpy(write, check_writes=True)(base.unfold(0, 4, 2))
+    assert torch.equal(base, torch.arange(10.0))
+
+
+def test_accepts_tensor_shares_an_overlapping_array_as_numpy_does() -> None:
+    """The reverse direction: a writable overlapping NumPy view (``as_strided``) is shared
+    with its strides, so a write into one of two elements meeting in memory reaches the
+    caller's array, as NumPy's own write would; ``sliding_window_view``, read-only, is copied."""
+    base = np.arange(10.0)
+
+    def write(t: torch.Tensor) -> None:
+        t[0, 2] = -1
+
+    ac.accepts_tensor(write)(np.lib.stride_tricks.as_strided(base, (4, 4), (16, 8)))
+    assert base[:4].tolist() == [0.0, 1.0, -1.0, 3.0]
+    base[2] = 2.0
+    ac.accepts_tensor(write)(np.lib.stride_tricks.sliding_window_view(base, 4))
+    assert base.tolist() == np.arange(10.0).tolist()
+
+
 class TestExpandedTensors:
     """Expanded (stride-0) tensors are converted through their compact base, never materialised."""
 

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._conversions._dtypes import NUMPY_TO_TORCH, WIDENED
+from autoconvert._conversions._memory import strides_overlap
 
 from .conftest import shares
 from .strategies import COPY_MODES, NUMPY_HELD, TORCH_DTYPES, Case, arrays, tensors, torch_can_share
@@ -248,3 +249,53 @@ def test_result_dtype_and_device_follow_every_tensor_argument(cases: list[Case],
         assert result.dtype == _restored_dtype(args)
         assert result.device.type == "cpu"
         assert torch.equal(result.float(), torch.ones(2))
+
+
+@st.composite
+def _layouts(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Sizes and strides of up to 4 dimensions, overlapping or not: small strides meet often,
+    and some dimension is often repeated in another's span."""
+    ndim = draw(st.integers(0, 4))
+    shape = tuple(draw(st.lists(st.integers(0, 6), min_size=ndim, max_size=ndim)))
+    stride = st.one_of(st.integers(-4, 4), st.integers(-40, 40))  # small ones meet at the reach's edge
+    strides = tuple(draw(st.lists(stride, min_size=ndim, max_size=ndim)))
+    return shape, strides
+
+
+def _locations_repeat(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """The oracle: every element's location, counted (zero strides left out, as the predicate does)."""
+    kept = [(n, s) for n, s in zip(shape, strides, strict=True) if s]
+    if 0 in shape:
+        return False
+    locations = [0]
+    for n, s in kept:
+        locations = [at + i * s for at in locations for i in range(n)]
+    return len(set(locations)) < len(locations)
+
+
+@given(layout=_layouts())
+@example(layout=((3, 2), (1, 2)))  # a stride equal to the reach of the smaller one: they meet
+def test_the_overlap_predicate_is_exact(layout: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    """Sorting, gcd and counting give the answer that counting every element's location gives
+    (the layouts small enough to be counted in full: the predicate answers "may overlap" only
+    beyond 65,536 elements of three or more meeting dimensions)."""
+    shape, strides = layout
+    assert strides_overlap(shape, strides) == _locations_repeat(shape, strides)
+
+
+def test_the_overlap_predicate_sees_torch_and_numpy_overlaps() -> None:
+    """The layouts the sweep found (as_strided, unfold with a step below its size), NumPy's
+    sliding_window_view, and the ones that do not overlap (transposes, steps, channels_last)."""
+    base = torch.arange(100.0)
+    overlapping = [base.as_strided((4, 4), (2, 1)), base.unfold(0, 4, 2), base.reshape(4, 25).unfold(1, 5, 1)]
+    assert all(strides_overlap(t.shape, t.stride()) for t in overlapping)
+    window = np.lib.stride_tricks.sliding_window_view(np.arange(10.0), 3)
+    assert strides_overlap(window.shape, window.strides)
+    apart = [
+        base.reshape(10, 10).T,
+        base[::3],
+        base.unfold(0, 4, 4),
+        torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last),
+    ]
+    assert not any(strides_overlap(t.shape, t.stride()) for t in apart)
+    assert strides_overlap((60, 60, 60), (1, 1, 1))  # 216,000 elements of three meeting dimensions: not counted

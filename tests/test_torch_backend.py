@@ -116,6 +116,19 @@ class TestOutParameters:
             "or out.clone())."
         )
 
+    def test_an_overlapping_out_is_refused_naming_it(self) -> None:
+        """An out-parameter whose strides give elements one location cannot take one result each."""
+        out = torch.zeros(10).as_strided((4, 4), (2, 1))
+        with pytest.raises(ac.ConversionError) as info:
+            tnp.add(torch.ones(4, 4), 1, out=out)
+        assert str(info.value) == (
+            "add(): argument out is an overlapping tensor (strides that give some of its elements one memory "
+            "location, as as_strided and unfold make), which no output can be written into. Found "
+            "torch.Tensor(shape=(4, 4), dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass a "
+            "tensor with memory of its own (torch.empty(...), or out.clone())."
+        )
+        assert torch.equal(out, torch.zeros(4, 4))
+
     def test_decorated_functions_name_their_own(self) -> None:
         """A function the user decorates keeps its ReadOnlyError unless it names the parameter."""
 

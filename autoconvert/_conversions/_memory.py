@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,9 +25,59 @@ def expanded(t: torch.Tensor) -> bool:
     return 0 in strides and t.numel() > 0 and any(st == 0 and n > 1 for n, st in zip(t.shape, strides, strict=True))
 
 
+def overlapping(t: torch.Tensor) -> bool:
+    """Whether two of ``t``'s elements share one memory location through non-zero strides
+    (``as_strided((4, 4), (2, 1))``, ``unfold`` with a step below its size): a write to one
+    is a write to the other, as with an expanded tensor's repeats. See ``strides_overlap``."""
+    # is_contiguous first: the common case costs one C call.
+    return not t.is_contiguous() and t.layout == torch.strided and strides_overlap(t.shape, t.stride())
+
+
+def strides_overlap(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a strided layout (strides in any unit, negative ones as NumPy's) reaches one
+    location from two indices, zero strides left to ``expanded``; also true where that is
+    too costly to decide, a rare layout only ``as_strided`` makes.
+
+    Exact, from sizes and strides alone (torch's ``_debug_has_internal_overlap`` is private and
+    answers "too hard" for every layout with non-zero strides that is not dense): sorted by
+    stride, a dimension whose stride exceeds the reach of all smaller ones cannot meet them,
+    and is set aside; two dimensions left meet exactly when the smallest steps giving one
+    offset (``s2 / gcd``, ``s1 / gcd``) fit in their sizes; more are counted element by element.
+    """
+    if 0 in shape:
+        return False  # no element at all
+    dims = sorted([(abs(st), n) for n, st in zip(shape, strides, strict=True) if n > 1 and st])
+    reach = [0]  # reach[k]: the farthest offset dims[:k] reach
+    for st, n in dims:
+        reach.append(reach[-1] + (n - 1) * st)
+    while dims and dims[-1][0] > reach[len(dims) - 1]:
+        dims.pop()
+    if len(dims) < 2:
+        return False
+    if len(dims) == 2:
+        (s1, n1), (s2, n2) = dims
+        g = math.gcd(s1, s2)
+        return s2 // g < n1 and s1 // g < n2
+    if math.prod(n for _, n in dims) > _COUNTED:
+        return True
+    offsets = np.zeros((), dtype=np.int64)
+    for st, n in dims:
+        offsets = np.add.outer(offsets, np.arange(n, dtype=np.int64) * st)
+    return len(np.unique(offsets)) < offsets.size
+
+
+#: The most elements ``strides_overlap`` counts one by one (a few milliseconds).
+_COUNTED = 1 << 16
+
+
 def compact(t: torch.Tensor) -> torch.Tensor:
     """An expanded tensor's memory: ``t`` with every zero-stride dimension cut to size 1."""
     return t.as_strided([1 if st == 0 else n for n, st in zip(t.shape, t.stride(), strict=True)], t.stride())
+
+
+def memory_of(t: torch.Tensor) -> torch.Tensor:
+    """The memory ``t``'s elements lie in, as a tensor: ``t`` itself, compact where expanded."""
+    return compact(t) if expanded(t) else t
 
 
 def extent(t: torch.Tensor) -> int:
@@ -73,7 +124,7 @@ def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch
     changed = []
     with torch.no_grad():
         for t, snapshot in pairs:
-            memory = compact(t.detach()) if expanded(t) else t.detach()  # snapshots of expanded tensors are compact
+            memory = memory_of(t.detach())  # snapshots of expanded tensors are compact
             now, before = memory.resolve_conj().resolve_neg(), snapshot.resolve_conj().resolve_neg()
             if now.is_complex():
                 now, before = torch.view_as_real(now), torch.view_as_real(before)

@@ -30,6 +30,7 @@ from autoconvert._adapters._table import (
     compiled_rejection,
 )
 from autoconvert._conversions._dtypes import WIDENED_HALF
+from autoconvert._conversions._memory import strides_overlap
 from autoconvert._conversions._sparse import LAYOUT_FORMAT
 from autoconvert._errors import GetAttrKey, ReadOnlyError, keystr, message
 from autoconvert._spec._inputs import Inputs
@@ -224,6 +225,7 @@ class ReadOnlyRejection(NamedTuple):
     writes: bool  # it refused a write (else the array itself, on entry)
     late: bool  # they are private copies of an earlier call with writeback=True, or views of them (see make_private_read_only)
     expanded: bool  # one is an expanded tensor's array, read-only since no write can reach back into it
+    overlapping: bool  # one is an overlapping tensor's array (as_strided, unfold), read-only for the same reason
 
 
 def read_only_rejection(
@@ -254,6 +256,7 @@ def read_only_rejection(
         writes=writes,
         late=bool(hit) and all(map(inputs.handed_earlier, hit)),
         expanded=any(map(_broadcast, hit)),
+        overlapping=any(strides_overlap(a.shape, a.strides) for a in hit),
     )
 
 
@@ -392,7 +395,7 @@ def read_only_error(
             "so that NumPy code never changes the caller's tensors behind its back"
         )
         fix = inputs.writable_fixes(site)
-    words = inputs.refused_write_words(rejection.late, rejection.expanded)
+    words = inputs.refused_write_words(rejection.late, rejection.expanded, rejection.overlapping)
     if words is not None:
         what, fix = words
     where = named or "the function"

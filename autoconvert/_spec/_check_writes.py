@@ -16,7 +16,7 @@ import torch
 
 from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._memory import compact, expanded, restore_writes
+from autoconvert._conversions._memory import memory_of, restore_writes
 from autoconvert._errors import ReadOnlyError, message
 
 from ._collected import AfterStep, Collected, Handed
@@ -37,8 +37,7 @@ def snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[to
     def snapshotting(t: torch.Tensor, ctx: Collected) -> Any:
         a = leaf(t, ctx)
         if t.is_cpu and t.layout == torch.strided and not t.is_nested:  # a device's tensor crossed as a copy
-            memory = t.detach()
-            memory = compact(memory) if expanded(memory) else memory
+            memory = memory_of(t.detach())
             copied("check_writes", t, memory.numel() * memory.element_size())
             ctx.writes.pairs.append((t, memory.clone()))  # type: ignore[union-attr]  # check_writes has them
         return a

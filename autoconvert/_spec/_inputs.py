@@ -158,11 +158,11 @@ class Inputs:
         earlier call (or a view of one), frozen since its writes were copied back."""
         return frozen(a)
 
-    def refused_write_words(self, late: bool, expanded: bool) -> tuple[str, str] | None:
+    def refused_write_words(self, late: bool, expanded: bool, overlapping: bool) -> tuple[str, str] | None:
         """What a refused write into a read-only array handed over is, and its fix, where a
         feature of this side words it (None: the read-only default's words): ``late``, into
-        arrays of an earlier call; ``expanded``, into an expanded tensor's array."""
-        return refused_write_words(late, expanded, self.policy.writeback)
+        arrays of an earlier call; ``expanded``/``overlapping``, into such a tensor's array."""
+        return refused_write_words(late, expanded, overlapping, self.policy.writeback)
 
     def writable_fixes(self, site: Callable[[str], str]) -> str:
         """The fixes for a write into a read-only array (``site``: see Spec.site)."""

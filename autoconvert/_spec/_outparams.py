@@ -23,7 +23,7 @@ from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy
-from autoconvert._conversions._memory import expanded
+from autoconvert._conversions._memory import expanded, overlapping
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._tree import Mapper, cycle_error
 from autoconvert._errors import ConversionError, LeafError
@@ -126,10 +126,16 @@ def out_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Callable[[t
         refuse_sparse(
             t, "an out-parameter", "pass a dense tensor ({path}.to_dense() gives one, written instead of {path})"
         )
-        if not t.is_nested and expanded(t):
+        if not t.is_nested and (expanded(t) or overlapping(t)):
+            kind = (
+                "an expanded tensor (zero strides: its elements share memory)"
+                if expanded(t)
+                else "an overlapping tensor (strides that give some of its elements one memory location, as "
+                "as_strided and unfold make)"
+            )
             raise LeafError(
                 ConversionError,
-                "is an expanded tensor (zero strides: its elements share memory), which no output can be written into",
+                f"is {kind}, which no output can be written into",
                 describe_tensor(t),
                 "pass a tensor with memory of its own (torch.empty(...), or {path}.clone())",
             )

@@ -22,7 +22,7 @@ import torch
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy, may_lose_gradient
-from autoconvert._conversions._memory import compact, expanded
+from autoconvert._conversions._memory import expanded, extent, memory_of, overlapping
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._writeback import (
     WriteBackFailed,
@@ -61,6 +61,12 @@ EXPANDED_WRITTEN = (
     "is an expanded tensor (zero strides: its elements share memory), handed over read-only since no "
     "write can reach back into it, and the function wrote into it"
 )
+#: The same of an overlapping tensor (see expanded_leaf).
+OVERLAPPING_WRITTEN = (
+    "is an overlapping tensor (strides that give some of its elements one memory location, as as_strided and "
+    "unfold make), handed over read-only since a write into one of them cannot reach back apart from the "
+    "others, and the function wrote into it"
+)
 #: Its fix; ``{path}`` is the argument's path.
 EXPANDED_FIX = "pass {path}.contiguous() (then writes reach that copy only), or return the changed array instead"
 
@@ -86,14 +92,14 @@ LATE_WRITE_FIX = (
 )
 
 
-def refused_write_words(late: bool, expanded: bool, writeback: bool) -> tuple[str, str] | None:
+def refused_write_words(late: bool, expanded: bool, overlapping: bool, writeback: bool) -> tuple[str, str] | None:
     """What compiled code's refused write into a read-only array handed over is, and its fix,
-    where writeback words it: a private array of an earlier call (``late``), an expanded
-    tensor's array under writeback=True; None for the read-only default's words."""
+    where writeback words it: a private array of an earlier call (``late``), an expanded or
+    overlapping tensor's array under writeback=True; None for the read-only default's words."""
     if late:
         return LATE_WRITE, LATE_WRITE_FIX
-    if writeback and expanded:
-        return EXPANDED_WRITTEN, EXPANDED_FIX
+    if writeback and (expanded or overlapping):
+        return EXPANDED_WRITTEN if expanded else OVERLAPPING_WRITTEN, EXPANDED_FIX
     return None
 
 
@@ -106,7 +112,7 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
         refuse_sparse(t, "writeback=True", "return the changed matrix instead, with writeback=False")
         writes = ctx.writes
         assert writes is not None  # writeback has its after step
-        if not t.is_nested and expanded(t):
+        if not t.is_nested and (expanded(t) or overlapping(t)):
             return expanded_leaf(t, writes.expanded, copy, grad, widened)  # type: ignore[arg-type]  # writeback has the list
         span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
@@ -124,13 +130,19 @@ def expanded_leaf(t: torch.Tensor, expanded: list[Any], copy: bool | None, grad:
     reach back into element by element, so its compact memory is handed read-only, broadcast
     back (a NumPy write raises, see Runner.failed). A private copy of it is also recorded in
     ``expanded``, compared after the call (see WriteBack): a write around the read-only flag
-    (``torch.from_numpy``) would reach that copy only, and vanish."""
+    (``torch.from_numpy``) would reach that copy only, and vanish. An overlapping tensor's
+    memory (as_strided, unfold) is handed the same way, viewed with its strides."""
     if may_lose_gradient(t):
         grad.detach(t)  # the policy speaks for t, where the GradientWarning names it
-    a, shared = tensor_to_array(compact(t.detach()), copy, grad, settle=False, widened=widened)
+    memory = memory_of(t.detach())
+    whole = memory.as_strided((extent(memory),), (1,)) if overlapping(memory) else memory
+    a, shared = tensor_to_array(whole, copy, grad, settle=False, widened=widened)
     a.setflags(write=False)
     if not shared:
         expanded.append((t, a))  # snapshot once settled (see NumpyInputs.settle_arguments)
+    if whole is not memory:  # one array element per memory location, as NumPy sees the caller's tensor
+        strides = tuple(st * a.itemsize for st in memory.stride())
+        a = np.lib.stride_tricks.as_strided(a, tuple(memory.shape), strides, writeable=False)
     return np.broadcast_to(a, tuple(t.shape))
 
 
@@ -208,11 +220,12 @@ class WriteBack:
         if not written:
             return
         paths = self.paths_of(written, given)
+        what = EXPANDED_WRITTEN if expanded(written[0]) else OVERLAPPING_WRITTEN
         raise ReadOnlyError(
             message(
                 self.function,
                 "argument " + paths,
-                f"{EXPANDED_WRITTEN}, through a route the read-only guard cannot see (torch.from_numpy or "
+                f"{what}, through a route the read-only guard cannot see (torch.from_numpy or "
                 "torch.as_tensor on the array, its .base, np.frombuffer), into a private copy the caller's tensor "
                 "never sees",
                 describe_tensor(written[0]),
