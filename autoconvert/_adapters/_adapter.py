@@ -15,6 +15,8 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 
 class RejectionWords(NamedTuple):
     """How compiled code words its rejection of a read-only array, told by the module of the
@@ -235,7 +237,24 @@ def signature_of(fn: Any) -> inspect.Signature | None:
     try:
         return inspect.signature(fn)
     except Exception:  # any error: see above
-        return None
+        return _ufunc_signature(fn) if isinstance(fn, np.ufunc) else None
+
+
+def _ufunc_signature(ufunc: np.ufunc) -> inspect.Signature:
+    """The signature NumPy 2 gives ``ufunc``, which NumPy 1 gives none: its inputs by position
+    only, so that a call by keyword (``jv(v=..., z=...)``) is refused alike on every NumPy."""
+    parameter = inspect.Parameter
+    inputs = ["x"] if ufunc.nin == 1 else [f"x{i}" for i in range(1, ufunc.nin + 1)]
+    out = None if ufunc.nout == 1 else (None,) * ufunc.nout
+    keywords: dict[str, Any] = (
+        {"where": True} if ufunc.signature is None else {"axes": None, "axis": None, "keepdims": False}
+    )
+    keywords.update(casting="same_kind", order="K", dtype=None, subok=True, signature=None)
+    return inspect.Signature(
+        [parameter(name, parameter.POSITIONAL_ONLY) for name in inputs]
+        + [parameter("out", parameter.POSITIONAL_OR_KEYWORD, default=out)]
+        + [parameter(name, parameter.KEYWORD_ONLY, default=default) for name, default in keywords.items()]
+    )
 
 
 def module_of(value: Any) -> str:
