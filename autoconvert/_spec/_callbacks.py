@@ -291,7 +291,7 @@ def written_in_torch(function: Any) -> bool:
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
     callable objects are judged by their function; the methods of an object of the caller's
     own class it calls (``m.energy(x)``) are followed as functions."""
-    return _written_in_torch(function, _HELPER_DEPTH, set())
+    return _written_in_torch(function, _HELPER_DEPTH, set(), helper=False)
 
 
 #: How many calls deep the caller's own functions are followed (a callback calling a model
@@ -299,9 +299,10 @@ def written_in_torch(function: Any) -> bool:
 _HELPER_DEPTH = 3
 
 
-def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType]) -> bool:
+def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper: bool) -> bool:
     """``written_in_torch``, following ``depth`` more calls into functions of the caller's
-    own whose code is not in ``seen``."""
+    own whose code is not in ``seen``; a ``helper`` (one the callable calls) reading NumPy
+    converts arrays itself, and is not torch's."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module) or _torch_code(function):
@@ -312,6 +313,12 @@ def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType]) -> b
     code = getattr(function, "__code__", None)
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
         return False
+    return _reads_torch(function, depth, seen, helper=helper)
+
+
+def _reads_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper: bool) -> bool:
+    """``_written_in_torch`` of a Python function (or method) ``function``, from what its code loads."""
+    code = function.__code__
     seen.add(code)
     reads = _reads(code)
     if "from_numpy" in reads.names:
@@ -322,6 +329,8 @@ def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType]) -> b
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
     values += [_imported(module, name) for module, name in reads.imports]
     numpy = any(_is_numpy(value) for value in values)
+    if numpy and helper:
+        return False
     if numpy and not MAKES_TENSORS.isdisjoint(reads.names):
         return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
     if any(_is_torch(value) for value in values):
@@ -337,7 +346,9 @@ def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType]) -> b
 def _methods_read(value: Any, names: frozenset[str]) -> Iterator[Any]:
     """The methods of ``value``, an object of a class of the caller's own, whose names the
     code reading it loads (``m.energy(x)`` of a global ``m``)."""
-    if isinstance(value, (type, types.ModuleType, types.FunctionType)) or adapter_for(value) is not OTHERS:
+    if type(value).__module__ == "builtins" or isinstance(value, (type, types.ModuleType)):
+        return  # numbers, strings, functions, classes, modules: no object of the caller's
+    if adapter_for(value) is not OTHERS:
         return
     for name in names:
         method = inspect.getattr_static(type(value), name, None)
@@ -351,16 +362,11 @@ def _torch_helper(value: Any, depth: int, seen: set[types.CodeType]) -> bool:
     reading no NumPy: one that converts arrays itself (``isinstance(x, torch.Tensor)``, then
     ``np.asarray``) wants arrays."""
     function = value.func if isinstance(value, functools.partial) else value
-    function = getattr(function, "__func__", function)
+    if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
+        function = function.__func__
     if not isinstance(function, types.FunctionType) or function.__code__ in seen or adapter_for(function) is not OTHERS:
         return False
-    if not _written_in_torch(value, depth, seen):
-        return False
-    scope = function.__globals__
-    reads = _reads(function.__code__)
-    values = [scope[name] for name in reads.globals if name in scope]
-    values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
-    return not any(_is_numpy(value) for value in values)
+    return _reads_torch(function, depth, seen, helper=True)
 
 
 class _Reads(NamedTuple):
