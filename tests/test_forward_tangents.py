@@ -6,6 +6,7 @@ and the routes that give tangents (the catalogue's rules, numpy_op's ``jvp=``) s
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -310,3 +311,49 @@ def test_forward_mode_in_an_argument_the_rule_gives_no_gradient_in_is_said_never
         assert torch.equal(through(ac.torchify(scipy.ndimage, grad="detach").gaussian_filter), found)
     if mode == "dual":  # the image's tangent alone: a filter of ones
         assert torch.allclose(found, torch.from_numpy(scipy.ndimage.gaussian_filter(np.ones(8), 1.5)))
+
+
+#: The routes a ``functools.partial`` is given to, its bound arguments the function's.
+PARTIAL_ROUTES = ("the decorator pair", "accepts_numpy alone", "torchify of a function")
+
+
+def _bound(route: str, options: dict[str, Any], x: torch.Tensor) -> Callable[..., Any]:
+    """``route`` made of ``functools.partial(halved, x)``: ``x`` bound, not passed at the call."""
+    make = {
+        "the decorator pair": lambda f: ac.returns_tensor(ac.accepts_numpy(f, **options)),
+        "accepts_numpy alone": lambda f: ac.accepts_numpy(f, **options),
+        "torchify of a function": lambda f: ac.torchify(f, **options),
+    }[route]
+    return make(functools.partial(promise_bodies.halved, x))
+
+
+@pytest.mark.parametrize("route", PARTIAL_ROUTES)
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+def test_a_partial_s_bound_dual_tensor_meets_the_grad_policy(route: str, grad: str) -> None:
+    """A ``functools.partial`` given to a decorator or torchify: its bound arguments are the
+    function's arguments, converted at each call by the same rules, so a bound dual tensor's
+    tangent meets ``grad=`` as a passed one's does, and the value is the plain call's."""
+    _, keep, made_by = ROUTES[route]
+    with _dual() as x:
+        fn = _bound(route, {"grad": grad}, x)
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                fn()
+            assert str(info.value) == refused(keep, made_by, grad)
+            return
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", ac.GradientWarning)
+            result = fn()
+        assert [str(w.message) for w in said] == ([warned(keep, made_by, grad)] if grad == "warn" else [])
+        assert _tangent(result) is None
+        assert torch.equal(torch.as_tensor(result), torch.arange(6.0).reshape(2, 3) / 2)
+
+
+@pytest.mark.parametrize("route", PARTIAL_ROUTES)
+def test_a_partial_s_bound_tensor_requiring_grad_is_refused_under_grad_error(route: str) -> None:
+    """A bound tensor that requires grad meets grad='error' as a passed one does (not torch's
+    "Can't call numpy()" RuntimeError), and a partial of plain tensors converts as a call."""
+    x = torch.arange(6.0).reshape(2, 3)
+    with pytest.raises(ac.GradientError, match=r"^halved\(\): argument a requires grad, and NumPy code cannot"):
+        _bound(route, {"grad": "error"}, x.clone().requires_grad_())()
+    assert torch.equal(torch.as_tensor(_bound(route, {}, x)()), x / 2)
