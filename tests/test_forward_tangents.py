@@ -357,3 +357,60 @@ def test_a_partial_s_bound_tensor_requiring_grad_is_refused_under_grad_error(rou
     with pytest.raises(ac.GradientError, match=r"^halved\(\): argument a requires grad, and NumPy code cannot"):
         _bound(route, {"grad": "error"}, x.clone().requires_grad_())()
     assert torch.equal(torch.as_tensor(_bound(route, {}, x)()), x / 2)
+
+
+def _halves(x):  # type: ignore[no-untyped-def]  # unannotated: adapt hands x over as it is
+    return np.asarray(x) / 2
+
+
+def _halves_item(batch: dict) -> Any:  # type: ignore[type-arg]  # a bare dict: handed as it is
+    return np.asarray(batch["x"]) / 2
+
+
+_ADAPT_KEEP = (
+    "make {name} a differentiable torch operation with @ac.numpy_op(jvp=...) in place of the decorators, its "
+    "Jacobian-vector product written in NumPy"
+)
+
+
+@pytest.mark.parametrize(("fn", "where"), [(_halves, "x"), (_halves_item, "batch['x']")], ids=["unannotated", "dict"])
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+def test_adapt_says_a_tangent_a_parameter_handed_as_it_is_loses_to_numpy(
+    fn: Callable[..., Any], where: str, grad: str
+) -> None:
+    """adapt hands a parameter that asks for nothing over as it is: where the function gives
+    arrays back, NumPy code took its dual tensor and dropped the tangent, and the call's grad=
+    says so as for a converted argument; torch code, which returns tensors, keeps it."""
+    name = fn.__name__
+    site = f"@ac.adapt(grad='detach') on {name}, where grad={grad!r} was given, so a config block cannot change it"
+    keep = _ADAPT_KEEP.format(name=name)
+    carries = f"{name}(): argument {where} carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)"
+    adapted = ac.adapt(fn, grad=grad)
+    with _dual() as x:
+        given = x if where == "x" else {"x": x}
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                adapted(given)
+            assert str(info.value) == (
+                f"{carries}, and NumPy code cannot pass gradients back. Found torch.Tensor(shape=(2, 3), "
+                f"dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass {where}.detach(), call outside "
+                f"forward_ad.dual_level(), or allow it detached with grad='detach' (in {site}; grad='warn' says so "
+                f"once); to keep the gradient, {keep}."
+            )
+        else:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", ac.GradientWarning)
+                result = adapted(given)
+            assert [str(w.message) for w in said] == (
+                [
+                    f"{carries}, and NumPy code cannot pass gradients back: it was detached, so no gradient flows "
+                    f"through this call. To keep the gradient, {keep}. To silence this, pass grad='detach' (in "
+                    f"{site}; grad='error' forbids it), or call outside forward_ad.dual_level()"
+                ]
+                if grad == "warn"
+                else []
+            )
+            assert type(result) is torch.Tensor and _tangent(result) is None
+            assert torch.equal(result, torch.arange(6.0).reshape(2, 3) / 2)
+        kept = ac.adapt(lambda t: torch.sin(t), grad="error")(x)  # torch code: the tangent kept, nothing said
+        assert torch.equal(_tangent(kept), torch.cos(torch.arange(6.0).reshape(2, 3)))

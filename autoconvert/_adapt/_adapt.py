@@ -23,6 +23,7 @@ from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._grad import gradient_lost, may_lose_gradient
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
@@ -41,7 +42,7 @@ from autoconvert._spec._collected import AfterStep, Collected, collected, collec
 from autoconvert._spec._emit import Result, Step
 from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding, to_a_cycle
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
-from autoconvert._spec._signature import Given, function_name
+from autoconvert._spec._signature import Given, function_name, tensor_paths
 from autoconvert._spec._spec import Spec, spec_of
 from autoconvert._spec._writeback import WRITE_BACK
 
@@ -276,6 +277,8 @@ class AdaptRunner(Runner):
 
         def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
             if shared or odd:
+                if odd and any(map(may_lose_gradient, odd)):  # a tensor handed as it is, then arrays back
+                    self._say_dropped(result, odd, given)
                 if whole_tensors:
                     return to_tensors(result, shared, odd, given)
                 return tensor_result(result, to_tensors, shared, odd, given)
@@ -286,6 +289,25 @@ class AdaptRunner(Runner):
             return result
 
         return finish
+
+    def _say_dropped(self, result: Any, odd: list[torch.Tensor], given: Given) -> None:
+        """The call's ``grad=`` policy for the tensors handed to the function as they are that
+        lose a gradient (one they require, or a tangent) where the function gave arrays back:
+        NumPy code took them, and dropped it (torch code returning tensors keeps it)."""
+        losing = [t for t in odd if gradient_lost(t) is not None]
+        arrays: list[Any] = []
+        if losing:
+            _ARRAYS_IN(result, arrays)
+        if not arrays:
+            return
+        grad, paths = self.arrays.grad, tensor_paths(self.params, *given)
+        for t in losing:
+            try:
+                grad.detach(t)
+            except LeafError as e:
+                raise e.public(self.function, "argument", next((p for p, x in paths if x is t), "")) from None
+        if grad.unsaid is not None:
+            grad.say([p for p, x in paths if x is grad.unsaid])
 
 
 class AdaptChanges(ContainerChanges):
