@@ -123,7 +123,7 @@ class AdaptRunner(Runner):
         watch: Watching | None = None,
     ) -> None:
         arrays, to_tensors, policy = spec.inputs, spec.outputs, spec.policies["adapt"]
-        assert arrays is not None  # see AdaptPlan._spec: it has both sides
+        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._spec: it has both sides
         assert to_tensors is not None
         self.signature = signature
         self.arrays = arrays
