@@ -23,7 +23,7 @@ from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
-from autoconvert._conversions._grad import gradient_lost, may_lose_gradient
+from autoconvert._conversions._grad import GradPolicy, gradient_lost, may_lose_gradient
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
@@ -101,7 +101,8 @@ class AdaptPlan(Plan):
     def _runner(
         self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None
     ) -> Runner:
-        return AdaptRunner(spec, self.signature, variants, watch=watch)
+        grad = self.grad_policy(spec.policies["adapt"].grad)  # the one its NumPy inputs hold
+        return AdaptRunner(spec, self.signature, variants, grad, watch=watch)
 
 
 #: The values a parameter that asks for nothing is most often given, which hold no tensor.
@@ -119,13 +120,16 @@ class AdaptRunner(Runner):
         spec: Spec,
         signature: Signature,
         variants: Callable[[Config | None], Runner] | None,
+        grad: GradPolicy,
         *,
         watch: Watching | None = None,
     ) -> None:
         arrays, to_tensors, policy = spec.inputs, spec.outputs, spec.policies["adapt"]
-        assert isinstance(arrays, NumpyInputs)  # see AdaptPlan._spec: it has both sides
+        assert arrays is not None  # see AdaptPlan._spec: it has both sides
         assert to_tensors is not None
         self.signature = signature
+        #: The call's grad policy, for tensors handed as they are (see _say_dropped).
+        self.grad = grad
         self.arrays = arrays
         self.to_tensors = to_tensors
         self.to_arrays = NumpyOutputs(spec.function, arrays.params, DEFAULT_POLICY)
@@ -300,7 +304,7 @@ class AdaptRunner(Runner):
             _ARRAYS_IN(result, arrays)
         if not arrays:
             return
-        grad, paths = self.arrays.grad, tensor_paths(self.params, *given)
+        grad, paths = self.grad, tensor_paths(self.params, *given)
         for t in losing:
             try:
                 grad.detach(t)
