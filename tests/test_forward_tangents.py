@@ -414,3 +414,20 @@ def test_adapt_says_a_tangent_a_parameter_handed_as_it_is_loses_to_numpy(
             assert torch.equal(result, torch.arange(6.0).reshape(2, 3) / 2)
         kept = ac.adapt(lambda t: torch.sin(t), grad="error")(x)  # torch code: the tangent kept, nothing said
         assert torch.equal(_tangent(kept), torch.cos(torch.arange(6.0).reshape(2, 3)))
+
+
+@pytest.mark.parametrize(("fn", "where"), [(_halves, "x"), (_halves_item, "batch['x']")], ids=["unannotated", "dict"])
+def test_adapt_notes_a_tensor_requiring_grad_handed_as_it_is_that_numpy_refuses(
+    fn: Callable[..., Any], where: str
+) -> None:
+    """NumPy code refuses a tensor requiring grad that adapt handed over as it is, in torch's
+    words, inside the function: the error carries a note naming the argument and the fixes."""
+    x = torch.arange(6.0).reshape(2, 3).requires_grad_()
+    with pytest.raises(RuntimeError) as info:
+        ac.adapt(fn, grad="error")(x if where == "x" else {"x": x})
+    assert str(info.value).startswith("Can't call numpy() on Tensor that requires grad")  # torch's words
+    assert info.value.__notes__ == [
+        f"autoconvert: {fn.__name__}(): argument {where} requires grad and was handed over as it is, its parameter "
+        f"asking for no array, and NumPy code cannot take it; pass {where}.detach(), or annotate the parameter "
+        "npt.NDArray so that it is converted under grad="
+    ]

@@ -30,6 +30,7 @@ from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, t
 from autoconvert._conversions._tree import Mapper, cycle_error, keep
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
 from autoconvert._escape import passes_for_function
+from autoconvert._failures._failures import RETURNED_GRAD
 from autoconvert._interpreter._after import ContainerChanges
 from autoconvert._interpreter._call import ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
@@ -294,6 +295,33 @@ class AdaptRunner(Runner):
 
         return finish
 
+    def failed(
+        self,
+        error: BaseException,
+        after: AfterStep | None,
+        ctx: Any,
+        given: Given,
+        *,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
+        handed_read_only: Any,
+    ) -> None:
+        """As any runner's, with a note where NumPy code refused a tensor requiring grad that a
+        parameter asking for nothing was handed as it is (grad= applies to converted ones)."""
+        if isinstance(error, RuntimeError) and str(error).startswith(RETURNED_GRAD):
+            asks = dict(self.spec.parameters or ())
+            kept = [
+                path
+                for path, t in tensor_paths(self.params, *given)
+                if t.requires_grad and (step := asks.get(_root(path))) is not None and step.asks is None
+            ]
+            if kept:
+                error.add_note(
+                    f"autoconvert: {self.function}: argument {kept[0]} requires grad and was handed over as it is, "
+                    f"its parameter asking for no array, and NumPy code cannot take it; pass {kept[0]}.detach(), or "
+                    "annotate the parameter npt.NDArray so that it is converted under grad="
+                )
+        super().failed(error, after, ctx, given, handed=handed, handed_read_only=handed_read_only)
+
     def _say_dropped(self, result: Any, odd: list[torch.Tensor], given: Given) -> None:
         """The call's ``grad=`` policy for the tensors handed to the function as they are that
         lose a gradient (one they require, or a tangent) where the function gave arrays back:
@@ -331,6 +359,11 @@ class AdaptChanges(ContainerChanges):
         for value in (*args, *kwargs.values()):
             _ARRAYS_IN(value, found)
         return _new_array if found else _as_put  # a call with neither: what the function put in, as it is
+
+
+def _root(path: str) -> str:
+    """The parameter an argument's path starts at (``batch`` of ``batch['x']``)."""
+    return path.partition("[")[0].partition(".")[0]
 
 
 def _as_put(value: Any) -> Any:

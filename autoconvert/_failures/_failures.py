@@ -315,8 +315,9 @@ def hints(error: Exception, inputs: Inputs, tensors: list[tuple[str, Any]], site
 _REFUSED_NUMPY = re.compile(r"\bTensor\b.*\bnumpy\.\w+|\bnumpy\.\w+.*\bTensor\b|<class 'torch\.dtype'>", re.DOTALL)
 
 
-#: torch's words for a tensor requiring grad that NumPy converts (``np.asarray`` of a callable's result).
-_RETURNED_GRAD = "Can't call numpy() on Tensor that requires grad"
+#: torch's words for a tensor requiring grad that NumPy converts (``np.asarray`` of a callable's
+#: result, or of a tensor ``adapt`` handed over as it is).
+RETURNED_GRAD = "Can't call numpy() on Tensor that requires grad"
 
 
 def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Callable[[str], str]) -> list[str]:
@@ -327,7 +328,7 @@ def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Cal
     builtin one. A tensor requiring grad that one returned meets NumPy's conversion in the
     function's own code (torch's "Can't call numpy() on Tensor that requires grad"), after the
     callable's frames: the first callable argument of Python code is named."""
-    returned = isinstance(error, RuntimeError) and str(error).startswith(_RETURNED_GRAD)
+    returned = isinstance(error, RuntimeError) and str(error).startswith(RETURNED_GRAD)
     if not returned and (not isinstance(error, TypeError) or not _REFUSED_NUMPY.search(str(error))):
         return []
     args, kwargs, instance = given
