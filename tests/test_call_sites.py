@@ -996,3 +996,59 @@ def test_array_subclasses_without_a_unit_convert_by_their_values(tmp_path: Any) 
     with pytest.warns(PendingDeprecationWarning):
         matrix = np.matrix([[1.0, 2.0]])
     assert ac.to_tensor(matrix).tolist() == [[1.0, 2.0]]
+
+
+#: Routines called with a callback reaching torch only through a function of the caller's
+#: (``model``, closing over ``a``), under the default ``callbacks=False``.
+HELPER_CALLS: dict[str, Callable[[Any, Callable[[Any], Any]], Any]] = {
+    "nquad": lambda m, model: m.nquad(lambda u, v: model(u) * v, [[0.0, 1.0], [0.0, 1.0]]),
+    "minimize": lambda m, model: m.minimize(lambda x: model(x[0]) ** 2, torch.tensor([0.1], dtype=F64)),
+    "solve_ivp": lambda m, model: m.solve_ivp(lambda t, y: model(t) * y, (0.0, 1.0), torch.ones(1, dtype=F64)),
+}
+
+
+def _default_route(route: str, name: str, grad: str) -> Any:
+    """SciPy's ``name`` as ``route`` reaches it with ``grad=`` and the default callbacks=False."""
+    import scipy.integrate
+
+    module = scipy.integrate if hasattr(scipy.integrate, name) else scipy.optimize
+    if route == "torchify":
+        return ac.torchify(module, grad=grad)
+    return types.SimpleNamespace(**{name: ac.returns_tensor(ac.accepts_numpy(getattr(module, name), grad=grad))})
+
+
+# make_dual's first use scripts torch's decompositions (see above).
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+@pytest.mark.parametrize("forward", [False, True], ids=["requires-grad", "dual"])
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+@pytest.mark.parametrize("name", list(HELPER_CALLS))
+def test_a_callback_reaching_torch_through_a_function_of_its_own_is_a_torch_callback(
+    name: str, route: str, forward: bool
+) -> None:
+    """``lambda u, v: model(u) * v`` with ``model = lambda t: torch.sin(a * t)``: the callables'
+    rule follows the functions a callback calls, so it is handed tensors under the default
+    callbacks=False, and the gradient its result loses meets the call's grad policy (a warning
+    once, a GradientError under "error", silence and the plain value under "detach"), as a
+    callback reading torch itself does."""
+    from torch.autograd import forward_ad
+
+    call = HELPER_CALLS[name]
+    plain = call(_default_route(route, name, "detach"), lambda t: torch.sin(0.7 * t))
+    with forward_ad.dual_level():
+        if forward:
+            a = forward_ad.make_dual(torch.tensor(0.7, dtype=F64), torch.tensor(1.0, dtype=F64))
+        else:
+            a = torch.tensor(0.7, dtype=F64, requires_grad=True)
+
+        def model(t: Any) -> Any:
+            return torch.sin(a * t)
+
+        with pytest.warns(ac.GradientWarning) as caught:
+            call(_default_route(route, name, "warn"), model)
+        assert len(caught) == 1 and "the result of its callback" in str(caught[0].message)
+        with pytest.raises(ac.GradientError, match=r"'s result (requires grad|carries a forward-mode tangent)"):
+            call(_default_route(route, name, "error"), model)
+        detached = call(_default_route(route, name, "detach"), model)  # silent: warnings are errors
+    value = (lambda r: r[0]) if name == "nquad" else (lambda r: r.y if name == "solve_ivp" else r.x)
+    assert torch.allclose(torch.as_tensor(value(detached)), torch.as_tensor(value(plain)))

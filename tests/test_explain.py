@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import linecache
 from typing import Any
 
@@ -322,4 +323,19 @@ def test_anything_else_is_refused_with_the_fix() -> None:
     assert str(e.value) == (
         "autoconvert.explain() explains what autoconvert made (a decorated, torchified or adapted function, a "
         "numpy_op, a batched function); got smooth() (function). Fix: pass the decorated function itself"
+    )
+
+
+def test_a_decorated_partial_is_explained_by_the_function_it_calls() -> None:
+    """The decorators and torchify make a partial of their function with its bound arguments
+    (converted as arguments at each call): explain describes that function."""
+
+    def scaled(x: Any, factor: Any) -> Any:
+        return np.asarray(x) * factor
+
+    decorated = ac.accepts_numpy(functools.partial(scaled, factor=2.0))
+    assert isinstance(decorated, functools.partial) and decorated.keywords == {"factor": 2.0}
+    assert ac.explain(decorated) == ac.explain(decorated.func)
+    assert str(ac.explain(decorated)).startswith(
+        "test_a_decorated_partial_is_explained_by_the_function_it_calls.<locals>.scaled(): accepts_numpy()"
     )

@@ -6,6 +6,7 @@ and the routes that give tangents (the catalogue's rules, numpy_op's ``jvp=``) s
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -369,3 +370,123 @@ def test_a_ruled_ufunc_called_by_keyword_is_refused_before_any_word_of_gradients
         "order='K', dtype=None, subok=True, signature=None): missing a required argument: 'x1'. Found 0 positional "
         "arguments and keywords v, z. Fix: pass the arguments as its signature takes them (x1, x2 by position only)."
     )
+
+
+#: The routes a ``functools.partial`` is given to, its bound arguments the function's.
+PARTIAL_ROUTES = ("the decorator pair", "accepts_numpy alone", "torchify of a function")
+
+
+def _bound(route: str, options: dict[str, Any], x: torch.Tensor) -> Callable[..., Any]:
+    """``route`` made of ``functools.partial(halved, x)``: ``x`` bound, not passed at the call."""
+    make = {
+        "the decorator pair": lambda f: ac.returns_tensor(ac.accepts_numpy(f, **options)),
+        "accepts_numpy alone": lambda f: ac.accepts_numpy(f, **options),
+        "torchify of a function": lambda f: ac.torchify(f, **options),
+    }[route]
+    return make(functools.partial(promise_bodies.halved, x))
+
+
+@pytest.mark.parametrize("route", PARTIAL_ROUTES)
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+def test_a_partial_s_bound_dual_tensor_meets_the_grad_policy(route: str, grad: str) -> None:
+    """A ``functools.partial`` given to a decorator or torchify: its bound arguments are the
+    function's arguments, converted at each call by the same rules, so a bound dual tensor's
+    tangent meets ``grad=`` as a passed one's does, and the value is the plain call's."""
+    _, keep, made_by = ROUTES[route]
+    with _dual() as x:
+        fn = _bound(route, {"grad": grad}, x)
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                fn()
+            assert str(info.value) == refused(keep, made_by, grad)
+            return
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", ac.GradientWarning)
+            result = fn()
+        assert [str(w.message) for w in said] == ([warned(keep, made_by, grad)] if grad == "warn" else [])
+        assert _tangent(result) is None
+        assert torch.equal(torch.as_tensor(result), torch.arange(6.0).reshape(2, 3) / 2)
+
+
+@pytest.mark.parametrize("route", PARTIAL_ROUTES)
+def test_a_partial_s_bound_tensor_requiring_grad_is_refused_under_grad_error(route: str) -> None:
+    """A bound tensor that requires grad meets grad='error' as a passed one does (not torch's
+    "Can't call numpy()" RuntimeError), and a partial of plain tensors converts as a call."""
+    x = torch.arange(6.0).reshape(2, 3)
+    with pytest.raises(ac.GradientError, match=r"^halved\(\): argument a requires grad, and NumPy code cannot"):
+        _bound(route, {"grad": "error"}, x.clone().requires_grad_())()
+    assert torch.equal(torch.as_tensor(_bound(route, {}, x)()), x / 2)
+
+
+def _halves(x):  # type: ignore[no-untyped-def]  # unannotated: adapt hands x over as it is
+    return np.asarray(x) / 2
+
+
+def _halves_item(batch: dict) -> Any:  # type: ignore[type-arg]  # a bare dict: handed as it is
+    return np.asarray(batch["x"]) / 2
+
+
+_ADAPT_KEEP = (
+    "make {name} a differentiable torch operation with @ac.numpy_op(jvp=...) in place of the decorators, its "
+    "Jacobian-vector product written in NumPy"
+)
+
+
+@pytest.mark.parametrize(("fn", "where"), [(_halves, "x"), (_halves_item, "batch['x']")], ids=["unannotated", "dict"])
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+def test_adapt_says_a_tangent_a_parameter_handed_as_it_is_loses_to_numpy(
+    fn: Callable[..., Any], where: str, grad: str
+) -> None:
+    """adapt hands a parameter that asks for nothing over as it is: where the function gives
+    arrays back, NumPy code took its dual tensor and dropped the tangent, and the call's grad=
+    says so as for a converted argument; torch code, which returns tensors, keeps it."""
+    name = fn.__name__
+    site = f"@ac.adapt(grad='detach') on {name}, where grad={grad!r} was given, so a config block cannot change it"
+    keep = _ADAPT_KEEP.format(name=name)
+    carries = f"{name}(): argument {where} carries a forward-mode tangent (a dual tensor of torch.autograd.forward_ad)"
+    adapted = ac.adapt(fn, grad=grad)
+    with _dual() as x:
+        given = x if where == "x" else {"x": x}
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                adapted(given)
+            assert str(info.value) == (
+                f"{carries}, and NumPy code cannot pass gradients back. Found torch.Tensor(shape=(2, 3), "
+                f"dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass {where}.detach(), call outside "
+                f"forward_ad.dual_level(), or allow it detached with grad='detach' (in {site}; grad='warn' says so "
+                f"once); to keep the gradient, {keep}."
+            )
+        else:
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", ac.GradientWarning)
+                result = adapted(given)
+            assert [str(w.message) for w in said] == (
+                [
+                    f"{carries}, and NumPy code cannot pass gradients back: it was detached, so no gradient flows "
+                    f"through this call. To keep the gradient, {keep}. To silence this, pass grad='detach' (in "
+                    f"{site}; grad='error' forbids it), or call outside forward_ad.dual_level()"
+                ]
+                if grad == "warn"
+                else []
+            )
+            assert type(result) is torch.Tensor and _tangent(result) is None
+            assert torch.equal(result, torch.arange(6.0).reshape(2, 3) / 2)
+        kept = ac.adapt(lambda t: torch.sin(t), grad="error")(x)  # torch code: the tangent kept, nothing said
+        assert torch.equal(_tangent(kept), torch.cos(torch.arange(6.0).reshape(2, 3)))
+
+
+@pytest.mark.parametrize(("fn", "where"), [(_halves, "x"), (_halves_item, "batch['x']")], ids=["unannotated", "dict"])
+def test_adapt_notes_a_tensor_requiring_grad_handed_as_it_is_that_numpy_refuses(
+    fn: Callable[..., Any], where: str
+) -> None:
+    """NumPy code refuses a tensor requiring grad that adapt handed over as it is, in torch's
+    words, inside the function: the error carries a note naming the argument and the fixes."""
+    x = torch.arange(6.0).reshape(2, 3).requires_grad_()
+    with pytest.raises(RuntimeError) as info:
+        ac.adapt(fn, grad="error")(x if where == "x" else {"x": x})
+    assert str(info.value).startswith("Can't call numpy() on Tensor that requires grad")  # torch's words
+    assert info.value.__notes__ == [
+        f"autoconvert: {fn.__name__}(): argument {where} requires grad and was handed over as it is, its parameter "
+        f"asking for no array, and NumPy code cannot take it; pass {where}.detach(), or annotate the parameter "
+        "npt.NDArray so that it is converted under grad="
+    ]

@@ -11,6 +11,7 @@ import functools
 import importlib
 import inspect
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -545,8 +546,8 @@ def _offset(x: Any) -> Any:
     return (x - 1.5) ** 2
 
 
-#: torch code refusing NumPy values, in each family of torch's wordings (reached through a
-#: helper function, so the callables' rule sees no torch in the objective).
+#: torch code refusing NumPy values, in each family of torch's wordings (reached through a dict
+#: of functions, which the callables' rule does not follow, so it sees no torch in the objective).
 _REFUSALS = {
     "torch.stack (NumPy scalars)": lambda x: torch.stack([x[1], x[0]]),
     "torch.cat": lambda x: torch.cat([x, x])[:2],
@@ -609,14 +610,15 @@ def test_the_note_names_the_callable_torch_refused_in_and_none_for_other_type_er
 
 
 def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:
-    """Torch code a callable reaches only through a function of its own module is not seen:
-    handed arrays, it fails, and the error says which fix to take."""
+    """Torch code a callable reaches only through a value the rule does not follow (a function
+    held in a dict) is not seen: handed arrays, it fails, and the error says which fix to take."""
     import scipy.stats
 
     x = torch.rand(20, dtype=torch.float64)
+    means = {"mean": _mean_in_torch}
 
     def statistic(a: Any, axis: int = -1) -> Any:
-        return _mean_in_torch(a, axis)
+        return means["mean"](a, axis)
 
     with pytest.raises(TypeError) as info:
         ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20)
@@ -627,3 +629,89 @@ def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() ->
     ]
     result = ac.torchify(scipy.stats, callbacks=True).bootstrap((x,), statistic, n_resamples=20)
     assert isinstance(result.standard_error, torch.Tensor)
+
+
+class _Energy:
+    def torch_energy(self, t: Any) -> Any:
+        return torch.sin(t)
+
+    def numpy_energy(self, t: Any) -> Any:
+        return np.sin(t)
+
+
+_ENERGY = _Energy()
+
+
+def _to_array(x: Any) -> Any:
+    """A NumPy helper reading torch for a type check alone."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().numpy()
+    return np.asarray(x)
+
+
+def _calls_torch_mean(a: Any, axis: int) -> Any:
+    return _mean_in_torch(a, axis)
+
+
+def _deep(a: Any, axis: int) -> Any:
+    return _calls_torch_mean(a, axis)
+
+
+def _deeper(a: Any, axis: int) -> Any:
+    return _deep(a, axis)
+
+
+@pytest.mark.parametrize(
+    ("statistic", "torch_written"),
+    [
+        pytest.param(lambda a, axis=-1: _mean_in_torch(a, axis), True, id="calls-a-torch-function"),
+        pytest.param(lambda a, axis=-1: _deep(a, axis), True, id="three-calls-deep"),
+        pytest.param(lambda a, axis=-1: _deeper(a, axis), False, id="four-calls-deep"),
+        pytest.param(lambda a, axis=-1: np.asarray(_mean_in_torch(a, axis)), True, id="numpy-calling-torch"),
+        pytest.param(lambda a, axis=-1: _ENERGY.torch_energy(a).mean(axis), True, id="torch-method"),
+        pytest.param(lambda a, axis=-1: _ENERGY.numpy_energy(a).mean(axis), False, id="numpy-method"),
+        pytest.param(lambda a, axis=-1: np.mean(_to_array(a), axis), False, id="numpy-helper-type-checking"),
+        pytest.param(lambda a, axis=-1: functools.partial(_calls_torch_mean)(a, axis), True, id="partial"),
+        pytest.param(lambda a, axis=-1: scipy.special.expit(a).mean(axis), False, id="scipy-function"),
+    ],
+)
+def test_a_callable_reaching_torch_through_functions_of_its_own_takes_tensors(
+    statistic: Callable[..., Any], torch_written: bool
+) -> None:
+    """The callables' rule follows the functions (methods of the caller's objects, partials) a
+    callable loads, up to three calls deep: one reaching torch code that reads no NumPy is
+    handed tensors under the default callbacks=False; a helper reading NumPy too (a type
+    check, then np.asarray) wants arrays, as do SciPy's own functions."""
+    import scipy.stats
+
+    from autoconvert._spec._callbacks import written_in_torch
+
+    x = torch.rand(20, dtype=torch.float64)
+    if torch_written:
+        result = ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20)
+        assert isinstance(result.standard_error, torch.Tensor)
+    assert written_in_torch(statistic) is torch_written
+
+
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+def test_a_tensor_requiring_grad_an_unseen_torch_callable_returns_gets_the_note_naming_callbacks(route: str) -> None:
+    """Torch code the rule does not see (behind a dict of functions) takes the arrays it is
+    handed but closes over a tensor requiring grad: NumPy refuses the result in torch's words,
+    after the callable's frames, and the error still names the callable and callbacks=True."""
+    import scipy.optimize
+
+    a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    models = {"sin": lambda t: torch.sin(a * t)}
+    if route == "torchify":
+        minimize, site = ac.torchify(scipy.optimize).minimize, "the ac.torchify(..., callbacks=True) call that made it"
+    else:
+        minimize = ac.returns_tensor(ac.accepts_numpy(scipy.optimize.minimize))
+        site = "@ac.accepts_numpy(callbacks=True) on minimize"
+    with pytest.raises(RuntimeError) as info:
+        minimize(lambda x: models["sin"](x[0]) ** 2, torch.tensor([0.1], dtype=torch.float64))
+    assert str(info.value).startswith("Can't call numpy() on Tensor that requires grad")  # torch's words
+    assert info.value.__notes__ == [
+        "autoconvert: minimize(): argument fun is a callable, handed NumPy arrays when the function calls it; if "
+        f"it is written in torch, pass callbacks=True to hand it tensors (in {site}, or a with "
+        "ac.config(callbacks=True): block around the call)"
+    ]

@@ -23,12 +23,14 @@ from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._copies import counted
 from autoconvert._conversions._dtypes import NO_CASTS
+from autoconvert._conversions._grad import GradPolicy, gradient_lost, may_lose_gradient
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
 from autoconvert._conversions._tree import Mapper, cycle_error, keep
 from autoconvert._errors import ConversionError, LeafError, SequenceKey
 from autoconvert._escape import passes_for_function
+from autoconvert._failures._failures import RETURNED_GRAD
 from autoconvert._interpreter._after import ContainerChanges
 from autoconvert._interpreter._call import ConvertIn, Finish, Runner, Steps
 from autoconvert._interpreter._plan import Plan
@@ -49,7 +51,7 @@ from autoconvert._spec._collected import AfterStep, Collected, collected, collec
 from autoconvert._spec._emit import Result, Step
 from autoconvert._spec._inputs import Begin, NumpyInputs, Rebuilding, to_a_cycle
 from autoconvert._spec._outputs import NumpyOutputs, TensorOutputs
-from autoconvert._spec._signature import Given, function_name
+from autoconvert._spec._signature import Given, function_name, tensor_paths
 from autoconvert._spec._spec import Spec, spec_of
 
 from ._annotations import Signature
@@ -107,7 +109,8 @@ class AdaptPlan(Plan):
     def _runner(
         self, spec: Spec, variants: Callable[[Config | None], Runner] | None, *, watch: Watching | None = None
     ) -> Runner:
-        return AdaptRunner(spec, self.signature, variants, watch=watch)
+        grad = self.grad_policy(spec.policies["adapt"].grad)  # the one its NumPy inputs hold
+        return AdaptRunner(spec, self.signature, variants, grad, watch=watch)
 
 
 #: The values a parameter that asks for nothing is most often given, which hold no tensor.
@@ -125,6 +128,7 @@ class AdaptRunner(Runner):
         spec: Spec,
         signature: Signature,
         variants: Callable[[Config | None], Runner] | None,
+        grad: GradPolicy,
         *,
         watch: Watching | None = None,
     ) -> None:
@@ -132,6 +136,8 @@ class AdaptRunner(Runner):
         assert arrays is not None  # see AdaptPlan._spec: it has both sides
         assert to_tensors is not None
         self.signature = signature
+        #: The call's grad policy, for tensors handed as they are (see _say_dropped).
+        self.grad = grad
         self.arrays = arrays
         self.to_tensors = to_tensors
         self.to_arrays = NumpyOutputs(spec.function, arrays.params, DEFAULT_POLICY)
@@ -283,6 +289,8 @@ class AdaptRunner(Runner):
 
         def finish(result: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], given: Given, ctx: Any) -> Any:
             if shared or odd:
+                if odd and any(map(may_lose_gradient, odd)):  # a tensor handed as it is, then arrays back
+                    self._say_dropped(result, odd, given)
                 if whole_tensors:
                     return to_tensors(result, shared, odd, given)
                 return tensor_result(result, to_tensors, shared, odd, given)
@@ -293,6 +301,52 @@ class AdaptRunner(Runner):
             return result
 
         return finish
+
+    def failed(
+        self,
+        error: BaseException,
+        after: AfterStep | None,
+        ctx: Any,
+        given: Given,
+        *,
+        handed: tuple[tuple[Any, ...], dict[str, Any]],
+        handed_read_only: Any,
+    ) -> None:
+        """As any runner's, with a note where NumPy code refused a tensor requiring grad that a
+        parameter asking for nothing was handed as it is (grad= applies to converted ones)."""
+        if isinstance(error, RuntimeError) and str(error).startswith(RETURNED_GRAD):
+            asks = dict(self.spec.parameters or ())
+            kept = [
+                path
+                for path, t in tensor_paths(self.params, *given)
+                if t.requires_grad and (step := asks.get(_root(path))) is not None and step.asks is None
+            ]
+            if kept:
+                error.add_note(
+                    f"autoconvert: {self.function}: argument {kept[0]} requires grad and was handed over as it is, "
+                    f"its parameter asking for no array, and NumPy code cannot take it; pass {kept[0]}.detach(), or "
+                    "annotate the parameter npt.NDArray so that it is converted under grad="
+                )
+        super().failed(error, after, ctx, given, handed=handed, handed_read_only=handed_read_only)
+
+    def _say_dropped(self, result: Any, odd: list[torch.Tensor], given: Given) -> None:
+        """The call's ``grad=`` policy for the tensors handed to the function as they are that
+        lose a gradient (one they require, or a tangent) where the function gave arrays back:
+        NumPy code took them, and dropped it (torch code returning tensors keeps it)."""
+        losing = [t for t in odd if gradient_lost(t) is not None]
+        arrays: list[Any] = []
+        if losing:
+            _ARRAYS_IN(result, arrays)
+        if not arrays:
+            return
+        grad, paths = self.grad, tensor_paths(self.params, *given)
+        for t in losing:
+            try:
+                grad.detach(t)
+            except LeafError as e:
+                raise e.public(self.function, "argument", next((p for p, x in paths if x is t), "")) from None
+        if grad.unsaid is not None:
+            grad.say([p for p, x in paths if x is grad.unsaid])
 
 
 class AdaptChanges(ContainerChanges):
@@ -312,6 +366,11 @@ class AdaptChanges(ContainerChanges):
         for value in (*args, *kwargs.values()):
             _ARRAYS_IN(value, found)
         return _new_array if found else _as_put  # a call with neither: what the function put in, as it is
+
+
+def _root(path: str) -> str:
+    """The parameter an argument's path starts at (``batch`` of ``batch['x']``)."""
+    return path.partition("[")[0].partition(".")[0]
 
 
 def _as_put(value: Any) -> Any:

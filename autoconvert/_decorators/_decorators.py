@@ -8,6 +8,7 @@ output side sees the caller's original tensors even though the function saw arra
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -74,6 +75,8 @@ def _decorate(side: str, func: Any, options: dict[str, Any], *, own_names: bool 
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             return opaque(apply, func)
+        if type(func) is functools.partial:  # its bound arguments are arguments, converted at each call
+            return functools.partial(apply(func.func), *func.args, **func.keywords)
         check_callable(func, side)
         if own_names and options.get("out_params"):
             _check_out_params(func, options["out_params"], side)

@@ -10,6 +10,7 @@ words in words (_wording); it changes nothing and converts nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import types
 from typing import Any
@@ -173,7 +174,11 @@ def explain(func: Any, *, verbose: bool = False) -> Explanation:
 
 
 def _explain(func: Any) -> Explanation:
-    """``explain(func)``: what ``func`` describes itself as (see _routes.described), in words."""
+    """``explain(func)``: what ``func`` describes itself as (see _routes.described), in words;
+    a partial the decorators or torchify made of one (its bound arguments converted as
+    arguments), what the function it calls describes itself as."""
+    if type(func) is functools.partial and described(func.func) is not None:
+        func = func.func
     description = described(func)
     if description is None:
         raise TypeError(

@@ -319,13 +319,21 @@ def hints(error: Exception, inputs: Inputs, tensors: list[tuple[str, Any]], site
 _REFUSED_NUMPY = re.compile(r"\bTensor\b.*\bnumpy\.\w+|\bnumpy\.\w+.*\bTensor\b|<class 'torch\.dtype'>", re.DOTALL)
 
 
+#: torch's words for a tensor requiring grad that NumPy converts (``np.asarray`` of a callable's
+#: result, or of a tensor ``adapt`` handed over as it is).
+RETURNED_GRAD = "Can't call numpy() on Tensor that requires grad"
+
+
 def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Callable[[str], str]) -> list[str]:
     """The function passed its callable arguments arrays, and torch code in one refused them
     (``error``, in torch's words): such a callable (a statistic, an objective) is likely written
     in torch, and wants tensors. The callable named is the one the error was raised in, as the
     traceback shows; where none of them shows there (a builtin's frames do not), the first
-    builtin one."""
-    if not isinstance(error, TypeError) or not _REFUSED_NUMPY.search(str(error)):
+    builtin one. A tensor requiring grad that one returned meets NumPy's conversion in the
+    function's own code (torch's "Can't call numpy() on Tensor that requires grad"), after the
+    callable's frames: the first callable argument of Python code is named."""
+    returned = isinstance(error, RuntimeError) and str(error).startswith(RETURNED_GRAD)
+    if not returned and (not isinstance(error, TypeError) or not _REFUSED_NUMPY.search(str(error))):
         return []
     args, kwargs, instance = given
     offset = inputs.params.offset(instance)
@@ -339,6 +347,8 @@ def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Cal
     while traceback is not None and raised_in is None:
         raised_in = codes.get(traceback.tb_frame.f_code)
         traceback = traceback.tb_next
+    if raised_in is None and returned:
+        raised_in = next((name for code, name in codes.items() if code is not None), None)
     if raised_in is None:  # raised in none of them: in one whose frames do not show, if any
         raised_in = codes.get(None)
     if raised_in is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import math
 import sys
 import types
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from autoconvert._adapters._adapter import module_of
-from autoconvert._adapters._table import NUMPY, adapter_for
+from autoconvert._adapters._table import NUMPY, OTHERS, adapter_for
 from autoconvert._adapters._torch import MAKES_TENSORS
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS
@@ -301,12 +302,27 @@ def written_in_torch(function: Any) -> bool:
     ``nn.Module``, or Python code that reads torch through a global name, a closure variable,
     a default (``lambda x, axis: xp.mean(x, axis=axis)`` with ``xp`` torch) or a local import
     it uses, its nested functions included, or reads a tensor and no NumPy (a statistic
-    closing over a tensor; one reading ``np`` too converts it itself). Only names the code
-    loads count: an attribute that shares a torch global's name (``w.std()`` beside ``from
-    torch import std``) or an import it never uses is no reading of torch. Code that makes its
-    own tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
+    closing over a tensor; one reading ``np`` too converts it itself), or calls a function of
+    the caller's own written in torch and reading no NumPy (``lambda u, v: model(u) * v``),
+    followed up to ``_HELPER_DEPTH`` calls deep. Only names the code loads count: an
+    attribute that shares a torch global's name (``w.std()`` beside ``from torch import
+    std``) or an import it never uses is no reading of torch. Code that makes its own tensors
+    from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
-    callable objects are judged by their function."""
+    callable objects are judged by their function; the methods of an object of the caller's
+    own class it calls (``m.energy(x)``) are followed as functions."""
+    return _written_in_torch(function, _HELPER_DEPTH, set(), helper=False)
+
+
+#: How many calls deep the caller's own functions are followed (a callback calling a model
+#: calling a layer); a visited set stops recursion through the same code.
+_HELPER_DEPTH = 3
+
+
+def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper: bool) -> bool:
+    """``written_in_torch``, following ``depth`` more calls into functions of the caller's
+    own whose code is not in ``seen``; a ``helper`` (one the callable calls) reading NumPy
+    converts arrays itself, and is not torch's."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module) or _torch_code(function):
@@ -317,6 +333,13 @@ def written_in_torch(function: Any) -> bool:
     code = getattr(function, "__code__", None)
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
         return False
+    return _reads_torch(function, depth, seen, helper=helper)
+
+
+def _reads_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper: bool) -> bool:
+    """``_written_in_torch`` of a Python function (or method) ``function``, from what its code loads."""
+    code = function.__code__
+    seen.add(code)
     reads = _reads(code)
     if "from_numpy" in reads.names:
         return False
@@ -326,11 +349,44 @@ def written_in_torch(function: Any) -> bool:
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
     values += [_imported(module, name) for module, name in reads.imports]
     numpy = any(_is_numpy(value) for value in values)
+    if numpy and helper:
+        return False
     if numpy and not MAKES_TENSORS.isdisjoint(reads.names):
         return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
     if any(_is_torch(value) for value in values):
         return True
-    return not numpy and any(isinstance(value, torch.Tensor) for value in values)
+    if not numpy and any(isinstance(value, torch.Tensor) for value in values):
+        return True
+    if depth == 0:
+        return False
+    values += [method for value in values for method in _methods_read(value, reads.names)]
+    return any(_torch_helper(value, depth - 1, seen) for value in values)
+
+
+def _methods_read(value: Any, names: frozenset[str]) -> Iterator[Any]:
+    """The methods of ``value``, an object of a class of the caller's own, whose names the
+    code reading it loads (``m.energy(x)`` of a global ``m``)."""
+    if type(value).__module__ == "builtins" or isinstance(value, (type, types.ModuleType)):
+        return  # numbers, strings, functions, classes, modules: no object of the caller's
+    if adapter_for(value) is not OTHERS:
+        return
+    for name in names:
+        method = inspect.getattr_static(type(value), name, None)
+        if isinstance(method, types.FunctionType):
+            yield method
+
+
+def _torch_helper(value: Any, depth: int, seen: set[types.CodeType]) -> bool:
+    """Whether ``value``, which a callable's code loads, is a function of the caller's own
+    (a function, lambda, bound method or partial of one: no library's) written in torch and
+    reading no NumPy: one that converts arrays itself (``isinstance(x, torch.Tensor)``, then
+    ``np.asarray``) wants arrays."""
+    function = value.func if isinstance(value, functools.partial) else value
+    if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
+        function = function.__func__
+    if not isinstance(function, types.FunctionType) or function.__code__ in seen or adapter_for(function) is not OTHERS:
+        return False
+    return _reads_torch(function, depth, seen, helper=True)
 
 
 class _Reads(NamedTuple):

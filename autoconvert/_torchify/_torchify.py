@@ -91,6 +91,8 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     own, checked = settings_of(TorchifySettings, validate(options, "torchify"))
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
+    if type(target) is functools.partial:  # its bound arguments are arguments, converted at each call
+        return functools.partial(torchify(target.func, **options), *target.args, **target.keywords)
     adapter = adapter_for(target)
     written_for_cupy = own.array_module == "cupy" and _only_cupy(target, adapter, own.native, checked)
     if own.native is True:
