@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from autoconvert._conversions._grad import FORWARD_AD, has_tangent
 from autoconvert._errors import ConversionError, GradientError, message
@@ -268,9 +269,26 @@ def _leading(values: tuple[Any, ...], dims: tuple[Any, ...], batch: int) -> tupl
     front, unbatched ones broadcast along a leading batch axis (a view, no copy), so that under
     nested transforms (``vmap(jacfwd(f))``) every argument's leading axes are the same batches."""
     return tuple(
-        v.movedim(d, 0) if d is not None else v.expand(batch, *v.shape) if isinstance(v, torch.Tensor) else v
+        _batched(v, d, lambda t, d: t.movedim(d, 0), lambda t: t.expand(batch, *t.shape))
         for v, d in zip(values, dims, strict=True)
     )
+
+
+def _batched(
+    value: Any, dim: Any, take: Callable[[torch.Tensor, int], torch.Tensor], spread: Callable[[torch.Tensor], Any]
+) -> Any:
+    """``value`` with ``take(tensor, dim)`` for each batched tensor in it and ``spread(tensor)``
+    for each unbatched one: a container argument (a list, tuple, dict, namedtuple) comes with
+    dims of its own shape, as torch.vmap flattens it (None at each leaf that is no batched tensor)."""
+    if isinstance(value, torch.Tensor):
+        return spread(value) if dim is None else take(value, dim)
+    if dim is None or isinstance(dim, int):
+        return value
+    return pytree.tree_map(lambda v, d: _batched(v, d, take, spread), value, dim, is_leaf=_unbatched)
+
+
+def _unbatched(dim: Any) -> bool:
+    return dim is None
 
 
 def _vmapped(
@@ -290,7 +308,7 @@ def _vmapped(
         result = function(*head, *_leading(values, dims, info.batch_size))
         return result, (tuple(0 for _ in result) if isinstance(result, tuple) else 0)
     results = [
-        function(*head, *(v if d is None else v.select(d, i) for v, d in zip(values, dims, strict=True)))
+        function(*head, *(_batched(v, d, lambda t, d: t.select(d, i), _kept) for v, d in zip(values, dims, strict=True)))
         for i in range(info.batch_size)
     ]
     if not results:
@@ -300,6 +318,10 @@ def _vmapped(
     if isinstance(results[0], tuple):
         return tuple(torch.stack(parts) for parts in zip(*results, strict=True)), tuple(0 for _ in results[0])
     return torch.stack(results), 0
+
+
+def _kept(t: torch.Tensor) -> torch.Tensor:
+    return t
 
 
 def _needs_rule(name: str, what: str, option: str) -> str:
