@@ -108,7 +108,9 @@ class _NumpyFunction(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
-        return _vmapped(run_op, info, in_dims[2:], (spec, kwargs), args, vectorized=spec.vectorized, name=spec.name)
+        # The keyword arguments batched as the positional ones (a dict of dims of their own).
+        values, dims = (kwargs, *args), in_dims[1:]
+        return _vmapped(run_op, info, dims, (spec,), values, vectorized=spec.vectorized, name=spec.name)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
