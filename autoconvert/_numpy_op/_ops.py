@@ -21,7 +21,8 @@ import torch
 
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._grad import FORWARD_AD, has_tangent
-from autoconvert._conversions._tree import keep
+from autoconvert._conversions._memory import untracked, untransformed
+from autoconvert._conversions._tree import Mapper, keep
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, keystr, message
 from autoconvert._escape import compiling, opaque, tracing
@@ -268,7 +269,8 @@ def _make_op(
             if level is not None or (
                 spec.backward is not None and (torch.is_grad_enabled() or FORWARD_AD._current_level >= 0)
             ):
-                _nested(name, (checked, policy.grad), args, kwargs, told)
+                if _nested(name, (checked, policy.grad), args, kwargs, told) and level is not None:
+                    args, kwargs = _untracked(args), dict(zip(kwargs, _untracked(kwargs.values()), strict=True))
             if (
                 level is None
                 and (
@@ -412,22 +414,36 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
 
 def _nested(
     name: str, grad: tuple[dict[str, Any], str], args: tuple[Any, ...], kwargs: dict[str, Any], told: set[str]
-) -> None:
+) -> bool:
     """A tensor carrying a derivative (it requires grad, or has a forward-mode tangent) inside a
     container argument (a list, tuple, dict, namedtuple, dataclass or registered container, as
     ``accepts_numpy`` walks them) gets none: a backward gives one gradient, a jvp takes one
     tangent, per tensor argument. Said as a dropped gradient is (``grad``: what ``_grad_now``
-    reads the call's ``grad=`` from), never silently."""
-    for i, value in enumerate(args):
-        if type(value) is not torch.Tensor and _holds(value):
-            _say_nested(name, grad, _carrying(value, f"args[{i}]"), told)
-    for key, value in kwargs.items():
-        if type(value) is not torch.Tensor and _holds(value):
-            _say_nested(name, grad, _carrying(value, key), told)
+    reads the call's ``grad=`` from), never silently; whether any was found."""
+    found = [
+        *(_carrying(value, f"args[{i}]") for i, value in enumerate(args) if _holds(value)),
+        *(_carrying(value, key) for key, value in kwargs.items() if _holds(value)),
+    ]
+    for carrying in found:
+        _say_nested(name, grad, carrying, told)
+    return any(found)
+
+
+def _untracked(values: Any) -> tuple[Any, ...]:
+    """``values`` with the tensors in their containers untracked (see ``untracked``): under
+    torch.func, whose transforms wrap what they do not look into, they reach NumPy as values
+    (their derivatives dropped, as ``_nested`` said); top-level tensors as they are."""
+    with untransformed():  # else detach() wraps again
+        return tuple(_UNTRACKED(v, None) if _holds(v) else v for v in values)
+
+
+_UNTRACKED = Mapper({torch.Tensor: lambda t, ctx: untracked(t)})
 
 
 def _holds(value: Any) -> bool:
     """Whether ``value`` is a container the library walks (one dict lookup once its type is known)."""
+    if type(value) is torch.Tensor:
+        return False
     handler = TENSORS.dispatch.get(type(value)) or TENSORS.resolve(type(value))
     return handler is not keep and handler is not record
 
