@@ -1201,3 +1201,28 @@ def test_vmap_batches_a_tensor_in_a_container_or_keyword_as_a_top_level_one(
         return
     top = ac.numpy_op(lambda w_, y_: w_ * y_, backward=lambda g, w_, y_, output: (g * y_, g * w_), vmap=vmap)
     assert torch.equal(batched(given, y), torch.func.vmap(top, in_dims=(in_dim, 0))(given, y))
+
+
+@pytest.mark.parametrize("solver", ["solve", "solve_triangular", "lu_solve", "cho_solve"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_an_argument_scipy_may_overwrite_is_a_private_copy(solver: str, requires_grad: bool) -> None:
+    """SciPy's LAPACK wrappers write into a read-only array their overwrite_b=True flag names:
+    a numpy_op hands it (the parameter b, which the flag names) a copy, as torchify does, so the
+    caller's tensor is never changed."""
+    a = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    b = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=requires_grad)
+    before = b.detach().clone()
+    fn = {
+        "solve": lambda b, overwrite_b: scipy.linalg.solve(a.numpy(), b, overwrite_b=overwrite_b),
+        "solve_triangular": lambda b, overwrite_b: scipy.linalg.solve_triangular(a.numpy(), b, overwrite_b=overwrite_b),
+        "lu_solve": lambda b, overwrite_b: scipy.linalg.lu_solve(scipy.linalg.lu_factor(a.numpy()), b, overwrite_b=overwrite_b),
+        "cho_solve": lambda b, overwrite_b: scipy.linalg.cho_solve(scipy.linalg.cho_factor(a.numpy()), b, overwrite_b=overwrite_b),
+    }[solver]
+    expected = torch.from_numpy(fn(before.numpy().copy(), False))
+    op = ac.numpy_op(fn, backward=lambda g, b, output, overwrite_b: g)
+    assert torch.equal(op(b, overwrite_b=True), expected)
+    assert torch.equal(b.detach(), before)
+    if solver == "solve":  # SciPy's own function, its catalogue rule, both matrices flagged
+        a_before = a.clone()
+        assert torch.allclose(ac.numpy_op(scipy.linalg.solve)(a, b.detach(), overwrite_a=True, overwrite_b=True), expected)
+        assert torch.equal(a, a_before) and torch.equal(b.detach(), before)
