@@ -420,13 +420,14 @@ def _nested(
     ``accepts_numpy`` walks them) gets none: a backward gives one gradient, a jvp takes one
     tangent, per tensor argument. Said as a dropped gradient is (``grad``: what ``_grad_now``
     reads the call's ``grad=`` from), never silently; whether any was found."""
-    found = [
-        *(_carrying(value, f"args[{i}]") for i, value in enumerate(args) if _holds(value)),
-        *(_carrying(value, key) for key, value in kwargs.items() if _holds(value)),
-    ]
-    for carrying in found:
-        _say_nested(name, grad, carrying, told)
-    return any(found)
+    found = False
+    for i, value in enumerate(args):
+        if type(value) is not torch.Tensor and _holds(value):  # the type first: a call fewer per tensor
+            found = _say_nested(name, grad, _carrying(value, f"args[{i}]"), told) or found
+    for key, value in kwargs.items():
+        if type(value) is not torch.Tensor and _holds(value):
+            found = _say_nested(name, grad, _carrying(value, key), told) or found
+    return found
 
 
 def _untracked(values: Any) -> tuple[Any, ...]:
@@ -434,7 +435,7 @@ def _untracked(values: Any) -> tuple[Any, ...]:
     torch.func, whose transforms wrap what they do not look into, they reach NumPy as values
     (their derivatives dropped, as ``_nested`` said); top-level tensors as they are."""
     with untransformed():  # else detach() wraps again
-        return tuple(_UNTRACKED(v, None) if _holds(v) else v for v in values)
+        return tuple(_UNTRACKED(v, None) if type(v) is not torch.Tensor and _holds(v) else v for v in values)
 
 
 _UNTRACKED = Mapper({torch.Tensor: lambda t, ctx: untracked(t)})
@@ -442,18 +443,17 @@ _UNTRACKED = Mapper({torch.Tensor: lambda t, ctx: untracked(t)})
 
 def _holds(value: Any) -> bool:
     """Whether ``value`` is a container the library walks (one dict lookup once its type is known)."""
-    if type(value) is torch.Tensor:
-        return False
     handler = TENSORS.dispatch.get(type(value)) or TENSORS.resolve(type(value))
     return handler is not keep and handler is not record
 
 
 def _say_nested(
     name: str, grad_of: tuple[dict[str, Any], str], found: list[tuple[str, str, str]], told: set[str]
-) -> None:
+) -> bool:
+    """Say each of ``found`` (see ``_carrying``) as ``grad=`` says; whether there was any."""
     grad = _grad_now(*grad_of) if found else "detach"
     if grad == "detach":
-        return
+        return bool(found)
     for where, what, kind in found:
         derivatives, way = ("gradients", "into") if what == _REQUIRES_GRAD else ("tangents", "out of")
         text = message(
@@ -465,6 +465,7 @@ def _say_nested(
             "pass it as an argument of its own, or .detach() it; grad='detach' silences this",
         )
         say_dropped(text, f"{where} ({what})", grad=grad, told=told, stacklevel=4)  # once each
+    return True
 
 
 _REQUIRES_GRAD = "requires grad"
