@@ -309,10 +309,7 @@ def _vmapped(
     if vectorized:
         result = function(*head, *_leading(values, dims, info.batch_size))
         return result, (tuple(0 for _ in result) if isinstance(result, tuple) else 0)
-    results = [
-        function(*head, *(_batched(v, d, lambda t, d: t.select(d, i), _kept) for v, d in zip(values, dims, strict=True)))
-        for i in range(info.batch_size)
-    ]
+    results = [function(*head, *_sample(values, dims, i)) for i in range(info.batch_size)]
     if not results:
         raise ConversionError(
             message(name, "the call", "has an empty batch under torch.vmap", "batch size 0", "skip empty batches")
@@ -320,6 +317,11 @@ def _vmapped(
     if isinstance(results[0], tuple):
         return tuple(torch.stack(parts) for parts in zip(*results, strict=True)), tuple(0 for _ in results[0])
     return torch.stack(results), 0
+
+
+def _sample(values: tuple[Any, ...], dims: tuple[Any, ...], i: int) -> tuple[Any, ...]:
+    """``values`` as sample ``i`` of the batch sees them: unbatched tensors as they are."""
+    return tuple(_batched(v, d, lambda t, d: t.select(d, i), _kept) for v, d in zip(values, dims, strict=True))
 
 
 def _kept(t: torch.Tensor) -> torch.Tensor:

@@ -266,11 +266,15 @@ def _make_op(
             level = transforming()
             # Derivatives a container's tensors would lose: under torch.func (which unwraps them),
             # and with a backward (whose forward detaches); without one, eagerly, grad= says so.
-            if level is not None or (
-                spec.backward is not None and (torch.is_grad_enabled() or FORWARD_AD._current_level >= 0)
+            if (
+                (
+                    level is not None
+                    or (spec.backward is not None and (torch.is_grad_enabled() or FORWARD_AD._current_level >= 0))
+                )
+                and _nested(name, (checked, policy.grad), args, kwargs, told)
+                and level is not None
             ):
-                if _nested(name, (checked, policy.grad), args, kwargs, told) and level is not None:
-                    args, kwargs = _untracked(args), dict(zip(kwargs, _untracked(kwargs.values()), strict=True))
+                args, kwargs = _untracked(args), dict(zip(kwargs, _untracked(kwargs.values()), strict=True))
             if (
                 level is None
                 and (
