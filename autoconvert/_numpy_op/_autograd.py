@@ -271,12 +271,12 @@ def _leading(values: tuple[Any, ...], dims: tuple[Any, ...], batch: int) -> tupl
     front, unbatched ones broadcast along a leading batch axis (a view, no copy), so that under
     nested transforms (``vmap(jacfwd(f))``) every argument's leading axes are the same batches."""
     return tuple(
-        _batched(v, d, lambda t, d: t.movedim(d, 0), lambda t: t.expand(batch, *t.shape))
+        _each_tensor(v, d, lambda t, d: t.movedim(d, 0), lambda t: t.expand(batch, *t.shape))
         for v, d in zip(values, dims, strict=True)
     )
 
 
-def _batched(
+def _each_tensor(
     value: Any, dim: Any, take: Callable[[torch.Tensor, int], torch.Tensor], spread: Callable[[torch.Tensor], Any]
 ) -> Any:
     """``value`` with ``take(tensor, dim)`` for each batched tensor in it and ``spread(tensor)``
@@ -286,7 +286,7 @@ def _batched(
         return spread(value) if dim is None else take(value, dim)
     if dim is None or isinstance(dim, int):
         return value
-    return pytree.tree_map(lambda v, d: _batched(v, d, take, spread), value, dim, is_leaf=_unbatched)
+    return pytree.tree_map(lambda v, d: _each_tensor(v, d, take, spread), value, dim, is_leaf=_unbatched)
 
 
 def _unbatched(dim: Any) -> bool:
@@ -321,7 +321,7 @@ def _vmapped(
 
 def _sample(values: tuple[Any, ...], dims: tuple[Any, ...], i: int) -> tuple[Any, ...]:
     """``values`` as sample ``i`` of the batch sees them: unbatched tensors as they are."""
-    return tuple(_batched(v, d, lambda t, d: t.select(d, i), _kept) for v, d in zip(values, dims, strict=True))
+    return tuple(_each_tensor(v, d, lambda t, d: t.select(d, i), _kept) for v, d in zip(values, dims, strict=True))
 
 
 def _kept(t: torch.Tensor) -> torch.Tensor:
