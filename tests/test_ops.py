@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import pickle
 import subprocess
 import sys
 import textwrap
+import typing
 import warnings
 from typing import Any, TypeVar
 
@@ -19,6 +21,7 @@ import torch._dynamo
 import typing_extensions
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.autograd import forward_ad
 
 import autoconvert as ac
 
@@ -1013,34 +1016,224 @@ def test_grad_error_refuses_an_argument_a_catalogue_rule_takes_no_gradient_in(
     assert order.grad is None and z.grad is not None
 
 
-@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
-@pytest.mark.parametrize("container", ["tuple", "list", "dict"])
-def test_a_tensor_that_requires_grad_inside_a_container_argument_is_said_dropped(grad: str, container: str) -> None:
-    """A backward gives one gradient per tensor argument: a tensor that requires grad inside a
-    list, tuple or dict argument gets none, said as a dropped gradient is (grad=), never silently."""
-    a = torch.ones(2, requires_grad=True)
-    held: Any = {"tuple": (a, torch.ones(2)), "list": [torch.ones(2), [a]], "dict": {"p": a}}[container]
-    where = {"tuple": "args[0][0]", "list": "args[0][1][0]", "dict": "args[0]['p']"}[container]
+class _HeldTuple(typing.NamedTuple):
+    w: Any
 
-    def first(p: Any, q: np.ndarray) -> np.ndarray:
-        return q * 2
 
-    op = ac.numpy_op(first, backward=lambda g, p, q, output: g * 2, grad=grad)
-    text = (
-        f"{first.__qualname__}(): argument {where} requires grad inside a container, and a numpy_op gives gradients to its tensor "
-        "arguments alone: none flows into it. Found a tensor that requires grad in a list, tuple or dict. Fix: pass "
-        "it as an argument of its own, or .detach() it; grad='detach' silences this."
+@dataclasses.dataclass
+class _HeldData:
+    w: Any
+
+
+#: The containers a tensor reaches a numpy_op in: how one holds ``w``, and the path below it.
+_HOLDERS: dict[str, tuple[Any, str]] = {
+    "tuple": (lambda w: (w,), "[0]"),
+    "list": (lambda w: [w], "[0]"),
+    "dict": (lambda w: {"w": w}, "['w']"),
+    "namedtuple": (_HeldTuple, ".w"),
+    "dataclass": (_HeldData, ".w"),
+    "bare": (lambda w: w, ""),  # a keyword-only tensor of its own
+}
+#: How the holder is passed: the call, and the argument's path.
+_PASSED: dict[str, tuple[Any, str]] = {
+    "positional": (lambda op, c, y: op(c, y), "args[0]"),
+    "keyword": (lambda op, c, y: op(held=c, y=y), "held"),
+    "keyword-only": (lambda op, c, y: op(None, y, opt=c), "opt"),
+    "**kwargs": (lambda op, c, y: op(None, y, extra=c), "extra"),
+}
+
+
+def _unheld(held: Any, opt: Any, extra: dict[str, Any]) -> Any:
+    c = held if held is not None else opt if opt is not None else extra["extra"]
+    return c if isinstance(c, np.ndarray) else c["w"] if isinstance(c, dict) else c.w if hasattr(c, "w") else c[0]
+
+
+def _weighted(held: Any, y: np.ndarray, *, opt: Any = None, **extra: Any) -> np.ndarray:
+    return _unheld(held, opt, extra) * y
+
+
+def _weighted_op(rules: bool, **options: Any) -> Any:
+    if not rules:
+        return ac.numpy_op(_weighted, **options)
+    return ac.numpy_op(
+        _weighted,
+        backward=lambda g, held, y, output, opt=None, **extra: g * _unheld(held, opt, extra),
+        jvp=lambda t, held, y, output, opt=None, **extra: t * _unheld(held, opt, extra),
+        **options,
     )
-    q = torch.ones(2, requires_grad=True)
-    if grad == "error":
+
+
+def _derivative_cases() -> list[Any]:
+    """Container kinds x how they are passed x modes x grad=: a diagonal slice runs by default."""
+    modes = ["reverse", "dual", "jvp", "jacfwd", "grad", "jvp without rules", "grad without rules"]
+    cases = []
+    for k, held in enumerate(_HOLDERS):
+        for a, passed in enumerate(_PASSED):
+            if held == "bare" and passed in ("positional", "keyword"):
+                continue  # a positional tensor argument: its derivative flows
+            for m, mode in enumerate(modes):
+                for g, grad in enumerate(["warn", "error"]):
+                    marks = () if (k + a + m + g) % 5 == 0 else (pytest.mark.slow,)
+                    cases.append(pytest.param(held, passed, mode, grad, marks=marks))
+    return cases
+
+
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated"
+)  # make_dual's first use (see test_forward_tangents)
+@pytest.mark.parametrize(("held", "passed", "mode", "grad"), _derivative_cases())
+def test_a_tensor_carrying_a_derivative_in_a_container_or_keyword_is_said_never_dropped(
+    held: str, passed: str, mode: str, grad: str
+) -> None:
+    """Gradients and tangents go to positional tensor arguments: one that carries a derivative
+    inside a container of any kind the library walks (namedtuple and dataclass too), or given
+    to a keyword-only or **kwargs parameter, is said by grad= in every mode (eager reverse,
+    forward-mode duals, torch.func), also for an op without rules; never a silent zero. The
+    positional tensor's derivative is the op's, as with no container."""
+    make, below = _HOLDERS[held]
+    call, root = _PASSED[passed]
+    op = _weighted_op(not mode.endswith("without rules"), grad=grad)
+    w, y = torch.tensor([2.0, 3.0], dtype=torch.float64), torch.tensor([5.0, 7.0], dtype=torch.float64)
+    ones = torch.ones(2, dtype=torch.float64)
+    forward = mode in ("dual", "jacfwd") or mode.startswith("jvp")
+    what = "carries a forward-mode tangent" if forward else "requires grad"
+    path = root + below
+    if held == "bare":  # a keyword-only tensor: refused whatever grad= says
+        derivatives = "tangents" if forward else "gradients"
+        text = (
+            f"_weighted(): argument {path} {what}, but {derivatives} flow to positional tensor arguments only. "
+            f"Found a keyword-only tensor that {what}. Fix: make {path} a positional parameter, or pass {path}.detach()."
+        )
+    else:
+        derivatives, way = ("tangents", "out of") if forward else ("gradients", "into")
+        kind = {"namedtuple": "_HeldTuple", "dataclass": "_HeldData"}.get(held, held)
+        text = (
+            f"_weighted(): argument {path} {what} inside a container, and a numpy_op gives {derivatives} to its "
+            f"tensor arguments alone: none flows {way} it. Found a tensor that {what} in a {kind}. Fix: pass it as "
+            "an argument of its own, or .detach() it; grad='detach' silences this."
+        )
+
+    def run() -> tuple[Any, Any]:
+        """(w's derivative, y's) as the mode computes them."""
+        if mode == "reverse":
+            wg, yg = w.clone().requires_grad_(), y.clone().requires_grad_()
+            call(op, make(wg), yg).sum().backward()
+            return wg.grad, yg.grad
+        if mode == "dual":
+            with forward_ad.dual_level():
+                wd, yd = forward_ad.make_dual(w, ones), forward_ad.make_dual(y, 0 * ones)
+                return None, forward_ad.unpack_dual(call(op, make(wd), yd)).tangent
+        f = lambda w_, y_: call(op, make(w_), y_)  # noqa: E731
+        if mode.startswith("jvp"):
+            return None, torch.func.jvp(f, (w, y), (ones, 0 * ones))[1]
+        if mode == "jacfwd":
+            return torch.func.jacfwd(f, argnums=(0, 1))(w, y)
+        return torch.func.grad(lambda w_, y_: f(w_, y_).sum(), argnums=(0, 1))(w, y)
+
+    if grad == "warn" and held != "bare" and mode.endswith("without rules"):
+        # Said, then refused as for any op without rules: y's derivative was asked for.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(ac.GradientError):
+                run()
+        assert _said(caught) == [text]
+        return
+    if grad == "error" or held == "bare":
         with pytest.raises(ac.GradientError) as info:
-            op(held, q)
+            run()
         assert str(info.value) == text
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        op(held, q).sum().backward()
-        op(held, q)  # said once
-    assert [str(w.message) for w in caught] == ([text] if grad == "warn" else [])
-    assert all(w.filename == __file__ for w in caught)  # at the caller's line
-    assert a.grad is None and q.grad is not None
+        found_w, found_y = run()
+    assert _said(caught) == [text]
+    if mode == "jacfwd":
+        assert torch.equal(found_w, torch.zeros(2, 2, dtype=torch.float64))
+        assert torch.equal(found_y, torch.diag(w))
+    elif mode in ("reverse", "grad"):
+        assert found_w is None or torch.equal(found_w, torch.zeros(2, dtype=torch.float64))
+        assert torch.equal(found_y, w)
+    else:  # the tangent: w's dropped (said), y's zero
+        assert found_y is None or torch.equal(found_y, torch.zeros(2, dtype=torch.float64))
+    if mode == "reverse":
+        assert all(c.filename == __file__ for c in caught if c.category is ac.GradientWarning)  # the caller's line
+
+
+def _said(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(c.message) for c in caught if issubclass(c.category, ac.GradientWarning)]
+
+
+@pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated"
+)  # make_dual's first use (see test_forward_tangents)
+@pytest.mark.parametrize("held", [h for h in _HOLDERS if h != "bare"])
+@pytest.mark.parametrize("passed", list(_PASSED))
+def test_a_positional_tensor_beside_a_container_has_the_derivative_it_has_alone(held: str, passed: str) -> None:
+    """Float64 gradcheck (reverse and forward mode) of the positional tensor with a tensor that
+    carries no derivative in a container: the op's derivative, the same as with it top-level."""
+    make, _ = _HOLDERS[held]
+    call, _ = _PASSED[passed]
+    op = _weighted_op(True)
+    w = torch.tensor([2.0, 3.0], dtype=torch.float64)
+    y = torch.tensor([5.0, 7.0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda y_: call(op, make(w), y_), (y,), check_forward_ad=True)
+    top = ac.numpy_op(lambda w_, y_: w_ * y_, backward=lambda g, w_, y_, output: (g * y_, g * w_))
+    assert torch.equal(call(op, make(w), y), top(w, y))
+    assert torch.equal(torch.func.jacfwd(lambda y_: call(op, make(w), y_))(y.detach()), torch.diag(w))
+
+
+@pytest.mark.parametrize("vmap", ["sequential", "vectorized"])
+@pytest.mark.parametrize("held", list(_HOLDERS))
+@pytest.mark.parametrize("passed", list(_PASSED))
+@pytest.mark.parametrize("in_dim", [0, 1])
+def test_vmap_batches_a_tensor_in_a_container_or_keyword_as_a_top_level_one(
+    vmap: str, held: str, passed: str, in_dim: int
+) -> None:
+    """torch.vmap batches a tensor inside a container argument (list, tuple, dict, namedtuple)
+    and a keyword-only or **kwargs one as it does a positional tensor; a dataclass, which
+    torch.vmap does not look into, is refused naming the path."""
+    make, _ = _HOLDERS[held]
+    call, _ = _PASSED[passed]
+    op = _weighted_op(True, vmap=vmap)
+    w = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    y = torch.arange(6, 12, dtype=torch.float64).reshape(3, 2)
+    batched = torch.func.vmap(lambda w_, y_: call(op, make(w_), y_), in_dims=(in_dim, 0))
+    given = w if in_dim == 0 else w.T.contiguous()
+    if held == "dataclass":
+        with pytest.raises(ac.ConversionError) as info:
+            batched(given, y)
+        assert "w is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor)" in str(info.value)
+        return
+    top = ac.numpy_op(lambda w_, y_: w_ * y_, backward=lambda g, w_, y_, output: (g * y_, g * w_), vmap=vmap)
+    assert torch.equal(batched(given, y), torch.func.vmap(top, in_dims=(in_dim, 0))(given, y))
+
+
+@pytest.mark.parametrize("solver", ["solve", "solve_triangular", "lu_solve", "cho_solve"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_an_argument_scipy_may_overwrite_is_a_private_copy(solver: str, requires_grad: bool) -> None:
+    """SciPy's LAPACK wrappers write into a read-only array their overwrite_b=True flag names:
+    a numpy_op hands it (the parameter b, which the flag names) a copy, as torchify does, so the
+    caller's tensor is never changed."""
+    a = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    b = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=requires_grad)
+    before = b.detach().clone()
+    fn = {
+        "solve": lambda b, overwrite_b: scipy.linalg.solve(a.numpy(), b, overwrite_b=overwrite_b),
+        "solve_triangular": lambda b, overwrite_b: scipy.linalg.solve_triangular(a.numpy(), b, overwrite_b=overwrite_b),
+        "lu_solve": lambda b, overwrite_b: scipy.linalg.lu_solve(
+            scipy.linalg.lu_factor(a.numpy()), b, overwrite_b=overwrite_b
+        ),
+        "cho_solve": lambda b, overwrite_b: scipy.linalg.cho_solve(
+            scipy.linalg.cho_factor(a.numpy()), b, overwrite_b=overwrite_b
+        ),
+    }[solver]
+    expected = torch.from_numpy(fn(before.numpy().copy(), False))
+    op = ac.numpy_op(fn, backward=lambda g, b, output, overwrite_b: g)
+    assert torch.equal(op(b, overwrite_b=True), expected)
+    assert torch.equal(b.detach(), before)
+    if solver == "solve":  # SciPy's own function, its catalogue rule, both matrices flagged
+        a_before = a.clone()
+        assert torch.allclose(
+            ac.numpy_op(scipy.linalg.solve)(a, b.detach(), overwrite_a=True, overwrite_b=True), expected
+        )
+        assert torch.equal(a, a_before) and torch.equal(b.detach(), before)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from autoconvert._conversions._grad import FORWARD_AD, has_tangent
 from autoconvert._errors import ConversionError, GradientError, message
@@ -107,7 +108,9 @@ class _NumpyFunction(torch.autograd.Function):
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
-        return _vmapped(run_op, info, in_dims[2:], (spec, kwargs), args, vectorized=spec.vectorized, name=spec.name)
+        # The keyword arguments batched as the positional ones (a dict of dims of their own).
+        values, dims = (kwargs, *args), in_dims[1:]
+        return _vmapped(run_op, info, dims, (spec,), values, vectorized=spec.vectorized, name=spec.name)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
@@ -268,9 +271,26 @@ def _leading(values: tuple[Any, ...], dims: tuple[Any, ...], batch: int) -> tupl
     front, unbatched ones broadcast along a leading batch axis (a view, no copy), so that under
     nested transforms (``vmap(jacfwd(f))``) every argument's leading axes are the same batches."""
     return tuple(
-        v.movedim(d, 0) if d is not None else v.expand(batch, *v.shape) if isinstance(v, torch.Tensor) else v
+        _each_tensor(v, d, lambda t, d: t.movedim(d, 0), lambda t: t.expand(batch, *t.shape))
         for v, d in zip(values, dims, strict=True)
     )
+
+
+def _each_tensor(
+    value: Any, dim: Any, take: Callable[[torch.Tensor, int], torch.Tensor], spread: Callable[[torch.Tensor], Any]
+) -> Any:
+    """``value`` with ``take(tensor, dim)`` for each batched tensor in it and ``spread(tensor)``
+    for each unbatched one: a container argument (a list, tuple, dict, namedtuple) comes with
+    dims of its own shape, as torch.vmap flattens it (None at each leaf that is no batched tensor)."""
+    if isinstance(value, torch.Tensor):
+        return spread(value) if dim is None else take(value, dim)
+    if dim is None or isinstance(dim, int):
+        return value
+    return pytree.tree_map(lambda v, d: _each_tensor(v, d, take, spread), value, dim, is_leaf=_unbatched)
+
+
+def _unbatched(dim: Any) -> bool:
+    return dim is None
 
 
 def _vmapped(
@@ -289,10 +309,7 @@ def _vmapped(
     if vectorized:
         result = function(*head, *_leading(values, dims, info.batch_size))
         return result, (tuple(0 for _ in result) if isinstance(result, tuple) else 0)
-    results = [
-        function(*head, *(v if d is None else v.select(d, i) for v, d in zip(values, dims, strict=True)))
-        for i in range(info.batch_size)
-    ]
+    results = [function(*head, *_sample(values, dims, i)) for i in range(info.batch_size)]
     if not results:
         raise ConversionError(
             message(name, "the call", "has an empty batch under torch.vmap", "batch size 0", "skip empty batches")
@@ -300,6 +317,15 @@ def _vmapped(
     if isinstance(results[0], tuple):
         return tuple(torch.stack(parts) for parts in zip(*results, strict=True)), tuple(0 for _ in results[0])
     return torch.stack(results), 0
+
+
+def _sample(values: tuple[Any, ...], dims: tuple[Any, ...], i: int) -> tuple[Any, ...]:
+    """``values`` as sample ``i`` of the batch sees them: unbatched tensors as they are."""
+    return tuple(_each_tensor(v, d, lambda t, d: t.select(d, i), _kept) for v, d in zip(values, dims, strict=True))
+
+
+def _kept(t: torch.Tensor) -> torch.Tensor:
+    return t
 
 
 def _needs_rule(name: str, what: str, option: str) -> str:

@@ -17,21 +17,31 @@ import numpy as np
 import torch
 
 from autoconvert._adapters._table import compiled_rejection
+from autoconvert._conversions._memory import functorch_wrapped, untracked, untransformed
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ReadOnlyError, keystr, message
 from autoconvert._failures._failures import quoted, wrote_into_handed
 
 
+def _values(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a rule reads it: a tensor in a container argument, which torch.func's
+    transforms wrap though no derivative flows to it (see _ops._nested), unwrapped."""
+    if not functorch_wrapped(t):
+        return t
+    with untransformed():  # else detach() wraps again
+        return untracked(t)
+
+
 def _read_only_view(t: torch.Tensor, ctx: Any) -> Any:
-    a = tensor_to_array(t, None)[0]
+    a = tensor_to_array(_values(t), None)[0]
     if type(a) is np.ndarray:  # not a scipy.sparse object: always a new one
         a.setflags(False)  # type: ignore[call-arg, unused-ignore]  # write=False, positionally: see _spec._inputs
     return a
 
 
 def _private_copy(t: torch.Tensor, ctx: Any) -> Any:
-    return tensor_to_array(t, True)[0]
+    return tensor_to_array(_values(t), True)[0]
 
 
 _READ_ONLY = Mapper({torch.Tensor: _read_only_view})

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, ove
 import torch
 
 from autoconvert._adapters._adapter import signature_of
+from autoconvert._conversions._grad import FORWARD_AD, has_tangent
+from autoconvert._conversions._memory import untracked, untransformed
+from autoconvert._conversions._tree import Mapper, keep
 from autoconvert._decorators._decorators import replanned, wrap_pair
-from autoconvert._errors import ConversionError, GradientError, message
+from autoconvert._errors import ConversionError, GradientError, keystr, message
 from autoconvert._escape import compiling, opaque, tracing
 from autoconvert._failures._guards import guarded
 from autoconvert._failures._traceback import filter_traceback
@@ -43,7 +46,7 @@ from autoconvert._options._options import (
     validate,
 )
 from autoconvert._pickling import by_recipe, calling_module
-from autoconvert._spec._signature import function_name
+from autoconvert._spec._signature import TENSORS, function_name, record
 
 from ._autograd import apply_op, apply_traced, dual, transforming, wants_grad
 from ._library import Registration
@@ -227,9 +230,11 @@ def _make_op(
         reject_given("numpy_op's backward", policy, name=name)
     # With a backward the gradient flows through autograd, so the forward detaches silently.
     if forward is None:
-        # A rule's SciPy function runs as on torchify's host route: guarded, so compiled code that
-        # refuses read-only arrays (sosfilt's Cython) gets writable copies where copy= allows them.
-        run = fn if rule is None else guarded(fn, policy.retries_with_copies())
+        # Guarded as on torchify's host route: an argument SciPy's compiled code may overwrite
+        # (solve(a, b, overwrite_b=True)) is handed as a private copy, never the caller's
+        # tensor; and for a rule's SciPy function, compiled code that refuses read-only arrays
+        # (sosfilt's Cython) gets writable copies where copy= allows them.
+        run = guarded(fn, rule is not None and policy.retries_with_copies())
         forward = replanned(wrap_pair(run, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
     registered: Registration | None = None  # the op's registrations live as long as it does
     schema = None if fake is None else _schema(fn, name, fake, backward is not None)
@@ -259,10 +264,20 @@ def _make_op(
             result = registered.forward(*args, **kwargs)
             return result if returned is None else returned(result)
         try:  # the boundary where autoconvert's errors leave (see _traceback)
-            if spec.backward is not None and torch.is_grad_enabled():
-                _nested(name, (checked, policy.grad), args, kwargs, told)
+            level = transforming()
+            # Derivatives a container's tensors would lose: under torch.func (which unwraps them),
+            # and with a backward (whose forward detaches); without one, eagerly, grad= says so.
             if (
-                transforming() is None
+                (
+                    level is not None
+                    or (spec.backward is not None and (torch.is_grad_enabled() or FORWARD_AD._current_level >= 0))
+                )
+                and _nested(name, (checked, policy.grad), args, kwargs, told)
+                and level is not None
+            ):
+                args, kwargs = _untracked(args), dict(zip(kwargs, _untracked(kwargs.values()), strict=True))
+            if (
+                level is None
                 and (
                     spec.backward is None
                     or not (torch.is_grad_enabled() and wants_grad(args, kwargs))
@@ -402,51 +417,81 @@ def _grad_now(checked: dict[str, Any], made: str) -> str:
     return grad
 
 
-_CONTAINERS = (list, tuple, dict)
-
-
 def _nested(
     name: str, grad: tuple[dict[str, Any], str], args: tuple[Any, ...], kwargs: dict[str, Any], told: set[str]
-) -> None:
-    """A tensor that requires grad inside a list, tuple or dict argument gets no gradient (a
-    backward gives one per tensor argument): said as a dropped gradient is (``grad``: what
-    ``_grad_now`` reads the call's ``grad=`` from, where one is found), never silently."""
+) -> bool:
+    """A tensor carrying a derivative (it requires grad, or has a forward-mode tangent) inside a
+    container argument (a list, tuple, dict, namedtuple, dataclass or registered container, as
+    ``accepts_numpy`` walks them) gets none: a backward gives one gradient, a jvp takes one
+    tangent, per tensor argument. Said as a dropped gradient is (``grad``: what ``_grad_now``
+    reads the call's ``grad=`` from), never silently; whether any was found."""
+    found = False
     for i, value in enumerate(args):
-        if type(value) in _CONTAINERS:
-            _say_nested(name, grad, _grad_paths(value, f"args[{i}]"), told)
+        if type(value) is not torch.Tensor and _holds(value):  # the type first: a call fewer per tensor
+            found = _say_nested(name, grad, _carrying(value, f"args[{i}]"), told) or found
     for key, value in kwargs.items():
-        if type(value) in _CONTAINERS:
-            _say_nested(name, grad, _grad_paths(value, key), told)
+        if type(value) is not torch.Tensor and _holds(value):
+            found = _say_nested(name, grad, _carrying(value, key), told) or found
+    return found
 
 
-def _say_nested(name: str, grad_of: tuple[dict[str, Any], str], paths: list[str], told: set[str]) -> None:
-    grad = _grad_now(*grad_of) if paths else "detach"
+def _untracked(values: Any) -> tuple[Any, ...]:
+    """``values`` with the tensors in their containers untracked (see ``untracked``): under
+    torch.func, whose transforms wrap what they do not look into, they reach NumPy as values
+    (their derivatives dropped, as ``_nested`` said); top-level tensors as they are."""
+    with untransformed():  # else detach() wraps again
+        return tuple(_UNTRACKED(v, None) if type(v) is not torch.Tensor and _holds(v) else v for v in values)
+
+
+_UNTRACKED = Mapper({torch.Tensor: lambda t, ctx: untracked(t)})
+
+
+def _holds(value: Any) -> bool:
+    """Whether ``value`` is a container the library walks (one dict lookup once its type is known)."""
+    handler = TENSORS.dispatch.get(type(value)) or TENSORS.resolve(type(value))
+    return handler is not keep and handler is not record
+
+
+def _say_nested(
+    name: str, grad_of: tuple[dict[str, Any], str], found: list[tuple[str, str, str]], told: set[str]
+) -> bool:
+    """Say each of ``found`` (see ``_carrying``) as ``grad=`` says; whether there was any."""
+    grad = _grad_now(*grad_of) if found else "detach"
     if grad == "detach":
-        return
-    for where in paths:
+        return bool(found)
+    for where, what, kind in found:
+        derivatives, way = ("gradients", "into") if what == _REQUIRES_GRAD else ("tangents", "out of")
         text = message(
             name,
             f"argument {where}",
-            "requires grad inside a container, and a numpy_op gives gradients to its tensor arguments alone: "
-            "none flows into it",
-            "a tensor that requires grad in a list, tuple or dict",
+            f"{what} inside a container, and a numpy_op gives {derivatives} to its tensor arguments alone: "
+            f"none flows {way} it",
+            f"a tensor that {what} in a {kind}",
             "pass it as an argument of its own, or .detach() it; grad='detach' silences this",
         )
-        say_dropped(text, where, grad=grad, told=told, stacklevel=4)
+        say_dropped(text, f"{where} ({what})", grad=grad, told=told, stacklevel=4)  # once each
+    return True
 
 
-def _grad_paths(value: Any, path: str) -> list[str]:
-    """The paths of the tensors that require grad in ``value``, a list, tuple or dict, at any depth."""
-    items = value.items() if type(value) is dict else enumerate(value)
-    found: list[str] = []
-    for key, item in items:
-        below = f"{path}[{key!r}]"
-        if isinstance(item, torch.Tensor):
-            if item.requires_grad:
-                found.append(below)
-        elif type(item) in _CONTAINERS:
-            found += _grad_paths(item, below)
-    return found
+_REQUIRES_GRAD = "requires grad"
+
+
+def _carried(t: torch.Tensor) -> str | None:
+    """The derivative ``t`` carries that an op gives only its positional tensor arguments: it
+    requires grad (grad mode on), or it has a forward-mode tangent; None where neither."""
+    if t.requires_grad and torch.is_grad_enabled():
+        return _REQUIRES_GRAD
+    if FORWARD_AD._current_level >= 0 and has_tangent(t):
+        return "carries a forward-mode tangent"
+    return None
+
+
+def _carrying(value: Any, path: str) -> list[tuple[str, str, str]]:
+    """``(path, what it carries, the container's kind)`` for each tensor in the container
+    ``value`` that carries a derivative (see ``_carried``), at any depth."""
+    kind = type(value).__qualname__
+    found = ((keystr(path, keys), _carried(t)) for keys, t in TENSORS.leaves_with_paths(value))
+    return [(where, what, kind) for where, what in found if what is not None]
 
 
 def _untaken(rule: Any, name: str, grad: str, args: Any, kwargs: dict[str, Any], *, told: set[str]) -> None:
@@ -560,13 +605,15 @@ def _binder(
                 bound = _keywords_placed(signature, bound)
             args, kwargs = bound.args, bound.kwargs
         for key, value in kwargs.items():
-            if isinstance(value, torch.Tensor) and value.requires_grad:
+            what = _carried(value) if isinstance(value, torch.Tensor) else None
+            if what is not None:
+                derivatives = "gradients" if what == _REQUIRES_GRAD else "tangents"
                 raise GradientError(
                     message(
                         function_name(fn),
                         f"argument {key}",
-                        "requires grad, but gradients flow to positional tensor arguments only",
-                        "a keyword-only tensor that requires grad",
+                        f"{what}, but {derivatives} flow to positional tensor arguments only",
+                        f"a keyword-only tensor that {what}",
                         f"make {key} a positional parameter, or pass {key}.detach()",
                     )
                 )
