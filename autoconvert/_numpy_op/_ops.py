@@ -37,6 +37,7 @@ from autoconvert._options._config import active
 from autoconvert._options._options import (
     OpOptions,
     OpSettings,
+    Policy,
     check_callable,
     gives_way,
     policy_of,
@@ -304,17 +305,15 @@ def _make_op(
     op._forward, op._rule = forward, rule  # what autoconvert.explain shows
     if fake is not None:
         assert schema is not None  # made with a fake
-        names = (fake,) if isinstance(fake, str) else fake
-        registered = Registration(
-            spec,
-            schema,
-            names,
-            mutated=mutates,
-            device=policy.device,
-            dtype=policy.dtype,
-        )
+        registered = _registered(spec, schema, fake, mutates, policy)
         op.op = registered.forward
     return op
+
+
+def _registered(spec: OpSpec, schema: Schema, fake: Fake, mutates: bool, policy: Policy) -> Registration:
+    """The op's registration as a torch op under the names ``fake=`` gives."""
+    names = (fake,) if isinstance(fake, str) else fake
+    return Registration(spec, schema, names, mutated=mutates, device=policy.device, dtype=policy.dtype)
 
 
 class _Op:
