@@ -1523,6 +1523,39 @@ class TestExpandedTensors:
         )
         assert t[0].tolist() == [0.0, 1.0, 2.0, 3.0]
 
+    @pytest.mark.parametrize("route", ["pair", "torchify"])
+    def test_a_function_asking_to_make_its_array_writable_is_told_copy_true_alone(self, route: str) -> None:
+        """NumPy makes no array sharing a tensor's memory writable (``a.setflags(write=True)``
+        fails under writeback=True too), so the read-only default's refusal offers private
+        copies alone, and copy=True then runs the function."""
+
+        def make_writable(a):
+            a.setflags(write=True)
+            a[0] = 7
+            return a
+
+        def wrapped(**options: Any) -> Any:
+            if route == "pair":
+                return ac.returns_tensor(ac.accepts_numpy(make_writable, **options))
+            return ac.torchify(make_writable, **options)
+
+        t = torch.arange(4.0)
+        with pytest.raises(ac.ReadOnlyError) as info:
+            wrapped()(t)
+        site = (
+            f"@ac.accepts_numpy(copy=True) on {make_writable.__qualname__}"
+            if route == "pair"
+            else "the ac.torchify(..., copy=True) call that made it"
+        )
+        assert str(info.value) == make_writable.__qualname__ + (
+            "(): argument a was written into by the function; arrays made from tensor arguments are read-only so "
+            "that NumPy code never changes the caller's tensors behind its back. Found ValueError('cannot set "
+            f"WRITEABLE flag to True of this array'). Fix: pass copy=True to give the function private writable "
+            f"copies (in {site}, or a with ac.config(copy=True): block around the call)."
+        )
+        assert wrapped(copy=True)(t).tolist() == [7.0, 1.0, 2.0, 3.0]
+        assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
     def test_writeback_refuses_a_write_around_the_guard_into_an_expanded_tensors_copy(self) -> None:
         """A write through torch.from_numpy into an expanded tensor's private copy (copy=True,
         bfloat16 widened) cannot reach back: refused in NumPy's own write's words, not lost."""

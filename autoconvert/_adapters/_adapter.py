@@ -101,6 +101,9 @@ class Adapter:
     #: Endings of the messages its compiled code rejects a write into a read-only array with
     #: (NumPy's "<what> is read-only"), told from a function's own errors by where they were raised.
     rejected_writes: tuple[str, ...] = ()
+    #: Those of them refusing to make an array writable, which no array sharing a tensor's memory
+    #: may be (NumPy's ``a.setflags(write=True)``): a private copy alone answers them.
+    refused_flags: tuple[str, ...] = ()
     #: Words of such rejections worded as a list of demands ("must be contiguous, writable, aligned").
     rejected_demands: tuple[str, ...] = ()
     #: Words of the TypeErrors it rejects a read-only buffer for writing with.

@@ -23,8 +23,9 @@ class NumPy(Adapter):
     packages = ("numpy",)
     # "assignment destination", "output array", "sort array", "underlying array"
     # (np.fill_diagonal), "array" (Generator.shuffle): the what names the write, never the array;
-    # a.setflags(write=True) of an array whose memory takes no write (an expanded tensor's).
+    # a.setflags(write=True) of an array whose memory NumPy does not own (any tensor's).
     rejected_writes = (" is read-only", "cannot set WRITEABLE flag to True of this array")
+    refused_flags = ("cannot set WRITEABLE flag to True of this array",)
     # Generator.random(out=a): "must be contiguous, writable, aligned..." (before NumPy 2 "is not
     # contiguous, writable or aligned"); np.dot(x, y, out=a): "output array is not acceptable
     # (must have the right datatype...)", read-only being one of its demands.

@@ -50,6 +50,7 @@ def _every(field: str) -> Any:
 
 
 REJECTED_WRITES: tuple[str, ...] = _every("rejected_writes")
+REFUSED_FLAGS: tuple[str, ...] = _every("refused_flags")
 REJECTED_DEMANDS: tuple[str, ...] = _every("rejected_demands")
 REJECTED_BUFFERS: tuple[str, ...] = _every("rejected_buffers")
 REJECTED_ON_ENTRY: tuple[str, ...] = _every("rejected_on_entry")

@@ -22,6 +22,7 @@ import torch
 from autoconvert._adapters import _cython
 from autoconvert._adapters._table import (
     READ_ONLY_VIEWS,
+    REFUSED_FLAGS,
     REJECTED_BUFFERS,
     REJECTED_DEMANDS,
     REJECTED_ON_ENTRY,
@@ -386,6 +387,7 @@ def read_only_error(
     arguments = " or ".join(p for p in paths if not p.startswith("self."))
     attributes = " or ".join(p for p in paths if p.startswith("self."))
     named = " or ".join(filter(None, [arguments and f"argument {arguments}", attributes and f"attribute {attributes}"]))
+    private_copies = f"pass copy=True to give the function private writable copies (in {site('copy=True')})"
     if not writes:
         rejecter = "a Cython memoryview" if isinstance(error, ValueError) else "a numba kernel's signature"
         what = (
@@ -395,7 +397,7 @@ def read_only_error(
             else f"needs writable arrays: compiled code ({rejecter}) refused an array made from a tensor "
             "argument, which is read-only so that NumPy code never changes the caller's tensors"
         )
-        fix = f"pass copy=True to give the function private writable copies (in {site('copy=True')})"
+        fix = private_copies
     else:
         what = (
             "was written into by the function; arrays made from tensor arguments are read-only so that "
@@ -404,7 +406,9 @@ def read_only_error(
             else "wrote into an array made from a tensor argument; those arrays are read-only "
             "so that NumPy code never changes the caller's tensors behind its back"
         )
-        fix = inputs.writable_fixes(site)
+        # writeback=True's arrays share the tensors' memory, which NumPy makes writable for no one
+        copies_only = any(words in str(error) for words in REFUSED_FLAGS)
+        fix = private_copies if copies_only else inputs.writable_fixes(site)
     words = inputs.refused_write_words(rejection.late, rejection.expanded, rejection.overlapping)
     if words is not None:
         what, fix = words
