@@ -426,10 +426,10 @@ def _nested(
     reads the call's ``grad=`` from), never silently; whether any was found."""
     found = False
     for i, value in enumerate(args):
-        if type(value) is not torch.Tensor and _holds(value):  # the type first: a call fewer per tensor
+        if type(value) is not torch.Tensor and _is_walked_container(value):  # the type first: a call fewer per tensor
             found = _say_nested(name, grad, _carrying(value, f"args[{i}]"), told) or found
     for key, value in kwargs.items():
-        if type(value) is not torch.Tensor and _holds(value):
+        if type(value) is not torch.Tensor and _is_walked_container(value):
             found = _say_nested(name, grad, _carrying(value, key), told) or found
     return found
 
@@ -439,13 +439,15 @@ def _untracked(values: Any) -> tuple[Any, ...]:
     torch.func, whose transforms wrap what they do not look into, they reach NumPy as values
     (their derivatives dropped, as ``_nested`` said); top-level tensors as they are."""
     with untransformed():  # else detach() wraps again
-        return tuple(_UNTRACKED(v, None) if type(v) is not torch.Tensor and _holds(v) else v for v in values)
+        return tuple(
+            _UNTRACKED(v, None) if type(v) is not torch.Tensor and _is_walked_container(v) else v for v in values
+        )
 
 
 _UNTRACKED = Mapper({torch.Tensor: lambda t, ctx: untracked(t)})
 
 
-def _holds(value: Any) -> bool:
+def _is_walked_container(value: Any) -> bool:
     """Whether ``value`` is a container the library walks (one dict lookup once its type is known)."""
     handler = TENSORS.dispatch.get(type(value)) or TENSORS.resolve(type(value))
     return handler is not keep and handler is not record
