@@ -78,8 +78,8 @@ def _result_array(t: torch.Tensor, evaluation: _Evaluation) -> Any:
             raise
     callback = evaluation.callback
     lost = _lost_beyond(t, evaluation.handed)
-    if lost is not None and callback.grad.returned(t, lost) and not callback.warned:
-        callback.warned = True  # once per call, not per evaluation (quad makes 21)
+    if lost is not None and callback.grad.returned(t, lost) and not callback.said:
+        callback.said.append(True)  # once per call, not per evaluation (quad makes 21) nor per callback
         callback.grad.say_returned(function_name(callback.__wrapped__), lost)
     return as_result(array)
 
@@ -169,20 +169,23 @@ class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
     call's tensor arguments (still filling while the call's arguments convert), whose device
     its tensors go to. ``grad``: the call's grad policy, which a result that requires grad
-    meets (a warning said once per call).
+    meets; ``said``: whether its warning was said, shared by the call's callbacks (a linear
+    operator's ``matvec`` and ``rmatvec``), so that it is said once per call.
 
     It carries the callable's attributes, live, both ways: NumPy code reads arbitrary ones
     (``solve_ivp`` an event's ``terminal`` and ``direction``), set before or after the call
     began, and what it sets lands on the callable."""
 
-    __slots__ = ("__wrapped__", "grad", "odd", "shared", "warned")
+    __slots__ = ("__wrapped__", "grad", "odd", "said", "shared")
 
-    def __init__(self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], grad: GradPolicy) -> None:
+    def __init__(
+        self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], grad: GradPolicy, said: list[bool]
+    ) -> None:
         self.__wrapped__ = function
         self.shared = shared
         self.odd = odd
         self.grad = grad
-        self.warned = False
+        self.said = said
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function = self.__wrapped__
@@ -233,7 +236,7 @@ class TensorCallback:
 def _placed_callback(function: Any, device: str | None) -> TensorCallback:
     """A ``TensorCallback`` whose tensors go to ``device`` (None: the default device)."""
     placed = [] if device is None else [torch.empty(0, dtype=torch.bool, device=device)]  # as device_leaf records one
-    return TensorCallback(function, [], placed, DETACH)
+    return TensorCallback(function, [], placed, DETACH, [])
 
 
 def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
@@ -248,10 +251,10 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     def callback_leaf(function: Any, ctx: Any) -> Any:
         if _numpy_code(function) and not _torch_code(function):
             return function
-        return TensorCallback(function, ctx.shared, ctx.odd, grad)
+        return TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said)
 
     def torch_callback_leaf(function: Any, ctx: Any) -> Any:
-        return TensorCallback(function, ctx.shared, ctx.odd, grad) if written_in_torch(function) else function
+        return TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said) if written_in_torch(function) else function
 
     leaf = callback_leaf if every else torch_callback_leaf
 
