@@ -411,17 +411,13 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     ``nn.Module``, or code of the caller's own (a function, lambda, bound method, partial or
     callable object of one: no library's) written in torch and reading no NumPy; one that
     converts arrays itself (``isinstance(x, torch.Tensor)``, then ``np.asarray``) wants arrays."""
-    function = value.func if isinstance(value, functools.partial) else value
+    function: Any = value.func if isinstance(value, functools.partial) else value
     if isinstance(function, torch.nn.Module):
         return True
     owner = None
     if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
         function, owner = function.__func__, function.__self__
-    elif (
-        not isinstance(function, (types.FunctionType, type))
-        and _callable_type(type(function))
-        and _own_object(function)
-    ):
+    elif not isinstance(function, (types.FunctionType, type)) and callable(function) and _own_object(function):
         function, owner = inspect.getattr_static(type(function), "__call__", None), function
     if not isinstance(function, types.FunctionType) or (id(function), id(owner)) in seen:
         return False
