@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import autoconvert as ac
 from autoconvert._adapters._table import adapter_for
+from autoconvert._spec._callbacks import written_in_torch
 
 #: CI installs the recipes extra (numba, OpenCV, scikit-learn): a missing library fails there.
 REQUIRED = bool(os.environ.get("AUTOCONVERT_TEST_RECIPES"))
@@ -1052,3 +1053,154 @@ def test_a_callback_reaching_torch_through_a_function_of_its_own_is_a_torch_call
         detached = call(_default_route(route, name, "detach"), model)  # silent: warnings are errors
     value = (lambda r: r[0]) if name == "nquad" else (lambda r: r.y if name == "solve_ivp" else r.x)
     assert torch.allclose(torch.as_tensor(value(detached)), torch.as_tensor(value(plain)))
+
+
+class _Sine(torch.nn.Module):
+    """A torch layer: ``sin(a * t)``."""
+
+    def __init__(self, a: torch.Tensor) -> None:
+        super().__init__()
+        self.a = a
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return torch.sin(self.a * t)
+
+
+class _Net:
+    """A callable object of the caller's own: ``__call__`` calls a method of self, which reads torch."""
+
+    def __init__(self, a: torch.Tensor) -> None:
+        self.a = a
+
+    def __call__(self, t: Any) -> Any:
+        return self.block(t)
+
+    def block(self, t: Any) -> Any:
+        return torch.sin(self.a * t)
+
+
+class _Energy:
+    """A method calling another method of self (a model calling its layer)."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layer = layer
+
+    def energy(self, t: Any) -> Any:
+        return self.scaled(t)
+
+    def scaled(self, t: Any) -> Any:
+        return self.layer(t) * 1.0
+
+
+class _Static:
+    """Torch code held by a class: a static and a class method."""
+
+    a: torch.Tensor
+
+    @staticmethod
+    def layer(t: Any) -> Any:
+        return torch.sin(_Static.a * t)
+
+    @classmethod
+    def scaled(cls, t: Any) -> Any:
+        return torch.sin(cls.a * t)
+
+
+def _scale(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda t: f(t) * 1.0
+
+
+def _calling(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A lambda calling ``f``, closed over: ``lambda t: model(t)``."""
+    return lambda t: f(t)
+
+
+def _calling_energy(e: _Energy) -> Callable[[Any], Any]:
+    return lambda t: e.energy(t)
+
+
+def _sine(a: torch.Tensor) -> Callable[[Any], Any]:
+    return lambda t: torch.sin(a * t)
+
+
+def _static(a: torch.Tensor, name: str) -> Callable[[Any], Any]:
+    """A lambda calling ``_Static.<name>`` through the class, a global."""
+    _Static.a = a
+    return (lambda t: _Static.layer(t)) if name == "layer" else (lambda t: _Static.scaled(t))
+
+
+#: Torch code the callables' rule reaches through the caller's objects, made for a tensor ``a``:
+#: ``sin(a * t)``, which torch computes from the Python floats ``quad`` hands, losing ``a``'s
+#: gradient, unless the rule hands the callable tensors.
+REACHED: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
+    "module-in-lambda": lambda a: _calling(_Sine(a)),
+    "callable-object": _Net,
+    "callable-object-in-lambda": lambda a: _calling(_Net(a)),
+    "method-calling-self": lambda a: _Energy(_sine(a)).energy,
+    "method-calling-self-in-lambda": lambda a: _calling_energy(_Energy(_Sine(a))),
+    "closures-of-one-factory": lambda a: _scale(_scale(_sine(a))),
+    "static-method-in-lambda": lambda a: _static(a, "layer"),
+    "class-method-in-lambda": lambda a: _static(a, "scaled"),
+}
+
+
+@pytest.mark.parametrize("grad", [None, "warn", "detach", "error"])
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+@pytest.mark.parametrize("reached", sorted(REACHED))
+def test_torch_code_reached_through_the_callers_objects_takes_tensors(
+    reached: str, route: str, grad: str | None
+) -> None:
+    """Under the default callbacks=False, a callable reaching torch through an ``nn.Module``
+    it calls, a callable object's ``__call__``, ``self.<name>`` in a method, a class's static
+    or class method, or closures of one factory, is handed tensors: ``quad``'s value is
+    NumPy's, and a gradient its result loses meets the call's grad policy (grad=None: a plain
+    tensor, nothing lost)."""
+    import scipy.integrate
+
+    a = torch.tensor(0.7, dtype=torch.float64, requires_grad=grad is not None)
+    callable_ = REACHED[reached](a)
+    assert written_in_torch(callable_)
+    options = {} if grad is None else {"grad": grad}
+    if route == "torchify":
+        quad = ac.torchify(scipy.integrate, **options).quad
+    else:
+        quad = ac.returns_tensor(ac.accepts_numpy(scipy.integrate.quad, **options))
+    expected = scipy.integrate.quad(lambda t: np.sin(0.7 * t), 0, 1)[0]
+    if grad == "error":
+        with pytest.raises(ac.GradientError, match=r"^quad\(\): callback .*'s result requires grad"):
+            quad(callable_, 0, 1)
+        return
+    with pytest.warns(ac.GradientWarning) if grad == "warn" else contextlib.nullcontext() as caught:
+        value = quad(callable_, 0, 1)[0]
+    assert float(value) == pytest.approx(expected, rel=1e-12)
+    if grad == "warn":
+        assert len(caught) == 1
+
+
+class _NumpyNet:
+    def __call__(self, t: Any) -> Any:
+        return self.block(t)
+
+    def block(self, t: Any) -> Any:
+        return np.sin(0.7 * t)
+
+
+class _NumpyStatic:
+    @staticmethod
+    def layer(t: Any) -> Any:
+        return np.sin(0.7 * t)
+
+
+@pytest.mark.parametrize(
+    "callable_",
+    [
+        pytest.param(_NumpyNet(), id="callable-object"),
+        pytest.param(_calling(_NumpyNet()), id="callable-object-in-lambda"),
+        pytest.param(_Energy(lambda t: np.sin(0.7 * t)).energy, id="method-calling-self"),
+        pytest.param(lambda t: _NumpyStatic.layer(t), id="static-method-in-lambda"),
+        pytest.param(_scale(_scale(lambda t: np.sin(0.7 * t))), id="closures-of-one-factory"),
+    ],
+)
+def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
+    """The same shapes written in NumPy are no torch code: handed arrays, as SciPy hands them."""
+    assert not written_in_torch(callable_)

@@ -340,3 +340,36 @@ def test_every_callable_a_constraint_or_an_operator_holds_takes_tensors(route: s
     x = linalg.lsqr(operator, torch.from_numpy(b))[0]
     np.testing.assert_allclose(x.numpy(), scipy.sparse.linalg.lsqr(matrix, b)[0], rtol=1e-10)
     assert seen == {torch.Tensor}
+
+
+def _operator(a: torch.Tensor) -> scipy.sparse.linalg.LinearOperator:
+    """A linear operator whose torch ``matvec`` and ``rmatvec`` close over ``a``."""
+    return scipy.sparse.linalg.LinearOperator(
+        (3, 3), matvec=lambda v: torch.mul(a, v), rmatvec=lambda v: torch.mul(a, v), dtype=np.float64
+    )
+
+
+#: Calls evaluating several torch callables an operator holds: (routine, the call given it and ``a``).
+MANY_CALLBACKS: dict[str, tuple[str, Callable[[Any, torch.Tensor], Any]]] = {
+    "matvec and rmatvec in lsqr": ("lsqr", lambda f, a: f(_operator(a), torch.ones(3, dtype=F64))),
+    "A * A in cg": ("cg", lambda f, a: f(_operator(a) * _operator(a), torch.ones(3, dtype=F64))),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("case", sorted(MANY_CALLBACKS))
+def test_the_callbacks_of_one_call_say_a_lost_gradient_once(case: str, route: str) -> None:
+    """The callables one call hands over share its word on a lost gradient: one
+    GradientWarning per call, however many of them lose one."""
+    name, call = MANY_CALLBACKS[case]
+    a = torch.tensor(2.0, dtype=F64, requires_grad=True)
+    routine = (
+        getattr(ac.torchify(scipy.sparse.linalg), name)
+        if route == "torchify"
+        else ac.returns_tensor(ac.accepts_numpy(getattr(scipy.sparse.linalg, name)))
+    )
+    for _ in range(2):  # and once again in the next call
+        with pytest.warns(ac.GradientWarning) as caught:
+            call(routine, a)
+        said = f"{name}(): the result of its callback _operator.<locals>.<lambda>() requires grad, "
+        assert [str(w.message)[: len(said)] for w in caught] == [said]

@@ -78,8 +78,8 @@ def _result_array(t: torch.Tensor, evaluation: _Evaluation) -> Any:
             raise
     callback = evaluation.callback
     lost = _lost_beyond(t, evaluation.handed)
-    if lost is not None and callback.grad.returned(t, lost) and not callback.warned:
-        callback.warned = True  # once per call, not per evaluation (quad makes 21)
+    if lost is not None and callback.grad.returned(t, lost) and not callback.said:
+        callback.said.append(True)  # once per call, not per evaluation (quad makes 21) nor per callback
         callback.grad.say_returned(function_name(callback.__wrapped__), lost)
     return as_result(array)
 
@@ -169,20 +169,23 @@ class TensorCallback:
     """A callable argument written in torch, as NumPy code calls it. ``shared``, ``odd``: the
     call's tensor arguments (still filling while the call's arguments convert), whose device
     its tensors go to. ``grad``: the call's grad policy, which a result that requires grad
-    meets (a warning said once per call).
+    meets; ``said``: whether its warning was said, shared by the call's callbacks (a linear
+    operator's ``matvec`` and ``rmatvec``), so that it is said once per call.
 
     It carries the callable's attributes, live, both ways: NumPy code reads arbitrary ones
     (``solve_ivp`` an event's ``terminal`` and ``direction``), set before or after the call
     began, and what it sets lands on the callable."""
 
-    __slots__ = ("__wrapped__", "grad", "odd", "shared", "warned")
+    __slots__ = ("__wrapped__", "grad", "odd", "said", "shared")
 
-    def __init__(self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], grad: GradPolicy) -> None:
+    def __init__(
+        self, function: Any, shared: list[torch.Tensor], odd: list[torch.Tensor], grad: GradPolicy, said: list[bool]
+    ) -> None:
         self.__wrapped__ = function
         self.shared = shared
         self.odd = odd
         self.grad = grad
-        self.warned = False
+        self.said = said
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         function = self.__wrapped__
@@ -233,7 +236,7 @@ class TensorCallback:
 def _placed_callback(function: Any, device: str | None) -> TensorCallback:
     """A ``TensorCallback`` whose tensors go to ``device`` (None: the default device)."""
     placed = [] if device is None else [torch.empty(0, dtype=torch.bool, device=device)]  # as device_leaf records one
-    return TensorCallback(function, [], placed, DETACH)
+    return TensorCallback(function, [], placed, DETACH, [])
 
 
 def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
@@ -248,10 +251,10 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     def callback_leaf(function: Any, ctx: Any) -> Any:
         if _numpy_code(function) and not _torch_code(function):
             return function
-        return TensorCallback(function, ctx.shared, ctx.odd, grad)
+        return TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said)
 
     def torch_callback_leaf(function: Any, ctx: Any) -> Any:
-        return TensorCallback(function, ctx.shared, ctx.odd, grad) if written_in_torch(function) else function
+        return TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said) if written_in_torch(function) else function
 
     leaf = callback_leaf if every else torch_callback_leaf
 
@@ -309,37 +312,48 @@ def written_in_torch(function: Any) -> bool:
     std``) or an import it never uses is no reading of torch. Code that makes its own tensors
     from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
-    callable objects are judged by their function; the methods of an object of the caller's
-    own class it calls (``m.energy(x)``) are followed as functions."""
+    callable objects are judged by their function; the code followed includes the
+    ``nn.Module``s it calls (``lambda t: model(t)``), callable objects (their ``__call__``),
+    the methods and attributes of an object of the caller's own class it reads
+    (``m.energy(x)``, and ``self.layer(x)`` inside them), and a class's static and class
+    methods (``Stat.layer(x)``)."""
     return _written_in_torch(function, _HELPER_DEPTH, set(), helper=False)
 
 
 #: How many calls deep the caller's own functions are followed (a callback calling a model
-#: calling a layer); a visited set stops recursion through the same code.
+#: calling a layer); a visited set stops recursion through the same function.
 _HELPER_DEPTH = 3
 
 
-def _written_in_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper: bool) -> bool:
+#: What a walk has judged: (function, the object it is a method of) by identity, so that two
+#: closures of one factory (``scale(scale(layer))``) or one method of two objects are each judged.
+_Seen = set[tuple[int, int]]
+
+
+def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
     """``written_in_torch``, following ``depth`` more calls into functions of the caller's
-    own whose code is not in ``seen``; a ``helper`` (one the callable calls) reading NumPy
-    converts arrays itself, and is not torch's."""
+    own not in ``seen``; a ``helper`` (one the callable calls) reading NumPy converts arrays
+    itself, and is not torch's."""
     while isinstance(function, functools.partial):
         function = function.func
     if isinstance(function, torch.nn.Module) or _torch_code(function):
         return True
-    function = getattr(function, "__func__", function)
-    if not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
-        function = type(function).__call__  # a callable object: its class's code
+    owner = None
+    if isinstance(function, types.MethodType):
+        function, owner = function.__func__, function.__self__
+    elif not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
+        function, owner = type(function).__call__, function  # a callable object: its class's code
     code = getattr(function, "__code__", None)
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
         return False
-    return _reads_torch(function, depth, seen, helper=helper)
+    return _reads_torch(function, owner, depth, seen, helper=helper)
 
 
-def _reads_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper: bool) -> bool:
-    """``_written_in_torch`` of a Python function (or method) ``function``, from what its code loads."""
+def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
+    """``_written_in_torch`` of a Python function ``function``, a method of ``owner`` (None:
+    none), from what its code loads: ``self.<name>`` reads ``owner``'s attributes."""
+    seen.add((id(function), id(owner)))
     code = function.__code__
-    seen.add(code)
     reads = _reads(code)
     if "from_numpy" in reads.names:
         return False
@@ -348,6 +362,8 @@ def _reads_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper
     values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
     values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
     values += [_imported(module, name) for module, name in reads.imports]
+    if owner is not None:
+        values += _attributes_read(owner, reads.names)
     numpy = any(_is_numpy(value) for value in values)
     if numpy and helper:
         return False
@@ -359,34 +375,55 @@ def _reads_torch(function: Any, depth: int, seen: set[types.CodeType], *, helper
         return True
     if depth == 0:
         return False
-    values += [method for value in values for method in _methods_read(value, reads.names)]
+    values += [member for value in values if _own_object(value) for member in _attributes_read(value, reads.names)]
     return any(_torch_helper(value, depth - 1, seen) for value in values)
 
 
-def _methods_read(value: Any, names: frozenset[str]) -> Iterator[Any]:
-    """The methods of ``value``, an object of a class of the caller's own, whose names the
-    code reading it loads (``m.energy(x)`` of a global ``m``)."""
-    if type(value).__module__ == "builtins" or isinstance(value, (type, types.ModuleType)):
-        return  # numbers, strings, functions, classes, modules: no object of the caller's
-    if adapter_for(value) is not OTHERS:
-        return
+def _own_object(value: Any) -> bool:
+    """Whether ``value`` is an object or a class of the caller's own: no number, string,
+    function, module or library's object."""
+    return (value if isinstance(value, type) else type(value)).__module__ != "builtins" and adapter_for(value) is OTHERS
+
+
+def _attributes_read(value: Any, names: frozenset[str]) -> Iterator[Any]:
+    """The attributes of ``value``, an object or class of the caller's own, whose names the
+    code reading it loads (``m.energy(x)`` of a global ``m``, ``self.layer(x)``, a class's
+    static or class method ``Stat.layer(x)``): its methods bound to it, its own attributes'
+    values (a model, a function, a tensor it holds). Read without running its code
+    (properties, ``__getattr__``)."""
+    cls = value if isinstance(value, type) else type(value)
+    own = getattr(value, "__dict__", None) if not isinstance(value, type) else None
     for name in names:
-        method = inspect.getattr_static(type(value), name, None)
-        if isinstance(method, types.FunctionType):
-            yield method
+        if isinstance(own, dict) and name in own:
+            yield own[name]
+            continue
+        member = inspect.getattr_static(cls, name, None)
+        if isinstance(member, staticmethod):
+            yield member.__func__
+        elif isinstance(member, classmethod):
+            yield types.MethodType(member.__func__, cls)
+        elif isinstance(member, types.FunctionType) and not isinstance(value, type):
+            yield types.MethodType(member, value)
 
 
-def _torch_helper(value: Any, depth: int, seen: set[types.CodeType]) -> bool:
-    """Whether ``value``, which a callable's code loads, is a function of the caller's own
-    (a function, lambda, bound method or partial of one: no library's) written in torch and
-    reading no NumPy: one that converts arrays itself (``isinstance(x, torch.Tensor)``, then
-    ``np.asarray``) wants arrays."""
-    function = value.func if isinstance(value, functools.partial) else value
+def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
+    """Whether ``value``, which a callable's code loads, is torch code the callable calls: an
+    ``nn.Module``, or code of the caller's own (a function, lambda, bound method, partial or
+    callable object of one: no library's) written in torch and reading no NumPy; one that
+    converts arrays itself (``isinstance(x, torch.Tensor)``, then ``np.asarray``) wants arrays."""
+    function: Any = value.func if isinstance(value, functools.partial) else value
+    if isinstance(function, torch.nn.Module):
+        return True
+    owner = None
     if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
-        function = function.__func__
-    if not isinstance(function, types.FunctionType) or function.__code__ in seen or adapter_for(function) is not OTHERS:
+        function, owner = function.__func__, function.__self__
+    elif not isinstance(function, (types.FunctionType, type)) and callable(function) and _own_object(function):
+        function, owner = inspect.getattr_static(type(function), "__call__", None), function
+    if not isinstance(function, types.FunctionType) or (id(function), id(owner)) in seen:
         return False
-    return _reads_torch(function, depth, seen, helper=True)
+    if adapter_for(function) is not OTHERS:
+        return False
+    return _reads_torch(function, owner, depth, seen, helper=True)
 
 
 class _Reads(NamedTuple):

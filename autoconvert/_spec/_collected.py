@@ -41,6 +41,9 @@ class Collected(NamedTuple):
     target: Target | None = None
     #: The containers rebuilt for the function, by the caller's (see _mutations.Rebuilt).
     rebuilt: Rebuilt | None = None
+    #: The call's callbacks' word on a gradient their results lose: said once per call, by
+    #: whichever callback meets it first (see _callbacks.TensorCallback); empty until said.
+    said: list[bool] | None = None
 
 
 def collected(
@@ -52,7 +55,7 @@ def collected(
     target: Target | None = None,
 ) -> Collected:
     """A ``Collected``, made as cheaply as a tuple: the generic call makes one per call."""
-    return new_tuple(Collected, (shared, odd, writes, seen, target, {}))
+    return new_tuple(Collected, (shared, odd, writes, seen, target, {}, []))
 
 
 def collected_writes(
@@ -76,6 +79,7 @@ def collected_writes(
             seen,
             target,
             {},
+            [],
         ),
     )
 
