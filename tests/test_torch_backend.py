@@ -697,21 +697,22 @@ def test_a_callable_reaching_torch_through_functions_of_its_own_takes_tensors(
 def test_a_tensor_requiring_grad_an_unseen_torch_callable_returns_gets_the_note_naming_callbacks(route: str) -> None:
     """Torch code the rule does not see (behind a dict of functions) takes the arrays it is
     handed but closes over a tensor requiring grad: NumPy refuses the result in torch's words,
-    after the callable's frames, and the error still names the callable and callbacks=True."""
+    after the callable's frames, and the error still names the callable and callbacks=True.
+    (``root``: SciPy 1.18's ``minimize`` reads the result's ``dtype.type`` before NumPy does.)"""
     import scipy.optimize
 
     a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
     models = {"sin": lambda t: torch.sin(a * t)}
     if route == "torchify":
-        minimize, site = ac.torchify(scipy.optimize).minimize, "the ac.torchify(..., callbacks=True) call that made it"
+        root, site = ac.torchify(scipy.optimize).root, "the ac.torchify(..., callbacks=True) call that made it"
     else:
-        minimize = ac.returns_tensor(ac.accepts_numpy(scipy.optimize.minimize))
-        site = "@ac.accepts_numpy(callbacks=True) on minimize"
+        root = ac.returns_tensor(ac.accepts_numpy(scipy.optimize.root))
+        site = "@ac.accepts_numpy(callbacks=True) on root"
     with pytest.raises(RuntimeError) as info:
-        minimize(lambda x: models["sin"](x[0]) ** 2, torch.tensor([0.1], dtype=torch.float64))
+        root(lambda x: models["sin"](x[0]) - 0.1 * x, torch.tensor([0.1], dtype=torch.float64))
     assert str(info.value).startswith("Can't call numpy() on Tensor that requires grad")  # torch's words
     assert info.value.__notes__ == [
-        "autoconvert: minimize(): argument fun is a callable, handed NumPy arrays when the function calls it; if "
+        "autoconvert: root(): argument fun is a callable, handed NumPy arrays when the function calls it; if "
         f"it is written in torch, pass callbacks=True to hand it tensors (in {site}, or a with "
         "ac.config(callbacks=True): block around the call)"
     ]
