@@ -21,7 +21,7 @@ import torch
 
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._grad import FORWARD_AD, has_tangent
-from autoconvert._conversions._memory import untracked, untransformed
+from autoconvert._conversions._memory import transforming, untracked, untransformed
 from autoconvert._conversions._tree import Mapper, keep
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, keystr, message
@@ -49,7 +49,7 @@ from autoconvert._options._options import (
 from autoconvert._pickling import by_recipe, calling_module
 from autoconvert._spec._signature import TENSORS, function_name, record, unfitting
 
-from ._autograd import apply_op, apply_traced, dual, transforming, wants_grad
+from ._autograd import apply_op, apply_traced, dual, wants_grad
 from ._library import Registration
 from ._opspec import OpSpec
 from ._schema import Schema, SchemaError, schema_of
