@@ -381,7 +381,8 @@ def test_check_writes_finds_an_overwrite_inside_a_numpy_op_or_torchified_functio
     )
     assert str(info.value) == (
         f"{fn.__name__}(): argument b was changed by the function, through a route the read-only guard cannot see "
-        "(torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back. "
+        "(torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer, compiled code ignoring the "
+        "flag such as SciPy's overwrite_*=True); the values were put back. "
         "Found torch.Tensor(shape=(3, 2), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: pass "
         "copy=True to give the function private writable copies, or writeback=True to let its changes reach the "
         f"caller's tensors ({made}, or a with ac.config(copy=True): block around the call)."
