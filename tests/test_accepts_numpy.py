@@ -835,8 +835,8 @@ class TestCheckWrites:
         assert str(info.value) == (
             "TestCheckWrites.test_check_writes_puts_the_values_back_and_names_the_argument.<locals>.step(): "
             "argument batch['img'] was changed by the function, through a route the read-only guard cannot "
-            "see (torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer); the values were "
-            "put back. Found torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). "
+            "see (torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer, compiled code "
+            "ignoring the flag such as SciPy's overwrite_*=True); the values were put back. Found torch.Tensor(shape=(2,), dtype=torch.float32, layout=torch.strided, device=cpu). "
             "Fix: pass copy=True to give the function private writable copies, or writeback=True to let its "
             "changes reach the caller's tensors (in @ac.accepts_numpy(copy=True) on "
             "TestCheckWrites.test_check_writes_puts_the_values_back_and_names_the_argument.<locals>.step, or a "

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.special
 import torch
 from hypothesis import given, settings
@@ -205,6 +206,47 @@ def test_the_plain_pair_under_a_transform_names_numpy_op(transform: str) -> None
     assert str(info.value) == (
         "erfcx(): argument x is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which "
         f"NumPy code cannot see. Found torch.Tensor(shape={shape}, dtype=torch.float64, layout=torch.strided, "
+        "device=cpu). Fix: for gradients, make the function an autoconvert.numpy_op with backward= (torch.func.grad, "
+        "vjp, jacrev) or jvp= (torch.func.jvp, jacfwd); for a batch, loop over it (autoconvert.batched) instead of "
+        "torch.vmap."
+    )
+
+
+_SQUARE = torch.eye(3, dtype=torch.float64) * 4
+_RIGHT = torch.ones(3, 2, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vjp", "vmap"])
+@pytest.mark.parametrize("form", ["torchify(module)", "torchify(function)", "pair"])
+@pytest.mark.parametrize("name", ["solve", "lstsq"])
+def test_a_constant_before_the_transformed_argument_crosses_and_the_argument_is_refused(
+    name: str, form: str, transform: str
+) -> None:
+    """A plain tensor the transformed function closes over (``a``) converts as it is, though
+    the transform's ops would wrap it with no storage; the transformed ``b`` after it is refused
+    with the fix, never torch's "Cannot access data pointer"."""
+    function = getattr(scipy.linalg, name)
+    wrapped = {
+        "torchify(module)": lambda: getattr(ac.torchify(scipy.linalg), name),
+        "torchify(function)": lambda: ac.torchify(function),
+        "pair": lambda: ac.returns_tensor(ac.accepts_numpy(function)),
+    }[form]()
+
+    def solved(b: torch.Tensor) -> torch.Tensor:
+        result = wrapped(_SQUARE, b)
+        return result if name == "solve" else result[0]
+
+    transformed = {
+        "grad": lambda: grad(lambda b: solved(b).sum())(_RIGHT),
+        "jvp": lambda: jvp(solved, (_RIGHT,), (torch.ones_like(_RIGHT),)),
+        "vjp": lambda: vjp(solved, _RIGHT),
+        "vmap": lambda: vmap(solved)(_RIGHT.expand(2, 3, 2)),
+    }[transform]
+    with pytest.raises(ac.ConversionError) as info:
+        transformed()
+    assert str(info.value) == (
+        f"{name}(): argument b is being transformed by torch.vmap or torch.func (a functorch-wrapped tensor), which "
+        "NumPy code cannot see. Found torch.Tensor(shape=(3, 2), dtype=torch.float64, layout=torch.strided, "
         "device=cpu). Fix: for gradients, make the function an autoconvert.numpy_op with backward= (torch.func.grad, "
         "vjp, jacrev) or jvp= (torch.func.jvp, jacfwd); for a batch, loop over it (autoconvert.batched) instead of "
         "torch.vmap."

@@ -345,3 +345,45 @@ def test_no_lapack_routine_writes_into_the_callers_tensors_with_every_flag_set(n
             pass
         for t, was in zip(args, before, strict=True):
             assert torch.equal(t, was), f"{name} with {count} arguments changed the caller's tensor"
+
+
+def _solve_with_lu(a: torch.Tensor, b: torch.Tensor) -> Any:
+    return scipy.linalg.lu_solve(scipy.linalg.lu_factor(a), b, overwrite_b=True, check_finite=False)
+
+
+def _solve_with_cholesky(a: torch.Tensor, b: torch.Tensor) -> Any:
+    return scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b, overwrite_b=True, check_finite=False)
+
+
+@pytest.mark.parametrize("fn", [_solve_with_lu, _solve_with_cholesky])
+@pytest.mark.parametrize("route", ["numpy_op", "torchify"])
+def test_check_writes_finds_an_overwrite_inside_a_numpy_op_or_torchified_function(
+    route: str, fn: Callable[..., Any]
+) -> None:
+    """The overwrite_b=True of a SciPy call inside the user's own function writes a
+    Fortran-ordered caller tensor around the read-only flag (the first half proves it): the
+    op or torchified function cannot know which arguments the function lets SciPy overwrite,
+    and check_writes=True, as its guide says, catches the write and puts the values back."""
+    decorate = {"numpy_op": ac.numpy_op, "torchify": ac.torchify}[route]
+    a, b = _spd(), torch.ones(2, 3, dtype=torch.float64).T  # b Fortran-ordered
+    before = b.clone()
+    decorate(fn)(a, b)
+    assert not torch.equal(b, before), "no longer a bypass"
+
+    b = before.clone().T.contiguous().T
+    with pytest.raises(ac.ReadOnlyError) as info:
+        decorate(fn, check_writes=True)(a, b)
+    assert torch.equal(b, before)
+    made = (
+        "in ac.numpy_op(" + fn.__name__ + ", copy=True)"
+        if route == "numpy_op"
+        else "in the ac.torchify(..., copy=True) call that made it"
+    )
+    assert str(info.value) == (
+        f"{fn.__name__}(): argument b was changed by the function, through a route the read-only guard cannot see "
+        "(torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer, compiled code ignoring the "
+        "flag such as SciPy's overwrite_*=True); the values were put back. "
+        "Found torch.Tensor(shape=(3, 2), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: pass "
+        "copy=True to give the function private writable copies, or writeback=True to let its changes reach the "
+        f"caller's tensors ({made}, or a with ac.config(copy=True): block around the call)."
+    )

@@ -210,6 +210,11 @@ untransformed: Callable[[], contextlib.AbstractContextManager[Any]] = getattr(
 )
 
 
+#: The innermost torch.func transform's level, None outside all (feature-detected: torch 2.4 has
+#: it). Inside one, its ops wrap every tensor they touch, so even a plain tensor's ``numpy()`` fails.
+transforming: Callable[[], int | None] = getattr(_functorch, "maybe_current_level", lambda: None)
+
+
 def untracked(t: torch.Tensor) -> torch.Tensor:
     """``t`` detached, with no torch.func gradient transform's wrapping (``torch.func.grad``,
     ``vjp``, ``jacrev``, ``jvp``, ``jacfwd`` wrap it once per level): the values a computation

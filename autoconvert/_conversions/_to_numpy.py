@@ -20,7 +20,7 @@ from ._describe import describe_tensor
 from ._devices import CPU
 from ._dtypes import TORCH_TO_NUMPY, WIDENED
 from ._grad import DETACH, FORWARD_AD, GradPolicy, may_lose_gradient
-from ._memory import compact, expanded, nbytes, needs_copy, tensor_refusal
+from ._memory import compact, expanded, nbytes, needs_copy, tensor_refusal, transforming, untransformed
 from ._sparse import SPARSE_LAYOUTS, tensor_to_sparse
 
 
@@ -96,6 +96,11 @@ def slow_tensor_to_array(
         a, shares = slow_tensor_to_array(compact(t), None, grad, sparse, settle=settle, widened=widened)
         return np.broadcast_to(a, tuple(t.shape)), shares
     try:
+        if transforming() is not None:
+            # A plain tensor (a constant the transformed function closes over): its values cross
+            # as they are, not as the transform's ops would wrap them (with no storage).
+            with untransformed():
+                return _to_host(t, copy, settle, widened)
         return _to_host(t, copy, settle, widened)
     except (MemoryError, RuntimeError) as e:  # torch's CPU allocator raises RuntimeError
         if not isinstance(e, MemoryError) and "alloc" not in str(e).lower():

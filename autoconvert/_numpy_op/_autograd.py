@@ -16,15 +16,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from autoconvert._conversions._grad import FORWARD_AD, has_tangent
+from autoconvert._conversions._memory import transforming
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._observe._observe import count_rule_backward, counting
 
 from ._opspec import OpSpec, filled, placed, save, saved, shaped_as
-
-#: The innermost torch.func transform's level, None outside all (feature-detected: torch 2.4 has it).
-transforming: Callable[[], int | None] = getattr(
-    getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None
-)
 
 
 def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

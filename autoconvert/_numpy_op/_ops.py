@@ -21,7 +21,7 @@ import torch
 
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._grad import FORWARD_AD, has_tangent
-from autoconvert._conversions._memory import untracked, untransformed
+from autoconvert._conversions._memory import transforming, untracked, untransformed
 from autoconvert._conversions._tree import Mapper, keep
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, keystr, message
@@ -47,9 +47,9 @@ from autoconvert._options._options import (
     validate,
 )
 from autoconvert._pickling import by_recipe, calling_module
-from autoconvert._spec._signature import TENSORS, function_name, record
+from autoconvert._spec._signature import TENSORS, function_name, record, unfitting
 
-from ._autograd import apply_op, apply_traced, dual, transforming, wants_grad
+from ._autograd import apply_op, apply_traced, dual, wants_grad
 from ._library import Registration
 from ._opspec import OpSpec
 from ._schema import Schema, SchemaError, schema_of
@@ -601,7 +601,7 @@ def _binder(
             try:
                 bound = signature.bind(*args, **kwargs)
             except TypeError as e:
-                raise _unfitting(fn, signature, args, kwargs, e) from None
+                raise unfitting(function_name(fn), signature, args, kwargs, e) from None
             if bound.kwargs:
                 bound = _keywords_placed(signature, bound)
             args, kwargs = bound.args, bound.kwargs
@@ -621,25 +621,6 @@ def _binder(
         return args, kwargs
 
     return bind
-
-
-def _unfitting(
-    fn: Callable[..., Any], signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], e: TypeError
-) -> TypeError:
-    """The TypeError of a call whose arguments ``signature`` refuses (``e``, inspect's words,
-    which name no function), naming the function, what was given and how it takes them."""
-    only = [n for n, p in signature.parameters.items() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
-    plural = "" if len(args) == 1 else "s"
-    return TypeError(
-        message(
-            function_name(fn),
-            "its arguments",
-            f"do not fit its signature {signature}: {e}",
-            f"{len(args)} positional argument{plural} and keywords {', '.join(kwargs)}",
-            "pass the arguments as its signature takes them"
-            + (f" ({', '.join(only)} by position only)" if only else ""),
-        )
-    )
 
 
 def _keywords_placed(signature: inspect.Signature, bound: inspect.BoundArguments) -> inspect.BoundArguments:

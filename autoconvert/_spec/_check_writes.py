@@ -85,7 +85,8 @@ class RestoreWrites:
                 self.function,
                 "argument " + self.copy_back.paths_of(changed, given),
                 "was changed by the function, through a route the read-only guard cannot see (torch.from_numpy "
-                "or torch.as_tensor on the array, its .base, np.frombuffer); the values were put back",
+                "or torch.as_tensor on the array, its .base, np.frombuffer, compiled code ignoring the flag such as "
+                "SciPy's overwrite_*=True); the values were put back",
                 describe_tensor(changed[0]),
                 self.copy_back.writable_fixes(),
             )

@@ -10,7 +10,7 @@ import contextlib
 import inspect
 import re
 import types
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,7 +20,7 @@ from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions import _devices
 from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import Mapper
-from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr
+from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr, message
 from autoconvert._observe._observe import PathOf
 from autoconvert._options._options import AFTER_CALL, Policy, reject_given
 
@@ -92,6 +92,8 @@ class Parameters:
         self.outputs_at = range(func.nin, func.nin + func.nout) if isinstance(func, np.ufunc) else range(0)
         # classmethod/staticmethod objects have no signature of their own before 3.13.
         signature = signature_of(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
+        #: The signature read (None: none can be read).
+        self.signature = signature
         if signature is None:
             self.known = False
             self.positional: list[str] = []
@@ -152,6 +154,50 @@ class Parameters:
         assert positional_index is not None
         params = self.positional[offset:]
         return (params[positional_index] if positional_index < len(params) else self.varargs) in names
+
+
+def unfitting(
+    name: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], e: TypeError
+) -> TypeError:
+    """The TypeError of a call whose arguments ``signature`` refuses (``e``, inspect's words,
+    which name no function), naming the function, what was given and how it takes them."""
+    only = [n for n, p in signature.parameters.items() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+    plural = "" if len(args) == 1 else "s"
+    return TypeError(
+        message(
+            name,
+            "its arguments",
+            f"do not fit its signature {signature}: {e}",
+            f"{len(args)} positional argument{plural} and keywords {', '.join(kwargs)}",
+            "pass the arguments as its signature takes them"
+            + (f" ({', '.join(only)} by position only)" if only else ""),
+        )
+    )
+
+
+def keyword_refusal(name: str, params: Parameters) -> Callable[[tuple[Any, ...], dict[str, Any], object], None] | None:
+    """For a function with parameters it takes by position only and no ``**kwargs`` (a ufunc:
+    ``jv(v=t, z=z)``): what refuses a call giving a keyword it has no parameter for, before any
+    argument is converted, so no GradientWarning is said about a call that never runs. None
+    for any other function (decided here, once: its calls pay nothing)."""
+    signature = params.signature
+    kinds = inspect.Parameter
+    if signature is None or params.varkw is not None:
+        return None
+    if not any(p.kind is kinds.POSITIONAL_ONLY for p in signature.parameters.values()):
+        return None
+    accepted = frozenset(params.keywords)
+
+    def refuse(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> None:
+        if kwargs.keys() <= accepted:
+            return
+        given = (instance, *args) if params.offset(instance) else args
+        try:
+            signature.bind(*given, **kwargs)
+        except TypeError as e:
+            raise unfitting(name, signature, args, kwargs, e) from None
+
+    return refuse
 
 
 def refuse_unknown(params: Parameters, names: frozenset[str], where: str) -> None:
