@@ -211,7 +211,7 @@ class ResultFields:
             self.carry(
                 receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
             )
-        return twins if _holds(result, twins) else UNSEEN
+        return twins if _holds_twin(result, twins) else UNSEEN
 
     def carry(
         self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
@@ -519,26 +519,34 @@ class _Held(list):  # type: ignore[type-arg]
     deep: list[tuple[Any, _Held]] | None
 
 
-def _contents(container: Any, depth: int = _DEPTH) -> _Held:
+def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) -> _Held:
     """What a list holds, or a dict's keys then values, and inside those of its items that are
-    lists, dicts or objects the conversion rebuilds, ``depth`` containers deep: to tell a change
-    in place by identity (see ``_holds_same``; arrays have no truth value)."""
+    lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
+    ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
+    change in place by identity (see ``_holds_same``; arrays have no truth value)."""
     held = _Held(container[:] if type(container) is list else [*container, *container.values()])
     held.deep = None
     if depth > 1 and any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, held))):
-        deep = [(item, _contents(_inner_of(item), depth - 1)) for item in held if _nested(item)]
+        above = (*above, id(container))
+        deep = [
+            (item, _contents(inner, depth - 1, above))
+            for item in held
+            if _changes_inside(item) and id(inner := _inner_of(item)) not in above
+        ]
         held.deep = deep or None
     return held
-
-
-def _nested(item: Any) -> bool:
-    """Whether ``item``, held in a list or dict, may change in place inside (see ``_contents``)."""
-    return type(item) in _IN_PLACE or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
 
 
 def _inner_of(item: Any) -> Any:
     """What ``_contents`` looks inside for a nested ``item``: a list or dict, or its attributes."""
     return item if type(item) in _IN_PLACE else item.__dict__
+
+
+def _changes_inside(item: Any) -> bool:
+    """Whether ``item``, held in a list or dict, may change in place inside (see ``_contents``):
+    a list, a dict, an object the conversion rebuilds, but no result with methods, whose own
+    fields follow it (which may hold itself: ``self.seen.append(self)``)."""
+    return type(item) in _IN_PLACE or _record(item)
 
 
 def _holds_same(container: Any, was: _Held) -> bool:
@@ -617,14 +625,14 @@ def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int,
             _twins(value, mine, deeper, into)
 
 
-def _holds(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
+def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
     """Whether ``value`` is, or its tuples, lists and dicts hold, one of ``twins``."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
     if kind in _WALKED:
-        return any(_holds(item, twins) for item in (value.values() if kind is dict else value))
+        return any(_holds_twin(item, twins) for item in (value.values() if kind is dict else value))
     return False
 
 
@@ -636,7 +644,7 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if kind not in _WALKED or not _holds(value, twins):
+    if kind not in _WALKED or not _holds_twin(value, twins):
         return convert(value)
     if kind is dict:
         out = {}
