@@ -431,7 +431,7 @@ def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
     for name in names:
         value = attributes.get(name)
         if type(value) in _IN_PLACE:
-            contents[name] = (value, _contents(value))
+            contents[name] = (value, _contents(value, _DEPTH, (id(attributes),)))  # r.seen holding r
         elif _record(value):
             held = value.__dict__
             inner[name] = (value, value, dict(held), _snapshot(held, _followed(held)))
@@ -544,9 +544,8 @@ def _inner_of(item: Any) -> Any:
 
 def _changes_inside(item: Any) -> bool:
     """Whether ``item``, held in a list or dict, may change in place inside (see ``_contents``):
-    a list, a dict, an object the conversion rebuilds, but no result with methods, whose own
-    fields follow it (which may hold itself: ``self.seen.append(self)``)."""
-    return type(item) in _IN_PLACE or _record(item)
+    a list, a dict, an object the conversion rebuilds (a dataclass, a result with methods)."""
+    return type(item) in _IN_PLACE or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
 
 
 def _holds_same(container: Any, was: _Held) -> bool:
