@@ -524,7 +524,7 @@ def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) 
     lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
     ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
     change in place by identity (see ``_holds_same``; arrays have no truth value)."""
-    held = _Held(container[:] if type(container) is list else [*container, *container.values()])
+    held = _Held(container if type(container) is list else [*container, *container.values()])
     held.deep = None
     if depth > 1 and any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, held))):
         above = (*above, id(container))
