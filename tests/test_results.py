@@ -25,6 +25,7 @@ import scipy.stats
 import torch
 
 import autoconvert as ac
+from autoconvert._conversions import _result_methods
 
 from .conftest import raised
 
@@ -1235,6 +1236,172 @@ def test_what_the_caller_changes_inside_its_result_is_what_the_method_sees(
     how(r, array([5.0, 6.0], kind))
     assert r.leaves() == plain.leaves()
     assert r.leaves() == plain.leaves()  # and on the next call
+
+
+@dataclasses.dataclass
+class Bumped:
+    """A dataclass with a method of its own that changes it, held inside a list or dict."""
+
+    w: Any
+
+    def bump(self, x: Any) -> None:
+        self.w = x * 2
+
+
+#: What a result's field holds one container below it, made from an array ``a``.
+NESTED_KINDS: dict[str, Callable[[Any], Any]] = {
+    "list in a dict": lambda a: {"a": [a * 1.0]},
+    "list in a list": lambda a: [[a * 1.0]],
+    "dataclass in a list": lambda a: [Record(a * 1.0)],
+    "dataclass in a dict": lambda a: {"k": Record(a * 1.0)},
+    "dataclass with a method in a list": lambda a: [Bumped(a * 1.0)],
+    "dataclass with a method in a dict": lambda a: {"k": Bumped(a * 1.0)},
+}
+
+
+def _first(field: Any) -> Any:
+    """The list or dataclass one container below a result's field."""
+    return field[0] if isinstance(field, list) else next(iter(field.values()))
+
+
+def _deeper_grow(h: Holder, x: Any) -> None:
+    """An item added to the inner list, or an attribute of the inner dataclass reassigned."""
+    inner = _first(h.field)
+    if isinstance(inner, list):
+        inner.append(x * 2)
+    else:
+        inner.w = x * 2
+
+
+def _deeper_set_item(h: Holder, x: Any) -> None:
+    """An item of the inner list replaced."""
+    _first(h.field)[0] = x * 2
+
+
+def _deeper_own_method(h: Holder, x: Any) -> None:
+    """The inner dataclass's own method, changing it."""
+    _first(h.field).bump(x)
+
+
+NESTED_CHANGES: dict[str, Callable[[Holder, Any], None]] = {
+    "grow": _deeper_grow,
+    "item set": _deeper_set_item,
+    "own method": _deeper_own_method,
+}
+#: Each nested kind with each change it takes (a dataclass has no item, a list no method).
+_NESTED_CHANGES = [
+    (field, change)
+    for field in NESTED_KINDS
+    for change in NESTED_CHANGES
+    if change == "grow"
+    or (change == "item set" and field.startswith("list"))
+    or (change == "own method" and "with a method" in field)
+]
+#: How the caller holds the result: as the function returned it, a copy of it, or inside the
+#: list, tuple or dict the function returned.
+HELD: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "as returned": (lambda r: r, lambda r: r),
+    "copy.copy": (lambda r: r, copy.copy),
+    "copy.deepcopy": (lambda r: r, copy.deepcopy),
+    "in a list": (lambda r: [r], lambda out: out[0]),
+    "in a tuple": (lambda r: (r, 1), lambda out: out[0]),
+    "in a dict": (lambda r: {"r": r}, lambda out: out["r"]),
+}
+_ALL_ROUTES: dict[str, tuple[Callable[[Any], Any], type]] = {
+    "pair": (lambda f: ac.returns_tensor(ac.accepts_numpy(f)), torch.Tensor),
+    "returns_tensor": (lambda f: ac.returns_tensor(lambda x: f(ac.to_numpy(x))), torch.Tensor),
+    "torchify": (ac.torchify, torch.Tensor),
+    "reverse pair": (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), np.ndarray),
+}
+#: The cross product of routes, nested kinds and changes, and ways of holding the result; the
+#: default run keeps each route with each kind and change, held as returned, and each way of
+#: holding on the pair.
+_DEEPER_CASES = [
+    pytest.param(
+        route,
+        field,
+        change,
+        held,
+        id=f"{route}-{field}-{change}-{held}",
+        marks=() if held == "as returned" or (route == "pair" and field == "list in a dict") else pytest.mark.slow,
+    )
+    for route in _ALL_ROUTES
+    for field, change in _NESTED_CHANGES
+    for held in HELD
+]
+
+
+def _array(values: list[float], of: type) -> Any:
+    return np.array(values) if of is np.ndarray else torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("route", "field", "change", "held"), _DEEPER_CASES)
+def test_what_a_method_changes_one_container_below_an_attribute_reaches_the_caller(
+    route: str, field: str, change: str, held: str
+) -> None:
+    """A method's change inside a list or dataclass held in a list or dict attribute
+    (``self.d['a'].append(x)``, ``self.ll[0][0] = x``, ``self.items[0].w = x``,
+    ``self.items[0].bump(x)``) was lost on the caller's result while the next method saw it:
+    items were compared by identity one level down. It now reaches the caller's result,
+    converted as its fields were, as on the plain object, and the next method sees the same."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    make = NESTED_KINDS[field]
+    how = NESTED_CHANGES[change]
+    plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
+    plain = Holder(make(_array([1.0, 2.0], plain_kind)), _array([1.0, 2.0], plain_kind))
+    r = unwrap(view(lambda a: wrap(Holder(make(a), a)))(_array([1.0, 2.0], kind)))
+    field_held = r.field
+    how(plain, _array([1.0, 1.0], plain_kind))
+    r.apply(how, _array([1.0, 1.0], kind))
+    want = _described(plain.field, plain_kind)
+    assert _described(r.field, kind) == want
+    assert r.field is field_held  # the caller's own list or dict, changed in place
+    assert _described(r.read(), kind) == want
+    assert r.leaves() == plain.leaves()
+
+
+@_ROUTES
+@pytest.mark.parametrize(("field", "change"), [(f, c) for f, c in _NESTED_CHANGES if "with a method" not in f])
+def test_what_the_caller_changes_one_container_below_an_attribute_is_what_the_method_sees(
+    field: str, change: str, view: Callable[[Any], Any], kind: type
+) -> None:
+    """The caller's change inside a list or dataclass held in a list or dict attribute
+    (``r.d['a'].append(t)``, ``r.items[0].w = t``) was not seen by the result's methods, which
+    looked one level down alone. It is now converted back at the next method call."""
+    make = NESTED_KINDS[field]
+    how = NESTED_CHANGES[change]
+    plain_kind = np.ndarray if kind is torch.Tensor else torch.Tensor
+    plain = Holder(make(_array([1.0, 2.0], plain_kind)), _array([1.0, 2.0], plain_kind))
+    r = view(lambda a: Holder(make(a), a))(_array([1.0, 2.0], kind))
+    how(plain, _array([5.0, 6.0], plain_kind))
+    how(r, _array([5.0, 6.0], kind))
+    assert r.leaves() == plain.leaves()
+    assert r.leaves() == plain.leaves()  # and on the next call
+
+
+def test_a_method_s_change_as_deep_as_the_bound_reaches_the_caller() -> None:
+    """A change in place is looked for ``_DEPTH`` containers below an attribute (the documented
+    bound on the work at each method call): one in the deepest list still reaches the caller."""
+    depth = _result_methods._DEPTH
+
+    def nested(a: Any) -> Any:
+        field: Any = [a * 1.0]
+        for _ in range(depth - 1):
+            field = [field]
+        return field
+
+    def deepest(h: Holder, x: Any) -> None:
+        inner = h.field
+        for _ in range(depth - 1):
+            inner = inner[0]
+        inner.append(x * 2)
+
+    r = ac.returns_tensor(ac.accepts_numpy(lambda a: Holder(nested(a), a)))(torch.ones(2, dtype=torch.float64))
+    r.apply(deepest, np.ones(2))
+    plain = Holder(nested(np.ones(2)), np.ones(2))
+    deepest(plain, np.ones(2))
+    assert _described(r.field, torch.Tensor) == _described(plain.field, np.ndarray)
 
 
 @dataclasses.dataclass

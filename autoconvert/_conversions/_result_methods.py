@@ -211,7 +211,7 @@ class ResultFields:
             self.carry(
                 receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
             )
-        return twins if _holds(result, twins) else UNSEEN
+        return twins if _holds_twin(result, twins) else UNSEEN
 
     def carry(
         self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
@@ -362,7 +362,7 @@ def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
 #: (a plain tuple: one is made at each call): by attribute, a list or dict and what it held;
 #: by attribute, an object the conversion rebuilt (a dataclass, a result with methods): the
 #: caller's, the method's twin of it, the twin's attributes and what may change inside it.
-Inside = tuple[dict[str, tuple[Any, list[Any]]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
+Inside = tuple[dict[str, tuple[Any, "_Held"]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
 Carried = Callable[[Any, str], Any]
 #: The containers a result's attribute may hold that a method changes in place, followed
 #: (see ``_inside_of``): those the conversion walks and rebuilds.
@@ -386,7 +386,7 @@ def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) 
     """What may change in place in the attributes ``names`` of the object a method runs on
     (``state``, its attributes), the caller's object holding ``caller``: its lists and dicts
     with what they hold, and its objects the conversion rebuilt, at any depth."""
-    contents: dict[str, tuple[Any, list[Any]]] = {}
+    contents: dict[str, tuple[Any, _Held]] = {}
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
@@ -426,12 +426,12 @@ def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
     """What the caller's lists, dicts and dataclasses among ``attributes`` hold (``names``), at
     any depth, to tell the caller's own changes in place there (``_moved``): as ``_inside_of``
     finds, the caller's object standing for itself."""
-    contents: dict[str, tuple[Any, list[Any]]] = {}
+    contents: dict[str, tuple[Any, _Held]] = {}
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value = attributes.get(name)
         if type(value) in _IN_PLACE:
-            contents[name] = (value, _contents(value))
+            contents[name] = (value, _contents(value, _DEPTH, (id(attributes),)))  # r.seen holding r
         elif _record(value):
             held = value.__dict__
             inner[name] = (value, value, dict(held), _snapshot(held, _followed(held)))
@@ -504,20 +504,69 @@ def _record(value: Any) -> bool:
     return hasattr(value, "__dict__") and _rebuilt_type(type(value)) and _fields_of(value) is None
 
 
-def _contents(container: Any) -> list[Any]:
-    """What a list holds, or a dict's keys then values: to tell a change in place by identity
-    (see ``_holds_same``; arrays have no truth value)."""
-    return container[:] if type(container) is list else [*container, *container.values()]
+#: How many containers deep, below a result's attribute, a change in place is looked for
+#: inside the items of its lists and dicts (``self.ll[0].append(x)``, ``self.items[0].v = x``):
+#: a bound on the work at each method call, and on cycles (a list holding itself).
+_DEPTH = 8
 
 
-def _holds_same(container: Any, was: list[Any]) -> bool:
-    """Whether a list or dict holds what ``_contents`` found in it, the same objects."""
+class _Held(list):  # type: ignore[type-arg]
+    """What a list or dict held (see ``_contents``): its items, and ``deep``, the lists, dicts
+    and objects the conversion rebuilds among them, each with what it held in turn (None where
+    there are none: a list of arrays pays a look at its items' types alone)."""
+
+    __slots__ = ("deep",)
+    deep: list[tuple[Any, _Held]] | None
+
+
+def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) -> _Held:
+    """What a list holds, or a dict's keys then values, and inside those of its items that are
+    lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
+    ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
+    change in place by identity (see ``_holds_same``; arrays have no truth value)."""
+    held = _Held(container if type(container) is list else [*container, *container.values()])
+    held.deep = None
+    if depth > 1 and any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, held))):
+        above = (*above, id(container))
+        deep = [
+            (item, _contents(inner, depth - 1, above))
+            for item in held
+            if _changes_inside(item) and id(inner := _inner_of(item)) not in above
+        ]
+        held.deep = deep or None
+    return held
+
+
+def _inner_of(item: Any) -> Any:
+    """What ``_contents`` looks inside for a nested ``item``: a list or dict, or its attributes."""
+    return item if type(item) in _IN_PLACE else item.__dict__
+
+
+def _changes_inside(item: Any) -> bool:
+    """Whether ``item``, held in a list or dict, may change in place inside (see ``_contents``):
+    a list, a dict, an object the conversion rebuilds (a dataclass, a result with methods)."""
+    return type(item) in _IN_PLACE or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
+
+
+def _holds_same(container: Any, was: _Held) -> bool:
+    """Whether a list or dict holds what ``_contents`` found in it, the same objects, each
+    nested one holding what it held."""
     if type(container) is list:
-        return len(container) == len(was) and all(map(operator.is_, container, was))
-    return 2 * len(container) == len(was) and all(map(operator.is_, _contents(container), was))
+        if len(container) != len(was) or not all(map(operator.is_, container, was)):
+            return False
+    elif 2 * len(container) != len(was) or not all(map(operator.is_, _contents(container, 1), was)):
+        return False
+    return was.deep is None or all(_holds_same(_inner_of(item), inner) for item, inner in was.deep)
 
 
-def _refill(mine: Any, held: Any, was: list[Any], carried: Carried) -> None:
+def _changed_inside(was: _Held) -> set[int]:
+    """The ids of the nested items of ``was`` (see ``_contents``) changed in place since."""
+    if was.deep is None:
+        return set()
+    return {id(item) for item, inner in was.deep if not _holds_same(_inner_of(item), inner)}
+
+
+def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
     """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
     in place, holds now (see ``_mirrored``)."""
     items = _mirrored(held, mine, was, carried)
@@ -528,20 +577,25 @@ def _refill(mine: Any, held: Any, was: list[Any], carried: Carried) -> None:
         mine[:] = items
 
 
-def _mirrored(source: Any, target: Any, was: list[Any], convert: Carried) -> Any:
+def _mirrored(source: Any, target: Any, was: _Held, convert: Carried) -> Any:
     """What ``target``, a list or dict, is to hold to match ``source``, its twin on the other
     side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
-    items where ``source`` holds the same object as it did, the others converted by ``convert``."""
+    items where ``source`` holds the same object as it did, unchanged inside, the others
+    converted by ``convert`` (a list or dataclass changed inside converted again, as a whole)."""
+    changed = _changed_inside(was)
     if isinstance(source, dict):
         before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
         return {
             key: target[key]
-            if key in before and value is before[key] and key in target
+            if key in before and value is before[key] and id(value) not in changed and key in target
             else convert(value, f"[{key!r}]")
             for key, value in source.items()
         }
     kept = min(len(target), len(was))  # the target's items stand for those the source held
-    return [target[i] if i < kept and value is was[i] else convert(value, f"[{i}]") for i, value in enumerate(source)]
+    return [
+        target[i] if i < kept and value is was[i] and id(value) not in changed else convert(value, f"[{i}]")
+        for i, value in enumerate(source)
+    ]
 
 
 def _back_item(value: Any, key: str, *, side: ResultMethod, prefix: str) -> Any:
@@ -570,14 +624,14 @@ def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int,
             _twins(value, mine, deeper, into)
 
 
-def _holds(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
+def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
     """Whether ``value`` is, or its tuples, lists and dicts hold, one of ``twins``."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
     if kind in _WALKED:
-        return any(_holds(item, twins) for item in (value.values() if kind is dict else value))
+        return any(_holds_twin(item, twins) for item in (value.values() if kind is dict else value))
     return False
 
 
@@ -589,7 +643,7 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if kind not in _WALKED or not _holds(value, twins):
+    if kind not in _WALKED or not _holds_twin(value, twins):
         return convert(value)
     if kind is dict:
         out = {}
