@@ -121,9 +121,8 @@ class Runner:
         begin, prepare, convert_in, finish = self._steps(after)
         get, resolve = (inputs.mapper.dispatch.get, inputs.mapper.resolve) if inputs is not None else (None, None)
         failed, hands_over, profiler, ended = self.failed, self.hands_over, PROFILER, self._ended(after)
-        refuses_keywords = spec.refuses_keywords
 
-        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:  # noqa: PLR0915 - one frame per call
+        def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
             # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call), and
             # cannot break its graph inside a try block.
@@ -134,8 +133,6 @@ class Runner:
                     config = active()
                     if config is not None or hands_over or profiler._is_profiler_enabled:
                         return variants(config).call(wrapped, instance, args, kwargs)
-                if refuses_keywords is not None and kwargs:
-                    refuses_keywords(args, kwargs, instance)
                 shared: list[torch.Tensor] = []
                 odd: list[torch.Tensor] = []
                 given = new_tuple(Given, (args, kwargs, instance))  # a Given, at a tuple's cost

@@ -10,7 +10,7 @@ import contextlib
 import inspect
 import re
 import types
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -173,31 +173,6 @@ def unfitting(
             + (f" ({', '.join(only)} by position only)" if only else ""),
         )
     )
-
-
-def keyword_refusal(name: str, params: Parameters) -> Callable[[tuple[Any, ...], dict[str, Any], object], None] | None:
-    """For a function with parameters it takes by position only and no ``**kwargs`` (a ufunc:
-    ``jv(v=t, z=z)``): what refuses a call giving a keyword it has no parameter for, before any
-    argument is converted, so no GradientWarning is said about a call that never runs. None
-    for any other function (decided here, once: its calls pay nothing)."""
-    signature = params.signature
-    kinds = inspect.Parameter
-    if signature is None or params.varkw is not None:
-        return None
-    if not any(p.kind is kinds.POSITIONAL_ONLY for p in signature.parameters.values()):
-        return None
-    accepted = frozenset(params.keywords)
-
-    def refuse(args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> None:
-        if kwargs.keys() <= accepted:
-            return
-        given = (instance, *args) if params.offset(instance) else args
-        try:
-            signature.bind(*given, **kwargs)
-        except TypeError as e:
-            raise unfitting(name, signature, args, kwargs, e) from None
-
-    return refuse
 
 
 def refuse_unknown(params: Parameters, names: frozenset[str], where: str) -> None:

@@ -23,7 +23,7 @@ from autoconvert._options._options import Policy
 from ._emit import INSTANCE, MOST_POSITIONAL, UNCONVERTED, WRITTEN, Result, Step
 from ._inputs import Inputs
 from ._outputs import Convert, Outputs, through_stand_in
-from ._signature import Parameters, keyword_refusal
+from ._signature import Parameters
 
 #: False: plans use the generic call only (the test switch, see the module docstring).
 enabled = True
@@ -85,9 +85,6 @@ class Spec:
     #: break, or the call traced into the graph in its place.
     escape: Callable[..., Any] = opaque
     method_escape: Callable[..., Any] = opaque
-    #: ``(args, kwargs, instance)``: refuses a call by a keyword the function has no parameter
-    #: for, before any conversion (see ``keyword_refusal``; None: the function itself does).
-    refuses_keywords: Callable[[tuple[Any, ...], dict[str, Any], object], None] | None = None
 
 
 def spec_of(
@@ -127,7 +124,6 @@ def spec_of(
         watches_body=watches_body,
         stands_in=stands_in,
         site=site,
-        refuses_keywords=keyword_refusal(function, params),
     )
 
 
