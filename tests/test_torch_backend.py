@@ -716,3 +716,29 @@ def test_a_tensor_requiring_grad_an_unseen_torch_callable_returns_gets_the_note_
         f"it is written in torch, pass callbacks=True to hand it tensors (in {site}, or a with "
         "ac.config(callbacks=True): block around the call)"
     ]
+
+
+def _scalar_objective(fun: Any, x0: np.ndarray) -> Any:
+    """A minimizer's first step as SciPy 1.18 words it: the objective's result made a NumPy
+    scalar of its own dtype (``_ScalarFunctionWrapper``)."""
+    fx = fun(np.copy(x0))
+    return fx.dtype.type(np.asarray(fx).item())
+
+
+@pytest.mark.parametrize("decorate", [ac.accepts_numpy, lambda f: ac.returns_tensor(ac.accepts_numpy(f))])
+def test_a_tensor_an_unseen_torch_callable_returns_to_a_dtype_read_gets_the_note_naming_callbacks(
+    decorate: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> None:
+    """Torch code the rule does not see, handed arrays, returns a tensor; a function reading the
+    result's ``dtype.type`` (SciPy 1.18's ``minimize``) fails in Python's words on the torch dtype,
+    and the error names the callable and callbacks=True."""
+    models = {"square": lambda t: (torch.as_tensor(t) ** 2).sum()}
+    with pytest.raises(AttributeError) as info:
+        decorate(_scalar_objective)(lambda x: models["square"](x), torch.tensor([1.0, 2.0]))
+    assert str(info.value) == "'torch.dtype' object has no attribute 'type'"  # Python's words
+    assert info.value.__notes__ == [
+        "autoconvert: _scalar_objective(): argument fun is a callable, handed NumPy arrays when the function "
+        "calls it; if it is written in torch, pass callbacks=True to hand it tensors (in "
+        "@ac.accepts_numpy(callbacks=True) on _scalar_objective, or a with ac.config(callbacks=True): block "
+        "around the call)"
+    ]

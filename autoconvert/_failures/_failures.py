@@ -324,6 +324,10 @@ _REFUSED_NUMPY = re.compile(r"\bTensor\b.*\bnumpy\.\w+|\bnumpy\.\w+.*\bTensor\b|
 #: result, or of a tensor ``adapt`` handed over as it is).
 RETURNED_GRAD = "Can't call numpy() on Tensor that requires grad"
 
+#: Python's words for a tensor a callable returned whose ``dtype.type`` the function reads (SciPy's
+#: scalar objectives make a NumPy scalar of the result that way; a torch dtype has no ``type``).
+_RETURNED_TENSOR = "'torch.dtype' object has no attribute"
+
 
 def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Callable[[str], str]) -> list[str]:
     """The function passed its callable arguments arrays, and torch code in one refused them
@@ -332,8 +336,11 @@ def callback_hints(error: BaseException, inputs: Inputs, given: Given, site: Cal
     traceback shows; where none of them shows there (a builtin's frames do not), the first
     builtin one. A tensor requiring grad that one returned meets NumPy's conversion in the
     function's own code (torch's "Can't call numpy() on Tensor that requires grad"), after the
-    callable's frames: the first callable argument of Python code is named."""
-    returned = isinstance(error, RuntimeError) and str(error).startswith(RETURNED_GRAD)
+    callable's frames: the first callable argument of Python code is named; as is a tensor one
+    returned whose dtype the function reads as a NumPy dtype."""
+    returned = (isinstance(error, RuntimeError) and str(error).startswith(RETURNED_GRAD)) or (
+        isinstance(error, AttributeError) and str(error).startswith(_RETURNED_TENSOR)
+    )
     if not returned and (not isinstance(error, TypeError) or not _REFUSED_NUMPY.search(str(error))):
         return []
     args, kwargs, instance = given
