@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dis
 import functools
-import inspect
 import math
 import sys
 import types
@@ -397,13 +396,23 @@ def _attributes_read(value: Any, names: frozenset[str]) -> Iterator[Any]:
         if isinstance(own, dict) and name in own:
             yield own[name]
             continue
-        member = inspect.getattr_static(cls, name, None)
+        member = _class_member(cls, name)
         if isinstance(member, staticmethod):
             yield member.__func__
         elif isinstance(member, classmethod):
             yield types.MethodType(member.__func__, cls)
         elif isinstance(member, types.FunctionType) and not isinstance(value, type):
             yield types.MethodType(member, value)
+
+
+def _class_member(cls: type, name: str) -> Any:
+    """What ``cls`` or a base defines as ``name`` (None: nothing), as ``inspect.getattr_static``
+    finds a class's member, without its metaclass and shadowed-dict checks a callable's judgement
+    at each call cannot afford."""
+    for base in cls.__mro__:
+        if name in base.__dict__:
+            return base.__dict__[name]
+    return None
 
 
 def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
@@ -418,7 +427,7 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
         function, owner = function.__func__, function.__self__
     elif not isinstance(function, (types.FunctionType, type)) and callable(function) and _own_object(function):
-        function, owner = inspect.getattr_static(type(function), "__call__", None), function
+        function, owner = _class_member(type(function), "__call__"), function
     if not isinstance(function, types.FunctionType) or (id(function), id(owner)) in seen:
         return False
     if adapter_for(function) is not OTHERS:
