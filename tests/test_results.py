@@ -1049,7 +1049,7 @@ class Holder:
 
 
 def _held_arrays(value: Any) -> list[Any]:
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [leaf for item in value for leaf in _held_arrays(item)]
     if isinstance(value, dict):
         return [leaf for item in value.values() for leaf in _held_arrays(item)]
@@ -1110,6 +1110,8 @@ def _described(value: Any, kind: type) -> Any:
         return value.tolist()
     if isinstance(value, list):
         return [_described(item, kind) for item in value]
+    if isinstance(value, tuple):
+        return type(value).__name__, [_described(item, kind) for item in value]
     if isinstance(value, dict):
         return {key: _described(item, kind) for key, item in value.items()}
     if dataclasses.is_dataclass(value):
@@ -1248,6 +1250,13 @@ class Bumped:
         self.w = x * 2
 
 
+class History(NamedTuple):
+    """A namedtuple holding a list, as a result's field."""
+
+    items: list[Any]
+    w: Any
+
+
 #: What a result's field holds one container below it, made from an array ``a``.
 NESTED_KINDS: dict[str, Callable[[Any], Any]] = {
     "list in a dict": lambda a: {"a": [a * 1.0]},
@@ -1256,19 +1265,26 @@ NESTED_KINDS: dict[str, Callable[[Any], Any]] = {
     "dataclass in a dict": lambda a: {"k": Record(a * 1.0)},
     "dataclass with a method in a list": lambda a: [Bumped(a * 1.0)],
     "dataclass with a method in a dict": lambda a: {"k": Bumped(a * 1.0)},
+    "list in a tuple": lambda a: ([a * 1.0], a * 1.0),
+    "empty list in a tuple": lambda a: ([], a * 1.0),
+    "dict in a tuple": lambda a: ({"a": a * 1.0},),
+    "dataclass in a tuple": lambda a: (Record(a * 1.0),),
+    "list in a namedtuple": lambda a: History([a * 1.0], a * 1.0),
 }
 
 
 def _first(field: Any) -> Any:
-    """The list or dataclass one container below a result's field."""
-    return field[0] if isinstance(field, list) else next(iter(field.values()))
+    """The list, dict or dataclass one container below a result's field."""
+    return field[0] if isinstance(field, (list, tuple)) else next(iter(field.values()))
 
 
 def _deeper_grow(h: Holder, x: Any) -> None:
-    """An item added to the inner list, or an attribute of the inner dataclass reassigned."""
+    """An item added to the inner list or dict, or an attribute of the inner dataclass reassigned."""
     inner = _first(h.field)
     if isinstance(inner, list):
         inner.append(x * 2)
+    elif isinstance(inner, dict):
+        inner["b"] = x * 2
     else:
         inner.w = x * 2
 
@@ -1343,7 +1359,10 @@ def test_what_a_method_changes_one_container_below_an_attribute_reaches_the_call
     (``self.d['a'].append(x)``, ``self.ll[0][0] = x``, ``self.items[0].w = x``,
     ``self.items[0].bump(x)``) was lost on the caller's result while the next method saw it:
     items were compared by identity one level down. It now reaches the caller's result,
-    converted as its fields were, as on the plain object, and the next method sees the same."""
+    converted as its fields were, as on the plain object, and the next method sees the same.
+    So inside a tuple or namedtuple attribute (``self.pair[0].append(x)``), which was not
+    followed at all: the change was lost, or, where the tuple's list was empty when made, the
+    caller's result shared the function's list and the method's values arrived unconverted."""
     view, kind = _ALL_ROUTES[route]
     wrap, unwrap = HELD[held]
     make = NESTED_KINDS[field]
@@ -1356,7 +1375,8 @@ def test_what_a_method_changes_one_container_below_an_attribute_reaches_the_call
     r.apply(how, _array([1.0, 1.0], kind))
     want = _described(plain.field, plain_kind)
     assert _described(r.field, kind) == want
-    assert r.field is field_held  # the caller's own list or dict, changed in place
+    if not (isinstance(field_held, tuple) and dataclasses.is_dataclass(_first(field_held))):
+        assert r.field is field_held  # the caller's own (a tuple's dataclass changed is converted again)
     assert _described(r.read(), kind) == want
     assert r.leaves() == plain.leaves()
 

@@ -61,7 +61,8 @@ class _MethodsNode(Node):
             _own_containers(new.__dict__, obj.__dict__)
             fields = ResultFields(self, obj, new)
             for name in self.methods:
-                new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+                made = new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
+                made.name = name  # the attribute's, which an alias's __name__ is not (predict = _impl)
             new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
@@ -234,9 +235,8 @@ class ResultFields:
             mine, theirs = attributes.get(name), state.get(name)
             found = synced[0].get(name)
             if found is not None and type(theirs) is type(mine):
-                returned[name] = _mirrored(
-                    mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name)
-                )
+                items = _mirrored(mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name))
+                returned[name] = _rebuilt(theirs, items) if isinstance(theirs, tuple) else items
         return returned
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
@@ -365,21 +365,33 @@ def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
 Inside = tuple[dict[str, tuple[Any, "_Held"]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
 Carried = Callable[[Any, str], Any]
 #: The containers a result's attribute may hold that a method changes in place, followed
-#: (see ``_inside_of``): those the conversion walks and rebuilds.
+#: (see ``_inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
+#: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
 _IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
 #: The containers of a method's value in which the caller's twins are put (see ``with_twins``).
 _WALKED = frozenset([tuple, list, dict])
 
 
 def _followed(attributes: dict[str, Any]) -> list[str]:
-    """The public attributes whose contents a method may change in place: lists, dicts and
-    objects with attributes the conversion rebuilds (a dataclass, a result with methods)."""
-    return [
-        name
-        for name, value in attributes.items()
-        if not name.startswith("_")
-        and (type(value) in _IN_PLACE or (hasattr(value, "__dict__") and _rebuilt_type(type(value))))
-    ]
+    """The public attributes whose contents a method may change in place: lists, dicts, tuples
+    and objects with attributes the conversion rebuilds (a dataclass, a result with methods)."""
+    return [name for name, value in attributes.items() if not name.startswith("_") and _changes_inside(value)]
+
+
+def _held_in(value: Any) -> bool:
+    """Whether ``value`` is a container whose items ``_contents`` lists: a list, a dict, or a
+    tuple the conversion rebuilds (a namedtuple with no attributes of its own besides)."""
+    return type(value) in _IN_PLACE or (
+        isinstance(value, tuple) and not hasattr(value, "__dict__") and _rebuilt_type(type(value))
+    )
+
+
+def _rebuilt(like: Any, items: list[Any]) -> Any:
+    """A tuple of ``like``'s type (a namedtuple's too) holding ``items``."""
+    node = node_for(type(like))
+    assert node is not None  # a type the conversion rebuilds (see _held_in)
+    children, context = node.flatten(like)
+    return node.unflatten([*items, *children[len(items) :]], context)
 
 
 def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
@@ -390,7 +402,7 @@ def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) 
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
-        if type(value) in _IN_PLACE:
+        if _held_in(value):
             contents[name] = (value, _contents(value))
         elif _stands_for(mine, value):
             was, fields = dict(value.__dict__), _fields_of(mine)
@@ -430,7 +442,7 @@ def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value = attributes.get(name)
-        if type(value) in _IN_PLACE:
+        if _held_in(value):
             contents[name] = (value, _contents(value, _DEPTH, (id(attributes),)))  # r.seen holding r
         elif _record(value):
             held = value.__dict__
@@ -461,7 +473,9 @@ def _carried_into(
     for name, (held, was) in contents.items():
         if now.get(name) is held and not _holds_same(held, was):
             mine = state.get(name)
-            if type(mine) is type(held) and mine is not held:
+            if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
+                state[name] = _retupled(mine, held, was, _prefixed(carried, name))
+            elif type(mine) is type(held) and mine is not held:
                 _refill(mine, held, was, _prefixed(carried, name))
             else:
                 state[name] = _own(carried(held, name), held)
@@ -479,23 +493,31 @@ def _prefixed(carried: Carried, prefix: str) -> Carried:
     return lambda value, path: carried(value, prefix + path)
 
 
-def _own(made: Any, source: Any) -> Any:
-    """``made``, ``source`` converted for the other side of a result: a list or dict of its
-    own where nothing in it converted, so that a change to one is never the other's unconverted."""
-    return copy.copy(made) if made is source and type(made) in _IN_PLACE else made
-
-
 def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None:
     """Give a converted result (its attributes, ``converted``) lists and dicts of its own
-    where it shares one with its original (an empty list), and so the dataclasses in its
-    attributes, at any depth: what a method adds there reaches the caller converted."""
+    where it shares one with its original (an empty list), and so the tuples and dataclasses
+    in its attributes, at any depth: what a method adds there reaches the caller converted."""
     for name, value in converted.items():
-        was = original.get(name)
-        if name.startswith("_") or not (type(value) in _IN_PLACE or _record(value)):
-            continue
-        own = converted[name] = copy.copy(value) if value is was else value
-        if _record(own) and type(was) is type(own):
+        if not name.startswith("_"):
+            converted[name] = _own(value, original.get(name, _UNSEEN))
+
+
+def _own(value: Any, was: Any) -> Any:
+    """``value``, ``was`` converted for the other side of a result: a list or dict of its own
+    where nothing in it converted (``was`` itself), a tuple or dataclass holding such of its
+    own, so that a change to one is never the other's unconverted."""
+    if type(value) in _IN_PLACE:
+        return copy.copy(value) if value is was else value
+    if _record(value):
+        own = copy.copy(value) if value is was else value
+        if type(was) is type(own):
             _own_containers(own.__dict__, was.__dict__)
+        return own
+    if isinstance(value, tuple) and _held_in(value):
+        paired = was if type(was) is type(value) and len(was) == len(value) else (_UNSEEN,) * len(value)
+        items = [_own(item, item_was) for item, item_was in zip(value, paired, strict=True)]
+        return value if all(map(operator.is_, items, value)) else _rebuilt(value, items)
+    return value
 
 
 def _record(value: Any) -> bool:
@@ -520,11 +542,11 @@ class _Held(list):  # type: ignore[type-arg]
 
 
 def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) -> _Held:
-    """What a list holds, or a dict's keys then values, and inside those of its items that are
+    """What a list or tuple holds, or a dict's keys then values, and inside those of its items that are
     lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
     ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
     change in place by identity (see ``_holds_same``; arrays have no truth value)."""
-    held = _Held(container if type(container) is list else [*container, *container.values()])
+    held = _Held(container if isinstance(container, (list, tuple)) else [*container, *container.values()])
     held.deep = None
     if depth > 1 and any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, held))):
         above = (*above, id(container))
@@ -538,20 +560,20 @@ def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) 
 
 
 def _inner_of(item: Any) -> Any:
-    """What ``_contents`` looks inside for a nested ``item``: a list or dict, or its attributes."""
-    return item if type(item) in _IN_PLACE else item.__dict__
+    """What ``_contents`` looks inside for a nested ``item``: a list, dict or tuple, or its attributes."""
+    return item if _held_in(item) else item.__dict__
 
 
 def _changes_inside(item: Any) -> bool:
-    """Whether ``item``, held in a list or dict, may change in place inside (see ``_contents``):
-    a list, a dict, an object the conversion rebuilds (a dataclass, a result with methods)."""
-    return type(item) in _IN_PLACE or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
+    """Whether ``item`` may change in place inside (see ``_contents``): a list, a dict, a tuple
+    holding such, an object the conversion rebuilds (a dataclass, a result with methods)."""
+    return _held_in(item) or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
 
 
 def _holds_same(container: Any, was: _Held) -> bool:
     """Whether a list or dict holds what ``_contents`` found in it, the same objects, each
     nested one holding what it held."""
-    if type(container) is list:
+    if isinstance(container, (list, tuple)):
         if len(container) != len(was) or not all(map(operator.is_, container, was)):
             return False
     elif 2 * len(container) != len(was) or not all(map(operator.is_, _contents(container, 1), was)):
@@ -575,6 +597,24 @@ def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
         mine.update(items)
     else:
         mine[:] = items
+
+
+def _retupled(mine: Any, held: Any, was: _Held, carried: Carried) -> Any:
+    """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
+    (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
+    made to hold what the method's do, else a tuple of its kind with those items converted again."""
+    changed = _changed_inside(was)
+    inner = {id(item): contents for item, contents in was.deep or ()}
+    items = []
+    for i, (value, theirs) in enumerate(zip(held, mine, strict=True)):
+        if id(value) not in changed:
+            items.append(theirs)
+        elif type(value) in _IN_PLACE and type(theirs) is type(value) and theirs is not value:
+            _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"))
+            items.append(theirs)
+        else:
+            items.append(_own(carried(value, f"[{i}]"), value))
+    return mine if all(map(operator.is_, items, mine)) else _rebuilt(mine, items)
 
 
 def _mirrored(source: Any, target: Any, was: _Held, convert: Carried) -> Any:
@@ -698,15 +738,17 @@ class ResultMethod(Attached):
     run on what the caller's result holds now (see ResultFields). The walking side may
     subclass it to convert the method's arguments, and the values the caller set, too (see _outputs)."""
 
-    __slots__ = ("ctx", "fields", "mapper", "method")
+    __slots__ = ("ctx", "fields", "mapper", "method", "name")
 
     def __init__(self, method: Any, mapper: Walk, ctx: Any, fields: ResultFields) -> None:  # a bound method
         self.method, self.mapper, self.ctx, self.fields = method, mapper, ctx, fields
+        #: The attribute the method is held under (set by the node where it differs: an alias).
+        self.name: str = getattr(method, "__name__", "")
 
     def bound(self) -> Any:
         """The method, bound to the object it runs on now."""
         receiver = self.fields.receiver(self)
-        return self.method if receiver is self.fields.original else getattr(receiver, self.method.__name__)
+        return self.method if receiver is self.fields.original else getattr(receiver, self.name)
 
     def following(self, fields: ResultFields) -> ResultMethod:
         """This method, following ``fields`` (a shallow copy's, see ResultFields.copied)."""
@@ -766,7 +808,7 @@ class ResultMethod(Attached):
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method (the
         # original's: a static method binds no object).
-        return getattr, (self.fields.original, self.method.__name__)
+        return getattr, (self.fields.original, self.name)
 
 
 METHODS_NODE.append(_MethodsNode)
