@@ -1381,6 +1381,55 @@ def test_what_a_method_changes_one_container_below_an_attribute_reaches_the_call
     assert r.leaves() == plain.leaves()
 
 
+@dataclasses.dataclass
+class Logging:
+    """A result whose generator method changes it before, between and after its items."""
+
+    w: Any
+    hist: list[Any]
+    n: int = 0
+    closed: bool = False
+
+    def log(self, xs: list[Any]) -> Any:
+        try:
+            for x in xs:
+                self.hist.append(x * self.w)
+                yield len(self.hist)
+            self.n += 1
+        finally:
+            self.closed = True
+
+
+@pytest.mark.parametrize(
+    ("route", "held"),
+    [
+        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
+        for route in _ALL_ROUTES
+        for held in HELD
+    ],
+)
+def test_what_a_generator_method_changes_reaches_the_caller_as_it_is_consumed(route: str, held: str) -> None:
+    """A generator method's changes never reached the caller's result (not even
+    ``self.hist.append(x)``), while the next method saw them: the result was compared when the
+    method returned, before its body ran. What the body changed is now carried each time it
+    stops, at each item, at its end and where it is closed, converted as the result's fields were."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    one = _array([1.0, 1.0], kind)
+    r = unwrap(view(lambda a: wrap(Logging(a * 3.0, [])))(one))
+    hist = r.hist
+    items = r.log([one, one * 2])
+    assert r.hist == []  # nothing ran yet, as on the plain object
+    assert next(items) == 1 and _described(r.hist, kind) == [[3.0, 3.0]] and r.n == 0
+    assert list(items) == [2] and _described(r.hist, kind) == [[3.0, 3.0], [6.0, 6.0]] and r.n == 1
+    assert r.hist is hist and r.closed
+    r.closed = False
+    stopped = r.log([one])
+    assert next(stopped) == 3
+    stopped.close()
+    assert r.closed and r.n == 1 and len(r.hist) == 3
+
+
 @_ROUTES
 @pytest.mark.parametrize(("field", "change"), [(f, c) for f, c in _NESTED_CHANGES if "with a method" not in f])
 def test_what_the_caller_changes_one_container_below_an_attribute_is_what_the_method_sees(

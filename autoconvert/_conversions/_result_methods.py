@@ -18,8 +18,9 @@ import copyreg
 import functools
 import operator
 import sys
+import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from autoconvert._errors import LeafError, MappingKey, SequenceKey
@@ -776,7 +777,44 @@ class ResultMethod(Attached):
         except BaseException:  # what it changed before raising stays, as on the plain object
             fields.ran(receiver, before, inside, None, self.carried)
             raise
+        if type(result) is types.GeneratorType:  # its body runs as it is consumed
+            return self._carrying(result, receiver), UNSEEN
         return result, fields.ran(receiver, before, inside, result, self.carried)
+
+    def _carrying(self, generator: Generator[Any, Any, Any], receiver: Any) -> Generator[Any, Any, Any]:
+        """A generator method's ``generator``, what its body changes on ``receiver`` carried to
+        the caller's result each time it stops: at each item, at its end, where it raises;
+        ``send``, ``throw`` and ``close`` reach it."""
+        fields = self.fields
+
+        def carry() -> None:
+            fields.ran(receiver, before, inside, None, self.carried)
+
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            before = dict(receiver.__dict__)
+            inside = fields.inside(before) if fields.followed else None
+            try:
+                item = generator.send(sent) if thrown is None else generator.throw(thrown)
+            except StopIteration as stop:
+                carry()
+                return stop.value
+            except BaseException:
+                carry()
+                raise
+            carry()
+            sent, thrown = None, None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                before = dict(receiver.__dict__)
+                inside = fields.inside(before) if fields.followed else None
+                generator.close()  # its finally blocks run
+                carry()
+                raise
+            except BaseException as e:  # thrown in by the caller: the generator's to handle
+                thrown = e
 
     def carried(self, value: Any, name: str) -> Any:
         """A value a method set on the object it ran on, for the caller's result: converted
