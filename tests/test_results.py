@@ -1430,6 +1430,56 @@ def test_what_a_generator_method_changes_reaches_the_caller_as_it_is_consumed(ro
     assert r.closed and r.n == 1 and len(r.hist) == 3
 
 
+@dataclasses.dataclass
+class Child:
+    """A record pointing back at the result holding it."""
+
+    parent: Any
+
+
+@dataclasses.dataclass
+class Tree:
+    """A result whose methods store objects pointing back at it inside its lists."""
+
+    w: Any
+    children: list[Any]
+    records: dict[str, list[Record]]
+
+    def grow(self) -> int:
+        self.children.append(Child(self))
+        return len(self.children)
+
+    def point_back(self) -> None:
+        self.records["a"][0].w = self
+
+    def parents(self) -> list[bool]:
+        return [child.parent is self for child in self.children]
+
+
+@pytest.mark.parametrize(
+    ("route", "held"),
+    [
+        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
+        for route in _ALL_ROUTES
+        for held in HELD
+    ],
+)
+def test_a_method_storing_an_object_pointing_back_at_its_result_in_a_list_gives_the_caller_s(
+    route: str, held: str
+) -> None:
+    """``self.children.append(Child(self))`` or ``self.records['a'][0].w = self`` raised
+    RecursionError: the new record was converted with the result it points at, which holds it.
+    The record now comes to the caller pointing at the caller's result, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Tree(a * 1.0, [], {"a": [Record(a * 1.0)]})))(_array([1.0, 2.0], kind)))
+    assert r.grow() == 1 and r.grow() == 2
+    assert [type(child) for child in r.children] == [Child, Child]
+    assert [child.parent is r for child in r.children] == [True, True] and r.parents() == [True, True]
+    r.point_back()
+    assert r.records["a"][0].w is r and type(r.w) is kind
+
+
 @_ROUTES
 @pytest.mark.parametrize(("field", "change"), [(f, c) for f, c in _NESTED_CHANGES if "with a method" not in f])
 def test_what_the_caller_changes_one_container_below_an_attribute_is_what_the_method_sees(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import copy
 import copyreg
+import dataclasses
 import functools
 import operator
 import sys
@@ -665,27 +666,49 @@ def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int,
             _twins(value, mine, deeper, into)
 
 
-def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]]) -> bool:
-    """Whether ``value`` is, or its tuples, lists and dicts hold, one of ``twins``."""
+def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
+    """Whether ``value`` is, or its tuples, lists, dicts and records hold, one of ``twins``
+    (``seen``: the records looked in already, which may hold each other)."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
     if kind in _WALKED:
-        return any(_holds_twin(item, twins) for item in (value.values() if kind is dict else value))
+        return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
+    if _plain_record(value):
+        seen = set() if seen is None else seen
+        if id(value) in seen:
+            return False
+        seen.add(id(value))
+        return any(_holds_twin(item, twins, seen) for item in value.__dict__.values())
     return False
+
+
+def _plain_record(value: Any) -> bool:
+    """Whether ``value`` is a record with no methods of its own (a dataclass the conversion
+    rebuilds field by field), which ``with_twins`` rebuilds around the caller's twins: one
+    a method made is recognised here (``Node(parent=self)``), the conversion not having met it."""
+    kind = type(value)
+    if not (_rebuilt_type(kind) or dataclasses.is_dataclass(kind)) or not hasattr(value, "__dict__"):
+        return False
+    node = node_for(kind)
+    return node is not None and not isinstance(node, _MethodsNode) and _fields_of(value) is None
 
 
 def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
     """A method's ``value`` for the caller: the objects of ``twins`` it is or holds in its
-    tuples, lists and dicts (``self``, ``(self, n)``, ``self.inner``) the caller's twins of
-    them, the rest converted by ``convert``."""
+    tuples, lists, dicts and records (``self``, ``(self, n)``, ``self.inner``,
+    ``Node(parent=self)``) the caller's twins of them, the rest converted by ``convert``."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if kind not in _WALKED or not _holds_twin(value, twins):
+    if (kind not in _WALKED and not _plain_record(value)) or not _holds_twin(value, twins):
         return convert(value)
+    if kind not in _WALKED:  # a record pointing back at the result (Node(parent=self))
+        node = node_for(kind)
+        assert node is not None  # a type the conversion rebuilds (see _record)
+        return node.map(value, lambda item, _: with_twins(item, twins, convert), None)
     if kind is dict:
         out = {}
         for key, item in value.items():
