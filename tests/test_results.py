@@ -1480,6 +1480,63 @@ def test_a_method_storing_an_object_pointing_back_at_its_result_in_a_list_gives_
     assert r.records["a"][0].w is r and type(r.w) is kind
 
 
+@dataclasses.dataclass
+class Grouped:
+    """A result whose methods return objects held in its lists, dicts and tuples."""
+
+    w: Any
+    groups: list[dict[str, Any]]
+    pair: tuple[list[Any], Any]
+    records: list[Record]
+    nested: dict[str, list[list[Any]]]
+
+    def first(self) -> dict[str, Any]:
+        return self.groups[0]
+
+    def left(self) -> list[Any]:
+        return self.pair[0]
+
+    def record(self) -> Record:
+        return self.records[1]
+
+    def innermost(self) -> list[Any]:
+        return self.nested["k"][0]
+
+    def sizes(self) -> list[int]:
+        return [len(self.groups[0]), len(self.pair[0]), len(self.nested["k"][0])]
+
+    def record_w(self) -> Any:
+        return self.records[1].w
+
+
+@pytest.mark.parametrize(
+    ("route", "held"),
+    [
+        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
+        for route in _ALL_ROUTES
+        for held in HELD
+    ],
+)
+def test_a_method_returning_an_item_of_its_result_s_container_returns_the_caller_s(route: str, held: str) -> None:
+    """``return self.groups[0]`` (an object one container below an attribute, or deeper) gave a
+    new converted object: the caller's change to it was lost, and the next method did not see
+    it. The caller's own object at that place comes back, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+
+    def make(a: Any) -> Grouped:
+        return Grouped(a * 1.0, [{"a": a * 1.0}], ([a * 1.0], a * 1.0), [Record(a), Record(a * 2)], {"k": [[a]]})
+
+    r = unwrap(view(lambda a: wrap(make(a)))(_array([1.0, 2.0], kind)))
+    assert r.first() is r.groups[0] and r.left() is r.pair[0]
+    assert r.record() is r.records[1] and r.innermost() is r.nested["k"][0]
+    r.first()["b"] = _array([3.0], kind)
+    r.left().append(_array([4.0], kind))
+    r.innermost().append(_array([5.0], kind))
+    r.record().w = _array([6.0], kind)
+    assert r.sizes() == [2, 2, 2] and r.record_w().tolist() == [6.0] and type(r.record_w()) is kind
+
+
 @_ROUTES
 @pytest.mark.parametrize(("field", "change"), [(f, c) for f, c in _NESTED_CHANGES if "with a method" not in f])
 def test_what_the_caller_changes_one_container_below_an_attribute_is_what_the_method_sees(

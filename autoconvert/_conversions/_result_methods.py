@@ -652,18 +652,40 @@ def _back_item(value: Any, key: str, *, side: ResultMethod, prefix: str) -> Any:
 
 def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int, tuple[Any, Any]]) -> None:
     """Into ``into``, by identity: ``receiver``, the object a method ran on, and what it holds
-    (``inside``), each with the caller's object standing for it."""
+    (``inside``, its items too), each with the caller's object standing for it."""
     into[id(receiver)] = (receiver, converted)
     if inside is None:
         return
     now, state = receiver.__dict__, converted.__dict__
     contents, inner = inside
-    for name, (held, _) in contents.items():
+    for name, (held, was) in contents.items():
         if now.get(name) is held and name in state:
             into[id(held)] = (held, state[name])
+            _paired(was, state[name], into)
     for name, (mine, value, _, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             _twins(value, mine, deeper, into)
+
+
+def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
+    """Into ``into``: the lists, dicts, tuples and records a container held (``was``, see
+    ``_contents``) and holds unchanged inside, each with the caller's object at its place in
+    ``mine``, the caller's twin of the container (``return self.groups[0]``)."""
+    if was.deep is None:
+        return
+    if isinstance(mine, dict):
+        half = len(was) // 2
+        places = {id(value): mine.get(key, _UNSEEN) for key, value in zip(was[:half], was[half:], strict=True)}
+    else:
+        places = {id(item): theirs for item, theirs in zip(was, mine, strict=False)}  # mine may be shorter
+    changed = _changed_inside(was)
+    for item, inner in was.deep:
+        if id(item) in changed or id(item) in into:
+            continue
+        theirs = places.get(id(item), _UNSEEN)
+        if type(theirs) is type(item) and theirs is not item:
+            into[id(item)] = (item, theirs)
+            _paired(inner, _inner_of(theirs), into)
 
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
