@@ -878,6 +878,43 @@ def test_a_result_with_a_static_method_copies_and_pickles(view: Callable[[Any], 
         assert type(again.total) is kind and again.halved(two).tolist() == [1.0, 1.0]
 
 
+def _doubled(self: Any) -> Any:
+    return self.total * 2
+
+
+@dataclasses.dataclass
+class Aliased:
+    """A result whose methods are held under other names than their ``__name__``."""
+
+    total: Any
+
+    def _scaled(self, k: float) -> Any:
+        return self.total * k
+
+    scaled = _scaled
+
+
+Aliased.doubled = _doubled  # type: ignore[attr-defined]
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@_ROUTES
+def test_a_result_whose_method_is_held_under_another_name_copies_and_pickles(
+    view: Callable[[Any], Any], kind: type
+) -> None:
+    """A method held under another name than its ``__name__`` (``scaled = _scaled``, a function
+    set on the class) made ``copy.deepcopy`` and pickle raise AttributeError ("'Aliased' object has
+    no attribute '_doubled'"), and so a call after the caller set a field: the method was looked up
+    by its ``__name__``. It is looked up by the attribute's name."""
+    one = torch.ones(2, dtype=torch.float64) if kind is torch.Tensor else np.ones(2)
+    r = view(lambda x: Aliased(x * 1.0))(one)
+    for again in (r, copy.deepcopy(r), pickle.loads(pickle.dumps(r)), copy.copy(r)):
+        assert type(again.total) is kind and again.scaled(3.0).tolist() == [3.0, 3.0]
+        assert again.doubled().tolist() == [2.0, 2.0]
+        again.total = again.total * 0 + 5
+        assert again.scaled(1.0).tolist() == [5.0, 5.0] and again.doubled().tolist() == [10.0, 10.0]
+
+
 @dataclasses.dataclass
 class Streaming:
     """A result whose method is a generator."""

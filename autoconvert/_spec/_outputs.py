@@ -460,7 +460,7 @@ class TensorsIn(ResultMethod):
         (the call's tensors, which only a result passing one through would look at, left out)."""
         self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
         ctx = self.ctx._replace(tensors=None)
-        return _tensors_in_again, (self.remade, self.fields.original, self.method.__name__, ctx, self.fields)
+        return _tensors_in_again, (self.remade, self.fields.original, self.name, ctx, self.fields)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result (``r.w = t``), as the result's own fields
@@ -584,7 +584,9 @@ def _tensors_in_again(
     remade: TensorRemade, original: Any, name: str, ctx: Target, fields: ResultFields
 ) -> ResultMethod:
     side = _tensor_side(*remade)
-    return side._result_method(getattr(original, name), side.mapper, ctx, fields)
+    made = side._result_method(getattr(original, name), side.mapper, ctx, fields)
+    made.name = name
+    return made
 
 
 def _given_back(value: Returned, ctx: Target) -> torch.Tensor:
@@ -677,7 +679,7 @@ class ArraysIn(ResultMethod):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what makes it again: its side's options, the original and its fields."""
         self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
-        return _arrays_in_again, (self.remade, self.fields.original, self.method.__name__, self.fields)
+        return _arrays_in_again, (self.remade, self.fields.original, self.name, self.fields)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result (``r.w = a``), as its arguments cross: arrays
@@ -736,4 +738,6 @@ def _arrays_in_again(
     remade: tuple[str, Policy, bool, bool], original: Any, name: str, fields: ResultFields
 ) -> ResultMethod:
     side = _numpy_side(*remade)
-    return side._result_method(getattr(original, name), side.mapper, None, fields)
+    made = side._result_method(getattr(original, name), side.mapper, None, fields)
+    made.name = name
+    return made
