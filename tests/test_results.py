@@ -1594,8 +1594,9 @@ def test_what_the_caller_changes_one_container_below_an_attribute_is_what_the_me
 
 
 def test_a_method_s_change_as_deep_as_the_bound_reaches_the_caller() -> None:
-    """A change in place is looked for ``_DEPTH`` containers below an attribute (the documented
-    bound on the work at each method call): one in the deepest list still reaches the caller."""
+    """A change in place is looked for ``_DEPTH`` containers deep, the attribute's own list the
+    first (the documented bound on the work at each method call): one in the deepest list still
+    reaches the caller."""
     depth = _result_methods._DEPTH
 
     def nested(a: Any) -> Any:

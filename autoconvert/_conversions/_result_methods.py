@@ -528,9 +528,10 @@ def _record(value: Any) -> bool:
     return hasattr(value, "__dict__") and _rebuilt_type(type(value)) and _fields_of(value) is None
 
 
-#: How many containers deep, below a result's attribute, a change in place is looked for
-#: inside the items of its lists and dicts (``self.ll[0].append(x)``, ``self.items[0].v = x``):
-#: a bound on the work at each method call, and on cycles (a list holding itself).
+#: How many containers deep, the attribute's own list, dict or tuple the first, a change in
+#: place is looked for inside the items of a result's containers (``self.ll[0].append(x)``,
+#: ``self.items[0].v = x``): a bound on the work at each method call, and on cycles (a list
+#: holding itself). The returns-tensor guide states it.
 _DEPTH = 8
 
 
