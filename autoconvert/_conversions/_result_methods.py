@@ -238,7 +238,7 @@ class ResultFields:
             found = synced[0].get(name)
             if found is not None and type(theirs) is type(mine):
                 items = _mirrored(mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name))
-                returned[name] = _rebuilt(theirs, items) if isinstance(theirs, tuple) else items
+                returned[name] = _tuple_like(theirs, items) if isinstance(theirs, tuple) else items
         return returned
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
@@ -388,7 +388,7 @@ def _held_in(value: Any) -> bool:
     )
 
 
-def _rebuilt(like: Any, items: list[Any]) -> Any:
+def _tuple_like(like: Any, items: list[Any]) -> Any:
     """A tuple of ``like``'s type (a namedtuple's too) holding ``items``."""
     node = node_for(type(like))
     assert node is not None  # a type the conversion rebuilds (see _held_in)
@@ -404,7 +404,7 @@ def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) 
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
-        if _held_in(value):
+        if type(value) in _IN_PLACE or _held_in(value):  # a list's no call: this runs at each method call
             contents[name] = (value, _contents(value))
         elif _stands_for(mine, value):
             was, fields = dict(value.__dict__), _fields_of(mine)
@@ -518,7 +518,7 @@ def _own(value: Any, was: Any) -> Any:
     if isinstance(value, tuple) and _held_in(value):
         paired = was if type(was) is type(value) and len(was) == len(value) else (_UNSEEN,) * len(value)
         items = [_own(item, item_was) for item, item_was in zip(value, paired, strict=True)]
-        return value if all(map(operator.is_, items, value)) else _rebuilt(value, items)
+        return value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
     return value
 
 
@@ -549,7 +549,9 @@ def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) 
     lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
     ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
     change in place by identity (see ``_holds_same``; arrays have no truth value)."""
-    held = _Held(container if isinstance(container, (list, tuple)) else [*container, *container.values()])
+    held = _Held(
+        container if type(container) is list or isinstance(container, tuple) else [*container, *container.values()]
+    )
     held.deep = None
     if depth > 1 and any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, held))):
         above = (*above, id(container))
@@ -576,7 +578,7 @@ def _changes_inside(item: Any) -> bool:
 def _holds_same(container: Any, was: _Held) -> bool:
     """Whether a list or dict holds what ``_contents`` found in it, the same objects, each
     nested one holding what it held."""
-    if isinstance(container, (list, tuple)):
+    if type(container) is list or isinstance(container, tuple):
         if len(container) != len(was) or not all(map(operator.is_, container, was)):
             return False
     elif 2 * len(container) != len(was) or not all(map(operator.is_, _contents(container, 1), was)):
@@ -617,7 +619,7 @@ def _retupled(mine: Any, held: Any, was: _Held, carried: Carried) -> Any:
             items.append(theirs)
         else:
             items.append(_own(carried(value, f"[{i}]"), value))
-    return mine if all(map(operator.is_, items, mine)) else _rebuilt(mine, items)
+    return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
 def _mirrored(source: Any, target: Any, was: _Held, convert: Carried) -> Any:
