@@ -1480,7 +1480,7 @@ class Tree:
 
     w: Any
     children: list[Any]
-    records: dict[str, list[Record]]
+    records: dict[str, list[Any]]
 
     def grow(self) -> int:
         self.children.append(Child(self))
@@ -1488,6 +1488,9 @@ class Tree:
 
     def point_back(self) -> None:
         self.records["a"][0].w = self
+
+    def point_back_with_method(self) -> None:
+        self.records["b"][0].w = self  # a dataclass with a method of its own
 
     def parents(self) -> list[bool]:
         return [child.parent is self for child in self.children]
@@ -1509,12 +1512,40 @@ def test_a_method_storing_an_object_pointing_back_at_its_result_in_a_list_gives_
     The record now comes to the caller pointing at the caller's result, as on the plain object."""
     view, kind = _ALL_ROUTES[route]
     wrap, unwrap = HELD[held]
-    r = unwrap(view(lambda a: wrap(Tree(a * 1.0, [], {"a": [Record(a * 1.0)]})))(_array([1.0, 2.0], kind)))
+    r = unwrap(
+        view(lambda a: wrap(Tree(a * 1.0, [], {"a": [Record(a * 1.0)], "b": [Bumped(a * 1.0)]})))(
+            _array([1.0, 2.0], kind)
+        )
+    )
     assert r.grow() == 1 and r.grow() == 2
     assert [type(child) for child in r.children] == [Child, Child]
     assert [child.parent is r for child in r.children] == [True, True] and r.parents() == [True, True]
     r.point_back()
     assert r.records["a"][0].w is r and type(r.w) is kind
+
+
+@pytest.mark.parametrize(
+    ("route", "held"),
+    [
+        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
+        for route in _ALL_ROUTES
+        for held in HELD
+        if held != "copy.deepcopy"  # its methods' twin holds the record converted twice: RecursionError still
+    ],
+)
+def test_a_method_storing_a_dataclass_with_methods_pointing_back_at_its_result_gives_the_caller_s(
+    route: str, held: str
+) -> None:
+    """``self.records['b'][0].w = self``, the record a dataclass with a method of its own, raised
+    RecursionError. It now comes to the caller pointing at the caller's result, with its
+    converting methods."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Tree(a * 1.0, [], {"b": [Bumped(a * 1.0)]})))(_array([1.0, 2.0], kind)))
+    r.point_back_with_method()
+    assert r.records["b"][0].w is r
+    r.records["b"][0].bump(_array([1.0], kind))
+    assert type(r.records["b"][0].w) is kind and r.records["b"][0].w.tolist() == [2.0]
 
 
 @dataclasses.dataclass
@@ -1545,6 +1576,9 @@ class Grouped:
     def record_w(self) -> Any:
         return self.records[1].w
 
+    def loop(self) -> None:
+        self.pair[0].append(self.pair[0])
+
 
 @pytest.mark.parametrize(
     ("route", "held"),
@@ -1572,6 +1606,8 @@ def test_a_method_returning_an_item_of_its_result_s_container_returns_the_caller
     r.innermost().append(_array([5.0], kind))
     r.record().w = _array([6.0], kind)
     assert r.sizes() == [2, 2, 2] and r.record_w().tolist() == [6.0] and type(r.record_w()) is kind
+    r.loop()  # the tuple's list holding itself: the caller's holds the caller's
+    assert r.pair[0][-1] is r.pair[0] and r.sizes() == [2, 3, 2]
 
 
 @_ROUTES

@@ -673,7 +673,9 @@ def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int,
 def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
     """Into ``into``: the lists, dicts, tuples and records a container held (``was``, see
     ``_contents``) and holds unchanged inside, each with the caller's object at its place in
-    ``mine``, the caller's twin of the container (``return self.groups[0]``)."""
+    ``mine``, the caller's twin of the container (``return self.groups[0]``); in a tuple, the
+    lists and dicts changed inside too, which the caller's are made to match in place (see
+    ``_retupled``: ``self.pair[0].append(self.pair[0])`` holds the caller's list)."""
     if was.deep is None:
         return
     if isinstance(mine, dict):
@@ -682,8 +684,9 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
     else:
         places = {id(item): theirs for item, theirs in zip(was, mine, strict=False)}  # mine may be shorter
     changed = _changed_inside(was)
+    refilled = isinstance(mine, tuple)
     for item, inner in was.deep:
-        if id(item) in changed or id(item) in into:
+        if (id(item) in changed and not (refilled and type(item) in _IN_PLACE)) or id(item) in into:
             continue
         theirs = places.get(id(item), _UNSEEN)
         if type(theirs) is type(item) and theirs is not item:
@@ -693,31 +696,53 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
     """Whether ``value`` is, or its tuples, lists, dicts and records hold, one of ``twins``
-    (``seen``: the records looked in already, which may hold each other)."""
+    (``seen``: those looked in already, which may hold each other, or themselves)."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
     if kind in _WALKED:
-        return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
-    if _plain_record(value):
-        seen = set() if seen is None else seen
-        if id(value) in seen:
-            return False
-        seen.add(id(value))
-        return any(_holds_twin(item, twins, seen) for item in value.__dict__.values())
-    return False
+        items = value.values() if kind is dict else value
+    elif _method_record(value):
+        items = value.__dict__.values()
+    else:
+        return False
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    return any(_holds_twin(item, twins, seen) for item in items)
 
 
-def _plain_record(value: Any) -> bool:
-    """Whether ``value`` is a record with no methods of its own (a dataclass the conversion
-    rebuilds field by field), which ``with_twins`` rebuilds around the caller's twins: one
-    a method made is recognised here (``Node(parent=self)``), the conversion not having met it."""
+def _method_record(value: Any) -> bool:
+    """Whether ``value``, on a method's side, is an object with attributes the conversion
+    rebuilds (a dataclass, a result with methods), which ``with_twins`` rebuilds around the
+    caller's twins: one a method made is recognised here (``Node(parent=self)``)."""
     kind = type(value)
     if not (_rebuilt_type(kind) or dataclasses.is_dataclass(kind)) or not hasattr(value, "__dict__"):
         return False
-    node = node_for(kind)
-    return node is not None and not isinstance(node, _MethodsNode) and _fields_of(value) is None
+    return node_for(kind) is not None
+
+
+def _pointing_back(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
+    """``value``, a result with methods of its own whose attributes hold ``twins``
+    (``self.items[0].v = self``), converted by ``convert`` with those attributes the caller's
+    twins: held apart while it converts (it would convert the result again, which holds it), its
+    methods then told what the caller's holds."""
+    state = value.__dict__
+    back = {name: held for name, held in state.items() if _holds_twin(held, twins)}
+    try:
+        state.update(dict.fromkeys(back))
+        made = convert(value)
+    finally:
+        state.update(back)
+    if made is value:  # nothing else in it converts: a copy, of the caller's own
+        made = copy.copy(value)
+    made.__dict__.update({name: with_twins(held, twins, convert) for name, held in back.items()})
+    fields = _fields_of(made)
+    if fields is not None:
+        fields.see(made.__dict__)
+    return made
 
 
 def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
@@ -728,11 +753,13 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if (kind not in _WALKED and not _plain_record(value)) or not _holds_twin(value, twins):
+    if (kind not in _WALKED and not _method_record(value)) or not _holds_twin(value, twins):
         return convert(value)
     if kind not in _WALKED:  # a record pointing back at the result (Node(parent=self))
         node = node_for(kind)
-        assert node is not None  # a type the conversion rebuilds (see _record)
+        if isinstance(node, _MethodsNode):
+            return _pointing_back(value, twins, convert)
+        assert node is not None  # a type the conversion rebuilds (see _method_record)
         return node.map(value, lambda item, _: with_twins(item, twins, convert), None)
     if kind is dict:
         out = {}
