@@ -168,21 +168,22 @@ def write_back(pairs: Pairs) -> None:
         raise failed
 
 
-def snapshot_expanded(expanded: list[Any]) -> None:
-    """Keep a copy of each private array of an expanded tensor's memory (``(tensor, array)``,
-    made ``(tensor, array, copy)`` in place), once its transfer settled: the array is handed
-    read-only, but a write around the flag (``torch.from_numpy``) would reach it only, and no
-    write can reach back into repeated memory, so ``written_expanded`` finds it instead."""
-    for i, (t, a) in enumerate(expanded):
-        expanded[i] = (t, a, a.copy())
+def snapshot_private(compared: list[Any]) -> None:
+    """Keep a copy of each private array of ``compared`` (``(tensor, array)``, made ``(tensor,
+    array, copy)`` in place), once its transfer settled: an array handed read-only (an expanded
+    tensor's memory under writeback, a widened copy under check_writes) can still be written
+    around the flag (``torch.from_numpy``), which would reach the private array only and vanish,
+    so ``written_private`` finds it instead."""
+    for i, (t, a) in enumerate(compared):
+        compared[i] = (t, a, a.copy())
 
 
-def written_expanded(expanded: list[Any]) -> list[torch.Tensor]:
-    """The expanded tensors whose private array (see snapshot_expanded) the function changed.
+def written_private(compared: list[Any]) -> list[torch.Tensor]:
+    """The tensors whose private array (see snapshot_private) the function changed.
 
     Bits, not values: NaN equals itself and -0.0 differs from 0.0, so any write is seen.
     """
-    return [t for t, a, before in expanded if not _same_bits(a, before)]
+    return [t for t, a, before in compared if not _same_bits(a, before)]
 
 
 def _same_bits(a: NDArray[Any], b: NDArray[Any]) -> bool:

@@ -19,7 +19,7 @@ from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, slow_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import aliased_spans, frozen, handed_over, snapshot_expanded
+from autoconvert._conversions._writeback import aliased_spans, frozen, handed_over, snapshot_private
 from autoconvert._errors import LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
@@ -379,8 +379,8 @@ class NumpyInputs(Inputs):
         writes = ctx.writes
         if writes is not None and writes.handed:
             handed_over(writes.handed)
-        if writes is not None and writes.expanded:
-            snapshot_expanded(writes.expanded)
+        if writes is not None and writes.compared:
+            snapshot_private(writes.compared)
         grad = self.grad
         if grad.unsaid is not None:
             grad.say([path for path, t in tensor_paths(self.params, *given) if t is grad.unsaid])
