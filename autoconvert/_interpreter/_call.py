@@ -276,7 +276,7 @@ class Runner:
         note on ``error``), and where the call handed read-only arrays (``handed_read_only``),
         NumPy's refusal to write into one (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see _failures)."""
-        if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
+        if after is not None and ctx is not None:
             self._after_failure(after, ctx, given, handed, error)
         inputs = self.inputs
         if inputs is None or not inputs.hands_arrays:
@@ -303,7 +303,7 @@ class Runner:
     def _after_failure(
         self,
         after: AfterStep,
-        ctx: Collected,
+        ctx: Any,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
         error: BaseException,
