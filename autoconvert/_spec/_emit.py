@@ -252,7 +252,11 @@ def _tensor_value(s: Script, level: int, name: str, step: Step) -> None:
             "    except (LeafError, TypeError, ValueError):",
         )
     else:
-        s.add(level, f"        {name} = array_to_tensor({name}, Target(placed, casts, copy, None, flat_call))", "    except LeafError:")
+        s.add(
+            level,
+            f"        {name} = array_to_tensor({name}, Target(placed, casts, copy, None, flat_call))",
+            "    except LeafError:",
+        )
     s.to_generic(level + 2)
     s.add(level, "elif kind is not Tensor and kind not in kept:")
     s.to_generic(level + 1)
