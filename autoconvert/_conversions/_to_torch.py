@@ -157,13 +157,8 @@ class Target(NamedTuple):
     #: An input side's (array, tensor, its version) for each private copy, uncast on the CPU, of a writable
     #: array torch cannot share (negative strides, a zero stride, byte order, alignment): what
     #: the function writes into it is copied back after the call (see _spec/_copy_back). None
-    #: where a copy is its holder's alone (a result, to_tensor's); ``FLAT_CALL`` in a flat call,
-    #: which has no step after the call and leaves such an array to the generic call.
+    #: where a copy is its holder's alone (a result, to_tensor's).
     copies: list[tuple[NDArray[Any], torch.Tensor, int]] | None = None
-
-
-#: A flat call's ``Target.copies``: an array it records sends the call to the generic call.
-FLAT_CALL: list[tuple[NDArray[Any], torch.Tensor, int]] = []
 
 
 def target(
@@ -183,8 +178,6 @@ def _recorded(a: NDArray[Any] | np.generic, t: torch.Tensor, target: Target) -> 
     copies = target.copies
     if copies is None or target.copy is not None or not a.flags.writeable:
         return t
-    if copies is FLAT_CALL:
-        raise _gives_way()
     if t.is_inference():  # an inference tensor has no version counter (see _copy_back): a plain one over its memory
         with torch.inference_mode(False):
             t = torch.from_numpy(t.numpy())
@@ -223,7 +216,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
                 if device is CPU and not casts and not copy:  # shared, uncast: done
                     return t
         elif device is CPU and not casts and copy is not False:
-            fresh = _numpy_copy(a, flags, copy is None and target[4] is FLAT_CALL)
+            fresh = _numpy_copy(a, flags)
             if fresh is not None:
                 if watching() is not None:  # unwatched, not even a.nbytes is read
                     copied("layout", a, a.nbytes)
@@ -251,50 +244,30 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
     return t if shared else _recorded(a, t, target)
 
 
-def _numpy_copy(a: NDArray[Any], flags: Any, gives_way: bool) -> NDArray[Any] | None:
+def _numpy_copy(a: NDArray[Any], flags: Any) -> NDArray[Any] | None:
     """The one host copy the careful route makes of a plain array torch cannot share as it is,
     made straight away, or None where that route decides more (refusals, broadcast views,
-    shareable strides, large read-only arrays). ``gives_way``: a flat call's under copy=None,
-    which leaves a writable array needing a copy to the generic call, before any copy is made
-    (see Target.copies).
+    shareable strides, large read-only arrays).
 
     NumPy's copy in "K" order, native and positively strided, which torch shares: the careful
     route costs several times that for small arrays (benchmarks, micro: "a negatively strided
     array", "copying a read-only 8-element view").
     """
-    dtype = a.dtype
-    if dtype not in NUMPY_TO_TORCH:  # its keys are native: a byte-swapped dtype torch has, or a refusal
-        dtype = dtype.newbyteorder("=")
-        if dtype not in NUMPY_TO_TORCH:
-            return None
-    elif flags.aligned:
-        if flags.forc:  # so read-only (a view of a handed input, most often)
-            if a.nbytes >= SMALL_COPY_BYTES:
-                return None
-        elif not _reversed(a):
-            return None
-    if gives_way and flags.writeable:
-        raise _gives_way()
-    return a.astype(dtype, order="K")  # a copy, native
-
-
-def _reversed(a: NDArray[Any]) -> bool:
-    """Whether ``a`` is a reversed view (``a[::-1]``, ``np.flip``): a negative stride on an axis
-    longer than 1."""
+    held = a.dtype
+    if held not in NUMPY_TO_TORCH:  # its keys are native: a byte-swapped dtype torch has, or a refusal
+        native = held.newbyteorder("=")
+        return a.astype(native) if native in NUMPY_TO_TORCH else None  # a copy in "K" order
+    if not flags.aligned:
+        return a.copy("K")
+    if flags.forc:  # so read-only (a view of a handed input, most often)
+        return a.copy("K") if a.nbytes < SMALL_COPY_BYTES else None
     shape = a.shape
     axis = 0
     for stride in a.strides:
-        if stride < 0 and shape[axis] > 1:
-            return True
+        if stride < 0 and shape[axis] > 1:  # a reversed view: a[::-1], np.flip
+            return a.copy("K")
         axis += 1  # noqa: SIM113 - a counter: enumerate() and zip() cost more per axis
-    return False
-
-
-def _gives_way() -> LeafError:
-    """What a flat call's conversion of a writable array needing a copy raises: the flat call
-    catches it and gives the call to the generic call, whose step after the call copies the
-    function's writes back (never seen by users)."""
-    return LeafError(ConversionError, "needs its writes copied back after the call", "", "")
+    return None
 
 
 # Above this size NumPy's copy is faster: it asks the kernel for transparent huge pages

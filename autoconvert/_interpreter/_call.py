@@ -18,7 +18,7 @@ from autoconvert._failures._traceback import filter_traceback, raise_held
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
-from autoconvert._spec._collected import AfterStep, Handed, collected
+from autoconvert._spec._collected import AfterStep, Handed, after_failure_note, collected
 from autoconvert._spec._inputs import Begin, Context, Prepare
 from autoconvert._spec._outparams import Returned
 from autoconvert._spec._outputs import lazily
@@ -313,4 +313,4 @@ class Runner:
         try:
             after(ctx, given, handed, None)
         except Exception as failure:
-            error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
+            error.add_note(after_failure_note(self.function, failure))

@@ -19,8 +19,7 @@ from numpy.typing import NDArray
 
 from autoconvert._conversions._copies import copied
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._memory import memory_of, restore_writes
-from autoconvert._conversions._writeback import written_private
+from autoconvert._conversions._memory import memory_of, restore_writes, written_private
 from autoconvert._errors import ReadOnlyError, message
 
 from ._collected import AfterStep, Collected, Handed

@@ -100,3 +100,9 @@ class AfterStep(Protocol):
     ) -> Collected: ...
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any: ...
+
+
+def after_failure_note(function: str, failure: Exception) -> str:
+    """The note an after step's own ``failure`` becomes on the exception the function raised,
+    which wins."""
+    return f"autoconvert: after {function} raised: {type(failure).__name__}: {failure}"

@@ -12,6 +12,7 @@ memory, which no copy back can make faithfully. Its words for ``explain``: ``COP
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,11 @@ from autoconvert._conversions._memory import strides_overlap
 from autoconvert._conversions._to_torch import Target
 from autoconvert._errors import ConversionError, ReadOnlyError, message
 
-from ._collected import Handed
+from ._collected import Handed, after_failure_note
 from ._signature import ARRAYS, Given, Parameters, tensor_paths
+
+#: (caller's array, its private copy, the copy's version when made), as the leaves record them.
+Copies = list[tuple[NDArray[Any], torch.Tensor, int]]
 
 #: Its after step's name (see Inputs.after).
 COPY_BACK = "copy back"
@@ -54,9 +58,32 @@ class CopyBack:
         self.begin = begin
 
     def __call__(self, ctx: Target, given: Given, handed: Handed, result: Any) -> Any:
-        copies = ctx.copies
-        if not copies:
+        """The generic call's step, after a call whose leaves recorded ``ctx.copies``."""
+        if ctx.copies:
+            self.copy_back(ctx.copies, given)
+        return result
+
+    def calling(self, wrapped: Callable[..., Any], copies: Copies, given: Given) -> Callable[..., Any]:
+        """``wrapped``, with this step after it: how a flat call that made private ``copies``
+        calls the function (the generic call's protocol does the same around its call)."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as e:
+                try:
+                    self.copy_back(copies, given)
+                except Exception as failure:
+                    e.add_note(after_failure_note(self.function, failure))
+                raise
+            self.copy_back(copies, given)
             return result
+
+        return call
+
+    def copy_back(self, copies: Copies, given: Given) -> None:
+        """Each private copy the function wrote into, copied back into the caller's array (the
+        others still are when one cannot be); a write into one whose elements share memory, refused."""
         refused: list[NDArray[Any]] = []
         failed: tuple[NDArray[Any], Exception] | None = None
         for a, t, version in copies:
@@ -94,7 +121,6 @@ class CopyBack:
                     path=paths.split(", ")[0],
                 )
             )
-        return result
 
     def _paths_of(self, arrays: list[NDArray[Any]], given: Given) -> str:
         """Where ``arrays`` were among the call's arguments, for messages."""

@@ -22,14 +22,13 @@ import torch
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy, may_lose_gradient
-from autoconvert._conversions._memory import expanded, extent, memory_of, overlapping
+from autoconvert._conversions._memory import expanded, extent, memory_of, overlapping, written_private
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._writeback import (
     WriteBackFailed,
     hand_over,
     make_private_read_only,
     write_back,
-    written_private,
 )
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 from autoconvert._options._options import Policy
