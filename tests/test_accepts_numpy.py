@@ -1513,6 +1513,16 @@ def _read_only(a: np.ndarray) -> None:
     assert not a.flags.writeable and np.isfinite(a).all()
 
 
+def test_check_writes_sees_a_write_into_a_device_tensors_host_copy(accelerator: torch.device) -> None:
+    """A GPU tensor's array is its host copy, compared once its transfer settled: a write
+    around the guard into it raises, the caller's tensor unchanged; a read raises nothing."""
+    t = torch.arange(1.0, 5.0, device=accelerator)
+    with pytest.raises(ac.ReadOnlyError):
+        ac.accepts_numpy(_write_around_the_guard, check_writes=True)(t)
+    assert t.tolist() == [1.0, 2.0, 3.0, 4.0]
+    ac.accepts_numpy(_read_only, check_writes=True)(t)
+
+
 def test_check_writes_says_a_write_into_a_widened_copy_was_lost() -> None:
     """The message of a write around the guard into a bfloat16 tensor's widened array, whole:
     the caller's tensor never saw it, so nothing was put back."""

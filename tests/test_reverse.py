@@ -301,6 +301,28 @@ def test_a_copy_the_function_reshaped_cannot_go_back_and_says_so() -> None:
     )
 
 
+@pytest.mark.parametrize("generic", [False, True], ids=["flat", "generic"])
+def test_a_failed_copy_back_is_a_note_on_the_users_exception(generic: bool) -> None:
+    """The function raised after reshaping its private copy: its exception wins, the copy
+    back's failure a note on it, on the flat and the generic call alike."""
+
+    @ac.accepts_tensor
+    def shrinks_then_fails(x: torch.Tensor) -> None:
+        x.resize_(1)
+        raise KeyError("the user's own error")
+
+    with pytest.raises(KeyError) as info, ac.stats() if generic else contextlib.nullcontext():
+        shrinks_then_fails(np.zeros(3)[::-1])
+    assert info.value.__notes__ == [
+        "autoconvert: after test_a_failed_copy_back_is_a_note_on_the_users_exception.<locals>.shrinks_then_fails() "
+        "raised: ConversionError: test_a_failed_copy_back_is_a_note_on_the_users_exception.<locals>."
+        "shrinks_then_fails(): argument x could not take back what the function wrote into its private copy "
+        "(torch cannot share the array's layout): ValueError: the function changed its shape from (3,) to (1,). "
+        "Found numpy.ndarray(shape=(3,), dtype=<f8). Fix: keep the tensor's shape in the function (write into "
+        "it with x[...] = ...), or return the new tensor instead."
+    ]
+
+
 def test_accepts_tensor_dtype_casts_floating_arrays_only() -> None:
     @ac.accepts_tensor(dtype=torch.float32)
     def dtypes(*xs: torch.Tensor) -> list[torch.dtype]:
