@@ -1445,6 +1445,111 @@ def test_check_writes_puts_back_a_write_into_an_overlapping_tensor() -> None:
     assert torch.equal(base, torch.arange(10.0))
 
 
+#: Tensors handed under check_writes as a private array NumPy can hold (widened, a bit resolved),
+#: and one handed as the caller's own memory, each from its values (see _checked_tensor).
+_CHECKED_DTYPES = {
+    "bfloat16": (torch.bfloat16, {}),
+    "float16 widened": (torch.float16, {"widen_float16": True}),
+    "complex64 conj": (torch.complex64, {}),
+    "float32": (torch.float32, {}),
+}
+_CHECKED_LAYOUTS = ["contiguous", "transposed", "sliced", "expanded", "overlapping", "0-d"]
+
+
+def _checked_tensor(dtype: torch.dtype, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A tensor of ``dtype`` in ``layout``, and the base whose memory it views (to see it unchanged)."""
+    base = torch.arange(1.0, 13.0).to(dtype)
+    views = {
+        "contiguous": lambda b: b.reshape(3, 4),
+        "transposed": lambda b: b.reshape(3, 4).T,
+        "sliced": lambda b: b[::2],
+        "expanded": lambda b: b[:4].expand(3, 4),
+        "overlapping": lambda b: b.unfold(0, 4, 2),
+        "0-d": lambda b: b[5],
+    }
+    t = views[layout](base)
+    return (t.conj(), base) if dtype.is_complex else (t, base)
+
+
+def _check_writes_cases() -> list[Any]:
+    """Products x dtypes x layouts; the default run keeps accepts_numpy's bfloat16 in every layout
+    and each other dtype contiguous."""
+    cases = []
+    for product, name, layout in itertools.product(
+        ["accepts_numpy", "torchify", "adapt"], _CHECKED_DTYPES, _CHECKED_LAYOUTS
+    ):
+        kept = product == "accepts_numpy" and (name == "bfloat16" or layout == "contiguous")
+        cases.append(
+            pytest.param(
+                product, name, layout, marks=() if kept else (pytest.mark.slow,), id=f"{product}-{name}-{layout}"
+            )
+        )
+    return cases
+
+
+@pytest.mark.parametrize(("product", "name", "layout"), _check_writes_cases())
+def test_check_writes_sees_a_write_around_the_guard_into_any_array_handed(product: str, name: str, layout: str) -> None:
+    """check_writes=True raises for a write around the read-only guard (``torch.from_numpy``)
+    whatever the function was handed: the caller's memory (put back), or a private array (a
+    bfloat16 tensor widened, float16 with widen_float16=True, a conj bit resolved), whose write
+    would vanish; the caller's tensor keeps its values. A function that only reads raises nothing."""
+    dtype, options = _CHECKED_DTYPES[name]
+    t, base = _checked_tensor(dtype, layout)
+    before = base.clone()
+    writes = _WRITING_PRODUCTS[product](_write_around_the_guard, check_writes=True, **options)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        writes(t)
+    assert torch.equal(base, before)
+    found = str(info.value).split("; ")[0]
+    assert found.endswith(
+        "argument a was changed by the function, through a route the read-only guard cannot see "
+        "(torch.from_numpy or torch.as_tensor on the array, its .base, np.frombuffer, compiled code ignoring "
+        "the flag such as SciPy's overwrite_*=True)"
+    )
+    _WRITING_PRODUCTS[product](_read_only, check_writes=True, **options)(t)  # no write, no error
+
+
+def _read_only(a: np.ndarray) -> None:
+    assert not a.flags.writeable and np.isfinite(a).all()
+
+
+def test_check_writes_sees_a_write_into_a_device_tensors_host_copy(accelerator: torch.device) -> None:
+    """A GPU tensor's array is its host copy, compared once its transfer settled: a write
+    around the guard into it raises, the caller's tensor unchanged; a read raises nothing."""
+    t = torch.arange(1.0, 5.0, device=accelerator)
+    with pytest.raises(ac.ReadOnlyError):
+        ac.accepts_numpy(_write_around_the_guard, check_writes=True)(t)
+    assert t.tolist() == [1.0, 2.0, 3.0, 4.0]
+    ac.accepts_numpy(_read_only, check_writes=True)(t)
+
+
+def test_check_writes_says_a_write_into_a_widened_copy_was_lost() -> None:
+    """The message of a write around the guard into a bfloat16 tensor's widened array, whole:
+    the caller's tensor never saw it, so nothing was put back."""
+    caller = torch.full((4,), 255.0, dtype=torch.bfloat16)
+
+    @ac.accepts_numpy(check_writes=True)
+    def normalise(img: np.ndarray) -> float:
+        _write_around_the_guard(img)
+        return float(img.sum())
+
+    with pytest.raises(ac.ReadOnlyError) as info:
+        normalise(caller)
+    assert caller.tolist() == [255.0] * 4
+    assert str(info.value) == (
+        "test_check_writes_says_a_write_into_a_widened_copy_was_lost.<locals>.normalise(): argument img was "
+        "changed by the function, through a route the read-only guard cannot see (torch.from_numpy or "
+        "torch.as_tensor on the array, its .base, np.frombuffer, compiled code ignoring the flag such as SciPy's "
+        "overwrite_*=True); into the private copy it was handed (a dtype NumPy lacks, widened; a conjugate or "
+        "negative bit resolved; another device's tensor), which the caller's tensor never sees, so the write was "
+        "lost. Found torch.Tensor(shape=(4,), dtype=torch.bfloat16, layout=torch.strided, device=cpu). Fix: pass "
+        "copy=True to give the function private writable copies, or writeback=True to let its changes reach the "
+        "caller's tensors (in @ac.accepts_numpy(copy=True) on "
+        "test_check_writes_says_a_write_into_a_widened_copy_was_lost.<locals>.normalise, or a with "
+        "ac.config(copy=True): block around the call)."
+    )
+
+
 def test_accepts_tensor_shares_an_overlapping_array_as_numpy_does() -> None:
     """The reverse direction: a writable overlapping NumPy view (``as_strided``) is shared
     with its strides, so a write into one of two elements meeting in memory reaches the

@@ -282,7 +282,8 @@ def test_each_side_alone_says_what_it_converts() -> None:
     assert into.result == "returned as it is"
     checked = ac.explain(ac.accepts_numpy(check_writes=True)(smooth))
     assert checked.after == (
-        "each CPU tensor argument is compared with its copy; a change is put back and raises ReadOnlyError"
+        "each tensor argument's memory (or the private array it was handed) is compared with a copy taken before "
+        "the call; a change raises ReadOnlyError, put back where it is the caller's"
     )
 
 

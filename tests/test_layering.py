@@ -94,6 +94,7 @@ ORDER = [
     "_spec._collected",
     "_spec._writeback",
     "_spec._check_writes",
+    "_spec._copy_back",
     "_spec._inputs",
     "_spec._outputs",
     "_spec._spec",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -137,6 +139,188 @@ def test_accepts_tensor_never_shares_a_read_only_array() -> None:
     assert not shares(f(a), a)
     with pytest.raises(ac.CopyError, match="it is read-only, and torch tensors are always writable"):
         ac.accepts_tensor(copy=False)(f.__wrapped__)(a)
+
+
+def _unaligned(base: np.ndarray) -> np.ndarray:
+    """A writable view of ``base``'s values at an odd address (each one copied in first)."""
+    raw = np.zeros(base.nbytes + 1, np.uint8)
+    a = raw[1:].view(base.dtype)
+    a[...] = base
+    return a
+
+
+#: Writable arrays torch cannot share (each a view of ``base``, 16 elements), and two it can.
+_WRITABLE_LAYOUTS: dict[str, Any] = {
+    "reversed": lambda b: b[::-1],
+    "reversed columns": lambda b: b.reshape(4, 4)[:, ::-1],
+    "both reversed, strided": lambda b: b.reshape(4, 4)[::-2, ::-1],
+    "byte-swapped": lambda b: b.view(b.dtype.newbyteorder()),
+    "unaligned": _unaligned,
+    "contiguous": lambda b: b,
+    "strided": lambda b: b[::3],
+}
+#: Writable arrays whose elements share memory, in a layout torch cannot share.
+_SHARED_ELEMENT_LAYOUTS: dict[str, Any] = {
+    "zero stride": lambda b: np.lib.stride_tricks.as_strided(b, (3, 4), (0, b.itemsize)),
+    "reversed, overlapping": lambda b: np.lib.stride_tricks.as_strided(b[::-1], (4, 4), (-2 * b.itemsize, -b.itemsize)),
+}
+_REVERSE_DTYPES = [np.float64, np.float32, np.float16, np.complex128, np.bool_, np.int64, np.uint8]
+#: In-place writes torch code makes, each valid for every dtype above.
+_REVERSE_WRITES: dict[str, Any] = {
+    "x[0] = 1": lambda x: x.__setitem__((0,) * x.ndim, 1),
+    "fill_": lambda x: x.fill_(1),
+    "copy_": lambda x: x.copy_(x.flip(0)),
+}
+#: The reverse direction's routes: the pair's flat and generic calls, accepts_tensor alone.
+_REVERSE_ROUTES: dict[str, Any] = {
+    "pair": lambda body: ac.returns_numpy(ac.accepts_tensor(body)),
+    "pair, generic": lambda body: ac.returns_numpy(ac.accepts_tensor(body)),
+    "accepts_tensor": lambda body: ac.accepts_tensor(body),
+}
+
+
+def _reverse_cases(layouts: dict[str, Any]) -> list[Any]:
+    """Layouts x dtypes x writes x routes; the default run keeps each layout once (float64),
+    and for one of each kind each write, route and dtype."""
+    cases = []
+    for layout, dtype, write, route in itertools.product(layouts, _REVERSE_DTYPES, _REVERSE_WRITES, _REVERSE_ROUTES):
+        first = write == "x[0] = 1" and route == "pair"
+        kept = (dtype is np.float64 and first) or (
+            layout in ("reversed", "zero stride") and (dtype is np.float64 or first)
+        )
+        name = f"{layout}-{np.dtype(dtype).name}-{write}-{route}"
+        cases.append(pytest.param(layout, dtype, write, route, marks=() if kept else (pytest.mark.slow,), id=name))
+    return cases
+
+
+def _base(dtype: Any) -> np.ndarray:
+    return (np.arange(16) % 3 == 1).astype(dtype) if dtype is np.bool_ else np.arange(2, 18).astype(dtype)
+
+
+@pytest.mark.parametrize(("layout", "dtype", "write", "route"), _reverse_cases(_WRITABLE_LAYOUTS))
+def test_a_write_into_a_writable_array_reaches_the_caller_whatever_its_layout(
+    layout: str, dtype: Any, write: str, route: str
+) -> None:
+    """copy=None: what torch code writes into its argument reaches the caller's writable
+    array, shared (as torch.from_numpy shares it) or, where torch cannot share the layout
+    (negative strides, byte order, alignment), copied back from the private copy after the
+    call: the caller's array ends as it would had the write been made to it."""
+    base = _base(dtype)
+    a = _WRITABLE_LAYOUTS[layout](base)
+    expected = a.copy()
+    reference = torch.from_numpy(np.array(expected, dtype=expected.dtype.newbyteorder("="), order="C"))
+    _REVERSE_WRITES[write](reference)
+    expected[...] = reference.numpy()
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        _REVERSE_WRITES[write](x)
+        return x.sum()
+
+    f = _REVERSE_ROUTES[route](body)
+    with ac.stats() if route == "pair, generic" else contextlib.nullcontext():
+        f(a)
+    assert a.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize(("layout", "dtype", "write", "route"), _reverse_cases(_SHARED_ELEMENT_LAYOUTS))
+def test_a_write_into_an_array_whose_elements_share_memory_is_refused(
+    layout: str, dtype: Any, write: str, route: str
+) -> None:
+    """copy=None: a writable array whose elements share memory in a layout torch cannot
+    share is handed as a private copy; a write into it, which no copy back could make
+    faithfully, raises ReadOnlyError naming the argument, the caller's memory unchanged. A
+    function that only reads raises nothing."""
+    base = _base(dtype)
+    before = base.copy()
+    a = _SHARED_ELEMENT_LAYOUTS[layout](base)
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        _REVERSE_WRITES[write](x)
+        return x.sum()
+
+    f = _REVERSE_ROUTES[route](body)
+    with pytest.raises(ac.ReadOnlyError) as info, ac.stats() if route == "pair, generic" else contextlib.nullcontext():
+        f(a)
+    assert base.tolist() == before.tolist()
+    assert str(info.value).endswith(
+        "argument x is a NumPy view whose elements share memory (a zero stride, or strides that overlap) in a "
+        "layout torch cannot share, so the function got a private copy, and wrote into it; a write into one "
+        "element cannot reach back apart from the others sharing its memory, so the caller's array was left "
+        f"unchanged. Found numpy.ndarray(shape={a.shape}, dtype={a.dtype.str}). Fix: pass x.copy() (then the "
+        "writes reach that copy only), or return the changed tensor instead."
+    )
+    assert _REVERSE_ROUTES[route](lambda x: x.sum())(a) is not None
+
+
+def test_only_a_written_copy_is_copied_back() -> None:
+    """One memory passed twice, shared (``b``) and copied (``b[::-1]``): the write through the
+    shared one stays, since the untouched copy is not copied back over it."""
+    b = np.zeros(4)
+
+    @ac.accepts_tensor
+    def writes_first(x: torch.Tensor, reversed_x: torch.Tensor) -> None:
+        x[0] = 7
+
+    writes_first(b, b[::-1])
+    assert b.tolist() == [7.0, 0.0, 0.0, 0.0]
+
+
+def test_the_copy_back_happens_when_the_function_raises_and_in_inference_mode() -> None:
+    """As with shared memory, a write made before the function raised reaches the caller; and
+    inside torch.inference_mode, whose tensors keep no version counter, too."""
+    b = np.zeros(3)
+
+    @ac.accepts_tensor
+    def fails_after_writing(x: torch.Tensor) -> None:
+        x[0] = 5
+        raise KeyError("the user's own error")
+
+    with pytest.raises(KeyError):
+        fails_after_writing(b[::-1])
+    assert b.tolist() == [0.0, 0.0, 5.0]
+    with torch.inference_mode():
+        ac.accepts_tensor(lambda x: x.fill_(2))(b[::-1])
+    assert b.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_copy_the_function_reshaped_cannot_go_back_and_says_so() -> None:
+    """The function resizing its private copy: the copy back fails, naming the argument."""
+
+    @ac.accepts_tensor
+    def shrinks(x: torch.Tensor) -> None:
+        x.resize_(1)
+
+    with pytest.raises(ac.ConversionError) as info:
+        shrinks(np.zeros(3)[::-1])
+    assert str(info.value) == (
+        "test_a_copy_the_function_reshaped_cannot_go_back_and_says_so.<locals>.shrinks(): argument x could not "
+        "take back what the function wrote into its private copy (torch cannot share the array's layout): "
+        "ValueError: the function changed its shape from (3,) to (1,). Found numpy.ndarray(shape=(3,), "
+        "dtype=<f8). Fix: keep the tensor's shape in the function (write into it with x[...] = ...), or return "
+        "the new tensor instead."
+    )
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["flat", "generic"])
+def test_a_failed_copy_back_is_a_note_on_the_users_exception(generic: bool) -> None:
+    """The function raised after reshaping its private copy: its exception wins, the copy
+    back's failure a note on it, on the flat and the generic call alike."""
+
+    @ac.accepts_tensor
+    def shrinks_then_fails(x: torch.Tensor) -> None:
+        x.resize_(1)
+        raise KeyError("the user's own error")
+
+    with pytest.raises(KeyError) as info, ac.stats() if generic else contextlib.nullcontext():
+        shrinks_then_fails(np.zeros(3)[::-1])
+    assert info.value.__notes__ == [
+        "autoconvert: after test_a_failed_copy_back_is_a_note_on_the_users_exception.<locals>.shrinks_then_fails() "
+        "raised: ConversionError: test_a_failed_copy_back_is_a_note_on_the_users_exception.<locals>."
+        "shrinks_then_fails(): argument x could not take back what the function wrote into its private copy "
+        "(torch cannot share the array's layout): ValueError: the function changed its shape from (3,) to (1,). "
+        "Found numpy.ndarray(shape=(3,), dtype=<f8). Fix: keep the tensor's shape in the function (write into "
+        "it with x[...] = ...), or return the new tensor instead."
+    ]
 
 
 def test_accepts_tensor_dtype_casts_floating_arrays_only() -> None:

@@ -1,5 +1,6 @@
 """Facts about a tensor's memory (expanded, compact, its extent, overlaps), the copy a
-``copy=False`` call refuses, and check_writes' putting back of what the function changed."""
+``copy=False`` call refuses, and check_writes' putting back of what the function changed (and
+finding what it wrote into a private array, writeback's of an expanded tensor too)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from autoconvert._errors import ConversionError, CopyError, LeafError
 
@@ -134,6 +136,32 @@ def restore_writes(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch
                 memory.copy_(snapshot)
                 changed.append(t)
     return changed
+
+
+def snapshot_private(compared: list[Any]) -> None:
+    """Keep a copy of each private array of ``compared`` (``(tensor, array)``, made ``(tensor,
+    array, copy)`` in place), once its transfer settled: an array handed read-only (an expanded
+    tensor's memory under writeback, a widened copy under check_writes) can still be written
+    around the flag (``torch.from_numpy``), which would reach the private array only and vanish,
+    so ``written_private`` finds it instead."""
+    for i, (t, a) in enumerate(compared):
+        compared[i] = (t, a, a.copy())
+
+
+def written_private(compared: list[Any]) -> list[torch.Tensor]:
+    """The tensors whose private array (see snapshot_private) the function changed.
+
+    Bits, not values: NaN equals itself and -0.0 differs from 0.0, so any write is seen.
+    """
+    return [t for t, a, before in compared if not _same_bits(a, before)]
+
+
+def _same_bits(a: NDArray[Any], b: NDArray[Any]) -> bool:
+    """Whether ``a`` and ``b`` (of one dtype and shape) hold the same bits, whatever their strides."""
+    if a.itemsize in (1, 2, 4, 8):  # a same-size view: any strides
+        bits = f"u{a.itemsize}"
+        return bool(np.array_equal(a.view(bits), b.view(bits)))
+    return a.tobytes() == b.tobytes()  # complex128: C order, both
 
 
 #: element size -> an integer dtype of that size: a view that compares bits.

@@ -154,13 +154,35 @@ class Target(NamedTuple):
     #: The call's tensors, where a leaf needs them: those a tensor input side passes through
     #: as they are; the arguments an output tensor must not alias (see _outputs.NeedsInputs).
     tensors: list[torch.Tensor] | None = None
+    #: An input side's (array, tensor, its version) for each private copy, uncast on the CPU, of a writable
+    #: array torch cannot share (negative strides, a zero stride, byte order, alignment): what
+    #: the function writes into it is copied back after the call (see _spec/_copy_back). None
+    #: where a copy is its holder's alone (a result, to_tensor's).
+    copies: list[tuple[NDArray[Any], torch.Tensor, int]] | None = None
 
 
 def target(
-    device: torch.device | None, casts: Casts, copy: bool | None, tensors: list[torch.Tensor] | None = None
+    device: torch.device | None,
+    casts: Casts,
+    copy: bool | None,
+    tensors: list[torch.Tensor] | None = None,
+    copies: list[tuple[NDArray[Any], torch.Tensor, int]] | None = None,
 ) -> Target:
     """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
-    return new_tuple(Target, (device, casts, copy, tensors))
+    return new_tuple(Target, (device, casts, copy, tensors, copies))
+
+
+def _recorded(a: NDArray[Any] | np.generic, t: torch.Tensor, target: Target) -> torch.Tensor:
+    """``t``, a private copy of ``a`` uncast on the CPU, recorded in ``target.copies`` where
+    ``a`` is a writable array of an input side's under copy=None, whose writes reach it then."""
+    copies = target.copies
+    if copies is None or target.copy is not None or not a.flags.writeable:
+        return t
+    if t.is_inference():  # an inference tensor has no version counter (see _copy_back): a plain one over its memory
+        with torch.inference_mode(False):
+            t = torch.from_numpy(t.numpy())
+    copies.append((a, t, t._version))  # type: ignore[arg-type]  # a writable one is an array
+    return t
 
 
 def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tensor:
@@ -178,7 +200,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         NoDeviceError: ``target``'s device is None.
     """
     flags = a.flags
-    device, casts, copy, _ = target
+    device, casts, copy, _, _ = target
     t = None
     if type(a) is _ndarray:
         # torch.from_numpy raising costs as much as many conversions (a C++ exception with a
@@ -198,7 +220,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
             if fresh is not None:
                 if watching() is not None:  # unwatched, not even a.nbytes is read
                     copied("layout", a, a.nbytes)
-                return _from_numpy(fresh)
+                return _recorded(a, _from_numpy(fresh), target)
     if device is None:
         raise NoDeviceError
     if casts and a.dtype.kind in "iu":
@@ -219,7 +241,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
     if copy and shared:
         copied("copy=True", a, a.nbytes)
         return _host_copy(t)
-    return t
+    return t if shared else _recorded(a, t, target)
 
 
 def _numpy_copy(a: NDArray[Any], flags: Any) -> NDArray[Any] | None:

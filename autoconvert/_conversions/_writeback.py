@@ -168,31 +168,6 @@ def write_back(pairs: Pairs) -> None:
         raise failed
 
 
-def snapshot_expanded(expanded: list[Any]) -> None:
-    """Keep a copy of each private array of an expanded tensor's memory (``(tensor, array)``,
-    made ``(tensor, array, copy)`` in place), once its transfer settled: the array is handed
-    read-only, but a write around the flag (``torch.from_numpy``) would reach it only, and no
-    write can reach back into repeated memory, so ``written_expanded`` finds it instead."""
-    for i, (t, a) in enumerate(expanded):
-        expanded[i] = (t, a, a.copy())
-
-
-def written_expanded(expanded: list[Any]) -> list[torch.Tensor]:
-    """The expanded tensors whose private array (see snapshot_expanded) the function changed.
-
-    Bits, not values: NaN equals itself and -0.0 differs from 0.0, so any write is seen.
-    """
-    return [t for t, a, before in expanded if not _same_bits(a, before)]
-
-
-def _same_bits(a: NDArray[Any], b: NDArray[Any]) -> bool:
-    """Whether ``a`` and ``b`` (of one dtype and shape) hold the same bits, whatever their strides."""
-    if a.itemsize in (1, 2, 4, 8):  # a same-size view: any strides
-        bits = f"u{a.itemsize}"
-        return bool(np.array_equal(a.view(bits), b.view(bits)))
-    return a.tobytes() == b.tobytes()  # complex128: C order, both
-
-
 #: Private arrays frozen after their copy back, by id, for the error a later write meets.
 FROZEN: weakref.WeakValueDictionary[int, NDArray[Any]] = weakref.WeakValueDictionary()
 

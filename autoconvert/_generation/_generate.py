@@ -32,8 +32,8 @@ def _opening(s: Script, kind: Kind) -> None:
     s.add(1, "met_tensors = False")
     if kind.value.kind == "numpy":  # the containers rebuilt for the function (see _mutations)
         s.add(1, "changes = None")
-    if kind.places:
-        s.add(1, "placed = None")
+    if kind.places:  # and the private copies of writable arrays, made where torch cannot share one
+        s.add(1, "placed = None", "copies = None")
 
 
 def _closing(s: Script) -> None:
@@ -53,7 +53,11 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, k
     the call had any: one block for both, and no ``**{}`` on a call without."""
     if kind.stands_in:  # the stand-in's device: the CPU, where the call had (CPU) tensors
         s.add(level, "if met_tensors and stand_in_device(instance) is not CPU:", "    place_stand_in(instance, CPU)")
-    callee = "callee" if kind.retries else "wrapped"
+    callee = "callee" if kind.retries or kind.places else "wrapped"
+    if kind.places:  # the tensor side's step after the call, where it made private copies (see _copy_back)
+        s.add(
+            level, f"callee = copying_back(wrapped, copies, given_args({s.arguments}, instance)) if copies else wrapped"
+        )
     guarded = kind.read_only or kind.retries
     inner = level + 1 if guarded else level
     if guarded:

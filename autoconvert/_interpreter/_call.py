@@ -18,7 +18,7 @@ from autoconvert._failures._traceback import filter_traceback, raise_held
 from autoconvert._generation._specialise import Flat, specialised
 from autoconvert._observe._observe import PROFILER, RunnerCall, Watched, Watching
 from autoconvert._options._config import Config, active
-from autoconvert._spec._collected import AfterStep, Collected, Handed, collected
+from autoconvert._spec._collected import AfterStep, Handed, after_failure_note, collected
 from autoconvert._spec._inputs import Begin, Context, Prepare
 from autoconvert._spec._outparams import Returned
 from autoconvert._spec._outputs import lazily
@@ -276,7 +276,7 @@ class Runner:
         note on ``error``), and where the call handed read-only arrays (``handed_read_only``),
         NumPy's refusal to write into one (``handed``: the arguments it got) becomes a ReadOnlyError; otherwise ``error`` stands,
         with notes where how an argument was handed is the likely cause (see _failures)."""
-        if after is not None and isinstance(ctx, Collected):  # an after step is a NumPy side's
+        if after is not None and ctx is not None:
             self._after_failure(after, ctx, given, handed, error)
         inputs = self.inputs
         if inputs is None or not inputs.hands_arrays:
@@ -303,7 +303,7 @@ class Runner:
     def _after_failure(
         self,
         after: AfterStep,
-        ctx: Collected,
+        ctx: Any,
         given: Given,
         handed: tuple[tuple[Any, ...], dict[str, Any]],
         error: BaseException,
@@ -313,4 +313,4 @@ class Runner:
         try:
             after(ctx, given, handed, None)
         except Exception as failure:
-            error.add_note(f"autoconvert: after {self.function} raised: {type(failure).__name__}: {failure}")
+            error.add_note(after_failure_note(self.function, failure))

@@ -25,8 +25,10 @@ class AfterWrites(NamedTuple):
     written: list[tuple[torch.Tensor, Any, Any]] | None = None
     #: writeback: the private arrays handed over (_writeback.Private), made read-only with their views after the call (see _writeback.make_private_read_only).
     handed: list[Any] | None = None
-    #: writeback: (expanded tensor, private array of its memory, its snapshot) to compare after the call (see _writeback.written_expanded).
-    expanded: list[Any] | None = None
+    #: (tensor, private array, its snapshot) to compare after the call, for a write around the
+    #: read-only flag that reaches the private array alone: writeback's expanded and overlapping
+    #: tensors', check_writes' private copies (widened, resolved) (see _writeback.written_private).
+    compared: list[Any] | None = None
 
 
 class Collected(NamedTuple):
@@ -75,7 +77,7 @@ def collected_writes(
         (
             shared,
             odd,
-            new_tuple(AfterWrites, ([], spans, written, handed, None if handed is None else [])),
+            new_tuple(AfterWrites, ([], spans, written, handed, [])),
             seen,
             target,
             {},
@@ -98,3 +100,9 @@ class AfterStep(Protocol):
     ) -> Collected: ...
 
     def __call__(self, ctx: Any, given: Given, handed: Handed, result: Any) -> Any: ...
+
+
+def after_failure_note(function: str, failure: Exception) -> str:
+    """The note an after step's own ``failure`` becomes on the exception the function raised,
+    which wins."""
+    return f"autoconvert: after {function} raised: {type(failure).__name__}: {failure}"

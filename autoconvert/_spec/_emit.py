@@ -231,7 +231,9 @@ def _tensor_value(s: Script, level: int, name: str, step: Step) -> None:
     """accepts_tensor: an array becomes a tensor on the plan's device (torch's default,
     asked once per call); uncast and not copied, array_to_tensor's sharing step inlined (a
     frame fewer per array). What from_numpy refuses (a dtype torch lacks, byte order) goes
-    to the generic call, which converts or reports it."""
+    to the generic call, which converts or reports it. A writable array torch cannot share
+    is handed as a private copy, recorded in ``copies`` (made on first need), which takes the
+    function's writes back after the call (see _generate._called)."""
     s.add(
         level,
         f"kind = type({name})",
@@ -247,11 +249,19 @@ def _tensor_value(s: Script, level: int, name: str, step: Step) -> None:
             "        if placed is CPU and flags.behaved and flags.forc:",
             f"            {name} = from_numpy({name})",
             "        else:",
-            f"            {name} = array_to_tensor({name}, Target(placed, casts, copy))",
+            "            if copies is None:",
+            "                copies = []",
+            f"            {name} = array_to_tensor({name}, Target(placed, casts, copy, None, copies))",
             "    except (LeafError, TypeError, ValueError):",
         )
     else:
-        s.add(level, f"        {name} = array_to_tensor({name}, Target(placed, casts, copy))", "    except LeafError:")
+        s.add(
+            level,
+            "        if copies is None:",
+            "            copies = []",
+            f"        {name} = array_to_tensor({name}, Target(placed, casts, copy, None, copies))",
+            "    except LeafError:",
+        )
     s.to_generic(level + 2)
     s.add(level, "elif kind is not Tensor and kind not in kept:")
     s.to_generic(level + 1)

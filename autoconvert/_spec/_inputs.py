@@ -14,18 +14,20 @@ from autoconvert._conversions import _devices
 from autoconvert._conversions._containers import Node, is_scipy_sparse
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import FORWARD_AD, GradPolicy
+from autoconvert._conversions._memory import snapshot_private
 from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, slow_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
 from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
-from autoconvert._conversions._writeback import aliased_spans, frozen, handed_over, snapshot_expanded
+from autoconvert._conversions._writeback import aliased_spans, frozen, handed_over
 from autoconvert._errors import LeafError
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks
 from ._check_writes import CHECK_WRITES_GENERIC, CHECKED, RESTORE_WRITES, RestoreWrites, snapshotting
 from ._collected import AfterStep, Collected, collected
+from ._copy_back import COPIED_BACK, COPY_BACK, Copies, CopyBack
 from ._emit import KEPT, RECORDED, Step
 from ._outparams import OUT_WRITTEN_BACK, WRITE_BACK_OUT, OutParams, handing_out, out_leaf
 from ._signature import Parameters, Selection, record, tensor_paths
@@ -51,6 +53,7 @@ AFTER_WORDS = {
     RESTORE_WRITES: CHECKED,
     WRITE_BACK: WRITTEN_BACK,
     WRITE_BACK_OUT: OUT_WRITTEN_BACK,
+    COPY_BACK: COPIED_BACK,
 }
 
 
@@ -379,8 +382,8 @@ class NumpyInputs(Inputs):
         writes = ctx.writes
         if writes is not None and writes.handed:
             handed_over(writes.handed)
-        if writes is not None and writes.expanded:
-            snapshot_expanded(writes.expanded)
+        if writes is not None and writes.compared:
+            snapshot_private(writes.compared)
         grad = self.grad
         if grad.unsaid is not None:
             grad.say([path for path, t in tensor_paths(self.params, *given) if t is grad.unsaid])
@@ -453,6 +456,9 @@ class TensorInputs(Inputs):
     def __init__(self, params: Parameters, function: str, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
         self.fixed_casts = casts_to(policy.dtype) if isinstance(policy.dtype, torch.dtype) else NO_CASTS
+        #: copy=None: a private copy of a writable array torch cannot share takes the function's
+        #: writes back to the caller's array (see _copy_back); copy=True's are the function's own.
+        self.after = COPY_BACK if policy.copy is None else None
         self.mapper = Mapper(
             {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
             nested=policy.nested,
@@ -465,14 +471,24 @@ class TensorInputs(Inputs):
         casts, policy = self.fixed_casts, self.policy
         if policy.dtype == "input":  # the casts depend on tensors that may come after the arrays
             casts = input_casts(self.tensors_in(args, kwargs))
-        return target(policy.device or _devices.default_device(), casts, policy.copy, odd)
+        copies: Copies | None = [] if self.after is not None else None
+        return target(policy.device or _devices.default_device(), casts, policy.copy, odd, copies)
+
+    def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
+        return CopyBack(self.function, self.params, self.context) if self.after is not None else None
 
     def step(self) -> Step:
         return Step("tensor", shares=not (self.fixed_casts or self.policy.copy))
 
     def flat_constants(self) -> dict[str, Any]:
         policy = self.policy
-        return {**super().flat_constants(), "device": policy.device, "casts": self.fixed_casts, "copy": policy.copy}
+        return {
+            **super().flat_constants(),
+            "device": policy.device,
+            "casts": self.fixed_casts,
+            "copy": policy.copy,
+            "copying_back": CopyBack(self.function, self.params, self.context).calling,
+        }
 
     def generic_because(self) -> str | None:
         if self.policy.dtype == "input":

@@ -22,14 +22,13 @@ import torch
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy, may_lose_gradient
-from autoconvert._conversions._memory import expanded, extent, memory_of, overlapping
+from autoconvert._conversions._memory import expanded, extent, memory_of, overlapping, written_private
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._writeback import (
     WriteBackFailed,
     hand_over,
     make_private_read_only,
     write_back,
-    written_expanded,
 )
 from autoconvert._errors import ConversionError, LeafError, ReadOnlyError, message
 from autoconvert._options._options import Policy
@@ -113,7 +112,7 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
         writes = ctx.writes
         assert writes is not None  # writeback has its after step
         if not t.is_nested and (expanded(t) or overlapping(t)):
-            return expanded_leaf(t, writes.expanded, copy, grad, widened)  # type: ignore[arg-type]  # writeback has the list
+            return expanded_leaf(t, writes.compared, copy, grad, widened)  # type: ignore[arg-type]  # writeback has the list
         span = writes.spans.get(id(t)) if writes.spans else None
         if span is not None:  # it shares memory with another argument
             return span.view(t, writes.pairs, writes.handed, copy=copy, grad=grad, widened=widened)
@@ -125,11 +124,11 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
     return leaf
 
 
-def expanded_leaf(t: torch.Tensor, expanded: list[Any], copy: bool | None, grad: GradPolicy, widened: Casts) -> Any:
+def expanded_leaf(t: torch.Tensor, compared: list[Any], copy: bool | None, grad: GradPolicy, widened: Casts) -> Any:
     """An expanded tensor under writeback=True: its elements share memory, which no write can
     reach back into element by element, so its compact memory is handed read-only, broadcast
     back (a NumPy write raises, see Runner.failed). A private copy of it is also recorded in
-    ``expanded``, compared after the call (see WriteBack): a write around the read-only flag
+    ``compared``, compared after the call (see WriteBack): a write around the read-only flag
     (``torch.from_numpy``) would reach that copy only, and vanish. An overlapping tensor's
     memory (as_strided, unfold) is handed the same way, viewed with its strides."""
     if may_lose_gradient(t):
@@ -139,7 +138,7 @@ def expanded_leaf(t: torch.Tensor, expanded: list[Any], copy: bool | None, grad:
     a, shared = tensor_to_array(whole, copy, grad, settle=False, widened=widened)
     a.setflags(write=False)
     if not shared:
-        expanded.append((t, a))  # snapshot once settled (see NumpyInputs.settle_arguments)
+        compared.append((t, a))  # snapshot once settled (see NumpyInputs.settle_arguments)
     if whole is not memory:  # one array element per memory location, as NumPy sees the caller's tensor
         strides = tuple(st * a.itemsize for st in memory.stride())
         a = np.lib.stride_tricks.as_strided(a, tuple(memory.shape), strides, writeable=False)
@@ -188,7 +187,7 @@ class WriteBack:
         writes = ctx.writes  # made by begin
         assert writes is not None
         pairs = writes.pairs
-        if pairs or writes.written or writes.expanded:  # an expanded tensor's private copy is compared too
+        if pairs or writes.written or writes.compared:  # an expanded tensor's private copy is compared too
             self.refuse_unrun(result)
         if writes.written:
             pairs = [*pairs, *((t, private) for t, _, private in writes.written)]
@@ -209,8 +208,8 @@ class WriteBack:
         finally:
             if writes.handed or any(a is not None for _, a in pairs):  # shared memory: nothing to make read-only
                 make_private_read_only(pairs, writes.handed or (), (a for _, a in ARRAYS.leaves_with_paths(result)))
-        if writes.expanded:
-            self.refuse_expanded(written_expanded(writes.expanded), given)
+        if writes.compared:
+            self.refuse_expanded(written_private(writes.compared), given)
         return returned(result, writes.written) if self.gives_back and writes.written else result
 
     def refuse_expanded(self, written: list[torch.Tensor], given: Given) -> None:

@@ -1,0 +1,144 @@
+"""copy=None on the tensor side (``accepts_tensor``), in one place: what the function writes
+into a private copy of a writable array reaches the caller's array, as a write into the
+memory ``torch.from_numpy`` shares does.
+
+torch cannot share a writable array with negative strides (``a[::-1]``), a zero stride
+(``as_strided``), non-native byte order or unaligned data, so the function gets a private
+copy, recorded by the leaf (see _to_torch.Target.copies). The after step (``CopyBack``) copies
+back each copy the function wrote into, as its version counter says (the one autograd reads,
+which every in-place torch op bumps), and refuses a write into an array whose elements share
+memory, which no copy back can make faithfully. Its words for ``explain``: ``COPIED_BACK``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from autoconvert._conversions._describe import describe_array
+from autoconvert._conversions._memory import strides_overlap
+from autoconvert._conversions._to_torch import Target
+from autoconvert._errors import ConversionError, ReadOnlyError, message
+
+from ._collected import Handed, after_failure_note
+from ._signature import ARRAYS, Given, Parameters, tensor_paths
+
+#: (caller's array, its private copy, the copy's version when made), as the leaves record them.
+Copies = list[tuple[NDArray[Any], torch.Tensor, int]]
+
+#: Its after step's name (see Inputs.after).
+COPY_BACK = "copy back"
+#: What ``explain`` says of the after step.
+COPIED_BACK = (
+    "what the function wrote into a private copy of a writable array torch cannot share (negative strides, "
+    "non-native byte order, unaligned data) is copied back into the caller's array"
+)
+#: A write into the private copy of an array whose elements share memory.
+SHARED_ELEMENTS_WRITTEN = (
+    "is a NumPy view whose elements share memory (a zero stride, or strides that overlap) in a layout torch "
+    "cannot share, so the function got a private copy, and wrote into it; a write into one element cannot "
+    "reach back apart from the others sharing its memory, so the caller's array was left unchanged"
+)
+#: Its fix; ``{path}`` is the argument's path.
+SHARED_ELEMENTS_FIX = "pass {path}.copy() (then the writes reach that copy only), or return the changed tensor instead"
+
+
+class CopyBack:
+    """The tensor side's step after a call (its ``begin``: the side's context, recording the
+    private copies): what the function wrote into a private copy of a writable array
+    reaches the caller's array, even when the function raised."""
+
+    def __init__(self, function: str, params: Parameters, begin: Any) -> None:
+        self.function = function
+        self.params = params
+        self.begin = begin
+
+    def __call__(self, ctx: Target, given: Given, handed: Handed, result: Any) -> Any:
+        """The generic call's step, after a call whose leaves recorded ``ctx.copies``."""
+        if ctx.copies:
+            self.copy_back(ctx.copies, given)
+        return result
+
+    def calling(self, wrapped: Callable[..., Any], copies: Copies, given: Given) -> Callable[..., Any]:
+        """``wrapped``, with this step after it: how a flat call that made private ``copies``
+        calls the function (the generic call's protocol does the same around its call)."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as e:
+                try:
+                    self.copy_back(copies, given)
+                except Exception as failure:
+                    e.add_note(after_failure_note(self.function, failure))
+                raise
+            self.copy_back(copies, given)
+            return result
+
+        return call
+
+    def copy_back(self, copies: Copies, given: Given) -> None:
+        """Each private copy the function wrote into, copied back into the caller's array (the
+        others still are when one cannot be); a write into one whose elements share memory, refused."""
+        refused: list[NDArray[Any]] = []
+        failed: tuple[NDArray[Any], Exception] | None = None
+        for a, t, version in copies:
+            if t._version == version:
+                continue  # not written
+            if _shares_elements(a):
+                refused.append(a)
+                continue
+            try:
+                _copy_into(a, t)
+            except (RuntimeError, TypeError, ValueError) as e:
+                failed = failed or (a, e)
+        if failed is not None:
+            a, error = failed
+            raise ConversionError(
+                message(
+                    self.function,
+                    "argument " + self._paths_of([a], given),
+                    "could not take back what the function wrote into its private copy (torch cannot share the "
+                    f"array's layout): {type(error).__name__}: {error}",
+                    describe_array(a),
+                    "keep the tensor's shape in the function (write into it with x[...] = ...), or return the "
+                    "new tensor instead",
+                )
+            ) from error
+        if refused:
+            paths = self._paths_of(refused, given)
+            raise ReadOnlyError(
+                message(
+                    self.function,
+                    "argument " + paths,
+                    SHARED_ELEMENTS_WRITTEN,
+                    describe_array(refused[0]),
+                    SHARED_ELEMENTS_FIX,
+                    path=paths.split(", ")[0],
+                )
+            )
+
+    def _paths_of(self, arrays: list[NDArray[Any]], given: Given) -> str:
+        """Where ``arrays`` were among the call's arguments, for messages."""
+        found = tensor_paths(self.params, *given, walker=ARRAYS)
+        paths = [path for path, a in found if any(a is b for b in arrays)]
+        return ", ".join(paths or ["(an array argument)"])
+
+
+def _shares_elements(a: NDArray[Any]) -> bool:
+    """Whether two of ``a``'s elements are one memory location (a zero stride, overlapping strides)."""
+    if any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True)):
+        return a.size > 1
+    return strides_overlap(a.shape, a.strides)
+
+
+def _copy_into(a: NDArray[Any], t: torch.Tensor) -> None:
+    """Write tensor ``t``'s values into the caller's array ``a`` (its byte order and strides)."""
+    source = t.detach().resolve_conj().resolve_neg()
+    if tuple(source.shape) != a.shape:
+        raise ValueError(f"the function changed its shape from {a.shape} to {tuple(source.shape)}")
+    a[...] = np.asarray(source.numpy())
