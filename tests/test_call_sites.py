@@ -1410,3 +1410,25 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
         "cfg": {("a",)},
         "x": {("T",)},
     }
+
+
+def _scaled_sine(c: float, t: Any, a: torch.Tensor) -> Any:
+    return torch.sin(c * a * t)
+
+
+def test_a_partial_callback_is_named_by_the_function_it_calls() -> None:
+    """A ``functools.partial`` given as the callback is named by the function it calls in the
+    refusal of its result, not as ``partial()``."""
+    import scipy.integrate
+
+    a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ac.GradientError) as info:
+        ac.torchify(scipy.integrate, grad="error").quad(functools.partial(_scaled_sine, 1.0, a=a), 0, 1)
+    assert str(info.value) == (
+        "quad(): callback _scaled_sine()'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
+        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
+        "change it; grad='warn' says so once); to keep the gradient, make quad a differentiable torch operation "
+        "with ac.numpy_op(quad, backward=...), its vector-Jacobian product written in NumPy."
+    )
