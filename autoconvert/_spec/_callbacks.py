@@ -307,16 +307,20 @@ def written_in_torch(function: Any) -> bool:
     it uses, its nested functions included, or reads a tensor and no NumPy (a statistic
     closing over a tensor; one reading ``np`` too converts it itself), or calls a function of
     the caller's own written in torch and reading no NumPy (``lambda u, v: model(u) * v``),
-    followed up to ``_HELPER_DEPTH`` calls deep. Only names the code loads count: an
-    attribute that shares a torch global's name (``w.std()`` beside ``from torch import
-    std``) or an import it never uses is no reading of torch. Code that makes its own tensors
-    from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
+    followed up to ``_HELPER_DEPTH`` calls deep. What the code reads is what its bytecode
+    loads: those names' values and, on a value that is an object, class or module of the
+    caller's own, the attribute chains loaded on that very name (``cfg.a``,
+    ``app.parts.head``, ``mymod.helper``, ``self.layers``), with the first items of a list,
+    tuple or dict read so (``self.layers[0](x)``). An attribute name loaded on anything else
+    (``x.mean()`` beside an object's ``self.mean``, ``w.std()`` beside ``from torch import
+    std``) or an import it never uses is no reading of torch. Code that makes its own
+    tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
-    callable objects are judged by their function; the code followed includes the
-    ``nn.Module``s it calls (``lambda t: model(t)``), callable objects (their ``__call__``),
-    the methods and attributes of an object of the caller's own class it reads
-    (``m.energy(x)``, and ``self.layer(x)`` inside them), and a class's static and class
-    methods (``Stat.layer(x)``)."""
+    callable objects are judged by their function, ``functools.lru_cache``'s wrapper by the
+    function it wraps; the code followed includes the ``nn.Module``s it calls (``lambda t:
+    model(t)``), callable objects (their ``__call__``), the methods and attributes of an
+    object of the caller's own class it reads (``m.energy(x)``, and ``self.layer(x)`` inside
+    them), and a class's static and class methods (``Stat.layer(x)``)."""
     return _written_in_torch(function, _HELPER_DEPTH, set(), helper=False)
 
 
