@@ -346,7 +346,7 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
     if isinstance(function, types.MethodType):
         function, owner = function.__func__, function.__self__
     elif not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
-        wrapped = _wrapped(function)
+        wrapped = _wrapped(function) if _own_object(function) else None  # no library's (numba's kernels)
         if wrapped is not None:
             return _written_in_torch(wrapped, depth, seen, helper=helper)
         function, owner = type(function).__call__, function  # a callable object: its class's code
