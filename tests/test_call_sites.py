@@ -1432,3 +1432,12 @@ def test_a_partial_callback_is_named_by_the_function_it_calls() -> None:
         "change it; grad='warn' says so once); to keep the gradient, make quad a differentiable torch operation "
         "with ac.numpy_op(quad, backward=...), its vector-Jacobian product written in NumPy."
     )
+
+
+def test_the_first_64_items_of_a_list_read_are_judged() -> None:
+    """A list of layers is followed item by item up to its 64th: a model past it is not seen
+    (the guide's limit), so judging a long list of values costs a bounded time per call."""
+    a = torch.tensor(0.7, dtype=torch.float64)
+    first, past = [_Sine(a), *[np.sin] * 64], [*[np.sin] * 64, _Sine(a)]
+    assert written_in_torch(lambda t: first[0](t))
+    assert not written_in_torch(lambda t: past[64](t))

@@ -404,7 +404,7 @@ _ITEMS_READ = 64
 #: The containers whose items the code reads are judged.
 _CONTAINERS = frozenset({list, tuple, dict})
 #: Types of values that are never torch nor hold any: not worth judging item by item.
-_PLAIN = frozenset({int, float, complex, bool, str, bytes, type(None)})
+_PLAIN = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
 #: An attribute that cannot be read without running code (a property) or is not there.
 _ABSENT = object()
 
@@ -436,10 +436,10 @@ def _follow(value: Any, path: tuple[str, ...], values: list[Any]) -> None:
 
 
 def _items(value: Any, values: list[Any]) -> None:
-    """The first items of a list, tuple or dict (a dict's values) into ``values``, numbers and
-    strings aside."""
+    """The first items of a list, tuple or dict (a dict's values) into ``values``, numbers,
+    strings and arrays aside."""
     items = value.values() if type(value) is dict else value
-    values.extend(item for item in itertools.islice(items, _ITEMS_READ) if type(item) not in _PLAIN)
+    values.extend(item for item in itertools.islice(items, _ITEMS_READ) if not isinstance(item, _PLAIN))
 
 
 def _followed(value: Any) -> bool:
