@@ -1381,7 +1381,7 @@ def test_numpy_code_beside_torch_held_under_an_array_methods_name_gets_arrays(sh
 
 def _chained(self: Any, x: Any, cfg: Any = None) -> Any:
     """Attribute chains in each shape the bytecode gives them (a closure's ``self`` inside a
-    lambda, a comprehension's, ``getattr`` with a constant name and a default)."""
+    lambda, a comprehension's, ``getattr`` with a constant name and a default, constant keys)."""
     self.count += 1
     return (
         self.layers[0](x),
@@ -1391,25 +1391,34 @@ def _chained(self: Any, x: Any, cfg: Any = None) -> Any:
         getattr(self, "layer")(x),  # noqa: B009 - the shape under test
         getattr(self.parts, "head", None),
         (lambda: self.inner)(),  # noqa: PLC3002 - a nested function reading self
+        _SETTINGS["scale"] * self.blocks[-1].layer(x),
     )
 
 
 _APP = _Config()
+_SETTINGS: dict[str, Any] = {}
 
 
 def test_attribute_chains_are_read_from_the_bytecode() -> None:
-    """Which attribute names are loaded on which variable, as each Python's opcodes say
-    (LOAD_METHOD on 3.11; two locals in one instruction on 3.13); one on an argument without a
-    default (``x.T``) is read too, and never followed."""
+    """Which attribute names and constant keys are loaded on which variable, as each Python's
+    opcodes say (LOAD_METHOD on 3.11; two locals in one instruction on 3.13); one on an
+    argument without a default (``x.T``) is read too, and never followed."""
     from autoconvert._spec._callbacks import _reads
 
     reads = _reads(_chained.__code__)
-    assert reads.global_chains == {"_APP": (("parts", "head"),)}
-    assert {root: set(paths) for root, paths in reads.local_chains.items()} == {
-        "self": {("count",), ("layers",), ("w",), ("layer",), ("parts", "head"), ("inner",)},
-        "cfg": {("a",)},
-        "x": {("T",)},
+    assert reads.global_chains["_APP"] == (("parts", "head"),)
+    assert reads.global_chains["_SETTINGS"] == ((("scale",),),)
+    assert set(reads.local_chains["self"]) - {()} == {  # Python 3.13 loads self whole for the lambda's closure
+        ("count",),
+        ("layers", (0,)),
+        ("w",),
+        ("layer",),
+        ("parts", "head"),
+        ("inner",),
+        ("blocks", (-1,), "layer"),
     }
+    assert reads.local_chains["cfg"] == (("a",),)
+    assert set(reads.local_chains["x"]) == {(), ("T",)}
 
 
 def _scaled_sine(c: float, t: Any, a: torch.Tensor) -> Any:
@@ -1434,10 +1443,17 @@ def test_a_partial_callback_is_named_by_the_function_it_calls() -> None:
     )
 
 
-def test_the_first_64_items_of_a_list_read_are_judged() -> None:
-    """A list of layers is followed item by item up to its 64th: a model past it is not seen
-    (the guide's limit), so judging a long list of values costs a bounded time per call."""
+def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
+    """An item read by a constant key is judged alone (a dict of settings holding a model
+    beside the number NumPy code reads); a list read whole (indexed by a variable, iterated) is
+    judged item by item up to its 64th: a model past it is not seen (the guide's limit), so
+    judging a long list costs a bounded time per call."""
     a = torch.tensor(0.7, dtype=torch.float64)
     first, past = [_Sine(a), *[np.sin] * 64], [*[np.sin] * 64, _Sine(a)]
+    settings = {"scale": 0.7, "model": _Sine(a)}
     assert written_in_torch(lambda t: first[0](t))
-    assert not written_in_torch(lambda t: past[64](t))
+    assert written_in_torch(lambda t, i=0: first[i](t))
+    assert written_in_torch(lambda t: past[64](t))
+    assert not written_in_torch(lambda t, i=64: past[i](t))
+    assert not written_in_torch(lambda t: np.sin(settings["scale"] * t))
+    assert written_in_torch(lambda t: settings["model"](t))

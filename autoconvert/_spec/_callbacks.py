@@ -384,7 +384,8 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
         _read(_imported(module, attribute), chains.get(name), values)
     if owner is not None and code.co_argcount:
         for path in chains.get(code.co_varnames[0], ()):  # self.<name>: the owner's, whoever it is
-            _follow(owner, path, values)
+            if path:
+                _follow(owner, path, values)
     numpy = any(_is_numpy(value) for value in values)
     if numpy and helper:
         return False
@@ -409,30 +410,52 @@ _PLAIN = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
 _ABSENT = object()
 
 
-def _read(value: Any, paths: tuple[tuple[str, ...], ...] | None, values: list[Any]) -> None:
-    """``value``, which the code loads, into ``values``, with the items of a list, tuple or
-    dict it is and, where it is an object, class or module of the caller's own, the
-    attributes along each chain in ``paths`` the code reads on it (``app.parts.head``)."""
+def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> None:
+    """``value``, which the code loads, into ``values``, with what it reads on it along each
+    chain in ``paths`` (``app.parts.head``, ``layers[0]``; see ``_follow``), and the items of
+    a list, tuple or dict it reads whole (iterated, indexed by a variable; None: a value,
+    such as a default, the code may read whole)."""
     values.append(value)
-    if type(value) in _CONTAINERS:
+    if (paths is None or () in paths) and type(value) in _CONTAINERS:
         _items(value, values)
-    if paths and _followed(value):
-        for path in paths:
+    followed = None
+    for path in paths or ():
+        if path and type(path[0]) is str:
+            if followed is None:
+                followed = _followed(value)
+            if not followed:
+                continue
+        if path:
             _follow(value, path, values)
 
 
-def _follow(value: Any, path: tuple[str, ...], values: list[Any]) -> None:
-    """The attributes along ``path`` from ``value``, into ``values`` (with their items), as
-    far as each is the caller's own (``app.parts`` is, a tensor or module of torch's is not)."""
-    for name in path:
-        value = _attribute(value, name)
+def _follow(value: Any, path: _Path, values: list[Any]) -> None:
+    """What ``path`` reads from ``value`` (its first step taken), into ``values``: attributes
+    as far as each value is the caller's own (``app.parts`` is, a tensor or a module of
+    torch's is not), items of lists, tuples and dicts by a constant key; at its end, the
+    items of a list, tuple or dict it reads whole."""
+    for at, step in enumerate(path):
+        if type(step) is str:
+            if at and not _followed(value):
+                return
+            value = _attribute(value, step)
+        else:
+            value = _item(value, step[0])
         if value is _ABSENT:
             return
         values.append(value)
-        if type(value) in _CONTAINERS:
-            _items(value, values)
-        if not _followed(value):
-            return
+    if type(value) in _CONTAINERS:
+        _items(value, values)
+
+
+def _item(container: Any, key: Any) -> Any:
+    """``container[key]`` for a list, tuple or dict (``_ABSENT``: another type, or no such item)."""
+    kind = type(container)
+    if kind is dict:
+        return container.get(key, _ABSENT)
+    if (kind is list or kind is tuple) and type(key) is int and -len(container) <= key < len(container):
+        return container[key]
+    return _ABSENT
 
 
 def _items(value: Any, values: list[Any]) -> None:
@@ -529,9 +552,12 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     return _reads_torch(function, owner, depth, seen, helper=True)
 
 
-#: Attribute chains, by the name of the variable they start at: ``app.parts.head`` is
-#: ``{"app": (("parts", "head"),)}``.
-_Chains = dict[str, tuple[tuple[str, ...], ...]]
+#: What code reads on a variable: attribute names, and 1-tuples of the constant keys it
+#: indexes by (``self.layers[0]`` on ``self`` is ``("layers", (0,))``); empty: the variable
+#: read whole.
+_Path = tuple[Any, ...]
+#: The paths read on each variable, by its name: ``app.parts.head`` is ``{"app": (("parts", "head"),)}``.
+_Chains = dict[str, tuple[_Path, ...]]
 
 
 class _Reads(NamedTuple):
@@ -569,7 +595,7 @@ def _reads(code: types.CodeType) -> _Reads:
     instructions = [list(dis.get_instructions(c)) for c in codes]
     loaded = {name for each in instructions for i in each for name in _local_loads(i)}
     imports = {local: source for each in instructions for local, source in _local_imports(each) if local in loaded}
-    chains: tuple[dict[str, set[tuple[str, ...]]], dict[str, set[tuple[str, ...]]]] = ({}, {})
+    chains: tuple[dict[str, set[_Path]], dict[str, set[_Path]]] = ({}, {})
     for each in instructions:
         for is_global, root, path in _chains(each):
             chains[is_global].setdefault(root, set()).add(path)
@@ -584,12 +610,13 @@ def _reads(code: types.CodeType) -> _Reads:
     )
 
 
-def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, tuple[str, ...]]]:
-    """(whether it starts at a global, the variable it starts at, the attribute names) of each
-    chain of attribute loads in one code object: ``app.parts.head`` is a global's load and two
-    attribute loads. ``getattr(self, "layer")`` with a constant name reads as ``self.layer``.
-    Decoded by opcode name, as each Python version names them (Python 3.13 loads two locals
-    in one instruction, the second on top)."""
+def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _Path]]:
+    """(whether it starts at a global, the variable it starts at, the path read on it) of each
+    load of a variable in one code object: ``app.parts.head`` is a global's load and two
+    attribute loads, ``layers[0]`` a constant subscript, a path ending at the variable a
+    read of it whole. ``getattr(self, "layer")`` with a constant name reads as
+    ``self.layer``. Decoded by opcode name, as each Python version names them (Python 3.13
+    loads two locals in one instruction, the second on top)."""
     end = len(instructions)
     for at, instruction in enumerate(instructions):
         if instruction.opname in _GLOBAL_LOADS:
@@ -598,20 +625,36 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, tu
             local = _local_loads(instruction)
             if not local:
                 continue
+            for name in local[:-1]:
+                yield False, name, ()
             is_global, root = False, local[-1]
-        path = []
+        path: list[Any] = []
         after = at + 1
-        while after < end and (
-            instructions[after].opname in _ATTRIBUTE_LOADS
-            or (instructions[after].opname == "COPY" and instructions[after].arg == 1)  # self.count += 1
-        ):
-            if instructions[after].opname != "COPY":
+        while after < end:
+            op = instructions[after].opname
+            if op in _ATTRIBUTE_LOADS:
                 path.append(instructions[after].argval)
+            elif _constant_subscript(instructions, after):
+                path.append((instructions[after].argval,))
+                after += 1
+            elif not (op == "COPY" and instructions[after].arg == 1):  # self.count += 1 copies self
+                break
             after += 1
         if _getattr_call(instructions, at, after):
             path.append(instructions[after].argval)
-        if path:
-            yield is_global, root, tuple(path)
+        yield is_global, root, tuple(path)
+
+
+#: The opcodes loading a constant (LOAD_SMALL_INT: Python 3.14's small ints).
+_CONSTANT_LOADS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
+
+
+def _constant_subscript(instructions: list[dis.Instruction], at: int) -> bool:
+    """Whether ``instructions[at]`` loads a constant the next one indexes by (``[0]``, ``["head"]``)."""
+    if at + 1 >= len(instructions) or instructions[at].opname not in _CONSTANT_LOADS:
+        return False
+    subscript = instructions[at + 1]
+    return subscript.opname == "BINARY_SUBSCR" or (subscript.opname == "BINARY_OP" and subscript.argrepr == "[]")
 
 
 def _getattr_call(instructions: list[dis.Instruction], at: int, after: int) -> bool:
