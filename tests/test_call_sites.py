@@ -1129,6 +1129,102 @@ def _static(a: torch.Tensor, name: str) -> Callable[[Any], Any]:
     return (lambda t: _Static.layer(t)) if name == "layer" else (lambda t: _Static.scaled(t))
 
 
+def _callers_module(name: str, source: str) -> types.ModuleType:
+    """A module of the caller's own (no library's), made from ``source``."""
+    module = types.ModuleType(name)
+    exec(source, module.__dict__)
+    return module
+
+
+#: Another module of the caller's, read as a global (``_HELPERS.helper(t)``); its ``a`` is set by each test.
+_HELPERS = _callers_module(
+    "_callers_helpers",
+    "import numpy as np\nimport torch\na = None\n"
+    "def helper(t):\n    return torch.sin(a * t)\n"
+    "def numpy_helper(t):\n    return np.sin(0.7 * t)\n",
+)
+
+
+def _module_helper(a: torch.Tensor) -> Callable[[Any], Any]:
+    _HELPERS.a = a
+    return lambda t: _HELPERS.helper(t)
+
+
+def _module_helper_closed_over(a: torch.Tensor) -> Callable[[Any], Any]:
+    module = _callers_module("_callers_closed_over", "import torch\ndef helper(t):\n    return torch.sin(a * t)\n")
+    module.a = a
+    return lambda t: module.helper(t)
+
+
+def _cached(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``f`` behind ``functools.lru_cache`` (a C wrapper; tensors hash by identity)."""
+    return functools.lru_cache(maxsize=None)(lambda t: f(t))
+
+
+class _Config:
+    """An object of the caller's holding what a callback reads (``cfg.a``)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
+class _Holder:
+    """A model holding its layers in a plain list."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layers = [layer]
+
+    def run(self, t: Any) -> Any:
+        return self.layers[0](t)
+
+
+class _Dynamic:
+    """``getattr(self, "layer")`` with a constant name, as ``self.layer``."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layer = layer
+
+    def __call__(self, t: Any) -> Any:
+        return getattr(self, "layer")(t)  # noqa: B009 - the shape under test
+
+
+def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    app = _Config(parts=_Config(head=layer))
+    return lambda t: app.parts.head(t)
+
+
+def _item(container: Any, key: Any) -> Callable[[Any], Any]:
+    return lambda t: container[key](t)
+
+
+def _scaled_by_attribute(cfg: _Config) -> Callable[[Any], Any]:
+    """A lambda whose only torch is a tensor an object it closes over holds."""
+    return lambda t: (cfg.a * t).sin()
+
+
+def _numpy_scaled_by_attribute(cfg: _Config) -> Callable[[Any], Any]:
+    return lambda t: np.sin(cfg.a * t)
+
+
+#: Torch code reached through another module of the caller's, a C wrapper (lru_cache), an
+#: object's attributes (a tensor; two attributes down; getattr with a constant name) and the
+#: items of a plain list, tuple or dict.
+_REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
+    "helper-of-another-module": _module_helper,
+    "helper-of-another-module-closed-over": _module_helper_closed_over,
+    "lru-cache-helper-in-lambda": lambda a: _calling(_cached(_sine(a))),
+    "lru-cache-helper": lambda a: _cached(_sine(a)),
+    "tensor-attribute-of-an-object": lambda a: _scaled_by_attribute(_Config(a=a)),
+    "module-in-a-list": lambda a: _item([_Sine(a)], 0),
+    "function-in-a-tuple": lambda a: _item((_sine(a),), 0),
+    "module-in-a-dict": lambda a: _item({"sin": _Sine(a)}, "sin"),
+    "list-attribute-of-self": lambda a: _Holder(_Sine(a)).run,
+    "list-attribute-of-self-in-lambda": lambda a: _calling(_Holder(_sine(a)).run),
+    "two-attributes-down": lambda a: _two_down(_Sine(a)),
+    "getattr-with-a-constant-name": lambda a: _Dynamic(_sine(a)),
+}
+
+
 #: Torch code the callables' rule reaches through the caller's objects, made for a tensor ``a``:
 #: ``sin(a * t)``, which torch computes from the Python floats ``quad`` hands, losing ``a``'s
 #: gradient, unless the rule hands the callable tensors.
@@ -1141,6 +1237,7 @@ REACHED: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "closures-of-one-factory": lambda a: _scale(_scale(_sine(a))),
     "static-method-in-lambda": lambda a: _static(a, "layer"),
     "class-method-in-lambda": lambda a: _static(a, "scaled"),
+    **_REACHED_FURTHER,
 }
 
 
@@ -1199,8 +1296,164 @@ class _NumpyStatic:
         pytest.param(_Energy(lambda t: np.sin(0.7 * t)).energy, id="method-calling-self"),
         pytest.param(lambda t: _NumpyStatic.layer(t), id="static-method-in-lambda"),
         pytest.param(_scale(_scale(lambda t: np.sin(0.7 * t))), id="closures-of-one-factory"),
+        pytest.param(lambda t: _HELPERS.numpy_helper(t), id="helper-of-another-module"),
+        pytest.param(_cached(lambda t: np.sin(0.7 * t)), id="lru-cache-helper"),
+        pytest.param(_calling(_cached(lambda t: np.sin(0.7 * t))), id="lru-cache-helper-in-lambda"),
+        pytest.param(_numpy_scaled_by_attribute(_Config(a=np.float64(0.7))), id="array-attribute-of-an-object"),
+        pytest.param(_item([np.sin], 0), id="function-in-a-list"),
+        pytest.param(_item((lambda t: np.sin(0.7 * t),), 0), id="function-in-a-tuple"),
+        pytest.param(_item({"sin": np.sin}, "sin"), id="function-in-a-dict"),
+        pytest.param(_Holder(lambda t: np.sin(0.7 * t)).run, id="list-attribute-of-self"),
+        pytest.param(_two_down(lambda t: np.sin(0.7 * t)), id="two-attributes-down"),
+        pytest.param(_Dynamic(lambda t: np.sin(0.7 * t)), id="getattr-with-a-constant-name"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
     """The same shapes written in NumPy are no torch code: handed arrays, as SciPy hands them."""
     assert not written_in_torch(callable_)
+
+
+class _NumpyObjective:
+    """A NumPy objective whose object also holds, under the name of an array method its code
+    calls on its argument (``x.mean()``), something of torch's: never read by its code."""
+
+    def __init__(self, name: str, held: Any) -> None:
+        setattr(self, name, held)
+
+    def __call__(self, x: Any) -> Any:
+        return self.loss(x)
+
+    def loss(self, x: Any) -> Any:
+        d = x.copy() - 2.0
+        return float((d * d).mean() + 0.0 * d.sum() + 0.0 * d.T.std())
+
+
+#: What a NumPy objective's object holds under an array method's name: a tensor, torch's own
+#: function, an nn.Module.
+_HELD = {
+    "tensor": lambda: torch.tensor(2.0, dtype=torch.float64),
+    "torch-function": lambda: torch.mean,
+    "module": torch.nn.Identity,
+}
+
+
+def _numpy_objectives(name: str, held: Any) -> dict[str, Callable[[Any], Any]]:
+    """The shapes of a NumPy objective whose code calls ``x.<name>()``: the callable object, its
+    bound method, a lambda calling it, and a lambda reading another attribute of a global or
+    closed-over object holding ``held`` under ``name``."""
+    objective = _NumpyObjective(name, held)
+    cfg = _Config(target=2.0, **{name: held})
+    _CFG.__dict__.clear()
+    _CFG.__dict__.update(target=2.0, **{name: held})
+    return {
+        "callable-object": objective,
+        "bound-method": objective.loss,
+        "lambda-calling-it": lambda x: objective(x),
+        "closed-over-object": lambda x: float(((x.copy() - cfg.target) ** 2).mean() + 0.0 * x.sum() + 0.0 * x.T.std()),
+        "global-object": lambda x: float(((x.copy() - _CFG.target) ** 2).mean() + 0.0 * x.sum() + 0.0 * x.T.std()),
+    }
+
+
+_CFG = _Config()
+
+
+@pytest.mark.parametrize("name", ["mean", "sum", "T", "copy", "std"])
+@pytest.mark.parametrize("held", sorted(_HELD))
+def test_numpy_code_beside_torch_held_under_an_array_methods_name_is_no_torch_code(name: str, held: str) -> None:
+    """Only the attributes the code loads on an object count (``self.loss``, ``cfg.target``),
+    never an attribute name it loads on its argument (``x.mean()``): NumPy code whose object
+    holds a tensor, torch's function or an nn.Module under that name is no torch code."""
+    for shape, objective in _numpy_objectives(name, _HELD[held]()).items():
+        assert not written_in_torch(objective), shape
+
+
+@pytest.mark.parametrize(
+    "shape", ["callable-object", "bound-method", "lambda-calling-it", "closed-over-object", "global-object"]
+)
+def test_numpy_code_beside_torch_held_under_an_array_methods_name_gets_arrays(shape: str) -> None:
+    """Such an objective is handed arrays by minimize, as plain SciPy hands them (a tensor has
+    no ``copy()``), and finds SciPy's minimum (an nn.Module under ``mean``)."""
+    objective = _numpy_objectives("mean", torch.nn.Identity())[shape]
+    found = ac.torchify(scipy.optimize).minimize(objective, torch.zeros(2, dtype=torch.float64), method="Nelder-Mead")
+    expected = scipy.optimize.minimize(objective, np.zeros(2), method="Nelder-Mead")
+    np.testing.assert_allclose(found.x.numpy(), expected.x)
+
+
+def _chained(self: Any, x: Any, cfg: Any = None) -> Any:
+    """Attribute chains in each shape the bytecode gives them (a closure's ``self`` inside a
+    lambda, a comprehension's, ``getattr`` with a constant name and a default, constant keys)."""
+    self.count += 1
+    return (
+        self.layers[0](x),
+        _APP.parts.head(x),
+        cfg.a * x.T,
+        [self.w * v for v in x],
+        getattr(self, "layer")(x),  # noqa: B009 - the shape under test
+        getattr(self.parts, "head", None),
+        (lambda: self.inner)(),  # noqa: PLC3002 - a nested function reading self
+        _SETTINGS["scale"] * self.blocks[-1].layer(x),
+    )
+
+
+_APP = _Config()
+_SETTINGS: dict[str, Any] = {}
+
+
+def test_attribute_chains_are_read_from_the_bytecode() -> None:
+    """Which attribute names and constant keys are loaded on which variable, as each Python's
+    opcodes say (LOAD_METHOD on 3.11; two locals in one instruction on 3.13); one on an
+    argument without a default (``x.T``) is read too, and never followed."""
+    from autoconvert._spec._callbacks import _reads
+
+    reads = _reads(_chained.__code__)
+    assert reads.global_chains["_APP"] == (("parts", "head"),)
+    assert reads.global_chains["_SETTINGS"] == ((("scale",),),)
+    assert set(reads.local_chains["self"]) - {()} == {  # Python 3.13 loads self whole for the lambda's closure
+        ("count",),
+        ("layers", (0,)),
+        ("w",),
+        ("layer",),
+        ("parts", "head"),
+        ("inner",),
+        ("blocks", (-1,), "layer"),
+    }
+    assert reads.local_chains["cfg"] == (("a",),)
+    assert set(reads.local_chains["x"]) == {(), ("T",)}
+
+
+def _scaled_sine(c: float, t: Any, a: torch.Tensor) -> Any:
+    return torch.sin(c * a * t)
+
+
+def test_a_partial_callback_is_named_by_the_function_it_calls() -> None:
+    """A ``functools.partial`` given as the callback is named by the function it calls in the
+    refusal of its result, not as ``partial()``."""
+    import scipy.integrate
+
+    a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ac.GradientError) as info:
+        ac.torchify(scipy.integrate, grad="error").quad(functools.partial(_scaled_sine, 1.0, a=a), 0, 1)
+    assert str(info.value) == (
+        "quad(): callback _scaled_sine()'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
+        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
+        "change it; grad='warn' says so once); to keep the gradient, make quad a differentiable torch operation "
+        "with ac.numpy_op(quad, backward=...), its vector-Jacobian product written in NumPy."
+    )
+
+
+def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
+    """An item read by a constant key is judged alone (a dict of settings holding a model
+    beside the number NumPy code reads); a list read whole (indexed by a variable, iterated) is
+    judged item by item up to its 64th: a model past it is not seen (the guide's limit), so
+    judging a long list costs a bounded time per call."""
+    a = torch.tensor(0.7, dtype=torch.float64)
+    first, past = [_Sine(a), *[np.sin] * 64], [*[np.sin] * 64, _Sine(a)]
+    settings = {"scale": 0.7, "model": _Sine(a)}
+    assert written_in_torch(lambda t: first[0](t))
+    assert written_in_torch(lambda t, i=0: first[i](t))
+    assert written_in_torch(lambda t: past[64](t))
+    assert not written_in_torch(lambda t, i=64: past[i](t))
+    assert not written_in_torch(lambda t: np.sin(settings["scale"] * t))
+    assert written_in_torch(lambda t: settings["model"](t))

@@ -546,8 +546,23 @@ def _offset(x: Any) -> Any:
     return (x - 1.5) ** 2
 
 
-#: torch code refusing NumPy values, in each family of torch's wordings (reached through a dict
-#: of functions, which the callables' rule does not follow, so it sees no torch in the objective).
+class _Computed:
+    """Callables an object hands out through ``__getattr__``, which the callables' rule never
+    runs: torch code reached there is not seen."""
+
+    def __init__(self, **callables: Any) -> None:
+        self._callables = callables
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_callables"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+#: torch code refusing NumPy values, in each family of torch's wordings (reached through an
+#: attribute ``__getattr__`` computes, which the callables' rule does not run, so it sees no
+#: torch in the objective).
 _REFUSALS = {
     "torch.stack (NumPy scalars)": lambda x: torch.stack([x[1], x[0]]),
     "torch.cat": lambda x: torch.cat([x, x])[:2],
@@ -561,8 +576,11 @@ _REFUSALS = {
 }
 
 
+_UNSEEN_REFUSALS = _Computed(**_REFUSALS)
+
+
 def _torch_gradient(x: Any, refusal: str) -> Any:
-    return 2 * (x - 1.5) + 0 * _REFUSALS[refusal](x)
+    return 2 * (x - 1.5) + 0 * getattr(_UNSEEN_REFUSALS, refusal)(x)
 
 
 @pytest.mark.parametrize("refusal", list(_REFUSALS))
@@ -610,15 +628,16 @@ def test_the_note_names_the_callable_torch_refused_in_and_none_for_other_type_er
 
 
 def test_a_torch_written_callable_given_arrays_gets_a_note_naming_callbacks() -> None:
-    """Torch code a callable reaches only through a value the rule does not follow (a function
-    held in a dict) is not seen: handed arrays, it fails, and the error says which fix to take."""
+    """Torch code a callable reaches only through a value the rule does not follow (an
+    attribute ``__getattr__`` computes) is not seen: handed arrays, it fails, and the error
+    says which fix to take."""
     import scipy.stats
 
     x = torch.rand(20, dtype=torch.float64)
-    means = {"mean": _mean_in_torch}
+    means = _Computed(mean=_mean_in_torch)
 
     def statistic(a: Any, axis: int = -1) -> Any:
-        return means["mean"](a, axis)
+        return means.mean(a, axis)
 
     with pytest.raises(TypeError) as info:
         ac.torchify(scipy.stats).bootstrap((x,), statistic, n_resamples=20)
@@ -695,21 +714,21 @@ def test_a_callable_reaching_torch_through_functions_of_its_own_takes_tensors(
 
 @pytest.mark.parametrize("route", ["torchify", "pair"])
 def test_a_tensor_requiring_grad_an_unseen_torch_callable_returns_gets_the_note_naming_callbacks(route: str) -> None:
-    """Torch code the rule does not see (behind a dict of functions) takes the arrays it is
+    """Torch code the rule does not see (behind ``__getattr__``) takes the arrays it is
     handed but closes over a tensor requiring grad: NumPy refuses the result in torch's words,
     after the callable's frames, and the error still names the callable and callbacks=True.
     (``root``: SciPy 1.18's ``minimize`` reads the result's ``dtype.type`` before NumPy does.)"""
     import scipy.optimize
 
     a = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
-    models = {"sin": lambda t: torch.sin(a * t)}
+    models = _Computed(sin=lambda t: torch.sin(a * t))
     if route == "torchify":
         root, site = ac.torchify(scipy.optimize).root, "the ac.torchify(..., callbacks=True) call that made it"
     else:
         root = ac.returns_tensor(ac.accepts_numpy(scipy.optimize.root))
         site = "@ac.accepts_numpy(callbacks=True) on root"
     with pytest.raises(RuntimeError) as info:
-        root(lambda x: models["sin"](x[0]) - 0.1 * x, torch.tensor([0.1], dtype=torch.float64))
+        root(lambda x: models.sin(x[0]) - 0.1 * x, torch.tensor([0.1], dtype=torch.float64))
     assert str(info.value).startswith("Can't call numpy() on Tensor that requires grad")  # torch's words
     assert info.value.__notes__ == [
         "autoconvert: root(): argument fun is a callable, handed NumPy arrays when the function calls it; if "
@@ -732,9 +751,9 @@ def test_a_tensor_an_unseen_torch_callable_returns_to_a_dtype_read_gets_the_note
     """Torch code the rule does not see, handed arrays, returns a tensor; a function reading the
     result's ``dtype.type`` (SciPy 1.18's ``minimize``) fails in Python's words on the torch dtype,
     and the error names the callable and callbacks=True."""
-    models = {"square": lambda t: (torch.as_tensor(t) ** 2).sum()}
+    models = _Computed(square=lambda t: (torch.as_tensor(t) ** 2).sum())
     with pytest.raises(AttributeError) as info:
-        decorate(_scalar_objective)(lambda x: models["square"](x), torch.tensor([1.0, 2.0]))
+        decorate(_scalar_objective)(lambda x: models.square(x), torch.tensor([1.0, 2.0]))
     assert str(info.value) == "'torch.dtype' object has no attribute 'type'"  # Python's words
     assert info.value.__notes__ == [
         "autoconvert: _scalar_objective(): argument fun is a callable, handed NumPy arrays when the function "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import itertools
 import math
 import sys
 import types
@@ -306,16 +307,20 @@ def written_in_torch(function: Any) -> bool:
     it uses, its nested functions included, or reads a tensor and no NumPy (a statistic
     closing over a tensor; one reading ``np`` too converts it itself), or calls a function of
     the caller's own written in torch and reading no NumPy (``lambda u, v: model(u) * v``),
-    followed up to ``_HELPER_DEPTH`` calls deep. Only names the code loads count: an
-    attribute that shares a torch global's name (``w.std()`` beside ``from torch import
-    std``) or an import it never uses is no reading of torch. Code that makes its own tensors
-    from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
+    followed up to ``_HELPER_DEPTH`` calls deep. What the code reads is what its bytecode
+    loads: those names' values and, on a value that is an object, class or module of the
+    caller's own, the attribute chains loaded on that very name (``cfg.a``,
+    ``app.parts.head``, ``mymod.helper``, ``self.layers``), with the first items of a list,
+    tuple or dict read so (``self.layers[0](x)``). An attribute name loaded on anything else
+    (``x.mean()`` beside an object's ``self.mean``, ``w.std()`` beside ``from torch import
+    std``) or an import it never uses is no reading of torch. Code that makes its own
+    tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
-    callable objects are judged by their function; the code followed includes the
-    ``nn.Module``s it calls (``lambda t: model(t)``), callable objects (their ``__call__``),
-    the methods and attributes of an object of the caller's own class it reads
-    (``m.energy(x)``, and ``self.layer(x)`` inside them), and a class's static and class
-    methods (``Stat.layer(x)``)."""
+    callable objects are judged by their function, ``functools.lru_cache``'s wrapper by the
+    function it wraps; the code followed includes the ``nn.Module``s it calls (``lambda t:
+    model(t)``), callable objects (their ``__call__``), the methods and attributes of an
+    object of the caller's own class it reads (``m.energy(x)``, and ``self.layer(x)`` inside
+    them), and a class's static and class methods (``Stat.layer(x)``)."""
     return _written_in_torch(function, _HELPER_DEPTH, set(), helper=False)
 
 
@@ -341,6 +346,9 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
     if isinstance(function, types.MethodType):
         function, owner = function.__func__, function.__self__
     elif not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
+        wrapped = _wrapped(function) if _own_object(function) else None  # no library's (numba's kernels)
+        if wrapped is not None:
+            return _written_in_torch(wrapped, depth, seen, helper=helper)
         function, owner = type(function).__call__, function  # a callable object: its class's code
     code = getattr(function, "__code__", None)
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
@@ -350,19 +358,34 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
 
 def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
     """``_written_in_torch`` of a Python function ``function``, a method of ``owner`` (None:
-    none), from what its code loads: ``self.<name>`` reads ``owner``'s attributes."""
+    none), from the values its code loads and the attribute chains it reads on them
+    (``self.layers``, ``cfg.a``, ``mymod.helper``; see ``_read``)."""
     seen.add((id(function), id(owner)))
     code = function.__code__
     reads = _reads(code)
     if "from_numpy" in reads.names:
         return False
-    scope = function.__globals__
-    values = [scope[name] for name in reads.globals if name in scope]
-    values += [cell.cell_contents for cell in function.__closure__ or () if _filled(cell)]
-    values += [*(function.__defaults__ or ()), *(function.__kwdefaults__ or {}).values()]
-    values += [_imported(module, name) for module, name in reads.imports]
-    if owner is not None:
-        values += _attributes_read(owner, reads.names)
+    values: list[Any] = []
+    scope, chains = function.__globals__, reads.global_chains
+    for name in reads.globals:
+        if name in scope:
+            _read(scope[name], chains.get(name), values)
+    chains = reads.local_chains
+    for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
+        if _filled(cell):
+            _read(cell.cell_contents, chains.get(name), values)
+    defaults = function.__defaults__ or ()
+    positional = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
+    for name, value in zip(positional, defaults, strict=False):
+        _read(value, chains.get(name), values)
+    for name, value in (function.__kwdefaults__ or {}).items():
+        _read(value, chains.get(name), values)
+    for name, (module, attribute) in reads.local_imports.items():
+        _read(_imported(module, attribute), chains.get(name), values)
+    if owner is not None and code.co_argcount:
+        for path in chains.get(code.co_varnames[0], ()):  # self.<name>: the owner's, whoever it is
+            if path:
+                _follow(owner, path, values)
     numpy = any(_is_numpy(value) for value in values)
     if numpy and helper:
         return False
@@ -374,8 +397,84 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
         return True
     if depth == 0:
         return False
-    values += [member for value in values if _own_object(value) for member in _attributes_read(value, reads.names)]
     return any(_torch_helper(value, depth - 1, seen) for value in values)
+
+
+#: How many items of a list, tuple or dict the code reads are judged (``layers[0](t)``).
+_ITEMS_READ = 64
+#: The containers whose items the code reads are judged.
+_CONTAINERS = frozenset({list, tuple, dict})
+#: Types of values that are never torch nor hold any: not worth judging item by item.
+_PLAIN = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
+#: An attribute that cannot be read without running code (a property) or is not there.
+_ABSENT = object()
+
+
+def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> None:
+    """``value``, which the code loads, into ``values``, with what it reads on it along each
+    chain in ``paths`` (``app.parts.head``, ``layers[0]``; see ``_follow``), and the items of
+    a list, tuple or dict it reads whole (iterated, indexed by a variable; None: a value,
+    such as a default, the code may read whole)."""
+    values.append(value)
+    if (paths is None or () in paths) and type(value) in _CONTAINERS:
+        _items(value, values)
+    followed = None
+    for path in paths or ():
+        if path and type(path[0]) is str:
+            if followed is None:
+                followed = _followed(value)
+            if not followed:
+                continue
+        if path:
+            _follow(value, path, values)
+
+
+def _follow(value: Any, path: _Path, values: list[Any]) -> None:
+    """What ``path`` reads from ``value`` (its first step taken), into ``values``: attributes
+    as far as each value is the caller's own (``app.parts`` is, a tensor or a module of
+    torch's is not), items of lists, tuples and dicts by a constant key; at its end, the
+    items of a list, tuple or dict it reads whole."""
+    for at, step in enumerate(path):
+        if type(step) is str:
+            if at and not _followed(value):
+                return
+            value = _attribute(value, step)
+        else:
+            value = _item(value, step[0])
+        if value is _ABSENT:
+            return
+        values.append(value)
+    if type(value) in _CONTAINERS:
+        _items(value, values)
+
+
+def _item(container: Any, key: Any) -> Any:
+    """``container[key]`` for a list, tuple or dict (``_ABSENT``: another type, or no such item)."""
+    kind = type(container)
+    if kind is dict:
+        return container.get(key, _ABSENT)
+    if (kind is list or kind is tuple) and type(key) is int and -len(container) <= key < len(container):
+        return container[key]
+    return _ABSENT
+
+
+def _items(value: Any, values: list[Any]) -> None:
+    """The first items of a list, tuple or dict (a dict's values) into ``values``, numbers,
+    strings and arrays aside."""
+    items = value.values() if type(value) is dict else value
+    values.extend(item for item in itertools.islice(items, _ITEMS_READ) if not isinstance(item, _PLAIN))
+
+
+def _followed(value: Any) -> bool:
+    """Whether the attributes the code reads on ``value`` are followed: an object, class or
+    module of the caller's own."""
+    return _own_module(value) if isinstance(value, types.ModuleType) else _own_object(value)
+
+
+@functools.lru_cache(maxsize=1024)  # asked per judgement of each module a callable reads (np.sin)
+def _own_module(module: types.ModuleType) -> bool:
+    """Whether ``module`` is the caller's own: no library's, no standard module."""
+    return module.__name__.partition(".")[0] not in sys.stdlib_module_names and adapter_for(module) is OTHERS
 
 
 def _own_object(value: Any) -> bool:
@@ -384,25 +483,40 @@ def _own_object(value: Any) -> bool:
     return (value if isinstance(value, type) else type(value)).__module__ != "builtins" and adapter_for(value) is OTHERS
 
 
-def _attributes_read(value: Any, names: frozenset[str]) -> Iterator[Any]:
-    """The attributes of ``value``, an object or class of the caller's own, whose names the
-    code reading it loads (``m.energy(x)`` of a global ``m``, ``self.layer(x)``, a class's
-    static or class method ``Stat.layer(x)``): its methods bound to it, its own attributes'
-    values (a model, a function, a tensor it holds). Read without running its code
-    (properties, ``__getattr__``)."""
-    cls = value if isinstance(value, type) else type(value)
-    own = getattr(value, "__dict__", None) if not isinstance(value, type) else None
-    for name in names:
+def _attribute(value: Any, name: str) -> Any:
+    """``value``'s attribute ``name`` as the code reading it gets it (``_ABSENT``: none, or one
+    computed by running code: a property, ``__getattr__``): a module's global; an object's
+    own attribute, else its class's method bound to it, a static or class method, or a value
+    the class holds; a class's likewise."""
+    if isinstance(value, types.ModuleType):
+        return value.__dict__.get(name, _ABSENT)
+    if isinstance(value, type):
+        cls = value
+    else:
+        cls, own = type(value), getattr(value, "__dict__", None)
         if isinstance(own, dict) and name in own:
-            yield own[name]
-            continue
-        member = _class_member(cls, name)
-        if isinstance(member, staticmethod):
-            yield member.__func__
-        elif isinstance(member, classmethod):
-            yield types.MethodType(member.__func__, cls)
-        elif isinstance(member, types.FunctionType) and not isinstance(value, type):
-            yield types.MethodType(member, value)
+            return own[name]
+    member = _class_member(cls, name)
+    if isinstance(member, staticmethod):
+        return member.__func__
+    if isinstance(member, classmethod):
+        return types.MethodType(member.__func__, cls)
+    if isinstance(member, types.FunctionType):
+        return member if value is cls else types.MethodType(member, value)
+    if member is None or hasattr(type(member), "__get__"):
+        return _ABSENT
+    return member
+
+
+def _wrapped(function: Any) -> Any:
+    """The function a callable wraps in C code of its own (``functools.lru_cache``'s
+    wrapper), by its ``__wrapped__``; None for any other callable (a ``functools.wraps``
+    wrapper in Python is followed through its own code)."""
+    if isinstance(_class_member(type(function), "__call__"), types.FunctionType):
+        return None
+    own = getattr(function, "__dict__", None)
+    wrapped = own.get("__wrapped__") if isinstance(own, dict) else None
+    return None if wrapped is function else wrapped
 
 
 def _class_member(cls: type, name: str) -> Any:
@@ -427,12 +541,23 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
         function, owner = function.__func__, function.__self__
     elif not isinstance(function, (types.FunctionType, type)) and callable(function) and _own_object(function):
+        wrapped = _wrapped(function)
+        if wrapped is not None:
+            return _torch_helper(wrapped, depth, seen)
         function, owner = _class_member(type(function), "__call__"), function
     if not isinstance(function, types.FunctionType) or (id(function), id(owner)) in seen:
         return False
     if adapter_for(function) is not OTHERS:
         return False
     return _reads_torch(function, owner, depth, seen, helper=True)
+
+
+#: What code reads on a variable: attribute names, and 1-tuples of the constant keys it
+#: indexes by (``self.layers[0]`` on ``self`` is ``("layers", (0,))``); empty: the variable
+#: read whole.
+_Path = tuple[Any, ...]
+#: The paths read on each variable, by its name: ``app.parts.head`` is ``{"app": (("parts", "head"),)}``.
+_Chains = dict[str, tuple[_Path, ...]]
 
 
 class _Reads(NamedTuple):
@@ -444,12 +569,20 @@ class _Reads(NamedTuple):
     names: frozenset[str]
     #: Its imports whose names it loads afterwards: (module, name), name None for the module.
     imports: frozenset[tuple[str, str | None]]
+    #: The attribute chains it reads on a global (``cfg.a``, ``mymod.helper``).
+    global_chains: _Chains
+    #: The attribute chains it reads on a local or closure variable (``self.layers``).
+    local_chains: _Chains
+    #: The local names its imports bind that it loads: name -> (module, name).
+    local_imports: dict[str, tuple[str, str | None]]
 
 
 #: The opcodes loading a global (LOAD_NAME in class bodies and exec'd code; the last one in
 #: Python 3.12's annotation scopes).
 _GLOBAL_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 
+#: The opcodes loading an attribute of what is on top of the stack (LOAD_METHOD: Python 3.11).
+_ATTRIBUTE_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
 
 #: The opcodes that, between an import and the name it binds, keep the import's value in hand.
 _IMPORTING = frozenset({"IMPORT_FROM", "SWAP", "COPY", "POP_TOP", "ROT_TWO"})
@@ -461,12 +594,83 @@ def _reads(code: types.CodeType) -> _Reads:
     codes = _with_nested(code)
     instructions = [list(dis.get_instructions(c)) for c in codes]
     loaded = {name for each in instructions for i in each for name in _local_loads(i)}
-    imports = {bound for each in instructions for bound in _local_imports(each)}
+    imports = {local: source for each in instructions for local, source in _local_imports(each) if local in loaded}
+    chains: tuple[dict[str, set[_Path]], dict[str, set[_Path]]] = ({}, {})
+    for each in instructions:
+        for is_global, root, path in _chains(each):
+            chains[is_global].setdefault(root, set()).add(path)
+    local_chains, global_chains = ({root: tuple(paths) for root, paths in c.items()} for c in chains)
     return _Reads(
         frozenset(i.argval for each in instructions for i in each if i.opname in _GLOBAL_LOADS),
         frozenset(name for c in codes for name in c.co_names),
-        frozenset(source for local, source in imports if local in loaded),
+        frozenset(imports.values()),
+        global_chains,
+        local_chains,
+        imports,
     )
+
+
+def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _Path]]:
+    """(whether it starts at a global, the variable it starts at, the path read on it) of each
+    load of a variable in one code object: ``app.parts.head`` is a global's load and two
+    attribute loads, ``layers[0]`` a constant subscript, a path ending at the variable a
+    read of it whole. ``getattr(self, "layer")`` with a constant name reads as
+    ``self.layer``. Decoded by opcode name, as each Python version names them (Python 3.13
+    loads two locals in one instruction, the second on top)."""
+    end = len(instructions)
+    for at, instruction in enumerate(instructions):
+        if instruction.opname in _GLOBAL_LOADS:
+            is_global, root = True, instruction.argval
+        else:
+            local = _local_loads(instruction)
+            if not local:
+                continue
+            for name in local[:-1]:
+                yield False, name, ()
+            is_global, root = False, local[-1]
+        path: list[Any] = []
+        after = at + 1
+        while after < end:
+            op = instructions[after].opname
+            if op in _ATTRIBUTE_LOADS:
+                path.append(instructions[after].argval)
+            elif _constant_subscript(instructions, after):
+                path.append((instructions[after].argval,))
+                after += 1
+            elif not (op == "COPY" and instructions[after].arg == 1):  # self.count += 1 copies self
+                break
+            after += 1
+        if _getattr_call(instructions, at, after):
+            path.append(instructions[after].argval)
+        yield is_global, root, tuple(path)
+
+
+#: The opcodes loading a constant (LOAD_SMALL_INT: Python 3.14's small ints).
+_CONSTANT_LOADS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
+
+
+def _constant_subscript(instructions: list[dis.Instruction], at: int) -> bool:
+    """Whether ``instructions[at]`` loads a constant the next one indexes by (``[0]``, ``["head"]``)."""
+    if at + 1 >= len(instructions) or instructions[at].opname not in _CONSTANT_LOADS:
+        return False
+    subscript = instructions[at + 1]
+    return subscript.opname == "BINARY_SUBSCR" or (subscript.opname == "BINARY_OP" and subscript.argrepr == "[]")
+
+
+def _getattr_call(instructions: list[dis.Instruction], at: int, after: int) -> bool:
+    """Whether the chain loaded from ``at`` up to ``after`` is ``getattr``'s first argument,
+    with a constant string as its second (``getattr(self, "layer")``, a default after it)."""
+    if at == 0 or after + 1 >= len(instructions):
+        return False
+    before, name = instructions[at - 1], instructions[after]
+    if not (before.opname in _GLOBAL_LOADS and before.argval == "getattr"):
+        return False
+    if not (name.opname == "LOAD_CONST" and isinstance(name.argval, str)):
+        return False
+    call = instructions[after + 1]
+    if call.opname.startswith("LOAD") and after + 2 < len(instructions):  # a default: getattr(self, "a", None)
+        call = instructions[after + 2]
+    return call.opname in ("PRECALL", "CALL")
 
 
 def global_names(code: types.CodeType) -> frozenset[str]:

@@ -7,6 +7,7 @@ never runs on a call that succeeds.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import re
 import types
@@ -31,7 +32,10 @@ def record(t: Any, seen: list[Any]) -> Any:
 
 
 def function_name(func: Any) -> str:
-    """``module.Class.method()``-style name for messages, for anything callable."""
+    """``module.Class.method()``-style name for messages, for anything callable; a
+    ``functools.partial`` by the function it calls."""
+    while isinstance(func, functools.partial):
+        func = func.func
     inner = getattr(func, "__func__", func)  # classmethod / staticmethod objects
     name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or type(inner).__name__
     return f"{name}()"
