@@ -316,12 +316,7 @@ def test_the_promises_hold_inside_the_graph() -> None:
         return batch["a"] + pair[0], np.stack(pair).sum(axis=0) * batch["k"]
 
     args = ({"a": x, "k": 2.0}, [x, x * 2])
-    _close(of_containers(*args), run(of_containers, *args, fullgraph=False))  # a list or dict: the escape
-
-
-def _adds_a_key(d: dict[str, np.ndarray]) -> np.ndarray:
-    d["new"] = d["x"] * 2
-    return d["x"] + 1
+    _close(of_containers(*args), run(of_containers, *args))
 
 
 def _halved(a: np.ndarray) -> np.ndarray:
@@ -336,20 +331,20 @@ def _puts(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("fullgraph", [False, True])
 def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(fullgraph: bool) -> None:
     """torch's NumPy tracing follows torch's dtype rules on integers (``a / 2`` of int64 is
-    float32 there), cannot hand back a change to a dict it was handed, and widens bfloat16
-    into a copy that writeback=True would not reach: such calls take the escape (a graph
-    break, so fullgraph=True refuses them), and give what they give eagerly, with no warning."""
+    float32 there, in a list too), and widens bfloat16 into a copy that writeback=True would not
+    reach: such calls take the escape (a graph break, so fullgraph=True refuses them), and give
+    what they give eagerly, with no warning."""
 
     def compiled(fn: Any, *args: Any) -> Any:
         torch._dynamo.reset()
         return torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)(*args)
 
-    adds = ac.returns_tensor(ac.accepts_numpy(_adds_a_key))
     halved = ac.returns_tensor(ac.accepts_numpy(_halved))
+    halved_first = ac.returns_tensor(ac.accepts_numpy(lambda items: items[0] / 2))
     puts = ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts))
     cases = [
-        (adds, lambda: ({"x": torch.ones(3)},)),
         (halved, lambda: (torch.arange(4),)),
+        (halved_first, lambda: ([torch.arange(4), 1.0],)),
         (puts, lambda: (torch.ones(3, dtype=torch.bfloat16),)),
     ]
     for fn, made in cases:
@@ -551,3 +546,149 @@ def test_a_module_calling_each_product_compiles_fullgraph_once() -> None:
     _close(net(a, b), compiled(a, b))
     _close(net(a + 1, b), compiled(a + 1, b))
     assert counter.frame_count == 1
+
+
+def _scaled_by_dict(x: np.ndarray, d: dict[str, Any]) -> np.ndarray:
+    return np.sin(x) * d["k"]
+
+
+def _of_nested(items: list[Any], weights: dict[str, Any]) -> np.ndarray:
+    first, (second, scale) = items[0], items[1]
+    return np.sin(first) * second["w"] * scale + weights["bias"][0] * np.cos(weights["bias"][1])
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_list_and_dict_arguments_are_traced_with_their_gradients(fullgraph: bool) -> None:
+    """A list or dict argument (holding tensors or plain values, nested) is traced as a tuple
+    is: the eager value, the gradient reaching the tensors inside, no warning. They took the
+    escape: the gradient dropped with a GradientWarning, and dynamo's Unsupported
+    under fullgraph=True."""
+    scaled = ac.returns_tensor(ac.accepts_numpy(_scaled_by_dict))
+    nested = ac.returns_tensor(ac.accepts_numpy(_of_nested))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        plain = scaled(x, {"k": 2.0})
+        held = scaled(x, {"k": w})
+        both = nested([x, ({"w": w}, 3.0)], weights={"bias": [w, x]})
+        return plain.sum() + held.sum() + both.sum()
+
+    value = torch.compile(step, backend="aot_eager", fullgraph=fullgraph)(x, w)
+    value.backward()
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    expected = (torch.sin(xr) * 2).sum() + (torch.sin(xr) * wr).sum()
+    expected = expected + (torch.sin(xr) * wr * 3 + wr * torch.cos(xr)).sum()
+    expected.backward()
+    torch.testing.assert_close(value, expected)
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+
+
+def _changes_its_containers(d: dict[str, Any], items: list[Any]) -> np.ndarray:
+    d["new"] = d["x"] * 2  # a new array: a tensor for the caller
+    d["kept"] = items[0]  # an array it was handed: the caller's tensor again
+    del d["gone"]
+    d["inner"].append(np.cos(d["x"]))  # a list inside the dict
+    items.append(2.5)
+    items.pop(0)
+    return d["x"] + 1
+
+
+def _changed_args(x: torch.Tensor) -> tuple[dict[str, Any], list[Any]]:
+    return {"x": x, "gone": 1.0, "inner": [x * 3]}, [x * 4, (x, 1.0)]
+
+
+def _described(value: Any) -> Any:
+    """What a container holds, each tensor as its dtype and values (identity apart)."""
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, value.detach().float().tolist())
+    if isinstance(value, (list, tuple)):
+        return type(value), [_described(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _described(v) for k, v in value.items()}
+    return value
+
+
+def _check_changes_reach_the_caller(route: Any, dtype: torch.dtype, fullgraph: bool) -> None:
+    fn = route(_changes_its_containers)
+    x_eager, x_compiled = torch.tensor([0.3, 0.9], dtype=dtype), torch.tensor([0.3, 0.9], dtype=dtype)
+    eager_args, compiled_args = _changed_args(x_eager), _changed_args(x_compiled)
+    inner, handed = compiled_args[0]["inner"], compiled_args[1][0]
+    expected = fn(*eager_args)
+    torch._dynamo.reset()
+    got = torch.compile(lambda d, items: fn(d, items), backend="aot_eager", fullgraph=fullgraph)(*compiled_args)
+    _close(expected, got)
+    assert _described(compiled_args) == _described(eager_args)
+    d = compiled_args[0]
+    assert d["x"] is x_compiled and d["kept"] is handed and d["inner"] is inner  # the caller's own objects
+    assert type(d["new"]) is torch.Tensor and d["new"].dtype == dtype
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_what_the_function_changes_in_a_handed_list_or_dict_reaches_the_caller(fullgraph: bool) -> None:
+    """Traced, a change to a list or dict the function was handed reaches the caller's as an
+    eager call's does: keys added and removed, items appended and popped, a list inside
+    changed; new arrays as tensors, handed values as the caller's own objects again."""
+    _check_changes_reach_the_caller(lambda f: ac.returns_tensor(ac.accepts_numpy(f)), torch.float64, fullgraph)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "route",
+    [lambda f: ac.returns_tensor(ac.accepts_numpy(f)), ac.torchify, ac.adapt],
+    ids=["pair", "torchify", "adapt"],
+)
+def test_container_changes_reach_the_caller_in_each_route_and_dtype(route: Any, dtype: torch.dtype) -> None:
+    """The pair, a torchified function and adapt, in float64, float32 and bfloat16 (handed
+    widened, new arrays narrowed back as eagerly)."""
+    _check_changes_reach_the_caller(route, dtype, fullgraph=True)
+
+
+def _reads_containers(x: np.ndarray, d: dict[str, Any], items: list[Any]) -> np.ndarray:
+    return np.sin(x) * d["k"] + items[0] * items[1]["w"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "route",
+    [lambda f: ac.returns_tensor(ac.accepts_numpy(f)), ac.torchify, ac.adapt],
+    ids=["pair", "torchify", "adapt"],
+)
+@pytest.mark.parametrize(
+    "made",
+    [
+        lambda x: (x, {"k": 2.0}, [1.0, {"w": [3.0]}]),
+        lambda x: (x, {"k": x * 2}, [x, {"w": [x * 3]}]),
+        lambda x: ([x][0], {"k": (x, 2.0)[1]}, [x * 1, {"w": (x,)}]),
+    ],
+    ids=["plain values", "tensors", "tensors in tuples"],
+)
+def test_list_and_dict_arguments_trace_in_each_route(route: Any, made: Any) -> None:
+    """fullgraph=True in each route: the eager value, and the gradient of a requires-grad
+    tensor torch autograd gives the same expression."""
+    fn = route(_reads_containers)
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ac.GradientWarning)
+        expected = fn(*made(x.detach()))
+    got = torch.compile(lambda x: fn(*made(x)), backend="aot_eager", fullgraph=True)(x)
+    _close(expected, got.detach())
+    got.sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    reference = torch.sin(xr) * made(xr)[1]["k"]
+    items = made(xr)[2]
+    (reference + torch.as_tensor(items[0]) * torch.as_tensor(items[1]["w"][0])).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+
+
+def test_with_nested_false_a_list_or_dict_argument_takes_the_escape() -> None:
+    """nested=False hands a list or dict as it is, tensors and all: the eager call's alone."""
+    fn = ac.returns_tensor(ac.accepts_numpy(nested=False)(lambda x, d: x * d["k"]))
+    x = torch.ones(2, dtype=torch.float64)
+    torch.testing.assert_close(torch.compile(fn, backend="aot_eager")(x, {"k": 2.0}), x * 2)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        compiled(x, {"k": 2.0})

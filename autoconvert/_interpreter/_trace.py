@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -156,20 +156,23 @@ class Trace:
     def fits(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a call with these arguments gives in the graph what it gives eagerly.
         torch's NumPy tracing follows torch's dtype rules where NumPy's differ on integers
-        and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); the graph
-        cannot hand back what the function changes in a list or dict it was handed; and a
-        tensor NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True``
-        and ``copy=False`` refuse. Such calls take the escape."""
-        for value in (*args, *kwargs.values()) if kwargs else args:
-            kind = type(value)
-            if kind is list or kind is dict:
-                return False
-            if isinstance(value, torch.Tensor) and (
-                not (value.is_floating_point() or value.is_complex())
-                or (not self.private and value.dtype in self.widened)
-            ):
-                return False
-        return True
+        and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
+        NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
+        ``copy=False`` refuse; and with ``nested=False`` a list or dict is handed as it is,
+        tensors and all, which only the eager call hands NumPy as it does. Such calls take
+        the escape. Tensors in tuples, lists and dicts count as the arguments' own."""
+        return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
+
+    def _fits(self, value: Any) -> bool:
+        """Whether ``value``, an argument or an item of one, fits the graph (see ``fits``)."""
+        if isinstance(value, torch.Tensor):
+            return (value.is_floating_point() or value.is_complex()) and (
+                self.private or value.dtype not in self.widened
+            )
+        kind = type(value)
+        if kind is list or kind is dict:
+            return self.nested and all(map(self._fits, value.values() if kind is dict else value))
+        return kind is not tuple or not self.nested or all(map(self._fits, value))
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
@@ -197,37 +200,78 @@ class Trace:
         """``function`` called on the arrays of the call's tensors, under dynamo: its NumPy
         code becomes torch operations in the graph, and its arrays come back as tensors."""
         function = traced_function(function)
-        floats: list[torch.dtype] = []
+        handed = _Handed([], [], [])
         selection = self.selection
         if selection is None:
-            args = tuple(self._array(a, floats) for a in args)
-            kwargs = {k: self._array(v, floats) for k, v in kwargs.items()}
+            args = tuple(self._array(a, handed) for a in args)
+            kwargs = {k: self._array(v, handed) for k, v in kwargs.items()}
         else:
             args = tuple(
-                self._array(a, floats) if i < offset or selection.wants(i - offset, None, offset) else a
+                self._array(a, handed) if i < offset or selection.wants(i - offset, None, offset) else a
                 for i, a in enumerate(args)
             )
-            kwargs = {k: self._array(v, floats) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
+            kwargs = {k: self._array(v, handed) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
         # Where dynamo stops inside the function, its error shows this line: the way out.
         result = function(*args, **kwargs)  # traced by compile=: pass compile="escape" to keep it out of the graph
+        if handed.containers:
+            self._changes_back(handed)
         if not self.converts_results:
             return result
-        return self._tensors(result, self._result_dtype(floats))
+        return self._tensors(result, self._result_dtype(handed.floats))
 
-    def _array(self, value: Any, floats: list[torch.dtype]) -> Any:
-        """``value`` with its tensors as the arrays the function is handed (see the module)."""
+    def _array(self, value: Any, handed: _Handed) -> Any:
+        """``value`` with its tensors as the arrays the function is handed (see the module),
+        each list and dict rebuilt and recorded in ``handed``, so that what the function
+        changes in them reaches the caller's (see ``_changes_back``)."""
         if isinstance(value, torch.Tensor):
             if value.is_floating_point() or value.is_complex():
-                floats.append(value.dtype)
-            if self.detach:
-                value = value.detach()
-            wide = self.widened.get(value.dtype)
+                handed.floats.append(value.dtype)
+            tensor = value.detach() if self.detach else value
+            wide = self.widened.get(tensor.dtype)
             if wide is not None:
-                value = value.to(wide)  # a copy already
+                tensor = tensor.to(wide)  # a copy already
             elif self.private:
-                value = value.clone()
-            return value.numpy()
-        return _inside(value, self._array, floats) if self.nested else value
+                tensor = tensor.clone()
+            array = tensor.numpy()
+            handed.callers.append((array, value))
+            return array
+        if not self.nested:
+            return value
+        kind = type(value)
+        if kind is not list and kind is not dict and kind is not tuple:
+            return value
+        made = _inside(value, self._array, handed)
+        if kind is not tuple:
+            handed.containers.append((value, made, kind(made)))
+            handed.callers.append((made, value))  # a tuple, immutable, comes back as its items do
+        return made
+
+    def _changes_back(self, handed: _Handed) -> None:
+        """What the function changed in the lists and dicts it was handed, made the caller's,
+        as an eager call makes it (see _conversions._mutations): a value it was handed is the
+        caller's again (an array its tensor, a rebuilt container the caller's), a new array a
+        tensor, narrowed back to the one dtype NumPy lacks every floating tensor had. Plain
+        Python on what dynamo knows while it traces: the checks cost the graph nothing."""
+        kinds = set(handed.floats)
+        restore = next(iter(kinds)) if len(kinds) == 1 and kinds <= self.widened.keys() else None
+
+        def back(value: Any) -> Any:
+            for made, caller in handed.callers:
+                if _same(made, value):
+                    return caller
+            if isinstance(value, (np.ndarray, np.generic)) and handed.floats:
+                tensor = torch.as_tensor(value)
+                return tensor.to(restore) if restore is not None and tensor.dtype == self.widened[restore] else tensor
+            return _inside(value, back)
+
+        for caller, made, before in handed.containers:
+            if type(made) is list:
+                if len(made) != len(before) or not all(map(_same, made, before)):
+                    caller[:] = [back(v) for v in made]
+            elif list(made) != list(before) or not all(_same(made[k], before[k]) for k in made):
+                now = {k: back(v) for k, v in made.items()}
+                caller.clear()
+                caller.update(now)
 
     def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
         """The dtype floating results are cast to: ``dtype=``'s, or the arguments' narrow dtype
@@ -277,13 +321,32 @@ class _Inline:
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
 
 
-def _inside(value: Any, each: Callable[[Any, Any], Any], extra: Any) -> Any:
-    """A list, tuple or dict with ``each(item, extra)`` of its items (``value`` itself where it
+class _Handed(NamedTuple):
+    """What a traced call handed the function (a NamedTuple: dynamo traces its making)."""
+
+    #: The dtype of each floating tensor among the arguments.
+    floats: list[torch.dtype]
+    #: (what the function was handed, the caller's value it stands for): arrays, containers.
+    callers: list[tuple[Any, Any]]
+    #: (the caller's list or dict, the one the function was handed, what that held then).
+    containers: list[tuple[Any, Any, Any]]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a is b``, save that tuples, which dynamo cannot compare so, are the same where their
+    items are: a tuple the function was handed and one it made of the same items are alike."""
+    if type(a) is tuple or type(b) is tuple:
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    return a is b
+
+
+def _inside(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
+    """A list, tuple or dict with ``each(item, *extra)`` of its items (``value`` itself where it
     is none of them): plain Python that dynamo traces, where the library's container walk is not."""
     kind = type(value)
     if kind is tuple or kind is list:
-        items = [each(v, extra) for v in value]
+        items = [each(v, *extra) for v in value]
         return items if kind is list else tuple(items)
     if kind is dict:
-        return {k: each(v, extra) for k, v in value.items()}
+        return {k: each(v, *extra) for k, v in value.items()}
     return value
