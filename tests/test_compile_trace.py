@@ -683,12 +683,19 @@ def test_list_and_dict_arguments_trace_in_each_route(route: Any, made: Any) -> N
     torch.testing.assert_close(x.grad, xr.grad)
 
 
-def test_with_nested_false_a_list_or_dict_argument_takes_the_escape() -> None:
-    """nested=False hands a list or dict as it is, tensors and all: the eager call's alone."""
-    fn = ac.returns_tensor(ac.accepts_numpy(nested=False)(lambda x, d: x * d["k"]))
+def _appends_sine(x: np.ndarray, items: list[Any]) -> np.ndarray:
+    items.append(np.sin(x))
+    return x * items[0]
+
+
+def test_with_nested_false_a_list_argument_is_handed_as_it_is_in_the_graph_too() -> None:
+    """nested=False hands a list as it is: traced, fullgraph=True holds, and what the function
+    puts in it reaches the caller's list as eagerly (an array stays an array)."""
+    fn = ac.returns_tensor(ac.accepts_numpy(nested=False)(_appends_sine))
     x = torch.ones(2, dtype=torch.float64)
-    torch.testing.assert_close(torch.compile(fn, backend="aot_eager")(x, {"k": 2.0}), x * 2)
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
-    with pytest.raises(torch._dynamo.exc.Unsupported):
-        compiled(x, {"k": 2.0})
+    eager_items, compiled_items = [2.0], [2.0]
+    expected = fn(x, eager_items)
+    got = torch.compile(fn, backend="aot_eager", fullgraph=True)(x, compiled_items)
+    torch.testing.assert_close(got, expected)
+    assert compiled_items[0] == 2.0 and type(compiled_items[1]) is np.ndarray
+    np.testing.assert_allclose(compiled_items[1], eager_items[1])

@@ -158,9 +158,8 @@ class Trace:
         torch's NumPy tracing follows torch's dtype rules where NumPy's differ on integers
         and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
         NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
-        ``copy=False`` refuse; and with ``nested=False`` a list or dict is handed as it is,
-        tensors and all, which only the eager call hands NumPy as it does. Such calls take
-        the escape. Tensors in tuples, lists and dicts count as the arguments' own."""
+        ``copy=False`` refuse. Such calls take the escape. Tensors in tuples, lists and dicts
+        count as the arguments' own (with ``nested=False`` they are handed as they are)."""
         return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
 
     def _fits(self, value: Any) -> bool:
@@ -169,10 +168,12 @@ class Trace:
             return (value.is_floating_point() or value.is_complex()) and (
                 self.private or value.dtype not in self.widened
             )
+        if not self.nested:  # containers handed as they are, as eagerly
+            return True
         kind = type(value)
-        if kind is list or kind is dict:
-            return self.nested and all(map(self._fits, value.values() if kind is dict else value))
-        return kind is not tuple or not self.nested or all(map(self._fits, value))
+        if kind is list or kind is tuple:
+            return all(map(self._fits, value))
+        return kind is not dict or all(map(self._fits, value.values()))
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
