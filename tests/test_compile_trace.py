@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import functools
 import math
 import warnings
@@ -699,3 +701,96 @@ def test_with_nested_false_a_list_argument_is_handed_as_it_is_in_the_graph_too()
     torch.testing.assert_close(got, expected)
     assert compiled_items[0] == 2.0 and type(compiled_items[1]) is np.ndarray
     np.testing.assert_allclose(compiled_items[1], eager_items[1])
+
+
+@dataclasses.dataclass
+class _Batch:
+    x: Any
+    scale: float
+
+
+_Pair = collections.namedtuple("_Pair", "x scale")
+
+
+def _writes_and_reads(c: Any) -> np.ndarray:
+    x, scale = (c["x"], c["scale"]) if isinstance(c, dict) else (c.x, c.scale)
+    x[0] = 5.0  # into the private copy: the caller's tensor stays as it was
+    return np.sin(x) * scale
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        lambda x: _Batch(x, 2.0),
+        lambda x: _Pair(x, 2.0),
+        lambda x: collections.OrderedDict(x=x, scale=2.0),
+        lambda x: collections.defaultdict(float, x=x, scale=2.0),
+    ],
+    ids=["dataclass", "namedtuple", "OrderedDict", "defaultdict"],
+)
+def test_tensors_in_dataclasses_named_tuples_and_other_dicts_are_handed_as_arrays(made: Any) -> None:
+    """A dataclass, named tuple, OrderedDict or defaultdict argument is rebuilt as a dict is:
+    its tensors handed as private arrays, the gradient reaching them, fullgraph=True. The
+    function was handed the caller's tensors themselves, and wrote into them."""
+    fn = ac.returns_tensor(ac.accepts_numpy(copy=True)(_writes_and_reads))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    got = torch.compile(lambda x: fn(made(x)), backend="aot_eager", fullgraph=True)(x)
+    torch.testing.assert_close(got, fn(made(x.detach())))
+    assert x.tolist() == [0.3, 0.9]
+    got.sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([0.0, 2 * math.cos(0.9)], dtype=torch.float64))
+
+
+def _sets_fields(batch: _Batch, d: collections.OrderedDict[str, Any]) -> np.ndarray:
+    batch.x = batch.x * 2
+    d["new"] = np.cos(batch.x)
+    return batch.x + 1
+
+
+def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_caller() -> None:
+    fn = ac.returns_tensor(ac.accepts_numpy(_sets_fields))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    eager_args = (_Batch(x, 1.0), collections.OrderedDict(k=x))
+    compiled_args = (_Batch(x, 1.0), collections.OrderedDict(k=x))
+    expected = fn(*eager_args)
+    got = torch.compile(fn, backend="aot_eager", fullgraph=True)(*compiled_args)
+    _close(expected, got)
+    assert type(compiled_args[0].x) is torch.Tensor and type(compiled_args[1]["new"]) is torch.Tensor
+    assert _described([*compiled_args[1].values(), compiled_args[0].x]) == _described(
+        [*eager_args[1].values(), eager_args[0].x]
+    )
+    assert compiled_args[1]["k"] is x
+
+
+class _Registered:
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+
+def _sine_of_registered(r: _Registered, k: float) -> np.ndarray:
+    return np.sin(r.x) * k
+
+
+def test_a_tensor_in_a_registered_container_takes_the_escape_said_once() -> None:
+    """A container registered with register_container, whose insides dynamo cannot read through
+    the library's walk: the call takes the escape (the eager result), said once with a
+    CompileWarning naming the argument path, and explain says so."""
+    ac.register_container(_Registered, lambda r: ((r.x,), None), lambda c, _: _Registered(*c))
+    fn = ac.returns_tensor(ac.accepts_numpy(_sine_of_registered))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    compiled = torch.compile(fn, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", ac.CompileWarning)
+        got = [compiled(_Registered(x), 2.0), compiled(_Registered(x * 2), 3.0)]
+    torch.testing.assert_close(got, [torch.sin(x) * 2, torch.sin(x * 2) * 3])
+    words = (
+        "a call with a tensor inside a container the trace route does not rebuild (its argument r[0]) takes the "
+        "escape: it rebuilds tuples, named tuples, lists, dicts, OrderedDicts, defaultdicts and dataclasses"
+    )
+    assert [str(w.message) for w in said] == [
+        f"autoconvert: _sine_of_registered(): {words}. Fix: hand the tensors in one of those, or as arguments, to "
+        "keep the call in the graph"
+    ]
+    assert ac.explain(fn).compiled == (
+        f"its calls are traced into the graph, its NumPy code as torch operations; but {words}"
+    )

@@ -15,6 +15,9 @@ results narrowed back, ``dtype=`` and ``device=`` applied to the results.
 
 from __future__ import annotations
 
+import collections
+import copy
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
@@ -22,9 +25,10 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 import torch
 
+from autoconvert._conversions._containers import node_for, registered
 from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
-from autoconvert._errors import CompileWarning
-from autoconvert._escape import compiling, opaque
+from autoconvert._errors import CompileWarning, KeyEntry, keystr
+from autoconvert._escape import compiling, escape_saying, opaque
 from autoconvert._failures._guards import Guarded
 from autoconvert._options._options import Policy, gives_way
 from autoconvert._spec._callbacks import reads_numpy_alone
@@ -32,6 +36,25 @@ from autoconvert._spec._signature import Parameters, Selection
 
 #: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
 Escape = Callable[..., Any]
+
+
+def unrebuilt(call: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - runs under dynamo
+    """``call(*args)`` out of dynamo's sight (as ``opaque``), for a call whose tensors the trace
+    cannot hand over: under ``fullgraph=True`` dynamo's refusal of the break carries the
+    library's words as its reason, where this torch's ``torch.compiler.disable`` takes one."""
+    if _unrebuilt_call is None:  # made by the first such call, run by Python (see Trace.unrebuilt)
+        return opaque(call, *args)
+    return _unrebuilt_call(call, *args)
+
+
+_unrebuilt_call: Callable[..., Any] | None = None
+#: The containers the trace route rebuilds (see _rebuilt), in its words.
+_REBUILT = "tuples, named tuples, lists, dicts, OrderedDicts, defaultdicts and dataclasses"
+_UNREBUILT = (
+    "autoconvert: a decorated function's argument holds a tensor inside a container the trace route does not "
+    f"rebuild (a registered container, a dict subclass, a structseq): the call takes the escape, one graph break. "
+    f"Fix: hand the tensors in {_REBUILT}, or as arguments"
+)
 
 
 def traced_function(function: Any) -> Any:
@@ -103,6 +126,8 @@ class Trace:
         self.dtype = outputs.dtype if outputs is not None else None
         #: Why a call judged traceable ran through the escape instead (None: none has).
         self.fell_back: str | None = None
+        #: Said where a call's tensor in a container the trace does not rebuild took the escape.
+        self.untraced_container: str | None = None
         self.escape = self._escape(bound=False)
         self.method_escape = self._escape(bound=True)
 
@@ -138,6 +163,8 @@ class Trace:
         ) -> Any:
             if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
                 return opaque(call, wrapped, instance, args, kwargs)
+            if not _trace.rebuilds(args, kwargs):
+                return unrebuilt(_trace.unrebuilt, call, wrapped, instance, args, kwargs)
             if _bound:
                 return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
             return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
@@ -158,8 +185,8 @@ class Trace:
         torch's NumPy tracing follows torch's dtype rules where NumPy's differ on integers
         and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
         NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
-        ``copy=False`` refuse. Such calls take the escape. Tensors in tuples, lists and dicts
-        count as the arguments' own (with ``nested=False`` they are handed as they are)."""
+        ``copy=False`` refuse. Such calls take the escape. Tensors in the containers the trace
+        rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are)."""
         return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
 
     def _fits(self, value: Any) -> bool:
@@ -170,20 +197,66 @@ class Trace:
             )
         if not self.nested:  # containers handed as they are, as eagerly
             return True
-        kind = type(value)
-        if kind is list or kind is tuple:
-            return all(map(self._fits, value))
-        return kind is not dict or all(map(self._fits, value.values()))
+        fitting: list[bool] = []
+
+        def look(item: Any) -> Any:
+            fitting.append(self._fits(item))
+            return item
+
+        _rebuilt(value, look)
+        return all(fitting)
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
         function = traced_function(wrapped)
         return function is self.judged or getattr(function, "__func__", None) is self.judged
 
+    def rebuilds(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether the traced call can hand the function every tensor of these arguments as an
+        array: each one is an argument or inside tuples, lists and dicts, which the trace
+        rebuilds; one inside another container (see ``_holds_tensor``) it cannot."""
+        if not self.nested:  # handed as they are, tensors and all, as eagerly
+            return True
+        return not any(map(_unrebuilt, (*args, *kwargs.values()) if kwargs else args))
+
+    def unrebuilt(self, call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The escape of a call with a tensor in a container the trace does not rebuild, run by
+        Python: said once (naming the argument path), and kept for explain."""
+        global _unrebuilt_call
+        if _unrebuilt_call is None:  # made out of the graph (dynamo refuses to make one in it)
+            _unrebuilt_call = escape_saying(_UNREBUILT)
+        if self.untraced_container is None:
+            path = self._path_to_tensor(args, kwargs, instance)
+            self.untraced_container = (
+                f"a call with a tensor inside a container the trace route does not rebuild (its argument {path}) "
+                f"takes the escape: it rebuilds {_REBUILT}"
+            )
+            warnings.warn(
+                f"autoconvert: {self.function}: {self.untraced_container}. Fix: hand the tensors in one of those, or "
+                "as arguments, to keep the call in the graph",
+                CompileWarning,
+                stacklevel=2,
+            )
+        return call(wrapped, instance, args, kwargs)
+
+    def _path_to_tensor(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: Any) -> str:
+        """The path of the first tensor inside a container the trace does not rebuild
+        (``batch.x``, ``pair[0].w``), for the words of ``unrebuilt``: eager, out of the graph."""
+        offset = self.params.offset(instance)
+        roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+        roots += [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
+        for root, value in roots:
+            below = _tensor_path(value, False)
+            if below is not None:
+                return keystr(root, below)
+        return "(a container argument)"
+
     def _fell_back(self, call: Any, *rest: Any) -> Any:
         """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
         one (or this torch inlines no escape): said once, and kept for explain."""
         wrapped, _, args, kwargs = rest
+        if self.traces and self.runs_judged(wrapped) and not self.rebuilds(args, kwargs):
+            return self.unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
         if self.traces and self.fell_back is None and self.runs_judged(wrapped) and self.fits(args, kwargs):
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
@@ -238,21 +311,24 @@ class Trace:
             return array
         if not self.nested:
             return value
-        kind = type(value)
-        if kind is not list and kind is not dict and kind is not tuple:
+        made = _rebuilt(value, self._array, handed)
+        if made is None:
             return value
-        made = _inside(value, self._array, handed)
-        if kind is not tuple:
-            handed.containers.append((value, made, kind(made)))
+        kind = type(value)
+        if kind is list or kind in _MAPPINGS:
+            handed.containers.append((value, made, list(made) if kind is list else dict(made)))
+        elif kind is not tuple and not isinstance(value, tuple):  # a dataclass
+            handed.containers.append((value, made, [getattr(made, f.name) for f in dataclasses.fields(made)]))
+        if kind is not tuple and not isinstance(value, tuple):
             handed.callers.append((made, value))  # a tuple, immutable, comes back as its items do
         return made
 
     def _changes_back(self, handed: _Handed) -> None:
-        """What the function changed in the lists and dicts it was handed, made the caller's,
-        as an eager call makes it (see _conversions._mutations): a value it was handed is the
-        caller's again (an array its tensor, a rebuilt container the caller's), a new array a
-        tensor, narrowed back to the one dtype NumPy lacks every floating tensor had. Plain
-        Python on what dynamo knows while it traces: the checks cost the graph nothing."""
+        """What the function changed in the lists, dicts and dataclasses it was handed, made the
+        caller's, as an eager call makes it (see _conversions._mutations): a value it was handed
+        is the caller's again (an array its tensor, a rebuilt container the caller's), a new
+        array a tensor, narrowed back to the one dtype NumPy lacks every floating tensor had.
+        Plain Python on what dynamo knows while it traces: the checks cost the graph nothing."""
         kinds = set(handed.floats)
         restore = next(iter(kinds)) if len(kinds) == 1 and kinds <= self.widened.keys() else None
 
@@ -266,13 +342,20 @@ class Trace:
             return _inside(value, back)
 
         for caller, made, before in handed.containers:
-            if type(made) is list:
+            kind = type(made)
+            if kind is list:
                 if len(made) != len(before) or not all(map(_same, made, before)):
                     caller[:] = [back(v) for v in made]
-            elif list(made) != list(before) or not all(_same(made[k], before[k]) for k in made):
-                now = {k: back(v) for k, v in made.items()}
-                caller.clear()
-                caller.update(now)
+            elif kind in _MAPPINGS:
+                if list(made) != list(before) or not all(_same(made[k], before[k]) for k in made):
+                    now = {k: back(v) for k, v in made.items()}
+                    caller.clear()
+                    caller.update(now)
+            else:  # a dataclass: each field set anew, as an eager call sets it (a frozen one's too)
+                for field, then in zip(dataclasses.fields(made), before, strict=True):
+                    now = getattr(made, field.name)
+                    if not _same(now, then):
+                        object.__setattr__(caller, field.name, back(now))
 
     def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
         """The dtype floating results are cast to: ``dtype=``'s, or the arguments' narrow dtype
@@ -303,7 +386,10 @@ class Trace:
         if not self.traces:
             return f"each call is one graph break, the body run eagerly: {self.why_not}"
         note = "its calls are traced into the graph, its NumPy code as torch operations"
-        return note if self.fell_back is None else f"{note}; but {self.fell_back}"
+        for but in (self.untraced_container, self.fell_back):
+            if but is not None:
+                note = f"{note}; but {but}"
+        return note
 
 
 class _Inline:
@@ -319,6 +405,8 @@ class _Inline:
     def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
         if not self.trace.fits(args, kwargs):
             return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
+        if not self.trace.rebuilds(args, kwargs):
+            return unrebuilt(self.trace.unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
 
 
@@ -331,6 +419,76 @@ class _Handed(NamedTuple):
     callers: list[tuple[Any, Any]]
     #: (the caller's list or dict, the one the function was handed, what that held then).
     containers: list[tuple[Any, Any, Any]]
+
+
+#: The mappings the trace rebuilds: dicts, ordered and defaulting ones too.
+_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _rebuilt(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
+    """``value`` rebuilt with ``each(item, *extra)`` of its items where it is a container the
+    trace rebuilds (a tuple, named tuple, list, dict, OrderedDict, defaultdict or dataclass
+    instance), else None: plain Python that dynamo traces, where the library's container walk
+    is not."""
+    kind = type(value)
+    if kind is tuple or kind is list or kind is dict:
+        return _inside(value, each, *extra)
+    if kind is collections.OrderedDict:
+        return collections.OrderedDict((k, each(v, *extra)) for k, v in value.items())
+    if kind is collections.defaultdict:
+        return collections.defaultdict(value.default_factory, {k: each(v, *extra) for k, v in value.items()})
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
+        return kind(*[each(v, *extra) for v in value])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        made = copy.copy(value)
+        for field in dataclasses.fields(value):
+            object.__setattr__(made, field.name, each(getattr(value, field.name), *extra))
+        return made
+    return None
+
+
+def _unrebuilt(value: Any) -> bool:
+    """Whether ``value`` (an argument) holds a tensor inside a container the trace does not
+    rebuild (see ``_rebuilt``): a dict subclass of another kind, a structseq, a container
+    registered with ``register_container``, whose insides dynamo cannot read through the
+    library's walk: a registered one is taken to hold one."""
+    found: list[bool] = []
+
+    def look(item: Any) -> Any:
+        if not isinstance(item, torch.Tensor) and _rebuilt(item, look) is None and _holds_tensor(item):
+            found.append(True)
+        return item
+
+    look(value)
+    return bool(found)
+
+
+def _holds_tensor(value: Any) -> bool:
+    """Whether ``value``, a container the trace does not rebuild, holds a tensor, as far as
+    dynamo can look while it traces (see ``_unrebuilt``)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(map(_holds_tensor, value))
+    if isinstance(value, dict):
+        return any(map(_holds_tensor, value.values()))
+    return registered(type(value))
+
+
+def _tensor_path(value: Any, inside: bool) -> list[KeyEntry] | None:
+    """The key entries down to the first tensor of ``value`` held in a container other than a
+    tuple, list or dict (``inside``: ``value`` is within one), by the library's container walk."""
+    if isinstance(value, torch.Tensor):
+        return [] if inside else None
+    kind = type(value)
+    node = node_for(kind)
+    if node is None:
+        return None
+    for key, child in node.items(value):
+        below = _tensor_path(child, inside or (kind is not tuple and kind is not list and kind is not dict))
+        if below is not None:
+            return [key, *below]
+    return None
 
 
 def _same(a: Any, b: Any) -> bool:
