@@ -38,17 +38,17 @@ from autoconvert._spec._signature import Parameters, Selection
 Escape = Callable[..., Any]
 
 
-def unrebuilt(call: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - runs under dynamo
+def _unrebuilt_escape(call: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - runs under dynamo
     """``call(*args)`` out of dynamo's sight (as ``opaque``), for a call whose tensors the trace
     cannot hand over: under ``fullgraph=True`` dynamo's refusal of the break carries the
     library's words as its reason, where this torch's ``torch.compiler.disable`` takes one."""
-    if _unrebuilt_call is None:  # made by the first such call, run by Python (see Trace.unrebuilt)
+    if _unrebuilt_call is None:  # made by the first such call, run by Python (see Trace.said_unrebuilt)
         return opaque(call, *args)
     return _unrebuilt_call(call, *args)
 
 
 _unrebuilt_call: Callable[..., Any] | None = None
-#: The containers the trace route rebuilds (see _rebuilt), in its words.
+#: The containers the trace route rebuilds (see _rebuilt_in_graph), in its words.
 _REBUILT = "tuples, named tuples, lists, dicts, OrderedDicts, defaultdicts and dataclasses"
 _UNREBUILT = (
     "autoconvert: a decorated function's argument holds a tensor inside a container the trace route does not "
@@ -164,7 +164,7 @@ class Trace:
             if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
                 return opaque(call, wrapped, instance, args, kwargs)
             if not _trace.rebuilds(args, kwargs):
-                return unrebuilt(_trace.unrebuilt, call, wrapped, instance, args, kwargs)
+                return _unrebuilt_escape(_trace.said_unrebuilt, call, wrapped, instance, args, kwargs)
             if _bound:
                 return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
             return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
@@ -203,7 +203,7 @@ class Trace:
             fitting.append(self._fits(item))
             return item
 
-        _rebuilt(value, look)
+        _rebuilt_in_graph(value, look)
         return all(fitting)
 
     def runs_judged(self, wrapped: Any) -> bool:
@@ -213,13 +213,13 @@ class Trace:
 
     def rebuilds(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether the traced call can hand the function every tensor of these arguments as an
-        array: each one is an argument or inside tuples, lists and dicts, which the trace
-        rebuilds; one inside another container (see ``_holds_tensor``) it cannot."""
+        array: each one is an argument or inside the containers the trace rebuilds (see
+        ``_rebuilt_in_graph``); one inside another container (see ``_unrebuilt``) it cannot."""
         if not self.nested:  # handed as they are, tensors and all, as eagerly
             return True
         return not any(map(_unrebuilt, (*args, *kwargs.values()) if kwargs else args))
 
-    def unrebuilt(self, call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    def said_unrebuilt(self, call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The escape of a call with a tensor in a container the trace does not rebuild, run by
         Python: said once (naming the argument path), and kept for explain."""
         global _unrebuilt_call
@@ -241,7 +241,7 @@ class Trace:
 
     def _path_to_tensor(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: Any) -> str:
         """The path of the first tensor inside a container the trace does not rebuild
-        (``batch.x``, ``pair[0].w``), for the words of ``unrebuilt``: eager, out of the graph."""
+        (``batch.x``, ``pair[0].w``), for the words of ``said_unrebuilt``: eager, out of the graph."""
         offset = self.params.offset(instance)
         roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
         roots += [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
@@ -256,7 +256,7 @@ class Trace:
         one (or this torch inlines no escape): said once, and kept for explain."""
         wrapped, _, args, kwargs = rest
         if self.traces and self.runs_judged(wrapped) and not self.rebuilds(args, kwargs):
-            return self.unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
+            return self.said_unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
         if self.traces and self.fell_back is None and self.runs_judged(wrapped) and self.fits(args, kwargs):
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
@@ -311,13 +311,13 @@ class Trace:
             return array
         if not self.nested:
             return value
-        made = _rebuilt(value, self._array, handed)
+        made = _rebuilt_in_graph(value, self._array, handed)
         if made is None:
             return value
         kind = type(value)
-        if kind is list or kind in _MAPPINGS:
+        if kind is list or kind in _REBUILT_MAPPINGS:
             handed.containers.append((value, made, list(made) if kind is list else dict(made)))
-        elif kind is not tuple and not isinstance(value, tuple):  # a dataclass
+        elif not isinstance(value, tuple) and not type(value).__dataclass_params__.frozen:  # a dataclass
             handed.containers.append((value, made, [getattr(made, f.name) for f in dataclasses.fields(made)]))
         if kind is not tuple and not isinstance(value, tuple):
             handed.callers.append((made, value))  # a tuple, immutable, comes back as its items do
@@ -334,7 +334,7 @@ class Trace:
 
         def back(value: Any) -> Any:
             for made, caller in handed.callers:
-                if _same(made, value):
+                if _alike(made, value):
                     return caller
             if isinstance(value, (np.ndarray, np.generic)) and handed.floats:
                 tensor = torch.as_tensor(value)
@@ -344,17 +344,17 @@ class Trace:
         for caller, made, before in handed.containers:
             kind = type(made)
             if kind is list:
-                if len(made) != len(before) or not all(map(_same, made, before)):
+                if len(made) != len(before) or not all(map(_alike, made, before)):
                     caller[:] = [back(v) for v in made]
-            elif kind in _MAPPINGS:
-                if list(made) != list(before) or not all(_same(made[k], before[k]) for k in made):
+            elif kind in _REBUILT_MAPPINGS:
+                if list(made) != list(before) or not all(_alike(made[k], before[k]) for k in made):
                     now = {k: back(v) for k, v in made.items()}
                     caller.clear()
                     caller.update(now)
-            else:  # a dataclass: each field set anew, as an eager call sets it (a frozen one's too)
+            else:  # a dataclass (not frozen: an eager call refuses a change to one): each field set anew
                 for field, then in zip(dataclasses.fields(made), before, strict=True):
                     now = getattr(made, field.name)
-                    if not _same(now, then):
+                    if not _alike(now, then):
                         object.__setattr__(caller, field.name, back(now))
 
     def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
@@ -406,7 +406,7 @@ class _Inline:
         if not self.trace.fits(args, kwargs):
             return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
         if not self.trace.rebuilds(args, kwargs):
-            return unrebuilt(self.trace.unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
+            return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
 
 
@@ -422,10 +422,10 @@ class _Handed(NamedTuple):
 
 
 #: The mappings the trace rebuilds: dicts, ordered and defaulting ones too.
-_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+_REBUILT_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
-def _rebuilt(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
+def _rebuilt_in_graph(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
     """``value`` rebuilt with ``each(item, *extra)`` of its items where it is a container the
     trace rebuilds (a tuple, named tuple, list, dict, OrderedDict, defaultdict or dataclass
     instance), else None: plain Python that dynamo traces, where the library's container walk
@@ -449,13 +449,13 @@ def _rebuilt(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
 
 def _unrebuilt(value: Any) -> bool:
     """Whether ``value`` (an argument) holds a tensor inside a container the trace does not
-    rebuild (see ``_rebuilt``): a dict subclass of another kind, a structseq, a container
+    rebuild (see ``_rebuilt_in_graph``): a dict subclass of another kind, a structseq, a container
     registered with ``register_container``, whose insides dynamo cannot read through the
     library's walk: a registered one is taken to hold one."""
     found: list[bool] = []
 
     def look(item: Any) -> Any:
-        if not isinstance(item, torch.Tensor) and _rebuilt(item, look) is None and _holds_tensor(item):
+        if not isinstance(item, torch.Tensor) and _rebuilt_in_graph(item, look) is None and _holds_tensor(item):
             found.append(True)
         return item
 
@@ -476,26 +476,27 @@ def _holds_tensor(value: Any) -> bool:
 
 
 def _tensor_path(value: Any, inside: bool) -> list[KeyEntry] | None:
-    """The key entries down to the first tensor of ``value`` held in a container other than a
-    tuple, list or dict (``inside``: ``value`` is within one), by the library's container walk."""
+    """The key entries down to the first tensor of ``value`` held in a container the trace does
+    not rebuild (``inside``: ``value`` is within one), by the library's container walk: eager,
+    for a message."""
     if isinstance(value, torch.Tensor):
         return [] if inside else None
-    kind = type(value)
-    node = node_for(kind)
+    node = node_for(type(value))
     if node is None:
         return None
+    inside = inside or _rebuilt_in_graph(value, lambda item: item) is None
     for key, child in node.items(value):
-        below = _tensor_path(child, inside or (kind is not tuple and kind is not list and kind is not dict))
+        below = _tensor_path(child, inside)
         if below is not None:
             return [key, *below]
     return None
 
 
-def _same(a: Any, b: Any) -> bool:
+def _alike(a: Any, b: Any) -> bool:
     """``a is b``, save that tuples, which dynamo cannot compare so, are the same where their
     items are: a tuple the function was handed and one it made of the same items are alike."""
     if type(a) is tuple or type(b) is tuple:
-        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(map(_alike, a, b))
     return a is b
 
 
