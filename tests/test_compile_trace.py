@@ -744,14 +744,15 @@ def test_tensors_in_dataclasses_named_tuples_and_other_dicts_are_handed_as_array
 def _sets_fields(batch: _Batch, d: collections.OrderedDict[str, Any]) -> np.ndarray:
     batch.x = batch.x * 2
     d["new"] = np.cos(batch.x)
+    d["again"] = d["pair"]  # a named tuple it was handed: the caller's own again
     return batch.x + 1
 
 
 def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_caller() -> None:
     fn = ac.returns_tensor(ac.accepts_numpy(_sets_fields))
     x = torch.tensor([0.3, 0.9], dtype=torch.float64)
-    eager_args = (_Batch(x, 1.0), collections.OrderedDict(k=x))
-    compiled_args = (_Batch(x, 1.0), collections.OrderedDict(k=x))
+    eager_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
+    compiled_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
     expected = fn(*eager_args)
     got = torch.compile(fn, backend="aot_eager", fullgraph=True)(*compiled_args)
     _close(expected, got)
@@ -759,7 +760,7 @@ def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_ca
     assert _described([*compiled_args[1].values(), compiled_args[0].x]) == _described(
         [*eager_args[1].values(), eager_args[0].x]
     )
-    assert compiled_args[1]["k"] is x
+    assert compiled_args[1]["k"] is x and compiled_args[1]["again"] is compiled_args[1]["pair"]
 
 
 class _Registered:

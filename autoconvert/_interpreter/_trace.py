@@ -295,8 +295,9 @@ class Trace:
 
     def _array(self, value: Any, handed: _Handed) -> Any:
         """``value`` with its tensors as the arrays the function is handed (see the module),
-        each list and dict rebuilt and recorded in ``handed``, so that what the function
-        changes in them reaches the caller's (see ``_changes_back``)."""
+        each container the trace rebuilds (see ``_rebuilt_in_graph``) rebuilt and recorded in
+        ``handed``, so that what the function changes in them reaches the caller's (see
+        ``_changes_back``)."""
         if isinstance(value, torch.Tensor):
             if value.is_floating_point() or value.is_complex():
                 handed.floats.append(value.dtype)
@@ -319,8 +320,7 @@ class Trace:
             handed.containers.append((value, made, list(made) if kind is list else dict(made)))
         elif not isinstance(value, tuple) and not type(value).__dataclass_params__.frozen:  # a dataclass
             handed.containers.append((value, made, [getattr(made, f.name) for f in dataclasses.fields(made)]))
-        if kind is not tuple and not isinstance(value, tuple):
-            handed.callers.append((made, value))  # a tuple, immutable, comes back as its items do
+        handed.callers.append((made, value))  # a tuple as one of the same items (see _alike)
         return made
 
     def _changes_back(self, handed: _Handed) -> None:
@@ -339,7 +339,8 @@ class Trace:
             if isinstance(value, (np.ndarray, np.generic)) and handed.floats:
                 tensor = torch.as_tensor(value)
                 return tensor.to(restore) if restore is not None and tensor.dtype == self.widened[restore] else tensor
-            return _inside(value, back)
+            made = _rebuilt_in_graph(value, back)  # a new container
+            return value if made is None else made
 
         for caller, made, before in handed.containers:
             kind = type(made)
@@ -417,7 +418,7 @@ class _Handed(NamedTuple):
     floats: list[torch.dtype]
     #: (what the function was handed, the caller's value it stands for): arrays, containers.
     callers: list[tuple[Any, Any]]
-    #: (the caller's list or dict, the one the function was handed, what that held then).
+    #: (the caller's list, dict or dataclass, the one the function was handed, what that held then).
     containers: list[tuple[Any, Any, Any]]
 
 
@@ -493,9 +494,10 @@ def _tensor_path(value: Any, inside: bool) -> list[KeyEntry] | None:
 
 
 def _alike(a: Any, b: Any) -> bool:
-    """``a is b``, save that tuples, which dynamo cannot compare so, are the same where their
-    items are: a tuple the function was handed and one it made of the same items are alike."""
-    if type(a) is tuple or type(b) is tuple:
+    """``a is b``, save that tuples (named ones too), which dynamo cannot compare so, are the
+    same where their items are: a tuple the function was handed and one it made of the same
+    items are alike."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
         return type(a) is type(b) and len(a) == len(b) and all(map(_alike, a, b))
     return a is b
 
