@@ -69,6 +69,19 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
     return _opaque_call(call, *args, **kwargs)
 
 
+def escape_saying(reason: str) -> Callable[..., Any]:
+    """A call as ``opaque`` makes it, ``escape(call, *args)``, whose graph break dynamo refuses
+    under ``fullgraph=True`` in an error quoting ``reason``, where this torch's
+    ``torch.compiler.disable`` takes one (a feature read: torch 2.4's has no ``reason``)."""
+    if _DISABLE_TAKES_REASON:
+        return torch.compiler.disable(_through, recursive=True, reason=reason)  # type: ignore[no-untyped-call, no-any-return]
+    return torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call, no-any-return]
+
+
+#: Read once, at import: dynamo refuses to trace reading ``torch.compiler.disable`` itself.
+_DISABLE_TAKES_REASON = "reason" in inspect.signature(torch.compiler.disable).parameters
+
+
 def unseen(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``call(*args, **kwargs)``, a wrapper being built, with dynamo's frame hook off where dynamo
     is loaded: built on first use inside a compiled function, run by Python after a graph break,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import functools
 import math
 import warnings
@@ -316,12 +318,7 @@ def test_the_promises_hold_inside_the_graph() -> None:
         return batch["a"] + pair[0], np.stack(pair).sum(axis=0) * batch["k"]
 
     args = ({"a": x, "k": 2.0}, [x, x * 2])
-    _close(of_containers(*args), run(of_containers, *args, fullgraph=False))  # a list or dict: the escape
-
-
-def _adds_a_key(d: dict[str, np.ndarray]) -> np.ndarray:
-    d["new"] = d["x"] * 2
-    return d["x"] + 1
+    _close(of_containers(*args), run(of_containers, *args))
 
 
 def _halved(a: np.ndarray) -> np.ndarray:
@@ -336,20 +333,20 @@ def _puts(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("fullgraph", [False, True])
 def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(fullgraph: bool) -> None:
     """torch's NumPy tracing follows torch's dtype rules on integers (``a / 2`` of int64 is
-    float32 there), cannot hand back a change to a dict it was handed, and widens bfloat16
-    into a copy that writeback=True would not reach: such calls take the escape (a graph
-    break, so fullgraph=True refuses them), and give what they give eagerly, with no warning."""
+    float32 there, in a list too), and widens bfloat16 into a copy that writeback=True would not
+    reach: such calls take the escape (a graph break, so fullgraph=True refuses them), and give
+    what they give eagerly, with no warning."""
 
     def compiled(fn: Any, *args: Any) -> Any:
         torch._dynamo.reset()
         return torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)(*args)
 
-    adds = ac.returns_tensor(ac.accepts_numpy(_adds_a_key))
     halved = ac.returns_tensor(ac.accepts_numpy(_halved))
+    halved_first = ac.returns_tensor(ac.accepts_numpy(lambda items: items[0] / 2))
     puts = ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts))
     cases = [
-        (adds, lambda: ({"x": torch.ones(3)},)),
         (halved, lambda: (torch.arange(4),)),
+        (halved_first, lambda: ([torch.arange(4), 1.0],)),
         (puts, lambda: (torch.ones(3, dtype=torch.bfloat16),)),
     ]
     for fn, made in cases:
@@ -551,3 +548,250 @@ def test_a_module_calling_each_product_compiles_fullgraph_once() -> None:
     _close(net(a, b), compiled(a, b))
     _close(net(a + 1, b), compiled(a + 1, b))
     assert counter.frame_count == 1
+
+
+def _scaled_by_dict(x: np.ndarray, d: dict[str, Any]) -> np.ndarray:
+    return np.sin(x) * d["k"]
+
+
+def _of_nested(items: list[Any], weights: dict[str, Any]) -> np.ndarray:
+    first, (second, scale) = items[0], items[1]
+    return np.sin(first) * second["w"] * scale + weights["bias"][0] * np.cos(weights["bias"][1])
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_list_and_dict_arguments_are_traced_with_their_gradients(fullgraph: bool) -> None:
+    """A list or dict argument (holding tensors or plain values, nested) is traced as a tuple
+    is: the eager value, the gradient reaching the tensors inside, no warning. They took the
+    escape: the gradient dropped with a GradientWarning, and dynamo's Unsupported
+    under fullgraph=True."""
+    scaled = ac.returns_tensor(ac.accepts_numpy(_scaled_by_dict))
+    nested = ac.returns_tensor(ac.accepts_numpy(_of_nested))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        plain = scaled(x, {"k": 2.0})
+        held = scaled(x, {"k": w})
+        both = nested([x, ({"w": w}, 3.0)], weights={"bias": [w, x]})
+        return plain.sum() + held.sum() + both.sum()
+
+    value = torch.compile(step, backend="aot_eager", fullgraph=fullgraph)(x, w)
+    value.backward()
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    expected = (torch.sin(xr) * 2).sum() + (torch.sin(xr) * wr).sum()
+    expected = expected + (torch.sin(xr) * wr * 3 + wr * torch.cos(xr)).sum()
+    expected.backward()
+    torch.testing.assert_close(value, expected)
+    torch.testing.assert_close(x.grad, xr.grad)
+    torch.testing.assert_close(w.grad, wr.grad)
+
+
+def _changes_its_containers(d: dict[str, Any], items: list[Any]) -> np.ndarray:
+    d["new"] = d["x"] * 2  # a new array: a tensor for the caller
+    d["kept"] = items[0]  # an array it was handed: the caller's tensor again
+    del d["gone"]
+    d["inner"].append(np.cos(d["x"]))  # a list inside the dict
+    items.append(2.5)
+    items.pop(0)
+    return d["x"] + 1
+
+
+def _changed_args(x: torch.Tensor) -> tuple[dict[str, Any], list[Any]]:
+    return {"x": x, "gone": 1.0, "inner": [x * 3]}, [x * 4, (x, 1.0)]
+
+
+def _described(value: Any) -> Any:
+    """What a container holds, each tensor as its dtype and values (identity apart)."""
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, value.detach().float().tolist())
+    if isinstance(value, (list, tuple)):
+        return type(value), [_described(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _described(v) for k, v in value.items()}
+    return value
+
+
+def _check_changes_reach_the_caller(route: Any, dtype: torch.dtype, fullgraph: bool) -> None:
+    fn = route(_changes_its_containers)
+    x_eager, x_compiled = torch.tensor([0.3, 0.9], dtype=dtype), torch.tensor([0.3, 0.9], dtype=dtype)
+    eager_args, compiled_args = _changed_args(x_eager), _changed_args(x_compiled)
+    inner, handed = compiled_args[0]["inner"], compiled_args[1][0]
+    expected = fn(*eager_args)
+    torch._dynamo.reset()
+    got = torch.compile(lambda d, items: fn(d, items), backend="aot_eager", fullgraph=fullgraph)(*compiled_args)
+    _close(expected, got)
+    assert _described(compiled_args) == _described(eager_args)
+    d = compiled_args[0]
+    assert d["x"] is x_compiled and d["kept"] is handed and d["inner"] is inner  # the caller's own objects
+    assert type(d["new"]) is torch.Tensor and d["new"].dtype == dtype
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_what_the_function_changes_in_a_handed_list_or_dict_reaches_the_caller(fullgraph: bool) -> None:
+    """Traced, a change to a list or dict the function was handed reaches the caller's as an
+    eager call's does: keys added and removed, items appended and popped, a list inside
+    changed; new arrays as tensors, handed values as the caller's own objects again."""
+    _check_changes_reach_the_caller(lambda f: ac.returns_tensor(ac.accepts_numpy(f)), torch.float64, fullgraph)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "route",
+    [lambda f: ac.returns_tensor(ac.accepts_numpy(f)), ac.torchify, ac.adapt],
+    ids=["pair", "torchify", "adapt"],
+)
+def test_container_changes_reach_the_caller_in_each_route_and_dtype(route: Any, dtype: torch.dtype) -> None:
+    """The pair, a torchified function and adapt, in float64, float32 and bfloat16 (handed
+    widened, new arrays narrowed back as eagerly)."""
+    _check_changes_reach_the_caller(route, dtype, fullgraph=True)
+
+
+def _reads_containers(x: np.ndarray, d: dict[str, Any], items: list[Any]) -> np.ndarray:
+    return np.sin(x) * d["k"] + items[0] * items[1]["w"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "route",
+    [lambda f: ac.returns_tensor(ac.accepts_numpy(f)), ac.torchify, ac.adapt],
+    ids=["pair", "torchify", "adapt"],
+)
+@pytest.mark.parametrize(
+    "made",
+    [
+        lambda x: (x, {"k": 2.0}, [1.0, {"w": [3.0]}]),
+        lambda x: (x, {"k": x * 2}, [x, {"w": [x * 3]}]),
+        lambda x: ([x][0], {"k": (x, 2.0)[1]}, [x * 1, {"w": (x,)}]),
+    ],
+    ids=["plain values", "tensors", "tensors in tuples"],
+)
+def test_list_and_dict_arguments_trace_in_each_route(route: Any, made: Any) -> None:
+    """fullgraph=True in each route: the eager value, and the gradient of a requires-grad
+    tensor torch autograd gives the same expression."""
+    fn = route(_reads_containers)
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ac.GradientWarning)
+        expected = fn(*made(x.detach()))
+    got = torch.compile(lambda x: fn(*made(x)), backend="aot_eager", fullgraph=True)(x)
+    _close(expected, got.detach())
+    got.sum().backward()
+    xr = x.detach().clone().requires_grad_()
+    reference = torch.sin(xr) * made(xr)[1]["k"]
+    items = made(xr)[2]
+    (reference + torch.as_tensor(items[0]) * torch.as_tensor(items[1]["w"][0])).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+
+
+def _appends_sine(x: np.ndarray, items: list[Any]) -> np.ndarray:
+    items.append(np.sin(x))
+    return x * items[0]
+
+
+def test_with_nested_false_a_list_argument_is_handed_as_it_is_in_the_graph_too() -> None:
+    """nested=False hands a list as it is: traced, fullgraph=True holds, and what the function
+    puts in it reaches the caller's list as eagerly (an array stays an array)."""
+    fn = ac.returns_tensor(ac.accepts_numpy(nested=False)(_appends_sine))
+    x = torch.ones(2, dtype=torch.float64)
+    eager_items, compiled_items = [2.0], [2.0]
+    expected = fn(x, eager_items)
+    got = torch.compile(fn, backend="aot_eager", fullgraph=True)(x, compiled_items)
+    torch.testing.assert_close(got, expected)
+    assert compiled_items[0] == 2.0 and type(compiled_items[1]) is np.ndarray
+    np.testing.assert_allclose(compiled_items[1], eager_items[1])
+
+
+@dataclasses.dataclass
+class _Batch:
+    x: Any
+    scale: float
+
+
+_Pair = collections.namedtuple("_Pair", "x scale")
+
+
+def _writes_and_reads(c: Any) -> np.ndarray:
+    x, scale = (c["x"], c["scale"]) if isinstance(c, dict) else (c.x, c.scale)
+    x[0] = 5.0  # into the private copy: the caller's tensor stays as it was
+    return np.sin(x) * scale
+
+
+@pytest.mark.parametrize(
+    "made",
+    [
+        lambda x: _Batch(x, 2.0),
+        lambda x: _Pair(x, 2.0),
+        lambda x: collections.OrderedDict(x=x, scale=2.0),
+        lambda x: collections.defaultdict(float, x=x, scale=2.0),
+    ],
+    ids=["dataclass", "namedtuple", "OrderedDict", "defaultdict"],
+)
+def test_tensors_in_dataclasses_named_tuples_and_other_dicts_are_handed_as_arrays(made: Any) -> None:
+    """A dataclass, named tuple, OrderedDict or defaultdict argument is rebuilt as a dict is:
+    its tensors handed as private arrays, the gradient reaching them, fullgraph=True. The
+    function was handed the caller's tensors themselves, and wrote into them."""
+    fn = ac.returns_tensor(ac.accepts_numpy(copy=True)(_writes_and_reads))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    got = torch.compile(lambda x: fn(made(x)), backend="aot_eager", fullgraph=True)(x)
+    torch.testing.assert_close(got, fn(made(x.detach())))
+    assert x.tolist() == [0.3, 0.9]
+    got.sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([0.0, 2 * math.cos(0.9)], dtype=torch.float64))
+
+
+def _sets_fields(batch: _Batch, d: collections.OrderedDict[str, Any]) -> np.ndarray:
+    batch.x = batch.x * 2
+    d["new"] = np.cos(batch.x)
+    d["again"] = d["pair"]  # a named tuple it was handed: the caller's own again
+    return batch.x + 1
+
+
+def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_caller() -> None:
+    fn = ac.returns_tensor(ac.accepts_numpy(_sets_fields))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    eager_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
+    compiled_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
+    expected = fn(*eager_args)
+    got = torch.compile(fn, backend="aot_eager", fullgraph=True)(*compiled_args)
+    _close(expected, got)
+    assert type(compiled_args[0].x) is torch.Tensor and type(compiled_args[1]["new"]) is torch.Tensor
+    assert _described([*compiled_args[1].values(), compiled_args[0].x]) == _described(
+        [*eager_args[1].values(), eager_args[0].x]
+    )
+    assert compiled_args[1]["k"] is x and compiled_args[1]["again"] is compiled_args[1]["pair"]
+
+
+class _Registered:
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+
+def _sine_of_registered(r: _Registered, k: float) -> np.ndarray:
+    return np.sin(r.x) * k
+
+
+def test_a_tensor_in_a_registered_container_takes_the_escape_said_once() -> None:
+    """A container registered with register_container, whose insides dynamo cannot read through
+    the library's walk: the call takes the escape (the eager result), said once with a
+    CompileWarning naming the argument path, and explain says so."""
+    ac.register_container(_Registered, lambda r: ((r.x,), None), lambda c, _: _Registered(*c))
+    fn = ac.returns_tensor(ac.accepts_numpy(_sine_of_registered))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    compiled = torch.compile(fn, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", ac.CompileWarning)
+        got = [compiled(_Registered(x), 2.0), compiled(_Registered(x * 2), 3.0)]
+    torch.testing.assert_close(got, [torch.sin(x) * 2, torch.sin(x * 2) * 3])
+    words = (
+        "a call with a tensor inside a container the trace route does not rebuild (its argument r[0]) takes the "
+        "escape: it rebuilds tuples, named tuples, lists, dicts, OrderedDicts, defaultdicts and dataclasses"
+    )
+    assert [str(w.message) for w in said] == [
+        f"autoconvert: _sine_of_registered(): {words}. Fix: hand the tensors in one of those, or as arguments, to "
+        "keep the call in the graph"
+    ]
+    assert ac.explain(fn).compiled == (
+        f"its calls are traced into the graph, its NumPy code as torch operations; but {words}"
+    )

@@ -93,11 +93,53 @@ def test_double_backward_raises_clearly() -> None:
         g.sum().backward()
 
 
+_WRONG_COUNT = (
+    "{name}(): the backward must return {count} gradient(s), one per positional tensor argument ({names}: tensors "
+    "given by keyword to positional parameters count). Found {found}. Fix: return a single array for one tensor "
+    "argument, else a tuple with a gradient (or None) for each, in that order."
+)
+
+
 def test_a_backward_returning_the_wrong_count_is_named() -> None:
     bad = ac.numpy_op(np.add, backward=lambda g, x, y, output: g)
     x = torch.ones(2, requires_grad=True)
-    with pytest.raises(ac.ConversionError, match=r"must return 2 gradient\(s\), one per positional tensor argument"):
+    expected = _WRONG_COUNT.format(name="add", count=2, names="x1, x2", found="ndarray of 1")
+    with pytest.raises(ac.ConversionError) as caught:
         bad(x, torch.ones(2, requires_grad=True)).sum().backward()
+    assert str(caught.value) == expected
+
+
+def _scaled_sin(x: np.ndarray, y: np.ndarray, scale: Any = 1.0) -> np.ndarray:
+    return np.sin(x) * y * scale
+
+
+def test_the_wrong_count_names_a_tensor_given_by_keyword_to_a_positional_parameter() -> None:
+    """A backward written for the tensors given by position, called with a tensor for a later
+    positional parameter by keyword: that tensor counts too, and the message names it."""
+    op = ac.numpy_op(
+        _scaled_sin,
+        backward=lambda g, x, y, scale=1.0, output=None: (g * np.cos(x) * y * scale, g * np.sin(x) * scale),
+    )
+    x, y = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True), torch.ones(2, dtype=torch.float64)
+    op(x, y, scale=2.0).sum().backward()  # a float for scale: two tensors, two gradients
+    torch.testing.assert_close(x.grad, 2 * torch.cos(x.detach()))
+    expected = _WRONG_COUNT.format(name="_scaled_sin", count=3, names="x, y, scale", found="tuple of 2")
+    with pytest.raises(ac.ConversionError) as caught:
+        op(x, y, scale=torch.tensor(2.0, dtype=torch.float64)).sum().backward()
+    assert str(caught.value) == expected
+
+
+def _of_rest(x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+    return x * rest[0] * rest[1]
+
+
+def test_the_wrong_count_names_a_var_positional_parameters_items() -> None:
+    op = ac.numpy_op(_of_rest, backward=lambda g, x, *rest, output: g)
+    x = torch.ones(2, requires_grad=True)
+    expected = _WRONG_COUNT.format(name="_of_rest", count=2, names="x, rest[1]", found="ndarray of 1")
+    with pytest.raises(ac.ConversionError) as caught:
+        op(x, 2.0, torch.ones(2)).sum().backward()
+    assert str(caught.value) == expected
 
 
 def test_without_backward_it_is_the_plain_pair() -> None:

@@ -15,16 +15,20 @@ results narrowed back, ``dtype=`` and ``device=`` applied to the results.
 
 from __future__ import annotations
 
+import collections
+import copy
+import dataclasses
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
 
+from autoconvert._conversions._containers import node_for, registered
 from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
-from autoconvert._errors import CompileWarning
-from autoconvert._escape import compiling, opaque
+from autoconvert._errors import CompileWarning, KeyEntry, keystr
+from autoconvert._escape import compiling, escape_saying, opaque
 from autoconvert._failures._guards import Guarded
 from autoconvert._options._options import Policy, gives_way
 from autoconvert._spec._callbacks import reads_numpy_alone
@@ -32,6 +36,25 @@ from autoconvert._spec._signature import Parameters, Selection
 
 #: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
 Escape = Callable[..., Any]
+
+
+def _unrebuilt_escape(call: Callable[..., Any], *args: Any) -> Any:  # pragma: no cover - runs under dynamo
+    """``call(*args)`` out of dynamo's sight (as ``opaque``), for a call whose tensors the trace
+    cannot hand over: under ``fullgraph=True`` dynamo's refusal of the break carries the
+    library's words as its reason, where this torch's ``torch.compiler.disable`` takes one."""
+    if _unrebuilt_call is None:  # made by the first such call, run by Python (see Trace.said_unrebuilt)
+        return opaque(call, *args)
+    return _unrebuilt_call(call, *args)
+
+
+_unrebuilt_call: Callable[..., Any] | None = None
+#: The containers the trace route rebuilds (see _rebuilt_in_graph), in its words.
+_REBUILT = "tuples, named tuples, lists, dicts, OrderedDicts, defaultdicts and dataclasses"
+_UNREBUILT = (
+    "autoconvert: a decorated function's argument holds a tensor inside a container the trace route does not "
+    f"rebuild (a registered container, a dict subclass, a structseq): the call takes the escape, one graph break. "
+    f"Fix: hand the tensors in {_REBUILT}, or as arguments"
+)
 
 
 def traced_function(function: Any) -> Any:
@@ -103,6 +126,8 @@ class Trace:
         self.dtype = outputs.dtype if outputs is not None else None
         #: Why a call judged traceable ran through the escape instead (None: none has).
         self.fell_back: str | None = None
+        #: Said where a call's tensor in a container the trace does not rebuild took the escape.
+        self.untraced_container: str | None = None
         self.escape = self._escape(bound=False)
         self.method_escape = self._escape(bound=True)
 
@@ -138,6 +163,8 @@ class Trace:
         ) -> Any:
             if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
                 return opaque(call, wrapped, instance, args, kwargs)
+            if not _trace.rebuilds(args, kwargs):
+                return _unrebuilt_escape(_trace.said_unrebuilt, call, wrapped, instance, args, kwargs)
             if _bound:
                 return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
             return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
@@ -156,30 +183,80 @@ class Trace:
     def fits(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a call with these arguments gives in the graph what it gives eagerly.
         torch's NumPy tracing follows torch's dtype rules where NumPy's differ on integers
-        and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); the graph
-        cannot hand back what the function changes in a list or dict it was handed; and a
-        tensor NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True``
-        and ``copy=False`` refuse. Such calls take the escape."""
-        for value in (*args, *kwargs.values()) if kwargs else args:
-            kind = type(value)
-            if kind is list or kind is dict:
-                return False
-            if isinstance(value, torch.Tensor) and (
-                not (value.is_floating_point() or value.is_complex())
-                or (not self.private and value.dtype in self.widened)
-            ):
-                return False
-        return True
+        and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
+        NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
+        ``copy=False`` refuse. Such calls take the escape. Tensors in the containers the trace
+        rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are)."""
+        return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
+
+    def _fits(self, value: Any) -> bool:
+        """Whether ``value``, an argument or an item of one, fits the graph (see ``fits``)."""
+        if isinstance(value, torch.Tensor):
+            return (value.is_floating_point() or value.is_complex()) and (
+                self.private or value.dtype not in self.widened
+            )
+        if not self.nested:  # containers handed as they are, as eagerly
+            return True
+        fitting: list[bool] = []
+
+        def look(item: Any) -> Any:
+            fitting.append(self._fits(item))
+            return item
+
+        _rebuilt_in_graph(value, look)
+        return all(fitting)
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
         function = traced_function(wrapped)
         return function is self.judged or getattr(function, "__func__", None) is self.judged
 
+    def rebuilds(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether the traced call can hand the function every tensor of these arguments as an
+        array: each one is an argument or inside the containers the trace rebuilds (see
+        ``_rebuilt_in_graph``); one inside another container (see ``_unrebuilt``) it cannot."""
+        if not self.nested:  # handed as they are, tensors and all, as eagerly
+            return True
+        return not any(map(_unrebuilt, (*args, *kwargs.values()) if kwargs else args))
+
+    def said_unrebuilt(self, call: Any, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The escape of a call with a tensor in a container the trace does not rebuild, run by
+        Python: said once (naming the argument path), and kept for explain."""
+        global _unrebuilt_call
+        if _unrebuilt_call is None:  # made out of the graph (dynamo refuses to make one in it)
+            _unrebuilt_call = escape_saying(_UNREBUILT)
+        if self.untraced_container is None:
+            path = self._path_to_tensor(args, kwargs, instance)
+            self.untraced_container = (
+                f"a call with a tensor inside a container the trace route does not rebuild (its argument {path}) "
+                f"takes the escape: it rebuilds {_REBUILT}"
+            )
+            warnings.warn(
+                f"autoconvert: {self.function}: {self.untraced_container}. Fix: hand the tensors in one of those, or "
+                "as arguments, to keep the call in the graph",
+                CompileWarning,
+                stacklevel=2,
+            )
+        return call(wrapped, instance, args, kwargs)
+
+    def _path_to_tensor(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: Any) -> str:
+        """The path of the first tensor inside a container the trace does not rebuild
+        (``batch.x``, ``pair[0].w``), for the words of ``said_unrebuilt``: eager, out of the graph."""
+        offset = self.params.offset(instance)
+        roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+        roots += [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
+        for root, value in roots:
+            below = _tensor_path(value, False)
+            if below is not None:
+                return keystr(root, below)
+        return "(a container argument)"
+
     def _fell_back(self, call: Any, *rest: Any) -> Any:
         """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
         one (or this torch inlines no escape): said once, and kept for explain."""
         wrapped, _, args, kwargs = rest
+        if self.traces and self.runs_judged(wrapped) and not self.rebuilds(args, kwargs):
+            return self.said_unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
         if self.traces and self.fell_back is None and self.runs_judged(wrapped) and self.fits(args, kwargs):
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
@@ -197,37 +274,89 @@ class Trace:
         """``function`` called on the arrays of the call's tensors, under dynamo: its NumPy
         code becomes torch operations in the graph, and its arrays come back as tensors."""
         function = traced_function(function)
-        floats: list[torch.dtype] = []
+        handed = _Handed([], [], [])
         selection = self.selection
         if selection is None:
-            args = tuple(self._array(a, floats) for a in args)
-            kwargs = {k: self._array(v, floats) for k, v in kwargs.items()}
+            args = tuple(self._array(a, handed) for a in args)
+            kwargs = {k: self._array(v, handed) for k, v in kwargs.items()}
         else:
             args = tuple(
-                self._array(a, floats) if i < offset or selection.wants(i - offset, None, offset) else a
+                self._array(a, handed) if i < offset or selection.wants(i - offset, None, offset) else a
                 for i, a in enumerate(args)
             )
-            kwargs = {k: self._array(v, floats) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
+            kwargs = {k: self._array(v, handed) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
         # Where dynamo stops inside the function, its error shows this line: the way out.
         result = function(*args, **kwargs)  # traced by compile=: pass compile="escape" to keep it out of the graph
+        if handed.containers:
+            self._changes_back(handed)
         if not self.converts_results:
             return result
-        return self._tensors(result, self._result_dtype(floats))
+        return self._tensors(result, self._result_dtype(handed.floats))
 
-    def _array(self, value: Any, floats: list[torch.dtype]) -> Any:
-        """``value`` with its tensors as the arrays the function is handed (see the module)."""
+    def _array(self, value: Any, handed: _Handed) -> Any:
+        """``value`` with its tensors as the arrays the function is handed (see the module),
+        each container the trace rebuilds (see ``_rebuilt_in_graph``) rebuilt and recorded in
+        ``handed``, so that what the function changes in them reaches the caller's (see
+        ``_changes_back``)."""
         if isinstance(value, torch.Tensor):
             if value.is_floating_point() or value.is_complex():
-                floats.append(value.dtype)
-            if self.detach:
-                value = value.detach()
-            wide = self.widened.get(value.dtype)
+                handed.floats.append(value.dtype)
+            tensor = value.detach() if self.detach else value
+            wide = self.widened.get(tensor.dtype)
             if wide is not None:
-                value = value.to(wide)  # a copy already
+                tensor = tensor.to(wide)  # a copy already
             elif self.private:
-                value = value.clone()
-            return value.numpy()
-        return _inside(value, self._array, floats) if self.nested else value
+                tensor = tensor.clone()
+            array = tensor.numpy()
+            handed.callers.append((array, value))
+            return array
+        if not self.nested:
+            return value
+        made = _rebuilt_in_graph(value, self._array, handed)
+        if made is None:
+            return value
+        kind = type(value)
+        if kind is list or kind in _REBUILT_MAPPINGS:
+            handed.containers.append((value, made, list(made) if kind is list else dict(made)))
+        elif not isinstance(value, tuple) and not type(value).__dataclass_params__.frozen:  # a dataclass
+            handed.containers.append((value, made, [getattr(made, f.name) for f in dataclasses.fields(made)]))
+        handed.callers.append((made, value))  # a tuple as one of the same items (see _alike)
+        return made
+
+    def _changes_back(self, handed: _Handed) -> None:
+        """What the function changed in the lists, dicts and dataclasses it was handed, made the
+        caller's, as an eager call makes it (see _conversions._mutations): a value it was handed
+        is the caller's again (an array its tensor, a rebuilt container the caller's), a new
+        array a tensor, narrowed back to the one dtype NumPy lacks every floating tensor had.
+        Plain Python on what dynamo knows while it traces: the checks cost the graph nothing."""
+        kinds = set(handed.floats)
+        restore = next(iter(kinds)) if len(kinds) == 1 and kinds <= self.widened.keys() else None
+
+        def back(value: Any) -> Any:
+            for made, caller in handed.callers:
+                if _alike(made, value):
+                    return caller
+            if isinstance(value, (np.ndarray, np.generic)) and handed.floats:
+                tensor = torch.as_tensor(value)
+                return tensor.to(restore) if restore is not None and tensor.dtype == self.widened[restore] else tensor
+            made = _rebuilt_in_graph(value, back)  # a new container
+            return value if made is None else made
+
+        for caller, made, before in handed.containers:
+            kind = type(made)
+            if kind is list:
+                if len(made) != len(before) or not all(map(_alike, made, before)):
+                    caller[:] = [back(v) for v in made]
+            elif kind in _REBUILT_MAPPINGS:
+                if list(made) != list(before) or not all(_alike(made[k], before[k]) for k in made):
+                    now = {k: back(v) for k, v in made.items()}
+                    caller.clear()
+                    caller.update(now)
+            else:  # a dataclass (not frozen: an eager call refuses a change to one): each field set anew
+                for field, then in zip(dataclasses.fields(made), before, strict=True):
+                    now = getattr(made, field.name)
+                    if not _alike(now, then):
+                        object.__setattr__(caller, field.name, back(now))
 
     def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
         """The dtype floating results are cast to: ``dtype=``'s, or the arguments' narrow dtype
@@ -258,7 +387,10 @@ class Trace:
         if not self.traces:
             return f"each call is one graph break, the body run eagerly: {self.why_not}"
         note = "its calls are traced into the graph, its NumPy code as torch operations"
-        return note if self.fell_back is None else f"{note}; but {self.fell_back}"
+        for but in (self.untraced_container, self.fell_back):
+            if but is not None:
+                note = f"{note}; but {but}"
+        return note
 
 
 class _Inline:
@@ -274,16 +406,109 @@ class _Inline:
     def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
         if not self.trace.fits(args, kwargs):
             return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
+        if not self.trace.rebuilds(args, kwargs):
+            return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
 
 
-def _inside(value: Any, each: Callable[[Any, Any], Any], extra: Any) -> Any:
-    """A list, tuple or dict with ``each(item, extra)`` of its items (``value`` itself where it
+class _Handed(NamedTuple):
+    """What a traced call handed the function (a NamedTuple: dynamo traces its making)."""
+
+    #: The dtype of each floating tensor among the arguments.
+    floats: list[torch.dtype]
+    #: (what the function was handed, the caller's value it stands for): arrays, containers.
+    callers: list[tuple[Any, Any]]
+    #: (the caller's list, dict or dataclass, the one the function was handed, what that held then).
+    containers: list[tuple[Any, Any, Any]]
+
+
+#: The mappings the trace rebuilds: dicts, ordered and defaulting ones too.
+_REBUILT_MAPPINGS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _rebuilt_in_graph(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
+    """``value`` rebuilt with ``each(item, *extra)`` of its items where it is a container the
+    trace rebuilds (a tuple, named tuple, list, dict, OrderedDict, defaultdict or dataclass
+    instance), else None: plain Python that dynamo traces, where the library's container walk
+    is not."""
+    kind = type(value)
+    if kind is tuple or kind is list or kind is dict:
+        return _inside(value, each, *extra)
+    if kind is collections.OrderedDict:
+        return collections.OrderedDict((k, each(v, *extra)) for k, v in value.items())
+    if kind is collections.defaultdict:
+        return collections.defaultdict(value.default_factory, {k: each(v, *extra) for k, v in value.items()})
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
+        return kind(*[each(v, *extra) for v in value])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        made = copy.copy(value)
+        for field in dataclasses.fields(value):
+            object.__setattr__(made, field.name, each(getattr(value, field.name), *extra))
+        return made
+    return None
+
+
+def _unrebuilt(value: Any) -> bool:
+    """Whether ``value`` (an argument) holds a tensor inside a container the trace does not
+    rebuild (see ``_rebuilt_in_graph``): a dict subclass of another kind, a structseq, a container
+    registered with ``register_container``, whose insides dynamo cannot read through the
+    library's walk: a registered one is taken to hold one."""
+    found: list[bool] = []
+
+    def look(item: Any) -> Any:
+        if not isinstance(item, torch.Tensor) and _rebuilt_in_graph(item, look) is None and _holds_tensor(item):
+            found.append(True)
+        return item
+
+    look(value)
+    return bool(found)
+
+
+def _holds_tensor(value: Any) -> bool:
+    """Whether ``value``, a container the trace does not rebuild, holds a tensor, as far as
+    dynamo can look while it traces (see ``_unrebuilt``)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(map(_holds_tensor, value))
+    if isinstance(value, dict):
+        return any(map(_holds_tensor, value.values()))
+    return registered(type(value))
+
+
+def _tensor_path(value: Any, inside: bool) -> list[KeyEntry] | None:
+    """The key entries down to the first tensor of ``value`` held in a container the trace does
+    not rebuild (``inside``: ``value`` is within one), by the library's container walk: eager,
+    for a message."""
+    if isinstance(value, torch.Tensor):
+        return [] if inside else None
+    node = node_for(type(value))
+    if node is None:
+        return None
+    inside = inside or _rebuilt_in_graph(value, lambda item: item) is None
+    for key, child in node.items(value):
+        below = _tensor_path(child, inside)
+        if below is not None:
+            return [key, *below]
+    return None
+
+
+def _alike(a: Any, b: Any) -> bool:
+    """``a is b``, save that tuples (named ones too), which dynamo cannot compare so, are the
+    same where their items are: a tuple the function was handed and one it made of the same
+    items are alike."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_alike, a, b))
+    return a is b
+
+
+def _inside(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
+    """A list, tuple or dict with ``each(item, *extra)`` of its items (``value`` itself where it
     is none of them): plain Python that dynamo traces, where the library's container walk is not."""
     kind = type(value)
     if kind is tuple or kind is list:
-        items = [each(v, extra) for v in value]
+        items = [each(v, *extra) for v in value]
         return items if kind is list else tuple(items)
     if kind is dict:
-        return {k: each(v, extra) for k, v in value.items()}
+        return {k: each(v, *extra) for k, v in value.items()}
     return value

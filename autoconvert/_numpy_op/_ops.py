@@ -135,8 +135,9 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         backward: ``backward(grad, *args, output=output, **kwargs)``, all as read-only arrays
             (private writable copies with ``copy=True``): ``grad`` is the output's gradient (a tuple when ``fn`` returns a tuple), ``args``
             and ``kwargs`` the call's arguments, ``output`` the forward result. It returns
-            one gradient per positional tensor argument: a single array when there is one,
-            a tuple otherwise, ``None`` where no gradient flows.
+            one gradient per positional tensor argument (a tensor given by keyword to a
+            positional parameter counts), in order: a single array when there is one, a tuple
+            otherwise, ``None`` where no gradient flows.
         fake: what the results look like, for tracing without running NumPy: a parameter's
             name (``fake="x"``: shaped like argument ``x``, with its dtype and device), a
             tuple of names for a tuple result, or a function of the call's arguments that

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._to_torch import state_refusal
 from autoconvert._decorators._plain import to_numpy, to_tensor
 from autoconvert._errors import ConversionError, message
@@ -140,9 +141,11 @@ class OpSpec:
                 message(
                     self.name,
                     "the backward",
-                    f"must return {len(tensors)} gradient(s), one per positional tensor argument",
+                    f"must return {len(tensors)} gradient(s), one per positional tensor argument "
+                    f"({self._tensor_names(args)}: tensors given by keyword to positional parameters count)",
                     f"{type(found).__name__} of {len(found) if isinstance(found, (tuple, list)) else 1}",
-                    "return a single array for one tensor argument, else a tuple with a gradient (or None) for each",
+                    "return a single array for one tensor argument, else a tuple with a gradient (or None) for each, "
+                    "in that order",
                 )
             )
         # On the input's own device and dtype (a bfloat16 input gets a bfloat16 gradient).
@@ -150,6 +153,19 @@ class OpSpec:
             None if g is None else self._like(g, a, shaped, f"the backward's gradient for tensor argument {k}")
             for k, (a, g) in enumerate(zip(tensors, found, strict=True))
         ]
+
+    def _tensor_names(self, args: Sequence[Any]) -> str:
+        """The names of the positional tensor arguments in ``args``, for a message: each its
+        parameter's name, ``args[k]`` past them (a ``*args`` parameter's items by its name)."""
+        signature = signature_of(self.forward)
+        every = list(signature.parameters.values()) if signature is not None else []
+        names = [p.name for p in every if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        rest = next((p.name for p in every if p.kind is p.VAR_POSITIONAL), "args")
+        return ", ".join(
+            names[k] if k < len(names) else f"{rest}[{k - len(names)}]"
+            for k, a in enumerate(args)
+            if isinstance(a, torch.Tensor)
+        )
 
     def tangents(
         self,
