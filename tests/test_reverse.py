@@ -301,6 +301,38 @@ def test_a_copy_the_function_reshaped_cannot_go_back_and_says_so() -> None:
     )
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    steps=st.lists(st.sampled_from([-2, -1, 1, 2]), min_size=3, max_size=3),
+    dtype=st.sampled_from([np.float64, np.float32, np.int16, np.complex64, np.bool_]),
+    swapped=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_writes_into_any_strided_view_reach_the_caller(
+    shape: list[int], steps: list[int], dtype: Any, swapped: bool, seed: int
+) -> None:
+    """Any writable view of an array, reversed or strided along any axis and in either byte
+    order: torch code's write of one element reaches the caller's array exactly as NumPy's
+    own write into the view does, on the pair's flat call."""
+    base = (np.arange(math.prod(s * 2 for s in shape)) % 7).astype(dtype).reshape([s * 2 for s in shape])
+    if swapped:
+        base = base.astype(base.dtype.newbyteorder())
+    view = base[tuple(slice(None, None, step) for step in steps[: len(shape)])]
+    index = tuple(int(i) for i in np.random.default_rng(seed).integers(0, view.shape))
+    expected = base.copy()
+    expected[tuple(slice(None, None, step) for step in steps[: len(shape)])][index] = 1
+
+    @ac.returns_numpy
+    @ac.accepts_tensor
+    def write(x: torch.Tensor) -> torch.Tensor:
+        x[index] = 1
+        return x.sum()
+
+    write(view)
+    assert base.tolist() == expected.tolist()
+
+
 @pytest.mark.parametrize("generic", [False, True], ids=["flat", "generic"])
 def test_a_failed_copy_back_is_a_note_on_the_users_exception(generic: bool) -> None:
     """The function raised after reshaping its private copy: its exception wins, the copy

@@ -51,7 +51,8 @@ def snapshotting(leaf: Callable[[torch.Tensor, Collected], Any]) -> Callable[[to
         assert writes is not None  # check_writes has them
         assert writes.compared is not None
         memory = memory_of(t.detach()) if t.is_cpu else None
-        if memory is not None and a.__array_interface__["data"][0] == memory.data_ptr():  # the caller's memory
+        # The caller's memory (an empty array's address says nothing: it has none to write into).
+        if memory is not None and (not a.size or a.__array_interface__["data"][0] == memory.data_ptr()):
             copied("check_writes", t, memory.numel() * memory.element_size())
             writes.pairs.append((t, memory.clone()))
         else:

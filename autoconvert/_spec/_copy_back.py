@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 from numpy.typing import NDArray
 
@@ -141,4 +140,4 @@ def _copy_into(a: NDArray[Any], t: torch.Tensor) -> None:
     source = t.detach().resolve_conj().resolve_neg()
     if tuple(source.shape) != a.shape:
         raise ValueError(f"the function changed its shape from {a.shape} to {tuple(source.shape)}")
-    a[...] = np.asarray(source.numpy())
+    a[...] = source.numpy()
