@@ -405,9 +405,9 @@ _ITEMS_READ = 64
 #: The containers whose items the code reads are judged.
 _CONTAINERS = frozenset({list, tuple, dict})
 #: Types of values that are never torch nor hold any: not worth judging item by item.
-_PLAIN = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
+_NO_CODE = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
 #: An attribute that cannot be read without running code (a property) or is not there.
-_ABSENT = object()
+_NOT_READ = object()
 
 
 def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> None:
@@ -422,7 +422,7 @@ def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> Non
     for path in paths or ():
         if path and type(path[0]) is str:
             if followed is None:
-                followed = _followed(value)
+                followed = _chain_followed(value)
             if not followed:
                 continue
         if path:
@@ -436,12 +436,12 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
     items of a list, tuple or dict it reads whole."""
     for at, step in enumerate(path):
         if type(step) is str:
-            if at and not _followed(value):
+            if at and not _chain_followed(value):
                 return
-            value = _attribute(value, step)
+            value = _attribute_read(value, step)
         else:
             value = _item(value, step[0])
-        if value is _ABSENT:
+        if value is _NOT_READ:
             return
         values.append(value)
     if type(value) in _CONTAINERS:
@@ -449,23 +449,23 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
 
 
 def _item(container: Any, key: Any) -> Any:
-    """``container[key]`` for a list, tuple or dict (``_ABSENT``: another type, or no such item)."""
+    """``container[key]`` for a list, tuple or dict (``_NOT_READ``: another type, or no such item)."""
     kind = type(container)
     if kind is dict:
-        return container.get(key, _ABSENT)
+        return container.get(key, _NOT_READ)
     if (kind is list or kind is tuple) and type(key) is int and -len(container) <= key < len(container):
         return container[key]
-    return _ABSENT
+    return _NOT_READ
 
 
 def _items(value: Any, values: list[Any]) -> None:
     """The first items of a list, tuple or dict (a dict's values) into ``values``, numbers,
     strings and arrays aside."""
     items = value.values() if type(value) is dict else value
-    values.extend(item for item in itertools.islice(items, _ITEMS_READ) if not isinstance(item, _PLAIN))
+    values.extend(item for item in itertools.islice(items, _ITEMS_READ) if not isinstance(item, _NO_CODE))
 
 
-def _followed(value: Any) -> bool:
+def _chain_followed(value: Any) -> bool:
     """Whether the attributes the code reads on ``value`` are followed: an object, class or
     module of the caller's own."""
     return _own_module(value) if isinstance(value, types.ModuleType) else _own_object(value)
@@ -483,13 +483,13 @@ def _own_object(value: Any) -> bool:
     return (value if isinstance(value, type) else type(value)).__module__ != "builtins" and adapter_for(value) is OTHERS
 
 
-def _attribute(value: Any, name: str) -> Any:
-    """``value``'s attribute ``name`` as the code reading it gets it (``_ABSENT``: none, or one
+def _attribute_read(value: Any, name: str) -> Any:
+    """``value``'s attribute ``name`` as the code reading it gets it (``_NOT_READ``: none, or one
     computed by running code: a property, ``__getattr__``): a module's global; an object's
     own attribute, else its class's method bound to it, a static or class method, or a value
     the class holds; a class's likewise."""
     if isinstance(value, types.ModuleType):
-        return value.__dict__.get(name, _ABSENT)
+        return value.__dict__.get(name, _NOT_READ)
     if isinstance(value, type):
         cls = value
     else:
@@ -504,7 +504,7 @@ def _attribute(value: Any, name: str) -> Any:
     if isinstance(member, types.FunctionType):
         return member if value is cls else types.MethodType(member, value)
     if member is None or hasattr(type(member), "__get__"):
-        return _ABSENT
+        return _NOT_READ
     return member
 
 
