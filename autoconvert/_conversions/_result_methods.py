@@ -404,7 +404,7 @@ def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) 
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
-        if type(value) in _IN_PLACE or _held_in(value):  # a list's no call: this runs at each method call
+        if type(value) in _IN_PLACE or _held_in(value):  # a list met first: this runs at each method call
             contents[name] = (value, _contents(value))
         elif _stands_for(mine, value):
             was, fields = dict(value.__dict__), _fields_of(mine)
@@ -545,10 +545,10 @@ class _Held(list):  # type: ignore[type-arg]
 
 
 def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) -> _Held:
-    """What a list or tuple holds, or a dict's keys then values, and inside those of its items that are
-    lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
-    ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
-    change in place by identity (see ``_holds_same``; arrays have no truth value)."""
+    """What a list or tuple holds, or a dict's keys then values, and inside those of its items
+    that are lists, dicts, tuples or objects the conversion rebuilds, ``depth`` containers deep,
+    none of those ``above`` it again (by id: a list holding itself, or an object holding the
+    list): to tell a change in place by identity (see ``_holds_same``; arrays have no truth value)."""
     held = _Held(
         container if type(container) is list or isinstance(container, tuple) else [*container, *container.values()]
     )
