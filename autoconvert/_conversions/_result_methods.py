@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import copy
 import copyreg
-import dataclasses
 import functools
 import operator
 import sys
@@ -37,6 +36,7 @@ from ._containers import (
     Unflatten,
     Walk,
     _rebuilt_type,
+    listen,
     node_for,
 )
 
@@ -404,7 +404,7 @@ def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) 
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
-        if type(value) in _IN_PLACE or _held_in(value):  # a list's no call: this runs at each method call
+        if type(value) in _IN_PLACE or _held_in(value):  # a list met first: this runs at each method call
             contents[name] = (value, _contents(value))
         elif _stands_for(mine, value):
             was, fields = dict(value.__dict__), _fields_of(mine)
@@ -545,10 +545,10 @@ class _Held(list):  # type: ignore[type-arg]
 
 
 def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) -> _Held:
-    """What a list or tuple holds, or a dict's keys then values, and inside those of its items that are
-    lists, dicts or objects the conversion rebuilds, ``depth`` containers deep, none of those
-    ``above`` it again (by id: a list holding itself, or an object holding the list): to tell a
-    change in place by identity (see ``_holds_same``; arrays have no truth value)."""
+    """What a list or tuple holds, or a dict's keys then values, and inside those of its items
+    that are lists, dicts, tuples or objects the conversion rebuilds, ``depth`` containers deep,
+    none of those ``above`` it again (by id: a list holding itself, or an object holding the
+    list): to tell a change in place by identity (see ``_holds_same``; arrays have no truth value)."""
     held = _Held(
         container if type(container) is list or isinstance(container, tuple) else [*container, *container.values()]
     )
@@ -696,22 +696,20 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
     """Whether ``value`` is, or its tuples, lists, dicts and records hold, one of ``twins``
-    (``seen``: those looked in already, which may hold each other, or themselves)."""
+    (``seen``: the records looked in already, which may hold each other)."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
     if kind in _WALKED:
-        items = value.values() if kind is dict else value
-    elif _method_record(value):
-        items = value.__dict__.values()
-    else:
+        return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
+    if not _method_record(value):
         return False
     seen = set() if seen is None else seen
     if id(value) in seen:
         return False
     seen.add(id(value))
-    return any(_holds_twin(item, twins, seen) for item in items)
+    return any(_holds_twin(item, twins, seen) for item in value.__dict__.values())
 
 
 def _method_record(value: Any) -> bool:
@@ -719,9 +717,25 @@ def _method_record(value: Any) -> bool:
     rebuilds (a dataclass, a result with methods), which ``with_twins`` rebuilds around the
     caller's twins: one a method made is recognised here (``Node(parent=self)``)."""
     kind = type(value)
-    if not (_rebuilt_type(kind) or dataclasses.is_dataclass(kind)) or not hasattr(value, "__dict__"):
-        return False
-    return node_for(kind) is not None
+    found = _RECORD_KINDS.get(kind)
+    if found is None:
+        found = _RECORD_KINDS[kind] = getattr(kind, "__dictoffset__", 0) != 0 and node_for(kind) is not None
+    return found
+
+
+#: The types ``_method_record`` decided (each item of a value a method returns is looked at).
+_RECORD_KINDS: dict[type, bool] = {}
+
+
+class _Forgets:
+    """Forgets ``_RECORD_KINDS`` at each registration of a container, which may make a type one."""
+
+    def forget(self) -> None:
+        _RECORD_KINDS.clear()
+
+
+_FORGETS = _Forgets()  # held here: listen holds it weakly
+listen(_FORGETS)
 
 
 def _pointing_back(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
