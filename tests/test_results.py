@@ -1366,6 +1366,14 @@ _ALL_ROUTES: dict[str, tuple[Callable[[Any], Any], type]] = {
     "torchify": (ac.torchify, torch.Tensor),
     "reverse pair": (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), np.ndarray),
 }
+
+#: Every route with each way of holding a result; "as returned" on each route by default, the rest slow.
+_ROUTES_HELD = [
+    pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
+    for route in _ALL_ROUTES
+    for held in HELD
+]
+
 #: The cross product of routes, nested kinds and changes, and ways of holding the result; the
 #: default run keeps each route with each kind and change, held as returned, and each way of
 #: holding on the pair.
@@ -1437,14 +1445,7 @@ class Logging:
             self.closed = True
 
 
-@pytest.mark.parametrize(
-    ("route", "held"),
-    [
-        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
-        for route in _ALL_ROUTES
-        for held in HELD
-    ],
-)
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
 def test_what_a_generator_method_changes_reaches_the_caller_as_it_is_consumed(route: str, held: str) -> None:
     """A generator method's changes never reached the caller's result (not even
     ``self.hist.append(x)``), while the next method saw them: the result was compared when the
@@ -1496,14 +1497,7 @@ class Tree:
         return [child.parent is self for child in self.children]
 
 
-@pytest.mark.parametrize(
-    ("route", "held"),
-    [
-        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
-        for route in _ALL_ROUTES
-        for held in HELD
-    ],
-)
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
 def test_a_method_storing_an_object_pointing_back_at_its_result_in_a_list_gives_the_caller_s(
     route: str, held: str
 ) -> None:
@@ -1526,12 +1520,8 @@ def test_a_method_storing_an_object_pointing_back_at_its_result_in_a_list_gives_
 
 @pytest.mark.parametrize(
     ("route", "held"),
-    [
-        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
-        for route in _ALL_ROUTES
-        for held in HELD
-        if held != "copy.deepcopy"  # its methods' twin holds the record converted twice: RecursionError still
-    ],
+    # a deepcopy's methods' twin holds the record converted twice: RecursionError still
+    [param for param in _ROUTES_HELD if param.values[1] != "copy.deepcopy"],
 )
 def test_a_method_storing_a_dataclass_with_methods_pointing_back_at_its_result_gives_the_caller_s(
     route: str, held: str
@@ -1580,14 +1570,7 @@ class Grouped:
         self.pair[0].append(self.pair[0])
 
 
-@pytest.mark.parametrize(
-    ("route", "held"),
-    [
-        pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
-        for route in _ALL_ROUTES
-        for held in HELD
-    ],
-)
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
 def test_a_method_returning_an_item_of_its_result_s_container_returns_the_caller_s(route: str, held: str) -> None:
     """``return self.groups[0]`` (an object one container below an attribute, or deeper) gave a
     new converted object: the caller's change to it was lost, and the next method did not see
