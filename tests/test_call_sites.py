@@ -6,6 +6,7 @@ callbacks handed to SciPy."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.util
 import os
@@ -1188,6 +1189,52 @@ class _Dynamic:
         return getattr(self, "layer")(t)  # noqa: B009 - the shape under test
 
 
+class _Base:
+    """A parent whose methods a child reaches through ``super()``."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layer = layer
+
+    def __call__(self, t: Any) -> Any:
+        return self.layer(t)
+
+    def run(self, t: Any) -> Any:
+        return self.layer(t)
+
+
+class _SuperCall(_Base):
+    def __call__(self, t: Any) -> Any:
+        return super().__call__(t)
+
+
+class _SuperRun(_Base):
+    def __call__(self, t: Any) -> Any:
+        return super().run(t)
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
+class _Slots:
+    """An object with ``__slots__``: its attributes are member descriptors of its class."""
+
+    __slots__ = ("layer",)
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layer = layer
+
+    def __call__(self, t: Any) -> Any:
+        return self.layer(t)
+
+
+@dataclasses.dataclass(slots=True)
+class _SlotsRecord:
+    layer: Callable[[Any], Any]
+
+    def __call__(self, t: Any) -> Any:
+        return self.layer(t)
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1222,6 +1269,11 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "list-attribute-of-self-in-lambda": lambda a: _calling(_Holder(_sine(a)).run),
     "two-attributes-down": lambda a: _two_down(_Sine(a)),
     "getattr-with-a-constant-name": lambda a: _Dynamic(_sine(a)),
+    "super-call": lambda a: _SuperCall(_Sine(a)),
+    "super-method": lambda a: _SuperRun(_sine(a)),
+    "slots-object": lambda a: _Slots(_sine(a)),
+    "slots-object-in-lambda": lambda a: _calling(_Slots(_Sine(a))),
+    "slots-dataclass": lambda a: _SlotsRecord(_sine(a)),
 }
 
 
@@ -1306,6 +1358,10 @@ class _NumpyStatic:
         pytest.param(_Holder(lambda t: np.sin(0.7 * t)).run, id="list-attribute-of-self"),
         pytest.param(_two_down(lambda t: np.sin(0.7 * t)), id="two-attributes-down"),
         pytest.param(_Dynamic(lambda t: np.sin(0.7 * t)), id="getattr-with-a-constant-name"),
+        pytest.param(_SuperCall(lambda t: np.sin(0.7 * t)), id="super-call"),
+        pytest.param(_SuperRun(lambda t: np.sin(0.7 * t)), id="super-method"),
+        pytest.param(_Slots(lambda t: np.sin(0.7 * t)), id="slots-object"),
+        pytest.param(_SlotsRecord(lambda t: np.sin(0.7 * t)), id="slots-dataclass"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
@@ -1403,7 +1459,7 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
     """Which attribute names and constant keys are loaded on which variable, as each Python's
     opcodes say (LOAD_METHOD on 3.11; two locals in one instruction on 3.13); one on an
     argument without a default (``x.T``) is read too, and never followed."""
-    from autoconvert._spec._callbacks import _reads
+    from autoconvert._spec._callbacks import _SUPER, _reads
 
     reads = _reads(_chained.__code__)
     assert reads.global_chains["_APP"] == (("parts", "head"),)
@@ -1418,6 +1474,7 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
         ("blocks", (-1,), "layer"),
     }
     assert reads.local_chains["cfg"] == (("a",),)
+    assert _reads(_SuperRun.__call__.__code__).local_chains[_SUPER] == (("run",),)  # LOAD_SUPER_ATTR on 3.12+
     assert set(reads.local_chains["x"]) == {(), ("T",)}
 
 

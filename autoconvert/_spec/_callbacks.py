@@ -386,6 +386,8 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
         for path in chains.get(code.co_varnames[0], ()):  # self.<name>: the owner's, whoever it is
             if path:
                 _follow(owner, path, values)
+        for path in chains.get(_SUPER, ()):
+            _read_on_super(function, owner, path, values)
     numpy = any(_is_numpy(value) for value in values)
     if numpy and helper:
         return False
@@ -483,6 +485,25 @@ def _own_object(value: Any) -> bool:
     return (value if isinstance(value, type) else type(value)).__module__ != "builtins" and adapter_for(value) is OTHERS
 
 
+def _read_on_super(method: types.FunctionType, owner: Any, path: _Path, values: list[Any]) -> None:
+    """What ``super().<path>`` reads in ``method``, a method of ``owner`` (an instance, or a
+    class in a class method), into ``values``: the member of the first class after the
+    method's own (its ``__class__`` cell, which a zero-argument ``super()`` needs) in the
+    owner's class's method resolution order, bound as ``super()`` binds it."""
+    cells = dict(zip(method.__code__.co_freevars, method.__closure__ or (), strict=False))
+    defining = cells["__class__"].cell_contents if "__class__" in cells and _filled(cells["__class__"]) else None
+    cls = owner if isinstance(owner, type) else type(owner)
+    order = cls.__mro__
+    if not isinstance(defining, type) or defining not in order:
+        return
+    for base in order[order.index(defining) + 1 :]:
+        if path[0] in base.__dict__:
+            member = _bound(base.__dict__[path[0]], owner, cls)
+            if member is not _NOT_READ:
+                _read(member, (path[1:],), values)
+            return
+
+
 def _attribute_read(value: Any, name: str) -> Any:
     """``value``'s attribute ``name`` as the code reading it gets it (``_NOT_READ``: none, or one
     computed by running code: a property, ``__getattr__``): a module's global; an object's
@@ -497,13 +518,26 @@ def _attribute_read(value: Any, name: str) -> Any:
         if isinstance(own, dict) and name in own:
             return own[name]
     member = _class_member(cls, name)
+    return _NOT_READ if member is None else _bound(member, value, cls)
+
+
+def _bound(member: Any, value: Any, cls: type) -> Any:
+    """A class's ``member`` as reading it on ``value`` (an instance of ``cls``, or ``cls``
+    itself) gives it, where no code of the caller's runs: a function bound to ``value``, a
+    static or class method, a slot's value (``__slots__``, ``dataclass(slots=True)``), a
+    value the class holds (``_NOT_READ``: a property or another descriptor, an empty slot)."""
     if isinstance(member, staticmethod):
         return member.__func__
     if isinstance(member, classmethod):
         return types.MethodType(member.__func__, cls)
     if isinstance(member, types.FunctionType):
         return member if value is cls else types.MethodType(member, value)
-    if member is None or hasattr(type(member), "__get__"):
+    if isinstance(member, types.MemberDescriptorType) and value is not cls:
+        try:
+            return member.__get__(value, cls)
+        except AttributeError:  # a slot not yet set
+            return _NOT_READ
+    if hasattr(type(member), "__get__"):
         return _NOT_READ
     return member
 
@@ -630,9 +664,12 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
             is_global, root = False, local[-1]
         path: list[Any] = []
         after = at + 1
+        on_super = _super_attribute(instructions, at) if is_global and root == "super" else None
+        if on_super is not None:
+            is_global, root, after = False, _SUPER, on_super
         while after < end:
             op = instructions[after].opname
-            if op in _ATTRIBUTE_LOADS:
+            if op in _ATTRIBUTE_LOADS or after == on_super:
                 path.append(instructions[after].argval)
             elif _constant_subscript(instructions, after):
                 path.append((instructions[after].argval,))
@@ -643,6 +680,26 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
         if _getattr_call(instructions, at, after):
             path.append(instructions[after].argval)
         yield is_global, root, tuple(path)
+
+
+#: The variable name the chains read on a zero-argument ``super()`` go under (no variable's name).
+_SUPER = "super()"
+
+
+def _super_attribute(instructions: list[dis.Instruction], at: int) -> int | None:
+    """Where the attribute load on a zero-argument ``super()``, whose ``super`` is loaded at
+    ``at``, is (None: ``super`` is not called so): a call with no arguments, then an attribute
+    load (Python 3.11), or the method's ``__class__`` cell and first argument loaded for
+    LOAD_SUPER_ATTR (Python 3.12 on)."""
+    following = instructions[at + 1 : at + 4]
+    ops = [i.opname for i in following]
+    if ops[:1] == ["LOAD_DEREF"] and following[0].argval == "__class__" and ops[2:3] == ["LOAD_SUPER_ATTR"]:
+        return at + 3
+    calls = 2 if ops[:1] == ["PRECALL"] else 1  # Python 3.11 calls in two instructions
+    no_arguments = all(op in ("PRECALL", "CALL") and i.arg == 0 for op, i in zip(ops[:calls], following, strict=False))
+    if len(ops) > calls and no_arguments and ops[calls] in _ATTRIBUTE_LOADS:
+        return at + 1 + calls
+    return None
 
 
 #: The opcodes loading a constant (LOAD_SMALL_INT: Python 3.14's small ints).
