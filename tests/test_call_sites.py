@@ -5,6 +5,7 @@ callbacks handed to SciPy."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -1235,6 +1236,26 @@ class _SlotsRecord:
         return self.layer(t)
 
 
+def _defaultdict(**items: Any) -> collections.defaultdict[str, Any]:
+    held: collections.defaultdict[str, Any] = collections.defaultdict(lambda: None)
+    held.update(items)
+    return held
+
+
+def _summing_values(layers: dict[str, Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    return lambda t: sum(f(t) for f in layers.values())
+
+
+class _Branches:
+    """A model summing the layers of a dict it holds, iterated through ``items()``."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.branches = {"a": layer}
+
+    def __call__(self, t: Any) -> Any:
+        return sum(f(t) for _, f in self.branches.items())
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1274,6 +1295,10 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "slots-object": lambda a: _Slots(_sine(a)),
     "slots-object-in-lambda": lambda a: _calling(_Slots(_Sine(a))),
     "slots-dataclass": lambda a: _SlotsRecord(_sine(a)),
+    "module-in-an-ordered-dict": lambda a: _item(collections.OrderedDict(sin=_Sine(a)), "sin"),
+    "function-in-a-defaultdict": lambda a: _item(_defaultdict(sin=_sine(a)), "sin"),
+    "dict-values-iterated": lambda a: _summing_values({"sin": _sine(a)}),
+    "dict-items-of-self-iterated": lambda a: _Branches(_Sine(a)),
 }
 
 
@@ -1362,11 +1387,32 @@ class _NumpyStatic:
         pytest.param(_SuperRun(lambda t: np.sin(0.7 * t)), id="super-method"),
         pytest.param(_Slots(lambda t: np.sin(0.7 * t)), id="slots-object"),
         pytest.param(_SlotsRecord(lambda t: np.sin(0.7 * t)), id="slots-dataclass"),
+        pytest.param(_item(collections.OrderedDict(sin=np.sin), "sin"), id="function-in-an-ordered-dict"),
+        pytest.param(_item(_defaultdict(sin=np.sin), "sin"), id="function-in-a-defaultdict"),
+        pytest.param(_summing_values({"sin": lambda t: np.sin(0.7 * t)}), id="dict-values-iterated"),
+        pytest.param(_Branches(lambda t: np.sin(0.7 * t)), id="dict-items-of-self-iterated"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
     """The same shapes written in NumPy are no torch code: handed arrays, as SciPy hands them."""
     assert not written_in_torch(callable_)
+
+
+def test_a_dicts_items_are_read_without_running_its_code() -> None:
+    """A dict subclass's items are read from its storage: a ``defaultdict``'s factory never
+    runs for a key the code reads that it lacks, nor does a subclass's ``__getitem__``."""
+    made: list[str] = []
+
+    class Logged(dict[str, Any]):
+        def __getitem__(self, key: str) -> Any:
+            made.append(key)
+            return torch.sin
+
+    missing = collections.defaultdict(lambda: made.append("factory"))
+    assert not written_in_torch(lambda t: missing["layer"](t))
+    assert not written_in_torch(lambda t: Logged()["layer"](t))
+    assert made == []
+    assert "layer" not in missing
 
 
 class _NumpyObjective:

@@ -404,8 +404,11 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
 
 #: How many items of a list, tuple or dict the code reads are judged (``layers[0](t)``).
 _ITEMS_READ = 64
-#: The containers whose items the code reads are judged.
+#: The containers whose items the code reads are judged, with any dict (``OrderedDict``,
+#: ``defaultdict``: what its storage holds, read with dict's own methods, no code of theirs run).
 _CONTAINERS = frozenset({list, tuple, dict})
+#: A dict's methods whose call reads its values whole (``for f in d.values()``).
+_VALUES_READ = frozenset({"values", "items"})
 #: Types of values that are never torch nor hold any: not worth judging item by item.
 _NO_CODE = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
 #: An attribute that cannot be read without running code (a property) or is not there.
@@ -418,11 +421,13 @@ def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> Non
     a list, tuple or dict it reads whole (iterated, indexed by a variable; None: a value,
     such as a default, the code may read whole)."""
     values.append(value)
-    if (paths is None or () in paths) and type(value) in _CONTAINERS:
+    if (paths is None or () in paths) and _container(value):
         _items(value, values)
     followed = None
     for path in paths or ():
-        if path and type(path[0]) is str:
+        if _values_read(value, path):
+            _items(value, values)
+        elif path and type(path[0]) is str:
             if followed is None:
                 followed = _chain_followed(value)
             if not followed:
@@ -438,6 +443,9 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
     items of a list, tuple or dict it reads whole."""
     for at, step in enumerate(path):
         if type(step) is str:
+            if at and _values_read(value, path[at:]):
+                _items(value, values)
+                return
             if at and not _chain_followed(value):
                 return
             value = _attribute_read(value, step)
@@ -446,15 +454,25 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
         if value is _NOT_READ:
             return
         values.append(value)
-    if type(value) in _CONTAINERS:
+    if _container(value):
         _items(value, values)
+
+
+def _container(value: Any) -> bool:
+    """Whether ``value`` is a list, tuple or dict whose items the code's reading of it reads."""
+    return type(value) in _CONTAINERS or isinstance(value, dict)
+
+
+def _values_read(value: Any, path: _Path) -> bool:
+    """Whether ``path`` ends reading a dict's values whole (``d.values()``, ``d.items()``)."""
+    return len(path) == 1 and path[0] in _VALUES_READ and isinstance(value, dict)
 
 
 def _item(container: Any, key: Any) -> Any:
     """``container[key]`` for a list, tuple or dict (``_NOT_READ``: another type, or no such item)."""
     kind = type(container)
-    if kind is dict:
-        return container.get(key, _NOT_READ)
+    if isinstance(container, dict):  # never a defaultdict's factory, a subclass's __getitem__
+        return dict.get(container, key, _NOT_READ)
     if (kind is list or kind is tuple) and type(key) is int and -len(container) <= key < len(container):
         return container[key]
     return _NOT_READ
@@ -463,7 +481,7 @@ def _item(container: Any, key: Any) -> Any:
 def _items(value: Any, values: list[Any]) -> None:
     """The first items of a list, tuple or dict (a dict's values) into ``values``, numbers,
     strings and arrays aside."""
-    items = value.values() if type(value) is dict else value
+    items = dict.values(value) if isinstance(value, dict) else value
     values.extend(item for item in itertools.islice(items, _ITEMS_READ) if not isinstance(item, _NO_CODE))
 
 
