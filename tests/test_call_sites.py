@@ -1256,6 +1256,40 @@ class _Branches:
         return sum(f(t) for _, f in self.branches.items())
 
 
+class _CachedMethod:
+    """A model whose layer runs behind a ``functools.lru_cache``'d method."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layer = layer
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - the shape under test
+    def cached(self, t: Any) -> Any:
+        return self.layer(t)
+
+    def __call__(self, t: Any) -> Any:
+        return self.cached(t)
+
+
+class _LazyLayer:
+    """A model whose layer a ``functools.cached_property`` makes on first read."""
+
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.made = layer
+
+    @functools.cached_property
+    def layer(self) -> Callable[[Any], Any]:
+        return self.made
+
+    def __call__(self, t: Any) -> Any:
+        return self.layer(t)
+
+
+def _class_table(layer: Callable[[Any], Any]) -> Any:
+    """An object reading its class's table through ``self.__class__``."""
+    table = type("Table", (), {"table": {"k": layer}, "__call__": lambda self, t: self.__class__.table["k"](t)})
+    return table()
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1299,6 +1333,9 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "function-in-a-defaultdict": lambda a: _item(_defaultdict(sin=_sine(a)), "sin"),
     "dict-values-iterated": lambda a: _summing_values({"sin": _sine(a)}),
     "dict-items-of-self-iterated": lambda a: _Branches(_Sine(a)),
+    "lru-cache-method": lambda a: _CachedMethod(_sine(a)),
+    "cached-property-not-yet-computed": lambda a: _LazyLayer(_Sine(a)),
+    "class-attribute-through-dunder-class": lambda a: _class_table(_sine(a)),
 }
 
 
@@ -1391,11 +1428,27 @@ class _NumpyStatic:
         pytest.param(_item(_defaultdict(sin=np.sin), "sin"), id="function-in-a-defaultdict"),
         pytest.param(_summing_values({"sin": lambda t: np.sin(0.7 * t)}), id="dict-values-iterated"),
         pytest.param(_Branches(lambda t: np.sin(0.7 * t)), id="dict-items-of-self-iterated"),
+        pytest.param(_CachedMethod(lambda t: np.sin(0.7 * t)), id="lru-cache-method"),
+        pytest.param(_LazyLayer(lambda t: np.sin(0.7 * t)), id="cached-property-not-yet-computed"),
+        pytest.param(_class_table(lambda t: np.sin(0.7 * t)), id="class-attribute-through-dunder-class"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
     """The same shapes written in NumPy are no torch code: handed arrays, as SciPy hands them."""
     assert not written_in_torch(callable_)
+
+
+@pytest.mark.parametrize("route", ["torchify", "pair"])
+def test_an_lru_cache_method_in_torch_is_handed_hashable_tensors(route: str) -> None:
+    """A callable object whose torch code runs behind an ``lru_cache``'d method is handed
+    tensors (hashed by identity), never arrays, which ``lru_cache`` cannot hash."""
+    objective = _CachedMethod(lambda x: ((x - 2.0) ** 2).sum() + 0.0 * torch.sin(x).sum())
+    if route == "torchify":
+        minimize = ac.torchify(scipy.optimize).minimize
+    else:
+        minimize = ac.returns_tensor(ac.accepts_numpy(scipy.optimize.minimize))
+    found = minimize(objective, torch.zeros(2, dtype=torch.float64), method="Nelder-Mead")
+    np.testing.assert_allclose(found.x.numpy(), [2.0, 2.0], atol=1e-4)
 
 
 def test_a_dicts_items_are_read_without_running_its_code() -> None:

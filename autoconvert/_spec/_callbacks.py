@@ -534,16 +534,20 @@ def _attribute_read(value: Any, name: str) -> Any:
     else:
         cls, own = type(value), getattr(value, "__dict__", None)
         if isinstance(own, dict) and name in own:
-            return own[name]
+            return own[name]  # a cached_property's value once computed too
     member = _class_member(cls, name)
+    if member is _CLASS_OF:  # self.__class__.table, unless a class computes its own __class__
+        return type(value)
     return _NOT_READ if member is None else _bound(member, value, cls)
 
 
 def _bound(member: Any, value: Any, cls: type) -> Any:
     """A class's ``member`` as reading it on ``value`` (an instance of ``cls``, or ``cls``
     itself) gives it, where no code of the caller's runs: a function bound to ``value``, a
-    static or class method, a slot's value (``__slots__``, ``dataclass(slots=True)``), a
-    value the class holds (``_NOT_READ``: a property or another descriptor, an empty slot)."""
+    static or class method, a slot's value (``__slots__``, ``dataclass(slots=True)``), the
+    function of a ``functools.lru_cache`` method or a ``functools.cached_property`` not yet
+    computed bound to ``value`` (code that reads it runs that function), a value the class
+    holds (``_NOT_READ``: a property or another descriptor, an empty slot)."""
     if isinstance(member, staticmethod):
         return member.__func__
     if isinstance(member, classmethod):
@@ -555,9 +559,18 @@ def _bound(member: Any, value: Any, cls: type) -> Any:
             return member.__get__(value, cls)
         except AttributeError:  # a slot not yet set
             return _NOT_READ
+    if isinstance(member, functools.cached_property) and value is not cls:
+        return types.MethodType(member.func, value)  # not yet computed: its function runs on the read
+    wrapped = _wrapped(member) if callable(member) and _own_object(member) else None
+    if isinstance(wrapped, types.FunctionType):  # a method behind functools.lru_cache, bound as the wrapper binds
+        return wrapped if value is cls else types.MethodType(wrapped, value)
     if hasattr(type(member), "__get__"):
         return _NOT_READ
     return member
+
+
+#: What an object's ``__class__`` is where its class does not compute its own.
+_CLASS_OF = object.__dict__["__class__"]
 
 
 def _wrapped(function: Any) -> Any:
