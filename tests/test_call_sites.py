@@ -1451,6 +1451,27 @@ def test_an_lru_cache_method_in_torch_is_handed_hashable_tensors(route: str) -> 
     np.testing.assert_allclose(found.x.numpy(), [2.0, 2.0], atol=1e-4)
 
 
+class _ReadsItsModel:
+    """NumPy code that reads a model it holds, never calling it."""
+
+    def __init__(self) -> None:
+        self.model = torch.nn.Linear(1, 1, dtype=torch.float64).eval()
+
+    def __call__(self, x: Any) -> float:
+        assert isinstance(x, np.ndarray), type(x)
+        return float(np.sum((x.copy() - 0.3) ** 2)) * (2.0 if self.model.training else 1.0)
+
+
+def test_numpy_code_reading_a_model_it_holds_gets_arrays_through_accepts_numpy() -> None:
+    """The documented fix for NumPy code judged torch because it reads a model it holds:
+    ``accepts_numpy`` around it hands its code arrays again, and minimize finds SciPy's minimum."""
+    objective = _ReadsItsModel()
+    assert written_in_torch(objective)  # the rule reads code, it does not run it
+    found = ac.torchify(scipy.optimize).minimize(ac.accepts_numpy(objective), np.array([0.5]), method="Nelder-Mead")
+    expected = scipy.optimize.minimize(objective, np.array([0.5]), method="Nelder-Mead")
+    np.testing.assert_allclose(found.x.numpy(), expected.x)
+
+
 def test_a_dicts_items_are_read_without_running_its_code() -> None:
     """A dict subclass's items are read from its storage: a ``defaultdict``'s factory never
     runs for a key the code reads that it lacks, nor does a subclass's ``__getitem__``."""
