@@ -425,7 +425,7 @@ def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> Non
         _items(value, values)
     followed = None
     for path in paths or ():
-        if _values_read(value, path):
+        if _reads_dict_values(value, path):
             _items(value, values)
         elif path and type(path[0]) is str:
             if followed is None:
@@ -443,7 +443,7 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
     items of a list, tuple or dict it reads whole."""
     for at, step in enumerate(path):
         if type(step) is str:
-            if at and _values_read(value, path[at:]):
+            if at and _reads_dict_values(value, path[at:]):
                 _items(value, values)
                 return
             if at and not _chain_followed(value):
@@ -463,7 +463,7 @@ def _container(value: Any) -> bool:
     return type(value) in _CONTAINERS or isinstance(value, dict)
 
 
-def _values_read(value: Any, path: _Path) -> bool:
+def _reads_dict_values(value: Any, path: _Path) -> bool:
     """Whether ``path`` ends reading a dict's values whole (``d.values()``, ``d.items()``)."""
     return len(path) == 1 and path[0] in _VALUES_READ and isinstance(value, dict)
 
