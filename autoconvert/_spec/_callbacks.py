@@ -561,12 +561,12 @@ def _bound(member: Any, value: Any, cls: type) -> Any:
             return _NOT_READ
     if isinstance(member, functools.cached_property) and value is not cls:
         return types.MethodType(member.func, value)  # not yet computed: its function runs on the read
+    if not hasattr(type(member), "__get__"):
+        return member
     wrapped = _wrapped(member) if callable(member) and _own_object(member) else None
     if isinstance(wrapped, types.FunctionType):  # a method behind functools.lru_cache, bound as the wrapper binds
         return wrapped if value is cls else types.MethodType(wrapped, value)
-    if hasattr(type(member), "__get__"):
-        return _NOT_READ
-    return member
+    return _NOT_READ
 
 
 #: What an object's ``__class__`` is where its class does not compute its own.
