@@ -297,7 +297,8 @@ class Trace:
         """``value`` with its tensors as the arrays the function is handed (see the module),
         each container the trace rebuilds (see ``_rebuilt_in_graph``) rebuilt and recorded in
         ``handed``, so that what the function changes in them reaches the caller's (see
-        ``_changes_back``)."""
+        ``_changes_back``); a list, dict or dataclass met twice (``f(l, l)``, ``f((l, l))``) is
+        rebuilt once and handed twice, so that the function's changes through both land."""
         if isinstance(value, torch.Tensor):
             if value.is_floating_point() or value.is_complex():
                 handed.floats.append(value.dtype)
@@ -312,6 +313,9 @@ class Trace:
             return array
         if not self.nested:
             return value
+        for caller, made, _ in handed.containers:  # one container met twice is handed twice, as eagerly
+            if caller is value:
+                return made
         made = _rebuilt_in_graph(value, self._array, handed)
         if made is None:
             return value
