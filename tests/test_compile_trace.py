@@ -848,3 +848,32 @@ def test_one_container_handed_twice_is_one_in_the_graph_too(name: str) -> None:
 @pytest.mark.parametrize("name", list(_ALIASED))
 def test_each_container_handed_twice_is_one_in_the_graph(name: str, fullgraph: bool) -> None:
     _check_an_aliased_container(name, fullgraph)
+
+
+def _appends_one(x: np.ndarray, items: list[Any]) -> np.ndarray:
+    items.append(x)
+    return np.sin(x)
+
+
+@pytest.mark.parametrize("fullgraph", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_a_list_holding_itself_takes_the_escape_to_the_eager_error(fullgraph: bool) -> None:
+    """A list holding itself, which an eager call refuses, takes the escape: the eager
+    ConversionError (a graph break, so fullgraph=True refuses it), the caller's list unchanged.
+    Its rebuild recursed without end."""
+    fn = ac.returns_tensor(ac.accepts_numpy(_appends_one))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    items: list[Any] = [x]
+    items.append(items)
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)
+    if fullgraph:
+        with pytest.raises(torch._dynamo.exc.Unsupported):
+            compiled(x, items)
+    else:
+        with pytest.raises(ac.ConversionError) as raised:
+            compiled(x, items)
+        assert str(raised.value) == (
+            "_appends_one(): argument items contains itself, or nests deeper than Python's recursion limit, so it "
+            "cannot be walked. Found a container that reaches itself through its items. Fix: break the cycle, or "
+            "pass nested=False to convert top-level arguments only."
+        )
+    assert len(items) == 2 and items[0] is x and items[1] is items
