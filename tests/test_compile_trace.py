@@ -795,3 +795,85 @@ def test_a_tensor_in_a_registered_container_takes_the_escape_said_once() -> None
     assert ac.explain(fn).compiled == (
         f"its calls are traced into the graph, its NumPy code as torch operations; but {words}"
     )
+
+
+def _appends_through_both(x: np.ndarray, a: Any, b: Any) -> np.ndarray:
+    """Changes its containers through both names; its value says whether they are one."""
+    first, second = (a[0], b[0]) if isinstance(a, tuple) else (a, b)  # containers inside tuples
+    for held, scale in ((first, 1.0), (second, 2.0)):
+        if isinstance(held, list):
+            held.append(x * scale)
+        elif isinstance(held, dict):
+            held[f"k{scale}"] = x * scale
+        else:  # a dataclass
+            held.x = held.x + x * scale
+    return np.sin(x) + (1.0 if first is second else 0.0)
+
+
+#: name: (a container to hand twice, whether each time inside a tuple).
+_ALIASED = {
+    "a list as two arguments": (lambda: [torch.zeros(2, dtype=torch.float64)], False),
+    "a dict as two arguments": (lambda: {"k0": torch.zeros(2, dtype=torch.float64)}, False),
+    "a list inside two tuples": (lambda: [1.0], True),
+    "a dataclass as two arguments": (lambda: _Batch(torch.zeros(2, dtype=torch.float64), 1.0), False),
+}
+
+
+def _check_an_aliased_container(name: str, fullgraph: bool) -> None:
+    fn = ac.returns_tensor(ac.accepts_numpy(_appends_through_both))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    made, in_tuples = _ALIASED[name]
+    eager_held, held = made(), made()
+    expected = fn(x, *(((eager_held,),) * 2 if in_tuples else (eager_held,) * 2))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, a, b: fn(x, a, b), backend="aot_eager", fullgraph=fullgraph)
+    got = compiled(x, *(((held,),) * 2 if in_tuples else (held,) * 2))
+    torch.testing.assert_close(got, expected)  # the function saw one container, as eagerly
+    if isinstance(held, _Batch):
+        torch.testing.assert_close(held.x, eager_held.x)
+    else:
+        assert _described(held) == _described(eager_held)  # both changes land, as eagerly
+
+
+@pytest.mark.parametrize("name", ["a list as two arguments", "a list inside two tuples"])
+def test_one_container_handed_twice_is_one_in_the_graph_too(name: str) -> None:
+    """One list handed twice (``f(x, l, l)``, ``f(x, (l,), (l,))``) is one list to the traced
+    function as eagerly: the changes through both names reach the caller's. It was rebuilt
+    once per place, the later one written back over the first one's change."""
+    _check_an_aliased_container(name, fullgraph=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize("name", list(_ALIASED))
+def test_each_container_handed_twice_is_one_in_the_graph(name: str, fullgraph: bool) -> None:
+    _check_an_aliased_container(name, fullgraph)
+
+
+def _appends_one(x: np.ndarray, items: list[Any]) -> np.ndarray:
+    items.append(x)
+    return np.sin(x)
+
+
+@pytest.mark.parametrize("fullgraph", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_a_list_holding_itself_takes_the_escape_to_the_eager_error(fullgraph: bool) -> None:
+    """A list holding itself, which an eager call refuses, takes the escape: the eager
+    ConversionError (a graph break, so fullgraph=True refuses it), the caller's list unchanged.
+    Its rebuild recursed without end."""
+    fn = ac.returns_tensor(ac.accepts_numpy(_appends_one))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    items: list[Any] = [x]
+    items.append(items)
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)
+    if fullgraph:
+        with pytest.raises(torch._dynamo.exc.Unsupported):
+            compiled(x, items)
+    else:
+        with pytest.raises(ac.ConversionError) as raised:
+            compiled(x, items)
+        assert str(raised.value) == (
+            "_appends_one(): argument items contains itself, or nests deeper than Python's recursion limit, so it "
+            "cannot be walked. Found a container that reaches itself through its items. Fix: break the cycle, or "
+            "pass nested=False to convert top-level arguments only."
+        )
+    assert len(items) == 2 and items[0] is x and items[1] is items

@@ -189,18 +189,24 @@ class Trace:
         rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are)."""
         return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
 
-    def _fits(self, value: Any) -> bool:
-        """Whether ``value``, an argument or an item of one, fits the graph (see ``fits``)."""
+    def _fits(self, value: Any, within: tuple[Any, ...] = ()) -> bool:
+        """Whether ``value``, an argument or an item of one inside the containers ``within``,
+        fits the graph (see ``fits``). A container holding itself does not: the eager call
+        refuses it (a ConversionError), and its rebuild would never end."""
         if isinstance(value, torch.Tensor):
             return (value.is_floating_point() or value.is_complex()) and (
                 self.private or value.dtype not in self.widened
             )
         if not self.nested:  # containers handed as they are, as eagerly
             return True
+        if not isinstance(value, tuple):  # a tuple can hold itself only through a list, dict or dataclass
+            if any(value is outer for outer in within):
+                return False
+            within = (*within, value)
         fitting: list[bool] = []
 
         def look(item: Any) -> Any:
-            fitting.append(self._fits(item))
+            fitting.append(self._fits(item, within))
             return item
 
         _rebuilt_in_graph(value, look)
@@ -255,9 +261,11 @@ class Trace:
         """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
         one (or this torch inlines no escape): said once, and kept for explain."""
         wrapped, _, args, kwargs = rest
-        if self.traces and self.runs_judged(wrapped) and not self.rebuilds(args, kwargs):
+        if not (self.traces and self.runs_judged(wrapped) and self.fits(args, kwargs)):
+            return call(*rest)  # the escape the traced call takes too: nothing to say
+        if not self.rebuilds(args, kwargs):
             return self.said_unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
-        if self.traces and self.fell_back is None and self.runs_judged(wrapped) and self.fits(args, kwargs):
+        if self.fell_back is None:
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
                 "(torch._dynamo.explain shows where the trace stopped)"
@@ -297,7 +305,8 @@ class Trace:
         """``value`` with its tensors as the arrays the function is handed (see the module),
         each container the trace rebuilds (see ``_rebuilt_in_graph``) rebuilt and recorded in
         ``handed``, so that what the function changes in them reaches the caller's (see
-        ``_changes_back``)."""
+        ``_changes_back``); a list, dict or dataclass met twice (``f(l, l)``, ``f((l, l))``) is
+        rebuilt once and handed twice, so that the function's changes through both land."""
         if isinstance(value, torch.Tensor):
             if value.is_floating_point() or value.is_complex():
                 handed.floats.append(value.dtype)
@@ -312,6 +321,9 @@ class Trace:
             return array
         if not self.nested:
             return value
+        for caller, made, _ in handed.containers:  # one container met twice is handed twice, as eagerly
+            if caller is value:
+                return made
         made = _rebuilt_in_graph(value, self._array, handed)
         if made is None:
             return value
