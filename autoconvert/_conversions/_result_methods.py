@@ -219,7 +219,7 @@ class ResultFields:
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
-            _placed(receiver.__dict__, converted.__dict__, twins, _DEPTH)
+            _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
         return twins if _holds_twin(result, twins) else UNSEEN
 
     def carry(
@@ -701,7 +701,9 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
             _paired(inner, _inner_of(theirs), into)
 
 
-def _placed(mine: Any, theirs: Any, into: dict[int, tuple[Any, Any]], depth: int, seen: set[int] | None = None) -> None:
+def _paired_in_place(
+    mine: Any, theirs: Any, into: dict[int, tuple[Any, Any]], depth: int, seen: set[int] | None = None
+) -> None:
     """Into ``into``: the lists, dicts, tuples and records ``mine`` (a method's object's
     attributes, or a container of them) holds, each with the caller's object at its place in
     ``theirs`` (which a carry made match), where none is paired yet, ``depth`` containers deep
@@ -720,7 +722,7 @@ def _placed(mine: Any, theirs: Any, into: dict[int, tuple[Any, Any]], depth: int
         into.setdefault(id(item), (item, other))
         if depth > 1:
             inner = _inner_of(item)
-            _placed(inner, other if inner is item else other.__dict__, into, depth - 1, seen)
+            _paired_in_place(inner, other if inner is item else other.__dict__, into, depth - 1, seen)
 
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
