@@ -1774,3 +1774,44 @@ def test_a_copy_of_a_result_holding_itself_in_a_dict_keeps_its_methods_working(r
     c = copy.deepcopy(r) if how == "deepcopy" else pickle.loads(pickle.dumps(r))
     assert c.add() == 1 and c.add() == 2
     assert c.reg["me"] is c and type(c.hist[0]) is kind and r.hist == []
+
+
+@dataclasses.dataclass
+class Yielding:
+    """A result whose generator method yields itself and objects it holds."""
+
+    w: Any
+    hist: list[Any]
+    pair: tuple[list[Any], Any]
+
+    def each(self) -> Any:
+        yield self
+        yield self.pair
+        self.leaf = Record(self.w * 2)
+        yield self.leaf
+        return self.hist
+
+    def sizes(self) -> list[int]:
+        return [len(self.hist), len(self.pair[0])]
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_generator_method_yielding_its_result_s_objects_yields_the_caller_s(route: str, held: str) -> None:
+    """``yield self``, ``yield self.pair``, ``self.leaf = Record(x); yield self.leaf`` gave new
+    converted objects (a plain method's ``return self`` gave the caller's): the caller's changes
+    to them were lost. The caller's own objects come, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    one = _array([1.0, 2.0], kind)
+    r = unwrap(view(lambda a: wrap(Yielding(a * 1.0, [], ([a * 1.0], a * 1.0))))(one))
+    items = r.each()
+    assert next(items) is r
+    assert next(items) is r.pair
+    leaf = next(items)
+    assert leaf is r.leaf and type(leaf.w) is kind
+    r.hist.append(one)
+    r.pair[0].append(one)
+    with pytest.raises(StopIteration) as stop:
+        next(items)
+    assert stop.value.value is r.hist
+    assert r.sizes() == [1, 2]

@@ -897,18 +897,21 @@ class ResultMethod(Attached):
         except BaseException:  # what it changed before raising stays, as on the plain object
             fields.ran(receiver, before, inside, None, self.carried)
             raise
-        if type(result) is types.GeneratorType:  # its body runs as it is consumed
-            return self._carrying(result, receiver), UNSEEN
+        if type(result) is types.GeneratorType:  # its body runs as it is consumed, its items converted there
+            carrying = self._carrying(result, receiver)
+            return carrying, {id(carrying): (carrying, carrying)}
         return result, fields.ran(receiver, before, inside, result, self.carried)
 
     def _carrying(self, generator: Generator[Any, Any, Any], receiver: Any) -> Generator[Any, Any, Any]:
         """A generator method's ``generator``, what its body changes on ``receiver`` carried to
         the caller's result each time it stops: at each item, at its end, where it raises;
-        ``send``, ``throw`` and ``close`` reach it."""
+        ``send``, ``throw`` and ``close`` reach it. Its items and value are converted as a
+        method's value is (``yield self`` the caller's result)."""
         fields = self.fields
 
-        def carry() -> None:
-            fields.ran(receiver, before, inside, None, self.carried)
+        def carry(value: Any = None) -> Any:
+            twins = fields.ran(receiver, before, inside, value, self.carried)
+            return self.convert(value) if twins is UNSEEN else with_twins(value, twins, self.convert)
 
         sent: Any = None
         thrown: BaseException | None = None
@@ -918,15 +921,14 @@ class ResultMethod(Attached):
             try:
                 item = generator.send(sent) if thrown is None else generator.throw(thrown)
             except StopIteration as stop:
-                carry()
-                return stop.value
+                return carry(stop.value)
             except BaseException:
                 carry()
                 raise
-            carry()
+            converted = carry(item)
             sent, thrown = None, None
             try:
-                sent = yield item
+                sent = yield converted
             except GeneratorExit:
                 before = dict(receiver.__dict__)
                 inside = fields.inside(receiver, before) if fields.followed else None
