@@ -14,7 +14,7 @@ import pickle
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pytest
@@ -1815,3 +1815,33 @@ def test_a_generator_method_yielding_its_result_s_objects_yields_the_caller_s(ro
         next(items)
     assert stop.value.value is r.hist
     assert r.sizes() == [1, 2]
+
+
+@dataclasses.dataclass
+class Counting:
+    """A result whose class method changes a class attribute, with a class-level default."""
+
+    w: Any
+    inner: Any = None
+    count: ClassVar[int] = 0
+
+    @classmethod
+    def tick(cls) -> int:
+        cls.count += 1
+        return cls.count
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+def test_a_class_method_of_a_result_changes_its_class_not_the_result(route: str) -> None:
+    """A class method (``cls.count += 1``) was run as if on the result: the class attribute was
+    copied onto the caller's result, shadowing the class's, and where an attribute held a
+    dataclass with a class-level default None it raised a raw AttributeError. It changes the
+    class alone, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Counting(a * 1.0, Linked(a * 1.0, Record(a), [])))(_array([1.0, 2.0], kind))
+    try:
+        assert r.tick() == 1 and "count" not in vars(r)
+        Counting.count = 100
+        assert r.count == 100
+    finally:
+        Counting.count = 0

@@ -887,8 +887,8 @@ class ResultMethod(Attached):
         ``UNSEEN``. What the method changed on that object is carried to the caller's result
         (see ResultFields.ran)."""
         receiver = getattr(method, "__self__", None)
-        if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
-            return method(*args, **kwargs), UNSEEN
+        if receiver is None or isinstance(receiver, type) or not hasattr(receiver, "__dict__"):
+            return method(*args, **kwargs), UNSEEN  # a static method or a class method: no result to change
         fields = self.fields
         before = dict(receiver.__dict__)
         inside = fields.inside(receiver, before) if fields.followed else None
