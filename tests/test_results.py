@@ -14,7 +14,7 @@ import pickle
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pytest
@@ -1663,3 +1663,185 @@ def test_what_a_method_puts_inside_its_result_that_cannot_cross_is_autoconverts_
         f"Spoiled.{method}(): field {path} holds strings, which torch cannot hold. Found numpy.ndarray(shape=(1,), "
         "dtype=<U1). Fix: use a list of str, or integer codes."
     )
+
+
+@dataclasses.dataclass
+class Making:
+    """A result whose methods change or make objects inside it and return them."""
+
+    w: Any
+    items: list[Record]
+    hist: list[Any]
+
+    def first_set(self, x: Any) -> Record:
+        self.items[0].w = x
+        return self.items[0]
+
+    def new_record(self) -> Record:
+        self.leaf = Record(self.w * 2)
+        return self.leaf
+
+    def new_hist(self) -> list[Any]:
+        self.hist = [self.w]
+        return self.hist
+
+    def logged(self) -> dict[str, Any]:
+        self.hist.append({"w": self.w})
+        return self.hist[-1]
+
+    def reads(self) -> list[Any]:
+        return [self.items[0].w, self.leaf.w, len(self.hist), sorted(self.hist[-1])]
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_method_returning_what_it_changed_or_made_in_its_result_returns_the_caller_s(route: str, held: str) -> None:
+    """``self.items[0].w = x; return self.items[0]``, ``self.leaf = Record(x); return self.leaf``
+    gave a new converted object, apart from the one carried to the caller's result: the caller's
+    change to what it got was lost, and the next method did not see it. The caller's own object
+    at that place comes back, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Making(a * 1.0, [Record(a * 1.0)], [])))(_array([1.0, 2.0], kind)))
+    assert r.first_set(_array([3.0], kind)) is r.items[0]
+    assert r.new_record() is r.leaf
+    assert r.new_hist() is r.hist
+    assert r.logged() is r.hist[-1]
+    r.items[0].w = _array([7.0], kind)
+    r.leaf.w = _array([8.0], kind)
+    r.hist[-1]["v"] = _array([9.0], kind)
+    first, leaf, size, keys = r.reads()
+    assert (first.tolist(), leaf.tolist(), size, keys) == ([7.0], [8.0], 2, ["v", "w"])
+    assert type(first) is kind and type(leaf) is kind
+
+
+@dataclasses.dataclass
+class Linked:
+    """A result whose method makes a cycle through attributes: self.other.other = self."""
+
+    w: Any
+    other: Record
+    hist: list[Any]
+
+    def link(self) -> None:
+        self.other.other = self  # type: ignore[attr-defined]
+
+    def add(self) -> int:
+        self.hist.append(self.w * 2)
+        return len(self.hist)
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_method_making_its_result_point_back_through_an_attribute_leaves_its_methods_working(
+    route: str, held: str
+) -> None:
+    """After ``self.other.other = self`` every later method call raised RecursionError: what a
+    method may change inside its result was followed around the cycle. It is followed once, as
+    on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Linked(a * 1.0, Record(a * 1.0), [])))(_array([1.0, 2.0], kind)))
+    r.link()
+    assert r.other.other is r
+    assert r.add() == 1 and r.add() == 2
+    assert len(r.hist) == 2 and type(r.hist[1]) is kind and r.other.other is r
+
+
+@dataclasses.dataclass
+class Registering:
+    """A result whose method stores it in its own dict: self.reg['me'] = self."""
+
+    w: Any
+    hist: list[Any]
+    reg: dict[str, Any]
+
+    def register(self) -> None:
+        self.reg["me"] = self
+
+    def add(self) -> int:
+        self.hist.append(self.w * 4)
+        return len(self.hist)
+
+
+@pytest.mark.parametrize("route", ["pair", "returns_tensor", "torchify"])
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copy_of_a_result_holding_itself_in_a_dict_keeps_its_methods_working(route: str, how: str) -> None:
+    """After ``self.reg['me'] = self``, a ``copy.deepcopy`` or pickled copy raised RecursionError
+    at its next method call: the dict, converted back for the methods, converted the result
+    holding it again. The copy's methods run, the dict holding the copy, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Registering(a * 1.0, [], {}))(_array([1.0, 2.0], kind))
+    r.register()
+    c = copy.deepcopy(r) if how == "deepcopy" else pickle.loads(pickle.dumps(r))
+    assert c.add() == 1 and c.add() == 2
+    assert c.reg["me"] is c and type(c.hist[0]) is kind and r.hist == []
+
+
+@dataclasses.dataclass
+class Yielding:
+    """A result whose generator method yields itself and objects it holds."""
+
+    w: Any
+    hist: list[Any]
+    pair: tuple[list[Any], Any]
+
+    def each(self) -> Any:
+        yield self
+        yield self.pair
+        self.leaf = Record(self.w * 2)
+        yield self.leaf
+        return self.hist
+
+    def sizes(self) -> list[int]:
+        return [len(self.hist), len(self.pair[0])]
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_generator_method_yielding_its_result_s_objects_yields_the_caller_s(route: str, held: str) -> None:
+    """``yield self``, ``yield self.pair``, ``self.leaf = Record(x); yield self.leaf`` gave new
+    converted objects (a plain method's ``return self`` gave the caller's): the caller's changes
+    to them were lost. The caller's own objects come, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    one = _array([1.0, 2.0], kind)
+    r = unwrap(view(lambda a: wrap(Yielding(a * 1.0, [], ([a * 1.0], a * 1.0))))(one))
+    items = r.each()
+    assert next(items) is r
+    assert next(items) is r.pair
+    leaf = next(items)
+    assert leaf is r.leaf and type(leaf.w) is kind
+    r.hist.append(one)
+    r.pair[0].append(one)
+    with pytest.raises(StopIteration) as stop:
+        next(items)
+    assert stop.value.value is r.hist
+    assert r.sizes() == [1, 2]
+
+
+@dataclasses.dataclass
+class Counting:
+    """A result whose class method changes a class attribute, with a class-level default."""
+
+    w: Any
+    inner: Any = None
+    count: ClassVar[int] = 0
+
+    @classmethod
+    def tick(cls) -> int:
+        cls.count += 1
+        return cls.count
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+def test_a_class_method_of_a_result_changes_its_class_not_the_result(route: str) -> None:
+    """A class method (``cls.count += 1``) was run as if on the result: the class attribute was
+    copied onto the caller's result, shadowing the class's, and where an attribute held a
+    dataclass with a class-level default None it raised a raw AttributeError. It changes the
+    class alone, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Counting(a * 1.0, Linked(a * 1.0, Record(a), [])))(_array([1.0, 2.0], kind))
+    try:
+        assert r.tick() == 1 and "count" not in vars(r)
+        Counting.count = 100
+        assert r.count == 100
+    finally:
+        Counting.count = 0

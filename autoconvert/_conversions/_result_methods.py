@@ -146,16 +146,19 @@ class ResultFields:
         methods = self.node.own
         if moved:  # the caller's lists and dicts changed in place: their items converted back where new
             inner = {**inner, **self._returned(moved, attributes, side)}
-        changed = {
-            name: inner[name] if name in inner else _own(back(value, name), value)
-            for name, value in attributes.items()
-            if name not in methods
-            and (given.get(name, _UNSEEN) is not value or name in apart or name in inner or name in moved)
-        }
         twin = self.twin
         if twin is None:
             children, context = self.node.flatten(self.original)
             twin = self.node.unflatten(list(children), context)
+        itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
+        changed = {
+            name: inner[name]
+            if name in inner
+            else _own(with_twins(value, itself, functools.partial(back, name=name)), value)
+            for name, value in attributes.items()
+            if name not in methods
+            and (given.get(name, _UNSEEN) is not value or name in apart or name in inner or name in moved)
+        }
         state = twin.__dict__
         for name in given.keys() - attributes.keys():
             state.pop(name, None)
@@ -170,11 +173,11 @@ class ResultFields:
         self.see(attributes)
         return twin
 
-    def inside(self, before: dict[str, Any]) -> Inside | None:
-        """What a method may change in place inside the object it runs on (which holds
-        ``before``), where the result holds any (``followed``)."""
+    def inside(self, receiver: Any, before: dict[str, Any]) -> Inside | None:
+        """What a method may change in place inside ``receiver``, the object it runs on (which
+        holds ``before``), where the result holds any (``followed``)."""
         converted = self.converted()
-        return None if converted is None else _inside_of(before, converted.__dict__, self.followed)
+        return None if converted is None else _inside_of(before, converted.__dict__, self.followed, (id(receiver),))
 
     def ran(
         self,
@@ -214,6 +217,9 @@ class ResultFields:
             self.carry(
                 receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
             )
+            # What it changed or made there now has the caller's object at its place, carried
+            # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
+            _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
         return twins if _holds_twin(result, twins) else UNSEEN
 
     def carry(
@@ -396,20 +402,21 @@ def _tuple_like(like: Any, items: list[Any]) -> Any:
     return node.unflatten([*items, *children[len(items) :]], context)
 
 
-def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str]) -> Inside:
+def _inside_of(state: dict[str, Any], caller: dict[str, Any], names: list[str], above: tuple[int, ...] = ()) -> Inside:
     """What may change in place in the attributes ``names`` of the object a method runs on
     (``state``, its attributes), the caller's object holding ``caller``: its lists and dicts
-    with what they hold, and its objects the conversion rebuilt, at any depth."""
+    with what they hold, and its objects the conversion rebuilt, at any depth, none of those
+    ``above`` it again (by id: ``self.other.other = self``)."""
     contents: dict[str, tuple[Any, _Held]] = {}
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
     for name in names:
         value, mine = state.get(name), caller.get(name)
         if type(value) in _IN_PLACE or _held_in(value):  # a list met first: this runs at each method call
             contents[name] = (value, _contents(value))
-        elif _stands_for(mine, value):
+        elif id(value) not in above and _stands_for(mine, value):
             was, fields = dict(value.__dict__), _fields_of(mine)
             followed = _followed(mine.__dict__) if fields is None else fields.followed
-            inner[name] = (mine, value, was, _inside_of(was, mine.__dict__, followed))
+            inner[name] = (mine, value, was, _inside_of(was, mine.__dict__, followed, (*above, id(value))))
     return contents, inner
 
 
@@ -694,6 +701,30 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
             _paired(inner, _inner_of(theirs), into)
 
 
+def _paired_in_place(
+    mine: Any, theirs: Any, into: dict[int, tuple[Any, Any]], depth: int, seen: set[int] | None = None
+) -> None:
+    """Into ``into``: the lists, dicts, tuples and records ``mine`` (a method's object's
+    attributes, or a container of them) holds, each with the caller's object at its place in
+    ``theirs`` (which a carry made match), where none is paired yet, ``depth`` containers deep
+    (``seen``: those looked in already, which may hold each other)."""
+    seen = set() if seen is None else seen
+    if type(mine) is dict and type(theirs) is dict:
+        pairs: Any = ((item, theirs.get(key, _UNSEEN)) for key, item in mine.items())
+    elif isinstance(mine, (list, tuple)) and isinstance(theirs, (list, tuple)):
+        pairs = zip(mine, theirs, strict=False)
+    else:
+        return
+    for item, other in pairs:
+        if type(other) is not type(item) or other is item or id(item) in seen or not _changes_inside(item):
+            continue
+        seen.add(id(item))
+        into.setdefault(id(item), (item, other))
+        if depth > 1:
+            inner = _inner_of(item)
+            _paired_in_place(inner, other if inner is item else other.__dict__, into, depth - 1, seen)
+
+
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
     """Whether ``value`` is, or its tuples, lists, dicts and records hold, one of ``twins``
     (``seen``: the records looked in already, which may hold each other)."""
@@ -856,49 +887,51 @@ class ResultMethod(Attached):
         ``UNSEEN``. What the method changed on that object is carried to the caller's result
         (see ResultFields.ran)."""
         receiver = getattr(method, "__self__", None)
-        if receiver is None or not hasattr(receiver, "__dict__"):  # a static method: no object to change
-            return method(*args, **kwargs), UNSEEN
+        if receiver is None or isinstance(receiver, type) or not hasattr(receiver, "__dict__"):
+            return method(*args, **kwargs), UNSEEN  # a static method or a class method: no result to change
         fields = self.fields
         before = dict(receiver.__dict__)
-        inside = fields.inside(before) if fields.followed else None
+        inside = fields.inside(receiver, before) if fields.followed else None
         try:
             result = method(*args, **kwargs)
         except BaseException:  # what it changed before raising stays, as on the plain object
             fields.ran(receiver, before, inside, None, self.carried)
             raise
-        if type(result) is types.GeneratorType:  # its body runs as it is consumed
-            return self._carrying(result, receiver), UNSEEN
+        if type(result) is types.GeneratorType:  # its body runs as it is consumed, its items converted there
+            carrying = self._carrying(result, receiver)
+            return carrying, {id(carrying): (carrying, carrying)}
         return result, fields.ran(receiver, before, inside, result, self.carried)
 
     def _carrying(self, generator: Generator[Any, Any, Any], receiver: Any) -> Generator[Any, Any, Any]:
         """A generator method's ``generator``, what its body changes on ``receiver`` carried to
         the caller's result each time it stops: at each item, at its end, where it raises;
-        ``send``, ``throw`` and ``close`` reach it."""
+        ``send``, ``throw`` and ``close`` reach it. Its items and value are converted as a
+        method's value is (``yield self`` the caller's result)."""
         fields = self.fields
 
-        def carry() -> None:
-            fields.ran(receiver, before, inside, None, self.carried)
+        def carry(value: Any = None) -> Any:
+            twins = fields.ran(receiver, before, inside, value, self.carried)
+            return self.convert(value) if twins is UNSEEN else with_twins(value, twins, self.convert)
 
         sent: Any = None
         thrown: BaseException | None = None
         while True:
             before = dict(receiver.__dict__)
-            inside = fields.inside(before) if fields.followed else None
+            inside = fields.inside(receiver, before) if fields.followed else None
             try:
                 item = generator.send(sent) if thrown is None else generator.throw(thrown)
             except StopIteration as stop:
-                carry()
-                return stop.value
+                return carry(stop.value)
             except BaseException:
                 carry()
                 raise
-            carry()
+            converted = carry(item)
             sent, thrown = None, None
             try:
-                sent = yield item
+                sent = yield converted
             except GeneratorExit:
                 before = dict(receiver.__dict__)
-                inside = fields.inside(before) if fields.followed else None
+                inside = fields.inside(receiver, before) if fields.followed else None
                 generator.close()  # its finally blocks run
                 carry()
                 raise
