@@ -1762,6 +1762,7 @@ class Registering:
         return len(self.hist)
 
 
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @pytest.mark.parametrize("route", ["pair", "returns_tensor", "torchify"])
 @pytest.mark.parametrize("how", ["deepcopy", "pickle"])
 def test_a_copy_of_a_result_holding_itself_in_a_dict_keeps_its_methods_working(route: str, how: str) -> None:
