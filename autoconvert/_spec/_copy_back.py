@@ -4,10 +4,12 @@ memory ``torch.from_numpy`` shares does.
 
 torch cannot share a writable array with negative strides (``a[::-1]``), a zero stride
 (``as_strided``), non-native byte order or unaligned data, so the function gets a private
-copy, recorded by the leaf (see _to_torch.Target.copies). The after step (``CopyBack``) copies
-back each copy the function wrote into, as its version counter says (the one autograd reads,
-which every in-place torch op bumps), and refuses a write into an array whose elements share
-memory, which no copy back can make faithfully. Its words for ``explain``: ``COPIED_BACK``.
+copy, recorded by the leaf with its values as handed (see _to_torch.Target.copies). The after step
+(``CopyBack``) writes back the elements the function changed in each copy, compared bit for bit
+with those values: only those, so that a write through another argument viewing the same array
+stays, and any write, whether torch's version counter counts it or not (``x.data[0] = v``,
+``x.numpy()``). It refuses a write into an array whose elements share memory, which no copy back
+can make faithfully, and a copy whose shape the function changed in place. Its words for ``explain``: ``COPIED_BACK``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from numpy.typing import NDArray
 
@@ -26,8 +29,8 @@ from autoconvert._errors import ConversionError, ReadOnlyError, message
 from ._collected import Handed, after_failure_note
 from ._signature import ARRAYS, Given, Parameters, tensor_paths
 
-#: (caller's array, its private copy, the copy's version when made), as the leaves record them.
-Copies = list[tuple[NDArray[Any], torch.Tensor, int]]
+#: (caller's array, its private copy, the copy's version and values when made), as the leaves record them.
+Copies = list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]]
 
 #: Its after step's name (see Inputs.after).
 COPY_BACK = "copy back"
@@ -84,30 +87,33 @@ class CopyBack:
         """Each private copy the function wrote into, copied back into the caller's array (the
         others still are when one cannot be); a write into one whose elements share memory, refused."""
         refused: list[NDArray[Any]] = []
-        failed: tuple[NDArray[Any], Exception] | None = None
-        for a, t, version in copies:
-            if t._version == version:
-                continue  # not written
-            if _shares_elements(a):
-                refused.append(a)
+        reshaped: tuple[NDArray[Any], str] | None = None
+        for a, t, version, handed in copies:
+            layout = _layout_change(t, handed)
+            if layout:
+                reshaped = reshaped or (a, layout)
                 continue
-            try:
-                _copy_into(a, t)
-            except (RuntimeError, TypeError, ValueError) as e:
-                failed = failed or (a, e)
-        if failed is not None:
-            a, error = failed
+            now = t.detach().resolve_conj().resolve_neg().numpy()
+            changed = _changed(now, handed)
+            if _shares_elements(a):
+                if t._version != version or changed.any():
+                    refused.append(a)
+                continue
+            if changed.any():
+                a[changed] = now[changed]
+        if reshaped is not None:
+            a, layout = reshaped
             raise ConversionError(
                 message(
                     self.function,
                     "argument " + self._paths_of([a], given),
-                    "could not take back what the function wrote into its private copy (torch cannot share the "
-                    f"array's layout): {type(error).__name__}: {error}",
+                    "was handed as a private copy (torch cannot share the array's layout), and the function "
+                    f"changed that copy's {layout} in place, so what it wrote could not reach the caller's array",
                     describe_array(a),
                     "keep the tensor's shape in the function (write into it with x[...] = ...), or return the "
                     "new tensor instead",
                 )
-            ) from error
+            )
         if refused:
             paths = self._paths_of(refused, given)
             raise ReadOnlyError(
@@ -135,9 +141,19 @@ def _shares_elements(a: NDArray[Any]) -> bool:
     return strides_overlap(a.shape, a.strides)
 
 
-def _copy_into(a: NDArray[Any], t: torch.Tensor) -> None:
-    """Write tensor ``t``'s values into the caller's array ``a`` (its byte order and strides)."""
-    source = t.detach().resolve_conj().resolve_neg()
-    if tuple(source.shape) != a.shape:
-        raise ValueError(f"the function changed its shape from {a.shape} to {tuple(source.shape)}")
-    a[...] = source.numpy()
+def _layout_change(t: torch.Tensor, handed: NDArray[Any]) -> str:
+    """How an in-place op (``resize_``, ``unsqueeze_``, ``t_``) changed the private copy ``t``'s
+    layout from ``handed``'s, in words; empty where it kept it."""
+    if tuple(t.shape) != handed.shape:
+        return f"shape from {handed.shape} to {tuple(t.shape)}"
+    if tuple(st * handed.itemsize for st in t.stride()) != handed.strides and t.numel() > 1:
+        return f"strides from {handed.strides} to {tuple(st * handed.itemsize for st in t.stride())} bytes"
+    return ""
+
+
+def _changed(now: NDArray[Any], handed: NDArray[Any]) -> NDArray[np.bool_]:
+    """Which elements differ bit for bit (a NaN written over itself is no change; -0.0 over 0.0 is one)."""
+    if now.dtype.kind == "c":
+        return _changed(now.real, handed.real) | _changed(now.imag, handed.imag)
+    bits = np.dtype(f"u{now.dtype.itemsize}")
+    return now.view(bits) != handed.view(bits)  # type: ignore[no-any-return]
