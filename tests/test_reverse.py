@@ -378,6 +378,36 @@ def test_a_write_torch_does_not_count_reaches_the_caller_too(write: Any) -> None
         assert handed[0] == 9.0
 
 
+@pytest.mark.parametrize("generic", [False, True], ids=["flat", "generic"])
+def test_a_generators_writes_reach_the_caller_as_it_yields(generic: bool) -> None:
+    """A generator function's body runs as it is iterated: what it wrote into a private copy
+    reaches the caller's array after each step (``next``, ``send``, ``close``), as from shared
+    memory at its yields; a value the caller wrote in between is not written over."""
+
+    @ac.accepts_tensor
+    def fills(x: torch.Tensor) -> Any:
+        for i in range(len(x)):
+            x[i] = yield float(x.sum())
+
+    b = np.zeros(3)
+    with ac.stats() if generic else contextlib.nullcontext():
+        steps = fills(b[::-1])
+    assert next(steps) == 0.0
+    assert steps.send(5.0) == 5.0
+    assert b.tolist() == [0.0, 0.0, 5.0]
+    b[0] = 9.0  # the caller's own write, which the next step's copy back keeps
+    steps.send(6.0)
+    assert b.tolist() == [9.0, 6.0, 5.0]
+    steps.close()
+    closing = fills(b[::-1])
+    next(closing)
+    closing.send(1.0)
+    closing.send(2.0)
+    with pytest.raises(StopIteration):
+        closing.send(3.0)  # the last write, copied back as the generator ends
+    assert b.tolist() == [3.0, 2.0, 1.0]
+
+
 def test_the_copy_back_compares_bit_for_bit() -> None:
     """-0.0 written over 0.0 reaches the caller (equal as numbers, not as bits); NaNs the function
     left alone stay as they were, payload and all."""

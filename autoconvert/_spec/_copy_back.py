@@ -14,7 +14,8 @@ can make faithfully, and a copy whose shape the function changed in place. Its w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from types import GeneratorType
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ class CopyBack:
     def __call__(self, ctx: Target, given: Given, handed: Handed, result: Any) -> Any:
         """The generic call's step, after a call whose leaves recorded ``ctx.copies``."""
         if ctx.copies:
-            self.copy_back(ctx.copies, given)
+            return self.after(ctx.copies, given, result)
         return result
 
     def calling(self, wrapped: Callable[..., Any], copies: Copies, given: Given) -> Callable[..., Any]:
@@ -73,15 +74,54 @@ class CopyBack:
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                try:
-                    self.copy_back(copies, given)
-                except Exception as failure:
-                    e.add_note(after_failure_note(self.function, failure))
+                self.noting(e, copies, given)
                 raise
-            self.copy_back(copies, given)
-            return result
+            return self.after(copies, given, result)
 
         return call
+
+    def after(self, copies: Copies, given: Given, result: Any) -> Any:
+        """The copy back after the call; a generator function's body runs as it is iterated, so
+        its generator copies back after each step instead (its writes reach the caller as it yields)."""
+        self.copy_back(copies, given)
+        if type(result) is GeneratorType:
+            return self._stepping(result, copies, given)
+        return result
+
+    def noting(self, e: BaseException, copies: Copies, given: Given) -> None:
+        """The copy back after the function raised ``e``: a failure of its own is a note on ``e``."""
+        try:
+            self.copy_back(copies, given)
+        except Exception as failure:
+            e.add_note(after_failure_note(self.function, failure))
+
+    def _stepping(self, generator: Generator[Any, Any, Any], copies: Copies, given: Given) -> Generator[Any, Any, Any]:
+        """``generator``, copying back after each step it takes (``next``, ``send``, ``throw``, ``close``)."""
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                item = generator.send(sent) if thrown is None else generator.throw(thrown)
+            except StopIteration as stop:
+                self.copy_back(copies, given)
+                return stop.value
+            except BaseException as e:
+                self.noting(e, copies, given)
+                raise
+            self.copy_back(copies, given)
+            sent, thrown = None, None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                try:
+                    generator.close()
+                except BaseException as failure:
+                    self.noting(failure, copies, given)
+                    raise
+                self.copy_back(copies, given)  # its failure is close()'s
+                raise
+            except BaseException as e:
+                thrown = e
 
     def copy_back(self, copies: Copies, given: Given) -> None:
         """Each private copy the function wrote into, copied back into the caller's array (the
@@ -101,6 +141,7 @@ class CopyBack:
                 continue
             if changed.any():
                 a[changed] = now[changed]
+                handed[changed] = now[changed]  # a generator's next step gives back only its new changes
         if reshaped is not None:
             a, layout = reshaped
             raise ConversionError(
