@@ -134,7 +134,7 @@ class CopyBack:
                 reshaped = reshaped or (a, layout)
                 continue
             now = t.detach().resolve_conj().resolve_neg().numpy()
-            changed = _changed(now, handed)
+            changed = _changed_bits(now, handed)
             if _shares_elements(a):
                 if t._version != version or changed.any():
                     refused.append(a)
@@ -192,9 +192,9 @@ def _layout_change(t: torch.Tensor, handed: NDArray[Any]) -> str:
     return ""
 
 
-def _changed(now: NDArray[Any], handed: NDArray[Any]) -> NDArray[np.bool_]:
+def _changed_bits(now: NDArray[Any], handed: NDArray[Any]) -> NDArray[np.bool_]:
     """Which elements differ bit for bit (a NaN written over itself is no change; -0.0 over 0.0 is one)."""
     if now.dtype.kind == "c":
-        return _changed(now.real, handed.real) | _changed(now.imag, handed.imag)
+        return _changed_bits(now.real, handed.real) | _changed_bits(now.imag, handed.imag)
     bits = np.dtype(f"u{now.dtype.itemsize}")
     return now.view(bits) != handed.view(bits)  # type: ignore[no-any-return]
