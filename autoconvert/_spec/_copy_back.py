@@ -133,13 +133,12 @@ class CopyBack:
             if layout:
                 reshaped = reshaped or (a, layout)
                 continue
-            now = t.detach().resolve_conj().resolve_neg().numpy()
+            now = t.numpy(force=True)  # detached, its conjugate and negative bits resolved
             changed = _changed_bits(now, handed)
-            if _shares_elements(a):
-                if t._version != version or changed.any():
-                    refused.append(a)
-                continue
-            if changed.any():
+            written = changed.any()
+            if (written or t._version != version) and _shares_elements(a):
+                refused.append(a)  # a write of the same values too: the version counter says it was made
+            elif written:
                 a[changed] = now[changed]
                 handed[changed] = now[changed]  # a generator's next step gives back only its new changes
         if reshaped is not None:
