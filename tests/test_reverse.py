@@ -293,12 +293,130 @@ def test_a_copy_the_function_reshaped_cannot_go_back_and_says_so() -> None:
     with pytest.raises(ac.ConversionError) as info:
         shrinks(np.zeros(3)[::-1])
     assert str(info.value) == (
-        "test_a_copy_the_function_reshaped_cannot_go_back_and_says_so.<locals>.shrinks(): argument x could not "
-        "take back what the function wrote into its private copy (torch cannot share the array's layout): "
-        "ValueError: the function changed its shape from (3,) to (1,). Found numpy.ndarray(shape=(3,), "
-        "dtype=<f8). Fix: keep the tensor's shape in the function (write into it with x[...] = ...), or return "
-        "the new tensor instead."
+        "test_a_copy_the_function_reshaped_cannot_go_back_and_says_so.<locals>.shrinks(): argument x was handed "
+        "as a private copy (torch cannot share the array's layout), and the function changed that copy's shape "
+        "from (3,) to (1,) in place, so what it wrote could not reach the caller's array. Found "
+        "numpy.ndarray(shape=(3,), dtype=<f8). Fix: keep the tensor's shape in the function (write into it with "
+        "x[...] = ...), or return the new tensor instead."
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda x: x.unsqueeze_(0), "shape from (2, 2) to (1, 2, 2)"),
+        (lambda x: x.t_(), "strides from (16, 8) to (8, 16) bytes"),
+    ],
+    ids=["unsqueeze_", "t_"],
+)
+def test_any_in_place_layout_change_of_a_private_copy_is_refused(change: Any, words: str) -> None:
+    """A square matrix's ``t_`` keeps its shape but not its layout: refused like a new shape,
+    the caller's array unchanged."""
+    a = np.arange(4.0).reshape(2, 2)
+    with pytest.raises(ac.ConversionError) as info:
+        ac.accepts_tensor(lambda x: change(x.mul_(2)))(a[::-1])
+    assert str(info.value) == (
+        "test_any_in_place_layout_change_of_a_private_copy_is_refused.<locals>.<lambda>(): argument x was handed "
+        "as a private copy (torch cannot share the array's layout), and the "
+        f"function changed that copy's {words} in place, so what it wrote could not reach the caller's array. "
+        "Found numpy.ndarray(shape=(2, 2), dtype=<f8). Fix: keep the tensor's shape in the function (write into "
+        "it with x[...] = ...), or return the new tensor instead."
+    )
+    assert a.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+
+
+def _first_and_second(x: torch.Tensor, y: torch.Tensor) -> None:
+    x[0] = 10
+    y[1] = 20
+
+
+def _second_shared_and_copy_untouched(x: torch.Tensor, y: torch.Tensor) -> None:
+    y += 0  # a write that changes no value (torch's add_)
+    x[1] = 11
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["flat", "generic"])
+@pytest.mark.parametrize(
+    ("function", "views"),
+    [
+        (_first_and_second, lambda b: (b[::-1], b[::-1])),
+        (_first_and_second, lambda b: (b, b[::-1])),
+        (_first_and_second, lambda b: (b[::-1], b)),
+        (_first_and_second, lambda b: (b[::-2], b[::-1])),
+        (_second_shared_and_copy_untouched, lambda b: (b, b[::-1])),
+        (_second_shared_and_copy_untouched, lambda b: (b[::-1], b[::-1])),
+    ],
+)
+def test_writes_through_two_views_of_one_array_both_reach_it(function: Any, views: Any, generic: bool) -> None:
+    """Two arguments viewing one caller array, one or both private copies: each copy gives back
+    only the elements the function changed in it, so neither undoes the other's write, as NumPy's
+    own writes through the two views leave the array."""
+    b, expected = np.arange(6.0), np.arange(6.0)
+    function(*views(expected))  # what NumPy's own writes through the views give
+    with ac.stats() if generic else contextlib.nullcontext():
+        ac.accepts_tensor(function)(*views(b))
+    assert b.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x.data.__setitem__(0, 9.0),
+        lambda x: x.numpy().__setitem__(0, 9.0),
+        lambda x: torch.from_numpy(x.numpy())[0].fill_(9.0),
+        lambda x: x.detach().__setitem__(0, 9.0),
+    ],
+    ids=["data", "numpy", "from_numpy", "detach"],
+)
+def test_a_write_torch_does_not_count_reaches_the_caller_too(write: Any) -> None:
+    """Writes that leave the version counter as it was (through ``.data``, ``.numpy()``) reach
+    the caller's array from a private copy as from shared memory."""
+    for layout in (lambda b: b, lambda b: b[::-1], lambda b: b.astype(b.dtype.newbyteorder())):
+        b = np.arange(4.0)
+        handed = layout(b)
+        ac.accepts_tensor(write)(handed)
+        assert handed[0] == 9.0
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["flat", "generic"])
+def test_a_generators_writes_reach_the_caller_as_it_yields(generic: bool) -> None:
+    """A generator function's body runs as it is iterated: what it wrote into a private copy
+    reaches the caller's array after each step (``next``, ``send``, ``close``), as from shared
+    memory at its yields; a value the caller wrote in between is not written over."""
+
+    @ac.accepts_tensor
+    def fills(x: torch.Tensor) -> Any:
+        for i in range(len(x)):
+            x[i] = yield float(x.sum())
+
+    b = np.zeros(3)
+    with ac.stats() if generic else contextlib.nullcontext():
+        steps = fills(b[::-1])
+    assert next(steps) == 0.0
+    assert steps.send(5.0) == 5.0
+    assert b.tolist() == [0.0, 0.0, 5.0]
+    b[0] = 9.0  # the caller's own write, which the next step's copy back keeps
+    steps.send(6.0)
+    assert b.tolist() == [9.0, 6.0, 5.0]
+    steps.close()
+    closing = fills(b[::-1])
+    next(closing)
+    closing.send(1.0)
+    closing.send(2.0)
+    with pytest.raises(StopIteration):
+        closing.send(3.0)  # the last write, copied back as the generator ends
+    assert b.tolist() == [3.0, 2.0, 1.0]
+
+
+def test_the_copy_back_compares_bit_for_bit() -> None:
+    """-0.0 written over 0.0 reaches the caller (equal as numbers, not as bits); NaNs the function
+    left alone stay as they were, payload and all."""
+    b = np.array([0.0, 1.0, 2.0])
+    ac.accepts_tensor(lambda x: x.__setitem__(2, -0.0))(b[::-1])
+    assert np.signbit(b[0])
+    payload = np.array([0x7FF8000000000123, 0], dtype=np.uint64).view(np.float64)
+    ac.accepts_tensor(lambda x: x.__setitem__(0, 5.0))(payload[::-1])
+    assert payload.view(np.uint64).tolist() == [0x7FF8000000000123, 0x4014000000000000]
 
 
 @settings(max_examples=40, deadline=None)
@@ -348,10 +466,10 @@ def test_a_failed_copy_back_is_a_note_on_the_users_exception(generic: bool) -> N
     assert info.value.__notes__ == [
         "autoconvert: after test_a_failed_copy_back_is_a_note_on_the_users_exception.<locals>.shrinks_then_fails() "
         "raised: ConversionError: test_a_failed_copy_back_is_a_note_on_the_users_exception.<locals>."
-        "shrinks_then_fails(): argument x could not take back what the function wrote into its private copy "
-        "(torch cannot share the array's layout): ValueError: the function changed its shape from (3,) to (1,). "
-        "Found numpy.ndarray(shape=(3,), dtype=<f8). Fix: keep the tensor's shape in the function (write into "
-        "it with x[...] = ...), or return the new tensor instead."
+        "shrinks_then_fails(): argument x was handed as a private copy (torch cannot share the array's layout), "
+        "and the function changed that copy's shape from (3,) to (1,) in place, so what it wrote could not reach "
+        "the caller's array. Found numpy.ndarray(shape=(3,), dtype=<f8). Fix: keep the tensor's shape in the "
+        "function (write into it with x[...] = ...), or return the new tensor instead."
     ]
 
 

@@ -154,11 +154,11 @@ class Target(NamedTuple):
     #: The call's tensors, where a leaf needs them: those a tensor input side passes through
     #: as they are; the arguments an output tensor must not alias (see _outputs.NeedsInputs).
     tensors: list[torch.Tensor] | None = None
-    #: An input side's (array, tensor, its version) for each private copy, uncast on the CPU, of a writable
+    #: An input side's (array, tensor, its version, its values) for each private copy, uncast on the CPU, of a writable
     #: array torch cannot share (negative strides, a zero stride, byte order, alignment): what
     #: the function writes into it is copied back after the call (see _spec/_copy_back). None
     #: where a copy is its holder's alone (a result, to_tensor's).
-    copies: list[tuple[NDArray[Any], torch.Tensor, int]] | None = None
+    copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None
 
 
 def target(
@@ -166,7 +166,7 @@ def target(
     casts: Casts,
     copy: bool | None,
     tensors: list[torch.Tensor] | None = None,
-    copies: list[tuple[NDArray[Any], torch.Tensor, int]] | None = None,
+    copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None,
 ) -> Target:
     """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
     return new_tuple(Target, (device, casts, copy, tensors, copies))
@@ -181,7 +181,10 @@ def _recorded(a: NDArray[Any] | np.generic, t: torch.Tensor, target: Target) -> 
     if t.is_inference():  # an inference tensor has no version counter (see _copy_back): a plain one over its memory
         with torch.inference_mode(False):
             t = torch.from_numpy(t.numpy())
-    copies.append((a, t, t._version))  # type: ignore[arg-type]  # a writable one is an array
+    # Its values as handed: the copy back writes only the elements the function changed, so that
+    # a write through another argument viewing the same array stays, and a write torch does not
+    # count (x.data, x.numpy()) reaches the caller too.
+    copies.append((a, t, t._version, t.numpy().copy(order="K")))  # type: ignore[arg-type]  # a writable one is an array
     return t
 
 

@@ -4,17 +4,21 @@ memory ``torch.from_numpy`` shares does.
 
 torch cannot share a writable array with negative strides (``a[::-1]``), a zero stride
 (``as_strided``), non-native byte order or unaligned data, so the function gets a private
-copy, recorded by the leaf (see _to_torch.Target.copies). The after step (``CopyBack``) copies
-back each copy the function wrote into, as its version counter says (the one autograd reads,
-which every in-place torch op bumps), and refuses a write into an array whose elements share
-memory, which no copy back can make faithfully. Its words for ``explain``: ``COPIED_BACK``.
+copy, recorded by the leaf with its values as handed (see _to_torch.Target.copies). The after step
+(``CopyBack``) writes back the elements the function changed in each copy, compared bit for bit
+with those values: only those, so that a write through another argument viewing the same array
+stays, and any write, whether torch's version counter counts it or not (``x.data[0] = v``,
+``x.numpy()``). It refuses a write into an array whose elements share memory, which no copy back
+can make faithfully, and a copy whose shape the function changed in place. Its words for ``explain``: ``COPIED_BACK``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from types import GeneratorType
 from typing import Any
 
+import numpy as np
 import torch
 from numpy.typing import NDArray
 
@@ -26,8 +30,8 @@ from autoconvert._errors import ConversionError, ReadOnlyError, message
 from ._collected import Handed, after_failure_note
 from ._signature import ARRAYS, Given, Parameters, tensor_paths
 
-#: (caller's array, its private copy, the copy's version when made), as the leaves record them.
-Copies = list[tuple[NDArray[Any], torch.Tensor, int]]
+#: (caller's array, its private copy, the copy's version and values when made), as the leaves record them.
+Copies = list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]]
 
 #: Its after step's name (see Inputs.after).
 COPY_BACK = "copy back"
@@ -59,7 +63,7 @@ class CopyBack:
     def __call__(self, ctx: Target, given: Given, handed: Handed, result: Any) -> Any:
         """The generic call's step, after a call whose leaves recorded ``ctx.copies``."""
         if ctx.copies:
-            self.copy_back(ctx.copies, given)
+            return self.after(ctx.copies, given, result)
         return result
 
     def calling(self, wrapped: Callable[..., Any], copies: Copies, given: Given) -> Callable[..., Any]:
@@ -70,44 +74,86 @@ class CopyBack:
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as e:
-                try:
-                    self.copy_back(copies, given)
-                except Exception as failure:
-                    e.add_note(after_failure_note(self.function, failure))
+                self.noting(e, copies, given)
                 raise
-            self.copy_back(copies, given)
-            return result
+            return self.after(copies, given, result)
 
         return call
+
+    def after(self, copies: Copies, given: Given, result: Any) -> Any:
+        """The copy back after the call; a generator function's body runs as it is iterated, so
+        its generator copies back after each step instead (its writes reach the caller as it yields)."""
+        self.copy_back(copies, given)
+        if type(result) is GeneratorType:
+            return self._stepping(result, copies, given)
+        return result
+
+    def noting(self, e: BaseException, copies: Copies, given: Given) -> None:
+        """The copy back after the function raised ``e``: a failure of its own is a note on ``e``."""
+        try:
+            self.copy_back(copies, given)
+        except Exception as failure:
+            e.add_note(after_failure_note(self.function, failure))
+
+    def _stepping(self, generator: Generator[Any, Any, Any], copies: Copies, given: Given) -> Generator[Any, Any, Any]:
+        """``generator``, copying back after each step it takes (``next``, ``send``, ``throw``, ``close``)."""
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            try:
+                item = generator.send(sent) if thrown is None else generator.throw(thrown)
+            except StopIteration as stop:
+                self.copy_back(copies, given)
+                return stop.value
+            except BaseException as e:
+                self.noting(e, copies, given)
+                raise
+            self.copy_back(copies, given)
+            sent, thrown = None, None
+            try:
+                sent = yield item
+            except GeneratorExit:
+                try:
+                    generator.close()
+                except BaseException as failure:
+                    self.noting(failure, copies, given)
+                    raise
+                self.copy_back(copies, given)  # its failure is close()'s
+                raise
+            except BaseException as e:
+                thrown = e
 
     def copy_back(self, copies: Copies, given: Given) -> None:
         """Each private copy the function wrote into, copied back into the caller's array (the
         others still are when one cannot be); a write into one whose elements share memory, refused."""
         refused: list[NDArray[Any]] = []
-        failed: tuple[NDArray[Any], Exception] | None = None
-        for a, t, version in copies:
-            if t._version == version:
-                continue  # not written
-            if _shares_elements(a):
-                refused.append(a)
+        reshaped: tuple[NDArray[Any], str] | None = None
+        for a, t, version, handed in copies:
+            layout = _layout_change(t, handed)
+            if layout:
+                reshaped = reshaped or (a, layout)
                 continue
-            try:
-                _copy_into(a, t)
-            except (RuntimeError, TypeError, ValueError) as e:
-                failed = failed or (a, e)
-        if failed is not None:
-            a, error = failed
+            now = t.numpy(force=True)  # detached, its conjugate and negative bits resolved
+            changed = _changed_bits(now, handed)
+            written = changed.any()
+            if (written or t._version != version) and _shares_elements(a):
+                refused.append(a)  # a write of the same values too: the version counter says it was made
+            elif written:
+                a[changed] = now[changed]
+                handed[changed] = now[changed]  # a generator's next step gives back only its new changes
+        if reshaped is not None:
+            a, layout = reshaped
             raise ConversionError(
                 message(
                     self.function,
                     "argument " + self._paths_of([a], given),
-                    "could not take back what the function wrote into its private copy (torch cannot share the "
-                    f"array's layout): {type(error).__name__}: {error}",
+                    "was handed as a private copy (torch cannot share the array's layout), and the function "
+                    f"changed that copy's {layout} in place, so what it wrote could not reach the caller's array",
                     describe_array(a),
                     "keep the tensor's shape in the function (write into it with x[...] = ...), or return the "
                     "new tensor instead",
                 )
-            ) from error
+            )
         if refused:
             paths = self._paths_of(refused, given)
             raise ReadOnlyError(
@@ -135,9 +181,19 @@ def _shares_elements(a: NDArray[Any]) -> bool:
     return strides_overlap(a.shape, a.strides)
 
 
-def _copy_into(a: NDArray[Any], t: torch.Tensor) -> None:
-    """Write tensor ``t``'s values into the caller's array ``a`` (its byte order and strides)."""
-    source = t.detach().resolve_conj().resolve_neg()
-    if tuple(source.shape) != a.shape:
-        raise ValueError(f"the function changed its shape from {a.shape} to {tuple(source.shape)}")
-    a[...] = source.numpy()
+def _layout_change(t: torch.Tensor, handed: NDArray[Any]) -> str:
+    """How an in-place op (``resize_``, ``unsqueeze_``, ``t_``) changed the private copy ``t``'s
+    layout from ``handed``'s, in words; empty where it kept it."""
+    if tuple(t.shape) != handed.shape:
+        return f"shape from {handed.shape} to {tuple(t.shape)}"
+    if tuple(st * handed.itemsize for st in t.stride()) != handed.strides and t.numel() > 1:
+        return f"strides from {handed.strides} to {tuple(st * handed.itemsize for st in t.stride())} bytes"
+    return ""
+
+
+def _changed_bits(now: NDArray[Any], handed: NDArray[Any]) -> NDArray[np.bool_]:
+    """Which elements differ bit for bit (a NaN written over itself is no change; -0.0 over 0.0 is one)."""
+    if now.dtype.kind == "c":
+        return _changed_bits(now.real, handed.real) | _changed_bits(now.imag, handed.imag)
+    bits = np.dtype(f"u{now.dtype.itemsize}")
+    return now.view(bits) != handed.view(bits)  # type: ignore[no-any-return]
