@@ -502,29 +502,40 @@ def _prefixed(carried: Carried, prefix: str) -> Carried:
     return lambda value, path: carried(value, prefix + path)
 
 
-def _own_containers(converted: dict[str, Any], original: dict[str, Any]) -> None:
+def _own_containers(converted: dict[str, Any], original: dict[str, Any], seen: set[int] | None = None) -> None:
     """Give a converted result (its attributes, ``converted``) lists and dicts of its own
     where it shares one with its original (an empty list), and so the tuples and dataclasses
-    in its attributes, at any depth: what a method adds there reaches the caller converted."""
+    in its attributes, at any depth: what a method adds there reaches the caller converted.
+    ``seen``: the records already walked (by id), a record pointing back at one taken as it is."""
+    seen = set() if seen is None else seen
     for name, value in converted.items():
         if not name.startswith("_"):
-            converted[name] = _own(value, original.get(name, _UNSEEN))
+            converted[name] = _own(value, original.get(name, _UNSEEN), seen)
 
 
-def _own(value: Any, was: Any) -> Any:
+def _own(value: Any, was: Any, seen: set[int] | None = None) -> Any:
     """``value``, ``was`` converted for the other side of a result: a list or dict of its own
     where nothing in it converted (``was`` itself), a tuple or dataclass holding such of its
-    own, so that a change to one is never the other's unconverted."""
+    own, so that a change to one is never the other's unconverted. ``seen``: as in
+    ``_own_containers`` (a record holding the result that holds it: ``Node(parent=self)``)."""
+    seen = set() if seen is None else seen
     if type(value) in _IN_PLACE:
         return copy.copy(value) if value is was else value
     if _record(value):
+        if id(value) in seen:
+            return value
+        seen.add(id(value))
         own = copy.copy(value) if value is was else value
+        seen.add(id(own))
         if type(was) is type(own):
-            _own_containers(own.__dict__, was.__dict__)
+            _own_containers(own.__dict__, was.__dict__, seen)
         return own
     if isinstance(value, tuple) and _held_in(value):
+        if id(value) in seen:
+            return value
+        seen.add(id(value))
         paired = was if type(was) is type(value) and len(was) == len(value) else (_UNSEEN,) * len(value)
-        items = [_own(item, item_was) for item, item_was in zip(value, paired, strict=True)]
+        items = [_own(item, item_was, seen) for item, item_was in zip(value, paired, strict=True)]
         return value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
     return value
 
