@@ -157,7 +157,13 @@ class ResultFields:
             else _own(with_twins(value, itself, functools.partial(back, name=name)), value)
             for name, value in attributes.items()
             if name not in methods
-            and (given.get(name, _UNSEEN) is not value or name in apart or name in inner or name in moved)
+            and (
+                given.get(name, _UNSEEN) is not value
+                or name in apart
+                or name in inner
+                or name in moved
+                or value is converted  # self.me = self: the twin itself there
+            )
         }
         state = twin.__dict__
         for name in given.keys() - attributes.keys():
@@ -268,7 +274,7 @@ class ResultFields:
         found = {}
         for name in self.nested:
             fields = _fields_of(attributes.get(name))
-            if fields is not None:
+            if fields is not None and fields is not self:  # self.me = self: the receiver made below
                 receiver = fields.receiver(side)
                 if receiver is not fields.original:
                     found[name] = receiver
