@@ -1883,3 +1883,35 @@ def test_a_class_method_of_a_result_changes_its_class_not_the_result(route: str)
         assert r.count == 100
     finally:
         Counting.count = 0
+
+
+_GLOBAL_TENSOR = torch.zeros(2, dtype=torch.float64)
+
+
+@dataclasses.dataclass
+class Handing:
+    """A result whose methods give back tensors no conversion made: a global one, one sent in."""
+
+    w: Any
+
+    def held(self) -> torch.Tensor:
+        return _GLOBAL_TENSOR
+
+    def echo(self) -> Any:
+        got = yield 1
+        self.last = got
+        yield got
+
+
+@pytest.mark.parametrize("route", ["pair", "torchify"])
+def test_a_tensor_a_result_method_holds_or_is_sent_comes_back_as_it_is(route: str) -> None:
+    """A method giving back a tensor it holds (a global) or was sent (``g.send(t)``) raised the
+    library's internal signal asking for the call's tensors, with an empty message: the method's
+    value is no tensor of the call's, and comes back as it is, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Handing(a * 1.0))(_array([1.0, 2.0], kind))
+    assert r.held() is _GLOBAL_TENSOR
+    sent = torch.full((2,), 10.0, dtype=torch.float64)
+    g = r.echo()
+    assert next(g) == 1
+    assert g.send(sent) is sent and r.last is sent

@@ -390,7 +390,9 @@ class TensorOutputs(Outputs):
         return TensorsIn(
             method,
             mapper,
-            ctx,
+            # What a method gives back as a tensor it made or holds (a global, one sent into a
+            # generator method) is no tensor of the call's: it comes back as it is, as plainly.
+            ctx._replace(tensors=[]),
             fields,
             function=self.function,
             grads=functools.partial(self._method_grad, name),
@@ -456,11 +458,9 @@ class TensorsIn(ResultMethod):
         self.function, self.grads, self.arguments, self.remade = function, grads, arguments, remade
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as what makes it again: its side's options, the original and its fields
-        (the call's tensors, which only a result passing one through would look at, left out)."""
+        """Pickled as what makes it again: its side's options, the original and its fields."""
         self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
-        ctx = self.ctx._replace(tensors=None)
-        return _tensors_in_again, (self.remade, self.fields.original, self.name, ctx, self.fields)
+        return _tensors_in_again, (self.remade, self.fields.original, self.name, self.ctx, self.fields)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result (``r.w = t``), as the result's own fields
