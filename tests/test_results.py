@@ -1747,6 +1747,76 @@ def test_a_method_making_its_result_point_back_through_an_attribute_leaves_its_m
 
 
 @dataclasses.dataclass
+class Cycling:
+    """A result whose methods make a cycle through new objects, in attributes no field declares."""
+
+    w: Any
+    hist: list[Any]
+
+    def back_to_self(self) -> None:
+        self.b = Record(None)
+        self.b.a = self  # type: ignore[attr-defined]
+
+    def three_round(self) -> None:
+        self.b = Record(None)
+        self.b.c = Record(None)  # type: ignore[attr-defined]
+        self.b.c.a = self  # type: ignore[attr-defined]
+
+    def node_holding_itself(self) -> None:
+        self.n = Record(self.w)
+        self.n.me = self.n  # type: ignore[attr-defined]
+
+    def two_nodes(self) -> None:
+        x, y = Record(self.w), Record(self.w)
+        x.o, y.o = y, x  # type: ignore[attr-defined]
+        self.x = x
+
+    def add(self) -> int:
+        self.hist.append(self.w * 2)
+        return len(self.hist)
+
+
+#: Where a Cycling method makes its cycle, and a field on it the caller reads converted (or None).
+_CYCLES: dict[str, Callable[[Any], Any] | None] = {
+    "back_to_self": None,
+    "three_round": None,
+    "node_holding_itself": lambda r: r.n.w,
+    "two_nodes": lambda r: r.x.w,
+}
+
+
+@pytest.mark.parametrize(
+    ("route", "held", "cycle"),
+    [
+        pytest.param(
+            *param.values,
+            cycle,
+            id=f"{param.id}-{cycle}",
+            marks=param.marks if route == "pair" or cycle == "two_nodes" else pytest.mark.slow,
+        )
+        for param in _ROUTES_HELD
+        for route in [param.values[0]]
+        for cycle in _CYCLES
+    ],
+)
+def test_a_method_making_a_cycle_through_new_objects_returns(route: str, held: str, cycle: str) -> None:
+    """``self.b = Record(None); self.b.a = self`` (a -> b -> c -> a, a node holding itself, two
+    nodes holding each other) raised RecursionError in the method call itself: the caller's
+    snapshot of what its result holds followed the cycle. Each object is looked in once, as on
+    the plain object: the call returns, and the next ones work, their values converted."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Cycling(a * 1.0, [])))(_array([1.0, 2.0], kind)))
+    assert getattr(r, cycle)() is None
+    assert r.add() == 1 and r.add() == 2
+    assert getattr(r, cycle)() is None
+    assert r.add() == 3 and type(r.hist[2]) is kind
+    field = _CYCLES[cycle]
+    if field is not None:
+        assert type(field(r)) is kind and field(r).tolist() == [1.0, 2.0]
+
+
+@dataclasses.dataclass
 class Registering:
     """A result whose method stores it in its own dict: self.reg['me'] = self."""
 

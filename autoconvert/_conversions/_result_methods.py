@@ -449,19 +449,20 @@ def _moved(now: dict[str, Any], inside: Inside) -> list[str]:
     return moved
 
 
-def _snapshot(attributes: dict[str, Any], names: list[str]) -> Inside:
+def _snapshot(attributes: dict[str, Any], names: list[str], above: tuple[int, ...] = ()) -> Inside:
     """What the caller's lists, dicts and dataclasses among ``attributes`` hold (``names``), at
     any depth, to tell the caller's own changes in place there (``_moved``): as ``_inside_of``
-    finds, the caller's object standing for itself."""
+    finds, the caller's object standing for itself, none of the attributes ``above`` these
+    looked in again (by id: ``self.b.a = self``, a node holding itself)."""
     contents: dict[str, tuple[Any, _Held]] = {}
     inner: dict[str, tuple[Any, Any, dict[str, Any], Inside]] = {}
+    above = (*above, id(attributes))
     for name in names:
         value = attributes.get(name)
         if _held_in(value):
-            contents[name] = (value, _contents(value, _DEPTH, (id(attributes),)))  # r.seen holding r
-        elif _record(value):
-            held = value.__dict__
-            inner[name] = (value, value, dict(held), _snapshot(held, _followed(held)))
+            contents[name] = (value, _contents(value, _DEPTH, above))  # r.seen holding r
+        elif _record(value) and id(held := value.__dict__) not in above:
+            inner[name] = (value, value, dict(held), _snapshot(held, _followed(held), above))
     return contents, inner
 
 
