@@ -1817,6 +1817,35 @@ def test_a_method_making_a_cycle_through_new_objects_returns(route: str, held: s
 
 
 @dataclasses.dataclass
+class Listing:
+    """A result whose method stores a list whose item points back at it, through an attribute no
+    field declares: self.l = [Record(w)]; self.l[0].lst = self.l."""
+
+    w: Any
+
+    def node_list(self) -> None:
+        self.l = [Record(self.w)]
+        self.l[0].lst = self.l  # type: ignore[attr-defined]
+
+    def size(self) -> int:
+        return len(self.l)
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_an_item_pointing_back_at_the_list_a_method_made_points_at_the_caller_s(route: str, held: str) -> None:
+    """``self.l = [Record(w)]; self.l[0].lst = self.l`` gave the caller's ``r.l[0].lst`` the
+    method's list, not ``r.l``: a change through it did not reach ``r.l``. It points at the
+    caller's list, as on the plain object, and the next method sees a change through it."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Listing(a * 1.0)))(_array([1.0, 2.0], kind)))
+    r.node_list()
+    assert r.l[0].lst is r.l and type(r.l[0].w) is kind
+    r.l[0].lst.append(Record(_array([3.0], kind)))
+    assert len(r.l) == 2 and r.size() == 2
+
+
+@dataclasses.dataclass
 class Registering:
     """A result whose method stores it in its own dict: self.reg['me'] = self."""
 

@@ -226,6 +226,8 @@ class ResultFields:
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
             _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
+            if _pointed_back(twins):
+                self.see(converted.__dict__)
         return twins if _holds_twin(result, twins) else UNSEEN
 
     def carry(
@@ -741,6 +743,23 @@ def _paired_in_place(
         if depth > 1:
             inner = _inner_of(item)
             _paired_in_place(inner, other if inner is item else other.__dict__, into, depth - 1, seen)
+
+
+def _pointed_back(twins: dict[int, tuple[Any, Any]]) -> bool:
+    """Make the caller's records among ``twins`` point at the caller's objects where an attribute
+    no field declares, which the conversion holds as it is, points at a method's object that has
+    a twin (``self.l = [Node()]; self.l[0].lst = self.l``, ``self.b.a = self``); whether any did."""
+    found = False
+    for theirs, mine in list(twins.values()):
+        if mine is theirs or not _record(mine):
+            continue
+        state = mine.__dict__
+        for name, value in state.items():
+            pair = twins.get(id(value))
+            if pair is not None and pair[0] is value and pair[1] is not value:
+                state[name] = pair[1]
+                found = True
+    return found
 
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
