@@ -1290,6 +1290,43 @@ def _class_table(layer: Callable[[Any], Any]) -> Any:
     return table()
 
 
+def _type_of_self(layer: Callable[[Any], Any]) -> Any:
+    """An object reading its class's layer through ``type(self)``."""
+    return type("TypeLayer", (), {"layer": layer, "__call__": lambda self, t: type(self).layer(t)})()
+
+
+class _CachedClassMethod:
+    """A model whose class's layer runs behind a class method over ``functools.lru_cache``."""
+
+    layer: Callable[[Any], Any]
+
+    @classmethod
+    @functools.lru_cache(maxsize=64)
+    def cached(cls, t: Any) -> Any:
+        return cls.layer(t)
+
+    def __call__(self, t: Any) -> Any:
+        return self.cached(t)
+
+
+def _cached_class_method(layer: Callable[[Any], Any]) -> _CachedClassMethod:
+    held = type("Cached", (_CachedClassMethod,), {"layer": layer})
+    return held()
+
+
+def _got(layers: dict[str, Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """A lambda calling a dict's item it gets by a constant key (``d.get("sin")``)."""
+    return lambda t: layers.get("sin")(t)  # type: ignore[misc]
+
+
+class _GotWithDefault:
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layers = {"sin": layer}
+
+    def __call__(self, t: Any) -> Any:
+        return self.layers.get("sin", None)(t)  # type: ignore[misc]
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1336,6 +1373,10 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "lru-cache-method": lambda a: _CachedMethod(_sine(a)),
     "cached-property-not-yet-computed": lambda a: _LazyLayer(_Sine(a)),
     "class-attribute-through-dunder-class": lambda a: _class_table(_sine(a)),
+    "class-attribute-through-type-of-self": lambda a: _type_of_self(_Sine(a)),
+    "lru-cache-class-method": lambda a: _cached_class_method(_Sine(a)),
+    "dict-get-with-a-constant-key": lambda a: _got({"sin": _sine(a)}),
+    "dict-get-of-self-with-a-default": lambda a: _GotWithDefault(_Sine(a)),
 }
 
 
@@ -1431,6 +1472,10 @@ class _NumpyStatic:
         pytest.param(_CachedMethod(lambda t: np.sin(0.7 * t)), id="lru-cache-method"),
         pytest.param(_LazyLayer(lambda t: np.sin(0.7 * t)), id="cached-property-not-yet-computed"),
         pytest.param(_class_table(lambda t: np.sin(0.7 * t)), id="class-attribute-through-dunder-class"),
+        pytest.param(_type_of_self(np.sin), id="class-attribute-through-type-of-self"),
+        pytest.param(_cached_class_method(np.sin), id="lru-cache-class-method"),
+        pytest.param(_got({"sin": lambda t: np.sin(0.7 * t)}), id="dict-get-with-a-constant-key"),
+        pytest.param(_GotWithDefault(lambda t: np.sin(0.7 * t)), id="dict-get-of-self-with-a-default"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:

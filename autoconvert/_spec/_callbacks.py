@@ -427,7 +427,7 @@ def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> Non
     for path in paths or ():
         if _reads_dict_values(value, path):
             _items(value, values)
-        elif path and type(path[0]) is str:
+        elif path and type(path[0]) is str and not _gets_item(value, path, 0):
             if followed is None:
                 followed = _chain_followed(value)
             if not followed:
@@ -446,6 +446,8 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
             if at and _reads_dict_values(value, path[at:]):
                 _items(value, values)
                 return
+            if _gets_item(value, path, at):
+                continue  # d.get("a"): the next step reads d["a"]
             if at and not _chain_followed(value):
                 return
             value = _attribute_read(value, step)
@@ -466,6 +468,12 @@ def _container(value: Any) -> bool:
 def _reads_dict_values(value: Any, path: _Path) -> bool:
     """Whether ``path`` ends reading a dict's values whole (``d.values()``, ``d.items()``)."""
     return len(path) == 1 and path[0] in _VALUES_READ and isinstance(value, dict)
+
+
+def _gets_item(value: Any, path: _Path, at: int) -> bool:
+    """Whether ``path``'s step ``at`` is a dict's ``get`` by a constant key (``d.get("a")``),
+    read as ``d["a"]``: the key its next step."""
+    return path[at] == "get" and at + 1 < len(path) and type(path[at + 1]) is tuple and isinstance(value, dict)
 
 
 def _item(container: Any, key: Any) -> Any:
@@ -550,8 +558,10 @@ def _bound(member: Any, value: Any, cls: type) -> Any:
     holds (``_NOT_READ``: a property or another descriptor, an empty slot)."""
     if isinstance(member, staticmethod):
         return member.__func__
-    if isinstance(member, classmethod):
-        return types.MethodType(member.__func__, cls)
+    if isinstance(member, classmethod):  # over functools.lru_cache too: the function it wraps, bound to the class
+        function = member.__func__
+        wrapped = None if isinstance(function, types.FunctionType) else _wrapped(function)
+        return types.MethodType(wrapped if isinstance(wrapped, types.FunctionType) else function, cls)
     if isinstance(member, types.FunctionType):
         return member if value is cls else types.MethodType(member, value)
     if isinstance(member, types.MemberDescriptorType) and value is not cls:
@@ -698,8 +708,17 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
         on_super = _super_attribute(instructions, at) if is_global and root == "super" else None
         if on_super is not None:
             is_global, root, after = False, _SUPER, on_super
+        of_type = None if is_global else _type_call(instructions, at)
+        if of_type is not None:  # type(self).layer, read as self.__class__.layer
+            path.append("__class__")
+            after = of_type
         while after < end:
             op = instructions[after].opname
+            got = _constant_get(instructions, after) if op in _ATTRIBUTE_LOADS else None
+            if got is not None:  # d.get("a"), read as d["a"] where d is a dict
+                path += ["get", (instructions[after + 1].argval,)]
+                after = got
+                continue
             if op in _ATTRIBUTE_LOADS or after == on_super:
                 path.append(instructions[after].argval)
             elif _constant_subscript(instructions, after):
@@ -735,6 +754,35 @@ def _super_attribute(instructions: list[dis.Instruction], at: int) -> int | None
 
 #: The opcodes loading a constant (LOAD_SMALL_INT: Python 3.14's small ints).
 _CONSTANT_LOADS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
+
+
+def _call_end(instructions: list[dis.Instruction], at: int, arguments: int) -> int | None:
+    """Where the instruction after a call with ``arguments`` arguments starting at ``at`` is
+    (None: no such call there; Python 3.11 calls in two instructions)."""
+    if at < len(instructions) and instructions[at].opname == "PRECALL":
+        at += 1
+    if at < len(instructions) and instructions[at].opname == "CALL" and instructions[at].arg == arguments:
+        return at + 1
+    return None
+
+
+def _type_call(instructions: list[dis.Instruction], at: int) -> int | None:
+    """Where the instruction after ``type(<variable>)``, whose variable is loaded at ``at``,
+    is (None: the variable is not ``type``'s one argument)."""
+    if at == 0 or not (instructions[at - 1].opname in _GLOBAL_LOADS and instructions[at - 1].argval == "type"):
+        return None
+    return _call_end(instructions, at + 1, 1)
+
+
+def _constant_get(instructions: list[dis.Instruction], at: int) -> int | None:
+    """Where the instruction after ``.get(<constant>)`` (a constant default after it), whose
+    ``get`` is loaded at ``at``, is (None: not so called)."""
+    if instructions[at].argval != "get" or at + 1 >= len(instructions):
+        return None
+    if instructions[at + 1].opname not in _CONSTANT_LOADS:
+        return None
+    with_default = at + 2 < len(instructions) and instructions[at + 2].opname in _CONSTANT_LOADS
+    return _call_end(instructions, at + 2 + with_default, 1 + with_default)
 
 
 def _constant_subscript(instructions: list[dis.Instruction], at: int) -> bool:
