@@ -1216,6 +1216,24 @@ class _SuperRun(_Base):
         return t
 
 
+class _SuperNamed(_Base):
+    def __call__(self, t: Any) -> Any:
+        return super(_SuperNamed, self).run(t)  # noqa: UP008 - the shape under test
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
+def _super_named_in_closure(layer: Callable[[Any], Any]) -> _Base:
+    """``super(C, self)`` where ``C`` is a closure variable (a class made in a function)."""
+
+    class Child(_Base):
+        def __call__(self, t: Any) -> Any:
+            return super(Child, self).run(t)  # noqa: UP008 - the shape under test
+
+    return Child(layer)
+
+
 class _Slots:
     """An object with ``__slots__``: its attributes are member descriptors of its class."""
 
@@ -1363,6 +1381,8 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "getattr-with-a-constant-name": lambda a: _Dynamic(_sine(a)),
     "super-call": lambda a: _SuperCall(_Sine(a)),
     "super-method": lambda a: _SuperRun(_sine(a)),
+    "two-argument-super-method": lambda a: _SuperNamed(_sine(a)),
+    "two-argument-super-of-a-closure-class": lambda a: _super_named_in_closure(_Sine(a)),
     "slots-object": lambda a: _Slots(_sine(a)),
     "slots-object-in-lambda": lambda a: _calling(_Slots(_Sine(a))),
     "slots-dataclass": lambda a: _SlotsRecord(_sine(a)),
@@ -1463,6 +1483,8 @@ class _NumpyStatic:
         pytest.param(_Dynamic(lambda t: np.sin(0.7 * t)), id="getattr-with-a-constant-name"),
         pytest.param(_SuperCall(lambda t: np.sin(0.7 * t)), id="super-call"),
         pytest.param(_SuperRun(lambda t: np.sin(0.7 * t)), id="super-method"),
+        pytest.param(_SuperNamed(lambda t: np.sin(0.7 * t)), id="two-argument-super-method"),
+        pytest.param(_super_named_in_closure(np.sin), id="two-argument-super-of-a-closure-class"),
         pytest.param(_Slots(lambda t: np.sin(0.7 * t)), id="slots-object"),
         pytest.param(_SlotsRecord(lambda t: np.sin(0.7 * t)), id="slots-dataclass"),
         pytest.param(_item(collections.OrderedDict(sin=np.sin), "sin"), id="function-in-an-ordered-dict"),

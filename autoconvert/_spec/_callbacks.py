@@ -387,7 +387,11 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
             if path:
                 _follow(owner, path, values)
         for path in chains.get(_SUPER, ()):
-            _read_on_super(function, owner, path, values)
+            _read_on_super(_closure_or_global(function, "__class__"), owner, path, values)
+        for cls_name, argument in reads.named_supers:  # super(C, self): C's next class, on self
+            if argument == code.co_varnames[0]:
+                for path in chains.get(_super_of(cls_name, argument), ()):
+                    _read_on_super(_closure_or_global(function, cls_name), owner, path, values)
     numpy = any(_is_numpy(value) for value in values)
     if numpy and helper:
         return False
@@ -511,13 +515,12 @@ def _own_object(value: Any) -> bool:
     return (value if isinstance(value, type) else type(value)).__module__ != "builtins" and adapter_for(value) is OTHERS
 
 
-def _read_on_super(method: types.FunctionType, owner: Any, path: _Path, values: list[Any]) -> None:
-    """What ``super().<path>`` reads in ``method``, a method of ``owner`` (an instance, or a
-    class in a class method), into ``values``: the member of the first class after the
-    method's own (its ``__class__`` cell, which a zero-argument ``super()`` needs) in the
-    owner's class's method resolution order, bound as ``super()`` binds it."""
-    cells = dict(zip(method.__code__.co_freevars, method.__closure__ or (), strict=False))
-    defining = cells["__class__"].cell_contents if "__class__" in cells and _filled(cells["__class__"]) else None
+def _read_on_super(defining: Any, owner: Any, path: _Path, values: list[Any]) -> None:
+    """What ``super().<path>`` reads in a method of ``owner`` (an instance, or a class in a
+    class method), into ``values``: the member of the first class after ``defining`` (the
+    method's own, its ``__class__`` cell, for a zero-argument ``super()``; ``C`` for
+    ``super(C, self)``) in the owner's class's method resolution order, bound as ``super()``
+    binds it."""
     cls = owner if isinstance(owner, type) else type(owner)
     order = cls.__mro__
     if not isinstance(defining, type) or defining not in order:
@@ -528,6 +531,15 @@ def _read_on_super(method: types.FunctionType, owner: Any, path: _Path, values: 
             if member is not _NOT_READ:
                 _read(member, (path[1:],), values)
             return
+
+
+def _closure_or_global(function: types.FunctionType, name: str) -> Any:
+    """The value ``function`` loads as ``name``: its closure variable's, else its module's
+    global (None: none)."""
+    cells = dict(zip(function.__code__.co_freevars, function.__closure__ or (), strict=False))
+    if name in cells:
+        return cells[name].cell_contents if _filled(cells[name]) else None
+    return function.__globals__.get(name)
 
 
 def _attribute_read(value: Any, name: str) -> Any:
@@ -650,6 +662,9 @@ class _Reads(NamedTuple):
     local_chains: _Chains
     #: The local names its imports bind that it loads: name -> (module, name).
     local_imports: dict[str, tuple[str, str | None]]
+    #: The (class name, variable) of each ``super(C, self)`` it reads attributes on, whose
+    #: chains ``local_chains`` holds under ``_super_of(C, self)``.
+    named_supers: frozenset[tuple[str, str]]
 
 
 #: The opcodes loading a global (LOAD_NAME in class bodies and exec'd code; the last one in
@@ -682,6 +697,7 @@ def _reads(code: types.CodeType) -> _Reads:
         global_chains,
         local_chains,
         imports,
+        frozenset(named[:2] for each in instructions for at in range(len(each)) if (named := _named_super(each, at))),
     )
 
 
@@ -708,6 +724,10 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
         on_super = _super_attribute(instructions, at) if is_global and root == "super" else None
         if on_super is not None:
             is_global, root, after = False, _SUPER, on_super
+        named = _named_super(instructions, at) if on_super is None else None
+        if named is not None:
+            is_global, root, after = False, _super_of(*named[:2]), named[2]
+            on_super = after
         of_type = None if is_global else _type_call(instructions, at)
         if of_type is not None:  # type(self).layer, read as self.__class__.layer
             path.append("__class__")
@@ -734,6 +754,33 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
 
 #: The variable name the chains read on a zero-argument ``super()`` go under (no variable's name).
 _SUPER = "super()"
+
+
+def _super_of(cls_name: str, argument: str) -> str:
+    """The name the chains read on ``super(<cls_name>, <argument>)`` go under (no variable's name)."""
+    return f"super({cls_name}, {argument})"
+
+
+def _named_super(instructions: list[dis.Instruction], at: int) -> tuple[str, str, int] | None:
+    """(the class's name, the variable, where the attribute load is) of a two-argument
+    ``super(C, self)`` whose ``super`` is loaded at ``at``, then an attribute of it (None: no
+    such call): the class a global or closure variable, the second argument a variable; then a
+    call with two arguments and an attribute load (Python 3.11), or LOAD_SUPER_ATTR (3.12 on)."""
+    if instructions[at].opname not in _GLOBAL_LOADS or instructions[at].argval != "super":
+        return None
+    following = instructions[at + 1 : at + 4]
+    if len(following) < 3 or not (following[0].opname in _GLOBAL_LOADS or following[0].opname == "LOAD_DEREF"):
+        return None
+    argument = _local_loads(following[1])
+    if len(argument) != 1:
+        return None
+    named = following[0].argval, argument[0]
+    if following[2].opname == "LOAD_SUPER_ATTR":
+        return (*named, at + 3)
+    end = _call_end(instructions, at + 3, 2)
+    if end is not None and end < len(instructions) and instructions[end].opname in _ATTRIBUTE_LOADS:
+        return (*named, end)
+    return None
 
 
 def _super_attribute(instructions: list[dis.Instruction], at: int) -> int | None:
