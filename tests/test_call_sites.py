@@ -1216,6 +1216,24 @@ class _SuperRun(_Base):
         return t
 
 
+class _SuperNamed(_Base):
+    def __call__(self, t: Any) -> Any:
+        return super(_SuperNamed, self).run(t)  # noqa: UP008 - the shape under test
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
+def _super_named_in_closure(layer: Callable[[Any], Any]) -> _Base:
+    """``super(C, self)`` where ``C`` is a closure variable (a class made in a function)."""
+
+    class Child(_Base):
+        def __call__(self, t: Any) -> Any:
+            return super(Child, self).run(t)  # noqa: UP008 - the shape under test
+
+    return Child(layer)
+
+
 class _Slots:
     """An object with ``__slots__``: its attributes are member descriptors of its class."""
 
@@ -1290,6 +1308,43 @@ def _class_table(layer: Callable[[Any], Any]) -> Any:
     return table()
 
 
+def _type_of_self(layer: Callable[[Any], Any]) -> Any:
+    """An object reading its class's layer through ``type(self)``."""
+    return type("TypeLayer", (), {"layer": layer, "__call__": lambda self, t: type(self).layer(t)})()
+
+
+class _CachedClassMethod:
+    """A model whose class's layer runs behind a class method over ``functools.lru_cache``."""
+
+    layer: Callable[[Any], Any]
+
+    @classmethod
+    @functools.lru_cache(maxsize=64)
+    def cached(cls, t: Any) -> Any:
+        return cls.layer(t)
+
+    def __call__(self, t: Any) -> Any:
+        return self.cached(t)
+
+
+def _cached_class_method(layer: Callable[[Any], Any]) -> _CachedClassMethod:
+    held = type("Cached", (_CachedClassMethod,), {"layer": layer})
+    return held()
+
+
+def _got(layers: dict[str, Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """A lambda calling a dict's item it gets by a constant key (``d.get("sin")``)."""
+    return lambda t: layers.get("sin")(t)  # type: ignore[misc]
+
+
+class _GotWithDefault:
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layers = {"sin": layer}
+
+    def __call__(self, t: Any) -> Any:
+        return self.layers.get("sin", None)(t)  # type: ignore[misc]
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1326,6 +1381,8 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "getattr-with-a-constant-name": lambda a: _Dynamic(_sine(a)),
     "super-call": lambda a: _SuperCall(_Sine(a)),
     "super-method": lambda a: _SuperRun(_sine(a)),
+    "two-argument-super-method": lambda a: _SuperNamed(_sine(a)),
+    "two-argument-super-of-a-closure-class": lambda a: _super_named_in_closure(_Sine(a)),
     "slots-object": lambda a: _Slots(_sine(a)),
     "slots-object-in-lambda": lambda a: _calling(_Slots(_Sine(a))),
     "slots-dataclass": lambda a: _SlotsRecord(_sine(a)),
@@ -1336,6 +1393,10 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "lru-cache-method": lambda a: _CachedMethod(_sine(a)),
     "cached-property-not-yet-computed": lambda a: _LazyLayer(_Sine(a)),
     "class-attribute-through-dunder-class": lambda a: _class_table(_sine(a)),
+    "class-attribute-through-type-of-self": lambda a: _type_of_self(_Sine(a)),
+    "lru-cache-class-method": lambda a: _cached_class_method(_Sine(a)),
+    "dict-get-with-a-constant-key": lambda a: _got({"sin": _sine(a)}),
+    "dict-get-of-self-with-a-default": lambda a: _GotWithDefault(_Sine(a)),
 }
 
 
@@ -1422,6 +1483,8 @@ class _NumpyStatic:
         pytest.param(_Dynamic(lambda t: np.sin(0.7 * t)), id="getattr-with-a-constant-name"),
         pytest.param(_SuperCall(lambda t: np.sin(0.7 * t)), id="super-call"),
         pytest.param(_SuperRun(lambda t: np.sin(0.7 * t)), id="super-method"),
+        pytest.param(_SuperNamed(lambda t: np.sin(0.7 * t)), id="two-argument-super-method"),
+        pytest.param(_super_named_in_closure(np.sin), id="two-argument-super-of-a-closure-class"),
         pytest.param(_Slots(lambda t: np.sin(0.7 * t)), id="slots-object"),
         pytest.param(_SlotsRecord(lambda t: np.sin(0.7 * t)), id="slots-dataclass"),
         pytest.param(_item(collections.OrderedDict(sin=np.sin), "sin"), id="function-in-an-ordered-dict"),
@@ -1431,6 +1494,10 @@ class _NumpyStatic:
         pytest.param(_CachedMethod(lambda t: np.sin(0.7 * t)), id="lru-cache-method"),
         pytest.param(_LazyLayer(lambda t: np.sin(0.7 * t)), id="cached-property-not-yet-computed"),
         pytest.param(_class_table(lambda t: np.sin(0.7 * t)), id="class-attribute-through-dunder-class"),
+        pytest.param(_type_of_self(np.sin), id="class-attribute-through-type-of-self"),
+        pytest.param(_cached_class_method(np.sin), id="lru-cache-class-method"),
+        pytest.param(_got({"sin": lambda t: np.sin(0.7 * t)}), id="dict-get-with-a-constant-key"),
+        pytest.param(_GotWithDefault(lambda t: np.sin(0.7 * t)), id="dict-get-of-self-with-a-default"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:

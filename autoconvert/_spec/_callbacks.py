@@ -387,7 +387,11 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
             if path:
                 _follow(owner, path, values)
         for path in chains.get(_SUPER, ()):
-            _read_on_super(function, owner, path, values)
+            _read_on_super(_closure_or_global(function, "__class__"), owner, path, values)
+        for cls_name, argument in reads.named_supers:  # super(C, self): C's next class, on self
+            if argument == code.co_varnames[0]:
+                for path in chains.get(_super_of(cls_name, argument), ()):
+                    _read_on_super(_closure_or_global(function, cls_name), owner, path, values)
     numpy = any(_is_numpy(value) for value in values)
     if numpy and helper:
         return False
@@ -427,7 +431,7 @@ def _read(value: Any, paths: tuple[_Path, ...] | None, values: list[Any]) -> Non
     for path in paths or ():
         if _reads_dict_values(value, path):
             _items(value, values)
-        elif path and type(path[0]) is str:
+        elif path and type(path[0]) is str and not _gets_item(value, path, 0):
             if followed is None:
                 followed = _chain_followed(value)
             if not followed:
@@ -446,6 +450,8 @@ def _follow(value: Any, path: _Path, values: list[Any]) -> None:
             if at and _reads_dict_values(value, path[at:]):
                 _items(value, values)
                 return
+            if _gets_item(value, path, at):
+                continue  # d.get("a"): the next step reads d["a"]
             if at and not _chain_followed(value):
                 return
             value = _attribute_read(value, step)
@@ -466,6 +472,12 @@ def _container(value: Any) -> bool:
 def _reads_dict_values(value: Any, path: _Path) -> bool:
     """Whether ``path`` ends reading a dict's values whole (``d.values()``, ``d.items()``)."""
     return len(path) == 1 and path[0] in _VALUES_READ and isinstance(value, dict)
+
+
+def _gets_item(value: Any, path: _Path, at: int) -> bool:
+    """Whether ``path``'s step ``at`` is a dict's ``get`` by a constant key (``d.get("a")``),
+    read as ``d["a"]``: the key its next step."""
+    return path[at] == "get" and at + 1 < len(path) and type(path[at + 1]) is tuple and isinstance(value, dict)
 
 
 def _item(container: Any, key: Any) -> Any:
@@ -503,13 +515,12 @@ def _own_object(value: Any) -> bool:
     return (value if isinstance(value, type) else type(value)).__module__ != "builtins" and adapter_for(value) is OTHERS
 
 
-def _read_on_super(method: types.FunctionType, owner: Any, path: _Path, values: list[Any]) -> None:
-    """What ``super().<path>`` reads in ``method``, a method of ``owner`` (an instance, or a
-    class in a class method), into ``values``: the member of the first class after the
-    method's own (its ``__class__`` cell, which a zero-argument ``super()`` needs) in the
-    owner's class's method resolution order, bound as ``super()`` binds it."""
-    cells = dict(zip(method.__code__.co_freevars, method.__closure__ or (), strict=False))
-    defining = cells["__class__"].cell_contents if "__class__" in cells and _filled(cells["__class__"]) else None
+def _read_on_super(defining: Any, owner: Any, path: _Path, values: list[Any]) -> None:
+    """What ``super().<path>`` reads in a method of ``owner`` (an instance, or a class in a
+    class method), into ``values``: the member of the first class after ``defining`` (the
+    method's own, its ``__class__`` cell, for a zero-argument ``super()``; ``C`` for
+    ``super(C, self)``) in the owner's class's method resolution order, bound as ``super()``
+    binds it."""
     cls = owner if isinstance(owner, type) else type(owner)
     order = cls.__mro__
     if not isinstance(defining, type) or defining not in order:
@@ -520,6 +531,15 @@ def _read_on_super(method: types.FunctionType, owner: Any, path: _Path, values: 
             if member is not _NOT_READ:
                 _read(member, (path[1:],), values)
             return
+
+
+def _closure_or_global(function: types.FunctionType, name: str) -> Any:
+    """The value ``function`` loads as ``name``: its closure variable's, else its module's
+    global (None: none)."""
+    cells = dict(zip(function.__code__.co_freevars, function.__closure__ or (), strict=False))
+    if name in cells:
+        return cells[name].cell_contents if _filled(cells[name]) else None
+    return function.__globals__.get(name)
 
 
 def _attribute_read(value: Any, name: str) -> Any:
@@ -550,8 +570,10 @@ def _bound(member: Any, value: Any, cls: type) -> Any:
     holds (``_NOT_READ``: a property or another descriptor, an empty slot)."""
     if isinstance(member, staticmethod):
         return member.__func__
-    if isinstance(member, classmethod):
-        return types.MethodType(member.__func__, cls)
+    if isinstance(member, classmethod):  # over functools.lru_cache too: the function it wraps, bound to the class
+        function = member.__func__
+        wrapped = None if isinstance(function, types.FunctionType) else _wrapped(function)
+        return types.MethodType(wrapped if isinstance(wrapped, types.FunctionType) else function, cls)
     if isinstance(member, types.FunctionType):
         return member if value is cls else types.MethodType(member, value)
     if isinstance(member, types.MemberDescriptorType) and value is not cls:
@@ -640,6 +662,9 @@ class _Reads(NamedTuple):
     local_chains: _Chains
     #: The local names its imports bind that it loads: name -> (module, name).
     local_imports: dict[str, tuple[str, str | None]]
+    #: The (class name, variable) of each ``super(C, self)`` it reads attributes on, whose
+    #: chains ``local_chains`` holds under ``_super_of(C, self)``.
+    named_supers: frozenset[tuple[str, str]]
 
 
 #: The opcodes loading a global (LOAD_NAME in class bodies and exec'd code; the last one in
@@ -672,6 +697,7 @@ def _reads(code: types.CodeType) -> _Reads:
         global_chains,
         local_chains,
         imports,
+        frozenset(named[:2] for each in instructions for at in range(len(each)) if (named := _named_super(each, at))),
     )
 
 
@@ -698,8 +724,21 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
         on_super = _super_attribute(instructions, at) if is_global and root == "super" else None
         if on_super is not None:
             is_global, root, after = False, _SUPER, on_super
+        named = _named_super(instructions, at) if on_super is None else None
+        if named is not None:
+            is_global, root, after = False, _super_of(*named[:2]), named[2]
+            on_super = after
+        of_type = None if is_global else _type_call(instructions, at)
+        if of_type is not None:  # type(self).layer, read as self.__class__.layer
+            path.append("__class__")
+            after = of_type
         while after < end:
             op = instructions[after].opname
+            got = _constant_get(instructions, after) if op in _ATTRIBUTE_LOADS else None
+            if got is not None:  # d.get("a"), read as d["a"] where d is a dict
+                path += ["get", (instructions[after + 1].argval,)]
+                after = got
+                continue
             if op in _ATTRIBUTE_LOADS or after == on_super:
                 path.append(instructions[after].argval)
             elif _constant_subscript(instructions, after):
@@ -715,6 +754,33 @@ def _chains(instructions: list[dis.Instruction]) -> Iterator[tuple[bool, str, _P
 
 #: The variable name the chains read on a zero-argument ``super()`` go under (no variable's name).
 _SUPER = "super()"
+
+
+def _super_of(cls_name: str, argument: str) -> str:
+    """The name the chains read on ``super(<cls_name>, <argument>)`` go under (no variable's name)."""
+    return f"super({cls_name}, {argument})"
+
+
+def _named_super(instructions: list[dis.Instruction], at: int) -> tuple[str, str, int] | None:
+    """(the class's name, the variable, where the attribute load is) of a two-argument
+    ``super(C, self)`` whose ``super`` is loaded at ``at``, then an attribute of it (None: no
+    such call): the class a global or closure variable, the second argument a variable; then a
+    call with two arguments and an attribute load (Python 3.11), or LOAD_SUPER_ATTR (3.12 on)."""
+    if instructions[at].opname not in _GLOBAL_LOADS or instructions[at].argval != "super":
+        return None
+    following = instructions[at + 1 : at + 4]
+    if len(following) < 3 or not (following[0].opname in _GLOBAL_LOADS or following[0].opname == "LOAD_DEREF"):
+        return None
+    argument = _local_loads(following[1])
+    if len(argument) != 1:
+        return None
+    named = following[0].argval, argument[0]
+    if following[2].opname == "LOAD_SUPER_ATTR":
+        return (*named, at + 3)
+    end = _call_end(instructions, at + 3, 2)
+    if end is not None and end < len(instructions) and instructions[end].opname in _ATTRIBUTE_LOADS:
+        return (*named, end)
+    return None
 
 
 def _super_attribute(instructions: list[dis.Instruction], at: int) -> int | None:
@@ -735,6 +801,35 @@ def _super_attribute(instructions: list[dis.Instruction], at: int) -> int | None
 
 #: The opcodes loading a constant (LOAD_SMALL_INT: Python 3.14's small ints).
 _CONSTANT_LOADS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT"})
+
+
+def _call_end(instructions: list[dis.Instruction], at: int, arguments: int) -> int | None:
+    """Where the instruction after a call with ``arguments`` arguments starting at ``at`` is
+    (None: no such call there; Python 3.11 calls in two instructions)."""
+    if at < len(instructions) and instructions[at].opname == "PRECALL":
+        at += 1
+    if at < len(instructions) and instructions[at].opname == "CALL" and instructions[at].arg == arguments:
+        return at + 1
+    return None
+
+
+def _type_call(instructions: list[dis.Instruction], at: int) -> int | None:
+    """Where the instruction after ``type(<variable>)``, whose variable is loaded at ``at``,
+    is (None: the variable is not ``type``'s one argument)."""
+    if at == 0 or not (instructions[at - 1].opname in _GLOBAL_LOADS and instructions[at - 1].argval == "type"):
+        return None
+    return _call_end(instructions, at + 1, 1)
+
+
+def _constant_get(instructions: list[dis.Instruction], at: int) -> int | None:
+    """Where the instruction after ``.get(<constant>)`` (a constant default after it), whose
+    ``get`` is loaded at ``at``, is (None: not so called)."""
+    if instructions[at].argval != "get" or at + 1 >= len(instructions):
+        return None
+    if instructions[at + 1].opname not in _CONSTANT_LOADS:
+        return None
+    with_default = at + 2 < len(instructions) and instructions[at + 2].opname in _CONSTANT_LOADS
+    return _call_end(instructions, at + 2 + with_default, 1 + with_default)
 
 
 def _constant_subscript(instructions: list[dis.Instruction], at: int) -> bool:
