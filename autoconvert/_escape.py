@@ -74,7 +74,7 @@ def escape_saying(reason: str) -> Callable[..., Any]:
     under ``fullgraph=True`` in an error quoting ``reason``, where this torch's
     ``torch.compiler.disable`` takes one (a feature read: torch 2.4's has no ``reason``)."""
     if _DISABLE_TAKES_REASON:
-        return torch.compiler.disable(_through, recursive=True, reason=reason)  # type: ignore[no-untyped-call, no-any-return]
+        return torch.compiler.disable(_through, recursive=True, reason=reason)  # type: ignore[no-untyped-call, no-any-return, call-arg, unused-ignore]  # torch 2.4: no reason
     return torch.compiler.disable(_through, recursive=True)  # type: ignore[no-untyped-call, no-any-return]
 
 
