@@ -249,8 +249,9 @@ def test_cpu_tensors_take_the_host_path() -> None:
 def test_a_view_placing_or_casting_its_results_takes_the_host_path() -> None:
     placed = ac.torchify(scipy.ndimage, device="cpu", dtype=torch.float32)
     assert not _on_cupy(placed.gaussian_filter)
-    assert ac.explain(placed.gaussian_filter).notes[-1] == (
+    assert (
         "CuPy's path is not taken: the host path honours device=device(type='cpu'), dtype=torch.float32"
+        in ac.explain(placed.gaussian_filter).notes
     )
 
 

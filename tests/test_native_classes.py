@@ -33,6 +33,7 @@ from torch.autograd import forward_ad
 import autoconvert as ac
 from autoconvert._adapters._scipy import SciPy, _array_api
 from autoconvert._adapters._sklearn import ScikitLearn
+from autoconvert._torchify._leaving import Leaving
 
 from .modes import IN_MODE as MODE
 from .modes import rerun_test
@@ -1130,3 +1131,25 @@ def test_the_write_probe_over_scikit_learn_s_estimators_finds_no_write() -> None
                     getattr(estimator, method)(given[0])
             if hasattr(estimator, "score"):
                 estimator.score(*given)
+
+
+@pytest.mark.filterwarnings("ignore:torch.asarray. unspecified requires_grad:UserWarning")
+def test_the_array_api_s_asarray_keeps_the_gradient_on_every_torch() -> None:
+    """A library's torch code converts its inputs with the array API's ``asarray``, which is
+    ``torch.asarray``: before torch 2.13 it detached a tensor that requires grad. The native
+    call keeps the gradient on every torch, through a move, a cast and a copy too."""
+
+    def library_code(x: torch.Tensor) -> torch.Tensor:
+        same, cast, copied = torch.asarray(x), torch.asarray(x, dtype=torch.float64), torch.asarray(x, copy=True)
+        assert copied.data_ptr() != x.data_ptr()
+        return same * 1 + cast.float() * 2 + copied * 4
+
+    leaving = Leaving(library_code, "library_code()", "SciPy", None)
+    x = torch.ones(3, requires_grad=True)
+    leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 7.0))
+    with torch.no_grad():  # nothing to keep: the call is not watched
+        assert not leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).requires_grad
+    with pytest.raises(ValueError) as refused:  # copy=False where a cast is needed: torch's own answer
+        leaving.call(lambda args, kwargs: torch.asarray(args[0], dtype=torch.float64, copy=False), (x,), {})
+    assert "alias" in str(refused.value)

@@ -14,12 +14,21 @@ argument, ``"detach"`` silently, ``"error"`` raises ``GradientError``. A dual te
 (``forward_ad.make_dual``) leaves torch unrefused, its tangent dropped: a call holding one
 is always watched. Functions that never
 leave torch are never watched (a watched call pays a Python dispatch on each torch operation).
+
+Before torch 2.13, ``torch.asarray`` of a tensor that requires grad returned it detached
+(``requires_grad`` unspecified meant False), and the array API's ``asarray``, which SciPy's and
+scikit-learn's torch code calls on their inputs, is that function: the gradient was lost
+without a word. On such a torch a call holding a tensor that requires grad is always watched,
+and ``asarray`` there does what torch 2.13 does: the tensor itself, or its differentiable
+move, cast or copy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +36,14 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from autoconvert._conversions._describe import describe_tensor
-from autoconvert._conversions._grad import FORWARD_AD, GradFixes, GradPolicy, has_tangent, may_lose_gradient
+from autoconvert._conversions._grad import (
+    FORWARD_AD,
+    GradFixes,
+    GradPolicy,
+    has_tangent,
+    may_lose_gradient,
+    requires_grad,
+)
 from autoconvert._errors import GradientError, LeafError
 from autoconvert._options._config import active
 from autoconvert._spec._spec import in_a_block
@@ -37,6 +53,28 @@ from autoconvert._spec._spec import in_a_block
 _REFUSALS = ("Can't call numpy() on Tensor that requires grad", "Can't export tensors that require gradient")
 #: The ways a tensor leaves torch for NumPy: each refuses one that requires grad.
 _EXITS: frozenset[Any] = frozenset((torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__dlpack__))
+
+
+@functools.cache
+def asarray_detaches() -> bool:
+    """Whether this torch's ``torch.asarray`` detaches a tensor that requires grad (before
+    2.13), asked on the first native call: torch 2.13 warns once that it no longer does, and
+    the question spends that warning, which SciPy's own ``asarray`` would meet there."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return not torch.asarray(torch.zeros(1, requires_grad=True)).requires_grad
+
+
+def _asarray_keeping_grad(t: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """``torch.asarray(t, **kwargs)`` as torch 2.13 makes it for a tensor that requires grad,
+    its gradient kept (None: a call torch must answer itself, a refusal of copy=False)."""
+    if "requires_grad" in kwargs or set(kwargs) - {"dtype", "device", "copy"}:
+        return None
+    dtype, device, copy = kwargs.get("dtype"), kwargs.get("device"), kwargs.get("copy")
+    out = t.to(dtype=dtype or t.dtype, device=device or t.device)
+    if out is not t and copy is False:
+        return None
+    return out.clone() if copy and out is t else out
 
 
 class _Exits(TorchFunctionMode):
@@ -51,6 +89,10 @@ class _Exits(TorchFunctionMode):
     ) -> Any:
         if func in _EXITS and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
             args = (self.policy.detach(args[0]), *args[1:])
+        elif func is torch.asarray and len(args) == 1 and requires_grad(args[0]) and asarray_detaches():
+            kept = _asarray_keeping_grad(args[0], kwargs or {})
+            if kept is not None:
+                return kept
         return func(*args, **(kwargs or {}))
 
 
@@ -88,7 +130,7 @@ class Leaving:
             dual = _needing(args, kwargs, has_tangent)
             if dual:
                 return self._watched(call, args, kwargs, _needing(args, kwargs, _requires_grad) + dual)
-        if self.leaves:
+        if self.leaves or asarray_detaches():
             needing = (
                 _needing(args, kwargs, _requires_grad) if torch.is_grad_enabled() else []
             )  # no_grad: torch lets them go
