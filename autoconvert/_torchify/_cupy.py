@@ -8,8 +8,9 @@ allocator (so the results' memory goes back to torch). Results come back as tens
 memory; one that views an argument is copied, since a host-path result never aliases the
 caller's tensors. CuPy arrays have no read-only flag, so only calls that cannot write into
 an argument go: any out-parameter or ``overwrite_*=True`` takes the host path, as does a call
-with a CPU tensor, a NumPy array, a callable, a dtype CuPy lacks or a tensor that requires
-grad (``stats()`` counts each reason). ``array_module="cupy"`` makes that path the only one:
+with a CPU tensor, a NumPy array, a callable or a tensor that requires grad (``stats()``
+counts each reason). A dtype NumPy lacks (bfloat16) widens on the device, as the host path
+widens it on the host: the results' values and dtypes are the host path's. ``array_module="cupy"`` makes that path the only one:
 a call that cannot take it raises, naming the argument.
 """
 
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 
 from autoconvert._adapters._adapter import Adapter, signature_of
+from autoconvert._conversions._dtypes import WIDENED, WIDENED_HALF
 from autoconvert._errors import SequenceKey, keystr
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, DeclinedError, Route, RouteWords
@@ -36,7 +38,7 @@ from autoconvert._spec._signature import function_name
 
 from ._cupy_call import on_device
 
-#: The torch dtypes CuPy has (bfloat16, complex32 and the float8s it lacks).
+#: The torch dtypes CuPy has; bfloat16, complex32 and the float8s (WIDENED) cross widened.
 CUPY_DTYPES = frozenset(
     {
         torch.bool,
@@ -156,7 +158,7 @@ class CupyRoute(Route):
         device = _cuda_device(args, kwargs)
         assert device is not None  # declines found one
         try:
-            return on_device(self.twin, device, args, kwargs, self.python_results)
+            return on_device(self.twin, device, args, kwargs, self.python_results, widened=self._widened(active()))
         except (TypeError, NotImplementedError) as e:  # CuPy's own refusal: the host path has it all
             if self.strict:
                 raise
@@ -203,17 +205,16 @@ class CupyRoute(Route):
             if default is not None and wants:
                 fix = "leave it out: CuPy arrays cannot refuse writes, so the host path takes it"
                 return Declined(f"argument {flag}", "asks it to write into an argument", f"{flag}={wants!r}", fix)
-        widens = self.widens if self.widens is not None else bool(config and config.options.get("widen_float16"))
         device: list[torch.device] = []
         for i, value in enumerate(args):
             where = self.parameters[i] if i < len(self.parameters) else f"argument {i}"
-            found = self.argument(where, value, device, widens)
+            found = self.argument(where, value, device)
             if found is not None:
                 return found
         for key, value in kwargs.items():
             if key in self.out_params and value is not None:
                 return _out_parameter(key)
-            found = self.argument(f"argument {key}", value, device, widens)
+            found = self.argument(f"argument {key}", value, device)
             if found is not None:
                 return found
         if not device:
@@ -221,14 +222,19 @@ class CupyRoute(Route):
             return _ON_HOST._replace(fix=fix, counted=True)
         return None
 
-    def argument(self, where: str, value: Any, device: list[torch.device], widens: bool) -> Declined | None:
-        """Why ``value`` cannot go to CuPy, recording the CUDA device of a tensor in ``device``;
-        float16 does not go where the host path ``widens`` it (its results' dtypes are the host's)."""
+    def _widened(self, config: Config | None) -> dict[torch.dtype, torch.dtype]:
+        """The dtypes that cross widened, as the host path widens them: float16 too where
+        ``widen_float16`` is given, or set by the block around the call."""
+        widens = self.widens if self.widens is not None else bool(config and config.options.get("widen_float16"))
+        return WIDENED_HALF if widens else WIDENED
+
+    def argument(self, where: str, value: Any, device: list[torch.device]) -> Declined | None:
+        """Why ``value`` cannot go to CuPy, recording the CUDA device of a tensor in ``device``."""
         if isinstance(value, torch.Tensor):
-            return _declined_tensor(where, value, device, widens)
+            return _declined_tensor(where, value, device)
         if type(value) in (list, tuple):  # a namedtuple or other subclass is no CuPy argument
             for i, item in enumerate(value):
-                found = self.argument(keystr(where, [SequenceKey(i)]), item, device, widens)
+                found = self.argument(keystr(where, [SequenceKey(i)]), item, device)
                 if found is not None:
                     return found
             return None
@@ -248,14 +254,11 @@ def _out_parameter(name: str) -> Declined:
     return Declined(f"argument {name}", problem, "an out-parameter", f"use the result, not {name}=")
 
 
-def _declined_tensor(where: str, t: torch.Tensor, device: list[torch.device], widens: bool) -> Declined | None:
+def _declined_tensor(where: str, t: torch.Tensor, device: list[torch.device]) -> Declined | None:
     """Why the tensor ``t`` cannot go to CuPy: what it is first, then where it lives (recorded
     in ``device``, the call's one CUDA device)."""
-    if t.dtype not in CUPY_DTYPES:
+    if t.dtype not in CUPY_DTYPES and t.dtype not in WIDENED:
         return Declined(where, f"has a dtype CuPy lacks ({t.dtype})", str(t.dtype), "cast it (.float())")
-    if widens and t.dtype == torch.float16:
-        fix = "pass widen_float16=False to compute in float16 on CuPy"
-        return Declined(where, "is float16, which the host path widens to float32", "float16", fix)
     if t.requires_grad:
         fix = "detach it (.detach()), or give the function a gradient with autoconvert.numpy_op"
         return Declined(where, "requires grad: CuPy's functions have no gradient", "requires_grad=True", fix)
