@@ -201,3 +201,57 @@ def test_batched_crosses_once_each_way_over_a_device_batch(accelerator: torch.de
     row = s["negative"]
     assert row.samples == 16 and row.copies["transfer"] == 2 and row.bytes["transfer"] == 2 * batch.nbytes
     assert out.device == batch.device and torch.equal(out, -batch)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cast", "order"),
+    [
+        (np.float32, None, "C"),
+        (np.float64, torch.float32, "C"),  # narrowed on the host, before crossing
+        (np.float32, torch.float64, "F"),  # widened on the device, after crossing
+        (np.int32, None, "F"),
+        (np.complex128, None, "C"),
+        (np.bool_, None, "C"),
+    ],
+)
+def test_large_results_cross_through_pinned_memory_whole(
+    accelerator: torch.device, dtype: Any, cast: torch.dtype | None, order: str
+) -> None:
+    """A result of 1 MiB or more reaches the device through pinned memory, asynchronously: its
+    values, dtype and layout are the direct copy's, it counts one transfer, and the array the
+    function returned can be written the moment the call returns."""
+    made: list[np.ndarray] = []
+
+    @ac.returns_tensor(dtype=cast)
+    @ac.accepts_numpy
+    def f(x: np.ndarray) -> np.ndarray:
+        out = np.asarray(np.random.default_rng(0).random((512, 1024)) * 100, dtype=dtype, order=order)
+        made.append(out)
+        return out
+
+    x = torch.zeros(1, device=accelerator)
+    with ac.stats() as s:
+        got = f(x)
+    made[0][...] = 0  # the host copy is done: this write cannot reach the result
+    expected = torch.from_numpy(np.asarray(np.random.default_rng(0).random((512, 1024)) * 100, dtype=dtype))
+    expected = expected.to(accelerator, cast or expected.dtype)
+    assert (
+        got.device == x.device
+        and got.dtype == expected.dtype
+        and got.stride() == ((1, 512) if order == "F" else (1024, 1))
+    )
+    assert torch.equal(got, expected) and s[f.__qualname__].copies["transfer"] == 2
+
+
+def test_results_under_a_mebibyte_and_tensor_results_cross_as_they_are(accelerator: torch.device) -> None:
+    @ac.returns_tensor
+    @ac.accepts_numpy
+    def f(x: np.ndarray, n: int) -> tuple[np.ndarray, torch.Tensor]:
+        return np.arange(n, dtype=np.float32), torch.arange(n, dtype=torch.float32)
+
+    x = torch.zeros(1, device=accelerator)
+    for n in (1000, (1 << 18) + 5):  # 4 KB, and just over 1 MiB
+        array, tensor = f(x, n)
+        assert array.device == tensor.device == x.device
+        assert torch.equal(array, torch.arange(n, dtype=torch.float32, device=x.device))
+        assert torch.equal(tensor, array)

@@ -60,6 +60,23 @@ def crosses(source: torch.device, target: torch.device) -> bool:
     return True
 
 
+#: Host tensors of this many bytes or more cross to a CUDA device through pinned memory.
+STAGED_FROM = 1 << 20
+
+
+def to_device(t: torch.Tensor, *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``t.to(device=device, dtype=dtype)``. A host tensor of ``STAGED_FROM`` bytes or more
+    bound for a CUDA device is copied into pinned memory first, in the narrower of the two
+    dtypes, and crosses from there asynchronously: from pageable memory the driver stages the
+    copy itself, at a fraction of the link's speed, and the host copy costs less than that
+    (benchmarks/RESULTS-gpu.md). torch's pinned allocator keeps the buffer until the copy is done."""
+    if device.type != "cuda" or not t.is_cpu or t.requires_grad or t.numel() * t.element_size() < STAGED_FROM:
+        return t.to(device=device, dtype=dtype)
+    pinned = torch.empty_like(t, dtype=dtype if dtype.itemsize < t.dtype.itemsize else t.dtype, pin_memory=True)
+    pinned.copy_(t)
+    return pinned.to(device=device, dtype=dtype, non_blocking=True)
+
+
 def vote(tensors: list[torch.Tensor]) -> torch.device | None:
     """The one device ``tensors`` share, ignoring 0-d CPU tensors; ``None`` if they differ.
 

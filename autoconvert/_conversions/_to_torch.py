@@ -238,7 +238,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
             crossing(a, a.nbytes, CPU, device, lambda: describe_array(a))
         elif dtype != t.dtype:
             copied("cast", a, t.numel() * dtype.itemsize)
-        moved = _cast(t.to, device=device, dtype=dtype)
+        moved = _cast(_devices.to_device, t, device=device, dtype=dtype)
         if moved is not t:  # .to() is a no-op for "cuda" when t already is on the current GPU
             return moved
     if copy and shared:
@@ -411,7 +411,7 @@ def tensor_to_device(t: torch.Tensor, device: torch.device, casts: Casts, copy: 
         crossing(t, nbytes(t), t.device, device, lambda: describe_tensor(t))
     elif dtype != t.dtype:
         copied("cast", t, t.numel() * dtype.itemsize)
-    moved = _cast(t.to, device=device, dtype=dtype) if crosses or dtype != t.dtype else t
+    moved = _cast(_devices.to_device, t, device=device, dtype=dtype) if crosses or dtype != t.dtype else t
     if moved is t and copy:
         copied("copy=True", t, nbytes(t))
         return _host_copy(t) if t.is_cpu else clone(t)
