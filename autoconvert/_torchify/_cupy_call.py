@@ -39,7 +39,7 @@ def on_device(
     on the device and results narrowed back as the host path does: CuPy's kernels for bfloat16
     are few, and the results' values and dtypes are then the host path's."""
     cupy = _cupy()
-    handed = _Handed(widened)
+    handed = _OnCupy(widened)
     with cupy.cuda.Device(device.index), _stream(cupy, device), cupy.cuda.using_allocator(_torch_memory):
         result = twin(*handed.cupy(args), **{k: handed.cupy(v) for k, v in kwargs.items()})
         if python_results and isinstance(result, cupy.ndarray) and result.ndim == 0:
@@ -68,7 +68,7 @@ def _stream(cupy: Any, device: torch.device) -> Any:
     return cupy.cuda.ExternalStream(pointer, device.index)
 
 
-class _Handed:
+class _OnCupy:
     """The tensors of one call as CuPy got them (widened per ``widened``), and the inexact
     dtypes the caller gave, which decide the results' narrowing."""
 
