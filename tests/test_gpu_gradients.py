@@ -192,3 +192,30 @@ def test_cupy_takes_the_call_without_grad_and_the_rule_the_call_with_it(accelera
     view.gaussian_filter(cpu, 1.5).sum().backward()
     assert leaf.grad is not None and cpu.grad is not None and leaf.grad.device == x.device
     torch.testing.assert_close(leaf.grad.cpu(), cpu.grad)
+
+
+def test_a_spline_built_from_cuda_tensors_keeps_their_gradient_and_its_device(accelerator: torch.device) -> None:
+    """A catalogued builder on CUDA tensors: the object's call is the rule's op of the samples it
+    kept and the points, its result and both gradients on the device and equal to the CPU's; read
+    at a float or a NumPy array with samples that require no grad (no tensor reaches the call), the
+    result is still on the spline's device."""
+    knots, samples, at = np.linspace(0.0, 3.0, 7), _rng(7), np.array([0.3, 1.1, 2.9])
+    interp = ac.torchify(scipy.interpolate)
+
+    def run(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = torch.tensor(samples, device=device, requires_grad=True)
+        x = torch.tensor(at, device=device, requires_grad=True)
+        result = interp.CubicSpline(torch.tensor(knots, device=device), y)(x)
+        (result * torch.arange(1.0, 4.0, dtype=torch.float64, device=device)).sum().backward()
+        assert y.grad is not None and x.grad is not None
+        return result.detach(), y.grad, x.grad
+
+    on_device, on_cpu = run(accelerator), run(torch.device("cpu"))
+    device = torch.empty(0, device=accelerator).device  # with its index
+    for got, expected in zip(on_device, on_cpu, strict=True):
+        assert got.device == device
+        torch.testing.assert_close(got.cpu(), expected)
+    plain = interp.CubicSpline(torch.tensor(knots, device=accelerator), torch.tensor(samples, device=accelerator))
+    read = [plain(0.5), plain(at), plain.derivative()(0.5)]
+    assert [t.device for t in read] == [device] * 3
+    torch.testing.assert_close(read[1].cpu(), torch.from_numpy(scipy.interpolate.CubicSpline(knots, samples)(at)))
