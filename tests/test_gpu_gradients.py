@@ -164,9 +164,10 @@ def test_a_rule_on_a_cuda_tensor_is_the_same_call_on_the_cpu(accelerator: torch.
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[5]], ids=lambda c: c.id)
 def test_gradcheck_passes_on_cuda_tensors(accelerator: torch.device, case: Case) -> None:
-    """The rules' gradients on CUDA float64 tensors against finite differences."""
+    """The rules' gradients, and their jvp's tangents (forward mode), on CUDA float64 tensors
+    against finite differences."""
     fn = case.function()
-    assert torch.autograd.gradcheck(lambda *t: case.call(fn, *t), case.leaves(accelerator))
+    assert torch.autograd.gradcheck(lambda *t: case.call(fn, *t), case.leaves(accelerator), check_forward_ad=True)
 
 
 @pytest.mark.skipif(not HAS_CUPY, reason="needs CuPy")
