@@ -220,3 +220,38 @@ def test_a_spline_built_from_cuda_tensors_keeps_their_gradient_and_its_device(ac
     read = [plain(0.5), plain(at), plain.derivative()(0.5)]
     assert [t.device for t in read] == [device] * 3
     torch.testing.assert_close(read[1].cpu(), torch.from_numpy(scipy.interpolate.CubicSpline(knots, samples)(at)))
+
+
+# torch.func.jvp's first use scripts torch's decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+def test_a_tangent_and_torch_func_on_cuda_take_the_rule(accelerator: torch.device) -> None:
+    """A dual tensor (forward_ad), torch.func.jvp and torch.vmap on CUDA tensors: never CuPy's
+    path (which would drop the tangent, or cannot read the transform's tensors), the host path's
+    op with the rule's jvp, results on the device and equal to the CPU's (a linear filter's
+    tangent is the filtered tangent)."""
+    view = ac.torchify(scipy.ndimage)
+    x, tangent = _rng(6, 7), _rng(7, 6).T.copy()
+
+    def blur(t: torch.Tensor) -> torch.Tensor:
+        return view.gaussian_filter(t, 1.0)  # type: ignore[no-any-return]
+
+    def run(device: torch.device) -> list[torch.Tensor]:
+        primal, direction = (torch.tensor(a, device=device) for a in (x, tangent))
+        with ac.stats() as s, torch.autograd.forward_ad.dual_level():
+            dual = blur(torch.autograd.forward_ad.make_dual(primal, direction))
+            out, out_tangent = torch.autograd.forward_ad.unpack_dual(dual)
+        assert s["gaussian_filter"].cupy == 0 and out_tangent is not None
+        _, jvp_tangent = torch.func.jvp(blur, (primal,), (direction,))
+        batched = torch.vmap(blur)(torch.stack([primal, direction]))
+        return [out, out_tangent, jvp_tangent, batched]
+
+    on_device, on_cpu = run(accelerator), run(torch.device("cpu"))
+    device = torch.empty(0, device=accelerator).device
+    assert [t.device for t in on_device] == [device] * 4
+    for got, expected in zip(on_device, on_cpu, strict=True):
+        torch.testing.assert_close(got.cpu(), expected)
+    filtered = torch.from_numpy(scipy.ndimage.gaussian_filter(tangent, 1.0))
+    torch.testing.assert_close(on_cpu[1], filtered)
+    torch.testing.assert_close(on_cpu[2], filtered)
