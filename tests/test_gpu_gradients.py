@@ -8,7 +8,7 @@ from the device (``OpSpec.gradients``), and puts each gradient it gives back on 
 device. A tensor that requires grad never takes CuPy's path (CuPy's functions have no
 gradient), so on a GPU with CuPy each call here is the host path with the rule.
 
-Skips where no accelerator exists (the ``accelerator`` fixture).
+Each test taking the ``accelerator`` fixture is a GPU test, skipped where none exists.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import autoconvert as ac
-
-pytestmark = pytest.mark.gpu
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
