@@ -758,6 +758,7 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "gpu_resident": gpu_resident,
     "func": func_transforms,
     "gradients": gradients.gradients,
+    "gpu_gradients": gradients.gpu_gradients,
     "micro": micro.micro,
     "native": native.native,
     "compiled": compiled.compiled,

@@ -20,7 +20,7 @@ import torch
 
 import autoconvert as ac
 
-from .harness import Row, compare
+from .harness import Row, compare, synced
 
 Settings = dict[str, Any]
 Loss = Callable[[torch.Tensor], torch.Tensor]
@@ -215,3 +215,54 @@ def gradients(settings: Settings) -> list[Row]:
     for family in families:
         rows += _family(family, settings)
     return rows + _built(rng, settings)
+
+
+ON_CPU = "on a CPU tensor"
+ON_CUDA = "on a CUDA tensor (its crossings)"
+
+
+def gpu_gradients(settings: Settings) -> list[Row]:
+    """Forward and backward through a rule on a CUDA tensor against the same on a CPU tensor:
+    the rule runs on the host either way, so the difference is the crossings (the forward's
+    argument to the host and result back; the backward's gradient, argument and result to the
+    host and the gradient back). Skipped without CUDA."""
+    if not torch.cuda.is_available():
+        return []
+    return _crossing_costs(torch.device("cuda", torch.cuda.current_device()), settings)
+
+
+def _crossing_costs(device: torch.device, settings: Settings) -> list[Row]:
+    """``gpu_gradients``' rows, its tensors on ``device`` against the CPU's."""
+    repeats, target = max(5, settings["copy_repeats"]), settings["target_s"]
+    rng = np.random.default_rng(0)
+    b, a = scipy.signal.butter(4, 0.2)
+    spd = rng.standard_normal((64, 64)) * 0.1
+    nd, sig, lin, sp = (ac.torchify(m) for m in (scipy.ndimage, scipy.signal, scipy.linalg, scipy.special))
+    image, signals, matrix = rng.random((512, 512)), rng.random((8, 16_384)), spd @ spd.T + np.eye(64)
+    families = [  # each through its torchified module: the host path, taking the rule
+        Family("ndimage.gaussian_filter, 512 x 512, sigma 2", nd.gaussian_filter, (image, SIGMA), 0),
+        Family("signal.filtfilt, order 4, 8 x 16,384 samples", sig.filtfilt, (b, a, signals), 2),
+        Family("linalg.sqrtm, 64 x 64", lin.sqrtm, (matrix,), 0),
+        Family("special.jv, order 1.5, 16,384 points", sp.jv, (1.5, rng.random(1 << 14) * 10), 1),
+    ]
+    rows: list[Row] = []
+    for family in families:
+        contenders = {ON_CPU: _through(family, torch.device("cpu")), ON_CUDA: synced(device, _through(family, device))}
+        rows += compare(f"{family.name}, forward + backward through the rule", ON_CPU, contenders, repeats, target)
+        kib = np.asarray(family.args[family.position]).nbytes / 1024
+        rows[-1].note = f"{kib:,.0f} KiB crosses 4 times to the host (forward 1, backward 3) and twice back"
+    return rows
+
+
+def _through(family: Family, device: torch.device) -> Callable[[], None]:
+    """Forward and backward through ``family.fn``, a torchified function, its argument at
+    ``family.position`` a tensor on ``device`` that requires grad."""
+    given = list(family.args)
+    leaf = torch.tensor(family.args[family.position], device=device, requires_grad=True)
+    given[family.position] = leaf
+
+    def run() -> None:
+        leaf.grad = None
+        family.loss(family.fn(*given, **family.kwargs)).backward()
+
+    return run

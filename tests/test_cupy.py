@@ -187,6 +187,41 @@ def test_array_module_cupy_names_each_argument_cupy_cannot_take() -> None:
     assert ac.explain(fn).path == "cupy" and ac.explain(fn).made_by.endswith("a function written for CuPy")
 
 
+# torch.func.jvp's first use scripts torch's decompositions, and torch deprecates torch.jit.script
+# from its own internals: a DeprecationWarning in 2.13, a FutureWarning in the newest.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
+def test_a_tangent_or_a_torch_func_tensor_never_goes_to_cupy() -> None:
+    """A dual tensor's tangent and torch.func's tensors (vmap, jvp; grad's require grad) are the
+    host path's to keep (its op gives a catalogued function's rule per sample or as a tangent):
+    CuPy's path declines them before it asks where they live, so the host path takes them on a GPU."""
+
+    def f(x: Any) -> Any:
+        return x
+
+    fn = _written_for_cupy(f)
+    name = "test_a_tangent_or_a_torch_func_tensor_never_goes_to_cupy.<locals>.f()"
+    wrapped = (
+        f"{name}: argument x is a torch.func transform's tensor (vmap, grad, jvp), which CuPy cannot read. Found a "
+        "tensor torch.func wraps. Fix: call it outside the transform, or torchify without array_module='cupy'."
+    )
+    x = torch.ones(3)
+    for transform in (lambda: torch.vmap(fn)(x), lambda: torch.func.jvp(fn, (x,), (x,))):
+        with pytest.raises(ac.ConversionError) as info:
+            transform()
+        assert str(info.value) == wrapped
+    with pytest.raises(ac.ConversionError) as info:
+        torch.func.grad(lambda t: fn(t).sum())(x)  # its tensors require grad
+    assert str(info.value).startswith(f"{name}: argument x requires grad: CuPy's functions have no gradient.")
+    with torch.autograd.forward_ad.dual_level(), pytest.raises(ac.ConversionError) as info:
+        fn(torch.autograd.forward_ad.make_dual(x, x))
+    assert str(info.value) == (
+        f"{name}: argument x carries a forward-mode tangent: CuPy's functions have no derivative. Found a dual "
+        "tensor (forward_ad.make_dual). Fix: detach it (.detach()), or give the function a jvp with "
+        "autoconvert.numpy_op."
+    )
+
+
 def test_which_functions_cupy_mirrors() -> None:
     numpy, scipy_adapter = adapter_for(np), adapter_for(scipy.ndimage)
     assert twin_of(scipy_adapter, "scipy.stats", "zscore") == (None, "CuPy mirrors no function of scipy.stats")

@@ -269,6 +269,20 @@ def test_a_periodic_spline_gives_the_points_their_gradient_and_says_the_samples_
         build(samples, grad="detach")(at).sum().backward()
 
 
+@pytest.mark.parametrize("builder", ["CubicSpline", "make_interp_spline"])
+def test_a_call_without_tensors_gives_its_result_on_the_splines_device(builder: str) -> None:
+    """A spline built from tensors on one device and read at a float or a NumPy array (nothing
+    requiring grad, so no tensor reaches its call) gives its result on the spline's device, as
+    any torchified object does (UnivariateSpline here), not on torch's default device."""
+    interp = ac.torchify(si)
+    knots, samples = torch.from_numpy(KNOTS), torch.tensor(_rng(7))
+    spline, other = getattr(interp, builder)(knots, samples), interp.UnivariateSpline(knots, samples)
+    with torch.device("meta"):  # torch's default device, which the spline was not built on
+        found = [spline(0.5), spline(np.array([0.2, 1.1])), spline.derivative()(0.5), other(0.5)]
+    assert [t.device for t in found] == [torch.device("cpu")] * 4
+    assert torch.equal(found[1], torch.from_numpy(getattr(si, builder)(KNOTS, samples.numpy())([0.2, 1.1])))
+
+
 def test_the_knots_take_no_gradient_said_never_a_silent_zero() -> None:
     """The knots ``x`` requiring grad: a GradientWarning once, a GradientError under
     grad='error', nothing under grad='detach'; the samples' gradient flows all the same."""

@@ -201,8 +201,15 @@ class Keeping:
         self.builder, self.construction, self.kept = builder, construction, kept
 
     def call(self, owner: TorchifiedObject, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``owner.method(*args, **kwargs)``, as the op of the kept tensors and the call's."""
-        return self.builder.op(method)(owner.__wrapped__, self.construction, *self.kept, *args, **kwargs)
+        """``owner.method(*args, **kwargs)``, as the op of the kept tensors and the call's. The
+        op places its results by the tensors it is given; a call given none (the kept values
+        require no grad, the points are NumPy's or Python's) has them on the object's device,
+        as every torchified object's call does (a spline built from CUDA tensors read at 0.5)."""
+        op, device = self.builder.op(method), owner._self_device
+        if device is None or device_of((*self.kept, *args), kwargs) is not None:
+            return op(owner.__wrapped__, self.construction, *self.kept, *args, **kwargs)
+        with device:  # the conversion's device for a call without tensors: torch's default
+            return op(owner.__wrapped__, self.construction, *self.kept, *args, **kwargs)
 
     def derived(self, owner: TorchifiedObject, name: str) -> Callable[..., Any] | None:
         """``owner.name``, a method whose result is as linear in the kept arguments (a spline's

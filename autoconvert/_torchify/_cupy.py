@@ -29,6 +29,8 @@ import torch
 
 from autoconvert._adapters._adapter import Adapter, signature_of
 from autoconvert._conversions._dtypes import WIDENED, WIDENED_HALF
+from autoconvert._conversions._grad import FORWARD_AD, has_tangent
+from autoconvert._conversions._memory import functorch_wrapped
 from autoconvert._errors import SequenceKey, keystr
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, DeclinedError, Route, RouteWords
@@ -262,6 +264,16 @@ def _declined_tensor(where: str, t: torch.Tensor, device: list[torch.device]) ->
     if t.requires_grad:
         fix = "detach it (.detach()), or give the function a gradient with autoconvert.numpy_op"
         return Declined(where, "requires grad: CuPy's functions have no gradient", "requires_grad=True", fix)
+    # The host path gives these their rule, per sample or as a tangent; CuPy would drop the
+    # tangent without a word, and DLPack cannot export a transform's tensor.
+    if functorch_wrapped(t):
+        fix = "call it outside the transform, or torchify without array_module='cupy'"
+        problem = "is a torch.func transform's tensor (vmap, grad, jvp), which CuPy cannot read"
+        return Declined(where, problem, "a tensor torch.func wraps", fix)
+    if FORWARD_AD._current_level >= 0 and has_tangent(t):
+        fix = "detach it (.detach()), or give the function a jvp with autoconvert.numpy_op"
+        problem = "carries a forward-mode tangent: CuPy's functions have no derivative"
+        return Declined(where, problem, "a dual tensor (forward_ad.make_dual)", fix)
     if t.layout is not torch.strided:
         return Declined(where, "is not a dense tensor", str(t.layout), "make it dense (.to_dense())")
     if t.is_conj() or t.is_neg():
