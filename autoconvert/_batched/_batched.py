@@ -81,7 +81,10 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Args:
         fn: a NumPy function, wrapped as ``returns_tensor(accepts_numpy(fn))``, or a
-            function autoconvert already wraps (its options convert the batch).
+            function autoconvert already wraps (its options convert the batch). A function
+            of a torchified module CuPy mirrors runs each sample of a CUDA batch on CuPy's
+            version of it, on the batch's memory, where its CuPy path takes every sample
+            (results gathered on the device; ``stats()`` counts why a batch did not).
         workers: run samples on a pool of this many threads (order is kept); ``None``
             runs them one after another. Worthwhile when ``fn`` releases the GIL, as
             many SciPy routines do. Calls ``fn`` makes see the caller's ``config`` and grad mode.
