@@ -12,7 +12,7 @@ swapped for CuPy's: its numerics stay SciPy's wherever CuPy is installed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from autoconvert._errors import ConversionError, message
 from autoconvert._escape import compiling
@@ -22,9 +22,6 @@ from autoconvert._options._config import active
 
 from ._executors import Progress
 from ._gather import gather
-
-if TYPE_CHECKING:  # _batched builds the layout and imports this module
-    from ._batched import Layout
 
 #: What ``OnDevice.map`` returns for a batch its route declines: the host path takes it.
 DECLINED = object()
@@ -46,15 +43,15 @@ class OnDevice:
     def __init__(self, route: Route, function: str, counted: str, label: str) -> None:
         self.route, self.function, self.counted, self.label = route, function, counted, label
 
-    def map(self, layout: Layout, args: tuple[Any, ...], kwargs: dict[str, Any], progress: bool) -> Any:
+    def map(self, batches: Batches, args: tuple[Any, ...], kwargs: dict[str, Any], progress: bool) -> Any:
         """The samples' results gathered on the device, or ``DECLINED`` where the route declines
         a sample (a strict route raises instead)."""
-        calls = [_sample(layout, args, kwargs, i) for i in range(layout.size)]
+        calls = [_sample_call(batches, args, kwargs, i) for i in range(batches.size)]
         for sample_args, sample_kwargs in calls:
             declined = self.route.declines(sample_args, sample_kwargs)
             if declined is not None:
                 return self._declined(declined)
-        bar = Progress(progress, layout.size, self.counted)
+        bar = Progress(progress, batches.size, self.counted)
         results = []
         try:
             for i, (sample_args, sample_kwargs) in enumerate(calls):
@@ -63,14 +60,14 @@ class OnDevice:
                 except DeclinedError as e:  # CuPy refused this sample: the whole batch crosses
                     return self._declined(e.declined)
                 except Exception as e:
-                    e.add_note(f"{self.label}: raised by sample {i} of {layout.size}")
+                    e.add_note(f"{self.label}: raised by sample {i} of {batches.size}")
                     raise
                 bar.advance(1)
         finally:
             bar.close()
         if not compiling() and active() is not None:
             count_route(self.counted, self.route.name)
-            count_batch(self.counted, layout.size, False)
+            count_batch(self.counted, batches.size, False)
         return gather(results)
 
     def _declined(self, declined: Declined) -> Any:
@@ -82,8 +79,21 @@ class OnDevice:
         return DECLINED
 
 
-def _sample(layout: Layout, args: tuple[Any, ...], kwargs: dict[str, Any], i: int) -> tuple[Any, dict[str, Any]]:
+class Batches(Protocol):
+    """Which arguments of a call are batches (``_batched.Layout``), and their leading size."""
+
+    @property
+    def positions(self) -> frozenset[int]: ...
+    @property
+    def keys(self) -> frozenset[str]: ...
+    @property
+    def size(self) -> int: ...
+
+
+def _sample_call(
+    batches: Batches, args: tuple[Any, ...], kwargs: dict[str, Any], i: int
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Sample ``i``'s call: each batched argument's item ``i`` (a view of a tensor batch)."""
-    sample_args = tuple(a[i] if k in layout.positions else a for k, a in enumerate(args))
-    sample_kwargs = {k: v[i] if k in layout.keys else v for k, v in kwargs.items()} if kwargs else kwargs
+    sample_args = tuple(a[i] if k in batches.positions else a for k, a in enumerate(args))
+    sample_kwargs = {k: v[i] if k in batches.keys else v for k, v in kwargs.items()} if kwargs else kwargs
     return sample_args, sample_kwargs
