@@ -46,9 +46,10 @@ class OnDevice:
     def map(self, batches: Batches, args: tuple[Any, ...], kwargs: dict[str, Any], progress: bool) -> Any:
         """The samples' results gathered on the device, or ``DECLINED`` where the route declines
         a sample (a strict route raises instead)."""
-        calls = [_sample_call(batches, args, kwargs, i) for i in range(batches.size)]
-        for sample_args, sample_kwargs in calls:
-            declined = self.route.declines(sample_args, sample_kwargs)
+        calls = []
+        for i in range(batches.size):  # sample by sample: a CPU batch stops at its first, one view made
+            calls.append(_sample_call(batches, args, kwargs, i))
+            declined = self.route.declines(*calls[-1])
             if declined is not None:
                 return self._declined(declined)
         bar = Progress(progress, batches.size, self.counted)
