@@ -28,7 +28,7 @@ import torch
 import autoconvert as ac
 from autoconvert._batched._executors import SHARED_BYTES
 
-from .harness import Row, compare
+from .harness import Row, compare, synced
 
 Settings = dict[str, Any]
 
@@ -468,4 +468,47 @@ def per_sample(settings: Settings) -> list[Row]:
     for row in rows:
         if row.ratio is not None:
             row.note = f"{1 / row.ratio:.2f}x the loop's speed"
+    return rows
+
+
+# --------------------------------------------------------------------------- case 6: a batch on the GPU
+
+
+def gpu_batched(settings: Settings) -> list[Row]:
+    """SciPy per sample over a CUDA batch of 16 volumes 64^3: the hand-written loop through
+    ``.cpu().numpy()``, batched's host path (one crossing each way) and, for a torchified
+    function, CuPy on each sample's memory."""
+    if not torch.cuda.is_available() or importlib.util.find_spec("cupy") is None:
+        return []
+    import scipy.ndimage
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    volumes = torch.rand(16, 64, 64, 64, device=device)
+    on_gpu = ac.torchify(scipy.ndimage)
+    rows = []
+    for label, name, args in (
+        ("distance_transform_edt", "distance_transform_edt", (volumes > 0.01,)),
+        ("gaussian_filter, sigma 2", "gaussian_filter", (volumes, 2.0)),
+    ):
+        fn = getattr(scipy.ndimage, name)
+        batch, rest = args[0], args[1:]
+        host, resident = ac.batched(fn), ac.batched(getattr(on_gpu, name))
+
+        def by_hand(fn: Callable[..., Any] = fn, batch: torch.Tensor = batch, rest: tuple[Any, ...] = rest) -> Any:
+            return torch.stack([torch.from_numpy(fn(v.cpu().numpy(), *rest)).to(device) for v in batch])
+
+        assert torch.allclose(resident(*args), by_hand(), atol=1e-4)
+        case = compare(
+            f"{label} per sample, 16 x 64^3 on the GPU",
+            "hand-written loop, .cpu().numpy()",
+            {
+                "hand-written loop, .cpu().numpy()": synced(device, by_hand),
+                "batched, host path": synced(device, functools.partial(host, *args)),
+                "batched(torchify(...)), CuPy per sample": synced(device, functools.partial(resident, *args)),
+            },
+            max(3, settings["copy_repeats"] // 3),
+            settings["target_s"],
+        )
+        case[2].note = f"{case[1].median_us / case[2].median_us:,.1f}x faster than the host path"
+        rows += case
     return rows

@@ -756,6 +756,7 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "breakdown": batches.breakdown,
     "gpu": gpu,
     "gpu_resident": gpu_resident,
+    "gpu_batched": batches.gpu_batched,
     "func": func_transforms,
     "gradients": gradients.gradients,
     "gpu_gradients": gradients.gpu_gradients,

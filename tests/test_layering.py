@@ -120,6 +120,7 @@ ORDER = [
     "_batched._pools",
     "_batched._executors",
     "_batched._ray",
+    "_batched._on_device",
     "_batched._batched",
     "_torchify._proxies",
     "_torchify._building",

@@ -26,7 +26,7 @@ import torch
 from autoconvert._errors import SequenceKey, keystr
 from autoconvert._failures._traceback import boundary
 from autoconvert._interpreter._plan import Plan
-from autoconvert._interpreter._routes import Description, described, plan_of
+from autoconvert._interpreter._routes import Description, Routed, described, plan_of
 from autoconvert._interpreter._wrapper import Wrapper, shown, unbound_instance, wrap
 from autoconvert._observe._observe import count_batch
 from autoconvert._options._checks import is_pool, is_ray
@@ -43,13 +43,14 @@ from autoconvert._options._options import (
     validate,
 )
 from autoconvert._pickling import by_reference, exported
-from autoconvert._spec._signature import Parameters
+from autoconvert._spec._signature import Parameters, function_name
 
 from ._caps import has_threadpoolctl
 from ._chunks import Batch
 from ._chunks import run as run_chunk
 from ._executors import Elsewhere, Progress, Samples, Threads, max_workers, seeds_on_threads
 from ._gather import Sink, gather
+from ._on_device import DECLINED, OnDevice, device_route
 from ._pools import PoolExecutor
 from ._ray import OnRay
 from ._seeds import GlobalStates, Seeds
@@ -80,7 +81,10 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
     Args:
         fn: a NumPy function, wrapped as ``returns_tensor(accepts_numpy(fn))``, or a
-            function autoconvert already wraps (its options convert the batch).
+            function autoconvert already wraps (its options convert the batch). A function
+            of a torchified module CuPy mirrors runs each sample of a CUDA batch on CuPy's
+            version of it, on the batch's memory, where its CuPy path takes every sample
+            (results gathered on the device; ``stats()`` counts why a batch did not).
         workers: run samples on a pool of this many threads (order is kept); ``None``
             runs them one after another. Worthwhile when ``fn`` releases the GIL, as
             many SciPy routines do. Calls ``fn`` makes see the caller's ``config`` and grad mode.
@@ -159,11 +163,22 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str,
     check_callable(fn, "batched")
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     _refuse_tensors_only(fn, name)
-    call = _converting(fn, options, name)
+    route = device_route(fn)
+    # A torchified function's host path is its converting call, as where CuPy is not installed.
+    call = _converting(fn.converting if isinstance(fn, Routed) else fn, options, name)
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     where = _where(raw, call, settings, name)
     seeds = _seeds(raw, settings.seed, where, name)
-    return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds)
+    on_device = None
+    if route is not None and route.strict and seeds is not None:
+        raise ValueError(
+            f"autoconvert.batched({name}): seed= seeds NumPy's generators per sample, on the host path, and {name} "
+            "runs on CuPy alone (array_module='cupy'). Fix: leave seed= out, or torchify without array_module='cupy'"
+        )
+    if route is not None and seeds is None:  # seed= seeds NumPy's generators: the host path's
+        label = f"autoconvert.batched({name})"
+        on_device = OnDevice(route, function_name(fn), plan_of(call).function.removesuffix("()"), label)
+    return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds, on_device=on_device)
 
 
 def _refuse_tensors_only(fn: Any, name: str) -> None:
@@ -347,6 +362,7 @@ class Batched:
         name: str,
         where: Any,
         seeds: Seeds | None,
+        on_device: OnDevice | None = None,
     ) -> None:
         plan = plan_of(call)
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
@@ -357,6 +373,7 @@ class Batched:
         self._settings = settings
         self._runner = where  # where samples run: None (in turn), threads, or elsewhere
         self._seeds = seeds
+        self._on_device = on_device  # CuPy's route of a torchified function, tried on a batch first
         self._label = f"autoconvert.batched({name})"
         self._name = name
         self._counted = plan.function.removesuffix("()")  # its name in stats()
@@ -389,6 +406,10 @@ class Batched:
             raise ValueError(
                 f"{self._label}: rng= was passed, and seed= gives each sample its own rng. Fix: pass one or the other"
             )
+        if self._on_device is not None:
+            mapped = self._on_device.map(layout, args, kwargs, self._settings.progress)
+            if mapped is not DECLINED:
+                return mapped
         if type(self._runner) in (Elsewhere, OnRay):
             self._refuse_configured_writes()
         try:
@@ -490,7 +511,8 @@ class Batched:
         """The call converting each batch, with where the samples run and how they are seeded."""
         inner = described(self._call)
         assert inner is not None  # a wrapper
-        return dataclasses.replace(inner, made_by="batched() over ", notes=self._notes())
+        routes = (self._on_device.route,) if self._on_device is not None else ()
+        return dataclasses.replace(inner, made_by="batched() over ", notes=self._notes(), routes=routes)
 
     def _notes(self) -> tuple[str, ...]:
         """Where the samples run, when a batch stays in the caller's thread, the libraries'
@@ -501,6 +523,14 @@ class Batched:
             "on NumPy views of it, the results gathered with np.stack (field by field for tuples and dicts) and "
             "converted once."
         ]
+        if self._on_device is not None:
+            notes.append(
+                "A batch on a CUDA device that CuPy's path takes for every sample runs each sample there instead, on "
+                "its view of the batch, the results gathered on the device (torch.stack): no conversion. Any other "
+                "batch is converted as above; stats() counts why."
+            )
+        elif device_route(self.__wrapped__) is not None:
+            notes.append("CuPy's path is not taken: seed= seeds NumPy's generators per sample, on the host path.")
         if self._options:
             given = ", ".join(f"{name}={shown(value)}" for name, value in self._options.items())
             notes.append(f"Given to batched and held by the call below: {given}.")

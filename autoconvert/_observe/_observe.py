@@ -183,7 +183,7 @@ class FunctionStats:
     too small in all to pay for it. A torchified module's function with a route besides the
     converting wrapper counts in ``routes`` the calls each such route ran (``native``: handed as
     they are to its library's own torch path; ``cupy``: run by CuPy on a CUDA tensor's
-    memory), and in ``declined`` why calls a route could have taken took the host path
+    memory, for a ``batched`` function the batches whose samples all were), and in ``declined`` why calls a route could have taken took the host path
     instead (route: reason: calls; ``not_cupy`` is CuPy's). ``rule_backwards`` counts the
     backward passes the catalogue's rule of a SciPy function ran (gradients through SciPy with
     no backward written: ``numpy_op``, ``torchify``) for the calls made in the block, wherever
