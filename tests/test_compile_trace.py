@@ -200,9 +200,10 @@ def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warn
         warnings.filterwarnings("ignore", "Guards may run slower on Python 3.13.0", RuntimeWarning)
         torch.testing.assert_close(compiled(points + 1), pair(points + 1, 0.3) + 1)  # said once
     assert ac.explain(pair).compiled == (
-        "its calls are traced into the graph, its NumPy code as torch operations; but "
-        "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
-        "(torch._dynamo.explain shows where the trace stopped)"
+        "its calls are traced into the graph, its NumPy code as torch operations, with tensors on the CPU; with "
+        "tensors on another device they take the escape: its code makes arrays with array, which torch's NumPy "
+        "tracing makes on the CPU whatever the arguments' device; but torch.compile could not trace its NumPy code "
+        "into the graph, so its calls there take the escape (torch._dynamo.explain shows where the trace stopped)"
     )
 
 
