@@ -317,6 +317,9 @@ UNTRACED = {"polyval_horner": "polyval", "interpolate_linear": "interp"}
 #: The bodies traced (rotation_2d builds an array from Python floats, which torch's tracing refuses).
 TRACED = [b for b in CATALOGUE if b.name not in UNTRACED and b.body is not rotation_2d]
 
+#: The traced bodies whose code makes arrays torch's NumPy tracing puts on the CPU, and with what.
+MADE_ON_THE_CPU = {"solve_linear": "eye", "histogram_counts": "linspace", "cross_products": "cross"}
+
 
 def decorated(body: Body, **options: Any) -> Any:
     """``body`` as ``returns_tensor(accepts_numpy(**options)(body))``."""

@@ -28,6 +28,7 @@ from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 
 from .compile_catalogue import (
     CATALOGUE,
+    MADE_ON_THE_CPU,
     TRACED,
     Body,
     assert_close_trees,
@@ -205,10 +206,6 @@ def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warn
         "tracing makes on the CPU whatever the arguments' device; but torch.compile could not trace its NumPy code "
         "into the graph, so its calls there take the escape (torch._dynamo.explain shows where the trace stopped)"
     )
-
-
-#: The traced bodies whose code makes arrays torch's NumPy tracing puts on the CPU, and with what.
-MADE_ON_THE_CPU = {"solve_linear": "eye", "histogram_counts": "linspace", "cross_products": "cross"}
 
 
 def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another_device() -> None:
