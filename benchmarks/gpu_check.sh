@@ -13,6 +13,6 @@ pytest=(python3 -m pytest -o addopts= -ra -p no:cacheprovider)
 "${pytest[@]}" -m gpu tests 2>&1 | tee "$out/tests.log" || status=1
 SCIPY_ARRAY_API=1 "${pytest[@]}" -m gpu tests/test_native.py tests/test_native_classes.py 2>&1 | tee -a "$out/tests.log" || status=1
 "${pytest[@]}" -m "not gpu" tests/test_cupy.py 2>&1 | tee -a "$out/tests.log" || status=1  # CuPy there, not here
-python3 -m benchmarks --case gpu --case gpu_resident --case gpu_native --json "$out/gpu.json" --results "$out/RESULTS-gpu.md" \
+python3 -m benchmarks --case gpu --case gpu_resident --case gpu_native --case gpu_compiled --json "$out/gpu.json" --results "$out/RESULTS-gpu.md" \
     2>&1 | tee "$out/bench.log" || status=1
 exit $status
