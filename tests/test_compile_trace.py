@@ -208,6 +208,10 @@ def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warn
     )
 
 
+def _smoothed_plus_eye(a: np.ndarray) -> np.ndarray:
+    return scipy.ndimage.gaussian_filter(a, 1.0) + np.eye(a.shape[0])
+
+
 def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another_device() -> None:
     """torch's NumPy tracing makes np.eye's, np.linspace's and np.cross's arrays on the CPU
     whatever the arguments' device: with tensors on another device (meta here, standing for a
@@ -217,6 +221,8 @@ def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another
     assert {b.name: plan_of(decorated(b)).trace.cpu_made for b in TRACED} == {
         b.name: MADE_ON_THE_CPU.get(b.name) for b in TRACED
     }
+    # compile="trace" traces code judged untraceable too: the names it reads count all the same
+    assert plan_of(ac.returns_tensor(ac.accepts_numpy(compile="trace")(_smoothed_plus_eye))).trace.cpu_made == "eye"
     body = next(b for b in TRACED if b.name == "solve_linear")
     pair = decorated(body)
     assert ac.explain(pair).compiled == (

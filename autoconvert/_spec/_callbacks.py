@@ -1012,14 +1012,16 @@ _MADE_ON_THE_CPU = frozenset(
 
 
 def makes_arrays_on_the_cpu(function: Any) -> str | None:
-    """The first NumPy function (by name) that ``function``'s code, with the Python functions
-    it calls, makes an array with that torch's NumPy tracing puts on the CPU whatever the
-    arguments' device (see ``_MADE_ON_THE_CPU``); None where it reads none, or is not traced
-    (see ``reads_numpy_alone``)."""
+    """The first (by name) of the NumPy functions that torch's NumPy tracing makes arrays with
+    on the CPU whatever the arguments' device (see ``_MADE_ON_THE_CPU``) which ``function``'s
+    code reads, with the Python functions it calls as far as ``reads_numpy_alone`` walks them
+    (all, where it judges the code traceable; ``compile="trace"`` traces the others too); None
+    where it reads none."""
     traced = _numpy_traced()
-    codes: set[types.CodeType] = set()
-    if traced is None or not passes_for_function(function) or _numpy_alone(function, traced, codes) is not None:
+    if traced is None or not passes_for_function(function):
         return None
+    codes: set[types.CodeType] = set()
+    _numpy_alone(function, traced, codes)  # for the code it walks
     return min({name for code in codes for name in _reads(code).names} & _MADE_ON_THE_CPU, default=None)
 
 
