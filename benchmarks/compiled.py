@@ -4,6 +4,7 @@ and on CUDA tensors, where the escape and the crossing written by hand are host 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,12 +67,21 @@ def _call(step: Callable[..., Any], backend: str, *args: Any) -> Callable[[], An
 
 def _timed(case: str, baseline: str, calls: dict[str, Callable[[], Any]], settings: Settings) -> list[Row]:
     """The rows of ``calls``, each noted with its first call's time (compiling): dynamo reset
-    first, each step its own code object, so each compiles its own graph."""
+    first, each step its own code object, so each compiles its own graph. A contender whose
+    backend fails to compile it (inductor's C++ for a step's host part, where the machine has
+    no compiler) is left out, and said so, rather than losing the run's other rows."""
     torch._dynamo.reset()
     compile_s: dict[str, float] = {}
-    for name, call in calls.items():
+    for name, call in list(calls.items()):
         start = time.perf_counter()
-        call()
+        try:
+            call()
+        except torch._dynamo.exc.BackendCompilerFailed as failed:
+            if name == baseline:
+                raise
+            print(f"  {case}: {name} left out: {' '.join(str(failed).split())[:300]}", file=sys.stderr)
+            del calls[name]
+            continue
         compile_s[name] = time.perf_counter() - start
     rows = compare(case, baseline, calls, settings["repeats"], settings["target_s"])
     for row in rows:
