@@ -763,5 +763,6 @@ CASES: dict[str, Callable[[Settings], list[Row]]] = {
     "micro": micro.micro,
     "native": native.native,
     "compiled": compiled.compiled,
+    "gpu_compiled": compiled.gpu_compiled,
     "gpu_native": native.gpu_native,
 }

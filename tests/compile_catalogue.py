@@ -2,14 +2,23 @@
 
 Each entry: a name, the body (NumPy alone, as a user writes it), the shapes of its float
 arguments, its plain arguments, and whether it is differentiable in its float arguments.
+With them, what the trace route's tests on each device share: the bodies traced, each
+decorated, its inputs, and the comparison of results.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+import pytest
+import torch
+import torch._dynamo
+from torch.utils._pytree import tree_flatten
+
+import autoconvert as ac
 
 
 class Body(NamedTuple):
@@ -302,3 +311,57 @@ CATALOGUE = (
     Body("kl_divergence", kl_divergence, ((3, 4), (3, 4))),
     Body("uses_helper", uses_helper, ((4, 5),)),
 )
+
+#: The bodies torch cannot trace, each with the NumPy function it lacks.
+UNTRACED = {"polyval_horner": "polyval", "interpolate_linear": "interp"}
+#: The bodies traced (rotation_2d builds an array from Python floats, which torch's tracing refuses).
+TRACED = [b for b in CATALOGUE if b.name not in UNTRACED and b.body is not rotation_2d]
+
+#: The traced bodies whose code makes arrays torch's NumPy tracing puts on the CPU, and with what.
+MADE_ON_THE_CPU = {"solve_linear": "eye", "histogram_counts": "linspace", "cross_products": "cross"}
+
+
+def decorated(body: Body, **options: Any) -> Any:
+    """``body`` as ``returns_tensor(accepts_numpy(**options)(body))``."""
+    if body.writes_arguments:
+        options.setdefault("copy", True)  # eagerly its arrays are read-only otherwise
+    return ac.returns_tensor(ac.accepts_numpy(**options)(body.body))
+
+
+def inputs(body: Body, dtype: torch.dtype = torch.float64, seed: int = 0) -> list[torch.Tensor]:
+    """``body``'s float arguments, on the CPU: values in [0.1, 1.1)."""
+    generator = torch.Generator().manual_seed(seed)
+    return [(torch.rand(*s, generator=generator, dtype=torch.float64) + 0.1).to(dtype) for s in body.shapes]
+
+
+def assert_close_trees(expected: Any, got: Any, **tolerance: Any) -> None:
+    """The same containers, of tensors of the same types and dtypes, with close values."""
+    flat_expected, spec_expected = tree_flatten(expected)
+    flat_got, spec_got = tree_flatten(got)
+    assert spec_expected == spec_got
+    for e, g in zip(flat_expected, flat_got, strict=True):
+        assert type(e) is type(g)
+        assert e.dtype == g.dtype
+        torch.testing.assert_close(
+            g.float() if g.dtype == torch.bfloat16 else g, e.float() if e.dtype == torch.bfloat16 else e, **tolerance
+        )
+
+
+@functools.cache
+def _traces_data_dependent_shapes() -> bool:
+    """Whether torch.compile traces a boolean mask's selection, written in torch, fullgraph."""
+    try:
+        torch.compile(lambda t: t[t > 0.5].sum(), backend="eager", fullgraph=True)(torch.rand(4))
+    except torch._dynamo.exc.Unsupported:
+        return False
+    return True
+
+
+def skip_where_torch_refuses(body: Body) -> None:
+    """A body whose result's shape depends on the values, where torch.compile refuses the line
+    written by hand too: nothing for the library to trace."""
+    if body.data_dependent and not _traces_data_dependent_shapes():
+        pytest.skip(
+            "this torch's dynamo refuses a shape that depends on the values under its default settings "
+            "(torch 2.6 and 2.9: 'dynamic shape operator: aten.nonzero'), the line written by hand too"
+        )

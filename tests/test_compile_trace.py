@@ -26,15 +26,21 @@ import autoconvert._spec._spec
 from autoconvert._interpreter._routes import plan_of
 from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 
-from .compile_catalogue import CATALOGUE, Body, rotation_2d
+from .compile_catalogue import (
+    CATALOGUE,
+    MADE_ON_THE_CPU,
+    TRACED,
+    Body,
+    assert_close_trees,
+    decorated,
+    inputs,
+    rotation_2d,
+    skip_where_torch_refuses,
+)
 
 pytestmark = pytest.mark.skipif(
     _UNFIT_DYNAMO is not None, reason=f"the trace route is off on this torch: {_UNFIT_DYNAMO}"
 )
-
-#: The bodies torch cannot trace, each with the escape its calls take and why.
-UNTRACED = {"polyval_horner": "polyval", "interpolate_linear": "interp"}
-TRACED = [b for b in CATALOGUE if b.name not in UNTRACED and b.body is not rotation_2d]
 
 
 @pytest.fixture(autouse=True)
@@ -42,49 +48,6 @@ def fresh_dynamo() -> Any:
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-
-
-def _pair(body: Body, **options: Any) -> Any:
-    if body.writes_arguments:
-        options.setdefault("copy", True)  # eagerly its arrays are read-only otherwise
-    return ac.returns_tensor(ac.accepts_numpy(**options)(body.body))
-
-
-def _inputs(body: Body, dtype: torch.dtype = torch.float64, seed: int = 0) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    return [(torch.rand(*s, generator=generator, dtype=torch.float64) + 0.1).to(dtype) for s in body.shapes]
-
-
-def _close(expected: Any, got: Any, **tolerance: Any) -> None:
-    flat_expected, spec_expected = tree_flatten(expected)
-    flat_got, spec_got = tree_flatten(got)
-    assert spec_expected == spec_got
-    for e, g in zip(flat_expected, flat_got, strict=True):
-        assert type(e) is type(g)
-        assert e.dtype == g.dtype
-        torch.testing.assert_close(
-            g.float() if g.dtype == torch.bfloat16 else g, e.float() if e.dtype == torch.bfloat16 else e, **tolerance
-        )
-
-
-@functools.cache
-def _traces_data_dependent_shapes() -> bool:
-    """Whether torch.compile traces a boolean mask's selection, written in torch, fullgraph."""
-    try:
-        torch.compile(lambda t: t[t > 0.5].sum(), backend="eager", fullgraph=True)(torch.rand(4))
-    except torch._dynamo.exc.Unsupported:
-        return False
-    return True
-
-
-def _skip_where_torch_refuses(body: Body) -> None:
-    """A body whose result's shape depends on the values, where torch.compile refuses the line
-    written by hand too: nothing for the library to trace."""
-    if body.data_dependent and not _traces_data_dependent_shapes():
-        pytest.skip(
-            "this torch's dynamo refuses a shape that depends on the values under its default settings "
-            "(torch 2.6 and 2.9: 'dynamic shape operator: aten.nonzero'), the line written by hand too"
-        )
 
 
 def test_the_catalogue_is_forty_bodies_or_more() -> None:
@@ -95,15 +58,15 @@ def test_the_catalogue_is_forty_bodies_or_more() -> None:
 def test_each_body_compiles_fullgraph_to_the_eager_values_once(body: Body) -> None:
     """fullgraph=True: traced, no graph break; the values eager gives; the caller's tensors
     unchanged; one compilation for calls with other values of the same shapes."""
-    _skip_where_torch_refuses(body)
-    pair = _pair(body)
+    skip_where_torch_refuses(body)
+    pair = decorated(body)
     assert plan_of(pair).trace.why_not is None
     counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(pair, backend=counter, fullgraph=True)
     for seed in (0, 1):
-        args = _inputs(body, seed=seed)
+        args = inputs(body, seed=seed)
         before = [a.clone() for a in args]
-        _close(pair(*args, *body.plain), compiled(*args, *body.plain))
+        assert_close_trees(pair(*args, *body.plain), compiled(*args, *body.plain))
         for a, b in zip(args, before, strict=True):
             assert torch.equal(a, b)
     assert counter.frame_count == 1
@@ -114,11 +77,11 @@ def test_each_body_compiles_fullgraph_to_the_eager_values_once(body: Body) -> No
 )
 def test_float32_and_bfloat16_inputs_give_eager_dtypes(body: Body) -> None:
     """bfloat16 is widened to float32 for NumPy and the results narrowed back, as eagerly."""
-    pair = _pair(body)
+    pair = decorated(body)
     compiled = torch.compile(pair, backend="aot_eager", fullgraph=True)
     for dtype in (torch.float32, torch.bfloat16):
-        args = _inputs(body, dtype)
-        _close(pair(*args, *body.plain), compiled(*args, *body.plain), atol=1e-2, rtol=1e-2)
+        args = inputs(body, dtype)
+        assert_close_trees(pair(*args, *body.plain), compiled(*args, *body.plain), atol=1e-2, rtol=1e-2)
 
 
 # Each body's gradient against torch autograd on the same expression written in torch.
@@ -137,8 +100,8 @@ _TORCH_TWINS = {
 @pytest.mark.parametrize("name", sorted(_TORCH_TWINS))
 def test_gradients_match_torch_autograd_on_the_same_expression(name: str) -> None:
     body = next(b for b in CATALOGUE if b.name == name)
-    compiled = torch.compile(_pair(body), backend="aot_eager", fullgraph=True)
-    args = [a.requires_grad_() for a in _inputs(body)]
+    compiled = torch.compile(decorated(body), backend="aot_eager", fullgraph=True)
+    args = [a.requires_grad_() for a in inputs(body)]
     twins = [a.detach().clone().requires_grad_() for a in args]
     out, expected = compiled(*args), _TORCH_TWINS[name](*twins)
     weights = torch.rand_like(expected)
@@ -152,9 +115,9 @@ def test_gradients_match_torch_autograd_on_the_same_expression(name: str) -> Non
 @pytest.mark.parametrize("body", [b for b in TRACED if b.differentiable], ids=lambda b: b.name)
 def test_gradcheck_in_float64(body: Body) -> None:
     """torch.autograd.gradcheck of the compiled call: its gradients are the body's own."""
-    _skip_where_torch_refuses(body)
-    compiled = torch.compile(_pair(body), backend="aot_eager", fullgraph=True)
-    args = tuple(a.requires_grad_() for a in _inputs(body))
+    skip_where_torch_refuses(body)
+    compiled = torch.compile(decorated(body), backend="aot_eager", fullgraph=True)
+    args = tuple(a.requires_grad_() for a in inputs(body))
 
     def first_result(*tensors: torch.Tensor) -> Any:
         flat, _ = tree_flatten(compiled(*tensors, *body.plain))
@@ -175,9 +138,9 @@ def test_gradcheck_in_float64(body: Body) -> None:
     "body", [b for b in TRACED if b.name in ("mse", "cumulative_returns", "box_iou")], ids=lambda b: b.name
 )
 def test_inductor_compiles_the_trace_too(body: Body) -> None:
-    pair = _pair(body)
-    args = _inputs(body)
-    _close(pair(*args, *body.plain), torch.compile(pair, fullgraph=True)(*args, *body.plain))
+    pair = decorated(body)
+    args = inputs(body)
+    assert_close_trees(pair(*args, *body.plain), torch.compile(pair, fullgraph=True)(*args, *body.plain))
 
 
 def _smooth(a: np.ndarray) -> np.ndarray:
@@ -238,10 +201,45 @@ def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warn
         warnings.filterwarnings("ignore", "Guards may run slower on Python 3.13.0", RuntimeWarning)
         torch.testing.assert_close(compiled(points + 1), pair(points + 1, 0.3) + 1)  # said once
     assert ac.explain(pair).compiled == (
-        "its calls are traced into the graph, its NumPy code as torch operations; but "
-        "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
-        "(torch._dynamo.explain shows where the trace stopped)"
+        "its calls are traced into the graph, its NumPy code as torch operations, with tensors on the CPU; with "
+        "tensors on another device they take the escape: its code makes arrays with array, which torch's NumPy "
+        "tracing makes on the CPU whatever the arguments' device; but torch.compile could not trace its NumPy code "
+        "into the graph, so its calls there take the escape (torch._dynamo.explain shows where the trace stopped)"
     )
+
+
+def _smoothed_plus_eye(a: np.ndarray) -> np.ndarray:
+    return scipy.ndimage.gaussian_filter(a, 1.0) + np.eye(a.shape[0])
+
+
+def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another_device() -> None:
+    """torch's NumPy tracing makes np.eye's, np.linspace's and np.cross's arrays on the CPU
+    whatever the arguments' device: with tensors on another device (meta here, standing for a
+    GPU) such a call takes the escape, whose eager conversion refuses a meta tensor in the
+    library's words; traced, it met dynamo's device mismatch (TorchRuntimeError). On the CPU
+    it is traced (see test_each_body_compiles_fullgraph_to_the_eager_values_once)."""
+    assert {b.name: plan_of(decorated(b)).trace.cpu_made for b in TRACED} == {
+        b.name: MADE_ON_THE_CPU.get(b.name) for b in TRACED
+    }
+    # compile="trace" traces code judged untraceable too: the names it reads count all the same
+    assert plan_of(ac.returns_tensor(ac.accepts_numpy(compile="trace")(_smoothed_plus_eye))).trace.cpu_made == "eye"
+    body = next(b for b in TRACED if b.name == "solve_linear")
+    pair = decorated(body)
+    assert ac.explain(pair).compiled == (
+        "its calls are traced into the graph, its NumPy code as torch operations, with tensors on the CPU; with "
+        "tensors on another device they take the escape: its code makes arrays with eye, which torch's NumPy "
+        "tracing makes on the CPU whatever the arguments' device"
+    )
+    args = [a.to("meta") for a in inputs(body)]
+    with pytest.raises(ac.ConversionError) as refused:
+        torch.compile(pair, backend="aot_eager")(*args)
+    assert str(refused.value) == (
+        "solve_linear(): argument a is a meta tensor, which holds no data. Found torch.Tensor(shape=(3, 3), "
+        "dtype=torch.float64, layout=torch.strided, device=meta). Fix: run the call on tensors with real data."
+    )
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch.compile(pair, backend="aot_eager", fullgraph=True)(*args)
 
 
 def test_under_fullgraph_the_error_names_the_function_and_the_option() -> None:
@@ -319,7 +317,7 @@ def test_the_promises_hold_inside_the_graph() -> None:
         return batch["a"] + pair[0], np.stack(pair).sum(axis=0) * batch["k"]
 
     args = ({"a": x, "k": 2.0}, [x, x * 2])
-    _close(of_containers(*args), run(of_containers, *args))
+    assert_close_trees(of_containers(*args), run(of_containers, *args))
 
 
 def _halved(a: np.ndarray) -> np.ndarray:
@@ -452,7 +450,7 @@ def test_options_by_body_shapes_compile_to_the_eager_result(
         warnings.simplefilter("ignore", ac.GradientWarning)
         eager = pair(a, w)
     got = torch.compile(pair, backend="aot_eager", fullgraph=True)(a, w)
-    _close(eager, got, atol=1e-2, rtol=1e-2)
+    assert_close_trees(eager, got, atol=1e-2, rtol=1e-2)
     assert torch.equal(a, before)
 
 
@@ -526,7 +524,7 @@ def test_each_product_compiled_itself_traces_fullgraph(made: Any) -> None:
         warnings.simplefilter("ignore", ac.GradientWarning)
         eager = product(a, b)
     got = torch.compile(product, backend="aot_eager", fullgraph=True)(a, b)
-    _close(eager if type(eager) is torch.Tensor else torch.from_numpy(eager), torch.as_tensor(got))
+    assert_close_trees(eager if type(eager) is torch.Tensor else torch.from_numpy(eager), torch.as_tensor(got))
     if type(got) is torch.Tensor:  # accepts_numpy alone gives the function's array, outside the graph's gradient
         got.sum().backward()
         x = a.detach()
@@ -546,8 +544,8 @@ def test_a_module_calling_each_product_compiles_fullgraph_once() -> None:
     net, a, b = Net(), torch.rand(3, 4, dtype=torch.float64), torch.rand(4, dtype=torch.float64)
     counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(net, backend=counter, fullgraph=True)
-    _close(net(a, b), compiled(a, b))
-    _close(net(a + 1, b), compiled(a + 1, b))
+    assert_close_trees(net(a, b), compiled(a, b))
+    assert_close_trees(net(a + 1, b), compiled(a + 1, b))
     assert counter.frame_count == 1
 
 
@@ -621,7 +619,7 @@ def _check_changes_reach_the_caller(route: Any, dtype: torch.dtype, fullgraph: b
     expected = fn(*eager_args)
     torch._dynamo.reset()
     got = torch.compile(lambda d, items: fn(d, items), backend="aot_eager", fullgraph=fullgraph)(*compiled_args)
-    _close(expected, got)
+    assert_close_trees(expected, got)
     assert _described(compiled_args) == _described(eager_args)
     d = compiled_args[0]
     assert d["x"] is x_compiled and d["kept"] is handed and d["inner"] is inner  # the caller's own objects
@@ -677,7 +675,7 @@ def test_list_and_dict_arguments_trace_in_each_route(route: Any, made: Any) -> N
         warnings.simplefilter("ignore", ac.GradientWarning)
         expected = fn(*made(x.detach()))
     got = torch.compile(lambda x: fn(*made(x)), backend="aot_eager", fullgraph=True)(x)
-    _close(expected, got.detach())
+    assert_close_trees(expected, got.detach())
     got.sum().backward()
     xr = x.detach().clone().requires_grad_()
     reference = torch.sin(xr) * made(xr)[1]["k"]
@@ -756,7 +754,7 @@ def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_ca
     compiled_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
     expected = fn(*eager_args)
     got = torch.compile(fn, backend="aot_eager", fullgraph=True)(*compiled_args)
-    _close(expected, got)
+    assert_close_trees(expected, got)
     assert type(compiled_args[0].x) is torch.Tensor and type(compiled_args[1]["new"]) is torch.Tensor
     assert _described([*compiled_args[1].values(), compiled_args[0].x]) == _described(
         [*eager_args[1].values(), eager_args[0].x]

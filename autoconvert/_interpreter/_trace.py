@@ -31,7 +31,7 @@ from autoconvert._errors import CompileWarning, KeyEntry, keystr
 from autoconvert._escape import compiling, escape_saying, opaque
 from autoconvert._failures._guards import Guarded
 from autoconvert._options._options import Policy, gives_way
-from autoconvert._spec._callbacks import reads_numpy_alone
+from autoconvert._spec._callbacks import makes_arrays_on_the_cpu, reads_numpy_alone
 from autoconvert._spec._signature import Parameters, Selection
 
 #: The escape's signature: ``call(wrapped, instance, args, kwargs)`` out of dynamo's sight.
@@ -63,12 +63,12 @@ def traced_function(function: Any) -> Any:
     return function.__wrapped__ if type(function) is Guarded else function
 
 
-def _judged(function: Any) -> str | None:
-    """``reads_numpy_alone(function)``, out of dynamo's sight where a plan is made in compiled
-    code (a torchified object's method met there): it reads bytecode, through caches."""
+def _judged(judge: Callable[[Any], str | None], function: Any) -> str | None:
+    """``judge(function)``, out of dynamo's sight where a plan is made in compiled code (a
+    torchified object's method met there): it reads bytecode, through caches."""
     if compiling():  # pragma: no cover - runs under dynamo
-        return cast("str | None", opaque(reads_numpy_alone, function))
-    return reads_numpy_alone(function)
+        return cast("str | None", opaque(judge, function))
+    return judge(function)
 
 
 #: Why this torch's dynamo cannot hold the trace route (None: it can). torch 2.4's guards a
@@ -106,13 +106,16 @@ class Trace:
         self.mode = inputs.compile
         #: The function judged: a call running another (batched's map of it) takes the escape.
         self.judged = traced_function(func)
-        why = refusal or (None if self.mode == "escape" else _judged(self.judged))
+        why = refusal or (None if self.mode == "escape" else _judged(reads_numpy_alone, self.judged))
         if self.mode == "escape":
             why = "compile='escape' was given"
         elif self.mode == "trace" and refusal is None:
             why = None  # asked for: torch's tracing says where it cannot
         #: Why calls under torch.compile take the escape (None: they are traced).
         self.why_not = why or _UNFIT_DYNAMO
+        #: The NumPy function its code makes arrays on the CPU with, whatever the arguments'
+        #: device (see makes_arrays_on_the_cpu): calls with tensors elsewhere take the escape.
+        self.cpu_made = _judged(makes_arrays_on_the_cpu, self.judged) if self.why_not is None else None
         self.detach = inputs.grad == "detach"
         self.private = inputs.copy is not False and not gives_way("trace's private copies", inputs)
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
@@ -186,7 +189,9 @@ class Trace:
         and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
         NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
         ``copy=False`` refuse. Such calls take the escape. Tensors in the containers the trace
-        rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are)."""
+        rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are).
+        Where the code makes arrays on the CPU (``cpu_made``), a tensor on another device does not
+        fit: in the graph they would meet in a device mismatch."""
         return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
 
     def _fits(self, value: Any, within: tuple[Any, ...] = ()) -> bool:
@@ -194,8 +199,10 @@ class Trace:
         fits the graph (see ``fits``). A container holding itself does not: the eager call
         refuses it (a ConversionError), and its rebuild would never end."""
         if isinstance(value, torch.Tensor):
-            return (value.is_floating_point() or value.is_complex()) and (
-                self.private or value.dtype not in self.widened
+            return (
+                (value.is_floating_point() or value.is_complex())
+                and (self.private or value.dtype not in self.widened)
+                and (self.cpu_made is None or value.device.type == "cpu")
             )
         if not self.nested:  # containers handed as they are, as eagerly
             return True
@@ -399,6 +406,12 @@ class Trace:
         if not self.traces:
             return f"each call is one graph break, the body run eagerly: {self.why_not}"
         note = "its calls are traced into the graph, its NumPy code as torch operations"
+        if self.cpu_made is not None:
+            note = (
+                f"{note}, with tensors on the CPU; with tensors on another device they take the escape: its code "
+                f"makes arrays with {self.cpu_made}, which torch's NumPy tracing makes on the CPU whatever the "
+                "arguments' device"
+            )
         for but in (self.untraced_container, self.fell_back):
             if but is not None:
                 note = f"{note}; but {but}"

@@ -980,6 +980,51 @@ def reads_numpy_alone(function: Any) -> str | None:
     return _numpy_alone(function, traced, set())
 
 
+#: NumPy functions whose arrays torch's NumPy tracing makes on the default device, the CPU,
+#: whatever device the arguments are on: from Python values, shapes and ranges, and np.cross,
+#: which fills a result made so (torch/_numpy/_funcs_impl.py). Inside a graph on another device
+#: they meet its tensors in a device mismatch (or land the result on the CPU); torch's own way
+#: out, a torch.device context, fails in its NumPy tracing (pytorch/pytorch#140884).
+_MADE_ON_THE_CPU = frozenset(
+    {
+        "array",
+        "asarray",
+        "arange",
+        "linspace",
+        "logspace",
+        "geomspace",
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "eye",
+        "identity",
+        "tri",
+        "indices",
+        "diag_indices",
+        "tril_indices",
+        "triu_indices",
+        "tril_indices_from",
+        "triu_indices_from",
+        "cross",
+    }
+)
+
+
+def makes_arrays_on_the_cpu(function: Any) -> str | None:
+    """The first (by name) of the NumPy functions that torch's NumPy tracing makes arrays with
+    on the CPU whatever the arguments' device (see ``_MADE_ON_THE_CPU``) which ``function``'s
+    code reads, with the Python functions it calls as far as ``reads_numpy_alone`` walks them
+    (all, where it judges the code traceable; ``compile="trace"`` traces the others too); None
+    where it reads none."""
+    traced = _numpy_traced()
+    if traced is None or not passes_for_function(function):
+        return None
+    codes: set[types.CodeType] = set()
+    _numpy_alone(function, traced, codes)  # for the code it walks
+    return min({name for code in codes for name in _reads(code).names} & _MADE_ON_THE_CPU, default=None)
+
+
 def _numpy_alone(function: types.FunctionType, traced: Any, seen: set[types.CodeType]) -> str | None:
     """``reads_numpy_alone`` of a Python function, ``seen`` the code already judged."""
     code = function.__code__
