@@ -131,8 +131,6 @@ def test_gradcheck_in_float64(body: Body) -> None:
         assert torch.autograd.gradcheck(first_result, args, eps=1e-6, atol=1e-5)
 
 
-# torch 2.13's inductor imports torch.utils.mkldnn, which calls the deprecated torch.jit.script_method.
-@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "body", [b for b in TRACED if b.name in ("mse", "cumulative_returns", "box_iou")], ids=lambda b: b.name

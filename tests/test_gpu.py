@@ -134,7 +134,6 @@ def test_accepts_tensor_and_to_tensor_place_arrays_on_the_device(accelerator: to
 _sin = ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), fake="x")
 
 
-@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_a_registered_numpy_op_compiles_and_trains_on_the_device(accelerator: torch.device, backend: str) -> None:
     """Forward and backward ops run their NumPy code on the host and give results and gradients

@@ -100,8 +100,6 @@ def test_each_body_compiles_fullgraph_on_the_device(accelerator: torch.device, b
     _check_on_the_device(accelerator, body, "aot_eager")
 
 
-# torch 2.13's inductor imports torch.utils.mkldnn, which calls the deprecated torch.jit.script_method.
-@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("body", [b for b in ON_THE_DEVICE if b.name in INDUCTOR], ids=lambda b: b.name)
 def test_inductor_compiles_the_trace_on_the_device(accelerator: torch.device, body: Body) -> None:
     """inductor, fullgraph=True: Triton kernels on the device, the CPU's values and gradients."""

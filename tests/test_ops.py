@@ -234,9 +234,7 @@ def test_fullgraph_compile_counts_no_graph_break() -> None:
     torch._dynamo.reset()
 
 
-# torch 2.13's inductor imports torch.utils.mkldnn, which calls the deprecated torch.jit.script_method.
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_inductor_compiles_forward_and_backward() -> None:
     """The slow one: inductor generates code around the opaque NumPy ops, training included."""
     torch._dynamo.reset()
