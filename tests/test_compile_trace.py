@@ -210,6 +210,22 @@ def _smoothed_plus_eye(a: np.ndarray) -> np.ndarray:
     return scipy.ndimage.gaussian_filter(a, 1.0) + np.eye(a.shape[0])
 
 
+def _as_array(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return np.array(x) * 2
+
+
+def _grey(rgb: np.ndarray) -> np.ndarray:
+    return rgb @ np.array([0.299, 0.587, 0.114])
+
+
+def _scaled_by_a_tuple(x: np.ndarray) -> np.ndarray:
+    return x * np.asarray((1.0, 2.0, 3.0))
+
+
+_AS_ARRAYS = (_as_array, _grey, _scaled_by_a_tuple)
+
+
 def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another_device() -> None:
     """torch's NumPy tracing makes np.eye's, np.linspace's and np.cross's arrays on the CPU
     whatever the arguments' device: with tensors on another device (meta here, standing for a
@@ -221,6 +237,9 @@ def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another
     }
     # compile="trace" traces code judged untraceable too: the names it reads count all the same
     assert plan_of(ac.returns_tensor(ac.accepts_numpy(compile="trace")(_smoothed_plus_eye))).trace.cpu_made == "eye"
+    # np.array and np.asarray make an array on the CPU from a literal only: handed an array, it stays
+    made = {f.__name__: plan_of(ac.returns_tensor(ac.accepts_numpy(f))).trace.cpu_made for f in _AS_ARRAYS}
+    assert made == {"_as_array": None, "_grey": "array", "_scaled_by_a_tuple": "asarray"}
     body = next(b for b in TRACED if b.name == "solve_linear")
     pair = decorated(body)
     assert ac.explain(pair).compiled == (

@@ -1011,6 +1011,39 @@ _MADE_ON_THE_CPU = frozenset(
 )
 
 
+#: Of those, the ones that make an array on the CPU only from a literal (``np.array([0.3, 0.7])``):
+#: handed an array, ``np.asarray(x)`` keeps it where it is.
+_FROM_LITERALS = frozenset({"array", "asarray", "asanyarray"})
+#: The opcodes that end a literal argument: a constant, or a list, tuple or set built in place.
+_LITERAL_ENDS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT", "BUILD_LIST", "BUILD_TUPLE", "BUILD_SET", "LIST_EXTEND"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _made_from_literals(code: types.CodeType) -> frozenset[str]:
+    """The names in ``_FROM_LITERALS`` that ``code`` calls with a literal first argument: the
+    instruction that leaves that argument on the stack (the last one before the call at one
+    value above the callable) builds or loads a literal."""
+    instructions = list(dis.get_instructions(code))
+    found: set[str] = set()
+    for at, loaded in enumerate(instructions):
+        if loaded.argval not in _FROM_LITERALS or not loaded.opname.startswith(
+            ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL")
+        ):
+            continue
+        depth, last = 0, None
+        for following in instructions[at + 1 :]:
+            if following.opname == "PUSH_NULL":  # Python 3.13's, after the callable: not an argument
+                continue
+            depth += dis.stack_effect(following.opcode, following.arg, jump=False)
+            if depth < 0:  # the call, taking its arguments and the callable
+                break
+            if depth == 1:
+                last = following
+        if last is not None and last.opname in _LITERAL_ENDS:
+            found.add(loaded.argval)
+    return frozenset(found)
+
+
 def makes_arrays_on_the_cpu(function: Any) -> str | None:
     """The first (by name) of the NumPy functions that torch's NumPy tracing makes arrays with
     on the CPU whatever the arguments' device (see ``_MADE_ON_THE_CPU``) which ``function``'s
@@ -1022,7 +1055,9 @@ def makes_arrays_on_the_cpu(function: Any) -> str | None:
         return None
     codes: set[types.CodeType] = set()
     _numpy_alone(function, traced, codes)  # for the code it walks
-    return min({name for code in codes for name in _reads(code).names} & _MADE_ON_THE_CPU, default=None)
+    names = {name for code in codes for name in _reads(code).names} & _MADE_ON_THE_CPU - _FROM_LITERALS
+    names |= {name for code in codes for name in _made_from_literals(code)}
+    return min(names, default=None)
 
 
 def _numpy_alone(function: types.FunctionType, traced: Any, seen: set[types.CodeType]) -> str | None:
