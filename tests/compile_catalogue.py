@@ -19,6 +19,12 @@ import torch._dynamo
 from torch.utils._pytree import tree_flatten
 
 import autoconvert as ac
+from autoconvert._interpreter._trace import _UNFIT_DYNAMO
+
+#: The mark of a test module of the trace route: skipped where this torch's dynamo cannot hold it.
+ON_THE_TRACE_ROUTE = pytest.mark.skipif(
+    _UNFIT_DYNAMO is not None, reason=f"the trace route is off on this torch: {_UNFIT_DYNAMO}"
+)
 
 
 class Body(NamedTuple):

@@ -24,11 +24,11 @@ from torch.utils._pytree import tree_flatten
 import autoconvert as ac
 import autoconvert._spec._spec
 from autoconvert._interpreter._routes import plan_of
-from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 
 from .compile_catalogue import (
     CATALOGUE,
     MADE_ON_THE_CPU,
+    ON_THE_TRACE_ROUTE,
     TRACED,
     Body,
     assert_close_trees,
@@ -38,9 +38,7 @@ from .compile_catalogue import (
     skip_where_torch_refuses,
 )
 
-pytestmark = pytest.mark.skipif(
-    _UNFIT_DYNAMO is not None, reason=f"the trace route is off on this torch: {_UNFIT_DYNAMO}"
-)
+pytestmark = ON_THE_TRACE_ROUTE
 
 
 @pytest.fixture(autouse=True)

@@ -18,10 +18,10 @@ import torch._dynamo
 from torch.utils._pytree import tree_flatten, tree_map
 
 import autoconvert as ac
-from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 
 from .compile_catalogue import (
     MADE_ON_THE_CPU,
+    ON_THE_TRACE_ROUTE,
     TRACED,
     Body,
     assert_close_trees,
@@ -30,9 +30,7 @@ from .compile_catalogue import (
     skip_where_torch_refuses,
 )
 
-pytestmark = pytest.mark.skipif(
-    _UNFIT_DYNAMO is not None, reason=f"the trace route is off on this torch: {_UNFIT_DYNAMO}"
-)
+pytestmark = ON_THE_TRACE_ROUTE
 
 #: The bodies traced on the device too.
 ON_THE_DEVICE = [b for b in TRACED if b.name not in MADE_ON_THE_CPU]
