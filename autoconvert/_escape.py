@@ -15,10 +15,13 @@ import torch
 # reaches a Runner's call closure, where is_dynamo_compiling() is True: the call is routed
 # through a torch.compiler.disable'd function, a clean graph break, and the body runs
 # eagerly. A frame dynamo meets after a graph break, run by Python, it compiles only where
-# its locals hold a tensor or its code reads torch's module by name; it skips the others (and
-# from then on their code) and compiles their callees, past the escape. So a frame a call
-# enters first with plain values (a torchified object's method: ``norm(0.0, 2.0)``) reads
-# ``torch.compiler.is_dynamo_compiling`` through the module. Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
+# its locals hold a tensor (itself, or in a list, tuple, dict or named tuple) or its code reads
+# a torch module by name (torch/_dynamo/convert_frame.py, has_tensor_in_frame); it skips the
+# others (and from then on their code) and compiles their callees, past the escape. So a frame
+# a call enters first with plain values (a torchified object's method: ``norm(0.0, 2.0)``; the
+# generic call with a tensor inside a registered container) reads
+# ``torch.compiler.is_dynamo_compiling`` through the module (the flat call reads torch's
+# profiler module by name, as ``profiler``). Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
 # one is a bare `return False`, the cheaper (benchmarks, micro: "the compile check").
 compiling = torch.compiler.is_dynamo_compiling
 # numpy_op asks a wider question: is any tracer building a graph (dynamo, or torch.export's

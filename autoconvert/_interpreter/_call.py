@@ -12,7 +12,6 @@ from autoconvert._conversions._devices import vote
 from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
 from autoconvert._errors import ConversionError, LeafError
-from autoconvert._escape import compiling
 from autoconvert._failures._failures import callback_hints, hints, read_only_error, read_only_rejection
 from autoconvert._failures._traceback import filter_traceback, raise_held
 from autoconvert._generation._specialise import Flat, specialised
@@ -125,8 +124,11 @@ class Runner:
         def call(wrapped: Callable[..., Any], instance: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             # The compile guard comes first: dynamo must not trace the ContextVar read (torch
             # 2.4 fails on it, later versions warn "ContextVar.get" on every compiled call), and
-            # cannot break its graph inside a try block.
-            if compiling():
+            # cannot break its graph inside a try block. Read through torch's module: dynamo
+            # compiles this frame, met after a graph break, even where no argument is a tensor
+            # itself (a registered container's), else it runs the conversions, each tensor's frame
+            # compiled on its own (see _escape).
+            if torch.compiler.is_dynamo_compiling():
                 return spec.escape(call, wrapped, instance, args, kwargs)  # a graph break, or traced (see _trace)
             try:  # the boundary where autoconvert's errors leave: its frames are left out (see _traceback)
                 if variants is not None:
