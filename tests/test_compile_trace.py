@@ -785,30 +785,33 @@ def _sine_of_registered(r: _Registered, k: float) -> np.ndarray:
     return np.sin(r.x) * k
 
 
-#: name: a block around the compiled calls, whose calls take the generic call whatever the
-#: switch (a config block's options, a stats block's counts), and the calls it counts.
-_BLOCKS: dict[str, tuple[Any, int | None]] = {
-    "no block": (contextlib.nullcontext, None),
-    "a config block": (lambda: ac.config(copy=True), None),
-    "a stats block": (ac.stats, 2),
+#: name: (a block around the compiled calls, whose calls take the generic call whatever the
+#: switch (a config block's options, a stats block's counts); the result side's options (with
+#: dtype="input" the plan has no flat call); the calls the block counts).
+_ESCAPED_CASES: dict[str, tuple[Any, dict[str, Any], int | None]] = {
+    "no block": (contextlib.nullcontext, {}, None),
+    "a config block": (lambda: ac.config(copy=True), {}, None),
+    "a stats block": (ac.stats, {}, 2),
+    "no flat call": (contextlib.nullcontext, {"dtype": "input"}, None),
 }
 
 
-@pytest.mark.parametrize("block", list(_BLOCKS))
-def test_a_tensor_in_a_registered_container_takes_the_escape_said_once(block: str) -> None:
+@pytest.mark.parametrize("case", list(_ESCAPED_CASES))
+def test_a_tensor_in_a_registered_container_takes_the_escape_said_once(case: str) -> None:
     """A container registered with register_container, whose insides dynamo cannot read through
     the library's walk: the call takes the escape (the eager result), said once with a
     CompileWarning naming the argument path, and explain says so; on the flat and the generic
     call alike, inside a config or stats block too (the stats block counts both calls). The
     generic call's frame, met by Python after the graph break with no tensor of its own among
     its locals, was skipped by dynamo: the conversions ran with each tensor's frame compiled on
-    its own, and failed on a fake tensor's setflags."""
+    its own, and failed on a fake tensor's setflags (a plan without a flat call did so on every
+    call)."""
     ac.register_container(_Registered, lambda r: ((r.x,), None), lambda c, _: _Registered(*c))
-    fn = ac.returns_tensor(ac.accepts_numpy(_sine_of_registered))
+    make_block, options, counted = _ESCAPED_CASES[case]
+    fn = ac.returns_tensor(ac.accepts_numpy(_sine_of_registered), **options)
     x = torch.tensor([0.3, 0.9], dtype=torch.float64)
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend="aot_eager")
-    make_block, counted = _BLOCKS[block]
     with warnings.catch_warnings(record=True) as said, make_block() as watched:
         warnings.simplefilter("always", ac.CompileWarning)
         got = [compiled(_Registered(x), 2.0), compiled(_Registered(x * 2), 3.0)]
