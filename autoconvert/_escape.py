@@ -21,8 +21,9 @@ import torch
 # a call enters first with plain values (a torchified object's method: ``norm(0.0, 2.0)``; the
 # generic call with a tensor inside a registered container) reads
 # ``torch.compiler.is_dynamo_compiling`` through the module (the flat call reads torch's
-# profiler module by name, as ``profiler``). Not is_compiling(): dynamo folds either to True while tracing, and eagerly this
-# one is a bare `return False`, the cheaper (benchmarks, micro: "the compile check").
+# profiler module by name, as ``profiler``). Not is_compiling(): dynamo folds either to True
+# while tracing, and eagerly this one is a bare `return False`, the cheaper (benchmarks,
+# micro: "the compile check").
 compiling = torch.compiler.is_dynamo_compiling
 # numpy_op asks a wider question: is any tracer building a graph (dynamo, or torch.export's
 # non-strict tracing, which runs Python on fake tensors)? Then its registered op must go in
