@@ -1646,9 +1646,9 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
     """Which attribute names and constant keys are loaded on which variable, as each Python's
     opcodes say (LOAD_METHOD on 3.11; two locals in one instruction on 3.13); one on an
     argument without a default (``x.T``) is read too, and never followed."""
-    from autoconvert._spec._callbacks import _SUPER, _reads
+    from autoconvert._spec._code_reads import SUPER, code_reads
 
-    reads = _reads(_chained.__code__)
+    reads = code_reads(_chained.__code__)
     assert reads.global_chains["_APP"] == (("parts", "head"),)
     assert reads.global_chains["_SETTINGS"] == ((("scale",),),)
     assert set(reads.local_chains["self"]) - {()} == {  # Python 3.13 loads self whole for the lambda's closure
@@ -1661,7 +1661,7 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
         ("blocks", (-1,), "layer"),
     }
     assert reads.local_chains["cfg"] == (("a",),)
-    assert _reads(_SuperRun.__call__.__code__).local_chains[_SUPER] == (("run",),)  # LOAD_SUPER_ATTR on 3.12+
+    assert code_reads(_SuperRun.__call__.__code__).local_chains[SUPER] == (("run",),)  # LOAD_SUPER_ATTR on 3.12+
     assert set(reads.local_chains["x"]) == {(), ("T",)}
 
 
