@@ -1224,6 +1224,22 @@ class _SuperNamed(_Base):
         return t
 
 
+class _SuperGot(_Base):
+    def __call__(self, t: Any) -> Any:
+        return getattr(super(), "run")(t)  # noqa: B009 - the shape under test
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
+class _SuperNamedGot(_Base):
+    def __call__(self, t: Any) -> Any:
+        return getattr(super(_SuperNamedGot, self), "run", None)(t)  # noqa: UP008 - the shape under test
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
 def _super_named_in_closure(layer: Callable[[Any], Any]) -> _Base:
     """``super(C, self)`` where ``C`` is a closure variable (a class made in a function)."""
 
@@ -1345,6 +1361,19 @@ class _GotWithDefault:
         return self.layers.get("sin", None)(t)  # type: ignore[misc]
 
 
+def _got_by(layers: dict[str, Callable[[Any], Any]], key: str) -> Callable[[Any], Any]:
+    """A lambda calling a dict's item it gets by a variable key (``d.get(key)``)."""
+    return lambda t: layers.get(key)(t)  # type: ignore[misc]
+
+
+class _GotByAttribute:
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layers, self.key = {"sin": layer, "scale": 0.7}, "sin"
+
+    def __call__(self, t: Any) -> Any:
+        return self.layers.get(self.key)(t)  # type: ignore[misc]
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1383,6 +1412,8 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "super-method": lambda a: _SuperRun(_sine(a)),
     "two-argument-super-method": lambda a: _SuperNamed(_sine(a)),
     "two-argument-super-of-a-closure-class": lambda a: _super_named_in_closure(_Sine(a)),
+    "getattr-of-super-method": lambda a: _SuperGot(_sine(a)),
+    "getattr-of-two-argument-super-method": lambda a: _SuperNamedGot(_Sine(a)),
     "slots-object": lambda a: _Slots(_sine(a)),
     "slots-object-in-lambda": lambda a: _calling(_Slots(_Sine(a))),
     "slots-dataclass": lambda a: _SlotsRecord(_sine(a)),
@@ -1397,6 +1428,8 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "lru-cache-class-method": lambda a: _cached_class_method(_Sine(a)),
     "dict-get-with-a-constant-key": lambda a: _got({"sin": _sine(a)}),
     "dict-get-of-self-with-a-default": lambda a: _GotWithDefault(_Sine(a)),
+    "dict-get-with-a-variable-key": lambda a: _got_by({"cos": np.cos, "sin": _sine(a)}, "sin"),
+    "dict-get-of-self-with-a-variable-key": lambda a: _GotByAttribute(_Sine(a)),
 }
 
 
@@ -1485,6 +1518,8 @@ class _NumpyStatic:
         pytest.param(_SuperRun(lambda t: np.sin(0.7 * t)), id="super-method"),
         pytest.param(_SuperNamed(lambda t: np.sin(0.7 * t)), id="two-argument-super-method"),
         pytest.param(_super_named_in_closure(np.sin), id="two-argument-super-of-a-closure-class"),
+        pytest.param(_SuperGot(lambda t: np.sin(0.7 * t)), id="getattr-of-super-method"),
+        pytest.param(_SuperNamedGot(np.sin), id="getattr-of-two-argument-super-method"),
         pytest.param(_Slots(lambda t: np.sin(0.7 * t)), id="slots-object"),
         pytest.param(_SlotsRecord(lambda t: np.sin(0.7 * t)), id="slots-dataclass"),
         pytest.param(_item(collections.OrderedDict(sin=np.sin), "sin"), id="function-in-an-ordered-dict"),
@@ -1498,6 +1533,8 @@ class _NumpyStatic:
         pytest.param(_cached_class_method(np.sin), id="lru-cache-class-method"),
         pytest.param(_got({"sin": lambda t: np.sin(0.7 * t)}), id="dict-get-with-a-constant-key"),
         pytest.param(_GotWithDefault(lambda t: np.sin(0.7 * t)), id="dict-get-of-self-with-a-default"),
+        pytest.param(_got_by({"cos": np.cos, "sin": np.sin}, "sin"), id="dict-get-with-a-variable-key"),
+        pytest.param(_GotByAttribute(lambda t: np.sin(0.7 * t)), id="dict-get-of-self-with-a-variable-key"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
@@ -1662,6 +1699,7 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
     }
     assert reads.local_chains["cfg"] == (("a",),)
     assert code_reads(_SuperRun.__call__.__code__).local_chains[SUPER] == (("run",),)  # LOAD_SUPER_ATTR on 3.12+
+    assert code_reads(_SuperGot.__call__.__code__).local_chains[SUPER] == (("run",),)  # getattr(super(), "run")
     assert set(reads.local_chains["x"]) == {(), ("T",)}
 
 

@@ -412,8 +412,9 @@ _ITEMS_READ = 64
 #: The containers whose items the code reads are judged, with any dict (``OrderedDict``,
 #: ``defaultdict``: what its storage holds, read with dict's own methods, no code of theirs run).
 _CONTAINERS = frozenset({list, tuple, dict})
-#: A dict's methods whose call reads its values whole (``for f in d.values()``).
-_VALUES_READ = frozenset({"values", "items"})
+#: A dict's methods whose call reads its values whole (``for f in d.values()``), or one of
+#: them by a key the code computes (``d.get(key)``; by a constant: see ``_gets_item``).
+_VALUES_READ = frozenset({"values", "items", "get"})
 #: Types of values that are never torch nor hold any: not worth judging item by item.
 _NO_CODE = (int, float, complex, str, bytes, type(None), np.generic, np.ndarray)
 #: An attribute that cannot be read without running code (a property) or is not there.
@@ -471,7 +472,8 @@ def _container(value: Any) -> bool:
 
 
 def _reads_dict_values(value: Any, path: ReadPath) -> bool:
-    """Whether ``path`` ends reading a dict's values whole (``d.values()``, ``d.items()``)."""
+    """Whether ``path`` ends reading a dict's values whole (``d.values()``, ``d.items()``,
+    ``d.get(key)``)."""
     return len(path) == 1 and path[0] in _VALUES_READ and isinstance(value, dict)
 
 

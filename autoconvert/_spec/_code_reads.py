@@ -138,10 +138,11 @@ def super_of(cls_name: str, argument: str) -> str:
 
 
 def _named_super(instructions: list[dis.Instruction], at: int) -> tuple[str, str, int] | None:
-    """(the class's name, the variable, where the attribute load is) of a two-argument
-    ``super(C, self)`` whose ``super`` is loaded at ``at``, then an attribute of it (None: no
+    """(the class's name, the variable, where the member's name is) of a two-argument
+    ``super(C, self)`` whose ``super`` is loaded at ``at``, then a member of it (None: no
     such call): the class a global or closure variable, the second argument a variable; then a
-    call with two arguments and an attribute load (Python 3.11), or LOAD_SUPER_ATTR (3.12 on)."""
+    call with two arguments and an attribute load or ``getattr``'s constant name (see
+    ``_member_named``), or LOAD_SUPER_ATTR (3.12 on)."""
     if instructions[at].opname not in _GLOBAL_LOADS or instructions[at].argval != "super":
         return None
     following = instructions[at + 1 : at + 4]
@@ -154,25 +155,34 @@ def _named_super(instructions: list[dis.Instruction], at: int) -> tuple[str, str
     if following[2].opname == "LOAD_SUPER_ATTR":
         return (*named, at + 3)
     end = _call_end(instructions, at + 3, 2)
-    if end is not None and end < len(instructions) and instructions[end].opname in _ATTRIBUTE_LOADS:
+    if end is not None and _member_named(instructions, at, end):
         return (*named, end)
     return None
 
 
 def _super_attribute(instructions: list[dis.Instruction], at: int) -> int | None:
-    """Where the attribute load on a zero-argument ``super()``, whose ``super`` is loaded at
-    ``at``, is (None: ``super`` is not called so): a call with no arguments, then an attribute
-    load (Python 3.11), or the method's ``__class__`` cell and first argument loaded for
-    LOAD_SUPER_ATTR (Python 3.12 on)."""
+    """Where the member's name read on a zero-argument ``super()``, whose ``super`` is loaded
+    at ``at``, is (None: ``super`` is not called so): a call with no arguments, then an
+    attribute load or ``getattr``'s constant name (see ``_member_named``), or the method's
+    ``__class__`` cell and first argument loaded for LOAD_SUPER_ATTR (Python 3.12 on)."""
     following = instructions[at + 1 : at + 4]
     ops = [i.opname for i in following]
     if ops[:1] == ["LOAD_DEREF"] and following[0].argval == "__class__" and ops[2:3] == ["LOAD_SUPER_ATTR"]:
         return at + 3
     calls = 2 if ops[:1] == ["PRECALL"] else 1  # Python 3.11 calls in two instructions
     no_arguments = all(op in ("PRECALL", "CALL") and i.arg == 0 for op, i in zip(ops[:calls], following, strict=False))
-    if len(ops) > calls and no_arguments and ops[calls] in _ATTRIBUTE_LOADS:
+    if len(ops) > calls and no_arguments and _member_named(instructions, at, at + 1 + calls):
         return at + 1 + calls
     return None
+
+
+def _member_named(instructions: list[dis.Instruction], at: int, end: int) -> bool:
+    """Whether ``instructions[end]``, after the call of the ``super`` loaded at ``at``, names
+    the member read on it: an attribute load (``super().run``), or the constant name
+    ``getattr`` is given (``getattr(super(), "run")``, a default after it)."""
+    if end >= len(instructions):
+        return False
+    return instructions[end].opname in _ATTRIBUTE_LOADS or _getattr_call(instructions, at, end)
 
 
 #: The opcodes loading a constant (LOAD_SMALL_INT: Python 3.14's small ints).
