@@ -1566,11 +1566,63 @@ class _ReadsItsModel:
         return float(np.sum((x.copy() - 0.3) ** 2)) * (2.0 if self.model.training else 1.0)
 
 
-def test_numpy_code_reading_a_model_it_holds_gets_arrays_through_accepts_numpy() -> None:
-    """The documented fix for NumPy code judged torch because it reads a model it holds:
-    ``accepts_numpy`` around it hands its code arrays again, and minimize finds SciPy's minimum."""
-    objective = _ReadsItsModel()
-    assert written_in_torch(objective)  # the rule reads code, it does not run it
+def _numpy_loss(x: Any) -> float:
+    assert isinstance(x, np.ndarray), type(x)
+    return float(np.sum((x.copy() - 0.3) ** 2))
+
+
+class _DictOfNumpyCode(dict[str, Any]):
+    """A dict holding a model whose own ``__getitem__`` gives NumPy code instead."""
+
+    def __getitem__(self, key: str) -> Any:
+        return _numpy_loss
+
+
+class _CachedFlag:
+    """NumPy code whose ``functools.cached_property`` helper uses torch for a flag alone."""
+
+    @functools.cached_property
+    def gpu(self) -> bool:
+        return torch.cuda.is_available()
+
+    def __call__(self, x: Any) -> float:
+        return _numpy_loss(x) + 0.0 * self.gpu
+
+
+class _CachedScale:
+    """NumPy code whose ``functools.lru_cache`` method uses torch for a constant alone."""
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - the shape under test
+    def scale(self, k: int) -> float:
+        return float(torch.tensor(k, dtype=torch.float64))
+
+    def __call__(self, x: Any) -> float:
+        return _numpy_loss(x) * self.scale(1)
+
+
+def _indexing_a_dict_of_numpy_code() -> Callable[[Any], float]:
+    held = _DictOfNumpyCode(loss=torch.nn.Identity())
+    return lambda x: held["loss"](x)
+
+
+#: NumPy code the rule judges torch, as the guide's limits name them: code reading a model it
+#: holds without calling it, indexing a dict whose own ``__getitem__`` gives other code than
+#: it holds, calling a helper of its own that uses torch for a flag or a constant alone.
+_JUDGED_TORCH: dict[str, Callable[[], Callable[[Any], float]]] = {
+    "reads-a-model-it-holds": _ReadsItsModel,
+    "dict-subclass-getitem-giving-numpy-code": _indexing_a_dict_of_numpy_code,
+    "cached-property-torch-flag": _CachedFlag,
+    "lru-cache-method-torch-constant": _CachedScale,
+}
+
+
+@pytest.mark.parametrize("made", sorted(_JUDGED_TORCH))
+def test_numpy_code_judged_torch_gets_arrays_through_accepts_numpy(made: str) -> None:
+    """The documented fix for NumPy code judged torch (the rule reads code, it does not run
+    it): ``accepts_numpy`` around it hands its code arrays again, and minimize finds SciPy's
+    minimum."""
+    objective = _JUDGED_TORCH[made]()
+    assert written_in_torch(objective)
     found = ac.torchify(scipy.optimize).minimize(ac.accepts_numpy(objective), np.array([0.5]), method="Nelder-Mead")
     expected = scipy.optimize.minimize(objective, np.array([0.5]), method="Nelder-Mead")
     np.testing.assert_allclose(found.x.numpy(), expected.x)
@@ -1739,3 +1791,19 @@ def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
     assert not written_in_torch(lambda t, i=64: past[i](t))
     assert not written_in_torch(lambda t: np.sin(settings["scale"] * t))
     assert written_in_torch(lambda t: settings["model"](t))
+
+
+def test_what_code_reads_inside_an_item_of_a_container_read_whole_is_not_seen() -> None:
+    """Of a container read whole each item is judged itself (a model, a callable object of
+    yours); what the code reads inside an item, through a loop variable or a variable index
+    (its items, its attributes), is not read: the guide's limit, whose fix is callbacks=True."""
+    model = _Sine(torch.tensor(0.7, dtype=torch.float64))
+    nested, by_name, blocks = [[model]], {"g": {"a": model}}, [_Config(layer=model)]
+    models, nets = [model], [_Net(torch.tensor(0.7, dtype=torch.float64))]
+    assert written_in_torch(lambda t: sum(f(t) for f in models))
+    assert written_in_torch(lambda t: sum(net(t) for net in nets))
+    assert written_in_torch(lambda t: nested[0][0](t))  # constant keys: read
+    assert not written_in_torch(lambda t: sum(items[0](t) for items in nested))
+    assert not written_in_torch(lambda t, i=0: nested[i][0](t))
+    assert not written_in_torch(lambda t: sum(g["a"](t) for g in by_name.values()))
+    assert not written_in_torch(lambda t: sum(b.layer(t) for b in blocks))
