@@ -1224,6 +1224,22 @@ class _SuperNamed(_Base):
         return t
 
 
+class _SuperGot(_Base):
+    def __call__(self, t: Any) -> Any:
+        return getattr(super(), "run")(t)  # noqa: B009 - the shape under test
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
+class _SuperNamedGot(_Base):
+    def __call__(self, t: Any) -> Any:
+        return getattr(super(_SuperNamedGot, self), "run", None)(t)  # noqa: UP008 - the shape under test
+
+    def run(self, t: Any) -> Any:  # the child's own, which super() passes over
+        return t
+
+
 def _super_named_in_closure(layer: Callable[[Any], Any]) -> _Base:
     """``super(C, self)`` where ``C`` is a closure variable (a class made in a function)."""
 
@@ -1345,6 +1361,19 @@ class _GotWithDefault:
         return self.layers.get("sin", None)(t)  # type: ignore[misc]
 
 
+def _got_by(layers: dict[str, Callable[[Any], Any]], key: str) -> Callable[[Any], Any]:
+    """A lambda calling a dict's item it gets by a variable key (``d.get(key)``)."""
+    return lambda t: layers.get(key)(t)  # type: ignore[misc]
+
+
+class _GotByAttribute:
+    def __init__(self, layer: Callable[[Any], Any]) -> None:
+        self.layers, self.key = {"sin": layer, "scale": 0.7}, "sin"
+
+    def __call__(self, t: Any) -> Any:
+        return self.layers.get(self.key)(t)  # type: ignore[misc]
+
+
 def _two_down(layer: Callable[[Any], Any]) -> Callable[[Any], Any]:
     app = _Config(parts=_Config(head=layer))
     return lambda t: app.parts.head(t)
@@ -1383,6 +1412,8 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "super-method": lambda a: _SuperRun(_sine(a)),
     "two-argument-super-method": lambda a: _SuperNamed(_sine(a)),
     "two-argument-super-of-a-closure-class": lambda a: _super_named_in_closure(_Sine(a)),
+    "getattr-of-super-method": lambda a: _SuperGot(_sine(a)),
+    "getattr-of-two-argument-super-method": lambda a: _SuperNamedGot(_Sine(a)),
     "slots-object": lambda a: _Slots(_sine(a)),
     "slots-object-in-lambda": lambda a: _calling(_Slots(_Sine(a))),
     "slots-dataclass": lambda a: _SlotsRecord(_sine(a)),
@@ -1397,6 +1428,8 @@ _REACHED_FURTHER: dict[str, Callable[[torch.Tensor], Callable[[Any], Any]]] = {
     "lru-cache-class-method": lambda a: _cached_class_method(_Sine(a)),
     "dict-get-with-a-constant-key": lambda a: _got({"sin": _sine(a)}),
     "dict-get-of-self-with-a-default": lambda a: _GotWithDefault(_Sine(a)),
+    "dict-get-with-a-variable-key": lambda a: _got_by({"cos": np.cos, "sin": _sine(a)}, "sin"),
+    "dict-get-of-self-with-a-variable-key": lambda a: _GotByAttribute(_Sine(a)),
 }
 
 
@@ -1485,6 +1518,8 @@ class _NumpyStatic:
         pytest.param(_SuperRun(lambda t: np.sin(0.7 * t)), id="super-method"),
         pytest.param(_SuperNamed(lambda t: np.sin(0.7 * t)), id="two-argument-super-method"),
         pytest.param(_super_named_in_closure(np.sin), id="two-argument-super-of-a-closure-class"),
+        pytest.param(_SuperGot(lambda t: np.sin(0.7 * t)), id="getattr-of-super-method"),
+        pytest.param(_SuperNamedGot(np.sin), id="getattr-of-two-argument-super-method"),
         pytest.param(_Slots(lambda t: np.sin(0.7 * t)), id="slots-object"),
         pytest.param(_SlotsRecord(lambda t: np.sin(0.7 * t)), id="slots-dataclass"),
         pytest.param(_item(collections.OrderedDict(sin=np.sin), "sin"), id="function-in-an-ordered-dict"),
@@ -1498,6 +1533,8 @@ class _NumpyStatic:
         pytest.param(_cached_class_method(np.sin), id="lru-cache-class-method"),
         pytest.param(_got({"sin": lambda t: np.sin(0.7 * t)}), id="dict-get-with-a-constant-key"),
         pytest.param(_GotWithDefault(lambda t: np.sin(0.7 * t)), id="dict-get-of-self-with-a-default"),
+        pytest.param(_got_by({"cos": np.cos, "sin": np.sin}, "sin"), id="dict-get-with-a-variable-key"),
+        pytest.param(_GotByAttribute(lambda t: np.sin(0.7 * t)), id="dict-get-of-self-with-a-variable-key"),
     ],
 )
 def test_numpy_code_reached_through_the_callers_objects_gets_arrays(callable_: Callable[[Any], Any]) -> None:
@@ -1529,11 +1566,63 @@ class _ReadsItsModel:
         return float(np.sum((x.copy() - 0.3) ** 2)) * (2.0 if self.model.training else 1.0)
 
 
-def test_numpy_code_reading_a_model_it_holds_gets_arrays_through_accepts_numpy() -> None:
-    """The documented fix for NumPy code judged torch because it reads a model it holds:
-    ``accepts_numpy`` around it hands its code arrays again, and minimize finds SciPy's minimum."""
-    objective = _ReadsItsModel()
-    assert written_in_torch(objective)  # the rule reads code, it does not run it
+def _numpy_loss(x: Any) -> float:
+    assert isinstance(x, np.ndarray), type(x)
+    return float(np.sum((x.copy() - 0.3) ** 2))
+
+
+class _DictOfNumpyCode(dict[str, Any]):
+    """A dict holding a model whose own ``__getitem__`` gives NumPy code instead."""
+
+    def __getitem__(self, key: str) -> Any:
+        return _numpy_loss
+
+
+class _CachedFlag:
+    """NumPy code whose ``functools.cached_property`` helper uses torch for a flag alone."""
+
+    @functools.cached_property
+    def gpu(self) -> bool:
+        return torch.cuda.is_available()
+
+    def __call__(self, x: Any) -> float:
+        return _numpy_loss(x) + 0.0 * self.gpu
+
+
+class _CachedScale:
+    """NumPy code whose ``functools.lru_cache`` method uses torch for a constant alone."""
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - the shape under test
+    def scale(self, k: int) -> float:
+        return float(torch.tensor(k, dtype=torch.float64))
+
+    def __call__(self, x: Any) -> float:
+        return _numpy_loss(x) * self.scale(1)
+
+
+def _indexing_a_dict_of_numpy_code() -> Callable[[Any], float]:
+    held = _DictOfNumpyCode(loss=torch.nn.Identity())
+    return lambda x: held["loss"](x)
+
+
+#: NumPy code the rule judges torch, as the guide's limits name them: code reading a model it
+#: holds without calling it, indexing a dict whose own ``__getitem__`` gives other code than
+#: it holds, calling a helper of its own that uses torch for a flag or a constant alone.
+_JUDGED_TORCH: dict[str, Callable[[], Callable[[Any], float]]] = {
+    "reads-a-model-it-holds": _ReadsItsModel,
+    "dict-subclass-getitem-giving-numpy-code": _indexing_a_dict_of_numpy_code,
+    "cached-property-torch-flag": _CachedFlag,
+    "lru-cache-method-torch-constant": _CachedScale,
+}
+
+
+@pytest.mark.parametrize("made", sorted(_JUDGED_TORCH))
+def test_numpy_code_judged_torch_gets_arrays_through_accepts_numpy(made: str) -> None:
+    """The documented fix for NumPy code judged torch (the rule reads code, it does not run
+    it): ``accepts_numpy`` around it hands its code arrays again, and minimize finds SciPy's
+    minimum."""
+    objective = _JUDGED_TORCH[made]()
+    assert written_in_torch(objective)
     found = ac.torchify(scipy.optimize).minimize(ac.accepts_numpy(objective), np.array([0.5]), method="Nelder-Mead")
     expected = scipy.optimize.minimize(objective, np.array([0.5]), method="Nelder-Mead")
     np.testing.assert_allclose(found.x.numpy(), expected.x)
@@ -1646,9 +1735,9 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
     """Which attribute names and constant keys are loaded on which variable, as each Python's
     opcodes say (LOAD_METHOD on 3.11; two locals in one instruction on 3.13); one on an
     argument without a default (``x.T``) is read too, and never followed."""
-    from autoconvert._spec._callbacks import _SUPER, _reads
+    from autoconvert._spec._code_reads import SUPER, code_reads
 
-    reads = _reads(_chained.__code__)
+    reads = code_reads(_chained.__code__)
     assert reads.global_chains["_APP"] == (("parts", "head"),)
     assert reads.global_chains["_SETTINGS"] == ((("scale",),),)
     assert set(reads.local_chains["self"]) - {()} == {  # Python 3.13 loads self whole for the lambda's closure
@@ -1661,7 +1750,8 @@ def test_attribute_chains_are_read_from_the_bytecode() -> None:
         ("blocks", (-1,), "layer"),
     }
     assert reads.local_chains["cfg"] == (("a",),)
-    assert _reads(_SuperRun.__call__.__code__).local_chains[_SUPER] == (("run",),)  # LOAD_SUPER_ATTR on 3.12+
+    assert code_reads(_SuperRun.__call__.__code__).local_chains[SUPER] == (("run",),)  # LOAD_SUPER_ATTR on 3.12+
+    assert code_reads(_SuperGot.__call__.__code__).local_chains[SUPER] == (("run",),)  # getattr(super(), "run")
     assert set(reads.local_chains["x"]) == {(), ("T",)}
 
 
@@ -1701,3 +1791,19 @@ def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
     assert not written_in_torch(lambda t, i=64: past[i](t))
     assert not written_in_torch(lambda t: np.sin(settings["scale"] * t))
     assert written_in_torch(lambda t: settings["model"](t))
+
+
+def test_what_code_reads_inside_an_item_of_a_container_read_whole_is_not_seen() -> None:
+    """Of a container read whole each item is judged itself (a model, a callable object of
+    yours); what the code reads inside an item, through a loop variable or a variable index
+    (its items, its attributes), is not read: the guide's limit, whose fix is callbacks=True."""
+    model = _Sine(torch.tensor(0.7, dtype=torch.float64))
+    nested, by_name, blocks = [[model]], {"g": {"a": model}}, [_Config(layer=model)]
+    models, nets = [model], [_Net(torch.tensor(0.7, dtype=torch.float64))]
+    assert written_in_torch(lambda t: sum(f(t) for f in models))
+    assert written_in_torch(lambda t: sum(net(t) for net in nets))
+    assert written_in_torch(lambda t: nested[0][0](t))  # constant keys: read
+    assert not written_in_torch(lambda t: sum(items[0](t) for items in nested))
+    assert not written_in_torch(lambda t, i=0: nested[i][0](t))
+    assert not written_in_torch(lambda t: sum(g["a"](t) for g in by_name.values()))
+    assert not written_in_torch(lambda t: sum(b.layer(t) for b in blocks))

@@ -372,6 +372,37 @@ def test_a_ruled_ufunc_called_by_keyword_is_refused_before_any_word_of_gradients
     )
 
 
+@pytest.mark.parametrize("given", ["dual", "requires grad"])
+@pytest.mark.parametrize("route", ["the decorator pair", "accepts_numpy alone"])
+def test_a_ufunc_called_by_keyword_through_the_decorators_raises_its_own_type_error_first(
+    route: str, given: str
+) -> None:
+    """The decorators hand ``jv(v=..., z=...)`` to the ufunc, as their flat path does: its own
+    TypeError, as plain SciPy raises it, with no GradientWarning first about a call that never
+    ran; the warning is said once, at the first call the function takes."""
+    import scipy.special
+
+    with pytest.raises(TypeError) as plain:
+        scipy.special.jv(v=1.0, z=np.array([0.5]))
+    decorated = ac.accepts_numpy(scipy.special.jv)
+    jv = ac.returns_tensor(decorated) if route == "the decorator pair" else decorated
+    z = torch.tensor([0.5], dtype=torch.float64)
+    with forward_ad.dual_level(), warnings.catch_warnings():
+        warnings.simplefilter("error", ac.GradientWarning)
+        primal = torch.tensor(1.0, dtype=torch.float64)
+        v = forward_ad.make_dual(primal, torch.ones(())) if given == "dual" else primal.requires_grad_()
+        for _ in range(2):
+            with pytest.raises(TypeError) as info:
+                jv(v=v, z=z)
+            assert type(info.value) is TypeError
+            assert str(info.value) == str(plain.value)
+        lost = "carries a forward-mode tangent" if given == "dual" else "requires grad"
+        with pytest.warns(ac.GradientWarning, match=rf"^jv\(\): argument x1 {lost}") as said:
+            jv(v, z)
+        jv(v, z)  # said once: the filter above would raise a second
+    assert len(said) == 1
+
+
 #: The routes a ``functools.partial`` is given to, its bound arguments the function's.
 PARTIAL_ROUTES = ("the decorator pair", "accepts_numpy alone", "torchify of a function")
 

@@ -22,7 +22,7 @@ import pytest
 import autoconvert as ac
 from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 from autoconvert._spec import _spec
-from autoconvert._spec._callbacks import global_names
+from autoconvert._spec._code_reads import global_names
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 pytestmark = pytest.mark.skipif(not _spec.enabled, reason="flat calls are off (--generic-calls)")

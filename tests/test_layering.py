@@ -89,6 +89,7 @@ ORDER = [
     "_spec._signature",
     "_spec._outparams",
     "_spec._holders",
+    "_spec._code_reads",
     "_spec._callbacks",
     "_spec._emit",
     "_spec._collected",

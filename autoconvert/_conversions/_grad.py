@@ -128,6 +128,11 @@ class GradPolicy:
     def _fixes(self) -> GradFixes:
         return self.fixes() if self.fixes is not None else TO_NUMPY_FIXES
 
+    def unsay(self) -> None:
+        """Leave the "warn" policy's warning unsaid, for the next call to say: the call that
+        lost the gradient never ran (its function refused its arguments)."""
+        self.unsaid, self.warned = None, False
+
     def say(self, paths: list[str], role: str = "argument") -> None:
         """Issue the "warn" policy's warning about the tensor ``detach`` kept, found at
         ``paths`` among the call's arguments (empty: not found, as for another thread's), or

@@ -19,7 +19,7 @@ from autoconvert._conversions._describe import GENERATED, qualified
 from autoconvert._interpreter._routes import Description, Route, described
 from autoconvert._options._config import active
 from autoconvert._options._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
-from autoconvert._spec._callbacks import global_names
+from autoconvert._spec._code_reads import global_names
 from autoconvert._spec._inputs import AFTER_WORDS
 from autoconvert._spec._signature import function_name
 

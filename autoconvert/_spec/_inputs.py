@@ -377,7 +377,8 @@ class NumpyInputs(Inputs):
         """One wait for all the transfers of the call's ``odd`` tensors, the private arrays
         ``ctx`` handed over under writeback counted as the arguments hold them (see
         _writeback.handed_over), and the once-per-function GradientWarning, naming where its
-        tensor was in ``given``, where one of them required grad."""
+        tensor was in ``given``, where one of them required grad and the function takes the
+        call (one it refuses ends in its own TypeError alone: see ``Parameters.refuses``)."""
         _devices.settle(odd)
         writes = ctx.writes
         if writes is not None and writes.handed:
@@ -386,7 +387,10 @@ class NumpyInputs(Inputs):
             snapshot_private(writes.compared)
         grad = self.grad
         if grad.unsaid is not None:
-            grad.say([path for path, t in tensor_paths(self.params, *given) if t is grad.unsaid])
+            if self.params.refuses(*given):  # the function's own TypeError comes alone (the flat path's too)
+                grad.unsay()
+            else:
+                grad.say([path for path, t in tensor_paths(self.params, *given) if t is grad.unsaid])
 
     def flat_constants(self) -> dict[str, Any]:
         # The containers the flat code walks are decided now (as the Mapper would on first sight),

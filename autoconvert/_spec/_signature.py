@@ -98,6 +98,9 @@ class Parameters:
         signature = signature_of(func.__func__ if isinstance(func, (classmethod, staticmethod)) else func)
         #: The signature read (None: none can be read).
         self.signature = signature
+        #: The signature the callable binds its calls by itself (see ``refuses``); None where the
+        #: one read is another's (``functools.wraps``' ``__wrapped__``), which a call may not meet.
+        self.binding = signature if getattr(func, "__wrapped__", None) is None else None
         if signature is None:
             self.known = False
             self.positional: list[str] = []
@@ -127,6 +130,18 @@ class Parameters:
 
     def offset(self, instance: object) -> int:
         return 1 if self.binds_first and instance is not None and self.positional else 0
+
+    def refuses(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: object) -> bool:
+        """Whether the callable's own signature refuses a call's arguments (``jv(v=t, z=z)``: a
+        ufunc takes its inputs by position only), so that its own TypeError ends the call; False
+        where no such signature is read."""
+        if self.binding is None:
+            return False
+        try:
+            self.binding.bind(*((instance, *args) if self.offset(instance) else args), **kwargs)
+        except TypeError:
+            return True
+        return False
 
     def bound_names(self) -> set[str]:
         """Names a caller can pass; ``self``/``cls`` of a method are not among them."""
