@@ -756,6 +756,7 @@ def test_tensors_in_dataclasses_named_tuples_and_other_dicts_are_handed_as_array
 
 def _sets_fields(batch: _Batch, d: collections.OrderedDict[str, Any]) -> np.ndarray:
     batch.x = batch.x * 2
+    batch.total = np.sum(batch.x)  # an attribute no field declares
     d["new"] = np.cos(batch.x)
     d["again"] = d["pair"]  # a named tuple it was handed: the caller's own again
     return batch.x + 1
@@ -774,6 +775,8 @@ def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_ca
         [*eager_args[1].values(), eager_args[0].x]
     )
     assert compiled_args[1]["k"] is x and compiled_args[1]["again"] is compiled_args[1]["pair"]
+    assert type(compiled_args[0].total) is torch.Tensor  # type: ignore[attr-defined]
+    assert_close_trees(compiled_args[0].total, eager_args[0].total)  # type: ignore[attr-defined]
 
 
 class _Registered:
@@ -911,3 +914,33 @@ def test_a_list_holding_itself_takes_the_escape_to_the_eager_error(fullgraph: bo
             "pass nested=False to convert top-level arguments only."
         )
     assert len(items) == 2 and items[0] is x and items[1] is items
+
+
+_WEIGHTS = (1.0, 2.0, 3.0)
+_TABLE = np.array([1.0, 2.0, 3.0])
+
+
+def _with_a_global_tuple(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return x * 2, np.asarray(_WEIGHTS)
+
+
+def _with_a_global_array(x: np.ndarray) -> dict[str, np.ndarray]:
+    return {"scaled": x * 2, "table": _TABLE + 0}
+
+
+def _with_a_diagonal(x: np.ndarray) -> np.ndarray:
+    return np.diag([1.0, 2.0, 3.0]) * 1.0
+
+
+@pytest.mark.parametrize("body", [_with_a_global_tuple, _with_a_global_array, _with_a_diagonal])
+def test_traced_results_made_from_globals_and_values_go_to_the_callers_device(body: Any) -> None:
+    """torch's NumPy tracing makes an array from a global or a Python value on the CPU, where
+    no reading of the code finds every such array: the traced call's results go to the caller's
+    device as an eager call's do (meta here, standing for a GPU)."""
+    torch._dynamo.reset()
+    out = torch.compile(ac.returns_tensor(ac.accepts_numpy(body)), backend="aot_eager", fullgraph=True)(
+        torch.ones(3, dtype=torch.float64, device="meta")
+    )
+    leaves, _ = tree_flatten(out)
+    assert leaves and all(leaf.device.type == "meta" for leaf in leaves)
+    torch._dynamo.reset()

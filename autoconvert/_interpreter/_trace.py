@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from autoconvert._conversions._containers import node_for, registered
+from autoconvert._conversions._devices import vote
 from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
 from autoconvert._errors import CompileWarning, KeyEntry, keystr
 from autoconvert._escape import compiling, escape_saying, opaque
@@ -302,11 +303,14 @@ class Trace:
             kwargs = {k: self._array(v, handed) if selection.wants(None, k, offset) else v for k, v in kwargs.items()}
         # Where dynamo stops inside the function, its error shows this line: the way out.
         result = function(*args, **kwargs)  # traced by compile=: pass compile="escape" to keep it out of the graph
+        # The caller's device, as an eager call's results go back to it: an array the code made
+        # from a Python value or a global is on the CPU in the graph, whatever the arguments' device.
+        device = self.device or _device_of(handed)
         if handed.containers:
-            self._changes_back(handed)
+            self._changes_back(handed, device)
         if not self.converts_results:
             return result
-        return self._tensors(result, self._result_dtype(handed.floats))
+        return self._tensors(result, self._result_dtype(handed.floats), device)
 
     def _array(self, value: Any, handed: _Handed) -> Any:
         """``value`` with its tensors as the arrays the function is handed (see the module),
@@ -342,7 +346,7 @@ class Trace:
         handed.callers.append((made, value))  # a tuple as one of the same items (see _alike)
         return made
 
-    def _changes_back(self, handed: _Handed) -> None:
+    def _changes_back(self, handed: _Handed, device: torch.device | None) -> None:
         """What the function changed in the lists, dicts and dataclasses it was handed, made the
         caller's, as an eager call makes it (see _conversions._mutations): a value it was handed
         is the caller's again (an array its tensor, a rebuilt container the caller's), a new
@@ -356,7 +360,7 @@ class Trace:
                 if _alike(made, value):
                     return caller
             if isinstance(value, (np.ndarray, np.generic)) and handed.floats:
-                tensor = torch.as_tensor(value)
+                tensor = _placed(torch.as_tensor(value), device)
                 return tensor.to(restore) if restore is not None and tensor.dtype == self.widened[restore] else tensor
             made = _rebuilt_in_graph(value, back)  # a new container
             return value if made is None else made
@@ -372,10 +376,16 @@ class Trace:
                     caller.clear()
                     caller.update(now)
             else:  # a dataclass (not frozen: an eager call refuses a change to one): each field set anew
-                for field, then in zip(dataclasses.fields(made), before, strict=True):
+                fields = dataclasses.fields(made)
+                for field, then in zip(fields, before, strict=True):
                     now = getattr(made, field.name)
                     if not _alike(now, then):
                         object.__setattr__(caller, field.name, back(now))
+                held = vars(caller)  # and an attribute no field declares, set by the function, as eagerly
+                declared = {field.name for field in fields}
+                for name, now in vars(made).items():
+                    if name not in declared and (name not in held or held[name] is not now):
+                        object.__setattr__(caller, name, back(now))
 
     def _result_dtype(self, floats: list[torch.dtype]) -> torch.dtype | None:
         """The dtype floating results are cast to: ``dtype=``'s, or the arguments' narrow dtype
@@ -390,16 +400,16 @@ class Trace:
             return only if only in self.widened else None
         return None
 
-    def _tensors(self, value: Any, dtype: torch.dtype | None) -> Any:
-        """``value`` with its arrays as tensors, ``dtype`` and ``device=`` applied."""
+    def _tensors(self, value: Any, dtype: torch.dtype | None, device: torch.device | None) -> Any:
+        """``value`` with its arrays as tensors on ``device`` (None: where they are), cast to ``dtype``."""
         # isinstance, not type(): torch 2.6's dynamo gives a traced array's type as its own
         # ndarray class, and a traced NumPy scalar is a 0-d array there.
         if isinstance(value, (np.ndarray, np.generic)):
             tensor = torch.as_tensor(value)
             if dtype is not None and is_inexact(tensor.dtype) and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)
-            return tensor if self.device is None else tensor.to(self.device)
-        return _inside(value, self._tensors, dtype)
+            return _placed(tensor, device)
+        return _inside(value, self._tensors, dtype, device)
 
     def words(self) -> str:
         """The route in explain's words: a note beside the converting wrapper's."""
@@ -445,6 +455,17 @@ class _Handed(NamedTuple):
     callers: list[tuple[Any, Any]]
     #: (the caller's list, dict or dataclass, the one the function was handed, what that held then).
     containers: list[tuple[Any, Any, Any]]
+
+
+def _device_of(handed: _Handed) -> torch.device | None:
+    """The device the tensors the call handed over share, 0-d CPU tensors not voting, as
+    ``_devices.vote`` counts (None: none, or they differ, where the results stay where they are)."""
+    tensors = [caller for _, caller in handed.callers if isinstance(caller, torch.Tensor)]
+    return vote(tensors) if tensors else None
+
+
+def _placed(tensor: torch.Tensor, device: torch.device | None) -> torch.Tensor:
+    return tensor if device is None or tensor.device == device else tensor.to(device)
 
 
 #: The mappings the trace rebuilds: dicts, ordered and defaulting ones too.
