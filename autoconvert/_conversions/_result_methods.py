@@ -20,7 +20,7 @@ import operator
 import sys
 import types
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Collection, Generator
 from typing import Any
 
 from autoconvert._errors import LeafError, MappingKey, SequenceKey
@@ -148,8 +148,7 @@ class ResultFields:
             inner = {**inner, **self._returned(moved, attributes, side)}
         twin = self.twin
         if twin is None:
-            children, context = self.node.flatten(self.original)
-            twin = self.node.unflatten(list(children), context)
+            twin = self._made_twin()
         itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
         changed = {
             name: inner[name]
@@ -177,6 +176,20 @@ class ResultFields:
             twin = self.node.unflatten(children, context)
         self.twin = twin
         self.see(attributes)
+        return twin
+
+    def _made_twin(self) -> Any:
+        """A twin of the original, its attributes holding the original (``self.reg["me"] =
+        self``, ``self.t = (self, w)``, ``self.box = Box(self)``) holding the twin there: its
+        methods run on it as on the object they change."""
+        original = self.original
+        children, context = self.node.flatten(original)
+        twin = self.node.unflatten(list(children), context)
+        itself = {id(original): (original, twin)}
+        state = twin.__dict__
+        for name, value in state.items():
+            if name not in self.node.own and _holds_twin(value, itself):
+                state[name] = with_twins(value, itself, _as_it_is)
         return twin
 
     def inside(self, receiver: Any, before: dict[str, Any]) -> Inside | None:
@@ -221,7 +234,12 @@ class ResultFields:
         _twins(receiver, converted, inside, twins)
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
             self.carry(
-                receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
+                receiver,
+                before,
+                inside,
+                converted,
+                lambda v, name: with_twins(v, twins, lambda w: carried(w, name)),
+                kept=twins.keys(),
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
@@ -231,10 +249,17 @@ class ResultFields:
         return twins if _holds_twin(result, twins) else UNSEEN
 
     def carry(
-        self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
+        self,
+        receiver: Any,
+        before: dict[str, Any],
+        inside: Inside | None,
+        converted: Any,
+        carried: Carried,
+        kept: Collection[int] = (),
     ) -> None:
-        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s."""
-        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, methods=self.node.own)
+        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s, the
+        objects ``kept`` (by id: those with twins) held as they are, for ``_pointed_back``."""
+        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, kept, methods=self.node.own)
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
 
@@ -384,8 +409,10 @@ Carried = Callable[[Any, str], Any]
 #: (see ``_inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
 #: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
 _IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
-#: The containers of a method's value in which the caller's twins are put (see ``with_twins``).
-_WALKED = frozenset([tuple, list, dict])
+#: The containers of a method's value in which the caller's twins are put (see ``with_twins``):
+#: sets too, which the conversion holds as they are (a set of its items' twins, the rest kept).
+_WALKED = frozenset([tuple, list, dict, set, frozenset])
+_SETS = frozenset([set, frozenset])
 
 
 def _followed(attributes: dict[str, Any]) -> list[str]:
@@ -474,17 +501,20 @@ def _carried_into(
     inside: Inside | None,
     state: dict[str, Any],
     carried: Carried,
+    kept: Collection[int] = (),
     *,
     methods: frozenset[str] = frozenset(),
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
-    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``."""
+    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``;
+    the method's objects ``kept`` (see ``carry``) never copied where an attribute no field
+    declares holds them (``self.b.a = self``)."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
-                state[name] = value if name.startswith("_") else _own(carried(value, name), value)
+                state[name] = value if name.startswith("_") else _own(carried(value, name), value, set(kept))
     if inside is None:
         return
     contents, inner = inside
@@ -492,18 +522,18 @@ def _carried_into(
         if now.get(name) is held and not _holds_same(held, was):
             mine = state.get(name)
             if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
-                state[name] = _retupled(mine, held, was, _prefixed(carried, name))
+                state[name] = _retupled(mine, held, was, _prefixed(carried, name), kept)
             elif type(mine) is type(held) and mine is not held:
                 _refill(mine, held, was, _prefixed(carried, name))
             else:
-                state[name] = _own(carried(held, name), held)
+                state[name] = _own(carried(held, name), held, set(kept))
     for name, (mine, value, attributes, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             fields = _fields_of(mine)
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."))
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), kept)
             else:
-                _carried_into(value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."))
+                _carried_into(value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."), kept)
 
 
 def _prefixed(carried: Carried, prefix: str) -> Carried:
@@ -631,7 +661,7 @@ def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
         mine[:] = items
 
 
-def _retupled(mine: Any, held: Any, was: _Held, carried: Carried) -> Any:
+def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, kept: Collection[int]) -> Any:
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
     made to hold what the method's do, else a tuple of its kind with those items converted again."""
@@ -645,7 +675,7 @@ def _retupled(mine: Any, held: Any, was: _Held, carried: Carried) -> Any:
             _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"))
             items.append(theirs)
         else:
-            items.append(_own(carried(value, f"[{i}]"), value))
+            items.append(_own(carried(value, f"[{i}]"), value, set(kept)))
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
@@ -769,7 +799,7 @@ def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | 
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
-    if kind in _WALKED:
+    if kind in _WALKED:  # a set holds hashable items alone, which may be records (frozenset([self]))
         return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
     if not _method_record(value):
         return False
@@ -843,6 +873,8 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
             return _pointing_back(value, twins, convert)
         assert node is not None  # a type the conversion rebuilds (see _method_record)
         return node.map(value, lambda item, _: with_twins(item, twins, convert), None)
+    if kind in _SETS:  # held as it is, its items with it: only the twins put in
+        return kind(with_twins(item, twins, _as_it_is) for item in value)
     if kind is dict:
         out = {}
         for key, item in value.items():
@@ -860,6 +892,11 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
             e.keys.append(SequenceKey(i))
             raise
     return items if kind is list else tuple(items)
+
+
+def _as_it_is(value: Any) -> Any:
+    """A value the conversion holds as it is (an item of a set), for ``with_twins``."""
+    return value
 
 
 def _fields_of(value: Any) -> ResultFields | None:
