@@ -20,7 +20,7 @@ import operator
 import sys
 import types
 import weakref
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from autoconvert._errors import LeafError, MappingKey, SequenceKey
@@ -239,7 +239,7 @@ class ResultFields:
                 inside,
                 converted,
                 lambda v, name: with_twins(v, twins, lambda w: carried(w, name)),
-                kept=twins.keys(),
+                made={key: pair[1] for key, pair in twins.items()},
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
@@ -255,11 +255,14 @@ class ResultFields:
         inside: Inside | None,
         converted: Any,
         carried: Carried,
-        kept: Collection[int] = (),
+        *,
+        made: dict[int, Any] | None = None,
     ) -> None:
-        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s, the
-        objects ``kept`` (by id: those with twins) held as they are, for ``_pointed_back``."""
-        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, kept, methods=self.node.own)
+        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
+        by id, the caller's objects for the method's (its twins), met inside what it set
+        (``self.b.a = self``), and those made for it there (see ``_own``)."""
+        made = {} if made is None else made
+        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, made=made, methods=self.node.own)
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
 
@@ -501,20 +504,19 @@ def _carried_into(
     inside: Inside | None,
     state: dict[str, Any],
     carried: Carried,
-    kept: Collection[int] = (),
     *,
+    made: dict[int, Any],
     methods: frozenset[str] = frozenset(),
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
-    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``;
-    the method's objects ``kept`` (see ``carry``) never copied where an attribute no field
-    declares holds them (``self.b.a = self``)."""
+    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``,
+    ``made`` their own (see ``_own``)."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
-                state[name] = value if name.startswith("_") else _own(carried(value, name), value, set(kept))
+                state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
     if inside is None:
         return
     contents, inner = inside
@@ -522,18 +524,20 @@ def _carried_into(
         if now.get(name) is held and not _holds_same(held, was):
             mine = state.get(name)
             if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
-                state[name] = _retupled(mine, held, was, _prefixed(carried, name), kept)
+                state[name] = _retupled(mine, held, was, _prefixed(carried, name), made)
             elif type(mine) is type(held) and mine is not held:
                 _refill(mine, held, was, _prefixed(carried, name))
             else:
-                state[name] = _own(carried(held, name), held, set(kept))
+                state[name] = _own(carried(held, name), held, made)
     for name, (mine, value, attributes, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             fields = _fields_of(mine)
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), kept)
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made)
             else:
-                _carried_into(value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."), kept)
+                _carried_into(
+                    value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."), made=made
+                )
 
 
 def _prefixed(carried: Carried, prefix: str) -> Carried:
@@ -541,41 +545,50 @@ def _prefixed(carried: Carried, prefix: str) -> Carried:
     return lambda value, path: carried(value, prefix + path)
 
 
-def _own_containers(converted: dict[str, Any], original: dict[str, Any], seen: set[int] | None = None) -> None:
+def _own_containers(converted: dict[str, Any], original: dict[str, Any], made: dict[int, Any] | None = None) -> None:
     """Give a converted result (its attributes, ``converted``) lists and dicts of its own
     where it shares one with its original (an empty list), and so the tuples and dataclasses
     in its attributes, at any depth: what a method adds there reaches the caller converted.
-    ``seen``: the records already walked (by id), a record pointing back at one taken as it is."""
-    seen = set() if seen is None else seen
+    ``made``: see ``_own``."""
+    made = {} if made is None else made
     for name, value in converted.items():
         if not name.startswith("_"):
-            converted[name] = _own(value, original.get(name, _UNSEEN), seen)
+            converted[name] = _own(value, original.get(name, _UNSEEN), made)
 
 
-def _own(value: Any, was: Any, seen: set[int] | None = None) -> Any:
+def _own(value: Any, was: Any, made: dict[int, Any] | None = None) -> Any:
     """``value``, ``was`` converted for the other side of a result: a list or dict of its own
     where nothing in it converted (``was`` itself), a tuple or dataclass holding such of its
-    own, so that a change to one is never the other's unconverted. ``seen``: as in
-    ``_own_containers`` (a record holding the result that holds it: ``Node(parent=self)``)."""
-    seen = set() if seen is None else seen
+    own, so that a change to one is never the other's unconverted. ``made``: by id, the object
+    of its own made for each list, dict and record met already, the one met again (a record
+    holding the result that holds it: ``Node(parent=self)``; nodes holding each other) its
+    own there too; a method's objects with twins may come in it (see ``ResultFields.carry``)."""
+    made = {} if made is None else made
     if type(value) in _IN_PLACE:
-        return copy.copy(value) if value is was else value
-    if _record(value):
-        if id(value) in seen:
+        if value is not was:
             return value
-        seen.add(id(value))
+        own = made.get(id(value))
+        if own is None:
+            own = made[id(value)] = copy.copy(value)
+        return own
+    if _record(value):
+        own = made.get(id(value))
+        if own is not None:
+            return own
         own = copy.copy(value) if value is was else value
-        seen.add(id(own))
+        made[id(value)] = made[id(own)] = own
         if type(was) is type(own):
-            _own_containers(own.__dict__, was.__dict__, seen)
+            made.setdefault(id(was), own)  # the object it stands for, met again (a node holding itself)
+            _own_containers(own.__dict__, was.__dict__, made)
         return own
     if isinstance(value, tuple) and _held_in(value):
-        if id(value) in seen:
-            return value
-        seen.add(id(value))
+        if id(value) in made:
+            return made[id(value)]
+        made[id(value)] = value  # met again inside itself (through a list): as it is
         paired = was if type(was) is type(value) and len(was) == len(value) else (_UNSEEN,) * len(value)
-        items = [_own(item, item_was, seen) for item, item_was in zip(value, paired, strict=True)]
-        return value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
+        items = [_own(item, item_was, made) for item, item_was in zip(value, paired, strict=True)]
+        own = made[id(value)] = value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
+        return own
     return value
 
 
@@ -661,7 +674,7 @@ def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
         mine[:] = items
 
 
-def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, kept: Collection[int]) -> Any:
+def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, made: dict[int, Any]) -> Any:
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
     made to hold what the method's do, else a tuple of its kind with those items converted again."""
@@ -675,7 +688,7 @@ def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, kept: Collecti
             _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"))
             items.append(theirs)
         else:
-            items.append(_own(carried(value, f"[{i}]"), value, set(kept)))
+            items.append(_own(carried(value, f"[{i}]"), value, made))
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
