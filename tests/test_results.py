@@ -2006,6 +2006,79 @@ def test_a_result_holding_itself_finds_itself_there_after_the_caller_sets_a_fiel
 
 
 @dataclasses.dataclass
+class Knot:
+    """A record whose declared list field may hold the record itself: ``n.kids.append(n)``."""
+
+    kids: list[Any]
+    w: Any = None
+
+
+@dataclasses.dataclass
+class Growing:
+    """A result whose methods make a record holding itself through a field its class declares."""
+
+    w: Any
+
+    def grow(self) -> None:
+        self.n = Knot([], self.w)
+        self.n.kids.append(self.n)
+
+    def grown(self) -> Knot:
+        n = Knot([], self.w)
+        n.kids.append(n)
+        return n
+
+    def size(self) -> int:
+        return len(vars(self))
+
+
+def growing(a: Any) -> Growing:
+    return Growing(a * 1.0)
+
+
+#: Who makes the cycle a Growing result meets, and where the refusal names it, by route.
+_GROWN_CYCLES: dict[str, Callable[[Any, type], Any]] = {
+    "a method sets it": lambda r, kind: r.grow(),
+    "a method returns it": lambda r, kind: r.grown(),
+    "the caller sets it": lambda r, kind: (
+        setattr(r, "n", Knot([], _array([1.0], kind))),
+        r.n.kids.append(r.n),
+        r.size(),
+    ),
+}
+_GROWN_WHERE = {
+    "a method sets it": dict.fromkeys(_ALL_ROUTES, "Growing.grow(): field self.n"),
+    "a method returns it": {
+        "pair": "growing(): result of Growing.grown()",
+        "returns_tensor": "<lambda>.<locals>.<lambda>(): result of Growing.grown()",  # the route's own lambda
+        "torchify": "growing(): result of Growing.grown()",
+        "reverse pair": "Growing.grown(): result",
+    },
+    "the caller sets it": dict.fromkeys(_ALL_ROUTES, "Growing.size(): field self.n"),
+}
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("who", list(_GROWN_CYCLES))
+def test_a_record_holding_itself_through_a_declared_field_is_refused_as_a_function_s_result_is(
+    route: str, who: str
+) -> None:
+    """``n = Knot([]); n.kids.append(n)`` set or returned by a method, or set by the caller,
+    raised Python's RecursionError from the conversion's walk: the library's ConversionError
+    now names the method and the field or result, as a decorated function's result holding
+    itself is refused; the result's methods work after it."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(growing)(_array([1.0, 2.0], kind))
+    assert raised(ac.ConversionError, _GROWN_CYCLES[who], r, kind) == (
+        f"{_GROWN_WHERE[who][route]} contains itself, or nests deeper than Python's recursion limit, so it "
+        "cannot be walked. Found a container that reaches itself through its items. Fix: break the cycle, or "
+        "point back through an attribute no dataclass field declares, which is held as it is."
+    )
+    if who != "the caller sets it":  # what the method set before the refusal stays on the object it ran on
+        assert r.size() == (2 if who == "a method sets it" else 1)
+
+
+@dataclasses.dataclass
 class Yielding:
     """A result whose generator method yields itself and objects it holds."""
 

@@ -39,6 +39,7 @@ from ._containers import (
     listen,
     node_for,
 )
+from ._tree import cycle_error
 
 
 class _MethodsNode(Node):
@@ -153,7 +154,7 @@ class ResultFields:
         changed = {
             name: inner[name]
             if name in inner
-            else _own(with_twins(value, itself, functools.partial(back, name=name)), value)
+            else _own(_twinned(value, itself, functools.partial(back, name=name)), value)
             for name, value in attributes.items()
             if name not in methods
             and (
@@ -233,13 +234,14 @@ class ResultFields:
         twins: dict[int, tuple[Any, Any]] = {}
         _twins(receiver, converted, inside, twins)
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
+            made = {key: pair[1] for key, pair in twins.items()}
             self.carry(
                 receiver,
                 before,
                 inside,
                 converted,
-                lambda v, name: with_twins(v, twins, lambda w: carried(w, name)),
-                made={key: pair[1] for key, pair in twins.items()},
+                lambda v, name: _twinned(v, twins, lambda w: carried(w, name)),
+                made=made,
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
@@ -907,6 +909,23 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     return items if kind is list else tuple(items)
 
 
+def result_cycle_error() -> LeafError:
+    """The conversion's refusal of a value holding itself (see ``cycle_error``), for a value a
+    result's method sets, returns, or is given in a field: its fix the way round a method has."""
+    return cycle_error(
+        "break the cycle, or point back through an attribute no dataclass field declares, which is held as it is"
+    )
+
+
+def _twinned(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
+    """``with_twins``, where ``value`` may hold itself through a list, which it looks in
+    unguarded: ``convert``'s own refusal of such a value then (see ``ResultMethod.carried``)."""
+    try:
+        return with_twins(value, twins, convert)
+    except RecursionError:
+        return convert(value)
+
+
 def _as_it_is(value: Any) -> Any:
     """A value the conversion holds as it is (an item of a set), for ``with_twins``."""
     return value
@@ -1027,11 +1046,15 @@ class ResultMethod(Attached):
 
     def carried(self, value: Any, name: str) -> Any:
         """A value a method set on the object it ran on, for the caller's result: converted
-        as the result's fields were."""
+        as the result's fields were; one holding itself through what the conversion walks
+        (``n.kids.append(n)``, a dataclass field) refused as a decorated function's is."""
         try:
             return self.mapper(value, self.ctx)
         except LeafError as e:
             raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+        except RecursionError:
+            where = f"{getattr(self.method, '__qualname__', self.method)}()"
+            raise result_cycle_error().public(where, "field", f"self.{name}") from None
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result, for the original's methods: as it is (a side
@@ -1048,9 +1071,21 @@ class ResultMethod(Attached):
         ran on it holds put by ``with_twins``: see ``run``)."""
         return self.mapper(value, self.ctx)
 
+    def value(self, result: Any, twins: dict[int, tuple[Any, Any]] | Any) -> Any:
+        """A method's ``result`` for the caller, ``twins`` as ``run`` gives them; one holding
+        itself through what the conversion walks refused as a decorated function's is (a
+        ``LeafError``, for the side to name the method)."""
+        try:
+            return self.convert(result) if twins is UNSEEN else with_twins(result, twins, self.convert)
+        except RecursionError:
+            raise result_cycle_error() from None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result, twins = self.run(self.bound(), args, kwargs)
-        return self.mapper(result, self.ctx) if twins is UNSEEN else with_twins(result, twins, self.convert)
+        try:
+            return self.value(result, twins)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "", "result") from None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method (the

@@ -18,14 +18,14 @@ from ._containers import BUILTIN_NODES, GENERATION, Node, listen, node_for
 Leaf = Callable[[Any, Any], Any]  # (value, per-call context) -> converted value
 
 
-def cycle_error() -> LeafError:
+def cycle_error(fix: str = "break the cycle, or pass nested=False to convert top-level arguments only") -> LeafError:
     """What a RecursionError from walking a value means, for the boundary to report: a
     container that contains itself (or an absurdly deep one)."""
     return LeafError(
         ConversionError,
         "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked",
         "a container that reaches itself through its items",
-        "break the cycle, or pass nested=False to convert top-level arguments only",
+        fix,
     )
 
 
