@@ -2028,6 +2028,11 @@ class Growing:
         n.kids.append(n)
         return n
 
+    def looped(self) -> list[Any]:
+        held: list[Any] = [self.w]
+        held.append(held)
+        return held
+
     def size(self) -> int:
         return len(vars(self))
 
@@ -2040,6 +2045,7 @@ def growing(a: Any) -> Growing:
 _GROWN_CYCLES: dict[str, Callable[[Any, type], Any]] = {
     "a method sets it": lambda r, kind: r.grow(),
     "a method returns it": lambda r, kind: r.grown(),
+    "a method returns a list holding itself": lambda r, kind: r.looped(),
     "the caller sets it": lambda r, kind: (
         setattr(r, "n", Knot([], _array([1.0], kind))),
         r.n.kids.append(r.n),
@@ -2053,6 +2059,12 @@ _GROWN_WHERE = {
         "returns_tensor": "<lambda>.<locals>.<lambda>(): result of Growing.grown()",  # the route's own lambda
         "torchify": "growing(): result of Growing.grown()",
         "reverse pair": "Growing.grown(): result",
+    },
+    "a method returns a list holding itself": {
+        "pair": "growing(): result of Growing.looped()",
+        "returns_tensor": "<lambda>.<locals>.<lambda>(): result of Growing.looped()",  # the route's own lambda
+        "torchify": "growing(): result of Growing.looped()",
+        "reverse pair": "Growing.looped(): result",
     },
     "the caller sets it": dict.fromkeys(_ALL_ROUTES, "Growing.size(): field self.n"),
 }

@@ -248,7 +248,11 @@ class ResultFields:
             _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
             if _pointed_back(twins):
                 self.see(converted.__dict__)
-        return twins if _holds_twin(result, twins) else UNSEEN
+        try:
+            held = _holds_twin(result, twins)
+        except RecursionError:  # a value holding itself through a list: its conversion refuses it
+            held = False
+        return twins if held else UNSEEN
 
     def carry(
         self,
