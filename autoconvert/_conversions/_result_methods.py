@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import Any
 
-from autoconvert._errors import LeafError, MappingKey, SequenceKey
+from autoconvert._errors import LeafError, MappingKey, SequenceKey, cycle_error
 
 from ._containers import (
     _UNSEEN,
@@ -39,7 +39,6 @@ from ._containers import (
     listen,
     node_for,
 )
-from ._tree import cycle_error
 
 
 class _MethodsNode(Node):

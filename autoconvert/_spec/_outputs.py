@@ -24,12 +24,11 @@ from autoconvert._conversions._tree import (
     Leaf,
     Mapper,
     StandIn,
-    cycle_error,
     stand_in_device,
     stand_in_returns,
     stood_for,
 )
-from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
+from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, cycle_error, message
 from autoconvert._options._config import active
 from autoconvert._options._options import Policy
 
