@@ -130,6 +130,17 @@ class LeafError(Exception):
         return self.kind(message(function, where, self.problem, self.found, self.fix, path=path))
 
 
+def cycle_error(fix: str = "break the cycle, or pass nested=False to convert top-level arguments only") -> LeafError:
+    """What a RecursionError from walking a value means, for the boundary to report: a
+    container that contains itself (or an absurdly deep one)."""
+    return LeafError(
+        ConversionError,
+        "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked",
+        "a container that reaches itself through its items",
+        fix,
+    )
+
+
 def message(function: str, where: str, problem: str, found: str, fix: str, *, path: str = "") -> str:
     """The one message format: ``f(): argument x[0] <problem>. Found <what>. Fix: <how>.``
 

@@ -545,7 +545,9 @@ def test_an_untouched_result_s_methods_run_on_the_original_and_a_deleted_field_i
     assert raised(AttributeError, m.predict, np.ones((1, 2))) == "'Model' object has no attribute 'w'"
     m.w = np.array([2.0, 0.0])
     assert m.predict(np.ones((1, 2))).tolist() == [2.0]
-    assert made[0].seen[-1] is not made[0] and made[0].w.tolist() == [1.0, 2.0]
+    # the function's own unchanged: the twin the methods run on holds a list of its own where
+    # the original's held the original
+    assert [s is made[0] for s in made[0].seen] == [True] and made[0].w.tolist() == [1.0, 2.0]
     assert [s is m for s in m.seen] == [True] * 3  # the call that raised appended too, as on the plain object
 
 
@@ -1816,6 +1818,72 @@ def test_a_method_making_a_cycle_through_new_objects_returns(route: str, held: s
         assert type(field(r)) is kind and field(r).tolist() == [1.0, 2.0]
 
 
+#: Where a Cycling method's cycle closes on the caller's result: the object reached, and the
+#: caller's object it is to be.
+_CYCLES_CLOSED: dict[str, Callable[[Any], tuple[Any, Any]]] = {
+    "back_to_self": lambda r: (r.b.a, r),
+    "three_round": lambda r: (r.b.c.a, r),
+    "node_holding_itself": lambda r: (r.n.me, r.n),
+    "two_nodes": lambda r: (r.x.o.o, r.x),
+}
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+@pytest.mark.parametrize("cycle", list(_CYCLES_CLOSED))
+def test_a_cycle_a_method_makes_through_new_objects_closes_on_the_caller_s_objects(
+    route: str, held: str, cycle: str
+) -> None:
+    """``self.b = Record(None); self.b.a = self`` (a -> b -> c -> a) gave the caller's ``r.b.a``
+    a copy of the object the method ran on, not ``r``: a change through it was lost. The cycle
+    closes on the caller's objects, as on the plain object, and the next method sees a change
+    made through it."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Cycling(a * 1.0, [])))(_array([1.0, 2.0], kind)))
+    getattr(r, cycle)()
+    reached, expected = _CYCLES_CLOSED[cycle](r)
+    assert reached is expected
+    if expected is r:
+        reached.hist.append(_array([5.0], kind))
+        assert r.add() == 2 and type(r.hist[1]) is kind
+
+
+@dataclasses.dataclass(eq=False)
+class InSet:
+    """A result whose methods store it in a set attribute (eq=False: hashable by identity)."""
+
+    w: Any
+    n: int = 0
+
+    def in_frozenset(self) -> None:
+        self.held = frozenset([self])
+
+    def in_set(self) -> None:
+        self.held = {self, 1}
+
+    def bump_held(self) -> bool:
+        (item,) = (item for item in self.held if isinstance(item, InSet))
+        item.n += 1
+        return item is self
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+@pytest.mark.parametrize("method", ["in_frozenset", "in_set"])
+def test_a_result_a_method_puts_in_a_set_is_the_caller_s_there(route: str, held: str, method: str) -> None:
+    """``self.held = frozenset([self])`` gave the caller's ``r.held`` the object the method ran
+    on (its fields the method side's: arrays for a torch caller), not ``r``. The set holds the
+    caller's result, its other items as they are, as on the plain object; a method then finds
+    itself there."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(InSet(a * 1.0)))(_array([1.0, 2.0], kind)))
+    getattr(r, method)()
+    assert type(r.held) is (frozenset if method == "in_frozenset" else set)
+    assert [item is r for item in r.held if isinstance(item, InSet)] == [True]
+    assert method == "in_frozenset" or 1 in r.held
+    assert r.bump_held() and r.n == 1
+
+
 @dataclasses.dataclass
 class Listing:
     """A result whose method stores a list whose item points back at it, through an attribute no
@@ -1872,6 +1940,12 @@ class Registering:
     def holds_itself(self) -> bool:
         return self.me is self  # type: ignore[no-any-return]
 
+    def through(self, holding: str) -> tuple[bool, int]:
+        """Whether the object ``holding`` names is this one, and the count of an append there."""
+        found = _HOLDING_ITSELF[holding][1](self)
+        found.hist.append(self.w * 4)
+        return found is self, len(self.hist)
+
 
 #: How a Registering result comes to hold itself, and where its copy then finds itself.
 _HOLDING_ITSELF: dict[str, tuple[str, Callable[[Any], Any]]] = {
@@ -1911,6 +1985,109 @@ def test_a_copy_of_a_result_holding_itself_keeps_its_methods_working(route: str,
     if holding == "in its own attribute":  # the methods run on a twin after the caller sets a field: it holds itself
         c.w = _array([3.0, 4.0], kind)
         assert c.holds_itself() and c.add() == 3 and itself(c) is c
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("holding", list(_HOLDING_ITSELF))
+def test_a_result_holding_itself_finds_itself_there_after_the_caller_sets_a_field(route: str, holding: str) -> None:
+    """After ``self.reg['me'] = self`` (a tuple, a record's field) and the caller's ``r.w = t``,
+    the methods ran on a twin of the function's object whose dict still held the function's
+    object: ``self.reg['me']`` was not ``self``, and a change through it was lost. The twin
+    holds itself there, as the plain object does, and the caller's result holds itself."""
+    view, kind = _ALL_ROUTES[route]
+    method, itself = _HOLDING_ITSELF[holding]
+    made: list[Registering] = []
+    r = view(lambda a: made.append(Registering(a * 1.0, [], {})) or made[-1])(_array([1.0, 2.0], kind))
+    getattr(r, method)()
+    r.w = _array([3.0, 4.0], kind)
+    assert r.through(holding) == (True, 1) and r.through(holding) == (True, 2)
+    assert itself(r) is r and len(r.hist) == 2 and type(r.hist[1]) is kind
+    assert itself(made[0]) is made[0]  # the function's own still holds itself
+
+
+@dataclasses.dataclass
+class Knot:
+    """A record whose declared list field may hold the record itself: ``n.kids.append(n)``."""
+
+    kids: list[Any]
+    w: Any = None
+
+
+@dataclasses.dataclass
+class Growing:
+    """A result whose methods make a record holding itself through a field its class declares."""
+
+    w: Any
+
+    def grow(self) -> None:
+        self.n = Knot([], self.w)
+        self.n.kids.append(self.n)
+
+    def grown(self) -> Knot:
+        n = Knot([], self.w)
+        n.kids.append(n)
+        return n
+
+    def looped(self) -> list[Any]:
+        held: list[Any] = [self.w]
+        held.append(held)
+        return held
+
+    def size(self) -> int:
+        return len(vars(self))
+
+
+def growing(a: Any) -> Growing:
+    return Growing(a * 1.0)
+
+
+#: Who makes the cycle a Growing result meets, and where the refusal names it, by route.
+_GROWN_CYCLES: dict[str, Callable[[Any, type], Any]] = {
+    "a method sets it": lambda r, kind: r.grow(),
+    "a method returns it": lambda r, kind: r.grown(),
+    "a method returns a list holding itself": lambda r, kind: r.looped(),
+    "the caller sets it": lambda r, kind: (
+        setattr(r, "n", Knot([], _array([1.0], kind))),
+        r.n.kids.append(r.n),
+        r.size(),
+    ),
+}
+_GROWN_WHERE = {
+    "a method sets it": dict.fromkeys(_ALL_ROUTES, "Growing.grow(): field self.n"),
+    "a method returns it": {
+        "pair": "growing(): result of Growing.grown()",
+        "returns_tensor": "<lambda>.<locals>.<lambda>(): result of Growing.grown()",  # the route's own lambda
+        "torchify": "growing(): result of Growing.grown()",
+        "reverse pair": "Growing.grown(): result",
+    },
+    "a method returns a list holding itself": {
+        "pair": "growing(): result of Growing.looped()",
+        "returns_tensor": "<lambda>.<locals>.<lambda>(): result of Growing.looped()",  # the route's own lambda
+        "torchify": "growing(): result of Growing.looped()",
+        "reverse pair": "Growing.looped(): result",
+    },
+    "the caller sets it": dict.fromkeys(_ALL_ROUTES, "Growing.size(): field self.n"),
+}
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("who", list(_GROWN_CYCLES))
+def test_a_record_holding_itself_through_a_declared_field_is_refused_as_a_function_s_result_is(
+    route: str, who: str
+) -> None:
+    """``n = Knot([]); n.kids.append(n)`` set or returned by a method, or set by the caller,
+    raised Python's RecursionError from the conversion's walk: the library's ConversionError
+    now names the method and the field or result, as a decorated function's result holding
+    itself is refused; the result's methods work after it."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(growing)(_array([1.0, 2.0], kind))
+    assert raised(ac.ConversionError, _GROWN_CYCLES[who], r, kind) == (
+        f"{_GROWN_WHERE[who][route]} contains itself, or nests deeper than Python's recursion limit, so it "
+        "cannot be walked. Found a container that reaches itself through its items. Fix: break the cycle, or "
+        "point back through an attribute no dataclass field declares, which is held as it is."
+    )
+    if who != "the caller sets it":  # what the method set before the refusal stays on the object it ran on
+        assert r.size() == (2 if who == "a method sets it" else 1)
 
 
 @dataclasses.dataclass

@@ -27,8 +27,8 @@ from autoconvert._conversions._grad import GradPolicy, gradient_lost, may_lose_g
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import tensor_to_array
 from autoconvert._conversions._to_torch import array_to_tensor, state_refusal, target
-from autoconvert._conversions._tree import Mapper, cycle_error, keep
-from autoconvert._errors import ConversionError, LeafError, SequenceKey
+from autoconvert._conversions._tree import Mapper, keep
+from autoconvert._errors import ConversionError, LeafError, SequenceKey, cycle_error
 from autoconvert._escape import passes_for_function
 from autoconvert._failures._failures import RETURNED_GRAD
 from autoconvert._interpreter._after import ContainerChanges

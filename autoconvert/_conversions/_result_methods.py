@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import Any
 
-from autoconvert._errors import LeafError, MappingKey, SequenceKey
+from autoconvert._errors import LeafError, MappingKey, SequenceKey, cycle_error
 
 from ._containers import (
     _UNSEEN,
@@ -148,13 +148,12 @@ class ResultFields:
             inner = {**inner, **self._returned(moved, attributes, side)}
         twin = self.twin
         if twin is None:
-            children, context = self.node.flatten(self.original)
-            twin = self.node.unflatten(list(children), context)
+            twin = self._made_twin()
         itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
         changed = {
             name: inner[name]
             if name in inner
-            else _own(with_twins(value, itself, functools.partial(back, name=name)), value)
+            else _own(_twinned(value, itself, functools.partial(back, name=name)), value)
             for name, value in attributes.items()
             if name not in methods
             and (
@@ -177,6 +176,20 @@ class ResultFields:
             twin = self.node.unflatten(children, context)
         self.twin = twin
         self.see(attributes)
+        return twin
+
+    def _made_twin(self) -> Any:
+        """A twin of the original, its attributes holding the original (``self.reg["me"] =
+        self``, ``self.t = (self, w)``, ``self.box = Box(self)``) holding the twin there: its
+        methods run on it as on the object they change."""
+        original = self.original
+        children, context = self.node.flatten(original)
+        twin = self.node.unflatten(list(children), context)
+        itself = {id(original): (original, twin)}
+        state = twin.__dict__
+        for name, value in state.items():
+            if name not in self.node.own and _holds_twin(value, itself):
+                state[name] = with_twins(value, itself, _as_it_is)
         return twin
 
     def inside(self, receiver: Any, before: dict[str, Any]) -> Inside | None:
@@ -220,21 +233,41 @@ class ResultFields:
         twins: dict[int, tuple[Any, Any]] = {}
         _twins(receiver, converted, inside, twins)
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
+            made = {key: pair[1] for key, pair in twins.items()}
             self.carry(
-                receiver, before, inside, converted, lambda v, name: with_twins(v, twins, lambda w: carried(w, name))
+                receiver,
+                before,
+                inside,
+                converted,
+                lambda v, name: _twinned(v, twins, lambda w: carried(w, name)),
+                made=made,
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
             _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
             if _pointed_back(twins):
                 self.see(converted.__dict__)
-        return twins if _holds_twin(result, twins) else UNSEEN
+        try:
+            held = _holds_twin(result, twins)
+        except RecursionError:  # a value holding itself through a list: its conversion refuses it
+            held = False
+        return twins if held else UNSEEN
 
     def carry(
-        self, receiver: Any, before: dict[str, Any], inside: Inside | None, converted: Any, carried: Carried
+        self,
+        receiver: Any,
+        before: dict[str, Any],
+        inside: Inside | None,
+        converted: Any,
+        carried: Carried,
+        *,
+        made: dict[int, Any] | None = None,
     ) -> None:
-        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s."""
-        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, methods=self.node.own)
+        """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
+        by id, the caller's objects for the method's (its twins), met inside what it set
+        (``self.b.a = self``), and those made for it there (see ``_own``)."""
+        made = {} if made is None else made
+        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, made=made, methods=self.node.own)
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
 
@@ -384,8 +417,10 @@ Carried = Callable[[Any, str], Any]
 #: (see ``_inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
 #: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
 _IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
-#: The containers of a method's value in which the caller's twins are put (see ``with_twins``).
-_WALKED = frozenset([tuple, list, dict])
+#: The containers of a method's value in which the caller's twins are put (see ``with_twins``):
+#: sets too, which the conversion holds as they are (a set of its items' twins, the rest kept).
+_WALKED = frozenset([tuple, list, dict, set, frozenset])
+_SETS = frozenset([set, frozenset])
 
 
 def _followed(attributes: dict[str, Any]) -> list[str]:
@@ -475,16 +510,18 @@ def _carried_into(
     state: dict[str, Any],
     carried: Carried,
     *,
+    made: dict[int, Any],
     methods: frozenset[str] = frozenset(),
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
-    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``."""
+    (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``,
+    ``made`` their own (see ``_own``)."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
-                state[name] = value if name.startswith("_") else _own(carried(value, name), value)
+                state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
     if inside is None:
         return
     contents, inner = inside
@@ -492,18 +529,20 @@ def _carried_into(
         if now.get(name) is held and not _holds_same(held, was):
             mine = state.get(name)
             if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
-                state[name] = _retupled(mine, held, was, _prefixed(carried, name))
+                state[name] = _retupled(mine, held, was, _prefixed(carried, name), made)
             elif type(mine) is type(held) and mine is not held:
                 _refill(mine, held, was, _prefixed(carried, name))
             else:
-                state[name] = _own(carried(held, name), held)
+                state[name] = _own(carried(held, name), held, made)
     for name, (mine, value, attributes, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             fields = _fields_of(mine)
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."))
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made)
             else:
-                _carried_into(value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."))
+                _carried_into(
+                    value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."), made=made
+                )
 
 
 def _prefixed(carried: Carried, prefix: str) -> Carried:
@@ -511,41 +550,50 @@ def _prefixed(carried: Carried, prefix: str) -> Carried:
     return lambda value, path: carried(value, prefix + path)
 
 
-def _own_containers(converted: dict[str, Any], original: dict[str, Any], seen: set[int] | None = None) -> None:
+def _own_containers(converted: dict[str, Any], original: dict[str, Any], made: dict[int, Any] | None = None) -> None:
     """Give a converted result (its attributes, ``converted``) lists and dicts of its own
     where it shares one with its original (an empty list), and so the tuples and dataclasses
     in its attributes, at any depth: what a method adds there reaches the caller converted.
-    ``seen``: the records already walked (by id), a record pointing back at one taken as it is."""
-    seen = set() if seen is None else seen
+    ``made``: see ``_own``."""
+    made = {} if made is None else made
     for name, value in converted.items():
         if not name.startswith("_"):
-            converted[name] = _own(value, original.get(name, _UNSEEN), seen)
+            converted[name] = _own(value, original.get(name, _UNSEEN), made)
 
 
-def _own(value: Any, was: Any, seen: set[int] | None = None) -> Any:
+def _own(value: Any, was: Any, made: dict[int, Any] | None = None) -> Any:
     """``value``, ``was`` converted for the other side of a result: a list or dict of its own
     where nothing in it converted (``was`` itself), a tuple or dataclass holding such of its
-    own, so that a change to one is never the other's unconverted. ``seen``: as in
-    ``_own_containers`` (a record holding the result that holds it: ``Node(parent=self)``)."""
-    seen = set() if seen is None else seen
+    own, so that a change to one is never the other's unconverted. ``made``: by id, the object
+    of its own made for each list, dict and record met already, the one met again (a record
+    holding the result that holds it: ``Node(parent=self)``; nodes holding each other) its
+    own there too; a method's objects with twins may come in it (see ``ResultFields.carry``)."""
+    made = {} if made is None else made
     if type(value) in _IN_PLACE:
-        return copy.copy(value) if value is was else value
-    if _record(value):
-        if id(value) in seen:
+        if value is not was:
             return value
-        seen.add(id(value))
+        own = made.get(id(value))
+        if own is None:
+            own = made[id(value)] = copy.copy(value)
+        return own
+    if _record(value):
+        own = made.get(id(value))
+        if own is not None:
+            return own
         own = copy.copy(value) if value is was else value
-        seen.add(id(own))
+        made[id(value)] = made[id(own)] = own
         if type(was) is type(own):
-            _own_containers(own.__dict__, was.__dict__, seen)
+            made.setdefault(id(was), own)  # the object it stands for, met again (a node holding itself)
+            _own_containers(own.__dict__, was.__dict__, made)
         return own
     if isinstance(value, tuple) and _held_in(value):
-        if id(value) in seen:
-            return value
-        seen.add(id(value))
+        if id(value) in made:
+            return made[id(value)]
+        made[id(value)] = value  # met again inside itself (through a list): as it is
         paired = was if type(was) is type(value) and len(was) == len(value) else (_UNSEEN,) * len(value)
-        items = [_own(item, item_was, seen) for item, item_was in zip(value, paired, strict=True)]
-        return value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
+        items = [_own(item, item_was, made) for item, item_was in zip(value, paired, strict=True)]
+        own = made[id(value)] = value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
+        return own
     return value
 
 
@@ -631,7 +679,7 @@ def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
         mine[:] = items
 
 
-def _retupled(mine: Any, held: Any, was: _Held, carried: Carried) -> Any:
+def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, made: dict[int, Any]) -> Any:
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
     made to hold what the method's do, else a tuple of its kind with those items converted again."""
@@ -645,7 +693,7 @@ def _retupled(mine: Any, held: Any, was: _Held, carried: Carried) -> Any:
             _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"))
             items.append(theirs)
         else:
-            items.append(_own(carried(value, f"[{i}]"), value))
+            items.append(_own(carried(value, f"[{i}]"), value, made))
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
@@ -769,7 +817,7 @@ def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | 
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
-    if kind in _WALKED:
+    if kind in _WALKED:  # a set holds hashable items alone, which may be records (frozenset([self]))
         return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
     if not _method_record(value):
         return False
@@ -843,6 +891,8 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
             return _pointing_back(value, twins, convert)
         assert node is not None  # a type the conversion rebuilds (see _method_record)
         return node.map(value, lambda item, _: with_twins(item, twins, convert), None)
+    if kind in _SETS:  # held as it is, its items with it: only the twins put in
+        return kind(with_twins(item, twins, _as_it_is) for item in value)
     if kind is dict:
         out = {}
         for key, item in value.items():
@@ -860,6 +910,28 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
             e.keys.append(SequenceKey(i))
             raise
     return items if kind is list else tuple(items)
+
+
+def result_cycle_error() -> LeafError:
+    """The conversion's refusal of a value holding itself (see ``cycle_error``), for a value a
+    result's method sets, returns, or is given in a field: its fix the way round a method has."""
+    return cycle_error(
+        "break the cycle, or point back through an attribute no dataclass field declares, which is held as it is"
+    )
+
+
+def _twinned(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
+    """``with_twins``, where ``value`` may hold itself through a list, which it looks in
+    unguarded: ``convert``'s own refusal of such a value then (see ``ResultMethod.carried``)."""
+    try:
+        return with_twins(value, twins, convert)
+    except RecursionError:
+        return convert(value)
+
+
+def _as_it_is(value: Any) -> Any:
+    """A value the conversion holds as it is (an item of a set), for ``with_twins``."""
+    return value
 
 
 def _fields_of(value: Any) -> ResultFields | None:
@@ -977,11 +1049,15 @@ class ResultMethod(Attached):
 
     def carried(self, value: Any, name: str) -> Any:
         """A value a method set on the object it ran on, for the caller's result: converted
-        as the result's fields were."""
+        as the result's fields were; one holding itself through what the conversion walks
+        (``n.kids.append(n)``, a dataclass field) refused as a decorated function's is."""
         try:
             return self.mapper(value, self.ctx)
         except LeafError as e:
             raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+        except RecursionError:
+            where = f"{getattr(self.method, '__qualname__', self.method)}()"
+            raise result_cycle_error().public(where, "field", f"self.{name}") from None
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result, for the original's methods: as it is (a side
@@ -998,9 +1074,21 @@ class ResultMethod(Attached):
         ran on it holds put by ``with_twins``: see ``run``)."""
         return self.mapper(value, self.ctx)
 
+    def value(self, result: Any, twins: dict[int, tuple[Any, Any]] | Any) -> Any:
+        """A method's ``result`` for the caller, ``twins`` as ``run`` gives them; one holding
+        itself through what the conversion walks refused as a decorated function's is (a
+        ``LeafError``, for the side to name the method)."""
+        try:
+            return self.convert(result) if twins is UNSEEN else with_twins(result, twins, self.convert)
+        except RecursionError:
+            raise result_cycle_error() from None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result, twins = self.run(self.bound(), args, kwargs)
-        return self.mapper(result, self.ctx) if twins is UNSEEN else with_twins(result, twins, self.convert)
+        try:
+            return self.value(result, twins)
+        except LeafError as e:
+            raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "", "result") from None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A side that converts nothing on the way in pickles as the original's method (the

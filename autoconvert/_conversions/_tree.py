@@ -11,22 +11,11 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from autoconvert._errors import ConversionError, KeyPath, LeafError, MappingKey, SequenceKey
+from autoconvert._errors import KeyPath, LeafError, MappingKey, SequenceKey
 
 from ._containers import BUILTIN_NODES, GENERATION, Node, listen, node_for
 
 Leaf = Callable[[Any, Any], Any]  # (value, per-call context) -> converted value
-
-
-def cycle_error() -> LeafError:
-    """What a RecursionError from walking a value means, for the boundary to report: a
-    container that contains itself (or an absurdly deep one)."""
-    return LeafError(
-        ConversionError,
-        "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked",
-        "a container that reaches itself through its items",
-        "break the cycle, or pass nested=False to convert top-level arguments only",
-    )
 
 
 def keep(value: Any, ctx: Any) -> Any:

@@ -10,8 +10,8 @@ import torch
 
 from autoconvert._conversions._devices import vote
 from autoconvert._conversions._to_torch import new_tuple
-from autoconvert._conversions._tree import cycle_error, keep, place_stand_in, stand_in_device
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._conversions._tree import keep, place_stand_in, stand_in_device
+from autoconvert._errors import ConversionError, LeafError, cycle_error
 from autoconvert._failures._failures import callback_hints, hints, read_only_error, read_only_rejection
 from autoconvert._failures._traceback import filter_traceback, raise_held
 from autoconvert._generation._specialise import Flat, specialised

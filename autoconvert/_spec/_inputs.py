@@ -19,9 +19,9 @@ from autoconvert._conversions._mutations import rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, slow_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
-from autoconvert._conversions._tree import Mapper, StandIn, cycle_error, stood_for
+from autoconvert._conversions._tree import Mapper, StandIn, stood_for
 from autoconvert._conversions._writeback import aliased_spans, frozen, handed_over
-from autoconvert._errors import LeafError
+from autoconvert._errors import LeafError, cycle_error
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 
 from ._callbacks import device_leaf, namespace_leaf, takes_callbacks

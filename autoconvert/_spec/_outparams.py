@@ -25,8 +25,8 @@ from autoconvert._conversions._dtypes import Casts
 from autoconvert._conversions._grad import GradPolicy
 from autoconvert._conversions._memory import expanded, overlapping
 from autoconvert._conversions._to_numpy import tensor_to_array
-from autoconvert._conversions._tree import Mapper, cycle_error
-from autoconvert._errors import ConversionError, LeafError
+from autoconvert._conversions._tree import Mapper
+from autoconvert._errors import ConversionError, LeafError, cycle_error
 
 from ._signature import Parameters
 

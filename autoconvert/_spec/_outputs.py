@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._conversions._containers import UNSEEN, is_scipy_sparse
+from autoconvert._conversions._containers import is_scipy_sparse
 from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
-from autoconvert._conversions._result_methods import ResultFields, ResultMethod, with_twins
+from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
 from autoconvert._conversions._to_torch import OBJECT_ARRAY, Target, array_to_tensor, target, tensor_to_device
@@ -24,12 +24,11 @@ from autoconvert._conversions._tree import (
     Leaf,
     Mapper,
     StandIn,
-    cycle_error,
     stand_in_device,
     stand_in_returns,
     stood_for,
 )
-from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, message
+from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, cycle_error, message
 from autoconvert._options._config import active
 from autoconvert._options._options import Policy
 
@@ -471,6 +470,8 @@ class TensorsIn(ResultMethod):
             array = _FIELDS(value, grad)
         except LeafError as e:
             raise e.public(grad.function, "field", f"self.{name}") from None
+        except RecursionError:  # a value holding itself (n.kids.append(n)): refused as a call's argument is
+            raise result_cycle_error().public(grad.function, "field", f"self.{name}") from None
         if grad.unsaid is not None:
             grad.say([f"self.{name}"], role="field")
         return array
@@ -504,9 +505,7 @@ class TensorsIn(ResultMethod):
                 raise
             raise rejection from e
         try:
-            if twins is UNSEEN:
-                return _method_value(self.mapper, result, self.ctx)
-            return with_twins(result, twins, self.convert)
+            return self.value(result, twins)
         except LeafError as e:
             raise e.public(self.function, "", f"result of {name}") from None
 
@@ -688,6 +687,9 @@ class ArraysIn(ResultMethod):
             return to_tensors(value, self.target)
         except LeafError as e:
             raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
+        except RecursionError:  # a value holding itself (n.kids.append(n)): refused as a call's argument is
+            where = f"{getattr(self.method, '__qualname__', self.method)}()"
+            raise result_cycle_error().public(where, "field", f"self.{name}") from None
 
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(original, torch.Tensor) and not _same_memory(original, converted)
@@ -705,9 +707,7 @@ class ArraysIn(ResultMethod):
             raise e.public(name, "argument", "") from None
         result, twins = self.run(method, tensors, named)
         try:
-            if twins is UNSEEN:
-                return _method_value(self.mapper, result, self.ctx)
-            return with_twins(result, twins, self.convert)
+            return self.value(result, twins)
         except LeafError as e:
             raise e.public(name, "", "result") from None
 
