@@ -360,7 +360,7 @@ class Trace:
                 if _alike(made, value):
                     return caller
             if isinstance(value, (np.ndarray, np.generic)) and handed.floats:
-                tensor = _placed(torch.as_tensor(value), device)
+                tensor = _to_callers_device(torch.as_tensor(value), device)
                 return tensor.to(restore) if restore is not None and tensor.dtype == self.widened[restore] else tensor
             made = _rebuilt_in_graph(value, back)  # a new container
             return value if made is None else made
@@ -408,7 +408,7 @@ class Trace:
             tensor = torch.as_tensor(value)
             if dtype is not None and is_inexact(tensor.dtype) and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)
-            return _placed(tensor, device)
+            return _to_callers_device(tensor, device)
         return _inside(value, self._tensors, dtype, device)
 
     def words(self) -> str:
@@ -464,7 +464,7 @@ def _device_of(handed: _Handed) -> torch.device | None:
     return vote(tensors) if tensors else None
 
 
-def _placed(tensor: torch.Tensor, device: torch.device | None) -> torch.Tensor:
+def _to_callers_device(tensor: torch.Tensor, device: torch.device | None) -> torch.Tensor:
     return tensor if device is None or tensor.device == device else tensor.to(device)
 
 
