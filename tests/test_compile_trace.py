@@ -756,7 +756,8 @@ def test_tensors_in_dataclasses_named_tuples_and_other_dicts_are_handed_as_array
 
 def _sets_fields(batch: _Batch, d: collections.OrderedDict[str, Any]) -> np.ndarray:
     batch.x = batch.x * 2
-    batch.total = np.sum(batch.x)  # an attribute no field declares
+    batch.total = np.sum(batch.x)  # attributes no field declares: one set, one deleted
+    del batch.note  # type: ignore[attr-defined]
     d["new"] = np.cos(batch.x)
     d["again"] = d["pair"]  # a named tuple it was handed: the caller's own again
     return batch.x + 1
@@ -767,6 +768,8 @@ def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_ca
     x = torch.tensor([0.3, 0.9], dtype=torch.float64)
     eager_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
     compiled_args = (_Batch(x, 1.0), collections.OrderedDict(k=x, pair=_Pair(x, 1.0)))
+    for batch in (eager_args[0], compiled_args[0]):
+        batch.note = "seen"  # type: ignore[attr-defined]
     expected = fn(*eager_args)
     got = torch.compile(fn, backend="aot_eager", fullgraph=True)(*compiled_args)
     assert_close_trees(expected, got)
@@ -775,7 +778,7 @@ def test_what_the_function_changes_in_a_dataclass_or_ordered_dict_reaches_the_ca
         [*eager_args[1].values(), eager_args[0].x]
     )
     assert compiled_args[1]["k"] is x and compiled_args[1]["again"] is compiled_args[1]["pair"]
-    assert type(compiled_args[0].total) is torch.Tensor  # type: ignore[attr-defined]
+    assert type(compiled_args[0].total) is torch.Tensor and not hasattr(compiled_args[0], "note")  # type: ignore[attr-defined]
     assert_close_trees(compiled_args[0].total, eager_args[0].total)  # type: ignore[attr-defined]
 
 

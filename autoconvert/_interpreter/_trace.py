@@ -381,9 +381,12 @@ class Trace:
                     now = getattr(made, field.name)
                     if not _alike(now, then):
                         object.__setattr__(caller, field.name, back(now))
-                held = vars(caller)  # and an attribute no field declares, set by the function, as eagerly
+                # and an attribute no field declares, set or deleted by the function, as eagerly
+                held, kept = vars(caller), vars(made)
                 declared = {field.name for field in fields}
-                for name, now in vars(made).items():
+                for name in [name for name in held if name not in declared and name not in kept]:
+                    delattr(caller, name)
+                for name, now in kept.items():
                     if name not in declared and (name not in held or held[name] is not now):
                         object.__setattr__(caller, name, back(now))
 
