@@ -650,8 +650,11 @@ class NumpyOutputs(Outputs):
         are (torch's default device where it held none): see ArraysIn."""
         held: list[torch.Tensor] = []
         _TENSORS_HELD(fields.original, held)  # the result (a static method binds none)
-        target = Target(vote(held) or default_device(), NO_CASTS, None)
-        return ArraysIn(method, mapper, ctx, fields, target=target, remade=self.remade)
+        return self.arrays_in(method, ctx, fields, vote(held) or default_device())
+
+    def arrays_in(self, method: Any, ctx: Any, fields: ResultFields, device: torch.device) -> ArraysIn:
+        """``method`` as ``_result_method`` makes it, its arguments' tensors bound for ``device``."""
+        return ArraysIn(method, self.mapper, ctx, fields, target=Target(device, NO_CASTS, None), remade=self.remade)
 
 
 class ArraysIn(ResultMethod):
@@ -678,7 +681,9 @@ class ArraysIn(ResultMethod):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as what makes it again: its side's options, the original and its fields."""
         self.fields.receiver(self)  # the twin made current: some results unpickle apart from it
-        return _arrays_in_again, (self.remade, self.fields.original, self.name, self.fields)
+        # The device is saved, not found again: the original may hold itself by then (self.hist.append(self)).
+        device = self.target.device
+        return _arrays_in_again, (self.remade, self.fields.original, self.name, self.fields, device)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result (``r.w = a``), as its arguments cross: arrays
@@ -735,9 +740,9 @@ def _numpy_side(function: str, policy: Policy, scalars: bool, detaches: bool) ->
 
 
 def _arrays_in_again(
-    remade: tuple[str, Policy, bool, bool], original: Any, name: str, fields: ResultFields
+    remade: tuple[str, Policy, bool, bool], original: Any, name: str, fields: ResultFields, device: torch.device
 ) -> ResultMethod:
     side = _numpy_side(*remade)
-    made = side._result_method(getattr(original, name), side.mapper, None, fields)
+    made = side.arrays_in(getattr(original, name), None, fields, device)
     made.name = name
     return made
