@@ -68,7 +68,7 @@ def asarray_detaches() -> bool:
 def _asarray_keeping_grad(t: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor | None:
     """``torch.asarray(t, **kwargs)`` as torch 2.13 makes it for a tensor that requires grad,
     its gradient kept (None: a call torch must answer itself, a refusal of copy=False)."""
-    if "requires_grad" in kwargs or set(kwargs) - {"dtype", "device", "copy"}:
+    if set(kwargs) - {"dtype", "device", "copy"}:
         return None
     dtype, device, copy = kwargs.get("dtype"), kwargs.get("device"), kwargs.get("copy")
     out = t.to(dtype=dtype or t.dtype, device=device or t.device)
