@@ -947,3 +947,114 @@ def test_traced_results_made_from_globals_and_values_go_to_the_callers_device(bo
     leaves, _ = tree_flatten(out)
     assert leaves and all(leaf.device.type == "meta" for leaf in leaves)
     torch._dynamo.reset()
+
+
+def _raises_after_numpy_code(x: np.ndarray) -> np.ndarray:
+    np.sin(x)
+    raise ValueError("the function's own")
+
+
+@dataclasses.dataclass
+class _Holder:
+    a: Any
+
+
+@dataclasses.dataclass(slots=True)
+class _SlottedHolder:
+    a: Any
+
+
+def _raises_inside_a_dataclass(held: _Holder) -> np.ndarray:
+    np.sin(held.a)
+    raise ValueError("the function's own")
+
+
+def _raises_inside_a_list(items: list[np.ndarray]) -> np.ndarray:
+    np.sin(items[0])
+    raise ValueError("the function's own")
+
+
+def _sets_an_undeclared_attribute(held: Any) -> np.ndarray:
+    held.n = held.a * 3  # a slotted dataclass refuses it (AttributeError)
+    return np.sum(held.a)
+
+
+def _one_of(made: Any) -> Any:
+    return made(torch.ones(2, dtype=torch.float64))
+
+
+_RAISING: dict[str, tuple[Any, Any]] = {
+    "raise after NumPy code": (_raises_after_numpy_code, lambda t: t),
+    "raise, the tensor in a dataclass": (_raises_inside_a_dataclass, _Holder),
+    "raise, the tensor in a list": (_raises_inside_a_list, lambda t: [t]),
+    "a slotted dataclass refusing an attribute": (_sets_an_undeclared_attribute, _SlottedHolder),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        name
+        if name in ("raise after NumPy code", "a slotted dataclass refusing an attribute")
+        else pytest.param(name, marks=pytest.mark.slow)
+        for name in _RAISING
+    ],
+)
+def test_a_traced_function_raising_its_own_exception_raises_it_as_eagerly(name: str) -> None:
+    """The function's own exception, met while dynamo traces the call, breaks the graph at the
+    call, which the escape runs by Python: the exception is the eager call's, with no warning.
+    dynamo ran the calling frame by Python and traced the function alone on arrays it cannot
+    take (AssertionError "Expected np.nditer base"), or the library's conversions as graphs
+    (TorchRuntimeError about setflags)."""
+    body, made = _RAISING[name]
+    fn = ac.returns_tensor(ac.accepts_numpy(body))
+    with pytest.raises(Exception) as eager:
+        fn(made(torch.ones(2, dtype=torch.float64)))
+    with pytest.raises(type(eager.value)) as compiled:  # a CompileWarning is an error here
+        torch.compile(fn, backend="aot_eager")(made(torch.ones(2, dtype=torch.float64)))
+    assert type(compiled.value) is type(eager.value) and str(compiled.value) == str(eager.value)
+
+
+def _times(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return x * s
+
+
+@pytest.mark.parametrize("options", [{}, {"device": "meta"}])
+def test_tensors_on_two_devices_take_the_escape_to_the_eager_result(options: dict[str, Any]) -> None:
+    """Tensors on two devices (meta here, standing for a GPU, beside a 1-d CPU tensor) would
+    meet in the graph in dynamo's device mismatch (TorchRuntimeError): the call takes the
+    escape, to what the eager call gives (here its refusal of a meta tensor in the library's
+    words; on a GPU its DeviceMismatchError, or with device= the host round trip). A 0-d CPU
+    tensor goes to any device, eagerly as traced: such a call is traced."""
+    fn = ac.returns_tensor(ac.accepts_numpy(_times), **options)
+    x = torch.ones(3, dtype=torch.float64, device="meta")
+    with pytest.raises(ac.ConversionError) as refused:
+        torch.compile(fn, backend="aot_eager")(x, torch.full((3,), 2.0, dtype=torch.float64))
+    assert str(refused.value) == (
+        "_times(): argument x is a meta tensor, which holds no data. Found torch.Tensor(shape=(3,), "
+        "dtype=torch.float64, layout=torch.strided, device=meta). Fix: run the call on tensors with real data."
+    )
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend="aot_eager", fullgraph=True)(x, torch.tensor(2.0, dtype=torch.float64))
+    assert out.device.type == "meta"
+
+
+# torch's own, on Python 3.13.0 alone, re-raised by pytest.warns from this module
+@pytest.mark.filterwarnings("ignore:Guards may run slower on Python 3.13.0:RuntimeWarning")
+@pytest.mark.parametrize("in_a_list", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_writeback_into_a_leaf_requiring_grad_takes_the_escape_as_eagerly(in_a_list: bool) -> None:
+    """writeback=True hands the caller's own memory: a write into a leaf requiring grad, which
+    autograd refuses in the graph (a TorchRuntimeError about "a view of a leaf Variable"),
+    takes the escape, as eagerly: the write reaches the caller's tensor, the gradient detached
+    with the GradientWarning. A leaf that requires no grad is traced (fullgraph=True holds)."""
+    fn = ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts if not in_a_list else lambda items: _puts(items[0])))
+    results = []
+    for requires_grad in (True, False):
+        x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=requires_grad)
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="aot_eager", fullgraph=not requires_grad)
+        with pytest.warns(ac.GradientWarning) if requires_grad else contextlib.nullcontext():
+            results.append(compiled([x] if in_a_list else x))
+        assert x.tolist() == [42.0, 0.9]
+    assert [r.tolist() for r in results] == [[42.0, 0.9]] * 2
+    assert not results[0].requires_grad

@@ -159,3 +159,27 @@ def test_the_escape_on_the_device_is_one_transfer_each_way(accelerator: torch.de
         assert ac.explain(escaped).compiled == (
             "each call is one graph break, the body run eagerly: compile='escape' was given"
         )
+
+
+def _times(x: np.ndarray, s: np.ndarray) -> np.ndarray:
+    return x * s
+
+
+def test_tensors_on_the_device_and_the_cpu_take_the_escape_as_eagerly(accelerator: torch.device) -> None:
+    """A device tensor beside a 1-d CPU tensor, which would meet in the graph in dynamo's
+    device mismatch: the call takes the escape, to the eager call's DeviceMismatchError, or,
+    given device=, its host round trip and result."""
+    x = torch.rand(3, dtype=torch.float64, device=accelerator)
+    s = torch.rand(3, dtype=torch.float64)
+    refusing = ac.returns_tensor(ac.accepts_numpy(_times))
+    with pytest.raises(ac.DeviceMismatchError) as eager:
+        refusing(x, s)
+    with pytest.raises(ac.DeviceMismatchError) as compiled:
+        torch.compile(refusing, backend="aot_eager")(x, s)
+    assert str(compiled.value) == str(eager.value)
+    torch._dynamo.reset()
+    placed = ac.returns_tensor(ac.accepts_numpy(_times), device=accelerator)
+    got = torch.compile(placed, backend="aot_eager")(x, s)
+    expected = placed(x, s)
+    assert got.device == expected.device
+    torch.testing.assert_close(got, expected)

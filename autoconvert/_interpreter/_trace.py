@@ -165,16 +165,23 @@ class Trace:
             _trace: Trace = self,
             _bound: bool = bound,
         ) -> Any:
-            if not _trace.runs_judged(wrapped) or not _trace.fits(args, kwargs):
-                return opaque(call, wrapped, instance, args, kwargs)
-            if not _trace.rebuilds(args, kwargs):
-                return _unrebuilt_escape(_trace.said_unrebuilt, call, wrapped, instance, args, kwargs)
-            if _bound:
-                return _trace.call_traced(wrapped, (instance, *args), kwargs, 1)
-            return _trace.call_traced(wrapped, args, kwargs, _trace.params.offset(instance))
+            return _breaking(_trace._route, call, wrapped, instance, args, kwargs, bound=_bound)
 
         escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
         return escape
+
+    def _route(  # pragma: no cover - runs under dynamo
+        self, call: Escape, wrapped: Any, instance: Any, args: Any, kwargs: Any, *, bound: bool
+    ) -> Any:
+        """The escape's call as dynamo inlines it: traced, or the escape where the call does not
+        fit (see ``fits``) or runs another function than the one judged."""
+        if not self.runs_judged(wrapped) or not self.fits(args, kwargs):
+            return opaque(call, wrapped, instance, args, kwargs)
+        if not self.rebuilds(args, kwargs):
+            return _unrebuilt_escape(self.said_unrebuilt, call, wrapped, instance, args, kwargs)
+        if bound:
+            return self.call_traced(wrapped, (instance, *args), kwargs, 1)
+        return self.call_traced(wrapped, args, kwargs, self.params.offset(instance))
 
     def inline(self, wrapped: Any, instance: Any, eager: Escape) -> Callable[..., Any]:
         """What dynamo inlines for a call of the wrapper of ``wrapped`` (see _wrapper): a
@@ -192,18 +199,30 @@ class Trace:
         ``copy=False`` refuse. Such calls take the escape. Tensors in the containers the trace
         rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are).
         Where the code makes arrays on the CPU (``cpu_made``), a tensor on another device does not
-        fit: in the graph they would meet in a device mismatch."""
-        return all(map(self._fits, (*args, *kwargs.values()) if kwargs else args))
+        fit: in the graph they would meet in a device mismatch, as tensors on two devices (0-d CPU
+        tensors aside, as ``_devices.vote`` counts) would, which the eager call refuses with a
+        DeviceMismatchError, or, given ``device=``, takes through the host. A leaf tensor requiring
+        grad handed as its own memory (``writeback=True``, ``copy=False``) does not fit either: in
+        the graph autograd refuses a write into it, where the eager call detaches it and warns."""
+        devices: list[torch.device] = []
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            if not self._fits(value, devices):
+                return False
+        return all(device == devices[0] for device in devices)
 
-    def _fits(self, value: Any, within: tuple[Any, ...] = ()) -> bool:
+    def _fits(self, value: Any, devices: list[torch.device], within: tuple[Any, ...] = ()) -> bool:
         """Whether ``value``, an argument or an item of one inside the containers ``within``,
-        fits the graph (see ``fits``). A container holding itself does not: the eager call
-        refuses it (a ConversionError), and its rebuild would never end."""
+        fits the graph (see ``fits``), its tensors' devices added to ``devices``. A container
+        holding itself does not: the eager call refuses it (a ConversionError), and its rebuild
+        would never end."""
         if isinstance(value, torch.Tensor):
+            if value.ndim or not value.is_cpu:  # a 0-d CPU tensor, a scalar, goes to any device
+                devices.append(value.device)
             return (
                 (value.is_floating_point() or value.is_complex())
                 and (self.private or value.dtype not in self.widened)
                 and (self.cpu_made is None or value.device.type == "cpu")
+                and (self.private or self.detach or not (value.requires_grad and value.is_leaf))
             )
         if not self.nested:  # containers handed as they are, as eagerly
             return True
@@ -214,7 +233,7 @@ class Trace:
         fitting: list[bool] = []
 
         def look(item: Any) -> Any:
-            fitting.append(self._fits(item, within))
+            fitting.append(self._fits(item, devices, within))
             return item
 
         _rebuilt_in_graph(value, look)
@@ -267,12 +286,14 @@ class Trace:
 
     def _fell_back(self, call: Any, *rest: Any) -> Any:
         """The escape, run by Python: where this plan's calls trace, dynamo could not trace this
-        one (or this torch inlines no escape): said once, and kept for explain."""
+        one (or this torch inlines no escape): said once, after a call that returned (one that
+        raises gives the eager call's exception alone), and kept for explain."""
         wrapped, _, args, kwargs = rest
         if not (self.traces and self.runs_judged(wrapped) and self.fits(args, kwargs)):
             return call(*rest)  # the escape the traced call takes too: nothing to say
         if not self.rebuilds(args, kwargs):
             return self.said_unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
+        result = call(*rest)
         if self.fell_back is None:
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
@@ -284,7 +305,7 @@ class Trace:
                 CompileWarning,
                 stacklevel=2,
             )
-        return call(*rest)
+        return result
 
     def call_traced(self, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any], offset: int) -> Any:
         """``function`` called on the arrays of the call's tensors, under dynamo: its NumPy
@@ -442,11 +463,27 @@ class _Inline:
         self.offset = trace.params.offset(instance)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+        return _breaking(self._route, args, kwargs)
+
+    def _route(self, args: Any, kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
         if not self.trace.fits(args, kwargs):
             return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
         if not self.trace.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
+
+
+def _breaking(route: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+    """``route(*args, **kwargs)`` as dynamo traces it, its graph broken at the decorated call where it
+    raises (the function's own ``raise``, dynamo's copy of a slotted dataclass): the escape then
+    runs the call by Python, and the exception is the eager call's. Left to itself, dynamo runs
+    the whole calling frame by Python and traces the function's frame alone, on arrays it cannot
+    take (pytorch's "Expected np.nditer base"), and the library's conversions as graphs."""
+    try:
+        return route(*args, **kwargs)
+    except Exception:
+        torch._dynamo.graph_break()
+        raise
 
 
 class _Handed(NamedTuple):
