@@ -220,7 +220,41 @@ def _scaled_by_a_tuple(x: np.ndarray) -> np.ndarray:
     return x * np.asarray((1.0, 2.0, 3.0))
 
 
+_MEAN = np.array([0.485, 0.456, 0.406])
+_SCALES = (0.5, 1.0, 2.0)
+_SHAPE = (3, 1)
+
+
+def _normalised(x: np.ndarray) -> np.ndarray:
+    return x - _MEAN
+
+
+def _scaled_by_a_global_tuple(x: np.ndarray) -> np.ndarray:
+    return x * np.asarray(_SHAPE).sum() * _SCALES[0]
+
+
+def _weighted(x: np.ndarray) -> np.ndarray:
+    return np.dot(x, [0.2, 0.3, 0.5])
+
+
+def _quartiles(x: np.ndarray) -> np.ndarray:
+    return np.quantile(x, (0.25, 0.75))
+
+
+def _reshaped_with_a_float_beside(x: np.ndarray) -> tuple[np.ndarray, float]:
+    return x.reshape(_SHAPE), 0.5
+
+
 _AS_ARRAYS = (_as_array, _grey, _scaled_by_a_tuple)
+#: Bodies making arrays on the CPU from globals and numbers written out, and one that does not
+#: (a tuple of ints as a shape, a float beside its result), with what the reading names.
+_FROM_VALUES = {
+    _normalised: "_MEAN",
+    _scaled_by_a_global_tuple: "_SCALES",
+    _weighted: "a list of floats written out",
+    _quartiles: "a list of floats written out",
+    _reshaped_with_a_float_beside: None,
+}
 
 
 def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another_device() -> None:
@@ -237,6 +271,7 @@ def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another
     # np.array and np.asarray make an array on the CPU from a literal only: handed an array, it stays
     made = {f.__name__: plan_of(ac.returns_tensor(ac.accepts_numpy(f))).trace.cpu_made for f in _AS_ARRAYS}
     assert made == {"_as_array": None, "_grey": "array", "_scaled_by_a_tuple": "asarray"}
+    assert {f: plan_of(ac.returns_tensor(ac.accepts_numpy(f))).trace.cpu_made for f in _FROM_VALUES} == _FROM_VALUES
     body = next(b for b in TRACED if b.name == "solve_linear")
     pair = decorated(body)
     assert ac.explain(pair).compiled == (
@@ -254,6 +289,22 @@ def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another
     torch._dynamo.reset()
     with pytest.raises(torch._dynamo.exc.Unsupported):
         torch.compile(pair, backend="aot_eager", fullgraph=True)(*args)
+
+
+@pytest.mark.parametrize("body", [f for f, name in _FROM_VALUES.items() if name is not None])
+def test_bodies_making_arrays_from_globals_and_written_out_floats_take_the_escape_off_the_cpu(body: Any) -> None:
+    """A global array (``x - MEAN``), a tuple of floats, floats written out as a list handed to
+    NumPy (``np.dot(x, [0.2, 0.3, 0.5])``): torch's NumPy tracing holds them on the CPU, where
+    they met a tensor of another device in dynamo's raw "Tensor device mismatch". Such a call
+    takes the escape there (meta here: the library's refusal of a meta tensor), and is traced
+    on the CPU to the eager values."""
+    pair = ac.returns_tensor(ac.accepts_numpy(body))
+    torch._dynamo.reset()
+    with pytest.raises(ac.ConversionError, match="argument x is a meta tensor, which holds no data"):
+        torch.compile(pair, backend="aot_eager")(torch.ones(3, dtype=torch.float64, device="meta"))
+    x = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)
+    torch.testing.assert_close(torch.compile(pair, backend="aot_eager", fullgraph=True)(x), pair(x))
+    torch._dynamo.reset()
 
 
 def test_under_fullgraph_the_error_names_the_function_and_the_option() -> None:
@@ -919,27 +970,28 @@ def test_a_list_holding_itself_takes_the_escape_to_the_eager_error(fullgraph: bo
     assert len(items) == 2 and items[0] is x and items[1] is items
 
 
-_WEIGHTS = (1.0, 2.0, 3.0)
-_TABLE = np.array([1.0, 2.0, 3.0])
+def _weights() -> tuple[float, ...]:
+    return (1.0, 2.0, 3.0)
 
 
-def _with_a_global_tuple(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return x * 2, np.asarray(_WEIGHTS)
+def _with_a_returned_tuple(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return x * 2, np.asarray(_weights())
 
 
-def _with_a_global_array(x: np.ndarray) -> dict[str, np.ndarray]:
-    return {"scaled": x * 2, "table": _TABLE + 0}
+def _with_written_out_ints(x: np.ndarray) -> dict[str, np.ndarray]:
+    return {"scaled": x * 2, "table": np.diag([1, 2, 3]) + 0}
 
 
-def _with_a_diagonal(x: np.ndarray) -> np.ndarray:
-    return np.diag([1.0, 2.0, 3.0]) * 1.0
+def _with_a_comprehension(x: np.ndarray) -> np.ndarray:
+    return np.diag([float(i) for i in range(3)]) * 1.0
 
 
-@pytest.mark.parametrize("body", [_with_a_global_tuple, _with_a_global_array, _with_a_diagonal])
+@pytest.mark.parametrize("body", [_with_a_returned_tuple, _with_written_out_ints, _with_a_comprehension])
 def test_traced_results_made_from_globals_and_values_go_to_the_callers_device(body: Any) -> None:
-    """torch's NumPy tracing makes an array from a global or a Python value on the CPU, where
-    no reading of the code finds every such array: the traced call's results go to the caller's
-    device as an eager call's do (meta here, standing for a GPU)."""
+    """torch's NumPy tracing makes an array from a Python value on the CPU, where no reading of
+    the code finds every such array (a tuple another function returns, written-out ints, a
+    comprehension): the traced call's results go to the caller's device as an eager call's do
+    (meta here, standing for a GPU)."""
     torch._dynamo.reset()
     out = torch.compile(ac.returns_tensor(ac.accepts_numpy(body)), backend="aot_eager", fullgraph=True)(
         torch.ones(3, dtype=torch.float64, device="meta")

@@ -713,7 +713,7 @@ def reads_numpy_alone(function: Any) -> str | None:
         if _is_numpy(function):
             return "a NumPy function itself, which dynamo does not inline; decorate a Python function calling it"
         return f"it is a {type(function).__name__}, not a Python function whose code can be read"
-    return _numpy_alone(function, traced, set())
+    return _numpy_alone(function, traced, {})
 
 
 #: NumPy functions whose arrays torch's NumPy tracing makes on the default device, the CPU,
@@ -752,15 +752,17 @@ _MADE_ON_THE_CPU = frozenset(
 _FROM_LITERALS = frozenset({"array", "asarray", "asanyarray"})
 #: The opcodes that end a literal argument: a constant, or a list, tuple or set built in place.
 _LITERAL_ENDS = frozenset({"LOAD_CONST", "LOAD_SMALL_INT", "BUILD_LIST", "BUILD_TUPLE", "BUILD_SET", "LIST_EXTEND"})
+#: The opcodes that load a global or closure variable by name.
+_NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME"})
 
 
 @functools.lru_cache(maxsize=4096)
-def _made_from_literals(code: types.CodeType) -> frozenset[str]:
-    """The names in ``_FROM_LITERALS`` that ``code`` calls with a literal first argument: the
-    instruction that leaves that argument on the stack (the last one before the call at one
-    value above the callable) builds or loads a literal."""
+def _first_arguments(code: types.CodeType) -> tuple[tuple[str, dis.Instruction], ...]:
+    """Each call ``code`` makes of a name in ``_FROM_LITERALS``, with the instruction that leaves
+    its first argument on the stack (the last one before the call at one value above the
+    callable)."""
     instructions = list(dis.get_instructions(code))
-    found: set[str] = set()
+    found = []
     for at, loaded in enumerate(instructions):
         if loaded.argval not in _FROM_LITERALS or not loaded.opname.startswith(
             ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL")
@@ -775,9 +777,49 @@ def _made_from_literals(code: types.CodeType) -> frozenset[str]:
                 break
             if depth == 1:
                 last = following
-        if last is not None and last.opname in _LITERAL_ENDS:
-            found.add(loaded.argval)
-    return frozenset(found)
+        if last is not None:
+            found.append((loaded.argval, last))
+    return tuple(found)
+
+
+def _made_from_literals(code: types.CodeType) -> set[str]:
+    """The names in ``_FROM_LITERALS`` that ``code`` calls with a literal first argument, which
+    it builds or loads in place."""
+    return {name for name, last in _first_arguments(code) if last.opname in _LITERAL_ENDS}
+
+
+#: The opcodes that build a list or set in place (a tuple built in place is as often a result's).
+_LIST_BUILDS = frozenset({"BUILD_LIST", "BUILD_SET", "LIST_EXTEND", "SET_UPDATE"})
+#: The opcodes that load a value and leave the rest of the stack as it is.
+_PLAIN_LOADS = frozenset(
+    {"LOAD_FAST", "LOAD_CONST", "LOAD_SMALL_INT", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_FAST_BORROW", "LOAD_FAST_CHECK"}
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _writes_out_floats(code: types.CodeType) -> bool:
+    """Whether ``code`` writes out numbers as a list or tuple with a float among them
+    (``np.dot(x, [0.2, 0.8])``, ``np.concatenate([x, [1.0]])``, ``np.quantile(x, (0.25, 0.75))``):
+    Python values torch's NumPy tracing makes an array of on the CPU. A tuple returned as it
+    is, or built in place around a value (``return y, 0.5``), is a result's."""
+    instructions = list(dis.get_instructions(code))
+    for at, loaded in enumerate(instructions):
+        if loaded.opname != "LOAD_CONST":
+            continue
+        value = loaded.argval
+        if isinstance(value, tuple) and any(isinstance(v, (float, complex)) for v in value):
+            following = instructions[at + 1].opname if at + 1 < len(instructions) else ""
+            if following not in {"RETURN_VALUE", "RETURN_CONST"}:
+                return True
+        elif isinstance(value, (float, complex)):
+            after = next((i.opname for i in instructions[at + 1 :] if i.opname not in _PLAIN_LOADS), "")
+            if after in _LIST_BUILDS:
+                return True
+    return False
+
+
+#: What makes_arrays_on_the_cpu names for numbers the code writes out (see _writes_out_floats).
+_WRITTEN_OUT = "a list of floats written out"
 
 
 def makes_arrays_on_the_cpu(function: Any) -> str | None:
@@ -789,35 +831,70 @@ def makes_arrays_on_the_cpu(function: Any) -> str | None:
     traced = _numpy_traced()
     if traced is None or not passes_for_function(function):
         return None
-    codes: set[types.CodeType] = set()
-    _numpy_alone(function, traced, codes)  # for the code it walks
-    names = {name for code in codes for name in code_reads(code).names} & _MADE_ON_THE_CPU - _FROM_LITERALS
-    names |= {name for code in codes for name in _made_from_literals(code)}
+    walked: dict[types.CodeType, types.FunctionType] = {}
+    _numpy_alone(function, traced, walked)  # for the code it walks
+    names = {name for code in walked for name in code_reads(code).names} & _MADE_ON_THE_CPU - _FROM_LITERALS
+    names |= {name for code in walked for name in _made_from_literals(code)}
+    names |= {name for walked_function in walked.values() for name in _values_on_the_cpu(walked_function)}
+    if not names and any(_writes_out_floats(code) for code in walked):
+        return _WRITTEN_OUT
     return min(names, default=None)
 
 
-def _numpy_alone(function: types.FunctionType, traced: Any, seen: set[types.CodeType]) -> str | None:
-    """``reads_numpy_alone`` of a Python function, ``seen`` the code already judged."""
+def _values_on_the_cpu(function: types.FunctionType) -> list[str]:
+    """The globals and closure variables ``function``'s code reads that torch's NumPy tracing
+    holds on the CPU: an array (``MEAN = np.array([0.485, 0.456, 0.406])``), or a tuple of
+    numbers with a float among them or handed to ``np.asarray`` (a tuple of ints elsewhere is
+    a shape or axes)."""
+    handed = {last.argval for _, last in _first_arguments(function.__code__) if last.opname in _NAME_LOADS}
+    return [
+        name
+        for name, value in _values_read(function, code_reads(function.__code__))
+        if (isinstance(value, np.ndarray) and value.ndim > 0)
+        or (
+            isinstance(value, tuple)
+            and value
+            and (name in handed or any(isinstance(v, (float, complex)) for v in value))
+        )
+    ]
+
+
+def _numpy_alone(
+    function: types.FunctionType, traced: Any, seen: dict[types.CodeType, types.FunctionType]
+) -> str | None:
+    """``reads_numpy_alone`` of a Python function, ``seen`` the code already judged (with a
+    function of it)."""
     code = function.__code__
     if code in seen:
         return None
-    seen.add(code)
+    seen[code] = function
     reads = code_reads(code)
     untraced = sorted(name for name in reads.names - reads.globals if _untraced_name(name, traced))
     if untraced:
         return f"its code reads {untraced[0]}, which torch's NumPy tracing does not trace"
-    scope = function.__globals__
-    builtins = scope.get("__builtins__", {})
-    builtins = builtins if isinstance(builtins, dict) else vars(builtins)
-    values = [(name, scope[name] if name in scope else builtins.get(name)) for name in sorted(reads.globals)]
-    cells = zip(code.co_freevars, function.__closure__ or (), strict=True)
-    values += [(name, cell.cell_contents) for name, cell in cells if _filled(cell)]
-    values += [(name or module, _imported(module, name)) for module, name in sorted(reads.imports, key=str)]
-    for name, value in values:
+    builtins = _builtins_of(function)
+    for name, value in _values_read(function, reads):
         why = _traced_value(name, value, builtins, traced, seen)
         if why is not None:
             return why
     return None
+
+
+def _builtins_of(function: types.FunctionType) -> dict[str, Any]:
+    """The builtins ``function``'s globals give it."""
+    builtins = function.__globals__.get("__builtins__", {})
+    return builtins if isinstance(builtins, dict) else vars(builtins)
+
+
+def _values_read(function: types.FunctionType, reads: Any) -> list[tuple[str, Any]]:
+    """What ``function``'s code (which ``reads``) loads by name: its globals (builtins where
+    its module lacks one), its closure's filled cells, what it imports."""
+    scope, builtins, code = function.__globals__, _builtins_of(function), function.__code__
+    values = [(name, scope[name] if name in scope else builtins.get(name)) for name in sorted(reads.globals)]
+    cells = zip(code.co_freevars, function.__closure__ or (), strict=True)
+    values += [(name, cell.cell_contents) for name, cell in cells if _filled(cell)]
+    values += [(name or module, _imported(module, name)) for module, name in sorted(reads.imports, key=str)]
+    return values
 
 
 def _untraced_name(name: str, traced: Any) -> bool:
@@ -829,7 +906,7 @@ def _untraced_name(name: str, traced: Any) -> bool:
 
 
 def _traced_value(
-    name: str, value: Any, builtins: dict[str, Any], traced: Any, seen: set[types.CodeType]
+    name: str, value: Any, builtins: dict[str, Any], traced: Any, seen: dict[types.CodeType, types.FunctionType]
 ) -> str | None:
     """Why ``value``, which the code loads as ``name``, keeps it out of torch's graph (None: it does not)."""
     if isinstance(value, _CONSTANTS) or value is None:
