@@ -646,3 +646,76 @@ def test_copy_true_copies_a_dtype_torch_has_no_copy_kernel_for() -> None:
     out = ac.returns_tensor(copy=True)(lambda: source.view(torch.uint4))()
     assert out.dtype == torch.uint4 and out.view(torch.uint8).tolist() == [1, 2, 3]
     assert out.data_ptr() != source.data_ptr()
+
+
+@dataclasses.dataclass
+class _Looped:
+    """A result holding itself through a declared field, as ``r.hist.append(r)`` makes it."""
+
+    w: Any
+    hist: list[Any] = dataclasses.field(default_factory=list)
+
+    def size(self) -> int:
+        return len(self.hist)
+
+
+def looped_list(x: Any) -> Any:
+    loop = [x * 1.0]
+    loop.append(loop)
+    return loop
+
+
+def looped_record(x: Any) -> Any:
+    r = _Looped(x * 1.0)
+    r.hist.append(r)
+    return r
+
+
+def looped_in_a_tuple(x: Any) -> Any:
+    return x * 2.0, looped_list(x)
+
+
+_ITSELF = "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked. Found a container "
+#: How each product converting results is made (with nested=False where it takes it), the fix
+#: its refusal of a result holding itself gives, and the kind of its arguments.
+_RESULT_CYCLES: dict[str, tuple[Any, str, Any]] = {
+    "returns_tensor(accepts_numpy)": (
+        lambda f, **off: ac.returns_tensor(ac.accepts_numpy(f), **off),
+        "break the cycle, or leave container results unconverted with @ac.returns_tensor(nested=False) on {name}",
+        torch,
+    ),
+    "returns_numpy(accepts_tensor)": (
+        lambda f, **off: ac.returns_numpy(ac.accepts_tensor(f), **off),
+        "break the cycle, or leave container results unconverted with @ac.returns_numpy(nested=False) on {name}",
+        np,
+    ),
+    "torchify": (
+        lambda f, **off: ac.torchify(f, **off),
+        "break the cycle, or leave container results unconverted with the ac.torchify(..., nested=False) call "
+        "that made it",
+        torch,
+    ),
+    "adapt": (ac.adapt, "break the cycle", torch),  # its results are converted as annotations say, whatever nested=
+    "numpy_op": (ac.numpy_op, "break the cycle", torch),  # its results are tensors, or tuples of them
+    "batched": (ac.batched, "break the cycle", torch),  # it takes no nested=
+}
+
+
+@pytest.mark.parametrize("product", list(_RESULT_CYCLES))
+@pytest.mark.parametrize("function", [looped_list, looped_record, looped_in_a_tuple], ids=lambda f: f.__name__)
+def test_a_result_holding_itself_is_refused_with_a_fix_for_results(product: str, function: Any) -> None:
+    """A function returning a result that holds itself (``r.hist.append(r); return r``) is
+    refused naming the function and its result, with a fix that applies to results: the
+    ``nested=False`` of the decorator converting them, where it takes one, with which the call
+    returns the container as it is (never "top-level arguments", which it does not convert)."""
+    make, fix, lib = _RESULT_CYCLES[product]
+    x = lib.ones((3, 2)) if product == "batched" else lib.ones(2)
+    with pytest.raises(ac.ConversionError) as info:
+        make(function)(x)
+    assert str(info.value) == (
+        f"{function.__name__}(): result {_ITSELF}that reaches itself through its items. Fix: "
+        f"{fix.format(name=function.__name__)}."
+    )
+    if "nested=False" in fix:  # the fix it names works
+        out = make(function, nested=False)(x)
+        assert type(out) is type(function(x))

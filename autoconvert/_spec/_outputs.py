@@ -28,7 +28,15 @@ from autoconvert._conversions._tree import (
     stand_in_returns,
     stood_for,
 )
-from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, cycle_error, message
+from autoconvert._errors import (
+    ARGUMENT_CYCLE_FIX,
+    ConversionError,
+    LeafError,
+    NoDeviceError,
+    ReadOnlyError,
+    cycle_error,
+    message,
+)
 from autoconvert._options._config import active
 from autoconvert._options._options import Policy
 
@@ -150,10 +158,17 @@ class Outputs:
         shared_target: Any = None,
         *,
         argument: str | None = None,
+        nested_off: str | None = None,
     ) -> None:
+        """``nested_off``: where the user gives ``nested=False`` to this side, which leaves
+        container results unconverted (None: no option of the function's does)."""
         self.function = function
         #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
         self.role, self.root = ("argument", argument) if argument else ("", "result")
+        #: The way round a value holding itself: to_numpy's argument's, or a result's
+        #: (``r.hist.append(r); return r``), whose fix speaks of results.
+        off = f", or leave container results unconverted with {nested_off}" if nested_off else ""
+        self.cycle_fix = ARGUMENT_CYCLE_FIX if argument else f"break the cycle{off}"
         self.params = params
         self.mapper = mapper
         #: ``context(shared, odd)``: what this side's leaf functions receive for one call,
@@ -217,7 +232,7 @@ class Outputs:
                     raise _sparse_read_as_object(function, params, call) from None
                 raise e.public(function, role, root) from None
             except RecursionError:
-                raise cycle_error().public(function, role, root) from None
+                raise cycle_error(self.cycle_fix).public(function, role, root) from None
             except NoDeviceError:
                 raise device_mismatch(function, params, *call) from None
 
@@ -277,6 +292,7 @@ class TensorOutputs(Outputs):
         policy: Policy,
         *,
         argument: str | None = None,
+        nested_off: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
         read_only: bool = False,
         objects: Callable[[type], Leaf | None] | None = None,
@@ -316,7 +332,9 @@ class TensorOutputs(Outputs):
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
         shared_target = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
-        super().__init__(function, params, mapper, self._make_context(), shared_target, argument=argument)
+        super().__init__(
+            function, params, mapper, self._make_context(), shared_target, argument=argument, nested_off=nested_off
+        )
 
     def step(self) -> Result:
         # The shared target holds only when every tensor argument was NumPy's to share.
@@ -617,6 +635,7 @@ class NumpyOutputs(Outputs):
         grad: GradPolicy = DETACH,
         *,
         argument: str | None = None,
+        nested_off: str | None = None,
         scalars: bool = False,
     ) -> None:
         """``scalars``: 0-d results come back as NumPy scalars (see as_result), unless
@@ -636,6 +655,7 @@ class NumpyOutputs(Outputs):
                 result_method=self._result_method,
             ),
             argument=argument,
+            nested_off=nested_off,
         )
 
     def step(self) -> Result:
