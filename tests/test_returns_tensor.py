@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import warnings
 from typing import Any, NamedTuple
 
@@ -675,6 +676,34 @@ def looped_in_a_tuple(x: Any) -> Any:
     return x * 2.0, looped_list(x)
 
 
+def looped_deep_down(x: Any) -> Any:
+    return {"w": x * 2.0, "runs": [x, looped_record(x)]}
+
+
+def nested_past_the_recursion_limit(x: Any) -> Any:
+    deep: Any = [x * 1.0]
+    for _ in range(sys.getrecursionlimit()):
+        deep = [deep]
+    return deep
+
+
+#: Where each function's result holds itself.
+_WHERE_ITSELF = {
+    looped_list: "result",
+    looped_record: "result",
+    looped_in_a_tuple: "result[1]",
+    looped_deep_down: "result['runs'][1]",
+    nested_past_the_recursion_limit: "result",  # none holds itself
+}
+#: Where in batched's result, which gathers the samples' results as it returns them.
+_BATCHED_WHERE = {
+    looped_list: "result[0]",
+    looped_record: "result[0]",
+    looped_in_a_tuple: "result[1][0]",
+    looped_deep_down: "result['runs'][0][1]",
+}
+
+
 _ITSELF = "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked. Found a container "
 #: How each product converting results is made (with nested=False where it takes it), the fix
 #: its refusal of a result holding itself gives, and the kind of its arguments.
@@ -702,18 +731,20 @@ _RESULT_CYCLES: dict[str, tuple[Any, str, Any]] = {
 
 
 @pytest.mark.parametrize("product", list(_RESULT_CYCLES))
-@pytest.mark.parametrize("function", [looped_list, looped_record, looped_in_a_tuple], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("function", list(_WHERE_ITSELF), ids=lambda f: f.__name__)
 def test_a_result_holding_itself_is_refused_with_a_fix_for_results(product: str, function: Any) -> None:
     """A function returning a result that holds itself (``r.hist.append(r); return r``) is
-    refused naming the function and its result, with a fix that applies to results: the
-    ``nested=False`` of the decorator converting them, where it takes one, with which the call
-    returns the container as it is (never "top-level arguments", which it does not convert)."""
+    refused naming the function and where in its result (``result[1]``), with a fix that
+    applies to results: the ``nested=False`` of the decorator converting them, where it takes
+    one, with which the call returns the container as it is (never "top-level arguments",
+    which it does not convert)."""
     make, fix, lib = _RESULT_CYCLES[product]
     x = lib.ones((3, 2)) if product == "batched" else lib.ones(2)
+    where = (_BATCHED_WHERE if product == "batched" else _WHERE_ITSELF).get(function, _WHERE_ITSELF[function])
     with pytest.raises(ac.ConversionError) as info:
         make(function)(x)
     assert str(info.value) == (
-        f"{function.__name__}(): result {_ITSELF}that reaches itself through its items. Fix: "
+        f"{function.__name__}(): {where} {_ITSELF}that reaches itself through its items. Fix: "
         f"{fix.format(name=function.__name__)}."
     )
     if "nested=False" in fix:  # the fix it names works

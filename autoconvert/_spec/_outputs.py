@@ -16,6 +16,7 @@ from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
+from autoconvert._conversions._mutations import cycle_in
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -232,7 +233,9 @@ class Outputs:
                     raise _sparse_read_as_object(function, params, call) from None
                 raise e.public(function, role, root) from None
             except RecursionError:
-                raise cycle_error(self.cycle_fix).public(function, role, root) from None
+                error = cycle_error(self.cycle_fix)
+                error.keys += reversed(cycle_in(result))  # where below the result: innermost first
+                raise error.public(function, role, root) from None
             except NoDeviceError:
                 raise device_mismatch(function, params, *call) from None
 
