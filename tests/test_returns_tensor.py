@@ -750,3 +750,17 @@ def test_a_result_holding_itself_is_refused_with_a_fix_for_results(product: str,
     if "nested=False" in fix:  # the fix it names works
         out = make(function, nested=False)(x)
         assert type(out) is type(function(x))
+
+
+@pytest.mark.parametrize("convert", [ac.to_numpy, ac.to_tensor], ids=lambda f: f.__name__)
+def test_to_numpy_and_to_tensor_name_where_their_argument_holds_itself(convert: Any) -> None:
+    """The plain converters walk their argument as a result is walked: a container holding
+    itself below it is named by its path, with the argument's fix."""
+    loop: list[Any] = [torch.ones(1)]
+    loop.append(loop)
+    with pytest.raises(ac.ConversionError) as info:
+        convert({"a": [0, loop]})
+    assert str(info.value) == (
+        f"autoconvert.{convert.__name__}(): argument obj['a'][1] {_ITSELF}that reaches itself through its items. "
+        "Fix: break the cycle, or pass nested=False to convert top-level arguments only."
+    )
