@@ -130,7 +130,11 @@ class LeafError(Exception):
         return self.kind(message(function, where, self.problem, self.found, self.fix, path=path))
 
 
-def cycle_error(fix: str = "break the cycle, or pass nested=False to convert top-level arguments only") -> LeafError:
+#: The way round an argument holding itself (a result's is its output side's: see Outputs).
+ARGUMENT_CYCLE_FIX = "break the cycle, or pass nested=False to convert top-level arguments only"
+
+
+def cycle_error(fix: str = ARGUMENT_CYCLE_FIX) -> LeafError:
     """What a RecursionError from walking a value means, for the boundary to report: a
     container that contains itself (or an absurdly deep one)."""
     return LeafError(

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import functools
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -363,6 +365,97 @@ def test_a_dataclass_field_and_attribute_set_by_the_function_reach_the_callers(m
     run = _Run(torch.ones(2))
     step(run)
     assert torch.equal(run.x, torch.full((2,), 2.0)) and run.steps == 1 and run.note == "stepped"  # type: ignore[attr-defined]
+
+
+@dataclasses.dataclass
+class _Inner:
+    a: Any
+    z: Any = None
+
+
+@dataclasses.dataclass
+class _Outer:
+    a: Any
+    b: Any
+    inner: Any = None
+
+
+@dataclasses.dataclass
+class _Unset:
+    a: Any
+    b: Any
+    late: Any = dataclasses.field(init=False)  # never set: plain Python's object lacks it
+
+
+@dataclasses.dataclass(slots=True)
+class _Slotted:
+    a: Any
+    b: Any
+
+
+#: Where the function deletes a declared field: the argument made of ``lib`` (torch or NumPy), and the deletion.
+_DELETIONS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], None]]] = {
+    "c.b": (lambda lib: _Outer(lib.ones(2), lib.ones(2)), lambda c: delattr(c, "b")),
+    "c.inner.a": (lambda lib: _Outer(lib.ones(2), 1, _Inner(lib.zeros(2))), lambda c: delattr(c.inner, "a")),
+    "l[0].b": (lambda lib: [_Outer(lib.ones(2), lib.ones(2))], lambda items: delattr(items[0], "b")),
+    "slots c.b": (lambda lib: _Slotted(lib.ones(2), lib.ones(2)), lambda c: delattr(c, "b")),
+    "c.b, set again": (lambda lib: _Outer(lib.ones(2), lib.ones(2)), lambda c: (delattr(c, "b"), setattr(c, "b", 7))),
+    "c.b beside a field never set": (lambda lib: _Unset(lib.ones(2), lib.ones(2)), lambda c: delattr(c, "b")),
+}
+_PRODUCTS: dict[str, Callable[..., Any]] = {
+    "accepts_numpy": ac.accepts_numpy,
+    "returns_tensor(accepts_numpy)": lambda f, **mode: ac.returns_tensor(ac.accepts_numpy(f, **mode)),
+    "torchify": ac.torchify,
+}
+_CALL_PATHS: dict[str, Callable[[], Any]] = {
+    "flat": contextlib.nullcontext,
+    "stats": ac.stats,
+    "config(grad='error')": lambda: ac.config(grad="error"),
+}
+
+
+def _fields_held(value: Any) -> Any:
+    """What plain Python holds in ``value``: each dataclass's attributes by name (a field it
+    lacks left out), lists item by item, tensors and arrays as lists of numbers."""
+    if dataclasses.is_dataclass(value):
+        names = [f.name for f in dataclasses.fields(value)]
+        return {n: _fields_held(getattr(value, n)) for n in names if hasattr(value, n)}
+    if isinstance(value, list):
+        return [_fields_held(item) for item in value]
+    return value.tolist() if isinstance(value, torch.Tensor | np.ndarray) else value
+
+
+@given(
+    where=st.sampled_from(sorted(_DELETIONS)),
+    product=st.sampled_from(sorted(_PRODUCTS)),
+    mode=st.sampled_from(sorted(_MODES)),
+    path=st.sampled_from(sorted(_CALL_PATHS)),
+    call=st.sampled_from(["flat", "generic"]),
+)
+def test_a_dataclass_field_the_function_deletes_is_deleted_from_the_callers(
+    where: str, product: str, mode: str, path: str, call: str
+) -> None:
+    """A declared field the function deletes (``del c.b``, ``del c.inner.a``, in a list, of a
+    slots dataclass) is deleted from the caller's dataclass, as a dict key it removes is, on
+    every product, mode and call path; the object, lacking it (as plain Python's does), is
+    converted at the next call, a field never set (``init=False``) left out as well."""
+    make, delete = _DELETIONS[where]
+
+    def drop(state: Any) -> None:
+        delete(state)
+
+    def read(state: Any) -> Any:
+        first = state[0] if isinstance(state, list) else state
+        return np.sum(first.a) if isinstance(first.a, np.ndarray) else None
+
+    decorate = functools.partial(_PRODUCTS[product], **_MODES[mode])
+    flat, generic = both(decorate, drop)
+    state, twin = make(torch), make(np)
+    with _CALL_PATHS[path]():
+        (flat if call == "flat" else generic)(state)
+        drop(twin)
+        assert _fields_held(state) == _fields_held(twin), (state, twin)
+        assert float(decorate(read)(state)) == float(read(twin)) == 2.0  # handed again, lacking the field
 
 
 @pytest.mark.parametrize("mode", sorted(_MODES))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import warnings
 from typing import Any, NamedTuple
 
@@ -646,3 +647,120 @@ def test_copy_true_copies_a_dtype_torch_has_no_copy_kernel_for() -> None:
     out = ac.returns_tensor(copy=True)(lambda: source.view(torch.uint4))()
     assert out.dtype == torch.uint4 and out.view(torch.uint8).tolist() == [1, 2, 3]
     assert out.data_ptr() != source.data_ptr()
+
+
+@dataclasses.dataclass
+class _Looped:
+    """A result holding itself through a declared field, as ``r.hist.append(r)`` makes it."""
+
+    w: Any
+    hist: list[Any] = dataclasses.field(default_factory=list)
+
+    def size(self) -> int:
+        return len(self.hist)
+
+
+def looped_list(x: Any) -> Any:
+    loop = [x * 1.0]
+    loop.append(loop)
+    return loop
+
+
+def looped_record(x: Any) -> Any:
+    r = _Looped(x * 1.0)
+    r.hist.append(r)
+    return r
+
+
+def looped_in_a_tuple(x: Any) -> Any:
+    return x * 2.0, looped_list(x)
+
+
+def looped_deep_down(x: Any) -> Any:
+    return {"w": x * 2.0, "runs": [x, looped_record(x)]}
+
+
+def nested_past_the_recursion_limit(x: Any) -> Any:
+    deep: Any = [x * 1.0]
+    for _ in range(sys.getrecursionlimit()):
+        deep = [deep]
+    return deep
+
+
+#: Where each function's result holds itself.
+_WHERE_ITSELF = {
+    looped_list: "result",
+    looped_record: "result",
+    looped_in_a_tuple: "result[1]",
+    looped_deep_down: "result['runs'][1]",
+    nested_past_the_recursion_limit: "result",  # none holds itself
+}
+#: Where in batched's result, which gathers the samples' results as it returns them.
+_BATCHED_WHERE = {
+    looped_list: "result[0]",
+    looped_record: "result[0]",
+    looped_in_a_tuple: "result[1][0]",
+    looped_deep_down: "result['runs'][0][1]",
+}
+
+
+_ITSELF = "contains itself, or nests deeper than Python's recursion limit, so it cannot be walked. Found a container "
+#: How each product converting results is made (with nested=False where it takes it), the fix
+#: its refusal of a result holding itself gives, and the kind of its arguments.
+_RESULT_CYCLES: dict[str, tuple[Any, str, Any]] = {
+    "returns_tensor(accepts_numpy)": (
+        lambda f, **off: ac.returns_tensor(ac.accepts_numpy(f), **off),
+        "break the cycle, or leave container results unconverted with @ac.returns_tensor(nested=False) on {name}",
+        torch,
+    ),
+    "returns_numpy(accepts_tensor)": (
+        lambda f, **off: ac.returns_numpy(ac.accepts_tensor(f), **off),
+        "break the cycle, or leave container results unconverted with @ac.returns_numpy(nested=False) on {name}",
+        np,
+    ),
+    "torchify": (
+        lambda f, **off: ac.torchify(f, **off),
+        "break the cycle, or leave container results unconverted with the ac.torchify(..., nested=False) call "
+        "that made it",
+        torch,
+    ),
+    "adapt": (ac.adapt, "break the cycle", torch),  # its results are converted as annotations say, whatever nested=
+    "numpy_op": (ac.numpy_op, "break the cycle", torch),  # its results are tensors, or tuples of them
+    "batched": (ac.batched, "break the cycle", torch),  # it takes no nested=
+}
+
+
+@pytest.mark.parametrize("product", list(_RESULT_CYCLES))
+@pytest.mark.parametrize("function", list(_WHERE_ITSELF), ids=lambda f: f.__name__)
+def test_a_result_holding_itself_is_refused_with_a_fix_for_results(product: str, function: Any) -> None:
+    """A function returning a result that holds itself (``r.hist.append(r); return r``) is
+    refused naming the function and where in its result (``result[1]``), with a fix that
+    applies to results: the ``nested=False`` of the decorator converting them, where it takes
+    one, with which the call returns the container as it is (never "top-level arguments",
+    which it does not convert)."""
+    make, fix, lib = _RESULT_CYCLES[product]
+    x = lib.ones((3, 2)) if product == "batched" else lib.ones(2)
+    where = (_BATCHED_WHERE if product == "batched" else _WHERE_ITSELF).get(function, _WHERE_ITSELF[function])
+    with pytest.raises(ac.ConversionError) as info:
+        make(function)(x)
+    assert str(info.value) == (
+        f"{function.__name__}(): {where} {_ITSELF}that reaches itself through its items. Fix: "
+        f"{fix.format(name=function.__name__)}."
+    )
+    if "nested=False" in fix:  # the fix it names works
+        out = make(function, nested=False)(x)
+        assert type(out) is type(function(x))
+
+
+@pytest.mark.parametrize("convert", [ac.to_numpy, ac.to_tensor], ids=lambda f: f.__name__)
+def test_to_numpy_and_to_tensor_name_where_their_argument_holds_itself(convert: Any) -> None:
+    """The plain converters walk their argument as a result is walked: a container holding
+    itself below it is named by its path, with the argument's fix."""
+    loop: list[Any] = [torch.ones(1)]
+    loop.append(loop)
+    with pytest.raises(ac.ConversionError) as info:
+        convert({"a": [0, loop]})
+    assert str(info.value) == (
+        f"autoconvert.{convert.__name__}(): argument obj['a'][1] {_ITSELF}that reaches itself through its items. "
+        "Fix: break the cycle, or pass nested=False to convert top-level arguments only."
+    )

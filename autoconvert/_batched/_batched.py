@@ -231,6 +231,9 @@ class BatchedPlan(Plan):
             return f"ac.batched({self.function.removesuffix('()')}, {assignment})"
         return super().maker(assignment)
 
+    def nested_off(self, side: str) -> str | None:
+        return None if self.made else super().nested_off(side)  # batched takes no nested=
+
     def keeps_gradient(self) -> str:
         name = self.function.removesuffix("()")
         return (

@@ -142,7 +142,8 @@ class _DataclassWrites(ContainerWrites):
 
     def held(self, obj: Any) -> Held:
         extras = {k: v for k, v in getattr(obj, "__dict__", {}).items() if not isinstance(v, Attached)}
-        state = {**{name: getattr(obj, name) for name in self.fields}, **extras}
+        fields = {name: value for name in self.fields if (value := getattr(obj, name, _UNSEEN)) is not _UNSEEN}
+        state = {**fields, **extras}  # a field deleted (``del c.b``) or never set is held by neither
         return Held(list(state), list(state.values()), list(state))
 
     def entry(self, key: Any) -> KeyEntry:
@@ -407,19 +408,27 @@ def _dataclass_node(cls: type) -> Node:
     if methods:
         names = [n for n in names if not n.startswith("_")]
 
+    def present(obj: Any) -> list[str]:
+        """The fields ``obj`` holds: a field deleted (``del c.b``) or never set (``init=False``)
+        is left out, as the object lacks it, and its copy lacks it too."""
+        return [n for n in names if hasattr(obj, n)]
+
     def unflatten(children: list[Any], obj: Any) -> Any:
         # A shallow copy with the changed fields set: no __init__/__post_init__ re-run
         # (they may validate NumPy types), and it works for frozen, slots and init=False.
         new = copy.copy(obj)
-        for name, value in zip(names, children, strict=True):
+        for name, value in zip(names if len(children) == len(names) else present(obj), children, strict=True):
             object.__setattr__(new, name, value)
         return new
 
     def flatten(x: Any) -> tuple[list[Any], Any]:
-        return [getattr(x, n) for n in names], x
+        try:
+            return [getattr(x, n) for n in names], x
+        except AttributeError:  # a field it lacks
+            return [getattr(x, n) for n in present(x)], x
 
     def key(context: Any, i: int) -> KeyEntry:
-        return GetAttrKey(names[i])
+        return GetAttrKey(present(context)[i])
 
     return METHODS_NODE[0](flatten, unflatten, key, methods) if methods else Node(flatten, unflatten, key)
 

@@ -168,3 +168,33 @@ def path_to(value: Any, container: Any, seen: set[int] | None = None) -> list[Ke
         if below is not None:
             return [key, *below]
     return None
+
+
+def cycle_in(value: Any) -> list[KeyEntry]:
+    """The key entries from ``value`` down to the first container found holding itself ([]:
+    ``value`` itself, or none found in a value nesting deeper than the recursion limit): only
+    for a message, after a refusal, so looked for without recursion, each container once."""
+    depths = {id(value): 0}  # the containers on the path walked down, by id: their depth
+    node = node_for(type(value))
+    trail = [] if node is None else [(value, node.items(value))]
+    keys: list[KeyEntry] = []
+    seen = {id(value)}
+    while trail:
+        obj, items = trail[-1]
+        for key, child in items:
+            depth = depths.get(id(child))
+            if depth is not None:  # an object on the path holds itself
+                return keys[:depth]
+            node = node_for(type(child))
+            if node is not None and id(child) not in seen:
+                seen.add(id(child))
+                depths[id(child)] = len(trail)
+                keys.append(key)
+                trail.append((child, node.items(child)))
+                break
+        else:
+            trail.pop()
+            del depths[id(obj)]
+            if keys:
+                keys.pop()
+    return []

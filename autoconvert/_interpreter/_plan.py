@@ -142,6 +142,11 @@ class Plan:
         side = side or next((s for s in takers if not s.startswith("returns")), takers[0])
         return f"@ac.{side}({assignment}) on {self.function.removesuffix('()')}"
 
+    def nested_off(self, side: str) -> str | None:
+        """Where a user gives ``nested=False`` to the output ``side`` of this plan's function,
+        in words (None: nothing it was made by takes the option)."""
+        return f"@ac.{side}(nested=False) on {self.function.removesuffix('()')}"
+
     def members(self, wrapped: Any) -> dict[str, Any]:
         """Attributes the wrapper's own class gets besides its call (torchify's ufunc methods);
         they take precedence over the wrapped object's, which the wrapper forwards."""
@@ -219,6 +224,7 @@ class Plan:
                     self.function,
                     self.params,
                     policy,
+                    nested_off=self.nested_off(side),
                     restoring=restoring,
                     read_only=inputs is not None and inputs.read_only,
                     objects=self.objects,
@@ -227,7 +233,9 @@ class Plan:
                     else (numpy_in.grad, "grad" in self.sides["accepts_numpy"], self.maker("grad={}")),
                 )
             else:
-                outputs = NumpyOutputs(self.function, self.params, policy, scalars=True)
+                outputs = NumpyOutputs(
+                    self.function, self.params, policy, nested_off=self.nested_off(side), scalars=True
+                )
         if inputs is None and outputs is not None and outputs.records_arguments:
             inputs = RecordingInputs(self.params, self.function)
         return spec_of(

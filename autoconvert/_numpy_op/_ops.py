@@ -207,6 +207,9 @@ class OpPlan(Plan):
     def maker(self, assignment: str) -> str:
         return f"ac.numpy_op({self.function.removesuffix('()')}, {assignment})"
 
+    def nested_off(self, side: str) -> str | None:
+        return None  # its results are tensors, or tuples of them, whatever nested= says
+
     def keeps_gradient(self) -> str:
         name = self.function.removesuffix("()")
         return f"give ac.numpy_op({name}, backward=...) its vector-Jacobian product, written in NumPy"

@@ -16,6 +16,7 @@ from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import overlaps_any
+from autoconvert._conversions._mutations import cycle_in
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -28,7 +29,15 @@ from autoconvert._conversions._tree import (
     stand_in_returns,
     stood_for,
 )
-from autoconvert._errors import ConversionError, LeafError, NoDeviceError, ReadOnlyError, cycle_error, message
+from autoconvert._errors import (
+    ARGUMENT_CYCLE_FIX,
+    ConversionError,
+    LeafError,
+    NoDeviceError,
+    ReadOnlyError,
+    cycle_error,
+    message,
+)
 from autoconvert._options._config import active
 from autoconvert._options._options import Policy
 
@@ -150,10 +159,17 @@ class Outputs:
         shared_target: Any = None,
         *,
         argument: str | None = None,
+        nested_off: str | None = None,
     ) -> None:
+        """``nested_off``: where the user gives ``nested=False`` to this side, which leaves
+        container results unconverted (None: no option of the function's does)."""
         self.function = function
         #: Messages name a decorator's results, or to_numpy/to_tensor's argument (``obj``).
         self.role, self.root = ("argument", argument) if argument else ("", "result")
+        #: The way round a value holding itself: to_numpy's argument's, or a result's
+        #: (``r.hist.append(r); return r``), whose fix speaks of results.
+        off = f", or leave container results unconverted with {nested_off}" if nested_off else ""
+        self.cycle_fix = ARGUMENT_CYCLE_FIX if argument else f"break the cycle{off}"
         self.params = params
         self.mapper = mapper
         #: ``context(shared, odd)``: what this side's leaf functions receive for one call,
@@ -217,7 +233,9 @@ class Outputs:
                     raise _sparse_read_as_object(function, params, call) from None
                 raise e.public(function, role, root) from None
             except RecursionError:
-                raise cycle_error().public(function, role, root) from None
+                error = cycle_error(self.cycle_fix)
+                error.keys += reversed(cycle_in(result))  # where below the result: innermost first
+                raise error.public(function, role, root) from None
             except NoDeviceError:
                 raise device_mismatch(function, params, *call) from None
 
@@ -277,6 +295,7 @@ class TensorOutputs(Outputs):
         policy: Policy,
         *,
         argument: str | None = None,
+        nested_off: str | None = None,
         restoring: dict[torch.dtype, Casts] = RESTORING,
         read_only: bool = False,
         objects: Callable[[type], Leaf | None] | None = None,
@@ -316,7 +335,9 @@ class TensorOutputs(Outputs):
         # has their dtypes, so no dtype comes back (RESTORING holds the ones it lacks).
         casts = NO_CASTS if self.fixed_casts is None else self.fixed_casts
         shared_target = None if self.dtype == "input" else Target(self.device or CPU, casts, self.copy)
-        super().__init__(function, params, mapper, self._make_context(), shared_target, argument=argument)
+        super().__init__(
+            function, params, mapper, self._make_context(), shared_target, argument=argument, nested_off=nested_off
+        )
 
     def step(self) -> Result:
         # The shared target holds only when every tensor argument was NumPy's to share.
@@ -617,6 +638,7 @@ class NumpyOutputs(Outputs):
         grad: GradPolicy = DETACH,
         *,
         argument: str | None = None,
+        nested_off: str | None = None,
         scalars: bool = False,
     ) -> None:
         """``scalars``: 0-d results come back as NumPy scalars (see as_result), unless
@@ -636,6 +658,7 @@ class NumpyOutputs(Outputs):
                 result_method=self._result_method,
             ),
             argument=argument,
+            nested_off=nested_off,
         )
 
     def step(self) -> Result:

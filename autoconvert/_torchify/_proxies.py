@@ -68,6 +68,9 @@ class TorchifiedPlan(Plan):
     def maker(self, assignment: str) -> str:
         return f"the ac.torchify(..., {assignment}) call that made it"
 
+    def nested_off(self, side: str) -> str | None:
+        return self.maker("nested=False")
+
     def keeps_gradient(self) -> str:
         name = self.function.removesuffix("()")
         return (
