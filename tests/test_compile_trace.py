@@ -970,6 +970,44 @@ def test_a_list_holding_itself_takes_the_escape_to_the_eager_error(fullgraph: bo
     assert len(items) == 2 and items[0] is x and items[1] is items
 
 
+def _holding_itself(x: np.ndarray) -> list[Any]:
+    held: list[Any] = [np.sin(x)]
+    held.append(held)
+    return held
+
+
+def _nested(x: np.ndarray, depth: int) -> Any:
+    out: Any = np.sin(x)
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:Guards may run slower on Python 3.13.0:RuntimeWarning")
+def test_a_result_holding_itself_takes_the_escape_to_the_eager_error() -> None:
+    """A traced call's result holding itself raised dynamo's InternalTorchDynamoError
+    (RecursionError) from the walk of its result: it takes the escape, to the eager call's
+    ConversionError. A result nested 8 containers deep is traced; deeper, it takes the escape."""
+    pair = ac.returns_tensor(ac.accepts_numpy(_holding_itself))
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64)
+    with pytest.raises(ac.ConversionError) as eager:
+        pair(x)
+    torch._dynamo.reset()
+    with pytest.raises(ac.ConversionError) as compiled:
+        torch.compile(pair, backend="aot_eager")(x)
+    assert str(compiled.value) == str(eager.value)
+    nested = ac.returns_tensor(ac.accepts_numpy(_nested))
+    out = torch.compile(nested, backend="aot_eager", fullgraph=True)(x, 8)
+    for _ in range(8):
+        (out,) = out
+    torch.testing.assert_close(out, torch.sin(x))
+    torch._dynamo.reset()
+    with pytest.warns(ac.CompileWarning):
+        deeper = torch.compile(nested, backend="aot_eager")(x, 12)
+    torch.testing.assert_close(deeper, nested(x, 12))
+    torch._dynamo.reset()
+
+
 def _weights() -> tuple[float, ...]:
     return (1.0, 2.0, 3.0)
 

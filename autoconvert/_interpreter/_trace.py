@@ -424,7 +424,7 @@ class Trace:
             return only if only in self.widened else None
         return None
 
-    def _tensors(self, value: Any, dtype: torch.dtype | None, device: torch.device | None) -> Any:
+    def _tensors(self, value: Any, dtype: torch.dtype | None, device: torch.device | None, depth: int = 0) -> Any:
         """``value`` with its arrays as tensors on ``device`` (None: where they are), cast to ``dtype``."""
         # isinstance, not type(): torch 2.6's dynamo gives a traced array's type as its own
         # ndarray class, and a traced NumPy scalar is a 0-d array there.
@@ -433,7 +433,9 @@ class Trace:
             if dtype is not None and is_inexact(tensor.dtype) and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)
             return _to_callers_device(tensor, device)
-        return _inside(value, self._tensors, dtype, device)
+        if depth > _DEEPEST:  # a result holding itself, whose walk would end dynamo's own recursion
+            raise RecursionError(f"a result nests more than {_DEEPEST} containers deep")  # see _breaking
+        return _inside(value, self._tensors, dtype, device, depth + 1)
 
     def words(self) -> str:
         """The route in explain's words: a note beside the converting wrapper's."""
@@ -471,6 +473,11 @@ class _Inline:
         if not self.trace.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
+
+
+#: How many containers deep a traced call's result is walked: deeper, it takes the escape,
+#: whose conversion refuses a result holding itself (dynamo's own walk of a deeper one fails).
+_DEEPEST = 8
 
 
 def _breaking(route: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
