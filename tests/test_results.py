@@ -1791,6 +1791,13 @@ class Cycling:
         self.b.s = frozenset([c])  # type: ignore[attr-defined]
         c.a = self  # type: ignore[attr-defined]
 
+    def through_a_set_two_objects_deep(self) -> None:
+        self.b = Member(None)
+        self.b.c = Member(None)  # type: ignore[attr-defined]
+        d = Member(None)
+        self.b.c.s = frozenset([d])  # type: ignore[attr-defined]
+        d.a = self  # type: ignore[attr-defined]
+
     def through_a_set_of_tuples(self) -> None:
         self.b = Member(None)
         c, d = Member(None), Member(None)
@@ -1812,6 +1819,7 @@ _CYCLES: dict[str, Callable[[Any], Any] | None] = {
     "through_a_set": None,
     "through_a_set_on_a_new_object": None,
     "through_a_set_of_tuples": None,
+    "through_a_set_two_objects_deep": None,
 }
 
 
@@ -1856,6 +1864,7 @@ _CYCLES_CLOSED: dict[str, Callable[[Any], tuple[Any, Any]]] = {
     "through_a_set": lambda r: (next(iter(r.s)).a, r),
     "through_a_set_on_a_new_object": lambda r: (next(iter(r.b.s)).a, r),
     "through_a_set_of_tuples": lambda r: (next(iter(r.b.s))[0].t[0].a, r),
+    "through_a_set_two_objects_deep": lambda r: (next(iter(r.b.c.s)).a, r),
 }
 
 
@@ -1893,6 +1902,11 @@ class InSet:
     def in_set(self) -> None:
         self.held = {self, 1}
 
+    def in_a_set_two_objects_deep(self) -> None:
+        self.b = Member(None)
+        self.b.c = Member(None)  # type: ignore[attr-defined]
+        self.b.c.held = frozenset([self])  # type: ignore[attr-defined]
+
     def bump_held(self) -> bool:
         (item,) = (item for item in self.held if isinstance(item, InSet))
         item.n += 1
@@ -1914,6 +1928,18 @@ def test_a_result_a_method_puts_in_a_set_is_the_caller_s_there(route: str, held:
     assert [item is r for item in r.held if isinstance(item, InSet)] == [True]
     assert method == "in_frozenset" or 1 in r.held
     assert r.bump_held() and r.n == 1
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_result_a_method_puts_in_a_set_two_new_objects_deep_is_the_caller_s_there(route: str, held: str) -> None:
+    """``self.b.c.held = frozenset([self])`` (new objects in attributes no field declares) gave
+    the caller's set the object the method ran on, holding the other side's arrays: it holds the
+    caller's result, as a set on the result does."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(InSet(a * 1.0)))(_array([1.0, 2.0], kind)))
+    r.in_a_set_two_objects_deep()
+    assert [item is r for item in r.b.c.held] == [True]
 
 
 @dataclasses.dataclass

@@ -894,7 +894,7 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
         if made is value:  # held as it is (in a set): the caller's copy, to point at the caller's
             made = copy.copy(value)
         twins.setdefault(id(value), (value, made))  # its attributes no field declares: see _pointed_back
-        _sets_with_twins(value.__dict__, made.__dict__, twins)
+        _held_with_twins(value.__dict__, made.__dict__, twins)
         return made
     if kind in _SETS:  # held as it is, its items with it: only the twins put in
         return kind(with_twins(item, twins, _as_it_is) for item in value)
@@ -917,12 +917,15 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     return items if kind is list else tuple(items)
 
 
-def _sets_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> None:
+def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> None:
     """Into ``made``, the attributes of the caller's copy of a method's record (``mine``): the
-    sets and tuples it holds as they are that hold ``twins`` (``self.a.s = frozenset([b]);
-    b.r = self``) rebuilt around the caller's twins, as on the result; lists and dicts stay held."""
+    sets, tuples and records it holds as they are that hold ``twins``, at any depth
+    (``self.a.s = frozenset([b]); b.r = self``, ``self.a.b.s = frozenset([self])``), rebuilt
+    around the caller's twins, as on the result; lists and dicts stay held."""
     for name, held in mine.items():
-        if (type(held) in _SETS or isinstance(held, tuple)) and made.get(name) is held and _holds_twin(held, twins):
+        kind = type(held)
+        rebuilt = kind in _SETS or isinstance(held, tuple) or (kind not in _WALKED and _method_record(held))
+        if rebuilt and made.get(name) is held and _holds_twin(held, twins):
             made[name] = with_twins(held, twins, _as_it_is)
 
 
