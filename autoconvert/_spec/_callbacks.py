@@ -849,7 +849,7 @@ def _values_on_the_cpu(function: types.FunctionType) -> list[str]:
     handed = {last.argval for _, last in _first_arguments(function.__code__) if last.opname in _NAME_LOADS}
     return [
         name
-        for name, value in _values_read(function, code_reads(function.__code__))
+        for name, value in _values_loaded(function, code_reads(function.__code__))
         if (isinstance(value, np.ndarray) and value.ndim > 0)
         or (
             isinstance(value, tuple)
@@ -873,7 +873,7 @@ def _numpy_alone(
     if untraced:
         return f"its code reads {untraced[0]}, which torch's NumPy tracing does not trace"
     builtins = _builtins_of(function)
-    for name, value in _values_read(function, reads):
+    for name, value in _values_loaded(function, reads):
         why = _traced_value(name, value, builtins, traced, seen)
         if why is not None:
             return why
@@ -886,7 +886,7 @@ def _builtins_of(function: types.FunctionType) -> dict[str, Any]:
     return builtins if isinstance(builtins, dict) else vars(builtins)
 
 
-def _values_read(function: types.FunctionType, reads: Any) -> list[tuple[str, Any]]:
+def _values_loaded(function: types.FunctionType, reads: Any) -> list[tuple[str, Any]]:
     """What ``function``'s code (which ``reads``) loads by name: its globals (builtins where
     its module lacks one), its closure's filled cells, what it imports."""
     scope, builtins, code = function.__globals__, _builtins_of(function), function.__code__
