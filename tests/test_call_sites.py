@@ -1965,6 +1965,64 @@ def test_a_torch_function_bound_in_a_partial_makes_the_partial_torch_code(routin
     assert found == pytest.approx(_plain(routine), rel=1e-9)
 
 
+def _model(x: Any) -> Any:
+    return torch.sin(_WEIGHT * x)
+
+
+_WEIGHT = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+_NUMPY_BOUND = functools.partial(_apply, np.sin)
+_TORCH_BOUND = functools.partial(_apply, _model)
+
+
+class _Methods:
+    """Methods made with ``functools.partialmethod``, binding torch code or NumPy's."""
+
+    def _run(self, f: Any, x: Any) -> Any:
+        return f(x)
+
+    run = functools.partialmethod(_run, _model)
+    run_numpy = functools.partialmethod(_run, np.sin)
+
+    def calls(self, x: Any) -> Any:
+        return self.run(x)
+
+    def calls_numpy(self, x: Any) -> Any:
+        return self.run_numpy(x)
+
+
+class _PartialCall:
+    """A callable object whose ``__call__`` is a ``functools.partialmethod``."""
+
+    def _run(self, f: Any, x: Any) -> Any:
+        return f(x)
+
+    __call__ = functools.partialmethod(_run, _model)
+
+
+@pytest.mark.parametrize(
+    ("callback", "torch_written"),
+    [
+        pytest.param(functools.partial(lambda x, f=np.sin: f(x), f=_model), True, id="bound-over-a-numpy-default"),
+        pytest.param(functools.partial(lambda x, f=_model: f(x), f=np.sin), False, id="bound-over-a-torch-default"),
+        pytest.param(functools.partial(lambda x, *fs: fs[0](x), _model), True, id="bound-into-args"),
+        pytest.param(lambda x: _NUMPY_BOUND(x) + _TORCH_BOUND(x), True, id="one-function-bound-twice"),
+        pytest.param(lambda x: _TORCH_BOUND(x), True, id="a-helper-partial"),
+        pytest.param(_Methods().calls, True, id="self-partialmethod"),
+        pytest.param(_Methods().calls_numpy, False, id="self-partialmethod-numpy"),
+        pytest.param(_PartialCall(), True, id="call-partialmethod"),
+    ],
+)
+def test_a_partials_bound_arguments_are_read_as_the_defaults_they_stand_in_for(
+    callback: Any, torch_written: bool
+) -> None:
+    """What a partial binds replaces the default it stands in for (a torch callable bound over
+    a NumPy default is torch code, and the reverse), fills ``*args``, and is read in a partial
+    the callable calls; one function bound to NumPy's and to torch code in two partials is
+    judged twice; a ``functools.partialmethod`` read on ``self`` or as ``__call__`` is read
+    as the partial it gives."""
+    assert written_in_torch(callback) is torch_written
+
+
 def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
     """An item read by a constant key is judged alone (a dict of settings holding a model
     beside the number NumPy code reads); a list read whole (indexed by a variable, iterated) is
