@@ -371,9 +371,12 @@ def _peeled(function: Any) -> tuple[Any, _Bound]:
 def _partial_call(function: Any) -> bool:
     """Whether ``function`` is an object whose class's ``__call__`` is a ``functools.partialmethod``
     of a Python function (read as the partial of the bound method it gives)."""
-    if isinstance(function, (types.FunctionType, types.MethodType, type)):
-        return False
-    call = _class_member(type(function), "__call__")
+    return not isinstance(function, (types.FunctionType, type)) and _calls_partialmethod(type(function))
+
+
+@functools.lru_cache(maxsize=1024)  # asked per judgement of each callable
+def _calls_partialmethod(cls: type) -> bool:
+    call = _class_member(cls, "__call__")
     return isinstance(call, functools.partialmethod) and isinstance(call.func, types.FunctionType)
 
 
@@ -381,6 +384,8 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
     """``written_in_torch``, following ``depth`` more calls into functions of the caller's
     own not in ``seen``; a ``helper`` (one the callable calls) reading NumPy converts arrays
     itself, and is not torch's."""
+    if isinstance(function, torch.nn.Module):
+        return True
     function, bound = _peeled(function)
     if isinstance(function, torch.nn.Module) or _torch_code(function):
         return True
@@ -409,13 +414,15 @@ def _parameters(function: types.FunctionType, owner: Any, bound: _Bound) -> dict
     its defaults, and over them what partials bind (``bound``; after ``self`` where it is a
     method of ``owner``): positional arguments in order (those past the named ones as its
     ``*args`` tuple), keywords by name (those it does not name in its ``**kwargs`` dict)."""
-    code = function.__code__
-    named = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    defaults = function.__defaults__ or ()
+    code, defaults, keyword_defaults = function.__code__, function.__defaults__, function.__kwdefaults__
+    if bound is _NOTHING_BOUND and not defaults and not keyword_defaults:
+        return {}
+    defaults = defaults or ()
     values = dict(zip(code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount], defaults, strict=False))
-    values.update(function.__kwdefaults__ or {})
+    values.update(keyword_defaults or {})
     if bound is _NOTHING_BOUND:
         return values
+    named = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
     first = 1 if owner is not None else 0
     positional = code.co_varnames[first : code.co_argcount]
     values.update(zip(positional, bound.args, strict=False))
