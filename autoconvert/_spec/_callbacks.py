@@ -371,7 +371,10 @@ def _peeled(function: Any) -> tuple[Any, _Bound]:
 def _partial_call(function: Any) -> bool:
     """Whether ``function`` is an object whose class's ``__call__`` is a ``functools.partialmethod``
     of a Python function (read as the partial of the bound method it gives)."""
-    return not isinstance(function, (types.FunctionType, type)) and _calls_partialmethod(type(function))
+    if isinstance(function, (types.FunctionType, type)):
+        return False
+    cls: type = type(function)
+    return _calls_partialmethod(cls)
 
 
 @functools.lru_cache(maxsize=1024)  # asked per judgement of each callable
@@ -707,6 +710,7 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     ``nn.Module``, or code of the caller's own (a function, lambda, bound method, partial or
     callable object of one: no library's) written in torch and reading no NumPy; one that
     converts arrays itself (``isinstance(x, torch.Tensor)``, then ``np.asarray``) wants arrays."""
+    function: Any
     function, bound = _peeled(value)
     if isinstance(function, torch.nn.Module):
         return True
