@@ -412,7 +412,7 @@ def _seen_key(function: Any, owner: Any, bound: _Bound) -> tuple[int, ...]:
     return (id(function), id(owner), *map(id, bound.args), *map(id, bound.keywords.values()))
 
 
-def _parameters(function: types.FunctionType, owner: Any, bound: _Bound) -> dict[str, Any]:
+def _parameter_values(function: types.FunctionType, owner: Any, bound: _Bound) -> dict[str, Any]:
     """The values ``function``'s parameters hold before the caller's arguments fill the rest:
     its defaults, and over them what partials bind (``bound``; after ``self`` where it is a
     method of ``owner``): positional arguments in order (those past the named ones as its
@@ -463,7 +463,7 @@ def _reads_torch(function: Any, owner: Any, bound: _Bound, depth: int, seen: _Se
     for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
         if _filled(cell):
             _read(cell.cell_contents, chains.get(name), values)
-    for name, value in _parameters(function, owner, bound).items():
+    for name, value in _parameter_values(function, owner, bound).items():
         _read(value, chains.get(name), values)
     for name, (module, attribute) in reads.local_imports.items():
         _read(_imported(module, attribute), chains.get(name), values)
