@@ -318,7 +318,8 @@ def written_in_torch(function: Any) -> bool:
     std``) or an import it never uses is no reading of torch. Code that makes its own
     tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
-    callable objects are judged by their function, ``functools.lru_cache``'s wrapper by the
+    callable objects are judged by their function, a partial's bound arguments read as the
+    defaults they stand in for (``partial(apply, model)``), ``functools.lru_cache``'s wrapper by the
     function it wraps; the code followed includes the ``nn.Module``s it calls (``lambda t:
     model(t)``), callable objects (their ``__call__``), the methods and attributes of an
     object of the caller's own class it reads (``m.energy(x)``, and ``self.layer(x)`` inside
@@ -379,6 +380,7 @@ def _partial_call(function: Any) -> bool:
 
 @functools.lru_cache(maxsize=1024)  # asked per judgement of each callable
 def _calls_partialmethod(cls: type) -> bool:
+    """Whether ``cls``'s ``__call__`` is a ``functools.partialmethod`` of a Python function."""
     call = _class_member(cls, "__call__")
     return isinstance(call, functools.partialmethod) and isinstance(call.func, types.FunctionType)
 
@@ -409,6 +411,7 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
 
 
 def _seen_key(function: Any, owner: Any, bound: _Bound) -> tuple[int, ...]:
+    """What ``seen`` holds for ``function``, a method of ``owner``, with what partials bind to it."""
     return (id(function), id(owner), *map(id, bound.args), *map(id, bound.keywords.values()))
 
 
