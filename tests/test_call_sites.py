@@ -1777,6 +1777,252 @@ def test_a_partial_callback_is_named_by_the_function_it_calls() -> None:
     )
 
 
+class _Cosine(torch.nn.Module):
+    """``cos(w * x) - 0.5``, its weight a parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(0.7, dtype=torch.float64))
+
+    def forward(self, x: Any) -> Any:
+        return torch.cos(self.w * x) - 0.5
+
+
+def _apply(f: Any, x: Any) -> Any:
+    return f(x)
+
+
+def _apply_scaled(f: Any, c: float, x: Any) -> Any:
+    return f(c * x)
+
+
+def _apply_with(f: Any, holder: Any, x: Any) -> Any:
+    return f(x)
+
+
+def _apply_named(x: Any, **named: Any) -> Any:
+    return named["f"](x)
+
+
+class _Partial(functools.partial):  # type: ignore[type-arg]
+    """A partial subclass, which ``functools.partial`` does not flatten into one around it."""
+
+
+def _partial_method(f: Any) -> Any:
+    """A method made with ``functools.partialmethod`` binding the callable ``f``, as an object gives it."""
+
+    class Runs:
+        def _run(self, f: Any, x: Any) -> Any:
+            return f(x)
+
+        run = functools.partialmethod(_run, f)
+
+    return Runs().run
+
+
+#: The ways a partial binds the callable its function calls (``f``: torch code, or its NumPy
+#: twin), each a callable of ``x``.
+_BOUND_SHAPES: dict[str, Callable[[Any], Any]] = {
+    "keyword": lambda f: functools.partial(lambda x, f: f(x), f=f),
+    "positional": lambda f: functools.partial(_apply, f),
+    "nested": lambda f: functools.partial(functools.partial(_apply_scaled, f), 1.0),
+    "nested-subclass": lambda f: functools.partial(_Partial(_apply_scaled, f), 1.0),
+    "kwargs": lambda f: functools.partial(_apply_named, f=f),
+    "method-of-a-partial": lambda f: types.MethodType(functools.partial(_apply_with, f), object()),
+    "partialmethod": _partial_method,
+}
+
+#: The function each shape calls, as messages name the callback.
+_BOUND_NAMES = {
+    "keyword": "<lambda>.<locals>.<lambda>",
+    "positional": "_apply",
+    "nested": "_apply_scaled",
+    "nested-subclass": "_apply_scaled",
+    "kwargs": "_apply_named",
+    "method-of-a-partial": "_apply_with",
+    "partialmethod": "_partial_method.<locals>.Runs._run",
+}
+
+
+def _torch_core(kind: str, seen: list[type]) -> Any:
+    """``cos(0.7 x) - 0.5`` written in torch as ``kind`` says: a function of the caller's
+    closing over a weight requiring grad, or an ``nn.Module`` with the weight its parameter."""
+    w = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    if kind == "module":
+        module = _Cosine()
+        module.register_forward_pre_hook(lambda _, args: seen.append(type(args[0])))
+        return module
+
+    def model(x: Any) -> Any:
+        seen.append(type(x))
+        return torch.cos(w * x) - 0.5
+
+    return model
+
+
+def _bound_callback(shape: str, kind: str, seen: list[type]) -> Any:
+    """The callback of ``shape`` binding the torch code of ``kind`` (``numpy``: its NumPy twin)."""
+    if kind == "numpy":
+        return _BOUND_SHAPES[shape](lambda x: (seen.append(type(x)), np.cos(0.7 * x) - 0.5)[1])
+    if kind == "torch-function":  # torch.cos itself bound, in a function reading no torch
+        return functools.partial(lambda x, f: (seen.append(type(x)), f(0.7 * x) - 0.5)[1], f=torch.cos)
+    if kind == "tensor":  # the weight alone bound, in a function reading no torch
+        w = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+        return functools.partial(lambda x, w: (seen.append(type(x)), (w * x).cos() - 0.5)[1], w=w)
+    return _BOUND_SHAPES[shape](_torch_core(kind, seen))
+
+
+#: Each SciPy routine calling the callback with Python floats, its plain value from the result.
+_ROUTINES: dict[str, tuple[str, Callable[..., Any], Callable[[Any], float]]] = {
+    "quad": ("integrate", lambda m, f: m.quad(f, 0, 1), lambda r: float(r[0])),
+    "brentq": ("optimize", lambda m, f: m.brentq(f, 0, 3), float),
+    "minimize_scalar": (
+        "optimize",
+        lambda m, f: m.minimize_scalar(f, bounds=(2, 7), method="bounded"),
+        lambda r: float(r.x),
+    ),
+}
+
+_BOUND_CASES = [
+    *(pytest.param(shape, "function", id=f"{shape}-function") for shape in _BOUND_SHAPES),
+    *(pytest.param(shape, "module", id=f"{shape}-module") for shape in ("keyword", "positional", "nested")),
+    pytest.param("keyword", "tensor", id="tensor"),
+]
+
+
+def _plain(routine: str) -> float:
+    module, call, value = _ROUTINES[routine]
+    return value(call(importlib.import_module(f"scipy.{module}"), lambda x: np.cos(0.7 * x) - 0.5))
+
+
+def _run_bound(routine: str, callback: Any, grad: str) -> float:
+    module, call, value = _ROUTINES[routine]
+    return value(call(ac.torchify(importlib.import_module(f"scipy.{module}"), grad=grad), callback))
+
+
+@pytest.mark.parametrize("routine", list(_ROUTINES))
+@pytest.mark.parametrize(("shape", "kind"), _BOUND_CASES)
+def test_torch_code_bound_in_a_partial_makes_the_partial_torch_code(shape: str, kind: str, routine: str) -> None:
+    """A torch callable a partial binds (by keyword, by position, through nested partials and
+    a partial subclass, into ``**kwargs``, a bound method of a partial, a
+    ``functools.partialmethod``), an ``nn.Module``, a torch function or a tensor bound, is
+    read as a default is: the partial is torch code, handed tensors by quad, brentq and
+    minimize_scalar, and its result requiring grad meets grad="error"."""
+    seen: list[type] = []
+    with pytest.raises(ac.GradientError) as info:
+        _run_bound(routine, _bound_callback(shape, kind, seen), "error")
+    assert seen == [torch.Tensor]
+    name = "_bound_callback.<locals>.<lambda>" if kind == "tensor" else _BOUND_NAMES[shape]
+    assert str(info.value) == (
+        f"{routine}(): callback {name}()'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
+        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
+        f"change it; grad='warn' says so once); to keep the gradient, make {routine} a differentiable torch "
+        f"operation with ac.numpy_op({routine}, backward=...), its vector-Jacobian product written in NumPy."
+    )
+
+
+@pytest.mark.parametrize("grad", ["warn", "detach"])
+@pytest.mark.parametrize("routine", list(_ROUTINES))
+@pytest.mark.parametrize(("shape", "kind"), _BOUND_CASES)
+def test_torch_code_bound_in_a_partial_gives_scipys_value_under_each_grad_policy(
+    shape: str, kind: str, routine: str, grad: str
+) -> None:
+    """Under grad="warn" a partial binding torch code gives SciPy's value with one
+    GradientWarning; under "detach" the value alone; its torch code is handed tensors."""
+    seen: list[type] = []
+    context = pytest.warns(ac.GradientWarning) if grad == "warn" else contextlib.nullcontext()
+    with context as caught:
+        found = _run_bound(routine, _bound_callback(shape, kind, seen), grad)
+    if caught is not None:
+        assert len([w for w in caught if w.category is ac.GradientWarning]) == 1
+    assert set(seen) == {torch.Tensor}
+    assert found == pytest.approx(_plain(routine), rel=1e-9)
+
+
+@pytest.mark.parametrize("grad", ["error", "warn", "detach"])
+@pytest.mark.parametrize("routine", list(_ROUTINES))
+@pytest.mark.parametrize("shape", list(_BOUND_SHAPES))
+def test_numpy_code_bound_in_a_partial_keeps_getting_floats(shape: str, routine: str, grad: str) -> None:
+    """The NumPy twin of each bound shape stays NumPy code: handed SciPy's floats, it gives
+    plain SciPy's value, with nothing said under any grad policy."""
+    seen: list[type] = []
+    found = _run_bound(routine, _bound_callback(shape, "numpy", seen), grad)
+    assert seen and all(issubclass(t, float) for t in seen)
+    assert found == _plain(routine)
+
+
+@pytest.mark.parametrize("grad", ["error", "warn"])
+@pytest.mark.parametrize("routine", list(_ROUTINES))
+def test_a_torch_function_bound_in_a_partial_makes_the_partial_torch_code(routine: str, grad: str) -> None:
+    """A torch function a partial binds (``f=torch.cos``) in a function reading no torch
+    makes the partial torch code: handed tensors, it gives SciPy's value, with nothing for
+    any grad policy to say (no tensor requiring grad)."""
+    seen: list[type] = []
+    found = _run_bound(routine, _bound_callback("keyword", "torch-function", seen), grad)
+    assert set(seen) == {torch.Tensor}
+    assert found == pytest.approx(_plain(routine), rel=1e-9)
+
+
+def _model(x: Any) -> Any:
+    return torch.sin(_WEIGHT * x)
+
+
+_WEIGHT = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+_NUMPY_BOUND = functools.partial(_apply, np.sin)
+_TORCH_BOUND = functools.partial(_apply, _model)
+
+
+class _Methods:
+    """Methods made with ``functools.partialmethod``, binding torch code or NumPy's."""
+
+    def _run(self, f: Any, x: Any) -> Any:
+        return f(x)
+
+    run = functools.partialmethod(_run, _model)
+    run_numpy = functools.partialmethod(_run, np.sin)
+
+    def calls(self, x: Any) -> Any:
+        return self.run(x)
+
+    def calls_numpy(self, x: Any) -> Any:
+        return self.run_numpy(x)
+
+
+class _PartialCall:
+    """A callable object whose ``__call__`` is a ``functools.partialmethod``."""
+
+    def _run(self, f: Any, x: Any) -> Any:
+        return f(x)
+
+    __call__ = functools.partialmethod(_run, _model)
+
+
+@pytest.mark.parametrize(
+    ("callback", "torch_written"),
+    [
+        pytest.param(functools.partial(lambda x, f=np.sin: f(x), f=_model), True, id="bound-over-a-numpy-default"),
+        pytest.param(functools.partial(lambda x, f=_model: f(x), f=np.sin), False, id="bound-over-a-torch-default"),
+        pytest.param(functools.partial(lambda x, *fs: fs[0](x), _model), True, id="bound-into-args"),
+        pytest.param(lambda x: _NUMPY_BOUND(x) + _TORCH_BOUND(x), True, id="one-function-bound-twice"),
+        pytest.param(lambda x: _TORCH_BOUND(x), True, id="a-helper-partial"),
+        pytest.param(_Methods().calls, True, id="self-partialmethod"),
+        pytest.param(_Methods().calls_numpy, False, id="self-partialmethod-numpy"),
+        pytest.param(_PartialCall(), True, id="call-partialmethod"),
+    ],
+)
+def test_a_partials_bound_arguments_are_read_as_the_defaults_they_stand_in_for(
+    callback: Any, torch_written: bool
+) -> None:
+    """What a partial binds replaces the default it stands in for (a torch callable bound over
+    a NumPy default is torch code, and the reverse), fills ``*args``, and is read in a partial
+    the callable calls; one function bound to NumPy's and to torch code in two partials is
+    judged twice; a ``functools.partialmethod`` read on ``self`` or as ``__call__`` is read
+    as the partial it gives."""
+    assert written_in_torch(callback) is torch_written
+
+
 def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
     """An item read by a constant key is judged alone (a dict of settings holding a model
     beside the number NumPy code reads); a list read whole (indexed by a variable, iterated) is

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import itertools
 import math
 import sys
@@ -317,7 +318,8 @@ def written_in_torch(function: Any) -> bool:
     std``) or an import it never uses is no reading of torch. Code that makes its own
     tensors from the arrays it is handed (``torch.from_numpy``, or NumPy code calling
     ``torch.as_tensor``, ``torch.tensor``) is NumPy-written. Partials, bound methods and
-    callable objects are judged by their function, ``functools.lru_cache``'s wrapper by the
+    callable objects are judged by their function, a partial's bound arguments read as the
+    defaults they stand in for (``partial(apply, model)``), ``functools.lru_cache``'s wrapper by the
     function it wraps; the code followed includes the ``nn.Module``s it calls (``lambda t:
     model(t)``), callable objects (their ``__call__``), the methods and attributes of an
     object of the caller's own class it reads (``m.energy(x)``, and ``self.layer(x)`` inside
@@ -330,17 +332,66 @@ def written_in_torch(function: Any) -> bool:
 _HELPER_DEPTH = 3
 
 
-#: What a walk has judged: (function, the object it is a method of) by identity, so that two
-#: closures of one factory (``scale(scale(layer))``) or one method of two objects are each judged.
-_Seen = set[tuple[int, int]]
+#: What a walk has judged: (function, the object it is a method of, the values a partial binds
+#: to it) by identity, so that two closures of one factory (``scale(scale(layer))``), one method
+#: of two objects or one function bound to two values (``partial(apply, np.sin)`` beside
+#: ``partial(apply, model)``) are each judged.
+_Seen = set[tuple[int, ...]]
+
+
+class _Bound(NamedTuple):
+    """The arguments ``functools.partial``s bind ahead of the caller's: positional, then by keyword."""
+
+    args: tuple[Any, ...] = ()
+    keywords: dict[str, Any] = {}  # noqa: RUF012 - never mutated: a new dict per partial peeled
+
+
+_NOTHING_BOUND = _Bound()
+
+
+def _peeled(function: Any) -> tuple[Any, _Bound]:
+    """The callable ``function`` calls through its partials, with the arguments they bind:
+    nested partials (a subclass's, which ``functools.partial`` does not flatten), a bound
+    method of a partial (its object the partial's next positional argument) and
+    ``functools.partialmethod``'s (a partial of a bound method) each add theirs, the outer's
+    keywords over the inner's, as the call passes them."""
+    bound = _NOTHING_BOUND
+    while True:
+        if isinstance(function, functools.partial):
+            bound = _Bound((*function.args, *bound.args), {**function.keywords, **bound.keywords})
+            function = function.func
+        elif isinstance(function, types.MethodType) and isinstance(function.__func__, functools.partial):
+            bound = _Bound((function.__self__, *bound.args), bound.keywords)
+            function = function.__func__
+        elif _partial_call(function):  # a callable object whose __call__ is a partialmethod
+            function = _bound(_class_member(type(function), "__call__"), function, type(function))
+        else:
+            return function, bound
+
+
+def _partial_call(function: Any) -> bool:
+    """Whether ``function`` is an object whose class's ``__call__`` is a ``functools.partialmethod``
+    of a Python function (read as the partial of the bound method it gives)."""
+    if isinstance(function, (types.FunctionType, type)):
+        return False
+    cls: type = type(function)
+    return _calls_partialmethod(cls)
+
+
+@functools.lru_cache(maxsize=1024)  # asked per judgement of each callable
+def _calls_partialmethod(cls: type) -> bool:
+    """Whether ``cls``'s ``__call__`` is a ``functools.partialmethod`` of a Python function."""
+    call = _class_member(cls, "__call__")
+    return isinstance(call, functools.partialmethod) and isinstance(call.func, types.FunctionType)
 
 
 def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
     """``written_in_torch``, following ``depth`` more calls into functions of the caller's
     own not in ``seen``; a ``helper`` (one the callable calls) reading NumPy converts arrays
     itself, and is not torch's."""
-    while isinstance(function, functools.partial):
-        function = function.func
+    if isinstance(function, torch.nn.Module):
+        return True
+    function, bound = _peeled(function)
     if isinstance(function, torch.nn.Module) or _torch_code(function):
         return True
     owner = None
@@ -349,19 +400,59 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
     elif not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
         wrapped = _wrapped(function) if _own_object(function) else None  # no library's (numba's kernels)
         if wrapped is not None:
-            return _written_in_torch(wrapped, depth, seen, helper=helper)
+            return _written_in_torch(
+                functools.partial(wrapped, *bound.args, **bound.keywords), depth, seen, helper=helper
+            )
         function, owner = type(function).__call__, function  # a callable object: its class's code
     code = getattr(function, "__code__", None)
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
         return False
-    return _reads_torch(function, owner, depth, seen, helper=helper)
+    return _reads_torch(function, owner, bound, depth, seen, helper=helper)
 
 
-def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
+def _seen_key(function: Any, owner: Any, bound: _Bound) -> tuple[int, ...]:
+    """What ``seen`` holds for ``function``, a method of ``owner``, with what partials bind to it."""
+    return (id(function), id(owner), *map(id, bound.args), *map(id, bound.keywords.values()))
+
+
+def _parameter_values(function: types.FunctionType, owner: Any, bound: _Bound) -> dict[str, Any]:
+    """The values ``function``'s parameters hold before the caller's arguments fill the rest:
+    its defaults, and over them what partials bind (``bound``; after ``self`` where it is a
+    method of ``owner``): positional arguments in order (those past the named ones as its
+    ``*args`` tuple), keywords by name (those it does not name in its ``**kwargs`` dict)."""
+    code, defaults, keyword_defaults = function.__code__, function.__defaults__, function.__kwdefaults__
+    if bound is _NOTHING_BOUND and not defaults and not keyword_defaults:
+        return {}
+    defaults = defaults or ()
+    values = dict(zip(code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount], defaults, strict=False))
+    values.update(keyword_defaults or {})
+    if bound is _NOTHING_BOUND:
+        return values
+    named = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    first = 1 if owner is not None else 0
+    positional = code.co_varnames[first : code.co_argcount]
+    values.update(zip(positional, bound.args, strict=False))
+    extra = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & inspect.CO_VARARGS and len(bound.args) > len(positional):
+        values[code.co_varnames[extra]] = bound.args[len(positional) :]
+        extra += 1
+    unnamed = {}
+    for name, value in bound.keywords.items():
+        if name in named[first:]:
+            values[name] = value
+        else:
+            unnamed[name] = value
+    if unnamed and code.co_flags & inspect.CO_VARKEYWORDS:
+        values[code.co_varnames[extra]] = unnamed
+    return values
+
+
+def _reads_torch(function: Any, owner: Any, bound: _Bound, depth: int, seen: _Seen, *, helper: bool) -> bool:
     """``_written_in_torch`` of a Python function ``function``, a method of ``owner`` (None:
-    none), from the values its code loads and the attribute chains it reads on them
-    (``self.layers``, ``cfg.a``, ``mymod.helper``; see ``_read``)."""
-    seen.add((id(function), id(owner)))
+    none), with the arguments partials bind to it, from the values its code loads and the
+    attribute chains it reads on them (``self.layers``, ``cfg.a``, ``mymod.helper``; see
+    ``_read``): an argument a partial binds is read as the default it stands in for is."""
+    seen.add(_seen_key(function, owner, bound))
     code = function.__code__
     reads = code_reads(code)
     if "from_numpy" in reads.names:
@@ -375,11 +466,7 @@ def _reads_torch(function: Any, owner: Any, depth: int, seen: _Seen, *, helper: 
     for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
         if _filled(cell):
             _read(cell.cell_contents, chains.get(name), values)
-    defaults = function.__defaults__ or ()
-    positional = code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount]
-    for name, value in zip(positional, defaults, strict=False):
-        _read(value, chains.get(name), values)
-    for name, value in (function.__kwdefaults__ or {}).items():
+    for name, value in _parameter_values(function, owner, bound).items():
         _read(value, chains.get(name), values)
     for name, (module, attribute) in reads.local_imports.items():
         _read(_imported(module, attribute), chains.get(name), values)
@@ -579,6 +666,8 @@ def _bound(member: Any, value: Any, cls: type) -> Any:
         return types.MethodType(wrapped if isinstance(wrapped, types.FunctionType) else function, cls)
     if isinstance(member, types.FunctionType):
         return member if value is cls else types.MethodType(member, value)
+    if isinstance(member, functools.partialmethod) and isinstance(member.func, types.FunctionType) and value is not cls:
+        return functools.partial(types.MethodType(member.func, value), *member.args, **member.keywords)
     if isinstance(member, types.MemberDescriptorType) and value is not cls:
         try:
             return member.__get__(value, cls)
@@ -624,7 +713,8 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     ``nn.Module``, or code of the caller's own (a function, lambda, bound method, partial or
     callable object of one: no library's) written in torch and reading no NumPy; one that
     converts arrays itself (``isinstance(x, torch.Tensor)``, then ``np.asarray``) wants arrays."""
-    function: Any = value.func if isinstance(value, functools.partial) else value
+    function: Any
+    function, bound = _peeled(value)
     if isinstance(function, torch.nn.Module):
         return True
     owner = None
@@ -633,13 +723,13 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     elif not isinstance(function, (types.FunctionType, type)) and callable(function) and _own_object(function):
         wrapped = _wrapped(function)
         if wrapped is not None:
-            return _torch_helper(wrapped, depth, seen)
+            return _torch_helper(functools.partial(wrapped, *bound.args, **bound.keywords), depth, seen)
         function, owner = _class_member(type(function), "__call__"), function
-    if not isinstance(function, types.FunctionType) or (id(function), id(owner)) in seen:
+    if not isinstance(function, types.FunctionType) or _seen_key(function, owner, bound) in seen:
         return False
     if adapter_for(function) is not OTHERS:
         return False
-    return _reads_torch(function, owner, depth, seen, helper=True)
+    return _reads_torch(function, owner, bound, depth, seen, helper=True)
 
 
 def _imported(module: str, name: str | None) -> Any:

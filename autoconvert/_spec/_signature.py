@@ -33,10 +33,11 @@ def record(t: Any, seen: list[Any]) -> Any:
 
 def function_name(func: Any) -> str:
     """``module.Class.method()``-style name for messages, for anything callable; a
-    ``functools.partial`` by the function it calls."""
-    while isinstance(func, functools.partial):
-        func = func.func
+    ``functools.partial`` (a bound method of one too) by the function it calls."""
     inner = getattr(func, "__func__", func)  # classmethod / staticmethod objects
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+        inner = getattr(inner, "__func__", inner)
     name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or type(inner).__name__
     return f"{name}()"
 
