@@ -77,6 +77,12 @@ class Site:
         return pytest.param(self, id=self.name, marks=[pytest.mark.slow] if self.slow else [])
 
 
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    import torch
+
+    return torch.compile(fn, backend="aot_eager")
+
+
 def _in_config(body: Callable[..., Any], options: dict[str, Any], _: Runners) -> Callable[..., Any]:
     decorated = ac.returns_tensor(ac.accepts_numpy(body))
 
@@ -105,6 +111,11 @@ def _on_executor(name: str, runner: str, worker: str, **fixed: Any) -> Site:
 SITES = [
     Site("the decorator pair", lambda body, o, _: ac.returns_tensor(ac.accepts_numpy(body, **o))),
     Site("accepts_numpy alone", lambda body, o, _: ac.accepts_numpy(body, **o), converts_results=False),
+    Site(
+        "the decorator pair under torch.compile",
+        lambda body, o, _: _compiled(ac.returns_tensor(ac.accepts_numpy(body, **o))),
+        pickles=False,
+    ),
     Site("a config block", _in_config, pickles=False),
     Site("adapt", lambda body, o, _: ac.adapt(body, **o), result_methods=False),
     Site("torchify of a function", lambda body, o, _: ac.torchify(body, **o)),
