@@ -34,6 +34,8 @@ class ContainerChanges:
     #: Whether new values in the lists and dicts handed as they are (they held no tensors)
     #: convert in a call without tensors too (adapt's: into the caller's kind, arrays).
     converts_as_is = False
+    #: What the rebuilt containers held in place of the caller's values, as a refusal says it.
+    rebuilt_as = "its tensors as arrays"
 
     def __init__(self, function: str, inputs: Inputs) -> None:
         self.function = function
@@ -55,7 +57,7 @@ class ContainerChanges:
         ``had_tensors``: whether the call's arguments held tensors before it."""
         if not (had_tensors or self.converts_as_is):  # the lists and dicts handed as they are stay so
             records = [record for record in records if record[0] is not record[1]]
-        refused = apply_changes(records, self.new_values(given, had_tensors))
+        refused = apply_changes(records, self.new_values(given, had_tensors), self.rebuilt_as)
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)
@@ -107,6 +109,8 @@ class ReverseChanges(ContainerChanges):
     converts results (its own conversion, where the function has that side too), in the
     lists and dicts handed as they are too where the call had arrays (the caller works in
     NumPy; one with tensors alone keeps them as tensors)."""
+
+    rebuilt_as = "its arrays as tensors"
 
     def __init__(self, function: str, inputs: Inputs, outputs: Outputs | None) -> None:
         super().__init__(function, inputs)
