@@ -171,6 +171,7 @@ def target(
     copy: bool | None,
     tensors: list[torch.Tensor] | None = None,
     copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None,
+    *,
     rebuilt: Rebuilt | None = None,
 ) -> Target:
     """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""

@@ -16,8 +16,8 @@ from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF
 from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
 from autoconvert._errors import KeyEntry
-from autoconvert._spec._callbacks import to_tensors
 from autoconvert._options._options import DEFAULT_POLICY
+from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._collected import Collected
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._outputs import NumpyOutputs, Outputs

@@ -485,7 +485,7 @@ class TensorInputs(Inputs):
             casts = input_casts(self.tensors_in(args, kwargs))
         copies: Copies | None = [] if self.after is not None else None
         rebuilt: Rebuilt | None = {} if self.rebuilds else None
-        return target(policy.device or _devices.default_device(), casts, policy.copy, odd, copies, rebuilt)
+        return target(policy.device or _devices.default_device(), casts, policy.copy, odd, copies, rebuilt=rebuilt)
 
     def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
         return CopyBack(self.function, self.params, self.context) if self.after is not None else None
