@@ -24,7 +24,6 @@ from ._describe import describe_array, describe_tensor
 from ._devices import CPU
 from ._dtypes import INTEGERS, NUMPY_TO_TORCH, TORCH_TO_NUMPY, Casts, narrows
 from ._memory import nbytes, tensor_refusal
-from ._mutations import Rebuilt
 
 #: What an object array is told: also how a SciPy function that read a sparse matrix as one
 #: object answers (see _outputs).
@@ -162,7 +161,7 @@ class Target(NamedTuple):
     copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None
     #: The tensor input side's containers rebuilt for the function, by the caller's (see
     #: _mutations.Rebuilt): what it changes in them reaches the caller's. None: none are rebuilt.
-    rebuilt: Rebuilt | None = None
+    rebuilt: dict[int, tuple[Any, Any, Any]] | None = None
 
 
 def target(
@@ -172,7 +171,7 @@ def target(
     tensors: list[torch.Tensor] | None = None,
     copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None,
     *,
-    rebuilt: Rebuilt | None = None,
+    rebuilt: dict[int, tuple[Any, Any, Any]] | None = None,
 ) -> Target:
     """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
     return new_tuple(Target, (device, casts, copy, tensors, copies, rebuilt))

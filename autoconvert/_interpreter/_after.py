@@ -16,11 +16,11 @@ from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF
 from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
 from autoconvert._errors import KeyEntry
-from autoconvert._options._options import DEFAULT_POLICY
+from autoconvert._options._options import DEFAULT_POLICY, Policy
 from autoconvert._spec._callbacks import to_tensors
 from autoconvert._spec._collected import Collected
 from autoconvert._spec._inputs import Inputs
-from autoconvert._spec._outputs import NumpyOutputs, Outputs
+from autoconvert._spec._outputs import NumpyOutputs
 from autoconvert._spec._signature import Given
 
 
@@ -106,17 +106,16 @@ class ReverseChanges(ContainerChanges):
     """accepts_tensor's containers (with nested=True): what torch code changed in those it
     was handed rebuilt (their arrays as tensors) reaches the caller's, the mirror of a NumPy
     side's; new tensors come back as arrays, detached and on the host, as ``returns_numpy``
-    converts results (its own conversion, where the function has that side too), in the
+    converts results (with its options, where the function has that side too), in the
     lists and dicts handed as they are too where the call had arrays (the caller works in
     NumPy; one with tensors alone keeps them as tensors)."""
 
     rebuilt_as = "its arrays as tensors"
 
-    def __init__(self, function: str, inputs: Inputs, outputs: Outputs | None) -> None:
+    def __init__(self, function: str, inputs: Inputs, returning: Policy | None) -> None:
+        """``returning``: the function's ``returns_numpy`` options (None: it has none, the defaults)."""
         super().__init__(function, inputs)
-        if not isinstance(outputs, NumpyOutputs):
-            outputs = NumpyOutputs(function, inputs.params, DEFAULT_POLICY, scalars=True)
-        self.to_arrays = outputs.mapper
+        self.to_arrays = NumpyOutputs(function, inputs.params, returning or DEFAULT_POLICY, scalars=True).mapper
 
     def ended(self, ctx: Target, given: Given) -> None:  # type: ignore[override]  # this side's context
         assert ctx.rebuilt is not None  # recorded: see Runner._ended

@@ -104,7 +104,7 @@ class Runner:
             return None
         if inputs.hands_arrays:
             return ContainerChanges(self.function, inputs)
-        return ReverseChanges(self.function, inputs, self.outputs)
+        return ReverseChanges(self.function, inputs, self.spec.policies.get("returns_numpy"))
 
     def directions(self) -> tuple[str | None, str | None]:
         """The profiler range names of the two sides' conversions (None: a side converts nothing)."""
