@@ -104,6 +104,8 @@ CHANGES: list[tuple[Callable[[], Any], Callable[[Any], None]]] = [
 MODES: list[tuple[dict[str, Any], np.dtype[Any] | None]] = [
     ({}, None),
     ({"copy": True}, None),
+    ({"copy": False}, None),
+    ({"dtype": "input"}, None),
     ({"device": "cpu"}, None),
     ({"dtype": torch.float32}, np.dtype(np.float32)),
     ({"only": ["c"]}, None),
@@ -343,3 +345,19 @@ def test_batched_of_the_reverse_pair_keeps_a_torch_callers_tensors() -> None:
     d = {"a": torch.ones(3, 2)}
     ac.batched(ac.accepts_tensor(adds), in_caller=True)(d, torch.arange(3))
     assert type(d["new"]) is torch.Tensor
+
+
+def test_writes_into_a_private_copy_and_container_changes_both_reach_the_caller() -> None:
+    """A reversed view torch cannot share is a private copy whose writes are copied back; the
+    key the function adds beside it reaches the caller's dict too."""
+
+    def doubles(d: dict[str, Any]) -> int:
+        d["a"].mul_(2)
+        d["new"] = d["a"] + 1
+        return 0
+
+    base = np.arange(3.0)
+    d = {"a": base[::-1]}
+    ac.accepts_tensor(doubles)(d)
+    assert base.tolist() == [0.0, 2.0, 4.0] and d["a"].base is base
+    assert type(d["new"]) is np.ndarray and d["new"].tolist() == [5.0, 3.0, 1.0]
