@@ -361,3 +361,20 @@ def test_writes_into_a_private_copy_and_container_changes_both_reach_the_caller(
     ac.accepts_tensor(doubles)(d)
     assert base.tolist() == [0.0, 2.0, 4.0] and d["a"].base is base
     assert type(d["new"]) is np.ndarray and d["new"].tolist() == [5.0, 3.0, 1.0]
+
+
+def test_new_tensors_on_the_accelerator_come_back_as_host_arrays(accelerator: torch.device) -> None:
+    """device=: the function gets the dict's arrays on the accelerator, and what it puts in
+    comes back as host arrays; the caller's own arrays stay."""
+
+    def adds(d: dict[str, Any]) -> int:
+        assert d["a"].device.type == accelerator.type
+        d["new"] = d["a"] * 2
+        d["items"].append(d["a"].sum())
+        return 0
+
+    a = np.array([1.0, 2.0])
+    d = {"a": a, "items": []}
+    ac.accepts_tensor(adds, device=accelerator)(d)
+    assert d["a"] is a and type(d["new"]) is np.ndarray and d["new"].tolist() == [2.0, 4.0]
+    assert d["items"] == [3.0] and type(d["items"][0]) is np.float64
