@@ -75,12 +75,14 @@ def changed(records: Iterable[Record]) -> bool:
     return False
 
 
-def apply_changes(records: list[Record], convert: Callable[[Any], Any]) -> list[tuple[Any, LeafError]]:
+def apply_changes(
+    records: list[Record], convert: Callable[[Any], Any], rebuilt_as: str = "its tensors as arrays"
+) -> list[tuple[Any, LeafError]]:
     """After a call that ``changed`` its containers: make each caller's container in
     ``records`` hold what its rebuilt one holds now, ``convert`` turning new values into the
     caller's kind (in new containers too). Gives the containers that cannot take their
-    change, with the fact (its keys: the path inside the container), having made every
-    other change."""
+    change, with the fact (its keys: the path inside the container; ``rebuilt_as``: what the
+    rebuilt copy held instead), having made every other change."""
     mine = _handed_back(records)
 
     def back(value: Any, ctx: Any = None) -> Any:
@@ -104,7 +106,7 @@ def apply_changes(records: list[Record], convert: Callable[[Any], Any]) -> list[
         if now.keys == then.keys and all(map(operator.is_, children, then.children)):
             continue
         if not node_for(type(original)).writes.take(original, children, now.context):  # type: ignore[union-attr]
-            refused.append((original, _refusal(original, then, Held(now.keys, children, now.context))))
+            refused.append((original, _refusal(original, then, Held(now.keys, children, now.context), rebuilt_as)))
     return refused
 
 
@@ -134,7 +136,7 @@ def _handed_back(records: list[Record]) -> dict[int, Any]:
     return mine
 
 
-def _refusal(original: Any, then: Held, now: Held) -> LeafError:
+def _refusal(original: Any, then: Held, now: Held, rebuilt_as: str) -> LeafError:
     """The fact of a change ``original`` cannot take: the first child it was made at."""
     before, after = dict(zip(then.keys, then.children, strict=True)), dict(zip(now.keys, now.children, strict=True))
     key = next(k for k in [*before, *after] if before.get(k, _ABSENT) is not after.get(k, _ABSENT))
@@ -146,7 +148,7 @@ def _refusal(original: Any, then: Held, now: Held) -> LeafError:
     return LeafError(
         ConversionError,
         f"was changed by the function (at {entry}), and a {kind.__qualname__} cannot take the change back: the "
-        "function was handed a rebuilt copy (its tensors as arrays), and only a dict, a list, a dataclass that is "
+        f"function was handed a rebuilt copy ({rebuilt_as}), and only a dict, a list, a dataclass that is "
         "not frozen or a type registered with an update takes back changes made to one",
         f"{kind.__module__}.{kind.__qualname__}",
         fix,

@@ -159,6 +159,9 @@ class Target(NamedTuple):
     #: the function writes into it is copied back after the call (see _spec/_copy_back). None
     #: where a copy is its holder's alone (a result, to_tensor's).
     copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None
+    #: The tensor input side's containers rebuilt for the function, by the caller's (see
+    #: _mutations.Rebuilt): what it changes in them reaches the caller's. None: none are rebuilt.
+    rebuilt: dict[int, tuple[Any, Any, Any]] | None = None
 
 
 def target(
@@ -167,9 +170,11 @@ def target(
     copy: bool | None,
     tensors: list[torch.Tensor] | None = None,
     copies: list[tuple[NDArray[Any], torch.Tensor, int, NDArray[Any]]] | None = None,
+    *,
+    rebuilt: dict[int, tuple[Any, Any, Any]] | None = None,
 ) -> Target:
     """A ``Target``, made as cheaply as a tuple: a leaf context is made per call."""
-    return new_tuple(Target, (device, casts, copy, tensors, copies))
+    return new_tuple(Target, (device, casts, copy, tensors, copies, rebuilt))
 
 
 def _recorded(a: NDArray[Any] | np.generic, t: torch.Tensor, target: Target) -> torch.Tensor:
@@ -203,7 +208,7 @@ def array_to_tensor(a: NDArray[Any] | np.generic, target: Target) -> torch.Tenso
         NoDeviceError: ``target``'s device is None.
     """
     flags = a.flags
-    device, casts, copy, _, _ = target
+    device, casts, copy, _, _, _ = target
     t = None
     if type(a) is _ndarray:
         # torch.from_numpy raising costs as much as many conversions (a C++ exception with a

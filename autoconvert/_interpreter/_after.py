@@ -1,12 +1,14 @@
-"""After a call that handed containers, in every mode of a NumPy side: ``ContainerChanges``
-makes what the function changed in them the caller's (the after steps of writeback and
-check_writes are their features', in _spec/_writeback and _spec/_check_writes)."""
+"""After a call that handed containers, in every mode of either input side: ``ContainerChanges``
+(a NumPy side's) and ``ReverseChanges`` (a tensor side's) make what the function changed in
+them the caller's (the after steps of writeback and check_writes are their features', in
+_spec/_writeback and _spec/_check_writes)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from autoconvert._conversions._devices import default_device, vote
@@ -14,8 +16,11 @@ from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF
 from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
 from autoconvert._errors import KeyEntry
+from autoconvert._options._options import DEFAULT_POLICY, Policy
 from autoconvert._spec._callbacks import to_tensors
+from autoconvert._spec._collected import Collected
 from autoconvert._spec._inputs import Inputs
+from autoconvert._spec._outputs import NumpyOutputs
 from autoconvert._spec._signature import Given
 
 
@@ -29,6 +34,8 @@ class ContainerChanges:
     #: Whether new values in the lists and dicts handed as they are (they held no tensors)
     #: convert in a call without tensors too (adapt's: into the caller's kind, arrays).
     converts_as_is = False
+    #: What the rebuilt containers held in place of the caller's values, as a refusal says it.
+    rebuilt_as = "its tensors as arrays"
 
     def __init__(self, function: str, inputs: Inputs) -> None:
         self.function = function
@@ -40,12 +47,17 @@ class ContainerChanges:
         if changed(records):
             self.apply(records, given, had_tensors)
 
+    def ended(self, ctx: Collected, given: Given) -> None:
+        """The generic call's step, after a call whose context ``ctx`` recorded rebuilt containers."""
+        assert ctx.rebuilt is not None  # recorded: see Runner._ended
+        self(ctx.rebuilt, given, bool(ctx.shared or ctx.odd))
+
     def apply(self, records: list[Record], given: Given, had_tensors: bool) -> None:
         """After a call that ``changed`` the containers in ``records`` (the flat call's step);
         ``had_tensors``: whether the call's arguments held tensors before it."""
         if not (had_tensors or self.converts_as_is):  # the lists and dicts handed as they are stay so
             records = [record for record in records if record[0] is not record[1]]
-        refused = apply_changes(records, self.new_values(given, had_tensors))
+        refused = apply_changes(records, self.new_values(given, had_tensors), self.rebuilt_as)
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)
@@ -88,3 +100,40 @@ class ContainerChanges:
             if below is not None:
                 return root, below
         return "(a container argument)", []
+
+
+class ReverseChanges(ContainerChanges):
+    """accepts_tensor's containers (with nested=True): what torch code changed in those it
+    was handed rebuilt (their arrays as tensors) reaches the caller's, the mirror of a NumPy
+    side's; new tensors come back as arrays, detached and on the host, as ``returns_numpy``
+    converts results (with its options, where the function has that side too), in the
+    lists and dicts handed as they are too where the call had arrays (the caller works in
+    NumPy; one with tensors alone keeps them as tensors)."""
+
+    rebuilt_as = "its arrays as tensors"
+
+    def __init__(self, function: str, inputs: Inputs, returning: Policy | None) -> None:
+        """``returning``: the function's ``returns_numpy`` options (None: it has none, the defaults)."""
+        super().__init__(function, inputs)
+        self.to_arrays = NumpyOutputs(function, inputs.params, returning or DEFAULT_POLICY, scalars=True).mapper
+
+    def ended(self, ctx: Target, given: Given) -> None:  # type: ignore[override]  # this side's context
+        assert ctx.rebuilt is not None  # recorded: see Runner._ended
+        records = [*ctx.rebuilt.values()]
+        if changed(records):
+            self.apply(records, given, _had_arrays(records, given))
+
+    def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
+        """How a value the function put into a container converts: as a result of
+        ``returns_numpy`` would, new tensors as arrays."""
+        to_arrays = self.to_arrays
+        return lambda value: to_arrays(value, None)
+
+
+def _had_arrays(records: list[Record], given: Given) -> bool:
+    """Whether the call's arguments held arrays (looked for only after a call that changed a
+    container): a container rebuilt for the function held some, else a bare argument is one."""
+    if any(original is not handed for original, handed, _ in records):
+        return True
+    args, kwargs, _ = given
+    return any(isinstance(value, (np.ndarray, np.generic)) for value in (*args, *kwargs.values()))

@@ -24,7 +24,7 @@ from autoconvert._spec._outputs import lazily
 from autoconvert._spec._signature import Given, given_args, tensor_paths
 from autoconvert._spec._spec import Spec, finish_of
 
-from ._after import ContainerChanges
+from ._after import ContainerChanges, ReverseChanges
 
 ConvertIn = Callable[
     [tuple[Any, ...], dict[str, Any], object, Any, list[torch.Tensor]], tuple[tuple[Any, ...], dict[str, Any]]
@@ -86,7 +86,7 @@ class Runner:
         self.function = spec.function
         self.hands_over = spec.watched and variants is not None
         self.flat: Flat | None = None
-        #: A NumPy side's containers' changes made the caller's, by the generic and the flat call.
+        #: The input side's containers' changes made the caller's (a NumPy side's by the flat call too).
         self.changes = self._container_changes()
         call = self._make_call(variants)
         if variants is not None and not spec.watched:  # the plan's default Runner: its flat call, where it has one
@@ -100,7 +100,11 @@ class Runner:
         """What makes the changes to the containers the function was handed the caller's
         (None: this side hands the caller's containers as they are)."""
         inputs = self.inputs
-        return ContainerChanges(self.function, inputs) if inputs is not None and inputs.hands_arrays else None
+        if inputs is None or not inputs.rebuilds:
+            return None
+        if inputs.hands_arrays:
+            return ContainerChanges(self.function, inputs)
+        return ReverseChanges(self.function, inputs, self.spec.policies.get("returns_numpy"))
 
     def directions(self) -> tuple[str | None, str | None]:
         """The profiler range names of the two sides' conversions (None: a side converts nothing)."""
@@ -195,8 +199,8 @@ class Runner:
 
     def _ended(self, after: AfterStep | None) -> Callable[[Any, Given, Handed, Any], Any] | None:
         """What runs once the function returned: the after step (the arrays' contents are the
-        caller's then), and on a NumPy side the changes to the containers it was handed
-        (see ContainerChanges); None where nothing does."""
+        caller's then), and the changes to the containers it was handed
+        (see ContainerChanges, ReverseChanges); None where nothing does."""
         changes = self.changes
         if changes is None:
             return after
@@ -205,7 +209,7 @@ class Runner:
             if after is not None:
                 result = after(ctx, given, handed, result)
             if ctx.rebuilt:
-                changes(ctx.rebuilt, given, bool(ctx.shared or ctx.odd))
+                changes.ended(ctx, given)
             return result
 
         return ended

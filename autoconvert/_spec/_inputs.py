@@ -15,7 +15,7 @@ from autoconvert._conversions._containers import Node, is_scipy_sparse
 from autoconvert._conversions._dtypes import NO_CASTS, WIDENED, WIDENED_HALF, Casts, casts_to, is_inexact, promote
 from autoconvert._conversions._grad import FORWARD_AD, GradPolicy
 from autoconvert._conversions._memory import snapshot_private
-from autoconvert._conversions._mutations import rebuilt
+from autoconvert._conversions._mutations import Rebuilt, rebuilt
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import dtype_to_numpy, slow_tensor_to_array, tensor_to_array
 from autoconvert._conversions._to_torch import Target, array_to_tensor, target
@@ -90,6 +90,9 @@ class Inputs:
     #: (their changes go back, see _after's ContainerChanges), their transfers settle after the
     #: arguments (``settle_arguments``), and a failure is read for what the arrays caused.
     hands_arrays = False
+    #: Its containers reach the function rebuilt, and what the function changes in them
+    #: reaches the caller's (see _after: ContainerChanges, ReverseChanges).
+    rebuilds = False
     #: The function gets tensors placed on a device (the flat code places arrays itself).
     places = False
     #: The out-parameters, handed over writable (see _outparams; None: the function has none).
@@ -252,11 +255,12 @@ def to_a_cycle(walk: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 
 class Rebuilding(Mapper):
-    """The NumPy side's walk: one rebuilt container per caller's container in a call (the
-    function sees the caller's sharing: ``batch['a'] is batch['b']``), each recorded in the
-    call's ``Collected.rebuilt`` for its changes to reach the caller (see _mutations); one
-    that held no tensors, handed as it is, recorded too where it takes changes back, so that
-    the arrays the function puts in it come back in the caller's kind."""
+    """An input side's walk (either direction's): one rebuilt container per caller's
+    container in a call (the function sees the caller's sharing: ``batch['a'] is
+    batch['b']``), each recorded in the call's context's ``rebuilt`` (a ``Collected``'s, a
+    ``Target``'s) for its changes to reach the caller (see _mutations); one that held
+    nothing to convert, handed as it is, recorded too where it takes changes back, so that
+    the values the function puts in it come back in the caller's kind."""
 
     def __init__(self, leaves: dict[type, Any], *, nested: bool, fallback: Any) -> None:
         super().__init__(leaves, nested=nested, fallback=fallback)
@@ -284,7 +288,7 @@ def _once_per_call(walk: Callable[[Any, Any], Any], as_is: Callable[[Any], bool]
     """``walk``, made once per container in a call, its rebuilt container recorded; one it
     hands as it is (no tensors in it) recorded where ``as_is(obj)`` says it takes changes."""
 
-    def recording(obj: Any, ctx: Collected) -> Any:
+    def recording(obj: Any, ctx: Collected | Target) -> Any:
         records = ctx.rebuilt
         assert records is not None  # every Collected made by collected() has its dict
         record = records.get(id(obj))
@@ -303,6 +307,7 @@ class NumpyInputs(Inputs):
 
     direction = "to_numpy"
     hands_arrays = True
+    rebuilds = True
 
     def __init__(self, params: Parameters, function: str, grad: GradPolicy, policy: Policy, where: str):
         super().__init__(params, function, policy, where)
@@ -463,7 +468,10 @@ class TensorInputs(Inputs):
         #: copy=None: a private copy of a writable array torch cannot share takes the function's
         #: writes back to the caller's array (see _copy_back); copy=True's are the function's own.
         self.after = COPY_BACK if policy.copy is None else None
-        self.mapper = Mapper(
+        #: nested=True: containers reach the function rebuilt, their arrays as tensors, and
+        #: what it changes in them reaches the caller's (see _after's ReverseChanges).
+        self.rebuilds = policy.nested
+        self.mapper = (Rebuilding if policy.nested else Mapper)(
             {np.ndarray: array_to_tensor, np.generic: array_to_tensor, torch.Tensor: self._tensor},
             nested=policy.nested,
             fallback=lambda cls: self._sparse_leaf if is_scipy_sparse(cls) else None,
@@ -476,7 +484,8 @@ class TensorInputs(Inputs):
         if policy.dtype == "input":  # the casts depend on tensors that may come after the arrays
             casts = input_casts(self.tensors_in(args, kwargs))
         copies: Copies | None = [] if self.after is not None else None
-        return target(policy.device or _devices.default_device(), casts, policy.copy, odd, copies)
+        rebuilt: Rebuilt | None = {} if self.rebuilds else None
+        return target(policy.device or _devices.default_device(), casts, policy.copy, odd, copies, rebuilt=rebuilt)
 
     def after_step(self, gives_back: bool, site: Callable[[str], str]) -> AfterStep | None:
         return CopyBack(self.function, self.params, self.context) if self.after is not None else None
