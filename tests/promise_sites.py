@@ -17,8 +17,10 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import pytest
+import torch
 
 import autoconvert as ac
+from autoconvert._interpreter._trace import _UNFIT_DYNAMO
 from tests import promise_bodies
 
 
@@ -67,6 +69,10 @@ class Site:
     worker: str = ""
     #: A forward-mode tangent it has no rule for is refused (GradientError), whatever ``grad=`` says.
     refuses_tangents: bool = False
+    #: Its NumPy body is traced into torch's graph (where this torch's dynamo holds the trace
+    #: route), on private copies of the arguments: a write into one, which an eager call
+    #: refuses, stays there (the numpy-op guide).
+    traced: bool = False
     slow: bool = False
 
     def names(self, body: Callable[..., Any]) -> tuple[str, str]:
@@ -78,9 +84,17 @@ class Site:
 
 
 def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    import torch
+    """``fn`` under torch.compile: its NumPy body traced into the graph, or, where torch cannot
+    trace it (a Python float of a value, a set), the escape it falls back to, said once with a
+    CompileWarning (the numpy-op guide), which each promise here is kept through."""
+    compiled = torch.compile(fn, backend="aot_eager")
 
-    return torch.compile(fn, backend="aot_eager")
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=ac.CompileWarning)
+            return compiled(*args, **kwargs)
+
+    return call
 
 
 def _in_config(body: Callable[..., Any], options: dict[str, Any], _: Runners) -> Callable[..., Any]:
@@ -115,6 +129,7 @@ SITES = [
         "the decorator pair under torch.compile",
         lambda body, o, _: _compiled(ac.returns_tensor(ac.accepts_numpy(body, **o))),
         pickles=False,
+        traced=_UNFIT_DYNAMO is None,
     ),
     Site("a config block", _in_config, pickles=False),
     Site("adapt", lambda body, o, _: ac.adapt(body, **o), result_methods=False),
