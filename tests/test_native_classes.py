@@ -487,16 +487,19 @@ def _leaving_fit(name: str, grad: str | None, block: str | None) -> tuple[Any, t
     return estimator, x, [str(w.message) for w in caught if w.category is ac.GradientWarning]
 
 
-#: scikit-learn's lbfgs reads a float of X first, which torch warns of where X requires grad.
-_SCALAR_READ = "ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning"
 _FIT = {"LogisticRegression": "LogisticRegression.fit", "PoissonRegressor": "_GeneralizedLinearRegressor.fit"}
 _LEAVES = (
     "requires grad, and scikit-learn's own torch path for this call hands it to NumPy, which cannot pass gradients back"
 )
+#: LogisticRegression's lbfgs objective takes a float of a loss computed from X before it hands X
+#: to NumPy: grad="error" refuses it there.
+_NUMBER = (
+    "requires grad, and scikit-learn's own torch path for this call turns it into a Python number, which carries "
+    "no gradient"
+)
 
 
 @in_dispatch
-@pytest.mark.filterwarnings(_SCALAR_READ)
 @pytest.mark.parametrize("name", sorted(_FIT))
 def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_with_a_gradient_warning(name: str) -> None:
     """scikit-learn's torch path for some estimators hands the tensors to SciPy's NumPy
@@ -521,14 +524,13 @@ def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_with_a_gradie
 
 
 @in_dispatch
-@pytest.mark.filterwarnings(_SCALAR_READ)
 @pytest.mark.parametrize(("grad", "block"), [("error", None), (None, "error"), ("error", "detach")])
 def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_error(
     grad: str | None, block: str | None
 ) -> None:
     """``grad="error"``, given to torchify or by a config block, raises GradientError naming
     the argument and the fixes where scikit-learn's torch path hands a tensor that requires
-    grad to NumPy; one given to torchify wins over a block's."""
+    grad to NumPy, or into a Python number first; one given to torchify wins over a block's."""
     with pytest.raises(ac.GradientError) as info:
         _leaving_fit("LogisticRegression", grad, block)
     site = (
@@ -537,7 +539,7 @@ def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_err
         else "or a with ac.config(grad='detach'): block around the call"
     )
     assert str(info.value) == (
-        f"LogisticRegression.fit(): argument X {_LEAVES}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
+        f"LogisticRegression.fit(): argument X {_NUMBER}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
         "layout=torch.strided, device=cpu). Fix: pass X.detach(), call under torch.no_grad(), or allow it detached "
         f"with grad='detach' (in the ac.torchify(..., grad='detach') call that made it, {site}; grad='warn' says so "
         "once); to keep the gradient, compute LogisticRegression.fit with torch operations: scikit-learn's own "
@@ -546,7 +548,6 @@ def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_err
 
 
 @in_dispatch
-@pytest.mark.filterwarnings(_SCALAR_READ)
 @pytest.mark.parametrize(("grad", "block"), [("detach", None), (None, "detach")])
 def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_silently_under_grad_detach(
     grad: str | None, block: str | None
@@ -577,13 +578,13 @@ def test_a_native_estimator_handing_a_dual_tensor_to_numpy_applies_grad(grad: st
     said = [str(w.message) for w in caught if w.category is ac.GradientWarning]
     carries = (
         "LogisticRegression.fit(): argument X carries a forward-mode tangent (a dual tensor of "
-        "torch.autograd.forward_ad), and scikit-learn's own torch path for this call hands it to NumPy, which cannot "
-        "pass gradients back"
+        "torch.autograd.forward_ad), and scikit-learn's own torch path for this call "
     )
+    handed, number = "hands it to NumPy, which cannot pass gradients back", _NUMBER.partition("this call ")[2]
     keep = "compute LogisticRegression.fit with torch operations: scikit-learn's own torch path for it leaves torch"
     if grad == "error":
         assert str(info.value) == (
-            f"{carries}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, layout=torch.strided, device=cpu). "
+            f"{carries}{number}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, layout=torch.strided, device=cpu). "
             "Fix: pass X.detach(), call outside forward_ad.dual_level(), or allow it detached with grad='detach' (in "
             "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block "
             f"cannot change it; grad='warn' says so once); to keep the gradient, {keep}."
@@ -592,7 +593,7 @@ def test_a_native_estimator_handing_a_dual_tensor_to_numpy_applies_grad(grad: st
         []
         if grad is not None
         else [
-            f"{carries}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
+            f"{carries}{handed}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
             "silence this, pass grad='detach' (in the ac.torchify(..., grad='detach') call that made it, or a with "
             "ac.config(grad='detach'): block around the call; grad='error' forbids it), or call outside "
             "forward_ad.dual_level()"
