@@ -1154,3 +1154,74 @@ def test_the_array_api_s_asarray_keeps_the_gradient_on_every_torch() -> None:
     with pytest.raises(ValueError) as refused:  # copy=False where a cast is needed: torch's own answer
         leaving.call(lambda args, kwargs: torch.asarray(args[0], dtype=torch.float64, copy=False), (x,), {})
     assert "alias" in str(refused.value)
+
+
+#: Library code making a tensor that requires grad a Python number, each way torch has.
+_TO_NUMBERS: dict[str, Any] = {
+    "float": lambda x: torch.tensor(float(x.sum())),
+    "int": lambda x: torch.tensor(int(x.sum())),
+    "complex": lambda x: torch.tensor(complex(x.sum()).real),
+    "item": lambda x: torch.tensor(x.sum().item()),
+    "tolist": lambda x: torch.tensor(x.tolist()).sum(),
+    # a number taken midway and made a tensor again: the result still requires grad, without
+    # the part through the number
+    "float, midway": lambda x: x.sum() * float(x.sum()),
+}
+
+
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+@pytest.mark.parametrize("way", sorted(_TO_NUMBERS))
+def test_a_native_call_making_a_tensor_a_python_number_applies_grad(way: str, grad: str) -> None:
+    """A library's torch code that makes a tensor that requires grad a Python number drops its
+    gradient, which torch lets go (torch 2.13 on warns once per process): the native call
+    applies grad= there, as where the code hands the tensor to NumPy, the gradient detached
+    first so that torch's own warning is not issued; ``bool()`` gives no differentiable value
+    and is let through."""
+    library_code = _TO_NUMBERS[way]
+    leaving = Leaving(library_code, "library_code()", "SciPy", grad)
+    x = torch.ones(3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {})
+        else:
+            for _ in range(2):  # said once
+                result = leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {})
+    lost = (
+        "library_code(): argument x requires grad, and SciPy's own torch path for this call turns it into a Python "
+        "number, which carries no gradient"
+    )
+    site = "the ac.torchify(..., grad='detach') call that made it, where grad={!r} was given, so a config block cannot "
+    keep = "compute library_code with torch operations: SciPy's own torch path for it leaves torch"
+    if grad == "error":
+        assert [str(w.message) for w in caught] == []
+        assert str(info.value) == (
+            f"{lost}. Found torch.Tensor(shape=(3,), dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass "
+            f"x.detach(), call under torch.no_grad(), or allow it detached with grad='detach' (in {site.format(grad)}"
+            f"change it; grad='warn' says so once); to keep the gradient, {keep}."
+        )
+        return
+    assert float(result.detach()) == (9.0 if way == "float, midway" else 3.0)
+    assert [str(w.message) for w in caught] == (
+        []
+        if grad == "detach"
+        else [
+            f"{lost}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
+            f"silence this, pass grad='detach' (in {site.format(grad)}change it; grad='error' forbids it), or call "
+            "under torch.no_grad()"
+        ]
+    )
+
+
+def test_a_native_call_reading_a_truth_value_is_not_watched_for_it() -> None:
+    """``bool()`` of a tensor that requires grad (a comparison's, or its own) gives no
+    differentiable value: grad="error" lets it through, and the gradient flows."""
+
+    def library_code(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if bool(x.sum()) and bool((x > 0).all()) else x
+
+    leaving = Leaving(library_code, "library_code()", "SciPy", "error")
+    x = torch.ones(3, requires_grad=True)
+    leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 2.0))
