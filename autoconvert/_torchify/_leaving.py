@@ -66,8 +66,8 @@ _TO_NUMBERS: frozenset[Any] = frozenset(
 @functools.cache
 def asarray_detaches() -> bool:
     """Whether this torch's ``torch.asarray`` detaches a tensor that requires grad (before
-    2.13), asked on the first native call: torch 2.13 warns once that it no longer does, and
-    the question spends that warning, which SciPy's own ``asarray`` would meet there."""
+    2.13), asked where a watched call first meets ``asarray`` of one: torch 2.13 warns once
+    that it no longer does, and the question spends that warning before that call would."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return not torch.asarray(torch.zeros(1, requires_grad=True)).requires_grad
