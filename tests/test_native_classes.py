@@ -487,16 +487,19 @@ def _leaving_fit(name: str, grad: str | None, block: str | None) -> tuple[Any, t
     return estimator, x, [str(w.message) for w in caught if w.category is ac.GradientWarning]
 
 
-#: scikit-learn's lbfgs reads a float of X first, which torch warns of where X requires grad.
-_SCALAR_READ = "ignore:Converting a tensor with requires_grad=True to a scalar:UserWarning"
 _FIT = {"LogisticRegression": "LogisticRegression.fit", "PoissonRegressor": "_GeneralizedLinearRegressor.fit"}
 _LEAVES = (
     "requires grad, and scikit-learn's own torch path for this call hands it to NumPy, which cannot pass gradients back"
 )
+#: LogisticRegression's lbfgs objective takes a float of a loss computed from X before it hands X
+#: to NumPy: grad="error" refuses it there.
+_NUMBER = (
+    "requires grad, and scikit-learn's own torch path for this call turns it into a Python number, which carries "
+    "no gradient"
+)
 
 
 @in_dispatch
-@pytest.mark.filterwarnings(_SCALAR_READ)
 @pytest.mark.parametrize("name", sorted(_FIT))
 def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_with_a_gradient_warning(name: str) -> None:
     """scikit-learn's torch path for some estimators hands the tensors to SciPy's NumPy
@@ -521,14 +524,13 @@ def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_with_a_gradie
 
 
 @in_dispatch
-@pytest.mark.filterwarnings(_SCALAR_READ)
 @pytest.mark.parametrize(("grad", "block"), [("error", None), (None, "error"), ("error", "detach")])
 def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_error(
     grad: str | None, block: str | None
 ) -> None:
     """``grad="error"``, given to torchify or by a config block, raises GradientError naming
     the argument and the fixes where scikit-learn's torch path hands a tensor that requires
-    grad to NumPy; one given to torchify wins over a block's."""
+    grad to NumPy, or into a Python number first; one given to torchify wins over a block's."""
     with pytest.raises(ac.GradientError) as info:
         _leaving_fit("LogisticRegression", grad, block)
     site = (
@@ -537,7 +539,7 @@ def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_err
         else "or a with ac.config(grad='detach'): block around the call"
     )
     assert str(info.value) == (
-        f"LogisticRegression.fit(): argument X {_LEAVES}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
+        f"LogisticRegression.fit(): argument X {_NUMBER}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, "
         "layout=torch.strided, device=cpu). Fix: pass X.detach(), call under torch.no_grad(), or allow it detached "
         f"with grad='detach' (in the ac.torchify(..., grad='detach') call that made it, {site}; grad='warn' says so "
         "once); to keep the gradient, compute LogisticRegression.fit with torch operations: scikit-learn's own "
@@ -546,7 +548,6 @@ def test_a_native_estimator_handing_tensors_to_numpy_refuses_them_under_grad_err
 
 
 @in_dispatch
-@pytest.mark.filterwarnings(_SCALAR_READ)
 @pytest.mark.parametrize(("grad", "block"), [("detach", None), (None, "detach")])
 def test_a_native_estimator_handing_tensors_to_numpy_detaches_them_silently_under_grad_detach(
     grad: str | None, block: str | None
@@ -577,13 +578,13 @@ def test_a_native_estimator_handing_a_dual_tensor_to_numpy_applies_grad(grad: st
     said = [str(w.message) for w in caught if w.category is ac.GradientWarning]
     carries = (
         "LogisticRegression.fit(): argument X carries a forward-mode tangent (a dual tensor of "
-        "torch.autograd.forward_ad), and scikit-learn's own torch path for this call hands it to NumPy, which cannot "
-        "pass gradients back"
+        "torch.autograd.forward_ad), and scikit-learn's own torch path for this call "
     )
+    handed, number = "hands it to NumPy, which cannot pass gradients back", _NUMBER.partition("this call ")[2]
     keep = "compute LogisticRegression.fit with torch operations: scikit-learn's own torch path for it leaves torch"
     if grad == "error":
         assert str(info.value) == (
-            f"{carries}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, layout=torch.strided, device=cpu). "
+            f"{carries}{number}. Found torch.Tensor(shape=(40, 4), dtype=torch.float64, layout=torch.strided, device=cpu). "
             "Fix: pass X.detach(), call outside forward_ad.dual_level(), or allow it detached with grad='detach' (in "
             "the ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block "
             f"cannot change it; grad='warn' says so once); to keep the gradient, {keep}."
@@ -592,7 +593,7 @@ def test_a_native_estimator_handing_a_dual_tensor_to_numpy_applies_grad(grad: st
         []
         if grad is not None
         else [
-            f"{carries}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
+            f"{carries}{handed}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
             "silence this, pass grad='detach' (in the ac.torchify(..., grad='detach') call that made it, or a with "
             "ac.config(grad='detach'): block around the call; grad='error' forbids it), or call outside "
             "forward_ad.dual_level()"
@@ -1153,3 +1154,74 @@ def test_the_array_api_s_asarray_keeps_the_gradient_on_every_torch() -> None:
     with pytest.raises(ValueError) as refused:  # copy=False where a cast is needed: torch's own answer
         leaving.call(lambda args, kwargs: torch.asarray(args[0], dtype=torch.float64, copy=False), (x,), {})
     assert "alias" in str(refused.value)
+
+
+#: Library code making a tensor that requires grad a Python number, each way torch has.
+_TO_NUMBERS: dict[str, Any] = {
+    "float": lambda x: torch.tensor(float(x.sum())),
+    "int": lambda x: torch.tensor(int(x.sum())),
+    "complex": lambda x: torch.tensor(complex(x.sum()).real),
+    "item": lambda x: torch.tensor(x.sum().item()),
+    "tolist": lambda x: torch.tensor(x.tolist()).sum(),
+    # a number taken midway and made a tensor again: the result still requires grad, without
+    # the part through the number
+    "float, midway": lambda x: x.sum() * float(x.sum()),
+}
+
+
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+@pytest.mark.parametrize("way", sorted(_TO_NUMBERS))
+def test_a_native_call_making_a_tensor_a_python_number_applies_grad(way: str, grad: str) -> None:
+    """A library's torch code that makes a tensor that requires grad a Python number drops its
+    gradient, which torch lets go (torch 2.13 on warns once per process): the native call
+    applies grad= there, as where the code hands the tensor to NumPy, the gradient detached
+    first so that torch's own warning is not issued; ``bool()`` gives no differentiable value
+    and is let through."""
+    library_code = _TO_NUMBERS[way]
+    leaving = Leaving(library_code, "library_code()", "SciPy", grad)
+    x = torch.ones(3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {})
+        else:
+            for _ in range(2):  # said once
+                result = leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {})
+    lost = (
+        "library_code(): argument x requires grad, and SciPy's own torch path for this call turns it into a Python "
+        "number, which carries no gradient"
+    )
+    site = "the ac.torchify(..., grad='detach') call that made it, where grad={!r} was given, so a config block cannot "
+    keep = "compute library_code with torch operations: SciPy's own torch path for it leaves torch"
+    if grad == "error":
+        assert [str(w.message) for w in caught] == []
+        assert str(info.value) == (
+            f"{lost}. Found torch.Tensor(shape=(3,), dtype=torch.float32, layout=torch.strided, device=cpu). Fix: pass "
+            f"x.detach(), call under torch.no_grad(), or allow it detached with grad='detach' (in {site.format(grad)}"
+            f"change it; grad='warn' says so once); to keep the gradient, {keep}."
+        )
+        return
+    assert float(result.detach()) == (9.0 if way == "float, midway" else 3.0)
+    assert [str(w.message) for w in caught] == (
+        []
+        if grad == "detach"
+        else [
+            f"{lost}: it was detached, so no gradient flows through this call. To keep the gradient, {keep}. To "
+            f"silence this, pass grad='detach' (in {site.format(grad)}change it; grad='error' forbids it), or call "
+            "under torch.no_grad()"
+        ]
+    )
+
+
+def test_a_native_call_reading_a_truth_value_is_not_watched_for_it() -> None:
+    """``bool()`` of a tensor that requires grad (a comparison's, or its own) gives no
+    differentiable value: grad="error" lets it through, and the gradient flows."""
+
+    def library_code(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if bool(x.sum()) and bool((x > 0).all()) else x
+
+    leaving = Leaving(library_code, "library_code()", "SciPy", "error")
+    x = torch.ones(3, requires_grad=True)
+    leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 2.0))

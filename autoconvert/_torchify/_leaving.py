@@ -2,18 +2,23 @@
 
 A library's torch path is handed the caller's tensors as they are, so their gradient flows
 where its torch code computes (a ridge fitted with ``solver="svd"``, a fitted scaler's
-``transform``). Some of that code hands its tensors to NumPy itself (scikit-learn's
-``LogisticRegression`` and ``PoissonRegressor`` fit through SciPy's NumPy optimizers), which
-torch refuses for a tensor that requires grad ("Can't call numpy() on Tensor that requires
-grad"). Detaching every argument up front would drop the gradients the library keeps; so
-such a call, and every later call of the function holding a tensor that requires grad, runs
-under a torch function mode that watches the ways out of torch (``Tensor.numpy``,
-``__array__``, ``__dlpack__``) and applies the call's ``grad=`` there, as the converting call
-does on the way in: ``"warn"`` detaches what leaves with a ``GradientWarning`` naming the
-argument, ``"detach"`` silently, ``"error"`` raises ``GradientError``. A dual tensor
-(``forward_ad.make_dual``) leaves torch unrefused, its tangent dropped: a call holding one
-is always watched. Functions that never
-leave torch are never watched (a watched call pays a Python dispatch on each torch operation).
+``transform``). Some of that code leaves torch itself: it hands its tensors to NumPy
+(scikit-learn's ``LogisticRegression`` and ``PoissonRegressor`` fit through SciPy's NumPy
+optimizers), which torch refuses for a tensor that requires grad ("Can't call numpy() on
+Tensor that requires grad"), or turns a tensor into a Python number (scikit-learn's
+regression metrics return ``float()`` of their 0-d result), which torch lets go with its
+gradient dropped. Detaching every argument up front would drop the gradients the library
+keeps; so a call holding a tensor that requires grad runs under a torch function mode that
+watches the ways out of torch (``Tensor.numpy``, ``__array__``, ``__dlpack__``, and
+``__float__``, ``__int__``, ``__complex__``, ``item``, ``tolist``) and applies the call's
+``grad=`` there, as the converting call does on the way in: ``"warn"`` detaches what leaves
+with a ``GradientWarning`` naming the argument, ``"detach"`` silently, ``"error"`` raises
+``GradientError``. ``bool()`` is let through: a truth value is no differentiable value. A dual
+tensor (``forward_ad.make_dual``) leaves torch unrefused, its tangent dropped: a call holding
+one is watched too. A call holding neither is never watched (a watched call pays a Python
+dispatch on each torch operation). Watching at the exit rather than checking the result
+also catches a number taken midway and made a tensor again, whose result still requires
+grad but lacks that part of its gradient.
 
 Before torch 2.13, ``torch.asarray`` of a tensor that requires grad returned it detached
 (``requires_grad`` unspecified meant False), and the array API's ``asarray``, which SciPy's and
@@ -48,18 +53,21 @@ from autoconvert._errors import GradientError, LeafError
 from autoconvert._options._config import active
 from autoconvert._spec._spec import in_a_block
 
-#: How torch refuses a tensor that requires grad on its way to NumPy (``numpy()``, ``__array__``,
-#: ``__dlpack__``), the same in every torch.
-_REFUSALS = ("Can't call numpy() on Tensor that requires grad", "Can't export tensors that require gradient")
 #: The ways a tensor leaves torch for NumPy: each refuses one that requires grad.
-_EXITS: frozenset[Any] = frozenset((torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__dlpack__))
+_TO_NUMPY: frozenset[Any] = frozenset((torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__dlpack__))
+#: The ways a tensor becomes Python numbers, every one seen by a torch function mode on every
+#: torch: torch lets one that requires grad go (torch 2.13 on warns once per process,
+#: "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior").
+_TO_NUMBERS: frozenset[Any] = frozenset(
+    (torch.Tensor.__float__, torch.Tensor.__int__, torch.Tensor.__complex__, torch.Tensor.item, torch.Tensor.tolist)
+)
 
 
 @functools.cache
 def asarray_detaches() -> bool:
     """Whether this torch's ``torch.asarray`` detaches a tensor that requires grad (before
-    2.13), asked on the first native call: torch 2.13 warns once that it no longer does, and
-    the question spends that warning, which SciPy's own ``asarray`` would meet there."""
+    2.13), asked where a watched call first meets ``asarray`` of one: torch 2.13 warns once
+    that it no longer does, and the question spends that warning before that call would."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return not torch.asarray(torch.zeros(1, requires_grad=True)).requires_grad
@@ -78,17 +86,21 @@ def _asarray_keeping_grad(t: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tens
 
 
 class _Exits(TorchFunctionMode):
-    """Hands a tensor that may lose a gradient, leaving torch, to ``policy`` (detached, or refused)."""
+    """Hands a tensor that may lose a gradient, leaving torch, to a policy (detached, or
+    refused): ``to_numpy``'s on its way to NumPy, ``to_numbers``' on its way to Python numbers
+    (detached first, so torch's own warning about it is not issued)."""
 
-    def __init__(self, policy: GradPolicy) -> None:
+    def __init__(self, to_numpy: GradPolicy, to_numbers: GradPolicy) -> None:
         super().__init__()  # type: ignore[no-untyped-call, unused-ignore]  # torch 2.4: untyped
-        self.policy = policy
+        self.to_numpy, self.to_numbers = to_numpy, to_numbers
 
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        if func in _EXITS and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
-            args = (self.policy.detach(args[0]), *args[1:])
+        if func in _TO_NUMPY and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
+            args = (self.to_numpy.detach(args[0]), *args[1:])
+        elif func in _TO_NUMBERS and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
+            args = (self.to_numbers.detach(args[0]), *args[1:])
         elif func is torch.asarray and len(args) == 1 and requires_grad(args[0]) and asarray_detaches():
             kept = _asarray_keeping_grad(args[0], kwargs or {})
             if kept is not None:
@@ -99,15 +111,16 @@ class _Exits(TorchFunctionMode):
 class Leaving:
     """The grad policy of a native call of ``fn`` (``function``: its name in messages;
     ``library``: its library's name), ``grad`` given to torchify or not (None: a ``config``
-    block's, else ``"warn"``); ``method``: whether its first argument is the object a method
-    is called on."""
+    block's, else ``"warn"``)."""
 
-    def __init__(self, fn: Any, function: str, library: str, grad: str | None, *, method: bool = False) -> None:
-        self.fn, self.function, self.grad, self.method = fn, function, grad, method
-        #: Whether a call has handed a tensor that requires grad to NumPy: later ones are watched.
-        self.leaves = False
-        self.policies: dict[str, GradPolicy] = {}
-        self.why = f"{library}'s own torch path for this call hands it to NumPy, which cannot pass gradients back"
+    def __init__(self, fn: Any, function: str, library: str, grad: str | None) -> None:
+        self.fn, self.function, self.grad = fn, function, grad
+        #: The policies by grad mode, for tensors handed to NumPy and for tensors made numbers.
+        self.policies: dict[str, tuple[GradPolicy, GradPolicy]] = {}
+        self.whys = (
+            f"{library}'s own torch path for this call hands it to NumPy, which cannot pass gradients back",
+            f"{library}'s own torch path for this call turns it into a Python number, which carries no gradient",
+        )
         name = function.removesuffix("()")
         self.fixes = GradFixes(
             f"compute {name} with torch operations: {library}'s own torch path for it leaves torch", self._site
@@ -120,33 +133,14 @@ class Leaving:
         return f"{maker}, where grad={self.grad!r} was given, so a config block cannot change it"
 
     def call(self, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``call(args, kwargs)``. Where its library's torch code hands a tensor that requires
-        grad to NumPy, which torch refuses, it is called again watched (the object a method
-        is called on given back the attributes it had), as every later call holding such a
-        tensor is: the watch costs every torch operation of the call a Python dispatch, which
-        calls that never leave torch do not pay. A call holding a dual tensor is watched: its
-        tangent would leave unrefused."""
+        """``call(args, kwargs)``, watched where it holds a tensor that requires grad (while
+        grad mode is on: under torch.no_grad() torch lets it go to NumPy, and none flows) or a
+        dual tensor: its library's torch code may let it leave torch at any operation, and the
+        watch costs each of them a Python dispatch, which calls holding neither do not pay."""
+        needing = _needing(args, kwargs, _requires_grad) if torch.is_grad_enabled() else []
         if FORWARD_AD._current_level >= 0:
-            dual = _needing(args, kwargs, has_tangent)
-            if dual:
-                return self._watched(call, args, kwargs, _needing(args, kwargs, _requires_grad) + dual)
-        if self.leaves or asarray_detaches():
-            needing = (
-                _needing(args, kwargs, _requires_grad) if torch.is_grad_enabled() else []
-            )  # no_grad: torch lets them go
-            return self._watched(call, args, kwargs, needing) if needing else call(args, kwargs)
-        state = dict(vars(args[0])) if self.method and hasattr(args[0], "__dict__") else None
-        try:
-            return call(args, kwargs)
-        except RuntimeError as e:
-            needing = _needing(args, kwargs, _requires_grad) if str(e).startswith(_REFUSALS) else []
-            if not needing:
-                raise
-        self.leaves = True
-        if state is not None:
-            vars(args[0]).clear()
-            vars(args[0]).update(state)
-        return self._watched(call, args, kwargs, needing)
+            needing += _needing(args, kwargs, has_tangent)
+        return self._watched(call, args, kwargs, needing) if needing else call(args, kwargs)
 
     def _watched(
         self,
@@ -157,9 +151,9 @@ class Leaving:
     ) -> Any:
         """``call(args, kwargs)`` with grad= applied where a tensor leaves torch; ``needing``:
         the tensors among its arguments that require grad."""
-        policy = self._policy()
+        policies = self._policies()
         try:
-            with _Exits(policy):
+            with _Exits(*policies):
                 result = call(args, kwargs)
         except LeafError as e:
             if e.kind is not GradientError:
@@ -167,19 +161,23 @@ class Leaving:
             where, tensor = self._named(needing, args, kwargs)[0]
             e.found = describe_tensor(tensor)
             raise e.public(self.function, "argument", where) from None
-        if policy.unsaid is not None:
-            policy.say([where for where, _ in self._named(needing, args, kwargs)])
+        said = next((policy for policy in policies if policy.unsaid is not None), None)
+        if said is not None:  # one warning for the function, the first kind it lost a gradient to
+            said.say([where for where, _ in self._named(needing, args, kwargs)])
+            for policy in policies:
+                policy.unsaid, policy.warned = None, True
         return result
 
-    def _policy(self) -> GradPolicy:
+    def _policies(self) -> tuple[GradPolicy, GradPolicy]:
         mode = self.grad
         if mode is None:
             block = active()
             mode = "warn" if block is None else block.options.get("grad", "warn")
-        policy = self.policies.get(mode)
-        if policy is None:
-            policy = self.policies.setdefault(mode, GradPolicy(mode, self.function, lambda: self.fixes, self.why))
-        return policy
+        policies = self.policies.get(mode)
+        if policies is None:
+            made = tuple(GradPolicy(mode, self.function, lambda: self.fixes, why) for why in self.whys)
+            policies = self.policies.setdefault(mode, (made[0], made[1]))
+        return policies
 
     def _named(
         self, needing: list[tuple[int | str, str, torch.Tensor]], args: tuple[Any, ...], kwargs: dict[str, Any]

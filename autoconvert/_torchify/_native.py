@@ -82,8 +82,6 @@ class NativeRoute(Route):
 
     name = "native"
     label = "native torch path"
-    #: Whether ``fn`` is a class's function, called with the object first.
-    method = False
 
     def __init__(
         self,
@@ -102,7 +100,7 @@ class NativeRoute(Route):
         self.fn, self.objects, self.writes = fn, objects, writes
         self.guards = guards
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
-        self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad, method=self.method)
+        self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad)
 
     def declines(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         holds = False
@@ -222,7 +220,6 @@ class NativeMethod(NativeRoute):
     ``declared``: why it is called so, in words."""
 
     strict = True
-    method = True
 
     def __init__(
         self,
