@@ -1755,6 +1755,13 @@ class Member:
     w: Any
 
 
+class Held(NamedTuple):
+    """A named tuple a method stores, holding a set."""
+
+    items: frozenset[Any]
+    n: int
+
+
 @dataclasses.dataclass
 class Cycling:
     """A result whose methods make a cycle through new objects, in attributes no field declares."""
@@ -1798,6 +1805,17 @@ class Cycling:
         self.b.c.s = frozenset([d])  # type: ignore[attr-defined]
         d.a = self  # type: ignore[attr-defined]
 
+    def through_a_named_tuple_holding_a_set(self) -> None:
+        c = Member(None)
+        self.t = Held(frozenset([c]), 1)
+        c.a = self  # type: ignore[attr-defined]
+
+    def a_set_member_pointing_at_its_holder(self) -> None:
+        self.b = Member(None)
+        c = Member(None)
+        self.b.s = frozenset([c])  # type: ignore[attr-defined]
+        c.up = self.b  # type: ignore[attr-defined]
+
     def through_a_set_of_tuples(self) -> None:
         self.b = Member(None)
         c, d = Member(None), Member(None)
@@ -1820,6 +1838,8 @@ _CYCLES: dict[str, Callable[[Any], Any] | None] = {
     "through_a_set_on_a_new_object": None,
     "through_a_set_of_tuples": None,
     "through_a_set_two_objects_deep": None,
+    "through_a_named_tuple_holding_a_set": None,
+    "a_set_member_pointing_at_its_holder": None,
 }
 
 
@@ -1865,6 +1885,8 @@ _CYCLES_CLOSED: dict[str, Callable[[Any], tuple[Any, Any]]] = {
     "through_a_set_on_a_new_object": lambda r: (next(iter(r.b.s)).a, r),
     "through_a_set_of_tuples": lambda r: (next(iter(r.b.s))[0].t[0].a, r),
     "through_a_set_two_objects_deep": lambda r: (next(iter(r.b.c.s)).a, r),
+    "through_a_named_tuple_holding_a_set": lambda r: (next(iter(r.t.items)).a, r),
+    "a_set_member_pointing_at_its_holder": lambda r: (next(iter(r.b.s)).up, r.b),
 }
 
 
@@ -1940,6 +1962,44 @@ def test_a_result_a_method_puts_in_a_set_two_new_objects_deep_is_the_caller_s_th
     r = unwrap(view(lambda a: wrap(InSet(a * 1.0)))(_array([1.0, 2.0], kind)))
     r.in_a_set_two_objects_deep()
     assert [item is r for item in r.b.c.held] == [True]
+
+
+@dataclasses.dataclass(eq=False)
+class Calling:
+    """A result holding a bound method of itself: set by a method, or when it is made."""
+
+    w: Any
+
+    def __post_init__(self) -> None:
+        self.made = self.bump
+
+    def bump(self) -> None:
+        self.w = self.w + 1
+
+    def keep(self) -> None:
+        self.kept = self.bump
+
+
+@pytest.mark.parametrize(
+    ("route", "held"),
+    # a shallow copy shares the source's attributes: its bound method is the source's, as in plain Python
+    [param for param in _ROUTES_HELD if param.values[1] != "copy.copy"],
+)
+@pytest.mark.parametrize("where", ["made", "kept"])
+def test_a_bound_method_of_the_result_it_holds_is_the_caller_s(route: str, held: str, where: str) -> None:
+    """``self.kept = self.bump`` (or in ``__post_init__``) gave the caller a method bound to the
+    object the methods run on: calling it changed that object, not the caller's result. It is
+    the caller's result's converting method, as the plain object's is bound to it."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Calling(a * 1.0)))(_array([1.0, 2.0], kind)))
+    r.keep()
+    method = getattr(r, where)
+    assert method.__self__ is r and method.__func__ is Calling.bump
+    method()
+    assert type(r.w) is kind and r.w.tolist() == [2.0, 3.0]
+    r.bump()
+    assert r.w.tolist() == [3.0, 4.0]
 
 
 @dataclasses.dataclass

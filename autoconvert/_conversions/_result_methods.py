@@ -65,6 +65,9 @@ class _MethodsNode(Node):
             for name in self.methods:
                 made = new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
                 made.name = name  # the attribute's, which an alias's __name__ is not (predict = _impl)
+            for name, held in obj.__dict__.items():  # self.cb = self.bump in __post_init__
+                if type(held) is types.MethodType and held.__self__ is obj and new.__dict__.get(name) is held:
+                    new.__dict__[name] = _method_of(new, held)
             new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
@@ -437,6 +440,11 @@ def _held_in(value: Any) -> bool:
     )
 
 
+def _rebuilt_tuple(value: Any) -> bool:
+    """Whether ``value`` is a tuple the conversion rebuilds, a named tuple too, met before or not."""
+    return isinstance(value, tuple) and not hasattr(value, "__dict__") and node_for(type(value)) is not None
+
+
 def _tuple_like(like: Any, items: list[Any]) -> Any:
     """A tuple of ``like``'s type (a namedtuple's too) holding ``items``."""
     node = node_for(type(like))
@@ -798,15 +806,19 @@ def _pointed_back(twins: dict[int, tuple[Any, Any]]) -> bool:
     no field declares, which the conversion holds as it is, points at a method's object that has
     a twin (``self.l = [Node()]; self.l[0].lst = self.l``, ``self.b.a = self``); whether any did."""
     found = False
-    for theirs, mine in list(twins.values()):
-        if mine is theirs or not _record(mine):
-            continue
-        state = mine.__dict__
-        for name, value in state.items():
-            pair = twins.get(id(value))
-            if pair is not None and pair[0] is value and pair[1] is not value:
-                state[name] = pair[1]
-                found = True
+    looked: set[int] = set()
+    while pending := [pair for key, pair in twins.items() if key not in looked]:  # rebuilding pairs more
+        for theirs, mine in pending:
+            looked.add(id(theirs))
+            if mine is theirs or not _record(mine):
+                continue
+            state = mine.__dict__
+            found = _held_with_twins(theirs.__dict__, state, twins) or found
+            for name, value in state.items():
+                pair = twins.get(id(value))
+                if pair is not None and pair[0] is value and pair[1] is not value:
+                    state[name] = pair[1]
+                    found = True
     return found
 
 
@@ -817,7 +829,7 @@ def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | 
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
-    if kind in _WALKED:  # a set holds hashable items alone, which may be records (frozenset([self]))
+    if kind in _WALKED or _rebuilt_tuple(value):  # a set's items may be records (frozenset([self]))
         return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
     if not _method_record(value):
         return False
@@ -883,9 +895,13 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if (kind not in _WALKED and not _method_record(value)) or not _holds_twin(value, twins):
+    if kind is types.MethodType:  # self.cb = self.bump: the caller's object's method
+        pair = twins.get(id(value.__self__))
+        return convert(value) if pair is None or pair[0] is not value.__self__ else _method_of(pair[1], value)
+    walked = kind in _WALKED or _rebuilt_tuple(value)  # a named tuple's items too
+    if (not walked and not _method_record(value)) or not _holds_twin(value, twins):
         return convert(value)
-    if kind not in _WALKED:  # a record pointing back at the result (Node(parent=self))
+    if not walked:  # a record pointing back at the result (Node(parent=self))
         node = node_for(kind)
         if isinstance(node, _MethodsNode):
             return _pointing_back(value, twins, convert)
@@ -914,19 +930,31 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
         except LeafError as e:
             e.keys.append(SequenceKey(i))
             raise
-    return items if kind is list else tuple(items)
+    return items if kind is list else tuple(items) if kind is tuple else _tuple_like(value, items)
 
 
-def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> None:
+def _method_of(converted: Any, bound: types.MethodType) -> Any:
+    """``bound``, a method bound to the object ``converted`` stands for, as ``converted`` has
+    it: its converting method where it has one for that function, else bound to it."""
+    for held in getattr(converted, "__dict__", {}).values():
+        if isinstance(held, ResultMethod) and held.__func__ is bound.__func__:
+            return held
+    return types.MethodType(bound.__func__, converted)
+
+
+def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> bool:
     """Into ``made``, the attributes of the caller's copy of a method's record (``mine``): the
     sets, tuples and records it holds as they are that hold ``twins``, at any depth
     (``self.a.s = frozenset([b]); b.r = self``, ``self.a.b.s = frozenset([self])``), rebuilt
-    around the caller's twins, as on the result; lists and dicts stay held."""
+    around the caller's twins, as on the result; lists and dicts stay held. Whether any was."""
+    found = False
     for name, held in mine.items():
         kind = type(held)
         rebuilt = kind in _SETS or isinstance(held, tuple) or (kind not in _WALKED and _method_record(held))
         if rebuilt and made.get(name) is held and _holds_twin(held, twins):
             made[name] = with_twins(held, twins, _as_it_is)
+            found = True
+    return found
 
 
 def result_cycle_error() -> LeafError:
@@ -991,6 +1019,16 @@ class ResultMethod(Attached):
         self.method, self.mapper, self.ctx, self.fields = method, mapper, ctx, fields
         #: The attribute the method is held under (set by the node where it differs: an alias).
         self.name: str = getattr(method, "__name__", "")
+
+    @property
+    def __self__(self) -> Any:
+        """The caller's result the method is of, as a bound method's ``__self__`` is its object."""
+        return self.fields.converted()
+
+    @property
+    def __func__(self) -> Any:
+        """The function the method calls, as a bound method's ``__func__`` is."""
+        return getattr(self.method, "__func__", self.method)
 
     def bound(self) -> Any:
         """The method, bound to the object it runs on now."""
