@@ -774,3 +774,27 @@ def test_a_registered_container_with_an_update_takes_changes_back(mode: str) -> 
     grow(bag, scores)
     assert len(bag.items) == 2 and bag.items[0] is first and bag.items[1].dtype == torch.float64
     assert list(scores) == ["old", "new"] and scores["new"] is first
+
+
+@pytest.mark.parametrize("mode", _MODES)
+@pytest.mark.parametrize("container", ["list", "dict", "empty list"])
+def test_a_bare_argument_put_into_a_container_is_the_callers_own(mode: str, container: str) -> None:
+    """A tensor handed as a bare argument (by position or keyword) that the function puts into
+    a container it was handed is the caller's own tensor there, as in plain Python, not a new
+    tensor made of its array (which a write into the caller's would not reach)."""
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def put(x: np.ndarray, box: Any, *, y: np.ndarray) -> None:
+        if isinstance(box, dict):
+            box["x"], box["y"] = x, y
+        else:
+            box += [x, y]
+
+    for _ in range(2):  # the first call and the flat call after it
+        x, y = torch.ones(2), torch.zeros(2)
+        box: Any = {"held": torch.ones(1)} if container == "dict" else [] if container == "empty list" else [x]
+        put(x, box, y=y)
+        if container == "dict":
+            assert box["x"] is x and box["y"] is y
+        else:
+            assert box[-2] is x and box[-1] is y

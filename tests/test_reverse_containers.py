@@ -380,3 +380,25 @@ def test_new_tensors_on_the_accelerator_come_back_as_host_arrays(accelerator: to
     ac.accepts_tensor(adds, device=accelerator)(d)
     assert d["a"] is a and type(d["new"]) is np.ndarray and d["new"].tolist() == [2.0, 4.0]
     assert d["items"] == [3.0] and type(d["items"][0]) is np.float64
+
+
+@pytest.mark.parametrize("options", [{}, {"copy": True}, {"dtype": torch.float32}], ids=["default", "copy", "float32"])
+@pytest.mark.parametrize("pair", [False, True], ids=["alone", "pair"])
+def test_a_bare_argument_put_into_a_container_is_the_callers_own(options: dict[str, Any], pair: bool) -> None:
+    """An array handed as a bare argument (by position or keyword) that the torch code puts
+    into a container it was handed is the caller's own array there, as in plain Python, not a
+    new array made of its tensor."""
+
+    def put(x: torch.Tensor, box: Any, *, y: torch.Tensor) -> None:
+        if isinstance(box, dict):
+            box["x"], box["y"] = x, y
+        else:
+            box += [x, y]
+
+    function = ac.accepts_tensor(**options)(put)
+    function = ac.returns_numpy(function) if pair else function
+    for held in ([], [np.ones(1)], {"held": np.ones(1)}):
+        x, y = np.ones(2), np.zeros(2)
+        function(x, held, y=y)
+        got = (held["x"], held["y"]) if isinstance(held, dict) else (held[-2], held[-1])
+        assert got[0] is x and got[1] is y

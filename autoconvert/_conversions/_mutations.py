@@ -76,14 +76,20 @@ def changed(records: Iterable[Record]) -> bool:
 
 
 def apply_changes(
-    records: list[Record], convert: Callable[[Any], Any], rebuilt_as: str = "its tensors as arrays"
+    records: list[Record],
+    convert: Callable[[Any], Any],
+    rebuilt_as: str = "its tensors as arrays",
+    bare: Iterable[tuple[Any, Any]] = (),
 ) -> list[tuple[Any, LeafError]]:
     """After a call that ``changed`` its containers: make each caller's container in
     ``records`` hold what its rebuilt one holds now, ``convert`` turning new values into the
-    caller's kind (in new containers too). Gives the containers that cannot take their
-    change, with the fact (its keys: the path inside the container; ``rebuilt_as``: what the
-    rebuilt copy held instead), having made every other change."""
+    caller's kind (in new containers too), except a value the function was handed: the
+    caller's again (``bare``: (what it got, the caller's) for its bare arguments). Gives the
+    containers that cannot take their change, with the fact (its keys: the path inside the
+    container; ``rebuilt_as``: what the rebuilt copy held instead), having made every other change."""
     mine = _handed_back(records)
+    for got, callers in bare:
+        mine.setdefault(id(got), callers)
 
     def back(value: Any, ctx: Any = None) -> Any:
         found = mine.get(id(value), _ABSENT)
