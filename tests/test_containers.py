@@ -798,3 +798,33 @@ def test_a_bare_argument_put_into_a_container_is_the_callers_own(mode: str, cont
             assert box["x"] is x and box["y"] is y
         else:
             assert box[-2] is x and box[-1] is y
+
+
+_CHANGED_MEANWHILE = (
+    "test_a_container_changed_through_an_unconverted_alias_too_is_refused_by_name.<locals>.body(): argument l1 was changed during the call other than through the rebuilt copy the function was handed "
+    "({}), which the function changed too: putting the copy back would undo the other change, so the function's "
+    "changes were not put back (the same container handed through an argument left unconverted too, or changed by "
+    "a call on another thread). Found builtins.list. Fix: hand the container through one argument (or convert every "
+    "argument it is handed through), and guard a container that calls on several threads change with a lock, or "
+    "give each call its own."
+)
+
+
+@pytest.mark.parametrize("side", ["accepts_numpy", "accepts_tensor"])
+def test_a_container_changed_through_an_unconverted_alias_too_is_refused_by_name(side: str) -> None:
+    """only= converting one of two arguments handed the same list, changed through both: the
+    caller's list changed under its rebuilt copy, which cannot go back without undoing that
+    change, so the call says so (not Python's raw zip error)."""
+
+    def body(l1: list[Any], l2: list[Any]) -> None:
+        l2.pop(0)
+        l1.append(len(l1))
+
+    decorate, item, rebuilt_as = {
+        "accepts_numpy": (ac.accepts_numpy, torch.ones(2), "its tensors as arrays"),
+        "accepts_tensor": (ac.accepts_tensor, np.ones(2), "its arrays as tensors"),
+    }[side]
+    shared = [item]
+    with pytest.raises(ac.ConversionError) as caught:
+        decorate(body, only="l2")(shared, shared)
+    assert str(caught.value) == _CHANGED_MEANWHILE.format(rebuilt_as)
