@@ -6,6 +6,7 @@ it was handed reaches the caller's container, as plain Python on NumPy arrays wo
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -402,3 +403,38 @@ def test_a_bare_argument_put_into_a_container_is_the_callers_own(options: dict[s
         function(x, held, y=y)
         got = (held["x"], held["y"]) if isinstance(held, dict) else (held[-2], held[-1])
         assert got[0] is x and got[1] is y
+
+
+def test_calls_on_two_threads_appending_to_one_list_refuse_by_name_rather_than_lose_an_append() -> None:
+    """Two calls on two threads appending to one shared list, both inside the function at once:
+    the first to return puts its copy back, the second finds the caller's list grown under its
+    copy and raises the library's error naming the argument (the guide's fix: a lock around
+    the call, or a list each), not Python's raw zip error."""
+    both_inside = threading.Barrier(2)
+
+    @ac.accepts_tensor
+    def log_sum(x: torch.Tensor, log: list[Any]) -> None:
+        log.append(x.sum())
+        both_inside.wait(timeout=30)
+
+    log: list[Any] = [np.zeros(1)]
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            log_sum(np.ones(2), log)
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Almost always one call refuses; where both after steps interleave, one append is lost unsaid (the guide's limit).
+    assert len(log) == 2 and log[1] == 2.0 and len(errors) <= 1
+    for error in errors:
+        assert type(error) is ac.ConversionError and str(error).startswith(
+            "test_calls_on_two_threads_appending_to_one_list_refuse_by_name_rather_than_lose_an_append.<locals>."
+            "log_sum(): argument log was changed during the call other than through the rebuilt copy"
+        )
