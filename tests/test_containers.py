@@ -774,3 +774,57 @@ def test_a_registered_container_with_an_update_takes_changes_back(mode: str) -> 
     grow(bag, scores)
     assert len(bag.items) == 2 and bag.items[0] is first and bag.items[1].dtype == torch.float64
     assert list(scores) == ["old", "new"] and scores["new"] is first
+
+
+@pytest.mark.parametrize("mode", _MODES)
+@pytest.mark.parametrize("container", ["list", "dict", "empty list"])
+def test_a_bare_argument_put_into_a_container_is_the_callers_own(mode: str, container: str) -> None:
+    """A tensor handed as a bare argument (by position or keyword) that the function puts into
+    a container it was handed is the caller's own tensor there, as in plain Python, not a new
+    tensor made of its array (which a write into the caller's would not reach)."""
+
+    @ac.accepts_numpy(**_MODES[mode])
+    def put(x: np.ndarray, box: Any, *, y: np.ndarray) -> None:
+        if isinstance(box, dict):
+            box["x"], box["y"] = x, y
+        else:
+            box += [x, y]
+
+    for _ in range(2):  # the first call and the flat call after it
+        x, y = torch.ones(2), torch.zeros(2)
+        box: Any = {"held": torch.ones(1)} if container == "dict" else [] if container == "empty list" else [x]
+        put(x, box, y=y)
+        if container == "dict":
+            assert box["x"] is x and box["y"] is y
+        else:
+            assert box[-2] is x and box[-1] is y
+
+
+_CHANGED_MEANWHILE = (
+    "test_a_container_changed_through_an_unconverted_alias_too_is_refused_by_name.<locals>.body(): argument l1 was changed during the call other than through the rebuilt copy the function was handed "
+    "({}), which the function changed too: putting the copy back would undo the other change, so the function's "
+    "changes were not put back (the same container handed through an argument left unconverted too, or changed by "
+    "a call on another thread). Found builtins.list. Fix: hand the container through one argument (or convert every "
+    "argument it is handed through), and guard a container that calls on several threads change with a lock, or "
+    "give each call its own."
+)
+
+
+@pytest.mark.parametrize("side", ["accepts_numpy", "accepts_tensor"])
+def test_a_container_changed_through_an_unconverted_alias_too_is_refused_by_name(side: str) -> None:
+    """only= converting one of two arguments handed the same list, changed through both: the
+    caller's list changed under its rebuilt copy, which cannot go back without undoing that
+    change, so the call says so (not Python's raw zip error)."""
+
+    def body(l1: list[Any], l2: list[Any]) -> None:
+        l2.pop(0)
+        l1.append(len(l1))
+
+    decorate, item, rebuilt_as = {
+        "accepts_numpy": (ac.accepts_numpy, torch.ones(2), "its tensors as arrays"),
+        "accepts_tensor": (ac.accepts_tensor, np.ones(2), "its arrays as tensors"),
+    }[side]
+    shared = [item]
+    with pytest.raises(ac.ConversionError) as caught:
+        decorate(body, only="l2")(shared, shared)
+    assert str(caught.value) == _CHANGED_MEANWHILE.format(rebuilt_as)

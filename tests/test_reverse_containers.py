@@ -6,6 +6,7 @@ it was handed reaches the caller's container, as plain Python on NumPy arrays wo
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -380,3 +381,60 @@ def test_new_tensors_on_the_accelerator_come_back_as_host_arrays(accelerator: to
     ac.accepts_tensor(adds, device=accelerator)(d)
     assert d["a"] is a and type(d["new"]) is np.ndarray and d["new"].tolist() == [2.0, 4.0]
     assert d["items"] == [3.0] and type(d["items"][0]) is np.float64
+
+
+@pytest.mark.parametrize("options", [{}, {"copy": True}, {"dtype": torch.float32}], ids=["default", "copy", "float32"])
+@pytest.mark.parametrize("pair", [False, True], ids=["alone", "pair"])
+def test_a_bare_argument_put_into_a_container_is_the_callers_own(options: dict[str, Any], pair: bool) -> None:
+    """An array handed as a bare argument (by position or keyword) that the torch code puts
+    into a container it was handed is the caller's own array there, as in plain Python, not a
+    new array made of its tensor."""
+
+    def put(x: torch.Tensor, box: Any, *, y: torch.Tensor) -> None:
+        if isinstance(box, dict):
+            box["x"], box["y"] = x, y
+        else:
+            box += [x, y]
+
+    function = ac.accepts_tensor(**options)(put)
+    function = ac.returns_numpy(function) if pair else function
+    for held in ([], [np.ones(1)], {"held": np.ones(1)}):
+        x, y = np.ones(2), np.zeros(2)
+        function(x, held, y=y)
+        got = (held["x"], held["y"]) if isinstance(held, dict) else (held[-2], held[-1])
+        assert got[0] is x and got[1] is y
+
+
+def test_calls_on_two_threads_appending_to_one_list_refuse_by_name_rather_than_lose_an_append() -> None:
+    """Two calls on two threads appending to one shared list, both inside the function at once:
+    the first to return puts its copy back, the second finds the caller's list grown under its
+    copy and raises the library's error naming the argument (the guide's fix: a lock around
+    the call, or a list each), not Python's raw zip error."""
+    both_inside = threading.Barrier(2)
+
+    @ac.accepts_tensor
+    def log_sum(x: torch.Tensor, log: list[Any]) -> None:
+        log.append(x.sum())
+        both_inside.wait(timeout=30)
+
+    log: list[Any] = [np.zeros(1)]
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            log_sum(np.ones(2), log)
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Almost always one call refuses; where both after steps interleave, one append is lost unsaid (the guide's limit).
+    assert len(log) == 2 and log[1] == 2.0 and len(errors) <= 1
+    for error in errors:
+        assert type(error) is ac.ConversionError and str(error).startswith(
+            "test_calls_on_two_threads_appending_to_one_list_refuse_by_name_rather_than_lose_an_append.<locals>."
+            "log_sum(): argument log was changed during the call other than through the rebuilt copy"
+        )

@@ -76,14 +76,23 @@ def changed(records: Iterable[Record]) -> bool:
 
 
 def apply_changes(
-    records: list[Record], convert: Callable[[Any], Any], rebuilt_as: str = "its tensors as arrays"
+    records: list[Record],
+    convert: Callable[[Any], Any],
+    rebuilt_as: str = "its tensors as arrays",
+    bare: Iterable[tuple[Any, Any]] = (),
 ) -> list[tuple[Any, LeafError]]:
     """After a call that ``changed`` its containers: make each caller's container in
     ``records`` hold what its rebuilt one holds now, ``convert`` turning new values into the
-    caller's kind (in new containers too). Gives the containers that cannot take their
-    change, with the fact (its keys: the path inside the container; ``rebuilt_as``: what the
-    rebuilt copy held instead), having made every other change."""
+    caller's kind (in new containers too), except a value the function was handed: the
+    caller's again (``bare``: (what it got, the caller's) for its bare arguments). Gives the
+    containers that cannot take their change, with the fact (its keys: the path inside the
+    container; ``rebuilt_as``: what the rebuilt copy held instead), having made every other change."""
+    for original, handed, before in records:
+        if handed is not original and _changed_meanwhile(original, before):
+            return [(original, _changed_meanwhile_refusal(original, rebuilt_as))]
     mine = _handed_back(records)
+    for got, callers in bare:
+        mine.setdefault(id(got), callers)
 
     def back(value: Any, ctx: Any = None) -> Any:
         found = mine.get(id(value), _ABSENT)
@@ -134,6 +143,30 @@ def _handed_back(records: list[Record]) -> dict[int, Any]:
         for value, caller in zip(then.children, callers, strict=True):
             mine.setdefault(id(value), caller)
     return mine
+
+
+def _changed_meanwhile(original: Any, before: Any) -> bool:
+    """Whether the caller's ``original`` no longer holds the keys its rebuilt copy was made
+    with (``before``: what that held then): changed during the call by another way than the
+    copy (another argument handed it as it is, or a call on another thread)."""
+    then = before if type(before) is Held else held(before)
+    return held(original).keys != then.keys
+
+
+def _changed_meanwhile_refusal(original: Any, rebuilt_as: str) -> LeafError:
+    """The fact of a caller's container changed during the call while the function changed
+    its rebuilt copy: putting the copy back would undo the other change, so none is made."""
+    kind = type(original)
+    return LeafError(
+        ConversionError,
+        f"was changed during the call other than through the rebuilt copy the function was handed ({rebuilt_as}), "
+        "which the function changed too: putting the copy back would undo the other change, so the function's "
+        "changes were not put back (the same container handed through an argument left unconverted too, or "
+        "changed by a call on another thread)",
+        f"{kind.__module__}.{kind.__qualname__}",
+        "hand the container through one argument (or convert every argument it is handed through), and guard a "
+        "container that calls on several threads change with a lock, or give each call its own",
+    )
 
 
 def _refusal(original: Any, then: Held, now: Held, rebuilt_as: str) -> LeafError:

@@ -78,17 +78,18 @@ def _called(s: Script, level: int, arguments: str, handed: str, kind: Kind, *, k
             "handed_read_only=met_tensors)",
             "    raise",
         )
-    _changed(s, level, kind)
+    _changed(s, level, handed, kind)
 
 
-def _changed(s: Script, level: int, kind: Kind) -> None:
+def _changed(s: Script, level: int, handed: str, kind: Kind) -> None:
     """After the call, on the NumPy side: what the function changed in the containers it was
-    handed rebuilt reaches the caller's (the same step as the generic call's)."""
+    handed rebuilt reaches the caller's (the same step as the generic call's); ``handed``:
+    the arguments it got, whose arrays it put in are the caller's tensors again."""
     if kind.value.kind == "numpy":
         s.add(
             level,
             "if changes is not None and changed(changes):",
-            f"    container_changes(changes, given_args({s.arguments}, instance), met_tensors)",
+            f"    container_changes(changes, given_args({s.arguments}, instance), met_tensors, ({handed}))",
         )
 
 

@@ -18,7 +18,7 @@ from autoconvert._conversions._to_torch import Target
 from autoconvert._errors import KeyEntry
 from autoconvert._options._options import DEFAULT_POLICY, Policy
 from autoconvert._spec._callbacks import to_tensors
-from autoconvert._spec._collected import Collected
+from autoconvert._spec._collected import Collected, Handed
 from autoconvert._spec._inputs import Inputs
 from autoconvert._spec._outputs import NumpyOutputs
 from autoconvert._spec._signature import Given
@@ -41,23 +41,25 @@ class ContainerChanges:
         self.function = function
         self.inputs = inputs
 
-    def __call__(self, rebuilt: Rebuilt, given: Given, had_tensors: bool) -> None:
+    def __call__(self, rebuilt: Rebuilt, given: Given, had_tensors: bool, handed: Handed | None = None) -> None:
         """The generic call's step, after a call that handed ``rebuilt`` containers."""
         records = [*rebuilt.values()]
         if changed(records):
-            self.apply(records, given, had_tensors)
+            self.apply(records, given, had_tensors, handed)
 
-    def ended(self, ctx: Collected, given: Given) -> None:
+    def ended(self, ctx: Collected, given: Given, handed: Handed) -> None:
         """The generic call's step, after a call whose context ``ctx`` recorded rebuilt containers."""
         assert ctx.rebuilt is not None  # recorded: see Runner._ended
-        self(ctx.rebuilt, given, bool(ctx.shared or ctx.odd))
+        self(ctx.rebuilt, given, bool(ctx.shared or ctx.odd), handed)
 
-    def apply(self, records: list[Record], given: Given, had_tensors: bool) -> None:
+    def apply(self, records: list[Record], given: Given, had_tensors: bool, handed: Handed | None = None) -> None:
         """After a call that ``changed`` the containers in ``records`` (the flat call's step);
-        ``had_tensors``: whether the call's arguments held tensors before it."""
+        ``had_tensors``: whether the call's arguments held tensors before it; ``handed``: the
+        arguments the function got (a bare one it put in is the caller's own again)."""
         if not (had_tensors or self.converts_as_is):  # the lists and dicts handed as they are stay so
             records = [record for record in records if record[0] is not record[1]]
-        refused = apply_changes(records, self.new_values(given, had_tensors), self.rebuilt_as)
+        bare = [] if handed is None else _bare_arguments(given, handed)
+        refused = apply_changes(records, self.new_values(given, had_tensors), self.rebuilt_as, bare)
         if refused:
             original, error = refused[0]
             root, below = self._where(original, given)
@@ -117,17 +119,28 @@ class ReverseChanges(ContainerChanges):
         super().__init__(function, inputs)
         self.to_arrays = NumpyOutputs(function, inputs.params, returning or DEFAULT_POLICY, scalars=True).mapper
 
-    def ended(self, ctx: Target, given: Given) -> None:  # type: ignore[override]  # this side's context
+    def ended(self, ctx: Target, given: Given, handed: Handed) -> None:  # type: ignore[override]  # this side's context
         assert ctx.rebuilt is not None  # recorded: see Runner._ended
         records = [*ctx.rebuilt.values()]
         if changed(records):
-            self.apply(records, given, _had_arrays(records, given))
+            self.apply(records, given, _had_arrays(records, given), handed)
 
     def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
         """How a value the function put into a container converts: as a result of
         ``returns_numpy`` would, new tensors as arrays."""
         to_arrays = self.to_arrays
         return lambda value: to_arrays(value, None)
+
+
+def _bare_arguments(given: Given, handed: Handed) -> list[tuple[Any, Any]]:
+    """(what the function got, the caller's argument) for each argument, by position and
+    keyword: a value it got that it put into a container is the caller's own there, as in
+    plain Python (the caller's array, not the tensor made of it)."""
+    args, kwargs, _ = given
+    got, got_kwargs = handed
+    pairs = list(zip(got, args, strict=True)) if len(got) == len(args) else []
+    pairs += [(got_kwargs[key], value) for key, value in kwargs.items() if key in got_kwargs]
+    return [(mine, callers) for mine, callers in pairs if mine is not callers]
 
 
 def _had_arrays(records: list[Record], given: Given) -> bool:

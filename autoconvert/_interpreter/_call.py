@@ -209,7 +209,7 @@ class Runner:
             if after is not None:
                 result = after(ctx, given, handed, result)
             if ctx.rebuilt:
-                changes.ended(ctx, given)
+                changes.ended(ctx, given, handed)
             return result
 
         return ended
