@@ -2023,6 +2023,113 @@ def test_a_partials_bound_arguments_are_read_as_the_defaults_they_stand_in_for(
     assert written_in_torch(callback) is torch_written
 
 
+_OFFSET = torch.tensor(-0.5, dtype=torch.float64, requires_grad=True)
+_TORCH_SCALE = functools.partial(torch.mul, _WEIGHT)
+_NUMPY_SCALE = functools.partial(np.multiply, 0.7)
+
+
+def _scaled(reach: str, scale: Any) -> Any:
+    """``0.7 x - 0.5`` calling ``scale`` (``0.7 x``) one call deeper, reached as ``reach`` says."""
+    if reach == "bound-in-a-partial":
+        return functools.partial(lambda x, g: g(x) - 0.5, g=scale)
+    if reach == "default":
+        return lambda x, g=scale: g(x) - 0.5
+    if reach == "closure":
+
+        def closing(x: Any) -> Any:
+            return scale(x) - 0.5
+
+        return closing
+    if reach == "torch-global":
+        return lambda x: _TORCH_SCALE(x) - 0.5
+    return lambda x: _NUMPY_SCALE(x) - 0.5
+
+
+#: Torch code one call deeper than the callable, as a partial of a torch builtin or a tensor's
+#: own method: (the callable, its name in messages).
+_DEEPER_TORCH: dict[str, tuple[Callable[[], Any], str]] = {
+    **{
+        f"partial-of-torch.mul-{reach}": (lambda reach=reach: _scaled(reach, _TORCH_SCALE), name)
+        for reach, name in [
+            ("bound-in-a-partial", "_scaled.<locals>.<lambda>"),
+            ("default", "_scaled.<locals>.<lambda>"),
+            ("closure", "_scaled.<locals>.closing"),
+        ]
+    },
+    "partial-of-torch.mul-global": (lambda: _scaled("torch-global", None), "_scaled.<locals>.<lambda>"),
+    "tensor-method-default": (lambda: _scaled("default", _WEIGHT.mul), "_scaled.<locals>.<lambda>"),
+    "tensor-class-method-bound": (
+        lambda: _scaled("default", functools.partial(torch.Tensor.mul, other=_WEIGHT)),
+        "_scaled.<locals>.<lambda>",
+    ),
+    "partial-of-a-tensor-method": (lambda: functools.partial(_OFFSET.add, alpha=0.7), "Tensor.add"),
+}
+#: Their NumPy twins: a partial of a NumPy ufunc, an array's own method.
+_DEEPER_NUMPY: dict[str, Callable[[], Any]] = {
+    "partial-of-np.multiply-bound-in-a-partial": lambda: _scaled("bound-in-a-partial", _NUMPY_SCALE),
+    "partial-of-np.multiply-default": lambda: _scaled("default", _NUMPY_SCALE),
+    "partial-of-np.multiply-closure": lambda: _scaled("closure", _NUMPY_SCALE),
+    "partial-of-np.multiply-global": lambda: _scaled("numpy-global", None),
+    "array-method-default": lambda: _scaled("default", np.array(0.7).dot),
+}
+_LINEAR_ROUTINES = ["quad", "brentq"]
+
+
+def _plain_linear(routine: str) -> float:
+    module, call, value = _ROUTINES[routine]
+    return value(call(importlib.import_module(f"scipy.{module}"), lambda x: 0.7 * x - 0.5))
+
+
+@pytest.mark.parametrize("routine", _LINEAR_ROUTINES)
+@pytest.mark.parametrize("shape", list(_DEEPER_TORCH))
+def test_torch_code_one_call_deeper_meets_grad_error(shape: str, routine: str) -> None:
+    """A partial of a torch builtin (``partial(torch.mul, w)``) or a tensor's own method
+    (``w.mul``, ``torch.Tensor.mul``) is torch code wherever the callable reaches it (bound in a
+    partial, a default, a closure cell, a global) as when handed directly: the callable is handed
+    tensors, and its result requiring grad meets grad="error"."""
+    make, name = _DEEPER_TORCH[shape]
+    with pytest.raises(ac.GradientError) as info:
+        _run_bound(routine, make(), "error")
+    assert str(info.value) == (
+        f"{routine}(): callback {name}()'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
+        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
+        f"change it; grad='warn' says so once); to keep the gradient, make {routine} a differentiable torch "
+        f"operation with ac.numpy_op({routine}, backward=...), its vector-Jacobian product written in NumPy."
+    )
+
+
+@pytest.mark.parametrize("routine", _LINEAR_ROUTINES)
+@pytest.mark.parametrize("shape", list(_DEEPER_TORCH))
+def test_torch_code_one_call_deeper_warns_under_grad_warn(shape: str, routine: str) -> None:
+    """Under grad="warn" the same callables give SciPy's value with one GradientWarning."""
+    with pytest.warns(ac.GradientWarning) as caught:
+        found = _run_bound(routine, _DEEPER_TORCH[shape][0](), "warn")
+    assert len([w for w in caught if w.category is ac.GradientWarning]) == 1
+    assert found == pytest.approx(_plain_linear(routine), rel=1e-9)
+
+
+@pytest.mark.parametrize("grad", ["error", "warn"])
+@pytest.mark.parametrize("routine", _LINEAR_ROUTINES)
+@pytest.mark.parametrize("shape", list(_DEEPER_NUMPY))
+def test_numpy_code_one_call_deeper_keeps_getting_floats(shape: str, routine: str, grad: str) -> None:
+    """The NumPy twins (a partial of ``np.multiply``, an array's ``dot``, reached the same
+    ways) stay NumPy code: SciPy's plain value, nothing said under any grad policy."""
+    assert not written_in_torch(_DEEPER_NUMPY[shape]())
+    assert _run_bound(routine, _DEEPER_NUMPY[shape](), grad) == _plain_linear(routine)
+
+
+def test_a_tensors_own_methods_are_torch_code() -> None:
+    """A tensor's or module's builtin method, handed directly, in a partial or as a default, is
+    torch code; an array's, and ``object``'s own methods, are not."""
+    for function in [_WEIGHT.mul, functools.partial(_WEIGHT.mul), torch.Tensor.mul, torch.nn.Linear(1, 1).__dir__]:
+        assert written_in_torch(function)
+    assert written_in_torch(lambda x, f=_WEIGHT.mul: f(x))
+    for function in [np.array(0.7).dot, functools.partial(np.array(0.7).dot), object.__repr__, [].append]:
+        assert not written_in_torch(function)
+
+
 def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:
     """An item read by a constant key is judged alone (a dict of settings holding a model
     beside the number NumPy code reads); a list read whole (indexed by a variable, iterated) is

@@ -750,10 +750,11 @@ def _filled(cell: types.CellType) -> bool:
 
 
 def _is_torch(value: Any) -> bool:
-    """Whether ``value`` is torch: a torch namespace, or torch's own function or class."""
+    """Whether ``value`` is torch: a torch namespace, or torch's own function or class, or a
+    partial of one (``g=partial(torch.mul, w)``), judged as a callable handed directly is."""
     if isinstance(value, types.ModuleType):
         return adapter_for(value).is_torch(value)
-    return callable(value) and _torch_code(value)
+    return callable(value) and _torch_code(_peeled(value)[0])
 
 
 def _is_numpy(value: Any) -> bool:
@@ -763,8 +764,20 @@ def _is_numpy(value: Any) -> bool:
 
 def _torch_code(function: Any) -> bool:
     """Whether ``function`` is torch's own, or array-api-compat's torch namespace's
-    (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too)."""
+    (``xp.mean`` in SciPy's torch-backend code, from SciPy's vendored copy too), or a tensor's
+    or module's own builtin method (``w.mul``: torch's code, though bound to the caller's tensor),
+    or the tensor class's (``torch.Tensor.mul``, defined on torch's C base class)."""
+    if isinstance(function, types.BuiltinMethodType) and isinstance(function.__self__, _TORCH_OWNERS):
+        return True
+    if isinstance(function, types.MethodDescriptorType) and function.__objclass__ in _TENSOR_BASES:
+        return True
     return adapter_for(function).written_in_torch(function)
+
+
+#: The objects whose builtin methods are torch's code.
+_TORCH_OWNERS = (torch.Tensor, torch.nn.Module)
+#: The classes ``torch.Tensor``'s builtin methods are defined on (not ``object``, whose are no torch's).
+_TENSOR_BASES = frozenset(torch.Tensor.__mro__[:-1])
 
 
 #: Names NumPy code reads that torch.compile's NumPy tracing has but cannot trace: an array's
