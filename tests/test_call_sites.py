@@ -1900,6 +1900,18 @@ def _run_bound(routine: str, callback: Any, grad: str) -> float:
     return value(call(ac.torchify(importlib.import_module(f"scipy.{module}"), grad=grad), callback))
 
 
+def _callback_grad_error(routine: str, name: str) -> str:
+    """The GradientError of ``routine`` handed a torch callback ``name`` under grad="error"."""
+    return (
+        f"{routine}(): callback {name}()'s result requires grad, and NumPy code cannot pass gradients back. Found "
+        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
+        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
+        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
+        f"change it; grad='warn' says so once); to keep the gradient, make {routine} a differentiable torch "
+        f"operation with ac.numpy_op({routine}, backward=...), its vector-Jacobian product written in NumPy."
+    )
+
+
 @pytest.mark.parametrize("routine", list(_ROUTINES))
 @pytest.mark.parametrize(("shape", "kind"), _BOUND_CASES)
 def test_torch_code_bound_in_a_partial_makes_the_partial_torch_code(shape: str, kind: str, routine: str) -> None:
@@ -1913,14 +1925,7 @@ def test_torch_code_bound_in_a_partial_makes_the_partial_torch_code(shape: str, 
         _run_bound(routine, _bound_callback(shape, kind, seen), "error")
     assert seen == [torch.Tensor]
     name = "_bound_callback.<locals>.<lambda>" if kind == "tensor" else _BOUND_NAMES[shape]
-    assert str(info.value) == (
-        f"{routine}(): callback {name}()'s result requires grad, and NumPy code cannot pass gradients back. Found "
-        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
-        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
-        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
-        f"change it; grad='warn' says so once); to keep the gradient, make {routine} a differentiable torch "
-        f"operation with ac.numpy_op({routine}, backward=...), its vector-Jacobian product written in NumPy."
-    )
+    assert str(info.value) == _callback_grad_error(routine, name)
 
 
 @pytest.mark.parametrize("grad", ["warn", "detach"])
@@ -2090,14 +2095,7 @@ def test_torch_code_one_call_deeper_meets_grad_error(shape: str, routine: str) -
     make, name = _DEEPER_TORCH[shape]
     with pytest.raises(ac.GradientError) as info:
         _run_bound(routine, make(), "error")
-    assert str(info.value) == (
-        f"{routine}(): callback {name}()'s result requires grad, and NumPy code cannot pass gradients back. Found "
-        "torch.Tensor(shape=(), dtype=torch.float64, layout=torch.strided, device=cpu). Fix: .detach() the "
-        "callback's result, call under torch.no_grad(), or allow it detached with grad='detach' (in the "
-        "ac.torchify(..., grad='detach') call that made it, where grad='error' was given, so a config block cannot "
-        f"change it; grad='warn' says so once); to keep the gradient, make {routine} a differentiable torch "
-        f"operation with ac.numpy_op({routine}, backward=...), its vector-Jacobian product written in NumPy."
-    )
+    assert str(info.value) == _callback_grad_error(routine, name)
 
 
 @pytest.mark.parametrize("routine", _LINEAR_ROUTINES)
