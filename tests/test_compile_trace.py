@@ -241,6 +241,14 @@ def _quartiles(x: np.ndarray) -> np.ndarray:
     return np.quantile(x, (0.25, 0.75))
 
 
+def _normalised_by_default(x: np.ndarray, mean: np.ndarray = _MEAN) -> np.ndarray:
+    return x - mean
+
+
+def _scaled_by_a_keyword_default(x: np.ndarray, *, scales: tuple[float, ...] = _SCALES) -> np.ndarray:
+    return x * np.asarray(scales)
+
+
 def _reshaped_with_a_float_beside(x: np.ndarray) -> tuple[np.ndarray, float]:
     return x.reshape(_SHAPE), 0.5
 
@@ -253,6 +261,8 @@ _FROM_VALUES = {
     _scaled_by_a_global_tuple: "_SCALES",
     _weighted: "a list of floats written out",
     _quartiles: "a list of floats written out",
+    _normalised_by_default: "mean",
+    _scaled_by_a_keyword_default: "scales",
     _reshaped_with_a_float_beside: None,
 }
 
@@ -347,7 +357,8 @@ def _overwrite(a: np.ndarray) -> np.ndarray:
 
 
 def test_the_promises_hold_inside_the_graph() -> None:
-    """Writes into arguments stay private unless writeback=True or copy=False; dtype=,
+    """Writes into arguments stay private unless writeback=True (copy=False takes the escape:
+    see test_copy_false_without_writeback_takes_the_escape_to_the_eager_outcome); dtype=,
     device=, grad='detach', keyword and plain arguments, containers, tuple results."""
     x = torch.rand(4, dtype=torch.float64) + 1
 
@@ -359,11 +370,10 @@ def test_the_promises_hold_inside_the_graph() -> None:
     caller = x.clone()
     torch.testing.assert_close(run(private, caller), private(x.clone()))
     assert torch.equal(caller, x)
-    for options in ({"writeback": True}, {"copy": False}):
-        shared = ac.accepts_numpy(**options)(_overwrite)
-        caller = x.clone()
-        run(ac.returns_tensor(shared), caller)
-        assert caller[0] == 0 and torch.equal(caller[1:], x[1:])
+    shared = ac.accepts_numpy(writeback=True)(_overwrite)
+    caller = x.clone()
+    run(ac.returns_tensor(shared), caller)
+    assert caller[0] == 0 and torch.equal(caller[1:], x[1:])
 
     scaled = ac.returns_tensor(dtype=torch.float32, device="cpu")(ac.accepts_numpy(_scale))
     out = run(scaled, x, 3.0, shift=1.0)
@@ -1005,6 +1015,35 @@ def test_a_result_holding_itself_takes_the_escape_to_the_eager_error() -> None:
     with pytest.warns(ac.CompileWarning):
         deeper = torch.compile(nested, backend="aot_eager")(x, 12)
     torch.testing.assert_close(deeper, nested(x, 12))
+    torch._dynamo.reset()
+
+
+def _writes_then_returns_itself(x: np.ndarray, write: bool) -> np.ndarray:
+    if write:
+        x[0] = 5.0
+    return x
+
+
+@pytest.mark.filterwarnings("ignore:Guards may run slower on Python 3.13.0:RuntimeWarning")
+def test_copy_false_without_writeback_takes_the_escape_to_the_eager_outcome() -> None:
+    """``copy=False`` hands the function the caller's memory read-only: traced, torch's NumPy
+    tracing cannot keep it so, and a write reached the caller's tensor where an eager call
+    raises ReadOnlyError, and a result that is the argument shared the caller's memory where an
+    eager call copies it. Its calls take the escape, to the eager outcome."""
+    pair = ac.returns_tensor(ac.accepts_numpy(_writes_then_returns_itself, copy=False))
+    assert ac.explain(pair).compiled == (
+        "each call is one graph break, the body run eagerly: copy=False hands it the caller's memory read-only, "
+        "which torch's NumPy tracing cannot keep read-only"
+    )
+    torch._dynamo.reset()
+    compiled = torch.compile(pair, backend="aot_eager")
+    x = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(ac.ReadOnlyError, match="argument x was written into by the function"):
+        compiled(x, True)
+    assert x.tolist() == [1.0, 2.0, 3.0]
+    eager, out = pair(x, False), compiled(x, False)
+    assert out.tolist() == eager.tolist() == [1.0, 2.0, 3.0]
+    assert out.data_ptr() != x.data_ptr() and eager.data_ptr() != x.data_ptr()
     torch._dynamo.reset()
 
 

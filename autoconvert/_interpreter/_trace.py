@@ -8,9 +8,10 @@ _escape) carries ``_torchdynamo_inline``: dynamo, meeting a call to it, inlines 
 conversion in its place; eagerly, and wherever dynamo cannot trace the body, the escape
 runs as before, one graph break and the body run by Python. The traced conversion keeps
 the eager promises: each tensor argument handed as a private copy the function may write
-(the compiler drops it where nothing writes) unless ``writeback=True`` or ``copy=False``
-ask for its own memory, ``grad="detach"`` detached, dtypes NumPy lacks widened and the
-results narrowed back, ``dtype=`` and ``device=`` applied to the results.
+(the compiler drops it where nothing writes) unless ``writeback=True`` asks for its own
+memory (``copy=False``, which hands it read-only, takes the escape), ``grad="detach"``
+detached, dtypes NumPy lacks widened and the results narrowed back, ``dtype=`` and
+``device=`` applied to the results.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ class Trace:
         plan's kind cannot be traced whatever its code (None: its code decides)."""
         self.function = function
         self.mode = inputs.compile
+        if refusal is None and inputs.copy is False and not gives_way("trace's private copies", inputs):
+            refusal = _READ_ONLY
         #: The function judged: a call running another (batched's map of it) takes the escape.
         self.judged = traced_function(func)
         why = refusal or (None if self.mode == "escape" else _judged(reads_numpy_alone, self.judged))
@@ -473,6 +476,12 @@ class _Inline:
         if not self.trace.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
+
+
+#: Why a plan with ``copy=False`` and no ``writeback`` takes the escape: the function's arrays
+#: are the caller's memory, read-only, which torch's NumPy tracing cannot keep so (a write would
+#: reach the caller's tensor, and a result the argument itself would share it).
+_READ_ONLY = "copy=False hands it the caller's memory read-only, which torch's NumPy tracing cannot keep read-only"
 
 
 #: How many containers deep a traced call's result is walked: deeper, it takes the escape,

@@ -945,14 +945,17 @@ def makes_arrays_on_the_cpu(function: Any) -> str | None:
 
 
 def _values_on_the_cpu(function: types.FunctionType) -> list[str]:
-    """The globals and closure variables ``function``'s code reads that torch's NumPy tracing
-    holds on the CPU: an array (``MEAN = np.array([0.485, 0.456, 0.406])``), or a tuple of
-    numbers with a float among them or handed to ``np.asarray`` (a tuple of ints elsewhere is
-    a shape or axes)."""
-    handed = {last.argval for _, last in _first_arguments(function.__code__) if last.opname in _NAME_LOADS}
+    """The globals, closure variables and parameters' defaults ``function``'s code reads that
+    torch's NumPy tracing holds on the CPU: an array (``MEAN = np.array([0.485, 0.456, 0.406])``,
+    ``def f(x, m=np.array(...))``), or a tuple of numbers with a float among them or handed to
+    ``np.asarray`` (a tuple of ints elsewhere is a shape or axes)."""
+    code = function.__code__
+    handed = {last.argval for _, last in _first_arguments(code) if last.opname in _NAME_LOADS}
+    values = _values_loaded(function, code_reads(code))
+    values += _parameter_values(function, None, _NOTHING_BOUND).items()
     return [
         name
-        for name, value in _values_loaded(function, code_reads(function.__code__))
+        for name, value in values
         if (isinstance(value, np.ndarray) and value.ndim > 0)
         or (
             isinstance(value, tuple)
