@@ -107,7 +107,7 @@ class Trace:
         self.function = function
         self.mode = inputs.compile
         if refusal is None and inputs.copy is False and not gives_way("trace's private copies", inputs):
-            refusal = _READ_ONLY
+            refusal = _READ_ONLY_MEMORY
         #: The function judged: a call running another (batched's map of it) takes the escape.
         self.judged = traced_function(func)
         why = refusal or (None if self.mode == "escape" else _judged(reads_numpy_alone, self.judged))
@@ -481,7 +481,9 @@ class _Inline:
 #: Why a plan with ``copy=False`` and no ``writeback`` takes the escape: the function's arrays
 #: are the caller's memory, read-only, which torch's NumPy tracing cannot keep so (a write would
 #: reach the caller's tensor, and a result the argument itself would share it).
-_READ_ONLY = "copy=False hands it the caller's memory read-only, which torch's NumPy tracing cannot keep read-only"
+_READ_ONLY_MEMORY = (
+    "copy=False hands it the caller's memory read-only, which torch's NumPy tracing cannot keep read-only"
+)
 
 
 #: How many containers deep a traced call's result is walked: deeper, it takes the escape,
