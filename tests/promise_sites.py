@@ -69,9 +69,8 @@ class Site:
     worker: str = ""
     #: A forward-mode tangent it has no rule for is refused (GradientError), whatever ``grad=`` says.
     refuses_tangents: bool = False
-    #: Its NumPy body is traced into torch's graph (where this torch's dynamo holds the trace
-    #: route), on private copies of the arguments: a write into one, which an eager call
-    #: refuses, stays there (the numpy-op guide).
+    #: Its NumPy body is traced into torch's graph, on private copies of the arguments: a write
+    #: into one, which an eager call refuses, stays there (the numpy-op guide).
     traced: bool = False
     slow: bool = False
 
@@ -125,12 +124,6 @@ def _on_executor(name: str, runner: str, worker: str, **fixed: Any) -> Site:
 SITES = [
     Site("the decorator pair", lambda body, o, _: ac.returns_tensor(ac.accepts_numpy(body, **o))),
     Site("accepts_numpy alone", lambda body, o, _: ac.accepts_numpy(body, **o), converts_results=False),
-    Site(
-        "the decorator pair under torch.compile",
-        lambda body, o, _: _compiled(ac.returns_tensor(ac.accepts_numpy(body, **o))),
-        pickles=False,
-        traced=_UNFIT_DYNAMO is None,
-    ),
     Site("a config block", _in_config, pickles=False),
     Site("adapt", lambda body, o, _: ac.adapt(body, **o), result_methods=False),
     Site("torchify of a function", lambda body, o, _: ac.torchify(body, **o)),
@@ -164,6 +157,16 @@ SITES = [
     ),
     _on_executor("batched on Ray", "ray", "a Ray worker in another process"),
 ]
+if _UNFIT_DYNAMO is None:  # a torch whose dynamo holds the trace route (torch 2.4's meets the generic call raw)
+    SITES.insert(
+        2,
+        Site(
+            "the decorator pair under torch.compile",
+            lambda body, o, _: _compiled(ac.returns_tensor(ac.accepts_numpy(body, **o))),
+            pickles=False,
+            traced=True,
+        ),
+    )
 
 
 @contextlib.contextmanager
