@@ -13,7 +13,7 @@ import torch
 
 from autoconvert._conversions._devices import default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, WIDENED_HALF, Casts, restoring_casts
-from autoconvert._conversions._mutations import Rebuilt, Record, apply_changes, changed, path_to
+from autoconvert._conversions._mutations import Record, apply_changes, changed, path_to
 from autoconvert._conversions._to_torch import Target
 from autoconvert._errors import KeyEntry
 from autoconvert._options._options import DEFAULT_POLICY, Policy
@@ -41,16 +41,17 @@ class ContainerChanges:
         self.function = function
         self.inputs = inputs
 
-    def __call__(self, rebuilt: Rebuilt, given: Given, had_tensors: bool, handed: Handed | None = None) -> None:
-        """The generic call's step, after a call that handed ``rebuilt`` containers."""
-        records = [*rebuilt.values()]
-        if changed(records):
-            self.apply(records, given, had_tensors, handed)
-
-    def ended(self, ctx: Collected, given: Given, handed: Handed) -> None:
+    def ended(self, ctx: Any, given: Given, handed: Handed) -> None:
         """The generic call's step, after a call whose context ``ctx`` recorded rebuilt containers."""
         assert ctx.rebuilt is not None  # recorded: see Runner._ended
-        self(ctx.rebuilt, given, bool(ctx.shared or ctx.odd), handed)
+        records = [*ctx.rebuilt.values()]
+        if changed(records):
+            self.apply(records, given, self.converted_any(ctx, records, given), handed)
+
+    def converted_any(self, ctx: Collected, records: list[Record], given: Given) -> bool:
+        """Whether the call's arguments held values this side converts, tensors, before it
+        (its context says); ``apply``'s ``had_tensors``."""
+        return bool(ctx.shared or ctx.odd)
 
     def apply(self, records: list[Record], given: Given, had_tensors: bool, handed: Handed | None = None) -> None:
         """After a call that ``changed`` the containers in ``records`` (the flat call's step);
@@ -119,11 +120,14 @@ class ReverseChanges(ContainerChanges):
         super().__init__(function, inputs)
         self.to_arrays = NumpyOutputs(function, inputs.params, returning or DEFAULT_POLICY, scalars=True).mapper
 
-    def ended(self, ctx: Target, given: Given, handed: Handed) -> None:  # type: ignore[override]  # this side's context
-        assert ctx.rebuilt is not None  # recorded: see Runner._ended
-        records = [*ctx.rebuilt.values()]
-        if changed(records):
-            self.apply(records, given, _had_arrays(records, given), handed)
+    def converted_any(self, ctx: Target, records: list[Record], given: Given) -> bool:  # type: ignore[override]  # this side's context
+        """Whether the call's arguments held values this side converts, arrays (looked for only after a
+        call that changed a container): a container rebuilt for the function held some, else a
+        bare argument is one."""
+        if any(original is not handed for original, handed, _ in records):
+            return True
+        args, kwargs, _ = given
+        return any(isinstance(value, (np.ndarray, np.generic)) for value in (*args, *kwargs.values()))
 
     def new_values(self, given: Given, had_tensors: bool) -> Callable[[Any], Any]:
         """How a value the function put into a container converts: as a result of
@@ -141,12 +145,3 @@ def _bare_arguments(given: Given, handed: Handed) -> list[tuple[Any, Any]]:
     pairs = list(zip(got, args, strict=True)) if len(got) == len(args) else []
     pairs += [(got_kwargs[key], value) for key, value in kwargs.items() if key in got_kwargs]
     return [(mine, callers) for mine, callers in pairs if mine is not callers]
-
-
-def _had_arrays(records: list[Record], given: Given) -> bool:
-    """Whether the call's arguments held arrays (looked for only after a call that changed a
-    container): a container rebuilt for the function held some, else a bare argument is one."""
-    if any(original is not handed for original, handed, _ in records):
-        return True
-    args, kwargs, _ = given
-    return any(isinstance(value, (np.ndarray, np.generic)) for value in (*args, *kwargs.values()))
