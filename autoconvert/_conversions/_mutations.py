@@ -17,6 +17,7 @@ What a container holds and how it takes a change are its registered node's (its
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -86,7 +87,20 @@ def apply_changes(
     caller's kind (in new containers too), except a value the function was handed: the
     caller's again (``bare``: (what it got, the caller's) for its bare arguments). Gives the
     containers that cannot take their change, with the fact (its keys: the path inside the
-    container; ``rebuilt_as``: what the rebuilt copy held instead), having made every other change."""
+    container; ``rebuilt_as``: what the rebuilt copy held instead), having made every other change.
+    One call's changes at a time: each reads the caller's containers as they are then (a slot
+    another call wrote meanwhile is kept) and writes them back before another reads them."""
+    with _PUTTING_BACK:
+        return _apply_changes(records, convert, rebuilt_as, bare)
+
+
+#: Held while a call's changes are put back (re-entered by a registered update calling a decorated function).
+_PUTTING_BACK = threading.RLock()
+
+
+def _apply_changes(
+    records: list[Record], convert: Callable[[Any], Any], rebuilt_as: str, bare: Iterable[tuple[Any, Any]]
+) -> list[tuple[Any, LeafError]]:
     for original, handed, before in records:
         if handed is not original and _changed_meanwhile(original, before):
             return [(original, _changed_meanwhile_refusal(original, rebuilt_as))]
