@@ -552,6 +552,45 @@ def test_which_code_is_judged_numpy_alone() -> None:
     }
     for function, why in cases.items():
         assert reads_numpy_alone(function) == why
+    catches = (
+        "its code catches exceptions (an except clause), and a compiled graph raises what NumPy raises at run time "
+        "(np.linalg.LinAlgError) as torch's own errors, past the handler"
+    )
+    for function, why in {_inverse_or_zeros: catches, _bare_except: catches, _try_finally: None}.items():
+        assert reads_numpy_alone(function) == why
+
+
+def _inverse_or_zeros(a: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.zeros_like(a)
+
+
+def _bare_except(a: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.inv(a)
+    except:  # noqa: E722 - the bare form, judged apart from `except E`
+        return a
+
+
+def _try_finally(a: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.inv(a)
+    finally:
+        np.sum(a)
+
+
+@pytest.mark.parametrize("body", [_inverse_or_zeros, _bare_except], ids=["except LinAlgError", "bare except"])
+def test_a_function_catching_numpys_run_time_error_gets_its_handlers_value_compiled(body: Any) -> None:
+    """A singular matrix raises inside a compiled graph as torch's LinAlgError, which the
+    function's own `except np.linalg.LinAlgError` would not catch: such a function takes the
+    escape, and its handler's value is the compiled call's as it is the eager call's."""
+    fn = ac.returns_tensor(ac.accepts_numpy(body))
+    compiled = torch.compile(lambda a: fn(a) + 1, backend="aot_eager")
+    singular = torch.zeros(2, 2, dtype=torch.float64)
+    torch.testing.assert_close(compiled(singular), fn(singular) + 1)
+    torch.testing.assert_close(compiled(torch.eye(2, dtype=torch.float64)), torch.eye(2, dtype=torch.float64) + 1)
 
 
 def test_adapt_traces_where_every_parameter_asks_for_an_array() -> None:

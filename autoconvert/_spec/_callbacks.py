@@ -978,12 +978,31 @@ def _numpy_alone(
     untraced = sorted(name for name in reads.names - reads.globals if _untraced_name(name, traced))
     if untraced:
         return f"its code reads {untraced[0]}, which torch's NumPy tracing does not trace"
+    if _catches(code):
+        return (
+            "its code catches exceptions (an except clause), and a compiled graph raises what NumPy raises at run "
+            "time (np.linalg.LinAlgError) as torch's own errors, past the handler"
+        )
     builtins = _builtins_of(function)
     for name, value in _values_loaded(function, reads):
         why = _traced_value(name, value, builtins, traced, seen)
         if why is not None:
             return why
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _catches(code: types.CodeType) -> bool:
+    """Whether ``code`` has an except clause: one matching a type (``except E``, ``except* E``),
+    or a bare ``except:``, whose handler drops the exception it pushed first (where a
+    ``finally`` block's runs its own code, and a ``with`` block's hands it to ``__exit__``)."""
+    instructions = list(dis.get_instructions(code))
+    for instruction, following in itertools.pairwise(instructions):
+        if instruction.opname in {"CHECK_EXC_MATCH", "CHECK_EG_MATCH"}:
+            return True
+        if instruction.opname == "PUSH_EXC_INFO" and following.opname == "POP_TOP":
+            return True
+    return False
 
 
 def _builtins_of(function: types.FunctionType) -> dict[str, Any]:
