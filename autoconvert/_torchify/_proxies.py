@@ -459,6 +459,8 @@ class TorchifiedObject(StandIn):
         return cast("Callable[..., Any]", cached[1])
 
     def __autoconvert_description__(self) -> Description:
+        if type(self.__wrapped__) is types.FunctionType:  # a plain function's proxy: its call is what it does
+            return cast("Description", described(self._self_bound["__call__"][2]))
         return Description(options=self._self_options, notes=self._self_class.object_notes(self.__wrapped__))
 
     def _self_stood_for(self) -> Any:
@@ -743,6 +745,9 @@ def _function_call(self: TorchifiedObject, *args: Any, **kwargs: Any) -> Any:
     ``torch.compile(proxy)``, whose frame this is, traces it as a compiled caller does:
     dynamo takes the proxy for its function and reads nothing else of it."""
     return self._torchdynamo_inline(*args, **kwargs)
+
+
+_function_call.__autoconvert_description__ = _describing("__call__")  # type: ignore[attr-defined]
 
 
 def _function_get(self: CallableTorchifiedObject, instance: Any, owner: Any = None) -> Any:
