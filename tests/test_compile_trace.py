@@ -6,6 +6,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import inspect
 import math
 import warnings
 from typing import Any
@@ -1181,6 +1182,20 @@ def test_a_traced_function_raising_its_own_exception_raises_it_as_eagerly(name: 
     with pytest.raises(type(eager.value)) as compiled:  # a CompileWarning is an error here
         torch.compile(fn, backend="aot_eager")(made(torch.ones(2, dtype=torch.float64)))
     assert type(compiled.value) is type(eager.value) and str(compiled.value) == str(eager.value)
+
+
+def test_under_fullgraph_a_traced_call_raising_is_refused_in_the_librarys_words() -> None:
+    """dynamo refuses the graph break that would raise the eager call's exception, quoting the
+    break's message where this torch's graph_break takes one (torch 2.4's has none)."""
+    fn = ac.returns_tensor(ac.accepts_numpy(_raises_after_numpy_code))
+    with pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+        torch.compile(lambda x: fn(x) * 2, backend="eager", fullgraph=True)(torch.ones(2))
+    if "msg" in inspect.signature(torch._dynamo.graph_break).parameters:
+        assert (
+            "autoconvert: _raises_after_numpy_code() raised while torch.compile traced it: the call runs by Python, "
+            "outside the graph, to raise the eager call's exception. Fix: leave fullgraph off to get that exception, "
+            "or call it where it does not raise"
+        ) in str(refused.value)
 
 
 def _times(x: np.ndarray, s: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
@@ -131,6 +132,12 @@ class Trace:
         self.converts_results = outputs is not None
         self.device = outputs.device if outputs is not None else None
         self.dtype = outputs.dtype if outputs is not None else None
+        #: The graph break's words where a traced call raises (see _breaking).
+        self.raised = (
+            f"autoconvert: {function} raised while torch.compile traced it: the call runs by Python, outside the "
+            "graph, to raise the eager call's exception. Fix: leave fullgraph off to get that exception, or call it "
+            "where it does not raise"
+        )
         #: Why a call judged traceable ran through the escape instead (None: none has).
         self.fell_back: str | None = None
         #: Said where a call's tensor in a container the trace does not rebuild took the escape.
@@ -168,7 +175,7 @@ class Trace:
             _trace: Trace = self,
             _bound: bool = bound,
         ) -> Any:
-            return _breaking(_trace._route, call, wrapped, instance, args, kwargs, bound=_bound)
+            return _breaking(_trace._route, _trace.raised, call, wrapped, instance, args, kwargs, bound=_bound)
 
         escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
         return escape
@@ -468,7 +475,7 @@ class _Inline:
         self.offset = trace.params.offset(instance)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
-        return _breaking(self._route, args, kwargs)
+        return _breaking(self._route, self.trace.raised, args, kwargs)
 
     def _route(self, args: Any, kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
         if not self.trace.fits(args, kwargs):
@@ -491,17 +498,27 @@ _READ_ONLY_MEMORY = (
 _DEEPEST = 8
 
 
-def _breaking(route: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+def _breaking(
+    route: Callable[..., Any], raised: str, *args: Any, **kwargs: Any
+) -> Any:  # pragma: no cover - runs under dynamo
     """``route(*args, **kwargs)`` as dynamo traces it, its graph broken at the decorated call where it
     raises (the function's own ``raise``, dynamo's copy of a slotted dataclass): the escape then
     runs the call by Python, and the exception is the eager call's. Left to itself, dynamo runs
     the whole calling frame by Python and traces the function's frame alone, on arrays it cannot
-    take (pytorch's "Expected np.nditer base"), and the library's conversions as graphs."""
+    take (pytorch's "Expected np.nditer base"), and the library's conversions as graphs.
+    ``raised``: the break's message, which dynamo quotes where ``fullgraph=True`` refuses it."""
     try:
         return route(*args, **kwargs)
     except Exception:
-        torch._dynamo.graph_break()
+        if _BREAK_TAKES_A_MESSAGE:
+            torch._dynamo.graph_break(msg=raised)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+        else:
+            torch._dynamo.graph_break()
         raise
+
+
+#: Read once, at import (a feature read: torch 2.4's graph_break takes no message).
+_BREAK_TAKES_A_MESSAGE = "msg" in inspect.signature(torch._dynamo.graph_break).parameters
 
 
 class _Handed(NamedTuple):
