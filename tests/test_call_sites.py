@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.util
+import operator
 import os
 import types
 from collections.abc import Callable
@@ -2126,6 +2127,49 @@ def test_a_tensors_own_methods_are_torch_code() -> None:
     assert written_in_torch(lambda x, f=_WEIGHT.mul: f(x))
     for function in [np.array(0.7).dot, functools.partial(np.array(0.7).dot), object.__repr__, [].append]:
         assert not written_in_torch(function)
+
+
+class _CallsAPartial:
+    __call__ = functools.partial(torch.mul, _WEIGHT)
+
+
+class _CallsATensorMethod:
+    __call__ = _WEIGHT.mul
+
+
+class _CallsABuiltin:
+    __call__ = torch.sin
+
+
+class _CallsANumpyPartial:
+    __call__ = functools.partial(np.add, -0.5)
+
+
+@pytest.mark.parametrize("routine", _LINEAR_ROUTINES)
+def test_an_object_whose_class_call_is_a_partial_or_a_tensor_method_is_torch_code(routine: str) -> None:
+    """A class's ``__call__`` that no descriptor binds (a partial of torch's function, a tensor's
+    bound method, a torch builtin) is the object's call, read as it is; ``operator.methodcaller``
+    passing a tensor or naming a method tensors have and arrays lack is torch code too: handed
+    tensors, their result requiring grad meets grad="error". The NumPy twins stay NumPy code."""
+    torch_code = [
+        _CallsAPartial(),
+        _CallsATensorMethod(),
+        functools.partial(_CallsATensorMethod()),
+        _CallsABuiltin(),
+        operator.methodcaller("mul", _WEIGHT),
+        operator.methodcaller("mul", other=_WEIGHT),
+        operator.methodcaller("sin"),
+    ]
+    for function in torch_code:
+        assert written_in_torch(function)
+    for function in torch_code[:3] + torch_code[4:6]:
+        with pytest.raises(ac.GradientError):
+            _run_bound(routine, function, "error")
+    for function in [_CallsANumpyPartial(), operator.methodcaller("dot", 0.7), operator.methodcaller("sum")]:
+        assert not written_in_torch(function)
+    module, call, value = _ROUTINES[routine]
+    plain = value(call(importlib.import_module(f"scipy.{module}"), _CallsANumpyPartial()))
+    assert _run_bound(routine, _CallsANumpyPartial(), "error") == plain
 
 
 def test_the_items_a_list_or_dict_is_read_by_are_judged() -> None:

@@ -17,6 +17,7 @@ import functools
 import inspect
 import itertools
 import math
+import operator
 import sys
 import types
 from collections.abc import Callable
@@ -363,26 +364,31 @@ def _peeled(function: Any) -> tuple[Any, _Bound]:
         elif isinstance(function, types.MethodType) and isinstance(function.__func__, functools.partial):
             bound = _Bound((function.__self__, *bound.args), bound.keywords)
             function = function.__func__
-        elif _partial_call(function):  # a callable object whose __call__ is a partialmethod
-            function = _bound(_class_member(type(function), "__call__"), function, type(function))
+        elif (call := _call_of(function)) is not None:  # a callable object: its class's __call__ read through
+            partialmethod = isinstance(call, functools.partialmethod)
+            function = _bound(call, function, type(function)) if partialmethod else call
         else:
             return function, bound
 
 
-def _partial_call(function: Any) -> bool:
-    """Whether ``function`` is an object whose class's ``__call__`` is a ``functools.partialmethod``
-    of a Python function (read as the partial of the bound method it gives)."""
+def _call_of(function: Any) -> Any:
+    """The ``__call__`` its class gives ``function``, an object, where the rule reads through it:
+    a ``functools.partialmethod`` of a Python function (read as the partial of the bound method
+    it gives), or a callable no descriptor binds, called without the object
+    (``__call__ = functools.partial(torch.mul, w)``, ``= w.mul``, ``= torch.sin``); else None."""
     if isinstance(function, (types.FunctionType, type)):
-        return False
+        return None
     cls: type = type(function)
-    return _calls_partialmethod(cls)
+    return _read_call(cls)
 
 
 @functools.lru_cache(maxsize=1024)  # asked per judgement of each callable
-def _calls_partialmethod(cls: type) -> bool:
-    """Whether ``cls``'s ``__call__`` is a ``functools.partialmethod`` of a Python function."""
+def _read_call(cls: type) -> Any:
+    """``_call_of`` an instance of ``cls``."""
     call = _class_member(cls, "__call__")
-    return isinstance(call, functools.partialmethod) and isinstance(call.func, types.FunctionType)
+    if isinstance(call, functools.partialmethod) and isinstance(call.func, types.FunctionType):
+        return call
+    return call if isinstance(call, (functools.partial, types.MethodType, types.BuiltinFunctionType)) else None
 
 
 def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
@@ -394,6 +400,8 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
     function, bound = _peeled(function)
     if isinstance(function, torch.nn.Module) or _torch_code(function):
         return True
+    if isinstance(function, operator.methodcaller):
+        return _calls_a_tensor_method(function)
     owner = None
     if isinstance(function, types.MethodType):
         function, owner = function.__func__, function.__self__
@@ -408,6 +416,19 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
     if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
         return False
     return _reads_torch(function, owner, bound, depth, seen, helper=helper)
+
+
+def _calls_a_tensor_method(caller: operator.methodcaller) -> bool:
+    """Whether ``caller`` (``operator.methodcaller(name, *args, **kwargs)``) is torch code: it
+    passes a tensor, or names a method tensors have and arrays lack (``"mul"``, ``"sin"``)."""
+    reduced: Any = caller.__reduce__()
+    make, args = reduced[:2]  # a partial of the type where it has keywords
+    given: list[Any] = [*make.args, *args] if isinstance(make, functools.partial) else [*args]
+    name, values = given[0], given[1:]
+    keywords = make.keywords if isinstance(make, functools.partial) else {}
+    if any(isinstance(value, torch.Tensor) for value in (*values, *keywords.values())):
+        return True
+    return hasattr(torch.Tensor, name) and not hasattr(np.ndarray, name)
 
 
 def _seen_key(function: Any, owner: Any, bound: _Bound) -> tuple[int, ...]:
