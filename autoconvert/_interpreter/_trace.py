@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
-import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, cast
@@ -510,15 +509,10 @@ def _breaking(
     try:
         return route(*args, **kwargs)
     except Exception:
-        if _BREAK_TAKES_A_MESSAGE:
-            torch._dynamo.graph_break(msg=raised)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
-        else:
-            torch._dynamo.graph_break()
+        # dynamo reads msg= off the call without binding it: a torch whose graph_break takes no
+        # message leaves it unread (and this runs under dynamo alone, never by Python).
+        torch._dynamo.graph_break(msg=raised)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
         raise
-
-
-#: Read once, at import (a feature read: torch 2.4's graph_break takes no message).
-_BREAK_TAKES_A_MESSAGE = "msg" in inspect.signature(torch._dynamo.graph_break).parameters
 
 
 class _Handed(NamedTuple):
