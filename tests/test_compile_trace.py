@@ -197,7 +197,8 @@ def test_a_body_judged_traceable_that_fails_to_trace_falls_back_once_with_a_warn
         warnings.filterwarnings("ignore", "Guards may run slower on Python 3.13.0", RuntimeWarning)
         torch.testing.assert_close(compiled(points + 1), pair(points + 1, 0.3) + 1)  # said once
     assert ac.explain(pair).compiled == (
-        "its calls are traced into the graph, its NumPy code as torch operations, with tensors on the CPU; with "
+        "its calls are traced into the graph, its NumPy code as torch operations (a call with an integer or boolean "
+        "tensor, or inside a config or stats block, takes the escape), with tensors on the CPU; with "
         "tensors on another device they take the escape: its code makes arrays with array, which torch's NumPy "
         "tracing makes on the CPU whatever the arguments' device; but torch.compile could not trace its NumPy code "
         "into the graph, so its calls there take the escape (torch._dynamo.explain shows where the trace stopped)"
@@ -238,8 +239,8 @@ def _weighted(x: np.ndarray) -> np.ndarray:
     return np.dot(x, [0.2, 0.3, 0.5])
 
 
-def _quartiles(x: np.ndarray) -> np.ndarray:
-    return np.quantile(x, (0.25, 0.75))
+def _floored(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x[:2], (0.25, 0.75))
 
 
 def _normalised_by_default(x: np.ndarray, mean: np.ndarray = _MEAN) -> np.ndarray:
@@ -248,6 +249,10 @@ def _normalised_by_default(x: np.ndarray, mean: np.ndarray = _MEAN) -> np.ndarra
 
 def _scaled_by_a_keyword_default(x: np.ndarray, *, scales: tuple[float, ...] = _SCALES) -> np.ndarray:
     return x * np.asarray(scales)
+
+
+def _weighted_by_a_default_list(x: np.ndarray, weights: list[float] = [0.2, 0.8]) -> np.ndarray:  # noqa: B006
+    return np.dot(x[:2], weights)
 
 
 def _reshaped_with_a_float_beside(x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -261,9 +266,10 @@ _FROM_VALUES = {
     _normalised: "_MEAN",
     _scaled_by_a_global_tuple: "_SCALES",
     _weighted: "a list of floats written out",
-    _quartiles: "a list of floats written out",
+    _floored: "a list of floats written out",
     _normalised_by_default: "mean",
     _scaled_by_a_keyword_default: "scales",
+    _weighted_by_a_default_list: "weights",
     _reshaped_with_a_float_beside: None,
 }
 
@@ -286,7 +292,8 @@ def test_bodies_making_arrays_on_the_cpu_take_the_escape_with_tensors_on_another
     body = next(b for b in TRACED if b.name == "solve_linear")
     pair = decorated(body)
     assert ac.explain(pair).compiled == (
-        "its calls are traced into the graph, its NumPy code as torch operations, with tensors on the CPU; with "
+        "its calls are traced into the graph, its NumPy code as torch operations (a call with an integer or boolean "
+        "tensor, or inside a config or stats block, takes the escape), with tensors on the CPU; with "
         "tensors on another device they take the escape: its code makes arrays with eye, which torch's NumPy "
         "tracing makes on the CPU whatever the arguments' device"
     )
@@ -548,6 +555,8 @@ def test_which_code_is_judged_numpy_alone() -> None:
         lambda a: print(a): "its code reads print (builtin_function_or_method), not NumPy",
         lambda a: a + np.random.rand(): "its code reads random, which torch's NumPy tracing does not trace",
         lambda a: np.zeros(3, dtype=a.dtype): "its code reads dtype, which torch's NumPy tracing does not trace",
+        lambda a: np.quantile(a, 0.3): "its code reads quantile, which torch's NumPy tracing does not trace",
+        lambda a: np.copyto(a, 0.0): "its code reads copyto, which torch's NumPy tracing does not trace",
         np.sort: "a NumPy function itself, which dynamo does not inline; decorate a Python function calling it",
         functools.partial(np.add, 1): "it is a partial, not a Python function whose code can be read",
     }
@@ -638,12 +647,92 @@ def test_each_product_compiled_itself_traces_fullgraph(made: Any) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ac.GradientWarning)
         eager = product(a, b)
+    if type(eager) is not torch.Tensor:  # NumPy's results: a tensor requiring grad takes the escape (see below)
+        a = a.detach()
     got = torch.compile(product, backend="aot_eager", fullgraph=True)(a, b)
     assert_close_trees(eager if type(eager) is torch.Tensor else torch.from_numpy(eager), torch.as_tensor(got))
     if type(got) is torch.Tensor:  # accepts_numpy alone gives the function's array, outside the graph's gradient
         got.sum().backward()
         x = a.detach()
         torch.testing.assert_close(a.grad, torch.cos(x) * b + x.numel() * (1 - torch.tanh(x) ** 2))
+
+
+@pytest.mark.parametrize("grad", ["warn", "error"])
+def test_accepts_numpy_alone_with_a_tensor_requiring_grad_takes_the_escape_as_eagerly(grad: str) -> None:
+    """accepts_numpy alone gives NumPy's results, whose gradient the graph would drop unsaid: a
+    call with a tensor requiring grad takes the escape, to the eager GradientWarning or
+    GradientError; one without traces (a later call with grad recompiles, as dynamo guards)."""
+    alone = ac.accepts_numpy(_sin_sum, grad=grad)
+    a, b = torch.rand(3, 4, dtype=torch.float64), torch.rand(4, dtype=torch.float64)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: torch.as_tensor(alone(x, y)) * 2, backend="aot_eager")
+    torch.testing.assert_close(compiled(a, b), torch.as_tensor(alone(a, b)) * 2)
+    needs = a.clone().requires_grad_()
+    if grad == "error":
+        with pytest.raises(ac.GradientError):
+            compiled(needs, b)
+    else:
+        with pytest.warns(ac.GradientWarning):
+            torch.testing.assert_close(compiled(needs, b), torch.as_tensor(_sin_sum(a.numpy(), b.numpy())) * 2)
+
+
+def _doubled(a: np.ndarray) -> np.ndarray:
+    return a * 2
+
+
+def test_a_config_or_stats_block_around_a_compiled_call_applies_as_eagerly() -> None:
+    """dynamo reads no ContextVar: a traced call would ignore a block's options. While a block is
+    open the calls take the escape, whose eager call applies them; the graph compiled outside
+    one is not reused inside (dynamo guards the flag), and is again after."""
+    fn = ac.returns_tensor(ac.accepts_numpy(_doubled))
+    x = torch.tensor([0.5, 1.0], dtype=torch.float64)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a: fn(a) + 1, backend="aot_eager")
+    assert compiled(x).dtype == torch.float64
+    with ac.config(dtype=torch.float32):
+        inside = compiled(x)
+    with ac.stats() as counted:
+        compiled(x)
+    assert inside.dtype == torch.float32 and inside.tolist() == [2.0, 3.0]
+    assert counted["_doubled"].calls == 1
+    assert compiled(x).dtype == torch.float64
+
+
+def _eigh(a: np.ndarray) -> Any:
+    return np.linalg.eigh(a)
+
+
+def test_np_linalgs_named_results_take_the_escape_to_the_eager_type() -> None:
+    """torch's NumPy tracing gives np.linalg's named results as torch's structseqs of arrays: such
+    a call takes the escape, said once, and gives NumPy's named tuple of tensors, as eagerly."""
+    fn = ac.returns_tensor(ac.accepts_numpy(_eigh))
+    a = torch.tensor([[2.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+    eager = fn(a)
+    torch._dynamo.reset()
+    with pytest.warns(ac.CompileWarning, match="could not trace its NumPy code"):
+        got = torch.compile(lambda m: fn(m), backend="aot_eager")(a)
+    assert type(got) is type(eager) and all(type(item) is torch.Tensor for item in got)
+    assert_close_trees(tuple(got), tuple(eager))
+
+
+def _marks(a: np.ndarray) -> np.ndarray:
+    a[0] = 1.0
+    return a.sum()
+
+
+@pytest.mark.parametrize("view", ["expanded", "unfolded"])
+def test_writeback_of_a_tensor_whose_elements_share_memory_takes_the_escape_to_its_refusal(view: str) -> None:
+    """Eagerly writeback=True refuses a tensor whose elements share memory (ReadOnlyError); in the
+    graph the write reached the caller's base, or the compiler failed: such a call takes the escape."""
+    fn = ac.returns_tensor(ac.accepts_numpy(writeback=True)(_marks))
+    base = torch.zeros(5, dtype=torch.float64)
+    made = (lambda: base[:1].expand(3)) if view == "expanded" else (lambda: base.unfold(0, 3, 1))
+    with pytest.raises(ac.ReadOnlyError) as eager:
+        fn(made())
+    torch._dynamo.reset()
+    with pytest.raises(ac.ReadOnlyError) as compiled:
+        torch.compile(lambda t: fn(t) + 1, backend="aot_eager")(made())
+    assert str(compiled.value) == str(eager.value) and base.tolist() == [0.0] * 5
 
 
 def test_a_module_calling_each_product_compiles_fullgraph_once() -> None:
@@ -908,7 +997,8 @@ def test_a_tensor_in_a_registered_container_takes_the_escape_said_once(case: str
     """A container registered with register_container, whose insides dynamo cannot read through
     the library's walk: the call takes the escape (the eager result), said once with a
     CompileWarning naming the argument path, and explain says so; on the flat and the generic
-    call alike, inside a config or stats block too (the stats block counts both calls). The
+    call alike. Inside a config or stats block every call takes the escape, unsaid (the stats
+    block counts both calls). The
     generic call's frame, met by Python after the graph break with no tensor of its own among
     its locals, was skipped by dynamo: the conversions ran with each tensor's frame compiled on
     its own, and failed on a fake tensor's setflags (a plan without a flat call did so on every
@@ -927,13 +1017,19 @@ def test_a_tensor_in_a_registered_container_takes_the_escape_said_once(case: str
         "a call with a tensor inside a container the trace route does not rebuild (its argument r[0]) takes the "
         "escape: it rebuilds tuples, named tuples, lists, dicts, OrderedDicts, defaultdicts and dataclasses"
     )
-    assert [str(w.message) for w in said] == [
-        f"autoconvert: _sine_of_registered(): {words}. Fix: hand the tensors in one of those, or as arguments, to "
-        "keep the call in the graph"
-    ]
-    assert ac.explain(fn).compiled == (
-        f"its calls are traced into the graph, its NumPy code as torch operations; but {words}"
+    traced = (
+        "its calls are traced into the graph, its NumPy code as torch operations (a call with an integer or boolean "
+        "tensor, or inside a config or stats block, takes the escape)"
     )
+    if case in ("a config block", "a stats block"):  # a block's escape comes first, with nothing to say
+        assert said == []
+        assert ac.explain(fn).compiled == traced
+    else:
+        assert [str(w.message) for w in said] == [
+            f"autoconvert: _sine_of_registered(): {words}. Fix: hand the tensors in one of those, or as arguments, "
+            "to keep the call in the graph"
+        ]
+        assert ac.explain(fn).compiled == f"{traced}; but {words}"
     if counted is not None:
         assert watched["_sine_of_registered"].calls == counted
 
@@ -1192,9 +1288,10 @@ def test_under_fullgraph_a_traced_call_raising_is_refused_in_the_librarys_words(
         torch.compile(lambda x: fn(x) * 2, backend="eager", fullgraph=True)(torch.ones(2))
     if "msg" in inspect.signature(torch._dynamo.graph_break).parameters:
         assert (
-            "autoconvert: _raises_after_numpy_code() raised while torch.compile traced it: the call runs by Python, "
-            "outside the graph, to raise the eager call's exception. Fix: leave fullgraph off to get that exception, "
-            "or call it where it does not raise"
+            "autoconvert: _raises_after_numpy_code() raised while torch.compile traced it, or gave a result the graph "
+            "cannot give as the eager call does (np.linalg's named results, containers nested more than 8 deep): the "
+            "call runs by Python, outside the graph, to give the eager call's exception or result. Fix: leave "
+            "fullgraph off, or pass compile='escape'"
         ) in str(refused.value)
 
 

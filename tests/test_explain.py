@@ -314,6 +314,11 @@ def test_torchify_numpy_op_and_batched_say_how_they_were_made() -> None:
     assert op.made_by == "numpy_op() around accepts_numpy() + returns_tensor(), fused into one wrapper"
     assert op.notes[0] == "numpy_op(): a torch op; backward=given, fake=None, vmap='sequential', jvp=none."
     assert op.policies["accepts_numpy"].grad == "detach"  # the gradient flows through the op's backward
+    assert (
+        op.compiled == "each call is one graph break, the op run eagerly: pass fake= to make it one node of the graph"
+    )
+    node = ac.explain(ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x), fake="x"))
+    assert node.compiled == "each call is one node of the graph, its registered op (fake= gives its result's shape)"
 
     each = ac.explain(ac.batched(np.max, workers=2, threads_per_worker=1))
     assert each.notes == (

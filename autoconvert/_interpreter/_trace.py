@@ -32,6 +32,7 @@ from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
 from autoconvert._errors import CompileWarning, KeyEntry, keystr
 from autoconvert._escape import compiling, escape_saying, opaque
 from autoconvert._failures._guards import Guarded
+from autoconvert._options import _config
 from autoconvert._options._options import Policy, gives_way
 from autoconvert._spec._callbacks import makes_arrays_on_the_cpu, reads_numpy_alone
 from autoconvert._spec._signature import Parameters, Selection
@@ -133,10 +134,13 @@ class Trace:
         self.dtype = outputs.dtype if outputs is not None else None
         #: The graph break's words where a traced call raises (see _breaking).
         self.raised = (
-            f"autoconvert: {function} raised while torch.compile traced it: the call runs by Python, outside the "
-            "graph, to raise the eager call's exception. Fix: leave fullgraph off to get that exception, or call it "
-            "where it does not raise"
+            f"autoconvert: {function} raised while torch.compile traced it, or gave a result the graph cannot give "
+            f"as the eager call does (np.linalg's named results, containers nested more than {_DEEPEST} deep): the "
+            "call runs by Python, outside the graph, to give the eager call's exception or result. Fix: leave "
+            "fullgraph off, or pass compile='escape'"
         )
+        #: Whether a call inside a config or stats block took the escape (see _fell_back).
+        self.escaped_in_a_block = False
         #: Why a call judged traceable ran through the escape instead (None: none has).
         self.fell_back: str | None = None
         #: Said where a call's tensor in a container the trace does not rebuild took the escape.
@@ -201,18 +205,23 @@ class Trace:
         return _Inline(self, wrapped, instance, eager).call
 
     def fits(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether a call with these arguments gives in the graph what it gives eagerly.
-        torch's NumPy tracing follows torch's dtype rules where NumPy's differ on integers
-        and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
-        NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
-        ``copy=False`` refuse. Such calls take the escape. Tensors in the containers the trace
-        rebuilds count as the arguments' own (with ``nested=False`` they are handed as they are).
-        Where the code makes arrays on the CPU (``cpu_made``), a tensor on another device does not
-        fit: in the graph they would meet in a device mismatch, as tensors on two devices (0-d CPU
-        tensors aside, as ``_devices.vote`` counts) would, which the eager call refuses with a
-        DeviceMismatchError, or, given ``device=``, takes through the host. A leaf tensor requiring
-        grad handed as its own memory (``writeback=True``, ``copy=False``) does not fit either: in
-        the graph autograd refuses a write into it, where the eager call detaches it and warns."""
+        """Whether a call with these arguments gives in the graph what it gives eagerly. torch's NumPy
+        tracing follows torch's dtype rules where NumPy's differ on integers and booleans (``a / 2``
+        of int64 is float32 there, a sum of uint8 int64); a tensor NumPy lacks the dtype of crosses
+        as a widened copy, which ``writeback=True`` and ``copy=False`` refuse, as they refuse a
+        tensor whose elements share memory. Such calls take the escape. Tensors in the containers
+        the trace rebuilds count as the arguments' own (with ``nested=False`` they are handed as
+        they are). Where the code makes arrays on the CPU (``cpu_made``), a tensor on another device
+        does not fit: in the graph they would meet in a device mismatch, as tensors on two devices
+        (0-d CPU tensors aside, as ``_devices.vote`` counts) would, which the eager call refuses
+        with a DeviceMismatchError, or, given ``device=``, takes through the host. A leaf tensor
+        requiring grad handed as its own memory (``writeback=True``, ``copy=False``) does not fit
+        either: in the graph autograd refuses a write into it, where the eager call detaches it and
+        warns; nor does one requiring grad where the results come back as NumPy's (``accepts_numpy``
+        alone): the graph would drop its gradient unsaid. While a ``config`` or ``stats`` block is open, in any thread, calls take the escape:
+        the eager call applies the block's options and counts (dynamo guards the flag it reads)."""
+        if _config.blocks_open:  # a block's options are its eager call's, which sees them
+            return False
         devices: list[torch.device] = []
         for value in (*args, *kwargs.values()) if kwargs else args:
             if not self._fits(value, devices):
@@ -229,9 +238,10 @@ class Trace:
                 devices.append(value.device)
             return (
                 (value.is_floating_point() or value.is_complex())
-                and (self.private or value.dtype not in self.widened)
+                and (self.private or (value.dtype not in self.widened and not _overlaps_itself(value)))
                 and (self.cpu_made is None or value.device.type == "cpu")
                 and (self.private or self.detach or not (value.requires_grad and value.is_leaf))
+                and (self.converts_results or self.detach or not value.requires_grad)
             )
         if not self.nested:  # containers handed as they are, as eagerly
             return True
@@ -299,11 +309,14 @@ class Trace:
         raises gives the eager call's exception alone), and kept for explain."""
         wrapped, _, args, kwargs = rest
         if not (self.traces and self.runs_judged(wrapped) and self.fits(args, kwargs)):
+            # dynamo keeps the graph broken here by a block's escape for later calls (its
+            # guards never saw the flag): their escapes, run so, are no failed trace either
+            self.escaped_in_a_block = self.escaped_in_a_block or _config.blocks_open
             return call(*rest)  # the escape the traced call takes too: nothing to say
         if not self.rebuilds(args, kwargs):
             return self.said_unrebuilt(call, *rest)  # the said escape could not be made in the graph: made now
         result = call(*rest)
-        if self.fell_back is None:
+        if self.fell_back is None and not self.escaped_in_a_block:
             self.fell_back = (
                 "torch.compile could not trace its NumPy code into the graph, so its calls there take the escape "
                 "(torch._dynamo.explain shows where the trace stopped)"
@@ -444,13 +457,19 @@ class Trace:
             return _to_callers_device(tensor, device)
         if depth > _DEEPEST:  # a result holding itself, whose walk would end dynamo's own recursion
             raise RecursionError(f"a result nests more than {_DEEPEST} containers deep")  # see _breaking
+        if isinstance(value, tuple) and hasattr(type(value), "n_fields"):  # see _breaking
+            # torch's NumPy tracing gives np.linalg's named results (EighResult) as torch's structseqs
+            raise TypeError(f"{type(value).__name__}: a structseq, where the eager call gives NumPy's named tuple")
         return _inside(value, self._tensors, dtype, device, depth + 1)
 
     def words(self) -> str:
         """The route in explain's words: a note beside the converting wrapper's."""
         if not self.traces:
             return f"each call is one graph break, the body run eagerly: {self.why_not}"
-        note = "its calls are traced into the graph, its NumPy code as torch operations"
+        note = (
+            "its calls are traced into the graph, its NumPy code as torch operations (a call with an integer or "
+            "boolean tensor, or inside a config or stats block, takes the escape)"
+        )
         if self.cpu_made is not None:
             note = (
                 f"{note}, with tensors on the CPU; with tensors on another device they take the escape: its code "
@@ -524,6 +543,18 @@ class _Handed(NamedTuple):
     callers: list[tuple[Any, Any]]
     #: (the caller's list, dict or dataclass, the one the function was handed, what that held then).
     containers: list[tuple[Any, Any, Any]]
+
+
+def _overlaps_itself(t: torch.Tensor) -> bool:
+    """Whether elements of ``t`` share memory (``expand``, ``unfold``, ``as_strided``), found from
+    its strides as dynamo knows them: its dims by stride, each must step past all the smaller
+    ones reach. The eager call refuses to hand such a tensor's own memory to the function."""
+    reach = 0
+    for stride, size in sorted((stride, size) for stride, size in zip(t.stride(), t.shape, strict=True) if size > 1):
+        if stride <= reach:
+            return True
+        reach += stride * (size - 1)
+    return False
 
 
 def _device_of(handed: _Handed) -> torch.device | None:

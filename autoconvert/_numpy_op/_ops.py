@@ -405,8 +405,13 @@ class _Op:
             "any other call runs the pair below directly.",
         )
         # The pair's own notes first (why torchify's other routes were not taken, where the op is
-        # a SciPy function's rule's), then the op's.
-        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=(*inner.notes, *notes))
+        # a SciPy function's rule's), then the op's; under torch.compile the op is what runs.
+        compiled = (
+            "each call is one node of the graph, its registered op (fake= gives its result's shape)"
+            if own.fake is not None
+            else "each call is one graph break, the op run eagerly: pass fake= to make it one node of the graph"
+        )
+        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=(*inner.notes, *notes), compiled=compiled)
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"

@@ -8,6 +8,7 @@ sides' policies once per distinct set of a block's options (_plan).
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -40,6 +41,13 @@ _ACTIVE: contextvars.ContextVar[Config | None] = contextvars.ContextVar("autocon
 #: The current ``config`` block's options, or ``None`` outside any: the ContextVar's own
 #: ``get``, bound, so a per-call check pays no Python frame for it.
 active: Callable[[], Config | None] = _ACTIVE.get
+
+#: Whether a block is open in any thread or task: what a call traced by torch.compile reads
+#: (dynamo reads no ContextVar, and guards a module's attribute), to take the eager call
+#: there, which sees its own blocks, while one is.
+blocks_open = False
+_opened = [0]  # blocks open, in every thread and task
+_counting_blocks = threading.Lock()
 
 
 class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
@@ -79,9 +87,13 @@ class config:  # noqa: N801 - used like a function: `with ac.config(copy=True):`
 def enter(block: object, options: dict[str, Any], counter: object = None) -> None:
     """Enter ``block``: ``options`` over the active ones, and ``counter`` (a ``stats``) added
     to those collecting."""
+    global blocks_open  # the flag dynamo guards
     outer = _ACTIVE.get()
     merged, counters = ({**outer.options, **options}, outer.counters) if outer is not None else (dict(options), ())
     _ACTIVE.set(Config(merged, outer, block, counters if counter is None else (*counters, counter)))
+    with _counting_blocks:
+        _opened[0] += 1
+        blocks_open = True
 
 
 def leave(block: object, name: str) -> None:
@@ -92,7 +104,11 @@ def leave(block: object, name: str) -> None:
             f"{name}: a block was left in another thread or task than the one it was "
             "entered in, or out of order; use each `with` in the thread or task that runs its body"
         )
+    global blocks_open  # the flag dynamo guards
     _ACTIVE.set(current.outer)
+    with _counting_blocks:
+        _opened[0] -= 1
+        blocks_open = _opened[0] > 0
 
 
 shows_options(config, [], "config")

@@ -802,10 +802,26 @@ _TENSOR_BASES = frozenset(torch.Tensor.__mro__[:-1])
 
 
 #: Names NumPy code reads that torch.compile's NumPy tracing has but cannot trace: an array's
-#: ``dtype``, ``flags`` and ``base`` (dynamo: "Unsupported ndarray attribute access"), and
-#: NumPy's random streams, which it would draw from torch's generator instead; and those it
-#: traces to other results than NumPy's (``median`` of a whole array has shape (1,), not ()).
-_UNTRACED = frozenset({"dtype", "flags", "base", "random", "median", "nanmedian"})
+#: ``dtype``, ``flags`` and ``base`` (dynamo: "Unsupported ndarray attribute access"), NumPy's
+#: random streams, which it would draw from torch's generator instead, and ``copyto`` and
+#: ``put``, which fail in its fake tensors; and those it traces to other results than NumPy's
+#: (``median`` of a whole array, a percentile or quantile at a scalar ``q``, have shape (1,), not ()).
+_UNTRACED = frozenset(
+    {
+        "dtype",
+        "flags",
+        "base",
+        "random",
+        "copyto",
+        "put",
+        "median",
+        "nanmedian",
+        "percentile",
+        "nanpercentile",
+        "quantile",
+        "nanquantile",
+    }
+)
 #: Builtins whose effect is outside the values (printing, files, frames): never in a graph.
 _EFFECTS = frozenset({"print", "open", "input", "exec", "eval", "compile", "globals", "locals", "vars", "breakpoint"})
 #: Values a traced body may hold as they are.
@@ -968,8 +984,8 @@ def makes_arrays_on_the_cpu(function: Any) -> str | None:
 def _values_on_the_cpu(function: types.FunctionType) -> list[str]:
     """The globals, closure variables and parameters' defaults ``function``'s code reads that
     torch's NumPy tracing holds on the CPU: an array (``MEAN = np.array([0.485, 0.456, 0.406])``,
-    ``def f(x, m=np.array(...))``), or a tuple of numbers with a float among them or handed to
-    ``np.asarray`` (a tuple of ints elsewhere is a shape or axes)."""
+    ``def f(x, m=np.array(...))``), or a tuple or list of numbers with a float among them or
+    handed to ``np.asarray`` (one of ints elsewhere is a shape or axes)."""
     code = function.__code__
     handed = {last.argval for _, last in _first_arguments(code) if last.opname in _NAME_LOADS}
     values = _values_loaded(function, code_reads(code))
@@ -979,7 +995,7 @@ def _values_on_the_cpu(function: types.FunctionType) -> list[str]:
         for name, value in values
         if (isinstance(value, np.ndarray) and value.ndim > 0)
         or (
-            isinstance(value, tuple)
+            isinstance(value, (tuple, list))
             and value
             and (name in handed or any(isinstance(v, (float, complex)) for v in value))
         )
