@@ -828,3 +828,25 @@ def test_a_container_changed_through_an_unconverted_alias_too_is_refused_by_name
     with pytest.raises(ac.ConversionError) as caught:
         decorate(body, only="l2")(shared, shared)
     assert str(caught.value) == _CHANGED_MEANWHILE.format(rebuilt_as)
+
+
+@pytest.mark.parametrize("side", ["accepts_numpy", "accepts_tensor"])
+def test_a_container_changed_meanwhile_that_the_function_left_alone_takes_no_refusal(side: str) -> None:
+    """A container changed during the call through an alias only= leaves unconverted, which the
+    function itself left alone, while it changes another argument (or the container above it):
+    both changes are the caller's, as in plain Python, and the inner list stays the caller's own."""
+
+    def body(outer: dict[str, Any], other: list[Any], alias: list[Any]) -> None:
+        alias.append("alias")  # the caller's inner list, not through the rebuilt outer dict
+        other.append(other[0] * 2)
+        outer["new"] = outer["x"] * 2
+
+    decorate, make = {"accepts_numpy": (ac.accepts_numpy, torch.ones), "accepts_tensor": (ac.accepts_tensor, np.ones)}[
+        side
+    ]
+    inner = [make(1)]
+    outer, other = {"inner": inner, "x": make(1)}, [make(1)]
+    decorate(body, only=("outer", "other"))(outer, other, inner)
+    assert outer["inner"] is inner and len(inner) == 2 and inner[1] == "alias"
+    assert float(outer["new"][0]) == 2.0 and type(outer["new"]) is type(inner[0])
+    assert len(other) == 2 and float(other[1][0]) == 2.0 and type(other[1]) is type(inner[0])

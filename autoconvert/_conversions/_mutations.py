@@ -101,8 +101,9 @@ _PUTTING_BACK = threading.RLock()
 def _apply_changes(
     records: list[Record], convert: Callable[[Any], Any], rebuilt_as: str, bare: Iterable[tuple[Any, Any]]
 ) -> list[tuple[Any, LeafError]]:
-    for original, handed, before in records:
-        if handed is not original and _changed_meanwhile(original, before):
+    meanwhile = [r for r in records if r[1] is not r[0] and _changed_meanwhile(r[0], r[2])]
+    for original, handed, before in meanwhile:  # only a container the function changed is put back
+        if changed([(original, handed, before)]):
             return [(original, _changed_meanwhile_refusal(original, rebuilt_as))]
     mine = _handed_back(records)
     for got, callers in bare:
@@ -153,8 +154,10 @@ def _handed_back(records: list[Record]) -> dict[int, Any]:
         mine[id(handed)] = original
         then = before if type(before) is Held else held(before)  # an exact list's or dict's copy
         # A container handed as it is (it held no tensors) held the caller's own values.
-        callers = then.children if handed is original else held(original).children
-        for value, caller in zip(then.children, callers, strict=True):
+        callers = then if handed is original else held(original)
+        if callers.keys != then.keys:  # changed meanwhile (the function left it alone): no longer in line
+            continue
+        for value, caller in zip(then.children, callers.children, strict=True):
             mine.setdefault(id(value), caller)
     return mine
 
