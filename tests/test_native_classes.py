@@ -1163,6 +1163,9 @@ _TO_NUMBERS: dict[str, Any] = {
     "complex": lambda x: torch.tensor(complex(x.sum()).real),
     "item": lambda x: torch.tensor(x.sum().item()),
     "tolist": lambda x: torch.tensor(x.tolist()).sum(),
+    # Tensor.__format__ takes item() where a torch function mode no longer sees it
+    "format": lambda x: torch.tensor(float(format(x.sum(), ".17g"))),
+    "f-string": lambda x: torch.tensor(float(f"{x.sum()}")),
     # a number taken midway and made a tensor again: the result still requires grad, without
     # the part through the number
     "float, midway": lambda x: x.sum() * float(x.sum()),
@@ -1225,3 +1228,102 @@ def test_a_native_call_reading_a_truth_value_is_not_watched_for_it() -> None:
     x = torch.ones(3, requires_grad=True)
     leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
     assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_a_native_call_formatting_a_tensor_of_more_than_one_number_is_not_watched_for_it() -> None:
+    """``format()`` of a tensor with dimensions is its repr, text rather than a number (the
+    library's messages): grad="error" lets it through, and the gradient flows."""
+
+    def library_code(x: torch.Tensor) -> torch.Tensor:
+        assert f"{x}" == repr(x)
+        return x * 2
+
+    leaving = Leaving(library_code, "library_code()", "SciPy", "error")
+    x = torch.ones(3, requires_grad=True)
+    leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def _labels_out(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Library code taking its labels ``y`` (which need no gradient) and a number of ``x`` out
+    of torch, as scikit-learn's ``log_loss`` does (``__dlpack__``, ``float()``): inside
+    torch.func's transforms neither has storage there."""
+    classes = np.from_dlpack(y + 0)
+    return x.sum() * 0 + float((x * torch.as_tensor(classes.astype(float)).to(x.dtype)).sum()) + x.numpy().sum()
+
+
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+@pytest.mark.parametrize("transform", ["grad", "jacrev"])
+def test_a_native_call_under_torch_func_s_gradient_takes_tensors_out_as_their_values(transform: str, grad: str) -> None:
+    """A tensor torch.func.grad or jacrev wraps has no storage: the library's torch code taking
+    it (or a plain label tensor) out of torch gets its values, grad= applied where its gradient
+    is lost, as in an eager call, rather than torch's "Cannot access data pointer of Tensor that
+    doesn't have storage"."""
+    leaving = Leaving(_labels_out, "library_code()", "scikit-learn", grad)
+    y, x = torch.tensor([0, 1, 1]), torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(leaving.call(lambda args, kwargs: _labels_out(*args, **kwargs), (y, x), {}))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                getattr(torch.func, transform)(loss)(x)
+        else:
+            gradient = getattr(torch.func, transform)(loss)(x)
+    if grad == "error":
+        assert str(info.value).startswith(
+            "library_code(): argument x requires grad, and scikit-learn's own torch path for this call turns it into "
+            "a Python number, which carries no gradient. Found torch.Tensor(shape=(3,), dtype=torch.float64"
+        )
+        return
+    assert torch.equal(gradient, torch.zeros(3, dtype=torch.float64))  # the number and the array carry none
+    assert [w.category for w in caught] == ([] if grad == "detach" else [ac.GradientWarning])
+
+
+def test_a_native_call_under_torch_vmap_taking_a_batch_out_of_torch_is_refused_in_the_library_s_words() -> None:
+    """A tensor torch.vmap batches cannot leave torch whole (NumPy, a Python number and a truth
+    value see one value): refused naming the argument and the fix, not torch's "Cannot access
+    data pointer" or "data-dependent control flow"; the library's pure torch code still maps."""
+    batch = torch.tensor([[0.5, 1.0], [2.0, 3.0]], dtype=torch.float64)
+    for way in (lambda x: x.numpy(), lambda x: float(x.sum()), lambda x: bool(x.sum() > 0)):
+        leaving = Leaving(way, "library_code()", "SciPy", None)
+        with pytest.raises(ac.ConversionError) as info:
+            torch.vmap(
+                lambda x, leaving=leaving, way=way: torch.as_tensor(leaving.call(lambda a, k: way(*a), (x,), {}))
+            )(batch)
+        assert str(info.value) == (
+            "library_code(): argument x is batched by torch.vmap, and SciPy's own torch path for this call takes its "
+            "values out of torch (to NumPy, a Python number or a truth value), which sees one value, not a batch. "
+            "Found a tensor batched by torch.vmap (a functorch-wrapped tensor). Fix: loop over the batch instead of "
+            "torch.vmap (autoconvert.batched maps a function over it)."
+        )
+    leaving = Leaving(torch.sin, "library_code()", "SciPy", None)
+    mapped = torch.vmap(lambda x: leaving.call(lambda args, kwargs: torch.sin(*args), (x,), {}))(batch)
+    assert torch.equal(mapped, torch.sin(batch))
+
+
+@in_dispatch
+@pytest.mark.parametrize("grad", ["error", "detach"])
+def test_log_loss_under_torch_func_grad_applies_grad(grad: str) -> None:
+    """scikit-learn's ``log_loss`` hands its labels to NumPy (``__dlpack__``) and returns a
+    Python number: under torch.func.grad of ``sample_weight`` it is given grad=, not torch's
+    "Cannot access data pointer of Tensor that doesn't have storage" (its own call's)."""
+    import sklearn.metrics
+
+    log_loss = ac.torchify(sklearn.metrics, native="auto", grad=grad).log_loss
+    labels = torch.tensor([0, 1, 0, 1])
+    p = torch.tensor([0.2, 0.7, 0.4, 0.9], dtype=torch.float64)
+    weights = torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=torch.float64)
+
+    def loss(w: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(log_loss(labels, p, sample_weight=w))
+
+    if grad == "error":
+        with pytest.raises(ac.GradientError, match=r"^log_loss\(\): argument sample_weight requires grad"):
+            torch.func.grad(loss)(weights)
+    else:
+        assert torch.equal(torch.func.grad(loss)(weights), torch.zeros(4, dtype=torch.float64))
+        expected = sklearn.metrics.log_loss(labels.numpy(), p.numpy(), sample_weight=weights.numpy())
+        assert log_loss(labels, p, sample_weight=weights) == expected
