@@ -615,6 +615,32 @@ def test_a_native_estimator_keeping_its_gradient_is_not_detached() -> None:
 
 
 @in_dispatch
+def test_an_estimator_made_with_tensor_parameters_holds_them_as_scikit_learn_does() -> None:
+    """scikit-learn's constructors only store their parameters: a tensor ``alpha`` or
+    ``priors`` is stored as it is, as called directly, so the estimator fits on its torch path
+    (not refused as one holding NumPy arrays), and the gradient flows into ``alpha``."""
+    import sklearn
+    import sklearn.discriminant_analysis
+    import sklearn.linear_model
+
+    x, y = _data()
+    linear_model = ac.torchify(sklearn.linear_model)
+    alpha = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    ridge = linear_model.Ridge(alpha=alpha, solver="svd").fit(x, y.double())
+    assert _holds_tensors(ridge) and ridge.alpha is alpha
+    with sklearn.config_context(array_api_dispatch=True):
+        direct = sklearn.linear_model.Ridge(alpha=alpha, solver="svd").fit(x, y.double()).coef_
+    assert torch.equal(ridge.coef_.detach(), direct.detach())
+    (gradient,) = torch.autograd.grad(ridge.coef_.sum(), alpha)
+    assert torch.equal(gradient, torch.autograd.grad(direct.sum(), alpha)[0]) and float(gradient) != 0.0
+    priors = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    lda = ac.torchify(sklearn.discriminant_analysis).LinearDiscriminantAnalysis(priors=priors).fit(x, y)
+    with sklearn.config_context(array_api_dispatch=True):
+        expected = sklearn.discriminant_analysis.LinearDiscriminantAnalysis(priors=priors).fit(x, y).predict_proba(x)
+    assert torch.equal(lda.predict_proba(x), expected)
+
+
+@in_dispatch
 def test_an_estimator_without_array_api_support_converts() -> None:
     """RobustScaler's tags declare no support: it converts (the caller's tensor is never
     written), and native=True refuses it by name."""

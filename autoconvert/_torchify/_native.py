@@ -409,6 +409,10 @@ class Natively:
         if isinstance(self.constructing, NativeRoute):
             self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(cls), self.guards, grad=self.grad)
             self.constructor = Routed(cls, (self.constructing,), None)
+        #: Where the constructor only stores its arguments (a scikit-learn estimator's), what
+        #: tells a call whose tensors it stores as they are (``Ridge(alpha=tensor)``), as the
+        #: object's own torch path, called directly, holds them.
+        self.storing = NativeRoute(cls, self.objects, None, False) if adapter.stores_arguments(cls) else None
 
     def function(self, name: str, value: Any, view: TorchifiedClass) -> Any:
         """The class's static or class method ``name``, ``value``: its native route first
@@ -429,9 +433,13 @@ class Natively:
         route = self.constructing
         if isinstance(route, NativeRoute) and route.declines(args, kwargs) is None:
             return self.constructor(*args, **kwargs)
-        made = view._construct(*args, **kwargs)
-        why = self.adapter.torch_path(made)
         device = device_of(args, kwargs)
+        if self.storing is not None and self.storing.declines(args, kwargs) is None:
+            stored = self.cls(*args, **kwargs)
+            if self.adapter.torch_path(stored) is None:
+                return proxy(stored, self.options, device, self.objects)
+        made = view._construct(*args, **kwargs)  # converted, as an object of no torch path takes them
+        why = self.adapter.torch_path(made)
         if why is None:
             return proxy(made, self.options, device, self.objects)
         if self.native is True:
