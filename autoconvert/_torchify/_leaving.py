@@ -119,7 +119,7 @@ class _Exits(TorchFunctionMode):
             and (func is not torch.Tensor.__format__ or args[0].dim() == 0)
         ):
             return self._leave(self.to_numbers, func, args, kwargs or {})
-        if func is torch.Tensor.__bool__ and transforming() is not None and _batched(args[0]):
+        if func is torch.Tensor.__bool__ and transforming() is not None and _batched_by_vmap(args[0]):
             raise self._batch()
         if func is torch.asarray and len(args) == 1 and requires_grad(args[0]) and asarray_detaches():
             kept = _asarray_keeping_grad(args[0], kwargs or {})
@@ -208,7 +208,9 @@ class Leaving:
             with _Exits(*policies, self.library):
                 result = call(args, kwargs)
         except LeafError as e:
-            named = self._named(needing if e.kind is GradientError else _needing(args, kwargs, _batched), args, kwargs)
+            named = self._named(
+                needing if e.kind is GradientError else _needing(args, kwargs, _batched_by_vmap), args, kwargs
+            )
             if not named:  # a tensor of the library's own
                 raise e.public(self.function, "", "a tensor") from None
             where, tensor = named[0]
@@ -251,7 +253,7 @@ def _requires_grad(t: torch.Tensor) -> bool:
     return t.requires_grad
 
 
-def _batched(t: torch.Tensor) -> bool:
+def _batched_by_vmap(t: torch.Tensor) -> bool:
     """Whether torch.vmap batches ``t`` (under any gradient transform's wrapping)."""
     return functorch_wrapped(ungraded(t))
 
