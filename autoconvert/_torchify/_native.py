@@ -219,11 +219,20 @@ class NativeRoute(Route):
     def describe(self) -> RouteWords:
         return RouteWords(
             "native",
-            f"A call whose arguments hold a tensor and no array goes to {function_name(self.fn)} as it is: its "
+            f"A call whose arguments hold a tensor and no array{self._no_numpy_callable()} goes to "
+            f"{function_name(self.fn)} as it is: its "
             "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
             f"torch.compile). {self._copied()}",
             "Any other call takes the converting call: {path}. {why}",
         )
+
+    def _no_numpy_callable(self) -> str:
+        """Which callables the call may hand its function, in explain's words."""
+        if self.callbacks is None:
+            return ""
+        if self.callbacks:
+            return " nor a callable of NumPy's or SciPy's own"
+        return " nor a callable written for NumPy (by the callables' rule)"
 
     def _copied(self) -> str:
         """Which calls are handed copies of the caller's tensors, in explain's words."""
