@@ -1353,3 +1353,27 @@ def test_log_loss_under_torch_func_grad_applies_grad(grad: str) -> None:
         assert torch.equal(torch.func.grad(loss)(weights), torch.zeros(4, dtype=torch.float64))
         expected = sklearn.metrics.log_loss(labels.numpy(), p.numpy(), sample_weight=weights.numpy())
         assert log_loss(labels, p, sample_weight=weights) == expected
+
+
+@in_dispatch
+def test_pca_mle_s_rank_choice_is_warned_and_a_detach_block_keeps_its_gradient() -> None:
+    """``PCA("mle")`` takes Python numbers of its eigenvalues only to choose its rank: the watch
+    cannot tell that from a number feeding the result, so it warns (the guide's false alarm);
+    a ``config(grad="detach")`` block around the call silences it, and the gradient through
+    the components is scikit-learn's own, called directly."""
+    import sklearn
+    import sklearn.decomposition
+
+    x0 = torch.rand(30, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x = x0.clone().requires_grad_()
+    with sklearn.config_context(array_api_dispatch=True), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Converting a tensor with requires_grad=True to a scalar", UserWarning)
+        sklearn.decomposition.PCA("mle", svd_solver="covariance_eigh").fit(x).transform(x).pow(2).sum().backward()
+    decomposition = ac.torchify(sklearn.decomposition)
+    with pytest.warns(ac.GradientWarning, match=r"^PCA\.fit\(\): argument X requires grad"):
+        decomposition.PCA("mle", svd_solver="covariance_eigh").fit(x0.clone().requires_grad_())
+    through = x0.clone().requires_grad_()
+    with ac.config(grad="detach"):
+        pca = decomposition.PCA("mle", svd_solver="covariance_eigh").fit(through)
+    pca.transform(through).pow(2).sum().backward()
+    assert torch.equal(through.grad, x.grad)
