@@ -208,6 +208,40 @@ def test_auto_converts_calls_without_a_tensor_or_with_an_array_beside_one() -> N
 
 
 @in_mode
+def test_a_numpy_written_callable_takes_the_converting_path_and_is_handed_arrays() -> None:
+    """SciPy's torch path hands a function's callable the tensors themselves: a callable the
+    callables' rule judges NumPy-written (``x.astype``, ``np.sin``) makes the call convert,
+    handed arrays as with plain SciPy; torch code keeps SciPy's torch path, its gradient
+    flowing; ``callbacks=True`` hands every callable but NumPy's own tensors."""
+    differentiate = pytest.importorskip("scipy.differentiate")
+    handed: list[str] = []
+
+    def numpy_code(x: Any) -> Any:
+        handed.append(type(x).__name__)
+        return np.sin(x.astype(np.float64)) * 2
+
+    x = np.array([0.3, 0.7])
+    expected = differentiate.derivative(numpy_code, x).df
+    handed.clear()
+    view = ac.torchify(differentiate)
+    with ac.stats() as counted:
+        df = view.derivative(numpy_code, torch.tensor(x)).df
+    assert torch.equal(df, torch.from_numpy(expected)) and set(handed) == {"ndarray"}
+    assert (counted["derivative"].calls, counted["derivative"].native) == (1, 0)
+    t = torch.tensor(x, requires_grad=True)
+    with ac.stats() as counted:
+        view.derivative(lambda u: torch.sin(u) * u, t).df.sum().backward()
+    assert counted["derivative"].native == 1 and t.grad is not None
+    handed.clear()
+    with ac.stats() as counted:
+        ac.torchify(differentiate, callbacks=True).derivative(lambda u: handed.append(type(u).__name__) or u * u, t)
+    assert counted["derivative"].native == 1 and set(handed) == {"Tensor"}
+    with ac.stats() as counted:
+        ac.torchify(differentiate, callbacks=True).derivative(np.sin, torch.tensor(x))
+    assert counted["derivative"].native == 0
+
+
+@in_mode
 def test_a_sparse_or_nested_tensor_takes_the_converting_path() -> None:
     """SciPy's torch path takes dense tensors (handed a sparse one, it raised torch's "can't
     convert Sparse layout tensor to numpy"): a sparse tensor goes the converting way, as a

@@ -615,6 +615,32 @@ def test_a_native_estimator_keeping_its_gradient_is_not_detached() -> None:
 
 
 @in_dispatch
+def test_an_estimator_made_with_tensor_parameters_holds_them_as_scikit_learn_does() -> None:
+    """scikit-learn's constructors only store their parameters: a tensor ``alpha`` or
+    ``priors`` is stored as it is, as called directly, so the estimator fits on its torch path
+    (not refused as one holding NumPy arrays), and the gradient flows into ``alpha``."""
+    import sklearn
+    import sklearn.discriminant_analysis
+    import sklearn.linear_model
+
+    x, y = _data()
+    linear_model = ac.torchify(sklearn.linear_model)
+    alpha = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    ridge = linear_model.Ridge(alpha=alpha, solver="svd").fit(x, y.double())
+    assert _holds_tensors(ridge) and ridge.alpha is alpha
+    with sklearn.config_context(array_api_dispatch=True):
+        direct = sklearn.linear_model.Ridge(alpha=alpha, solver="svd").fit(x, y.double()).coef_
+    assert torch.equal(ridge.coef_.detach(), direct.detach())
+    (gradient,) = torch.autograd.grad(ridge.coef_.sum(), alpha)
+    assert torch.equal(gradient, torch.autograd.grad(direct.sum(), alpha)[0]) and float(gradient) != 0.0
+    priors = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    lda = ac.torchify(sklearn.discriminant_analysis).LinearDiscriminantAnalysis(priors=priors).fit(x, y)
+    with sklearn.config_context(array_api_dispatch=True):
+        expected = sklearn.discriminant_analysis.LinearDiscriminantAnalysis(priors=priors).fit(x, y).predict_proba(x)
+    assert torch.equal(lda.predict_proba(x), expected)
+
+
+@in_dispatch
 def test_an_estimator_without_array_api_support_converts() -> None:
     """RobustScaler's tags declare no support: it converts (the caller's tensor is never
     written), and native=True refuses it by name."""
@@ -1163,6 +1189,9 @@ _TO_NUMBERS: dict[str, Any] = {
     "complex": lambda x: torch.tensor(complex(x.sum()).real),
     "item": lambda x: torch.tensor(x.sum().item()),
     "tolist": lambda x: torch.tensor(x.tolist()).sum(),
+    # Tensor.__format__ takes item() where a torch function mode no longer sees it
+    "format": lambda x: torch.tensor(float(format(x.sum(), ".17g"))),
+    "f-string": lambda x: torch.tensor(float(f"{x.sum()}")),
     # a number taken midway and made a tensor again: the result still requires grad, without
     # the part through the number
     "float, midway": lambda x: x.sum() * float(x.sum()),
@@ -1225,3 +1254,126 @@ def test_a_native_call_reading_a_truth_value_is_not_watched_for_it() -> None:
     x = torch.ones(3, requires_grad=True)
     leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
     assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_a_native_call_formatting_a_tensor_of_more_than_one_number_is_not_watched_for_it() -> None:
+    """``format()`` of a tensor with dimensions is its repr, text rather than a number (the
+    library's messages): grad="error" lets it through, and the gradient flows."""
+
+    def library_code(x: torch.Tensor) -> torch.Tensor:
+        assert f"{x}" == repr(x)
+        return x * 2
+
+    leaving = Leaving(library_code, "library_code()", "SciPy", "error")
+    x = torch.ones(3, requires_grad=True)
+    leaving.call(lambda args, kwargs: library_code(*args, **kwargs), (x,), {}).sum().backward()
+    assert x.grad is not None and torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def _labels_out(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Library code taking its labels ``y`` (which need no gradient) and a number of ``x`` out
+    of torch, as scikit-learn's ``log_loss`` does (``__dlpack__``, ``float()``): inside
+    torch.func's transforms neither has storage there."""
+    classes = np.from_dlpack(y + 0)
+    return x.sum() * 0 + float((x * torch.as_tensor(classes.astype(float)).to(x.dtype)).sum()) + x.numpy().sum()
+
+
+@pytest.mark.parametrize("grad", ["warn", "error", "detach"])
+@pytest.mark.parametrize("transform", ["grad", "jacrev"])
+def test_a_native_call_under_torch_func_s_gradient_takes_tensors_out_as_their_values(transform: str, grad: str) -> None:
+    """A tensor torch.func.grad or jacrev wraps has no storage: the library's torch code taking
+    it (or a plain label tensor) out of torch gets its values, grad= applied where its gradient
+    is lost, as in an eager call, rather than torch's "Cannot access data pointer of Tensor that
+    doesn't have storage"."""
+    leaving = Leaving(_labels_out, "library_code()", "scikit-learn", grad)
+    y, x = torch.tensor([0, 1, 1]), torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(leaving.call(lambda args, kwargs: _labels_out(*args, **kwargs), (y, x), {}))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if grad == "error":
+            with pytest.raises(ac.GradientError) as info:
+                getattr(torch.func, transform)(loss)(x)
+        else:
+            gradient = getattr(torch.func, transform)(loss)(x)
+    if grad == "error":
+        assert str(info.value).startswith(
+            "library_code(): argument x requires grad, and scikit-learn's own torch path for this call turns it into "
+            "a Python number, which carries no gradient. Found torch.Tensor(shape=(3,), dtype=torch.float64"
+        )
+        return
+    assert torch.equal(gradient, torch.zeros(3, dtype=torch.float64))  # the number and the array carry none
+    assert [w.category for w in caught] == ([] if grad == "detach" else [ac.GradientWarning])
+
+
+def test_a_native_call_under_torch_vmap_taking_a_batch_out_of_torch_is_refused_in_the_library_s_words() -> None:
+    """A tensor torch.vmap batches cannot leave torch whole (NumPy, a Python number and a truth
+    value see one value): refused naming the argument and the fix, not torch's "Cannot access
+    data pointer" or "data-dependent control flow"; the library's pure torch code still maps."""
+    batch = torch.tensor([[0.5, 1.0], [2.0, 3.0]], dtype=torch.float64)
+    for way in (lambda x: x.numpy(), lambda x: float(x.sum()), lambda x: bool(x.sum() > 0)):
+        leaving = Leaving(way, "library_code()", "SciPy", None)
+        with pytest.raises(ac.ConversionError) as info:
+            torch.vmap(
+                lambda x, leaving=leaving, way=way: torch.as_tensor(leaving.call(lambda a, k: way(*a), (x,), {}))
+            )(batch)
+        assert str(info.value) == (
+            "library_code(): argument x is batched by torch.vmap, and SciPy's own torch path for this call takes its "
+            "values out of torch (to NumPy, a Python number or a truth value), which sees one value, not a batch. "
+            "Found a tensor batched by torch.vmap (a functorch-wrapped tensor). Fix: loop over the batch instead of "
+            "torch.vmap (autoconvert.batched maps a function over it)."
+        )
+    leaving = Leaving(torch.sin, "library_code()", "SciPy", None)
+    mapped = torch.vmap(lambda x: leaving.call(lambda args, kwargs: torch.sin(*args), (x,), {}))(batch)
+    assert torch.equal(mapped, torch.sin(batch))
+
+
+@in_dispatch
+@pytest.mark.parametrize("grad", ["error", "detach"])
+def test_log_loss_under_torch_func_grad_applies_grad(grad: str) -> None:
+    """scikit-learn's ``log_loss`` hands its labels to NumPy (``__dlpack__``) and returns a
+    Python number: under torch.func.grad of ``sample_weight`` it is given grad=, not torch's
+    "Cannot access data pointer of Tensor that doesn't have storage" (its own call's)."""
+    import sklearn.metrics
+
+    log_loss = ac.torchify(sklearn.metrics, native="auto", grad=grad).log_loss
+    labels = torch.tensor([0, 1, 0, 1])
+    p = torch.tensor([0.2, 0.7, 0.4, 0.9], dtype=torch.float64)
+    weights = torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=torch.float64)
+
+    def loss(w: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(log_loss(labels, p, sample_weight=w))
+
+    if grad == "error":
+        with pytest.raises(ac.GradientError, match=r"^log_loss\(\): argument sample_weight requires grad"):
+            torch.func.grad(loss)(weights)
+    else:
+        assert torch.equal(torch.func.grad(loss)(weights), torch.zeros(4, dtype=torch.float64))
+        expected = sklearn.metrics.log_loss(labels.numpy(), p.numpy(), sample_weight=weights.numpy())
+        assert log_loss(labels, p, sample_weight=weights) == expected
+
+
+@in_dispatch
+def test_pca_mle_s_rank_choice_is_warned_and_a_detach_block_keeps_its_gradient() -> None:
+    """``PCA("mle")`` takes Python numbers of its eigenvalues only to choose its rank: the watch
+    cannot tell that from a number feeding the result, so it warns (the guide's false alarm);
+    a ``config(grad="detach")`` block around the call silences it, and the gradient through
+    the components is scikit-learn's own, called directly."""
+    import sklearn
+    import sklearn.decomposition
+
+    x0 = torch.rand(30, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x = x0.clone().requires_grad_()
+    with sklearn.config_context(array_api_dispatch=True), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Converting a tensor with requires_grad=True to a scalar", UserWarning)
+        sklearn.decomposition.PCA("mle", svd_solver="covariance_eigh").fit(x).transform(x).pow(2).sum().backward()
+    decomposition = ac.torchify(sklearn.decomposition)
+    with pytest.warns(ac.GradientWarning, match=r"^PCA\.fit\(\): argument X requires grad"):
+        decomposition.PCA("mle", svd_solver="covariance_eigh").fit(x0.clone().requires_grad_())
+    through = x0.clone().requires_grad_()
+    with ac.config(grad="detach"):
+        pca = decomposition.PCA("mle", svd_solver="covariance_eigh").fit(through)
+    pca.transform(through).pow(2).sum().backward()
+    assert torch.equal(through.grad, x.grad)

@@ -190,6 +190,11 @@ class Adapter:
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
 
+    def stores_arguments(self, cls: type) -> bool:
+        """Whether ``cls``'s constructor only stores its arguments, as they are: an object made
+        from tensors then holds them, as the library's own torch path for it expects."""
+        return False
+
     def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
         """Which calls of ``fn`` on the library's own torch path write into their tensors
         (None: none), so that they are handed copies: by default those whose ``overwrite_X``

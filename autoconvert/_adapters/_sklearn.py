@@ -73,6 +73,11 @@ class ScikitLearn(Adapter):
         except TypeError:  # an unhashable callable: never in the tables
             return "scikit-learn's array API tests of functions leave it out"
 
+    def stores_arguments(self, cls: type) -> bool:
+        """An estimator's constructor stores its parameters and nothing more (scikit-learn's
+        rule for estimators; its ``fit`` validates them), a tensor ``alpha`` as a tensor."""
+        return _has_tags(cls)
+
     def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
         """The calls of ``fn``, a method of the estimator class ``owner``, that scikit-learn's
         torch path lets write into the tensors it is handed: where the estimator is told not to

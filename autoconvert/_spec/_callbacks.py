@@ -251,15 +251,12 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
     objects hold (see _holders) are judged so too. ``grad``: the call's grad policy, which
     the callbacks' results meet."""
 
-    def callback_leaf(function: Any, ctx: Any) -> Any:
-        if _numpy_code(function) and not _torch_code(function):
-            return function
-        return TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said)
-
-    def torch_callback_leaf(function: Any, ctx: Any) -> Any:
-        return TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said) if written_in_torch(function) else function
-
-    leaf = callback_leaf if every else torch_callback_leaf
+    def leaf(function: Any, ctx: Any) -> Any:
+        return (
+            TensorCallback(function, ctx.shared, ctx.odd, grad, ctx.said)
+            if takes_tensors(function, every)
+            else function
+        )
 
     def fallback(cls: type) -> Any:
         # A NonlinearConstraint's fun, a LinearOperator's matvec (a LinearOperator is callable itself).
@@ -267,6 +264,15 @@ def takes_callbacks(every: bool, grad: GradPolicy) -> Callable[[type], Any]:
         return held if held is not None or not _callable_type(cls) else leaf
 
     return fallback
+
+
+def takes_tensors(function: Any, every: bool) -> bool:
+    """Whether the callable ``function`` is handed tensors by the callables' rule: written in
+    torch (see ``written_in_torch``), or ``every`` callable (``callbacks=True``) but NumPy's
+    and SciPy's own functions."""
+    if every:
+        return not _numpy_code(function) or _torch_code(function)
+    return written_in_torch(function)
 
 
 @functools.lru_cache(maxsize=1024)  # asked per call of each callable a SciPy object holds

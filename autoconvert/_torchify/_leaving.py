@@ -4,21 +4,23 @@ A library's torch path is handed the caller's tensors as they are, so their grad
 where its torch code computes (a ridge fitted with ``solver="svd"``, a fitted scaler's
 ``transform``). Some of that code leaves torch itself: it hands its tensors to NumPy
 (scikit-learn's ``LogisticRegression`` and ``PoissonRegressor`` fit through SciPy's NumPy
-optimizers), which torch refuses for a tensor that requires grad ("Can't call numpy() on
-Tensor that requires grad"), or turns a tensor into a Python number (scikit-learn's
-regression metrics return ``float()`` of their 0-d result), which torch lets go with its
-gradient dropped. Detaching every argument up front would drop the gradients the library
-keeps; so a call holding a tensor that requires grad runs under a torch function mode that
-watches the ways out of torch (``Tensor.numpy``, ``__array__``, ``__dlpack__``, and
-``__float__``, ``__int__``, ``__complex__``, ``item``, ``tolist``) and applies the call's
+optimizers), which torch refuses for a tensor that requires grad ("Can't call numpy() on Tensor
+that requires grad"), or turns a tensor into a Python number (scikit-learn's regression metrics
+return ``float()`` of their 0-d result), which torch lets go with its gradient dropped.
+Detaching every argument up front would drop the gradients the library keeps; so a call holding
+a tensor that requires grad runs under a torch function mode that watches the ways out of torch
+(``Tensor.numpy``, ``__array__``, ``__dlpack__``, and ``__float__``, ``__int__``,
+``__complex__``, ``item``, ``tolist``, a 0-d tensor's ``__format__``) and applies the call's
 ``grad=`` there, as the converting call does on the way in: ``"warn"`` detaches what leaves
 with a ``GradientWarning`` naming the argument, ``"detach"`` silently, ``"error"`` raises
 ``GradientError``. ``bool()`` is let through: a truth value is no differentiable value. A dual
 tensor (``forward_ad.make_dual``) leaves torch unrefused, its tangent dropped: a call holding
 one is watched too. A call holding neither is never watched (a watched call pays a Python
-dispatch on each torch operation). Watching at the exit rather than checking the result
-also catches a number taken midway and made a tensor again, whose result still requires
-grad but lacks that part of its gradient.
+dispatch on each torch operation). Watching at the exit rather than checking the result also
+catches a number taken midway and made a tensor again, whose result still requires grad but
+lacks that part of its gradient. Inside torch.func's transforms a call is watched too: a tensor
+there has no storage to leave torch with, so it leaves as its values (see ``_Exits._leave``),
+and one torch.vmap batches is refused in the library's words.
 
 Before torch 2.13, ``torch.asarray`` of a tensor that requires grad returned it detached
 (``requires_grad`` unspecified meant False), and the array API's ``asarray``, which SciPy's and
@@ -49,7 +51,8 @@ from autoconvert._conversions._grad import (
     may_lose_gradient,
     requires_grad,
 )
-from autoconvert._errors import GradientError, LeafError
+from autoconvert._conversions._memory import functorch_wrapped, transforming, ungraded, untransformed
+from autoconvert._errors import ConversionError, GradientError, LeafError
 from autoconvert._options._config import active
 from autoconvert._spec._spec import in_a_block
 
@@ -58,8 +61,17 @@ _TO_NUMPY: frozenset[Any] = frozenset((torch.Tensor.numpy, torch.Tensor.__array_
 #: The ways a tensor becomes Python numbers, every one seen by a torch function mode on every
 #: torch: torch lets one that requires grad go (torch 2.13 on warns once per process,
 #: "Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior").
+#: ``format()`` and f-strings of a 0-d tensor: ``Tensor.__format__`` takes its ``item()`` where
+#: the mode no longer sees it (its own dispatch pops the mode); any other tensor's is its repr.
 _TO_NUMBERS: frozenset[Any] = frozenset(
-    (torch.Tensor.__float__, torch.Tensor.__int__, torch.Tensor.__complex__, torch.Tensor.item, torch.Tensor.tolist)
+    (
+        torch.Tensor.__float__,
+        torch.Tensor.__int__,
+        torch.Tensor.__complex__,
+        torch.Tensor.item,
+        torch.Tensor.tolist,
+        torch.Tensor.__format__,
+    )
 )
 
 
@@ -88,24 +100,62 @@ def _asarray_keeping_grad(t: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tens
 class _Exits(TorchFunctionMode):
     """Hands a tensor that may lose a gradient, leaving torch, to a policy (detached, or
     refused): ``to_numpy``'s on its way to NumPy, ``to_numbers``' on its way to Python numbers
-    (detached first, so torch's own warning about it is not issued)."""
+    (detached first, so torch's own warning about it is not issued); ``library``: whose torch
+    code it runs, for the refusal of a batch torch.vmap makes."""
 
-    def __init__(self, to_numpy: GradPolicy, to_numbers: GradPolicy) -> None:
+    def __init__(self, to_numpy: GradPolicy, to_numbers: GradPolicy, library: str) -> None:
         super().__init__()  # type: ignore[no-untyped-call, unused-ignore]  # torch 2.4: untyped
-        self.to_numpy, self.to_numbers = to_numpy, to_numbers
+        self.to_numpy, self.to_numbers, self.library = to_numpy, to_numbers, library
 
     def __torch_function__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
-        if func in _TO_NUMPY and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
-            args = (self.to_numpy.detach(args[0]), *args[1:])
-        elif func in _TO_NUMBERS and args and isinstance(args[0], torch.Tensor) and may_lose_gradient(args[0]):
-            args = (self.to_numbers.detach(args[0]), *args[1:])
-        elif func is torch.asarray and len(args) == 1 and requires_grad(args[0]) and asarray_detaches():
+        if func in _TO_NUMPY and args and isinstance(args[0], torch.Tensor):
+            return self._leave(self.to_numpy, func, args, kwargs or {})
+        if (
+            func in _TO_NUMBERS
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and (func is not torch.Tensor.__format__ or args[0].dim() == 0)
+        ):
+            return self._leave(self.to_numbers, func, args, kwargs or {})
+        if func is torch.Tensor.__bool__ and transforming() is not None and _batched_by_vmap(args[0]):
+            raise self._batch()
+        if func is torch.asarray and len(args) == 1 and requires_grad(args[0]) and asarray_detaches():
             kept = _asarray_keeping_grad(args[0], kwargs or {})
             if kept is not None:
                 return kept
         return func(*args, **(kwargs or {}))
+
+    def _leave(self, policy: GradPolicy, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``func(*args, **kwargs)``, a way out of torch for the tensor ``args[0]``, ``policy``
+        applied to it. Inside torch.func's transforms a tensor has no storage there, a plain
+        one too ("Cannot access data pointer of Tensor that doesn't have storage"): it leaves as
+        its values, below the gradient transforms' wrapping (``torch.func.grad``, ``jacrev``),
+        the policy applied to each level's gradient it loses; one torch.vmap batches is refused."""
+        t = args[0]
+        if may_lose_gradient(t):
+            t = policy.detach(t)
+        if transforming() is None:
+            return func(t, *args[1:], **kwargs)
+        with untransformed():
+            values = ungraded(args[0])  # not t's: detaching a wrapped tensor drops the outer levels' gradient
+            if functorch_wrapped(values):
+                raise self._batch()
+            if may_lose_gradient(values):
+                values = policy.detach(values)
+            return func(values, *args[1:], **kwargs)
+
+    def _batch(self) -> LeafError:
+        """The refusal of a tensor torch.vmap batches, leaving torch (torch's own: "Cannot access
+        data pointer", "data-dependent control flow")."""
+        return LeafError(
+            ConversionError,
+            f"is batched by torch.vmap, and {self.library}'s own torch path for this call takes its values out of "
+            "torch (to NumPy, a Python number or a truth value), which sees one value, not a batch",
+            "a tensor batched by torch.vmap (a functorch-wrapped tensor)",
+            "loop over the batch instead of torch.vmap (autoconvert.batched maps a function over it)",
+        )
 
 
 class Leaving:
@@ -114,7 +164,7 @@ class Leaving:
     block's, else ``"warn"``)."""
 
     def __init__(self, fn: Any, function: str, library: str, grad: str | None) -> None:
-        self.fn, self.function, self.grad = fn, function, grad
+        self.fn, self.function, self.library, self.grad = fn, function, library, grad
         #: The policies by grad mode, for tensors handed to NumPy and for tensors made numbers.
         self.policies: dict[str, tuple[GradPolicy, GradPolicy]] = {}
         self.whys = (
@@ -140,7 +190,9 @@ class Leaving:
         needing = _needing(args, kwargs, _requires_grad) if torch.is_grad_enabled() else []
         if FORWARD_AD._current_level >= 0:
             needing += _needing(args, kwargs, has_tangent)
-        return self._watched(call, args, kwargs, needing) if needing else call(args, kwargs)
+        if needing or transforming() is not None:  # torch.func's tensors leave torch only through the watch
+            return self._watched(call, args, kwargs, needing)
+        return call(args, kwargs)
 
     def _watched(
         self,
@@ -153,13 +205,17 @@ class Leaving:
         the tensors among its arguments that require grad."""
         policies = self._policies()
         try:
-            with _Exits(*policies):
+            with _Exits(*policies, self.library):
                 result = call(args, kwargs)
         except LeafError as e:
-            if e.kind is not GradientError:
-                raise
-            where, tensor = self._named(needing, args, kwargs)[0]
-            e.found = describe_tensor(tensor)
+            named = self._named(
+                needing if e.kind is GradientError else _needing(args, kwargs, _batched_by_vmap), args, kwargs
+            )
+            if not named:  # a tensor of the library's own
+                raise e.public(self.function, "", "a tensor") from None
+            where, tensor = named[0]
+            if e.kind is GradientError:
+                e.found = describe_tensor(tensor)
             raise e.public(self.function, "argument", where) from None
         said = next((policy for policy in policies if policy.unsaid is not None), None)
         if said is not None:  # one warning for the function, the first kind it lost a gradient to
@@ -195,6 +251,11 @@ class Leaving:
 
 def _requires_grad(t: torch.Tensor) -> bool:
     return t.requires_grad
+
+
+def _batched_by_vmap(t: torch.Tensor) -> bool:
+    """Whether torch.vmap batches ``t`` (under any gradient transform's wrapping)."""
+    return functorch_wrapped(ungraded(t))
 
 
 def _needing(

@@ -39,6 +39,7 @@ from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
 from autoconvert._options._options import AFTER_CALL, gives_way
+from autoconvert._spec._callbacks import takes_tensors
 from autoconvert._spec._signature import function_name
 
 from ._leaving import Leaving
@@ -59,6 +60,13 @@ _CONVERTED = Declined(
     "an argument",
     "is an object made by converting, which holds NumPy arrays",
     "an object made by converting",
+    "",
+    counted=False,
+)
+_NUMPY_CALLABLE = Declined(
+    "an argument",
+    "is a callable written for NumPy (by the callables' rule), which the library's torch path would hand tensors",
+    "a NumPy-written callable",
     "",
     counted=False,
 )
@@ -91,13 +99,17 @@ class NativeRoute(Route):
         guards: bool = True,
         *,
         grad: str | None = None,
+        callbacks: bool | None = None,
     ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
         torchified class's classmethod or constructor), proxies handed as their objects;
         ``writes``: which calls write into their tensors (its adapter's ``torch_writes``),
         handed copies where it ``guards`` the caller's (see AFTER_CALL); ``grad``: the
-        ``grad=`` torchify was given (None: none), for what the library hands to NumPy itself."""
+        ``grad=`` torchify was given (None: none), for what the library hands to NumPy itself;
+        ``callbacks``: torchify's ``callbacks=``, by which callables among the arguments are
+        judged (None: not judged, an object's methods)."""
         self.fn, self.objects, self.writes = fn, objects, writes
+        self.callbacks = callbacks
         self.guards = guards
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
         self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad)
@@ -125,6 +137,15 @@ class NativeRoute(Route):
         if isinstance(value, TorchifiedObject):
             return True if value._self_class.holds_tensors else _CONVERTED
         kind = type(value)
+        if (
+            self.callbacks is not None
+            and callable(value)
+            and not isinstance(value, type)
+            and home(kind) != self.package  # the library's own objects are its to call
+            and not takes_tensors(value, self.callbacks)
+        ):
+            # Its torch path would hand it tensors: the converting call hands it arrays.
+            return _NUMPY_CALLABLE
         if kind is list or kind is tuple or kind is dict:
             holds = False
             for item in value.values() if kind is dict else value:
@@ -198,11 +219,20 @@ class NativeRoute(Route):
     def describe(self) -> RouteWords:
         return RouteWords(
             "native",
-            f"A call whose arguments hold a tensor and no array goes to {function_name(self.fn)} as it is: its "
+            f"A call whose arguments hold a tensor and no array{self._no_numpy_callable()} goes to "
+            f"{function_name(self.fn)} as it is: its "
             "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
             f"torch.compile). {self._copied()}",
             "Any other call takes the converting call: {path}. {why}",
         )
+
+    def _no_numpy_callable(self) -> str:
+        """Which callables the call may hand its function, in explain's words."""
+        if self.callbacks is None:
+            return ""
+        if self.callbacks:
+            return " nor a callable of NumPy's or SciPy's own"
+        return " nor a callable written for NumPy (by the callables' rule)"
 
     def _copied(self) -> str:
         """Which calls are handed copies of the caller's tensors, in explain's words."""
@@ -409,6 +439,10 @@ class Natively:
         if isinstance(self.constructing, NativeRoute):
             self.constructing = NativeRoute(cls, self.objects, adapter.torch_writes(cls), self.guards, grad=self.grad)
             self.constructor = Routed(cls, (self.constructing,), None)
+        #: Where the constructor only stores its arguments (a scikit-learn estimator's), what
+        #: tells a call whose tensors it stores as they are (``Ridge(alpha=tensor)``), as the
+        #: object's own torch path, called directly, holds them.
+        self.storing = NativeRoute(cls, self.objects, None, False) if adapter.stores_arguments(cls) else None
 
     def function(self, name: str, value: Any, view: TorchifiedClass) -> Any:
         """The class's static or class method ``name``, ``value``: its native route first
@@ -420,7 +454,14 @@ class Natively:
             return None
         converting = torchified_function(value, self.options, home(self.cls), own=view)
         writes = self.adapter.torch_writes(value, self.cls)
-        route = NativeRoute(self.adapter.torch_call(value), self.objects, writes, self.guards, grad=self.grad)
+        route = NativeRoute(
+            self.adapter.torch_call(value),
+            self.objects,
+            writes,
+            self.guards,
+            grad=self.grad,
+            callbacks=self.options.get("callbacks", False),
+        )
         return Routed(value, (route,), converting, view=view, name=name)  # pickles as view.name
 
     def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -429,9 +470,13 @@ class Natively:
         route = self.constructing
         if isinstance(route, NativeRoute) and route.declines(args, kwargs) is None:
             return self.constructor(*args, **kwargs)
-        made = view._construct(*args, **kwargs)
-        why = self.adapter.torch_path(made)
         device = device_of(args, kwargs)
+        if self.storing is not None and self.storing.declines(args, kwargs) is None:
+            stored = self.cls(*args, **kwargs)
+            if self.adapter.torch_path(stored) is None:
+                return proxy(stored, self.options, device, self.objects)
+        made = view._construct(*args, **kwargs)  # converted, as an object of no torch path takes them
+        why = self.adapter.torch_path(made)
         if why is None:
             return proxy(made, self.options, device, self.objects)
         if self.native is True:
@@ -494,7 +539,14 @@ def native_route(adapter: Adapter, fn: Any, options: dict[str, Any]) -> NativeRo
         return why
     writes = adapter.torch_writes(fn)
     guards = not gives_way("the native route's copies", options)
-    return NativeRoute(adapter.torch_call(fn), None, writes, guards, grad=options.get("grad"))
+    return NativeRoute(
+        adapter.torch_call(fn),
+        None,
+        writes,
+        guards,
+        grad=options.get("grad"),
+        callbacks=options.get("callbacks", False),
+    )
 
 
 def refused(adapter: Adapter, why: str, module: str, name: str) -> ValueError:
