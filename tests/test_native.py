@@ -209,9 +209,9 @@ def test_auto_converts_calls_without_a_tensor_or_with_an_array_beside_one() -> N
 
 @in_mode
 def test_a_numpy_written_callable_takes_the_converting_path_and_is_handed_arrays() -> None:
-    """SciPy's torch path hands a function's callable the tensors themselves: a callable the
-    callables' rule judges NumPy-written (``x.astype``, ``np.sin``) makes the call convert,
-    handed arrays as with plain SciPy; torch code keeps SciPy's torch path, its gradient
+    """SciPy's torch path hands a function's callable the tensors themselves: a callable reading
+    NumPy and no torch (``x.astype``, ``np.sin``) makes the call convert, handed arrays as with
+    plain SciPy; torch code, and code reading neither, keep SciPy's torch path, the gradient
     flowing; ``callbacks=True`` hands every callable but NumPy's own tensors."""
     differentiate = pytest.importorskip("scipy.differentiate")
     handed: list[str] = []
@@ -232,6 +232,11 @@ def test_a_numpy_written_callable_takes_the_converting_path_and_is_handed_arrays
     with ac.stats() as counted:
         view.derivative(lambda u: torch.sin(u) * u, t).df.sum().backward()
     assert counted["derivative"].native == 1 and t.grad is not None
+    duck = torch.tensor(x, requires_grad=True)  # code reading neither runs on tensors: SciPy's torch path
+    with ac.stats() as counted:
+        view.derivative(lambda u: u**3, duck).df.sum().backward()
+    assert counted["derivative"].native == 1
+    torch.testing.assert_close(duck.grad, 6 * duck.detach())
     handed.clear()
     with ac.stats() as counted:
         ac.torchify(differentiate, callbacks=True).derivative(lambda u: handed.append(type(u).__name__) or u * u, t)

@@ -275,6 +275,30 @@ def takes_tensors(function: Any, every: bool) -> bool:
     return written_in_torch(function)
 
 
+def reads_numpy(function: Any) -> bool:
+    """Whether the callable ``function`` is NumPy's own, or code reading NumPy: a NumPy module
+    or function among the values its code loads (globals, closure cells, defaults, what a
+    partial binds, local imports), or an attribute arrays have and tensors lack
+    (``x.astype``). Partials and bound methods are judged by their function, callable objects
+    by their class's ``__call__``; code reading neither (``lambda x: x ** 2``) runs on tensors too."""
+    function, bound = _peeled(function)
+    if _is_numpy(function):
+        return True
+    owner = None
+    if isinstance(function, types.MethodType):
+        function, owner = function.__func__, function.__self__
+    elif not isinstance(function, types.FunctionType) and callable(function):
+        function, owner = _class_member(type(function), "__call__"), function
+    if not isinstance(function, types.FunctionType):
+        return False
+    reads = code_reads(function.__code__)
+    if any(hasattr(np.ndarray, name) and not hasattr(torch.Tensor, name) for name in reads.names):
+        return True
+    values = [value for _, value in _values_loaded(function, reads)]
+    values += _parameter_values(function, owner, bound).values()
+    return any(_is_numpy(value) for value in values)
+
+
 @functools.lru_cache(maxsize=1024)  # asked per call of each callable a SciPy object holds
 def _callable_type(cls: type) -> bool:
     """Whether instances of ``cls`` are callables (classes themselves are values)."""

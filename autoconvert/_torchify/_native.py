@@ -39,7 +39,7 @@ from autoconvert._errors import ConversionError, LeafError, message
 from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
 from autoconvert._options._options import AFTER_CALL, gives_way
-from autoconvert._spec._callbacks import takes_tensors
+from autoconvert._spec._callbacks import reads_numpy, takes_tensors
 from autoconvert._spec._signature import function_name
 
 from ._leaving import Leaving
@@ -65,7 +65,7 @@ _CONVERTED = Declined(
 )
 _NUMPY_CALLABLE = Declined(
     "an argument",
-    "is a callable written for NumPy (by the callables' rule), which the library's torch path would hand tensors",
+    "is a callable reading NumPy (np, x.astype) and no torch, which the library's torch path would hand tensors",
     "a NumPy-written callable",
     "",
     counted=False,
@@ -143,6 +143,7 @@ class NativeRoute(Route):
             and not isinstance(value, type)
             and home(kind) != self.package  # the library's own objects are its to call
             and not takes_tensors(value, self.callbacks)
+            and (self.callbacks or reads_numpy(value))  # code reading neither runs on tensors too
         ):
             # Its torch path would hand it tensors: the converting call hands it arrays.
             return _NUMPY_CALLABLE
@@ -232,7 +233,7 @@ class NativeRoute(Route):
             return ""
         if self.callbacks:
             return " nor a callable of NumPy's or SciPy's own"
-        return " nor a callable written for NumPy (by the callables' rule)"
+        return " nor a callable reading NumPy and no torch (np, x.astype)"
 
     def _copied(self) -> str:
         """Which calls are handed copies of the caller's tensors, in explain's words."""
