@@ -16,6 +16,7 @@ import collections
 import copy
 import copyreg
 import functools
+import itertools
 import operator
 import sys
 import types
@@ -65,9 +66,8 @@ class _MethodsNode(Node):
             for name in self.methods:
                 made = new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
                 made.name = name  # the attribute's, which an alias's __name__ is not (predict = _impl)
-            for name, held in obj.__dict__.items():  # self.cb = self.bump in __post_init__
-                if type(held) is types.MethodType and held.__self__ is obj and new.__dict__.get(name) is held:
-                    new.__dict__[name] = _method_of(new, held)
+            # What it holds as it is pointing back at itself (self.cb = self.bump in __post_init__)
+            _twins_put(obj.__dict__, new.__dict__, [*obj.__dict__], {id(obj): (obj, new)})
             new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
@@ -248,7 +248,12 @@ class ResultFields:
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
             _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
-            if _pointed_back(twins):
+            # What the caller's holds as it is of what the method set (a set, a dict's key, a
+            # callable) around the caller's objects the carry made (self.b = B(); self.s = {self.b}).
+            now = receiver.__dict__
+            names = [name for name, value in now.items() if before.get(name, _UNSEEN) is not value]
+            put = _twins_put(now, converted.__dict__, names + (_moved(now, inside) if inside else []), twins)
+            if _pointed_back(twins) or put:
                 self.see(converted.__dict__)
         try:
             held = _holds_twin(result, twins)
@@ -829,15 +834,42 @@ def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | 
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
+    if kind is dict:  # its keys too ({Node(parent=self): 1}), which the conversion holds as they are
+        return any(_holds_twin(item, twins, seen) for item in itertools.chain(value, value.values()))
     if kind in _WALKED or _rebuilt_tuple(value):  # a set's items may be records (frozenset([self]))
-        return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
-    if not _method_record(value):
+        return any(_holds_twin(item, twins, seen) for item in value)
+    parts = _CALLABLE_PARTS.get(kind)
+    if parts is None and not _method_record(value):
         return False
     seen = set() if seen is None else seen
     if id(value) in seen:
         return False
     seen.add(id(value))
-    return any(_holds_twin(item, twins, seen) for item in value.__dict__.values())
+    held = value.__dict__.values() if parts is None else parts(value)
+    return any(_holds_twin(item, twins, seen) for item in held)
+
+
+def _cell_value(cell: types.CellType) -> Any:
+    """What a closure's cell holds; ``_UNSEEN`` where it is empty (a name not yet bound)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _UNSEEN
+
+
+#: The callables the conversion holds as they are that may point back at a result (see
+#: ``_holds_twin``), each with what it holds: a bound method its object, a partial its function
+#: and arguments, a function its closure and defaults, a weak reference its referent.
+_CALLABLE_PARTS: dict[type, Callable[[Any], Any]] = {
+    types.MethodType: lambda method: (method.__self__,),
+    functools.partial: lambda partial: (partial.func, *partial.args, *partial.keywords.values()),
+    types.FunctionType: lambda function: (
+        *map(_cell_value, function.__closure__ or ()),
+        *(function.__defaults__ or ()),
+        *(function.__kwdefaults__ or {}).values(),
+    ),
+    weakref.ReferenceType: lambda ref: (ref(),),
+}
 
 
 def _method_record(value: Any) -> bool:
@@ -895,9 +927,8 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if kind is types.MethodType:  # self.cb = self.bump: the caller's object's method
-        pair = twins.get(id(value.__self__))
-        return convert(value) if pair is None or pair[0] is not value.__self__ else _method_of(pair[1], value)
+    if kind in _CALLABLE_PARTS:  # self.cb = self.bump, partial(self.bump, 2), lambda: self.bump()
+        return _callable_with_twins(value, twins) if _holds_twin(value, twins) else convert(value)
     walked = kind in _WALKED or _rebuilt_tuple(value)  # a named tuple's items too
     if (not walked and not _method_record(value)) or not _holds_twin(value, twins):
         return convert(value)
@@ -918,7 +949,7 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
         out = {}
         for key, item in value.items():
             try:
-                out[key] = with_twins(item, twins, convert)
+                out[with_twins(key, twins, _as_it_is)] = with_twins(item, twins, convert)
             except LeafError as e:
                 e.keys.append(MappingKey(key))
                 raise
@@ -936,10 +967,54 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
 def _method_of(converted: Any, bound: types.MethodType) -> Any:
     """``bound``, a method bound to the object ``converted`` stands for, as ``converted`` has
     it: its converting method where it has one for that function, else bound to it."""
+    method = _converting(converted, bound.__func__)
+    return types.MethodType(bound.__func__, converted) if method is None else method
+
+
+def _converting(converted: Any, function: Any) -> ResultMethod | None:
+    """The converting method of ``converted`` that calls ``function``, where it has one."""
     for held in getattr(converted, "__dict__", {}).values():
-        if isinstance(held, ResultMethod) and held.__func__ is bound.__func__:
+        if isinstance(held, ResultMethod) and held.__func__ is function:
             return held
-    return types.MethodType(bound.__func__, converted)
+    return None
+
+
+def _callable_with_twins(value: Any, twins: dict[int, tuple[Any, Any]]) -> Any:
+    """``value``, a callable the conversion holds as it is that holds ``twins`` (see
+    ``_CALLABLE_PARTS``), made again around the caller's twins: a bound method the caller's
+    object's (its converting method where it is a result's), a partial of them
+    (``partial(Res.bump, self)`` of the converting method), a function with its closure and
+    defaults holding them, a weak reference to the caller's object. Met again, the same."""
+    kind = type(value)
+    if kind is types.MethodType:
+        return _method_of(with_twins(value.__self__, twins, _as_it_is), value)
+    if kind is weakref.ReferenceType:
+        return weakref.ref(with_twins(value(), twins, _as_it_is), value.__callback__)
+    if kind is functools.partial:
+        func, args = with_twins(value.func, twins, _as_it_is), [with_twins(a, twins, _as_it_is) for a in value.args]
+        method = _converting(args[0], func) if args and type(func) is types.FunctionType else None
+        if method is not None:
+            func, args = method, args[1:]
+        made: Any = functools.partial(func, *args, **{k: with_twins(v, twins, _as_it_is) for k, v in value.keywords.items()})
+        made.__dict__.update(value.__dict__)
+        return made
+    # A function: its cells holding twins new ones, filled once it is known (a closure may hold it).
+    cells = [
+        types.CellType() if _holds_twin(_cell_value(cell), twins) else cell for cell in value.__closure__ or ()
+    ]
+    defaults = value.__defaults__
+    made = types.FunctionType(value.__code__, value.__globals__, value.__name__, None, tuple(cells) or None)
+    twins.setdefault(id(value), (value, made))
+    for new, cell in zip(cells, value.__closure__ or (), strict=True):
+        if new is not cell:
+            new.cell_contents = with_twins(cell.cell_contents, twins, _as_it_is)
+    made.__defaults__ = None if defaults is None else tuple(with_twins(d, twins, _as_it_is) for d in defaults)
+    if value.__kwdefaults__ is not None:
+        made.__kwdefaults__ = {k: with_twins(v, twins, _as_it_is) for k, v in value.__kwdefaults__.items()}
+    made.__dict__.update(value.__dict__)
+    made.__qualname__, made.__doc__, made.__module__ = value.__qualname__, value.__doc__, value.__module__
+    made.__annotations__ = value.__annotations__
+    return made
 
 
 def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> bool:
@@ -950,11 +1025,78 @@ def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int
     found = False
     for name, held in mine.items():
         kind = type(held)
-        rebuilt = kind in _SETS or isinstance(held, tuple) or (kind not in _WALKED and _method_record(held))
+        rebuilt = (
+            kind in _SETS
+            or kind in _CALLABLE_PARTS
+            or isinstance(held, tuple)
+            or (kind not in _WALKED and _method_record(held))
+        )
         if rebuilt and made.get(name) is held and _holds_twin(held, twins):
             made[name] = with_twins(held, twins, _as_it_is)
             found = True
     return found
+
+
+def _twins_put(mine: dict[str, Any], theirs: dict[str, Any], names: list[str], twins: dict[int, tuple[Any, Any]]) -> bool:
+    """Into ``theirs``, the attributes of the caller's object for ``mine`` (a method's, or a
+    function's result's), at ``names``: what the conversion holds as it is there, at any depth
+    of their lists, dicts, tuples and records (a set, a dict's key, a callable), that holds
+    ``twins``, rebuilt around the caller's twins (``self.b = B(); self.s = {self.b}``,
+    ``self.cb = self.leaf.inc``, ``self.dk = {self.inner: 1}``). Whether any was."""
+    found: list[bool] = []
+    seen: set[int] = set()
+    for name in names:
+        held = theirs.get(name, _UNSEEN)
+        if name in mine and held is not _UNSEEN and not isinstance(held, ResultMethod):
+            made = _put_around(mine[name], held, twins, _DEPTH, seen, found)
+            if made is not held:
+                theirs[name] = made
+                found.append(True)
+    return bool(found)
+
+
+def _put_around(
+    mine: Any, theirs: Any, twins: dict[int, tuple[Any, Any]], depth: int, seen: set[int], found: list[bool]
+) -> Any:
+    """``theirs``, the caller's object at the place of ``mine`` (see ``_twins_put``): ``mine``
+    itself, held as it is, made again around ``twins`` where it holds them; else its lists,
+    dicts and records changed in place, a tuple made again, ``depth`` containers deep (``seen``:
+    those looked in already; ``found`` told of a change in place)."""
+    kind = type(mine)
+    if theirs is mine:
+        as_it_is = kind in _SETS or kind in _CALLABLE_PARTS or isinstance(mine, tuple) or id(mine) in twins
+        return with_twins(mine, twins, _as_it_is) if as_it_is and _holds_twin(mine, twins) else theirs
+    if depth == 0 or type(theirs) is not kind or id(theirs) in seen:
+        return theirs
+    if kind in _IN_PLACE:
+        seen.add(id(theirs))
+        places = mine.items() if isinstance(mine, dict) else enumerate(mine)
+        for key, item in places:
+            if isinstance(mine, dict) and key not in theirs or not isinstance(mine, dict) and key >= len(theirs):
+                continue
+            made = _put_around(item, theirs[key], twins, depth - 1, seen, found)
+            if made is not theirs[key]:
+                theirs[key] = made
+                found.append(True)
+        if isinstance(theirs, dict) and any(_holds_twin(key, twins) for key in theirs if type(key) is not str):
+            items = [(with_twins(key, twins, _as_it_is), value) for key, value in theirs.items()]
+            theirs.clear()  # its keys the caller's, in their order ({self.inner: 1})
+            theirs.update(items)
+            found.append(True)
+        return theirs
+    if isinstance(mine, tuple) and _held_in(mine) and len(mine) == len(theirs):
+        items = [_put_around(a, b, twins, depth - 1, seen, found) for a, b in zip(mine, theirs, strict=True)]
+        return theirs if all(map(operator.is_, items, theirs)) else _tuple_like(theirs, items)
+    if _record(theirs):
+        seen.add(id(theirs))
+        state = theirs.__dict__
+        for name, item in mine.__dict__.items():
+            if name in state:
+                made = _put_around(item, state[name], twins, depth, seen, found)
+                if made is not state[name]:
+                    state[name] = made
+                    found.append(True)
+    return theirs
 
 
 def result_cycle_error() -> LeafError:
