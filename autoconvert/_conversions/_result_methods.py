@@ -244,6 +244,7 @@ class ResultFields:
                 converted,
                 lambda v, name: _twinned(v, twins, lambda w: carried(w, name)),
                 made=made,
+                paired=twins,
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
@@ -270,12 +271,23 @@ class ResultFields:
         carried: Carried,
         *,
         made: dict[int, Any] | None = None,
+        paired: dict[int, tuple[Any, Any]] | None = None,
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
         by id, the caller's objects for the method's (its twins), met inside what it set
-        (``self.b.a = self``), and those made for it there (see ``_own``)."""
+        (``self.b.a = self``), and those made for it there (see ``_own``); ``paired``: see
+        ``_carried_into``."""
         made = {} if made is None else made
-        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, made=made, methods=self.node.own)
+        _carried_into(
+            receiver.__dict__,
+            before,
+            inside,
+            converted.__dict__,
+            carried,
+            made=made,
+            methods=self.node.own,
+            paired=paired,
+        )
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
 
@@ -525,16 +537,20 @@ def _carried_into(
     *,
     made: dict[int, Any],
     methods: frozenset[str] = frozenset(),
+    paired: dict[int, tuple[Any, Any]] | None = None,
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
     (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``,
-    ``made`` their own (see ``_own``)."""
+    ``made`` their own (see ``_own``); into ``paired``, each new object set with the caller's
+    made for it, which what is set next holds as the caller's (``self.b = B(); self.cb = self.b.inc``)."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
                 state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
+                if paired is not None:
+                    _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH)
     if inside is None:
         return
     contents, inner = inside
@@ -551,10 +567,16 @@ def _carried_into(
         if now.get(name) is value and state.get(name) is mine:
             fields = _fields_of(mine)
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made)
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made, paired=paired)
             else:
                 _carried_into(
-                    value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."), made=made
+                    value.__dict__,
+                    attributes,
+                    deeper,
+                    mine.__dict__,
+                    _prefixed(carried, f"{name}."),
+                    made=made,
+                    paired=paired,
                 )
 
 
