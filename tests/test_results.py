@@ -2097,7 +2097,9 @@ class HookingMade:
 
 @pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
 @pytest.mark.parametrize("where", ["listed", "partial", "closure"])
-def test_a_callable_pointing_at_the_result_from_its_post_init_is_the_caller_s(route: str, held: str, where: str) -> None:
+def test_a_callable_pointing_at_the_result_from_its_post_init_is_the_caller_s(
+    route: str, held: str, where: str
+) -> None:
     """``self.cbs = [self.bump]`` (a partial of it, a lambda over ``self``) in ``__post_init__``
     gave the caller a callable changing the function's own result, not the caller's: it points
     at the caller's result's converting method, as the plain object's at itself (a shallow
@@ -2158,7 +2160,9 @@ class Linking:
 
 @pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
 @pytest.mark.parametrize("how", list(_TWO_PLACES))
-def test_a_new_object_a_method_stores_in_two_places_is_one_object_for_the_caller(route: str, held: str, how: str) -> None:
+def test_a_new_object_a_method_stores_in_two_places_is_one_object_for_the_caller(
+    route: str, held: str, how: str
+) -> None:
     """``self.b = Counter(); self.cb = self.b.inc`` (``{self.b}``, ``frozenset([(self.b,)])``,
     ``{self.b: 1}``, ``weakref.ref(self.b)``) gave the caller's second place a hidden twin of
     ``r.b``, the method side's, which a change through ``r.b`` did not reach (``r.cb()`` counted

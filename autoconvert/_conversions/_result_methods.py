@@ -549,7 +549,7 @@ def _carried_into(
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
                 state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
-                if paired is not None:
+                if paired is not None and _changes_inside(value):
                     _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH)
     if inside is None:
         return
@@ -989,11 +989,11 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
 def _method_of(converted: Any, bound: types.MethodType) -> Any:
     """``bound``, a method bound to the object ``converted`` stands for, as ``converted`` has
     it: its converting method where it has one for that function, else bound to it."""
-    method = _converting(converted, bound.__func__)
+    method = _converting_method(converted, bound.__func__)
     return types.MethodType(bound.__func__, converted) if method is None else method
 
 
-def _converting(converted: Any, function: Any) -> ResultMethod | None:
+def _converting_method(converted: Any, function: Any) -> ResultMethod | None:
     """The converting method of ``converted`` that calls ``function``, where it has one."""
     for held in getattr(converted, "__dict__", {}).values():
         if isinstance(held, ResultMethod) and held.__func__ is function:
@@ -1014,16 +1014,16 @@ def _callable_with_twins(value: Any, twins: dict[int, tuple[Any, Any]]) -> Any:
         return weakref.ref(with_twins(value(), twins, _as_it_is), value.__callback__)
     if kind is functools.partial:
         func, args = with_twins(value.func, twins, _as_it_is), [with_twins(a, twins, _as_it_is) for a in value.args]
-        method = _converting(args[0], func) if args and type(func) is types.FunctionType else None
+        method = _converting_method(args[0], func) if args and type(func) is types.FunctionType else None
         if method is not None:
             func, args = method, args[1:]
-        made: Any = functools.partial(func, *args, **{k: with_twins(v, twins, _as_it_is) for k, v in value.keywords.items()})
+        made: Any = functools.partial(
+            func, *args, **{k: with_twins(v, twins, _as_it_is) for k, v in value.keywords.items()}
+        )
         made.__dict__.update(value.__dict__)
         return made
     # A function: its cells holding twins new ones, filled once it is known (a closure may hold it).
-    cells = [
-        types.CellType() if _holds_twin(_cell_value(cell), twins) else cell for cell in value.__closure__ or ()
-    ]
+    cells = [types.CellType() if _holds_twin(_cell_value(cell), twins) else cell for cell in value.__closure__ or ()]
     defaults = value.__defaults__
     made = types.FunctionType(value.__code__, value.__globals__, value.__name__, None, tuple(cells) or None)
     twins.setdefault(id(value), (value, made))
@@ -1059,7 +1059,9 @@ def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int
     return found
 
 
-def _twins_put(mine: dict[str, Any], theirs: dict[str, Any], names: list[str], twins: dict[int, tuple[Any, Any]]) -> bool:
+def _twins_put(
+    mine: dict[str, Any], theirs: dict[str, Any], names: list[str], twins: dict[int, tuple[Any, Any]]
+) -> bool:
     """Into ``theirs``, the attributes of the caller's object for ``mine`` (a method's, or a
     function's result's), at ``names``: what the conversion holds as it is there, at any depth
     of their lists, dicts, tuples and records (a set, a dict's key, a callable), that holds
@@ -1091,6 +1093,9 @@ def _put_around(
     if depth == 0 or type(theirs) is not kind or id(theirs) in seen:
         return theirs
     if kind in _IN_PLACE:
+        held = [*mine, *mine.values()] if isinstance(mine, dict) else mine
+        if not any(map(_may_point_back, set(map(type, held)))):  # a list of arrays: a look at their types
+            return theirs
         seen.add(id(theirs))
         places = mine.items() if isinstance(mine, dict) else enumerate(mine)
         for key, item in places:
@@ -1119,6 +1124,14 @@ def _put_around(
                     state[name] = made
                     found.append(True)
     return theirs
+
+
+def _may_point_back(kind: type) -> bool:
+    """Whether a value of ``kind`` may hold, as the conversion holds it, what points back at a
+    result (see ``_put_around``): a set, a callable, a container, a record."""
+    return (
+        kind in _SETS or kind in _CALLABLE_PARTS or kind in _IN_PLACE or issubclass(kind, tuple) or _rebuilt_type(kind)
+    )
 
 
 def result_cycle_error() -> LeafError:
