@@ -2066,7 +2066,7 @@ def test_a_callable_a_method_stores_pointing_at_the_result_is_the_caller_s(route
     at the object the methods run on: calling it changed that object, not the caller's result,
     without a word. It points at the caller's result, its converting method, as on the plain object."""
     view, kind = _ALL_ROUTES[route]
-    make, call = _HOOKS[how]
+    call = _HOOKS[how][1]
     r = _THEN[then](_stored(view(lambda a: Hooking(a * 1.0))(_array([1.0, 2.0], kind)), how))
     call(r.cb)
     expected = [3.0, 4.0] if then == "after a second method" else [2.0, 3.0]

@@ -1067,63 +1067,73 @@ def _twins_put(
     of their lists, dicts, tuples and records (a set, a dict's key, a callable), that holds
     ``twins``, rebuilt around the caller's twins (``self.b = B(); self.s = {self.b}``,
     ``self.cb = self.leaf.inc``, ``self.dk = {self.inner: 1}``). Whether any was."""
-    found: list[bool] = []
-    seen: set[int] = set()
+    putting = _Putting(twins)
     for name in names:
         held = theirs.get(name, _UNSEEN)
         if name in mine and held is not _UNSEEN and not isinstance(held, ResultMethod):
-            made = _put_around(mine[name], held, twins, _DEPTH, seen, found)
+            made = putting.around(mine[name], held, _DEPTH)
             if made is not held:
                 theirs[name] = made
-                found.append(True)
-    return bool(found)
+                putting.found = True
+    return putting.found
 
 
-def _put_around(
-    mine: Any, theirs: Any, twins: dict[int, tuple[Any, Any]], depth: int, seen: set[int], found: list[bool]
-) -> Any:
-    """``theirs``, the caller's object at the place of ``mine`` (see ``_twins_put``): ``mine``
-    itself, held as it is, made again around ``twins`` where it holds them; else its lists,
-    dicts and records changed in place, a tuple made again, ``depth`` containers deep (``seen``:
-    those looked in already; ``found`` told of a change in place)."""
-    kind = type(mine)
-    if theirs is mine:
-        as_it_is = kind in _SETS or kind in _CALLABLE_PARTS or isinstance(mine, tuple) or id(mine) in twins
-        return with_twins(mine, twins, _as_it_is) if as_it_is and _holds_twin(mine, twins) else theirs
-    if depth == 0 or type(theirs) is not kind or id(theirs) in seen:
-        return theirs
-    if kind in _IN_PLACE:
-        held = [*mine, *mine.values()] if isinstance(mine, dict) else mine
-        if not any(map(_may_point_back, set(map(type, held)))):  # a list of arrays: a look at their types
+class _Putting:
+    """One walk of ``_twins_put``: the twins, the caller's objects looked in already (which may
+    hold each other), and whether anything was rebuilt."""
+
+    __slots__ = ("found", "seen", "twins")
+
+    def __init__(self, twins: dict[int, tuple[Any, Any]]) -> None:
+        self.twins, self.seen, self.found = twins, set[int](), False
+
+    def around(self, mine: Any, theirs: Any, depth: int) -> Any:
+        """``theirs``, the caller's object at the place of ``mine``: ``mine`` itself, held as it
+        is, made again around the twins where it holds them; else its lists, dicts and records
+        changed in place, a tuple made again, ``depth`` containers deep."""
+        kind, twins = type(mine), self.twins
+        if theirs is mine:
+            as_it_is = kind in _SETS or kind in _CALLABLE_PARTS or isinstance(mine, tuple) or id(mine) in twins
+            return with_twins(mine, twins, _as_it_is) if as_it_is and _holds_twin(mine, twins) else theirs
+        if depth == 0 or type(theirs) is not kind or id(theirs) in self.seen:
             return theirs
-        seen.add(id(theirs))
-        places = mine.items() if isinstance(mine, dict) else enumerate(mine)
+        if kind in _IN_PLACE:
+            held = [*mine, *mine.values()] if isinstance(mine, dict) else mine
+            if any(map(_may_point_back, set(map(type, held)))):  # a list of arrays: a look at their types
+                self.seen.add(id(theirs))
+                if isinstance(mine, dict):
+                    self._into(mine.items(), theirs, depth - 1)
+                    self._keys(theirs)
+                else:
+                    self._into(zip(range(len(theirs)), mine, strict=False), theirs, depth - 1)  # theirs may be shorter
+            return theirs
+        if isinstance(mine, tuple) and _held_in(mine) and len(mine) == len(theirs):
+            items = [self.around(a, b, depth - 1) for a, b in zip(mine, theirs, strict=True)]
+            return theirs if all(map(operator.is_, items, theirs)) else _tuple_like(theirs, items)
+        if _record(theirs):
+            self.seen.add(id(theirs))
+            self._into(mine.__dict__.items(), theirs.__dict__, depth)
+        return theirs
+
+    def _into(self, places: Any, theirs: Any, depth: int) -> None:
+        """Into ``theirs``, a list or dict: at each of ``places`` (key, the method's item) it has,
+        its item made around the twins."""
         for key, item in places:
-            if isinstance(mine, dict) and key not in theirs or not isinstance(mine, dict) and key >= len(theirs):
+            if isinstance(theirs, dict) and key not in theirs:
                 continue
-            made = _put_around(item, theirs[key], twins, depth - 1, seen, found)
+            made = self.around(item, theirs[key], depth)
             if made is not theirs[key]:
                 theirs[key] = made
-                found.append(True)
-        if isinstance(theirs, dict) and any(_holds_twin(key, twins) for key in theirs if type(key) is not str):
-            items = [(with_twins(key, twins, _as_it_is), value) for key, value in theirs.items()]
-            theirs.clear()  # its keys the caller's, in their order ({self.inner: 1})
+                self.found = True
+
+    def _keys(self, theirs: dict[Any, Any]) -> None:
+        """``theirs``, a dict, keyed by the caller's twins where a key holds the method's
+        (``{self.inner: 1}``), in its order."""
+        if any(_holds_twin(key, self.twins) for key in theirs if type(key) is not str):
+            items = [(with_twins(key, self.twins, _as_it_is), value) for key, value in theirs.items()]
+            theirs.clear()
             theirs.update(items)
-            found.append(True)
-        return theirs
-    if isinstance(mine, tuple) and _held_in(mine) and len(mine) == len(theirs):
-        items = [_put_around(a, b, twins, depth - 1, seen, found) for a, b in zip(mine, theirs, strict=True)]
-        return theirs if all(map(operator.is_, items, theirs)) else _tuple_like(theirs, items)
-    if _record(theirs):
-        seen.add(id(theirs))
-        state = theirs.__dict__
-        for name, item in mine.__dict__.items():
-            if name in state:
-                made = _put_around(item, state[name], twins, depth, seen, found)
-                if made is not state[name]:
-                    state[name] = made
-                    found.append(True)
-    return theirs
+            self.found = True
 
 
 def _may_point_back(kind: type) -> bool:
