@@ -850,8 +850,9 @@ def _pointed_back(twins: dict[int, tuple[Any, Any]]) -> bool:
 
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
-    """Whether ``value`` is, or its tuples, lists, dicts and records hold, one of ``twins``
-    (``seen``: the records looked in already, which may hold each other)."""
+    """Whether ``value`` is, or its tuples, lists, dicts (keys too), sets, records and callables
+    hold, one of ``twins`` (``seen``: the records and callables looked in already, which may
+    hold each other)."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
@@ -943,8 +944,10 @@ def _pointing_back(value: Any, twins: dict[int, tuple[Any, Any]], convert: Calla
 
 def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
     """A method's ``value`` for the caller: the objects of ``twins`` it is or holds in its
-    tuples, lists, dicts and records (``self``, ``(self, n)``, ``self.inner``,
-    ``Node(parent=self)``) the caller's twins of them, the rest converted by ``convert``."""
+    tuples, lists, dicts (their keys too), sets, records and callables (``self``, ``(self, n)``,
+    ``self.inner``, ``Node(parent=self)``, ``{c: 1}`` with ``c.r = self``, ``self.bump``,
+    ``partial(self.bump, 2)``, ``lambda: self.bump()``) the caller's twins of them, the rest
+    converted by ``convert``."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return pair[1]
@@ -1041,8 +1044,9 @@ def _callable_with_twins(value: Any, twins: dict[int, tuple[Any, Any]]) -> Any:
 
 def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> bool:
     """Into ``made``, the attributes of the caller's copy of a method's record (``mine``): the
-    sets, tuples and records it holds as they are that hold ``twins``, at any depth
-    (``self.a.s = frozenset([b]); b.r = self``, ``self.a.b.s = frozenset([self])``), rebuilt
+    sets, tuples, records and callables it holds as they are that hold ``twins``, at any depth
+    (``self.a.s = frozenset([b]); b.r = self``, ``self.a.b.s = frozenset([self])``, ``self.a.cb =
+    self.bump``), rebuilt
     around the caller's twins, as on the result; lists and dicts stay held. Whether any was."""
     found = False
     for name, held in mine.items():
