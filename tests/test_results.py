@@ -2015,6 +2015,9 @@ class Hooking:
     def store(self, how: str) -> None:
         self.cb = _HOOKS[how][0](self)
 
+    def hand(self, how: str) -> Any:
+        return _RETURNED_HOOKS[how](self)
+
 
 def _on_a_new_object(result: Hooking) -> Member:
     leaf = Member(None)
@@ -2078,6 +2081,26 @@ def test_a_callable_a_method_stores_pointing_at_the_result_is_the_caller_s(route
 def _stored(r: Hooking, how: str) -> Hooking:
     r.store(how)
     return r
+
+
+#: A callable a Hooking result's method returns pointing back at it, changing nothing itself.
+_RETURNED_HOOKS: dict[str, Callable[[Hooking], Any]] = {
+    "its bound method": lambda s: s.bump,
+    "a partial of its bound method": lambda s: functools.partial(s.bump, 1.0),
+    "a lambda over self": lambda s: lambda: s.bump(),
+}
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("how", list(_RETURNED_HOOKS))
+def test_a_callable_a_method_returns_pointing_at_the_result_is_the_caller_s(route: str, how: str) -> None:
+    """A method changing nothing that returned ``self.bump`` (a partial of it, a lambda over
+    ``self``) gave the caller a callable changing the object the methods run on: the caller's
+    result stayed as it was. It changes the caller's result, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Hooking(a * 1.0))(_array([1.0, 2.0], kind))
+    r.hand(how)()
+    assert type(r.w) is kind and r.w.tolist() == [2.0, 3.0]
 
 
 @dataclasses.dataclass(eq=False)

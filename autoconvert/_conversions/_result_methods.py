@@ -230,6 +230,7 @@ class ResultFields:
             not changed
             and result is not receiver
             and type(result) not in _WALKED
+            and type(result) not in _CALLABLE_PARTS  # return self.bump, lambda: self.bump()
             and (inside is None or not _rebuilt_type(type(result)))  # self.inner may be
         ):
             return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
