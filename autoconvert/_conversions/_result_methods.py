@@ -66,8 +66,10 @@ class _MethodsNode(Node):
             for name in self.methods:
                 made = new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
                 made.name = name  # the attribute's, which an alias's __name__ is not (predict = _impl)
-            # What it holds as it is pointing back at itself (self.cb = self.bump in __post_init__)
-            _twins_put(obj.__dict__, new.__dict__, [*obj.__dict__], {id(obj): (obj, new)})
+            # What it holds as it is pointing back at itself (self.cb = self.bump in __post_init__);
+            # most results hold arrays and numbers alone: a look at their types.
+            if any(map(_may_point_back, set(map(type, obj.__dict__.values())))):
+                _twins_put(obj.__dict__, new.__dict__, [*obj.__dict__], {id(obj): (obj, new)})
             new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
@@ -912,10 +914,12 @@ _RECORD_KINDS: dict[type, bool] = {}
 
 
 class _Forgets:
-    """Forgets ``_RECORD_KINDS`` at each registration of a container, which may make a type one."""
+    """Forgets ``_RECORD_KINDS`` and ``_POINTING_KINDS`` at each registration of a container,
+    which may make a type one."""
 
     def forget(self) -> None:
         _RECORD_KINDS.clear()
+        _POINTING_KINDS.clear()
 
 
 _FORGETS = _Forgets()  # held here: listen holds it weakly
@@ -1074,9 +1078,13 @@ def _twins_put(
     ``self.cb = self.leaf.inc``, ``self.dk = {self.inner: 1}``). Whether any was."""
     putting = _Putting(twins)
     for name in names:
-        held = theirs.get(name, _UNSEEN)
-        if name in mine and held is not _UNSEEN and not isinstance(held, ResultMethod):
-            made = putting.around(mine[name], held, _DEPTH)
+        value, held = mine.get(name, _UNSEEN), theirs.get(name, _UNSEEN)
+        if (
+            held is not _UNSEEN
+            and (_may_point_back(type(value)) or id(value) in twins)
+            and not isinstance(held, ResultMethod)
+        ):
+            made = putting.around(value, held, _DEPTH)
             if made is not held:
                 theirs[name] = made
                 putting.found = True
@@ -1143,10 +1151,21 @@ class _Putting:
 
 def _may_point_back(kind: type) -> bool:
     """Whether a value of ``kind`` may hold, as the conversion holds it, what points back at a
-    result (see ``_put_around``): a set, a callable, a container, a record."""
-    return (
-        kind in _SETS or kind in _CALLABLE_PARTS or kind in _IN_PLACE or issubclass(kind, tuple) or _rebuilt_type(kind)
-    )
+    result (see ``_twins_put``): a set, a callable, a container, a record."""
+    found = _POINTING_KINDS.get(kind)
+    if found is None:
+        found = _POINTING_KINDS[kind] = (
+            kind in _SETS
+            or kind in _CALLABLE_PARTS
+            or kind in _IN_PLACE
+            or issubclass(kind, tuple)
+            or (getattr(kind, "__dictoffset__", 0) != 0 and node_for(kind) is not None)
+        )
+    return found
+
+
+#: The types ``_may_point_back`` decided (each attribute of each converted result is looked at).
+_POINTING_KINDS: dict[type, bool] = {}
 
 
 def result_cycle_error() -> LeafError:
