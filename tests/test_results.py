@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import gc
 import pickle
+import types
 import warnings
 import weakref
 from collections.abc import Callable
@@ -2180,20 +2181,28 @@ class Linking:
         self.b = Counter()
         self.elsewhere = _TWO_PLACES[how][0](self)
 
+    def link_first(self, how: str) -> None:
+        """The second place set before the Counter's own attribute."""
+        b = Counter()
+        self.elsewhere = _TWO_PLACES[how][0](types.SimpleNamespace(b=b))
+        self.b = b
+
 
 @pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
 @pytest.mark.parametrize("how", list(_TWO_PLACES))
+@pytest.mark.parametrize("method", ["link", "link_first"])
 def test_a_new_object_a_method_stores_in_two_places_is_one_object_for_the_caller(
-    route: str, held: str, how: str
+    route: str, held: str, how: str, method: str
 ) -> None:
     """``self.b = Counter(); self.cb = self.b.inc`` (``{self.b}``, ``frozenset([(self.b,)])``,
-    ``{self.b: 1}``, ``weakref.ref(self.b)``) gave the caller's second place a hidden twin of
-    ``r.b``, the method side's, which a change through ``r.b`` did not reach (``r.cb()`` counted
-    on the twin; ``r.dk[r.b]`` raised KeyError). It is ``r.b``, as on the plain object."""
+    ``{self.b: 1}``, ``weakref.ref(self.b)``; the second place set first too) gave the caller's
+    second place a hidden twin of ``r.b``, the method side's, which a change through ``r.b`` did
+    not reach (``r.cb()`` counted on the twin; ``r.dk[r.b]`` raised KeyError). It is ``r.b``, as
+    on the plain object."""
     view, kind = _ALL_ROUTES[route]
     wrap, unwrap = HELD[held]
     r = unwrap(view(lambda a: wrap(Linking(a * 1.0)))(_array([1.0, 2.0], kind)))
-    r.link(how)
+    getattr(r, method)(how)
     assert _TWO_PLACES[how][1](r) is r.b
     if how.startswith("its bound method"):
         assert (r.elsewhere[0] if how.endswith("list") else r.elsewhere)() is r.b and r.b.v == 1

@@ -1105,7 +1105,9 @@ class _Putting:
         is, made again around the twins where it holds them; else its lists, dicts and records
         changed in place, a tuple made again, ``depth`` containers deep."""
         kind, twins = type(mine), self.twins
-        if theirs is mine:
+        # Held as it is, or in a proxy the conversion made of it (torchify's of a set): as
+        # with_twins gives a set holding twins when the twins are known before it converts.
+        if theirs is mine or (type(theirs) is not kind and getattr(theirs, "__wrapped__", None) is mine):
             as_it_is = kind in _SETS or kind in _CALLABLE_PARTS or isinstance(mine, tuple) or id(mine) in twins
             return with_twins(mine, twins, _as_it_is) if as_it_is and _holds_twin(mine, twins) else theirs
         if depth == 0 or type(theirs) is not kind or id(theirs) in self.seen:
