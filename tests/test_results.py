@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import gc
 import pickle
+import types
 import warnings
 import weakref
 from collections.abc import Callable
@@ -2000,6 +2002,237 @@ def test_a_bound_method_of_the_result_it_holds_is_the_caller_s(route: str, held:
     assert type(r.w) is kind and r.w.tolist() == [2.0, 3.0]
     r.bump()
     assert r.w.tolist() == [3.0, 4.0]
+
+
+@dataclasses.dataclass(eq=False)
+class Hooking:
+    """A result whose methods store callables pointing back at it (or at objects it made)."""
+
+    w: Any
+
+    def bump(self, k: float = 1.0) -> None:
+        self.w = self.w + k
+
+    def store(self, how: str) -> None:
+        self.cb = _HOOKS[how][0](self)
+
+    def hand(self, how: str) -> Any:
+        return _RETURNED_HOOKS[how](self)
+
+
+def _on_a_new_object(result: Hooking) -> Member:
+    leaf = Member(None)
+    leaf.cb = result.bump  # type: ignore[attr-defined]
+    return leaf
+
+
+#: How a Hooking result's method stores a callable pointing back at it, and how its caller calls it.
+_HOOKS: dict[str, tuple[Callable[[Hooking], Any], Callable[[Any], Any]]] = {
+    "a partial of its bound method": (lambda s: functools.partial(s.bump, 1.0), lambda cb: cb()),
+    "a lambda over self": (lambda s: lambda: s.bump(), lambda cb: cb()),
+    "its bound method in a list": (lambda s: [s.bump], lambda cb: cb[0]()),
+    "its bound method in a dict": (lambda s: {"b": s.bump}, lambda cb: cb["b"]()),
+    "its bound method in a tuple": (lambda s: (s.bump,), lambda cb: cb[0]()),
+    "its bound method in a set": (lambda s: {s.bump}, lambda cb: next(iter(cb))()),
+    "a partial of its class's function": (lambda s: functools.partial(Hooking.bump, s), lambda cb: cb()),
+    "its bound method on a new object": (_on_a_new_object, lambda cb: cb.cb()),
+    "a weak reference to it": (weakref.ref, lambda cb: cb().bump()),
+}
+#: What follows the method storing the callable; a lambda and a weak reference do not pickle,
+#: and copy.deepcopy holds them as they are, pointing at the source, as in plain Python.
+_THEN: dict[str, Callable[[Any], Any]] = {
+    "at once": lambda r: r,
+    "after a second method": lambda r: (r.bump(), r)[1],
+    "copy.deepcopy": copy.deepcopy,
+    "pickle": lambda r: pickle.loads(pickle.dumps(r)),
+}
+_HOOK_CASES = [
+    pytest.param(
+        route,
+        how,
+        then,
+        id=f"{route}-{how}-{then}",
+        marks=() if then == "at once" or route == "pair" else pytest.mark.slow,
+    )
+    for route in _ALL_ROUTES
+    for how in _HOOKS
+    for then in _THEN
+    if then in ("at once", "after a second method") or how not in ("a lambda over self", "a weak reference to it")
+]
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize(("route", "how", "then"), _HOOK_CASES)
+def test_a_callable_a_method_stores_pointing_at_the_result_is_the_caller_s(route: str, how: str, then: str) -> None:
+    """``self.cb = functools.partial(self.bump, 1)`` (a lambda over ``self``, ``[self.bump]``,
+    ``{"b": self.bump}``, ``(self.bump,)``, ``{self.bump}``, ``partial(Res.bump, self)``, a new
+    object's ``leaf.cb = self.bump``, ``weakref.ref(self)``) gave the caller a callable pointing
+    at the object the methods run on: calling it changed that object, not the caller's result,
+    without a word. It points at the caller's result, its converting method, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    call = _HOOKS[how][1]
+    r = _THEN[then](_stored(view(lambda a: Hooking(a * 1.0))(_array([1.0, 2.0], kind)), how))
+    call(r.cb)
+    expected = [3.0, 4.0] if then == "after a second method" else [2.0, 3.0]
+    assert type(r.w) is kind and r.w.tolist() == expected
+    r.bump()
+    assert r.w.tolist() == [x + 1 for x in expected]
+
+
+def _stored(r: Hooking, how: str) -> Hooking:
+    r.store(how)
+    return r
+
+
+#: A callable a Hooking result's method returns pointing back at it, changing nothing itself.
+_RETURNED_HOOKS: dict[str, Callable[[Hooking], Any]] = {
+    "its bound method": lambda s: s.bump,
+    "a partial of its bound method": lambda s: functools.partial(s.bump, 1.0),
+    "a lambda over self": lambda s: lambda: s.bump(),
+}
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("how", list(_RETURNED_HOOKS))
+def test_a_callable_a_method_returns_pointing_at_the_result_is_the_caller_s(route: str, how: str) -> None:
+    """A method changing nothing that returned ``self.bump`` (a partial of it, a lambda over
+    ``self``) gave the caller a callable changing the object the methods run on: the caller's
+    result stayed as it was. It changes the caller's result, as on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Hooking(a * 1.0))(_array([1.0, 2.0], kind))
+    r.hand(how)()
+    assert type(r.w) is kind and r.w.tolist() == [2.0, 3.0]
+
+
+@dataclasses.dataclass(eq=False)
+class HookingMade:
+    """A result holding callables pointing back at it from when it is made."""
+
+    w: Any
+
+    def __post_init__(self) -> None:
+        self.listed = [self.bump]
+        self.partial = functools.partial(self.bump, 1.0)
+        self.closure = lambda: self.bump()
+
+    def bump(self, k: float = 1.0) -> None:
+        self.w = self.w + k
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+@pytest.mark.parametrize("where", ["listed", "partial", "closure"])
+def test_a_callable_pointing_at_the_result_from_its_post_init_is_the_caller_s(
+    route: str, held: str, where: str
+) -> None:
+    """``self.cbs = [self.bump]`` (a partial of it, a lambda over ``self``) in ``__post_init__``
+    gave the caller a callable changing the function's own result, not the caller's: it points
+    at the caller's result's converting method, as the plain object's at itself (a shallow
+    copy's at its source, as copy.deepcopy's function: they are shared, as in plain Python)."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(HookingMade(a * 1.0)))(_array([1.0, 2.0], kind)))
+    plain = unwrap(wrap(HookingMade(_array([1.0, 2.0], kind))))
+    for held_by in (r, plain):
+        held_there = getattr(held_by, where)
+        (held_there[0] if where == "listed" else held_there)()
+    assert type(r.w) is kind and r.w.tolist() == plain.w.tolist()
+    assert (r.listed[0].__self__ is r) == (plain.listed[0].__self__ is plain)
+
+
+@dataclasses.dataclass(eq=False)
+class Counter:
+    """A record with a method of its own, which a result's method makes and stores."""
+
+    v: int = 0
+
+    def inc(self) -> Counter:
+        self.v += 1
+        return self
+
+
+#: How a Linking result's method stores a new Counter both on itself and somewhere else there,
+#: and where the caller then finds the Counter through that second place.
+_TWO_PLACES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "its bound method": (lambda s: s.b.inc, lambda r: r.elsewhere.__self__),
+    "its bound method in a list": (lambda s: [s.b.inc], lambda r: r.elsewhere[0].__self__),
+    "a frozenset": (lambda s: frozenset([s.b]), lambda r: next(iter(r.elsewhere))),
+    "a set": (lambda s: {s.b}, lambda r: next(iter(r.elsewhere))),
+    "a tuple in a set": (lambda s: frozenset([(s.b,)]), lambda r: next(iter(r.elsewhere))[0]),
+    "a frozen record in a set": (lambda s: frozenset([Frozen(s.b)]), lambda r: next(iter(r.elsewhere)).w),
+    "a dict's key": (lambda s: {s.b: "hit"}, lambda r: next(iter(r.elsewhere))),
+    "a weak reference": (lambda s: weakref.ref(s.b), lambda r: r.elsewhere()),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    """A frozen record, hashable by its field, which a set can hold."""
+
+    w: Any
+
+
+@dataclasses.dataclass(eq=False)
+class Linking:
+    """A result whose method makes a Counter and stores it in two places of its own."""
+
+    w: Any
+
+    def link(self, how: str) -> None:
+        self.b = Counter()
+        self.elsewhere = _TWO_PLACES[how][0](self)
+
+    def link_first(self, how: str) -> None:
+        """The second place set before the Counter's own attribute."""
+        b = Counter()
+        self.elsewhere = _TWO_PLACES[how][0](types.SimpleNamespace(b=b))
+        self.b = b
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+@pytest.mark.parametrize("how", list(_TWO_PLACES))
+@pytest.mark.parametrize("method", ["link", "link_first"])
+def test_a_new_object_a_method_stores_in_two_places_is_one_object_for_the_caller(
+    route: str, held: str, how: str, method: str
+) -> None:
+    """``self.b = Counter(); self.cb = self.b.inc`` (``{self.b}``, ``frozenset([(self.b,)])``,
+    ``{self.b: 1}``, ``weakref.ref(self.b)``; the second place set first too) gave the caller's
+    second place a hidden twin of ``r.b``, the method side's, which a change through ``r.b`` did
+    not reach (``r.cb()`` counted on the twin; ``r.dk[r.b]`` raised KeyError). It is ``r.b``, as
+    on the plain object."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Linking(a * 1.0)))(_array([1.0, 2.0], kind)))
+    getattr(r, method)(how)
+    assert _TWO_PLACES[how][1](r) is r.b
+    if how.startswith("its bound method"):
+        assert (r.elsewhere[0] if how.endswith("list") else r.elsewhere)() is r.b and r.b.v == 1
+    if how == "a dict's key":
+        assert r.elsewhere[r.b] == "hit"
+
+
+@dataclasses.dataclass(eq=False)
+class Keying:
+    """A result whose method keys a dict by a new record pointing back at it."""
+
+    w: Any
+
+    def index(self) -> None:
+        key = Member(None)
+        key.r = self  # type: ignore[attr-defined]
+        self.dk = {key: 1}
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_dict_key_a_method_stores_pointing_at_the_result_points_at_the_caller_s(route: str, held: str) -> None:
+    """``c.r = self; self.dk = {c: 1}`` gave the caller's key the object the methods run on,
+    holding the method side's arrays: dict keys were held as they are. The key points at the
+    caller's result, as a dict's value does."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Keying(a * 1.0)))(_array([1.0, 2.0], kind)))
+    r.index()
+    (key,) = r.dk
+    assert key.r is r and type(key.r.w) is kind
 
 
 @dataclasses.dataclass

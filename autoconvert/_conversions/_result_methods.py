@@ -16,6 +16,7 @@ import collections
 import copy
 import copyreg
 import functools
+import itertools
 import operator
 import sys
 import types
@@ -65,9 +66,10 @@ class _MethodsNode(Node):
             for name in self.methods:
                 made = new.__dict__[name] = make(getattr(obj, name), mapper, ctx, fields)
                 made.name = name  # the attribute's, which an alias's __name__ is not (predict = _impl)
-            for name, held in obj.__dict__.items():  # self.cb = self.bump in __post_init__
-                if type(held) is types.MethodType and held.__self__ is obj and new.__dict__.get(name) is held:
-                    new.__dict__[name] = _method_of(new, held)
+            # What it holds as it is pointing back at itself (self.cb = self.bump in __post_init__);
+            # most results hold arrays and numbers alone: a look at their types.
+            if any(map(_may_point_back, set(map(type, obj.__dict__.values())))):
+                _twins_put(obj.__dict__, new.__dict__, [*obj.__dict__], {id(obj): (obj, new)})
             new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
         return new
@@ -230,6 +232,7 @@ class ResultFields:
             not changed
             and result is not receiver
             and type(result) not in _WALKED
+            and type(result) not in _CALLABLE_PARTS  # return self.bump, lambda: self.bump()
             and (inside is None or not _rebuilt_type(type(result)))  # self.inner may be
         ):
             return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
@@ -244,11 +247,17 @@ class ResultFields:
                 converted,
                 lambda v, name: _twinned(v, twins, lambda w: carried(w, name)),
                 made=made,
+                paired=twins,
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
             _paired_in_place(receiver.__dict__, converted.__dict__, twins, _DEPTH)
-            if _pointed_back(twins):
+            # What the caller's holds as it is of what the method set (a set, a dict's key, a
+            # callable) around the caller's objects the carry made (self.b = B(); self.s = {self.b}).
+            now = receiver.__dict__
+            names = [name for name, value in now.items() if before.get(name, _UNSEEN) is not value]
+            put = _twins_put(now, converted.__dict__, names + (_moved(now, inside) if inside else []), twins)
+            if _pointed_back(twins) or put:
                 self.see(converted.__dict__)
         try:
             held = _holds_twin(result, twins)
@@ -265,12 +274,23 @@ class ResultFields:
         carried: Carried,
         *,
         made: dict[int, Any] | None = None,
+        paired: dict[int, tuple[Any, Any]] | None = None,
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
         by id, the caller's objects for the method's (its twins), met inside what it set
-        (``self.b.a = self``), and those made for it there (see ``_own``)."""
+        (``self.b.a = self``), and those made for it there (see ``_own``); ``paired``: see
+        ``_carried_into``."""
         made = {} if made is None else made
-        _carried_into(receiver.__dict__, before, inside, converted.__dict__, carried, made=made, methods=self.node.own)
+        _carried_into(
+            receiver.__dict__,
+            before,
+            inside,
+            converted.__dict__,
+            carried,
+            made=made,
+            methods=self.node.own,
+            paired=paired,
+        )
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
 
@@ -520,16 +540,20 @@ def _carried_into(
     *,
     made: dict[int, Any],
     methods: frozenset[str] = frozenset(),
+    paired: dict[int, tuple[Any, Any]] | None = None,
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
     (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``,
-    ``made`` their own (see ``_own``)."""
+    ``made`` their own (see ``_own``); into ``paired``, each new object set with the caller's
+    made for it, which what is set next holds as the caller's (``self.b = B(); self.cb = self.b.inc``)."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
                 state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
+                if paired is not None and _changes_inside(value):
+                    _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH)
     if inside is None:
         return
     contents, inner = inside
@@ -546,10 +570,16 @@ def _carried_into(
         if now.get(name) is value and state.get(name) is mine:
             fields = _fields_of(mine)
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made)
+                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made, paired=paired)
             else:
                 _carried_into(
-                    value.__dict__, attributes, deeper, mine.__dict__, _prefixed(carried, f"{name}."), made=made
+                    value.__dict__,
+                    attributes,
+                    deeper,
+                    mine.__dict__,
+                    _prefixed(carried, f"{name}."),
+                    made=made,
+                    paired=paired,
                 )
 
 
@@ -823,21 +853,49 @@ def _pointed_back(twins: dict[int, tuple[Any, Any]]) -> bool:
 
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
-    """Whether ``value`` is, or its tuples, lists, dicts and records hold, one of ``twins``
-    (``seen``: the records looked in already, which may hold each other)."""
+    """Whether ``value`` is, or its tuples, lists, dicts (keys too), sets, records and callables
+    hold, one of ``twins`` (``seen``: the records and callables looked in already, which may
+    hold each other)."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
+    if kind is dict:  # its keys too ({Node(parent=self): 1}), which the conversion holds as they are
+        return any(_holds_twin(item, twins, seen) for item in itertools.chain(value, value.values()))
     if kind in _WALKED or _rebuilt_tuple(value):  # a set's items may be records (frozenset([self]))
-        return any(_holds_twin(item, twins, seen) for item in (value.values() if kind is dict else value))
-    if not _method_record(value):
+        return any(_holds_twin(item, twins, seen) for item in value)
+    parts = _CALLABLE_PARTS.get(kind)
+    if parts is None and not _method_record(value):
         return False
     seen = set() if seen is None else seen
     if id(value) in seen:
         return False
     seen.add(id(value))
-    return any(_holds_twin(item, twins, seen) for item in value.__dict__.values())
+    held = value.__dict__.values() if parts is None else parts(value)
+    return any(_holds_twin(item, twins, seen) for item in held)
+
+
+def _cell_value(cell: types.CellType) -> Any:
+    """What a closure's cell holds; ``_UNSEEN`` where it is empty (a name not yet bound)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _UNSEEN
+
+
+#: The callables the conversion holds as they are that may point back at a result (see
+#: ``_holds_twin``), each with what it holds: a bound method its object, a partial its function
+#: and arguments, a function its closure and defaults, a weak reference its referent.
+_CALLABLE_PARTS: dict[type, Callable[[Any], Any]] = {
+    types.MethodType: lambda method: (method.__self__,),
+    functools.partial: lambda partial: (partial.func, *partial.args, *partial.keywords.values()),
+    types.FunctionType: lambda function: (
+        *map(_cell_value, function.__closure__ or ()),
+        *(function.__defaults__ or ()),
+        *(function.__kwdefaults__ or {}).values(),
+    ),
+    weakref.ReferenceType: lambda ref: (ref(),),
+}
 
 
 def _method_record(value: Any) -> bool:
@@ -856,10 +914,12 @@ _RECORD_KINDS: dict[type, bool] = {}
 
 
 class _Forgets:
-    """Forgets ``_RECORD_KINDS`` at each registration of a container, which may make a type one."""
+    """Forgets ``_RECORD_KINDS`` and ``_POINTING_KINDS`` at each registration of a container,
+    which may make a type one."""
 
     def forget(self) -> None:
         _RECORD_KINDS.clear()
+        _POINTING_KINDS.clear()
 
 
 _FORGETS = _Forgets()  # held here: listen holds it weakly
@@ -889,15 +949,16 @@ def _pointing_back(value: Any, twins: dict[int, tuple[Any, Any]], convert: Calla
 
 def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[Any], Any]) -> Any:
     """A method's ``value`` for the caller: the objects of ``twins`` it is or holds in its
-    tuples, lists, dicts and records (``self``, ``(self, n)``, ``self.inner``,
-    ``Node(parent=self)``) the caller's twins of them, the rest converted by ``convert``."""
+    tuples, lists, dicts (their keys too), sets, records and callables (``self``, ``(self, n)``,
+    ``self.inner``, ``Node(parent=self)``, ``{c: 1}`` with ``c.r = self``, ``self.bump``,
+    ``partial(self.bump, 2)``, ``lambda: self.bump()``) the caller's twins of them, the rest
+    converted by ``convert``."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return pair[1]
     kind = type(value)
-    if kind is types.MethodType:  # self.cb = self.bump: the caller's object's method
-        pair = twins.get(id(value.__self__))
-        return convert(value) if pair is None or pair[0] is not value.__self__ else _method_of(pair[1], value)
+    if kind in _CALLABLE_PARTS:  # self.cb = self.bump, partial(self.bump, 2), lambda: self.bump()
+        return _callable_with_twins(value, twins) if _holds_twin(value, twins) else convert(value)
     walked = kind in _WALKED or _rebuilt_tuple(value)  # a named tuple's items too
     if (not walked and not _method_record(value)) or not _holds_twin(value, twins):
         return convert(value)
@@ -918,7 +979,7 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
         out = {}
         for key, item in value.items():
             try:
-                out[key] = with_twins(item, twins, convert)
+                out[with_twins(key, twins, _as_it_is)] = with_twins(item, twins, convert)
             except LeafError as e:
                 e.keys.append(MappingKey(key))
                 raise
@@ -936,25 +997,177 @@ def with_twins(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[
 def _method_of(converted: Any, bound: types.MethodType) -> Any:
     """``bound``, a method bound to the object ``converted`` stands for, as ``converted`` has
     it: its converting method where it has one for that function, else bound to it."""
+    method = _converting_method(converted, bound.__func__)
+    return types.MethodType(bound.__func__, converted) if method is None else method
+
+
+def _converting_method(converted: Any, function: Any) -> ResultMethod | None:
+    """The converting method of ``converted`` that calls ``function``, where it has one."""
     for held in getattr(converted, "__dict__", {}).values():
-        if isinstance(held, ResultMethod) and held.__func__ is bound.__func__:
+        if isinstance(held, ResultMethod) and held.__func__ is function:
             return held
-    return types.MethodType(bound.__func__, converted)
+    return None
+
+
+def _callable_with_twins(value: Any, twins: dict[int, tuple[Any, Any]]) -> Any:
+    """``value``, a callable the conversion holds as it is that holds ``twins`` (see
+    ``_CALLABLE_PARTS``), made again around the caller's twins: a bound method the caller's
+    object's (its converting method where it is a result's), a partial of them
+    (``partial(Res.bump, self)`` of the converting method), a function with its closure and
+    defaults holding them, a weak reference to the caller's object. Met again, the same."""
+    kind = type(value)
+    if kind is types.MethodType:
+        return _method_of(with_twins(value.__self__, twins, _as_it_is), value)
+    if kind is weakref.ReferenceType:
+        return weakref.ref(with_twins(value(), twins, _as_it_is), value.__callback__)
+    if kind is functools.partial:
+        func, args = with_twins(value.func, twins, _as_it_is), [with_twins(a, twins, _as_it_is) for a in value.args]
+        method = _converting_method(args[0], func) if args and type(func) is types.FunctionType else None
+        if method is not None:
+            func, args = method, args[1:]
+        made: Any = functools.partial(
+            func, *args, **{k: with_twins(v, twins, _as_it_is) for k, v in value.keywords.items()}
+        )
+        made.__dict__.update(value.__dict__)
+        return made
+    # A function: its cells holding twins new ones, filled once it is known (a closure may hold it).
+    cells = [types.CellType() if _holds_twin(_cell_value(cell), twins) else cell for cell in value.__closure__ or ()]
+    defaults = value.__defaults__
+    made = types.FunctionType(value.__code__, value.__globals__, value.__name__, None, tuple(cells) or None)
+    twins.setdefault(id(value), (value, made))
+    for new, cell in zip(cells, value.__closure__ or (), strict=True):
+        if new is not cell:
+            new.cell_contents = with_twins(cell.cell_contents, twins, _as_it_is)
+    made.__defaults__ = None if defaults is None else tuple(with_twins(d, twins, _as_it_is) for d in defaults)
+    if value.__kwdefaults__ is not None:
+        made.__kwdefaults__ = {k: with_twins(v, twins, _as_it_is) for k, v in value.__kwdefaults__.items()}
+    made.__dict__.update(value.__dict__)
+    made.__qualname__, made.__doc__, made.__module__ = value.__qualname__, value.__doc__, value.__module__
+    made.__annotations__ = value.__annotations__
+    return made
 
 
 def _held_with_twins(mine: dict[str, Any], made: dict[str, Any], twins: dict[int, tuple[Any, Any]]) -> bool:
     """Into ``made``, the attributes of the caller's copy of a method's record (``mine``): the
-    sets, tuples and records it holds as they are that hold ``twins``, at any depth
-    (``self.a.s = frozenset([b]); b.r = self``, ``self.a.b.s = frozenset([self])``), rebuilt
+    sets, tuples, records and callables it holds as they are that hold ``twins``, at any depth
+    (``self.a.s = frozenset([b]); b.r = self``, ``self.a.b.s = frozenset([self])``, ``self.a.cb =
+    self.bump``), rebuilt
     around the caller's twins, as on the result; lists and dicts stay held. Whether any was."""
     found = False
     for name, held in mine.items():
         kind = type(held)
-        rebuilt = kind in _SETS or isinstance(held, tuple) or (kind not in _WALKED and _method_record(held))
+        rebuilt = (
+            kind in _SETS
+            or kind in _CALLABLE_PARTS
+            or isinstance(held, tuple)
+            or (kind not in _WALKED and _method_record(held))
+        )
         if rebuilt and made.get(name) is held and _holds_twin(held, twins):
             made[name] = with_twins(held, twins, _as_it_is)
             found = True
     return found
+
+
+def _twins_put(
+    mine: dict[str, Any], theirs: dict[str, Any], names: list[str], twins: dict[int, tuple[Any, Any]]
+) -> bool:
+    """Into ``theirs``, the attributes of the caller's object for ``mine`` (a method's, or a
+    function's result's), at ``names``: what the conversion holds as it is there, at any depth
+    of their lists, dicts, tuples and records (a set, a dict's key, a callable), that holds
+    ``twins``, rebuilt around the caller's twins (``self.b = B(); self.s = {self.b}``,
+    ``self.cb = self.leaf.inc``, ``self.dk = {self.inner: 1}``). Whether any was."""
+    putting = _Putting(twins)
+    for name in names:
+        value, held = mine.get(name, _UNSEEN), theirs.get(name, _UNSEEN)
+        if (
+            held is not _UNSEEN
+            and (_may_point_back(type(value)) or id(value) in twins)
+            and not isinstance(held, ResultMethod)
+        ):
+            made = putting.around(value, held, _DEPTH)
+            if made is not held:
+                theirs[name] = made
+                putting.found = True
+    return putting.found
+
+
+class _Putting:
+    """One walk of ``_twins_put``: the twins, the caller's objects looked in already (which may
+    hold each other), and whether anything was rebuilt."""
+
+    __slots__ = ("found", "seen", "twins")
+
+    def __init__(self, twins: dict[int, tuple[Any, Any]]) -> None:
+        self.twins, self.seen, self.found = twins, set[int](), False
+
+    def around(self, mine: Any, theirs: Any, depth: int) -> Any:
+        """``theirs``, the caller's object at the place of ``mine``: ``mine`` itself, held as it
+        is, made again around the twins where it holds them; else its lists, dicts and records
+        changed in place, a tuple made again, ``depth`` containers deep."""
+        kind, twins = type(mine), self.twins
+        # Held as it is, or in a proxy the conversion made of it (torchify's of a set): as
+        # with_twins gives a set holding twins when the twins are known before it converts.
+        if theirs is mine or (type(theirs) is not kind and getattr(theirs, "__wrapped__", None) is mine):
+            as_it_is = kind in _SETS or kind in _CALLABLE_PARTS or isinstance(mine, tuple) or id(mine) in twins
+            return with_twins(mine, twins, _as_it_is) if as_it_is and _holds_twin(mine, twins) else theirs
+        if depth == 0 or type(theirs) is not kind or id(theirs) in self.seen:
+            return theirs
+        if kind in _IN_PLACE:
+            held = [*mine, *mine.values()] if isinstance(mine, dict) else mine
+            if any(map(_may_point_back, set(map(type, held)))):  # a list of arrays: a look at their types
+                self.seen.add(id(theirs))
+                if isinstance(mine, dict):
+                    self._into(mine.items(), theirs, depth - 1)
+                    self._keys(theirs)
+                else:
+                    self._into(zip(range(len(theirs)), mine, strict=False), theirs, depth - 1)  # theirs may be shorter
+            return theirs
+        if isinstance(mine, tuple) and _held_in(mine) and len(mine) == len(theirs):
+            items = [self.around(a, b, depth - 1) for a, b in zip(mine, theirs, strict=True)]
+            return theirs if all(map(operator.is_, items, theirs)) else _tuple_like(theirs, items)
+        if _record(theirs):
+            self.seen.add(id(theirs))
+            self._into(mine.__dict__.items(), theirs.__dict__, depth)
+        return theirs
+
+    def _into(self, places: Any, theirs: Any, depth: int) -> None:
+        """Into ``theirs``, a list or dict: at each of ``places`` (key, the method's item) it has,
+        its item made around the twins."""
+        for key, item in places:
+            if isinstance(theirs, dict) and key not in theirs:
+                continue
+            made = self.around(item, theirs[key], depth)
+            if made is not theirs[key]:
+                theirs[key] = made
+                self.found = True
+
+    def _keys(self, theirs: dict[Any, Any]) -> None:
+        """``theirs``, a dict, keyed by the caller's twins where a key holds the method's
+        (``{self.inner: 1}``), in its order."""
+        if any(_holds_twin(key, self.twins) for key in theirs if type(key) is not str):
+            items = [(with_twins(key, self.twins, _as_it_is), value) for key, value in theirs.items()]
+            theirs.clear()
+            theirs.update(items)
+            self.found = True
+
+
+def _may_point_back(kind: type) -> bool:
+    """Whether a value of ``kind`` may hold, as the conversion holds it, what points back at a
+    result (see ``_twins_put``): a set, a callable, a container, a record."""
+    found = _POINTING_KINDS.get(kind)
+    if found is None:
+        found = _POINTING_KINDS[kind] = (
+            kind in _SETS
+            or kind in _CALLABLE_PARTS
+            or kind in _IN_PLACE
+            or issubclass(kind, tuple)
+            or (getattr(kind, "__dictoffset__", 0) != 0 and node_for(kind) is not None)
+        )
+    return found
+
+
+#: The types ``_may_point_back`` decided (each attribute of each converted result is looked at).
+_POINTING_KINDS: dict[type, bool] = {}
 
 
 def result_cycle_error() -> LeafError:
