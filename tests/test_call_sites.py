@@ -2141,6 +2141,10 @@ class _CallsABuiltin:
     __call__ = torch.sin
 
 
+class _CallsAStaticPartial:
+    __call__ = staticmethod(functools.partial(torch.mul, _WEIGHT))
+
+
 class _CallsANumpyPartial:
     __call__ = functools.partial(np.add, -0.5)
 
@@ -2148,7 +2152,8 @@ class _CallsANumpyPartial:
 @pytest.mark.parametrize("routine", _LINEAR_ROUTINES)
 def test_an_object_whose_class_call_is_a_partial_or_a_tensor_method_is_torch_code(routine: str) -> None:
     """A class's ``__call__`` that no descriptor binds (a partial of torch's function, a tensor's
-    bound method, a torch builtin) is the object's call, read as it is; ``operator.methodcaller``
+    bound method, a torch builtin, one in a staticmethod) is the object's call, read as it is,
+    a methodcaller a lambda reads by default too; ``operator.methodcaller``
     passing a tensor or naming a method tensors have and arrays lack is torch code too: handed
     tensors, their result requiring grad meets grad="error". The NumPy twins stay NumPy code."""
     torch_code = [
@@ -2159,10 +2164,12 @@ def test_an_object_whose_class_call_is_a_partial_or_a_tensor_method_is_torch_cod
         operator.methodcaller("mul", _WEIGHT),
         operator.methodcaller("mul", other=_WEIGHT),
         operator.methodcaller("sin"),
+        _CallsAStaticPartial(),
+        lambda t, m=operator.methodcaller("mul", _WEIGHT): m(t),
     ]
     for function in torch_code:
         assert written_in_torch(function)
-    for function in torch_code[:3] + torch_code[4:6]:
+    for function in torch_code[:3] + torch_code[4:6] + torch_code[7:]:
         with pytest.raises(ac.GradientError):
             _run_bound(routine, function, "error")
     for function in [_CallsANumpyPartial(), operator.methodcaller("dot", 0.7), operator.methodcaller("sum")]:

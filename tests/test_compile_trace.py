@@ -566,7 +566,14 @@ def test_which_code_is_judged_numpy_alone() -> None:
         "its code catches exceptions (an except clause), and a compiled graph raises what NumPy raises at run time "
         "(np.linalg.LinAlgError) as torch's own errors, past the handler"
     )
-    for function, why in {_inverse_or_zeros: catches, _bare_except: catches, _try_finally: None}.items():
+    shapes = {
+        _inverse_or_zeros: catches,
+        _bare_except: catches,
+        _try_finally: None,
+        _catches_in_a_nested_function: catches,
+        _catches_in_a_default_helper: catches,
+    }
+    for function, why in shapes.items():
         assert reads_numpy_alone(function) == why
 
 
@@ -589,6 +596,20 @@ def _try_finally(a: np.ndarray) -> np.ndarray:
         return np.linalg.inv(a)
     finally:
         np.sum(a)
+
+
+def _catches_in_a_nested_function(a: np.ndarray) -> np.ndarray:
+    def inverse(b: np.ndarray) -> np.ndarray:
+        try:
+            return np.linalg.inv(b)
+        except np.linalg.LinAlgError:
+            return np.zeros_like(b)
+
+    return inverse(a)
+
+
+def _catches_in_a_default_helper(a: np.ndarray, inverse: Any = _inverse_or_zeros) -> np.ndarray:
+    return inverse(a)
 
 
 @pytest.mark.parametrize("body", [_inverse_or_zeros, _bare_except], ids=["except LinAlgError", "bare except"])

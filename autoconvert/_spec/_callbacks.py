@@ -418,6 +418,8 @@ def _read_call(cls: type) -> Any:
     call = _class_member(cls, "__call__")
     if isinstance(call, functools.partialmethod) and isinstance(call.func, types.FunctionType):
         return call
+    if isinstance(call, staticmethod) and not isinstance(call.__func__, types.FunctionType):
+        return call.__func__  # called as it is too: a partial, a bound method, a builtin, a cached function
     return call if isinstance(call, (functools.partial, types.MethodType, types.BuiltinFunctionType)) else None
 
 
@@ -768,6 +770,8 @@ def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     function, bound = _peeled(value)
     if isinstance(function, torch.nn.Module):
         return True
+    if isinstance(function, operator.methodcaller):
+        return _calls_a_tensor_method(function)
     owner = None
     if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
         function, owner = function.__func__, function.__self__
@@ -1051,7 +1055,9 @@ def _numpy_alone(
             "time (np.linalg.LinAlgError) as torch's own errors, past the handler"
         )
     builtins = _builtins_of(function)
-    for name, value in _values_loaded(function, reads):
+    defaults = _parameter_values(function, None, _NOTHING_BOUND).items()
+    helpers = [(name, value) for name, value in defaults if isinstance(value, types.FunctionType)]  # run traced too
+    for name, value in [*_values_loaded(function, reads), *helpers]:
         why = _traced_value(name, value, builtins, traced, seen)
         if why is not None:
             return why
@@ -1060,16 +1066,17 @@ def _numpy_alone(
 
 @functools.lru_cache(maxsize=4096)
 def _catches(code: types.CodeType) -> bool:
-    """Whether ``code`` has an except clause: one matching a type (``except E``, ``except* E``),
-    or a bare ``except:``, whose handler drops the exception it pushed first (where a
-    ``finally`` block's runs its own code, and a ``with`` block's hands it to ``__exit__``)."""
+    """Whether ``code``, or a function nested in it, has an except clause: one matching a type
+    (``except E``, ``except* E``), or a bare ``except:``, whose handler drops the exception it
+    pushed first (where a ``finally`` block's runs its own code, and a ``with`` block's hands
+    it to ``__exit__``)."""
     instructions = list(dis.get_instructions(code))
     for instruction, following in itertools.pairwise(instructions):
         if instruction.opname in {"CHECK_EXC_MATCH", "CHECK_EG_MATCH"}:
             return True
         if instruction.opname == "PUSH_EXC_INFO" and following.opname == "POP_TOP":
             return True
-    return False
+    return any(_catches(const) for const in code.co_consts if isinstance(const, types.CodeType))
 
 
 def _builtins_of(function: types.FunctionType) -> dict[str, Any]:
