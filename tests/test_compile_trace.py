@@ -678,6 +678,8 @@ def test_each_product_compiled_itself_traces_fullgraph(made: Any) -> None:
         torch.testing.assert_close(a.grad, torch.cos(x) * b + x.numel() * (1 - torch.tanh(x) ** 2))
 
 
+# torch's own, on Python 3.13.0 alone, re-raised by pytest.warns from this module
+@pytest.mark.filterwarnings("ignore:Guards may run slower on Python 3.13.0:RuntimeWarning")
 @pytest.mark.parametrize("grad", ["warn", "error"])
 def test_accepts_numpy_alone_with_a_tensor_requiring_grad_takes_the_escape_as_eagerly(grad: str) -> None:
     """accepts_numpy alone gives NumPy's results, whose gradient the graph would drop unsaid: a
@@ -723,6 +725,8 @@ def _eigh(a: np.ndarray) -> Any:
     return np.linalg.eigh(a)
 
 
+# torch's own, on Python 3.13.0 alone, re-raised by pytest.warns from this module
+@pytest.mark.filterwarnings("ignore:Guards may run slower on Python 3.13.0:RuntimeWarning")
 def test_np_linalgs_named_results_take_the_escape_to_the_eager_type() -> None:
     """torch's NumPy tracing gives np.linalg's named results as torch's structseqs of arrays: such
     a call takes the escape, said once, and gives NumPy's named tuple of tensors, as eagerly."""
