@@ -1473,6 +1473,36 @@ def test_what_a_generator_method_changes_reaches_the_caller_as_it_is_consumed(ro
 
 
 @dataclasses.dataclass
+class Deferring:
+    """A result whose methods store generators on it, as it is and inside a list."""
+
+    w: Any
+    later: Any = None
+
+    def keep(self, xs: list[Any]) -> None:
+        self.later = (x * self.w for x in xs)
+
+    def keep_listed(self, xs: list[Any]) -> None:
+        self.later = [1, (x * self.w for x in xs)]
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize(("method", "where"), [("keep", "self.later"), ("keep_listed", "self.later[1]")])
+def test_a_generator_a_result_s_method_stores_is_refused_naming_the_field(route: str, method: str, where: str) -> None:
+    """A generator a method stored on its result raised the library's internal signal (an
+    empty YieldsLater). It is refused now, naming the method and the field, as one inside a
+    decorated function's result is: its body would run after the conversion, on the original's arrays."""
+    view, kind = _ALL_ROUTES[route]
+    one = _array([1.0, 1.0], kind)
+    r = view(lambda a: Deferring(a * 3.0))(one)
+    with pytest.raises(ac.ConversionError) as caught:
+        getattr(r, method)([one])
+    message = str(caught.value)
+    assert message.startswith(f"Deferring.{method}(): field {where} is a generator, whose body runs after the call")
+    assert "Fix: " in message
+
+
+@dataclasses.dataclass
 class Child:
     """A record pointing back at the result holding it."""
 

@@ -1320,12 +1320,17 @@ class ResultMethod(Attached):
         as the result's fields were; one holding itself through what the conversion walks
         (``n.kids.append(n)``, a dataclass field) refused as a decorated function's is."""
         try:
-            return self.mapper(value, self.ctx)
+            return self.stored(value)
         except LeafError as e:
             raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
         except RecursionError:
             where = f"{getattr(self.method, '__qualname__', self.method)}()"
             raise result_cycle_error().public(where, "field", f"self.{name}") from None
+
+    def stored(self, value: Any) -> Any:
+        """A value a method set on the object it ran on, converted as the result's fields were
+        (a ``LeafError`` for ``carried`` to name the field)."""
+        return self.mapper(value, self.ctx)
 
     def back(self, value: Any, name: str) -> Any:
         """A value the caller set on the result, for the original's methods: as it is (a side

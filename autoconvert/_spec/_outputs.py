@@ -454,7 +454,24 @@ class TensorOutputs(Outputs):
         return sparse_to_tensor(m, _placed(ctx), ctx.casts, ctx.copy, self.sparse_layout)
 
 
-class TensorsIn(ResultMethod):
+class _OutputSideMethod(ResultMethod):
+    """A result's method on an output side: a generator it returns converted as it yields, as a
+    decorated function's is; one it stores on the result refused, naming the field, as one
+    inside a decorated function's result is."""
+
+    __slots__ = ()
+
+    def convert(self, value: Any) -> Any:
+        return _method_value(self.mapper, value, self.ctx)
+
+    def stored(self, value: Any) -> Any:
+        try:
+            return self.mapper(value, self.ctx)
+        except YieldsLater:
+            return _DEFERRED(value, None)  # raises where the generator is
+
+
+class TensorsIn(_OutputSideMethod):
     """A method of a result whose fields came back as tensors (``ecdf(x).cdf.evaluate``), as a
     torchified object's methods are: its tensor arguments cross as read-only arrays (a tensor
     that requires grad detached, with a warning once), and its value comes back as the result
@@ -499,9 +516,6 @@ class TensorsIn(ResultMethod):
 
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
-
-    def convert(self, value: Any) -> Any:
-        return _method_value(self.mapper, value, self.ctx)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         grad = self.grads()
@@ -680,7 +694,7 @@ class NumpyOutputs(Outputs):
         return ArraysIn(method, self.mapper, ctx, fields, target=Target(device, NO_CASTS, None), remade=self.remade)
 
 
-class ArraysIn(ResultMethod):
+class ArraysIn(_OutputSideMethod):
     """A method of a result whose tensor fields came back as arrays (a dataclass of torch code
     with a ``predict``), called as NumPy code calls it: arrays in its arguments become tensors
     where the result's own tensors are (torch's default device where it held none), and its
@@ -721,9 +735,6 @@ class ArraysIn(ResultMethod):
 
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(original, torch.Tensor) and not _same_memory(original, converted)
-
-    def convert(self, value: Any) -> Any:
-        return _method_value(self.mapper, value, self.ctx)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self.bound()
