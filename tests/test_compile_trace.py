@@ -9,6 +9,7 @@ import functools
 import inspect
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -412,37 +413,92 @@ def _puts(a: np.ndarray) -> np.ndarray:
     return a * 1
 
 
+def _selfheld() -> list[Any]:
+    held: list[Any] = [torch.ones(2, dtype=torch.float64)]
+    held.append(held)
+    return held
+
+
+#: Calls the graph would change, by the words of their graph break (what the call holds): the
+#: function, the arguments made anew for each call, and the block open around it.
+_UNFIT_CALLS: dict[str, tuple[Any, Callable[[], tuple[Any, ...]], Callable[[], Any]]] = {
+    "an integer or boolean tensor": (
+        ac.returns_tensor(ac.accepts_numpy(_halved)),
+        lambda: (torch.arange(4),),
+        contextlib.nullcontext,
+    ),
+    "an integer or boolean tensor (in a list)": (
+        ac.returns_tensor(ac.accepts_numpy(lambda items: items[0] / 2)),
+        lambda: ([torch.arange(4), 1.0],),
+        contextlib.nullcontext,
+    ),
+    "a tensor handed as its own memory (writeback=True or copy=False)": (
+        ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts)),
+        lambda: (torch.ones(3, dtype=torch.bfloat16),),
+        contextlib.nullcontext,
+    ),
+    "a tensor that requires grad": (
+        ac.accepts_numpy(lambda a: a * 2),
+        lambda: (torch.ones(3, dtype=torch.float64, requires_grad=True),),
+        contextlib.nullcontext,
+    ),
+    "a container holding itself": (
+        ac.returns_tensor(ac.accepts_numpy(lambda items: items[0] * 2)),
+        lambda: (_selfheld(),),
+        contextlib.nullcontext,
+    ),
+    "a config or stats block open": (
+        ac.returns_tensor(ac.accepts_numpy(_halved)),
+        lambda: (torch.ones(3, dtype=torch.float64),),
+        ac.stats,
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore::autoconvert.GradientWarning")  # the eager call's own, detaching
 @pytest.mark.parametrize("fullgraph", [False, True])
-def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(fullgraph: bool) -> None:
+@pytest.mark.parametrize("case", list(_UNFIT_CALLS))
+def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(case: str, fullgraph: bool) -> None:
     """torch's NumPy tracing follows torch's dtype rules on integers (``a / 2`` of int64 is
     float32 there, in a list too), and widens bfloat16 into a copy that writeback=True would not
-    reach: such calls take the escape (a graph break, so fullgraph=True refuses them), and give
-    what they give eagerly, with no warning."""
+    reach: such calls take the escape, and give what they give eagerly, with no warning. Under
+    fullgraph=True dynamo refused them quoting a bare ``torch.compiler.disable``: its error now
+    quotes the library's words, the function, what the call holds, why and the fix."""
+    fn, made, block = _UNFIT_CALLS[case]
+    eager_args, compiled_args = made(), made()
 
-    def compiled(fn: Any, *args: Any) -> Any:
-        torch._dynamo.reset()
-        return torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)(*args)
+    def outcome(call: Any, args: tuple[Any, ...]) -> Any:
+        try:
+            return call(*args)
+        except ac.ConversionError as e:  # the container holding itself, refused
+            return str(e)
 
-    halved = ac.returns_tensor(ac.accepts_numpy(_halved))
-    halved_first = ac.returns_tensor(ac.accepts_numpy(lambda items: items[0] / 2))
-    puts = ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts))
-    cases = [
-        (halved, lambda: (torch.arange(4),)),
-        (halved_first, lambda: ([torch.arange(4), 1.0],)),
-        (puts, lambda: (torch.ones(3, dtype=torch.bfloat16),)),
-    ]
-    for fn, made in cases:
-        eager_args, compiled_args = made(), made()
-        expected = fn(*eager_args)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", ac.CompileWarning)
-            if fullgraph:
-                with pytest.raises(torch._dynamo.exc.Unsupported):
-                    compiled(fn, *compiled_args)
-                continue
-            got = compiled(fn, *compiled_args)
+    with block():
+        expected = outcome(fn, eager_args)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=fullgraph)
+    with warnings.catch_warnings(), block():
+        warnings.simplefilter("error", ac.CompileWarning)
+        if fullgraph:
+            with pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+                compiled(*compiled_args)
+            message = str(refused.value)
+            name = getattr(fn, "__qualname__", "")
+            what = case.removesuffix(" (in a list)")
+            assert f"autoconvert: {name}(): a call with {what} takes the escape, one graph break" in message
+            assert "leave fullgraph off, or pass compile='escape'" in message
+            return
+        got = outcome(compiled, compiled_args)
+    if isinstance(expected, torch.Tensor):
         assert got.dtype == expected.dtype and torch.equal(got, expected)
-        assert str(compiled_args) == str(eager_args)  # the caller's containers and tensors as eagerly
+    elif isinstance(expected, str):
+        assert got == expected
+    else:
+        np.testing.assert_array_equal(got, expected)
+    assert str(compiled_args) == str(eager_args)  # the caller's containers and tensors as eagerly
+
+
+def test_a_function_with_code_torch_cannot_trace_names_the_call_in_explain() -> None:
     assert ac.explain(ac.accepts_numpy(lambda a: np.median(a))).compiled == (
         "each call is one graph break, the body run eagerly: its code reads median, which torch's NumPy tracing "
         "does not trace"

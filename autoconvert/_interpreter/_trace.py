@@ -188,7 +188,11 @@ class Trace:
     ) -> Any:
         """The escape's call as dynamo inlines it: traced, or the escape where the call does not
         fit (see ``fits``) or runs another function than the one judged."""
-        if not self.runs_judged(wrapped) or not self.fits(args, kwargs):
+        if not self.runs_judged(wrapped):
+            return opaque(call, wrapped, instance, args, kwargs)
+        why = self.unfit(args, kwargs)
+        if why is not None:
+            self.unfit_break(why)
             return opaque(call, wrapped, instance, args, kwargs)
         if not self.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.said_unrebuilt, call, wrapped, instance, args, kwargs)
@@ -205,58 +209,81 @@ class Trace:
         return _Inline(self, wrapped, instance, eager).call
 
     def fits(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether a call with these arguments gives in the graph what it gives eagerly. torch's NumPy
-        tracing follows torch's dtype rules where NumPy's differ on integers and booleans (``a / 2``
-        of int64 is float32 there, a sum of uint8 int64); a tensor NumPy lacks the dtype of crosses
-        as a widened copy, which ``writeback=True`` and ``copy=False`` refuse, as they refuse a
-        tensor whose elements share memory. Such calls take the escape. Tensors in the containers
-        the trace rebuilds count as the arguments' own (with ``nested=False`` they are handed as
-        they are). Where the code makes arrays on the CPU (``cpu_made``), a tensor on another device
-        does not fit: in the graph they would meet in a device mismatch, as tensors on two devices
-        (0-d CPU tensors aside, as ``_devices.vote`` counts) would, which the eager call refuses
-        with a DeviceMismatchError, or, given ``device=``, takes through the host. A leaf tensor
-        requiring grad handed as its own memory (``writeback=True``, ``copy=False``) does not fit
-        either: in the graph autograd refuses a write into it, where the eager call detaches it and
-        warns; nor does one requiring grad where the results come back as NumPy's (``accepts_numpy``
-        alone): the graph would drop its gradient unsaid. While a ``config`` or ``stats`` block is open, in any thread, calls take the escape:
-        the eager call applies the block's options and counts (dynamo guards the flag it reads)."""
+        """Whether a call with these arguments gives in the graph what it gives eagerly (see ``unfit``)."""
+        return self.unfit(args, kwargs) is None
+
+    def unfit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Unfit | None:
+        """Why a call with these arguments would not give in the graph what it gives eagerly
+        (None: it would). torch's NumPy tracing follows torch's dtype rules where NumPy's differ on
+        integers and booleans (``a / 2`` of int64 is float32 there, a sum of uint8 int64); a tensor
+        NumPy lacks the dtype of crosses as a widened copy, which ``writeback=True`` and
+        ``copy=False`` refuse, as they refuse a tensor whose elements share memory. Such calls take
+        the escape. Tensors in the containers the trace rebuilds count as the arguments' own (with
+        ``nested=False`` they are handed as they are). Where the code makes arrays on the CPU
+        (``cpu_made``), a tensor on another device does not fit: in the graph they would meet in a
+        device mismatch, as tensors on two devices (0-d CPU tensors aside, as ``_devices.vote``
+        counts) would, which the eager call refuses with a DeviceMismatchError, or, given
+        ``device=``, takes through the host. A leaf tensor requiring grad handed as its own memory
+        (``writeback=True``, ``copy=False``) does not fit either: in the graph autograd refuses a
+        write into it, where the eager call detaches it and warns; nor does one requiring grad where
+        the results come back as NumPy's (``accepts_numpy`` alone): the graph would drop its
+        gradient unsaid. While a ``config`` or ``stats`` block is open, in any thread, calls take the
+        escape: the eager call applies the block's options and counts (dynamo guards the flag it reads)."""
         if _config.blocks_open:  # a block's options are its eager call's, which sees them
-            return False
+            return _UNFIT_BLOCK
         devices: list[torch.device] = []
         for value in (*args, *kwargs.values()) if kwargs else args:
-            if not self._fits(value, devices):
-                return False
-        return all(device == devices[0] for device in devices)
+            why = self._unfit(value, devices)
+            if why is not None:
+                return why
+        return None if all(device == devices[0] for device in devices) else _UNFIT_DEVICES
 
-    def _fits(self, value: Any, devices: list[torch.device], within: tuple[Any, ...] = ()) -> bool:
-        """Whether ``value``, an argument or an item of one inside the containers ``within``,
-        fits the graph (see ``fits``), its tensors' devices added to ``devices``. A container
-        holding itself does not: the eager call refuses it (a ConversionError), and its rebuild
-        would never end."""
+    def _unfit(self, value: Any, devices: list[torch.device], within: tuple[Any, ...] = ()) -> _Unfit | None:
+        """Why ``value``, an argument or an item of one inside the containers ``within``, does
+        not fit the graph (see ``unfit``; None: it does), its tensors' devices added to
+        ``devices``. A container holding itself does not: the eager call refuses it (a
+        ConversionError), and its rebuild would never end."""
         if isinstance(value, torch.Tensor):
             if value.ndim or not value.is_cpu:  # a 0-d CPU tensor, a scalar, goes to any device
                 devices.append(value.device)
-            return (
-                (value.is_floating_point() or value.is_complex())
-                and (self.private or (value.dtype not in self.widened and not _overlaps_itself(value)))
-                and (self.cpu_made is None or value.device.type == "cpu")
-                and (self.private or self.detach or not (value.requires_grad and value.is_leaf))
-                and (self.converts_results or self.detach or not value.requires_grad)
-            )
+            if not (value.is_floating_point() or value.is_complex()):
+                return _UNFIT_INTEGER
+            if not self.private and (value.dtype in self.widened or _overlaps_itself(value)):
+                return _UNFIT_OWN_MEMORY
+            if self.cpu_made is not None and value.device.type != "cpu":
+                return _UNFIT_DEVICE
+            if not (self.private or self.detach) and value.requires_grad and value.is_leaf:
+                return _UNFIT_LEAF_WRITE
+            if not (self.converts_results or self.detach) and value.requires_grad:
+                return _UNFIT_GRAD_DROPPED
+            return None
         if not self.nested:  # containers handed as they are, as eagerly
-            return True
+            return None
         if not isinstance(value, tuple):  # a tuple can hold itself only through a list, dict or dataclass
             if any(value is outer for outer in within):
-                return False
+                return _UNFIT_CYCLE
             within = (*within, value)
-        fitting: list[bool] = []
+        found: list[_Unfit] = []
 
         def look(item: Any) -> Any:
-            fitting.append(self._fits(item, devices, within))
+            why = self._unfit(item, devices, within)
+            if why is not None:
+                found.append(why)
             return item
 
         _rebuilt_in_graph(value, look)
-        return all(fitting)
+        return found[0] if found else None
+
+    def unfit_break(self, why: _Unfit) -> None:  # pragma: no cover - runs under dynamo
+        """The graph break of a call that does not fit (see ``unfit``), in the library's words,
+        which dynamo quotes where ``fullgraph=True`` refuses it: the escape then runs the call by
+        Python, as eagerly."""
+        what, because, fix = why
+        # dynamo reads msg= off the call without binding it (see _breaking)
+        torch._dynamo.graph_break(  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+            msg=f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
+            f"the eager call gives: {because}. Fix: {fix}, leave fullgraph off, or pass compile='escape'"
+        )
 
     def runs_judged(self, wrapped: Any) -> bool:
         """Whether a call of ``wrapped`` runs the function judged: itself, bound, or guarded."""
@@ -496,12 +523,62 @@ class _Inline:
         return _breaking(self._route, self.trace.raised, args, kwargs)
 
     def _route(self, args: Any, kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
-        if not self.trace.fits(args, kwargs):
+        why = self.trace.unfit(args, kwargs)
+        if why is not None:
+            self.trace.unfit_break(why)
             return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
         if not self.trace.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
         return self.trace.call_traced(self.wrapped, args, kwargs, self.offset)
 
+
+#: Why a call does not fit the graph (see Trace.unfit): what it holds, why that takes the
+#: escape, and the fix.
+_Unfit = tuple[str, str, str]
+_UNFIT_INTEGER = (
+    "an integer or boolean tensor",
+    "torch's NumPy tracing computes with it by torch's dtype rules where NumPy's differ (a / 2 of int64 is "
+    "float32 there)",
+    "pass it as a floating tensor where the code allows",
+)
+_UNFIT_OWN_MEMORY = (
+    "a tensor handed as its own memory (writeback=True or copy=False)",
+    "its dtype is one NumPy lacks, which would cross as a widened copy, or its elements share memory (expand, "
+    "as_strided)",
+    "pass a float32 or float64 tensor with memory of its own (.contiguous())",
+)
+_UNFIT_DEVICE = (
+    "a tensor off the CPU",
+    "its code makes arrays with a NumPy function that torch's NumPy tracing makes on the CPU whatever the "
+    "arguments' device",
+    "call it with CPU tensors",
+)
+_UNFIT_LEAF_WRITE = (
+    "a leaf tensor that requires grad handed as its own memory (writeback=True or copy=False)",
+    "autograd refuses its write in the graph, where the eager call detaches it and warns",
+    "pass it detached",
+)
+_UNFIT_GRAD_DROPPED = (
+    "a tensor that requires grad",
+    "its results come back as NumPy's (accepts_numpy alone), so the graph would drop the gradient unsaid, where "
+    "the eager call detaches it and warns",
+    "add returns_tensor to keep the gradient, or pass grad='detach'",
+)
+_UNFIT_CYCLE = (
+    "a container holding itself",
+    "the eager call refuses it",
+    "pass one that does not hold itself",
+)
+_UNFIT_DEVICES = (
+    "tensors on more than one device",
+    "the eager call refuses them (or, given device=, takes them through the host)",
+    "move them to one device",
+)
+_UNFIT_BLOCK = (
+    "a config or stats block open",
+    "the eager call applies the block's options and counts",
+    "call it outside the block",
+)
 
 #: Why a plan with ``copy=False`` and no ``writeback`` takes the escape: the function's arrays
 #: are the caller's memory, read-only, which torch's NumPy tracing cannot keep so (a write would
