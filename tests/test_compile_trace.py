@@ -432,7 +432,7 @@ _UNFIT_CALLS: dict[str, tuple[Any, Callable[[], tuple[Any, ...]], Callable[[], A
         lambda: ([torch.arange(4), 1.0],),
         contextlib.nullcontext,
     ),
-    "a tensor handed as its own memory (writeback=True or copy=False)": (
+    "a tensor the function is handed as its own memory": (
         ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts)),
         lambda: (torch.ones(3, dtype=torch.bfloat16),),
         contextlib.nullcontext,

@@ -7,8 +7,10 @@ this file there); the suite's own process checks what holds with the mode off.
 
 from __future__ import annotations
 
+import functools
 import pickle
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -244,6 +246,57 @@ def test_a_numpy_written_callable_takes_the_converting_path_and_is_handed_arrays
     with ac.stats() as counted:
         ac.torchify(differentiate, callbacks=True).derivative(np.sin, torch.tensor(x))
     assert counted["derivative"].native == 0
+
+
+def _sine_of_array(x: Any) -> Any:
+    return np.sin(x.astype(np.float64)) * 2
+
+
+def _calls_sine(x: Any) -> Any:
+    return _sine_of_array(x)
+
+
+class _Model:
+    """An object of the caller's whose method calls a NumPy helper, and holds one."""
+
+    def __init__(self) -> None:
+        self.transform = _calls_sine
+
+    def energy(self, x: Any) -> Any:
+        return _calls_sine(x)
+
+    def through_attribute(self, x: Any) -> Any:
+        return self.transform(x)
+
+
+_MODEL = _Model()
+#: Callables whose NumPy code is in a helper of the caller's they call, up to three calls deep.
+_HELPER_CALLERS: dict[str, Callable[[Any], Any]] = {
+    "a lambda calling a helper": lambda u: _sine_of_array(u),
+    "a helper calling a helper": _calls_sine,
+    "a lambda two helpers above": lambda u: _calls_sine(u),
+    "a bound method calling a helper": _MODEL.energy,
+    "a lambda calling a method": lambda u: _MODEL.energy(u),
+    "a method calling a helper it holds": _MODEL.through_attribute,
+    "a partial of a helper caller": functools.partial(lambda u, k: _calls_sine(u) * k, k=1.0),
+}
+
+
+@in_mode
+@pytest.mark.parametrize("case", list(_HELPER_CALLERS))
+def test_a_callable_whose_helper_reads_numpy_takes_the_converting_path(case: str) -> None:
+    """A callable whose own code reads no NumPy but calls a helper of the caller's that does
+    (``lambda u: helper(u)``) was handed SciPy's torch path's tensors, and failed in the helper
+    (``'Tensor' object has no attribute 'astype'``). The helpers it calls are read too, three
+    calls deep, as the callables' rule reads torch code: the call converts, handed arrays."""
+    differentiate = pytest.importorskip("scipy.differentiate")
+    callback = _HELPER_CALLERS[case]
+    x = np.array([0.3, 0.7])
+    expected = differentiate.derivative(_sine_of_array, x).df
+    with ac.stats() as counted:
+        df = ac.torchify(differentiate).derivative(callback, torch.tensor(x)).df
+    assert (counted["derivative"].calls, counted["derivative"].native) == (1, 0)
+    torch.testing.assert_close(df, torch.from_numpy(expected))
 
 
 @in_mode

@@ -542,7 +542,7 @@ _UNFIT_INTEGER = (
     "pass it as a floating tensor where the code allows",
 )
 _UNFIT_OWN_MEMORY = (
-    "a tensor handed as its own memory (writeback=True or copy=False)",
+    "a tensor the function is handed as its own memory",
     "its dtype is one NumPy lacks, which would cross as a widened copy, or its elements share memory (expand, "
     "as_strided)",
     "pass a float32 or float64 tensor with memory of its own (.contiguous())",
@@ -554,7 +554,7 @@ _UNFIT_DEVICE = (
     "call it with CPU tensors",
 )
 _UNFIT_LEAF_WRITE = (
-    "a leaf tensor that requires grad handed as its own memory (writeback=True or copy=False)",
+    "a leaf tensor that requires grad, handed as its own memory",
     "autograd refuses its write in the graph, where the eager call detaches it and warns",
     "pass it detached",
 )

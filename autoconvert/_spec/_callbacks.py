@@ -278,25 +278,37 @@ def takes_tensors(function: Any, every: bool) -> bool:
 def reads_numpy(function: Any) -> bool:
     """Whether the callable ``function`` is NumPy's own, or code reading NumPy: a NumPy module
     or function among the values its code loads (globals, closure cells, defaults, what a
-    partial binds, local imports), or an attribute arrays have and tensors lack
-    (``x.astype``). Partials and bound methods are judged by their function, callable objects
-    by their class's ``__call__``; code reading neither (``lambda x: x ** 2``) runs on tensors too."""
+    partial binds, local imports, the attribute chains it reads on objects of the caller's own,
+    as ``written_in_torch`` reads them), or an attribute arrays have and tensors lack
+    (``x.astype``), or code of the caller's own it calls that does so (``lambda u: helper(u)``),
+    followed up to ``_HELPER_DEPTH`` calls deep. Partials and bound methods are judged by their
+    function, callable objects by their class's ``__call__``; code reading neither (``lambda x:
+    x ** 2``) runs on tensors too."""
+    return _reads_numpy(function, _HELPER_DEPTH, set())
+
+
+def _reads_numpy(function: Any, depth: int, seen: _Seen) -> bool:
+    """``reads_numpy``, following ``depth`` more calls into functions of the caller's own not in ``seen``."""
     function, bound = _peeled(function)
     if _is_numpy(function):
         return True
-    owner = None
-    if isinstance(function, types.MethodType):
-        function, owner = function.__func__, function.__self__
-    elif not isinstance(function, types.FunctionType) and callable(function):
-        function, owner = _class_member(type(function), "__call__"), function
-    if not isinstance(function, types.FunctionType):
+    function, owner = _function_of(function)
+    if not isinstance(function, types.FunctionType) or _seen_key(function, owner, bound) in seen:
         return False
+    seen.add(_seen_key(function, owner, bound))
     reads = code_reads(function.__code__)
     if any(hasattr(np.ndarray, name) and not hasattr(torch.Tensor, name) for name in reads.names):
         return True
-    values = [value for _, value in _values_loaded(function, reads)]
-    values += _parameter_values(function, owner, bound).values()
-    return any(_is_numpy(value) for value in values)
+    values = _code_values(function, owner, bound, reads)
+    if any(_is_numpy(value) for value in values):
+        return True
+    return depth > 0 and any(_own_code(value) and _reads_numpy(value, depth - 1, seen) for value in values)
+
+
+def _own_code(value: Any) -> bool:
+    """Whether ``value`` is a callable of the caller's own (a function, lambda, bound method,
+    partial or callable object of one), whose code the rules follow: no library's, no class."""
+    return callable(value) and not isinstance(value, type) and adapter_for(_peeled(value)[0]) is OTHERS
 
 
 @functools.lru_cache(maxsize=1024)  # asked per call of each callable a SciPy object holds
@@ -397,6 +409,8 @@ def _peeled(function: Any) -> tuple[Any, _Bound]:
         elif (call := _call_of(function)) is not None:  # a callable object: its class's __call__ read through
             partialmethod = isinstance(call, functools.partialmethod)
             function = _bound(call, function, type(function)) if partialmethod else call
+        elif (wrapped := _wrapped(function)) is not None:  # lru_cache's wrapper: the function it wraps
+            function = wrapped
         else:
             return function, bound
 
@@ -423,6 +437,17 @@ def _read_call(cls: type) -> Any:
     return call if isinstance(call, (functools.partial, types.MethodType, types.BuiltinFunctionType)) else None
 
 
+def _function_of(function: Any) -> tuple[Any, Any]:
+    """The function whose code ``function`` (peeled: see ``_peeled``) runs, and the object it
+    is a method of (None: none): a bound method's function and object, a callable object's
+    class's ``__call__`` and the object; anything else as it is."""
+    if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
+        return function.__func__, function.__self__
+    if isinstance(function, (types.FunctionType, type, types.BuiltinFunctionType)) or not callable(function):
+        return function, None
+    return _class_member(type(function), "__call__"), function
+
+
 def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -> bool:
     """``written_in_torch``, following ``depth`` more calls into functions of the caller's
     own not in ``seen``; a ``helper`` (one the callable calls) reading NumPy converts arrays
@@ -434,18 +459,8 @@ def _written_in_torch(function: Any, depth: int, seen: _Seen, *, helper: bool) -
         return True
     if isinstance(function, operator.methodcaller):
         return _calls_a_tensor_method(function)
-    owner = None
-    if isinstance(function, types.MethodType):
-        function, owner = function.__func__, function.__self__
-    elif not hasattr(function, "__code__") and not isinstance(function, types.BuiltinFunctionType):
-        wrapped = _wrapped(function) if _own_object(function) else None  # no library's (numba's kernels)
-        if wrapped is not None:
-            return _written_in_torch(
-                functools.partial(wrapped, *bound.args, **bound.keywords), depth, seen, helper=helper
-            )
-        function, owner = type(function).__call__, function  # a callable object: its class's code
-    code = getattr(function, "__code__", None)
-    if not isinstance(code, types.CodeType) or not isinstance(getattr(function, "__globals__", None), dict):
+    function, owner = _function_of(function)
+    if not isinstance(function, types.FunctionType) or _seen_key(function, owner, bound) in seen:
         return False
     return _reads_torch(function, owner, bound, depth, seen, helper=helper)
 
@@ -506,10 +521,30 @@ def _reads_torch(function: Any, owner: Any, bound: _Bound, depth: int, seen: _Se
     attribute chains it reads on them (``self.layers``, ``cfg.a``, ``mymod.helper``; see
     ``_read``): an argument a partial binds is read as the default it stands in for is."""
     seen.add(_seen_key(function, owner, bound))
-    code = function.__code__
-    reads = code_reads(code)
+    reads = code_reads(function.__code__)
     if "from_numpy" in reads.names:
         return False
+    values = _code_values(function, owner, bound, reads)
+    numpy = any(_is_numpy(value) for value in values)
+    if numpy and helper:
+        return False
+    if numpy and not MAKES_TENSORS.isdisjoint(reads.names):
+        return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
+    if any(_is_torch(value) for value in values):
+        return True
+    if not numpy and any(isinstance(value, torch.Tensor) for value in values):
+        return True
+    if depth == 0:
+        return False
+    return any(_torch_helper(value, depth - 1, seen) for value in values)
+
+
+def _code_values(function: types.FunctionType, owner: Any, bound: _Bound, reads: Any) -> list[Any]:
+    """The values ``function``'s code (which ``reads``) loads, a method of ``owner`` (None:
+    none) with the arguments partials bind to it, and the attribute chains it reads on them
+    (``self.layers``, ``cfg.a``, ``mymod.helper``; see ``_read``): an argument a partial binds is
+    read as the default it stands in for is."""
+    code = function.__code__
     values: list[Any] = []
     scope, chains = function.__globals__, reads.global_chains
     for name in reads.globals:
@@ -533,18 +568,7 @@ def _reads_torch(function: Any, owner: Any, bound: _Bound, depth: int, seen: _Se
             if argument == code.co_varnames[0]:
                 for path in chains.get(super_of(cls_name, argument), ()):
                     _read_on_super(_closure_or_global(function, cls_name), owner, path, values)
-    numpy = any(_is_numpy(value) for value in values)
-    if numpy and helper:
-        return False
-    if numpy and not MAKES_TENSORS.isdisjoint(reads.names):
-        return False  # NumPy code that makes its own tensors (torch.as_tensor(np.clip(x, 0, 1)))
-    if any(_is_torch(value) for value in values):
-        return True
-    if not numpy and any(isinstance(value, torch.Tensor) for value in values):
-        return True
-    if depth == 0:
-        return False
-    return any(_torch_helper(value, depth - 1, seen) for value in values)
+    return values
 
 
 #: How many items of a list, tuple or dict the code reads are judged (``layers[0](t)``).
@@ -730,7 +754,7 @@ def _bound(member: Any, value: Any, cls: type) -> Any:
         return types.MethodType(member.func, value)  # not yet computed: its function runs on the read
     if not hasattr(type(member), "__get__"):
         return member
-    wrapped = _wrapped(member) if callable(member) and _own_object(member) else None
+    wrapped = _wrapped(member) if callable(member) else None
     if isinstance(wrapped, types.FunctionType):  # a method behind functools.lru_cache, bound as the wrapper binds
         return wrapped if value is cls else types.MethodType(wrapped, value)
     return _NOT_READ
@@ -741,14 +765,17 @@ _CLASS_OF = object.__dict__["__class__"]
 
 
 def _wrapped(function: Any) -> Any:
-    """The function a callable wraps in C code of its own (``functools.lru_cache``'s
+    """The function a callable object of the caller's own wraps in C code (``functools.lru_cache``'s
     wrapper), by its ``__wrapped__``; None for any other callable (a ``functools.wraps``
-    wrapper in Python is followed through its own code)."""
-    if isinstance(_class_member(type(function), "__call__"), types.FunctionType):
+    wrapper in Python is followed through its own code; a library's object, numba's kernels,
+    is its library's)."""
+    if isinstance(function, (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type)):
         return None
     own = getattr(function, "__dict__", None)
     wrapped = own.get("__wrapped__") if isinstance(own, dict) else None
-    return None if wrapped is function else wrapped
+    if wrapped is None or wrapped is function or not _own_object(function):
+        return None
+    return None if isinstance(_class_member(type(function), "__call__"), types.FunctionType) else wrapped
 
 
 def _class_member(cls: type, name: str) -> Any:
@@ -763,28 +790,12 @@ def _class_member(cls: type, name: str) -> Any:
 
 def _torch_helper(value: Any, depth: int, seen: _Seen) -> bool:
     """Whether ``value``, which a callable's code loads, is torch code the callable calls: an
-    ``nn.Module``, or code of the caller's own (a function, lambda, bound method, partial or
-    callable object of one: no library's) written in torch and reading no NumPy; one that
-    converts arrays itself (``isinstance(x, torch.Tensor)``, then ``np.asarray``) wants arrays."""
-    function: Any
-    function, bound = _peeled(value)
-    if isinstance(function, torch.nn.Module):
+    ``nn.Module``, or code of the caller's own (see ``_own_code``) written in torch and reading
+    no NumPy; one that converts arrays itself (``isinstance(x, torch.Tensor)``, then
+    ``np.asarray``) wants arrays."""
+    if isinstance(_peeled(value)[0], torch.nn.Module):
         return True
-    if isinstance(function, operator.methodcaller):
-        return _calls_a_tensor_method(function)
-    owner = None
-    if isinstance(function, types.MethodType):  # never getattr(module, "__func__"): NumPy's __getattr__ is slow
-        function, owner = function.__func__, function.__self__
-    elif not isinstance(function, (types.FunctionType, type)) and callable(function) and _own_object(function):
-        wrapped = _wrapped(function)
-        if wrapped is not None:
-            return _torch_helper(functools.partial(wrapped, *bound.args, **bound.keywords), depth, seen)
-        function, owner = _class_member(type(function), "__call__"), function
-    if not isinstance(function, types.FunctionType) or _seen_key(function, owner, bound) in seen:
-        return False
-    if adapter_for(function) is not OTHERS:
-        return False
-    return _reads_torch(function, owner, bound, depth, seen, helper=True)
+    return _own_code(value) and _written_in_torch(value, depth, seen, helper=True)
 
 
 def _imported(module: str, name: str | None) -> Any:
