@@ -101,11 +101,13 @@ _PUTTING_BACK = threading.RLock()
 def _apply_changes(
     records: list[Record], convert: Callable[[Any], Any], rebuilt_as: str, bare: Iterable[tuple[Any, Any]]
 ) -> list[tuple[Any, LeafError]]:
-    meanwhile = [r for r in records if r[1] is not r[0] and _changed_meanwhile(r[0], r[2])]
-    for original, handed, before in meanwhile:  # only a container the function changed is put back
-        if changed([(original, handed, before)]):
+    lines = [_then_and_now(record) for record in records]
+    for (original, handed, before), (then, callers) in zip(records, lines, strict=True):
+        # changed meanwhile, by another way than the copy (another argument handed it as it
+        # is, or a call on another thread): only a container the function changed is put back
+        if handed is not original and callers.keys != then.keys and changed([(original, handed, before)]):
             return [(original, _changed_meanwhile_refusal(original, rebuilt_as))]
-    mine = _handed_back(records)
+    mine = _handed_back(records, lines)
     for got, callers in bare:
         mine.setdefault(id(got), callers)
 
@@ -146,28 +148,26 @@ def _back_all(now: Held, back: Callable[[Any], Any], entry: Callable[[Any], KeyE
     return children
 
 
-def _handed_back(records: list[Record]) -> dict[int, Any]:
+def _then_and_now(record: Record) -> tuple[Held, Held]:
+    """What the rebuilt copy of a record's container was made with, and what the caller's holds now."""
+    original, handed, before = record
+    then = before if type(before) is Held else held(before)  # an exact list's or dict's copy
+    # A container handed as it is (it held no tensors) held the caller's own values.
+    return then, then if handed is original else held(original)
+
+
+def _handed_back(records: list[Record], lines: list[tuple[Held, Held]]) -> dict[int, Any]:
     """id(what the function was handed) -> the caller's value it stood for: each array its
-    tensor, each rebuilt container the caller's container, each other value itself."""
+    tensor, each rebuilt container the caller's container, each other value itself (``lines``:
+    each record's ``_then_and_now``)."""
     mine: dict[int, Any] = {}
-    for original, handed, before in records:
+    for (original, handed, _), (then, callers) in zip(records, lines, strict=True):
         mine[id(handed)] = original
-        then = before if type(before) is Held else held(before)  # an exact list's or dict's copy
-        # A container handed as it is (it held no tensors) held the caller's own values.
-        callers = then if handed is original else held(original)
         if callers.keys != then.keys:  # changed meanwhile (the function left it alone): no longer in line
             continue
         for value, caller in zip(then.children, callers.children, strict=True):
             mine.setdefault(id(value), caller)
     return mine
-
-
-def _changed_meanwhile(original: Any, before: Any) -> bool:
-    """Whether the caller's ``original`` no longer holds the keys its rebuilt copy was made
-    with (``before``: what that held then): changed during the call by another way than the
-    copy (another argument handed it as it is, or a call on another thread)."""
-    then = before if type(before) is Held else held(before)
-    return held(original).keys != then.keys
 
 
 def _changed_meanwhile_refusal(original: Any, rebuilt_as: str) -> LeafError:
