@@ -21,10 +21,10 @@ import operator
 import sys
 import types
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
-from autoconvert._errors import LeafError, MappingKey, SequenceKey, cycle_error
+from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, cycle_error
 
 from ._containers import (
     _UNSEEN,
@@ -238,6 +238,7 @@ class ResultFields:
             return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
         twins: dict[int, tuple[Any, Any]] = {}
         _twins(receiver, converted, inside, twins)
+        refused: dict[str, ConversionError] = {}
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
             made = {key: pair[1] for key, pair in twins.items()}
             self.carry(
@@ -247,6 +248,7 @@ class ResultFields:
                 converted,
                 lambda v, name: _twinned(v, twins, lambda w: carried(w, name)),
                 made=made,
+                refused=refused,
                 paired=twins,
             )
             # What it changed or made there now has the caller's object at its place, carried
@@ -259,6 +261,9 @@ class ResultFields:
             put = _twins_put(now, converted.__dict__, names + (_moved(now, inside) if inside else []), twins)
             if _pointed_back(twins) or put:
                 self.see(converted.__dict__)
+        if refused:  # the rest is carried; the caller's result keeps its own there
+            self.taken_again(refused)
+            raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
         except RecursionError:  # a value holding itself through a list: its conversion refuses it
@@ -274,12 +279,13 @@ class ResultFields:
         carried: Carried,
         *,
         made: dict[int, Any] | None = None,
+        refused: dict[str, ConversionError],
         paired: dict[int, tuple[Any, Any]] | None = None,
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
         by id, the caller's objects for the method's (its twins), met inside what it set
-        (``self.b.a = self``), and those made for it there (see ``_own``); ``paired``: see
-        ``_carried_into``."""
+        (``self.b.a = self``), and those made for it there (see ``_own``); ``refused``: see
+        ``_carried_into``; ``paired``: see ``_carried_into``."""
         made = {} if made is None else made
         _carried_into(
             receiver.__dict__,
@@ -288,11 +294,21 @@ class ResultFields:
             converted.__dict__,
             carried,
             made=made,
+            refused=refused,
             methods=self.node.own,
             paired=paired,
         )
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
+        self.taken_again(refused)
+
+    def taken_again(self, names: Iterable[str]) -> None:
+        """The attributes ``names``, which a method set to what the caller's result cannot
+        take, are the caller's again at the next method call: the object the methods run on
+        takes the caller's values there (see ``receiver``), so both hold one state."""
+        for name in names:
+            self.given[name] = _UNSEEN
+            self.size = -1
 
     def _returned(self, moved: list[str], attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
         """The method side's lists and dicts for those of the caller's that changed in place
@@ -539,19 +555,26 @@ def _carried_into(
     carried: Carried,
     *,
     made: dict[int, Any],
+    refused: dict[str, ConversionError],
     methods: frozenset[str] = frozenset(),
     paired: dict[int, tuple[Any, Any]] | None = None,
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
     (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``,
     ``made`` their own (see ``_own``); into ``paired``, each new object set with the caller's
-    made for it, which what is set next holds as the caller's (``self.b = B(); self.cb = self.b.inc``)."""
+    made for it, which what is set next holds as the caller's (``self.b = B(); self.cb = self.b.inc``).
+    An attribute whose value ``carried`` refuses keeps the caller's, its refusal in ``refused``
+    by name, and the others are carried."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
         for name, value in now.items():
             if name not in methods and before.get(name, _UNSEEN) is not value:
-                state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
+                try:
+                    state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
+                except ConversionError as e:
+                    refused.setdefault(name, e)
+                    continue
                 if paired is not None and _changes_inside(value):
                     _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH)
     if inside is None:
@@ -559,28 +582,44 @@ def _carried_into(
     contents, inner = inside
     for name, (held, was) in contents.items():
         if now.get(name) is held and not _holds_same(held, was):
-            mine = state.get(name)
-            if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
-                state[name] = _retupled(mine, held, was, _prefixed(carried, name), made)
-            elif type(mine) is type(held) and mine is not held:
-                _refill(mine, held, was, _prefixed(carried, name))
-            else:
-                state[name] = _own(carried(held, name), held, made)
+            try:
+                _carried_inside(name, held, was, state, carried=carried, made=made)
+            except ConversionError as e:
+                refused.setdefault(name, e)
     for name, (mine, value, attributes, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
             fields = _fields_of(mine)
+            below = _prefixed(carried, f"{name}.")
+            refused_below: dict[str, ConversionError] = {}
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, _prefixed(carried, f"{name}."), made=made, paired=paired)
+                fields.carry(value, attributes, deeper, mine, below, made=made, refused=refused_below, paired=paired)
             else:
                 _carried_into(
                     value.__dict__,
                     attributes,
                     deeper,
                     mine.__dict__,
-                    _prefixed(carried, f"{name}."),
+                    below,
                     made=made,
+                    refused=refused_below,
                     paired=paired,
                 )
+            if refused_below:  # the attribute holding it is the caller's to take again
+                refused.setdefault(name, next(iter(refused_below.values())))
+
+
+def _carried_inside(
+    name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: dict[int, Any]
+) -> None:
+    """Into ``state``, the caller's object's attributes: its ``name``, whose twin ``held`` a
+    method changed inside (``was``: what it held), made to hold what that holds now."""
+    mine = state.get(name)
+    if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
+        state[name] = _retupled(mine, held, was, _prefixed(carried, name), made)
+    elif type(mine) is type(held) and mine is not held:
+        _refill(mine, held, was, _prefixed(carried, name))
+    else:
+        state[name] = _own(carried(held, name), held, made)
 
 
 def _prefixed(carried: Carried, prefix: str) -> Carried:
@@ -1271,8 +1310,8 @@ class ResultMethod(Attached):
         inside = fields.inside(receiver, before) if fields.followed else None
         try:
             result = method(*args, **kwargs)
-        except BaseException:  # what it changed before raising stays, as on the plain object
-            fields.ran(receiver, before, inside, None, self.carried)
+        except BaseException as error:  # what it changed before raising stays, as on the plain object
+            self._ran_raising(receiver, before, inside, error)
             raise
         if type(result) is types.GeneratorType:  # its body runs as it is consumed, its items converted there
             carrying = self._carrying(result, receiver)
@@ -1299,8 +1338,8 @@ class ResultMethod(Attached):
                 item = generator.send(sent) if thrown is None else generator.throw(thrown)
             except StopIteration as stop:
                 return carry(stop.value)
-            except BaseException:
-                carry()
+            except BaseException as error:
+                self._ran_raising(receiver, before, inside, error)
                 raise
             converted = carry(item)
             sent, thrown = None, None
@@ -1314,6 +1353,15 @@ class ResultMethod(Attached):
                 raise
             except BaseException as e:  # thrown in by the caller: the generator's to handle
                 thrown = e
+
+    def _ran_raising(self, receiver: Any, before: dict[str, Any], inside: Any, error: BaseException) -> None:
+        """What a method that raised ``error`` changed on ``receiver`` carried to the caller's
+        result (see ResultFields.ran); a value the result cannot take is said in a note on
+        ``error``, which the caller gets as the plain object gives it (``except KeyError``)."""
+        try:
+            self.fields.ran(receiver, before, inside, None, self.carried)
+        except ConversionError as refusal:
+            error.add_note(f"autoconvert: {refusal}")
 
     def carried(self, value: Any, name: str) -> Any:
         """A value a method set on the object it ran on, for the caller's result: converted
