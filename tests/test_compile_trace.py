@@ -413,6 +413,11 @@ def _puts(a: np.ndarray) -> np.ndarray:
     return a * 1
 
 
+def _marks(a: np.ndarray) -> np.ndarray:
+    a[0] = 1.0
+    return a.sum()
+
+
 def _selfheld() -> list[Any]:
     held: list[Any] = [torch.ones(2, dtype=torch.float64)]
     held.append(held)
@@ -427,18 +432,28 @@ _UNFIT_CALLS: dict[str, tuple[Any, Callable[[], tuple[Any, ...]], Callable[[], A
         lambda: (torch.arange(4),),
         contextlib.nullcontext,
     ),
-    "an integer or boolean tensor (in a list)": (
+    "an integer or boolean tensor [in a list]": (
         ac.returns_tensor(ac.accepts_numpy(lambda items: items[0] / 2)),
         lambda: ([torch.arange(4), 1.0],),
         contextlib.nullcontext,
     ),
-    "a tensor the function is handed as its own memory": (
+    "a tensor the function is handed as its own memory, of a dtype NumPy lacks": (
         ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts)),
         lambda: (torch.ones(3, dtype=torch.bfloat16),),
         contextlib.nullcontext,
     ),
+    "a tensor the function is handed as its own memory, whose elements share memory (expand, as_strided)": (
+        ac.returns_tensor(ac.accepts_numpy(writeback=True)(_marks)),
+        lambda: (torch.zeros(5, dtype=torch.float64)[:1].expand(3),),
+        contextlib.nullcontext,
+    ),
     "a tensor that requires grad": (
         ac.accepts_numpy(lambda a: a * 2),
+        lambda: (torch.ones(3, dtype=torch.float64, requires_grad=True),),
+        contextlib.nullcontext,
+    ),
+    "a tensor that requires grad [grad='error']": (
+        ac.accepts_numpy(grad="error")(lambda a: a * 2),
         lambda: (torch.ones(3, dtype=torch.float64, requires_grad=True),),
         contextlib.nullcontext,
     ),
@@ -470,8 +485,8 @@ def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(
     def outcome(call: Any, args: tuple[Any, ...]) -> Any:
         try:
             return call(*args)
-        except ac.ConversionError as e:  # the container holding itself, refused
-            return str(e)
+        except ac.ConversionError as e:  # the container holding itself, the expanded tensor, grad="error": refused
+            return f"{type(e).__name__}: {e}"
 
     with block():
         expected = outcome(fn, eager_args)
@@ -484,9 +499,11 @@ def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(
                 compiled(*compiled_args)
             message = str(refused.value)
             name = getattr(fn, "__qualname__", "")
-            what = case.removesuffix(" (in a list)")
+            what = case.partition(" [")[0]
             assert f"autoconvert: {name}(): a call with {what} takes the escape, one graph break" in message
             assert "leave fullgraph off, or pass compile='escape'" in message
+            if "requires grad" in case:  # the eager call's own way, by its grad=
+                assert ("raises GradientError" in message) == ("grad='error'" in case)
             return
         got = outcome(compiled, compiled_args)
     if isinstance(expected, torch.Tensor):
@@ -794,11 +811,6 @@ def test_np_linalgs_named_results_take_the_escape_to_the_eager_type() -> None:
         got = torch.compile(lambda m: fn(m), backend="aot_eager")(a)
     assert type(got) is type(eager) and all(type(item) is torch.Tensor for item in got)
     assert_close_trees(tuple(got), tuple(eager))
-
-
-def _marks(a: np.ndarray) -> np.ndarray:
-    a[0] = 1.0
-    return a.sum()
 
 
 @pytest.mark.parametrize("view", ["expanded", "unfolded"])

@@ -118,10 +118,16 @@ class Trace:
             why = None  # asked for: torch's tracing says where it cannot
         #: Why calls under torch.compile take the escape (None: they are traced).
         self.why_not = why or _UNFIT_DYNAMO
+        #: Whether an untraced call's graph break says why in the library's words (see
+        #: ``untraced``): where this dynamo can hold the trace route; an older one, inlining
+        #: that break, traces the conversions the call then runs by Python.
+        self.says_untraced = _UNFIT_DYNAMO is None
         #: The NumPy function its code makes arrays on the CPU with, whatever the arguments'
         #: device (see makes_arrays_on_the_cpu): calls with tensors elsewhere take the escape.
         self.cpu_made = _judged(makes_arrays_on_the_cpu, self.judged) if self.why_not is None else None
         self.detach = inputs.grad == "detach"
+        #: What the eager call does with a tensor that requires grad, in a reason's words (see unfit_break).
+        self.eager_grad = _EAGER_GRAD.get(inputs.grad, "detaches it")
         self.private = inputs.copy is not False and not gives_way("trace's private copies", inputs)
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
         self.nested = inputs.nested
@@ -157,8 +163,15 @@ class Trace:
         """The escape of this plan's calls, ``escape(call, wrapped, instance, args, kwargs)``;
         where they trace, dynamo inlines the traced call in its place. ``bound``: ``wrapped``
         is a method's function, called with ``instance`` first (the flat call's method form)."""
-        if not self.traces:  # the graph break alone, as every escape was before the trace route
+        if not self.traces and not self.says_untraced:  # the graph break alone, as dynamo words it
             return opaque
+        if not self.traces:  # the graph break alone, in the library's words where fullgraph=True refuses it
+
+            def escaped(call: Any, *rest: Any) -> Any:  # pragma: no cover - runs under dynamo
+                return opaque(call, *rest)
+
+            escaped._torchdynamo_inline = self.untraced  # type: ignore[attr-defined]  # see the module's docstring
+            return escaped
         # Their state in keyword defaults, never closure cells: torch 2.4's dynamo guards the
         # cells of a function it inlines by value, and refuses an object there ("Unexpected type").
 
@@ -182,6 +195,16 @@ class Trace:
 
         escape._torchdynamo_inline = traced  # type: ignore[attr-defined]  # see the module's docstring
         return escape
+
+    def untraced(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
+        """What dynamo inlines for a call of a plan whose calls are not traced (see ``traces``):
+        one graph break, in the library's words, which dynamo quotes where ``fullgraph=True``
+        refuses it; the call then runs by Python, through the escape."""
+        # dynamo reads msg= off the call without binding it (see _breaking)
+        torch._dynamo.graph_break(  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+            msg=f"autoconvert: {self.function}: its calls under torch.compile take the escape, one graph break, the "
+            f"body run eagerly: {self.why_not}. Fix: leave fullgraph off, or call it outside the compiled function"
+        )
 
     def _route(  # pragma: no cover - runs under dynamo
         self, call: Escape, wrapped: Any, instance: Any, args: Any, kwargs: Any, *, bound: bool
@@ -248,8 +271,10 @@ class Trace:
                 devices.append(value.device)
             if not (value.is_floating_point() or value.is_complex()):
                 return _UNFIT_INTEGER
-            if not self.private and (value.dtype in self.widened or _overlaps_itself(value)):
-                return _UNFIT_OWN_MEMORY
+            if not self.private and value.dtype in self.widened:
+                return _UNFIT_WIDENED
+            if not self.private and _overlaps_itself(value):
+                return _UNFIT_OVERLAPS
             if self.cpu_made is not None and value.device.type != "cpu":
                 return _UNFIT_DEVICE
             if not (self.private or self.detach) and value.requires_grad and value.is_leaf:
@@ -279,6 +304,7 @@ class Trace:
         which dynamo quotes where ``fullgraph=True`` refuses it: the escape then runs the call by
         Python, as eagerly."""
         what, because, fix = why
+        because = because.replace("{grad}", self.eager_grad)
         # dynamo reads msg= off the call without binding it (see _breaking)
         torch._dynamo.graph_break(  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
             msg=f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
@@ -541,11 +567,15 @@ _UNFIT_INTEGER = (
     "float32 there)",
     "pass it as a floating tensor where the code allows",
 )
-_UNFIT_OWN_MEMORY = (
-    "a tensor the function is handed as its own memory",
-    "its dtype is one NumPy lacks, which would cross as a widened copy, or its elements share memory (expand, "
-    "as_strided)",
-    "pass a float32 or float64 tensor with memory of its own (.contiguous())",
+_UNFIT_WIDENED = (
+    "a tensor the function is handed as its own memory, of a dtype NumPy lacks",
+    "it would cross as a widened copy, which the function's writes would not reach",
+    "pass a float32 or float64 tensor",
+)
+_UNFIT_OVERLAPS = (
+    "a tensor the function is handed as its own memory, whose elements share memory (expand, as_strided)",
+    "the eager call refuses to hand it over so",
+    "pass a tensor with memory of its own (.contiguous())",
 )
 _UNFIT_DEVICE = (
     "a tensor off the CPU",
@@ -555,15 +585,17 @@ _UNFIT_DEVICE = (
 )
 _UNFIT_LEAF_WRITE = (
     "a leaf tensor that requires grad, handed as its own memory",
-    "autograd refuses its write in the graph, where the eager call detaches it and warns",
+    "autograd refuses its write in the graph, where the eager call {grad}",
     "pass it detached",
 )
 _UNFIT_GRAD_DROPPED = (
     "a tensor that requires grad",
     "its results come back as NumPy's (accepts_numpy alone), so the graph would drop the gradient unsaid, where "
-    "the eager call detaches it and warns",
+    "the eager call {grad}",
     "add returns_tensor to keep the gradient, or pass grad='detach'",
 )
+#: What the eager call does with a tensor that requires grad, by its grad= (see the reasons above).
+_EAGER_GRAD = {"warn": "detaches it and warns", "error": "raises GradientError"}
 _UNFIT_CYCLE = (
     "a container holding itself",
     "the eager call refuses it",

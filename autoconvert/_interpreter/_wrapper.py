@@ -206,10 +206,12 @@ def wrap(wrapped: Any, plan: Plan) -> Wrapper:
     wrapper: Wrapper = made(wrapped, call)
     wrapper._self_plan = plan
     instance = constants["instance"] = unbound_instance(wrapper)
-    if plan.trace is not None and plan.trace.traces:
+    trace = plan.trace
+    if trace is not None and (trace.traces or trace.says_untraced):
         # Found by dynamo before the marker above: a call of the wrapper met in a graph is
-        # traced as this function's in its place, where it can be (see _trace).
-        made._torchdynamo_inline = plan.trace.inline(wrapped, instance, call)  # type: ignore[attr-defined]
+        # traced as this function's in its place, where it can be, else one graph break in
+        # the library's words (see _trace).
+        made._torchdynamo_inline = trace.inline(wrapped, instance, call) if trace.traces else trace.untraced  # type: ignore[attr-defined]
     if method is not None:  # bound to an instance, it is the wrapper's call (see described)
         method.__autoconvert_description__ = lambda instance: wrapper.__autoconvert_description__()
         if form is not None:
