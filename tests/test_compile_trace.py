@@ -645,6 +645,7 @@ def test_which_code_is_judged_numpy_alone() -> None:
         _try_finally: None,
         _catches_in_a_nested_function: catches,
         _catches_in_a_default_helper: catches,
+        _catches_through_a_default_partial: "its code reads inverse (partial), not NumPy",
     }
     for function, why in shapes.items():
         assert reads_numpy_alone(function) == why
@@ -685,11 +686,23 @@ def _catches_in_a_default_helper(a: np.ndarray, inverse: Any = _inverse_or_zeros
     return inverse(a)
 
 
-@pytest.mark.parametrize("body", [_inverse_or_zeros, _bare_except], ids=["except LinAlgError", "bare except"])
+def _catches_through_a_default_partial(
+    a: np.ndarray, inverse: Any = functools.partial(_inverse_or_zeros)
+) -> np.ndarray:
+    return inverse(a)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [_inverse_or_zeros, _bare_except, _catches_through_a_default_partial],
+    ids=["except LinAlgError", "bare except", "a partial default"],
+)
 def test_a_function_catching_numpys_run_time_error_gets_its_handlers_value_compiled(body: Any) -> None:
     """A singular matrix raises inside a compiled graph as torch's LinAlgError, which the
     function's own `except np.linalg.LinAlgError` would not catch: such a function takes the
-    escape, and its handler's value is the compiled call's as it is the eager call's."""
+    escape, and its handler's value is the compiled call's as it is the eager call's. A
+    callable it takes as a default other than a function (a partial of a helper catching it)
+    was not judged, and traced: it is judged as the callables its code loads by name are."""
     fn = ac.returns_tensor(ac.accepts_numpy(body))
     compiled = torch.compile(lambda a: fn(a) + 1, backend="aot_eager")
     singular = torch.zeros(2, 2, dtype=torch.float64)

@@ -1067,7 +1067,8 @@ def _numpy_alone(
         )
     builtins = _builtins_of(function)
     defaults = _parameter_values(function, None, _NOTHING_BOUND).items()
-    helpers = [(name, value) for name, value in defaults if isinstance(value, types.FunctionType)]  # run traced too
+    # run traced too, judged as the callables the code loads by name are (a partial: not traced)
+    helpers = [(name, value) for name, value in defaults if callable(value) and not isinstance(value, type)]
     for name, value in [*_values_loaded(function, reads), *helpers]:
         why = _traced_value(name, value, builtins, traced, seen)
         if why is not None:
