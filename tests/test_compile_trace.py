@@ -646,6 +646,7 @@ def test_which_code_is_judged_numpy_alone() -> None:
         _catches_in_a_nested_function: catches,
         _catches_in_a_default_helper: catches,
         _catches_through_a_default_partial: "its code reads inverse (partial), not NumPy",
+        _catches_in_a_helper_a_default_holds: catches,
     }
     for function, why in shapes.items():
         assert reads_numpy_alone(function) == why
@@ -687,22 +688,28 @@ def _catches_in_a_default_helper(a: np.ndarray, inverse: Any = _inverse_or_zeros
 
 
 def _catches_through_a_default_partial(
-    a: np.ndarray, inverse: Any = functools.partial(_inverse_or_zeros)
+    a: np.ndarray,
+    inverse: Any = functools.partial(_inverse_or_zeros),  # noqa: B008 - the shape under test
 ) -> np.ndarray:
     return inverse(a)
 
 
+def _catches_in_a_helper_a_default_holds(a: np.ndarray, helpers: Any = {"inverse": _inverse_or_zeros}) -> np.ndarray:  # noqa: B006 - the shape under test
+    return helpers["inverse"](a)
+
+
 @pytest.mark.parametrize(
     "body",
-    [_inverse_or_zeros, _bare_except, _catches_through_a_default_partial],
-    ids=["except LinAlgError", "bare except", "a partial default"],
+    [_inverse_or_zeros, _bare_except, _catches_through_a_default_partial, _catches_in_a_helper_a_default_holds],
+    ids=["except LinAlgError", "bare except", "a partial default", "a helper in a dict default"],
 )
 def test_a_function_catching_numpys_run_time_error_gets_its_handlers_value_compiled(body: Any) -> None:
     """A singular matrix raises inside a compiled graph as torch's LinAlgError, which the
     function's own `except np.linalg.LinAlgError` would not catch: such a function takes the
     escape, and its handler's value is the compiled call's as it is the eager call's. A
-    callable it takes as a default other than a function (a partial of a helper catching it)
-    was not judged, and traced: it is judged as the callables its code loads by name are."""
+    callable it takes as a default other than a function (a partial of a helper catching it),
+    or held in a tuple, list or dict default, was not judged, and traced: it is judged as the
+    callables its code loads by name are."""
     fn = ac.returns_tensor(ac.accepts_numpy(body))
     compiled = torch.compile(lambda a: fn(a) + 1, backend="aot_eager")
     singular = torch.zeros(2, 2, dtype=torch.float64)

@@ -1067,8 +1067,16 @@ def _numpy_alone(
         )
     builtins = _builtins_of(function)
     defaults = _parameter_values(function, None, _NOTHING_BOUND).items()
-    # run traced too, judged as the callables the code loads by name are (a partial: not traced)
-    helpers = [(name, value) for name, value in defaults if callable(value) and not isinstance(value, type)]
+    # run traced too, judged as the callables the code loads by name are (a partial: not traced),
+    # bare or held in a tuple, list or dict (``hs=(helper,)``, then ``hs[0](a)``)
+    helpers = [
+        (name, item)
+        for name, value in defaults
+        for item in (
+            value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        )
+        if callable(item) and not isinstance(item, type)
+    ]
     for name, value in [*_values_loaded(function, reads), *helpers]:
         why = _traced_value(name, value, builtins, traced, seen)
         if why is not None:
