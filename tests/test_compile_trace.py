@@ -437,12 +437,12 @@ _UNFIT_CALLS: dict[str, tuple[Any, Callable[[], tuple[Any, ...]], Callable[[], A
         lambda: ([torch.arange(4), 1.0],),
         contextlib.nullcontext,
     ),
-    "a tensor the function is handed as its own memory, of a dtype NumPy lacks": (
+    "a tensor of a dtype NumPy lacks, handed as its own memory,": (
         ac.returns_tensor(ac.accepts_numpy(writeback=True)(_puts)),
         lambda: (torch.ones(3, dtype=torch.bfloat16),),
         contextlib.nullcontext,
     ),
-    "a tensor the function is handed as its own memory, whose elements share memory (expand, as_strided)": (
+    "a tensor whose elements share memory (expand, as_strided), handed as its own memory,": (
         ac.returns_tensor(ac.accepts_numpy(writeback=True)(_marks)),
         lambda: (torch.zeros(5, dtype=torch.float64)[:1].expand(3),),
         contextlib.nullcontext,

@@ -568,12 +568,12 @@ _UNFIT_INTEGER = (
     "pass it as a floating tensor where the code allows",
 )
 _UNFIT_WIDENED = (
-    "a tensor the function is handed as its own memory, of a dtype NumPy lacks",
+    "a tensor of a dtype NumPy lacks, handed as its own memory,",
     "it would cross as a widened copy, which the function's writes would not reach",
     "pass a float32 or float64 tensor",
 )
 _UNFIT_OVERLAPS = (
-    "a tensor the function is handed as its own memory, whose elements share memory (expand, as_strided)",
+    "a tensor whose elements share memory (expand, as_strided), handed as its own memory,",
     "the eager call refuses to hand it over so",
     "pass a tensor with memory of its own (.contiguous())",
 )
@@ -584,7 +584,7 @@ _UNFIT_DEVICE = (
     "call it with CPU tensors",
 )
 _UNFIT_LEAF_WRITE = (
-    "a leaf tensor that requires grad, handed as its own memory",
+    "a leaf tensor that requires grad, handed as its own memory,",
     "autograd refuses its write in the graph, where the eager call {grad}",
     "pass it detached",
 )
