@@ -1495,6 +1495,12 @@ class Deferring:
         self.later = (x * self.w for x in xs)
         raise KeyError("the method's own")
 
+    def keep_looped(self) -> None:
+        self.n += 1
+        looped: list[Any] = [self.w]
+        looped.append(looped)
+        self.later = looped
+
     def seen(self) -> tuple[int, Any, int]:
         return self.n, self.later, len(self.hist)
 
@@ -1521,8 +1527,8 @@ def test_a_refused_field_leaves_the_caller_s_result_and_its_methods_one_state(ro
     from the caller's result (``r.n`` stayed 0) while the object its methods run on kept them
     and the refused generator, closed: the next method saw ``n == 1`` and a generator yielding
     nothing. The other changes are carried now, and the refused field is the caller's again on
-    both sides; a method raising its own error after such a store raises it (``except
-    KeyError`` works), the refusal in a note."""
+    both sides (a list holding itself too); a method raising its own error after such a store
+    raises it (``except KeyError`` works), the refusal in a note."""
     view, kind = _ALL_ROUTES[route]
     one = _array([1.0, 1.0], kind)
     r = view(lambda a: Deferring(a * 3.0))(one)
@@ -1538,6 +1544,10 @@ def test_a_refused_field_leaves_the_caller_s_result_and_its_methods_one_state(ro
         "autoconvert: Deferring.keep_and_raise(): field self.later is a generator, whose body runs after the call"
     )
     assert (r.n, r.later) == (2, None) and r.seen() == (2, None, 1)
+    fresh = view(lambda a: Deferring(a * 3.0))(one)  # its methods run on the function's object itself
+    with pytest.raises(ac.ConversionError, match=r"Deferring.keep_looped\(\): field self.later contains itself"):
+        fresh.keep_looped()  # the next method raised RecursionError, walking the refused list on that object
+    assert (fresh.n, fresh.later) == (1, None) and fresh.seen() == (1, None, 0)
 
 
 @dataclasses.dataclass

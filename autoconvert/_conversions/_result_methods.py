@@ -893,23 +893,24 @@ def _pointed_back(twins: dict[int, tuple[Any, Any]]) -> bool:
 
 def _holds_twin(value: Any, twins: dict[int, tuple[Any, Any]], seen: set[int] | None = None) -> bool:
     """Whether ``value`` is, or its tuples, lists, dicts (keys too), sets, records and callables
-    hold, one of ``twins`` (``seen``: the records and callables looked in already, which may
-    hold each other)."""
+    hold, one of ``twins`` (``seen``: the containers, records and callables looked in already,
+    which may hold each other or themselves: a list a refused method stored, holding itself)."""
     pair = twins.get(id(value))
     if pair is not None and pair[0] is value:
         return True
     kind = type(value)
-    if kind is dict:  # its keys too ({Node(parent=self): 1}), which the conversion holds as they are
-        return any(_holds_twin(item, twins, seen) for item in itertools.chain(value, value.values()))
-    if kind in _WALKED or _rebuilt_tuple(value):  # a set's items may be records (frozenset([self]))
-        return any(_holds_twin(item, twins, seen) for item in value)
-    parts = _CALLABLE_PARTS.get(kind)
-    if parts is None and not _method_record(value):
+    walked = kind is dict or kind in _WALKED or _rebuilt_tuple(value)
+    parts = None if walked else _CALLABLE_PARTS.get(kind)
+    if not walked and parts is None and not _method_record(value):
         return False
     seen = set() if seen is None else seen
     if id(value) in seen:
         return False
     seen.add(id(value))
+    if kind is dict:  # its keys too ({Node(parent=self): 1}), which the conversion holds as they are
+        return any(_holds_twin(item, twins, seen) for item in itertools.chain(value, value.values()))
+    if walked:  # a set's items may be records (frozenset([self]))
+        return any(_holds_twin(item, twins, seen) for item in value)
     held = value.__dict__.values() if parts is None else parts(value)
     return any(_holds_twin(item, twins, seen) for item in held)
 
