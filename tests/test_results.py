@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import gc
 import pickle
+import re
 import types
 import warnings
 import weakref
@@ -1548,6 +1549,77 @@ def test_a_refused_field_leaves_the_caller_s_result_and_its_methods_one_state(ro
     with pytest.raises(ac.ConversionError, match=r"Deferring.keep_looped\(\): field self.later contains itself"):
         fresh.keep_looped()  # the next method raised RecursionError, walking the refused list on that object
     assert (fresh.n, fresh.later) == (1, None) and fresh.seen() == (1, None, 0)
+
+
+@dataclasses.dataclass
+class Slot:
+    """A record held in the items of a result's containers, holding no array."""
+
+    later: Any = None
+    hist: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Shelved:
+    """A result whose records sit in a list, a dict, a tuple and a list in a list, holding no array."""
+
+    w: Any
+    items: list[Any] = dataclasses.field(default_factory=lambda: [Slot()])
+    reg: dict[str, Any] = dataclasses.field(default_factory=lambda: {"k": Slot()})
+    pair: tuple[Any, ...] = dataclasses.field(default_factory=lambda: (Slot(),))
+    deep: list[Any] = dataclasses.field(default_factory=lambda: [[Slot()]])
+    n: int = 0
+
+    def slot(self, where: str) -> Any:
+        return {"items": self.items, "appended": self.items, "reg": self.reg, "pair": self.pair}.get(
+            where, self.deep[0]
+        )[-1 if where != "reg" else "k"]
+
+    def add(self) -> None:
+        self.items.append(Slot())
+
+    def keep(self, where: str, knotted: bool) -> None:
+        self.n += 1
+        slot = self.slot(where)
+        if knotted:
+            knot = Knot([])
+            knot.kids.append(knot)
+            slot.later = knot
+        else:
+            slot.later = (x for x in [self.w])
+        slot.hist.append(self.w * 2)
+
+    def seen(self, where: str) -> tuple[int, Any, list[type]]:
+        slot = self.slot(where)
+        return self.n, slot.later, [type(h) for h in slot.hist]
+
+
+_SHELVES = {"items": "self.items[0]", "appended": "self.items[1]", "reg": "self.reg['k']", "pair": "self.pair[0]"}
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize(("where", "path"), [*_SHELVES.items(), ("deep", "self.deep[0][0]")])
+@pytest.mark.parametrize("knotted", [False, True], ids=["generator", "knot"])
+def test_a_refused_field_of_a_record_in_a_container_leaves_one_state(
+    route: str, where: str, path: str, knotted: bool
+) -> None:
+    """A record holding no array in a list or dict of the result was one object on both sides,
+    and a method's store there that the result cannot take (``self.items[0].later = gen``) was
+    refused with the caller's result holding the refused value and the method's other change in
+    that record unconverted (an array in a tensor result); a record holding itself there was
+    named by the item and left every later method refused. The refused field is the caller's
+    again on both sides now, the record's other changes carried, and the message names the field."""
+    view, kind = _ALL_ROUTES[route]
+    other = np.ndarray if kind is torch.Tensor else torch.Tensor
+    r = view(lambda a: Shelved(a * 1.0))(_array([1.0, 1.0], kind))
+    if where == "appended":
+        r.add()
+    reason = "contains itself" if knotted else "is a generator"
+    with pytest.raises(ac.ConversionError, match=rf"^Shelved.keep\(\): field {re.escape(path)}.later {reason}"):
+        r.keep(where, knotted)
+    slot = r.slot(where) if where != "deep" else r.deep[0][0]
+    assert (r.n, slot.later, [type(h) for h in slot.hist]) == (1, None, [kind])
+    assert r.seen(where) == (1, None, [other])
 
 
 @dataclasses.dataclass

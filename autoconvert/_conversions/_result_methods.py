@@ -261,8 +261,8 @@ class ResultFields:
             put = _twins_put(now, converted.__dict__, names + (_moved(now, inside) if inside else []), twins)
             if _pointed_back(twins) or put:
                 self.see(converted.__dict__)
-        if refused:  # the rest is carried; the caller's result keeps its own there
-            self.taken_again(refused)
+                self.taken_again(refused)  # which seeing took for the caller's values: theirs again
+        if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
@@ -612,14 +612,18 @@ def _carried_inside(
     name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: dict[int, Any]
 ) -> None:
     """Into ``state``, the caller's object's attributes: its ``name``, whose twin ``held`` a
-    method changed inside (``was``: what it held), made to hold what that holds now."""
+    method changed inside (``was``: what it held), made to hold what that holds now; a record
+    there refused in part is carried in part (see ``_item``), and the refusal raised after."""
     mine = state.get(name)
+    refused: list[ConversionError] = []
     if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
-        state[name] = _retupled(mine, held, was, _prefixed(carried, name), made)
+        state[name] = _retupled(mine, held, was, _prefixed(carried, name), made=made, refused=refused)
     elif type(mine) is type(held) and mine is not held:
-        _refill(mine, held, was, _prefixed(carried, name))
+        _refill(mine, held, was, _prefixed(carried, name), made=made, refused=refused)
     else:
         state[name] = _own(carried(held, name), held, made)
+    if refused:
+        raise refused[0]
 
 
 def _prefixed(carried: Carried, prefix: str) -> Carried:
@@ -647,11 +651,12 @@ def _own(value: Any, was: Any, made: dict[int, Any] | None = None) -> Any:
     own there too; a method's objects with twins may come in it (see ``ResultFields.carry``)."""
     made = {} if made is None else made
     if type(value) in _IN_PLACE:
-        if value is not was:
-            return value
         own = made.get(id(value))
         if own is None:
-            own = made[id(value)] = copy.copy(value)
+            own = made[id(value)] = copy.copy(value) if value is was else value
+            if type(was) is type(value):
+                made.setdefault(id(was), own)  # the list it stands for, met again (self.l[0].lst = self.l)
+            _own_items(own, was if type(was) is type(value) else _UNSEEN, made)
         return own
     if _record(value):
         own = made.get(id(value))
@@ -672,6 +677,22 @@ def _own(value: Any, was: Any, made: dict[int, Any] | None = None) -> Any:
         own = made[id(value)] = value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
         return own
     return value
+
+
+def _own_items(own: Any, was: Any, made: dict[int, Any]) -> None:
+    """Make the lists, dicts and records in ``own``, a list or dict of its own (see ``_own``),
+    its own too, paired with those at their places in ``was`` (``_UNSEEN``: none): a record
+    the other side holds in its list is never changed in place under the caller's."""
+    items = own.values() if isinstance(own, dict) else own
+    if not any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, items))):
+        return  # a list of arrays or numbers: a look at their types alone
+    if isinstance(own, dict):
+        keyed = was if isinstance(was, dict) else {}
+        for key, item in own.items():
+            own[key] = _own(item, keyed.get(key, _UNSEEN), made)
+    else:
+        placed = was if isinstance(was, list) and len(was) == len(own) else [_UNSEEN] * len(own)
+        own[:] = [_own(item, item_was, made) for item, item_was in zip(own, placed, strict=True)]
 
 
 def _record(value: Any) -> bool:
@@ -745,10 +766,12 @@ def _changed_inside(was: _Held) -> set[int]:
     return {id(item) for item, inner in was.deep if not _holds_same(_inner_of(item), inner)}
 
 
-def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
+def _refill(
+    mine: Any, held: Any, was: _Held, carried: Carried, *, made: dict[int, Any], refused: list[ConversionError]
+) -> None:
     """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
     in place, holds now (see ``_mirrored``)."""
-    items = _mirrored(held, mine, was, carried)
+    items = _mirrored(held, mine, was, carried, made=made, refused=refused)
     if isinstance(mine, dict):
         mine.clear()
         mine.update(items)
@@ -756,10 +779,13 @@ def _refill(mine: Any, held: Any, was: _Held, carried: Carried) -> None:
         mine[:] = items
 
 
-def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, made: dict[int, Any]) -> Any:
+def _retupled(
+    mine: Any, held: Any, was: _Held, carried: Carried, *, made: dict[int, Any], refused: list[ConversionError]
+) -> Any:
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
-    made to hold what the method's do, else a tuple of its kind with those items converted again."""
+    made to hold what the method's do, else a tuple of its kind with those items converted again
+    (``refused``: see ``_item``)."""
     changed = _changed_inside(was)
     inner = {id(item): contents for item, contents in was.deep or ()}
     items = []
@@ -767,32 +793,129 @@ def _retupled(mine: Any, held: Any, was: _Held, carried: Carried, made: dict[int
         if id(value) not in changed:
             items.append(theirs)
         elif type(value) in _IN_PLACE and type(theirs) is type(value) and theirs is not value:
-            _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"))
+            _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"), made=made, refused=refused)
             items.append(theirs)
         else:
-            items.append(_own(carried(value, f"[{i}]"), value, made))
+            items.append(_item(value, theirs, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused))
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
-def _mirrored(source: Any, target: Any, was: _Held, convert: Carried) -> Any:
+def _mirrored(
+    source: Any,
+    target: Any,
+    was: _Held,
+    convert: Carried,
+    *,
+    made: dict[int, Any] | None = None,
+    refused: list[ConversionError] | None = None,
+) -> Any:
     """What ``target``, a list or dict, is to hold to match ``source``, its twin on the other
     side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
     items where ``source`` holds the same object as it did, unchanged inside, the others
-    converted by ``convert`` (a list or dataclass changed inside converted again, as a whole)."""
+    converted by ``convert`` (a list or dataclass changed inside converted again, as a whole),
+    of their own (``made``: see ``_own``; ``refused``: see ``_item``)."""
     changed = _changed_inside(was)
+    inner = {id(item): contents for item, contents in was.deep or ()}
+    made = {} if made is None else made
     if isinstance(source, dict):
         before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
         return {
             key: target[key]
             if key in before and value is before[key] and id(value) not in changed and key in target
-            else convert(value, f"[{key!r}]")
+            else _item(
+                value, target.get(key, _UNSEEN), inner.get(id(value)), convert, f"[{key!r}]", made=made, refused=refused
+            )
             for key, value in source.items()
         }
     kept = min(len(target), len(was))  # the target's items stand for those the source held
     return [
-        target[i] if i < kept and value is was[i] and id(value) not in changed else convert(value, f"[{i}]")
+        target[i]
+        if i < kept and value is was[i] and id(value) not in changed
+        else _item(
+            value,
+            target[i] if i < kept else _UNSEEN,
+            inner.get(id(value)),
+            convert,
+            f"[{i}]",
+            made=made,
+            refused=refused,
+        )
         for i, value in enumerate(source)
     ]
+
+
+def _item(
+    value: Any,
+    theirs: Any,
+    was: _Held | None,
+    convert: Carried,
+    key: str,
+    *,
+    made: dict[int, Any],
+    refused: list[ConversionError] | None,
+) -> Any:
+    """``value``, an item a method set or changed inside, converted by ``convert`` for the
+    other side, of its own there. A list, dict or record changed inside (``was``: what it
+    held) whose conversion is refused, where ``theirs``, the other side's at its place, stands
+    for it and ``refused`` is given: a copy of ``theirs`` carrying ``value``'s other changes,
+    those refused as ``theirs`` holds them, the refusals into ``refused`` (``self.items[0].later
+    = gen`` leaves ``self.items[0].hist.append(w)`` carried)."""
+    try:
+        return _own(convert(value, key), value, made)
+    except ConversionError as e:
+        if refused is None or was is None or type(theirs) is not type(value) or theirs is value:
+            raise
+        if type(value) not in _IN_PLACE and not _record(value):
+            raise
+        whole = e
+    count, own = len(refused), copy.copy(theirs)
+    if type(value) in _IN_PLACE:
+        _refill(own, value, was, _prefixed(convert, key), made=made, refused=refused)
+    else:
+        _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused)
+    if len(refused) == count:
+        refused.append(whole)
+    return own
+
+
+def _carried_record(
+    value: Any,
+    state: dict[str, Any],
+    was: _Held,
+    convert: Carried,
+    key: str,
+    *,
+    made: dict[int, Any],
+    refused: list[ConversionError],
+) -> None:
+    """Into ``state``, the attributes of the other side's copy of the record ``value`` (see
+    ``_item``): what a method changed in ``value`` (``was``: what its attributes held), each
+    attribute converted on its own, one refused left as ``state`` holds it."""
+    before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
+    changed = _changed_inside(was)
+    inner = {id(item): contents for item, contents in was.deep or ()}
+    for name in before.keys() - value.__dict__.keys():
+        state.pop(name, None)
+    for name, held in value.__dict__.items():
+        if before.get(name, _UNSEEN) is held and id(held) not in changed:
+            continue
+        if name.startswith("_"):
+            state[name] = held
+            continue
+        try:
+            state[name] = _item(
+                held,
+                state.get(name, _UNSEEN),
+                inner.get(id(held)),
+                convert,
+                f"{key}.{name}",
+                made=made,
+                refused=refused,
+            )
+        except ConversionError as e:
+            refused.append(e)
+            if name not in before:
+                state.pop(name, None)
 
 
 def _back_item(value: Any, key: str, *, side: ResultMethod, prefix: str) -> Any:
