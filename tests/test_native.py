@@ -248,6 +248,34 @@ def test_a_numpy_written_callable_takes_the_converting_path_and_is_handed_arrays
     assert counted["derivative"].native == 0
 
 
+@in_mode
+def test_find_root_s_bracket_of_tensors_takes_scipy_s_torch_path() -> None:
+    """``find_root(f, (a, b))`` takes its bracket as a tuple, which SciPy's torch path unpacks:
+    a bracket of tensors converted (its gradient detached with a warning whose fix the call
+    cannot follow) where plain SciPy on the tensors keeps the gradient. A tensor in every place
+    of the bracket holds the call's tensors now; a float beside one, or a list or tuple argument
+    of another function (read by SciPy as one NumPy array-like), converts as before."""
+    elementwise = pytest.importorskip("scipy.optimize.elementwise")
+    x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
+    plain = elementwise.find_root(lambda u: torch.sin(u) - x / 2, (0 * x, x + 1.0)).x
+    view = ac.torchify(elementwise)
+    for bracket in ((0 * x, x + 1.0), [0 * x, x + 1.0]):
+        with ac.stats() as counted, warnings.catch_warnings():
+            warnings.simplefilter("error", ac.GradientWarning)
+            got = view.find_root(lambda u: torch.sin(u) - x / 2, bracket).x
+        assert counted["find_root"].native == 1
+        torch.testing.assert_close(got, plain)
+        (grad,) = torch.autograd.grad(got.sum(), x)
+        torch.testing.assert_close(grad, torch.autograd.grad(plain.sum(), x, retain_graph=True)[0])
+    with ac.stats() as counted:
+        view.find_root(lambda u: u**3 - 0.5, (0.0, x.detach() + 1.0))
+    assert counted["find_root"].native == 0
+    with ac.stats() as counted:
+        summed = ac.torchify(scipy.special).logsumexp([x.detach(), x.detach()])
+    assert counted["logsumexp"].native == 0 and isinstance(summed, torch.Tensor)
+    assert "or its init a tensor in every place" in str(ac.explain(view.find_root))
+
+
 def _sine_of_array(x: Any) -> Any:
     return np.sin(x.astype(np.float64)) * 2
 

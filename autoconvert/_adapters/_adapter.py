@@ -190,6 +190,12 @@ class Adapter:
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
 
+    def unpacked(self, fn: Any) -> tuple[int | None, str] | None:
+        """The parameter of ``fn`` (its position, None where keyword-only, and name) whose tuple
+        the library's own torch path unpacks into arrays, taking its namespace from them (a
+        bracket, ``find_root(f, (a, b))``); None: ``fn`` reads a list or tuple as one array-like."""
+        return None
+
     def stores_arguments(self, cls: type) -> bool:
         """Whether ``cls``'s constructor only stores its arguments, as they are: an object made
         from tensors then holds them, as the library's own torch path for it expects."""
@@ -246,6 +252,13 @@ def signature_of(fn: Any) -> inspect.Signature | None:
         return inspect.signature(fn)
     except Exception:  # any error: see above
         return _ufunc_signature(fn) if isinstance(fn, np.ufunc) else None
+
+
+def parameter_position(fn: Any, name: str) -> int | None:
+    """The position ``fn``'s parameter ``name`` is passed at (None: by keyword alone, or unread)."""
+    signature = signature_of(fn)
+    parameters = [] if signature is None else list(signature.parameters.values())
+    return next((i for i, p in enumerate(parameters) if p.name == name and p.kind in _POSITIONAL), None)
 
 
 def _ufunc_signature(ufunc: np.ufunc) -> inspect.Signature:

@@ -9,7 +9,7 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import Adapter, WritesArguments, always
+from ._adapter import Adapter, WritesArguments, always, parameter_position
 
 #: The subpackages cupyx.scipy mirrors, as the CuPy path takes them (its sparse and stats follow
 #: other conventions: sparse matrices of its own, results of other types).
@@ -19,6 +19,12 @@ _CUPY_MIRRORED = frozenset({"fft", "linalg", "ndimage", "signal", "special"})
 #: sets a matrix that is not orthogonal to its nearest orthogonal one in place
 #: (``xpx.at(matrix)[...].set``, which writes where the array is writable).
 _TORCH_WRITES = frozenset({"Rotation.from_matrix"})
+#: SciPy's functions whose bracket, a tuple, its torch path unpacks into arrays and takes the
+#: namespace from (a tensor in every place: ``find_root(f, (a, b))``); elsewhere SciPy reads a
+#: list or tuple as one NumPy array-like (``logsumexp([a, b])`` gives an ndarray).
+#: ``find_minimum`` is left out: its torch path writes into a view of its bracket, which raises
+#: for a tensor that requires grad, where the converting call gives the minimum.
+_BRACKETS = {"find_root": "init"}
 
 
 class SciPy(Adapter):
@@ -58,6 +64,12 @@ class SciPy(Adapter):
         ):
             return always
         return super().torch_writes(fn, owner)
+
+    def unpacked(self, fn: Any) -> tuple[int | None, str] | None:
+        name = _BRACKETS.get(getattr(fn, "__qualname__", None))  # type: ignore[arg-type]
+        if name is None or not str(getattr(fn, "__module__", "")).startswith("scipy.optimize"):
+            return None
+        return parameter_position(fn, name), name
 
     def declared_torch_path(self, fn: Any) -> str | None:
         """What SciPy declares of ``fn`` (``xp_capabilities``, the table its docs and tests are

@@ -100,6 +100,7 @@ class NativeRoute(Route):
         *,
         grad: str | None = None,
         callbacks: bool | None = None,
+        unpacked: tuple[int | None, str] | None = None,
     ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
         torchified class's classmethod or constructor), proxies handed as their objects;
@@ -107,9 +108,11 @@ class NativeRoute(Route):
         handed copies where it ``guards`` the caller's (see AFTER_CALL); ``grad``: the
         ``grad=`` torchify was given (None: none), for what the library hands to NumPy itself;
         ``callbacks``: torchify's ``callbacks=``, by which callables among the arguments are
-        judged (None: not judged, an object's methods)."""
+        judged (None: not judged, an object's methods); ``unpacked``: the parameter whose
+        tuple of tensors holds the call's tensors (its adapter's ``unpacked``), where a list or
+        tuple elsewhere is read by the library as one NumPy array-like."""
         self.fn, self.objects, self.writes = fn, objects, writes
-        self.callbacks = callbacks
+        self.callbacks, self.unpacked = callbacks, unpacked
         self.guards = guards
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
         self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad)
@@ -127,7 +130,20 @@ class NativeRoute(Route):
                     if found is not True:
                         return found
                     holds = True
+        if not holds and self.unpacked is not None:
+            return self._bracket(args, kwargs)
         return None if holds else _NO_TENSOR
+
+    def _bracket(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+        """Whether a call holding no tensor elsewhere goes on by the tuple its function unpacks
+        (``unpacked``): where a tensor is in every place (``find_root(f, (a, b))``)."""
+        position, name = self.unpacked  # type: ignore[misc]
+        value = args[position] if position is not None and position < len(args) else kwargs.get(name)
+        if type(value) not in (tuple, list) or not value or not all(isinstance(i, torch.Tensor) for i in value):
+            return _NO_TENSOR
+        if any(item.layout is not torch.strided or item.is_nested for item in value):
+            return _SPARSE
+        return None
 
     def _held(self, value: Any) -> Declined | bool:
         """Whether ``value``, no tensor, is or holds (in lists, tuples and dicts) an object made
@@ -220,12 +236,16 @@ class NativeRoute(Route):
     def describe(self) -> RouteWords:
         return RouteWords(
             "native",
-            f"A call whose arguments hold a tensor and no array{self._no_numpy_callable()} goes to "
+            f"A call whose arguments hold a tensor{self._bracket_words()} and no array{self._no_numpy_callable()} goes to "
             f"{function_name(self.fn)} as it is: its "
             "library runs it on torch tensors itself (gradients kept, on the tensors' device, traced by "
             f"torch.compile). {self._copied()}",
             "Any other call takes the converting call: {path}. {why}",
         )
+
+    def _bracket_words(self) -> str:
+        """Which tuple's tensors count as the call's, in explain's words (see ``_bracket``)."""
+        return "" if self.unpacked is None else f" (or its {self.unpacked[1]} a tensor in every place)"
 
     def _no_numpy_callable(self) -> str:
         """Which callables the call may hand its function, in explain's words."""
@@ -547,6 +567,7 @@ def native_route(adapter: Adapter, fn: Any, options: dict[str, Any]) -> NativeRo
         guards,
         grad=options.get("grad"),
         callbacks=options.get("callbacks", False),
+        unpacked=adapter.unpacked(fn),
     )
 
 
