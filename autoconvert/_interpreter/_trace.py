@@ -84,6 +84,10 @@ _UNFIT_DYNAMO = (
     else "this torch's dynamo gives NumPy results back as other types than the eager call (the trace route "
     "needs torch 2.6 or later, whose torch.compiler has set_stance)"
 )
+#: Whether an untraced call's graph break says why in the library's words (see
+#: ``Trace.untraced``): where this dynamo can hold the trace route; an older one, inlining that
+#: break, traces the conversions the call then runs by Python.
+SAYS_UNTRACED = _UNFIT_DYNAMO is None
 
 
 class Trace:
@@ -118,16 +122,12 @@ class Trace:
             why = None  # asked for: torch's tracing says where it cannot
         #: Why calls under torch.compile take the escape (None: they are traced).
         self.why_not = why or _UNFIT_DYNAMO
-        #: Whether an untraced call's graph break says why in the library's words (see
-        #: ``untraced``): where this dynamo can hold the trace route; an older one, inlining
-        #: that break, traces the conversions the call then runs by Python.
-        self.says_untraced = _UNFIT_DYNAMO is None
         #: The NumPy function its code makes arrays on the CPU with, whatever the arguments'
         #: device (see makes_arrays_on_the_cpu): calls with tensors elsewhere take the escape.
         self.cpu_made = _judged(makes_arrays_on_the_cpu, self.judged) if self.why_not is None else None
         self.detach = inputs.grad == "detach"
-        #: What the eager call does with a tensor that requires grad, in a reason's words (see unfit_break).
-        self.eager_grad = _EAGER_GRAD.get(inputs.grad, "detaches it")
+        eager = _EAGER_GRAD.get(inputs.grad, "detaches it")  # what the eager call does with a tensor that requires grad
+        self.unfit_leaf_write, self.unfit_grad_dropped = _unfit_leaf_write(eager), _unfit_grad_dropped(eager)
         self.private = inputs.copy is not False and not gives_way("trace's private copies", inputs)
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED
         self.nested = inputs.nested
@@ -163,7 +163,7 @@ class Trace:
         """The escape of this plan's calls, ``escape(call, wrapped, instance, args, kwargs)``;
         where they trace, dynamo inlines the traced call in its place. ``bound``: ``wrapped``
         is a method's function, called with ``instance`` first (the flat call's method form)."""
-        if not self.traces and not self.says_untraced:  # the graph break alone, as dynamo words it
+        if not self.traces and not SAYS_UNTRACED:  # the graph break alone, as dynamo words it
             return opaque
         if not self.traces:  # the graph break alone, in the library's words where fullgraph=True refuses it
 
@@ -200,9 +200,8 @@ class Trace:
         """What dynamo inlines for a call of a plan whose calls are not traced (see ``traces``):
         one graph break, in the library's words, which dynamo quotes where ``fullgraph=True``
         refuses it; the call then runs by Python, through the escape."""
-        # dynamo reads msg= off the call without binding it (see _breaking)
-        torch._dynamo.graph_break(  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
-            msg=f"autoconvert: {self.function}: its calls under torch.compile take the escape, one graph break, the "
+        _graph_break(
+            f"autoconvert: {self.function}: its calls under torch.compile take the escape, one graph break, the "
             f"body run eagerly: {self.why_not}. Fix: leave fullgraph off, or call it outside the compiled function"
         )
 
@@ -278,9 +277,9 @@ class Trace:
             if self.cpu_made is not None and value.device.type != "cpu":
                 return _UNFIT_DEVICE
             if not (self.private or self.detach) and value.requires_grad and value.is_leaf:
-                return _UNFIT_LEAF_WRITE
+                return self.unfit_leaf_write
             if not (self.converts_results or self.detach) and value.requires_grad:
-                return _UNFIT_GRAD_DROPPED
+                return self.unfit_grad_dropped
             return None
         if not self.nested:  # containers handed as they are, as eagerly
             return None
@@ -304,10 +303,8 @@ class Trace:
         which dynamo quotes where ``fullgraph=True`` refuses it: the escape then runs the call by
         Python, as eagerly."""
         what, because, fix = why
-        because = because.replace("{grad}", self.eager_grad)
-        # dynamo reads msg= off the call without binding it (see _breaking)
-        torch._dynamo.graph_break(  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
-            msg=f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
+        _graph_break(
+            f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
             f"the eager call gives: {because}. Fix: {fix}, leave fullgraph off, or pass compile='escape'"
         )
 
@@ -583,17 +580,29 @@ _UNFIT_DEVICE = (
     "arguments' device",
     "call it with CPU tensors",
 )
-_UNFIT_LEAF_WRITE = (
-    "a leaf tensor that requires grad, handed as its own memory,",
-    "autograd refuses its write in the graph, where the eager call {grad}",
-    "pass it detached",
-)
-_UNFIT_GRAD_DROPPED = (
-    "a tensor that requires grad",
-    "its results come back as NumPy's (accepts_numpy alone), so the graph would drop the gradient unsaid, where "
-    "the eager call {grad}",
-    "add returns_tensor to keep the gradient, or pass grad='detach'",
-)
+
+
+def _unfit_leaf_write(eager: str) -> _Unfit:
+    """Why a leaf tensor that requires grad, handed as its own memory, does not fit, where the
+    eager call does ``eager`` with it (see ``_EAGER_GRAD``)."""
+    return (
+        "a leaf tensor that requires grad, handed as its own memory,",
+        f"autograd refuses its write in the graph, where the eager call {eager}",
+        "pass it detached",
+    )
+
+
+def _unfit_grad_dropped(eager: str) -> _Unfit:
+    """Why a tensor that requires grad does not fit a call whose results come back as NumPy's,
+    where the eager call does ``eager`` with it (see ``_EAGER_GRAD``)."""
+    return (
+        "a tensor that requires grad",
+        "its results come back as NumPy's (accepts_numpy alone), so the graph would drop the gradient unsaid, where "
+        f"the eager call {eager}",
+        "add returns_tensor to keep the gradient, or pass grad='detach'",
+    )
+
+
 #: What the eager call does with a tensor that requires grad, by its grad= (see the reasons above).
 _EAGER_GRAD = {"warn": "detaches it and warns", "error": "raises GradientError"}
 _UNFIT_CYCLE = (
@@ -637,10 +646,15 @@ def _breaking(
     try:
         return route(*args, **kwargs)
     except Exception:
-        # dynamo reads msg= off the call without binding it: a torch whose graph_break takes no
-        # message leaves it unread (and this runs under dynamo alone, never by Python).
-        torch._dynamo.graph_break(msg=raised)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+        _graph_break(raised)
         raise
+
+
+def _graph_break(msg: str) -> None:  # pragma: no cover - runs under dynamo
+    """One graph break, ``msg`` in the library's words, which dynamo quotes where ``fullgraph=True``
+    refuses it. dynamo reads ``msg=`` off the call without binding it: a torch whose
+    ``graph_break`` takes no message leaves it unread (this runs under dynamo alone, never by Python)."""
+    torch._dynamo.graph_break(msg=msg)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
 
 
 class _Handed(NamedTuple):

@@ -23,6 +23,7 @@ from autoconvert._pickling import by_recipe, resolve
 
 from ._plan import Plan
 from ._routes import Description, described
+from ._trace import SAYS_UNTRACED
 
 
 class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg, misc, unused-ignore]  # wrapt 1.x: untyped
@@ -207,7 +208,7 @@ def wrap(wrapped: Any, plan: Plan) -> Wrapper:
     wrapper._self_plan = plan
     instance = constants["instance"] = unbound_instance(wrapper)
     trace = plan.trace
-    if trace is not None and (trace.traces or trace.says_untraced):
+    if trace is not None and (trace.traces or SAYS_UNTRACED):
         # Found by dynamo before the marker above: a call of the wrapper met in a graph is
         # traced as this function's in its place, where it can be, else one graph break in
         # the library's words (see _trace).
