@@ -113,6 +113,15 @@ def test_stats_unknown_function_names_what_was_counted() -> None:
     assert info.value.args[0] == "autoconvert.stats(): no calls of 'flop' were counted; counted: flip"
 
 
+def test_stats_say_which_functions_were_counted() -> None:
+    """``"name" in s`` raised ``KeyError: no calls of 0`` (``in`` looked through ``s[0]``, ``s[1]``):
+    it says whether the function was counted, and iterating ``s`` gives the names."""
+    with ac.stats() as s:
+        flip(torch.ones(2))
+    assert "flip" in s and "flop" not in s and 0 not in s
+    assert list(s) == ["flip"]
+
+
 def test_stats_blocks_nest_and_outer_ones_count_inner_calls() -> None:
     """An outer block counts what happens inside an inner block; config blocks keep counting."""
     with ac.stats() as outer:

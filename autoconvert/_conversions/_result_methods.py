@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import copy
 import copyreg
+import dataclasses
 import functools
 import itertools
 import operator
@@ -209,14 +210,16 @@ class ResultFields:
         before: dict[str, Any],
         inside: Inside | None,
         result: Any,
-        carried: Callable[[Any, str], Any],
+        side: ResultMethod,
     ) -> Any:
         """After a method ran on ``receiver`` (which held ``before``, and ``inside``): what it
         changed there (``self.n += 1``, ``self.hist.append(x)``, ``self.inner.w = w``) made
-        the caller's result's own, public values converted by ``carried`` as the result's
+        the caller's result's own, public values converted by ``side.carried`` as the result's
         were, private ones as they are; and the caller's twins of the objects ``result`` may
         hold (``self``, ``self.inner``, ``self.hist``), by identity, for ``with_twins``, else
-        ``UNSEEN`` (``result`` is converted as the method's value)."""
+        ``UNSEEN`` (``result`` is converted as the method's value). A value the caller's result
+        cannot take is refused, ``receiver`` given the caller's there (see ``_given_back``)."""
+        carried = side.carried
         converted = self.converted()
         if converted is None:
             return UNSEEN
@@ -240,7 +243,7 @@ class ResultFields:
         _twins(receiver, converted, inside, twins)
         refused: dict[str, ConversionError] = {}
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
-            made = {key: pair[1] for key, pair in twins.items()}
+            made = dict(twins)
             self.carry(
                 receiver,
                 before,
@@ -263,6 +266,7 @@ class ResultFields:
                 self.see(converted.__dict__)
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
+            _given_back(receiver, converted, refused, side)
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
@@ -278,7 +282,7 @@ class ResultFields:
         converted: Any,
         carried: Carried,
         *,
-        made: dict[int, Any] | None = None,
+        made: _Made | None = None,
         refused: dict[str, ConversionError],
         paired: dict[int, tuple[Any, Any]] | None = None,
     ) -> None:
@@ -452,6 +456,9 @@ def _shallow_copy(reduced: tuple[Any, ...], fields: ResultFields) -> Any:
 #: caller's, the method's twin of it, the twin's attributes and what may change inside it.
 Inside = tuple[dict[str, tuple[Any, "_Held"]], dict[str, tuple[Any, Any, dict[str, Any], "Inside"]]]
 Carried = Callable[[Any, str], Any]
+#: By id, an object and the one of its own made for the other side (see ``_own``), or the
+#: caller's twin of a method's object (see ``ResultFields.carry``).
+_Made = dict[int, tuple[Any, Any]]
 #: The containers a result's attribute may hold that a method changes in place, followed
 #: (see ``_inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
 #: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
@@ -547,6 +554,21 @@ def _snapshot(attributes: dict[str, Any], names: list[str], above: tuple[int, ..
     return contents, inner
 
 
+def _given_back(receiver: Any, converted: Any, names: Iterable[str], side: ResultMethod) -> None:
+    """Give ``receiver``, the object a method ran on, what the caller's result (``converted``)
+    holds at the attributes ``names``, where the method stored what that cannot take: converted
+    back (``side.back``), so that no refused value (a generator) stays in the result, which
+    ``copy.deepcopy`` and pickling of it would meet."""
+    state, attributes = receiver.__dict__, converted.__dict__
+    itself = {id(converted): (converted, receiver)}
+    for name in names:
+        if name in attributes:
+            value = attributes[name]
+            state[name] = _own(_twinned(value, itself, functools.partial(side.back, name=name)), value)
+        else:
+            state.pop(name, None)
+
+
 def _carried_into(
     now: dict[str, Any],
     before: dict[str, Any],
@@ -554,7 +576,7 @@ def _carried_into(
     state: dict[str, Any],
     carried: Carried,
     *,
-    made: dict[int, Any],
+    made: _Made,
     refused: dict[str, ConversionError],
     methods: frozenset[str] = frozenset(),
     paired: dict[int, tuple[Any, Any]] | None = None,
@@ -608,9 +630,7 @@ def _carried_into(
                 refused.setdefault(name, next(iter(refused_below.values())))
 
 
-def _carried_inside(
-    name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: dict[int, Any]
-) -> None:
+def _carried_inside(name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: _Made) -> None:
     """Into ``state``, the caller's object's attributes: its ``name``, whose twin ``held`` a
     method changed inside (``was``: what it held), made to hold what that holds now; a record
     there refused in part is carried in part (see ``_item``), and the refusal raised after."""
@@ -631,18 +651,28 @@ def _prefixed(carried: Carried, prefix: str) -> Carried:
     return lambda value, path: carried(value, prefix + path)
 
 
-def _own_containers(converted: dict[str, Any], original: dict[str, Any], made: dict[int, Any] | None = None) -> None:
+def _own_containers(
+    converted: dict[str, Any], original: dict[str, Any], made: _Made | None = None, names: Iterable[str] | None = None
+) -> None:
     """Give a converted result (its attributes, ``converted``) lists and dicts of its own
     where it shares one with its original (an empty list), and so the tuples and dataclasses
     in its attributes, at any depth: what a method adds there reaches the caller converted.
-    ``made``: see ``_own``."""
+    ``made``: see ``_own``; ``names``: the attributes the conversion converts (None: all; an
+    attribute no field declares is held as it is, on both sides: see ``_converted_names``)."""
     made = {} if made is None else made
-    for name, value in converted.items():
+    for name in converted if names is None else [name for name in names if name in converted]:
         if not name.startswith("_"):
-            converted[name] = _own(value, original.get(name, _UNSEEN), made)
+            converted[name] = _own(converted[name], original.get(name, _UNSEEN), made)
 
 
-def _own(value: Any, was: Any, made: dict[int, Any] | None = None) -> Any:
+def _converted_names(record: Any) -> frozenset[str] | None:
+    """The attributes of ``record`` the conversion converts: a dataclass's fields (None: all)."""
+    if not dataclasses.is_dataclass(record):
+        return None
+    return frozenset(field.name for field in dataclasses.fields(record))
+
+
+def _own(value: Any, was: Any, made: _Made | None = None) -> Any:
     """``value``, ``was`` converted for the other side of a result: a list or dict of its own
     where nothing in it converted (``was`` itself), a tuple or dataclass holding such of its
     own, so that a change to one is never the other's unconverted. ``made``: by id, the object
@@ -651,35 +681,45 @@ def _own(value: Any, was: Any, made: dict[int, Any] | None = None) -> Any:
     own there too; a method's objects with twins may come in it (see ``ResultFields.carry``)."""
     made = {} if made is None else made
     if type(value) in _IN_PLACE:
-        own = made.get(id(value))
+        own = _made_for(value, made)
         if own is None:
-            own = made[id(value)] = copy.copy(value) if value is was else value
+            own = copy.copy(value) if value is was else value
+            made[id(value)] = (value, own)
             if type(was) is type(value):
-                made.setdefault(id(was), own)  # the list it stands for, met again (self.l[0].lst = self.l)
+                made.setdefault(id(was), (was, own))  # the list it stands for, met again (self.l[0].lst = self.l)
             _own_items(own, was if type(was) is type(value) else _UNSEEN, made)
         return own
     if _record(value):
-        own = made.get(id(value))
+        own = _made_for(value, made)
         if own is not None:
             return own
         own = copy.copy(value) if value is was else value
-        made[id(value)] = made[id(own)] = own
+        made[id(value)], made[id(own)] = (value, own), (own, own)
         if type(was) is type(own):
-            made.setdefault(id(was), own)  # the object it stands for, met again (a node holding itself)
-            _own_containers(own.__dict__, was.__dict__, made)
+            made.setdefault(id(was), (was, own))  # the object it stands for, met again (a node holding itself)
+            _own_containers(own.__dict__, was.__dict__, made, _converted_names(own))
         return own
     if isinstance(value, tuple) and _held_in(value):
-        if id(value) in made:
-            return made[id(value)]
-        made[id(value)] = value  # met again inside itself (through a list): as it is
+        own = _made_for(value, made)
+        if own is not None:
+            return own
+        made[id(value)] = (value, value)  # met again inside itself (through a list): as it is
         paired = was if type(was) is type(value) and len(was) == len(value) else (_UNSEEN,) * len(value)
         items = [_own(item, item_was, made) for item, item_was in zip(value, paired, strict=True)]
-        own = made[id(value)] = value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
+        own = value if all(map(operator.is_, items, value)) else _tuple_like(value, items)
+        made[id(value)] = (value, own)
         return own
     return value
 
 
-def _own_items(own: Any, was: Any, made: dict[int, Any]) -> None:
+def _made_for(value: Any, made: dict[int, tuple[Any, Any]]) -> Any:
+    """The object of its own ``made`` holds for ``value`` (None: none yet): by id, the object
+    itself kept beside it, so that an id a freed object had is never taken for another's."""
+    pair = made.get(id(value))
+    return pair[1] if pair is not None and pair[0] is value else None
+
+
+def _own_items(own: Any, was: Any, made: _Made) -> None:
     """Make the lists, dicts and records in ``own``, a list or dict of its own (see ``_own``),
     its own too, paired with those at their places in ``was`` (``_UNSEEN``: none): a record
     the other side holds in its list is never changed in place under the caller's."""
@@ -766,9 +806,7 @@ def _changed_inside(was: _Held) -> set[int]:
     return {id(item) for item, inner in was.deep if not _holds_same(_inner_of(item), inner)}
 
 
-def _refill(
-    mine: Any, held: Any, was: _Held, carried: Carried, *, made: dict[int, Any], refused: list[ConversionError]
-) -> None:
+def _refill(mine: Any, held: Any, was: _Held, carried: Carried, *, made: _Made, refused: list[ConversionError]) -> None:
     """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
     in place, holds now (see ``_mirrored``)."""
     items = _mirrored(held, mine, was, carried, made=made, refused=refused)
@@ -780,7 +818,7 @@ def _refill(
 
 
 def _retupled(
-    mine: Any, held: Any, was: _Held, carried: Carried, *, made: dict[int, Any], refused: list[ConversionError]
+    mine: Any, held: Any, was: _Held, carried: Carried, *, made: _Made, refused: list[ConversionError]
 ) -> Any:
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
@@ -796,7 +834,8 @@ def _retupled(
             _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"), made=made, refused=refused)
             items.append(theirs)
         else:
-            items.append(_item(value, theirs, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused))
+            places = {id(value): theirs}
+            items.append(_item(value, places, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused))
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
@@ -806,7 +845,7 @@ def _mirrored(
     was: _Held,
     convert: Carried,
     *,
-    made: dict[int, Any] | None = None,
+    made: _Made | None = None,
     refused: list[ConversionError] | None = None,
 ) -> Any:
     """What ``target``, a list or dict, is to hold to match ``source``, its twin on the other
@@ -819,59 +858,57 @@ def _mirrored(
     made = {} if made is None else made
     if isinstance(source, dict):
         before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
+        places = {id(value): target[key] for key, value in before.items() if key in target}
         return {
             key: target[key]
             if key in before and value is before[key] and id(value) not in changed and key in target
-            else _item(
-                value, target.get(key, _UNSEEN), inner.get(id(value)), convert, f"[{key!r}]", made=made, refused=refused
-            )
+            else _item(value, places, inner.get(id(value)), convert, f"[{key!r}]", made=made, refused=refused)
             for key, value in source.items()
         }
     kept = min(len(target), len(was))  # the target's items stand for those the source held
+    places = {id(value): target[i] for i, value in enumerate(was[:kept])}
     return [
         target[i]
         if i < kept and value is was[i] and id(value) not in changed
-        else _item(
-            value,
-            target[i] if i < kept else _UNSEEN,
-            inner.get(id(value)),
-            convert,
-            f"[{i}]",
-            made=made,
-            refused=refused,
-        )
+        else _item(value, places, inner.get(id(value)), convert, f"[{i}]", made=made, refused=refused)
         for i, value in enumerate(source)
     ]
 
 
 def _item(
     value: Any,
-    theirs: Any,
+    places: dict[int, Any],
     was: _Held | None,
     convert: Carried,
     key: str,
     *,
-    made: dict[int, Any],
+    made: _Made,
     refused: list[ConversionError] | None,
 ) -> Any:
     """``value``, an item a method set or changed inside, converted by ``convert`` for the
-    other side, of its own there. A list, dict or record changed inside (``was``: what it
-    held) whose conversion is refused, where ``theirs``, the other side's at its place, stands
-    for it and ``refused`` is given: a copy of ``theirs`` carrying ``value``'s other changes,
-    those refused as ``theirs`` holds them, the refusals into ``refused`` (``self.items[0].later
-    = gen`` leaves ``self.items[0].hist.append(w)`` carried)."""
+    other side, of its own there. A list, dict, tuple or record changed inside (``was``: what
+    it held) whose conversion is refused, where the other side's object at the place it held
+    (``places``, by the id of each object the container held) stands for it and ``refused`` is
+    given: a copy of that object carrying ``value``'s other changes, those refused as it holds
+    them, the refusals into ``refused`` (``self.items[0].later = gen`` leaves
+    ``self.items[0].hist.append(w)`` carried)."""
     try:
         return _own(convert(value, key), value, made)
     except ConversionError as e:
+        theirs = places.get(id(value), _UNSEEN)
         if refused is None or was is None or type(theirs) is not type(value) or theirs is value:
             raise
-        if type(value) not in _IN_PLACE and not _record(value):
+        if not (_held_in(value) or _record(value)) or (isinstance(value, tuple) and len(theirs) != len(value)):
             raise
         whole = e
-    count, own = len(refused), copy.copy(theirs)
-    if type(value) in _IN_PLACE:
+    count = len(refused)
+    if isinstance(value, tuple):
+        own = _retupled(theirs, value, was, _prefixed(convert, key), made=made, refused=refused)
+    elif type(value) in _IN_PLACE:
+        own = copy.copy(theirs)
         _refill(own, value, was, _prefixed(convert, key), made=made, refused=refused)
     else:
+        own = copy.copy(theirs)
         _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused)
     if len(refused) == count:
         refused.append(whole)
@@ -885,7 +922,7 @@ def _carried_record(
     convert: Carried,
     key: str,
     *,
-    made: dict[int, Any],
+    made: _Made,
     refused: list[ConversionError],
 ) -> None:
     """Into ``state``, the attributes of the other side's copy of the record ``value`` (see
@@ -896,16 +933,18 @@ def _carried_record(
     inner = {id(item): contents for item, contents in was.deep or ()}
     for name in before.keys() - value.__dict__.keys():
         state.pop(name, None)
+    places = {id(held): state[name] for name, held in before.items() if name in state}
+    names = _converted_names(value)
     for name, held in value.__dict__.items():
         if before.get(name, _UNSEEN) is held and id(held) not in changed:
             continue
-        if name.startswith("_"):
+        if name.startswith("_") or (names is not None and name not in names):  # held as it is (see _converted_names)
             state[name] = held
             continue
         try:
             state[name] = _item(
                 held,
-                state.get(name, _UNSEEN),
+                places,
                 inner.get(id(held)),
                 convert,
                 f"{key}.{name}",
@@ -1440,7 +1479,7 @@ class ResultMethod(Attached):
         if type(result) is types.GeneratorType:  # its body runs as it is consumed, its items converted there
             carrying = self._carrying(result, receiver)
             return carrying, {id(carrying): (carrying, carrying)}
-        return result, fields.ran(receiver, before, inside, result, self.carried)
+        return result, fields.ran(receiver, before, inside, result, self)
 
     def _carrying(self, generator: Generator[Any, Any, Any], receiver: Any) -> Generator[Any, Any, Any]:
         """A generator method's ``generator``, what its body changes on ``receiver`` carried to
@@ -1450,7 +1489,7 @@ class ResultMethod(Attached):
         fields = self.fields
 
         def carry(value: Any = None) -> Any:
-            twins = fields.ran(receiver, before, inside, value, self.carried)
+            twins = fields.ran(receiver, before, inside, value, self)
             return self.convert(value) if twins is UNSEEN else with_twins(value, twins, self.convert)
 
         sent: Any = None
@@ -1483,7 +1522,7 @@ class ResultMethod(Attached):
         result (see ResultFields.ran); a value the result cannot take is said in a note on
         ``error``, which the caller gets as the plain object gives it (``except KeyError``)."""
         try:
-            self.fields.ran(receiver, before, inside, None, self.carried)
+            self.fields.ran(receiver, before, inside, None, self)
         except ConversionError as refusal:
             error.add_note(f"autoconvert: {refusal}")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -339,6 +339,15 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
         except KeyError:
             seen = ", ".join(sorted(self.functions)) or "none"
             raise KeyError(f"autoconvert.stats(): no calls of {name!r} were counted; counted: {seen}") from None
+
+    def __contains__(self, name: object) -> bool:
+        """Whether calls of ``name`` were counted (``"f" in s``), as ``s.functions`` says; without
+        it, ``in`` would look through ``s[0]``, ``s[1]``, ..."""
+        return name in self.functions
+
+    def __iter__(self) -> Iterator[str]:
+        """The names of the functions whose calls were counted, as ``s.functions`` holds them."""
+        return iter(self.functions)
 
     @property
     def calls(self) -> int:
