@@ -1598,6 +1598,7 @@ class Shelved:
 _SHELVES = {"items": "self.items[0]", "appended": "self.items[1]", "reg": "self.reg['k']", "pair": "self.pair[0]"}
 
 
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @pytest.mark.parametrize("route", list(_ALL_ROUTES))
 @pytest.mark.parametrize(
     ("where", "path"), [*_SHELVES.items(), ("deep", "self.deep[0][0]"), ("paired", "self.paired[0][0]")]
