@@ -82,6 +82,14 @@ def copy_parameters(fn: Any) -> list[CopyParameter]:
     ]
 
 
+class Bracket(NamedTuple):
+    """A parameter whose tuple of arrays a function unpacks (see ``Adapter.bracket``)."""
+
+    #: Where it is passed by position (None: by keyword alone).
+    position: int | None
+    name: str
+
+
 #: Whether one call (its arguments and keywords, a method's object first) writes into its tensors.
 WritesArguments = Callable[[tuple[Any, ...], dict[str, Any]], bool]
 
@@ -190,10 +198,10 @@ class Adapter:
         words (None: it has one, taken while ``torch_mode`` says the mode is on)."""
         return f"autoconvert knows no torch path of {self.name}'s own"
 
-    def unpacked(self, fn: Any) -> tuple[int | None, str] | None:
-        """The parameter of ``fn`` (its position, None where keyword-only, and name) whose tuple
-        the library's own torch path unpacks into arrays, taking its namespace from them (a
-        bracket, ``find_root(f, (a, b))``); None: ``fn`` reads a list or tuple as one array-like."""
+    def bracket(self, fn: Any) -> Bracket | None:
+        """The parameter of ``fn`` whose tuple the library's own torch path unpacks into arrays,
+        taking its namespace from them (``find_root(f, (a, b))``); None: ``fn`` reads a list or
+        tuple as one array-like."""
         return None
 
     def stores_arguments(self, cls: type) -> bool:

@@ -9,7 +9,7 @@ import sys
 import types
 from typing import Any
 
-from ._adapter import Adapter, WritesArguments, always, parameter_position
+from ._adapter import Adapter, Bracket, WritesArguments, always, parameter_position
 
 #: The subpackages cupyx.scipy mirrors, as the CuPy path takes them (its sparse and stats follow
 #: other conventions: sparse matrices of its own, results of other types).
@@ -65,11 +65,11 @@ class SciPy(Adapter):
             return always
         return super().torch_writes(fn, owner)
 
-    def unpacked(self, fn: Any) -> tuple[int | None, str] | None:
+    def bracket(self, fn: Any) -> Bracket | None:
         name = _BRACKETS.get(getattr(fn, "__qualname__", None))  # type: ignore[arg-type]
         if name is None or not str(getattr(fn, "__module__", "")).startswith("scipy.optimize"):
             return None
-        return parameter_position(fn, name), name
+        return Bracket(parameter_position(fn, name), name)
 
     def declared_torch_path(self, fn: Any) -> str | None:
         """What SciPy declares of ``fn`` (``xp_capabilities``, the table its docs and tests are

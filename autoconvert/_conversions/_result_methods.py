@@ -218,7 +218,7 @@ class ResultFields:
         were, private ones as they are; and the caller's twins of the objects ``result`` may
         hold (``self``, ``self.inner``, ``self.hist``), by identity, for ``with_twins``, else
         ``UNSEEN`` (``result`` is converted as the method's value). A value the caller's result
-        cannot take is refused, ``receiver`` given the caller's there (see ``_given_back``)."""
+        cannot take is refused, ``receiver`` given the caller's there (see ``_refused_given_back``)."""
         carried = side.carried
         converted = self.converted()
         if converted is None:
@@ -266,7 +266,7 @@ class ResultFields:
                 self.see(converted.__dict__)
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
-            _given_back(receiver, converted, refused, side)
+            _refused_given_back(receiver, converted, refused, side)
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
@@ -554,7 +554,7 @@ def _snapshot(attributes: dict[str, Any], names: list[str], above: tuple[int, ..
     return contents, inner
 
 
-def _given_back(receiver: Any, converted: Any, names: Iterable[str], side: ResultMethod) -> None:
+def _refused_given_back(receiver: Any, converted: Any, names: Iterable[str], side: ResultMethod) -> None:
     """Give ``receiver``, the object a method ran on, what the caller's result (``converted``)
     holds at the attributes ``names``, where the method stored what that cannot take: converted
     back (``side.back``), so that no refused value (a generator) stays in the result, which
@@ -633,7 +633,7 @@ def _carried_into(
 def _carried_inside(name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: _Made) -> None:
     """Into ``state``, the caller's object's attributes: its ``name``, whose twin ``held`` a
     method changed inside (``was``: what it held), made to hold what that holds now; a record
-    there refused in part is carried in part (see ``_item``), and the refusal raised after."""
+    there refused in part is carried in part (see ``_carried_item``), and the refusal raised after."""
     mine = state.get(name)
     refused: list[ConversionError] = []
     if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
@@ -674,8 +674,9 @@ def _converted_names(record: Any) -> frozenset[str] | None:
 
 def _own(value: Any, was: Any, made: _Made | None = None) -> Any:
     """``value``, ``was`` converted for the other side of a result: a list or dict of its own
-    where nothing in it converted (``was`` itself), a tuple or dataclass holding such of its
-    own, so that a change to one is never the other's unconverted. ``made``: by id, the object
+    where nothing in it converted (``was`` itself), its lists, dicts and records made its own
+    too (see ``_own_items``), a tuple or dataclass holding such of its own, so that a change to
+    one is never the other's unconverted. ``made``: by id, the object
     of its own made for each list, dict and record met already, the one met again (a record
     holding the result that holds it: ``Node(parent=self)``; nodes holding each other) its
     own there too; a method's objects with twins may come in it (see ``ResultFields.carry``)."""
@@ -724,8 +725,8 @@ def _own_items(own: Any, was: Any, made: _Made) -> None:
     its own too, paired with those at their places in ``was`` (``_UNSEEN``: none): a record
     the other side holds in its list is never changed in place under the caller's."""
     items = own.values() if isinstance(own, dict) else own
-    if not any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, items))):
-        return  # a list of arrays or numbers: a look at their types alone
+    if not _nests(items):
+        return
     if isinstance(own, dict):
         keyed = was if isinstance(was, dict) else {}
         for key, item in own.items():
@@ -756,6 +757,21 @@ class _Held(list):  # type: ignore[type-arg]
     __slots__ = ("deep",)
     deep: list[tuple[Any, _Held]] | None
 
+    def inner(self) -> dict[int, _Held]:
+        """By id, what each nested item held (see ``deep``)."""
+        return {id(item): contents for item, contents in self.deep or ()}
+
+    def as_dict(self) -> dict[Any, Any]:
+        """What a dict held, by key (its keys then values, as ``_contents`` lists them)."""
+        half = len(self) // 2
+        return dict(zip(self[:half], self[half:], strict=True))
+
+
+def _nests(items: Iterable[Any]) -> bool:
+    """Whether ``items`` hold lists, dicts or objects the conversion rebuilds: a look at their
+    types alone (a list of arrays pays no more)."""
+    return any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, items)))
+
 
 def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) -> _Held:
     """What a list or tuple holds, or a dict's keys then values, and inside those of its items
@@ -766,7 +782,7 @@ def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) 
         container if type(container) is list or isinstance(container, tuple) else [*container, *container.values()]
     )
     held.deep = None
-    if depth > 1 and any(kind in _IN_PLACE or _rebuilt_type(kind) for kind in set(map(type, held))):
+    if depth > 1 and _nests(held):
         above = (*above, id(container))
         deep = [
             (item, _contents(inner, depth - 1, above))
@@ -823,9 +839,9 @@ def _retupled(
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
     made to hold what the method's do, else a tuple of its kind with those items converted again
-    (``refused``: see ``_item``)."""
+    (``refused``: see ``_carried_item``)."""
     changed = _changed_inside(was)
-    inner = {id(item): contents for item, contents in was.deep or ()}
+    inner = was.inner()
     items = []
     for i, (value, theirs) in enumerate(zip(held, mine, strict=True)):
         if id(value) not in changed:
@@ -835,7 +851,9 @@ def _retupled(
             items.append(theirs)
         else:
             places = {id(value): theirs}
-            items.append(_item(value, places, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused))
+            items.append(
+                _carried_item(value, places, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused)
+            )
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
 
@@ -852,17 +870,17 @@ def _mirrored(
     side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
     items where ``source`` holds the same object as it did, unchanged inside, the others
     converted by ``convert`` (a list or dataclass changed inside converted again, as a whole),
-    of their own (``made``: see ``_own``; ``refused``: see ``_item``)."""
+    of their own (``made``: see ``_own``; ``refused``: see ``_carried_item``)."""
     changed = _changed_inside(was)
-    inner = {id(item): contents for item, contents in was.deep or ()}
+    inner = was.inner()
     made = {} if made is None else made
     if isinstance(source, dict):
-        before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
+        before = was.as_dict()
         places = {id(value): target[key] for key, value in before.items() if key in target}
         return {
             key: target[key]
             if key in before and value is before[key] and id(value) not in changed and key in target
-            else _item(value, places, inner.get(id(value)), convert, f"[{key!r}]", made=made, refused=refused)
+            else _carried_item(value, places, inner.get(id(value)), convert, f"[{key!r}]", made=made, refused=refused)
             for key, value in source.items()
         }
     kept = min(len(target), len(was))  # the target's items stand for those the source held
@@ -870,12 +888,12 @@ def _mirrored(
     return [
         target[i]
         if i < kept and value is was[i] and id(value) not in changed
-        else _item(value, places, inner.get(id(value)), convert, f"[{i}]", made=made, refused=refused)
+        else _carried_item(value, places, inner.get(id(value)), convert, f"[{i}]", made=made, refused=refused)
         for i, value in enumerate(source)
     ]
 
 
-def _item(
+def _carried_item(
     value: Any,
     places: dict[int, Any],
     was: _Held | None,
@@ -900,8 +918,8 @@ def _item(
             raise
         if not (_held_in(value) or _record(value)) or (isinstance(value, tuple) and len(theirs) != len(value)):
             raise
-        whole = e
-    count = len(refused)
+        refusal_of_whole = e
+    refusals_before = len(refused)
     if isinstance(value, tuple):
         own = _retupled(theirs, value, was, _prefixed(convert, key), made=made, refused=refused)
     elif type(value) in _IN_PLACE:
@@ -910,8 +928,8 @@ def _item(
     else:
         own = copy.copy(theirs)
         _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused)
-    if len(refused) == count:
-        refused.append(whole)
+    if len(refused) == refusals_before:
+        refused.append(refusal_of_whole)
     return own
 
 
@@ -928,9 +946,9 @@ def _carried_record(
     """Into ``state``, the attributes of the other side's copy of the record ``value`` (see
     ``_item``): what a method changed in ``value`` (``was``: what its attributes held), each
     attribute converted on its own, one refused left as ``state`` holds it."""
-    before = dict(zip(was[: len(was) // 2], was[len(was) // 2 :], strict=True))
+    before = was.as_dict()
     changed = _changed_inside(was)
-    inner = {id(item): contents for item, contents in was.deep or ()}
+    inner = was.inner()
     for name in before.keys() - value.__dict__.keys():
         state.pop(name, None)
     places = {id(held): state[name] for name, held in before.items() if name in state}
@@ -942,7 +960,7 @@ def _carried_record(
             state[name] = held
             continue
         try:
-            state[name] = _item(
+            state[name] = _carried_item(
                 held,
                 places,
                 inner.get(id(held)),
@@ -993,8 +1011,7 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
     if was.deep is None:
         return
     if isinstance(mine, dict):
-        half = len(was) // 2
-        places = {id(value): mine.get(key, _UNSEEN) for key, value in zip(was[:half], was[half:], strict=True)}
+        places = {id(value): mine.get(key, _UNSEEN) for key, value in was.as_dict().items()}
     else:
         places = {id(item): theirs for item, theirs in zip(was, mine, strict=False)}  # mine may be shorter
     changed = _changed_inside(was)

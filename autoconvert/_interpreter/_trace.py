@@ -127,6 +127,7 @@ class Trace:
         self.cpu_made = _judged(makes_arrays_on_the_cpu, self.judged) if self.why_not is None else None
         self.detach = inputs.grad == "detach"
         eager = _EAGER_GRAD.get(inputs.grad, "detaches it")  # what the eager call does with a tensor that requires grad
+        #: Why a call with a tensor that requires grad does not fit, in the words of the call's grad= (see unfit).
         self.unfit_leaf_write, self.unfit_grad_dropped = _unfit_leaf_write(eager), _unfit_grad_dropped(eager)
         self.private = inputs.copy is not False and not gives_way("trace's private copies", inputs)
         self.widened = {**WIDENED, torch.float16: torch.float32} if inputs.widen_float16 else WIDENED

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._adapters._adapter import Adapter, WritesArguments
+from autoconvert._adapters._adapter import Adapter, Bracket, WritesArguments
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, message
@@ -100,7 +100,7 @@ class NativeRoute(Route):
         *,
         grad: str | None = None,
         callbacks: bool | None = None,
-        unpacked: tuple[int | None, str] | None = None,
+        bracket: Bracket | None = None,
     ) -> None:
         """``objects``: the view the objects of ``fn``'s class it makes come back in (a
         torchified class's classmethod or constructor), proxies handed as their objects;
@@ -108,11 +108,11 @@ class NativeRoute(Route):
         handed copies where it ``guards`` the caller's (see AFTER_CALL); ``grad``: the
         ``grad=`` torchify was given (None: none), for what the library hands to NumPy itself;
         ``callbacks``: torchify's ``callbacks=``, by which callables among the arguments are
-        judged (None: not judged, an object's methods); ``unpacked``: the parameter whose
-        tuple of tensors holds the call's tensors (its adapter's ``unpacked``), where a list or
+        judged (None: not judged, an object's methods); ``bracket``: the parameter whose
+        tuple of tensors holds the call's tensors (its adapter's ``bracket``), where a list or
         tuple elsewhere is read by the library as one NumPy array-like."""
         self.fn, self.objects, self.writes = fn, objects, writes
-        self.callbacks, self.unpacked = callbacks, unpacked
+        self.callbacks, self.bracket = callbacks, bracket
         self.guards = guards
         self.package = str(getattr(fn, "__module__", None) or "").partition(".")[0]
         self.leaving = Leaving(fn, function_name(fn), adapter_for(fn).name, grad)
@@ -130,15 +130,18 @@ class NativeRoute(Route):
                     if found is not True:
                         return found
                     holds = True
-        if not holds and self.unpacked is not None:
-            return self._bracket(args, kwargs)
+        if not holds and self.bracket is not None:
+            return self._by_bracket(self.bracket, args, kwargs)
         return None if holds else _NO_TENSOR
 
-    def _bracket(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
+    @staticmethod
+    def _by_bracket(bracket: Bracket, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined | None:
         """Whether a call holding no tensor elsewhere goes on by the tuple its function unpacks
-        (``unpacked``): where a tensor is in every place (``find_root(f, (a, b))``)."""
-        position, name = self.unpacked  # type: ignore[misc]
-        value = args[position] if position is not None and position < len(args) else kwargs.get(name)
+        (``bracket``): where a tensor is in every place (``find_root(f, (a, b))``). Passed by
+        keyword where its function takes it so (SciPy's ``init`` is positional-only, which
+        SciPy's own error then says)."""
+        position = bracket.position
+        value = args[position] if position is not None and position < len(args) else kwargs.get(bracket.name)
         if type(value) not in (tuple, list) or not value or not all(isinstance(i, torch.Tensor) for i in value):
             return _NO_TENSOR
         if any(item.layout is not torch.strided or item.is_nested for item in value):
@@ -244,8 +247,8 @@ class NativeRoute(Route):
         )
 
     def _bracket_words(self) -> str:
-        """Which tuple's tensors count as the call's, in explain's words (see ``_bracket``)."""
-        return "" if self.unpacked is None else f" (or its {self.unpacked[1]} a tensor in every place)"
+        """Which tuple's tensors count as the call's, in explain's words (see ``_by_bracket``)."""
+        return "" if self.bracket is None else f" (or whose {self.bracket.name} holds tensors only)"
 
     def _no_numpy_callable(self) -> str:
         """Which callables the call may hand its function, in explain's words."""
@@ -567,7 +570,7 @@ def native_route(adapter: Adapter, fn: Any, options: dict[str, Any]) -> NativeRo
         guards,
         grad=options.get("grad"),
         callbacks=options.get("callbacks", False),
-        unpacked=adapter.unpacked(fn),
+        bracket=adapter.bracket(fn),
     )
 
 
