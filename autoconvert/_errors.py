@@ -130,6 +130,17 @@ class LeafError(Exception):
         return self.kind(message(function, where, self.problem, self.found, self.fix, path=path))
 
 
+#: The way round a result whose body runs after the call (a generator, a coroutine: see
+#: _signature.deferred_result), and round one a result's method stores on the result.
+DEFERRED_FIX = (
+    "decorate the plain function that holds the NumPy code, and call that from inside the generator, "
+    "coroutine or context manager"
+)
+STORED_DEFERRED_FIX = (
+    "store what it gives (list(...)), or a function that makes it when called, not the generator, coroutine or "
+    "context manager itself"
+)
+
 #: The way round an argument holding itself (a result's is its output side's: see Outputs).
 ARGUMENT_CYCLE_FIX = "break the cycle, or pass nested=False to convert top-level arguments only"
 

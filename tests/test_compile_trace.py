@@ -501,7 +501,7 @@ def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(
             name = getattr(fn, "__qualname__", "")
             what = case.partition(" [")[0]
             assert f"autoconvert: {name}(): a call with {what} takes the escape, one graph break" in message
-            assert "leave fullgraph off, or pass compile='escape'" in message
+            assert "leave fullgraph off, or call it outside the compiled function" in message  # an escape breaks too
             if "requires grad" in case:  # the eager call's own way, by its grad=
                 assert ("raises GradientError" in message) == ("grad='error'" in case)
             return
@@ -1404,7 +1404,7 @@ def test_under_fullgraph_a_traced_call_raising_is_refused_in_the_librarys_words(
             "autoconvert: _raises_after_numpy_code() raised while torch.compile traced it, or gave a result the graph "
             "cannot give as the eager call does (np.linalg's named results, containers nested more than 8 deep): the "
             "call runs by Python, outside the graph, to give the eager call's exception or result. Fix: leave "
-            "fullgraph off, or pass compile='escape'"
+            "fullgraph off, or call it outside the compiled function"
         ) in str(refused.value)
 
 

@@ -25,7 +25,15 @@ import weakref
 from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
-from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, cycle_error
+from autoconvert._errors import (
+    DEFERRED_FIX,
+    STORED_DEFERRED_FIX,
+    ConversionError,
+    LeafError,
+    MappingKey,
+    SequenceKey,
+    cycle_error,
+)
 
 from ._containers import (
     _UNSEEN,
@@ -1550,6 +1558,8 @@ class ResultMethod(Attached):
         try:
             return self.stored(value)
         except LeafError as e:
+            if e.fix is DEFERRED_FIX:  # stored, not returned: no function of the caller's to decorate
+                e.fix = STORED_DEFERRED_FIX
             raise e.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{name}") from None
         except RecursionError:
             where = f"{getattr(self.method, '__qualname__', self.method)}()"

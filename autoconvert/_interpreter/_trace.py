@@ -144,7 +144,7 @@ class Trace:
             f"autoconvert: {function} raised while torch.compile traced it, or gave a result the graph cannot give "
             f"as the eager call does (np.linalg's named results, containers nested more than {_DEEPEST} deep): the "
             "call runs by Python, outside the graph, to give the eager call's exception or result. Fix: leave "
-            "fullgraph off, or pass compile='escape'"
+            "fullgraph off, or call it outside the compiled function"
         )
         #: Whether a call inside a config or stats block took the escape (see _fell_back).
         self.escaped_in_a_block = False
@@ -306,7 +306,7 @@ class Trace:
         what, because, fix = why
         _graph_break(
             f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
-            f"the eager call gives: {because}. Fix: {fix}, leave fullgraph off, or pass compile='escape'"
+            f"the eager call gives: {because}. Fix: {fix}, leave fullgraph off, or call it outside the compiled function"
         )
 
     def runs_judged(self, wrapped: Any) -> bool:

@@ -21,7 +21,7 @@ from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions import _devices
 from autoconvert._conversions._to_torch import new_tuple
 from autoconvert._conversions._tree import Mapper
-from autoconvert._errors import ConversionError, LeafError, MappingKey, SequenceKey, keystr, message
+from autoconvert._errors import DEFERRED_FIX, ConversionError, LeafError, MappingKey, SequenceKey, keystr, message
 from autoconvert._observe._observe import PathOf
 from autoconvert._options._options import AFTER_CALL, Policy, reject_given
 
@@ -348,8 +348,7 @@ def deferred_result(value: Any, ctx: Any = None) -> Any:
         f"arrays handed to it would stay in use, {_AFTER_STEPS.named()} would run before it, and what it "
         "yields or returns would not be converted)",
         f"{type(value).__module__}.{type(value).__qualname__}",
-        "decorate the plain function that holds the NumPy code, and call that from inside the generator, "
-        "coroutine or context manager",
+        DEFERRED_FIX,
     )
 
 
