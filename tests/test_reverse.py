@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import itertools
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,19 @@ def test_accepts_tensor_never_shares_a_read_only_array() -> None:
     assert not shares(f(a), a)
     with pytest.raises(ac.CopyError, match="it is read-only, and torch tensors are always writable"):
         ac.accepts_tensor(copy=False)(f.__wrapped__)(a)
+
+
+def test_a_view_np_broadcast_arrays_made_converts_with_no_warning() -> None:
+    """Reading the writeable flag of a view ``np.broadcast_arrays`` made warns (NumPy's
+    FutureWarning, which reached the caller from the library: SciPy hands such views to a
+    callback): its zero stride is read first, which says it is copied."""
+    broadcast, _ = np.broadcast_arrays(np.float64(2.0), np.ones(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        converted = ac.to_tensor(broadcast)
+    assert torch.equal(converted, torch.full((3,), 2.0, dtype=torch.float64))
+    with pytest.raises(ac.CopyError, match="it is a broadcast view"):
+        ac.to_tensor(broadcast, copy=False)
 
 
 def _unaligned(base: np.ndarray) -> np.ndarray:

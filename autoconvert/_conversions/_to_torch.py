@@ -111,16 +111,16 @@ def _stride_fix(a: NDArray[Any]) -> NDArray[Any] | str | None:
     """
     if not a.dtype.isnative:
         return "its byte order is not the machine's"
+    strides = a.strides
+    used = () if a.size == 0 else [s for s, n in zip(strides, a.shape, strict=True) if n > 1]
+    if 0 in used:  # before its writeable flag, whose reading warns for np.broadcast_arrays' views
+        return "it is a broadcast view (a zero stride), so one element would alias many"
     if not a.flags.writeable:
         # torch has no read-only tensors; sharing would let torch code write into memory
         # NumPy promised nobody writes (a read-only input, a memory-mapped file).
         return "it is read-only, and torch tensors are always writable"
     if not a.flags.aligned:
         return "its data is not aligned for its dtype"
-    strides = a.strides
-    used = () if a.size == 0 else [s for s, n in zip(strides, a.shape, strict=True) if n > 1]
-    if 0 in used:
-        return "it is a broadcast view (a zero stride), so one element would alias many"
     if any(s < 0 for s in used):
         return "it has negative strides, which torch tensors cannot have"
     if any(s < 0 for s in strides):
