@@ -17,7 +17,7 @@ from typing import Any, Unpack
 
 import numpy as np
 
-from autoconvert._adapters._adapter import Adapter
+from autoconvert._adapters._adapter import Adapter, Bracket
 from autoconvert._adapters._numpy import CheckedAt
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import StandIn
@@ -290,11 +290,15 @@ def _kept_natively(fn: Any, view: TorchifiedModule, name: str) -> str | None:
     adapter = adapter_for(own["__wrapped__"])
     if adapter.declared_torch_path(fn) is not None:
         return None
-    return _keeps_natively(adapter, f"{view.__name__}.{name}", own["_self_native"], adapter.torch_mode())
+    native, off = own["_self_native"], adapter.torch_mode()
+    return _keeps_natively(adapter, f"{view.__name__}.{name}", native, off, adapter.bracket(fn))
 
 
-def _keeps_natively(adapter: Adapter, name: str, native: str | bool, off: str | None) -> str:
-    """How the library's own torch path, declared for the function ``name``, keeps its gradient."""
+def _keeps_natively(
+    adapter: Adapter, name: str, native: str | bool, off: str | None, bracket: Bracket | None = None
+) -> str:
+    """How the library's own torch path, declared for the function ``name``, keeps its gradient
+    (``bracket``: the tuple of tensors it takes too, see ``Adapter.bracket``)."""
     runs = f"{adapter.name} runs {name} on torch tensors itself, gradients kept"
     if off is not None:
         taken = (
@@ -305,7 +309,11 @@ def _keeps_natively(adapter: Adapter, name: str, native: str | bool, off: str | 
         return f"{adapter.switch_on or off}: {runs}, and {taken}"
     if native is False:
         return f"torchify the module with native='auto' (the default): {runs}"
-    return f"pass tensors as its arguments, not NumPy arrays nor containers of tensors: {runs}"
+    bracketed = "" if bracket is None else f" (its {bracket.name}: a tensor in every place)"
+    return (
+        f"pass tensors as its arguments{bracketed}, not inside lists or dicts, with no NumPy array beside them nor "
+        f"a callable reading NumPy: {runs}"
+    )
 
 
 def _on_cupy(fn: Any, view: TorchifiedModule, name: str) -> Route | str:
