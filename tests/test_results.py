@@ -1593,6 +1593,10 @@ class Shelved:
             slot.later = (x for x in [self.w])
         slot.hist.append(self.w * 2)
 
+    def add_and_keep(self, knotted: bool) -> None:
+        self.add()
+        self.keep("appended", knotted)
+
     def seen(self, where: str) -> tuple[int, Any, list[type]]:
         slot = self.slot(where)
         return self.n, slot.later, [type(h) for h in slot.hist]
@@ -1681,6 +1685,22 @@ def test_a_record_refused_in_part_in_a_reordered_list_stands_for_itself(route: s
     carried = r.items[order.index(0.0)]
     assert type(carried.hist[1]) is kind and type(carried.extra) is other
     assert r.seen() == [(None, [other] * (2 if first == 0.0 else 1)) for first in order]
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("knotted", [False, True], ids=["generator", "knot"])
+def test_a_record_a_method_made_with_a_refused_field_is_refused_whole_naming_the_field(
+    route: str, knotted: bool
+) -> None:
+    """A record a method made and stored what the result cannot take in, in one call, is
+    refused whole (the list keeps what the caller's held, on both sides); a record holding
+    itself there was named by the record (``self.items[1]``): the field is named, as elsewhere."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: Shelved(a * 1.0))(_array([1.0], kind))
+    reason = "contains itself" if knotted else "is a generator"
+    with pytest.raises(ac.ConversionError, match=rf"^Shelved.add_and_keep\(\): field self.items\[1\].later {reason}"):
+        r.add_and_keep(knotted)
+    assert len(r.items) == 1 and r.seen("items") == (1, None, [])  # n += 1 carried, the new record not
 
 
 @pytest.mark.parametrize("route", list(_ALL_ROUTES))

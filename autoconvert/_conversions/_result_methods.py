@@ -923,7 +923,7 @@ def _carried_item(
     except ConversionError as e:
         theirs = places.get(id(value), _UNSEEN)
         if refused is None or was is None or type(theirs) is not type(value) or theirs is value:
-            raise
+            raise _narrowed(value, convert, key, e) from None
         if not (_held_in(value) or _record(value)) or (isinstance(value, tuple) and len(theirs) != len(value)):
             raise
         refusal_of_whole = e
@@ -939,6 +939,23 @@ def _carried_item(
     if len(refused) == refusals_before:
         refused.append(refusal_of_whole)
     return own
+
+
+def _narrowed(value: Any, convert: Carried, key: str, refusal: ConversionError) -> ConversionError:
+    """The refusal of ``value``, a record refused whole (one a method made in the call), naming
+    the field refused (``self.items[1].later``) rather than the record, where one attribute the
+    conversion converts is refused alone (a record holding itself is found at the record)."""
+    if not _record(value):
+        return refusal
+    names = _converted_names(value)
+    for name, held in value.__dict__.items():
+        if name.startswith("_") or (names is not None and name not in names):
+            continue
+        try:
+            convert(held, f"{key}.{name}")
+        except ConversionError as e:
+            return e
+    return refusal
 
 
 def _carried_record(
