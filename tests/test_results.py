@@ -1663,6 +1663,11 @@ class Shifting:
         for tag in tags:
             self.items.append((self.w, Slot(tag)))
 
+    def tag_knotted(self) -> None:
+        knot = Knot([])
+        knot.kids.append(knot)
+        self.items.append((self.w, Slot(knot)))
+
     def seen(self) -> list[Any]:
         return [(item.later, [type(h) for h in item.hist]) for item in self.items]
 
@@ -1703,6 +1708,20 @@ def test_a_record_a_method_made_with_a_refused_field_is_refused_whole_naming_the
     assert len(r.items) == 1 and r.seen("items") == (1, None, [])  # n += 1 carried, the new record not
 
 
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+def test_a_refused_value_leaves_no_trace_in_a_result_whose_methods_run_on_a_twin() -> None:
+    """With a bfloat16 field (held apart, widened: the methods run on a twin sharing the
+    original's lists), a refused store in a record of a list stayed in the original's record:
+    ``copy.deepcopy`` and pickling of the caller's result raised ``cannot pickle 'generator'``."""
+    pair = ac.returns_tensor(ac.accepts_numpy(lambda a: Shelved(a * 1)))
+    r = pair(torch.ones(2, dtype=torch.bfloat16))
+    with pytest.raises(ac.ConversionError, match=r"field self.items\[0\].later is a generator"):
+        r.keep("items", False)
+    again = pickle.loads(pickle.dumps(r))
+    assert copy.deepcopy(r).seen("items") == again.seen("items") == r.seen("items") == (1, None, [np.ndarray])
+    assert r.items[0].hist[0].dtype == torch.bfloat16
+
+
 @pytest.mark.parametrize("route", list(_ALL_ROUTES))
 def test_tuples_a_method_appends_each_come_as_their_own(route: str) -> None:
     """Several tuples a method appended in one call came back as the first's where a tuple
@@ -1712,6 +1731,11 @@ def test_tuples_a_method_appends_each_come_as_their_own(route: str) -> None:
     r.tag("abc")
     assert [item[1].later for item in r.items] == ["a", "b", "c"]
     assert all(type(item[0]) is kind for item in r.items)
+    with pytest.raises(
+        ac.ConversionError, match=r"^Shifting.tag_knotted\(\): field self.items\[3\]\[1\].later contains"
+    ):
+        r.tag_knotted()  # a record holding itself in a tuple made in the call: named by the field
+    assert len(r.items) == 3
 
 
 @dataclasses.dataclass

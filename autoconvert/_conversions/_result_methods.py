@@ -275,12 +275,28 @@ class ResultFields:
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
             _refused_given_back(receiver, converted, refused, side)
+            self._unshared_refusals(receiver, before, refused)
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
         except RecursionError:  # a value holding itself through a list: its conversion refuses it
             held = False
         return twins if held else UNSEEN
+
+    def _unshared_refusals(self, receiver: Any, before: dict[str, Any], names: Iterable[str]) -> None:
+        """Give the original what ``receiver``, its twin, now holds at the refused attributes
+        ``names`` where the two shared the object the method changed in place (a twin made
+        around a field held apart, a widened bfloat16 one): no refused value stays in the
+        original, which ``copy.deepcopy`` and pickling of the result reach."""
+        original = self.original.__dict__
+        if receiver.__dict__ is original:
+            return
+        for name in names:
+            if name in before and original.get(name, _UNSEEN) is before[name]:
+                if name in receiver.__dict__:
+                    original[name] = receiver.__dict__[name]
+                else:
+                    original.pop(name, None)
 
     def carry(
         self,
@@ -942,19 +958,28 @@ def _carried_item(
 
 
 def _narrowed(value: Any, convert: Carried, key: str, refusal: ConversionError) -> ConversionError:
-    """The refusal of ``value``, a record refused whole (one a method made in the call), naming
-    the field refused (``self.items[1].later``) rather than the record, where one attribute the
-    conversion converts is refused alone (a record holding itself is found at the record)."""
-    if not _record(value):
+    """The refusal of ``value``, refused whole (a record, list or tuple a method made in the
+    call), naming what inside it is refused (``self.items[1].later``, ``self.entries[1][1].later``)
+    rather than ``value``, where one part the conversion converts is refused alone; a part
+    holding ``value`` itself (``n.kids``) leaves it named as ``value``."""
+    if _record(value):
+        names = _converted_names(value)
+        parts = [
+            (f"{key}.{name}", held)
+            for name, held in value.__dict__.items()
+            if not name.startswith("_") and (names is None or name in names)
+        ]
+    elif type(value) is dict:
+        parts = [(f"{key}[{name!r}]", held) for name, held in value.items()]
+    elif type(value) is list or _rebuilt_tuple(value):
+        parts = [(f"{key}[{i}]", held) for i, held in enumerate(value)]
+    else:
         return refusal
-    names = _converted_names(value)
-    for name, held in value.__dict__.items():
-        if name.startswith("_") or (names is not None and name not in names):
-            continue
+    for path, held in parts:
         try:
-            convert(held, f"{key}.{name}")
+            convert(held, path)
         except ConversionError as e:
-            return e
+            return refusal if _holds_twin(held, {id(value): (value, value)}) else _narrowed(held, convert, path, e)
     return refusal
 
 
