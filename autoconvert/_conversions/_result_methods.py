@@ -737,7 +737,7 @@ def _own(value: Any, was: Any, made: _Made | None = None) -> Any:
     return value
 
 
-def _made_for(value: Any, made: dict[int, tuple[Any, Any]]) -> Any:
+def _made_for(value: Any, made: _Made) -> Any:
     """The object of its own ``made`` holds for ``value`` (None: none yet): by id, the object
     itself kept beside it, so that an id a freed object had is never taken for another's."""
     pair = made.get(id(value))
@@ -994,7 +994,7 @@ def _carried_record(
     refused: list[ConversionError],
 ) -> None:
     """Into ``state``, the attributes of the other side's copy of the record ``value`` (see
-    ``_item``): what a method changed in ``value`` (``was``: what its attributes held), each
+    ``_carried_item``): what a method changed in ``value`` (``was``: what its attributes held), each
     attribute converted on its own, one refused left as ``state`` holds it."""
     before = was.as_dict()
     changed = _changed_inside(was)
