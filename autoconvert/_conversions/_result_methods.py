@@ -248,7 +248,8 @@ class ResultFields:
         ):
             return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
         twins: dict[int, tuple[Any, Any]] = {}
-        _twins(receiver, converted, inside, twins)
+        stood: _Stood = {}
+        _twins(receiver, converted, inside, twins, stood)
         refused: dict[str, ConversionError] = {}
         if changed:  # what the method set may hold the receiver's objects too (self.seen.append(self))
             made = dict(twins)
@@ -261,6 +262,7 @@ class ResultFields:
                 made=made,
                 refused=refused,
                 paired=twins,
+                stood=stood,
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
@@ -309,11 +311,12 @@ class ResultFields:
         made: _Made | None = None,
         refused: dict[str, ConversionError],
         paired: dict[int, tuple[Any, Any]] | None = None,
+        stood: _Stood | None = None,
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
         by id, the caller's objects for the method's (its twins), met inside what it set
-        (``self.b.a = self``), and those made for it there (see ``_own``); ``refused``: see
-        ``_carried_into``; ``paired``: see ``_carried_into``."""
+        (``self.b.a = self``), and those made for it there (see ``_own``); ``refused``,
+        ``paired`` and ``stood``: see ``_carried_into``."""
         made = {} if made is None else made
         _carried_into(
             receiver.__dict__,
@@ -325,6 +328,7 @@ class ResultFields:
             refused=refused,
             methods=self.node.own,
             paired=paired,
+            stood=stood,
         )
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
@@ -483,6 +487,10 @@ Carried = Callable[[Any, str], Any]
 #: By id, an object and the one of its own made for the other side (see ``_own``), or the
 #: caller's twin of a method's object (see ``ResultFields.carry``).
 _Made = dict[int, tuple[Any, Any]]
+#: By id, each list, dict, tuple and record a result's containers held when a method was
+#: called, with the caller's object at its place then and what it held (see ``_contents``):
+#: where one the method moved elsewhere is carried in part (see ``_carried_item``).
+_Stood = dict[int, tuple[Any, Any, "_Held"]]
 #: The containers a result's attribute may hold that a method changes in place, followed
 #: (see ``_inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
 #: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
@@ -604,13 +612,15 @@ def _carried_into(
     refused: dict[str, ConversionError],
     methods: frozenset[str] = frozenset(),
     paired: dict[int, tuple[Any, Any]] | None = None,
+    stood: _Stood | None = None,
 ) -> None:
     """Into ``state``, the caller's object's attributes: what a method changed in its twin's
     (``before``, now ``now``; ``inside``, in place), public values converted by ``carried``,
     ``made`` their own (see ``_own``); into ``paired``, each new object set with the caller's
     made for it, which what is set next holds as the caller's (``self.b = B(); self.cb = self.b.inc``).
     An attribute whose value ``carried`` refuses keeps the caller's, its refusal in ``refused``
-    by name, and the others are carried."""
+    by name, and the others are carried; one holding what the result's containers held
+    (``stood``), moved there and refused in part, is carried in part (see ``_carried_item``)."""
     if _reassigned(now, before):
         for name in before.keys() - now.keys():
             state.pop(name, None)
@@ -619,7 +629,9 @@ def _carried_into(
                 try:
                     state[name] = value if name.startswith("_") else _own(carried(value, name), value, made)
                 except ConversionError as e:
-                    refused.setdefault(name, e)
+                    refused.setdefault(
+                        name, _carried_apart(name, value, e, state=state, carried=carried, made=made, stood=stood)
+                    )
                     continue
                 if paired is not None and _changes_inside(value):
                     _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH)
@@ -629,7 +641,7 @@ def _carried_into(
     for name, (held, was) in contents.items():
         if now.get(name) is held and not _holds_same(held, was):
             try:
-                _carried_inside(name, held, was, state, carried=carried, made=made)
+                _carried_inside(name, held, was, state, carried=carried, made=made, stood=stood)
             except ConversionError as e:
                 refused.setdefault(name, e)
     for name, (mine, value, attributes, deeper) in inner.items():
@@ -638,7 +650,17 @@ def _carried_into(
             below = _prefixed(carried, f"{name}.")
             refused_below: dict[str, ConversionError] = {}
             if fields is not None:
-                fields.carry(value, attributes, deeper, mine, below, made=made, refused=refused_below, paired=paired)
+                fields.carry(
+                    value,
+                    attributes,
+                    deeper,
+                    mine,
+                    below,
+                    made=made,
+                    refused=refused_below,
+                    paired=paired,
+                    stood=stood,
+                )
             else:
                 _carried_into(
                     value.__dict__,
@@ -649,21 +671,49 @@ def _carried_into(
                     made=made,
                     refused=refused_below,
                     paired=paired,
+                    stood=stood,
                 )
             if refused_below:  # the attribute holding it is the caller's to take again
                 refused.setdefault(name, next(iter(refused_below.values())))
 
 
-def _carried_inside(name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: _Made) -> None:
+def _carried_apart(
+    name: str,
+    value: Any,
+    refusal: ConversionError,
+    *,
+    state: dict[str, Any],
+    carried: Carried,
+    made: _Made,
+    stood: _Stood | None,
+) -> ConversionError:
+    """Into ``state``, the caller's object's attributes: its ``name``, which a method set to
+    ``value``, whose conversion is ``refusal``, carried in part where it is, or holds, an object
+    the result's containers held (``stood``), moved there (``self.items = list(reversed(self.items))``;
+    see ``_carried_item``), else left as the caller's; the refusal to raise, naming the field refused."""
+    if not stood:
+        return _narrowed(value, carried, name, refusal)
+    refused: list[ConversionError] = []
+    try:
+        state[name] = _carried_item(value, {}, None, carried, name, made=made, refused=refused, stood=stood)
+    except ConversionError as e:
+        return e
+    return refused[0]
+
+
+def _carried_inside(
+    name: str, held: Any, was: _Held, state: dict[str, Any], *, carried: Carried, made: _Made, stood: _Stood | None
+) -> None:
     """Into ``state``, the caller's object's attributes: its ``name``, whose twin ``held`` a
     method changed inside (``was``: what it held), made to hold what that holds now; a record
     there refused in part is carried in part (see ``_carried_item``), and the refusal raised after."""
     mine = state.get(name)
     refused: list[ConversionError] = []
+    below = _prefixed(carried, name)
     if type(mine) is type(held) and mine is not held and isinstance(held, tuple):
-        state[name] = _retupled(mine, held, was, _prefixed(carried, name), made=made, refused=refused)
+        state[name] = _retupled(mine, held, was, below, made=made, refused=refused, stood=stood)
     elif type(mine) is type(held) and mine is not held:
-        _refill(mine, held, was, _prefixed(carried, name), made=made, refused=refused)
+        _refill(mine, held, was, below, made=made, refused=refused, stood=stood)
     else:
         state[name] = _own(carried(held, name), held, made)
     if refused:
@@ -846,10 +896,19 @@ def _changed_inside(was: _Held) -> set[int]:
     return {id(item) for item, inner in was.deep if not _holds_same(_inner_of(item), inner)}
 
 
-def _refill(mine: Any, held: Any, was: _Held, carried: Carried, *, made: _Made, refused: list[ConversionError]) -> None:
+def _refill(
+    mine: Any,
+    held: Any,
+    was: _Held,
+    carried: Carried,
+    *,
+    made: _Made,
+    refused: list[ConversionError],
+    stood: _Stood | None,
+) -> None:
     """Make ``mine``, the caller's list or dict, hold what ``held``, its twin a method changed
     in place, holds now (see ``_mirrored``)."""
-    items = _mirrored(held, mine, was, carried, made=made, refused=refused)
+    items = _mirrored(held, mine, was, carried, made=made, refused=refused, stood=stood)
     if isinstance(mine, dict):
         mine.clear()
         mine.update(items)
@@ -858,7 +917,14 @@ def _refill(mine: Any, held: Any, was: _Held, carried: Carried, *, made: _Made, 
 
 
 def _retupled(
-    mine: Any, held: Any, was: _Held, carried: Carried, *, made: _Made, refused: list[ConversionError]
+    mine: Any,
+    held: Any,
+    was: _Held,
+    carried: Carried,
+    *,
+    made: _Made,
+    refused: list[ConversionError],
+    stood: _Stood | None,
 ) -> Any:
     """The caller's tuple ``mine`` for ``held``, its twin whose items a method changed inside
     (``was``: what it held, ``_contents``): ``mine`` itself where its lists and dicts could be
@@ -871,12 +937,16 @@ def _retupled(
         if id(value) not in changed:
             items.append(theirs)
         elif type(value) in _IN_PLACE and type(theirs) is type(value) and theirs is not value:
-            _refill(theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"), made=made, refused=refused)
+            _refill(
+                theirs, value, inner[id(value)], _prefixed(carried, f"[{i}]"), made=made, refused=refused, stood=stood
+            )
             items.append(theirs)
         else:
             places = {id(value): theirs}
             items.append(
-                _carried_item(value, places, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused)
+                _carried_item(
+                    value, places, inner.get(id(value)), carried, f"[{i}]", made=made, refused=refused, stood=stood
+                )
             )
     return mine if all(map(operator.is_, items, mine)) else _tuple_like(mine, items)
 
@@ -889,32 +959,68 @@ def _mirrored(
     *,
     made: _Made | None = None,
     refused: list[ConversionError] | None = None,
+    stood: _Stood | None = None,
 ) -> Any:
     """What ``target``, a list or dict, is to hold to match ``source``, its twin on the other
     side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
     items where ``source`` holds the same object as it did, unchanged inside, the others
     converted by ``convert`` (a list or dataclass changed inside converted again, as a whole),
-    of their own (``made``: see ``_own``; ``refused``: see ``_carried_item``)."""
+    of their own (``made``: see ``_own``; ``refused``, ``stood``: see ``_carried_item``)."""
     changed = _changed_inside(was)
     inner = was.inner()
     made = {} if made is None else made
     if isinstance(source, dict):
         before = was.as_dict()
         places = {id(value): target[key] for key, value in before.items() if key in target}
-        return {
-            key: target[key]
-            if key in before and value is before[key] and id(value) not in changed and key in target
-            else _carried_item(value, places, inner.get(id(value)), convert, f"[{key!r}]", made=made, refused=refused)
-            for key, value in source.items()
-        }
+        keyed = {}
+        for key, value in source.items():
+            if key in before and value is before[key] and id(value) not in changed and key in target:
+                keyed[key] = target[key]
+                continue
+            item = _carried_or_left_out(
+                value, places, inner, convert, f"[{key!r}]", made=made, refused=refused, stood=stood
+            )
+            if item is not _UNSEEN:
+                keyed[key] = item
+            elif key in target:  # the caller's there
+                keyed[key] = target[key]
+        return keyed
     kept = min(len(target), len(was))  # the target's items stand for those the source held
     places = {id(value): target[i] for i, value in enumerate(was[:kept])}
-    return [
-        target[i]
-        if i < kept and value is was[i] and id(value) not in changed
-        else _carried_item(value, places, inner.get(id(value)), convert, f"[{i}]", made=made, refused=refused)
-        for i, value in enumerate(source)
-    ]
+    items = []
+    for i, value in enumerate(source):
+        if i < kept and value is was[i] and id(value) not in changed:
+            items.append(target[i])
+            continue
+        item = _carried_or_left_out(value, places, inner, convert, f"[{i}]", made=made, refused=refused, stood=stood)
+        if item is not _UNSEEN:
+            items.append(item)
+    return items
+
+
+def _carried_or_left_out(
+    value: Any,
+    places: dict[int, Any],
+    inner: dict[int, _Held],
+    convert: Carried,
+    key: str,
+    *,
+    made: _Made,
+    refused: list[ConversionError] | None,
+    stood: _Stood | None,
+) -> Any:
+    """An item of a list or dict a method changed in place, carried (see ``_carried_item``);
+    where it is refused whole (a record the method made, then stored in what the result
+    cannot take) and ``refused`` is given, ``_UNSEEN``, its refusal into ``refused``: it is
+    left out, the container's other changes carried (a record moved there from elsewhere in
+    the result too)."""
+    try:
+        return _carried_item(value, places, inner.get(id(value)), convert, key, made=made, refused=refused, stood=stood)
+    except ConversionError as e:
+        if refused is None:
+            raise
+        refused.append(e)
+        return _UNSEEN
 
 
 def _carried_item(
@@ -926,34 +1032,89 @@ def _carried_item(
     *,
     made: _Made,
     refused: list[ConversionError] | None,
+    stood: _Stood | None = None,
 ) -> Any:
     """``value``, an item a method set or changed inside, converted by ``convert`` for the
     other side, of its own there. A list, dict, tuple or record changed inside (``was``: what
     it held) whose conversion is refused, where the other side's object at the place it held
-    (``places``, by the id of each object the container held) stands for it and ``refused`` is
-    given: a copy of that object carrying ``value``'s other changes, those refused as it holds
-    them, the refusals into ``refused`` (``self.items[0].later = gen`` leaves
-    ``self.items[0].hist.append(w)`` carried)."""
+    (``places``, by the id of each object the container held; else ``stood``, where it held
+    one moved from elsewhere in the result) stands for it and ``refused`` is given: a copy of
+    that object carrying ``value``'s other changes, those refused as it holds them, the
+    refusals into ``refused`` (``self.items[0].later = gen`` leaves ``self.items[0].hist.append(w)``
+    carried). A list, dict or tuple made in the call holding such is carried item by item."""
     try:
         return _own(convert(value, key), value, made)
     except ConversionError as e:
         theirs = places.get(id(value), _UNSEEN)
+        if theirs is _UNSEEN and stood and refused is not None:
+            pair = stood.get(id(value))
+            if pair is not None and pair[0] is value:
+                _, theirs, was = pair  # moved: self.reg["m"] = self.items.pop(0)
+            elif _held_in(value) and _holds_any(_contents(value), stood):
+                return _carried_anew(value, convert, key, e, made=made, refused=refused, stood=stood)
         if refused is None or was is None or type(theirs) is not type(value) or theirs is value:
             raise _narrowed(value, convert, key, e) from None
         if not (_held_in(value) or _record(value)) or (isinstance(value, tuple) and len(theirs) != len(value)):
             raise
         refusal_of_whole = e
     refusals_before = len(refused)
+    below = _prefixed(convert, key)
     if isinstance(value, tuple):
-        own = _retupled(theirs, value, was, _prefixed(convert, key), made=made, refused=refused)
+        own = _retupled(theirs, value, was, below, made=made, refused=refused, stood=stood)
     elif type(value) in _IN_PLACE:
         own = copy.copy(theirs)
-        _refill(own, value, was, _prefixed(convert, key), made=made, refused=refused)
+        _refill(own, value, was, below, made=made, refused=refused, stood=stood)
     else:
         own = copy.copy(theirs)
-        _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused)
+        _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused, stood=stood)
     if len(refused) == refusals_before:
         refused.append(refusal_of_whole)
+    return own
+
+
+def _holds_any(held: _Held, stood: _Stood) -> bool:
+    """Whether what a container holds (``held``, see ``_contents``), at any depth, is among ``stood``."""
+    return any(id(item) in stood for item in held) or any(_holds_any(inner, stood) for _, inner in held.deep or ())
+
+
+def _carried_anew(
+    value: Any,
+    convert: Carried,
+    key: str,
+    refusal: ConversionError,
+    *,
+    made: _Made,
+    refused: list[ConversionError],
+    stood: _Stood,
+) -> Any:
+    """A list, dict or tuple a method made in the call, whose conversion is ``refusal``,
+    holding objects the result's containers held (``stood``), for the other side: one of its
+    own, each item carried on its own (see ``_carried_item``; ``self.items =
+    list(reversed(self.items))``), one refused whole left out of a list or dict; a list or
+    dict met again inside itself, the one being made."""
+    own = _made_for(value, made)
+    if own is not None:
+        return own
+    refusals_before = len(refused)
+    below = _prefixed(convert, key)
+    if isinstance(value, tuple):  # met again through a list, made first; an item refused whole refuses it
+        kept = [
+            _carried_item(item, {}, None, below, f"[{i}]", made=made, refused=refused, stood=stood)
+            for i, item in enumerate(value)
+        ]
+        if len(refused) == refusals_before:
+            raise _narrowed(value, convert, key, refusal)
+        return _tuple_like(value, kept)
+    own = copy.copy(value)
+    own.clear()
+    made[id(value)] = (value, own)
+    items = _mirrored(value, own, _contents(()), below, made=made, refused=refused, stood=stood)
+    if len(refused) == refusals_before:  # refused as a whole, none of its items
+        raise _narrowed(value, convert, key, refusal)
+    if isinstance(own, dict):
+        own.update(items)
+    else:
+        own.extend(items)
     return own
 
 
@@ -992,6 +1153,7 @@ def _carried_record(
     *,
     made: _Made,
     refused: list[ConversionError],
+    stood: _Stood | None,
 ) -> None:
     """Into ``state``, the attributes of the other side's copy of the record ``value`` (see
     ``_carried_item``): what a method changed in ``value`` (``was``: what its attributes held), each
@@ -1018,6 +1180,7 @@ def _carried_record(
                 f"{key}.{name}",
                 made=made,
                 refused=refused,
+                stood=stood,
             )
         except ConversionError as e:
             refused.append(e)
@@ -1035,9 +1198,12 @@ def _back_item(value: Any, key: str, *, side: ResultMethod, prefix: str) -> Any:
     return fields.original if fields.twin is None else fields.twin
 
 
-def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int, tuple[Any, Any]]) -> None:
+def _twins(
+    receiver: Any, converted: Any, inside: Inside | None, into: dict[int, tuple[Any, Any]], stood: _Stood
+) -> None:
     """Into ``into``, by identity: ``receiver``, the object a method ran on, and what it holds
-    (``inside``, its items too), each with the caller's object standing for it."""
+    (``inside``, its items too), each with the caller's object standing for it; into ``stood``,
+    the items it changed inside (see ``_paired``)."""
     into[id(receiver)] = (receiver, converted)
     if inside is None:
         return
@@ -1046,18 +1212,24 @@ def _twins(receiver: Any, converted: Any, inside: Inside | None, into: dict[int,
     for name, (held, was) in contents.items():
         if now.get(name) is held and name in state:
             into[id(held)] = (held, state[name])
-            _paired(was, state[name], into)
+            _paired(was, state[name], into, stood)
+        elif name in state:  # set anew (self.items = list(reversed(self.items))): its items may be moved
+            _paired(was, state[name], into, stood, changed_above=True)
     for name, (mine, value, _, deeper) in inner.items():
         if now.get(name) is value and state.get(name) is mine:
-            _twins(value, mine, deeper, into)
+            _twins(value, mine, deeper, into, stood)
 
 
-def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
+def _paired(
+    was: _Held, mine: Any, into: dict[int, tuple[Any, Any]], stood: _Stood, changed_above: bool = False
+) -> None:
     """Into ``into``: the lists, dicts, tuples and records a container held (``was``, see
     ``_contents``) and holds unchanged inside, each with the caller's object at its place in
     ``mine``, the caller's twin of the container (``return self.groups[0]``); in a tuple, the
     lists and dicts changed inside too, which the caller's are made to match in place (see
-    ``_retupled``: ``self.pair[0].append(self.pair[0])`` holds the caller's list)."""
+    ``_retupled``: ``self.pair[0].append(self.pair[0])`` holds the caller's list). Into
+    ``stood``: each, with what it held, where it or one holding it (``changed_above``) changed
+    inside too."""
     if was.deep is None:
         return
     if isinstance(mine, dict):
@@ -1067,12 +1239,14 @@ def _paired(was: _Held, mine: Any, into: dict[int, tuple[Any, Any]]) -> None:
     changed = _changed_inside(was)
     refilled = isinstance(mine, tuple)
     for item, inner in was.deep:
-        if (id(item) in changed and not (refilled and type(item) in _IN_PLACE)) or id(item) in into:
-            continue
         theirs = places.get(id(item), _UNSEEN)
-        if type(theirs) is type(item) and theirs is not item:
+        if id(item) in into or id(item) in stood or type(theirs) is not type(item) or theirs is item:
+            continue
+        stood[id(item)] = (item, theirs, inner)
+        moved = changed_above or (id(item) in changed and not (refilled and type(item) in _IN_PLACE))
+        if not moved:
             into[id(item)] = (item, theirs)
-            _paired(inner, _inner_of(theirs), into)
+        _paired(inner, _inner_of(theirs), into, stood, moved)
 
 
 def _paired_in_place(
