@@ -691,7 +691,7 @@ class TestSelection:
             lambda: torch.ones(2, 2, 2).to_sparse(),
             "torch.Tensor(shape=(2, 2, 2), dtype=torch.float32, layout=torch.sparse_coo, device=cpu)",
             "is a 3-d sparse tensor with 0 dense dimension(s); scipy.sparse holds 2-d matrices",
-            "pass a 2-d sparse tensor, or points[1].to_dense()",
+            "points[1].to_dense(), or a 2-d sparse tensor where the function takes scipy.sparse matrices",
         ),
         (
             lambda: torch.ones(2, device="meta"),

@@ -470,6 +470,14 @@ _UNFIT_CALLS: dict[str, tuple[Any, Callable[[], tuple[Any, ...]], Callable[[], A
 }
 
 
+#: The argument path each refusal names where it is not the argument ``a`` ("": none, a block).
+_UNFIT_PATHS = {
+    "an integer or boolean tensor [in a list]": "items[0]",
+    "a container holding itself": "items[1]",
+    "a config or stats block open": "",
+}
+
+
 @pytest.mark.filterwarnings("ignore::autoconvert.GradientWarning")  # the eager call's own, detaching
 @pytest.mark.parametrize("fullgraph", [False, True])
 @pytest.mark.parametrize("case", list(_UNFIT_CALLS))
@@ -478,7 +486,8 @@ def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(
     float32 there, in a list too), and widens bfloat16 into a copy that writeback=True would not
     reach: such calls take the escape, and give what they give eagerly, with no warning. Under
     fullgraph=True dynamo refused them quoting a bare ``torch.compiler.disable``: its error now
-    quotes the library's words, the function, what the call holds, why and the fix."""
+    quotes the library's words, the function, what the call holds and where (its argument path,
+    none where no one value is to blame), why and the fix."""
     fn, made, block = _UNFIT_CALLS[case]
     eager_args, compiled_args = made(), made()
 
@@ -500,6 +509,9 @@ def test_calls_the_graph_would_change_take_the_escape_and_give_the_eager_result(
             message = str(refused.value)
             name = getattr(fn, "__qualname__", "")
             what = case.partition(" [")[0]
+            where = _UNFIT_PATHS.get(case, "a")
+            if where:  # "..., handed as its own memory (argument a),"
+                what = f"{what.rstrip(',')} (argument {where}){',' if what.endswith(',') else ''}"
             assert f"autoconvert: {name}(): a call with {what} takes the escape, one graph break" in message
             assert "leave fullgraph off, or call it outside the compiled function" in message  # an escape breaks too
             if "requires grad" in case:  # the eager call's own way, by its grad=

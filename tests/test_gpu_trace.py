@@ -77,8 +77,9 @@ def _check_on_the_device(accelerator: torch.device, body: Body, backend: str) ->
     _, expected_grads = _compiled_call(body, "aot_eager", host)  # the CPU's traced gradients
     on_device = _on(accelerator, host)
     before = [a.clone() for a in on_device]
-    with ac.config(transfers="error"):  # any crossing the library makes raises
-        got, grads = _compiled_call(body, backend, on_device)
+    # fullgraph=True: the escape, the library's one crossing to the host, would be a graph break
+    # it refuses (a config or stats block around the call would itself take the escape).
+    got, grads = _compiled_call(body, backend, on_device)
     for t in tree_flatten(got)[0]:
         assert t.device == accelerator
     assert_close_trees(expected, _on(torch.device("cpu"), tree_map(torch.Tensor.detach, got)))
@@ -92,10 +93,17 @@ def _check_on_the_device(accelerator: torch.device, body: Body, backend: str) ->
         assert torch.equal(a, b)  # the caller's tensors unchanged (writes go to a private copy)
 
 
+#: Bodies clipping by Python numbers (``np.clip(x, 0.2, 0.8)``, ``np.clip(d, 0, None)``): torch's
+#: eager backends hand the bounds to CUDA's clamp as 0-d CPU tensors, which it refuses, the line
+#: written by hand too (pytorch#94174); inductor, torch.compile's default, compiles them.
+_CLIPPED_BY_NUMBERS = frozenset(["clipped", "binary_cross_entropy", "focal_weight", "box_iou"])
+
+
 @pytest.mark.parametrize("body", ON_THE_DEVICE, ids=[b.name for b in ON_THE_DEVICE])
 def test_each_body_compiles_fullgraph_on_the_device(accelerator: torch.device, body: Body) -> None:
-    """aot_eager, fullgraph=True: on the device, no transfer, the CPU's values and gradients."""
-    _check_on_the_device(accelerator, body, "aot_eager")
+    """aot_eager (inductor where it refuses the body by hand too), fullgraph=True: on the device,
+    no transfer, the CPU's values and gradients."""
+    _check_on_the_device(accelerator, body, "inductor" if body.name in _CLIPPED_BY_NUMBERS else "aot_eager")
 
 
 @pytest.mark.parametrize("body", [b for b in ON_THE_DEVICE if b.name in INDUCTOR], ids=lambda b: b.name)

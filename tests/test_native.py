@@ -388,6 +388,21 @@ def test_cpu_only_functions_convert_under_auto_and_are_refused_under_true() -> N
 
 
 @in_mode
+def test_an_error_raised_on_scipy_s_torch_path_says_so_and_how_to_convert_instead() -> None:
+    """SciPy's torch path can fail where its NumPy code works (SciPy 1.17's ``bracket_root`` on a
+    bare tensor: torch's ``minimum`` refuses a float), which SciPy's own error did not tell: a
+    note names the path and ``native=False``."""
+    view = ac.torchify(scipy.special)
+    with pytest.raises((IndexError, ValueError)) as info:
+        view.logsumexp(torch.ones(3, dtype=torch.float64), axis=5)
+    assert info.value.__notes__[-1] == (
+        "autoconvert: logsumexp() raised this on SciPy's own torch path, which torchify takes for calls holding "
+        "tensors (native='auto'); where SciPy gives the answer on NumPy arrays, torchify(..., native=False) "
+        "converts the tensors instead"
+    )
+
+
+@in_mode
 def test_native_false_converts_every_call() -> None:
     view = ac.torchify(scipy.special, native=False)
     x = torch.ones(2, dtype=torch.float64, requires_grad=True)

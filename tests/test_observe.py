@@ -115,11 +115,13 @@ def test_stats_unknown_function_names_what_was_counted() -> None:
 
 def test_stats_say_which_functions_were_counted() -> None:
     """``"name" in s`` raised ``KeyError: no calls of 0`` (``in`` looked through ``s[0]``, ``s[1]``):
-    it says whether the function was counted, and iterating ``s`` gives the names."""
+    it says whether the function was counted, iterating ``s`` gives the names and ``len(s)``
+    (a TypeError before) their number."""
     with ac.stats() as s:
+        assert len(s) == 0
         flip(torch.ones(2))
     assert "flip" in s and "flop" not in s and 0 not in s
-    assert list(s) == ["flip"]
+    assert list(s) == ["flip"] and len(s) == 1
 
 
 def test_stats_blocks_nest_and_outer_ones_count_inner_calls() -> None:

@@ -571,7 +571,8 @@ def test_a_field_set_to_what_cannot_cross_is_autoconverts_error_naming_the_field
     assert raised(ac.ConversionError, t.confidence_interval) == (
         "TtestResult.confidence_interval(): field self.df is a 1-d sparse tensor with 0 dense dimension(s); "
         "scipy.sparse holds 2-d matrices. Found torch.Tensor(shape=(2,), dtype=torch.float32, "
-        "layout=torch.sparse_coo, device=cpu). Fix: pass a 2-d sparse tensor, or self.df.to_dense()."
+        "layout=torch.sparse_coo, device=cpu). Fix: self.df.to_dense(), or a 2-d sparse tensor where the function "
+        "takes scipy.sparse matrices."
     )
 
 

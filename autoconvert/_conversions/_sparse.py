@@ -51,7 +51,7 @@ def tensor_to_sparse(t: torch.Tensor, copy: bool | None, grad: GradPolicy = DETA
             ConversionError,
             f"is a {t.dim()}-d sparse tensor with {t.dense_dim()} dense dimension(s); scipy.sparse holds 2-d matrices",
             describe_tensor(t),
-            "pass a 2-d sparse tensor, or {path}.to_dense()",
+            "{path}.to_dense(), or a 2-d sparse tensor where the function takes scipy.sparse matrices",
         )
     import scipy.sparse  # only ever reached with a sparse tensor in hand
 

@@ -215,7 +215,7 @@ class Trace:
             return opaque(call, wrapped, instance, args, kwargs)
         why = self.unfit(args, kwargs)
         if why is not None:
-            self.unfit_break(why)
+            self.unfit_break(why, self.unfit_at(args, kwargs, self.params.offset(instance)))
             return opaque(call, wrapped, instance, args, kwargs)
         if not self.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.said_unrebuilt, call, wrapped, instance, args, kwargs)
@@ -299,11 +299,41 @@ class Trace:
         _rebuilt_in_graph(value, look)
         return found[0] if found else None
 
-    def unfit_break(self, why: _Unfit) -> None:  # pragma: no cover - runs under dynamo
-        """The graph break of a call that does not fit (see ``unfit``), in the library's words,
-        which dynamo quotes where ``fullgraph=True`` refuses it: the escape then runs the call by
-        Python, as eagerly."""
+    def unfit_at(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], offset: int
+    ) -> str | None:  # pragma: no cover - runs under dynamo
+        """Where the first value that does not fit sits (``b['k'][0][0]``; see ``unfit``), for the
+        words of ``unfit_break``; None where no one value does not (tensors on two devices, a block)."""
+        roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+        roots += [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
+        for root, value in roots:
+            below = self._unfit_below(value, ())
+            if below is not None:
+                return root + below
+        return None
+
+    def _unfit_below(self, value: Any, within: tuple[Any, ...]) -> str | None:  # pragma: no cover - under dynamo
+        """The path below ``value`` (inside the containers ``within``) to the first item that does not
+        fit (see ``_unfit``): a tensor, or a container holding itself; None where none."""
+        if isinstance(value, torch.Tensor):
+            return "" if self._unfit(value, [], within) is not None else None
+        if not self.nested:
+            return None
+        if any(value is outer for outer in within):
+            return ""
+        for key, item in _keyed_in_graph(value):
+            below = self._unfit_below(item, (*within, value))
+            if below is not None:
+                return key + below
+        return None
+
+    def unfit_break(self, why: _Unfit, where: str | None) -> None:  # pragma: no cover - runs under dynamo
+        """The graph break of a call that does not fit (see ``unfit``; ``where``: the argument
+        path of what does not, see ``unfit_at``), in the library's words, which dynamo quotes where
+        ``fullgraph=True`` refuses it: the escape then runs the call by Python, as eagerly."""
         what, because, fix = why
+        if where is not None:  # "a tensor ..., handed as its own memory (argument a),"
+            what = f"{what.rstrip(',')} (argument {where}){',' if what.endswith(',') else ''}"
         _graph_break(
             f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
             f"the eager call gives: {because}. Fix: {fix}, leave fullgraph off, or call it outside the compiled function"
@@ -549,7 +579,7 @@ class _Inline:
     def _route(self, args: Any, kwargs: Any) -> Any:  # pragma: no cover - runs under dynamo
         why = self.trace.unfit(args, kwargs)
         if why is not None:
-            self.trace.unfit_break(why)
+            self.trace.unfit_break(why, self.trace.unfit_at(args, kwargs, self.offset))
             return opaque(self.eager, self.wrapped, self.instance, args, kwargs)
         if not self.trace.rebuilds(args, kwargs):
             return _unrebuilt_escape(self.trace.said_unrebuilt, self.eager, self.wrapped, self.instance, args, kwargs)
@@ -716,6 +746,21 @@ def _rebuilt_in_graph(value: Any, each: Callable[..., Any], *extra: Any) -> Any:
             object.__setattr__(made, field.name, each(getattr(value, field.name), *extra))
         return made
     return None
+
+
+def _keyed_in_graph(value: Any) -> list[tuple[str, Any]]:
+    """The items of ``value``, a container the trace rebuilds (see ``_rebuilt_in_graph``), each
+    with the key that names it in a path (``[0]``, ``['k']``, ``.w``); none for another value."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [(f"[{i}]", item) for i, item in enumerate(value)]
+    if kind is dict or kind is collections.OrderedDict or kind is collections.defaultdict:
+        return [(f"[{key!r}]", item) for key, item in value.items()]
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):
+        return [(f".{name}", item) for name, item in zip(kind._fields, value, strict=True)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f".{field.name}", getattr(value, field.name)) for field in dataclasses.fields(value)]
+    return []
 
 
 def _unrebuilt(value: Any) -> bool:

@@ -260,7 +260,8 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
 
     Per decorated function (by qualname): calls, values converted, how many were shared
     with no copy, copies and bytes by cause, and seconds in conversion and in the function.
-    ``print(s)`` shows a table; ``s["f"]`` is one function's ``FunctionStats``, and
+    ``print(s)`` shows a table; ``s["f"]`` is one function's ``FunctionStats`` (``"f" in s``,
+    ``list(s)`` and ``len(s)`` tell the functions counted), and
     ``s.calls``, ``s.shared``, ``s.copies``, ``s.bytes`` the totals. Blocks nest (an outer
     block counts what inner ones do) and each thread and asyncio task sees only its own,
     like ``config``; ``batched`` threads count into the block their map was called in.
@@ -348,6 +349,10 @@ class stats:  # noqa: N801 - used like a function: `with ac.stats() as s:`
     def __iter__(self) -> Iterator[str]:
         """The names of the functions whose calls were counted, as ``s.functions`` holds them."""
         return iter(self.functions)
+
+    def __len__(self) -> int:
+        """How many functions' calls were counted (``len(s)``), as ``s.functions`` holds them."""
+        return len(self.functions)
 
     @property
     def calls(self) -> int:

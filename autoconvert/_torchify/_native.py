@@ -189,10 +189,22 @@ class NativeRoute(Route):
         return self._watched(args, kwargs)
 
     def _watched(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The call, grad= applied to what its library's torch code hands to NumPy (see _leaving)."""
+        """The call, grad= applied to what its library's torch code hands to NumPy (see _leaving).
+        An error not the library's own gets a note naming the path it was raised on, and
+        ``native=False``: a library's torch path may fail where its NumPy code works."""
         if compiling():  # dynamo traces no torch function mode of ours; NumPy breaks the graph anyway
             return self._call(args, kwargs)
-        return self.leaving.call(self._call, args, kwargs)
+        try:
+            return self.leaving.call(self._call, args, kwargs)
+        except Exception as error:
+            if not isinstance(error, ConversionError):
+                library = self.leaving.library
+                error.add_note(
+                    f"autoconvert: {self.leaving.function} raised this on {library}'s own torch path, which "
+                    f"torchify takes for calls holding tensors (native='auto'); where {library} gives the answer "
+                    "on NumPy arrays, torchify(..., native=False) converts the tensors instead"
+                )
+            raise
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         objects = self.objects
