@@ -487,6 +487,9 @@ Carried = Callable[[Any, str], Any]
 #: By id, an object and the one of its own made for the other side (see ``_own``), or the
 #: caller's twin of a method's object (see ``ResultFields.carry``).
 _Made = dict[int, tuple[Any, Any]]
+#: What ``made`` holds for an object while it is carried in part (see ``_carried_item``): met
+#: again inside itself, it is a cycle the result cannot take (``rec.hist.append(rec)``).
+_CARRYING: Any = object()
 #: By id, each list, dict, tuple and record a result's containers held when a method was
 #: called, with the caller's object at its place then and what it held (see ``_contents``):
 #: where one the method moved elsewhere is carried in part (see ``_carried_item``).
@@ -698,7 +701,7 @@ def _carried_apart(
         state[name] = _carried_item(value, {}, None, carried, name, made=made, refused=refused, stood=stood)
     except ConversionError as e:
         return e
-    return refused[0]
+    return refused[0]  # carried in part: its refusals, at least that of the whole
 
 
 def _carried_inside(
@@ -965,7 +968,9 @@ def _mirrored(
     side changed in place (``was``: what ``source`` held, ``_contents``): ``target``'s own
     items where ``source`` holds the same object as it did, unchanged inside, the others
     converted by ``convert`` (a list or dataclass changed inside converted again, as a whole),
-    of their own (``made``: see ``_own``; ``refused``, ``stood``: see ``_carried_item``)."""
+    of their own (``made``: see ``_own``; ``refused``, ``stood``: see ``_carried_item``). An
+    item refused whole leaves its place as ``target`` has it: ``target``'s item where it took
+    the place of one ``source`` no longer holds (a dict's key, a list's index), else none."""
     changed = _changed_inside(was)
     inner = was.inner()
     made = {} if made is None else made
@@ -988,6 +993,7 @@ def _mirrored(
     kept = min(len(target), len(was))  # the target's items stand for those the source held
     places = {id(value): target[i] for i, value in enumerate(was[:kept])}
     items = []
+    held: set[int] | None = None
     for i, value in enumerate(source):
         if i < kept and value is was[i] and id(value) not in changed:
             items.append(target[i])
@@ -995,6 +1001,10 @@ def _mirrored(
         item = _carried_or_left_out(value, places, inner, convert, f"[{i}]", made=made, refused=refused, stood=stood)
         if item is not _UNSEEN:
             items.append(item)
+            continue
+        held = set(map(id, source)) if held is None else held
+        if i < kept and id(was[i]) not in held:  # it took the place of what the list held there: the caller's
+            items.append(target[i])
     return items
 
 
@@ -1010,10 +1020,10 @@ def _carried_or_left_out(
     stood: _Stood | None,
 ) -> Any:
     """An item of a list or dict a method changed in place, carried (see ``_carried_item``);
-    where it is refused whole (a record the method made, then stored in what the result
-    cannot take) and ``refused`` is given, ``_UNSEEN``, its refusal into ``refused``: it is
-    left out, the container's other changes carried (a record moved there from elsewhere in
-    the result too)."""
+    where it is refused whole (a generator, a record the method made, then stored in what the
+    result cannot take) and ``refused`` is given, ``_UNSEEN``, its refusal into ``refused``:
+    the container's other changes are carried (a record moved there from elsewhere in the
+    result too), its place left as the caller's (see ``_mirrored``)."""
     try:
         return _carried_item(value, places, inner.get(id(value)), convert, key, made=made, refused=refused, stood=stood)
     except ConversionError as e:
@@ -1057,16 +1067,24 @@ def _carried_item(
         if not (_held_in(value) or _record(value)) or (isinstance(value, tuple) and len(theirs) != len(value)):
             raise
         refusal_of_whole = e
+    known = _made_for(value, made)  # met again: self.items = [rec, rec], or inside itself
+    if known is _CARRYING:  # rec.hist.append(rec): the cycle is what the result cannot take
+        raise _narrowed(value, convert, key, refusal_of_whole)
+    if known is not None:
+        refused.append(refusal_of_whole)
+        return known
     refusals_before = len(refused)
     below = _prefixed(convert, key)
+    made[id(value)] = (value, _CARRYING)
     if isinstance(value, tuple):
         own = _retupled(theirs, value, was, below, made=made, refused=refused, stood=stood)
-    elif type(value) in _IN_PLACE:
-        own = copy.copy(theirs)
-        _refill(own, value, was, below, made=made, refused=refused, stood=stood)
     else:
         own = copy.copy(theirs)
-        _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused, stood=stood)
+        if type(value) in _IN_PLACE:
+            _refill(own, value, was, below, made=made, refused=refused, stood=stood)
+        else:
+            _carried_record(value, own.__dict__, was, convert, key, made=made, refused=refused, stood=stood)
+    made[id(value)] = (value, own)
     if len(refused) == refusals_before:
         refused.append(refusal_of_whole)
     return own
@@ -1090,31 +1108,29 @@ def _carried_anew(
     """A list, dict or tuple a method made in the call, whose conversion is ``refusal``,
     holding objects the result's containers held (``stood``), for the other side: one of its
     own, each item carried on its own (see ``_carried_item``; ``self.items =
-    list(reversed(self.items))``), one refused whole left out of a list or dict; a list or
-    dict met again inside itself, the one being made."""
+    list(reversed(self.items))``), one refused whole left out of a list or dict, a tuple
+    refused whole with it; met again inside itself, a cycle the result cannot take."""
     own = _made_for(value, made)
+    if own is _CARRYING:
+        raise _narrowed(value, convert, key, refusal)
     if own is not None:
         return own
     refusals_before = len(refused)
     below = _prefixed(convert, key)
-    if isinstance(value, tuple):  # met again through a list, made first; an item refused whole refuses it
-        kept = [
+    made[id(value)] = (value, _CARRYING)
+    if isinstance(value, tuple):
+        items = [
             _carried_item(item, {}, None, below, f"[{i}]", made=made, refused=refused, stood=stood)
             for i, item in enumerate(value)
         ]
-        if len(refused) == refusals_before:
-            raise _narrowed(value, convert, key, refusal)
-        return _tuple_like(value, kept)
-    own = copy.copy(value)
-    own.clear()
+        own = _tuple_like(value, items)
+    else:
+        own = copy.copy(value)
+        own.clear()
+        _refill(own, value, _contents(()), below, made=made, refused=refused, stood=stood)
     made[id(value)] = (value, own)
-    items = _mirrored(value, own, _contents(()), below, made=made, refused=refused, stood=stood)
     if len(refused) == refusals_before:  # refused as a whole, none of its items
         raise _narrowed(value, convert, key, refusal)
-    if isinstance(own, dict):
-        own.update(items)
-    else:
-        own.extend(items)
     return own
 
 
@@ -1203,7 +1219,7 @@ def _twins(
 ) -> None:
     """Into ``into``, by identity: ``receiver``, the object a method ran on, and what it holds
     (``inside``, its items too), each with the caller's object standing for it; into ``stood``,
-    the items it changed inside (see ``_paired``)."""
+    its items, changed inside or not (see ``_paired``)."""
     into[id(receiver)] = (receiver, converted)
     if inside is None:
         return
@@ -1228,8 +1244,8 @@ def _paired(
     ``mine``, the caller's twin of the container (``return self.groups[0]``); in a tuple, the
     lists and dicts changed inside too, which the caller's are made to match in place (see
     ``_retupled``: ``self.pair[0].append(self.pair[0])`` holds the caller's list). Into
-    ``stood``: each, with what it held, where it or one holding it (``changed_above``) changed
-    inside too."""
+    ``stood``: each, with what it held, changed inside or not; one whose container changed
+    inside or was set anew (``changed_above``) into ``stood`` alone."""
     if was.deep is None:
         return
     if isinstance(mine, dict):
@@ -1240,11 +1256,13 @@ def _paired(
     refilled = isinstance(mine, tuple)
     for item, inner in was.deep:
         theirs = places.get(id(item), _UNSEEN)
-        if id(item) in into or id(item) in stood or type(theirs) is not type(item) or theirs is item:
+        if id(item) in into or type(theirs) is not type(item) or theirs is item:
             continue
-        stood[id(item)] = (item, theirs, inner)
         moved = changed_above or (id(item) in changed and not (refilled and type(item) in _IN_PLACE))
-        if not moved:
+        if id(item) in stood and moved:  # met again where it may have moved: once is enough
+            continue
+        stood.setdefault(id(item), (item, theirs, inner))
+        if not moved:  # paired even where an attribute set anew held it first (self.a = list(self.a))
             into[id(item)] = (item, theirs)
         _paired(inner, _inner_of(theirs), into, stood, moved)
 
