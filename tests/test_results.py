@@ -1716,6 +1716,8 @@ class Moving:
             self.reg["t"] = (self.w, record)
         elif how == "to_attribute":
             self.box = record
+        elif how == "wrapped":
+            self.box = Shelf(record)
         else:
             self.items = list(reversed(self.items))
 
@@ -1771,8 +1773,16 @@ _MOVES = {
     "to_list_in_dict": "self.reg['l'][0]",
     "to_tuple": "self.reg['t'][1]",
     "to_attribute": "self.box",
+    "wrapped": "self.box.held",
     "rebuild": "self.items[1]",
 }
+
+
+@dataclasses.dataclass
+class Shelf:
+    """A record holding another."""
+
+    held: Any
 
 
 @pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")

@@ -1051,7 +1051,8 @@ def _carried_item(
     one moved from elsewhere in the result) stands for it and ``refused`` is given: a copy of
     that object carrying ``value``'s other changes, those refused as it holds them, the
     refusals into ``refused`` (``self.items[0].later = gen`` leaves ``self.items[0].hist.append(w)``
-    carried). A list, dict or tuple made in the call holding such is carried item by item."""
+    carried). A list, dict, tuple or record made in the call holding such is carried item by
+    item (see ``_carried_anew``)."""
     try:
         return _own(convert(value, key), value, made)
     except ConversionError as e:
@@ -1060,7 +1061,7 @@ def _carried_item(
             pair = stood.get(id(value))
             if pair is not None and pair[0] is value:
                 _, theirs, was = pair  # moved: self.reg["m"] = self.items.pop(0)
-            elif _held_in(value) and _holds_any(_contents(value), stood):
+            elif (_held_in(value) or _record(value)) and _holds_any(_contents(_inner_of(value)), stood):
                 return _carried_anew(value, convert, key, e, made=made, refused=refused, stood=stood)
         if refused is None or was is None or type(theirs) is not type(value) or theirs is value:
             raise _narrowed(value, convert, key, e) from None
@@ -1105,11 +1106,12 @@ def _carried_anew(
     refused: list[ConversionError],
     stood: _Stood,
 ) -> Any:
-    """A list, dict or tuple a method made in the call, whose conversion is ``refusal``,
-    holding objects the result's containers held (``stood``), for the other side: one of its
-    own, each item carried on its own (see ``_carried_item``; ``self.items =
-    list(reversed(self.items))``), one refused whole left out of a list or dict, a tuple
-    refused whole with it; met again inside itself, a cycle the result cannot take."""
+    """A list, dict, tuple or record a method made in the call, whose conversion is
+    ``refusal``, holding objects the result's containers held (``stood``), for the other side:
+    one of its own, each item (a record's field the conversion converts) carried on its own
+    (see ``_carried_item``; ``self.items = list(reversed(self.items))``, ``self.box =
+    Wrap(rec)``), one refused whole left out of a list or dict, a tuple or record refused whole
+    with it; met again inside itself, a cycle the result cannot take."""
     own = _made_for(value, made)
     if own is _CARRYING:
         raise _narrowed(value, convert, key, refusal)
@@ -1124,6 +1126,15 @@ def _carried_anew(
             for i, item in enumerate(value)
         ]
         own = _tuple_like(value, items)
+    elif _record(value):
+        own = copy.copy(value)
+        names = _converted_names(value)
+        state = own.__dict__
+        for name, held in value.__dict__.items():
+            if not name.startswith("_") and (names is None or name in names):  # the others held as they are
+                state[name] = _carried_item(
+                    held, {}, None, convert, f"{key}.{name}", made=made, refused=refused, stood=stood
+                )
     else:
         own = copy.copy(value)
         own.clear()
