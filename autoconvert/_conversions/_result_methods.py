@@ -276,8 +276,10 @@ class ResultFields:
                 self.see(converted.__dict__)
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
+            state = receiver.__dict__
+            refused_held = _held_ids([state[name] for name in refused if name in state])
             _refused_given_back(receiver, converted, refused, side)
-            self._unshared_refusals(receiver, before, refused)
+            self._unshared_refusals(receiver, before, refused, refused_held)
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
@@ -285,18 +287,25 @@ class ResultFields:
             held = False
         return twins if held else UNSEEN
 
-    def _unshared_refusals(self, receiver: Any, before: dict[str, Any], names: Iterable[str]) -> None:
+    def _unshared_refusals(
+        self, receiver: Any, before: dict[str, Any], names: Iterable[str], refused_held: set[int]
+    ) -> None:
         """Give the original what ``receiver``, its twin, now holds at the refused attributes
         ``names`` where the two shared the object the method changed in place (a twin made
-        around a field held apart, a widened bfloat16 one): no refused value stays in the
+        around a field held apart, a widened bfloat16 one), and at each other attribute the two
+        shared that the method set anew, or whose object the refused values held (``refused_held``,
+        by id: ``self.items, self.alt = self.alt, self.items``): no refused value stays in the
         original, which ``copy.deepcopy`` and pickling of the result reach."""
-        original = self.original.__dict__
-        if receiver.__dict__ is original:
+        original, state = self.original.__dict__, receiver.__dict__
+        if state is original:
             return
-        for name in names:
-            if name in before and original.get(name, _UNSEEN) is before[name]:
-                if name in receiver.__dict__:
-                    original[name] = receiver.__dict__[name]
+        names = set(names)
+        for name, value in before.items():
+            if original.get(name, _UNSEEN) is value and (
+                name in names or id(value) in refused_held or state.get(name, _UNSEEN) is not value
+            ):
+                if name in state:
+                    original[name] = state[name]
                 else:
                     original.pop(name, None)
 
@@ -587,6 +596,22 @@ def _snapshot(attributes: dict[str, Any], names: list[str], above: tuple[int, ..
         elif _record(value) and id(held := value.__dict__) not in above:
             inner[name] = (value, value, dict(held), _snapshot(held, _followed(held), above))
     return contents, inner
+
+
+def _held_ids(values: Iterable[Any]) -> set[int]:
+    """The ids of ``values`` and of the lists, dicts, tuples and records inside them (see ``_contents``)."""
+    found: set[int] = set()
+
+    def look(held: _Held) -> None:
+        for item, inner in held.deep or ():
+            found.add(id(item))
+            look(inner)
+
+    for value in values:
+        found.add(id(value))
+        if _changes_inside(value):
+            look(_contents(_inner_of(value)))
+    return found
 
 
 def _refused_given_back(receiver: Any, converted: Any, names: Iterable[str], side: ResultMethod) -> None:
