@@ -1267,9 +1267,26 @@ def _twins(
             _paired(was, state[name], into, stood)
         elif name in state:  # set anew (self.items = list(reversed(self.items))): its items may be moved
             _paired(was, state[name], into, stood, changed_above=True)
-    for name, (mine, value, _, deeper) in inner.items():
-        if now.get(name) is value and state.get(name) is mine:
+    for name, (mine, value, attributes, deeper) in inner.items():
+        if state.get(name) is not mine:
+            continue
+        stood.setdefault(id(value), (value, mine, _held_of(attributes, deeper)))  # self.a, self.b = self.b, self.a
+        if now.get(name) is value:
             _twins(value, mine, deeper, into, stood)
+
+
+def _held_of(attributes: dict[str, Any], inside: Inside | None) -> _Held:
+    """What a record held when a method was called, as ``_contents`` lists a record's: its
+    attributes then (``attributes``) and what its lists, dicts and records held then
+    (``inside``), for ``stood`` (a record an attribute held, moved to another)."""
+    held = _Held([*attributes, *attributes.values()])
+    held.deep = None
+    if inside is not None:
+        contents, inner = inside
+        deep = [(value, was) for value, was in contents.values()]
+        deep += [(value, _held_of(was, deeper)) for _, value, was, deeper in inner.values()]
+        held.deep = deep or None
+    return held
 
 
 def _paired(
