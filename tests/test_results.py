@@ -1898,9 +1898,12 @@ class Headed:
         elif how == "hand":
             self.head2, self.head = self.head, Slot()
             moved = self.head2
-        else:
+        elif how == "into_dict":
             self.reg["h"], self.head, self.head2 = self.head, self.head2, Slot()
             moved = self.reg["h"]
+        else:
+            moved, self.head2.held = self.head2.held, None
+            self.head2 = moved
         moved.hist.append(self.w * 2)
         if refuse:
             moved.later = (x for x in [self.w])
@@ -1909,7 +1912,8 @@ class Headed:
 @pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @pytest.mark.parametrize("route", list(_ALL_ROUTES))
 @pytest.mark.parametrize(
-    ("how", "path"), [("swap", "self.head"), ("hand", "self.head2"), ("into_dict", "self.reg['h']")]
+    ("how", "path"),
+    [("swap", "self.head"), ("hand", "self.head2"), ("into_dict", "self.reg['h']"), ("up", "self.head2")],
 )
 def test_a_record_handed_from_one_attribute_to_another_and_refused_in_part_arrives(
     route: str, how: str, path: str
@@ -1917,11 +1921,13 @@ def test_a_record_handed_from_one_attribute_to_another_and_refused_in_part_arriv
     """``self.head, self.head2 = self.head2, self.head`` with a refused store in the record
     handed over: it was refused whole, the attribute keeping the caller's record, so the
     handed record and its other changes were lost (the other record at two places). It
-    arrives now, as a record moved between containers does."""
+    arrives now, as a record moved between containers does; so does one taken from a field of
+    the record an attribute holds and set as that attribute (``self.head2 = self.head2.held``)."""
     view, kind = _ALL_ROUTES[route]
-    plain = Headed(np.ones(1), Slot(hist=[np.zeros(1)]))
+    second = (lambda: Shelf(Slot())) if how == "up" else Slot
+    plain = Headed(np.ones(1), Slot(hist=[np.zeros(1)]), second())
     plain.hand(how, refuse=False)
-    r = view(lambda a: Headed(a * 1.0, Slot(hist=[a * 0.0])))(_array([1.0], kind))
+    r = view(lambda a: Headed(a * 1.0, Slot(hist=[a * 0.0]), second()))(_array([1.0], kind))
     with pytest.raises(ac.ConversionError, match=rf"^Headed.hand\(\): field {re.escape(path)}.later is a gen"):
         r.hand(how, refuse=True)
     assert _laid_out(r) == _laid_out(plain)

@@ -1271,8 +1271,8 @@ def _twins(
         if state.get(name) is not mine:
             continue
         stood.setdefault(id(value), (value, mine, _held_of(attributes, deeper)))  # self.a, self.b = self.b, self.a
-        if now.get(name) is value:
-            _twins(value, mine, deeper, into, stood)
+        # Moved from its attribute, it pairs nothing; what it holds may be moved on (self.a = self.a.sub).
+        _twins(value, mine, deeper, into if now.get(name) is value else {}, stood)
 
 
 def _held_of(attributes: dict[str, Any], inside: Inside | None) -> _Held:
