@@ -1901,19 +1901,30 @@ class Headed:
         elif how == "into_dict":
             self.reg["h"], self.head, self.head2 = self.head, self.head2, Slot()
             moved = self.reg["h"]
-        else:
+        elif how == "up":
             moved, self.head2.held = self.head2.held, None
             self.head2 = moved
+        else:  # kept in place, and put at a second place
+            moved = self.reg["s"] = self.head2.held
         moved.hist.append(self.w * 2)
         if refuse:
             moved.later = (x for x in [self.w])
+
+    def seen(self) -> Any:
+        return _laid_out(self)
 
 
 @pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @pytest.mark.parametrize("route", list(_ALL_ROUTES))
 @pytest.mark.parametrize(
     ("how", "path"),
-    [("swap", "self.head"), ("hand", "self.head2"), ("into_dict", "self.reg['h']"), ("up", "self.head2")],
+    [
+        ("swap", "self.head"),
+        ("hand", "self.head2"),
+        ("into_dict", "self.reg['h']"),
+        ("up", "self.head2"),
+        ("shared", "self.head2.held"),
+    ],
 )
 def test_a_record_handed_from_one_attribute_to_another_and_refused_in_part_arrives(
     route: str, how: str, path: str
@@ -1922,9 +1933,12 @@ def test_a_record_handed_from_one_attribute_to_another_and_refused_in_part_arriv
     handed over: it was refused whole, the attribute keeping the caller's record, so the
     handed record and its other changes were lost (the other record at two places). It
     arrives now, as a record moved between containers does; so does one taken from a field of
-    the record an attribute holds and set as that attribute (``self.head2 = self.head2.held``)."""
+    the record an attribute holds and set as that attribute (``self.head2 = self.head2.held``).
+    One kept in place and put at a second place (``self.reg['s'] = self.head2.held``) left the
+    refused value there in the object the methods run on, which ``copy.deepcopy`` and pickling
+    of the result met."""
     view, kind = _ALL_ROUTES[route]
-    second = (lambda: Shelf(Slot())) if how == "up" else Slot
+    second = (lambda: Shelf(Slot())) if how in ("up", "shared") else Slot
     plain = Headed(np.ones(1), Slot(hist=[np.zeros(1)]), second())
     plain.hand(how, refuse=False)
     r = view(lambda a: Headed(a * 1.0, Slot(hist=[a * 0.0]), second()))(_array([1.0], kind))
@@ -1932,6 +1946,7 @@ def test_a_record_handed_from_one_attribute_to_another_and_refused_in_part_arriv
         r.hand(how, refuse=True)
     assert _laid_out(r) == _laid_out(plain)
     assert _laid_out(pickle.loads(pickle.dumps(r))) == _laid_out(copy.deepcopy(r)) == _laid_out(plain)
+    assert r.seen() == _laid_out(plain)  # what the methods run on
 
 
 @dataclasses.dataclass

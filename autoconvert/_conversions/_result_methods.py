@@ -278,8 +278,16 @@ class ResultFields:
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
             state = receiver.__dict__
             refused_held = _held_ids([state[name] for name in refused if name in state])
-            _refused_given_back(receiver, converted, refused, side)
-            self._unshared_refusals(receiver, before, refused, refused_held)
+            # An attribute holding what a refused one does (self.box = self.head.sub) is given back too.
+            sharing = [
+                name
+                for name, value in state.items()
+                if name not in refused and name not in self.node.own and _held_ids([value]) & refused_held
+            ]
+            given_back = [*refused, *sharing]
+            _refused_given_back(receiver, converted, given_back, side)
+            self._unshared_refusals(receiver, before, given_back, refused_held)
+            self.taken_again(sharing)
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
