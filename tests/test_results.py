@@ -1747,9 +1747,14 @@ class Moving:
             moved.append(moved)
             self.box = moved
 
-    def replace(self) -> None:
-        self.items[0] = Slot(later=(x for x in [self.w]))
-        self.items[1].hist.append(self.w * 2)
+    def replace(self, moved: bool) -> None:
+        if moved:
+            self.box = self.items.pop(1)
+            self.items.append(Slot(later=(x for x in [self.w])))
+            self.items[0].hist.append(self.w * 2)
+        else:
+            self.items[0] = Slot(later=(x for x in [self.w]))
+            self.items[1].hist.append(self.w * 2)
 
     def seen(self) -> Any:
         return _laid_out(self)
@@ -1830,16 +1835,20 @@ def test_a_record_refused_in_part_in_a_cycle_leaves_the_cycle_out(route: str, ho
 
 
 @pytest.mark.parametrize("route", list(_ALL_ROUTES))
-def test_a_refused_item_that_replaced_one_in_a_list_leaves_the_caller_s_in_its_place(route: str) -> None:
-    """``self.items[0] = Slot(later=gen)`` is refused whole: the list keeps the caller's item at
-    index 0, as a dict keeps the caller's value at its key, and the other item's change arrives
-    at its own index."""
+@pytest.mark.parametrize("how", ["replace", "moved_then_appended"])
+def test_a_refused_item_in_a_list_is_left_out_and_what_it_replaced_stays_where_the_method_put_it(
+    route: str, how: str
+) -> None:
+    """``self.items[0] = Slot(later=gen)`` is refused whole and left out, the other item's change
+    carried. Where the method moved the item it replaced (``self.box = self.items.pop(1)``, then
+    a refused record appended), keeping the caller's item at its old index would hold the
+    record twice, once stale: it is where the method put it."""
     view, kind = _ALL_ROUTES[route]
     r = view(lambda a: Moving(a * 1.0))(_array([1.0], kind))
-    first = r.items[0]
-    with pytest.raises(ac.ConversionError, match=r"^Moving.replace\(\): field self.items\[0\].later is a gen"):
-        r.replace()
-    assert r.items[0] is first and _laid_out(r.items) == ["list", _laid_out(Slot()), _laid_out(Slot(hist=[2.0]))]
+    with pytest.raises(ac.ConversionError, match=r"^Moving.replace\(\): field self.items\[\d\].later is a gen"):
+        r.replace(moved=how == "moved_then_appended")
+    assert _laid_out(r.items) == ["list", _laid_out(Slot(hist=[2.0]))]
+    assert _laid_out(r.box) == (_laid_out(Slot()) if how == "moved_then_appended" else None)
     assert r.seen() == _laid_out(r)
 
 

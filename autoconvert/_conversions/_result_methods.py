@@ -1002,8 +1002,8 @@ def _mirrored(
     items where ``source`` holds the same object as it did, unchanged inside, the others
     converted by ``convert`` (a list or dataclass changed inside converted again, as a whole),
     of their own (``made``: see ``_own``; ``refused``, ``stood``: see ``_carried_item``). An
-    item refused whole leaves its place as ``target`` has it: ``target``'s item where it took
-    the place of one ``source`` no longer holds (a dict's key, a list's index), else none."""
+    item refused whole is left out: what it took the place of, the method removed, maybe to
+    put elsewhere (``self.box = self.items.pop(1); self.items.append(Slot(later=gen))``)."""
     changed = _changed_inside(was)
     inner = was.inner()
     made = {} if made is None else made
@@ -1020,13 +1020,10 @@ def _mirrored(
             )
             if item is not _UNSEEN:
                 keyed[key] = item
-            elif key in target:  # the caller's there
-                keyed[key] = target[key]
         return keyed
     kept = min(len(target), len(was))  # the target's items stand for those the source held
     places = {id(value): target[i] for i, value in enumerate(was[:kept])}
     items = []
-    held: set[int] | None = None
     for i, value in enumerate(source):
         if i < kept and value is was[i] and id(value) not in changed:
             items.append(target[i])
@@ -1034,10 +1031,6 @@ def _mirrored(
         item = _carried_or_left_out(value, places, inner, convert, f"[{i}]", made=made, refused=refused, stood=stood)
         if item is not _UNSEEN:
             items.append(item)
-            continue
-        held = set(map(id, source)) if held is None else held
-        if i < kept and id(was[i]) not in held:  # it took the place of what the list held there: the caller's
-            items.append(target[i])
     return items
 
 
@@ -1055,8 +1048,8 @@ def _carried_or_left_out(
     """An item of a list or dict a method changed in place, carried (see ``_carried_item``);
     where it is refused whole (a generator, a record the method made, then stored in what the
     result cannot take) and ``refused`` is given, ``_UNSEEN``, its refusal into ``refused``:
-    the container's other changes are carried (a record moved there from elsewhere in the
-    result too), its place left as the caller's (see ``_mirrored``)."""
+    it is left out, the container's other changes carried (a record moved there from elsewhere
+    in the result too)."""
     try:
         return _carried_item(value, places, inner.get(id(value)), convert, key, made=made, refused=refused, stood=stood)
     except ConversionError as e:
