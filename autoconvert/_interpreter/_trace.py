@@ -304,13 +304,16 @@ class Trace:
     ) -> str | None:  # pragma: no cover - runs under dynamo
         """Where the first value that does not fit sits (``b['k'][0][0]``; see ``unfit``), for the
         words of ``unfit_break``; None where no one value does not (tensors on two devices, a block)."""
-        roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
-        roots += [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
-        for root, value in roots:
+        for root, value in self._roots(args, kwargs, offset):
             below = self._unfit_below(value, ())
             if below is not None:
                 return root + below
         return None
+
+    def _roots(self, args: tuple[Any, ...], kwargs: dict[str, Any], offset: int) -> list[tuple[str, Any]]:
+        """Each argument with the root of its path (its parameter's name, ``rest[0]``), for messages."""
+        roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
+        return roots + [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
 
     def _unfit_below(self, value: Any, within: tuple[Any, ...]) -> str | None:  # pragma: no cover - under dynamo
         """The path below ``value`` (inside the containers ``within``) to the first item that does not
@@ -375,10 +378,7 @@ class Trace:
     def _path_to_tensor(self, args: tuple[Any, ...], kwargs: dict[str, Any], instance: Any) -> str:
         """The path of the first tensor inside a container the trace does not rebuild
         (``batch.x``, ``pair[0].w``), for the words of ``said_unrebuilt``: eager, out of the graph."""
-        offset = self.params.offset(instance)
-        roots = [(self.params.positional_name(i, offset), a) for i, a in enumerate(args)]
-        roots += [(self.params.keyword_name(k), v) for k, v in kwargs.items()]
-        for root, value in roots:
+        for root, value in self._roots(args, kwargs, self.params.offset(instance)):
             below = _tensor_path(value, False)
             if below is not None:
                 return keystr(root, below)
