@@ -1959,6 +1959,96 @@ def test_a_record_handed_from_one_attribute_to_another_and_refused_in_part_arriv
 
 
 @dataclasses.dataclass
+class TwoPlaced:
+    """A result whose method puts one record at a second place, keeping the first."""
+
+    w: Any
+    head: Any = dataclasses.field(default_factory=Slot)
+    items: list[Any] = dataclasses.field(default_factory=lambda: [Shelf(Slot())])
+
+    def alias(self, how: str, refuse: bool) -> None:
+        if how == "head":
+            self.head = self.items[0].held
+        else:
+            self.items[0].held = self.head
+        self.head.hist.append(self.w * 2)
+        if refuse:
+            self.head.later = (x for x in [self.w])
+
+    def bump(self) -> bool:
+        self.head.hist.append(self.w * 3)
+        return self.head is self.items[0].held
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("how", ["head", "field"])
+@pytest.mark.parametrize("refuse", [False, True], ids=["kept", "refused"])
+def test_a_record_put_at_a_second_place_stays_one_object_on_both_sides(route: str, how: str, refuse: bool) -> None:
+    """``self.head = self.items[0].held`` with a refused store in it: the caller's result held
+    one record at both places, the object the methods run on two copies (each attribute given
+    back converted on its own), so a later method's change through ``self.head`` reached the
+    caller's ``items[0].held`` and never its own, which the next method read stale."""
+    view, kind = _ALL_ROUTES[route]
+    plain = TwoPlaced(np.ones(1))
+    plain.alias(how, refuse=False)
+    plain.bump()
+    r = view(lambda a: TwoPlaced(a * 1.0))(_array([1.0], kind))
+    if refuse:
+        with pytest.raises(
+            ac.ConversionError, match=r"^TwoPlaced.alias\(\): field self\.(head|items\[0\]\.held)\.later"
+        ):
+            r.alias(how, refuse=True)
+    else:
+        r.alias(how, refuse=False)
+    assert r.bump() is True  # one object where the methods run
+    assert r.head is r.items[0].held
+    assert _laid_out(r) == _laid_out(plain)
+
+
+@dataclasses.dataclass
+class Filed:
+    """A result whose method files a new record in a list and a dict."""
+
+    w: Any
+    items: list[Any] = dataclasses.field(default_factory=list)
+    reg: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def file(self) -> None:
+        record = Slot(hist=[self.w])
+        self.items.append(record)
+        self.reg["k"] = record
+
+    def bump(self) -> bool:
+        self.reg["k"].hist.append(self.w * 2)
+        return self.reg["k"] is self.items[0]
+
+
+def _filed(w: Any) -> Filed:
+    record = Slot(hist=[w])
+    return Filed(w, [record], {"k": record})
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("by", ["method", "function"])
+def test_a_record_filed_in_two_containers_is_one_object_on_both_sides(route: str, by: str) -> None:
+    """``self.items.append(s); self.reg["k"] = s`` in a method, or ``Filed(w, [s], {"k": s})``
+    returned by the function: the caller's result held a copy in each, so a later method's
+    change through ``reg`` reached the caller's ``reg`` alone."""
+    view, kind = _ALL_ROUTES[route]
+    plain = _filed(np.ones(1)) if by == "function" else Filed(np.ones(1))
+    if by == "method":
+        plain.file()
+    plain.bump()
+    r = view((lambda a: _filed(a * 1.0)) if by == "function" else (lambda a: Filed(a * 1.0)))(_array([1.0], kind))
+    if by == "method":
+        r.file()
+    assert r.reg["k"] is r.items[0]
+    assert r.bump() is True
+    assert _laid_out(r) == _laid_out(plain)
+
+
+@dataclasses.dataclass
 class SharedRecord:
     """A result two of whose attributes hold one record."""
 

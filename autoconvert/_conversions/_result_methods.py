@@ -164,10 +164,11 @@ class ResultFields:
         if twin is None:
             twin = self._made_twin()
         itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
+        made: _Made = {}  # an object at two attributes one there too (see _made_before)
         changed = {
             name: inner[name]
             if name in inner
-            else _own(_twinned(value, itself, functools.partial(back, name=name)), value)
+            else _own(_twinned(value, itself, functools.partial(back, name=name)), value, made)
             for name, value in attributes.items()
             if name not in methods
             and (
@@ -626,13 +627,15 @@ def _refused_given_back(receiver: Any, converted: Any, names: Iterable[str], sid
     """Give ``receiver``, the object a method ran on, what the caller's result (``converted``)
     holds at the attributes ``names``, where the method stored what that cannot take: converted
     back (``side.back``), so that no refused value (a generator) stays in the result, which
-    ``copy.deepcopy`` and pickling of it would meet."""
+    ``copy.deepcopy`` and pickling of it would meet; an object at two of them (``self.head =
+    self.items[0].sub``) one there too (see ``_made_before``)."""
     state, attributes = receiver.__dict__, converted.__dict__
     itself = {id(converted): (converted, receiver)}
+    made: _Made = {}
     for name in names:
         if name in attributes:
             value = attributes[name]
-            state[name] = _own(_twinned(value, itself, functools.partial(side.back, name=name)), value)
+            state[name] = _own(_twinned(value, itself, functools.partial(side.back, name=name)), value, made)
         else:
             state.pop(name, None)
 
@@ -792,7 +795,7 @@ def _own(value: Any, was: Any, made: _Made | None = None) -> Any:
     own there too; a method's objects with twins may come in it (see ``ResultFields.carry``)."""
     made = {} if made is None else made
     if type(value) in _IN_PLACE:
-        own = _made_for(value, made)
+        own = _made_before(value, was, made)
         if own is None:
             own = copy.copy(value) if value is was else value
             made[id(value)] = (value, own)
@@ -801,7 +804,7 @@ def _own(value: Any, was: Any, made: _Made | None = None) -> Any:
             _own_items(own, was if type(was) is type(value) else _UNSEEN, made)
         return own
     if _record(value):
-        own = _made_for(value, made)
+        own = _made_before(value, was, made)
         if own is not None:
             return own
         own = copy.copy(value) if value is was else value
@@ -828,6 +831,17 @@ def _made_for(value: Any, made: _Made) -> Any:
     itself kept beside it, so that an id a freed object had is never taken for another's."""
     pair = made.get(id(value))
     return pair[1] if pair is not None and pair[0] is value else None
+
+
+def _made_before(value: Any, was: Any, made: _Made) -> Any:
+    """The object of its own ``made`` holds for ``value``, or for ``was`` where ``value`` is a
+    second conversion of it (an object at two places converted apart: ``self.head =
+    self.items[0].sub``), so that the other side holds one object there too; None: none yet."""
+    own = _made_for(value, made)
+    if own is None and value is not was and type(was) is type(value):
+        own = _made_for(was, made)
+        return own if type(own) is type(value) else None
+    return own
 
 
 def _own_items(own: Any, was: Any, made: _Made) -> None:
