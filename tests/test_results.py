@@ -2009,6 +2009,128 @@ def test_a_record_put_at_a_second_place_stays_one_object_on_both_sides(route: st
 
 
 @dataclasses.dataclass
+class Shared:
+    """A result whose records and lists the caller or its methods put at second places."""
+
+    w: Any
+    head: Any = dataclasses.field(default_factory=Slot)
+    items: list[Any] = dataclasses.field(default_factory=lambda: [Slot(), Slot(), Slot()])
+    al2: Any = None
+    box: Any = None
+
+    def mark(self, refuse: bool) -> None:
+        self.items[1].hist.append(self.w * 2)
+        if refuse:
+            self.items[1].later = (x for x in [self.w])
+
+    def alias_and_mark(self) -> None:
+        self.al2 = self.items
+        self.items[0].later = (x for x in [self.w])
+        self.items[0].hist.append(self.w * 2)
+
+    def box_last(self) -> None:
+        self.box = self.items[2]
+        self.head = self.items[1]
+
+    def mark_last(self) -> None:
+        self.items[2].later = (x for x in [self.w])
+
+    def views(self) -> tuple[bool, bool, bool]:
+        return self.head is self.items[1], self.al2 is self.items, self.box is self.items[2]
+
+
+def _shared(w: Any) -> Shared:
+    return Shared(w, Slot(hist=[w]), [Slot(hist=[w]), Slot(hist=[w]), Slot(hist=[w])])
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("alias", ["item", "list"])
+@pytest.mark.parametrize("refuse", [False, True], ids=["kept", "refused"])
+def test_what_the_caller_puts_at_a_second_place_is_one_object_where_the_methods_run(
+    route: str, alias: str, refuse: bool
+) -> None:
+    """``r.items[1] = r.head`` or ``r.al2 = r.items`` by the caller, then a method changing
+    through ``items``: the methods ran on a copy at the second place (the caller's value there
+    converted back on its own), so the change never reached the first, on either side."""
+    view, kind = _ALL_ROUTES[route]
+    plain, r = _shared(np.ones(1)), view(lambda a: _shared(a * 1.0))(_array([1.0], kind))
+    for result in (plain, r):
+        if alias == "item":
+            result.items[1] = result.head
+        else:
+            result.al2 = result.items
+    plain.mark(refuse=False)
+    if refuse:
+        with pytest.raises(ac.ConversionError, match=r"^Shared.mark\(\): field self.(head|items\[1\]).later is a gen"):
+            r.mark(refuse=True)
+    else:
+        r.mark(refuse=False)
+    assert r.views() == plain.views()
+    assert (r.head is r.items[1], r.al2 is r.items) == plain.views()[:2]
+    assert _laid_out(r) == _laid_out(plain)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+def test_a_refused_store_in_a_list_a_method_also_put_at_a_new_attribute_is_refused(route: str) -> None:
+    """``self.al2 = self.items; self.items[0].later = gen``: the new attribute's list was taken
+    for the caller's, its records paired with the caller's before their changes were looked at,
+    so the store raised nothing, the caller's field was silently None and the generator stayed
+    where the methods run (``copy.deepcopy`` and pickling then raised ``cannot pickle``)."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: _shared(a * 1.0))(_array([1.0], kind))
+    with pytest.raises(ac.ConversionError, match=r"^Shared.alias_and_mark\(\): field self.items\[0\].later is a gen"):
+        r.alias_and_mark()
+    plain = _shared(np.ones(1))
+    plain.al2 = plain.items
+    plain.items[0].hist.append(np.ones(1) * 2)
+    assert r.views() == plain.views() and r.al2 is r.items
+    assert _laid_out(r) == _laid_out(plain)
+    assert _laid_out(copy.deepcopy(r)) == _laid_out(pickle.loads(pickle.dumps(r))) == _laid_out(plain)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+def test_a_refused_record_at_two_places_leaves_the_other_sharing_whole(route: str) -> None:
+    """``self.box = self.items[2]; self.head = self.items[1]``, then a refused store in
+    ``items[2]``: ``items`` and ``box`` were given back, ``head`` not, so where the methods run
+    ``head`` and ``items[1]`` became two objects, one on the caller's side."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: _shared(a * 1.0))(_array([1.0], kind))
+    r.box_last()
+    with pytest.raises(ac.ConversionError, match=r"^Shared.mark_last\(\): field self.(box|items\[2\]).later is a gen"):
+        r.mark_last()
+    assert r.views() == (True, False, True)
+    assert (r.head is r.items[1], r.box is r.items[2]) == (True, True)
+    r.mark(refuse=False)
+    assert len(r.head.hist) == len(r.items[1].hist) == 2
+    assert _laid_out(copy.deepcopy(r)) == _laid_out(pickle.loads(pickle.dumps(r))) == _laid_out(r)
+
+
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("how", ["reverse", "swap", "rotate"])
+def test_a_refused_store_after_the_caller_reordered_a_list_leaves_no_trace(route: str, how: str) -> None:
+    """``r.items.reverse()`` by the caller, then a method's refused store in ``items[1]``: the
+    record stayed shared with the object the result was made from, which kept the generator,
+    and ``copy.deepcopy`` and pickling of the result raised ``cannot pickle 'generator'``."""
+    view, kind = _ALL_ROUTES[route]
+    r = view(lambda a: _shared(a * 1.0))(_array([1.0], kind))
+    if how == "reverse":
+        r.items.reverse()
+    elif how == "swap":
+        r.items[0], r.items[2] = r.items[2], r.items[0]
+    else:
+        r.items.append(r.items.pop(0))
+    with pytest.raises(ac.ConversionError, match=r"^Shared.mark\(\): field self.items\[1\].later is a gen"):
+        r.mark(refuse=True)
+    layout = _laid_out(r)
+    assert _laid_out(copy.deepcopy(r)) == _laid_out(pickle.loads(pickle.dumps(r))) == layout
+    r.mark(refuse=False)
+    assert _laid_out(copy.deepcopy(r)) == _laid_out(pickle.loads(pickle.dumps(r))) == _laid_out(r)
+
+
+@dataclasses.dataclass
 class Filed:
     """A result whose method files a new record in a list and a dict."""
 

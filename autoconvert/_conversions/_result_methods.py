@@ -158,17 +158,8 @@ class ResultFields:
             else:
                 return self.original if self.twin is None else self.twin
         methods = self.node.own
-        if moved:  # the caller's lists and dicts changed in place: their items converted back where new
-            inner = {**inner, **self._returned(moved, attributes, side)}
-        twin = self.twin
-        if twin is None:
-            twin = self._made_twin()
-        itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
-        made: _Made = {}  # an object at two attributes one there too (see _made_before)
-        changed = {
-            name: inner[name]
-            if name in inner
-            else _own(_twinned(value, itself, functools.partial(back, name=name)), value, made)
+        names = [
+            name
             for name, value in attributes.items()
             if name not in methods
             and (
@@ -178,6 +169,20 @@ class ResultFields:
                 or name in moved
                 or value is converted  # self.me = self: the twin itself there
             )
+        ]
+        # One the caller put at a second place (r.items[1] = r.head) is the one there too (see _made_before).
+        made = self._standing(attributes, moved) if moved or any(_changes_inside(attributes[n]) for n in names) else {}
+        if moved:  # the caller's lists and dicts changed in place: their items converted back where new
+            inner = {**inner, **self._returned(moved, attributes, side, made)}
+        twin = self.twin
+        if twin is None:
+            twin = self._made_twin()
+        itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
+        changed = {
+            name: inner[name]
+            if name in inner
+            else _own(_twinned(attributes[name], itself, functools.partial(back, name=name)), attributes[name], made)
+            for name in names
         }
         state = twin.__dict__
         for name in given.keys() - attributes.keys():
@@ -277,18 +282,10 @@ class ResultFields:
                 self.see(converted.__dict__)
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
-            state = receiver.__dict__
-            refused_held = _held_ids([state[name] for name in refused if name in state])
-            # An attribute holding what a refused one does (self.box = self.head.sub) is given back too.
-            sharing = [
-                name
-                for name, value in state.items()
-                if name not in refused and name not in self.node.own and _held_ids([value]) & refused_held
-            ]
-            given_back = [*refused, *sharing]
+            given_back, refused_held = _sharing_refused(receiver.__dict__, converted.__dict__, refused, self.node.own)
             _refused_given_back(receiver, converted, given_back, side)
             self._unshared_refusals(receiver, before, given_back, refused_held)
-            self.taken_again(sharing)
+            self.taken_again(given_back[len(refused) :])
             raise next(iter(refused.values()))
         try:
             held = _holds_twin(result, twins)
@@ -317,6 +314,10 @@ class ResultFields:
                     original[name] = state[name]
                 else:
                     original.pop(name, None)
+        # A record the two share inside lists of their own (the caller reordered the list): theirs again too.
+        for name, value in list(original.items()):
+            if name in state and state[name] is not value and _held_ids([value]) & refused_held:
+                original[name] = state[name]
 
     def carry(
         self,
@@ -360,11 +361,14 @@ class ResultFields:
             self.given[name] = _UNSEEN
             self.size = -1
 
-    def _returned(self, moved: list[str], attributes: dict[str, Any], side: ResultMethod) -> dict[str, Any]:
+    def _returned(
+        self, moved: list[str], attributes: dict[str, Any], side: ResultMethod, made: _Made
+    ) -> dict[str, Any]:
         """The method side's lists and dicts for those of the caller's that changed in place
         (``moved``): new ones, holding the method side's items where the caller's hold the same
-        objects as at the last call, the others converted back; a result with methods as the
-        object it stands for there (``self.seen.append(self)``, which holds itself)."""
+        objects as at the last call, the others converted back (``made``: see ``_own``); a
+        result with methods as the object it stands for there (``self.seen.append(self)``,
+        which holds itself)."""
         synced = self.synced
         assert synced is not None  # moved was found in it
         state = (self.original if self.twin is None else self.twin).__dict__
@@ -373,9 +377,45 @@ class ResultFields:
             mine, theirs = attributes.get(name), state.get(name)
             found = synced[0].get(name)
             if found is not None and type(theirs) is type(mine):
-                items = _mirrored(mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name))
+                items = _mirrored(
+                    mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name), made=made
+                )
                 returned[name] = _tuple_like(theirs, items) if isinstance(theirs, tuple) else items
+                made[id(mine)] = (mine, returned[name])  # held at a second place too (r.al2 = r.items)
         return returned
+
+    def _standing(self, attributes: dict[str, Any], moved: Iterable[str]) -> _Made:
+        """By id, the object the methods run on holds for each of the caller's that both held at
+        the last call, unchanged since: the values of the attributes not ``moved``, the items of
+        the lists and dicts then, and what those hold. One the caller puts at a second place
+        (``r.items[1] = r.head``, ``r.al2 = r.items``) is that object there too (see ``_made_before``)."""
+        state = (self.original if self.twin is None else self.twin).__dict__
+        moved = set(moved)
+        pairs = [
+            (value, state[name])
+            for name, value in self.given.items()
+            if name not in moved and attributes.get(name, _UNSEEN) is value and name in state
+        ]
+        if self.synced is not None:
+            for name, (_, was) in self.synced[0].items():
+                mine = state.get(name)
+                if isinstance(mine, dict):
+                    placed: Any = ((item, mine.get(key, _UNSEEN)) for key, item in was.as_dict().items())
+                elif isinstance(mine, (list, tuple)) and len(mine) == len(was):
+                    placed = zip(was, mine, strict=True)
+                else:
+                    continue
+                changed = _changed_inside(was)
+                pairs += [(item, other) for item, other in placed if id(item) not in changed]
+        # A result with methods (the result itself: self.me = self) stands for what its methods
+        # run on, which ``receiver`` finds: none looked in.
+        seen = {id(self.original), id(self.twin)}
+        mine_to_theirs: dict[int, tuple[Any, Any]] = {}
+        for theirs, mine in pairs:
+            if type(mine) is type(theirs) and mine is not theirs and _changes_inside(theirs) and id(mine) not in seen:
+                mine_to_theirs.setdefault(id(mine), (mine, theirs))
+                _paired_in_place(_inner_of(mine), _inner_of(theirs), mine_to_theirs, _DEPTH, seen)
+        return {id(theirs): (theirs, mine) for mine, theirs in mine_to_theirs.values() if _fields_of(theirs) is None}
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
@@ -623,6 +663,47 @@ def _held_ids(values: Iterable[Any]) -> set[int]:
     return found
 
 
+def _sharing_refused(
+    state: dict[str, Any], attributes: dict[str, Any], refused: Iterable[str], own: frozenset[str]
+) -> tuple[list[str], set[int]]:
+    """The attributes a refused call gives back (see ``_refused_given_back``): ``refused``, then
+    each other one holding, on the method's side (``state``: ``self.box = self.head.sub``) or
+    the caller's (``attributes``: the caller's ``head`` given back holds its ``alt``), a list,
+    dict, tuple or record one of those holds, until none is left, so that each of the caller's
+    objects is made again once; and the ids of what they hold on the method's side."""
+    names = [*refused]
+    held = {
+        name: (_shared_ids(state, name), _shared_ids(attributes, name))
+        for name in [*state, *(name for name in attributes if name not in state)]
+        if name not in own
+    }
+    mine: set[int] = set()
+    theirs: set[int] = set()
+    left = [name for name in held if name not in names]
+    for name in names:
+        on_mine, on_theirs = held.get(name, (set(), set()))
+        mine |= on_mine
+        theirs |= on_theirs
+    grew = True
+    while grew:
+        grew = False
+        for name in [*left]:
+            on_mine, on_theirs = held[name]
+            if on_mine & mine or on_theirs & theirs:
+                names.append(name)
+                left.remove(name)
+                mine |= on_mine
+                theirs |= on_theirs
+                grew = True
+    return names, mine
+
+
+def _shared_ids(attributes: dict[str, Any], name: str) -> set[int]:
+    """The ids of the lists, dicts, tuples and records at ``name`` (see ``_held_ids``)."""
+    value = attributes.get(name, _UNSEEN)
+    return _held_ids([value]) if _changes_inside(value) else set()
+
+
 def _refused_given_back(receiver: Any, converted: Any, names: Iterable[str], side: ResultMethod) -> None:
     """Give ``receiver``, the object a method ran on, what the caller's result (``converted``)
     holds at the attributes ``names``, where the method stored what that cannot take: converted
@@ -673,7 +754,7 @@ def _carried_into(
                     )
                     continue
                 if paired is not None and _changes_inside(value):
-                    _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH)
+                    _paired_in_place({name: value}, {name: state[name]}, paired, _DEPTH, set_anew=True)
     if inside is None:
         return
     contents, inner = inside
@@ -1336,12 +1417,21 @@ def _paired(
 
 
 def _paired_in_place(
-    mine: Any, theirs: Any, into: dict[int, tuple[Any, Any]], depth: int, seen: set[int] | None = None
+    mine: Any,
+    theirs: Any,
+    into: dict[int, tuple[Any, Any]],
+    depth: int,
+    seen: set[int] | None = None,
+    *,
+    set_anew: bool = False,
 ) -> None:
     """Into ``into``: the lists, dicts, tuples and records ``mine`` (a method's object's
     attributes, or a container of them) holds, each with the caller's object at its place in
     ``theirs`` (which a carry made match), where none is paired yet, ``depth`` containers deep
-    (``seen``: those looked in already, which may hold each other)."""
+    (``seen``: those looked in already, which may hold each other). In what a method set anew
+    (``set_anew``), during the carry: one paired already (``self.al2 = self.items``, ``self.pairs =
+    [self.alt]``) is made to match where it is held (see ``inside``), and what it holds is left to
+    be paired there: a record in it the method changed is no twin of the caller's yet."""
     seen = set() if seen is None else seen
     if type(mine) is dict and type(theirs) is dict:
         pairs: Any = ((item, theirs.get(key, _UNSEEN)) for key, item in mine.items())
@@ -1353,10 +1443,13 @@ def _paired_in_place(
         if type(other) is not type(item) or other is item or id(item) in seen or not _changes_inside(item):
             continue
         seen.add(id(item))
+        if set_anew and id(item) in into:
+            continue
         into.setdefault(id(item), (item, other))
         if depth > 1:
             inner = _inner_of(item)
-            _paired_in_place(inner, other if inner is item else other.__dict__, into, depth - 1, seen)
+            theirs_inner = other if inner is item else other.__dict__
+            _paired_in_place(inner, theirs_inner, into, depth - 1, seen, set_anew=set_anew)
 
 
 def _pointed_back(twins: dict[int, tuple[Any, Any]]) -> bool:
