@@ -2038,6 +2038,14 @@ class Shared:
     def views(self) -> tuple[bool, bool, bool]:
         return self.head is self.items[1], self.al2 is self.items, self.box is self.items[2]
 
+    def share(self, where: str) -> None:
+        self.al2 = self.items if where == "list" else self.items[0].hist
+
+    def grow(self, where: str) -> tuple[bool, int]:
+        target = self.items if where == "list" else self.items[0].hist
+        self.al2.append(self.w * 5)
+        return self.al2 is target, len(target)
+
 
 def _shared(w: Any) -> Shared:
     return Shared(w, Slot(hist=[w]), [Slot(hist=[w]), Slot(hist=[w]), Slot(hist=[w])])
@@ -2067,6 +2075,28 @@ def test_what_the_caller_puts_at_a_second_place_is_one_object_where_the_methods_
         r.mark(refuse=False)
     assert r.views() == plain.views()
     assert (r.head is r.items[1], r.al2 is r.items) == plain.views()[:2]
+    assert _laid_out(r) == _laid_out(plain)
+
+
+@pytest.mark.parametrize("route", list(_ALL_ROUTES))
+@pytest.mark.parametrize("where", ["list", "nested"])
+@pytest.mark.parametrize("change", ["tag", "hist"])
+def test_a_list_a_method_put_at_two_attributes_stays_one_after_the_caller_changes_inside_it(
+    route: str, where: str, change: str
+) -> None:
+    """``self.al2 = self.items`` (or ``self.items[0].hist``), then the caller's change inside a
+    record of the list (``r.items[0].later = 5``): each attribute's list was converted back on its
+    own, so a later method appending through ``al2`` never reached ``items``, on either side."""
+    view, kind = _ALL_ROUTES[route]
+    plain, r = _shared(np.ones(1)), view(lambda a: _shared(a * 1.0))(_array([1.0], kind))
+    for result, w in ((plain, np.ones(1)), (r, _array([1.0], kind))):
+        result.share(where)
+        if change == "tag":
+            result.items[0].later = 5
+        else:
+            result.items[0].hist.append(w * 3)
+    assert r.grow(where) == plain.grow(where)
+    assert r.al2 is (r.items if where == "list" else r.items[0].hist)
     assert _laid_out(r) == _laid_out(plain)
 
 

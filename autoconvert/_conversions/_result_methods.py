@@ -171,7 +171,7 @@ class ResultFields:
             )
         ]
         # One the caller put at a second place (r.items[1] = r.head) is the one there too (see _made_before).
-        made = self._standing(attributes, moved) if moved or any(_changes_inside(attributes[n]) for n in names) else {}
+        made = self._standing(attributes, moved) if self._may_stand_twice(attributes, names) else {}
         if moved:  # the caller's lists and dicts changed in place: their items converted back where new
             inner = {**inner, **self._returned(moved, attributes, side, made)}
         twin = self.twin
@@ -376,13 +376,29 @@ class ResultFields:
         for name in moved:
             mine, theirs = attributes.get(name), state.get(name)
             found = synced[0].get(name)
-            if found is not None and type(theirs) is type(mine):
+            again = _made_for(mine, made)
+            if type(again) is type(theirs):  # made already at another place (self.al2 = self.items): one there too
+                returned[name] = again
+            elif found is not None and type(theirs) is type(mine):
                 items = _mirrored(
                     mine, theirs, found[1], functools.partial(_back_item, side=side, prefix=name), made=made
                 )
                 returned[name] = _tuple_like(theirs, items) if isinstance(theirs, tuple) else items
                 made[id(mine)] = (mine, returned[name])  # held at a second place too (r.al2 = r.items)
         return returned
+
+    def _may_stand_twice(self, attributes: dict[str, Any], names: list[str]) -> bool:
+        """Whether a list, dict, tuple or record the caller's result holds at ``names``, which
+        are converted back, may hold one at a second place (see ``_standing``): a list of arrays
+        the caller appended to (``r.hist.append(t)``), followed at each call, holds none."""
+        followed = self.synced[0] if self.synced is not None else {}
+        for name in names:
+            value = attributes[name]
+            if _changes_inside(value) and (
+                name not in followed or _nests(value.values() if isinstance(value, dict) else value)
+            ):
+                return True
+        return False
 
     def _standing(self, attributes: dict[str, Any], moved: Iterable[str]) -> _Made:
         """By id, the object the methods run on holds for each of the caller's that both held at
@@ -396,8 +412,10 @@ class ResultFields:
             for name, value in self.given.items()
             if name not in moved and attributes.get(name, _UNSEEN) is value and name in state
         ]
+        changed = {id(attributes[name]) for name in moved if name in attributes}
         if self.synced is not None:
             for name, (_, was) in self.synced[0].items():
+                changed |= _changed_inside(was)
                 mine = state.get(name)
                 if isinstance(mine, dict):
                     placed: Any = ((item, mine.get(key, _UNSEEN)) for key, item in was.as_dict().items())
@@ -405,17 +423,23 @@ class ResultFields:
                     placed = zip(was, mine, strict=True)
                 else:
                     continue
-                changed = _changed_inside(was)
-                pairs += [(item, other) for item, other in placed if id(item) not in changed]
+                pairs += [(item, other) for item, other in placed]
         # A result with methods (the result itself: self.me = self) stands for what its methods
         # run on, which ``receiver`` finds: none looked in.
         seen = {id(self.original), id(self.twin)}
         mine_to_theirs: dict[int, tuple[Any, Any]] = {}
         for theirs, mine in pairs:
+            if id(theirs) in changed:
+                continue
             if type(mine) is type(theirs) and mine is not theirs and _changes_inside(theirs) and id(mine) not in seen:
                 mine_to_theirs.setdefault(id(mine), (mine, theirs))
                 _paired_in_place(_inner_of(mine), _inner_of(theirs), mine_to_theirs, _DEPTH, seen)
-        return {id(theirs): (theirs, mine) for mine, theirs in mine_to_theirs.values() if _fields_of(theirs) is None}
+        # What the caller changed since (met again through an attribute no field declares) converts anew.
+        return {
+            id(theirs): (theirs, mine)
+            for mine, theirs in mine_to_theirs.values()
+            if id(theirs) not in changed and _fields_of(theirs) is None
+        }
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's."""
