@@ -842,7 +842,9 @@ def _carried_apart(
         state[name] = _carried_item(value, {}, None, carried, name, made=made, refused=refused, stood=stood)
     except ConversionError as e:
         return e
-    return refused[0]  # carried in part: its refusals, at least that of the whole
+    # Carried in part: its refusals; the whole's where each part was carried apart (a record
+    # refused in part met again inside it: self.alt = list(self.items); self.head.sub = self.alt).
+    return refused[0] if refused else refusal
 
 
 def _carried_inside(
