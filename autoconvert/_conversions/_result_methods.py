@@ -377,7 +377,7 @@ class ResultFields:
             mine, theirs = attributes.get(name), state.get(name)
             found = synced[0].get(name)
             again = _made_for(mine, made)
-            if type(again) is type(theirs):  # made already at another place (self.al2 = self.items): one there too
+            if again is not None and type(again) is type(theirs):  # made at another place (self.al2 = self.items)
                 returned[name] = again
             elif found is not None and type(theirs) is type(mine):
                 items = _mirrored(
