@@ -473,6 +473,26 @@ def _rebuilt_type(cls: type) -> bool:
     return cls in _REGISTRY or cls in _RECOGNISED
 
 
+#: The containers a result's attribute may hold that a method changes in place, followed
+#: (see ``_result_methods._inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
+#: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
+_IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
+
+
+def _held_in(value: Any) -> bool:
+    """Whether ``value`` is a container whose items ``_result_methods._contents`` lists: a list, a dict, or a
+    tuple the conversion rebuilds (a namedtuple with no attributes of its own besides)."""
+    return type(value) in _IN_PLACE or (
+        isinstance(value, tuple) and not hasattr(value, "__dict__") and _rebuilt_type(type(value))
+    )
+
+
+def _changes_inside(item: Any) -> bool:
+    """Whether ``item`` may change in place inside (see ``_result_methods._contents``): a list, a dict, a tuple
+    holding such, an object the conversion rebuilds (a dataclass, a result with methods)."""
+    return _held_in(item) or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
+
+
 #: The nodes of types recognised by their kind, made once: a registration of the type comes
 #: first (the registry is looked in first), and none of another type changes them.
 _RECOGNISED: dict[type, Node] = {}

@@ -12,7 +12,6 @@ It imports neither torch nor NumPy.
 
 from __future__ import annotations
 
-import collections
 import copy
 import copyreg
 import dataclasses
@@ -36,6 +35,7 @@ from autoconvert._errors import (
 )
 
 from ._containers import (
+    _IN_PLACE,
     _UNSEEN,
     METHODS_NODE,
     UNSEEN,
@@ -45,10 +45,13 @@ from ._containers import (
     Node,
     Unflatten,
     Walk,
+    _changes_inside,
+    _held_in,
     _rebuilt_type,
     listen,
     node_for,
 )
+from ._result_copies import Copy, copies_at
 
 
 class _MethodsNode(Node):
@@ -91,18 +94,24 @@ class ResultFields:
     holding the caller's values converted back, each converted at the first call after it
     was set. A call that finds nothing changed compares identities only, unless some values
     are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
-    are converted back at every call, so that an in-place change to one is seen too."""
+    are converted back at every call, so that an in-place change to one is seen too. Copies
+    inside its containers, and those held apart still, are kept one state with what the
+    methods hold by value (``copies``: see _result_copies)."""
 
     __slots__ = (
         "apart",
         "converted",
+        "copies",
         "followed",
         "given",
+        "handed",
         "items",
+        "kept",
         "nested",
         "node",
         "original",
         "size",
+        "stale",
         "synced",
         "twin",
     )
@@ -118,6 +127,10 @@ class ResultFields:
         self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
         self.followed: list[str] = []  # what a method may change in place (see ``inside``)
         self.synced: Inside | None = None  # what the caller's held there at the last call (see ``see``)
+        self.copies: dict[str, list[Copy]] = {}  # by attribute (see _result_copies), found at the first call
+        self.stale: set[str] | None = None  # the attributes to look in for copies again; None: all
+        self.kept: list[Copy] = []  # those of ``copies``, all in one list
+        self.handed: list[Copy] = []  # the copies kept one state at the last call
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -140,13 +153,49 @@ class ResultFields:
         # public ones are converted back at the first call, to share it again.
         self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
         self.followed, self.synced = _followed(given), None
+        self.copies, self.stale, self.kept, self.handed = {}, None, [], []
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
-        value the caller set back to the original's kind (``back``, raising the side's error)."""
+        value the caller set back to the original's kind (``back``, raising the side's error),
+        the caller's writes in place into its copies there (``copies``) copied in."""
         converted = self.converted()
         if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
             return self.original if self.twin is None else self.twin
+        receiver = self._current(converted, side)
+        handed = self.handed = self._copies(converted, receiver, side)
+        for held in handed:
+            side.refresh(held)
+        return receiver
+
+    def _copies(self, converted: Any, receiver: Any, side: ResultMethod) -> list[Copy]:
+        """The copies ``converted``, the caller's result, holds of what ``receiver`` holds (see
+        _result_copies): looked for again in the attributes changed since the last call, those
+        held ``apart`` (made again at each call) and a tuple's items paired afresh."""
+        stale, attributes, state = self.stale, converted.__dict__, receiver.__dict__
+        if stale is None or stale:
+            apart, own = set(self.apart or ()), self.node.own
+            names = [n for n in attributes if n not in own] if stale is None else stale
+            known = [held for name in names for held in self.copies.get(name, ())]
+            for name in names:
+                self.copies.pop(name, None)
+            looked = [name for name in names if name not in apart and not name.startswith("_")]
+            self.copies.update(copies_at(looked, attributes, state, side.paired, depth=_DEPTH, known=known))
+            self.stale = set()
+            self.kept = [held for copies in self.copies.values() for held in copies]
+        if not self.apart and not self.items:
+            return self.kept
+        # Made from the caller's at this call: the two one state, the method's write still to tell.
+        made = [(attributes[name], state.get(name), name) for name in self.apart or ()]
+        if self.items:
+            names = type(receiver)._fields
+            made += [(converted[i], receiver[i], names[i]) for i in self.items]
+        fresh = [[mine, theirs, where, mine, None] for mine, theirs, where in made if side.paired(mine, theirs)]
+        return self.kept + fresh if fresh else self.kept
+
+    def _current(self, converted: Any, side: ResultMethod) -> Any:
+        """The object a method runs on, holding what the caller's result ``converted`` holds now
+        (see ``receiver``)."""
         apart = self.apart if self.apart is not None else self._find_apart(side, converted)
         attributes, given, back = converted.__dict__, self.given, side.back
         inner = self._inner(attributes, side) if self.nested else {}
@@ -170,6 +219,7 @@ class ResultFields:
                 or value is converted  # self.me = self: the twin itself there
             )
         ]
+        self._restale([*names, *(given.keys() - attributes.keys())])  # may hold copies, or hold them no more
         # One the caller put at a second place (r.items[1] = r.head) is the one there too (see _made_before).
         made = self._standing(attributes, moved) if self._may_stand_twice(attributes, names) else {}
         if moved:  # the caller's lists and dicts changed in place: their items converted back where new
@@ -337,6 +387,10 @@ class ResultFields:
         (``self.b.a = self``), and those made for it there (see ``_own``); ``refused``,
         ``paired`` and ``stood``: see ``_carried_into``."""
         made = {} if made is None else made
+        now = receiver.__dict__
+        self._restale(name for name in now.keys() | before.keys() if now.get(name, _UNSEEN) is not before.get(name))
+        if inside is not None:
+            self._restale(_moved(now, inside))
         _carried_into(
             receiver.__dict__,
             before,
@@ -352,6 +406,11 @@ class ResultFields:
         self.see(converted.__dict__)
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
         self.taken_again(refused)
+
+    def _restale(self, names: Iterable[str]) -> None:
+        """The attributes ``names`` looked in for copies again at the next call (see ``_copies``)."""
+        if self.stale is not None:
+            self.stale.update(names)
 
     def taken_again(self, names: Iterable[str]) -> None:
         """The attributes ``names``, which a method set to what the caller's result cannot
@@ -486,6 +545,7 @@ class ResultFields:
         new.node, new.original, new.converted = self.node, self.original, _link(made)
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
         new.items, new.nested, new.followed, new.twin = self.items, self.nested, self.followed, None
+        new.copies, new.stale, new.kept, new.handed = {}, None, [], []
         new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
         if self.twin is not None:
             children, context = self.node.flatten(self.twin)
@@ -576,10 +636,6 @@ _CARRYING: Any = object()
 #: called, with the caller's object at its place then and what it held (see ``_contents``):
 #: where one the method moved elsewhere is carried in part (see ``_carried_item``).
 _Stood = dict[int, tuple[Any, Any, "_Held"]]
-#: The containers a result's attribute may hold that a method changes in place, followed
-#: (see ``_inside_of``): those the conversion walks and rebuilds. Tuples are followed too (see
-#: ``_held_in``): their items are fixed, yet the lists, dicts and objects among them change.
-_IN_PLACE = frozenset([list, dict, collections.OrderedDict, collections.defaultdict])
 #: The containers of a method's value in which the caller's twins are put (see ``with_twins``):
 #: sets too, which the conversion holds as they are (a set of its items' twins, the rest kept).
 _WALKED = frozenset([tuple, list, dict, set, frozenset])
@@ -590,14 +646,6 @@ def _followed(attributes: dict[str, Any]) -> list[str]:
     """The public attributes whose contents a method may change in place: lists, dicts, tuples
     and objects with attributes the conversion rebuilds (a dataclass, a result with methods)."""
     return [name for name, value in attributes.items() if not name.startswith("_") and _changes_inside(value)]
-
-
-def _held_in(value: Any) -> bool:
-    """Whether ``value`` is a container whose items ``_contents`` lists: a list, a dict, or a
-    tuple the conversion rebuilds (a namedtuple with no attributes of its own besides)."""
-    return type(value) in _IN_PLACE or (
-        isinstance(value, tuple) and not hasattr(value, "__dict__") and _rebuilt_type(type(value))
-    )
 
 
 def _rebuilt_tuple(value: Any) -> bool:
@@ -1027,12 +1075,6 @@ def _contents(container: Any, depth: int = _DEPTH, above: tuple[int, ...] = ()) 
 def _inner_of(item: Any) -> Any:
     """What ``_contents`` looks inside for a nested ``item``: a list, dict or tuple, or its attributes."""
     return item if _held_in(item) else item.__dict__
-
-
-def _changes_inside(item: Any) -> bool:
-    """Whether ``item`` may change in place inside (see ``_contents``): a list, a dict, a tuple
-    holding such, an object the conversion rebuilds (a dataclass, a result with methods)."""
-    return _held_in(item) or (hasattr(item, "__dict__") and _rebuilt_type(type(item)))
 
 
 def _holds_same(container: Any, was: _Held) -> bool:
@@ -1917,17 +1959,27 @@ class ResultMethod(Attached):
         fields = self.fields
         before = dict(receiver.__dict__)
         inside = fields.inside(receiver, before) if fields.followed else None
+        handed = fields.handed  # found by ``bound``: the caller's copies of what ``receiver`` holds
         try:
             result = method(*args, **kwargs)
         except BaseException as error:  # what it changed before raising stays, as on the plain object
-            self._ran_raising(receiver, before, inside, error)
+            self._ran_raising(receiver, before, inside, handed, error)
             raise
         if type(result) is types.GeneratorType:  # its body runs as it is consumed, its items converted there
-            carrying = self._carrying(result, receiver)
+            carrying = self._carrying(result, receiver, handed)
             return carrying, {id(carrying): (carrying, carrying)}
+        self._copied_back(handed)
         return result, fields.ran(receiver, before, inside, result, self)
 
-    def _carrying(self, generator: Generator[Any, Any, Any], receiver: Any) -> Generator[Any, Any, Any]:
+    def _copied_back(self, handed: Iterable[Copy]) -> None:
+        """What the method wrote in place into the arrays ``handed`` pairs with the caller's
+        copies of them, copied into those (see ResultFields.copies)."""
+        for held in handed:
+            self.refreshed(held)
+
+    def _carrying(
+        self, generator: Generator[Any, Any, Any], receiver: Any, handed: Iterable[Copy]
+    ) -> Generator[Any, Any, Any]:
         """A generator method's ``generator``, what its body changes on ``receiver`` carried to
         the caller's result each time it stops: at each item, at its end, where it raises;
         ``send``, ``throw`` and ``close`` reach it. Its items and value are converted as a
@@ -1935,6 +1987,7 @@ class ResultMethod(Attached):
         fields = self.fields
 
         def carry(value: Any = None) -> Any:
+            self._copied_back(handed)
             twins = fields.ran(receiver, before, inside, value, self)
             return self.convert(value) if twins is UNSEEN else with_twins(value, twins, self.convert)
 
@@ -1948,7 +2001,7 @@ class ResultMethod(Attached):
             except StopIteration as stop:
                 return carry(stop.value)
             except BaseException as error:
-                self._ran_raising(receiver, before, inside, error)
+                self._ran_raising(receiver, before, inside, handed, error)
                 raise
             converted = carry(item)
             sent, thrown = None, None
@@ -1963,11 +2016,15 @@ class ResultMethod(Attached):
             except BaseException as e:  # thrown in by the caller: the generator's to handle
                 thrown = e
 
-    def _ran_raising(self, receiver: Any, before: dict[str, Any], inside: Any, error: BaseException) -> None:
+    def _ran_raising(
+        self, receiver: Any, before: dict[str, Any], inside: Any, handed: Iterable[Copy], error: BaseException
+    ) -> None:
         """What a method that raised ``error`` changed on ``receiver`` carried to the caller's
-        result (see ResultFields.ran); a value the result cannot take is said in a note on
-        ``error``, which the caller gets as the plain object gives it (``except KeyError``)."""
+        result (see ResultFields.ran), its writes into ``handed`` too; a value the result cannot
+        take is said in a note on ``error``, which the caller gets as the plain object gives it
+        (``except KeyError``)."""
         try:
+            self._copied_back(handed)
             self.fields.ran(receiver, before, inside, None, self)
         except ConversionError as refusal:
             error.add_note(f"autoconvert: {refusal}")
@@ -2000,6 +2057,19 @@ class ResultMethod(Attached):
         """Whether ``converted``, made from the original's ``original``, is a copy of it (see
         ResultFields.apart); values as they are never are."""
         return False
+
+    def paired(self, mine: Any, theirs: Any) -> bool:
+        """Whether the caller's ``mine`` is a copy of the array or tensor ``theirs`` that the two
+        sides keep one state with by value (see ResultFields.copies); values as they are are none."""
+        return False
+
+    def refresh(self, copy: Copy) -> None:
+        """The caller's write in place into its ``copy`` (see _result_copies) copied into what the
+        methods hold, before a method call (see ``paired``: a side with copies says how)."""
+
+    def refreshed(self, copy: Copy) -> None:
+        """A method's write in place into what ``copy`` pairs copied into the caller's, after the
+        call (see ``refresh``)."""
 
     def convert(self, value: Any) -> Any:
         """A method's value converted as the result was (the objects of the result the method

@@ -15,8 +15,9 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
-from autoconvert._conversions._memory import overlaps_any
+from autoconvert._conversions._memory import overlaps_any, same_bits, snapshot, write_into
 from autoconvert._conversions._mutations import cycle_in
+from autoconvert._conversions._result_copies import Copy
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -470,6 +471,34 @@ class _OutputSideMethod(ResultMethod):
         except YieldsLater:
             return _DEFERRED(value, None)  # raises where the generator is
 
+    def refresh(self, copy: Copy) -> None:
+        mine, theirs, where, mine_was, theirs_was = copy
+        # At first, what the caller was handed from ``theirs`` (a bfloat16 copy never equals its float32 source).
+        written = not same_bits(mine, self.stored(theirs) if mine_was is None else mine_was)
+        if written:
+            self._written(theirs, self.back(mine, where), where, "the caller", f"r.{where} = new")
+        if written or theirs_was is None:
+            copy[3], copy[4] = snapshot(mine), snapshot(theirs)
+
+    def refreshed(self, copy: Copy) -> None:
+        mine, theirs, where, _, theirs_was = copy
+        if not same_bits(theirs, theirs_was):
+            self._written(mine, self.stored(theirs), where, "the method", f"self.{where} = new")
+            copy[3], copy[4] = snapshot(mine), snapshot(theirs)
+
+    def _written(self, target: Any, source: Any, where: str, writer: str, fix: str) -> None:
+        """``source`` written into ``target``, the other side's copy at ``where``; where it
+        cannot take it, a ConversionError naming the method, the field and the way round."""
+        try:
+            write_into(target, source)
+        except (ValueError, RuntimeError) as e:
+            problem = f"was written in place by {writer}, and the other side's copy of it cannot take the write"
+            found = f"a {target.dtype} {type(target).__name__} there, which refused it ({str(e).splitlines()[0]})"
+            error = LeafError(ConversionError, problem, found, f"assign a new value instead ({fix})")
+            raise error.public(
+                f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{where}"
+            ) from None
+
 
 class TensorsIn(_OutputSideMethod):
     """A method of a result whose fields came back as tensors (``ecdf(x).cdf.evaluate``), as a
@@ -516,6 +545,9 @@ class TensorsIn(_OutputSideMethod):
 
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
+
+    def paired(self, mine: Any, theirs: Any) -> bool:
+        return isinstance(theirs, np.ndarray) and self.apart(mine, theirs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         grad = self.grads()
@@ -735,6 +767,9 @@ class ArraysIn(_OutputSideMethod):
 
     def apart(self, converted: Any, original: Any) -> bool:
         return isinstance(original, torch.Tensor) and not _same_memory(original, converted)
+
+    def paired(self, mine: Any, theirs: Any) -> bool:
+        return isinstance(mine, np.ndarray) and self.apart(mine, theirs) and theirs.layout == torch.strided
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = self.bound()

@@ -1,0 +1,262 @@
+"""A result with methods whose arrays the caller holds as copies stays one state on both sides.
+
+A bfloat16 result (widened for NumPy), one under ``copy=True``, and the reverse pair's under
+``copy=True`` hold copies of what their methods run on. A write in place into either side,
+at a field of its own or inside a list, dict, tuple or record, is what the other side sees next,
+as on the plain object: the caller's before the next method call, a method's after it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import gc
+import pickle
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import autoconvert as ac
+
+
+@dataclasses.dataclass
+class Cell:
+    """A record the result holds in a list and at a field."""
+
+    hist: list[Any] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Held:
+    """A result with methods, its arrays at a field and inside each kind of container."""
+
+    w: Any
+    hist: list[Any]
+    by: dict[str, Any]
+    pair: tuple[Any, ...]
+    cell: Cell
+    cells: list[Cell]
+    deep: dict[str, list[Cell]]
+
+    def write(self, place: str, v: float) -> None:
+        """A method's write in place at ``place``."""
+        PLACES[place](self)[0] = v
+
+    def read(self) -> dict[str, float]:
+        """What the methods see at every place."""
+        return {place: float(at(self)[0]) for place, at in PLACES.items()}
+
+    def item(self, i: int) -> float:
+        """What the methods see in ``hist[i]``."""
+        return float(self.hist[i][0])
+
+    def store(self, v: float) -> None:
+        """A new array, made by the method, appended to ``hist``."""
+        self.hist.append(self.hist[0] * 0 + v)
+
+    def writes_then_yields(self, place: str, values: list[float]) -> Any:
+        """A generator method writing before each item."""
+        for v in values:
+            PLACES[place](self)[0] = v
+            yield v
+
+    def writes_then_raises(self, place: str, v: float) -> None:
+        """A method writing, then raising."""
+        PLACES[place](self)[0] = v
+        raise KeyError(place)
+
+
+#: Each place an array sits in ``Held``, as a getter.
+PLACES: dict[str, Callable[[Any], Any]] = {
+    "field": lambda r: r.w,
+    "list": lambda r: r.hist[1],
+    "dict": lambda r: r.by["a"],
+    "tuple": lambda r: r.pair[0],
+    "record": lambda r: r.cell.hist[0],
+    "record in list": lambda r: r.cells[0].hist[0],
+    "three deep": lambda r: r.deep["k"][0].hist[0],
+}
+
+
+def _made(w: Any) -> Held:
+    return Held(w * 1, [w * 1, w * 1], {"a": w * 1}, (w * 1, 0), Cell([w * 1]), [Cell([w * 1])], {"k": [Cell([w * 1])]})
+
+
+#: Route -> (the decorated ``_made``, what it is called with): each holds copies of what its methods run on.
+ROUTES: dict[str, tuple[Callable[[Any], Any], Callable[[], Any]]] = {
+    "bfloat16 pair": (
+        lambda f: ac.returns_tensor(ac.accepts_numpy(f)),
+        lambda: torch.ones(2, dtype=torch.bfloat16),
+    ),
+    "bfloat16 torchify": (ac.torchify, lambda: torch.ones(2, dtype=torch.bfloat16)),
+    "copy=True pair": (
+        lambda f: ac.returns_tensor(copy=True)(ac.accepts_numpy(f)),
+        lambda: torch.ones(2, dtype=torch.float64),
+    ),
+    "copy=True reverse pair": (
+        lambda f: ac.returns_numpy(copy=True)(ac.accepts_tensor(f)),
+        lambda: np.ones(2),
+    ),
+}
+
+
+def _result(route: str) -> Any:
+    decorate, argument = ROUTES[route]
+    return decorate(_made)(argument())
+
+
+def _caller_sees(r: Any) -> dict[str, float]:
+    return {place: float(at(r)[0]) for place, at in PLACES.items()}
+
+
+@pytest.mark.parametrize("place", sorted(PLACES))
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_the_callers_write_in_place_is_what_the_next_method_sees(route: str, place: str) -> None:
+    """``r.hist[1][0] = 9``, then a method: it reads 9, as on the plain object, every other place as it was."""
+    r = _result(route)
+    r.read()  # a first call: the two sides paired
+    PLACES[place](r)[0] = 9
+    assert r.read() == {p: 9.0 if p == place else 1.0 for p in PLACES}
+
+
+@pytest.mark.parametrize("place", sorted(PLACES))
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_methods_write_in_place_reaches_the_callers_copy(route: str, place: str) -> None:
+    """``self.hist[1][0] = 7`` in a method: the caller's array there (the same object) holds 7."""
+    r = _result(route)
+    held = PLACES[place](r)
+    r.write(place, 7)
+    assert PLACES[place](r) is held
+    assert _caller_sees(r) == {p: 7.0 if p == place else 1.0 for p in PLACES}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_write_before_the_first_method_call_is_seen(route: str) -> None:
+    """The caller's write straight after the call, before any method ran, reaches the methods too."""
+    r = _result(route)
+    r.cells[0].hist[0][0] = 5
+    assert r.read()["record in list"] == 5.0
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_generator_or_raising_methods_writes_reach_the_caller_where_it_stops(route: str) -> None:
+    """Each item of a generator method, and a method that raises, carry their writes as they stop."""
+    r = _result(route)
+    items = r.writes_then_yields("list", [3.0, 4.0])
+    next(items)
+    assert float(r.hist[1][0]) == 3.0
+    next(items)
+    assert float(r.hist[1][0]) == 4.0
+    with pytest.raises(KeyError):
+        r.writes_then_raises("dict", 6.0)
+    assert float(r.by["a"][0]) == 6.0
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_write_of_nan_or_negative_zero_is_seen(route: str) -> None:
+    """Bits are compared, not values: NaN over NaN is no write, -0.0 over 0.0 is one."""
+    r = _result(route)
+    r.hist[1][0] = float("nan")
+    assert np.isnan(r.read()["list"])
+    r.hist[1][0] = 0.0
+    r.read()
+    r.hist[1][0] = -0.0
+    assert np.signbit(r.read()["list"])
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_an_array_the_caller_put_or_a_method_stored_is_kept_one_too(route: str) -> None:
+    """A copy made by the caller's assignment (``r.hist.append(t)``) or a method's store is paired as well."""
+    r = _result(route)
+    r.hist.append(r.hist[0] * 1)
+    assert r.item(2) == 1.0
+    r.hist[2][0] = 8
+    assert r.item(2) == 8.0
+    r.store(3.0)  # a new array in the list, made by a method
+    assert float(r.hist[3][0]) == 3.0
+    r.hist[3][0] = 4
+    assert r.item(3) == 4.0
+    r.write("list", 5)
+    r.hist[3][0] = 6
+    assert (float(r.hist[1][0]), r.item(3)) == (5.0, 6.0)
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_copies_survive_deepcopy_and_pickle_with_the_callers_writes(route: str) -> None:
+    """A copy or an unpickled result sees the writes made before it was taken, and keeps them its own."""
+    r = _result(route)
+    r.read()
+    r.cell.hist[0][0] = 9
+    for again in (copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
+        assert again.read()["record"] == 9.0
+        again.cell.hist[0][0] = 2
+        assert again.read()["record"] == 2.0
+    assert r.read()["record"] == 9.0
+
+
+def test_a_write_the_methods_array_cannot_take_is_refused_naming_the_field() -> None:
+    """The function's read-only array in a list: the caller's write cannot reach it, and the next method call says so."""
+
+    def broadcast(w: Any) -> Held:
+        r = _made(w)
+        r.hist[0] = np.broadcast_to(w, (2,))
+        return r
+
+    r = ac.returns_tensor(ac.accepts_numpy(broadcast))(torch.ones(2, dtype=torch.bfloat16))
+    r.hist[0][0] = 3
+    with pytest.raises(ac.ConversionError) as caught:
+        r.read()
+    assert str(caught.value) == (
+        "Held.read(): field self.hist[0] was written in place by the caller, and the other side's copy of it cannot "
+        "take the write. Found a float32 ndarray there, which refused it (assignment destination is read-only). "
+        "Fix: assign a new value instead (r.hist[0] = new)."
+    )
+
+
+def test_a_result_holding_copies_is_freed_when_its_last_reference_goes() -> None:
+    """The pairs hold no reference cycle: the caller's copies are freed when it drops the result."""
+    gc.disable()
+    try:
+        r = _result("bfloat16 pair")
+        r.hist[1][0] = 2
+        r.read()
+        held = weakref.ref(r.hist[1])
+        del r
+        assert held() is None
+    finally:
+        gc.enable()
+
+
+#: A step: who writes (the caller in place, a method in place, the caller assigning a new array),
+#: where, and the value.
+STEP = st.tuples(
+    st.sampled_from(["caller", "method", "caller assigns"]),
+    st.sampled_from(sorted(PLACES)),
+    st.integers(-8, 8).map(float),
+)
+
+
+@given(route=st.sampled_from(sorted(ROUTES)), steps=st.lists(STEP, min_size=1, max_size=6))
+def test_both_sides_hold_what_the_plain_object_holds_after_any_writes(
+    route: str, steps: list[tuple[str, str, float]]
+) -> None:
+    """Writes by the caller and the methods, in any order and place: after each, the caller's
+    result, the methods' view and the plain object hold the same values everywhere."""
+    r = _result(route)
+    plain = _made(np.ones(2))
+    for who, place, v in steps:
+        if who == "method":
+            r.write(place, v)
+        elif who == "caller":
+            PLACES[place](r)[0] = v
+        else:  # a new array at the list's place: converted back at the next call, then paired
+            r.hist[1] = r.hist[0] * 0 + v
+        PLACES["list" if who == "caller assigns" else place](plain)[0] = v
+        assert r.read() == plain.read()
+        assert _caller_sees(r) == plain.read()
