@@ -200,6 +200,41 @@ def test_copies_survive_deepcopy_and_pickle_with_the_callers_writes(route: str) 
     assert r.read()["record"] == 9.0
 
 
+def test_a_write_reaches_the_elements_written_alone() -> None:
+    """The caller's bfloat16 write into one element leaves the float32 precision of the others
+    the methods hold; a method's write into one element reaches that element alone."""
+
+    @dataclasses.dataclass
+    class Fine:
+        hist: list[Any]
+
+        def values(self) -> list[float]:
+            return [float(v) for v in self.hist[0]]
+
+        def set_last(self, v: float) -> None:
+            self.hist[0][-1] = v
+
+    r = ac.returns_tensor(ac.accepts_numpy(lambda x: Fine([x.astype(np.float32) * 0 + np.float32(1.001)])))(
+        torch.ones(3, dtype=torch.bfloat16)
+    )
+    assert r.hist[0].tolist() == [1.0, 1.0, 1.0]  # rounded for the caller
+    r.hist[0][1] = 4
+    assert r.values() == [float(np.float32(1.001)), 4.0, float(np.float32(1.001))]
+    r.hist[0][0] = 2  # the caller's own, before the method writes elsewhere
+    r.set_last(3)
+    assert r.hist[0].tolist() == [2.0, 4.0, 3.0]
+
+
+@pytest.mark.parametrize("route", ["bfloat16 pair", "copy=True pair"])
+def test_a_result_made_under_inference_mode_takes_a_methods_write(route: str) -> None:
+    """Inference tensors take in-place writes inside inference mode alone: the method's write reaches them."""
+    with torch.inference_mode():
+        r = _result(route)
+    assert r.hist[1].is_inference()
+    r.write("list", 7)
+    assert float(r.hist[1][0]) == 7.0
+
+
 def test_a_write_the_methods_array_cannot_take_is_refused_naming_the_field() -> None:
     """The function's read-only array in a list: the caller's write cannot reach it, and the next method call says so."""
 

@@ -186,14 +186,47 @@ def snapshot(value: Any) -> Any:
     return value.copy() if isinstance(value, np.ndarray) else value.detach().clone()
 
 
-def write_into(target: Any, source: Any) -> None:
+def written_at(now: Any, was: Any) -> Any:
+    """Where ``now`` differs from ``was``, a snapshot of it (see ``same_bits``), bit for bit: a
+    boolean mask of ``now``'s kind; None where its shape changed (``resize_``)."""
+    if now.shape != was.shape:
+        return None
+    if isinstance(now, np.ndarray):
+        if now.dtype.kind == "c":
+            return written_at(now.real, was.real) | written_at(now.imag, was.imag)
+        if now.itemsize not in _NUMPY_BITS:  # longdouble: by value
+            return now != was
+        return now.view(_NUMPY_BITS[now.itemsize]) != was.view(_NUMPY_BITS[now.itemsize])
+    now, was = now.detach(), was.detach()
+    if now.is_complex():
+        now, was = (
+            torch.view_as_real(now.resolve_conj().resolve_neg()),
+            torch.view_as_real(was.resolve_conj().resolve_neg()),
+        )
+        bits = _BITS[now.element_size()]
+        return (now.view(bits) != was.view(bits)).any(-1)
+    bits = _BITS[now.element_size()]
+    return now.view(bits) != was.view(bits)
+
+
+def write_into(target: Any, source: Any, at: Any = None) -> None:
     """``source``'s values written into ``target`` in place (a tensor into a tensor, an array into
-    an array), as NumPy and torch raise where it cannot take them (read-only, another shape)."""
+    an array), where the mask ``at`` (either kind; None: everywhere) is true: the other elements
+    keep their own values (a float32 array the caller's bfloat16 copy was made from keeps its
+    precision there). Raises as NumPy and torch do where it cannot take them (read-only, another shape)."""
     if isinstance(target, np.ndarray):
-        np.copyto(target, source)
-    else:
-        with torch.no_grad():  # the caller's copy, as a write through the array it stands for
-            target.copy_(source)
+        where = True if at is None else at if isinstance(at, np.ndarray) else at.cpu().numpy()
+        np.copyto(target, source, where=where)
+        return
+    if at is not None:
+        mask = at.to(target.device) if isinstance(at, torch.Tensor) else torch.from_numpy(at).to(target.device)
+        source = torch.where(mask, source, target)
+    with torch.no_grad(), torch.inference_mode(target.is_inference()):  # the caller's copy, as a write through it
+        target.copy_(source)
+
+
+#: element size -> the unsigned dtype of that size: a view that compares bits.
+_NUMPY_BITS = {1: "u1", 2: "u2", 4: "u4", 8: "u8"}
 
 
 def _same_bits(a: NDArray[Any], b: NDArray[Any]) -> bool:

@@ -15,7 +15,7 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
-from autoconvert._conversions._memory import overlaps_any, same_bits, snapshot, write_into
+from autoconvert._conversions._memory import overlaps_any, same_bits, snapshot, write_into, written_at
 from autoconvert._conversions._mutations import cycle_in
 from autoconvert._conversions._result_copies import Copy
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
@@ -474,23 +474,27 @@ class _OutputSideMethod(ResultMethod):
     def refresh(self, copy: Copy) -> None:
         mine, theirs, where, mine_was, theirs_was = copy
         # At first, what the caller was handed from ``theirs`` (a bfloat16 copy never equals its float32 source).
-        written = not same_bits(mine, self.stored(theirs) if mine_was is None else mine_was)
+        was = self.stored(theirs) if mine_was is None else mine_was
+        written = not same_bits(mine, was)
         if written:
-            self._written(theirs, self.back(mine, where), where, "the caller", f"r.{where} = new")
+            at = written_at(mine, was)
+            self._written(theirs, self.back(mine, where), at, where=where, writer="the caller", fix=f"r.{where} = new")
         if written or theirs_was is None:
             copy[3], copy[4] = snapshot(mine), snapshot(theirs)
 
     def refreshed(self, copy: Copy) -> None:
         mine, theirs, where, _, theirs_was = copy
         if not same_bits(theirs, theirs_was):
-            self._written(mine, self.stored(theirs), where, "the method", f"self.{where} = new")
+            at = written_at(theirs, theirs_was)
+            self._written(mine, self.stored(theirs), at, where=where, writer="the method", fix=f"self.{where} = new")
             copy[3], copy[4] = snapshot(mine), snapshot(theirs)
 
-    def _written(self, target: Any, source: Any, where: str, writer: str, fix: str) -> None:
-        """``source`` written into ``target``, the other side's copy at ``where``; where it
-        cannot take it, a ConversionError naming the method, the field and the way round."""
+    def _written(self, target: Any, source: Any, at: Any, *, where: str, writer: str, fix: str) -> None:
+        """``source`` written into ``target``, the other side's copy at ``where``, where ``at`` says
+        (see write_into); where it cannot take it, a ConversionError naming the method, the field
+        and the way round."""
         try:
-            write_into(target, source)
+            write_into(target, source, at)
         except (ValueError, RuntimeError) as e:
             problem = f"was written in place by {writer}, and the other side's copy of it cannot take the write"
             found = f"a {target.dtype} {type(target).__name__} there, which refused it ({str(e).splitlines()[0]})"
