@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import tracemalloc
@@ -111,6 +112,25 @@ class _Scaler:
 
     def scale(self, v: np.ndarray) -> np.ndarray:
         return np.negative(v)
+
+
+@dataclasses.dataclass
+class _Fitted:
+    """A result with methods: a fitted state, a history of 8 arrays, a count its methods change."""
+
+    w: np.ndarray
+    hist: list[np.ndarray]
+    n: int = 0
+
+    def predict(self, v: np.ndarray) -> np.ndarray:
+        return v * self.w
+
+    def step(self) -> None:
+        self.n += 1
+
+
+def _fitted(w: np.ndarray) -> _Fitted:
+    return _Fitted(w * 1, [w * i for i in range(8)])
 
 
 def _other_plans(t: torch.Tensor, eight: list[torch.Tensor], repeats: int, target: float) -> list[Row]:
@@ -329,6 +349,35 @@ def _methods(t: torch.Tensor, repeats: int, target: float) -> list[Row]:
         "a method",
         "hand-written",
         {"hand-written": lambda: model.hand(t), "autoconvert": lambda: model.ours(t)},
+        repeats,
+        target,
+    )
+
+    # A result's methods: nothing changed (a check of identities), a count changed (carried back),
+    # and a bfloat16 result, whose 9 arrays the caller holds as copies kept one state by value.
+    plain = _fitted(t.numpy())
+    fitted = ac.returns_tensor(ac.accepts_numpy(_fitted))(t)
+    halves = t.to(torch.bfloat16)
+    plain_halves = _fitted(halves.float().numpy())
+    fitted_halves = ac.returns_tensor(ac.accepts_numpy(_fitted))(halves)
+    rows += compare(
+        "a result's method (predict, 16 float32)",
+        "hand-written",
+        {
+            "hand-written": lambda: torch.from_numpy(plain.predict(t.numpy())),
+            "autoconvert": lambda: fitted.predict(t),
+            "autoconvert, bfloat16 result (9 copies)": lambda: fitted_halves.predict(halves),
+            "hand-written, bfloat16": lambda: torch.from_numpy(plain_halves.predict(halves.float().numpy())).to(
+                torch.bfloat16
+            ),
+        },
+        repeats,
+        target,
+    )
+    rows += compare(
+        "a result's method that changes it (self.n += 1)",
+        "hand-written",
+        {"hand-written": plain.step, "autoconvert": fitted.step, "autoconvert, bfloat16 result": fitted_halves.step},
         repeats,
         target,
     )

@@ -52,6 +52,7 @@ ORDER = [
     "_conversions._to_numpy",
     "_conversions._writeback",
     "_conversions._containers",
+    "_conversions._result_copies",
     "_conversions._result_methods",
     "_conversions._mutations",
     "_conversions._tree",
@@ -255,7 +256,12 @@ def test_what_runs_on_worker_processes_imports_no_torch() -> None:
 
 
 def test_the_container_modules_import_neither_torch_nor_numpy() -> None:
-    for module in ("_conversions._containers", "_conversions._result_methods", "_conversions._tree"):
+    for module in (
+        "_conversions._containers",
+        "_conversions._result_copies",
+        "_conversions._result_methods",
+        "_conversions._tree",
+    ):
         assert not _imports(module)[1] & {"torch", "numpy"}, module
 
 

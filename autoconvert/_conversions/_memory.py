@@ -1,6 +1,8 @@
 """Facts about a tensor's memory (expanded, compact, its extent, overlaps), the copy a
 ``copy=False`` call refuses, and check_writes' putting back of what the function changed (and
-finding what it wrote into a private array, writeback's of an expanded tensor too)."""
+finding what it wrote into a private array, writeback's of an expanded tensor too), and a copy's
+bits compared with a snapshot and written into its other side where they differ (a result's
+copies of what its methods run on: see ResultFields.copies)."""
 
 from __future__ import annotations
 
@@ -181,7 +183,7 @@ def same_bits(x: Any, y: Any) -> bool:
 _AS_BYTES = 1 << 16
 
 
-def snapshot(value: Any) -> Any:
+def bits_snapshot(value: Any) -> Any:
     """A copy of the tensor or array ``value``, to tell a later write into it (see ``same_bits``)."""
     return value.copy() if isinstance(value, np.ndarray) else value.detach().clone()
 

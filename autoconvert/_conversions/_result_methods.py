@@ -51,7 +51,7 @@ from ._containers import (
     listen,
     node_for,
 )
-from ._result_copies import Copy, copies_at
+from ._result_copies import HeldCopy, copies_at
 
 
 class _MethodsNode(Node):
@@ -127,10 +127,10 @@ class ResultFields:
         self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
         self.followed: list[str] = []  # what a method may change in place (see ``inside``)
         self.synced: Inside | None = None  # what the caller's held there at the last call (see ``see``)
-        self.copies: dict[str, list[Copy]] = {}  # by attribute (see _result_copies), found at the first call
+        self.copies: dict[str, list[HeldCopy]] = {}  # by attribute (see _result_copies), found at the first call
         self.stale: set[str] | None = None  # the attributes to look in for copies again; None: all
-        self.kept: list[Copy] = []  # those of ``copies``, all in one list
-        self.handed: list[Copy] = []  # the copies kept one state at the last call
+        self.kept: list[HeldCopy] = []  # those of ``copies``, all in one list
+        self.handed: list[HeldCopy] = []  # the copies kept one state at the last call
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -168,7 +168,7 @@ class ResultFields:
             side.refresh(held)
         return receiver
 
-    def _copies(self, converted: Any, receiver: Any, side: ResultMethod) -> list[Copy]:
+    def _copies(self, converted: Any, receiver: Any, side: ResultMethod) -> list[HeldCopy]:
         """The copies ``converted``, the caller's result, holds of what ``receiver`` holds (see
         _result_copies): looked for again in the attributes changed since the last call, those
         held ``apart`` (made again at each call) and a tuple's items paired afresh."""
@@ -219,7 +219,7 @@ class ResultFields:
                 or value is converted  # self.me = self: the twin itself there
             )
         ]
-        self._restale([*names, *(given.keys() - attributes.keys())])  # may hold copies, or hold them no more
+        self._restale(attributes, given, names)  # may hold copies, or hold them no more
         # One the caller put at a second place (r.items[1] = r.head) is the one there too (see _made_before).
         made = self._standing(attributes, moved) if self._may_stand_twice(attributes, names) else {}
         if moved:  # the caller's lists and dicts changed in place: their items converted back where new
@@ -293,8 +293,8 @@ class ResultFields:
             if changed or now.get(name, _UNSEEN) is not value:
                 changed = True
                 break
-        if not changed and inside is not None:
-            changed = bool(_moved(now, inside))
+        moved = _moved(now, inside) if inside is not None else []  # self.hist.append(x)
+        changed = changed or bool(moved)
         if (
             not changed
             and result is not receiver
@@ -319,6 +319,7 @@ class ResultFields:
                 refused=refused,
                 paired=twins,
                 stood=stood,
+                moved=moved,
             )
             # What it changed or made there now has the caller's object at its place, carried
             # (``return self.items[0].bump()``, ``self.leaf = Leaf(x); return self.leaf``).
@@ -327,7 +328,7 @@ class ResultFields:
             # callable) around the caller's objects the carry made (self.b = B(); self.s = {self.b}).
             now = receiver.__dict__
             names = [name for name, value in now.items() if before.get(name, _UNSEEN) is not value]
-            put = _twins_put(now, converted.__dict__, names + (_moved(now, inside) if inside else []), twins)
+            put = _twins_put(now, converted.__dict__, names + moved, twins)
             if _pointed_back(twins) or put:
                 self.see(converted.__dict__)
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
@@ -381,16 +382,18 @@ class ResultFields:
         refused: dict[str, ConversionError],
         paired: dict[int, tuple[Any, Any]] | None = None,
         stood: _Stood | None = None,
+        moved: list[str] | None = None,
     ) -> None:
         """What a method changed on ``receiver`` (see ``ran``), made ``converted``'s; ``made``:
         by id, the caller's objects for the method's (its twins), met inside what it set
         (``self.b.a = self``), and those made for it there (see ``_own``); ``refused``,
-        ``paired`` and ``stood``: see ``_carried_into``."""
+        ``paired`` and ``stood``: see ``_carried_into``; ``moved``: the attributes changed in
+        place there, where found already (see ``_moved``)."""
         made = {} if made is None else made
         now = receiver.__dict__
-        self._restale(name for name in now.keys() | before.keys() if now.get(name, _UNSEEN) is not before.get(name))
-        if inside is not None:
-            self._restale(_moved(now, inside))
+        if moved is None and inside is not None:
+            moved = _moved(now, inside)
+        self._restale(now, before, moved or ())
         _carried_into(
             receiver.__dict__,
             before,
@@ -407,10 +410,19 @@ class ResultFields:
         self.apart = None  # a value carried may be a copy of the receiver's: looked for again
         self.taken_again(refused)
 
-    def _restale(self, names: Iterable[str]) -> None:
-        """The attributes ``names`` looked in for copies again at the next call (see ``_copies``)."""
-        if self.stale is not None:
-            self.stale.update(names)
+    def _restale(self, now: dict[str, Any], before: dict[str, Any], names: Iterable[str]) -> None:
+        """The attributes ``names``, and those of ``now`` set anew or deleted since ``before``,
+        looked in for copies again at the next call (see ``_copies``): not those set to a number,
+        a string or None (``self.n += 1``), which hold none."""
+        stale = self.stale
+        if stale is None:
+            return
+        stale.update(names)
+        for name, value in now.items():
+            if type(value) not in _HOLDS_NO_COPIES and before.get(name, _UNSEEN) is not value:
+                stale.add(name)
+        if len(now) < len(before) or not now.keys() >= before.keys():
+            stale.update(before.keys() - now.keys())
 
     def taken_again(self, names: Iterable[str]) -> None:
         """The attributes ``names``, which a method set to what the caller's result cannot
@@ -1020,6 +1032,9 @@ def _record(value: Any) -> bool:
     with methods (which has fields of its own: see _MethodsNode.map)."""
     return hasattr(value, "__dict__") and _rebuilt_type(type(value)) and _fields_of(value) is None
 
+
+#: The types of values that hold no copies (see ResultFields._restale).
+_HOLDS_NO_COPIES = frozenset([int, float, bool, complex, str, bytes, type(None)])
 
 #: How many containers deep, the attribute's own list, dict or tuple the first, a change in
 #: place is looked for inside the items of a result's containers (``self.ll[0].append(x)``,
@@ -1971,14 +1986,14 @@ class ResultMethod(Attached):
         self._copied_back(handed)
         return result, fields.ran(receiver, before, inside, result, self)
 
-    def _copied_back(self, handed: Iterable[Copy]) -> None:
+    def _copied_back(self, handed: Iterable[HeldCopy]) -> None:
         """What the method wrote in place into the arrays ``handed`` pairs with the caller's
         copies of them, copied into those (see ResultFields.copies)."""
         for held in handed:
             self.refreshed(held)
 
     def _carrying(
-        self, generator: Generator[Any, Any, Any], receiver: Any, handed: Iterable[Copy]
+        self, generator: Generator[Any, Any, Any], receiver: Any, handed: Iterable[HeldCopy]
     ) -> Generator[Any, Any, Any]:
         """A generator method's ``generator``, what its body changes on ``receiver`` carried to
         the caller's result each time it stops: at each item, at its end, where it raises;
@@ -2017,7 +2032,7 @@ class ResultMethod(Attached):
                 thrown = e
 
     def _ran_raising(
-        self, receiver: Any, before: dict[str, Any], inside: Any, handed: Iterable[Copy], error: BaseException
+        self, receiver: Any, before: dict[str, Any], inside: Any, handed: Iterable[HeldCopy], error: BaseException
     ) -> None:
         """What a method that raised ``error`` changed on ``receiver`` carried to the caller's
         result (see ResultFields.ran), its writes into ``handed`` too; a value the result cannot
@@ -2063,11 +2078,11 @@ class ResultMethod(Attached):
         sides keep one state with by value (see ResultFields.copies); values as they are are none."""
         return False
 
-    def refresh(self, copy: Copy) -> None:
+    def refresh(self, copy: HeldCopy) -> None:
         """The caller's write in place into its ``copy`` (see _result_copies) copied into what the
         methods hold, before a method call (see ``paired``: a side with copies says how)."""
 
-    def refreshed(self, copy: Copy) -> None:
+    def refreshed(self, copy: HeldCopy) -> None:
         """A method's write in place into what ``copy`` pairs copied into the caller's, after the
         call (see ``refresh``)."""
 

@@ -15,9 +15,9 @@ from autoconvert._conversions._describe import describe_tensor
 from autoconvert._conversions._devices import CPU, default_device, vote
 from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF, Casts, casts_to, restoring_casts
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
-from autoconvert._conversions._memory import overlaps_any, same_bits, snapshot, write_into, written_at
+from autoconvert._conversions._memory import bits_snapshot, overlaps_any, same_bits, write_into, written_at
 from autoconvert._conversions._mutations import cycle_in
-from autoconvert._conversions._result_copies import Copy
+from autoconvert._conversions._result_copies import HeldCopy
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -471,7 +471,7 @@ class _OutputSideMethod(ResultMethod):
         except YieldsLater:
             return _DEFERRED(value, None)  # raises where the generator is
 
-    def refresh(self, copy: Copy) -> None:
+    def refresh(self, copy: HeldCopy) -> None:
         mine, theirs, where, mine_was, theirs_was = copy
         # At first, what the caller was handed from ``theirs`` (a bfloat16 copy never equals its float32 source).
         was = self.stored(theirs) if mine_was is None else mine_was
@@ -480,14 +480,14 @@ class _OutputSideMethod(ResultMethod):
             at = written_at(mine, was)
             self._written(theirs, self.back(mine, where), at, where=where, writer="the caller", fix=f"r.{where} = new")
         if written or theirs_was is None:
-            copy[3], copy[4] = snapshot(mine), snapshot(theirs)
+            copy[3], copy[4] = bits_snapshot(mine), bits_snapshot(theirs)
 
-    def refreshed(self, copy: Copy) -> None:
+    def refreshed(self, copy: HeldCopy) -> None:
         mine, theirs, where, _, theirs_was = copy
         if not same_bits(theirs, theirs_was):
             at = written_at(theirs, theirs_was)
             self._written(mine, self.stored(theirs), at, where=where, writer="the method", fix=f"self.{where} = new")
-            copy[3], copy[4] = snapshot(mine), snapshot(theirs)
+            copy[3], copy[4] = bits_snapshot(mine), bits_snapshot(theirs)
 
     def _written(self, target: Any, source: Any, at: Any, *, where: str, writer: str, fix: str) -> None:
         """``source`` written into ``target``, the other side's copy at ``where``, where ``at`` says
