@@ -235,6 +235,106 @@ def test_a_result_made_under_inference_mode_takes_a_methods_write(route: str) ->
     assert float(r.hist[1][0]) == 7.0
 
 
+@dataclasses.dataclass
+class Kept:
+    """A result over an array the function keeps between calls."""
+
+    hist: list[Any]
+
+    def read(self) -> float:
+        return float(self.hist[0][0])
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_two_results_over_one_array_the_function_keeps_see_each_others_writes(route: str) -> None:
+    """A write through one result reaches the array both hold, and the other's caller at its next
+    call, never reverted by a result called for the first time after it."""
+    decorate, argument = ROUTES[route]
+    kept: dict[str, Any] = {}
+
+    def cached(w: Any) -> Kept:
+        kept.setdefault("a", w * 0 + 1)
+        return Kept([kept["a"]])
+
+    f = decorate(cached)
+    r1, r2 = f(argument()), f(argument())
+    r1.hist[0][0] = 9
+    assert (r1.read(), r2.read(), r1.read()) == (9.0, 9.0, 9.0)
+    assert float(r1.hist[0][0]) == 9.0 and float(r2.hist[0][0]) == 9.0  # r2's after its call, as on one object
+    assert float(kept["a"][0]) == 9.0
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_shallow_copy_and_its_source_agree_on_who_wrote_last(route: str) -> None:
+    """``copy.copy`` shares the caller's arrays and what the methods hold, as in plain Python: a
+    write through one, then the caller's write back to the old value, is the caller's on both."""
+    r0 = _result(route)
+    r1 = copy.copy(r0)
+    r1.read()
+    r0.write("list", 5)
+    r1.hist[1][0] = 1
+    assert r1.read()["list"] == 1.0 and r0.read()["list"] == 1.0 and float(r0.hist[1][0]) == 1.0
+
+
+@pytest.mark.parametrize("route", ["bfloat16 pair", "copy=True pair"])
+def test_a_change_of_shape_in_place_is_refused_naming_the_field(route: str) -> None:
+    """``resize_`` on the caller's copy: its other side cannot follow, so the next method call says so."""
+    r = _result(route)
+    r.hist[1].resize_(1)
+    with pytest.raises(ac.ConversionError) as caught:
+        r.read()
+    assert str(caught.value) == (
+        "Held.read(): field self.hist[1] changed shape in place (the caller: (2,) to (1,)). Found the other side's "
+        "copy of it at the old shape, which cannot follow. Fix: assign a new value instead (r.hist[1] = new)."
+    )
+
+
+def test_a_write_into_the_functions_tensor_is_not_recorded_by_autograd() -> None:
+    """The reverse pair's copy written back into a tensor of the function's graph: its gradient
+    stays the function's (a write as one through NumPy), and a copy the caller made a leaf takes a
+    method's write."""
+    p = torch.ones(2, requires_grad=True)
+    made: dict[str, torch.Tensor] = {}
+
+    def graph(w: Any) -> Kept:
+        made["y"] = p * 2
+        return Kept([made["y"]])
+
+    r = ac.returns_numpy(copy=True)(ac.accepts_tensor(graph))(np.ones(2))
+    r.hist[0][0] = 9
+    with torch.no_grad():
+        assert r.read() == 9.0
+    assert made["y"].grad_fn is not None and made["y"].detach().tolist() == [9.0, 2.0]
+    made["y"].sum().backward()
+    assert p.grad is not None and p.grad.tolist() == [2.0, 2.0]
+
+    h = _result("bfloat16 pair")
+    h.hist[1].requires_grad_()
+    h.write("list", 4)
+    assert float(h.hist[1].detach()[0]) == 4.0 and h.hist[1].requires_grad
+
+
+def test_a_bfloat16_field_keeps_the_functions_precision_and_one_array_at_two_places_stays_one() -> None:
+    """A field holds what the function made (float32) where no one wrote, as a list item does; the
+    function's one array at a field and in a list is one array for the methods."""
+
+    @dataclasses.dataclass
+    class Both:
+        w: Any
+        hist: list[Any]
+
+        def read(self) -> tuple[float, float, bool]:
+            return float(self.w[1]), float(self.hist[0][0]), self.w is self.hist[0]
+
+    def both(x: Any) -> Both:
+        w = x.astype(np.float32) * 0 + np.float32(0.2)
+        return Both(w, [w])
+
+    r = ac.returns_tensor(ac.accepts_numpy(both))(torch.ones(2, dtype=torch.bfloat16))
+    r.w[0] = 3
+    assert r.read() == (float(np.float32(0.2)), 3.0, True)
+
+
 def test_a_write_the_methods_array_cannot_take_is_refused_naming_the_field() -> None:
     """The function's read-only array in a list: the caller's write cannot reach it, and the next method call says so."""
 

@@ -223,7 +223,8 @@ def write_into(target: Any, source: Any, at: Any = None) -> None:
     if at is not None:
         mask = at.to(target.device) if isinstance(at, torch.Tensor) else torch.from_numpy(at).to(target.device)
         source = torch.where(mask, source, target)
-    with torch.no_grad(), torch.inference_mode(target.is_inference()):  # the caller's copy, as a write through it
+    # Not recorded by autograd, as a write through NumPy is not; an inference tensor takes it in inference mode alone.
+    with torch.no_grad(), torch.inference_mode() if target.is_inference() else contextlib.nullcontext():
         target.copy_(source)
 
 

@@ -1,28 +1,44 @@
 """A converted result's copies of what its methods run on: an array widened for NumPy (bfloat16),
-one made under ``copy=True``, one on another device. The two share no memory, so a write in
-place into one (``r.hist[0][0] = v``, ``self.w[0] = v``) is not the other's: each copy is
-paired with what the methods hold at its place, and the two are kept one state by value at
-each method call (the caller's writes copied in before it, the method's back after it: see
-ResultFields.receiver and ResultMethod.run), a snapshot of each side telling a write at the
-cost of a comparison. The side compares and copies (its ``refresh`` and ``refreshed``): this
+one made under ``copy=True``, one on another device, one torch could not share. The two share no
+memory, so a write in place into one (``r.hist[0][0] = v``, ``self.w[0] = v``) is not the
+other's: each copy is paired with what the methods hold at its place (a ``CopyPair``), and the
+two are kept one state by value at each method call (the caller's writes copied in before it,
+the method's back after it: see ResultFields.receiver and ResultMethod.run). A snapshot of each
+side, taken when the two were last one, tells who wrote what; a pair is one object for every
+result holding both its arrays (a shallow copy of a result holds the same), so that their
+snapshots agree. The side compares and copies (``refresh``, ``refreshed``, ``synced``): this
 module imports neither torch nor NumPy.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._containers import _changes_inside
 
-#: A copy the caller's result holds: ``[mine, theirs, where, mine_was, theirs_was]``, the
-#: caller's value, what the methods hold at its place, that place below the result (``hist[0]``,
-#: ``head.w``), and a snapshot of each side at the last call (None until one was taken; ``mine``
-#: itself where the two were just made one from the other). A list: the snapshots are renewed.
-HeldCopy = list[Any]
-#: What ``_paired_inside`` passes down: ``paired``, the copies found, those known already by the ids of
-#: their two sides (their snapshots kept), and the ids of the containers looked in.
-_Walk = tuple[Callable[[Any, Any], bool], list[HeldCopy], dict[tuple[int, int], HeldCopy], set[int]]
+
+class CopyPair:
+    """A copy the caller holds (``mine``) and what the methods hold at its place (``theirs``),
+    each with a snapshot of it when the two were last one: ``theirs``'s taken when the caller's
+    was made from it, ``mine``'s at the first method call, made from that (None until then)."""
+
+    __slots__ = ("__weakref__", "mine", "mine_was", "theirs", "theirs_was")
+
+    def __init__(self, mine: Any, theirs: Any) -> None:
+        self.mine, self.theirs = mine, theirs
+        self.mine_was: Any = None
+        self.theirs_was: Any = None
+
+
+#: A copy as one result holds it: its pair, and its place below the result (``hist[0]``, ``head.w``).
+HeldCopy = tuple[CopyPair, str]
+#: Every pair some result holds, by the ids of its two arrays (which it keeps alive).
+_PAIRS: weakref.WeakValueDictionary[tuple[int, int], CopyPair] = weakref.WeakValueDictionary()
+#: What ``_paired_inside`` passes down: ``paired``, ``made`` (see ``copies_at``), the copies
+#: found, and the ids of the containers looked in.
+_Walk = tuple[Callable[[Any, Any], bool], Callable[[CopyPair], None] | None, list[HeldCopy], set[int]]
 
 
 def copies_at(
@@ -32,21 +48,20 @@ def copies_at(
     paired: Callable[[Any, Any], bool],
     *,
     depth: int,
-    known: Iterable[HeldCopy],
+    made: Callable[[CopyPair], None] | None = None,
 ) -> dict[str, list[HeldCopy]]:
     """By attribute of ``names``, the values the caller's result holds there (``attributes``)
     that ``paired`` tells copies of what the object its methods run on holds at the same place
     (``state``), bare or inside its lists, dicts, tuples and records, ``depth`` containers deep,
-    each container looked in once (a list holding itself, a record at two places); those among
-    ``known`` as they were, with their snapshots."""
+    each container looked in once (a list holding itself, a record at two places); ``made`` is
+    given each pair no result held before, where the two sides are known one now."""
     found: dict[str, list[HeldCopy]] = {}
-    kept = {(id(copy[0]), id(copy[1])): copy for copy in known}
     seen: set[int] = set()
     for name in names:
         if name in attributes and name in state:
-            walk: _Walk = (paired, [], kept, seen)
+            walk: _Walk = (paired, made, [], seen)
             _paired_inside(attributes[name], state[name], name, depth, walk)
-            found[name] = walk[1]
+            found[name] = walk[2]
     return found
 
 
@@ -56,10 +71,10 @@ def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) 
     the caller's tensors alive until the garbage collector runs)."""
     if mine is theirs:
         return
-    paired, found, kept, seen = walk
+    paired, made, found, seen = walk
     if not _changes_inside(mine):
         if paired(mine, theirs):
-            found.append(kept.get((id(mine), id(theirs))) or [mine, theirs, where, None, None])
+            found.append((_pair_of(mine, theirs, made), where))
         return
     if depth == 0 or id(mine) in seen or type(theirs) is not type(mine):
         return
@@ -76,3 +91,13 @@ def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) 
         for name, value in mine.__dict__.items():
             if not name.startswith("_") and name in state:  # private ones are held as they are
                 _paired_inside(value, state[name], f"{where}.{name}", depth - 1, walk)
+
+
+def _pair_of(mine: Any, theirs: Any, made: Callable[[CopyPair], None] | None) -> CopyPair:
+    """The pair of ``mine`` and ``theirs`` that results hold, else a new one (given to ``made``)."""
+    pair = _PAIRS.get((id(mine), id(theirs)))
+    if pair is None:
+        pair = _PAIRS[id(mine), id(theirs)] = CopyPair(mine, theirs)
+        if made is not None:
+            made(pair)
+    return pair

@@ -51,7 +51,7 @@ from ._containers import (
     listen,
     node_for,
 )
-from ._result_copies import HeldCopy, copies_at
+from ._result_copies import CopyPair, HeldCopy, copies_at
 
 
 class _MethodsNode(Node):
@@ -84,6 +84,7 @@ class _MethodsNode(Node):
                 _twins_put(obj.__dict__, new.__dict__, [*obj.__dict__], {id(obj): (obj, new)})
             new.__dict__[_COPIES] = ShallowCopies(fields)
             fields.see(new.__dict__)
+            fields.pair(made)
         return new
 
 
@@ -93,10 +94,11 @@ class ResultFields:
     deleted none, else a twin of the original (a copy: the original may be the function's own)
     holding the caller's values converted back, each converted at the first call after it
     was set. A call that finds nothing changed compares identities only, unless some values
-    are ``apart``: copies of the original's (``copy=True``, a dtype cast, another device), which
-    are converted back at every call, so that an in-place change to one is seen too. Copies
-    inside its containers, and those held apart still, are kept one state with what the
-    methods hold by value (``copies``: see _result_copies)."""
+    are ``apart``: copies of the original's that cannot be written in place (a NumPy scalar the
+    caller holds as a 0-d tensor), converted back at every call, so that a change in place to
+    one is seen too. Arrays the caller holds as copies (``copy=True``, a dtype cast, another
+    device), at an attribute or inside its containers, are paired with the original's as the
+    result is made, and the two kept one state by value at each call (``copies``: see _result_copies)."""
 
     __slots__ = (
         "apart",
@@ -168,29 +170,38 @@ class ResultFields:
             side.refresh(held)
         return receiver
 
-    def _copies(self, converted: Any, receiver: Any, side: ResultMethod) -> list[HeldCopy]:
+    def pair(self, side: ResultMethod) -> None:
+        """The copies the conversion made, paired as it returns, each side's snapshot taken: what
+        the caller, a method, or another result over the same arrays writes later is told from
+        these (see _result_copies)."""
+        self._copies(self.converted(), self.original, side, made=side.synced)
+
+    def _copies(
+        self, converted: Any, receiver: Any, side: ResultMethod, made: Callable[[CopyPair], None] | None = None
+    ) -> list[HeldCopy]:
         """The copies ``converted``, the caller's result, holds of what ``receiver`` holds (see
-        _result_copies): looked for again in the attributes changed since the last call, those
-        held ``apart`` (made again at each call) and a tuple's items paired afresh."""
+        _result_copies): looked for again in the attributes changed since the last call (a new
+        pair given to ``made``), and a tuple's items held apart, made again at each call, paired afresh."""
         stale, attributes, state = self.stale, converted.__dict__, receiver.__dict__
         if stale is None or stale:
-            apart, own = set(self.apart or ()), self.node.own
+            own = self.node.own
             names = [n for n in attributes if n not in own] if stale is None else stale
-            known = [held for name in names for held in self.copies.get(name, ())]
             for name in names:
                 self.copies.pop(name, None)
-            looked = [name for name in names if name not in apart and not name.startswith("_")]
-            self.copies.update(copies_at(looked, attributes, state, side.paired, depth=_DEPTH, known=known))
+            looked = [name for name in names if not name.startswith("_")]
+            self.copies.update(copies_at(looked, attributes, state, side.paired, depth=_DEPTH, made=made))
             self.stale = set()
             self.kept = [held for copies in self.copies.values() for held in copies]
-        if not self.apart and not self.items:
+        if not self.items:
             return self.kept
         # Made from the caller's at this call: the two one state, the method's write still to tell.
-        made = [(attributes[name], state.get(name), name) for name in self.apart or ()]
-        if self.items:
-            names = type(receiver)._fields
-            made += [(converted[i], receiver[i], names[i]) for i in self.items]
-        fresh = [[mine, theirs, where, mine, None] for mine, theirs, where in made if side.paired(mine, theirs)]
+        names = type(receiver)._fields
+        fresh = []
+        for i in self.items:
+            if side.paired(converted[i], receiver[i]):
+                pair = CopyPair(converted[i], receiver[i])
+                side.synced(pair)
+                fresh.append((pair, names[i]))
         return self.kept + fresh if fresh else self.kept
 
     def _current(self, converted: Any, side: ResultMethod) -> Any:
@@ -332,6 +343,7 @@ class ResultFields:
             if _pointed_back(twins) or put:
                 self.see(converted.__dict__)
                 self.taken_again(refused)  # which seeing took for the caller's values: theirs again
+            self._copies(converted, receiver, side, made=side.synced)  # what it set, paired while one
         if refused:  # the rest is carried (see ``carry``); the caller's result keeps its own there
             given_back, refused_held = _sharing_refused(receiver.__dict__, converted.__dict__, refused, self.node.own)
             _refused_given_back(receiver, converted, given_back, side)
@@ -513,13 +525,17 @@ class ResultFields:
         }
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
-        """Which of the values the result was given are copies of the original's."""
+        """Which of the values the result was given are copies of the original's that no pair
+        keeps one state with it (a NumPy scalar the caller holds as a 0-d tensor: see ``copies``)."""
         original = self.original
         was = getattr(original, "__dict__", {})
         self.apart = [
             name
             for name, value in self.given.items()
-            if name in was and value is not was[name] and side.apart(value, was[name])
+            if name in was
+            and value is not was[name]
+            and side.apart(value, was[name])
+            and not side.paired(value, was[name])
         ]
         if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
             self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
@@ -2078,13 +2094,17 @@ class ResultMethod(Attached):
         sides keep one state with by value (see ResultFields.copies); values as they are are none."""
         return False
 
-    def refresh(self, copy: HeldCopy) -> None:
-        """The caller's write in place into its ``copy`` (see _result_copies) copied into what the
+    def refresh(self, held: HeldCopy) -> None:
+        """The caller's writes in place into its copy (see _result_copies) copied into what the
         methods hold, before a method call (see ``paired``: a side with copies says how)."""
 
-    def refreshed(self, copy: HeldCopy) -> None:
-        """A method's write in place into what ``copy`` pairs copied into the caller's, after the
-        call (see ``refresh``)."""
+    def refreshed(self, held: HeldCopy) -> None:
+        """A method's writes in place into what the copy ``held`` pairs copied into the caller's,
+        after the call (see ``refresh``)."""
+
+    def synced(self, pair: CopyPair) -> None:
+        """A snapshot of what the methods hold in ``pair`` taken, where the caller's was just made
+        from it: what the caller was handed is told from it at the first call (see ``refresh``)."""
 
     def convert(self, value: Any) -> Any:
         """A method's value converted as the result was (the objects of the result the method

@@ -17,7 +17,7 @@ from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import bits_snapshot, overlaps_any, same_bits, write_into, written_at
 from autoconvert._conversions._mutations import cycle_in
-from autoconvert._conversions._result_copies import HeldCopy
+from autoconvert._conversions._result_copies import CopyPair, HeldCopy
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -471,25 +471,44 @@ class _OutputSideMethod(ResultMethod):
         except YieldsLater:
             return _DEFERRED(value, None)  # raises where the generator is
 
-    def refresh(self, copy: HeldCopy) -> None:
-        mine, theirs, where, mine_was, theirs_was = copy
-        # At first, what the caller was handed from ``theirs`` (a bfloat16 copy never equals its float32 source).
-        was = self.stored(theirs) if mine_was is None else mine_was
-        written = not same_bits(mine, was)
-        if written:
-            at = written_at(mine, was)
-            self._written(theirs, self.back(mine, where), at, where=where, writer="the caller", fix=f"r.{where} = new")
-        if written or theirs_was is None:
-            copy[3], copy[4] = bits_snapshot(mine), bits_snapshot(theirs)
+    def refresh(self, held: HeldCopy) -> None:
+        pair, where = held
+        mine = pair.mine
+        if pair.mine_was is None:  # its first call: what the caller was handed, from what the methods held then
+            if pair.theirs_was is None:  # found at this call
+                self.synced(pair)
+            pair.mine_was = bits_snapshot(self.stored(pair.theirs_was))
+        if not same_bits(mine, pair.mine_was):
+            at = self._changed(mine, pair.mine_was, where, "the caller", f"r.{where} = new")
+            self._written(pair.theirs, self.back(mine, where), at, where=where, writer="the caller")
+            _taken(pair, at)
 
-    def refreshed(self, copy: HeldCopy) -> None:
-        mine, theirs, where, _, theirs_was = copy
-        if not same_bits(theirs, theirs_was):
-            at = written_at(theirs, theirs_was)
-            self._written(mine, self.stored(theirs), at, where=where, writer="the method", fix=f"self.{where} = new")
-            copy[3], copy[4] = bits_snapshot(mine), bits_snapshot(theirs)
+    def refreshed(self, held: HeldCopy) -> None:
+        pair, where = held
+        theirs, was = pair.theirs, pair.theirs_was
+        if not same_bits(theirs, was):
+            at = self._changed(theirs, was, where, "the method", f"self.{where} = new")
+            self._written(pair.mine, self.stored(theirs), at, where=where, writer="the method")
+            _taken(pair, at)
 
-    def _written(self, target: Any, source: Any, at: Any, *, where: str, writer: str, fix: str) -> None:
+    def synced(self, pair: CopyPair) -> None:
+        pair.theirs_was = bits_snapshot(pair.theirs)  # the caller's, made from it now, is told from it later
+
+    def _changed(self, now: Any, was: Any, where: str, writer: str, fix: str) -> Any:
+        """Where ``now`` differs from ``was`` (see written_at); a change of shape in place
+        (``resize_``), which the other side's copy cannot follow, refused naming the field."""
+        at = written_at(now, was)
+        if at is None:
+            problem = f"changed shape in place ({writer}: {tuple(was.shape)} to {tuple(now.shape)})"
+            found = "the other side's copy of it at the old shape, which cannot follow"
+            self._refuse(problem, found, fix, where)
+        return at
+
+    def _refuse(self, problem: str, found: str, fix: str, where: str) -> None:
+        error = LeafError(ConversionError, problem, found, f"assign a new value instead ({fix})")
+        raise error.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{where}") from None
+
+    def _written(self, target: Any, source: Any, at: Any, *, where: str, writer: str) -> None:
         """``source`` written into ``target``, the other side's copy at ``where``, where ``at`` says
         (see write_into); where it cannot take it, a ConversionError naming the method, the field
         and the way round."""
@@ -498,10 +517,14 @@ class _OutputSideMethod(ResultMethod):
         except (ValueError, RuntimeError) as e:
             problem = f"was written in place by {writer}, and the other side's copy of it cannot take the write"
             found = f"a {target.dtype} {type(target).__name__} there, which refused it ({str(e).splitlines()[0]})"
-            error = LeafError(ConversionError, problem, found, f"assign a new value instead ({fix})")
-            raise error.public(
-                f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{where}"
-            ) from None
+            self._refuse(problem, found, f"r.{where} = new" if writer == "the caller" else f"self.{where} = new", where)
+
+
+def _taken(pair: CopyPair, at: Any) -> None:
+    """``pair``'s snapshots taken again where ``at`` says, both sides one there now: elsewhere a
+    write another result over the same array made is still told at the next comparison."""
+    write_into(pair.mine_was, pair.mine, at)
+    write_into(pair.theirs_was, pair.theirs, at)
 
 
 class TensorsIn(_OutputSideMethod):
@@ -551,7 +574,9 @@ class TensorsIn(_OutputSideMethod):
         return isinstance(converted, torch.Tensor) and not _same_memory(converted, original)
 
     def paired(self, mine: Any, theirs: Any) -> bool:
-        return isinstance(theirs, np.ndarray) and self.apart(mine, theirs)
+        if not (isinstance(theirs, np.ndarray) and isinstance(mine, torch.Tensor)):
+            return False
+        return mine.element_size() != theirs.itemsize or not _same_memory(mine, theirs)  # a widened one at once
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         grad = self.grads()
