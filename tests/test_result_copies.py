@@ -159,6 +159,40 @@ def test_a_generator_or_raising_methods_writes_reach_the_caller_where_it_stops(r
 
 
 @pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_suspended_generator_sees_the_callers_writes_as_it_resumes(route: str) -> None:
+    """The caller's write between two items of a generator method is what the rest of its body sees."""
+    r = _result(route)
+    items = r.writes_then_yields("dict", [3.0, 4.0])
+    next(items)
+    r.hist[1][0] = 8
+    next(items)
+    assert r.item(1) == 8.0 and float(r.by["a"][0]) == 4.0
+
+
+@pytest.mark.parametrize("route", ["bfloat16 pair", "bfloat16 torchify", "copy=True pair"])
+def test_a_zero_dimensional_copy_takes_writes_both_ways(route: str) -> None:
+    """A 0-d array inside a list, a 0-d tensor for the caller: the caller's write and a method's
+    (``self.hist[0][()] = v``) both reach the other side (the reverse pair gives a NumPy scalar)."""
+
+    @dataclasses.dataclass
+    class Scalar:
+        hist: list[Any]
+
+        def read(self) -> float:
+            return float(self.hist[0])
+
+        def write(self, v: float) -> None:
+            self.hist[0][()] = v
+
+    decorate, argument = ROUTES[route]
+    r = decorate(lambda w: Scalar([(w[0:1] * 3).reshape(())]))(argument())
+    r.hist[0][()] = 9
+    assert r.read() == 9.0
+    r.write(5)
+    assert float(r.hist[0]) == 5.0
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
 def test_a_write_of_nan_or_negative_zero_is_seen(route: str) -> None:
     """Bits are compared, not values: NaN over NaN is no write, -0.0 over 0.0 is one."""
     r = _result(route)

@@ -197,8 +197,8 @@ def written_at(now: Any, was: Any) -> Any:
         if now.dtype.kind == "c":
             return written_at(now.real, was.real) | written_at(now.imag, was.imag)
         if now.itemsize not in _NUMPY_BITS:  # longdouble: by value
-            return now != was
-        return now.view(_NUMPY_BITS[now.itemsize]) != was.view(_NUMPY_BITS[now.itemsize])
+            return np.asarray(now != was)
+        return np.asarray(now.view(_NUMPY_BITS[now.itemsize]) != was.view(_NUMPY_BITS[now.itemsize]))  # 0-d too
     now, was = now.detach(), was.detach()
     if now.is_complex():
         now, was = (

@@ -2024,7 +2024,12 @@ class ResultMethod(Attached):
 
         sent: Any = None
         thrown: BaseException | None = None
+        resumed = False
         while True:
+            if resumed:  # the caller's writes into its copies while it was suspended, seen as it resumes
+                for held in handed:
+                    self.refresh(held)
+            resumed = True
             before = dict(receiver.__dict__)
             inside = fields.inside(receiver, before) if fields.followed else None
             try:
