@@ -129,7 +129,7 @@ class ResultFields:
         self.nested: list[str] = []  # attributes holding converted results with methods (see ``_inner``)
         self.followed: list[str] = []  # what a method may change in place (see ``inside``)
         self.synced: Inside | None = None  # what the caller's held there at the last call (see ``see``)
-        self.copies: dict[str, list[HeldCopy]] = {}  # by attribute (see _result_copies), found at the first call
+        self.copies: dict[str, list[HeldCopy]] = {}  # by attribute (see _result_copies), found as it is made
         self.stale: set[str] | None = None  # the attributes to look in for copies again; None: all
         self.kept: list[HeldCopy] = []  # those of ``copies``, all in one list
         self.handed: list[HeldCopy] = []  # the copies kept one state at the last call
@@ -171,9 +171,9 @@ class ResultFields:
         return receiver
 
     def pair(self, side: ResultMethod) -> None:
-        """The copies the conversion made, paired as it returns, each side's snapshot taken: what
-        the caller, a method, or another result over the same arrays writes later is told from
-        these (see _result_copies)."""
+        """The copies the conversion made, paired as it returns, a snapshot of what each was made
+        from taken: what the caller, a method, or another result over the same arrays writes
+        later is told from it (see _result_copies)."""
         self._copies(self.converted(), self.original, side, made=side.synced)
 
     def _copies(
