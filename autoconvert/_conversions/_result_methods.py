@@ -424,14 +424,15 @@ class ResultFields:
 
     def _restale(self, now: dict[str, Any], before: dict[str, Any], names: Iterable[str]) -> None:
         """The attributes ``names``, and those of ``now`` set anew or deleted since ``before``,
-        looked in for copies again at the next call (see ``_copies``): not those set to a number,
-        a string or None (``self.n += 1``), which hold none."""
+        looked in for copies again at the next call (see ``_copies``): not those where a number,
+        a string or None took the place of another (``self.n += 1``), which hold none."""
         stale = self.stale
         if stale is None:
             return
         stale.update(names)
         for name, value in now.items():
-            if type(value) not in _HOLDS_NO_COPIES and before.get(name, _UNSEEN) is not value:
+            was = before.get(name, _UNSEEN)
+            if was is not value and (type(value) not in _HOLDS_NO_COPIES or type(was) not in _HOLDS_NO_COPIES):
                 stale.add(name)
         if len(now) < len(before) or not now.keys() >= before.keys():
             stale.update(before.keys() - now.keys())
