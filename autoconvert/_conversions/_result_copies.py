@@ -35,7 +35,7 @@ class CopyPair:
 #: A copy as one result holds it: its pair, and its place below the result (``hist[0]``, ``head.w``).
 HeldCopy = tuple[CopyPair, str]
 #: Every pair some result holds, by the ids of its two arrays (which it keeps alive).
-_PAIRS: weakref.WeakValueDictionary[tuple[int, int], CopyPair] = weakref.WeakValueDictionary()
+_HELD_PAIRS: weakref.WeakValueDictionary[tuple[int, int], CopyPair] = weakref.WeakValueDictionary()
 #: What ``_paired_inside`` passes down: ``paired``, ``made`` (see ``copies_at``), the copies
 #: found, and the ids of the containers looked in.
 _Walk = tuple[Callable[[Any, Any], bool], Callable[[CopyPair], None] | None, list[HeldCopy], set[int]]
@@ -95,9 +95,9 @@ def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) 
 
 def _pair_of(mine: Any, theirs: Any, made: Callable[[CopyPair], None] | None) -> CopyPair:
     """The pair of ``mine`` and ``theirs`` that results hold, else a new one (given to ``made``)."""
-    pair = _PAIRS.get((id(mine), id(theirs)))
+    pair = _HELD_PAIRS.get((id(mine), id(theirs)))
     if pair is None:
-        pair = _PAIRS[id(mine), id(theirs)] = CopyPair(mine, theirs)
+        pair = _HELD_PAIRS[id(mine), id(theirs)] = CopyPair(mine, theirs)
         if made is not None:
             made(pair)
     return pair
