@@ -388,6 +388,25 @@ def test_a_write_the_methods_array_cannot_take_is_refused_naming_the_field() -> 
     )
 
 
+@pytest.mark.parametrize("route", ["bfloat16 pair", "copy=True pair"])
+def test_a_field_over_the_functions_read_only_array_takes_the_callers_write(route: str) -> None:
+    """The function kept its read-only argument at a field: the caller's write into its copy there
+    reaches the methods through an array of their own, the argument untouched."""
+
+    @dataclasses.dataclass
+    class Input:
+        w: Any
+
+        def first(self) -> float:
+            return float(self.w[0])
+
+    decorate, argument = ROUTES[route]
+    given = argument()
+    r = decorate(Input)(given)  # accepts_numpy hands it a read-only view of the caller's tensor
+    r.w[0] = 9
+    assert r.first() == 9.0 and float(given[0]) == 1.0
+
+
 def test_a_result_holding_copies_is_freed_when_its_last_reference_goes() -> None:
     """The pairs hold no reference cycle: the caller's copies are freed when it drops the result."""
     gc.disable()

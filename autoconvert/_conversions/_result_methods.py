@@ -527,7 +527,8 @@ class ResultFields:
 
     def _find_apart(self, side: ResultMethod, converted: Any) -> list[str]:
         """Which of the values the result was given are copies of the original's that no pair
-        keeps one state with it (a NumPy scalar the caller holds as a 0-d tensor: see ``copies``)."""
+        keeps one state with it (a NumPy scalar the caller holds as a 0-d tensor, a copy of a
+        read-only array, which takes no write: see ``copies``)."""
         original = self.original
         was = getattr(original, "__dict__", {})
         self.apart = [
@@ -536,7 +537,7 @@ class ResultFields:
             if name in was
             and value is not was[name]
             and side.apart(value, was[name])
-            and not side.paired(value, was[name])
+            and not (side.paired(value, was[name]) and _takes_writes(was[name]))
         ]
         if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
             self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
@@ -1048,6 +1049,11 @@ def _record(value: Any) -> bool:
     """Whether ``value`` is an object with attributes the conversion rebuilds that is no result
     with methods (which has fields of its own: see _MethodsNode.map)."""
     return hasattr(value, "__dict__") and _rebuilt_type(type(value)) and _fields_of(value) is None
+
+
+def _takes_writes(value: Any) -> bool:
+    """Whether ``value`` takes a write in place: not a read-only NumPy array (a tensor always does)."""
+    return getattr(getattr(value, "flags", None), "writeable", True) is not False
 
 
 #: The types of values that hold no copies (see ResultFields._restale).
