@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import gc
 import pickle
 import weakref
@@ -405,6 +406,51 @@ def test_a_field_over_the_functions_read_only_array_takes_the_callers_write(rout
     r = decorate(Input)(given)  # accepts_numpy hands it a read-only view of the caller's tensor
     r.w[0] = 9
     assert r.first() == 9.0 and float(given[0]) == 1.0
+
+
+@dataclasses.dataclass
+class ReadOnly:
+    """The function's read-only array at a field (and, in ``shared``, in a list too), a writable one in a list."""
+
+    w: Any
+    hist: list[Any]
+    keep: Any = None
+
+    def alias(self) -> None:
+        self.keep = self.hist[0]
+
+    def read(self) -> tuple[float, float, bool]:
+        return float(self.w[0]), float(self.hist[0][0]), self.keep is self.hist[0]
+
+
+def _read_only(a: Any, shared: bool = False) -> ReadOnly:
+    w = a * 1
+    w.flags.writeable = False
+    return ReadOnly(w, [w] if shared else [a * 10])
+
+
+@pytest.mark.parametrize("route", ["bfloat16 pair", "copy=True pair"])
+def test_an_alias_a_method_makes_stays_one_beside_a_read_only_field(route: str) -> None:
+    """The read-only field gives the methods a twin; an array a method puts at a second place
+    (``self.keep = self.hist[0]``) is still one array there, and the caller's write through it is seen."""
+    decorate, argument = ROUTES[route]
+    r = decorate(_read_only)(argument())
+    r.alias()
+    r.keep[0] = 40
+    assert r.read() == (1.0, 40.0, True) and float(r.hist[0][0]) == 40.0
+
+
+@pytest.mark.parametrize("route", ["bfloat16 pair", "copy=True pair"])
+def test_a_write_into_a_read_only_array_held_at_two_places_is_refused(route: str) -> None:
+    """The function's one read-only array at a field and in a list: no array of the methods' own
+    can stand for it at both places, so the caller's write is refused, naming the field."""
+    decorate, argument = ROUTES[route]
+    r = decorate(functools.partial(_read_only, shared=True))(argument())
+    r.w[0] = 9
+    with pytest.raises(
+        ac.ConversionError, match=r"^ReadOnly.read\(\): field self.w was written in place by the caller"
+    ):
+        r.read()
 
 
 def test_a_result_holding_copies_is_freed_when_its_last_reference_goes() -> None:

@@ -530,14 +530,15 @@ class ResultFields:
         keeps one state with it (a NumPy scalar the caller holds as a 0-d tensor, a copy of a
         read-only array, which takes no write: see ``copies``)."""
         original = self.original
-        was = getattr(original, "__dict__", {})
+        # What the methods run on holds: a twin may hold its own where the original held another.
+        was = getattr(original if self.twin is None else self.twin, "__dict__", {})
         self.apart = [
             name
             for name, value in self.given.items()
             if name in was
             and value is not was[name]
             and side.apart(value, was[name])
-            and not (side.paired(value, was[name]) and _takes_writes(was[name]))
+            and not (side.paired(value, was[name]) and (_takes_writes(was[name]) or _held_elsewhere(was, name)))
         ]
         if isinstance(original, tuple):  # a tuple's own items, which no attribute holds
             self.items = [i for i, value in enumerate(original) if side.apart(converted[i], value)]
@@ -1054,6 +1055,23 @@ def _record(value: Any) -> bool:
 def _takes_writes(value: Any) -> bool:
     """Whether ``value`` takes a write in place: not a read-only NumPy array (a tensor always does)."""
     return getattr(getattr(value, "flags", None), "writeable", True) is not False
+
+
+def _held_elsewhere(state: dict[str, Any], name: str) -> bool:
+    """Whether what ``state`` holds at ``name`` is held at another attribute too, or inside its
+    lists, dicts, tuples and records: one array the methods must see as one (a stack, not a
+    recursive closure, which would be a reference cycle)."""
+    value, seen = state[name], set()
+    stack = [(item, _DEPTH) for other, item in state.items() if other != name]
+    while stack:
+        item, depth = stack.pop()
+        if item is value:
+            return True
+        if depth and id(item) not in seen and _changes_inside(item):
+            seen.add(id(item))
+            inner = _inner_of(item)
+            stack += [(held, depth - 1) for held in (inner.values() if isinstance(inner, dict) else inner)]
+    return False
 
 
 #: The types of values that hold no copies (see ResultFields._restale).
