@@ -222,6 +222,8 @@ def test_an_array_the_caller_put_or_a_method_stored_is_kept_one_too(route: str) 
     assert (float(r.hist[1][0]), r.item(3)) == (5.0, 6.0)
 
 
+# torch 2.4 warns of its own weights_only default when a tensor is unpickled.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
 @pytest.mark.parametrize("route", sorted(ROUTES))
 def test_copies_survive_deepcopy_and_pickle_with_the_callers_writes(route: str) -> None:
     """A copy or an unpickled result sees the writes made before it was taken, and keeps them its own."""
