@@ -72,9 +72,10 @@ def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) 
     if mine is theirs:
         return
     paired, made, found, seen = walk
+    if paired(mine, theirs):  # an array or tensor, asked first: most leaves are
+        found.append((_pair_of(mine, theirs, made), where))
+        return
     if not _changes_inside(mine):
-        if paired(mine, theirs):
-            found.append((_pair_of(mine, theirs, made), where))
         return
     if depth == 0 or id(mine) in seen or type(theirs) is not type(mine):
         return
