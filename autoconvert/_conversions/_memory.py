@@ -171,12 +171,16 @@ def same_bits(x: Any, y: Any) -> bool:
         return x.tobytes() == y.tobytes() if x.nbytes <= _AS_BYTES else _same_bits(x, y)
     if not (isinstance(y, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype and x.device == y.device):
         return False
-    if x.requires_grad or y.requires_grad:
-        x, y = x.detach(), y.detach()
-    if x.is_complex():  # a conjugate or negative view resolved first: the bits are its values'
-        x, y = torch.view_as_real(x.resolve_conj().resolve_neg()), torch.view_as_real(y.resolve_conj().resolve_neg())
-    bits = _BITS[x.element_size()]  # a same-size view: any strides, bits compared
-    return torch.equal(x.view(bits), y.view(bits))
+    return torch.equal(_tensor_bits(x), _tensor_bits(y))
+
+
+def _tensor_bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s bits, as a same-size integer view (any strides); a complex one's as pairs of reals,
+    its conjugate or negative view resolved first, so that the bits are its values'."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj().resolve_neg())
+    return t.view(_BITS[t.element_size()])
 
 
 #: The size up to which ``same_bits`` compares two arrays' bytes.
@@ -199,16 +203,8 @@ def written_at(now: Any, was: Any) -> Any:
         if now.itemsize not in _NUMPY_BITS:  # longdouble: by value
             return np.asarray(now != was)
         return np.asarray(now.view(_NUMPY_BITS[now.itemsize]) != was.view(_NUMPY_BITS[now.itemsize]))  # 0-d too
-    now, was = now.detach(), was.detach()
-    if now.is_complex():
-        now, was = (
-            torch.view_as_real(now.resolve_conj().resolve_neg()),
-            torch.view_as_real(was.resolve_conj().resolve_neg()),
-        )
-        bits = _BITS[now.element_size()]
-        return (now.view(bits) != was.view(bits)).any(-1)
-    bits = _BITS[now.element_size()]
-    return now.view(bits) != was.view(bits)
+    differs = _tensor_bits(now) != _tensor_bits(was)
+    return differs.any(-1) if now.is_complex() else differs  # a complex element: its two reals
 
 
 def write_into(target: Any, source: Any, at: Any = None) -> None:
