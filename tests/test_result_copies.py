@@ -455,6 +455,87 @@ def test_a_write_into_a_read_only_array_held_at_two_places_is_refused(route: str
         r.read()
 
 
+@dataclasses.dataclass
+class Shared:
+    """A result holding the function's one array at a field and in each kind of container."""
+
+    w: Any
+    hist: list[Any]
+    by: dict[str, Any]
+    pair: tuple[Any, ...]
+    cell: Cell
+
+    def read(self) -> list[float]:
+        """What the methods see at each place, and whether it is one array everywhere."""
+        places = [self.w, self.hist[0], self.by["a"], self.pair[0], self.cell.hist[0]]
+        assert all(held is self.w for held in places)
+        return [float(held[0]) for held in places]
+
+    def write(self, v: float) -> None:
+        self.hist[0][0] = v
+
+
+def _shared(x: Any) -> Shared:
+    w = x * 1
+    return Shared(w, [w], {"a": w}, (w, 0), Cell([w]))
+
+
+#: The routes of ``ROUTES`` and one whose tensors share the function's memory.
+SHARING_ROUTES = {
+    **ROUTES,
+    "float64 pair": (lambda f: ac.returns_tensor(ac.accepts_numpy(f)), lambda: torch.ones(2, dtype=torch.float64)),
+}
+
+
+def _caller_places(r: Shared) -> list[Any]:
+    return [r.w, r.hist[0], r.by["a"], r.pair[0], r.cell.hist[0]]
+
+
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_one_array_at_several_places_is_one_for_the_caller_too(route: str) -> None:
+    """The function's one array at a field and in a list, dict, tuple and record is one tensor (or
+    array) for the caller too: a write through one place is seen at the others before any method
+    call, and two writes at two places keep the last, as on the plain object."""
+    decorate, argument = SHARING_ROUTES[route]
+    r = decorate(_shared)(argument())
+    first, *others = _caller_places(r)
+    assert all(held is first for held in others)
+    r.hist[0][0] = 4
+    r.w[0] = 5
+    assert [float(held[0]) for held in _caller_places(r)] == [5.0] * 5
+    assert r.read() == [5.0] * 5
+    r.write(6)
+    assert [float(held[0]) for held in _caller_places(r)] == [6.0] * 5
+
+
+# torch 2.4 warns of its own weights_only default when a tensor is unpickled.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_one_array_at_several_places_stays_one_in_a_deepcopy_or_an_unpickled_result(route: str, how: str) -> None:
+    """``copy.deepcopy`` and pickle keep one object one (their memo): the copy's caller and its
+    methods hold one array at every place, as a deepcopy of the plain object does."""
+    decorate, argument = SHARING_ROUTES[route]
+    r = decorate(_shared)(argument())
+    again = copy.deepcopy(r) if how == "deepcopy" else pickle.loads(pickle.dumps(r))
+    again.write(7)
+    assert [float(held[0]) for held in _caller_places(again)] == [7.0] * 5
+    again.w[0] = 8
+    assert again.read() == [8.0] * 5
+    assert r.read() == [1.0] * 5
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_tensor_the_caller_puts_at_a_second_place_is_one_array_for_the_methods(route: str) -> None:
+    """``r.cell.hist[0] = r.w``: the methods see the array at ``w`` there, not a second copy of it."""
+    decorate, argument = ROUTES[route]
+    r = decorate(_shared)(argument())
+    r.pair = (r.pair[0] * 1, 0)  # one array of its own at the tuple, the rest one: then made one again
+    r.pair = (r.w, 0)
+    r.w[0] = 3
+    assert r.read() == [3.0] * 5
+
+
 def test_a_result_holding_copies_is_freed_when_its_last_reference_goes() -> None:
     """The pairs hold no reference cycle: the caller's copies are freed when it drops the result."""
     gc.disable()

@@ -1031,6 +1031,48 @@ def test_a_shallow_copy_s_methods_see_what_is_set_on_the_copy(
     assert read(again) == pytest.approx(want(20.0)) and read(m) == pytest.approx(want(10.0))
 
 
+@dataclasses.dataclass
+class Counted:
+    """A result whose methods set attributes of their own on it."""
+
+    w: Any
+    n: int = 0
+    kept: Any = None
+
+    def count(self) -> int:
+        self.n += 1
+        return self.n
+
+    def keep(self) -> None:
+        self.kept = self.w
+
+    def seen(self) -> tuple[int, bool]:
+        return self.n, self.kept is None
+
+
+@pytest.mark.parametrize(
+    "decorate",
+    [
+        lambda f: ac.returns_tensor(ac.accepts_numpy(f))(torch.ones(2, dtype=torch.float64)),
+        lambda f: ac.returns_tensor(ac.accepts_numpy(f))(torch.ones(2, dtype=torch.bfloat16)),
+        lambda f: ac.torchify(f)(torch.ones(2)),
+        lambda f: ac.returns_numpy(ac.accepts_tensor(f))(np.ones(2)),
+    ],
+    ids=["pair", "bfloat16 pair", "torchify", "reverse pair"],
+)
+def test_what_a_shallow_copy_s_method_sets_is_not_its_source_s(decorate: Callable[[Any], Any]) -> None:
+    """``r1 = copy.copy(r0); r0.count()``: r1's methods saw ``n`` set by r0's, which its caller's
+    ``r1.n`` never showed, and r1's own ``keep()`` never reached r1's caller. Each runs on an
+    object of its own, as two shallow copies of the plain object do."""
+    r0 = decorate(lambda w: Counted(w * 1))
+    r1 = copy.copy(r0)
+    assert r0.count() == 1 and r0.n == 1
+    assert r1.seen() == (0, True) and r1.n == 0
+    r1.keep()
+    assert r1.kept is r1.w and r0.kept is None and r0.seen() == (1, True)
+    assert r1.count() == 1 and r0.count() == 2
+
+
 def _plain_ttest_low(df: float) -> float:
     plain = copy.copy(scipy.stats.ttest_1samp(X.numpy(), 0.5))
     plain.df = df

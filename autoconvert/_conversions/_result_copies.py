@@ -12,6 +12,7 @@ module imports neither torch nor NumPy.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,9 +37,21 @@ class CopyPair:
 HeldCopy = tuple[CopyPair, str]
 #: Every pair some result holds, by the ids of its two arrays (which it keeps alive).
 _HELD_PAIRS: weakref.WeakValueDictionary[tuple[int, int], CopyPair] = weakref.WeakValueDictionary()
+#: The one object at each place for one object of the other side, by its id: ``(first, mine)``,
+#: ``mine`` True where the caller's objects are made one (the function's one array at two places
+#: one tensor for the caller too), False where the methods' are (one tensor the caller holds at
+#: two places, converted back at each apart, one array for them). See ``copies_at``.
+Ones = tuple[dict[int, Any], bool]
 #: What ``_paired_inside`` passes down: ``paired``, ``made`` (see ``copies_at``), the copies
-#: found, and the ids of the containers looked in.
-_Walk = tuple[Callable[[Any, Any], bool], Callable[[CopyPair], None] | None, list[HeldCopy], set[int]]
+#: found, the ids of the containers looked in, ``ones`` and ``fixed`` (see ``copies_at``).
+_Walk = tuple[
+    Callable[[Any, Any], bool],
+    Callable[[CopyPair], None] | None,
+    list[HeldCopy],
+    set[int],
+    Ones | None,
+    Callable[[Any], bool],
+]
 
 
 def copies_at(
@@ -49,49 +62,126 @@ def copies_at(
     *,
     depth: int,
     made: Callable[[CopyPair], None] | None = None,
+    ones: Ones | None = None,
+    fixed: Callable[[Any], bool] = bool,
+    among: Iterable[str] = (),
 ) -> dict[str, list[HeldCopy]]:
     """By attribute of ``names``, the values the caller's result holds there (``attributes``)
     that ``paired`` tells copies of what the object its methods run on holds at the same place
     (``state``), bare or inside its lists, dicts, tuples and records, ``depth`` containers deep,
     each container looked in once (a list holding itself, a record at two places); ``made`` is
-    given each pair no result held before, where the two sides are known one now."""
+    given each pair no result held before, where the two sides are known one now. ``ones``: an
+    object of one side met at a second place is made the one object there on the other side
+    too, as plain Python holds it, except inside a value ``fixed`` tells another result's
+    (which keeps its own fields), the objects at the attributes ``among`` met first, as they are."""
     found: dict[str, list[HeldCopy]] = {}
     seen: set[int] = set()
+    if ones is not None:
+        for name in among:
+            if name in attributes and name in state:
+                _met(attributes[name], state[name], depth, ones, fixed=fixed, seen=seen)
     for name in names:
         if name in attributes and name in state:
-            walk: _Walk = (paired, made, [], seen)
-            _paired_inside(attributes[name], state[name], name, depth, walk)
+            walk: _Walk = (paired, made, [], seen, ones, fixed)
+            _put_at(attributes, state, name, _paired_inside(attributes[name], state[name], name, depth, walk))
             found[name] = walk[2]
     return found
 
 
-def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) -> None:
+def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) -> tuple[Any, Any]:
     """The copies inside ``mine``, the caller's, paired with what ``theirs`` holds at their places
     (a module function, not a closure: a recursive closure is a reference cycle, which would keep
-    the caller's tensors alive until the garbage collector runs)."""
+    the caller's tensors alive until the garbage collector runs); ``mine`` and ``theirs`` as
+    their place holds them now (see ``ones``)."""
     if mine is theirs:
-        return
-    paired, made, found, seen = walk
+        return mine, theirs
+    paired, made, found, seen, ones, fixed = walk
     if paired(mine, theirs):  # an array or tensor, asked first: most leaves are
+        if ones is not None:
+            mine, theirs = _one_of(mine, theirs, ones)
         found.append((_pair_of(mine, theirs, made), where))
-        return
-    if not _changes_inside(mine):
-        return
+        return mine, theirs
+    if not _changes_inside(mine):  # one converted sharing memory, or none: one object all the same
+        return (mine, theirs) if ones is None else _one_of(mine, theirs, ones)
     if depth == 0 or id(mine) in seen or type(theirs) is not type(mine):
-        return
+        return mine, theirs
     seen.add(id(mine))
+    # Not inside another result's fields, nor a tuple that cannot be made again holding others.
+    kept = fixed(mine) or (isinstance(mine, tuple) and hasattr(mine, "__dict__"))
+    inner: _Walk = walk if ones is None or not kept else (paired, made, found, seen, None, fixed)
     if isinstance(mine, dict):
         for key, item in mine.items():
             if key in theirs:
-                _paired_inside(item, theirs[key], f"{where}[{key!r}]", depth - 1, walk)
+                _put_at(mine, theirs, key, _paired_inside(item, theirs[key], f"{where}[{key!r}]", depth - 1, inner))
     elif isinstance(mine, (list, tuple)) and len(mine) == len(theirs):
-        for i, (item, other) in enumerate(zip(mine, theirs, strict=True)):
-            _paired_inside(item, other, f"{where}[{i}]", depth - 1, walk)
+        items = [
+            _paired_inside(item, other, f"{where}[{i}]", depth - 1, inner)
+            for i, (item, other) in enumerate(zip(mine, theirs, strict=True))
+        ]
+        if isinstance(mine, list):
+            for i, placed in enumerate(items):
+                _put_at(mine, theirs, i, placed)
+        else:
+            mine, theirs = _tuple_of(mine, [m for m, _ in items]), _tuple_of(theirs, [t for _, t in items])
     if hasattr(mine, "__dict__"):  # a record, a result with methods, a tuple bunch's attributes
         state = theirs.__dict__
         for name, value in mine.__dict__.items():
             if not name.startswith("_") and name in state:  # private ones are held as they are
-                _paired_inside(value, state[name], f"{where}.{name}", depth - 1, walk)
+                _put_at(
+                    mine.__dict__, state, name, _paired_inside(value, state[name], f"{where}.{name}", depth - 1, inner)
+                )
+    return mine, theirs
+
+
+def _met(mine: Any, theirs: Any, depth: int, ones: Ones, *, fixed: Callable[[Any], bool], seen: set[int]) -> None:
+    """The objects inside ``mine`` and ``theirs`` at one place, each the one ``ones`` makes the
+    other side's first (see ``_paired_inside``, which this walks as, placing nothing)."""
+    if mine is theirs:
+        return
+    if not _changes_inside(mine):
+        _one_of(mine, theirs, ones)
+        return
+    if depth == 0 or id(mine) in seen or type(theirs) is not type(mine) or fixed(mine):
+        return
+    seen.add(id(mine))
+    if isinstance(mine, dict):
+        pairs: Iterable[tuple[Any, Any]] = ((item, theirs[key]) for key, item in mine.items() if key in theirs)
+    elif isinstance(mine, (list, tuple)) and len(mine) == len(theirs):
+        pairs = zip(mine, theirs, strict=True)
+    else:
+        pairs = ()
+    for item, other in pairs:
+        _met(item, other, depth - 1, ones, fixed=fixed, seen=seen)
+    if hasattr(mine, "__dict__"):
+        state = theirs.__dict__
+        for name, value in mine.__dict__.items():
+            if not name.startswith("_") and name in state:
+                _met(value, state[name], depth - 1, ones, fixed=fixed, seen=seen)
+
+
+def _put_at(mine: Any, theirs: Any, key: Any, placed: tuple[Any, Any]) -> None:
+    """Put ``placed``, the two objects at ``key`` of ``mine`` and ``theirs``, there where another now."""
+    if mine[key] is not placed[0]:
+        mine[key] = placed[0]
+    if theirs[key] is not placed[1]:
+        theirs[key] = placed[1]
+
+
+def _tuple_of(held: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
+    """``held``, a tuple, holding ``items`` (itself where it holds them already)."""
+    if all(map(operator.is_, held, items)):
+        return held
+    made: Any = type(held)
+    again: tuple[Any, ...] = made._make(items) if hasattr(held, "_fields") else made(items)
+    return again
+
+
+def _one_of(mine: Any, theirs: Any, ones: Ones) -> tuple[Any, Any]:
+    """``mine`` and ``theirs``, the one on the side ``ones`` makes one the object met first for the other."""
+    first, caller = ones
+    if caller:
+        return first.setdefault(id(theirs), mine), theirs
+    return mine, first.setdefault(id(mine), theirs)
 
 
 def _pair_of(mine: Any, theirs: Any, made: Callable[[CopyPair], None] | None) -> CopyPair:

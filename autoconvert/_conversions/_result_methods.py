@@ -51,7 +51,7 @@ from ._containers import (
     listen,
     node_for,
 )
-from ._result_copies import CopyPair, HeldCopy, copies_at
+from ._result_copies import CopyPair, HeldCopy, Ones, copies_at
 
 
 class _MethodsNode(Node):
@@ -83,8 +83,8 @@ class _MethodsNode(Node):
             if any(map(_may_point_back, set(map(type, obj.__dict__.values())))):
                 _twins_put(obj.__dict__, new.__dict__, [*obj.__dict__], {id(obj): (obj, new)})
             new.__dict__[_COPIES] = ShallowCopies(fields)
+            fields.pair(made)  # first: it may make the caller's objects at two places one
             fields.see(new.__dict__)
-            fields.pair(made)
         return new
 
 
@@ -189,7 +189,22 @@ class ResultFields:
             for name in names:
                 self.copies.pop(name, None)
             looked = [name for name in names if not name.startswith("_")]
-            self.copies.update(copies_at(looked, attributes, state, side.paired, depth=_DEPTH, made=made))
+            # One object at two places is one on both sides: the caller's made one where the
+            # methods' are (as made, or as a method set them), the methods' where the caller's are.
+            ones: Ones = ({}, made is not None)
+            among = [] if stale is None else [n for n in attributes if n not in stale and n not in own and n[0] != "_"]
+            found = copies_at(
+                looked,
+                attributes,
+                state,
+                side.paired,
+                depth=_DEPTH,
+                made=made,
+                ones=ones,
+                fixed=_holds_fields,
+                among=among,
+            )
+            self.copies.update(found)
             self.stale = set()
             self.kept = [held for copies in self.copies.values() for held in copies]
         if not self.items:
@@ -575,12 +590,13 @@ class ResultFields:
         new = ResultFields.__new__(ResultFields)
         new.node, new.original, new.converted = self.node, self.original, _link(made)
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
-        new.items, new.nested, new.followed, new.twin = self.items, self.nested, self.followed, None
+        new.items, new.nested, new.followed = self.items, self.nested, self.followed
         new.copies, new.stale, new.kept, new.handed = {}, None, [], []
         new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
-        if self.twin is not None:
-            children, context = self.node.flatten(self.twin)
-            new.twin = self.node.unflatten(list(children), context)
+        # A shallow copy of its own, even where the methods ran on the original: what one's
+        # methods set is not the other's, and both hold the same objects, as copy.copy's do.
+        children, context = self.node.flatten(self.original if self.twin is None else self.twin)
+        new.twin = self.node.unflatten(list(children), context)
         state = made.__dict__
         for name in self.node.methods:
             method = state.get(name)
@@ -1936,6 +1952,11 @@ def _twinned(value: Any, twins: dict[int, tuple[Any, Any]], convert: Callable[[A
 def _as_it_is(value: Any) -> Any:
     """A value the conversion holds as it is (an item of a set), for ``with_twins``."""
     return value
+
+
+def _holds_fields(value: Any) -> bool:
+    """Whether ``value`` is a converted result with methods (see ``_fields_of``)."""
+    return _fields_of(value) is not None
 
 
 def _fields_of(value: Any) -> ResultFields | None:
