@@ -37,19 +37,55 @@ class CopyPair:
 HeldCopy = tuple[CopyPair, str]
 #: Every pair some result holds, by the ids of its two arrays (which it keeps alive).
 _HELD_PAIRS: weakref.WeakValueDictionary[tuple[int, int], CopyPair] = weakref.WeakValueDictionary()
-#: The one object at each place for one object of the other side, by its id: ``(first, mine)``,
-#: ``mine`` True where the caller's objects are made one (the function's one array at two places
-#: one tensor for the caller too), False where the methods' are (one tensor the caller holds at
-#: two places, converted back at each apart, one array for them). See ``copies_at``.
-Ones = tuple[dict[int, Any], bool]
+#: The objects of both sides at one attribute's places, ``(mine, theirs)``, where two (see ``copies_at``).
+Met = list[tuple[Any, Any]]
+
+
+class Placed:
+    """The objects at a result's places on both sides, each by the id of the other side's object
+    there, with the count of places: one object of one side at a second place is made the one
+    object there on the other side too, as plain Python holds it (see ``copies_at``). Each entry
+    lives while a place lists its objects (``Met``), which keep them alive."""
+
+    __slots__ = ("by_mine", "by_theirs")
+
+    def __init__(self) -> None:
+        self.by_mine: dict[int, list[Any]] = {}  # id(mine) -> [theirs, places]
+        self.by_theirs: dict[int, list[Any]] = {}  # id(theirs) -> [mine, places]
+
+    def placed(self, mine: Any, theirs: Any, caller: bool, met: Met) -> tuple[Any, Any]:
+        """``mine`` and ``theirs`` at a place, the caller's made the one placed already for
+        ``theirs`` where ``caller``, else the methods' the one for ``mine``, listed in ``met``."""
+        if caller:
+            mine = self.by_theirs.setdefault(id(theirs), [mine, 0])[0]
+        else:
+            theirs = self.by_mine.setdefault(id(mine), [theirs, 0])[0]
+        for key, entries, other in ((id(mine), self.by_mine, theirs), (id(theirs), self.by_theirs, mine)):
+            entries.setdefault(key, [other, 0])[1] += 1
+        met.append((mine, theirs))
+        return mine, theirs
+
+    def gone(self, met: Met) -> None:
+        """The places ``met`` lists, gone (an attribute looked in again)."""
+        for mine, theirs in met:
+            for key, entries in ((id(mine), self.by_mine), (id(theirs), self.by_theirs)):
+                entry = entries[key]
+                entry[1] -= 1
+                if not entry[1]:
+                    del entries[key]
+
+
+#: What ``_paired_inside`` places by: the objects placed, whether the caller's are made one (see
+#: ``Placed.placed``), and where the attribute's are listed.
+_Ones = tuple[Placed, bool, Met]
 #: What ``_paired_inside`` passes down: ``paired``, ``made`` (see ``copies_at``), the copies
-#: found, the ids of the containers looked in, ``ones`` and ``fixed`` (see ``copies_at``).
+#: found, the ids of the containers looked in, ``ones`` (None inside what ``fixed`` tells) and ``fixed``.
 _Walk = tuple[
     Callable[[Any, Any], bool],
     Callable[[CopyPair], None] | None,
     list[HeldCopy],
     set[int],
-    Ones | None,
+    _Ones | None,
     Callable[[Any], bool],
 ]
 
@@ -61,30 +97,27 @@ def copies_at(
     paired: Callable[[Any, Any], bool],
     *,
     depth: int,
+    placed: Placed,
+    mine: bool,
+    fixed: Callable[[Any], bool],
     made: Callable[[CopyPair], None] | None = None,
-    ones: Ones | None = None,
-    fixed: Callable[[Any], bool] = bool,
-    among: Iterable[str] = (),
-) -> dict[str, list[HeldCopy]]:
+) -> dict[str, tuple[list[HeldCopy], Met]]:
     """By attribute of ``names``, the values the caller's result holds there (``attributes``)
     that ``paired`` tells copies of what the object its methods run on holds at the same place
     (``state``), bare or inside its lists, dicts, tuples and records, ``depth`` containers deep,
     each container looked in once (a list holding itself, a record at two places); ``made`` is
-    given each pair no result held before, where the two sides are known one now. ``ones``: an
-    object of one side met at a second place is made the one object there on the other side
-    too, as plain Python holds it, except inside a value ``fixed`` tells another result's
-    (which keeps its own fields), the objects at the attributes ``among`` met first, as they are."""
-    found: dict[str, list[HeldCopy]] = {}
+    given each pair no result held before, where the two sides are known one now. And the
+    objects of the two sides met there (see ``Placed``): the caller's made one where ``mine``,
+    else the methods', except inside a value ``fixed`` tells another result's (which keeps its
+    own fields)."""
+    found: dict[str, tuple[list[HeldCopy], Met]] = {}
     seen: set[int] = set()
-    if ones is not None:
-        for name in among:
-            if name in attributes and name in state:
-                _met(attributes[name], state[name], depth, ones, fixed=fixed, seen=seen)
     for name in names:
         if name in attributes and name in state:
-            walk: _Walk = (paired, made, [], seen, ones, fixed)
+            here: Met = []
+            walk: _Walk = (paired, made, [], seen, (placed, mine, here), fixed)
             _put_at(attributes, state, name, _paired_inside(attributes[name], state[name], name, depth, walk))
-            found[name] = walk[2]
+            found[name] = walk[2], here
     return found
 
 
@@ -133,32 +166,6 @@ def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) 
     return mine, theirs
 
 
-def _met(mine: Any, theirs: Any, depth: int, ones: Ones, *, fixed: Callable[[Any], bool], seen: set[int]) -> None:
-    """The objects inside ``mine`` and ``theirs`` at one place, each the one ``ones`` makes the
-    other side's first (see ``_paired_inside``, which this walks as, placing nothing)."""
-    if mine is theirs:
-        return
-    if not _changes_inside(mine):
-        _one_of(mine, theirs, ones)
-        return
-    if depth == 0 or id(mine) in seen or type(theirs) is not type(mine) or fixed(mine):
-        return
-    seen.add(id(mine))
-    if isinstance(mine, dict):
-        pairs: Iterable[tuple[Any, Any]] = ((item, theirs[key]) for key, item in mine.items() if key in theirs)
-    elif isinstance(mine, (list, tuple)) and len(mine) == len(theirs):
-        pairs = zip(mine, theirs, strict=True)
-    else:
-        pairs = ()
-    for item, other in pairs:
-        _met(item, other, depth - 1, ones, fixed=fixed, seen=seen)
-    if hasattr(mine, "__dict__"):
-        state = theirs.__dict__
-        for name, value in mine.__dict__.items():
-            if not name.startswith("_") and name in state:
-                _met(value, state[name], depth - 1, ones, fixed=fixed, seen=seen)
-
-
 def _put_at(mine: Any, theirs: Any, key: Any, placed: tuple[Any, Any]) -> None:
     """Put ``placed``, the two objects at ``key`` of ``mine`` and ``theirs``, there where another now."""
     if mine[key] is not placed[0]:
@@ -176,12 +183,10 @@ def _tuple_of(held: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
     return again
 
 
-def _one_of(mine: Any, theirs: Any, ones: Ones) -> tuple[Any, Any]:
-    """``mine`` and ``theirs``, the one on the side ``ones`` makes one the object met first for the other."""
-    first, caller = ones
-    if caller:
-        return first.setdefault(id(theirs), mine), theirs
-    return mine, first.setdefault(id(mine), theirs)
+def _one_of(mine: Any, theirs: Any, ones: _Ones) -> tuple[Any, Any]:
+    """``mine`` and ``theirs`` as their place holds them (see ``Placed.placed``)."""
+    placed, caller, met = ones
+    return placed.placed(mine, theirs, caller, met)
 
 
 def _pair_of(mine: Any, theirs: Any, made: Callable[[CopyPair], None] | None) -> CopyPair:

@@ -51,7 +51,7 @@ from ._containers import (
     listen,
     node_for,
 )
-from ._result_copies import CopyPair, HeldCopy, Ones, copies_at
+from ._result_copies import CopyPair, HeldCopy, Met, Placed, copies_at
 
 
 class _MethodsNode(Node):
@@ -109,9 +109,11 @@ class ResultFields:
         "handed",
         "items",
         "kept",
+        "met",
         "nested",
         "node",
         "original",
+        "placed",
         "size",
         "stale",
         "synced",
@@ -130,6 +132,8 @@ class ResultFields:
         self.followed: list[str] = []  # what a method may change in place (see ``inside``)
         self.synced: Inside | None = None  # what the caller's held there at the last call (see ``see``)
         self.copies: dict[str, list[HeldCopy]] = {}  # by attribute (see _result_copies), found as it is made
+        self.met: dict[str, Met] = {}  # by attribute, the objects of both sides there (see _result_copies)
+        self.placed = Placed()
         self.stale: set[str] | None = None  # the attributes to look in for copies again; None: all
         self.kept: list[HeldCopy] = []  # those of ``copies``, all in one list
         self.handed: list[HeldCopy] = []  # the copies kept one state at the last call
@@ -155,7 +159,8 @@ class ResultFields:
         # public ones are converted back at the first call, to share it again.
         self.given = {name: value if name.startswith("_") else _UNSEEN for name, value in given.items()}
         self.followed, self.synced = _followed(given), None
-        self.copies, self.stale, self.kept, self.handed = {}, None, [], []
+        self.copies, self.met, self.placed, self.stale = {}, {}, Placed(), None
+        self.kept, self.handed = [], []
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
@@ -188,23 +193,23 @@ class ResultFields:
             names = [n for n in attributes if n not in own] if stale is None else stale
             for name in names:
                 self.copies.pop(name, None)
+                self.placed.gone(self.met.pop(name, []))
             looked = [name for name in names if not name.startswith("_")]
             # One object at two places is one on both sides: the caller's made one where the
             # methods' are (as made, or as a method set them), the methods' where the caller's are.
-            ones: Ones = ({}, made is not None)
-            among = [] if stale is None else [n for n in attributes if n not in stale and n not in own and n[0] != "_"]
             found = copies_at(
                 looked,
                 attributes,
                 state,
                 side.paired,
                 depth=_DEPTH,
-                made=made,
-                ones=ones,
+                placed=self.placed,
+                mine=made is not None,
                 fixed=_holds_fields,
-                among=among,
+                made=made,
             )
-            self.copies.update(found)
+            for name, (copies, met) in found.items():
+                self.copies[name], self.met[name] = copies, met
             self.stale = set()
             self.kept = [held for copies in self.copies.values() for held in copies]
         if not self.items:
@@ -591,7 +596,8 @@ class ResultFields:
         new.node, new.original, new.converted = self.node, self.original, _link(made)
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
         new.items, new.nested, new.followed = self.items, self.nested, self.followed
-        new.copies, new.stale, new.kept, new.handed = {}, None, [], []
+        new.copies, new.met, new.placed, new.stale = {}, {}, Placed(), None
+        new.kept, new.handed = [], []
         new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
         # A shallow copy of its own, even where the methods ran on the original: what one's
         # methods set is not the other's, and both hold the same objects, as copy.copy's do.
