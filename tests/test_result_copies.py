@@ -577,3 +577,86 @@ def test_both_sides_hold_what_the_plain_object_holds_after_any_writes(
         PLACES["list" if who == "caller assigns" else place](plain)[0] = v
         assert r.read() == plain.read()
         assert _caller_sees(r) == plain.read()
+
+
+#: The places of ``Shared``: how to read one, and how to put a new object there.
+SHARED_PLACES: dict[str, tuple[Callable[[Any], Any], Callable[[Any, Any], None]]] = {
+    "field": (lambda r: r.w, lambda r, v: setattr(r, "w", v)),
+    "list": (lambda r: r.hist[0], lambda r, v: r.hist.__setitem__(0, v)),
+    "dict": (lambda r: r.by["a"], lambda r, v: r.by.__setitem__("a", v)),
+    "tuple": (lambda r: r.pair[0], lambda r, v: setattr(r, "pair", (v, 0))),
+    "record": (lambda r: r.cell.hist[0], lambda r, v: r.cell.hist.__setitem__(0, v)),
+}
+
+
+def _layout(r: Any) -> tuple[list[float], list[int]]:
+    """The values at the places of ``r``, and which place first holds each one's object."""
+    held = [get(r) for get, _ in SHARED_PLACES.values()]
+    return [float(h[0]) for h in held], [next(i for i, other in enumerate(held) if other is h) for h in held]
+
+
+class SharedSteps(Shared):
+    """``Shared`` whose methods write, alias and report at any place."""
+
+    def write_at(self, place: str, v: float) -> None:
+        SHARED_PLACES[place][0](self)[0] = v
+
+    def alias(self, place: str, to: str) -> None:
+        SHARED_PLACES[place][1](self, SHARED_PLACES[to][0](self))
+
+    def layout(self) -> tuple[list[float], list[int]]:
+        return _layout(self)
+
+
+def _shared_steps(x: Any) -> SharedSteps:
+    w = x * 1
+    return SharedSteps(w, [w], {"a": w}, (w, 0), Cell([w]))
+
+
+SHARED_STEP = st.tuples(
+    st.sampled_from(["caller writes", "method writes", "caller aliases", "method aliases", "caller assigns"]),
+    st.sampled_from(sorted(SHARED_PLACES)),
+    st.sampled_from(sorted(SHARED_PLACES)),
+    st.integers(-8, 8).map(float),
+)
+
+
+# torch 2.4 warns of its own weights_only default when a tensor is unpickled.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@given(
+    route=st.sampled_from(sorted(SHARING_ROUTES)),
+    holding=st.sampled_from(["as returned", "copy.copy", "deepcopy", "pickle"]),
+    steps=st.lists(SHARED_STEP, min_size=1, max_size=6),
+)
+def test_one_array_at_several_places_follows_the_plain_object_through_any_steps(
+    route: str, holding: str, steps: list[tuple[str, str, str, float]]
+) -> None:
+    """Writes at any place, aliases made by the caller or a method, a new array assigned: after
+    each step the caller's result and the methods' view hold what the plain object holds, the
+    same values and the same object at the same places."""
+    decorate, argument = SHARING_ROUTES[route]
+    r = decorate(_shared_steps)(argument())
+    plain = _shared_steps(np.ones(2))
+    if holding == "copy.copy":
+        r, plain = copy.copy(r), copy.copy(plain)
+    elif holding == "deepcopy":
+        r, plain = copy.deepcopy(r), copy.deepcopy(plain)
+    elif holding == "pickle":
+        r = pickle.loads(pickle.dumps(r))
+    for who, place, to, v in steps:
+        for target in (r, plain) if who.startswith("method") else (plain,):
+            if who == "method writes":
+                target.write_at(place, v)
+            elif who == "method aliases":
+                target.alias(place, to)
+        if who == "caller writes":
+            SHARED_PLACES[place][0](r)[0] = v
+            SHARED_PLACES[place][0](plain)[0] = v
+        elif who == "caller aliases":
+            SHARED_PLACES[place][1](r, SHARED_PLACES[to][0](r))
+            SHARED_PLACES[place][1](plain, SHARED_PLACES[to][0](plain))
+        elif who == "caller assigns":
+            SHARED_PLACES[place][1](r, SHARED_PLACES[place][0](r) * 0 + v)
+            SHARED_PLACES[place][1](plain, SHARED_PLACES[place][0](plain) * 0 + v)
+        assert _layout(r) == _layout(plain), (who, place, to, v)
+        assert r.layout() == _layout(plain), (who, place, to, v)
