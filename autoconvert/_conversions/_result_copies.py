@@ -57,11 +57,11 @@ class Placed:
         """``mine`` and ``theirs`` at a place, the caller's made the one placed already for
         ``theirs`` where ``caller``, else the methods' the one for ``mine``, listed in ``met``."""
         if caller:
-            mine = self.by_theirs.setdefault(id(theirs), [mine, 0])[0]
+            mine = _one_more(self.by_theirs, theirs, mine)
+            _one_more(self.by_mine, mine, theirs)
         else:
-            theirs = self.by_mine.setdefault(id(mine), [theirs, 0])[0]
-        for key, entries, other in ((id(mine), self.by_mine, theirs), (id(theirs), self.by_theirs, mine)):
-            entries.setdefault(key, [other, 0])[1] += 1
+            theirs = _one_more(self.by_mine, mine, theirs)
+            _one_more(self.by_theirs, theirs, mine)
         met.append((mine, theirs))
         return mine, theirs
 
@@ -73,6 +73,16 @@ class Placed:
                 entry[1] -= 1
                 if not entry[1]:
                     del entries[key]
+
+
+def _one_more(entries: dict[int, list[Any]], key: Any, other: Any) -> Any:
+    """The other side's object ``entries`` holds for ``key`` (``other`` where none yet), one place more."""
+    entry = entries.get(id(key))
+    if entry is None:
+        entries[id(key)] = [other, 1]
+        return other
+    entry[1] += 1
+    return entry[0]
 
 
 #: What ``_paired_inside`` places by: the objects placed, whether the caller's are made one (see
