@@ -660,3 +660,105 @@ def test_one_array_at_several_places_follows_the_plain_object_through_any_steps(
             SHARED_PLACES[place][1](plain, SHARED_PLACES[place][0](plain) * 0 + v)
         assert _layout(r) == _layout(plain), (who, place, to, v)
         assert r.layout() == _layout(plain), (who, place, to, v)
+
+
+@dataclasses.dataclass
+class Aliased:
+    """A result whose first field is where the caller puts an alias (looked in before the list)."""
+
+    keep: Any
+    hist: list[Any]
+    rows: list[list[Any]]
+    t: tuple[Any, ...] = ()
+
+    def append_row(self) -> None:
+        self.hist.append(self.rows[0][0])
+
+    def write_first(self, v: float) -> tuple[bool, bool]:
+        self.hist[0][0] = v
+        return self.hist[0] is self.rows[0][0], self.keep is self.hist[0]
+
+
+@pytest.mark.parametrize("alias", ["field", "tuple"])
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_a_callers_alias_of_what_a_method_appended_is_the_functions_array(route: str, alias: str) -> None:
+    """A method appends the function's array to a list, the caller appends to it too and puts that
+    item at a place looked in first (``r.keep = r.hist[0]``): the methods still hold the function's
+    array at both places (not a new one converted from the caller's tensor), so their writes reach
+    the function's."""
+    decorate, argument = SHARING_ROUTES[route]
+    kept: dict[str, Any] = {}
+
+    def make(x: Any) -> Aliased:
+        kept["row"] = x * 1
+        return Aliased(None, [], [[kept["row"]]])
+
+    r = decorate(make)(argument())
+    r.append_row()
+    r.hist.append(r.hist[0] * 0)  # the list changed by the caller too: looked in again with the alias
+    if alias == "field":
+        r.keep = r.hist[0]
+    else:
+        r.keep, r.t = None, (r.hist[0], 0)
+    same, kept_is = r.write_first(7)
+    assert same and (kept_is or alias == "tuple")
+    assert float(kept["row"][0]) == 7.0 and float(r.hist[0][0]) == 7.0
+    assert float((r.keep if alias == "field" else r.t[0])[0]) == 7.0
+
+
+@dataclasses.dataclass
+class TupleHeld:
+    """The function's one array in a tuple and in a record, and a list the copies share."""
+
+    t: tuple[Any, ...]
+    cell: Cell
+    hist: list[Any]
+
+    def append_t(self) -> None:
+        self.hist.append(self.t[0])
+
+    def write_t(self, v: float) -> tuple[float, bool]:
+        self.t[0][0] = v
+        return float(self.cell.hist[0][0]), self.hist[-1] is self.t[0] is self.cell.hist[0]
+
+    def size(self) -> int:
+        return len(self.hist)
+
+    def pop(self) -> None:
+        self.hist.pop()
+
+
+def _tuple_held(x: Any) -> TupleHeld:
+    w = x * 1
+    return TupleHeld((w, 0), Cell([w]), [x * 2])
+
+
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_shallow_copies_keep_one_array_one_after_either_copys_methods(route: str) -> None:
+    """``r1 = copy.copy(r0)``: r0's method puts the array of a tuple into the list the copies share,
+    r1's method runs; r0's methods still hold one array at the tuple, the record and the list, so a
+    write at one is read at the others in the same call."""
+    decorate, argument = SHARING_ROUTES[route]
+    r0 = decorate(_tuple_held)(argument())
+    r1 = copy.copy(r0)
+    r0.append_t()
+    assert r1.size() == 2
+    assert r0.write_t(7) == (7.0, True)
+    assert float(r0.cell.hist[0][0]) == 7.0 and float(r1.hist[-1][0]) == 7.0
+    r2 = copy.copy(r1)
+    r1.size()
+    r2.size()
+    assert r0.write_t(8) == (8.0, True) and r2.write_t(9) == (9.0, True)
+
+
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_a_method_s_append_and_pop_through_one_shallow_copy_is_the_others_too(route: str) -> None:
+    """r0's methods append to and pop from the list it shares with ``copy.copy(r0)``: the copy's
+    methods see the list as the caller does (a result's own change was taken as the caller's,
+    which gave the result a list of its own)."""
+    decorate, argument = SHARING_ROUTES[route]
+    r0 = decorate(_tuple_held)(argument())
+    r1 = copy.copy(r0)
+    r0.append_t()
+    r0.pop()
+    assert r1.size() == 1 and len(r1.hist) == 1 and r0.size() == 1

@@ -47,32 +47,50 @@ class Placed:
     object there on the other side too, as plain Python holds it (see ``copies_at``). Each entry
     lives while a place lists its objects (``Met``), which keep them alive."""
 
-    __slots__ = ("by_mine", "by_theirs")
+    __slots__ = ("by_mine", "by_theirs", "moved")
 
     def __init__(self) -> None:
         self.by_mine: dict[int, list[Any]] = {}  # id(mine) -> [theirs, places]
         self.by_theirs: dict[int, list[Any]] = {}  # id(theirs) -> [mine, places]
+        self.moved = False  # whether an object was put in another's place since ``settled``
+
+    def again(self, gone: list[Met]) -> None:
+        """The places ``gone`` lists are looked in again: their objects held there no more."""
+        for met in gone:
+            for mine, theirs in met:
+                for key, entries in ((id(mine), self.by_mine), (id(theirs), self.by_theirs)):
+                    entry = entries[key]
+                    entry[1] -= 1
+                    if not entry[1]:
+                        del entries[key]
+
+    def settled(self) -> bool:
+        """Whether an object was put in another's place since the last call."""
+        moved, self.moved = self.moved, False
+        return moved
 
     def placed(self, mine: Any, theirs: Any, caller: bool, met: Met) -> tuple[Any, Any]:
         """``mine`` and ``theirs`` at a place, the caller's made the one placed already for
         ``theirs`` where ``caller``, else the methods' the one for ``mine``, listed in ``met``."""
         if caller:
-            mine = _one_more(self.by_theirs, theirs, mine)
-            _one_more(self.by_mine, mine, theirs)
+            one = _one_more(self.by_theirs, theirs, mine)
+            _one_more(self.by_mine, one, theirs)
+            self.moved = self.moved or one is not mine
+            mine = one
         else:
-            theirs = _one_more(self.by_mine, mine, theirs)
-            _one_more(self.by_theirs, theirs, mine)
+            one = _one_more(self.by_mine, mine, theirs)
+            _one_more(self.by_theirs, one, mine)
+            self.moved = self.moved or one is not theirs
+            theirs = one
         met.append((mine, theirs))
         return mine, theirs
 
-    def gone(self, met: Met) -> None:
-        """The places ``met`` lists, gone (an attribute looked in again)."""
-        for mine, theirs in met:
-            for key, entries in ((id(mine), self.by_mine), (id(theirs), self.by_theirs)):
-                entry = entries[key]
-                entry[1] -= 1
-                if not entry[1]:
-                    del entries[key]
+    def copied(self) -> Placed:
+        """An index of the same entries, for a shallow copy of the result, which holds the same objects."""
+        new = Placed()
+        new.by_mine = {key: list(entry) for key, entry in self.by_mine.items()}
+        new.by_theirs = {key: list(entry) for key, entry in self.by_theirs.items()}
+        return new
 
 
 def _one_more(entries: dict[int, list[Any]], key: Any, other: Any) -> Any:

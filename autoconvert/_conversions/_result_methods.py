@@ -193,8 +193,9 @@ class ResultFields:
             names = [n for n in attributes if n not in own] if stale is None else stale
             for name in names:
                 self.copies.pop(name, None)
-                self.placed.gone(self.met.pop(name, []))
-            looked = [name for name in names if not name.startswith("_")]
+            self.placed.again([self.met.pop(name) for name in names if name in self.met])
+            # In the result's own order, never a set's: which place is met first is the same each run.
+            looked = [n for n in attributes if n not in own and n[0] != "_" and (stale is None or n in stale)]
             # One object at two places is one on both sides: the caller's made one where the
             # methods' are (as made, or as a method set them), the methods' where the caller's are.
             found = copies_at(
@@ -210,6 +211,11 @@ class ResultFields:
             )
             for name, (copies, met) in found.items():
                 self.copies[name], self.met[name] = copies, met
+            if self.placed.settled() and made is not None and stale is not None:
+                # After a method: the caller's objects made one here taken as seen, what is to be the caller's again still so.
+                again = [name for name, value in self.given.items() if value is _UNSEEN]
+                self.see(attributes)
+                self.taken_again(again)
             self.stale = set()
             self.kept = [held for copies in self.copies.values() for held in copies]
         if not self.items:
@@ -596,8 +602,14 @@ class ResultFields:
         new.node, new.original, new.converted = self.node, self.original, _link(made)
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
         new.items, new.nested, new.followed = self.items, self.nested, self.followed
-        new.copies, new.met, new.placed, new.stale = {}, {}, Placed(), None
-        new.kept, new.handed = [], []
+        # The same objects at the same places as its source: its pairs, and their places, too.
+        new.copies, new.met, new.placed = (
+            dict(self.copies),
+            {n: list(m) for n, m in self.met.items()},
+            self.placed.copied(),
+        )
+        new.stale = None if self.stale is None else set(self.stale)
+        new.kept, new.handed = list(self.kept), []
         new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
         # A shallow copy of its own, even where the methods ran on the original: what one's
         # methods set is not the other's, and both hold the same objects, as copy.copy's do.
