@@ -451,8 +451,10 @@ def test_a_write_into_a_read_only_array_held_at_two_places_is_refused(route: str
     r.w[0] = 9
     with pytest.raises(
         ac.ConversionError, match=r"^ReadOnly.read\(\): field self.w was written in place by the caller"
-    ):
+    ) as raised:
         r.read()
+    assert "(one array held at self.w and self.hist[0])" in str(raised.value)
+    assert str(raised.value).endswith("(r.w = new; r.hist[0] = new).")
 
 
 @dataclasses.dataclass

@@ -35,6 +35,19 @@ class CopyPair:
 
 #: A copy as one result holds it: its pair, and its place below the result (``hist[0]``, ``head.w``).
 HeldCopy = tuple[CopyPair, str]
+#: Between the places of one pair a result holds at several (see ``held_once``): no path holds it.
+PLACES_APART = "\0"
+
+
+def held_once(copies: Iterable[HeldCopy]) -> list[HeldCopy]:
+    """``copies``, each pair once, at its places joined by ``PLACES_APART`` (one array at a field
+    and in a list: ``w`` and ``hist[0]``), so that it is compared once and a refusal names them all."""
+    places: dict[int, tuple[CopyPair, list[str]]] = {}
+    for pair, where in copies:
+        places.setdefault(id(pair), (pair, []))[1].append(where)
+    return [(pair, PLACES_APART.join(wheres)) for pair, wheres in places.values()]
+
+
 #: Every pair some result holds, by the ids of its two arrays (which it keeps alive).
 _HELD_PAIRS: weakref.WeakValueDictionary[tuple[int, int], CopyPair] = weakref.WeakValueDictionary()
 #: The objects of both sides at one attribute's places, ``(mine, theirs)``, where two (see ``copies_at``).

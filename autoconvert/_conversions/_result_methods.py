@@ -51,7 +51,7 @@ from ._containers import (
     listen,
     node_for,
 )
-from ._result_copies import CopyPair, HeldCopy, Met, Placed, copies_at
+from ._result_copies import CopyPair, HeldCopy, Met, Placed, copies_at, held_once
 
 
 class _MethodsNode(Node):
@@ -217,7 +217,7 @@ class ResultFields:
                 self.see(attributes)
                 self.taken_again(again)
             self.stale = set()
-            self.kept = [held for copies in self.copies.values() for held in copies]
+            self.kept = held_once(held for copies in self.copies.values() for held in copies)
         if not self.items:
             return self.kept
         # Made from the caller's at this call: the two one state, the method's write still to tell.

@@ -17,7 +17,7 @@ from autoconvert._conversions._dtypes import NO_CASTS, RESTORING, RESTORING_HALF
 from autoconvert._conversions._grad import DETACH, TO_NUMPY_FIXES, GradFixes, GradPolicy
 from autoconvert._conversions._memory import bits_snapshot, overlaps_any, same_bits, write_into, written_at
 from autoconvert._conversions._mutations import cycle_in
-from autoconvert._conversions._result_copies import CopyPair, HeldCopy
+from autoconvert._conversions._result_copies import PLACES_APART, CopyPair, HeldCopy
 from autoconvert._conversions._result_methods import ResultFields, ResultMethod, result_cycle_error
 from autoconvert._conversions._sparse import sparse_to_tensor
 from autoconvert._conversions._to_numpy import as_result, tensor_to_array
@@ -479,34 +479,42 @@ class _OutputSideMethod(ResultMethod):
                 self.synced(pair)
             pair.mine_was = bits_snapshot(self.stored(pair.theirs_was))
         if not same_bits(mine, pair.mine_was):
-            at = self._changed(mine, pair.mine_was, where, "the caller", f"r.{where} = new")
-            self._written(pair.theirs, self.back(mine, where), at, where=where, writer="the caller")
+            at = self._changed(mine, pair.mine_was, where, "the caller")
+            back = self.back(mine, where.split(PLACES_APART)[0])
+            self._written(pair.theirs, back, at, where=where, writer="the caller")
             _taken(pair, at)
 
     def refreshed(self, held: HeldCopy) -> None:
         pair, where = held
         theirs, was = pair.theirs, pair.theirs_was
         if not same_bits(theirs, was):
-            at = self._changed(theirs, was, where, "the method", f"self.{where} = new")
+            at = self._changed(theirs, was, where, "the method")
             self._written(pair.mine, self.stored(theirs), at, where=where, writer="the method")
             _taken(pair, at)
 
     def synced(self, pair: CopyPair) -> None:
         pair.theirs_was = bits_snapshot(pair.theirs)  # the caller's, made from it now, is told from it later
 
-    def _changed(self, now: Any, was: Any, where: str, writer: str, fix: str) -> Any:
+    def _changed(self, now: Any, was: Any, where: str, writer: str) -> Any:
         """Where ``now`` differs from ``was`` (see written_at); a change of shape in place
         (``resize_``), which the other side's copy cannot follow, refused naming the field."""
         at = written_at(now, was)
         if at is None:
             problem = f"changed shape in place ({writer}: {tuple(was.shape)} to {tuple(now.shape)})"
             found = "the other side's copy of it at the old shape, which cannot follow"
-            self._refuse(problem, found, fix, where)
+            self._refuse(problem, found, where, writer)
         return at
 
-    def _refuse(self, problem: str, found: str, fix: str, where: str) -> None:
+    def _refuse(self, problem: str, found: str, where: str, writer: str) -> None:
+        """A ConversionError naming the method and the field ``where`` (its places, where one array
+        is held at several: each is to be assigned anew), raised."""
+        field, *others = places = where.split(PLACES_APART)
+        if others:
+            problem += f" (one array held at {' and '.join(f'self.{p}' for p in places)})"
+        holder = "r" if writer == "the caller" else "self"
+        fix = "; ".join(f"{holder}.{p} = new" for p in places)
         error = LeafError(ConversionError, problem, found, f"assign a new value instead ({fix})")
-        raise error.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{where}") from None
+        raise error.public(f"{getattr(self.method, '__qualname__', self.method)}()", "field", f"self.{field}") from None
 
     def _written(self, target: Any, source: Any, at: Any, *, where: str, writer: str) -> None:
         """``source`` written into ``target``, the other side's copy at ``where``, where ``at`` says
@@ -517,7 +525,7 @@ class _OutputSideMethod(ResultMethod):
         except (ValueError, RuntimeError) as e:
             problem = f"was written in place by {writer}, and the other side's copy of it cannot take the write"
             found = f"a {target.dtype} {type(target).__name__} there, which refused it ({str(e).splitlines()[0]})"
-            self._refuse(problem, found, f"r.{where} = new" if writer == "the caller" else f"self.{where} = new", where)
+            self._refuse(problem, found, where, writer)
 
 
 def _taken(pair: CopyPair, at: Any) -> None:
