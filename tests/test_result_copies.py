@@ -764,3 +764,79 @@ def test_a_method_s_append_and_pop_through_one_shallow_copy_is_the_others_too(ro
     r0.append_t()
     r0.pop()
     assert r1.size() == 1 and len(r1.hist) == 1 and r0.size() == 1
+
+
+@dataclasses.dataclass
+class Aliasing:
+    """A result whose methods write through an alias, and append its field to its list."""
+
+    w: Any
+    hist: list[Any]
+    keep: Any = None
+
+    def write_keep(self, v: float) -> None:
+        self.keep[0] = v
+
+    def append_w(self) -> None:
+        self.hist.append(self.w)
+
+    def last_is(self, held: Any) -> bool:
+        return self.hist[-1] is held
+
+    def size(self) -> int:
+        return len(self.hist)
+
+
+@pytest.mark.parametrize("called_between", [False, True], ids=["at once", "a call between"])
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_an_alias_the_caller_made_stays_the_functions_array_when_its_first_place_is_reassigned(
+    route: str, called_between: bool
+) -> None:
+    """``r.keep = r.w; r.w = t``: ``keep`` is still the function's array for the methods (not one
+    converted afresh from the caller's tensor), and a method's write through it reaches the caller."""
+    decorate, argument = SHARING_ROUTES[route]
+    kept: dict[str, Any] = {}
+
+    def make(x: Any) -> Aliasing:
+        kept["w"] = x * 1
+        return Aliasing(kept["w"], [])
+
+    r = decorate(make)(argument())
+    r.keep = r.w
+    if called_between:
+        r.size()
+    r.w = r.w * 1
+    r.write_keep(7)
+    assert float(kept["w"][0]) == 7.0 and float(r.keep[0]) == 7.0 and float(r.w[0]) == 1.0
+
+
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_a_shallow_copy_made_after_the_callers_change_sees_it(route: str) -> None:
+    """The caller appends to the result's list, then copies the result: the copy's methods see
+    the list as the caller holds it, as the source's do."""
+    decorate, argument = SHARING_ROUTES[route]
+    r0 = decorate(lambda x: Aliasing(x * 1, [x * 1]))(argument())
+    r0.hist.append(r0.hist[0] * 0)
+    r1 = copy.copy(r0)
+    assert r1.size() == 2 and r0.size() == 2
+    r1.hist.pop()
+    r2 = copy.copy(r1)
+    assert r2.size() == 1 and r0.size() == 1
+
+
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_a_copys_array_appended_to_the_shared_list_is_the_functions_for_its_source(route: str) -> None:
+    """``r2 = copy.copy(r0); r0.w = t; r2.append_w()``: r2's ``w`` is still the function's array,
+    which r0's methods find in the shared list, as the plain object's do."""
+    decorate, argument = SHARING_ROUTES[route]
+    kept: dict[str, Any] = {}
+
+    def make(x: Any) -> Aliasing:
+        kept["w"] = x * 1
+        return Aliasing(kept["w"], [x * 1])
+
+    r0 = decorate(make)(argument())
+    r2 = copy.copy(r0)
+    r0.w = r0.w * 1
+    r2.append_w()
+    assert r0.last_is(kept["w"]) and r2.last_is(kept["w"])

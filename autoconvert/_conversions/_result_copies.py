@@ -60,16 +60,26 @@ class Placed:
     object there on the other side too, as plain Python holds it (see ``copies_at``). Each entry
     lives while a place lists its objects (``Met``), which keep them alive."""
 
-    __slots__ = ("by_mine", "by_theirs", "moved")
+    __slots__ = ("before", "by_mine", "by_theirs", "moved")
 
     def __init__(self) -> None:
         self.by_mine: dict[int, list[Any]] = {}  # id(mine) -> [theirs, places]
         self.by_theirs: dict[int, list[Any]] = {}  # id(theirs) -> [mine, places]
+        self.before: tuple[dict[int, Any], dict[int, Any]] = ({}, {})  # as by_mine and by_theirs, while looked in again
         self.moved = False  # whether an object was put in another's place since ``settled``
 
-    def again(self, gone: list[Met]) -> None:
-        """The places ``gone`` lists are looked in again: their objects held there no more."""
+    def again(self, gone: list[Met], made_again: list[Met]) -> None:
+        """The places ``gone`` lists are looked in again: their objects held there no more, yet
+        each what it stood for until met again (``placed``: the function's array the caller's
+        tensor stood for, one the caller put elsewhere and replaced at its old place, ``r.keep =
+        r.w; r.w = t``, is that array at the new place); those ``made_again`` lists, converted
+        anew at each call (see ResultFields.apart), stand for none."""
+        before_mine, before_theirs = self.before = ({}, {})
         for met in gone:
+            for mine, theirs in met:
+                before_mine.setdefault(id(mine), theirs)
+                before_theirs.setdefault(id(theirs), mine)
+        for met in [*gone, *made_again]:
             for mine, theirs in met:
                 for key, entries in ((id(mine), self.by_mine), (id(theirs), self.by_theirs)):
                     entry = entries[key]
@@ -78,32 +88,35 @@ class Placed:
                         del entries[key]
 
     def settled(self) -> bool:
-        """Whether an object was put in another's place since the last call."""
-        moved, self.moved = self.moved, False
+        """The places looked in again all met (see ``again``): whether an object was put in another's place."""
+        moved, self.moved, self.before = self.moved, False, ({}, {})
         return moved
 
     def placed(self, mine: Any, theirs: Any, caller: bool, met: Met) -> tuple[Any, Any]:
         """``mine`` and ``theirs`` at a place, the caller's made the one placed already for
         ``theirs`` where ``caller``, else the methods' the one for ``mine``, listed in ``met``."""
+        before_mine, before_theirs = self.before
         if caller:
-            one = _one_more(self.by_theirs, theirs, mine)
+            one = _one_more(self.by_theirs, theirs, before_theirs.get(id(theirs), mine))
             _one_more(self.by_mine, one, theirs)
             self.moved = self.moved or one is not mine
             mine = one
         else:
-            one = _one_more(self.by_mine, mine, theirs)
+            one = _one_more(self.by_mine, mine, before_mine.get(id(mine), theirs))
             _one_more(self.by_theirs, one, mine)
             self.moved = self.moved or one is not theirs
             theirs = one
         met.append((mine, theirs))
         return mine, theirs
 
-    def copied(self) -> Placed:
-        """An index of the same entries, for a shallow copy of the result, which holds the same objects."""
-        new = Placed()
-        new.by_mine = {key: list(entry) for key, entry in self.by_mine.items()}
-        new.by_theirs = {key: list(entry) for key, entry in self.by_theirs.items()}
-        return new
+    def also(self, places: Iterable[Met]) -> None:
+        """The objects ``places`` list at places of one more result (a shallow copy, whose places
+        hold its source's objects): one index for both, so that what an object stood for is known
+        while any of them holds it (``r0.w = t`` on one, the other's still there)."""
+        for met in places:
+            for mine, theirs in met:
+                self.by_mine[id(mine)][1] += 1
+                self.by_theirs[id(theirs)][1] += 1
 
 
 def _one_more(entries: dict[int, list[Any]], key: Any, other: Any) -> Any:
@@ -170,13 +183,12 @@ def _paired_inside(mine: Any, theirs: Any, where: str, depth: int, walk: _Walk) 
     if mine is theirs:
         return mine, theirs
     paired, made, found, seen, ones, fixed = walk
-    if paired(mine, theirs):  # an array or tensor, asked first: most leaves are
+    if not _changes_inside(mine):  # a leaf: made one first, then asked whether the two are copies
         if ones is not None:
             mine, theirs = _one_of(mine, theirs, ones)
-        found.append((_pair_of(mine, theirs, made), where))
+        if paired(mine, theirs):
+            found.append((_pair_of(mine, theirs, made), where))
         return mine, theirs
-    if not _changes_inside(mine):  # one converted sharing memory, or none: one object all the same
-        return (mine, theirs) if ones is None else _one_of(mine, theirs, ones)
     if depth == 0 or id(mine) in seen or type(theirs) is not type(mine):
         return mine, theirs
     seen.add(id(mine))

@@ -193,7 +193,11 @@ class ResultFields:
             names = [n for n in attributes if n not in own] if stale is None else stale
             for name in names:
                 self.copies.pop(name, None)
-            self.placed.again([self.met.pop(name) for name in names if name in self.met])
+            apart = self.apart or ()
+            gone = {name: self.met.pop(name) for name in names if name in self.met}
+            self.placed.again(
+                [met for name, met in gone.items() if name not in apart], [gone[name] for name in apart if name in gone]
+            )
             # In the result's own order, never a set's: which place is met first is the same each run.
             looked = [n for n in attributes if n not in own and n[0] != "_" and (stale is None or n in stale)]
             # One object at two places is one on both sides: the caller's made one where the
@@ -603,14 +607,11 @@ class ResultFields:
         new.given, new.size, new.apart = dict(self.given), self.size, self.apart
         new.items, new.nested, new.followed = self.items, self.nested, self.followed
         # The same objects at the same places as its source: its pairs, and their places, too.
-        new.copies, new.met, new.placed = (
-            dict(self.copies),
-            {n: list(m) for n, m in self.met.items()},
-            self.placed.copied(),
-        )
+        new.copies, new.met, new.placed = dict(self.copies), {n: list(m) for n, m in self.met.items()}, self.placed
+        self.placed.also(new.met.values())  # one index for the copies, which hold one another's objects
         new.stale = None if self.stale is None else set(self.stale)
         new.kept, new.handed = list(self.kept), []
-        new.synced = _snapshot(made.__dict__, new.followed) if new.followed else None
+        new.synced = self.synced  # what its source's caller held at its last call: a change since is the copy's too
         # A shallow copy of its own, even where the methods ran on the original: what one's
         # methods set is not the other's, and both hold the same objects, as copy.copy's do.
         children, context = self.node.flatten(self.original if self.twin is None else self.twin)
