@@ -840,3 +840,51 @@ def test_a_copys_array_appended_to_the_shared_list_is_the_functions_for_its_sour
     r0.w = r0.w * 1
     r2.append_w()
     assert r0.last_is(kept["w"]) and r2.last_is(kept["w"])
+
+
+@pytest.mark.parametrize("remove", ["del", "reassign"])
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_a_tensor_taken_out_of_the_result_and_put_back_later_is_the_functions_array(route: str, remove: str) -> None:
+    """``t = r.w; del r.w; r.size(); r.keep = t``: a method ran while ``t`` was outside the result,
+    yet ``t`` put back is still the function's array for the methods, as in plain Python."""
+    decorate, argument = SHARING_ROUTES[route]
+    kept: dict[str, Any] = {}
+
+    def make(x: Any) -> Aliasing:
+        kept["w"] = x * 1
+        return Aliasing(kept["w"], [])
+
+    r = decorate(make)(argument())
+    t = r.w
+    if remove == "del":
+        del r.w
+    else:
+        r.w = t * 1
+    r.size()
+    r.keep = t
+    r.write_keep(7)
+    assert float(kept["w"][0]) == 7.0 and float(t[0]) == 7.0 and r.keep is t
+
+
+@pytest.mark.parametrize("holding", ["as returned", "copy.copy"])
+@pytest.mark.parametrize("route", sorted(SHARING_ROUTES))
+def test_a_field_a_method_deleted_stays_deleted(route: str, holding: str) -> None:
+    """``del self.keep`` (a field with a default), then the caller changes the result: the object the
+    methods run on is made again without ``keep``, so a second ``del`` raises as on the plain object."""
+    decorate, argument = SHARING_ROUTES[route]
+
+    @dataclasses.dataclass
+    class Deleting:
+        w: Any
+        keep: Any = None
+
+        def drop(self) -> None:
+            del self.keep
+
+    r = decorate(lambda x: Deleting(x * 1))(argument())
+    if holding == "copy.copy":
+        r = copy.copy(r)
+    r.drop()
+    r.w = r.w * 2
+    with pytest.raises(AttributeError):
+        r.drop()

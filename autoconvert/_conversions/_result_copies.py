@@ -12,6 +12,7 @@ module imports neither torch nor NumPy.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import weakref
 from collections.abc import Callable, Iterable
@@ -58,27 +59,32 @@ class Placed:
     """The objects at a result's places on both sides, each by the id of the other side's object
     there, with the count of places: one object of one side at a second place is made the one
     object there on the other side too, as plain Python holds it (see ``copies_at``). Each entry
-    lives while a place lists its objects (``Met``), which keep them alive."""
+    lives while a place lists its objects (``Met``), which keep them alive. An object no place
+    holds any more still stands for what it stood for (``was``) while it lives, until it is met
+    again: the caller's tensor put back (``t = r.w; del r.w; ...; r.keep = t``) is the function's
+    array again, as it is in plain Python."""
 
-    __slots__ = ("before", "by_mine", "by_theirs", "moved")
+    __slots__ = ("by_mine", "by_theirs", "moved", "was_mine", "was_theirs")
 
     def __init__(self) -> None:
         self.by_mine: dict[int, list[Any]] = {}  # id(mine) -> [theirs, places]
         self.by_theirs: dict[int, list[Any]] = {}  # id(theirs) -> [mine, places]
-        self.before: tuple[dict[int, Any], dict[int, Any]] = ({}, {})  # as by_mine and by_theirs, while looked in again
+        # id(mine) -> (a weak reference to mine, theirs), and the other way round: see ``again``.
+        self.was_mine: dict[int, tuple[weakref.ref[Any], Any]] = {}
+        self.was_theirs: dict[int, tuple[weakref.ref[Any], Any]] = {}
         self.moved = False  # whether an object was put in another's place since ``settled``
 
     def again(self, gone: list[Met], made_again: list[Met]) -> None:
         """The places ``gone`` lists are looked in again: their objects held there no more, yet
-        each what it stood for until met again (``placed``: the function's array the caller's
-        tensor stood for, one the caller put elsewhere and replaced at its old place, ``r.keep =
-        r.w; r.w = t``, is that array at the new place); those ``made_again`` lists, converted
-        anew at each call (see ResultFields.apart), stand for none."""
-        before_mine, before_theirs = self.before = ({}, {})
+        each what it stood for while it lives, until met again (see ``placed``); those
+        ``made_again`` lists, converted anew at each call (see ResultFields.apart), stand for none."""
+        for was in (self.was_mine, self.was_theirs):  # those gone since: their ids may be another's
+            for key in [key for key, (ref, _) in was.items() if ref() is None]:
+                del was[key]
         for met in gone:
             for mine, theirs in met:
-                before_mine.setdefault(id(mine), theirs)
-                before_theirs.setdefault(id(theirs), mine)
+                _remember(self.was_mine, mine, theirs)
+                _remember(self.was_theirs, theirs, mine)
         for met in [*gone, *made_again]:
             for mine, theirs in met:
                 for key, entries in ((id(mine), self.by_mine), (id(theirs), self.by_theirs)):
@@ -88,21 +94,20 @@ class Placed:
                         del entries[key]
 
     def settled(self) -> bool:
-        """The places looked in again all met (see ``again``): whether an object was put in another's place."""
-        moved, self.moved, self.before = self.moved, False, ({}, {})
+        """Whether an object was put in another's place since the last call."""
+        moved, self.moved = self.moved, False
         return moved
 
     def placed(self, mine: Any, theirs: Any, caller: bool, met: Met) -> tuple[Any, Any]:
         """``mine`` and ``theirs`` at a place, the caller's made the one placed already for
         ``theirs`` where ``caller``, else the methods' the one for ``mine``, listed in ``met``."""
-        before_mine, before_theirs = self.before
         if caller:
-            one = _one_more(self.by_theirs, theirs, before_theirs.get(id(theirs), mine))
+            one = _one_more(self.by_theirs, theirs, _recalled(self.was_theirs, theirs, mine))
             _one_more(self.by_mine, one, theirs)
             self.moved = self.moved or one is not mine
             mine = one
         else:
-            one = _one_more(self.by_mine, mine, before_mine.get(id(mine), theirs))
+            one = _one_more(self.by_mine, mine, _recalled(self.was_mine, mine, theirs))
             _one_more(self.by_theirs, one, mine)
             self.moved = self.moved or one is not theirs
             theirs = one
@@ -117,6 +122,20 @@ class Placed:
             for mine, theirs in met:
                 self.by_mine[id(mine)][1] += 1
                 self.by_theirs[id(theirs)][1] += 1
+
+
+def _remember(was: dict[int, tuple[weakref.ref[Any], Any]], held: Any, other: Any) -> None:
+    """Keep, while ``held`` lives, that it stood for ``other`` (see Placed.again); an object that
+    takes no weak reference (a NumPy scalar) is remembered by none."""
+    with contextlib.suppress(TypeError):
+        was[id(held)] = (weakref.ref(held), other)
+
+
+def _recalled(was: dict[int, tuple[weakref.ref[Any], Any]], held: Any, other: Any) -> Any:
+    """What ``held`` stood for when no place held it any more (see Placed.again), met again now;
+    else ``other``, what stands for it at its new place."""
+    kept = was.pop(id(held), None)
+    return kept[1] if kept is not None and kept[0]() is held else other
 
 
 def _one_more(entries: dict[int, list[Any]], key: Any, other: Any) -> Any:

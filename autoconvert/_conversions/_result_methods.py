@@ -294,14 +294,24 @@ class ResultFields:
         self``, ``self.t = (self, w)``, ``self.box = Box(self)``) holding the twin there: its
         methods run on it as on the object they change."""
         original = self.original
-        children, context = self.node.flatten(original)
-        twin = self.node.unflatten(list(children), context)
+        twin = self._unflattened(original)
         itself = {id(original): (original, twin)}
         state = twin.__dict__
         for name, value in state.items():
             if name not in self.node.own and _holds_twin(value, itself):
                 state[name] = with_twins(value, itself, _as_it_is)
         return twin
+
+    def _unflattened(self, source: Any) -> Any:
+        """A shallow copy of ``source`` made by its node, none of the attributes deleted from it
+        (``del self.keep`` of a field with a default) given back by its constructor."""
+        children, context = self.node.flatten(source)
+        made = self.node.unflatten(list(children), context)
+        state = getattr(made, "__dict__", None)
+        if state is not None and len(state) != len(source.__dict__):
+            for name in state.keys() - source.__dict__.keys():
+                del state[name]
+        return made
 
     def inside(self, receiver: Any, before: dict[str, Any]) -> Inside | None:
         """What a method may change in place inside ``receiver``, the object it runs on (which
@@ -614,8 +624,7 @@ class ResultFields:
         new.synced = self.synced  # what its source's caller held at its last call: a change since is the copy's too
         # A shallow copy of its own, even where the methods ran on the original: what one's
         # methods set is not the other's, and both hold the same objects, as copy.copy's do.
-        children, context = self.node.flatten(self.original if self.twin is None else self.twin)
-        new.twin = self.node.unflatten(list(children), context)
+        new.twin = self._unflattened(self.original if self.twin is None else self.twin)
         state = made.__dict__
         for name in self.node.methods:
             method = state.get(name)
