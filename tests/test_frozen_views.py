@@ -424,3 +424,41 @@ def test_views_kept_of_aliased_arguments_private_copy_are_read_only(dtype: torch
             view[...] = 5
         assert str(info.value) == "assignment destination is read-only"
     assert caller.tolist() == [1, 0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        lambda a: np.lib.stride_tricks.sliding_window_view(a, 2, axis=1, writeable=True),
+        lambda a: memoryview(a).cast("B"),
+    ],
+    ids=["sliding window", "cast memoryview"],
+)
+def test_a_collection_while_the_young_objects_are_listed_still_finds_what_the_call_kept(
+    monkeypatch: pytest.MonkeyPatch, kept: Callable[[np.ndarray], Any]
+) -> None:
+    """An automatic collection can run when the search for what the call kept allocates (the
+    list of young objects, the collector's statistics): it moves the young objects to an
+    older generation. Such a collection, made here at the first listing of the young ones,
+    must widen the search, not hide the kept view (a rare, timing-dependent miss before)."""
+    listed = gc.get_objects
+
+    def listed_after_a_collection(generation: int | None = None) -> list[Any]:
+        if generation == 0:
+            gc.collect(0)
+        return listed(generation)
+
+    t = torch.arange(6.0).reshape(2, 3).to(torch.bfloat16)
+    box = _Box()
+
+    @ac.accepts_numpy(writeback=True)
+    def keeps(a: np.ndarray) -> None:
+        box.value = [kept(a)]
+
+    monkeypatch.setattr(gc, "get_objects", listed_after_a_collection)
+    keeps(t)
+    monkeypatch.undo()
+    after_call = t.clone()
+    with pytest.raises(ValueError, match=r"read-only|released memoryview"):
+        _write(box.value[0])
+    assert torch.equal(t, after_call)

@@ -237,8 +237,11 @@ _HOLDER: type[Any] = type(np.lib.stride_tricks.as_strided(np.zeros(1)).base)
 def _kept_through(record: Private) -> bool:
     """Whether an as_strided holder or a ``memoryview`` made during the call holds
     ``record.array`` (see Private): the collector's youngest objects are searched, all of
-    them if it ran during the call."""
-    objects = gc.get_objects(0 if _collections() == record.collections else None)
+    them if it ran since the hand-over. Its runs are counted after the young are listed: an
+    allocation on the way (the list, the statistics) may run it and move them on."""
+    objects = gc.get_objects(0)
+    if _collections() != record.collections:
+        objects = gc.get_objects()
     array = record.array
     return any(
         (type(o) is _HOLDER and o.base is array) or (type(o) is memoryview and _exported(o) is array) for o in objects
