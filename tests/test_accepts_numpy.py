@@ -17,6 +17,8 @@ import pytest
 import scipy.ndimage
 import scipy.stats
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autoconvert as ac
 
@@ -313,6 +315,44 @@ def test_writeback_shares_cpu_memory_and_copies_back_otherwise() -> None:
     assert torch.equal(plain, torch.full((2,), 2.0))
     assert narrow.dtype == torch.bfloat16 and torch.equal(narrow, torch.full((2,), 2.0, dtype=torch.bfloat16))
     assert torch.equal(conj.resolve_conj(), torch.tensor([2 - 2j, 4 + 2j]))
+
+
+#: Dense layouts that are not C order: (name, view of a (2, 3, 4) tensor).
+STRIDED_LAYOUTS = [
+    ("transposed", lambda t: t[0].T),
+    ("permuted", lambda t: t.permute(2, 0, 1)),
+    ("column slice", lambda t: t[:, :, 1]),
+    ("stepped", lambda t: t[:, :, ::2]),
+]
+
+
+@given(
+    layout=st.sampled_from(STRIDED_LAYOUTS),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.bool]),
+    copy=st.sampled_from([None, True]),
+    out=st.booleans(),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_writable_array_is_c_ordered_on_every_copy_route(
+    layout: tuple[str, Callable[[torch.Tensor], torch.Tensor]], dtype: torch.dtype, copy: bool | None, out: bool
+) -> None:
+    """writeback's and out_params' arrays are C-ordered (compiled code refuses strided output
+    memory) whether the array is the tensor's own memory, a widened copy (bfloat16; float16
+    under widen_float16) or a copy=True copy, and the function's write reaches the tensor."""
+    seen: list[np.ndarray] = []
+
+    def fill(a: np.ndarray) -> None:
+        seen.append(a)
+        a.reshape(-1)[-1] = 1  # a C-ordered array reshapes to a view: the write is the array's
+
+    options: dict[str, Any] = {"out_params": "a"} if out else {"writeback": True}
+    wrapped = ac.accepts_numpy(copy=copy, widen_float16=dtype is torch.float16, **options)(fill)
+    t = layout[1](torch.zeros(2, 3, 4, dtype=dtype))
+    wrapped(t)
+    assert seen[0].flags.c_contiguous
+    expected = torch.zeros(t.shape, dtype=dtype).reshape(-1)
+    expected[-1] = 1
+    assert torch.equal(t.reshape(-1), expected)
 
 
 #: How two arguments may share memory: (name, first, second), each a function of the tensor.
