@@ -7,6 +7,7 @@ threads of the caller's process) and a local Ray."""
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import functools
 import importlib.util
@@ -78,10 +79,40 @@ def tallied(a: np.ndarray, tally: Tally) -> np.ndarray:
     return a * 2
 
 
-def counted_into(a: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """A count kept in an array argument, written in place per sample."""
-    counts += 1
+def counted_into(a: np.ndarray, counts: Any) -> np.ndarray:
+    """A count kept in an array argument, or in the array a container argument holds at any
+    depth (see _HOLDINGS), written in place per sample."""
+    _held_count(counts)[0] += 1
     return a * 2
+
+
+def _held_count(counts: Any) -> Any:
+    while not isinstance(counts, (np.ndarray, array.array)):
+        counts = (
+            counts.n
+            if isinstance(counts, CountBox)
+            else counts[0]
+            if isinstance(counts, (list, tuple))
+            else counts["n"]
+        )
+    return counts
+
+
+@dataclasses.dataclass
+class CountBox:
+    """A dataclass holding the count."""
+
+    n: Any
+
+
+#: How the count reaches the function: (name, what holds it, given the count).
+_HOLDINGS: dict[str, Callable[[Any], Any]] = {
+    "counts": lambda c: c,
+    "counts['n']": lambda c: {"n": c},
+    "counts[0]": lambda c: [c],
+    "counts[0]['n']": lambda c: ({"n": c},),
+    "counts.n[0]": lambda c: CountBox([c]),
+}
 
 
 def looked_up(a: np.ndarray, table: dict[str, Any]) -> np.ndarray:
@@ -483,24 +514,27 @@ def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is
 
 
 @pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("held", _HOLDINGS)
+@pytest.mark.parametrize("kind", ["array", "array.array"])
 def test_a_write_into_an_array_argument_is_the_callers_or_refused(
-    runners: dict[str, dict[str, Any]], where: str
+    runners: dict[str, dict[str, Any]], where: str, held: str, kind: str
 ) -> None:
-    """An array among the arguments (not a batch) written in place: the caller's array takes
-    the writes where the samples run in the caller's process, as sequentially; where workers
-    hold copies the write is refused, naming the argument, never silently lost."""
+    """An array among the arguments (not a batch), or held by a container among them, or a
+    stdlib ``array.array``, written in place: the caller's array takes the writes where the
+    samples run in the caller's process, as sequentially; where workers hold copies the write
+    is refused, naming the argument, never silently lost."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
-    counts = np.zeros(1)
+    counts = np.zeros(1) if kind == "array" else array.array("d", [0.0])
     if where not in _COPIES:
-        out = ac.batched(counted_into, **options)(_batch(ragged=False), counts)
+        out = ac.batched(counted_into, **options)(_batch(ragged=False), _HOLDINGS[held](counts))
         assert torch.equal(out, _batch(ragged=False) * 2) and counts.tolist() == [12.0]
         return
     with pytest.raises(ValueError) as info:
-        ac.batched(counted_into, **options)(_batch(ragged=False), counts)
+        ac.batched(counted_into, **options)(_batch(ragged=False), _HOLDINGS[held](counts))
     assert str(info.value) == (
-        f"autoconvert.batched(counted_into): the function wrote into argument counts, an array, on {_COPIES[where]}, "
-        "which holds a copy of it: the write cannot reach the caller's array, as it does where the samples run "
-        "sequentially or on threads. Fix: return what the function computes, or run it sequentially (no executor) "
-        "or on threads (workers=)"
+        f"autoconvert.batched(counted_into): the function wrote into argument {held}, an array, on "
+        f"{_COPIES[where]}, which holds a copy of it: the write cannot reach the caller's array, as it does where "
+        "the samples run sequentially or on threads. Fix: return what the function computes, or run it "
+        "sequentially (no executor) or on threads (workers=)"
     )
     assert counts.tolist() == [0.0]

@@ -8,6 +8,7 @@ Dask cluster it runs on NumPy arrays.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import io
 import math
@@ -224,6 +225,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
         if _held(value) != before:
+            if type(value) in _WRITTEN:
+                raise _lost_write(chunk, _path_of(chunk, value))
             raise _lost_change(chunk, value)
     for value, state in states:
         below = first_change(state, value)
@@ -257,10 +260,15 @@ def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: lis
 
     hit = wrote_into_handed(error, guarded, {})
     if hit:
-        raise ValueError(
-            f"{chunk.label}: the function wrote into argument {hit[0]}, an array, on {chunk.origin.where()}, which "
-            f"holds a copy of it: the write cannot reach the caller's array, as it does {_FIX}"
-        ) from error
+        raise _lost_write(chunk, hit[0]) from error
+
+
+def _lost_write(chunk: Chunk, where: str) -> ValueError:
+    """The refusal of a write into the array at ``where`` among the arguments, on a copy."""
+    return ValueError(
+        f"{chunk.label}: the function wrote into argument {where}, an array, on {chunk.origin.where()}, which "
+        f"holds a copy of it: the write cannot reach the caller's array, as it does {_FIX}"
+    )
 
 
 #: Where a change to an argument reaches the caller, and so the fix for one made on a copy.
@@ -268,6 +276,17 @@ _FIX = (
     "where the samples run sequentially or on threads. Fix: return what the function computes, or run it "
     "sequentially (no executor) or on threads (workers=)"
 )
+
+
+def _path_of(chunk: Chunk, target: Any) -> str:
+    """The path of ``target``, held in one of the chunk's arguments: ``seen['hist']``."""
+    roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
+    roots += [(MappingKey(k), v) for k, v in chunk.kwargs.items()]
+    for root, value in roots:
+        keys = path_to(value, target)
+        if keys is not None:
+            return _path(chunk, [root, *keys])
+    return "an argument"
 
 
 def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
@@ -285,31 +304,42 @@ def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
 
 #: Mutable builtins that are no containers of the registry (their items are not converted),
 #: with what they hold, to tell after the samples whether the function changed one.
-_HELD: dict[type, Callable[[Any], Any]] = {set: frozenset, bytearray: bytes}
+_HELD: dict[type, Callable[[Any], Any]] = {
+    set: frozenset,
+    bytearray: bytes,
+    array.array: lambda a: (a.typecode, a.tobytes()),
+    np.ndarray: lambda a: (a.dtype, a.shape, a.tobytes()),
+}
+
+#: Of those, the arrays, whose change is a write.
+_WRITTEN = (array.array, np.ndarray)
 
 
 def _held(value: Any) -> Any:
-    return _HELD[type(value)](value)
+    """What ``value`` holds; an array subclass's (a mask, a unit) as its pickle."""
+    return _HELD[type(value)](value) if type(value) in _HELD else pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
 
 
 def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[tuple[Any, State]]]:
     """Every container among a copied chunk's arguments (nested ones too, each once), with
-    what it holds now; every set and bytearray with what it holds; every other object with a
-    state of its own (``_states``) with that state: to tell after the samples whether the
-    function changed one."""
+    what it holds now; every set, bytearray, ``array.array`` and array a container holds, with
+    what it holds; every other object with a state of its own (``_states``) with that state:
+    to tell after the samples whether the function changed one."""
     records: Rebuilt = {}
     held: dict[int, tuple[Any, Any]] = {}
     states: dict[int, tuple[Any, State]] = {}
-    stack = [*chunk.args, *chunk.kwargs.values()]
+    stack = [(value, False) for value in (*chunk.args, *chunk.kwargs.values())]
     while stack:
-        value = stack.pop()
-        if type(value) in _HELD:
+        value, contained = stack.pop()
+        if type(value) in _HELD or (contained and _written_array(value)):
             held[id(value)] = (value, _held(value))
+            continue
+        if isinstance(value, np.ndarray):  # an argument itself: guarded instead (see _guarded_chunk)
             continue
         node = node_for(type(value))
         if node is not None and id(value) not in records:
             rebuilt(records, value, value)
-            stack.extend(child for _, child in node.items(value))
+            stack.extend((child, True) for _, child in node.items(value))
         elif node is None and type(value) is not Batch and id(value) not in states:
             state = snapshot(value)
             if state is not None:
@@ -317,19 +347,19 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     return records, list(held.values()), list(states.values())
 
 
+def _written_array(value: Any) -> bool:
+    """An array in a container argument that a write can change (its memory the worker's copy):
+    compared after the samples, since a write into a temporary (``state["hist"][k] += 1``)
+    cannot be told from the failure of one guarded read-only."""
+    return isinstance(value, np.ndarray) and value.flags.writeable and not value.dtype.hasobject
+
+
 def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None) -> ValueError:
     """The refusal of a change the function made to ``target``, among its arguments, on a
     copy in a worker (``below``: the attribute or key of an object's state it changed):
     the caller's container or object, which the same call in the caller's process changes,
     would silently stay as it was."""
-    roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
-    roots += [(MappingKey(k), v) for k, v in chunk.kwargs.items()]
-    where = "an argument"
-    for root, value in roots:
-        keys = path_to(value, target)
-        if keys is not None:
-            where = _path(chunk, [root, *keys])
-            break
+    where = _path_of(chunk, target)
     kind = "container" if below is None else "object"
     what = f"argument {where}, a {kind}," if below is None else f"{keystr(where, below)}, in argument {where},"
     copy = "it" if below is None else where
