@@ -170,6 +170,79 @@ def test_a_suspended_generator_sees_the_callers_writes_as_it_resumes(route: str)
     assert r.item(1) == 8.0 and float(r.by["a"][0]) == 4.0
 
 
+@dataclasses.dataclass
+class Stepper:
+    """A result with a generator method that changes it as it ends."""
+
+    w: Any
+    hist: list[Any]
+    by: dict[str, Any]
+    keep: Any = None
+    n: int = 0
+
+    def steps(self, ends: str) -> Any:
+        yield 1
+        yield 2
+        if ends == "sets a field":
+            self.n += 1
+        elif ends == "appends":
+            self.hist.append(self.hist[0] * 0)
+        elif ends == "aliases":
+            self.keep = self.w
+
+    def look(self) -> tuple[Any, ...]:
+        return float(self.w[0]), len(self.hist), sorted(self.by), self.keep is self.w, self.n
+
+
+#: What the caller changes while a generator method is suspended, given the result and a new value.
+WHILE_SUSPENDED: dict[str, Callable[[Any, Any], None]] = {
+    "r.w = new": lambda r, new: setattr(r, "w", new),
+    "r.hist.append(new)": lambda r, new: r.hist.append(new),
+    "del r.by['a']": lambda r, new: r.by.pop("a"),
+    "r.by['z'] = new": lambda r, new: r.by.__setitem__("z", new),
+    "del r.keep": lambda r, new: delattr(r, "keep"),
+}
+
+#: Route -> (decorate, the argument, a new value of the caller's kind).
+STEPPER_ROUTES: dict[str, tuple[Callable[[Any], Any], Callable[[], Any], Callable[[], Any]]] = {
+    "pair": (lambda f: ac.returns_tensor(ac.accepts_numpy(f)), lambda: torch.ones(2), lambda: torch.full((2,), 5.0)),
+    **{name: (decorate, argument, lambda: torch.full((2,), 5.0)) for name, (decorate, argument) in ROUTES.items()},
+    "reverse pair": (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), lambda: np.ones(2), lambda: np.full(2, 5.0)),
+}
+del STEPPER_ROUTES["copy=True reverse pair"]
+
+
+def _stepper(w: Any) -> Stepper:
+    return Stepper(w * 1, [w * 1], {"a": w * 1})
+
+
+#: The caller's change while suspended, and what the generator changes as it ends: not the
+#: same place, nor one read from it (the generator sees its own state there: a documented limit).
+APART_CHANGES = [
+    (change, ends)
+    for change in sorted(WHILE_SUSPENDED)
+    for ends in ["sets a field", "appends", "aliases", "changes nothing"]
+    if (change, ends) not in (("r.hist.append(new)", "appends"), ("r.w = new", "aliases"))
+]
+
+
+@pytest.mark.parametrize(("change", "ends"), APART_CHANGES)
+@pytest.mark.parametrize("route", sorted(STEPPER_ROUTES))
+def test_a_change_made_while_a_generator_is_suspended_reaches_the_next_call(route: str, change: str, ends: str) -> None:
+    """The caller's change between a generator method's items reaches the next method call,
+    as on the plain object, whatever else the generator changes as it ends."""
+    decorate, argument, new = STEPPER_ROUTES[route]
+    r = decorate(_stepper)(argument())
+    plain = _stepper(np.ones(2))
+    for result, value in ((r, new()), (plain, np.full(2, 5.0))):
+        items = result.steps(ends)
+        next(items)
+        WHILE_SUSPENDED[change](result, value)
+        list(items)
+    assert r.look() == plain.look()
+    assert r.look() == plain.look()  # and the call after
+
+
 @pytest.mark.parametrize("route", ["bfloat16 pair", "bfloat16 torchify", "copy=True pair"])
 def test_a_zero_dimensional_copy_takes_writes_both_ways(route: str) -> None:
     """A 0-d array inside a list, a 0-d tensor for the caller: the caller's write and a method's

@@ -477,6 +477,22 @@ class ResultFields:
         if len(now) < len(before) or not now.keys() >= before.keys():
             stale.update(before.keys() - now.keys())
 
+    def changed_by_caller(self) -> list[str]:
+        """The attributes the caller changed since the last call or generator stop (set anew,
+        added, deleted, changed in place): a generator method's stop takes the caller's result
+        as seen (see ``ran``), where such a change must still reach the next call."""
+        converted = self.converted()
+        if converted is None:
+            return []
+        attributes, given, own = converted.__dict__, self.given, self.node.own
+        names = [
+            name for name, value in attributes.items() if name not in own and given.get(name, _UNSEEN) is not value
+        ]
+        names += [name for name in given if name not in attributes]
+        if self.synced is not None:
+            names += _moved(attributes, self.synced)
+        return names
+
     def taken_again(self, names: Iterable[str]) -> None:
         """The attributes ``names``, which a method set to what the caller's result cannot
         take, are the caller's again at the next method call: the object the methods run on
@@ -2093,7 +2109,11 @@ class ResultMethod(Attached):
 
         def carry(value: Any = None) -> Any:
             self._copied_back(handed)
-            twins = fields.ran(receiver, before, inside, value, self)
+            pending = fields.changed_by_caller()  # made while it was suspended: for the next call
+            try:
+                twins = fields.ran(receiver, before, inside, value, self)
+            finally:
+                fields.taken_again(pending)
             return self.convert(value) if twins is UNSEEN else with_twins(value, twins, self.convert)
 
         sent: Any = None
@@ -2111,7 +2131,9 @@ class ResultMethod(Attached):
             except StopIteration as stop:
                 return carry(stop.value)
             except BaseException as error:
+                pending = fields.changed_by_caller()
                 self._ran_raising(receiver, before, inside, handed, error)
+                fields.taken_again(pending)
                 raise
             converted = carry(item)
             sent, thrown = None, None
