@@ -219,10 +219,11 @@ class TestProcessPool:
             ac.batched(lambda x: x, executor=pool, in_caller=False)
 
     def test_an_argument_that_does_not_pickle_is_named(self, pool: CountingPool) -> None:
+        """By its parameter's name (NumPy's ufuncs name theirs x1, x2)."""
         with pytest.raises(pickle.PicklingError) as info:
             ac.batched(np.add, executor=pool, in_caller=False)(torch.ones(2, 3), threading.Lock())
         assert str(info.value).startswith(
-            "autoconvert.batched(add): args[1] does not pickle (TypeError: cannot pickle '_thread.lock' object), "
+            "autoconvert.batched(add): argument x2 does not pickle (TypeError: cannot pickle '_thread.lock' object), "
             "and the executor's workers receive every argument by pickling. Fix: pass values that pickle"
         )
 

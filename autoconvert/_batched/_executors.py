@@ -35,7 +35,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from autoconvert._errors import MappingKey, SequenceKey, keystr
 from autoconvert._failures._failures import REJECTED_ELSEWHERE
 from autoconvert._options._checks import is_dask
 from autoconvert._pickling import exported
@@ -517,8 +516,11 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
         )
     if not isinstance(error, pickle.PicklingError) and "pickle" not in str(error):
         return
-    named = [("fn", fn), *((keystr("args", [SequenceKey(i)]), a) for i, a in enumerate(samples.args))]
-    named += [(keystr("kwargs", [MappingKey(k)]), v) for k, v in samples.kwargs.items()]
+    from autoconvert._spec._signature import Parameters  # only for a refusal
+
+    params = Parameters(fn, held=True)  # a method's instance leads the arguments, as in a chunk's
+    named = [("fn", fn), *((f"argument {params.positional_name(i, 0)}", a) for i, a in enumerate(samples.args))]
+    named += [(f"argument {params.keyword_name(str(k))}", v) for k, v in samples.kwargs.items()]
     for label, value in named:
         if type(value) is Batch:
             continue
