@@ -86,6 +86,13 @@ def counted_into(a: np.ndarray, counts: Any) -> np.ndarray:
     return a * 2
 
 
+def counted_through_a_name(a: np.ndarray, counts: Any) -> np.ndarray:
+    """``counted_into``, the count's array read into a name first, as most code writes it."""
+    count = _held_count(counts)
+    count[0] += 1
+    return a * 2
+
+
 def _held_count(counts: Any) -> Any:
     while not isinstance(counts, (np.ndarray, array.array)):
         counts = (
@@ -511,6 +518,25 @@ def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is
         return
     assert torch.equal(ac.batched(fn, **options)(_batch(ragged=False), arg), sequential)
     assert seen(arg) == seen(sequential_arg)
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("held", ["counts['n']", "counts.n[0]"])  # a list or tuple of tensors is a batch
+def test_a_write_into_a_tensor_a_container_argument_holds_is_the_same_refusal_on_every_runner(
+    runners: dict[str, dict[str, Any]], where: str, held: str
+) -> None:
+    """A tensor inside a container argument is handed read-only: the write into it raises the
+    ReadOnlyError naming its path that the sequential run raises, on workers in other
+    processes too (whose traceback stays there)."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    counts = torch.zeros(1, dtype=torch.float64)
+    with pytest.raises(ac.ReadOnlyError) as sequential:
+        ac.batched(counted_through_a_name)(_batch(ragged=False), _HOLDINGS[held](counts))
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.batched(counted_through_a_name, **options)(_batch(ragged=False), _HOLDINGS[held](counts))
+    assert str(info.value) == str(sequential.value)
+    assert str(info.value).startswith(f"counted_through_a_name(): argument {held} was written into by the function; ")
+    assert counts.tolist() == [0.0]
 
 
 @pytest.mark.parametrize("where", _WORKERS)

@@ -216,7 +216,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
                 _loop(chunk, columns, results)
     except Exception as e:
         e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
-        if chunk.frozen and isinstance(e, (ValueError, TypeError)):
+        if (chunk.frozen or chunk.origin.copied) and isinstance(e, (ValueError, TypeError)):
             _tell_rejection(e, chunk, columns, len(results))
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
@@ -389,14 +389,41 @@ def _writable(column: Any) -> Any:
 
 def _tell_rejection(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:
     """Where ``error`` is NumPy refusing a write into one of the failing sample's read-only
-    arrays, say which (as ``(source, sample)`` pairs) on it: its traceback, which tells them
-    apart, stays in this process, and the caller's call raises its ReadOnlyError from them."""
+    arrays, or into a read-only array a copied chunk's container argument holds (a tensor the
+    caller converted), say which on it: ``(source, sample)`` pairs, the key path of such an
+    array from its argument. Its traceback, which tells them apart, stays in this process, and
+    the caller's call raises its ReadOnlyError from them (see _executors' _rejected_in_caller)."""
     from autoconvert._failures._failures import REJECTED_ELSEWHERE, wrote_into_handed  # only when a sample failed
 
     samples = [(str(k), columns[k][offset]) for k in sorted(chunk.frozen)]
-    hit = wrote_into_handed(error, [(k, a) for k, a in samples if isinstance(a, np.ndarray)], {})
+    leaves = _read_only_leaves(chunk) if chunk.origin.copied else []
+    arrays = [(k, a) for k, a in samples if isinstance(a, np.ndarray)]
+    hit = wrote_into_handed(error, arrays + [(f"leaf {j}", a) for j, (_, a) in enumerate(leaves)], {})
     if hit:
-        setattr(error, REJECTED_ELSEWHERE, [(int(k), chunk.start + offset) for k in hit])
+        told = [leaves[int(k[5:])][0] if k.startswith("leaf ") else (int(k), chunk.start + offset) for k in hit]
+        setattr(error, REJECTED_ELSEWHERE, told)
+
+
+def _read_only_leaves(chunk: Chunk) -> list[tuple[list[KeyEntry], NDArray[Any]]]:
+    """The read-only arrays inside the chunk's container arguments, each once, with its key
+    path from the argument (``[SequenceKey(1), MappingKey('arr')]``)."""
+    found: list[tuple[list[KeyEntry], NDArray[Any]]] = []
+    seen: set[int] = set()
+    roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
+    stack: list[tuple[list[KeyEntry], Any]] = [([root], v) for root, v in roots]
+    stack += [([MappingKey(k)], v) for k, v in chunk.kwargs.items()]
+    while stack:
+        keys, value = stack.pop()
+        node = node_for(type(value))
+        if node is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        for key, child in node.items(value):
+            if isinstance(child, np.ndarray) and not child.flags.writeable:
+                found.append(([*keys, key], child))
+            else:
+                stack.append(([*keys, key], child))
+    return found
 
 
 def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:

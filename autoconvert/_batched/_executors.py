@@ -35,6 +35,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from autoconvert._conversions._containers import node_for
+from autoconvert._errors import SequenceKey
 from autoconvert._failures._failures import REJECTED_ELSEWHERE
 from autoconvert._options._checks import is_dask
 from autoconvert._pickling import exported
@@ -291,7 +293,7 @@ class Elsewhere:
             return self._collect(futures, progress, None, shared=False)
         except Exception as e:
             _explain_pickling(e, self.fn, samples, self.name)
-            _rejected_in_caller(e, samples.sources)
+            _rejected_in_caller(e, samples)
             raise
 
     def _sees_shared_memory(self, threads: dict[str, int]) -> bool:
@@ -416,16 +418,27 @@ def _is_read_only(source: Any) -> bool:
     return any(isinstance(a, np.ndarray) and not a.flags.writeable for a in source)
 
 
-def _rejected_in_caller(error: Exception, sources: list[Any]) -> None:
-    """A worker's refusal of a write into read-only samples (see _chunks.run) as the caller's
-    arrays those samples are of, which its call names in its ReadOnlyError."""
+def _rejected_in_caller(error: Exception, samples: Samples) -> None:
+    """A worker's refusal of a write into read-only samples, or into read-only arrays its
+    copies of container arguments hold (see _chunks' _tell_rejection), as the caller's arrays
+    those are of, which its call names in its ReadOnlyError."""
     hit = getattr(error, REJECTED_ELSEWHERE, None)
     if hit is not None:
-        setattr(
-            error,
-            REJECTED_ELSEWHERE,
-            [s if isinstance(s, np.ndarray) else s[i] for s, i in ((sources[k], i) for k, i in hit)],
-        )
+        setattr(error, REJECTED_ELSEWHERE, [_callers(told, samples) for told in hit])
+
+
+def _callers(told: Any, samples: Samples) -> Any:
+    """The caller's array a worker told of: sample ``i`` of source ``k`` (a ``(k, i)`` pair), or
+    the array at a key path in the arguments."""
+    if type(told) is tuple:
+        source, i = samples.sources[told[0]], told[1]
+        return source if isinstance(source, np.ndarray) else source[i]
+    root, *below = told
+    value = samples.args[root.index] if isinstance(root, SequenceKey) else samples.kwargs[root.key]
+    for key in below:
+        node = node_for(type(value))
+        value = next((child for k, child in node.items(value) if k == key), None) if node is not None else None
+    return value
 
 
 def _collect(

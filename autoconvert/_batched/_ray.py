@@ -80,7 +80,7 @@ class OnRay:
             return _collect(futures, progress, as_completed, functools.partial(_cancel, ray, refs), received)
         except ray.exceptions.RayTaskError as e:
             error = e.cause if isinstance(e.cause, Exception) else e
-            _rejected_in_caller(error, samples.sources)
+            _rejected_in_caller(error, samples)
             if error is e:
                 raise
             raise error from e  # the sample's own exception, its note naming it; Ray's traceback as its cause
