@@ -520,6 +520,103 @@ def test_every_kind_of_container_change_is_the_callers_or_refused_and_reading_is
     assert seen(arg) == seen(sequential_arg)
 
 
+class Stepper:
+    """A callable object and bound methods changing what they hold as they run."""
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(1)
+        self.n = 0
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        self.counts[0] += 1
+        return a * 2
+
+    def written(self, a: np.ndarray) -> np.ndarray:
+        self.counts[0] += 1
+        return a * 2
+
+    def stepped(self, a: np.ndarray) -> np.ndarray:
+        self.n += 1
+        return a * 2
+
+
+def bound_count(a: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """A count in an array a partial binds, written in place per sample."""
+    counts[0] += 1
+    return a * 2
+
+
+def _carried(make: Callable[[Stepper], Any]) -> Callable[[], tuple[Any, Stepper]]:
+    """A maker of a callable over a new ``Stepper``, and the stepper."""
+
+    def made() -> tuple[Any, Stepper]:
+        stepper = Stepper()
+        return make(stepper), stepper
+
+    return made
+
+
+def _partial_over_counts() -> tuple[Any, np.ndarray]:
+    counts = np.zeros(1)
+    return functools.partial(bound_count, counts=counts), counts
+
+
+#: Callables that carry state to the workers: (make the callable and what it changes, read the change back,
+#: the start of the refusal where workers hold copies).
+_CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], str]] = {
+    "a bound method writing an array": (
+        _carried(lambda o: o.written),
+        lambda o: o.counts.tolist(),
+        "the function changed self.counts, in self, the object the method is bound to, on ",
+    ),
+    "a bound method setting a number": (
+        _carried(lambda o: o.stepped),
+        lambda o: o.n,
+        "the function changed self.n, in self, the object the method is bound to, on ",
+    ),
+    "a callable object": (
+        _carried(lambda o: o),
+        lambda o: o.counts.tolist(),
+        "the function changed self.counts, in self, the callable object, on ",
+    ),
+    "a decorated bound method": (
+        _carried(lambda o: ac.accepts_numpy(o.written)),
+        lambda o: o.counts.tolist(),
+        "the function changed self.counts, in self, the object the method is bound to, on ",
+    ),
+    "a partial's bound array": (
+        _partial_over_counts,
+        lambda c: c.tolist(),
+        "the function wrote into argument counts, an array, on ",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("carrier", _CARRIERS)
+def test_a_change_the_function_makes_to_what_it_holds_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str, carrier: str
+) -> None:
+    """A bound method's object, a callable object and a partial's bound arguments travel with
+    the function: what its samples change there is the caller's where they run in the
+    caller's process, and refused, never silently lost, where workers hold copies."""
+    make, read, refusal = _CARRIERS[carrier]
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    fn, held = make()
+    sequential_fn, sequential = make()
+    ac.batched(sequential_fn)(_batch(ragged=False))
+    if where not in _COPIES:
+        out = ac.batched(fn, **options)(_batch(ragged=False))
+        assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+        assert read(held) == read(sequential)
+        return
+    before = read(held)
+    with pytest.raises(ValueError) as info:
+        ac.batched(fn, **options)(_batch(ragged=False))
+    assert refusal + _COPIES[where] in str(info.value)
+    assert read(held) == before
+
+
 @pytest.mark.parametrize("where", _WORKERS)
 @pytest.mark.parametrize("held", ["counts['n']", "counts.n[0]"])  # a list or tuple of tensors is a batch
 def test_a_write_into_a_tensor_a_container_argument_holds_is_the_same_refusal_on_every_runner(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import io
 import math
 import mmap
@@ -18,6 +19,7 @@ import pathlib
 import pickle
 import tempfile
 import time
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -279,14 +281,50 @@ _FIX = (
 
 
 def _path_of(chunk: Chunk, target: Any) -> str:
-    """The path of ``target``, held in one of the chunk's arguments: ``seen['hist']``."""
+    """The path of ``target``, held in one of the chunk's arguments (``seen['hist']``), or by
+    the function it calls (see _held_by_function)."""
     roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
     roots += [(MappingKey(k), v) for k, v in chunk.kwargs.items()]
     for root, value in roots:
         keys = path_to(value, target)
         if keys is not None:
             return _path(chunk, [root, *keys])
+    for name, value, _ in _held_by_function(chunk.fn):
+        keys = path_to(value, target)
+        if keys is not None:
+            return keystr(name, keys)
     return "an argument"
+
+
+#: How deep ``_held_by_function`` looks through wrappers (a decorated method, a partial of one).
+_WRAPPERS = 8
+
+
+def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
+    """What the function a chunk calls carries to the workers with it, which its calls may
+    change as they change their arguments: ``(name, value, whose)``: a bound method's object
+    (``self``), a callable object itself (``self``), a partial's bound arguments (by their
+    parameters' names), through wrappers (``__wrapped__``)."""
+    from autoconvert._spec._signature import Parameters  # only where a function holds state
+
+    held: list[tuple[str, Any, str]] = []
+    for _ in range(_WRAPPERS):
+        if isinstance(fn, functools.partial):
+            params = Parameters(fn.func)
+            held += [(params.positional_name(i, 0), a, "argument") for i, a in enumerate(fn.args)]
+            held += [(params.keyword_name(str(k)), v, "argument") for k, v in fn.keywords.items()]
+            fn = fn.func
+        elif isinstance(fn, types.MethodType):
+            if not isinstance(fn.__self__, (type, types.ModuleType)):
+                held.append(("self", fn.__self__, "the object the method is bound to"))
+            return held
+        elif hasattr(fn, "__wrapped__"):
+            fn = fn.__wrapped__
+        else:
+            if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType, type)):
+                held.append(("self", fn, "the callable object"))
+            return held
+    return held
 
 
 def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
@@ -329,6 +367,8 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     held: dict[int, tuple[Any, Any]] = {}
     states: dict[int, tuple[Any, State]] = {}
     stack = [(value, False) for value in (*chunk.args, *chunk.kwargs.values())]
+    # What the function holds is compared whole: no view guards an array a partial bound.
+    stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn)]
     while stack:
         value, contained = stack.pop()
         if type(value) in _HELD or (contained and _written_array(value)):
@@ -360,8 +400,10 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     the caller's container or object, which the same call in the caller's process changes,
     would silently stay as it was."""
     where = _path_of(chunk, target)
+    whose = next((w for name, v, w in _held_by_function(chunk.fn) if name == where and v is target), "argument")
+    owner = f"argument {where}" if whose == "argument" else f"{where}, {whose}"
     kind = "container" if below is None else "object"
-    what = f"argument {where}, a {kind}," if below is None else f"{keystr(where, below)}, in argument {where},"
+    what = f"{owner}, a {kind}," if below is None else f"{keystr(where, below)}, in {owner},"
     copy = "it" if below is None else where
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {copy}: the "
