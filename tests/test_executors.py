@@ -227,6 +227,16 @@ class TestProcessPool:
             "and the executor's workers receive every argument by pickling. Fix: pass values that pickle"
         )
 
+    def test_an_item_of_a_container_that_does_not_pickle_is_named_by_its_path(self, pool: CountingPool) -> None:
+        looping: dict[str, Any] = {"k": 1}
+        looping["me"] = looping  # pickles (nested=False: no walk refuses it); the lock does not
+        looping["inner"] = [2, threading.Lock()]
+        with ac.config(nested=False), pytest.raises(pickle.PicklingError) as info:
+            ac.batched(np.add, executor=pool, in_caller=False)(torch.ones(2, 3), looping)
+        assert str(info.value).startswith(
+            "autoconvert.batched(add): argument x2['inner'][1] does not pickle (TypeError: "
+        )
+
     def test_a_function_of_an_interactive_session_is_named_when_the_pool_breaks(self) -> None:
         """A script read from stdin defines the function: spawned workers cannot import it."""
         script = """

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from autoconvert._conversions._containers import node_for
-from autoconvert._errors import SequenceKey
+from autoconvert._errors import SequenceKey, keystr
 from autoconvert._failures._failures import REJECTED_ELSEWHERE
 from autoconvert._options._checks import is_dask
 from autoconvert._pickling import exported
@@ -537,14 +537,33 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
     for label, value in named:
         if type(value) is Batch:
             continue
-        try:
-            pickle.dumps(value)
-        except Exception as e:
+        failure = _unpickled(value, label)
+        if failure is not None:
+            where, e = failure
             raise pickle.PicklingError(
-                f"autoconvert.batched({name}): {label} does not pickle ({type(e).__name__}: {e}), and the "
+                f"autoconvert.batched({name}): {where} does not pickle ({type(e).__name__}: {e}), and the "
                 "executor's workers receive every argument by pickling. Fix: pass values that pickle "
                 "(arrays, numbers, module-level functions), or run on threads (workers=)"
             ) from error
+
+
+def _unpickled(value: Any, label: str, above: frozenset[int] = frozenset()) -> tuple[str, Exception] | None:
+    """Where ``value`` (named ``label``) does not pickle: the deepest item of its containers that
+    does not (``argument c['cb']``; a container holding itself looked in once), with pickle's
+    error; None where it pickles."""
+    if id(value) in above:
+        return None  # looked in already, further up
+    try:
+        pickle.dumps(value)
+    except Exception as e:
+        node = node_for(type(value))
+        if node is not None:
+            for key, child in node.items(value):
+                inner = _unpickled(child, keystr(label, [key]), above | {id(value)})
+                if inner is not None:
+                    return inner
+        return label, e
+    return None
 
 
 def _interactive(fn: Any) -> bool:
