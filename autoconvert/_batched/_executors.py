@@ -537,7 +537,7 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
     for label, value in named:
         if type(value) is Batch:
             continue
-        failure = _unpickled(value, label)
+        failure = _not_pickling(value, label)
         if failure is not None:
             where, e = failure
             raise pickle.PicklingError(
@@ -547,7 +547,7 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
             ) from error
 
 
-def _unpickled(value: Any, label: str, above: frozenset[int] = frozenset()) -> tuple[str, Exception] | None:
+def _not_pickling(value: Any, label: str, above: frozenset[int] = frozenset()) -> tuple[str, Exception] | None:
     """Where ``value`` (named ``label``) does not pickle: the deepest item of its containers that
     does not (``argument c['cb']``; a container holding itself looked in once), with pickle's
     error; None where it pickles."""
@@ -559,7 +559,7 @@ def _unpickled(value: Any, label: str, above: frozenset[int] = frozenset()) -> t
         node = node_for(type(value))
         if node is not None:
             for key, child in node.items(value):
-                inner = _unpickled(child, keystr(label, [key]), above | {id(value)})
+                inner = _not_pickling(child, keystr(label, [key]), above | {id(value)})
                 if inner is not None:
                     return inner
         return label, e
