@@ -592,6 +592,43 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
 }
 
 
+class Lookup:
+    """Holds a fitted KD-tree regressor and a random generator in lists, and only reads them
+    (the tree counts its queries and the generator moves: state of their own, no change);
+    ``remember`` appends to one of the lists."""
+
+    def __init__(self) -> None:
+        neighbors = pytest.importorskip("sklearn.neighbors")
+        x = np.arange(20.0).reshape(10, 2)
+        self.models = [neighbors.KNeighborsRegressor(2, algorithm="kd_tree").fit(x, x.sum(1))]
+        self.rngs = [np.random.default_rng(0)]
+        self.seen: list[float] = []
+
+    def predicted(self, a: np.ndarray) -> np.ndarray:
+        self.rngs[0].random()
+        return self.models[0].predict(a.reshape(1, -1)[:, :2])
+
+    def remember(self, a: np.ndarray) -> np.ndarray:
+        self.seen.append(float(a.sum()))
+        return a * 2
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_what_a_bound_methods_object_keeps_to_itself_in_a_list_is_no_change(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """Objects in a list of the bound method's object are compared by their own state: a
+    KD-tree's query counter and a generator's position are theirs, and reading them is not
+    refused; appending to the list is a change, refused where workers hold copies."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    batch = torch.arange(24.0).reshape(12, 2)
+    expected = ac.batched(Lookup().predicted)(batch)
+    assert torch.equal(ac.batched(Lookup().predicted, **options)(batch), expected)
+    if where in _COPIES:
+        with pytest.raises(ValueError, match=r"the function changed self\.seen, in self, the object the method is"):
+            ac.batched(Lookup().remember, **options)(batch)
+
+
 @pytest.mark.parametrize("where", _WORKERS)
 @pytest.mark.parametrize("carrier", _CARRIERS)
 def test_a_change_the_function_makes_to_what_it_holds_is_the_callers_or_refused(

@@ -2,10 +2,11 @@
 them whether the function changed it (on another process's copy, a change the caller misses).
 
 An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
-parameters and buffers as the attributes they are read as), walked through dicts and
-objects down to leaves kept as their values (an array's or a tensor's bytes, a list's or
+parameters and buffers as the attributes they are read as), walked through dicts, lists,
+tuples and objects down to leaves kept as their values (an array's or a tensor's bytes,
 another builtin's pickle; an object whose state is no dict, as a compiled library keeps it, is
-not compared: a scikit-learn KDTree counts its queries, a generator moves as it draws). What was there must be there unchanged afterwards; what the function only
+not compared, in a list too: a scikit-learn KDTree counts its queries, a generator moves as it
+draws). What was there must be there unchanged afterwards; what the function only
 added (a new attribute, a new key of a dict, a value where there was None) is taken for a cache filling
 (``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
 object fills again on its own, and is never refused. Code is never compared: functions,
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey
+from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey
 from autoconvert._pickling import resolve
 
 #: Values pickled by reference, whose state is their module's: never compared.
@@ -37,6 +38,10 @@ _BY_REFERENCE = (
 
 #: Mappings walked key by key (an nn.Module's hooks are OrderedDicts).
 _DICTS = (dict, collections.OrderedDict)
+#: Sequences walked item by item (a Pipeline's steps, an ensemble's estimators), their length
+#: compared: an object inside is compared by its state, so that one keeping state to itself
+#: (a KDTree counting its queries) is not taken for changed.
+_SEQUENCES = (list, tuple)
 
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
 _LEAF_TYPES = (type(None), bool, int, str, bytes)
@@ -63,9 +68,10 @@ def snapshot(value: Any) -> State | None:
 def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     """The path within ``value`` to the first entry changed or removed since ``before``; None
     where all it held is there unchanged (entries added are no change)."""
+    sequence = before.kind in _SEQUENCES
     mapping = before.kind in _DICTS
-    now = value if mapping else _state(value)
-    if type(value) is not before.kind or now is None:
+    now = dict(enumerate(value)) if sequence else value if mapping else _state(value)
+    if type(value) is not before.kind or now is None or (sequence and len(now) != len(before.entries)):
         return []
     for key, was in before.entries.items():
         if key not in now:
@@ -75,7 +81,14 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         else:  # nothing to compare, an attribute None until first use (Delaunay's _transform), or unchanged
             below = None if was is None or was == _UNSET or _leaf(now[key]) == was else []
         if below is not None:
-            return [MappingKey(key) if mapping or not isinstance(key, str) else GetAttrKey(key), *below]
+            entry = (
+                SequenceKey(key)
+                if sequence
+                else MappingKey(key)
+                if mapping or not isinstance(key, str)
+                else GetAttrKey(key)
+            )
+            return [entry, *below]
     return None
 
 
@@ -119,10 +132,13 @@ def _by_reference(value: Any) -> bool:
 
 
 def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
-    """``state``'s entries as they are now: dicts and objects walked (each once), leaves as bytes."""
+    """``state``'s entries as they are now: dicts, lists, tuples and objects walked (each once),
+    leaves as bytes."""
     entries: dict[Any, Any] = {}
     for key, value in state.items():
-        inner = value if type(value) in _DICTS else _state(value)
+        inner = (
+            value if type(value) in _DICTS else dict(enumerate(value)) if type(value) in _SEQUENCES else _state(value)
+        )
         if inner is not None and id(value) not in seen:
             seen.add(id(value))
             entries[key] = State(type(value), _entries(inner, seen))
