@@ -556,6 +556,11 @@ def _carried(make: Callable[[Stepper], Any]) -> Callable[[], tuple[Any, Stepper]
     return made
 
 
+def _partial_over_a_tensor() -> tuple[Any, torch.Tensor]:
+    counts = torch.zeros(1, dtype=torch.float64)
+    return functools.partial(bound_count, counts=counts), counts
+
+
 def _partial_over_counts() -> tuple[Any, np.ndarray]:
     counts = np.zeros(1)
     return functools.partial(bound_count, counts=counts), counts
@@ -588,6 +593,11 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
         _partial_over_counts,
         lambda c: c.tolist(),
         "the function wrote into argument counts, an array, on ",
+    ),
+    "a partial's bound tensor": (
+        _partial_over_a_tensor,
+        lambda c: c.tolist(),
+        "the function wrote into argument counts, a tensor, on ",
     ),
 }
 
@@ -627,6 +637,24 @@ def test_what_a_bound_methods_object_keeps_to_itself_in_a_list_is_no_change(
     if where in _COPIES:
         with pytest.raises(ValueError, match=r"the function changed self\.seen, in self, the object the method is"):
             ac.batched(Lookup().remember, **options)(batch)
+
+
+@pytest.mark.parametrize("where", ["Dask worker processes", "Dask worker threads"])
+def test_what_a_closure_captured_is_compared_where_workers_hold_copies(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """Dask pickles a closure with what it captured: the function's write there is refused,
+    never lost, as a partial's bound array's is."""
+    counts = np.zeros(1)
+
+    def counted(a: np.ndarray) -> np.ndarray:
+        counts[0] += 1
+        return a * 2
+
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ValueError, match="the function wrote into counts, captured by the function, an array, on "):
+        ac.batched(counted, **options)(_batch(ragged=False))
+    assert counts.tolist() == [0.0]
 
 
 @pytest.mark.parametrize("where", _WORKERS)

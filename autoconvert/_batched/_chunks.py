@@ -17,6 +17,7 @@ import mmap
 import os
 import pathlib
 import pickle
+import sys
 import tempfile
 import time
 import types
@@ -32,7 +33,7 @@ from autoconvert._errors import KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
 from ._seeds import Seeds
-from ._states import State, first_change, snapshot
+from ._states import State, first_change, is_array, leaf, snapshot
 
 
 class Batch:
@@ -227,8 +228,12 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
         if _held(value) != before:
-            if type(value) in _WRITTEN:
-                raise _lost_write(chunk, _path_of(chunk, value))
+            if _written(value):
+                raise _lost_write(
+                    chunk,
+                    _place_of(chunk, value),
+                    "tensor" if is_array(value) and not isinstance(value, np.ndarray) else "array",
+                )
             raise _lost_change(chunk, value)
     for value, state in states:
         below = first_change(state, value)
@@ -262,14 +267,16 @@ def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: lis
 
     hit = wrote_into_handed(error, guarded, {})
     if hit:
-        raise _lost_write(chunk, hit[0]) from error
+        raise _lost_write(chunk, f"argument {hit[0]}") from error
 
 
-def _lost_write(chunk: Chunk, where: str) -> ValueError:
-    """The refusal of a write into the array at ``where`` among the arguments, on a copy."""
+def _lost_write(chunk: Chunk, where: str, kind: str = "array") -> ValueError:
+    """The refusal of a write into the array (or tensor: ``kind``) at ``where`` (``argument
+    counts``, ``counts, captured by the function``), on a copy."""
     return ValueError(
-        f"{chunk.label}: the function wrote into argument {where}, an array, on {chunk.origin.where()}, which "
-        f"holds a copy of it: the write cannot reach the caller's array, as it does {_FIX}"
+        f"{chunk.label}: the function wrote into {where}, {'an' if kind == 'array' else 'a'} {kind}, on "
+        f"{chunk.origin.where()}, which "
+        f"holds a copy of it: the write cannot reach the caller's {kind}, as it does {_FIX}"
     )
 
 
@@ -280,35 +287,41 @@ _FIX = (
 )
 
 
-def _path_of(chunk: Chunk, target: Any) -> str:
-    """The path of ``target``, held in one of the chunk's arguments (``seen['hist']``), or by
-    the function it calls (see _held_by_function)."""
+def _place_of(chunk: Chunk, target: Any) -> str:
+    """Where ``target`` is, for a refusal: ``argument seen['hist']``, ``self.counts, the
+    callable object``, ``counts, captured by the function``."""
+    where, whose = _located(chunk, target)
+    return f"argument {where}" if whose == "argument" else f"{where}, {whose}"
+
+
+def _located(chunk: Chunk, target: Any) -> tuple[str, str]:
+    """The path of ``target``, held in one of the chunk's arguments (``seen['hist']``) or by
+    the function it calls (see _held_by_function), and whose it is there (``"argument"``)."""
     roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
     roots += [(MappingKey(k), v) for k, v in chunk.kwargs.items()]
     for root, value in roots:
         keys = path_to(value, target)
         if keys is not None:
-            return _path(chunk, [root, *keys])
-    for name, value, _ in _held_by_function(chunk.fn):
+            return _path(chunk, [root, *keys]), "argument"
+    for name, value, whose in _held_by_function(chunk.fn):
         keys = path_to(value, target)
         if keys is not None:
-            return keystr(name, keys)
-    return "an argument"
-
-
-#: How deep ``_held_by_function`` looks through wrappers (a decorated method, a partial of one).
-_WRAPPERS = 8
+            return keystr(name, keys), whose
+    return "an argument", "argument"
 
 
 def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
     """What the function a chunk calls carries to the workers with it, which its calls may
     change as they change their arguments: ``(name, value, whose)``: a bound method's object
     (``self``), a callable object itself (``self``), a partial's bound arguments (by their
-    parameters' names), through wrappers (``__wrapped__``)."""
+    parameters' names), what a function's closure captured (Dask and Ray pickle closures),
+    through wrappers (``__wrapped__``)."""
     from autoconvert._spec._signature import Parameters  # only where a function holds state
 
     held: list[tuple[str, Any, str]] = []
-    for _ in range(_WRAPPERS):
+    seen: set[int] = set()
+    while id(fn) not in seen:
+        seen.add(id(fn))
         if isinstance(fn, functools.partial):
             params = Parameters(fn.func)
             held += [(params.positional_name(i, 0), a, "argument") for i, a in enumerate(fn.args)]
@@ -321,10 +334,26 @@ def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
         elif hasattr(fn, "__wrapped__"):
             fn = fn.__wrapped__
         else:
-            if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType, type)):
+            if isinstance(fn, types.FunctionType):
+                names, cells = fn.__code__.co_freevars, fn.__closure__ or ()
+                held += [
+                    (n, c.cell_contents, "captured by the function")
+                    for n, c in zip(names, cells, strict=True)
+                    if _filled(c)
+                ]
+            elif not isinstance(fn, (types.BuiltinFunctionType, type)):
                 held.append(("self", fn, "the callable object"))
             return held
     return held
+
+
+def _filled(cell: types.CellType) -> bool:
+    """Whether a closure's cell holds a value yet (a name assigned after the function was made may not)."""
+    try:
+        cell.cell_contents  # noqa: B018 - read to ask
+    except ValueError:
+        return False
+    return True
 
 
 def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
@@ -346,16 +375,22 @@ _HELD: dict[type, Callable[[Any], Any]] = {
     set: frozenset,
     bytearray: bytes,
     array.array: lambda a: (a.typecode, a.tobytes()),
-    np.ndarray: lambda a: (a.dtype, a.shape, a.tobytes()),
 }
-
-#: Of those, the arrays, whose change is a write.
-_WRITTEN = (array.array, np.ndarray)
 
 
 def _held(value: Any) -> Any:
-    """What ``value`` holds; an array subclass's (a mask, a unit) as its pickle."""
-    return _HELD[type(value)](value) if type(value) in _HELD else pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    """What ``value`` holds; an array's or a tensor's as its dtype, shape and bytes, an array
+    subclass's (a mask, a unit) as its pickle."""
+    if type(value) in _HELD:
+        return _HELD[type(value)](value)
+    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    return leaf(value)
+
+
+def _written(value: Any) -> bool:
+    """Whether a change of ``value`` (see _held) is a write: an array's, a tensor's."""
+    return type(value) is array.array or is_array(value)
 
 
 def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[tuple[Any, State]]]:
@@ -388,10 +423,14 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
 
 
 def _written_array(value: Any) -> bool:
-    """An array in a container argument that a write can change (its memory the worker's copy):
-    compared after the samples, since a write into a temporary (``state["hist"][k] += 1``)
-    cannot be told from the failure of one guarded read-only."""
-    return isinstance(value, np.ndarray) and value.flags.writeable and not value.dtype.hasobject
+    """An array in a container argument that a write can change (its memory the worker's copy),
+    or a tensor the function carries (a partial's bound one): compared after the samples, since
+    a write into a temporary (``state["hist"][k] += 1``) cannot be told from the failure of one
+    guarded read-only."""
+    if isinstance(value, np.ndarray):
+        return value.flags.writeable and not value.dtype.hasobject
+    torch = sys.modules.get("torch")  # never imported here: a tensor crossed only where it is
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None) -> ValueError:
@@ -399,8 +438,7 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     copy in a worker (``below``: the attribute or key of an object's state it changed):
     the caller's container or object, which the same call in the caller's process changes,
     would silently stay as it was."""
-    where = _path_of(chunk, target)
-    whose = next((w for name, v, w in _held_by_function(chunk.fn) if name == where and v is target), "argument")
+    where, whose = _located(chunk, target)
     owner = f"argument {where}" if whose == "argument" else f"{where}, {whose}"
     kind = "container" if below is None else "object"
     what = f"{owner}, a {kind}," if below is None else f"{keystr(where, below)}, in {owner},"

@@ -51,7 +51,7 @@ _UNSET = (type(None), None)
 
 class State:
     """A dict's or an object's entries as they were, each a ``State`` or a leaf's value (see
-    ``_leaf``; None where it does not pickle: then it cannot be compared)."""
+    ``leaf``; None where it does not pickle: then it cannot be compared)."""
 
     __slots__ = ("entries", "kind")
 
@@ -79,7 +79,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         elif type(was) is State:
             below = first_change(was, now[key])
         else:  # nothing to compare, an attribute None until first use (Delaunay's _transform), or unchanged
-            below = None if was is None or was == _UNSET or _leaf(now[key]) == was else []
+            below = None if was is None or was == _UNSET or leaf(now[key]) == was else []
         if below is not None:
             entry = (
                 SequenceKey(key)
@@ -95,7 +95,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
-    if isinstance(value, _BY_REFERENCE) or _is_array(value) or type(value).__module__ == "builtins":
+    if isinstance(value, _BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
         return None
     if _by_reference(value):
         return None
@@ -143,16 +143,16 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
             seen.add(id(value))
             entries[key] = State(type(value), _entries(inner, seen))
         elif inner is None:
-            entries[key] = _leaf(value)
+            entries[key] = leaf(value)
     return entries
 
 
-def _is_array(value: Any) -> bool:
+def is_array(value: Any) -> bool:
     torch = sys.modules.get("torch")
     return isinstance(value, (np.ndarray, np.generic)) or (torch is not None and isinstance(value, torch.Tensor))
 
 
-def _leaf(value: Any) -> Any:
+def leaf(value: Any) -> Any:
     """A leaf's value, to compare with ``==``: a plain scalar itself (with its type: ``1`` is not
     ``True``; a float as its hex, so that a NaN equals itself), an array's, a tensor's or a NumPy
     scalar's dtype, shape and data (a tensor's pickle is not the same twice), a builtin's

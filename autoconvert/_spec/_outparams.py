@@ -98,10 +98,11 @@ def writable(t: torch.Tensor, copy: bool | None, grad: GradPolicy, widened: Cast
     """``t`` as a writable array, and the private array to copy back after the call (None
     where the array is ``t``'s memory): out-parameters' and writeback's."""
     a, shared = tensor_to_array(t, copy, grad, settle=False, widened=widened)
-    if copy is not False and not a.flags.c_contiguous:
+    if copy is not False and not a.flags.c_contiguous and t.is_cpu:
         # Compiled consumers refuse strided output memory (OpenCV drawing on t.permute(1, 2, 0),
         # numba's [::1], Cython's [:, ::1]): the function gets C order, copied back afterwards,
-        # a private copy too (widening and copy=True keep a dense tensor's strides).
+        # a private copy too (widening and copy=True keep a dense tensor's strides). Not a
+        # device's: its copy to the host may still be under way (settled after the arguments).
         copied("layout", t, a.nbytes)
         a, shared = np.ascontiguousarray(a), False
     return a, None if shared else a
