@@ -228,7 +228,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
         if _held(value) != before:
-            if _written(value):
+            if _changed_by_a_write(value):
                 raise _lost_write(
                     chunk,
                     _place_of(chunk, value),
@@ -335,25 +335,13 @@ def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
             fn = fn.__wrapped__
         else:
             if isinstance(fn, types.FunctionType):
-                names, cells = fn.__code__.co_freevars, fn.__closure__ or ()
-                held += [
-                    (n, c.cell_contents, "captured by the function")
-                    for n, c in zip(names, cells, strict=True)
-                    if _filled(c)
-                ]
+                for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+                    with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+                        held.append((name, cell.cell_contents, "captured by the function"))
             elif not isinstance(fn, (types.BuiltinFunctionType, type)):
                 held.append(("self", fn, "the callable object"))
             return held
     return held
-
-
-def _filled(cell: types.CellType) -> bool:
-    """Whether a closure's cell holds a value yet (a name assigned after the function was made may not)."""
-    try:
-        cell.cell_contents  # noqa: B018 - read to ask
-    except ValueError:
-        return False
-    return True
 
 
 def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
@@ -388,7 +376,7 @@ def _held(value: Any) -> Any:
     return leaf(value)
 
 
-def _written(value: Any) -> bool:
+def _changed_by_a_write(value: Any) -> bool:
     """Whether a change of ``value`` (see _held) is a write: an array's, a tensor's."""
     return type(value) is array.array or is_array(value)
 

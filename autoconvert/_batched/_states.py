@@ -41,7 +41,7 @@ _DICTS = (dict, collections.OrderedDict)
 #: Sequences walked item by item (a Pipeline's steps, an ensemble's estimators), their length
 #: compared: an object inside is compared by its state, so that one keeping state to itself
 #: (a KDTree counting its queries) is not taken for changed.
-_SEQUENCES = (list, tuple)
+_WALKED_SEQUENCES = (list, tuple)
 
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
 _LEAF_TYPES = (type(None), bool, int, str, bytes)
@@ -68,7 +68,7 @@ def snapshot(value: Any) -> State | None:
 def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     """The path within ``value`` to the first entry changed or removed since ``before``; None
     where all it held is there unchanged (entries added are no change)."""
-    sequence = before.kind in _SEQUENCES
+    sequence = before.kind in _WALKED_SEQUENCES
     mapping = before.kind in _DICTS
     now = dict(enumerate(value)) if sequence else value if mapping else _state(value)
     if type(value) is not before.kind or now is None or (sequence and len(now) != len(before.entries)):
@@ -137,7 +137,11 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
     entries: dict[Any, Any] = {}
     for key, value in state.items():
         inner = (
-            value if type(value) in _DICTS else dict(enumerate(value)) if type(value) in _SEQUENCES else _state(value)
+            value
+            if type(value) in _DICTS
+            else dict(enumerate(value))
+            if type(value) in _WALKED_SEQUENCES
+            else _state(value)
         )
         if inner is not None and id(value) not in seen:
             seen.add(id(value))
