@@ -228,6 +228,7 @@ class TestProcessPool:
         )
 
     def test_an_item_of_a_container_that_does_not_pickle_is_named_by_its_path(self, pool: CountingPool) -> None:
+        """The deepest item that does not pickle, a container holding itself looked in once."""
         looping: dict[str, Any] = {"k": 1}
         looping["me"] = looping  # pickles (nested=False: no walk refuses it); the lock does not
         looping["inner"] = [2, threading.Lock()]

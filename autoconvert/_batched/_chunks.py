@@ -358,7 +358,8 @@ def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
 
 
 #: Mutable builtins that are no containers of the registry (their items are not converted),
-#: with what they hold, to tell after the samples whether the function changed one.
+#: with what they hold, to tell after the samples whether the function changed one (arrays and
+#: tensors: see _held).
 _HELD: dict[type, Callable[[Any], Any]] = {
     set: frozenset,
     bytearray: bytes,
@@ -397,7 +398,7 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
         if type(value) in _HELD or (contained and _written_array(value)):
             held[id(value)] = (value, _held(value))
             continue
-        if isinstance(value, np.ndarray):  # an argument itself: guarded instead (see _guarded_chunk)
+        if isinstance(value, np.ndarray):  # an argument itself: its data guarded instead (see _guarded_chunk)
             continue
         node = node_for(type(value))
         if node is not None and id(value) not in records:
