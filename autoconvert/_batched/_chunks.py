@@ -297,9 +297,7 @@ def _place_of(chunk: Chunk, target: Any) -> str:
 def _located(chunk: Chunk, target: Any) -> tuple[str, str]:
     """The path of ``target``, held in one of the chunk's arguments (``seen['hist']``) or by
     the function it calls (see _held_by_function), and whose it is there (``"argument"``)."""
-    roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
-    roots += [(MappingKey(k), v) for k, v in chunk.kwargs.items()]
-    for root, value in roots:
+    for root, value in _roots(chunk):
         keys = path_to(value, target)
         if keys is not None:
             return _path(chunk, [root, *keys]), "argument"
@@ -308,6 +306,13 @@ def _located(chunk: Chunk, target: Any) -> tuple[str, str]:
         if keys is not None:
             return keystr(name, keys), whose
     return "an argument", "argument"
+
+
+def _roots(chunk: Chunk) -> list[tuple[KeyEntry, Any]]:
+    """The chunk's arguments, each with the key it is passed under."""
+    return [(SequenceKey(i), a) for i, a in enumerate(chunk.args)] + [
+        (MappingKey(k), v) for k, v in chunk.kwargs.items()
+    ]
 
 
 def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
@@ -465,12 +470,14 @@ def _tell_rejection(error: ValueError | TypeError, chunk: Chunk, columns: list[A
     from autoconvert._failures._failures import REJECTED_ELSEWHERE, wrote_into_handed  # only when a sample failed
 
     samples = [(str(k), columns[k][offset]) for k in sorted(chunk.frozen)]
-    leaves = _read_only_leaves(chunk) if chunk.origin.copied else []
-    arrays = [(k, a) for k, a in samples if isinstance(a, np.ndarray)]
-    hit = wrote_into_handed(error, arrays + [(f"leaf {j}", a) for j, (_, a) in enumerate(leaves)], {})
+    told: dict[str, Any] = {k: (int(k), chunk.start + offset) for k, a in samples if isinstance(a, np.ndarray)}
+    arrays = [(k, a) for k, a in samples if k in told]
+    for j, (keys, a) in enumerate(_read_only_leaves(chunk) if chunk.origin.copied else []):
+        told[f"leaf {j}"] = keys
+        arrays.append((f"leaf {j}", a))
+    hit = wrote_into_handed(error, arrays, {})
     if hit:
-        told = [leaves[int(k[5:])][0] if k.startswith("leaf ") else (int(k), chunk.start + offset) for k in hit]
-        setattr(error, REJECTED_ELSEWHERE, told)
+        setattr(error, REJECTED_ELSEWHERE, [told[k] for k in hit])
 
 
 def _read_only_leaves(chunk: Chunk) -> list[tuple[list[KeyEntry], NDArray[Any]]]:
@@ -478,9 +485,7 @@ def _read_only_leaves(chunk: Chunk) -> list[tuple[list[KeyEntry], NDArray[Any]]]
     path from the argument (``[SequenceKey(1), MappingKey('arr')]``)."""
     found: list[tuple[list[KeyEntry], NDArray[Any]]] = []
     seen: set[int] = set()
-    roots: list[tuple[KeyEntry, Any]] = [(SequenceKey(i), a) for i, a in enumerate(chunk.args)]
-    stack: list[tuple[list[KeyEntry], Any]] = [([root], v) for root, v in roots]
-    stack += [([MappingKey(k)], v) for k, v in chunk.kwargs.items()]
+    stack: list[tuple[list[KeyEntry], Any]] = [([root], v) for root, v in _roots(chunk)]
     while stack:
         keys, value = stack.pop()
         node = node_for(type(value))
