@@ -647,6 +647,88 @@ def test_what_a_closure_captured_is_compared_where_workers_hold_copies(
     assert counts.tolist() == [0.0]
 
 
+#: Globals of this module that the functions below change, as a script's functions change theirs.
+_TALLY = np.zeros(1)
+_SEEN: list[int] = []
+_STEPS = 0
+
+
+def counted_in_a_global(a: np.ndarray) -> np.ndarray:
+    """Counts its samples in a global array."""
+    _TALLY[0] += 1
+    return a * 2
+
+
+def seen_through_a_helper(a: np.ndarray) -> np.ndarray:
+    """Has a function of its module remember its samples in a global list."""
+    _remember(a)
+    return a * 2
+
+
+def _remember(a: np.ndarray) -> None:
+    _SEEN.append(int(a.sum()))
+
+
+def stepped_in_a_global(a: np.ndarray) -> np.ndarray:
+    """Binds a global number anew per sample."""
+    global _STEPS
+    _STEPS += 1
+    return a * 2
+
+
+#: The functions changing globals, what they change, and their refusal's start where workers hold copies.
+_GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], Any], str]] = {
+    "a write into an array": (
+        counted_in_a_global,
+        lambda: _TALLY.tolist(),
+        "the function wrote into global _TALLY of module tests.test_runners, an array, on ",
+    ),
+    "an append through a helper": (
+        seen_through_a_helper,
+        lambda: list(_SEEN),
+        "the function changed global _SEEN of module tests.test_runners, on ",
+    ),
+    "a number bound anew": (
+        stepped_in_a_global,
+        lambda: _STEPS,
+        "the function changed global _STEPS of module tests.test_runners, on ",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("change", _GLOBAL_CHANGES)
+def test_a_change_to_a_global_the_function_reads_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str, change: str
+) -> None:
+    """A worker in another process has its own module, whose globals the function then
+    changes: refused, never lost. In the caller's process (a Dask worker thread too: the
+    function crosses by reference, its module the caller's) the change is the caller's."""
+    fn, read, refusal = _GLOBAL_CHANGES[change]
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    before = read()
+    if where not in _COPIES or where == "Dask worker threads":
+        out = ac.batched(fn, **options)(_batch(ragged=False))
+        assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+        assert read() != before
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(fn, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(f"autoconvert.batched({fn.__name__}): {refusal}{_COPIES[where]}, "), info.value
+    assert read() == before
+
+
+def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners: dict[str, dict[str, Any]]) -> None:
+    """Dask sends a script's function by value, with copies of the globals it names: its write
+    into one, on a worker in the caller's process, is refused, never lost."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "counts": np.zeros(1)}
+    exec("def counted(a):\n    counts[0] += 1\n    return a * 2", namespace)  # as a script defines it
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with pytest.raises(ValueError, match="the function wrote into global counts of module __main__, an array, on a "):
+        ac.batched(namespace["counted"], **options)(_batch(ragged=False))
+    assert namespace["counts"].tolist() == [0.0]
+
+
 @pytest.mark.parametrize("where", _WORKERS)
 @pytest.mark.parametrize("carrier", _CARRIERS)
 def test_a_change_the_function_makes_to_what_it_holds_is_the_callers_or_refused(

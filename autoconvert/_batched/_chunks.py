@@ -29,9 +29,10 @@ from numpy.typing import NDArray
 
 from autoconvert._conversions._containers import node_for
 from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebuilt
-from autoconvert._errors import KeyEntry, MappingKey, SequenceKey, keystr
+from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
+from ._globals import ReadGlobals, copied_globals
 from ._seeds import Seeds
 from ._states import State, first_change, is_array, leaf, snapshot
 
@@ -238,7 +239,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, state in states:
         below = first_change(state, value)
         if below is not None:
-            raise _lost_change(chunk, value, below)
+            raise _lost_global(chunk, value, below) if type(value) is ReadGlobals else _lost_change(chunk, value, below)
     return results
 
 
@@ -301,7 +302,7 @@ def _located(chunk: Chunk, target: Any) -> tuple[str, str]:
         keys = path_to(value, target)
         if keys is not None:
             return _path(chunk, [root, *keys]), "argument"
-    for name, value, whose in _held_by_function(chunk.fn):
+    for name, value, whose in _held_by_function(chunk.fn, chunk.origin):
         keys = path_to(value, target)
         if keys is not None:
             return keystr(name, keys), whose
@@ -315,11 +316,12 @@ def _roots(chunk: Chunk) -> list[tuple[KeyEntry, Any]]:
     ]
 
 
-def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
+def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
     """What the function a chunk calls carries to the workers with it, which its calls may
     change as they change their arguments: ``(name, value, whose)``: a bound method's object
     (``self``), a callable object itself (``self``), a partial's bound arguments (by their
-    parameters' names), what a function's closure captured (Dask and Ray pickle closures),
+    parameters' names), what a function's closure captured (Dask and Ray pickle closures), the
+    module globals its code reads where they are copies (a ``ReadGlobals``, see _globals),
     through wrappers (``__wrapped__``)."""
     from autoconvert._spec._signature import Parameters  # only where a function holds state
 
@@ -335,17 +337,23 @@ def _held_by_function(fn: Any) -> list[tuple[str, Any, str]]:
         elif isinstance(fn, types.MethodType):
             if not isinstance(fn.__self__, (type, types.ModuleType)):
                 held.append(("self", fn.__self__, "the object the method is bound to"))
-            return held
+            fn = fn.__func__
         elif hasattr(fn, "__wrapped__"):
             fn = fn.__wrapped__
-        else:
-            if isinstance(fn, types.FunctionType):
-                for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-                    with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
-                        held.append((name, cell.cell_contents, "captured by the function"))
-            elif not isinstance(fn, (types.BuiltinFunctionType, type)):
-                held.append(("self", fn, "the callable object"))
+        elif isinstance(fn, types.FunctionType):
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+                with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+                    held.append((name, cell.cell_contents, "captured by the function"))
+            reads = copied_globals(fn, origin.caller)
+            return held if reads is None else [*held, ("", reads, "globals")]
+        elif isinstance(fn, (types.BuiltinFunctionType, type)):
             return held
+        else:
+            held.append(("self", fn, "the callable object"))
+            call = type(fn).__call__
+            if not isinstance(call, types.FunctionType):  # a compiled class's: no globals to read
+                return held
+            fn = call
     return held
 
 
@@ -397,7 +405,7 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     states: dict[int, tuple[Any, State]] = {}
     stack = [(value, False) for value in (*chunk.args, *chunk.kwargs.values())]
     # What the function holds is compared whole: no view guards an array a partial bound.
-    stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn)]
+    stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn, chunk.origin)]
     while stack:
         value, contained = stack.pop()
         if type(value) in _HELD or (contained and _written_array(value)):
@@ -440,6 +448,22 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {copy}: the "
         f"change cannot reach the caller's {kind}, as it does {_FIX}"
+    )
+
+
+def _lost_global(chunk: Chunk, reads: ReadGlobals, below: list[KeyEntry]) -> ValueError:
+    """The refusal of a change the function made to a global of its module, on a copy: a write
+    into an array (``counts[0] += 1``), a change within an object or a container
+    (``log.append(x)``), or binding it anew (``global n; n += 1``)."""
+    first, *inside = below
+    name = first.name if isinstance(first, GetAttrKey) else str(first)
+    value, where = reads.namespace.get(name), f"global {name} of module {reads.module}"
+    if not inside and is_array(value):
+        return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
+    what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
+    return ValueError(
+        f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {name}: the "
+        f"change cannot reach the caller's global, as it does {_FIX}"
     )
 
 

@@ -27,7 +27,7 @@ from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey
 from autoconvert._pickling import resolve
 
 #: Values pickled by reference, whose state is their module's: never compared.
-_BY_REFERENCE = (
+BY_REFERENCE = (
     type,
     types.FunctionType,
     types.BuiltinFunctionType,
@@ -95,7 +95,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
-    if isinstance(value, _BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
+    if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
         return None
     if _by_reference(value):
         return None
