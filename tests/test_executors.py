@@ -338,6 +338,20 @@ class TestDask:
         time.sleep(0.2)
         assert _lines(log) == ran < 30
 
+    def test_a_client_that_is_not_the_default_runs_the_map(self) -> None:
+        """With no default client (``set_as_default=False``), the map waits on its futures
+        through its own client: in a fresh process, where no other client is the default."""
+        script = """
+import distributed, torch, autoconvert as ac
+
+with distributed.Client(processes=False, n_workers=1, dashboard_address=":0", set_as_default=False) as client:
+    print(ac.batched(lambda x: x * 2, executor=client, in_caller=False)(torch.arange(4.0)).tolist())
+"""
+        done = subprocess.run(
+            [sys.executable, "-"], check=False, input=script, capture_output=True, text=True, timeout=120
+        )
+        assert done.stdout.strip() == "[0.0, 2.0, 4.0, 6.0]", done.stderr[-2000:]
+
     def test_lambdas_run_on_dask(self, client: Any) -> None:
         """Dask pickles functions with cloudpickle: a lambda is fine there."""
         assert (

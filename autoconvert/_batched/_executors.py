@@ -364,7 +364,9 @@ class Elsewhere:
             results: list[Any] = received(data)
             return opened(results, remove=True) if shared else results
 
-        return _collect(futures, progress, distributed.as_completed, stop, loads)
+        # The map's client's loop: as_completed would take the default client's, where there may be none.
+        completed = functools.partial(distributed.as_completed, loop=client.loop)
+        return _collect(futures, progress, completed, stop, loads)
 
 
 def seeds_on_threads(name: str, runner: str) -> ValueError:
