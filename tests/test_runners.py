@@ -556,6 +556,23 @@ def _carried(make: Callable[[Stepper], Any]) -> Callable[[], tuple[Any, Stepper]
     return made
 
 
+class CallsCounted:
+    """A decorator written as a class: it keeps its own count of calls beside what it wraps."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, fn)
+        self.calls = 0
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return self.__wrapped__(a)  # type: ignore[no-any-return]  # what it wraps returns an array
+
+
+def _counted_calls() -> tuple[Any, CallsCounted]:
+    decorated = CallsCounted(doubled)
+    return decorated, decorated
+
+
 def _partial_over_counts() -> tuple[Any, np.ndarray]:
     counts = np.zeros(1)
     return functools.partial(bound_count, counts=counts), counts
@@ -583,6 +600,16 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
         _carried(lambda o: ac.accepts_numpy(o.written)),
         lambda o: o.counts.tolist(),
         "the function changed self.counts, in self, the object the method is bound to, on ",
+    ),
+    "a torchified object's bound method": (
+        _carried(lambda o: ac.torchify(o).written),
+        lambda o: o.counts.tolist(),
+        "the function changed self.counts, in self, the object the method is bound to, on ",
+    ),
+    "a decorator written as a class": (
+        _counted_calls,
+        lambda d: d.calls,
+        "the function changed self.calls, in self, the callable object, on ",
     ),
     "a partial's bound array": (
         _partial_over_counts,
@@ -641,9 +668,18 @@ def test_what_a_closure_captured_is_compared_where_workers_hold_copies(
         counts[0] += 1
         return a * 2
 
+    def counting(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        @functools.wraps(fn)
+        def wrapper(a: np.ndarray) -> np.ndarray:
+            counts[0] += 1
+            return fn(a)
+
+        return wrapper
+
     options = {k: v for k, v in runners[where].items() if k != "threads"}
-    with pytest.raises(ValueError, match="the function wrote into counts, captured by the function, an array, on "):
-        ac.batched(counted, **options)(_batch(ragged=False))
+    for fn in (counted, counting(doubled)):  # a decorator's wrapper too, whose closure keeps the count
+        with pytest.raises(ValueError, match="the function wrote into counts, captured by the function, an array, on "):
+            ac.batched(fn, **options)(_batch(ragged=False))
     assert counts.tolist() == [0.0]
 
 

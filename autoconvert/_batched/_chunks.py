@@ -334,26 +334,29 @@ def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
             held += [(params.positional_name(i, 0), a, "argument") for i, a in enumerate(fn.args)]
             held += [(params.keyword_name(str(k)), v, "argument") for k, v in fn.keywords.items()]
             fn = fn.func
-        elif isinstance(fn, types.MethodType):
+            continue
+        if isinstance(fn, types.MethodType):
             if not isinstance(fn.__self__, (type, types.ModuleType)):
                 held.append(("self", fn.__self__, "the object the method is bound to"))
             fn = fn.__func__
-        elif hasattr(fn, "__wrapped__"):
-            fn = fn.__wrapped__
-        elif isinstance(fn, types.FunctionType):
+            continue
+        if isinstance(fn, types.FunctionType):  # a decorator's wrapper too: what its closure keeps (a call count)
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
                 with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
                     held.append((name, cell.cell_contents, "captured by the function"))
             reads = copied_globals(fn, origin.caller)
-            return held if reads is None else [*held, ("", reads, "globals")]
+            held += [] if reads is None else [("", reads, "globals")]
         elif isinstance(fn, (types.BuiltinFunctionType, type)):
             return held
-        else:
+        else:  # a callable object, a decorator written as a class: its attributes, its method's globals
             held.append(("self", fn, "the callable object"))
             call = type(fn).__call__
-            if not isinstance(call, types.FunctionType):  # a compiled class's: no globals to read
-                return held
-            fn = call
+            if not hasattr(fn, "__wrapped__") and isinstance(call, types.FunctionType):
+                fn = call
+                continue
+        if not hasattr(fn, "__wrapped__"):
+            return held
+        fn = fn.__wrapped__
     return held
 
 
@@ -602,6 +605,10 @@ def _crossing(base: type) -> type:
             reduced = _keeping_state(obj)
             if reduced is not None:
                 return reduced
+            if type(obj) is types.MethodType and getattr(obj.__self__, obj.__name__, None) == obj:
+                # As pickle sends a method: its object and its name. cloudpickle would send its
+                # function by value, which a torchified object's generated method cannot go.
+                return getattr, (obj.__self__, obj.__name__)
             parent = getattr(super(), "reducer_override", None)
             return NotImplemented if parent is None else parent(obj)
 

@@ -24,7 +24,7 @@ class ReadGlobals:
     __slots__ = ("module", "names", "namespace")
 
     def __init__(self, fn: types.FunctionType) -> None:
-        self.namespace, self.module = fn.__globals__, fn.__globals__.get("__name__", fn.__module__)
+        self.namespace, self.module = fn.__globals__, fn.__globals__["__name__"]
         self.names = _names(fn)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -39,10 +39,12 @@ class ReadGlobals:
 def copied_globals(fn: Any, caller: int) -> ReadGlobals | None:
     """The globals ``fn`` (a function) reads, where they are copies of the caller's: in
     another process than ``caller``'s, or sent with the function by value (its globals then a
-    dict of their own, not its module's); None where they are the caller's own, or it reads none."""
-    if type(fn) is not types.FunctionType:
-        return None
-    module = sys.modules.get(fn.__globals__.get("__name__", ""))
+    dict of their own, not its module's); None where they are the caller's own, or it reads none,
+    or they are no module's (code autoconvert generated) or autoconvert's."""
+    name = fn.__globals__.get("__name__") if type(fn) is types.FunctionType else None
+    if not isinstance(name, str) or name.partition(".")[0] == "autoconvert":
+        return None  # generated code's namespace (a torchified method's call), autoconvert's own caches
+    module = sys.modules.get(name)
     if os.getpid() == caller and module is not None and vars(module) is fn.__globals__:
         return None
     reads = ReadGlobals(fn)

@@ -16,6 +16,7 @@ classes, decorated functions and other wrappers, what pickles by reference.
 from __future__ import annotations
 
 import collections
+import inspect
 import pickle
 import sys
 import types
@@ -100,10 +101,17 @@ def _state(value: Any) -> dict[Any, Any] | None:
     if _by_reference(value):
         return None
     kind = type(value)
-    if "__wrapped__" in getattr(kind, "__slots__", ()) and "__getattr__" in vars(kind):
-        return _state(value.__wrapped__)  # a wrapper that reads and sets its callable's attributes (TensorCallback)
     if hasattr(value, "__wrapped__"):
-        return None  # a decorated function, a numpy_op, a torchified view: code, whose own caches fill as it runs
+        wrapped = value.__wrapped__
+        if not isinstance(wrapped, BY_REFERENCE) and any("__getattr__" in vars(k) for k in kind.__mro__):
+            return _state(wrapped)  # a proxy reading and setting its object's attributes: a torchified object
+        if kind.__module__.startswith("autoconvert.") or not isinstance(
+            inspect.getattr_static(kind, "__call__", None), types.FunctionType
+        ):
+            # autoconvert's decorated functions, numpy_ops and torchified modules (made again from
+            # their recipe where they arrive), a compiled dispatcher: code, whose caches fill as it runs
+            return None
+        # else a decorator written as a class: its own state (a call counter), what it wraps among it
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.nn.Module):
         # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
