@@ -16,7 +16,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoconvert._batched._chunks import Batch, Chunk, run
+from autoconvert._batched._chunks import Batch, Chunk, dumps, run
 
 
 class Model:
@@ -110,3 +110,93 @@ def test_an_index_counting_its_queries_is_never_refused() -> None:
     index = neighbors.NearestNeighbors(n_neighbors=1, algorithm="kd_tree").fit(np.eye(2))
     chunk = Chunk(nearest, (Batch(0), index), {}, 0, 2, 2, "autoconvert.batched(nearest)", None)
     assert [r.tolist() for r in run(pickle.loads(pickle.dumps(chunk)), [np.eye(2, 3)])] == [[0], [1]]
+
+
+def _script_function(source: str, **globals_: Any) -> Callable[..., Any]:
+    """A function a script defines (module ``__main__``), over its own globals: sent by value,
+    its globals with it, as Dask and Ray send a script's functions."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "np": np, **globals_}
+    exec(source, namespace)
+    return namespace["f"]  # type: ignore[no-any-return]
+
+
+def _by_value_on_a_copy(fn: Callable[..., Any]) -> list[Any]:
+    chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
+    return run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])
+
+
+#: A script's function changing its globals, and the refusal (None: a cache filling, never refused).
+GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
+    "an array written": (
+        "def f(a):\n    counts[0] += 1\n    return a",
+        "the function wrote into global counts of module __main__, an array, on a worker in the caller's process, "
+        "which holds a copy of it: the write cannot reach the caller's array",
+    ),
+    "a list appended to": (
+        "def f(a):\n    log.append(1)\n    return a",
+        "the function changed global log of module __main__, on a worker in the caller's process, which holds a copy "
+        "of log: the change cannot reach the caller's global",
+    ),
+    "a number bound anew": (
+        "def f(a):\n    global n\n    n += 1\n    return a",
+        "the function changed global n of module __main__, on a worker in the caller's process, which holds a copy "
+        "of n: the change cannot reach the caller's global",
+    ),
+    "an object's attribute, through a helper": (
+        "def f(a):\n    return helper(a)\ndef helper(a):\n    model.count += 1\n    return a",
+        "the function changed model.count, in global model of module __main__, on a worker in the caller's process, "
+        "which holds a copy of model: the change cannot reach the caller's global",
+    ),
+    "its only data bound to a function": (
+        "def f(a):\n    global log\n    log = print\n    return a",
+        "the function bound anew the globals log of module __main__ on a worker in the caller's process, which holds "
+        "copies of them: the change cannot reach the caller's globals",
+    ),
+    "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
+    "a global None until first use": (
+        "def f(a):\n    global lazy\n    lazy = np.arange(3) if lazy is None else lazy\n    return a",
+        None,
+    ),
+    "a global only read": ("def f(a):\n    return a * counts[0] + len(log) + n", None),
+}
+
+
+@pytest.mark.parametrize("change", GLOBAL_CHANGES)
+def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_it(change: str) -> None:
+    """A script's function sent by value carries copies of the globals it names (through a
+    helper of its script too): a change to one is refused naming it, a cache filling or a
+    read never is."""
+    source, refusal = GLOBAL_CHANGES[change]
+    data = {"counts": np.zeros(1), "log": [], "n": 0, "model": Model(), "memo": {}, "lazy": None}
+    if "log = print" in source:
+        data = {"log": []}
+    fn = _script_function(source, **data)
+    if refusal is None:
+        assert len(_by_value_on_a_copy(fn)) == 2
+        return
+    with pytest.raises(ValueError) as info:
+        _by_value_on_a_copy(fn)
+    assert str(info.value) == (
+        f"autoconvert.batched(f): {refusal}, as it does where the samples run sequentially or on threads. Fix: "
+        "return what the function computes, or run it sequentially (no executor) or on threads (workers=)"
+    )
+
+
+class Log(list):  # type: ignore[type-arg]
+    """A log kept as a list subclass, which its method appends to."""
+
+    def add(self, a: np.ndarray) -> np.ndarray:
+        self.append(float(a.sum()))
+        return a
+
+
+@pytest.mark.parametrize("kind", ["a list's builtin method", "a list subclass's method"])
+def test_a_change_to_the_data_a_method_is_bound_to_is_refused(kind: str) -> None:
+    """``batched(log.append)``: the list a builtin method is bound to is compared as a bound
+    method's object is, a list subclass by its items."""
+    log = Log()
+    fn = log.append if kind == "a list's builtin method" else log.add
+    chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
+    with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): the function changed self, the object the "):
+        run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
+    assert log == []

@@ -9,6 +9,7 @@ Dask cluster it runs on NumPy arrays.
 from __future__ import annotations
 
 import array
+import collections
 import contextlib
 import functools
 import io
@@ -239,7 +240,11 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, state in states:
         below = first_change(state, value)
         if below is not None:
-            raise _lost_global(chunk, value, below) if type(value) is ReadGlobals else _lost_change(chunk, value, below)
+            raise (
+                _lost_global(chunk, value, below)
+                if type(value) is ReadGlobals
+                else _lost_change(chunk, value, below or None)
+            )
     return results
 
 
@@ -316,6 +321,12 @@ def _roots(chunk: Chunk) -> list[tuple[KeyEntry, Any]]:
     ]
 
 
+#: Data whose builtin methods the function may be (``log.append``), compared as that method's
+#: object; not any object a builtin method is bound to (``np.random.normal``'s generator moves
+#: as it draws, state of its own).
+_BUILTIN_DATA = (list, dict, set, bytearray, collections.deque, array.array)
+
+
 def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
     """What the function a chunk calls carries to the workers with it, which its calls may
     change as they change their arguments: ``(name, value, whose)``: a bound method's object
@@ -347,6 +358,9 @@ def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
             reads = copied_globals(fn, origin.caller)
             held += [] if reads is None else [("", reads, "globals")]
         elif isinstance(fn, (types.BuiltinFunctionType, type)):
+            owner = getattr(fn, "__self__", None)  # list.append, counts.fill: a method of data it may change
+            if isinstance(owner, _BUILTIN_DATA) or is_array(owner):
+                held.append(("self", owner, "the object the method is bound to"))
             return held
         else:  # a callable object, a decorator written as a class: its attributes, its method's globals
             held.append(("self", fn, "the callable object"))
@@ -458,6 +472,13 @@ def _lost_global(chunk: Chunk, reads: ReadGlobals, below: list[KeyEntry]) -> Val
     """The refusal of a change the function made to a global of its module, on a copy: a write
     into an array (``counts[0] += 1``), a change within an object or a container
     (``log.append(x)``), or binding it anew (``global n; n += 1``)."""
+    if not below:  # none of them left as data (each now a function, a class or a module)
+        names = ", ".join(reads.names)
+        return ValueError(
+            f"{chunk.label}: the function bound anew the globals {names} of module {reads.module} on "
+            f"{chunk.origin.where()}, which holds copies of them: the change cannot reach the caller's globals, as "
+            f"it does {_FIX}"
+        )
     first, *inside = below
     name = first.name if isinstance(first, GetAttrKey) else str(first)
     value, where = reads.namespace.get(name), f"global {name} of module {reads.module}"

@@ -41,7 +41,8 @@ BY_REFERENCE = (
 _DICTS = (dict, collections.OrderedDict)
 #: Sequences walked item by item (a Pipeline's steps, an ensemble's estimators), their length
 #: compared: an object inside is compared by its state, so that one keeping state to itself
-#: (a KDTree counting its queries) is not taken for changed.
+#: (a KDTree counting its queries) is not taken for changed. Their subclasses too (a log kept
+#: as a list subclass), by their items.
 _WALKED_SEQUENCES = (list, tuple)
 
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
@@ -62,14 +63,14 @@ class State:
 
 def snapshot(value: Any) -> State | None:
     """``value``'s state now, where it is an object with state of its own; else None."""
-    state = _state(value)
+    state = dict(enumerate(value)) if isinstance(value, _WALKED_SEQUENCES) else _state(value)
     return None if state is None else State(type(value), _entries(state, {id(value)}))
 
 
 def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     """The path within ``value`` to the first entry changed or removed since ``before``; None
     where all it held is there unchanged (entries added are no change)."""
-    sequence = before.kind in _WALKED_SEQUENCES
+    sequence = issubclass(before.kind, _WALKED_SEQUENCES)
     mapping = before.kind in _DICTS
     now = dict(enumerate(value)) if sequence else value if mapping else _state(value)
     if type(value) is not before.kind or now is None or (sequence and len(now) != len(before.entries)):
@@ -148,7 +149,7 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
             value
             if type(value) in _DICTS
             else dict(enumerate(value))
-            if type(value) in _WALKED_SEQUENCES
+            if isinstance(value, _WALKED_SEQUENCES)
             else _state(value)
         )
         if inner is not None and id(value) not in seen:
