@@ -573,6 +573,11 @@ def _counted_calls() -> tuple[Any, CallsCounted]:
     return decorated, decorated
 
 
+def _partial_over_a_tensor() -> tuple[Any, torch.Tensor]:
+    counts = torch.zeros(1, dtype=torch.float64)
+    return functools.partial(bound_count, counts=counts), counts
+
+
 def _partial_over_counts() -> tuple[Any, np.ndarray]:
     counts = np.zeros(1)
     return functools.partial(bound_count, counts=counts), counts
@@ -615,6 +620,11 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
         _partial_over_counts,
         lambda c: c.tolist(),
         "the function wrote into argument counts, an array, on ",
+    ),
+    "a partial's bound tensor": (
+        _partial_over_a_tensor,
+        lambda c: c.tolist(),
+        "the function wrote into argument counts, a tensor, on ",
     ),
 }
 

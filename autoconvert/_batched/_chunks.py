@@ -617,6 +617,36 @@ def _with_state(data: NDArray[Any], kind: type, state: dict[str, Any]) -> Any:
     return obj
 
 
+def _plain_tensor(obj: Any) -> tuple[Any, ...] | None:
+    """The reduction of a plain CPU tensor (or ``nn.Parameter``) as its storage's bytes, a NumPy
+    array, and where it lies in them (one that records grad crosses as a leaf, as torch pickles
+    it); None for any other value. torch's own pickles a storage
+    through ``torch.load``, which on torch 2.4 and 2.5 warns of its ``weights_only`` default as
+    the worker unpickles a tensor a partial or a closure carries."""
+    torch = sys.modules.get("torch")  # a tensor crossing means torch is imported
+    if torch is None or type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        return None
+    if obj.layout != torch.strided or obj.device.type != "cpu" or obj.is_quantized:
+        return None
+    if any(getattr(obj, "names", ())) or vars(obj) or obj._backward_hooks:
+        return None  # what torch's own pickling keeps (named tensors: torch before 2.13)
+    if obj.is_conj() or obj.is_neg():  # a lazy view: its values, in memory of their own
+        obj = obj.resolve_conj().resolve_neg()
+    raw = torch.empty(0, dtype=torch.uint8).set_(obj.untyped_storage()).numpy()
+    where = (obj.storage_offset(), tuple(obj.shape), obj.stride())
+    return _tensor_over, (raw, obj.dtype, where, obj.requires_grad, type(obj) is torch.nn.Parameter)
+
+
+def _tensor_over(
+    raw: NDArray[np.uint8], dtype: Any, where: tuple[int, tuple[int, ...], tuple[int, ...]], grad: bool, parameter: bool
+) -> Any:
+    import torch  # a tensor crossed: the worker has torch
+
+    offset, shape, stride = where
+    tensor = torch.empty(0, dtype=dtype).set_(torch.from_numpy(raw).untyped_storage(), offset, shape, stride)
+    return torch.nn.Parameter(tensor, grad) if parameter else tensor.requires_grad_(grad)
+
+
 def _crossing(base: type) -> type:
     """A pickler class over ``base`` (pickle's, or cloudpickle's for Dask, which sends lambdas)
     that keeps an array subclass's state (see _keeping_state)."""
@@ -624,6 +654,9 @@ def _crossing(base: type) -> type:
     class Crossing(base):  # type: ignore[misc]  # a class made per base
         def reducer_override(self, obj: Any) -> Any:
             reduced = _keeping_state(obj)
+            if reduced is not None:
+                return reduced
+            reduced = _plain_tensor(obj)
             if reduced is not None:
                 return reduced
             if type(obj) is types.MethodType and getattr(obj.__self__, obj.__name__, None) == obj:
