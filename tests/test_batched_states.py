@@ -5,8 +5,11 @@ same on every executor)."""
 
 from __future__ import annotations
 
+import collections
 import functools
+import logging
 import pickle
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -135,24 +138,88 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     "a list appended to": (
         "def f(a):\n    log.append(1)\n    return a",
         "the function changed global log of module __main__, on a worker in the caller's process, which holds a copy "
-        "of log: the change cannot reach the caller's global",
+        "of log: the change cannot reach the caller's log",
     ),
     "a number bound anew": (
         "def f(a):\n    global n\n    n += 1\n    return a",
         "the function changed global n of module __main__, on a worker in the caller's process, which holds a copy "
-        "of n: the change cannot reach the caller's global",
+        "of n: the change cannot reach the caller's n",
     ),
     "an object's attribute, through a helper": (
         "def f(a):\n    return helper(a)\ndef helper(a):\n    model.count += 1\n    return a",
         "the function changed model.count, in global model of module __main__, on a worker in the caller's process, "
-        "which holds a copy of model: the change cannot reach the caller's global",
+        "which holds a copy of model: the change cannot reach the caller's model",
     ),
     "its only data bound to a function": (
         "def f(a):\n    global log\n    log = print\n    return a",
-        "the function bound anew the globals log of module __main__ on a worker in the caller's process, which holds "
-        "copies of them: the change cannot reach the caller's globals",
+        "the function changed global log of module __main__, on a worker in the caller's process, which holds a "
+        "copy of log: the change cannot reach the caller's log",
     ),
+    "a class attribute, through a static method": (
+        "class Stat:\n    count = 0\n    @staticmethod\n    def bump():\n        Stat.count += 1\n"
+        "def f(a):\n    Stat.bump()\n    return a",
+        "the function changed Stat.count, in global Stat of module __main__, on a worker in the caller's process, "
+        "which holds a copy of Stat: the change cannot reach the caller's Stat",
+    ),
+    "a function's attribute": (
+        "def helper():\n    helper.calls += 1\nhelper.calls = 0\ndef f(a):\n    helper()\n    return a",
+        "the function changed helper.calls, in global helper of module __main__, on a worker in the caller's "
+        "process, which holds a copy of helper: the change cannot reach the caller's helper",
+    ),
+    "a defaultdict's new key (it counts)": (
+        "def f(a):\n    tally['k'] += 1\n    return a",
+        "the function changed global tally of module __main__, on a worker in the caller's process, which holds a "
+        "copy of tally: the change cannot reach the caller's tally",
+    ),
+    "a deque appended to": (
+        "def f(a):\n    recent.append(1)\n    return a",
+        "the function changed global recent of module __main__, on a worker in the caller's process, which holds a "
+        "copy of recent: the change cannot reach the caller's recent",
+    ),
+    "a masked array written": (
+        "def f(a):\n    masked[0] += 1\n    return a",
+        "the function wrote into global masked of module __main__, an array, on a worker in the caller's process, "
+        "which holds a copy of it: the write cannot reach the caller's array",
+    ),
+    "a global partial's bound list": (
+        "def f(a):\n    return remember(a)\n",
+        "the function changed remember.keywords['log'], in global remember of module __main__, on a worker in the "
+        "caller's process, which holds a copy of remember: the change cannot reach the caller's remember",
+    ),
+    "a decorator's count, bound anew": (
+        "def counting(g):\n    calls = 0\n    def wrapper(a):\n        nonlocal calls\n        calls += 1\n"
+        "        return g(a)\n    return wrapper\n"
+        "f = counting(lambda a: a)",
+        "the function changed calls, captured by the function, on a worker in the caller's process, which holds a "
+        "copy of calls: the change cannot reach the caller's calls",
+    ),
+    "a decorator's memo's new key": (
+        "def memoised(g):\n    memo = {}\n    def wrapper(a):\n        memo[float(a.sum())] = 1\n"
+        "        return g(a)\n    return wrapper\n"
+        "f = memoised(lambda a: a)",
+        None,
+    ),
+    "a logger only used": ("def f(a):\n    logger.debug('seen %s', a)\n    return a", None),
+    "a parameter's default list": (
+        "def f(a, seen=[]):\n    seen.append(1)\n    return a",
+        "the function changed seen, the default of the function's parameter, on a worker in the caller's process, "
+        "which holds a copy of seen: the change cannot reach the caller's seen",
+    ),
+    "a handler in a table": (
+        "def count(a):\n    log.append(1)\nhandlers = {'count': count}\n"
+        "def f(a):\n    handlers['count'](a)\n    return a",
+        "the function changed global log of module __main__, on a worker in the caller's process, which holds a "
+        "copy of log: the change cannot reach the caller's log",
+    ),
+    "an object's method": (
+        "class Keeper:\n    def keep(self, a):\n        log.append(1)\nkeeper = Keeper()\n"
+        "def f(a):\n    keeper.keep(a)\n    return a",
+        "the function changed global log of module __main__, on a worker in the caller's process, which holds a "
+        "copy of log: the change cannot reach the caller's log",
+    ),
+    "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
+    "a lazy import": ("def f(a):\n    global lazy\n    import math as lazy\n    return a", None),
     "a global None until first use": (
         "def f(a):\n    global lazy\n    lazy = np.arange(3) if lazy is None else lazy\n    return a",
         None,
@@ -167,7 +234,20 @@ def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_i
     helper of its script too): a change to one is refused naming it, a cache filling or a
     read never is."""
     source, refusal = GLOBAL_CHANGES[change]
-    data = {"counts": np.zeros(1), "log": [], "n": 0, "model": Model(), "memo": {}, "lazy": None}
+    data = {
+        "counts": np.zeros(1),
+        "log": [],
+        "n": 0,
+        "model": Model(),
+        "memo": {},
+        "lazy": None,
+        "tally": collections.defaultdict(int),
+        "recent": collections.deque(),
+        "masked": np.ma.masked_array(np.zeros(2), [False, True]),
+        "remember": functools.partial(_remembered, log=[]),
+        "logger": logging.getLogger("autoconvert.tests.batched_states"),
+        "config": AttrDict(scale=2.0),
+    }
     if "log = print" in source:
         data = {"log": []}
     fn = _script_function(source, **data)
@@ -180,6 +260,34 @@ def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_i
         f"autoconvert.batched(f): {refusal}, as it does where the samples run sequentially or on threads. Fix: "
         "return what the function computes, or run it sequentially (no executor) or on threads (workers=)"
     )
+
+
+class AttrDict(dict):  # type: ignore[type-arg]
+    """A config whose keys read as attributes: an unknown one raises KeyError, not AttributeError."""
+
+    __getattr__ = dict.__getitem__
+
+
+class Forwarding:
+    """A callable proxy whose every unknown attribute is a new proxy (an RPC stub): it wraps nothing."""
+
+    def __getattr__(self, name: str) -> Forwarding:
+        return Forwarding()
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        return a
+
+
+def test_a_callable_whose_attributes_are_made_up_is_no_wrapper() -> None:
+    """``__wrapped__`` is looked up as it is set (``functools.wraps``, a slot), not through a
+    ``__getattr__`` that makes up every attribute: such a callable runs, its state compared."""
+    chunk = Chunk(Forwarding(), (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
+    assert len(run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])) == 2
+
+
+def _remembered(a: np.ndarray, log: list[float]) -> np.ndarray:
+    log.append(float(a.sum()))
+    return a
 
 
 class Log(list):  # type: ignore[type-arg]
@@ -200,3 +308,21 @@ def test_a_change_to_the_data_a_method_is_bound_to_is_refused(kind: str) -> None
     with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): the function changed self, the object the "):
         run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
     assert log == []
+
+
+@pytest.mark.parametrize("generator", ["default_rng", "RandomState", "random.Random"])
+def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(generator: str) -> None:
+    """A copy of a random generator repeats the caller's draws on every worker, and the
+    caller's never moves: drawing from one is refused, naming ``seed=`` and ``rng``."""
+    rng = {"default_rng": np.random.default_rng(0), "RandomState": np.random.RandomState(0)}.get(
+        generator, random.Random(0)
+    )
+    fn = _script_function("def f(a):\n    return a * rng.random()", rng=rng)
+    with pytest.raises(ValueError) as info:
+        _by_value_on_a_copy(fn)
+    assert str(info.value) == (
+        "autoconvert.batched(f): the function drew from global rng of module __main__, a random generator, on a "
+        "worker in the caller's process, which holds a copy of it: every copy repeats the caller's draws, and the "
+        "caller's generator does not move. Fix: pass seed= and draw from a parameter named rng, or run the samples "
+        "sequentially (no executor) or on threads (workers=)"
+    )

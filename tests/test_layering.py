@@ -117,6 +117,8 @@ ORDER = [
     "_batched._caps",
     "_batched._seeds",
     "_batched._states",
+    "_batched._reads",
+    "_batched._tensor_bytes",
     "_batched._chunks",
     "_batched._gather",
     "_batched._pools",

@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 import autoconvert as ac
 
+from . import held_state
+
 pytestmark = pytest.mark.slow
 
 
@@ -630,9 +632,9 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
 
 
 class Lookup:
-    """Holds a fitted KD-tree regressor and a random generator in lists, and only reads them
-    (the tree counts its queries and the generator moves: state of their own, no change);
-    ``remember`` appends to one of the lists."""
+    """Holds a fitted KD-tree regressor and a random generator in lists: ``predicted`` only reads
+    the tree (which counts its queries: state of its own, no change), ``drawn`` draws from the
+    generator (a copy would repeat the caller's draws), ``remember`` appends to a list."""
 
     def __init__(self) -> None:
         neighbors = pytest.importorskip("sklearn.neighbors")
@@ -642,8 +644,10 @@ class Lookup:
         self.seen: list[float] = []
 
     def predicted(self, a: np.ndarray) -> np.ndarray:
-        self.rngs[0].random()
         return self.models[0].predict(a.reshape(1, -1)[:, :2])
+
+    def drawn(self, a: np.ndarray) -> np.ndarray:
+        return a * self.rngs[0].random()
 
     def remember(self, a: np.ndarray) -> np.ndarray:
         self.seen.append(float(a.sum()))
@@ -655,8 +659,8 @@ def test_what_a_bound_methods_object_keeps_to_itself_in_a_list_is_no_change(
     runners: dict[str, dict[str, Any]], where: str
 ) -> None:
     """Objects in a list of the bound method's object are compared by their own state: a
-    KD-tree's query counter and a generator's position are theirs, and reading them is not
-    refused; appending to the list is a change, refused where workers hold copies."""
+    KD-tree's query counter is its own, and reading it is not refused; appending to the list
+    is a change, and drawing from a generator moves it, both refused where workers hold copies."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     batch = torch.arange(24.0).reshape(12, 2)
     expected = ac.batched(Lookup().predicted)(batch)
@@ -664,6 +668,8 @@ def test_what_a_bound_methods_object_keeps_to_itself_in_a_list_is_no_change(
     if where in _COPIES:
         with pytest.raises(ValueError, match=r"the function changed self\.seen, in self, the object the method is"):
             ac.batched(Lookup().remember, **options)(batch)
+        with pytest.raises(ValueError, match=r"the function drew from self\.rngs\[0\], in self, the object the "):
+            ac.batched(Lookup().drawn, **options)(batch)
 
 
 @pytest.mark.parametrize("where", ["Dask worker processes", "Dask worker threads"])
@@ -722,6 +728,23 @@ def stepped_in_a_global(a: np.ndarray) -> np.ndarray:
     return a * 2
 
 
+def seen_in_another_module(a: np.ndarray) -> np.ndarray:
+    """Appends to another module's global list, through that module's function."""
+    held_state.remember(int(a.sum()))
+    return a * 2
+
+
+class Tallies:
+    """A class counting in its own attribute, through a class method."""
+
+    count = 0
+
+    @classmethod
+    def counted(cls, a: np.ndarray) -> np.ndarray:
+        cls.count += 1
+        return a * 2
+
+
 #: The functions changing globals, what they change, and their refusal's start where workers hold copies.
 _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], Any], str]] = {
     "a write into an array": (
@@ -738,6 +761,16 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         stepped_in_a_global,
         lambda: _STEPS,
         "the function changed global _STEPS of module tests.test_runners, on ",
+    ),
+    "another module's list": (
+        seen_in_another_module,
+        lambda: list(held_state.SEEN),
+        "the function changed global SEEN of module tests.held_state, on ",
+    ),
+    "a class attribute, through a class method": (
+        Tallies.counted,
+        lambda: Tallies.count,
+        "the function changed Tallies.count, an attribute of the class, on ",
     ),
 }
 
@@ -760,7 +793,9 @@ def test_a_change_to_a_global_the_function_reads_is_the_callers_or_refused(
         return
     with pytest.raises(ValueError) as info:
         ac.batched(fn, **options)(_batch(ragged=False))
-    assert str(info.value).startswith(f"autoconvert.batched({fn.__name__}): {refusal}{_COPIES[where]}, "), info.value
+    assert str(info.value).startswith(f"autoconvert.batched({fn.__qualname__}): {refusal}{_COPIES[where]}, "), (
+        info.value
+    )
     assert read() == before
 
 

@@ -33,9 +33,10 @@ from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebui
 from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
-from ._globals import ReadGlobals, copied_globals
+from ._reads import Attributes, ReadGlobals, Reads, class_attributes, methods_of, reads_of
 from ._seeds import Seeds
-from ._states import State, first_change, is_array, leaf, snapshot
+from ._states import State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
+from ._tensor_bytes import plain_tensor
 
 
 class Batch:
@@ -229,7 +230,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     if handed and changed(handed.values()):
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
-        if _held(value) != before:
+        if leaf(value) != before:
             if _changed_by_a_write(value):
                 raise _lost_write(
                     chunk,
@@ -241,8 +242,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         below = first_change(state, value)
         if below is not None:
             raise (
-                _lost_global(chunk, value, below)
-                if type(value) is ReadGlobals
+                _lost_read(chunk, value, below)
+                if isinstance(value, (ReadGlobals, Attributes))
                 else _lost_change(chunk, value, below or None)
             )
     return results
@@ -330,16 +331,15 @@ _BUILTIN_DATA = (list, dict, set, bytearray, collections.deque, array.array)
 def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
     """What the function a chunk calls carries to the workers with it, which its calls may
     change as they change their arguments: ``(name, value, whose)``: a bound method's object
-    (``self``), a callable object itself (``self``), a partial's bound arguments (by their
-    parameters' names), what a function's closure captured (Dask and Ray pickle closures), the
-    module globals its code reads where they are copies (a ``ReadGlobals``, see _globals),
-    through wrappers (``__wrapped__``)."""
+    (``self``) or class, a callable object itself (``self``), a partial's bound arguments (by
+    their parameters' names), what a function reads by name where it holds copies (see
+    _reads: its captures, defaults and attributes, the module globals its code names), through
+    wrappers (``__wrapped__``, at most ``_FOLLOWED``)."""
     from autoconvert._spec._signature import Parameters  # only where a function holds state
 
     held: list[tuple[str, Any, str]] = []
-    seen: set[int] = set()
-    while id(fn) not in seen:
-        seen.add(id(fn))
+    owner: Any = None  # the object or class a method is bound to, whose other methods it may call
+    for _ in range(_FOLLOWED):
         if isinstance(fn, functools.partial):
             params = Parameters(fn.func)
             held += [(params.positional_name(i, 0), a, "argument") for i, a in enumerate(fn.args)]
@@ -347,31 +347,37 @@ def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
             fn = fn.func
             continue
         if isinstance(fn, types.MethodType):
-            if not isinstance(fn.__self__, (type, types.ModuleType)):
-                held.append(("self", fn.__self__, "the object the method is bound to"))
+            owner = fn.__self__
+            if isinstance(owner, type):  # a class method: what its class holds (cls.count += 1)
+                held += [("cls", a, "the class the method is bound to") for a in class_attributes(owner, origin.caller)]
+            elif not isinstance(owner, types.ModuleType):
+                held.append(("self", owner, "the object the method is bound to"))
             fn = fn.__func__
             continue
         if isinstance(fn, types.FunctionType):  # a decorator's wrapper too: what its closure keeps (a call count)
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-                with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
-                    held.append((name, cell.cell_contents, "captured by the function"))
-            reads = copied_globals(fn, origin.caller)
-            held += [] if reads is None else [("", reads, "globals")]
+            kind = owner if isinstance(owner, type) else type(owner)
+            methods = [] if owner is None or isinstance(owner, types.ModuleType) else methods_of(kind)
+            held += [("", reads, "reads") for reads in reads_of(fn, origin.caller, methods)]
         elif isinstance(fn, (types.BuiltinFunctionType, type)):
-            owner = getattr(fn, "__self__", None)  # list.append, counts.fill: a method of data it may change
-            if isinstance(owner, _BUILTIN_DATA) or is_array(owner):
-                held.append(("self", owner, "the object the method is bound to"))
+            data = getattr(fn, "__self__", None)  # list.append, counts.fill: a method of data it may change
+            if isinstance(data, _BUILTIN_DATA) or is_array(data):
+                held.append(("self", data, "the object the method is bound to"))
             return held
         else:  # a callable object, a decorator written as a class: its attributes, its method's globals
             held.append(("self", fn, "the callable object"))
             call = type(fn).__call__
-            if not hasattr(fn, "__wrapped__") and isinstance(call, types.FunctionType):
-                fn = call
+            if unwrapped(fn, 1) is fn and isinstance(call, types.FunctionType):
+                fn, owner = call, fn
                 continue
-        if not hasattr(fn, "__wrapped__"):
+        inner = unwrapped(fn, 1)
+        if inner is fn:
             return held
-        fn = fn.__wrapped__
+        fn = inner
     return held
+
+
+#: How many wrappers, partials and bound methods deep a function is followed.
+_FOLLOWED = 16
 
 
 def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
@@ -387,24 +393,9 @@ def _path(chunk: Chunk, keys: list[KeyEntry]) -> str:
     return keystr(params.keyword_name(str(root.key)), below)
 
 
-#: Mutable builtins that are no containers of the registry (their items are not converted),
-#: with what they hold, to tell after the samples whether the function changed one (arrays and
-#: tensors: see _held).
-_HELD: dict[type, Callable[[Any], Any]] = {
-    set: frozenset,
-    bytearray: bytes,
-    array.array: lambda a: (a.typecode, a.tobytes()),
-}
-
-
-def _held(value: Any) -> Any:
-    """What ``value`` holds; an array's or a tensor's as its dtype, shape and bytes, an array
-    subclass's (a mask, a unit) as its pickle."""
-    if type(value) in _HELD:
-        return _HELD[type(value)](value)
-    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
-        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-    return leaf(value)
+#: Mutable builtins that are no containers of the registry (their items are not converted):
+#: compared by what they hold after the samples (see _states.leaf), as arrays and tensors are.
+_MUTABLE_LEAVES = (set, bytearray, array.array)
 
 
 def _changed_by_a_write(value: Any) -> bool:
@@ -425,8 +416,8 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn, chunk.origin)]
     while stack:
         value, contained = stack.pop()
-        if type(value) in _HELD or (contained and _written_array(value)):
-            held[id(value)] = (value, _held(value))
+        if type(value) in _MUTABLE_LEAVES or (contained and _written_array(value)):
+            held[id(value)] = (value, leaf(value))
             continue
         if isinstance(value, np.ndarray):  # an argument itself: its data guarded instead (see _guarded_chunk)
             continue
@@ -459,6 +450,9 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     would silently stay as it was."""
     where, whose = _located(chunk, target)
     owner = f"argument {where}" if whose == "argument" else f"{where}, {whose}"
+    depth = None if below is None else generator_at(target, below)
+    if below is not None and depth is not None:
+        return _drew(chunk, f"{keystr(where, below[:depth])}, in {owner}" if depth else owner)
     kind = "container" if below is None else "object"
     what = f"{owner}, a {kind}," if below is None else f"{keystr(where, below)}, in {owner},"
     copy = "it" if below is None else where
@@ -468,26 +462,34 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     )
 
 
-def _lost_global(chunk: Chunk, reads: ReadGlobals, below: list[KeyEntry]) -> ValueError:
-    """The refusal of a change the function made to a global of its module, on a copy: a write
-    into an array (``counts[0] += 1``), a change within an object or a container
-    (``log.append(x)``), or binding it anew (``global n; n += 1``)."""
-    if not below:  # none of them left as data (each now a function, a class or a module)
-        names = ", ".join(reads.names)
-        return ValueError(
-            f"{chunk.label}: the function bound anew the globals {names} of module {reads.module} on "
-            f"{chunk.origin.where()}, which holds copies of them: the change cannot reach the caller's globals, as "
-            f"it does {_FIX}"
-        )
+def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
+    """The refusal of a change the function made, on a copy, to what it reads by name (a
+    global of its module, what its closure captured): a write into an array (``counts[0] +=
+    1``), a change within an object or a container (``log.append(x)``), or binding it anew
+    (``global n; n += 1``)."""
     first, *inside = below
     name = first.name if isinstance(first, GetAttrKey) else str(first)
-    value, where = reads.namespace.get(name), f"global {name} of module {reads.module}"
+    value, where = reads.__getstate__().get(name), reads.place(name)
+    depth = generator_at(value, inside)
+    if depth is not None:
+        return _drew(chunk, f"{keystr(name, inside[:depth])}, in {where}" if depth else where)
     if not inside and is_array(value):
         return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
     what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {name}: the "
-        f"change cannot reach the caller's global, as it does {_FIX}"
+        f"change cannot reach the caller's {name}, as it does {_FIX}"
+    )
+
+
+def _drew(chunk: Chunk, place: str) -> ValueError:
+    """The refusal of draws from a random generator on a copy: each copy draws what the others
+    draw, and the caller's generator never moves."""
+    return ValueError(
+        f"{chunk.label}: the function drew from {place}, a random generator, on {chunk.origin.where()}, which holds a "
+        "copy of it: every copy repeats the caller's draws, and the caller's generator does not move. Fix: pass "
+        "seed= and draw from a parameter named rng, or run the samples sequentially (no executor) or on threads "
+        "(workers=)"
     )
 
 
@@ -617,36 +619,6 @@ def _with_state(data: NDArray[Any], kind: type, state: dict[str, Any]) -> Any:
     return obj
 
 
-def _plain_tensor(obj: Any) -> tuple[Any, ...] | None:
-    """The reduction of a plain CPU tensor (or ``nn.Parameter``) as its storage's bytes, a NumPy
-    array, and where it lies in them (one that records grad crosses as a leaf, as torch pickles
-    it); None for any other value. torch's own pickles a storage
-    through ``torch.load``, which on torch 2.4 and 2.5 warns of its ``weights_only`` default as
-    the worker unpickles a tensor a partial or a closure carries."""
-    torch = sys.modules.get("torch")  # a tensor crossing means torch is imported
-    if torch is None or type(obj) not in (torch.Tensor, torch.nn.Parameter):
-        return None
-    if obj.layout != torch.strided or obj.device.type != "cpu" or obj.is_quantized:
-        return None
-    if any(getattr(obj, "names", ())) or vars(obj) or obj._backward_hooks:
-        return None  # what torch's own pickling keeps (named tensors: torch before 2.13)
-    if obj.is_conj() or obj.is_neg():  # a lazy view: its values, in memory of their own
-        obj = obj.resolve_conj().resolve_neg()
-    raw = torch.empty(0, dtype=torch.uint8).set_(obj.untyped_storage()).numpy()
-    where = (obj.storage_offset(), tuple(obj.shape), obj.stride())
-    return _tensor_over, (raw, obj.dtype, where, obj.requires_grad, type(obj) is torch.nn.Parameter)
-
-
-def _tensor_over(
-    raw: NDArray[np.uint8], dtype: Any, where: tuple[int, tuple[int, ...], tuple[int, ...]], grad: bool, parameter: bool
-) -> Any:
-    import torch  # a tensor crossed: the worker has torch
-
-    offset, shape, stride = where
-    tensor = torch.empty(0, dtype=dtype).set_(torch.from_numpy(raw).untyped_storage(), offset, shape, stride)
-    return torch.nn.Parameter(tensor, grad) if parameter else tensor.requires_grad_(grad)
-
-
 def _crossing(base: type) -> type:
     """A pickler class over ``base`` (pickle's, or cloudpickle's for Dask, which sends lambdas)
     that keeps an array subclass's state (see _keeping_state)."""
@@ -656,7 +628,7 @@ def _crossing(base: type) -> type:
             reduced = _keeping_state(obj)
             if reduced is not None:
                 return reduced
-            reduced = _plain_tensor(obj)
+            reduced = plain_tensor(obj)
             if reduced is not None:
                 return reduced
             if type(obj) is types.MethodType and getattr(obj.__self__, obj.__name__, None) == obj:

@@ -2,22 +2,28 @@
 them whether the function changed it (on another process's copy, a change the caller misses).
 
 An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
-parameters and buffers as the attributes they are read as), walked through dicts, lists,
-tuples and objects down to leaves kept as their values (an array's or a tensor's bytes,
-another builtin's pickle; an object whose state is no dict, as a compiled library keeps it, is
-not compared, in a list too: a scikit-learn KDTree counts its queries, a generator moves as it
-draws). What was there must be there unchanged afterwards; what the function only
-added (a new attribute, a new key of a dict, a value where there was None) is taken for a cache filling
-(``functools.cached_property``, a memo dict, a lazily built attribute), which the caller's
-object fills again on its own, and is never refused. Code is never compared: functions,
-classes, decorated functions and other wrappers, what pickles by reference.
+parameters and buffers as the attributes they are read as; a partial's bound arguments),
+walked through dicts (their subclasses too), lists, tuples, deques and objects down to leaves
+kept as their values (an array's or a tensor's bytes, an array subclass's pickle, another
+builtin's pickle; an object whose state is no dict, as a compiled library keeps it, is not
+compared, in a list too: a scikit-learn KDTree counts its queries; a random generator by its
+position, so that one a copy draws from is told apart: each copy would repeat the caller's draws). What was there must be there unchanged afterwards; what the function
+only added (a new attribute, a new key of a dict, a value where there was None) is taken for a
+cache filling (``functools.cached_property``, a memo dict, a lazily built attribute), which the
+caller's object fills again on its own, and is never refused, but for a ``Counter`` or a
+``defaultdict``, which count or collect. Code is never compared: functions, classes, decorated
+functions and other wrappers, what pickles by reference or by name (a logger).
 """
 
 from __future__ import annotations
 
+import array
 import collections
+import contextlib
+import functools
 import inspect
 import pickle
+import random
 import sys
 import types
 from typing import Any
@@ -37,14 +43,20 @@ BY_REFERENCE = (
 )
 
 
-#: Mappings walked key by key (an nn.Module's hooks are OrderedDicts).
-_DICTS = (dict, collections.OrderedDict)
+#: Mappings walked key by key (an nn.Module's hooks are OrderedDicts), their subclasses too
+#: (a defaultdict, a Counter).
+_DICTS = (dict,)
 #: Sequences walked item by item (a Pipeline's steps, an ensemble's estimators), their length
 #: compared: an object inside is compared by its state, so that one keeping state to itself
 #: (a KDTree counting its queries) is not taken for changed. Their subclasses too (a log kept
 #: as a list subclass), by their items.
-_WALKED_SEQUENCES = (list, tuple)
+_WALKED_SEQUENCES = (list, tuple, collections.deque)
 
+#: Mappings that count or collect (``tally[label] += 1``): a key they gain is a change, not a
+#: cache filling.
+_COLLECTING = (collections.Counter, collections.defaultdict)
+#: Random generators, which move as they draw.
+_RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator, random.Random)
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
 _LEAF_TYPES = (type(None), bool, int, str, bytes)
 #: The leaf of ``None``: an attribute a lazy object fills on first use, so given a value is a cache filling.
@@ -71,13 +83,14 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     """The path within ``value`` to the first entry changed or removed since ``before``; None
     where all it held is there unchanged (entries added are no change)."""
     sequence = issubclass(before.kind, _WALKED_SEQUENCES)
-    mapping = before.kind in _DICTS
-    now = dict(enumerate(value)) if sequence else value if mapping else _state(value)
-    if type(value) is not before.kind or now is None or (sequence and len(now) != len(before.entries)):
+    mapping = issubclass(before.kind, _DICTS)
+    now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
+    counted = sequence or issubclass(before.kind, _COLLECTING)
+    if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
         return []
     for key, was in before.entries.items():
-        if key not in now:
-            below: list[KeyEntry] | None = []
+        if key not in now:  # removed; or, where it was None, bound to code (a lazy import)
+            below: list[KeyEntry] | None = None if was == _UNSET else []
         elif type(was) is State:
             below = first_change(was, now[key])
         else:  # nothing to compare, an attribute None until first use (Delaunay's _transform), or unchanged
@@ -94,6 +107,31 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     return None
 
 
+def generator_at(value: Any, below: list[KeyEntry]) -> int | None:
+    """How many of ``below``'s keys lead from ``value`` (as ``first_change`` walked it) to a
+    random generator the change is within; None where none is on the way."""
+    for depth, key in enumerate(below):
+        if isinstance(value, _RANDOM):
+            return depth
+        entries = (
+            dict(enumerate(value))
+            if isinstance(value, _WALKED_SEQUENCES)
+            else value
+            if isinstance(value, _DICTS)
+            else _state(value) or {}
+        )
+        value = entries.get(
+            key.name
+            if isinstance(key, GetAttrKey)
+            else key.key
+            if isinstance(key, MappingKey)
+            else key.index
+            if isinstance(key, SequenceKey)
+            else key
+        )
+    return None
+
+
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
@@ -102,17 +140,25 @@ def _state(value: Any) -> dict[Any, Any] | None:
     if _by_reference(value):
         return None
     kind = type(value)
-    if hasattr(value, "__wrapped__"):
-        wrapped = value.__wrapped__
-        if not isinstance(wrapped, BY_REFERENCE) and any("__getattr__" in vars(k) for k in kind.__mro__):
-            return _state(wrapped)  # a proxy reading and setting its object's attributes: a torchified object
-        if kind.__module__.startswith("autoconvert.") or not isinstance(
-            inspect.getattr_static(kind, "__call__", None), types.FunctionType
-        ):
-            # autoconvert's decorated functions, numpy_ops and torchified modules (made again from
-            # their recipe where they arrive), a compiled dispatcher: code, whose caches fill as it runs
-            return None
-        # else a decorator written as a class: its own state (a call counter), what it wraps among it
+    if isinstance(value, _RANDOM):  # by its position: a copy drawn from repeats the caller's draws
+        if isinstance(value, random.Random):
+            return {"state": pickle.dumps(value.getstate())}
+        if isinstance(value, np.random.RandomState):
+            return {"state": value.get_state(legacy=False)}
+        return {"state": (value.bit_generator if isinstance(value, np.random.Generator) else value).state}
+    wrapped = unwrapped(value, 1)
+    if wrapped is not value:
+        if kind.__module__.startswith("autoconvert."):
+            # A torchified object, a TensorCallback: a proxy reading and setting its object's
+            # attributes. A decorated function, a numpy_op, a torchified module: code, made
+            # again from its recipe where it arrives, whose caches fill as it runs.
+            forwards = any("__getattr__" in vars(k) for k in kind.__mro__)
+            return _state(wrapped) if forwards and not isinstance(wrapped, BY_REFERENCE) else None
+        if callable(value) and not isinstance(inspect.getattr_static(kind, "__call__", None), types.FunctionType):
+            return None  # a compiled dispatcher: code, whose caches fill as it runs
+        # else a decorator written as a class, a proxy: its own state, what it wraps among it
+    if isinstance(value, functools.partial):
+        return {"args": value.args, "keywords": value.keywords}  # what it binds (its function is code)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.nn.Module):
         # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
@@ -129,6 +175,20 @@ def _state(value: Any) -> dict[Any, Any] | None:
     return state if type(state) is dict and state else None
 
 
+def unwrapped(value: Any, hops: int = 16) -> Any:
+    """What ``value`` wraps (``__wrapped__``, as set by ``functools.wraps`` or a proxy's slot),
+    through at most ``hops`` wrappers; ``value`` itself where it wraps nothing. An attribute
+    ``__getattr__`` makes up (a config tree, an ``AttrDict``) is no wrapping."""
+    for _ in range(hops):
+        if inspect.getattr_static(value, "__wrapped__", _NOTHING) is _NOTHING:
+            break
+        value = value.__wrapped__
+    return value
+
+
+_NOTHING = object()
+
+
 def _by_reference(value: Any) -> bool:
     """Whether ``value`` pickles as a reference (a decorated function, a torchified module): the
     worker's is then its own module's object, no copy of the caller's, and what fills its
@@ -137,7 +197,17 @@ def _by_reference(value: Any) -> bool:
         reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
     except Exception:  # it does not pickle: it cannot have crossed to a worker
         return True
-    return isinstance(reduced, str) or (type(reduced) is tuple and bool(reduced) and reduced[0] is resolve)
+    if isinstance(reduced, str):
+        return True
+    # A reference through autoconvert's resolver, or a lookup by name (``getLogger(name)``: a
+    # logger is the process's own, reached by every logger of its tree).
+    return type(reduced) is tuple and len(reduced) >= 2 and (reduced[0] is resolve or _looked_up_by_name(reduced))
+
+
+def _looked_up_by_name(reduced: tuple[Any, ...]) -> bool:
+    """A reduction that looks its object up by name: a function of names alone, no class made anew."""
+    function, args = reduced[0], reduced[1]
+    return isinstance(function, types.FunctionType) and type(args) is tuple and all(type(a) is str for a in args)
 
 
 def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
@@ -147,7 +217,7 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
     for key, value in state.items():
         inner = (
             value
-            if type(value) in _DICTS
+            if isinstance(value, _DICTS)
             else dict(enumerate(value))
             if isinstance(value, _WALKED_SEQUENCES)
             else _state(value)
@@ -177,6 +247,14 @@ def leaf(value: Any) -> Any:
         return kind, value.hex()
     if kind is np.ndarray and not value.dtype.hasobject:
         return value.dtype, value.shape, value.tobytes()
+    if kind is array.array:
+        return value.typecode, value.tobytes()
+    if kind is set:  # by its items, whatever order a pickle would give them in
+        return kind, frozenset(value)
+    if isinstance(value, np.ndarray):  # a mask, a unit, objects: in its pickle
+        with contextlib.suppress(Exception):
+            return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        return None
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         if value.layout != torch.strided or value.device.type == "meta":

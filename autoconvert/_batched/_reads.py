@@ -1,0 +1,246 @@
+"""What a function reads by name, where a worker holds copies of it: the module globals its code
+names, and what its closure captured. A worker in another process has its own module (forked
+or imported again); Dask and Ray send a script's function, a lambda or a closure by value, with
+copies of the globals it names and of its captures. A change the function makes to one there
+(``counts[0] += 1``, ``log.append(x)``, ``global n; n += 1``, ``nonlocal calls; calls += 1``,
+``Counter.total += 1``) changes the copy alone, where the same call in the caller's process
+changes the caller's.
+
+Each is read as an object's state (see _states): what was there must be there unchanged, and
+what is only added (a memo's new key, a value where there was None) is a cache filling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import functools
+import os
+import sys
+import sysconfig
+import types
+import weakref
+from typing import Any
+
+from ._states import BY_REFERENCE, unwrapped
+
+#: Where the standard library and installed packages live: their functions' globals are
+#: their libraries' caches and registries, no state of the caller's.
+_INSTALLED_CODE = tuple(
+    {
+        os.path.join(path, "")
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (path := sysconfig.get_path(key))
+    }
+)
+
+
+class ReadGlobals:
+    """Globals of one module a function reads (through the functions and classes of that module
+    it reaches too), code left out; a class or a function of the module by its own attributes
+    (``Counter.total``, ``helper.calls``) and a function by what its closure captured."""
+
+    __slots__ = ("module", "names", "namespace")
+
+    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...]) -> None:
+        self.namespace, self.module, self.names = namespace, namespace["__name__"], names
+
+    def __getstate__(self) -> dict[str, Any]:
+        namespace, state = self.namespace, {}
+        for name in self.names:
+            value = namespace.get(name, _UNBOUND)
+            if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module:
+                state[name] = attributes_of(value)
+            elif value is not _UNBOUND and not isinstance(value, BY_REFERENCE):
+                state[name] = value
+        return state
+
+    def place(self, name: str) -> str:
+        """Where ``name`` is, for a refusal."""
+        return f"global {name} of module {self.module}"
+
+
+class Attributes:
+    """What a class or a function holds of its own that is data, as a state: a class's
+    attributes (``total = 0``, ``registry = []``), a function's attributes (``f.calls``) and
+    what its closure captured; methods, properties, dunder entries and code left out."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: type | types.FunctionType) -> None:
+        self.owner = owner
+
+    def __getstate__(self) -> dict[str, Any]:
+        owner = self.owner
+        state = {k: v for k, v in vars(owner).items() if not (k[:2] == k[-2:] == "__") and not isinstance(v, _CODE)}
+        if type(owner) is types.FunctionType:
+            state.update(_defaults(owner))
+            for name, cell in zip(owner.__code__.co_freevars, owner.__closure__ or (), strict=True):
+                with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
+                    if not isinstance(cell.cell_contents, BY_REFERENCE):
+                        state[name] = cell.cell_contents
+        return state
+
+    def place(self, name: str) -> str:
+        """Where ``name`` is, for a refusal: what the function captured, a default, an attribute."""
+        owner = self.owner
+        if type(owner) is types.FunctionType and name in owner.__code__.co_freevars:
+            return f"{name}, captured by the function"
+        if type(owner) is types.FunctionType and name in _defaults(owner):
+            return f"{name}, the default of the function's parameter"
+        return (
+            f"{owner.__qualname__}.{name}, an attribute of {'the class' if isinstance(owner, type) else 'the function'}"
+        )
+
+
+def _defaults(fn: types.FunctionType) -> dict[str, Any]:
+    """A function's parameters' defaults that are data, by parameter (``def f(a, seen=[])``)."""
+    code = fn.__code__
+    positional = code.co_varnames[: code.co_argcount]
+    defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or (), strict=True))
+    defaults.update(fn.__kwdefaults__ or {})
+    return {k: v for k, v in defaults.items() if v is not None and not isinstance(v, _CODE + _LEAVES)}
+
+
+_ATTRIBUTES: weakref.WeakKeyDictionary[Any, Attributes] = weakref.WeakKeyDictionary()
+
+
+def attributes_of(owner: type | types.FunctionType) -> Attributes:
+    """``owner``'s own data, one object per owner: a refusal finds it where it was compared."""
+    if owner not in _ATTRIBUTES:
+        _ATTRIBUTES[owner] = Attributes(owner)
+    return _ATTRIBUTES[owner]
+
+
+#: What a class holds that is code, not data.
+_CODE = (
+    *BY_REFERENCE,
+    staticmethod,
+    classmethod,
+    property,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
+    types.MethodDescriptorType,
+    types.ClassMethodDescriptorType,
+    types.WrapperDescriptorType,
+)
+_UNBOUND = object()
+#: Defaults that cannot change in place.
+_LEAVES = (bool, int, float, complex, str, bytes, tuple, frozenset)
+
+#: What a function reads by name, as _states compares it.
+Reads = ReadGlobals | Attributes
+
+
+def reads_of(fn: Any, caller: int, methods: list[Any]) -> list[Reads]:
+    """What ``fn`` (a function) reads by name, where it holds copies of the caller's: what it
+    holds itself (its captures, its attributes), and the globals it names (through the functions
+    and classes it reaches). Its own module's where they are copies: in another process than
+    ``caller``'s, or where it was sent by value (its globals then a dict of their own, not its
+    module's); other modules' in another process only (Dask and Ray send a module by
+    reference). None of a library's function (its file in the standard library or installed
+    packages), of code autoconvert generated (its namespace no module's) or of autoconvert's own.
+    ``methods``: those of the object its call is bound to, which it may call."""
+    if not _users(fn):
+        return []
+    elsewhere = os.getpid() != caller
+    module = sys.modules.get(fn.__globals__["__name__"])
+    copied = elsewhere or module is None or vars(module) is not fn.__globals__
+    # A closure is always sent by value; a function of a module, by reference but elsewhere.
+    reads: list[Reads] = [attributes_of(fn)] if copied or fn.__closure__ else []
+    for namespace, names in _names(fn, elsewhere, methods):
+        if names and (namespace is not fn.__globals__ or copied):
+            reads.append(ReadGlobals(namespace, tuple(names)))
+    return reads
+
+
+def class_attributes(cls: type, caller: int) -> list[Attributes]:
+    """A class's attributes (a class method's), where they are copies of the caller's: in
+    another process, or sent by value (a script's class on Dask or Ray: no module holds it
+    here)."""
+    module = sys.modules.get(cls.__module__)
+    holder: Any = module
+    for part in cls.__qualname__.split("."):
+        holder = getattr(holder, part, None)
+    return [attributes_of(cls)] if os.getpid() != caller or holder is not cls else []
+
+
+def _users(fn: Any) -> bool:
+    """A function of the user's code: a module's (not autoconvert's, nor generated code's), its
+    file outside the standard library and installed packages."""
+    name = fn.__globals__.get("__name__") if type(fn) is types.FunctionType else None
+    if not isinstance(name, str) or name.partition(".")[0] == "autoconvert":
+        return False
+    return _users_file(fn.__code__.co_filename)
+
+
+def _users_file(path: Any) -> bool:
+    return isinstance(path, str) and not os.path.abspath(path).startswith(_INSTALLED_CODE)
+
+
+def _names(fn: types.FunctionType, elsewhere: bool, methods: list[Any]) -> list[tuple[dict[str, Any], dict[str, None]]]:
+    """The global names ``fn``'s code (and its object's ``methods``') loads, binds or deletes,
+    with the namespace they are in: its module's, and (``elsewhere``: in another process) the
+    modules' of the user's functions it reaches and of the attributes it reads of the user's
+    modules (``othermod.state``); through its nested code and the functions (decorated,
+    partial, in a dict of handlers), classes and objects of its module it names."""
+    found: dict[int, tuple[dict[str, Any], dict[str, None]]] = {}
+    codes = [(fn.__code__, fn.__globals__)] + [(m.__code__, m.__globals__) for m in methods if _users(m)]
+    seen: set[int] = set()
+    while codes:
+        code, namespace = codes.pop()
+        if id(code) in seen or (namespace is not fn.__globals__ and not elsewhere):
+            continue  # another module's, in the caller's process: the caller's own
+        seen.add(id(code))
+        names = found.setdefault(id(namespace), (namespace, {}))[1]
+        module: dict[str, Any] | None = None  # the user's module the instruction before loaded
+        for instruction in dis.get_instructions(code):
+            name, reached = instruction.argval, None
+            if instruction.opname in _GLOBAL_OPS:
+                value = namespace.get(name, _UNBOUND)
+                if isinstance(value, types.ModuleType):
+                    module = vars(value) if elsewhere and _users_file(getattr(value, "__file__", None)) else None
+                    continue
+                if value is not _UNBOUND:
+                    names[name], reached = None, (value, namespace)
+            elif instruction.opname in _ATTRIBUTE_OPS and module is not None and name in module:
+                found.setdefault(id(module), (module, {}))[1][name] = None
+                reached = (module[name], module)
+            elif isinstance(name, types.CodeType):
+                codes.append((name, namespace))
+            module = None
+            if reached is not None:
+                codes += _code_reached(*reached)
+    return list(found.values())
+
+
+#: The instructions that read, bind or delete a global; those that read an attribute.
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
+_ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
+
+
+def _code_reached(value: Any, namespace: dict[str, Any]) -> list[tuple[types.CodeType, dict[str, Any]]]:
+    """The code a value of ``namespace`` runs that may read globals: a user's function's
+    (through decorators and partials: an ``lru_cache``'d helper), the methods of a class of
+    the namespace's module or of an object of such a class, the functions a dict, list or
+    tuple holds (a table of handlers)."""
+    if type(value) in (dict, list, tuple):
+        items = list(value.values() if type(value) is dict else value)[:_HANDLERS_LOOKED_AT]
+        return [
+            c for item in items if callable(item) and not isinstance(item, type) for c in _code_reached(item, namespace)
+        ]
+    kind = value if isinstance(value, type) else type(value)
+    if kind.__module__ == namespace.get("__name__") and not isinstance(value, types.FunctionType):
+        return [(f.__code__, f.__globals__) for f in methods_of(kind)]
+    value = unwrapped(value.func if isinstance(value, functools.partial) else value)
+    return [(value.__code__, value.__globals__)] if _users(value) else []
+
+
+#: The items of a dict, list or tuple a function names looked at for functions (a table of handlers).
+_HANDLERS_LOOKED_AT = 64
+
+
+def methods_of(kind: type) -> list[types.FunctionType]:
+    """The Python functions of a class's methods, static methods and class methods."""
+    members = (m.__func__ if isinstance(m, (staticmethod, classmethod)) else m for m in vars(kind).values())
+    return [m for m in members if type(m) is types.FunctionType]
