@@ -103,8 +103,11 @@ def _chunk(payload: bytes, *sources: Window) -> bytes:
 
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
-    """Cancel a map's tasks (not started: never run; running: interrupted before the next
-    sample's Python code); return once none runs."""
-    for ref in refs:
+    """Cancel a map's tasks that have not finished (not started: never run; running:
+    interrupted before the next sample's Python code); return once none runs. A finished one
+    is left alone: cancelling a task as it completes aborts the caller's process on some Ray
+    releases (a RAY_CHECK of its task manager; ray-project/ray#54738)."""
+    _, running = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+    for ref in running:
         ray.cancel(ref)
     ray.wait(list(refs), num_returns=len(refs))
