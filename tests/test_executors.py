@@ -3,6 +3,7 @@ threads, a real spawn-context process pool and a real Dask LocalCluster on loopb
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import pathlib
@@ -66,6 +67,10 @@ def logged_sample(x: np.ndarray, log: str) -> np.ndarray:
         file.write(f"{int(x[0])}\n")
     time.sleep(0.02)
     return x
+
+
+def lookup(x: np.ndarray, table: np.ndarray) -> np.ndarray:
+    return table[int(x)]
 
 
 def negated(values: np.ndarray) -> np.ndarray:
@@ -351,6 +356,21 @@ with distributed.Client(processes=False, n_workers=1, dashboard_address=":0", se
             [sys.executable, "-"], check=False, input=script, capture_output=True, text=True, timeout=120
         )
         assert done.stdout.strip() == "[0.0, 2.0, 4.0, 6.0]", done.stderr[-2000:]
+
+    def test_a_large_argument_crosses_without_a_large_graph(self, client: Any) -> None:
+        """A 12 MB argument that is no batch goes to the workers scattered, not in each task
+        (where distributed warns of a large graph; pytest would raise that warning)."""
+        table = np.arange(1_500_000, dtype=np.float64)
+        out = ac.batched(lookup, executor=client, in_caller=False, chunksize=2)(torch.arange(6.0), table)
+        assert out.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+    def test_a_global_that_does_not_pickle_is_named(self, client: Any) -> None:
+        """Dask sends a script's function by value with the globals it names: one that does not
+        pickle is named, not the function."""
+        namespace: dict[str, Any] = {"__name__": "__main__", "functools": functools}
+        exec("square = functools.lru_cache(lambda k: k * k)\ndef f(x):\n    return square(float(x))", namespace)
+        with pytest.raises(pickle.PicklingError, match=r"^autoconvert\.batched\(f\): global square of module "):
+            ac.batched(namespace["f"], executor=client, in_caller=False)(torch.arange(4.0))
 
     def test_lambdas_run_on_dask(self, client: Any) -> None:
         """Dask pickles functions with cloudpickle: a lambda is fine there."""

@@ -49,6 +49,7 @@ from ._chunks import (
     Origin,
     Running,
     Window,
+    dumps,
     in_shared_memory,
     opened,
     received,
@@ -60,6 +61,7 @@ from ._chunks import (
 )
 from ._gather import Sink
 from ._pools import PoolExecutor
+from ._reads import globals_named
 from ._seeds import Seeds
 
 #: Batched arrays at least this large reach a process pool through shared memory; smaller
@@ -292,7 +294,7 @@ class Elsewhere:
             ]
             return self._collect(futures, progress, None, shared=False)
         except Exception as e:
-            _explain_pickling(e, self.fn, samples, self.name)
+            _explain_pickling(e, self.fn, samples, self.name, self.client is not None or self.by_value)
             _rejected_in_caller(e, samples)
             raise
 
@@ -337,7 +339,10 @@ class Elsewhere:
         if self.client is not None:
             # Pickled results (run_sent's): Dask serializes a list of arrays array by array,
             # which for many small results costs more than the work.
-            return self.client.submit(run_sent, sent(fn, chunk, by_value=True), *rest, pure=False)
+            payload = sent(fn, chunk, by_value=True)
+            if len(payload) >= _SCATTERED_BYTES:  # a large argument: through the workers' memory, not the graph
+                payload = self.client.scatter(payload, hash=False)
+            return self.client.submit(run_sent, payload, *rest, pure=False)
         if self._crossing():
             return self.executor.submit(run_sent, sent(fn, chunk, by_value=self.by_value), *rest)
         return self.executor.submit(fn, chunk, *rest)
@@ -367,6 +372,11 @@ class Elsewhere:
         # The map's client's loop: as_completed would take the default client's, where there may be none.
         completed = functools.partial(distributed.as_completed, loop=client.loop)
         return _collect(futures, progress, completed, stop, loads)
+
+
+#: A chunk this large (its function and arguments, pickled) goes to Dask's workers scattered:
+#: in the task graph, distributed warns of a large graph above 10 MB (its own threshold).
+_SCATTERED_BYTES = 1 << 20
 
 
 def seeds_on_threads(name: str, runner: str) -> ValueError:
@@ -519,10 +529,11 @@ def _check_pickles(fn: Any, name: str) -> None:
         ) from e
 
 
-def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) -> None:
-    """Where sending a map failed because an argument does not pickle, raise that instead,
-    naming the argument; where a process pool broke on a function of an interactive session,
-    say so."""
+def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by_value: bool) -> None:
+    """Where sending a map failed because an argument does not pickle, or a global the
+    function names where it is sent by value (``by_value``: Dask's and Ray's cloudpickle send a
+    script's function with the globals it names), raise that instead, naming it; where a
+    process pool broke on a function of an interactive session, say so."""
     if isinstance(error, cf.process.BrokenProcessPool) and _interactive(fn):
         error.add_note(
             f"autoconvert.batched({name}): {name} is defined in an interactive session (a notebook, "
@@ -534,12 +545,13 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
     from autoconvert._spec._signature import Parameters  # only for a refusal
 
     params = Parameters(fn, held=True)  # a method's instance leads the arguments, as in a chunk's
-    named = [("fn", fn), *((f"argument {params.positional_name(i, 0)}", a) for i, a in enumerate(samples.args))]
+    named = [(f"argument {params.positional_name(i, 0)}", a) for i, a in enumerate(samples.args)]
     named += [(f"argument {params.keyword_name(str(k))}", v) for k, v in samples.kwargs.items()]
+    named += [*(globals_named(fn) if by_value else []), ("fn", fn)]  # fn last: it carries what it names
     for label, value in named:
         if type(value) is Batch:
             continue
-        failure = _not_pickling(value, label)
+        failure = _not_pickling(value, label, by_value)
         if failure is not None:
             where, e = failure
             raise pickle.PicklingError(
@@ -549,19 +561,21 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str) ->
             ) from error
 
 
-def _not_pickling(value: Any, label: str, above: frozenset[int] = frozenset()) -> tuple[str, Exception] | None:
-    """Where ``value`` (named ``label``) does not pickle: the deepest item of its containers that
-    does not (``argument c['cb']``; a container holding itself looked in once), with pickle's
-    error; None where it pickles."""
+def _not_pickling(
+    value: Any, label: str, by_value: bool, above: frozenset[int] = frozenset()
+) -> tuple[str, Exception] | None:
+    """Where ``value`` (named ``label``) does not pickle (``by_value``: as cloudpickle sends it):
+    the deepest item of its containers that does not (``argument c['cb']``; a container holding
+    itself looked in once), with pickle's error; None where it pickles."""
     if id(value) in above:
         return None  # looked in already, further up
     try:
-        pickle.dumps(value)
+        dumps(value, by_value=by_value)
     except Exception as e:
         node = node_for(type(value))
         if node is not None:
             for key, child in node.items(value):
-                inner = _not_pickling(child, keystr(label, [key]), above | {id(value)})
+                inner = _not_pickling(child, keystr(label, [key]), by_value, above | {id(value)})
                 if inner is not None:
                     return inner
         return label, e

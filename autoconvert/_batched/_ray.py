@@ -86,7 +86,7 @@ class OnRay:
             raise error from e  # the sample's own exception, its note naming it; Ray's traceback as its cause
         except Exception as e:
             _cancel(ray, refs)  # the tasks sent before one failed to be sent
-            _explain_pickling(e, self.fn, samples, self.name)
+            _explain_pickling(e, self.fn, samples, self.name, True)
             raise
 
 

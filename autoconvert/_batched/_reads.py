@@ -154,6 +154,19 @@ def reads_of(fn: Any, caller: int, methods: list[Any]) -> list[Reads]:
     return reads
 
 
+def globals_named(fn: Any) -> list[tuple[str, Any]]:
+    """The globals ``fn`` (through its wrappers) names, as they are now, each with where it is
+    (``global SQUARE of module __main__``): what cloudpickle sends with a script's function."""
+    fn = unwrapped(fn)
+    if not _users(fn):
+        return []
+    named = []
+    for namespace, names in _names(fn, True, []):
+        reads = ReadGlobals(namespace, tuple(names))
+        named += [(reads.place(name), value) for name, value in reads.__getstate__().items()]
+    return named
+
+
 def class_attributes(cls: type, caller: int) -> list[Attributes]:
     """A class's attributes (a class method's), where they are copies of the caller's: in
     another process, or sent by value (a script's class on Dask or Ray: no module holds it
