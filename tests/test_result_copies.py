@@ -961,3 +961,57 @@ def test_a_field_a_method_deleted_stays_deleted(route: str, holding: str) -> Non
     r.w = r.w * 2
     with pytest.raises(AttributeError):
         r.drop()
+
+
+@dataclasses.dataclass
+class Leaf:
+    """An item with a method of its own, which writes its array and returns itself."""
+
+    w: Any
+
+    def bump(self) -> Leaf:
+        self.w[0] += 1
+        return self
+
+
+@dataclasses.dataclass
+class Leaves:
+    """A result handing out its item's bound method."""
+
+    items: list[Leaf]
+
+    def bumper(self) -> Any:
+        return self.items[0].bump
+
+
+def _leaves(w: Any) -> Leaves:
+    return Leaves([Leaf(w * 1)])
+
+
+#: How the caller came to hold the result and its item.
+_HOLDINGS: dict[str, Callable[[Any], Any]] = {
+    "as made": lambda r: r,
+    "copy.deepcopy": copy.deepcopy,
+    "unpickled": lambda r: pickle.loads(pickle.dumps(r)),
+    "an item the caller put": lambda r: (r.items.__setitem__(0, Leaf(r.items[0].w * 3)), r)[1],
+}
+
+
+# torch 2.4 warns of its own weights_only default when a tensor is unpickled.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("holding", sorted(_HOLDINGS))
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_bound_method_of_an_item_a_method_returns_is_the_callers_items(route: str, holding: str) -> None:
+    """``return self.items[0].bump`` gives the caller's item's method, as on the plain object,
+    for a copy, an unpickled result and an item the caller put too: what it returns is the
+    caller's item, and a write through it is the caller's."""
+    decorate, argument = ROUTES[route]
+    r = _HOLDINGS[holding](decorate(_leaves)(argument()))
+    bump = r.bumper()
+    assert bump.__self__ is r.items[0]
+    before = float(r.items[0].w[1])
+    out = bump()
+    assert out is r.items[0]
+    out.w[1] = before + 5
+    assert float(r.items[0].w[1]) == before + 5
+    assert float(r.bumper().__self__.w[1]) == before + 5

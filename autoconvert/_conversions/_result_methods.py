@@ -1822,7 +1822,7 @@ def _callable_with_twins(value: Any, twins: dict[int, tuple[Any, Any]]) -> Any:
     (``partial(Res.bump, self)`` of the converting method), a function with its closure and
     defaults holding them, a weak reference to the caller's object. Met again, the same."""
     kind = type(value)
-    if kind is types.MethodType:
+    if kind is types.MethodType or issubclass(kind, ResultMethod):  # a converting method of a copy's item too
         return _method_of(with_twins(value.__self__, twins, _as_it_is), value)
     if kind is weakref.ReferenceType:
         return weakref.ref(with_twins(value(), twins, _as_it_is), value.__callback__)
@@ -2039,6 +2039,10 @@ class ResultMethod(Attached):
 
     __slots__ = ("ctx", "fields", "mapper", "method", "name")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _CALLABLE_PARTS[cls] = _CALLABLE_PARTS[ResultMethod]
+
     def __init__(self, method: Any, mapper: Walk, ctx: Any, fields: ResultFields) -> None:  # a bound method
         self.method, self.mapper, self.ctx, self.fields = method, mapper, ctx, fields
         #: The attribute the method is held under (set by the node where it differs: an alias).
@@ -2234,4 +2238,7 @@ class ResultMethod(Attached):
         return getattr, (self.fields.original, self.name)
 
 
+# A method a copy's item gives on the methods' side (a copy's items are results of their own),
+# returned by a method (``return self.items[0].bump``): the caller's item's method stands for it.
+_CALLABLE_PARTS[ResultMethod] = lambda method: (method.__self__,)
 METHODS_NODE.append(_MethodsNode)
