@@ -53,6 +53,10 @@ class Held:
         """What the methods see at every place."""
         return {place: float(at(self)[0]) for place, at in PLACES.items()}
 
+    def at(self, place: str) -> Any:
+        """The array at ``place`` itself, as the plain object hands it back."""
+        return PLACES[place](self)
+
     def item(self, i: int) -> float:
         """What the methods see in ``hist[i]``."""
         return float(self.hist[i][0])
@@ -1015,3 +1019,15 @@ def test_a_bound_method_of_an_item_a_method_returns_is_the_callers_items(route: 
     out.w[1] = before + 5
     assert float(r.items[0].w[1]) == before + 5
     assert float(r.bumper().__self__.w[1]) == before + 5
+
+
+@pytest.mark.parametrize("place", sorted(PLACES))
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_an_array_a_method_returns_is_the_callers_own(route: str, place: str) -> None:
+    """``return self.w`` hands back the caller's tensor (array) at that place, as the plain
+    object hands back its own: a write into it is the result's, for the methods too."""
+    r = _result(route)
+    held = r.at(place)
+    assert held is PLACES[place](r)
+    held[0] = 7
+    assert r.read()[place] == 7.0

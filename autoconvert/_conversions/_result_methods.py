@@ -353,7 +353,9 @@ class ResultFields:
             and type(result) not in _CALLABLE_PARTS  # return self.bump, lambda: self.bump()
             and (inside is None or not _rebuilt_type(type(result)))  # self.inner may be
         ):
-            return UNSEEN  # most calls: nothing changed, nothing of the receiver's to look for
+            # Most calls: nothing changed, nothing of the receiver's to look for but an array it
+            # holds (return self.w), which the plain object hands back as it is.
+            return _array_twin(receiver, converted, result)
         twins: dict[int, tuple[Any, Any]] = {}
         stood: _Stood = {}
         _twins(receiver, converted, inside, twins, stood)
@@ -1553,6 +1555,37 @@ def _twins(
         stood.setdefault(id(value), (value, mine, _held_of(attributes, deeper)))  # self.a, self.b = self.b, self.a
         # Moved from its attribute, it pairs nothing; what it holds may be moved on (self.a = self.a.sub).
         _twins(value, mine, deeper, into if now.get(name) is value else {}, stood)
+
+
+def _array_twin(receiver: Any, converted: Any, result: Any) -> Any:
+    """Where ``result`` is an array (or tensor) ``receiver`` holds (``self.w``,
+    ``self.hist[0]``), the caller's at that place of ``converted``, as twins; else ``UNSEEN``:
+    the caller's own, so that a write into it is the result's, as on the plain object."""
+    if not hasattr(result, "shape") or node_for(type(result)) is not None:
+        return UNSEEN
+    keys = _keys_to(receiver, result, _DEPTH)
+    twin = converted
+    for key in keys or ():
+        node = node_for(type(twin))
+        twin = _UNSEEN if node is None else next((v for k, v in node.items(twin) if k == key), _UNSEEN)
+    if not keys or twin is _UNSEEN or not hasattr(twin, "shape"):
+        return UNSEEN
+    return {id(result): (result, twin)}
+
+
+def _keys_to(holder: Any, target: Any, depth: int) -> list[Any] | None:
+    """The keys from ``holder`` down to ``target``, by identity, through the containers and
+    records the conversion walks, at most ``depth`` deep; None where it holds none."""
+    node = node_for(type(holder))
+    if node is None or depth == 0:
+        return None
+    for key, child in node.items(holder):
+        if child is target:
+            return [key]
+        below = _keys_to(child, target, depth - 1)
+        if below is not None:
+            return [key, *below]
+    return None
 
 
 def _held_of(attributes: dict[str, Any], inside: Inside | None) -> _Held:
