@@ -987,9 +987,17 @@ class Leaves:
     def bumper(self) -> Any:
         return self.items[0].bump
 
+    def regrouped(self, as_tuple: bool) -> None:
+        """The items set anew, reversed, with a new one (``self.items = self.items[::-1] + [...]``)."""
+        again = [*self.items[::-1], Leaf(self.items[0].w * 0)]
+        self.items = tuple(again) if as_tuple else again  # type: ignore[assignment]  # a tuple: as the plain object
+
+    def firsts(self) -> list[float]:
+        return [float(item.w[0]) for item in self.items]
+
 
 def _leaves(w: Any) -> Leaves:
-    return Leaves([Leaf(w * 1)])
+    return Leaves([Leaf(w * 1), Leaf(w * 2)])
 
 
 #: How the caller came to hold the result and its item.
@@ -1031,3 +1039,17 @@ def test_an_array_a_method_returns_is_the_callers_own(route: str, place: str) ->
     assert held is PLACES[place](r)
     held[0] = 7
     assert r.read()[place] == 7.0
+
+
+@pytest.mark.parametrize("as_tuple", [False, True])
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_records_a_method_regroups_into_a_new_container_stay_the_callers(route: str, as_tuple: bool) -> None:
+    """``self.items = self.items[::-1] + [new]``: the records it only moved are the caller's
+    own, as on the plain object, so that the caller's change to one it kept is the result's."""
+    decorate, argument = ROUTES[route]
+    r = decorate(_leaves)(argument())
+    kept = list(r.items)
+    r.regrouped(as_tuple)
+    assert [r.items[1], r.items[0]] == kept and r.items[1] is kept[0] and r.items[0] is kept[1]
+    kept[0].w = kept[0].w * 0 + 7
+    assert r.firsts()[1] == 7.0

@@ -1628,7 +1628,9 @@ def _paired(
         if id(item) in stood and moved:  # met again where it may have moved: once is enough
             continue
         stood.setdefault(id(item), (item, theirs, inner))
-        if not moved:  # paired even where an attribute set anew held it first (self.a = list(self.a))
+        # Paired even where an attribute set anew held it first (self.a = list(self.a)); one
+        # unchanged inside wherever it moved to (self.items = self.items + (new,)): it is the same.
+        if not moved or id(item) not in changed:
             into[id(item)] = (item, theirs)
         _paired(inner, _inner_of(theirs), into, stood, moved)
 
