@@ -217,6 +217,17 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "the function changed global log of module __main__, on a worker in the caller's process, which holds a "
         "copy of log: the change cannot reach the caller's log",
     ),
+    "a class's count, through a property": (
+        "class Probe:\n    n = 0\n    @property\n    def v(self):\n        type(self).n += 1\n        return 1\n"
+        "probe = Probe()\ndef f(a):\n    return a * probe.v",
+        "the function changed type(probe).n, in global type(probe) of module __main__, on a worker in the caller's "
+        "process, which holds a copy of type(probe): the change cannot reach the caller's type(probe)",
+    ),
+    "a nested class's count": (
+        "class Outer:\n    class Inner:\n        n = 0\ndef f(a):\n    Outer.Inner.n += 1\n    return a",
+        "the function changed Outer.Inner.n, in global Outer of module __main__, on a worker in the caller's process, "
+        "which holds a copy of Outer: the change cannot reach the caller's Outer",
+    ),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
     "a lazy import": ("def f(a):\n    global lazy\n    import math as lazy\n    return a", None),

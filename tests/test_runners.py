@@ -734,6 +734,18 @@ def seen_in_another_module(a: np.ndarray) -> np.ndarray:
     return a * 2
 
 
+@functools.singledispatch
+def dispatched(a: object) -> object:
+    """A singledispatch function whose array implementation appends to a global list."""
+    return a
+
+
+@dispatched.register
+def _dispatched_array(a: np.ndarray) -> np.ndarray:
+    _SEEN.append(int(a.sum()))
+    return a * 2
+
+
 class Tallies:
     """A class counting in its own attribute, through a class method."""
 
@@ -766,6 +778,11 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         seen_in_another_module,
         lambda: list(held_state.SEEN),
         "the function changed global SEEN of module tests.held_state, on ",
+    ),
+    "a registered implementation of a singledispatch function": (
+        dispatched,
+        lambda: list(_SEEN),
+        "the function changed global _SEEN of module tests.test_runners, on ",
     ),
     "a class attribute, through a class method": (
         Tallies.counted,

@@ -33,7 +33,7 @@ from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebui
 from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
-from ._reads import Attributes, ReadGlobals, Reads, class_attributes, methods_of, reads_of
+from ._reads import Attributes, ReadGlobals, Reads, class_attributes, reads_of
 from ._seeds import Seeds
 from ._states import State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
 from ._tensor_bytes import plain_tensor
@@ -338,26 +338,28 @@ def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
     from autoconvert._spec._signature import Parameters  # only where a function holds state
 
     held: list[tuple[str, Any, str]] = []
-    owner: Any = None  # the object or class a method is bound to, whose other methods it may call
+    carried: list[Any] = []  # what it carries whose code it may run (see _reads.reads_of)
     for _ in range(_FOLLOWED):
         if isinstance(fn, functools.partial):
             params = Parameters(fn.func)
             held += [(params.positional_name(i, 0), a, "argument") for i, a in enumerate(fn.args)]
             held += [(params.keyword_name(str(k)), v, "argument") for k, v in fn.keywords.items()]
+            carried += [*fn.args, *fn.keywords.values()]
             fn = fn.func
             continue
         if isinstance(fn, types.MethodType):
             owner = fn.__self__
+            carried.append(owner)
             if isinstance(owner, type):  # a class method: what its class holds (cls.count += 1)
                 held += [("cls", a, "the class the method is bound to") for a in class_attributes(owner, origin.caller)]
             elif not isinstance(owner, types.ModuleType):
                 held.append(("self", owner, "the object the method is bound to"))
+                held += [("cls", a, "the class of the object") for a in class_attributes(type(owner), origin.caller)]
             fn = fn.__func__
             continue
         if isinstance(fn, types.FunctionType):  # a decorator's wrapper too: what its closure keeps (a call count)
-            kind = owner if isinstance(owner, type) else type(owner)
-            methods = [] if owner is None or isinstance(owner, types.ModuleType) else methods_of(kind)
-            held += [("", reads, "reads") for reads in reads_of(fn, origin.caller, methods)]
+            held += [("", reads, "reads") for reads in reads_of(fn, origin.caller, carried)]
+            carried.append(fn)  # a library's wrapper: what its attributes hold (a singledispatch registry)
         elif isinstance(fn, (types.BuiltinFunctionType, type)):
             data = getattr(fn, "__self__", None)  # list.append, counts.fill: a method of data it may change
             if isinstance(data, _BUILTIN_DATA) or is_array(data):
@@ -365,9 +367,10 @@ def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
             return held
         else:  # a callable object, a decorator written as a class: its attributes, its method's globals
             held.append(("self", fn, "the callable object"))
+            carried.append(fn)
             call = type(fn).__call__
             if unwrapped(fn, 1) is fn and isinstance(call, types.FunctionType):
-                fn, owner = call, fn
+                fn = call
                 continue
         inner = unwrapped(fn, 1)
         if inner is fn:
@@ -476,9 +479,10 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
     if not inside and is_array(value):
         return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
     what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
+    named = reads.named(name)
     return ValueError(
-        f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {name}: the "
-        f"change cannot reach the caller's {name}, as it does {_FIX}"
+        f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {named}: the "
+        f"change cannot reach the caller's {named}, as it does {_FIX}"
     )
 
 

@@ -20,6 +20,7 @@ import sys
 import sysconfig
 import types
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from ._states import BY_REFERENCE, unwrapped
@@ -53,11 +54,18 @@ class ReadGlobals:
                 state[name] = attributes_of(value)
             elif value is not _UNBOUND and not isinstance(value, BY_REFERENCE):
                 state[name] = value
+            kind = type(value)
+            if kind is not type and kind.__module__ == self.module:  # type(obj).count += 1, a property's, a metaclass's
+                state[f"type({name})"] = attributes_of(kind)
         return state
 
     def place(self, name: str) -> str:
         """Where ``name`` is, for a refusal."""
         return f"global {name} of module {self.module}"
+
+    def named(self, name: str) -> str:
+        """``name`` as the code reads it."""
+        return name
 
 
 class Attributes:
@@ -73,6 +81,12 @@ class Attributes:
     def __getstate__(self) -> dict[str, Any]:
         owner = self.owner
         state = {k: v for k, v in vars(owner).items() if not (k[:2] == k[-2:] == "__") and not isinstance(v, _CODE)}
+        nested = (
+            v
+            for v in vars(owner).values()
+            if isinstance(v, type) and v.__qualname__.startswith(f"{owner.__qualname__}.")
+        )
+        state.update((cls.__name__, attributes_of(cls)) for cls in nested)  # Outer.Inner.count
         if type(owner) is types.FunctionType:
             state.update(_defaults(owner))
             for name, cell in zip(owner.__code__.co_freevars, owner.__closure__ or (), strict=True):
@@ -88,9 +102,13 @@ class Attributes:
             return f"{name}, captured by the function"
         if type(owner) is types.FunctionType and name in _defaults(owner):
             return f"{name}, the default of the function's parameter"
-        return (
-            f"{owner.__qualname__}.{name}, an attribute of {'the class' if isinstance(owner, type) else 'the function'}"
-        )
+        return f"{self.named(name)}, an attribute of {'the class' if isinstance(owner, type) else 'the function'}"
+
+    def named(self, name: str) -> str:
+        """``name`` as the code reads it: a capture or a default by itself, an attribute on its owner."""
+        owner = self.owner
+        own = type(owner) is types.FunctionType and (name in owner.__code__.co_freevars or name in _defaults(owner))
+        return name if own else f"{owner.__qualname__}.{name}"
 
 
 def _defaults(fn: types.FunctionType) -> dict[str, Any]:
@@ -132,7 +150,7 @@ _LEAVES = (bool, int, float, complex, str, bytes, tuple, frozenset)
 Reads = ReadGlobals | Attributes
 
 
-def reads_of(fn: Any, caller: int, methods: list[Any]) -> list[Reads]:
+def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
     """What ``fn`` (a function) reads by name, where it holds copies of the caller's: what it
     holds itself (its captures, its attributes), and the globals it names (through the functions
     and classes it reaches). Its own module's where they are copies: in another process than
@@ -140,7 +158,9 @@ def reads_of(fn: Any, caller: int, methods: list[Any]) -> list[Reads]:
     module's); other modules' in another process only (Dask and Ray send a module by
     reference). None of a library's function (its file in the standard library or installed
     packages), of code autoconvert generated (its namespace no module's) or of autoconvert's own.
-    ``methods``: those of the object its call is bound to, which it may call."""
+    ``carried``: what the function carries whose code it may run (the object a method is bound
+    to, with its class's methods and the functions its attributes hold; a partial's function
+    arguments; a wrapper's registry of functions)."""
     if not _users(fn):
         return []
     elsewhere = os.getpid() != caller
@@ -148,7 +168,8 @@ def reads_of(fn: Any, caller: int, methods: list[Any]) -> list[Reads]:
     copied = elsewhere or module is None or vars(module) is not fn.__globals__
     # A closure is always sent by value; a function of a module, by reference but elsewhere.
     reads: list[Reads] = [attributes_of(fn)] if copied or fn.__closure__ else []
-    for namespace, names in _names(fn, elsewhere, methods):
+    seeds = [code for value in carried for code in _code_reached(value)]
+    for namespace, names in _names(fn, elsewhere, seeds):
         if names and (namespace is not fn.__globals__ or copied):
             reads.append(ReadGlobals(namespace, tuple(names)))
     return reads
@@ -168,10 +189,13 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
 
 
 def class_attributes(cls: type, caller: int) -> list[Attributes]:
-    """A class's attributes (a class method's), where they are copies of the caller's: in
-    another process, or sent by value (a script's class on Dask or Ray: no module holds it
-    here)."""
+    """A class's attributes (a class method's, a method's object's: ``type(self).count += 1``),
+    where they are copies of the caller's: in another process, or sent by value (a script's
+    class on Dask or Ray: no module holds it here). None of a library's class."""
     module = sys.modules.get(cls.__module__)
+    code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
+    if not _users_file(code[0]):  # by its code's file: a script's class sent by value has no module there
+        return []
     holder: Any = module
     for part in cls.__qualname__.split("."):
         holder = getattr(holder, part, None)
@@ -191,14 +215,16 @@ def _users_file(path: Any) -> bool:
     return isinstance(path, str) and not os.path.abspath(path).startswith(_INSTALLED_CODE)
 
 
-def _names(fn: types.FunctionType, elsewhere: bool, methods: list[Any]) -> list[tuple[dict[str, Any], dict[str, None]]]:
-    """The global names ``fn``'s code (and its object's ``methods``') loads, binds or deletes,
+def _names(
+    fn: types.FunctionType, elsewhere: bool, seeds: list[tuple[types.CodeType, dict[str, Any]]]
+) -> list[tuple[dict[str, Any], dict[str, None]]]:
+    """The global names ``fn``'s code (and the code ``seeds`` of what it carries) loads, binds or deletes,
     with the namespace they are in: its module's, and (``elsewhere``: in another process) the
     modules' of the user's functions it reaches and of the attributes it reads of the user's
     modules (``othermod.state``); through its nested code and the functions (decorated,
     partial, in a dict of handlers), classes and objects of its module it names."""
     found: dict[int, tuple[dict[str, Any], dict[str, None]]] = {}
-    codes = [(fn.__code__, fn.__globals__)] + [(m.__code__, m.__globals__) for m in methods if _users(m)]
+    codes = [(fn.__code__, fn.__globals__), *seeds]
     seen: set[int] = set()
     while codes:
         code, namespace = codes.pop()
@@ -208,22 +234,22 @@ def _names(fn: types.FunctionType, elsewhere: bool, methods: list[Any]) -> list[
         names = found.setdefault(id(namespace), (namespace, {}))[1]
         module: dict[str, Any] | None = None  # the user's module the instruction before loaded
         for instruction in dis.get_instructions(code):
-            name, reached = instruction.argval, None
+            name, reached = instruction.argval, _UNBOUND
             if instruction.opname in _GLOBAL_OPS:
                 value = namespace.get(name, _UNBOUND)
                 if isinstance(value, types.ModuleType):
                     module = vars(value) if elsewhere and _users_file(getattr(value, "__file__", None)) else None
                     continue
                 if value is not _UNBOUND:
-                    names[name], reached = None, (value, namespace)
+                    names[name], reached = None, value
             elif instruction.opname in _ATTRIBUTE_OPS and module is not None and name in module:
                 found.setdefault(id(module), (module, {}))[1][name] = None
-                reached = (module[name], module)
+                reached = module[name]
             elif isinstance(name, types.CodeType):
                 codes.append((name, namespace))
             module = None
-            if reached is not None:
-                codes += _code_reached(*reached)
+            if reached is not _UNBOUND:
+                codes += _code_reached(reached)
     return list(found.values())
 
 
@@ -232,21 +258,39 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
 
 
-def _code_reached(value: Any, namespace: dict[str, Any]) -> list[tuple[types.CodeType, dict[str, Any]]]:
-    """The code a value of ``namespace`` runs that may read globals: a user's function's
-    (through decorators and partials: an ``lru_cache``'d helper), the methods of a class of
-    the namespace's module or of an object of such a class, the functions a dict, list or
-    tuple holds (a table of handlers)."""
-    if type(value) in (dict, list, tuple):
-        items = list(value.values() if type(value) is dict else value)[:_HANDLERS_LOOKED_AT]
-        return [
-            c for item in items if callable(item) and not isinstance(item, type) for c in _code_reached(item, namespace)
-        ]
+def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict[str, Any]]]:
+    """The user's code ``value`` runs that may read globals: a function's (through decorators
+    and partials: an ``lru_cache``'d helper), the methods (properties, cached properties too)
+    of a class or of an object's class; and, ``depth`` levels down, the functions a dict, list or tuple holds (a table of
+    handlers), a function's or an object's attributes hold (a ``singledispatch`` function's
+    registry, ``np.vectorize``'s function, ``self.fn``), a partial binds."""
+    if depth == 0:
+        return []
+    if type(value) in _TABLES:
+        items = list(value.values() if isinstance(value, Mapping) else value)[:_HANDLERS_LOOKED_AT]
+        return [c for item in items if callable(item) for c in _code_reached(item, depth - 1)]
     kind = value if isinstance(value, type) else type(value)
-    if kind.__module__ == namespace.get("__name__") and not isinstance(value, types.FunctionType):
-        return [(f.__code__, f.__globals__) for f in methods_of(kind)]
-    value = unwrapped(value.func if isinstance(value, functools.partial) else value)
-    return [(value.__code__, value.__globals__)] if _users(value) else []
+    reached = []
+    if not isinstance(value, types.FunctionType):  # its class's methods, where they are the user's
+        reached += [(f.__code__, f.__globals__) for f in methods_of(kind) if _users(f)]
+    if isinstance(value, functools.partial):
+        reached += [c for a in (*value.args, *value.keywords.values()) for c in _code_reached(a, depth - 1)]
+        value = value.func
+    inner = unwrapped(value)
+    if _users(inner):
+        reached.append((inner.__code__, inner.__globals__))
+    if not isinstance(value, type):
+        try:  # as it is set, not as a __getattr__ would make it up
+            attributes = object.__getattribute__(value, "__dict__")
+        except AttributeError:
+            attributes = {}
+        held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
+        reached += [c for v in held if callable(v) or type(v) in _TABLES for c in _code_reached(v, depth - 1)]
+    return reached
+
+
+#: The containers whose items are looked at for functions (a table of handlers, a registry).
+_TABLES = (dict, list, tuple, types.MappingProxyType)
 
 
 #: The items of a dict, list or tuple a function names looked at for functions (a table of handlers).
@@ -254,6 +298,16 @@ _HANDLERS_LOOKED_AT = 64
 
 
 def methods_of(kind: type) -> list[types.FunctionType]:
-    """The Python functions of a class's methods, static methods and class methods."""
-    members = (m.__func__ if isinstance(m, (staticmethod, classmethod)) else m for m in vars(kind).values())
-    return [m for m in members if type(m) is types.FunctionType]
+    """The Python functions of a class's methods, static methods, class methods, properties
+    and cached properties."""
+    functions: list[Any] = []
+    for member in vars(kind).values():
+        if isinstance(member, (staticmethod, classmethod)):
+            functions.append(member.__func__)
+        elif isinstance(member, property):
+            functions += [member.fget, member.fset, member.fdel]
+        elif isinstance(member, functools.cached_property):
+            functions.append(member.func)
+        else:
+            functions.append(member)
+    return [f for f in functions if type(f) is types.FunctionType]
