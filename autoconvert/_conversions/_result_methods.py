@@ -1558,34 +1558,35 @@ def _twins(
 
 
 def _array_twin(receiver: Any, converted: Any, result: Any) -> Any:
-    """Where ``result`` is an array (or tensor) ``receiver`` holds (``self.w``,
-    ``self.hist[0]``), the caller's at that place of ``converted``, as twins; else ``UNSEEN``:
-    the caller's own, so that a write into it is the result's, as on the plain object."""
+    """Where ``result`` is an array (or tensor) ``receiver`` holds at a field or in a list,
+    tuple or dict there (``self.w``, ``self.hist[0]``), the caller's at that place of
+    ``converted``, as twins; else ``UNSEEN``: the caller's own, so that a write into it is the
+    result's, as on the plain object. Looked for by identity, in plain loops: most methods
+    return a new array, and pay this at each call."""
     if not hasattr(result, "shape") or node_for(type(result)) is not None:
         return UNSEEN
-    keys = _keys_to(receiver, result, _DEPTH)
-    twin = converted
-    for key in keys or ():
-        node = node_for(type(twin))
-        twin = _UNSEEN if node is None else next((v for k, v in node.items(twin) if k == key), _UNSEEN)
-    if not keys or twin is _UNSEEN or not hasattr(twin, "shape"):
-        return UNSEEN
-    return {id(result): (result, twin)}
+    mine = converted.__dict__
+    for name, value in receiver.__dict__.items():
+        if value is result:
+            return _twin_of(result, mine.get(name, _UNSEEN))
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for i, item in enumerate(value):
+                if item is result:
+                    theirs = mine.get(name)
+                    return _twin_of(
+                        result, theirs[i] if type(theirs) is kind and len(theirs) == len(value) else _UNSEEN
+                    )
+        elif kind is dict:
+            for key, item in value.items():
+                if item is result:
+                    theirs = mine.get(name)
+                    return _twin_of(result, theirs.get(key, _UNSEEN) if type(theirs) is dict else _UNSEEN)
+    return UNSEEN
 
 
-def _keys_to(holder: Any, target: Any, depth: int) -> list[Any] | None:
-    """The keys from ``holder`` down to ``target``, by identity, through the containers and
-    records the conversion walks, at most ``depth`` deep; None where it holds none."""
-    node = node_for(type(holder))
-    if node is None or depth == 0:
-        return None
-    for key, child in node.items(holder):
-        if child is target:
-            return [key]
-        below = _keys_to(child, target, depth - 1)
-        if below is not None:
-            return [key, *below]
-    return None
+def _twin_of(result: Any, twin: Any) -> Any:
+    return {id(result): (result, twin)} if hasattr(twin, "shape") else UNSEEN
 
 
 def _held_of(attributes: dict[str, Any], inside: Inside | None) -> _Held:
