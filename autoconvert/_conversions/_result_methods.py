@@ -1558,35 +1558,41 @@ def _twins(
 
 
 def _array_twin(receiver: Any, converted: Any, result: Any) -> Any:
-    """Where ``result`` is an array (or tensor) ``receiver`` holds at a field or in a list,
-    tuple or dict there (``self.w``, ``self.hist[0]``), the caller's at that place of
-    ``converted``, as twins; else ``UNSEEN``: the caller's own, so that a write into it is the
-    result's, as on the plain object. Looked for by identity, in plain loops: most methods
-    return a new array, and pay this at each call."""
+    """Where ``result`` is an array (or tensor) ``receiver`` holds, at a field or inside its
+    lists, tuples, dicts and records (``self.w``, ``self.hist[0]``, ``self.cells[0].hist[0]``),
+    the caller's at that place of ``converted``, as twins; else ``UNSEEN``: the caller's own,
+    so that a write into it is the result's, as on the plain object. Looked for by identity in
+    plain loops: most methods return a new array, and pay this at each call."""
     if not hasattr(result, "shape") or node_for(type(result)) is not None:
         return UNSEEN
-    mine = converted.__dict__
-    for name, value in receiver.__dict__.items():
-        if value is result:
-            return _twin_of(result, mine.get(name, _UNSEEN))
-        kind = type(value)
-        if kind is list or kind is tuple:
-            for i, item in enumerate(value):
-                if item is result:
-                    theirs = mine.get(name)
-                    return _twin_of(
-                        result, theirs[i] if type(theirs) is kind and len(theirs) == len(value) else _UNSEEN
-                    )
-        elif kind is dict:
-            for key, item in value.items():
-                if item is result:
-                    theirs = mine.get(name)
-                    return _twin_of(result, theirs.get(key, _UNSEEN) if type(theirs) is dict else _UNSEEN)
-    return UNSEEN
-
-
-def _twin_of(result: Any, twin: Any) -> Any:
+    twin = _found_at(receiver.__dict__, converted.__dict__, result, _DEPTH)
     return {id(result): (result, twin)} if hasattr(twin, "shape") else UNSEEN
+
+
+def _found_at(held: Any, mine: Any, target: Any, depth: int) -> Any:
+    """The caller's object at the place ``held`` (a record's attributes, a list, a tuple, a
+    dict) holds ``target``, ``mine`` the caller's there; ``_UNSEEN`` where none, ``depth`` deep."""
+    keyed = type(held) is dict
+    for key, value in held.items() if keyed else enumerate(held):
+        theirs = mine.get(key, _UNSEEN) if keyed else mine[key] if key < len(mine) else _UNSEEN
+        if value is target:
+            return theirs
+        if depth <= 1 or theirs is _UNSEEN:
+            continue
+        inner, inner_mine = value, theirs
+        if type(value) not in _WALKED_IN_ORDER:
+            if not _record(value):
+                continue
+            inner, inner_mine = value.__dict__, getattr(theirs, "__dict__", None)
+        if type(inner_mine) is type(inner):
+            found = _found_at(inner, inner_mine, target, depth - 1)
+            if found is not _UNSEEN:
+                return found
+    return _UNSEEN
+
+
+#: The containers ``_found_at`` looks in by key or index.
+_WALKED_IN_ORDER = (list, tuple, dict)
 
 
 def _held_of(attributes: dict[str, Any], inside: Inside | None) -> _Held:
