@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import pickle
 import threading
@@ -315,3 +316,21 @@ class TestExecutors:
         pytest.importorskip("tqdm")
         out = ac.batched(np.negative, progress=True)(torch.ones(3, 2))
         assert out.shape == (3, 2) and "batched(negative)" in capsys.readouterr().err
+
+
+class _Scale:
+    """A callable object."""
+
+    def __call__(self, a: np.ndarray, k: float = 1.0) -> np.ndarray:
+        return a * k
+
+
+def _scaled(a: np.ndarray, k: float) -> np.ndarray:
+    return a * k
+
+
+def test_a_partial_and_a_callable_object_are_named_by_their_function_and_class() -> None:
+    """Messages name a partial by the function it calls and a callable object by its class,
+    never by a repr holding addresses and bound values."""
+    assert ac.batched(functools.partial(_scaled, k=np.arange(1000.0))).__qualname__ == "batched(_scaled)"
+    assert ac.batched(_Scale()).__qualname__ == "batched(_Scale)"

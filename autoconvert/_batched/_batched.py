@@ -161,7 +161,7 @@ def batched(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str, Any]) -> Batched:
     """``options``: batched's conversion options (checked), for the call that converts each batch."""
     check_callable(fn, "batched")
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    name = function_name(fn).removesuffix("()")  # a partial by its function, a callable object by its class
     _refuse_tensors_only(fn, name)
     route = device_route(fn)
     # A torchified function's host path is its converting call, as where CuPy is not installed.
