@@ -80,7 +80,7 @@ class Attributes:
 
     def __getstate__(self) -> dict[str, Any]:
         owner = self.owner
-        state = {k: v for k, v in vars(owner).items() if not (k[:2] == k[-2:] == "__") and not isinstance(v, _CODE)}
+        state = {k: v for k, v in vars(owner).items() if not _special(k) and not isinstance(v, _CODE)}
         nested = (
             v
             for v in vars(owner).values()
@@ -118,6 +118,12 @@ def _defaults(fn: types.FunctionType) -> dict[str, Any]:
     defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or (), strict=True))
     defaults.update(fn.__kwdefaults__ or {})
     return {k: v for k, v in defaults.items() if v is not None and not isinstance(v, _CODE + _LEAVES)}
+
+
+def _special(name: str) -> bool:
+    """A dunder name, or a sunder one (``_member_map_``: an Enum's own bookkeeping of its members,
+    which are read by their own names)."""
+    return len(name) > 2 and name[0] == name[-1] == "_"
 
 
 _ATTRIBUTES: weakref.WeakKeyDictionary[Any, Attributes] = weakref.WeakKeyDictionary()
