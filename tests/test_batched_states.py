@@ -228,6 +228,17 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "the function changed Outer.Inner.n, in global Outer of module __main__, on a worker in the caller's process, "
         "which holds a copy of Outer: the change cannot reach the caller's Outer",
     ),
+    "a count over a class default": (
+        "class Counted:\n    calls = 0\n    def step(self):\n        self.calls += 1\ncounted = Counted()\n"
+        "def f(a):\n    counted.step()\n    return a",
+        "the function changed counted.calls, in global counted of module __main__, on a worker in the caller's "
+        "process, which holds a copy of counted: the change cannot reach the caller's counted",
+    ),
+    "one list at two places, only read": (
+        "class Two:\n    def __init__(self):\n        self.a = [1, 2]\n        self.b = [self.a, self.a]\n"
+        "two = Two()\ndef f(a):\n    return a * len(two.b)",
+        None,
+    ),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
     "a lazy import": ("def f(a):\n    global lazy\n    import math as lazy\n    return a", None),

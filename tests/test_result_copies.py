@@ -995,6 +995,10 @@ class Leaves:
     def firsts(self) -> list[float]:
         return [float(item.w[0]) for item in self.items]
 
+    def first_w(self) -> Any:
+        """The first item's array itself (the item a result with methods of its own)."""
+        return self.items[0].w
+
 
 def _leaves(w: Any) -> Leaves:
     return Leaves([Leaf(w * 1), Leaf(w * 2)])
@@ -1029,12 +1033,16 @@ def test_a_bound_method_of_an_item_a_method_returns_is_the_callers_items(route: 
     assert float(r.bumper().__self__.w[1]) == before + 5
 
 
+# torch 2.4 warns of its own weights_only default when a tensor is unpickled.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("holding", ["as made", "copy.deepcopy", "unpickled"])
 @pytest.mark.parametrize("place", sorted(PLACES))
 @pytest.mark.parametrize("route", sorted(ROUTES))
-def test_an_array_a_method_returns_is_the_callers_own(route: str, place: str) -> None:
+def test_an_array_a_method_returns_is_the_callers_own(route: str, place: str, holding: str) -> None:
     """``return self.w`` hands back the caller's tensor (array) at that place, as the plain
-    object hands back its own: a write into it is the result's, for the methods too."""
-    r = _result(route)
+    object hands back its own: a write into it is the result's, for the methods too, in a copy
+    or an unpickled result too."""
+    r = _HOLDINGS[holding](_result(route))
     held = r.at(place)
     assert held is PLACES[place](r)
     held[0] = 7
@@ -1053,3 +1061,18 @@ def test_records_a_method_regroups_into_a_new_container_stay_the_callers(route: 
     assert [r.items[1], r.items[0]] == kept and r.items[1] is kept[0] and r.items[0] is kept[1]
     kept[0].w = kept[0].w * 0 + 7
     assert r.firsts()[1] == 7.0
+
+
+# torch 2.4 warns of its own weights_only default when a tensor is unpickled.
+@pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage")
+@pytest.mark.parametrize("holding", sorted(_HOLDINGS))
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_an_array_of_an_item_with_methods_a_method_returns_is_the_callers_own(route: str, holding: str) -> None:
+    """``return self.items[0].w``, the item a result with methods of its own (in a copy too):
+    the caller's item's tensor, so that a write into it is the result's."""
+    decorate, argument = ROUTES[route]
+    r = _HOLDINGS[holding](decorate(_leaves)(argument()))
+    w = r.first_w()
+    assert w is r.items[0].w
+    w[0] = 7
+    assert r.firsts()[0] == 7.0

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from ._states import BY_REFERENCE, unwrapped
+from ._states import BY_REFERENCE, own_dict, unwrapped
 
 #: Where the standard library and installed packages live: their functions' globals are
 #: their libraries' caches and registries, no state of the caller's.
@@ -286,10 +286,7 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
     if _users(inner):
         reached.append((inner.__code__, inner.__globals__))
     if not isinstance(value, type):
-        try:  # as it is set, not as a __getattr__ would make it up
-            attributes = object.__getattribute__(value, "__dict__")
-        except AttributeError:
-            attributes = {}
+        attributes = own_dict(value)
         held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
         reached += [c for v in held if callable(v) or type(v) in _TABLES for c in _code_reached(v, depth - 1)]
     return reached

@@ -88,6 +88,10 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     counted = sequence or issubclass(before.kind, _COLLECTING)
     if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
         return []
+    if not (sequence or mapping):
+        shadowing = next((key for key in now if key not in before.entries and _class_default(before.kind, key)), None)
+        if shadowing is not None:  # self.calls += 1 over the class's calls = 0: a count, no cache filling
+            return [GetAttrKey(str(shadowing))]
     for key, was in before.entries.items():
         if key not in now:  # removed; or, where it was None, bound to code (a lazy import)
             below: list[KeyEntry] | None = None if was == _UNSET else []
@@ -105,6 +109,15 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             )
             return [entry, *below]
     return None
+
+
+def _class_default(kind: type, name: Any) -> bool:
+    """Whether ``kind`` holds data under ``name`` (``calls = 0``), which an attribute of its
+    instance set anew shadows: not None, no method, property or other descriptor."""
+    if not isinstance(name, str):
+        return False
+    default = inspect.getattr_static(kind, name, None)
+    return default is not None and not callable(default) and not hasattr(type(default), "__get__")
 
 
 def generator_at(value: Any, below: list[KeyEntry]) -> int | None:
@@ -172,7 +185,17 @@ def _state(value: Any) -> dict[Any, Any] | None:
         return None
     if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:  # (__dict__ or None, slots)
         state = {**(state[0] or {}), **state[1]}
-    return state if type(state) is dict and state else None
+    if state is None and type(own_dict(value)) is dict:
+        state = {}  # no attribute yet: what it gains may shadow a class default (self.calls += 1)
+    return state if type(state) is dict else None
+
+
+def own_dict(value: Any) -> Any:
+    """``value``'s ``__dict__`` as it is set, not as a ``__getattr__`` would make it up; None where it has none."""
+    try:
+        return object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return None
 
 
 def unwrapped(value: Any, hops: int = 16) -> Any:
@@ -225,8 +248,8 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
         if inner is not None and id(value) not in seen:
             seen.add(id(value))
             entries[key] = State(type(value), _entries(inner, seen))
-        elif inner is None:
-            entries[key] = leaf(value)
+        else:  # a leaf; or met again (one list at two places), compared at its first: None, not compared
+            entries[key] = None if inner is not None else leaf(value)
     return entries
 
 

@@ -1581,7 +1581,7 @@ def _found_at(held: Any, mine: Any, target: Any, depth: int) -> Any:
             continue
         inner, inner_mine = value, theirs
         if type(value) not in _WALKED_IN_ORDER:
-            if not _record(value):
+            if not hasattr(value, "__dict__") or not _rebuilt_type(type(value)):  # a record, a result of its own
                 continue
             inner, inner_mine = value.__dict__, getattr(theirs, "__dict__", None)
         if type(inner_mine) is type(inner):
