@@ -234,6 +234,13 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "the function changed counted.calls, in global counted of module __main__, on a worker in the caller's "
         "process, which holds a copy of counted: the change cannot reach the caller's counted",
     ),
+    "a base class's count, through super()": (
+        "class Base:\n    total = 0\n    def step(self):\n        Base.total += 1\n"
+        "class Child(Base):\n    def step(self):\n        super().step()\n"
+        "child = Child()\ndef f(a):\n    child.step()\n    return a",
+        "the function changed Base.total, in global Base of module __main__, on a worker in the caller's process, "
+        "which holds a copy of Base: the change cannot reach the caller's Base",
+    ),
     "one list at two places, only read": (
         "class Two:\n    def __init__(self):\n        self.a = [1, 2]\n        self.b = [self.a, self.a]\n"
         "two = Two()\ndef f(a):\n    return a * len(two.b)",

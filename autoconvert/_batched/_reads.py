@@ -302,9 +302,9 @@ _HANDLERS_LOOKED_AT = 64
 
 def methods_of(kind: type) -> list[types.FunctionType]:
     """The Python functions of a class's methods, static methods, class methods, properties
-    and cached properties."""
+    and cached properties, its bases' too (an inherited method, ``super().step()``)."""
     functions: list[Any] = []
-    for member in vars(kind).values():
+    for member in (m for klass in kind.__mro__ if klass is not object for m in vars(klass).values()):
         if isinstance(member, (staticmethod, classmethod)):
             functions.append(member.__func__)
         elif isinstance(member, property):
