@@ -23,6 +23,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from autoconvert._pickling import holder_of
+
 from ._states import BY_REFERENCE, own_dict, unwrapped
 
 #: Where the standard library and installed packages live: their functions' globals are
@@ -202,10 +204,7 @@ def class_attributes(cls: type, caller: int) -> list[Attributes]:
     code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
     if not _users_file(code[0]):  # by its code's file: a script's class sent by value has no module there
         return []
-    holder: Any = module
-    for part in cls.__qualname__.split("."):
-        holder = getattr(holder, part, None)
-    return [attributes_of(cls)] if os.getpid() != caller or holder is not cls else []
+    return [attributes_of(cls)] if os.getpid() != caller or holder_of(cls, (cls.__module__,)) is None else []
 
 
 def _users(fn: Any) -> bool:

@@ -126,13 +126,7 @@ def generator_at(value: Any, below: list[KeyEntry]) -> int | None:
     for depth, key in enumerate(below):
         if isinstance(value, _RANDOM):
             return depth
-        entries = (
-            dict(enumerate(value))
-            if isinstance(value, _WALKED_SEQUENCES)
-            else value
-            if isinstance(value, _DICTS)
-            else _state(value) or {}
-        )
+        entries = _inner(value) or {}
         value = entries.get(
             key.name
             if isinstance(key, GetAttrKey)
@@ -143,6 +137,14 @@ def generator_at(value: Any, below: list[KeyEntry]) -> int | None:
             else key
         )
     return None
+
+
+def _inner(value: Any) -> dict[Any, Any] | None:
+    """What ``value`` holds, by key: a dict itself, a sequence's items by index, an object's
+    state; None for a leaf."""
+    if isinstance(value, _DICTS):
+        return value
+    return dict(enumerate(value)) if isinstance(value, _WALKED_SEQUENCES) else _state(value)
 
 
 def _state(value: Any) -> dict[Any, Any] | None:
@@ -238,13 +240,7 @@ def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
     leaves as bytes."""
     entries: dict[Any, Any] = {}
     for key, value in state.items():
-        inner = (
-            value
-            if isinstance(value, _DICTS)
-            else dict(enumerate(value))
-            if isinstance(value, _WALKED_SEQUENCES)
-            else _state(value)
-        )
+        inner = _inner(value)
         if inner is not None and id(value) not in seen:
             seen.add(id(value))
             entries[key] = State(type(value), _entries(inner, seen))
