@@ -199,7 +199,7 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
 def class_attributes(cls: type, caller: int) -> list[Attributes]:
     """A class's attributes (a class method's, a method's object's: ``type(self).count += 1``),
     where they are copies of the caller's: in another process, or sent by value (a script's
-    class on Dask or Ray: no module holds it here). None of a library's class."""
+    class on Dask or Ray: no module of this process holds it). None of a library's class."""
     module = sys.modules.get(cls.__module__)
     code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
     if not _users_file(code[0]):  # by its code's file: a script's class sent by value has no module there
