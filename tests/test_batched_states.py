@@ -246,6 +246,30 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "two = Two()\ndef f(a):\n    return a * len(two.b)",
         None,
     ),
+    "a bound method's object, counting": (
+        "class Keeper:\n    def __init__(self):\n        self.n = 0\n    def bump(self):\n        self.n += 1\n"
+        "bump = Keeper().bump\ndef f(a):\n    bump()\n    return a",
+        "the function changed bump.__self__.n, in global bump of module __main__, on a worker in the caller's "
+        "process, which holds a copy of bump: the change cannot reach the caller's bump",
+    ),
+    "a captured closure's count": (
+        "def counter():\n    n = 0\n    def bump():\n        nonlocal n\n        n += 1\n    return bump\n"
+        "def calling(inner):\n    def outer():\n        inner()\n    return outer\n"
+        "count = calling(counter())\ndef f(a):\n    count()\n    return a",
+        "the function changed count.inner.n, in global count of module __main__, on a worker in the caller's "
+        "process, which holds a copy of count: the change cannot reach the caller's count",
+    ),
+    "a captured closure only called": (
+        "def make():\n    k = [2]\n    def inner():\n        return k[0]\n    def outer():\n        return inner()\n"
+        "    return outer\nget = make()\ndef f(a):\n    return a * get()",
+        None,
+    ),
+    "a bound method only called": (
+        "class Keeper:\n    def __init__(self):\n        self.k = 2\n    def get(self):\n        return self.k\n"
+        "get = Keeper().get\ndef f(a):\n    return a * get()",
+        None,
+    ),
+    "a stream only read": ("import io\nout = io.StringIO('x')\ndef f(a):\n    return a * len(out.getvalue())", None),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
     "a lazy import": ("def f(a):\n    global lazy\n    import math as lazy\n    return a", None),

@@ -11,9 +11,11 @@ import array
 import dataclasses
 import functools
 import importlib.util
+import io
 import multiprocessing
 import re
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
@@ -757,6 +759,101 @@ class Tallies:
         return a * 2
 
 
+def _counter() -> Callable[[], None]:
+    """A closure counting its calls in what it captured."""
+    calls = 0
+
+    def bump() -> None:
+        nonlocal calls
+        calls += 1
+
+    return bump
+
+
+def _calling(inner: Callable[[], None]) -> Callable[[], None]:
+    """A closure calling the closure it captured."""
+
+    def outer() -> None:
+        inner()
+
+    return outer
+
+
+def _ticks() -> Iterator[int]:
+    """A generator counting up."""
+    tick = 0
+    while True:
+        tick += 1
+        yield tick
+
+
+class _Kept:
+    """An object a global weak reference reaches."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+class _Registering:
+    """A descriptor registering the name it is set under."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        _SEEN.append(len(name))
+
+
+_COUNTING = _calling(_counter())
+_STREAM = io.StringIO()
+_TICKS = _ticks()
+_KEPT = _Kept()
+_KEPT_REF = weakref.ref(_KEPT)
+
+
+def counted_by_a_closure_of_a_closure(a: np.ndarray) -> np.ndarray:
+    """Calls a global closure whose captured closure counts."""
+    _COUNTING()
+    return a * 2
+
+
+def printed_to_a_stream(a: np.ndarray) -> np.ndarray:
+    """Prints each sample's sum into a global in-memory stream."""
+    print(int(a.sum()), file=_STREAM)
+    return a * 2
+
+
+def ticked_a_generator(a: np.ndarray) -> np.ndarray:
+    """Advances a global generator per sample."""
+    next(_TICKS)
+    return a * 2
+
+
+def counted_through_a_weak_reference(a: np.ndarray) -> np.ndarray:
+    """Counts in the object a global weak reference reaches."""
+    kept = _KEPT_REF()
+    assert kept is not None
+    kept.n += 1
+    return a * 2
+
+
+def seen_through_a_made_up_attribute(a: np.ndarray) -> np.ndarray:
+    """Appends to a list another module makes up as its attribute (its ``__getattr__``)."""
+    held_state.lazy_seen.append(int(a.sum()))
+    return a * 2
+
+
+def registered_by_a_class_statement(a: np.ndarray) -> np.ndarray:
+    """Defines a class whose descriptor registers itself in a global list."""
+
+    class Fields:
+        field = _Registering()
+
+    return a * 2
+
+
+def _captured_count(fn: Callable[[], None]) -> int:
+    inner = fn.__closure__[0].cell_contents  # type: ignore[index]
+    return inner.__closure__[0].cell_contents  # type: ignore[no-any-return]
+
+
 #: The functions changing globals, what they change, and their refusal's start where workers hold copies.
 _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], Any], str]] = {
     "a write into an array": (
@@ -788,6 +885,36 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         Tallies.counted,
         lambda: Tallies.count,
         "the function changed Tallies.count, an attribute of the class, on ",
+    ),
+    "what a closure's captured closure captured": (
+        counted_by_a_closure_of_a_closure,
+        lambda: _captured_count(_COUNTING),
+        "the function changed _COUNTING.inner.calls, in global _COUNTING of module tests.test_runners, on ",
+    ),
+    "an in-memory stream written": (
+        printed_to_a_stream,
+        _STREAM.getvalue,
+        "the function changed _STREAM.getvalue(), in global _STREAM of module tests.test_runners, on ",
+    ),
+    "a generator advanced": (
+        ticked_a_generator,
+        lambda: dict(_TICKS.gi_frame.f_locals).get("tick", 0),  # type: ignore[union-attr]
+        "the function changed _TICKS.position, in global _TICKS of module tests.test_runners, on ",
+    ),
+    "an object reached through a weak reference": (
+        counted_through_a_weak_reference,
+        lambda: _KEPT.n,
+        "the function changed _KEPT_REF.__call__().n, in global _KEPT_REF of module tests.test_runners, on ",
+    ),
+    "another module's made-up attribute": (
+        seen_through_a_made_up_attribute,
+        lambda: list(held_state.lazy_seen),
+        "the function changed _LAZY['lazy_seen'], in global _LAZY of module tests.held_state, on ",
+    ),
+    "a registry a class statement's descriptor fills": (
+        registered_by_a_class_statement,
+        lambda: list(_SEEN),
+        "the function changed global _SEEN of module tests.test_runners, on ",
     ),
 }
 

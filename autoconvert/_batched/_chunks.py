@@ -9,7 +9,6 @@ Dask cluster it runs on NumPy arrays.
 from __future__ import annotations
 
 import array
-import collections
 import contextlib
 import functools
 import io
@@ -35,7 +34,7 @@ from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, k
 from ._caps import capped
 from ._reads import Attributes, ReadGlobals, Reads, class_attributes, reads_of
 from ._seeds import Seeds
-from ._states import State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
+from ._states import BUILTIN_DATA, State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
 from ._tensor_bytes import plain_tensor
 
 
@@ -322,12 +321,6 @@ def _roots(chunk: Chunk) -> list[tuple[KeyEntry, Any]]:
     ]
 
 
-#: Data whose builtin methods the function may be (``log.append``), compared as that method's
-#: object; not any object a builtin method is bound to (``np.random.normal``'s generator moves
-#: as it draws, state of its own).
-_BUILTIN_DATA = (list, dict, set, bytearray, collections.deque, array.array)
-
-
 def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
     """What the function a chunk calls carries to the workers with it, which its calls may
     change as they change their arguments: ``(name, value, whose)``: a bound method's object
@@ -362,7 +355,7 @@ def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
             carried.append(fn)  # a library's wrapper: what its attributes hold (a singledispatch registry)
         elif isinstance(fn, (types.BuiltinFunctionType, type)):
             data = getattr(fn, "__self__", None)  # list.append, counts.fill: a method of data it may change
-            if isinstance(data, _BUILTIN_DATA) or is_array(data):
+            if isinstance(data, BUILTIN_DATA) or is_array(data):
                 held.append(("self", data, "the object the method is bound to"))
             return held
         else:  # a callable object, a decorator written as a class: its attributes, its method's globals

@@ -12,12 +12,10 @@ what is only added (a memo's new key, a value where there was None) is a cache f
 
 from __future__ import annotations
 
-import contextlib
 import dis
 import functools
 import os
 import sys
-import sysconfig
 import types
 import weakref
 from collections.abc import Mapping
@@ -25,16 +23,18 @@ from typing import Any
 
 from autoconvert._pickling import holder_of
 
-from ._states import BY_REFERENCE, own_dict, unwrapped
-
-#: Where the standard library and installed packages live: their functions' globals are
-#: their libraries' caches and registries, no state of the caller's.
-_INSTALLED_CODE = tuple(
-    {
-        os.path.join(path, "")
-        for key in ("stdlib", "platstdlib", "purelib", "platlib")
-        if (path := sysconfig.get_path(key))
-    }
+from ._states import (
+    BY_REFERENCE,
+    CODE,
+    captured,
+    data_defaults,
+    function_state,
+    held_through,
+    own_dict,
+    special,
+    unwrapped,
+    users_file,
+    users_function,
 )
 
 
@@ -54,7 +54,7 @@ class ReadGlobals:
             value = namespace.get(name, _UNBOUND)
             if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module:
                 state[name] = attributes_of(value)
-            elif value is not _UNBOUND and not isinstance(value, BY_REFERENCE):
+            elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or held_through(value) is not None):
                 state[name] = value
             kind = type(value)
             if kind is not type and kind.__module__ == self.module:  # type(obj).count += 1, a property's, a metaclass's
@@ -82,19 +82,15 @@ class Attributes:
 
     def __getstate__(self) -> dict[str, Any]:
         owner = self.owner
-        state = {k: v for k, v in vars(owner).items() if not _special(k) and not isinstance(v, _CODE)}
+        if type(owner) is types.FunctionType:
+            return function_state(owner)
+        state = {k: v for k, v in vars(owner).items() if not special(k) and not isinstance(v, CODE)}
         nested = (
             v
             for v in vars(owner).values()
             if isinstance(v, type) and v.__qualname__.startswith(f"{owner.__qualname__}.")
         )
         state.update((cls.__name__, attributes_of(cls)) for cls in nested)  # Outer.Inner.count
-        if type(owner) is types.FunctionType:
-            state.update(_defaults(owner))
-            for name, cell in zip(owner.__code__.co_freevars, owner.__closure__ or (), strict=True):
-                with contextlib.suppress(ValueError):  # an empty cell: a name not bound yet
-                    if not isinstance(cell.cell_contents, BY_REFERENCE):
-                        state[name] = cell.cell_contents
         return state
 
     def place(self, name: str) -> str:
@@ -102,30 +98,15 @@ class Attributes:
         owner = self.owner
         if type(owner) is types.FunctionType and name in owner.__code__.co_freevars:
             return f"{name}, captured by the function"
-        if type(owner) is types.FunctionType and name in _defaults(owner):
+        if type(owner) is types.FunctionType and name in data_defaults(owner):
             return f"{name}, the default of the function's parameter"
         return f"{self.named(name)}, an attribute of {'the class' if isinstance(owner, type) else 'the function'}"
 
     def named(self, name: str) -> str:
         """``name`` as the code reads it: a capture or a default by itself, an attribute on its owner."""
         owner = self.owner
-        own = type(owner) is types.FunctionType and (name in owner.__code__.co_freevars or name in _defaults(owner))
+        own = type(owner) is types.FunctionType and (name in owner.__code__.co_freevars or name in data_defaults(owner))
         return name if own else f"{owner.__qualname__}.{name}"
-
-
-def _defaults(fn: types.FunctionType) -> dict[str, Any]:
-    """A function's parameters' defaults that are data, by parameter (``def f(a, seen=[])``)."""
-    code = fn.__code__
-    positional = code.co_varnames[: code.co_argcount]
-    defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or (), strict=True))
-    defaults.update(fn.__kwdefaults__ or {})
-    return {k: v for k, v in defaults.items() if v is not None and not isinstance(v, _CODE + _LEAVES)}
-
-
-def _special(name: str) -> bool:
-    """A dunder name, or a sunder one (``_member_map_``: an Enum's own bookkeeping of its members,
-    which are read by their own names)."""
-    return len(name) > 2 and name[0] == name[-1] == "_"
 
 
 _ATTRIBUTES: weakref.WeakKeyDictionary[Any, Attributes] = weakref.WeakKeyDictionary()
@@ -138,21 +119,7 @@ def attributes_of(owner: type | types.FunctionType) -> Attributes:
     return _ATTRIBUTES[owner]
 
 
-#: What a class holds that is code, not data.
-_CODE = (
-    *BY_REFERENCE,
-    staticmethod,
-    classmethod,
-    property,
-    types.MemberDescriptorType,
-    types.GetSetDescriptorType,
-    types.MethodDescriptorType,
-    types.ClassMethodDescriptorType,
-    types.WrapperDescriptorType,
-)
 _UNBOUND = object()
-#: Defaults that cannot change in place.
-_LEAVES = (bool, int, float, complex, str, bytes, tuple, frozenset)
 
 #: What a function reads by name, as _states compares it.
 Reads = ReadGlobals | Attributes
@@ -169,7 +136,7 @@ def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
     ``carried``: what the function carries whose code it may run (the object a method is bound
     to, with its class's methods and the functions its attributes hold; a partial's function
     arguments; a wrapper's registry of functions)."""
-    if not _users(fn):
+    if not users_function(fn):
         return []
     elsewhere = os.getpid() != caller
     module = sys.modules.get(fn.__globals__["__name__"])
@@ -187,7 +154,7 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
     """The globals ``fn`` (through its wrappers) names, as they are now, each with where it is
     (``global SQUARE of module __main__``): what cloudpickle sends with a script's function."""
     fn = unwrapped(fn)
-    if not _users(fn):
+    if not users_function(fn):
         return []
     named = []
     for namespace, names in _names(fn, True, []):
@@ -202,22 +169,9 @@ def class_attributes(cls: type, caller: int) -> list[Attributes]:
     class on Dask or Ray: no module of this process holds it). None of a library's class."""
     module = sys.modules.get(cls.__module__)
     code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
-    if not _users_file(code[0]):  # by its code's file: a script's class sent by value has no module there
+    if not users_file(code[0]):  # by its code's file: a script's class sent by value has no module there
         return []
     return [attributes_of(cls)] if os.getpid() != caller or holder_of(cls, (cls.__module__,)) is None else []
-
-
-def _users(fn: Any) -> bool:
-    """A function of the user's code: a module's (not autoconvert's, nor generated code's), its
-    file outside the standard library and installed packages."""
-    name = fn.__globals__.get("__name__") if type(fn) is types.FunctionType else None
-    if not isinstance(name, str) or name.partition(".")[0] == "autoconvert":
-        return False
-    return _users_file(fn.__code__.co_filename)
-
-
-def _users_file(path: Any) -> bool:
-    return isinstance(path, str) and not os.path.abspath(path).startswith(_INSTALLED_CODE)
 
 
 def _names(
@@ -243,13 +197,15 @@ def _names(
             if instruction.opname in _GLOBAL_OPS:
                 value = namespace.get(name, _UNBOUND)
                 if isinstance(value, types.ModuleType):
-                    module = vars(value) if elsewhere and _users_file(getattr(value, "__file__", None)) else None
+                    module = vars(value) if elsewhere and users_file(getattr(value, "__file__", None)) else None
                     continue
                 if value is not _UNBOUND:
                     names[name], reached = None, value
             elif instruction.opname in _ATTRIBUTE_OPS and module is not None and name in module:
                 found.setdefault(id(module), (module, {}))[1][name] = None
                 reached = module[name]
+            elif instruction.opname in _ATTRIBUTE_OPS and module is not None and "__getattr__" in module:
+                reached = module["__getattr__"]  # an attribute the module makes up (PEP 562): what its code reads
             elif isinstance(name, types.CodeType):
                 codes.append((name, namespace))
             module = None
@@ -258,8 +214,10 @@ def _names(
     return list(found.values())
 
 
-#: The instructions that read, bind or delete a global; those that read an attribute.
-_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
+#: The instructions that read, bind or delete a global (a class statement's body inside the
+#: function reads them by ``LOAD_NAME``, an annotation scope by ``LOAD_FROM_DICT_OR_GLOBALS``);
+#: those that read an attribute.
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
 
 
@@ -277,13 +235,17 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
     kind = value if isinstance(value, type) else type(value)
     reached = []
     if not isinstance(value, types.FunctionType):  # its class's methods, where they are the user's
-        reached += [(f.__code__, f.__globals__) for f in methods_of(kind) if _users(f)]
+        reached += [(f.__code__, f.__globals__) for f in methods_of(kind) if users_function(f)]
     if isinstance(value, functools.partial):
         reached += [c for a in (*value.args, *value.keywords.values()) for c in _code_reached(a, depth - 1)]
         value = value.func
+    if isinstance(value, types.MethodType):  # a bound method: its function's code, its object's methods
+        return reached + _code_reached(value.__func__, depth) + _code_reached(value.__self__, depth - 1)
     inner = unwrapped(value)
-    if _users(inner):
+    if users_function(inner):
         reached.append((inner.__code__, inner.__globals__))
+        captures = captured(inner).values()  # a closure's captured closures (a handler's handler)
+        reached += [c for v in captures if callable(v) for c in _code_reached(v, depth - 1)]
     if not isinstance(value, type):
         attributes = own_dict(value)
         held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []

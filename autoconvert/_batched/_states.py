@@ -22,10 +22,14 @@ import collections
 import contextlib
 import functools
 import inspect
+import io
+import os
 import pickle
 import random
 import sys
+import sysconfig
 import types
+import weakref
 from typing import Any
 
 import numpy as np
@@ -42,6 +46,33 @@ BY_REFERENCE = (
     types.ModuleType,
 )
 
+
+#: What a class holds that is code, not data.
+CODE = (
+    *BY_REFERENCE,
+    staticmethod,
+    classmethod,
+    property,
+    types.MemberDescriptorType,
+    types.GetSetDescriptorType,
+    types.MethodDescriptorType,
+    types.ClassMethodDescriptorType,
+    types.WrapperDescriptorType,
+)
+#: Data that cannot change in place.
+_IMMUTABLE = (bool, int, float, complex, str, bytes, tuple, frozenset)
+#: Data a bound method may change (``log.append``, ``out.write``): compared as that method's object.
+BUILTIN_DATA = (list, dict, set, bytearray, collections.deque, array.array, io.StringIO, io.BytesIO)
+
+#: Where the standard library and installed packages live: their functions' globals are
+#: their libraries' caches and registries, no state of the caller's.
+_INSTALLED_CODE = tuple(
+    {
+        os.path.join(path, "")
+        for key in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (path := sysconfig.get_path(key))
+    }
+)
 
 #: Mappings walked key by key (an nn.Module's hooks are OrderedDicts), their subclasses too
 #: (a defaultdict, a Counter).
@@ -150,6 +181,9 @@ def _inner(value: Any) -> dict[Any, Any] | None:
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
+    through = held_through(value)
+    if through is not None:
+        return through
     if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
         return None
     if _by_reference(value):
@@ -190,6 +224,97 @@ def _state(value: Any) -> dict[Any, Any] | None:
     if state is None and type(own_dict(value)) is dict:
         state = {}  # no attribute yet: what it gains may shadow a class default (self.calls += 1)
     return state if type(state) is dict else None
+
+
+def held_through(value: Any) -> dict[str, Any] | None:
+    """What code, a reference, a stream or a generator holds that a function can change
+    through it, keyed as it is read: a closure of the user's its captures and attributes (a
+    closure of a closure: ``nonlocal n``), a bound method its object (``keeper.bump``,
+    ``log.append``), a weak reference its referent (``ref().n``), a ``WeakSet`` its items, an
+    in-memory stream its text and position, a generator its position and locals. None for
+    anything else."""
+    kind = type(value)
+    if kind is types.FunctionType:
+        return function_state(value) if value.__closure__ and users_function(value) else None
+    if kind in (types.MethodType, types.BuiltinMethodType):
+        owner = getattr(value, "__self__", None)
+        return {"__self__": owner} if _changes_through_methods(owner) else None
+    if isinstance(value, weakref.ref):
+        return {"__call__()": value()}
+    if isinstance(value, weakref.WeakSet):
+        return {"items": list(value)}
+    if isinstance(value, (io.StringIO, io.BytesIO)):
+        return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
+    frame = getattr(value, _FRAMES.get(kind, ""), None)
+    if kind in _FRAMES:
+        return {
+            "position": None if frame is None else frame.f_lasti,
+            "locals": {} if frame is None else dict(frame.f_locals),
+        }
+    return None
+
+
+#: Generators and coroutines, by the attribute holding their frame: where they stand and their locals.
+_FRAMES = {types.GeneratorType: "gi_frame", types.CoroutineType: "cr_frame", types.AsyncGeneratorType: "ag_frame"}
+
+
+def _changes_through_methods(owner: Any) -> bool:
+    """Whether a bound method's object is data its methods change: a builtin container or
+    stream, an array, a random generator, an object of a class of the user's (a library's
+    object keeps state of its own: its caches, its counters)."""
+    if owner is None or isinstance(owner, (type, types.ModuleType)):
+        return False
+    if isinstance(owner, (*BUILTIN_DATA, *_RANDOM)) or is_array(owner):
+        return True
+    return any(users_function(f) for f in vars(type(owner)).values() if type(f) is types.FunctionType)
+
+
+def function_state(fn: types.FunctionType) -> dict[str, Any]:
+    """What a function holds of its own that is data: its attributes (``f.calls``), its
+    parameters' mutable defaults (``seen=[]``), what its closure captured (a closure of the
+    user's it captured by what that holds in turn)."""
+    state = {k: v for k, v in vars(fn).items() if not special(k) and not isinstance(v, CODE)}
+    state.update(data_defaults(fn))
+    state.update((k, v) for k, v in captured(fn).items() if not isinstance(v, BY_REFERENCE) or held_through(v))
+    return state
+
+
+def captured(fn: types.FunctionType) -> dict[str, Any]:
+    """What a function's closure captured, by name; a name not bound yet left out."""
+    values = {}
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
+        with contextlib.suppress(ValueError):  # an empty cell
+            values[name] = cell.cell_contents
+    return values
+
+
+def data_defaults(fn: types.FunctionType) -> dict[str, Any]:
+    """A function's parameters' defaults that are data, by parameter (``def f(a, seen=[])``)."""
+    code = fn.__code__
+    positional = code.co_varnames[: code.co_argcount]
+    defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or (), strict=True))
+    defaults.update(fn.__kwdefaults__ or {})
+    return {k: v for k, v in defaults.items() if v is not None and not isinstance(v, CODE + _IMMUTABLE)}
+
+
+def special(name: str) -> bool:
+    """A dunder name, or a sunder one (``_member_map_``: an Enum's own bookkeeping of its members,
+    which are read by their own names)."""
+    return len(name) > 2 and name[0] == name[-1] == "_"
+
+
+def users_function(fn: Any) -> bool:
+    """A function of the user's code: a module's (not autoconvert's, nor generated code's), its
+    file outside the standard library and installed packages."""
+    name = fn.__globals__.get("__name__") if type(fn) is types.FunctionType else None
+    if not isinstance(name, str) or name.partition(".")[0] == "autoconvert":
+        return False
+    return users_file(fn.__code__.co_filename)
+
+
+def users_file(path: Any) -> bool:
+    """A file of the user's code: outside the standard library and installed packages."""
+    return isinstance(path, str) and not os.path.abspath(path).startswith(_INSTALLED_CODE)
 
 
 def own_dict(value: Any) -> Any:
