@@ -269,6 +269,10 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "get = Keeper().get\ndef f(a):\n    return a * get()",
         None,
     ),
+    "a class statement's body reading a global": (
+        "def f(a):\n    class Scaled:\n        by = scale\n    return a * Scaled.by",
+        None,
+    ),
     "a stream only read": ("import io\nout = io.StringIO('x')\ndef f(a):\n    return a * len(out.getvalue())", None),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
@@ -300,6 +304,7 @@ def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_i
         "remember": functools.partial(_remembered, log=[]),
         "logger": logging.getLogger("autoconvert.tests.batched_states"),
         "config": AttrDict(scale=2.0),
+        "scale": 2.0,
     }
     if "log = print" in source:
         data = {"log": []}

@@ -13,6 +13,7 @@ import functools
 import importlib.util
 import io
 import multiprocessing
+import pickle
 import re
 import warnings
 import weakref
@@ -952,6 +953,21 @@ def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners:
     with pytest.raises(ValueError, match="the function wrote into global counts of module __main__, an array, on a "):
         ac.batched(namespace["counted"], **options)(_batch(ragged=False))
     assert namespace["counts"].tolist() == [0.0]
+
+
+def test_a_global_whose_own_pickling_fails_is_named(runners: dict[str, dict[str, Any]]) -> None:
+    """A global a script's function reads, whose own reducer raises (a parametrized module's
+    RuntimeError), is named with the fix, as any global that does not pickle is."""
+    linear = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(3, 3))
+    namespace: dict[str, Any] = {"__name__": "__main__", "torch": torch, "layer": linear}
+    exec("def through_layer(a):\n    return layer(torch.as_tensor(a)).detach().numpy()", namespace)
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with pytest.raises(pickle.PicklingError) as info:
+        ac.batched(namespace["through_layer"], **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(through_layer): global layer of module __main__ does not pickle (RuntimeError: "
+        "Serialization of parametrized modules is only supported through state_dict()"
+    ), info.value
 
 
 @pytest.mark.parametrize("where", _WORKERS)

@@ -32,7 +32,7 @@ from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebui
 from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
-from ._reads import Attributes, ReadGlobals, Reads, class_attributes, reads_of
+from ._reads import Attributes, ReadGlobals, Reads, class_attributes, names_class_bodies_read, reads_of
 from ._seeds import Seeds
 from ._states import BUILTIN_DATA, State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
 from ._tensor_bytes import plain_tensor
@@ -633,9 +633,28 @@ def _crossing(base: type) -> type:
                 # function by value, which a torchified object's generated method cannot go.
                 return getattr, (obj.__self__, obj.__name__)
             parent = getattr(super(), "reducer_override", None)
-            return NotImplemented if parent is None else parent(obj)
+            if parent is None:
+                return NotImplemented
+            reduced = parent(obj)
+            if type(obj) is types.FunctionType:
+                _send_names_class_bodies_read(obj, reduced)
+            return reduced
 
     return Crossing
+
+
+def _send_names_class_bodies_read(fn: types.FunctionType, reduced: Any) -> None:
+    """cloudpickle sends a function by value with the globals its code reads as globals; a class
+    statement inside it reads them by name (``class S: scale = SCALE``): added to what is sent,
+    so that its body finds them where it runs. Where cloudpickle's reduction is not the
+    ``(state, slots)`` it gives a function, nothing is added."""
+    state = reduced[2] if type(reduced) is tuple and len(reduced) > 2 else None
+    slots = state[1] if type(state) is tuple and len(state) == 2 else None
+    sent_globals = slots.get("__globals__") if type(slots) is dict else None
+    if type(sent_globals) is dict:
+        for name in names_class_bodies_read(fn.__code__):
+            if name in fn.__globals__:
+                sent_globals.setdefault(name, fn.__globals__[name])
 
 
 _PICKLERS: dict[bool, type] = {False: _crossing(pickle.Pickler)}

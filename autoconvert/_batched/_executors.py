@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -540,7 +541,7 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
             "python -c, a script read from stdin), which a spawned worker cannot import to find it. "
             "Fix: define it in a module and import it"
         )
-    if not isinstance(error, pickle.PicklingError) and "pickle" not in str(error):
+    if not isinstance(error, pickle.PicklingError) and "pickle" not in str(error) and not _raised_pickling(error):
         return
     from autoconvert._spec._signature import Parameters  # only for a refusal
 
@@ -559,6 +560,12 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
                 "executor's workers receive every argument by pickling. Fix: pass values that pickle "
                 "(arrays, numbers, module-level functions), or run on threads (workers=)"
             ) from error
+
+
+def _raised_pickling(error: Exception) -> bool:
+    """Whether ``error`` was raised while pickling what a map sends (an object's own reducer:
+    a TorchScript module's, a parametrized module's RuntimeError)."""
+    return any(frame.f_code is dumps.__code__ for frame, _ in traceback.walk_tb(error.__traceback__))
 
 
 def _not_pickling(

@@ -214,10 +214,25 @@ def _names(
     return list(found.values())
 
 
+@functools.lru_cache(maxsize=256)
+def names_class_bodies_read(code: types.CodeType) -> tuple[str, ...]:
+    """The names the bodies of the class statements inside ``code`` (nested ones too) read by
+    name: globals, where their class does not bind them."""
+    names: dict[str, None] = {}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.update(dict.fromkeys(names_class_bodies_read(const)))
+            names.update((i.argval, None) for i in dis.get_instructions(const) if i.opname in _BY_NAME)
+    return tuple(names)
+
+
+#: The instructions a class statement's body reads a global with (an annotation scope's too).
+_BY_NAME = frozenset({"LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+
 #: The instructions that read, bind or delete a global (a class statement's body inside the
 #: function reads them by ``LOAD_NAME``, an annotation scope by ``LOAD_FROM_DICT_OR_GLOBALS``);
 #: those that read an attribute.
-_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", *_BY_NAME})
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
 
 
