@@ -273,6 +273,12 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "def f(a):\n    class Scaled:\n        by = scale\n    return a * Scaled.by",
         None,
     ),
+    "an identity memo set anew (scikit-learn's _stop_words_id)": (
+        "class Vectorizer:\n    def __init__(self):\n        self.words = ['a']\n        self.words_id = id(self.words)\n"
+        "    def check(self):\n        if self.words_id != id(self.words):\n            self.words_id = id(self.words)\n"
+        "vectorizer = Vectorizer()\ndef f(a):\n    vectorizer.check()\n    return a",
+        None,
+    ),
     "a stream only read": ("import io\nout = io.StringIO('x')\ndef f(a):\n    return a * len(out.getvalue())", None),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),

@@ -128,8 +128,10 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             below: list[KeyEntry] | None = None if was == _UNSET else []
         elif type(was) is State:
             below = first_change(was, now[key])
-        else:  # nothing to compare, an attribute None until first use (Delaunay's _transform), or unchanged
-            below = None if was is None or was == _UNSET or leaf(now[key]) == was else []
+        elif was is None or was == _UNSET or leaf(now[key]) == was or _identity_of_a_neighbour(now, key):
+            below = None  # nothing to compare, an attribute None until first use (Delaunay's _transform), unchanged
+        else:
+            below = []
         if below is not None:
             entry = (
                 SequenceKey(key)
@@ -140,6 +142,14 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             )
             return [entry, *below]
     return None
+
+
+def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
+    """Whether ``state[key]`` is the ``id()`` of another value the same object holds (scikit-learn's
+    ``_stop_words_id``): an identity memo, which holds within one process only, so that a copy
+    in another sets it anew."""
+    value = state[key]
+    return type(value) is int and any(id(other) == value for k, other in state.items() if k != key)
 
 
 def _class_default(kind: type, name: Any) -> bool:
