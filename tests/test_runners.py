@@ -10,11 +10,14 @@ from __future__ import annotations
 import array
 import dataclasses
 import functools
+import importlib
 import importlib.util
 import io
 import multiprocessing
+import pathlib
 import pickle
 import re
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -953,6 +956,50 @@ def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners:
     with pytest.raises(ValueError, match="the function wrote into global counts of module __main__, an array, on a "):
         ac.batched(namespace["counted"], **options)(_batch(ragged=False))
     assert namespace["counts"].tolist() == [0.0]
+
+
+_REGISTERING_MODULE = """
+class Registry(type):
+    names = []
+
+    def __new__(mcls, name, bases, namespace):
+        mcls.names.append(name)
+        return super().__new__(mcls, name, bases, namespace)
+
+
+def register(a):
+    Registry("Made", (), {})
+    return a * 2
+"""
+
+
+def test_a_change_to_the_callers_class_sent_by_value_says_what_reached_it(
+    runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A class sent by value (its module registered with cloudpickle's
+    ``register_pickle_by_value``) is found again in the caller's process, its attributes set
+    anew from copies as each chunk arrives: the refusal says the caller's class keeps part of
+    the change, not that none reaches it."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    (tmp_path / "registering_by_value.py").write_text(_REGISTERING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("registering_by_value")
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+        with pytest.raises(ValueError) as info:
+            ac.batched(module.register, **options)(_batch(ragged=False))
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        sys.modules.pop("registering_by_value")
+    assert str(info.value) == (
+        "autoconvert.batched(register): the function changed Registry.names, in global Registry of module "
+        "registering_by_value, on a Dask worker in the caller's process, which received Registry by value: "
+        "cloudpickle finds the caller's Registry there but sets its attributes anew from copies as each chunk "
+        "arrives, so the caller's Registry keeps part of the change. Fix: let cloudpickle send module "
+        "registering_by_value by reference (unregister_pickle_by_value), or run the samples sequentially (no "
+        "executor) or on threads (workers=)"
+    )
 
 
 def test_a_global_whose_own_pickling_fails_is_named(runners: dict[str, dict[str, Any]]) -> None:

@@ -473,6 +473,18 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
         return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
     what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
     named = reads.named(name)
+    if isinstance(reads, ReadGlobals) and reads.callers_class(name):
+        by_reference = (
+            f"define {named} in a module and import it (a module's class is sent by reference)"
+            if reads.module == "__main__"
+            else f"let cloudpickle send module {reads.module} by reference (unregister_pickle_by_value)"
+        )
+        return ValueError(
+            f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which received {named} by value: "
+            f"cloudpickle finds the caller's {named} there but sets its attributes anew from copies as each chunk "
+            f"arrives, so the caller's {named} keeps part of the change. Fix: {by_reference}, or run the samples "
+            "sequentially (no executor) or on threads (workers=)"
+        )
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {named}: the "
         f"change cannot reach the caller's {named}, as it does {_FIX}"

@@ -61,6 +61,17 @@ class ReadGlobals:
                 state[f"type({name})"] = attributes_of(kind)
         return state
 
+    def callers_class(self, name: str) -> bool:
+        """Whether ``name`` (``type(obj)`` too) is, in a namespace sent by value to the caller's
+        process, the caller's own class: cloudpickle finds a class it sent by value again
+        there, and sets its attributes anew from the copies it received."""
+        module = sys.modules.get(self.module)
+        if module is None or vars(module) is self.namespace:
+            return False
+        value = self.namespace.get(name.removeprefix("type(").removesuffix(")"), _UNBOUND)
+        value = type(value) if name.startswith("type(") else value
+        return isinstance(value, type) and any(value is v for v in vars(module).values())
+
     def place(self, name: str) -> str:
         """Where ``name`` is, for a refusal."""
         return f"global {name} of module {self.module}"
