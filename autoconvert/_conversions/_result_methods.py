@@ -114,6 +114,7 @@ class ResultFields:
         "node",
         "original",
         "placed",
+        "receiving",
         "size",
         "stale",
         "synced",
@@ -169,7 +170,11 @@ class ResultFields:
         converted = self.converted()
         if converted is None:  # gone, the method held on its own, or unpickled apart from it (see __reduce__)
             return self.original if self.twin is None else self.twin
-        receiver = self._current(converted, side)
+        self.receiving = True  # results holding each other: each one's object taken once (see _receivers_within)
+        try:
+            receiver = self._current(converted, side)
+        finally:
+            self.receiving = False
         handed = self.handed = self._copies(converted, receiver, side)
         for held in handed:
             side.refresh(held)
@@ -269,6 +274,8 @@ class ResultFields:
         if twin is None:
             twin = self._made_twin()
         itself = {id(converted): (converted, twin)}  # a value holding the result: the twin there (r.reg["me"])
+        for name in names:  # a result with methods inside (r.items[1]): the object its own methods run on
+            _receivers_within(attributes[name], side, itself, _DEPTH)
         changed = {
             name: inner[name]
             if name in inner
@@ -351,7 +358,7 @@ class ResultFields:
             and result is not receiver
             and type(result) not in _WALKED
             and type(result) not in _CALLABLE_PARTS  # return self.bump, lambda: self.bump()
-            and (inside is None or not _rebuilt_type(type(result)))  # self.inner may be
+            and (inside is None or not (_rebuilt_type(type(result)) or _rebuilt_tuple(result)))  # self.inner may be
         ):
             # Most calls: nothing changed, nothing of the receiver's to look for but an array it
             # holds (return self.w), which the plain object hands back as it is.
@@ -2043,6 +2050,21 @@ def _as_it_is(value: Any) -> Any:
 def _holds_fields(value: Any) -> bool:
     """Whether ``value`` is a converted result with methods (see ``_fields_of``)."""
     return _fields_of(value) is not None
+
+
+def _receivers_within(value: Any, side: ResultMethod, into: dict[int, tuple[Any, Any]], depth: int) -> None:
+    """Into ``into``, by identity: each converted result with methods that ``value``'s lists,
+    tuples and dicts hold, ``depth`` deep, with the object its own methods run on, so that the
+    object the outer methods run on holds that one (``self.items[1].bump()`` and
+    ``self.total()`` see one record, as on the plain object). One whose object is being made
+    (the outer result itself, one holding it) is left to the conversion."""
+    if depth == 0 or type(value) not in _WALKED_IN_ORDER:
+        return
+    for item in value.values() if type(value) is dict else value:
+        inner = _fields_of(item)
+        if inner is not None and not getattr(inner, "receiving", False) and id(item) not in into:
+            into[id(item)] = (item, inner.receiver(side))
+        _receivers_within(item, side, into, depth - 1)
 
 
 def _fields_of(value: Any) -> ResultFields | None:
