@@ -279,6 +279,11 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "vectorizer = Vectorizer()\ndef f(a):\n    vectorizer.check()\n    return a",
         None,
     ),
+    "a write through a memoryview": (
+        "def f(a):\n    view[0] = 1\n    return a",
+        "the function changed global view of module __main__, on a worker in the caller's process, which holds a "
+        "copy of view: the change cannot reach the caller's view",
+    ),
     "a stream only read": ("import io\nout = io.StringIO('x')\ndef f(a):\n    return a * len(out.getvalue())", None),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),
@@ -311,6 +316,7 @@ def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_i
         "logger": logging.getLogger("autoconvert.tests.batched_states"),
         "config": AttrDict(scale=2.0),
         "scale": 2.0,
+        "view": memoryview(bytearray(2)),
     }
     if "log = print" in source:
         data = {"log": []}

@@ -8,6 +8,7 @@ threads of the caller's process) and a local Ray."""
 from __future__ import annotations
 
 import array
+import collections
 import dataclasses
 import functools
 import importlib
@@ -805,6 +806,8 @@ class _Registering:
         _SEEN.append(len(name))
 
 
+_VIEW = memoryview(bytearray(1))
+_SETTINGS: collections.ChainMap[str, int] = collections.ChainMap({}, {"steps": 0})
 _COUNTING = _calling(_counter())
 _STREAM = io.StringIO()
 _TICKS = _ticks()
@@ -850,6 +853,18 @@ def registered_by_a_class_statement(a: np.ndarray) -> np.ndarray:
     class Fields:
         field = _Registering()
 
+    return a * 2
+
+
+def written_through_a_view(a: np.ndarray) -> np.ndarray:
+    """Counts its samples through a global memoryview of a bytearray."""
+    _VIEW[0] = (_VIEW[0] + 1) % 256
+    return a * 2
+
+
+def stepped_in_a_chain_map(a: np.ndarray) -> np.ndarray:
+    """Counts in a ChainMap whose key lives in its parent map (the count then shadows it)."""
+    _SETTINGS["steps"] += 1
     return a * 2
 
 
@@ -914,6 +929,16 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         seen_through_a_made_up_attribute,
         lambda: list(held_state.lazy_seen),
         "the function changed _LAZY['lazy_seen'], in global _LAZY of module tests.held_state, on ",
+    ),
+    "a write through a memoryview": (
+        written_through_a_view,
+        lambda: _VIEW[0],
+        "the function changed global _VIEW of module tests.test_runners, on ",
+    ),
+    "a ChainMap's key shadowing its parent's": (
+        stepped_in_a_chain_map,
+        lambda: _SETTINGS["steps"],
+        "the function changed _SETTINGS['steps'], in global _SETTINGS of module tests.test_runners, on ",
     ),
     "a registry a class statement's descriptor fills": (
         registered_by_a_class_statement,

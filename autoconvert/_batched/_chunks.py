@@ -647,12 +647,21 @@ def _crossing(base: type) -> type:
             parent = getattr(super(), "reducer_override", None)
             if parent is None:
                 return NotImplemented
+            if type(obj) is memoryview and not obj.readonly:  # cloudpickle sends bytes, which take no writes
+                return _writable_view, (bytearray(obj.tobytes()), obj.format, obj.shape)
             reduced = parent(obj)
             if type(obj) is types.FunctionType:
                 _send_names_class_bodies_read(obj, reduced)
             return reduced
 
     return Crossing
+
+
+def _writable_view(data: bytearray, form: str, shape: tuple[int, ...]) -> memoryview:
+    """A writable memoryview of ``data`` as the one sent was laid out (a global ``view[0] = 1``
+    then changes the copy, which is compared, as a bytearray's change is)."""
+    view: Any = memoryview(data)  # cast's overloads name each format
+    return view if (form, shape) == ("B", (len(data),)) else view.cast(form, shape)  # type: ignore[no-any-return]
 
 
 def _send_names_class_bodies_read(fn: types.FunctionType, reduced: Any) -> None:

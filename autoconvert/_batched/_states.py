@@ -30,6 +30,7 @@ import sys
 import sysconfig
 import types
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -75,8 +76,9 @@ _INSTALLED_CODE = tuple(
 )
 
 #: Mappings walked key by key (an nn.Module's hooks are OrderedDicts), their subclasses too
-#: (a defaultdict, a Counter).
-_DICTS = (dict,)
+#: (a defaultdict, a Counter); a ``ChainMap`` by the values it reads (``cm["a"] += 1`` writes a
+#: new key into its first map, which shadows its parent's: a change of ``cm["a"]``).
+_DICTS = (dict, collections.ChainMap)
 #: Sequences walked item by item (a Pipeline's steps, an ensemble's estimators), their length
 #: compared: an object inside is compared by its state, so that one keeping state to itself
 #: (a KDTree counting its queries) is not taken for changed. Their subclasses too (a log kept
@@ -106,7 +108,7 @@ class State:
 
 def snapshot(value: Any) -> State | None:
     """``value``'s state now, where it is an object with state of its own; else None."""
-    state = dict(enumerate(value)) if isinstance(value, _WALKED_SEQUENCES) else _state(value)
+    state = _inner(value) if isinstance(value, (*_WALKED_SEQUENCES, collections.ChainMap)) else _state(value)
     return None if state is None else State(type(value), _entries(state, {id(value)}))
 
 
@@ -180,7 +182,7 @@ def generator_at(value: Any, below: list[KeyEntry]) -> int | None:
     return None
 
 
-def _inner(value: Any) -> dict[Any, Any] | None:
+def _inner(value: Any) -> Mapping[Any, Any] | None:
     """What ``value`` holds, by key: a dict itself, a sequence's items by index, an object's
     state; None for a leaf."""
     if isinstance(value, _DICTS):
@@ -370,7 +372,7 @@ def _looked_up_by_name(reduced: tuple[Any, ...]) -> bool:
     return isinstance(function, types.FunctionType) and type(args) is tuple and all(type(a) is str for a in args)
 
 
-def _entries(state: dict[Any, Any], seen: set[int]) -> dict[Any, Any]:
+def _entries(state: Mapping[Any, Any], seen: set[int]) -> dict[Any, Any]:
     """``state``'s entries as they are now: dicts, lists, tuples and objects walked (each once),
     leaves as bytes."""
     entries: dict[Any, Any] = {}
@@ -403,6 +405,10 @@ def leaf(value: Any) -> Any:
         return value.dtype, value.shape, value.tobytes()
     if kind is array.array:
         return value.typecode, value.tobytes()
+    if kind is memoryview:  # a view of a bytearray, an array: what it shows
+        with contextlib.suppress(ValueError):  # released
+            return kind, value.format, value.shape, value.tobytes()
+        return None
     if kind is set:  # by its items, whatever order a pickle would give them in
         return kind, frozenset(value)
     if isinstance(value, np.ndarray):  # a mask, a unit, objects: in its pickle
