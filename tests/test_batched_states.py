@@ -332,6 +332,16 @@ def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_i
     )
 
 
+def test_a_weak_set_sent_by_value_keeps_its_items() -> None:
+    """A script's global ``WeakSet`` sent by value holds its items as the caller's does, though
+    nothing else sent holds them: a read of it gives what it gives sequentially."""
+    source = (
+        "import weakref\nclass Item:\n    pass\nkept = [Item(), Item()]\nregistry = weakref.WeakSet(kept)\n"
+        "def f(a):\n    return a * len(registry)"
+    )
+    assert [r.tolist() for r in _by_value_on_a_copy(_script_function(source))] == [[2.0] * 3] * 2
+
+
 class AttrDict(dict):  # type: ignore[type-arg]
     """A config whose keys read as attributes: an unknown one raises KeyError, not AttributeError."""
 

@@ -269,6 +269,14 @@ with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as 
             "module and import it"
         ), done.stderr[-2000:]
 
+    def test_an_np_vectorize_called_before_crosses(self, pool: CountingPool) -> None:
+        """Called once, an ``np.vectorize`` caches ufuncs, which do not pickle: it crosses without
+        them, and maps as it does sequentially."""
+        vectorized = np.vectorize(negated, otypes=[float])
+        batch = torch.arange(6.0).reshape(3, 2)
+        sequential = ac.batched(vectorized)(batch)
+        assert torch.equal(ac.batched(vectorized, executor=pool, in_caller=False)(batch), sequential)
+
     def test_writes_that_cannot_come_back_are_refused(self, pool: CountingPool) -> None:
         @ac.accepts_numpy(writeback=True)
         def zero_first(a: np.ndarray) -> None:

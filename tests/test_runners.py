@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import collections
+import contextvars
 import dataclasses
 import functools
 import importlib
@@ -19,6 +20,7 @@ import pathlib
 import pickle
 import re
 import sys
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -793,10 +795,13 @@ def _ticks() -> Iterator[int]:
 
 
 class _Kept:
-    """An object a global weak reference reaches."""
+    """An object a global weak reference, and a global partial of its method, reach."""
 
     def __init__(self) -> None:
         self.n = 0
+
+    def bump(self, by: int) -> None:
+        self.n += by
 
 
 class _Registering:
@@ -808,6 +813,11 @@ class _Registering:
 
 _VIEW = memoryview(bytearray(1))
 _SETTINGS: collections.ChainMap[str, int] = collections.ChainMap({}, {"steps": 0})
+_KEPT_BY_A_PARTIAL = _Kept()
+_BUMP_TWO = functools.partial(_KEPT_BY_A_PARTIAL.bump, 2)
+_DEPTH = contextvars.ContextVar("depth", default=0)
+_LOCAL = threading.local()
+_LOCAL.n = 0
 _COUNTING = _calling(_counter())
 _STREAM = io.StringIO()
 _TICKS = _ticks()
@@ -853,6 +863,24 @@ def registered_by_a_class_statement(a: np.ndarray) -> np.ndarray:
     class Fields:
         field = _Registering()
 
+    return a * 2
+
+
+def bumped_through_a_partial_of_a_method(a: np.ndarray) -> np.ndarray:
+    """Counts through a global partial of an object's bound method."""
+    _BUMP_TWO()
+    return a * 2
+
+
+def set_a_context_variable(a: np.ndarray) -> np.ndarray:
+    """Counts its samples in a global context variable."""
+    _DEPTH.set(_DEPTH.get() + 1)
+    return a * 2
+
+
+def counted_in_a_thread_local(a: np.ndarray) -> np.ndarray:
+    """Counts its samples in an attribute of a global thread-local."""
+    _LOCAL.n += 1
     return a * 2
 
 
@@ -930,6 +958,11 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         lambda: list(held_state.lazy_seen),
         "the function changed _LAZY['lazy_seen'], in global _LAZY of module tests.held_state, on ",
     ),
+    "a partial of an object's bound method": (
+        bumped_through_a_partial_of_a_method,
+        lambda: _KEPT_BY_A_PARTIAL.n,
+        "the function changed _BUMP_TWO.func.__self__.n, in global _BUMP_TWO of module tests.test_runners, on ",
+    ),
     "a write through a memoryview": (
         written_through_a_view,
         lambda: _VIEW[0],
@@ -970,6 +1003,58 @@ def test_a_change_to_a_global_the_function_reads_is_the_callers_or_refused(
         info.value
     )
     assert read() == before
+
+
+#: Where a context variable the samples set stays, by runner that runs them in a context other than the caller's.
+_CONTEXTS = {
+    "threads": "the function set context variable 'depth' (global _DEPTH of module tests.test_runners) on a thread "
+    "of the pool, in a copy of the caller's context: ",
+    "a thread Executor": "the function set context variable 'depth' (global _DEPTH of module tests.test_runners) on "
+    "a worker of the executor in the caller's process, in a context of its own: ",
+    "Dask worker threads": "the function set context variable 'depth' (global _DEPTH of module tests.test_runners) "
+    "on a Dask worker in the caller's process: ",
+    "a process pool": "the function changed _DEPTH.get(), in global _DEPTH of module tests.test_runners, on a worker "
+    "of the process pool in another process, ",
+    "Dask worker processes": "the function changed _DEPTH.get(), in global _DEPTH of module tests.test_runners, on "
+    "a Dask worker in another process, ",
+}
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_context_variable_the_samples_set_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """A context variable's value is its context's: the samples' set is the caller's only where
+    they run in the caller's context (the caller's thread). Threads run each chunk in a copy of
+    it, Dask's worker threads in their own, other processes in theirs: refused, never lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    token = _DEPTH.set(0)
+    try:
+        if where not in _CONTEXTS:
+            ac.batched(set_a_context_variable, **options)(_batch(ragged=False))
+            assert _DEPTH.get() == 12
+            return
+        with pytest.raises(ValueError) as info:
+            ac.batched(set_a_context_variable, **options)(_batch(ragged=False))
+        assert str(info.value).startswith(f"autoconvert.batched(set_a_context_variable): {_CONTEXTS[where]}"), (
+            info.value
+        )
+        assert _DEPTH.get() == 0
+    finally:
+        _DEPTH.reset(token)
+
+
+def test_a_thread_locals_attribute_changed_on_a_process_pool_is_refused(runners: dict[str, dict[str, Any]]) -> None:
+    """A worker process forked from the caller's thread holds a copy of its thread-local's
+    attributes: a change to one is refused, never lost."""
+    options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(counted_in_a_thread_local, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(counted_in_a_thread_local): the function changed _LOCAL.n, in global _LOCAL of module "
+        "tests.test_runners, on a worker of the process pool in another process, "
+    ), info.value
+    assert _LOCAL.n == 0
 
 
 def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners: dict[str, dict[str, Any]]) -> None:
@@ -1040,6 +1125,11 @@ def test_a_global_whose_own_pickling_fails_is_named(runners: dict[str, dict[str,
         "autoconvert.batched(through_layer): global layer of module __main__ does not pickle (RuntimeError: "
         "Serialization of parametrized modules is only supported through state_dict()"
     ), info.value
+    assert str(info.value).endswith(
+        "the executor's workers receive a script's function by pickling, with copies of the globals it names. Fix: "
+        "define the function in a module and import it (it is sent by reference, and the workers' module holds its "
+        "globals), or run on threads (workers=)"
+    )
 
 
 @pytest.mark.parametrize("where", _WORKERS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import contextvars
 import functools
 import io
 import math
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -32,7 +34,15 @@ from autoconvert._conversions._mutations import Rebuilt, changed, path_to, rebui
 from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, keystr
 
 from ._caps import capped
-from ._reads import Attributes, ReadGlobals, Reads, class_attributes, names_class_bodies_read, reads_of
+from ._reads import (
+    Attributes,
+    ReadGlobals,
+    Reads,
+    class_attributes,
+    context_vars_named,
+    names_class_bodies_read,
+    reads_of,
+)
 from ._seeds import Seeds
 from ._states import BUILTIN_DATA, State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
 from ._tensor_bytes import plain_tensor
@@ -189,6 +199,9 @@ class Chunk(NamedTuple):
     frozen: frozenset[int] = frozenset()
     #: HERE in the caller's process; a copy where the chunk was pickled to another (see Origin).
     origin: Origin = HERE
+    #: Where it runs in the caller's process in a context other than the caller's (a thread of a
+    #: pool, in a copy of it), in words; None in the caller's context, or another process.
+    context: str | None = None
 
 
 #: How often a running chunk looks whether its map was cancelled: a Running file costs a
@@ -213,6 +226,11 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         handed, held, states = _containers_in(chunk)
         chunk, guarded = _guarded_chunk(chunk)
     results: list[Any] = []
+    in_process = chunk.origin.copied and os.getpid() == chunk.origin.caller  # a Dask worker thread: its own context
+    context = chunk.context or (chunk.origin.where() if in_process else None)
+    contexts = (
+        [(place, var, _value_read(var), context) for place, var in context_vars_named(chunk.fn)] if context else []
+    )
     try:
         if chunk.threads is None:
             _loop(chunk, columns, results)
@@ -226,6 +244,9 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
         raise
+    for place, var, was, where in contexts:
+        if _value_read(var) is not was:
+            raise _context_lost(chunk, place, var, where)
     if handed and changed(handed.values()):
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
@@ -491,6 +512,27 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
     )
 
 
+def _context_lost(chunk: Chunk, place: str, var: contextvars.ContextVar[Any], where: str) -> ValueError:
+    """The refusal of a context variable's value set in a context other than the caller's (``where``)."""
+    return ValueError(
+        f"{chunk.label}: the function set context variable {var.name!r} ({place}) on {where}: the value stays in "
+        "that context and cannot reach the caller's, as it does where the samples run sequentially. Fix: return "
+        "what the function computes, or run the samples sequentially (no executor)"
+    )
+
+
+def _value_read(var: contextvars.ContextVar[Any]) -> Any:
+    """A context variable's value as the function reads it (its default where none is set);
+    ``_NO_VALUE`` where it has neither."""
+    try:
+        return var.get()
+    except LookupError:
+        return _NO_VALUE
+
+
+_NO_VALUE = object()
+
+
 def _drew(chunk: Chunk, place: str) -> ValueError:
     """The refusal of draws from a random generator on a copy: each copy draws what the others
     draw, and the caller's generator never moves."""
@@ -640,6 +682,11 @@ def _crossing(base: type) -> type:
             reduced = plain_tensor(obj)
             if reduced is not None:
                 return reduced
+            if type(obj) is weakref.WeakSet:  # its items, which nothing else sent may hold, kept alive with it
+                return _weak_set_keeping, (list(obj),)
+            cached = vars(obj).get("_ufunc") if type(obj) is np.vectorize else None
+            if cached:  # called once, it caches ufuncs, which do not pickle: sent without them, made again there
+                return _vectorize_again, ({**vars(obj), "_ufunc": type(cached)()},)
             if type(obj) is types.MethodType and getattr(obj.__self__, obj.__name__, None) == obj:
                 # As pickle sends a method: its object and its name. cloudpickle would send its
                 # function by value, which a torchified object's generated method cannot go.
@@ -655,6 +702,21 @@ def _crossing(base: type) -> type:
             return reduced
 
     return Crossing
+
+
+def _weak_set_keeping(items: list[Any]) -> weakref.WeakSet[Any]:
+    """A ``WeakSet`` of ``items`` that keeps them alive as long as it lives: a copy holds its
+    items as the caller's set does, where they may be held by nothing the copy came with."""
+    made: weakref.WeakSet[Any] = weakref.WeakSet(items)
+    made.__dict__["_held"] = items
+    return made
+
+
+def _vectorize_again(state: dict[str, Any]) -> np.vectorize:
+    """An ``np.vectorize`` made again from its attributes (its cached ufunc left out)."""
+    made = np.vectorize.__new__(np.vectorize)
+    made.__dict__.update(state)
+    return made
 
 
 def _writable_view(data: bytearray, form: str, shape: tuple[int, ...]) -> memoryview:

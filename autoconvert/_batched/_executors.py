@@ -172,6 +172,7 @@ class Threads:
         grad_mode = torch.is_grad_enabled()
         size = chunksize or chunk_size(samples.size - start, self.workers)
         chunks = _chunks(self.fn, samples, start, size, cancelled=cancelled, threads=None, sink=samples.sink)
+        chunks = [c._replace(context="a thread of the pool, in a copy of the caller's context") for c in chunks]
         context = contextvars.copy_context
         with capped(self.threads):  # process-wide: once around the map, not per thread
             futures = [self.pool.submit(context().run, _in_grad_mode, grad_mode, c, samples.sources) for c in chunks]
@@ -346,7 +347,10 @@ class Elsewhere:
             return self.client.submit(run_sent, payload, *rest, pure=False)
         if self._crossing():
             return self.executor.submit(run_sent, sent(fn, chunk, by_value=self.by_value), *rest)
-        return self.executor.submit(fn, chunk, *rest)
+        in_a_thread = chunk._replace(
+            context="a worker of the executor in the caller's process, in a context of its own"
+        )
+        return self.executor.submit(fn, in_a_thread, *rest)
 
     def _collect(self, futures: list[Any], progress: Progress, cancelled: Running | None, shared: bool) -> list[Any]:
         client = self.client
@@ -520,7 +524,7 @@ def _shared(source: Any, folder: str) -> Any:
 def _check_pickles(fn: Any, name: str) -> None:
     """Refuse, when ``batched`` is created, a function a process pool cannot receive."""
     try:
-        pickle.dumps(fn)
+        dumps(fn)
     except Exception as e:
         raise pickle.PicklingError(
             f"autoconvert.batched({name}): executor= is a process pool, whose workers receive the "
@@ -553,13 +557,21 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
         if type(value) is Batch:
             continue
         failure = _not_pickling(value, label, by_value)
-        if failure is not None:
-            where, e = failure
+        if failure is None:
+            continue
+        where, e = failure
+        if label.startswith("global "):
             raise pickle.PicklingError(
                 f"autoconvert.batched({name}): {where} does not pickle ({type(e).__name__}: {e}), and the "
-                "executor's workers receive every argument by pickling. Fix: pass values that pickle "
-                "(arrays, numbers, module-level functions), or run on threads (workers=)"
+                "executor's workers receive a script's function by pickling, with copies of the globals it "
+                "names. Fix: define the function in a module and import it (it is sent by reference, and the "
+                "workers' module holds its globals), or run on threads (workers=)"
             ) from error
+        raise pickle.PicklingError(
+            f"autoconvert.batched({name}): {where} does not pickle ({type(e).__name__}: {e}), and the "
+            "executor's workers receive every argument by pickling. Fix: pass values that pickle "
+            "(arrays, numbers, module-level functions), or run on threads (workers=)"
+        ) from error
 
 
 def _raised_pickling(error: Exception) -> bool:

@@ -12,6 +12,7 @@ what is only added (a memo's new key, a value where there was None) is a cache f
 
 from __future__ import annotations
 
+import contextvars
 import dis
 import functools
 import os
@@ -171,6 +172,28 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
     for namespace, names in _names(fn, True, []):
         reads = ReadGlobals(namespace, tuple(names))
         named += [(reads.place(name), value) for name, value in reads.__getstate__().items()]
+    return named
+
+
+def context_vars_named(fn: Any) -> list[tuple[str, contextvars.ContextVar[Any]]]:
+    """The context variables ``fn`` (through partials, bound methods and wrappers) names among
+    its module's globals, through the code of its module it reaches, each with where it is
+    (``global depth of module __main__``): the value a sample sets is its context's."""
+    for _ in range(16):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif unwrapped(fn, 1) is not fn:
+            fn = unwrapped(fn, 1)
+        else:
+            break
+    if not users_function(fn):
+        return []
+    named = []
+    for namespace, names in _names(fn, False, []):
+        reads = ReadGlobals(namespace, tuple(names))
+        named += [(reads.place(n), namespace[n]) for n in names if isinstance(namespace.get(n), contextvars.ContextVar)]
     return named
 
 

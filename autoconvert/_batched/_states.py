@@ -20,6 +20,7 @@ from __future__ import annotations
 import array
 import collections
 import contextlib
+import contextvars
 import functools
 import inspect
 import io
@@ -28,6 +29,7 @@ import pickle
 import random
 import sys
 import sysconfig
+import threading
 import types
 import weakref
 from collections.abc import Mapping
@@ -218,8 +220,9 @@ def _state(value: Any) -> dict[Any, Any] | None:
         if callable(value) and not isinstance(inspect.getattr_static(kind, "__call__", None), types.FunctionType):
             return None  # a compiled dispatcher: code, whose caches fill as it runs
         # else a decorator written as a class, a proxy: its own state, what it wraps among it
-    if isinstance(value, functools.partial):
-        return {"args": value.args, "keywords": value.keywords}  # what it binds (its function is code)
+    if isinstance(value, functools.partial):  # what it binds (its function is code, but a bound method's object)
+        bound = {"args": value.args, "keywords": value.keywords}
+        return bound if held_through(value.func) is None else {**bound, "func": value.func}
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.nn.Module):
         # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
@@ -242,8 +245,9 @@ def held_through(value: Any) -> dict[str, Any] | None:
     """What code, a reference, a stream or a generator holds that a function can change
     through it, keyed as it is read: a closure of the user's its captures and attributes (a
     closure of a closure: ``nonlocal n``), a bound method its object (``keeper.bump``,
-    ``log.append``), a weak reference its referent (``ref().n``), a ``WeakSet`` its items, an
-    in-memory stream its text and position, a generator its position and locals. None for
+    ``log.append``), a weak reference its referent (``ref().n``), a ``WeakSet`` its items, a
+    context variable its value, a thread-local its thread's attributes, an in-memory stream its
+    text and position, a generator its position and locals. None for
     anything else."""
     kind = type(value)
     if kind is types.FunctionType:
@@ -255,6 +259,12 @@ def held_through(value: Any) -> dict[str, Any] | None:
         return {"__call__()": value()}
     if isinstance(value, weakref.WeakSet):
         return {"items": list(value)}
+    if isinstance(value, contextvars.ContextVar):  # its value in the context the function runs in, as read
+        with contextlib.suppress(LookupError):  # none yet, nor a default: set first, it is a lazy one's
+            return {"get()": value.get()}
+        return {}
+    if isinstance(value, threading.local):  # the running thread's attributes (its own __getattribute__ finds them)
+        return dict(value.__dict__)
     if isinstance(value, (io.StringIO, io.BytesIO)):
         return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
     frame = getattr(value, _FRAMES.get(kind, ""), None)
