@@ -1416,9 +1416,19 @@ _ALL_ROUTES: dict[str, tuple[Callable[[Any], Any], type]] = {
     "reverse pair": (lambda f: ac.returns_numpy(ac.accepts_tensor(f)), np.ndarray),
 }
 
+#: Unpickling a tensor on torch 2.4 warns of torch.load's own default, not of the result's.
+_UNPICKLING = pytest.mark.filterwarnings(
+    "ignore:You are using `torch.load` with `weights_only=False`:FutureWarning:torch.storage"
+)
+
+
+def _held_marks(held: str, slow: bool) -> list[pytest.MarkDecorator]:
+    return [*([pytest.mark.slow] if slow else []), *([_UNPICKLING] if held == "pickled" else [])]
+
+
 #: Every route with each way of holding a result; "as returned" on each route by default, the rest slow.
 _ROUTES_HELD = [
-    pytest.param(route, held, id=f"{route}-{held}", marks=() if held == "as returned" else pytest.mark.slow)
+    pytest.param(route, held, id=f"{route}-{held}", marks=_held_marks(held, held != "as returned"))
     for route in _ALL_ROUTES
     for held in HELD
 ]
@@ -1433,7 +1443,7 @@ _DEEPER_CASES = [
         change,
         held,
         id=f"{route}-{field}-{change}-{held}",
-        marks=() if held == "as returned" or (route == "pair" and field == "list in a dict") else pytest.mark.slow,
+        marks=_held_marks(held, not (held == "as returned" or (route == "pair" and field == "list in a dict"))),
     )
     for route in _ALL_ROUTES
     for field, change in _NESTED_CHANGES
@@ -2777,7 +2787,7 @@ _CYCLES: dict[str, Callable[[Any], Any] | None] = {
             *param.values,
             cycle,
             id=f"{param.id}-{cycle}",
-            marks=param.marks if route == "pair" or cycle == "two_nodes" else pytest.mark.slow,
+            marks=param.marks if route == "pair" or cycle == "two_nodes" else _held_marks(param.values[1], True),
         )
         for param in _ROUTES_HELD
         for route in [param.values[0]]
