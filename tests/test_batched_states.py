@@ -284,6 +284,22 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "the function changed global view of module __main__, on a worker in the caller's process, which holds a "
         "copy of view: the change cannot reach the caller's view",
     ),
+    "a count its class's own __getstate__ leaves out": (
+        "class Kept:\n    def __init__(self):\n        self.calls, self.w = 0, 1\n"
+        "    def __getstate__(self):\n        return {'w': self.w}\n"
+        "    def __setstate__(self, state):\n        self.__dict__.update(state, calls=0)\n"
+        "kept = Kept()\ndef f(a):\n    kept.calls += 1\n    return a",
+        "the function changed kept.calls, in global kept of module __main__, on a worker in the caller's process, "
+        "which holds a copy of kept: the change cannot reach the caller's kept",
+    ),
+    "a count its class pickles as a tuple": (
+        "class Counted:\n    def __init__(self):\n        self.n = 0\n"
+        "    def __getstate__(self):\n        return (self.n,)\n"
+        "    def __setstate__(self, state):\n        (self.n,) = state\n"
+        "tally_kept = Counted()\ndef f(a):\n    tally_kept.n += 1\n    return a",
+        "the function changed tally_kept.n, in global tally_kept of module __main__, on a worker in the caller's "
+        "process, which holds a copy of tally_kept: the change cannot reach the caller's tally_kept",
+    ),
     "a stream only read": ("import io\nout = io.StringIO('x')\ndef f(a):\n    return a * len(out.getvalue())", None),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),

@@ -1,7 +1,8 @@
 """What an object among a copied chunk's arguments held before its samples ran, to tell after
 them whether the function changed it (on another process's copy, a change the caller misses).
 
-An object's state is its ``__getstate__()`` (its ``__dict__`` and slots; an ``nn.Module``'s
+An object's state is its ``__getstate__()`` (its ``__dict__`` and slots, all of them for a
+class of the user's, whatever its own ``__getstate__`` pickles; an ``nn.Module``'s
 parameters and buffers as the attributes they are read as; a partial's bound arguments),
 walked through dicts (their subclasses too), lists, tuples, deques and objects down to leaves
 kept as their values (an array's or a tensor's bytes, an array subclass's pickle, another
@@ -230,15 +231,21 @@ def _state(value: Any) -> dict[Any, Any] | None:
         for part in ("_parameters", "_buffers", "_modules"):
             state.update(state.pop(part, {}))
         return state
+    own = inspect.getattr_static(kind, "__getstate__", None)
+    # A class of the user's pickles what its own __getstate__ says (a tuple, some attributes
+    # left out), but its methods change every attribute: all of them compared, as object's gives them.
+    getstate: Any = (
+        object.__getstate__ if isinstance(own, types.FunctionType) and users_function(own) else kind.__getstate__
+    )
     try:
-        state = value.__getstate__()
+        pickled = getstate(value)
     except Exception:  # a __getstate__ that needs what only pickling gives it
         return None
-    if type(state) is tuple and len(state) == 2 and type(state[1]) is dict:  # (__dict__ or None, slots)
-        state = {**(state[0] or {}), **state[1]}
-    if state is None and type(own_dict(value)) is dict:
-        state = {}  # no attribute yet: what it gains may shadow a class default (self.calls += 1)
-    return state if type(state) is dict else None
+    if type(pickled) is tuple and len(pickled) == 2 and type(pickled[1]) is dict:  # (__dict__ or None, slots)
+        pickled = {**(pickled[0] or {}), **pickled[1]}
+    if pickled is None and type(own_dict(value)) is dict:
+        pickled = {}  # no attribute yet: what it gains may shadow a class default (self.calls += 1)
+    return pickled if type(pickled) is dict else None
 
 
 def held_through(value: Any) -> dict[str, Any] | None:
