@@ -77,6 +77,17 @@ def negated(values: np.ndarray) -> np.ndarray:
     return -values
 
 
+class TwoPartError(Exception):
+    """An exception whose ``__init__`` takes two arguments: unpickling it from its message fails."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+
+
+def failing_with_two_parts(values: np.ndarray) -> np.ndarray:
+    raise TwoPartError(3, "bad sample")
+
+
 def ragged_nonzero(x: np.ndarray) -> np.ndarray:
     return np.flatnonzero(x > 0.5)
 
@@ -268,6 +279,20 @@ with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as 
             "a script read from stdin), which a spawned worker cannot import to find it. Fix: define it in a "
             "module and import it"
         ), done.stderr[-2000:]
+
+    def test_a_sample_error_that_does_not_cross_back_is_raised_and_the_pool_still_works(
+        self, pool: CountingPool
+    ) -> None:
+        """An exception that does not unpickle broke the caller's pool; it comes back as a
+        RuntimeError with its type and message, the sample named, the pool still usable."""
+        with pytest.raises(RuntimeError) as info:
+            ac.batched(failing_with_two_parts, executor=pool, in_caller=False)(torch.ones(2, 2))
+        assert str(info.value) == "tests.test_executors.TwoPartError: 3: bad sample"
+        assert info.value.__notes__[0] == "autoconvert.batched(failing_with_two_parts): raised by sample 0 of 2"
+        assert info.value.__notes__[1].startswith(
+            "autoconvert.batched: the sample's TwoPartError does not cross back from the worker (TypeError: "
+        )
+        assert torch.equal(ac.batched(negated, executor=pool, in_caller=False)(torch.ones(2, 2)), -torch.ones(2, 2))
 
     def test_an_np_vectorize_called_before_crosses(self, pool: CountingPool) -> None:
         """Called once, an ``np.vectorize`` caches ufuncs, which do not pickle: it crosses without

@@ -764,9 +764,35 @@ def sent(fn: Callable[..., Any], *args: Any, by_value: bool = False) -> bytes:
 
 
 def run_sent(payload: bytes, *rest: Any) -> bytes:
-    """In the worker: ``fn(*args, *rest)`` of a ``sent`` payload, its result pickled to cross back."""
+    """In the worker: ``fn(*args, *rest)`` of a ``sent`` payload, its result pickled to cross back;
+    an exception that would not cross back (see ``_crossing_back``) raised as one that does."""
     fn, args = pickle.loads(payload)
-    return dumps(fn(*args, *rest))
+    try:
+        return dumps(fn(*args, *rest))
+    except Exception as e:
+        back = _crossing_back(e)
+        if back is e:
+            raise
+        raise back from None
+
+
+def _crossing_back(error: Exception) -> Exception:
+    """``error`` where it pickles and unpickles (the executor sends it back so); else a
+    RuntimeError with its type, message and notes: one that does not would break a process
+    pool (an exception whose ``__init__`` takes two arguments) or hide the sample's failure
+    behind a pickling error (one holding a lock)."""
+    try:
+        pickle.loads(pickle.dumps(error, pickle.HIGHEST_PROTOCOL))
+    except Exception as e:
+        back = RuntimeError(f"{type(error).__module__}.{type(error).__qualname__}: {error}")
+        for note in getattr(error, "__notes__", ()):
+            back.add_note(note)
+        back.add_note(
+            f"autoconvert.batched: the sample's {type(error).__name__} does not cross back from the worker "
+            f"({type(e).__name__}: {e}), so it is raised as a RuntimeError with its message"
+        )
+        return back
+    return error
 
 
 def received(data: bytes) -> Any:
