@@ -300,6 +300,23 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "the function changed tally_kept.n, in global tally_kept of module __main__, on a worker in the caller's "
         "process, which holds a copy of tally_kept: the change cannot reach the caller's tally_kept",
     ),
+    "a config making up its attributes, only read": (
+        "class Settings:\n    def __init__(self):\n        self.values = {'scale': 2.0}\n"
+        "    def __getattr__(self, name):\n        if name.startswith('__'):\n            raise AttributeError(name)\n"
+        "        return self.values[name]\nsettings = Settings()\ndef f(a):\n    return a * settings.scale",
+        None,
+    ),
+    "an inherited method held bound, counting": (
+        "class Base:\n    def __init__(self):\n        self.n = 0\n    def bump(self):\n        self.n += 1\n"
+        "class Keeper(Base):\n    pass\nbump = Keeper().bump\ndef f(a):\n    bump()\n    return a",
+        "the function changed bump.__self__.n, in global bump of module __main__, on a worker in the caller's "
+        "process, which holds a copy of bump: the change cannot reach the caller's bump",
+    ),
+    "a class statement's body reading a name it binds": (
+        "import threading\nlock = threading.Lock()\n"
+        "def f(a):\n    class Bag:\n        lock = 1\n        twice = lock * 2\n    return a * Bag.twice",
+        None,
+    ),
     "a stream only read": ("import io\nout = io.StringIO('x')\ndef f(a):\n    return a * len(out.getvalue())", None),
     "a config read through attributes": ("def f(a):\n    return a * config.scale", None),
     "a memo's new key": ("def f(a):\n    memo[a.sum()] = 1\n    return a", None),

@@ -1044,6 +1044,45 @@ def test_a_context_variable_the_samples_set_is_the_callers_or_refused(
         _DEPTH.reset(token)
 
 
+class _Tagging:
+    """A callable object counting its samples in a global context variable."""
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        _DEPTH.set(_DEPTH.get() + 1)
+        return a * 2
+
+
+def set_and_set_back(a: np.ndarray) -> np.ndarray:
+    """Sets a global context variable and sets it back to an equal value (no token)."""
+    _DEPTH.set(_DEPTH.get() + 1)
+    _DEPTH.set(_DEPTH.get() - 1)
+    return a * 2
+
+
+class _Inline(Executor):
+    """An executor running each task at once, in the caller's thread and context."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_what_sets_a_context_variable_on_threads_is_told_by_the_value_and_the_thread() -> None:
+    """A callable object's set is refused as a function's; a value set back to an equal one is
+    no change; an executor running the samples in the caller's thread sets the caller's."""
+    token = _DEPTH.set(10**9)  # a large int: equal values are other objects
+    try:
+        with pytest.raises(ValueError, match=r"^autoconvert\.batched\(_Tagging\): the function set context variable"):
+            ac.batched(_Tagging(), workers=2, in_caller=False)(_batch(ragged=False))
+        ac.batched(set_and_set_back, workers=2, in_caller=False)(_batch(ragged=False))
+        assert _DEPTH.get() == 10**9
+        ac.batched(set_a_context_variable, executor=_Inline(), in_caller=False)(_batch(ragged=False))
+        assert _DEPTH.get() == 10**9 + 12
+    finally:
+        _DEPTH.reset(token)
+
+
 def test_a_thread_locals_attribute_changed_on_a_process_pool_is_refused(runners: dict[str, dict[str, Any]]) -> None:
     """A worker process forked from the caller's thread holds a copy of its thread-local's
     attributes: a change to one is refused, never lost."""

@@ -20,6 +20,7 @@ import pathlib
 import pickle
 import sys
 import tempfile
+import threading
 import time
 import types
 import weakref
@@ -44,7 +45,18 @@ from ._reads import (
     reads_of,
 )
 from ._seeds import Seeds
-from ._states import BUILTIN_DATA, State, first_change, generator_at, is_array, leaf, snapshot, unwrapped
+from ._states import (
+    BUILTIN_DATA,
+    NOTHING,
+    State,
+    context_value,
+    first_change,
+    generator_at,
+    is_array,
+    leaf,
+    snapshot,
+    unwrapped,
+)
 from ._tensor_bytes import plain_tensor
 
 
@@ -200,8 +212,9 @@ class Chunk(NamedTuple):
     #: HERE in the caller's process; a copy where the chunk was pickled to another (see Origin).
     origin: Origin = HERE
     #: Where it runs in the caller's process in a context other than the caller's (a thread of a
-    #: pool, in a copy of it), in words; None in the caller's context, or another process.
-    context: str | None = None
+    #: pool, in a copy of it), in words, with the caller's thread (an executor may run it there,
+    #: in the caller's context); None in the caller's context, or another process.
+    context: tuple[str, int] | None = None
 
 
 #: How often a running chunk looks whether its map was cancelled: a Running file costs a
@@ -226,11 +239,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         handed, held, states = _containers_in(chunk)
         chunk, guarded = _guarded_chunk(chunk)
     results: list[Any] = []
-    in_process = chunk.origin.copied and os.getpid() == chunk.origin.caller  # a Dask worker thread: its own context
-    context = chunk.context or (chunk.origin.where() if in_process else None)
-    contexts = (
-        [(place, var, _value_read(var), context) for place, var in context_vars_named(chunk.fn)] if context else []
-    )
+    contexts = [(place, var, context_value(var)) for place, var in context_vars_named(chunk.fn)] if _off(chunk) else []
     try:
         if chunk.threads is None:
             _loop(chunk, columns, results)
@@ -244,9 +253,9 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
         raise
-    for place, var, was, where in contexts:
-        if _value_read(var) is not was:
-            raise _context_lost(chunk, place, var, where)
+    for place, var, was in contexts:
+        if _set_anew(was, context_value(var)):
+            raise _context_lost(chunk, place, var)
     if handed and changed(handed.values()):
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
@@ -494,7 +503,7 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
         return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
     what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
     named = reads.named(name)
-    if isinstance(reads, ReadGlobals) and reads.callers_class(name):
+    if isinstance(reads, ReadGlobals) and os.getpid() == chunk.origin.caller and reads.callers_class(name):
         by_reference = (
             f"define {named} in a module and import it (a module's class is sent by reference)"
             if reads.module == "__main__"
@@ -512,25 +521,32 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
     )
 
 
-def _context_lost(chunk: Chunk, place: str, var: contextvars.ContextVar[Any], where: str) -> ValueError:
-    """The refusal of a context variable's value set in a context other than the caller's (``where``)."""
+def _off(chunk: Chunk) -> bool:
+    """Whether the chunk runs in the caller's process in a context other than the caller's: a
+    thread of a pool (see Chunk.context), a Dask worker thread (a copy in the caller's process)."""
+    if chunk.context is not None:
+        return threading.get_ident() != chunk.context[1]
+    return chunk.origin.copied and os.getpid() == chunk.origin.caller
+
+
+def _set_anew(was: Any, now: Any) -> bool:
+    """Whether a context variable read ``was`` before a chunk and ``now`` after it was set to
+    another value: not where it is the same or an equal value (set up and back down), nor
+    where it had none (and no default) before, a lazy one's first value."""
+    if now is was or was is NOTHING:
+        return False
+    equal = leaf(now)
+    return equal is None or equal != leaf(was)
+
+
+def _context_lost(chunk: Chunk, place: str, var: contextvars.ContextVar[Any]) -> ValueError:
+    """The refusal of a context variable's value set in a context other than the caller's."""
+    where = chunk.context[0] if chunk.context is not None else chunk.origin.where()
     return ValueError(
         f"{chunk.label}: the function set context variable {var.name!r} ({place}) on {where}: the value stays in "
         "that context and cannot reach the caller's, as it does where the samples run sequentially. Fix: return "
         "what the function computes, or run the samples sequentially (no executor)"
     )
-
-
-def _value_read(var: contextvars.ContextVar[Any]) -> Any:
-    """A context variable's value as the function reads it (its default where none is set);
-    ``_NO_VALUE`` where it has neither."""
-    try:
-        return var.get()
-    except LookupError:
-        return _NO_VALUE
-
-
-_NO_VALUE = object()
 
 
 def _drew(chunk: Chunk, place: str) -> ValueError:
@@ -695,7 +711,9 @@ def _crossing(base: type) -> type:
             if parent is None:
                 return NotImplemented
             if type(obj) is memoryview and not obj.readonly:  # cloudpickle sends bytes, which take no writes
-                return _writable_view, (bytearray(obj.tobytes()), obj.format, obj.shape)
+                data, layout = bytearray(obj.tobytes()), (obj.format, obj.shape or ())
+                if _writable_view(data, *layout) is not None:
+                    return _writable_view, (data, *layout)
             reduced = parent(obj)
             if type(obj) is types.FunctionType:
                 _send_names_class_bodies_read(obj, reduced)
@@ -719,11 +737,17 @@ def _vectorize_again(state: dict[str, Any]) -> np.vectorize:
     return made
 
 
-def _writable_view(data: bytearray, form: str, shape: tuple[int, ...]) -> memoryview:
+def _writable_view(data: bytearray, form: str, shape: tuple[int, ...]) -> memoryview | None:
     """A writable memoryview of ``data`` as the one sent was laid out (a global ``view[0] = 1``
-    then changes the copy, which is compared, as a bytearray's change is)."""
+    then changes the copy, which is compared, as a bytearray's change is); None for a layout
+    a memoryview cannot be cast to (float16, big-endian, a structure), which crosses as bytes."""
     view: Any = memoryview(data)  # cast's overloads name each format
-    return view if (form, shape) == ("B", (len(data),)) else view.cast(form, shape)  # type: ignore[no-any-return]
+    if (form, shape) == ("B", (len(data),)):
+        return view  # type: ignore[no-any-return]
+    try:
+        return view.cast(form, shape)  # type: ignore[no-any-return]
+    except (TypeError, ValueError):
+        return None
 
 
 def _send_names_class_bodies_read(fn: types.FunctionType, reduced: Any) -> None:

@@ -172,7 +172,8 @@ class Threads:
         grad_mode = torch.is_grad_enabled()
         size = chunksize or chunk_size(samples.size - start, self.workers)
         chunks = _chunks(self.fn, samples, start, size, cancelled=cancelled, threads=None, sink=samples.sink)
-        chunks = [c._replace(context="a thread of the pool, in a copy of the caller's context") for c in chunks]
+        off = ("a thread of the pool, in a copy of the caller's context", threading.get_ident())
+        chunks = [c._replace(context=off) for c in chunks]
         context = contextvars.copy_context
         with capped(self.threads):  # process-wide: once around the map, not per thread
             futures = [self.pool.submit(context().run, _in_grad_mode, grad_mode, c, samples.sources) for c in chunks]
@@ -348,7 +349,7 @@ class Elsewhere:
         if self._crossing():
             return self.executor.submit(run_sent, sent(fn, chunk, by_value=self.by_value), *rest)
         in_a_thread = chunk._replace(
-            context="a worker of the executor in the caller's process, in a context of its own"
+            context=("a worker of the executor in the caller's process, in a context of its own", threading.get_ident())
         )
         return self.executor.submit(fn, in_a_thread, *rest)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import dis
 import functools
+import inspect
 import os
 import sys
 import types
@@ -176,22 +177,31 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
 
 
 def context_vars_named(fn: Any) -> list[tuple[str, contextvars.ContextVar[Any]]]:
-    """The context variables ``fn`` (through partials, bound methods and wrappers) names among
-    its module's globals, through the code of its module it reaches, each with where it is
-    (``global depth of module __main__``): the value a sample sets is its context's."""
+    """The context variables ``fn`` (through partials, bound methods, callable objects and
+    wrappers) names among its module's globals, through the code of its module it reaches (its
+    object's methods too: ``self.helper()``), each with where it is (``global depth of module
+    __main__``): the value a sample sets is its context's. None where its module holds none."""
+    carried: list[Any] = []
     for _ in range(16):
         if isinstance(fn, functools.partial):
+            carried += [*fn.args, *fn.keywords.values()]
             fn = fn.func
         elif isinstance(fn, types.MethodType):
+            carried.append(fn.__self__)
             fn = fn.__func__
         elif unwrapped(fn, 1) is not fn:
             fn = unwrapped(fn, 1)
+        elif not isinstance(fn, types.FunctionType) and isinstance(
+            inspect.getattr_static(type(fn), "__call__", None), types.FunctionType
+        ):
+            carried.append(fn)  # a callable object: its __call__ and its other methods
+            fn = type(fn).__call__
         else:
             break
-    if not users_function(fn):
+    if not users_function(fn) or not any(isinstance(v, contextvars.ContextVar) for v in fn.__globals__.values()):
         return []
     named = []
-    for namespace, names in _names(fn, False, []):
+    for namespace, names in _names(fn, False, [code for value in carried for code in _code_reached(value)]):
         reads = ReadGlobals(namespace, tuple(names))
         named += [(reads.place(n), namespace[n]) for n in names if isinstance(namespace.get(n), contextvars.ContextVar)]
     return named
@@ -250,13 +260,19 @@ def _names(
 
 @functools.lru_cache(maxsize=256)
 def names_class_bodies_read(code: types.CodeType) -> tuple[str, ...]:
-    """The names the bodies of the class statements inside ``code`` (nested ones too) read by
-    name: globals, where their class does not bind them."""
+    """The globals the bodies of the class statements inside ``code`` (nested ones too) read
+    by name: the names they load and do not bind themselves, dunders left out."""
     names: dict[str, None] = {}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names.update(dict.fromkeys(names_class_bodies_read(const)))
-            names.update((i.argval, None) for i in dis.get_instructions(const) if i.opname in _BY_NAME)
+            instructions = list(dis.get_instructions(const))
+            bound = {i.argval for i in instructions if i.opname == "STORE_NAME"}
+            names.update(
+                (i.argval, None)
+                for i in instructions
+                if i.opname in _BY_NAME and i.argval not in bound and not special(i.argval)
+            )
     return tuple(names)
 
 

@@ -95,6 +95,8 @@ _COLLECTING = (collections.Counter, collections.defaultdict)
 _RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator, random.Random)
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
 _LEAF_TYPES = (type(None), bool, int, str, bytes)
+#: What most states hold, which holds no state of its own: told apart at once.
+_STATELESS = frozenset({*_LEAF_TYPES, float, complex, np.ndarray, set, frozenset, bytearray})
 #: The leaf of ``None``: an attribute a lazy object fills on first use, so given a value is a cache filling.
 _UNSET = (type(None), None)
 
@@ -196,6 +198,8 @@ def _inner(value: Any) -> Mapping[Any, Any] | None:
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
+    if type(value) in _STATELESS:
+        return None
     through = held_through(value)
     if through is not None:
         return through
@@ -259,23 +263,22 @@ def held_through(value: Any) -> dict[str, Any] | None:
     kind = type(value)
     if kind is types.FunctionType:
         return function_state(value) if value.__closure__ and users_function(value) else None
-    if kind in (types.MethodType, types.BuiltinMethodType):
+    if kind in _BOUND_METHODS:  # its object, where it is one with state (log.append, log.__setitem__, keeper.bump)
         owner = getattr(value, "__self__", None)
-        return {"__self__": owner} if _changes_through_methods(owner) else None
+        return None if owner is None or isinstance(owner, (type, types.ModuleType)) else {"__self__": owner}
     if isinstance(value, weakref.ref):
         return {"__call__()": value()}
-    if isinstance(value, weakref.WeakSet):
-        return {"items": list(value)}
+    if isinstance(value, weakref.WeakSet):  # by identity: what it holds, in no order
+        return {"items": {id(item): item for item in value}}
     if isinstance(value, contextvars.ContextVar):  # its value in the context the function runs in, as read
-        with contextlib.suppress(LookupError):  # none yet, nor a default: set first, it is a lazy one's
-            return {"get()": value.get()}
-        return {}
+        now = context_value(value)
+        return {} if now is NOTHING else {"get()": now}  # none yet, nor a default: set first, a lazy one's
     if isinstance(value, threading.local):  # the running thread's attributes (its own __getattribute__ finds them)
         return dict(value.__dict__)
     if isinstance(value, (io.StringIO, io.BytesIO)):
         return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
-    frame = getattr(value, _FRAMES.get(kind, ""), None)
     if kind in _FRAMES:
+        frame = getattr(value, _FRAMES[kind])
         return {
             "position": None if frame is None else frame.f_lasti,
             "locals": {} if frame is None else dict(frame.f_locals),
@@ -283,19 +286,21 @@ def held_through(value: Any) -> dict[str, Any] | None:
     return None
 
 
+#: Bound methods: of Python code, of builtins, of slot wrappers.
+_BOUND_METHODS = frozenset({types.MethodType, types.BuiltinMethodType, types.MethodWrapperType})
+
+
+def context_value(var: contextvars.ContextVar[Any]) -> Any:
+    """A context variable's value as the function reads it (its default where none is set);
+    ``NOTHING`` where it has neither."""
+    try:
+        return var.get()
+    except LookupError:
+        return NOTHING
+
+
 #: Generators and coroutines, by the attribute holding their frame: where they stand and their locals.
 _FRAMES = {types.GeneratorType: "gi_frame", types.CoroutineType: "cr_frame", types.AsyncGeneratorType: "ag_frame"}
-
-
-def _changes_through_methods(owner: Any) -> bool:
-    """Whether a bound method's object is data its methods change: a builtin container or
-    stream, an array, a random generator, an object of a class of the user's (a library's
-    object keeps state of its own: its caches, its counters)."""
-    if owner is None or isinstance(owner, (type, types.ModuleType)):
-        return False
-    if isinstance(owner, (*BUILTIN_DATA, *_RANDOM)) or is_array(owner):
-        return True
-    return any(users_function(f) for f in vars(type(owner)).values() if type(f) is types.FunctionType)
 
 
 def function_state(fn: types.FunctionType) -> dict[str, Any]:
@@ -359,13 +364,13 @@ def unwrapped(value: Any, hops: int = 16) -> Any:
     through at most ``hops`` wrappers; ``value`` itself where it wraps nothing. An attribute
     ``__getattr__`` makes up (a config tree, an ``AttrDict``) is no wrapping."""
     for _ in range(hops):
-        if inspect.getattr_static(value, "__wrapped__", _NOTHING) is _NOTHING:
+        if inspect.getattr_static(value, "__wrapped__", NOTHING) is NOTHING:
             break
         value = value.__wrapped__
     return value
 
 
-_NOTHING = object()
+NOTHING = object()
 
 
 def _by_reference(value: Any) -> bool:

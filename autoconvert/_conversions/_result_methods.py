@@ -138,6 +138,7 @@ class ResultFields:
         self.stale: set[str] | None = None  # the attributes to look in for copies again; None: all
         self.kept: list[HeldCopy] = []  # those of ``copies``, all in one list
         self.handed: list[HeldCopy] = []  # the copies kept one state at the last call
+        self.receiving = False  # while the object its methods run on is made (see _receivers_within)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The converted result comes in the state, saved once it is memoised: unless its type
@@ -162,6 +163,7 @@ class ResultFields:
         self.followed, self.synced = _followed(given), None
         self.copies, self.met, self.placed, self.stale = {}, {}, Placed(), None
         self.kept, self.handed = [], []
+        self.receiving = False
 
     def receiver(self, side: ResultMethod) -> Any:
         """The object a method runs on, ``side`` telling a copy (``apart``) and converting a
@@ -645,7 +647,7 @@ class ResultFields:
         new.copies, new.met, new.placed = dict(self.copies), {n: list(m) for n, m in self.met.items()}, self.placed
         self.placed.also(new.met.values())  # one index for the copies, which hold one another's objects
         new.stale = None if self.stale is None else set(self.stale)
-        new.kept, new.handed = list(self.kept), []
+        new.kept, new.handed, new.receiving = list(self.kept), [], False
         new.synced = self.synced  # what its source's caller held at its last call: a change since is the copy's too
         # A shallow copy of its own, even where the methods ran on the original: what one's
         # methods set is not the other's, and both hold the same objects, as copy.copy's do.
@@ -2052,19 +2054,23 @@ def _holds_fields(value: Any) -> bool:
     return _fields_of(value) is not None
 
 
-def _receivers_within(value: Any, side: ResultMethod, into: dict[int, tuple[Any, Any]], depth: int) -> None:
+def _receivers_within(
+    value: Any, side: ResultMethod, into: dict[int, tuple[Any, Any]], depth: int, seen: set[int] | None = None
+) -> None:
     """Into ``into``, by identity: each converted result with methods that ``value``'s lists,
     tuples and dicts hold, ``depth`` deep, with the object its own methods run on, so that the
     object the outer methods run on holds that one (``self.items[1].bump()`` and
     ``self.total()`` see one record, as on the plain object). One whose object is being made
     (the outer result itself, one holding it) is left to the conversion."""
-    if depth == 0 or type(value) not in _WALKED_IN_ORDER:
+    seen = set() if seen is None else seen
+    if depth == 0 or type(value) not in _WALKED_IN_ORDER or id(value) in seen:
         return
+    seen.add(id(value))  # a list reached along two paths looked in once
     for item in value.values() if type(value) is dict else value:
         inner = _fields_of(item)
-        if inner is not None and not getattr(inner, "receiving", False) and id(item) not in into:
+        if inner is not None and not inner.receiving and id(item) not in into:
             into[id(item)] = (item, inner.receiver(side))
-        _receivers_within(item, side, into, depth - 1)
+        _receivers_within(item, side, into, depth - 1, seen)
 
 
 def _fields_of(value: Any) -> ResultFields | None:
@@ -2092,7 +2098,7 @@ def _fields_again(original: Any) -> ResultFields:
     node = node_for(type(original))
     assert isinstance(node, _MethodsNode)  # the node that made them, recognised again by the type
     fields = ResultFields.__new__(ResultFields)
-    fields.node, fields.original = node, original
+    fields.node, fields.original, fields.receiving = node, original, False
     return fields
 
 
