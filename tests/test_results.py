@@ -2419,6 +2419,46 @@ def test_records_a_method_hands_out_are_the_caller_s_and_the_next_method_sees_th
 
 
 @dataclasses.dataclass
+class Bud:
+    """A record with a method of its own."""
+
+    w: Any
+
+    def grow(self) -> Bud:
+        self.w = self.w + 1
+        return self
+
+
+@dataclasses.dataclass
+class Stem:
+    """A result whose method replaces a field by a new record pointing back at the result."""
+
+    w: Any
+    head: Bud
+
+    def nest(self) -> Bud:
+        self.head = Bud(self.w * 1)
+        self.head.owner = self  # type: ignore[attr-defined]
+        return self.head
+
+    def total(self) -> float:
+        return float(self.w.sum() + self.head.w.sum())
+
+
+@pytest.mark.parametrize(("route", "held"), _ROUTES_HELD)
+def test_a_new_record_pointing_back_at_the_result_leaves_the_next_method_working(route: str, held: str) -> None:
+    """``self.head = Bud(...); self.head.owner = self``, the record with a method of its own:
+    the next method raised RecursionError, each result making the other's object in turn."""
+    view, kind = _ALL_ROUTES[route]
+    wrap, unwrap = HELD[held]
+    r = unwrap(view(lambda a: wrap(Stem(a * 2.0, Bud(a + 3.0))))(_array([1.0, 2.0, 3.0], kind)))
+    head = r.nest()
+    assert head is r.head and head.owner is r
+    assert r.total() == 24.0
+    assert r.head.grow() is r.head and r.total() == 27.0
+
+
+@dataclasses.dataclass
 class Tree:
     """A result whose methods store objects pointing back at it inside its lists."""
 

@@ -619,7 +619,8 @@ class ResultFields:
         found = {}
         for name in self.nested:
             fields = _fields_of(attributes.get(name))
-            if fields is not None and fields is not self:  # self.me = self: the receiver made below
+            # self.me = self: the receiver made below; results holding each other: each one's made once
+            if fields is not None and fields is not self and not fields.receiving:
                 receiver = fields.receiver(side)
                 if receiver is not fields.original:
                     found[name] = receiver
