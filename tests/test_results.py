@@ -2458,6 +2458,21 @@ def test_a_new_record_pointing_back_at_the_result_leaves_the_next_method_working
     assert r.head.grow() is r.head and r.total() == 27.0
 
 
+def _stem(a: np.ndarray) -> Stem:
+    return Stem(a * 2.0, Bud(a + 3.0))
+
+
+@_UNPICKLING
+@pytest.mark.parametrize("again", [copy.deepcopy, lambda r: pickle.loads(pickle.dumps(r))], ids=["deepcopy", "pickled"])
+def test_a_copied_result_s_methods_share_under_copy_false(again: Callable[[Any], Any]) -> None:
+    """A ``copy=False`` result copied or unpickled: its methods' new arrays were refused with
+    a CopyError saying a float32 array must be cast to float32 (the copied call's CPU was no
+    longer the one CPU object the conversion tells "stays on the CPU" by)."""
+    r = again(ac.returns_tensor(ac.accepts_numpy(_stem), copy=False)(torch.tensor([1.0, 2.0, 3.0])))
+    head = r.nest()
+    assert head is r.head and type(head.w) is torch.Tensor and r.total() == 24.0
+
+
 @dataclasses.dataclass
 class Tree:
     """A result whose methods store objects pointing back at it inside its lists."""

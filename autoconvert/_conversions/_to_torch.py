@@ -163,6 +163,15 @@ class Target(NamedTuple):
     #: _mutations.Rebuilt): what it changes in them reaches the caller's. None: none are rebuilt.
     rebuilt: dict[int, tuple[Any, Any, Any]] | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Copied or unpickled (a result's methods keep their call's), its CPU the one CPU object
+        # again: the per-call path tells "stays on the CPU" by identity.
+        return _target_again, tuple(self)
+
+
+def _target_again(device: torch.device | None, *rest: Any) -> Target:
+    return Target(device if device is None else _devices.normal(device), *rest)
+
 
 def target(
     device: torch.device | None,
