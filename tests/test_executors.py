@@ -89,6 +89,31 @@ def failing_with_two_parts(values: np.ndarray) -> np.ndarray:
     raise TwoPartError(3, "bad sample")
 
 
+class Lenient:
+    """A config answering None for any attribute it lacks, dunders too: it pickles, and does
+    not unpickle (pickle finds a __reduce_ex__ hook of None)."""
+
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+    def __getattr__(self, name: str) -> None:
+        return None
+
+
+def scaled_by(values: np.ndarray, cfg: Lenient) -> np.ndarray:
+    return values * cfg.scale
+
+
+class Locked:
+    """An object holding a lock, whose bound method is mapped."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+    def read(self, values: np.ndarray) -> np.ndarray:
+        return values
+
+
 def ragged_nonzero(x: np.ndarray) -> np.ndarray:
     return np.flatnonzero(x > 0.5)
 
@@ -296,6 +321,22 @@ with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as 
             "autoconvert.batched: the sample's TwoPartError does not cross back from the worker (TypeError: "
         )
         assert torch.equal(ac.batched(negated, executor=pool, in_caller=False)(torch.ones(2, 2)), -torch.ones(2, 2))
+
+    def test_an_argument_that_does_not_unpickle_is_named(self, pool: CountingPool) -> None:
+        """It pickles, so the executor sends it; it fails where it arrives: named as one that
+        does not pickle, not the worker's raw error."""
+        with pytest.raises(pickle.PicklingError, match=r"^autoconvert\.batched\(scaled_by\): argument cfg does not "):
+            ac.batched(scaled_by, executor=pool, in_caller=False)(torch.ones(2, 2), Lenient())
+
+    def test_the_attribute_of_a_bound_methods_object_that_does_not_pickle_is_named(self, pool: CountingPool) -> None:
+        with pytest.raises(pickle.PicklingError) as info:
+            ac.batched(Locked().read, executor=pool, in_caller=False)
+        assert str(info.value) == (
+            "autoconvert.batched(Locked.read): executor= is a process pool, whose workers receive the function by "
+            "pickling, and self.lock does not pickle (TypeError: cannot pickle '_thread.RLock' object). Fix: make "
+            "the object pickle without it (leave it out in __getstate__ and make it again in __setstate__), or run "
+            "it on threads (workers=)"
+        )
 
     def test_an_np_vectorize_called_before_crosses(self, pool: CountingPool) -> None:
         """Called once, an ``np.vectorize`` caches ufuncs, which do not pickle: it crosses without

@@ -818,6 +818,8 @@ _BUMP_TWO = functools.partial(_KEPT_BY_A_PARTIAL.bump, 2)
 _DEPTH = contextvars.ContextVar("depth", default=0)
 _LOCAL = threading.local()
 _LOCAL.n = 0
+_TORCH_DRAWS = torch.Generator().manual_seed(0)
+_SEEDS = np.random.SeedSequence(0)
 _COUNTING = _calling(_counter())
 _STREAM = io.StringIO()
 _TICKS = _ticks()
@@ -881,6 +883,18 @@ def set_a_context_variable(a: np.ndarray) -> np.ndarray:
 def counted_in_a_thread_local(a: np.ndarray) -> np.ndarray:
     """Counts its samples in an attribute of a global thread-local."""
     _LOCAL.n += 1
+    return a * 2
+
+
+def drawn_from_a_torch_generator(a: np.ndarray) -> np.ndarray:
+    """Draws from a global torch generator."""
+    torch.rand(1, generator=_TORCH_DRAWS)
+    return a * 2
+
+
+def spawned_from_a_seed_sequence(a: np.ndarray) -> np.ndarray:
+    """Spawns a child of a global seed sequence."""
+    _SEEDS.spawn(1)
     return a * 2
 
 
@@ -962,6 +976,16 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         bumped_through_a_partial_of_a_method,
         lambda: _KEPT_BY_A_PARTIAL.n,
         "the function changed _BUMP_TWO.func.__self__.n, in global _BUMP_TWO of module tests.test_runners, on ",
+    ),
+    "draws from a torch generator": (
+        drawn_from_a_torch_generator,
+        lambda: _TORCH_DRAWS.get_state().tolist(),
+        "the function drew from global _TORCH_DRAWS of module tests.test_runners, a random generator, on ",
+    ),
+    "children spawned from a seed sequence": (
+        spawned_from_a_seed_sequence,
+        lambda: _SEEDS.n_children_spawned,
+        "the function drew from global _SEEDS of module tests.test_runners, a random generator, on ",
     ),
     "a write through a memoryview": (
         written_through_a_view,

@@ -790,7 +790,12 @@ def sent(fn: Callable[..., Any], *args: Any, by_value: bool = False) -> bytes:
 def run_sent(payload: bytes, *rest: Any) -> bytes:
     """In the worker: ``fn(*args, *rest)`` of a ``sent`` payload, its result pickled to cross back;
     an exception that would not cross back (see ``_crossing_back``) raised as one that does."""
-    fn, args = pickle.loads(payload)
+    try:
+        fn, args = pickle.loads(payload)
+    except Exception as e:  # its traceback (a recursion's, thousands deep) left here: some executors hang on it
+        raise pickle.UnpicklingError(
+            f"autoconvert.batched: what the map sent to the worker does not unpickle there ({type(e).__name__}: {e})"
+        ) from None
     try:
         return dumps(fn(*args, *rest))
     except Exception as e:

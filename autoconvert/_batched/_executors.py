@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -527,6 +528,14 @@ def _check_pickles(fn: Any, name: str) -> None:
     try:
         dumps(fn)
     except Exception as e:
+        held = _unpicklable_attribute(fn)
+        if held is not None:  # a bound method's object, a callable object: what it holds
+            raise pickle.PicklingError(
+                f"autoconvert.batched({name}): executor= is a process pool, whose workers receive the function by "
+                f"pickling, and {held} does not pickle ({type(e).__name__}: {e}). Fix: make the object pickle "
+                "without it (leave it out in __getstate__ and make it again in __setstate__), or run it on threads "
+                "(workers=)"
+            ) from e
         raise pickle.PicklingError(
             f"autoconvert.batched({name}): executor= is a process pool, whose workers receive the "
             f"function by pickling, and {name} does not pickle ({type(e).__name__}: {e}). Fix: define it "
@@ -575,6 +584,22 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
         ) from error
 
 
+def _unpicklable_attribute(fn: Any) -> str | None:
+    """The attribute of the object a method is bound to, or of a callable object, that does not
+    pickle, as the code reads it (``self.lock``); None where ``fn`` holds no such object, or
+    none of its attributes is the one."""
+    owner = fn.__self__ if isinstance(fn, types.MethodType) else None if isinstance(fn, types.FunctionType) else fn
+    attributes = getattr(owner, "__dict__", None)
+    if isinstance(owner, (type, types.ModuleType)) or not isinstance(attributes, dict):
+        return None
+    for key, value in attributes.items():
+        try:
+            dumps(value)
+        except Exception:
+            return f"self.{key}"
+    return None
+
+
 def _raised_pickling(error: Exception) -> bool:
     """Whether ``error`` was raised while pickling what a map sends (an object's own reducer:
     a TorchScript module's, a parametrized module's RuntimeError)."""
@@ -590,7 +615,11 @@ def _not_pickling(
     if id(value) in above:
         return None  # looked in already, further up
     try:
-        dumps(value, by_value=by_value)
+        # What pickles but does not unpickle too (a __getattr__ answering None); not by value, whose
+        # loading here would set the attributes of the caller's classes anew (cloudpickle's, found again).
+        sent = dumps(value, by_value=by_value)
+        if not by_value:
+            pickle.loads(sent)
     except Exception as e:
         node = node_for(type(value))
         if node is not None:

@@ -91,8 +91,17 @@ _WALKED_SEQUENCES = (list, tuple, collections.deque)
 #: Mappings that count or collect (``tally[label] += 1``): a key they gain is a change, not a
 #: cache filling.
 _COLLECTING = (collections.Counter, collections.defaultdict)
-#: Random generators, which move as they draw.
-_RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator, random.Random)
+#: Random generators, which move as they draw, and seed sequences, which move as they spawn.
+_RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator, np.random.SeedSequence, random.Random)
+
+
+def _random(value: Any) -> bool:
+    """Whether ``value`` is a random generator (torch's too, where torch is loaded) or a seed
+    sequence, which move as they draw or spawn."""
+    torch = sys.modules.get("torch")
+    return isinstance(value, _RANDOM) or (torch is not None and isinstance(value, torch.Generator))
+
+
 #: Leaves compared as they are: immutable, and equal exactly when their pickles are.
 _LEAF_TYPES = (type(None), bool, int, str, bytes)
 #: What most states hold, which holds no state of its own: told apart at once.
@@ -172,7 +181,7 @@ def generator_at(value: Any, below: list[KeyEntry]) -> int | None:
     """How many of ``below``'s keys lead from ``value`` (as ``first_change`` walked it) to a
     random generator the change is within; None where none is on the way."""
     for depth, key in enumerate(below):
-        if isinstance(value, _RANDOM):
+        if _random(value):
             return depth
         entries = _inner(value) or {}
         value = entries.get(
@@ -208,12 +217,16 @@ def _state(value: Any) -> dict[Any, Any] | None:
     if _by_reference(value):
         return None
     kind = type(value)
-    if isinstance(value, _RANDOM):  # by its position: a copy drawn from repeats the caller's draws
+    if _random(value):  # by its position: a copy drawn from repeats the caller's draws
         if isinstance(value, random.Random):
             return {"state": pickle.dumps(value.getstate())}
         if isinstance(value, np.random.RandomState):
             return {"state": value.get_state(legacy=False)}
-        return {"state": (value.bit_generator if isinstance(value, np.random.Generator) else value).state}
+        if isinstance(value, np.random.SeedSequence):  # spawn() moves it: a copy spawns the caller's children
+            return {"n_children_spawned": value.n_children_spawned}
+        if isinstance(value, (np.random.Generator, np.random.BitGenerator)):
+            return {"state": (value.bit_generator if isinstance(value, np.random.Generator) else value).state}
+        return {"state": leaf(value.get_state())}  # torch's
     wrapped = unwrapped(value, 1)
     if wrapped is not value:
         if kind.__module__.startswith("autoconvert."):
