@@ -25,7 +25,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -818,6 +818,20 @@ _BUMP_TWO = functools.partial(_KEPT_BY_A_PARTIAL.bump, 2)
 _DEPTH = contextvars.ContextVar("depth", default=0)
 _LOCAL = threading.local()
 _LOCAL.n = 0
+
+
+class _Registry:
+    """A class registering names through a class method held bound in a global."""
+
+    names: ClassVar[list[int]] = []
+
+    @classmethod
+    def register(cls, name: int) -> None:
+        cls.names.append(name)
+
+
+_REGISTER = _Registry.register
+_ACTIVE = {_Kept()}
 _TORCH_DRAWS = torch.Generator().manual_seed(0)
 _SEEDS = np.random.SeedSequence(0)
 _COUNTING = _calling(_counter())
@@ -883,6 +897,19 @@ def set_a_context_variable(a: np.ndarray) -> np.ndarray:
 def counted_in_a_thread_local(a: np.ndarray) -> np.ndarray:
     """Counts its samples in an attribute of a global thread-local."""
     _LOCAL.n += 1
+    return a * 2
+
+
+def counted_in_a_set_member(a: np.ndarray) -> np.ndarray:
+    """Counts in the objects a global set holds."""
+    for kept in _ACTIVE:
+        kept.n += 1
+    return a * 2
+
+
+def registered_through_a_bound_class_method(a: np.ndarray) -> np.ndarray:
+    """Registers each sample through a global bound class method."""
+    _REGISTER(int(a.sum()))
     return a * 2
 
 
@@ -976,6 +1003,16 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         bumped_through_a_partial_of_a_method,
         lambda: _KEPT_BY_A_PARTIAL.n,
         "the function changed _BUMP_TWO.func.__self__.n, in global _BUMP_TWO of module tests.test_runners, on ",
+    ),
+    "an object a global set holds": (
+        counted_in_a_set_member,
+        lambda: sum(kept.n for kept in _ACTIVE),
+        "the function changed _ACTIVE{_Kept}.n, in global _ACTIVE of module tests.test_runners, on ",
+    ),
+    "a class's list, through a global bound class method": (
+        registered_through_a_bound_class_method,
+        lambda: list(_Registry.names),
+        "the function changed _REGISTER.names, in global _REGISTER of module tests.test_runners, on ",
     ),
     "draws from a torch generator": (
         drawn_from_a_torch_generator,
@@ -1118,6 +1155,77 @@ def test_a_thread_locals_attribute_changed_on_a_process_pool_is_refused(runners:
         "tests.test_runners, on a worker of the process pool in another process, "
     ), info.value
     assert _LOCAL.n == 0
+
+
+class _Recorder:
+    """An argument object whose method remembers samples in a global list."""
+
+    def record(self, a: np.ndarray) -> None:
+        _SEEN.append(int(a.sum()))
+
+
+class _Track:
+    """An object an object array holds."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+
+
+def called_back(a: np.ndarray, callback: Callable[[np.ndarray], None]) -> np.ndarray:
+    callback(a)
+    return a * 2
+
+
+def recorded_by(a: np.ndarray, recorder: _Recorder) -> np.ndarray:
+    recorder.record(a)
+    return a * 2
+
+
+def hit_first(a: np.ndarray, tracks: np.ndarray) -> np.ndarray:
+    tracks[0].hits += 1
+    return a * 2
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+@pytest.mark.parametrize("through", ["a callback", "an argument object's method"])
+def test_what_code_among_the_arguments_changes_of_its_globals_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str, through: str
+) -> None:
+    """A callback among the arguments, or an argument object's method, changing a global of
+    its module: the caller's where the samples run in its process, refused on copies."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    fn, argument = (called_back, _remember) if through == "a callback" else (recorded_by, _Recorder())
+    before = list(_SEEN)
+    if where not in _COPIES or where == "Dask worker threads":
+        ac.batched(fn, **options)(_batch(ragged=False), argument)
+        assert len(_SEEN) == len(before) + 12
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(fn, **options)(_batch(ragged=False), argument)
+    assert str(info.value).startswith(
+        f"autoconvert.batched({fn.__name__}): the function changed global _SEEN of module tests.test_runners, on "
+        f"{_COPIES[where]}, "
+    ), info.value
+    assert before == _SEEN
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_an_object_an_object_array_argument_holds_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    tracks = np.array([_Track(), _Track()], dtype=object)
+    if where not in _COPIES:
+        ac.batched(hit_first, **options)(_batch(ragged=False), tracks)
+        assert tracks[0].hits == 12
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(hit_first, **options)(_batch(ragged=False), tracks)
+    assert str(info.value).startswith(
+        f"autoconvert.batched(hit_first): the function changed tracks[0].hits, in argument tracks[0], on "
+        f"{_COPIES[where]}, "
+    ), info.value
+    assert tracks[0].hits == 0
 
 
 def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners: dict[str, dict[str, Any]]) -> None:

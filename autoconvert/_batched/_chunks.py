@@ -335,6 +335,8 @@ def _located(chunk: Chunk, target: Any) -> tuple[str, str]:
     the function it calls (see _held_by_function), and whose it is there (``"argument"``)."""
     for root, value in _roots(chunk):
         keys = path_to(value, target)
+        if keys is None and type(value) is np.ndarray:
+            keys = _in_object_array(value, target)
         if keys is not None:
             return _path(chunk, [root, *keys]), "argument"
     for name, value, whose in _held_by_function(chunk.fn, chunk.origin):
@@ -344,6 +346,16 @@ def _located(chunk: Chunk, target: Any) -> tuple[str, str]:
     return "an argument", "argument"
 
 
+def _in_object_array(array: NDArray[Any], target: Any) -> list[KeyEntry] | None:
+    """Where an object array holds ``target`` (``[0]``, ``[1, 2]``); None where it does not."""
+    if not array.dtype.hasobject:
+        return None
+    for flat, item in enumerate(array.ravel().tolist()):
+        if item is target:
+            return [f"[{', '.join(str(int(i)) for i in np.unravel_index(flat, array.shape))}]"]
+    return None
+
+
 def _roots(chunk: Chunk) -> list[tuple[KeyEntry, Any]]:
     """The chunk's arguments, each with the key it is passed under."""
     return [(SequenceKey(i), a) for i, a in enumerate(chunk.args)] + [
@@ -351,17 +363,18 @@ def _roots(chunk: Chunk) -> list[tuple[KeyEntry, Any]]:
     ]
 
 
-def _held_by_function(fn: Any, origin: Origin) -> list[tuple[str, Any, str]]:
+def _held_by_function(fn: Any, origin: Origin, arguments: Sequence[Any] = ()) -> list[tuple[str, Any, str]]:
     """What the function a chunk calls carries to the workers with it, which its calls may
     change as they change their arguments: ``(name, value, whose)``: a bound method's object
     (``self``) or class, a callable object itself (``self``), a partial's bound arguments (by
     their parameters' names), what a function reads by name where it holds copies (see
     _reads: its captures, defaults and attributes, the module globals its code names), through
-    wrappers (``__wrapped__``, at most ``_FOLLOWED``)."""
+    wrappers (``__wrapped__``, at most ``_FOLLOWED``); ``arguments``: the chunk's, whose code
+    (a callback's, an object's methods) the function may run too."""
     from autoconvert._spec._signature import Parameters  # only where a function holds state
 
     held: list[tuple[str, Any, str]] = []
-    carried: list[Any] = []  # what it carries whose code it may run (see _reads.reads_of)
+    carried: list[Any] = [a for a in arguments if type(a) is not Batch]  # whose code it may run (see _reads.reads_of)
     for _ in range(_FOLLOWED):
         if isinstance(fn, functools.partial):
             params = Parameters(fn.func)
@@ -438,15 +451,20 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     held: dict[int, tuple[Any, Any]] = {}
     states: dict[int, tuple[Any, State]] = {}
     stack = [(value, False) for value in (*chunk.args, *chunk.kwargs.values())]
-    # What the function holds is compared whole: no view guards an array a partial bound.
-    stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn, chunk.origin)]
+    # What the function holds is compared whole: no view guards an array a partial bound. The code
+    # its arguments run (a callback, an argument object's methods) reads globals as its own does.
+    arguments = (*chunk.args, *chunk.kwargs.values())
+    stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn, chunk.origin, arguments)]
     while stack:
         value, contained = stack.pop()
         if type(value) in _MUTABLE_LEAVES or (contained and _written_array(value)):
             held[id(value)] = (value, leaf(value))
             continue
         if isinstance(value, np.ndarray):  # an argument itself: its data guarded instead (see _guarded_chunk)
+            if value.dtype.hasobject:  # but the objects an object array holds (tracks[0].hits += 1)
+                stack.extend((item, True) for item in value.ravel().tolist())
             continue
+
         node = node_for(type(value))
         if node is not None and id(value) not in records:
             rebuilt(records, value, value)
@@ -787,15 +805,17 @@ def sent(fn: Callable[..., Any], *args: Any, by_value: bool = False) -> bytes:
     return dumps((fn, args), by_value=by_value)
 
 
+#: How a worker says what it was sent does not unpickle there, for the caller to name the function.
+UNPICKLING_FAILED = "what the map sent to the worker does not unpickle there"
+
+
 def run_sent(payload: bytes, *rest: Any) -> bytes:
     """In the worker: ``fn(*args, *rest)`` of a ``sent`` payload, its result pickled to cross back;
     an exception that would not cross back (see ``_crossing_back``) raised as one that does."""
     try:
         fn, args = pickle.loads(payload)
     except Exception as e:  # its traceback (a recursion's, thousands deep) left here: some executors hang on it
-        raise pickle.UnpicklingError(
-            f"autoconvert.batched: what the map sent to the worker does not unpickle there ({type(e).__name__}: {e})"
-        ) from None
+        raise pickle.UnpicklingError(f"{UNPICKLING_FAILED} ({type(e).__name__}: {e})") from None
     try:
         return dumps(fn(*args, *rest))
     except Exception as e:

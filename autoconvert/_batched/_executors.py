@@ -46,6 +46,7 @@ from autoconvert._pickling import exported
 from ._caps import capped, per_worker
 from ._chunks import (
     HERE,
+    UNPICKLING_FAILED,
     Batch,
     Chunk,
     Origin,
@@ -570,6 +571,14 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
         if failure is None:
             continue
         where, e = failure
+        if label == "fn":  # the function itself, a bound method's object or class, a callable object
+            held = _unpicklable_attribute(fn) if by_value else None
+            raise pickle.PicklingError(
+                f"autoconvert.batched({name}): {held or name} does not pickle ({type(e).__name__}: {e}), and the "
+                "executor's workers receive the function by pickling (by value where no module of theirs holds it, "
+                "with its class and the globals it names). Fix: define it (its class) in a module and import it, "
+                "which sends it by reference, or run on threads (workers=)"
+            ) from error
         if label.startswith("global "):
             raise pickle.PicklingError(
                 f"autoconvert.batched({name}): {where} does not pickle ({type(e).__name__}: {e}), and the "
@@ -581,6 +590,13 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
             f"autoconvert.batched({name}): {where} does not pickle ({type(e).__name__}: {e}), and the "
             "executor's workers receive every argument by pickling. Fix: pass values that pickle "
             "(arrays, numbers, module-level functions), or run on threads (workers=)"
+        ) from error
+    if UNPICKLING_FAILED in str(error):  # pickles here, fails where it arrives: no culprit found by pickling
+        raise pickle.PicklingError(
+            f"autoconvert.batched({name}): {error}. The function's globals and arguments pickle, and one of them "
+            "does not unpickle on the workers (its __getattr__ or __setstate__ failing there). Fix: define the "
+            "function in a module and import it (it is sent by reference), pass values that unpickle, or run on "
+            "threads (workers=)"
         ) from error
 
 

@@ -21,7 +21,7 @@ import sys
 import types
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from autoconvert._pickling import holder_of
 
@@ -56,6 +56,8 @@ class ReadGlobals:
             value = namespace.get(name, _UNBOUND)
             if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module:
                 state[name] = attributes_of(value)
+            elif isinstance(value, types.MethodType) and _module_class(owner := value.__self__, self.module):
+                state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
             elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or held_through(value) is not None):
                 state[name] = value
             kind = type(value)
@@ -81,6 +83,11 @@ class ReadGlobals:
     def named(self, name: str) -> str:
         """``name`` as the code reads it."""
         return name
+
+
+def _module_class(value: Any, module: str) -> TypeGuard[type]:
+    """Whether ``value`` is a class of ``module`` (a class method's, bound to it)."""
+    return isinstance(value, type) and value.__module__ == module
 
 
 class Attributes:

@@ -131,11 +131,15 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     where all it held is there unchanged (entries added are no change)."""
     sequence = issubclass(before.kind, _WALKED_SEQUENCES)
     mapping = issubclass(before.kind, _DICTS)
-    now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
-    counted = sequence or issubclass(before.kind, _COLLECTING)
+    members = before.kind in _SET_KINDS
+    if members:
+        now = _members(value) or {}
+    else:
+        now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
+    counted = sequence or members or issubclass(before.kind, _COLLECTING)
     if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
         return []
-    if not (sequence or mapping):
+    if not (sequence or mapping or members):
         shadowing = next((key for key in now if key not in before.entries and _class_default(before.kind, key)), None)
         if shadowing is not None:  # self.calls += 1 over the class's calls = 0: a count, no cache filling
             return [GetAttrKey(str(shadowing))]
@@ -152,6 +156,8 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             entry = (
                 SequenceKey(key)
                 if sequence
+                else f"{{{type(now.get(key)).__name__}}}"  # a set's member: {Model}
+                if members
                 else MappingKey(key)
                 if mapping or not isinstance(key, str)
                 else GetAttrKey(key)
@@ -201,7 +207,19 @@ def _inner(value: Any) -> Mapping[Any, Any] | None:
     state; None for a leaf."""
     if isinstance(value, _DICTS):
         return value
+    if type(value) in _SET_KINDS:
+        return _members(value)
     return dict(enumerate(value)) if isinstance(value, _WALKED_SEQUENCES) else _state(value)
+
+
+#: Sets: by their members' identities where one has state of its own, else as a leaf.
+_SET_KINDS = frozenset({set, frozenset})
+
+
+def _members(value: Any) -> dict[int, Any] | None:
+    """A set's members by identity, where one has state of its own (``for m in active: m.calls
+    += 1``); None where all are plain values, compared as the set's leaf (by what it holds)."""
+    return {id(m): m for m in value} if any(type(m) not in _STATELESS for m in value) else None
 
 
 def _state(value: Any) -> dict[Any, Any] | None:
