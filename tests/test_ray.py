@@ -132,6 +132,15 @@ def test_samples_are_read_only_unless_the_call_copies_them(ray: Any) -> None:
         assert torch.equal(batch, before)
 
 
+def test_maps_whose_samples_all_fail_at_once_raise_without_aborting_the_caller(ray: Any) -> None:
+    """Every task of such a map fails as the first failure cancels the rest: a task cancelled
+    as it completes aborts the caller's process on Ray releases (a RAY_CHECK of its task
+    manager), which many maps in a row met."""
+    for _ in range(100):
+        with pytest.raises(ac.ReadOnlyError):
+            ac.batched(normalised, executor=ray, in_caller=False)(BATCH)
+
+
 def test_writes_are_refused_naming_the_option(ray: Any) -> None:
     message = (
         "autoconvert.batched(normalised): normalised writes into its arguments (writeback=True or out_params{}), "

@@ -104,10 +104,17 @@ def _chunk(payload: bytes, *sources: Window) -> bytes:
 
 def _cancel(ray: Any, refs: Sequence[Any]) -> None:
     """Cancel a map's tasks that have not finished (not started: never run; running:
-    interrupted before the next sample's Python code); return once none runs. A finished one
-    is left alone: cancelling a task as it completes aborts the caller's process on some Ray
-    releases (a RAY_CHECK of its task manager; ray-project/ray#54738)."""
-    _, running = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+    interrupted before the next sample's Python code); return once none runs. A task that
+    finishes as it is cancelled can abort the caller's process on Ray releases (a RAY_CHECK of
+    its task manager: ray-project/ray#54738, #54846), so a finished one is left alone, and so
+    is one that finishes within ``_CANCEL_GRACE_SECONDS`` (the samples of a map that all fail
+    at once fail together)."""
+    _, running = ray.wait(list(refs), num_returns=len(refs), timeout=_CANCEL_GRACE_SECONDS)
     for ref in running:
         ray.cancel(ref)
     ray.wait(list(refs), num_returns=len(refs))
+
+
+#: How long a failed map waits for its other tasks to finish on their own before cancelling
+#: those still running.
+_CANCEL_GRACE_SECONDS = 0.05
