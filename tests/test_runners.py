@@ -937,6 +937,32 @@ def stepped_in_a_chain_map(a: np.ndarray) -> np.ndarray:
     return a * 2
 
 
+def kept_by_a_forward_hook(a: np.ndarray) -> np.ndarray:
+    """Runs a global torch module whose forward hook keeps each output in a global list."""
+    with torch.no_grad():
+        _HOOKED(torch.ones(2))
+    return a * 2
+
+
+def _keep_output(module: torch.nn.Module, inputs: Any, output: torch.Tensor) -> None:
+    _OUTPUTS.append(float(output.sum()))
+
+
+_OUTPUTS: list[float] = []
+_HOOKED = torch.nn.Linear(2, 2)
+_HOOKED.register_forward_hook(_keep_output)
+
+
+def hit_in_an_object_array(a: np.ndarray) -> np.ndarray:
+    """Counts in an object a global two-dimensional object array holds."""
+    _GRID[0, 1].n += 1
+    return a * 2
+
+
+_GRID = np.empty((1, 2), dtype=object)
+_GRID[0, 0], _GRID[0, 1] = _Kept(), _Kept()
+
+
 def _captured_count(fn: Callable[[], None]) -> int:
     inner = fn.__closure__[0].cell_contents  # type: ignore[index]
     return inner.__closure__[0].cell_contents  # type: ignore[no-any-return]
@@ -1033,6 +1059,16 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         stepped_in_a_chain_map,
         lambda: _SETTINGS["steps"],
         "the function changed _SETTINGS['steps'], in global _SETTINGS of module tests.test_runners, on ",
+    ),
+    "a global list a global torch module's forward hook appends to": (
+        kept_by_a_forward_hook,
+        lambda: list(_OUTPUTS),
+        "the function changed global _OUTPUTS of module tests.test_runners, on ",
+    ),
+    "an object a global object array holds": (
+        hit_in_an_object_array,
+        lambda: _GRID[0, 1].n,
+        "the function changed _GRID[0, 1].n, in global _GRID of module tests.test_runners, on ",
     ),
     "a registry a class statement's descriptor fills": (
         registered_by_a_class_statement,
@@ -1247,6 +1283,56 @@ def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners:
     with pytest.raises(ValueError, match="the function wrote into global counts of module __main__, an array, on a "):
         ac.batched(namespace["counted"], **options)(_batch(ragged=False))
     assert namespace["counts"].tolist() == [0.0]
+
+
+_SCRIPT_HOLDING_OBJECTS = """
+import numpy as np
+import torch
+
+
+class Stat:
+    def __init__(self):
+        self.n = 0
+
+
+GRID = np.empty(2, dtype=object)
+GRID[0], GRID[1] = Stat(), Stat()
+OUTPUTS = []
+MODEL = torch.nn.Linear(2, 2)
+MODEL.register_forward_hook(lambda module, inputs, output: OUTPUTS.append(float(output.sum())))
+
+
+def counted(a):
+    GRID[0].n += 1
+    return a * 2
+
+
+def embedded(a):
+    with torch.no_grad():
+        MODEL(torch.ones(2))
+    return a * 2
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "changed"), [("counted", "GRID[0].n, in global GRID"), ("embedded", "global OUTPUTS")]
+)
+def test_what_a_script_function_sent_by_value_reaches_through_objects_is_compared(
+    runners: dict[str, dict[str, Any]], name: str, changed: str
+) -> None:
+    """A script's function sent by value reaches objects of the script's own classes (in an
+    object array), or a global list through a torch module's forward hook: their changes, on
+    a worker holding copies, are refused, never lost."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_HOLDING_OBJECTS, namespace)  # as a script defines them
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(namespace[name], **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        f"autoconvert.batched({name}): the function changed {changed} of module __main__, on a Dask worker in the "
+        "caller's process, "
+    ), info.value
+    assert namespace["GRID"][0].n == 0 and namespace["OUTPUTS"] == []
 
 
 _REGISTERING_MODULE = """

@@ -297,15 +297,17 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
     """The user's code ``value`` runs that may read globals: a function's (through decorators
     and partials: an ``lru_cache``'d helper), the methods (properties, cached properties too)
     of a class or of an object's class; and, ``depth`` levels down, the functions a dict, list or tuple holds (a table of
-    handlers), a function's or an object's attributes hold (a ``singledispatch`` function's
+    handlers; a torch module's hooks, in an ``OrderedDict``), a function's or an object's attributes hold (a ``singledispatch`` function's
     registry, ``np.vectorize``'s function, ``self.fn``), a partial binds."""
     if depth == 0:
         return []
-    if type(value) in _TABLES:
-        items = list(value.values() if isinstance(value, Mapping) else value)[:_HANDLERS_LOOKED_AT]
-        return [c for item in items if callable(item) for c in _code_reached(item, depth - 1)]
-    kind = value if isinstance(value, type) else type(value)
     reached = []
+    if isinstance(value, _TABLES):  # an OrderedDict too (a torch module's hooks)
+        items = list(value.values() if isinstance(value, Mapping) else value)[:_HANDLERS_LOOKED_AT]
+        reached += [c for item in items if callable(item) for c in _code_reached(item, depth - 1)]
+        if type(value) in _TABLES:
+            return reached
+    kind = value if isinstance(value, type) else type(value)
     if not isinstance(value, types.FunctionType):  # its class's methods, where they are the user's
         reached += [(f.__code__, f.__globals__) for f in methods_of(kind) if users_function(f)]
     if isinstance(value, functools.partial):
@@ -321,7 +323,7 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
     if not isinstance(value, type):
         attributes = own_dict(value)
         held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
-        reached += [c for v in held if callable(v) or type(v) in _TABLES for c in _code_reached(v, depth - 1)]
+        reached += [c for v in held if callable(v) or isinstance(v, _TABLES) for c in _code_reached(v, depth - 1)]
     return reached
 
 

@@ -132,11 +132,14 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     sequence = issubclass(before.kind, _WALKED_SEQUENCES)
     mapping = issubclass(before.kind, _DICTS)
     members = before.kind in _SET_KINDS
+    objects = before.kind is np.ndarray
     if members:
         now = _members(value) or {}
+    elif objects:
+        now = _object_items(value) or {}
     else:
         now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
-    counted = sequence or members or issubclass(before.kind, _COLLECTING)
+    counted = sequence or members or objects or issubclass(before.kind, _COLLECTING)
     if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
         return []
     if not (sequence or mapping or members):
@@ -155,7 +158,9 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         if below is not None:
             entry = (
                 SequenceKey(key)
-                if sequence
+                if sequence or (objects and type(key) is int)
+                else f"[{', '.join(map(str, key))}]"  # an object array's item: [1, 2]
+                if objects
                 else f"{{{type(now.get(key)).__name__}}}"  # a set's member: {Model}
                 if members
                 else MappingKey(key)
@@ -209,6 +214,8 @@ def _inner(value: Any) -> Mapping[Any, Any] | None:
         return value
     if type(value) in _SET_KINDS:
         return _members(value)
+    if type(value) is np.ndarray:
+        return _object_items(value)
     return dict(enumerate(value)) if isinstance(value, _WALKED_SEQUENCES) else _state(value)
 
 
@@ -220,6 +227,19 @@ def _members(value: Any) -> dict[int, Any] | None:
     """A set's members by identity, where one has state of its own (``for m in active: m.calls
     += 1``); None where all are plain values, compared as the set's leaf (by what it holds)."""
     return {id(m): m for m in value} if any(type(m) not in _STATELESS for m in value) else None
+
+
+def _object_items(array: np.ndarray) -> dict[Any, Any] | None:
+    """An object array's items by index (``(1, 2)`` where it has more than one dimension), where
+    one has state of its own (``REGISTRY[0].n += 1``); None for any other array, compared as its
+    leaf (by its bytes, or its pickle)."""
+    if not array.dtype.hasobject:
+        return None
+    items = array.ravel().tolist()
+    if all(type(item) in _STATELESS for item in items):
+        return None
+    keys = range(len(items)) if array.ndim == 1 else np.ndindex(array.shape)
+    return dict(zip(keys, items, strict=True))
 
 
 def _state(value: Any) -> dict[Any, Any] | None:
