@@ -594,6 +594,23 @@ def _partial_over_counts() -> tuple[Any, np.ndarray]:
     return functools.partial(bound_count, counts=counts), counts
 
 
+class OnlineModel:
+    """Learns from each sample by a scikit-learn estimator's ``partial_fit``, unfitted at first."""
+
+    def __init__(self) -> None:
+        linear_model = pytest.importorskip("sklearn.linear_model")
+        self.model = linear_model.SGDRegressor()
+
+    def learned(self, a: np.ndarray) -> np.ndarray:
+        self.model.partial_fit(a.reshape(1, -1), [float(a.sum())])
+        return a * 2
+
+
+def _online_model() -> tuple[Any, OnlineModel]:
+    online = OnlineModel()
+    return online.learned, online
+
+
 #: Callables that carry state to the workers: (make the callable and what it changes, read the change back,
 #: the start of the refusal where workers hold copies).
 _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], str]] = {
@@ -626,6 +643,11 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
         _counted_calls,
         lambda d: d.calls,
         "the function changed self.calls, in self, the callable object, on ",
+    ),
+    "an unfitted estimator's first partial_fit": (
+        _online_model,
+        lambda o: hasattr(o.model, "coef_"),
+        "the function changed self.model.coef_, in self, the object the method is bound to, on ",
     ),
     "a partial's bound array": (
         _partial_over_counts,

@@ -142,10 +142,13 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     counted = sequence or members or objects or issubclass(before.kind, _COLLECTING)
     if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
         return []
-    if not (sequence or mapping or members):
+    if not (sequence or mapping or members or objects):
         shadowing = next((key for key in now if key not in before.entries and _class_default(before.kind, key)), None)
         if shadowing is not None:  # self.calls += 1 over the class's calls = 0: a count, no cache filling
             return [GetAttrKey(str(shadowing))]
+        fitted = [key for key in now if key not in before.entries and _fitted(before.kind, key)]
+        if fitted:  # an estimator's first fit or partial_fit: what it learned, no cache filling
+            return [GetAttrKey(str(min(fitted)))]
     for key, was in before.entries.items():
         if key not in now:  # removed; or, where it was None, bound to code (a lazy import)
             below: list[KeyEntry] | None = None if was == _UNSET else []
@@ -177,6 +180,19 @@ def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
     in another sets it anew."""
     value = state[key]
     return type(value) is int and any(id(other) == value for k, other in state.items() if k != key)
+
+
+def _fitted(kind: type, name: Any) -> bool:
+    """Whether ``name`` is what an estimator learned, by scikit-learn's convention (``coef_``,
+    ``n_features_in_``: public, a trailing underscore, on an object with ``fit`` and
+    ``get_params``), which its first ``fit`` or ``partial_fit`` adds."""
+    return (
+        isinstance(name, str)
+        and name.endswith("_")
+        and not name.startswith("_")
+        and callable(getattr(kind, "fit", None))
+        and callable(getattr(kind, "get_params", None))
+    )
 
 
 def _class_default(kind: type, name: Any) -> bool:
