@@ -985,6 +985,16 @@ _GRID = np.empty((1, 2), dtype=object)
 _GRID[0, 0], _GRID[0, 1] = _Kept(), _Kept()
 
 
+def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
+    """Counts in the objects a global dict is keyed by."""
+    for kept in _NAMES:
+        kept.n += 1
+    return a * 2
+
+
+_NAMES = {_Kept(): "kept"}
+
+
 def _captured_count(fn: Callable[[], None]) -> int:
     inner = fn.__closure__[0].cell_contents  # type: ignore[index]
     return inner.__closure__[0].cell_contents  # type: ignore[no-any-return]
@@ -1086,6 +1096,11 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         kept_by_a_forward_hook,
         lambda: list(_OUTPUTS),
         "the function changed global _OUTPUTS of module tests.test_runners, on ",
+    ),
+    "an object a global dict is keyed by": (
+        counted_in_a_dict_key,
+        lambda: sum(kept.n for kept in _NAMES),
+        "the function changed _NAMES.keys(){_Kept}.n, in global _NAMES of module tests.test_runners, on ",
     ),
     "an object a global object array holds": (
         hit_in_an_object_array,

@@ -131,7 +131,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     where all it held is there unchanged (entries added are no change)."""
     sequence = issubclass(before.kind, _WALKED_SEQUENCES)
     mapping = issubclass(before.kind, _DICTS)
-    members = before.kind in _SET_KINDS
+    members = before.kind in _SET_KINDS or before.kind is _Keys
     objects = before.kind is np.ndarray
     if members:
         now = _members(value) or {}
@@ -139,7 +139,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         now = _object_items(value) or {}
     else:
         now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
-    counted = sequence or members or objects or issubclass(before.kind, _COLLECTING)
+    counted = sequence or (members and before.kind is not _Keys) or objects or issubclass(before.kind, _COLLECTING)
     if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
         return []
     if not (sequence or mapping or members or objects):
@@ -149,9 +149,15 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         fitted = [key for key in now if key not in before.entries and _fitted(before.kind, key)]
         if fitted:  # an estimator's first fit or partial_fit: what it learned, no cache filling
             return [GetAttrKey(str(min(fitted)))]
+    below: list[KeyEntry] | None
     for key, was in before.entries.items():
+        if key is _DICT_KEYS:  # the objects a dict is keyed by, by identity (keys gained or lost are its own entries)
+            below = first_change(was, _Keys(now))
+            if below is not None:
+                return [".keys()", *below]
+            continue
         if key not in now:  # removed; or, where it was None, bound to code (a lazy import)
-            below: list[KeyEntry] | None = None if was == _UNSET else []
+            below = None if was == _UNSET else []
         elif type(was) is State:
             below = first_change(was, now[key])
         elif was is None or was == _UNSET or leaf(now[key]) == was or _identity_of_a_neighbour(now, key):
@@ -172,6 +178,14 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             )
             return [entry, *below]
     return None
+
+
+class _Keys(frozenset[Any]):
+    """A dict's keys, whose objects are compared by their state as a set's members are."""
+
+
+#: The entry under which a dict's keys with state of their own are kept (``REG.keys(){Model}``).
+_DICT_KEYS = object()
 
 
 def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
@@ -472,7 +486,16 @@ def _entries(state: Mapping[Any, Any], seen: set[int]) -> dict[Any, Any]:
             entries[key] = State(type(value), _entries(inner, seen))
         else:  # a leaf; or met again (one list at two places), compared at its first: None, not compared
             entries[key] = None if inner is not None else leaf(value)
+    keys = _object_keys(state) if isinstance(state, dict) else None
+    if keys:  # objects a dict is keyed by, compared by their state (for m in registry: m.calls += 1)
+        entries[_DICT_KEYS] = State(_Keys, _entries(keys, seen))
     return entries
+
+
+def _object_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
+    """The keys of ``mapping`` that may have state of their own (no builtin: a string, a tuple of
+    them), by identity."""
+    return {id(k): k for k in mapping if type(k).__module__ != "builtins"}
 
 
 def is_array(value: Any) -> bool:
