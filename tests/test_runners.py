@@ -1372,6 +1372,29 @@ def test_what_a_script_function_sent_by_value_reaches_through_objects_is_compare
     assert namespace["GRID"][0].n == 0 and namespace["OUTPUTS"] == []
 
 
+@pytest.mark.parametrize(
+    ("weights", "read"),
+    [
+        (memoryview(np.array([1.0, 2.0])).toreadonly(), "WEIGHTS[1]"),
+        (memoryview(np.array([1.0, 2.0])), "WEIGHTS[1]"),
+        (memoryview(np.array([1.0, 2.0], dtype=np.float16)), "float(np.asarray(WEIGHTS)[1])"),
+        (memoryview(np.array([1.0, 2.0], dtype=">f8")), "float(np.asarray(WEIGHTS)[1])"),
+    ],
+    ids=["read-only float64", "writable float64", "float16", "big-endian"],
+)
+def test_a_memoryview_a_script_function_reads_arrives_laid_out_as_it_is(
+    runners: dict[str, dict[str, Any]], weights: memoryview, read: str
+) -> None:
+    """cloudpickle sends a memoryview as its bytes (``view[1]`` then the second byte): it arrives
+    laid out as it is, read-only or writable, whatever its format, so the samples read what they
+    read sequentially."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "np": np, "WEIGHTS": weights}
+    exec(f"def weighted(a):\n    return a * {read}", namespace)  # as a script defines it
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    out = ac.batched(namespace["weighted"], **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+
+
 _REGISTERING_MODULE = """
 class Registry(type):
     names = []

@@ -728,10 +728,10 @@ def _crossing(base: type) -> type:
             parent = getattr(super(), "reducer_override", None)
             if parent is None:
                 return NotImplemented
-            if type(obj) is memoryview and not obj.readonly:  # cloudpickle sends bytes, which take no writes
-                data, layout = bytearray(obj.tobytes()), (obj.format, obj.shape or ())
-                if _writable_view(data, *layout) is not None:
-                    return _writable_view, (data, *layout)
+            if type(obj) is memoryview:  # cloudpickle sends bytes: neither its layout nor its writes
+                recipe = _view_recipe(obj)
+                if recipe is not None:
+                    return recipe
             reduced = parent(obj)
             if type(obj) is types.FunctionType:
                 _send_names_class_bodies_read(obj, reduced)
@@ -755,10 +755,30 @@ def _vectorize_again(state: dict[str, Any]) -> np.vectorize:
     return made
 
 
-def _writable_view(data: bytearray, form: str, shape: tuple[int, ...]) -> memoryview | None:
-    """A writable memoryview of ``data`` as the one sent was laid out (a global ``view[0] = 1``
-    then changes the copy, which is compared, as a bytearray's change is); None for a layout
-    a memoryview cannot be cast to (float16, big-endian, a structure), which crosses as bytes."""
+def _view_recipe(view: memoryview) -> tuple[Any, tuple[Any, ...]] | None:
+    """How a memoryview crosses as it is: its bytes (writable where it is: a global ``view[0] =
+    1`` then changes the copy, which is compared, as a bytearray's change is) laid out as it is,
+    by a cast, or by NumPy where a memoryview cannot be cast to its format (float16,
+    big-endian); None where neither can (a released view, a structure), which crosses as bytes."""
+    try:
+        data: bytes | bytearray = view.tobytes() if view.readonly else bytearray(view.tobytes())
+    except ValueError:  # released
+        return None
+    form, shape = view.format, view.shape or ()
+    if _view_again(data, form, shape, None) is not None:
+        return _view_again, (data, form, shape, None)
+    try:
+        dtype = np.asarray(view).dtype
+    except (TypeError, ValueError, NotImplementedError):
+        return None
+    return _view_again, (data, form, shape, dtype)
+
+
+def _view_again(data: bytes | bytearray, form: str, shape: tuple[int, ...], dtype: Any) -> memoryview | None:
+    """A memoryview of ``data`` laid out as ``form`` and ``shape`` (through an array of
+    ``dtype`` where one is given); None where a cast cannot lay it out."""
+    if dtype is not None:
+        return memoryview(np.frombuffer(data, dtype).reshape(shape))  # type: ignore[arg-type]
     view: Any = memoryview(data)  # cast's overloads name each format
     if (form, shape) == ("B", (len(data),)):
         return view  # type: ignore[no-any-return]
