@@ -985,6 +985,60 @@ _GRID = np.empty((1, 2), dtype=object)
 _GRID[0, 0], _GRID[0, 1] = _Kept(), _Kept()
 
 
+def learned_by_backward(a: np.ndarray) -> np.ndarray:
+    """Fills (then accumulates) a global parameter's gradient by backward()."""
+    (_WEIGHT * torch.tensor(a)).sum().backward()
+    return a * 2
+
+
+_WEIGHT = torch.nn.Parameter(torch.ones(2))
+
+
+def _counting_calls(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """A decorator counting calls in its wrapper's own attribute (the wrapper captures itself)."""
+
+    @functools.wraps(fn)
+    def wrapper(a: np.ndarray) -> np.ndarray:
+        wrapper.calls += 1  # type: ignore[attr-defined]
+        return fn(a)
+
+    wrapper.calls = 0  # type: ignore[attr-defined]
+    return wrapper
+
+
+@_counting_calls
+def _counted_helper(a: np.ndarray) -> np.ndarray:
+    return a * 2
+
+
+def doubled_by_a_counted_helper(a: np.ndarray) -> np.ndarray:
+    """Calls a helper whose decorator counts its calls."""
+    return _counted_helper(a)
+
+
+class _CountingParametrization(torch.nn.Module):
+    """A parametrization counting the forwards it takes part in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return weight
+
+
+def run_through_a_parametrized_module(a: np.ndarray) -> np.ndarray:
+    """Runs a global module whose weight's parametrization counts its calls."""
+    with torch.no_grad():
+        _PARAMETRIZED(torch.ones(2))
+    return a * 2
+
+
+_PARAMETRIZED = torch.nn.Linear(2, 2)
+torch.nn.utils.parametrize.register_parametrization(_PARAMETRIZED, "weight", _CountingParametrization())
+
+
 def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
     """Counts in the objects a global dict is keyed by."""
     for kept in _NAMES:
@@ -1096,6 +1150,22 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         kept_by_a_forward_hook,
         lambda: list(_OUTPUTS),
         "the function changed global _OUTPUTS of module tests.test_runners, on ",
+    ),
+    "a global parameter's gradient, by backward()": (
+        learned_by_backward,
+        lambda: None if _WEIGHT.grad is None else _WEIGHT.grad.tolist(),
+        "the function changed _WEIGHT.grad, in global _WEIGHT of module tests.test_runners, on ",
+    ),
+    "a counting decorator's attribute, on a helper the function calls": (
+        doubled_by_a_counted_helper,
+        lambda: _counted_helper.calls,  # type: ignore[attr-defined]
+        "the function changed _counted_helper.calls, in global _counted_helper of module tests.test_runners, on ",
+    ),
+    "a parametrization's state, of a global module": (
+        run_through_a_parametrized_module,
+        lambda: _PARAMETRIZED.parametrizations.weight[0].calls,
+        "the function changed _PARAMETRIZED.parametrizations.weight.0.calls, in global _PARAMETRIZED of module "
+        "tests.test_runners, on ",
     ),
     "an object a global dict is keyed by": (
         counted_in_a_dict_key,

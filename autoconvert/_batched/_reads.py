@@ -31,7 +31,7 @@ from ._states import (
     captured,
     data_defaults,
     function_state,
-    held_through,
+    holds_through,
     own_dict,
     special,
     unwrapped,
@@ -58,7 +58,7 @@ class ReadGlobals:
                 state[name] = attributes_of(value)
             elif isinstance(value, types.MethodType) and _module_class(owner := value.__self__, self.module):
                 state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
-            elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or held_through(value) is not None):
+            elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or holds_through(value)):
                 state[name] = value
             kind = type(value)
             if kind is not type and kind.__module__ == self.module:  # type(obj).count += 1, a property's, a metaclass's

@@ -163,7 +163,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         elif was is None or was == _UNSET or leaf(now[key]) == was or _identity_of_a_neighbour(now, key):
             below = None  # nothing to compare, an attribute None until first use (Delaunay's _transform), unchanged
         else:
-            below = []
+            below = [GetAttrKey("grad")] if _gradient_alone(was, now[key]) else []
         if below is not None:
             entry = (
                 SequenceKey(key)
@@ -186,6 +186,12 @@ class _Keys(frozenset[Any]):
 
 #: The entry under which a dict's keys with state of their own are kept (``REG.keys(){Model}``).
 _DICT_KEYS = object()
+
+
+def _gradient_alone(was: Any, value: Any) -> bool:
+    """Whether of a tensor (a parameter) only its gradient changed since its leaf ``was``
+    (``backward()`` filled or accumulated it)."""
+    return is_array(value) and type(was) is tuple and len(was) == 4 and leaf(value)[:3] == was[:3]
 
 
 def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
@@ -282,6 +288,15 @@ def _state(value: Any) -> dict[Any, Any] | None:
         return through
     if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
         return None
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.nn.Module) and unwrapped(value, 1) is value:
+        # Its parameters, buffers and submodules as the attributes a user reads them as
+        # (m.running_mean); one that does not pickle too (a parametrized one), which a forked
+        # worker holds a copy of all the same.
+        state = dict(vars(value))
+        for part in ("_parameters", "_buffers", "_modules"):
+            state.update(state.pop(part, {}))
+        return state
     if _by_reference(value):
         return None
     kind = type(value)
@@ -308,14 +323,7 @@ def _state(value: Any) -> dict[Any, Any] | None:
         # else a decorator written as a class, a proxy: its own state, what it wraps among it
     if isinstance(value, functools.partial):  # what it binds (its function is code, but a bound method's object)
         bound = {"args": value.args, "keywords": value.keywords}
-        return bound if held_through(value.func) is None else {**bound, "func": value.func}
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.nn.Module):
-        # Its parameters, buffers and submodules as the attributes a user reads them as (m.running_mean).
-        state = dict(vars(value))
-        for part in ("_parameters", "_buffers", "_modules"):
-            state.update(state.pop(part, {}))
-        return state
+        return {**bound, "func": value.func} if holds_through(value.func) else bound
     own = inspect.getattr_static(kind, "__getstate__", None)
     # A class of the user's pickles what its own __getstate__ says (a tuple, some attributes
     # left out), but its methods change every attribute: all of them compared, as object's gives them.
@@ -367,6 +375,14 @@ def held_through(value: Any) -> dict[str, Any] | None:
     return None
 
 
+def holds_through(value: Any) -> bool:
+    """Whether ``held_through(value)`` has something, told without walking a closure's
+    captures: a closure may capture itself (``wrapper.calls += 1`` inside ``wrapper``)."""
+    if type(value) is types.FunctionType:
+        return bool(value.__closure__) and users_function(value)
+    return held_through(value) is not None
+
+
 #: Bound methods: of Python code, of builtins, of slot wrappers.
 _BOUND_METHODS = frozenset({types.MethodType, types.BuiltinMethodType, types.MethodWrapperType})
 
@@ -390,7 +406,7 @@ def function_state(fn: types.FunctionType) -> dict[str, Any]:
     user's it captured by what that holds in turn)."""
     state = {k: v for k, v in vars(fn).items() if not special(k) and not isinstance(v, CODE)}
     state.update(data_defaults(fn))
-    state.update((k, v) for k, v in captured(fn).items() if not isinstance(v, BY_REFERENCE) or held_through(v))
+    state.update((k, v) for k, v in captured(fn).items() if not isinstance(v, BY_REFERENCE) or holds_through(v))
     return state
 
 
@@ -536,7 +552,9 @@ def leaf(value: Any) -> Any:
             raw = data.numpy().tobytes()
         except (TypeError, RuntimeError):  # a dtype NumPy lacks (bfloat16), a conjugate or negative view
             raw = data.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        return value.dtype, value.shape, raw
+        # A leaf's gradient too (a parameter's, which backward() fills or accumulates).
+        grad = value.grad if value.requires_grad and value.is_leaf else None
+        return value.dtype, value.shape, raw, None if grad is None else leaf(grad)
     if isinstance(value, np.generic) and not value.dtype.hasobject:
         return kind, value.tobytes()
     if kind.__module__ != "builtins":
