@@ -1039,6 +1039,20 @@ _PARAMETRIZED = torch.nn.Linear(2, 2)
 torch.nn.utils.parametrize.register_parametrization(_PARAMETRIZED, "weight", _CountingParametrization())
 
 
+class Tagged(np.ndarray):
+    """An array subclass whose attributes NumPy's pickle leaves out."""
+
+
+def counted_on_a_tagged_array(a: np.ndarray) -> np.ndarray:
+    """Counts in an attribute of a global array subclass."""
+    _TAGGED.meta["n"] += 1
+    return a * 2
+
+
+_TAGGED = np.zeros(2).view(Tagged)
+_TAGGED.meta = {"n": 0}  # type: ignore[attr-defined]
+
+
 def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
     """Counts in the objects a global dict is keyed by."""
     for kept in _NAMES:
@@ -1166,6 +1180,11 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         lambda: _PARAMETRIZED.parametrizations.weight[0].calls,
         "the function changed _PARAMETRIZED.parametrizations.weight.0.calls, in global _PARAMETRIZED of module "
         "tests.test_runners, on ",
+    ),
+    "an attribute of a global array subclass": (
+        counted_on_a_tagged_array,
+        lambda: _TAGGED.meta["n"],  # type: ignore[attr-defined]
+        "the function changed _TAGGED.meta['n'], in global _TAGGED of module tests.test_runners, on ",
     ),
     "an object a global dict is keyed by": (
         counted_in_a_dict_key,

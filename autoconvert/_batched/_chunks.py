@@ -49,6 +49,7 @@ from ._states import (
     BUILTIN_DATA,
     NOTHING,
     State,
+    attributes_dropped_by_pickle,
     context_value,
     first_change,
     generator_at,
@@ -678,24 +679,13 @@ def _loop(chunk: Chunk, columns: list[Any], results: list[Any]) -> None:
 # ``run_sent(sent(run, chunk), *rest)`` and reads each result with ``received``.
 
 
-#: The methods by which a class pickles itself: an array subclass defining none is pickled by ndarray's.
-_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
-
-
 def _keeping_state(obj: Any) -> tuple[Any, ...] | None:
-    """The reduction of an array subclass whose mask or unit lives in its ``__dict__`` and whose
-    class leaves pickling to ndarray's, which drops the ``__dict__`` (astropy's ``Masked``):
-    its data, class and ``__dict__``. None for any other value."""
-    kind = type(obj)
-    if kind is np.ndarray or not isinstance(obj, np.ndarray) or not getattr(obj, "__dict__", None):
+    """The reduction of an array subclass holding attributes whose class leaves pickling to
+    ndarray's, which drops them (astropy's ``Masked``: its mask; a user's ``TAG.meta``): its
+    data, class and ``__dict__``. None for any other value."""
+    if not attributes_dropped_by_pickle(obj):
         return None
-    own = kind.__mro__[: kind.__mro__.index(np.ndarray)]  # the subclass and its bases below ndarray
-    if any(name in vars(base) for base in own for name in _PICKLING):
-        return None
-    carried = [getattr(obj, name, None) for name in ("mask", "unit", "units")]
-    if all(value is None or callable(value) for value in carried):
-        return None
-    return _with_state, (np.ndarray.view(obj, np.ndarray), kind, dict(vars(obj)))
+    return _with_state, (np.ndarray.view(obj, np.ndarray), type(obj), dict(vars(obj)))
 
 
 def _with_state(data: NDArray[Any], kind: type, state: dict[str, Any]) -> Any:

@@ -278,6 +278,20 @@ def _object_items(array: np.ndarray) -> dict[Any, Any] | None:
     return dict(zip(keys, items, strict=True))
 
 
+def attributes_dropped_by_pickle(value: Any) -> bool:
+    """Whether ``value`` is an array subclass holding attributes (astropy's mask, a user's
+    ``TAG.meta``) whose class leaves pickling to ndarray's, which drops them."""
+    kind = type(value)
+    if kind is np.ndarray or not isinstance(value, np.ndarray) or not own_dict(value):
+        return False
+    own = kind.__mro__[: kind.__mro__.index(np.ndarray)]  # the subclass and its bases below ndarray
+    return not any(name in vars(base) for base in own for name in _PICKLING_METHODS)
+
+
+#: The methods by which a class pickles itself: an array subclass defining none is pickled by ndarray's.
+_PICKLING_METHODS = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
+
+
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
@@ -286,6 +300,8 @@ def _state(value: Any) -> dict[Any, Any] | None:
     through = held_through(value)
     if through is not None:
         return through
+    if attributes_dropped_by_pickle(value):  # its attributes (TAG.meta) and its data, compared as it is
+        return {**vars(value), "__array__()": np.ndarray.view(value, np.ndarray)}
     if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
         return None
     torch = sys.modules.get("torch")
