@@ -15,6 +15,7 @@ import functools
 import importlib
 import importlib.util
 import io
+import logging
 import multiprocessing
 import pathlib
 import pickle
@@ -1053,6 +1054,49 @@ _TAGGED = np.zeros(2).view(Tagged)
 _TAGGED.meta = {"n": 0}  # type: ignore[attr-defined]
 
 
+class _KeepingHandler(logging.Handler):
+    """A logging handler keeping each message in its own list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+class _ListingHandler(logging.Handler):
+    """A logging handler keeping each message in a global list."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _LOGGED.append(record.getMessage())
+
+
+def logged(a: np.ndarray) -> np.ndarray:
+    """Logs each sample to a logger whose handler keeps the messages."""
+    _LOGGER.info("sample %s", a.sum())
+    return a * 2
+
+
+def listed(a: np.ndarray) -> np.ndarray:
+    """Logs each sample to a logger whose handler lists the messages in a global list."""
+    _LISTING_LOGGER.info("sample %s", a.sum())
+    return a * 2
+
+
+def _logger(name: str, handler: logging.Handler) -> logging.Logger:
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.addHandler(handler)
+    return logger
+
+
+_LOGGED: list[str] = []
+_LOGGER = _logger("tests.test_runners.kept", _KeepingHandler())
+_LISTING_LOGGER = _logger("tests.test_runners.listed", _ListingHandler())
+
+
 def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
     """Counts in the objects a global dict is keyed by."""
     for kept in _NAMES:
@@ -1185,6 +1229,16 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         counted_on_a_tagged_array,
         lambda: _TAGGED.meta["n"],  # type: ignore[attr-defined]
         "the function changed _TAGGED.meta['n'], in global _TAGGED of module tests.test_runners, on ",
+    ),
+    "a global list a logging handler of the user's appends to": (
+        listed,
+        lambda: list(_LOGGED),
+        "the function changed global _LOGGED of module tests.test_runners, on ",
+    ),
+    "the messages a logging handler of the user's keeps": (
+        logged,
+        lambda: list(_LOGGER.handlers[0].messages),  # type: ignore[attr-defined]
+        "the function changed _LOGGER.handlers[0].messages, in global _LOGGER of module tests.test_runners, on ",
     ),
     "an object a global dict is keyed by": (
         counted_in_a_dict_key,

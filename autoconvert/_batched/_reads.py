@@ -16,6 +16,7 @@ import contextvars
 import dis
 import functools
 import inspect
+import logging
 import os
 import sys
 import types
@@ -37,6 +38,7 @@ from ._states import (
     unwrapped,
     users_file,
     users_function,
+    users_handlers,
 )
 
 
@@ -320,6 +322,8 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
         reached.append((inner.__code__, inner.__globals__))
         captures = captured(inner).values()  # a closure's captured closures (a handler's handler)
         reached += [c for v in captures if callable(v) for c in _code_reached(v, depth - 1)]
+    if isinstance(value, logging.Logger):  # what its records reach: its handlers' emit
+        reached += [c for handler in users_handlers(value) for c in _code_reached(handler, depth - 1)]
     if not isinstance(value, type):
         attributes = own_dict(value)
         held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []

@@ -25,6 +25,7 @@ import contextvars
 import functools
 import inspect
 import io
+import logging
 import os
 import pickle
 import random
@@ -380,6 +381,8 @@ def held_through(value: Any) -> dict[str, Any] | None:
         return {} if now is NOTHING else {"get()": now}  # none yet, nor a default: set first, a lazy one's
     if isinstance(value, threading.local):  # the running thread's attributes (its own __getattribute__ finds them)
         return dict(value.__dict__)
+    if isinstance(value, logging.Logger):  # the handlers of the user's classes its records reach
+        return {"handlers": users_handlers(value)}
     if isinstance(value, (io.StringIO, io.BytesIO)):
         return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
     if kind in _FRAMES:
@@ -397,6 +400,18 @@ def holds_through(value: Any) -> bool:
     if type(value) is types.FunctionType:
         return bool(value.__closure__) and users_function(value)
     return held_through(value) is not None
+
+
+def users_handlers(logger: logging.Logger) -> list[logging.Handler]:
+    """The handlers of classes of the user's code a record logged to ``logger`` reaches: its
+    own and its ancestors' while they propagate (a handler keeping records in a list). The
+    library's (a stream's, a file's) write where they are and keep nothing to compare."""
+    handlers: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers += [h for h in current.handlers if users_function(getattr(type(h), "emit", None))]
+        current = current.parent if current.propagate else None
+    return handlers
 
 
 #: Bound methods: of Python code, of builtins, of slot wrappers.
