@@ -310,7 +310,7 @@ def _state(value: Any) -> dict[Any, Any] | None:
         # Its parameters, buffers and submodules as the attributes a user reads them as
         # (m.running_mean); one that does not pickle too (a parametrized one), which a forked
         # worker holds a copy of all the same.
-        state = dict(vars(value))
+        state = {k: v for k, v in vars(value).items() if not special(k)}  # a scripted one's __dir__ left out
         for part in ("_parameters", "_buffers", "_modules"):
             state.update(state.pop(part, {}))
         return state
