@@ -117,4 +117,4 @@ def _cancel(ray: Any, refs: Sequence[Any]) -> None:
 
 #: How long a failed map waits for its other tasks to finish on their own before cancelling
 #: those still running.
-_CANCEL_GRACE_SECONDS = 0.05
+_CANCEL_GRACE_SECONDS = 0.2
