@@ -11,6 +11,7 @@ import array
 import collections
 import contextvars
 import dataclasses
+import datetime
 import functools
 import importlib
 import importlib.util
@@ -1054,28 +1055,11 @@ _TAGGED = np.zeros(2).view(Tagged)
 _TAGGED.meta = {"n": 0}  # type: ignore[attr-defined]
 
 
-class _KeepingHandler(logging.Handler):
-    """A logging handler keeping each message in its own list."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 class _ListingHandler(logging.Handler):
     """A logging handler keeping each message in a global list."""
 
     def emit(self, record: logging.LogRecord) -> None:
         _LOGGED.append(record.getMessage())
-
-
-def logged(a: np.ndarray) -> np.ndarray:
-    """Logs each sample to a logger whose handler keeps the messages."""
-    _LOGGER.info("sample %s", a.sum())
-    return a * 2
 
 
 def listed(a: np.ndarray) -> np.ndarray:
@@ -1093,8 +1077,17 @@ def _logger(name: str, handler: logging.Handler) -> logging.Logger:
 
 
 _LOGGED: list[str] = []
-_LOGGER = _logger("tests.test_runners.kept", _KeepingHandler())
 _LISTING_LOGGER = _logger("tests.test_runners.listed", _ListingHandler())
+
+
+def dated_in_an_object_array(a: np.ndarray) -> np.ndarray:
+    """Moves on a date a global object array holds (a value with no attributes: the array is
+    compared whole)."""
+    _DATES[0] = _DATES[0] + datetime.timedelta(days=1)
+    return a * 2
+
+
+_DATES = np.array([datetime.date(2020, 1, 1)], dtype=object)
 
 
 def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
@@ -1235,10 +1228,10 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         lambda: list(_LOGGED),
         "the function changed global _LOGGED of module tests.test_runners, on ",
     ),
-    "the messages a logging handler of the user's keeps": (
-        logged,
-        lambda: list(_LOGGER.handlers[0].messages),  # type: ignore[attr-defined]
-        "the function changed _LOGGER.handlers[0].messages, in global _LOGGER of module tests.test_runners, on ",
+    "a date a global object array holds, replaced": (
+        dated_in_an_object_array,
+        lambda: _DATES[0],
+        "the function wrote into global _DATES of module tests.test_runners, an array, on ",
     ),
     "an object a global dict is keyed by": (
         counted_in_a_dict_key,
@@ -1580,6 +1573,92 @@ def test_a_change_to_the_callers_class_sent_by_value_says_what_reached_it(
         "registering_by_value by reference (unregister_pickle_by_value), or run the samples sequentially (no "
         "executor) or on threads (workers=)"
     )
+
+
+def reset_the_grid(a: np.ndarray) -> np.ndarray:
+    """Binds a global object array anew, to None."""
+    global _RESET_GRID
+    _RESET_GRID = None
+    return a * 2
+
+
+_RESET_GRID: Any = np.array([_Kept()], dtype=object)
+
+
+def test_a_global_object_array_bound_anew_is_refused_as_bound_anew(runners: dict[str, dict[str, Any]]) -> None:
+    """What held an array of objects, bound to another type, is a change as a whole, not a walk
+    of what it holds (which raised AttributeError)."""
+    options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(reset_the_grid, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(reset_the_grid): the function changed global _RESET_GRID of module tests.test_runners, "
+    ), info.value
+    assert _RESET_GRID is not None
+
+
+def scaled_by_the_first(a: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return a * float(weights[0])
+
+
+def counted_words(a: np.ndarray, vectorizer: Any) -> np.ndarray:
+    """Reads a vectorizer with a fixed vocabulary, which fills its vocabulary_ as it first transforms."""
+    return a * float(vectorizer.transform(["ab cd ab"]).sum())
+
+
+class _LazyTable(dict[str, float]):
+    """A mapping whose values() builds what it names (transformers' lazy auto-mappings import models)."""
+
+    def values(self) -> Any:
+        raise RuntimeError("a lazy table's values() was called")
+
+
+_LAZY_TABLE = _LazyTable(scale=2.0)
+
+
+def scaled_from_a_lazy_table(a: np.ndarray) -> np.ndarray:
+    return a * _LAZY_TABLE["scale"]
+
+
+def learned_by_an_argument(a: np.ndarray, w: torch.Tensor) -> np.ndarray:
+    """Fills an argument parameter's gradient by backward()."""
+    (w * torch.tensor(a)).sum().backward()
+    return a * 2
+
+
+@pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
+def test_what_only_reads_crosses_and_runs_as_sequentially(
+    runners: dict[str, dict[str, Any]], where: str, tmp_path: pathlib.Path
+) -> None:
+    """A memmap argument (np.load's with mmap_mode) crosses as an array, its mmap left behind;
+    a vectorizer whose vocabulary is a parameter fills vocabulary_ on first use, a cache, not
+    what a fit learned; a global mapping's own values() (a lazy one's) is never called."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    weights = np.memmap(tmp_path / "weights", dtype=np.float64, mode="w+", shape=(2,))
+    weights[:] = [3.0, 1.0]
+    out = ac.batched(scaled_by_the_first, **options)(_batch(ragged=False), weights)
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 3)
+    text = pytest.importorskip("sklearn.feature_extraction.text")
+    vectorizer = text.CountVectorizer(vocabulary=["ab", "cd"])
+    out = ac.batched(counted_words, **options)(_batch(ragged=False), vectorizer)
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 3)
+    out = ac.batched(scaled_from_a_lazy_table, **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+
+
+def test_a_gradient_backward_fills_on_a_copy_is_named_with_autograd_grad_as_the_fix(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """An argument parameter's .grad filled on a copy is named as such (not as a write into the
+    tensor), with the way to take a gradient that leaves .grad alone."""
+    options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
+    w = torch.nn.Parameter(torch.ones(2))
+    with pytest.raises(ValueError) as info:
+        ac.batched(functools.partial(learned_by_an_argument, w=w), **options)(_batch(ragged=False))
+    message = str(info.value)
+    assert message.startswith("autoconvert.batched(learned_by_an_argument): the function changed w.grad, in "), message
+    assert "Fix: take the gradients with torch.autograd.grad (it leaves .grad as it was), " in message
+    assert w.grad is None
 
 
 def test_a_global_whose_own_pickling_fails_is_named(runners: dict[str, dict[str, Any]]) -> None:

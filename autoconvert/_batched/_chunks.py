@@ -53,6 +53,7 @@ from ._states import (
     context_value,
     first_change,
     generator_at,
+    gradient_alone,
     is_array,
     leaf,
     snapshot,
@@ -261,6 +262,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
         if leaf(value) != before:
+            if gradient_alone(before, value):  # backward() filled or accumulated it
+                raise _lost_change(chunk, value, [GetAttrKey("grad")])
             if _changed_by_a_write(value):
                 raise _lost_write(
                     chunk,
@@ -503,8 +506,16 @@ def _lost_change(chunk: Chunk, target: Any, below: list[KeyEntry] | None = None)
     copy = "it" if below is None else where
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {copy}: the "
-        f"change cannot reach the caller's {kind}, as it does {_FIX}"
+        f"change cannot reach the caller's {kind}, as it does {_fix(below)}"
     )
+
+
+def _fix(below: Sequence[KeyEntry] | None) -> str:
+    """Where a change reaches the caller, and the fix for one made on a copy; for a gradient
+    ``backward()`` filled, the way to take one that leaves ``.grad`` alone."""
+    if below and below[-1] == GetAttrKey("grad"):
+        return _FIX.replace("Fix: ", "Fix: take the gradients with torch.autograd.grad (it leaves .grad as it was), ")
+    return _FIX
 
 
 def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
@@ -536,7 +547,7 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
         )
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {named}: the "
-        f"change cannot reach the caller's {named}, as it does {_FIX}"
+        f"change cannot reach the caller's {named}, as it does {_fix(inside)}"
     )
 
 
@@ -749,7 +760,7 @@ def _view_recipe(view: memoryview) -> tuple[Any, tuple[Any, ...]] | None:
     """How a memoryview crosses as it is: its bytes (writable where it is: a global ``view[0] =
     1`` then changes the copy, which is compared, as a bytearray's change is) laid out as it is,
     by a cast, or by NumPy where a memoryview cannot be cast to its format (float16,
-    big-endian); None where neither can (a released view, a structure), which crosses as bytes."""
+    big-endian, a structure); None for a released view, which crosses as cloudpickle sends it."""
     try:
         data: bytes | bytearray = view.tobytes() if view.readonly else bytearray(view.tobytes())
     except ValueError:  # released

@@ -108,8 +108,8 @@ def _cancel(ray: Any, refs: Sequence[Any]) -> None:
     finishes as it is cancelled can abort the caller's process on Ray releases (a RAY_CHECK of
     its task manager: ray-project/ray#54738, #54846), so a finished one is left alone, and so
     is one that finishes within ``_CANCEL_GRACE_SECONDS`` (the samples of a map that all fail
-    at once fail together)."""
-    _, running = ray.wait(list(refs), num_returns=len(refs), timeout=_CANCEL_GRACE_SECONDS)
+    at once fail together): that lowers the chance of the abort, which only Ray can remove."""
+    _, running = ray.wait(list(refs), num_returns=len(refs), timeout=_CANCEL_GRACE_SECONDS, fetch_local=False)
     for ref in running:
         ray.cancel(ref)
     ray.wait(list(refs), num_returns=len(refs))

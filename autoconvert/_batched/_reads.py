@@ -16,12 +16,12 @@ import contextvars
 import dis
 import functools
 import inspect
+import itertools
 import logging
 import os
 import sys
 import types
 import weakref
-from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from autoconvert._pickling import holder_of
@@ -38,7 +38,6 @@ from ._states import (
     unwrapped,
     users_file,
     users_function,
-    users_handlers,
 )
 
 
@@ -305,8 +304,7 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
         return []
     reached = []
     if isinstance(value, _TABLES):  # an OrderedDict too (a torch module's hooks)
-        items = list(value.values() if isinstance(value, Mapping) else value)[:_HANDLERS_LOOKED_AT]
-        reached += [c for item in items if callable(item) for c in _code_reached(item, depth - 1)]
+        reached += [c for item in _table_items(value) if callable(item) for c in _code_reached(item, depth - 1)]
         if type(value) in _TABLES:
             return reached
     kind = value if isinstance(value, type) else type(value)
@@ -323,12 +321,37 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
         captures = captured(inner).values()  # a closure's captured closures (a handler's handler)
         reached += [c for v in captures if callable(v) for c in _code_reached(v, depth - 1)]
     if isinstance(value, logging.Logger):  # what its records reach: its handlers' emit
-        reached += [c for handler in users_handlers(value) for c in _code_reached(handler, depth - 1)]
+        reached += [c for handler in _users_handlers(value) for c in _code_reached(handler, depth - 1)]
     if not isinstance(value, type):
         attributes = own_dict(value)
         held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
         reached += [c for v in held if callable(v) or isinstance(v, _TABLES) for c in _code_reached(v, depth - 1)]
     return reached
+
+
+def _users_handlers(logger: logging.Logger) -> list[logging.Handler]:
+    """The handlers of classes of the user's code a record logged to ``logger`` reaches (its
+    own and its ancestors' while they propagate), whose ``emit`` may change globals (a list of
+    records). The library's (a stream's, a file's) write where they are."""
+    handlers: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        handlers += [h for h in current.handlers if users_function(getattr(type(h), "emit", None))]
+        current = current.parent if current.propagate else None
+    return handlers
+
+
+def _table_items(table: Any) -> list[Any]:
+    """The first ``_HANDLERS_LOOKED_AT`` items (a mapping's values) of a dict, list or tuple, read
+    as the builtin holds them: a subclass's own ``values()`` (a lazy mapping importing what it
+    names) is not called."""
+    if isinstance(table, dict):
+        items: Any = dict.values(table)
+    elif isinstance(table, types.MappingProxyType):
+        items = table.values()
+    else:
+        items = list.__iter__(table) if isinstance(table, list) else tuple.__iter__(table)
+    return list(itertools.islice(items, _HANDLERS_LOOKED_AT))
 
 
 #: The containers whose items are looked at for functions (a table of handlers, a registry).

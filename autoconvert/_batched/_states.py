@@ -25,7 +25,6 @@ import contextvars
 import functools
 import inspect
 import io
-import logging
 import os
 import pickle
 import random
@@ -134,6 +133,8 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     mapping = issubclass(before.kind, _DICTS)
     members = before.kind in _SET_KINDS or before.kind is _Keys
     objects = before.kind is np.ndarray
+    if _rebound(before, value):
+        return []
     if members:
         now = _members(value) or {}
     elif objects:
@@ -141,15 +142,15 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     else:
         now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
     counted = sequence or (members and before.kind is not _Keys) or objects or issubclass(before.kind, _COLLECTING)
-    if type(value) is not before.kind or (counted and len(now) != len(before.entries)):
+    if counted and len(now) != len(before.entries):
         return []
     if not (sequence or mapping or members or objects):
         shadowing = next((key for key in now if key not in before.entries and _class_default(before.kind, key)), None)
         if shadowing is not None:  # self.calls += 1 over the class's calls = 0: a count, no cache filling
             return [GetAttrKey(str(shadowing))]
-        fitted = [key for key in now if key not in before.entries and _fitted(before.kind, key)]
-        if fitted:  # an estimator's first fit or partial_fit: what it learned, no cache filling
-            return [GetAttrKey(str(min(fitted)))]
+        learned = _learned(before.kind, [key for key in now if key not in before.entries])
+        if learned:  # an estimator's first fit or partial_fit: what it learned, no cache filling
+            return [GetAttrKey(min(learned))]
     below: list[KeyEntry] | None
     for key, was in before.entries.items():
         if key is _DICT_KEYS:  # the objects a dict is keyed by, by identity (keys gained or lost are its own entries)
@@ -164,12 +165,12 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         elif was is None or was == _UNSET or leaf(now[key]) == was or _identity_of_a_neighbour(now, key):
             below = None  # nothing to compare, an attribute None until first use (Delaunay's _transform), unchanged
         else:
-            below = [GetAttrKey("grad")] if _gradient_alone(was, now[key]) else []
+            below = [GetAttrKey("grad")] if gradient_alone(was, now[key]) else []
         if below is not None:
             entry = (
                 SequenceKey(key)
                 if sequence or (objects and type(key) is int)
-                else f"[{', '.join(map(str, key))}]"  # an object array's item: [1, 2]
+                else f"[{', '.join(map(str, key)) or '()'}]"  # an object array's item: [1, 2], a 0-d one's [()]
                 if objects
                 else f"{{{type(now.get(key)).__name__}}}"  # a set's member: {Model}
                 if members
@@ -181,6 +182,12 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     return None
 
 
+def _rebound(before: State, value: Any) -> bool:
+    """Whether what held a state is now of another type (``global GRID; GRID = None``): a change
+    as a whole, whatever it holds."""
+    return type(value) is not before.kind
+
+
 class _Keys(frozenset[Any]):
     """A dict's keys, whose objects are compared by their state as a set's members are."""
 
@@ -189,10 +196,13 @@ class _Keys(frozenset[Any]):
 _DICT_KEYS = object()
 
 
-def _gradient_alone(was: Any, value: Any) -> bool:
+def gradient_alone(was: Any, value: Any) -> bool:
     """Whether of a tensor (a parameter) only its gradient changed since its leaf ``was``
     (``backward()`` filled or accumulated it)."""
-    return is_array(value) and type(was) is tuple and len(was) == 4 and leaf(value)[:3] == was[:3]
+    if not is_array(value) or type(was) is not tuple or len(was) != 4:
+        return False
+    now = leaf(value)
+    return now is not None and now[:3] == was[:3]
 
 
 def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
@@ -203,17 +213,17 @@ def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
     return type(value) is int and any(id(other) == value for k, other in state.items() if k != key)
 
 
-def _fitted(kind: type, name: Any) -> bool:
-    """Whether ``name`` is what an estimator learned, by scikit-learn's convention (``coef_``,
-    ``n_features_in_``: public, a trailing underscore, on an object with ``fit`` and
-    ``get_params``), which its first ``fit`` or ``partial_fit`` adds."""
-    return (
-        isinstance(name, str)
-        and name.endswith("_")
-        and not name.startswith("_")
-        and callable(getattr(kind, "fit", None))
-        and callable(getattr(kind, "get_params", None))
-    )
+def _learned(kind: type, added: list[Any]) -> list[str]:
+    """What an estimator's first ``fit`` or ``partial_fit`` learned among the attributes
+    ``added``: by scikit-learn's convention, the public ones with a trailing underscore
+    (``coef_``), where ``n_features_in_`` is among them (set by fitting alone: a vectorizer's
+    ``transform`` fills ``vocabulary_`` from its parameter, a cache), on an object with ``fit``
+    and ``get_params``. None elsewhere."""
+    if "n_features_in_" not in added or not all(
+        callable(inspect.getattr_static(kind, name, None)) for name in ("fit", "get_params")
+    ):
+        return []
+    return [name for name in added if isinstance(name, str) and name.endswith("_") and not name.startswith("_")]
 
 
 def _class_default(kind: type, name: Any) -> bool:
@@ -273,7 +283,7 @@ def _object_items(array: np.ndarray) -> dict[Any, Any] | None:
     if not array.dtype.hasobject:
         return None
     items = array.ravel().tolist()
-    if all(type(item) in _STATELESS for item in items):
+    if not any(_may_hold_state(item) for item in items):  # dates, decimals, strings: compared as its pickle
         return None
     keys = range(len(items)) if array.ndim == 1 else np.ndindex(array.shape)
     return dict(zip(keys, items, strict=True))
@@ -283,8 +293,8 @@ def attributes_dropped_by_pickle(value: Any) -> bool:
     """Whether ``value`` is an array subclass holding attributes (astropy's mask, a user's
     ``TAG.meta``) whose class leaves pickling to ndarray's, which drops them."""
     kind = type(value)
-    if kind is np.ndarray or not isinstance(value, np.ndarray) or not own_dict(value):
-        return False
+    if kind is np.ndarray or not isinstance(value, np.ndarray) or isinstance(value, np.memmap) or not own_dict(value):
+        return False  # a memmap's own (its mmap, its file) stay: it crosses as an array in memory
     own = kind.__mro__[: kind.__mro__.index(np.ndarray)]  # the subclass and its bases below ndarray
     return not any(name in vars(base) for base in own for name in _PICKLING_METHODS)
 
@@ -381,8 +391,6 @@ def held_through(value: Any) -> dict[str, Any] | None:
         return {} if now is NOTHING else {"get()": now}  # none yet, nor a default: set first, a lazy one's
     if isinstance(value, threading.local):  # the running thread's attributes (its own __getattribute__ finds them)
         return dict(value.__dict__)
-    if isinstance(value, logging.Logger):  # the handlers of the user's classes its records reach
-        return {"handlers": users_handlers(value)}
     if isinstance(value, (io.StringIO, io.BytesIO)):
         return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
     if kind in _FRAMES:
@@ -400,18 +408,6 @@ def holds_through(value: Any) -> bool:
     if type(value) is types.FunctionType:
         return bool(value.__closure__) and users_function(value)
     return held_through(value) is not None
-
-
-def users_handlers(logger: logging.Logger) -> list[logging.Handler]:
-    """The handlers of classes of the user's code a record logged to ``logger`` reaches: its
-    own and its ancestors' while they propagate (a handler keeping records in a list). The
-    library's (a stream's, a file's) write where they are and keep nothing to compare."""
-    handlers: list[logging.Handler] = []
-    current: logging.Logger | None = logger
-    while current is not None:
-        handlers += [h for h in current.handlers if users_function(getattr(type(h), "emit", None))]
-        current = current.parent if current.propagate else None
-    return handlers
 
 
 #: Bound methods: of Python code, of builtins, of slot wrappers.
@@ -540,9 +536,17 @@ def _entries(state: Mapping[Any, Any], seen: set[int]) -> dict[Any, Any]:
 
 
 def _object_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
-    """The keys of ``mapping`` that may have state of their own (no builtin: a string, a tuple of
-    them), by identity."""
-    return {id(k): k for k in mapping if type(k).__module__ != "builtins"}
+    """The keys of ``mapping`` that may have state of their own (see ``_may_hold_state``), by identity."""
+    return {id(k): k for k in mapping if _may_hold_state(k)}
+
+
+def _may_hold_state(value: Any) -> bool:
+    """Whether ``value`` is an object with attributes or slots of its own, or a mutable
+    container: not a value such as a string, a number, a date or a decimal."""
+    kind = type(value)
+    if kind in _STATELESS:
+        return False
+    return type(own_dict(value)) is dict or bool(getattr(kind, "__slots__", None)) or kind in (list, dict, set)
 
 
 def is_array(value: Any) -> bool:
