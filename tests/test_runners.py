@@ -1090,6 +1090,22 @@ def dated_in_an_object_array(a: np.ndarray) -> np.ndarray:
 _DATES = np.array([datetime.date(2020, 1, 1)], dtype=object)
 
 
+def graded_through_a_hooked_parameter(a: np.ndarray) -> np.ndarray:
+    """Takes a gradient in a global module's parameter, whose register_hook hook keeps it."""
+    weight = _HOOKED_LINEAR.weight
+    torch.autograd.grad((weight * torch.tensor(a)).sum(), weight)
+    return a * 2
+
+
+def _keep_gradient(gradient: torch.Tensor) -> None:
+    _GRADIENTS.append(float(gradient.sum()))
+
+
+_GRADIENTS: list[float] = []
+_HOOKED_LINEAR = torch.nn.Linear(2, 1)
+_HOOKED_LINEAR.weight.register_hook(_keep_gradient)
+
+
 def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
     """Counts in the objects a global dict is keyed by."""
     for kept in _NAMES:
@@ -1232,6 +1248,11 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         dated_in_an_object_array,
         lambda: _DATES[0],
         "the function wrote into global _DATES of module tests.test_runners, an array, on ",
+    ),
+    "a global list a parameter's register_hook hook appends to": (
+        graded_through_a_hooked_parameter,
+        lambda: list(_GRADIENTS),
+        "the function changed global _GRADIENTS of module tests.test_runners, on ",
     ),
     "an object a global dict is keyed by": (
         counted_in_a_dict_key,
@@ -1595,6 +1616,39 @@ def test_a_global_object_array_bound_anew_is_refused_as_bound_anew(runners: dict
         "autoconvert.batched(reset_the_grid): the function changed global _RESET_GRID of module tests.test_runners, "
     ), info.value
     assert _RESET_GRID is not None
+
+
+def bumped_in_the_ledger(a: np.ndarray) -> np.ndarray:
+    _LEDGER[0] += 1
+    return a * 2
+
+
+def scaled_by_the_ledger(a: np.ndarray) -> np.ndarray:
+    return a * (1.0 + _LEDGER[0])
+
+
+_LEDGER = np.zeros(1)
+
+
+def test_a_copy_a_refused_call_changed_is_never_read_as_the_callers(runners: dict[str, dict[str, Any]]) -> None:
+    """A refused call leaves its change in the copies the pool's workers keep: a later call that
+    reads them is refused where it ran on such a worker, never computed from them."""
+    options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
+    with pytest.raises(ValueError, match=r"the function wrote into global _LEDGER of module tests\.test_runners"):
+        ac.batched(bumped_in_the_ledger, chunksize=1, **options)(_batch(ragged=False))
+    outcomes: list[Any] = []
+    for _ in range(4):
+        try:
+            outcomes.append(ac.batched(scaled_by_the_ledger, chunksize=1, **options)(_batch(ragged=False)))
+        except ValueError as e:
+            outcomes.append(str(e))
+    refusal = (
+        "autoconvert.batched(scaled_by_the_ledger): an earlier call changed global _LEDGER of module "
+        "tests.test_runners on a worker of the process pool in another process, and was refused: "
+    )
+    for outcome in outcomes:
+        assert outcome.startswith(refusal) if isinstance(outcome, str) else torch.equal(outcome, _batch(ragged=False))
+    assert _LEDGER.tolist() == [0.0]
 
 
 def scaled_by_the_first(a: np.ndarray, weights: np.ndarray) -> np.ndarray:

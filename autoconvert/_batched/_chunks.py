@@ -274,12 +274,47 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, state in states:
         below = first_change(state, value)
         if below is not None:
+            if isinstance(value, (ReadGlobals, Attributes)):
+                _remember_changed(chunk, value, below)
             raise (
                 _lost_read(chunk, value, below)
                 if isinstance(value, (ReadGlobals, Attributes))
                 else _lost_change(chunk, value, below or None)
             )
+    _refuse_changed_before(chunk, states)
     return results
+
+
+#: What a refused chunk changed in the copies a worker keeps for later chunks (its modules'
+#: globals, a function's or a class's attributes), by (its owner's id, its name): the owner (kept
+#: alive, so that its id stays its own) and where it is. A later chunk that reads it is refused:
+#: that copy is no longer the caller's, and a read-only function would compute from it.
+_CHANGED_COPIES: dict[tuple[int, str], tuple[Any, str]] = {}
+
+
+def _remember_changed(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> None:
+    first = below[0]
+    name = first.name if isinstance(first, GetAttrKey) else str(first)
+    owner = reads.namespace if isinstance(reads, ReadGlobals) else reads.owner
+    _CHANGED_COPIES[(id(owner), name)] = (owner, f"{reads.place(name)} on {chunk.origin.where()}")
+
+
+def _refuse_changed_before(chunk: Chunk, states: list[tuple[Any, State]]) -> None:
+    """Refuse a chunk that read what an earlier refused chunk changed in this worker's copies (one
+    that changed it again is refused for that change, naming it)."""
+    if not _CHANGED_COPIES:
+        return
+    for value, state in states:
+        if isinstance(value, (ReadGlobals, Attributes)):
+            owner = value.namespace if isinstance(value, ReadGlobals) else value.owner
+            for name in state.entries:
+                kept = _CHANGED_COPIES.get((id(owner), name))
+                if kept is not None and kept[0] is owner:
+                    raise ValueError(
+                        f"{chunk.label}: an earlier call changed {kept[1]}, and was refused: that copy is no longer "
+                        "the caller's, and the function reads it. Fix: start the executor's workers anew (a new pool, "
+                        "a restarted cluster), and return what the function computes rather than changing it"
+                    )
 
 
 def _guarded_chunk(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:

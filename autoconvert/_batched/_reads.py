@@ -79,7 +79,8 @@ class ReadGlobals:
 
     def place(self, name: str) -> str:
         """Where ``name`` is, for a refusal."""
-        return f"global {name} of module {self.module}"
+        # A script imported anew in a spawned worker is __mp_main__ there: named as its user knows it.
+        return f"global {name} of module {'__main__' if self.module == '__mp_main__' else self.module}"
 
     def named(self, name: str) -> str:
         """``name`` as the code reads it."""
@@ -304,7 +305,8 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
         return []
     reached = []
     if isinstance(value, _TABLES):  # an OrderedDict too (a torch module's hooks)
-        reached += [c for item in _table_items(value) if callable(item) for c in _code_reached(item, depth - 1)]
+        items = _table_items(value)
+        reached += [c for item in items if callable(item) or _hooked(item) for c in _code_reached(item, depth - 1)]
         if type(value) in _TABLES:
             return reached
     kind = value if isinstance(value, type) else type(value)
@@ -320,12 +322,15 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
         reached.append((inner.__code__, inner.__globals__))
         captures = captured(inner).values()  # a closure's captured closures (a handler's handler)
         reached += [c for v in captures if callable(v) for c in _code_reached(v, depth - 1)]
+    if _hooked(value):  # the hooks register_hook gave a tensor (a module's parameter), which backward() runs
+        reached += [c for hook in _table_items(value._backward_hooks) for c in _code_reached(hook, depth)]
     if isinstance(value, logging.Logger):  # what its records reach: its handlers' emit
         reached += [c for handler in _users_handlers(value) for c in _code_reached(handler, depth - 1)]
     if not isinstance(value, type):
         attributes = own_dict(value)
         held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
-        reached += [c for v in held if callable(v) or isinstance(v, _TABLES) for c in _code_reached(v, depth - 1)]
+        followed = [v for v in held if callable(v) or isinstance(v, _TABLES) or _hooked(v)]
+        reached += [c for v in followed for c in _code_reached(v, depth - 1)]
     return reached
 
 
@@ -339,6 +344,12 @@ def _users_handlers(logger: logging.Logger) -> list[logging.Handler]:
         handlers += [h for h in current.handlers if users_function(getattr(type(h), "emit", None))]
         current = current.parent if current.propagate else None
     return handlers
+
+
+def _hooked(value: Any) -> bool:
+    """Whether ``value`` is a tensor with hooks of ``register_hook``."""
+    torch = sys.modules.get("torch")  # never imported here
+    return torch is not None and isinstance(value, torch.Tensor) and bool(value._backward_hooks)
 
 
 def _table_items(table: Any) -> list[Any]:
