@@ -543,10 +543,16 @@ def _object_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
 def _may_hold_state(value: Any) -> bool:
     """Whether ``value`` is an object with attributes or slots of its own, or a mutable
     container: not a value such as a string, a number, a date or a decimal."""
-    kind = type(value)
+    kind: type = type(value)
+    return _kind_may_hold_state(kind)
+
+
+@functools.lru_cache(maxsize=1024)
+def _kind_may_hold_state(kind: type) -> bool:
+    """``_may_hold_state`` of a type's instances, told once per type (a dict of 100,000 keys asks it of each)."""
     if kind in _STATELESS:
         return False
-    return type(own_dict(value)) is dict or bool(getattr(kind, "__slots__", None)) or kind in (list, dict, set)
+    return kind.__dictoffset__ != 0 or bool(getattr(kind, "__slots__", None)) or kind in (list, dict, set)
 
 
 def is_array(value: Any) -> bool:
