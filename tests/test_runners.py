@@ -18,9 +18,11 @@ import importlib.util
 import io
 import logging
 import multiprocessing
+import os
 import pathlib
 import pickle
 import re
+import subprocess
 import sys
 import threading
 import warnings
@@ -40,6 +42,8 @@ import autoconvert as ac
 from . import held_state
 
 pytestmark = pytest.mark.slow
+
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 # Module level: process pools receive these by reference.
@@ -1106,6 +1110,25 @@ _HOOKED_LINEAR = torch.nn.Linear(2, 1)
 _HOOKED_LINEAR.weight.register_hook(_keep_gradient)
 
 
+def _counted_handler(a: np.ndarray) -> np.ndarray:
+    _HANDLED[0] += 1
+    return a * 2
+
+
+class _Handlers:
+    """A class keeping a table of handlers in its own attribute."""
+
+    table: ClassVar[dict[str, Callable[[np.ndarray], np.ndarray]]] = {"doubled": _counted_handler}
+
+
+def handled_through_a_class_table(a: np.ndarray) -> np.ndarray:
+    """Runs a handler a class attribute's table holds."""
+    return _Handlers.table["doubled"](a)
+
+
+_HANDLED = [0]
+
+
 def counted_in_a_dict_key(a: np.ndarray) -> np.ndarray:
     """Counts in the objects a global dict is keyed by."""
     for kept in _NAMES:
@@ -1253,6 +1276,11 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
         graded_through_a_hooked_parameter,
         lambda: list(_GRADIENTS),
         "the function changed global _GRADIENTS of module tests.test_runners, on ",
+    ),
+    "a global a handler in a class attribute's table changes": (
+        handled_through_a_class_table,
+        lambda: _HANDLED[0],
+        "the function changed _HANDLED[0], in global _HANDLED of module tests.test_runners, on ",
     ),
     "an object a global dict is keyed by": (
         counted_in_a_dict_key,
@@ -1649,6 +1677,54 @@ def test_a_copy_a_refused_call_changed_is_never_read_as_the_callers(runners: dic
     for outcome in outcomes:
         assert outcome.startswith(refusal) if isinstance(outcome, str) else torch.equal(outcome, _batch(ragged=False))
     assert _LEDGER.tolist() == [0.0]
+
+
+_GLOBAL_HOOK_SCRIPT = """
+import concurrent.futures, multiprocessing
+import torch
+import autoconvert as ac
+
+FORWARDS = [0]
+MODEL = torch.nn.Linear(2, 2)
+
+
+def count_forwards(module, inputs, output):
+    FORWARDS[0] += 1
+
+
+def embedded(a):
+    with torch.no_grad():
+        MODEL(torch.ones(2))
+    return a * 2
+
+
+if __name__ == "__main__":
+    torch.nn.modules.module.register_module_forward_hook(count_forwards)
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        try:
+            ac.batched(embedded, executor=pool, in_caller=False)(torch.ones(4, 2))
+        except ValueError as e:
+            print(e)
+    print("caller's count:", FORWARDS[0])
+"""
+
+
+def test_a_global_a_hook_every_module_runs_changes_is_refused(tmp_path: pathlib.Path) -> None:
+    """A hook every module's forward runs (register_module_forward_hook), held by torch, is the
+    function's code too: the global it changes on a forked worker's copy is refused. In a process
+    of its own: such a hook would run in every test of this one."""
+    script = tmp_path / "global_hook.py"
+    script.write_text(_GLOBAL_HOOK_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "autoconvert.batched(embedded): the function changed FORWARDS[0], in global FORWARDS of module __main__, "
+        "on a worker of the process pool in another process, "
+    ), done.stdout
+    assert done.stdout.endswith("caller's count: 0\n"), done.stdout
 
 
 def scaled_by_the_first(a: np.ndarray, weights: np.ndarray) -> np.ndarray:

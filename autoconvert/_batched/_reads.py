@@ -326,12 +326,30 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
         reached += [c for hook in _table_items(value._backward_hooks) for c in _code_reached(hook, depth)]
     if isinstance(value, logging.Logger):  # what its records reach: its handlers' emit
         reached += [c for handler in _users_handlers(value) for c in _code_reached(handler, depth - 1)]
-    if not isinstance(value, type):
-        attributes = own_dict(value)
-        held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
-        followed = [v for v in held if callable(v) or isinstance(v, _TABLES) or _hooked(v)]
-        reached += [c for v in followed for c in _code_reached(v, depth - 1)]
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.nn.Module):  # the hooks every module's forward runs
+        tables = [getattr(torch.nn.modules.module, name, None) for name in _GLOBAL_MODULE_HOOKS]
+        reached += [c for table in tables if table for c in _code_reached(table, depth - 1)]
+    # An object's attributes; a class's own, data not methods (a table of handlers: table = {"sum": h}).
+    attributes = (
+        own_dict(value) if not isinstance(value, type) else {k: v for k, v in vars(value).items() if not special(k)}
+    )
+    held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
+    if isinstance(value, type):
+        held = [v for v in held if isinstance(v, _TABLES)]
+    followed = [v for v in held if callable(v) or isinstance(v, _TABLES) or _hooked(v)]
+    reached += [c for v in followed for c in _code_reached(v, depth - 1)]
     return reached
+
+
+#: torch's tables of the hooks every module runs (``register_module_forward_hook``): its
+#: private names, read where torch has them.
+_GLOBAL_MODULE_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
 
 
 def _users_handlers(logger: logging.Logger) -> list[logging.Handler]:
