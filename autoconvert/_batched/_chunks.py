@@ -814,7 +814,8 @@ def _view_again(data: bytes | bytearray, form: str, shape: tuple[int, ...], dtyp
     """A memoryview of ``data`` laid out as ``form`` and ``shape`` (through an array of
     ``dtype`` where one is given); None where a cast cannot lay it out."""
     if dtype is not None:
-        return memoryview(np.frombuffer(data, dtype).reshape(shape))  # type: ignore[arg-type]
+        laid_out: Any = np.frombuffer(data, dtype).reshape(shape)  # NumPy's stubs vary in the buffer protocol
+        return memoryview(laid_out)
     view: Any = memoryview(data)  # cast's overloads name each format
     if (form, shape) == ("B", (len(data),)):
         return view  # type: ignore[no-any-return]

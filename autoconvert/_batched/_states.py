@@ -276,7 +276,7 @@ def _members(value: Any) -> dict[int, Any] | None:
     return {id(m): m for m in value} if any(type(m) not in _STATELESS for m in value) else None
 
 
-def _object_items(array: np.ndarray) -> dict[Any, Any] | None:
+def _object_items(array: np.ndarray[Any, Any]) -> dict[Any, Any] | None:
     """An object array's items by index (``(1, 2)`` where it has more than one dimension), where
     one has state of its own (``REGISTRY[0].n += 1``); None for any other array, compared as its
     leaf (by its bytes, or its pickle)."""
