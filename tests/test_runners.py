@@ -1580,6 +1580,40 @@ def test_a_memoryview_a_script_function_reads_arrives_laid_out_as_it_is(
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
 
 
+_SCRIPT_WITH_LIBRARY_OBJECTS = """
+import functools
+import struct
+
+class Features:
+    @functools.cached_property
+    def scale(self):
+        return 2.0
+
+FEATURES = Features()
+PACKED = struct.Struct("<d")
+
+def scaled(a):
+    return a * FEATURES.scale
+
+def packed(a):
+    return a * PACKED.unpack(PACKED.pack(2.0))[0]
+"""
+
+
+@pytest.mark.parametrize("name", ["scaled", "packed"])
+def test_a_script_function_reading_a_cached_property_or_a_struct_runs_on_dask(
+    runners: dict[str, dict[str, Any]], name: str
+) -> None:
+    """A script's class sent by value takes its ``cached_property`` with it, which holds a lock
+    on Python 3.11; a ``struct.Struct`` has no pickle at all: both cross made again from what
+    defines them, so read-only code runs as it does sequentially."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_WITH_LIBRARY_OBJECTS, namespace)  # as a script defines them
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    out = ac.batched(namespace[name], **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+
+
 _REGISTERING_MODULE = """
 class Registry(type):
     names = []

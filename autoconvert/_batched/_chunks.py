@@ -18,6 +18,7 @@ import mmap
 import os
 import pathlib
 import pickle
+import struct
 import sys
 import tempfile
 import threading
@@ -754,6 +755,12 @@ def _crossing(base: type) -> type:
                 return reduced
             if type(obj) is weakref.WeakSet:  # its items, which nothing else sent may hold, kept alive with it
                 return _weak_set_keeping, (list(obj),)
+            if type(obj) is functools.cached_property and "lock" in vars(
+                obj
+            ):  # Python 3.11's: a lock, which does not pickle
+                return _cached_property_again, (obj.func, obj.attrname, obj.__doc__)
+            if type(obj) is struct.Struct:  # no pickle of its own: made again from its format
+                return struct.Struct, (obj.format,)
             cached = vars(obj).get("_ufunc") if type(obj) is np.vectorize else None
             if cached:  # called once, it caches ufuncs, which do not pickle: sent without them, made again there
                 return _vectorize_again, ({**vars(obj), "_ufunc": type(cached)()},)
@@ -781,6 +788,17 @@ def _weak_set_keeping(items: list[Any]) -> weakref.WeakSet[Any]:
     items as the caller's set does, where they may be held by nothing the copy came with."""
     made: weakref.WeakSet[Any] = weakref.WeakSet(items)
     made.__dict__["_held"] = items
+    return made
+
+
+def _cached_property_again(
+    func: Callable[..., Any], name: str | None, doc: str | None
+) -> functools.cached_property[Any]:
+    """A ``cached_property`` of ``func`` named ``name``: a class that crosses by value has its
+    attributes set after it is made, so ``__set_name__`` never names it there."""
+    made = functools.cached_property(func)
+    made.attrname = name
+    made.__doc__ = doc
     return made
 
 
