@@ -254,14 +254,14 @@ def test_an_object_made_from_arrays_converts_and_arrays_never_reach_one_made_fro
     with pytest.raises(ac.ConversionError) as raised:
         native.apply(np.ones(3))
     assert str(raised.value) == (
-        "Rotation.apply(): an argument is a NumPy array, which the library's torch path does not mix. Found a "
+        "Rotation.apply(): argument vectors is a NumPy array, which the library's torch path does not mix. Found a "
         "NumPy array. Fix: pass tensors (and objects made from tensors): SciPy declares a torch path for "
         "Rotation.apply."
     )
     with pytest.raises(ac.ConversionError) as mixed:
         native * converted
     assert str(mixed.value) == (
-        "Rotation.__mul__(): an argument is an object made by converting, which holds NumPy arrays. Found an object "
+        "Rotation.__mul__(): argument other is an object made by converting, which holds NumPy arrays. Found an object "
         "made by converting. Fix: pass tensors (and objects made from tensors): SciPy declares a torch path for "
         "Rotation.__mul__."
     )
@@ -991,14 +991,14 @@ _MIXED = [
     (
         "native * raw",
         lambda m: m["native"] * m["raw"],
-        "Rotation.__mul__(): an argument is an object of the library holding NumPy arrays, which its torch path does "
+        "Rotation.__mul__(): argument other is an object of the library holding NumPy arrays, which its torch path does "
         "not mix. Found a Rotation holding NumPy arrays. Fix: pass tensors (and objects made from tensors): SciPy "
         "declares a torch path for Rotation.__mul__.",
     ),
     (
         "native.approx_equal(converted)",
         lambda m: m["native"].approx_equal(m["converted"]),
-        "Rotation.approx_equal(): an argument is an object made by converting, which holds NumPy arrays. Found an "
+        "Rotation.approx_equal(): argument other is an object made by converting, which holds NumPy arrays. Found an "
         "object made by converting. Fix: pass tensors (and objects made from tensors): SciPy declares a torch path "
         "for Rotation.approx_equal.",
     ),
@@ -1092,7 +1092,8 @@ def _nested(value: Any, path: list[str]) -> Any:
 def test_the_native_route_looks_into_containers_at_any_depth(path: list[str], kind: str, beside: bool) -> None:
     """A call's arguments, nested in lists, tuples and dicts: a native object takes the native
     route, one made by converting, SciPy's own made from arrays or an array refuses it, at any
-    depth; a tensor inside a container alone does not take it (SciPy's torch code takes arrays)."""
+    depth, named by its place (``argument rotations[1]['k']``); a tensor inside a container
+    alone does not take it (SciPy's torch code takes arrays)."""
     from autoconvert._torchify import _native
 
     mixed = _mixed()
@@ -1112,7 +1113,10 @@ def test_the_native_route_looks_into_containers_at_any_depth(path: list[str], ki
         assert declined is _native._NO_TENSOR
     else:
         expected = {"converted": _native._CONVERTED, "array": _native._ARRAY}.get(kind)
-        assert declined == (expected or _native._HOLDS_ARRAYS._replace(found="a Rotation holding NumPy arrays"))
+        place = "argument rotations" + "".join({"list": "[1]", "tuple": "[0]", "dict": "['k']"}[k] for k in path)
+        assert declined == (
+            expected or _native._HOLDS_ARRAYS._replace(found="a Rotation holding NumPy arrays")
+        )._replace(where=place)
 
 
 def _declaring_estimators() -> list[type]:

@@ -86,10 +86,17 @@ def test_non_tensor_arguments_and_integer_outputs() -> None:
     assert x.grad.tolist() == [2.5, 2.5, 2.5]
 
 
+_NO_SECOND_DERIVATIVE = (
+    r"^sin\(\): double backward is not supported: its backward is NumPy code, which autograd cannot differentiate\. "
+    r"Fix: take first derivatives alone \(create_graph=False, a single torch\.func\.grad, jacrev or jacfwd\), or write "
+    r"the function in torch where its second derivative is needed$"
+)
+
+
 def test_double_backward_raises_clearly() -> None:
     x = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad(sin(x).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match=r"sin\(\): double backward is not supported: its backward is NumPy code"):
+    with pytest.raises(ac.GradientError, match=_NO_SECOND_DERIVATIVE):
         g.sum().backward()
 
 
@@ -347,7 +354,7 @@ def test_fake_like_follows_the_dtype_and_device_options() -> None:
 def test_registered_double_backward_raises_clearly() -> None:
     x = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad(sin_op.op(x).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match=r"sin\(\): double backward is not supported: its backward is NumPy code"):
+    with pytest.raises(ac.GradientError, match=_NO_SECOND_DERIVATIVE):
         g.sum().backward()
 
 
@@ -617,6 +624,17 @@ def test_callables_without_a_signature() -> None:
     x, y = torch.tensor(3.0, requires_grad=True), torch.tensor(4.0, requires_grad=True)
     with pytest.raises(ac.GradientError, match="argument y requires grad"):
         hypot(x, y=y)
+
+
+def test_an_op_of_a_partial_calls_it_with_its_bound_arguments() -> None:
+    """A ``functools.partial`` is an op as it is a decorated function: its bound arguments
+    given at each call, with or without a backward."""
+    scaled = functools.partial(lambda a, k: a * k, k=3.0)
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    with_backward = ac.numpy_op(scaled, backward=lambda g, a, output: g * 3.0)
+    with_backward(x).sum().backward()
+    assert torch.equal(x.grad, torch.full((2,), 3.0, dtype=torch.float64))
+    assert torch.equal(ac.numpy_op(scaled)(x.detach()), torch.full((2,), 3.0, dtype=torch.float64))
 
 
 @pytest.mark.parametrize(
@@ -960,6 +978,17 @@ def test_residuals_are_refused_where_they_cannot_work() -> None:
         "exp(): the result must be a tuple of the results and then 1 residual(s) (saved), as residuals= says. "
         "Found Tensor of 1. Fix: return the results, then the residuals: return output, saved."
     )
+    for residual in ({"cos": np.ones(2)}, [np.ones(2)], 1.5, None):
+        in_a_container = ac.numpy_op(
+            lambda x, r=residual: (np.sin(x), r), backward=lambda g, x, *, output, kept: g, residuals="kept"
+        )
+        with pytest.raises(ac.ConversionError) as info:
+            in_a_container(torch.ones(2, requires_grad=True))
+        assert str(info.value).endswith(
+            f"<lambda>(): residual kept must be one array, which the op saves for its rules. Found "
+            f"{type(residual).__name__}. Fix: return one array per name of residuals=, e.g. residuals=('cos', 'sin') "
+            "and return output, cos, sin."
+        )
 
 
 def test_explain_names_the_residuals() -> None:

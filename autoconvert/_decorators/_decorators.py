@@ -124,6 +124,8 @@ def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan])
 
 
 def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
+    if type(pair) is functools.partial:  # a partial's pair: its function's, the bound arguments kept
+        return functools.partial(_replanned(pair.func, plan), *pair.args, **pair.keywords)
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 

@@ -20,7 +20,7 @@ from autoconvert._conversions._memory import transforming
 from autoconvert._errors import ConversionError, GradientError, message
 from autoconvert._observe._observe import count_rule_backward, counting
 
-from ._opspec import OpSpec, filled, placed, save, saved, shaped_as
+from ._opspec import OpSpec, filled, no_second_derivative, placed, save, saved, shaped_as
 
 
 def wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -208,11 +208,11 @@ class _NumpyVjp(_NumpyRule):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        raise RuntimeError(f"{ctx.name}: double backward is not supported: its backward is NumPy code")
+        raise no_second_derivative(ctx.name)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:  # forward over reverse (jacfwd(jacrev(op))): a second derivative
-        raise RuntimeError(f"{ctx.name}: double backward is not supported: its backward is NumPy code")
+        raise no_second_derivative(ctx.name)
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, call: _Call, *tensors: Any) -> Any:
@@ -232,7 +232,7 @@ class _NumpyJvp(_NumpyRule):
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> Any:
-        raise RuntimeError(f"{ctx.name}: derivatives of its jvp are not supported: its jvp is NumPy code")
+        raise no_second_derivative(ctx.name, "jvp")
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, call: _Call, *tensors: Any) -> Any:

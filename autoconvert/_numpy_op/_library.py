@@ -21,7 +21,7 @@ import torch
 
 from autoconvert._errors import ConversionError, message
 
-from ._opspec import OpSpec, inexact, placed, save, saved
+from ._opspec import OpSpec, inexact, no_second_derivative, placed, save, saved
 from ._schema import Schema
 
 NAMESPACE = "autoconvert"
@@ -122,7 +122,7 @@ def _backward_op(
         return [torch.empty_like(a) for a in args if isinstance(a, torch.Tensor)]
 
     def once(ctx: Any, *grads: Any) -> Any:
-        raise RuntimeError(f"{function}: double backward is not supported: its backward is NumPy code")
+        raise no_second_derivative(function)
 
     library.impl(name, kernel, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=library)

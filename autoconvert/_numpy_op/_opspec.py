@@ -17,7 +17,7 @@ import torch
 from autoconvert._adapters._adapter import signature_of
 from autoconvert._conversions._to_torch import state_refusal
 from autoconvert._decorators._plain import to_numpy, to_tensor
-from autoconvert._errors import ConversionError, message
+from autoconvert._errors import ConversionError, GradientError, message
 
 from ._handed import call_rule
 
@@ -57,6 +57,8 @@ class OpSpec:
         result = self.forward(*args, **kwargs)
         results = result if isinstance(result, tuple) else (result,)
         count = len(results) if isinstance(result, tuple) else 1
+        if self.residuals and count > len(self.residuals):
+            self._check_residuals(results[count - len(self.residuals) :])
         if not all(isinstance(r, torch.Tensor) for r in results) or self.results not in (None, count):
             found = ", ".join(type(r).__name__ for r in results)
             raise ConversionError(
@@ -90,6 +92,21 @@ class OpSpec:
         inputs = [_memory_span(a) for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
         fresh = tuple(r.clone() if _overlaps(_memory_span(r), inputs) else r for r in results)
         return fresh if self.results > 1 else fresh[0]
+
+    def _check_residuals(self, residuals: tuple[Any, ...]) -> None:
+        """Each residual one array (a tensor here), as autograd saves it."""
+        for name, residual in zip(self.residuals, residuals, strict=True):
+            if not isinstance(residual, torch.Tensor):
+                raise ConversionError(
+                    message(
+                        self.name,
+                        f"residual {name}",
+                        "must be one array, which the op saves for its rules",
+                        type(residual).__name__,
+                        "return one array per name of residuals=, e.g. residuals=('cos', 'sin') and return "
+                        "output, cos, sin",
+                    )
+                )
 
     def returned(self, result: Any) -> Any:
         """What the caller gets of the forward's ``result``: its results, without the residuals."""
@@ -244,6 +261,16 @@ def shaped_as(g: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 def inexact(dtype: torch.dtype) -> torch.dtype | None:
     """The dtype a gradient takes: the input's when that is floating or complex."""
     return dtype if dtype.is_floating_point or dtype.is_complex else None
+
+
+def no_second_derivative(function: str, rule: str = "backward") -> GradientError:
+    """The refusal of a derivative of an op's ``rule`` (double backward, a Hessian)."""
+    what = "double backward is" if rule == "backward" else f"derivatives of its {rule} are"
+    return GradientError(
+        f"{function}: {what} not supported: its {rule} is NumPy code, which autograd cannot differentiate. Fix: take "
+        "first derivatives alone (create_graph=False, a single torch.func.grad, jacrev or jacfwd), or write the "
+        "function in torch where its second derivative is needed"
+    )
 
 
 def save(

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._adapters._adapter import Adapter, Bracket, WritesArguments
+from autoconvert._adapters._adapter import Adapter, Bracket, WritesArguments, signature_of
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, message
@@ -46,32 +46,34 @@ from ._leaving import Leaving
 from ._proxies import TorchifiedClass, TorchifiedObject, becomes_proxy, device_of, home, proxy, torchified_function
 
 _NO_TENSOR = Declined("the call", "has no tensor", "no tensor", "", counted=False)
+# What an argument is that the route declines: ``where`` is the place below the argument (``[1]``
+# in a list), which ``declines`` prefixes with the argument's name.
 _ARRAY = Declined(
-    "an argument", "is a NumPy array, which the library's torch path does not mix", "a NumPy array", "", counted=False
+    "", "is a NumPy array, which the library's torch path does not mix", "a NumPy array", "", counted=False
 )
 _SPARSE = Declined(
-    "an argument",
+    "",
     "is a sparse or nested tensor, which the library's torch path does not take",
     "a sparse or nested tensor",
     "pass it dense (.to_dense())",
     counted=False,
 )
 _CONVERTED = Declined(
-    "an argument",
+    "",
     "is an object made by converting, which holds NumPy arrays",
     "an object made by converting",
     "",
     counted=False,
 )
 _NUMPY_CALLABLE = Declined(
-    "an argument",
+    "",
     "is a callable reading NumPy (np, x.astype) and no torch, which the library's torch path would hand tensors",
     "a NumPy-written callable",
     "",
     counted=False,
 )
 _HOLDS_ARRAYS = Declined(
-    "an argument",
+    "",
     "is an object of the library holding NumPy arrays, which its torch path does not mix",
     "an object holding NumPy arrays",
     "",
@@ -122,13 +124,13 @@ class NativeRoute(Route):
         for value in (*args, *kwargs.values()) if kwargs else args:
             if isinstance(value, torch.Tensor):
                 if value.layout is not torch.strided or value.is_nested:
-                    return _SPARSE
+                    return self._named(_SPARSE, value, args, kwargs)
                 holds = True
             elif type(value) not in _PLAIN:
                 found = self._held(value)
                 if found is not False:
                     if found is not True:
-                        return found
+                        return self._named(found, value, args, kwargs)
                     holds = True
         if not holds and self.bracket is not None:
             return self._by_bracket(self.bracket, args, kwargs)
@@ -144,9 +146,26 @@ class NativeRoute(Route):
         value = args[position] if position is not None and position < len(args) else kwargs.get(bracket.name)
         if type(value) not in (tuple, list) or not value or not all(isinstance(i, torch.Tensor) for i in value):
             return _NO_TENSOR
-        if any(item.layout is not torch.strided or item.is_nested for item in value):
-            return _SPARSE
+        for k, item in enumerate(value):
+            if item.layout is not torch.strided or item.is_nested:
+                return _SPARSE._replace(where=f"argument {bracket.name}[{k}]")
         return None
+
+    def _named(self, declined: Declined, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Declined:
+        """``declined`` of the argument ``value``, its place named from the argument's name
+        (``argument other``, ``argument rotations[1]``): read only for a call it declines."""
+        name = next((k for k, v in kwargs.items() if v is value), None)
+        if name is None:
+            position = next(k for k, v in enumerate(args) if v is value)
+            signature = signature_of(self.fn)
+            parameters = [] if signature is None else list(signature.parameters.values())
+            taking = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            rest = next((p.name for p in parameters if p.kind is p.VAR_POSITIONAL), None)
+            if position < len(taking):
+                name = taking[position].name
+            else:
+                name = f"{rest}[{position - len(taking)}]" if rest else f"at position {position}"
+        return declined._replace(where=f"argument {name}{declined.where}")
 
     def _held(self, value: Any) -> Declined | bool:
         """Whether ``value``, no tensor, is or holds (in lists, tuples and dicts) an object made
@@ -168,10 +187,10 @@ class NativeRoute(Route):
             return _NUMPY_CALLABLE
         if kind is list or kind is tuple or kind is dict:
             holds = False
-            for item in value.values() if kind is dict else value:
+            for key, item in value.items() if kind is dict else enumerate(value):
                 found = False if isinstance(item, torch.Tensor) or type(item) in _PLAIN else self._held(item)
                 if found is not False and found is not True:
-                    return found
+                    return found._replace(where=f"[{key!r}]{found.where}")
                 holds = holds or found
             return holds
         if (
