@@ -1825,6 +1825,45 @@ def test_a_gradient_backward_fills_on_a_copy_is_named_with_autograd_grad_as_the_
     assert w.grad is None
 
 
+_LOCKABLE = np.zeros(3)
+_TRACKABLE = torch.zeros(2)
+_TUNED = torch.nn.Linear(1, 1)
+
+
+def locking(a: np.ndarray) -> np.ndarray:
+    _LOCKABLE.flags.writeable = False
+    return a
+
+
+def tracking(a: np.ndarray) -> np.ndarray:
+    _TRACKABLE.requires_grad_(True)
+    return a
+
+
+def freezing(a: np.ndarray) -> np.ndarray:
+    for parameter in _TUNED.parameters():
+        parameter.requires_grad_(False)  # fine-tuning's first step
+    return a
+
+
+@pytest.mark.parametrize(
+    ("fn", "changed"),
+    [(locking, "into global _LOCKABLE"), (tracking, "into global _TRACKABLE"), (freezing, "_TUNED.weight")],
+)
+@pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
+def test_a_flag_changed_on_a_copy_of_a_global_array_or_tensor_is_refused(
+    runners: dict[str, dict[str, Any]], where: str, fn: Any, changed: str
+) -> None:
+    """Whether an array may be written and whether a tensor records gradients are compared
+    with its data: a global array locked, a tensor tracked or a model frozen on a copy would
+    be lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function \w+ {changed}"):
+        ac.batched(fn, **options)(_batch(ragged=False))
+    assert _LOCKABLE.flags.writeable and not _TRACKABLE.requires_grad
+    assert all(p.requires_grad for p in _TUNED.parameters())
+
+
 def test_a_global_whose_own_pickling_fails_is_named(runners: dict[str, dict[str, Any]]) -> None:
     """A global a script's function reads, whose own reducer raises (a parametrized module's
     RuntimeError), is named with the fix, as any global that does not pickle is."""

@@ -199,10 +199,10 @@ _DICT_KEYS = object()
 def gradient_alone(was: Any, value: Any) -> bool:
     """Whether of a tensor (a parameter) only its gradient changed since its leaf ``was``
     (``backward()`` filled or accumulated it)."""
-    if not is_array(value) or type(was) is not tuple or len(was) != 4:
+    if not is_array(value) or type(was) is not tuple or len(was) != 5:
         return False
     now = leaf(value)
-    return now is not None and now[:3] == was[:3]
+    return now is not None and now[:4] == was[:4]
 
 
 def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
@@ -570,8 +570,8 @@ def leaf(value: Any) -> Any:
         return kind, value
     if kind is float:
         return kind, value.hex()
-    if kind is np.ndarray and not value.dtype.hasobject:
-        return value.dtype, value.shape, value.tobytes()
+    if kind is np.ndarray and not value.dtype.hasobject:  # and whether it may be written (setflags)
+        return value.dtype, value.shape, value.tobytes(), value.flags.writeable
     if kind is array.array:
         return value.typecode, value.tobytes()
     if kind is memoryview:  # a view of a bytearray, an array: what it shows
@@ -593,9 +593,10 @@ def leaf(value: Any) -> Any:
             raw = data.numpy().tobytes()
         except (TypeError, RuntimeError):  # a dtype NumPy lacks (bfloat16), a conjugate or negative view
             raw = data.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        # A leaf's gradient too (a parameter's, which backward() fills or accumulates).
+        # Whether it records gradients (a model's parameters frozen for fine-tuning), and a
+        # leaf's gradient (a parameter's, which backward() fills or accumulates).
         grad = value.grad if value.requires_grad and value.is_leaf else None
-        return value.dtype, value.shape, raw, None if grad is None else leaf(grad)
+        return value.dtype, value.shape, raw, value.requires_grad, None if grad is None else leaf(grad)
     if isinstance(value, np.generic) and not value.dtype.hasobject:
         return kind, value.tobytes()
     if kind.__module__ != "builtins":
