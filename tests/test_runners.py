@@ -1825,6 +1825,57 @@ def test_a_gradient_backward_fills_on_a_copy_is_named_with_autograd_grad_as_the_
     assert w.grad is None
 
 
+_NOTED: list[float] = []
+
+
+def _note(value: Any) -> Any:
+    _NOTED.append(1.0)
+    return value
+
+
+class _Callback:
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+
+_CALLBACKS = [_Callback(_note)]
+_BY_NAME = {"held": _Callback(_note)}
+
+
+def calling_back(a: np.ndarray) -> np.ndarray:
+    for callback in (*_CALLBACKS, *_BY_NAME.values()):
+        callback.fn(a)
+    return a
+
+
+def _pipeline() -> Any:
+    pipeline = pytest.importorskip("sklearn.pipeline")
+    preprocessing = pytest.importorskip("sklearn.preprocessing")
+    linear = pytest.importorskip("sklearn.linear_model")
+    steps = pipeline.make_pipeline(preprocessing.FunctionTransformer(_note), linear.LinearRegression())
+    return steps.fit(np.arange(4.0).reshape(-1, 1), np.arange(4.0))
+
+
+def predicting(a: np.ndarray, pipeline: Any) -> np.ndarray:
+    return pipeline.predict(a.reshape(-1, 1))
+
+
+@pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
+def test_a_function_an_object_in_a_container_holds_is_followed(runners: dict[str, dict[str, Any]], where: str) -> None:
+    """The code objects in a global list or dict hold (callbacks), and a pipeline's steps (its
+    ``(name, step)`` pairs: a ``FunctionTransformer``'s function), is followed as the function's
+    own: the global it changes on a copy is refused, never lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    fitted = _pipeline()
+    _NOTED.clear()  # what fitting noted
+    for fn, more in ((calling_back, ()), (predicting, (fitted,))):
+        with pytest.raises(
+            ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function changed global _NOTED"
+        ):
+            ac.batched(fn, **options)(_batch(ragged=False), *more)
+    assert _NOTED == []
+
+
 _LOCKABLE = np.zeros(3)
 _TRACKABLE = torch.zeros(2)
 _TUNED = torch.nn.Linear(1, 1)

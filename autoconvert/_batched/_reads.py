@@ -295,18 +295,24 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", *_BY_NA
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
 
 
-def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict[str, Any]]]:
+def _code_reached(value: Any, depth: int = 4) -> list[tuple[types.CodeType, dict[str, Any]]]:
     """The user's code ``value`` runs that may read globals: a function's (through decorators
     and partials: an ``lru_cache``'d helper), the methods (properties, cached properties too)
-    of a class or of an object's class; and, ``depth`` levels down, the functions a dict, list or tuple holds (a table of
-    handlers; a torch module's hooks, in an ``OrderedDict``), a function's or an object's attributes hold (a ``singledispatch`` function's
-    registry, ``np.vectorize``'s function, ``self.fn``), a partial binds."""
+    of a class or of an object's class; and, ``depth`` levels down, the functions and objects a
+    dict, list or tuple holds (a table of handlers; a list of callback objects; a pipeline's
+    ``(name, step)`` pairs, which take no level of their own; a torch module's hooks, in an
+    ``OrderedDict``), a function's or an object's attributes hold (a ``singledispatch``
+    function's registry, ``np.vectorize``'s function, ``self.fn``, ``self.step.fn``), a partial
+    binds."""
     if depth == 0:
         return []
     reached = []
     if isinstance(value, _TABLES):  # an OrderedDict too (a torch module's hooks)
-        items = _table_items(value)
-        reached += [c for item in items if callable(item) or _hooked(item) for c in _code_reached(item, depth - 1)]
+        for item in _table_items(value):
+            if type(item) is tuple:
+                reached += _code_reached(item, depth)
+            elif _may_run_code(item):
+                reached += _code_reached(item, depth - 1)
         if type(value) in _TABLES:
             return reached
     kind = value if isinstance(value, type) else type(value)
@@ -337,9 +343,14 @@ def _code_reached(value: Any, depth: int = 3) -> list[tuple[types.CodeType, dict
     held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
     if isinstance(value, type):
         held = [v for v in held if isinstance(v, _TABLES)]
-    followed = [v for v in held if callable(v) or isinstance(v, _TABLES) or _hooked(v)]
-    reached += [c for v in followed for c in _code_reached(v, depth - 1)]
+    reached += [c for v in held if _may_run_code(v) for c in _code_reached(v, depth - 1)]
     return reached
+
+
+def _may_run_code(value: Any) -> bool:
+    """Whether ``value``, held by a table or an object, may hold code the function runs: a
+    callable, a table, a tensor with hooks, an object with attributes (``cb.fn``)."""
+    return callable(value) or isinstance(value, _TABLES) or _hooked(value) or type(own_dict(value)) is dict
 
 
 #: torch's tables of the hooks every module runs (``register_module_forward_hook``): its
