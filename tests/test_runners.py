@@ -1614,6 +1614,88 @@ def test_a_script_function_reading_a_cached_property_or_a_struct_runs_on_dask(
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
 
 
+_SCRIPT_WITH_CLASSES = """
+N = 0
+
+class Registry(type):
+    names = []
+
+    def __new__(mcls, name, bases, namespace):
+        mcls.names.append(name)
+        return super().__new__(mcls, name, bases, namespace)
+
+class Counter(metaclass=Registry):
+    def value(self):
+        return 2.0
+
+    def bump(self):
+        global N
+        N += 1
+
+OBJ = Counter()
+
+def read(a):
+    return a * OBJ.value()
+"""
+
+
+def test_a_map_on_dask_in_the_callers_process_leaves_the_callers_classes_as_they_were(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """Dask pickles each chunk even to a worker in the caller's process, where cloudpickle finds a
+    script's class it sends by value again: the caller's own, neither made anew (its metaclass
+    registering it again) nor given copies of its methods bound to a copy of the script's
+    globals, so the caller's code changes the caller's globals after the map as before it."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_WITH_CLASSES, namespace)  # as a script defines them
+    before = {cls: dict(vars(cls)) for cls in (namespace["Counter"], namespace["Registry"])}
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    out = ac.batched(namespace["read"], **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+    for cls, attributes in before.items():
+        assert [k for k, v in attributes.items() if vars(cls).get(k) is not v] == [], cls
+    assert namespace["Registry"].names == ["Counter"]
+    namespace["OBJ"].bump()
+    assert namespace["N"] == 1
+
+
+_SCRIPT_COUNTING_THROUGH_ITS_CLASS = """
+N = 0
+
+class Counter:
+    def bump(self):
+        global N
+        N += 1
+
+COUNTER = Counter()
+
+def counted(a):
+    COUNTER.bump()
+    return a + N
+"""
+
+
+def test_a_global_the_callers_class_changes_under_a_copy_the_function_reads_is_refused(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """On a Dask worker in the caller's process a script's class is the caller's own, whose methods
+    change the caller's globals, while the script's function, sent by value, reads its copies of
+    them as they were when its chunk was sent: refused, where sequentially each sample reads the
+    change, never computed from the copy."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_COUNTING_THROUGH_ITS_CLASS, namespace)  # as a script defines them
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(namespace["counted"], **options)(_batch(ragged=False))
+    assert str(info.value) == (
+        "autoconvert.batched(counted): the caller's own code (a method of a class of module __main__, the caller's "
+        "own class there) changed global N of module __main__ on a Dask worker in the caller's process, where the "
+        "function reads a copy of N made when it was sent: it may have read N as it was, where sequentially it "
+        "reads the change. Fix: define the function in a module and import it (it then reads the module's "
+        "globals), or run the samples sequentially (no executor) or on threads (workers=)"
+    )
+
+
 _REGISTERING_MODULE = """
 class Registry(type):
     names = []
@@ -1629,33 +1711,32 @@ def register(a):
 """
 
 
-def test_a_change_to_the_callers_class_sent_by_value_says_what_reached_it(
-    runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("sent", ["a script's", "a module's registered by value"])
+def test_a_change_to_a_class_sent_by_value_to_the_callers_process_is_the_callers(
+    runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, sent: str
 ) -> None:
-    """A class sent by value (its module registered with cloudpickle's
-    ``register_pickle_by_value``) is found again in the caller's process, its attributes set
-    anew from copies as each chunk arrives: the refusal says the caller's class keeps part of
-    the change, not that none reaches it."""
+    """A class cloudpickle sends by value (a script's, or of a module registered with
+    ``register_pickle_by_value``) is the caller's own on a Dask worker in the caller's process: a
+    change to it (``Registry.names.append``) reaches the caller's class, once per sample, as
+    sequentially."""
     cloudpickle = pytest.importorskip("cloudpickle")
-    (tmp_path / "registering_by_value.py").write_text(_REGISTERING_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("registering_by_value")
-    cloudpickle.register_pickle_by_value(module)
+    if sent == "a script's":
+        module: Any = type(sys)("__main__")
+        exec(_REGISTERING_MODULE, vars(module))  # as a script defines them
+    else:
+        (tmp_path / "registering_by_value.py").write_text(_REGISTERING_MODULE)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        module = importlib.import_module("registering_by_value")
+        cloudpickle.register_pickle_by_value(module)
     try:
         options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
-        with pytest.raises(ValueError) as info:
-            ac.batched(module.register, **options)(_batch(ragged=False))
+        out = ac.batched(module.register, **options)(_batch(ragged=False))
     finally:
-        cloudpickle.unregister_pickle_by_value(module)
-        sys.modules.pop("registering_by_value")
-    assert str(info.value) == (
-        "autoconvert.batched(register): the function changed Registry.names, in global Registry of module "
-        "registering_by_value, on a Dask worker in the caller's process, which received Registry by value: "
-        "cloudpickle finds the caller's Registry there but sets its attributes anew from copies as each chunk "
-        "arrives, so the caller's Registry keeps part of the change. Fix: let cloudpickle send module "
-        "registering_by_value by reference (unregister_pickle_by_value), or run the samples sequentially (no "
-        "executor) or on threads (workers=)"
-    )
+        if sent != "a script's":
+            cloudpickle.unregister_pickle_by_value(module)
+            sys.modules.pop("registering_by_value")
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+    assert module.Registry.names == ["Made"] * len(_batch(ragged=False))
 
 
 def reset_the_grid(a: np.ndarray) -> np.ndarray:

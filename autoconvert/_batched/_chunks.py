@@ -38,6 +38,7 @@ from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, k
 from ._caps import capped
 from ._reads import (
     Attributes,
+    CallersGlobals,
     ReadGlobals,
     Reads,
     class_attributes,
@@ -275,6 +276,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, state in states:
         below = first_change(state, value)
         if below is not None:
+            if type(value) is CallersGlobals:
+                raise _read_as_it_was(chunk, value, below)
             if isinstance(value, (ReadGlobals, Attributes)):
                 _remember_changed(chunk, value, below)
             raise (
@@ -569,21 +572,24 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
         return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
     what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
     named = reads.named(name)
-    if isinstance(reads, ReadGlobals) and os.getpid() == chunk.origin.caller and reads.callers_class(name):
-        by_reference = (
-            f"define {named} in a module and import it (a module's class is sent by reference)"
-            if reads.module == "__main__"
-            else f"let cloudpickle send module {reads.module} by reference (unregister_pickle_by_value)"
-        )
-        return ValueError(
-            f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which received {named} by value: "
-            f"cloudpickle finds the caller's {named} there but sets its attributes anew from copies as each chunk "
-            f"arrives, so the caller's {named} keeps part of the change. Fix: {by_reference}, or run the samples "
-            "sequentially (no executor) or on threads (workers=)"
-        )
     return ValueError(
         f"{chunk.label}: the function changed {what} on {chunk.origin.where()}, which holds a copy of {named}: the "
         f"change cannot reach the caller's {named}, as it does {_fix(inside)}"
+    )
+
+
+def _read_as_it_was(chunk: Chunk, reads: CallersGlobals, below: list[KeyEntry]) -> ValueError:
+    """The refusal of a change the caller's own code made to a global of the caller's, in the
+    caller's process, that the function reads a copy of: it may have computed from the copy as it
+    was, where sequentially it reads the change."""
+    first = below[0]
+    name = first.name if isinstance(first, GetAttrKey) else str(first)
+    return ValueError(
+        f"{chunk.label}: the caller's own code (a method of a class of module {reads.module}, the caller's own class "
+        f"there) changed {reads.place(name)} on {chunk.origin.where()}, where the function reads a copy of {name} made "
+        f"when it was sent: it may have read {name} as it was, where sequentially it reads the change. Fix: define "
+        "the function in a module and import it (it then reads the module's globals), or run the samples "
+        "sequentially (no executor) or on threads (workers=)"
     )
 
 
@@ -778,9 +784,51 @@ def _crossing(base: type) -> type:
             reduced = parent(obj)
             if type(obj) is types.FunctionType:
                 _send_names_class_bodies_read(obj, reduced)
+            if isinstance(obj, type):
+                return _found_where_sent_from(obj, reduced)
             return reduced
 
     return Crossing
+
+
+#: The classes this process sent by value, by id: what a payload unpickled here finds again.
+_SENT_CLASSES: weakref.WeakValueDictionary[int, type] = weakref.WeakValueDictionary()
+
+
+def _found_where_sent_from(cls: type, reduced: Any) -> Any:
+    """cloudpickle's reduction of a class it sends by value (made anew, then its attributes set by
+    its state setter), which unpickled in this process is ``cls`` itself, untouched: cloudpickle
+    finds it again there and sets its attributes anew from the copies, binding the caller's
+    methods to a copy of its module's globals for good (a Dask worker in the caller's process).
+    Any other reduction as it is."""
+    if type(reduced) is not tuple or len(reduced) != 6 or reduced[5] is None:
+        return reduced
+    make, args, state, items, entries, set_state = reduced
+    _SENT_CLASSES[id(cls)] = cls
+    sender = (os.getpid(), id(cls))
+    return _class_made_or_found, (sender, make, args), (sender, set_state, state), items, entries, _class_state_set
+
+
+def _sent_from_here(sender: tuple[int, int]) -> type | None:
+    """The class this process sent as ``sender``, where it is unpickled in that process (a forked
+    child's pid is its own; another machine never sent it)."""
+    pid, key = sender
+    return _SENT_CLASSES.get(key) if pid == os.getpid() else None
+
+
+def _class_made_or_found(sender: tuple[int, int], make: Callable[..., type], args: tuple[Any, ...]) -> type:
+    """The sender's own class in its process; elsewhere one made as cloudpickle makes it (never
+    made here: a metaclass's ``__new__`` may register what it makes)."""
+    found = _sent_from_here(sender)
+    return make(*args) if found is None else found
+
+
+def _class_state_set(cls: type, sent: tuple[tuple[int, int], Callable[[type, Any], Any], Any]) -> None:
+    """A class's attributes set from the copies received, as cloudpickle sets them; not on the
+    sender's own class in its process, whose attributes are the caller's own."""
+    sender, set_state, state = sent
+    if _sent_from_here(sender) is not cls:
+        set_state(cls, state)
 
 
 def _weak_set_keeping(items: list[Any]) -> weakref.WeakSet[Any]:

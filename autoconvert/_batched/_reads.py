@@ -24,8 +24,6 @@ import types
 import weakref
 from typing import Any, TypeGuard
 
-from autoconvert._pickling import holder_of
-
 from ._states import (
     BY_REFERENCE,
     CODE,
@@ -44,38 +42,32 @@ from ._states import (
 class ReadGlobals:
     """Globals of one module a function reads (through the functions and classes of that module
     it reaches too), code left out; a class or a function of the module by its own attributes
-    (``Counter.total``, ``helper.calls``) and a function by what its closure captured."""
+    (``Counter.total``, ``helper.calls``) and a function by what its closure captured. Its
+    classes' attributes left out where ``classes`` is False: in the caller's process a class is
+    the caller's own (one sent by value is found again there, see _chunks), whose changes are
+    the caller's, as sequentially."""
 
-    __slots__ = ("module", "names", "namespace")
+    __slots__ = ("classes", "module", "names", "namespace")
 
-    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...]) -> None:
-        self.namespace, self.module, self.names = namespace, namespace["__name__"], names
+    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...], classes: bool = True) -> None:
+        self.namespace, self.module, self.names, self.classes = namespace, namespace["__name__"], names, classes
 
     def __getstate__(self) -> dict[str, Any]:
         namespace, state = self.namespace, {}
         for name in self.names:
             value = namespace.get(name, _UNBOUND)
             if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module:
-                state[name] = attributes_of(value)
+                if self.classes or not isinstance(value, type):
+                    state[name] = attributes_of(value)
             elif isinstance(value, types.MethodType) and _module_class(owner := value.__self__, self.module):
-                state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
+                if self.classes:
+                    state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
             elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or holds_through(value)):
                 state[name] = value
             kind = type(value)
-            if kind is not type and kind.__module__ == self.module:  # type(obj).count += 1, a property's, a metaclass's
-                state[f"type({name})"] = attributes_of(kind)
+            if self.classes and kind is not type and kind.__module__ == self.module:
+                state[f"type({name})"] = attributes_of(kind)  # type(obj).count += 1, a property's, a metaclass's
         return state
-
-    def callers_class(self, name: str) -> bool:
-        """Whether ``name`` (``type(obj)`` too) is, in a namespace sent by value to the caller's
-        process, the caller's own class: cloudpickle finds a class it sent by value again
-        there, and sets its attributes anew from the copies it received."""
-        module = sys.modules.get(self.module)
-        if module is None or vars(module) is self.namespace:
-            return False
-        value = self.namespace.get(name.removeprefix("type(").removesuffix(")"), _UNBOUND)
-        value = type(value) if name.startswith("type(") else value
-        return isinstance(value, type) and any(value is v for v in vars(module).values())
 
     def place(self, name: str) -> str:
         """Where ``name`` is, for a refusal."""
@@ -85,6 +77,30 @@ class ReadGlobals:
     def named(self, name: str) -> str:
         """``name`` as the code reads it."""
         return name
+
+
+class CallersGlobals(ReadGlobals):
+    """The caller's own globals of a module whose namespace a function sent by value holds a copy
+    of, in the caller's process: the code of the module's classes is the caller's there (a class
+    sent by value is found again, see _chunks) and changes these, where the function reads its
+    copies, as they were when its chunk was sent."""
+
+    __slots__ = ()
+
+
+def _callers_namespaces(copy: dict[str, Any], names: dict[str, None], carried: list[Any]) -> list[dict[str, Any]]:
+    """The caller's own namespaces of the module ``copy`` is a copy of, in the caller's process:
+    those the methods of the module's classes run in (the classes ``copy`` holds at ``names``, of
+    the objects and class methods there, of what the function carries)."""
+    module, found = copy["__name__"], {}
+    for value in [*(copy.get(name) for name in names), *carried]:
+        owner = value.__self__ if isinstance(value, types.MethodType) else value
+        kind = owner if isinstance(owner, type) else type(owner)
+        if kind.__module__ == module:
+            for method in methods_of(kind):
+                if method.__globals__ is not copy and method.__globals__.get("__name__") == module:
+                    found[id(method.__globals__)] = method.__globals__
+    return list(found.values())
 
 
 def _module_class(value: Any, module: str) -> TypeGuard[type]:
@@ -143,7 +159,7 @@ def attributes_of(owner: type | types.FunctionType) -> Attributes:
 
 _UNBOUND = object()
 
-#: What a function reads by name, as _states compares it.
+#: What a function reads by name, as _states compares it (a CallersGlobals is a ReadGlobals).
 Reads = ReadGlobals | Attributes
 
 
@@ -168,7 +184,10 @@ def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
     seeds = [code for value in carried for code in _code_reached(value)]
     for namespace, names in _names(fn, elsewhere, seeds):
         if names and (namespace is not fn.__globals__ or copied):
-            reads.append(ReadGlobals(namespace, tuple(names)))
+            reads.append(ReadGlobals(namespace, tuple(names), classes=elsewhere))
+        if names and not elsewhere and copied:  # the caller's globals, changed by its classes' code
+            for callers in _callers_namespaces(namespace, names, carried):
+                reads.append(CallersGlobals(callers, tuple(n for n in names if n in callers), classes=False))
     return reads
 
 
@@ -218,13 +237,15 @@ def context_vars_named(fn: Any) -> list[tuple[str, contextvars.ContextVar[Any]]]
 
 def class_attributes(cls: type, caller: int) -> list[Attributes]:
     """A class's attributes (a class method's, a method's object's: ``type(self).count += 1``),
-    where they are copies of the caller's: in another process, or sent by value (a script's
-    class on Dask or Ray: no module of this process holds it). None of a library's class."""
+    where they are copies of the caller's: in another process. None in the caller's process,
+    where every class is the caller's own (one sent by value is found again there, see _chunks),
+    nor of a library's class."""
+    if os.getpid() == caller:
+        return []
     module = sys.modules.get(cls.__module__)
     code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
-    if not users_file(code[0]):  # by its code's file: a script's class sent by value has no module there
-        return []
-    return [attributes_of(cls)] if os.getpid() != caller or holder_of(cls, (cls.__module__,)) is None else []
+    # By its code's file: a script's class has no module there.
+    return [attributes_of(cls)] if users_file(code[0]) else []
 
 
 def _names(
