@@ -631,8 +631,8 @@ def _not_pickling(
     if id(value) in above:
         return None  # looked in already, further up
     try:
-        # What pickles but does not unpickle too (a __getattr__ answering None); not by value, whose
-        # loading here would set the attributes of the caller's classes anew (cloudpickle's, found again).
+        # What pickles but does not unpickle too (a __getattr__ answering None); not by value: on Dask
+        # and Ray what fails to unpickle is told by the workers' failure (UNPICKLING_FAILED).
         sent = dumps(value, by_value=by_value)
         if not by_value:
             pickle.loads(sent)
