@@ -1941,15 +1941,26 @@ def predicting(a: np.ndarray, pipeline: Any) -> np.ndarray:
     return pipeline.predict(a.reshape(-1, 1))
 
 
+@dataclasses.dataclass
+class _RunStats:
+    history: list[float] = dataclasses.field(default_factory=lambda: _NOTED)
+
+
+def recording(a: np.ndarray) -> np.ndarray:
+    _RunStats().history.append(1.0)
+    return a
+
+
 @pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
 def test_a_function_an_object_in_a_container_holds_is_followed(runners: dict[str, dict[str, Any]], where: str) -> None:
-    """The code objects in a global list or dict hold (callbacks), and a pipeline's steps (its
-    ``(name, step)`` pairs: a ``FunctionTransformer``'s function), is followed as the function's
-    own: the global it changes on a copy is refused, never lost."""
+    """The code objects in a global list or dict hold (callbacks), a pipeline's steps (its
+    ``(name, step)`` pairs: a ``FunctionTransformer``'s function) and a dataclass's default
+    factories (its generated ``__init__`` calls them) is followed as the function's own: the
+    global it changes on a copy is refused, never lost."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     fitted = _pipeline()
     _NOTED.clear()  # what fitting noted
-    for fn, more in ((calling_back, ()), (predicting, (fitted,))):
+    for fn, more in ((calling_back, ()), (predicting, (fitted,)), (recording, ())):
         with pytest.raises(
             ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function changed global _NOTED"
         ):

@@ -339,6 +339,10 @@ def _code_reached(value: Any, depth: int = 4) -> list[tuple[types.CodeType, dict
     kind = value if isinstance(value, type) else type(value)
     if not isinstance(value, types.FunctionType):  # its class's methods, where they are the user's
         reached += [(f.__code__, f.__globals__) for f in methods_of(kind) if users_function(f)]
+        # A dataclass's default factories, which its generated __init__ calls.
+        fields = getattr(kind, "__dataclass_fields__", None)
+        factories = [getattr(f, "default_factory", None) for f in fields.values()] if type(fields) is dict else []
+        reached += [c for factory in factories if callable(factory) for c in _code_reached(factory, depth - 1)]
     if isinstance(value, functools.partial):
         reached += [c for a in (*value.args, *value.keywords.values()) for c in _code_reached(a, depth - 1)]
         value = value.func
