@@ -1415,6 +1415,53 @@ def test_a_thread_locals_attribute_changed_on_a_process_pool_is_refused(runners:
     assert _LOCAL.n == 0
 
 
+class _Tally(threading.local):
+    def __init__(self) -> None:
+        self.n = 0
+        self.cached: list[str] = []
+
+
+_TALLY = _Tally()
+
+
+def counted_in_a_thread_local_subclass(a: np.ndarray) -> np.ndarray:
+    _TALLY.n += 1
+    return a * 2
+
+
+def cached_in_a_thread_local(a: np.ndarray) -> np.ndarray:
+    """A per-thread cache: each thread fills its own."""
+    if not hasattr(_LOCAL, "session"):
+        _LOCAL.session = "opened"
+    return a * 2
+
+
+@pytest.mark.parametrize("where", ["threads", "a thread Executor", "Dask worker threads"])
+def test_a_thread_locals_attribute_off_the_callers_thread_is_refused_or_named(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """A thread-local's attributes are each thread's own: one changed off the caller's thread
+    is refused (the caller's thread never sees it); one the caller set, missing there, is named
+    in the AttributeError's note; a per-thread cache each thread fills runs."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(counted_in_a_thread_local_subclass, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(counted_in_a_thread_local_subclass): the function changed attribute n of global _TALLY "
+        "of module tests.test_runners, a threading.local, on "
+    ), info.value
+    assert _TALLY.n == 0
+    with pytest.raises(AttributeError) as missing:  # _LOCAL.n is the caller's thread's
+        ac.batched(counted_in_a_thread_local, **options)(_batch(ragged=False))
+    assert any(
+        note.startswith("autoconvert.batched: global _LOCAL of module tests.test_runners is a threading.local, ")
+        for note in missing.value.__notes__
+    ), missing.value.__notes__
+    assert _LOCAL.n == 0
+    out = ac.batched(cached_in_a_thread_local, **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+
+
 class _Recorder:
     """An argument object whose method remembers samples in a global list."""
 

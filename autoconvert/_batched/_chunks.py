@@ -42,8 +42,8 @@ from ._reads import (
     ReadGlobals,
     Reads,
     class_attributes,
-    context_vars_named,
     names_class_bodies_read,
+    per_thread_named,
     reads_of,
 )
 from ._seeds import Seeds
@@ -243,7 +243,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         handed, held, states = _containers_in(chunk)
         chunk, guarded = _guarded_chunk(chunk)
     results: list[Any] = []
-    contexts = [(place, var, context_value(var)) for place, var in context_vars_named(chunk.fn)] if _off(chunk) else []
+    contexts, locals_here = _per_thread(chunk)
     try:
         if chunk.threads is None:
             _loop(chunk, columns, results)
@@ -252,14 +252,14 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
                 _loop(chunk, columns, results)
     except Exception as e:
         e.add_note(f"{chunk.label}: raised by sample {chunk.start + len(results)} of {chunk.size}")
+        if isinstance(e, AttributeError) and locals_here:
+            e.add_note(_thread_local_note(chunk, [place for place, _, _ in locals_here]))
         if (chunk.frozen or chunk.origin.copied) and isinstance(e, (ValueError, TypeError)):
             _tell_rejection(e, chunk, columns, len(results))
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
         raise
-    for place, var, was in contexts:
-        if _set_anew(was, context_value(var)):
-            raise _context_lost(chunk, place, var)
+    _refuse_set_per_thread(chunk, contexts, locals_here)
     if handed and changed(handed.values()):
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
@@ -601,6 +601,38 @@ def _off(chunk: Chunk) -> bool:
     return chunk.origin.copied and os.getpid() == chunk.origin.caller
 
 
+def _per_thread(
+    chunk: Chunk,
+) -> tuple[list[tuple[str, contextvars.ContextVar[Any], Any]], list[tuple[str, threading.local, dict[str, Any]]]]:
+    """Off the caller's thread, what the function reads that is its context's or its thread's:
+    each context variable and thread-local it names, where it is, and its value or attributes
+    as the chunk starts (a thread-local's class's ``__init__`` runs here first)."""
+    if not _off(chunk):
+        return [], []
+    return (
+        [(place, var, context_value(var)) for place, var in per_thread_named(chunk.fn, contextvars.ContextVar)],
+        [(place, own, dict(vars(own))) for place, own in per_thread_named(chunk.fn, threading.local)],
+    )
+
+
+def _refuse_set_per_thread(
+    chunk: Chunk,
+    contexts: list[tuple[str, contextvars.ContextVar[Any], Any]],
+    locals_here: list[tuple[str, threading.local, dict[str, Any]]],
+) -> None:
+    """Refuse a context variable set anew, or a thread-local's attribute changed, off the
+    caller's thread (see _per_thread): the caller's own never sees it. An attribute a
+    thread-local only gains (a per-thread cache filled) is its thread's."""
+    for place, var, was in contexts:
+        if _set_anew(was, context_value(var)):
+            raise _context_lost(chunk, place, var)
+    for place, own, before in locals_here:
+        now = vars(own)
+        name = next((k for k in before if k not in now or _set_anew(before[k], now[k])), None)
+        if name is not None:
+            raise _thread_local_lost(chunk, place, name)
+
+
 def _set_anew(was: Any, now: Any) -> bool:
     """Whether a context variable read ``was`` before a chunk and ``now`` after it was set to
     another value: not where it is the same or an equal value (set up and back down), nor
@@ -618,6 +650,27 @@ def _context_lost(chunk: Chunk, place: str, var: contextvars.ContextVar[Any]) ->
         f"{chunk.label}: the function set context variable {var.name!r} ({place}) on {where}: the value stays in "
         "that context and cannot reach the caller's, as it does where the samples run sequentially. Fix: return "
         "what the function computes, or run the samples sequentially (no executor)"
+    )
+
+
+def _thread_local_lost(chunk: Chunk, place: str, name: str) -> ValueError:
+    """The refusal of a thread-local's attribute changed in a thread other than the caller's."""
+    where = chunk.context[0] if chunk.context is not None else chunk.origin.where()
+    return ValueError(
+        f"{chunk.label}: the function changed attribute {name} of {place}, a threading.local, on {where}: each "
+        "thread has its own attributes, so the change cannot reach the caller's thread's, as it does where the "
+        "samples run sequentially. Fix: return what the function computes, or run the samples sequentially "
+        "(no executor)"
+    )
+
+
+def _thread_local_note(chunk: Chunk, places: list[str]) -> str:
+    """Why an attribute the caller set on a thread-local may be missing where a sample ran."""
+    where = chunk.context[0] if chunk.context is not None else chunk.origin.where()
+    return (
+        f"autoconvert.batched: {', '.join(places)} is a threading.local, whose attributes are each thread's own: on "
+        f"{where} it has none the caller's thread set. Fix: pass what the function reads as an argument, or run "
+        "the samples sequentially (no executor)"
     )
 
 

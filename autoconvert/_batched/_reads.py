@@ -12,7 +12,6 @@ what is only added (a memo's new key, a value where there was None) is a cache f
 
 from __future__ import annotations
 
-import contextvars
 import dis
 import functools
 import inspect
@@ -22,7 +21,7 @@ import os
 import sys
 import types
 import weakref
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 from ._states import (
     BY_REFERENCE,
@@ -37,6 +36,8 @@ from ._states import (
     users_file,
     users_function,
 )
+
+T = TypeVar("T")
 
 
 class ReadGlobals:
@@ -204,11 +205,12 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
     return named
 
 
-def context_vars_named(fn: Any) -> list[tuple[str, contextvars.ContextVar[Any]]]:
-    """The context variables ``fn`` (through partials, bound methods, callable objects and
-    wrappers) names among its module's globals, through the code of its module it reaches (its
-    object's methods too: ``self.helper()``), each with where it is (``global depth of module
-    __main__``): the value a sample sets is its context's. None where its module holds none."""
+def per_thread_named(fn: Any, kind: type[T]) -> list[tuple[str, T]]:
+    """The globals of ``kind`` (a ``ContextVar``, a ``threading.local``) ``fn`` (through partials,
+    bound methods, callable objects and wrappers) names among its module's globals, through the
+    code of its module it reaches (its object's methods too: ``self.helper()``), each with where
+    it is (``global depth of module __main__``): what a sample sets there is its context's, its
+    thread's. None where its module holds none."""
     carried: list[Any] = []
     for _ in range(16):
         if isinstance(fn, functools.partial):
@@ -226,12 +228,12 @@ def context_vars_named(fn: Any) -> list[tuple[str, contextvars.ContextVar[Any]]]
             fn = type(fn).__call__
         else:
             break
-    if not users_function(fn) or not any(isinstance(v, contextvars.ContextVar) for v in fn.__globals__.values()):
+    if not users_function(fn) or not any(isinstance(v, kind) for v in fn.__globals__.values()):
         return []
     named = []
     for namespace, names in _names(fn, False, [code for value in carried for code in _code_reached(value)]):
         reads = ReadGlobals(namespace, tuple(names))
-        named += [(reads.place(n), namespace[n]) for n in names if isinstance(namespace.get(n), contextvars.ContextVar)]
+        named += [(reads.place(n), namespace[n]) for n in names if isinstance(namespace.get(n), kind)]
     return named
 
 
