@@ -1402,19 +1402,6 @@ def test_what_sets_a_context_variable_on_threads_is_told_by_the_value_and_the_th
         _DEPTH.reset(token)
 
 
-def test_a_thread_locals_attribute_changed_on_a_process_pool_is_refused(runners: dict[str, dict[str, Any]]) -> None:
-    """A worker process forked from the caller's thread holds a copy of its thread-local's
-    attributes: a change to one is refused, never lost."""
-    options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
-    with pytest.raises(ValueError) as info:
-        ac.batched(counted_in_a_thread_local, **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
-        "autoconvert.batched(counted_in_a_thread_local): the function changed _LOCAL.n, in global _LOCAL of module "
-        "tests.test_runners, on a worker of the process pool in another process, "
-    ), info.value
-    assert _LOCAL.n == 0
-
-
 class _Tally(threading.local):
     def __init__(self) -> None:
         self.n = 0
@@ -1436,30 +1423,33 @@ def cached_in_a_thread_local(a: np.ndarray) -> np.ndarray:
     return a * 2
 
 
-@pytest.mark.parametrize("where", ["threads", "a thread Executor", "Dask worker threads"])
-def test_a_thread_locals_attribute_off_the_callers_thread_is_refused_or_named(
+@pytest.mark.parametrize("where", ["a process pool", "threads", "a thread Executor", "Dask worker threads"])
+def test_a_thread_locals_attribute_changed_elsewhere_is_refused_or_named(
     runners: dict[str, dict[str, Any]], where: str
 ) -> None:
-    """A thread-local's attributes are each thread's own: one changed off the caller's thread
-    is refused (the caller's thread never sees it); one the caller set, missing there, is named
-    in the AttributeError's note; a per-thread cache each thread fills runs."""
+    """A worker process forked from the caller's thread holds a copy of its thread-local's
+    attributes: a change to one is refused. Other threads have their own: one changed there is
+    refused (the caller's thread never sees it), one the caller set, missing there, is named in
+    the AttributeError's note, and a per-thread cache each thread fills runs."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
+    fn, refused = (
+        (counted_in_a_thread_local, "changed _LOCAL.n, in global _LOCAL of module tests.test_runners, on a worker")
+        if where == "a process pool"
+        else (counted_in_a_thread_local_subclass, "changed attribute n of global _TALLY of module tests.test_runners")
+    )
     with pytest.raises(ValueError) as info:
-        ac.batched(counted_in_a_thread_local_subclass, **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
-        "autoconvert.batched(counted_in_a_thread_local_subclass): the function changed attribute n of global _TALLY "
-        "of module tests.test_runners, a threading.local, on "
-    ), info.value
-    assert _TALLY.n == 0
-    with pytest.raises(AttributeError) as missing:  # _LOCAL.n is the caller's thread's
-        ac.batched(counted_in_a_thread_local, **options)(_batch(ragged=False))
-    assert any(
-        note.startswith("autoconvert.batched: global _LOCAL of module tests.test_runners is a threading.local, ")
-        for note in missing.value.__notes__
-    ), missing.value.__notes__
-    assert _LOCAL.n == 0
-    out = ac.batched(cached_in_a_thread_local, **options)(_batch(ragged=False))
-    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+        ac.batched(fn, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(f"autoconvert.batched({fn.__name__}): the function {refused}"), info.value
+    assert _LOCAL.n == 0 and _TALLY.n == 0
+    if where != "a process pool":
+        with pytest.raises(AttributeError) as missing:  # _LOCAL.n is the caller's thread's
+            ac.batched(counted_in_a_thread_local, **options)(_batch(ragged=False))
+        assert any(
+            note.startswith("autoconvert.batched: global _LOCAL of module tests.test_runners is a threading.local, ")
+            for note in missing.value.__notes__
+        ), missing.value.__notes__
+        out = ac.batched(cached_in_a_thread_local, **options)(_batch(ragged=False))
+        assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
 
 
 class _Recorder:
