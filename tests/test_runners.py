@@ -1966,6 +1966,33 @@ def calling_back(a: np.ndarray) -> np.ndarray:
     return a
 
 
+_IN_ORDER = collections.deque([_Callback(_note)])
+_AS_SET = {_Callback(_note)}
+_FROZEN = frozenset([_Callback(_note)])
+_AS_KEYS = {_Callback(_note): "first"}
+_AS_ITEMS = np.array([_Callback(_note), None], dtype=object)
+
+
+def through_a_deque(a: np.ndarray) -> np.ndarray:
+    return next(callback.fn(a) for callback in _IN_ORDER)
+
+
+def through_a_set(a: np.ndarray) -> np.ndarray:
+    return next(callback.fn(a) for callback in _AS_SET)
+
+
+def through_a_frozenset(a: np.ndarray) -> np.ndarray:
+    return next(callback.fn(a) for callback in _FROZEN)
+
+
+def through_a_dicts_keys(a: np.ndarray) -> np.ndarray:
+    return next(callback.fn(a) for callback in _AS_KEYS)
+
+
+def through_an_object_array(a: np.ndarray) -> np.ndarray:
+    return _AS_ITEMS[0].fn(a)  # type: ignore[no-any-return]
+
+
 def _pipeline() -> Any:
     pipeline = pytest.importorskip("sklearn.pipeline")
     preprocessing = pytest.importorskip("sklearn.preprocessing")
@@ -1990,14 +2017,16 @@ def recording(a: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
 def test_a_function_an_object_in_a_container_holds_is_followed(runners: dict[str, dict[str, Any]], where: str) -> None:
-    """The code objects in a global list or dict hold (callbacks), a pipeline's steps (its
+    """The code objects in a global container hold (callbacks in a list, a dict, a deque, a set,
+    a dict's keys, an object array), a pipeline's steps (its
     ``(name, step)`` pairs: a ``FunctionTransformer``'s function) and a dataclass's default
     factories (its generated ``__init__`` calls them) is followed as the function's own: the
     global it changes on a copy is refused, never lost."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     fitted = _pipeline()
     _NOTED.clear()  # what fitting noted
-    for fn, more in ((calling_back, ()), (predicting, (fitted,)), (recording, ())):
+    holders = (through_a_deque, through_a_set, through_a_frozenset, through_a_dicts_keys, through_an_object_array)
+    for fn, more in ((calling_back, ()), *((h, ()) for h in holders), (predicting, (fitted,)), (recording, ())):
         with pytest.raises(
             ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function changed global _NOTED"
         ):

@@ -12,6 +12,7 @@ what is only added (a memo's new key, a value where there was None) is a cache f
 
 from __future__ import annotations
 
+import collections
 import dis
 import functools
 import inspect
@@ -22,6 +23,8 @@ import sys
 import types
 import weakref
 from typing import Any, TypeGuard, TypeVar
+
+import numpy as np
 
 from ._states import (
     BY_REFERENCE,
@@ -409,20 +412,32 @@ def _hooked(value: Any) -> bool:
 
 
 def _table_items(table: Any) -> list[Any]:
-    """The first ``_HANDLERS_LOOKED_AT`` items (a mapping's values) of a dict, list or tuple, read
-    as the builtin holds them: a subclass's own ``values()`` (a lazy mapping importing what it
-    names) is not called."""
+    """The first ``_HANDLERS_LOOKED_AT`` items of a table (a mapping's keys and values; an object
+    array's items), read as the builtin holds them: a subclass's own ``values()`` (a lazy mapping
+    importing what it names) is not called."""
     if isinstance(table, dict):
-        items: Any = dict.values(table)
+        items: Any = itertools.chain(dict.values(table), dict.keys(table))
     elif isinstance(table, types.MappingProxyType):
-        items = table.values()
-    else:
-        items = list.__iter__(table) if isinstance(table, list) else tuple.__iter__(table)
+        items = itertools.chain(table.values(), table.keys())
+    elif isinstance(table, np.ndarray):
+        items = table.flat if table.dtype.hasobject else ()
+    else:  # a list, a tuple, a set, a deque (a subclass of one)
+        items = next(iterate for base, iterate in _ITERATORS.items() if isinstance(table, base))(table)
     return list(itertools.islice(items, _HANDLERS_LOOKED_AT))
 
 
-#: The containers whose items are looked at for functions (a table of handlers, a registry).
-_TABLES = (dict, list, tuple, types.MappingProxyType)
+#: How a table that is no mapping is iterated: as its builtin base iterates it.
+_ITERATORS: dict[type, Any] = {
+    list: list.__iter__,
+    tuple: tuple.__iter__,
+    set: set.__iter__,
+    frozenset: frozenset.__iter__,
+    collections.deque: collections.deque.__iter__,
+}
+
+#: The containers whose items are looked at for functions (a table of handlers, a registry of
+#: callbacks, a set of them, an object array holding them).
+_TABLES = (dict, list, tuple, set, frozenset, collections.deque, np.ndarray, types.MappingProxyType)
 
 
 #: The items of a dict, list or tuple a function names looked at for functions (a table of handlers).
