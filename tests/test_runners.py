@@ -2005,6 +2005,20 @@ def predicting(a: np.ndarray, pipeline: Any) -> np.ndarray:
     return pipeline.predict(a.reshape(-1, 1))
 
 
+def _nested_pipelines() -> list[Any]:
+    """A ColumnTransformer and a FeatureUnion, each over a pipeline of a FunctionTransformer."""
+    compose = pytest.importorskip("sklearn.compose")
+    pipeline = pytest.importorskip("sklearn.pipeline")
+    preprocessing = pytest.importorskip("sklearn.preprocessing")
+    inner = pipeline.make_pipeline(preprocessing.FunctionTransformer(_note))
+    made = [compose.ColumnTransformer([("inner", inner, [0])]), pipeline.FeatureUnion([("inner", inner)])]
+    return [m.fit(np.arange(4.0).reshape(-1, 1)) for m in made]
+
+
+def transforming(a: np.ndarray, transformer: Any) -> np.ndarray:
+    return transformer.transform(a.reshape(-1, 1))  # type: ignore[no-any-return]
+
+
 @dataclasses.dataclass
 class _RunStats:
     history: list[float] = dataclasses.field(default_factory=lambda: _NOTED)
@@ -2019,14 +2033,21 @@ def recording(a: np.ndarray) -> np.ndarray:
 def test_a_function_an_object_in_a_container_holds_is_followed(runners: dict[str, dict[str, Any]], where: str) -> None:
     """The code objects in a global container hold (callbacks in a list, a dict, a deque, a set,
     a dict's keys, an object array), a pipeline's steps (its
-    ``(name, step)`` pairs: a ``FunctionTransformer``'s function) and a dataclass's default
+    ``(name, step)`` pairs: a ``FunctionTransformer``'s function; a pipeline within a
+    ``ColumnTransformer`` or a ``FeatureUnion``) and a dataclass's default
     factories (its generated ``__init__`` calls them) is followed as the function's own: the
     global it changes on a copy is refused, never lost."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
-    fitted = _pipeline()
+    fitted, nested = _pipeline(), _nested_pipelines()
     _NOTED.clear()  # what fitting noted
     holders = (through_a_deque, through_a_set, through_a_frozenset, through_a_dicts_keys, through_an_object_array)
-    for fn, more in ((calling_back, ()), *((h, ()) for h in holders), (predicting, (fitted,)), (recording, ())):
+    for fn, more in (
+        (calling_back, ()),
+        *((h, ()) for h in holders),
+        (predicting, (fitted,)),
+        *((transforming, (n,)) for n in nested),
+        (recording, ()),
+    ):
         with pytest.raises(
             ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function changed global _NOTED"
         ):

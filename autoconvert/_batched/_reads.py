@@ -373,7 +373,10 @@ def _code_reached(value: Any, depth: int = 4) -> list[tuple[types.CodeType, dict
     held = [v for v in attributes.values() if v is not value] if type(attributes) is dict else []
     if isinstance(value, type):
         held = [v for v in held if isinstance(v, _TABLES)]
-    reached += [c for v in held if _may_run_code(v) for c in _code_reached(v, depth - 1)]
+    # A table an attribute holds takes no level of its own: its items do (a pipeline's steps).
+    reached += [
+        c for v in held if _may_run_code(v) for c in _code_reached(v, depth if isinstance(v, _TABLES) else depth - 1)
+    ]
     return reached
 
 
