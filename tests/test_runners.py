@@ -1725,11 +1725,11 @@ def test_a_global_the_callers_class_changes_under_a_copy_the_function_reads_is_r
     with pytest.raises(ValueError) as info:
         ac.batched(namespace["counted"], **options)(_batch(ragged=False))
     assert str(info.value) == (
-        "autoconvert.batched(counted): the caller's own code (a method of a class of module __main__, the caller's "
-        "own class there) changed global N of module __main__ on a Dask worker in the caller's process, where the "
-        "function reads a copy of N made when it was sent: it may have read N as it was, where sequentially it "
-        "reads the change. Fix: define the function in a module and import it (it then reads the module's "
-        "globals), or run the samples sequentially (no executor) or on threads (workers=)"
+        "autoconvert.batched(counted): the caller's global N of module __main__ changed on a Dask worker in the "
+        "caller's process, through a class of module __main__ (the caller's own class there: its methods or its "
+        "attributes), where the function reads a copy of N made when it was sent: it may have read N as it was, "
+        "where sequentially it reads the change. Fix: define the function in a module and import it (it then reads "
+        "the module's globals), or run the samples sequentially (no executor) or on threads (workers=)"
     )
 
 
@@ -1746,6 +1746,44 @@ def register(a):
     Registry("Made", (), {})
     return a * 2
 """
+
+
+_ALIASING_MODULE = """
+LOG = []
+
+
+class Kept:
+    log = LOG
+
+
+def logged(a):
+    Kept.log.append(1)
+    return a * len(LOG)
+"""
+
+
+def test_a_global_a_class_attribute_is_changed_under_a_copy_the_function_reads_is_refused(
+    runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A class attribute that is one of its module's globals (``log = LOG``), changed through the
+    class, the caller's own in the caller's process, while the function sent by value reads its
+    copy of the global: refused, never computed from the copy."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    (tmp_path / "aliasing_by_value.py").write_text(_ALIASING_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("aliasing_by_value")
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+        with pytest.raises(ValueError) as info:
+            ac.batched(module.logged, **options)(_batch(ragged=False))
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        sys.modules.pop("aliasing_by_value")
+    assert str(info.value).startswith(
+        "autoconvert.batched(logged): the caller's global LOG of module aliasing_by_value changed on a Dask worker in "
+        "the caller's process, through a class of module aliasing_by_value "
+    ), info.value
 
 
 @pytest.mark.parametrize("sent", ["a script's", "a module's registered by value"])

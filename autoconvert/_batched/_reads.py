@@ -95,8 +95,10 @@ class CallersGlobals(ReadGlobals):
 def _callers_namespaces(copy: dict[str, Any], names: dict[str, None], carried: list[Any]) -> list[dict[str, Any]]:
     """The caller's own namespaces of the module ``copy`` is a copy of, in the caller's process:
     those the methods of the module's classes run in (the classes ``copy`` holds at ``names``, of
-    the objects and class methods there, of what the function carries)."""
+    the objects and class methods there, of what the function carries), and the module's itself
+    where it holds such a class."""
     module, found = copy["__name__"], {}
+    imported = sys.modules.get(module)
     for value in [*(copy.get(name) for name in names), *carried]:
         owner = value.__self__ if isinstance(value, types.MethodType) else value
         kind = owner if isinstance(owner, type) else type(owner)
@@ -104,6 +106,10 @@ def _callers_namespaces(copy: dict[str, Any], names: dict[str, None], carried: l
             for method in methods_of(kind):
                 if method.__globals__ is not copy and method.__globals__.get("__name__") == module:
                     found[id(method.__globals__)] = method.__globals__
+            # A class of no methods (``log = LOG``: its attributes the module's own objects) by its module.
+            held = vars(imported) if imported is not None else None
+            if held is not None and held is not copy and any(v is kind for v in held.values()):
+                found[id(held)] = held
     return list(found.values())
 
 
