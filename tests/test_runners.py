@@ -2093,6 +2093,39 @@ def test_a_function_an_object_in_a_container_holds_is_followed(runners: dict[str
     assert _NOTED == []
 
 
+class _Doubling:
+    """A model class counting its calls in a class attribute."""
+
+    calls = 0
+
+    def __call__(self, value: Any) -> Any:
+        type(self).calls += 1
+        return value * 2
+
+
+_MODEL_CLASSES = {"double": _Doubling}
+
+
+def made_from_a_registry(a: np.ndarray) -> np.ndarray:
+    return _MODEL_CLASSES["double"]()(a)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
+def test_a_class_a_global_registry_holds_is_compared_by_its_attributes(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """A class reached through a global dict (a registry of models) is compared by its attributes,
+    as one named is: a count its instances keep there is refused, never lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(made_from_a_registry, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(made_from_a_registry): the function changed _MODEL_CLASSES['double'].calls, in global "
+        "_MODEL_CLASSES['double'] of module tests.test_runners, "
+    ), info.value
+    assert _Doubling.calls == 0
+
+
 _LOCKABLE = np.zeros(3)
 _TRACKABLE = torch.zeros(2)
 _TUNED = torch.nn.Linear(1, 1)

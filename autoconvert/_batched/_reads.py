@@ -68,6 +68,8 @@ class ReadGlobals:
                     state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
             elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or holds_through(value)):
                 state[name] = value
+                if self.classes and type(value) in (dict, list, tuple):  # a registry of classes: MODELS["double"]
+                    state.update((f"{name}[{k!r}]", attributes_of(c)) for k, c in _classes_held(value, self.module))
             kind = type(value)
             if self.classes and kind is not type and kind.__module__ == self.module:
                 state[f"type({name})"] = attributes_of(kind)  # type(obj).count += 1, a property's, a metaclass's
@@ -111,6 +113,13 @@ def _callers_namespaces(copy: dict[str, Any], names: dict[str, None], carried: l
             if held is not None and held is not copy and any(v is kind for v in held.values()):
                 found[id(held)] = held
     return list(found.values())
+
+
+def _classes_held(table: dict[Any, Any] | list[Any] | tuple[Any, ...], module: str) -> list[tuple[Any, type]]:
+    """The classes of ``module`` among the first items of a dict, list or tuple, by key or index:
+    their attributes are what code creating or calling them changes (``type(self).calls += 1``)."""
+    items = table.items() if type(table) is dict else enumerate(table)
+    return [(k, v) for k, v in itertools.islice(items, _HANDLERS_LOOKED_AT) if _module_class(v, module)]
 
 
 def _module_class(value: Any, module: str) -> TypeGuard[type]:
