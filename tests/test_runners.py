@@ -1748,6 +1748,33 @@ def register(a):
 """
 
 
+_SCRIPT_RETURNING_ITS_OWN = """
+import enum
+
+class Mode(enum.Enum):
+    FAST = 1
+
+def moded(a):
+    return Mode.FAST
+"""
+
+
+def test_an_object_of_a_scripts_class_returned_from_another_process_is_named(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """A script's class crosses to Dask's worker processes by value, and an object of it cannot
+    cross back: named with the fix, not pickle's bare error."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_RETURNING_ITS_OWN, namespace)  # as a script defines them
+    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
+    with pytest.raises(pickle.PicklingError) as info:
+        ac.batched(namespace["moded"], **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(moded): what the samples returned does not pickle to cross back from the worker "
+    ), info.value
+    assert str(info.value).endswith("define the class in a module and import it")
+
+
 _ALIASING_MODULE = """
 LOG = []
 

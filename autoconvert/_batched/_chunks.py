@@ -995,12 +995,22 @@ def run_sent(payload: bytes, *rest: Any) -> bytes:
     except Exception as e:  # its traceback (a recursion's, thousands deep) left here: some executors hang on it
         raise pickle.UnpicklingError(f"{UNPICKLING_FAILED} ({type(e).__name__}: {e})") from None
     try:
-        return dumps(fn(*args, *rest))
+        result = fn(*args, *rest)
     except Exception as e:
         back = _crossing_back(e)
         if back is e:
             raise
         raise back from None
+    try:
+        return dumps(result)
+    except Exception as e:
+        label = getattr(args[0], "label", "autoconvert.batched") if args else "autoconvert.batched"
+        raise pickle.PicklingError(
+            f"{label}: what the samples returned does not pickle to cross back from the worker ({type(e).__name__}: "
+            f"{e}). Fix: return what pickles (numbers, arrays, lists, dicts); for an object of a class a script "
+            "defines, which crosses to the workers by value and cannot cross back, define the class in a module and "
+            "import it"
+        ) from None
 
 
 def _crossing_back(error: Exception) -> Exception:
