@@ -1408,11 +1408,11 @@ class _Tally(threading.local):
         self.cached: list[str] = []
 
 
-_TALLY = _Tally()
+_THREAD_TALLY = _Tally()
 
 
 def counted_in_a_thread_local_subclass(a: np.ndarray) -> np.ndarray:
-    _TALLY.n += 1
+    _THREAD_TALLY.n += 1
     return a * 2
 
 
@@ -1435,12 +1435,15 @@ def test_a_thread_locals_attribute_changed_elsewhere_is_refused_or_named(
     fn, refused = (
         (counted_in_a_thread_local, "changed _LOCAL.n, in global _LOCAL of module tests.test_runners, on a worker")
         if where == "a process pool"
-        else (counted_in_a_thread_local_subclass, "changed attribute n of global _TALLY of module tests.test_runners")
+        else (
+            counted_in_a_thread_local_subclass,
+            "changed attribute n of global _THREAD_TALLY of module tests.test_runners",
+        )
     )
     with pytest.raises(ValueError) as info:
         ac.batched(fn, **options)(_batch(ragged=False))
     assert str(info.value).startswith(f"autoconvert.batched({fn.__name__}): the function {refused}"), info.value
-    assert _LOCAL.n == 0 and _TALLY.n == 0
+    assert _LOCAL.n == 0 and _THREAD_TALLY.n == 0
     if where != "a process pool":
         with pytest.raises(AttributeError) as missing:  # _LOCAL.n is the caller's thread's
             ac.batched(counted_in_a_thread_local, **options)(_batch(ragged=False))

@@ -243,7 +243,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         handed, held, states = _containers_in(chunk)
         chunk, guarded = _guarded_chunk(chunk)
     results: list[Any] = []
-    contexts, locals_here = _per_thread(chunk)
+    contexts, locals_here = _thread_bound(chunk)
     try:
         if chunk.threads is None:
             _loop(chunk, columns, results)
@@ -603,7 +603,7 @@ def _off(chunk: Chunk) -> bool:
     return chunk.origin.copied and os.getpid() == chunk.origin.caller
 
 
-def _per_thread(
+def _thread_bound(
     chunk: Chunk,
 ) -> tuple[list[tuple[str, contextvars.ContextVar[Any], Any]], list[tuple[str, threading.local, dict[str, Any]]]]:
     """Off the caller's thread, what the function reads that is its context's or its thread's:
@@ -623,7 +623,7 @@ def _refuse_set_per_thread(
     locals_here: list[tuple[str, threading.local, dict[str, Any]]],
 ) -> None:
     """Refuse a context variable set anew, or a thread-local's attribute changed, off the
-    caller's thread (see _per_thread): the caller's own never sees it. An attribute a
+    caller's thread (see _thread_bound): the caller's own never sees it. An attribute a
     thread-local only gains (a per-thread cache filled) is its thread's."""
     for place, var, was in contexts:
         if _set_anew(was, context_value(var)):

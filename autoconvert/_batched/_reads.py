@@ -40,7 +40,7 @@ from ._states import (
     users_function,
 )
 
-T = TypeVar("T")
+PerThread = TypeVar("PerThread")
 
 
 class ReadGlobals:
@@ -223,7 +223,7 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
     return named
 
 
-def per_thread_named(fn: Any, kind: type[T]) -> list[tuple[str, T]]:
+def per_thread_named(fn: Any, kind: type[PerThread]) -> list[tuple[str, PerThread]]:
     """The globals of ``kind`` (a ``ContextVar``, a ``threading.local``) ``fn`` (through partials,
     bound methods, callable objects and wrappers) names among its module's globals, through the
     code of its module it reaches (its object's methods too: ``self.helper()``), each with where
