@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import collections
+import contextlib
 import contextvars
 import dataclasses
 import datetime
@@ -25,6 +26,7 @@ import re
 import subprocess
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -1778,6 +1780,24 @@ def test_an_object_of_a_scripts_class_returned_from_another_process_is_named(
     assert str(info.value).endswith("define the class in a module and import it")
 
 
+@contextlib.contextmanager
+def _by_value(
+    name: str, source: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[types.ModuleType]:
+    """Module ``name`` of ``source``, imported and registered with cloudpickle to be sent by value
+    (as a script's code is), for the time of the block."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        yield module
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        sys.modules.pop(name)
+
+
 _ALIASING_MODULE = """
 LOG = []
 
@@ -1798,18 +1818,10 @@ def test_a_global_a_class_attribute_is_changed_under_a_copy_the_function_reads_i
     """A class attribute that is one of its module's globals (``log = LOG``), changed through the
     class, the caller's own in the caller's process, while the function sent by value reads its
     copy of the global: refused, never computed from the copy."""
-    cloudpickle = pytest.importorskip("cloudpickle")
-    (tmp_path / "aliasing_by_value.py").write_text(_ALIASING_MODULE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("aliasing_by_value")
-    cloudpickle.register_pickle_by_value(module)
-    try:
-        options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with _by_value("aliasing_by_value", _ALIASING_MODULE, tmp_path, monkeypatch) as module:
         with pytest.raises(ValueError) as info:
             ac.batched(module.logged, **options)(_batch(ragged=False))
-    finally:
-        cloudpickle.unregister_pickle_by_value(module)
-        sys.modules.pop("aliasing_by_value")
     assert str(info.value).startswith(
         "autoconvert.batched(logged): the caller's global LOG of module aliasing_by_value changed on a Dask worker in "
         "the caller's process, through a class of module aliasing_by_value "
@@ -1824,22 +1836,14 @@ def test_a_change_to_a_class_sent_by_value_to_the_callers_process_is_the_callers
     ``register_pickle_by_value``) is the caller's own on a Dask worker in the caller's process: a
     change to it (``Registry.names.append``) reaches the caller's class, once per sample, as
     sequentially."""
-    cloudpickle = pytest.importorskip("cloudpickle")
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
     if sent == "a script's":
         module: Any = type(sys)("__main__")
         exec(_REGISTERING_MODULE, vars(module))  # as a script defines them
-    else:
-        (tmp_path / "registering_by_value.py").write_text(_REGISTERING_MODULE)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        module = importlib.import_module("registering_by_value")
-        cloudpickle.register_pickle_by_value(module)
-    try:
-        options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
         out = ac.batched(module.register, **options)(_batch(ragged=False))
-    finally:
-        if sent != "a script's":
-            cloudpickle.unregister_pickle_by_value(module)
-            sys.modules.pop("registering_by_value")
+    else:
+        with _by_value("registering_by_value", _REGISTERING_MODULE, tmp_path, monkeypatch) as module:
+            out = ac.batched(module.register, **options)(_batch(ragged=False))
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
     assert module.Registry.names == ["Made"] * len(_batch(ragged=False))
 
