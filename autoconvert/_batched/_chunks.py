@@ -589,9 +589,8 @@ def _read_as_it_was(chunk: Chunk, reads: CallersGlobals, below: list[KeyEntry]) 
         f"{chunk.label}: the caller's {reads.place(name)} changed on {chunk.origin.where()}, through a class of module "
         f"{reads.module} (the caller's own class there: its methods or its attributes), where the function reads a "
         f"copy of {name} made when it was sent: it may have read {name} as it was, where sequentially it reads the "
-        "change. Fix: define "
-        "the function in a module and import it (it then reads the module's globals), or run the samples "
-        "sequentially (no executor) or on threads (workers=)"
+        "change. Fix: define the function in a module and import it (it then reads the module's globals), or run "
+        "the samples sequentially (no executor) or on threads (workers=)"
     )
 
 
@@ -601,6 +600,11 @@ def _off(chunk: Chunk) -> bool:
     if chunk.context is not None:
         return threading.get_ident() != chunk.context[1]
     return chunk.origin.copied and os.getpid() == chunk.origin.caller
+
+
+def _thread_of(chunk: Chunk) -> str:
+    """Where a chunk off the caller's thread ran, for a refusal: its pool's thread, or the worker."""
+    return chunk.context[0] if chunk.context is not None else chunk.origin.where()
 
 
 def _thread_bound(
@@ -647,7 +651,7 @@ def _set_anew(was: Any, now: Any) -> bool:
 
 def _context_lost(chunk: Chunk, place: str, var: contextvars.ContextVar[Any]) -> ValueError:
     """The refusal of a context variable's value set in a context other than the caller's."""
-    where = chunk.context[0] if chunk.context is not None else chunk.origin.where()
+    where = _thread_of(chunk)
     return ValueError(
         f"{chunk.label}: the function set context variable {var.name!r} ({place}) on {where}: the value stays in "
         "that context and cannot reach the caller's, as it does where the samples run sequentially. Fix: return "
@@ -657,7 +661,7 @@ def _context_lost(chunk: Chunk, place: str, var: contextvars.ContextVar[Any]) ->
 
 def _thread_local_lost(chunk: Chunk, place: str, name: str) -> ValueError:
     """The refusal of a thread-local's attribute changed in a thread other than the caller's."""
-    where = chunk.context[0] if chunk.context is not None else chunk.origin.where()
+    where = _thread_of(chunk)
     return ValueError(
         f"{chunk.label}: the function changed attribute {name} of {place}, a threading.local, on {where}: each "
         "thread has its own attributes, so the change cannot reach the caller's thread's, as it does where the "
@@ -668,7 +672,7 @@ def _thread_local_lost(chunk: Chunk, place: str, name: str) -> ValueError:
 
 def _thread_local_note(chunk: Chunk, places: list[str]) -> str:
     """Why an attribute the caller set on a thread-local may be missing where a sample ran."""
-    where = chunk.context[0] if chunk.context is not None else chunk.origin.where()
+    where = _thread_of(chunk)
     return (
         f"autoconvert.batched: {', '.join(places)} is a threading.local, whose attributes are each thread's own: on "
         f"{where} it has none the caller's thread set. Fix: pass what the function reads as an argument, or run "
@@ -816,9 +820,8 @@ def _crossing(base: type) -> type:
                 return reduced
             if type(obj) is weakref.WeakSet:  # its items, which nothing else sent may hold, kept alive with it
                 return _weak_set_keeping, (list(obj),)
-            if type(obj) is functools.cached_property and "lock" in vars(
-                obj
-            ):  # Python 3.11's: a lock, which does not pickle
+            # Python 3.11's cached_property holds a lock, which does not pickle: made again there.
+            if type(obj) is functools.cached_property and "lock" in vars(obj):
                 return _cached_property_again, (obj.func, obj.attrname, obj.__doc__)
             if type(obj) is struct.Struct:  # no pickle of its own: made again from its format
                 return struct.Struct, (obj.format,)

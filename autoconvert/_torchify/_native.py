@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autoconvert._adapters._adapter import Adapter, Bracket, WritesArguments, signature_of
+from autoconvert._adapters._adapter import Adapter, Bracket, WritesArguments
 from autoconvert._adapters._table import adapter_for
 from autoconvert._conversions._tree import Mapper
 from autoconvert._errors import ConversionError, LeafError, message
@@ -40,7 +40,7 @@ from autoconvert._escape import compiling
 from autoconvert._interpreter._routes import Declined, Route, Routed, RouteWords
 from autoconvert._options._options import AFTER_CALL, gives_way
 from autoconvert._spec._callbacks import reads_numpy, takes_tensors
-from autoconvert._spec._signature import function_name
+from autoconvert._spec._signature import Parameters, function_name
 
 from ._leaving import Leaving
 from ._proxies import TorchifiedClass, TorchifiedObject, becomes_proxy, device_of, home, proxy, torchified_function
@@ -156,15 +156,7 @@ class NativeRoute(Route):
         (``argument other``, ``argument rotations[1]``): read only for a call it declines."""
         name = next((k for k, v in kwargs.items() if v is value), None)
         if name is None:
-            position = next(k for k, v in enumerate(args) if v is value)
-            signature = signature_of(self.fn)
-            parameters = [] if signature is None else list(signature.parameters.values())
-            taking = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            rest = next((p.name for p in parameters if p.kind is p.VAR_POSITIONAL), None)
-            if position < len(taking):
-                name = taking[position].name
-            else:
-                name = f"{rest}[{position - len(taking)}]" if rest else f"at position {position}"
+            name = Parameters(self.fn).positional_name(next(k for k, v in enumerate(args) if v is value), 0)
         return declined._replace(where=f"argument {name}{declined.where}")
 
     def _held(self, value: Any) -> Declined | bool:
