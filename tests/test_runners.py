@@ -1622,6 +1622,42 @@ def test_a_memoryview_a_script_function_reads_arrives_laid_out_as_it_is(
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
 
 
+_SCRIPT_WITH_A_NESTED_REGISTRY = """
+class Outer:
+    class Registry:
+        names = []
+
+
+def registered(a):
+    Outer.Registry.names.append(float(a.sum()))
+    return a * 2
+"""
+
+
+@pytest.mark.parametrize("where", ["Dask worker processes", "Dask worker threads"])
+def test_a_script_functions_change_to_a_nested_class_is_refused_or_the_callers(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """A script's nested class crosses to Dask's worker processes by value under its bare name:
+    a change there, to a copy, is refused naming it; in the caller's process the class is the
+    caller's own, changed as sequentially."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_WITH_A_NESTED_REGISTRY, namespace)  # as a script defines them
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    names = namespace["Outer"].Registry.names
+    if where == "Dask worker threads":
+        ac.batched(namespace["registered"], **options)(_batch(ragged=False))
+        assert sorted(names) == sorted(float(row.sum()) for row in _batch(ragged=False))
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(namespace["registered"], **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(registered): the function changed Outer.Registry.names, in global Outer of module "
+        "__main__, on a Dask worker in another process, "
+    ), info.value
+    assert names == []
+
+
 _SCRIPT_WITH_LIBRARY_OBJECTS = """
 import functools
 import struct

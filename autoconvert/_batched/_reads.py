@@ -142,12 +142,10 @@ class Attributes:
         if type(owner) is types.FunctionType:
             return function_state(owner)
         state = {k: v for k, v in vars(owner).items() if not special(k) and not isinstance(v, CODE)}
-        nested = (
-            v
-            for v in vars(owner).values()
-            if isinstance(v, type) and v.__qualname__.startswith(f"{owner.__qualname__}.")
-        )
-        state.update((cls.__name__, attributes_of(cls)) for cls in nested)  # Outer.Inner.count
+        # Outer.Inner.count: a class of its module it holds, by module, not by qualified name
+        # (cloudpickle's copy of a nested class has its bare name for one).
+        nested = ((k, v) for k, v in vars(owner).items() if _module_class(v, owner.__module__) and v is not owner)
+        state.update((k, attributes_of(cls)) for k, cls in nested if not special(k))
         return state
 
     def place(self, name: str) -> str:
