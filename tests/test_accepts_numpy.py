@@ -24,6 +24,10 @@ import autoconvert as ac
 
 from .conftest import shares
 
+#: A lookup table frozen read-only, which a function writes into by mistake.
+_FROZEN_LOOKUP = np.zeros(3)
+_FROZEN_LOOKUP.setflags(write=False)
+
 
 def kinds(*args: Any, **kwargs: Any) -> Any:
     """What the function saw: the type name of each argument, recursively for containers."""
@@ -989,6 +993,19 @@ class TestReadOnlyRelabelling:
 
         with pytest.raises(ValueError) as info:
             tile(torch.ones(2))
+        assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
+
+    def test_a_write_into_a_read_only_global_is_left_alone(self) -> None:
+        """The array written is a global the function reads, none it was handed: NumPy's own error
+        stands, and no argument is blamed."""
+
+        @ac.accepts_numpy
+        def record(a: np.ndarray) -> np.ndarray:
+            _FROZEN_LOOKUP[0] = a.sum()
+            return a
+
+        with pytest.raises(ValueError) as info:
+            record(torch.ones(2))
         assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
     def test_a_write_into_a_broadcast_view_of_a_handed_array_keeps_numpy_s_error(self) -> None:

@@ -103,12 +103,13 @@ def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]])
     that cannot be told."""
     read = _values_read(tb)
     read_arrays = [v for v in read if isinstance(v, np.ndarray)] + _arrays_held(read)
-    return [a for a in local if any(a is r for r in read_arrays)]
+    # None of the frame's: a global it reads (``TABLE.setflags(write=True)``), the function's own.
+    return [a for a in local if any(a is r for r in read_arrays)] or [a for a in read_arrays if not a.flags.writeable]
 
 
 def _values_read(tb: types.TracebackType) -> list[Any]:
-    """The values of the local variables the expression which raised reads, first read first;
-    none where that cannot be told."""
+    """The values of the variables (local, captured, global) the expression which raised reads,
+    first read first; none where that cannot be told."""
     code = tb.tb_frame.f_code
     instructions = list(dis.get_instructions(code))
     failing = next((i for i in instructions if i.offset == tb.tb_lasti), None)
@@ -128,8 +129,8 @@ def _values_read(tb: types.TracebackType) -> list[Any]:
             names[first] = None
         if second and following is not None and _within(following.positions, span):
             names.update(dict.fromkeys(second))
-    frame = tb.tb_frame.f_locals
-    return [frame[name] for name in names if name in frame]
+    frame, namespace = tb.tb_frame.f_locals, tb.tb_frame.f_globals
+    return [frame[name] if name in frame else namespace[name] for name in names if name in frame or name in namespace]
 
 
 def _written_by_failure(tb: types.TracebackType) -> list[np.ndarray[Any, Any]]:
@@ -164,8 +165,8 @@ def _within(at: dis.Positions | None, span: dis.Positions) -> bool:
     return start <= (at.lineno, at.col_offset or 0) and (at.end_lineno or at.lineno, at.end_col_offset or 0) <= end
 
 
-#: The instructions that read a local (or a closure's) variable (3.11 to 3.14's spellings).
-_READS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_NAME")
+#: The instructions that read a local, a closure's or a global variable (3.11 to 3.14's spellings).
+_READS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_NAME", "LOAD_GLOBAL")
 
 
 def _makes_read_only_views(code: types.CodeType) -> bool:
