@@ -2219,7 +2219,11 @@ def freezing(a: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("fn", "changed"),
-    [(locking, "into global _LOCKABLE"), (tracking, "into global _TRACKABLE"), (freezing, "_TUNED.weight")],
+    [
+        (locking, "changed the WRITEABLE flag of global _LOCKABLE"),
+        (tracking, "changed the requires_grad flag of global _TRACKABLE"),
+        (freezing, "changed _TUNED.weight"),
+    ],
 )
 @pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
 def test_a_flag_changed_on_a_copy_of_a_global_array_or_tensor_is_refused(
@@ -2229,10 +2233,60 @@ def test_a_flag_changed_on_a_copy_of_a_global_array_or_tensor_is_refused(
     with its data: a global array locked, a tensor tracked or a model frozen on a copy would
     be lost."""
     options = {k: v for k, v in runners[where].items() if k != "threads"}
-    with pytest.raises(ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function \w+ {changed}"):
+    with pytest.raises(ValueError, match=rf"^autoconvert\.batched\({fn.__name__}\): the function {changed}"):
         ac.batched(fn, **options)(_batch(ragged=False))
     assert _LOCKABLE.flags.writeable and not _TRACKABLE.requires_grad
     assert all(p.requires_grad for p in _TUNED.parameters())
+
+
+def test_a_read_only_global_a_script_function_makes_writable_on_dask_is_named(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """Dask hands a script's function its read-only global array as a view of a read-only
+    buffer, whose flag NumPy will not set: NumPy's error names no array, so the global is named
+    with the fix, and no argument is blamed."""
+    table = np.arange(3.0)
+    table.setflags(write=False)
+    namespace: dict[str, Any] = {"__name__": "__main__", "TABLE": table}
+    exec("def unlocked(a):\n    TABLE.setflags(write=True)\n    return a", namespace)  # as a script defines it
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with pytest.raises(ValueError, match=r"^cannot set WRITEABLE flag to True of this array\n") as info:
+        ac.batched(namespace["unlocked"], **options)(_batch(ragged=False))
+    assert not isinstance(info.value, ac.ReadOnlyError)
+    assert info.value.__notes__[-1].startswith(
+        "autoconvert.batched(unlocked): global TABLE of module __main__ is a read-only array, of which a Dask worker "
+        "in the caller's process holds a copy whose WRITEABLE flag cannot be set;"
+    ), info.value.__notes__
+
+
+class _Delegating:
+    """Delegates the attributes it lacks to what it wraps (a progress bar's, a proxy's): unpickled,
+    before its ``__dict__`` is set, the lookup of what it wraps recurses."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("held", ["argument", "global"])
+def test_what_pickles_and_does_not_unpickle_on_dask_is_named(runners: dict[str, dict[str, Any]], held: str) -> None:
+    """Dask's workers fail to unpickle an object whose ``__getattr__`` recurses before it is set
+    up: the argument or the script's global is named, with its fix, not the worker's raw error."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "SETTINGS": _Delegating(2.0)}
+    exec("def scaled(a, settings=None):\n    return a * (settings or SETTINGS).real", namespace)  # as a script does
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    extra = (_Delegating(2.0),) if held == "argument" else ()
+    with pytest.raises(pickle.PicklingError) as info:
+        ac.batched(namespace["scaled"], **options)(_batch(ragged=False), *extra)
+    place = "argument settings" if held == "argument" else "global SETTINGS of module __main__"
+    assert str(info.value).startswith(
+        f"autoconvert.batched(scaled): {place} pickles and does not unpickle: its __getattr__ or __setstate__ fails "
+        "(RecursionError: maximum recursion depth exceeded"
+    ), info.value
+    fix = "pass values that unpickle" if held == "argument" else "define the function in a module and import it"
+    assert fix in str(info.value)
 
 
 def test_a_global_whose_own_pickling_fails_is_named(runners: dict[str, dict[str, Any]]) -> None:

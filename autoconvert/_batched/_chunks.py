@@ -54,6 +54,7 @@ from ._states import (
     attributes_dropped_by_pickle,
     context_value,
     first_change,
+    flag_alone,
     generator_at,
     gradient_alone,
     is_array,
@@ -258,6 +259,8 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
             _tell_rejection(e, chunk, columns, len(results))
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
+        if chunk.origin.copied and isinstance(e, ValueError):
+            _tell_flag_refused(e, chunk, states)
         raise
     _refuse_set_per_thread(chunk, contexts, locals_here)
     if handed and changed(handed.values()):
@@ -271,6 +274,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
                     chunk,
                     _place_of(chunk, value),
                     "tensor" if is_array(value) and not isinstance(value, np.ndarray) else "array",
+                    flag_alone(before, value),
                 )
             raise _lost_change(chunk, value)
     for value, state in states:
@@ -281,7 +285,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
             if isinstance(value, (ReadGlobals, Attributes)):
                 _remember_changed(chunk, value, below)
             raise (
-                _lost_read(chunk, value, below)
+                _lost_read(chunk, value, below, state)
                 if isinstance(value, (ReadGlobals, Attributes))
                 else _lost_change(chunk, value, below or None)
             )
@@ -349,13 +353,15 @@ def _refuse_lost_write(error: ValueError | TypeError, chunk: Chunk, guarded: lis
         raise _lost_write(chunk, f"argument {hit[0]}") from error
 
 
-def _lost_write(chunk: Chunk, where: str, kind: str = "array") -> ValueError:
+def _lost_write(chunk: Chunk, where: str, kind: str = "array", flag: str | None = None) -> ValueError:
     """The refusal of a write into the array (or tensor: ``kind``) at ``where`` (``argument
-    counts``, ``counts, captured by the function``), on a copy."""
+    counts``, ``counts, captured by the function``), on a copy; or of a change of its ``flag``
+    alone (``WRITEABLE``, ``requires_grad``)."""
+    what, change = (f"changed the {flag} flag of", "change") if flag else ("wrote into", "write")
     return ValueError(
-        f"{chunk.label}: the function wrote into {where}, {'an' if kind == 'array' else 'a'} {kind}, on "
+        f"{chunk.label}: the function {what} {where}, {'an' if kind == 'array' else 'a'} {kind}, on "
         f"{chunk.origin.where()}, which "
-        f"holds a copy of it: the write cannot reach the caller's {kind}, as it does {_FIX}"
+        f"holds a copy of it: the {change} cannot reach the caller's {kind}, as it does {_FIX}"
     )
 
 
@@ -557,7 +563,7 @@ def _fix(below: Sequence[KeyEntry] | None) -> str:
     return _FIX
 
 
-def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
+def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry], state: State) -> ValueError:
     """The refusal of a change the function made, on a copy, to what it reads by name (a
     global of its module, what its closure captured): a write into an array (``counts[0] +=
     1``), a change within an object or a container (``log.append(x)``), or binding it anew
@@ -569,7 +575,8 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> ValueError:
     if depth is not None:
         return _drew(chunk, f"{keystr(name, inside[:depth])}, in {where}" if depth else where)
     if not inside and is_array(value):
-        return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor")
+        flag = flag_alone(state.entries.get(name), value)
+        return _lost_write(chunk, where, "array" if isinstance(value, np.ndarray) else "tensor", flag)
     what = f"{keystr(name, inside)}, in {where}," if inside else f"{where},"
     named = reads.named(name)
     return ValueError(
@@ -678,6 +685,32 @@ def _thread_local_note(chunk: Chunk, places: list[str]) -> str:
         f"{where} it has none the caller's thread set. Fix: pass what the function reads as an argument, or run "
         "the samples sequentially (no executor)"
     )
+
+
+def _tell_flag_refused(error: ValueError, chunk: Chunk, states: list[tuple[Any, State]]) -> None:
+    """Where ``error`` is NumPy refusing to make an array writable that is none the samples'
+    (``TABLE.setflags(write=True)``), name the read-only globals the function reads: a copy of
+    one that arrived as a view of a read-only buffer cannot be made writable, and a change of
+    its flag could not reach the caller's array anyway."""
+    from autoconvert._adapters._table import REFUSED_FLAGS  # only when a sample failed
+    from autoconvert._failures._failures import REJECTED_ELSEWHERE
+
+    if hasattr(error, REJECTED_ELSEWHERE) or not any(words in str(error) for words in REFUSED_FLAGS):
+        return
+    places = [
+        reads.place(name)
+        for reads, _ in states
+        if type(reads) is ReadGlobals
+        for name in reads.names
+        if isinstance(value := reads.namespace.get(name), np.ndarray) and not value.flags.writeable
+    ]
+    if places:
+        error.add_note(
+            f"{chunk.label}: {' or '.join(places)} is a read-only array, of which {chunk.origin.where()} holds a "
+            "copy whose WRITEABLE flag cannot be set; a change of its flag could not reach the caller's array. Fix: "
+            "copy it where the function writes (np.array(...)), or run the samples sequentially (no executor) or "
+            "on threads (workers=)"
+        )
 
 
 def _drew(chunk: Chunk, place: str) -> ValueError:

@@ -591,7 +591,21 @@ def _explain_pickling(error: Exception, fn: Any, samples: Samples, name: str, by
             "executor's workers receive every argument by pickling. Fix: pass values that pickle "
             "(arrays, numbers, module-level functions), or run on threads (workers=)"
         ) from error
-    if UNPICKLING_FAILED in str(error):  # pickles here, fails where it arrives: no culprit found by pickling
+    if UNPICKLING_FAILED in str(error):  # pickles here, fails where it arrives
+        for label, value in named[:-1]:
+            why = _not_unpickling(value)
+            if why is not None and type(value) is not Batch:
+                sent = (
+                    "a script's function by pickling, with copies of the globals it names. Fix: define the function "
+                    "in a module and import it (it is sent by reference, and the workers' module holds its globals)"
+                    if label.startswith("global ")
+                    else "every argument by pickling. Fix: pass values that unpickle"
+                )
+                raise pickle.PicklingError(
+                    f"autoconvert.batched({name}): {label} pickles and does not unpickle: its __getattr__ or "
+                    f"__setstate__ fails ({type(why).__name__}: {why}), and the executor's workers receive {sent}, or run "
+                    "on threads (workers=)"
+                ) from error
         raise pickle.PicklingError(
             f"autoconvert.batched({name}): {error}. The function's globals and arguments pickle, and one of them "
             "does not unpickle on the workers (its __getattr__ or __setstate__ failing there). Fix: define the "
@@ -644,6 +658,21 @@ def _not_pickling(
                 if inner is not None:
                     return inner
         return label, e
+    return None
+
+
+def _not_unpickling(value: Any) -> BaseException | None:
+    """Why ``value`` does not unpickle as a worker found (a ``__getattr__`` recursing on an
+    object not set up yet), sent as Dask and Ray send it; None where it does. Unpickled in the
+    caller's process, a class sent by value is the caller's own, untouched (see _chunks)."""
+    try:
+        sent = dumps(value, by_value=True)
+    except Exception:
+        return None
+    try:
+        pickle.loads(sent)
+    except (Exception, RecursionError) as e:
+        return e
     return None
 
 

@@ -205,6 +205,16 @@ def gradient_alone(was: Any, value: Any) -> bool:
     return now is not None and now[:4] == was[:4]
 
 
+def flag_alone(was: Any, value: Any) -> str | None:
+    """The flag alone that changed of an array since its leaf ``was`` (``setflags(write=...)``:
+    ``WRITEABLE``) or of a tensor (``requires_grad_()``: ``requires_grad``), its data as it was;
+    None where its data changed, or it is neither."""
+    now = leaf(value) if is_array(value) else None
+    if type(was) is not tuple or type(now) is not tuple or len(now) != len(was) or now[:3] != was[:3]:
+        return None
+    return "WRITEABLE" if len(was) == 4 else "requires_grad" if now[3] != was[3] else None
+
+
 def _identity_of_a_neighbour(state: dict[Any, Any], key: Any) -> bool:
     """Whether ``state[key]`` is the ``id()`` of another value the same object holds (scikit-learn's
     ``_stop_words_id``): an identity memo, which holds within one process only, so that a copy
