@@ -338,7 +338,8 @@ def _code_reached(value: Any, depth: int = 4) -> list[tuple[types.CodeType, dict
     """The user's code ``value`` runs that may read globals: a function's (through decorators
     and partials: an ``lru_cache``'d helper), the methods (properties, cached properties too)
     of a class or of an object's class; and, ``depth`` levels down, the functions and objects a
-    dict, list or tuple holds (a table of handlers; a list of callback objects; a pipeline's
+    table holds (``_TABLES``: a dict by its keys and values, a list, a tuple, a set, a deque, an
+    object array; a table of handlers; a list of callback objects; a pipeline's
     ``(name, step)`` pairs, which take no level of their own; a torch module's hooks, in an
     ``OrderedDict``), a function's or an object's attributes hold (a ``singledispatch``
     function's registry, ``np.vectorize``'s function, ``self.fn``, ``self.step.fn``), a partial
@@ -456,7 +457,7 @@ _ITERATORS: dict[type, Any] = {
 _TABLES = (dict, list, tuple, set, frozenset, collections.deque, np.ndarray, types.MappingProxyType)
 
 
-#: The items of a dict, list or tuple a function names looked at for functions (a table of handlers).
+#: The items of a table a function names looked at for functions (a table of handlers).
 _HANDLERS_LOOKED_AT = 64
 
 
