@@ -1767,7 +1767,7 @@ def test_a_global_the_callers_class_changes_under_a_copy_the_function_reads_is_r
         ac.batched(namespace["counted"], **options)(_batch(ragged=False))
     assert str(info.value) == (
         "autoconvert.batched(counted): the caller's global N of module __main__ changed on a Dask worker in the "
-        "caller's process, through a class of module __main__ (the caller's own class there: its methods or its "
+        "caller's process, by the caller's own code there (a function of another module, a class's methods or "
         "attributes), where the function reads a copy of N made when it was sent: it may have read N as it was, "
         "where sequentially it reads the change. Fix: define the function in a module and import it (it then reads "
         "the module's globals), or run the samples sequentially (no executor) or on threads (workers=)"
@@ -1860,7 +1860,37 @@ def test_a_global_a_class_attribute_is_changed_under_a_copy_the_function_reads_i
             ac.batched(module.logged, **options)(_batch(ragged=False))
     assert str(info.value).startswith(
         "autoconvert.batched(logged): the caller's global LOG of module aliasing_by_value changed on a Dask worker in "
-        "the caller's process, through a class of module aliasing_by_value "
+        "the caller's process, by the caller's own code there "
+    ), info.value
+
+
+_IMPORTING_MODULE = """
+from keeping_by_reference import LOG, keep
+
+
+def kept(a):
+    keep(1)
+    return a * len(LOG)
+"""
+
+
+def test_a_global_another_modules_function_changes_under_a_copy_the_function_reads_is_refused(
+    runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``from keeping_by_reference import LOG``: a function sent by value holds a copy of the list,
+    while the other module's function it calls, sent by reference, appends to the caller's own in
+    the caller's process: refused, never computed from the copy as it was."""
+    (tmp_path / "keeping_by_reference.py").write_text("LOG = []\n\n\ndef keep(x):\n    LOG.append(x)\n")
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    try:
+        with _by_value("importing_by_value", _IMPORTING_MODULE, tmp_path, monkeypatch) as module:
+            with pytest.raises(ValueError) as info:
+                ac.batched(module.kept, **options)(_batch(ragged=False))
+    finally:
+        sys.modules.pop("keeping_by_reference", None)
+    assert str(info.value).startswith(
+        "autoconvert.batched(kept): the caller's global LOG of module importing_by_value changed on a Dask worker in "
+        "the caller's process, by the caller's own code there (a function of another module, "
     ), info.value
 
 

@@ -586,18 +586,18 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry], state: State) 
 
 
 def _read_as_it_was(chunk: Chunk, reads: CallersGlobals, below: list[KeyEntry]) -> ValueError:
-    """The refusal of a change made, through a class that is the caller's own (its methods, or an
-    attribute that is one of the module's objects), to a global of the caller's, in the caller's
-    process, that the function reads a copy of: it may have computed from the copy as it was,
-    where sequentially it reads the change."""
+    """The refusal of a change made by the caller's own code (a function of another module, a
+    class's methods, an attribute that is one of the module's objects) to a global of the
+    caller's, in the caller's process, that the function reads a copy of: it may have computed
+    from the copy as it was, where sequentially it reads the change."""
     first = below[0]
     name = first.name if isinstance(first, GetAttrKey) else str(first)
     return ValueError(
-        f"{chunk.label}: the caller's {reads.place(name)} changed on {chunk.origin.where()}, through a class of module "
-        f"{reads.module} (the caller's own class there: its methods or its attributes), where the function reads a "
-        f"copy of {name} made when it was sent: it may have read {name} as it was, where sequentially it reads the "
-        "change. Fix: define the function in a module and import it (it then reads the module's globals), or run "
-        "the samples sequentially (no executor) or on threads (workers=)"
+        f"{chunk.label}: the caller's {reads.place(name)} changed on {chunk.origin.where()}, by the caller's own code "
+        f"there (a function of another module, a class's methods or attributes), where the function reads a copy of "
+        f"{name} made when it was sent: it may have read {name} as it was, where sequentially it reads the change. "
+        "Fix: define the function in a module and import it (it then reads the module's globals), or run the "
+        "samples sequentially (no executor) or on threads (workers=)"
     )
 
 

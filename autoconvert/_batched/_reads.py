@@ -94,13 +94,20 @@ class CallersGlobals(ReadGlobals):
     __slots__ = ()
 
 
-def _callers_namespaces(copy: dict[str, Any], names: dict[str, None], carried: list[Any]) -> list[dict[str, Any]]:
-    """The caller's own namespaces of the module ``copy`` is a copy of, in the caller's process:
-    those the methods of the module's classes run in (the classes ``copy`` holds at ``names``, of
-    the objects and class methods there, of what the function carries), and the module's itself
-    where it holds such a class."""
+def _callers_namespaces(
+    fn: types.FunctionType, copy: dict[str, Any], names: dict[str, None], carried: list[Any]
+) -> list[dict[str, Any]]:
+    """The caller's own namespaces of the module ``copy`` is a copy of, in the caller's process,
+    where the caller's own code changes what ``copy`` holds copies of: the module's itself where
+    ``fn`` was sent from it (a function of another module it calls appends to the list that
+    ``from mymod import LOG`` bound; a class's attribute is one of its globals), and those the
+    methods of the module's classes run in (the classes ``copy`` holds at ``names``, of the
+    objects and class methods there, of what the function carries)."""
     module, found = copy["__name__"], {}
     imported = sys.modules.get(module)
+    held = vars(imported) if imported is not None else None
+    if held is not None and held is not copy and _sent_from(held, fn):
+        found[id(held)] = held
     for value in [*(copy.get(name) for name in names), *carried]:
         owner = value.__self__ if isinstance(value, types.MethodType) else value
         kind = owner if isinstance(owner, type) else type(owner)
@@ -108,11 +115,18 @@ def _callers_namespaces(copy: dict[str, Any], names: dict[str, None], carried: l
             for method in methods_of(kind):
                 if method.__globals__ is not copy and method.__globals__.get("__name__") == module:
                     found[id(method.__globals__)] = method.__globals__
-            # A class of no methods (``log = LOG``: its attributes the module's own objects) by its module.
-            held = vars(imported) if imported is not None else None
-            if held is not None and held is not copy and any(v is kind for v in held.values()):
-                found[id(held)] = held
     return list(found.values())
+
+
+def _sent_from(namespace: dict[str, Any], fn: types.FunctionType) -> bool:
+    """Whether ``fn``, a copy sent by value, is of the module whose namespace is ``namespace``: by
+    the file both name (cloudpickle sends a function's ``__file__``), or where there is none (a
+    notebook's), by the function of its name there, its code the same."""
+    file = fn.__globals__.get("__file__")
+    if file is not None:
+        return bool(namespace.get("__file__") == file)
+    original = unwrapped(namespace.get(fn.__name__))
+    return isinstance(original, types.FunctionType) and original.__code__ == fn.__code__
 
 
 def _classes_held(table: dict[Any, Any] | list[Any] | tuple[Any, ...], module: str) -> list[tuple[Any, type]]:
@@ -202,8 +216,8 @@ def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
     for namespace, names in _names(fn, elsewhere, seeds):
         if names and (namespace is not fn.__globals__ or copied):
             reads.append(ReadGlobals(namespace, tuple(names), classes=elsewhere))
-        if names and not elsewhere and copied:  # the caller's globals, changed by its classes' code
-            for callers in _callers_namespaces(namespace, names, carried):
+        if names and not elsewhere and copied:  # the caller's globals, changed by the caller's own code
+            for callers in _callers_namespaces(fn, namespace, names, carried):
                 reads.append(CallersGlobals(callers, tuple(n for n in names if n in callers), classes=False))
     return reads
 
