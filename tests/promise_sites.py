@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import multiprocessing
 import warnings
 from collections.abc import Callable, Iterator
@@ -121,6 +122,23 @@ def _on_executor(name: str, runner: str, worker: str, **fixed: Any) -> Site:
     )
 
 
+class _BindingFirst(functools.partial):  # type: ignore[type-arg]
+    """A partial subclass (one that adds a name, say), as a caller binds a first argument."""
+
+
+def _bound_first(product: Callable[[Callable[..., Any], dict[str, Any]], Callable[..., Any]]) -> Wrap:
+    """``product`` made, at each call, of a partial of the body binding the caller's first
+    argument: the bound argument meets every promise an argument of the call does."""
+
+    def wrap(body: Callable[..., Any], options: dict[str, Any], _: Runners) -> Callable[..., Any]:
+        def call(a: Any, *rest: Any) -> Any:
+            return product(_BindingFirst(body, a), options)(*rest)
+
+        return call
+
+    return wrap
+
+
 SITES = [
     Site("the decorator pair", lambda body, o, _: ac.returns_tensor(ac.accepts_numpy(body, **o))),
     Site("accepts_numpy alone", lambda body, o, _: ac.accepts_numpy(body, **o), converts_results=False),
@@ -138,6 +156,20 @@ SITES = [
         named=("Holder.run", "args[0]"),
     ),
     Site("numpy_op", lambda body, o, _: ac.numpy_op(body, **o), refuses_tangents=True, result_methods=False),
+    Site(
+        "the decorator pair of a partial",
+        _bound_first(lambda fn, o: ac.returns_tensor(ac.accepts_numpy(fn, **o))),
+        pickles=False,
+    ),
+    Site("adapt of a partial", _bound_first(lambda fn, o: ac.adapt(fn, **o)), pickles=False, result_methods=False),
+    Site("torchify of a partial", _bound_first(lambda fn, o: ac.torchify(fn, **o)), pickles=False),
+    Site(
+        "numpy_op of a partial",
+        _bound_first(lambda fn, o: ac.numpy_op(fn, **o)),
+        pickles=False,
+        refuses_tangents=True,
+        result_methods=False,
+    ),
     Site("batched in the caller", lambda body, o, _: ac.batched(body, **o), samples=True),
     Site(
         "batched on threads",

@@ -17,7 +17,7 @@ from autoconvert._options._options import AFTER_CALL, Policy
 
 PACKAGE = pathlib.Path(__file__).parent.parent / "autoconvert"
 #: The layer folders, bottom first. What every layer shares (errors, pickling, the compile
-#: escape) sits in the package itself, below them; so do its front doors (``__init__``,
+#: escape, partials) sits in the package itself, below them; so do its front doors (``__init__``,
 #: ``__main__``, the mypy plugin), above them.
 LAYERS = [
     "_conversions",
@@ -41,6 +41,7 @@ ORDER = [
     "_errors",
     "_pickling",
     "_escape",
+    "_partials",
     "_conversions._dtypes",
     "_conversions._devices",
     "_conversions._copies",
@@ -193,8 +194,8 @@ def test_the_distribution_ships_every_layer() -> None:
 
 def test_each_layer_sits_together_in_its_folder_in_order() -> None:
     folders = [module.rpartition(".")[0] for module in ORDER]
-    assert folders[:3] == ["", "", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
-    layers = [LAYERS.index(folder) for folder in folders[3:-3]]
+    assert folders[:4] == ["", "", "", ""] and folders[-3:] == ["", "", ""]  # shared below, the front doors above
+    layers = [LAYERS.index(folder) for folder in folders[4:-3]]
     assert layers == sorted(layers)
 
 

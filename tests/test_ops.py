@@ -628,13 +628,60 @@ def test_callables_without_a_signature() -> None:
 
 def test_an_op_of_a_partial_calls_it_with_its_bound_arguments() -> None:
     """A ``functools.partial`` is an op as it is a decorated function: its bound arguments
-    given at each call, with or without a backward."""
+    given at each call, to the forward and to the backward, with or without a backward."""
     scaled = functools.partial(lambda a, k: a * k, k=3.0)
     x = torch.ones(2, dtype=torch.float64, requires_grad=True)
-    with_backward = ac.numpy_op(scaled, backward=lambda g, a, output: g * 3.0)
+    with_backward = ac.numpy_op(scaled, backward=lambda g, a, k, output: g * k)
     with_backward(x).sum().backward()
     assert torch.equal(x.grad, torch.full((2,), 3.0, dtype=torch.float64))
     assert torch.equal(ac.numpy_op(scaled)(x.detach()), torch.full((2,), 3.0, dtype=torch.float64))
+
+
+def _product(x: np.ndarray, w: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    return x * w * scale
+
+
+def _product_backward(
+    g: np.ndarray, x: np.ndarray, w: np.ndarray, scale: float = 1.0, *, output: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    return g * w * scale, g * x * scale
+
+
+def _product_jvp(
+    tangents: tuple[Any, Any], x: np.ndarray, w: np.ndarray, scale: float = 1.0, *, output: np.ndarray
+) -> np.ndarray:
+    dx, dw = tangents
+    return ((0 if dx is None else dx * w) + (0 if dw is None else x * dw)) * scale
+
+
+class _Named(functools.partial):  # type: ignore[type-arg]
+    """A partial subclass that carries a name of its own."""
+
+
+@pytest.mark.parametrize("kind", [functools.partial, _Named])
+@pytest.mark.parametrize("bound", ["a keyword", "a tensor and a keyword", "every argument"])
+def test_an_op_of_a_partial_hands_its_rules_the_bound_arguments(kind: type, bound: str) -> None:
+    """The backward and the jvp get what the partial binds as arguments of the call: gradients
+    check against finite differences, a bound tensor requiring grad gets its gradient, and a
+    partial subclass stays one, its attributes kept."""
+    x = torch.tensor([3.0, 4.0], dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    made, given = {
+        "a keyword": (kind(_product, scale=3.0), (x, w)),
+        "a tensor and a keyword": (kind(_product, x, scale=3.0), (w,)),
+        "every argument": (kind(_product, x, w, 3.0), ()),
+    }[bound]
+    made.label = "scaled product"
+    op = ac.numpy_op(made, backward=_product_backward, jvp=_product_jvp)
+    assert type(op) is kind and op.label == "scaled product"
+    op(*given).sum().backward()
+    assert torch.equal(x.grad, 3 * w.detach()) and torch.equal(w.grad, 3 * x.detach())
+    if given:
+        assert torch.autograd.gradcheck(op, given)
+        tangents = tuple(torch.ones_like(t) for t in given)
+        _, tangent = torch.func.jvp(op, tuple(t.detach() for t in given), tangents)
+        expected = 3 * (w + x) if bound == "a keyword" else 3 * x  # the tangents of those given, all ones
+        assert torch.allclose(tangent, expected.detach())
 
 
 @pytest.mark.parametrize(

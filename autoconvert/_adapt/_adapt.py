@@ -46,6 +46,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
+from autoconvert._partials import binds_arguments, rebound
 from autoconvert._spec._check_writes import RESTORE_WRITES
 from autoconvert._spec._collected import AfterStep, Collected, collected, collected_writes
 from autoconvert._spec._emit import Result, Step
@@ -542,6 +543,8 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
                 if public and (passes_for_function(member) or isinstance(member, (classmethod, staticmethod))):
                     setattr(target, name, apply(member))
             return target
+        if binds_arguments(target):  # its bound arguments are arguments, converted at each call
+            return rebound(target, apply(target.func))
         if is_wrapper(target):
             raise TypeError(
                 f"autoconvert.adapt() on {function_name(target)}: it is already decorated by autoconvert; "

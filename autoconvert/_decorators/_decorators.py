@@ -8,7 +8,6 @@ output side sees the caller's original tensors even though the function saw arra
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -27,6 +26,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
+from autoconvert._partials import binds_arguments, rebound
 from autoconvert._spec._signature import Parameters, function_name, refuse_unknown
 
 # Typing: an input decorator changes what the parameters accept (a tensor where an array
@@ -75,8 +75,8 @@ def _decorate(side: str, func: Any, options: dict[str, Any], *, own_names: bool 
     def apply(func: Any) -> Any:
         if compiling():  # pragma: no cover - runs under dynamo, unseen by coverage
             return opaque(apply, func)
-        if type(func) is functools.partial:  # its bound arguments are arguments, converted at each call
-            return functools.partial(apply(func.func), *func.args, **func.keywords)
+        if binds_arguments(func):  # its bound arguments are arguments, converted at each call
+            return rebound(func, apply(func.func))
         check_callable(func, side)
         if own_names and options.get("out_params"):
             _check_out_params(func, options["out_params"], side)
@@ -124,8 +124,8 @@ def replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan])
 
 
 def _replanned(pair: Any, plan: Callable[[Any, dict[str, dict[str, Any]]], Plan]) -> Any:
-    if type(pair) is functools.partial:  # a partial's pair: its function's, the bound arguments kept
-        return functools.partial(_replanned(pair.func, plan), *pair.args, **pair.keywords)
+    if binds_arguments(pair):  # a partial's pair: its function's, the bound arguments kept
+        return rebound(pair, _replanned(pair.func, plan))
     return wrap(pair.__wrapped__, plan(pair.__wrapped__, plan_of(pair).sides))
 
 

@@ -10,7 +10,6 @@ words in words (_wording); it changes nothing and converts nothing.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import linecache
 import types
 from typing import Any
@@ -19,6 +18,7 @@ from autoconvert._conversions._describe import GENERATED, qualified
 from autoconvert._interpreter._routes import Description, Route, described
 from autoconvert._options._config import active
 from autoconvert._options._options import DEFAULTS, INPUT_SIDE, OUTPUT_SIDE, Policy, policy_of
+from autoconvert._partials import binds_arguments
 from autoconvert._spec._code_reads import global_names
 from autoconvert._spec._inputs import AFTER_WORDS
 from autoconvert._spec._signature import function_name
@@ -177,7 +177,7 @@ def _explain(func: Any) -> Explanation:
     """``explain(func)``: what ``func`` describes itself as (see _routes.described), in words;
     a partial the decorators or torchify made of one (its bound arguments converted as
     arguments), what the function it calls describes itself as."""
-    if type(func) is functools.partial and described(func.func) is not None:
+    if binds_arguments(func) and described(func.func) is not None:
         func = func.func
     description = described(func)
     if description is None:

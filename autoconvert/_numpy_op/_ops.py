@@ -46,6 +46,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
+from autoconvert._partials import binds_arguments, rebound
 from autoconvert._pickling import by_recipe, calling_module
 from autoconvert._spec._signature import TENSORS, function_name, record, unfitting
 
@@ -195,6 +196,8 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     if fn is None:
         return lambda f: numpy_op(f, **checked)
     check_callable(fn, "numpy_op")
+    if binds_arguments(fn):  # its bound arguments are the op's arguments: its backward and jvp get them
+        return rebound(fn, numpy_op(fn.func, **checked))
     settings, sides = settings_of(OpSettings, checked)
     if compiling():  # pragma: no cover - made inside a compiled function: dynamo cannot trace the frame walk
         return opaque(_make_op, fn, settings, sides, None)

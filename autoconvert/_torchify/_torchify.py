@@ -35,6 +35,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
+from autoconvert._partials import binds_arguments, rebound
 from autoconvert._spec._signature import GENERATOR_FUNCTION, deferred_kind
 
 from ._building import Builder, Factory
@@ -91,8 +92,8 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     own, checked = settings_of(TorchifySettings, validate(options, "torchify"))
     if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
         return target
-    if type(target) is functools.partial:  # its bound arguments are arguments, converted at each call
-        return functools.partial(torchify(target.func, **options), *target.args, **target.keywords)
+    if binds_arguments(target):  # its bound arguments are arguments, converted at each call
+        return rebound(target, torchify(target.func, **options))
     adapter = adapter_for(target)
     written_for_cupy = own.array_module == "cupy" and _only_cupy(target, adapter, own.native, checked)
     if own.native is True:

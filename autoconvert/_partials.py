@@ -1,0 +1,22 @@
+"""A ``functools.partial``'s bound arguments are arguments: a product made of one is made of its
+function and binds the same arguments, so that they are converted (and handed to a backward)
+as the call's own are."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeGuard
+
+
+def binds_arguments(func: Any) -> TypeGuard[functools.partial[Any]]:
+    """Whether ``func`` is a partial (a subclass's too) that calls its function with its bound
+    arguments first: a subclass with a ``__call__`` of its own is a callable object."""
+    return isinstance(func, functools.partial) and type(func).__call__ is functools.partial.__call__
+
+
+def rebound(partial: functools.partial[Any], func: Callable[..., Any]) -> functools.partial[Any]:
+    """``partial`` around ``func``: its type, its bound arguments and its attributes kept."""
+    made = functools.partial.__new__(type(partial), func, *partial.args, **partial.keywords)
+    made.__dict__.update(vars(partial))
+    return made
