@@ -1622,6 +1622,44 @@ def test_a_memoryview_a_script_function_reads_arrives_laid_out_as_it_is(
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
 
 
+_SCRIPT_RAISING_ITS_OWN = """
+TOUCHED = []
+
+
+class Item:
+    def touch(self):
+        TOUCHED.append(1)
+
+
+def missing(a):
+    raise KeyError(Item())
+"""
+
+
+@pytest.mark.parametrize("where", ["Dask worker processes", "Dask worker threads"])
+def test_an_exception_carrying_a_scripts_object_leaves_the_callers_class_as_it_is(
+    runners: dict[str, dict[str, Any]], where: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sample's exception holding an object of a class sent by value (a script's) crosses back
+    pickled by reference, with no context: Dask's own pickling would send the class by value
+    and, in the caller's process, set the caller's class's methods to copies whose globals are
+    copies. In the caller's process it is the caller's own exception; from another, where the
+    class has no module to be found in, it keeps its message."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with _by_value("raising_by_value", _SCRIPT_RAISING_ITS_OWN, tmp_path, monkeypatch) as module:
+        touch = module.Item.touch
+        with pytest.raises(Exception) as info:
+            ac.batched(module.missing, **options)(_batch(ragged=False))
+        assert module.Item.touch is touch
+        module.Item().touch()
+        assert module.TOUCHED == [1]
+        if where == "Dask worker threads":
+            assert type(info.value) is KeyError and type(info.value.args[0]) is module.Item
+        else:
+            assert type(info.value) is RuntimeError
+            assert str(info.value).startswith("builtins.KeyError: <raising_by_value.Item"), info.value
+
+
 _SCRIPT_WITH_A_NESTED_REGISTRY = """
 class Outer:
     class Registry:

@@ -1033,10 +1033,11 @@ def run_sent(payload: bytes, *rest: Any) -> bytes:
     try:
         result = fn(*args, *rest)
     except Exception as e:
-        back = _crossing_back(e)
-        if back is e:
-            raise
-        raise back from None
+        failed = _crossing_back(e)
+    else:
+        failed = None
+    if failed is not None:  # raised past the handler: no context to pickle with it (Dask's tblib would)
+        raise failed
     try:
         return dumps(result)
     except Exception as e:
@@ -1049,13 +1050,31 @@ def run_sent(payload: bytes, *rest: Any) -> bytes:
         ) from None
 
 
+class _CarriedError(Exception):
+    """A sample's exception, crossing back pickled as a result does (see ``dumps``): the
+    executor's own pickling (Dask's and Ray's cloudpickle) would send an object of a script's
+    class it carries (``KeyError(item)``) by value, and, unpickled in the caller's process, set
+    the caller's class's methods to copies of them."""
+
+    def __init__(self, error: Exception, data: bytes) -> None:
+        super().__init__(str(error))
+        self.error, self.data = error, data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return received, (self.data,)
+
+    def __repr__(self) -> str:
+        return repr(self.error)
+
+
 def _crossing_back(error: Exception) -> Exception:
-    """``error`` where it pickles and unpickles (the executor sends it back so); else a
-    RuntimeError with its type, message and notes: one that does not would break a process
-    pool (an exception whose ``__init__`` takes two arguments) or hide the sample's failure
-    behind a pickling error (one holding a lock)."""
+    """``error``, carried to cross back pickled by reference; where it does not pickle and
+    unpickle so, a RuntimeError with its type, message and notes: one that does not would
+    break a process pool (an exception whose ``__init__`` takes two arguments) or hide the
+    sample's failure behind a pickling error (one holding a lock)."""
     try:
-        pickle.loads(pickle.dumps(error, pickle.HIGHEST_PROTOCOL))
+        data = dumps(error)
+        pickle.loads(data)
     except Exception as e:
         back = RuntimeError(f"{type(error).__module__}.{type(error).__qualname__}: {error}")
         for note in getattr(error, "__notes__", ()):
@@ -1065,7 +1084,7 @@ def _crossing_back(error: Exception) -> Exception:
             f"({type(e).__name__}: {e}), so it is raised as a RuntimeError with its message"
         )
         return back
-    return error
+    return _CarriedError(error, data)
 
 
 def received(data: bytes) -> Any:
