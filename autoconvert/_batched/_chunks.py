@@ -1030,12 +1030,11 @@ def run_sent(payload: bytes, *rest: Any) -> bytes:
         fn, args = pickle.loads(payload)
     except Exception as e:  # its traceback (a recursion's, thousands deep) left here: some executors hang on it
         raise pickle.UnpicklingError(f"{UNPICKLING_FAILED} ({type(e).__name__}: {e})") from None
+    failed: Exception | None = None
     try:
         result = fn(*args, *rest)
     except Exception as e:
         failed = _crossing_back(e)
-    else:
-        failed = None
     if failed is not None:  # raised past the handler: no context to pickle with it (Dask's tblib would)
         raise failed
     try:
