@@ -1,16 +1,19 @@
 """A batched function's changes to an object among its arguments, made on a worker's copy: refused
 naming what changed, while a cache filling is never refused. A chunk pickled and run in this
-process is what a Dask worker in the caller's process runs (the slow promise matrix runs the
-same on every executor)."""
+process is what a Dask worker in the caller's process runs; one sent by value to a spawned
+process, what Dask's worker processes run (the slow promise matrix runs the same on every
+executor)."""
 
 from __future__ import annotations
 
 import collections
 import functools
 import logging
+import multiprocessing
 import pickle
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoconvert._batched._chunks import Batch, Chunk, dumps, run
+from autoconvert._batched._chunks import Batch, Chunk, dumps, received, run, run_sent, sent
 
 
 class Model:
@@ -123,68 +126,83 @@ def _script_function(source: str, **globals_: Any) -> Callable[..., Any]:
     return namespace["f"]  # type: ignore[no-any-return]
 
 
-def _by_value_on_a_copy(fn: Callable[..., Any]) -> list[Any]:
+def _by_value_here(fn: Callable[..., Any]) -> list[Any]:
+    """``fn``'s chunk sent by value and run in this process, as on a Dask worker in the caller's."""
     chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
     return run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])
+
+
+@pytest.fixture(scope="module")
+def elsewhere() -> Iterator[ProcessPoolExecutor]:
+    """A process of its own (spawned: no fork of this one's threads), where a chunk sent by
+    value arrives with copies of what its function names."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def _by_value_elsewhere(fn: Callable[..., Any], pool: ProcessPoolExecutor) -> list[Any]:
+    """``fn``'s chunk sent by value and run in another process, as on Dask's worker processes."""
+    chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
+    return received(pool.submit(run_sent, sent(run, chunk, by_value=True), [np.ones((2, 3))]).result())  # type: ignore[no-any-return]
 
 
 #: A script's function changing its globals, and the refusal (None: a cache filling, never refused).
 GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     "an array written": (
         "def f(a):\n    counts[0] += 1\n    return a",
-        "the function wrote into global counts of module __main__, an array, on a worker in the caller's process, "
+        "the function wrote into global counts of module __main__, an array, on a worker in another process, "
         "which holds a copy of it: the write cannot reach the caller's array",
     ),
     "a list appended to": (
         "def f(a):\n    log.append(1)\n    return a",
-        "the function changed global log of module __main__, on a worker in the caller's process, which holds a copy "
+        "the function changed global log of module __main__, on a worker in another process, which holds a copy "
         "of log: the change cannot reach the caller's log",
     ),
     "a number bound anew": (
         "def f(a):\n    global n\n    n += 1\n    return a",
-        "the function changed global n of module __main__, on a worker in the caller's process, which holds a copy "
+        "the function changed global n of module __main__, on a worker in another process, which holds a copy "
         "of n: the change cannot reach the caller's n",
     ),
     "an object's attribute, through a helper": (
         "def f(a):\n    return helper(a)\ndef helper(a):\n    model.count += 1\n    return a",
-        "the function changed model.count, in global model of module __main__, on a worker in the caller's process, "
+        "the function changed model.count, in global model of module __main__, on a worker in another process, "
         "which holds a copy of model: the change cannot reach the caller's model",
     ),
     "its only data bound to a function": (
         "def f(a):\n    global log\n    log = print\n    return a",
-        "the function changed global log of module __main__, on a worker in the caller's process, which holds a "
+        "the function changed global log of module __main__, on a worker in another process, which holds a "
         "copy of log: the change cannot reach the caller's log",
     ),
     "a function's attribute": (
         "def helper():\n    helper.calls += 1\nhelper.calls = 0\ndef f(a):\n    helper()\n    return a",
-        "the function changed helper.calls, in global helper of module __main__, on a worker in the caller's "
+        "the function changed helper.calls, in global helper of module __main__, on a worker in another "
         "process, which holds a copy of helper: the change cannot reach the caller's helper",
     ),
     "a defaultdict's new key (it counts)": (
         "def f(a):\n    tally['k'] += 1\n    return a",
-        "the function changed global tally of module __main__, on a worker in the caller's process, which holds a "
+        "the function changed global tally of module __main__, on a worker in another process, which holds a "
         "copy of tally: the change cannot reach the caller's tally",
     ),
     "a deque appended to": (
         "def f(a):\n    recent.append(1)\n    return a",
-        "the function changed global recent of module __main__, on a worker in the caller's process, which holds a "
+        "the function changed global recent of module __main__, on a worker in another process, which holds a "
         "copy of recent: the change cannot reach the caller's recent",
     ),
     "a masked array written": (
         "def f(a):\n    masked[0] += 1\n    return a",
-        "the function wrote into global masked of module __main__, an array, on a worker in the caller's process, "
+        "the function wrote into global masked of module __main__, an array, on a worker in another process, "
         "which holds a copy of it: the write cannot reach the caller's array",
     ),
     "a global partial's bound list": (
         "def f(a):\n    return remember(a)\n",
-        "the function changed remember.keywords['log'], in global remember of module __main__, on a worker in the "
-        "caller's process, which holds a copy of remember: the change cannot reach the caller's remember",
+        "the function changed remember.keywords['log'], in global remember of module __main__, on a worker in "
+        "another process, which holds a copy of remember: the change cannot reach the caller's remember",
     ),
     "a decorator's count, bound anew": (
         "def counting(g):\n    calls = 0\n    def wrapper(a):\n        nonlocal calls\n        calls += 1\n"
         "        return g(a)\n    return wrapper\n"
         "f = counting(lambda a: a)",
-        "the function changed calls, captured by the function, on a worker in the caller's process, which holds a "
+        "the function changed calls, captured by the function, on a worker in another process, which holds a "
         "copy of calls: the change cannot reach the caller's calls",
     ),
     "a decorator's memo's new key": (
@@ -196,19 +214,19 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     "a logger only used": ("def f(a):\n    logger.debug('seen %s', a)\n    return a", None),
     "a parameter's default list": (
         "def f(a, seen=[]):\n    seen.append(1)\n    return a",
-        "the function changed seen, the default of the function's parameter, on a worker in the caller's process, "
+        "the function changed seen, the default of the function's parameter, on a worker in another process, "
         "which holds a copy of seen: the change cannot reach the caller's seen",
     ),
     "a handler in a table": (
         "def count(a):\n    log.append(1)\nhandlers = {'count': count}\n"
         "def f(a):\n    handlers['count'](a)\n    return a",
-        "the function changed global log of module __main__, on a worker in the caller's process, which holds a "
+        "the function changed global log of module __main__, on a worker in another process, which holds a "
         "copy of log: the change cannot reach the caller's log",
     ),
     "a count over a class default": (
         "class Counted:\n    calls = 0\n    def step(self):\n        self.calls += 1\ncounted = Counted()\n"
         "def f(a):\n    counted.step()\n    return a",
-        "the function changed counted.calls, in global counted of module __main__, on a worker in the caller's "
+        "the function changed counted.calls, in global counted of module __main__, on a worker in another "
         "process, which holds a copy of counted: the change cannot reach the caller's counted",
     ),
     "one list at two places, only read": (
@@ -219,14 +237,14 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     "a bound method's object, counting": (
         "class Keeper:\n    def __init__(self):\n        self.n = 0\n    def bump(self):\n        self.n += 1\n"
         "bump = Keeper().bump\ndef f(a):\n    bump()\n    return a",
-        "the function changed bump.__self__.n, in global bump of module __main__, on a worker in the caller's "
+        "the function changed bump.__self__.n, in global bump of module __main__, on a worker in another "
         "process, which holds a copy of bump: the change cannot reach the caller's bump",
     ),
     "a captured closure's count": (
         "def counter():\n    n = 0\n    def bump():\n        nonlocal n\n        n += 1\n    return bump\n"
         "def calling(inner):\n    def outer():\n        inner()\n    return outer\n"
         "count = calling(counter())\ndef f(a):\n    count()\n    return a",
-        "the function changed count.inner.n, in global count of module __main__, on a worker in the caller's "
+        "the function changed count.inner.n, in global count of module __main__, on a worker in another "
         "process, which holds a copy of count: the change cannot reach the caller's count",
     ),
     "a captured closure only called": (
@@ -251,7 +269,7 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     ),
     "a write through a memoryview": (
         "def f(a):\n    view[0] = 1\n    return a",
-        "the function changed global view of module __main__, on a worker in the caller's process, which holds a "
+        "the function changed global view of module __main__, on a worker in another process, which holds a "
         "copy of view: the change cannot reach the caller's view",
     ),
     "a count its class's own __getstate__ leaves out": (
@@ -259,7 +277,7 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "    def __getstate__(self):\n        return {'w': self.w}\n"
         "    def __setstate__(self, state):\n        self.__dict__.update(state, calls=0)\n"
         "kept = Kept()\ndef f(a):\n    kept.calls += 1\n    return a",
-        "the function changed kept.calls, in global kept of module __main__, on a worker in the caller's process, "
+        "the function changed kept.calls, in global kept of module __main__, on a worker in another process, "
         "which holds a copy of kept: the change cannot reach the caller's kept",
     ),
     "a count its class pickles as a tuple": (
@@ -267,7 +285,7 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "    def __getstate__(self):\n        return (self.n,)\n"
         "    def __setstate__(self, state):\n        (self.n,) = state\n"
         "tally_kept = Counted()\ndef f(a):\n    tally_kept.n += 1\n    return a",
-        "the function changed tally_kept.n, in global tally_kept of module __main__, on a worker in the caller's "
+        "the function changed tally_kept.n, in global tally_kept of module __main__, on a worker in another "
         "process, which holds a copy of tally_kept: the change cannot reach the caller's tally_kept",
     ),
     "a config making up its attributes, only read": (
@@ -279,7 +297,7 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     "an inherited method held bound, counting": (
         "class Base:\n    def __init__(self):\n        self.n = 0\n    def bump(self):\n        self.n += 1\n"
         "class Keeper(Base):\n    pass\nbump = Keeper().bump\ndef f(a):\n    bump()\n    return a",
-        "the function changed bump.__self__.n, in global bump of module __main__, on a worker in the caller's "
+        "the function changed bump.__self__.n, in global bump of module __main__, on a worker in another "
         "process, which holds a copy of bump: the change cannot reach the caller's bump",
     ),
     "a class statement's body reading a name it binds": (
@@ -337,17 +355,48 @@ def test_a_change_a_scripts_class_makes_in_the_callers_process_is_the_callers(ch
     methods change) is the caller's, as sequentially."""
     source, check = CLASS_CHANGES[change]
     fn = _script_function(source, log=[])
-    assert len(_by_value_on_a_copy(fn)) == 2
+    assert len(_by_value_here(fn)) == 2
     assert eval(check, fn.__globals__), check
 
 
+#: What a script's function changes of its globals, checked in the caller's namespace after two samples.
+REACHED = {"an array written": "counts[0] == 2", "a list appended to": "log == [1, 1]", "a number bound anew": "n == 2"}
+
+
 @pytest.mark.parametrize("change", GLOBAL_CHANGES)
-def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_it(change: str) -> None:
-    """A script's function sent by value carries copies of the globals it names (through a
-    helper of its script too): a change to one is refused naming it, a cache filling or a
-    read never is."""
+def test_a_function_sent_by_value_to_the_callers_process_is_the_callers(change: str) -> None:
+    """A script's function sent by value, unpickled in the caller's process (a Dask worker
+    there), is the caller's own function, as its classes are: it reads and changes the caller's
+    globals, as on threads, and nothing it does is refused as a change to a copy."""
+    source, _ = GLOBAL_CHANGES[change]
+    fn = _script_function(source, **_globals_read())
+    assert len(_by_value_here(fn)) == 2
+    if change in REACHED:
+        assert eval(REACHED[change], fn.__globals__), REACHED[change]
+
+
+@pytest.mark.parametrize("change", GLOBAL_CHANGES)
+def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_it(
+    change: str, elsewhere: ProcessPoolExecutor
+) -> None:
+    """A script's function sent by value to another process carries copies of the globals it
+    names (through a helper of its script too): a change to one is refused naming it, a cache
+    filling or a read never is."""
     source, refusal = GLOBAL_CHANGES[change]
-    data = {
+    fn = _script_function(source, **({"log": []} if "log = print" in source else _globals_read()))
+    if refusal is None:
+        assert len(_by_value_elsewhere(fn, elsewhere)) == 2
+        return
+    with pytest.raises(ValueError) as info:
+        _by_value_elsewhere(fn, elsewhere)
+    assert str(info.value) == (
+        f"autoconvert.batched(f): {refusal}, as it does where the samples run sequentially or on threads. Fix: "
+        "return what the function computes, or run it sequentially (no executor) or on threads (workers=)"
+    )
+
+
+def _globals_read() -> dict[str, Any]:
+    return {
         "counts": np.zeros(1),
         "log": [],
         "n": 0,
@@ -363,28 +412,16 @@ def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_i
         "scale": 2.0,
         "view": memoryview(bytearray(2)),
     }
-    if "log = print" in source:
-        data = {"log": []}
-    fn = _script_function(source, **data)
-    if refusal is None:
-        assert len(_by_value_on_a_copy(fn)) == 2
-        return
-    with pytest.raises(ValueError) as info:
-        _by_value_on_a_copy(fn)
-    assert str(info.value) == (
-        f"autoconvert.batched(f): {refusal}, as it does where the samples run sequentially or on threads. Fix: "
-        "return what the function computes, or run it sequentially (no executor) or on threads (workers=)"
-    )
 
 
-def test_a_weak_set_sent_by_value_keeps_its_items() -> None:
+def test_a_weak_set_sent_by_value_keeps_its_items(elsewhere: ProcessPoolExecutor) -> None:
     """A script's global ``WeakSet`` sent by value holds its items as the caller's does, though
     nothing else sent holds them: a read of it gives what it gives sequentially."""
     source = (
         "import weakref\nclass Item:\n    pass\nkept = [Item(), Item()]\nregistry = weakref.WeakSet(kept)\n"
         "def f(a):\n    return a * len(registry)"
     )
-    assert [r.tolist() for r in _by_value_on_a_copy(_script_function(source))] == [[2.0] * 3] * 2
+    assert [r.tolist() for r in _by_value_elsewhere(_script_function(source), elsewhere)] == [[2.0] * 3] * 2
 
 
 class AttrDict(dict):  # type: ignore[type-arg]
@@ -436,7 +473,9 @@ def test_a_change_to_the_data_a_method_is_bound_to_is_refused(kind: str) -> None
 
 
 @pytest.mark.parametrize("generator", ["default_rng", "RandomState", "random.Random"])
-def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(generator: str) -> None:
+def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(
+    generator: str, elsewhere: ProcessPoolExecutor
+) -> None:
     """A copy of a random generator repeats the caller's draws on every worker, and the
     caller's never moves: drawing from one is refused, naming ``seed=`` and ``rng``."""
     rng = {"default_rng": np.random.default_rng(0), "RandomState": np.random.RandomState(0)}.get(
@@ -444,10 +483,10 @@ def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(generator: 
     )
     fn = _script_function("def f(a):\n    return a * rng.random()", rng=rng)
     with pytest.raises(ValueError) as info:
-        _by_value_on_a_copy(fn)
+        _by_value_elsewhere(fn, elsewhere)
     assert str(info.value) == (
         "autoconvert.batched(f): the function drew from global rng of module __main__, a random generator, on a "
-        "worker in the caller's process, which holds a copy of it: every copy repeats the caller's draws, and the "
+        "worker in another process, which holds a copy of it: every copy repeats the caller's draws, and the "
         "caller's generator does not move. Fix: pass seed= and draw from a parameter named rng, or run the samples "
         "sequentially (no executor) or on threads (workers=)"
     )

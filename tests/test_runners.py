@@ -715,8 +715,9 @@ def test_what_a_bound_methods_object_keeps_to_itself_in_a_list_is_no_change(
 def test_what_a_closure_captured_is_compared_where_workers_hold_copies(
     runners: dict[str, dict[str, Any]], where: str
 ) -> None:
-    """Dask pickles a closure with what it captured: the function's write there is refused,
-    never lost, as a partial's bound array's is."""
+    """Dask pickles a closure with what it captured: the function's write there, on a copy in
+    another process, is refused, never lost, as a partial's bound array's is; in the caller's
+    process the closure is the caller's own, as on threads, and its writes are the caller's."""
     counts = np.zeros(1)
 
     def counted(a: np.ndarray) -> np.ndarray:
@@ -733,9 +734,14 @@ def test_what_a_closure_captured_is_compared_where_workers_hold_copies(
 
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     for fn in (counted, counting(doubled)):  # a decorator's wrapper too, whose closure keeps the count
+        if where == "Dask worker threads":
+            assert torch.equal(
+                torch.as_tensor(ac.batched(fn, **options)(_batch(ragged=False))), _batch(ragged=False) * 2
+            )
+            continue
         with pytest.raises(ValueError, match="the function wrote into counts, captured by the function, an array, on "):
             ac.batched(fn, **options)(_batch(ragged=False))
-    assert counts.tolist() == [0.0]
+    assert counts.tolist() == [0.0 if where == "Dask worker processes" else 2.0 * len(_batch(ragged=False))]
 
 
 #: Globals of this module that the functions below change, as a script's functions change theirs.
@@ -1538,12 +1544,20 @@ def test_what_the_arguments_carry_is_the_callers_or_refused(
     assert read(argument) == before
 
 
-def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(runners: dict[str, dict[str, Any]]) -> None:
+@pytest.mark.parametrize("where", ["Dask worker processes", "Dask worker threads"])
+def test_what_a_function_sent_by_value_reads_of_its_globals_is_compared(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
     """Dask sends a script's function by value, with copies of the globals it names: its write
-    into one, on a worker in the caller's process, is refused, never lost."""
+    into one, on a worker in another process, is refused, never lost; in the caller's process
+    the function is the caller's own, its globals the caller's, as on threads."""
     namespace: dict[str, Any] = {"__name__": "__main__", "counts": np.zeros(1)}
     exec("def counted(a):\n    counts[0] += 1\n    return a * 2", namespace)  # as a script defines it
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    if where == "Dask worker threads":
+        ac.batched(namespace["counted"], **options)(_batch(ragged=False))
+        assert namespace["counts"].tolist() == [float(len(_batch(ragged=False)))]
+        return
     with pytest.raises(ValueError, match="the function wrote into global counts of module __main__, an array, on a "):
         ac.batched(namespace["counted"], **options)(_batch(ragged=False))
     assert namespace["counts"].tolist() == [0.0]
@@ -1589,12 +1603,12 @@ def test_what_a_script_function_sent_by_value_reaches_through_objects_is_compare
     a worker holding copies, are refused, never lost."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(_SCRIPT_HOLDING_OBJECTS, namespace)  # as a script defines them
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
     with pytest.raises(ValueError) as info:
         ac.batched(namespace[name], **options)(_batch(ragged=False))
     assert str(info.value).startswith(
-        f"autoconvert.batched({name}): the function changed {changed} of module __main__, on a Dask worker in the "
-        "caller's process, "
+        f"autoconvert.batched({name}): the function changed {changed} of module __main__, on a Dask worker in "
+        "another process, "
     ), info.value
     assert namespace["GRID"][0].n == 0 and namespace["OUTPUTS"] == []
 
@@ -1791,25 +1805,29 @@ def counted(a):
 """
 
 
-def test_a_global_the_callers_class_changes_under_a_copy_the_function_reads_is_refused(
+def _as_sequentially_in_the_callers_process(
+    runners: dict[str, dict[str, Any]], fn: Any, reset: Callable[[], None]
+) -> None:
+    """``fn`` mapped sequentially, then (its state ``reset``) as one chunk on a Dask worker in the
+    caller's process: the same samples in the same order give the same results."""
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    batch = _batch(ragged=False)
+    sequential = ac.batched(fn)(batch)
+    reset()
+    here = ac.batched(fn, **{**options, "chunksize": len(batch)})(batch)
+    assert torch.equal(torch.as_tensor(here), torch.as_tensor(sequential))
+
+
+def test_a_global_the_callers_class_changes_is_read_as_sequentially_in_the_callers_process(
     runners: dict[str, dict[str, Any]],
 ) -> None:
-    """On a Dask worker in the caller's process a script's class is the caller's own, whose methods
-    change the caller's globals, while the script's function, sent by value, reads its copies of
-    them as they were when its chunk was sent: refused, where sequentially each sample reads the
-    change, never computed from the copy."""
+    """On a Dask worker in the caller's process a script's function and its class are the
+    caller's own, as on threads: the function reads the global the class's method changes, as
+    each sample does sequentially, never a copy of it as it was when the chunk was sent."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(_SCRIPT_COUNTING_THROUGH_ITS_CLASS, namespace)  # as a script defines them
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
-    with pytest.raises(ValueError) as info:
-        ac.batched(namespace["counted"], **options)(_batch(ragged=False))
-    assert str(info.value) == (
-        "autoconvert.batched(counted): the caller's global N of module __main__ changed on a Dask worker in the "
-        "caller's process, by the caller's own code there (a function of another module, a class's methods or "
-        "attributes), where the function reads a copy of N made when it was sent: it may have read N as it was, "
-        "where sequentially it reads the change. Fix: define the function in a module and import it (it then reads "
-        "the module's globals), or run the samples sequentially (no executor) or on threads (workers=)"
-    )
+    _as_sequentially_in_the_callers_process(runners, namespace["counted"], lambda: namespace.update(N=0))
+    assert namespace["N"] == len(_batch(ragged=False))
 
 
 _REGISTERING_MODULE = """
@@ -1886,20 +1904,15 @@ def logged(a):
 """
 
 
-def test_a_global_a_class_attribute_is_changed_under_a_copy_the_function_reads_is_refused(
+def test_a_global_a_class_attribute_aliases_is_read_as_sequentially_in_the_callers_process(
     runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A class attribute that is one of its module's globals (``log = LOG``), changed through the
-    class, the caller's own in the caller's process, while the function sent by value reads its
-    copy of the global: refused, never computed from the copy."""
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    class by a function sent by value: in the caller's process both are the caller's own, and
+    the function reads the change through the global, as sequentially."""
     with _by_value("aliasing_by_value", _ALIASING_MODULE, tmp_path, monkeypatch) as module:
-        with pytest.raises(ValueError) as info:
-            ac.batched(module.logged, **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
-        "autoconvert.batched(logged): the caller's global LOG of module aliasing_by_value changed on a Dask worker in "
-        "the caller's process, by the caller's own code there "
-    ), info.value
+        _as_sequentially_in_the_callers_process(runners, module.logged, module.LOG.clear)
+        assert module.LOG.count(1) == len(module.LOG) == len(_batch(ragged=False))
 
 
 _IMPORTING_MODULE = """
@@ -1912,24 +1925,18 @@ def kept(a):
 """
 
 
-def test_a_global_another_modules_function_changes_under_a_copy_the_function_reads_is_refused(
+def test_a_global_another_modules_function_changes_is_read_as_sequentially_in_the_callers_process(
     runners: dict[str, dict[str, Any]], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``from keeping_by_reference import LOG``: a function sent by value holds a copy of the list,
-    while the other module's function it calls, sent by reference, appends to the caller's own in
-    the caller's process: refused, never computed from the copy as it was."""
+    """``from keeping_by_reference import LOG``: a function sent by value reads the caller's own
+    list in the caller's process, which the other module's function it calls appends to, as
+    sequentially."""
     (tmp_path / "keeping_by_reference.py").write_text("LOG = []\n\n\ndef keep(x):\n    LOG.append(x)\n")
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
     try:
         with _by_value("importing_by_value", _IMPORTING_MODULE, tmp_path, monkeypatch) as module:
-            with pytest.raises(ValueError) as info:
-                ac.batched(module.kept, **options)(_batch(ragged=False))
+            _as_sequentially_in_the_callers_process(runners, module.kept, module.LOG.clear)
     finally:
         sys.modules.pop("keeping_by_reference", None)
-    assert str(info.value).startswith(
-        "autoconvert.batched(kept): the caller's global LOG of module importing_by_value changed on a Dask worker in "
-        "the caller's process, by the caller's own code there (a function of another module, "
-    ), info.value
 
 
 @pytest.mark.parametrize("sent", ["a script's", "a module's registered by value"])
@@ -2317,13 +2324,13 @@ def test_a_read_only_global_a_script_function_makes_writable_on_dask_is_named(
     table.setflags(write=False)
     namespace: dict[str, Any] = {"__name__": "__main__", "TABLE": table}
     exec("def unlocked(a):\n    TABLE.setflags(write=True)\n    return a", namespace)  # as a script defines it
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
     with pytest.raises(ValueError, match=r"^cannot set WRITEABLE flag to True of this array\n") as info:
         ac.batched(namespace["unlocked"], **options)(_batch(ragged=False))
     assert not isinstance(info.value, ac.ReadOnlyError)
     assert info.value.__notes__[-1].startswith(
         "autoconvert.batched(unlocked): global TABLE of module __main__ is a read-only array, of which a Dask worker "
-        "in the caller's process holds a copy whose WRITEABLE flag cannot be set;"
+        "in another process holds a copy whose WRITEABLE flag cannot be set;"
     ), info.value.__notes__
 
 

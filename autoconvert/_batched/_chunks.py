@@ -38,7 +38,6 @@ from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, k
 from ._caps import capped
 from ._reads import (
     Attributes,
-    CallersGlobals,
     ReadGlobals,
     Reads,
     class_attributes,
@@ -280,8 +279,6 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, state in states:
         below = first_change(state, value)
         if below is not None:
-            if type(value) is CallersGlobals:
-                raise _read_as_it_was(chunk, value, below)
             if isinstance(value, (ReadGlobals, Attributes)):
                 _remember_changed(chunk, value, below)
             raise (
@@ -585,22 +582,6 @@ def _lost_read(chunk: Chunk, reads: Reads, below: list[KeyEntry], state: State) 
     )
 
 
-def _read_as_it_was(chunk: Chunk, reads: CallersGlobals, below: list[KeyEntry]) -> ValueError:
-    """The refusal of a change made by the caller's own code (a function of another module, a
-    class's methods, an attribute that is one of the module's objects) to a global of the
-    caller's, in the caller's process, that the function reads a copy of: it may have computed
-    from the copy as it was, where sequentially it reads the change."""
-    first = below[0]
-    name = first.name if isinstance(first, GetAttrKey) else str(first)
-    return ValueError(
-        f"{chunk.label}: the caller's {reads.place(name)} changed on {chunk.origin.where()}, by the caller's own code "
-        f"there (a function of another module, a class's methods or attributes), where the function reads a copy of "
-        f"{name} made when it was sent: it may have read {name} as it was, where sequentially it reads the change. "
-        "Fix: define the function in a module and import it (it then reads the module's globals), or run the "
-        "samples sequentially (no executor) or on threads (workers=)"
-    )
-
-
 def _off(chunk: Chunk) -> bool:
     """Whether the chunk runs in the caller's process in a context other than the caller's: a
     thread of a pool (see Chunk.context), a Dask worker thread (a copy in the caller's process)."""
@@ -875,51 +856,53 @@ def _crossing(base: type) -> type:
             reduced = parent(obj)
             if type(obj) is types.FunctionType:
                 _send_names_class_bodies_read(obj, reduced)
-            if isinstance(obj, type):
+            if isinstance(obj, (type, types.FunctionType)):
                 return _found_where_sent_from(obj, reduced)
             return reduced
 
     return Crossing
 
 
-#: The classes this process sent by value, by id: what a payload unpickled here finds again.
-_SENT_CLASSES: weakref.WeakValueDictionary[int, type] = weakref.WeakValueDictionary()
+#: The classes and functions this process sent by value, by id: what a payload unpickled here
+#: finds again.
+_SENT: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
-def _found_where_sent_from(cls: type, reduced: Any) -> Any:
-    """cloudpickle's reduction of a class it sends by value (made anew, then its attributes set by
-    its state setter), which unpickled in this process is ``cls`` itself, untouched: cloudpickle
-    finds it again there and sets its attributes anew from the copies, binding the caller's
-    methods to a copy of its module's globals for good (a Dask worker in the caller's process).
-    Any other reduction as it is."""
+def _found_where_sent_from(sent: type | types.FunctionType, reduced: Any) -> Any:
+    """cloudpickle's reduction of a class or a function it sends by value (made anew, then its
+    attributes, or its globals and closure, set by its state setter), which unpickled in this
+    process is ``sent`` itself, untouched: the caller's own, as on threads. cloudpickle would find
+    a class again and set its attributes anew from the copies, binding the caller's methods to a
+    copy of its module's globals for good; and make a function anew over copies of the globals
+    it names (a Dask worker in the caller's process). Any other reduction as it is."""
     if type(reduced) is not tuple or len(reduced) != 6 or reduced[5] is None:
         return reduced
     make, args, state, items, entries, set_state = reduced
-    _SENT_CLASSES[id(cls)] = cls
-    sender = (os.getpid(), id(cls))
-    return _class_made_or_found, (sender, make, args), (sender, set_state, state), items, entries, _class_state_set
+    _SENT[id(sent)] = sent
+    sender = (os.getpid(), id(sent))
+    return _made_or_found, (sender, make, args), (sender, set_state, state), items, entries, _state_set
 
 
-def _sent_from_here(sender: tuple[int, int]) -> type | None:
-    """The class this process sent as ``sender``, where it is unpickled in that process (a forked
-    child's pid is its own; another machine never sent it)."""
+def _sent_from_here(sender: tuple[int, int]) -> Any:
+    """The class or function this process sent as ``sender``, where it is unpickled in that
+    process (a forked child's pid is its own; another machine never sent it); else None."""
     pid, key = sender
-    return _SENT_CLASSES.get(key) if pid == os.getpid() else None
+    return _SENT.get(key) if pid == os.getpid() else None
 
 
-def _class_made_or_found(sender: tuple[int, int], make: Callable[..., type], args: tuple[Any, ...]) -> type:
-    """The sender's own class in its process; elsewhere one made as cloudpickle makes it (never
-    made here: a metaclass's ``__new__`` may register what it makes)."""
+def _made_or_found(sender: tuple[int, int], make: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """The sender's own class or function in its process; elsewhere one made as cloudpickle
+    makes it (a class never made here: a metaclass's ``__new__`` may register what it makes)."""
     found = _sent_from_here(sender)
     return make(*args) if found is None else found
 
 
-def _class_state_set(cls: type, sent: tuple[tuple[int, int], Callable[[type, Any], Any], Any]) -> None:
-    """A class's attributes set from the copies received, as cloudpickle sets them; not on the
-    sender's own class in its process, whose attributes are the caller's own."""
+def _state_set(made: Any, sent: tuple[tuple[int, int], Callable[[Any, Any], Any], Any]) -> None:
+    """A class's attributes, or a function's globals and closure, set from the copies received,
+    as cloudpickle sets them; not on the sender's own in its process, which are the caller's own."""
     sender, set_state, state = sent
-    if _sent_from_here(sender) is not cls:
-        set_state(cls, state)
+    if _sent_from_here(sender) is not made:
+        set_state(made, state)
 
 
 def _weak_set_keeping(items: list[Any]) -> weakref.WeakSet[Any]:

@@ -46,32 +46,27 @@ PerThread = TypeVar("PerThread")
 class ReadGlobals:
     """Globals of one module a function reads (through the functions and classes of that module
     it reaches too), code left out; a class or a function of the module by its own attributes
-    (``Counter.total``, ``helper.calls``) and a function by what its closure captured. Its
-    classes' attributes left out where ``classes`` is False: in the caller's process a class is
-    the caller's own (one sent by value is found again there, see _chunks), whose changes are
-    the caller's, as sequentially."""
+    (``Counter.total``, ``helper.calls``) and a function by what its closure captured."""
 
-    __slots__ = ("classes", "module", "names", "namespace")
+    __slots__ = ("module", "names", "namespace")
 
-    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...], classes: bool = True) -> None:
-        self.namespace, self.module, self.names, self.classes = namespace, namespace["__name__"], names, classes
+    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...]) -> None:
+        self.namespace, self.module, self.names = namespace, namespace["__name__"], names
 
     def __getstate__(self) -> dict[str, Any]:
         namespace, state = self.namespace, {}
         for name in self.names:
             value = namespace.get(name, _UNBOUND)
             if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module:
-                if self.classes or not isinstance(value, type):
-                    state[name] = attributes_of(value)
+                state[name] = attributes_of(value)
             elif isinstance(value, types.MethodType) and _module_class(owner := value.__self__, self.module):
-                if self.classes:
-                    state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
+                state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
             elif value is not _UNBOUND and (not isinstance(value, BY_REFERENCE) or holds_through(value)):
                 state[name] = value
-                if self.classes and type(value) in (dict, list, tuple):  # a registry of classes: MODELS["double"]
+                if type(value) in (dict, list, tuple):  # a registry of classes: MODELS["double"]
                     state.update((f"{name}[{k!r}]", attributes_of(c)) for k, c in _classes_held(value, self.module))
             kind = type(value)
-            if self.classes and kind is not type and kind.__module__ == self.module:
+            if kind is not type and kind.__module__ == self.module:
                 state[f"type({name})"] = attributes_of(kind)  # type(obj).count += 1, a property's, a metaclass's
         return state
 
@@ -83,50 +78,6 @@ class ReadGlobals:
     def named(self, name: str) -> str:
         """``name`` as the code reads it."""
         return name
-
-
-class CallersGlobals(ReadGlobals):
-    """The caller's own globals of a module whose namespace a function sent by value holds a copy
-    of, in the caller's process: the code of the module's classes is the caller's there (a class
-    sent by value is found again, see _chunks) and changes these, where the function reads its
-    copies, as they were when its chunk was sent."""
-
-    __slots__ = ()
-
-
-def _callers_namespaces(
-    fn: types.FunctionType, copy: dict[str, Any], names: dict[str, None], carried: list[Any]
-) -> list[dict[str, Any]]:
-    """The caller's own namespaces of the module ``copy`` is a copy of, in the caller's process,
-    where the caller's own code changes what ``copy`` holds copies of: the module's itself where
-    ``fn`` was sent from it (a function of another module it calls appends to the list that
-    ``from mymod import LOG`` bound; a class's attribute is one of its globals), and those the
-    methods of the module's classes run in (the classes ``copy`` holds at ``names``, of the
-    objects and class methods there, of what the function carries)."""
-    module, found = copy["__name__"], {}
-    imported = sys.modules.get(module)
-    held = vars(imported) if imported is not None else None
-    if held is not None and held is not copy and _sent_from(held, fn):
-        found[id(held)] = held
-    for value in [*(copy.get(name) for name in names), *carried]:
-        owner = value.__self__ if isinstance(value, types.MethodType) else value
-        kind = owner if isinstance(owner, type) else type(owner)
-        if kind.__module__ == module:
-            for method in methods_of(kind):
-                if method.__globals__ is not copy and method.__globals__.get("__name__") == module:
-                    found[id(method.__globals__)] = method.__globals__
-    return list(found.values())
-
-
-def _sent_from(namespace: dict[str, Any], fn: types.FunctionType) -> bool:
-    """Whether ``fn``, a copy sent by value, is of the module whose namespace is ``namespace``: by
-    the file both name (cloudpickle sends a function's ``__file__``), or where there is none (a
-    notebook's), by the function of its name there, its code the same."""
-    file = fn.__globals__.get("__file__")
-    if file is not None:
-        return bool(namespace.get("__file__") == file)
-    original = unwrapped(namespace.get(fn.__name__))
-    return isinstance(original, types.FunctionType) and original.__code__ == fn.__code__
 
 
 def _classes_held(table: dict[Any, Any] | list[Any] | tuple[Any, ...], module: str) -> list[tuple[Any, type]]:
@@ -190,36 +141,26 @@ def attributes_of(owner: type | types.FunctionType) -> Attributes:
 
 _UNBOUND = object()
 
-#: What a function reads by name, as _states compares it (a CallersGlobals is a ReadGlobals).
+#: What a function reads by name, as _states compares it.
 Reads = ReadGlobals | Attributes
 
 
 def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
-    """What ``fn`` (a function) reads by name, where it holds copies of the caller's: what it
-    holds itself (its captures, its attributes), and the globals it names (through the functions
-    and classes it reaches). Its own module's where they are copies: in another process than
-    ``caller``'s, or where it was sent by value (its globals then a dict of their own, not its
-    module's); other modules' in another process only (Dask and Ray send a module by
-    reference). None of a library's function (its file in the standard library or installed
-    packages), of code autoconvert generated (its namespace no module's) or of autoconvert's own.
-    ``carried``: what the function carries whose code it may run (the object a method is bound
-    to, with its class's methods and the functions its attributes hold; a partial's function
-    arguments; a wrapper's registry of functions)."""
-    if not users_function(fn):
+    """What ``fn`` (a function) reads by name, where it holds copies of the caller's: in another
+    process than ``caller``'s (in the caller's process every function is the caller's own, one
+    sent by value found again: see _chunks). What it holds itself (its captures, its
+    attributes), and the globals it names (through the functions and classes it reaches): its
+    own module's, and other modules' (Dask and Ray send a module by reference). None of a
+    library's function (its file in the standard library or installed packages), of code
+    autoconvert generated (its namespace no module's) or of autoconvert's own. ``carried``: what
+    the function carries whose code it may run (the object a method is bound to, with its
+    class's methods and the functions its attributes hold; a partial's function arguments; a
+    wrapper's registry of functions)."""
+    if not users_function(fn) or os.getpid() == caller:
         return []
-    elsewhere = os.getpid() != caller
-    module = sys.modules.get(fn.__globals__["__name__"])
-    copied = elsewhere or module is None or vars(module) is not fn.__globals__
-    # A closure is always sent by value; a function of a module, by reference but elsewhere.
-    reads: list[Reads] = [attributes_of(fn)] if copied or fn.__closure__ else []
     seeds = [code for value in carried for code in _code_reached(value)]
-    for namespace, names in _names(fn, elsewhere, seeds):
-        if names and (namespace is not fn.__globals__ or copied):
-            reads.append(ReadGlobals(namespace, tuple(names), classes=elsewhere))
-        if names and not elsewhere and copied:  # the caller's globals, changed by the caller's own code
-            for callers in _callers_namespaces(fn, namespace, names, carried):
-                reads.append(CallersGlobals(callers, tuple(n for n in names if n in callers), classes=False))
-    return reads
+    reads: list[Reads] = [attributes_of(fn)]
+    return reads + [ReadGlobals(namespace, tuple(names)) for namespace, names in _names(fn, True, seeds) if names]
 
 
 def globals_named(fn: Any) -> list[tuple[str, Any]]:
