@@ -13,6 +13,7 @@ import contextlib
 import contextvars
 import dataclasses
 import datetime
+import enum
 import functools
 import importlib
 import importlib.util
@@ -1182,7 +1183,7 @@ _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[]
     "a class attribute, through a class method": (
         Tallies.counted,
         lambda: Tallies.count,
-        "the function changed Tallies.count, an attribute of the class, on ",
+        "the function changed Tallies.count, in global Tallies of module tests.test_runners, on ",
     ),
     "what a closure's captured closure captured": (
         counted_by_a_closure_of_a_closure,
@@ -2453,3 +2454,122 @@ def test_a_write_into_an_array_argument_is_the_callers_or_refused(
         "sequentially (no executor) or on threads (workers=)"
     )
     assert counts.tolist() == [0.0]
+
+
+class _CountedNet:
+    """A model class counting what is made of it in a class attribute."""
+
+    made = 0
+
+    def __init__(self) -> None:
+        type(self).made += 1
+
+
+class _Architecture(enum.Enum):
+    SMALL = _CountedNet
+
+
+_MAKE_NET = functools.partial(_CountedNet)
+_DESCRIPTOR_READS = 0
+_CALLBACK_RUNS = 0
+_INSTANCES_MADE = 0
+
+
+class _CountingReads:
+    """A descriptor that counts its reads in a global."""
+
+    def __get__(self, instance: Any, owner: Any = None) -> float:
+        global _DESCRIPTOR_READS
+        _DESCRIPTOR_READS += 1
+        return 2.0
+
+
+class _Scaled:
+    scale = _CountingReads()
+
+
+def _run_callback() -> None:
+    global _CALLBACK_RUNS
+    _CALLBACK_RUNS += 1
+
+
+class _SlottedCallback:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+
+
+_SLOTTED = _SlottedCallback(_run_callback)
+
+
+class _CountingMeta(type):
+    """A metaclass counting the instances made of its classes in a global."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        global _INSTANCES_MADE
+        _INSTANCES_MADE += 1
+        return super().__call__(*args, **kwargs)
+
+
+class _Made(metaclass=_CountingMeta):
+    pass
+
+
+def made_from_an_enum(a: np.ndarray) -> np.ndarray:
+    _Architecture.SMALL.value()
+    return a
+
+
+def made_by_a_partial(a: np.ndarray) -> np.ndarray:
+    _MAKE_NET()
+    return a
+
+
+def made_from_a_default(a: np.ndarray, cls: type = _CountedNet) -> np.ndarray:
+    cls()
+    return a
+
+
+def scaled_by_a_descriptor(a: np.ndarray) -> np.ndarray:
+    return a * _Scaled.scale
+
+
+def called_back_from_slots(a: np.ndarray) -> np.ndarray:
+    _SLOTTED.fn()
+    return a
+
+
+def made_through_a_metaclass(a: np.ndarray) -> np.ndarray:
+    _Made()
+    return a
+
+
+@pytest.mark.parametrize(
+    ("fn", "changed"),
+    [
+        (made_from_an_enum, "_CountedNet.made, in global _CountedNet"),
+        (made_by_a_partial, "_CountedNet.made, in global _CountedNet"),
+        (made_from_a_default, "_CountedNet.made, in global _CountedNet"),
+        (scaled_by_a_descriptor, "global _DESCRIPTOR_READS"),
+        (called_back_from_slots, "global _CALLBACK_RUNS"),
+        (made_through_a_metaclass, "global _INSTANCES_MADE"),
+    ],
+    ids=["an Enum's value", "a partial", "a default", "a descriptor", "a __slots__ callback", "a metaclass"],
+)
+@pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
+def test_what_code_no_walk_follows_changes_in_the_functions_module_is_refused(
+    runners: dict[str, dict[str, Any]], where: str, fn: Any, changed: str
+) -> None:
+    """Every class and function the function's module defines, and every number it binds, are
+    compared on a worker in another process, whatever reaches them: a class an Enum member, a
+    partial or a default holds, a global a descriptor, a callback in a ``__slots__`` object or
+    a metaclass's ``__call__`` changes. The change is refused, never lost."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(fn, **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        f"autoconvert.batched({fn.__name__}): the function changed {changed} of module tests.test_runners, on "
+        f"{_COPIES[where]}, "
+    ), info.value
+    assert (_CountedNet.made, _DESCRIPTOR_READS, _CALLBACK_RUNS, _INSTANCES_MADE) == (0, 0, 0, 0)

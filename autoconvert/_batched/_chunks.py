@@ -313,6 +313,8 @@ def _refuse_changed_before(chunk: Chunk, states: list[tuple[Any, State]]) -> Non
         if isinstance(value, (ReadGlobals, Attributes)):
             owner = value.namespace if isinstance(value, ReadGlobals) else value.owner
             for name in state.entries:
+                if isinstance(value, ReadGlobals) and not value.reads(name):
+                    continue
                 kept = _CHANGED_COPIES.get((id(owner), name))
                 if kept is not None and kept[0] is owner:
                     raise ValueError(

@@ -46,12 +46,16 @@ PerThread = TypeVar("PerThread")
 class ReadGlobals:
     """Globals of one module a function reads (through the functions and classes of that module
     it reaches too), code left out; a class or a function of the module by its own attributes
-    (``Counter.total``, ``helper.calls``) and a function by what its closure captured."""
+    (``Counter.total``, ``helper.calls``) and a function by what its closure captured. With
+    ``unnamed``, every class and function the module defines and every number or string it
+    binds too: code no walk follows changes them as well (a class an Enum member or a
+    ``partial`` holds counting its calls; ``global hits; hits += 1`` in a descriptor's
+    ``__get__``, a metaclass's ``__call__``, a callback in a ``__slots__`` object)."""
 
-    __slots__ = ("module", "names", "namespace")
+    __slots__ = ("module", "names", "namespace", "unnamed")
 
-    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...]) -> None:
-        self.namespace, self.module, self.names = namespace, namespace["__name__"], names
+    def __init__(self, namespace: dict[str, Any], names: tuple[str, ...], unnamed: bool = False) -> None:
+        self.namespace, self.module, self.names, self.unnamed = namespace, namespace["__name__"], names, unnamed
 
     def __getstate__(self) -> dict[str, Any]:
         namespace, state = self.namespace, {}
@@ -68,7 +72,22 @@ class ReadGlobals:
             kind = type(value)
             if kind is not type and kind.__module__ == self.module:
                 state[f"type({name})"] = attributes_of(kind)  # type(obj).count += 1, a property's, a metaclass's
+        if self.unnamed:
+            for name, value in namespace.items():
+                if name in state or special(name):
+                    continue
+                if type(value) in _REBOUND_ONLY:
+                    state[name] = value
+                elif (
+                    isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module
+                ):
+                    state[name] = attributes_of(value)
         return state
+
+    def reads(self, entry: str) -> bool:
+        """Whether the function reads ``entry`` of the state by a name its code names (or through
+        one: ``type(obj)``, ``MODELS['double']``), not one compared for what no code followed reaches."""
+        return entry in self.names or entry not in self.namespace
 
     def place(self, name: str) -> str:
         """Where ``name`` is, for a refusal."""
@@ -141,6 +160,9 @@ def attributes_of(owner: type | types.FunctionType) -> Attributes:
 
 _UNBOUND = object()
 
+#: The values a module binds that only binding anew changes (``global hits; hits += 1``).
+_REBOUND_ONLY = (int, float, complex, str, bytes, bool, type(None))
+
 #: What a function reads by name, as _states compares it.
 Reads = ReadGlobals | Attributes
 
@@ -160,7 +182,9 @@ def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
         return []
     seeds = [code for value in carried for code in _code_reached(value)]
     reads: list[Reads] = [attributes_of(fn)]
-    return reads + [ReadGlobals(namespace, tuple(names)) for namespace, names in _names(fn, True, seeds) if names]
+    # Its own module's whatever it names: what no code followed reaches changes there too.
+    found = _names(fn, True, seeds)
+    return reads + [ReadGlobals(ns, tuple(names), True) for ns, names in found if names or ns is fn.__globals__]
 
 
 def globals_named(fn: Any) -> list[tuple[str, Any]]:
