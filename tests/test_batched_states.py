@@ -7,9 +7,11 @@ executor)."""
 from __future__ import annotations
 
 import collections
+import collections.abc
 import functools
 import logging
 import multiprocessing
+import os
 import pickle
 import random
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoconvert._batched._chunks import Batch, Chunk, dumps, received, run, run_sent, sent
+from autoconvert._batched._states import users_file
 
 
 class Model:
@@ -313,6 +316,7 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "def f(a):\n    global lazy\n    lazy = np.arange(3) if lazy is None else lazy\n    return a",
         None,
     ),
+    "a counter keyed by functions, only read": ("def f(a):\n    for fn in ranked:\n        fn\n    return a", None),
     "a global only read": ("def f(a):\n    return a * counts[0] + len(log) + n", None),
 }
 
@@ -411,6 +415,7 @@ def _globals_read() -> dict[str, Any]:
         "config": AttrDict(scale=2.0),
         "scale": 2.0,
         "view": memoryview(bytearray(2)),
+        "ranked": collections.Counter({_remembered: 1}),
     }
 
 
@@ -490,3 +495,10 @@ def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(
         "caller's generator does not move. Fix: pass seed= and draw from a parameter named rng, or run the samples "
         "sequentially (no executor) or on threads (workers=)"
     )
+
+
+@pytest.mark.parametrize("code", [collections.abc.Set.__le__.__code__, os.path.join.__code__, functools.wraps.__code__])
+def test_the_standard_librarys_code_frozen_or_not_is_not_the_users(code: Any) -> None:
+    """Python freezes some of the standard library (``<frozen _collections_abc>``, ``<frozen
+    posixpath>``): its code is no more the user's than the rest, and is never followed."""
+    assert not users_file(code.co_filename)

@@ -2573,3 +2573,38 @@ def test_what_code_no_walk_follows_changes_in_the_functions_module_is_refused(
         f"{_COPIES[where]}, "
     ), info.value
     assert (_CountedNet.made, _DESCRIPTOR_READS, _CALLBACK_RUNS, _INSTANCES_MADE) == (0, 0, 0, 0)
+
+
+_SCRIPT_DISPATCHING = """
+import functools
+
+
+@functools.singledispatch
+def tripled(v):
+    return v
+
+
+@tripled.register
+def _(v: float):
+    return v * 3.0
+
+
+def dispatched(a):
+    return a * tripled(1.0)
+"""
+
+
+def test_a_script_global_that_does_not_pickle_is_named_not_the_standard_librarys(
+    runners: dict[str, dict[str, Any]],
+) -> None:
+    """A script's ``singledispatch`` function keeps weak references in its dispatch cache, so
+    cloudpickle cannot send it: the refusal names it, never a global of the standard library's
+    frozen modules (``Container of module collections.abc``), whose code is not the user's."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_DISPATCHING, namespace)  # as a script defines them
+    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
+    with pytest.raises(pickle.PicklingError) as info:
+        ac.batched(namespace["dispatched"], **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        "autoconvert.batched(dispatched): global tripled of module __main__ does not pickle (TypeError: "
+    ), info.value

@@ -196,7 +196,7 @@ def globals_named(fn: Any) -> list[tuple[str, Any]]:
     named = []
     for namespace, names in _names(fn, True, []):
         reads = ReadGlobals(namespace, tuple(names))
-        named += [(reads.place(name), value) for name, value in reads.__getstate__().items()]
+        named += [(reads.place(name), namespace[name]) for name in names if name in namespace]
     return named
 
 

@@ -142,7 +142,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     else:
         now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
     counted = sequence or (members and before.kind is not _Keys) or objects or issubclass(before.kind, _COLLECTING)
-    if counted and len(now) != len(before.entries):
+    if counted and len(now) != len(before.entries) - (_DICT_KEYS in before.entries):  # its keys' own entry aside
         return []
     if not (sequence or mapping or members or objects):
         shadowing = next((key for key in now if key not in before.entries and _class_default(before.kind, key)), None)
@@ -481,8 +481,13 @@ def users_function(fn: Any) -> bool:
 
 
 def users_file(path: Any) -> bool:
-    """A file of the user's code: outside the standard library and installed packages."""
-    return isinstance(path, str) and not os.path.abspath(path).startswith(_INSTALLED_CODE)
+    """A file of the user's code: outside the standard library (its frozen modules too:
+    ``<frozen _collections_abc>``) and installed packages."""
+    return (
+        isinstance(path, str)
+        and not path.startswith("<frozen ")
+        and not os.path.abspath(path).startswith(_INSTALLED_CODE)
+    )
 
 
 def own_dict(value: Any) -> Any:
