@@ -995,6 +995,20 @@ class TestReadOnlyRelabelling:
             tile(torch.ones(2))
         assert type(info.value) is ValueError and str(info.value) == "assignment destination is read-only"
 
+    @pytest.mark.parametrize("shape", [(2,), (0,), (0, 3), (3, 0)])
+    @pytest.mark.parametrize("view", [False, True])
+    def test_a_write_into_an_argument_is_refused_empty_or_not(self, shape: tuple[int, ...], view: bool) -> None:
+        """An empty tensor's array shares no memory with anything: the write into it, or into a
+        view of it, is told by what it views, and refused as any other."""
+
+        @ac.accepts_numpy
+        def doubled(a: np.ndarray) -> None:
+            target = a[...] if view else a
+            target *= 2
+
+        with pytest.raises(ac.ReadOnlyError, match=r"\.doubled\(\): argument a was written into by the function"):
+            doubled(torch.zeros(shape))
+
     def test_a_write_into_a_read_only_global_is_left_alone(self) -> None:
         """The array written is a global the function reads, none it was handed: NumPy's own error
         stands, and no argument is blamed."""

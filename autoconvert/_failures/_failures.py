@@ -91,9 +91,20 @@ def wrote_into_handed(
     local = _written_by_failure(raised) or _read_by_failure(raised, local) or local
     if any(_broadcast(v) and not any(_views_expanded(v, h) for _, h in arrays) for v in local):
         return None  # np.broadcast_to's views are read-only by NumPy's own rule, whatever they view
-    if not local or not all(any(np.may_share_memory(v, h) for _, h in arrays) for v in local):
+    if not local or not all(any(_of_handed(v, h) for _, h in arrays) for v in local):
         return None
-    return [path for path, h in read_only if any(np.may_share_memory(v, h) for v in local)]
+    return [path for path, h in read_only if any(_of_handed(v, h) for v in local)]
+
+
+def _of_handed(v: np.ndarray[Any, Any], handed: np.ndarray[Any, Any]) -> bool:
+    """Whether ``v`` is ``handed`` or a view of its memory; an empty one has no memory to
+    share, so by the array both view (NumPy makes a view's base the array that owns it)."""
+    return np.may_share_memory(v, handed) or _viewed(v) is _viewed(handed)
+
+
+def _viewed(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The array ``a`` views, or ``a`` itself where it views none."""
+    return a.base if isinstance(a.base, np.ndarray) else a
 
 
 def _read_by_failure(tb: types.TracebackType, local: list[np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
@@ -281,8 +292,8 @@ def _views_expanded(v: np.ndarray[Any, Any], handed: Any) -> bool:
 
 
 def _broadcast(a: np.ndarray[Any, Any]) -> bool:
-    """Whether ``a`` repeats elements through a zero stride (a broadcast view)."""
-    return any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
+    """Whether ``a`` repeats elements through a zero stride (a broadcast view; an empty one repeats none)."""
+    return a.size > 0 and any(st == 0 and n > 1 for n, st in zip(a.shape, a.strides, strict=True))
 
 
 def hints(error: Exception, inputs: Inputs, tensors: list[tuple[str, Any]], site: Callable[[str], str]) -> list[str]:
