@@ -16,7 +16,13 @@ def binds_arguments(func: Any) -> TypeGuard[functools.partial[Any]]:
 
 
 def rebound(partial: functools.partial[Any], func: Callable[..., Any]) -> functools.partial[Any]:
-    """``partial`` around ``func``: its type, its bound arguments and its attributes kept."""
+    """``partial`` around ``func``: its type, its bound arguments and its attributes (in its
+    ``__dict__`` and in a subclass's ``__slots__``) kept."""
     made = functools.partial.__new__(type(partial), func, *partial.args, **partial.keywords)
     made.__dict__.update(vars(partial))
+    for kind in type(partial).__mro__:
+        slots = vars(kind).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(partial, name):
+                setattr(made, name, getattr(partial, name))
     return made
