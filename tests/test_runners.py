@@ -1862,15 +1862,21 @@ def test_an_object_of_a_scripts_class_returned_from_another_process_is_named(
 ) -> None:
     """A script's class crosses to Dask's worker processes by value, and an object of it cannot
     cross back: named with the fix, not pickle's bare error."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(_SCRIPT_RETURNING_ITS_OWN, namespace)  # as a script defines them
-    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
-    with pytest.raises(pickle.PicklingError) as info:
-        ac.batched(namespace["moded"], **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
+    refusal = _scripts_pickling_refused(runners, "Dask worker processes", _SCRIPT_RETURNING_ITS_OWN, "moded")
+    assert refusal.startswith(
         "autoconvert.batched(moded): what the samples returned does not pickle to cross back from the worker "
-    ), info.value
-    assert str(info.value).endswith("define the class in a module and import it")
+    ), refusal
+    assert refusal.endswith("define the class in a module and import it")
+
+
+def _scripts_pickling_refused(runners: dict[str, dict[str, Any]], where: str, source: str, name: str) -> str:
+    """The PicklingError's message of a map of ``name``, a function of a script of ``source``, ``where``."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(source, namespace)  # as a script defines them
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    with pytest.raises(pickle.PicklingError) as info:
+        ac.batched(namespace[name], **options)(_batch(ragged=False))
+    return str(info.value)
 
 
 @contextlib.contextmanager
@@ -2600,11 +2606,7 @@ def test_a_script_global_that_does_not_pickle_is_named_not_the_standard_librarys
     """A script's ``singledispatch`` function keeps weak references in its dispatch cache, so
     cloudpickle cannot send it: the refusal names it, never a global of the standard library's
     frozen modules (``Container of module collections.abc``), whose code is not the user's."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(_SCRIPT_DISPATCHING, namespace)  # as a script defines them
-    options = {k: v for k, v in runners["Dask worker threads"].items() if k != "threads"}
-    with pytest.raises(pickle.PicklingError) as info:
-        ac.batched(namespace["dispatched"], **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
+    refusal = _scripts_pickling_refused(runners, "Dask worker threads", _SCRIPT_DISPATCHING, "dispatched")
+    assert refusal.startswith(
         "autoconvert.batched(dispatched): global tripled of module __main__ does not pickle (TypeError: "
-    ), info.value
+    ), refusal
