@@ -11,6 +11,7 @@ import array
 import collections
 import contextlib
 import contextvars
+import ctypes
 import dataclasses
 import datetime
 import enum
@@ -1154,7 +1155,21 @@ def _captured_count(fn: Callable[[], None]) -> int:
 
 
 #: The functions changing globals, what they change, and their refusal's start where workers hold copies.
+_C_COUNTS = (ctypes.c_int * 2)()
+
+
+def counted_in_c(a: np.ndarray) -> np.ndarray:
+    """Counts its samples in a global C array."""
+    _C_COUNTS[0] += 1
+    return a * 2
+
+
 _GLOBAL_CHANGES: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], Any], str]] = {
+    "a write into a C array": (
+        counted_in_c,
+        lambda: list(_C_COUNTS),
+        "the function changed global _C_COUNTS of module tests.test_runners, on ",
+    ),
     "a write into an array": (
         counted_in_a_global,
         lambda: _TALLY.tolist(),

@@ -313,6 +313,12 @@ def attributes_dropped_by_pickle(value: Any) -> bool:
 _PICKLING_METHODS = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
 
 
+def _c_data(value: Any) -> bool:
+    """Whether ``value`` is a ctypes array, structure or union: C data, compared by its bytes."""
+    ctypes = sys.modules.get("ctypes")  # never imported here
+    return ctypes is not None and isinstance(value, (ctypes.Array, ctypes.Structure, ctypes.Union))
+
+
 def _state(value: Any) -> dict[Any, Any] | None:
     """An object's state as a dict (its ``__getstate__``'s, slots merged in); None for what has
     none to compare: arrays, tensors, builtins, what pickles by reference."""
@@ -323,7 +329,7 @@ def _state(value: Any) -> dict[Any, Any] | None:
         return through
     if attributes_dropped_by_pickle(value):  # its attributes (TAG.meta) and its data, compared as it is
         return {**vars(value), "__array__()": np.ndarray.view(value, np.ndarray)}
-    if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins":
+    if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins" or _c_data(value):
         return None
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.nn.Module) and unwrapped(value, 1) is value:
@@ -589,6 +595,8 @@ def leaf(value: Any) -> Any:
         return value.dtype, value.shape, value.tobytes(), value.flags.writeable
     if kind is array.array:
         return value.typecode, value.tobytes()
+    if _c_data(value):  # a C array or structure (CARR[0] += 1): its bytes
+        return kind, bytes(memoryview(value).cast("B"))
     if kind is memoryview:  # a view of a bytearray, an array: what it shows
         with contextlib.suppress(ValueError):  # released
             return kind, value.format, value.shape, value.tobytes()
