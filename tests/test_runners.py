@@ -2005,6 +2005,7 @@ def test_a_global_object_array_bound_anew_is_refused_as_bound_anew(runners: dict
 
 def bumped_in_the_ledger(a: np.ndarray) -> np.ndarray:
     _LEDGER[0] += 1
+    _JOURNAL.append(1)
     return a * 2
 
 
@@ -2012,28 +2013,38 @@ def scaled_by_the_ledger(a: np.ndarray) -> np.ndarray:
     return a * (1.0 + _LEDGER[0])
 
 
+def scaled_by_the_journal(a: np.ndarray) -> np.ndarray:
+    return a * (1.0 + len(_JOURNAL))
+
+
 _LEDGER = np.zeros(1)
+_JOURNAL: list[int] = []
 
 
-def test_a_copy_a_refused_call_changed_is_never_read_as_the_callers(runners: dict[str, dict[str, Any]]) -> None:
-    """A refused call leaves its change in the copies the pool's workers keep: a later call that
-    reads them is refused where it ran on such a worker, never computed from them."""
+@pytest.mark.parametrize(("reader", "name"), [(scaled_by_the_ledger, "_LEDGER"), (scaled_by_the_journal, "_JOURNAL")])
+def test_a_copy_a_refused_call_changed_is_never_read_as_the_callers(
+    runners: dict[str, dict[str, Any]], reader: Any, name: str
+) -> None:
+    """A refused call leaves its changes in the copies the pool's workers keep, the one its
+    refusal names and the others: a later call that reads one is refused where it ran on such a
+    worker, never computed from them."""
     options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
     with pytest.raises(ValueError, match=r"the function wrote into global _LEDGER of module tests\.test_runners"):
         ac.batched(bumped_in_the_ledger, chunksize=1, **options)(_batch(ragged=False))
     outcomes: list[Any] = []
     for _ in range(4):
         try:
-            outcomes.append(ac.batched(scaled_by_the_ledger, chunksize=1, **options)(_batch(ragged=False)))
+            outcomes.append(ac.batched(reader, chunksize=1, **options)(_batch(ragged=False)))
         except ValueError as e:
             outcomes.append(str(e))
     refusal = (
-        "autoconvert.batched(scaled_by_the_ledger): an earlier call changed global _LEDGER of module "
+        f"autoconvert.batched({reader.__name__}): an earlier call changed global {name} of module "
         "tests.test_runners on a worker of the process pool in another process, and was refused: "
     )
     for outcome in outcomes:
         assert outcome.startswith(refusal) if isinstance(outcome, str) else torch.equal(outcome, _batch(ragged=False))
-    assert _LEDGER.tolist() == [0.0]
+    assert any(isinstance(outcome, str) for outcome in outcomes)
+    assert _LEDGER.tolist() == [0.0] and _JOURNAL == []
 
 
 _GLOBAL_HOOK_SCRIPT = """

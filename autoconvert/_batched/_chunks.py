@@ -261,7 +261,21 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         if chunk.origin.copied and isinstance(e, ValueError):
             _tell_flag_refused(e, chunk, states)
         raise
+    try:
+        _refuse_changes(chunk, handed, held, states)
+    except ValueError:
+        _remember_every_change(chunk, states)
+        raise
     _refuse_set_per_thread(chunk, contexts, locals_here)
+    _refuse_changed_before(chunk, states)
+    return results
+
+
+def _refuse_changes(
+    chunk: Chunk, handed: Rebuilt | None, held: list[tuple[Any, Any]], states: list[tuple[Any, State]]
+) -> None:
+    """Refuse what the chunk's samples changed of the copies it holds: its container arguments,
+    the arrays and sets they hold, the objects with state of their own, what it reads by name."""
     if handed and changed(handed.values()):
         raise _lost_change(chunk, next(o for o, _, before in handed.values() if changed([(o, o, before)])))
     for value, before in held:
@@ -279,15 +293,11 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     for value, state in states:
         below = first_change(state, value)
         if below is not None:
-            if isinstance(value, (ReadGlobals, Attributes)):
-                _remember_changed(chunk, value, below)
             raise (
                 _lost_read(chunk, value, below, state)
                 if isinstance(value, (ReadGlobals, Attributes))
                 else _lost_change(chunk, value, below or None)
             )
-    _refuse_changed_before(chunk, states)
-    return results
 
 
 #: What a refused chunk changed in the copies a worker keeps for later chunks (its modules'
@@ -297,11 +307,21 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
 _CHANGED_COPIES: dict[tuple[int, str], tuple[Any, str]] = {}
 
 
-def _remember_changed(chunk: Chunk, reads: Reads, below: list[KeyEntry]) -> None:
-    first = below[0]
-    name = first.name if isinstance(first, GetAttrKey) else str(first)
-    owner = reads.namespace if isinstance(reads, ReadGlobals) else reads.owner
-    _CHANGED_COPIES[(id(owner), name)] = (owner, f"{reads.place(name)} on {chunk.origin.where()}")
+def _remember_every_change(chunk: Chunk, states: list[tuple[Any, State]]) -> None:
+    """Every name of what the function reads (a global, a class's or a function's attribute)
+    that a refused chunk changed in this worker's copies, whichever change its refusal names."""
+    for reads, state in states:
+        if not isinstance(reads, (ReadGlobals, Attributes)):
+            continue
+        owner = reads.namespace if isinstance(reads, ReadGlobals) else reads.owner
+        entries = dict(state.entries)
+        while below := first_change(State(state.kind, entries), reads):
+            first = below[0]
+            name = first.name if isinstance(first, GetAttrKey) else str(first)
+            if name not in entries:
+                break
+            _CHANGED_COPIES[(id(owner), name)] = (owner, f"{reads.place(name)} on {chunk.origin.where()}")
+            del entries[name]
 
 
 def _refuse_changed_before(chunk: Chunk, states: list[tuple[Any, State]]) -> None:
