@@ -2636,3 +2636,19 @@ def test_a_script_global_that_does_not_pickle_is_named_not_the_standard_librarys
     assert refusal.startswith(
         "autoconvert.batched(dispatched): global tripled of module __main__ does not pickle (TypeError: "
     ), refusal
+
+
+@ac.accepts_numpy
+def summed_where_decorated(a: np.ndarray) -> np.ndarray:
+    return a * 2
+
+
+@pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
+def test_a_decorated_module_function_maps_on_workers_in_other_processes(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """``batched`` maps a decorated function's own function, whose name its module gives to the
+    decorator's wrapper: pickle finds it through the wrapper, as sequentially it runs."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    out = ac.batched(summed_where_decorated, **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)

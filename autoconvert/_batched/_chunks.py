@@ -869,8 +869,9 @@ def _crossing(base: type) -> type:
                 # function by value, which a torchified object's generated method cannot go.
                 return getattr, (obj.__self__, obj.__name__)
             parent = getattr(super(), "reducer_override", None)
-            if parent is None:
-                return NotImplemented
+            if parent is None:  # pickle's: a function by reference, a decorated one's through its wrapper
+                wrapper = _wrapper_named_as(obj) if type(obj) is types.FunctionType else None
+                return NotImplemented if wrapper is None else (getattr, (wrapper, "__wrapped__"))
             if type(obj) is memoryview:  # cloudpickle sends bytes: neither its layout nor its writes
                 recipe = _view_recipe(obj)
                 if recipe is not None:
@@ -883,6 +884,16 @@ def _crossing(base: type) -> type:
             return reduced
 
     return Crossing
+
+
+def _wrapper_named_as(fn: types.FunctionType) -> Any:
+    """What its module holds under ``fn``'s name where that wraps ``fn`` (``@ac.accepts_numpy``
+    over a module's function, which batched maps unwrapped): pickle finds ``fn`` through it,
+    where by its name it finds the wrapper; None for any other function."""
+    if "." in fn.__qualname__:
+        return None
+    held = getattr(sys.modules.get(fn.__module__), fn.__qualname__, None)
+    return held if held is not fn and held is not None and unwrapped(held, 1) is fn else None
 
 
 #: The classes and functions this process sent by value, by id: what a payload unpickled here
