@@ -2652,3 +2652,65 @@ def test_a_decorated_module_function_maps_on_workers_in_other_processes(
     options = {k: v for k, v in runners[where].items() if k != "threads"}
     out = ac.batched(summed_where_decorated, **options)(_batch(ragged=False))
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
+
+
+_SCRIPT_HOLDING_ITS_CLASS = """
+import enum
+import functools
+
+
+class Counted:
+    calls = 0
+
+    @classmethod
+    def bump(cls):
+        cls.calls += 1
+
+
+class Size(enum.Enum):
+    SMALL = Counted
+
+
+MAKE = functools.partial(Counted)
+
+
+def through_an_enum(a):
+    Size.SMALL.value.bump()
+    return a
+
+
+def through_a_partial(a):
+    type(MAKE()).bump()
+    return a
+
+
+def through_a_default(a, kind=Counted):
+    kind.bump()
+    return a
+
+
+def untouched(a):
+    return a * 2
+"""
+
+
+@pytest.mark.parametrize("name", ["through_an_enum", "through_a_partial", "through_a_default"])
+def test_a_scripts_class_a_holder_sends_to_another_process_is_compared(
+    runners: dict[str, dict[str, Any]], name: str
+) -> None:
+    """A class of a script, sent by value with its function to Dask's worker processes inside
+    whatever holds it (an Enum member, a partial, a default), is a copy there: a change to it is
+    refused, whatever reaches it, never lost; a later map of a function that reads none of it
+    runs on the same workers."""
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    exec(_SCRIPT_HOLDING_ITS_CLASS, namespace)  # as a script defines them
+    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
+    with pytest.raises(ValueError) as info:
+        ac.batched(namespace[name], **options)(_batch(ragged=False))
+    assert str(info.value).startswith(
+        f"autoconvert.batched({name}): the function changed Counted.calls, an attribute of the class, on a Dask "
+        "worker in another process, "
+    ), info.value
+    assert namespace["Counted"].calls == 0
+    out = ac.batched(namespace["untouched"], **options)(_batch(ragged=False))
+    assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)

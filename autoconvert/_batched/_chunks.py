@@ -40,6 +40,7 @@ from ._reads import (
     Attributes,
     ReadGlobals,
     Reads,
+    attributes_of,
     class_attributes,
     names_class_bodies_read,
     per_thread_named,
@@ -330,7 +331,10 @@ def _refuse_changed_before(chunk: Chunk, states: list[tuple[Any, State]]) -> Non
     if not _CHANGED_COPIES:
         return
     for value, state in states:
-        if isinstance(value, (ReadGlobals, Attributes)):
+        # Classes a payload made here are compared for every chunk; a later chunk reads them by name.
+        if isinstance(value, (ReadGlobals, Attributes)) and not (
+            type(value) is Attributes and value.owner in _MADE_HERE
+        ):
             owner = value.namespace if isinstance(value, ReadGlobals) else value.owner
             for name in state.entries:
                 if isinstance(value, ReadGlobals) and not value.reads(name):
@@ -442,6 +446,8 @@ def _held_by_function(fn: Any, origin: Origin, arguments: Sequence[Any] = ()) ->
     from autoconvert._spec._signature import Parameters  # only where a function holds state
 
     held: list[tuple[str, Any, str]] = []
+    if os.getpid() != origin.caller:
+        held += [("", attributes_of(made), "reads") for made in list(_MADE_HERE)]
     carried: list[Any] = [a for a in arguments if type(a) is not Batch]  # whose code it may run (see _reads.reads_of)
     for _ in range(_FOLLOWED):
         if isinstance(fn, functools.partial):
@@ -927,7 +933,18 @@ def _made_or_found(sender: tuple[int, int], make: Callable[..., Any], args: tupl
     """The sender's own class or function in its process; elsewhere one made as cloudpickle
     makes it (a class never made here: a metaclass's ``__new__`` may register what it makes)."""
     found = _sent_from_here(sender)
-    return make(*args) if found is None else found
+    if found is not None:
+        return found
+    made = make(*args)
+    if isinstance(made, type):
+        _MADE_HERE.add(made)
+    return made
+
+
+#: The classes payloads sent by value made in this process (a script's, on Dask's and Ray's
+#: workers): copies, compared by their attributes whatever reaches them (an Enum member's value,
+#: a set, a partial, a default, an argument's class), as the classes of a module's are.
+_MADE_HERE: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _state_set(made: Any, sent: tuple[tuple[int, int], Callable[[Any, Any], Any], Any]) -> None:
