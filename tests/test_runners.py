@@ -1617,15 +1617,11 @@ def test_what_a_script_function_sent_by_value_reaches_through_objects_is_compare
     """A script's function sent by value reaches objects of the script's own classes (in an
     object array), or a global list through a torch module's forward hook: their changes, on
     a worker holding copies, are refused, never lost."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(_SCRIPT_HOLDING_OBJECTS, namespace)  # as a script defines them
-    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
-    with pytest.raises(ValueError) as info:
-        ac.batched(namespace[name], **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
+    refusal, namespace = _scripts_map_refused(runners, "Dask worker processes", _SCRIPT_HOLDING_OBJECTS, name)
+    assert refusal.startswith(
         f"autoconvert.batched({name}): the function changed {changed} of module __main__, on a Dask worker in "
         "another process, "
-    ), info.value
+    ), refusal
     assert namespace["GRID"][0].n == 0 and namespace["OUTPUTS"] == []
 
 
@@ -1877,21 +1873,26 @@ def test_an_object_of_a_scripts_class_returned_from_another_process_is_named(
 ) -> None:
     """A script's class crosses to Dask's worker processes by value, and an object of it cannot
     cross back: named with the fix, not pickle's bare error."""
-    refusal = _scripts_pickling_refused(runners, "Dask worker processes", _SCRIPT_RETURNING_ITS_OWN, "moded")
+    refusal, _ = _scripts_map_refused(
+        runners, "Dask worker processes", _SCRIPT_RETURNING_ITS_OWN, "moded", pickle.PicklingError
+    )
     assert refusal.startswith(
         "autoconvert.batched(moded): what the samples returned does not pickle to cross back from the worker "
     ), refusal
     assert refusal.endswith("define the class in a module and import it")
 
 
-def _scripts_pickling_refused(runners: dict[str, dict[str, Any]], where: str, source: str, name: str) -> str:
-    """The PicklingError's message of a map of ``name``, a function of a script of ``source``, ``where``."""
+def _scripts_map_refused(
+    runners: dict[str, dict[str, Any]], where: str, source: str, name: str, error: type[Exception] = ValueError
+) -> tuple[str, dict[str, Any]]:
+    """The refusal (an ``error``) of a map of ``name``, a function of a script of ``source``,
+    ``where``: its message, and the script's namespace."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(source, namespace)  # as a script defines them
     options = {k: v for k, v in runners[where].items() if k != "threads"}
-    with pytest.raises(pickle.PicklingError) as info:
+    with pytest.raises(error) as info:
         ac.batched(namespace[name], **options)(_batch(ragged=False))
-    return str(info.value)
+    return str(info.value), namespace
 
 
 @contextlib.contextmanager
@@ -2632,7 +2633,9 @@ def test_a_script_global_that_does_not_pickle_is_named_not_the_standard_librarys
     """A script's ``singledispatch`` function keeps weak references in its dispatch cache, so
     cloudpickle cannot send it: the refusal names it, never a global of the standard library's
     frozen modules (``Container of module collections.abc``), whose code is not the user's."""
-    refusal = _scripts_pickling_refused(runners, "Dask worker threads", _SCRIPT_DISPATCHING, "dispatched")
+    refusal, _ = _scripts_map_refused(
+        runners, "Dask worker threads", _SCRIPT_DISPATCHING, "dispatched", pickle.PicklingError
+    )
     assert refusal.startswith(
         "autoconvert.batched(dispatched): global tripled of module __main__ does not pickle (TypeError: "
     ), refusal
@@ -2702,15 +2705,12 @@ def test_a_scripts_class_a_holder_sends_to_another_process_is_compared(
     whatever holds it (an Enum member, a partial, a default), is a copy there: a change to it is
     refused, whatever reaches it, never lost; a later map of a function that reads none of it
     runs on the same workers."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    exec(_SCRIPT_HOLDING_ITS_CLASS, namespace)  # as a script defines them
-    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
-    with pytest.raises(ValueError) as info:
-        ac.batched(namespace[name], **options)(_batch(ragged=False))
-    assert str(info.value).startswith(
+    refusal, namespace = _scripts_map_refused(runners, "Dask worker processes", _SCRIPT_HOLDING_ITS_CLASS, name)
+    assert refusal.startswith(
         f"autoconvert.batched({name}): the function changed Counted.calls, an attribute of the class, on a Dask "
         "worker in another process, "
-    ), info.value
+    ), refusal
     assert namespace["Counted"].calls == 0
+    options = {k: v for k, v in runners["Dask worker processes"].items() if k != "threads"}
     out = ac.batched(namespace["untouched"], **options)(_batch(ragged=False))
     assert torch.equal(torch.as_tensor(out), _batch(ragged=False) * 2)
