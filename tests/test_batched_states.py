@@ -1,8 +1,8 @@
 """A batched function's changes to an object among its arguments, made on a worker's copy: refused
 naming what changed, while a cache filling is never refused. A chunk pickled and run in this
-process is what a Dask worker in the caller's process runs; one sent by value to a spawned
-process, what Dask's worker processes run (the slow promise matrix runs the same on every
-executor)."""
+process is what a Dask worker in the caller's process runs; one sent as from a caller in
+another process, what Dask's worker processes run (the slow promise matrix runs the same on
+every executor)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import collections
 import collections.abc
 import functools
 import logging
-import multiprocessing
 import os
 import pickle
 import random
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +22,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoconvert._batched._chunks import Batch, Chunk, dumps, received, run, run_sent, sent
+from autoconvert._batched._chunks import Batch, Chunk, Origin, dumps, run, run_sent, sent
 from autoconvert._batched._states import users_file
 
 
@@ -135,18 +133,13 @@ def _by_value_here(fn: Callable[..., Any]) -> list[Any]:
     return run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])
 
 
-@pytest.fixture(scope="module")
-def elsewhere() -> Iterator[ProcessPoolExecutor]:
-    """A process of its own (spawned: no fork of this one's threads), where a chunk sent by
-    value arrives with copies of what its function names."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        yield pool
-
-
-def _by_value_elsewhere(fn: Callable[..., Any], pool: ProcessPoolExecutor) -> list[Any]:
-    """``fn``'s chunk sent by value and run in another process, as on Dask's worker processes."""
-    chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
-    return received(pool.submit(run_sent, sent(run, chunk, by_value=True), [np.ones((2, 3))]).result())  # type: ignore[no-any-return]
+def _by_value_elsewhere(fn: Callable[..., Any]) -> list[Any]:
+    """``fn``'s chunk sent by value as a caller in another process (this one's parent) sends it,
+    and run here, as on Dask's worker processes: what the function reads is compared."""
+    chunk = Chunk(
+        fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None, origin=Origin(True, caller=os.getppid())
+    )
+    return run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])
 
 
 #: A script's function changing its globals, and the refusal (None: a cache filling, never refused).
@@ -205,8 +198,8 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
         "def counting(g):\n    calls = 0\n    def wrapper(a):\n        nonlocal calls\n        calls += 1\n"
         "        return g(a)\n    return wrapper\n"
         "f = counting(lambda a: a)",
-        "the function changed calls, captured by the function, on a worker in another process, which holds a "
-        "copy of calls: the change cannot reach the caller's calls",
+        "the function changed f.calls, in global f of module __main__, on a worker in another process, which holds "
+        "a copy of f: the change cannot reach the caller's f",
     ),
     "a decorator's memo's new key": (
         "def memoised(g):\n    memo = {}\n    def wrapper(a):\n        memo[float(a.sum())] = 1\n"
@@ -217,8 +210,8 @@ GLOBAL_CHANGES: dict[str, tuple[str, str | None]] = {
     "a logger only used": ("def f(a):\n    logger.debug('seen %s', a)\n    return a", None),
     "a parameter's default list": (
         "def f(a, seen=[]):\n    seen.append(1)\n    return a",
-        "the function changed seen, the default of the function's parameter, on a worker in another process, "
-        "which holds a copy of seen: the change cannot reach the caller's seen",
+        "the function changed f.seen, in global f of module __main__, on a worker in another process, which holds "
+        "a copy of f: the change cannot reach the caller's f",
     ),
     "a handler in a table": (
         "def count(a):\n    log.append(1)\nhandlers = {'count': count}\n"
@@ -380,19 +373,17 @@ def test_a_function_sent_by_value_to_the_callers_process_is_the_callers(change: 
 
 
 @pytest.mark.parametrize("change", GLOBAL_CHANGES)
-def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_it(
-    change: str, elsewhere: ProcessPoolExecutor
-) -> None:
+def test_a_change_to_a_global_a_function_sent_by_value_reads_is_refused_naming_it(change: str) -> None:
     """A script's function sent by value to another process carries copies of the globals it
     names (through a helper of its script too): a change to one is refused naming it, a cache
     filling or a read never is."""
     source, refusal = GLOBAL_CHANGES[change]
     fn = _script_function(source, **({"log": []} if "log = print" in source else _globals_read()))
     if refusal is None:
-        assert len(_by_value_elsewhere(fn, elsewhere)) == 2
+        assert len(_by_value_elsewhere(fn)) == 2
         return
     with pytest.raises(ValueError) as info:
-        _by_value_elsewhere(fn, elsewhere)
+        _by_value_elsewhere(fn)
     assert str(info.value) == (
         f"autoconvert.batched(f): {refusal}, as it does where the samples run sequentially or on threads. Fix: "
         "return what the function computes, or run it sequentially (no executor) or on threads (workers=)"
@@ -419,14 +410,14 @@ def _globals_read() -> dict[str, Any]:
     }
 
 
-def test_a_weak_set_sent_by_value_keeps_its_items(elsewhere: ProcessPoolExecutor) -> None:
+def test_a_weak_set_sent_by_value_keeps_its_items() -> None:
     """A script's global ``WeakSet`` sent by value holds its items as the caller's does, though
     nothing else sent holds them: a read of it gives what it gives sequentially."""
     source = (
         "import weakref\nclass Item:\n    pass\nkept = [Item(), Item()]\nregistry = weakref.WeakSet(kept)\n"
         "def f(a):\n    return a * len(registry)"
     )
-    assert [r.tolist() for r in _by_value_elsewhere(_script_function(source), elsewhere)] == [[2.0] * 3] * 2
+    assert [r.tolist() for r in _by_value_elsewhere(_script_function(source))] == [[2.0] * 3] * 2
 
 
 class AttrDict(dict):  # type: ignore[type-arg]
@@ -478,9 +469,7 @@ def test_a_change_to_the_data_a_method_is_bound_to_is_refused(kind: str) -> None
 
 
 @pytest.mark.parametrize("generator", ["default_rng", "RandomState", "random.Random"])
-def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(
-    generator: str, elsewhere: ProcessPoolExecutor
-) -> None:
+def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(generator: str) -> None:
     """A copy of a random generator repeats the caller's draws on every worker, and the
     caller's never moves: drawing from one is refused, naming ``seed=`` and ``rng``."""
     rng = {"default_rng": np.random.default_rng(0), "RandomState": np.random.RandomState(0)}.get(
@@ -488,7 +477,7 @@ def test_draws_from_a_generator_a_copy_holds_are_refused_naming_seed(
     )
     fn = _script_function("def f(a):\n    return a * rng.random()", rng=rng)
     with pytest.raises(ValueError) as info:
-        _by_value_elsewhere(fn, elsewhere)
+        _by_value_elsewhere(fn)
     assert str(info.value) == (
         "autoconvert.batched(f): the function drew from global rng of module __main__, a random generator, on a "
         "worker in another process, which holds a copy of it: every copy repeats the caller's draws, and the "
@@ -502,3 +491,64 @@ def test_the_standard_librarys_code_frozen_or_not_is_not_the_users(code: Any) ->
     """Python freezes some of the standard library (``<frozen _collections_abc>``, ``<frozen
     posixpath>``): its code is no more the user's than the rest, and is never followed."""
     assert not users_file(code.co_filename)
+
+
+def test_a_read_only_global_whose_copy_cannot_be_made_writable_is_named() -> None:
+    """A copy of a read-only global array may view a read-only buffer, whose flag NumPy will not
+    set: the function's error stands, with a note naming the global and the fix."""
+    fn = _script_function(
+        "def f(a):\n    locked.setflags(write=True)\n    return a", locked=np.frombuffer(bytes(16), dtype=np.float64)
+    )
+    with pytest.raises(ValueError, match=r"^cannot set WRITEABLE flag to True of this array") as info:
+        _by_value_elsewhere(fn)
+    assert info.value.__notes__[-1].startswith(
+        "autoconvert.batched(f): global locked of module __main__ is a read-only array, of which a worker in another "
+        "process holds a copy whose WRITEABLE flag cannot be set;"
+    ), info.value.__notes__
+
+
+class _TwoArgumentError(Exception):
+    """An exception whose ``__init__`` takes two arguments: it does not unpickle from its message."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+
+
+def _missing_key(a: np.ndarray) -> np.ndarray:
+    raise KeyError(Model())
+
+
+def _failing_in_two_parts(a: np.ndarray) -> np.ndarray:
+    raise _TwoArgumentError(3, "bad sample")
+
+
+@pytest.mark.parametrize("fn", [_missing_key, _failing_in_two_parts])
+def test_a_samples_exception_crosses_back_as_itself_or_by_its_message(fn: Callable[..., Any]) -> None:
+    """What a worker raises crosses back pickled by reference, as a result does: as itself where
+    it unpickles, else as a RuntimeError with its type and message."""
+    chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None)
+    with pytest.raises(Exception) as info:
+        run_sent(sent(run, chunk), [np.ones((2, 3))])
+    back = pickle.loads(pickle.dumps(info.value))
+    if fn is _missing_key:
+        assert type(back) is KeyError and type(back.args[0]) is Model
+    else:
+        assert type(back) is RuntimeError
+        assert str(back).startswith("tests.test_batched_states._TwoArgumentError: 3: bad sample"), back
+
+
+def test_what_a_refused_chunk_changed_is_never_read_again_from_the_copy() -> None:
+    """A refused chunk's changes stay in the copies a warm worker keeps, the one its refusal
+    names and the others: a later chunk reading any of them is refused, one reading none runs."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "np": np, "counts": np.zeros(1), "log": []}
+    exec(
+        "def changing(a):\n    counts[0] += 1\n    log.append(1)\n    return a\n"
+        "def reading(a):\n    return a * len(log)\n"
+        "def other(a):\n    return a * 2",
+        namespace,
+    )
+    with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): the function wrote into global counts "):
+        _by_value_elsewhere(namespace["changing"])
+    with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): an earlier call changed global log of module "):
+        _by_value_elsewhere(namespace["reading"])
+    assert len(_by_value_elsewhere(namespace["other"])) == 2
