@@ -9,10 +9,13 @@ from __future__ import annotations
 import collections
 import collections.abc
 import functools
+import importlib
 import logging
 import os
+import pathlib
 import pickle
 import random
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoconvert._batched._chunks import Batch, Chunk, Origin, dumps, run, run_sent, sent
+from autoconvert._batched._seeds import Seeds
 from autoconvert._batched._states import users_file
 
 
@@ -546,3 +550,183 @@ def test_what_a_refused_chunk_changed_is_never_read_again_from_the_copy() -> Non
     with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): an earlier call changed global log of module "):
         _by_value_elsewhere(namespace["reading"])
     assert len(_by_value_elsewhere(namespace["other"])) == 2
+
+
+#: Another module of the user's than the function's: classes an argument brings, a cached object.
+_OTHER_MODULE = """
+import functools
+
+
+class Thing:
+    count = 0
+
+
+class Base:
+    hits = 0
+
+    def hit(self):
+        type(self).hits += 1
+
+
+class Tokenizer:
+    def __init__(self):
+        self.calls = 0
+
+
+@functools.lru_cache(maxsize=4)
+def get_tok(name="a"):
+    return Tokenizer()
+
+
+@functools.cache
+def get_stats():
+    return {"hits": [0]}
+
+
+@functools.lru_cache(maxsize=2)
+def squared(k):
+    return [k * k]
+
+
+def tokenizing(a):
+    get_tok("b")
+    get_tok().calls += 1
+    return a
+
+
+def counting_stats(a):
+    get_stats()["hits"][0] += 1
+    return a
+
+
+def filling(a):
+    return a * squared(float(a.sum()))[0]
+"""
+
+
+def _counted_through_its_type(a: np.ndarray, thing: Any) -> np.ndarray:
+    type(thing).count += 1
+    return a
+
+
+def _counted_as_a_class(a: np.ndarray, cls: type) -> np.ndarray:
+    cls.count += 1  # type: ignore[attr-defined]
+    return a
+
+
+def _hitting(a: np.ndarray, thing: Any) -> np.ndarray:
+    thing.hit()
+    return a
+
+
+def _other_module(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    name = f"ac_states_other_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(_OTHER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(sys.modules, name, importlib.import_module(name))
+    return sys.modules[name]
+
+
+#: A change the function makes to what another module of the user's holds (through an argument
+#: of its classes), by the function and its argument, with the change its refusal names (None:
+#: a cache filling). Its cached functions' results are read by its own functions.
+THROUGH_OTHER_MODULES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any], str | None]] = {
+    "type(obj).count += 1": (lambda m: _counted_through_its_type, lambda m: m.Thing(), "Thing.count, in global Thing"),
+    "a class passed, cls.count += 1": (
+        lambda m: _counted_as_a_class,
+        lambda m: m.Thing,
+        "Thing.count, in global Thing",
+    ),
+    "an argument's method, type(self).hits += 1": (lambda m: _hitting, lambda m: m.Base(), "Base.hits, in global Base"),
+    "a subclass's method binding its own count": (
+        lambda m: _hitting,
+        lambda m: type("Derived", (m.Base,), {"__module__": m.__name__})(),
+        "Derived.hits, in global Derived",
+    ),
+    "an lru_cache'd object's count": (
+        lambda m: m.tokenizing,
+        lambda m: None,
+        "get_tok.cache[()].calls, in global get_tok",
+    ),
+    "a cached dict's entry": (
+        lambda m: m.counting_stats,
+        lambda m: None,
+        "get_stats.cache[()]['hits'][0], in global get_stats",
+    ),
+    "an lru_cache filling": (lambda m: m.filling, lambda m: None, None),
+}
+
+
+@pytest.mark.parametrize("change", THROUGH_OTHER_MODULES)
+def test_a_change_to_what_another_module_of_the_users_holds_is_refused(
+    change: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In another process, the modules of the user's whose classes the function is handed are
+    compared as its own module is (their classes, a subclass's inherited count), and so are the
+    results a cached function keeps: a change is refused naming it, a cache filling never is."""
+    module = _other_module(tmp_path, monkeypatch)
+    made_fn, argument, refusal = THROUGH_OTHER_MODULES[change]
+    held = argument(module)
+    if change.startswith("a subclass"):
+        module.Derived = type(held)
+    arguments = (Batch(0),) if held is None else (Batch(0), held)
+    module.get_tok(), module.get_stats()  # the caller's cached objects, which a copy then holds
+    chunk = Chunk(
+        made_fn(module),
+        arguments,
+        {},
+        0,
+        2,
+        2,
+        "autoconvert.batched(f)",
+        None,
+        origin=Origin(True, caller=os.getppid()),
+    )
+    if refusal is None:
+        assert len(run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])) == 2
+        return
+    with pytest.raises(ValueError) as info:
+        run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
+    assert str(info.value).startswith(
+        f"autoconvert.batched(f): the function changed {refusal} of module {module.__name__}, on a worker in another "
+        "process, which holds a copy of"
+    ), info.value
+
+
+def _drawing_from_numpy(a: np.ndarray) -> np.ndarray:
+    return a * np.random.rand()
+
+
+def _drawing_from_torch(a: np.ndarray) -> np.ndarray:
+    return a * float(torch.rand(()))
+
+
+@pytest.mark.parametrize(
+    ("fn", "generator"),
+    [
+        (_drawing_from_numpy, "NumPy's global generator (np.random)"),
+        (_drawing_from_torch, "torch's default generator (torch.rand)"),
+    ],
+)
+@pytest.mark.parametrize("where", ["another process", "another process, seed=", "the caller's process"])
+def test_draws_from_a_global_generator_in_another_process_are_refused_but_with_seed(
+    fn: Callable[..., Any], generator: str, where: str
+) -> None:
+    """A worker process's global generators are its own: forked ones repeat each other's
+    draws, and the caller's never moves. Drawing from one there is refused naming seed=; with
+    seed= each sample's stream is its own, and in the caller's process they are the caller's."""
+    seeds = Seeds(0, rng=False, globals=True) if where.endswith("seed=") else None
+    origin = Origin(True, caller=os.getpid() if where == "the caller's process" else os.getppid())
+    chunk = Chunk(fn, (Batch(0),), {}, 0, 2, 2, "autoconvert.batched(f)", None, seeds=seeds, origin=origin)
+    if where != "another process":
+        assert len(run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])) == 2
+        return
+    with pytest.raises(ValueError) as info:
+        run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
+    assert str(info.value) == (
+        f"autoconvert.batched(f): the function drew from {generator}, on a worker in another process, which has its "
+        "own: workers repeat each other's draws where they were started by fork, no run can be repeated, and the "
+        "caller's generator does not move, as it does where the samples run sequentially or on threads. Fix: pass "
+        "seed= (each sample then draws from its own stream, the same on every runner), or run the samples "
+        "sequentially (no executor) or on threads (workers=)"
+    )

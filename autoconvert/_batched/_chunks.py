@@ -42,6 +42,7 @@ from ._reads import (
     Reads,
     attributes_of,
     class_attributes,
+    modules_of,
     names_class_bodies_read,
     per_thread_named,
     reads_of,
@@ -245,6 +246,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         chunk, guarded = _guarded_chunk(chunk)
     results: list[Any] = []
     contexts, locals_here = _thread_bound(chunk)
+    positions = _unseeded_positions(chunk)
     try:
         if chunk.threads is None:
             _loop(chunk, columns, results)
@@ -267,6 +269,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
     except ValueError:
         _remember_every_change(chunk, states)
         raise
+    _refuse_unseeded_draws(chunk, positions)
     _refuse_set_per_thread(chunk, contexts, locals_here)
     _refuse_changed_before(chunk, states)
     return results
@@ -529,8 +532,11 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     # its arguments run (a callback, an argument object's methods) reads globals as its own does.
     arguments = (*chunk.args, *chunk.kwargs.values())
     stack += [(value, True) for _, value, _ in _held_by_function(chunk.fn, chunk.origin, arguments)]
+    classes: dict[int, type] = {}  # of what it is handed and holds: their modules' classes are compared too
     while stack:
         value, contained = stack.pop()
+        kind = value if isinstance(value, type) else type(value)
+        classes[id(kind)] = kind
         if type(value) in _MUTABLE_LEAVES or (contained and _written_array(value)):
             held[id(value)] = (value, leaf(value))
             continue
@@ -547,6 +553,11 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
             state = snapshot(value)
             if state is not None:
                 states[id(value)] = (value, state)
+    compared = {id(reads.namespace) for reads, _ in states.values() if type(reads) is ReadGlobals}
+    for reads in modules_of(classes.values(), chunk.origin.caller):
+        state = snapshot(reads) if id(reads.namespace) not in compared else None
+        if state is not None:
+            states[id(reads)] = (reads, state)
     return records, list(held.values()), list(states.values())
 
 
@@ -731,6 +742,35 @@ def _drew(chunk: Chunk, place: str) -> ValueError:
         "seed= and draw from a parameter named rng, or run the samples sequentially (no executor) or on threads "
         "(workers=)"
     )
+
+
+def _unseeded_positions(chunk: Chunk) -> dict[str, bytes]:
+    """Where the global generators code draws from without asking stand (NumPy's, torch's CPU
+    one where torch is loaded), in a worker process whose samples ``seed=`` does not seed
+    there: each process holds its own, which the caller's never follows."""
+    if not chunk.origin.copied or os.getpid() == chunk.origin.caller or (chunk.seeds and chunk.seeds.globals):
+        return {}
+    positions = {"NumPy's global generator (np.random)": pickle.dumps(np.random.get_state(legacy=False))}
+    torch = sys.modules.get("torch")  # never imported here
+    if torch is not None:
+        positions["torch's default generator (torch.rand)"] = torch.default_generator.get_state().numpy().tobytes()
+    return positions
+
+
+def _refuse_unseeded_draws(chunk: Chunk, positions: dict[str, bytes]) -> None:
+    """Refuse draws from a worker process's own global generator: workers started by fork
+    repeat each other's draws (torch's starts at one seed in every process), none can be
+    reproduced, and the caller's generator does not move as it does sequentially."""
+    now = _unseeded_positions(chunk)
+    for generator, position in positions.items():
+        if now.get(generator, position) != position:
+            raise ValueError(
+                f"{chunk.label}: the function drew from {generator}, on {chunk.origin.where()}, which has its own: "
+                "workers repeat each other's draws where they were started by fork, no run can be repeated, and the "
+                "caller's generator does not move, as it does where the samples run sequentially or on threads. Fix: "
+                "pass seed= (each sample then draws from its own stream, the same on every runner), or run the "
+                "samples sequentially (no executor) or on threads (workers=)"
+            )
 
 
 def _read_only_views(column: Any) -> Any:

@@ -125,7 +125,9 @@ class Attributes:
         owner = self.owner
         if type(owner) is types.FunctionType:
             return function_state(owner)
-        state = {k: v for k, v in vars(owner).items() if not special(k) and not isinstance(v, CODE)}
+        # What it inherits of its user's bases too: type(self).hits += 1 on a subclass binds its own.
+        bases = [base for base in reversed(owner.__mro__) if base is owner or _users_class(base)]
+        state = {k: v for base in bases for k, v in vars(base).items() if not special(k) and not isinstance(v, CODE)}
         # Outer.Inner.count: a class of its module it holds, by module, not by qualified name
         # (cloudpickle's copy of a nested class has its bare name for one).
         nested = ((k, v) for k, v in vars(owner).items() if _module_class(v, owner.__module__) and v is not owner)
@@ -237,12 +239,38 @@ def class_attributes(cls: type, caller: int) -> list[Attributes]:
     where they are copies of the caller's: in another process. None in the caller's process,
     where every class is the caller's own (one sent by value is found again there, see _chunks),
     nor of a library's class."""
-    if os.getpid() == caller:
-        return []
+    return [attributes_of(cls)] if os.getpid() != caller and _users_class(cls) else []
+
+
+@functools.lru_cache(maxsize=1024)
+def _users_class(cls: type) -> bool:
+    """Whether ``cls`` is a class of the user's code: by its methods' file (a script's class
+    sent by value has no module where it arrives), else by its module's."""
     module = sys.modules.get(cls.__module__)
     code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
-    # By its code's file: a script's class has no module there.
-    return [attributes_of(cls)] if users_file(code[0]) else []
+    return users_file(code[0])
+
+
+def modules_of(classes: Any, caller: int) -> list[ReadGlobals]:
+    """The modules of the user's that define ``classes`` (an argument's, an argument that is a
+    class), each compared as its function's own is (every class and number it holds), where
+    they are copies of the caller's: in another process. An argument's method changes its
+    class there (``type(self).hits += 1``) as the function's own module's code does; a class
+    sent by value (a script's, on Dask) is compared where it is made (see _chunks)."""
+    if os.getpid() == caller:
+        return []
+    modules: dict[int, ReadGlobals] = {}
+    for cls in classes:
+        module = sys.modules.get(cls.__module__)
+        namespace = getattr(module, "__dict__", None)
+        if (
+            type(namespace) is dict
+            and id(namespace) not in modules
+            and namespace.get(cls.__qualname__.partition(".")[0]) is not None  # defined there, not sent by value
+            and users_file(namespace.get("__file__"))
+        ):
+            modules[id(namespace)] = ReadGlobals(namespace, (), True)
+    return list(modules.values())
 
 
 def _names(

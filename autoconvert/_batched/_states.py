@@ -23,6 +23,7 @@ import collections
 import contextlib
 import contextvars
 import functools
+import gc
 import inspect
 import io
 import os
@@ -409,6 +410,9 @@ def held_through(value: Any) -> dict[str, Any] | None:
         return dict(value.__dict__)
     if isinstance(value, (io.StringIO, io.BytesIO)):
         return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
+    if kind is _LRU_CACHE and users_function(unwrapped(value, 1)):
+        results = cached_results(value)
+        return None if results is None else {"cache": results}
     if kind in _FRAMES:
         frame = getattr(value, _FRAMES[kind])
         return {
@@ -424,6 +428,32 @@ def holds_through(value: Any) -> bool:
     if type(value) is types.FunctionType:
         return bool(value.__closure__) and users_function(value)
     return held_through(value) is not None
+
+
+#: What ``functools.lru_cache`` and ``functools.cache`` wrap a function in.
+_LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def cached_results(wrapper: Any) -> dict[Any, Any] | None:
+    """An ``lru_cache``'d function's results by their keys (a tokenizer ``get_tok()`` returns,
+    whose methods count its calls), read through the garbage collector's referents of the
+    wrapper, since no public API lists them: the cache dict (its values the results, or for a
+    bounded cache its links), and, for a bounded cache, each link's key followed by its
+    result. None where they cannot be told apart."""
+    referents = gc.get_referents(wrapper)
+    own = own_dict(wrapper)
+    cache = next((r for r in referents if type(r) is dict and r is not own), None)
+    if cache is None:
+        return None
+    if not any(type(v).__name__ == "_lru_list_elem" for v in cache.values()):
+        return dict(cache)
+    keys, results, i = {id(key) for key in cache}, {}, 0
+    while i < len(referents) - 1:
+        if id(referents[i]) in keys and referents[i] not in results:
+            results[referents[i]], i = referents[i + 1], i + 2
+        else:
+            i += 1
+    return results if len(results) == len(cache) else None
 
 
 #: Bound methods: of Python code, of builtins, of slot wrappers.
