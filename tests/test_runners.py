@@ -594,11 +594,6 @@ def _counted_calls() -> tuple[Any, CallsCounted]:
     return decorated, decorated
 
 
-def _partial_over_a_tensor() -> tuple[Any, torch.Tensor]:
-    counts = torch.zeros(1, dtype=torch.float64)
-    return functools.partial(bound_count, counts=counts), counts
-
-
 def _partial_over_counts() -> tuple[Any, np.ndarray]:
     counts = np.zeros(1)
     return functools.partial(bound_count, counts=counts), counts
@@ -663,11 +658,6 @@ _CARRIERS: dict[str, tuple[Callable[[], tuple[Any, Any]], Callable[[Any], Any], 
         _partial_over_counts,
         lambda c: c.tolist(),
         "the function wrote into argument counts, an array, on ",
-    ),
-    "a partial's bound tensor": (
-        _partial_over_a_tensor,
-        lambda c: c.tolist(),
-        "the function wrote into argument counts, a tensor, on ",
     ),
 }
 
@@ -2119,10 +2109,15 @@ def scaled_from_a_lazy_table(a: np.ndarray) -> np.ndarray:
     return a * _LAZY_TABLE["scale"]
 
 
-def learned_by_an_argument(a: np.ndarray, w: torch.Tensor) -> np.ndarray:
-    """Fills an argument parameter's gradient by backward()."""
-    (w * torch.tensor(a)).sum().backward()
-    return a * 2
+class Learning:
+    """Fills its parameter's gradient by backward()."""
+
+    def __init__(self, w: torch.Tensor) -> None:
+        self.w = w
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        (self.w * torch.tensor(a)).sum().backward()
+        return a * 2
 
 
 @pytest.mark.parametrize("where", ["a process pool", "Dask worker processes"])
@@ -2148,14 +2143,14 @@ def test_what_only_reads_crosses_and_runs_as_sequentially(
 def test_a_gradient_backward_fills_on_a_copy_is_named_with_autograd_grad_as_the_fix(
     runners: dict[str, dict[str, Any]],
 ) -> None:
-    """An argument parameter's .grad filled on a copy is named as such (not as a write into the
-    tensor), with the way to take a gradient that leaves .grad alone."""
+    """A parameter's .grad filled on a copy is named as such (not as a write into the tensor),
+    with the way to take a gradient that leaves .grad alone."""
     options = {k: v for k, v in runners["a process pool"].items() if k != "threads"}
     w = torch.nn.Parameter(torch.ones(2))
     with pytest.raises(ValueError) as info:
-        ac.batched(functools.partial(learned_by_an_argument, w=w), **options)(_batch(ragged=False))
+        ac.batched(Learning(w), **options)(_batch(ragged=False))
     message = str(info.value)
-    assert message.startswith("autoconvert.batched(learned_by_an_argument): the function changed w.grad, in "), message
+    assert message.startswith("autoconvert.batched(Learning): the function changed self.w.grad, in "), message
     assert "Fix: take the gradients with torch.autograd.grad (it leaves .grad as it was), " in message
     assert w.grad is None
 
@@ -2459,6 +2454,32 @@ def test_a_write_into_a_tensor_a_container_argument_holds_is_the_same_refusal_on
         ac.batched(counted_through_a_name, **options)(_batch(ragged=False), _HOLDINGS[held](counts))
     assert str(info.value) == str(sequential.value)
     assert str(info.value).startswith(f"counted_through_a_name(): argument {held} was written into by the function; ")
+    assert counts.tolist() == [0.0]
+
+
+def weighted(a: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return a * weights[: a.shape[-1]] if isinstance(weights, np.ndarray) else weights
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_partials_bound_tensor_is_converted_once_as_the_pairs_call_converts_it(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """``batched(partial(f, w=W))`` converts the bound tensor with the batch, as
+    ``returns_tensor(accepts_numpy(partial(f, w=W)))`` does per sample: never a batch itself
+    (the samples slice the call's tensors alone), read-only as an argument's array is, the same
+    refusal of a write on every runner."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    batch, weights = _batch(ragged=False), torch.arange(1.0, 40.0, dtype=torch.float64)
+    out = ac.batched(functools.partial(weighted, weights=weights), **options)(batch)
+    by_hand = torch.stack(
+        [ac.returns_tensor(ac.accepts_numpy(functools.partial(weighted, weights=weights)))(s) for s in batch]
+    )
+    assert torch.equal(out, by_hand) and out.dtype == by_hand.dtype
+    counts = torch.zeros(1, dtype=torch.float64)
+    with pytest.raises(ac.ReadOnlyError) as info:
+        ac.batched(functools.partial(bound_count, counts=counts), **options)(batch)
+    assert str(info.value).startswith("bound_count(): argument counts was written into by the function; ")
     assert counts.tolist() == [0.0]
 
 

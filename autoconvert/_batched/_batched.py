@@ -42,6 +42,7 @@ from autoconvert._options._options import (
     shows_options,
     validate,
 )
+from autoconvert._partials import binds_arguments
 from autoconvert._pickling import by_reference, exported
 from autoconvert._spec._signature import Parameters, function_name
 
@@ -164,8 +165,11 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str,
     name = function_name(fn).removesuffix("()")  # a partial by its function, a callable object by its class
     _refuse_tensors_only(fn, name)
     route = device_route(fn)
+    # A partial's bound arguments are converted with the call's (once a batch, batched or not):
+    # the call converting the batch is made of its function.
+    target = fn.func if binds_arguments(fn) else fn
     # A torchified function's host path is its converting call, as where CuPy is not installed.
-    call = _converting(fn.converting if isinstance(fn, Routed) else fn, options, name)
+    call = _converting(target.converting if isinstance(target, Routed) else target, options, name)
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
     where = _where(raw, call, settings, name)
     seeds = _seeds(raw, settings.seed, where, name)
@@ -178,7 +182,8 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str,
     if route is not None and seeds is None:  # seed= seeds NumPy's generators: the host path's
         label = f"autoconvert.batched({name})"
         on_device = OnDevice(route, function_name(fn), plan_of(call).function.removesuffix("()"), label)
-    return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds, on_device=on_device)
+    binds = fn if binds_arguments(fn) else None
+    return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds, on_device=on_device, binds=binds)
 
 
 def _refuse_tensors_only(fn: Any, name: str) -> None:
@@ -366,8 +371,10 @@ class Batched:
         where: Any,
         seeds: Seeds | None,
         on_device: OnDevice | None = None,
+        binds: functools.partial[Any] | None = None,
     ) -> None:
         plan = plan_of(call)
+        self._binds = binds  # a partial fn is: its bound arguments lead the call's
         self._call = call  # what converts the batch: fn itself, or fn as a fused pair
         self._options = options  # batched's own conversion options, which the call holds
         self._convert = plan.default.call  # its protocol, around the map instead of fn
@@ -396,7 +403,7 @@ class Batched:
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         """Read from a class or an instance, a batched plain function binds as the function
         does (a ufunc or a partial does not): see ``_Method``."""
-        if not isinstance(self._raw, types.FunctionType) or owner is None:
+        if not isinstance(self._raw, types.FunctionType) or owner is None or self._binds is not None:
             return self
         return _Method(self, instance, owner)
 
@@ -405,6 +412,10 @@ class Batched:
         args, kwargs, layout = _layout(self._name, args, kwargs)
         if layout.size == 0:
             return []
+        if self._binds is not None:  # the same for every sample, never batches
+            shifted = frozenset(k + len(self._binds.args) for k in layout.positions)
+            args, kwargs = (*self._binds.args, *args), {**self._binds.keywords, **kwargs}
+            layout = layout._replace(positions=shifted)
         if self._seeds is not None and self._seeds.rng and "rng" in kwargs:
             raise ValueError(
                 f"{self._label}: rng= was passed, and seed= gives each sample its own rng. Fix: pass one or the other"

@@ -258,7 +258,7 @@ def run(chunk: Chunk, sources: Sequence[Any]) -> list[Any]:
         if isinstance(e, AttributeError) and locals_here:
             e.add_note(_thread_local_note(chunk, [place for place, _, _ in locals_here]))
         if (chunk.frozen or chunk.origin.copied) and isinstance(e, (ValueError, TypeError)):
-            _tell_rejection(e, chunk, columns, len(results))
+            _tell_rejection(e, chunk, columns, len(results), guarded)
         if guarded and isinstance(e, (ValueError, TypeError)):
             _refuse_lost_write(e, chunk, guarded)
         if chunk.origin.copied and isinstance(e, ValueError):
@@ -791,18 +791,21 @@ def _writable(column: Any) -> Any:
     return [s.copy() if isinstance(s, np.ndarray) and not s.flags.writeable else s for s in column]
 
 
-def _tell_rejection(error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int) -> None:
+def _tell_rejection(
+    error: ValueError | TypeError, chunk: Chunk, columns: list[Any], offset: int, guarded: list[tuple[str, Any]]
+) -> None:
     """Where ``error`` is NumPy refusing a write into one of the failing sample's read-only
     arrays, or into a read-only array a copied chunk's container argument holds (a tensor the
     caller converted), say which on it: ``(source, sample)`` pairs, the key path of such an
     array from its argument. Its traceback, which tells them apart, stays in this process, and
-    the caller's call raises its ReadOnlyError from them (see _executors' _rejected_in_caller)."""
+    the caller's call raises its ReadOnlyError from them (see _executors' _rejected_in_caller).
+    ``guarded``: the views of writable arguments that guard a copy (see _guarded_chunk), no caller's."""
     from autoconvert._failures._failures import REJECTED_ELSEWHERE, wrote_into_handed  # only when a sample failed
 
     samples = [(str(k), columns[k][offset]) for k in sorted(chunk.frozen)]
     told: dict[str, Any] = {k: (int(k), chunk.start + offset) for k, a in samples if isinstance(a, np.ndarray)}
     arrays = [(k, a) for k, a in samples if k in told]
-    for j, (keys, a) in enumerate(_read_only_leaves(chunk) if chunk.origin.copied else []):
+    for j, (keys, a) in enumerate(_read_only_leaves(chunk, guarded) if chunk.origin.copied else []):
         told[f"leaf {j}"] = keys
         arrays.append((f"leaf {j}", a))
     hit = wrote_into_handed(error, arrays, {})
@@ -810,12 +813,16 @@ def _tell_rejection(error: ValueError | TypeError, chunk: Chunk, columns: list[A
         setattr(error, REJECTED_ELSEWHERE, [told[k] for k in hit])
 
 
-def _read_only_leaves(chunk: Chunk) -> list[tuple[list[KeyEntry], NDArray[Any]]]:
-    """The read-only arrays inside the chunk's container arguments, each once, with its key
-    path from the argument (``[SequenceKey(1), MappingKey('arr')]``)."""
-    found: list[tuple[list[KeyEntry], NDArray[Any]]] = []
+def _read_only_leaves(chunk: Chunk, guarded: list[tuple[str, Any]]) -> list[tuple[list[KeyEntry], NDArray[Any]]]:
+    """The read-only arrays among the chunk's arguments (a partial's bound tensor, converted) and
+    inside its container arguments, each once, with its key path from the argument
+    (``[SequenceKey(1), MappingKey('arr')]``)."""
+    roots = _roots(chunk)
+    views = {id(view) for _, view in guarded}
+    found = [([root], v) for root, v in roots if isinstance(v, np.ndarray) and not v.flags.writeable]
+    found = [(keys, v) for keys, v in found if id(v) not in views]
     seen: set[int] = set()
-    stack: list[tuple[list[KeyEntry], Any]] = [([root], v) for root, v in _roots(chunk)]
+    stack: list[tuple[list[KeyEntry], Any]] = [([root], v) for root, v in roots]
     while stack:
         keys, value = stack.pop()
         node = node_for(type(value))
