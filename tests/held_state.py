@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import torch
+
 SEEN: list[int] = []
+
+
+class Counted(torch.nn.Module):
+    """A layer counting its calls in its class."""
+
+    calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        type(self).calls += 1
+        return x
 
 
 def remember(value: int) -> None:

@@ -552,9 +552,24 @@ def test_what_a_refused_chunk_changed_is_never_read_again_from_the_copy() -> Non
     assert len(_by_value_elsewhere(namespace["other"])) == 2
 
 
+def test_what_a_refused_chunk_changed_is_never_read_again_by_a_later_copy_of_the_function() -> None:
+    """A function sent by value arrives with new globals each time, holding the same objects a
+    worker keeps (a script's cached function, found by name there): a later copy reading the
+    object an earlier refused chunk changed is refused too."""
+    log: list[int] = []
+    changing = _script_function("def f(a):\n    log.append(1)\n    return a", log=log)
+    with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): the function changed global log "):
+        _by_value_elsewhere(changing)
+    reading = _script_function("def f(a):\n    return a * len(log)", log=log)
+    with pytest.raises(ValueError, match=r"^autoconvert\.batched\(f\): an earlier call changed global log of module "):
+        _by_value_elsewhere(reading)
+
+
 #: Another module of the user's than the function's: classes an argument brings, a cached object.
 _OTHER_MODULE = """
 import functools
+
+import torch
 
 
 class Thing:
@@ -586,6 +601,17 @@ def get_stats():
 @functools.lru_cache(maxsize=2)
 def squared(k):
     return [k * k]
+
+
+STEP = 0
+
+
+class Counted(torch.nn.Module):
+    calls = 0
+
+    def forward(self, x):
+        type(self).calls += 1
+        return x
 
 
 def tokenizing(a):
@@ -654,7 +680,35 @@ THROUGH_OTHER_MODULES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any
         "get_stats.cache[()]['hits'][0], in global get_stats",
     ),
     "an lru_cache filling": (lambda m: m.filling, lambda m: None, None),
+    "othermod.STEP += 1": (
+        lambda m: _script_function("def f(a):\n    other.STEP += 1\n    return a", other=m),
+        lambda m: None,
+        "global STEP",
+    ),
+    "a parameter's default object's class": (
+        lambda m: _script_function("def f(a, obj=other.Thing()):\n    type(obj).count += 1\n    return a", other=m),
+        lambda m: None,
+        "Thing.count, in global Thing",
+    ),
+    "a captured class": (
+        lambda m: _script_function(
+            "def make(cls):\n    def f(a):\n        cls.count += 1\n        return a\n    return f\n"
+            "f = make(other.Thing)",
+            other=m,
+        ),
+        lambda m: None,
+        "Thing.count, in global Thing",
+    ),
+    "a torch module's layer's class": (
+        lambda m: _forwarding,
+        lambda m: torch.nn.Sequential(m.Counted()),
+        "Counted.calls, in global Counted",
+    ),
 }
+
+
+def _forwarding(a: np.ndarray, net: torch.nn.Module) -> np.ndarray:
+    return net(torch.as_tensor(a)).numpy()
 
 
 @pytest.mark.parametrize("change", THROUGH_OTHER_MODULES)
@@ -683,10 +737,10 @@ def test_a_change_to_what_another_module_of_the_users_holds_is_refused(
         origin=Origin(True, caller=os.getppid()),
     )
     if refusal is None:
-        assert len(run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])) == 2
+        assert len(run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])) == 2
         return
     with pytest.raises(ValueError) as info:
-        run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
+        run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])
     assert str(info.value).startswith(
         f"autoconvert.batched(f): the function changed {refusal} of module {module.__name__}, on a worker in another "
         "process, which holds a copy of"
@@ -704,8 +758,8 @@ def _drawing_from_torch(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     ("fn", "generator"),
     [
-        (_drawing_from_numpy, "NumPy's global generator (np.random)"),
-        (_drawing_from_torch, "torch's default generator (torch.rand)"),
+        (_drawing_from_numpy, "NumPy's global generator (the one np.random.seed seeds)"),
+        (_drawing_from_torch, "torch's default generator (the one torch.manual_seed seeds)"),
     ],
 )
 @pytest.mark.parametrize("where", ["another process", "another process, seed=", "the caller's process"])

@@ -2457,6 +2457,33 @@ def test_a_write_into_a_tensor_a_container_argument_holds_is_the_same_refusal_on
     assert counts.tolist() == [0.0]
 
 
+def forwarded(a: np.ndarray, net: Any) -> np.ndarray:
+    return np.asarray(net(torch.tensor(a)))
+
+
+@pytest.mark.parametrize("where", _WORKERS)
+def test_a_count_a_torch_module_arguments_layer_keeps_in_its_class_is_the_callers_or_refused(
+    runners: dict[str, dict[str, Any]], where: str
+) -> None:
+    """A torch module handed to NumPy code (called as a callback) whose layer of another module of
+    the user's counts its calls in its class: the caller's class counts them where the samples run
+    in the caller's process; in another process the change is refused naming the class."""
+    options = {k: v for k, v in runners[where].items() if k != "threads"}
+    held_state.Counted.calls = 0
+    net = torch.nn.Sequential(held_state.Counted())
+    if where not in _COPIES or _COPIES[where].endswith("the caller's process"):
+        ac.batched(forwarded, **options)(_batch(ragged=False), net)
+        assert held_state.Counted.calls == 12
+        return
+    with pytest.raises(ValueError) as info:
+        ac.batched(forwarded, **options)(_batch(ragged=False), net)
+    assert str(info.value).startswith(
+        "autoconvert.batched(forwarded): the function changed Counted.calls, in global Counted of module "
+        f"tests.held_state, on {_COPIES[where]}"
+    ), info.value
+    assert held_state.Counted.calls == 0
+
+
 def weighted(a: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return a * weights[: a.shape[-1]] if isinstance(weights, np.ndarray) else weights
 

@@ -37,11 +37,13 @@ from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, k
 
 from ._caps import capped
 from ._reads import (
+    REBOUND_ONLY,
     Attributes,
     ReadGlobals,
     Reads,
     attributes_of,
     class_attributes,
+    kinds_of,
     modules_of,
     names_class_bodies_read,
     per_thread_named,
@@ -59,6 +61,7 @@ from ._states import (
     generator_at,
     gradient_alone,
     is_array,
+    kinds_within,
     leaf,
     snapshot,
     unwrapped,
@@ -324,8 +327,17 @@ def _remember_every_change(chunk: Chunk, states: list[tuple[Any, State]]) -> Non
             name = first.name if isinstance(first, GetAttrKey) else str(first)
             if name not in entries:
                 break
-            _CHANGED_COPIES[(id(owner), name)] = (owner, f"{reads.place(name)} on {chunk.origin.where()}")
+            place = f"{reads.place(name)} on {chunk.origin.where()}"
+            _CHANGED_COPIES[(id(owner), name)] = (owner, place)
+            value = _read_now(reads, name)
+            if not isinstance(value, (Attributes, *REBOUND_ONLY)):  # by itself too: a later copy of the
+                _CHANGED_COPIES[(id(value), "")] = (value, place)  # function may read it (a script's cache on Dask)
             del entries[name]
+
+
+def _read_now(reads: ReadGlobals | Attributes, name: str) -> Any:
+    """What ``reads`` holds under ``name`` now (a global, a class's attribute, a capture)."""
+    return reads.namespace.get(name) if isinstance(reads, ReadGlobals) else reads.__getstate__().get(name)
 
 
 def _refuse_changed_before(chunk: Chunk, states: list[tuple[Any, State]]) -> None:
@@ -342,13 +354,20 @@ def _refuse_changed_before(chunk: Chunk, states: list[tuple[Any, State]]) -> Non
             for name in state.entries:
                 if isinstance(value, ReadGlobals) and not value.reads(name):
                     continue
-                kept = _CHANGED_COPIES.get((id(owner), name))
-                if kept is not None and kept[0] is owner:
+                kept = _kept_change(owner, name) or _kept_change(_read_now(value, name), "")
+                if kept is not None:
                     raise ValueError(
-                        f"{chunk.label}: an earlier call changed {kept[1]}, and was refused: that copy is no longer "
+                        f"{chunk.label}: an earlier call changed {kept}, and was refused: that copy is no longer "
                         "the caller's, and the function reads it. Fix: start the executor's workers anew (a new pool, "
                         "a restarted cluster), and return what the function computes rather than changing it"
                     )
+
+
+def _kept_change(owner: Any, name: str) -> str | None:
+    """Where an earlier refused chunk changed ``owner``'s ``name`` (``""``: ``owner`` itself) in
+    this worker's copies; None where none did."""
+    kept = _CHANGED_COPIES.get((id(owner), name))
+    return kept[1] if kept is not None and kept[0] is owner else None
 
 
 def _guarded_chunk(chunk: Chunk) -> tuple[Chunk, list[tuple[str, NDArray[Any]]]]:
@@ -535,8 +554,8 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
     classes: dict[int, type] = {}  # of what it is handed and holds: their modules' classes are compared too
     while stack:
         value, contained = stack.pop()
-        kind = value if isinstance(value, type) else type(value)
-        classes[id(kind)] = kind
+        for kind in kinds_of(value):
+            classes[id(kind)] = kind
         if type(value) in _MUTABLE_LEAVES or (contained and _written_array(value)):
             held[id(value)] = (value, leaf(value))
             continue
@@ -553,6 +572,8 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
             state = snapshot(value)
             if state is not None:
                 states[id(value)] = (value, state)
+    for _, state in states.values():  # the objects they hold (a torch module's layers)
+        classes.update((id(kind), kind) for kind in kinds_within(state))
     compared = {id(reads.namespace) for reads, _ in states.values() if type(reads) is ReadGlobals}
     for reads in modules_of(classes.values(), chunk.origin.caller):
         state = snapshot(reads) if id(reads.namespace) not in compared else None
@@ -750,10 +771,14 @@ def _unseeded_positions(chunk: Chunk) -> dict[str, bytes]:
     there: each process holds its own, which the caller's never follows."""
     if not chunk.origin.copied or os.getpid() == chunk.origin.caller or (chunk.seeds and chunk.seeds.globals):
         return {}
-    positions = {"NumPy's global generator (np.random)": pickle.dumps(np.random.get_state(legacy=False))}
+    positions = {
+        "NumPy's global generator (the one np.random.seed seeds)": pickle.dumps(np.random.get_state(legacy=False))
+    }
     torch = sys.modules.get("torch")  # never imported here
     if torch is not None:
-        positions["torch's default generator (torch.rand)"] = torch.default_generator.get_state().numpy().tobytes()
+        positions["torch's default generator (the one torch.manual_seed seeds)"] = (
+            torch.default_generator.get_state().numpy().tobytes()
+        )
     return positions
 
 

@@ -76,7 +76,7 @@ class ReadGlobals:
             for name, value in namespace.items():
                 if name in state or special(name):
                     continue
-                if type(value) in _REBOUND_ONLY:
+                if type(value) in REBOUND_ONLY:
                     state[name] = value
                 elif (
                     isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module
@@ -163,7 +163,7 @@ def attributes_of(owner: type | types.FunctionType) -> Attributes:
 _UNBOUND = object()
 
 #: The values a module binds that only binding anew changes (``global hits; hits += 1``).
-_REBOUND_ONLY = (int, float, complex, str, bytes, bool, type(None))
+REBOUND_ONLY = (int, float, complex, str, bytes, bool, type(None))
 
 #: What a function reads by name, as _states compares it.
 Reads = ReadGlobals | Attributes
@@ -273,6 +273,19 @@ def modules_of(classes: Any, caller: int) -> list[ReadGlobals]:
     return list(modules.values())
 
 
+def kinds_of(value: Any) -> list[type]:
+    """The classes ``value`` brings whose code may change them: its own (itself, a class), what
+    autoconvert wraps of it (a torch module handed as a callback), and, for a function's
+    compared attributes, the classes of what its closure captured and its parameters'
+    defaults hold (``def f(x, obj=models.Det())``, ``cls=models.Det``)."""
+    inner = unwrapped(value, 1) if type(value).__module__.startswith("autoconvert.") else value
+    held = [value, inner]
+    if type(value) is Attributes and type(value.owner) is types.FunctionType:
+        fn = value.owner
+        held += [*captured(fn).values(), *(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]
+    return [v if isinstance(v, type) else type(v) for v in held]
+
+
 def _names(
     fn: types.FunctionType, elsewhere: bool, seeds: list[tuple[types.CodeType, dict[str, Any]]]
 ) -> list[tuple[dict[str, Any], dict[str, None]]]:
@@ -293,6 +306,8 @@ def _names(
         module: dict[str, Any] | None = None  # the user's module the instruction before loaded
         for instruction in dis.get_instructions(code):
             name, reached = instruction.argval, _UNBOUND
+            if instruction.opname in _KEEPING_THE_MODULE:
+                continue  # othermod.STEP += 1 copies the module before its attribute is read
             if instruction.opname in _GLOBAL_OPS:
                 value = namespace.get(name, _UNBOUND)
                 if isinstance(value, types.ModuleType):
@@ -339,6 +354,8 @@ _BY_NAME = frozenset({"LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 #: those that read an attribute.
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", *_BY_NAME})
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
+#: The instructions between a module's load and its attribute's that leave it on top of the stack.
+_KEEPING_THE_MODULE = frozenset({"COPY", "CACHE", "EXTENDED_ARG", "NOP"})
 
 
 def _code_reached(value: Any, depth: int = 4) -> list[tuple[types.CodeType, dict[str, Any]]]:

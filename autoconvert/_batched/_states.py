@@ -586,6 +586,16 @@ def _entries(state: Mapping[Any, Any], seen: set[int]) -> dict[Any, Any]:
     return entries
 
 
+def kinds_within(state: State) -> list[type]:
+    """The classes of the objects a state holds, at any depth (an ``nn.Sequential``'s layers)."""
+    kinds, stack = [], [state]
+    while stack:
+        current = stack.pop()
+        kinds.append(current.kind)
+        stack += [entry for entry in current.entries.values() if type(entry) is State]
+    return kinds
+
+
 def _object_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
     """The keys of ``mapping`` that may have state of their own (see ``_may_hold_state``), by identity."""
     return {id(k): k for k in mapping if _may_hold_state(k)}
