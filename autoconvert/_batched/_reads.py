@@ -61,7 +61,7 @@ class ReadGlobals:
         namespace, state = self.namespace, {}
         for name in self.names:
             value = namespace.get(name, _UNBOUND)
-            if isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module:
+            if _defined_by(value, self.module):
                 state[name] = attributes_of(value)
             elif isinstance(value, types.MethodType) and _module_class(owner := value.__self__, self.module):
                 state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
@@ -78,9 +78,7 @@ class ReadGlobals:
                     continue
                 if type(value) in REBOUND_ONLY:
                     state[name] = value
-                elif (
-                    isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == self.module
-                ):
+                elif _defined_by(value, self.module):
                     state[name] = attributes_of(value)
         return state
 
@@ -104,6 +102,11 @@ def _classes_held(table: dict[Any, Any] | list[Any] | tuple[Any, ...], module: s
     their attributes are what code creating or calling them changes (``type(self).calls += 1``)."""
     items = table.items() if type(table) is dict else enumerate(table)
     return [(k, v) for k, v in itertools.islice(items, _HANDLERS_LOOKED_AT) if _module_class(v, module)]
+
+
+def _defined_by(value: Any, module: str) -> TypeGuard[type | types.FunctionType]:
+    """Whether ``value`` is a class or a function ``module`` defines."""
+    return isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == module
 
 
 def _module_class(value: Any, module: str) -> TypeGuard[type]:
