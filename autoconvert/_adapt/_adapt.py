@@ -12,6 +12,7 @@ results go where the caller's tensors live).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
@@ -542,6 +543,8 @@ def adapt(func: Any = None, /, **options: Any) -> Any:
                 public = not name.startswith("_") or name == "__call__"  # transforms are called
                 if public and (passes_for_function(member) or isinstance(member, (classmethod, staticmethod))):
                     setattr(target, name, apply(member))
+                elif public and isinstance(member, functools.partialmethod):  # its bound arguments convert too
+                    setattr(target, name, functools.partialmethod(apply(member.func), *member.args, **member.keywords))
             return target
         if binds_arguments(target):  # its bound arguments are arguments, converted at each call
             return rebound(target, apply(target.func))
