@@ -249,7 +249,10 @@ def read_only_rejection(
     writes = compiled_rejection(error)
     if writes is None and not isinstance(error, (ValueError, TypeError)):
         return None
-    arrays = tensor_paths(inputs.params, *handed, given.instance, ARRAYS)
+    # The caller's own arrays, handed as they were (np.frombuffer's, a read-only memmap's): the
+    # refusal of a write into one is NumPy's, as without autoconvert.
+    own = {id(a) for _, a in tensor_paths(inputs.params, given.args, given.kwargs, None, ARRAYS)}
+    arrays = [(path, a) for path, a in tensor_paths(inputs.params, *handed, given.instance, ARRAYS) if id(a) not in own]
     if _has_attributes(given.instance):
         arrays += [
             (keystr("self", (GetAttrKey(name), *path)), a)
