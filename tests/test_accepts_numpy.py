@@ -173,6 +173,28 @@ def test_writing_into_a_read_only_array_raises_with_both_fixes() -> None:
     assert isinstance(info.value.__cause__, ValueError)
 
 
+def _laplace_in_place(a: np.ndarray) -> None:
+    scipy.ndimage.laplace(a, output=a)
+
+
+@pytest.mark.parametrize(
+    "write", [lambda a: a.sort(), lambda a: np.copyto(a, 1.0), _laplace_in_place], ids=["sort", "copyto", "ndimage"]
+)
+def test_a_write_into_the_callers_own_read_only_array_keeps_numpys_error(write: Any) -> None:
+    """An array the caller passed as it is (a view of bytes, a read-only memmap), not made from a
+    tensor: NumPy's refusal of a write into it stands, as without autoconvert, never a
+    ReadOnlyError whose fixes (copy=True, writeback=True) are about tensors."""
+    own = np.frombuffer(np.arange(3.0).tobytes())
+
+    @ac.accepts_numpy
+    def both(t: np.ndarray, a: np.ndarray) -> None:
+        write(a)
+
+    with pytest.raises(ValueError) as info:
+        both(torch.ones(3), own)
+    assert type(info.value) is ValueError and "read-only" in str(info.value)
+
+
 def _fill_diagonal(a: np.ndarray) -> None:
     np.fill_diagonal(a, 0.0)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import enum
 import functools
 import importlib
 import logging
@@ -606,6 +607,28 @@ def squared(k):
 STEP = 0
 
 
+class Tok:
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def enc(s):
+        return [len(s)]
+
+
+def encoding(a):
+    Tok.enc("ab").append(1)
+    return a
+
+
+@functools.lru_cache(maxsize=1)
+def latest(k):
+    return [k]
+
+
+def evicting(a):
+    latest(float(a.sum()))
+    return a * latest(-1.0)[0]
+
+
 class Counted(torch.nn.Module):
     calls = 0
 
@@ -699,6 +722,20 @@ THROUGH_OTHER_MODULES: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any
         lambda m: None,
         "Thing.count, in global Thing",
     ),
+    "a module imported in the function": (
+        lambda m: _script_function(f"def f(a):\n    import {m.__name__} as L\n    L.STEP += 1\n    return a"),
+        lambda m: None,
+        "global STEP",
+    ),
+    "a class imported from a module in the function": (
+        lambda m: _script_function(
+            f"def f(a):\n    from {m.__name__} import Thing\n    Thing.count += 1\n    return a"
+        ),
+        lambda m: None,
+        "Thing.count, in global Thing",
+    ),
+    "a cached static method's result": (lambda m: m.encoding, lambda m: None, "Tok.enc.cache['ab'], in global Tok"),
+    "a bounded cache evicting": (lambda m: m.evicting, lambda m: None, None),
     "a torch module's layer's class": (
         lambda m: _forwarding,
         lambda m: torch.nn.Sequential(m.Counted()),
@@ -724,7 +761,7 @@ def test_a_change_to_what_another_module_of_the_users_holds_is_refused(
     if change.startswith("a subclass"):
         module.Derived = type(held)
     arguments = (Batch(0),) if held is None else (Batch(0), held)
-    module.get_tok(), module.get_stats()  # the caller's cached objects, which a copy then holds
+    module.get_tok(), module.get_stats(), module.Tok.enc("ab"), module.latest(0.0)  # the caller's cached objects
     chunk = Chunk(
         made_fn(module),
         arguments,
@@ -784,3 +821,66 @@ def test_draws_from_a_global_generator_in_another_process_are_refused_but_with_s
         "seed= (each sample then draws from its own stream, the same on every runner), or run the samples "
         "sequentially (no executor) or on threads (workers=)"
     )
+
+
+def _package(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    name = f"ac_states_package_{os.getpid()}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("from . import sub\nTOTAL = 0\n")
+    (tmp_path / name / "sub.py").write_text("STEP = 0\nSEEN = []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    package = importlib.import_module(name)
+    monkeypatch.setitem(sys.modules, name, package)
+    monkeypatch.setitem(sys.modules, f"{name}.sub", package.sub)
+    return package
+
+
+@pytest.mark.parametrize(
+    ("source", "changed"),
+    [
+        ("pkg.sub.STEP += 1", "global STEP of module {}.sub"),
+        ("pkg.sub.SEEN.append(1)", "global SEEN of module {}.sub"),
+        ("pkg.TOTAL += 1", "global TOTAL of module {}"),
+    ],
+)
+def test_a_global_of_a_packages_module_changed_through_the_package_is_refused(
+    source: str, changed: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pkg.sub.STEP += 1``: a global reached through a package's modules, attribute by attribute,
+    is compared as one its code names is."""
+    package = _package(tmp_path, monkeypatch)
+    fn = _script_function(f"def f(a):\n    {source}\n    return a", pkg=package)
+    with pytest.raises(ValueError) as info:
+        _by_value_elsewhere(fn)
+    assert str(info.value).startswith(
+        f"autoconvert.batched(f): the function changed {changed.format(package.__name__)}, on a worker in another "
+    ), info.value
+
+
+class Phase(enum.Enum):
+    """An Enum whose member the function marks: pickled by its name, the caller's own where it is unpickled."""
+
+    EVAL = 1
+
+
+def _marking(a: np.ndarray, phase: Phase) -> np.ndarray:
+    phase.marks = getattr(phase, "marks", 0) + 1  # type: ignore[attr-defined]
+    return a
+
+
+@pytest.mark.parametrize("where", ["the caller's process", "another process"])
+def test_an_enum_member_is_the_callers_own_in_the_callers_process(where: str) -> None:
+    """An Enum member unpickled in the caller's process (a Dask worker there) is the caller's
+    own member: what the function sets on it is the caller's, as on threads; in another
+    process it is that process's member, and the change is refused."""
+    Phase.EVAL.marks = 0  # type: ignore[attr-defined]
+    origin = Origin(True, caller=os.getpid() if where == "the caller's process" else os.getppid())
+    chunk = Chunk(_marking, (Batch(0), Phase.EVAL), {}, 0, 2, 2, "autoconvert.batched(f)", None, origin=origin)
+    if where == "the caller's process":
+        assert len(run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])) == 2
+        assert Phase.EVAL.marks == 2  # type: ignore[attr-defined]
+        return
+    with pytest.raises(
+        ValueError, match=r"^autoconvert\.batched\(f\): the function changed Phase\.EVAL\.marks, in global Phase "
+    ):
+        run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])

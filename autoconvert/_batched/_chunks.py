@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import contextlib
 import contextvars
+import enum
 import functools
 import io
 import math
@@ -568,7 +569,7 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
         if node is not None and id(value) not in records:
             rebuilt(records, value, value)
             stack.extend((child, True) for _, child in node.items(value))
-        elif node is None and type(value) is not Batch and id(value) not in states:
+        elif node is None and type(value) is not Batch and id(value) not in states and not _callers_own(chunk, value):
             state = snapshot(value)
             if state is not None:
                 states[id(value)] = (value, state)
@@ -580,6 +581,12 @@ def _containers_in(chunk: Chunk) -> tuple[Rebuilt, list[tuple[Any, Any]], list[t
         if state is not None:
             states[id(reads)] = (reads, state)
     return records, list(held.values()), list(states.values())
+
+
+def _callers_own(chunk: Chunk, value: Any) -> bool:
+    """Whether ``value`` reached the chunk as the caller's own object, no copy: an Enum member
+    (pickled by its name) unpickled in the caller's process."""
+    return isinstance(value, enum.Enum) and os.getpid() == chunk.origin.caller
 
 
 def _written_array(value: Any) -> bool:

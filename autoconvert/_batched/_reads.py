@@ -29,6 +29,7 @@ import numpy as np
 from ._states import (
     BY_REFERENCE,
     CODE,
+    cached_function,
     captured,
     data_defaults,
     function_state,
@@ -131,6 +132,11 @@ class Attributes:
         # What it inherits of its user's bases too: type(self).hits += 1 on a subclass binds its own.
         bases = [base for base in reversed(owner.__mro__) if base is owner or _users_class(base)]
         state = {k: v for base in bases for k, v in vars(base).items() if not special(k) and not isinstance(v, CODE)}
+        # A cached static or class method's results (Tok.encode("ab").append(1)).
+        methods = (
+            (k, v) for base in bases for k, v in vars(base).items() if isinstance(v, (staticmethod, classmethod))
+        )
+        state.update((k, v.__func__) for k, v in methods if cached_function(v.__func__))
         # Outer.Inner.count: a class of its module it holds, by module, not by qualified name
         # (cloudpickle's copy of a nested class has its bare name for one).
         nested = ((k, v) for k, v in vars(owner).items() if _module_class(v, owner.__module__) and v is not owner)
@@ -305,30 +311,77 @@ def _names(
         if id(code) in seen or (namespace is not fn.__globals__ and not elsewhere):
             continue  # another module's, in the caller's process: the caller's own
         seen.add(id(code))
-        names = found.setdefault(id(namespace), (namespace, {}))[1]
-        module: dict[str, Any] | None = None  # the user's module the instruction before loaded
-        for instruction in dis.get_instructions(code):
-            name, reached = instruction.argval, _UNBOUND
-            if instruction.opname in _KEEPING_THE_MODULE:
-                continue  # othermod.STEP += 1 copies the module before its attribute is read
-            if instruction.opname in _GLOBAL_OPS:
-                value = namespace.get(name, _UNBOUND)
-                if isinstance(value, types.ModuleType):
-                    module = vars(value) if elsewhere and users_file(getattr(value, "__file__", None)) else None
-                    continue
-                if value is not _UNBOUND:
-                    names[name], reached = None, value
-            elif instruction.opname in _ATTRIBUTE_OPS and module is not None and name in module:
-                found.setdefault(id(module), (module, {}))[1][name] = None
-                reached = module[name]
-            elif instruction.opname in _ATTRIBUTE_OPS and module is not None and "__getattr__" in module:
-                reached = module["__getattr__"]  # an attribute the module makes up (PEP 562): what its code reads
-            elif isinstance(name, types.CodeType):
-                codes.append((name, namespace))
-            module = None
-            if reached is not _UNBOUND:
-                codes += _code_reached(reached)
+        codes += _names_in(code, namespace, found, elsewhere)
     return list(found.values())
+
+
+def _names_in(
+    code: types.CodeType,
+    namespace: dict[str, Any],
+    found: dict[int, tuple[dict[str, Any], dict[str, None]]],
+    elsewhere: bool,
+) -> list[tuple[types.CodeType, dict[str, Any]]]:
+    """The global names ``code`` loads, binds or deletes, added to ``found`` by namespace (and,
+    ``elsewhere``, the user's modules' attributes it reads: ``othermod.STEP += 1``, through a
+    package, ``pk.sub.STEP``, or a module imported in the function, ``import m as L``); the
+    code it reaches (nested code, what the names hold)."""
+    codes: list[tuple[types.CodeType, dict[str, Any]]] = []
+    names = found.setdefault(id(namespace), (namespace, {}))[1]
+    module: dict[str, Any] | None = None  # the user's module the instruction before left on the stack
+    importing: dict[str, Any] | None = None  # the user's module a from-import takes names of
+    aliases: dict[str, dict[str, Any]] = {}  # local names bound to the user's modules (import m as L)
+    fromlist: Any = None
+    for instruction in dis.get_instructions(code):
+        name, reached, opname = instruction.argval, _UNBOUND, instruction.opname
+        if opname in _KEEPING_THE_MODULE:
+            continue  # othermod.STEP += 1 copies the module before its attribute is read
+        if opname in _LOCAL_LOADS and name in aliases:  # a module imported in the function
+            module = aliases[name]
+            continue
+        if opname in _GLOBAL_OPS:
+            value = namespace.get(name, _UNBOUND)
+            if isinstance(value, types.ModuleType):
+                module = _users_module(elsewhere, value)
+                continue
+            if value is not _UNBOUND:
+                names[name], reached = None, value
+        elif opname == "IMPORT_NAME":  # a local import: the package itself, but for a from-import
+            imported = sys.modules.get(name if fromlist else name.partition(".")[0])
+            module = importing = _users_module(elsewhere, imported)
+            continue
+        elif opname == "IMPORT_FROM" and importing is not None and name in importing:
+            module = _users_module(elsewhere, importing[name])
+            if module is None:
+                found.setdefault(id(importing), (importing, {}))[1][name] = None
+                reached = importing[name]
+            else:
+                continue
+        elif opname in _LOCAL_STORES and module is not None:
+            aliases[name] = module
+        elif opname in _ATTRIBUTE_OPS and module is not None and name in module:
+            if _users_module(elsewhere, module[name]) is not None:  # a package's module: pk.sub.STEP += 1
+                module = _users_module(elsewhere, module[name])
+                continue
+            found.setdefault(id(module), (module, {}))[1][name] = None
+            reached = module[name]
+        elif opname in _ATTRIBUTE_OPS and module is not None and "__getattr__" in module:
+            reached = module["__getattr__"]  # an attribute the module makes up (PEP 562): what its code reads
+        elif isinstance(name, types.CodeType):
+            codes.append((name, namespace))
+        elif opname == "POP_TOP":
+            importing = None
+        fromlist = name if opname == "LOAD_CONST" else None
+        module = None
+        if reached is not _UNBOUND:
+            codes += _code_reached(reached)
+    return codes
+
+
+def _users_module(elsewhere: bool, value: Any) -> dict[str, Any] | None:
+    """A module of the user's namespace, where the function runs in another process."""
+    if elsewhere and type(value) is types.ModuleType and users_file(value.__dict__.get("__file__")):
+        return vars(value)
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -357,6 +410,9 @@ _BY_NAME = frozenset({"LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 #: those that read an attribute.
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", *_BY_NAME})
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
+#: The instructions that read or bind a local name (an alias of a module imported in the function).
+_LOCAL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"})
+_LOCAL_STORES = frozenset({"STORE_FAST", "STORE_DEREF"})
 #: The instructions between a module's load and its attribute's that leave it on top of the stack.
 _KEEPING_THE_MODULE = frozenset({"COPY", "CACHE", "EXTENDED_ARG", "NOP"})
 

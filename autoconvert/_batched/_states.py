@@ -159,8 +159,8 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             if below is not None:
                 return [".keys()", *below]
             continue
-        if key not in now:  # removed; or, where it was None, bound to code (a lazy import)
-            below = None if was == _UNSET else []
+        if key not in now:  # removed (but a cached call evicted); or, where it was None, bound to code (a lazy import)
+            below = None if was == _UNSET or before.kind is CachedResults else []
         elif type(was) is State:
             below = first_change(was, now[key])
         elif was is None or was == _UNSET or leaf(now[key]) == was or _identity_of_a_neighbour(now, key):
@@ -410,9 +410,9 @@ def held_through(value: Any) -> dict[str, Any] | None:
         return dict(value.__dict__)
     if isinstance(value, (io.StringIO, io.BytesIO)):
         return {"closed": True} if value.closed else {"getvalue()": value.getvalue(), "tell()": value.tell()}
-    if kind is _LRU_CACHE and users_function(unwrapped(value, 1)):
+    if cached_function(value):
         results = cached_results(value)
-        return None if results is None else {"cache": results}
+        return None if results is None else {"cache": CachedResults((CachedCall(k, r), r) for k, r in results.items())}
     if kind in _FRAMES:
         frame = getattr(value, _FRAMES[kind])
         return {
@@ -432,6 +432,28 @@ def holds_through(value: Any) -> bool:
 
 #: What ``functools.lru_cache`` and ``functools.cache`` wrap a function in.
 _LRU_CACHE = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def cached_function(value: Any) -> bool:
+    """Whether ``value`` is a function of the user's cached by ``functools.lru_cache`` or ``functools.cache``."""
+    return type(value) is _LRU_CACHE and users_function(unwrapped(value, 1))
+
+
+class CachedResults(dict[Any, Any]):
+    """A cached function's results by their calls: one evicted (a bounded cache) is no change."""
+
+
+class CachedCall(tuple[Any, int]):
+    """A cached call's key, told apart by its result's identity: a call evicted and computed
+    anew is another entry, its new result a cache filling. Shown as the key."""
+
+    __slots__ = ()
+
+    def __new__(cls, key: Any, result: Any) -> CachedCall:
+        return tuple.__new__(cls, (key, id(result)))
+
+    def __repr__(self) -> str:
+        return repr(self[0])
 
 
 def cached_results(wrapper: Any) -> dict[Any, Any] | None:
