@@ -568,6 +568,7 @@ def test_what_a_refused_chunk_changed_is_never_read_again_by_a_later_copy_of_the
 
 #: Another module of the user's than the function's: classes an argument brings, a cached object.
 _OTHER_MODULE = """
+import enum
 import functools
 
 import torch
@@ -605,6 +606,10 @@ def squared(k):
 
 
 STEP = 0
+
+
+class Color(enum.Enum):
+    RED = [0]
 
 
 class Tok:
@@ -884,3 +889,39 @@ def test_an_enum_member_is_the_callers_own_in_the_callers_process(where: str) ->
         ValueError, match=r"^autoconvert\.batched\(f\): the function changed Phase\.EVAL\.marks, in global Phase "
     ):
         run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
+
+
+#: A script's function changing a class of another module of the user's that its own module
+#: holds by name (imported by name, in a registry), and the change its refusal names.
+HELD_BY_NAME: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] = {
+    "a class imported by name": (
+        "def f(a):\n    Thing.count += 1\n    return a",
+        lambda m: {"Thing": m.Thing},
+        "Thing.count, in global Thing",
+    ),
+    "a class in a registry": (
+        "def f(a):\n    REG['thing'].count += 1\n    return a",
+        lambda m: {"REG": {"thing": m.Thing}},
+        "REG['thing'].count, in global REG['thing']",
+    ),
+    "an Enum member's list value": (
+        "def f(a):\n    Color.RED.value.append(1)\n    return a",
+        lambda m: {"Color": m.Color},
+        "Color.RED.value, in global Color",
+    ),
+}
+
+
+@pytest.mark.parametrize("change", HELD_BY_NAME)
+def test_a_class_of_another_module_held_by_name_is_compared(
+    change: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A class of another module of the user's, held by the function's module by name (``from
+    othermod import Thing``, a registry's value, an Enum): compared as one the module defines."""
+    module = _other_module(tmp_path, monkeypatch)
+    source, held, refusal = HELD_BY_NAME[change]
+    with pytest.raises(ValueError) as info:
+        _by_value_elsewhere(_script_function(source, **held(module)))
+    assert str(info.value).startswith(
+        f"autoconvert.batched(f): the function changed {refusal} of module __main__, on a worker in another process"
+    ), info.value

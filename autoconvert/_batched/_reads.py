@@ -62,7 +62,7 @@ class ReadGlobals:
         namespace, state = self.namespace, {}
         for name in self.names:
             value = namespace.get(name, _UNBOUND)
-            if _defined_by(value, self.module):
+            if _users_code_held(value, self.module):
                 state[name] = attributes_of(value)
             elif isinstance(value, types.MethodType) and _module_class(owner := value.__self__, self.module):
                 state[name] = attributes_of(owner)  # register = Registry.register: cls.names.append(x)
@@ -79,7 +79,7 @@ class ReadGlobals:
                     continue
                 if type(value) in REBOUND_ONLY:
                     state[name] = value
-                elif _defined_by(value, self.module):
+                elif _users_code_held(value, self.module):
                     state[name] = attributes_of(value)
         return state
 
@@ -105,14 +105,17 @@ def _classes_held(table: dict[Any, Any] | list[Any] | tuple[Any, ...], module: s
     return [(k, v) for k, v in itertools.islice(items, _HANDLERS_LOOKED_AT) if _module_class(v, module)]
 
 
-def _defined_by(value: Any, module: str) -> TypeGuard[type | types.FunctionType]:
-    """Whether ``value`` is a class or a function ``module`` defines."""
-    return isinstance(value, (type, types.FunctionType)) and getattr(value, "__module__", None) == module
+def _users_code_held(value: Any, module: str) -> TypeGuard[type | types.FunctionType]:
+    """Whether ``value`` is a class or a function ``module`` defines, or one of the user's it holds
+    (``from othermod import Counter``): compared by its own attributes."""
+    if isinstance(value, type):
+        return value.__module__ == module or _users_class(value)
+    return type(value) is types.FunctionType and (value.__module__ == module or users_function(value))
 
 
 def _module_class(value: Any, module: str) -> TypeGuard[type]:
-    """Whether ``value`` is a class of ``module`` (a class method's, bound to it)."""
-    return isinstance(value, type) and value.__module__ == module
+    """Whether ``value`` is a class of ``module``, or one of the user's it holds (a registry's)."""
+    return isinstance(value, type) and (value.__module__ == module or _users_class(value))
 
 
 class Attributes:
@@ -253,11 +256,20 @@ def class_attributes(cls: type, caller: int) -> list[Attributes]:
 
 @functools.lru_cache(maxsize=1024)
 def _users_class(cls: type) -> bool:
-    """Whether ``cls`` is a class of the user's code: by its methods' file (a script's class
-    sent by value has no module where it arrives), else by its module's."""
-    module = sys.modules.get(cls.__module__)
-    code: list[Any] = [f.__code__.co_filename for f in methods_of(cls)] or [getattr(module, "__file__", None)]
-    return users_file(code[0])
+    """Whether ``cls`` is a class of the user's code: by its own methods' file (a script's class
+    sent by value has no module where it arrives), else by its module's (an Enum, a dataclass
+    without methods of its own), else by its bases' methods'."""
+    members = (m for k, m in vars(cls).items() if not k.startswith("_"))  # a library's own (Enum's __new__) left out
+    own = [m for m in members if isinstance(m, (types.FunctionType, staticmethod, classmethod, property))]
+    files = [_file_of(own[0]) if own else None, getattr(sys.modules.get(cls.__module__), "__file__", None)]
+    files += [f.__code__.co_filename for f in methods_of(cls)[:1]]
+    return users_file(next((f for f in files if f is not None), None))
+
+
+def _file_of(member: Any) -> str | None:
+    """The file of a class member's code: a method's, a static or class method's, a property's getter's."""
+    function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+    return getattr(getattr(function, "__code__", None), "co_filename", None)
 
 
 def modules_of(classes: Any, caller: int) -> list[ReadGlobals]:

@@ -22,6 +22,7 @@ import array
 import collections
 import contextlib
 import contextvars
+import enum
 import functools
 import gc
 import inspect
@@ -341,6 +342,8 @@ def _state(value: Any) -> dict[Any, Any] | None:
         for part in ("_parameters", "_buffers", "_modules"):
             state.update(state.pop(part, {}))
         return state
+    if isinstance(value, enum.Enum):  # its value as it is read (Color.RED.value), and what code set on it
+        return {"value": value._value_, **{k: v for k, v in vars(value).items() if not k.startswith("_")}}
     if _by_reference(value):
         return None
     kind = type(value)
@@ -453,7 +456,13 @@ class CachedCall(tuple[Any, int]):
         return tuple.__new__(cls, (key, id(result)))
 
     def __repr__(self) -> str:
-        return repr(self[0])
+        key = self[0]
+        mark = next((i for i, k in enumerate(key) if type(k) is object), None) if type(key) is tuple else None
+        if mark is None:
+            return repr(key)
+        named = key[mark + 1 :]  # lru_cache's key: the arguments, a marker, then keywords and values
+        shown = [repr(a) for a in key[:mark]] + [f"{k}={v!r}" for k, v in zip(named[::2], named[1::2], strict=False)]
+        return f"({', '.join(shown)})"
 
 
 def cached_results(wrapper: Any) -> dict[Any, Any] | None:
