@@ -925,3 +925,11 @@ def test_a_class_of_another_module_held_by_name_is_compared(
     assert str(info.value).startswith(
         f"autoconvert.batched(f): the function changed {refusal} of module __main__, on a worker in another process"
     ), info.value
+
+
+def test_autoconvert_is_never_the_users_code_wherever_it_is_installed() -> None:
+    """Run from a checkout (its files outside installed packages), autoconvert's own classes and
+    modules are still no user's: never compared, so a chunk pays nothing for them."""
+    from autoconvert._batched._reads import Attributes, ReadGlobals, modules_of
+
+    assert modules_of([Attributes, ReadGlobals, Chunk, Origin], os.getppid()) == []

@@ -259,6 +259,8 @@ def _users_class(cls: type) -> bool:
     """Whether ``cls`` is a class of the user's code: by its own methods' file (a script's class
     sent by value has no module where it arrives), else by its module's (an Enum, a dataclass
     without methods of its own), else by its bases' methods'."""
+    if cls.__module__.partition(".")[0] == "autoconvert":
+        return False
     members = (m for k, m in vars(cls).items() if not k.startswith("_"))  # a library's own (Enum's __new__) left out
     own = [m for m in members if isinstance(m, (types.FunctionType, staticmethod, classmethod, property))]
     files = [_file_of(own[0]) if own else None, getattr(sys.modules.get(cls.__module__), "__file__", None)]
@@ -288,7 +290,7 @@ def modules_of(classes: Any, caller: int) -> list[ReadGlobals]:
             type(namespace) is dict
             and id(namespace) not in modules
             and namespace.get(cls.__qualname__.partition(".")[0]) is not None  # defined there, not sent by value
-            and users_file(namespace.get("__file__"))
+            and _users_class(cls)
         ):
             modules[id(namespace)] = ReadGlobals(namespace, (), True)
     return list(modules.values())
