@@ -6,6 +6,7 @@ every executor)."""
 
 from __future__ import annotations
 
+import builtins
 import collections
 import collections.abc
 import enum
@@ -18,6 +19,7 @@ import pickle
 import random
 import sys
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -570,6 +572,7 @@ def test_what_a_refused_chunk_changed_is_never_read_again_by_a_later_copy_of_the
 _OTHER_MODULE = """
 import enum
 import functools
+import typing
 
 import torch
 
@@ -610,6 +613,16 @@ STEP = 0
 
 class Color(enum.Enum):
     RED = [0]
+
+
+T = typing.TypeVar("T")
+
+
+class Box(typing.Generic[T]):
+    made = 0
+
+    def __init__(self):
+        type(self).made += 1
 
 
 class Tok:
@@ -933,3 +946,61 @@ def test_autoconvert_is_never_the_users_code_wherever_it_is_installed() -> None:
     from autoconvert._batched._reads import Attributes, ReadGlobals, modules_of
 
     assert modules_of([Attributes, ReadGlobals, Chunk, Origin], os.getppid()) == []
+
+
+#: A script's function changing what no name of its module holds as a container or an object
+#: the comparisons walk, with what its globals hold and the refusal.
+REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] = {
+    "a list added to builtins": (
+        "def f(a):\n    AC_ADDED_LOG.append(1)\n    return a",
+        lambda m: {},
+        "global AC_ADDED_LOG of module builtins",
+    ),
+    "a tensor's Python attribute": (
+        "def f(a):\n    TT.hits += 1\n    return a",
+        lambda m: {"TT": _with_hits(torch.zeros(2))},
+        "TT.hits, in global TT of module __main__",
+    ),
+    "a list a mappingproxy holds": (
+        "def f(a):\n    RO['a'].append(1)\n    return a",
+        lambda m: {"RO": types.MappingProxyType({"a": []})},
+        "RO['a'], in global RO of module __main__",
+    ),
+    "a dok_matrix's new entry": (
+        "def f(a):\n    DOK[0, 1] = 1.0\n    return a",
+        lambda m: {"DOK": pytest.importorskip("scipy.sparse").dok_matrix((1, 4))},
+        "global DOK of module __main__",
+    ),
+    "a class a typing alias stands for": (
+        "def f(a):\n    IntBox()\n    return a",
+        lambda m: {"IntBox": m.Box[int]},
+        "IntBox.__origin__.made, in global IntBox.__origin__ of module __main__",
+    ),
+    "a class a partial stands for": (
+        "def f(a):\n    make()\n    return a",
+        lambda m: {"make": functools.partial(m.Box)},
+        "make.func.made, in global make.func of module __main__",
+    ),
+}
+
+
+def _with_hits(tensor: torch.Tensor) -> torch.Tensor:
+    tensor.hits = 0  # type: ignore[attr-defined]
+    return tensor
+
+
+@pytest.mark.parametrize("change", REACHED_OTHERWISE)
+def test_a_change_reached_through_no_container_of_the_modules_is_refused(
+    change: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What builtins holds that the user's code added, a tensor's own attributes, a mappingproxy's
+    items, a dok_matrix's entries, the class a typing alias or a partial stands for: compared in
+    another process, a change refused naming it."""
+    module = _other_module(tmp_path, monkeypatch)
+    monkeypatch.setattr(builtins, "AC_ADDED_LOG", [], raising=False)
+    source, held, refusal = REACHED_OTHERWISE[change]
+    with pytest.raises(ValueError) as info:
+        _by_value_elsewhere(_script_function(source, **held(module)))
+    assert str(info.value).startswith(
+        f"autoconvert.batched(f): the function changed {refusal}, on a worker in another process"
+    ), info.value

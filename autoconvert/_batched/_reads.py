@@ -12,6 +12,7 @@ what is only added (a memo's new key, a value where there was None) is a cache f
 
 from __future__ import annotations
 
+import builtins
 import collections
 import dis
 import functools
@@ -19,6 +20,7 @@ import inspect
 import itertools
 import logging
 import os
+import re
 import sys
 import types
 import weakref
@@ -60,6 +62,7 @@ class ReadGlobals:
 
     def __getstate__(self) -> dict[str, Any]:
         namespace, state = self.namespace, {}
+        behind: dict[str, Attributes] = {}  # the classes aliases and partials stand for
         for name in self.names:
             value = namespace.get(name, _UNBOUND)
             if _users_code_held(value, self.module):
@@ -71,8 +74,9 @@ class ReadGlobals:
                 if type(value) in (dict, list, tuple):  # a registry of classes: MODELS["double"]
                     state.update((f"{name}[{k!r}]", attributes_of(c)) for k, c in _classes_held(value, self.module))
             kind = type(value)
-            if kind is not type and kind.__module__ == self.module:
+            if kind is not type and _module_class(kind, self.module):
                 state[f"type({name})"] = attributes_of(kind)  # type(obj).count += 1, a property's, a metaclass's
+            behind.update((f"{name}{at}", attributes_of(cls)) for at, cls in _classes_behind(value))
         if self.unnamed:
             for name, value in namespace.items():
                 if name in state or special(name):
@@ -81,12 +85,16 @@ class ReadGlobals:
                     state[name] = value
                 elif _users_code_held(value, self.module):
                     state[name] = attributes_of(value)
+                behind.update((f"{name}{at}", attributes_of(cls)) for at, cls in _classes_behind(value))
+        compared = {id(v) for v in state.values()}  # a class the module holds itself is named as it is
+        state.update((k, v) for k, v in behind.items() if id(v) not in compared)
         return state
 
     def reads(self, entry: str) -> bool:
         """Whether the function reads ``entry`` of the state by a name its code names (or through
         one: ``type(obj)``, ``MODELS['double']``), not one compared for what no code followed reaches."""
-        return entry in self.names or entry not in self.namespace
+        root = entry[5:-1] if entry.startswith("type(") else re.split(r"[.\[]", entry, maxsplit=1)[0]
+        return root in self.names or root not in self.namespace
 
     def place(self, name: str) -> str:
         """Where ``name`` is, for a refusal."""
@@ -103,6 +111,21 @@ def _classes_held(table: dict[Any, Any] | list[Any] | tuple[Any, ...], module: s
     their attributes are what code creating or calling them changes (``type(self).calls += 1``)."""
     items = table.items() if type(table) is dict else enumerate(table)
     return [(k, v) for k, v in itertools.islice(items, _HANDLERS_LOOKED_AT) if _module_class(v, module)]
+
+
+def _classes_behind(value: Any) -> list[tuple[str, type]]:
+    """The user's classes a value stands for without being one, each with where it holds it: a
+    partial's (``partial(Box, 3)``), a typing alias's (``Box[int]``, ``Annotated[Box, ...]``,
+    ``Optional[Box]``), whose calls make that class's objects."""
+    held: list[tuple[str, Any]]
+    if isinstance(value, functools.partial):
+        held = [(".func", value.func)]
+    elif isinstance(value, types.GenericAlias) or type(value).__module__ == "typing":
+        held = [(".__origin__", getattr(value, "__origin__", None))]
+        held += [(f".__args__[{i}]", a) for i, a in enumerate(getattr(value, "__args__", ()))]
+    else:
+        return []
+    return [(at, cls) for at, cls in held if isinstance(cls, type) and _users_class(cls)]
 
 
 def _users_code_held(value: Any, module: str) -> TypeGuard[type | types.FunctionType]:
@@ -198,7 +221,9 @@ def reads_of(fn: Any, caller: int, carried: list[Any]) -> list[Reads]:
     reads: list[Reads] = [attributes_of(fn)]
     # Its own module's whatever it names: what no code followed reaches changes there too.
     found = _names(fn, True, seeds)
-    return reads + [ReadGlobals(ns, tuple(names), True) for ns, names in found if names or ns is fn.__globals__]
+    # Every class and number of a module compared, but of builtins (what the user added there, by name).
+    found = [(ns, names) for ns, names in found if names or ns is fn.__globals__]
+    return reads + [ReadGlobals(ns, tuple(names), ns is not vars(builtins)) for ns, names in found]
 
 
 def globals_named(fn: Any) -> list[tuple[str, Any]]:
@@ -353,7 +378,7 @@ def _names_in(
             module = aliases[name]
             continue
         if opname in _GLOBAL_OPS:
-            value = namespace.get(name, _UNBOUND)
+            value = _global(namespace, name, elsewhere, found)
             if isinstance(value, types.ModuleType):
                 module = _users_module(elsewhere, value)
                 continue
@@ -424,6 +449,35 @@ _BY_NAME = frozenset({"LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 #: those that read an attribute.
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", *_BY_NAME})
 _ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
+
+
+def _global(
+    namespace: dict[str, Any], name: str, elsewhere: bool, found: dict[int, tuple[dict[str, Any], dict[str, None]]]
+) -> Any:
+    """The global ``name`` of ``namespace``; where it has none, one the user's code added to
+    builtins is found there instead (``elsewhere``), as builtins' own name."""
+    value = namespace.get(name, _UNBOUND)
+    if value is _UNBOUND and elsewhere and _added_builtin(name):
+        found.setdefault(id(vars(builtins)), (vars(builtins), {}))[1][name] = None
+    return value
+
+
+def _added_builtin(name: str) -> bool:
+    """Whether ``name`` is one the user's code added to ``builtins`` (``builtins.LOG = []``), which
+    any module's code reads as its global: data, not Python's functions, classes, constants or
+    the site's helpers (``help``, ``exit``)."""
+    value = vars(builtins).get(name, _UNBOUND)
+    return not (
+        value is _UNBOUND
+        or name.startswith("__")
+        or isinstance(value, (type, types.BuiltinFunctionType, bool))
+        or value is None
+        or value is Ellipsis
+        or value is NotImplemented
+        or type(value).__module__ == "_sitebuiltins"
+    )
+
+
 #: The instructions that read or bind a local name (an alias of a module imported in the function).
 _LOCAL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"})
 _LOCAL_STORES = frozenset({"STORE_FAST", "STORE_DEREF"})

@@ -83,7 +83,7 @@ _INSTALLED_CODE = tuple(
 #: Mappings walked key by key (an nn.Module's hooks are OrderedDicts), their subclasses too
 #: (a defaultdict, a Counter); a ``ChainMap`` by the values it reads (``cm["a"] += 1`` writes a
 #: new key into its first map, which shadows its parent's: a change of ``cm["a"]``).
-_DICTS = (dict, collections.ChainMap)
+_DICTS = (dict, collections.ChainMap, types.MappingProxyType)
 #: Sequences walked item by item (a Pipeline's steps, an ensemble's estimators), their length
 #: compared: an object inside is compared by its state, so that one keeping state to itself
 #: (a KDTree counting its queries) is not taken for changed. Their subclasses too (a log kept
@@ -95,6 +95,12 @@ _WALKED_SEQUENCES = (list, tuple, collections.deque)
 _COLLECTING = (collections.Counter, collections.defaultdict)
 #: Random generators, which move as they draw, and seed sequences, which move as they spawn.
 _RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator, np.random.SeedSequence, random.Random)
+
+
+def _collects(kind: type) -> bool:
+    """Whether a key a mapping of ``kind`` gains is a change, not a cache filling: a ``Counter``'s,
+    a ``defaultdict``'s, a SciPy ``dok_matrix``'s (its data, in a dict)."""
+    return issubclass(kind, _COLLECTING) or (issubclass(kind, dict) and kind.__module__.startswith("scipy.sparse"))
 
 
 def _random(value: Any) -> bool:
@@ -124,7 +130,8 @@ class State:
 
 def snapshot(value: Any) -> State | None:
     """``value``'s state now, where it is an object with state of its own; else None."""
-    state = _inner(value) if isinstance(value, (*_WALKED_SEQUENCES, collections.ChainMap)) else _state(value)
+    walked = (*_WALKED_SEQUENCES, collections.ChainMap, types.MappingProxyType)
+    state = _inner(value) if isinstance(value, walked) else _state(value)
     return None if state is None else State(type(value), _entries(state, {id(value)}))
 
 
@@ -143,7 +150,7 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
         now = _object_items(value) or {}
     else:
         now = dict(enumerate(value)) if sequence else value if mapping else _state(value) or {}
-    counted = sequence or (members and before.kind is not _Keys) or objects or issubclass(before.kind, _COLLECTING)
+    counted = sequence or (members and before.kind is not _Keys) or objects or _collects(before.kind)
     if counted and len(now) != len(before.entries) - (_DICT_KEYS in before.entries):  # its keys' own entry aside
         return []
     if not (sequence or mapping or members or objects):
@@ -315,6 +322,12 @@ def attributes_dropped_by_pickle(value: Any) -> bool:
 _PICKLING_METHODS = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
 
 
+def _tensor_with_attributes(value: Any) -> bool:
+    """Whether ``value`` is a tensor (a parameter) holding Python attributes of its own (``TT.hits``)."""
+    torch = sys.modules.get("torch")  # never imported here
+    return torch is not None and isinstance(value, torch.Tensor) and bool(own_dict(value))
+
+
 def _c_data(value: Any) -> bool:
     """Whether ``value`` is a ctypes array, structure or union: C data, compared by its bytes."""
     ctypes = sys.modules.get("ctypes")  # never imported here
@@ -331,6 +344,8 @@ def _state(value: Any) -> dict[Any, Any] | None:
         return through
     if attributes_dropped_by_pickle(value):  # its attributes (TAG.meta) and its data, compared as it is
         return {**vars(value), "__array__()": np.ndarray.view(value, np.ndarray)}
+    if _tensor_with_attributes(value):  # TT.hits += 1: its attributes, and its data as a tensor's
+        return {**vars(value), "data": value.detach()}
     if isinstance(value, BY_REFERENCE) or is_array(value) or type(value).__module__ == "builtins" or _c_data(value):
         return None
     torch = sys.modules.get("torch")
@@ -604,7 +619,9 @@ def _entries(state: Mapping[Any, Any], seen: set[int]) -> dict[Any, Any]:
     """``state``'s entries as they are now: dicts, lists, tuples and objects walked (each once),
     leaves as bytes."""
     entries: dict[Any, Any] = {}
-    for key, value in state.items():
+    # A dict subclass as the builtin holds it: its own items() and __iter__ may make new objects
+    # (a dok_matrix iterates its rows).
+    for key, value in dict.items(state) if isinstance(state, dict) else state.items():
         inner = _inner(value)
         if inner is not None and id(value) not in seen:
             seen.add(id(value))
@@ -629,7 +646,7 @@ def kinds_within(state: State) -> list[type]:
 
 def _object_keys(mapping: dict[Any, Any]) -> dict[int, Any]:
     """The keys of ``mapping`` that may have state of their own (see ``_may_hold_state``), by identity."""
-    return {id(k): k for k in mapping if _may_hold_state(k)}
+    return {id(k): k for k in dict.keys(mapping) if _may_hold_state(k)}
 
 
 def _may_hold_state(value: Any) -> bool:
