@@ -12,6 +12,7 @@ import collections.abc
 import enum
 import functools
 import importlib
+import itertools
 import logging
 import os
 import pathlib
@@ -625,6 +626,15 @@ class Box(typing.Generic[T]):
         type(self).made += 1
 
 
+class Plugin(Thing):
+    uses = 0
+
+
+class Acc:
+    def add(self, x, seen=[]):
+        seen.append(x)
+
+
 class Tok:
     @staticmethod
     @functools.lru_cache(maxsize=None)
@@ -975,6 +985,31 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         "def f(a):\n    IntBox()\n    return a",
         lambda m: {"IntBox": m.Box[int]},
         "IntBox.__origin__.made, in global IntBox.__origin__ of module __main__",
+    ),
+    "an itertools.count": (
+        "def f(a):\n    next(IDS)\n    return a",
+        lambda m: {"IDS": itertools.count()},
+        "IDS.position, in global IDS of module __main__",
+    ),
+    "an itertools.cycle": (
+        "def f(a):\n    next(CYC)\n    return a",
+        lambda m: {"CYC": itertools.cycle([1, 2, 3])},
+        "CYC.position, in global CYC of module __main__",
+    ),
+    "an OrderedDict reordered": (
+        "def f(a):\n    OD.move_to_end('a')\n    return a",
+        lambda m: {"OD": collections.OrderedDict(a=1, b=2)},
+        "global OD of module __main__",
+    ),
+    "a plugin, through its base's __subclasses__()": (
+        "def f(a):\n    for k in Thing.__subclasses__():\n        k.uses += 1\n    return a",
+        lambda m: {"Thing": m.Thing},
+        "Thing.__subclasses__()[0].uses, in global Thing.__subclasses__()[0] of module __main__",
+    ),
+    "a method's mutable default": (
+        "def f(a):\n    acc.add(1)\n    return a",
+        lambda m: {"acc": m.Acc()},
+        "type(acc).add.seen, in global type(acc) of module __main__",
     ),
     "a class a partial stands for": (
         "def f(a):\n    make()\n    return a",

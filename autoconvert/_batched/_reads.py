@@ -118,7 +118,10 @@ def _classes_behind(value: Any) -> list[tuple[str, type]]:
     partial's (``partial(Box, 3)``), a typing alias's (``Box[int]``, ``Annotated[Box, ...]``,
     ``Optional[Box]``), whose calls make that class's objects."""
     held: list[tuple[str, Any]]
-    if isinstance(value, functools.partial):
+    if isinstance(value, type):  # its plugins: Base.__subclasses__()
+        subclasses: list[type] = type.__subclasses__(value)
+        held = [(f".__subclasses__()[{i}]", sub) for i, sub in enumerate(subclasses)]
+    elif isinstance(value, functools.partial):
         held = [(".func", value.func)]
     elif isinstance(value, types.GenericAlias) or type(value).__module__ == "typing":
         held = [(".__origin__", getattr(value, "__origin__", None))]
@@ -158,11 +161,15 @@ class Attributes:
         # What it inherits of its user's bases too: type(self).hits += 1 on a subclass binds its own.
         bases = [base for base in reversed(owner.__mro__) if base is owner or _users_class(base)]
         state = {k: v for base in bases for k, v in vars(base).items() if not special(k) and not isinstance(v, CODE)}
-        # A cached static or class method's results (Tok.encode("ab").append(1)).
-        methods = (
-            (k, v) for base in bases for k, v in vars(base).items() if isinstance(v, (staticmethod, classmethod))
+        # A cached static or class method's results (Tok.encode("ab").append(1)); what a method
+        # holds (a mutable default, seen=[]; in a class a factory made, what its closure captured).
+        members = [(k, v) for base in bases for k, v in vars(base).items()]
+        state.update(
+            (k, v.__func__)
+            for k, v in members
+            if isinstance(v, (staticmethod, classmethod)) and cached_function(v.__func__)
         )
-        state.update((k, v.__func__) for k, v in methods if cached_function(v.__func__))
+        state.update((k, attributes_of(v)) for k, v in members if type(v) is types.FunctionType and function_state(v))
         # Outer.Inner.count: a class of its module it holds, by module, not by qualified name
         # (cloudpickle's copy of a nested class has its bare name for one).
         nested = ((k, v) for k, v in vars(owner).items() if _module_class(v, owner.__module__) and v is not owner)
@@ -327,7 +334,12 @@ def kinds_of(value: Any) -> list[type]:
     compared attributes, the classes of what its closure captured and its parameters'
     defaults hold (``def f(x, obj=models.Det())``, ``cls=models.Det``)."""
     inner = unwrapped(value, 1) if type(value).__module__.startswith("autoconvert.") else value
-    held = [value, inner]
+    attributes = own_dict(inner)  # and the classes its attributes hold (h.kind.uses += 1)
+    held = (
+        [value, inner, *(v for v in attributes.values() if isinstance(v, type))]
+        if type(attributes) is dict
+        else [value, inner]
+    )
     if type(value) is Attributes and type(value.owner) is types.FunctionType:
         fn = value.owner
         held += [*captured(fn).values(), *(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values()]

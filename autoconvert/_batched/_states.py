@@ -34,6 +34,7 @@ import sys
 import sysconfig
 import threading
 import types
+import warnings
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -153,6 +154,8 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
     counted = sequence or (members and before.kind is not _Keys) or objects or _collects(before.kind)
     if counted and len(now) != len(before.entries) - (_DICT_KEYS in before.entries):  # its keys' own entry aside
         return []
+    if issubclass(before.kind, collections.OrderedDict) and _reordered(before, now):  # move_to_end, popitem
+        return []
     if not (sequence or mapping or members or objects):
         shadowing = next((key for key in now if key not in before.entries and _class_default(before.kind, key)), None)
         if shadowing is not None:  # self.calls += 1 over the class's calls = 0: a count, no cache filling
@@ -189,6 +192,12 @@ def first_change(before: State, value: Any) -> list[KeyEntry] | None:
             )
             return [entry, *below]
     return None
+
+
+def _reordered(before: State, now: Mapping[Any, Any]) -> bool:
+    """Whether the keys an ordered mapping held before stand in another order now."""
+    was = [key for key in before.entries if key is not _DICT_KEYS and key in now]
+    return [key for key in now if key in before.entries] != was
 
 
 def _rebound(before: State, value: Any) -> bool:
@@ -431,6 +440,8 @@ def held_through(value: Any) -> dict[str, Any] | None:
     if cached_function(value):
         results = cached_results(value)
         return None if results is None else {"cache": CachedResults((CachedCall(k, r), r) for k, r in results.items())}
+    if kind.__module__ == "itertools" and hasattr(kind, "__next__"):  # count, cycle: by their position
+        return {"position": repr(_position(value))}  # one value: no path into its pickling's parts
     if kind in _FRAMES:
         frame = getattr(value, _FRAMES[kind])
         return {
@@ -446,6 +457,23 @@ def holds_through(value: Any) -> bool:
     if type(value) is types.FunctionType:
         return bool(value.__closure__) and users_function(value)
     return held_through(value) is not None
+
+
+def _position(value: Any, depth: int = 4) -> Any:
+    """Where an iterator stands, as its pickling tells it (``count(5)``; a ``cycle``'s saved
+    items and its inner iterator's index), iterators within walked ``depth`` levels down: data
+    to compare. Its ``repr`` where it no longer pickles (itertools' pickling, deprecated since
+    Python 3.12, is gone in 3.14: ``count``'s shows its position)."""
+    if depth and isinstance(value, (tuple, list)):
+        return type(value)(_position(v, depth - 1) for v in value)
+    if depth and hasattr(type(value), "__next__") and not isinstance(value, tuple(_FRAMES)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return _position(value.__reduce__(), depth - 1)
+        except Exception:  # no pickling of its own
+            return repr(value)
+    return value
 
 
 #: What ``functools.lru_cache`` and ``functools.cache`` wrap a function in.
