@@ -630,6 +630,11 @@ class Plugin(Thing):
     uses = 0
 
 
+@functools.singledispatch
+def describe(v):
+    return "any"
+
+
 class Acc:
     def add(self, x, seen=[]):
         seen.append(x)
@@ -995,6 +1000,11 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         "def f(a):\n    next(CYC)\n    return a",
         lambda m: {"CYC": itertools.cycle([1, 2, 3])},
         "CYC.position, in global CYC of module __main__",
+    ),
+    "a singledispatch function's new implementation": (
+        "def f(a):\n    describe.register(tuple, lambda v: 'tuple')\n    return a",
+        lambda m: {"describe": m.describe},
+        "describe.registry, in global describe of module __main__",
     ),
     "an OrderedDict reordered": (
         "def f(a):\n    OD.move_to_end('a')\n    return a",

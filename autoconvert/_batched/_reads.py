@@ -136,7 +136,10 @@ def _users_code_held(value: Any, module: str) -> TypeGuard[type | types.Function
     (``from othermod import Counter``): compared by its own attributes."""
     if isinstance(value, type):
         return value.__module__ == module or _users_class(value)
-    return type(value) is types.FunctionType and (value.__module__ == module or users_function(value))
+    if type(value) is not types.FunctionType:
+        return False
+    # A library's wrapper of the user's function too: a singledispatch function's registry.
+    return value.__module__ == module or users_function(value) or users_function(unwrapped(value))
 
 
 def _module_class(value: Any, module: str) -> TypeGuard[type]:

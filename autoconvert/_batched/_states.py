@@ -100,8 +100,11 @@ _RANDOM = (np.random.RandomState, np.random.Generator, np.random.BitGenerator, n
 
 def _collects(kind: type) -> bool:
     """Whether a key a mapping of ``kind`` gains is a change, not a cache filling: a ``Counter``'s,
-    a ``defaultdict``'s, a SciPy ``dok_matrix``'s (its data, in a dict)."""
-    return issubclass(kind, _COLLECTING) or (issubclass(kind, dict) and kind.__module__.startswith("scipy.sparse"))
+    a ``defaultdict``'s, a SciPy ``dok_matrix``'s (its data, in a dict), a ``mappingproxy``'s (a
+    view no code fills as a memo: a ``singledispatch`` function's ``registry`` gaining a type)."""
+    if issubclass(kind, (*_COLLECTING, types.MappingProxyType)):
+        return True
+    return issubclass(kind, dict) and kind.__module__.startswith("scipy.sparse")
 
 
 def _random(value: Any) -> bool:
