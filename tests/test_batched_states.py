@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from autoconvert._batched._chunks import Batch, Chunk, Origin, dumps, run, run_sent, sent
 from autoconvert._batched._seeds import Seeds
 from autoconvert._batched._states import users_file
+from autoconvert._errors import GetAttrKey
 
 
 class Model:
@@ -1049,3 +1050,31 @@ def test_a_change_reached_through_no_container_of_the_modules_is_refused(
     assert str(info.value).startswith(
         f"autoconvert.batched(f): the function changed {refusal}, on a worker in another process"
     ), info.value
+
+
+def test_an_iterator_over_one_that_does_not_pickle_is_compared_by_where_it_stands() -> None:
+    """An itertools iterator is compared by its position, read from its pickling; one it wraps
+    that has none (a generator) by its repr there: advancing the outer one is a change."""
+    from autoconvert._batched._states import first_change, snapshot
+
+    chained = itertools.chain(i for i in range(3))
+    before = snapshot(chained)
+    assert before is not None and first_change(before, chained) is None
+    next(chained)
+    assert first_change(before, chained) == [GetAttrKey("position")]
+
+
+def test_a_cached_call_is_named_by_its_arguments_and_keywords() -> None:
+    """A cached function's results are keyed by their calls, shown as the arguments and keywords
+    the call was made with (lru_cache's own marker between them left out)."""
+    from autoconvert._batched._states import CachedCall, cached_results
+
+    @functools.lru_cache(maxsize=4)
+    def vocabulary(name: str, lang: str = "en") -> list[str]:
+        return [name, lang]
+
+    vocabulary("a", lang="fr")
+    vocabulary("b")
+    results = cached_results(vocabulary)
+    assert results is not None
+    assert sorted(repr(CachedCall(k, r)) for k, r in results.items()) == ["'b'", "('a', lang='fr')"]
