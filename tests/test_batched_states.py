@@ -920,42 +920,6 @@ def test_an_enum_member_is_the_callers_own_in_the_callers_process(where: str) ->
         run(pickle.loads(pickle.dumps(chunk)), [np.ones((2, 3))])
 
 
-#: A script's function changing a class of another module of the user's that its own module
-#: holds by name (imported by name, in a registry), and the change its refusal names.
-HELD_BY_NAME: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] = {
-    "a class imported by name": (
-        "def f(a):\n    Thing.count += 1\n    return a",
-        lambda m: {"Thing": m.Thing},
-        "Thing.count, in global Thing",
-    ),
-    "a class in a registry": (
-        "def f(a):\n    REG['thing'].count += 1\n    return a",
-        lambda m: {"REG": {"thing": m.Thing}},
-        "REG['thing'].count, in global REG['thing']",
-    ),
-    "an Enum member's list value": (
-        "def f(a):\n    Color.RED.value.append(1)\n    return a",
-        lambda m: {"Color": m.Color},
-        "Color.RED.value, in global Color",
-    ),
-}
-
-
-@pytest.mark.parametrize("change", HELD_BY_NAME)
-def test_a_class_of_another_module_held_by_name_is_compared(
-    change: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A class of another module of the user's, held by the function's module by name (``from
-    othermod import Thing``, a registry's value, an Enum): compared as one the module defines."""
-    module = _other_module(tmp_path, monkeypatch)
-    source, held, refusal = HELD_BY_NAME[change]
-    with pytest.raises(ValueError) as info:
-        _by_value_elsewhere(_script_function(source, **held(module)))
-    assert str(info.value).startswith(
-        f"autoconvert.batched(f): the function changed {refusal} of module __main__, on a worker in another process"
-    ), info.value
-
-
 def test_autoconvert_is_never_the_users_code_wherever_it_is_installed() -> None:
     """Run from a checkout (its files outside installed packages), autoconvert's own classes and
     modules are still no user's: never compared, so a chunk pays nothing for them."""
@@ -964,9 +928,25 @@ def test_autoconvert_is_never_the_users_code_wherever_it_is_installed() -> None:
     assert modules_of([Attributes, ReadGlobals, Chunk, Origin], os.getppid()) == []
 
 
-#: A script's function changing what no name of its module holds as a container or an object
-#: the comparisons walk, with what its globals hold and the refusal.
+#: A script's function changing what its module holds only by name (a class of another module of
+#: the user's: imported by name, in a registry, an Enum) or what no container or object the
+#: comparisons walked before held, with what its globals hold and the refusal.
 REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] = {
+    "a class imported by name": (
+        "def f(a):\n    Thing.count += 1\n    return a",
+        lambda m: {"Thing": m.Thing},
+        "Thing.count, in global Thing of module __main__",
+    ),
+    "a class in a registry": (
+        "def f(a):\n    REG['thing'].count += 1\n    return a",
+        lambda m: {"REG": {"thing": m.Thing}},
+        "REG['thing'].count, in global REG['thing'] of module __main__",
+    ),
+    "an Enum member's list value": (
+        "def f(a):\n    Color.RED.value.append(1)\n    return a",
+        lambda m: {"Color": m.Color},
+        "Color.RED.value, in global Color of module __main__",
+    ),
     "a list added to builtins": (
         "def f(a):\n    AC_ADDED_LOG.append(1)\n    return a",
         lambda m: {},
@@ -1039,9 +1019,10 @@ def _with_hits(tensor: torch.Tensor) -> torch.Tensor:
 def test_a_change_reached_through_no_container_of_the_modules_is_refused(
     change: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What builtins holds that the user's code added, a tensor's own attributes, a mappingproxy's
-    items, a dok_matrix's entries, the class a typing alias or a partial stands for: compared in
-    another process, a change refused naming it."""
+    """A class of another module of the user's its module holds by name (compared as one it
+    defines), what builtins holds that the user's code added, a tensor's own attributes, a
+    mappingproxy's items, a dok_matrix's entries, an iterator's position, the class a typing
+    alias or a partial stands for: compared in another process, a change refused naming it."""
     module = _other_module(tmp_path, monkeypatch)
     monkeypatch.setattr(builtins, "AC_ADDED_LOG", [], raising=False)
     source, held, refusal = REACHED_OTHERWISE[change]
