@@ -1015,8 +1015,12 @@ def _with_hits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-# torch 2.4 and 2.5 load a pickled tensor's storage through torch.load, which warns (see above).
+# torch 2.4 and 2.5 load a pickled tensor's storage through torch.load, which warns (see above);
+# Python 3.12 and 3.13 warn as an itertools iterator is sent by value (pickled), as Dask sends it.
 @pytest.mark.filterwarnings("ignore:You are using `torch.load` with `weights_only=False`:FutureWarning")
+@pytest.mark.filterwarnings(
+    "ignore:Pickle, copy, and deepcopy support will be removed from itertools:DeprecationWarning"
+)
 @pytest.mark.parametrize("change", REACHED_OTHERWISE)
 def test_a_change_reached_through_no_container_of_the_modules_is_refused(
     change: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
