@@ -167,7 +167,8 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str,
     route = device_route(fn)
     # A partial's bound arguments are converted with the call's (once a batch, batched or not):
     # the call converting the batch is made of its function.
-    target = fn.func if binds_arguments(fn) else fn
+    binds = fn if binds_arguments(fn) else None
+    target = fn if binds is None else binds.func
     # A torchified function's host path is its converting call, as where CuPy is not installed.
     call = _converting(target.converting if isinstance(target, Routed) else target, options, name)
     raw = call.__wrapped__  # what each sample runs: fn itself, or what autoconvert wraps
@@ -182,7 +183,6 @@ def _batched(fn: Callable[..., Any], settings: BatchSettings, options: dict[str,
     if route is not None and seeds is None:  # seed= seeds NumPy's generators: the host path's
         label = f"autoconvert.batched({name})"
         on_device = OnDevice(route, function_name(fn), plan_of(call).function.removesuffix("()"), label)
-    binds = fn if binds_arguments(fn) else None
     return Batched(fn, call, settings, options, name=name, where=where, seeds=seeds, on_device=on_device, binds=binds)
 
 

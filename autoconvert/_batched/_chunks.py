@@ -851,8 +851,9 @@ def _read_only_leaves(chunk: Chunk, guarded: list[tuple[str, Any]]) -> list[tupl
     (``[SequenceKey(1), MappingKey('arr')]``)."""
     roots = _roots(chunk)
     views = {id(view) for _, view in guarded}
-    found = [([root], v) for root, v in roots if isinstance(v, np.ndarray) and not v.flags.writeable]
-    found = [(keys, v) for keys, v in found if id(v) not in views]
+    found = [
+        ([root], v) for root, v in roots if isinstance(v, np.ndarray) and not v.flags.writeable and id(v) not in views
+    ]
     seen: set[int] = set()
     stack: list[tuple[list[KeyEntry], Any]] = [([root], v) for root, v in roots]
     while stack:

@@ -135,7 +135,7 @@ def _users_code_held(value: Any, module: str) -> TypeGuard[type | types.Function
     """Whether ``value`` is a class or a function ``module`` defines, or one of the user's it holds
     (``from othermod import Counter``): compared by its own attributes."""
     if isinstance(value, type):
-        return value.__module__ == module or _users_class(value)
+        return _module_class(value, module)
     if type(value) is not types.FunctionType:
         return False
     # A library's wrapper of the user's function too: a singledispatch function's registry.
@@ -413,8 +413,9 @@ def _names_in(
         elif opname in _LOCAL_STORES and module is not None:
             aliases[name] = module
         elif opname in _ATTRIBUTE_OPS and module is not None and name in module:
-            if _users_module(elsewhere, module[name]) is not None:  # a package's module: pk.sub.STEP += 1
-                module = _users_module(elsewhere, module[name])
+            submodule = _users_module(elsewhere, module[name])
+            if submodule is not None:  # a package's module: pk.sub.STEP += 1
+                module = submodule
                 continue
             found.setdefault(id(module), (module, {}))[1][name] = None
             reached = module[name]
