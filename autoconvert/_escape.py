@@ -73,6 +73,13 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
     return _opaque_call(call, *args, **kwargs)
 
 
+def graph_break(msg: str) -> None:  # pragma: no cover - runs under dynamo
+    """One graph break, ``msg`` in the library's words, which dynamo quotes where ``fullgraph=True``
+    refuses it. dynamo reads ``msg=`` off the call without binding it: a torch whose
+    ``graph_break`` takes no message leaves it unread (this runs under dynamo alone, never by Python)."""
+    torch._dynamo.graph_break(msg=msg)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+
+
 def escape_saying(reason: str) -> Callable[..., Any]:
     """A call as ``opaque`` makes it, ``escape(call, *args)``, whose graph break dynamo refuses
     under ``fullgraph=True`` in an error quoting ``reason``, where this torch's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import pickle
 import subprocess
@@ -620,6 +621,8 @@ def test_callables_without_a_signature() -> None:
     """A C builtin has no signature: no schema for fake=, and keyword tensors stay keywords."""
     with pytest.raises(TypeError, match=r"on hypot\(\): the signature cannot be read, so no torch op"):
         ac.numpy_op(math.hypot, fake="x")
+    with pytest.raises(TypeError, match=r"on hypot\(\): the signature cannot be read, so no torch op"):
+        ac.numpy_op(functools.partial(math.hypot, 3.0), fake="x")
     hypot = ac.numpy_op(math.hypot, backward=lambda g, x, y, output: (g * x / output, g * y / output))
     x, y = torch.tensor(3.0, requires_grad=True), torch.tensor(4.0, requires_grad=True)
     with pytest.raises(ac.GradientError, match="argument y requires grad"):
@@ -635,6 +638,77 @@ def test_an_op_of_a_partial_calls_it_with_its_bound_arguments() -> None:
     with_backward(x).sum().backward()
     assert torch.equal(x.grad, torch.full((2,), 3.0, dtype=torch.float64))
     assert torch.equal(ac.numpy_op(scaled)(x.detach()), torch.full((2,), 3.0, dtype=torch.float64))
+
+
+def _scale_by(x, k):  # type: ignore[no-untyped-def]  # unannotated, as NumPy code often is
+    return x * k
+
+
+def _scale_first(k, x):  # type: ignore[no-untyped-def]
+    return x * k
+
+
+@pytest.mark.parametrize("bound", ["by keyword", "by position"])
+def test_a_number_a_partial_binds_types_its_parameter_in_the_schema(bound: str) -> None:
+    """The value a partial binds types an unannotated parameter as a default does: the torch op
+    takes a float, under torch.compile's fullgraph as eagerly, and so does the op remade from
+    its pickle. Its type was a Tensor, and dynamo raised its own error."""
+    made = functools.partial(_scale_by, k=2.0) if bound == "by keyword" else functools.partial(_scale_first, 2.0)
+    op = ac.numpy_op(made, fake="x")
+    assert "float k" in str(op.func.op._schema)
+    x = torch.tensor([1.0, 3.0])
+    for each in (op, pickle.loads(pickle.dumps(op))):
+        torch._dynamo.reset()
+        assert torch.equal(torch.compile(lambda t, op=each: op(t), fullgraph=True, backend="aot_eager")(x), 2 * x)
+    torch._dynamo.reset()
+
+
+def test_a_number_for_a_tensor_parameter_takes_one_graph_break_under_compile() -> None:
+    """A number given at the call to a parameter the schema holds a Tensor is taken eagerly and
+    refused by the registered op: under torch.compile the call runs eagerly after one graph
+    break, and fullgraph refuses it naming the parameter and the fix."""
+    op = ac.numpy_op(_scale_by, fake="x")
+    x = torch.tensor([1.0, 3.0])
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(lambda t: op(t, 3.0) + 1, backend="aot_eager")(x), 3 * x + 1)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported) as refused:
+        torch.compile(lambda t: op(t, k=3.0), fullgraph=True, backend="aot_eager")(x)
+    if "msg" in inspect.signature(torch._dynamo.graph_break).parameters:
+        assert "autoconvert: _scale_by(): argument k is a tensor in the op's schema" in str(refused.value)
+        assert "(k: float, int, bool or str)" in str(refused.value)
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(lambda t: op(t, torch.tensor(3.0)), fullgraph=True, backend="aot_eager")(x), 3 * x)
+    torch._dynamo.reset()
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "register_vmap"), reason="torch 2.4's torch.library has no vmap rules")
+@pytest.mark.parametrize("mode", ["vectorized", "sequential"])
+def test_vmap_in_a_compiled_function_runs_the_op_as_vmap_says(mode: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """Under torch.compile the registered op has a vmap rule: the NumPy forward (and backward)
+    runs once for the batch with vmap="vectorized", once per sample otherwise, as eagerly, and
+    torch has no fallback to warn about on stderr."""
+    shapes: list[Any] = []
+
+    def mul(x, w):  # type: ignore[no-untyped-def]
+        shapes.append(x.shape)
+        return x * w
+
+    def mul_backward(g, x, w, output):  # type: ignore[no-untyped-def]
+        shapes.append(("backward", x.shape))
+        return g * w, g * x
+
+    op = ac.numpy_op(mul, backward=mul_backward, vmap=mode, fake="x")
+    w, xs = torch.tensor([2.0, 3.0], dtype=torch.float64), torch.rand(4, 2, dtype=torch.float64, requires_grad=True)
+    torch._dynamo.reset()
+    mapped = torch.compile(lambda b: torch.vmap(op, in_dims=(0, None))(b, w), fullgraph=True, backend="aot_eager")(xs)
+    mapped.sum().backward()
+    calls = 1 if mode == "vectorized" else 4
+    sample = (4, 2) if mode == "vectorized" else (2,)
+    assert shapes[-2 * calls :] == [sample] * calls + [("backward", sample)] * calls
+    assert torch.equal(mapped, xs * w) and torch.equal(xs.grad, w.expand(4, 2))
+    assert "batching rule" not in capfd.readouterr().err
+    torch._dynamo.reset()
 
 
 def _product(x: np.ndarray, w: np.ndarray, scale: float = 1.0) -> np.ndarray:

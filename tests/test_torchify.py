@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pickle
 import threading
 import types
@@ -240,6 +241,24 @@ def test_a_proxy_loaded_where_its_device_is_absent_forgets_it() -> None:
 def test_options_are_checked() -> None:
     with pytest.raises(TypeError, match=r"autoconvert\.torchify\(\) got unknown option\(s\) only"):
         ac.torchify(np, only="x")
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("kind", ["a module's function with a rule", "a numpy_op", "a partial of one"])
+def test_a_torch_op_is_returned_as_it_is_its_gradient_kept(kind: str) -> None:
+    """A torch op takes tensors and gives their gradient: torchify converting them first
+    dropped the gradient, with a warning naming an internal function."""
+    op = {
+        "a module's function with a rule": ndi.gaussian_filter,
+        "a numpy_op": ac.numpy_op(np.sin, backward=lambda g, x, output: g * np.cos(x)),
+        "a partial of one": functools.partial(ndi.gaussian_filter, sigma=1.0),
+    }[kind]
+    made = ac.torchify(op)
+    assert made is op if kind != "a partial of one" else made.func is op.func and made.keywords == op.keywords
+    x = torch.rand(4, 5, dtype=torch.float64, requires_grad=True)
+    y = made(x) if kind == "a numpy_op" else made(x, sigma=1.0) if kind != "a partial of one" else made(x)
+    y.sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
 
 
 def test_instances_classes_and_views_read_naturally() -> None:

@@ -101,6 +101,8 @@ class Description:
         options: a torchified module's, class's or object's options (which have no call of
             their own).
         compiled: how its calls go under torch.compile, in words (see _trace; None: as eagerly).
+        torch_op: whether it is a torch op (numpy_op's): it takes and gives tensors, gradients
+            its own, so torchify returns it as it is.
     """
 
     converting: Any = None
@@ -111,6 +113,7 @@ class Description:
     notes: tuple[str, ...] = ()
     options: dict[str, Any] | None = None
     compiled: str | None = None
+    torch_op: bool = False
 
 
 def described(obj: Any) -> Description | None:

@@ -30,7 +30,7 @@ from autoconvert._conversions._containers import node_for, registered
 from autoconvert._conversions._devices import vote
 from autoconvert._conversions._dtypes import WIDENED, is_inexact, promote
 from autoconvert._errors import CompileWarning, KeyEntry, keystr
-from autoconvert._escape import compiling, escape_saying, opaque
+from autoconvert._escape import compiling, escape_saying, graph_break, opaque
 from autoconvert._failures._guards import Guarded
 from autoconvert._options import _config
 from autoconvert._options._options import Policy, gives_way
@@ -201,7 +201,7 @@ class Trace:
         """What dynamo inlines for a call of a plan whose calls are not traced (see ``traces``):
         one graph break, in the library's words, which dynamo quotes where ``fullgraph=True``
         refuses it; the call then runs by Python, through the escape."""
-        _graph_break(
+        graph_break(
             f"autoconvert: {self.function}: its calls under torch.compile take the escape, one graph break, the "
             f"body run eagerly: {self.why_not}. Fix: leave fullgraph off, or call it outside the compiled function"
         )
@@ -337,7 +337,7 @@ class Trace:
         what, because, fix = why
         if where is not None:  # "a tensor ..., handed as its own memory (argument a),"
             what = f"{what.rstrip(',')} (argument {where}){',' if what.endswith(',') else ''}"
-        _graph_break(
+        graph_break(
             f"autoconvert: {self.function}: a call with {what} takes the escape, one graph break, to give what "
             f"the eager call gives: {because}. Fix: {fix}, leave fullgraph off, or call it outside the compiled function"
         )
@@ -677,15 +677,8 @@ def _breaking(
     try:
         return route(*args, **kwargs)
     except Exception:
-        _graph_break(raised)
+        graph_break(raised)
         raise
-
-
-def _graph_break(msg: str) -> None:  # pragma: no cover - runs under dynamo
-    """One graph break, ``msg`` in the library's words, which dynamo quotes where ``fullgraph=True``
-    refuses it. dynamo reads ``msg=`` off the call without binding it: a torch whose
-    ``graph_break`` takes no message leaves it unread (this runs under dynamo alone, never by Python)."""
-    torch._dynamo.graph_break(msg=msg)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
 
 
 class _Handed(NamedTuple):

@@ -106,7 +106,7 @@ class _NumpyFunction(torch.autograd.Function):
     def vmap(info: Any, in_dims: tuple[Any, ...], spec: OpSpec, kwargs: dict[str, Any], *args: Any) -> Any:
         # The keyword arguments batched as the positional ones (a dict of dims of their own).
         values, dims = (kwargs, *args), in_dims[1:]
-        return _vmapped(run_op, info, dims, (spec,), values, vectorized=spec.vectorized, name=spec.name)
+        return vmapped(run_op, info, dims, (spec,), values, vectorized=spec.vectorized, name=spec.name)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> Any:
@@ -255,7 +255,7 @@ def _per_sample(
     leading batch axis (see ``_leading``); its results mirror ``tensors[mirrored]`` (a
     gradient per input, a tangent per output), per sample."""
     if not spec.vectorized:
-        return _vmapped(function, info, dims, (spec, call), tensors, vectorized=False, name=spec.name)
+        return vmapped(function, info, dims, (spec, call), tensors, vectorized=False, name=spec.name)
     leading = _leading(tensors, dims, info.batch_size)
     found = function(spec, call.unshaped(), *leading)
     shaped = tuple(shaped_as(g, a.shape) for g, a in zip(found, leading[mirrored], strict=True))
@@ -289,7 +289,7 @@ def _unbatched(dim: Any) -> bool:
     return dim is None
 
 
-def _vmapped(
+def vmapped(
     function: Any,
     info: Any,
     dims: tuple[Any, ...],

@@ -11,6 +11,7 @@ gives each tensor argument a gradient of its shape (torch.library's advice for N
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import weakref
@@ -21,6 +22,7 @@ import torch
 
 from autoconvert._errors import ConversionError, message
 
+from ._autograd import vmapped
 from ._opspec import OpSpec, inexact, no_second_derivative, placed, save, saved
 from ._schema import Schema
 
@@ -28,6 +30,8 @@ NAMESPACE = "autoconvert"
 _numbers = itertools.count()  # op names are unique in the process: lambdas and redefinitions
 _NOT_IN_NAMES = re.compile(r"\W")
 _GRADS, _OUTPUTS = "autoconvert_grads", "autoconvert_outputs"
+#: A feature read: torch 2.4's torch.library has no register_vmap.
+_REGISTERS_VMAP = hasattr(torch.library, "register_vmap")
 
 
 #: Every op's Library, kept for the life of the process. Torch keeps the Python kernels a
@@ -68,9 +72,13 @@ class Registration:
         fake_kernel = _counted(spec.name, schema.results, _trampoline(me, name, Registration.fake))
         torch.library.register_fake(f"{NAMESPACE}::{name}", fake_kernel, lib=library)
         self.forward: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # not exported in torch 2.4's stubs
+        # Else torch.vmap runs the op per sample, and torch warns it has no rule (torch takes no
+        # rule for an op with a keyword-only tensor).
+        if _REGISTERS_VMAP and not any(p.keyword_only and "Tensor" in p.type for p in schema.parameters):
+            torch.library.register_vmap(f"{NAMESPACE}::{name}", _trampoline(me, name, Registration.vmap), lib=library)
         if spec.backward is not None:
             kernel = _trampoline(me, name, Registration.backward)
-            backward = _backward_op(library, f"{name}_backward", kernel, schema, spec.name)
+            backward = _backward_op(library, f"{name}_backward", kernel, schema, spec)
             torch.library.register_autograd(
                 f"{NAMESPACE}::{name}",
                 _autograd(backward, len(spec.residuals)),
@@ -83,6 +91,19 @@ class Registration:
 
     def fake(self, *args: Any, **kwargs: Any) -> Any:
         return self.faked(*args, **kwargs)
+
+    def vmap(self, info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
+        """The op under ``torch.vmap`` (and torch.func's transforms that batch), as ``vmap=`` says:
+        once per sample, stacked, or once for the batch (see autoconvert._numpy_op._autograd)."""
+        return vmapped(
+            functools.partial(self.forward, **kwargs),
+            info,
+            in_dims,
+            (),
+            args,
+            vectorized=self.spec.vectorized,
+            name=self.spec.name,
+        )
 
     def backward(self, grads: list[torch.Tensor], outputs: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         """The NumPy backward's gradients, one tensor per tensor argument, in order."""
@@ -113,7 +134,7 @@ def _trampoline(owner: weakref.ref[Registration], name: str, method: Callable[..
 
 
 def _backward_op(
-    library: torch.library.Library, name: str, kernel: Callable[..., Any], schema: Schema, function: str
+    library: torch.library.Library, name: str, kernel: Callable[..., Any], schema: Schema, spec: OpSpec
 ) -> Callable[..., Any]:
     """The NumPy backward as an op: gradients for the tensor arguments, in order."""
     library.define(f"{name}(Tensor[] {_GRADS}, Tensor[] {_OUTPUTS}, {schema.arguments()}) -> Tensor[]")  # type: ignore[no-untyped-call]
@@ -122,11 +143,20 @@ def _backward_op(
         return [torch.empty_like(a) for a in args if isinstance(a, torch.Tensor)]
 
     def once(ctx: Any, *grads: Any) -> Any:
-        raise no_second_derivative(function)
+        raise no_second_derivative(spec.name)
+
+    def vmap(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
+        """Per-sample gradients as the forward runs under vmap (``vmap(grad(op))``)."""
+        found, dims = vmapped(
+            lambda *a: tuple(op(*a, **kwargs)), info, in_dims, (), args, vectorized=spec.vectorized, name=spec.name
+        )
+        return list(found), list(dims)
 
     library.impl(name, kernel, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=library)
     torch.library.register_autograd(f"{NAMESPACE}::{name}", once, lib=library)
+    if _REGISTERS_VMAP:
+        torch.library.register_vmap(f"{NAMESPACE}::{name}", vmap, lib=library)
     op: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # as above
     return op
 

@@ -25,7 +25,7 @@ from autoconvert._conversions._memory import transforming, untracked, untransfor
 from autoconvert._conversions._tree import Mapper, keep
 from autoconvert._decorators._decorators import replanned, wrap_pair
 from autoconvert._errors import ConversionError, GradientError, keystr, message
-from autoconvert._escape import compiling, opaque, tracing
+from autoconvert._escape import compiling, graph_break, opaque, tracing
 from autoconvert._failures._guards import guarded
 from autoconvert._failures._traceback import filter_traceback
 from autoconvert._gradients._catalogue import hand_down, rule_for
@@ -53,7 +53,7 @@ from autoconvert._spec._signature import TENSORS, function_name, record, unfitti
 from ._autograd import apply_op, apply_traced, dual, wants_grad
 from ._library import Registration
 from ._opspec import OpSpec
-from ._schema import Schema, SchemaError, schema_of
+from ._schema import Schema, SchemaError, bound_types, schema_of
 
 P = ParamSpec("P")
 R_co = TypeVar("R_co", covariant=True)
@@ -196,12 +196,17 @@ def numpy_op(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     if fn is None:
         return lambda f: numpy_op(f, **checked)
     check_callable(fn, "numpy_op")
+    return _op_of(fn, checked, {})
+
+
+def _op_of(fn: Callable[..., Any], checked: dict[str, Any], bound: dict[str, str]) -> Any:
+    """numpy_op's product; ``bound``: the schema types of what partials around ``fn`` bind."""
     if binds_arguments(fn):  # its bound arguments are the op's arguments: its backward and jvp get them
-        return rebound(fn, numpy_op(fn.func, **checked))
+        return rebound(fn, _op_of(fn.func, checked, {**bound_types(fn), **bound}))
     settings, sides = settings_of(OpSettings, checked)
     if compiling():  # pragma: no cover - made inside a compiled function: dynamo cannot trace the frame walk
-        return opaque(_make_op, fn, settings, sides, None)
-    return _make_op(fn, settings, sides, calling_module())
+        return opaque(_make_op, fn, settings, sides, None, bound=bound)
+    return _make_op(fn, settings, sides, calling_module(), bound=bound)
 
 
 class OpPlan(Plan):
@@ -219,10 +224,17 @@ class OpPlan(Plan):
 
 
 def _make_op(
-    fn: Callable[..., Any], settings: OpSettings, checked: dict[str, Any], home: str | None, forward: Any = None
+    fn: Callable[..., Any],
+    settings: OpSettings,
+    checked: dict[str, Any],
+    home: str | None,
+    *,
+    forward: Any = None,
+    bound: dict[str, str] | None = None,
 ) -> Any:
     """An ``_Op`` around the eager and registered forms; ``checked``: the options of its sides;
-    ``forward``: the converting pair it runs (None: made here, as numpy_op's options say)."""
+    ``forward``: the converting pair it runs (None: made here, as numpy_op's options say);
+    ``bound``: the schema types of what a partial around it binds (see ``bound_types``)."""
     backward, fake, jvp = settings.backward, settings.fake, settings.jvp
     policy = policy_of("numpy_op", {}, checked)  # outside any config block: what the op registers
     mutates = gives_way("numpy_op's pure op", policy)  # its writes reach the caller's tensors
@@ -245,7 +257,7 @@ def _make_op(
         run = guarded(fn, rule is not None and policy.retries_with_copies())
         forward = replanned(wrap_pair(run, checked if backward is None else {**checked, "grad": "detach"}), OpPlan)
     registered: Registration | None = None  # the op's registrations live as long as it does
-    schema = None if fake is None else _schema(fn, name, fake, backward is not None)
+    schema = None if fake is None else _schema(fn, name, fake, backward is not None, bound)
     spec = OpSpec(
         forward,
         backward,
@@ -264,12 +276,7 @@ def _make_op(
 
     def call(_op: _Op, *args: Any, **kwargs: Any) -> Any:  # the op's __call__
         if tracing():  # pragma: no cover - runs under dynamo, unseen by coverage
-            if registered is None:  # dynamo must not trace the NumPy body: a graph break, outside any try
-                result = opaque(apply_traced, spec, kwargs, *args)
-                return result if returned is None else returned(result)
-            if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
-                args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
-            result = registered.forward(*args, **kwargs)
+            result = _traced(spec, registered, name, args, kwargs)
             return result if returned is None else returned(result)
         try:  # the boundary where autoconvert's errors leave (see _traceback)
             level = transforming()
@@ -308,13 +315,34 @@ def _make_op(
             raise
         return result if returned is None else returned(result)
 
-    op = _Op.made(call, fn, (fn, settings, checked), home)
+    op = _Op.made(call, fn, (fn, settings, checked, bound), home)
     op._forward, op._rule = forward, rule  # what autoconvert.explain shows
     if fake is not None:
         assert schema is not None  # made with a fake
         registered = _registered(spec, schema, fake, mutates, policy)
         op.op = registered.forward
     return op
+
+
+def _traced(  # pragma: no cover - runs under dynamo, unseen by coverage
+    spec: OpSpec, registered: Registration | None, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A call under a tracer: the registered op, one node of the graph; without one, or given a
+    value it refuses, the escape (dynamo must not trace the NumPy body), outside any try."""
+    if registered is None:
+        return opaque(apply_traced, spec, kwargs, *args)
+    misfit = registered.schema.misfit(args, kwargs)
+    if misfit is not None:  # a value the eager call takes and the registered op refuses
+        graph_break(
+            f"autoconvert: {name}: argument {misfit} is a tensor in the op's schema (an unannotated parameter "
+            "without a default) and was given something else, which the registered op refuses: the call takes "
+            "the escape, one graph break, the body run eagerly. Fix: annotate the parameter with the type it takes "
+            f"({misfit}: float, int, bool or str), pass a tensor, or leave fullgraph off"
+        )
+        return opaque(apply_traced, spec, kwargs, *args)
+    if spec.backward is None:  # no gradient can flow; eagerly, grad= says so
+        args, kwargs = _detached(args), dict(zip(kwargs, _detached(kwargs.values()), strict=True))
+    return registered.forward(*args, **kwargs)
 
 
 def _registered(spec: OpSpec, schema: Schema, fake: Fake, mutates: bool, policy: Policy) -> Registration:
@@ -335,7 +363,7 @@ class _Op:
         op: Any
         __call__: Callable[..., Any]  # each op's own class sets it: see made()
         __wrapped__: Callable[..., Any]
-        _recipe: tuple[Any, OpSettings, dict[str, Any]]
+        _recipe: tuple[Any, OpSettings, dict[str, Any], dict[str, str] | None]
         _forward: Any  # the NumPy pair each eager call without a graph runs
         _rule: Any  # the catalogue's rule it differentiates with (autoconvert._gradients), or None
         _home: str | None
@@ -414,7 +442,9 @@ class _Op:
             if own.fake is not None
             else "each call is one graph break, the op run eagerly: pass fake= to make it one node of the graph"
         )
-        return dataclasses.replace(inner, made_by="numpy_op() around ", notes=(*inner.notes, *notes), compiled=compiled)
+        return dataclasses.replace(
+            inner, made_by="numpy_op() around ", notes=(*inner.notes, *notes), compiled=compiled, torch_op=True
+        )
 
     def __repr__(self) -> str:
         return f"<numpy_op {function_name(self.__wrapped__)}>"
@@ -530,11 +560,13 @@ def _ruled(fn: Any, converting: Any, options: dict[str, Any]) -> Any:
 hand_down(_ruled)
 
 
-def _remake(fn: Any, settings: OpSettings, checked: dict[str, Any]) -> Any:
-    return _make_op(fn, settings, checked, None)
+def _remake(fn: Any, settings: OpSettings, checked: dict[str, Any], bound: dict[str, str] | None) -> Any:
+    return _make_op(fn, settings, checked, None, bound=bound)
 
 
-def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool) -> Schema:
+def _schema(
+    fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool, bound: dict[str, str] | None
+) -> Schema:
     """``fn``'s schema, or a TypeError that says what to change."""
     names = (fake,) if isinstance(fake, str) else fake
     try:
@@ -545,7 +577,7 @@ def _schema(fn: Callable[..., Any], name: str, fake: Fake, differentiable: bool)
                 repr(fake),
                 'pass e.g. fake="x" for results shaped like argument x',
             )
-        schema = schema_of(fn, None if callable(names) else len(names))
+        schema = schema_of(fn, None if callable(names) else len(names), bound)
         for n in () if callable(names) else names:
             schema.place(n)
         for p in schema.parameters:

@@ -4,7 +4,8 @@ A registered op needs a type for every parameter and a count of results. NumPy c
 annotates arrays as ``np.ndarray`` or ``npt.NDArray[...]``: those become ``Tensor``; numbers,
 bools and strings keep their types; ``X | None`` becomes ``X?`` and ``list[X]`` ``X[]``. An
 unannotated parameter takes its default's type, and is a ``Tensor`` without a default, the
-common case in NumPy code. A ufunc takes ``nin`` tensors and gives ``nout``.
+common case in NumPy code, or the type of the value a ``functools.partial`` binds to it. A
+ufunc takes ``nin`` tensors and gives ``nout``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import inspect
 import json
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -65,6 +66,20 @@ class Schema(NamedTuple):
     def returns(self) -> str:
         return "Tensor" if self.results == 1 else "(" + ", ".join(["Tensor"] * self.results) + ")"
 
+    def misfit(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> str | None:  # pragma: no cover - runs under dynamo
+        """The name of the first argument that is not a tensor where the schema holds one (a
+        number given to an unannotated parameter, which an eager call takes and a registered op
+        refuses)."""
+        given = [*zip(self.parameters, args, strict=False)]
+        given += [(p, kwargs[p.name]) for p in self.parameters if p.name in kwargs]
+        for p, value in given:
+            left_out = value is None and p.type == "Tensor?"
+            if p.type in ("Tensor", "Tensor?") and not left_out and not isinstance(value, torch.Tensor):
+                return p.name
+        return None
+
     def place(self, name: str) -> int | str:
         """Where parameter ``name`` arrives in a kernel: its position, or its keyword."""
         for i, p in enumerate(self.parameters):
@@ -74,8 +89,9 @@ class Schema(NamedTuple):
         raise SchemaError("fake=", "names no parameter", repr(name), f"name one of: {names}")
 
 
-def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
-    """The schema of ``fn``; ``declared_results`` counts results when its return is unannotated.
+def schema_of(fn: Callable[..., Any], declared_results: int | None, bound: Mapping[str, str] | None = None) -> Schema:
+    """The schema of ``fn``; ``declared_results`` counts results when its return is unannotated;
+    ``bound``: the types of the values a partial of ``fn`` binds (see ``bound_types``).
     A function wrapping a ufunc (``functools.wraps``, as SciPy's array API mode wraps each of
     ``scipy.special``'s) has the ufunc's: its signature's keywords are the ufunc's options."""
     inner = inspect.unwrap(fn)
@@ -95,6 +111,8 @@ def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise SchemaError(where, "has no fixed type", str(p), "wrap the function in a def with named parameters")
         type_ = _parameter_type(p.annotation, p.default)
+        if bound and p.name in bound and p.annotation is _EMPTY and p.default is _EMPTY:
+            type_ = bound[p.name]
         if type_ is None:
             raise SchemaError(where, "has a type no schema holds", _shown(p.annotation, p.default), _TYPES_FIX)
         if p.default is not _EMPTY and p.default is not None and "Tensor" in type_:
@@ -109,6 +127,16 @@ def schema_of(fn: Callable[..., Any], declared_results: int | None) -> Schema:
             "annotate -> np.ndarray, or -> tuple[np.ndarray, np.ndarray] for two results",
         )
     return Schema(tuple(parameters), results or declared_results or 1)
+
+
+def bound_types(partial: Any) -> dict[str, str]:
+    """The schema types of the numbers, flags and strings a ``functools.partial`` binds, by
+    the parameter they go to: a bound value types an unannotated parameter as a default does."""
+    try:
+        bound = inspect.signature(partial.func).bind_partial(*partial.args, **partial.keywords).arguments
+    except Exception:  # no signature (an object computing one may raise anything), or one the partial does not fit
+        return {}
+    return {name: _SCALARS[type(value)] for name, value in bound.items() if type(value) in _SCALARS}
 
 
 def ufunc_inputs(fn: np.ufunc) -> list[str]:

@@ -24,7 +24,7 @@ from autoconvert._conversions._tree import StandIn
 from autoconvert._decorators._decorators import wrap_pair
 from autoconvert._gradients._catalogue import builder_for, differentiable
 from autoconvert._interpreter._plan import Plan
-from autoconvert._interpreter._routes import Description, Route, Routed
+from autoconvert._interpreter._routes import Description, Route, Routed, described
 from autoconvert._options._options import (
     DEFAULTS,
     PAIR_DEFAULTS,
@@ -81,7 +81,9 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
         itself returns the proxy, so ``fit(...).predict(...)`` chains), array attributes
         read back as tensors on the device of the tensors most recently passed to it (torch's
         default device before any), as do results of methods called without tensors, and
-        ``proxy.__wrapped__`` is the original object.
+        ``proxy.__wrapped__`` is the original object. What already takes tensors, a torchified
+        module, class or object, or a torch op ``numpy_op`` made (a torchified module's function
+        with a gradient rule is one), is returned as it is, its gradient kept.
 
     Example:
         >>> import scipy.ndimage, torch, autoconvert as ac
@@ -90,7 +92,7 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
         tensor([0.3333, 1.0000, 2.0000, 3.0000, 3.6667], dtype=torch.float64)
     """
     own, checked = settings_of(TorchifySettings, validate(options, "torchify"))
-    if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)):
+    if isinstance(target, (TorchifiedModule, TorchifiedClass, TorchifiedObject)) or _torch_op(target):
         return target
     if binds_arguments(target):  # its bound arguments are arguments, converted at each call
         return rebound(target, torchify(target.func, **options))
@@ -110,13 +112,20 @@ def torchify(target: Any, **options: Unpack[TorchifyOptions]) -> Any:
     return proxy(target, checked, None)
 
 
+def _torch_op(target: Any) -> bool:
+    """Whether ``target`` is a torch op numpy_op made (a torchified module's function with a
+    gradient rule is one): it takes tensors, and converting them first would drop its gradient."""
+    description = described(target)
+    return description is not None and description.torch_op
+
+
 def class_view(cls: type, options: dict[str, Any], native: str | bool, adapter: Adapter) -> TorchifiedClass:
     """The torchified class ``cls``, taking its library's own torch path where ``native``
     asks and that path is on (see _native.Natively)."""
     off = adapter.torch_mode()
     natively = None if native is False or off is not None else Natively(cls, options, native)
     if natively is not None:
-        return TorchifiedClass(cls, options, natively)
+        return TorchifiedClass(cls, options, natively, builder=_builder(cls, options))
     plans = functools.partial(_class_function_plan, cls, adapter, native, off)
     kept = functools.partial(_method_kept, cls, adapter, native, off)
     return TorchifiedClass(cls, options, None, plans, kept, builder=_builder(cls, options))
