@@ -574,6 +574,7 @@ def test_what_a_refused_chunk_changed_is_never_read_again_by_a_later_copy_of_the
 _OTHER_MODULE = """
 import enum
 import functools
+import itertools
 import typing
 
 import torch
@@ -611,6 +612,8 @@ def squared(k):
 
 
 STEP = 0
+PAIRS = itertools.pairwise(range(9))
+EVENS = filter(lambda v: v % 2 == 0, range(99))
 
 
 class Color(enum.Enum):
@@ -982,6 +985,31 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         lambda m: {"CYC": itertools.cycle([1, 2, 3])},
         "CYC.position, in global CYC of module __main__",
     ),
+    "a map over a lambda": (
+        "def f(a):\n    next(SCALED)\n    return a",
+        lambda m: {"SCALED": map(lambda v: v * 2, range(9))},  # noqa: C417 - a map object, as written in pipelines
+        "SCALED.position, in global SCALED of module __main__",
+    ),
+    "a list's iterator": (
+        "def f(a):\n    next(QUEUE)\n    return a",
+        lambda m: {"QUEUE": iter([3, 1, 2])},
+        "QUEUE.position, in global QUEUE of module __main__",
+    ),
+    "a starmap over a zip": (
+        "def f(a):\n    next(POWERS)\n    return a",
+        lambda m: {"POWERS": itertools.starmap(pow, zip(range(9), itertools.repeat(2)))},  # noqa: RUF058
+        "POWERS.position, in global POWERS of module __main__",
+    ),
+    "another module's filter over a lambda": (
+        "def f(a):\n    next(other.EVENS)\n    return a",
+        lambda m: {"other": m},
+        "EVENS.position, in global EVENS of module {other}",
+    ),
+    "another module's pairwise, which does not pickle": (
+        "def f(a):\n    next(other.PAIRS)\n    return a",
+        lambda m: {"other": m},
+        "PAIRS.position, in global PAIRS of module {other}",
+    ),
     "a singledispatch function's new implementation": (
         "def f(a):\n    describe.register(tuple, lambda v: 'tuple')\n    return a",
         lambda m: {"describe": m.describe},
@@ -1034,21 +1062,63 @@ def test_a_change_reached_through_no_container_of_the_modules_is_refused(
     source, held, refusal = REACHED_OTHERWISE[change]
     with pytest.raises(ValueError) as info:
         _by_value_elsewhere(_script_function(source, **held(module)))
+    named = refusal.replace("{other}", module.__name__)
     assert str(info.value).startswith(
-        f"autoconvert.batched(f): the function changed {refusal}, on a worker in another process"
+        f"autoconvert.batched(f): the function changed {named}, on a worker in another process"
     ), info.value
 
 
-def test_an_iterator_over_one_that_does_not_pickle_is_compared_by_where_it_stands() -> None:
-    """An itertools iterator is compared by its position, read from its pickling; one it wraps
-    that has none (a generator) by its repr there: advancing the outer one is a change."""
+#: Iterators an argument may be, each advanced as the function takes its next item.
+ITERATORS: dict[str, Callable[[], Any]] = {
+    "a map over a lambda": lambda: map(lambda v: v * 2, range(9)),  # noqa: C417 - a map object
+    "a filter": lambda: filter(None, range(1, 9)),
+    "a list's iterator": lambda: iter([3, 1, 2]),
+    "a dict's iterator": lambda: iter(dict.fromkeys("abc")),
+    "a string's iterator": lambda: iter("abc"),
+    "a range's iterator": lambda: iter(range(9)),
+    "reversed": lambda: reversed([3, 1, 2]),
+    "an enumerate": lambda: enumerate("abc"),
+    "a zip": lambda: zip("abc", range(3), strict=True),
+    "iter(callable, sentinel)": lambda: iter(itertools.count().__next__, -1),
+    "an itertools.count": itertools.count,
+    "a starmap over a zip": lambda: itertools.starmap(pow, zip(range(9), itertools.repeat(2))),  # noqa: RUF058
+}
+
+
+def _advancing(a: np.ndarray, it: Any) -> np.ndarray:
+    next(it)
+    return a
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Pickle, copy, and deepcopy support will be removed from itertools:DeprecationWarning"
+)
+@pytest.mark.parametrize("kind", ITERATORS)
+def test_an_iterator_argument_a_copy_advances_is_refused(kind: str) -> None:
+    """An iterator handed to the function moves as it takes items: sequentially the caller's
+    does; a copy's moving, on a worker in another process or in the caller's, is refused naming
+    it (its position; ``iter(f, sentinel)``'s by its callable's)."""
+    for elsewhere in (True, False):
+        chunk = Chunk(_advancing, (Batch(0), ITERATORS[kind]()), {}, 0, 2, 2, "autoconvert.batched(f)", None)
+        if elsewhere:
+            chunk = chunk._replace(origin=Origin(True, caller=os.getppid()))
+        with pytest.raises(
+            ValueError, match=r"the function changed it\.(position|__call__\.__self__\.position), in argument it, "
+        ):
+            run(pickle.loads(dumps(chunk, by_value=True)), [np.ones((2, 3))])
+
+
+@pytest.mark.parametrize("make", [itertools.chain, functools.partial(map, str)])
+def test_an_iterator_over_one_that_does_not_pickle_is_compared_by_where_it_stands(make: Callable[..., Any]) -> None:
+    """An iterator is compared by its position, read from its pickling; one it wraps that has
+    none (a generator) by its frame: advancing the outer one is a change."""
     from autoconvert._batched._states import first_change, snapshot
 
-    chained = itertools.chain(i for i in range(3))
-    before = snapshot(chained)
-    assert before is not None and first_change(before, chained) is None
-    next(chained)
-    assert first_change(before, chained) == [GetAttrKey("position")]
+    outer = make(i for i in range(3))
+    before = snapshot(outer)
+    assert before is not None and first_change(before, outer) is None
+    next(outer)
+    assert first_change(before, outer) == [GetAttrKey("position")]
 
 
 def test_a_cached_call_is_named_by_its_arguments_and_keywords() -> None:

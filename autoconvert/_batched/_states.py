@@ -443,14 +443,17 @@ def held_through(value: Any) -> dict[str, Any] | None:
     if cached_function(value):
         results = cached_results(value)
         return None if results is None else {"cache": CachedResults((CachedCall(k, r), r) for k, r in results.items())}
-    if kind.__module__ == "itertools" and hasattr(kind, "__next__"):  # count, cycle: by their position
-        return {"position": repr(_position(value))}  # one value: no path into its pickling's parts
     if kind in _FRAMES:
         frame = getattr(value, _FRAMES[kind])
         return {
             "position": None if frame is None else frame.f_lasti,
             "locals": {} if frame is None else dict(frame.f_locals),
         }
+    if kind.__module__ in ("itertools", "builtins") and hasattr(kind, "__next__"):  # count, a map, a list's iterator
+        # By its position: one value, no path into its pickling's parts. ``iter(f, sentinel)``
+        # moves as ``f`` does: ``f`` by its own state.
+        moved = {"position": repr(_position(value))}
+        return {**moved, "__call__": value.__reduce__()[1][0]} if kind is _CALLING_ITERATOR else moved
     return None
 
 
@@ -462,21 +465,38 @@ def holds_through(value: Any) -> bool:
     return held_through(value) is not None
 
 
-def _position(value: Any, depth: int = 4) -> Any:
-    """Where an iterator stands, as its pickling tells it (``count(5)``; a ``cycle``'s saved
-    items and its inner iterator's index), iterators within walked ``depth`` levels down: data
-    to compare. Its ``repr`` where it no longer pickles (itertools' pickling, deprecated since
-    Python 3.12, is gone in 3.14: ``count``'s shows its position)."""
-    if depth and isinstance(value, (tuple, list)):
-        return type(value)(_position(v, depth - 1) for v in value)
-    if depth and hasattr(type(value), "__next__") and not isinstance(value, tuple(_FRAMES)):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                return _position(value.__reduce__(), depth - 1)
-        except Exception:  # no pickling of its own
-            return repr(value)
-    return value
+def _position(value: Any, depth: int = 8) -> Any:
+    """Where an iterator stands, as its pickling's parts tell it (``count(5)``'s number, a list
+    iterator's index, what is left of a dict's, a ``cycle``'s saved items), iterators among
+    them and a generator's frame walked ``depth`` levels down: data to compare. A collection
+    among them by its length (how much is left, or saved), not by its items. One that does not
+    pickle (``pairwise``, and itertools' from Python 3.14, whose pickling 3.12 deprecates) by
+    its ``repr`` (``count``'s shows its position) and what it holds (``gc.get_referents``)."""
+    kind = type(value)
+    if kind in _SIZED:
+        return kind.__name__, len(value)
+    if not depth:
+        return value
+    if kind in _FRAMES:
+        frame = getattr(value, _FRAMES[kind])
+        return None if frame is None else (frame.f_lasti, *(_position(v, depth - 1) for v in frame.f_locals.values()))
+    if not hasattr(kind, "__next__"):
+        return value
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            reduced = value.__reduce__()
+        state = reduced[2] if len(reduced) > 2 else ()
+        parts = (*reduced[1], *(state if type(state) is tuple else (state,)))  # its arguments and state, not its maker
+    except Exception:  # no pickling of its own
+        parts = (repr(value), *gc.get_referents(value))
+    return tuple(_position(part, depth - 1) for part in parts)
+
+
+#: Collections an iterator's position holds by their length.
+_SIZED = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray, collections.deque})
+#: ``iter(callable, sentinel)``'s iterator.
+_CALLING_ITERATOR = type(iter(int, 0))
 
 
 #: What ``functools.lru_cache`` and ``functools.cache`` wrap a function in.
