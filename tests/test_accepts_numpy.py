@@ -888,6 +888,31 @@ class TestCheckWrites:
         ac.accepts_numpy(self.preprocess)(img)
         assert img.tolist() == [1.0, 1.0]
 
+    @pytest.mark.parametrize("guard", ["none", "check_writes", "copy"])
+    def test_ufunc_at_goes_around_the_flag_and_check_writes_or_copy_stop_it(self, guard: str) -> None:
+        """NumPy's own ``np.add.at`` writes into a read-only 1-d array (the documented limit): the
+        caller's tensor changes unless check_writes puts it back (raising) or copy=True hands a copy.
+        A NumPy that refuses the write raises autoconvert's ReadOnlyError in every case."""
+
+        def histogram(bins: np.ndarray) -> Any:
+            np.add.at(bins, [0, 0, 1], 1.0)
+            return bins.sum()
+
+        decorated = ac.accepts_numpy(histogram, check_writes=guard == "check_writes", copy=guard == "copy" or None)
+        counts, flagged = torch.zeros(3), np.zeros(3)
+        flagged.flags.writeable = False
+        try:
+            np.add.at(flagged, [0], 1.0)
+            honoured = False
+        except ValueError:  # a NumPy whose ufunc.at honours the flag
+            honoured = True
+        if guard == "check_writes" or (honoured and guard == "none"):
+            with pytest.raises(ac.ReadOnlyError):
+                decorated(counts)
+        else:
+            assert float(decorated(counts)) == 3.0
+        assert counts.tolist() == ([2.0, 1.0, 0.0] if guard == "none" and not honoured else [0.0, 0.0, 0.0])
+
     def test_check_writes_puts_the_values_back_and_names_the_argument(self) -> None:
         batch = {"img": torch.full((2,), 255.0), "ids": torch.arange(2)}
 

@@ -209,6 +209,33 @@ def test_a_declared_classmethod_makes_an_object_whose_methods_keep_the_gradient(
 
 
 @in_mode
+@pytest.mark.filterwarnings("error::autoconvert.GradientWarning")
+@pytest.mark.parametrize("kind", ["CubicSpline", "interp1d", "RegularGridInterpolator"])
+def test_in_the_mode_an_interpolator_the_catalogue_has_keeps_its_gradients(kind: str) -> None:
+    """The catalogue's interpolators built through a module torchified with native="auto": where
+    SciPy takes no torch path of its own for them, they are built as with native=False, their
+    calls keeping the gradient of the values they were built from and of the points."""
+    knots = torch.linspace(0, 3, 7, dtype=torch.float64)
+    at = torch.tensor([0.3, 1.1, 2.9], dtype=torch.float64)
+
+    def read(values: torch.Tensor, points: torch.Tensor, native: str | bool) -> torch.Tensor:
+        interpolate = ac.torchify(scipy.interpolate, native=native)
+        if kind == "RegularGridInterpolator":
+            return interpolate.RegularGridInterpolator((knots,), values)(points[:, None])
+        made = interpolate.CubicSpline(knots, values) if kind == "CubicSpline" else interpolate.interp1d(knots, values)
+        return made(points)  # type: ignore[no-any-return]
+
+    got, expected = [], []
+    for native, found in (("auto", got), (False, expected)):
+        values, points = torch.sin(knots).requires_grad_(), at.clone().requires_grad_()
+        result = read(values, points, native)
+        result.sum().backward()
+        found += [result.detach(), values.grad, points.grad]
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@in_mode
 def test_explain_says_which_path_a_classmethod_and_a_method_take_and_stats_count_them() -> None:
     view = ac.torchify(scipy.spatial.transform)
     rotation = view.Rotation.from_euler("z", torch.tensor([0.5], dtype=torch.float64))

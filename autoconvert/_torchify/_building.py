@@ -136,9 +136,12 @@ class Builder:
         if self.grad != "detach":
             say_dropped(text, name, grad=self.grad, told=self.told, stacklevel=stacklevel + 2)
 
-    def construct(self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TorchifiedObject:
-        """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors."""
-        made, keeping = self.build(view._construct, args, kwargs, stacklevel=3)
+    def construct(
+        self, view: TorchifiedClass, args: tuple[Any, ...], kwargs: dict[str, Any], stacklevel: int = 3
+    ) -> TorchifiedObject:
+        """``view``'s call (a catalogued class's): the object, as a proxy keeping its tensors;
+        ``stacklevel``: the frames up to the caller's, for its warnings (its own included)."""
+        made, keeping = self.build(view._construct, args, kwargs, stacklevel=stacklevel)
         return proxy(made, self.options, device_of(args, kwargs), view, keeping)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -522,6 +522,8 @@ class Natively:
             stored = self.cls(*args, **kwargs)
             if self.adapter.torch_path(stored) is None:
                 return proxy(stored, self.options, device, self.objects)
+        if view._builder is not None and self.native is not True:  # a catalogued class: its calls keep the gradient
+            return view._builder.construct(view, args, kwargs, stacklevel=4)
         made = view._construct(*args, **kwargs)  # converted, as an object of no torch path takes them
         why = self.adapter.torch_path(made)
         if why is None:
