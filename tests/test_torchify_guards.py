@@ -364,3 +364,44 @@ def test_a_method_s_guard_pickles_as_a_method_s() -> None:
     guard = guarded(scipy.spatial.transform.Rotation.apply, True, method=True)
     copy = pickle.loads(pickle.dumps(guard))
     assert copy.__wrapped__ is guard.__wrapped__ and copy.retries and copy.skipped == 1
+    cluster = pytest.importorskip("sklearn.cluster")
+    fit = pickle.loads(pickle.dumps(guarded(cluster.KMeans.fit, True, method=True, owner=cluster.KMeans)))
+    assert fit.owner is cluster.KMeans and fit.uncopied is not None  # the estimator's copy_x still read
+
+
+#: Calls told not to copy, on the converting route, as each reads its answer: scikit-learn's code
+#: then writes into the array it is handed (KMeans centres X and puts it back; scale scales it).
+_TOLD_NOT_TO_COPY: dict[str, tuple[Callable[[Any], Callable[[Any], Any]], Callable[[Any], Any]]] = {
+    "KMeans(copy_x=False).fit": (
+        lambda lib: lib["cluster"].KMeans(2, random_state=0, n_init=1, copy_x=False).fit,
+        lambda fitted: fitted.cluster_centers_,
+    ),
+    "scale(X, copy=False)": (lambda lib: functools.partial(lib["preprocessing"].scale, copy=False), lambda r: r),
+    "StandardScaler().fit(X).transform(X, copy=False)": (
+        lambda lib: lambda x: lib["preprocessing"].StandardScaler().fit(x).transform(x, copy=False),
+        lambda r: r,
+    ),
+    "np.nan_to_num(X, copy=False)": (lambda lib: functools.partial(lib["numpy"].nan_to_num, copy=False), lambda r: r),
+}
+
+
+@pytest.mark.parametrize("case", _TOLD_NOT_TO_COPY)
+def test_a_call_told_not_to_copy_is_handed_copies_on_the_converting_route(case: str) -> None:
+    """A function or an estimator told not to copy writes into what it is handed: on the
+    converting route it gets writable copies, as on scikit-learn's own torch path, and gives
+    what it gives on the caller's arrays, the caller's tensor unchanged (it raised ReadOnlyError)."""
+    pytest.importorskip("sklearn")
+    import importlib
+
+    names = ("cluster", "preprocessing")
+    plain = {"numpy": np, **{n: importlib.import_module(f"sklearn.{n}") for n in names}}
+    torchified = {k: ac.torchify(v, native=False) for k, v in plain.items()}
+    make, read = _TOLD_NOT_TO_COPY[case]
+    x = torch.rand(20, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x[0, 0] = float("nan") if "nan" in case else x[0, 0]
+    before = x.clone()
+    got = read(make(torchified)(x))
+    torch.testing.assert_close(x, before, rtol=0, atol=0, equal_nan=True)
+    expected = read(make(plain)(x.numpy().copy()))
+    assert type(got) is torch.Tensor
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)

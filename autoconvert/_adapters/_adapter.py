@@ -212,16 +212,29 @@ class Adapter:
     def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
         """Which calls of ``fn`` on the library's own torch path write into their tensors
         (None: none), so that they are handed copies: by default those whose ``overwrite_X``
-        flags ask for it (see ``overwritten``) or whose ``copy`` parameter says not to copy.
+        flags ask for it (see ``overwritten``) or that are told not to copy (see ``uncopied``).
         ``owner``: the class of the object a method of it is called on, its first argument."""
-        found, copies = self.overwritten(fn), copy_parameters(fn)
-        if not found and not copies:
+        found, uncopied = self.overwritten(fn), self.uncopied(fn, owner)
+        if not found and uncopied is None:
             return None
 
         def writes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-            return any(o.asked(args, kwargs) for o in found) or any(c.says_no_copy(args, kwargs) for c in copies)
+            return any(o.asked(args, kwargs) for o in found) or (uncopied is not None and uncopied(args, kwargs))
 
         return writes
+
+    def uncopied(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
+        """Which calls of ``fn`` are told not to copy their input, and so write into it in place
+        (None: none): on every route they are handed copies, the caller's own left unchanged. By
+        default those whose ``copy`` parameter says so (``nan_to_num(x, copy=False)``)."""
+        copies = copy_parameters(fn)
+        if not copies:
+            return None
+
+        def told(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+            return any(c.says_no_copy(args, kwargs) for c in copies)
+
+        return told
 
     def switched_on(self) -> contextlib.AbstractContextManager[Any]:
         """The library's own torch path switched on for a with block, in this thread only, where

@@ -78,16 +78,16 @@ class ScikitLearn(Adapter):
         rule for estimators; its ``fit`` validates them), a tensor ``alpha`` as a tensor."""
         return _has_tags(cls)
 
-    def torch_writes(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
-        """The calls of ``fn``, a method of the estimator class ``owner``, that scikit-learn's
-        torch path lets write into the tensors it is handed: where the estimator is told not to
-        copy, by the method's keyword (``transform(X, copy=False)``) or, where that leaves it
-        to the estimator, by its parameter (``copy``, ``copy_X``, ``copy_x``, however set: made
-        so, ``set_params``, assigned)."""
+    def uncopied(self, fn: Any, owner: type | None = None) -> WritesArguments | None:
+        """The calls of ``fn``, a method of the estimator class ``owner``, that write into the
+        arrays or tensors they are handed: where the estimator is told not to copy, by the
+        method's keyword (``transform(X, copy=False)``) or, where that leaves it to the
+        estimator, by its parameter (``copy``, ``copy_X``, ``copy_x``, however set: made so,
+        ``set_params``, assigned)."""
         names = getattr(owner, "_get_param_names", None)
         flags = [name for name in names() if name == "copy" or name.startswith("copy_")] if callable(names) else []
         if not flags:
-            return super().torch_writes(fn, owner)
+            return super().uncopied(fn, owner)
         copies = copy_parameters(fn)
 
         def writes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

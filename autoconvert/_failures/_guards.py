@@ -6,7 +6,8 @@ writes into ``y`` with no flag at all, even where those are read-only views of t
 caller's tensors (the library's adapter says which arguments, ``Adapter.overwritten``).
 A torchified function that may do so is ``Guarded``: it copies exactly the arguments the
 call lets the library overwrite, which costs what the call costs without the flag (SciPy
-copies them itself then).
+copies them itself then). So is one told not to copy its input, which it then writes in
+place (scikit-learn's ``copy=False``, an estimator's ``copy_x=False``): its arrays are copied.
 
 Compiled code may also refuse read-only arrays outright, before it reads them (a Cython
 memoryview not declared ``const``: ``scipy.signal.sosfilt``): a torchified function then
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from autoconvert._adapters._adapter import Overwritten
+from autoconvert._adapters._adapter import Overwritten, WritesArguments
 from autoconvert._adapters._table import adapter_for, rejected_on_entry
 from autoconvert._conversions._copies import copied_in_function
 from autoconvert._conversions._tree import Mapper
@@ -31,16 +32,28 @@ from autoconvert._spec._signature import deferred_kind
 class Guarded:
     """``fn`` with the guards compiled code needs: the arguments a call lets it overwrite
     handed as private copies where they are read-only (a tensor's memory, or any array the
-    caller cannot mean to be written); and, with ``retries``, a call whose compiled code
+    caller cannot mean to be written); every read-only array of a call told not to copy
+    (``uncopied``: ``scale(X, copy=False)``, ``KMeans(copy_x=False).fit``) as a writable copy; and, with ``retries``, a call whose compiled code
     refuses read-only arrays on entry (a Cython memoryview, a numba kernel's signature) made
     again with writable copies, as every later call of ``fn`` is (copy when needed). With
     ``method``, ``fn`` is a method's function, called with its object first: the object is
     no argument of the call (copying it, a dataclass, would make a new object)."""
 
-    def __init__(self, fn: Any, arguments: list[Overwritten], retries: bool, method: bool = False) -> None:
+    def __init__(
+        self,
+        fn: Any,
+        arguments: list[Overwritten],
+        retries: bool,
+        method: bool = False,
+        *,
+        uncopied: WritesArguments | None = None,
+        owner: type | None = None,
+    ) -> None:
         self.__wrapped__ = fn
         self.arguments = arguments
         self.retries = retries
+        self.uncopied = uncopied  # the calls told not to copy (see Adapter.uncopied): writable copies
+        self.owner = owner
         self.skipped = 1 if method else 0  # the leading arguments that are no arrays of the call
         self.writable = False  # compiled code refused read-only arrays once: copy from then on
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]  # None for extension builtins (see _torchify)
@@ -54,7 +67,7 @@ class Guarded:
         """What a flat call may call in place of this guard, which then costs nothing per call
         (see _generate._called): the function, where the guard only retries refusals on
         entry, the flat call sending those to the guard; None where every call needs it."""
-        return self.__wrapped__ if self.retries and not self.arguments else None
+        return self.__wrapped__ if self.retries and not self.arguments and self.uncopied is None else None
 
     def rejected(self, error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether ``error``, raised by the function called directly with ``args`` (after a
@@ -70,7 +83,7 @@ class Guarded:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.arguments:
             args = self._overwritable(args, kwargs)
-        if self.writable:
+        if self.writable or (self.uncopied is not None and self.uncopied(args, kwargs)):
             return self._writable_call(args, kwargs)
         try:
             return self.__wrapped__(*args, **kwargs)
@@ -102,7 +115,7 @@ class Guarded:
         return args if copied is None else tuple(copied)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return guarded, (self.__wrapped__, self.retries, self.skipped == 1)
+        return guarded, (self.__wrapped__, self.retries or self.uncopied is not None, self.skipped == 1, self.owner)
 
 
 def _rejected_read_only(error: BaseException, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -133,13 +146,16 @@ def _arrays_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[NDArray[An
     return [a for _, a in _WRITABLE.leaves_with_paths((args, kwargs))]
 
 
-def guarded(fn: Any, retries: bool = False, method: bool = False) -> Any:
-    """``fn`` as a ``Guarded`` where it may write into its arguments or, with ``retries``,
-    where its compiled code may refuse read-only arrays (anything but the functions of a
-    library that takes them, NumPy's, and generator functions); else ``fn`` itself.
-    ``method``: ``fn`` is a method's function, called with its object first."""
+def guarded(fn: Any, retries: bool = False, method: bool = False, owner: type | None = None) -> Any:
+    """``fn`` as a ``Guarded`` where it may write into its arguments or, with ``retries``
+    (copies allowed), where it is told not to copy them or its compiled code may refuse
+    read-only arrays (anything but the functions of a library that takes them, NumPy's, and
+    generator functions); else ``fn`` itself. ``method``: ``fn`` is a method's function, called
+    with its object first, of class ``owner``."""
     adapter = adapter_for(fn)
     arguments = adapter.overwritten(fn)
+    uncopied = adapter.uncopied(fn, owner) if retries else None
     # A generator's body runs after the call: a refusal there comes too late to make it again.
     retries = retries and not adapter.takes_read_only and deferred_kind(fn) is None
-    return Guarded(fn, arguments, retries, method) if arguments or retries else fn
+    made = arguments or retries or uncopied
+    return Guarded(fn, arguments, retries, method, uncopied=uncopied, owner=owner) if made else fn

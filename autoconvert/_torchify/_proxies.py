@@ -106,7 +106,8 @@ class MethodPlan(TorchifiedPlan):
         self.kept_natively = kept_natively
         super().__init__(func, sides)
         if not held:  # a held callable comes guarded (see _self_calling); a function, with its object first
-            guard = guarded(func, self.policies["accepts_numpy"].retries_with_copies(), method=True)
+            retries = self.policies["accepts_numpy"].retries_with_copies()
+            guard = guarded(func, retries, method=True, owner=view.__wrapped__)
             self.guard = guard if guard is not func else None
 
     def remade(self) -> Callable[[Any, dict[str, dict[str, Any]]], Plan]:
