@@ -564,9 +564,11 @@ def test_a_function_wrapping_a_ufunc_has_the_ufunc_s_schema() -> None:
     assert torch.autograd.gradcheck(op, (x, y))
 
 
-def test_op_names_are_unique_and_the_function_goes_when_collected() -> None:
+@pytest.mark.parametrize("backward", [False, True])
+def test_op_names_are_unique_and_the_function_goes_when_collected(backward: bool) -> None:
     """An op made in a loop must not keep its function, or what it captures, alive: torch keeps
-    registered kernels forever, so it gets trampolines that reach the function weakly."""
+    registered kernels forever (its vmap rules and its backward op's too), so it gets
+    trampolines that reach the function weakly."""
     import gc
     import weakref
 
@@ -574,7 +576,10 @@ def test_op_names_are_unique_and_the_function_goes_when_collected() -> None:
         def shifted(x: np.ndarray) -> np.ndarray:
             return x + captured[0]
 
-        return ac.numpy_op(shifted, fake="x")
+        def unshifted(g: np.ndarray, x: np.ndarray, output: np.ndarray) -> np.ndarray:
+            return g * captured[1]
+
+        return ac.numpy_op(shifted, fake="x", backward=unshifted if backward else None)
 
     captured = np.ones(4)
     first, second = made(captured), made(captured)

@@ -77,8 +77,8 @@ class Registration:
         if _REGISTERS_VMAP and not any(p.keyword_only and "Tensor" in p.type for p in schema.parameters):
             torch.library.register_vmap(f"{NAMESPACE}::{name}", _trampoline(me, name, Registration.vmap), lib=library)
         if spec.backward is not None:
-            kernel = _trampoline(me, name, Registration.backward)
-            backward = _backward_op(library, f"{name}_backward", kernel, schema, spec)
+            kernels = (_trampoline(me, name, Registration.backward), _trampoline(me, name, Registration.backward_vmap))
+            backward = self._backward = _backward_op(library, f"{name}_backward", kernels, schema, spec.name)
             torch.library.register_autograd(
                 f"{NAMESPACE}::{name}",
                 _autograd(backward, len(spec.residuals)),
@@ -104,6 +104,20 @@ class Registration:
             vectorized=self.spec.vectorized,
             name=self.spec.name,
         )
+
+    def backward_vmap(self, info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
+        """The backward op under ``torch.vmap``, per-sample gradients (``vmap(grad(op))``, a
+        ``backward()`` through a vmapped call), as the forward runs there: one list per sample."""
+        found, dims = vmapped(
+            lambda *a: tuple(self._backward(*a, **kwargs)),
+            info,
+            in_dims,
+            (),
+            args,
+            vectorized=self.spec.vectorized,
+            name=self.spec.name,
+        )
+        return list(found), list(dims)
 
     def backward(self, grads: list[torch.Tensor], outputs: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         """The NumPy backward's gradients, one tensor per tensor argument, in order."""
@@ -134,7 +148,11 @@ def _trampoline(owner: weakref.ref[Registration], name: str, method: Callable[..
 
 
 def _backward_op(
-    library: torch.library.Library, name: str, kernel: Callable[..., Any], schema: Schema, spec: OpSpec
+    library: torch.library.Library,
+    name: str,
+    kernels: tuple[Callable[..., Any], Callable[..., Any]],
+    schema: Schema,
+    function: str,
 ) -> Callable[..., Any]:
     """The NumPy backward as an op: gradients for the tensor arguments, in order."""
     library.define(f"{name}(Tensor[] {_GRADS}, Tensor[] {_OUTPUTS}, {schema.arguments()}) -> Tensor[]")  # type: ignore[no-untyped-call]
@@ -143,15 +161,9 @@ def _backward_op(
         return [torch.empty_like(a) for a in args if isinstance(a, torch.Tensor)]
 
     def once(ctx: Any, *grads: Any) -> Any:
-        raise no_second_derivative(spec.name)
+        raise no_second_derivative(function)
 
-    def vmap(info: Any, in_dims: tuple[Any, ...], *args: Any, **kwargs: Any) -> Any:
-        """Per-sample gradients as the forward runs under vmap (``vmap(grad(op))``)."""
-        found, dims = vmapped(
-            lambda *a: tuple(op(*a, **kwargs)), info, in_dims, (), args, vectorized=spec.vectorized, name=spec.name
-        )
-        return list(found), list(dims)
-
+    kernel, vmap = kernels
     library.impl(name, kernel, "CompositeExplicitAutograd")  # type: ignore[no-untyped-call]
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=library)
     torch.library.register_autograd(f"{NAMESPACE}::{name}", once, lib=library)
