@@ -75,9 +75,12 @@ def opaque(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # pragm
 
 def graph_break(msg: str) -> None:  # pragma: no cover - runs under dynamo
     """One graph break, ``msg`` in the library's words, which dynamo quotes where ``fullgraph=True``
-    refuses it. dynamo reads ``msg=`` off the call without binding it: a torch whose
-    ``graph_break`` takes no message leaves it unread (this runs under dynamo alone, never by Python)."""
-    torch._dynamo.graph_break(msg=msg)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+    refuses it. dynamo reads ``msg=`` off the call without binding it; Python, running the call
+    after the break, binds it, which a torch whose ``graph_break`` takes no message (2.4) refuses."""
+    try:
+        torch._dynamo.graph_break(msg=msg)  # type: ignore[call-arg, unused-ignore]  # torch 2.4: no message
+    except TypeError:
+        torch._dynamo.graph_break()
 
 
 def escape_saying(reason: str) -> Callable[..., Any]:

@@ -231,6 +231,14 @@ def test_writeback_and_batched_sparse_dims_are_refused() -> None:
 
     with pytest.raises(ac.ConversionError, match="writeback=True cannot write a SciPy matrix's changes back"):
         f(torch.eye(2).to_sparse())
+
+    @ac.accepts_numpy(out_params=("dense",))
+    def accumulate(dense: np.ndarray, adjacency: Any) -> None:  # the fix the refusal names
+        dense += adjacency @ np.ones(adjacency.shape[1])
+
+    dense = torch.zeros(2, dtype=torch.float64)
+    accumulate(dense, torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]], dtype=torch.float64).to_sparse())
+    assert dense.tolist() == [3.0, 3.0]
     with pytest.raises(ac.ConversionError, match="is a 3-d sparse tensor"):
         ac.to_numpy(torch.ones(2, 2, 2).to_sparse())
 

@@ -72,7 +72,8 @@ class Schema(NamedTuple):
         """The name of the first argument that is not a tensor where the schema holds one (a
         number given to an unannotated parameter, which an eager call takes and a registered op
         refuses)."""
-        given = [*zip(self.parameters, args, strict=False)]
+        # Indexed, not zipped: torch 2.4's dynamo refuses a zip of unequal lengths, strict or not.
+        given = [(self.parameters[i], args[i]) for i in range(min(len(args), len(self.parameters)))]
         given += [(p, kwargs[p.name]) for p in self.parameters if p.name in kwargs]
         for p, value in given:
             left_out = value is None and p.type == "Tensor?"

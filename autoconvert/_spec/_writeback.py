@@ -108,7 +108,12 @@ def writeback_leaf(copy: bool | None, grad: GradPolicy, widened: Casts) -> Calla
 
     def leaf(t: torch.Tensor, ctx: Collected) -> Any:
         ctx.odd.append(t)
-        refuse_sparse(t, "writeback=True", "return the changed matrix instead, with writeback=False")
+        refuse_sparse(
+            t,
+            "writeback=True",
+            "name the arguments the function writes in out_params=(...) instead of writeback=True (a sparse one it "
+            "only reads then crosses as a private SciPy matrix), or return the changed matrix, with writeback=False",
+        )
         writes = ctx.writes
         assert writes is not None  # writeback has its after step
         if not t.is_nested and (expanded(t) or overlapping(t)):
