@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import collections
 import collections.abc
+import ctypes
 import enum
 import functools
 import importlib
@@ -572,8 +573,10 @@ def test_what_a_refused_chunk_changed_is_never_read_again_by_a_later_copy_of_the
 
 #: Another module of the user's than the function's: classes an argument brings, a cached object.
 _OTHER_MODULE = """
+import csv
 import enum
 import functools
+import io
 import itertools
 import typing
 
@@ -612,6 +615,7 @@ def squared(k):
 
 
 STEP = 0
+ROWS = csv.reader(io.StringIO("1\\n2\\n3\\n"))
 PAIRS = itertools.pairwise(range(9))
 EVENS = filter(lambda v: v % 2 == 0, range(99))
 
@@ -672,6 +676,10 @@ class Counted(torch.nn.Module):
     def forward(self, x):
         type(self).calls += 1
         return x
+
+
+def scale(x, k=2.0):
+    return x * k
 
 
 def tokenizing(a):
@@ -1010,6 +1018,36 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         lambda m: {"other": m},
         "PAIRS.position, in global PAIRS of module {other}",
     ),
+    "a deque's iterator": (
+        "def f(a):\n    next(PENDING)\n    return a",
+        lambda m: {"PENDING": iter(collections.deque([3, 1, 2]))},
+        "PENDING.position, in global PENDING of module __main__",
+    ),
+    "another module's csv reader over a stream": (
+        "def f(a):\n    next(other.ROWS)\n    return a",
+        lambda m: {"other": m},
+        "ROWS.position, in global ROWS of module {other}",
+    ),
+    "a partial's keyword gained": (
+        "def f(a):\n    ORDER.keywords['reverse'] = True\n    return a",
+        lambda m: {"ORDER": functools.partial(sorted, key=abs)},
+        "ORDER.keywords, in global ORDER of module __main__",
+    ),
+    "a partial's own attribute": (
+        "def f(a):\n    ORDER.calls += 1\n    return a",
+        lambda m: {"ORDER": _with_calls(functools.partial(sorted, key=abs))},
+        "ORDER.calls, in global ORDER of module __main__",
+    ),
+    "a function's default rebound": (
+        "def f(a):\n    scale.__defaults__ = (5.0,)\n    return a",
+        lambda m: {"scale": m.scale},
+        "scale.k, in global scale of module __main__",
+    ),
+    "a ctypes number": (
+        "def f(a):\n    HITS.value += 1\n    return a",
+        lambda m: {"HITS": ctypes.c_int(0)},
+        "global HITS of module __main__",
+    ),
     "a singledispatch function's new implementation": (
         "def f(a):\n    describe.register(tuple, lambda v: 'tuple')\n    return a",
         lambda m: {"describe": m.describe},
@@ -1036,6 +1074,11 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         "make.func.made, in global make.func of module __main__",
     ),
 }
+
+
+def _with_calls(partial: functools.partial[Any]) -> functools.partial[Any]:
+    partial.calls = 0  # type: ignore[attr-defined]
+    return partial
 
 
 def _with_hits(tensor: torch.Tensor) -> torch.Tensor:

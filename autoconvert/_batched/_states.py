@@ -66,8 +66,6 @@ CODE = (
     types.ClassMethodDescriptorType,
     types.WrapperDescriptorType,
 )
-#: Data that cannot change in place.
-_IMMUTABLE = (bool, int, float, complex, str, bytes, tuple, frozenset)
 #: Data a bound method may change (``log.append``, ``out.write``): compared as that method's object.
 BUILTIN_DATA = (list, dict, set, bytearray, collections.deque, array.array, io.StringIO, io.BytesIO)
 
@@ -343,7 +341,10 @@ def _tensor_with_attributes(value: Any) -> bool:
 def _c_data(value: Any) -> bool:
     """Whether ``value`` is a ctypes array, structure or union: C data, compared by its bytes."""
     ctypes = sys.modules.get("ctypes")  # never imported here
-    return ctypes is not None and isinstance(value, (ctypes.Array, ctypes.Structure, ctypes.Union))
+    return ctypes is not None and isinstance(
+        value,
+        (ctypes.Array, ctypes.Structure, ctypes.Union, ctypes._SimpleCData),  # c_int(0).value += 1
+    )
 
 
 def _state(value: Any) -> dict[Any, Any] | None:
@@ -396,7 +397,8 @@ def _state(value: Any) -> dict[Any, Any] | None:
             return None  # a compiled dispatcher: code, whose caches fill as it runs
         # else a decorator written as a class, a proxy: its own state, what it wraps among it
     if isinstance(value, functools.partial):  # what it binds (its function is code, but a bound method's object)
-        bound = {"args": value.args, "keywords": value.keywords}
+        # Its keywords as a view no code fills as a memo (one it gains changes its calls), its attributes.
+        bound = {"args": value.args, "keywords": types.MappingProxyType(value.keywords), **(own_dict(value) or {})}
         return {**bound, "func": value.func} if holds_through(value.func) else bound
     own = inspect.getattr_static(kind, "__getstate__", None)
     # A class of the user's pickles what its own __getstate__ says (a tuple, some attributes
@@ -449,12 +451,21 @@ def held_through(value: Any) -> dict[str, Any] | None:
             "position": None if frame is None else frame.f_lasti,
             "locals": {} if frame is None else dict(frame.f_locals),
         }
-    if kind.__module__ in ("itertools", "builtins") and hasattr(kind, "__next__"):  # count, a map, a list's iterator
+    if _compiled_iterator(kind):  # count, a map, a list's or a deque's iterator, a csv reader
         # By its position: one value, no path into its pickling's parts. ``iter(f, sentinel)``
         # moves as ``f`` does: ``f`` by its own state.
         moved = {"position": repr(_position(value))}
         return {**moved, "__call__": value.__reduce__()[1][0]} if kind is _CALLING_ITERATOR else moved
     return None
+
+
+def _compiled_iterator(kind: type) -> bool:
+    """Whether ``kind`` is an iterator whose ``__next__`` is compiled code (the builtins',
+    itertools', a deque's, a csv reader): its position is no attribute, and is read as its
+    pickling or what it holds tells it (see ``_position``); a class of the user's is compared by
+    its attributes, a generator by its frame."""
+    step = inspect.getattr_static(kind, "__next__", None)
+    return step is not None and not isinstance(step, types.FunctionType) and kind not in _FRAMES
 
 
 def holds_through(value: Any) -> bool:
@@ -485,7 +496,7 @@ def _position(value: Any, depth: int = 8) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            reduced = value.__reduce__()
+            reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # a stream's by its __getstate__
         state = reduced[2] if len(reduced) > 2 else ()
         parts = (*reduced[1], *(state if type(state) is tuple else (state,)))  # its arguments and state, not its maker
     except Exception:  # no pickling of its own
@@ -595,7 +606,7 @@ def data_defaults(fn: types.FunctionType) -> dict[str, Any]:
     positional = code.co_varnames[: code.co_argcount]
     defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or (), strict=True))
     defaults.update(fn.__kwdefaults__ or {})
-    return {k: v for k, v in defaults.items() if v is not None and not isinstance(v, CODE + _IMMUTABLE)}
+    return {k: v for k, v in defaults.items() if not isinstance(v, CODE)}  # rebound too: f.__defaults__ = (5,)
 
 
 def special(name: str) -> bool:
