@@ -1164,6 +1164,51 @@ def test_an_iterator_over_one_that_does_not_pickle_is_compared_by_where_it_stand
     assert first_change(before, outer) == [GetAttrKey("position")]
 
 
+class _Ticks:
+    """An iterator of the user's class: its position is its attribute."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __iter__(self) -> _Ticks:
+        return self
+
+    def __next__(self) -> int:
+        self.n += 1
+        return self.n
+
+
+def test_an_iterator_of_the_users_inside_a_compiled_one_is_compared_by_its_attributes() -> None:
+    """An islice over the user's iterator: the inner one moving underneath is a change of the
+    outer one's position, read from its attributes (not from how many it has)."""
+    from autoconvert._batched._states import first_change, snapshot
+
+    ticks = _Ticks()
+    sliced = itertools.islice(ticks, None)
+    next(sliced)
+    before = snapshot(sliced)
+    assert before is not None and first_change(before, sliced) is None
+    next(ticks)
+    assert first_change(before, sliced) == [GetAttrKey("position")]
+
+
+def test_a_file_an_object_holds_is_not_compared(tmp_path: pathlib.Path) -> None:
+    """A file reads and writes through buffers of its own, which no pickling shows: writing it
+    is no change whether the buffer was flushed or not (a log the worker keeps)."""
+    from autoconvert._batched._states import first_change, snapshot
+
+    holder = types.SimpleNamespace(log=(tmp_path / "log.txt").open("w"))
+    try:
+        before = snapshot(holder)
+        assert before is not None
+        holder.log.write("seen\n")
+        assert first_change(before, holder) is None
+        holder.log.flush()
+        assert first_change(before, holder) is None
+    finally:
+        holder.log.close()
+
+
 def test_a_cached_call_is_named_by_its_arguments_and_keywords() -> None:
     """A cached function's results are keyed by their calls, shown as the arguments and keywords
     the call was made with (lru_cache's own marker between them left out)."""

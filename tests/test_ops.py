@@ -680,10 +680,15 @@ def test_a_number_for_a_tensor_parameter_takes_one_graph_break_under_compile() -
     with pytest.raises(torch._dynamo.exc.Unsupported) as refused:
         torch.compile(lambda t: op(t, k=3.0), fullgraph=True, backend="aot_eager")(x)
     if "msg" in inspect.signature(torch._dynamo.graph_break).parameters:
-        assert "autoconvert: _scale_by(): argument k is a tensor in the op's schema" in str(refused.value)
-        assert "(k: float, int, bool or str)" in str(refused.value)
+        assert "autoconvert: _scale_by(): argument k is given another kind of value than the op's schema" in str(
+            refused.value
+        )
+        assert "(k: np.ndarray, float, int, bool or str)" in str(refused.value)
     torch._dynamo.reset()
     assert torch.equal(torch.compile(lambda t: op(t, torch.tensor(3.0)), fullgraph=True, backend="aot_eager")(x), 3 * x)
+    torch._dynamo.reset()
+    bound = ac.numpy_op(functools.partial(_scale_by, k=2.0), fake="x")  # k a float: a tensor given takes the escape
+    assert torch.equal(torch.compile(lambda t: bound(t, k=torch.tensor(3.0)), backend="aot_eager")(x), 3 * x)
     torch._dynamo.reset()
 
 

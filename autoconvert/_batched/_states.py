@@ -465,7 +465,9 @@ def _compiled_iterator(kind: type) -> bool:
     pickling or what it holds tells it (see ``_position``); a class of the user's is compared by
     its attributes, a generator by its frame."""
     step = inspect.getattr_static(kind, "__next__", None)
-    return step is not None and not isinstance(step, types.FunctionType) and kind not in _FRAMES
+    # A file or a stream reads through its own buffers, which no pickling shows: not compared.
+    compiled = step is not None and not isinstance(step, types.FunctionType)
+    return compiled and kind not in _FRAMES and not issubclass(kind, io.IOBase)
 
 
 def holds_through(value: Any) -> bool:
@@ -484,7 +486,7 @@ def _position(value: Any, depth: int = 8) -> Any:
     pickle (``pairwise``, and itertools' from Python 3.14, whose pickling 3.12 deprecates) by
     its ``repr`` (``count``'s shows its position) and what it holds (``gc.get_referents``)."""
     kind = type(value)
-    if kind in _SIZED:
+    if kind in _SIZED and not (kind in (str, bytes) and len(value) <= _SHORT):
         return kind.__name__, len(value)
     if not depth:
         return value
@@ -498,14 +500,18 @@ def _position(value: Any, depth: int = 8) -> Any:
             warnings.simplefilter("ignore", DeprecationWarning)
             reduced = value.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # a stream's by its __getstate__
         state = reduced[2] if len(reduced) > 2 else ()
+        if type(state) is dict:  # an object's attributes (an iterator of the user's class inside): each by name
+            state = tuple(part for item in state.items() for part in item)
         parts = (*reduced[1], *(state if type(state) is tuple else (state,)))  # its arguments and state, not its maker
     except Exception:  # no pickling of its own
         parts = (repr(value), *gc.get_referents(value))
     return tuple(_position(part, depth - 1) for part in parts)
 
 
-#: Collections an iterator's position holds by their length.
+#: Collections an iterator's position holds by their length (strings and bytes longer than
+#: ``_SHORT``): what is left of them, or saved, not their items.
 _SIZED = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray, collections.deque})
+_SHORT = 256
 #: ``iter(callable, sentinel)``'s iterator.
 _CALLING_ITERATOR = type(iter(int, 0))
 

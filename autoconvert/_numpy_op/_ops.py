@@ -334,10 +334,11 @@ def _traced(  # pragma: no cover - runs under dynamo, unseen by coverage
     misfit = registered.schema.misfit(args, kwargs)
     if misfit is not None:  # a value the eager call takes and the registered op refuses
         graph_break(
-            f"autoconvert: {name}: argument {misfit} is a tensor in the op's schema (an unannotated parameter "
-            "without a default) and was given something else, which the registered op refuses: the call takes "
-            "the escape, one graph break, the body run eagerly. Fix: annotate the parameter with the type it takes "
-            f"({misfit}: float, int, bool or str), pass a tensor, or leave fullgraph off"
+            f"autoconvert: {name}: argument {misfit} is given another kind of value than the op's schema holds for "
+            "it (a tensor for an unannotated parameter without a default, else a number typed by its annotation, "
+            "its default or the value a partial binds), which the registered op refuses: the call takes the escape, "
+            f"one graph break, the body run eagerly. Fix: annotate the parameter with the type it takes ({misfit}: "
+            "np.ndarray, float, int, bool or str) and pass that, or leave fullgraph off"
         )
         return opaque(apply_traced, spec, kwargs, *args)
     if spec.backward is None:  # no gradient can flow; eagerly, grad= says so

@@ -26,6 +26,7 @@ _EMPTY = inspect.Parameter.empty
 _SCALARS = {float: "float", int: "int", bool: "bool", str: "str"}
 _ARRAY_TYPES = (np.ndarray, torch.Tensor)
 _LISTABLE = {"Tensor", "float", "int", "bool"}
+_NUMBERS = ("float", "int", "bool", "str")
 
 
 class SchemaError(Exception):
@@ -66,18 +67,19 @@ class Schema(NamedTuple):
     def returns(self) -> str:
         return "Tensor" if self.results == 1 else "(" + ", ".join(["Tensor"] * self.results) + ")"
 
-    def misfit(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> str | None:  # pragma: no cover - runs under dynamo
-        """The name of the first argument that is not a tensor where the schema holds one (a
-        number given to an unannotated parameter, which an eager call takes and a registered op
-        refuses)."""
+    def misfit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:  # pragma: no cover - dynamo's
+        """The name of the first argument of another kind than the schema holds for it, which an
+        eager call takes and a registered op refuses (it runs under dynamo alone): a number given
+        to an unannotated parameter (a tensor in the schema), a tensor given to a number (typed by
+        its default or the value a partial binds)."""
         # Indexed, not zipped: torch 2.4's dynamo refuses a zip of unequal lengths, strict or not.
         given = [(self.parameters[i], args[i]) for i in range(min(len(args), len(self.parameters)))]
         given += [(p, kwargs[p.name]) for p in self.parameters if p.name in kwargs]
         for p, value in given:
             left_out = value is None and p.type == "Tensor?"
             if p.type in ("Tensor", "Tensor?") and not left_out and not isinstance(value, torch.Tensor):
+                return p.name
+            if p.type.removesuffix("?") in _NUMBERS and isinstance(value, torch.Tensor):
                 return p.name
         return None
 
