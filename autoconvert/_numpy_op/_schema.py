@@ -26,7 +26,7 @@ _EMPTY = inspect.Parameter.empty
 _SCALARS = {float: "float", int: "int", bool: "bool", str: "str"}
 _ARRAY_TYPES = (np.ndarray, torch.Tensor)
 _LISTABLE = {"Tensor", "float", "int", "bool"}
-_NUMBERS = ("float", "int", "bool", "str")
+_SCHEMA_NUMBERS = ("float", "int", "bool", "str")
 
 
 class SchemaError(Exception):
@@ -79,7 +79,7 @@ class Schema(NamedTuple):
             left_out = value is None and p.type == "Tensor?"
             if p.type in ("Tensor", "Tensor?") and not left_out and not isinstance(value, torch.Tensor):
                 return p.name
-            if p.type.removesuffix("?") in _NUMBERS and isinstance(value, torch.Tensor):
+            if p.type.removesuffix("?") in _SCHEMA_NUMBERS and isinstance(value, torch.Tensor):
                 return p.name
         return None
 
