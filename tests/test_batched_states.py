@@ -10,6 +10,8 @@ import builtins
 import collections
 import collections.abc
 import ctypes
+import datetime
+import decimal
 import enum
 import functools
 import importlib
@@ -1047,6 +1049,21 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         "def f(a):\n    HITS.value += 1\n    return a",
         lambda m: {"HITS": ctypes.c_int(0)},
         "global HITS of module __main__",
+    ),
+    "a timedelta accumulated": (
+        "def f(a):\n    global ELAPSED\n    ELAPSED += datetime.timedelta(seconds=1)\n    return a",
+        lambda m: {"ELAPSED": datetime.timedelta(0), "datetime": datetime},
+        "global ELAPSED of module __main__",
+    ),
+    "an object's Decimal attribute": (
+        "def f(a):\n    CFG.total += 1\n    return a",
+        lambda m: {"CFG": types.SimpleNamespace(total=decimal.Decimal(0), dtype=np.dtype("float64"))},
+        "CFG.total, in global CFG of module __main__",
+    ),
+    "an object's dtype attribute": (
+        "def f(a):\n    CFG.dtype = np.dtype('float32')\n    return a",
+        lambda m: {"CFG": types.SimpleNamespace(total=decimal.Decimal(0), dtype=np.dtype("float64"))},
+        "CFG.dtype, in global CFG of module __main__",
     ),
     "a singledispatch function's new implementation": (
         "def f(a):\n    describe.register(tuple, lambda v: 'tuple')\n    return a",

@@ -66,6 +66,7 @@ from ._states import (
     leaf,
     snapshot,
     unwrapped,
+    value_type,
 )
 from ._tensor_bytes import plain_tensor
 
@@ -331,8 +332,9 @@ def _remember_every_change(chunk: Chunk, states: list[tuple[Any, State]]) -> Non
             place = f"{reads.place(name)} on {chunk.origin.where()}"
             _CHANGED_COPIES[(id(owner), name)] = (owner, place)
             value = _read_now(reads, name)
-            if not isinstance(value, (Attributes, *REBOUND_ONLY)):  # by itself too: a later copy of the
-                _CHANGED_COPIES[(id(value), "")] = (value, place)  # function may read it (a script's cache on Dask)
+            # By itself too: a later copy of the function may read it (a script's cache on Dask).
+            if not isinstance(value, (Attributes, *REBOUND_ONLY)) and not value_type(type(value)):
+                _CHANGED_COPIES[(id(value), "")] = (value, place)
             del entries[name]
 
 

@@ -41,6 +41,7 @@ from ._states import (
     unwrapped,
     users_file,
     users_function,
+    value_type,
 )
 
 PerThread = TypeVar("PerThread")
@@ -81,7 +82,7 @@ class ReadGlobals:
             for name, value in namespace.items():
                 if name in state or special(name):
                     continue
-                if type(value) in REBOUND_ONLY:
+                if type(value) in REBOUND_ONLY or value_type(type(value)):
                     state[name] = value
                 elif _users_code_held(value, self.module):
                     state[name] = attributes_of(value)

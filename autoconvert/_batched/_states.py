@@ -732,6 +732,16 @@ def _kind_may_hold_state(kind: type) -> bool:
     return kind.__dictoffset__ != 0 or bool(getattr(kind, "__slots__", None)) or kind in (list, dict, set)
 
 
+def value_type(kind: type) -> bool:
+    """Whether ``kind``'s objects are values of compiled code: no attributes of their own, an
+    equality and a hash of their own (``datetime.date``, ``decimal.Decimal``, ``np.dtype``,
+    ``torch.device``, ``re.Pattern``). Immutable, so a change is a name or an attribute bound to
+    another one (``elapsed += timedelta(...)``), compared by its pickle as a builtin value is."""
+    if kind.__module__ == "builtins" or kind.__dictoffset__ != 0 or kind.__hash__ is None:
+        return False
+    return getattr(kind, "__eq__") is not vars(object)["__eq__"]  # noqa: B009 - object's, read as the class reads it
+
+
 def is_array(value: Any) -> bool:
     torch = sys.modules.get("torch")
     return isinstance(value, (np.ndarray, np.generic)) or (torch is not None and isinstance(value, torch.Tensor))
@@ -778,6 +788,10 @@ def leaf(value: Any) -> Any:
         return value.dtype, value.shape, raw, value.requires_grad, None if grad is None else leaf(grad)
     if isinstance(value, np.generic) and not value.dtype.hasobject:
         return kind, value.tobytes()
+    if value_type(kind):  # a date, a Decimal, a dtype, a device, a compiled pattern: which one it is
+        with contextlib.suppress(Exception):
+            return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        return None
     if kind.__module__ != "builtins":
         # State its library keeps to itself (a compiled tree's query counters, a generator's
         # position), which its reads change: no change of what the caller sees.
