@@ -1065,6 +1065,16 @@ REACHED_OTHERWISE: dict[str, tuple[str, Callable[[Any], dict[str, Any]], str]] =
         lambda m: {"CFG": types.SimpleNamespace(total=decimal.Decimal(0), dtype=np.dtype("float64"))},
         "CFG.dtype, in global CFG of module __main__",
     ),
+    "a number of a module a dict holds": (
+        "def f(a):\n    BACKENDS['other'].STEP += 1\n    return a",
+        lambda m: {"BACKENDS": {"other": m}},
+        "BACKENDS['other'].STEP, in global BACKENDS of module __main__",
+    ),
+    "a number of a module a default holds": (
+        "def f(a, backend=BACKEND):\n    backend.STEP += 1\n    return a",
+        lambda m: {"BACKEND": m},
+        "f.backend.STEP, in global f of module __main__",
+    ),
     "a singledispatch function's new implementation": (
         "def f(a):\n    describe.register(tuple, lambda v: 'tuple')\n    return a",
         lambda m: {"describe": m.describe},

@@ -38,7 +38,6 @@ from autoconvert._errors import GetAttrKey, KeyEntry, MappingKey, SequenceKey, k
 
 from ._caps import capped
 from ._reads import (
-    REBOUND_ONLY,
     Attributes,
     ReadGlobals,
     Reads,
@@ -54,6 +53,7 @@ from ._seeds import Seeds
 from ._states import (
     BUILTIN_DATA,
     NOTHING,
+    REBOUND_ONLY,
     State,
     attributes_dropped_by_pickle,
     context_value,

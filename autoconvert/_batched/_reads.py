@@ -31,6 +31,7 @@ import numpy as np
 from ._states import (
     BY_REFERENCE,
     CODE,
+    REBOUND_ONLY,
     cached_function,
     captured,
     data_defaults,
@@ -164,7 +165,12 @@ class Attributes:
             return function_state(owner)
         # What it inherits of its user's bases too: type(self).hits += 1 on a subclass binds its own.
         bases = [base for base in reversed(owner.__mro__) if base is owner or _users_class(base)]
-        state = {k: v for base in bases for k, v in vars(base).items() if not special(k) and not isinstance(v, CODE)}
+        state = {
+            k: v
+            for base in bases
+            for k, v in vars(base).items()
+            if not special(k) and (not isinstance(v, CODE) or type(v) is types.ModuleType)  # Holder.mod.HITS += 1
+        }
         # A cached static or class method's results (Tok.encode("ab").append(1)); what a method
         # holds (a mutable default, seen=[]; in a class a factory made, what its closure captured).
         members = [(k, v) for base in bases for k, v in vars(base).items()]
@@ -208,8 +214,6 @@ def attributes_of(owner: type | types.FunctionType) -> Attributes:
 
 _UNBOUND = object()
 
-#: The values a module binds that only binding anew changes (``global hits; hits += 1``).
-REBOUND_ONLY = (int, float, complex, str, bytes, bool, type(None))
 
 #: What a function reads by name, as _states compares it.
 Reads = ReadGlobals | Attributes
@@ -512,7 +516,7 @@ def _code_reached(value: Any, depth: int = 4) -> list[tuple[types.CodeType, dict
     ``OrderedDict``), a function's or an object's attributes hold (a ``singledispatch``
     function's registry, ``np.vectorize``'s function, ``self.fn``, ``self.step.fn``), a partial
     binds."""
-    if depth == 0:
+    if depth == 0 or isinstance(value, types.ModuleType):  # a module held runs nothing by being held
         return []
     reached = []
     if isinstance(value, _TABLES):  # an OrderedDict too (a torch module's hooks)

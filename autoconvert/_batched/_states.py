@@ -295,6 +295,8 @@ def _inner(value: Any) -> Mapping[Any, Any] | None:
     return dict(enumerate(value)) if isinstance(value, _WALKED_SEQUENCES) else _state(value)
 
 
+#: The values a module binds that only binding anew changes (``global hits; hits += 1``).
+REBOUND_ONLY = (int, float, complex, str, bytes, bool, type(None))
 #: Sets: by their members' identities where one has state of its own, else as a leaf.
 _SET_KINDS = frozenset({set, frozenset})
 
@@ -445,6 +447,8 @@ def held_through(value: Any) -> dict[str, Any] | None:
     if cached_function(value):
         results = cached_results(value)
         return None if results is None else {"cache": CachedResults((CachedCall(k, r), r) for k, r in results.items())}
+    if kind is types.ModuleType:  # a module of the user's held by something (BACKENDS["np"].HITS += 1)
+        return _numbers_of(value) if users_file(getattr(value, "__file__", None)) else None
     if kind in _FRAMES:
         frame = getattr(value, _FRAMES[kind])
         return {
@@ -457,6 +461,13 @@ def held_through(value: Any) -> dict[str, Any] | None:
         moved = {"position": repr(_position(value))}
         return {**moved, "__call__": value.__reduce__()[1][0]} if kind is _CALLING_ITERATOR else moved
     return None
+
+
+def _numbers_of(module: types.ModuleType) -> dict[str, Any]:
+    """The numbers and strings a module binds, which only binding anew changes (``HITS += 1``):
+    compared where something holds the module (a class attribute, a dict, a closure), as those
+    of the function's own module are."""
+    return {k: v for k, v in vars(module).items() if type(v) in REBOUND_ONLY and not special(k)}
 
 
 def _compiled_iterator(kind: type) -> bool:
@@ -612,7 +623,8 @@ def data_defaults(fn: types.FunctionType) -> dict[str, Any]:
     positional = code.co_varnames[: code.co_argcount]
     defaults = dict(zip(positional[len(positional) - len(fn.__defaults__ or ()) :], fn.__defaults__ or (), strict=True))
     defaults.update(fn.__kwdefaults__ or {})
-    return {k: v for k, v in defaults.items() if not isinstance(v, CODE)}  # rebound too: f.__defaults__ = (5,)
+    # Rebound too (f.__defaults__ = (5,)); a module of the user's by its numbers (def f(x, m=backend)).
+    return {k: v for k, v in defaults.items() if not isinstance(v, CODE) or type(v) is types.ModuleType}
 
 
 def special(name: str) -> bool:
