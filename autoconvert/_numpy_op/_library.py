@@ -75,7 +75,8 @@ class Registration:
         # Else torch.vmap runs the op per sample, and torch warns it has no rule (torch takes no
         # rule for an op with a keyword-only tensor).
         if _REGISTERS_VMAP and not any(p.keyword_only and "Tensor" in p.type for p in schema.parameters):
-            torch.library.register_vmap(f"{NAMESPACE}::{name}", _trampoline(me, name, Registration.vmap), lib=library)
+            vmap_rule = _trampoline(me, name, Registration.vmap)
+            torch.library.register_vmap(f"{NAMESPACE}::{name}", vmap_rule, lib=library)  # type: ignore[attr-defined, unused-ignore]  # torch 2.4: none
         if spec.backward is not None:
             kernels = (_trampoline(me, name, Registration.backward), _trampoline(me, name, Registration.backward_vmap))
             backward = self._backward = _backward_op(library, f"{name}_backward", kernels, schema, spec.name)
@@ -168,7 +169,7 @@ def _backward_op(
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=library)
     torch.library.register_autograd(f"{NAMESPACE}::{name}", once, lib=library)
     if _REGISTERS_VMAP:
-        torch.library.register_vmap(f"{NAMESPACE}::{name}", vmap, lib=library)
+        torch.library.register_vmap(f"{NAMESPACE}::{name}", vmap, lib=library)  # type: ignore[attr-defined, unused-ignore]  # torch 2.4: none
     op: Callable[..., Any] = getattr(torch.ops.autoconvert, name).default  # type: ignore[attr-defined, unused-ignore]  # as above
     return op
 
