@@ -26,7 +26,7 @@ _EMPTY = inspect.Parameter.empty
 _SCALARS = {float: "float", int: "int", bool: "bool", str: "str"}
 _ARRAY_TYPES = (np.ndarray, torch.Tensor)
 _LISTABLE = {"Tensor", "float", "int", "bool"}
-_SCHEMA_NUMBERS = ("float", "int", "bool", "str")
+_SCHEMA_NUMBERS = tuple(_SCALARS.values())  # a tuple: dynamo folds membership in it on every torch
 
 
 class SchemaError(Exception):
